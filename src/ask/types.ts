@@ -1,0 +1,83 @@
+import { z } from "zod";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const DIGEST16 = /^[0-9a-f]{16}$/;
+
+/** The nil UUID, used as `runId` when an ask is raised outside any run. */
+export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
+
+/**
+ * Parses a {@link PendingAsk} from untrusted JSON (a webhook body, a queue
+ * message). Unknown fields are dropped; the call's arguments never ride an ask.
+ */
+export const PendingAskSchema = z.object({
+  id: z.string().regex(UUID, "must be a UUID"),
+  sessionId: z.string().regex(UUID, "must be a UUID"),
+  runId: z.string().regex(UUID, "must be a UUID"),
+  turn: z.number().int().nonnegative(),
+  callId: z.string(),
+  tool: z.string().min(1),
+  argsDigest: z.string().regex(DIGEST16, "must be 16 lowercase hex digits"),
+  prompt: z.string(),
+});
+
+/**
+ * A tool call parked before it executes, waiting for a human (or a policy
+ * service) to answer. Serializable as JSON; carries only the digest of the
+ * call's arguments, never the arguments.
+ */
+export interface PendingAsk {
+  /** UUID of this ask; answers are matched by it. */
+  readonly id: string;
+  /** UUID of the agent session. */
+  readonly sessionId: string;
+  /** UUID of the run, or {@link NIL_UUID} when there is none. */
+  readonly runId: string;
+  /** 0-based model turn within the run. */
+  readonly turn: number;
+  /** The model's id for the tool call. */
+  readonly callId: string;
+  /** The tool's name. */
+  readonly tool: string;
+  /** `argsDigest(input)`: 16 hex digits over the canonical JSON of the arguments. */
+  readonly argsDigest: string;
+  /** The text the hook asked the human. */
+  readonly prompt: string;
+}
+
+/**
+ * How wide a grant an answer asks the engine to remember:
+ * `"this_call"` (these exact arguments) or `"this_tool"` (any arguments).
+ */
+export type RememberScope = "this_call" | "this_tool";
+
+/** The answer to an ask. A denial is an outcome, not an error. */
+export type AskResolution =
+  | { readonly type: "approve"; readonly remember?: RememberScope }
+  | { readonly type: "deny"; readonly reason?: string; readonly remember?: RememberScope };
+
+const RememberScopeSchema = z.enum(["this_call", "this_tool"]);
+
+/** Parses an {@link AskResolution} from untrusted JSON. */
+export const AskResolutionSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("approve"), remember: RememberScopeSchema.optional() }),
+  z.object({
+    type: z.literal("deny"),
+    reason: z.string().optional(),
+    remember: RememberScopeSchema.optional(),
+  }),
+]);
+
+/** Options the engine passes to {@link AskResolver.resolve}. */
+export interface ResolveOptions {
+  /**
+   * Aborts when the engine stops waiting (deadline or cancel). A resolver
+   * must tolerate it; an answer given after it aborts is ignored.
+   */
+  readonly signal: AbortSignal;
+}
+
+/** Answers asks. The engine awaits exactly one resolution per ask. */
+export interface AskResolver {
+  resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution>;
+}

@@ -1,0 +1,18 @@
+import { defineConfig } from "tsup";
+
+export default defineConfig({
+  entry: {
+    index: "src/index.ts",
+    "ask/index": "src/ask/index.ts",
+    "grant/index": "src/grant/index.ts",
+    "engine/index": "src/engine/index.ts",
+    "testing/index": "src/testing/index.ts",
+  },
+  format: ["esm", "cjs"],
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: "node20",
+  splitting: true,
+  treeshake: true,
+});
