@@ -1,18 +1,30 @@
 import { defineConfig } from "tsup";
 
-export default defineConfig({
-  entry: {
-    index: "src/index.ts",
-    "ask/index": "src/ask/index.ts",
-    "grant/index": "src/grant/index.ts",
-    "engine/index": "src/engine/index.ts",
-    "testing/index": "src/testing/index.ts",
+export default defineConfig([
+  {
+    entry: {
+      index: "src/index.ts",
+      "ask/index": "src/ask/index.ts",
+      "grant/index": "src/grant/index.ts",
+      "engine/index": "src/engine/index.ts",
+      "audit/index": "src/audit/index.ts",
+      "testing/index": "src/testing/index.ts",
+    },
+    format: ["esm", "cjs"],
+    dts: true,
+    clean: true,
+    sourcemap: true,
+    target: "node20",
+    splitting: true,
+    treeshake: true,
   },
-  format: ["esm", "cjs"],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: "node20",
-  splitting: true,
-  treeshake: true,
-});
+  {
+    entry: { cli: "src/cli/main.ts" },
+    format: ["esm"],
+    dts: false,
+    clean: false,
+    sourcemap: true,
+    target: "node20",
+    banner: { js: "#!/usr/bin/env node" },
+  },
+]);
