@@ -12,7 +12,7 @@ export default defineConfig([
     },
     format: ["esm", "cjs"],
     dts: true,
-    clean: true,
+    clean: false,
     sourcemap: true,
     target: "node20",
     splitting: true,
