@@ -1,7 +1,17 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import SummaryReporter from "./test/support/summary-reporter.js";
 
+const src = (path: string): string => fileURLToPath(new URL(`./src/${path}`, import.meta.url));
+
 export default defineConfig({
+  resolve: {
+    // Examples and tests may import the package by name, as a user would.
+    alias: [
+      { find: /^loopctl$/, replacement: src("index.ts") },
+      { find: /^loopctl\/(ask|grant|engine|audit|testing)$/, replacement: src("$1/index.ts") },
+    ],
+  },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
