@@ -1,0 +1,65 @@
+import { ChannelCore } from "./channel-core.js";
+import { Approver } from "./approver.js";
+import { InvalidCapacityError } from "./errors.js";
+import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
+
+/**
+ * An in-process {@link AskResolver}: each ask parks until the paired
+ * {@link Approver} answers it, the engine's signal aborts, or the approver is
+ * closed or dropped.
+ *
+ * How `resolve()` settles:
+ * - answered: resolves with the approver's resolution;
+ * - `options.signal` aborts (deadline or cancel), before or during the wait:
+ *   rejects with `signal.reason`; the ask is withdrawn and a later answer
+ *   returns `false`. An ask whose signal was aborted before `resolve()` is
+ *   never delivered;
+ * - approver closed (now or earlier): resolves
+ *   `{ type: "deny", reason: APPROVER_CLOSED_REASON }`;
+ * - approver garbage-collected unclosed: resolves
+ *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
+ * - an ask id already parked here: rejects with a {@link DuplicateAskError}.
+ *
+ * @example
+ * ```ts
+ * const [channel, approver] = ApprovalChannel.pair(16);
+ * const managers = new LoopManagers().withAskResolver(channel);
+ * ```
+ */
+export class ApprovalChannel implements AskResolver {
+  readonly #core: ChannelCore;
+
+  private constructor(core: ChannelCore) {
+    this.#core = core;
+  }
+
+  /**
+   * Creates a connected channel and approver. `capacity` bounds the asks
+   * delivered but not yet taken by `next()` (0 counts as 1); further asks wait
+   * in line, in park order, and are never lost.
+   *
+   * @throws {InvalidCapacityError} if `capacity` is not a non-negative integer.
+   */
+  static pair(capacity: number): [ApprovalChannel, Approver] {
+    if (typeof capacity !== "number" || !Number.isInteger(capacity) || capacity < 0) {
+      throw new InvalidCapacityError(capacity);
+    }
+    const core = new ChannelCore(capacity);
+    return [new ApprovalChannel(core), new Approver(core)];
+  }
+
+  /** Asks parked here and awaiting an answer. */
+  get size(): number {
+    return this.#core.pending;
+  }
+
+  /** True once the paired approver was closed or dropped; every new ask is then denied at once. */
+  get closed(): boolean {
+    return this.#core.closed;
+  }
+
+  /** Parks `ask` until it is answered; see the class notes for every outcome. */
+  resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
+    return this.#core.park(ask, options.signal);
+  }
+}

@@ -1,0 +1,113 @@
+import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.js";
+import type { ChannelCore } from "./channel-core.js";
+import { parseResolution } from "./resolution.js";
+import type { AskResolution, PendingAsk } from "./types.js";
+
+/** Options for {@link Approver.next}. */
+export interface NextOptions {
+  /** Stops waiting; `next()` then rejects with `signal.reason` and takes no ask. */
+  readonly signal?: AbortSignal;
+}
+
+let registry: FinalizationRegistry<ChannelCore> | undefined;
+
+// Created on first use so importing the module does no work.
+function dropRegistry(): FinalizationRegistry<ChannelCore> {
+  registry ??= new FinalizationRegistry<ChannelCore>((core) => core.close(APPROVER_DROPPED_REASON));
+  return registry;
+}
+
+/**
+ * The human side of an {@link ApprovalChannel}: takes parked asks in park
+ * order and answers them by id. Obtain one from {@link ApprovalChannel.pair}.
+ *
+ * Close it (or `using approver = …`) when done: every ask still awaiting an
+ * answer, and every later one, is denied at once. An approver that is garbage
+ * collected without being closed does the same (reason
+ * {@link APPROVER_DROPPED_REASON}), so a forgotten approver never parks a run
+ * forever.
+ *
+ * @example
+ * ```ts
+ * const [channel, approver] = ApprovalChannel.pair(8);
+ * for await (const ask of approver) {
+ *   approver.resolve(ask.id, ask.tool === "read_file" ? { type: "approve" } : { type: "deny", reason: "no" });
+ * }
+ * ```
+ */
+export class Approver implements AsyncIterable<PendingAsk>, Disposable {
+  readonly #core: ChannelCore;
+
+  /** @internal Use {@link ApprovalChannel.pair}. */
+  constructor(core: ChannelCore) {
+    this.#core = core;
+    dropRegistry().register(this, core, this);
+  }
+
+  /** Asks awaiting an answer: in line, delivered, or taken by `next()` but unanswered. */
+  get pending(): number {
+    return this.#core.pending;
+  }
+
+  /** Asks delivered but not yet taken by `next()`; never more than the capacity (0 counts as 1). */
+  get buffered(): number {
+    return this.#core.buffered;
+  }
+
+  /** Asks waiting in line because the capacity is full; delivered in park order as room frees. */
+  get inLine(): number {
+    return this.#core.inLine;
+  }
+
+  /** True once {@link Approver.close} ran (or the approver was dropped). */
+  get closed(): boolean {
+    return this.#core.closed;
+  }
+
+  /**
+   * The next ask in park order, waiting for one if none is ready; `undefined`
+   * once the approver is closed (a waiting `next()` resolves `undefined` when
+   * `close()` runs). Asks answered or abandoned before being taken are
+   * skipped. If `options.signal` aborts first, the promise rejects with its
+   * reason and no ask is consumed.
+   */
+  next(options: NextOptions = {}): Promise<PendingAsk | undefined> {
+    return this.#core.take(options.signal);
+  }
+
+  /**
+   * Answers the ask `askId` (taken by `next()` or not yet). Returns `true` only
+   * if the answer reached a wait still parked; `false` for an unknown id, a
+   * second answer, or an ask whose wait already ended (deadline, cancel,
+   * close). A `false` answer is dropped: nothing queues.
+   *
+   * @throws {InvalidAskResolutionError} if `resolution` is not a valid
+   * {@link AskResolution} (checked before anything else; the ask stays parked).
+   */
+  resolve(askId: string, resolution: AskResolution): boolean {
+    return this.#core.answer(askId, parseResolution(askId, resolution));
+  }
+
+  /**
+   * Denies every ask still awaiting an answer (reason
+   * {@link APPROVER_CLOSED_REASON}) and every ask parked later; resolves any
+   * waiting `next()` with `undefined`. Idempotent.
+   */
+  close(): void {
+    dropRegistry().unregister(this);
+    this.#core.close(APPROVER_CLOSED_REASON);
+  }
+
+  /** Same as {@link Approver.close}; lets `using approver = …` close it. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /**
+   * Yields asks in park order until the approver is closed. Leaving the loop
+   * early does not close the approver.
+   */
+  async *[Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
+    for (let ask = await this.next(); ask !== undefined; ask = await this.next()) yield ask;
+  }
+}

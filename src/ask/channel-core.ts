@@ -1,0 +1,156 @@
+import { DuplicateAskError } from "./errors.js";
+import { LinkedQueue } from "./linked-queue.js";
+import type { QueueNode } from "./linked-queue.js";
+import type { AskResolution, PendingAsk } from "./types.js";
+
+/** The denial reason given to asks denied because the approver was closed. */
+export const APPROVER_CLOSED_REASON = "approval channel closed";
+
+/** The denial reason given to asks denied because the approver was garbage-collected unclosed. */
+export const APPROVER_DROPPED_REASON = "approver dropped without close()";
+
+interface Parked {
+  readonly ask: PendingAsk;
+  readonly signal: AbortSignal;
+  readonly resolve: (resolution: AskResolution) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly onAbort: () => void;
+  /** Set while the ask is not yet taken by `next()` (delivered or in line). */
+  node: QueueNode<Parked> | undefined;
+}
+
+interface Taker {
+  readonly resolve: (ask: PendingAsk | undefined) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+}
+
+/**
+ * The state an {@link ApprovalChannel} and its {@link Approver} share. It must
+ * never reference the Approver: it is the held value of the finalization
+ * registry that denies everything when an approver is dropped unclosed.
+ *
+ * Asks not yet taken sit in one park-ordered queue; the first `capacity` of
+ * them count as delivered, the rest as waiting in line. Because `next()` only
+ * ever takes the head, this is observably the same as a bounded buffer with a
+ * line of senders behind it, at O(1) per operation.
+ */
+export class ChannelCore {
+  readonly capacity: number;
+  #closedReason: string | undefined;
+  readonly #parked = new Map<string, Parked>();
+  readonly #untaken = new LinkedQueue<Parked>();
+  readonly #takers = new LinkedQueue<Taker>();
+
+  constructor(capacity: number) {
+    this.capacity = capacity;
+  }
+
+  get closed(): boolean {
+    return this.#closedReason !== undefined;
+  }
+
+  get pending(): number {
+    return this.#parked.size;
+  }
+
+  get buffered(): number {
+    return Math.min(Math.max(this.capacity, 1), this.#untaken.size);
+  }
+
+  get inLine(): number {
+    return this.#untaken.size - this.buffered;
+  }
+
+  get waitingTakers(): number {
+    return this.#takers.size;
+  }
+
+  park(ask: PendingAsk, signal: AbortSignal): Promise<AskResolution> {
+    // A cancel that fired before the park wins: the ask is never delivered.
+    if (signal.aborted) return Promise.reject(signal.reason);
+    if (this.#closedReason !== undefined) {
+      return Promise.resolve({ type: "deny", reason: this.#closedReason });
+    }
+    if (this.#parked.has(ask.id)) return Promise.reject(new DuplicateAskError(ask.id));
+    return new Promise<AskResolution>((resolve, reject) => {
+      const entry: Parked = {
+        ask,
+        signal,
+        resolve,
+        reject,
+        onAbort: () => this.#settle(entry, undefined),
+        node: undefined,
+      };
+      this.#parked.set(ask.id, entry);
+      signal.addEventListener("abort", entry.onAbort, { once: true });
+      if (!this.#handToTaker(ask)) entry.node = this.#untaken.push(entry);
+    });
+  }
+
+  take(signal: AbortSignal | undefined): Promise<PendingAsk | undefined> {
+    if (this.#closedReason !== undefined) return Promise.resolve(undefined);
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const entry = this.#untaken.shift();
+    if (entry !== undefined) {
+      entry.node = undefined;
+      return Promise.resolve(entry.ask);
+    }
+    return new Promise<PendingAsk | undefined>((resolve, reject) => {
+      let node: QueueNode<Taker> | undefined;
+      const onAbort = (): void => {
+        if (node !== undefined) this.#takers.remove(node);
+        reject(signal?.reason);
+      };
+      node = this.#takers.push({ resolve, reject, signal, onAbort });
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  answer(askId: string, resolution: AskResolution): boolean {
+    const entry = this.#parked.get(askId);
+    if (entry === undefined) return false;
+    this.#settle(entry, resolution);
+    return true;
+  }
+
+  close(reason: string): void {
+    if (this.#closedReason !== undefined) return;
+    this.#closedReason = reason;
+    const denial: AskResolution = { type: "deny", reason };
+    // Map iteration tolerates deletion of visited entries; park order is kept.
+    for (const entry of this.#parked.values()) this.#settle(entry, denial);
+    for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
+      taker.signal?.removeEventListener("abort", taker.onAbort);
+      taker.resolve(undefined);
+    }
+  }
+
+  /** Settles a parked ask exactly once: with `resolution`, or with its signal's reason. */
+  #settle(entry: Parked, resolution: AskResolution | undefined): void {
+    if (this.#parked.get(entry.ask.id) !== entry) return;
+    this.#parked.delete(entry.ask.id);
+    if (entry.node !== undefined) {
+      this.#untaken.remove(entry.node);
+      entry.node = undefined;
+    }
+    entry.signal.removeEventListener("abort", entry.onAbort);
+    if (resolution === undefined) entry.reject(entry.signal.reason);
+    else entry.resolve(resolution);
+  }
+
+  #handToTaker(ask: PendingAsk): boolean {
+    for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
+      taker.signal?.removeEventListener("abort", taker.onAbort);
+      // The signal may be mid-dispatch, aborted but not yet heard by our listener.
+      if (taker.signal?.aborted === true) {
+        taker.reject(taker.signal.reason);
+        continue;
+      }
+      taker.resolve(ask);
+      return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,68 @@
+import { LoopctlError } from "../errors.js";
+
+/**
+ * A resolution that is not a valid {@link AskResolution}: passed to
+ * `Approver.resolve`, or returned by a {@link SyncAskResolver} callback.
+ * `code` is `"ASK_RESOLUTION_INVALID"`; `askId` names the ask it was meant for.
+ *
+ * @example
+ * ```ts
+ * try { approver.resolve(id, { type: "maybe" } as never); }
+ * catch (err) { if (err instanceof InvalidAskResolutionError) console.error(err.askId); }
+ * ```
+ */
+export class InvalidAskResolutionError extends LoopctlError {
+  /** The id of the ask the invalid resolution was meant for. */
+  readonly askId: string;
+
+  constructor(askId: string, detail: string, options?: ErrorOptions) {
+    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${askId}: ${detail}`, options);
+    this.askId = askId;
+  }
+}
+
+/**
+ * A {@link SyncAskResolver} callback threw. `code` is `"ASK_CALLBACK_FAILED"`;
+ * the thrown value is the `cause`. The engine treats the rejection as a denial.
+ */
+export class AskCallbackError extends LoopctlError {
+  /** The id of the ask whose callback threw. */
+  readonly askId: string;
+
+  constructor(askId: string, tool: string, options?: ErrorOptions) {
+    super("ASK_CALLBACK_FAILED", `ask resolver callback threw for ask ${askId} (tool "${tool}")`, options);
+    this.askId = askId;
+  }
+}
+
+/**
+ * `ApprovalChannel.pair` was given a capacity that is not a non-negative
+ * integer. `code` is `"ASK_CAPACITY_INVALID"`.
+ */
+export class InvalidCapacityError extends LoopctlError {
+  /** The rejected capacity, as given. */
+  readonly capacity: unknown;
+
+  constructor(capacity: unknown) {
+    super(
+      "ASK_CAPACITY_INVALID",
+      `approval channel capacity must be a non-negative integer, got ${String(capacity)}`,
+    );
+    this.capacity = capacity;
+  }
+}
+
+/**
+ * An ask was parked on an {@link ApprovalChannel} while another ask with the
+ * same id was still parked there. `code` is `"ASK_DUPLICATE_ID"`. The second
+ * park rejects (the engine denies it); the first is untouched.
+ */
+export class DuplicateAskError extends LoopctlError {
+  /** The id that was already parked. */
+  readonly askId: string;
+
+  constructor(askId: string) {
+    super("ASK_DUPLICATE_ID", `ask ${askId} is already parked on this approval channel`);
+    this.askId = askId;
+  }
+}

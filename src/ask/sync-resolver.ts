@@ -1,0 +1,69 @@
+import { AskCallbackError, InvalidAskResolutionError } from "./errors.js";
+import { parseResolution } from "./resolution.js";
+import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
+
+/**
+ * The callback a {@link SyncAskResolver} consults: `true` approves, `false`
+ * denies, or return a full {@link AskResolution} (to give a reason or ask the
+ * engine to remember the answer).
+ */
+export type SyncAskCallback = (ask: PendingAsk) => boolean | AskResolution;
+
+/**
+ * An {@link AskResolver} that answers every ask at once from a synchronous
+ * policy function, for tests, scripts and fixed rules.
+ *
+ * Fail-closed: if the callback throws, the promise rejects with an
+ * {@link AskCallbackError} (the thrown value as `cause`); if it returns
+ * anything but `true`, `false` or a valid resolution (a Promise included), it
+ * rejects with an {@link InvalidAskResolutionError}. The engine treats a
+ * rejection as a denial; rejecting rather than resolving `deny` keeps a broken
+ * policy distinguishable from a deliberate "no". If the signal is already
+ * aborted, the callback is not consulted and the promise rejects with
+ * `signal.reason`.
+ *
+ * @example
+ * ```ts
+ * const resolver = new SyncAskResolver((ask) =>
+ *   ask.tool === "read_file" ? true : { type: "deny", reason: "read-only session" },
+ * );
+ * ```
+ */
+export class SyncAskResolver implements AskResolver {
+  readonly #decide: SyncAskCallback;
+
+  /** @param decide - the policy; called once per ask, synchronously. */
+  constructor(decide: SyncAskCallback) {
+    if (typeof decide !== "function") {
+      throw new TypeError("SyncAskResolver needs a callback (ask) => boolean | AskResolution");
+    }
+    this.#decide = decide;
+  }
+
+  /** Answers `ask` from the callback. See the class notes for failures. */
+  resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
+    if (options.signal.aborted) return Promise.reject(options.signal.reason);
+    let answer: unknown;
+    try {
+      answer = this.#decide(ask);
+    } catch (error) {
+      return Promise.reject(new AskCallbackError(ask.id, ask.tool, { cause: error }));
+    }
+    if (answer === true) return Promise.resolve({ type: "approve" });
+    if (answer === false) return Promise.resolve({ type: "deny" });
+    try {
+      return Promise.resolve(parseResolution(ask.id, answer));
+    } catch (error) {
+      if (isThenable(answer)) {
+        // The caller broke the contract by going async; keep its eventual
+        // rejection from surfacing as an unhandled one.
+        answer.then(undefined, () => undefined);
+      }
+      return Promise.reject(error instanceof InvalidAskResolutionError ? error : new AskCallbackError(ask.id, ask.tool, { cause: error }));
+    }
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function";
+}
