@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import { NIL_UUID } from "../../src/ask/index.js";
+import type { PendingAsk } from "../../src/ask/index.js";
+
+const SESSION = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+/** A valid PendingAsk; `n` keeps ids and call ids distinct and readable. */
+export function makeAsk(n: number, overrides: Partial<PendingAsk> = {}): PendingAsk {
+  return {
+    id: randomUUID(),
+    sessionId: SESSION,
+    runId: NIL_UUID,
+    turn: n,
+    callId: `call_${n}`,
+    tool: "write_file",
+    argsDigest: "0123456789abcdef",
+    prompt: `write file #${n}?`,
+    ...overrides,
+  };
+}
+
+export type Outcome<T> =
+  | { readonly state: "pending" }
+  | { readonly state: "fulfilled"; readonly value: T }
+  | { readonly state: "rejected"; readonly reason: unknown };
+
+/** Observes a promise without awaiting it; `settlements` counts callbacks run. */
+export interface Tracked<T> {
+  readonly outcome: Outcome<T>;
+  readonly settlements: number;
+}
+
+export function track<T>(promise: Promise<T>): Tracked<T> {
+  const tracked = { outcome: { state: "pending" } as Outcome<T>, settlements: 0 };
+  promise.then(
+    (value) => {
+      tracked.settlements += 1;
+      tracked.outcome = { state: "fulfilled", value };
+    },
+    (reason: unknown) => {
+      tracked.settlements += 1;
+      tracked.outcome = { state: "rejected", reason };
+    },
+  );
+  return tracked;
+}
+
+/** Lets every queued promise reaction run (one macrotask turn), no wall clock involved. */
+export function flush(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
