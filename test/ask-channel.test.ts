@@ -1,0 +1,382 @@
+import { getEventListeners } from "node:events";
+import { describe, expect, it } from "vitest";
+import {
+  APPROVER_CLOSED_REASON,
+  ApprovalChannel,
+  Approver,
+  DuplicateAskError,
+  InvalidAskResolutionError,
+  InvalidCapacityError,
+  LoopctlError,
+} from "../src/index.js";
+import type { AskResolution, PendingAsk } from "../src/ask/index.js";
+import { flush, makeAsk, track } from "./support/ask-fixtures.js";
+
+const approve: AskResolution = { type: "approve" };
+const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
+const listeners = (signal: AbortSignal): number => getEventListeners(signal, "abort").length;
+
+describe("ApprovalChannel.pair", () => {
+  it("returns a channel and its approver", () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    expect(channel).toBeInstanceOf(ApprovalChannel);
+    expect(approver).toBeInstanceOf(Approver);
+    expect(channel.size).toBe(0);
+    expect(approver.closed).toBe(false);
+    approver.close();
+  });
+
+  it.each([[-1], [Number.NaN], [1.5], [Number.POSITIVE_INFINITY], ["3" as unknown as number]])(
+    "rejects capacity %s with InvalidCapacityError",
+    (capacity) => {
+      let error: unknown;
+      try {
+        ApprovalChannel.pair(capacity);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(InvalidCapacityError);
+      expect(error).toBeInstanceOf(LoopctlError);
+      expect((error as InvalidCapacityError).code).toBe("ASK_CAPACITY_INVALID");
+      expect((error as InvalidCapacityError).message).toContain(String(capacity));
+    },
+  );
+});
+
+describe("answers", () => {
+  it("delivers the ask and settles the park with the approver's answer", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    const taken = await approver.next();
+    expect(taken).toBe(ask);
+    expect(approver.resolve(ask.id, { type: "deny", reason: "not today", remember: "this_call" })).toBe(true);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not today", remember: "this_call" });
+    approver.close();
+  });
+
+  it("is single use: a duplicate answer returns false and does not change the outcome", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    await approver.next();
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    expect(approver.resolve(ask.id, { type: "deny" })).toBe(false);
+    await expect(parked).resolves.toEqual(approve);
+    expect(approver.pending).toBe(0);
+    approver.close();
+  });
+
+  it("returns false for an unknown id and queues nothing for a later ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    expect(approver.resolve("00000000-0000-4000-8000-000000000000", approve)).toBe(false);
+    const ask = makeAsk(0);
+    const parked = track(channel.resolve(ask, live()));
+    await flush();
+    expect(parked.outcome.state).toBe("pending");
+    expect(approver.pending).toBe(1);
+    approver.close();
+    await flush();
+    expect(parked.outcome).toEqual({ state: "fulfilled", value: { type: "deny", reason: APPROVER_CLOSED_REASON } });
+  });
+
+  it("answers an ask not yet taken by next(); it is then never delivered", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const first = makeAsk(0);
+    const second = makeAsk(1);
+    const parkedFirst = channel.resolve(first, live());
+    const parkedSecond = track(channel.resolve(second, live()));
+    expect(approver.resolve(first.id, approve)).toBe(true);
+    await expect(parkedFirst).resolves.toEqual(approve);
+    expect(await approver.next()).toBe(second);
+    expect(parkedSecond.outcome.state).toBe("pending");
+    approver.close();
+  });
+
+  it("validates the resolution: invalid throws InvalidAskResolutionError naming the ask, and the ask stays parked", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    let error: unknown;
+    try {
+      approver.resolve(ask.id, { type: "maybe" } as unknown as AskResolution);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidAskResolutionError);
+    expect((error as InvalidAskResolutionError).code).toBe("ASK_RESOLUTION_INVALID");
+    expect((error as InvalidAskResolutionError).askId).toBe(ask.id);
+    expect((error as Error).message).toContain(ask.id);
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
+
+  it("strips unknown fields from an answer before the engine sees it", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    approver.resolve(ask.id, { type: "approve", extra: 1 } as unknown as AskResolution);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    approver.close();
+  });
+
+  it("rejects a second park of an id still parked with DuplicateAskError, leaving the first untouched", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const first = channel.resolve(ask, live());
+    await expect(channel.resolve({ ...ask }, live())).rejects.toBeInstanceOf(DuplicateAskError);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(first).resolves.toEqual(approve);
+    approver.close();
+  });
+});
+
+describe("order and capacity", () => {
+  it("delivers asks in park order", async () => {
+    const [channel, approver] = ApprovalChannel.pair(10);
+    const asks = Array.from({ length: 5 }, (_, i) => makeAsk(i));
+    for (const ask of asks) void channel.resolve(ask, live()).catch(() => undefined);
+    const taken: PendingAsk[] = [];
+    for (let i = 0; i < asks.length; i++) taken.push((await approver.next()) as PendingAsk);
+    expect(taken).toEqual(asks);
+    approver.close();
+  });
+
+  it("hands an ask straight to a next() already waiting, and concurrent next() calls get distinct asks", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const waiting = [approver.next(), approver.next()];
+    const asks = [makeAsk(0), makeAsk(1)];
+    for (const ask of asks) void channel.resolve(ask, live());
+    expect(await Promise.all(waiting)).toEqual(asks);
+    expect(approver.buffered).toBe(0);
+    expect(approver.pending).toBe(2);
+    approver.close();
+  });
+
+  it.each([
+    [0, 1],
+    [1, 1],
+    [3, 3],
+  ])("capacity %i bounds the delivered-but-not-taken asks to %i; the rest wait in line, none lost", async (capacity, bound) => {
+    const [channel, approver] = ApprovalChannel.pair(capacity);
+    const asks = Array.from({ length: 6 }, (_, i) => makeAsk(i));
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    expect(approver.buffered).toBe(bound);
+    expect(approver.inLine).toBe(asks.length - bound);
+    expect(channel.size).toBe(asks.length);
+    for (const ask of asks) {
+      const taken = await approver.next();
+      expect(taken).toBe(ask);
+      expect(approver.buffered).toBeLessThanOrEqual(bound);
+      expect(approver.resolve(ask.id, approve)).toBe(true);
+    }
+    expect(await Promise.all(parked)).toEqual(asks.map(() => approve));
+    expect(approver.inLine).toBe(0);
+    approver.close();
+  });
+
+  it("never delivers an ask whose wait ended while it was in line", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
+    const controllers = asks.map(() => new AbortController());
+    const parked = asks.map((ask, i) => track(channel.resolve(ask, { signal: controllers[i]!.signal })));
+    expect(approver.inLine).toBe(2);
+    const reason = new Error("deadline");
+    controllers[1]!.abort(reason);
+    expect(approver.inLine).toBe(1);
+    expect(await approver.next()).toBe(asks[0]);
+    expect(await approver.next()).toBe(asks[2]);
+    await flush();
+    expect(parked[1]!.outcome).toEqual({ state: "rejected", reason });
+    expect(approver.resolve(asks[1]!.id, approve)).toBe(false);
+    approver.close();
+  });
+});
+
+describe("the resolver's signal", () => {
+  it("ends the wait: the park rejects with the signal's reason and a later answer returns false", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, { signal: controller.signal });
+    expect(await approver.next()).toBe(ask);
+    const reason = new DOMException("deadline", "TimeoutError");
+    controller.abort(reason);
+    await expect(parked).rejects.toBe(reason);
+    expect(approver.resolve(ask.id, approve)).toBe(false);
+    expect(approver.pending).toBe(0);
+    expect(listeners(controller.signal)).toBe(0);
+    approver.close();
+  });
+
+  it("an answer given before the abort wins; the abort then changes nothing", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, { signal: controller.signal });
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    controller.abort(new Error("cancel"));
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
+
+  it("an already-aborted signal rejects at once and the ask is never delivered", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const reason = new Error("cancelled before the park");
+    controller.abort(reason);
+    const ask = makeAsk(0);
+    await expect(channel.resolve(ask, { signal: controller.signal })).rejects.toBe(reason);
+    expect(approver.pending).toBe(0);
+    expect(approver.buffered).toBe(0);
+    const later = makeAsk(1);
+    void channel.resolve(later, live());
+    expect(await approver.next()).toBe(later);
+    expect(approver.resolve(ask.id, approve)).toBe(false);
+    approver.close();
+  });
+
+  it("removes its abort listener once the ask is answered or denied by close", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const a = makeAsk(0);
+    const b = makeAsk(1);
+    const parkedA = channel.resolve(a, { signal: controller.signal });
+    const parkedB = channel.resolve(b, { signal: controller.signal });
+    expect(listeners(controller.signal)).toBe(2);
+    approver.resolve(a.id, approve);
+    await parkedA;
+    expect(listeners(controller.signal)).toBe(1);
+    approver.close();
+    await parkedB;
+    expect(listeners(controller.signal)).toBe(0);
+  });
+});
+
+describe("close and dispose", () => {
+  it("close() denies every awaiting ask, taken or in line, and every later ask at once", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    expect(await approver.next()).toBe(asks[0]);
+    expect(approver.inLine).toBe(1);
+    approver.close();
+    const denial = { type: "deny", reason: APPROVER_CLOSED_REASON };
+    expect(await Promise.all(parked)).toEqual([denial, denial, denial]);
+    expect(channel.closed).toBe(true);
+    await expect(channel.resolve(makeAsk(3), live())).resolves.toEqual(denial);
+    expect(approver.resolve(asks[0]!.id, approve)).toBe(false);
+    expect(approver.pending).toBe(0);
+    expect(approver.inLine).toBe(0);
+  });
+
+  it("next() resolves undefined once closed, including a next() already waiting", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    const waiting = track(approver.next());
+    await flush();
+    expect(waiting.outcome.state).toBe("pending");
+    approver.close();
+    await flush();
+    expect(waiting.outcome).toEqual({ state: "fulfilled", value: undefined });
+    await expect(approver.next()).resolves.toBeUndefined();
+    approver.close();
+    expect(approver.closed).toBe(true);
+  });
+
+  it("a for await loop over the approver ends when it is closed", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const asks = [makeAsk(0), makeAsk(1)];
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    const seen: string[] = [];
+    for await (const ask of approver) {
+      seen.push(ask.id);
+      approver.resolve(ask.id, approve);
+      if (seen.length === asks.length) approver.close();
+    }
+    expect(seen).toEqual(asks.map((a) => a.id));
+    expect(await Promise.all(parked)).toEqual([approve, approve]);
+  });
+
+  it("leaving a for await loop early does not close the approver", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const asks = [makeAsk(0), makeAsk(1)];
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    for await (const ask of approver) {
+      approver.resolve(ask.id, approve);
+      break;
+    }
+    expect(approver.closed).toBe(false);
+    expect(await approver.next()).toBe(asks[1]);
+    approver.resolve(asks[1]!.id, { type: "deny" });
+    expect(await Promise.all(parked)).toEqual([approve, { type: "deny" }]);
+    approver.close();
+  });
+
+  it("Symbol.dispose closes, so `using` denies what is left", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const parked = channel.resolve(makeAsk(0), live());
+    {
+      using scoped = approver;
+      expect(scoped.pending).toBe(1);
+    }
+    expect(approver.closed).toBe(true);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
+  });
+});
+
+describe("next({ signal })", () => {
+  it("rejects with the signal's reason and does not swallow the next ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const waiting = approver.next({ signal: controller.signal });
+    const reason = new Error("UI closed the panel");
+    controller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(listeners(controller.signal)).toBe(0);
+    const ask = makeAsk(0);
+    void channel.resolve(ask, live());
+    expect(approver.buffered).toBe(1);
+    expect(await approver.next()).toBe(ask);
+    approver.close();
+  });
+
+  it("an already-aborted signal rejects without taking a buffered ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    void channel.resolve(ask, live());
+    const reason = new Error("stop");
+    await expect(approver.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(approver.buffered).toBe(1);
+    expect(await approver.next()).toBe(ask);
+    approver.close();
+  });
+
+  it("a taker whose signal is aborted mid-dispatch is skipped; the ask goes to the next taker", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const ask = makeAsk(0);
+    // This listener runs before the taker's own: it parks while the signal is
+    // already aborted but the taker has not heard of it yet.
+    controller.signal.addEventListener("abort", () => void channel.resolve(ask, live()), { once: true });
+    const first = approver.next({ signal: controller.signal });
+    const second = approver.next();
+    const reason = new Error("gone");
+    controller.abort(reason);
+    await expect(first).rejects.toBe(reason);
+    await expect(second).resolves.toBe(ask);
+    approver.close();
+  });
+
+  it("removes its listener once it gets an ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const waiting = approver.next({ signal: controller.signal });
+    expect(listeners(controller.signal)).toBe(1);
+    void channel.resolve(makeAsk(0), live());
+    await waiting;
+    expect(listeners(controller.signal)).toBe(0);
+    approver.close();
+  });
+});
