@@ -1,1 +1,22 @@
-export {};
+/**
+ * `loopctl/grant`: canonical digests, grants, grant stores and the policy
+ * that decides a call from remembered approvals.
+ *
+ * @packageDocumentation
+ */
+export { canonicalJson, compareCodePoints, CANONICAL_JSON_MAX_DEPTH } from "./canonical.js";
+export {
+  argsDigest,
+  descriptorDigest,
+  descriptorFingerprint,
+  digest16,
+  projectIdentity,
+} from "./digest.js";
+export type { ToolDescriptor } from "./digest.js";
+export {
+  CanonicalJsonError,
+  GrantRecordError,
+  LedgerCorruptError,
+  LedgerIoError,
+  LedgerLockError,
+} from "./errors.js";

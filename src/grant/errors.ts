@@ -1,0 +1,84 @@
+import { LoopctlError } from "../errors.js";
+
+/**
+ * A value cannot be written as canonical JSON: NaN, ±Infinity, a BigInt, a
+ * function, a symbol, `undefined` where JSON has no way to omit it, a cycle,
+ * a non-JSON object such as a `Map`, or nesting deeper than the limit.
+ *
+ * Code `"CANONICAL_JSON"`. `jsonPath` points at the bad value, e.g. `$.a[2].b`.
+ */
+export class CanonicalJsonError extends LoopctlError {
+  /** Where in the value the problem sits, as a JSONPath such as `$.a[2].b`. */
+  readonly jsonPath: string;
+
+  constructor(jsonPath: string, problem: string, options?: ErrorOptions) {
+    super("CANONICAL_JSON", `cannot write canonical JSON at ${jsonPath}: ${problem}`, options);
+    this.jsonPath = jsonPath;
+  }
+}
+
+/**
+ * A grant ledger exists but cannot be trusted: unreadable, empty, not JSON,
+ * not an array, or holding a record that is not a grant.
+ *
+ * Code `"LEDGER_CORRUPT"`. The file is never overwritten or deleted by a save
+ * or a revoke; `FileGrantStore.resetCorrupt()` moves it aside on request.
+ */
+export class LedgerCorruptError extends LoopctlError {
+  /** The ledger file at fault. */
+  readonly path: string;
+
+  constructor(path: string, problem: string, options?: ErrorOptions) {
+    super("LEDGER_CORRUPT", `grant ledger ${path} is corrupt: ${problem}`, options);
+    this.path = path;
+  }
+}
+
+/**
+ * Reading or writing a grant ledger failed for a reason other than its
+ * content: a permission problem, a full disk, or a ledger path that is a
+ * symlink or not a regular file (which is never written through).
+ *
+ * Code `"LEDGER_IO"`, or `"LEDGER_NOT_REGULAR_FILE"` for the path refusal.
+ */
+export class LedgerIoError extends LoopctlError {
+  /** The file or folder at fault. */
+  readonly path: string;
+
+  constructor(
+    code: "LEDGER_IO" | "LEDGER_NOT_REGULAR_FILE",
+    path: string,
+    problem: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, `grant ledger ${path}: ${problem}`, options);
+    this.path = path;
+  }
+}
+
+/**
+ * The ledger's lock file could not be taken within the wait bound, or could
+ * not be created at all.
+ *
+ * Code `"LEDGER_LOCK"`. `path` is the lock file (`grants.json.lock`).
+ */
+export class LedgerLockError extends LoopctlError {
+  /** The lock file at fault. */
+  readonly path: string;
+
+  constructor(path: string, problem: string, options?: ErrorOptions) {
+    super("LEDGER_LOCK", `grant ledger lock ${path}: ${problem}`, options);
+    this.path = path;
+  }
+}
+
+/**
+ * A grant record, or the arguments used to build a grant, is not valid.
+ *
+ * Code `"GRANT_RECORD"`. The message names the grant id or tool involved.
+ */
+export class GrantRecordError extends LoopctlError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("GRANT_RECORD", message, options);
+  }
+}

@@ -1,0 +1,203 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  CANONICAL_JSON_MAX_DEPTH,
+  CanonicalJsonError,
+  canonicalJson,
+  compareCodePoints,
+} from "../src/grant/index.js";
+
+const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
+
+function expectCanonicalError(value: unknown, jsonPath: string): void {
+  let caught: unknown;
+  try {
+    canonicalJson(value);
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(CanonicalJsonError);
+  const error = caught as CanonicalJsonError;
+  expect(error.code).toBe("CANONICAL_JSON");
+  expect(error.jsonPath).toBe(jsonPath);
+  expect(error.message).toContain(jsonPath);
+}
+
+/** Rebuilds every object with its keys in a shuffled order. */
+function shuffleKeys(value: unknown, rand: () => number): unknown {
+  if (Array.isArray(value)) return value.map((v) => shuffleKeys(v, rand));
+  if (value !== null && typeof value === "object") {
+    const keys = Object.keys(value);
+    for (let i = keys.length - 1; i > 0; i--) {
+      const j = Math.floor(rand() * (i + 1));
+      [keys[i], keys[j]] = [keys[j] as string, keys[i] as string];
+    }
+    const out: Record<string, unknown> = {};
+    for (const key of keys) {
+      Object.defineProperty(out, key, {
+        value: shuffleKeys((value as Record<string, unknown>)[key], rand),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
+  }
+  return value;
+}
+
+// A JSON value as JSON.parse would give it (no -0), strings over all code points.
+const jsonValue = fc
+  .jsonValue({ stringUnit: "binary", maxDepth: 4 })
+  .map((v) => JSON.parse(JSON.stringify(v)) as unknown);
+
+describe("canonicalJson", () => {
+  it("writes compact JSON with keys sorted recursively and array order kept", () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, 1, 2], c: null } })).toBe(
+      '{"a":{"c":null,"d":[3,1,2]},"b":1}',
+    );
+    expect(canonicalJson("x")).toBe('"x"');
+    expect(canonicalJson(null)).toBe("null");
+    expect(canonicalJson([])).toBe("[]");
+    expect(canonicalJson({})).toBe("{}");
+  });
+
+  it("sorts by code point, not by UTF-16 code unit", () => {
+    const astral = "\u{1F600}";
+    const privateUse = "\uE000";
+    // UTF-16 order puts the surrogate pair (0xD83D...) first; code-point order does not.
+    expect([astral, privateUse].sort()).toEqual([astral, privateUse]);
+    expect(canonicalJson({ [astral]: 1, [privateUse]: 2 })).toBe(`{"${privateUse}":2,"${astral}":1}`);
+    expect(compareCodePoints(astral, "\uFFFF")).toBeGreaterThan(0);
+    expect(compareCodePoints("a", "ab")).toBeLessThan(0);
+    expect(compareCodePoints("ab", "ab")).toBe(0);
+    // A paired low surrogate against a BMP unit above the surrogates: the pair is larger.
+    expect(compareCodePoints("\uD800\uDC00", "\uD800\uE000")).toBeGreaterThan(0);
+  });
+
+  it("puts integer-like keys in code-point order, not JavaScript's numeric order", () => {
+    expect(canonicalJson({ 9: "a", 10: "b", a: "c" })).toBe('{"10":"b","9":"a","a":"c"}');
+  });
+
+  it("orders keys as UTF-8 bytes do, for any keys", () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ unit: "binary" }), { maxLength: 8 }), (keys) => {
+        const sorted = [...new Set(keys)].sort(compareCodePoints);
+        const bytes = sorted.map((k) => Buffer.from(k, "utf8"));
+        for (let i = 1; i < bytes.length; i++) {
+          expect(Buffer.compare(bytes[i - 1] as Buffer, bytes[i] as Buffer)).toBeLessThan(0);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("matches RFC 8785's sorting example where it agrees with code-point order", () => {
+    const input = {
+      "\u20ac": "Euro Sign",
+      "\r": "Carriage Return",
+      "\ufb33": "Hebrew Letter Dalet With Dagesh",
+      "1": "One",
+      "\ud83d\ude00": "Emoji: Grinning Face",
+      "\u0080": "Control",
+      "\u00f6": "Latin Small Letter O With Diaeresis",
+    };
+    // RFC 8785 sorts by UTF-16 units and puts the emoji before U+FB33; code-point order puts it
+    // last. Every other key keeps the RFC's order: \r, 1, U+0080, U+00F6, U+20AC.
+    expect(canonicalJson(input)).toBe(
+      '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis",' +
+        '"\u20ac":"Euro Sign","\ufb33":"Hebrew Letter Dalet With Dagesh","\ud83d\ude00":"Emoji: Grinning Face"}',
+    );
+  });
+
+  it("escapes strings and writes numbers as RFC 8785 and JSON.stringify do", () => {
+    expect(canonicalJson({ string: "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"/" })).toBe(
+      '{"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}',
+    );
+    expect(canonicalJson({ literals: [null, true, false] })).toBe('{"literals":[null,true,false]}');
+    expect(canonicalJson([333333333.3333333, 1e30, 4.5, 0.002, 1e-27, -0])).toBe(
+      "[333333333.3333333,1e+30,4.5,0.002,1e-27,0]",
+    );
+  });
+
+  it("escapes lone surrogates, so the text is well-formed and ASCII there", () => {
+    const text = canonicalJson({ k: "a\uD800b", ["\uDC00"]: 1 });
+    expect(text).toBe('{"k":"a\\ud800b","\\udc00":1}');
+    expect(/[\uD800-\uDFFF]/.test(text)).toBe(false);
+    expect(JSON.parse(text)).toEqual({ k: "a\uD800b", "\uDC00": 1 });
+  });
+
+  it("honours toJSON like JSON.stringify, and unboxes boxed primitives", () => {
+    const date = new Date(Date.UTC(2024, 0, 2, 3, 4, 5));
+    expect(canonicalJson({ at: date })).toBe('{"at":"2024-01-02T03:04:05.000Z"}');
+    expect(canonicalJson({ x: { toJSON: (key: string) => `key:${key}` } })).toBe('{"x":"key:x"}');
+    expect(canonicalJson([new Number(1), new String("s"), new Boolean(false)])).toBe('[1,"s",false]');
+  });
+
+  it("omits undefined object properties like JSON.stringify", () => {
+    expect(canonicalJson({ a: undefined, b: 1 })).toBe('{"b":1}');
+  });
+
+  it("keeps a __proto__ key as an ordinary property", () => {
+    const value = JSON.parse('{"__proto__":{"x":1},"a":2}') as unknown;
+    expect(canonicalJson(value)).toBe('{"__proto__":{"x":1},"a":2}');
+  });
+
+  it("refuses values JSON cannot carry, naming their path", () => {
+    expectCanonicalError(Number.NaN, "$");
+    expectCanonicalError({ a: [0, 1, { b: Number.POSITIVE_INFINITY }] }, "$.a[2].b");
+    expectCanonicalError({ a: Number.NEGATIVE_INFINITY }, "$.a");
+    expectCanonicalError({ n: 1n }, "$.n");
+    expectCanonicalError({ f: () => 1 }, "$.f");
+    expectCanonicalError({ s: Symbol("s") }, "$.s");
+    expectCanonicalError([1, undefined], "$[1]");
+    expectCanonicalError(undefined, "$");
+    // eslint-disable-next-line no-sparse-arrays
+    expectCanonicalError([1, , 3], "$[1]");
+    expectCanonicalError({ "a b": new Map() }, '$["a b"]');
+    expectCanonicalError({ s: new Set([1]) }, "$.s");
+    expectCanonicalError({ u: new Uint8Array(2) }, "$.u");
+    expectCanonicalError({ t: { toJSON: () => Number.NaN } }, "$.t");
+  });
+
+  it("refuses cycles but accepts shared (acyclic) references", () => {
+    const cyclic: Record<string, unknown> = { a: {} };
+    (cyclic["a"] as Record<string, unknown>)["back"] = cyclic;
+    expectCanonicalError(cyclic, "$.a.back");
+    const shared = { x: 1 };
+    expect(canonicalJson({ a: shared, b: [shared] })).toBe('{"a":{"x":1},"b":[{"x":1}]}');
+  });
+
+  it("ends hostile nesting in a typed error, not a RangeError", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = i % 2 === 0 ? [deep] : { k: deep };
+    expect(() => canonicalJson(deep)).toThrow(CanonicalJsonError);
+    let ok: unknown = 1;
+    for (let i = 0; i < CANONICAL_JSON_MAX_DEPTH; i++) ok = [ok];
+    expect(canonicalJson(ok)).toBe(`${"[".repeat(CANONICAL_JSON_MAX_DEPTH)}1${"]".repeat(CANONICAL_JSON_MAX_DEPTH)}`);
+    expect(() => canonicalJson([ok])).toThrow(CanonicalJsonError);
+  });
+
+  it("parse∘canonicalJson is the identity on JSON values", () => {
+    fc.assert(
+      fc.property(jsonValue, (value) => {
+        expect(JSON.parse(canonicalJson(value))).toEqual(value);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("key order never changes the canonical text", () => {
+    fc.assert(
+      fc.property(jsonValue, fc.integer(), (value, seed) => {
+        let state = seed >>> 0;
+        const rand = (): number => {
+          state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+          return state / 0x1_0000_0000;
+        };
+        expect(canonicalJson(shuffleKeys(value, rand))).toBe(canonicalJson(value));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});

@@ -1,0 +1,154 @@
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  CanonicalJsonError,
+  argsDigest,
+  canonicalJson,
+  descriptorDigest,
+  descriptorFingerprint,
+  digest16,
+  projectIdentity,
+} from "../src/grant/index.js";
+
+const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
+
+/** The textbook FNV-1a 64 with BigInt, over the bytes TextEncoder gives. */
+function referenceDigest16(text: string): string {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(text)) {
+    hash ^= BigInt(byte);
+    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return hash.toString(16).padStart(16, "0");
+}
+
+const scratch = mkdtempSync(join(tmpdir(), "loopctl-digest-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe("digest16", () => {
+  it("is FNV-1a 64 as 16 lowercase zero-padded hex digits", () => {
+    expect(digest16("")).toBe("cbf29ce484222325");
+    expect(digest16("a")).toBe("af63dc4c8601ec8c");
+    expect(digest16("foobar")).toBe("85944171f73967e8");
+    for (const text of ["", "a", "x".repeat(1000), "é€😀"]) {
+      expect(digest16(text)).toMatch(/^[0-9a-f]{16}$/);
+    }
+  });
+
+  it("hashes the UTF-8 bytes, equal to a BigInt reference for every string", () => {
+    const anyUnit = fc.integer({ min: 0, max: 0xffff }).map((u) => String.fromCharCode(u));
+    const text = fc.oneof(
+      fc.string({ unit: "binary" }),
+      fc.string({ unit: "grapheme" }),
+      fc.string({ unit: anyUnit }),
+    );
+    fc.assert(
+      fc.property(text, (s) => {
+        expect(digest16(s)).toBe(referenceDigest16(s));
+      }),
+      { numRuns: RUNS * 3 },
+    );
+  });
+
+  it("hashes a lone surrogate as U+FFFD, as TextEncoder encodes it", () => {
+    expect(digest16("a\uD800")).toBe(digest16("a\uFFFD"));
+    expect(digest16("\uDC00b")).toBe(referenceDigest16("\uDC00b"));
+    // canonicalJson escapes lone surrogates, so argsDigest tells them apart.
+    expect(argsDigest("\uD800")).not.toBe(argsDigest("\uD801"));
+    expect(argsDigest("\uD800")).toBe(digest16('"\\ud800"'));
+  });
+});
+
+describe("argsDigest", () => {
+  it("matches the spec's golden value and not the un-canonical text's", () => {
+    expect(argsDigest({ path: "/tmp/x", limit: 10 })).toBe("f1ed61cd8ca5e26b");
+    expect(digest16(JSON.stringify({ path: "/tmp/x", limit: 10 }))).toBe("8b6cb9110c0422ab");
+    expect(argsDigest({ limit: 10, path: "/tmp/x" })).toBe("f1ed61cd8ca5e26b");
+  });
+
+  it("never depends on key order", () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string({ unit: "binary" }), fc.jsonValue({ maxDepth: 2 })), (dict) => {
+        const reversed = Object.fromEntries(Object.entries(dict).reverse());
+        expect(argsDigest(reversed)).toBe(argsDigest(dict));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("refuses arguments JSON cannot carry", () => {
+    expect(() => argsDigest({ n: Number.NaN })).toThrow(CanonicalJsonError);
+  });
+});
+
+describe("descriptor digests", () => {
+  const tool = {
+    name: "read",
+    description: "Read a file",
+    inputSchema: { type: "object", properties: { path: { type: "string" } } },
+  };
+  const text = canonicalJson({
+    name: tool.name,
+    description: tool.description,
+    schema: { tool: tool.name, description: tool.description, input_schema: tool.inputSchema },
+  });
+
+  it("hashes the original's descriptor shape", () => {
+    expect(text).toBe(
+      '{"description":"Read a file","name":"read","schema":{"description":"Read a file",' +
+        '"input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"tool":"read"}}',
+    );
+    expect(descriptorDigest(tool)).toBe(digest16(text));
+    expect(descriptorDigest(tool)).toBe(referenceDigest16(text));
+  });
+
+  it("fingerprints the same text with sha256", () => {
+    const hex = createHash("sha256").update(text, "utf8").digest("hex");
+    expect(descriptorFingerprint(tool)).toBe(`sha256:${hex}`);
+    expect(descriptorFingerprint(tool)).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it("changes when any part of the descriptor changes", () => {
+    const changed = [
+      { ...tool, name: "Read" },
+      { ...tool, description: "Read a file." },
+      { ...tool, inputSchema: { type: "object" } },
+    ];
+    for (const other of changed) {
+      expect(descriptorDigest(other)).not.toBe(descriptorDigest(tool));
+      expect(descriptorFingerprint(other)).not.toBe(descriptorFingerprint(tool));
+    }
+    expect(descriptorDigest({ ...tool, inputSchema: { properties: tool.inputSchema.properties, type: "object" } })).toBe(
+      descriptorDigest(tool),
+    );
+  });
+});
+
+describe("projectIdentity", () => {
+  it("uses the realpath of an existing folder", () => {
+    const real = join(scratch, "real");
+    mkdirSync(real);
+    const link = join(scratch, "link");
+    symlinkSync(real, link);
+    expect(projectIdentity(real)).toBe(digest16(realpathSync(real)));
+    expect(projectIdentity(link)).toBe(projectIdentity(real));
+    expect(projectIdentity(`${real}/`)).toBe(projectIdentity(real));
+  });
+
+  it("keeps the identity of a project bound before its folder existed", () => {
+    const later = join(scratch, "link", "later");
+    const before = projectIdentity(later);
+    expect(before).toBe(digest16(join(realpathSync(join(scratch, "real")), "later")));
+    mkdirSync(later);
+    expect(projectIdentity(later)).toBe(before);
+  });
+
+  it("falls back to the absolute path when the parent is missing too", () => {
+    const missing = join(scratch, "no", "such", "dir");
+    expect(projectIdentity(missing)).toBe(digest16(missing));
+  });
+});
