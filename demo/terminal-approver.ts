@@ -1,0 +1,137 @@
+import type { Readable, Writable } from "node:stream";
+import type { AskResolution, Approver, PendingAsk } from "loopctl/ask";
+import { descriptorFingerprint } from "loopctl/grant";
+import type { ToolDescriptor } from "loopctl/grant";
+import { LineReader } from "./line-reader.js";
+import { makeStyle } from "./style.js";
+import type { Style } from "./style.js";
+
+/** One of the answers a person can give at the terminal. */
+export type TerminalChoice = "once" | "this_call" | "this_tool" | "deny" | "never";
+
+/** The key a person types for each choice, and what it means. */
+export const TERMINAL_CHOICES: ReadonlyArray<{
+  readonly key: string;
+  readonly choice: TerminalChoice;
+  readonly label: string;
+}> = [
+  { key: "a", choice: "once", label: "approve once" },
+  { key: "c", choice: "this_call", label: "always this call" },
+  { key: "t", choice: "this_tool", label: "always this tool" },
+  { key: "d", choice: "deny", label: "deny" },
+  { key: "n", choice: "never", label: "always deny" },
+];
+
+/** The resolution each choice sends back to the engine. */
+export function resolutionFor(choice: TerminalChoice): AskResolution {
+  switch (choice) {
+    case "once":
+      return { type: "approve" };
+    case "this_call":
+      return { type: "approve", remember: "this_call" };
+    case "this_tool":
+      return { type: "approve", remember: "this_tool" };
+    case "deny":
+      return { type: "deny", reason: "denied at the terminal" };
+    case "never":
+      // The narrowest deny grant: these exact arguments, never the whole tool.
+      return { type: "deny", reason: "denied at the terminal, remembered", remember: "this_call" };
+  }
+}
+
+/** Parses what a person typed (`a`, `approve`, `T`, …) into a choice; `undefined` if unknown. */
+export function parseChoice(line: string): TerminalChoice | undefined {
+  const text = line.trim().toLowerCase();
+  if (text === "") return undefined;
+  const byKey = TERMINAL_CHOICES.find((c) => c.key === text);
+  if (byKey !== undefined) return byKey.choice;
+  if (text === "y" || text === "yes" || text === "approve") return "once";
+  if (text === "no") return "deny";
+  return TERMINAL_CHOICES.find((c) => c.label === text)?.choice;
+}
+
+/** Options for {@link runTerminalApprover}. */
+export interface TerminalApproverOptions {
+  /** Where answers are typed (process.stdin, or a PassThrough in tests). */
+  readonly input: Readable;
+  /** Where asks are shown. */
+  readonly output: Writable;
+  /** ANSI colour; the caller decides (TTY and NO_COLOR). Default: off. */
+  readonly color?: boolean;
+  /** Looks up a tool's descriptor so the approver can show the pin a grant would carry. */
+  readonly describeTool?: (tool: string) => ToolDescriptor | undefined;
+}
+
+/** What the terminal approver did, for the caller's summary. */
+export interface TerminalApproverReport {
+  /** Answers that reached a parked ask. */
+  readonly answered: number;
+  /** Answers that came too late (the ask had expired or been cancelled). */
+  readonly late: number;
+}
+
+/**
+ * Shows each ask the approver receives and answers it with what the person
+ * types. Returns when the approver is closed. If the input ends first (Ctrl-D,
+ * a closed pipe), it closes the approver, which denies every ask still
+ * waiting and every later one: no answer is never a yes.
+ */
+export async function runTerminalApprover(
+  approver: Approver,
+  options: TerminalApproverOptions,
+): Promise<TerminalApproverReport> {
+  const style = makeStyle(options.color ?? false);
+  const write = (text: string): void => {
+    options.output.write(text);
+  };
+  using lines = new LineReader(options.input);
+  let answered = 0;
+  let late = 0;
+  for await (const ask of approver) {
+    write(describeAsk(ask, style, options.describeTool?.(ask.tool)));
+    let choice: TerminalChoice | undefined;
+    while (choice === undefined) {
+      write(style.bold("  your answer [a/c/t/d/n]: "));
+      const line = await lines.next();
+      if (line === undefined) {
+        write(`\n  ${style.red("input ended: denying this ask and every later one")}\n`);
+        approver.close();
+        return { answered, late };
+      }
+      choice = parseChoice(line);
+      if (choice === undefined) write(`  ${style.yellow(`not an answer: ${JSON.stringify(line)}`)}\n`);
+    }
+    if (approver.resolve(ask.id, resolutionFor(choice))) {
+      answered += 1;
+      const label = TERMINAL_CHOICES.find((c) => c.choice === choice)?.label ?? choice;
+      write(`  ${choice === "deny" || choice === "never" ? style.red(label) : style.green(label)}\n\n`);
+    } else {
+      late += 1;
+      write(`  ${style.yellow("too late: this ask is no longer waiting (it expired or the run was cancelled)")}\n\n`);
+    }
+  }
+  return { answered, late };
+}
+
+/** The block of text shown for one ask: what is asked, and what each remembered answer would cover. */
+export function describeAsk(ask: PendingAsk, style: Style, descriptor?: ToolDescriptor): string {
+  const pin =
+    descriptor === undefined
+      ? ""
+      : `, pinned to ${descriptorFingerprint(descriptor).slice(0, 19)}… (asks again if the tool changes)`;
+  const rows: Array<[string, string]> = [
+    ["a", "approve once"],
+    ["c", `always this call   grant: allow ${ask.tool} with exactly these arguments (args ${ask.argsDigest})${pin}`],
+    ["t", `always this tool   grant: allow ${ask.tool}, any arguments${pin}`],
+    ["d", "deny"],
+    ["n", `always deny        grant: deny ${ask.tool} with exactly these arguments (args ${ask.argsDigest})${pin}`],
+  ];
+  return [
+    "",
+    `${style.yellow("? approval needed")}  ${style.bold(ask.tool)}  ${style.dim(`(turn ${ask.turn}, call ${ask.callId}, ask ${ask.id})`)}`,
+    `  ${ask.prompt}`,
+    `  ${style.dim("args digest")} ${ask.argsDigest}`,
+    ...rows.map(([key, text]) => `  [${style.bold(key)}] ${text}`),
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,166 @@
+import { PassThrough } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { APPROVER_CLOSED_REASON, ApprovalChannel, NIL_UUID } from "../src/ask/index.js";
+import type { AskResolution, PendingAsk } from "../src/ask/index.js";
+import { argsDigest } from "../src/grant/index.js";
+import { parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
+
+function pendingAsk(n: number, tool = "deploy"): PendingAsk {
+  return {
+    id: `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`,
+    sessionId: "11111111-1111-4111-8111-111111111111",
+    runId: NIL_UUID,
+    turn: 2,
+    callId: `call_${n}`,
+    tool,
+    argsDigest: argsDigest({ env: "staging", n }),
+    prompt: `Deploy 1.4.0 to staging (#${n})?`,
+  };
+}
+
+/** Collects everything written to `stream` as text. */
+function capture(stream: PassThrough): () => string {
+  const chunks: string[] = [];
+  stream.on("data", (chunk: Buffer) => chunks.push(chunk.toString("utf8")));
+  return () => chunks.join("");
+}
+
+/** Resolves once `read()` contains `text`; the output is written synchronously, so microtask turns suffice. */
+async function waitFor(read: () => string, text: string): Promise<void> {
+  for (let i = 0; i < 1000 && !read().includes(text); i += 1) await new Promise((r) => setImmediate(r));
+  expect(read()).toContain(text);
+}
+
+describe("demo terminal approver", () => {
+  it("shows the ask and what each remembered answer would cover", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const done = runTerminalApprover(approver, {
+      input,
+      output,
+      describeTool: (tool) => ({ name: tool, description: "Deploys a release", inputSchema: { type: "object" } }),
+    });
+    const ask = pendingAsk(1);
+    const answer = channel.resolve(ask, { signal: new AbortController().signal });
+    await waitFor(read, "your answer");
+    const shown = read();
+    expect(shown).toContain("deploy");
+    expect(shown).toContain("Deploy 1.4.0 to staging (#1)?");
+    expect(shown).toContain(ask.argsDigest);
+    expect(shown).toContain(`call ${ask.callId}`);
+    expect(shown).toContain("grant: allow deploy with exactly these arguments");
+    expect(shown).toContain("grant: allow deploy, any arguments");
+    expect(shown).toContain("pinned to sha256:");
+    expect(shown).not.toContain("\u001b[");
+    input.write("t\n");
+    await expect(answer).resolves.toEqual({ type: "approve", remember: "this_tool" });
+    approver.close();
+    await expect(done).resolves.toEqual({ answered: 1, late: 0 });
+  });
+
+  it.each([
+    ["a", { type: "approve" }],
+    ["c", { type: "approve", remember: "this_call" }],
+    ["t", { type: "approve", remember: "this_tool" }],
+    ["d", { type: "deny", reason: "denied at the terminal" }],
+    ["n", { type: "deny", reason: "denied at the terminal, remembered", remember: "this_call" }],
+  ] as Array<[string, AskResolution]>)("answers %s with %j", async (key, expected) => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const done = runTerminalApprover(approver, { input, output: new PassThrough() });
+    const answer = channel.resolve(pendingAsk(2), { signal: new AbortController().signal });
+    input.write(`${key}\n`);
+    await expect(answer).resolves.toEqual(expected);
+    approver.close();
+    await done;
+  });
+
+  it("asks again after an answer it does not understand", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const done = runTerminalApprover(approver, { input, output });
+    const answer = channel.resolve(pendingAsk(3), { signal: new AbortController().signal });
+    input.write("maybe\n");
+    await waitFor(read, 'not an answer: "maybe"');
+    input.write("d\n");
+    await expect(answer).resolves.toMatchObject({ type: "deny" });
+    approver.close();
+    await done;
+  });
+
+  it("answers asks in park order, one at a time", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const input = new PassThrough();
+    const done = runTerminalApprover(approver, { input, output: new PassThrough() });
+    const signal = new AbortController().signal;
+    const first = channel.resolve(pendingAsk(4), { signal });
+    const second = channel.resolve(pendingAsk(5), { signal });
+    input.write("d\na\n");
+    await expect(first).resolves.toMatchObject({ type: "deny" });
+    await expect(second).resolves.toEqual({ type: "approve" });
+    approver.close();
+    await expect(done).resolves.toEqual({ answered: 2, late: 0 });
+  });
+
+  it("fails closed when the input ends: the ask and every later one are denied", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const done = runTerminalApprover(approver, { input, output });
+    const answer = channel.resolve(pendingAsk(6), { signal: new AbortController().signal });
+    input.end();
+    await expect(answer).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
+    await expect(done).resolves.toEqual({ answered: 0, late: 0 });
+    expect(read()).toContain("input ended");
+    await expect(channel.resolve(pendingAsk(7), { signal: new AbortController().signal })).resolves.toEqual({
+      type: "deny",
+      reason: APPROVER_CLOSED_REASON,
+    });
+  });
+
+  it("says so when the answer comes after the ask stopped waiting", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const done = runTerminalApprover(approver, { input, output });
+    const deadline = new AbortController();
+    const answer = channel.resolve(pendingAsk(8), { signal: deadline.signal });
+    await waitFor(read, "your answer");
+    deadline.abort(new Error("deadline"));
+    await expect(answer).rejects.toThrow("deadline");
+    input.write("a\n");
+    await waitFor(read, "too late");
+    approver.close();
+    await expect(done).resolves.toEqual({ answered: 0, late: 1 });
+  });
+
+  it("colours only when asked to", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const done = runTerminalApprover(approver, { input, output, color: true });
+    const answer = channel.resolve(pendingAsk(9), { signal: new AbortController().signal });
+    await waitFor(read, "your answer");
+    expect(read()).toContain("\u001b[");
+    input.write("a\n");
+    await answer;
+    approver.close();
+    await done;
+  });
+
+  it("parses typed answers loosely but never guesses", () => {
+    expect(parseChoice(" T ")).toBe("this_tool");
+    expect(parseChoice("yes")).toBe("once");
+    expect(parseChoice("always deny")).toBe("never");
+    expect(parseChoice("")).toBeUndefined();
+    expect(parseChoice("sure, why not")).toBeUndefined();
+    expect(resolutionFor("once")).toEqual({ type: "approve" });
+  });
+});
