@@ -1,0 +1,78 @@
+import { LoopctlError } from "../errors.js";
+import type { AuditProblem } from "./verify.js";
+
+/** A file system path the audit sink refuses: a symbolic link, or not a regular file. */
+export class AuditPathError extends LoopctlError {
+  /** The refused path. */
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: ErrorOptions) {
+    super("AUDIT_PATH", message, options);
+    this.path = path;
+  }
+}
+
+/**
+ * An existing audit log that does not verify. The sink never appends to it:
+ * appending would bury the evidence under lines that chain to a broken prefix.
+ */
+export class AuditCorruptError extends LoopctlError {
+  /** The log file. */
+  readonly path: string;
+  /** The 1-based line at which verification failed. */
+  readonly line: number;
+  /** What verification found at that line. */
+  readonly problem: AuditProblem;
+
+  constructor(path: string, line: number, problem: AuditProblem, message: string) {
+    super("AUDIT_CORRUPT", message);
+    this.path = path;
+    this.line = line;
+    this.problem = problem;
+  }
+}
+
+/** Reading, writing, syncing or closing an audit log failed. */
+export class AuditIoError extends LoopctlError {
+  /** The log file. */
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: ErrorOptions) {
+    super("AUDIT_IO", message, options);
+    this.path = path;
+  }
+}
+
+/** A value handed to the sink is not a valid `GateDecision`. */
+export class AuditRecordError extends LoopctlError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("AUDIT_RECORD", message, options);
+  }
+}
+
+/** An append reached a sink that was already closed. */
+export class AuditClosedError extends LoopctlError {
+  /** The log file. */
+  readonly path: string;
+
+  constructor(path: string) {
+    super("AUDIT_CLOSED", `audit log ${path} is closed; the record was not written`);
+    this.path = path;
+  }
+}
+
+/** An anchor string that is not `<seq>:<64 hex>`. */
+export class AuditAnchorError extends LoopctlError {
+  constructor(message: string) {
+    super("AUDIT_ANCHOR", message);
+  }
+}
+
+/** Every error the audit module throws on purpose. */
+export type AuditError =
+  | AuditPathError
+  | AuditCorruptError
+  | AuditIoError
+  | AuditRecordError
+  | AuditClosedError
+  | AuditAnchorError;

@@ -1,0 +1,76 @@
+import { createHash } from "node:crypto";
+import type { GateDecision } from "../engine/records.js";
+import { AuditAnchorError } from "./errors.js";
+
+/**
+ * The `prev` of line 1: 64 zeros. A log whose first line links to anything
+ * else did not start where the writer started it.
+ */
+export const AUDIT_GENESIS: string = "0".repeat(64);
+
+/**
+ * A point in the chain the writer vouched for: the `seq` and `hash` of the
+ * last line it wrote (`{ seq: 0, hash: AUDIT_GENESIS }` for an empty log).
+ * Kept somewhere the log's editor cannot reach, it lets
+ * {@link verifyAuditLog} detect what a chain alone cannot: whole trailing
+ * lines removed, or the chain rewritten and re-hashed from some line on.
+ */
+export interface AuditAnchor {
+  readonly seq: number;
+  readonly hash: string;
+}
+
+/** The empty log's anchor. */
+export const AUDIT_EMPTY_ANCHOR: AuditAnchor = Object.freeze({ seq: 0, hash: AUDIT_GENESIS });
+
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** Prints an anchor as `<seq>:<hash>`, the form the CLI's `--anchor` takes. */
+export function formatAuditAnchor(anchor: AuditAnchor): string {
+  return `${anchor.seq}:${anchor.hash}`;
+}
+
+/**
+ * Parses `<seq>:<64 lowercase hex>` into an anchor.
+ * @throws AuditAnchorError when the text has another shape.
+ */
+export function parseAuditAnchor(text: string): AuditAnchor {
+  const match = /^(0|[1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(text);
+  const seq = match ? Number(match[1]) : Number.NaN;
+  if (!match || !Number.isSafeInteger(seq)) {
+    throw new AuditAnchorError(
+      `audit anchor ${JSON.stringify(text)} is not <seq>:<64 lowercase hex digits>`,
+    );
+  }
+  return { seq, hash: match[2] as string };
+}
+
+/** True when `value` is a well-formed anchor. */
+export function isAuditAnchor(value: AuditAnchor): boolean {
+  return Number.isSafeInteger(value.seq) && value.seq >= 0 && HEX64.test(value.hash);
+}
+
+/** `,"hash":"` + 64 hex + `"}`: the fixed tail every line ends with (before its newline). */
+export const HASH_MEMBER_PREFIX = ',"hash":"';
+export const LINE_TAIL_LENGTH = HASH_MEMBER_PREFIX.length + 64 + 2;
+
+/** sha256 as lowercase hex. */
+export function sha256Hex(data: Uint8Array | string): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/**
+ * Builds line `seq` of the chain. The body is the line without its `hash`
+ * member; `hash` is sha256 over the body's UTF-8 bytes. `JSON.stringify`
+ * escapes lone surrogates, so the body encodes to UTF-8 without loss and the
+ * verifier, which hashes raw file bytes, sees exactly what was hashed here.
+ */
+export function encodeAuditLine(
+  seq: number,
+  prev: string,
+  record: GateDecision,
+): { readonly text: string; readonly hash: string } {
+  const body = `{"seq":${seq},"prev":"${prev}","record":${JSON.stringify(record)}`;
+  const hash = sha256Hex(`${body}}`);
+  return { text: `${body}${HASH_MEMBER_PREFIX}${hash}"}\n`, hash };
+}

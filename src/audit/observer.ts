@@ -1,0 +1,29 @@
+import type { GateDecision } from "../engine/records.js";
+import type { AuditSink } from "./sink.js";
+
+/** The engine observer {@link auditObserver} returns: it handles `onGate` only. */
+export interface AuditObserver {
+  onGate(event: { readonly decision: GateDecision }): void;
+}
+
+/**
+ * An engine observer that appends every gate decision to `sink`. It returns
+ * at once and never throws into the run; a record that does not land is
+ * reported through the sink's `onError` option and its `flush()`.
+ *
+ * @example
+ * ```ts
+ * const sink = await AuditSink.open("audit/gates.jsonl", { onError: console.error });
+ * const managers = new LoopManagers().withObserver(auditObserver(sink));
+ * // … run the agent …
+ * await sink.flush();
+ * await sink.close();
+ * ```
+ */
+export function auditObserver(sink: AuditSink): AuditObserver {
+  return {
+    onGate({ decision }) {
+      sink.append(decision).catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,211 @@
+import { chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import {
+  AuditClosedError,
+  AuditCorruptError,
+  AuditPathError,
+  AuditRecordError,
+  AuditSink,
+  auditObserver,
+  verifyAuditLog,
+} from "../src/audit/index.js";
+import type { GateDecision } from "../src/engine/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+
+const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 25);
+
+let root: string;
+let counter = 0;
+const fresh = (): string => join(root, `case-${++counter}`, "audit", "gates.jsonl");
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "loopctl-audit-sink-"));
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe("AuditSink files", () => {
+  it("creates the log 0600 in a folder created 0700", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    await sink.append(gateRecord(1));
+    await sink.close();
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(path, ".."))).mode & 0o777).toBe(0o700);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1)] });
+  });
+
+  it("tightens an existing log readable by others", async () => {
+    const path = fresh();
+    await mkdir(join(path, ".."), { recursive: true });
+    await writeFile(path, "");
+    await chmod(path, 0o644);
+    const sink = await AuditSink.open(path);
+    await sink.close();
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+  });
+
+  it("refuses a symbolic link and leaves its target alone", async () => {
+    const path = fresh();
+    await mkdir(join(path, ".."), { recursive: true });
+    const target = join(path, "..", "elsewhere.txt");
+    await writeFile(target, "keep me\n");
+    await symlink(target, path);
+    const error = await AuditSink.open(path).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditPathError);
+    expect((error as AuditPathError).code).toBe("AUDIT_PATH");
+    expect((error as AuditPathError).message).toMatch(/symbolic link/);
+    expect(await readFile(target, "utf8")).toBe("keep me\n");
+    expect((await lstat(path)).isSymbolicLink()).toBe(true);
+  });
+
+  it("refuses a path that is not a regular file", async () => {
+    const path = fresh();
+    await mkdir(path, { recursive: true });
+    await expect(AuditSink.open(path)).rejects.toThrow(/not a regular file/);
+  });
+
+  it("resumes the chain after reopening", async () => {
+    const path = fresh();
+    const first = await AuditSink.open(path);
+    for (let i = 1; i <= 3; i++) await first.append(gateRecord(i));
+    const anchor = first.anchor;
+    await first.close();
+    const second = await AuditSink.open(path, { anchor });
+    expect(second.anchor).toEqual(anchor);
+    expect(await second.append(gateRecord(4))).toMatchObject({ seq: 4 });
+    await second.append(gateRecord(5));
+    await second.close();
+    const result = await verifyAuditLog(path, { anchor });
+    expect(result).toMatchObject({ ok: true, records: [1, 2, 3, 4, 5].map((i) => gateRecord(i)) });
+    if (result.ok) expect(result.anchor).toEqual(second.anchor);
+  });
+
+  it("refuses to append to a corrupt log and leaves it byte-identical", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    for (let i = 1; i <= 3; i++) await sink.append(gateRecord(i));
+    await sink.close();
+    const text = await readFile(path, "utf8");
+    const tampered = text.replace('"tool_2"', '"tool_z"');
+    await writeFile(path, tampered);
+    const error = await AuditSink.open(path).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditCorruptError);
+    expect(error).toMatchObject({ code: "AUDIT_CORRUPT", line: 2, problem: "edited", path });
+    expect(await readFile(path, "utf8")).toBe(tampered);
+    await writeFile(path, text.slice(0, -5));
+    await expect(AuditSink.open(path)).rejects.toMatchObject({ problem: "truncated", line: 3 });
+  });
+
+  it("refuses a log that ends before the anchor it is given", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    await sink.append(gateRecord(1));
+    await sink.append(gateRecord(2));
+    const anchor = sink.anchor;
+    await sink.close();
+    const text = await readFile(path, "utf8");
+    await writeFile(path, `${text.split("\n")[0]}\n`);
+    await expect(AuditSink.open(path, { anchor })).rejects.toMatchObject({ problem: "removed", line: 2 });
+  });
+
+  it("syncs every line with fsync on", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path, { fsync: true });
+    await Promise.all([sink.append(gateRecord(1)), sink.append(gateRecord(2))]);
+    await sink.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
+  });
+});
+
+describe("AuditSink appends", () => {
+  it("never interleaves concurrent appends and keeps call order", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    const big = "x".repeat(70_000);
+    const records = Array.from({ length: 200 }, (_, i) => gateRecord(i, { reason: i % 10 === 0 ? big : `r${i}` }));
+    const results = await Promise.all(records.map((r) => sink.append(r)));
+    expect(results.map((r) => r.seq)).toEqual(records.map((_, i) => i + 1));
+    await sink.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records });
+  });
+
+  it("property: any mix of concurrent batches lands whole and in call order", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 }), async (batches) => {
+        const path = fresh();
+        const sink = await AuditSink.open(path);
+        const expected: GateDecision[] = [];
+        let n = 0;
+        for (const size of batches) {
+          const batch = Array.from({ length: size }, () => gateRecord(++n, { reason: "y".repeat(n * 97) }));
+          expected.push(...batch);
+          const pending = batch.map((r) => sink.append(r));
+          if (n % 2 === 0) await Promise.all(pending);
+        }
+        await sink.flush();
+        await sink.close();
+        expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: expected });
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+
+  it("rejects an invalid record, reports it, and keeps logging valid ones", async () => {
+    const path = fresh();
+    const onError = vi.fn();
+    const sink = await AuditSink.open(path, { onError });
+    const bad = { ...gateRecord(1), verdict: "maybe" } as unknown as GateDecision;
+    const error = await sink.append(bad).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditRecordError);
+    expect((error as AuditRecordError).message).toMatch(/verdict/);
+    expect(onError).toHaveBeenCalledWith(error);
+    await sink.append(gateRecord(2));
+    await expect(sink.flush()).rejects.toBe(error);
+    await sink.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
+  });
+
+  it("rejects appends after close, and reports them", async () => {
+    const path = fresh();
+    const onError = vi.fn(() => {
+      throw new Error("a failing callback is ignored");
+    });
+    const sink = await AuditSink.open(path, { onError });
+    const pending = sink.append(gateRecord(1));
+    const closing = sink.close();
+    await expect(sink.append(gateRecord(2))).rejects.toBeInstanceOf(AuditClosedError);
+    await pending;
+    await closing;
+    await sink.close();
+    expect(onError).toHaveBeenCalledTimes(1);
+    await expect(sink.flush()).rejects.toMatchObject({ code: "AUDIT_CLOSED" });
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1)] });
+  });
+});
+
+describe("auditObserver", () => {
+  it("appends every gate decision without throwing into the run", async () => {
+    const path = fresh();
+    const errors: unknown[] = [];
+    const sink = await AuditSink.open(path, { onError: (e) => errors.push(e) });
+    const observer = auditObserver(sink);
+    expect(observer.onGate({ decision: gateRecord(1) })).toBeUndefined();
+    const engineEvent = { turn: 0, callId: "call_1", decision: gateRecord(2) };
+    observer.onGate(engineEvent);
+    expect(() => observer.onGate({ decision: { nope: true } as unknown as GateDecision })).not.toThrow();
+    await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
+    expect(errors).toHaveLength(1);
+    await sink.close();
+    observer.onGate({ decision: gateRecord(3) });
+    await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
+    expect(errors).toHaveLength(2);
+    expect(errors[1]).toBeInstanceOf(AuditClosedError);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
+  });
+});

@@ -1,0 +1,255 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AUDIT_EMPTY_ANCHOR,
+  AUDIT_GENESIS,
+  AuditIoError,
+  AuditPathError,
+  AuditSink,
+  formatAuditAnchor,
+  parseAuditAnchor,
+  AuditAnchorError,
+  verifyAuditBytes,
+  verifyAuditLog,
+} from "../src/audit/index.js";
+import type { AuditAnchor } from "../src/audit/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+
+const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 300);
+
+let dir: string;
+let logPath: string;
+let original: Buffer;
+let anchor: AuditAnchor;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-audit-verify-"));
+  logPath = join(dir, "gates.jsonl");
+  const sink = await AuditSink.open(logPath);
+  for (let i = 1; i <= 5; i++) await sink.append(gateRecord(i, { reason: i === 3 ? "naïve ☃ \ud800" : null }));
+  anchor = sink.anchor;
+  await sink.close();
+  original = await readFile(logPath);
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const lines = (): string[] => original.toString("utf8").split("\n").slice(0, -1);
+const join_ = (ls: string[]): Buffer => Buffer.from(ls.map((l) => `${l}\n`).join(""), "utf8");
+const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex");
+
+describe("the audit line format", () => {
+  it("chains each line to the previous one's hash, from the genesis value", () => {
+    let prev = AUDIT_GENESIS;
+    expect(AUDIT_GENESIS).toBe("0".repeat(64));
+    for (const [index, line] of lines().entries()) {
+      const parsed = JSON.parse(line) as { seq: number; prev: string; hash: string };
+      expect(Object.keys(parsed)).toEqual(["seq", "prev", "record", "hash"]);
+      expect(parsed.seq).toBe(index + 1);
+      expect(parsed.prev).toBe(prev);
+      const body = line.replace(/,"hash":"[0-9a-f]{64}"\}$/, "}");
+      expect(parsed.hash).toBe(sha256(body));
+      prev = parsed.hash;
+    }
+    expect(anchor).toEqual({ seq: 5, hash: prev });
+  });
+
+  it("round-trips every record, a lone surrogate included", async () => {
+    const result = await verifyAuditLog(logPath);
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.records).toEqual([1, 2, 3, 4, 5].map((i) => gateRecord(i, { reason: i === 3 ? "naïve ☃ \ud800" : null })));
+    expect(result.anchor).toEqual(anchor);
+  });
+
+  it("accepts an empty log, whose anchor is the genesis", () => {
+    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR });
+  });
+
+  it("prints and parses anchors as <seq>:<hash>", () => {
+    expect(parseAuditAnchor(formatAuditAnchor(anchor))).toEqual(anchor);
+    expect(() => parseAuditAnchor("5:XYZ")).toThrow(AuditAnchorError);
+    expect(() => parseAuditAnchor(`-1:${AUDIT_GENESIS}`)).toThrow(/not <seq>:<64 lowercase hex digits>/);
+  });
+});
+
+describe("verifyAuditBytes finds each kind of tampering at its line", () => {
+  it("an edited line", () => {
+    const ls = lines();
+    ls[2] = (ls[2] as string).replace('"tool_3"', '"tool_X"');
+    expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: 3, problem: "edited" });
+  });
+
+  it("an edited line whose own hash was recomputed breaks the next link", () => {
+    const ls = lines();
+    const body = (ls[1] as string).replace('"tool_2"', '"tool_Y"').replace(/,"hash":"[0-9a-f]{64}"\}$/, "");
+    ls[1] = `${body},"hash":"${sha256(`${body}}`)}"}`;
+    const result = verifyAuditBytes(join_(ls));
+    expect(result).toMatchObject({ ok: false, line: 3, problem: "edited" });
+    if (!result.ok) expect(result.message).toMatch(/does not link to line 2/);
+  });
+
+  it("a removed line, first or middle", () => {
+    const middle = lines().filter((_, i) => i !== 2);
+    expect(verifyAuditBytes(join_(middle))).toMatchObject({ ok: false, line: 3, problem: "removed" });
+    const first = lines().slice(1);
+    expect(verifyAuditBytes(join_(first))).toMatchObject({ ok: false, line: 1, problem: "removed" });
+  });
+
+  it("reordered lines", () => {
+    const ls = lines();
+    [ls[1], ls[3]] = [ls[3] as string, ls[1] as string];
+    const result = verifyAuditBytes(join_(ls));
+    expect(result).toMatchObject({ ok: false, line: 2, problem: "reordered" });
+    if (!result.ok) expect(result.records).toHaveLength(1);
+  });
+
+  it("a duplicated line", () => {
+    const ls = lines();
+    ls.splice(2, 0, ls[1] as string);
+    expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: 3, problem: "duplicated" });
+  });
+
+  it("a line from another chain (forked)", () => {
+    const ls = lines();
+    const body = `{"seq":2,"prev":"${AUDIT_GENESIS}","record":${JSON.stringify(gateRecord(9))}`;
+    ls.splice(3, 0, `${body},"hash":"${sha256(`${body}}`)}"}`);
+    expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: 4, problem: "forked" });
+  });
+
+  it("a truncated tail: a line cut mid-way, or only its newline lost", () => {
+    const cut = original.subarray(0, original.length - 20);
+    expect(verifyAuditBytes(cut)).toMatchObject({ ok: false, line: 5, problem: "truncated" });
+    const noNewline = original.subarray(0, original.length - 1);
+    const result = verifyAuditBytes(noNewline);
+    expect(result).toMatchObject({ ok: false, line: 5, problem: "truncated" });
+    if (!result.ok) expect(result.records).toHaveLength(4);
+  });
+
+  it("malformed lines: garbage, empty, bad UTF-8, an extra member, an invalid record", () => {
+    const at = (i: number, line: string | Buffer): Buffer => {
+      const ls: (string | Buffer)[] = lines();
+      ls[i] = line;
+      return Buffer.concat(ls.map((l) => Buffer.concat([Buffer.from(l), Buffer.from("\n")])));
+    };
+    expect(verifyAuditBytes(at(1, "not json"))).toMatchObject({ line: 2, problem: "malformed" });
+    expect(verifyAuditBytes(at(3, ""))).toMatchObject({ line: 4, problem: "malformed" });
+    const bad = Buffer.from(lines()[0] as string);
+    bad[30] = 0xff;
+    expect(verifyAuditBytes(at(0, bad))).toMatchObject({ line: 1, problem: "malformed" });
+    const extra = (lines()[1] as string).replace('{"seq":2', '{"x":1,"seq":2');
+    expect(verifyAuditBytes(at(1, extra))).toMatchObject({ line: 2, problem: "malformed" });
+    const invalid = (lines()[1] as string).replace('"verdict":"allow"', '"verdict":"maybe"');
+    const result = verifyAuditBytes(at(1, invalid));
+    expect(result).toMatchObject({ line: 2, problem: "malformed" });
+    if (!result.ok) expect(result.message).toMatch(/record\.verdict/);
+  });
+
+  it("a first line that does not start from the genesis value", () => {
+    const ls = lines();
+    const body = `{"seq":1,"prev":"${"1".repeat(64)}","record":${JSON.stringify(gateRecord(1))}`;
+    ls[0] = `${body},"hash":"${sha256(`${body}}`)}"}`;
+    expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: 1, problem: "edited" });
+  });
+});
+
+describe("an anchor", () => {
+  it("reveals trailing lines removed, which the chain alone cannot", () => {
+    const short = join_(lines().slice(0, 3));
+    expect(verifyAuditBytes(short).ok).toBe(true);
+    expect(verifyAuditBytes(short, { anchor })).toMatchObject({ ok: false, line: 4, problem: "removed" });
+    expect(verifyAuditBytes(new Uint8Array(), { anchor })).toMatchObject({ ok: false, line: 1, problem: "removed" });
+  });
+
+  it("accepts lines appended after it was taken", () => {
+    const third = JSON.parse(lines()[2] as string) as { hash: string };
+    expect(verifyAuditBytes(original, { anchor: { seq: 3, hash: third.hash } }).ok).toBe(true);
+    expect(verifyAuditBytes(original, { anchor: AUDIT_EMPTY_ANCHOR }).ok).toBe(true);
+  });
+
+  it("reveals a chain rewritten and re-hashed from scratch", () => {
+    let prev = AUDIT_GENESIS;
+    const forged = [1, 2, 3, 4, 5].map((i) => {
+      const body = `{"seq":${i},"prev":"${prev}","record":${JSON.stringify(gateRecord(i + 10))}`;
+      prev = sha256(`${body}}`);
+      return `${body},"hash":"${prev}"}`;
+    });
+    expect(verifyAuditBytes(join_(forged)).ok).toBe(true);
+    expect(verifyAuditBytes(join_(forged), { anchor })).toMatchObject({ ok: false, line: 5, problem: "edited" });
+  });
+});
+
+describe("verifyAuditLog on the file system", () => {
+  it("throws a typed error for a missing file and for a folder", async () => {
+    const missing = join(dir, "missing.jsonl");
+    const error = await verifyAuditLog(missing).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditIoError);
+    expect((error as AuditIoError).code).toBe("AUDIT_IO");
+    expect((error as AuditIoError).message).toContain(missing);
+    expect(((error as AuditIoError).cause as NodeJS.ErrnoException).code).toBe("ENOENT");
+    await mkdir(join(dir, "folder"));
+    await expect(verifyAuditLog(join(dir, "folder"))).rejects.toBeInstanceOf(AuditPathError);
+  });
+
+  it("reports tampering in a file", async () => {
+    const path = join(dir, "tampered.jsonl");
+    await writeFile(path, join_(lines().filter((_, i) => i !== 1)));
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 2, problem: "removed" });
+  });
+
+  it("rejects with the signal's reason when aborted", async () => {
+    const controller = new AbortController();
+    controller.abort(new Error("stop"));
+    await expect(verifyAuditLog(logPath, { signal: controller.signal })).rejects.toThrow("stop");
+  });
+});
+
+describe("property: every tampering of one kind is detected", () => {
+  it("any single-byte edit", () => {
+    fc.assert(
+      fc.property(fc.nat(original.length - 1), fc.integer({ min: 1, max: 255 }), (position, delta) => {
+        const copy = Buffer.from(original);
+        copy[position] = ((copy[position] as number) + delta) % 256;
+        expect(verifyAuditBytes(copy).ok).toBe(false);
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+
+  it("any line deletion (the last one with the anchor)", () => {
+    fc.assert(
+      fc.property(fc.nat(4), (index) => {
+        const tampered = join_(lines().filter((_, i) => i !== index));
+        expect(verifyAuditBytes(tampered, { anchor }).ok).toBe(false);
+        if (index < 4) expect(verifyAuditBytes(tampered)).toMatchObject({ ok: false, line: index + 1 });
+      }),
+    );
+  });
+
+  it("any swap of two lines", () => {
+    fc.assert(
+      fc.property(fc.nat(4), fc.nat(4), (a, b) => {
+        fc.pre(a !== b);
+        const ls = lines();
+        [ls[a], ls[b]] = [ls[b] as string, ls[a] as string];
+        expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: Math.min(a, b) + 1, problem: "reordered" });
+      }),
+    );
+  });
+
+  it("never throws on arbitrary bytes", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (bytes) => {
+        const result = verifyAuditBytes(Buffer.concat([original, bytes]));
+        expect(typeof result.ok).toBe("boolean");
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+});
