@@ -1,0 +1,43 @@
+/** Argument objects shaped like real tool calls, built deterministically. */
+
+/** About 200 bytes of JSON: a file write with a few options. */
+export function smallArgs(): Record<string, unknown> {
+  return {
+    path: "/home/dev/project/docs/release-notes.md",
+    mode: "overwrite",
+    content: "## 0.1.0\n- first release: park, approve, remember",
+    options: { encoding: "utf8", createDirs: true, fileMode: 420 },
+    tags: ["release", "docs"],
+    limit: 10,
+  };
+}
+
+/**
+ * About 1 MB of JSON: a batch edit with many files, nested objects, numbers
+ * and escaped strings, keys deliberately out of sorted order.
+ */
+export function largeArgs(targetBytes = 1_000_000): Record<string, unknown> {
+  const files: Record<string, unknown>[] = [];
+  let bytes = 0;
+  for (let i = 0; bytes < targetBytes; i++) {
+    const file = {
+      path: `/home/dev/project/src/module-${i}/index.ts`,
+      size: 1000 + i,
+      content: `export const value${i} = "line with \\"quotes\\" and a tab\\t";\n`.repeat(2),
+      meta: { zeta: i % 7, alpha: i % 3 === 0, mid: [i, i * 2, `${i}`], owner: { uid: 1000, name: "dev" } },
+      checksum: (i * 2654435761).toString(16),
+    };
+    bytes += JSON.stringify(file).length + 1;
+    files.push(file);
+  }
+  return { root: "/home/dev/project", files, dryRun: false, reason: "batch reformat" };
+}
+
+/** A string of exactly `bytes` UTF-8 bytes, mostly ASCII with some multi-byte characters. */
+export function textOfBytes(bytes: number): string {
+  const unit = "loopctl digest payload — é ü ✓ 0123456789 abcdefghijklmnopqrstuvwxyz\n";
+  const unitBytes = Buffer.byteLength(unit);
+  let s = unit.repeat(Math.floor(bytes / unitBytes));
+  s += "x".repeat(bytes - Buffer.byteLength(s));
+  return s;
+}

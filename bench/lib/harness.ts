@@ -1,0 +1,198 @@
+import { measure } from "mitata";
+
+/** A measured figure with its unit, as written to results.json. */
+export interface Figure {
+  readonly value: number;
+  readonly unit: string;
+}
+
+/** The target a row is judged against: `value op limit` in `unit`. */
+export interface Target {
+  /** What is compared, e.g. "ours/floor" or "overhead per call". */
+  readonly label: string;
+  readonly op: "<=" | ">=";
+  readonly limit: number;
+  readonly unit: string;
+}
+
+/**
+ * One line of the table. `pass`/`miss` only when a target exists and was
+ * measured; `info` for figures without a target; `n/a` when the module under
+ * test has not landed; `error` when it threw (the message is in `note`).
+ */
+export type Row =
+  | {
+      readonly type: "measured";
+      readonly bench: string;
+      readonly name: string;
+      readonly ours: Figure;
+      readonly floor: Figure | null;
+      /** ours/floor for times and bytes; for peer rows peer/ours (a speed-up). */
+      readonly ratio: number | null;
+      readonly target: Target | null;
+      /** The figure the target is checked on (the ratio, or an absolute). */
+      readonly checked: Figure | null;
+      readonly status: "pass" | "miss" | "info";
+      readonly note: string | null;
+    }
+  | {
+      readonly type: "unavailable";
+      readonly bench: string;
+      readonly name: string;
+      readonly target: Target | null;
+      readonly status: "n/a";
+      readonly note: string;
+    }
+  | {
+      readonly type: "failed";
+      readonly bench: string;
+      readonly name: string;
+      readonly target: Target | null;
+      readonly status: "error";
+      readonly note: string;
+    };
+
+/** Settings shared by every benchmark module. */
+export interface BenchContext {
+  /** LOOPCTL_BENCH_QUICK=1: few samples, small sizes; for smoke tests. */
+  readonly quick: boolean;
+  /** Logs progress to stderr so stdout stays the table. */
+  readonly log: (line: string) => void;
+}
+
+/** A benchmark file's default export. */
+export interface BenchModule {
+  /** Short id used by `--filter` and in results.json. */
+  readonly id: string;
+  readonly title: string;
+  run(ctx: BenchContext): Promise<Row[]>;
+}
+
+/** Median of a non-empty list. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  if (sorted.length === 0) throw new RangeError("median of an empty list");
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** mitata options; quick mode trades precision for a run of seconds. */
+interface MeasureOptions {
+  readonly min_cpu_time: number;
+  readonly min_samples: number;
+  readonly max_samples?: number;
+  readonly warmup_samples: number;
+}
+
+function mitataOptions(ctx: BenchContext, heavy: boolean): MeasureOptions {
+  if (ctx.quick) {
+    return { min_cpu_time: 15e6, min_samples: 3, max_samples: heavy ? 5 : 200, warmup_samples: 1 };
+  }
+  return { min_cpu_time: heavy ? 400e6 : 250e6, min_samples: heavy ? 10 : 12, warmup_samples: 4 };
+}
+
+export interface PairOptions {
+  /** The function is slow (milliseconds): fewer samples. */
+  readonly heavy?: boolean;
+  /** Checks run once before timing, e.g. that the peer really executed the tool. */
+  readonly verify?: () => void | Promise<void>;
+}
+
+/**
+ * Times several functions in the same process, interleaved: each round
+ * measures every function once (order rotated per round so neither side
+ * always runs on a colder or hotter heap), and the figure is the median over
+ * rounds of mitata's per-sample median. Returns nanoseconds per call.
+ */
+export async function timeTogether(
+  ctx: BenchContext,
+  fns: Readonly<Record<string, () => unknown>>,
+  options: PairOptions = {},
+): Promise<Record<string, number>> {
+  const names = Object.keys(fns);
+  const rounds = ctx.quick ? 1 : 3;
+  const p50s: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+  const opts = mitataOptions(ctx, options.heavy === true);
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < names.length; k++) {
+      const name = names[(k + round) % names.length]!;
+      const fn = fns[name]!;
+      const stats = await measure(() => fn(), { ...opts });
+      p50s[name]!.push(stats.p50);
+    }
+  }
+  if (options.verify !== undefined) await options.verify();
+  return Object.fromEntries(names.map((n) => [n, median(p50s[n]!)]));
+}
+
+export function ns(value: number): Figure {
+  return { value, unit: "ns/op" };
+}
+
+/** Builds a measured row and judges it against its target. */
+export function measuredRow(input: {
+  bench: string;
+  name: string;
+  ours: Figure;
+  floor: Figure | null;
+  ratio?: number | null;
+  target?: Target | null;
+  checked?: Figure | null;
+  note?: string | null;
+}): Row {
+  const ratio =
+    input.ratio !== undefined
+      ? input.ratio
+      : input.floor === null
+        ? null
+        : input.ours.value / input.floor.value;
+  const target = input.target ?? null;
+  const checked =
+    input.checked !== undefined
+      ? input.checked
+      : ratio === null || target === null
+        ? null
+        : { value: ratio, unit: "x" };
+  let status: "pass" | "miss" | "info" = "info";
+  if (target !== null && checked !== null) {
+    const ok = target.op === "<=" ? checked.value <= target.limit : checked.value >= target.limit;
+    status = ok ? "pass" : "miss";
+  }
+  return {
+    type: "measured",
+    bench: input.bench,
+    name: input.name,
+    ours: input.ours,
+    floor: input.floor,
+    ratio,
+    target,
+    checked,
+    status,
+    note: input.note ?? null,
+  };
+}
+
+/** Rows for a benchmark whose module under test has not landed (no number is invented). */
+export function unavailableRows(
+  bench: string,
+  names: readonly { name: string; target?: Target | null }[],
+  reason: string,
+): Row[] {
+  return names.map(({ name, target }) => ({
+    type: "unavailable" as const,
+    bench,
+    name,
+    target: target ?? null,
+    status: "n/a" as const,
+    note: `not available: ${reason}`,
+  }));
+}
+
+export function failedRow(bench: string, name: string, target: Target | null, error: unknown): Row {
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return { type: "failed", bench, name, target, status: "error", note: message };
+}
+
+export function ratioTarget(limit: number, op: "<=" | ">=" = "<="): Target {
+  return { label: "ratio", op, limit, unit: "x" };
+}

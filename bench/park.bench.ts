@@ -1,0 +1,95 @@
+import type { AskResolution, PendingAsk } from "../src/ask/index.js";
+import type { BenchModule, Row } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { loadModule } from "./lib/load.js";
+
+const ASK: PendingAsk = {
+  id: "00000000-0000-4000-8000-000000000001",
+  sessionId: "11111111-1111-4111-8111-111111111111",
+  runId: "22222222-2222-4222-8222-222222222222",
+  turn: 0,
+  callId: "call_1",
+  tool: "write_file",
+  argsDigest: "f1ed61cd8ca5e26b",
+  prompt: "Write the release notes?",
+};
+const APPROVE: AskResolution = { type: "approve" };
+
+/**
+ * The floor: the two hand-offs a park cannot avoid, as bare promises — the
+ * ask travels to the approver, the answer travels back to the parked call.
+ */
+async function bareHandOffs(): Promise<AskResolution> {
+  let answer!: (r: AskResolution) => void;
+  const answered = new Promise<AskResolution>((resolve) => (answer = resolve));
+  let deliver!: (a: PendingAsk) => void;
+  const delivered = new Promise<PendingAsk>((resolve) => (deliver = resolve));
+  deliver(ASK);
+  const ask = await delivered;
+  if (ask.id === ASK.id) answer(APPROVE);
+  return answered;
+}
+
+const TARGET = ratioTarget(10);
+const NAMES = [
+  { name: "park → approve → resume (ApprovalChannel)", target: TARGET },
+  { name: "park round trip, fresh AbortController per ask", target: null },
+  { name: "SyncAskResolver approve (one hand-off floor)", target: null },
+] as const;
+
+const park: BenchModule = {
+  id: "park",
+  title: "park → approve → resume through ApprovalChannel vs two bare promise hand-offs",
+  async run(ctx) {
+    const loaded = await loadModule("ask", ["ApprovalChannel", "SyncAskResolver"]);
+    if (!loaded.ok) return unavailableRows(this.id, NAMES, loaded.reason);
+    const { ApprovalChannel, SyncAskResolver } = loaded.mod;
+    const [channel, approver] = ApprovalChannel.pair(16);
+    // The ask id is reusable: an id is only refused while it is still parked.
+    const shared = new AbortController().signal;
+    let approved = 0;
+    const roundTrip = async (signal: AbortSignal): Promise<void> => {
+      const parked = channel.resolve(ASK, { signal });
+      const ask = await approver.next();
+      if (ask === undefined || !approver.resolve(ask.id, APPROVE)) throw new Error("the approver lost the ask");
+      if ((await parked).type === "approve") approved++;
+    };
+    const sync = new SyncAskResolver(() => true);
+    const rows: Row[] = [];
+    try {
+      const t = await timeTogether(
+        ctx,
+        {
+          floor: bareHandOffs,
+          ours: () => roundTrip(shared),
+          oursFreshSignal: () => roundTrip(new AbortController().signal),
+          oneHandOff: () => Promise.resolve(APPROVE),
+          sync: () => sync.resolve(ASK, { signal: shared }),
+        },
+        {
+          verify: () => {
+            if (approved === 0 || channel.size !== 0) throw new Error("round trips did not approve, or left asks parked");
+          },
+        },
+      );
+      rows.push(
+        measuredRow({ bench: this.id, name: NAMES[0].name, ours: ns(t["ours"]!), floor: ns(t["floor"]!), target: TARGET }),
+        measuredRow({
+          bench: this.id,
+          name: NAMES[1].name,
+          ours: ns(t["oursFreshSignal"]!),
+          floor: ns(t["floor"]!),
+          note: "includes new AbortController() per ask, which the engine allocates, not the channel",
+        }),
+        measuredRow({ bench: this.id, name: NAMES[2].name, ours: ns(t["sync"]!), floor: ns(t["oneHandOff"]!) }),
+      );
+    } catch (error) {
+      rows.push(failedRow(this.id, NAMES[0].name, TARGET, error));
+    } finally {
+      approver.close();
+    }
+    return rows;
+  },
+};
+
+export default park;

@@ -1,0 +1,122 @@
+/**
+ * `npm run bench`: runs every benchmark module under bench/, prints the table
+ * and writes bench/results.json.
+ *
+ *   npm run bench -- --filter park      only the modules whose id or title matches
+ *   LOOPCTL_BENCH_QUICK=1 npm run bench  few samples and small sizes (seconds)
+ *   npm run bench -- --out /tmp/r.json   write the results elsewhere
+ *   npm run bench -- --markdown          print the table as Markdown
+ *
+ * A filtered or quick run writes to the OS temp dir unless --out is given, so
+ * the committed bench/results.json always comes from a full run.
+ */
+import { writeFileSync, readFileSync } from "node:fs";
+import { cpus, platform, release, totalmem, tmpdir, arch } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { BenchContext, BenchModule, Row } from "./lib/harness.js";
+import { failedRow } from "./lib/harness.js";
+import { renderNotes, renderTable } from "./lib/format.js";
+import park from "./park.bench.js";
+import heap from "./heap.bench.js";
+import digest from "./digest.bench.js";
+import grantDecision from "./grant-decision.bench.js";
+import save from "./save.bench.js";
+import gate from "./gate.bench.js";
+import peers from "./peers.bench.js";
+
+const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, peers];
+
+interface Args {
+  readonly filter: RegExp | null;
+  readonly out: string | null;
+  readonly markdown: boolean;
+  readonly quick: boolean;
+}
+
+function parseArgs(argv: readonly string[]): Args {
+  let filter: RegExp | null = null;
+  let out: string | null = null;
+  let markdown = false;
+  let quick = process.env["LOOPCTL_BENCH_QUICK"] === "1";
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    if (flag === "--filter") filter = new RegExp(value(), "i");
+    else if (flag === "--out") out = value();
+    else if (flag === "--markdown") markdown = true;
+    else if (flag === "--quick") quick = true;
+    else throw new Error(`unknown argument ${arg} (expected --filter <regex>, --out <file>, --markdown, --quick)`);
+  }
+  return { filter, out, markdown, quick };
+}
+
+function packageVersion(name: string): string {
+  try {
+    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
+    return (JSON.parse(readFileSync(url, "utf8")) as { version: string }).version;
+  } catch {
+    return "unknown";
+  }
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const ctx: BenchContext = { quick: args.quick, log: (line) => process.stderr.write(`${line}\n`) };
+  const started = new Date();
+  const rows: Row[] = [];
+  for (const mod of MODULES) {
+    if (args.filter !== null && !args.filter.test(mod.id) && !args.filter.test(mod.title)) continue;
+    ctx.log(`▸ ${mod.title}`);
+    const t0 = performance.now();
+    try {
+      rows.push(...(await mod.run(ctx)));
+    } catch (error) {
+      rows.push(failedRow(mod.id, mod.title, null, error));
+    }
+    ctx.log(`  done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  const table = renderTable(rows, args.markdown);
+  const notes = renderNotes(rows);
+  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}`);
+
+  const cpuList = cpus();
+  const results = {
+    schema: "loopctl-bench/1",
+    date: started.toISOString(),
+    durationS: Number(((Date.now() - started.getTime()) / 1000).toFixed(1)),
+    quick: args.quick,
+    filter: args.filter === null ? null : args.filter.source,
+    machine: {
+      cpu: cpuList[0]?.model ?? "unknown",
+      cores: cpuList.length,
+      memoryBytes: totalmem(),
+      platform: platform(),
+      release: release(),
+      arch: arch(),
+      node: process.version,
+      v8: process.versions.v8,
+    },
+    tools: {
+      mitata: packageVersion("mitata"),
+      "@openai/agents": packageVersion("@openai/agents"),
+      ai: packageVersion("ai"),
+    },
+    method:
+      "mitata measure(); each benchmark and its floor timed in the same process, interleaved over rounds; figure = median over rounds of the per-sample median (p50). Memory in a child process with --expose-gc.",
+    rows,
+  };
+  const defaultOut = fileURLToPath(new URL("./results.json", import.meta.url));
+  const out = args.out ?? (args.quick || args.filter !== null ? join(tmpdir(), "loopctl-bench-results.json") : defaultOut);
+  writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+  ctx.log(`results written to ${out}`);
+  if (rows.some((r) => r.status === "error")) process.exitCode = 1;
+}
+
+await main();
