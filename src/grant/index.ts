@@ -20,3 +20,5 @@ export {
   LedgerIoError,
   LedgerLockError,
 } from "./errors.js";
+export { Grant, GrantRecordSchema, GrantScope } from "./grant.js";
+export type { GrantRecord, GrantVerdict } from "./grant.js";

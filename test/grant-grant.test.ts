@@ -1,0 +1,151 @@
+import { describe, expect, it } from "vitest";
+import {
+  CanonicalJsonError,
+  Grant,
+  GrantRecordError,
+  GrantScope,
+  canonicalJson,
+  digest16,
+} from "../src/grant/index.js";
+
+describe("Grant", () => {
+  it("derives its id from tool, verdict and scope in the ledger spelling", () => {
+    const tool = new Grant("read", "allow", GrantScope.thisTool());
+    expect(tool.id).toBe(digest16('{"scope":"this_tool","tool":"read","verdict":"Allow"}'));
+    const call = new Grant("read", "deny", GrantScope.thisCall({ path: "a.rs" }));
+    expect(call.id).toBe(
+      digest16('{"scope":{"this_call":{"args":{"path":"a.rs"}}},"tool":"read","verdict":"Deny"}'),
+    );
+    expect(call.id).toBe(
+      digest16(canonicalJson({ tool: "read", verdict: "Deny", scope: { this_call: { args: { path: "a.rs" } } } })),
+    );
+  });
+
+  it("gives the same rule the same id whatever the key order, and other rules other ids", () => {
+    const a = new Grant("t", "allow", GrantScope.thisCall({ x: 1, y: [1, { b: 2, a: 1 }] }));
+    const b = new Grant("t", "allow", GrantScope.thisCall({ y: [1, { a: 1, b: 2 }], x: 1 }));
+    expect(b.id).toBe(a.id);
+    const others = [
+      new Grant("T", "allow", GrantScope.thisCall({ x: 1, y: [1, { b: 2, a: 1 }] })),
+      new Grant("t", "deny", GrantScope.thisCall({ x: 1, y: [1, { b: 2, a: 1 }] })),
+      new Grant("t", "allow", GrantScope.thisTool()),
+      new Grant("t", "allow", GrantScope.thisCall({ x: 2 })),
+    ];
+    expect(new Set([a.id, ...others.map((g) => g.id)]).size).toBe(5);
+  });
+
+  it("keeps the id through the with… builders, which return new grants", () => {
+    const g = new Grant("read", "allow", GrantScope.thisTool());
+    const h = g.withPinnedDescriptor("sha256:" + "0".repeat(64)).withCreatedAtMs(42).withNote("ok");
+    expect(h).not.toBe(g);
+    expect(h.id).toBe(g.id);
+    expect([h.pinnedDescriptor, h.createdAtMs, h.note]).toEqual(["sha256:" + "0".repeat(64), 42, "ok"]);
+    expect([g.pinnedDescriptor, g.createdAtMs, g.note]).toEqual([null, 0, null]);
+    expect(h.withNote(null).withPinnedDescriptor(null).note).toBeNull();
+    expect(h.withNote(null).covers("read", 1)).toBe(true);
+    expect(Object.isFrozen(h)).toBe(true);
+  });
+
+  it("covers the exact tool name, any args for this_tool, canonically equal args for this_call", () => {
+    const tool = new Grant("read", "deny", GrantScope.thisTool());
+    expect(tool.covers("read", { anything: true })).toBe(true);
+    expect(tool.covers("Read", {})).toBe(false);
+    const call = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs", opts: { a: 1, b: 2 } }));
+    expect(call.covers("read", { opts: { b: 2, a: 1 }, path: "a.rs" })).toBe(true);
+    expect(call.covers("read", { path: "b.rs", opts: { a: 1, b: 2 } })).toBe(false);
+    expect(call.covers("read2", { path: "a.rs", opts: { a: 1, b: 2 } })).toBe(false);
+    expect(call.covers("read", { path: "a.rs", opts: { a: 1, b: 2 }, extra: null })).toBe(false);
+    expect(call.covers("read", { bad: Number.NaN })).toBe(false);
+  });
+
+  it("copies its args, so later mutation by the caller changes nothing", () => {
+    const args = { path: "a.rs" };
+    const g = new Grant("read", "allow", GrantScope.thisCall(args));
+    args.path = "b.rs";
+    expect(g.covers("read", { path: "a.rs" })).toBe(true);
+    expect(g.scope).toEqual({ type: "this_call", args: { path: "a.rs" } });
+    expect(Object.isFrozen((g.scope as { args: object }).args)).toBe(true);
+  });
+
+  it("refuses bad input with typed errors naming the tool", () => {
+    expect(() => new Grant("", "allow", GrantScope.thisTool())).toThrow(GrantRecordError);
+    expect(() => new Grant("t", "maybe" as "allow", GrantScope.thisTool())).toThrow(/tool 't'/);
+    expect(() => new Grant("t", "allow", { type: "other" } as unknown as GrantScope)).toThrow(GrantRecordError);
+    expect(() => new Grant("t", "allow", GrantScope.thisCall({ n: Number.NaN }))).toThrow(CanonicalJsonError);
+    const g = new Grant("t", "allow", GrantScope.thisTool());
+    expect(() => g.withCreatedAtMs(-1)).toThrow(GrantRecordError);
+    expect(() => g.withCreatedAtMs(1.5)).toThrow(new RegExp(g.id));
+    expect(() => g.withPinnedDescriptor("")).toThrow(GrantRecordError);
+  });
+
+  it("serializes to the ledger record spelling, in the original's field order", () => {
+    const g = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs" }))
+      .withPinnedDescriptor("0123456789abcdef")
+      .withCreatedAtMs(1700000000000);
+    expect(JSON.stringify(g)).toBe(
+      `{"id":"${g.id}","tool":"read","verdict":"Allow","scope":{"this_call":{"args":{"path":"a.rs"}}},` +
+        `"pinned_descriptor":"0123456789abcdef","created_at_ms":1700000000000,"note":null}`,
+    );
+    expect(g.toLedgerText()).toBe(JSON.stringify(g));
+    const t = new Grant("x", "deny", GrantScope.thisTool()).withNote('say "hi"');
+    expect(JSON.stringify(t)).toBe(
+      `{"id":"${t.id}","tool":"x","verdict":"Deny","scope":"this_tool","pinned_descriptor":null,"created_at_ms":0,"note":"say \\"hi\\""}`,
+    );
+    expect(t.toLedgerText()).toBe(JSON.stringify(t));
+  });
+
+  it("writes ledger text with args in canonical order, even for integer-like keys", () => {
+    const g = new Grant("t", "allow", GrantScope.thisCall({ 9: "a", 10: "b" }));
+    expect(g.toLedgerText()).toContain('{"this_call":{"args":{"10":"b","9":"a"}}}');
+  });
+
+  it("round-trips through fromJSON, ignoring unknown fields", () => {
+    const g = new Grant("read", "deny", GrantScope.thisCall([1, "two", null]))
+      .withPinnedDescriptor("sha256:" + "a".repeat(64))
+      .withCreatedAtMs(5)
+      .withNote("n");
+    const back = Grant.fromJSON({ ...(JSON.parse(JSON.stringify(g)) as object), future_field: { x: 1 } });
+    expect(back.toLedgerText()).toBe(g.toLedgerText());
+    expect(back.scope).toEqual(g.scope);
+  });
+
+  it("reads absent metadata as null / 0", () => {
+    const g = Grant.fromJSON({ id: "x", tool: "t", verdict: "Allow", scope: "this_tool" });
+    expect([g.pinnedDescriptor, g.createdAtMs, g.note]).toEqual([null, 0, null]);
+  });
+
+  it("recomputes an id that does not match the record's content", () => {
+    const real = new Grant("t", "allow", GrantScope.thisTool());
+    const g = Grant.fromJSON({ ...real.toJSON(), id: "ffffffffffffffff" });
+    expect(g.id).toBe(real.id);
+  });
+
+  it("accepts null as a this_call argument set but not a missing one", () => {
+    const g = Grant.fromJSON({ id: "x", tool: "t", verdict: "Deny", scope: { this_call: { args: null } } });
+    expect(g.covers("t", null)).toBe(true);
+    expect(g.covers("t", {})).toBe(false);
+    expect(() => Grant.fromJSON({ id: "x", tool: "t", verdict: "Deny", scope: { this_call: {} } })).toThrow(
+      GrantRecordError,
+    );
+  });
+
+  it("refuses records that are not grants, naming the record", () => {
+    const bad: unknown[] = [
+      null,
+      [],
+      "grant",
+      { id: "a1", tool: "t", verdict: "allow", scope: "this_tool" },
+      { id: "a1", tool: "t", verdict: "Allow", scope: "this_call" },
+      { id: "a1", tool: "", verdict: "Allow", scope: "this_tool" },
+      { id: "a1", tool: 3, verdict: "Allow", scope: "this_tool" },
+      { id: "a1", tool: "t", verdict: "Allow", scope: "this_tool", created_at_ms: -1 },
+      { id: "a1", tool: "t", verdict: "Allow", scope: "this_tool", created_at_ms: 1.5 },
+      { id: "a1", tool: "t", verdict: "Allow", scope: "this_tool", pinned_descriptor: 7 },
+      { tool: "t", verdict: "Allow", scope: "this_tool" },
+    ];
+    for (const record of bad) {
+      expect(() => Grant.fromJSON(record), JSON.stringify(record)).toThrow(GrantRecordError);
+    }
+    expect(() => Grant.fromJSON({ id: "a1", tool: "t", verdict: "allow", scope: "this_tool" })).toThrow(/"a1"/);
+  });
+});
