@@ -1,0 +1,75 @@
+import { resolve } from "node:path";
+import { AuditAnchorError, AuditIoError, parseAuditAnchor, verifyAuditLog } from "../audit/index.js";
+import type { AuditAnchor } from "../audit/index.js";
+import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
+import type { CliContext, ExitCode } from "./context.js";
+import { json, printable } from "./format.js";
+import { HELP } from "./help.js";
+
+/** `loopctl audit verify FILE [--anchor SEQ:HASH] [--json]`. */
+export async function auditVerify(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("audit verify", args, {
+    anchor: { type: "string" },
+    json: { type: "boolean", default: false },
+    help: { type: "boolean", short: "h", default: false },
+  });
+  if (values.help) {
+    context.stdout.write(HELP["audit verify"]);
+    return EXIT.ok;
+  }
+  if (positionals.length === 0) throw new CliUsageError("audit verify", "missing the FILE to verify");
+  if (positionals.length > 1) {
+    throw new CliUsageError("audit verify", `unexpected argument ${JSON.stringify(positionals[1])}`);
+  }
+  let anchor: AuditAnchor | undefined;
+  if (values.anchor !== undefined) {
+    try {
+      anchor = parseAuditAnchor(values.anchor);
+    } catch (error) {
+      if (error instanceof AuditAnchorError) throw new CliUsageError("audit verify", `--anchor: ${error.message}`);
+      throw error;
+    }
+  }
+  const file = resolve(context.cwd, positionals[0] as string);
+  let result;
+  try {
+    result = await verifyAuditLog(file, {
+      ...(anchor ? { anchor } : {}),
+      ...(context.signal ? { signal: context.signal } : {}),
+    });
+  } catch (error) {
+    if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
+      context.stderr.write(`loopctl audit verify: ${printable(file)}: no such file\n`);
+      return EXIT.failed;
+    }
+    throw error;
+  }
+  if (values.json) {
+    context.stdout.write(
+      json(
+        result.ok
+          ? { ok: true, file, records: result.records.length, anchor: result.anchor }
+          : {
+              ok: false,
+              file,
+              line: result.line,
+              problem: result.problem,
+              message: result.message,
+              verifiedRecords: result.records.length,
+            },
+      ),
+    );
+    return result.ok ? EXIT.ok : EXIT.failed;
+  }
+  if (result.ok) {
+    const { seq, hash } = result.anchor;
+    const count = `${result.records.length} record${result.records.length === 1 ? "" : "s"}`;
+    context.stdout.write(`ok: ${printable(file)}: ${count}, chain intact\nanchor: ${seq}:${hash}\n`);
+    return EXIT.ok;
+  }
+  context.stderr.write(
+    `loopctl audit verify: ${printable(file)}: FAILED at line ${result.line} (${result.problem}): ${printable(result.message)}\n` +
+      `the ${result.records.length} line${result.records.length === 1 ? "" : "s"} before it verified\n`,
+  );
+  return EXIT.failed;
+}

@@ -1,0 +1,76 @@
+import { parseArgs } from "node:util";
+
+/** Where the CLI writes: `process.stdout`/`process.stderr` or a test's capture. */
+export interface CliOutput {
+  write(chunk: string): unknown;
+}
+
+/** Everything {@link runCli} takes from its process, so that tests can supply their own. */
+export interface CliContext {
+  readonly stdout: CliOutput;
+  readonly stderr: CliOutput;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The folder relative paths resolve against, and the default `--project`. */
+  readonly cwd: string;
+  /** Stops reading files; the command then fails with exit code 4. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The exit codes, as `loopctl --help` documents them.
+ * - 0: done (a log verified, a grant revoked, a list printed)
+ * - 1: a negative answer: an audit log failed verification, a file or grant id was not found
+ * - 2: usage error (unknown command or option, missing or malformed argument)
+ * - 3: a grant ledger is corrupt (reported, never rewritten)
+ * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
+ * - 5: an unexpected error (a bug: please report it)
+ */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  corrupt: 3,
+  io: 4,
+  internal: 5,
+} as const;
+
+/** One of the {@link EXIT} codes. */
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** A command line the CLI cannot act on; reported with exit code 2 and the command's help hint. */
+export class CliUsageError extends Error {
+  /** The command whose `--help` the message points to, e.g. `"grants list"`. */
+  readonly command: string;
+
+  constructor(command: string, message: string) {
+    super(message);
+    this.name = "CliUsageError";
+    this.command = command;
+  }
+}
+
+/**
+ * `parseArgs` in strict mode with positionals, its errors turned into
+ * {@link CliUsageError}s that name `command`.
+ */
+export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
+  command: string,
+  args: readonly string[],
+  options: T,
+): { values: ParsedValues<T>; positionals: string[] } {
+  try {
+    const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+    return { values: parsed.values as ParsedValues<T>, positionals: parsed.positionals };
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_")) {
+      throw new CliUsageError(command, (error as Error).message);
+    }
+    throw error;
+  }
+}
+
+type ParseArgsOptionsConfig = NonNullable<Parameters<typeof parseArgs>[0]>["options"] & object;
+type ParsedValues<T extends ParseArgsOptionsConfig> = ReturnType<
+  typeof parseArgs<{ options: T; allowPositionals: true; strict: true }>
+>["values"];

@@ -1,0 +1,120 @@
+const EXIT_CODES = `Exit codes:
+  0  done
+  1  verification failed, or a file or grant id was not found
+  2  usage error (unknown command or option, missing or malformed argument)
+  3  the grant ledger is corrupt (reported, never rewritten)
+  4  I/O or lock error (unreadable file, refused path, ledger lock busy)
+  5  unexpected error (a bug: please report it)
+`;
+
+const PROJECT_OPTIONS = `  --project DIR  the project whose ledger to use (default: the current folder)
+  --root DIR     the grant store root (default: $XDG_STATE_HOME/loopctl/grants,
+                 else ~/.local/state/loopctl/grants)
+`;
+
+/** The help text of each command, keyed by its words. */
+export const HELP = {
+  "": `loopctl: inspect the approvals an agent remembers, and verify its audit log.
+
+Usage:
+  loopctl grants list     [--project DIR] [--root DIR] [--json]
+  loopctl grants revoke   ID [--project DIR] [--root DIR]
+  loopctl grants reset    [--tool NAME] [--project DIR] [--root DIR]
+  loopctl grants explain  --tool NAME --args JSON [--project DIR] [--root DIR] [--json]
+  loopctl audit verify    FILE [--anchor SEQ:HASH] [--json]
+  loopctl --version
+
+Every command takes --help (-h).
+
+${EXIT_CODES}`,
+  grants: `loopctl grants: the approvals remembered for a project.
+
+Usage:
+  loopctl grants list     list the grants in the project's ledger
+  loopctl grants revoke   remove one grant by id
+  loopctl grants reset    remove every grant, or every grant of one tool: back to asking
+  loopctl grants explain  show which grant would decide a call, and why
+
+Run 'loopctl grants <command> --help' for its options.
+
+${EXIT_CODES}`,
+  "grants list": `loopctl grants list: list the grants in a project's ledger.
+
+Usage:
+  loopctl grants list [--project DIR] [--root DIR] [--json]
+
+Options:
+${PROJECT_OPTIONS}  --json         print {"ledger", "grants"} with each grant as its ledger record
+  -h, --help     show this help
+
+${EXIT_CODES}`,
+  "grants revoke": `loopctl grants revoke: remove one grant by id.
+
+Usage:
+  loopctl grants revoke ID [--project DIR] [--root DIR]
+
+ID is the 16-hex id 'loopctl grants list' shows. An unknown id changes
+nothing and exits 1.
+
+Options:
+${PROJECT_OPTIONS}  -h, --help     show this help
+
+${EXIT_CODES}`,
+  "grants reset": `loopctl grants reset: back to asking.
+
+Usage:
+  loopctl grants reset [--tool NAME] [--project DIR] [--root DIR]
+
+Removes every grant of the project, or with --tool only the grants of that
+tool (the name matches exactly). The next call is asked about again.
+
+Options:
+  --tool NAME    remove only this tool's grants
+${PROJECT_OPTIONS}  -h, --help     show this help
+
+${EXIT_CODES}`,
+  "grants explain": `loopctl grants explain: which grant would decide a call, and why.
+
+Usage:
+  loopctl grants explain --tool NAME --args JSON [--project DIR] [--root DIR] [--json]
+
+The policy: a deny grant covering the call wins over any allow grant; else an
+allow grant covering it decides; else the call is asked about. A grant pinned
+to a tool descriptor decides only while the tool is unchanged; the CLI has no
+descriptor, so it shows the pin for you to compare.
+
+Options:
+  --tool NAME    the tool's name (exact, case-sensitive)
+  --args JSON    the call's arguments as JSON, e.g. '{"path":"/tmp/x"}'
+${PROJECT_OPTIONS}  --json         print the explanation as JSON
+  -h, --help     show this help
+
+${EXIT_CODES}`,
+  audit: `loopctl audit: the hash-chained audit log of gate decisions.
+
+Usage:
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+
+Run 'loopctl audit verify --help' for its options.
+
+${EXIT_CODES}`,
+  "audit verify": `loopctl audit verify: check that an audit log is intact.
+
+Usage:
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+
+Detects an edited, removed, reordered or duplicated line and a truncated tail,
+and names the first line at fault. Whole lines removed from the end, or a log
+re-hashed from scratch, show only against an anchor: the SEQ:HASH the writer
+reported last, kept apart from the log.
+
+Options:
+  --anchor SEQ:HASH  also check the log against this anchor
+  --json             print the result as JSON
+  -h, --help         show this help
+
+${EXIT_CODES}`,
+} as const;
+
+/** A command that has a help text. */
+export type HelpTopic = keyof typeof HELP;

@@ -1,0 +1,84 @@
+import { LoopctlError } from "../errors.js";
+import { auditVerify } from "./audit.js";
+import { CliUsageError, EXIT } from "./context.js";
+import type { CliContext, ExitCode } from "./context.js";
+import { printable } from "./format.js";
+import { HELP } from "./help.js";
+import type { HelpTopic } from "./help.js";
+import { VERSION } from "./version.js";
+
+type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
+
+const AUDIT_COMMANDS: Readonly<Record<string, Command>> = { verify: auditVerify };
+
+const GROUPS: Readonly<Record<string, Readonly<Record<string, Command>>>> = {
+  audit: AUDIT_COMMANDS,
+};
+
+const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
+
+/**
+ * Runs `loopctl` with `argv` (the arguments after the program name) and
+ * resolves to the exit code. Never rejects: every failure is written to
+ * `context.stderr` and mapped to an exit code (see `loopctl --help`).
+ */
+export async function runCli(argv: readonly string[], context: CliContext): Promise<ExitCode> {
+  try {
+    return await dispatch(argv, context);
+  } catch (error) {
+    return report(error, context);
+  }
+}
+
+async function dispatch(argv: readonly string[], context: CliContext): Promise<ExitCode> {
+  const [group, sub, ...rest] = argv;
+  if (group === undefined || isHelp(group)) {
+    return help("", context, group === undefined ? EXIT.usage : EXIT.ok);
+  }
+  if (group === "--version" || group === "-v") {
+    if (argv.length > 1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[1])}`);
+    context.stdout.write(`${VERSION}\n`);
+    return EXIT.ok;
+  }
+  const table = Object.hasOwn(GROUPS, group) ? GROUPS[group] : undefined;
+  if (!table) {
+    const what = group.startsWith("-") ? "option" : "command";
+    throw new CliUsageError("", `unknown ${what} ${JSON.stringify(group)}`);
+  }
+  if (sub === undefined || isHelp(sub)) {
+    return help(group as HelpTopic, context, sub === undefined ? EXIT.usage : EXIT.ok);
+  }
+  const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
+  if (!command) {
+    throw new CliUsageError(group, `unknown command ${JSON.stringify(`${group} ${sub}`)}`);
+  }
+  return command(rest, context);
+}
+
+function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
+  // Asked for: the help goes to stdout. Given for lack of a command: it is a usage error.
+  (code === EXIT.ok ? context.stdout : context.stderr).write(HELP[topic]);
+  return code;
+}
+
+function report(error: unknown, context: CliContext): ExitCode {
+  if (error instanceof CliUsageError) {
+    const prefix = error.command === "" ? "loopctl" : `loopctl ${error.command}`;
+    context.stderr.write(
+      `${prefix}: ${printable(error.message)}\n` +
+        `Run '${prefix} --help' for usage.\n`,
+    );
+    return EXIT.usage;
+  }
+  if (context.signal?.aborted) {
+    context.stderr.write(`loopctl: stopped: ${printable(String(context.signal.reason))}\n`);
+    return EXIT.io;
+  }
+  if (error instanceof LoopctlError) {
+    context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
+    return error.code === "LEDGER_CORRUPT" ? EXIT.corrupt : EXIT.io;
+  }
+  const detail = error instanceof Error ? error.message : String(error);
+  context.stderr.write(`loopctl: unexpected error (please report it): ${printable(detail)}\n`);
+  return EXIT.internal;
+}

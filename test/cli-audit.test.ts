@@ -1,0 +1,124 @@
+import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuditSink, formatAuditAnchor } from "../src/audit/index.js";
+import type { AuditAnchor } from "../src/audit/index.js";
+import { EXIT } from "../src/cli/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { cli } from "./support/cli-harness.js";
+
+let dir: string;
+let anchor: AuditAnchor;
+let text: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-cli-audit-"));
+  const sink = await AuditSink.open(join(dir, "gates.jsonl"));
+  for (let i = 1; i <= 4; i++) await sink.append(gateRecord(i, i === 2 ? { tool: "evil\u001b[2Jtool" } : {}));
+  anchor = sink.anchor;
+  await sink.close();
+  text = await readFile(join(dir, "gates.jsonl"), "utf8");
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const write = async (name: string, content: string): Promise<string> => {
+  await writeFile(join(dir, name), content);
+  return name;
+};
+
+describe("loopctl audit verify", () => {
+  it("passes an intact log, resolving FILE against cwd, and prints its anchor", async () => {
+    const run = await cli(["audit", "verify", "gates.jsonl"], { cwd: dir });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`${join(dir, "gates.jsonl")}: 4 records, chain intact`);
+    expect(run.stdout).toContain(`anchor: ${formatAuditAnchor(anchor)}`);
+  });
+
+  it("prints JSON with --json", async () => {
+    const run = await cli(["audit", "verify", "--json", join(dir, "gates.jsonl")], { cwd: "/" });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ ok: true, file: join(dir, "gates.jsonl"), records: 4, anchor });
+  });
+
+  it("fails with exit 1, naming the line and the problem, for each tampering", async () => {
+    const lines = text.split("\n").slice(0, -1);
+    const cases: [string, string, number, string][] = [
+      ["edited.jsonl", text.replace('"tool_3"', '"tool_9"'), 3, "edited"],
+      ["removed.jsonl", [lines[0], lines[2], lines[3]].map((l) => `${l}\n`).join(""), 2, "removed"],
+      ["reordered.jsonl", [lines[0], lines[2], lines[1], lines[3]].map((l) => `${l}\n`).join(""), 2, "reordered"],
+      ["truncated.jsonl", text.slice(0, -10), 4, "truncated"],
+    ];
+    for (const [name, content, line, problem] of cases) {
+      await write(name, content);
+      const run = await cli(["audit", "verify", name], { cwd: dir });
+      expect(run.code, name).toBe(EXIT.failed);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toContain(`FAILED at line ${line} (${problem})`);
+      const asJson = await cli(["audit", "verify", name, "--json"], { cwd: dir });
+      expect(asJson.code).toBe(EXIT.failed);
+      expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: false, line, problem, verifiedRecords: line - 1 });
+    }
+  });
+
+  it("checks --anchor: trailing lines removed fail, the full log passes", async () => {
+    const name = await write("short.jsonl", text.split("\n").slice(0, 2).map((l) => `${l}\n`).join(""));
+    expect((await cli(["audit", "verify", name], { cwd: dir })).code).toBe(EXIT.ok);
+    const run = await cli(["audit", "verify", name, "--anchor", formatAuditAnchor(anchor)], { cwd: dir });
+    expect(run.code).toBe(EXIT.failed);
+    expect(run.stderr).toContain("FAILED at line 3 (removed)");
+    const full = await cli(["audit", "verify", "gates.jsonl", `--anchor=${formatAuditAnchor(anchor)}`], { cwd: dir });
+    expect(full.code).toBe(EXIT.ok);
+  });
+
+  it("exits 1 for a missing file, 4 for a folder", async () => {
+    const missing = await cli(["audit", "verify", "nope.jsonl"], { cwd: dir });
+    expect(missing.code).toBe(EXIT.failed);
+    expect(missing.stderr).toBe(`loopctl audit verify: ${join(dir, "nope.jsonl")}: no such file\n`);
+    await mkdir(join(dir, "folder"), { recursive: true });
+    const folder = await cli(["audit", "verify", "folder"], { cwd: dir });
+    expect(folder.code).toBe(EXIT.io);
+    expect(folder.stderr).toMatch(/not a regular file \[AUDIT_PATH\]/);
+  });
+
+  it("never lets a file name drive the terminal", async () => {
+    const run = await cli(["audit", "verify", "evil\u001b[2J.jsonl"], { cwd: dir });
+    expect(run.code).toBe(EXIT.failed);
+    expect(run.stderr).toContain("evil\\u001b[2J.jsonl: no such file");
+    expect(run.stderr).not.toContain("\u001b");
+  });
+
+  it("reports usage errors with exit 2 and a help hint", async () => {
+    const cases: [string[], RegExp][] = [
+      [["audit", "verify"], /missing the FILE to verify/],
+      [["audit", "verify", "a", "b"], /unexpected argument "b"/],
+      [["audit", "verify", "a", "--bogus"], /Unknown option '--bogus'/],
+      [["audit", "verify", "a", "--anchor", "12"], /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/],
+      [["audit", "verify", "a", "--anchor"], /--anchor/],
+      [["audit", "check"], /unknown command "audit check"/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(argv, { cwd: dir });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).toMatch(/Run 'loopctl audit( verify)? --help' for usage\.\n$/);
+    }
+  });
+
+  it("prints help for audit and audit verify", async () => {
+    for (const argv of [["audit", "--help"], ["audit", "verify", "-h"], ["audit", "verify", "x", "--help"]]) {
+      const run = await cli(argv, { cwd: dir });
+      expect(run.code).toBe(EXIT.ok);
+      expect(run.stdout).toMatch(/^loopctl audit/);
+      expect(run.stdout).toContain("Exit codes:");
+      expect(run.stderr).toBe("");
+    }
+    const bare = await cli(["audit"], { cwd: dir });
+    expect(bare.code).toBe(EXIT.usage);
+    expect(bare.stderr).toMatch(/^loopctl audit:/);
+  });
+});

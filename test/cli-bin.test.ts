@@ -1,0 +1,57 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuditSink } from "../src/audit/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL("..", import.meta.url));
+const bin = join(repo, "src", "cli", "main.ts");
+
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-cli-bin-"));
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const loopctl = async (
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> => {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", bin, ...args], {
+      cwd: repo,
+      env: { ...process.env, XDG_STATE_HOME: join(dir, "state") },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+};
+
+describe("the loopctl bin", () => {
+  it("prints its version and sets the process exit code", async () => {
+    expect(await loopctl(["--version"])).toMatchObject({ code: 0, stdout: "0.1.0\n", stderr: "" });
+    const usage = await loopctl(["nope"]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/unknown command "nope"/);
+  });
+
+  it("verifies an audit log", async () => {
+    const path = join(dir, "gates.jsonl");
+    const sink = await AuditSink.open(path);
+    await sink.append(gateRecord(1));
+    await sink.close();
+    const result = await loopctl(["audit", "verify", path, "--json"]);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toMatchObject({ ok: true, records: 1 });
+  });
+});
