@@ -1,4 +1,77 @@
-import type { BenchModule } from "./lib/harness.js";
-import { unavailableRows } from "./lib/harness.js";
-const m: BenchModule = { id: "save", title: "grant decision", async run() { return unavailableRows("save", [{ name: "grant decision" }], "pending"); } };
-export default m;
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import writeFileAtomic from "write-file-atomic";
+import type { BenchModule, Row } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { loadModule } from "./lib/load.js";
+
+const TARGET = ratioTarget(1.5);
+
+function label(n: number): string {
+  return n >= 1000 ? `${n / 1000}k` : String(n);
+}
+
+const save: BenchModule = {
+  id: "save",
+  title: "FileGrantStore.save with 10/1k/10k grants vs a bare write-file-atomic of the same bytes",
+  async run(ctx) {
+    const sizes = ctx.quick ? [10, 1_000] : [10, 1_000, 10_000];
+    const names = sizes.map((n) => ({ name: `FileGrantStore.save, ${label(n)} grants in the ledger`, target: TARGET }));
+    const loaded = await loadModule("grant", ["FileGrantStore", "Grant", "GrantScope"]);
+    if (!loaded.ok) return unavailableRows(this.id, names, loaded.reason);
+    const { FileGrantStore, Grant, GrantScope } = loaded.mod;
+    const root = mkdtempSync(join(tmpdir(), "loopctl-bench-save-"));
+    const rows: Row[] = [];
+    try {
+      for (const [k, n] of sizes.entries()) {
+        try {
+          const project = join(root, `project-${n}`);
+          mkdirSync(project);
+          const store = new FileGrantStore(join(root, "grants"), project);
+          // Seed the ledger in one write: n saves would take minutes and measure nothing new.
+          const grants = Array.from({ length: n }, (_, i) =>
+            new Grant(i % 2 === 0 ? "write_file" : `tool_${i % 500}`, "allow", i % 2 === 0
+              ? GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })
+              : GrantScope.thisTool()).withCreatedAtMs(1_700_000_000_000 + i),
+          );
+          mkdirSync(dirname(store.ledgerPath), { recursive: true, mode: 0o700 });
+          writeFileSync(store.ledgerPath, JSON.stringify(grants.map((g) => g.toJSON())), { mode: 0o600 });
+          // Re-granting an existing rule replaces it: the ledger keeps n entries, so each sample writes the same size.
+          const again = grants[n >> 1]!;
+          await store.save(again);
+          const loadedBack = await store.load();
+          if (loadedBack.length !== n) throw new Error(`ledger holds ${loadedBack.length} grants after a re-grant, expected ${n}`);
+          const bytes = readFileSync(store.ledgerPath);
+          const floorPath = join(dirname(store.ledgerPath), "floor.json");
+          const t = await timeTogether(
+            ctx,
+            {
+              // A fresh options object every call: write-file-atomic may keep state on the one it is given.
+              floor: () => writeFileAtomic(floorPath, bytes, { mode: 0o600 }),
+              ours: () => store.save(again),
+            },
+            { heavy: true },
+          );
+          rows.push(
+            measuredRow({
+              bench: this.id,
+              name: names[k]!.name,
+              ours: ns(t["ours"]!),
+              floor: ns(t["floor"]!),
+              target: TARGET,
+              note: `${bytes.length} B ledger; floor: writeFileAtomic(path, sameBytes, { mode: 0o600 }) in the same folder (fsync on, ${tmpdir()})`,
+            }),
+          );
+        } catch (error) {
+          rows.push(failedRow(this.id, names[k]!.name, TARGET, error));
+        }
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+    return rows;
+  },
+};
+
+export default save;
