@@ -7,6 +7,7 @@ import {
   DuplicateAskError,
   InvalidAskResolutionError,
   InvalidCapacityError,
+  InvalidPendingAskError,
   LoopctlError,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
@@ -22,7 +23,21 @@ describe("ApprovalChannel.pair", () => {
     expect(channel).toBeInstanceOf(ApprovalChannel);
     expect(approver).toBeInstanceOf(Approver);
     expect(channel.size).toBe(0);
+    expect(channel.closed).toBe(false);
     expect(approver.closed).toBe(false);
+    expect(approver.capacity).toBe(2);
+    approver.close();
+  });
+
+  it("rejects, never throws, when an untyped caller parks a non-ask or omits the signal", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const call = (ask: unknown, options: unknown): Promise<AskResolution> =>
+      channel.resolve(ask as PendingAsk, options as { signal: AbortSignal });
+    await expect(call(makeAsk(0), undefined)).rejects.toBeInstanceOf(InvalidPendingAskError);
+    await expect(call(makeAsk(0), { signal: "soon" })).rejects.toThrow(/AbortSignal/);
+    await expect(call(null, live())).rejects.toBeInstanceOf(InvalidPendingAskError);
+    await expect(call({ id: 7 }, live())).rejects.toMatchObject({ code: "ASK_INVALID" });
+    expect(approver.pending).toBe(0);
     approver.close();
   });
 

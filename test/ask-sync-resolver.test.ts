@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   AskCallbackError,
+  InvalidAskCallbackError,
   InvalidAskResolutionError,
   LoopctlError,
   SyncAskResolver,
@@ -92,7 +93,8 @@ describe("SyncAskResolver", () => {
     expect(calls).toBe(0);
   });
 
-  it("rejects a missing callback at construction", () => {
-    expect(() => new SyncAskResolver(undefined as unknown as () => boolean)).toThrow(TypeError);
+  it("rejects a missing callback at construction with InvalidAskCallbackError", () => {
+    expect(() => new SyncAskResolver(undefined as unknown as () => boolean)).toThrow(InvalidAskCallbackError);
+    expect(() => new SyncAskResolver(undefined as unknown as () => boolean)).toThrow(/got undefined/);
   });
 });

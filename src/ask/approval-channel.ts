@@ -18,12 +18,17 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *   `{ type: "deny", reason: APPROVER_CLOSED_REASON }`;
  * - approver garbage-collected unclosed: resolves
  *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
- * - an ask id already parked here: rejects with a {@link DuplicateAskError}.
+ * - an ask id already parked here: rejects with a {@link DuplicateAskError};
+ * - not a pending ask, or no `AbortSignal`: rejects with an
+ *   {@link InvalidPendingAskError}.
+ *
+ * It never throws synchronously and never leaves the promise unsettled.
  *
  * @example
  * ```ts
  * const [channel, approver] = ApprovalChannel.pair(16);
- * const managers = new LoopManagers().withAskResolver(channel);
+ * managers = managers.withAskResolver(channel); // the engine parks asks here
+ * for await (const ask of approver) approver.resolve(ask.id, { type: "approve" });
  * ```
  */
 export class ApprovalChannel implements AskResolver {
@@ -60,6 +65,8 @@ export class ApprovalChannel implements AskResolver {
 
   /** Parks `ask` until it is answered; see the class notes for every outcome. */
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    return this.#core.park(ask, options.signal);
+    // Untyped callers may omit `options`; the park turns that into a rejection.
+    const signal: unknown = (options as ResolveOptions | undefined)?.signal;
+    return this.#core.park(ask, signal);
   }
 }

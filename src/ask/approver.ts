@@ -59,6 +59,11 @@ export class Approver implements AsyncIterable<PendingAsk>, Disposable {
     return this.#core.inLine;
   }
 
+  /** The capacity given to {@link ApprovalChannel.pair} (0 behaves as 1). */
+  get capacity(): number {
+    return this.#core.capacity;
+  }
+
   /** True once {@link Approver.close} ran (or the approver was dropped). */
   get closed(): boolean {
     return this.#core.closed;

@@ -1,4 +1,4 @@
-import { DuplicateAskError } from "./errors.js";
+import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskResolution, PendingAsk } from "./types.js";
@@ -67,7 +67,14 @@ export class ChannelCore {
     return this.#takers.size;
   }
 
-  park(ask: PendingAsk, signal: AbortSignal): Promise<AskResolution> {
+  park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
+    // Untyped callers get a rejection (the engine's deny path), never a throw.
+    if (!(signal instanceof AbortSignal)) {
+      return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
+    }
+    if (typeof ask !== "object" || ask === null || typeof ask.id !== "string") {
+      return Promise.reject(new InvalidPendingAskError("the ask must be a PendingAsk with a string id"));
+    }
     // A cancel that fired before the park wins: the ask is never delivered.
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.#closedReason !== undefined) {

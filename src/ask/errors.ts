@@ -66,3 +66,27 @@ export class DuplicateAskError extends LoopctlError {
     this.askId = askId;
   }
 }
+
+/**
+ * A {@link SyncAskResolver} was constructed without a callback function.
+ * `code` is `"ASK_CALLBACK_INVALID"`.
+ */
+export class InvalidAskCallbackError extends LoopctlError {
+  constructor(callback: unknown) {
+    super(
+      "ASK_CALLBACK_INVALID",
+      `SyncAskResolver needs a callback (ask) => boolean | AskResolution, got ${typeof callback}`,
+    );
+  }
+}
+
+/**
+ * An {@link ApprovalChannel} was asked to park something that is not a
+ * pending ask with a string `id`, or without an `AbortSignal`.
+ * `code` is `"ASK_INVALID"`. The park rejects (the engine denies it).
+ */
+export class InvalidPendingAskError extends LoopctlError {
+  constructor(detail: string) {
+    super("ASK_INVALID", `cannot park on the approval channel: ${detail}`);
+  }
+}

@@ -9,6 +9,8 @@ export { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.
 export {
   AskCallbackError,
   DuplicateAskError,
+  InvalidAskCallbackError,
   InvalidAskResolutionError,
   InvalidCapacityError,
+  InvalidPendingAskError,
 } from "./errors.js";

@@ -1,4 +1,4 @@
-import { AskCallbackError, InvalidAskResolutionError } from "./errors.js";
+import { AskCallbackError, InvalidAskCallbackError, InvalidAskResolutionError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
@@ -32,11 +32,12 @@ export type SyncAskCallback = (ask: PendingAsk) => boolean | AskResolution;
 export class SyncAskResolver implements AskResolver {
   readonly #decide: SyncAskCallback;
 
-  /** @param decide - the policy; called once per ask, synchronously. */
+  /**
+   * @param decide - the policy; called once per ask, synchronously.
+   * @throws {InvalidAskCallbackError} if `decide` is not a function.
+   */
   constructor(decide: SyncAskCallback) {
-    if (typeof decide !== "function") {
-      throw new TypeError("SyncAskResolver needs a callback (ask) => boolean | AskResolution");
-    }
+    if (typeof decide !== "function") throw new InvalidAskCallbackError(decide);
     this.#decide = decide;
   }
 
