@@ -1,0 +1,134 @@
+import { LoopctlError } from "../errors.js";
+import type { Message } from "./model.js";
+import type { GateDecision } from "./records.js";
+
+/**
+ * An error that ended a run. Besides its `code`, it carries what the run had
+ * produced when it stopped, so nothing is lost: `records` (every gate record
+ * emitted, in order) and `messages` (the transcript, including the error
+ * results the model would have received).
+ */
+export class RunStoppedError extends LoopctlError {
+  /** The run's gate records up to the stop, in emission order. */
+  readonly records: readonly GateDecision[] = [];
+  /** The run's transcript up to the stop. */
+  readonly messages: readonly Message[] = [];
+}
+
+/** Fills in what the run produced before it stopped; internal to the engine. */
+export function attachTranscript(
+  error: RunStoppedError,
+  records: readonly GateDecision[],
+  messages: readonly Message[],
+): void {
+  const writable = error as { records: readonly GateDecision[]; messages: readonly Message[] };
+  writable.records = [...records];
+  writable.messages = [...messages];
+}
+
+/**
+ * The run's `AbortSignal` fired. `code` is `"CANCELLED"`; `cause` is the
+ * signal's reason.
+ */
+export class CancelledError extends RunStoppedError {
+  constructor(message = "the run was cancelled", options?: ErrorOptions) {
+    super("CANCELLED", message, options);
+  }
+}
+
+/**
+ * Pre-detection stopped the run: the same call (tool and `argsDigest`)
+ * reached dispatch more often than `withLoopDetection({ maxRepeats })`
+ * allows. `code` is `"LOOP_DETECTED"`.
+ */
+export class LoopDetectedError extends RunStoppedError {
+  /** The repeated tool. */
+  readonly tool: string;
+  /** The repeated call's `argsDigest`. */
+  readonly argsDigest: string;
+  /** How many times the call reached pre-detection, this one included. */
+  readonly repeats: number;
+
+  constructor(tool: string, argsDigest: string, repeats: number) {
+    super(
+      "LOOP_DETECTED",
+      `loop detected: tool '${tool}' called ${repeats} times with the same arguments (${argsDigest})`,
+    );
+    this.tool = tool;
+    this.argsDigest = argsDigest;
+    this.repeats = repeats;
+  }
+}
+
+/** Which budget ran out. */
+export type BudgetKind = "turns" | "tokens";
+
+/**
+ * The budget gate stopped the run before a model request
+ * (`withBudget({ maxTurns, maxTokens })`). `code` is `"BUDGET_EXCEEDED"`.
+ */
+export class BudgetExceededError extends RunStoppedError {
+  /** The budget that ran out. */
+  readonly kind: BudgetKind;
+  /** The configured limit. */
+  readonly limit: number;
+  /** What the run had used when it was stopped. */
+  readonly used: number;
+
+  constructor(kind: BudgetKind, limit: number, used: number) {
+    super("BUDGET_EXCEEDED", `${kind === "turns" ? "turn" : "token"} budget exhausted: ${used} of ${limit} ${kind} used`);
+    this.kind = kind;
+    this.limit = limit;
+    this.used = used;
+  }
+}
+
+/**
+ * The model failed: `generate` threw or answered something that is not a
+ * model response. `code` is `"MODEL_ERROR"`; `cause` is what it threw.
+ */
+export class ModelError extends RunStoppedError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("MODEL_ERROR", message, options);
+  }
+}
+
+/**
+ * A tool definition (or a set of tools handed to an `Agent`) is invalid:
+ * an empty or duplicate name, an unsupported JSON Schema keyword, a schema
+ * that is not an object schema. `code` is `"TOOL_DEFINITION"`.
+ */
+export class ToolDefinitionError extends LoopctlError {
+  /** The tool at fault (its name as given, possibly empty). */
+  readonly tool: string;
+
+  constructor(tool: string, message: string, options?: ErrorOptions) {
+    super("TOOL_DEFINITION", `tool '${tool}': ${message}`, options);
+    this.tool = tool;
+  }
+}
+
+/**
+ * An engine option is invalid (a negative timeout, a hook without
+ * `preToolUse`, a permission rule without an id…). `code` is
+ * `"ENGINE_CONFIG"`; the message names the option.
+ */
+export class EngineConfigError extends LoopctlError {
+  /** The option at fault, such as `"withAskTimeout"`. */
+  readonly option: string;
+
+  constructor(option: string, message: string, options?: ErrorOptions) {
+    super("ENGINE_CONFIG", `${option}: ${message}`, options);
+    this.option = option;
+  }
+}
+
+/** A short, printable description of a thrown value. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message === "" ? error.name : error.message;
+  try {
+    return String(error);
+  } catch {
+    return "unprintable error";
+  }
+}

@@ -1,0 +1,26 @@
+/** Options of `withLoopDetection`. */
+export interface LoopDetectionOptions {
+  /**
+   * How many times the same call (tool and `argsDigest`) may reach dispatch
+   * within one run; the next one stops the run with `LoopDetectedError`.
+   */
+  readonly maxRepeats: number;
+}
+
+/** Counts identical calls per run. */
+export class LoopDetector {
+  readonly #maxRepeats: number;
+  readonly #seen = new Map<string, number>();
+
+  constructor(options: LoopDetectionOptions) {
+    this.#maxRepeats = options.maxRepeats;
+  }
+
+  /** Registers one call; returns its count when it goes past the limit, else `undefined`. */
+  observe(tool: string, argsDigest: string): number | undefined {
+    const key = `${tool}\u0000${argsDigest}`;
+    const count = (this.#seen.get(key) ?? 0) + 1;
+    this.#seen.set(key, count);
+    return count > this.#maxRepeats ? count : undefined;
+  }
+}

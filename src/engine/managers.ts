@@ -1,0 +1,216 @@
+import type { AskResolver } from "../ask/index.js";
+import type { GrantStore } from "../grant/index.js";
+import type { BudgetOptions } from "./budget.js";
+import type { CircuitBreakerOptions } from "./breaker.js";
+import { systemClock } from "./clock.js";
+import type { Clock, ClockInput } from "./clock.js";
+import { EngineConfigError } from "./errors.js";
+import type { Hook } from "./hooks.js";
+import { randomIdGen } from "./ids.js";
+import type { IdGen } from "./ids.js";
+import type { LoopDetectionOptions } from "./loop-detector.js";
+import type { Middleware } from "./middleware.js";
+import type { Observer, ObserverErrorHandler } from "./observer.js";
+
+/** Everything a {@link LoopManagers} holds, as the engine reads it. */
+export interface ManagerSettings {
+  readonly askResolver: AskResolver | undefined;
+  readonly askTimeoutMs: number | undefined;
+  readonly hooks: readonly Hook[];
+  readonly middleware: readonly Middleware[];
+  readonly observers: readonly Observer[];
+  readonly observerErrorHandler: ObserverErrorHandler | undefined;
+  readonly idGen: IdGen;
+  readonly clock: Clock;
+  readonly maxConcurrency: number;
+  readonly grantStore: GrantStore | undefined;
+  readonly budget: BudgetOptions | undefined;
+  readonly loopDetection: LoopDetectionOptions | undefined;
+  readonly circuitBreaker: CircuitBreakerOptions | undefined;
+}
+
+const DEFAULTS: ManagerSettings = Object.freeze({
+  askResolver: undefined,
+  askTimeoutMs: undefined,
+  hooks: [],
+  middleware: [],
+  observers: [],
+  observerErrorHandler: undefined,
+  idGen: randomIdGen,
+  clock: systemClock,
+  maxConcurrency: 1,
+  grantStore: undefined,
+  budget: undefined,
+  loopDetection: undefined,
+  circuitBreaker: undefined,
+});
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+function positiveInteger(option: string, field: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw new EngineConfigError(option, `${field} must be a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+function nonNegative(option: string, field: string, value: unknown, integer: boolean): number {
+  const ok = typeof value === "number" && Number.isFinite(value) && value >= 0 && (!integer || Number.isSafeInteger(value));
+  if (!ok) {
+    throw new EngineConfigError(option, `${field} must be a non-negative ${integer ? "integer" : "finite number"}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * The engine's pluggable parts, as an immutable builder: every `with…`
+ * returns a new `LoopManagers` and leaves the receiver untouched, so a base
+ * configuration can be shared and specialised. Invalid arguments throw an
+ * {@link EngineConfigError} naming the method.
+ *
+ * @example
+ * ```ts
+ * const managers = new LoopManagers()
+ *   .withHook(guard)
+ *   .withAskResolver(channel)
+ *   .withAskTimeout(60_000)
+ *   .withMiddleware(permissionMiddleware({ rules, defaultAction: "allow" }));
+ * ```
+ */
+export class LoopManagers {
+  #settings: ManagerSettings = DEFAULTS;
+
+  static #from(settings: ManagerSettings): LoopManagers {
+    const managers = new LoopManagers();
+    managers.#settings = Object.freeze(settings);
+    return managers;
+  }
+
+  /** The current settings (read-only). */
+  get settings(): ManagerSettings {
+    return this.#settings;
+  }
+
+  #with(patch: Partial<ManagerSettings>): LoopManagers {
+    return LoopManagers.#from({ ...this.#settings, ...patch });
+  }
+
+  /** Who answers asks. Without one, an ask is the headless denial (`ask_unresolved`). */
+  withAskResolver(resolver: AskResolver): LoopManagers {
+    if (!isObject(resolver) || typeof resolver.resolve !== "function") {
+      throw new EngineConfigError("withAskResolver", "the resolver must have a resolve(ask, { signal }) method");
+    }
+    return this.#with({ askResolver: resolver });
+  }
+
+  /**
+   * Bounds each park (delivery plus the wait) to `ms` clock milliseconds;
+   * `0` still lets an answer that is already available win.
+   * @default no deadline
+   */
+  withAskTimeout(ms: number): LoopManagers {
+    return this.#with({ askTimeoutMs: nonNegative("withAskTimeout", "ms", ms, false) });
+  }
+
+  /** Adds a pre-tool-use hook after the ones already added. */
+  withHook(hook: Hook): LoopManagers {
+    if (!isObject(hook) || typeof hook.preToolUse !== "function") {
+      throw new EngineConfigError("withHook", "a hook must have a preToolUse(call, context) method");
+    }
+    return this.#with({ hooks: [...this.#settings.hooks, hook] });
+  }
+
+  /** Adds a dispatch middleware; the first added runs outermost. */
+  withMiddleware(middleware: Middleware): LoopManagers {
+    if (typeof middleware !== "function") {
+      throw new EngineConfigError("withMiddleware", "a middleware must be a function (call, context, next)");
+    }
+    return this.#with({ middleware: [...this.#settings.middleware, middleware] });
+  }
+
+  /** Adds an observer. */
+  withObserver(observer: Observer): LoopManagers {
+    if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
+    return this.#with({ observers: [...this.#settings.observers, observer] });
+  }
+
+  /** Receives errors thrown by observers (they never break a run). */
+  withObserverErrorHandler(handler: ObserverErrorHandler): LoopManagers {
+    if (typeof handler !== "function") throw new EngineConfigError("withObserverErrorHandler", "the handler must be a function");
+    return this.#with({ observerErrorHandler: handler });
+  }
+
+  /**
+   * The id seam for session, run and ask ids.
+   * @default crypto.randomUUID
+   */
+  withIdGen(idGen: IdGen): LoopManagers {
+    if (typeof idGen !== "function") throw new EngineConfigError("withIdGen", "the id generator must be a function");
+    return this.#with({ idGen });
+  }
+
+  /**
+   * The time seam: record timestamps and ask deadlines. Give `setTimeout` and
+   * `clearTimeout` together, or neither to keep the system timers.
+   * @default Date.now and the global timers
+   */
+  withClock(clock: ClockInput): LoopManagers {
+    if (!isObject(clock) || typeof clock.now !== "function") {
+      throw new EngineConfigError("withClock", "the clock must have a now() method");
+    }
+    const hasSet = typeof clock.setTimeout === "function";
+    const hasClear = typeof clock.clearTimeout === "function";
+    if (hasSet !== hasClear || (!hasSet && (clock.setTimeout !== undefined || clock.clearTimeout !== undefined))) {
+      throw new EngineConfigError("withClock", "setTimeout and clearTimeout must be functions given together");
+    }
+    const full: Clock = {
+      now: () => clock.now(),
+      setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : systemClock.setTimeout,
+      clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : systemClock.clearTimeout,
+    };
+    return this.#with({ clock: full });
+  }
+
+  /**
+   * How many calls of one model turn run at once.
+   * @default 1
+   */
+  withMaxConcurrency(n: number): LoopManagers {
+    return this.#with({ maxConcurrency: positiveInteger("withMaxConcurrency", "n", n) });
+  }
+
+  /** Remembers answers given with `remember`, and decides asks from them ("ask once and remember"). */
+  withGrantStore(store: GrantStore): LoopManagers {
+    const ok = isObject(store) && ["load", "save", "revoke", "clear"].every((m) => typeof store[m] === "function");
+    if (!ok) throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
+    return this.#with({ grantStore: store });
+  }
+
+  /** Limits model requests and tokens per run, checked before each model request. */
+  withBudget(budget: BudgetOptions): LoopManagers {
+    if (typeof budget !== "object" || budget === null) throw new EngineConfigError("withBudget", "the budget must be an object");
+    const next: { maxTurns?: number; maxTokens?: number } = {};
+    if (budget.maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
+    if (budget.maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
+    return this.#with({ budget: Object.freeze(next) });
+  }
+
+  /** Stops a run whose same call (tool and arguments) reaches dispatch more than `maxRepeats` times. */
+  withLoopDetection(options: LoopDetectionOptions): LoopManagers {
+    if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
+    return this.#with({ loopDetection: Object.freeze({ maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats) }) });
+  }
+
+  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Agent`. */
+  withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
+    if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
+    return this.#with({
+      circuitBreaker: Object.freeze({
+        failureThreshold: positiveInteger("withCircuitBreaker", "failureThreshold", options.failureThreshold),
+        cooldownMs: nonNegative("withCircuitBreaker", "cooldownMs", options.cooldownMs, false),
+      }),
+    });
+  }
+}

@@ -1,0 +1,92 @@
+import type { ModelResponse, Message, ToolCall } from "./model.js";
+import type { ToolResult } from "./middleware.js";
+import type { GateDecision } from "./records.js";
+import type { ToolDescriptor } from "../grant/index.js";
+
+/** `onToolPre`: a tool-call attempt begins. */
+export interface ToolPreEvent {
+  readonly turn: number;
+  readonly call: ToolCall;
+}
+
+/** `onGate`: a gate record landed. `callId` is `""` for run-level records (budget). */
+export interface GateEvent {
+  readonly turn: number;
+  readonly callId: string;
+  readonly decision: GateDecision;
+}
+
+/** `onToolPost`: the attempt ended with a result for the model. */
+export interface ToolPostEvent {
+  readonly turn: number;
+  readonly call: ToolCall;
+  readonly result: ToolResult;
+}
+
+/** `onModelRequest`: the engine is about to ask the model for a turn. */
+export interface ModelRequestEvent {
+  readonly turn: number;
+  readonly messages: readonly Message[];
+  readonly tools: readonly ToolDescriptor[];
+}
+
+/** `onModelResponse`: the model answered a turn. */
+export interface ModelResponseEvent {
+  readonly turn: number;
+  readonly response: ModelResponse;
+}
+
+/** `onGrantError`: saving a remembered answer failed; the answer itself stands. */
+export interface GrantErrorEvent {
+  readonly turn: number;
+  readonly callId: string;
+  readonly error: unknown;
+}
+
+/**
+ * Watches a run. Every method is optional and synchronous; a returned
+ * promise is not awaited. An observer that throws never breaks a run: the
+ * error is swallowed and passed to `withObserverErrorHandler`'s handler.
+ *
+ * Order within one tool-call attempt: `onToolPre` → (hooks, park, dispatch)
+ * → `onGate` → `onToolPost` (not on cancel).
+ */
+export interface Observer {
+  onModelRequest?(event: ModelRequestEvent): void;
+  onModelResponse?(event: ModelResponseEvent): void;
+  onToolPre?(event: ToolPreEvent): void;
+  onGate?(event: GateEvent): void;
+  onToolPost?(event: ToolPostEvent): void;
+  onGrantError?(event: GrantErrorEvent): void;
+}
+
+/** The observer callbacks by name. */
+export type ObserverEventName = keyof Observer;
+
+/** Receives errors thrown by observers. */
+export type ObserverErrorHandler = (error: unknown, event: ObserverEventName) => void;
+
+/** Calls `event` on every observer, isolating each one's failures. */
+export function notify<K extends ObserverEventName>(
+  observers: readonly Observer[],
+  onError: ObserverErrorHandler | undefined,
+  event: K,
+  payload: Parameters<NonNullable<Observer[K]>>[0],
+): void {
+  for (const observer of observers) {
+    const report = (error: unknown): void => {
+      try {
+        onError?.(error, event);
+      } catch {
+        // A failing error handler has nowhere left to report to.
+      }
+    };
+    try {
+      const method = observer[event] as ((arg: typeof payload) => unknown) | undefined;
+      const returned: unknown = method?.call(observer, payload);
+      if (returned instanceof Promise) returned.catch(report);
+    } catch (error) {
+      report(error);
+    }
+  }
+}

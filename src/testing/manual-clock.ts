@@ -1,0 +1,61 @@
+import type { Clock, TimerHandle } from "../engine/index.js";
+
+/**
+ * A {@link Clock} that only moves when told to: `advance(ms)` fires every
+ * timer that comes due, in due order, synchronously. For deterministic
+ * deadline and cool-down tests without wall-clock sleeps.
+ *
+ * @example
+ * ```ts
+ * const clock = new ManualClock(1_000);
+ * const managers = new LoopManagers().withClock(clock).withAskTimeout(50);
+ * // … once the call is parked:
+ * clock.advance(50); // the ask expires
+ * ```
+ */
+export class ManualClock implements Clock {
+  #now: number;
+  #seq = 0;
+  readonly #timers = new Map<number, { at: number; callback: () => void }>();
+
+  /** @param startMs - the initial epoch milliseconds. @default 0 */
+  constructor(startMs = 0) {
+    this.#now = startMs;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimeout(callback: () => void, ms: number): TimerHandle {
+    this.#seq += 1;
+    this.#timers.set(this.#seq, { at: this.#now + Math.max(0, ms), callback });
+    return this.#seq;
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    if (typeof handle === "number") this.#timers.delete(handle);
+  }
+
+  /** Timers set and neither fired nor cleared. */
+  get pendingTimers(): number {
+    return this.#timers.size;
+  }
+
+  /** Moves time forward by `ms`, firing due timers in order. */
+  advance(ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError("ManualClock.advance: ms must be a non-negative finite number");
+    const target = this.#now + ms;
+    for (;;) {
+      let due: [number, { at: number; callback: () => void }] | undefined;
+      for (const entry of this.#timers) {
+        if (entry[1].at <= target && (due === undefined || entry[1].at < due[1].at)) due = entry;
+      }
+      if (due === undefined) break;
+      this.#timers.delete(due[0]);
+      this.#now = Math.max(this.#now, due[1].at);
+      due[1].callback();
+    }
+    this.#now = target;
+  }
+}
