@@ -63,10 +63,6 @@ export class ChannelCore {
     return this.#untaken.size - this.buffered;
   }
 
-  get waitingTakers(): number {
-    return this.#takers.size;
-  }
-
   park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
     // Untyped callers get a rejection (the engine's deny path), never a throw.
     if (!(signal instanceof AbortSignal)) {

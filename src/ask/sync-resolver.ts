@@ -43,7 +43,8 @@ export class SyncAskResolver implements AskResolver {
 
   /** Answers `ask` from the callback. See the class notes for failures. */
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    if (options.signal.aborted) return Promise.reject(options.signal.reason);
+    const signal = (options as ResolveOptions | undefined)?.signal;
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
     let answer: unknown;
     try {
       answer = this.#decide(ask);
@@ -60,7 +61,9 @@ export class SyncAskResolver implements AskResolver {
         // rejection from surfacing as an unhandled one.
         answer.then(undefined, () => undefined);
       }
-      return Promise.reject(error instanceof InvalidAskResolutionError ? error : new AskCallbackError(ask.id, ask.tool, { cause: error }));
+      return Promise.reject(
+        error instanceof InvalidAskResolutionError ? error : new AskCallbackError(ask.id, ask.tool, { cause: error }),
+      );
     }
   }
 }
