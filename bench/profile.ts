@@ -1,0 +1,157 @@
+/**
+ * CPU profile of one benchmarked path, summarised as self time per function.
+ *
+ *   npx tsx bench/profile.ts <scenario> [seconds]     e.g. args-digest-small
+ *   npx tsx bench/profile.ts --list
+ *
+ * Re-runs itself under `node --cpu-prof` (a child), loops the scenario for the
+ * given time, then reads the .cpuprofile and prints the hottest functions by
+ * self time, with their file and line. Used for the evidence in
+ * docs/performance.md.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
+import { loadModule, loadModules } from "./lib/load.js";
+
+type Scenario = () => Promise<() => unknown>;
+
+const SCENARIOS: Record<string, Scenario> = {
+  async "args-digest-small"() {
+    const { argsDigest } = await need("grant", ["argsDigest"]);
+    const args = smallArgs();
+    return () => argsDigest(args);
+  },
+  async "args-digest-large"() {
+    const { argsDigest } = await need("grant", ["argsDigest"]);
+    const args = largeArgs();
+    return () => argsDigest(args);
+  },
+  async digest16() {
+    const { digest16 } = await need("grant", ["digest16"]);
+    const text = textOfBytes(1_000_000);
+    return () => digest16(text);
+  },
+  async park() {
+    const { ApprovalChannel } = await need("ask", ["ApprovalChannel"]);
+    const [channel, approver] = ApprovalChannel.pair(16);
+    const signal = new AbortController().signal;
+    const ask = {
+      id: "00000000-0000-4000-8000-000000000001",
+      sessionId: "11111111-1111-4111-8111-111111111111",
+      runId: "22222222-2222-4222-8222-222222222222",
+      turn: 0,
+      callId: "call_1",
+      tool: "write_file",
+      argsDigest: "f1ed61cd8ca5e26b",
+      prompt: "Write?",
+    };
+    return async () => {
+      const parked = channel.resolve(ask, { signal });
+      const taken = await approver.next();
+      approver.resolve(taken!.id, { type: "approve" });
+      await parked;
+    };
+  },
+  async "grant-decide-100k"() {
+    const { Grant, GrantScope, GrantPolicy, MemoryGrantStore } = await need("grant", ["GrantPolicy", "MemoryGrantStore"]);
+    const store = new MemoryGrantStore();
+    for (let i = 0; i < 100_000; i++) {
+      await store.save(new Grant(i % 2 === 0 ? "write_file" : `tool_${i % 500}`, "allow", i % 2 === 0 ? GrantScope.thisCall({ path: `/f/${i}` }) : GrantScope.thisTool()));
+    }
+    const policy = new GrantPolicy(store);
+    const descriptor = { name: "write_file", description: "Write a file", inputSchema: { type: "object" } };
+    return () => policy.decide(descriptor, { path: "/f/50000" });
+  },
+  async "save-10k"() {
+    const { FileGrantStore, Grant, GrantScope } = await need("grant", ["FileGrantStore"]);
+    const root = mkdtempSync(join(tmpdir(), "loopctl-profile-"));
+    process.on("exit", () => rmSync(root, { recursive: true, force: true }));
+    mkdirSync(join(root, "p"));
+    const store = new FileGrantStore(join(root, "g"), join(root, "p"));
+    const grants = Array.from({ length: 10_000 }, (_, i) => new Grant(`tool_${i}`, "allow", GrantScope.thisTool()));
+    mkdirSync(join(store.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+    writeFileSync(store.ledgerPath, JSON.stringify(grants.map((g) => g.toJSON())), { mode: 0o600 });
+    return () => store.save(grants[5000]!);
+  },
+  async gate() {
+    const loaded = await loadModules({ engine: ["Agent", "LoopManagers", "defineTool"], testing: ["ScriptedModel"] });
+    if (!loaded.ok) throw new Error(loaded.reason);
+    const { Agent, LoopManagers, defineTool } = loaded.mod.engine;
+    const { ScriptedModel } = loaded.mod.testing;
+    const echo = defineTool({ name: "echo", description: "Echo", input: z.object({ text: z.string() }), execute: async ({ text }: { text: string }) => text });
+    const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) });
+    const calls = Array.from({ length: 64 }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } }));
+    return () => new Agent({ model: new ScriptedModel([{ toolCalls: calls }, { text: "done" }]), tools: [echo], managers }).run("go");
+  },
+};
+
+async function need<K extends "ask" | "grant">(name: K, exports: string[]) {
+  const loaded = await loadModule(name, exports);
+  if (!loaded.ok) throw new Error(loaded.reason);
+  return loaded.mod;
+}
+
+interface ProfileNode {
+  readonly id: number;
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+  readonly hitCount?: number;
+}
+
+function summarise(file: string, top: number): string {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: ProfileNode[]; startTime: number; endTime: number; samples: number[] };
+  const totalHits = profile.nodes.reduce((sum, n) => sum + (n.hitCount ?? 0), 0);
+  const byFrame = new Map<string, number>();
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  for (const node of profile.nodes) {
+    const { functionName, url, lineNumber } = node.callFrame;
+    // Files transpiled by tsx report line 1 for everything; their line is no evidence.
+    const line = lineNumber > 0 ? `:${lineNumber + 1}` : "";
+    const where = url === "" ? "" : ` ${url.startsWith("file://") ? relative(root, fileURLToPath(url)) : url}${line}`;
+    const key = `${functionName === "" ? "(anonymous)" : functionName}${where}`;
+    byFrame.set(key, (byFrame.get(key) ?? 0) + (node.hitCount ?? 0));
+  }
+  const rows = [...byFrame.entries()].sort((a, b) => b[1] - a[1]).slice(0, top);
+  return rows.map(([key, hits]) => `${((100 * hits) / totalHits).toFixed(1).padStart(5)}%  ${key}`).join("\n");
+}
+
+async function child(name: string, seconds: number): Promise<void> {
+  const make = SCENARIOS[name];
+  if (make === undefined) throw new Error(`unknown scenario ${name}`);
+  const fn = await make();
+  const end = performance.now() + seconds * 1000;
+  let n = 0;
+  while (performance.now() < end) {
+    for (let i = 0; i < 16; i++) await fn();
+    n += 16;
+  }
+  process.stderr.write(`${name}: ${n} iterations in ${seconds} s\n`);
+}
+
+const args = process.argv.slice(2);
+if (args[0] === "--child") {
+  await child(args[1]!, Number(args[2]));
+} else if (args[0] === undefined || args[0] === "--list") {
+  process.stdout.write(`${Object.keys(SCENARIOS).join("\n")}\n`);
+} else {
+  const name = args[0];
+  const seconds = Number(args[1] ?? "3");
+  if (SCENARIOS[name] === undefined) throw new Error(`unknown scenario ${name}; try --list`);
+  const dir = mkdtempSync(join(tmpdir(), "loopctl-cpuprof-"));
+  try {
+    execFileSync(
+      process.execPath,
+      ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", fileURLToPath(import.meta.url), "--child", name, String(seconds)],
+      { stdio: ["ignore", "inherit", "inherit"] },
+    );
+    const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
+    if (file === undefined) throw new Error("node wrote no .cpuprofile");
+    process.stdout.write(`self time by function (${name}):\n${summarise(join(dir, file), 15)}\n`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
