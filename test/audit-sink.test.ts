@@ -199,13 +199,14 @@ describe("auditObserver", () => {
     const engineEvent = { turn: 0, callId: "call_1", decision: gateRecord(2) };
     observer.onGate(engineEvent);
     expect(() => observer.onGate({ decision: { nope: true } as unknown as GateDecision })).not.toThrow();
+    expect(() => observer.onGate(undefined as unknown as { decision: GateDecision })).not.toThrow();
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(1);
+    expect(errors).toHaveLength(2);
     await sink.close();
     observer.onGate({ decision: gateRecord(3) });
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(2);
-    expect(errors[1]).toBeInstanceOf(AuditClosedError);
+    expect(errors).toHaveLength(3);
+    expect(errors[2]).toBeInstanceOf(AuditClosedError);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
   });
 });

@@ -22,7 +22,9 @@ export interface AuditObserver {
  */
 export function auditObserver(sink: AuditSink): AuditObserver {
   return {
-    onGate({ decision }) {
+    onGate(event) {
+      // A malformed event becomes a reported AuditRecordError, never a throw into the run.
+      const decision = (event as { decision?: GateDecision } | undefined)?.decision as GateDecision;
       sink.append(decision).catch(() => undefined);
     },
   };
