@@ -13,7 +13,7 @@ import { dispatch } from "./dispatch.js";
 import type { ToolResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
 import { notify } from "./observer.js";
-import { park } from "./park.js";
+import { ANSWER_GRACE_TURNS, park } from "./park.js";
 import type { GateDecision } from "./records.js";
 import { RecordSlot } from "./records-slot.js";
 import type { RecordDraft } from "./records-slot.js";
@@ -121,7 +121,7 @@ async function gateAndDispatch(
   };
   let hooks;
   try {
-    hooks = await raceAbort(runHooks(settings.hooks, call, hookContext), signal);
+    hooks = await raceAbort(runHooks(settings.hooks, call, hookContext), signal, ANSWER_GRACE_TURNS);
   } catch (thrown) {
     slot.land(draft("cancelled", "cancel", "engine", "cancelled before the gate decided"));
     throw thrown instanceof CancelledError ? thrown : cancelledBy(signal);

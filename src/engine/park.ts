@@ -2,6 +2,7 @@ import { AskResolutionSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
+import { drainMicrotasks } from "./signals.js";
 
 /** How a park ended. */
 export type ParkOutcome =
@@ -31,11 +32,8 @@ export const DENIED_BY_APPROVER = "denied by approver";
  * what makes "an answer already available wins, even at deadline 0" hold on
  * a clock whose timers fire early or synchronously.
  */
-const ANSWER_GRACE_TURNS = 32;
+export const ANSWER_GRACE_TURNS = 32;
 
-async function drainMicrotasks(turns: number): Promise<void> {
-  for (let i = 0; i < turns; i += 1) await Promise.resolve();
-}
 
 type Settled = { readonly type: "answer"; readonly value: unknown } | { readonly type: "threw"; readonly error: unknown };
 

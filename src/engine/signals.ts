@@ -5,32 +5,46 @@ export function cancelledBy(signal: AbortSignal): CancelledError {
   return new CancelledError("the run was cancelled", { cause: signal.reason });
 }
 
+/** Waits `turns` microtask turns. */
+export async function drainMicrotasks(turns: number): Promise<void> {
+  for (let i = 0; i < turns; i += 1) await Promise.resolve();
+}
+
 /**
  * Waits for `work` unless `signal` aborts first (then rejects with
- * {@link CancelledError}). Late outcomes of `work` are absorbed so they never
- * surface as unhandled rejections; the listener is removed on every path.
+ * {@link CancelledError}). With `graceTurns`, work that settles within that
+ * many microtask turns of the abort still wins: a decision already made
+ * (say, a hook that answered Ask just as the run was cancelled) is honoured.
+ * Late outcomes of `work` are absorbed so they never surface as unhandled
+ * rejections; the listener is removed on every path.
  */
-export function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(cancelledBy(signal));
-  }
+export function raceAbort<T>(work: Promise<T>, signal: AbortSignal, graceTurns = 0): Promise<T> {
   return new Promise<T>((resolve, reject) => {
+    let done = false;
     const onAbort = (): void => {
-      work.catch(() => undefined);
-      reject(cancelledBy(signal));
+      void drainMicrotasks(graceTurns).then(() => {
+        if (done) return;
+        done = true;
+        work.catch(() => undefined);
+        reject(cancelledBy(signal));
+      });
     };
-    signal.addEventListener("abort", onAbort, { once: true });
     work.then(
       (value) => {
         signal.removeEventListener("abort", onAbort);
+        if (done) return;
+        done = true;
         resolve(value);
       },
       (error: unknown) => {
         signal.removeEventListener("abort", onAbort);
+        if (done) return;
+        done = true;
         reject(error);
       },
     );
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
   });
 }
 

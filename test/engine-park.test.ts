@@ -1,0 +1,464 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ApprovalChannel, PendingAskSchema, SyncAskResolver } from "../src/ask/index.js";
+import type { AskResolver } from "../src/ask/index.js";
+import { argsDigest } from "../src/grant/index.js";
+import {
+  CancelledError,
+  LoopDetectedError,
+  LoopManagers,
+  defineTool,
+  permissionMiddleware,
+  seededIdGen,
+} from "../src/engine/index.js";
+import type { RunStoppedError } from "../src/engine/index.js";
+import { ManualClock } from "../src/testing/index.js";
+import { askAll, build, call, deferred, eventLog, readTool, script, shape, until } from "./support/engine-fixtures.js";
+import { ManualResolver, channelVariant, syncVariant } from "./support/engine-resolvers.js";
+import type { ResolverVariant } from "./support/engine-resolvers.js";
+
+const A = { path: "a.rs" };
+const B = { path: "b.rs" };
+
+const variants: ResolverVariant[] = [syncVariant, channelVariant];
+
+describe.each(variants)("the park, answered through $name", (variant) => {
+  it("approved: the tool runs, the model gets its result, one ask_allowed record lands after dispatch", async () => {
+    const executed: unknown[] = [];
+    const { log, observer } = eventLog();
+    const wired = variant.wire(new LoopManagers().withHook(askAll("Read a.rs?")).withObserver(observer), () => ({ type: "approve" }));
+    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const result = await agent.run("go");
+    await wired.close();
+
+    expect(executed).toEqual([A]);
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
+    ]);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: "contents of a.rs", isError: false });
+    expect(log).toEqual(["model-request:0", "model-response:0", "pre:c1", "gate:c1:ask_allowed", "post:c1:ok", "model-request:1", "model-response:1"]);
+    const [ask] = wired.asks;
+    expect(PendingAskSchema.parse(ask)).toEqual(ask);
+    expect(ask).toMatchObject({ sessionId: result.sessionId, runId: result.runId, turn: 0, callId: "c1", tool: "read", argsDigest: argsDigest(A), prompt: "Read a.rs?" });
+    expect(JSON.stringify(ask)).not.toContain("a.rs\"");
+  });
+
+  it("refused: the tool never runs; ask_denied with the exact texts", async () => {
+    const executed: unknown[] = [];
+    const wired = variant.wire(new LoopManagers().withHook(askAll()), () => ({ type: "deny" }));
+    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const result = await agent.run("go");
+    await wired.close();
+
+    expect(executed).toEqual([]);
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_denied", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: "denied by approver" },
+    ]);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: "Permission denied by approver for tool 'read'",
+      isError: true,
+    });
+  });
+
+  it("a refusal's own reason is kept in the record; the model's text stays the contract's", async () => {
+    const wired = variant.wire(new LoopManagers().withHook(askAll()), () => ({ type: "deny", reason: "not today" }));
+    const { agent, model } = build({ turns: script(call("c1", "read", A)), managers: wired.managers });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(result.records[0]?.reason).toBe("denied by approver: not today");
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by approver for tool 'read'" });
+  });
+
+  it("approval is bound to the call: approving a.rs never covers b.rs, which parks with its own digest", async () => {
+    const executed: unknown[] = [];
+    const wired = variant.wire(new LoopManagers().withHook(askAll()), (ask) =>
+      ask.argsDigest === argsDigest(A) ? { type: "approve" } : { type: "deny" },
+    );
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { toolCalls: [call("c2", "read", B)] }, { text: "done" }],
+      tools: [readTool(executed)],
+      managers: wired.managers,
+    });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(wired.asks.map((a) => [a.callId, a.turn, a.argsDigest])).toEqual([
+      ["c1", 0, argsDigest(A)],
+      ["c2", 1, argsDigest(B)],
+    ]);
+    expect(executed).toEqual([A]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_denied"]);
+  });
+
+  it("a retried call runs the hooks again and parks again", async () => {
+    let hookCalls = 0;
+    const hook = { preToolUse: () => ((hookCalls += 1), { type: "ask" as const, prompt: "again?" }) };
+    const wired = variant.wire(new LoopManagers().withHook(hook), () => ({ type: "approve" }));
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { toolCalls: [call("c2", "read", A)] }, { text: "done" }],
+      managers: wired.managers,
+    });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(hookCalls).toBe(2);
+    expect(wired.asks.map((a) => a.callId)).toEqual(["c1", "c2"]);
+    expect(new Set(wired.asks.map((a) => a.id)).size).toBe(2);
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+  });
+
+  it("displacement: a permission middleware deny of an approved call is the one record that lands", async () => {
+    const executed: unknown[] = [];
+    const { log, observer } = eventLog();
+    const base = new LoopManagers()
+      .withHook(askAll())
+      .withObserver(observer)
+      .withMiddleware(permissionMiddleware({ rules: [{ id: "no-rs", tool: "read", args: { path: "*.rs" }, action: "deny" }], defaultAction: "allow" }));
+    const wired = variant.wire(base, () => ({ type: "approve" }));
+    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(wired.asks).toHaveLength(1);
+    expect(executed).toEqual([]);
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "deny", ruleId: "no-rs", ruleSource: "middleware", matchedPattern: 'read {"path":"*.rs"}', reason: "denied by rule 'no-rs'" },
+    ]);
+    expect(log.filter((e) => e.startsWith("gate"))).toEqual(["gate:c1:deny"]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by rule 'no-rs' for tool 'read'", isError: true });
+  });
+
+  it("a middleware allow keeps the approval record", async () => {
+    const base = new LoopManagers()
+      .withHook(askAll())
+      .withMiddleware(permissionMiddleware({ rules: [{ id: "reads", tool: "read", action: "allow" }] }));
+    const wired = variant.wire(base, () => ({ type: "approve" }));
+    const { agent } = build({ turns: script(call("c1", "read", A)), managers: wired.managers });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["ask_allowed", "ask"]]);
+  });
+
+  it("early exit: a pre-detection stop after approval lands ask_allowed and ends the run with LoopDetectedError", async () => {
+    const executed: unknown[] = [];
+    const base = new LoopManagers().withHook(askAll()).withLoopDetection({ maxRepeats: 1 });
+    const wired = variant.wire(base, () => ({ type: "approve" }));
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { toolCalls: [call("c2", "read", A)] }, { text: "never" }],
+      tools: [readTool(executed)],
+      managers: wired.managers,
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    await wired.close();
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(error.code).toBe("LOOP_DETECTED");
+    expect(executed).toEqual([A]);
+    expect(error.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+    expect(error.messages.at(-1)).toEqual({
+      type: "tool_result",
+      callId: "c2",
+      tool: "read",
+      content: `dispatch refused before execution: ${error.message}`,
+      isError: true,
+    });
+  });
+
+  it("early exit: a breaker refusal after approval lands ask_allowed; the model gets the breaker text", async () => {
+    const clock = new ManualClock(1_000);
+    const flaky = defineTool({
+      name: "flaky",
+      description: "always fails",
+      input: z.object({}),
+      execute: () => {
+        throw new Error("disk on fire");
+      },
+    });
+    const base = new LoopManagers().withClock(clock).withHook(askAll()).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 60_000 });
+    const wired = variant.wire(base, () => ({ type: "approve" }));
+    const { agent, model } = build({
+      turns: [{ toolCalls: [call("c1", "flaky", {})] }, { toolCalls: [call("c2", "flaky", {})] }, { text: "done" }],
+      tools: [flaky],
+      managers: wired.managers,
+    });
+    const result = await agent.run("go");
+    await wired.close();
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Tool 'flaky' failed: disk on fire", isError: true });
+    expect(model.requests[2]?.messages.at(-1)).toMatchObject({ content: "tool temporarily unavailable: circuit breaker open", isError: true });
+  });
+});
+
+describe("no resolver", () => {
+  it("no resolver and no deadline: the model receives the prompt verbatim; one ask_unresolved record", async () => {
+    const executed: unknown[] = [];
+    const prompt = "Deploy 1.4.0 to prod?\n  (irreversible)";
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(askAll(prompt)),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: prompt, isError: true });
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_unresolved", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: `permission required: ${prompt}` },
+    ]);
+  });
+
+  it("no resolver with a deadline is still the headless denial, at once", async () => {
+    const clock = new ManualClock();
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll("ok?")).withClock(clock).withAskTimeout(1_000),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_unresolved"]);
+    expect(clock.pendingTimers).toBe(0);
+  });
+});
+
+describe("deadlines", () => {
+  it("expiry: the engine denies with ask_expired, aborts the resolver's signal, and clears its timer", async () => {
+    const clock = new ManualClock(5_000);
+    const resolver = new ManualResolver();
+    const executed: unknown[] = [];
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withClock(clock).withAskTimeout(30_000),
+    });
+    const running = agent.run("go");
+    await until(() => resolver.parked.length === 1);
+    clock.advance(29_999);
+    await until(() => true);
+    expect(resolver.parked[0]?.signal.aborted).toBe(false);
+    clock.advance(1);
+    const result = await running;
+    expect(executed).toEqual([]);
+    expect(resolver.parked[0]?.signal.aborted).toBe(true);
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_expired", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: "ask expired unanswered" },
+    ]);
+    expect(result.records[0]?.ts).toBe(35_000);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission ask expired unanswered for tool 'read'", isError: true });
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it("expiry through an ApprovalChannel: a late answer is refused (resolve returns false)", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(clock).withAskTimeout(100),
+    });
+    const running = agent.run("go");
+    const ask = await approver.next();
+    clock.advance(100);
+    const result = await running;
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
+    approver.close();
+  });
+
+  it("an approval that arrives before the deadline wins and clears the timer", async () => {
+    const clock = new ManualClock();
+    const resolver = new ManualResolver();
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withClock(clock).withAskTimeout(100),
+    });
+    const running = agent.run("go");
+    await until(() => resolver.parked.length === 1);
+    clock.advance(99);
+    resolver.parked[0]?.answer({ type: "approve" });
+    const result = await running;
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(resolver.parked[0]?.signal.aborted).toBe(false);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  /** A clock whose timers fire synchronously, inside setTimeout: the harshest deadline 0. */
+  const eagerClock = { now: () => 0, setTimeout: (cb: () => void) => (cb(), 0), clearTimeout: () => undefined };
+
+  it.each([
+    ["system timers", (m: LoopManagers) => m],
+    ["a clock that fires timers synchronously", (m: LoopManagers) => m.withClock(eagerClock)],
+  ])("deadline 0: an answer already available wins (%s)", async (_label, withTimers) => {
+    const executed: unknown[] = [];
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: withTimers(new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(0)),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(executed).toEqual([A]);
+  });
+
+  it("deadline 0: a resolver with no answer ready expires", async () => {
+    const resolver = new ManualResolver();
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withClock(eagerClock).withAskTimeout(0),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
+    expect(resolver.parked[0]?.signal.aborted).toBe(true);
+  });
+
+  it("deadline 0 with an ApprovalChannel: the ask is withdrawn and never stays queued", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(eagerClock).withAskTimeout(0),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+});
+
+describe("cancel", () => {
+  it("cancel during the park: CancelledError, one cancelled record, no onToolPost, resolver signal aborted", async () => {
+    const executed: unknown[] = [];
+    const { log, observer } = eventLog();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const clock = new ManualClock();
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withObserver(observer).withClock(clock).withAskTimeout(60_000),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    const ask = await approver.next();
+    controller.abort(new Error("user pressed ctrl-c"));
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.name).toBe("CancelledError");
+    expect(error.code).toBe("CANCELLED");
+    expect((error.cause as Error).message).toBe("user pressed ctrl-c");
+    expect(error.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "cancelled", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: "cancelled while awaiting approval" },
+    ]);
+    expect(log).toEqual(["model-request:0", "model-response:0", "pre:c1", "gate:c1:cancelled"]);
+    expect(executed).toEqual([]);
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    expect(clock.pendingTimers).toBe(0);
+    approver.close();
+  });
+
+  it("a cancel before the park wins: the resolver is never called and a channel ask is never delivered", async () => {
+    const controller = new AbortController();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    let resolverCalls = 0;
+    const spy: AskResolver = {
+      resolve: (ask, options) => ((resolverCalls += 1), channel.resolve(ask, options)),
+    };
+    const hook = {
+      preToolUse: () => {
+        controller.abort();
+        return { type: "ask" as const, prompt: "late" };
+      },
+    };
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(hook).withAskResolver(spy),
+    });
+    const error = (await agent.run("go", { signal: controller.signal }).catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "hook", "cancelled while awaiting approval"]]);
+    expect(resolverCalls).toBe(0);
+    expect(approver.buffered + approver.inLine).toBe(0);
+    const stop = new AbortController();
+    stop.abort();
+    await expect(approver.next({ signal: stop.signal })).rejects.toBeDefined();
+    approver.close();
+  });
+
+  it("a signal aborted before the run rejects at once without asking the model", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const { agent, model } = build({ turns: script(call("c1", "read", A)) });
+    await expect(agent.run("go", { signal: controller.signal })).rejects.toBeInstanceOf(CancelledError);
+    expect(model.requests).toHaveLength(0);
+  });
+
+  it("cancel mid-execution after approval: ask_allowed lands at that exit; no onToolPost", async () => {
+    const controller = new AbortController();
+    const started = deferred<void>();
+    const never = deferred<string>();
+    let toolSignal: AbortSignal | undefined;
+    const slow = defineTool({
+      name: "slow",
+      description: "waits",
+      input: z.object({}),
+      execute: (_input, ctx) => {
+        toolSignal = ctx.signal;
+        started.resolve();
+        return never.promise;
+      },
+    });
+    const { log, observer } = eventLog();
+    const { agent } = build({
+      turns: script(call("c1", "slow", {})),
+      tools: [slow],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withObserver(observer),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    await started.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as RunStoppedError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(toolSignal?.aborted).toBe(true);
+    expect(error.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(log.slice(2)).toEqual(["pre:c1", "gate:c1:ask_allowed"]);
+  });
+});
+
+describe("resolver failures deny", () => {
+  const cases: [string, AskResolver, string][] = [
+    ["throws synchronously", { resolve: () => { throw new Error("boom"); } }, "ask resolver failed: boom"],
+    ["rejects", { resolve: () => Promise.reject(new Error("down")) }, "ask resolver failed: down"],
+    ["answers garbage", { resolve: () => Promise.resolve({ type: "yes" } as never) }, "ask resolver returned an invalid resolution"],
+    ["answers undefined", { resolve: () => Promise.resolve(undefined as never) }, "ask resolver returned an invalid resolution"],
+    ["answers approve with an unknown remember", { resolve: () => Promise.resolve({ type: "approve", remember: "forever" } as never) }, "ask resolver returned an invalid resolution"],
+  ];
+  it.each(cases)("a resolver that %s denies the call (ask_denied)", async (_label, resolver, reason) => {
+    const executed: unknown[] = [];
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([["ask_denied", "ask", "ask_resolver", reason]]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by approver for tool 'read'", isError: true });
+  });
+
+  it("a SyncAskResolver whose callback throws denies", async () => {
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => { throw new Error("policy bug"); })),
+    });
+    const result = await agent.run("go");
+    expect(result.records[0]?.verdict).toBe("ask_denied");
+    expect(result.records[0]?.reason).toMatch(/^ask resolver failed: /);
+  });
+});
+
+describe("ids", () => {
+  it("a seeded id generator makes runs reproducible: same session, run and ask ids", async () => {
+    const once = async () => {
+      const wired = syncVariant.wire(new LoopManagers().withHook(askAll()).withIdGen(seededIdGen(7)), () => ({ type: "approve" }));
+      const { agent } = build({ turns: script(call("c1", "read", A)), managers: wired.managers });
+      const result = await agent.run("go");
+      return [result.sessionId, result.runId, wired.asks[0]?.id];
+    };
+    const first = await once();
+    expect(await once()).toEqual(first);
+    expect(new Set(first).size).toBe(3);
+  });
+});
