@@ -22,3 +22,9 @@ export {
 } from "./errors.js";
 export { Grant, GrantRecordSchema, GrantScope } from "./grant.js";
 export type { GrantRecord, GrantVerdict } from "./grant.js";
+export { GrantIndex } from "./grant-index.js";
+export type { CoveringGrants, VerdictSlots } from "./grant-index.js";
+export { MemoryGrantStore } from "./store.js";
+export type { GrantStore } from "./store.js";
+export { FileGrantStore } from "./file-store.js";
+export type { ClearOptions, FileGrantStoreOptions } from "./file-store.js";

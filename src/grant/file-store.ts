@@ -1,0 +1,403 @@
+import { randomBytes } from "node:crypto";
+import { constants, type BigIntStats } from "node:fs";
+import { chmod, lstat, mkdir, open, rename } from "node:fs/promises";
+import { homedir } from "node:os";
+import { isAbsolute, join, resolve } from "node:path";
+import writeFileAtomic from "write-file-atomic";
+import { projectIdentity } from "./digest.js";
+import { GrantRecordError, LedgerCorruptError, LedgerIoError } from "./errors.js";
+import { Grant } from "./grant.js";
+import { GrantIndex } from "./grant-index.js";
+import { withLedgerLock } from "./ledger-lock.js";
+import { requireGrant, type GrantStore } from "./store.js";
+
+/** Options for {@link FileGrantStore}. */
+export interface FileGrantStoreOptions {
+  /**
+   * How long a write waits for another process's lock before failing with
+   * LedgerLockError.
+   * @default 10000
+   */
+  readonly lockTimeoutMs?: number;
+  /**
+   * A lock older than this is treated as abandoned and broken (a lock whose
+   * process died on this host is broken at once).
+   * @default 30000
+   */
+  readonly staleLockMs?: number;
+  /** The clock used to name a corrupt ledger moved aside. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** Options for {@link FileGrantStore.clear}. */
+export interface ClearOptions {
+  /**
+   * What to do with a corrupt ledger: `"refuse"` throws LedgerCorruptError
+   * and touches nothing; `"keep-aside"` moves it to
+   * `grants.json.corrupt-<ms>-<hex>` (owner-only) and leaves an empty ledger.
+   * @default "refuse"
+   */
+  readonly corrupt?: "refuse" | "keep-aside";
+}
+
+interface Snapshot {
+  readonly key: string;
+  readonly grants: readonly Grant[];
+  readonly index: GrantIndex;
+}
+
+const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
+
+function errorCode(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | null)?.code;
+}
+
+function statKey(stat: BigIntStats): string {
+  return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
+}
+
+/**
+ * A {@link GrantStore} that keeps one JSON ledger per project, readable and
+ * writable by the original implementation:
+ * `<rootDir>/projects/<projectIdentity(projectDir)>/grants.json`, a compact
+ * array of `{"id","tool","verdict","scope","pinned_descriptor","created_at_ms","note"}`.
+ *
+ * - Fail closed: a missing ledger is empty; an unreadable, empty, unparseable
+ *   or malformed one throws LedgerCorruptError and is never overwritten by
+ *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`).
+ * - Writes replace the file atomically (owner-only 0600 from creation,
+ *   fsynced, folder fsynced after the rename); folders are created 0700; a
+ *   ledger path that is a symlink or not a regular file is never written
+ *   through.
+ * - Writers in any number of processes are serialized by the lock file
+ *   `grants.json.lock`, and each change is a read-merge-write under it, so no
+ *   grant or revocation is lost.
+ * - Parsed ledgers are cached by the file's identity (dev, ino, size, mtime,
+ *   ctime), so repeated decisions do not reparse an unchanged file.
+ */
+export class FileGrantStore implements GrantStore {
+  /** The ledger file this store reads and writes. */
+  readonly ledgerPath: string;
+  /** The lock file serializing writers (`<ledgerPath>.lock`). */
+  readonly lockPath: string;
+  readonly #dir: string;
+  readonly #lockTimeoutMs: number;
+  readonly #staleLockMs: number;
+  readonly #now: () => number;
+  #snapshot: Snapshot | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
+   * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
+   */
+  constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
+    this.#dir = join(resolve(rootDir), "projects", projectIdentity(projectDir));
+    this.ledgerPath = join(this.#dir, "grants.json");
+    this.lockPath = `${this.ledgerPath}.lock`;
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
+    this.#staleLockMs = options.staleLockMs ?? 30_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The default grants root: `$XDG_STATE_HOME/loopctl/grants` when that is
+   * an absolute path, else `~/.local/state/loopctl/grants` (home from
+   * `$HOME`, else the OS).
+   */
+  static defaultRoot(env: Readonly<Record<string, string | undefined>> = process.env): string {
+    const state = env["XDG_STATE_HOME"];
+    if (state !== undefined && isAbsolute(state)) return join(state, "loopctl", "grants");
+    const home = env["HOME"] !== undefined && env["HOME"] !== "" ? env["HOME"] : homedir();
+    return join(home, ".local", "state", "loopctl", "grants");
+  }
+
+  /**
+   * Every grant in the ledger, in file order.
+   *
+   * @throws {LedgerCorruptError} when the ledger exists but cannot be trusted.
+   * @throws {LedgerIoError} when it cannot be read or is not a regular file.
+   */
+  async load(): Promise<Grant[]> {
+    return [...(await this.#read()).grants];
+  }
+
+  /** A lookup index over the ledger, cached while the file is unchanged. */
+  async index(): Promise<GrantIndex> {
+    return (await this.#read()).index;
+  }
+
+  /**
+   * Stores `grant` under the lock, replacing (and moving to the end) any
+   * grant with its id; resolves to it.
+   *
+   * @throws {LedgerCorruptError} and leaves the file untouched when the ledger is corrupt.
+   * @throws {LedgerLockError} when the lock cannot be taken in time.
+   */
+  async save(grant: Grant): Promise<Grant> {
+    requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
+    return this.#serial(async () => {
+      await this.#ensureDir();
+      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+        const current = await this.#read();
+        const next = current.grants.filter((g) => g.id !== grant.id);
+        next.push(grant);
+        await this.#write(next);
+        return grant;
+      });
+    });
+  }
+
+  /**
+   * Removes the grant with `id` under the lock; resolves to it, or to
+   * `undefined` (writing nothing) when no such grant is stored.
+   */
+  async revoke(id: string): Promise<Grant | undefined> {
+    return this.#serial(async () => {
+      if (!(await this.#dirExists())) return undefined;
+      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+        const current = await this.#read();
+        const found = current.grants.find((g) => g.id === id);
+        if (found === undefined) return undefined;
+        await this.#write(current.grants.filter((g) => g.id !== id));
+        return found;
+      });
+    });
+  }
+
+  /**
+   * Removes every grant; resolves to how many were removed (a missing or
+   * already empty ledger is left as it is). A corrupt ledger is refused
+   * unless `options.corrupt` is `"keep-aside"`, which moves it aside (see
+   * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
+   */
+  async clear(options: ClearOptions = {}): Promise<number> {
+    return this.#serial(async () => {
+      if (!(await this.#dirExists())) return 0;
+      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+        let current: Snapshot;
+        try {
+          current = await this.#read();
+        } catch (error) {
+          if (error instanceof LedgerCorruptError && options.corrupt === "keep-aside") {
+            await this.#moveAside();
+            return 0;
+          }
+          throw error;
+        }
+        if (current.grants.length === 0) return 0;
+        await this.#write([]);
+        return current.grants.length;
+      });
+    });
+  }
+
+  /**
+   * When the ledger is corrupt, moves it to `grants.json.corrupt-<ms>-<hex>`
+   * beside it (owner-only, bytes untouched) so the next save starts a fresh
+   * ledger; resolves to that path. Resolves to `undefined` and changes
+   * nothing when the ledger is missing or sound.
+   */
+  async resetCorrupt(): Promise<string | undefined> {
+    return this.#serial(async () => {
+      if (!(await this.#dirExists())) return undefined;
+      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+        try {
+          await this.#read();
+          return undefined;
+        } catch (error) {
+          if (error instanceof LedgerCorruptError) return this.#moveAside();
+          throw error;
+        }
+      });
+    });
+  }
+
+  #lockOptions(): { timeoutMs: number; staleMs: number } {
+    return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs };
+  }
+
+  /** Chains this store's own writes so they do not contend for the file lock. */
+  #serial<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(task, task);
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #dirExists(): Promise<boolean> {
+    try {
+      await lstat(this.#dir);
+      return true;
+    } catch (error) {
+      if (errorCode(error) === "ENOENT") return false;
+      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot inspect the ledger folder (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+  }
+
+  async #ensureDir(): Promise<void> {
+    try {
+      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+    } catch (error) {
+      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot create the ledger folder (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+  }
+
+  #notRegular(): LedgerIoError {
+    return new LedgerIoError(
+      "LEDGER_NOT_REGULAR_FILE",
+      this.ledgerPath,
+      "is a symlink or not a regular file; refusing to read or write through it",
+    );
+  }
+
+  async #read(): Promise<Snapshot> {
+    const path = this.ledgerPath;
+    let stat: BigIntStats;
+    try {
+      stat = await lstat(path, { bigint: true });
+    } catch (error) {
+      if (errorCode(error) === "ENOENT") {
+        this.#snapshot = undefined;
+        return EMPTY_SNAPSHOT;
+      }
+      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect (${errorCode(error) ?? "error"})`, { cause: error });
+    }
+    if (!stat.isFile()) throw this.#notRegular();
+    const cached = this.#snapshot;
+    if (cached !== undefined && cached.key === statKey(stat)) return cached;
+
+    let handle;
+    try {
+      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === "ENOENT") return EMPTY_SNAPSHOT;
+      if (code === "ELOOP") throw this.#notRegular();
+      throw new LedgerCorruptError(path, `unreadable (${code ?? "error"})`, { cause: error });
+    }
+    let bytes: Buffer;
+    let opened: BigIntStats;
+    try {
+      opened = await handle.stat({ bigint: true });
+      if (!opened.isFile()) throw this.#notRegular();
+      bytes = await handle.readFile();
+    } catch (error) {
+      if (error instanceof LedgerIoError) throw error;
+      throw new LedgerCorruptError(path, `unreadable (${errorCode(error) ?? "error"})`, { cause: error });
+    } finally {
+      await handle.close();
+    }
+    const grants = this.#parse(bytes);
+    const snapshot: Snapshot = { key: statKey(opened), grants, index: new GrantIndex(grants) };
+    this.#snapshot = snapshot;
+    return snapshot;
+  }
+
+  #parse(bytes: Buffer): Grant[] {
+    const path = this.ledgerPath;
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch (error) {
+      throw new LedgerCorruptError(path, "not valid UTF-8", { cause: error });
+    }
+    if (text.trim() === "") throw new LedgerCorruptError(path, "the file is empty");
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
+    }
+    if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    const byId = new Map<string, Grant>();
+    value.forEach((record: unknown, i: number) => {
+      let grant: Grant;
+      try {
+        grant = Grant.fromJSON(record);
+      } catch (error) {
+        if (error instanceof GrantRecordError) {
+          throw new LedgerCorruptError(path, `record ${i}: ${error.message}`, { cause: error });
+        }
+        throw error;
+      }
+      byId.delete(grant.id);
+      byId.set(grant.id, grant);
+    });
+    return [...byId.values()];
+  }
+
+  async #write(grants: readonly Grant[]): Promise<void> {
+    const path = this.ledgerPath;
+    // write-file-atomic follows a symlink at the target; check first.
+    try {
+      const stat = await lstat(path);
+      if (!stat.isFile()) throw this.#notRegular();
+    } catch (error) {
+      if (error instanceof LedgerIoError) throw error;
+      if (errorCode(error) !== "ENOENT") {
+        throw new LedgerIoError("LEDGER_IO", path, `cannot inspect (${errorCode(error) ?? "error"})`, { cause: error });
+      }
+    }
+    const text = `[${grants.map((g) => g.toLedgerText()).join(",")}]`;
+    try {
+      // A fresh options object every call: the async API writes into it.
+      await writeFileAtomic(path, text, { mode: 0o600, fsync: true, encoding: "utf8" });
+    } catch (error) {
+      this.#snapshot = undefined;
+      throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
+    }
+    this.#snapshot = undefined;
+    await this.#fsyncDir();
+    try {
+      const stat = await lstat(path, { bigint: true });
+      this.#snapshot = { key: statKey(stat), grants: [...grants], index: new GrantIndex(grants) };
+    } catch {
+      // The next read reparses.
+    }
+  }
+
+  /** Makes the rename durable: without this a power cut may bring the old ledger back. */
+  async #fsyncDir(): Promise<void> {
+    let handle;
+    try {
+      handle = await open(this.#dir, constants.O_RDONLY);
+    } catch (error) {
+      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot open the ledger folder to sync it (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+    try {
+      await handle.sync();
+    } catch (error) {
+      // Some platforms and file systems cannot fsync a folder; the rename itself still happened.
+      const code = errorCode(error);
+      if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") {
+        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, {
+          cause: error,
+        });
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async #moveAside(): Promise<string> {
+    const aside = `${this.ledgerPath}.corrupt-${this.#now()}-${randomBytes(3).toString("hex")}`;
+    try {
+      await rename(this.ledgerPath, aside);
+      await chmod(aside, 0o600);
+    } catch (error) {
+      throw new LedgerIoError("LEDGER_IO", this.ledgerPath, `cannot move the corrupt ledger aside to ${aside}`, {
+        cause: error,
+      });
+    }
+    this.#snapshot = undefined;
+    await this.#fsyncDir();
+    return aside;
+  }
+}
+

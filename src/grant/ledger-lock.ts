@@ -1,0 +1,191 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { constants } from "node:fs";
+import { link, lstat, open, readFile, rename, unlink } from "node:fs/promises";
+import { hostname } from "node:os";
+import { LedgerLockError } from "./errors.js";
+
+/** How long to wait for, and when to break, a ledger lock. */
+export interface LedgerLockOptions {
+  /** Give up with LedgerLockError after waiting this long. */
+  readonly timeoutMs: number;
+  /** A lock older than this is abandoned, whoever holds it. */
+  readonly staleMs: number;
+}
+
+interface LockInfo {
+  readonly pid: number;
+  readonly hostname: string;
+  readonly createdAtMs: number;
+  readonly token: string;
+}
+
+// A creator writes its record right after the O_EXCL create; an empty or
+// unparseable lock older than this was left by a process that died in between.
+const UNWRITTEN_GRACE_MS = 2_000;
+const MAX_BACKOFF_MS = 50;
+
+function errorCode(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | null)?.code;
+}
+
+function parseLock(text: string): LockInfo | null {
+  try {
+    const value = JSON.parse(text) as Partial<LockInfo> | null;
+    if (
+      value !== null &&
+      typeof value === "object" &&
+      Number.isSafeInteger(value.pid) &&
+      typeof value.hostname === "string" &&
+      typeof value.token === "string"
+    ) {
+      return value as LockInfo;
+    }
+  } catch {
+    // unparseable: treated as unwritten below
+  }
+  return null;
+}
+
+function pidAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return errorCode(error) === "EPERM";
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    setTimeout(resolve, ms);
+  });
+}
+
+async function tryCreate(lockPath: string, info: LockInfo): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(lockPath, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
+  } catch (error) {
+    if (errorCode(error) === "EEXIST") return false;
+    throw new LedgerLockError(lockPath, `cannot create the lock file (${errorCode(error) ?? "error"})`, {
+      cause: error,
+    });
+  }
+  try {
+    await handle.writeFile(JSON.stringify(info), "utf8");
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    await unlink(lockPath).catch(() => undefined);
+    throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: error });
+  }
+  await handle.close();
+  return true;
+}
+
+/** Describes the current holder for an error message, or "" when unknown. */
+async function describeHolder(lockPath: string): Promise<string> {
+  try {
+    const info = parseLock(await readFile(lockPath, "utf8"));
+    return info === null ? "" : ` (held by pid ${info.pid} on ${info.hostname})`;
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Removes the lock at `lockPath` if it is abandoned; true when the caller
+ * should retry at once.
+ */
+async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return true;
+    throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
+      cause: error,
+    });
+  }
+  let stat;
+  let text: string;
+  try {
+    stat = await handle.stat();
+    text = await handle.readFile("utf8");
+  } finally {
+    await handle.close();
+  }
+  const ageMs = Date.now() - stat.mtimeMs;
+  const info = parseLock(text);
+  const stale =
+    info === null
+      ? ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS)
+      : ageMs > staleMs || (info.hostname === hostname() && !pidAlive(info.pid));
+  if (!stale) return false;
+
+  // Move the lock aside and check it is the very file judged stale: a plain
+  // unlink could remove a fresh lock another process created meanwhile.
+  const aside = `${lockPath}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
+  try {
+    await rename(lockPath, aside);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return true;
+    throw new LedgerLockError(lockPath, "cannot remove an abandoned lock", { cause: error });
+  }
+  try {
+    const moved = await lstat(aside);
+    if (moved.ino === stat.ino && moved.dev === stat.dev) return true;
+    // A fresh lock was taken: put it back for its owner. link() never
+    // replaces a lock that yet another process may have created since.
+    await link(aside, lockPath).catch(() => undefined);
+    return false;
+  } finally {
+    await unlink(aside).catch(() => undefined);
+  }
+}
+
+/**
+ * Runs `body` while holding the O_EXCL lock file `lockPath` (pid, host,
+ * time and a token inside), so writers in every process on the ledger are
+ * serialized. Waits with backoff up to `timeoutMs`, breaking a lock whose
+ * holder died on this host or that is older than `staleMs`. The lock is
+ * released in `finally`, and only if it is still ours.
+ *
+ * @throws {LedgerLockError} naming the lock file when it cannot be taken.
+ */
+export async function withLedgerLock<T>(
+  lockPath: string,
+  options: LedgerLockOptions,
+  body: () => Promise<T>,
+): Promise<T> {
+  const info: LockInfo = { pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: randomUUID() };
+  const deadline = Date.now() + options.timeoutMs;
+  let backoff = 1;
+  for (;;) {
+    if (await tryCreate(lockPath, info)) break;
+    if (await breakIfStale(lockPath, options.staleMs)) continue;
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      throw new LedgerLockError(
+        lockPath,
+        `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`,
+      );
+    }
+    await sleep(Math.min(remaining, backoff + Math.random() * backoff));
+    backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+  }
+  try {
+    return await body();
+  } finally {
+    await release(lockPath, info.token);
+  }
+}
+
+async function release(lockPath: string, token: string): Promise<void> {
+  try {
+    if (parseLock(await readFile(lockPath, "utf8"))?.token === token) await unlink(lockPath);
+  } catch {
+    // Already gone (broken as stale after an overlong hold): nothing of ours to remove.
+  }
+}

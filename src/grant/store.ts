@@ -1,0 +1,92 @@
+import { Grant } from "./grant.js";
+import { GrantRecordError } from "./errors.js";
+import { GrantIndex } from "./grant-index.js";
+
+/**
+ * Where grants are remembered. Implementations keep at most one grant per id:
+ * saving a grant whose id is already stored replaces that entry.
+ */
+export interface GrantStore {
+  /** Every stored grant. */
+  load(): Promise<Grant[]>;
+  /** Stores `grant`, replacing any grant with the same id; resolves to it. */
+  save(grant: Grant): Promise<Grant>;
+  /** Removes the grant with `id`; resolves to it, or `undefined` when none was stored. */
+  revoke(id: string): Promise<Grant | undefined>;
+  /** Removes every grant; resolves to how many were removed. */
+  clear(): Promise<number>;
+  /**
+   * Optional: a ready lookup index over the stored grants, which a store may
+   * cache between calls. {@link GrantPolicy} builds one from `load()` when a
+   * store does not offer it.
+   */
+  index?(): Promise<GrantIndex>;
+}
+
+/** @internal Refuses anything but a real Grant, naming what arrived. */
+export function requireGrant(grant: unknown, where: string): Grant {
+  if (!(grant instanceof Grant)) {
+    throw new GrantRecordError(`${where}: expected a Grant, got ${grant === null ? "null" : typeof grant}`);
+  }
+  return grant;
+}
+
+/**
+ * A {@link GrantStore} in memory, for tests and for runs that should not
+ * remember across processes.
+ */
+export class MemoryGrantStore implements GrantStore {
+  readonly #grants = new Map<string, Grant>();
+  #index: GrantIndex | undefined;
+
+  /** Starts with `grants` stored (later ones replace earlier ones with the same id). */
+  constructor(grants: Iterable<Grant> = []) {
+    for (const grant of grants) {
+      requireGrant(grant, "MemoryGrantStore");
+      this.#grants.delete(grant.id);
+      this.#grants.set(grant.id, grant);
+    }
+  }
+
+  /** Every stored grant, oldest save first. */
+  load(): Promise<Grant[]> {
+    return Promise.resolve([...this.#grants.values()]);
+  }
+
+  /** Stores `grant`, replacing (and moving to the end) any grant with its id. */
+  save(grant: Grant): Promise<Grant> {
+    try {
+      requireGrant(grant, "MemoryGrantStore.save");
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    this.#grants.delete(grant.id);
+    this.#grants.set(grant.id, grant);
+    this.#index = undefined;
+    return Promise.resolve(grant);
+  }
+
+  /** Removes the grant with `id`, if stored. */
+  revoke(id: string): Promise<Grant | undefined> {
+    const grant = this.#grants.get(id);
+    if (grant !== undefined) {
+      this.#grants.delete(id);
+      this.#index = undefined;
+    }
+    return Promise.resolve(grant);
+  }
+
+  /** Removes every grant; resolves to how many there were. */
+  clear(): Promise<number> {
+    const count = this.#grants.size;
+    this.#grants.clear();
+    this.#index = undefined;
+    return Promise.resolve(count);
+  }
+
+  /** A lookup index over the stored grants, rebuilt only after a change. */
+  index(): Promise<GrantIndex> {
+    this.#index ??= new GrantIndex(this.#grants.values());
+    return Promise.resolve(this.#index);
+  }
+}
