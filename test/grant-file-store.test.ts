@@ -1,0 +1,288 @@
+import { spawnSync } from "node:child_process";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  FileGrantStore,
+  Grant,
+  GrantScope,
+  LedgerCorruptError,
+  LedgerIoError,
+  LedgerLockError,
+  projectIdentity,
+} from "../src/grant/index.js";
+
+let root: string;
+let project: string;
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), "loopctl-store-"));
+  project = join(root, "project");
+  mkdirSync(project);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  rmSync(root, { recursive: true, force: true });
+});
+
+const grantA = new Grant("read", "allow", GrantScope.thisTool()).withCreatedAtMs(1);
+const grantB = new Grant("write", "deny", GrantScope.thisCall({ path: "a.rs" })).withCreatedAtMs(2);
+
+function store(options?: ConstructorParameters<typeof FileGrantStore>[2]): FileGrantStore {
+  return new FileGrantStore(join(root, "grants"), project, options);
+}
+
+function writeLedger(s: FileGrantStore, bytes: string | Buffer): void {
+  mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+  writeFileSync(s.ledgerPath, bytes);
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
+
+describe("FileGrantStore layout", () => {
+  it("keeps one ledger per project under <root>/projects/<projectIdentity>/grants.json", () => {
+    const s = store();
+    expect(s.ledgerPath).toBe(join(root, "grants", "projects", projectIdentity(project), "grants.json"));
+    expect(s.lockPath).toBe(`${s.ledgerPath}.lock`);
+  });
+
+  it("roots at $XDG_STATE_HOME when absolute, else ~/.local/state", () => {
+    expect(FileGrantStore.defaultRoot({ XDG_STATE_HOME: "/state", HOME: "/home/u" })).toBe(
+      join("/state", "loopctl", "grants"),
+    );
+    expect(FileGrantStore.defaultRoot({ XDG_STATE_HOME: "rel", HOME: "/home/u" })).toBe(
+      join("/home/u", ".local", "state", "loopctl", "grants"),
+    );
+    expect(FileGrantStore.defaultRoot({ HOME: "/home/u" })).toBe(join("/home/u", ".local", "state", "loopctl", "grants"));
+  });
+});
+
+describe("FileGrantStore reads and writes", () => {
+  it("loads a missing ledger as empty, and revoke/clear on it create nothing", async () => {
+    const s = store();
+    expect(await s.load()).toEqual([]);
+    expect(await s.revoke(grantA.id)).toBeUndefined();
+    expect(await s.clear()).toBe(0);
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
+  it("writes a compact array, owner-only file in owner-only folders", async () => {
+    const s = store();
+    expect(await s.save(grantA)).toBe(grantA);
+    await s.save(grantB);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(`[${grantA.toLedgerText()},${grantB.toLedgerText()}]`);
+    expect(statSync(s.ledgerPath).mode & 0o777).toBe(0o600);
+    expect(statSync(join(s.ledgerPath, "..")).mode & 0o777).toBe(0o700);
+    expect(statSync(join(root, "grants", "projects")).mode & 0o777).toBe(0o700);
+    // Nothing but the ledger is left behind: no temp file, no lock.
+    expect(readdirSync(join(s.ledgerPath, ".."))).toEqual(["grants.json"]);
+    const fresh = store();
+    expect((await fresh.load()).map((g) => g.toLedgerText())).toEqual([grantA.toLedgerText(), grantB.toLedgerText()]);
+  });
+
+  it("replaces the entry of a re-granted rule instead of duplicating it", async () => {
+    const s = store();
+    await s.save(grantA);
+    await s.save(grantB);
+    await s.save(grantA.withNote("again"));
+    const loaded = await store().load();
+    expect(loaded.map((g) => [g.id, g.note])).toEqual([
+      [grantB.id, null],
+      [grantA.id, "again"],
+    ]);
+  });
+
+  it("revoke returns the removed grant, and writes nothing for an unknown id", async () => {
+    const s = store();
+    await s.save(grantA);
+    await s.save(grantB);
+    expect((await s.revoke(grantA.id))?.id).toBe(grantA.id);
+    const before = lstatSync(s.ledgerPath, { bigint: true });
+    expect(await s.revoke("0000000000000000")).toBeUndefined();
+    const after = lstatSync(s.ledgerPath, { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([before.ino, before.mtimeNs]);
+    expect((await store().load()).map((g) => g.id)).toEqual([grantB.id]);
+  });
+
+  it("clear returns how many grants it removed and leaves an empty ledger", async () => {
+    const s = store();
+    await s.save(grantA);
+    await s.save(grantB);
+    expect(await s.clear()).toBe(2);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe("[]");
+    expect(await s.clear()).toBe(0);
+  });
+
+  it("sees a change made by another store, and does not reparse an unchanged file", async () => {
+    const a = store();
+    const b = store();
+    await a.save(grantA);
+    expect((await b.load()).map((g) => g.id)).toEqual([grantA.id]);
+    const parse = vi.spyOn(Grant, "fromJSON");
+    await b.load();
+    await b.index();
+    expect(parse).not.toHaveBeenCalled();
+    await a.save(grantB);
+    expect((await b.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
+    expect(parse).toHaveBeenCalledTimes(2);
+  });
+
+  it("loses nothing when many saves and revokes from two stores overlap", async () => {
+    const a = store();
+    const b = store();
+    const grants = Array.from({ length: 40 }, (_, i) => new Grant(`tool-${i}`, "allow", GrantScope.thisTool()));
+    await Promise.all(grants.map((g, i) => (i % 2 === 0 ? a : b).save(g)));
+    await Promise.all(grants.filter((_, i) => i % 3 === 0).map((g, i) => (i % 2 === 0 ? b : a).revoke(g.id)));
+    const ids = (await store().load()).map((g) => g.id).sort();
+    expect(ids).toEqual(grants.filter((_, i) => i % 3 !== 0).map((g) => g.id).sort());
+  });
+});
+
+describe("FileGrantStore fails closed", () => {
+  const corrupt: Array<[string, string | Buffer]> = [
+    ["an empty file", ""],
+    ["whitespace", "  \n"],
+    ["not JSON", "[{"],
+    ["not an array", '{"id":"x"}'],
+    ["an array of non-records", "[1]"],
+    ["a bad record", '[{"id":"x","tool":"t","verdict":"Maybe","scope":"this_tool"}]'],
+    ["invalid UTF-8", Buffer.from([0x5b, 0xff, 0x5d])],
+  ];
+
+  it.each(corrupt)("refuses %s with LedgerCorruptError naming the file, and never overwrites it", async (_, bytes) => {
+    const s = store();
+    writeLedger(s, bytes);
+    for (const attempt of [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear()]) {
+      const error = await rejection(attempt);
+      expect(error).toBeInstanceOf(LedgerCorruptError);
+      expect((error as LedgerCorruptError).code).toBe("LEDGER_CORRUPT");
+      expect((error as LedgerCorruptError).path).toBe(s.ledgerPath);
+      expect((error as Error).message).toContain(s.ledgerPath);
+    }
+    expect(readFileSync(s.ledgerPath)).toEqual(Buffer.from(bytes));
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("keeps a corrupt ledger aside on request, owner-only with its bytes, then starts afresh", async () => {
+    const s = store({ now: () => 1234 });
+    writeLedger(s, "garbage");
+    expect(await s.clear({ corrupt: "keep-aside" })).toBe(0);
+    expect(existsSync(s.ledgerPath)).toBe(false);
+    const aside = readdirSync(join(s.ledgerPath, "..")).filter((n) => n.startsWith("grants.json.corrupt-1234-"));
+    expect(aside).toHaveLength(1);
+    const asidePath = join(s.ledgerPath, "..", aside[0] as string);
+    expect(readFileSync(asidePath, "utf8")).toBe("garbage");
+    expect(statSync(asidePath).mode & 0o777).toBe(0o600);
+    await s.save(grantA);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+  });
+
+  it("resetCorrupt moves only a corrupt ledger", async () => {
+    const s = store();
+    expect(await s.resetCorrupt()).toBeUndefined();
+    await s.save(grantA);
+    expect(await s.resetCorrupt()).toBeUndefined();
+    expect((await s.load()).length).toBe(1);
+    writeFileSync(s.ledgerPath, "[");
+    const aside = await s.resetCorrupt();
+    expect(aside).toMatch(/grants\.json\.corrupt-\d+-[0-9a-f]+$/);
+    expect(readFileSync(aside as string, "utf8")).toBe("[");
+    expect(await s.load()).toEqual([]);
+  });
+
+  it("never reads or writes through a symlinked ledger", async () => {
+    const s = store();
+    const target = join(root, "elsewhere.json");
+    writeFileSync(target, "[]");
+    mkdirSync(join(s.ledgerPath, ".."), { recursive: true });
+    symlinkSync(target, s.ledgerPath);
+    for (const attempt of [s.load(), s.save(grantA), s.clear()]) {
+      const error = await rejection(attempt);
+      expect(error).toBeInstanceOf(LedgerIoError);
+      expect((error as LedgerIoError).code).toBe("LEDGER_NOT_REGULAR_FILE");
+      expect((error as LedgerIoError).path).toBe(s.ledgerPath);
+    }
+    expect(readFileSync(target, "utf8")).toBe("[]");
+    expect(lstatSync(s.ledgerPath).isSymbolicLink()).toBe(true);
+  });
+
+  it("refuses a ledger path that is a folder", async () => {
+    const s = store();
+    mkdirSync(s.ledgerPath, { recursive: true });
+    const error = await rejection(s.save(grantA));
+    expect((error as LedgerIoError).code).toBe("LEDGER_NOT_REGULAR_FILE");
+  });
+});
+
+describe("FileGrantStore lock", () => {
+  function writeLock(s: FileGrantStore, content: string, ageMs = 0): void {
+    mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+    writeFileSync(s.lockPath, content);
+    if (ageMs > 0) {
+      const past = new Date(Date.now() - ageMs);
+      utimesSync(s.lockPath, past, past);
+    }
+  }
+
+  it("breaks a lock whose process died on this host", async () => {
+    const s = store();
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    writeLock(s, JSON.stringify({ pid: dead, hostname: hostname(), createdAtMs: Date.now(), token: "t" }));
+    await s.save(grantA);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("waits a bounded time for a live lock, then fails naming the lock file", async () => {
+    const s = store({ lockTimeoutMs: 30 });
+    writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "t" }));
+    const error = await rejection(s.save(grantA));
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect((error as LedgerLockError).code).toBe("LEDGER_LOCK");
+    expect((error as LedgerLockError).path).toBe(s.lockPath);
+    expect((error as Error).message).toContain("another-host");
+    expect(existsSync(s.ledgerPath)).toBe(false);
+    expect(existsSync(s.lockPath)).toBe(true);
+  });
+
+  it("breaks a lock older than the stale bound, whoever holds it", async () => {
+    const s = store({ staleLockMs: 1_000 });
+    writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }), 60_000);
+    await s.save(grantA);
+    expect((await s.load()).length).toBe(1);
+  });
+
+  it("breaks an abandoned unwritten lock", async () => {
+    const s = store();
+    writeLock(s, "", 60_000);
+    await s.save(grantA);
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("releases the lock when the change fails", async () => {
+    const s = store();
+    writeLedger(s, "not json");
+    await expect(s.save(grantA)).rejects.toBeInstanceOf(LedgerCorruptError);
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+});
