@@ -72,9 +72,6 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
       return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision`, error: parsed.error };
     }
     const decision = parsed.data as HookDecision;
-    if (decision.type === "modify" && !("input" in (raw as object))) {
-      return { type: "failed", hook: name, reason: `hook ${name} returned modify without input`, error: undefined };
-    }
     if (decision.type !== "allow") return { type: "decided", decision, hook: name };
   }
   return { type: "decided", decision: { type: "allow" }, hook: "" };

@@ -1,0 +1,363 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { argsDigest } from "../src/grant/index.js";
+import {
+  BudgetExceededError,
+  EngineConfigError,
+  LoopDetectedError,
+  LoopManagers,
+  ModelError,
+  defineTool,
+  permissionMiddleware,
+} from "../src/engine/index.js";
+import type { Middleware } from "../src/engine/index.js";
+import { ManualClock, ScriptExhaustedError } from "../src/testing/index.js";
+import { build, call, eventLog, readTool, script, shape, writeTool } from "./support/engine-fixtures.js";
+
+const A = { path: "a.rs" };
+const lastResult = (model: { requests: { messages: readonly unknown[] }[] }, turn: number): unknown => model.requests[turn]?.messages.at(-1);
+
+describe("permission middleware", () => {
+  const rules = permissionMiddleware({
+    rules: [
+      { id: "no-etc", tool: "write", args: { path: "/etc/*" }, action: "deny" },
+      { id: "tmp-writes", tool: /^wr/, args: { path: /^\/tmp\// }, action: "allow" },
+      { id: "reads", tool: "rea?", action: "allow" },
+    ],
+  });
+
+  it("records its allow (replacing the plain hook allow) with the rule id and pattern", async () => {
+    const { agent } = build({ turns: script(call("c1", "read", A)), managers: new LoopManagers().withMiddleware(rules) });
+    const result = await agent.run("go");
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "allow", ruleId: "reads", ruleSource: "middleware", matchedPattern: "rea?", reason: null },
+    ]);
+  });
+
+  it("denies by glob on an argument, and the first matching rule decides", async () => {
+    const executed: unknown[] = [];
+    const { agent, model } = build({
+      turns: script(call("c1", "write", { path: "/etc/passwd" }), call("c2", "write", { path: "/tmp/x" })),
+      tools: [writeTool(executed)],
+      managers: new LoopManagers().withMiddleware(rules),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([{ path: "/tmp/x" }]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern])).toEqual([
+      ["deny", "no-etc", 'write {"path":"/etc/*"}'],
+      ["allow", "tmp-writes", '/^wr/ {"path":/^\\/tmp\\//}'],
+    ]);
+    expect(model.requests[1]?.messages[2]).toMatchObject({ content: "Permission denied by rule 'no-etc' for tool 'write'", isError: true });
+  });
+
+  it("denies by default when no rule matches (fail closed)", async () => {
+    const executed: unknown[] = [];
+    const { agent } = build({
+      turns: script(call("c1", "write", { path: "/home/me" })),
+      tools: [writeTool(executed)],
+      managers: new LoopManagers().withMiddleware(rules),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern, r.reason])).toEqual([["deny", "default", null, "denied by rule 'default'"]]);
+  });
+
+  it.each([
+    [{ rules: [{ id: "", action: "deny" }] }, /id must be a non-empty string/],
+    [{ rules: [{ id: "a", action: "deny" }, { id: "a", action: "allow" }] }, /already used/],
+    [{ rules: [{ id: "a", action: "maybe" }] }, /action must be/],
+    [{ rules: [{ id: "a", action: "deny", tool: 3 }] }, /tool must be a string or a RegExp/],
+    [{ rules: [{ id: "a", action: "deny", args: { path: () => true } }] }, /not a valid argument pattern/],
+    [{ rules: [], defaultAction: "perhaps" }, /defaultAction/],
+    [{}, /rules must be an array/],
+  ])("rejects invalid options with EngineConfigError (%#)", (options, message) => {
+    expect(() => permissionMiddleware(options as never)).toThrow(EngineConfigError);
+    expect(() => permissionMiddleware(options as never)).toThrow(message);
+  });
+});
+
+describe("middleware chain", () => {
+  it("runs in the order added, after validation; a middleware may change the call, which is validated again", async () => {
+    const executed: unknown[] = [];
+    const order: string[] = [];
+    const outer: Middleware = async (c, _ctx, next) => {
+      order.push("outer");
+      const result = await next({ ...c, input: { path: "rewritten" } });
+      return { ...result, content: `[${result.content}]` };
+    };
+    const inner: Middleware = (c, ctx, next) => {
+      order.push(`inner:${(c.input as { path: string }).path}:${ctx.argsDigest === argsDigest(A)}`);
+      return next(c);
+    };
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(outer).withMiddleware(inner),
+    });
+    await agent.run("go");
+    expect(order).toEqual(["outer", "inner:rewritten:true"]);
+    expect(executed).toEqual([{ path: "rewritten" }]);
+    expect(lastResult(model, 1)).toMatchObject({ content: "[contents of rewritten]" });
+  });
+
+  it("invalid arguments never reach middleware or the tool", async () => {
+    const executed: unknown[] = [];
+    let middlewareCalls = 0;
+    const { agent, model } = build({
+      turns: script(call("c1", "read", { path: 1 })),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware((c, _ctx, next) => ((middlewareCalls += 1), next(c))),
+    });
+    const result = await agent.run("go");
+    expect(middlewareCalls).toBe(0);
+    expect(executed).toEqual([]);
+    expect(lastResult(model, 1)).toEqual({
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: "Invalid arguments for tool 'read': $.path: Invalid input: expected string, received number",
+      isError: true,
+    });
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+  });
+
+  it("a middleware that throws denies the call with a middleware record; the tool never runs", async () => {
+    const executed: unknown[] = [];
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(() => {
+        throw new Error("policy service down");
+      }),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+      ["deny", "middleware", "middleware", "middleware failed: policy service down"],
+    ]);
+    expect(lastResult(model, 1)).toMatchObject({ isError: true, content: "Permission denied: middleware failed: policy service down for tool 'read'" });
+  });
+
+  it("a middleware that denies and still calls next does not run the tool", async () => {
+    const executed: unknown[] = [];
+    const sneaky: Middleware = async (c, ctx, next) => {
+      ctx.deny({ ruleId: "sneaky", message: "no" });
+      return next(c);
+    };
+    const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withMiddleware(sneaky) });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "sneaky"]]);
+  });
+
+  it("a tool that throws becomes an error result for the model", async () => {
+    const broken = defineTool({
+      name: "broken",
+      description: "",
+      input: z.object({}),
+      execute: async () => {
+        throw new Error("kaput");
+      },
+    });
+    const { agent, model } = build({ turns: script(call("c1", "broken", {})), tools: [broken] });
+    await agent.run("go");
+    expect(lastResult(model, 1)).toMatchObject({ content: "Tool 'broken' failed: kaput", isError: true });
+  });
+
+  it("non-string results go to the model as JSON", async () => {
+    const executed: unknown[] = [];
+    const { agent, model } = build({ turns: script(call("c1", "write", { path: "x", text: "y" })), tools: [writeTool(executed)] });
+    await agent.run("go");
+    expect(lastResult(model, 1)).toMatchObject({ content: '{"ok":true}', isError: false });
+  });
+});
+
+describe("pre-detection: the loop detector", () => {
+  it("stops the run when the same call reaches dispatch past maxRepeats; deny record with the exact text", async () => {
+    const executed: unknown[] = [];
+    const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "read", A)] }));
+    const { agent } = build({
+      turns: [...turns, { text: "never" }],
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(error).toMatchObject({ code: "LOOP_DETECTED", tool: "read", argsDigest: argsDigest(A), repeats: 3 });
+    expect(executed).toEqual([A, A]);
+    const text = `dispatch refused before execution: ${error.message}`;
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+      ["allow", "hook", "context", null],
+      ["allow", "hook", "context", null],
+      ["deny", "loop_detector", "engine", text],
+    ]);
+    expect(error.messages.at(-1)).toMatchObject({ callId: "c3", content: text, isError: true });
+  });
+
+  it("different arguments are different calls", async () => {
+    const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "read", { path: `f${n}` })] }));
+    const { agent } = build({ turns: [...turns, { text: "done" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }) });
+    await expect(agent.run("go")).resolves.toMatchObject({ text: "done" });
+  });
+
+  it("counts per run, not per agent", async () => {
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { text: "one" }, { toolCalls: [call("c2", "read", A)] }, { text: "two" }],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }),
+    });
+    await agent.run("first");
+    await expect(agent.run("second")).resolves.toMatchObject({ text: "two" });
+  });
+});
+
+describe("the circuit breaker", () => {
+  it("opens after N consecutive failures, refuses for the cool-down on the clock seam, then lets one call through", async () => {
+    const clock = new ManualClock(0);
+    let runs = 0;
+    const flaky = defineTool({
+      name: "flaky",
+      description: "",
+      input: z.object({ n: z.number() }),
+      execute: () => {
+        runs += 1;
+        throw new Error("nope");
+      },
+    });
+    const turn = (n: number, advance = 0) => (req: unknown) => {
+      void req;
+      clock.advance(advance);
+      return { toolCalls: [call(`c${n}`, "flaky", { n })] };
+    };
+    const { agent, model } = build({
+      turns: [turn(1), turn(2), turn(3), turn(4, 999), turn(5, 1), { text: "done" }],
+      tools: [flaky],
+      managers: new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 2, cooldownMs: 1_000 }),
+    });
+    const done = await agent.run("go");
+    // c3 is refused at t=0, c4 at t=999 (still cooling down); c5 at t=1000 goes through half-open and fails
+    expect(runs).toBe(3);
+    const contents = model.requests.slice(1).map((r) => (r.messages.at(-1) as { content: string }).content);
+    expect(contents).toEqual([
+      "Tool 'flaky' failed: nope",
+      "Tool 'flaky' failed: nope",
+      "tool temporarily unavailable: circuit breaker open",
+      "tool temporarily unavailable: circuit breaker open",
+      "Tool 'flaky' failed: nope",
+    ]);
+    expect(done.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["allow", "hook", null],
+      ["allow", "hook", null],
+      ["deny", "circuit_breaker", "tool temporarily unavailable: circuit breaker open"],
+      ["deny", "circuit_breaker", "tool temporarily unavailable: circuit breaker open"],
+      ["allow", "hook", null],
+    ]);
+  });
+
+  it("a success closes the breaker", async () => {
+    const clock = new ManualClock(0);
+    const outcomes = [false, true, false, false];
+    const tool = defineTool({
+      name: "t",
+      description: "",
+      input: z.object({ n: z.number() }),
+      execute: () => {
+        if (outcomes.shift() === false) throw new Error("x");
+        return "ok";
+      },
+    });
+    const turns = [1, 2, 3, 4, 5].map((n) => ({ toolCalls: [call(`c${n}`, "t", { n })] }));
+    const { agent } = build({
+      turns: [...turns, { text: "done" }],
+      tools: [tool],
+      managers: new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 2, cooldownMs: 10 }),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.ruleId)).toEqual(["hook", "hook", "hook", "hook", "circuit_breaker"]);
+  });
+
+  it("breaker state is per agent: it survives into the next run", async () => {
+    const clock = new ManualClock(0);
+    const bad = defineTool({ name: "bad", description: "", input: z.object({}), execute: () => { throw new Error("x"); } });
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "bad", {})] }, { text: "1" }, { toolCalls: [call("c2", "bad", {})] }, { text: "2" }],
+      tools: [bad],
+      managers: new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 10 }),
+    });
+    await agent.run("a");
+    const second = await agent.run("b");
+    expect(second.records.map((r) => r.ruleId)).toEqual(["circuit_breaker"]);
+  });
+});
+
+describe("the budget gate", () => {
+  it("maxTurns: checked before each model request; a deny record with ruleId budget.hard, then BudgetExceededError", async () => {
+    const clock = new ManualClock(42);
+    const { log, observer } = eventLog();
+    const { agent, model } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { toolCalls: [call("c2", "read", A)] }, { text: "never" }],
+      managers: new LoopManagers().withClock(clock).withObserver(observer).withBudget({ maxTurns: 2 }),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as BudgetExceededError;
+    expect(error).toBeInstanceOf(BudgetExceededError);
+    expect(error).toMatchObject({ code: "BUDGET_EXCEEDED", kind: "turns", limit: 2, used: 2 });
+    expect(model.requests).toHaveLength(2);
+    expect(error.records.at(-1)).toEqual({
+      tool: "",
+      argsDigest: "",
+      verdict: "deny",
+      ruleId: "budget.hard",
+      ruleSource: "engine",
+      matchedPattern: null,
+      reason: "turn budget exhausted: 2 of 2 turns used",
+      ts: 42,
+    });
+    expect(log.at(-1)).toBe("gate::deny");
+  });
+
+  it("maxTokens: counts the model's reported usage", async () => {
+    const { agent } = build({
+      turns: [
+        { toolCalls: [call("c1", "read", A)], usage: { inputTokens: 60, outputTokens: 30 } },
+        { toolCalls: [call("c2", "read", A)], usage: { inputTokens: 10, outputTokens: 5 } },
+        { text: "never" },
+      ],
+      managers: new LoopManagers().withBudget({ maxTokens: 100 }),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as BudgetExceededError;
+    expect(error).toMatchObject({ kind: "tokens", limit: 100, used: 105 });
+    expect(error.records.at(-1)?.reason).toBe("token budget exhausted: 105 of 100 tokens used");
+  });
+
+  it("a run within budget reports its usage and turns", async () => {
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)], usage: { inputTokens: 5, outputTokens: 1 } }, { text: "ok", usage: { inputTokens: 7, outputTokens: 2 } }],
+      managers: new LoopManagers().withBudget({ maxTurns: 2, maxTokens: 1_000 }),
+    });
+    await expect(agent.run("go")).resolves.toMatchObject({ turns: 2, usage: { inputTokens: 12, outputTokens: 3 }, text: "ok" });
+  });
+});
+
+describe("model failures", () => {
+  it("a model that throws rejects the run with ModelError, cause attached", async () => {
+    const boom = new Error("rate limited");
+    const { agent } = build({ turns: [{ error: boom }] });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as ModelError;
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.code).toBe("MODEL_ERROR");
+    expect(error.cause).toBe(boom);
+  });
+
+  it("an exhausted script is a ModelError caused by ScriptExhaustedError", async () => {
+    const { agent } = build({ turns: [{ toolCalls: [call("c1", "read", A)] }] });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as ModelError;
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.cause).toBeInstanceOf(ScriptExhaustedError);
+    expect((error.cause as ScriptExhaustedError).code).toBe("SCRIPT_EXHAUSTED");
+    expect(error.records.map((r) => r.verdict)).toEqual(["allow"]);
+  });
+
+  it("a model answer that is not a response is a ModelError", async () => {
+    const { agent } = build({ turns: [() => ({ toolCalls: "lots" }) as never] });
+    await expect(agent.run("go")).rejects.toBeInstanceOf(ModelError);
+  });
+});
