@@ -1,0 +1,172 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ApprovalChannel } from "../src/ask/index.js";
+import type { PendingAsk } from "../src/ask/index.js";
+import { CancelledError, LoopDetectedError, LoopManagers, defineTool } from "../src/engine/index.js";
+import { ManualResolver } from "./support/engine-resolvers.js";
+import { askAll, build, call, deferred, eventLog, script, until } from "./support/engine-fixtures.js";
+
+const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 40);
+
+function echoTool(executed: string[] = []) {
+  return defineTool({
+    name: "echo",
+    description: "echo",
+    input: z.object({ v: z.string() }),
+    execute: ({ v }) => {
+      executed.push(v);
+      return v;
+    },
+  });
+}
+
+const calls = (n: number) => Array.from({ length: n }, (_, i) => call(`c${i}`, "echo", { v: `v${i}` }));
+
+describe("parallel dispatch", () => {
+  it("concurrent calls park independently: all asks are delivered at once, each takes only its own answer", async () => {
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const executed: string[] = [];
+    const { agent, model } = build({
+      turns: script(...calls(3)),
+      tools: [echoTool(executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withMaxConcurrency(3),
+    });
+    const running = agent.run("go");
+    const asks: PendingAsk[] = [];
+    for (let i = 0; i < 3; i += 1) asks.push((await approver.next())!);
+    expect(asks.map((a) => a.callId).sort()).toEqual(["c0", "c1", "c2"]);
+    // answer in reverse order: c2 approve, c1 deny, c0 approve
+    const byCall = (id: string) => asks.find((a) => a.callId === id)!;
+    expect(approver.resolve(byCall("c2").id, { type: "approve" })).toBe(true);
+    expect(approver.resolve(byCall("c1").id, { type: "deny" })).toBe(true);
+    expect(approver.resolve(byCall("c0").id, { type: "approve" })).toBe(true);
+    const result = await running;
+    approver.close();
+    expect(executed.sort()).toEqual(["v0", "v2"]);
+    expect(model.requests[1]?.messages.slice(2)).toEqual([
+      { type: "tool_result", callId: "c0", tool: "echo", content: "v0", isError: false },
+      { type: "tool_result", callId: "c1", tool: "echo", content: "Permission denied by approver for tool 'echo'", isError: true },
+      { type: "tool_result", callId: "c2", tool: "echo", content: "v2", isError: false },
+    ]);
+    // records in emission order: the denial landed first, then c2 and c0 as their dispatch returned
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied", "ask_allowed", "ask_allowed"]);
+  });
+
+  it("withMaxConcurrency(n) bounds the asks in flight", async () => {
+    const resolver = new ManualResolver();
+    const { agent } = build({
+      turns: script(...calls(5)),
+      tools: [echoTool()],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(2),
+    });
+    const running = agent.run("go");
+    let answered = 0;
+    while (answered < 5) {
+      await until(() => resolver.parked.length > answered);
+      const inFlight = resolver.parked.length - answered;
+      expect(inFlight).toBeLessThanOrEqual(2);
+      resolver.parked[answered]?.answer({ type: "approve" });
+      answered += 1;
+    }
+    await expect(running).resolves.toMatchObject({ text: "done" });
+  });
+
+  it("a cancel ends the whole wave: every parked call gets its cancelled record, the run rejects once", async () => {
+    const resolver = new ManualResolver();
+    const controller = new AbortController();
+    const { log, observer } = eventLog();
+    const { agent } = build({
+      turns: script(...calls(3)),
+      tools: [echoTool()],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(3).withObserver(observer),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    await until(() => resolver.parked.length === 3);
+    resolver.parked[1]?.answer({ type: "deny" });
+    await until(() => log.includes("post:c1:error"));
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => r.verdict)).toEqual(["ask_denied", "cancelled", "cancelled"]);
+    expect(resolver.parked.every((p) => p.signal.aborted || p.ask.callId === "c1")).toBe(true);
+    expect(log.filter((e) => e.startsWith("post:"))).toEqual(["post:c1:error"]);
+  });
+
+  it("a loop stop in one call ends the wave: the others are cancelled, the run rejects with LoopDetectedError", async () => {
+    const resolver = new ManualResolver();
+    const { agent } = build({
+      turns: [{ toolCalls: [call("a", "echo", { v: "same" })] }, { toolCalls: [call("b", "echo", { v: "same" }), call("c", "echo", { v: "other" })] }, { text: "never" }],
+      tools: [echoTool()],
+      managers: new LoopManagers()
+        .withHook({ preToolUse: (c) => (c.id === "c" ? { type: "ask", prompt: "?" } : { type: "allow" }) })
+        .withAskResolver(resolver)
+        .withLoopDetection({ maxRepeats: 1 })
+        .withMaxConcurrency(2),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["allow", "hook"],
+      ["deny", "loop_detector"],
+      ["cancelled", "hook"],
+    ]);
+    expect(resolver.parked[0]?.signal.aborted).toBe(true);
+  });
+
+  it("property: whatever order answers come in, results return in call order and exactly one record per call", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.nat(), { minLength: 6, maxLength: 6 }),
+        fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
+        async (n, concurrency, picks, approvals) => {
+          const resolver = new ManualResolver();
+          const gate = deferred<void>();
+          const slow = defineTool({
+            name: "echo",
+            description: "",
+            input: z.object({ v: z.string() }),
+            execute: async ({ v }) => {
+              await gate.promise;
+              return v;
+            },
+          });
+          const { agent, model } = build({
+            turns: script(...calls(n)),
+            tools: [slow],
+            managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(concurrency),
+          });
+          const running = agent.run("go");
+          const open = new Set<number>();
+          let answered = 0;
+          let seen = 0;
+          while (answered < n) {
+            await until(() => {
+              for (; seen < resolver.parked.length; seen += 1) open.add(seen);
+              // Executions hold until nothing else can move, so answers and executions interleave.
+              if (open.size === 0) gate.resolve();
+              return open.size > 0;
+            });
+            const choices = [...open];
+            const index = choices[(picks[answered] ?? 0) % choices.length]!;
+            open.delete(index);
+            resolver.parked[index]?.answer(approvals[index] === false ? { type: "deny" } : { type: "approve" });
+            answered += 1;
+          }
+          gate.resolve();
+          const result = await running;
+          const results = model.requests[1]?.messages.slice(2) ?? [];
+          expect(results.map((m) => (m as { callId: string }).callId)).toEqual(calls(n).map((c) => c.id));
+          expect(result.records).toHaveLength(n);
+          resolver.parked.forEach((p, i) => {
+            const content = (results.find((m) => (m as { callId: string }).callId === p.ask.callId) as { content: string }).content;
+            expect(content).toBe(approvals[i] === false ? "Permission denied by approver for tool 'echo'" : `v${p.ask.callId.slice(1)}`);
+          });
+        },
+      ),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+});
