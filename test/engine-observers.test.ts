@@ -1,0 +1,94 @@
+import { describe, expect, it } from "vitest";
+import { SyncAskResolver } from "../src/ask/index.js";
+import { LoopManagers } from "../src/engine/index.js";
+import type { Observer, ObserverEventName } from "../src/engine/index.js";
+import { askAll, build, call, eventLog, readTool, script } from "./support/engine-fixtures.js";
+
+const A = { path: "a.rs" };
+
+describe("observers", () => {
+  it("see every event in the spec's order across turns and calls", async () => {
+    const { log, observer } = eventLog();
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", A)] }, { toolCalls: [call("c3", "read", A)] }, { text: "done" }],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver((ask) => ask.callId !== "c2")).withObserver(observer),
+    });
+    await agent.run("go");
+    expect(log).toEqual([
+      "model-request:0",
+      "model-response:0",
+      "pre:c1",
+      "gate:c1:ask_allowed",
+      "post:c1:ok",
+      "pre:c2",
+      "gate:c2:ask_denied",
+      "post:c2:error",
+      "model-request:1",
+      "model-response:1",
+      "pre:c3",
+      "gate:c3:ask_allowed",
+      "post:c3:ok",
+      "model-request:2",
+      "model-response:2",
+    ]);
+  });
+
+  it("onGate carries the turn, the call id and the same record the run returns", async () => {
+    const gates: unknown[] = [];
+    const { agent } = build({
+      turns: [{ toolCalls: [call("x", "read", A)] }, { toolCalls: [call("y", "read", A)] }, { text: "done" }],
+      managers: new LoopManagers().withObserver({ onGate: (event) => gates.push(event) }),
+    });
+    const result = await agent.run("go");
+    expect(gates).toEqual([
+      { turn: 0, callId: "x", decision: result.records[0] },
+      { turn: 1, callId: "y", decision: result.records[1] },
+    ]);
+  });
+
+  it("onModelRequest shows the transcript and tools; onModelResponse the answer", async () => {
+    const requests: unknown[] = [];
+    const responses: unknown[] = [];
+    const { agent } = build({
+      turns: [{ text: "hi", usage: { inputTokens: 1, outputTokens: 2 } }],
+      managers: new LoopManagers().withObserver({
+        onModelRequest: (e) => requests.push(e),
+        onModelResponse: (e) => responses.push(e),
+      }),
+    });
+    await agent.run("hello");
+    expect(requests).toEqual([
+      { turn: 0, messages: [{ type: "user", text: "hello" }], tools: [expect.objectContaining({ name: "read" })] },
+    ]);
+    expect(responses).toEqual([{ turn: 0, response: { text: "hi", toolCalls: [], usage: { inputTokens: 1, outputTokens: 2 } } }]);
+  });
+
+  it("an observer that throws (or rejects) never breaks a run; errors go to the handler; other observers still run", async () => {
+    const names: ObserverEventName[] = ["onModelRequest", "onModelResponse", "onToolPre", "onGate", "onToolPost"];
+    const thrower: Observer = Object.fromEntries(
+      names.map((name) => [name, () => { throw new Error(name); }]),
+    ) as Observer;
+    const rejecter: Observer = { onGate: () => Promise.reject(new Error("async onGate")) as never };
+    const reported: string[] = [];
+    const { log, observer } = eventLog();
+    const executed: unknown[] = [];
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers()
+        .withObserver(thrower)
+        .withObserver(rejecter)
+        .withObserver(observer)
+        .withObserverErrorHandler((error, event) => {
+          reported.push(`${event}:${(error as Error).message}`);
+          throw new Error("the handler fails too");
+        }),
+    });
+    const result = await agent.run("go");
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(result.text).toBe("done");
+    expect(executed).toEqual([A]);
+    expect(log).toHaveLength(7);
+    expect(reported).toEqual(expect.arrayContaining([...names.map((n) => `${n}:${n}`), "onGate:async onGate"]));
+  });
+});
