@@ -28,3 +28,12 @@ export { MemoryGrantStore } from "./store.js";
 export type { GrantStore } from "./store.js";
 export { FileGrantStore } from "./file-store.js";
 export type { ClearOptions, FileGrantStoreOptions } from "./file-store.js";
+export { GrantPolicy, grantForAnswer } from "./policy.js";
+export type {
+  CoveringGrantExplanation,
+  GrantDecision,
+  GrantExplanation,
+  PinKind,
+  PinStatus,
+  RememberOptions,
+} from "./policy.js";

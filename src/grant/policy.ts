@@ -1,0 +1,309 @@
+import { canonicalJson } from "./canonical.js";
+import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
+import { GrantRecordError } from "./errors.js";
+import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
+import { GrantIndex, type CoveringGrants } from "./grant-index.js";
+import type { GrantStore } from "./store.js";
+
+/**
+ * What the remembered grants say about one call:
+ * - `allow` / `deny`: the deciding grant;
+ * - `ask` with `no_grant`: nothing covers the call;
+ * - `ask` with `tool_changed`: an allow grant covers the call but is pinned
+ *   to a descriptor the tool no longer has (the rug-pull), so ask again.
+ */
+export type GrantDecision =
+  | { readonly type: "allow"; readonly grant: Grant }
+  | { readonly type: "deny"; readonly grant: Grant }
+  | { readonly type: "ask"; readonly reason: "no_grant" }
+  | { readonly type: "ask"; readonly reason: "tool_changed"; readonly grant: Grant };
+
+/** Which digest a pin was compared with. */
+export type PinKind = "fingerprint" | "legacy_digest";
+
+/**
+ * How a grant's pin compares with the tool's current descriptor.
+ * `unchecked` means no descriptor was given (only in {@link GrantPolicy.explain}).
+ */
+export type PinStatus =
+  | { readonly type: "unpinned" }
+  | { readonly type: "match"; readonly kind: PinKind }
+  | { readonly type: "mismatch"; readonly kind: PinKind | "unknown_format" }
+  | { readonly type: "unchecked" };
+
+/** One grant that covers the explained call. */
+export interface CoveringGrantExplanation {
+  /** The covering grant. */
+  readonly grant: Grant;
+  /** How its pin compares with the descriptor. */
+  readonly pin: PinStatus;
+}
+
+/** Why a call would be allowed, denied or asked about: for `loopctl grants explain`. */
+export interface GrantExplanation {
+  /** The tool asked about. */
+  readonly tool: string;
+  /** `argsDigest(args)`. */
+  readonly argsDigest: string;
+  /**
+   * What {@link GrantPolicy.decide} returns for the call, or `null` when no
+   * descriptor was given and the outcome depends on a pin that could not be
+   * checked.
+   */
+  readonly decision: GrantDecision | null;
+  /** The grant behind the decision, or null. */
+  readonly deciding: Grant | null;
+  /** Every grant that covers the call, this_call ones first, deny before allow. */
+  readonly covering: readonly CoveringGrantExplanation[];
+  /** The same, as lines for people. */
+  readonly lines: readonly string[];
+}
+
+/** Options for {@link GrantPolicy.remember}. */
+export interface RememberOptions {
+  /** `createdAtMs` of the new grant. @default Date.now() */
+  readonly nowMs?: number;
+  /** A note for people. */
+  readonly note?: string;
+}
+
+const LEGACY_PIN = /^[0-9a-f]{16}$/;
+
+/** Computes each descriptor digest at most once per decision, and only if a pin needs it. */
+function pinChecker(descriptor: ToolDescriptor | undefined): (grant: Grant) => PinStatus {
+  let fingerprint: string | undefined;
+  let legacy: string | undefined;
+  return (grant) => {
+    const pin = grant.pinnedDescriptor;
+    if (pin === null) return { type: "unpinned" };
+    if (descriptor === undefined) return { type: "unchecked" };
+    if (pin.startsWith("sha256:")) {
+      fingerprint ??= descriptorFingerprint(descriptor);
+      return pin === fingerprint ? { type: "match", kind: "fingerprint" } : { type: "mismatch", kind: "fingerprint" };
+    }
+    if (LEGACY_PIN.test(pin)) {
+      legacy ??= descriptorDigest(descriptor);
+      return pin === legacy
+        ? { type: "match", kind: "legacy_digest" }
+        : { type: "mismatch", kind: "legacy_digest" };
+    }
+    return { type: "mismatch", kind: "unknown_format" };
+  };
+}
+
+function coveringList(covering: CoveringGrants): Grant[] {
+  const { thisCall, thisTool } = covering;
+  return [thisCall.deny, thisTool.deny, thisCall.allow, thisTool.allow].filter((g): g is Grant => g !== undefined);
+}
+
+/**
+ * The decision rule. Deny wins over allow, whatever the scope. A deny stays
+ * in force even when its pin no longer matches: asking again could only
+ * loosen it, and pins exist to stop a changed tool riding an old approval.
+ * An allow counts only when unpinned or pinned to the current descriptor; a
+ * covering allow whose pin is stale means ask again, saying the tool changed.
+ */
+function decideFrom(covering: CoveringGrants, pinOf: (grant: Grant) => PinStatus): GrantDecision | null {
+  const deny = covering.thisCall.deny ?? covering.thisTool.deny;
+  if (deny !== undefined) return { type: "deny", grant: deny };
+  let stale: Grant | undefined;
+  let unchecked = false;
+  for (const allow of [covering.thisCall.allow, covering.thisTool.allow]) {
+    if (allow === undefined) continue;
+    const pin = pinOf(allow);
+    switch (pin.type) {
+      case "unpinned":
+      case "match":
+        return { type: "allow", grant: allow };
+      case "mismatch":
+        stale ??= allow;
+        break;
+      case "unchecked":
+        unchecked = true;
+        break;
+      default:
+        return assertNever(pin);
+    }
+  }
+  if (unchecked) return null;
+  if (stale !== undefined) return { type: "ask", reason: "tool_changed", grant: stale };
+  return { type: "ask", reason: "no_grant" };
+}
+
+function assertNever(value: never): never {
+  throw new TypeError(`unexpected value ${JSON.stringify(value)}`);
+}
+
+function requireDescriptor(descriptor: ToolDescriptor, where: string): void {
+  if (typeof descriptor !== "object" || descriptor === null || typeof descriptor.name !== "string" || descriptor.name === "") {
+    throw new GrantRecordError(`${where}: the tool descriptor must have a non-empty name`);
+  }
+}
+
+/**
+ * The grant an approver's answer becomes: this call's arguments only
+ * (`"this_call"`, the narrowest) or every call of the tool (`"this_tool"`),
+ * pinned to `descriptorFingerprint(descriptor)`.
+ *
+ * @throws {CanonicalJsonError} when `args` or the input schema has no JSON form.
+ * @throws {GrantRecordError} for a bad scope, verdict, time or descriptor.
+ */
+export function grantForAnswer(
+  descriptor: ToolDescriptor,
+  args: unknown,
+  verdict: GrantVerdict,
+  scope: "this_call" | "this_tool",
+  nowMs: number,
+  note?: string | null,
+): Grant {
+  requireDescriptor(descriptor, "grantForAnswer");
+  let grantScope: GrantScope;
+  if (scope === "this_call") grantScope = GrantScope.thisCall(args);
+  else if (scope === "this_tool") grantScope = GrantScope.thisTool();
+  else {
+    throw new GrantRecordError(
+      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${String(scope)}`,
+    );
+  }
+  return new Grant(descriptor.name, verdict, grantScope)
+    .withPinnedDescriptor(descriptorFingerprint(descriptor))
+    .withCreatedAtMs(nowMs)
+    .withNote(note ?? null);
+}
+
+/**
+ * "Ask once and remember": decides a call from the grants in a store.
+ *
+ * Lookups go through a {@link GrantIndex} (two map lookups per decision);
+ * stores that offer `index()` (both built-in stores do, and cache it) are
+ * not reparsed or rescanned per call.
+ *
+ * @example
+ * const policy = new GrantPolicy(new FileGrantStore(FileGrantStore.defaultRoot(), process.cwd()));
+ * const decision = await policy.decide(tool, args);
+ * if (decision.type === "ask") {
+ *   // ask a person, then:
+ *   await policy.remember(tool, args, "allow", "this_call");
+ * }
+ */
+export class GrantPolicy {
+  readonly #store: GrantStore;
+
+  /** @param store Where grants are read from and remembered to. */
+  constructor(store: GrantStore) {
+    this.#store = store;
+  }
+
+  /** The store this policy reads and writes. */
+  get store(): GrantStore {
+    return this.#store;
+  }
+
+  /**
+   * Decides a call of the tool `descriptor` describes with `args`: deny
+   * wins over allow; a covering allow pinned to another descriptor asks
+   * again with `tool_changed` (16-hex legacy pins are compared with
+   * {@link descriptorDigest}, `sha256:` pins with {@link descriptorFingerprint});
+   * unpinned grants always match.
+   *
+   * @throws {CanonicalJsonError} when `args` has no JSON form (never a silent allow).
+   * @throws whatever the store throws, e.g. LedgerCorruptError.
+   */
+  async decide(descriptor: ToolDescriptor, args: unknown): Promise<GrantDecision> {
+    requireDescriptor(descriptor, "GrantPolicy.decide");
+    const canonical = canonicalJson(args);
+    const index = await this.#index();
+    const decision = decideFrom(index.lookupCanonical(descriptor.name, canonical), pinChecker(descriptor));
+    // With a descriptor every pin is checked, so the rule always reaches a decision.
+    return decision ?? { type: "ask", reason: "no_grant" };
+  }
+
+  /**
+   * Turns an answer into a grant with {@link grantForAnswer} (pinned with the
+   * descriptor's fingerprint, `createdAtMs` from `options.nowMs` or the
+   * clock) and saves it, replacing the same rule if already stored.
+   */
+  async remember(
+    descriptor: ToolDescriptor,
+    args: unknown,
+    verdict: GrantVerdict,
+    scope: "this_call" | "this_tool",
+    options: RememberOptions = {},
+  ): Promise<Grant> {
+    const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
+    return this.#store.save(grant);
+  }
+
+  /**
+   * Explains how a call would be decided: every covering grant with its pin
+   * status, the deciding grant and readable lines. Without `descriptor` pins
+   * cannot be checked, and `decision` is null when the outcome hinges on one.
+   *
+   * @throws {GrantRecordError} when `descriptor` names another tool.
+   * @throws {CanonicalJsonError} when `args` has no JSON form.
+   */
+  async explain(tool: string, args: unknown, descriptor?: ToolDescriptor): Promise<GrantExplanation> {
+    if (descriptor !== undefined) {
+      requireDescriptor(descriptor, "GrantPolicy.explain");
+      if (descriptor.name !== tool) {
+        throw new GrantRecordError(`explain: the descriptor is for tool '${descriptor.name}', not '${tool}'`);
+      }
+    }
+    const canonical = canonicalJson(args);
+    const index = await this.#index();
+    const covering = index.lookupCanonical(tool, canonical);
+    const pinOf = pinChecker(descriptor);
+    const decision = decideFrom(covering, pinOf);
+    const deciding = decision !== null && "grant" in decision ? decision.grant : null;
+    const list = coveringList(covering).map((grant) => ({ grant, pin: pinOf(grant) }));
+    const digest = digest16(canonical);
+
+    const lines = [`tool '${tool}' with args ${digest}: ${list.length} covering grant(s)`];
+    for (const { grant, pin } of list) {
+      const scope = grant.scope.type === "this_tool" ? "this tool" : "this call";
+      const mark = grant === deciding ? " [deciding]" : "";
+      lines.push(`  ${grant.verdict} ${scope}, grant ${grant.id}, ${describePin(pin)}${mark}`);
+    }
+    lines.push(describeDecision(decision));
+    return { tool, argsDigest: digest, decision, deciding, covering: list, lines };
+  }
+
+  async #index(): Promise<GrantIndex> {
+    const store = this.#store;
+    if (typeof store.index === "function") return store.index();
+    return new GrantIndex(await store.load());
+  }
+}
+
+function describePin(pin: PinStatus): string {
+  switch (pin.type) {
+    case "unpinned":
+      return "unpinned";
+    case "unchecked":
+      return "pinned (not checked: no descriptor given)";
+    case "match":
+      return pin.kind === "fingerprint" ? "pin matches (sha256 fingerprint)" : "pin matches (legacy 16-hex digest)";
+    case "mismatch":
+      return pin.kind === "unknown_format"
+        ? "pin in an unknown format: treated as not matching"
+        : `pin does not match the tool's current ${pin.kind === "fingerprint" ? "fingerprint" : "legacy digest"}`;
+    default:
+      return assertNever(pin);
+  }
+}
+
+function describeDecision(decision: GrantDecision | null): string {
+  if (decision === null) return "decision: depends on the tool's current descriptor (pass it to check pins)";
+  switch (decision.type) {
+    case "allow":
+      return `decision: allow, by grant ${decision.grant.id}`;
+    case "deny":
+      return `decision: deny, by grant ${decision.grant.id}`;
+    case "ask":
+      return decision.reason === "no_grant"
+        ? "decision: ask (no grant covers this call)"
+        : `decision: ask (the tool changed since grant ${decision.grant.id} was pinned)`;
+    default:
+      return assertNever(decision);
+  }
+}
