@@ -98,7 +98,8 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   let check: (value: unknown) => ArgumentCheck;
   if (isZodSchema(input)) {
     try {
-      inputSchema = z.toJSONSchema(input) as JsonSchema;
+      // The model writes the input side of the schema (before defaults and transforms).
+      inputSchema = z.toJSONSchema(input, { io: "input" }) as JsonSchema;
     } catch (error) {
       throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, { cause: error });
     }

@@ -1,0 +1,177 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { descriptorDigest, descriptorFingerprint } from "../src/grant/index.js";
+import { Agent, LoopManagers, SUPPORTED_JSON_SCHEMA_KEYWORDS, ToolDefinitionError, defineTool } from "../src/engine/index.js";
+import { ScriptedModel } from "../src/testing/index.js";
+import { build, call, script } from "./support/engine-fixtures.js";
+
+const noop = () => "ok";
+
+describe("defineTool", () => {
+  it("derives the descriptor from a zod schema and pins digests to it", () => {
+    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: noop });
+    expect(tool.descriptor).toEqual({
+      name: "read",
+      description: "Read a file",
+      inputSchema: z.toJSONSchema(z.object({ path: z.string() }), { io: "input" }),
+    });
+    expect(tool.descriptorDigest).toBe(descriptorDigest(tool.descriptor));
+    expect(tool.descriptorFingerprint).toBe(descriptorFingerprint(tool.descriptor));
+    expect(tool.descriptorFingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it("keeps a JSON Schema as given (a copy) and the descriptor changes with the description", () => {
+    const schema = { type: "object", properties: { path: { type: "string" } }, required: ["path"] };
+    const a = defineTool({ name: "read", description: "v1", input: schema, execute: noop });
+    const b = defineTool({ name: "read", description: "v2", input: schema, execute: noop });
+    schema.required.push("mutated");
+    expect(a.descriptor.inputSchema).toEqual({ type: "object", properties: { path: { type: "string" } }, required: ["path"] });
+    expect(a.descriptorFingerprint).not.toBe(b.descriptorFingerprint);
+  });
+
+  it.each([
+    ["", /the name must be/],
+    ["has space", /the name must be/],
+    ["x".repeat(129), /the name must be/],
+  ])("rejects the name %j with ToolDefinitionError", (name, message) => {
+    expect(() => defineTool({ name, description: "", input: z.object({}), execute: noop })).toThrow(ToolDefinitionError);
+    expect(() => defineTool({ name, description: "", input: z.object({}), execute: noop })).toThrow(message);
+  });
+
+  it.each([
+    [{ type: "object", oneOf: [] }, /#\/oneOf: unsupported keyword 'oneOf'/],
+    [{ type: "object", properties: { a: { type: "string", format: "email" } } }, /#\/properties\/a\/format: unsupported keyword 'format'/],
+    [{ type: "object", properties: { a: { $ref: "#/defs/x" } } }, /unsupported keyword '\$ref'/],
+    [{ type: "object", required: "a" }, /must be an array of strings/],
+    [{ type: "thing" }, /#\/type: must be one of/],
+    [{ type: "object", properties: { a: { pattern: "(" } } }, /not a valid regular expression/],
+    [{ type: "array" }, /must describe an object/],
+    [{ properties: {} }, /must describe an object/],
+  ])("rejects an unsupported or malformed JSON Schema at definition (%#)", (input, message) => {
+    expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(message);
+  });
+
+  it("rejects a zod schema that is not an object, or has no JSON Schema form", () => {
+    expect(() => defineTool({ name: "t", description: "", input: z.string(), execute: noop })).toThrow(/must describe an object/);
+    expect(() => defineTool({ name: "t", description: "", input: z.object({ when: z.date() }), execute: noop })).toThrow(ToolDefinitionError);
+  });
+
+  it("rejects a missing execute or description", () => {
+    expect(() => defineTool({ name: "t", description: "", input: z.object({}), execute: undefined as never })).toThrow(/execute must be a function/);
+    expect(() => defineTool({ name: "t", description: 3 as never, input: z.object({}), execute: noop })).toThrow(/description must be a string/);
+    expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(/zod schema or a JSON Schema object/);
+  });
+
+  it("exposes the JSON Schema keywords it supports", () => {
+    expect(SUPPORTED_JSON_SCHEMA_KEYWORDS).toEqual(expect.arrayContaining(["type", "properties", "required", "additionalProperties", "enum", "items"]));
+  });
+});
+
+describe("JSON Schema validation", () => {
+  const tool = defineTool({
+    name: "t",
+    description: "",
+    input: {
+      type: "object",
+      properties: {
+        s: { type: "string", minLength: 2, maxLength: 4, pattern: "^[a-z]+$" },
+        n: { type: "number", minimum: 0, exclusiveMaximum: 10 },
+        i: { type: "integer" },
+        b: { type: "boolean" },
+        z: { type: "null" },
+        e: { enum: ["x", 1, { k: [1] }] },
+        c: { const: "fixed" },
+        a: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 },
+        o: { type: "object", properties: { deep: { type: "integer" } }, additionalProperties: { type: "boolean" } },
+        u: { type: ["string", "null"] },
+      },
+      required: ["s"],
+      additionalProperties: false,
+    },
+    execute: noop,
+  });
+
+  it.each([
+    [{ s: "ab" }],
+    [{ s: "abcd", n: 0, i: 3, b: false, z: null, e: { k: [1] }, c: "fixed", a: ["x"], o: { deep: 1, flag: true }, u: null }],
+    [{ s: "ab", n: 9.5, i: 3.0, u: "x", e: 1 }],
+  ])("accepts %j", (input) => {
+    expect(tool.check(input)).toEqual({ type: "valid", value: input });
+  });
+
+  it.each([
+    [{}, "$.s: required"],
+    [{ s: "a" }, "$.s: shorter than 2"],
+    [{ s: "abcde" }, "$.s: longer than 4"],
+    [{ s: "AB" }, "$.s: does not match ^[a-z]+$"],
+    [{ s: "ab", n: -1 }, "$.n: less than 0"],
+    [{ s: "ab", n: 10 }, "$.n: must be less than 10"],
+    [{ s: "ab", i: 1.5 }, "$.i: expected integer, got number"],
+    [{ s: "ab", b: "true" }, "$.b: expected boolean, got string"],
+    [{ s: "ab", z: 0 }, "$.z: expected null, got integer"],
+    [{ s: "ab", e: { k: [2] } }, '$.e: must be one of ["x",1,{"k":[1]}]'],
+    [{ s: "ab", c: "other" }, '$.c: must equal "fixed"'],
+    [{ s: "ab", a: [] }, "$.a: fewer than 1 items"],
+    [{ s: "ab", a: ["x", 2] }, "$.a[1]: expected string, got integer"],
+    [{ s: "ab", o: { deep: "1" } }, "$.o.deep: expected integer, got string"],
+    [{ s: "ab", o: { flag: 1 } }, "$.o.flag: expected boolean, got integer"],
+    [{ s: "ab", extra: 1 }, "$.extra: unexpected property"],
+    [{ s: "ab", u: 1 }, "$.u: expected string or null, got integer"],
+    ["not an object", "$: expected object, got string"],
+  ])("refuses %j (%s)", (input, problem) => {
+    const checked = tool.check(input);
+    expect(checked.type).toBe("invalid");
+    expect(checked.type === "invalid" ? checked.problems : []).toContain(problem);
+  });
+
+  it("invalid arguments go back to the model as an error result and never reach execute", async () => {
+    let executed = 0;
+    const strict = defineTool({
+      name: "strict",
+      description: "",
+      input: { type: "object", properties: { n: { type: "integer" } }, required: ["n"], additionalProperties: false },
+      execute: () => ((executed += 1), "ran"),
+    });
+    const { agent, model } = build({ turns: script(call("c1", "strict", { n: "1" })), tools: [strict] });
+    await agent.run("go");
+    expect(executed).toBe(0);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Invalid arguments for tool 'strict': $.n: expected integer, got string",
+      isError: true,
+    });
+  });
+
+  it("zod parsing results (defaults, transforms) are what execute receives", async () => {
+    const seen: unknown[] = [];
+    const tool2 = defineTool({
+      name: "z",
+      description: "",
+      input: z.object({ n: z.number().default(5), s: z.string().transform((v) => v.toUpperCase()) }),
+      execute: (input) => (seen.push(input), "ok"),
+    });
+    const { agent } = build({ turns: script(call("c1", "z", { s: "abc" })), tools: [tool2] });
+    await agent.run("go");
+    expect(seen).toEqual([{ n: 5, s: "ABC" }]);
+  });
+});
+
+describe("Agent construction", () => {
+  it("rejects duplicate tool names with ToolDefinitionError", () => {
+    const t = defineTool({ name: "dup", description: "", input: z.object({}), execute: noop });
+    const u = defineTool({ name: "dup", description: "other", input: z.object({}), execute: noop });
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [t, u] })).toThrow(ToolDefinitionError);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [t, u] })).toThrow(/tool 'dup': the name is used by another tool/);
+  });
+
+  it("rejects things that are not tools, models or managers", () => {
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [{ name: "x" } as never] })).toThrow(ToolDefinitionError);
+    expect(() => new Agent({ model: {} as never, tools: [] })).toThrow(TypeError);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: {} as never })).toThrow(TypeError);
+  });
+
+  it("the model is shown every tool's descriptor", async () => {
+    const { agent, model } = build({ turns: [{ text: "hi" }], managers: new LoopManagers() });
+    await agent.run("go");
+    expect(model.requests[0]?.tools.map((t) => t.name)).toEqual(["read"]);
+  });
+});

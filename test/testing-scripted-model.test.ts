@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { ManualClock, ScriptExhaustedError, ScriptedModel } from "../src/testing/index.js";
+import type { ModelRequest } from "../src/engine/index.js";
+
+const request = (text: string): ModelRequest => ({
+  messages: [{ type: "user", text }],
+  tools: [{ name: "t", description: "", inputSchema: { type: "object" } }],
+  signal: new AbortController().signal,
+});
+
+describe("ScriptedModel", () => {
+  it("plays turns in order and records deep copies of every request", async () => {
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] }, { text: "done", usage: { inputTokens: 1, outputTokens: 1 } }]);
+    const first = request("one");
+    await expect(model.generate(first)).resolves.toEqual({ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] });
+    (first.messages as { text: string }[])[0]!.text = "mutated";
+    await expect(model.generate(request("two"))).resolves.toEqual({ text: "done", toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } });
+    expect(model.requests.map((r) => (r.messages[0] as { text: string }).text)).toEqual(["one", "two"]);
+    expect(model.requests[0]).not.toHaveProperty("signal");
+    expect(model.remaining).toBe(0);
+  });
+
+  it("throws ScriptExhaustedError when the script runs out, and still records the request", async () => {
+    const model = new ScriptedModel([{ text: "only" }]);
+    await model.generate(request("a"));
+    const error = (await model.generate(request("b")).catch((e: unknown) => e)) as ScriptExhaustedError;
+    expect(error).toBeInstanceOf(ScriptExhaustedError);
+    expect(error.code).toBe("SCRIPT_EXHAUSTED");
+    expect(error.turns).toBe(1);
+    expect(model.requests).toHaveLength(2);
+  });
+
+  it("plays { error } turns as a throw, and function turns against the request", async () => {
+    const boom = new Error("boom");
+    const model = new ScriptedModel([{ error: boom }, (req) => ({ text: `saw ${(req.messages[0] as { text: string }).text}`, toolCalls: [] })]);
+    await expect(model.generate(request("x"))).rejects.toBe(boom);
+    await expect(model.generate(request("y"))).resolves.toEqual({ text: "saw y", toolCalls: [] });
+  });
+
+  it("a scripted turn cannot be changed through a returned response", async () => {
+    const turns = [{ toolCalls: [{ id: "c", name: "t", input: { a: 1 } }] }];
+    const model = new ScriptedModel(turns);
+    const response = await model.generate(request("x"));
+    (response.toolCalls[0]!.input as { a: number }).a = 2;
+    expect(turns[0]!.toolCalls[0]!.input).toEqual({ a: 1 });
+  });
+});
+
+describe("ManualClock", () => {
+  it("fires due timers in due order on advance, never on its own; cleared timers never fire", () => {
+    const clock = new ManualClock(100);
+    const fired: string[] = [];
+    clock.setTimeout(() => fired.push(`b@${clock.now()}`), 20);
+    clock.setTimeout(() => fired.push(`a@${clock.now()}`), 10);
+    const c = clock.setTimeout(() => fired.push("c"), 15);
+    clock.clearTimeout(c);
+    expect(clock.pendingTimers).toBe(2);
+    clock.advance(9);
+    expect(fired).toEqual([]);
+    clock.advance(11);
+    expect(fired).toEqual(["a@110", "b@120"]);
+    expect(clock.now()).toBe(120);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it("a timer set by a firing timer fires in the same advance when due", () => {
+    const clock = new ManualClock();
+    const fired: number[] = [];
+    clock.setTimeout(() => {
+      fired.push(clock.now());
+      clock.setTimeout(() => fired.push(clock.now()), 5);
+    }, 5);
+    clock.advance(10);
+    expect(fired).toEqual([5, 10]);
+  });
+
+  it("rejects a negative advance", () => {
+    expect(() => new ManualClock().advance(-1)).toThrow(RangeError);
+  });
+});
