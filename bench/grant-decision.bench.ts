@@ -22,8 +22,9 @@ function label(n: number): string {
 /**
  * A store of `n` grants shaped like a long-lived project: half are exact-call
  * grants for the benchmarked tool (each a different path, so a scan has to
- * compare arguments), half are spread over 500 other tools. The covered call
- * sits in the middle of the store.
+ * compare arguments), half are whole-tool grants for as many other tools
+ * (grant ids are unique by tool, verdict and scope). The covered call sits in
+ * the middle of the store.
  */
 function grantArgs(i: number): { path: string; mode: string } {
   return { path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" };
@@ -63,7 +64,7 @@ const decision: BenchModule = {
         const grant =
           i % 2 === 0
             ? new Grant(DESCRIPTOR.name, "allow", GrantScope.thisCall(grantArgs(i))).withPinnedDescriptor(pin)
-            : new Grant(`tool_${i % 500}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisTool());
+            : new Grant(`tool_${i}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisTool());
         await store.save(grant);
       }
       ctx.log(`  ${label(n)} grants stored in ${(performance.now() - t0).toFixed(0)} ms`);

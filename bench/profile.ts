@@ -61,7 +61,7 @@ const SCENARIOS: Record<string, Scenario> = {
     const { Grant, GrantScope, GrantPolicy, MemoryGrantStore } = await need("grant", ["GrantPolicy", "MemoryGrantStore"]);
     const store = new MemoryGrantStore();
     for (let i = 0; i < 100_000; i++) {
-      await store.save(new Grant(i % 2 === 0 ? "write_file" : `tool_${i % 500}`, "allow", i % 2 === 0 ? GrantScope.thisCall({ path: `/f/${i}` }) : GrantScope.thisTool()));
+      await store.save(new Grant(i % 2 === 0 ? "write_file" : `tool_${i}`, "allow", i % 2 === 0 ? GrantScope.thisCall({ path: `/f/${i}` }) : GrantScope.thisTool()));
     }
     const policy = new GrantPolicy(store);
     const descriptor = { name: "write_file", description: "Write a file", inputSchema: { type: "object" } };

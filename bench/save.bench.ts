@@ -31,7 +31,7 @@ const save: BenchModule = {
           const store = new FileGrantStore(join(root, "grants"), project);
           // Seed the ledger in one write: n saves would take minutes and measure nothing new.
           const grants = Array.from({ length: n }, (_, i) =>
-            new Grant(i % 2 === 0 ? "write_file" : `tool_${i % 500}`, "allow", i % 2 === 0
+            new Grant(i % 2 === 0 ? "write_file" : `tool_${i}`, "allow", i % 2 === 0
               ? GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })
               : GrantScope.thisTool()).withCreatedAtMs(1_700_000_000_000 + i),
           );

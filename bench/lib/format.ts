@@ -20,6 +20,7 @@ export function formatFigure(f: Figure): string {
 }
 
 export function formatRatio(r: number): string {
+  if (r < 0.01) return `${r.toPrecision(2)}×`;
   return r >= 100 ? `${r.toFixed(0)}×` : r >= 10 ? `${r.toFixed(1)}×` : `${r.toFixed(2)}×`;
 }
 
