@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, PendingAskSchema, SyncAskResolver } from "../src/ask/index.js";
 import type { AskResolver } from "../src/ask/index.js";
-import { argsDigest } from "../src/grant/index.js";
+import { MemoryGrantStore, argsDigest } from "../src/grant/index.js";
 import {
   CancelledError,
   LoopDetectedError,
@@ -14,13 +14,13 @@ import {
 import type { RunStoppedError } from "../src/engine/index.js";
 import { ManualClock } from "../src/testing/index.js";
 import { askAll, build, call, deferred, eventLog, readTool, script, shape, until } from "./support/engine-fixtures.js";
-import { ManualResolver, channelVariant, syncVariant } from "./support/engine-resolvers.js";
+import { ManualResolver, channelVariant, grantStoreVariant, syncVariant } from "./support/engine-resolvers.js";
 import type { ResolverVariant } from "./support/engine-resolvers.js";
 
 const A = { path: "a.rs" };
 const B = { path: "b.rs" };
 
-const variants: ResolverVariant[] = [syncVariant, channelVariant];
+const variants: ResolverVariant[] = [syncVariant, channelVariant, grantStoreVariant(() => new MemoryGrantStore())];
 
 describe.each(variants)("the park, answered through $name", (variant) => {
   it("approved: the tool runs, the model gets its result, one ask_allowed record lands after dispatch", async () => {

@@ -13,7 +13,7 @@ describe("ScriptedModel", () => {
     const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] }, { text: "done", usage: { inputTokens: 1, outputTokens: 1 } }]);
     const first = request("one");
     await expect(model.generate(first)).resolves.toEqual({ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] });
-    (first.messages as { text: string }[])[0]!.text = "mutated";
+    (first.messages as unknown as { text: string }[])[0]!.text = "mutated";
     await expect(model.generate(request("two"))).resolves.toEqual({ text: "done", toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } });
     expect(model.requests.map((r) => (r.messages[0] as { text: string }).text)).toEqual(["one", "two"]);
     expect(model.requests[0]).not.toHaveProperty("signal");

@@ -1,6 +1,7 @@
 import { ApprovalChannel, SyncAskResolver } from "../../src/ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../../src/ask/index.js";
 import type { LoopManagers } from "../../src/engine/index.js";
+import type { GrantStore } from "../../src/grant/index.js";
 
 /** A wired resolver whose answers come from `answer`. */
 export interface WiredResolver {
@@ -63,4 +64,14 @@ export class ManualResolver implements AskResolver {
       this.parked.push({ ask, signal: options.signal, answer: (r) => resolve(r as AskResolution), fail: reject });
     });
   }
+}
+
+/** An ApprovalChannel answering through an approver loop, with an (empty) in-memory grant store consulted first. */
+export function grantStoreVariant(makeStore: () => GrantStore): ResolverVariant {
+  return {
+    name: "ApprovalChannel with a grant store",
+    wire(base, answer) {
+      return channelVariant.wire(base.withGrantStore(makeStore()), answer);
+    },
+  };
 }
