@@ -20,7 +20,8 @@ Usage:
   loopctl grants list     [--project DIR] [--root DIR] [--json]
   loopctl grants revoke   ID [--project DIR] [--root DIR]
   loopctl grants reset    [--tool NAME] [--project DIR] [--root DIR]
-  loopctl grants explain  --tool NAME --args JSON [--project DIR] [--root DIR] [--json]
+  loopctl grants explain  --tool NAME --args JSON [--descriptor JSON] [--project DIR]
+                          [--root DIR] [--json]
   loopctl audit verify    FILE [--anchor SEQ:HASH] [--json]
   loopctl --version
 
@@ -76,16 +77,21 @@ ${EXIT_CODES}`,
   "grants explain": `loopctl grants explain: which grant would decide a call, and why.
 
 Usage:
-  loopctl grants explain --tool NAME --args JSON [--project DIR] [--root DIR] [--json]
+  loopctl grants explain --tool NAME --args JSON [--descriptor JSON]
+                         [--project DIR] [--root DIR] [--json]
 
-The policy: a deny grant covering the call wins over any allow grant; else an
-allow grant covering it decides; else the call is asked about. A grant pinned
-to a tool descriptor decides only while the tool is unchanged; the CLI has no
-descriptor, so it shows the pin for you to compare.
+The policy: a deny grant covering the call wins over any allow grant, and
+stays in force even if the tool changed; else an allow grant covering it
+decides, but only while the tool's descriptor matches the grant's pin
+(a changed tool is asked about again); else the call is asked about.
+Without --descriptor pins cannot be checked, and a decision that hinges on
+one is shown as depending on the tool's current descriptor.
 
 Options:
-  --tool NAME    the tool's name (exact, case-sensitive)
-  --args JSON    the call's arguments as JSON, e.g. '{"path":"/tmp/x"}'
+  --tool NAME        the tool's name (exact, case-sensitive)
+  --args JSON        the call's arguments as JSON, e.g. '{"path":"/tmp/x"}'
+  --descriptor JSON  the tool's descriptor, to check pins:
+                     '{"description": "...", "inputSchema": {...}}'
 ${PROJECT_OPTIONS}  --json         print the explanation as JSON
   -h, --help     show this help
 

@@ -5,6 +5,7 @@ import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
+import { GRANTS_COMMANDS } from "./grants.js";
 import { VERSION } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
@@ -12,6 +13,7 @@ type Command = (args: readonly string[], context: CliContext) => Promise<ExitCod
 const AUDIT_COMMANDS: Readonly<Record<string, Command>> = { verify: auditVerify };
 
 const GROUPS: Readonly<Record<string, Readonly<Record<string, Command>>>> = {
+  grants: GRANTS_COMMANDS,
   audit: AUDIT_COMMANDS,
 };
 

@@ -1,0 +1,219 @@
+import { resolve } from "node:path";
+import { FileGrantStore, GrantPolicy } from "../grant/index.js";
+import type { Grant, GrantDecision, PinStatus, ToolDescriptor } from "../grant/index.js";
+import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
+import type { CliContext, ExitCode } from "./context.js";
+import { clip, json, printable, table, timestamp } from "./format.js";
+import { HELP } from "./help.js";
+import type { HelpTopic } from "./help.js";
+
+const LOCATION_OPTIONS = {
+  project: { type: "string" },
+  root: { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+const GRANT_ID = /^[0-9a-f]{16}$/;
+
+/** The store `--project`/`--root` (or their defaults) name. */
+function openStore(values: { project?: string | undefined; root?: string | undefined }, context: CliContext): FileGrantStore {
+  const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
+  const project = resolve(context.cwd, values.project ?? ".");
+  return new FileGrantStore(root, project);
+}
+
+function noPositionals(command: string, positionals: readonly string[]): void {
+  if (positionals.length > 0) {
+    throw new CliUsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
+  }
+}
+
+function helpFor(topic: HelpTopic, context: CliContext): ExitCode {
+  context.stdout.write(HELP[topic]);
+  return EXIT.ok;
+}
+
+/** How a grant's scope reads in a table: `this_tool`, or `this_call <canonical args>`. */
+export function scopeText(grant: Grant, max = 48): string {
+  return grant.scope.type === "this_tool" ? "this_tool" : `this_call ${clip(grant.canonicalArgs ?? "", max)}`;
+}
+
+/** One line naming a grant for people. */
+export function grantSummary(grant: Grant): string {
+  return `${grant.id} (${grant.verdict} ${printable(grant.tool)}, ${printable(scopeText(grant, 80))})`;
+}
+
+/** `loopctl grants list [--project DIR] [--root DIR] [--json]`. */
+async function list(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("grants list", args, {
+    ...LOCATION_OPTIONS,
+    json: { type: "boolean", default: false },
+  });
+  if (values.help) return helpFor("grants list", context);
+  noPositionals("grants list", positionals);
+  const store = openStore(values, context);
+  const grants = await store.load();
+  if (values.json) {
+    context.stdout.write(json({ ledger: store.ledgerPath, grants: grants.map((g) => g.toJSON()) }));
+    return EXIT.ok;
+  }
+  context.stdout.write(`ledger: ${printable(store.ledgerPath)}\n`);
+  if (grants.length === 0) {
+    context.stdout.write("no grants: every gated call is asked about\n");
+    return EXIT.ok;
+  }
+  context.stdout.write(
+    table(
+      ["ID", "TOOL", "VERDICT", "SCOPE", "PINNED", "CREATED", "NOTE"],
+      grants.map((g) => [
+        g.id,
+        g.tool,
+        g.verdict,
+        scopeText(g),
+        g.pinnedDescriptor === null ? "-" : clip(g.pinnedDescriptor, 20),
+        timestamp(g.createdAtMs),
+        g.note ?? "-",
+      ]),
+    ),
+  );
+  context.stdout.write(`${grants.length} grant${grants.length === 1 ? "" : "s"}\n`);
+  return EXIT.ok;
+}
+
+/** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */
+async function revoke(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS);
+  if (values.help) return helpFor("grants revoke", context);
+  const [id, extra] = positionals;
+  if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
+  if (extra !== undefined) throw new CliUsageError("grants revoke", `unexpected argument ${JSON.stringify(extra)}`);
+  if (!GRANT_ID.test(id)) {
+    throw new CliUsageError("grants revoke", `${JSON.stringify(id)} is not a grant id (16 lowercase hex digits)`);
+  }
+  const store = openStore(values, context);
+  // Loading first makes a corrupt ledger fail here, before any write is attempted.
+  await store.load();
+  const revoked = await store.revoke(id);
+  if (revoked === undefined) {
+    context.stderr.write(`loopctl grants revoke: no grant ${id} in ${printable(store.ledgerPath)}\n`);
+    return EXIT.failed;
+  }
+  context.stdout.write(`revoked ${grantSummary(revoked)}\n`);
+  return EXIT.ok;
+}
+
+/** `loopctl grants reset [--tool NAME] [--project DIR] [--root DIR]`. */
+async function reset(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("grants reset", args, {
+    ...LOCATION_OPTIONS,
+    tool: { type: "string" },
+  });
+  if (values.help) return helpFor("grants reset", context);
+  noPositionals("grants reset", positionals);
+  if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
+  const store = openStore(values, context);
+  const grants = await store.load();
+  let removed: number;
+  if (values.tool === undefined) {
+    removed = grants.length === 0 ? 0 : await store.clear();
+  } else {
+    removed = 0;
+    for (const grant of grants) {
+      if (grant.tool === values.tool && (await store.revoke(grant.id)) !== undefined) removed++;
+    }
+  }
+  const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
+  context.stdout.write(
+    `removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(store.ledgerPath)}\n`,
+  );
+  return EXIT.ok;
+}
+
+/** Parses a JSON option value, naming the option when it is not JSON. */
+function jsonOption(command: string, option: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new CliUsageError(command, `${option} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** `--descriptor`: `{"description", "inputSchema"}` (and optionally `"name"`, which must be the tool). */
+function descriptorOption(tool: string, text: string): ToolDescriptor {
+  const value = jsonOption("grants explain", "--descriptor", text);
+  const d = value as { name?: unknown; description?: unknown; inputSchema?: unknown } | null;
+  if (typeof d !== "object" || d === null || Array.isArray(d) || typeof d.description !== "string" || !("inputSchema" in d)) {
+    throw new CliUsageError(
+      "grants explain",
+      '--descriptor must be a JSON object {"description": string, "inputSchema": …}',
+    );
+  }
+  if (d.name !== undefined && d.name !== tool) {
+    throw new CliUsageError("grants explain", `--descriptor names tool ${JSON.stringify(d.name)}, not ${JSON.stringify(tool)}`);
+  }
+  return { name: tool, description: d.description, inputSchema: d.inputSchema };
+}
+
+function decisionJson(decision: GrantDecision | null): unknown {
+  if (decision === null) return null;
+  switch (decision.type) {
+    case "allow":
+    case "deny":
+      return { type: decision.type, grant: decision.grant.id };
+    case "ask":
+      return decision.reason === "no_grant"
+        ? { type: "ask", reason: "no_grant" }
+        : { type: "ask", reason: "tool_changed", grant: decision.grant.id };
+  }
+}
+
+function pinJson(pin: PinStatus): unknown {
+  return pin.type === "match" || pin.type === "mismatch" ? { type: pin.type, kind: pin.kind } : { type: pin.type };
+}
+
+/** `loopctl grants explain --tool NAME --args JSON [--descriptor JSON] [--json]`. */
+async function explain(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("grants explain", args, {
+    ...LOCATION_OPTIONS,
+    tool: { type: "string" },
+    args: { type: "string" },
+    descriptor: { type: "string" },
+    json: { type: "boolean", default: false },
+  });
+  if (values.help) return helpFor("grants explain", context);
+  noPositionals("grants explain", positionals);
+  if (values.tool === undefined || values.tool === "") {
+    throw new CliUsageError("grants explain", "missing --tool NAME");
+  }
+  if (values.args === undefined) throw new CliUsageError("grants explain", "missing --args JSON");
+  const callArgs = jsonOption("grants explain", "--args", values.args);
+  const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
+  const store = openStore(values, context);
+  let explanation;
+  try {
+    explanation = await new GrantPolicy(store).explain(values.tool, callArgs, descriptor);
+  } catch (error) {
+    if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
+      throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
+    }
+    throw error;
+  }
+  if (values.json) {
+    context.stdout.write(
+      json({
+        ledger: store.ledgerPath,
+        tool: explanation.tool,
+        argsDigest: explanation.argsDigest,
+        decision: decisionJson(explanation.decision),
+        covering: explanation.covering.map(({ grant, pin }) => ({ grant: grant.toJSON(), pin: pinJson(pin) })),
+      }),
+    );
+    return EXIT.ok;
+  }
+  context.stdout.write(`ledger: ${printable(store.ledgerPath)}\n`);
+  context.stdout.write(explanation.lines.map((line) => `${printable(line)}\n`).join(""));
+  return EXIT.ok;
+}
+
+/** The `loopctl grants …` commands by name. */
+export const GRANTS_COMMANDS = { list, revoke, reset, explain } as const;

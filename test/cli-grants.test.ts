@@ -1,0 +1,203 @@
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { EXIT } from "../src/cli/index.js";
+import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
+import { cli } from "./support/cli-harness.js";
+import { sampleGrants, seed, tempProject } from "./support/cli-grants-fixtures.js";
+
+let base: string;
+let root: string;
+let project: string;
+
+beforeEach(async () => {
+  ({ base, root, project } = await tempProject());
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+const at = (): string[] => ["--root", root, "--project", project];
+
+describe("loopctl grants list", () => {
+  it("says so when there are no grants", async () => {
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`ledger: ${new FileGrantStore(root, project).ledgerPath}`);
+    expect(run.stdout).toContain("no grants");
+    const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: base });
+    expect(JSON.parse(asJson.stdout)).toEqual({ ledger: new FileGrantStore(root, project).ledgerPath, grants: [] });
+  });
+
+  it("prints a table of every grant", async () => {
+    const grants = sampleGrants();
+    await seed(root, project, grants);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    const lines = run.stdout.split("\n");
+    expect(lines[1]).toMatch(/^ID\s+TOOL\s+VERDICT\s+SCOPE\s+PINNED\s+CREATED\s+NOTE$/);
+    for (const grant of grants) {
+      expect(lines.find((l) => l.startsWith(grant.id))).toBeDefined();
+    }
+    expect(run.stdout).toMatch(/read\s+allow\s+this_tool\s+-\s+2026-01-02T03:04:05Z\s+-/);
+    expect(run.stdout).toContain('this_call {"cmd":"rm -rf /","cwd":"/"}');
+    expect(run.stdout).toContain("never");
+    expect(run.stdout).toContain("sha256:abababababab…");
+    expect(run.stdout).toContain("3 grants\n");
+  });
+
+  it("prints ledger records with --json", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const run = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    const parsed = JSON.parse(run.stdout) as { ledger: string; grants: unknown[] };
+    expect(parsed.ledger).toBe(store.ledgerPath);
+    expect(parsed.grants).toHaveLength(3);
+    expect(parsed.grants).toEqual(expect.arrayContaining(grants.map((g) => g.toJSON())));
+  });
+
+  it("defaults --project to cwd and --root to $XDG_STATE_HOME/loopctl/grants", async () => {
+    const state = join(base, "state");
+    await seed(join(state, "loopctl", "grants"), project, [sampleGrants()[0] as Grant]);
+    const run = await cli(["grants", "list", "--json"], { cwd: project, env: { XDG_STATE_HOME: state } });
+    expect(run.code).toBe(EXIT.ok);
+    const parsed = JSON.parse(run.stdout) as { ledger: string; grants: { tool: string }[] };
+    expect(parsed.ledger.startsWith(join(state, "loopctl", "grants"))).toBe(true);
+    expect(parsed.grants.map((g) => g.tool)).toEqual(["read"]);
+  });
+
+  it("resolves relative --root and --project against cwd", async () => {
+    await seed(root, project, sampleGrants());
+    const run = await cli(["grants", "list", "--root", "grants-root", "--project", "project", "--json"], { cwd: base });
+    expect((JSON.parse(run.stdout) as { grants: unknown[] }).grants).toHaveLength(3);
+  });
+
+  it("shows control characters in a tool name as escapes", async () => {
+    await seed(root, project, [new Grant("evil\u001b[2J", "allow", GrantScope.thisTool())]);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.stdout).toContain("evil\\u001b[2J");
+    expect(run.stdout).not.toContain("\u001b");
+  });
+});
+
+describe("loopctl grants revoke", () => {
+  it("removes a known grant", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const shell = grants[1] as Grant;
+    const run = await cli(["grants", "revoke", shell.id, ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`revoked ${shell.id} (deny shell, this_call`);
+    expect((await store.load()).map((g) => g.id).sort()).toEqual([grants[0], grants[2]].map((g) => (g as Grant).id).sort());
+  });
+
+  it("exits 1 for an unknown id and changes nothing", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const before = await readFile(store.ledgerPath);
+    const run = await cli(["grants", "revoke", "0123456789abcdef", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.failed);
+    expect(run.stderr).toBe(`loopctl grants revoke: no grant 0123456789abcdef in ${store.ledgerPath}\n`);
+    expect(await readFile(store.ledgerPath)).toEqual(before);
+  });
+});
+
+describe("loopctl grants reset", () => {
+  it("removes every grant", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const run = await cli(["grants", "reset", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toBe(`removed 3 grants from ${store.ledgerPath}\n`);
+    expect(await store.load()).toEqual([]);
+  });
+
+  it("removes only one tool's grants with --tool", async () => {
+    const grants = [...sampleGrants(), new Grant("read", "deny", GrantScope.thisCall({ path: "/etc/shadow" }))];
+    const store = await seed(root, project, grants);
+    const run = await cli(["grants", "reset", "--tool", "read", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toBe(`removed 2 grants of tool "read" from ${store.ledgerPath}\n`);
+    expect((await store.load()).map((g) => g.tool).sort()).toEqual(["shell", "write"]);
+    const none = await cli(["grants", "reset", "--tool", "Read", ...at()], { cwd: base });
+    expect(none.stdout).toContain("removed 0 grants");
+  });
+});
+
+describe("a corrupt ledger", () => {
+  it("is reported with exit 3 by every command and left byte-identical", async () => {
+    const ledger = new FileGrantStore(root, project).ledgerPath;
+    await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });
+    const garbage = '[{"id":"x","tool":"read","verdict":"Allow","scope":"this_tool"},{oops';
+    await writeFile(ledger, garbage, { mode: 0o600 });
+    const commands = [
+      ["grants", "list"],
+      ["grants", "list", "--json"],
+      ["grants", "revoke", "0123456789abcdef"],
+      ["grants", "reset"],
+      ["grants", "reset", "--tool", "read"],
+    ];
+    for (const argv of commands) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toContain(ledger);
+      expect(run.stderr).toContain("[LEDGER_CORRUPT]");
+      expect(await readFile(ledger, "utf8")).toBe(garbage);
+    }
+  });
+});
+
+describe("usage", () => {
+  it("exits 2 with a message naming what is wrong", async () => {
+    const cases: [string[], RegExp][] = [
+      [[], /^loopctl: inspect/],
+      [["grants"], /^loopctl grants:/],
+      [["grants", "nope"], /unknown command "grants nope"/],
+      [["frobnicate"], /unknown command "frobnicate"/],
+      [["--json"], /unknown option "--json"/],
+      [["grants", "list", "extra"], /loopctl grants list: unexpected argument "extra"/],
+      [["grants", "list", "--bogus"], /Unknown option '--bogus'/],
+      [["grants", "list", "--root"], /--root/],
+      [["grants", "revoke"], /missing the ID/],
+      [["grants", "revoke", "NOT-AN-ID"], /"NOT-AN-ID" is not a grant id/],
+      [["grants", "revoke", "0123456789abcdef", "more"], /unexpected argument "more"/],
+      [["grants", "reset", "--tool"], /--tool/],
+      [["grants", "reset", "--tool", ""], /--tool needs a tool name/],
+      [["--version", "x"], /unexpected argument "x"/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli([...argv], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stdout, argv.join(" ")).toBe("");
+      expect(run.stderr, argv.join(" ")).toMatch(message);
+    }
+  });
+
+  it("prints help for every command with -h and --help", async () => {
+    const commands: [string[], string][] = [
+      [[], "loopctl: inspect"],
+      [["grants"], "loopctl grants:"],
+      [["grants", "list"], "loopctl grants list:"],
+      [["grants", "revoke"], "loopctl grants revoke:"],
+      [["grants", "reset"], "loopctl grants reset:"],
+      [["grants", "explain"], "loopctl grants explain:"],
+      [["audit"], "loopctl audit:"],
+      [["audit", "verify"], "loopctl audit verify:"],
+    ];
+    for (const [argv, title] of commands) {
+      for (const flag of ["--help", "-h"]) {
+        const run = await cli([...argv, flag], { cwd: base });
+        expect(run.code, `${argv.join(" ")} ${flag}`).toBe(EXIT.ok);
+        expect(run.stdout.startsWith(title)).toBe(true);
+        expect(run.stdout).toContain("Exit codes:\n  0  done\n  1  ");
+        expect(run.stderr).toBe("");
+      }
+    }
+  });
+
+  it("prints the version", async () => {
+    const run = await cli(["--version"], { cwd: base });
+    expect(run).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });
+  });
+});
