@@ -6,7 +6,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditSink } from "../src/audit/index.js";
+import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { seed } from "./support/cli-grants-fixtures.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
@@ -43,6 +45,15 @@ describe("the loopctl bin", () => {
     const usage = await loopctl(["nope"]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/unknown command "nope"/);
+  });
+
+  it("lists grants as JSON through the real bin", async () => {
+    const root = join(dir, "grants-root");
+    const grant = new Grant("read", "allow", GrantScope.thisTool());
+    const store = await seed(root, repo, [grant]);
+    const result = await loopctl(["grants", "list", "--root", root, "--json"]);
+    expect(result).toMatchObject({ code: 0, stderr: "" });
+    expect(JSON.parse(result.stdout)).toEqual({ ledger: store.ledgerPath, grants: [grant.toJSON()] });
   });
 
   it("verifies an audit log", async () => {

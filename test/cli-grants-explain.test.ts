@@ -1,0 +1,113 @@
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { EXIT } from "../src/cli/index.js";
+import { FileGrantStore, Grant, GrantScope, argsDigest, descriptorFingerprint } from "../src/grant/index.js";
+import type { ToolDescriptor } from "../src/grant/index.js";
+import { cli } from "./support/cli-harness.js";
+import { seed, tempProject } from "./support/cli-grants-fixtures.js";
+
+let base: string;
+let root: string;
+let project: string;
+
+beforeEach(async () => {
+  ({ base, root, project } = await tempProject());
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+const at = (): string[] => ["--root", root, "--project", project];
+const write: ToolDescriptor = { name: "write", description: "writes a file", inputSchema: { type: "object" } };
+const writeJson = JSON.stringify({ description: write.description, inputSchema: write.inputSchema });
+
+describe("loopctl grants explain", () => {
+  it("says a call no grant covers is asked about", async () => {
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs" }))]);
+    const run = await cli(["grants", "explain", "--tool", "read", "--args", '{"path":"b.rs"}', ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`tool 'read' with args ${argsDigest({ path: "b.rs" })}: 0 covering grant(s)`);
+    expect(run.stdout).toContain("decision: ask (no grant covers this call)");
+  });
+
+  it("shows deny winning over allow, whatever the key order of --args", async () => {
+    const deny = new Grant("shell", "deny", GrantScope.thisCall({ cmd: "rm -rf /", cwd: "/" }));
+    const allow = new Grant("shell", "allow", GrantScope.thisTool());
+    await seed(root, project, [allow, deny]);
+    const run = await cli(
+      ["grants", "explain", "--tool", "shell", "--args", '{"cwd":"/","cmd":"rm -rf /"}', ...at()],
+      { cwd: base },
+    );
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toContain("2 covering grant(s)");
+    expect(run.stdout).toContain(`deny this call, grant ${deny.id}, unpinned [deciding]`);
+    expect(run.stdout).toContain(`decision: deny, by grant ${deny.id}`);
+    const asJson = await cli(
+      ["grants", "explain", "--json", "--tool", "shell", "--args", '{"cmd":"rm -rf /","cwd":"/"}', ...at()],
+      { cwd: base },
+    );
+    const parsed = JSON.parse(asJson.stdout) as Record<string, unknown>;
+    expect(parsed).toEqual({
+      ledger: new FileGrantStore(root, project).ledgerPath,
+      tool: "shell",
+      argsDigest: argsDigest({ cmd: "rm -rf /", cwd: "/" }),
+      decision: { type: "deny", grant: deny.id },
+      covering: [
+        { grant: deny.toJSON(), pin: { type: "unpinned" } },
+        { grant: allow.toJSON(), pin: { type: "unpinned" } },
+      ],
+    });
+  });
+
+  it("checks a pin only with --descriptor", async () => {
+    const pinned = new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(write));
+    await seed(root, project, [pinned]);
+    const base_ = ["grants", "explain", "--tool", "write", "--args", "{}", ...at()];
+
+    const unchecked = await cli(base_, { cwd: base });
+    expect(unchecked.stdout).toContain("pinned (not checked: no descriptor given)");
+    expect(unchecked.stdout).toContain("decision: depends on the tool's current descriptor");
+    const uncheckedJson = await cli([...base_, "--json"], { cwd: base });
+    expect(JSON.parse(uncheckedJson.stdout)).toMatchObject({ decision: null, covering: [{ pin: { type: "unchecked" } }] });
+
+    const same = await cli([...base_, "--descriptor", writeJson], { cwd: base });
+    expect(same.stdout).toContain(`decision: allow, by grant ${pinned.id}`);
+
+    const changed = JSON.stringify({ name: "write", description: "writes a file, and uploads it", inputSchema: { type: "object" } });
+    const rugPull = await cli([...base_, "--descriptor", changed, "--json"], { cwd: base });
+    expect(JSON.parse(rugPull.stdout)).toMatchObject({
+      decision: { type: "ask", reason: "tool_changed", grant: pinned.id },
+      covering: [{ pin: { type: "mismatch", kind: "fingerprint" } }],
+    });
+  });
+
+  it("reports a corrupt ledger with exit 3 and leaves it byte-identical", async () => {
+    const ledger = new FileGrantStore(root, project).ledgerPath;
+    await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });
+    await writeFile(ledger, "", { mode: 0o600 });
+    const run = await cli(["grants", "explain", "--tool", "read", "--args", "{}", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.corrupt);
+    expect(run.stderr).toContain(`grant ledger ${ledger} is corrupt`);
+    expect(await readFile(ledger, "utf8")).toBe("");
+  });
+
+  it("exits 2 on missing or malformed options", async () => {
+    const cases: [string[], RegExp][] = [
+      [["--args", "{}"], /missing --tool NAME/],
+      [["--tool", "", "--args", "{}"], /missing --tool NAME/],
+      [["--tool", "read"], /missing --args JSON/],
+      [["--tool", "read", "--args", "{path:1}"], /--args is not valid JSON/],
+      [["--tool", "read", "--args", "{}", "extra"], /unexpected argument "extra"/],
+      [["--tool", "write", "--args", "{}", "--descriptor", "[]"], /--descriptor must be a JSON object/],
+      [["--tool", "write", "--args", "{}", "--descriptor", '{"name":"read","description":"","inputSchema":{}}'], /--descriptor names tool "read", not "write"/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(["grants", "explain", ...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).toContain("Run 'loopctl grants explain --help' for usage.");
+    }
+  });
+});
