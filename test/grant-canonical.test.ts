@@ -148,6 +148,8 @@ describe("canonicalJson", () => {
     expectCanonicalError({ a: [0, 1, { b: Number.POSITIVE_INFINITY }] }, "$.a[2].b");
     expectCanonicalError({ a: Number.NEGATIVE_INFINITY }, "$.a");
     expectCanonicalError({ n: 1n }, "$.n");
+    expectCanonicalError({ n: Object(1n) }, "$.n");
+    expectCanonicalError([Object(Symbol("s"))], "$[0]");
     expectCanonicalError({ f: () => 1 }, "$.f");
     expectCanonicalError({ s: Symbol("s") }, "$.s");
     expectCanonicalError([1, undefined], "$[1]");

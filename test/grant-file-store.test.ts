@@ -279,6 +279,22 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(false);
   });
 
+  it("stops waiting for the lock when the signal aborts, writing nothing", async () => {
+    const s = store({ lockTimeoutMs: 60_000 });
+    writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "t" }));
+    const early = new AbortController();
+    const first = s.save(grantA, { signal: early.signal });
+    early.abort(new Error("stopped early"));
+    await expect(first).rejects.toThrow("stopped early");
+    const late = new AbortController();
+    const second = s.save(grantA, { signal: late.signal });
+    // Wherever the wait has got to (lock attempts or backoff), the abort ends it.
+    setTimeout(() => late.abort(new Error("stopped while waiting")), 20);
+    await expect(second).rejects.toThrow("stopped while waiting");
+    expect(existsSync(s.ledgerPath)).toBe(false);
+    await expect(s.revoke(grantA.id, { signal: AbortSignal.abort(new Error("no")) })).rejects.toThrow("no");
+  });
+
   it("releases the lock when the change fails", async () => {
     const s = store();
     writeLedger(s, "not json");

@@ -72,6 +72,9 @@ describe("Grant", () => {
     expect(() => new Grant("t", "maybe" as "allow", GrantScope.thisTool())).toThrow(/tool 't'/);
     expect(() => new Grant("t", "allow", { type: "other" } as unknown as GrantScope)).toThrow(GrantRecordError);
     expect(() => new Grant("t", "allow", GrantScope.thisCall({ n: Number.NaN }))).toThrow(CanonicalJsonError);
+    expect(() => new Grant("t", "allow", GrantScope.thisCall({ n: Number.NaN }))).toThrow(
+      "cannot write canonical JSON at $.n: NaN has no JSON form (args of a grant for tool 't')",
+    );
     const g = new Grant("t", "allow", GrantScope.thisTool());
     expect(() => g.withCreatedAtMs(-1)).toThrow(GrantRecordError);
     expect(() => g.withCreatedAtMs(1.5)).toThrow(new RegExp(g.id));

@@ -87,6 +87,10 @@ function normalizeLeaf(input: unknown, key: string, path: string): unknown {
   }
   if (value instanceof Number || value instanceof String || value instanceof Boolean) {
     value = value.valueOf();
+  } else if (value instanceof BigInt) {
+    throw new CanonicalJsonError(path, "a BigInt has no JSON form");
+  } else if (value instanceof Symbol) {
+    throw new CanonicalJsonError(path, "a symbol has no JSON form");
   }
   switch (typeof value) {
     case "string":

@@ -10,10 +10,13 @@ import { LoopctlError } from "../errors.js";
 export class CanonicalJsonError extends LoopctlError {
   /** Where in the value the problem sits, as a JSONPath such as `$.a[2].b`. */
   readonly jsonPath: string;
+  /** What is wrong with the value, e.g. `"NaN has no JSON form"`. */
+  readonly problem: string;
 
   constructor(jsonPath: string, problem: string, options?: ErrorOptions) {
     super("CANONICAL_JSON", `cannot write canonical JSON at ${jsonPath}: ${problem}`, options);
     this.jsonPath = jsonPath;
+    this.problem = problem;
   }
 }
 

@@ -8,7 +8,7 @@ import { projectIdentity } from "./digest.js";
 import { GrantRecordError, LedgerCorruptError, LedgerIoError } from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex } from "./grant-index.js";
-import { withLedgerLock } from "./ledger-lock.js";
+import { withLedgerLock, type LedgerLockOptions } from "./ledger-lock.js";
 import { requireGrant, type GrantStore } from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
@@ -29,8 +29,14 @@ export interface FileGrantStoreOptions {
   readonly now?: () => number;
 }
 
+/** Options for a {@link FileGrantStore} write. */
+export interface WriteOptions {
+  /** Stops waiting for the lock; the call then rejects with the signal's reason and writes nothing. */
+  readonly signal?: AbortSignal;
+}
+
 /** Options for {@link FileGrantStore.clear}. */
-export interface ClearOptions {
+export interface ClearOptions extends WriteOptions {
   /**
    * What to do with a corrupt ledger: `"refuse"` throws LedgerCorruptError
    * and touches nothing; `"keep-aside"` moves it to
@@ -134,11 +140,11 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerCorruptError} and leaves the file untouched when the ledger is corrupt.
    * @throws {LedgerLockError} when the lock cannot be taken in time.
    */
-  async save(grant: Grant): Promise<Grant> {
+  async save(grant: Grant, options: WriteOptions = {}): Promise<Grant> {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
-    return this.#serial(async () => {
+    return this.#serial(options.signal, async () => {
       await this.#ensureDir();
-      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read();
         const next = current.grants.filter((g) => g.id !== grant.id);
         next.push(grant);
@@ -152,10 +158,10 @@ export class FileGrantStore implements GrantStore {
    * Removes the grant with `id` under the lock; resolves to it, or to
    * `undefined` (writing nothing) when no such grant is stored.
    */
-  async revoke(id: string): Promise<Grant | undefined> {
-    return this.#serial(async () => {
+  async revoke(id: string, options: WriteOptions = {}): Promise<Grant | undefined> {
+    return this.#serial(options.signal, async () => {
       if (!(await this.#dirExists())) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read();
         const found = current.grants.find((g) => g.id === id);
         if (found === undefined) return undefined;
@@ -172,9 +178,9 @@ export class FileGrantStore implements GrantStore {
    * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
    */
   async clear(options: ClearOptions = {}): Promise<number> {
-    return this.#serial(async () => {
+    return this.#serial(options.signal, async () => {
       if (!(await this.#dirExists())) return 0;
-      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         let current: Snapshot;
         try {
           current = await this.#read();
@@ -198,10 +204,10 @@ export class FileGrantStore implements GrantStore {
    * ledger; resolves to that path. Resolves to `undefined` and changes
    * nothing when the ledger is missing or sound.
    */
-  async resetCorrupt(): Promise<string | undefined> {
-    return this.#serial(async () => {
+  async resetCorrupt(options: WriteOptions = {}): Promise<string | undefined> {
+    return this.#serial(options.signal, async () => {
       if (!(await this.#dirExists())) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         try {
           await this.#read();
           return undefined;
@@ -213,13 +219,17 @@ export class FileGrantStore implements GrantStore {
     });
   }
 
-  #lockOptions(): { timeoutMs: number; staleMs: number } {
-    return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs };
+  #lockOptions(signal: AbortSignal | undefined): LedgerLockOptions {
+    return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs, signal };
   }
 
   /** Chains this store's own writes so they do not contend for the file lock. */
-  #serial<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(task, task);
+  #serial<T>(signal: AbortSignal | undefined, task: () => Promise<T>): Promise<T> {
+    const guarded = (): Promise<T> => {
+      signal?.throwIfAborted();
+      return task();
+    };
+    const run = this.#queue.then(guarded, guarded);
     this.#queue = run.catch(() => undefined);
     return run;
   }

@@ -31,12 +31,19 @@ const THIS_TOOL: GrantScope = Object.freeze({ type: "this_tool" });
 
 /** The ledger record of one grant, as the original writes it. */
 export interface GrantRecord {
+  /** The grant id (16 hex digits). */
   readonly id: string;
+  /** The tool name. */
   readonly tool: string;
+  /** The verdict, capitalized as in the original. */
   readonly verdict: "Allow" | "Deny";
+  /** `"this_tool"`, or the exact argument set. */
   readonly scope: "this_tool" | { readonly this_call: { readonly args: unknown } };
+  /** The pin (sha256 fingerprint or legacy 16-hex digest), or null. */
   readonly pinned_descriptor: string | null;
+  /** Creation time, epoch ms (0 when unknown). */
   readonly created_at_ms: number;
+  /** A note for people, or null. */
   readonly note: string | null;
 }
 
@@ -154,7 +161,7 @@ export class Grant {
         text = canonicalJson(scope.args);
       } catch (error) {
         if (error instanceof CanonicalJsonError) {
-          throw new CanonicalJsonError(error.jsonPath, `args of a grant for tool '${tool}' have no JSON form`, {
+          throw new CanonicalJsonError(error.jsonPath, `${error.problem} (args of a grant for tool '${tool}')`, {
             cause: error,
           });
         }

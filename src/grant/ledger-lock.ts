@@ -10,6 +10,8 @@ export interface LedgerLockOptions {
   readonly timeoutMs: number;
   /** A lock older than this is abandoned, whoever holds it. */
   readonly staleMs: number;
+  /** Stops waiting: the promise rejects with the signal's reason. */
+  readonly signal?: AbortSignal | undefined;
 }
 
 interface LockInfo {
@@ -57,9 +59,21 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    setTimeout(resolve, ms);
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal === undefined) {
+      setTimeout(resolve, ms);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason as Error);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
   });
 }
 
@@ -163,6 +177,7 @@ export async function withLedgerLock<T>(
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
   for (;;) {
+    options.signal?.throwIfAborted();
     if (await tryCreate(lockPath, info)) break;
     if (await breakIfStale(lockPath, options.staleMs)) continue;
     const remaining = deadline - Date.now();
@@ -172,7 +187,7 @@ export async function withLedgerLock<T>(
         `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`,
       );
     }
-    await sleep(Math.min(remaining, backoff + Math.random() * backoff));
+    await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
   try {
