@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
@@ -144,6 +144,24 @@ describe("a corrupt ledger", () => {
       expect(run.stderr).toContain(ledger);
       expect(run.stderr).toContain("[LEDGER_CORRUPT]");
       expect(await readFile(ledger, "utf8")).toBe(garbage);
+    }
+  });
+});
+
+describe("a ledger swapped for a symbolic link", () => {
+  it("is refused with exit 4 and never written through", async () => {
+    const ledger = new FileGrantStore(root, project).ledgerPath;
+    await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });
+    const target = join(base, "elsewhere.json");
+    const content = JSON.stringify([sampleGrants()[0]?.toJSON()]);
+    await writeFile(target, content);
+    await symlink(target, ledger);
+    for (const argv of [["grants", "list"], ["grants", "reset"], ["grants", "revoke", (sampleGrants()[0] as Grant).id]]) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.io);
+      expect(run.stderr).toContain(ledger);
+      expect(run.stderr).toContain("[LEDGER_NOT_REGULAR_FILE]");
+      expect(await readFile(target, "utf8")).toBe(content);
     }
   });
 });
