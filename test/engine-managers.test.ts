@@ -51,6 +51,7 @@ describe("LoopManagers", () => {
     ["withAskTimeout", (m) => m.withAskTimeout(-1)],
     ["withAskTimeout", (m) => m.withAskTimeout(Number.NaN)],
     ["withAskTimeout", (m) => m.withAskTimeout(Number.POSITIVE_INFINITY)],
+    ["withAskTimeout", (m) => m.withAskTimeout(2 ** 31)],
     ["withHook", (m) => m.withHook({} as never)],
     ["withMiddleware", (m) => m.withMiddleware("mw" as never)],
     ["withObserver", (m) => m.withObserver(null as never)],

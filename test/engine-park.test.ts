@@ -462,3 +462,21 @@ describe("ids", () => {
     expect(new Set(first).size).toBe(3);
   });
 });
+
+describe("nothing is left behind", () => {
+  it("no abort listener stays on the caller's signal, whatever the ending", async () => {
+    const { getEventListeners } = await import("node:events");
+    const endings: [string, LoopManagers][] = [
+      ["approved", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(1_000)],
+      ["refused", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => false))],
+      ["unresolved", new LoopManagers().withHook(askAll())],
+      ["expired", new LoopManagers().withHook(askAll()).withAskResolver(new ManualResolver()).withAskTimeout(0).withMaxConcurrency(2)],
+    ];
+    for (const [label, managers] of endings) {
+      const controller = new AbortController();
+      const { agent } = build({ turns: script(call("c1", "read", A), call("c2", "read", B)), managers });
+      await agent.run("go", { signal: controller.signal });
+      expect([label, getEventListeners(controller.signal, "abort").length]).toEqual([label, 0]);
+    }
+  });
+});

@@ -141,6 +141,21 @@ describe("JSON Schema validation", () => {
     });
   });
 
+  it("a tool that mutates its arguments cannot rewrite the transcript", async () => {
+    const mutating = defineTool({
+      name: "m",
+      description: "",
+      input: { type: "object", properties: { list: { type: "array" } } },
+      execute: (input) => {
+        (input as { list: number[] }).list.push(99);
+        return "ok";
+      },
+    });
+    const { agent } = build({ turns: script(call("c1", "m", { list: [1] })), tools: [mutating] });
+    const result = await agent.run("go");
+    expect(result.messages[1]).toMatchObject({ toolCalls: [{ input: { list: [1] } }] });
+  });
+
   it("zod parsing results (defaults, transforms) are what execute receives", async () => {
     const seen: unknown[] = [];
     const tool2 = defineTool({

@@ -45,6 +45,8 @@ const DEFAULTS: ManagerSettings = Object.freeze({
   circuitBreaker: undefined,
 });
 
+const MAX_TIMER_MS = 2_147_483_647;
+
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;
 }
@@ -107,11 +109,17 @@ export class LoopManagers {
 
   /**
    * Bounds each park (delivery plus the wait) to `ms` clock milliseconds;
-   * `0` still lets an answer that is already available win.
+   * `0` still lets an answer that is already available win. At most
+   * 2147483647 (the largest timer delay).
    * @default no deadline
    */
   withAskTimeout(ms: number): LoopManagers {
-    return this.#with({ askTimeoutMs: nonNegative("withAskTimeout", "ms", ms, false) });
+    nonNegative("withAskTimeout", "ms", ms, false);
+    if (ms > MAX_TIMER_MS) {
+      // Node fires a longer timer at once; an "effectively forever" deadline would expire immediately.
+      throw new EngineConfigError("withAskTimeout", `ms must be at most ${MAX_TIMER_MS} (about 24.8 days), got ${ms}`);
+    }
+    return this.#with({ askTimeoutMs: ms });
   }
 
   /** Adds a pre-tool-use hook after the ones already added. */

@@ -119,7 +119,8 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
     const schema = inputSchema;
     check = (value) => {
       const problems = validateJsonSchema(schema, value);
-      return problems.length === 0 ? { type: "valid", value } : { type: "invalid", problems };
+      // A copy, so a tool that mutates its arguments cannot rewrite the transcript.
+      return problems.length === 0 ? { type: "valid", value: structuredClone(value) } : { type: "invalid", problems };
     };
   } else {
     throw new ToolDefinitionError(name, "input must be a zod schema or a JSON Schema object");
