@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import stableStringify from "fast-json-stable-stringify";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
 import { largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
 import { loadModule } from "./lib/load.js";
 
@@ -41,13 +41,12 @@ const digest: BenchModule = {
         measuredRow({
           bench: this.id,
           name: NAMES[0]!.name,
-          ours: ns(t["ours"]!),
-          floor: ns(t["stringify"]!),
+          ...paired(t, "ours", "stringify"),
           target: SMALL_TARGET,
           note: `${smallBytes} B of JSON`,
         }),
-        measuredRow({ bench: this.id, name: NAMES[1]!.name, ours: ns(t["ours"]!), floor: ns(t["stableSha"]!) }),
-        measuredRow({ bench: this.id, name: NAMES[2]!.name, ours: ns(t["canonical"]!), floor: ns(t["stringify"]!) }),
+        measuredRow({ bench: this.id, name: NAMES[1]!.name, ...paired(t, "ours", "stableSha") }),
+        measuredRow({ bench: this.id, name: NAMES[2]!.name, ...paired(t, "canonical", "stringify") }),
       );
     } catch (error) {
       rows.push(failedRow(this.id, NAMES[0]!.name, SMALL_TARGET, error));
@@ -70,11 +69,10 @@ const digest: BenchModule = {
         measuredRow({
           bench: this.id,
           name: NAMES[3]!.name,
-          ours: ns(t["ours"]!),
-          floor: ns(t["stringify"]!),
-          note: `${largeBytes} B of JSON; ours ${(mb / (t["ours"]! / 1e9)).toFixed(0)} MB/s`,
+          ...paired(t, "ours", "stringify"),
+          note: `${largeBytes} B of JSON; ours ${(mb / (t.ns["ours"]! / 1e9)).toFixed(0)} MB/s`,
         }),
-        measuredRow({ bench: this.id, name: NAMES[4]!.name, ours: ns(t["ours"]!), floor: ns(t["stableSha"]!) }),
+        measuredRow({ bench: this.id, name: NAMES[4]!.name, ...paired(t, "ours", "stableSha") }),
       );
     } catch (error) {
       rows.push(failedRow(this.id, NAMES[3]!.name, null, error));
@@ -88,9 +86,10 @@ const digest: BenchModule = {
         measuredRow({
           bench: this.id,
           name: NAMES[5]!.name,
-          ours: ns(t["ours"]! / textMb),
-          floor: ns(t["sha"]! / textMb),
-          note: `ours ${(textMb / (t["ours"]! / 1e9)).toFixed(0)} MB/s, sha256 ${(textMb / (t["sha"]! / 1e9)).toFixed(0)} MB/s (mixed ASCII and multi-byte text)`,
+          ours: ns(t.ns["ours"]! / textMb),
+          floor: ns(t.ns["sha"]! / textMb),
+          ratio: paired(t, "ours", "sha").ratio,
+          note: `ours ${(textMb / (t.ns["ours"]! / 1e9)).toFixed(0)} MB/s, sha256 ${(textMb / (t.ns["sha"]! / 1e9)).toFixed(0)} MB/s (mixed ASCII and multi-byte text)`,
         }),
       );
     } catch (error) {

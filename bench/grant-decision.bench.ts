@@ -1,6 +1,6 @@
 import type { Grant, ToolDescriptor } from "../src/grant/index.js";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, paired, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModule } from "./lib/load.js";
 
 const FLAT: Target = { label: "largest/smallest store", op: "<=", limit: 2, unit: "x" };
@@ -89,17 +89,16 @@ const decision: BenchModule = {
           },
           { heavy: n >= 10_000 },
         );
-        hits.push(t["ours"]!);
-        misses.push(t["oursMiss"]!);
+        hits.push(t.ns["ours"]!);
+        misses.push(t.ns["oursMiss"]!);
         rows.push(
           measuredRow({
             bench: this.id,
             name: names[rows.length]!.name,
-            ours: ns(t["ours"]!),
-            floor: ns(t["scan"]!),
+            ...paired(t, "ours", "scan"),
             note: "floor: Array.find over store.load() with Grant.covers (no pin check)",
           }),
-          measuredRow({ bench: this.id, name: names[rows.length + 1]!.name, ours: ns(t["oursMiss"]!), floor: ns(t["scanMiss"]!) }),
+          measuredRow({ bench: this.id, name: names[rows.length + 1]!.name, ...paired(t, "oursMiss", "scanMiss") }),
         );
       } catch (error) {
         rows.push(failedRow(this.id, names[rows.length]!.name, null, error));

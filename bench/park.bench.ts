@@ -1,6 +1,6 @@
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import type { BenchModule, Row } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModule } from "./lib/load.js";
 
 const ASK: PendingAsk = {
@@ -73,15 +73,14 @@ const park: BenchModule = {
         },
       );
       rows.push(
-        measuredRow({ bench: this.id, name: NAMES[0].name, ours: ns(t["ours"]!), floor: ns(t["floor"]!), target: TARGET }),
+        measuredRow({ bench: this.id, name: NAMES[0].name, ...paired(t, "ours", "floor"), target: TARGET }),
         measuredRow({
           bench: this.id,
           name: NAMES[1].name,
-          ours: ns(t["oursFreshSignal"]!),
-          floor: ns(t["floor"]!),
+          ...paired(t, "oursFreshSignal", "floor"),
           note: "includes new AbortController() per ask, which the engine allocates, not the channel",
         }),
-        measuredRow({ bench: this.id, name: NAMES[2].name, ours: ns(t["sync"]!), floor: ns(t["oneHandOff"]!) }),
+        measuredRow({ bench: this.id, name: NAMES[2].name, ...paired(t, "sync", "oneHandOff") }),
       );
     } catch (error) {
       rows.push(failedRow(this.id, NAMES[0].name, TARGET, error));

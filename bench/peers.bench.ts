@@ -1,5 +1,5 @@
-import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, timeTogether, unavailableRows } from "./lib/harness.js";
+import type { BenchModule, Row, Target, Timings } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, perRound, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
 import { assertExecuted, type RoundTrip } from "./lib/round-trip.js";
@@ -14,10 +14,11 @@ const peers: BenchModule = {
   async run(ctx) {
     const peerTrips: RoundTrip[] = [openAIAgentsRoundTrip(), vercelAIRoundTrip()];
     const loaded = await loadModules(ROUND_TRIP_EXPORTS);
-    const ours = loaded.ok ? loopctlRoundTrip(loaded.mod) : null;
-    const all = ours === null ? peerTrips : [ours, ...peerTrips];
+    const ours = loaded.ok ? loopctlRoundTrip(loaded.mod, "scripted") : null;
+    const oursMinimal = loaded.ok ? loopctlRoundTrip(loaded.mod, "minimal") : null;
+    const all = ours === null || oursMinimal === null ? peerTrips : [ours, oursMinimal, ...peerTrips];
     const rows: Row[] = [];
-    let t: Record<string, number>;
+    let t: Timings;
     try {
       // Warm once and prove each loop really ran the tool before anything is timed.
       for (const rt of all) {
@@ -38,9 +39,20 @@ const peers: BenchModule = {
         measuredRow({
           bench: this.id,
           name: "loopctl approval round trip (Agent + ScriptedModel, hook asks, SyncAskResolver)",
-          ours: ns(t[ours.label]!),
+          ours: ns(t.ns[ours.label]!),
           floor: null,
           note: `tool executions/round trips: ${executed}`,
+        }),
+      );
+    }
+    if (oursMinimal !== null) {
+      rows.push(
+        measuredRow({
+          bench: this.id,
+          name: "loopctl approval round trip, minimal Model like the peers' mocks",
+          ours: ns(t.ns[oursMinimal.label]!),
+          floor: null,
+          note: "same run with a bare Model that copies nothing, the counterpart of the peers' hand-written mocks",
         }),
       );
     }
@@ -49,7 +61,7 @@ const peers: BenchModule = {
         measuredRow({
           bench: this.id,
           name: `${rt.label} approval round trip (absolute)`,
-          ours: ns(t[rt.label]!),
+          ours: ns(t.ns[rt.label]!),
           floor: null,
           note: "figure in the 'ours' column is the peer's own time per round trip",
         }),
@@ -61,17 +73,17 @@ const peers: BenchModule = {
       return rows;
     }
     peerTrips.forEach((rt, i) => {
-      const speedup = t[rt.label]! / t[ours.label]!;
+      const speedup = perRound(t, (r) => r(rt.label) / r(ours.label));
       rows.push(
         measuredRow({
           bench: this.id,
           name: speedupNames[i]!,
-          ours: ns(t[ours.label]!),
-          floor: ns(t[rt.label]!),
+          ours: ns(t.ns[ours.label]!),
+          floor: ns(t.ns[rt.label]!),
           ratio: speedup,
           target: SPEEDUP,
           checked: { value: speedup, unit: "x" },
-          note: "floor column holds the peer's time",
+          note: `floor column holds the peer's time; minimal-model speed-up ${oursMinimal === null ? "n/a" : perRound(t, (r) => r(rt.label) / r(oursMinimal.label)).toFixed(1)}×`,
         }),
       );
     });

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
 import { loadModule, loadModules } from "./lib/load.js";
+import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
 
 type Scenario = () => Promise<() => unknown>;
 
@@ -88,6 +89,12 @@ const SCENARIOS: Record<string, Scenario> = {
     const calls = Array.from({ length: 64 }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } }));
     return () => new Agent({ model: new ScriptedModel([{ toolCalls: calls }, { text: "done" }]), tools: [echo], managers }).run("go");
   },
+  async "round-trip"() {
+    const loaded = await loadModules(ROUND_TRIP_EXPORTS);
+    if (!loaded.ok) throw new Error(loaded.reason);
+    const rt = loopctlRoundTrip(loaded.mod);
+    return () => rt.once();
+  },
 };
 
 async function need<K extends "ask" | "grant">(name: K, exports: string[]) {
@@ -102,21 +109,53 @@ interface ProfileNode {
   readonly hitCount?: number;
 }
 
+interface Profile {
+  readonly nodes: (ProfileNode & { readonly children?: readonly number[] })[];
+  readonly samples: readonly number[];
+}
+
+/**
+ * Self time (samples whose leaf is the function) and total time (samples
+ * with the function anywhere on the stack, counted once per sample), per
+ * function, as percentages of all samples.
+ */
 function summarise(file: string, top: number): string {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: ProfileNode[]; startTime: number; endTime: number; samples: number[] };
-  const totalHits = profile.nodes.reduce((sum, n) => sum + (n.hitCount ?? 0), 0);
-  const byFrame = new Map<string, number>();
+  const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
   const root = fileURLToPath(new URL("..", import.meta.url));
+  const keyOf = new Map<number, string>();
+  const parentOf = new Map<number, number>();
   for (const node of profile.nodes) {
     const { functionName, url, lineNumber } = node.callFrame;
     // Files transpiled by tsx report line 1 for everything; their line is no evidence.
     const line = lineNumber > 0 ? `:${lineNumber + 1}` : "";
     const where = url === "" ? "" : ` ${url.startsWith("file://") ? relative(root, fileURLToPath(url)) : url}${line}`;
-    const key = `${functionName === "" ? "(anonymous)" : functionName}${where}`;
-    byFrame.set(key, (byFrame.get(key) ?? 0) + (node.hitCount ?? 0));
+    keyOf.set(node.id, `${functionName === "" ? "(anonymous)" : functionName}${where}`);
+    for (const child of node.children ?? []) parentOf.set(child, node.id);
   }
-  const rows = [...byFrame.entries()].sort((a, b) => b[1] - a[1]).slice(0, top);
-  return rows.map(([key, hits]) => `${((100 * hits) / totalHits).toFixed(1).padStart(5)}%  ${key}`).join("\n");
+  const self = new Map<string, number>();
+  const total = new Map<string, number>();
+  for (const leaf of profile.samples) {
+    const leafKey = keyOf.get(leaf)!;
+    self.set(leafKey, (self.get(leafKey) ?? 0) + 1);
+    const seen = new Set<string>();
+    for (let id: number | undefined = leaf; id !== undefined; id = parentOf.get(id)) {
+      const key = keyOf.get(id)!;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      total.set(key, (total.get(key) ?? 0) + 1);
+    }
+  }
+  const n = profile.samples.length;
+  const list = (m: Map<string, number>, skip: (key: string) => boolean): string =>
+    [...m.entries()]
+      .filter(([key]) => !skip(key))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([key, hits]) => `${((100 * hits) / n).toFixed(1).padStart(5)}%  ${key}`)
+      .join("\n");
+  // Total time is only telling for our own code and the libraries it calls.
+  const boring = (key: string): boolean => key.startsWith("(root)") || key.includes("node:") || key.includes("bench/profile.ts") || key.startsWith("(program)");
+  return `self:\n${list(self, () => false)}\ntotal (on stack):\n${list(total, boring)}`;
 }
 
 async function child(name: string, seconds: number): Promise<void> {
@@ -150,7 +189,7 @@ if (args[0] === "--child") {
     );
     const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
     if (file === undefined) throw new Error("node wrote no .cpuprofile");
-    process.stdout.write(`self time by function (${name}):\n${summarise(join(dir, file), 15)}\n`);
+    process.stdout.write(`CPU profile of ${name}, % of samples\n${summarise(join(dir, file), 15)}\n`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import type { BenchModule, Row } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModule } from "./lib/load.js";
 
 const TARGET = ratioTarget(1.5);
@@ -57,8 +57,7 @@ const save: BenchModule = {
             measuredRow({
               bench: this.id,
               name: names[k]!.name,
-              ours: ns(t["ours"]!),
-              floor: ns(t["floor"]!),
+              ...paired(t, "ours", "floor"),
               target: TARGET,
               note: `${bytes.length} B ledger; floor: writeFileAtomic(path, sameBytes, { mode: 0o600 }) in the same folder (fsync on, ${tmpdir()})`,
             }),

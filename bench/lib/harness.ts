@@ -88,7 +88,7 @@ function mitataOptions(ctx: BenchContext, heavy: boolean): MeasureOptions {
   if (ctx.quick) {
     return { min_cpu_time: 15e6, min_samples: 3, max_samples: heavy ? 5 : 200, warmup_samples: 1 };
   }
-  return { min_cpu_time: heavy ? 400e6 : 250e6, min_samples: heavy ? 10 : 12, warmup_samples: 4 };
+  return { min_cpu_time: heavy ? 250e6 : 150e6, min_samples: heavy ? 10 : 12, warmup_samples: 4 };
 }
 
 export interface PairOptions {
@@ -98,19 +98,29 @@ export interface PairOptions {
   readonly verify?: () => void | Promise<void>;
 }
 
+/** Per-sample medians (ns) of every round, by function name, plus their median over rounds. */
+export interface Timings {
+  /** Median over rounds of mitata's per-sample median, in ns per call. */
+  readonly ns: Readonly<Record<string, number>>;
+  /** Each round's per-sample median, in ns per call, in round order. */
+  readonly rounds: Readonly<Record<string, readonly number[]>>;
+}
+
 /**
  * Times several functions in the same process, interleaved: each round
  * measures every function once (order rotated per round so neither side
- * always runs on a colder or hotter heap), and the figure is the median over
- * rounds of mitata's per-sample median. Returns nanoseconds per call.
+ * always runs on a colder or hotter heap). On a shared machine the load
+ * changes between rounds, so ratios are taken per round, between
+ * measurements made seconds apart, and then their median is reported (see
+ * {@link paired}).
  */
 export async function timeTogether(
   ctx: BenchContext,
   fns: Readonly<Record<string, () => unknown>>,
   options: PairOptions = {},
-): Promise<Record<string, number>> {
+): Promise<Timings> {
   const names = Object.keys(fns);
-  const rounds = ctx.quick ? 1 : 3;
+  const rounds = ctx.quick ? 1 : 5;
   const p50s: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
   const opts = mitataOptions(ctx, options.heavy === true);
   for (let round = 0; round < rounds; round++) {
@@ -122,11 +132,24 @@ export async function timeTogether(
     }
   }
   if (options.verify !== undefined) await options.verify();
-  return Object.fromEntries(names.map((n) => [n, median(p50s[n]!)]));
+  return { ns: Object.fromEntries(names.map((n) => [n, median(p50s[n]!)])), rounds: p50s };
+}
+
+/** Median over rounds of `f(round)`, e.g. a ratio of two measurements taken side by side. */
+export function perRound(t: Timings, f: (round: (name: string) => number) => number): number {
+  const count = Object.values(t.rounds)[0]?.length ?? 0;
+  const values: number[] = [];
+  for (let r = 0; r < count; r++) values.push(f((name) => t.rounds[name]![r]!));
+  return median(values);
 }
 
 export function ns(value: number): Figure {
   return { value, unit: "ns/op" };
+}
+
+/** `ours`, `floor` and their ratio, the ratio taken per round (see {@link timeTogether}). */
+export function paired(t: Timings, ours: string, floor: string): { ours: Figure; floor: Figure; ratio: number } {
+  return { ours: ns(t.ns[ours]!), floor: ns(t.ns[floor]!), ratio: perRound(t, (r) => r(ours) / r(floor)) };
 }
 
 /** Builds a measured row and judges it against its target. */

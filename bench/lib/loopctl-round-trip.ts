@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { Modules } from "./load.js";
+import { minimalModel } from "./minimal-model.js";
 import type { RoundTrip } from "./round-trip.js";
 
 export const ROUND_TRIP_EXPORTS = {
@@ -13,7 +14,14 @@ export const ROUND_TRIP_EXPORTS = {
   testing: ["ScriptedModel"],
 } as const;
 
-export function loopctlRoundTrip(mods: Pick<Modules, "ask" | "engine" | "testing">): RoundTrip {
+/**
+ * `model: "scripted"` uses loopctl's ScriptedModel (deep-copies every
+ * request); `"minimal"` a bare Model like the peers' hand-written mocks.
+ */
+export function loopctlRoundTrip(
+  mods: Pick<Modules, "ask" | "engine" | "testing">,
+  model: "scripted" | "minimal" = "scripted",
+): RoundTrip {
   const { Agent, LoopManagers, defineTool } = mods.engine;
   const { ScriptedModel } = mods.testing;
   const { SyncAskResolver } = mods.ask;
@@ -31,15 +39,19 @@ export function loopctlRoundTrip(mods: Pick<Modules, "ask" | "engine" | "testing
   const managers = new LoopManagers()
     .withHook({ preToolUse: () => ({ type: "ask", prompt: "Echo this text?" }) })
     .withAskResolver(new SyncAskResolver(() => true));
+  const turns = [
+    { toolCalls: [{ id: "call_1", name: "echo", input: { text: "hi" } }] },
+    { text: "done", toolCalls: [] },
+  ];
   return {
-    label: "loopctl",
+    label: model === "scripted" ? "loopctl" : "loopctl (minimal model)",
     async once() {
-      // ScriptedModel plays its turns once, so each run gets a fresh one (and a fresh Agent).
-      const model = new ScriptedModel([
-        { toolCalls: [{ id: "call_1", name: "echo", input: { text: "hi" } }] },
-        { text: "done" },
-      ]);
-      const agent = new Agent({ model, tools: [echo], managers });
+      // A scripted model plays its turns once, so each run gets a fresh one (and a fresh Agent).
+      const agent = new Agent({
+        model: model === "scripted" ? new ScriptedModel(turns) : minimalModel(turns),
+        tools: [echo],
+        managers,
+      });
       const result = await agent.run("go");
       const verdicts = result.records.map((r) => r.verdict);
       if (verdicts.length !== 1 || verdicts[0] !== "ask_allowed") {
