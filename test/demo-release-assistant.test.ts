@@ -1,0 +1,120 @@
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const repo = fileURLToPath(new URL("..", import.meta.url));
+
+interface Exit {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the demo as `npm run demo` would, with stdin a pipe (not a TTY), so the
+ * scripted approver answers. A hanging handle would hit the timeout.
+ */
+function demo(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Exit> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      ["--import", "tsx", "demo/release-assistant.ts", ...args],
+      { cwd: repo, timeout: 20_000, env: { ...process.env, ...env } },
+      (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr });
+      },
+    );
+    child.stdin?.end();
+  });
+}
+
+let root: string;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "loopctl-demo-test-"));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe("npm run demo (non-interactive)", () => {
+  let first: Exit;
+  let second: Exit;
+  beforeAll(async () => {
+    first = await demo(["--root", join(root, "state")]);
+    second = await demo(["--root", join(root, "state")]);
+  });
+
+  it("exits 0 both times, without colour on a pipe", () => {
+    expect(first.stderr).toBe("");
+    expect(first.code).toBe(0);
+    expect(second.code).toBe(0);
+    expect(first.stdout).not.toContain("\u001b[");
+  });
+
+  it("first run: asks, and shows an approval, a denial and an expiry", () => {
+    const out = first.stdout;
+    expect(out).toContain("a scripted release manager (stdin is not a terminal)");
+    expect(out).toMatch(/ask {5}Write CHANGELOG\.md for 1\.4\.0 \(3 entries\)\? +\(args [0-9a-f]{16}/);
+    expect(out).toMatch(/ask {5}Deploy 1\.4\.0 to production\?/);
+    expect(out).toContain("answer  approve, always this tool (scripted release manager)");
+    expect(out).toContain("answer  approve once (scripted release manager)");
+    expect(out).toContain("answer  deny, always for this call (scripted release manager)");
+    expect(out).toContain("answer  none scripted: nobody answers, the ask expires after 1000 ms");
+    expect(out).toMatch(/gate {4}ask_allowed  ask\/ask_resolver/);
+    expect(out).toMatch(/gate {4}ask_denied  ask\/ask_resolver: denied by approver/);
+    expect(out).toMatch(/gate {4}ask_expired  hook\/engine: ask expired unanswered/);
+    expect(out).toContain("Permission ask expired unanswered for tool 'deploy'");
+    expect(out).toContain("approved 2, denied 1, expired 1, decided by remembered grants 0");
+    expect(out).toContain("grants remembered for this project: 2");
+  });
+
+  it("ends with the audit trail as a table", () => {
+    const out = first.stdout;
+    const trail = out.slice(out.indexOf("audit trail"));
+    expect(trail).toMatch(/#\s+time\s+turn\s+call\s+tool\s+args digest\s+verdict\s+rule\/source\s+detail/);
+    expect(trail).toMatch(/\n\s+1\s+\+0ms\s+0\s+call_1\s+read_file\s+[0-9a-f]{16}\s+allow\s+hook\/context\n/);
+    expect(trail).toMatch(/\n\s+3\s+\+\d+ms\s+1\s+call_3\s+write_changelog\s+[0-9a-f]{16}\s+ask_allowed\s+ask\/ask_resolver\n/);
+    expect(trail).toMatch(/call_6\s+deploy\s+[0-9a-f]{16}\s+ask_expired\s+hook\/engine\s+ask expired unanswered/);
+  });
+
+  it("second run: remembered grants decide without asking", () => {
+    const out = second.stdout;
+    expect(out).toContain("(2 remembered)");
+    expect(out).not.toContain("Write CHANGELOG.md for 1.4.0 (3 entries)?  (args");
+    expect(out).toMatch(/gate {4}allow  decided by a remembered grant [0-9a-f]{16}, no ask/);
+    expect(out).toMatch(/gate {4}deny  decided by a remembered grant [0-9a-f]{16}, no ask/);
+    // Staging was approved once, not remembered: it is asked again.
+    expect(out).toContain("answer  approve once (scripted release manager)");
+    expect(out).toContain("decided by remembered grants 2");
+    expect(out).toMatch(/allow\s+grant\/context\s+allowed by remembered grant; matched [0-9a-f]{16}/);
+    expect(out).toMatch(/deny\s+grant\/context\s+denied by remembered grant; matched [0-9a-f]{16}/);
+  });
+});
+
+describe("npm run demo --workdir", () => {
+  it("acts on the named folder: the changelog and the staging deploy ran, production did not", async () => {
+    const work = join(root, "work");
+    const result = await demo(["--root", join(root, "state-2"), "--workdir", work, "--ask-timeout", "200"]);
+    expect(result.code).toBe(0);
+    expect(readFileSync(join(work, "CHANGELOG.md"), "utf8")).toContain("## 1.4.0\n\n- Faster cold start");
+    expect(JSON.parse(readFileSync(join(work, "deploys", "staging.json"), "utf8"))).toMatchObject({ version: "1.4.0" });
+    expect(existsSync(join(work, "deploys", "production.json"))).toBe(false);
+    expect(result.stdout).toContain("the ask expires after 200 ms");
+  });
+
+  it("rejects a bad flag with a message and exit 1", async () => {
+    const result = await demo(["--ask-timeout", "soon"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("--ask-timeout must be a non-negative integer");
+  });
+
+  it("prints help", async () => {
+    const result = await demo(["--help"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("--root DIR");
+  });
+});
