@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
 import { chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -186,6 +189,33 @@ describe("AuditSink appends", () => {
     expect(onError).toHaveBeenCalledTimes(1);
     await expect(sink.flush()).rejects.toMatchObject({ code: "AUDIT_CLOSED" });
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1)] });
+  });
+});
+
+describe("a write that fails mid-line", () => {
+  it("fails that append and every later one, reports them, and leaves a tail verify calls truncated", async () => {
+    const path = fresh();
+    const repo = fileURLToPath(new URL("..", import.meta.url));
+    // A file size limit of a few KiB (the unit of ulimit -f depends on the
+    // shell) makes one of the ~1 KiB lines fail part-way with EFBIG.
+    const { stdout } = await promisify(execFile)(
+      "/bin/sh",
+      ["-c", 'ulimit -f 8 && exec "$0" --import tsx test/support/cli-audit-writer.ts "$1" 12', process.execPath, path],
+      { cwd: repo },
+    );
+    const report = JSON.parse(stdout) as { outcomes: string[]; errors: string[]; flush: string };
+    const landed = report.outcomes.indexOf("error:AUDIT_IO");
+    expect(landed).toBeGreaterThanOrEqual(1);
+    expect(report.outcomes).toEqual([
+      ...Array.from({ length: landed }, (_, i) => `ok:${i + 1}`),
+      ...Array.from({ length: 12 - landed }, () => "error:AUDIT_IO"),
+    ]);
+    expect(report.errors).toEqual(Array.from({ length: 12 - landed }, () => "AUDIT_IO"));
+    expect(report.flush).toMatch(new RegExp(`^AUDIT_IO: cannot append line ${landed + 1} to audit log .*: EFBIG`));
+    const result = await verifyAuditLog(path);
+    expect(result).toMatchObject({ ok: false, line: landed + 1, problem: "truncated" });
+    if (!result.ok) expect(result.records).toHaveLength(landed);
+    await expect(AuditSink.open(path)).rejects.toMatchObject({ code: "AUDIT_CORRUPT", problem: "truncated" });
   });
 });
 

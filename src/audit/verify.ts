@@ -292,7 +292,7 @@ export async function verifyAuditLog(
 export function describe(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as NodeJS.ErrnoException).code;
-    return code ? `${code}: ${error.message}` : error.message;
+    return code && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message;
   }
   return String(error);
 }
