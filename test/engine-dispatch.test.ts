@@ -361,3 +361,16 @@ describe("model failures", () => {
     await expect(agent.run("go")).rejects.toBeInstanceOf(ModelError);
   });
 });
+
+describe("model answers the engine refuses", () => {
+  it("two tool calls sharing an id are a ModelError", async () => {
+    const { agent } = build({ turns: [{ toolCalls: [call("same", "read", A), call("same", "read", A)] }, { text: "x" }] });
+    await expect(agent.run("go")).rejects.toThrow(/two tool calls sharing an id/);
+  });
+
+  it("an id generator that does not return UUIDs is refused when the agent is built", async () => {
+    const { Agent } = await import("../src/engine/index.js");
+    const { ScriptedModel } = await import("../src/testing/index.js");
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: new LoopManagers().withIdGen(() => "id-1") })).toThrow(EngineConfigError);
+  });
+});

@@ -1,3 +1,4 @@
+import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, PendingAskSchema, SyncAskResolver } from "../src/ask/index.js";
@@ -465,7 +466,6 @@ describe("ids", () => {
 
 describe("nothing is left behind", () => {
   it("no abort listener stays on the caller's signal, whatever the ending", async () => {
-    const { getEventListeners } = await import("node:events");
     const endings: [string, LoopManagers][] = [
       ["approved", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(1_000)],
       ["refused", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => false))],
@@ -476,7 +476,7 @@ describe("nothing is left behind", () => {
       const controller = new AbortController();
       const { agent } = build({ turns: script(call("c1", "read", A), call("c2", "read", B)), managers });
       await agent.run("go", { signal: controller.signal });
-      expect([label, getEventListeners(controller.signal, "abort").length]).toEqual([label, 0]);
+      expect([label, EventEmitter.getEventListeners(controller.signal, "abort").length]).toEqual([label, 0]);
     }
   });
 });

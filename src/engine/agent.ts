@@ -4,6 +4,7 @@ import { checkBudget } from "./budget.js";
 import { CircuitBreaker } from "./breaker.js";
 import {
   CancelledError,
+  EngineConfigError,
   ModelError,
   RunStoppedError,
   ToolDefinitionError,
@@ -20,6 +21,8 @@ import { notify } from "./observer.js";
 import type { GateDecision } from "./records.js";
 import { cancelledBy, linkedSignal, raceAbort } from "./signals.js";
 import type { Tool } from "./tool.js";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** What `new Agent(…)` takes. */
 export interface AgentOptions {
@@ -62,6 +65,7 @@ export interface RunResult {
  * loop-detection counts are per run.
  *
  * @throws {ToolDefinitionError} when two tools share a name.
+ * @throws {EngineConfigError} when the id generator does not return UUIDs.
  *
  * @example
  * ```ts
@@ -103,6 +107,9 @@ export class Agent {
     this.#breaker = settings.circuitBreaker === undefined ? undefined : new CircuitBreaker(settings.circuitBreaker);
     this.#grantPolicy = settings.grantStore === undefined ? undefined : new GrantPolicy(settings.grantStore);
     this.sessionId = settings.idGen();
+    if (typeof this.sessionId !== "string" || !UUID.test(this.sessionId)) {
+      throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(this.sessionId)}`);
+    }
   }
 
   /**
@@ -175,12 +182,8 @@ export class Agent {
         if (results.stop !== undefined) throw results.stop;
       }
     } catch (thrown) {
-      const stopped =
-        thrown instanceof RunStoppedError
-          ? thrown
-          : new ModelError(`the run failed: ${describeError(thrown)}`, { cause: thrown });
-      attachTranscript(stopped, records, messages);
-      throw stopped;
+      if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
+      throw thrown;
     } finally {
       link.dispose();
     }
@@ -203,6 +206,11 @@ export class Agent {
     const parsed = ModelResponseSchema.safeParse(raw);
     if (!parsed.success) {
       throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: parsed.error });
+    }
+    const ids = new Set(parsed.data.toolCalls.map((call) => call.id));
+    if (ids.size !== parsed.data.toolCalls.length) {
+      // Results are matched to calls by id; a repeated id would make them ambiguous.
+      throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
     const response: ModelResponse = {
       ...(parsed.data.text === undefined ? {} : { text: parsed.data.text }),

@@ -159,7 +159,7 @@ async function gateAndDispatch(
   }
 
   if (decision.type !== "ask" && signal.aborted) {
-    slot.exit(draft("cancelled", "cancel", "engine", "cancelled before execution"), "modified");
+    slot.exit(draft("cancelled", "cancel", "engine", "cancelled before execution"));
     throw cancelledBy(signal);
   }
   return afterGate(run, tool, { ...call, input }, turn, signal, slot);
@@ -240,7 +240,7 @@ async function ask(
       await remember(run, tool, call, turn, outcome.resolution, "allow");
       slot.hold(draft("ask_allowed", "ask", "ask_resolver", null), "approved");
       if (signal.aborted) {
-        slot.exit(draft("cancelled", "hook", "engine", "cancelled while awaiting approval"), "approved");
+        slot.exit(draft("cancelled", "hook", "engine", "cancelled while awaiting approval"));
         throw cancelledBy(signal);
       }
       return undefined;
@@ -280,11 +280,11 @@ async function afterGate(
   if (repeats !== undefined) {
     const stop = new LoopDetectedError(tool.name, digest, repeats);
     const text = TEXTS.preDetection(stop.message);
-    slot.exit(draft("deny", "loop_detector", "engine", text), "approved");
+    slot.exit(draft("deny", "loop_detector", "engine", text));
     return { type: "stop", result: error(text), error: stop };
   }
   if (run.breaker?.isOpen(tool.name, settings.clock.now()) === true) {
-    slot.exit(draft("deny", "circuit_breaker", "engine", BREAKER_OPEN_TEXT), "approved");
+    slot.exit(draft("deny", "circuit_breaker", "engine", BREAKER_OPEN_TEXT));
     return { type: "result", result: error(BREAKER_OPEN_TEXT) };
   }
 
@@ -306,7 +306,7 @@ async function afterGate(
       signal,
     );
   } catch (thrown) {
-    slot.exit(draft("cancelled", "cancel", "engine", "cancelled during execution"), "modified");
+    slot.exit(draft("cancelled", "cancel", "engine", "cancelled during execution"));
     throw thrown instanceof CancelledError ? thrown : cancelledBy(signal);
   }
   if (dispatched.execution !== "none") {

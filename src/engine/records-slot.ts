@@ -13,7 +13,7 @@ export interface RecordDraft {
 /**
  * How a provisional record yields to later gates:
  * - `plain`: a hook had no objection; any later decision replaces it;
- * - `modified`: a hook rewrote the input; a later deny or stop replaces it;
+ * - `modified`: a hook rewrote the input; a middleware allow keeps it, a deny or an exit replaces it;
  * - `approved`: an approval or a grant; only a middleware deny replaces it,
  *   and it lands at every other exit (spec §3).
  */
@@ -80,15 +80,13 @@ export class RecordSlot {
   }
 
   /**
-   * An exit before or during dispatch (loop stop, breaker, cancel): an
-   * approval (or a modification, for `keep: "modified"`) lands; otherwise `draft`.
+   * An exit before or during dispatch (loop stop, breaker refusal, cancel):
+   * an approval or grant allow lands at that exit (spec §3); a plain or
+   * modified allow gives way to `draft`, the exit's own record.
    */
-  exit(draft: RecordDraft, keep: "approved" | "modified"): void {
-    const pending = this.#pending;
+  exit(draft: RecordDraft): void {
     if (this.#middlewareDeny !== undefined) return this.land(this.#middlewareDeny);
-    if (pending !== undefined && (pending.kind === "approved" || (keep === "modified" && pending.kind === "modified"))) {
-      return this.land(pending.draft);
-    }
+    if (this.#pending?.kind === "approved") return this.land(this.#pending.draft);
     this.land(draft);
   }
 }
