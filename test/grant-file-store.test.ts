@@ -253,6 +253,13 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(false);
   });
 
+  it("breaks a lock left with this process's pid by an earlier process", async () => {
+    const s = store();
+    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "old" }));
+    await s.save(grantA);
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+
   it("waits a bounded time for a live lock, then fails naming the lock file", async () => {
     const s = store({ lockTimeoutMs: 30 });
     writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "t" }));

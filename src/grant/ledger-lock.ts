@@ -48,8 +48,17 @@ function parseLock(text: string): LockInfo | null {
   return null;
 }
 
+/** Tokens of the locks this process holds right now. */
+const held = new Set<string>();
+
+function holderAlive(info: LockInfo): boolean {
+  // Our own pid on a lock we do not hold: left by an earlier process that
+  // had the same pid (common in containers), so nobody holds it.
+  if (info.pid === process.pid) return held.has(info.token);
+  return pidAlive(info.pid);
+}
+
 function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
     return true;
@@ -87,14 +96,21 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<boolean> {
       cause: error,
     });
   }
+  let failure: unknown;
   try {
     await handle.writeFile(JSON.stringify(info), "utf8");
   } catch (error) {
-    await handle.close().catch(() => undefined);
-    await unlink(lockPath).catch(() => undefined);
-    throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: error });
+    failure = error;
   }
-  await handle.close();
+  try {
+    await handle.close();
+  } catch (error) {
+    failure ??= error;
+  }
+  if (failure !== undefined) {
+    await unlink(lockPath).catch(() => undefined);
+    throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: failure });
+  }
   return true;
 }
 
@@ -127,6 +143,10 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   try {
     stat = await handle.stat();
     text = await handle.readFile("utf8");
+  } catch (error) {
+    throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
+      cause: error,
+    });
   } finally {
     await handle.close();
   }
@@ -135,7 +155,7 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   const stale =
     info === null
       ? ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS)
-      : ageMs > staleMs || (info.hostname === hostname() && !pidAlive(info.pid));
+      : ageMs > staleMs || (info.hostname === hostname() && !holderAlive(info));
   if (!stale) return false;
 
   // Move the lock aside and check it is the very file judged stale: a plain
@@ -190,9 +210,11 @@ export async function withLedgerLock<T>(
     await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
+  held.add(info.token);
   try {
     return await body();
   } finally {
+    held.delete(info.token);
     await release(lockPath, info.token);
   }
 }
