@@ -25,14 +25,27 @@ const variants: ResolverVariant[] = [syncVariant, channelVariant, grantStoreVari
 
 describe.each(variants)("the park, answered through $name", (variant) => {
   it("approved: the tool runs, the model gets its result, one ask_allowed record lands after dispatch", async () => {
-    const executed: unknown[] = [];
     const { log, observer } = eventLog();
+    const gatesSeenByTool: string[][] = [];
+    const executed: unknown[] = [];
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: async ({ path }) => {
+        gatesSeenByTool.push(log.filter((e) => e.startsWith("gate")));
+        await Promise.resolve();
+        executed.push({ path });
+        return `contents of ${path}`;
+      },
+    });
     const wired = variant.wire(new LoopManagers().withHook(askAll("Read a.rs?")).withObserver(observer), () => ({ type: "approve" }));
-    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [tool], managers: wired.managers });
     const result = await agent.run("go");
     await wired.close();
 
     expect(executed).toEqual([A]);
+    expect(gatesSeenByTool).toEqual([[]]);
     expect(result.records.map(shape)).toEqual([
       { tool: "read", argsDigest: argsDigest(A), verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
     ]);
