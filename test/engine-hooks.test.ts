@@ -181,3 +181,24 @@ describe("pre-tool-use hooks", () => {
     expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Invalid arguments for tool 'read': arguments must be JSON values" });
   });
 });
+
+describe("a failing seam fails closed", () => {
+  it("an id generator that throws at park time denies the call with one record", async () => {
+    let ids = 0;
+    const idGen = () => {
+      ids += 1;
+      if (ids > 2) throw new Error("entropy exhausted");
+      return `00000000-0000-4000-8000-00000000000${ids}`;
+    };
+    const executed: unknown[] = [];
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withIdGen(idGen).withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(new SyncAskResolver(() => true)),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([["deny", "engine", "engine", "engine failure: entropy exhausted"]]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied: internal error for tool 'read'", isError: true });
+  });
+});

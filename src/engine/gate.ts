@@ -28,6 +28,7 @@ export const TEXTS = {
   grantStoreFailed: (tool: string) => `Permission denied: grant store unavailable for tool '${tool}'`,
   hookFailed: (tool: string) => `Permission denied: pre-tool-use hook failed for tool '${tool}'`,
   unknownTool: (tool: string) => `Unknown tool '${tool}'`,
+  engineFailed: (tool: string) => `Permission denied: internal error for tool '${tool}'`,
   notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
   toolChanged: (prompt: string, tool: string) =>
@@ -87,7 +88,16 @@ export async function attempt(run: RunState, call: ToolCall, turn: number, signa
   const slot = new RecordSlot(call.name, tryDigest(call.input) ?? "", settings.clock, (decision) =>
     run.emit(turn, call.id, decision),
   );
-  const outcome = await gateAndDispatch(run, call, turn, signal, slot);
+  let outcome: AttemptOutcome;
+  try {
+    outcome = await gateAndDispatch(run, call, turn, signal, slot);
+  } catch (thrown) {
+    if (thrown instanceof CancelledError) throw thrown;
+    // A seam that throws (a clock, an id generator, a store's remember…) must
+    // not let the call through, nor leave it without its record.
+    slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
+    outcome = { type: "result", result: error(TEXTS.engineFailed(call.name)) };
+  }
   observe("onToolPost", { turn, call, result: outcome.result });
   return outcome;
 }
