@@ -15,6 +15,7 @@ describe("LoopManagers", () => {
     expect(withHook.settings.hooks).toHaveLength(1);
     expect(withTwo.settings.hooks).toHaveLength(2);
     expect(Object.isFrozen(withTwo.settings)).toBe(true);
+    expect(Object.isFrozen(withTwo.settings.hooks)).toBe(true);
   });
 
   it("has fail-safe defaults", () => {

@@ -86,7 +86,12 @@ export class LoopManagers {
 
   static #from(settings: ManagerSettings): LoopManagers {
     const managers = new LoopManagers();
-    managers.#settings = Object.freeze(settings);
+    managers.#settings = Object.freeze({
+      ...settings,
+      hooks: Object.freeze([...settings.hooks]),
+      middleware: Object.freeze([...settings.middleware]),
+      observers: Object.freeze([...settings.observers]),
+    });
     return managers;
   }
 
