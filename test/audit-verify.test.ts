@@ -167,6 +167,18 @@ describe("an anchor", () => {
     expect(verifyAuditBytes(new Uint8Array(), { anchor })).toMatchObject({ ok: false, line: 1, problem: "removed" });
   });
 
+  it("is refused with a typed error when malformed, before any file is read", async () => {
+    for (const bad of [{ seq: -1, hash: AUDIT_GENESIS }, { seq: 1.5, hash: AUDIT_GENESIS }, { seq: 1, hash: "ABC" }, null]) {
+      expect(() => verifyAuditBytes(original, { anchor: bad as unknown as AuditAnchor })).toThrow(AuditAnchorError);
+      await expect(verifyAuditLog(join(dir, "missing.jsonl"), { anchor: bad as unknown as AuditAnchor })).rejects.toMatchObject({
+        code: "AUDIT_ANCHOR",
+      });
+      await expect(AuditSink.open(join(dir, "never-created.jsonl"), { anchor: bad as unknown as AuditAnchor })).rejects.toBeInstanceOf(
+        AuditAnchorError,
+      );
+    }
+  });
+
   it("accepts lines appended after it was taken", () => {
     const third = JSON.parse(lines()[2] as string) as { hash: string };
     expect(verifyAuditBytes(original, { anchor: { seq: 3, hash: third.hash } }).ok).toBe(true);

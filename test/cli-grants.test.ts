@@ -74,11 +74,15 @@ describe("loopctl grants list", () => {
     expect((JSON.parse(run.stdout) as { grants: unknown[] }).grants).toHaveLength(3);
   });
 
-  it("shows control characters in a tool name as escapes", async () => {
-    await seed(root, project, [new Grant("evil\u001b[2J", "allow", GrantScope.thisTool())]);
+  it("shows control characters and bidi overrides in a tool name as escapes", async () => {
+    await seed(root, project, [
+      new Grant("evil\u001b[2J", "allow", GrantScope.thisTool()),
+      new Grant("daer\u202etxt.exe", "allow", GrantScope.thisTool()),
+    ]);
     const run = await cli(["grants", "list", ...at()], { cwd: base });
     expect(run.stdout).toContain("evil\\u001b[2J");
-    expect(run.stdout).not.toContain("\u001b");
+    expect(run.stdout).toContain("daer\\u202etxt.exe");
+    expect(run.stdout).not.toMatch(/[\u001b\u202e]/);
   });
 });
 

@@ -45,9 +45,27 @@ export function parseAuditAnchor(text: string): AuditAnchor {
   return { seq, hash: match[2] as string };
 }
 
-/** True when `value` is a well-formed anchor. */
-export function isAuditAnchor(value: AuditAnchor): boolean {
-  return Number.isSafeInteger(value.seq) && value.seq >= 0 && HEX64.test(value.hash);
+/**
+ * Refuses an anchor that is not a non-negative safe-integer `seq` with a
+ * 64-lowercase-hex `hash`: a bad anchor is the caller's mistake, not a
+ * finding about the log.
+ * @throws AuditAnchorError naming the value.
+ */
+export function assertAuditAnchor(value: unknown): asserts value is AuditAnchor {
+  const anchor = value as { seq?: unknown; hash?: unknown } | null;
+  const ok =
+    typeof anchor === "object" &&
+    anchor !== null &&
+    typeof anchor.seq === "number" &&
+    Number.isSafeInteger(anchor.seq) &&
+    anchor.seq >= 0 &&
+    typeof anchor.hash === "string" &&
+    HEX64.test(anchor.hash);
+  if (!ok) {
+    throw new AuditAnchorError(
+      `audit anchor ${JSON.stringify(value) ?? String(value)} is not { seq: a non-negative integer, hash: 64 lowercase hex }`,
+    );
+  }
 }
 
 /** `,"hash":"` + 64 hex + `"}`: the fixed tail every line ends with (before its newline). */

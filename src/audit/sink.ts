@@ -12,7 +12,7 @@ import {
   AuditRecordError,
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
-import { encodeAuditLine } from "./line.js";
+import { assertAuditAnchor, encodeAuditLine } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import { describe, verifyAuditBytes } from "./verify.js";
 
@@ -105,11 +105,13 @@ export class AuditSink {
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
+   * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
-   * @throws AuditCorruptError when the existing log does not verify.
+   * @throws AuditCorruptError when the existing log does not verify (or not against `options.anchor`).
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
   static async open(path: string, options: AuditSinkOptions = {}): Promise<AuditSink> {
+    if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
     const abs = resolve(path);
     const before = await lstat(abs).catch((error: unknown) => {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
-import { AUDIT_GENESIS, LINE_TAIL_LENGTH, isAuditAnchor } from "./line.js";
+import { AUDIT_GENESIS, LINE_TAIL_LENGTH, assertAuditAnchor } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 
 /**
@@ -148,11 +148,14 @@ function splitLines(data: Uint8Array): { lines: Uint8Array[]; tail: Uint8Array }
 /**
  * Verifies an audit log held in memory; {@link verifyAuditLog} reads the file
  * and calls this. Never throws for any content: every problem is a result.
+ * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
  */
 export function verifyAuditBytes(
   data: Uint8Array,
   options: Pick<AuditVerifyOptions, "anchor"> = {},
 ): AuditVerifyResult {
+  const anchor = options.anchor;
+  if (anchor !== undefined) assertAuditAnchor(anchor);
   const { lines, tail } = splitLines(data);
   const parsed = lines.map(parseLine);
   const records: GateDecision[] = [];
@@ -210,11 +213,7 @@ export function verifyAuditBytes(
   }
 
   const last: AuditAnchor = { seq: lines.length, hash: hashes[lines.length] ?? AUDIT_GENESIS };
-  const anchor = options.anchor;
   if (anchor !== undefined) {
-    if (!isAuditAnchor(anchor)) {
-      return fail(1, "malformed", "the anchor is not a seq with a 64-hex hash");
-    }
     if (anchor.seq > last.seq) {
       const missing = anchor.seq - last.seq;
       return fail(
@@ -249,6 +248,7 @@ export function verifyAuditBytes(
  * gaps up to the anchor's `seq`. No chain proves that the records were true
  * when the writer wrote them.
  *
+ * @throws AuditAnchorError when `options.anchor` is malformed.
  * @throws AuditPathError when `path` is not a regular file.
  * @throws AuditIoError when the file cannot be read (a missing file included:
  *   its `cause.code` is `"ENOENT"`).
@@ -257,8 +257,9 @@ export async function verifyAuditLog(
   path: string,
   options: AuditVerifyOptions = {},
 ): Promise<AuditVerifyResult> {
-  const { signal } = options;
+  const { signal, anchor } = options;
   signal?.throwIfAborted();
+  if (anchor !== undefined) assertAuditAnchor(anchor);
   let data: Uint8Array;
   let handle;
   try {

@@ -1,12 +1,13 @@
 /**
  * Makes text from a ledger or log safe to print on a terminal: control
- * characters (escape sequences included) are shown as `\u001b`-style escapes,
- * so a hostile tool name cannot rewrite the screen.
+ * characters (escape sequences included) and bidirectional overrides are
+ * shown as `\u001b`-style escapes, so a hostile tool name can neither
+ * rewrite the screen nor make one name look like another.
  */
 export function printable(text: string): string {
   return text.replace(
     // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
   );
 }

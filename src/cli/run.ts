@@ -10,12 +10,14 @@ import { VERSION } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
 
-const AUDIT_COMMANDS: Readonly<Record<string, Command>> = { verify: auditVerify };
+const GROUPS = {
+  grants: GRANTS_COMMANDS as Readonly<Record<string, Command>>,
+  audit: { verify: auditVerify } as Readonly<Record<string, Command>>,
+} as const;
 
-const GROUPS: Readonly<Record<string, Readonly<Record<string, Command>>>> = {
-  grants: GRANTS_COMMANDS,
-  audit: AUDIT_COMMANDS,
-};
+type Group = keyof typeof GROUPS;
+
+const isGroup = (word: string): word is Group => Object.hasOwn(GROUPS, word);
 
 const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
 
@@ -42,14 +44,14 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     context.stdout.write(`${VERSION}\n`);
     return EXIT.ok;
   }
-  const table = Object.hasOwn(GROUPS, group) ? GROUPS[group] : undefined;
-  if (!table) {
+  if (!isGroup(group)) {
     const what = group.startsWith("-") ? "option" : "command";
     throw new CliUsageError("", `unknown ${what} ${JSON.stringify(group)}`);
   }
   if (sub === undefined || isHelp(sub)) {
-    return help(group as HelpTopic, context, sub === undefined ? EXIT.usage : EXIT.ok);
+    return help(group, context, sub === undefined ? EXIT.usage : EXIT.ok);
   }
+  const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
   if (!command) {
     throw new CliUsageError(group, `unknown command ${JSON.stringify(`${group} ${sub}`)}`);
