@@ -190,3 +190,30 @@ describe("Agent construction", () => {
     expect(model.requests[0]?.tools.map((t) => t.name)).toEqual(["read"]);
   });
 });
+
+describe("types", () => {
+  it("a zod schema types execute's input; a JSON Schema leaves it unknown", async () => {
+    const { expectTypeOf } = await import("vitest");
+    defineTool({
+      name: "typed",
+      description: "",
+      input: z.object({ path: z.string(), limit: z.number().optional() }),
+      execute: (input) => {
+        expectTypeOf(input).toEqualTypeOf<{ path: string; limit?: number | undefined }>();
+        return input.path;
+      },
+    });
+    defineTool({
+      name: "untyped",
+      description: "",
+      input: { type: "object" },
+      execute: (input) => {
+        expectTypeOf(input).toEqualTypeOf<unknown>();
+        return "";
+      },
+    });
+    // @ts-expect-error a hook answers one of the four decisions, nothing else
+    const bad: import("../src/engine/index.js").HookDecision = { type: "maybe" };
+    void bad;
+  });
+});
