@@ -196,26 +196,31 @@ export async function withLedgerLock<T>(
   const info: LockInfo = { pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: randomUUID() };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
-  for (;;) {
-    options.signal?.throwIfAborted();
-    if (await tryCreate(lockPath, info)) break;
-    if (await breakIfStale(lockPath, options.staleMs)) continue;
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) {
-      throw new LedgerLockError(
-        lockPath,
-        `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`,
-      );
-    }
-    await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
-    backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-  }
+  // Registered before the lock file exists: another store in this process
+  // may read our token from the file before tryCreate has even returned.
   held.add(info.token);
   try {
-    return await body();
+    for (;;) {
+      options.signal?.throwIfAborted();
+      if (await tryCreate(lockPath, info)) break;
+      if (await breakIfStale(lockPath, options.staleMs)) continue;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        throw new LedgerLockError(
+          lockPath,
+          `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`,
+        );
+      }
+      await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+    try {
+      return await body();
+    } finally {
+      await release(lockPath, info.token);
+    }
   } finally {
     held.delete(info.token);
-    await release(lockPath, info.token);
   }
 }
 
