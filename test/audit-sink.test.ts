@@ -7,6 +7,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
+  AuditBusyError,
   AuditClosedError,
   AuditCorruptError,
   AuditPathError,
@@ -115,6 +116,21 @@ describe("AuditSink files", () => {
     const text = await readFile(path, "utf8");
     await writeFile(path, `${text.split("\n")[0]}\n`);
     await expect(AuditSink.open(path, { anchor })).rejects.toMatchObject({ problem: "removed", line: 2 });
+  });
+
+  it("refuses a second sink on a file already open in this process", async () => {
+    const path = fresh();
+    const first = await AuditSink.open(path);
+    await first.append(gateRecord(1));
+    const error = await AuditSink.open(join(path, "..", ".", "gates.jsonl")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditBusyError);
+    expect(error).toMatchObject({ code: "AUDIT_BUSY", path });
+    await first.append(gateRecord(2));
+    await first.close();
+    const second = await AuditSink.open(path);
+    expect(second.anchor.seq).toBe(2);
+    await second.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
   });
 
   it("syncs every line with fsync on", async () => {

@@ -61,6 +61,20 @@ export class AuditClosedError extends LoopctlError {
   }
 }
 
+/**
+ * The log is already open for appending by another sink in this process. Two
+ * writers would each extend the chain from their own last line and fork it.
+ */
+export class AuditBusyError extends LoopctlError {
+  /** The log file. */
+  readonly path: string;
+
+  constructor(path: string) {
+    super("AUDIT_BUSY", `audit log ${path} is already open for appending in this process; close that sink first`);
+    this.path = path;
+  }
+}
+
 /** An anchor string that is not `<seq>:<64 hex>`. */
 export class AuditAnchorError extends LoopctlError {
   constructor(message: string) {
@@ -75,4 +89,5 @@ export type AuditError =
   | AuditIoError
   | AuditRecordError
   | AuditClosedError
+  | AuditBusyError
   | AuditAnchorError;

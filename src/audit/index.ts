@@ -13,6 +13,7 @@ export {
 export type { AuditAnchor } from "./line.js";
 export {
   AuditAnchorError,
+  AuditBusyError,
   AuditClosedError,
   AuditCorruptError,
   AuditIoError,

@@ -5,6 +5,7 @@ import { dirname, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import {
+  AuditBusyError,
   AuditClosedError,
   AuditCorruptError,
   AuditIoError,
@@ -47,6 +48,9 @@ export type AuditAppend = AuditAnchor;
 
 const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
 
+/** The files (`dev:ino`) open for appending in this process. */
+const OPEN_FILES = new Set<string>();
+
 /**
  * An append-only, hash-chained JSONL log of {@link GateDecision} records.
  *
@@ -73,7 +77,9 @@ const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
  * never interleave; one process should write a given log (a second writer's
  * lines would fork the chain, which verify reports). Opening an existing log
  * verifies it and resumes the chain from its last line; a log that does not
- * verify is refused with {@link AuditCorruptError} and never appended to.
+ * verify is refused with {@link AuditCorruptError} and never appended to. A
+ * second sink on a file already open in this process is refused with
+ * {@link AuditBusyError}.
  * After an I/O failure the sink refuses every later append: a half-written
  * line may be on disk, and lines after it would only hide it.
  */
@@ -81,6 +87,7 @@ export class AuditSink {
   /** The absolute path of the log file. */
   readonly path: string;
   readonly #handle: FileHandle;
+  readonly #fileKey: string;
   readonly #fsync: boolean;
   readonly #onError: ((error: AuditError) => void) | undefined;
   #anchor: AuditAnchor;
@@ -93,11 +100,13 @@ export class AuditSink {
   private constructor(
     path: string,
     handle: FileHandle,
+    fileKey: string,
     anchor: AuditAnchor,
     options: AuditSinkOptions,
   ) {
     this.path = path;
     this.#handle = handle;
+    this.#fileKey = fileKey;
     this.#anchor = anchor;
     this.#fsync = options.fsync ?? false;
     this.#onError = options.onError;
@@ -153,6 +162,7 @@ export class AuditSink {
       throw new AuditIoError(abs, `cannot open audit log ${abs}: ${describe(error)}`, { cause: error });
     }
 
+    let fileKey: string | undefined;
     try {
       const stat = await handle.stat();
       if (!stat.isFile()) {
@@ -161,6 +171,10 @@ export class AuditSink {
       if (before && (before.ino !== stat.ino || before.dev !== stat.dev)) {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
+      const key = `${stat.dev}:${stat.ino}`;
+      if (OPEN_FILES.has(key)) throw new AuditBusyError(abs);
+      OPEN_FILES.add(key);
+      fileKey = key;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const data = await readAll(handle, stat.size);
       const result = verifyAuditBytes(data, options.anchor ? { anchor: options.anchor } : {});
@@ -173,10 +187,17 @@ export class AuditSink {
         );
       }
       if (!before && options.fsync) await syncFolder(dirname(abs));
-      return new AuditSink(abs, handle, result.anchor, options);
+      return new AuditSink(abs, handle, fileKey, result.anchor, options);
     } catch (error) {
+      if (fileKey !== undefined) OPEN_FILES.delete(fileKey);
       await handle.close().catch(() => undefined);
-      if (error instanceof AuditPathError || error instanceof AuditCorruptError) throw error;
+      if (
+        error instanceof AuditPathError ||
+        error instanceof AuditCorruptError ||
+        error instanceof AuditBusyError
+      ) {
+        throw error;
+      }
       throw new AuditIoError(abs, `cannot read audit log ${abs}: ${describe(error)}`, { cause: error });
     }
   }
@@ -238,6 +259,7 @@ export class AuditSink {
     if (!this.#closing) {
       this.#closed = true;
       this.#closing = this.#queue.then(async () => {
+        OPEN_FILES.delete(this.#fileKey);
         try {
           await this.#handle.close();
         } catch (error) {
