@@ -51,7 +51,8 @@ const save: BenchModule = {
               floor: () => writeFileAtomic(floorPath, bytes, { mode: 0o600 }),
               ours: () => store.save(again),
             },
-            { heavy: true },
+            // Saving waits on the disk (fsync): wall time, one call per sample.
+            { heavy: true, clock: "wall", batch: false },
           );
           rows.push(
             measuredRow({
