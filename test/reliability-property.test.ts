@@ -346,16 +346,22 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
 
 describe("whole runs under random calls, hook decisions, answer timings, deadlines and cancels", () => {
   it(`every invariant holds in ${RUNS} generated runs`, async () => {
-    let parksSeen = 0;
+    const seen = { parks: 0, cancelled: 0, expired: 0, executed: 0, records: 0 };
     await fc.assert(
       fc.asyncProperty(runPlan, async (plan) => {
         const { observed, clock, runSignal, channel } = await play(plan);
         checkRun(plan, observed, clock, runSignal);
         expect(channel?.size ?? 0).toBe(0);
-        parksSeen += observed.asks.length;
+        seen.parks += observed.asks.length;
+        seen.cancelled += observed.outcome === "cancelled" ? 1 : 0;
+        seen.expired += observed.records.filter((r) => r.verdict === "ask_expired").length;
+        seen.executed += observed.executed.length;
+        seen.records += observed.records.length;
       }),
       { numRuns: RUNS },
     );
-    expect(parksSeen).toBeGreaterThan(RUNS);
-  });
+    expect(seen.parks).toBeGreaterThan(RUNS);
+    console.log(`property: ${RUNS} runs, ${seen.records} records, ${seen.parks} parks, ${seen.expired} expiries, ` +
+      `${seen.cancelled} cancelled runs, ${seen.executed} tool executions`);
+  }, Math.max(30_000, RUNS * 60));
 });

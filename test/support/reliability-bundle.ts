@@ -26,8 +26,15 @@ export async function bundleChild(entry: string): Promise<Bundle> {
     target: "node20",
     outfile: path,
     logLevel: "silent",
-    // Bundled CommonJS dependencies may call require(); give ESM one.
-    banner: { js: 'import { createRequire as __loopctlRequire } from "node:module"; const require = __loopctlRequire(import.meta.url);' },
+    // Bundled CommonJS dependencies may use require() and __filename; give ESM both.
+    banner: {
+      js: [
+        'import { createRequire as __loopctlRequire } from "node:module";',
+        'import { fileURLToPath as __loopctlPath } from "node:url";',
+        "const require = __loopctlRequire(import.meta.url);",
+        "const __filename = __loopctlPath(import.meta.url);",
+      ].join(" "),
+    },
   });
   return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }

@@ -1,0 +1,182 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FileGrantStore } from "../src/grant/index.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
+import { openToOthers, walk } from "./support/reliability-files.js";
+import { ownGrant, sharedGrant } from "./support/reliability-grants.js";
+
+/** Writers killed per run; raise with LOOPCTL_CRASH_ROUNDS. */
+const ROUNDS = Number(process.env["LOOPCTL_CRASH_ROUNDS"] ?? 20);
+/** Racing processes and grants each saves; raise with LOOPCTL_RACE_PROCS / LOOPCTL_RACE_OPS. */
+const RACERS = Number(process.env["LOOPCTL_RACE_PROCS"] ?? 4);
+const RACE_OPS = Number(process.env["LOOPCTL_RACE_OPS"] ?? 12);
+
+let writer: Bundle | undefined;
+const roots: string[] = [];
+beforeAll(async () => {
+  writer = await bundleChild("reliability-writer.ts");
+});
+afterAll(() => {
+  writer?.dispose();
+  for (const root of roots) rmSync(root, { recursive: true, force: true });
+});
+
+function freshRoot(): { root: string; project: string } {
+  const root = mkdtempSync(join(tmpdir(), "loopctl-crash-"));
+  roots.push(root);
+  return { root: join(root, "state"), project: join(root, "project") };
+}
+
+/** Starts a churn writer and SIGKILLs it `delayMs` after it reported `saves` completed saves. */
+function churnUntilKilled(root: string, project: string, tag: string, saves: number, delayMs: number): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    let killing = false;
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      out += chunk;
+      if (!killing && out.split("\n").filter((l) => l.startsWith("saved ")).length >= saves) {
+        killing = true;
+        setTimeout(() => child.kill("SIGKILL"), delayMs);
+      }
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (err += chunk));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      if (signal !== "SIGKILL") reject(new Error(`writer ended with ${code}/${signal}: ${err}`));
+      // Only whole lines count: a line cut by the kill was never a completed operation.
+      else resolve(out.split("\n").slice(0, -1));
+    });
+  });
+}
+
+/** What one chain of kills on one ledger saw. */
+interface ChainFigures {
+  readonly kills: number;
+  readonly completedOps: number;
+  readonly held: number;
+  readonly tempFiles: number;
+  readonly lockLeft: number;
+}
+
+/**
+ * Kills `rounds` writers one after another on one ledger, checking it after
+ * every kill; each writer continues the ledger the killed one left.
+ */
+async function killChain(chain: number, rounds: number): Promise<ChainFigures> {
+  const { root, project } = freshRoot();
+  const rand = fc.sample(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 6 })), { numRuns: rounds, seed: 4242 + chain });
+  const present = new Set<string>();
+  const absent = new Set<string>();
+  const leftTemp = new Set<string>();
+  let leftLock = 0;
+  let completedOps = 0;
+  for (let round = 0; round < rounds; round += 1) {
+    const tag = `c${chain}r${round}`;
+    const [saves, delayMs] = rand[round]!;
+    const lines = await churnUntilKilled(root, project, tag, saves, delayMs);
+    expect(lines[0]).toBe("ready");
+    const ops = lines.slice(1);
+    // After "saved n" the writer revokes n-2: that revoke may have been cut by the kill, so either state is right.
+    const savedCount = ops.filter((l) => l.startsWith("saved ")).length;
+    const inFlight = ops.at(-1)?.startsWith("saved ") === true && savedCount >= 3 ? ownGrant(tag, savedCount - 3).id : undefined;
+    for (const line of ops) {
+      const [op, id] = line.split(" ");
+      completedOps += 1;
+      if (op === "saved") {
+        present.add(id!);
+        absent.delete(id!);
+      } else {
+        // Each writer revokes only grants it saved and never saves them again.
+        expect(op).toBe("revoked");
+        present.delete(id!);
+        absent.add(id!);
+      }
+    }
+    if (inFlight !== undefined) present.delete(inFlight);
+    const store = new FileGrantStore(root, project);
+    const raw = JSON.parse(readFileSync(store.ledgerPath, "utf8")) as { id: string }[];
+    const ids = (await store.load()).map((g) => g.id);
+    expect(new Set(raw.map((r) => r.id)).size).toBe(raw.length);
+    for (const id of present) expect(ids).toContain(id);
+    for (const id of absent) expect(ids).not.toContain(id);
+    expect(openToOthers(root)).toEqual([]);
+    const beside = walk(join(store.ledgerPath, "..")).map((e) => e.path);
+    for (const name of beside.filter((p) => /^grants\.json\.[0-9a-f]+$/.test(p))) leftTemp.add(name);
+    leftLock += beside.includes("grants.json.lock") ? 1 : 0;
+  }
+  // A later writer still gets the lock and the ledger afterwards.
+  const store = new FileGrantStore(root, project);
+  const last = ownGrant("after", chain);
+  await store.save(last);
+  expect((await store.load()).map((g) => g.id)).toEqual(expect.arrayContaining([...present, last.id]));
+  return { kills: rounds, completedOps, held: present.size, tempFiles: leftTemp.size, lockLeft: leftLock };
+}
+
+describe("SIGKILL of real writer processes mid-save", () => {
+  it(`after each of ${ROUNDS} kills the ledger parses, holds every returned save, loses no returned revoke, and nothing is open to others`, async () => {
+    // Four independent ledgers at once: a round mostly waits for a process to start.
+    const chains = Math.min(4, ROUNDS);
+    const figures = await Promise.all(
+      Array.from({ length: chains }, (_, c) => killChain(c, Math.floor(ROUNDS / chains) + (c < ROUNDS % chains ? 1 : 0))),
+    );
+    const sum = (key: keyof ChainFigures): number => figures.reduce((n, f) => n + f[key], 0);
+    expect(sum("kills")).toBe(ROUNDS);
+    console.log(`crash: ${sum("kills")} kills on ${chains} ledgers, ${sum("completedOps")} completed operations checked, ` +
+      `${sum("held")} grants held; temp files left by kills: ${sum("tempFiles")}, kills that left the lock: ${sum("lockLeft")}`);
+  }, Math.max(120_000, ROUNDS * 5_000));
+});
+
+describe("several processes saving and revoking one project at once", () => {
+  it(`${RACERS} processes × ${RACE_OPS} own grants (half revoked) + ${RACE_OPS / 2} shared ids saved, revoked and saved again by every one`, async () => {
+    const { root, project } = freshRoot();
+    const shared = RACE_OPS / 2;
+    const racers = Array.from({ length: RACERS }, (_, i) =>
+      new Promise<{ tag: string; ops: { op: string; id: string; returned: boolean }[] }>((resolve, reject) => {
+        const child = spawn(process.execPath, [writer!.path, "race", root, project, `p${i}`, String(RACE_OPS), String(shared)], {
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        let out = "";
+        let err = "";
+        child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+        child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+        child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`racer p${i} exited ${code}: ${err}`))));
+      }),
+    );
+    const reports = await Promise.all(racers);
+    const store = new FileGrantStore(root, project);
+    const raw = JSON.parse(readFileSync(store.ledgerPath, "utf8")) as { id: string }[];
+    expect(new Set(raw.map((r) => r.id)).size).toBe(raw.length);
+    const loaded = await store.load();
+    const ids = new Set(loaded.map((g) => g.id));
+    let ops = 0;
+    for (const { tag, ops: done } of reports) {
+      ops += done.length;
+      for (let n = 0; n < RACE_OPS; n += 1) {
+        const id = ownGrant(tag, n).id;
+        // Nobody else touches a racer's own grants: its saves and revokes must all stick.
+        expect(ids.has(id)).toBe(n % 2 === 0);
+        if (n % 2 === 1) expect(done.find((o) => o.op === "revoke" && o.id === id)?.returned).toBe(true);
+      }
+    }
+    for (let n = 0; n < shared; n += 1) {
+      const id = sharedGrant(n).id;
+      // Every racer's last word on a shared id is a save, so it is there, once, with one racer's note.
+      expect(ids.has(id)).toBe(true);
+      expect(reports.map((r) => r.tag)).toContain(loaded.find((g) => g.id === id)?.note);
+      // The first revoke in the serial order follows a save, so at least one revoke found the grant.
+      const found = reports.flatMap((r) => r.ops).filter((o) => o.op === "revoke" && o.id === id && o.returned);
+      expect(found.length).toBeGreaterThanOrEqual(1);
+    }
+    expect(loaded).toHaveLength(RACERS * (RACE_OPS / 2) + shared);
+    expect(openToOthers(root)).toEqual([]);
+    expect(walk(join(store.ledgerPath, "..")).map((e) => e.path).sort()).toEqual([".", "grants.json"]);
+    console.log(`race: ${RACERS} processes, ${ops} operations, ${loaded.length} grants held, none lost`);
+  }, Math.max(120_000, RACERS * RACE_OPS * 1_000));
+});
