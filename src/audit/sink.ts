@@ -198,7 +198,7 @@ export class AuditSink {
       ) {
         throw error;
       }
-      throw new AuditIoError(abs, `cannot read audit log ${abs}: ${describe(error)}`, { cause: error });
+      throw new AuditIoError(abs, `cannot read or tighten audit log ${abs}: ${describe(error)}`, { cause: error });
     }
   }
 

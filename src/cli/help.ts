@@ -7,10 +7,17 @@ const EXIT_CODES = `Exit codes:
   5  unexpected error (a bug: please report it)
 `;
 
-const PROJECT_OPTIONS = `  --project DIR  the project whose ledger to use (default: the current folder)
-  --root DIR     the grant store root (default: $XDG_STATE_HOME/loopctl/grants,
-                 else ~/.local/state/loopctl/grants)
-`;
+/** The --project/--root lines, their descriptions starting at column `at`. */
+function projectOptions(at: number): string {
+  const pad = (flag: string): string => `  ${flag}`.padEnd(at);
+  return (
+    `${pad("--project DIR")}the project whose ledger to use (default: the current folder)\n` +
+    `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/grants,\n` +
+    `${" ".repeat(at)}else ~/.local/state/loopctl/grants)\n`
+  );
+}
+
+const PROJECT_OPTIONS = projectOptions(17);
 
 /** The help text of each command, keyed by its words. */
 export const HELP = {
@@ -92,8 +99,8 @@ Options:
   --args JSON        the call's arguments as JSON, e.g. '{"path":"/tmp/x"}'
   --descriptor JSON  the tool's descriptor, to check pins:
                      '{"description": "...", "inputSchema": {...}}'
-${PROJECT_OPTIONS}  --json         print the explanation as JSON
-  -h, --help     show this help
+${projectOptions(21)}  --json             print the explanation as JSON
+  -h, --help         show this help
 
 ${EXIT_CODES}`,
   audit: `loopctl audit: the hash-chained audit log of gate decisions.
