@@ -8,7 +8,7 @@ import { FileGrantStore } from "../src/grant/index.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WRITERS = 6;
-const PER_WRITER = 15;
+const PER_WRITER = 12;
 
 interface Outcome {
   readonly saved: string[];
