@@ -160,6 +160,8 @@ describe("canonicalJson", () => {
     expectCanonicalError({ s: new Set([1]) }, "$.s");
     expectCanonicalError({ u: new Uint8Array(2) }, "$.u");
     expectCanonicalError({ t: { toJSON: () => Number.NaN } }, "$.t");
+    expectCanonicalError({ t: { toJSON: () => { throw new Error("no"); } } }, "$.t");
+    expectCanonicalError({ g: { get x(): number { throw new Error("no"); } } }, "$.g.x");
   });
 
   it("refuses cycles but accepts shared (acyclic) references", () => {

@@ -158,7 +158,12 @@ function normalize(value: unknown): JsonNode {
     }
     // A null prototype keeps a "__proto__" key an ordinary property.
     const target = Object.create(null) as JsonObject;
-    const keys = Object.keys(source);
+    let keys: string[];
+    try {
+      keys = Object.keys(source);
+    } catch (error) {
+      throw new CanonicalJsonError(path, "listing the object's keys threw", { cause: error });
+    }
     stack.push({ source, target, keys, length: keys.length, path, index: 0 });
     return target;
   };
@@ -185,7 +190,13 @@ function normalize(value: unknown): JsonNode {
     } else {
       const key = frame.keys[i] as string;
       const path = childPath(frame.path, key);
-      const child = normalizeLeaf((frame.source as Record<string, unknown>)[key], key, path);
+      let raw: unknown;
+      try {
+        raw = (frame.source as Record<string, unknown>)[key];
+      } catch (error) {
+        throw new CanonicalJsonError(path, "reading the property threw", { cause: error });
+      }
+      const child = normalizeLeaf(raw, key, path);
       // JSON.stringify omits undefined properties; so do we.
       if (child === undefined) continue;
       const target = frame.target as JsonObject;
