@@ -1,7 +1,7 @@
 import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EXIT } from "../src/cli/index.js";
+import { EXIT, runCli } from "../src/cli/index.js";
 import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
 import { cli } from "./support/cli-harness.js";
 import { sampleGrants, seed, tempProject } from "./support/cli-grants-fixtures.js";
@@ -216,6 +216,21 @@ describe("usage", () => {
         expect(run.stderr).toBe("");
       }
     }
+  });
+
+  it("resolves to exit 5, never rejects, when its output streams fail", async () => {
+    const broken = { write: (): never => { throw new Error("EPIPE"); } };
+    let stderr = "";
+    const code = await runCli(["grants", "list", ...at()], {
+      stdout: broken,
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+      env: {},
+      cwd: base,
+    });
+    expect(code).toBe(EXIT.internal);
+    expect(stderr).toBe("loopctl: unexpected error (please report it): EPIPE\n");
+    const both = await runCli(["grants", "list", ...at()], { stdout: broken, stderr: broken, env: {}, cwd: base });
+    expect(both).toBe(EXIT.internal);
   });
 
   it("prints the version", async () => {

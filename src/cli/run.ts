@@ -30,7 +30,12 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
   try {
     return await dispatch(argv, context);
   } catch (error) {
-    return report(error, context);
+    try {
+      return report(error, context);
+    } catch {
+      // stderr itself failed (a closed pipe): the exit code is all that is left.
+      return EXIT.internal;
+    }
   }
 }
 
