@@ -13,13 +13,15 @@ export interface ToolDescriptor {
   readonly inputSchema: unknown;
 }
 
-const TWO_32 = 0x1_0000_0000;
+function hex4(limb: number): string {
+  return limb.toString(16).padStart(4, "0");
+}
 
 /**
  * FNV-1a 64 over the UTF-8 bytes of `text`, as 16 lowercase hex digits.
  *
- * The 64-bit state is kept as two unsigned 32-bit halves so no BigInt is made
- * per byte. A lone surrogate has no UTF-8 form; like `TextEncoder` it is
+ * The 64-bit state is kept in 16-bit limbs so no BigInt is made per byte.
+ * A lone surrogate has no UTF-8 form; like `TextEncoder` it is
  * hashed as U+FFFD. Text made by {@link canonicalJson} never holds one (it
  * escapes them as `\udxxx`), so the digests built on it are unaffected.
  *
@@ -27,16 +29,23 @@ const TWO_32 = 0x1_0000_0000;
  * digest16("") // "cbf29ce484222325"
  */
 export function digest16(text: string): string {
-  let hi = 0xcbf29ce4;
-  let lo = 0x84222325;
-  // hash = (hash ^ byte) * 0x100000001b3 (mod 2^64), with the prime split as
-  // 2^40 + 0x1b3: every partial product stays below 2^53, so doubles are exact.
+  // The 64-bit state as four 16-bit limbs (h0 lowest). The prime
+  // 0x100000001b3 has limbs [0x1b3, 0, 0x100, 0], so every partial product
+  // stays a small integer and no BigInt or float division is needed.
+  let h0 = 0x2325;
+  let h1 = 0x8422;
+  let h2 = 0x9ce4;
+  let h3 = 0xcbf2;
   const step = (byte: number): void => {
-    lo = (lo ^ byte) >>> 0;
-    const low = lo * 0x1b3;
-    const carry = Math.floor(low / TWO_32);
-    hi = (hi * 0x1b3 + carry + ((lo << 8) >>> 0)) >>> 0;
-    lo = low >>> 0;
+    h0 ^= byte;
+    const t0 = h0 * 0x1b3;
+    const t1 = h1 * 0x1b3 + (t0 >>> 16);
+    const t2 = h2 * 0x1b3 + h0 * 0x100 + (t1 >>> 16);
+    const t3 = h3 * 0x1b3 + h1 * 0x100 + (t2 >>> 16);
+    h0 = t0 & 0xffff;
+    h1 = t1 & 0xffff;
+    h2 = t2 & 0xffff;
+    h3 = t3 & 0xffff;
   };
   const length = text.length;
   for (let i = 0; i < length; i++) {
@@ -67,7 +76,7 @@ export function digest16(text: string): string {
     step(0x80 | ((c >> 6) & 0x3f));
     step(0x80 | (c & 0x3f));
   }
-  return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
+  return hex4(h3) + hex4(h2) + hex4(h1) + hex4(h0);
 }
 
 /**
