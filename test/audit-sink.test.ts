@@ -16,6 +16,7 @@ import {
   auditObserver,
   verifyAuditLog,
 } from "../src/audit/index.js";
+import { GATE_VERDICTS, RULE_SOURCES } from "../src/engine/index.js";
 import type { GateDecision } from "../src/engine/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
@@ -170,6 +171,34 @@ describe("AuditSink appends", () => {
         await sink.flush();
         await sink.close();
         expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: expected });
+      }),
+      { numRuns: FUZZ_RUNS },
+    );
+  });
+
+  it("property: any records, any UTF-16 text in them, read back exactly", async () => {
+    const anyCodeUnit = fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c));
+    const text = fc.string({ unit: anyCodeUnit, maxLength: 40 });
+    const record = fc.record({
+      tool: text,
+      argsDigest: text,
+      verdict: fc.constantFrom(...GATE_VERDICTS),
+      ruleId: text,
+      ruleSource: fc.constantFrom(...RULE_SOURCES),
+      matchedPattern: fc.option(text, { nil: null }),
+      reason: fc.option(text, { nil: null }),
+      ts: fc.double({ noNaN: true, noDefaultInfinity: true }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(record, { maxLength: 12 }), async (records) => {
+        const path = fresh();
+        const sink = await AuditSink.open(path);
+        await Promise.all(records.map((r) => sink.append(r)));
+        await sink.close();
+        const result = await verifyAuditLog(path, { anchor: sink.anchor });
+        expect(result).toMatchObject({ ok: true });
+        // -0 is written as 0 by JSON: compare as JSON would carry it.
+        if (result.ok) expect(result.records).toEqual(records.map((r) => ({ ...r, ts: r.ts === 0 ? 0 : r.ts })));
       }),
       { numRuns: FUZZ_RUNS },
     );
