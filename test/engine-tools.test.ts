@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { descriptorDigest, descriptorFingerprint } from "../src/grant/index.js";
-import { Agent, LoopManagers, SUPPORTED_JSON_SCHEMA_KEYWORDS, ToolDefinitionError, defineTool } from "../src/engine/index.js";
+import { Agent, EngineConfigError, LoopManagers, SUPPORTED_JSON_SCHEMA_KEYWORDS, ToolDefinitionError, defineTool } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 import { build, call, script } from "./support/engine-fixtures.js";
 
@@ -180,8 +180,14 @@ describe("Agent construction", () => {
 
   it("rejects things that are not tools, models or managers", () => {
     expect(() => new Agent({ model: new ScriptedModel([]), tools: [{ name: "x" } as never] })).toThrow(ToolDefinitionError);
-    expect(() => new Agent({ model: {} as never, tools: [] })).toThrow(TypeError);
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: {} as never })).toThrow(TypeError);
+    expect(() => new Agent({ model: {} as never, tools: [] })).toThrow(EngineConfigError);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: {} as never })).toThrow(/Agent: tools must be an array/);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: {} as never })).toThrow(/Agent: managers must be a LoopManagers/);
+  });
+
+  it("run refuses a userText that is not a string", async () => {
+    const agent = new Agent({ model: new ScriptedModel([]), tools: [] });
+    await expect(agent.run(42 as never)).rejects.toThrow(EngineConfigError);
   });
 
   it("the model is shown every tool's descriptor", async () => {

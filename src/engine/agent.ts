@@ -65,7 +65,8 @@ export interface RunResult {
  * loop-detection counts are per run.
  *
  * @throws {ToolDefinitionError} when two tools share a name.
- * @throws {EngineConfigError} when the id generator does not return UUIDs.
+ * @throws {EngineConfigError} on a missing model, tools that are not an array,
+ *   managers that are not a `LoopManagers`, or an id generator that does not return UUIDs.
  *
  * @example
  * ```ts
@@ -84,13 +85,13 @@ export class Agent {
   readonly #grantPolicy: GrantPolicy | undefined;
 
   constructor(options: AgentOptions) {
-    if (typeof options !== "object" || options === null) throw new TypeError("Agent needs { model, tools, managers? }");
+    if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers? }");
     const { model, tools, managers = new LoopManagers() } = options;
     if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
-      throw new TypeError("Agent: model must have a generate(request) method");
+      throw new EngineConfigError("Agent", "model must have a generate(request) method");
     }
-    if (!Array.isArray(tools)) throw new TypeError("Agent: tools must be an array");
-    if (!(managers instanceof LoopManagers)) throw new TypeError("Agent: managers must be a LoopManagers");
+    if (!Array.isArray(tools)) throw new EngineConfigError("Agent", "tools must be an array");
+    if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
     const byName = new Map<string, Tool>();
     for (const tool of tools) {
       if (typeof tool !== "object" || tool === null || typeof tool.name !== "string" || typeof tool.check !== "function") {
@@ -121,7 +122,7 @@ export class Agent {
    * throws or answers garbage.
    */
   async run(userText: string, options: RunOptions = {}): Promise<RunResult> {
-    if (typeof userText !== "string") throw new TypeError("Agent.run: userText must be a string");
+    if (typeof userText !== "string") throw new EngineConfigError("Agent.run", "userText must be a string");
     const settings = this.#managers.settings;
     const runId = settings.idGen();
     const records: GateDecision[] = [];
