@@ -17,7 +17,7 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ApprovalChannel } from "loopctl/ask";
 import type { Approver } from "loopctl/ask";
-import { Agent, LoopManagers } from "loopctl/engine";
+import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
 import type { GateEvent, Observer } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
 import { ScriptedModel } from "loopctl/testing";
@@ -173,12 +173,14 @@ async function main(): Promise<number> {
       .withObserver(narrator(write, style, gates));
     const agent = new Agent({ model: new ScriptedModel(MODEL_TURNS), tools, managers });
 
+    const stopApprover = new AbortController();
     const approving = options.interactive
       ? runTerminalApprover(approver, {
           input: process.stdin,
           output: process.stdout,
           color: wantsColor(process.stdout),
           describeTool: (name) => descriptors.get(name),
+          signal: stopApprover.signal,
         })
       : runScriptedApprover(approver, write, style, options.askTimeoutMs);
 
@@ -192,8 +194,10 @@ async function main(): Promise<number> {
       failure = error;
     } finally {
       process.removeListener("SIGINT", onSigint);
-      // Closing denies anything still parked and ends the approver loop.
+      // Closing denies anything still parked and ends the approver loop; the
+      // terminal approver also stops reading stdin, which would keep the process alive.
       approver.close();
+      stopApprover.abort();
       await approving;
     }
 
@@ -208,7 +212,8 @@ async function main(): Promise<number> {
     write(`  grants remembered for this project: ${(await store.load()).length}`);
     if (failure !== undefined) {
       write(style.red(`\nthe run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)}`));
-      return 1;
+      // 130: the shell's convention for "stopped by Ctrl-C".
+      return failure instanceof CancelledError ? 130 : 1;
     }
     write(
       `\nRun it again: remembered answers decide without asking. ${style.dim(`(--reset forgets them; \`loopctl grants list --root ${options.root} --project ${projectDir}\` shows them)`)}`,

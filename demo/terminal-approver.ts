@@ -60,6 +60,11 @@ export interface TerminalApproverOptions {
   readonly color?: boolean;
   /** Looks up a tool's descriptor so the approver can show the pin a grant would carry. */
   readonly describeTool?: (tool: string) => ToolDescriptor | undefined;
+  /**
+   * Stops the approver: it closes the approver (denying what still waits) and
+   * stops reading input, so a pending prompt does not keep the process alive.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** What the terminal approver did, for the caller's summary. */
@@ -81,10 +86,29 @@ export async function runTerminalApprover(
   options: TerminalApproverOptions,
 ): Promise<TerminalApproverReport> {
   const style = makeStyle(options.color ?? false);
+  using lines = new LineReader(options.input);
+  const stop = (): void => {
+    approver.close();
+    lines.close();
+  };
+  if (options.signal?.aborted === true) stop();
+  options.signal?.addEventListener("abort", stop, { once: true });
+  try {
+    return await answerAll(approver, lines, options, style);
+  } finally {
+    options.signal?.removeEventListener("abort", stop);
+  }
+}
+
+async function answerAll(
+  approver: Approver,
+  lines: LineReader,
+  options: TerminalApproverOptions,
+  style: Style,
+): Promise<TerminalApproverReport> {
   const write = (text: string): void => {
     options.output.write(text);
   };
-  using lines = new LineReader(options.input);
   let answered = 0;
   let late = 0;
   for await (const ask of approver) {
@@ -94,6 +118,7 @@ export async function runTerminalApprover(
       write(style.bold("  your answer [a/c/t/d/n]: "));
       const line = await lines.next();
       if (line === undefined) {
+        if (options.signal?.aborted === true) return { answered, late };
         write(`\n  ${style.red("input ended: denying this ask and every later one")}\n`);
         approver.close();
         return { answered, late };
@@ -115,23 +140,26 @@ export async function runTerminalApprover(
 
 /** The block of text shown for one ask: what is asked, and what each remembered answer would cover. */
 export function describeAsk(ask: PendingAsk, style: Style, descriptor?: ToolDescriptor): string {
-  const pin =
-    descriptor === undefined
-      ? ""
-      : `, pinned to ${descriptorFingerprint(descriptor).slice(0, 19)}… (asks again if the tool changes)`;
   const rows: Array<[string, string]> = [
     ["a", "approve once"],
-    ["c", `always this call   grant: allow ${ask.tool} with exactly these arguments (args ${ask.argsDigest})${pin}`],
-    ["t", `always this tool   grant: allow ${ask.tool}, any arguments${pin}`],
+    ["c", `always this call   remembers: allow ${ask.tool} with exactly these arguments (args ${ask.argsDigest})`],
+    ["t", `always this tool   remembers: allow ${ask.tool}, any arguments`],
     ["d", "deny"],
-    ["n", `always deny        grant: deny ${ask.tool} with exactly these arguments (args ${ask.argsDigest})${pin}`],
+    ["n", `always deny        remembers: deny ${ask.tool} with exactly these arguments`],
   ];
+  const pin =
+    descriptor === undefined
+      ? []
+      : [
+          `  ${style.dim(`a remembered answer is pinned to ${descriptorFingerprint(descriptor).slice(0, 19)}…; if the tool changes, it asks again`)}`,
+        ];
   return [
     "",
     `${style.yellow("? approval needed")}  ${style.bold(ask.tool)}  ${style.dim(`(turn ${ask.turn}, call ${ask.callId}, ask ${ask.id})`)}`,
     `  ${ask.prompt}`,
     `  ${style.dim("args digest")} ${ask.argsDigest}`,
     ...rows.map(([key, text]) => `  [${style.bold(key)}] ${text}`),
+    ...pin,
     "",
   ].join("\n");
 }

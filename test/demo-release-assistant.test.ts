@@ -1,10 +1,14 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+
+// Each test starts real processes; on a busy machine node + tsx startup alone can take seconds.
+vi.setConfig({ testTimeout: 60_000, hookTimeout: 120_000 });
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
 
@@ -18,35 +22,108 @@ interface Exit {
  * Runs the demo as `npm run demo` would, with stdin a pipe (not a TTY), so the
  * scripted approver answers. A hanging handle would hit the timeout.
  */
-function demo(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Exit> {
+function demo(args: string[], input = ""): Promise<Exit> {
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
       ["--import", "tsx", "demo/release-assistant.ts", ...args],
-      { cwd: repo, timeout: 20_000, env: { ...process.env, ...env } },
+      { cwd: repo, timeout: 60_000 },
       (error, stdout, stderr) => {
         resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr });
       },
     );
-    child.stdin?.end();
+    child.stdin?.end(input);
   });
 }
 
 let root: string;
+let first: Exit;
+let second: Exit;
+let firstAndSecond: Promise<void>;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "loopctl-demo-test-"));
+  // The two runs that share a ledger go one after the other, in the background
+  // while the independent runs below are tested, to keep the file fast.
+  firstAndSecond = (async () => {
+    first = await demo(["--root", join(root, "state")]);
+    second = await demo(["--root", join(root, "state")]);
+  })();
 });
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-describe("npm run demo (non-interactive)", () => {
-  let first: Exit;
-  let second: Exit;
-  beforeAll(async () => {
-    first = await demo(["--root", join(root, "state")]);
-    second = await demo(["--root", join(root, "state")]);
+describe("npm run demo --workdir", () => {
+  it("acts on the named folder: the changelog and the staging deploy ran, production did not", async () => {
+    const work = join(root, "work");
+    const result = await demo(["--root", join(root, "state-2"), "--workdir", work, "--ask-timeout", "200"]);
+    expect(result.code).toBe(0);
+    expect(readFileSync(join(work, "CHANGELOG.md"), "utf8")).toContain("## 1.4.0\n\n- Faster cold start");
+    expect(JSON.parse(readFileSync(join(work, "deploys", "staging.json"), "utf8"))).toMatchObject({ version: "1.4.0" });
+    expect(existsSync(join(work, "deploys", "production.json"))).toBe(false);
+    expect(result.stdout).toContain("the ask expires after 200 ms");
   });
+
+  it("rejects a bad flag with a message and exit 1", async () => {
+    const result = await demo(["--ask-timeout", "soon"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("--ask-timeout must be a non-negative integer");
+  });
+
+  it("prints help", async () => {
+    const result = await demo(["--help"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("--root DIR");
+  });
+});
+
+describe("npm run demo --interactive (answers typed on stdin)", () => {
+  it("takes each answer from the terminal approver and remembers the ones asked to", async () => {
+    const state = join(root, "state-3");
+    const result = await demo(["--root", state, "--interactive"], "t\nmaybe\na\nn\nd\n");
+    expect(result.code).toBe(0);
+    const out = result.stdout;
+    expect(out).toContain("approver   you, at this terminal");
+    expect(out).toContain("? approval needed  write_changelog");
+    expect(out).toContain("always this tool   remembers: allow write_changelog, any arguments");
+    expect(out).toContain('not an answer: "maybe"');
+    expect(out).toMatch(/ask_denied  ask\/ask_resolver: denied by approver: denied at the terminal, remembered/);
+    expect(out).toContain("approved 2, denied 2, expired 0");
+    expect(out).toContain("grants remembered for this project: 2");
+  });
+
+  it("fails closed when the input ends: the waiting ask and every later one are denied", async () => {
+    const result = await demo(["--root", join(root, "state-4"), "--interactive"], "");
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("input ended: denying this ask and every later one");
+    expect(result.stdout).toContain("denied by approver: approval channel closed");
+    expect(result.stdout).toContain("approved 0, denied 4, expired 0");
+  });
+
+  it("Ctrl-C while an ask waits cancels the run: exit 130, one cancelled record, nothing ran", async () => {
+    const work = join(root, "work-cancel");
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "demo/release-assistant.ts", "--root", join(root, "state-5"), "--workdir", work, "--interactive"],
+      { cwd: repo, stdio: ["pipe", "pipe", "pipe"] },
+    );
+    let out = "";
+    let interrupted = false;
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+      // Once: a second Ctrl-C is meant to kill the process outright.
+      if (!interrupted && out.includes("your answer")) interrupted = child.kill("SIGINT");
+    });
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).toBe(130);
+    expect(out).toMatch(/call_3\s+write_changelog\s+[0-9a-f]{16}\s+cancelled\s+hook\/engine\s+cancelled while awaiting approval/);
+    expect(out).toContain("the run ended early: CancelledError");
+    expect(existsSync(join(work, "CHANGELOG.md"))).toBe(false);
+  });
+});
+
+describe("npm run demo (non-interactive)", () => {
+  beforeAll(() => firstAndSecond);
 
   it("exits 0 both times, without colour on a pipe", () => {
     expect(first.stderr).toBe("");
@@ -92,29 +169,5 @@ describe("npm run demo (non-interactive)", () => {
     expect(out).toContain("decided by remembered grants 2");
     expect(out).toMatch(/allow\s+grant\/context\s+allowed by remembered grant; matched [0-9a-f]{16}/);
     expect(out).toMatch(/deny\s+grant\/context\s+denied by remembered grant; matched [0-9a-f]{16}/);
-  });
-});
-
-describe("npm run demo --workdir", () => {
-  it("acts on the named folder: the changelog and the staging deploy ran, production did not", async () => {
-    const work = join(root, "work");
-    const result = await demo(["--root", join(root, "state-2"), "--workdir", work, "--ask-timeout", "200"]);
-    expect(result.code).toBe(0);
-    expect(readFileSync(join(work, "CHANGELOG.md"), "utf8")).toContain("## 1.4.0\n\n- Faster cold start");
-    expect(JSON.parse(readFileSync(join(work, "deploys", "staging.json"), "utf8"))).toMatchObject({ version: "1.4.0" });
-    expect(existsSync(join(work, "deploys", "production.json"))).toBe(false);
-    expect(result.stdout).toContain("the ask expires after 200 ms");
-  });
-
-  it("rejects a bad flag with a message and exit 1", async () => {
-    const result = await demo(["--ask-timeout", "soon"]);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain("--ask-timeout must be a non-negative integer");
-  });
-
-  it("prints help", async () => {
-    const result = await demo(["--help"]);
-    expect(result.code).toBe(0);
-    expect(result.stdout).toContain("--root DIR");
   });
 });

@@ -50,9 +50,10 @@ describe("demo terminal approver", () => {
     expect(shown).toContain("Deploy 1.4.0 to staging (#1)?");
     expect(shown).toContain(ask.argsDigest);
     expect(shown).toContain(`call ${ask.callId}`);
-    expect(shown).toContain("grant: allow deploy with exactly these arguments");
-    expect(shown).toContain("grant: allow deploy, any arguments");
-    expect(shown).toContain("pinned to sha256:");
+    expect(shown).toContain(`always this call   remembers: allow deploy with exactly these arguments (args ${ask.argsDigest})`);
+    expect(shown).toContain("always this tool   remembers: allow deploy, any arguments");
+    expect(shown).toContain("always deny        remembers: deny deploy with exactly these arguments");
+    expect(shown).toMatch(/pinned to sha256:[0-9a-f]{12}…; if the tool changes, it asks again/);
     expect(shown).not.toContain("\u001b[");
     input.write("t\n");
     await expect(answer).resolves.toEqual({ type: "approve", remember: "this_tool" });
@@ -138,6 +139,22 @@ describe("demo terminal approver", () => {
     await waitFor(read, "too late");
     approver.close();
     await expect(done).resolves.toEqual({ answered: 0, late: 1 });
+  });
+
+  it("stops on its signal while a prompt waits: the ask is denied and nothing keeps reading", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const read = capture(output);
+    const stop = new AbortController();
+    const done = runTerminalApprover(approver, { input, output, signal: stop.signal });
+    const answer = channel.resolve(pendingAsk(10), { signal: new AbortController().signal });
+    await waitFor(read, "your answer");
+    stop.abort();
+    await expect(answer).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
+    await expect(done).resolves.toEqual({ answered: 0, late: 0 });
+    expect(read()).not.toContain("input ended");
+    expect(input.listenerCount("data")).toBe(0);
   });
 
   it("colours only when asked to", async () => {
