@@ -65,7 +65,7 @@ const heap: BenchModule = {
             name: names[rows.length + 1]!.name,
             ours: { value: ours.drainNs / n, unit: "ns/op" },
             floor: { value: floor.drainNs / n, unit: "ns/op" },
-            note: `ours ${Math.round((n * 1e9) / ours.drainNs)} asks/s, floor ${Math.round((n * 1e9) / floor.drainNs)} asks/s (single run)`,
+            note: `CPU time, single run: ours ${Math.round((n * 1e9) / ours.drainNs)} asks/s, floor ${Math.round((n * 1e9) / floor.drainNs)} asks/s`,
           }),
         );
       } catch (error) {

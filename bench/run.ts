@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import type { BenchContext, BenchModule, Row } from "./lib/harness.js";
 import { failedRow } from "./lib/harness.js";
 import { renderNotes, renderTable } from "./lib/format.js";
+import { benchSource, describeSource } from "./lib/build.js";
 import park from "./park.bench.js";
 import heap from "./heap.bench.js";
 import digest from "./digest.bench.js";
@@ -69,6 +70,8 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const ctx: BenchContext = { quick: args.quick, log: (line) => process.stderr.write(`${line}\n`) };
   const started = new Date();
+  const source = await benchSource();
+  ctx.log(`measuring: ${describeSource(source)}`);
   const rows: Row[] = [];
   for (const mod of MODULES) {
     if (args.filter !== null && !args.filter.test(mod.id) && !args.filter.test(mod.title)) continue;
@@ -84,7 +87,7 @@ async function main(): Promise<void> {
 
   const table = renderTable(rows, args.markdown);
   const notes = renderNotes(rows);
-  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}`);
+  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}\nMeasured: ${describeSource(source)}\n`);
 
   const cpuList = cpus();
   const results = {
@@ -108,8 +111,9 @@ async function main(): Promise<void> {
       "@openai/agents": packageVersion("@openai/agents"),
       ai: packageVersion("ai"),
     },
+    source: describeSource(source),
     method:
-      "mitata measure(); each benchmark and its floor timed in the same process, interleaved over rounds; figure = median over rounds of the per-sample median (p50). Memory in a child process with --expose-gc.",
+      "mitata measure(); each benchmark and its floor timed in the same process, interleaved over rounds (5; 1 in quick mode); figure = median over rounds of mitata's per-sample median (p50); ratios taken per round, then their median. Clock: process CPU time (user+system) for in-memory work, wall time for FileGrantStore.save and its floor. Memory in a child process per figure with --expose-gc.",
     rows,
   };
   const defaultOut = fileURLToPath(new URL("./results.json", import.meta.url));

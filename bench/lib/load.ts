@@ -2,6 +2,9 @@ import type * as AskModule from "../../src/ask/index.js";
 import type * as GrantModule from "../../src/grant/index.js";
 import type * as EngineModule from "../../src/engine/index.js";
 import type * as TestingModule from "../../src/testing/index.js";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { benchSource } from "./build.js";
 
 /** The subpath modules the benchmarks measure, typed by their public surface. */
 export interface Modules {
@@ -14,7 +17,7 @@ export interface Modules {
 export type Loaded<T> = { readonly ok: true; readonly mod: T } | { readonly ok: false; readonly reason: string };
 
 /**
- * Imports `src/<name>/index.ts` and checks that every export a benchmark
+ * Imports module `<name>` (from the bench build, see {@link benchSource}) and checks that every export a benchmark
  * needs is there. A module still being written yields a reason instead of a
  * module, so the benchmark prints "not available" rather than a number.
  */
@@ -23,8 +26,13 @@ export async function loadModule<K extends keyof Modules>(
   exports: readonly string[],
 ): Promise<Loaded<Modules[K]>> {
   let mod: Record<string, unknown>;
+  const source = await benchSource();
+  const url =
+    source.type === "build"
+      ? pathToFileURL(join(source.dir, name, "index.js")).href
+      : new URL(`../../src/${name}/index.ts`, import.meta.url).href;
   try {
-    mod = (await import(new URL(`../../src/${name}/index.ts`, import.meta.url).href)) as Record<string, unknown>;
+    mod = (await import(url)) as Record<string, unknown>;
   } catch (error) {
     const message = error instanceof Error ? error.message.split("\n")[0] : String(error);
     return { ok: false, reason: `src/${name} failed to load (${message})` };
