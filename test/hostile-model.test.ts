@@ -1,0 +1,210 @@
+import fc from "fast-check";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { SyncAskResolver } from "../src/ask/index.js";
+import { Agent, LoopDetectedError, LoopManagers, ModelError, RunStoppedError, defineTool } from "../src/engine/index.js";
+import type { Model, ModelResponse, RunResult, ToolCall } from "../src/engine/index.js";
+import { LoopctlError } from "../src/errors.js";
+import { argsDigest } from "../src/grant/index.js";
+import { ScriptedModel } from "../src/testing/index.js";
+
+/** Generated model turns per property; raise with LOOPCTL_FUZZ_RUNS. */
+const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
+const DEPTH = 100_000;
+
+const pristine = Object.getOwnPropertyNames(Object.prototype).sort();
+afterEach(() => {
+  expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(pristine);
+  expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+});
+
+function tools(executed: unknown[]) {
+  return [
+    defineTool({
+      name: "read",
+      description: "reads a path",
+      input: z.object({ path: z.string() }),
+      execute: (input) => {
+        executed.push(input);
+        return `read ${input.path}`;
+      },
+    }),
+    defineTool({
+      name: "write",
+      description: "writes text",
+      input: { type: "object", properties: { path: { type: "string" }, text: { type: "string" } }, required: ["path"], additionalProperties: false },
+      execute: (input) => {
+        executed.push(input);
+        return { ok: true };
+      },
+    }),
+  ];
+}
+
+/** A model that answers every turn with `call` (a fresh id each time), forever. */
+function foreverModel(call: Omit<ToolCall, "id">): Model & { turns: number } {
+  const model = {
+    turns: 0,
+    generate: async (): Promise<ModelResponse> => {
+      model.turns += 1;
+      return { toolCalls: [{ ...call, id: `c${model.turns}` }] };
+    },
+  };
+  return model;
+}
+
+/** Runs to the end; a rejection must be a typed RunStoppedError. */
+async function settle(agent: Agent): Promise<RunResult | RunStoppedError> {
+  try {
+    return await agent.run("go");
+  } catch (error) {
+    if (!(error instanceof RunStoppedError)) {
+      throw new Error(`the run rejected with an untyped ${(error as Error)?.name ?? typeof error}: ${String(error)}`, { cause: error });
+    }
+    return error;
+  }
+}
+
+describe("a model that calls tools badly gets error results, never a crash", () => {
+  it.each<[string, ToolCall, string]>([
+    ["an unknown tool", { id: "c1", name: "rm_rf", input: {} }, "Unknown tool 'rm_rf'"],
+    ["an empty tool name", { id: "c1", name: "", input: {} }, "Unknown tool ''"],
+    ["a tool named __proto__", { id: "c1", name: "__proto__", input: {} }, "Unknown tool '__proto__'"],
+    ["a tool named constructor", { id: "c1", name: "constructor", input: {} }, "Unknown tool 'constructor'"],
+    ["a wrongly typed argument", { id: "c1", name: "read", input: { path: 5 } }, "Invalid arguments for tool 'read': "],
+    ["a missing argument", { id: "c1", name: "write", input: {} }, "Invalid arguments for tool 'write': "],
+    ["an extra argument the schema forbids", { id: "c1", name: "write", input: { path: "a", sudo: true } }, "Invalid arguments for tool 'write': "],
+    ["a string instead of an object", { id: "c1", name: "read", input: '{"path":"a"}' }, "Invalid arguments for tool 'read': "],
+    ["an array", { id: "c1", name: "read", input: ["a"] }, "Invalid arguments for tool 'read': "],
+    ["null", { id: "c1", name: "read", input: null }, "Invalid arguments for tool 'read': "],
+    ["a number", { id: "c1", name: "write", input: 42 }, "Invalid arguments for tool 'write': "],
+    ["no input at all", { id: "c1", name: "read", input: undefined }, "Invalid arguments for tool 'read': "],
+    ["NaN inside", { id: "c1", name: "read", input: { path: Number.NaN } }, "Invalid arguments for tool 'read': "],
+    ["a BigInt", { id: "c1", name: "read", input: { path: 1n } }, "Invalid arguments for tool 'read': arguments must be JSON values"],
+    ["a function", { id: "c1", name: "read", input: { path: () => "a" } }, "Invalid arguments for tool 'read': "],
+    ["a symbol", { id: "c1", name: "read", input: { path: Symbol("a") } }, "Invalid arguments for tool 'read': "],
+  ])("%s: one error result, one record, the tool never runs, the run goes on", async (_label, call, text) => {
+    const executed: unknown[] = [];
+    const model = new ScriptedModel([() => ({ toolCalls: [call] }), { text: "done" }]);
+    const agent = new Agent({ model: model as Model, tools: tools(executed), managers: new LoopManagers() });
+    const outcome = await settle(agent);
+    expect(executed).toEqual([]);
+    expect(outcome).not.toBeInstanceOf(Error);
+    const result = outcome as RunResult;
+    expect(result.records).toHaveLength(1);
+    expect(["deny", "allow"]).toContain(result.records[0]!.verdict);
+    const reply = result.messages.find((m) => m.type === "tool_result");
+    expect(reply).toMatchObject({ type: "tool_result", callId: "c1", isError: true });
+    expect((reply as { content: string }).content.startsWith(text)).toBe(true);
+  });
+
+  it("a cyclic argument object: refused as not JSON, the run goes on", async () => {
+    const cyclic: Record<string, unknown> = { path: "a" };
+    cyclic["self"] = cyclic;
+    const executed: unknown[] = [];
+    const agent = new Agent({
+      model: new ScriptedModel([() => ({ toolCalls: [{ id: "c1", name: "read", input: cyclic }] }), { text: "done" }]),
+      tools: tools(executed),
+    });
+    const result = (await settle(agent)) as RunResult;
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "invalid_arguments"]]);
+  });
+
+  it(`${DEPTH}-level nested arguments: refused with a typed outcome, never a stack overflow`, async () => {
+    let deep: unknown = "a";
+    for (let i = 0; i < DEPTH; i += 1) deep = i % 2 === 0 ? [deep] : { path: deep };
+    const executed: unknown[] = [];
+    const agent = new Agent({
+      model: { generate: async (request) => (request.messages.length === 1 ? { toolCalls: [{ id: "c1", name: "read", input: deep }] } : { text: "done", toolCalls: [] }) },
+      tools: tools(executed),
+    });
+    const outcome = await settle(agent);
+    expect(executed).toEqual([]);
+    const records = outcome instanceof RunStoppedError ? outcome.records : outcome.records;
+    expect(records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "invalid_arguments"]]);
+  });
+
+  it("a malformed model answer (a tool call without an id) is a typed ModelError", async () => {
+    const agent = new Agent({ model: { generate: async () => ({ toolCalls: [{ name: "read", input: {} }] }) as never }, tools: tools([]) });
+    await expect(agent.run("go")).rejects.toBeInstanceOf(ModelError);
+  });
+
+  it("random tool names and JSON arguments: every call gets one record and a result, tools run only on valid arguments", async () => {
+    const name = fc.constantFrom("read", "write", "", "rm", "__proto__", "constructor", "toString", "READ");
+    const input = fc.oneof(
+      fc.jsonValue(),
+      fc.record({ path: fc.oneof(fc.string(), fc.jsonValue()) }),
+      fc.record({ path: fc.string(), text: fc.string() }),
+      fc.dictionary(fc.constantFrom("__proto__", "constructor", "prototype", "path"), fc.jsonValue()),
+    );
+    let calls = 0;
+    let ran = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.record({ name, input }), { minLength: 1, maxLength: 5 }), fc.integer({ min: 1, max: 3 }), async (made, concurrency) => {
+        const executed: unknown[] = [];
+        const toolCalls = made.map((c, i) => ({ id: `c${i}`, name: c.name, input: c.input }));
+        const agent = new Agent({
+          model: new ScriptedModel([{ toolCalls }, { text: "done" }]),
+          tools: tools(executed),
+          managers: new LoopManagers().withMaxConcurrency(concurrency),
+        });
+        const result = await agent.run("go");
+        calls += toolCalls.length;
+        ran += executed.length;
+        expect(result.records).toHaveLength(toolCalls.length);
+        const replies = result.messages.filter((m) => m.type === "tool_result");
+        expect(replies.map((m) => m.callId)).toEqual(toolCalls.map((c) => c.id));
+        for (const call of toolCalls) {
+          const reply = replies.find((m) => m.callId === call.id)!;
+          const valid = call.name === "read" ? z.object({ path: z.string() }).safeParse(call.input).success : undefined;
+          if (call.name === "read") expect(reply.isError).toBe(!valid);
+          if (!["read", "write"].includes(call.name)) expect(reply.content).toBe(`Unknown tool '${call.name}'`);
+        }
+        expect(executed.length).toBe(replies.filter((m) => !m.isError).length);
+        // Records land in completion order when calls run at once; compare as multisets.
+        expect(result.records.map((r) => r.argsDigest).sort()).toEqual(toolCalls.map((c) => argsDigest(c.input)).sort());
+      }),
+      { numRuns: RUNS },
+    );
+    expect(ran).toBeGreaterThan(0);
+    expect(ran).toBeLessThan(calls);
+  });
+});
+
+describe("a model that repeats a call forever is stopped by the loop detector", () => {
+  const managers = new LoopManagers().withLoopDetection({ maxRepeats: 3 }).withBudget({ maxTurns: 100 });
+
+  it.each<[string, Omit<ToolCall, "id">]>([
+    ["a valid call", { name: "read", input: { path: "a" } }],
+    ["a call with invalid arguments", { name: "read", input: { path: 5 } }],
+    ["a call to an unknown tool", { name: "rm_rf", input: { path: "/" } }],
+    ["a call whose arguments are not JSON", { name: "read", input: { path: 1n } }],
+  ])("%s", async (_label, call) => {
+    const executed: unknown[] = [];
+    const model = foreverModel(call);
+    const agent = new Agent({ model, tools: tools(executed), managers });
+    const error = await agent.run("go").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect((error as LoopctlError).code).toBe("LOOP_DETECTED");
+    expect(model.turns).toBeLessThanOrEqual(4);
+    expect(executed.length).toBeLessThanOrEqual(3);
+    const records = (error as LoopDetectedError).records;
+    expect(records).toHaveLength(model.turns);
+    expect(records.at(-1)?.ruleId).toBe("loop_detector");
+  });
+
+  it("an approved call repeated forever: each one parks, and the detector still stops the run", async () => {
+    const executed: unknown[] = [];
+    let asks = 0;
+    const model = foreverModel({ name: "read", input: { path: "a" } });
+    const agent = new Agent({
+      model,
+      tools: tools(executed),
+      managers: managers.withHook({ preToolUse: () => ({ type: "ask", prompt: "again?" }) }).withAskResolver(new SyncAskResolver(() => ((asks += 1), true))),
+    });
+    await expect(agent.run("go")).rejects.toBeInstanceOf(LoopDetectedError);
+    expect(executed).toHaveLength(3);
+    expect(asks).toBe(4);
+  });
+});
