@@ -1,0 +1,225 @@
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FileGrantStore, Grant, GrantScope, LedgerIoError, LedgerLockError } from "../src/grant/index.js";
+import { LoopctlError } from "../src/errors.js";
+import { walk } from "./support/reliability-files.js";
+
+const temp = mkdtempSync(join(tmpdir(), "loopctl-hostile-fs-"));
+afterAll(() => rmSync(temp, { recursive: true, force: true }));
+
+let n = 0;
+interface Layout {
+  readonly root: string;
+  readonly project: string;
+  readonly store: FileGrantStore;
+  /** `<root>/projects/<id>` */
+  readonly dir: string;
+  /** A folder outside the root that an attacker wants written (or read) instead. */
+  readonly elsewhere: string;
+}
+function layout(): Layout {
+  n += 1;
+  const base = join(temp, `case-${n}`);
+  mkdirSync(base, { mode: 0o700 });
+  const root = join(base, "root");
+  const project = join(base, "project");
+  const store = new FileGrantStore(root, project);
+  const elsewhere = join(base, "elsewhere");
+  mkdirSync(elsewhere, { mode: 0o700 });
+  return { root, project, store, dir: dirname(store.ledgerPath), elsewhere };
+}
+
+const grant = new Grant("shell", "allow", GrantScope.thisTool());
+const planted = `[${new Grant("shell", "allow", GrantScope.thisTool()).withNote("planted by an attacker").toLedgerText()}]`;
+
+/** Every file and folder under `dir` with its bytes, to prove nothing there changed. */
+function snapshot(dir: string): string {
+  return JSON.stringify(
+    walk(dir).map((e) => [e.path, e.kind, e.mode, e.kind === "file" ? readFileSync(join(dir, e.path), "base64") : ""]),
+  );
+}
+
+/** Runs `op` and requires a typed loopctl error (never success, never an untyped error). */
+async function refused(op: Promise<unknown>): Promise<LoopctlError> {
+  const outcome = await op.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  expect(outcome).toBeInstanceOf(LoopctlError);
+  return outcome as LoopctlError;
+}
+
+describe("symlinks on the ledger's path are never written through", () => {
+  it("the ledger file swapped for a symlink: save, revoke, clear and load refuse; the target stays byte-identical", async () => {
+    const { store, dir, elsewhere } = layout();
+    await store.save(grant);
+    const target = join(elsewhere, "victim.json");
+    writeFileSync(target, planted, { mode: 0o600 });
+    rmSync(store.ledgerPath);
+    symlinkSync(target, store.ledgerPath);
+    const before = snapshot(elsewhere);
+    for (const op of [() => store.save(grant), () => store.revoke(grant.id), () => store.clear(), () => store.load()]) {
+      const error = await refused(op());
+      expect(error).toBeInstanceOf(LedgerIoError);
+      expect(error.code).toBe("LEDGER_NOT_REGULAR_FILE");
+      expect((error as LedgerIoError).path).toBe(store.ledgerPath);
+    }
+    expect(snapshot(elsewhere)).toBe(before);
+    expect(lstatSync(store.ledgerPath).isSymbolicLink()).toBe(true);
+    expect(existsSync(join(dir, "grants.json.lock"))).toBe(false);
+  });
+
+  it("a dangling ledger symlink is never followed to create its target", async () => {
+    const { store, dir, elsewhere } = layout();
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    symlinkSync(join(elsewhere, "created-by-us.json"), store.ledgerPath);
+    await refused(store.save(grant));
+    expect(existsSync(join(elsewhere, "created-by-us.json"))).toBe(false);
+  });
+
+  it.each([
+    ["the project folder (projects/<id>)", (l: Layout) => l.dir],
+    ["the projects folder", (l: Layout) => dirname(l.dir)],
+  ])("%s swapped for a symlink: writes refuse and the target stays byte-identical", async (_label, pick) => {
+    const l = layout();
+    await l.store.save(grant);
+    const swapped = pick(l);
+    const relative = swapped === l.dir ? "" : l.dir.slice(swapped.length + 1);
+    // The attacker's copy of the tree, holding a ledger of its own.
+    mkdirSync(join(l.elsewhere, relative), { recursive: true, mode: 0o700 });
+    writeFileSync(join(l.elsewhere, relative, "grants.json"), planted, { mode: 0o600 });
+    rmSync(swapped, { recursive: true });
+    symlinkSync(l.elsewhere, swapped);
+    const before = snapshot(l.elsewhere);
+    await refused(l.store.save(new Grant("rm", "allow", GrantScope.thisTool())));
+    await refused(l.store.revoke(grant.id));
+    await refused(l.store.clear());
+    expect(snapshot(l.elsewhere)).toBe(before);
+  });
+
+  it.each([
+    ["the project folder (projects/<id>)", (l: Layout) => l.dir],
+    ["the projects folder", (l: Layout) => dirname(l.dir)],
+  ])("%s swapped for a symlink: a load refuses rather than trust a ledger planted elsewhere", async (_label, pick) => {
+    const l = layout();
+    await l.store.save(new Grant("shell", "deny", GrantScope.thisTool()));
+    const swapped = pick(l);
+    const relative = swapped === l.dir ? "" : l.dir.slice(swapped.length + 1);
+    mkdirSync(join(l.elsewhere, relative), { recursive: true, mode: 0o700 });
+    writeFileSync(join(l.elsewhere, relative, "grants.json"), planted, { mode: 0o600 });
+    rmSync(swapped, { recursive: true });
+    symlinkSync(l.elsewhere, swapped);
+    await refused(l.store.load());
+  });
+
+  it("a lock file planted as a symlink is never followed: the save fails with LedgerLockError, the target stays", async () => {
+    const { root, project, store, dir, elsewhere } = layout();
+    await store.save(grant);
+    const target = join(elsewhere, "victim");
+    writeFileSync(target, "precious", { mode: 0o600 });
+    symlinkSync(target, join(dir, "grants.json.lock"));
+    const error = await refused(new FileGrantStore(root, project, { lockTimeoutMs: 200 }).save(grant));
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect(readFileSync(target, "utf8")).toBe("precious");
+  });
+});
+
+describe("a ledger that is not a regular file", () => {
+  it("a directory: load, save, revoke and clear give LEDGER_NOT_REGULAR_FILE naming it", async () => {
+    const { store } = layout();
+    mkdirSync(store.ledgerPath, { recursive: true, mode: 0o700 });
+    for (const op of [() => store.load(), () => store.save(grant), () => store.revoke(grant.id), () => store.clear()]) {
+      const error = await refused(op());
+      expect(error.code).toBe("LEDGER_NOT_REGULAR_FILE");
+      expect(error.message).toContain(store.ledgerPath);
+    }
+  });
+
+  it("a FIFO: a typed error at once, never a read that blocks waiting for a writer", async () => {
+    const { store, dir } = layout();
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    execFileSync("mkfifo", ["-m", "600", store.ledgerPath]);
+    for (const op of [() => store.load(), () => store.save(grant)]) {
+      const error = await refused(op());
+      expect(error.code).toBe("LEDGER_NOT_REGULAR_FILE");
+    }
+    expect(lstatSync(store.ledgerPath).isFIFO()).toBe(true);
+  });
+});
+
+describe("permissions: a ledger tree open to others is refused or tightened with a warning", () => {
+  let warnings: string[] = [];
+  const onWarning = (warning: Error): void => {
+    warnings.push(warning.message);
+  };
+  beforeEach(() => {
+    warnings = [];
+    process.on("warning", onWarning);
+  });
+  afterEach(() => {
+    process.off("warning", onWarning);
+  });
+
+  /** After `op`: either it was refused with a typed error, or nothing on the path is open to others and a warning named it. */
+  async function refusedOrTightened(l: Layout, op: () => Promise<unknown>, wide: string): Promise<void> {
+    const outcome = await op().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (outcome !== undefined) {
+      expect(outcome).toBeInstanceOf(LoopctlError);
+      return;
+    }
+    // Warnings are emitted on a later tick.
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const path of [l.root, join(l.root, "projects"), l.dir, l.store.ledgerPath]) {
+      if (existsSync(path)) expect({ path, mode: (lstatSync(path).mode & 0o077).toString(8) }).toEqual({ path, mode: "0" });
+    }
+    expect(warnings.some((w) => w.includes(wide))).toBe(true);
+  }
+
+  it.each(["755", "777", "750", "707"])("a root with mode %s before the first save", async (mode) => {
+    const l = layout();
+    mkdirSync(l.root, { mode: 0o700 });
+    chmodSync(l.root, Number.parseInt(mode, 8));
+    await refusedOrTightened(l, () => l.store.save(grant), l.root);
+  });
+
+  it.each([
+    ["the projects folder", (l: Layout) => dirname(l.dir)],
+    ["the project folder", (l: Layout) => l.dir],
+    ["the ledger file", (l: Layout) => l.store.ledgerPath],
+  ])("%s opened to others after a save: the next save", async (_label, pick) => {
+    const l = layout();
+    await l.store.save(grant);
+    const path = pick(l);
+    chmodSync(path, lstatSync(path).isDirectory() ? 0o777 : 0o666);
+    await refusedOrTightened(l, () => l.store.save(new Grant("rm", "deny", GrantScope.thisTool())), path);
+  });
+
+  it("a ledger file writable by others is not trusted silently on load", async () => {
+    const l = layout();
+    await l.store.save(grant);
+    chmodSync(l.store.ledgerPath, 0o666);
+    await refusedOrTightened(l, () => new FileGrantStore(l.root, l.project).load(), l.store.ledgerPath);
+  });
+
+  it("folders the store creates are 0700 and the ledger 0600, whatever the umask", async () => {
+    const l = layout();
+    const previous = process.umask(0o000);
+    try {
+      await l.store.save(grant);
+    } finally {
+      process.umask(previous);
+    }
+    expect(walk(l.root).map((e) => [e.path, e.kind, e.mode.toString(8)])).toEqual([
+      [".", "dir", "700"],
+      ["projects", "dir", "700"],
+      [l.dir.slice(l.root.length + 1), "dir", "700"],
+      [l.store.ledgerPath.slice(l.root.length + 1), "file", "600"],
+    ]);
+  });
+});
