@@ -4,20 +4,23 @@
  *   npx tsx bench/profile.ts <scenario> [seconds]     e.g. args-digest-small
  *   npx tsx bench/profile.ts --list
  *
- * Re-runs itself under `node --cpu-prof` (a child), loops the scenario for the
- * given time, then reads the .cpuprofile and prints the hottest functions by
- * self time, with their file and line. Used for the evidence in
+ * Loads the scenario from the bench build (see bench/lib/build.ts), warms it
+ * up, then loops it for the given time under the inspector's CPU profiler
+ * (what `node --cpu-prof` uses, minus start-up and build) and prints the
+ * hottest functions by self and by total time. Used for the evidence in
  * docs/performance.md.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector";
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
+import { benchSource, describeSource } from "./lib/build.js";
 import { loadModule, loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
+import { minimalModel } from "./lib/minimal-model.js";
 
 type Scenario = () => Promise<() => unknown>;
 
@@ -80,19 +83,25 @@ const SCENARIOS: Record<string, Scenario> = {
     return () => store.save(grants[5000]!);
   },
   async gate() {
-    const loaded = await loadModules({ engine: ["Agent", "LoopManagers", "defineTool"], testing: ["ScriptedModel"] });
+    const loaded = await loadModules({ engine: ["Agent", "LoopManagers", "defineTool"] });
     if (!loaded.ok) throw new Error(loaded.reason);
     const { Agent, LoopManagers, defineTool } = loaded.mod.engine;
-    const { ScriptedModel } = loaded.mod.testing;
     const echo = defineTool({ name: "echo", description: "Echo", input: z.object({ text: z.string() }), execute: async ({ text }: { text: string }) => text });
     const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) });
     const calls = Array.from({ length: 64 }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } }));
-    return () => new Agent({ model: new ScriptedModel([{ toolCalls: calls }, { text: "done" }]), tools: [echo], managers }).run("go");
+    const turns = [{ toolCalls: calls }, { text: "done", toolCalls: [] }];
+    return () => new Agent({ model: minimalModel(turns), tools: [echo], managers }).run("go");
   },
   async "round-trip"() {
     const loaded = await loadModules(ROUND_TRIP_EXPORTS);
     if (!loaded.ok) throw new Error(loaded.reason);
-    const rt = loopctlRoundTrip(loaded.mod);
+    const rt = loopctlRoundTrip(loaded.mod, "scripted");
+    return () => rt.once();
+  },
+  async "round-trip-minimal"() {
+    const loaded = await loadModules(ROUND_TRIP_EXPORTS);
+    if (!loaded.ok) throw new Error(loaded.reason);
+    const rt = loopctlRoundTrip(loaded.mod, "minimal");
     return () => rt.once();
   },
 };
@@ -119,8 +128,7 @@ interface Profile {
  * with the function anywhere on the stack, counted once per sample), per
  * function, as percentages of all samples.
  */
-function summarise(file: string, top: number): string {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
+function summarise(profile: Profile, top: number): string {
   const root = fileURLToPath(new URL("..", import.meta.url));
   const keyOf = new Map<number, string>();
   const parentOf = new Map<number, number>();
@@ -158,39 +166,43 @@ function summarise(file: string, top: number): string {
   return `self:\n${list(self, () => false)}\ntotal (on stack):\n${list(total, boring)}`;
 }
 
-async function child(name: string, seconds: number): Promise<void> {
+/** Runs the scenario for `seconds` after a short warm-up, under the inspector's CPU profiler. */
+async function profileScenario(name: string, seconds: number): Promise<Profile> {
   const make = SCENARIOS[name];
-  if (make === undefined) throw new Error(`unknown scenario ${name}`);
+  if (make === undefined) throw new Error(`unknown scenario ${name}; try --list`);
   const fn = await make();
-  const end = performance.now() + seconds * 1000;
-  let n = 0;
-  while (performance.now() < end) {
-    for (let i = 0; i < 16; i++) await fn();
-    n += 16;
+  const loop = async (ms: number): Promise<number> => {
+    const end = performance.now() + ms;
+    let n = 0;
+    while (performance.now() < end) {
+      for (let i = 0; i < 16; i++) await fn();
+      n += 16;
+    }
+    return n;
+  };
+  await loop(500);
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object): Promise<unknown> =>
+    new Promise((resolve, reject) => session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))));
+  try {
+    await post("Profiler.enable");
+    await post("Profiler.setSamplingInterval", { interval: 100 });
+    await post("Profiler.start");
+    const n = await loop(seconds * 1000);
+    const { profile } = (await post("Profiler.stop")) as { profile: Profile };
+    process.stderr.write(`${name}: ${n} iterations in ${seconds} s under the profiler\n`);
+    return profile;
+  } finally {
+    session.disconnect();
   }
-  process.stderr.write(`${name}: ${n} iterations in ${seconds} s\n`);
 }
 
 const args = process.argv.slice(2);
-if (args[0] === "--child") {
-  await child(args[1]!, Number(args[2]));
-} else if (args[0] === undefined || args[0] === "--list") {
+if (args[0] === undefined || args[0] === "--list") {
   process.stdout.write(`${Object.keys(SCENARIOS).join("\n")}\n`);
 } else {
   const name = args[0];
-  const seconds = Number(args[1] ?? "3");
-  if (SCENARIOS[name] === undefined) throw new Error(`unknown scenario ${name}; try --list`);
-  const dir = mkdtempSync(join(tmpdir(), "loopctl-cpuprof-"));
-  try {
-    execFileSync(
-      process.execPath,
-      ["--cpu-prof", `--cpu-prof-dir=${dir}`, "--import", "tsx", fileURLToPath(import.meta.url), "--child", name, String(seconds)],
-      { stdio: ["ignore", "inherit", "inherit"] },
-    );
-    const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
-    if (file === undefined) throw new Error("node wrote no .cpuprofile");
-    process.stdout.write(`CPU profile of ${name}, % of samples\n${summarise(join(dir, file), 15)}\n`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const profile = await profileScenario(name, Number(args[1] ?? "3"));
+  process.stdout.write(`CPU profile of ${name} (measured: ${describeSource(await benchSource())}), % of samples\n${summarise(profile, 15)}\n`);
 }
