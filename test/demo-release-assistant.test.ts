@@ -70,6 +70,17 @@ describe("npm run demo --workdir", () => {
     expect(result.stderr).toContain("--ask-timeout must be a non-negative integer");
   });
 
+  it("is what the README's first shell block runs", () => {
+    const readme = readFileSync(join(repo, "README.md"), "utf8");
+    const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
+    expect(firstBlock.split("\n").filter((l) => l.trim() !== "").map((l) => l.split("#")[0]?.trim())).toEqual([
+      "npm ci && npm run demo",
+      "npm test",
+    ]);
+    const pkg = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { scripts: Record<string, string> };
+    expect(pkg.scripts["demo"]).toBe("tsx demo/release-assistant.ts");
+  });
+
   it("prints help", async () => {
     const result = await demo(["--help"]);
     expect(result.code).toBe(0);
