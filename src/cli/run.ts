@@ -6,7 +6,7 @@ import { printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
-import { VERSION } from "./version.js";
+import { packageVersion } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
 
@@ -46,7 +46,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   }
   if (group === "--version" || group === "-v") {
     if (argv.length > 1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[1])}`);
-    context.stdout.write(`${VERSION}\n`);
+    context.stdout.write(`${packageVersion()}\n`);
     return EXIT.ok;
   }
   if (!isGroup(group)) {
