@@ -1,6 +1,6 @@
 import { ChannelCore } from "./channel-core.js";
 import { Approver } from "./approver.js";
-import { InvalidCapacityError } from "./errors.js";
+import { InvalidCapacityError, InvalidPendingAskError } from "./errors.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
 /**
@@ -65,8 +65,13 @@ export class ApprovalChannel implements AskResolver {
 
   /** Parks `ask` until it is answered; see the class notes for every outcome. */
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    // Untyped callers may omit `options`; the park turns that into a rejection.
-    const signal: unknown = (options as ResolveOptions | undefined)?.signal;
-    return this.#core.park(ask, signal);
+    try {
+      // Untyped callers may omit `options`; the park turns that into a rejection.
+      const signal: unknown = (options as ResolveOptions | undefined)?.signal;
+      return this.#core.park(ask, signal);
+    } catch (error) {
+      // A proxy or a throwing getter handed in by an untyped caller: reject, never throw.
+      return Promise.reject(new InvalidPendingAskError("the ask or its options could not be read", { cause: error }));
+    }
   }
 }

@@ -10,6 +10,8 @@ export const APPROVER_CLOSED_REASON = "approval channel closed";
 export const APPROVER_DROPPED_REASON = "approver dropped without close()";
 
 interface Parked {
+  /** The ask's id, read once: a getter on the ask is never consulted again. */
+  readonly id: string;
   readonly ask: PendingAsk;
   readonly signal: AbortSignal;
   readonly resolve: (resolution: AskResolution) => void;
@@ -68,7 +70,8 @@ export class ChannelCore {
     if (!(signal instanceof AbortSignal)) {
       return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
     }
-    if (typeof ask !== "object" || ask === null || typeof ask.id !== "string") {
+    const id: unknown = typeof ask === "object" && ask !== null ? ask.id : undefined;
+    if (typeof id !== "string") {
       return Promise.reject(new InvalidPendingAskError("the ask must be a PendingAsk with a string id"));
     }
     // A cancel that fired before the park wins: the ask is never delivered.
@@ -76,9 +79,10 @@ export class ChannelCore {
     if (this.#closedReason !== undefined) {
       return Promise.resolve({ type: "deny", reason: this.#closedReason });
     }
-    if (this.#parked.has(ask.id)) return Promise.reject(new DuplicateAskError(ask.id));
+    if (this.#parked.has(id)) return Promise.reject(new DuplicateAskError(id));
     return new Promise<AskResolution>((resolve, reject) => {
       const entry: Parked = {
+        id,
         ask,
         signal,
         resolve,
@@ -86,7 +90,7 @@ export class ChannelCore {
         onAbort: () => this.#settle(entry, undefined),
         node: undefined,
       };
-      this.#parked.set(ask.id, entry);
+      this.#parked.set(id, entry);
       signal.addEventListener("abort", entry.onAbort, { once: true });
       if (!this.#handToTaker(ask)) entry.node = this.#untaken.push(entry);
     });
@@ -132,8 +136,8 @@ export class ChannelCore {
 
   /** Settles a parked ask exactly once: with `resolution`, or with its signal's reason. */
   #settle(entry: Parked, resolution: AskResolution | undefined): void {
-    if (this.#parked.get(entry.ask.id) !== entry) return;
-    this.#parked.delete(entry.ask.id);
+    if (this.#parked.get(entry.id) !== entry) return;
+    this.#parked.delete(entry.id);
     if (entry.node !== undefined) {
       this.#untaken.remove(entry.node);
       entry.node = undefined;

@@ -86,7 +86,7 @@ export class InvalidAskCallbackError extends LoopctlError {
  * `code` is `"ASK_INVALID"`. The park rejects (the engine denies it).
  */
 export class InvalidPendingAskError extends LoopctlError {
-  constructor(detail: string) {
-    super("ASK_INVALID", `cannot park on the approval channel: ${detail}`);
+  constructor(detail: string, options?: ErrorOptions) {
+    super("ASK_INVALID", `cannot park on the approval channel: ${detail}`, options);
   }
 }

@@ -8,10 +8,17 @@ import type { AskResolution } from "./types.js";
  * forbids in an {@link AskResolution}).
  */
 export function parseResolution(askId: string, value: unknown): AskResolution {
-  if (value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function") {
-    throw new InvalidAskResolutionError(askId, "got a Promise; answer with a resolution object");
+  let parsed: ReturnType<typeof AskResolutionSchema.safeParse>;
+  try {
+    if (value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function") {
+      throw new InvalidAskResolutionError(askId, "got a Promise; answer with a resolution object");
+    }
+    parsed = AskResolutionSchema.safeParse(value);
+  } catch (error) {
+    if (error instanceof InvalidAskResolutionError) throw error;
+    // A proxy or a throwing getter: still the caller's invalid resolution, not a crash.
+    throw new InvalidAskResolutionError(askId, "the resolution could not be read", { cause: error });
   }
-  const parsed = AskResolutionSchema.safeParse(value);
   if (!parsed.success) {
     throw new InvalidAskResolutionError(askId, parsed.error.message, { cause: parsed.error });
   }

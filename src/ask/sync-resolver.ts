@@ -43,18 +43,27 @@ export class SyncAskResolver implements AskResolver {
 
   /** Answers `ask` from the callback. See the class notes for failures. */
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
+    try {
+      return this.#resolve(ask, options);
+    } catch (error) {
+      // Only a hostile ask or options object (a proxy, a throwing getter) gets here: reject, never throw.
+      return Promise.reject(new AskCallbackError(field(ask, "id"), field(ask, "tool"), { cause: error }));
+    }
+  }
+
+  #resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
     const signal = (options as ResolveOptions | undefined)?.signal;
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     let answer: unknown;
     try {
       answer = this.#decide(ask);
     } catch (error) {
-      return Promise.reject(new AskCallbackError(ask.id, ask.tool, { cause: error }));
+      return Promise.reject(new AskCallbackError(field(ask, "id"), field(ask, "tool"), { cause: error }));
     }
     if (answer === true) return Promise.resolve({ type: "approve" });
     if (answer === false) return Promise.resolve({ type: "deny" });
     try {
-      return Promise.resolve(parseResolution(ask.id, answer));
+      return Promise.resolve(parseResolution(field(ask, "id"), answer));
     } catch (error) {
       if (isThenable(answer)) {
         // The caller broke the contract by going async; keep its eventual
@@ -62,12 +71,27 @@ export class SyncAskResolver implements AskResolver {
         answer.then(undefined, () => undefined);
       }
       return Promise.reject(
-        error instanceof InvalidAskResolutionError ? error : new AskCallbackError(ask.id, ask.tool, { cause: error }),
+        error instanceof InvalidAskResolutionError
+          ? error
+          : new AskCallbackError(field(ask, "id"), field(ask, "tool"), { cause: error }),
       );
     }
   }
 }
 
+/** Reads a field of an ask for an error message, whatever the ask turns out to be. */
+function field(ask: unknown, name: "id" | "tool"): string {
+  try {
+    return String((ask as Record<string, unknown> | null | undefined)?.[name]);
+  } catch {
+    return "<unreadable>";
+  }
+}
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function";
+  try {
+    return value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function";
+  } catch {
+    return false;
+  }
 }
