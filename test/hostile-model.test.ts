@@ -41,6 +41,13 @@ function tools(executed: unknown[]) {
   ];
 }
 
+/** FNV-1a 64 over UTF-8, with BigInt: a reference independent of the library. */
+function digestOf(text: string): string {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(text, "utf8")) h = ((h ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return h.toString(16).padStart(16, "0");
+}
+
 /** A model that answers every turn with `call` (a fresh id each time), forever. */
 function foreverModel(call: Omit<ToolCall, "id">): Model & { turns: number } {
   const model = {
@@ -123,6 +130,27 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     expect(executed).toEqual([]);
     const records = outcome instanceof RunStoppedError ? outcome.records : outcome.records;
     expect(records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "invalid_arguments"]]);
+  });
+
+  it("10 MB of arguments: the ask carries their digest (never the arguments), and the approved tool gets them whole", async () => {
+    const path = "p/".repeat(5 * 1024 * 1024);
+    const executed: { path: string }[] = [];
+    const asks: { argsDigest: string; size: number }[] = [];
+    const agent = new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: { path } }] }, { text: "done" }]),
+      tools: tools(executed as unknown[]),
+      managers: new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "read it all?" }) })
+        .withAskResolver(new SyncAskResolver((ask) => (asks.push({ argsDigest: ask.argsDigest, size: JSON.stringify(ask).length }), true))),
+    });
+    const result = await agent.run("go");
+    // The canonical text of { path } is built by hand here, not by the library.
+    const expected = digestOf(`{"path":${JSON.stringify(path)}}`);
+    expect(asks).toEqual([{ argsDigest: expected, size: expect.any(Number) }]);
+    expect(asks[0]!.size).toBeLessThan(1_000);
+    expect(result.records.map((r) => [r.verdict, r.argsDigest])).toEqual([["ask_allowed", expected]]);
+    expect(executed).toHaveLength(1);
+    expect(executed[0]!.path.length).toBe(path.length);
   });
 
   it("a malformed model answer (a tool call without an id) is a typed ModelError", async () => {
