@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { APPROVER_CLOSED_REASON, ApprovalChannel, NIL_UUID } from "../src/ask/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
+import { wantsColor } from "../demo/style.js";
 import { parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
 
 function pendingAsk(n: number, tool = "deploy"): PendingAsk {
@@ -179,5 +180,13 @@ describe("demo terminal approver", () => {
     expect(parseChoice("")).toBeUndefined();
     expect(parseChoice("sure, why not")).toBeUndefined();
     expect(resolutionFor("once")).toEqual({ type: "approve" });
+  });
+
+  it("wants colour only on a TTY, and never with NO_COLOR set", () => {
+    expect(wantsColor({ isTTY: true }, {})).toBe(true);
+    expect(wantsColor({ isTTY: true }, { NO_COLOR: "1" })).toBe(false);
+    expect(wantsColor({ isTTY: true }, { NO_COLOR: "" })).toBe(true);
+    expect(wantsColor({ isTTY: false }, {})).toBe(false);
+    expect(wantsColor({}, {})).toBe(false);
   });
 });
