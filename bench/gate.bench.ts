@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, paired, perRound, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, paired, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
 import { minimalModel } from "./lib/minimal-model.js";
 
@@ -71,6 +71,7 @@ const gate: BenchModule = {
           floor: ns(direct),
           target: OVERHEAD,
           checked: { value: overheadUs, unit: "µs" },
+          ratioRange: roundRange(t, (r) => (perCall(r("hookedMany"), r("hookedOne")) - r("direct")) / 1e3),
           note: `per call = (run with ${K} calls − run with 1 call) / ${K - 1}; minimal scripted Model (no copies); includes zod validation, hooks, records and the engine's per-turn transcript copy; floor: await execute(input) directly`,
         }),
         measuredRow({

@@ -1,5 +1,5 @@
 import type { BenchModule, Row, Target, Timings } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, perRound, timeTogether, unavailableRows } from "./lib/harness.js";
+import { failedRow, measuredRow, ns, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
 import { assertExecuted, type RoundTrip } from "./lib/round-trip.js";
@@ -83,6 +83,7 @@ const peers: BenchModule = {
           ratio: speedup,
           target: SPEEDUP,
           checked: { value: speedup, unit: "x" },
+          ratioRange: roundRange(t, (r) => r(rt.label) / r(ours.label)),
           note: `floor column holds the peer's time; minimal-model speed-up ${oursMinimal === null ? "n/a" : perRound(t, (r) => r(rt.label) / r(oursMinimal.label)).toFixed(1)}×`,
         }),
       );

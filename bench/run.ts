@@ -87,7 +87,7 @@ async function main(): Promise<void> {
 
   const table = renderTable(rows, args.markdown);
   const notes = renderNotes(rows);
-  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}\nMeasured: ${describeSource(source)}\n`);
+  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}\nMeasured: ${describeSource(source)}\n${args.quick ? "Quick mode: a handful of cold samples; the figures prove the suite runs, they are not results.\n" : ""}`);
 
   const cpuList = cpus();
   const results = {

@@ -63,7 +63,14 @@ export function renderTable(rows: readonly Row[], markdown = false): string {
 /** Notes (reasons for n/a, errors, caveats) listed under the table. */
 export function renderNotes(rows: readonly Row[]): string {
   return rows
-    .filter((r) => r.note !== null)
-    .map((r) => `- ${r.name}: ${r.note}`)
+    .flatMap((r) => {
+      const parts: string[] = [];
+      if (r.type === "measured" && r.range !== null && r.status !== "info") {
+        const unit = r.checked?.unit === "µs" ? " µs" : "×";
+        parts.push(`per-round range ${r.range[0].toFixed(2)}–${r.range[1].toFixed(2)}${unit}`);
+      }
+      if (r.note !== null) parts.push(r.note);
+      return parts.length === 0 ? [] : [`- ${r.name}: ${parts.join("; ")}`];
+    })
     .join("\n");
 }

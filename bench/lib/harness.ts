@@ -32,6 +32,8 @@ export type Row =
       readonly target: Target | null;
       /** The figure the target is checked on (the ratio, or an absolute). */
       readonly checked: Figure | null;
+      /** Smallest and largest per-round value of the ratio (or of the checked figure). */
+      readonly range: readonly [number, number] | null;
       readonly status: "pass" | "miss" | "info";
       readonly note: string | null;
     }
@@ -170,9 +172,21 @@ export function ns(value: number): Figure {
   return { value, unit: "ns/op" };
 }
 
-/** `ours`, `floor` and their ratio, the ratio taken per round (see {@link timeTogether}). */
-export function paired(t: Timings, ours: string, floor: string): { ours: Figure; floor: Figure; ratio: number } {
-  return { ours: ns(t.ns[ours]!), floor: ns(t.ns[floor]!), ratio: perRound(t, (r) => r(ours) / r(floor)) };
+/** Smallest and largest value of `f(round)` over the rounds: how much the machine moved the figure. */
+export function roundRange(t: Timings, f: (round: (name: string) => number) => number): readonly [number, number] {
+  const count = Object.values(t.rounds)[0]?.length ?? 0;
+  const values = Array.from({ length: count }, (_, r) => f((name) => t.rounds[name]![r]!));
+  return [Math.min(...values), Math.max(...values)];
+}
+
+/** `ours`, `floor` and their ratio, the ratio taken per round (see {@link timeTogether}), with its range. */
+export function paired(
+  t: Timings,
+  ours: string,
+  floor: string,
+): { ours: Figure; floor: Figure; ratio: number; ratioRange: readonly [number, number] } {
+  const f = (r: (name: string) => number): number => r(ours) / r(floor);
+  return { ours: ns(t.ns[ours]!), floor: ns(t.ns[floor]!), ratio: perRound(t, f), ratioRange: roundRange(t, f) };
 }
 
 /** Builds a measured row and judges it against its target. */
@@ -184,6 +198,7 @@ export function measuredRow(input: {
   ratio?: number | null;
   target?: Target | null;
   checked?: Figure | null;
+  ratioRange?: readonly [number, number] | null;
   note?: string | null;
 }): Row {
   const ratio =
@@ -213,6 +228,7 @@ export function measuredRow(input: {
     ratio,
     target,
     checked,
+    range: input.ratioRange ?? null,
     status,
     note: input.note ?? null,
   };
