@@ -65,9 +65,11 @@ export function renderNotes(rows: readonly Row[]): string {
   return rows
     .flatMap((r) => {
       const parts: string[] = [];
-      if (r.type === "measured" && r.range !== null && r.status !== "info") {
+      // Files written before ranges were recorded have none.
+      const range = r.type === "measured" ? (r.range ?? null) : null;
+      if (r.type === "measured" && range !== null && r.status !== "info") {
         const unit = r.checked?.unit === "µs" ? " µs" : "×";
-        parts.push(`per-round range ${r.range[0].toFixed(2)}–${r.range[1].toFixed(2)}${unit}`);
+        parts.push(`per-round range ${range[0].toFixed(2)}–${range[1].toFixed(2)}${unit}`);
       }
       if (r.note !== null) parts.push(r.note);
       return parts.length === 0 ? [] : [`- ${r.name}: ${parts.join("; ")}`];
