@@ -7,13 +7,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { z } from "zod";
 import type { Tool } from "loopctl/engine";
 
 // Where ledgers live; a real program would use FileGrantStore.defaultRoot().
 const root = await mkdtemp(join(tmpdir(), "loopctl-grants-"));
 
 // #region readme
+import { z } from "zod";
 import { ApprovalChannel } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
