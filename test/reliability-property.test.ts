@@ -6,7 +6,8 @@ import { ApprovalChannel, AskResolutionSchema, PendingAskSchema } from "../src/a
 import type { AskResolution, AskResolver, PendingAsk } from "../src/ask/index.js";
 import { Agent, CancelledError, LoopManagers, defineTool, seededIdGen } from "../src/engine/index.js";
 import type { GateDecision, Hook, HookDecision, Message } from "../src/engine/index.js";
-import { argsDigest } from "../src/grant/index.js";
+import { MemoryGrantStore, argsDigest } from "../src/grant/index.js";
+import type { Grant, GrantStore } from "../src/grant/index.js";
 import { ManualClock, ScriptedModel } from "../src/testing/index.js";
 
 /** Whole runs generated per property; raise with LOOPCTL_FUZZ_RUNS for a long fuzz. */
@@ -25,6 +26,8 @@ interface CallPlan {
   readonly answer: AnswerKind;
   /** The driver step at which the answer is given. */
   readonly answerStep: number;
+  /** Asks the engine to remember the answer as a grant (when the run has a grant store). */
+  readonly remember: "this_call" | "this_tool" | undefined;
 }
 
 interface RunPlan {
@@ -33,6 +36,8 @@ interface RunPlan {
   readonly deadlineMs: number | undefined;
   readonly resolver: "manual" | "channel";
   readonly capacity: number;
+  /** A MemoryGrantStore, so answers given with `remember` decide later calls. */
+  readonly grants: boolean;
   /** Driver step at which the run is cancelled; -1 cancels before the first model turn. */
   readonly cancelStep: number | undefined;
 }
@@ -45,6 +50,7 @@ const callPlan = (id: string): fc.Arbitrary<CallPlan> =>
     asyncHook: fc.boolean(),
     answer: fc.constantFrom<AnswerKind>("approve", "approve", "deny", "garbage", "never"),
     answerStep: fc.integer({ min: 0, max: 8 }),
+    remember: fc.constantFrom(undefined, undefined, "this_call" as const, "this_tool" as const),
   });
 
 const runPlan: fc.Arbitrary<RunPlan> = fc
@@ -56,9 +62,26 @@ const runPlan: fc.Arbitrary<RunPlan> = fc
       deadlineMs: fc.option(fc.constantFrom(0, TICK_MS, 25, 60), { nil: undefined }),
       resolver: fc.constantFrom<"manual" | "channel">("manual", "channel"),
       capacity: fc.integer({ min: 0, max: 2 }),
+      grants: fc.boolean(),
       cancelStep: fc.option(fc.integer({ min: -1, max: 10 }), { nil: undefined }),
     }),
   );
+
+/** A grant store that holds nothing and forgets every save: remembering changes nothing. */
+class NeverStore implements GrantStore {
+  load(): Promise<Grant[]> {
+    return Promise.resolve([]);
+  }
+  save(grant: Grant): Promise<Grant> {
+    return Promise.resolve(grant);
+  }
+  revoke(): Promise<Grant | undefined> {
+    return Promise.resolve(undefined);
+  }
+  clear(): Promise<number> {
+    return Promise.resolve(0);
+  }
+}
 
 const DENIED = (tool: string): string => `Permission denied by approver for tool '${tool}'`;
 const EXPIRED = (tool: string): string => `Permission ask expired unanswered for tool '${tool}'`;
@@ -168,6 +191,7 @@ async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualC
     .withHook(hook)
     .withAskResolver(resolver)
     .withMaxConcurrency(plan.maxConcurrency)
+    .withGrantStore(plan.grants ? new MemoryGrantStore() : new NeverStore())
     .withObserver({
       onToolPre: ({ call }) => observed.events.push(`pre:${call.id}`),
       onGate: ({ callId, decision }) => observed.events.push(`gate:${callId}:${decision.verdict}`),
@@ -231,8 +255,13 @@ async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualC
       const c = byId.get(park.ask.callId)!;
       if (park.done || c.answer === "never" || c.answerStep > step) continue;
       park.done = true;
+      const remember = c.remember === undefined ? {} : { remember: c.remember };
       const value: unknown =
-        c.answer === "approve" ? { type: "approve" } : c.answer === "deny" ? { type: "deny", reason: "no" } : { type: "sure" };
+        c.answer === "approve"
+          ? { type: "approve", ...remember }
+          : c.answer === "deny"
+            ? { type: "deny", reason: "no", ...remember }
+            : { type: "sure" };
       const inTime = park.settle(value);
       answeredNow.push(c.id);
       if (inTime && AskResolutionSchema.safeParse(value).data?.type === "approve") observed.approvedInTime.add(c.id);
@@ -303,6 +332,21 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
         if (!observed.cancelled) expect(ran).toBe(true);
         break;
       case "ask": {
+        if (record.ruleId === "grant") {
+          // Decided by a remembered answer: one given in time to an earlier ask of this tool, with
+          // `remember`, covering these arguments (this_tool, or this_call with the same path).
+          expect(plan.grants).toBe(true);
+          const answered = verdict === "allow" ? observed.approvedInTime : observed.refusedInTime;
+          const source = [...byId.values()].some(
+            (e) => e.id !== c.id && answered.has(e.id) && e.answer !== "garbage" &&
+              (e.remember === "this_tool" || (e.remember === "this_call" && e.path === c.path)),
+          );
+          expect({ call: c.id, verdict, rememberedSource: source }).toEqual({ call: c.id, verdict, rememberedSource: true });
+          expect(["allow", "deny"]).toContain(verdict);
+          if (verdict === "deny") expect(ran).toBe(false);
+          else if (!observed.cancelled) expect(ran).toBe(true);
+          break;
+        }
         // The tool ran only if an approval reached its park in time (and always did, short of a cancel).
         if (ran) expect(observed.approvedInTime.has(c.id)).toBe(true);
         if (observed.racedWithCancel.has(c.id) && verdict === "cancelled") {
@@ -326,9 +370,11 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
   for (const message of observed.messages) {
     if (message.type !== "tool_result") continue;
     const verdict = gates.find((g) => g[1] === message.callId)?.[2];
-    if (verdict === "ask_denied") expect(message.content).toBe(DENIED("act"));
-    if (verdict === "ask_expired") expect(message.content).toBe(EXPIRED("act"));
-    if (verdict === "deny") expect(message.content).toBe(`blocked ${message.callId}`);
+    const byGrant = records[gates.findIndex((g) => g[1] === message.callId)]?.ruleId === "grant";
+    if (byGrant && verdict === "deny") expect(message.content).toBe("Permission denied by remembered grant for tool 'act'");
+    else if (verdict === "ask_denied") expect(message.content).toBe(DENIED("act"));
+    else if (verdict === "ask_expired") expect(message.content).toBe(EXPIRED("act"));
+    else if (verdict === "deny") expect(message.content).toBe(`blocked ${message.callId}`);
     expect(message.isError).toBe(!["ask_allowed", "allow", "allow_modified"].includes(verdict!));
   }
 
@@ -344,9 +390,9 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
   for (const entry of observed.signals) expect(entry.answered || entry.signal.aborted).toBe(true);
 }
 
-describe("whole runs under random calls, hook decisions, answer timings, deadlines and cancels", () => {
+describe("whole runs under random calls, hook decisions, answer timings, remembered answers, deadlines and cancels", () => {
   it(`every invariant holds in ${RUNS} generated runs`, async () => {
-    const seen = { parks: 0, cancelled: 0, expired: 0, executed: 0, records: 0 };
+    const seen = { parks: 0, cancelled: 0, expired: 0, executed: 0, records: 0, byGrant: 0 };
     await fc.assert(
       fc.asyncProperty(runPlan, async (plan) => {
         const { observed, clock, runSignal, channel } = await play(plan);
@@ -357,11 +403,13 @@ describe("whole runs under random calls, hook decisions, answer timings, deadlin
         seen.expired += observed.records.filter((r) => r.verdict === "ask_expired").length;
         seen.executed += observed.executed.length;
         seen.records += observed.records.length;
+        seen.byGrant += observed.records.filter((r) => r.ruleId === "grant").length;
       }),
       { numRuns: RUNS },
     );
     expect(seen.parks).toBeGreaterThan(RUNS);
+    expect(seen.byGrant).toBeGreaterThan(0);
     console.log(`property: ${RUNS} runs, ${seen.records} records, ${seen.parks} parks, ${seen.expired} expiries, ` +
-      `${seen.cancelled} cancelled runs, ${seen.executed} tool executions`);
+      `${seen.cancelled} cancelled runs, ${seen.byGrant} calls decided by remembered grants, ${seen.executed} tool executions`);
   }, Math.max(30_000, RUNS * 60));
 });
