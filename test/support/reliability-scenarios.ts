@@ -282,6 +282,37 @@ const scenarios: Scenario[] = [
       }),
   },
   {
+    name: "approver-closed-with-asks-in-line",
+    expect: {
+      outcome: "resolved",
+      verdicts: ["ask_denied", "ask_denied", "ask_denied"],
+      executed: [],
+      results: { c1: DENIED, c2: DENIED, c3: DENIED },
+    },
+    run: (env) =>
+      runHarness(env, {
+        resolver: "channel",
+        deadline: "none",
+        maxConcurrency: 3,
+        turns: [
+          {
+            toolCalls: [
+              { id: "c1", name: "act", input: { path: "1" } },
+              { id: "c2", name: "act", input: { path: "2" } },
+              { id: "c3", name: "act", input: { path: "3" } },
+            ],
+          },
+          { text: "done" },
+        ],
+        drive: async (ctl) => {
+          // Capacity 1: one ask taken, one delivered, one waiting in line when the approver closes.
+          await ctl.take();
+          await env.until(() => ctl.approver!.buffered === 1 && ctl.approver!.inLine === 1, "one buffered, one in line");
+          ctl.approver?.close();
+        },
+      }),
+  },
+  {
     name: "approver-dropped-mid-run",
     gc: true,
     expect: { outcome: "resolved", verdicts: ["ask_denied"], executed: [], results: { c1: DENIED } },
