@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock, ScriptExhaustedError, ScriptedModel } from "../src/testing/index.js";
-import type { ModelRequest } from "../src/engine/index.js";
+import type { Message, ModelRequest, ToolCall } from "../src/engine/index.js";
 
 const request = (text: string): ModelRequest => ({
   messages: [{ type: "user", text }],
@@ -18,6 +18,29 @@ describe("ScriptedModel", () => {
     expect(model.requests.map((r) => (r.messages[0] as { text: string }).text)).toEqual(["one", "two"]);
     expect(model.requests[0]).not.toHaveProperty("signal");
     expect(model.remaining).toBe(0);
+  });
+
+  it("copies requests and scripted calls whose arguments cannot be cloned (a function, 100 000 levels) without throwing", async () => {
+    let deep: unknown = "a";
+    for (let i = 0; i < 100_000; i += 1) deep = [deep];
+    const fn = (): string => "a";
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t", input: { fn } }] }, (seen) => ({ text: String(seen.messages.length), toolCalls: [] })]);
+    await expect(model.generate(request("one"))).resolves.toEqual({ toolCalls: [{ id: "c1", name: "t", input: { fn } }] });
+    const shown: ModelRequest = {
+      ...request("two"),
+      messages: [
+        { type: "user", text: "two" },
+        { type: "assistant", toolCalls: [{ id: "c1", name: "t", input: { fn } }, { id: "c2", name: "t", input: deep }, { id: "c3", name: "t", input: { a: [1] } }] },
+      ],
+    };
+    await expect(model.generate(shown)).resolves.toEqual({ text: "2", toolCalls: [] });
+    const callsOf = (message: Message | undefined): readonly ToolCall[] => (message?.type === "assistant" ? message.toolCalls : []);
+    const recorded = { toolCalls: callsOf(model.requests[1]!.messages[1]) };
+    expect(recorded.toolCalls[0]!.input).toEqual({ fn });
+    expect(recorded.toolCalls[1]!.input).toBe(deep);
+    // Arguments that can be copied still are.
+    expect(recorded.toolCalls[2]!.input).toEqual({ a: [1] });
+    expect(recorded.toolCalls[2]!.input).not.toBe(callsOf(shown.messages[1])[2]!.input);
   });
 
   it("throws ScriptExhaustedError when the script runs out, and still records the request", async () => {

@@ -18,6 +18,7 @@ import { LoopManagers } from "./managers.js";
 import type { Message, Model, ModelResponse, ToolCall, ToolResultMessage, Usage } from "./model.js";
 import { ModelResponseSchema } from "./model.js";
 import { notify } from "./observer.js";
+import { snapshotMessages } from "./transcript.js";
 import type { GateDecision } from "./records.js";
 import { cancelledBy, linkedSignal, raceAbort } from "./signals.js";
 import type { Tool } from "./tool.js";
@@ -192,7 +193,7 @@ export class Agent {
 
   async #generate(turn: number, messages: readonly Message[], signal: AbortSignal): Promise<ModelResponse> {
     const settings = this.#managers.settings;
-    const snapshot = structuredClone(messages);
+    const snapshot = snapshotMessages(messages);
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages: snapshot, tools: this.#descriptors });
     let raw: unknown;
     try {

@@ -41,7 +41,11 @@ export type Message = UserMessage | AssistantMessage | ToolResultMessage;
 
 /** What the engine hands the model for one turn. */
 export interface ModelRequest {
-  /** The transcript so far (a snapshot; the model may keep it). */
+  /**
+   * The transcript so far: a copy the model may keep or change. Tool-call
+   * arguments that cannot be copied (functions, symbols, nesting too deep to
+   * clone) are shared as the model sent them rather than failing the turn.
+   */
   readonly messages: readonly Message[];
   /** The descriptors of the tools the model may call. */
   readonly tools: readonly ToolDescriptor[];

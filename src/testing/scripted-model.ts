@@ -1,6 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { copyToolCalls, snapshotMessages } from "../engine/transcript.js";
 
 /**
  * The script ran out: the model was asked for more turns than it was given.
@@ -26,7 +27,11 @@ export type ScriptedTurn =
   | { readonly error: unknown }
   | ((request: RecordedRequest) => ModelResponse | Promise<ModelResponse>);
 
-/** A request as the scripted model received it (a deep copy, without the signal). */
+/**
+ * A request as the scripted model received it: a deep copy, without the
+ * signal. Tool-call arguments that cannot be copied (functions, symbols,
+ * nesting too deep to clone) are kept as they are instead of throwing.
+ */
 export interface RecordedRequest {
   readonly messages: readonly Message[];
   readonly tools: readonly ToolDescriptor[];
@@ -64,16 +69,16 @@ export class ScriptedModel implements Model {
   }
 
   async generate(request: ModelRequest): Promise<ModelResponse> {
-    const recorded: RecordedRequest = structuredClone({ messages: request.messages, tools: request.tools });
+    const recorded: RecordedRequest = { messages: snapshotMessages(request.messages), tools: structuredClone(request.tools) };
     this.requests.push(recorded);
     const turn = this.#turns[this.#next];
     if (turn === undefined) throw new ScriptExhaustedError(this.#turns.length);
     this.#next += 1;
-    if (typeof turn === "function") return turn(structuredClone(recorded));
+    if (typeof turn === "function") return turn({ messages: snapshotMessages(recorded.messages), tools: structuredClone(recorded.tools) });
     if ("error" in turn) throw turn.error;
     return {
       ...(turn.text === undefined ? {} : { text: turn.text }),
-      toolCalls: structuredClone(turn.toolCalls ?? []),
+      toolCalls: copyToolCalls(turn.toolCalls ?? []),
       ...(turn.usage === undefined ? {} : { usage: turn.usage }),
     };
   }
