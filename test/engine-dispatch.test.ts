@@ -200,6 +200,46 @@ describe("pre-detection: the loop detector", () => {
     await expect(agent.run("go")).resolves.toMatchObject({ text: "done" });
   });
 
+  it("repeats refused before the hooks count at their refusal: an unknown tool is stopped like any loop", async () => {
+    const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "rm", A)] }));
+    const { agent, model } = build({ turns: [...turns, { text: "never" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }) });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(error).toMatchObject({ tool: "rm", argsDigest: argsDigest(A), repeats: 3 });
+    expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["deny", "unknown_tool"],
+      ["deny", "unknown_tool"],
+      ["deny", "loop_detector"],
+    ]);
+    expect(error.messages.at(-1)).toMatchObject({ callId: "c3", content: `dispatch refused before execution: ${error.message}`, isError: true });
+    expect(model.remaining).toBe(1);
+  });
+
+  it("arguments that are not JSON values have no digest: all of them, for one tool, count as one repeated call", async () => {
+    const inputs = [{ path: 1n }, { path: () => "a" }, { path: Symbol("a") }];
+    const turns = inputs.map((input, n) => ({ toolCalls: [call(`c${n}`, "read", input)] }));
+    const { agent } = build({ turns: [...turns, { text: "never" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }) });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(error).toMatchObject({ tool: "read", argsDigest: "", repeats: 3 });
+    expect(error.message).toBe("loop detected: tool 'read' called 3 times with arguments that are not JSON values");
+    expect(error.records.map((r) => r.ruleId)).toEqual(["invalid_arguments", "invalid_arguments", "loop_detector"]);
+  });
+
+  it("repeats a hook refuses end before pre-detection (spec order) and are not counted", async () => {
+    const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "read", A)] }));
+    const { agent } = build({
+      turns: [...turns, { text: "done" }],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }).withHook({ preToolUse: () => ({ type: "block", reason: "no" }) }),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["deny", "hook"],
+      ["deny", "hook"],
+      ["deny", "hook"],
+    ]);
+  });
+
   it("counts per run, not per agent", async () => {
     const { agent } = build({
       turns: [{ toolCalls: [call("c1", "read", A)] }, { text: "one" }, { toolCalls: [call("c2", "read", A)] }, { text: "two" }],

@@ -38,13 +38,15 @@ export class CancelledError extends RunStoppedError {
 
 /**
  * Pre-detection stopped the run: the same call (tool and `argsDigest`)
- * reached dispatch more often than `withLoopDetection({ maxRepeats })`
- * allows. `code` is `"LOOP_DETECTED"`.
+ * reached pre-detection more often than `withLoopDetection({ maxRepeats })`
+ * allows: on its way to dispatch, or at its refusal as a call to an unknown
+ * tool or with arguments that are not JSON values (all such arguments of one
+ * tool count as the same call). `code` is `"LOOP_DETECTED"`.
  */
 export class LoopDetectedError extends RunStoppedError {
   /** The repeated tool. */
   readonly tool: string;
-  /** The repeated call's `argsDigest`. */
+  /** The repeated call's `argsDigest` (`""` when its arguments are not JSON values). */
   readonly argsDigest: string;
   /** How many times the call reached pre-detection, this one included. */
   readonly repeats: number;
@@ -52,7 +54,9 @@ export class LoopDetectedError extends RunStoppedError {
   constructor(tool: string, argsDigest: string, repeats: number) {
     super(
       "LOOP_DETECTED",
-      `loop detected: tool '${tool}' called ${repeats} times with the same arguments (${argsDigest})`,
+      argsDigest === ""
+        ? `loop detected: tool '${tool}' called ${repeats} times with arguments that are not JSON values`
+        : `loop detected: tool '${tool}' called ${repeats} times with the same arguments (${argsDigest})`,
     );
     this.tool = tool;
     this.argsDigest = argsDigest;

@@ -111,12 +111,19 @@ async function gateAndDispatch(
 ): Promise<AttemptOutcome> {
   const { settings } = run;
   const tool = run.tools.get(call.name);
+  const digest = tryDigest(call.input);
+  // Calls refused before the hooks never reach the pre-detection step after
+  // the park, so they meet it here, at their refusal: a model repeating one of
+  // them forever is stopped like any other loop, not left to run to the budget.
   if (tool === undefined) {
+    const stopped = preDetect(run, call.name, digest ?? "", slot);
+    if (stopped !== undefined) return stopped;
     slot.land(draft("deny", "unknown_tool", "engine", `unknown tool '${call.name}'`));
     return { type: "result", result: error(TEXTS.unknownTool(call.name)) };
   }
-  const digest = tryDigest(call.input);
   if (digest === undefined) {
+    const stopped = preDetect(run, tool.name, "", slot);
+    if (stopped !== undefined) return stopped;
     slot.land(draft("deny", "invalid_arguments", "engine", "arguments are not JSON values"));
     return { type: "result", result: error(TEXTS.notJson(tool.name)) };
   }
@@ -275,6 +282,20 @@ async function remember(
   }
 }
 
+/**
+ * Pre-detection: counts the call (tool and `digest`, `""` for arguments that
+ * are not JSON values) and, past the limit, ends the attempt with the loop
+ * stop instead of its own ending. Returns `undefined` to go on.
+ */
+function preDetect(run: RunState, tool: string, digest: string, slot: RecordSlot): AttemptOutcome | undefined {
+  const repeats = run.loopDetector?.observe(tool, digest);
+  if (repeats === undefined) return undefined;
+  const stop = new LoopDetectedError(tool, digest, repeats);
+  const text = TEXTS.preDetection(stop.message);
+  slot.exit(draft("deny", "loop_detector", "engine", text));
+  return { type: "stop", result: error(text), error: stop };
+}
+
 /** Pre-detection → breaker → dispatch, then the held record lands. */
 async function afterGate(
   run: RunState,
@@ -286,13 +307,8 @@ async function afterGate(
 ): Promise<AttemptOutcome> {
   const { settings } = run;
   const digest = digestArgs(call.input);
-  const repeats = run.loopDetector?.observe(tool.name, digest);
-  if (repeats !== undefined) {
-    const stop = new LoopDetectedError(tool.name, digest, repeats);
-    const text = TEXTS.preDetection(stop.message);
-    slot.exit(draft("deny", "loop_detector", "engine", text));
-    return { type: "stop", result: error(text), error: stop };
-  }
+  const stopped = preDetect(run, tool.name, digest, slot);
+  if (stopped !== undefined) return stopped;
   if (run.breaker?.isOpen(tool.name, settings.clock.now()) === true) {
     slot.exit(draft("deny", "circuit_breaker", "engine", BREAKER_OPEN_TEXT));
     return { type: "result", result: error(BREAKER_OPEN_TEXT) };

@@ -3,6 +3,10 @@ export interface LoopDetectionOptions {
   /**
    * How many times the same call (tool and `argsDigest`) may reach dispatch
    * within one run; the next one stops the run with `LoopDetectedError`.
+   * Calls refused before the hooks count too, at their refusal: a call to an
+   * unknown tool, and a call whose arguments are not JSON values (those of
+   * one tool all count as the same call, having no digest). Calls a hook or
+   * an approver refuses end before pre-detection (spec order) and do not count.
    */
   readonly maxRepeats: number;
 }
@@ -16,7 +20,7 @@ export class LoopDetector {
     this.#maxRepeats = options.maxRepeats;
   }
 
-  /** Registers one call; returns its count when it goes past the limit, else `undefined`. */
+  /** Registers one call (`argsDigest` `""` for non-JSON arguments); returns its count when it goes past the limit, else `undefined`. */
   observe(tool: string, argsDigest: string): number | undefined {
     const key = `${tool}\u0000${argsDigest}`;
     const count = (this.#seen.get(key) ?? 0) + 1;

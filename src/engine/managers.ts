@@ -210,7 +210,11 @@ export class LoopManagers {
     return this.#with({ budget: Object.freeze(next) });
   }
 
-  /** Stops a run whose same call (tool and arguments) reaches dispatch more than `maxRepeats` times. */
+  /**
+   * Stops a run whose same call (tool and arguments) reaches dispatch more
+   * than `maxRepeats` times; repeated calls to an unknown tool or with
+   * non-JSON arguments count too (see {@link LoopDetectionOptions}).
+   */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
     return this.#with({ loopDetection: Object.freeze({ maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats) }) });
