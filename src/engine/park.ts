@@ -2,7 +2,7 @@ import { AskResolutionSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
-import { drainMicrotasks } from "./signals.js";
+import { drainMicrotasks, ownedController } from "./signals.js";
 
 /** How a park ended. */
 export type ParkOutcome =
@@ -75,7 +75,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
 
-  const stop = new AbortController();
+  const stop = ownedController();
   let timer: unknown;
   let timerArmed = false;
   let onAbort: (() => void) | undefined;

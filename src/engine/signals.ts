@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { CancelledError } from "./errors.js";
 
 /** The error a cancelled run rejects with, carrying the signal's reason. */
@@ -48,9 +49,26 @@ export function raceAbort<T>(work: Promise<T>, signal: AbortSignal, graceTurns =
   });
 }
 
-/** A child signal that aborts with its parent (or on its own); `dispose` unhooks it from the parent. */
-export function linkedSignal(parent: AbortSignal | undefined): { readonly controller: AbortController; dispose(): void } {
+/**
+ * An `AbortController` the engine owns, whose signal takes any number of
+ * listeners without Node's `MaxListenersExceededWarning`. One run or wave
+ * signal is shared by every call in flight: each parked call, hook race and
+ * tool (through its context) adds its own listener, so a wave wider than ten
+ * is normal, not a leak; every engine listener is removed when its wait ends.
+ */
+export function ownedController(): AbortController {
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
+/**
+ * A child signal that aborts with its parent (or on its own); `dispose`
+ * unhooks it from the parent. The parent (a caller's signal) gets one
+ * listener however many calls then share the child.
+ */
+export function linkedSignal(parent: AbortSignal | undefined): { readonly controller: AbortController; dispose(): void } {
+  const controller = ownedController();
   if (parent === undefined) return { controller, dispose: () => undefined };
   if (parent.aborted) {
     controller.abort(parent.reason);
