@@ -113,7 +113,7 @@ async function main(): Promise<void> {
     },
     source: describeSource(source),
     method:
-      "mitata measure(); each benchmark and its floor timed in the same process, interleaved over rounds (5; 1 in quick mode); figure = median over rounds of mitata's per-sample median (p50); ratios taken per round, then their median. Clock: process CPU time (user+system) for in-memory work, wall time for FileGrantStore.save and its floor. Memory in a child process per figure with --expose-gc.",
+      "mitata measure(); each benchmark and its floor timed in the same process, interleaved over rounds (7; 1 in quick mode); figure = median over rounds of mitata's per-sample median (p50); ratios taken per round, then their median. Clock: process CPU time (user+system) for in-memory work, wall time for FileGrantStore.save and its floor. Memory in a child process per figure with --expose-gc.",
     rows,
   };
   const defaultOut = fileURLToPath(new URL("./results.json", import.meta.url));

@@ -109,7 +109,7 @@ function mitataOptions(ctx: BenchContext, options: PairOptions): MeasureOptions 
   if (ctx.quick) {
     return { min_cpu_time: 15e6, min_samples: 3, max_samples: heavy ? 5 : 200, warmup_samples: 1, ...batching, ...clock };
   }
-  return { min_cpu_time: heavy ? 200e6 : 100e6, min_samples: heavy ? 8 : 12, warmup_samples: 4, ...batching, ...clock };
+  return { min_cpu_time: heavy ? 150e6 : 80e6, min_samples: heavy ? 8 : 12, warmup_samples: 4, ...batching, ...clock };
 }
 
 export interface PairOptions {
@@ -145,7 +145,7 @@ export async function timeTogether(
   options: PairOptions = {},
 ): Promise<Timings> {
   const names = Object.keys(fns);
-  const rounds = ctx.quick ? 1 : 5;
+  const rounds = ctx.quick ? 1 : 7;
   const p50s: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
   const opts = mitataOptions(ctx, options);
   for (let round = 0; round < rounds; round++) {
