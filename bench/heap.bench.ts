@@ -37,7 +37,7 @@ const heap: BenchModule = {
   id: "heap",
   title: "parked asks: heap per ask and drain throughput (child process, --expose-gc)",
   async run(ctx) {
-    const sizes = ctx.quick ? [1_000, 10_000] : [10_000, 100_000];
+    const sizes = ctx.quick ? [2_000] : [10_000, 100_000];
     const names = sizes.flatMap((n) => [
       { name: `park ${label(n)} asks at once: heap per parked ask`, target: HEAP_TARGET },
       { name: `drain ${label(n)} parked asks (next + resolve), per ask`, target: null },

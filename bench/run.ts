@@ -3,7 +3,7 @@
  * and writes bench/results.json.
  *
  *   npm run bench -- --filter park      only the modules whose id or title matches
- *   LOOPCTL_BENCH_QUICK=1 npm run bench  few samples and small sizes (seconds)
+ *   LOOPCTL_BENCH_QUICK=1 npm run bench  few samples and small sizes, src through tsx (seconds)
  *   npm run bench -- --out /tmp/r.json   write the results elsewhere
  *   npm run bench -- --markdown          print the table as Markdown
  *
@@ -70,6 +70,8 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const ctx: BenchContext = { quick: args.quick, log: (line) => process.stderr.write(`${line}\n`) };
   const started = new Date();
+  // A quick run is a smoke test: skip the build and load src through tsx (LOOPCTL_BENCH_SOURCE=build overrides).
+  if (args.quick) process.env["LOOPCTL_BENCH_SOURCE"] ??= "src";
   const source = await benchSource();
   ctx.log(`measuring: ${describeSource(source)}`);
   const rows: Row[] = [];

@@ -39,7 +39,6 @@ class ScriptedOpenAIModel implements Model {
     };
   }
 
-  // eslint-disable-next-line require-yield
   async *getStreamedResponse(): AsyncIterable<StreamEvent> {
     throw new Error("the benchmark never streams");
   }
