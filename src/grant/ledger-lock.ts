@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { constants } from "node:fs";
-import { link, lstat, open, readFile, rename, unlink } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { link, open, readFile, rename, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { LedgerLockError } from "./errors.js";
 
@@ -19,6 +19,8 @@ interface LockInfo {
   readonly hostname: string;
   readonly createdAtMs: number;
   readonly token: string;
+  /** Which process image wrote it: tells this process from an earlier one that had its pid. */
+  readonly instance?: string;
 }
 
 // A creator writes its record right after the O_EXCL create; an empty or
@@ -48,13 +50,15 @@ function parseLock(text: string): LockInfo | null {
   return null;
 }
 
-/** Tokens of the locks this process holds right now. */
-const held = new Set<string>();
+/** Written into every lock this process takes. */
+const INSTANCE = randomUUID();
 
 function holderAlive(info: LockInfo): boolean {
-  // Our own pid on a lock we do not hold: left by an earlier process that
-  // had the same pid (common in containers), so nobody holds it.
-  if (info.pid === process.pid) return held.has(info.token);
+  // Our pid and our instance: a lock of this very process, held or released
+  // since it was read; never abandoned. Our pid with another instance (or
+  // none): left by an earlier process that had the same pid (common in
+  // containers), so nobody holds it.
+  if (info.pid === process.pid) return info.instance === INSTANCE;
   return pidAlive(info.pid);
 }
 
@@ -168,14 +172,40 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
     throw new LedgerLockError(lockPath, "cannot remove an abandoned lock", { cause: error });
   }
   try {
-    const moved = await lstat(aside);
-    if (moved.ino === stat.ino && moved.dev === stat.dev) return true;
+    if (await sameLock(aside, stat, text)) return true;
     // A fresh lock was taken: put it back for its owner. link() never
     // replaces a lock that yet another process may have created since.
     await link(aside, lockPath).catch(() => undefined);
     return false;
   } finally {
     await unlink(aside).catch(() => undefined);
+  }
+}
+
+/**
+ * Whether the file at `aside` is the lock judged stale. An inode number is no
+ * proof: a fresh lock created since can get the freed inode back, so the
+ * modification time and the bytes must match too.
+ */
+async function sameLock(aside: string, judged: Stats, text: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return false;
+  }
+  try {
+    const moved = await handle.stat();
+    return (
+      moved.ino === judged.ino &&
+      moved.dev === judged.dev &&
+      moved.mtimeMs === judged.mtimeMs &&
+      (await handle.readFile("utf8")) === text
+    );
+  } catch {
+    return false;
+  } finally {
+    await handle.close();
   }
 }
 
@@ -193,34 +223,30 @@ export async function withLedgerLock<T>(
   options: LedgerLockOptions,
   body: () => Promise<T>,
 ): Promise<T> {
-  const info: LockInfo = { pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: randomUUID() };
+  const info: LockInfo = {
+    pid: process.pid,
+    hostname: hostname(),
+    createdAtMs: Date.now(),
+    token: randomUUID(),
+    instance: INSTANCE,
+  };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
-  // Registered before the lock file exists: another store in this process
-  // may read our token from the file before tryCreate has even returned.
-  held.add(info.token);
+  for (;;) {
+    options.signal?.throwIfAborted();
+    if (await tryCreate(lockPath, info)) break;
+    if (await breakIfStale(lockPath, options.staleMs)) continue;
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`);
+    }
+    await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
+    backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+  }
   try {
-    for (;;) {
-      options.signal?.throwIfAborted();
-      if (await tryCreate(lockPath, info)) break;
-      if (await breakIfStale(lockPath, options.staleMs)) continue;
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) {
-        throw new LedgerLockError(
-          lockPath,
-          `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`,
-        );
-      }
-      await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
-      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-    }
-    try {
-      return await body();
-    } finally {
-      await release(lockPath, info.token);
-    }
+    return await body();
   } finally {
-    held.delete(info.token);
+    await release(lockPath, info.token);
   }
 }
 
