@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import {
+  chmodSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -23,6 +24,7 @@ import {
   LedgerIoError,
   LedgerLockError,
   projectIdentity,
+  type LedgerWarning,
 } from "../src/grant/index.js";
 
 let root: string;
@@ -307,5 +309,107 @@ describe("FileGrantStore lock", () => {
     writeLedger(s, "not json");
     await expect(s.save(grantA)).rejects.toBeInstanceOf(LedgerCorruptError);
     expect(existsSync(s.lockPath)).toBe(false);
+  });
+});
+
+describe("FileGrantStore path and permission checks", () => {
+  /** A saved ledger and the four paths from the root down to it. */
+  async function savedTree(): Promise<{ s: FileGrantStore; paths: string[] }> {
+    const s = store();
+    await s.save(grantA);
+    const dir = join(s.ledgerPath, "..");
+    return { s, paths: [join(root, "grants"), join(root, "grants", "projects"), dir, s.ledgerPath] };
+  }
+  const modeOf = (path: string): number => lstatSync(path).mode & 0o777;
+
+  it("makes folders and a ledger readable by others owner-only, reporting each through onWarning", async () => {
+    const { paths } = await savedTree();
+    const wide = [0o755, 0o711, 0o750, 0o644];
+    paths.forEach((path, i) => chmodSync(path, wide[i] as number));
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(warnings.map((w) => [w.code, w.path, w.previousMode, w.mode])).toEqual([
+      ["LOOPCTL_LEDGER_TIGHTENED", paths[0], 0o755, 0o700],
+      ["LOOPCTL_LEDGER_TIGHTENED", paths[1], 0o711, 0o700],
+      ["LOOPCTL_LEDGER_TIGHTENED", paths[2], 0o750, 0o700],
+      ["LOOPCTL_LEDGER_TIGHTENED", paths[3], 0o644, 0o600],
+    ]);
+    for (const w of warnings) expect(w.message).toContain(w.path);
+    expect(paths.map(modeOf)).toEqual([0o700, 0o700, 0o700, 0o600]);
+    await s.load();
+    expect(warnings.length).toBe(4);
+  });
+
+  it.each([
+    ["the root", 0, 0o770],
+    ["the projects folder", 1, 0o707],
+    ["the project folder", 2, 0o777],
+    ["the ledger", 3, 0o620],
+  ])("refuses %s when writable by others with LEDGER_PERMISSIONS, changing nothing", async (_, index, mode) => {
+    const { paths } = await savedTree();
+    const path = paths[index] as string;
+    chmodSync(path, mode);
+    const bytes = readFileSync(paths[3] as string);
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    for (const attempt of [s.load(), s.save(grantB), s.revoke(grantA.id), s.clear()]) {
+      const error = await rejection(attempt);
+      expect(error).toBeInstanceOf(LedgerIoError);
+      expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
+      expect((error as LedgerIoError).path).toBe(path);
+      expect((error as Error).message).toContain(path);
+    }
+    expect(modeOf(path)).toBe(mode);
+    expect(readFileSync(paths[3] as string)).toEqual(bytes);
+    expect(existsSync(s.lockPath)).toBe(false);
+    chmodSync(path, mode & 0o700);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+  });
+
+  it("refuses a symlinked folder beneath the root with LEDGER_UNSAFE_PATH naming it, and creates nothing through it", async () => {
+    const s = store();
+    const elsewhere = join(root, "elsewhere");
+    mkdirSync(elsewhere, { mode: 0o700 });
+    mkdirSync(join(root, "grants"), { mode: 0o700 });
+    symlinkSync(elsewhere, join(root, "grants", "projects"));
+    for (const attempt of [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear(), s.resetCorrupt()]) {
+      const error = await rejection(attempt);
+      expect((error as LedgerIoError).code).toBe("LEDGER_UNSAFE_PATH");
+      expect((error as LedgerIoError).path).toBe(join(root, "grants", "projects"));
+    }
+    expect(readdirSync(elsewhere)).toEqual([]);
+  });
+
+  it("follows a root that is itself a symlink (the caller's choice)", async () => {
+    const real = join(root, "real-root");
+    mkdirSync(real, { mode: 0o700 });
+    symlinkSync(real, join(root, "grants"));
+    await store().save(grantA);
+    expect((await store().load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(readdirSync(join(real, "projects"))).toEqual([projectIdentity(project)]);
+  });
+
+  it("sends the warning to the process when onWarning throws, and the call still succeeds", async () => {
+    const { paths } = await savedTree();
+    chmodSync(paths[3] as string, 0o640);
+    const seen: Array<[string, string | undefined]> = [];
+    const listener = (w: Error): void => {
+      seen.push([w.name, (w as NodeJS.ErrnoException).code]);
+    };
+    process.on("warning", listener);
+    try {
+      const s = store({
+        onWarning: () => {
+          throw new Error("logger down");
+        },
+      });
+      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", listener);
+    }
+    expect(seen).toEqual([["LoopctlWarning", "LOOPCTL_LEDGER_TIGHTENED"]]);
+    expect(modeOf(paths[3] as string)).toBe(0o600);
   });
 });

@@ -39,17 +39,22 @@ export class LedgerCorruptError extends LoopctlError {
 
 /**
  * Reading or writing a grant ledger failed for a reason other than its
- * content: a permission problem, a full disk, or a ledger path that is a
- * symlink or not a regular file (which is never written through).
- *
- * Code `"LEDGER_IO"`, or `"LEDGER_NOT_REGULAR_FILE"` for the path refusal.
+ * content, or its path cannot be trusted. Codes:
+ * - `"LEDGER_IO"`: the file system failed (a permission problem, a full disk).
+ * - `"LEDGER_NOT_REGULAR_FILE"`: the ledger is a symlink, a folder, a FIFO…;
+ *   it is never read or written through.
+ * - `"LEDGER_UNSAFE_PATH"`: a folder beneath the root (`projects`,
+ *   `projects/<id>`) is a symlink or not a folder; it is never followed.
+ * - `"LEDGER_PERMISSIONS"`: a folder on the path or the ledger is owned by
+ *   another user or writable by group or others, so its grants cannot be
+ *   trusted.
  */
 export class LedgerIoError extends LoopctlError {
   /** The file or folder at fault. */
   readonly path: string;
 
   constructor(
-    code: "LEDGER_IO" | "LEDGER_NOT_REGULAR_FILE",
+    code: "LEDGER_IO" | "LEDGER_NOT_REGULAR_FILE" | "LEDGER_UNSAFE_PATH" | "LEDGER_PERMISSIONS",
     path: string,
     problem: string,
     options?: ErrorOptions,

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { constants, type BigIntStats } from "node:fs";
-import { chmod, lstat, mkdir, open, rename } from "node:fs/promises";
+import { constants, type BigIntStats, type Stats } from "node:fs";
+import { chmod, lstat, mkdir, open, rename, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import writeFileAtomic from "write-file-atomic";
@@ -27,6 +27,30 @@ export interface FileGrantStoreOptions {
   readonly staleLockMs?: number;
   /** The clock used to name a corrupt ledger moved aside. @default Date.now */
   readonly now?: () => number;
+  /**
+   * Receives a {@link LedgerWarning} when the store makes a folder or the
+   * ledger owner-only again. Called synchronously; if it throws, the warning
+   * goes to `process.emitWarning` instead.
+   * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_LEDGER_TIGHTENED")
+   */
+  readonly onWarning?: (warning: LedgerWarning) => void;
+}
+
+/**
+ * A folder on the ledger's path, or the ledger itself, was readable or
+ * searchable by group or others and has been made owner-only.
+ */
+export interface LedgerWarning {
+  /** Stable code; also the `code` of the default process warning. */
+  readonly code: "LOOPCTL_LEDGER_TIGHTENED";
+  /** The folder or file that was tightened. */
+  readonly path: string;
+  /** Its permission bits before, e.g. `0o755`. */
+  readonly previousMode: number;
+  /** Its permission bits now, e.g. `0o700`. */
+  readonly mode: number;
+  /** A sentence naming the path and both modes. */
+  readonly message: string;
 }
 
 /** Options for a {@link FileGrantStore} write. */
@@ -58,6 +82,24 @@ function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
 }
 
+// Windows has no POSIX modes or owners to check; symlinks are still refused there.
+const POSIX_PERMISSIONS = process.platform !== "win32";
+const GROUP_OTHER_BITS = 0o077;
+const GROUP_OTHER_WRITE = 0o022;
+
+interface OwnerAndMode {
+  readonly uid: number | bigint;
+  readonly mode: number | bigint;
+}
+
+function octal(mode: number): string {
+  return mode.toString(8).padStart(3, "0");
+}
+
+function emitProcessWarning(warning: LedgerWarning): void {
+  process.emitWarning(warning.message, { type: "LoopctlWarning", code: warning.code });
+}
+
 function statKey(stat: BigIntStats): string {
   return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
 }
@@ -73,8 +115,18 @@ function statKey(stat: BigIntStats): string {
  *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`).
  * - Writes replace the file atomically (owner-only 0600 from creation,
  *   fsynced, folder fsynced after the rename); folders are created 0700; a
- *   ledger path that is a symlink or not a regular file is never written
- *   through.
+ *   ledger path that is a symlink or not a regular file is never read or
+ *   written through (LedgerIoError `"LEDGER_NOT_REGULAR_FILE"`).
+ * - Every read and write first checks each folder from the root down
+ *   (`<root>`, `projects`, `projects/<id>`): a symlink or non-folder beneath
+ *   the root is refused (`"LEDGER_UNSAFE_PATH"`), so a swapped folder is never
+ *   written through and a ledger planted elsewhere is never trusted (the
+ *   root itself may be a symlink you set up). On POSIX systems a folder or
+ *   ledger owned by another user (root excepted) or writable by group or
+ *   others is refused (`"LEDGER_PERMISSIONS"`: whoever could write there could
+ *   have planted grants); one merely readable or searchable by them is made
+ *   owner-only (0700 / 0600) and reported through `onWarning`, by default a
+ *   process warning with code `"LOOPCTL_LEDGER_TIGHTENED"`.
  * - Writers in any number of processes are serialized by the lock file
  *   `grants.json.lock`, and each change is a read-merge-write under it, so no
  *   grant or revocation is lost.
@@ -86,10 +138,13 @@ export class FileGrantStore implements GrantStore {
   readonly ledgerPath: string;
   /** The lock file serializing writers (`<ledgerPath>.lock`). */
   readonly lockPath: string;
+  readonly #root: string;
+  readonly #projects: string;
   readonly #dir: string;
   readonly #lockTimeoutMs: number;
   readonly #staleLockMs: number;
   readonly #now: () => number;
+  readonly #onWarning: (warning: LedgerWarning) => void;
   #snapshot: Snapshot | undefined;
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -98,12 +153,15 @@ export class FileGrantStore implements GrantStore {
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
-    this.#dir = join(resolve(rootDir), "projects", projectIdentity(projectDir));
+    this.#root = resolve(rootDir);
+    this.#projects = join(this.#root, "projects");
+    this.#dir = join(this.#projects, projectIdentity(projectDir));
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#staleLockMs = options.staleLockMs ?? 30_000;
     this.#now = options.now ?? Date.now;
+    this.#onWarning = options.onWarning ?? emitProcessWarning;
   }
 
   /**
@@ -122,7 +180,8 @@ export class FileGrantStore implements GrantStore {
    * Every grant in the ledger, in file order.
    *
    * @throws {LedgerCorruptError} when the ledger exists but cannot be trusted.
-   * @throws {LedgerIoError} when it cannot be read or is not a regular file.
+   * @throws {LedgerIoError} when it cannot be read, is not a regular file, or
+   *   a folder on its path is a symlink or open to writes by others.
    */
   async load(): Promise<Grant[]> {
     return [...(await this.#read()).grants];
@@ -139,11 +198,13 @@ export class FileGrantStore implements GrantStore {
    *
    * @throws {LedgerCorruptError} and leaves the file untouched when the ledger is corrupt.
    * @throws {LedgerLockError} when the lock cannot be taken in time.
+   * @throws {LedgerIoError} when the ledger or a folder on its path is unsafe
+   *   (a symlink, another user's, writable by others) or cannot be written.
    */
   async save(grant: Grant, options: WriteOptions = {}): Promise<Grant> {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
     return this.#serial(options.signal, async () => {
-      await this.#ensureDir();
+      await this.#secureFolders(true);
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read();
         const next = current.grants.filter((g) => g.id !== grant.id);
@@ -160,7 +221,7 @@ export class FileGrantStore implements GrantStore {
    */
   async revoke(id: string, options: WriteOptions = {}): Promise<Grant | undefined> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#dirExists())) return undefined;
+      if (!(await this.#secureFolders(false))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read();
         const found = current.grants.find((g) => g.id === id);
@@ -179,7 +240,7 @@ export class FileGrantStore implements GrantStore {
    */
   async clear(options: ClearOptions = {}): Promise<number> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#dirExists())) return 0;
+      if (!(await this.#secureFolders(false))) return 0;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         let current: Snapshot;
         try {
@@ -206,7 +267,7 @@ export class FileGrantStore implements GrantStore {
    */
   async resetCorrupt(options: WriteOptions = {}): Promise<string | undefined> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#dirExists())) return undefined;
+      if (!(await this.#secureFolders(false))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         try {
           await this.#read();
@@ -234,26 +295,109 @@ export class FileGrantStore implements GrantStore {
     return run;
   }
 
-  async #dirExists(): Promise<boolean> {
+  /**
+   * Checks `<root>`, `projects` and `projects/<id>` in that order, creating
+   * missing ones (0700) when `create` is set; false when one is missing and
+   * `create` is not. Checking from the root down is what makes the later
+   * path-based calls safe: once a folder is known to be ours and closed to
+   * writes by others, nobody else can swap what lies beneath it.
+   */
+  async #secureFolders(create: boolean): Promise<boolean> {
+    const folders = [this.#root, this.#projects, this.#dir];
+    // The root is the caller's choice and may be a symlink; beneath it nothing is followed.
+    const stats = await Promise.all(folders.map((path, i) => this.#inspectFolder(path, i === 0)));
+    for (const [i, path] of folders.entries()) {
+      let found = stats[i];
+      if (found === undefined) {
+        if (!create) return false;
+        found = await this.#makeFolder(path, i === 0);
+      }
+      if (found.isSymbolicLink()) throw this.#unsafePath(path, "is a symlink; refusing to follow it");
+      if (!found.isDirectory()) throw this.#unsafePath(path, "is not a folder");
+      if (this.#mustTighten(path, found)) {
+        const previous = found.mode & 0o777;
+        await this.#tighten(path, previous, (mode) => chmod(path, mode));
+      }
+    }
+    return true;
+  }
+
+  /** The folder's stat, or undefined when it (or a folder above it) is missing. */
+  async #inspectFolder(path: string, follow: boolean): Promise<Stats | undefined> {
     try {
-      await lstat(this.#dir);
-      return true;
+      return await (follow ? stat(path) : lstat(path));
     } catch (error) {
-      if (errorCode(error) === "ENOENT") return false;
-      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot inspect the ledger folder (${errorCode(error) ?? "error"})`, {
-        cause: error,
-      });
+      const code = errorCode(error);
+      // ENOTDIR: a file sits where a folder above should be; the check of that folder names it.
+      if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect the ledger folder (${code ?? "error"})`, { cause: error });
     }
   }
 
-  async #ensureDir(): Promise<void> {
+  async #makeFolder(path: string, isRoot: boolean): Promise<Stats> {
     try {
-      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+      // Only the root's own parents are created recursively; beneath it each folder is made alone.
+      await mkdir(path, { recursive: isRoot, mode: 0o700 });
     } catch (error) {
-      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot create the ledger folder (${errorCode(error) ?? "error"})`, {
+      if (errorCode(error) !== "EEXIST") {
+        throw new LedgerIoError("LEDGER_IO", path, `cannot create the ledger folder (${errorCode(error) ?? "error"})`, {
+          cause: error,
+        });
+      }
+    }
+    const made = await this.#inspectFolder(path, isRoot);
+    if (made === undefined) throw new LedgerIoError("LEDGER_IO", path, "the ledger folder vanished as it was created");
+    return made;
+  }
+
+  /**
+   * Throws for a path owned by another user (root excepted) or writable by
+   * group or others; true when it is only readable or searchable by them.
+   */
+  #mustTighten(path: string, found: OwnerAndMode): boolean {
+    if (!POSIX_PERMISSIONS) return false;
+    const uid = process.getuid?.();
+    const owner = Number(found.uid);
+    if (uid !== undefined && owner !== uid && owner !== 0) {
+      throw new LedgerIoError("LEDGER_PERMISSIONS", path, `is owned by uid ${owner}, not by this user (uid ${uid})`);
+    }
+    const mode = Number(found.mode) & 0o777;
+    if ((mode & GROUP_OTHER_WRITE) !== 0) {
+      throw new LedgerIoError(
+        "LEDGER_PERMISSIONS",
+        path,
+        `is writable by group or others (mode ${octal(mode)}), so its grants may have been planted; check it, then run chmod go-w on it`,
+      );
+    }
+    return (mode & GROUP_OTHER_BITS) !== 0;
+  }
+
+  async #tighten(path: string, previous: number, apply: (mode: number) => Promise<void>): Promise<void> {
+    const mode = previous & ~GROUP_OTHER_BITS;
+    try {
+      await apply(mode);
+    } catch (error) {
+      throw new LedgerIoError("LEDGER_IO", path, `cannot make it owner-only (${errorCode(error) ?? "error"})`, {
         cause: error,
       });
     }
+    const warning: LedgerWarning = {
+      code: "LOOPCTL_LEDGER_TIGHTENED",
+      path,
+      previousMode: previous,
+      mode,
+      message: `grant ledger path ${path} was open to group or others (mode ${octal(previous)}); made owner-only (mode ${octal(mode)})`,
+    };
+    try {
+      this.#onWarning(warning);
+    } catch {
+      // The path is already secured; a failing handler must not lose the warning or fail the call.
+      emitProcessWarning(warning);
+    }
+  }
+
+  #unsafePath(path: string, problem: string): LedgerIoError {
+    return new LedgerIoError("LEDGER_UNSAFE_PATH", path, `${problem}; refusing to use the ledger ${this.ledgerPath}`);
   }
 
   #notRegular(): LedgerIoError {
@@ -266,6 +410,10 @@ export class FileGrantStore implements GrantStore {
 
   async #read(): Promise<Snapshot> {
     const path = this.ledgerPath;
+    if (!(await this.#secureFolders(false))) {
+      this.#snapshot = undefined;
+      return EMPTY_SNAPSHOT;
+    }
     let stat: BigIntStats;
     try {
       stat = await lstat(path, { bigint: true });
@@ -278,7 +426,9 @@ export class FileGrantStore implements GrantStore {
     }
     if (!stat.isFile()) throw this.#notRegular();
     const cached = this.#snapshot;
-    if (cached !== undefined && cached.key === statKey(stat)) return cached;
+    // A ledger open to others is judged (and tightened) on the opened file below.
+    const wide = (Number(stat.mode) & GROUP_OTHER_BITS) !== 0;
+    if (!wide && cached !== undefined && cached.key === statKey(stat)) return cached;
 
     let handle;
     try {
@@ -294,6 +444,12 @@ export class FileGrantStore implements GrantStore {
     try {
       opened = await handle.stat({ bigint: true });
       if (!opened.isFile()) throw this.#notRegular();
+      if (this.#mustTighten(path, opened)) {
+        const fd = handle;
+        // fchmod on the opened file: a path-based chmod could be sent elsewhere by a swap.
+        await this.#tighten(path, Number(opened.mode) & 0o777, (mode) => fd.chmod(mode));
+        opened = await handle.stat({ bigint: true });
+      }
       bytes = await handle.readFile();
     } catch (error) {
       if (error instanceof LedgerIoError) throw error;
@@ -374,7 +530,7 @@ export class FileGrantStore implements GrantStore {
   async #fsyncDir(): Promise<void> {
     let handle;
     try {
-      handle = await open(this.#dir, constants.O_RDONLY);
+      handle = await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
     } catch (error) {
       throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot open the ledger folder to sync it (${errorCode(error) ?? "error"})`, {
         cause: error,
