@@ -97,6 +97,10 @@ export interface HarnessOptions {
   readonly observers?: readonly Observer[];
   readonly maxConcurrency?: number;
   readonly grantStore?: GrantStore;
+  /** Wraps the environment's clock (to break it on purpose). */
+  readonly clock?: (clock: Clock, started: readonly string[]) => Clock;
+  /** Further configuration (a breaker, a budget…). */
+  readonly configure?: (managers: LoopManagers) => LoopManagers;
   /** Drives the run while it is in flight (answers, cancels, clock). */
   readonly drive?: (ctl: Ctl) => Promise<void>;
 }
@@ -226,7 +230,9 @@ export async function runHarness(env: ScenarioEnv, options: HarnessOptions): Pro
     resolver = choice;
   }
 
-  let managers = new LoopManagers().withClock(env.clock).withIdGen(seededIdGen("reliability"));
+  let managers = new LoopManagers()
+    .withClock(options.clock?.(env.clock, started) ?? env.clock)
+    .withIdGen(seededIdGen("reliability"));
   for (const hook of options.hooks ?? [askHook]) managers = managers.withHook(hook);
   if (resolver !== undefined) managers = managers.withAskResolver(resolver);
   const deadline = options.deadline ?? "long";
@@ -239,6 +245,7 @@ export async function runHarness(env: ScenarioEnv, options: HarnessOptions): Pro
     onToolPost: ({ call }) => posts.push(call.id),
   });
   for (const observer of options.observers ?? []) managers = managers.withObserver(observer);
+  if (options.configure !== undefined) managers = options.configure(managers);
 
   const model = new ScriptedModel(options.turns ?? oneCall());
   const agent = new Agent({ model, tools: [actTool(options.tool ?? "ok", started)], managers });

@@ -3,7 +3,7 @@
 // runner (test/support/reliability-scenario.ts).
 import { ApprovalChannel } from "../../src/ask/index.js";
 import type { AskResolver } from "../../src/ask/index.js";
-import type { Hook, Observer } from "../../src/engine/index.js";
+import type { Hook, LoopManagers, Observer } from "../../src/engine/index.js";
 import type { Grant, GrantStore } from "../../src/grant/index.js";
 import { askHook, oneCall, runHarness } from "./reliability-harness.js";
 import type { Ctl, ScenarioEnv, ScenarioReport } from "./reliability-harness.js";
@@ -369,6 +369,33 @@ const scenarios: Scenario[] = [
         },
       }),
   },
+  // ---- the clock ----
+  ...(
+    [
+      ["clock-throws-once-the-tool-ran", (m: LoopManagers) => m],
+      ["clock-throws-once-the-tool-ran-with-a-breaker", (m: LoopManagers) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 })],
+    ] as const
+  ).map(([name, configure]): Scenario => ({
+    name,
+    // The tool ran, so its record must land and say so, whatever the clock does afterwards.
+    expect: { outcome: "resolved", verdicts: ["ask_allowed"], executed: ["c1"], results: { c1: "acted on c1" } },
+    run: (env) =>
+      runHarness(env, {
+        configure,
+        clock: (clock, started) => ({
+          now: () => {
+            if (started.length > 0) throw new Error("the clock broke");
+            return clock.now();
+          },
+          setTimeout: (callback, ms) => clock.setTimeout(callback, ms),
+          clearTimeout: (handle) => clock.clearTimeout(handle),
+        }),
+        drive: async (ctl) => {
+          await parked(ctl);
+          ctl.answer(0, { type: "approve" });
+        },
+      }),
+  })),
   // ---- observers ----
   {
     name: "observer-throws-everywhere",
