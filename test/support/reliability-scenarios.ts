@@ -33,6 +33,14 @@ const DENIED = "Permission denied by approver for tool 'act'";
 const EXPIRED = "Permission ask expired unanswered for tool 'act'";
 const HOOK_FAILED = "Permission denied: pre-tool-use hook failed for tool 'act'";
 
+/** An object whose every read throws, as a hostile plug-in might hand back. */
+function bomb(): object {
+  const fail = (): never => {
+    throw new Error("getter bomb");
+  };
+  return new Proxy({}, { get: fail, has: fail, ownKeys: fail, getOwnPropertyDescriptor: fail });
+}
+
 /** Fails the scenario (the driver's promise rejects, so the test sees it). */
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`scenario check failed: ${what}`);
@@ -97,6 +105,30 @@ const scenarios: Scenario[] = [
     name: "hook-answers-garbage",
     expect: { outcome: "resolved", verdicts: ["deny"], executed: [], results: { c1: HOOK_FAILED } },
     run: (env) => runHarness(env, { hooks: [{ preToolUse: () => ({ type: "perhaps" }) as never }] }),
+  },
+  {
+    name: "hook-answers-a-proxy",
+    expect: { outcome: "resolved", verdicts: ["deny"], executed: [], results: { c1: HOOK_FAILED } },
+    run: (env) => runHarness(env, { hooks: [{ preToolUse: () => bomb() as never }] }),
+  },
+  {
+    // Nobody cancelled this run: a decision that cannot be read is a failed hook, not a cancel.
+    name: "hook-answers-modify-with-a-throwing-input",
+    expect: { outcome: "resolved", verdicts: ["deny"], executed: [], results: { c1: HOOK_FAILED } },
+    run: (env) =>
+      runHarness(env, {
+        hooks: [
+          {
+            preToolUse: () =>
+              ({
+                type: "modify",
+                get input(): unknown {
+                  throw new Error("input bomb");
+                },
+              }) as never,
+          },
+        ],
+      }),
   },
   {
     name: "hook-hangs-then-cancel",
