@@ -48,6 +48,14 @@ function digestOf(text: string): string {
   return h.toString(16).padStart(16, "0");
 }
 
+/** An object whose every read throws, as a broken adapter might hand back. */
+function bomb(): object {
+  const fail = (): never => {
+    throw new Error("getter bomb");
+  };
+  return new Proxy({}, { get: fail, has: fail, ownKeys: fail, getOwnPropertyDescriptor: fail });
+}
+
 /** A model that answers every turn with `call` (a fresh id each time), forever. */
 function foreverModel(call: Omit<ToolCall, "id">): Model & { turns: number } {
   const model = {
@@ -156,6 +164,20 @@ describe("a model that calls tools badly gets error results, never a crash", () 
   it("a malformed model answer (a tool call without an id) is a typed ModelError", async () => {
     const agent = new Agent({ model: { generate: async () => ({ toolCalls: [{ name: "read", input: {} }] }) as never }, tools: tools([]) });
     await expect(agent.run("go")).rejects.toBeInstanceOf(ModelError);
+  });
+
+  it.each<[string, () => unknown]>([
+    ["an answer that is a proxy", () => bomb()],
+    ["tool calls that are a proxy", () => ({ toolCalls: bomb() })],
+    ["a tool call that is a proxy", () => ({ toolCalls: [bomb()] })],
+    ["usage that is a proxy", () => ({ toolCalls: [], usage: bomb() })],
+  ])("a model answer holding an unreadable object (%s) is a typed ModelError, and no tool runs", async (_label, answer) => {
+    const executed: unknown[] = [];
+    const agent = new Agent({ model: { generate: async () => answer() as ModelResponse }, tools: tools(executed) });
+    const error = await agent.run("go").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as ModelError).code).toBe("MODEL_ERROR");
+    expect(executed).toEqual([]);
   });
 
   it("random tool names and JSON arguments: every call gets one record and a result, tools run only on valid arguments", async () => {
