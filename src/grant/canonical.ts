@@ -1,22 +1,13 @@
-import stableStringify from "fast-json-stable-stringify";
 import { CanonicalJsonError } from "./errors.js";
 
 /**
- * The deepest nesting canonicalJson accepts. The serializer underneath is
- * recursive; this bound keeps it far from the engine's stack limit even when
- * the caller is itself deep in a stack.
+ * The deepest nesting canonicalJson accepts. The serializer is recursive;
+ * this bound keeps it far from the engine's stack limit even when the caller
+ * is itself deep in a stack.
  */
 export const CANONICAL_JSON_MAX_DEPTH = 1000;
 
-type JsonObject = { [key: string]: JsonNode };
-type JsonNode = null | boolean | number | string | JsonNode[] | JsonObject;
-
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-
-function childPath(parent: string, key: string | number): string {
-  if (typeof key === "number") return `${parent}[${key}]`;
-  return IDENTIFIER.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
-}
 
 function isHighSurrogate(unit: number): boolean {
   return unit >= 0xd800 && unit <= 0xdbff;
@@ -43,14 +34,42 @@ export function compareCodePoints(a: string, b: string): number {
   return (a.codePointAt(i) ?? -1) - (b.codePointAt(i) ?? -1);
 }
 
-type StableStringify = (
-  value: unknown,
-  options: { cmp: (a: { key: string }, b: { key: string }) => number },
-) => string;
-// The package's own typings omit the options argument it accepts.
-const stringifyStable = stableStringify as unknown as StableStringify;
+/**
+ * A problem found while writing, before its path is known. Each enclosing
+ * container adds its key as the fault passes through it, so the happy path
+ * never builds a path string; the typed error is made once, at the top.
+ */
+class Fault {
+  readonly problem: string;
+  readonly cause: unknown;
+  readonly hasCause: boolean;
+  /** Keys and indexes from the bad value outwards. */
+  readonly segments: (string | number)[] = [];
 
-const CMP = (x: { key: string }, y: { key: string }): number => compareCodePoints(x.key, y.key);
+  constructor(problem: string, hasCause = false, cause: unknown = undefined) {
+    this.problem = problem;
+    this.hasCause = hasCause;
+    this.cause = cause;
+  }
+
+  toError(): CanonicalJsonError {
+    let path = "$";
+    for (let i = this.segments.length - 1; i >= 0; i--) {
+      const key = this.segments[i] as string | number;
+      if (typeof key === "number") path += `[${key}]`;
+      else path += IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+    }
+    return this.hasCause
+      ? new CanonicalJsonError(path, this.problem, { cause: this.cause })
+      : new CanonicalJsonError(path, this.problem);
+  }
+}
+
+/** Adds the child's key to a fault on its way out; anything else passes unchanged. */
+function via(thrown: unknown, key: string | number): unknown {
+  if (thrown instanceof Fault) thrown.segments.push(key);
+  return thrown;
+}
 
 type ToJsonable = { toJSON: (key: string) => unknown };
 
@@ -69,141 +88,190 @@ const REFUSED_OBJECTS: ReadonlyArray<[abstract new (...args: never[]) => unknown
 ];
 
 /**
- * Turns one value into a JSON primitive, or into an object/array still to
- * fill, or `undefined` for "omit this property". Mirrors JSON.stringify's
- * `toJSON` and boxed-primitive handling, but refuses what it would silently
- * turn into `null` or `{}`.
+ * A string as a JSON string literal, escaped exactly as `JSON.stringify`
+ * escapes it. Most keys and values need no escape at all; those are quoted
+ * without a call into the native serializer.
  */
-function normalizeLeaf(input: unknown, key: string, path: string): unknown {
-  let value = input;
-  if (value !== null && typeof value === "object" && hasToJson(value)) {
+function quote(text: string): string {
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(text);
+  }
+  return `"${text}"`;
+}
+
+/** The ancestors of the value being written, for the cycle check. */
+interface Walk {
+  /** `path[d]` is the open container at depth `d`. */
+  readonly path: object[];
+  /** The same containers below depth {@link LINEAR_DEPTH}, for a constant-time check. */
+  deep: Set<object> | undefined;
+}
+
+/** Up to this depth, scanning the ancestors beats hashing into a Set. */
+const LINEAR_DEPTH = 32;
+
+function onPath(walk: Walk, value: object, depth: number): boolean {
+  const path = walk.path;
+  const scan = depth < LINEAR_DEPTH ? depth : LINEAR_DEPTH;
+  for (let i = 0; i < scan; i++) if (path[i] === value) return true;
+  return depth > LINEAR_DEPTH && walk.deep !== undefined && walk.deep.has(value);
+}
+
+/**
+ * Writes one value, or returns `undefined` for "omit this property". Mirrors
+ * `JSON.stringify`'s `toJSON` and boxed-primitive handling, but refuses what
+ * it would silently turn into `null` or `{}`. `depth` counts the containers
+ * open around the value.
+ */
+function write(value: unknown, key: string | number, depth: number, walk: Walk): string | undefined {
+  switch (typeof value) {
+    case "string":
+      return quote(value);
+    case "number":
+      if (!Number.isFinite(value)) throw new Fault(`${String(value)} has no JSON form`);
+      return String(value);
+    case "boolean":
+      return value ? "true" : "false";
+    case "undefined":
+      return undefined;
+    case "bigint":
+      throw new Fault("a BigInt has no JSON form");
+    case "function":
+      throw new Fault("a function has no JSON form");
+    case "symbol":
+      throw new Fault("a symbol has no JSON form");
+    default:
+      return value === null ? "null" : writeObject(value as object, key, depth, walk);
+  }
+}
+
+function writeObject(input: object, key: string | number, depth: number, walk: Walk): string | undefined {
+  let value: unknown = input;
+  if (hasToJson(input)) {
     try {
-      value = value.toJSON(key);
+      value = input.toJSON(typeof key === "number" ? String(key) : key);
     } catch (error) {
-      throw new CanonicalJsonError(path, "toJSON() threw", { cause: error });
+      throw new Fault("toJSON() threw", true, error);
     }
-  } else if (typeof value === "bigint") {
-    throw new CanonicalJsonError(path, "a BigInt has no JSON form");
   }
   if (value instanceof Number || value instanceof String || value instanceof Boolean) {
     value = value.valueOf();
   } else if (value instanceof BigInt) {
-    throw new CanonicalJsonError(path, "a BigInt has no JSON form");
+    throw new Fault("a BigInt has no JSON form");
   } else if (value instanceof Symbol) {
-    throw new CanonicalJsonError(path, "a symbol has no JSON form");
+    throw new Fault("a symbol has no JSON form");
   }
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return value;
-    case "number":
-      if (!Number.isFinite(value)) {
-        throw new CanonicalJsonError(path, `${String(value)} has no JSON form`);
-      }
-      return value;
-    case "bigint":
-      throw new CanonicalJsonError(path, "a BigInt has no JSON form");
-    case "function":
-      throw new CanonicalJsonError(path, "a function has no JSON form");
-    case "symbol":
-      throw new CanonicalJsonError(path, "a symbol has no JSON form");
-    case "undefined":
-      return undefined;
-    case "object":
-      if (value === null) return null;
-      if (ArrayBuffer.isView(value)) {
-        throw new CanonicalJsonError(path, "a typed array or DataView has no faithful JSON form");
-      }
-      for (const [ctor, name] of REFUSED_OBJECTS) {
-        if (value instanceof ctor) {
-          throw new CanonicalJsonError(path, `${name} has no faithful JSON form`);
-        }
-      }
-      return value;
+  // What toJSON or unboxing gave is written as it is, never converted again.
+  if (typeof value !== "object") return write(value, key, depth, walk);
+  if (value === null) return "null";
+  if (ArrayBuffer.isView(value)) throw new Fault("a typed array or DataView has no faithful JSON form");
+  for (const [ctor, name] of REFUSED_OBJECTS) {
+    if (value instanceof ctor) throw new Fault(`${name} has no faithful JSON form`);
   }
+  if (onPath(walk, value, depth)) throw new Fault("the value contains a cycle");
+  if (depth >= CANONICAL_JSON_MAX_DEPTH) throw new Fault(`nesting deeper than ${CANONICAL_JSON_MAX_DEPTH} levels`);
+  walk.path[depth] = value;
+  if (depth >= LINEAR_DEPTH) (walk.deep ??= new Set()).add(value);
+  const text = Array.isArray(value) ? writeArray(value, depth, walk) : writeProperties(value, depth, walk);
+  if (depth >= LINEAR_DEPTH) walk.deep?.delete(value);
+  return text;
 }
 
-interface Frame {
-  readonly source: object;
-  readonly target: JsonNode[] | JsonObject;
-  readonly keys: readonly string[] | null;
-  readonly length: number;
-  readonly path: string;
-  index: number;
-}
-
-/**
- * Copies `value` into a tree of plain JSON values, without recursion so that
- * hostile nesting ends in a typed error rather than a RangeError.
- */
-function normalize(value: unknown): JsonNode {
-  const root = normalizeLeaf(value, "", "$");
-  if (root === undefined) {
-    throw new CanonicalJsonError("$", "undefined has no JSON form");
-  }
-  if (root === null || typeof root !== "object") return root as JsonNode;
-
-  const onPath = new Set<object>();
-  const stack: Frame[] = [];
-  const open = (source: object, path: string): JsonNode[] | JsonObject => {
-    if (onPath.has(source)) throw new CanonicalJsonError(path, "the value contains a cycle");
-    if (stack.length >= CANONICAL_JSON_MAX_DEPTH) {
-      throw new CanonicalJsonError(path, `nesting deeper than ${CANONICAL_JSON_MAX_DEPTH} levels`);
-    }
-    onPath.add(source);
-    if (Array.isArray(source)) {
-      const target: JsonNode[] = [];
-      stack.push({ source, target, keys: null, length: source.length, path, index: 0 });
-      return target;
-    }
-    // A null prototype keeps a "__proto__" key an ordinary property.
-    const target = Object.create(null) as JsonObject;
-    let keys: string[];
+function writeArray(array: readonly unknown[], depth: number, walk: Walk): string {
+  const length = array.length;
+  if (length === 0) return "[]";
+  let out = "[";
+  for (let i = 0; i < length; i++) {
     try {
-      keys = Object.keys(source);
-    } catch (error) {
-      throw new CanonicalJsonError(path, "listing the object's keys threw", { cause: error });
-    }
-    stack.push({ source, target, keys, length: keys.length, path, index: 0 });
-    return target;
-  };
-
-  const result = open(root, "$");
-  while (stack.length > 0) {
-    const frame = stack[stack.length - 1] as Frame;
-    if (frame.index >= frame.length) {
-      stack.pop();
-      onPath.delete(frame.source);
-      continue;
-    }
-    const i = frame.index++;
-    if (frame.keys === null) {
-      const source = frame.source as unknown[];
-      const path = childPath(frame.path, i);
-      if (!(i in source)) throw new CanonicalJsonError(path, "an array hole has no JSON form");
-      const child = normalizeLeaf(source[i], String(i), path);
-      if (child === undefined) {
-        throw new CanonicalJsonError(path, "undefined inside an array has no JSON form");
-      }
-      const target = frame.target as JsonNode[];
-      target.push(child !== null && typeof child === "object" ? open(child, path) : (child as JsonNode));
-    } else {
-      const key = frame.keys[i] as string;
-      const path = childPath(frame.path, key);
-      let raw: unknown;
-      try {
-        raw = (frame.source as Record<string, unknown>)[key];
-      } catch (error) {
-        throw new CanonicalJsonError(path, "reading the property threw", { cause: error });
-      }
-      const child = normalizeLeaf(raw, key, path);
-      // JSON.stringify omits undefined properties; so do we.
-      if (child === undefined) continue;
-      const target = frame.target as JsonObject;
-      target[key] = child !== null && typeof child === "object" ? open(child, path) : (child as JsonNode);
+      if (!(i in array)) throw new Fault("an array hole has no JSON form");
+      const text = write(array[i], i, depth + 1, walk);
+      if (text === undefined) throw new Fault("undefined inside an array has no JSON form");
+      out += i === 0 ? text : `,${text}`;
+    } catch (thrown) {
+      throw via(thrown, i);
     }
   }
-  return result;
+  return `${out}]`;
+}
+
+/** The property's value, written, or `undefined` when JSON omits it. */
+function writeProperty(source: object, key: string, depth: number, walk: Walk): string | undefined {
+  try {
+    let raw: unknown;
+    try {
+      raw = (source as Record<string, unknown>)[key];
+    } catch (error) {
+      throw new Fault("reading the property threw", true, error);
+    }
+    return write(raw, key, depth + 1, walk);
+  } catch (thrown) {
+    throw via(thrown, key);
+  }
+}
+
+/** Code-point order of `keys`, as indexes; `null` when they already are in it. */
+function codePointOrder(keys: readonly string[]): number[] | null {
+  const n = keys.length;
+  let i = 1;
+  while (i < n && compareCodePoints(keys[i - 1] as string, keys[i] as string) < 0) i++;
+  if (i >= n) return null;
+  const order: number[] = [];
+  for (let k = 0; k < n; k++) order.push(k);
+  if (n <= 16) {
+    // Insertion sort: the few keys of a typical argument object.
+    for (let a = 1; a < n; a++) {
+      const index = order[a] as number;
+      const key = keys[index] as string;
+      let b = a - 1;
+      while (b >= 0 && compareCodePoints(keys[order[b] as number] as string, key) > 0) {
+        order[b + 1] = order[b] as number;
+        b--;
+      }
+      order[b + 1] = index;
+    }
+  } else {
+    order.sort((x, y) => compareCodePoints(keys[x] as string, keys[y] as string));
+  }
+  return order;
+}
+
+function writeProperties(source: object, depth: number, walk: Walk): string {
+  let keys: string[];
+  try {
+    keys = Object.keys(source);
+  } catch (error) {
+    throw new Fault("listing the object's keys threw", true, error);
+  }
+  const n = keys.length;
+  if (n === 0) return "{}";
+  const order = codePointOrder(keys);
+  let out = "{";
+  let first = true;
+  if (order === null) {
+    for (let i = 0; i < n; i++) {
+      const key = keys[i] as string;
+      const text = writeProperty(source, key, depth, walk);
+      if (text === undefined) continue;
+      out += `${first ? "" : ","}${quote(key)}:${text}`;
+      first = false;
+    }
+    return `${out}}`;
+  }
+  // Properties are read (and toJSON called) in the object's own key order,
+  // as JSON.stringify does, so the first bad value is the one reported; only
+  // the output follows code-point order.
+  const texts: (string | undefined)[] = [];
+  for (let i = 0; i < n; i++) texts.push(writeProperty(source, keys[i] as string, depth, walk));
+  for (let j = 0; j < n; j++) {
+    const i = order[j] as number;
+    const text = texts[i];
+    if (text === undefined) continue;
+    out += `${first ? "" : ","}${quote(keys[i] as string)}:${text}`;
+    first = false;
+  }
+  return `${out}}`;
 }
 
 /**
@@ -223,13 +291,16 @@ function normalize(value: unknown): JsonNode {
  * canonicalJson({ b: 1, a: [true, null] }) // '{"a":[true,null],"b":1}'
  */
 export function canonicalJson(value: unknown): string {
-  const tree = normalize(value);
+  let text: string | undefined;
   try {
-    return stringifyStable(tree, { cmp: CMP });
-  } catch (error) {
-    if (error instanceof RangeError) {
-      throw new CanonicalJsonError("$", "nesting too deep for the stack", { cause: error });
+    text = write(value, "", 0, { path: [], deep: undefined });
+  } catch (thrown) {
+    if (thrown instanceof Fault) throw thrown.toError();
+    if (thrown instanceof RangeError) {
+      throw new CanonicalJsonError("$", "nesting too deep for the stack", { cause: thrown });
     }
-    throw error;
+    throw thrown;
   }
+  if (text === undefined) throw new CanonicalJsonError("$", "undefined has no JSON form");
+  return text;
 }

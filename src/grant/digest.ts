@@ -13,70 +13,70 @@ export interface ToolDescriptor {
   readonly inputSchema: unknown;
 }
 
-function hex4(limb: number): string {
-  return limb.toString(16).padStart(4, "0");
+function hex8(word: number): string {
+  return (word >>> 0).toString(16).padStart(8, "0");
 }
 
 /**
  * FNV-1a 64 over the UTF-8 bytes of `text`, as 16 lowercase hex digits.
  *
- * The 64-bit state is kept in 16-bit limbs so no BigInt is made per byte.
- * A lone surrogate has no UTF-8 form; like `TextEncoder` it is
- * hashed as U+FFFD. Text made by {@link canonicalJson} never holds one (it
- * escapes them as `\udxxx`), so the digests built on it are unaffected.
+ * The 64-bit state is kept as two 32-bit halves so no BigInt is made per
+ * byte. The prime is 2^40 + 0x1b3, so `h * prime` is `h * 0x1b3` plus the
+ * low half shifted into the high one: the low half's new value is one
+ * `Math.imul`, and the high half (which never feeds the low one) takes the
+ * carry of that product. A lone surrogate has no UTF-8 form; like
+ * `TextEncoder` it is hashed as U+FFFD. Text made by {@link canonicalJson}
+ * never holds one (it escapes them as `\udxxx`), so the digests built on it
+ * are unaffected.
  *
  * @example
  * digest16("") // "cbf29ce484222325"
  */
 export function digest16(text: string): string {
-  // The 64-bit state as four 16-bit limbs (h0 lowest). The prime
-  // 0x100000001b3 has limbs [0x1b3, 0, 0x100, 0], so every partial product
-  // stays a small integer and no BigInt or float division is needed.
-  let h0 = 0x2325;
-  let h1 = 0x8422;
-  let h2 = 0x9ce4;
-  let h3 = 0xcbf2;
-  const step = (byte: number): void => {
-    h0 ^= byte;
-    const t0 = h0 * 0x1b3;
-    const t1 = h1 * 0x1b3 + (t0 >>> 16);
-    const t2 = h2 * 0x1b3 + h0 * 0x100 + (t1 >>> 16);
-    const t3 = h3 * 0x1b3 + h1 * 0x100 + (t2 >>> 16);
-    h0 = t0 & 0xffff;
-    h1 = t1 & 0xffff;
-    h2 = t2 & 0xffff;
-    h3 = t3 & 0xffff;
-  };
+  let lo = 0x84222325 | 0;
+  let hi = 0xcbf29ce4 | 0;
   const length = text.length;
+  // UTF-8 bytes of one non-ASCII character, hashed by the same step as ASCII.
+  const bytes = [0, 0, 0, 0];
   for (let i = 0; i < length; i++) {
     let c = text.charCodeAt(i);
     if (c < 0x80) {
-      step(c);
+      const x = lo ^ c;
+      lo = Math.imul(x, 0x1b3);
+      // High half: hi * 0x1b3, plus the carry out of the low product
+      // (x * 0x1b3 >>> 32, from 16-bit halves so it stays exact), plus the
+      // low 24 bits of x shifted up by 40 - 32 = 8.
+      hi = (Math.imul(hi, 0x1b3) + (((x >>> 16) * 0x1b3 + (((x & 0xffff) * 0x1b3) >>> 16)) >>> 16) + (x << 8)) | 0;
       continue;
     }
+    let count: number;
     if (c < 0x800) {
-      step(0xc0 | (c >> 6));
-      step(0x80 | (c & 0x3f));
-      continue;
+      bytes[0] = 0xc0 | (c >> 6);
+      bytes[1] = 0x80 | (c & 0x3f);
+      count = 2;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      const cp = 0x10000 + ((c - 0xd800) << 10) + (text.charCodeAt(i + 1) - 0xdc00);
+      i++;
+      bytes[0] = 0xf0 | (cp >> 18);
+      bytes[1] = 0x80 | ((cp >> 12) & 0x3f);
+      bytes[2] = 0x80 | ((cp >> 6) & 0x3f);
+      bytes[3] = 0x80 | (cp & 0x3f);
+      count = 4;
+    } else {
+      if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+      bytes[0] = 0xe0 | (c >> 12);
+      bytes[1] = 0x80 | ((c >> 6) & 0x3f);
+      bytes[2] = 0x80 | (c & 0x3f);
+      count = 3;
     }
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const next = i + 1 < length ? text.charCodeAt(i + 1) : 0;
-      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-        const cp = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
-        i++;
-        step(0xf0 | (cp >> 18));
-        step(0x80 | ((cp >> 12) & 0x3f));
-        step(0x80 | ((cp >> 6) & 0x3f));
-        step(0x80 | (cp & 0x3f));
-        continue;
-      }
-      c = 0xfffd;
+    for (let k = 0; k < count; k++) {
+      const x = lo ^ (bytes[k] as number);
+      lo = Math.imul(x, 0x1b3);
+      const carry = ((x >>> 16) * 0x1b3 + (((x & 0xffff) * 0x1b3) >>> 16)) >>> 16;
+      hi = (Math.imul(hi, 0x1b3) + carry + (x << 8)) | 0;
     }
-    step(0xe0 | (c >> 12));
-    step(0x80 | ((c >> 6) & 0x3f));
-    step(0x80 | (c & 0x3f));
   }
-  return hex4(h3) + hex4(h2) + hex4(h1) + hex4(h0);
+  return hex8(hi) + hex8(lo);
 }
 
 /**
