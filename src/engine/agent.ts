@@ -235,8 +235,11 @@ async function wave(
   turn: number,
   runSignal: AbortSignal,
 ): Promise<{ messages: ToolResultMessage[]; stop: RunStoppedError | undefined }> {
-  const link = linkedSignal(runSignal);
-  const signal = link.controller.signal;
+  // A wave's own signal exists to stop the siblings of a call that ends the
+  // run; one call has none, so it runs on the run's signal (an
+  // AbortController costs microseconds, a measurable share of a round trip).
+  const link = calls.length > 1 ? linkedSignal(runSignal) : undefined;
+  const signal = link === undefined ? runSignal : link.controller.signal;
   const outcomes: (AttemptOutcome | undefined)[] = calls.map(() => undefined);
   let stop: RunStoppedError | undefined;
   let next = 0;
@@ -250,11 +253,11 @@ async function wave(
         outcomes[index] = outcome;
         if (outcome.type === "stop") {
           stop ??= outcome.error;
-          link.controller.abort(outcome.error);
+          link?.controller.abort(outcome.error);
         }
       } catch (thrown) {
         stop ??= thrown instanceof RunStoppedError ? thrown : new ModelError(`tool call failed: ${describeError(thrown)}`, { cause: thrown });
-        link.controller.abort(thrown);
+        link?.controller.abort(thrown);
       }
     }
   };
@@ -262,7 +265,7 @@ async function wave(
     const workers = Math.min(run.settings.maxConcurrency, calls.length);
     await Promise.all(Array.from({ length: workers }, worker));
   } finally {
-    link.dispose();
+    link?.dispose();
   }
   if (stop === undefined && runSignal.aborted) stop = cancelledBy(runSignal);
   const messages: ToolResultMessage[] = [];

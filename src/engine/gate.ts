@@ -85,12 +85,16 @@ export async function attempt(run: RunState, call: ToolCall, turn: number, signa
   ): void => notify(settings.observers, settings.observerErrorHandler, event, payload);
 
   observe("onToolPre", { turn, call });
-  const slot = new RecordSlot(call.name, tryDigest(call.input) ?? "", settings.clock, (decision) =>
+  // Digested once, after the last code that could still see the model's
+  // call before the gate reads it: the record, the ask and pre-detection
+  // all carry this digest (a hook's `modify` gets its own).
+  const digest = tryDigest(call.input);
+  const slot = new RecordSlot(call.name, digest ?? "", settings.clock, (decision) =>
     run.emit(turn, call.id, decision),
   );
   let outcome: AttemptOutcome;
   try {
-    outcome = await gateAndDispatch(run, call, turn, signal, slot);
+    outcome = await gateAndDispatch(run, call, digest, turn, signal, slot);
   } catch (thrown) {
     if (thrown instanceof CancelledError) throw thrown;
     // A seam that throws (a clock, an id generator, a store's remember…) must
@@ -105,13 +109,13 @@ export async function attempt(run: RunState, call: ToolCall, turn: number, signa
 async function gateAndDispatch(
   run: RunState,
   call: ToolCall,
+  digest: string | undefined,
   turn: number,
   signal: AbortSignal,
   slot: RecordSlot,
 ): Promise<AttemptOutcome> {
   const { settings } = run;
   const tool = run.tools.get(call.name);
-  const digest = tryDigest(call.input);
   // Calls refused before the hooks never reach the pre-detection step after
   // the park, so they meet it here, at their refusal: a model repeating one of
   // them forever is stopped like any other loop, not left to run to the budget.
@@ -149,6 +153,7 @@ async function gateAndDispatch(
   }
 
   let input = call.input;
+  let inputDigest = digest;
   const decision = hooks.decision;
   switch (decision.type) {
     case "block":
@@ -164,6 +169,7 @@ async function gateAndDispatch(
         return { type: "result", result: error(TEXTS.hookFailed(tool.name)) };
       }
       input = decision.input;
+      inputDigest = modified;
       slot.setArgsDigest(modified);
       slot.hold(draft("allow_modified", "hook", "context", `input modified by hook ${hooks.hook} (original args ${digest})`), "modified");
       break;
@@ -179,7 +185,7 @@ async function gateAndDispatch(
     slot.exit(draft("cancelled", "cancel", "engine", "cancelled before execution"));
     throw cancelledBy(signal);
   }
-  return afterGate(run, tool, { ...call, input }, turn, signal, slot);
+  return afterGate(run, tool, { ...call, input }, inputDigest, turn, signal, slot);
 }
 
 /** The Ask branch: grants, then the park. Returns an ending, or `undefined` to continue to dispatch. */
@@ -296,17 +302,17 @@ function preDetect(run: RunState, tool: string, digest: string, slot: RecordSlot
   return { type: "stop", result: error(text), error: stop };
 }
 
-/** Pre-detection → breaker → dispatch, then the held record lands. */
+/** Pre-detection → breaker → dispatch, then the held record lands. `digest` is `argsDigest(call.input)`. */
 async function afterGate(
   run: RunState,
   tool: Tool,
   call: ToolCall,
+  digest: string,
   turn: number,
   signal: AbortSignal,
   slot: RecordSlot,
 ): Promise<AttemptOutcome> {
   const { settings } = run;
-  const digest = digestArgs(call.input);
   const stopped = preDetect(run, tool.name, digest, slot);
   if (stopped !== undefined) return stopped;
   if (run.breaker?.isOpen(tool.name, settings.clock.now()) === true) {

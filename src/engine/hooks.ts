@@ -50,6 +50,16 @@ export type HookOutcome =
   | { readonly type: "decided"; readonly decision: HookDecision; readonly hook: string }
   | { readonly type: "failed"; readonly hook: string; readonly reason: string; readonly error: unknown };
 
+function isPlainAllow(raw: unknown): boolean {
+  if (typeof raw !== "object" || raw === null) return false;
+  try {
+    return Object.getPrototypeOf(raw) === Object.prototype && (raw as { type?: unknown }).type === "allow";
+  } catch {
+    // A proxy or a throwing getter: the schema decides, as before.
+    return false;
+  }
+}
+
 function hookName(hook: Hook, index: number): string {
   return typeof hook.name === "string" && hook.name !== "" ? hook.name : `#${index}`;
 }
@@ -67,6 +77,10 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
     } catch (error) {
       return { type: "failed", hook: name, reason: `hook ${name} failed: ${describeError(error)}`, error };
     }
+    // The common answer, a plain `{ type: "allow" }`, needs no schema: the
+    // schema would accept any plain object whose type is "allow" (it drops
+    // unknown keys), and it is the only answer that changes nothing.
+    if (isPlainAllow(raw)) continue;
     const parsed = HookDecisionSchema.safeParse(raw);
     if (!parsed.success) {
       return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision`, error: parsed.error };

@@ -75,7 +75,11 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
 
-  const stop = ownedController();
+  // The resolver's signal must abort when the engine stops waiting. Without
+  // a deadline that happens only on cancel, i.e. when `signal` aborts, so the
+  // resolver gets `signal` itself; a deadline needs a signal of its own.
+  const stop = timeoutMs === undefined ? undefined : ownedController();
+  const resolverSignal = stop === undefined ? signal : stop.signal;
   let timer: unknown;
   let timerArmed = false;
   let onAbort: (() => void) | undefined;
@@ -89,7 +93,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
       };
       onAbort = () => finish({ type: "cancelled" });
       signal.addEventListener("abort", onAbort, { once: true });
-      void callResolver(resolver, ask, stop.signal).then((settled) => finish(judge(settled)));
+      void callResolver(resolver, ask, resolverSignal).then((settled) => finish(judge(settled)));
       if (timeoutMs !== undefined && !done) {
         timerArmed = true;
         timer = clock.setTimeout(() => {
@@ -97,7 +101,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
         }, timeoutMs);
       }
     }).then((outcome) => {
-      if (outcome.type === "expired" || outcome.type === "cancelled") {
+      if (stop !== undefined && (outcome.type === "expired" || outcome.type === "cancelled")) {
         stop.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));
       }
       return outcome;
