@@ -73,7 +73,8 @@ export interface ClearOptions extends WriteOptions {
 interface Snapshot {
   readonly key: string;
   readonly grants: readonly Grant[];
-  readonly index: GrantIndex;
+  /** Built on the first {@link FileGrantStore.index} call: a save never needs it. */
+  index: GrantIndex | undefined;
 }
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
@@ -189,7 +190,9 @@ export class FileGrantStore implements GrantStore {
 
   /** A lookup index over the ledger, cached while the file is unchanged. */
   async index(): Promise<GrantIndex> {
-    return (await this.#read()).index;
+    const snapshot = await this.#read();
+    snapshot.index ??= new GrantIndex(snapshot.grants);
+    return snapshot.index;
   }
 
   /**
@@ -458,7 +461,7 @@ export class FileGrantStore implements GrantStore {
       await handle.close();
     }
     const grants = this.#parse(bytes);
-    const snapshot: Snapshot = { key: statKey(opened), grants, index: new GrantIndex(grants) };
+    const snapshot: Snapshot = { key: statKey(opened), grants, index: undefined };
     this.#snapshot = snapshot;
     return snapshot;
   }
@@ -520,7 +523,7 @@ export class FileGrantStore implements GrantStore {
     await this.#fsyncDir();
     try {
       const stat = await lstat(path, { bigint: true });
-      this.#snapshot = { key: statKey(stat), grants: [...grants], index: new GrantIndex(grants) };
+      this.#snapshot = { key: statKey(stat), grants: [...grants], index: undefined };
     } catch {
       // The next read reparses.
     }

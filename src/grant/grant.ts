@@ -119,6 +119,8 @@ export class Grant {
   /** Free text for people, or null. */
   readonly note: string | null;
   readonly #canonicalArgs: string | null;
+  /** The ledger record's text, made on first use: a grant never changes, and a save writes every grant. */
+  #ledgerText: string | undefined = undefined;
 
   /** Set by #copy just before it constructs, so a copy skips re-canonicalizing. */
   static #seed: { readonly from: Grant; readonly init: GrantInit } | undefined;
@@ -252,14 +254,15 @@ export class Grant {
    * JavaScript object cannot hold for integer-like keys).
    */
   toLedgerText(): string {
+    if (this.#ledgerText !== undefined) return this.#ledgerText;
     const scope =
       this.#canonicalArgs === null ? '"this_tool"' : `{"this_call":{"args":${this.#canonicalArgs}}}`;
-    return (
+    this.#ledgerText =
       `{"id":${JSON.stringify(this.id)},"tool":${JSON.stringify(this.tool)},` +
       `"verdict":${this.verdict === "allow" ? '"Allow"' : '"Deny"'},"scope":${scope},` +
       `"pinned_descriptor":${JSON.stringify(this.pinnedDescriptor)},` +
-      `"created_at_ms":${String(this.createdAtMs)},"note":${JSON.stringify(this.note)}}`
-    );
+      `"created_at_ms":${String(this.createdAtMs)},"note":${JSON.stringify(this.note)}}`;
+    return this.#ledgerText;
   }
 
   /**
