@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { ToolDescriptor } from "../grant/index.js";
 import { describeError } from "./errors.js";
 import type { ToolCall } from "./model.js";
+import { cloneValue } from "./transcript.js";
 
 /**
  * A pre-tool-use hook's answer: `allow` (no objection), `block` (refuse; the
@@ -73,7 +74,7 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
     const name = hookName(hook, index);
     let raw: unknown;
     try {
-      raw = await hook.preToolUse(structuredClone(call), context);
+      raw = await hook.preToolUse(cloneValue(call), context);
     } catch (error) {
       return { type: "failed", hook: name, reason: `hook ${name} failed: ${describeError(error)}`, error };
     }

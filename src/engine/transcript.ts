@@ -1,4 +1,57 @@
+import { isProxy } from "node:util/types";
 import type { Message, ToolCall } from "./model.js";
+
+/** Thrown inside {@link copyPlain} when the value needs `structuredClone`'s full algorithm. */
+const NOT_PLAIN = Symbol("not plain");
+
+/**
+ * Copies primitives, plain objects and dense plain arrays, each reached once
+ * (the tree shape JSON gives). Throws {@link NOT_PLAIN} on anything else
+ * (a class instance, a proxy, a null-prototype object, a `__proto__` key, a sparse
+ * array or one with extra properties, a shared or cyclic reference, a
+ * function or symbol), for the caller to fall back to `structuredClone`.
+ */
+function copyPlain(value: unknown, seen: Set<object>): unknown {
+  if (typeof value !== "object" || value === null) {
+    if (typeof value === "function" || typeof value === "symbol") throw NOT_PLAIN;
+    return value;
+  }
+  // structuredClone refuses a proxy; so must the fast path.
+  if (seen.has(value) || isProxy(value)) throw NOT_PLAIN;
+  seen.add(value);
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Array.prototype && Array.isArray(value)) {
+    const length = value.length;
+    if (Object.keys(value).length !== length) throw NOT_PLAIN;
+    const out: unknown[] = [];
+    for (let i = 0; i < length; i++) {
+      if (!(i in value)) throw NOT_PLAIN;
+      out.push(copyPlain(value[i], seen));
+    }
+    return out;
+  }
+  if (proto !== Object.prototype) throw NOT_PLAIN;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    if (key === "__proto__") throw NOT_PLAIN;
+    out[key] = copyPlain((value as Record<string, unknown>)[key], seen);
+  }
+  return out;
+}
+
+/**
+ * `structuredClone(value)`, with a fast path for the plain data tool calls
+ * carry: the result (or the error thrown) is the same, without a round trip
+ * through the serializer for a plain tree.
+ */
+export function cloneValue<T>(value: T): T {
+  try {
+    return copyPlain(value, new Set()) as T;
+  } catch (thrown) {
+    if (thrown !== NOT_PLAIN) throw thrown;
+    return structuredClone(value);
+  }
+}
 
 /**
  * A copy of a tool call's arguments, or the arguments themselves when they
@@ -11,7 +64,7 @@ import type { Message, ToolCall } from "./model.js";
 function copyInput(input: unknown): unknown {
   if (typeof input !== "object" || input === null) return input;
   try {
-    return structuredClone(input);
+    return cloneValue(input);
   } catch {
     return input;
   }
