@@ -12,12 +12,46 @@ export async function drainMicrotasks(turns: number): Promise<void> {
 }
 
 /**
+ * The races pending on each signal. A signal gets one abort listener, added
+ * by its first race and kept until it aborts, which settles every race then
+ * pending in the order they began; a race that ends leaves the set. An
+ * EventTarget listener added and removed around every await cost more than
+ * the rest of a tool call's gate.
+ */
+const racing = new WeakMap<AbortSignal, Set<() => void>>();
+
+function watchAbort(signal: AbortSignal, onAbort: () => void): void {
+  let waiting = racing.get(signal);
+  if (waiting === undefined) {
+    const set = new Set<() => void>();
+    waiting = set;
+    racing.set(signal, set);
+    signal.addEventListener(
+      "abort",
+      () => {
+        racing.delete(signal);
+        for (const settle of set) settle();
+        set.clear();
+      },
+      { once: true },
+    );
+  }
+  waiting.add(onAbort);
+}
+
+function unwatchAbort(signal: AbortSignal, onAbort: () => void): void {
+  racing.get(signal)?.delete(onAbort);
+}
+
+/**
  * Waits for `work` unless `signal` aborts first (then rejects with
  * {@link CancelledError}). With `graceTurns`, work that settles within that
  * many microtask turns of the abort still wins: a decision already made
  * (say, a hook that answered Ask just as the run was cancelled) is honoured.
  * Late outcomes of `work` are absorbed so they never surface as unhandled
- * rejections; the listener is removed on every path.
+ * rejections. Meant for the engine's own signals (a run's or a wave's): the
+ * one listener it puts on a signal stays until the signal aborts or is
+ * collected with its run.
  */
 export function raceAbort<T>(work: Promise<T>, signal: AbortSignal, graceTurns = 0): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -32,20 +66,20 @@ export function raceAbort<T>(work: Promise<T>, signal: AbortSignal, graceTurns =
     };
     work.then(
       (value) => {
-        signal.removeEventListener("abort", onAbort);
+        unwatchAbort(signal, onAbort);
         if (done) return;
         done = true;
         resolve(value);
       },
       (error: unknown) => {
-        signal.removeEventListener("abort", onAbort);
+        unwatchAbort(signal, onAbort);
         if (done) return;
         done = true;
         reject(error);
       },
     );
     if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    else watchAbort(signal, onAbort);
   });
 }
 
