@@ -1,6 +1,24 @@
+import { isProxy } from "node:util/types";
 import { InvalidAskResolutionError } from "./errors.js";
 import { AskResolutionSchema } from "./types.js";
 import type { AskResolution } from "./types.js";
+
+/**
+ * The two constant answers, `{ type: "approve" }` and `{ type: "deny" }`
+ * (a plain object with that one key), as fresh resolutions; `undefined` for
+ * anything else, which the schema then judges. Both are exactly what the
+ * schema would give for them, without its cost on every answer.
+ */
+export function constantResolution(value: unknown): AskResolution | undefined {
+  if (typeof value !== "object" || value === null || isProxy(value)) return undefined;
+  if (Object.getPrototypeOf(value) !== Object.prototype) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length !== 1 || keys[0] !== "type") return undefined;
+  const type = (value as { type?: unknown }).type;
+  if (type === "approve") return { type: "approve" };
+  if (type === "deny") return { type: "deny" };
+  return undefined;
+}
 
 /**
  * Validates an untrusted resolution and rebuilds it without unknown fields
@@ -13,6 +31,8 @@ export function parseResolution(askId: string, value: unknown): AskResolution {
     if (value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function") {
       throw new InvalidAskResolutionError(askId, "got a Promise; answer with a resolution object");
     }
+    const constant = constantResolution(value);
+    if (constant !== undefined) return constant;
     parsed = AskResolutionSchema.safeParse(value);
   } catch (error) {
     if (error instanceof InvalidAskResolutionError) throw error;

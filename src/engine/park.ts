@@ -1,5 +1,6 @@
 import { AskResolutionSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
+import { constantResolution } from "../ask/resolution.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
 import { drainMicrotasks, ownedController } from "./signals.js";
@@ -54,11 +55,19 @@ function judge(settled: Settled): ParkOutcome {
   if (settled.type === "threw") {
     return { type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(settled.error)}` };
   }
-  const parsed = AskResolutionSchema.safeParse(settled.value);
-  if (!parsed.success) {
-    return { type: "denied", resolution: undefined, reason: "ask resolver returned an invalid resolution" };
+  let resolution: AskResolution | undefined;
+  try {
+    resolution = constantResolution(settled.value);
+  } catch {
+    // A throwing getter: the schema judges it, as it always did.
   }
-  const resolution = parsed.data as AskResolution;
+  if (resolution === undefined) {
+    const parsed = AskResolutionSchema.safeParse(settled.value);
+    if (!parsed.success) {
+      return { type: "denied", resolution: undefined, reason: "ask resolver returned an invalid resolution" };
+    }
+    resolution = parsed.data as AskResolution;
+  }
   if (resolution.type === "approve") return { type: "approved", resolution };
   const reason = resolution.reason === undefined || resolution.reason === "" ? DENIED_BY_APPROVER : `${DENIED_BY_APPROVER}: ${resolution.reason}`;
   return { type: "denied", resolution, reason };
