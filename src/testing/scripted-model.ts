@@ -1,7 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from "../engine/index.js";
-import { copyToolCalls, snapshotMessages } from "../engine/transcript.js";
+import { cloneValue, copyToolCalls, snapshotMessages } from "../engine/transcript.js";
 
 /**
  * The script ran out: the model was asked for more turns than it was given.
@@ -69,12 +69,12 @@ export class ScriptedModel implements Model {
   }
 
   async generate(request: ModelRequest): Promise<ModelResponse> {
-    const recorded: RecordedRequest = { messages: snapshotMessages(request.messages), tools: structuredClone(request.tools) };
+    const recorded: RecordedRequest = { messages: snapshotMessages(request.messages), tools: cloneValue(request.tools) };
     this.requests.push(recorded);
     const turn = this.#turns[this.#next];
     if (turn === undefined) throw new ScriptExhaustedError(this.#turns.length);
     this.#next += 1;
-    if (typeof turn === "function") return turn({ messages: snapshotMessages(recorded.messages), tools: structuredClone(recorded.tools) });
+    if (typeof turn === "function") return turn({ messages: snapshotMessages(recorded.messages), tools: cloneValue(recorded.tools) });
     if ("error" in turn) throw turn.error;
     return {
       ...(turn.text === undefined ? {} : { text: turn.text }),
