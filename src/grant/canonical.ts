@@ -1,3 +1,4 @@
+import { isProxy } from "node:util/types";
 import { CanonicalJsonError } from "./errors.js";
 
 /**
@@ -156,6 +157,14 @@ function writeObject(input: object, key: string | number, depth: number, walk: W
       throw new Fault("toJSON() threw", true, error);
     }
   }
+  if (typeof value === "object" && value !== null && !isProxy(value)) {
+    // A plain object or array (the shape of almost all arguments) cannot be
+    // a boxed primitive or any refused kind: those checks would all be false.
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto === Object.prototype || (proto === Array.prototype && Array.isArray(value))) {
+      return writeContainer(value, depth, walk);
+    }
+  }
   if (value instanceof Number || value instanceof String || value instanceof Boolean) {
     value = value.valueOf();
   } else if (value instanceof BigInt) {
@@ -167,9 +176,14 @@ function writeObject(input: object, key: string | number, depth: number, walk: W
   if (typeof value !== "object") return write(value, key, depth, walk);
   if (value === null) return "null";
   if (ArrayBuffer.isView(value)) throw new Fault("a typed array or DataView has no faithful JSON form");
-  for (const [ctor, name] of REFUSED_OBJECTS) {
+  for (let i = 0; i < REFUSED_OBJECTS.length; i++) {
+    const [ctor, name] = REFUSED_OBJECTS[i] as [abstract new (...args: never[]) => unknown, string];
     if (value instanceof ctor) throw new Fault(`${name} has no faithful JSON form`);
   }
+  return writeContainer(value, depth, walk);
+}
+
+function writeContainer(value: object, depth: number, walk: Walk): string {
   if (onPath(walk, value, depth)) throw new Fault("the value contains a cycle");
   if (depth >= CANONICAL_JSON_MAX_DEPTH) throw new Fault(`nesting deeper than ${CANONICAL_JSON_MAX_DEPTH} levels`);
   walk.path[depth] = value;
@@ -211,11 +225,30 @@ function writeProperty(source: object, key: string, depth: number, walk: Walk): 
   }
 }
 
+/** `compareCodePoints` for keys without surrogates, where it equals JavaScript's own `<`. */
+function compareUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function hasSurrogate(keys: readonly string[]): boolean {
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k] as string;
+    for (let i = 0; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdfff) return true;
+    }
+  }
+  return false;
+}
+
 /** Code-point order of `keys`, as indexes; `null` when they already are in it. */
 function codePointOrder(keys: readonly string[]): number[] | null {
   const n = keys.length;
+  // UTF-16 order differs from code-point order only where a surrogate meets
+  // a unit above it (U+E000-U+FFFF): without surrogates, `<` is exact.
+  const compare = hasSurrogate(keys) ? compareCodePoints : compareUnits;
   let i = 1;
-  while (i < n && compareCodePoints(keys[i - 1] as string, keys[i] as string) < 0) i++;
+  while (i < n && compare(keys[i - 1] as string, keys[i] as string) < 0) i++;
   if (i >= n) return null;
   const order: number[] = [];
   for (let k = 0; k < n; k++) order.push(k);
@@ -225,14 +258,14 @@ function codePointOrder(keys: readonly string[]): number[] | null {
       const index = order[a] as number;
       const key = keys[index] as string;
       let b = a - 1;
-      while (b >= 0 && compareCodePoints(keys[order[b] as number] as string, key) > 0) {
+      while (b >= 0 && compare(keys[order[b] as number] as string, key) > 0) {
         order[b + 1] = order[b] as number;
         b--;
       }
       order[b + 1] = index;
     }
   } else {
-    order.sort((x, y) => compareCodePoints(keys[x] as string, keys[y] as string));
+    order.sort((x, y) => compare(keys[x] as string, keys[y] as string));
   }
   return order;
 }

@@ -13,8 +13,16 @@ export interface ToolDescriptor {
   readonly inputSchema: unknown;
 }
 
+/** `HEX[b]`: the byte `b` as two lowercase hex digits. */
+const HEX: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 function hex8(word: number): string {
-  return (word >>> 0).toString(16).padStart(8, "0");
+  return (
+    (HEX[(word >>> 24) & 0xff] as string) +
+    (HEX[(word >>> 16) & 0xff] as string) +
+    (HEX[(word >>> 8) & 0xff] as string) +
+    (HEX[word & 0xff] as string)
+  );
 }
 
 /**
