@@ -102,6 +102,24 @@ function quote(text: string): string {
   return `"${text}"`;
 }
 
+/**
+ * Quoted object keys. Argument objects of one tool repeat the same few keys
+ * call after call, and a key from `Object.keys` carries its hash already, so
+ * a lookup is cheaper than scanning it again. Bounded: cleared when full.
+ */
+const quotedKeys = new Map<string, string>();
+const QUOTED_KEYS_MAX = 4096;
+
+function quoteKey(key: string): string {
+  let quoted = quotedKeys.get(key);
+  if (quoted === undefined) {
+    quoted = quote(key);
+    if (quotedKeys.size >= QUOTED_KEYS_MAX) quotedKeys.clear();
+    if (key.length <= 64) quotedKeys.set(key, quoted);
+  }
+  return quoted;
+}
+
 /** The ancestors of the value being written, for the cycle check. */
 interface Walk {
   /** `path[d]` is the open container at depth `d`. */
@@ -287,7 +305,7 @@ function writeProperties(source: object, depth: number, walk: Walk): string {
       const key = keys[i] as string;
       const text = writeProperty(source, key, depth, walk);
       if (text === undefined) continue;
-      out += `${first ? "" : ","}${quote(key)}:${text}`;
+      out += `${first ? "" : ","}${quoteKey(key)}:${text}`;
       first = false;
     }
     return `${out}}`;
@@ -301,7 +319,7 @@ function writeProperties(source: object, depth: number, walk: Walk): string {
     const i = order[j] as number;
     const text = texts[i];
     if (text === undefined) continue;
-    out += `${first ? "" : ","}${quote(keys[i] as string)}:${text}`;
+    out += `${first ? "" : ","}${quoteKey(keys[i] as string)}:${text}`;
     first = false;
   }
   return `${out}}`;
