@@ -70,7 +70,8 @@ function hookName(hook: Hook, index: number): string {
  * hook that mutates its argument cannot change what was digested or approved.
  */
 export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: HookContext): Promise<HookOutcome> {
-  for (const [index, hook] of hooks.entries()) {
+  for (let index = 0; index < hooks.length; index++) {
+    const hook = hooks[index] as Hook;
     const name = hookName(hook, index);
     let raw: unknown;
     try {

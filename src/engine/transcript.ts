@@ -5,13 +5,38 @@ import type { Message, ToolCall } from "./model.js";
 const NOT_PLAIN = Symbol("not plain");
 
 /**
+ * The objects a copy has reached. A call's arguments are usually a handful of
+ * objects: an array scan beats allocating a Set until there are many.
+ */
+class Seen {
+  readonly #few: object[] = [];
+  #many: Set<object> | undefined;
+
+  has(value: object): boolean {
+    if (this.#many !== undefined) return this.#many.has(value);
+    return this.#few.includes(value);
+  }
+
+  add(value: object): void {
+    if (this.#many !== undefined) {
+      this.#many.add(value);
+    } else if (this.#few.length < 16) {
+      this.#few.push(value);
+    } else {
+      this.#many = new Set(this.#few);
+      this.#many.add(value);
+    }
+  }
+}
+
+/**
  * Copies primitives, plain objects and dense plain arrays, each reached once
  * (the tree shape JSON gives). Throws {@link NOT_PLAIN} on anything else
  * (a class instance, a proxy, a null-prototype object, a `__proto__` key, a sparse
  * array or one with extra properties, a shared or cyclic reference, a
  * function or symbol), for the caller to fall back to `structuredClone`.
  */
-function copyPlain(value: unknown, seen: Set<object>): unknown {
+function copyPlain(value: unknown, seen: Seen): unknown {
   if (typeof value !== "object" || value === null) {
     if (typeof value === "function" || typeof value === "symbol") throw NOT_PLAIN;
     return value;
@@ -46,7 +71,7 @@ function copyPlain(value: unknown, seen: Set<object>): unknown {
  */
 export function cloneValue<T>(value: T): T {
   try {
-    return copyPlain(value, new Set()) as T;
+    return copyPlain(value, new Seen()) as T;
   } catch (thrown) {
     if (thrown !== NOT_PLAIN) throw thrown;
     return structuredClone(value);
