@@ -79,6 +79,39 @@ interface Snapshot {
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
+/**
+ * Each grant's ledger record as UTF-8, made once per Grant (grants never
+ * change): a save into a large ledger encodes only the new record, instead of
+ * joining and encoding the whole ledger's text again.
+ */
+const recordBytes = new WeakMap<Grant, Buffer>();
+
+/** The ledger file's bytes: the UTF-8 of `[record,record,…]`. */
+function ledgerBytes(grants: readonly Grant[]): Buffer {
+  const records: Buffer[] = [];
+  let total = 2 + Math.max(grants.length - 1, 0);
+  for (const grant of grants) {
+    let bytes = recordBytes.get(grant);
+    if (bytes === undefined) {
+      bytes = Buffer.from(grant.toLedgerText(), "utf8");
+      recordBytes.set(grant, bytes);
+    }
+    records.push(bytes);
+    total += bytes.length;
+  }
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  out[at++] = 0x5b; // [
+  for (let i = 0; i < records.length; i++) {
+    if (i > 0) out[at++] = 0x2c; // ,
+    const bytes = records[i] as Buffer;
+    out.set(bytes, at);
+    at += bytes.length;
+  }
+  out[at++] = 0x5d; // ]
+  return out;
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
 }
@@ -511,10 +544,10 @@ export class FileGrantStore implements GrantStore {
         throw new LedgerIoError("LEDGER_IO", path, `cannot inspect (${errorCode(error) ?? "error"})`, { cause: error });
       }
     }
-    const text = `[${grants.map((g) => g.toLedgerText()).join(",")}]`;
+    const bytes = ledgerBytes(grants);
     try {
       // A fresh options object every call: the async API writes into it.
-      await writeFileAtomic(path, text, { mode: 0o600, fsync: true, encoding: "utf8" });
+      await writeFileAtomic(path, bytes, { mode: 0o600, fsync: true });
     } catch (error) {
       this.#snapshot = undefined;
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
