@@ -342,7 +342,12 @@ async function afterGate(
     throw thrown instanceof CancelledError ? thrown : cancelledBy(signal);
   }
   if (dispatched.execution !== "none") {
-    run.breaker?.report(tool.name, dispatched.execution === "succeeded", settings.clock.now());
+    try {
+      run.breaker?.report(tool.name, dispatched.execution === "succeeded", settings.clock.now());
+    } catch {
+      // The tool has run: a clock that throws now must not turn its ending
+      // into a denial. The breaker misses this one report.
+    }
   }
   slot.settle();
   return { type: "result", result: dispatched.result };

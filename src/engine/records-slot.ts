@@ -53,8 +53,16 @@ export class RecordSlot {
   /** Lands `draft` now (an ending decided before dispatch). */
   land(draft: RecordDraft): void {
     if (this.#landed) return;
+    // Read the time before marking the slot landed: a clock that throws must
+    // not cost the call its one record (the tool may already have run).
+    let ts: number;
+    try {
+      ts = this.#clock.now();
+    } catch {
+      ts = Date.now();
+    }
     this.#landed = true;
-    this.#emit({ tool: this.#tool, argsDigest: this.#argsDigest, ...draft, ts: this.#clock.now() });
+    this.#emit({ tool: this.#tool, argsDigest: this.#argsDigest, ...draft, ts });
   }
 
   /** Holds the gate's decision until dispatch returns. */
