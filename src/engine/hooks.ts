@@ -83,7 +83,13 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
     // schema would accept any plain object whose type is "allow" (it drops
     // unknown keys), and it is the only answer that changes nothing.
     if (isPlainAllow(raw)) continue;
-    const parsed = HookDecisionSchema.safeParse(raw);
+    let parsed: ReturnType<typeof HookDecisionSchema.safeParse>;
+    try {
+      parsed = HookDecisionSchema.safeParse(raw);
+    } catch (error) {
+      // A decision whose reads throw (a proxy, a getter) is as invalid as a malformed one, not a cancel.
+      return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision`, error };
+    }
     if (!parsed.success) {
       return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision`, error: parsed.error };
     }
