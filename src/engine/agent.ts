@@ -205,7 +205,13 @@ export class Agent {
       if (thrown instanceof CancelledError || signal.aborted) throw cancelledBy(signal);
       throw new ModelError(`the model failed on turn ${turn}: ${describeError(thrown)}`, { cause: thrown });
     }
-    const parsed = ModelResponseSchema.safeParse(raw);
+    let parsed: ReturnType<typeof ModelResponseSchema.safeParse>;
+    try {
+      parsed = ModelResponseSchema.safeParse(raw);
+    } catch (thrown) {
+      // An answer whose reads throw (a proxy, a getter) is not a model response either.
+      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: thrown });
+    }
     if (!parsed.success) {
       throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: parsed.error });
     }
