@@ -256,11 +256,11 @@ async function ask(
       slot.land(draft("ask_expired", "hook", "engine", "ask expired unanswered"));
       return { type: "result", result: error(TEXTS.expired(tool.name)) };
     case "denied":
-      await remember(run, tool, call, turn, outcome.resolution, "deny");
+      await remember(run, tool, call, turn, outcome.resolution, "deny", signal);
       slot.land(draft("ask_denied", "ask", "ask_resolver", outcome.reason));
       return { type: "result", result: error(TEXTS.denied(tool.name)) };
     case "approved":
-      await remember(run, tool, call, turn, outcome.resolution, "allow");
+      await remember(run, tool, call, turn, outcome.resolution, "allow", signal);
       slot.hold(draft("ask_allowed", "ask", "ask_resolver", null), "approved");
       if (signal.aborted) {
         slot.exit(draft("cancelled", "hook", "engine", "cancelled while awaiting approval"));
@@ -278,12 +278,15 @@ async function remember(
   turn: number,
   resolution: AskResolution | undefined,
   verdict: "allow" | "deny",
+  signal: AbortSignal,
 ): Promise<void> {
   const scope = resolution?.remember;
   if (scope === undefined || run.grantPolicy === undefined) return;
   try {
-    await run.grantPolicy.remember(tool.descriptor, call.input, verdict, scope, { nowMs: run.settings.clock.now() });
+    // Best effort, but never past a cancel: a store whose save never returns must not hold the run.
+    await raceAbort(run.grantPolicy.remember(tool.descriptor, call.input, verdict, scope, { nowMs: run.settings.clock.now() }), signal);
   } catch (thrown) {
+    if (signal.aborted) return;
     notify(run.settings.observers, run.settings.observerErrorHandler, "onGrantError", { turn, callId: call.id, error: thrown });
   }
 }
