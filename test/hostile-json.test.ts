@@ -407,6 +407,30 @@ describe("arguments", () => {
     expect(new Grant("t", "allow", GrantScope.thisCall({})).covers("t", deep)).toBe(false);
   });
 
+  it("arguments holding an object whose every read throws (a proxy): a CanonicalJsonError naming its path, from every entry point", () => {
+    const fail = (): never => {
+      throw new Error("trap bomb");
+    };
+    const bomb = (): object =>
+      new Proxy({}, { get: fail, has: fail, ownKeys: fail, getOwnPropertyDescriptor: fail, getPrototypeOf: fail });
+    for (const [args, path] of [
+      [bomb(), "$"],
+      [{ a: [1, { b: bomb() }] }, "$.a[1].b"],
+    ] as const) {
+      let thrown: unknown;
+      try {
+        canonicalJson(args);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(CanonicalJsonError);
+      expect((thrown as CanonicalJsonError).jsonPath).toBe(path);
+      expect(() => argsDigest(args)).toThrow(CanonicalJsonError);
+      expect(() => new Grant("t", "allow", GrantScope.thisCall(args))).toThrow(CanonicalJsonError);
+      expect(new Grant("t", "allow", GrantScope.thisCall({})).covers("t", args)).toBe(false);
+    }
+  });
+
   it("__proto__, constructor and prototype keys in arguments are data: same digest whatever the order, no pollution", () => {
     const text = '{"prototype":{"x":1},"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}}}';
     const args = JSON.parse(text) as unknown;
