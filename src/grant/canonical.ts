@@ -167,6 +167,18 @@ function write(value: unknown, key: string | number, depth: number, walk: Walk):
 }
 
 function writeObject(input: object, key: string | number, depth: number, walk: Walk): string | undefined {
+  try {
+    return writeObjectChecked(input, key, depth, walk);
+  } catch (thrown) {
+    // A proxy trap (toJSON lookup, instanceof, …) may throw where no finer
+    // check is; that is still the caller's bad value, not a crash. A
+    // RangeError is left to canonicalJson, which reports nesting too deep.
+    if (thrown instanceof Fault || thrown instanceof RangeError) throw thrown;
+    throw new Fault("reading the value threw", true, thrown);
+  }
+}
+
+function writeObjectChecked(input: object, key: string | number, depth: number, walk: Walk): string | undefined {
   let value: unknown = input;
   if (hasToJson(input)) {
     try {
