@@ -90,3 +90,23 @@ export class GrantRecordError extends LoopctlError {
     super("GRANT_RECORD", message, options);
   }
 }
+
+/**
+ * A save whose grant id is already taken by a different rule (another tool,
+ * verdict or scope). Ids are 64-bit FNV-1a digests, which a hostile caller can
+ * make collide on purpose; replacing the stored rule (a deny, say) with the
+ * colliding one would silently change what was decided, so the save is
+ * refused and the ledger left as it was.
+ */
+export class GrantIdCollisionError extends LoopctlError {
+  /** The contested grant id. */
+  readonly id: string;
+
+  constructor(id: string, stored: string, incoming: string) {
+    super(
+      "GRANT_ID_COLLISION",
+      `grant id ${id} is already taken by a different rule (stored ${stored}, new ${incoming}); refusing to replace it`,
+    );
+    this.id = id;
+  }
+}

@@ -9,7 +9,7 @@ import { GrantRecordError, LedgerCorruptError, LedgerIoError } from "./errors.js
 import { Grant } from "./grant.js";
 import { GrantIndex } from "./grant-index.js";
 import { withLedgerLock, type LedgerLockOptions } from "./ledger-lock.js";
-import { requireGrant, type GrantStore } from "./store.js";
+import { assertSameRule, requireGrant, type GrantStore } from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
 export interface FileGrantStoreOptions {
@@ -243,6 +243,7 @@ export class FileGrantStore implements GrantStore {
       await this.#secureFolders(true);
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read();
+        assertSameRule(current.grants.find((g) => g.id === grant.id), grant);
         const next = current.grants.filter((g) => g.id !== grant.id);
         next.push(grant);
         await this.#write(next);

@@ -15,6 +15,7 @@ export {
 export type { ToolDescriptor } from "./digest.js";
 export {
   CanonicalJsonError,
+  GrantIdCollisionError,
   GrantRecordError,
   LedgerCorruptError,
   LedgerIoError,

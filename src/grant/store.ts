@@ -1,10 +1,12 @@
 import { Grant } from "./grant.js";
-import { GrantRecordError } from "./errors.js";
+import { GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { GrantIndex } from "./grant-index.js";
 
 /**
  * Where grants are remembered. Implementations keep at most one grant per id:
- * saving a grant whose id is already stored replaces that entry.
+ * saving a grant whose id is already stored replaces that entry when it is
+ * the same rule (tool, verdict, scope), and is refused with
+ * GrantIdCollisionError when a different rule owns the id.
  */
 export interface GrantStore {
   /** Every stored grant. */
@@ -29,6 +31,26 @@ export function requireGrant(grant: unknown, where: string): Grant {
     throw new GrantRecordError(`${where}: expected a Grant, got ${grant === null ? "null" : typeof grant}`);
   }
   return grant;
+}
+
+function describeRule(grant: Grant): string {
+  const scope = grant.canonicalArgs === null ? "this_tool" : `this_call ${grant.canonicalArgs}`;
+  return `${grant.verdict} '${grant.tool}' ${scope}`;
+}
+
+/**
+ * Throws unless `stored` (the grant already saved under `incoming.id`, if
+ * any) is the same rule as `incoming`: same tool, verdict and scope. Metadata
+ * (pin, time, note) may differ: that is a re-grant, which replaces the entry.
+ *
+ * @throws {GrantIdCollisionError} when the id belongs to a different rule.
+ */
+export function assertSameRule(stored: Grant | undefined, incoming: Grant): void {
+  if (stored === undefined) return;
+  if (stored.tool === incoming.tool && stored.verdict === incoming.verdict && stored.canonicalArgs === incoming.canonicalArgs) {
+    return;
+  }
+  throw new GrantIdCollisionError(incoming.id, describeRule(stored), describeRule(incoming));
 }
 
 /**
@@ -57,6 +79,7 @@ export class MemoryGrantStore implements GrantStore {
   save(grant: Grant): Promise<Grant> {
     try {
       requireGrant(grant, "MemoryGrantStore.save");
+      assertSameRule(this.#grants.get(grant.id), grant);
     } catch (error) {
       return Promise.reject(error as Error);
     }
