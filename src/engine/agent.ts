@@ -20,7 +20,7 @@ import { ModelResponseSchema } from "./model.js";
 import { notify } from "./observer.js";
 import { snapshotMessages } from "./transcript.js";
 import type { GateDecision } from "./records.js";
-import { cancelledBy, linkedSignal, raceAbort } from "./signals.js";
+import { RunSignal, cancelledBy, linkedSignal, raceAbort } from "./signals.js";
 import type { Tool } from "./tool.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -128,8 +128,10 @@ export class Agent {
     const runId = settings.idGen();
     const records: GateDecision[] = [];
     const messages: Message[] = [{ type: "user", text: userText }];
-    const link = linkedSignal(options.signal);
-    const signal = link.controller.signal;
+    // Without a caller signal nothing can cancel the run, so it needs no
+    // controller (see RunSignal); with one, the run links a child to it.
+    const link = options.signal === undefined ? undefined : linkedSignal(options.signal);
+    const signal = new RunSignal(link?.controller.signal);
     const run: RunState = {
       settings,
       tools: this.#tools,
@@ -187,18 +189,26 @@ export class Agent {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      link.dispose();
+      link?.dispose();
     }
   }
 
-  async #generate(turn: number, messages: readonly Message[], signal: AbortSignal): Promise<ModelResponse> {
+  async #generate(turn: number, messages: readonly Message[], signal: RunSignal): Promise<ModelResponse> {
     const settings = this.#managers.settings;
     const snapshot = snapshotMessages(messages);
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages: snapshot, tools: this.#descriptors });
     let raw: unknown;
     try {
       raw = await raceAbort(
-        Promise.resolve().then(() => this.#model.generate({ messages: snapshot, tools: this.#descriptors, signal })),
+        Promise.resolve().then(() =>
+          this.#model.generate({
+            messages: snapshot,
+            tools: this.#descriptors,
+            get signal() {
+              return signal.signal;
+            },
+          }),
+        ),
         signal,
       );
     } catch (thrown) {
@@ -239,13 +249,13 @@ async function wave(
   run: RunState,
   calls: readonly ToolCall[],
   turn: number,
-  runSignal: AbortSignal,
+  runSignal: RunSignal,
 ): Promise<{ messages: ToolResultMessage[]; stop: RunStoppedError | undefined }> {
   // A wave's own signal exists to stop the siblings of a call that ends the
   // run; one call has none, so it runs on the run's signal (an
   // AbortController costs microseconds, a measurable share of a round trip).
-  const link = calls.length > 1 ? linkedSignal(runSignal) : undefined;
-  const signal = link === undefined ? runSignal : link.controller.signal;
+  const link = calls.length > 1 ? linkedSignal(runSignal.source) : undefined;
+  const signal = link === undefined ? runSignal : new RunSignal(link.controller.signal);
   const outcomes: (AttemptOutcome | undefined)[] = calls.map(() => undefined);
   let stop: RunStoppedError | undefined;
   let next = 0;

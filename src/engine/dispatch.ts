@@ -60,7 +60,10 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
     runId: toolContext.runId,
     descriptor: tool.descriptor,
     argsDigest,
-    signal: toolContext.signal,
+    // Read through: the run's signal may be made only when something reads it.
+    get signal() {
+      return toolContext.signal;
+    },
     deny: (decision) => {
       denied = true;
       sink.middlewareDeny(decision);

@@ -18,6 +18,7 @@ import type { GateDecision } from "./records.js";
 import { RecordSlot } from "./records-slot.js";
 import type { RecordDraft } from "./records-slot.js";
 import { cancelledBy, raceAbort } from "./signals.js";
+import type { RunSignal } from "./signals.js";
 import type { Tool, ToolContext } from "./tool.js";
 
 /** Exact texts the model receives (spec §5 and the engine's own endings). */
@@ -77,7 +78,7 @@ function tryDigest(input: unknown): string | undefined {
  * Exactly one record lands per attempt. Throws `CancelledError` (after
  * landing its record) when `signal` aborts; `onToolPost` then does not fire.
  */
-export async function attempt(run: RunState, call: ToolCall, turn: number, signal: AbortSignal): Promise<AttemptOutcome> {
+export async function attempt(run: RunState, call: ToolCall, turn: number, signal: RunSignal): Promise<AttemptOutcome> {
   const { settings } = run;
   const observe = <K extends "onToolPre" | "onToolPost" | "onGrantError">(
     event: K,
@@ -111,7 +112,7 @@ async function gateAndDispatch(
   call: ToolCall,
   digest: string | undefined,
   turn: number,
-  signal: AbortSignal,
+  signal: RunSignal,
   slot: RecordSlot,
 ): Promise<AttemptOutcome> {
   const { settings } = run;
@@ -138,7 +139,9 @@ async function gateAndDispatch(
     sessionId: run.sessionId,
     runId: run.runId,
     descriptor: tool.descriptor,
-    signal,
+    get signal() {
+      return signal.signal;
+    },
   };
   let hooks;
   try {
@@ -196,7 +199,7 @@ async function ask(
   digest: string,
   prompt: string,
   turn: number,
-  signal: AbortSignal,
+  signal: RunSignal,
   slot: RecordSlot,
 ): Promise<AttemptOutcome | undefined> {
   const { settings } = run;
@@ -278,7 +281,7 @@ async function remember(
   turn: number,
   resolution: AskResolution | undefined,
   verdict: "allow" | "deny",
-  signal: AbortSignal,
+  signal: RunSignal,
 ): Promise<void> {
   const scope = resolution?.remember;
   if (scope === undefined || run.grantPolicy === undefined) return;
@@ -312,7 +315,7 @@ async function afterGate(
   call: ToolCall,
   digest: string,
   turn: number,
-  signal: AbortSignal,
+  signal: RunSignal,
   slot: RecordSlot,
 ): Promise<AttemptOutcome> {
   const { settings } = run;
@@ -323,7 +326,15 @@ async function afterGate(
     return { type: "result", result: error(BREAKER_OPEN_TEXT) };
   }
 
-  const toolContext: ToolContext = { signal, callId: call.id, turn, sessionId: run.sessionId, runId: run.runId };
+  const toolContext: ToolContext = {
+    get signal() {
+      return signal.signal;
+    },
+    callId: call.id,
+    turn,
+    sessionId: run.sessionId,
+    runId: run.runId,
+  };
   let dispatched;
   try {
     dispatched = await raceAbort(

@@ -1,9 +1,11 @@
 import { AskResolutionSchema } from "../ask/index.js";
-import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
+import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
 import { constantResolution } from "../ask/resolution.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
+import { SIGNAL_NEVER_ABORTS } from "../ask/sync-resolver.js";
 import { drainMicrotasks, ownedController } from "./signals.js";
+import type { RunSignal } from "./signals.js";
 
 /** How a park ended. */
 export type ParkOutcome =
@@ -19,8 +21,8 @@ export interface ParkRequest {
   readonly resolver: AskResolver | undefined;
   readonly timeoutMs: number | undefined;
   readonly clock: Clock;
-  /** The run's (or wave's) signal: a cancel. */
-  readonly signal: AbortSignal;
+  /** The run's (or wave's) cancel. */
+  readonly signal: RunSignal;
 }
 
 /** The record reason when an approver refuses (with its own reason appended, if it gave one). */
@@ -38,10 +40,10 @@ export const ANSWER_GRACE_TURNS = 32;
 
 type Settled = { readonly type: "answer"; readonly value: unknown } | { readonly type: "threw"; readonly error: unknown };
 
-function callResolver(resolver: AskResolver, ask: PendingAsk, signal: AbortSignal): Promise<Settled> {
+function callResolver(resolver: AskResolver, ask: PendingAsk, options: ResolveOptions): Promise<Settled> {
   let pending: Promise<unknown>;
   try {
-    pending = Promise.resolve(resolver.resolve(ask, { signal }));
+    pending = Promise.resolve(resolver.resolve(ask, options));
   } catch (error) {
     pending = Promise.reject(error);
   }
@@ -86,9 +88,23 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
 
   // The resolver's signal must abort when the engine stops waiting. Without
   // a deadline that happens only on cancel, i.e. when `signal` aborts, so the
-  // resolver gets `signal` itself; a deadline needs a signal of its own.
+  // resolver gets `signal` itself; a deadline needs a signal of its own. A
+  // run that nothing can cancel hands over its never-aborting signal, made
+  // only if the resolver reads it (and marked, so that SyncAskResolver need
+  // not make it to learn that it has not aborted).
   const stop = timeoutMs === undefined ? undefined : ownedController();
-  const resolverSignal = stop === undefined ? signal : stop.signal;
+  const source = signal.source;
+  const options: ResolveOptions =
+    stop !== undefined
+      ? { signal: stop.signal }
+      : source !== undefined
+        ? { signal: source }
+        : ({
+            get signal() {
+              return signal.signal;
+            },
+            [SIGNAL_NEVER_ABORTS]: true,
+          } as ResolveOptions);
   let timer: unknown;
   let timerArmed = false;
   let onAbort: (() => void) | undefined;
@@ -100,9 +116,11 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
         done = true;
         resolve(outcome);
       };
-      onAbort = () => finish({ type: "cancelled" });
-      signal.addEventListener("abort", onAbort, { once: true });
-      void callResolver(resolver, ask, resolverSignal).then((settled) => finish(judge(settled)));
+      if (source !== undefined) {
+        onAbort = () => finish({ type: "cancelled" });
+        source.addEventListener("abort", onAbort, { once: true });
+      }
+      void callResolver(resolver, ask, options).then((settled) => finish(judge(settled)));
       if (timeoutMs !== undefined && !done) {
         timerArmed = true;
         timer = clock.setTimeout(() => {
@@ -117,6 +135,6 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
     });
   } finally {
     if (timerArmed) clock.clearTimeout(timer);
-    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+    if (onAbort !== undefined) source?.removeEventListener("abort", onAbort);
   }
 }

@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import { CancelledError } from "./errors.js";
 
 /** The error a cancelled run rejects with, carrying the signal's reason. */
-export function cancelledBy(signal: AbortSignal): CancelledError {
+export function cancelledBy(signal: { readonly reason: unknown }): CancelledError {
   return new CancelledError("the run was cancelled", { cause: signal.reason });
 }
 
@@ -53,7 +53,10 @@ function unwatchAbort(signal: AbortSignal, onAbort: () => void): void {
  * one listener it puts on a signal stays until the signal aborts or is
  * collected with its run.
  */
-export function raceAbort<T>(work: Promise<T>, signal: AbortSignal, graceTurns = 0): Promise<T> {
+export function raceAbort<T>(work: Promise<T>, run: RunSignal, graceTurns = 0): Promise<T> {
+  const signal = run.source;
+  // Nothing can abort it: the same hand-off, without a listener to keep.
+  if (signal === undefined) return new Promise<T>((resolve, reject) => void work.then(resolve, reject));
   return new Promise<T>((resolve, reject) => {
     let done = false;
     const onAbort = (): void => {
@@ -94,6 +97,39 @@ export function ownedController(): AbortController {
   const controller = new AbortController();
   setMaxListeners(0, controller.signal);
   return controller;
+}
+
+/**
+ * A run's (or a wave's) cancel as the engine reads it. `source` is the signal
+ * that can abort it: a wave's own, or the run's link to the caller's signal.
+ * A run without a caller signal has none, and nothing aborts it (a wave that
+ * must stop its siblings makes its own). `signal`, for the model, hooks,
+ * tools, middleware and resolver that read one, is `source`, or else a signal
+ * made on first read that never aborts: `new AbortController()` costs
+ * microseconds, a large share of a round trip, and most runs never read it.
+ * Each run makes its own, so listeners a tool leaves on it go with the run.
+ */
+export class RunSignal {
+  readonly source: AbortSignal | undefined;
+  #made: AbortSignal | undefined;
+
+  constructor(source: AbortSignal | undefined) {
+    this.source = source;
+  }
+
+  get signal(): AbortSignal {
+    if (this.source !== undefined) return this.source;
+    this.#made ??= ownedController().signal;
+    return this.#made;
+  }
+
+  get aborted(): boolean {
+    return this.source !== undefined && this.source.aborted;
+  }
+
+  get reason(): unknown {
+    return this.source?.reason;
+  }
 }
 
 /**
