@@ -38,7 +38,7 @@ class WebhookAskResolver implements AskResolver {
       const parsed = AskResolutionSchema.safeParse(await response.json());
       if (!parsed.success) return deny("approval service answered something that is not an AskResolution");
       // zod's inferred type spells optional fields `?: T | undefined`; the value is an AskResolution.
-      return parsed.data as AskResolution;
+      return parsed.data;
     } catch (error) {
       // The engine stopped waiting (deadline or cancel) and decides the ending itself.
       if (signal.aborted) throw signal.reason;
@@ -105,7 +105,7 @@ async function startApprovalService(onAsk: (ask: PendingAsk, serviceUrl: string)
           console.log(`service: ask ${ask.id.slice(0, 8)} for ${ask.tool}: "${ask.prompt}"`);
           onAsk(ask, url);
         } else if (req.method === "POST" && answerPath !== null) {
-          const answer = AskResolutionSchema.parse(await readJson(req)) as AskResolution;
+          const answer: AskResolution = AskResolutionSchema.parse(await readJson(req));
           const deliver = waiting.get(answerPath[1] ?? "");
           forget(answerPath[1] ?? "");
           deliver?.(answer);

@@ -1,6 +1,7 @@
 import { z } from "zod";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// Spelled out rather than /i so the generated JSON Schema pattern accepts what zod accepts.
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DIGEST16 = /^[0-9a-f]{16}$/;
 
 /** The nil UUID, used as `runId` when an ask is raised outside any run. */
@@ -53,8 +54,8 @@ export type RememberScope = "this_call" | "this_tool";
 
 /** The answer to an ask. A denial is an outcome, not an error. */
 export type AskResolution =
-  | { readonly type: "approve"; readonly remember?: RememberScope }
-  | { readonly type: "deny"; readonly reason?: string; readonly remember?: RememberScope };
+  | { readonly type: "approve"; readonly remember?: RememberScope | undefined }
+  | { readonly type: "deny"; readonly reason?: string | undefined; readonly remember?: RememberScope | undefined };
 
 const RememberScopeSchema = z.enum(["this_call", "this_tool"]);
 
