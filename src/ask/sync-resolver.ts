@@ -10,13 +10,6 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
 export type SyncAskCallback = (ask: PendingAsk) => boolean | AskResolution;
 
 /**
- * Marks resolve options whose `signal` cannot abort (the engine's, for a run
- * nothing can cancel, without a deadline), so the already-aborted check need
- * not read `signal`, which the engine makes only on first read. Internal.
- */
-export const SIGNAL_NEVER_ABORTS: unique symbol = Symbol("loopctl.signalNeverAborts");
-
-/**
  * An {@link AskResolver} that answers every ask at once from a synchronous
  * policy function, for tests, scripts and fixed rules.
  *
@@ -59,8 +52,7 @@ export class SyncAskResolver implements AskResolver {
   }
 
   #resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    const marked = (options as { readonly [SIGNAL_NEVER_ABORTS]?: unknown } | undefined)?.[SIGNAL_NEVER_ABORTS] === true;
-    const signal = marked ? undefined : (options as ResolveOptions | undefined)?.signal;
+    const signal = (options as ResolveOptions | undefined)?.signal;
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     let answer: unknown;
     try {

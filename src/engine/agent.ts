@@ -200,15 +200,7 @@ export class Agent {
     let raw: unknown;
     try {
       raw = await raceAbort(
-        Promise.resolve().then(() =>
-          this.#model.generate({
-            messages: snapshot,
-            tools: this.#descriptors,
-            get signal() {
-              return signal.signal;
-            },
-          }),
-        ),
+        Promise.resolve().then(() => this.#model.generate({ messages: snapshot, tools: this.#descriptors, signal: signal.signal })),
         signal,
       );
     } catch (thrown) {

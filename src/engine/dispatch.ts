@@ -60,10 +60,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
     runId: toolContext.runId,
     descriptor: tool.descriptor,
     argsDigest,
-    // Read through: the run's signal may be made only when something reads it.
-    get signal() {
-      return toolContext.signal;
-    },
+    signal: toolContext.signal,
     deny: (decision) => {
       denied = true;
       sink.middlewareDeny(decision);

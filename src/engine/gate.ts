@@ -139,9 +139,7 @@ async function gateAndDispatch(
     sessionId: run.sessionId,
     runId: run.runId,
     descriptor: tool.descriptor,
-    get signal() {
-      return signal.signal;
-    },
+    signal: signal.signal,
   };
   let hooks;
   try {
@@ -326,15 +324,7 @@ async function afterGate(
     return { type: "result", result: error(BREAKER_OPEN_TEXT) };
   }
 
-  const toolContext: ToolContext = {
-    get signal() {
-      return signal.signal;
-    },
-    callId: call.id,
-    turn,
-    sessionId: run.sessionId,
-    runId: run.runId,
-  };
+  const toolContext: ToolContext = { signal: signal.signal, callId: call.id, turn, sessionId: run.sessionId, runId: run.runId };
   let dispatched;
   try {
     dispatched = await raceAbort(

@@ -3,7 +3,6 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../
 import { constantResolution } from "../ask/resolution.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
-import { SIGNAL_NEVER_ABORTS } from "../ask/sync-resolver.js";
 import { drainMicrotasks, ownedController } from "./signals.js";
 import type { RunSignal } from "./signals.js";
 
@@ -88,23 +87,11 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
 
   // The resolver's signal must abort when the engine stops waiting. Without
   // a deadline that happens only on cancel, i.e. when `signal` aborts, so the
-  // resolver gets `signal` itself; a deadline needs a signal of its own. A
-  // run that nothing can cancel hands over its never-aborting signal, made
-  // only if the resolver reads it (and marked, so that SyncAskResolver need
-  // not make it to learn that it has not aborted).
+  // resolver gets `signal` itself; a deadline needs a signal of its own.
   const stop = timeoutMs === undefined ? undefined : ownedController();
+  const options: ResolveOptions = { signal: stop === undefined ? signal.signal : stop.signal };
+  // Only a signal that can abort needs watching (see RunSignal).
   const source = signal.source;
-  const options: ResolveOptions =
-    stop !== undefined
-      ? { signal: stop.signal }
-      : source !== undefined
-        ? { signal: source }
-        : ({
-            get signal() {
-              return signal.signal;
-            },
-            [SIGNAL_NEVER_ABORTS]: true,
-          } as ResolveOptions);
   let timer: unknown;
   let timerArmed = false;
   let onAbort: (() => void) | undefined;

@@ -103,11 +103,13 @@ export function ownedController(): AbortController {
  * A run's (or a wave's) cancel as the engine reads it. `source` is the signal
  * that can abort it: a wave's own, or the run's link to the caller's signal.
  * A run without a caller signal has none, and nothing aborts it (a wave that
- * must stop its siblings makes its own). `signal`, for the model, hooks,
- * tools, middleware and resolver that read one, is `source`, or else a signal
- * made on first read that never aborts: `new AbortController()` costs
- * microseconds, a large share of a round trip, and most runs never read it.
- * Each run makes its own, so listeners a tool leaves on it go with the run.
+ * must stop its siblings makes its own), so the engine neither races nor
+ * listens on it: no abort listener per run. `signal`, for the model, hooks,
+ * tools, middleware and resolver, is `source`, or else the run's own signal
+ * that never aborts, made on first read. It stays one per run (not a shared
+ * one), so listeners a careless tool leaves on it go with the run. The
+ * contexts hold it as a plain property: an accessor in an object literal
+ * costs more to create than the controller it would save.
  */
 export class RunSignal {
   readonly source: AbortSignal | undefined;
