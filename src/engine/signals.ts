@@ -55,8 +55,8 @@ function unwatchAbort(signal: AbortSignal, onAbort: () => void): void {
  */
 export function raceAbort<T>(work: Promise<T>, run: RunSignal, graceTurns = 0): Promise<T> {
   const signal = run.source;
-  // Nothing can abort it: the same hand-off, without a listener to keep.
-  if (signal === undefined) return new Promise<T>((resolve, reject) => void work.then(resolve, reject));
+  // Nothing can abort it: the work itself, with no listener to keep.
+  if (signal === undefined) return work;
   return new Promise<T>((resolve, reject) => {
     let done = false;
     const onAbort = (): void => {
