@@ -2,6 +2,7 @@ import type { Readable, Writable } from "node:stream";
 import type { AskResolution, Approver, PendingAsk } from "loopctl/ask";
 import { descriptorFingerprint } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
+import { printable } from "../src/cli/format.js";
 import { LineReader } from "./line-reader.js";
 import { makeStyle } from "./style.js";
 import type { Style } from "./style.js";
@@ -139,7 +140,15 @@ async function answerAll(
 }
 
 /** The block of text shown for one ask: what is asked, and what each remembered answer would cover. */
-export function describeAsk(ask: PendingAsk, style: Style, descriptor?: ToolDescriptor): string {
+export function describeAsk(asked: PendingAsk, style: Style, descriptor?: ToolDescriptor): string {
+  // The prompt often quotes the model's arguments, and an ask may come off a
+  // wire: escape sequences in it must not redraw what the person approves.
+  const ask = {
+    ...asked,
+    tool: printable(asked.tool),
+    callId: printable(asked.callId),
+    prompt: asked.prompt.split("\n").map(printable).join("\n  "),
+  };
   const rows: Array<[string, string]> = [
     ["a", "approve once"],
     ["c", `always this call   remembers: allow ${ask.tool} with exactly these arguments (args ${ask.argsDigest})`],

@@ -4,7 +4,8 @@ import { APPROVER_CLOSED_REASON, ApprovalChannel, NIL_UUID } from "../src/ask/in
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
 import { wantsColor } from "../demo/style.js";
-import { parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
+import { describeAsk, parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
+import { makeStyle } from "../demo/style.js";
 
 function pendingAsk(n: number, tool = "deploy"): PendingAsk {
   return {
@@ -188,5 +189,29 @@ describe("demo terminal approver", () => {
     expect(wantsColor({ isTTY: true }, { NO_COLOR: "" })).toBe(true);
     expect(wantsColor({ isTTY: false }, {})).toBe(false);
     expect(wantsColor({}, {})).toBe(false);
+  });
+});
+
+describe("what the terminal approver shows", () => {
+  const hostile: PendingAsk = {
+    id: "9b2f6c1e-4a7d-4e2b-9c3a-1f2e3d4c5b6a",
+    sessionId: NIL_UUID,
+    runId: NIL_UUID,
+    turn: 0,
+    callId: "c1\u001b]0;title\u0007",
+    tool: "deploy\u202e",
+    argsDigest: argsDigest({ env: "prod" }),
+    prompt: "Deploy to \u001b[2K\rstaging?\nsecond line",
+  };
+
+  it("never passes escape sequences or direction overrides from an ask to the terminal", () => {
+    const text = describeAsk(hostile, makeStyle(false));
+    expect(text).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f\u202e]/);
+    expect(text).toContain("Deploy to \\u001b[2K\\u000dstaging?");
+    expect(text).toContain("deploy\\u202e");
+  });
+
+  it("keeps a multi-line prompt on indented lines", () => {
+    expect(describeAsk(hostile, makeStyle(false))).toContain("staging?\n  second line");
   });
 });
