@@ -174,8 +174,8 @@ describe("FileGrantStore fails closed", () => {
   it.each(corrupt)("refuses %s with LedgerCorruptError naming the file, and never overwrites it", async (_, bytes) => {
     const s = store();
     writeLedger(s, bytes);
-    for (const attempt of [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear()]) {
-      const error = await rejection(attempt);
+    // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
+    for (const error of await Promise.all([s.load(), s.save(grantA), s.revoke(grantA.id), s.clear()].map(rejection))) {
       expect(error).toBeInstanceOf(LedgerCorruptError);
       expect((error as LedgerCorruptError).code).toBe("LEDGER_CORRUPT");
       expect((error as LedgerCorruptError).path).toBe(s.ledgerPath);
@@ -218,8 +218,8 @@ describe("FileGrantStore fails closed", () => {
     writeFileSync(target, "[]");
     mkdirSync(join(s.ledgerPath, ".."), { recursive: true });
     symlinkSync(target, s.ledgerPath);
-    for (const attempt of [s.load(), s.save(grantA), s.clear()]) {
-      const error = await rejection(attempt);
+    // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
+    for (const error of await Promise.all([s.load(), s.save(grantA), s.clear()].map(rejection))) {
       expect(error).toBeInstanceOf(LedgerIoError);
       expect((error as LedgerIoError).code).toBe("LEDGER_NOT_REGULAR_FILE");
       expect((error as LedgerIoError).path).toBe(s.ledgerPath);
@@ -353,8 +353,8 @@ describe("FileGrantStore path and permission checks", () => {
     const bytes = readFileSync(paths[3] as string);
     const warnings: LedgerWarning[] = [];
     const s = store({ onWarning: (w) => warnings.push(w) });
-    for (const attempt of [s.load(), s.save(grantB), s.revoke(grantA.id), s.clear()]) {
-      const error = await rejection(attempt);
+    // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
+    for (const error of await Promise.all([s.load(), s.save(grantB), s.revoke(grantA.id), s.clear()].map(rejection))) {
       expect(error).toBeInstanceOf(LedgerIoError);
       expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
       expect((error as LedgerIoError).path).toBe(path);
@@ -373,8 +373,8 @@ describe("FileGrantStore path and permission checks", () => {
     mkdirSync(elsewhere, { mode: 0o700 });
     mkdirSync(join(root, "grants"), { mode: 0o700 });
     symlinkSync(elsewhere, join(root, "grants", "projects"));
-    for (const attempt of [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear(), s.resetCorrupt()]) {
-      const error = await rejection(attempt);
+    // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
+    for (const error of await Promise.all([s.load(), s.save(grantA), s.revoke(grantA.id), s.clear(), s.resetCorrupt()].map(rejection))) {
       expect((error as LedgerIoError).code).toBe("LEDGER_UNSAFE_PATH");
       expect((error as LedgerIoError).path).toBe(join(root, "grants", "projects"));
     }
