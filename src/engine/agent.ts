@@ -20,7 +20,7 @@ import { ModelResponseSchema } from "./model.js";
 import { notify } from "./observer.js";
 import { snapshotMessages } from "./transcript.js";
 import type { GateDecision } from "./records.js";
-import { RunSignal, cancelledBy, linkedSignal, raceAbort } from "./signals.js";
+import { IdleSignal, RunSignal, cancelledBy, linkedSignal, raceAbort } from "./signals.js";
 import type { Tool } from "./tool.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -84,6 +84,7 @@ export class Agent {
   readonly #managers: LoopManagers;
   readonly #breaker: CircuitBreaker | undefined;
   readonly #grantPolicy: GrantPolicy | undefined;
+  readonly #idleSignal = new IdleSignal();
 
   constructor(options: AgentOptions) {
     if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers? }");
@@ -129,9 +130,10 @@ export class Agent {
     const records: GateDecision[] = [];
     const messages: Message[] = [{ type: "user", text: userText }];
     // Without a caller signal nothing can cancel the run, so it needs no
-    // controller (see RunSignal); with one, the run links a child to it.
+    // controller and shares the agent's idle signal (see RunSignal); with
+    // one, the run links a child to it.
     const link = options.signal === undefined ? undefined : linkedSignal(options.signal);
-    const signal = new RunSignal(link?.controller.signal);
+    const signal = new RunSignal(link?.controller.signal, this.#idleSignal);
     const run: RunState = {
       settings,
       tools: this.#tools,
@@ -190,6 +192,7 @@ export class Agent {
       throw thrown;
     } finally {
       link?.dispose();
+      signal.end();
     }
   }
 

@@ -1,4 +1,4 @@
-import { setMaxListeners } from "node:events";
+import { getEventListeners, setMaxListeners } from "node:events";
 import { CancelledError } from "./errors.js";
 
 /** The error a cancelled run rejects with, carrying the signal's reason. */
@@ -100,29 +100,55 @@ export function ownedController(): AbortController {
 }
 
 /**
+ * The signal that never aborts, which an `Agent`'s runs without a caller
+ * signal hand to the model, hooks, tools, middleware and resolver. Making an
+ * `AbortSignal` costs microseconds on Node 20 (a quarter of an approval
+ * round trip), so the runs of one agent share one, and it never aborts, so
+ * sharing it changes nothing they can see. Listeners are what a shared signal
+ * could keep: the engine removes its own when each wait ends, and when a run
+ * ends with any listener still on it (a careless tool's, or a concurrent
+ * run's in flight), the agent stops handing it out, so such listeners are
+ * collected with the runs that hold it instead of living as long as the agent.
+ */
+export class IdleSignal {
+  #signal: AbortSignal | undefined;
+
+  get(): AbortSignal {
+    this.#signal ??= ownedController().signal;
+    return this.#signal;
+  }
+
+  /** A run that read `signal` has ended. */
+  release(signal: AbortSignal): void {
+    if (this.#signal === signal && getEventListeners(signal, "abort").length > 0) this.#signal = undefined;
+  }
+}
+
+/**
  * A run's (or a wave's) cancel as the engine reads it. `source` is the signal
  * that can abort it: a wave's own, or the run's link to the caller's signal.
  * A run without a caller signal has none, and nothing aborts it (a wave that
  * must stop its siblings makes its own), so the engine neither races nor
  * listens on it: no abort listener per run. `signal`, for the model, hooks,
- * tools, middleware and resolver, is `source`, or else the run's own signal
- * that never aborts, made on first read. It stays one per run (not a shared
- * one), so listeners a careless tool leaves on it go with the run. The
+ * tools, middleware and resolver, is `source`, or else the agent's
+ * {@link IdleSignal}, taken on first read and given back by {@link end}. The
  * contexts hold it as a plain property: an accessor in an object literal
- * costs more to create than the controller it would save.
+ * costs more to create than a signal.
  */
 export class RunSignal {
   readonly source: AbortSignal | undefined;
-  #made: AbortSignal | undefined;
+  readonly #idle: IdleSignal | undefined;
+  #taken: AbortSignal | undefined;
 
-  constructor(source: AbortSignal | undefined) {
+  constructor(source: AbortSignal | undefined, idle?: IdleSignal) {
     this.source = source;
+    this.#idle = idle;
   }
 
   get signal(): AbortSignal {
     if (this.source !== undefined) return this.source;
-    this.#made ??= ownedController().signal;
-    return this.#made;
+    this.#taken ??= this.#idle === undefined ? ownedController().signal : this.#idle.get();
+    return this.#taken;
   }
 
   get aborted(): boolean {
@@ -131,6 +157,11 @@ export class RunSignal {
 
   get reason(): unknown {
     return this.source?.reason;
+  }
+
+  /** The run has ended: gives the idle signal back (see {@link IdleSignal.release}). */
+  end(): void {
+    if (this.#taken !== undefined) this.#idle?.release(this.#taken);
   }
 }
 
