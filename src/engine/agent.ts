@@ -16,7 +16,7 @@ import type { AttemptOutcome, RunState } from "./gate.js";
 import { LoopDetector } from "./loop-detector.js";
 import { LoopManagers } from "./managers.js";
 import type { Message, Model, ModelResponse, ToolCall, ToolResultMessage, Usage } from "./model.js";
-import { ModelResponseSchema } from "./model.js";
+import { ModelResponseSchema, modelResponse } from "./model.js";
 import { notify } from "./observer.js";
 import { snapshotMessages } from "./transcript.js";
 import type { GateDecision } from "./records.js";
@@ -175,11 +175,11 @@ export class Agent {
             outputTokens: usage.outputTokens + response.usage.outputTokens,
           };
         }
-        messages.push({
-          type: "assistant",
-          ...(response.text === undefined ? {} : { text: response.text }),
-          toolCalls: response.toolCalls,
-        });
+        messages.push(
+          response.text === undefined
+            ? { type: "assistant", toolCalls: response.toolCalls }
+            : { type: "assistant", text: response.text, toolCalls: response.toolCalls },
+        );
         if (response.toolCalls.length === 0) {
           return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
         }
@@ -225,11 +225,11 @@ export class Agent {
       // Results are matched to calls by id; a repeated id would make them ambiguous.
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
-    const response: ModelResponse = {
-      ...(parsed.data.text === undefined ? {} : { text: parsed.data.text }),
-      toolCalls: parsed.data.toolCalls.map((call): ToolCall => ({ id: call.id, name: call.name, input: call.input })),
-      ...(parsed.data.usage === undefined ? {} : { usage: parsed.data.usage }),
-    };
+    const response = modelResponse(
+      parsed.data.text,
+      parsed.data.toolCalls.map((call): ToolCall => ({ id: call.id, name: call.name, input: call.input })),
+      parsed.data.usage,
+    );
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
     return response;
   }
@@ -274,7 +274,8 @@ async function wave(
   };
   try {
     const workers = Math.min(run.settings.maxConcurrency, calls.length);
-    await Promise.all(Array.from({ length: workers }, worker));
+    if (workers === 1) await worker();
+    else await Promise.all(Array.from({ length: workers }, worker));
   } finally {
     link?.dispose();
   }

@@ -1,6 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { modelResponse } from "../engine/model.js";
 import { cloneValue, copyToolCalls, snapshotMessages } from "../engine/transcript.js";
 
 /**
@@ -76,10 +77,6 @@ export class ScriptedModel implements Model {
     this.#next += 1;
     if (typeof turn === "function") return turn({ messages: snapshotMessages(recorded.messages), tools: cloneValue(recorded.tools) });
     if ("error" in turn) throw turn.error;
-    return {
-      ...(turn.text === undefined ? {} : { text: turn.text }),
-      toolCalls: copyToolCalls(turn.toolCalls ?? []),
-      ...(turn.usage === undefined ? {} : { usage: turn.usage }),
-    };
+    return modelResponse(turn.text, copyToolCalls(turn.toolCalls ?? []), turn.usage);
   }
 }
