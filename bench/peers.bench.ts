@@ -1,7 +1,7 @@
 import type { BenchModule, Row, Target, Timings } from "./lib/harness.js";
 import { failedRow, measuredRow, ns, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
-import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
+import { loopctlRoundTrip, ROUND_TRIP_EXPORTS, ROUND_TRIP_NOTES, ROUND_TRIP_TITLES, type RoundTripMode } from "./lib/loopctl-round-trip.js";
 import { assertExecuted, type RoundTrip } from "./lib/round-trip.js";
 import { openAIAgentsRoundTrip } from "./peers/openai-agents.js";
 import { vercelAIRoundTrip } from "./peers/vercel-ai.js";
@@ -14,9 +14,13 @@ const peers: BenchModule = {
   async run(ctx) {
     const peerTrips: RoundTrip[] = [openAIAgentsRoundTrip(), vercelAIRoundTrip()];
     const loaded = await loadModules(ROUND_TRIP_EXPORTS);
-    const ours = loaded.ok ? loopctlRoundTrip(loaded.mod, "scripted") : null;
-    const oursMinimal = loaded.ok ? loopctlRoundTrip(loaded.mod, "minimal") : null;
-    const all = ours === null || oursMinimal === null ? peerTrips : [ours, oursMinimal, ...peerTrips];
+    // The headline is like for like: the peers make their agent and mock model
+    // once and run it per round trip, and so does "session". The other two
+    // make a new Agent per round trip (and, for ScriptedModel, copy every request).
+    const modes: RoundTripMode[] = ["session", "scripted", "minimal"];
+    const oursByMode = loaded.ok ? modes.map((mode) => loopctlRoundTrip(loaded.mod, mode)) : [];
+    const ours = oursByMode[0];
+    const all = [...oursByMode, ...peerTrips];
     const rows: Row[] = [];
     let t: Timings;
     try {
@@ -34,28 +38,17 @@ const peers: BenchModule = {
       return [failedRow(this.id, "approval round trip", null, error)];
     }
     const executed = all.map((rt) => `${rt.label} ${rt.executions()}/${rt.roundTrips()}`).join(", ");
-    if (ours !== null) {
+    oursByMode.forEach((rt, i) => {
       rows.push(
         measuredRow({
           bench: this.id,
-          name: "loopctl approval round trip (Agent + ScriptedModel, hook asks, SyncAskResolver)",
-          ours: ns(t.ns[ours.label]!),
+          name: `${ROUND_TRIP_TITLES[modes[i]!]}`,
+          ours: ns(t.ns[rt.label]!),
           floor: null,
-          note: `tool executions/round trips: ${executed}`,
+          note: i === 0 ? `tool executions/round trips: ${executed}` : ROUND_TRIP_NOTES[modes[i]!],
         }),
       );
-    }
-    if (oursMinimal !== null) {
-      rows.push(
-        measuredRow({
-          bench: this.id,
-          name: "loopctl approval round trip, minimal Model like the peers' mocks",
-          ours: ns(t.ns[oursMinimal.label]!),
-          floor: null,
-          note: "same run with a bare Model that copies nothing, the counterpart of the peers' hand-written mocks",
-        }),
-      );
-    }
+    });
     for (const rt of peerTrips) {
       rows.push(
         measuredRow({
@@ -63,17 +56,21 @@ const peers: BenchModule = {
           name: `${rt.label} approval round trip (absolute)`,
           ours: ns(t.ns[rt.label]!),
           floor: null,
-          note: "figure in the 'ours' column is the peer's own time per round trip",
+          note: "figure in the 'ours' column is the peer's own time per round trip; agent and mock model made once",
         }),
       );
     }
     const speedupNames = peerTrips.map((rt) => `speed-up vs ${rt.label} (peer time / loopctl time)`);
-    if (ours === null) {
+    if (ours === undefined) {
       rows.push(...unavailableRows(this.id, speedupNames.map((name) => ({ name, target: SPEEDUP })), loaded.ok ? "" : loaded.reason));
       return rows;
     }
     peerTrips.forEach((rt, i) => {
       const speedup = perRound(t, (r) => r(rt.label) / r(ours.label));
+      const others = oursByMode
+        .slice(1)
+        .map((other, k) => `${modes[k + 1]} ${perRound(t, (r) => r(rt.label) / r(other.label)).toFixed(1)}×`)
+        .join(", ");
       rows.push(
         measuredRow({
           bench: this.id,
@@ -84,7 +81,7 @@ const peers: BenchModule = {
           target: SPEEDUP,
           checked: { value: speedup, unit: "x" },
           ratioRange: roundRange(t, (r) => r(rt.label) / r(ours.label)),
-          note: `floor column holds the peer's time; minimal-model speed-up ${oursMinimal === null ? "n/a" : perRound(t, (r) => r(rt.label) / r(oursMinimal.label)).toFixed(1)}×`,
+          note: `floor column holds the peer's time; with a new Agent per round trip: ${others}`,
         }),
       );
     });

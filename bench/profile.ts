@@ -95,6 +95,12 @@ const SCENARIOS: Record<string, Scenario> = {
   async "round-trip"() {
     const loaded = await loadModules(ROUND_TRIP_EXPORTS);
     if (!loaded.ok) throw new Error(loaded.reason);
+    const rt = loopctlRoundTrip(loaded.mod, "session");
+    return () => rt.once();
+  },
+  async "round-trip-scripted"() {
+    const loaded = await loadModules(ROUND_TRIP_EXPORTS);
+    if (!loaded.ok) throw new Error(loaded.reason);
     const rt = loopctlRoundTrip(loaded.mod, "scripted");
     return () => rt.once();
   },

@@ -15,3 +15,17 @@ export function minimalModel(turns: readonly ModelResponse[]): Model {
     },
   };
 }
+
+/**
+ * A mock that, like the peers' mocks, is made once and reads its input: the
+ * first turn while the last message is not a tool result, the second after.
+ * It copies and records nothing.
+ */
+export function sessionModel(turns: readonly [ModelResponse, ModelResponse]): Model {
+  const [call, answer] = turns;
+  return {
+    generate({ messages }) {
+      return Promise.resolve(messages.at(-1)?.type === "tool_result" ? answer : call);
+    },
+  };
+}
