@@ -7,9 +7,11 @@ import {
   mkdtempSync,
   readFileSync,
   readdirSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
+  unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
@@ -26,6 +28,7 @@ import {
   projectIdentity,
   type LedgerWarning,
 } from "../src/grant/index.js";
+import { withLedgerLock } from "../src/grant/ledger-lock.js";
 
 let root: string;
 let project: string;
@@ -302,6 +305,39 @@ describe("FileGrantStore lock", () => {
     await expect(second).rejects.toThrow("stopped while waiting");
     expect(existsSync(s.ledgerPath)).toBe(false);
     await expect(s.revoke(grantA.id, { signal: AbortSignal.abort(new Error("no")) })).rejects.toThrow("no");
+  });
+
+  describe("release removes only the lock it took", () => {
+    const options = { timeoutMs: 1_000, staleMs: 60_000 };
+    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+
+    it("removes its own lock, and holds it while the body runs", async () => {
+      const s = store();
+      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+      const seen = await withLedgerLock(s.lockPath, options, async () => JSON.parse(readFileSync(s.lockPath, "utf8")) as { pid: number });
+      expect(seen.pid).toBe(process.pid);
+      expect(existsSync(s.lockPath)).toBe(false);
+    });
+
+    it.each([
+      ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
+      ["removed", (path: string) => unlinkSync(path)],
+    ])("leaves another writer's lock made after its own was %s during an overlong hold", async (_, breakIt) => {
+      const s = store();
+      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+      await withLedgerLock(s.lockPath, options, async () => {
+        breakIt(s.lockPath);
+        writeFileSync(s.lockPath, theirs, { mode: 0o600 });
+      });
+      expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+    });
+
+    it("resolves when its lock is gone at release", async () => {
+      const s = store();
+      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+      await expect(withLedgerLock(s.lockPath, options, async () => unlinkSync(s.lockPath))).resolves.toBeUndefined();
+      expect(existsSync(s.lockPath)).toBe(false);
+    });
   });
 
   it("releases the lock when the change fails", async () => {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants, type BigIntStats, type Stats } from "node:fs";
-import { chmod, lstat, mkdir, open, rename, stat } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, rename, stat, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import writeFileAtomic from "write-file-atomic";
@@ -110,6 +110,13 @@ function ledgerBytes(grants: readonly Grant[]): Buffer {
   }
   out[at++] = 0x5d; // ]
   return out;
+}
+
+/** The ledger's folder opened for a sync, or why it could not be. */
+type FolderHandle = { readonly handle: FileHandle; readonly error?: undefined } | { readonly handle?: undefined; readonly error: unknown };
+
+async function closeFolder(folder: FolderHandle): Promise<void> {
+  await folder.handle?.close().catch(() => undefined);
 }
 
 function errorCode(error: unknown): string | undefined {
@@ -242,7 +249,7 @@ export class FileGrantStore implements GrantStore {
     return this.#serial(options.signal, async () => {
       await this.#secureFolders(true);
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
-        const current = await this.#read();
+        const current = await this.#read(true);
         assertSameRule(current.grants.find((g) => g.id === grant.id), grant);
         const next = current.grants.filter((g) => g.id !== grant.id);
         next.push(grant);
@@ -260,7 +267,7 @@ export class FileGrantStore implements GrantStore {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders(false))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
-        const current = await this.#read();
+        const current = await this.#read(true);
         const found = current.grants.find((g) => g.id === id);
         if (found === undefined) return undefined;
         await this.#write(current.grants.filter((g) => g.id !== id));
@@ -281,7 +288,7 @@ export class FileGrantStore implements GrantStore {
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         let current: Snapshot;
         try {
-          current = await this.#read();
+          current = await this.#read(true);
         } catch (error) {
           if (error instanceof LedgerCorruptError && options.corrupt === "keep-aside") {
             await this.#moveAside();
@@ -307,7 +314,7 @@ export class FileGrantStore implements GrantStore {
       if (!(await this.#secureFolders(false))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         try {
-          await this.#read();
+          await this.#read(true);
           return undefined;
         } catch (error) {
           if (error instanceof LedgerCorruptError) return this.#moveAside();
@@ -445,9 +452,14 @@ export class FileGrantStore implements GrantStore {
     );
   }
 
-  async #read(): Promise<Snapshot> {
+  /**
+   * The ledger as it is on disk, from the cache while its stat is unchanged.
+   * `foldersChecked`: the caller has just run {@link #secureFolders} (the
+   * writers do, before taking the lock), so the folders are not checked again.
+   */
+  async #read(foldersChecked = false): Promise<Snapshot> {
     const path = this.ledgerPath;
-    if (!(await this.#secureFolders(false))) {
+    if (!foldersChecked && !(await this.#secureFolders(false))) {
       this.#snapshot = undefined;
       return EMPTY_SNAPSHOT;
     }
@@ -533,59 +545,62 @@ export class FileGrantStore implements GrantStore {
     return [...byId.values()];
   }
 
+  /**
+   * Replaces the ledger with `grants`. Called under the lock, right after
+   * {@link #read} found the ledger a regular file or missing: nothing but
+   * this user can swap it since (its folders are closed to others), so
+   * write-file-atomic, which follows a symlink at its target, is never sent
+   * through one. The folder is opened while the file is written, and synced
+   * after the rename, which is what makes the rename durable.
+   */
   async #write(grants: readonly Grant[]): Promise<void> {
     const path = this.ledgerPath;
-    // write-file-atomic follows a symlink at the target; check first.
-    try {
-      const stat = await lstat(path);
-      if (!stat.isFile()) throw this.#notRegular();
-    } catch (error) {
-      if (error instanceof LedgerIoError) throw error;
-      if (errorCode(error) !== "ENOENT") {
-        throw new LedgerIoError("LEDGER_IO", path, `cannot inspect (${errorCode(error) ?? "error"})`, { cause: error });
-      }
-    }
     const bytes = ledgerBytes(grants);
+    const folder = this.#openFolder();
+    this.#snapshot = undefined;
     try {
       // A fresh options object every call: the async API writes into it.
       await writeFileAtomic(path, bytes, { mode: 0o600, fsync: true });
     } catch (error) {
-      this.#snapshot = undefined;
+      await closeFolder(await folder);
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
     }
-    this.#snapshot = undefined;
-    await this.#fsyncDir();
+    // The stat that keys the cache is taken while the folder syncs; the rename is already done.
+    const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder(await folder)]);
+    // Without it, the next read reparses.
+    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants: [...grants], index: undefined };
+  }
+
+  /** Opens the ledger's folder to sync it; an error is kept for {@link #syncFolder} to throw. */
+  async #openFolder(): Promise<FolderHandle> {
     try {
-      const stat = await lstat(path, { bigint: true });
-      this.#snapshot = { key: statKey(stat), grants: [...grants], index: undefined };
-    } catch {
-      // The next read reparses.
+      return { handle: await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW) };
+    } catch (error) {
+      return { error };
     }
   }
 
-  /** Makes the rename durable: without this a power cut may bring the old ledger back. */
-  async #fsyncDir(): Promise<void> {
-    let handle;
-    try {
-      handle = await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-    } catch (error) {
-      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot open the ledger folder to sync it (${errorCode(error) ?? "error"})`, {
-        cause: error,
+  /**
+   * Syncs and closes the folder: without this a power cut may bring the old
+   * ledger back. Some platforms and file systems cannot fsync a folder; the
+   * rename itself still happened then.
+   */
+  async #syncFolder(folder: FolderHandle): Promise<void> {
+    if (folder.handle === undefined) {
+      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot open the ledger folder to sync it (${errorCode(folder.error) ?? "error"})`, {
+        cause: folder.error,
       });
     }
     try {
-      await handle.sync();
+      await folder.handle.sync();
     } catch (error) {
-      // Some platforms and file systems cannot fsync a folder; the rename itself still happened.
       const code = errorCode(error);
       if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") {
-        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, {
-          cause: error,
-        });
+        await closeFolder(folder);
+        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, { cause: error });
       }
-    } finally {
-      await handle.close();
     }
+    await folder.handle.close();
   }
 
   async #moveAside(): Promise<string> {
@@ -599,7 +614,7 @@ export class FileGrantStore implements GrantStore {
       });
     }
     this.#snapshot = undefined;
-    await this.#fsyncDir();
+    await this.#syncFolder(await this.#openFolder());
     return aside;
   }
 }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { link, open, readFile, rename, unlink } from "node:fs/promises";
+import { link, lstat, open, readFile, rename, unlink, type FileHandle } from "node:fs/promises";
 import { hostname } from "node:os";
 import { LedgerLockError } from "./errors.js";
 
@@ -90,32 +90,28 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-async function tryCreate(lockPath: string, info: LockInfo): Promise<boolean> {
+/**
+ * Creates the lock and writes its record; the lock's handle, kept open while
+ * the lock is held, or `undefined` when another holds it.
+ */
+async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle | undefined> {
   let handle;
   try {
     handle = await open(lockPath, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
   } catch (error) {
-    if (errorCode(error) === "EEXIST") return false;
+    if (errorCode(error) === "EEXIST") return undefined;
     throw new LedgerLockError(lockPath, `cannot create the lock file (${errorCode(error) ?? "error"})`, {
       cause: error,
     });
   }
-  let failure: unknown;
   try {
     await handle.writeFile(JSON.stringify(info), "utf8");
-  } catch (error) {
-    failure = error;
-  }
-  try {
-    await handle.close();
-  } catch (error) {
-    failure ??= error;
-  }
-  if (failure !== undefined) {
+  } catch (failure) {
+    await handle.close().catch(() => undefined);
     await unlink(lockPath).catch(() => undefined);
     throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: failure });
   }
-  return true;
+  return handle;
 }
 
 /** Describes the current holder for an error message, or "" when unknown. */
@@ -232,9 +228,11 @@ export async function withLedgerLock<T>(
   };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
+  let held: FileHandle | undefined;
   for (;;) {
     options.signal?.throwIfAborted();
-    if (await tryCreate(lockPath, info)) break;
+    held = await tryCreate(lockPath, info);
+    if (held !== undefined) break;
     if (await breakIfStale(lockPath, options.staleMs)) continue;
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
@@ -246,14 +244,30 @@ export async function withLedgerLock<T>(
   try {
     return await body();
   } finally {
-    await release(lockPath, info.token);
+    await release(lockPath, held);
   }
 }
 
-async function release(lockPath: string, token: string): Promise<void> {
+/**
+ * Removes the lock if the file at `lockPath` is still the one `held` opened.
+ * It may not be: a hold longer than the stale limit can have it broken and
+ * another writer's lock made in its place, which must stay. While `held` is
+ * open its inode cannot be freed, so no other file can have its number.
+ */
+async function release(lockPath: string, held: FileHandle): Promise<void> {
+  let ours = false;
   try {
-    if (parseLock(await readFile(lockPath, "utf8"))?.token === token) await unlink(lockPath);
+    const [mine, found] = await Promise.all([held.stat(), lstat(lockPath)]);
+    ours = mine.ino === found.ino && mine.dev === found.dev;
   } catch {
     // Already gone (broken as stale after an overlong hold): nothing of ours to remove.
   }
+  if (ours && process.platform !== "win32") {
+    // The unlink and the close are independent here; on Windows a file deleted while open stays
+    // "delete pending" until it is closed, and a new lock could not be made in that moment.
+    await Promise.all([unlink(lockPath).catch(() => undefined), held.close().catch(() => undefined)]);
+    return;
+  }
+  await held.close().catch(() => undefined);
+  if (ours) await unlink(lockPath).catch(() => undefined);
 }
