@@ -8,6 +8,7 @@ import { projectIdentity } from "./digest.js";
 import { GrantRecordError, LedgerCorruptError, LedgerIoError } from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex } from "./grant-index.js";
+import { LedgerImage } from "./ledger-image.js";
 import { withLedgerLock, type LedgerLockOptions } from "./ledger-lock.js";
 import { assertSameRule, requireGrant, type GrantStore } from "./store.js";
 
@@ -75,41 +76,14 @@ interface Snapshot {
   readonly grants: readonly Grant[];
   /** Built on the first {@link FileGrantStore.index} call: a save never needs it. */
   index: GrantIndex | undefined;
+  /** The file's bytes when this store wrote them, for the next write to edit. */
+  readonly image?: LedgerImage | undefined;
 }
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
-/**
- * Each grant's ledger record as UTF-8, made once per Grant (grants never
- * change): a save into a large ledger encodes only the new record, instead of
- * joining and encoding the whole ledger's text again.
- */
-const recordBytes = new WeakMap<Grant, Buffer>();
-
-/** The ledger file's bytes: the UTF-8 of `[record,record,…]`. */
-function ledgerBytes(grants: readonly Grant[]): Buffer {
-  const records: Buffer[] = [];
-  let total = 2 + Math.max(grants.length - 1, 0);
-  for (const grant of grants) {
-    let bytes = recordBytes.get(grant);
-    if (bytes === undefined) {
-      bytes = Buffer.from(grant.toLedgerText(), "utf8");
-      recordBytes.set(grant, bytes);
-    }
-    records.push(bytes);
-    total += bytes.length;
-  }
-  const out = Buffer.allocUnsafe(total);
-  let at = 0;
-  out[at++] = 0x5b; // [
-  for (let i = 0; i < records.length; i++) {
-    if (i > 0) out[at++] = 0x2c; // ,
-    const bytes = records[i] as Buffer;
-    out.set(bytes, at);
-    at += bytes.length;
-  }
-  out[at++] = 0x5d; // ]
-  return out;
+function imageOf(snapshot: Snapshot): LedgerImage {
+  return snapshot.image ?? LedgerImage.of(snapshot.grants);
 }
 
 /** The ledger's folder opened for a sync, or why it could not be. */
@@ -250,10 +224,9 @@ export class FileGrantStore implements GrantStore {
       await this.#secureFolders(true);
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read(true);
-        assertSameRule(current.grants.find((g) => g.id === grant.id), grant);
-        const next = current.grants.filter((g) => g.id !== grant.id);
-        next.push(grant);
-        await this.#write(next);
+        const at = current.grants.findIndex((g) => g.id === grant.id);
+        assertSameRule(current.grants[at], grant);
+        await this.#write(imageOf(current).edit(at, grant));
         return grant;
       });
     });
@@ -268,9 +241,10 @@ export class FileGrantStore implements GrantStore {
       if (!(await this.#secureFolders(false))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read(true);
-        const found = current.grants.find((g) => g.id === id);
+        const at = current.grants.findIndex((g) => g.id === id);
+        const found = current.grants[at];
         if (found === undefined) return undefined;
-        await this.#write(current.grants.filter((g) => g.id !== id));
+        await this.#write(imageOf(current).edit(at, undefined));
         return found;
       });
     });
@@ -297,7 +271,7 @@ export class FileGrantStore implements GrantStore {
           throw error;
         }
         if (current.grants.length === 0) return 0;
-        await this.#write([]);
+        await this.#write(LedgerImage.of([]));
         return current.grants.length;
       });
     });
@@ -546,16 +520,16 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * Replaces the ledger with `grants`. Called under the lock, right after
+   * Replaces the ledger with `image`. Called under the lock, right after
    * {@link #read} found the ledger a regular file or missing: nothing but
    * this user can swap it since (its folders are closed to others), so
    * write-file-atomic, which follows a symlink at its target, is never sent
    * through one. The folder is opened while the file is written, and synced
    * after the rename, which is what makes the rename durable.
    */
-  async #write(grants: readonly Grant[]): Promise<void> {
+  async #write(image: LedgerImage): Promise<void> {
     const path = this.ledgerPath;
-    const bytes = ledgerBytes(grants);
+    const bytes = image.bytes;
     const folder = this.#openFolder();
     this.#snapshot = undefined;
     try {
@@ -568,7 +542,7 @@ export class FileGrantStore implements GrantStore {
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
     const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder(await folder)]);
     // Without it, the next read reparses.
-    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants: [...grants], index: undefined };
+    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants: image.grants, index: undefined, image };
   }
 
   /** Opens the ledger's folder to sync it; an error is kept for {@link #syncFolder} to throw. */
