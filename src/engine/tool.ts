@@ -6,7 +6,12 @@ import { checkJsonSchema, validateJsonSchema } from "./json-schema.js";
 
 /** What a tool's `execute` receives besides its arguments. */
 export interface ToolContext {
-  /** Aborts when the run is cancelled; a long-running tool should honour it. */
+  /**
+   * Aborts when the run is cancelled; a long-running tool should honour it.
+   * A run started without a signal cannot be cancelled: its tools get a
+   * signal that never aborts, which the agent's runs share (a listener you
+   * add and leave on it retires it, so it is collected with your run).
+   */
   readonly signal: AbortSignal;
   /** The model's id for this call. */
   readonly callId: string;
