@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import fs from "node:fs";
 import {
   chmodSync,
   existsSync,
@@ -229,6 +230,21 @@ describe("FileGrantStore fails closed", () => {
     }
     expect(readFileSync(target, "utf8")).toBe("[]");
     expect(lstatSync(s.ledgerPath).isSymbolicLink()).toBe(true);
+  });
+
+  it("writes without a chown: the new ledger is simply this user's", async () => {
+    const s = store();
+    await s.save(grantA);
+    const chown = vi.spyOn(fs, "chown");
+    try {
+      await s.save(grantB);
+      await s.revoke(grantA.id);
+      expect(chown).not.toHaveBeenCalled();
+    } finally {
+      chown.mockRestore();
+    }
+    expect(statSync(s.ledgerPath).uid).toBe(process.getuid?.() ?? statSync(s.ledgerPath).uid);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantB.id]);
   });
 
   it("refuses a ledger path that is a folder", async () => {

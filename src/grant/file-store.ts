@@ -86,6 +86,17 @@ function imageOf(snapshot: Snapshot): LedgerImage {
   return snapshot.image ?? LedgerImage.of(snapshot.grants);
 }
 
+/**
+ * write-file-atomic's options for the ledger, a fresh object every call (its
+ * async API writes into the one it is given). `chown: false` (documented in
+ * its README, missing from its type definitions) skips giving the new file
+ * the old one's owner: a ledger owned by anyone but this user, or root, is
+ * refused before any write, so that chown could never change anything.
+ */
+function writeOptions(): writeFileAtomic.Options {
+  return { mode: 0o600, fsync: true, chown: false as unknown as undefined };
+}
+
 /** The ledger's folder opened for a sync, or why it could not be. */
 type FolderHandle = { readonly handle: FileHandle; readonly error?: undefined } | { readonly handle?: undefined; readonly error: unknown };
 
@@ -533,8 +544,7 @@ export class FileGrantStore implements GrantStore {
     const folder = this.#openFolder();
     this.#snapshot = undefined;
     try {
-      // A fresh options object every call: the async API writes into it.
-      await writeFileAtomic(path, bytes, { mode: 0o600, fsync: true });
+      await writeFileAtomic(path, bytes, writeOptions());
     } catch (error) {
       await closeFolder(await folder);
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
