@@ -10,9 +10,10 @@
  * A filtered or quick run writes to the OS temp dir unless --out is given, so
  * the committed bench/results.json always comes from a full run.
  */
-import { writeFileSync, readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, platform, release, totalmem, tmpdir, arch } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BenchContext, BenchModule, Row } from "./lib/harness.js";
 import { failedRow } from "./lib/harness.js";
@@ -33,6 +34,8 @@ interface Args {
   readonly out: string | null;
   readonly markdown: boolean;
   readonly quick: boolean;
+  /** Internal: run only the module with this id and write its rows as JSON to `out`. */
+  readonly child: string | null;
 }
 
 function parseArgs(argv: readonly string[]): Args {
@@ -40,6 +43,7 @@ function parseArgs(argv: readonly string[]): Args {
   let out: string | null = null;
   let markdown = false;
   let quick = process.env["LOOPCTL_BENCH_QUICK"] === "1";
+  let child: string | null = null;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
@@ -52,9 +56,10 @@ function parseArgs(argv: readonly string[]): Args {
     else if (flag === "--out") out = value();
     else if (flag === "--markdown") markdown = true;
     else if (flag === "--quick") quick = true;
+    else if (flag === "--child") child = value();
     else throw new Error(`unknown argument ${arg} (expected --filter <regex>, --out <file>, --markdown, --quick)`);
   }
-  return { filter, out, markdown, quick };
+  return { filter, out, markdown, quick, child };
 }
 
 function packageVersion(name: string): string {
@@ -66,6 +71,44 @@ function packageVersion(name: string): string {
   }
 }
 
+/**
+ * Runs one module in a process of its own (same Node flags, same build
+ * through LOOPCTL_BENCH_BUILD_DIR), so no module is charged for the heap an
+ * earlier one left: a store of 100k grants or a 10k-grant ledger makes every
+ * later garbage collection dearer.
+ */
+function inOwnProcess(mod: BenchModule, quick: boolean): Promise<Row[]> {
+  const out = join(mkdtempSync(join(tmpdir(), "loopctl-bench-child-")), "rows.json");
+  const script = fileURLToPath(import.meta.url);
+  const argv = [...process.execArgv, script, "--child", mod.id, "--out", out, ...(quick ? ["--quick"] : [])];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, argv, { stdio: ["ignore", "inherit", "inherit"], env: process.env });
+    child.once("error", reject);
+    child.once("exit", (code, signal) => {
+      try {
+        if (code !== 0) throw new Error(`the benchmark process for ${mod.id} exited with ${signal ?? code}`);
+        resolve(JSON.parse(readFileSync(out, "utf8")) as Row[]);
+      } catch (error) {
+        reject(error);
+      } finally {
+        rmSync(dirname(out), { recursive: true, force: true });
+      }
+    });
+  });
+}
+
+async function runChild(id: string, ctx: BenchContext, out: string | null): Promise<void> {
+  const mod = MODULES.find((m) => m.id === id);
+  if (mod === undefined || out === null) throw new Error(`--child needs a known module id and --out (got ${id})`);
+  let rows: Row[];
+  try {
+    rows = await mod.run(ctx);
+  } catch (error) {
+    rows = [failedRow(mod.id, mod.title, null, error)];
+  }
+  writeFileSync(out, JSON.stringify(rows));
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const ctx: BenchContext = { quick: args.quick, log: (line) => process.stderr.write(`${line}\n`) };
@@ -73,14 +116,18 @@ async function main(): Promise<void> {
   // A quick run is a smoke test: skip the build and load src through tsx (LOOPCTL_BENCH_SOURCE=build overrides).
   if (args.quick) process.env["LOOPCTL_BENCH_SOURCE"] ??= "src";
   const source = await benchSource();
-  ctx.log(`measuring: ${describeSource(source)}`);
+  if (args.child === null) ctx.log(`measuring: ${describeSource(source)}`);
+  if (args.child !== null) {
+    await runChild(args.child, ctx, args.out);
+    return;
+  }
   const rows: Row[] = [];
   for (const mod of MODULES) {
     if (args.filter !== null && !args.filter.test(mod.id) && !args.filter.test(mod.title)) continue;
     ctx.log(`▸ ${mod.title}`);
     const t0 = performance.now();
     try {
-      rows.push(...(await mod.run(ctx)));
+      rows.push(...(await inOwnProcess(mod, args.quick)));
     } catch (error) {
       rows.push(failedRow(mod.id, mod.title, null, error));
     }
