@@ -232,6 +232,27 @@ describe("FileGrantStore fails closed", () => {
     expect(lstatSync(s.ledgerPath).isSymbolicLink()).toBe(true);
   });
 
+  it("leaves on disk, after each of many saves and revokes, exactly the ledger of what it holds", async () => {
+    const s = store();
+    const grants = Array.from({ length: 12 }, (_, i) => new Grant(`tool_${i % 5}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisCall({ i })));
+    const held = new Map<string, Grant>();
+    for (let step = 0; step < 60; step += 1) {
+      const grant = grants[(step * 7) % grants.length]!;
+      if (step % 4 === 3 && held.size > 0) {
+        const id = [...held.keys()][step % held.size]!;
+        await s.revoke(id);
+        held.delete(id);
+      } else {
+        await s.save(grant);
+        held.delete(grant.id);
+        held.set(grant.id, grant);
+      }
+      const onDisk = readFileSync(s.ledgerPath, "utf8");
+      expect(onDisk).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
+      expect((await store().load()).map((g) => g.id)).toEqual([...held.keys()]);
+    }
+  });
+
   it("writes without a chown: the new ledger is simply this user's", async () => {
     const s = store();
     await s.save(grantA);

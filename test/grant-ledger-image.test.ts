@@ -33,22 +33,38 @@ describe("LedgerImage", () => {
 
   it("after any run of saves and revokes, each edit gives the same bytes as writing the ledger from scratch", () => {
     fc.assert(
-      fc.property(fc.array(grantArb, { maxLength: 6 }), fc.array(stepArb, { maxLength: 25 }), (seed, steps) => {
+      fc.property(fc.array(grantArb, { maxLength: 6 }), fc.array(stepArb, { maxLength: 25 }), fc.boolean(), (seed, steps, reuse) => {
         let image = LedgerImage.of(seed);
+        // As FileGrantStore does: the buffer of the image edited from is the next edit's spare.
+        let spare: Buffer | undefined;
         for (const step of steps) {
+          let next: LedgerImage;
           if (step.type === "save") {
             const at = image.grants.findIndex((g) => g.id === step.grant.id);
-            image = image.edit(at, step.grant);
+            next = image.edit(at, step.grant, reuse ? spare : undefined);
           } else {
             if (image.grants.length === 0) continue;
-            image = image.edit(step.at % image.grants.length, undefined);
+            next = image.edit(step.at % image.grants.length, undefined, reuse ? spare : undefined);
           }
+          spare = image.storage;
+          image = next;
           expect(image.bytes.toString("utf8")).toBe(expected(image.grants));
           expect(LedgerImage.of(image.grants).bytes.equals(image.bytes)).toBe(true);
         }
       }),
       { numRuns: RUNS },
     );
+  });
+
+  it("writes into a spare buffer that is large enough, and never into its own", () => {
+    const grants = [new Grant("a", "allow", GrantScope.thisTool()), new Grant("b", "allow", GrantScope.thisTool())];
+    const image = LedgerImage.of(grants);
+    const spare = Buffer.alloc(4096, 0x78);
+    const next = image.edit(0, undefined, spare);
+    expect(next.storage).toBe(spare);
+    expect(next.bytes.toString("utf8")).toBe(expected([grants[1]!]));
+    expect(image.edit(-1, undefined, Buffer.alloc(1)).storage.length).toBeGreaterThan(1);
+    expect(() => image.edit(0, undefined, image.storage)).toThrow(RangeError);
   });
 
   it("refuses to remove a record it does not have", () => {

@@ -82,9 +82,7 @@ interface Snapshot {
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
-function imageOf(snapshot: Snapshot): LedgerImage {
-  return snapshot.image ?? LedgerImage.of(snapshot.grants);
-}
+
 
 /**
  * write-file-atomic's options for the ledger, a fresh object every call (its
@@ -171,6 +169,8 @@ export class FileGrantStore implements GrantStore {
   readonly #staleLockMs: number;
   readonly #now: () => number;
   readonly #onWarning: (warning: LedgerWarning) => void;
+  /** A buffer no image in use reads, for the next edit to write into. */
+  #spare: Buffer | undefined = undefined;
   #snapshot: Snapshot | undefined;
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -237,7 +237,7 @@ export class FileGrantStore implements GrantStore {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === grant.id);
         assertSameRule(current.grants[at], grant);
-        await this.#write(imageOf(current).edit(at, grant));
+        await this.#edit(current, at, grant);
         return grant;
       });
     });
@@ -255,7 +255,7 @@ export class FileGrantStore implements GrantStore {
         const at = current.grants.findIndex((g) => g.id === id);
         const found = current.grants[at];
         if (found === undefined) return undefined;
-        await this.#write(imageOf(current).edit(at, undefined));
+        await this.#edit(current, at, undefined);
         return found;
       });
     });
@@ -528,6 +528,20 @@ export class FileGrantStore implements GrantStore {
       byId.set(grant.id, grant);
     });
     return [...byId.values()];
+  }
+
+  /**
+   * Writes `current` without its record at `remove` (-1: none) and with
+   * `add` appended. The bytes are edited from what this store last wrote
+   * (or encoded from the grants read), into the buffer of the image before
+   * it when that one is large enough; the image edited from is then spare.
+   */
+  async #edit(current: Snapshot, remove: number, add: Grant | undefined): Promise<void> {
+    const base = current.image ?? LedgerImage.of(current.grants);
+    const spare = this.#spare;
+    this.#spare = undefined;
+    await this.#write(base.edit(remove, add, spare));
+    this.#spare = base.storage;
   }
 
   /**

@@ -1,109 +1,112 @@
 import type { Grant } from "./grant.js";
 
-/**
- * Each grant's ledger record as UTF-8, made once per Grant (grants never
- * change): a ledger written from scratch encodes only records it has not
- * seen before.
- */
-const recordBytes = new WeakMap<Grant, Buffer>();
-
-function recordOf(grant: Grant): Buffer {
-  let bytes = recordBytes.get(grant);
-  if (bytes === undefined) {
-    bytes = Buffer.from(grant.toLedgerText(), "utf8");
-    recordBytes.set(grant, bytes);
-  }
-  return bytes;
-}
-
 const OPEN = 0x5b; // [
 const COMMA = 0x2c; // ,
 const CLOSE = 0x5d; // ]
 
 /**
+ * A buffer of at least `size` bytes: `spare` when it is large enough (its
+ * bytes are overwritten), else a new one with room to grow, so a ledger that
+ * grows by a record per save is not reallocated on every save.
+ */
+function room(size: number, spare: Buffer | undefined): Buffer {
+  if (spare !== undefined && spare.length >= size) return spare;
+  return Buffer.allocUnsafeSlow(size + (size >> 3) + 256);
+}
+
+/**
  * The bytes of a ledger file, `[record,record,…]` in UTF-8, with the offset
  * where each record ends. A save or a revoke changes one record, so the next
  * image is made from this one by copying the runs of records around it (two
- * copies) instead of copying every record again: in a ledger of 10k grants
- * that is the difference between about two and a fraction of a millisecond.
+ * copies) instead of encoding every record again; in a ledger of 10k grants
+ * that is the difference between milliseconds and a fraction of one. The
+ * offsets are a typed array and the bytes may be written into the buffer of
+ * an image no longer needed, so a save leaves the collector little to do.
  */
 export class LedgerImage {
   /** The grants, in file order. */
   readonly grants: readonly Grant[];
+  /** `storage.subarray(0, length)`: the file's bytes. */
   readonly bytes: Buffer;
+  /** The whole buffer `bytes` lies at the start of, for {@link edit} to reuse once this image is dropped. */
+  readonly storage: Buffer;
   /** `ends[i]`: the offset just past record `i`; record `i` starts at `ends[i - 1] + 1`, record 0 at 1. */
-  readonly #ends: readonly number[];
+  readonly #ends: Float64Array;
 
-  private constructor(grants: readonly Grant[], bytes: Buffer, ends: readonly number[]) {
+  private constructor(grants: readonly Grant[], storage: Buffer, length: number, ends: Float64Array) {
     this.grants = grants;
-    this.bytes = bytes;
+    this.storage = storage;
+    this.bytes = storage.subarray(0, length);
     this.#ends = ends;
   }
 
-  /** The image of a ledger holding `grants`, written from scratch. */
-  static of(grants: readonly Grant[]): LedgerImage {
-    const records = grants.map(recordOf);
-    let total = 2 + Math.max(records.length - 1, 0);
-    for (const bytes of records) total += bytes.length;
-    const out = Buffer.allocUnsafe(total);
-    const ends: number[] = [];
+  /** The image of a ledger holding `grants`, encoded from scratch. */
+  static of(grants: readonly Grant[], spare?: Buffer): LedgerImage {
+    const texts = grants.map((grant) => grant.toLedgerText());
+    let total = 2 + Math.max(texts.length - 1, 0);
+    for (const text of texts) total += Buffer.byteLength(text, "utf8");
+    const out = room(total, spare);
+    const ends = new Float64Array(texts.length);
     let at = 0;
     out[at++] = OPEN;
-    for (let i = 0; i < records.length; i++) {
+    for (let i = 0; i < texts.length; i++) {
       if (i > 0) out[at++] = COMMA;
-      const bytes = records[i] as Buffer;
-      out.set(bytes, at);
-      at += bytes.length;
-      ends.push(at);
+      at += out.write(texts[i] as string, at, "utf8");
+      ends[i] = at;
     }
-    out[at] = CLOSE;
-    return new LedgerImage([...grants], out, ends);
+    out[at++] = CLOSE;
+    return new LedgerImage([...grants], out, at, ends);
   }
 
   /**
    * This ledger without the record at `remove` (`-1`: none) and, when `add`
    * is given, with its record appended: what a revoke (or a save that moves
-   * a grant to the end) writes next.
+   * a grant to the end) writes next. `spare`, when given, is a buffer no
+   * longer read by anyone (the storage of an image before this one), which
+   * the new image may overwrite and keep.
    */
-  edit(remove: number, add: Grant | undefined): LedgerImage {
+  edit(remove: number, add: Grant | undefined, spare?: Buffer): LedgerImage {
     const n = this.grants.length;
     if (remove < -1 || remove >= n) throw new RangeError(`no record ${remove} in a ledger of ${n}`);
+    if (spare !== undefined && spare.buffer === this.storage.buffer) throw new RangeError("the spare buffer is this image's own");
     const ends = this.#ends;
-    const startOf = (i: number): number => (i === 0 ? 1 : (ends[i - 1] as number) + 1);
+    const endOf = (i: number): number => ends[i] as number;
     // The kept records are two runs, before and after the removed one, each contiguous in `bytes`.
-    const before: [number, number] = remove === -1 ? [1, n === 0 ? 1 : (ends[n - 1] as number)] : [1, remove === 0 ? 1 : (ends[remove - 1] as number)];
-    const after: [number, number] = remove === -1 || remove === n - 1 ? [0, 0] : [startOf(remove + 1), ends[n - 1] as number];
-    const record = add === undefined ? undefined : recordOf(add);
     const beforeCount = remove === -1 ? n : remove;
+    const beforeEnd = beforeCount === 0 ? 1 : endOf(beforeCount - 1);
+    const afterStart = remove === -1 || remove === n - 1 ? 0 : endOf(remove) + 1;
+    const afterEnd = afterStart === 0 ? 0 : endOf(n - 1);
+    const text = add?.toLedgerText();
+    const textBytes = text === undefined ? 0 : Buffer.byteLength(text, "utf8");
     const hasBefore = beforeCount > 0;
-    const hasAfter = after[1] > after[0];
+    const hasAfter = afterEnd > afterStart;
     // Each run carries the commas between its own records; these are the ones that join the pieces.
-    const joins = (hasBefore && hasAfter ? 1 : 0) + (record !== undefined && (hasBefore || hasAfter) ? 1 : 0);
-    const total = 2 + joins + (before[1] - before[0]) + (after[1] - after[0]) + (record?.length ?? 0);
-    const out = Buffer.allocUnsafe(total);
-    const nextEnds: number[] = [];
+    const joins = (hasBefore && hasAfter ? 1 : 0) + (text !== undefined && (hasBefore || hasAfter) ? 1 : 0);
+    const total = 2 + joins + (beforeEnd - 1) + (afterEnd - afterStart) + textBytes;
+    const out = room(total, spare);
+    const kept = n - (remove === -1 ? 0 : 1);
+    const nextEnds = new Float64Array(kept + (text === undefined ? 0 : 1));
     let at = 0;
     out[at++] = OPEN;
     if (hasBefore) {
-      at += this.bytes.copy(out, at, before[0], before[1]);
-      for (let i = 0; i < beforeCount; i++) nextEnds.push(ends[i] as number);
+      at += this.bytes.copy(out, at, 1, beforeEnd);
+      nextEnds.set(ends.subarray(0, beforeCount));
     }
     if (hasAfter) {
       if (at > 1) out[at++] = COMMA;
-      const shift = at - after[0];
-      at += this.bytes.copy(out, at, after[0], after[1]);
-      for (let i = remove + 1; i < n; i++) nextEnds.push((ends[i] as number) + shift);
+      const shift = at - afterStart;
+      at += this.bytes.copy(out, at, afterStart, afterEnd);
+      for (let i = remove + 1, k = beforeCount; i < n; i++, k++) nextEnds[k] = endOf(i) + shift;
     }
-    const grants = this.grants.filter((_, i) => i !== remove);
-    if (record !== undefined && add !== undefined) {
+    const grants = remove === -1 ? [...this.grants] : this.grants.filter((_, i) => i !== remove);
+    if (text !== undefined && add !== undefined) {
       if (at > 1) out[at++] = COMMA;
-      out.set(record, at);
-      at += record.length;
-      nextEnds.push(at);
+      at += out.write(text, at, "utf8");
+      nextEnds[kept] = at;
       grants.push(add);
     }
     out[at++] = CLOSE;
     if (at !== total) throw new Error(`ledger image: wrote ${at} of ${total} bytes`);
-    return new LedgerImage(grants, out, nextEnds);
+    return new LedgerImage(grants, out, at, nextEnds);
   }
 }
