@@ -13,18 +13,9 @@ import {
   digest16,
   projectIdentity,
 } from "../src/grant/index.js";
+import { referenceDigest16 } from "./support/fnv-reference.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
-
-/** The textbook FNV-1a 64 with BigInt, over the bytes TextEncoder gives. */
-function referenceDigest16(text: string): string {
-  let hash = 0xcbf29ce484222325n;
-  for (const byte of new TextEncoder().encode(text)) {
-    hash ^= BigInt(byte);
-    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return hash.toString(16).padStart(16, "0");
-}
 
 const scratch = mkdtempSync(join(tmpdir(), "loopctl-digest-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
