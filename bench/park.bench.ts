@@ -1,18 +1,10 @@
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import type { BenchModule, Row } from "./lib/harness.js";
 import { failedRow, measuredRow, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { BENCH_ASK } from "./lib/fixtures.js";
 import { loadModule } from "./lib/load.js";
 
-const ASK: PendingAsk = {
-  id: "00000000-0000-4000-8000-000000000001",
-  sessionId: "11111111-1111-4111-8111-111111111111",
-  runId: "22222222-2222-4222-8222-222222222222",
-  turn: 0,
-  callId: "call_1",
-  tool: "write_file",
-  argsDigest: "f1ed61cd8ca5e26b",
-  prompt: "Write the release notes?",
-};
+const ASK: PendingAsk = BENCH_ASK;
 const APPROVE: AskResolution = { type: "approve" };
 
 /**

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
+import { BENCH_ASK, largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
 import { benchSource, describeSource } from "./lib/build.js";
 import { loadModule, loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
@@ -44,16 +44,7 @@ const SCENARIOS: Record<string, Scenario> = {
     const { ApprovalChannel } = await need("ask", ["ApprovalChannel"]);
     const [channel, approver] = ApprovalChannel.pair(16);
     const signal = new AbortController().signal;
-    const ask = {
-      id: "00000000-0000-4000-8000-000000000001",
-      sessionId: "11111111-1111-4111-8111-111111111111",
-      runId: "22222222-2222-4222-8222-222222222222",
-      turn: 0,
-      callId: "call_1",
-      tool: "write_file",
-      argsDigest: "f1ed61cd8ca5e26b",
-      prompt: "Write?",
-    };
+    const ask = BENCH_ASK;
     return async () => {
       const parked = channel.resolve(ask, { signal });
       const taken = await approver.next();

@@ -1,4 +1,17 @@
-/** Argument objects shaped like real tool calls, built deterministically. */
+/** Argument objects shaped like real tool calls, built deterministically; one parked ask. */
+import type { PendingAsk } from "../../src/ask/index.js";
+
+/** The ask the park benchmarks hand through the channel. */
+export const BENCH_ASK: PendingAsk = {
+  id: "00000000-0000-4000-8000-000000000001",
+  sessionId: "11111111-1111-4111-8111-111111111111",
+  runId: "22222222-2222-4222-8222-222222222222",
+  turn: 0,
+  callId: "call_1",
+  tool: "write_file",
+  argsDigest: "f1ed61cd8ca5e26b",
+  prompt: "Write the release notes?",
+};
 
 /** About 200 bytes of JSON: a file write with a few options. */
 export function smallArgs(): Record<string, unknown> {
