@@ -2,11 +2,13 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "../src/ask/index.js";
-import { Agent, LoopDetectedError, LoopManagers, ModelError, RunStoppedError, defineTool } from "../src/engine/index.js";
+import { Agent, LoopDetectedError, LoopManagers, ModelError, RunStoppedError } from "../src/engine/index.js";
 import type { Model, ModelResponse, RunResult, ToolCall } from "../src/engine/index.js";
 import { LoopctlError } from "../src/errors.js";
 import { argsDigest } from "../src/grant/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
+import { readTool, writeTool } from "./support/engine-fixtures.js";
+import { referenceDigest16 } from "./support/fnv-reference.js";
 
 /** Generated model turns per property; raise with LOOPCTL_FUZZ_RUNS. */
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
@@ -19,33 +21,7 @@ afterEach(() => {
 });
 
 function tools(executed: unknown[]) {
-  return [
-    defineTool({
-      name: "read",
-      description: "reads a path",
-      input: z.object({ path: z.string() }),
-      execute: (input) => {
-        executed.push(input);
-        return `read ${input.path}`;
-      },
-    }),
-    defineTool({
-      name: "write",
-      description: "writes text",
-      input: { type: "object", properties: { path: { type: "string" }, text: { type: "string" } }, required: ["path"], additionalProperties: false },
-      execute: (input) => {
-        executed.push(input);
-        return { ok: true };
-      },
-    }),
-  ];
-}
-
-/** FNV-1a 64 over UTF-8, with BigInt: a reference independent of the library. */
-function digestOf(text: string): string {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of Buffer.from(text, "utf8")) h = ((h ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
-  return h.toString(16).padStart(16, "0");
+  return [readTool(executed), writeTool(executed)];
 }
 
 /** An object whose every read throws, as a broken adapter might hand back. */
@@ -153,7 +129,7 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     });
     const result = await agent.run("go");
     // The canonical text of { path } is built by hand here, not by the library.
-    const expected = digestOf(`{"path":${JSON.stringify(path)}}`);
+    const expected = referenceDigest16(`{"path":${JSON.stringify(path)}}`);
     expect(asks).toEqual([{ argsDigest: expected, size: expect.any(Number) }]);
     expect(asks[0]!.size).toBeLessThan(1_000);
     expect(result.records.map((r) => [r.verdict, r.argsDigest])).toEqual([["ask_allowed", expected]]);
