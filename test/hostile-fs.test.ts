@@ -52,6 +52,18 @@ async function refused(op: Promise<unknown>): Promise<LoopctlError> {
   return outcome as LoopctlError;
 }
 
+/**
+ * Replaces `swapped` (a folder on the ledger's path) with a symlink to the
+ * attacker's copy of the tree under `l.elsewhere`, which holds a ledger of its own.
+ */
+function swapForSymlink(l: Layout, swapped: string): void {
+  const relative = swapped === l.dir ? "" : l.dir.slice(swapped.length + 1);
+  mkdirSync(join(l.elsewhere, relative), { recursive: true, mode: 0o700 });
+  writeFileSync(join(l.elsewhere, relative, "grants.json"), planted, { mode: 0o600 });
+  rmSync(swapped, { recursive: true });
+  symlinkSync(l.elsewhere, swapped);
+}
+
 describe("symlinks on the ledger's path are never written through", () => {
   it("the ledger file swapped for a symlink: save, revoke, clear and load refuse; the target stays byte-identical", async () => {
     const { store, dir, elsewhere } = layout();
@@ -86,13 +98,7 @@ describe("symlinks on the ledger's path are never written through", () => {
   ])("%s swapped for a symlink: writes refuse and the target stays byte-identical", async (_label, pick) => {
     const l = layout();
     await l.store.save(grant);
-    const swapped = pick(l);
-    const relative = swapped === l.dir ? "" : l.dir.slice(swapped.length + 1);
-    // The attacker's copy of the tree, holding a ledger of its own.
-    mkdirSync(join(l.elsewhere, relative), { recursive: true, mode: 0o700 });
-    writeFileSync(join(l.elsewhere, relative, "grants.json"), planted, { mode: 0o600 });
-    rmSync(swapped, { recursive: true });
-    symlinkSync(l.elsewhere, swapped);
+    swapForSymlink(l, pick(l));
     const before = snapshot(l.elsewhere);
     await refused(l.store.save(new Grant("rm", "allow", GrantScope.thisTool())));
     await refused(l.store.revoke(grant.id));
@@ -106,12 +112,7 @@ describe("symlinks on the ledger's path are never written through", () => {
   ])("%s swapped for a symlink: a load refuses rather than trust a ledger planted elsewhere", async (_label, pick) => {
     const l = layout();
     await l.store.save(new Grant("shell", "deny", GrantScope.thisTool()));
-    const swapped = pick(l);
-    const relative = swapped === l.dir ? "" : l.dir.slice(swapped.length + 1);
-    mkdirSync(join(l.elsewhere, relative), { recursive: true, mode: 0o700 });
-    writeFileSync(join(l.elsewhere, relative, "grants.json"), planted, { mode: 0o600 });
-    rmSync(swapped, { recursive: true });
-    symlinkSync(l.elsewhere, swapped);
+    swapForSymlink(l, pick(l));
     await refused(l.store.load());
   });
 
