@@ -140,6 +140,9 @@ export class RunSignal {
   readonly #idle: IdleSignal | undefined;
   #taken: AbortSignal | undefined;
 
+  /** A wave's signal, or a run's: its link to the caller's signal, else its agent's idle signal. */
+  constructor(source: AbortSignal);
+  constructor(source: AbortSignal | undefined, idle: IdleSignal);
   constructor(source: AbortSignal | undefined, idle?: IdleSignal) {
     this.source = source;
     this.#idle = idle;
@@ -147,7 +150,8 @@ export class RunSignal {
 
   get signal(): AbortSignal {
     if (this.source !== undefined) return this.source;
-    this.#taken ??= this.#idle === undefined ? ownedController().signal : this.#idle.get();
+    // The constructor's overloads give every RunSignal without a source an idle signal.
+    this.#taken ??= (this.#idle as IdleSignal).get();
     return this.#taken;
   }
 
