@@ -82,8 +82,6 @@ interface Snapshot {
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
-
-
 /**
  * write-file-atomic's options for the ledger, a fresh object every call (its
  * async API writes into the one it is given). `chown: false` (documented in
