@@ -17,6 +17,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { hostname, tmpdir } from "node:os";
+import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
@@ -251,6 +252,38 @@ describe("FileGrantStore fails closed", () => {
       expect(onDisk).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
       expect((await store().load()).map((g) => g.id)).toEqual([...held.keys()]);
     }
+  });
+
+  it("syncs the file, renames it over the ledger, then syncs the folder, all before save resolves", async () => {
+    const s = store();
+    await s.save(grantA);
+    const events: string[] = [];
+    const probe = await open(s.ledgerPath, "r");
+    const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
+    await probe.close();
+    const [fsync, rename, sync] = [fs.fsync, fs.rename, handles.sync];
+    const spies = [
+      vi.spyOn(fs, "fsync").mockImplementation(((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+        events.push("fsync file");
+        fsync(fd, done);
+      }) as typeof fs.fsync),
+      vi.spyOn(fs, "rename").mockImplementation(((from: string, to: string, done: (error: NodeJS.ErrnoException | null) => void) => {
+        events.push(to === s.ledgerPath ? "rename over the ledger" : `rename to ${to}`);
+        rename(from, to, done);
+      }) as typeof fs.rename),
+      vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+        events.push(fs.fstatSync(this.fd).isDirectory() ? "fsync folder" : "fsync another file");
+        return sync.call(this);
+      }),
+    ];
+    try {
+      await s.save(grantB);
+      events.push("save resolved");
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    expect(events).toEqual(["fsync file", "rename over the ledger", "fsync folder", "save resolved"]);
+    expect((await store().load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
   });
 
   it("writes without a chown: the new ledger is simply this user's", async () => {
