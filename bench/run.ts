@@ -81,20 +81,19 @@ function inOwnProcess(mod: BenchModule, quick: boolean): Promise<Row[]> {
   const out = join(mkdtempSync(join(tmpdir(), "loopctl-bench-child-")), "rows.json");
   const script = fileURLToPath(import.meta.url);
   const argv = [...process.execArgv, script, "--child", mod.id, "--out", out, ...(quick ? ["--quick"] : [])];
-  return new Promise((resolve, reject) => {
+  return new Promise<Row[]>((resolve, reject) => {
     const child = spawn(process.execPath, argv, { stdio: ["ignore", "inherit", "inherit"], env: process.env });
+    // Whichever settles it first, the results folder goes in every case.
     child.once("error", reject);
-    child.once("exit", (code, signal) => {
+    child.once("close", (code, signal) => {
       try {
         if (code !== 0) throw new Error(`the benchmark process for ${mod.id} exited with ${signal ?? code}`);
         resolve(JSON.parse(readFileSync(out, "utf8")) as Row[]);
       } catch (error) {
         reject(error);
-      } finally {
-        rmSync(dirname(out), { recursive: true, force: true });
       }
     });
-  });
+  }).finally(() => rmSync(dirname(out), { recursive: true, force: true }));
 }
 
 async function runChild(id: string, ctx: BenchContext, out: string | null): Promise<void> {
