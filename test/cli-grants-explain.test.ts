@@ -1,23 +1,17 @@
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
 import { FileGrantStore, Grant, GrantScope, argsDigest, descriptorFingerprint } from "../src/grant/index.js";
 import type { ToolDescriptor } from "../src/grant/index.js";
 import { cli } from "./support/cli-harness.js";
-import { seed, tempProject } from "./support/cli-grants-fixtures.js";
+import { seed, useTempProject } from "./support/cli-grants-fixtures.js";
 
 let base: string;
 let root: string;
 let project: string;
 
-beforeEach(async () => {
-  ({ base, root, project } = await tempProject());
-});
-
-afterEach(async () => {
-  await rm(base, { recursive: true, force: true });
-});
+useTempProject((made) => ({ base, root, project } = made));
 
 const at = (): string[] => ["--root", root, "--project", project];
 const write: ToolDescriptor = { name: "write", description: "writes a file", inputSchema: { type: "object" } };

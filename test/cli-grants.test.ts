@@ -1,22 +1,16 @@
-import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../src/cli/index.js";
 import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
 import { cli } from "./support/cli-harness.js";
-import { sampleGrants, seed, tempProject } from "./support/cli-grants-fixtures.js";
+import { sampleGrants, seed, useTempProject } from "./support/cli-grants-fixtures.js";
 
 let base: string;
 let root: string;
 let project: string;
 
-beforeEach(async () => {
-  ({ base, root, project } = await tempProject());
-});
-
-afterEach(async () => {
-  await rm(base, { recursive: true, force: true });
-});
+useTempProject((made) => ({ base, root, project } = made));
 
 const at = (): string[] => ["--root", root, "--project", project];
 

@@ -1,15 +1,35 @@
-import { mkdir, mkdtemp } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach, beforeEach } from "vitest";
 import { FileGrantStore, Grant, GrantScope } from "../../src/grant/index.js";
 
+/** A temp folder holding a grant root and a project folder. */
+export interface TempProject {
+  readonly base: string;
+  readonly root: string;
+  readonly project: string;
+}
+
 /** A fresh grant root and project folder under a new temp folder. */
-export async function tempProject(): Promise<{ base: string; root: string; project: string }> {
+export async function tempProject(): Promise<TempProject> {
   const base = await mkdtemp(join(tmpdir(), "loopctl-cli-grants-"));
   const root = join(base, "grants-root");
   const project = join(base, "project");
   await mkdir(project, { recursive: true });
   return { base, root, project };
+}
+
+/** A fresh {@link tempProject} for each test, handed to `use`, and removed after it. */
+export function useTempProject(use: (made: TempProject) => void): void {
+  let made: TempProject | undefined;
+  beforeEach(async () => {
+    made = await tempProject();
+    use(made);
+  });
+  afterEach(async () => {
+    if (made !== undefined) await rm(made.base, { recursive: true, force: true });
+  });
 }
 
 /** Three grants: allow read (whole tool), deny shell for one call, allow write pinned. */
