@@ -18,5 +18,13 @@ export { auditLogRecords } from "./audit-records.js";
 export type { AuditLogRecordsOptions } from "./audit-records.js";
 export { signAnswerLink } from "./answer-links.js";
 export type { AnswerLinkOptions, AnswerLinks } from "./answer-links.js";
+export {
+  WEBHOOK_SIGNATURE_HEADER,
+  WEBHOOK_TOLERANCE_MS,
+  WebhookDeliverySchema,
+  WebhookResolver,
+  verifyWebhookSignature,
+} from "./webhook-resolver.js";
+export type { VerifyWebhookOptions, WebhookDelivery, WebhookResolverOptions } from "./webhook-resolver.js";
 export { CONTENT_SECURITY_POLICY } from "./http.js";
 export { ServerConfigError, ServerInputError, ServerListenError } from "./errors.js";
