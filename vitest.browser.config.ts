@@ -3,13 +3,13 @@ import base from "./vitest.config.js";
 
 // The tests that drive a real Chromium: `npm run test:browser`, not `npm test`.
 export default defineConfig({
-  resolve: base.resolve,
+  ...(base.resolve === undefined ? {} : { resolve: base.resolve }),
   test: {
     include: ["test/browser/**/*.browser.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // One browser at a time: the machine's two cores are shared.
     fileParallelism: false,
-    reporters: base.test?.reporters,
+    ...(base.test?.reporters === undefined ? {} : { reporters: base.test.reporters }),
   },
 });

@@ -11,8 +11,8 @@ import { FileGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
-import { launch, overflowsSideways, screenshot } from "./support/chromium.js";
-import type { Browser } from "./support/chromium.js";
+import { focusedText, launch, overflowsSideways, screenshot } from "./support/chromium.js";
+import type { Browser, PageGlobals } from "./support/chromium.js";
 
 let browser: Browser;
 let dir: string;
@@ -140,7 +140,7 @@ describe("the console in Chromium", () => {
     expect(await card.locator(".tool").textContent()).toBe(tool);
     expect(await page.locator("#asks img, #asks script, #asks b").count()).toBe(0);
     await card.locator(".prompt").hover();
-    expect(await page.evaluate(() => (window as { pwned?: unknown }).pwned)).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).pwned)).toBeUndefined();
     expect(dialogs).toEqual([]);
     expect(requests.filter((url) => url.endsWith("/x"))).toEqual([]);
     await screenshot(page, "console-hostile-1280");
@@ -150,9 +150,9 @@ describe("the console in Chromium", () => {
     await page.keyboard.press("Enter");
     expect(await page.locator("#asks .ask").count()).toBe(1);
     await page.keyboard.press("Tab");
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Approve");
+    expect(await focusedText(page)).toBe("Approve");
     await page.keyboard.press("Tab");
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Deny");
+    expect(await focusedText(page)).toBe("Deny");
     await page.keyboard.press("Enter");
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not from a stranger" });
   });
@@ -189,7 +189,7 @@ describe("the console in Chromium", () => {
     cleanups.push(() => noScript.close());
     const page = await noScript.page(400);
     const links = signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 });
-    for (let i = 0; i < 100 && (await page.goto(links.approve)).status() !== 200; i++) await page.waitForTimeout(20);
+    await expect.poll(async () => (await page.goto(links.approve))?.status()).toBe(200);
     expect(await page.locator("h1").textContent()).toBe("Approve this call?");
     expect(await page.locator("dd").nth(1).textContent()).toBe("Deploy <b>1.4.0</b> to production?");
     await screenshot(page, "link-confirm-400");

@@ -62,7 +62,25 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   return path;
 }
 
+/** The little of a page's globals the tests read, typed by hand: the project compiles without the DOM library. */
+export interface PageGlobals {
+  readonly document: {
+    readonly documentElement: { readonly scrollWidth: number };
+    readonly activeElement: { readonly textContent: string | null } | null;
+  };
+  readonly innerWidth: number;
+  readonly pwned?: unknown;
+}
+
 /** The page's layout overflows its viewport sideways (a horizontal scrollbar). */
 export function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  return page.evaluate(() => {
+    const g = globalThis as unknown as PageGlobals;
+    return g.document.documentElement.scrollWidth > g.innerWidth;
+  });
+}
+
+/** The text of the element that has the keyboard focus. */
+export function focusedText(page: Page): Promise<string | null | undefined> {
+  return page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.textContent);
 }
