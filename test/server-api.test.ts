@@ -445,6 +445,23 @@ describe("close()", () => {
     await server.close();
     expect(released).toBe(1);
   });
+
+  it("does not wait on an approver that ignores the signal: close() still settles", async () => {
+    const never = new Promise<never>(() => undefined);
+    let watched = false;
+    const deaf: AskInbox = {
+      next: () => (watched ? never : Promise.resolve(makeAsk(1))),
+      resolve: () => false,
+      ended: () => {
+        watched = true;
+        return never;
+      },
+      close: () => undefined,
+    };
+    const server = await createApprovalServer({ approver: deaf });
+    await until(async () => ((await get(server, "api/asks", { authorization: `Bearer ${server.token}` })).json as { asks: unknown[] }).asks.length === 1);
+    await server.close();
+  });
 });
 
 describe("any approver with the AskInbox shape", () => {

@@ -111,7 +111,7 @@ export class AskBoard {
     for (let failures = 0; !signal.aborted; ) {
       let ask: PendingAsk | undefined;
       try {
-        ask = await this.#inbox.next({ signal });
+        ask = await this.#unlessClosed(this.#inbox.next({ signal }));
       } catch (error) {
         if (signal.aborted) return;
         this.#health = "failing";
@@ -147,7 +147,7 @@ export class AskBoard {
     const signal = this.#stop.signal;
     for (let failures = 0; !signal.aborted; ) {
       try {
-        this.#settle(id, await this.#inbox.ended(id, { signal }));
+        this.#settle(id, await this.#unlessClosed(this.#inbox.ended(id, { signal })));
         return;
       } catch (error) {
         if (signal.aborted) return;
@@ -175,6 +175,29 @@ export class AskBoard {
         this.#onError(error);
       }
     }
+  }
+
+  /**
+   * Waits for `work` unless the board closes first, so an inbox that ignores
+   * the signal cannot hold `close()` up. An ask such an inbox hands out after
+   * that stays with the inbox, like every ask the board had taken.
+   */
+  #unlessClosed<T>(work: Promise<T>): Promise<T> {
+    const signal = this.#stop.signal;
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      Promise.resolve(work).then(
+        (value) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      );
+    });
   }
 
   /** Backs off before a retry; false once the board is closed. */
