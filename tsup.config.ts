@@ -1,3 +1,4 @@
+import { cpSync } from "node:fs";
 import { defineConfig } from "tsup";
 
 export default defineConfig([
@@ -9,6 +10,7 @@ export default defineConfig([
       "engine/index": "src/engine/index.ts",
       "audit/index": "src/audit/index.ts",
       "testing/index": "src/testing/index.ts",
+      "server/index": "src/server/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,
@@ -17,6 +19,11 @@ export default defineConfig([
     target: "node20",
     splitting: true,
     treeshake: true,
+    // The server finds its console files through import.meta.url, in the CommonJS build too.
+    shims: true,
+    onSuccess: async () => {
+      cpSync("src/server/console", "dist/server/console", { recursive: true });
+    },
   },
   {
     entry: { cli: "src/cli/main.ts" },

@@ -5,18 +5,21 @@
  * - reads files (a hook allows them), writes a changelog and deploys (the hook
  *   asks); the tools act on a scratch folder, the deploy writes a marker file;
  * - on a terminal you answer each ask; otherwise (CI, pipes) a scripted
- *   release manager answers some asks and leaves one to expire;
+ *   release manager answers some asks and leaves one to expire; with
+ *   --console you answer them in the browser, from the approval console;
  * - answers can be remembered in a FileGrantStore, so a second run decides
  *   those calls without asking;
  * - it ends with the run's audit trail.
  *
  * Usage: npm run demo -- [--root DIR] [--workdir DIR] [--project DIR]
- *        [--interactive | --scripted] [--ask-timeout MS] [--reset]
+ *        [--interactive | --scripted | --console [--port N]] [--ask-timeout MS] [--reset]
  */
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ApprovalChannel } from "loopctl/ask";
 import type { Approver } from "loopctl/ask";
+import { RecentRecords, createApprovalServer } from "loopctl/server";
+import type { ApprovalServer } from "loopctl/server";
 import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
 import type { GateEvent, Observer } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
@@ -36,7 +39,9 @@ const HELP = `loopctl demo: a release assistant whose risky tool calls wait for 
   --project DIR     project the grants belong to (default: --workdir, else ./.loopctl-demo)
   --interactive     answer asks at the terminal (default when stdin is a TTY)
   --scripted        let the scripted release manager answer (default otherwise)
-  --ask-timeout MS  how long an ask may wait (default: 1000 scripted, 300000 interactive)
+  --console         answer asks in the browser: prints the approval console's URL
+  --port N          the console's port (default: a free one)
+  --ask-timeout MS  how long an ask may wait (default: 1000 scripted, 300000 otherwise)
   --reset           forget this project's grants first
   --help            this text
 `;
@@ -45,7 +50,9 @@ interface Options {
   readonly root: string;
   readonly workdir: string | undefined;
   readonly project: string | undefined;
-  readonly interactive: boolean;
+  /** Who answers the asks. */
+  readonly approver: "terminal" | "scripted" | "console";
+  readonly port: number;
   readonly askTimeoutMs: number;
   readonly reset: boolean;
 }
@@ -60,26 +67,38 @@ function parseOptions(argv: string[]): Options | "help" {
       project: { type: "string" },
       interactive: { type: "boolean" },
       scripted: { type: "boolean" },
+      console: { type: "boolean" },
+      port: { type: "string" },
       "ask-timeout": { type: "string" },
       reset: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   if (values.help === true) return "help";
-  if (values.interactive === true && values.scripted === true) {
-    throw new Error("--interactive and --scripted exclude each other");
+  if ([values.interactive, values.scripted, values.console].filter((v) => v === true).length > 1) {
+    throw new Error("--interactive, --scripted and --console exclude each other");
   }
-  const interactive = values.interactive === true || (values.scripted !== true && process.stdin.isTTY === true);
+  const approver =
+    values.console === true
+      ? "console"
+      : values.interactive === true || (values.scripted !== true && process.stdin.isTTY === true)
+        ? "terminal"
+        : "scripted";
   const timeoutText = values["ask-timeout"];
-  const askTimeoutMs = timeoutText === undefined ? (interactive ? 300_000 : 1000) : Number(timeoutText);
+  const askTimeoutMs = timeoutText === undefined ? (approver === "scripted" ? 1000 : 300_000) : Number(timeoutText);
   if (!Number.isSafeInteger(askTimeoutMs) || askTimeoutMs < 0) {
     throw new Error(`--ask-timeout must be a non-negative integer of milliseconds, got ${JSON.stringify(timeoutText)}`);
+  }
+  const port = Number(values.port ?? "0");
+  if (values.port !== undefined && (approver !== "console" || !/^\d{1,5}$/.test(values.port) || port > 65_535)) {
+    throw new Error(`--port takes a port from 0 to 65535 and goes with --console, got ${JSON.stringify(values.port)}`);
   }
   return {
     root: resolve(values.root ?? FileGrantStore.defaultRoot()),
     workdir: values.workdir,
     project: values.project,
-    interactive,
+    approver,
+    port,
     askTimeoutMs,
     reset: values.reset === true,
   };
@@ -158,31 +177,53 @@ async function main(): Promise<number> {
     write(style.bold("loopctl demo: a release assistant on a scripted model (no network, no keys)"));
     write(`  workspace  ${workspace.dir}`);
     write(`  grants     ${store.ledgerPath} (${remembered.length} remembered)`);
-    write(
-      `  approver   ${options.interactive ? "you, at this terminal" : "a scripted release manager (stdin is not a terminal)"}; asks expire after ${options.askTimeoutMs} ms`,
-    );
-    write(`\n${style.cyan("user>")} ${USER_TEXT}`);
+    const who = {
+      terminal: "you, at this terminal",
+      scripted: "a scripted release manager (stdin is not a terminal)",
+      console: "you, in the browser",
+    }[options.approver];
+    write(`  approver   ${who}; asks expire after ${options.askTimeoutMs} ms`);
 
     const [channel, approver] = ApprovalChannel.pair(4);
     const gates: GateEvent[] = [];
+    const records = new RecentRecords();
+    let server: ApprovalServer | undefined;
+    if (options.approver === "console") {
+      server = await createApprovalServer({
+        approver,
+        grants: store,
+        records,
+        describeTool: (name) => descriptors.get(name),
+        askTimeoutMs: options.askTimeoutMs,
+        port: options.port,
+      });
+      write(`  console    ${style.bold(server.consoleUrl)}`);
+      write(`             ${style.dim("open it in a browser: the asks appear there as the assistant parks them")}`);
+    }
+    write(`\n${style.cyan("user>")} ${USER_TEXT}`);
+
     const managers = new LoopManagers()
       .withHook(releaseHook)
       .withAskResolver(channel)
       .withAskTimeout(options.askTimeoutMs)
       .withGrantStore(store)
-      .withObserver(narrator(write, style, gates));
+      .withObserver(narrator(write, style, gates))
+      .withObserver(records);
     const agent = new Agent({ model: new ScriptedModel(MODEL_TURNS), tools, managers });
 
     const stopApprover = new AbortController();
-    const approving = options.interactive
-      ? runTerminalApprover(approver, {
-          input: process.stdin,
-          output: process.stdout,
-          color: wantsColor(process.stdout),
-          describeTool: (name) => descriptors.get(name),
-          signal: stopApprover.signal,
-        })
-      : runScriptedApprover(approver, write, style, options.askTimeoutMs);
+    const approving =
+      options.approver === "terminal"
+        ? runTerminalApprover(approver, {
+            input: process.stdin,
+            output: process.stdout,
+            color: wantsColor(process.stdout),
+            describeTool: (name) => descriptors.get(name),
+            signal: stopApprover.signal,
+          })
+        : options.approver === "scripted"
+          ? runScriptedApprover(approver, write, style, options.askTimeoutMs)
+          : Promise.resolve();
 
     const cancel = new AbortController();
     const onSigint = (): void => cancel.abort(new Error("interrupted"));
@@ -199,6 +240,7 @@ async function main(): Promise<number> {
       approver.close();
       stopApprover.abort();
       await approving;
+      await server?.close();
     }
 
     write(`\n${style.bold("audit trail")} ${style.dim("(the run's gate records, in order)")}`);

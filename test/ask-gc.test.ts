@@ -8,7 +8,7 @@ const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("an approver dropped without close()", () => {
-  it("does not leave its asks parked: once collected, the park settles as a denial", async () => {
+  it("does not leave its asks parked: once collected, the park settles as a denial and ended() says abandoned", async () => {
     const { stdout } = await run(
       process.execPath,
       ["--expose-gc", "--import", "tsx", "test/support/ask-gc-child.ts"],
@@ -18,6 +18,7 @@ describe("an approver dropped without close()", () => {
     expect(JSON.parse(lines[lines.length - 1]!)).toEqual({
       state: "fulfilled",
       value: { type: "deny", reason: APPROVER_DROPPED_REASON },
+      ending: { type: "withdrawn", reason: "abandoned" },
     });
   });
 });

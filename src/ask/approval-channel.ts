@@ -1,5 +1,6 @@
 import { ChannelCore } from "./channel-core.js";
-import { Approver } from "./approver.js";
+import { pairedApprover } from "./approver.js";
+import type { Approver } from "./approver.js";
 import { InvalidCapacityError, InvalidPendingAskError } from "./errors.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
@@ -50,7 +51,7 @@ export class ApprovalChannel implements AskResolver {
       throw new InvalidCapacityError(capacity);
     }
     const core = new ChannelCore(capacity);
-    return [new ApprovalChannel(core), new Approver(core)];
+    return [new ApprovalChannel(core), pairedApprover(core)];
   }
 
   /** Asks parked here and awaiting an answer. */

@@ -1,7 +1,8 @@
 import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.js";
 import type { ChannelCore } from "./channel-core.js";
+import { ApproverConstructorError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
-import type { AskResolution, PendingAsk } from "./types.js";
+import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
 
 /** Options for {@link Approver.next}. */
 export interface NextOptions {
@@ -9,17 +10,32 @@ export interface NextOptions {
   readonly signal?: AbortSignal;
 }
 
+/** Options for {@link Approver.ended}. */
+export interface EndedOptions {
+  /** Stops waiting; `ended()` then rejects with `signal.reason`. The ask is untouched. */
+  readonly signal?: AbortSignal;
+}
+
+const CLOSED: AskEnding = Object.freeze({ type: "withdrawn", reason: "closed" });
+const ABANDONED: AskEnding = Object.freeze({ type: "withdrawn", reason: "abandoned" });
+
 let registry: FinalizationRegistry<ChannelCore> | undefined;
 
 // Created on first use so importing the module does no work.
 function dropRegistry(): FinalizationRegistry<ChannelCore> {
-  registry ??= new FinalizationRegistry<ChannelCore>((core) => core.close(APPROVER_DROPPED_REASON));
+  registry ??= new FinalizationRegistry<ChannelCore>((core) => core.close(APPROVER_DROPPED_REASON, ABANDONED));
   return registry;
 }
 
+/** Set only while {@link pairedApprover} constructs, so nothing else can. */
+let constructing = false;
+/** Assigned by the class's static block: the only code that may call its private constructor. */
+let make: (core: ChannelCore) => Approver;
+
 /**
  * The human side of an {@link ApprovalChannel}: takes parked asks in park
- * order and answers them by id. Obtain one from {@link ApprovalChannel.pair}.
+ * order and answers them by id. Obtain one from {@link ApprovalChannel.pair};
+ * it cannot be constructed directly.
  *
  * Close it (or `using approver = …`) when done: every ask still awaiting an
  * answer, and every later one, is denied at once. An approver that is garbage
@@ -35,11 +51,23 @@ function dropRegistry(): FinalizationRegistry<ChannelCore> {
  * }
  * ```
  */
-export class Approver implements AsyncIterable<PendingAsk>, Disposable {
+export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable {
   readonly #core: ChannelCore;
 
-  /** @internal Use {@link ApprovalChannel.pair}. */
-  constructor(core: ChannelCore) {
+  static {
+    make = (core) => {
+      constructing = true;
+      try {
+        return new Approver(core);
+      } finally {
+        constructing = false;
+      }
+    };
+  }
+
+  private constructor(core: ChannelCore) {
+    // `private` binds TypeScript callers only; plain JavaScript is stopped here.
+    if (!constructing) throw new ApproverConstructorError();
     this.#core = core;
     dropRegistry().register(this, core, this);
   }
@@ -94,13 +122,31 @@ export class Approver implements AsyncIterable<PendingAsk>, Disposable {
   }
 
   /**
+   * Resolves once the ask `askId` has ended, with how it ended:
+   * - `{ type: "answered", verdict }`: an answer reached it;
+   * - `{ type: "withdrawn", reason: "closed" }` / `"abandoned"`: the approver
+   *   was closed, or dropped unclosed, and the ask denied;
+   * - `{ type: "withdrawn", reason: "unknown" }`: the engine stopped waiting.
+   *   The engine aborts the resolver's signal alike for its deadline and for
+   *   a cancel, so the channel cannot tell "expired" from "cancelled".
+   *
+   * An unknown id resolves at once with `withdrawn`/`unknown`; an id that
+   * already ended resolves at once with its ending while it is among the
+   * last 256 asks this channel saw end (else `unknown`). If
+   * `options.signal` aborts first, the promise rejects with its reason.
+   */
+  ended(askId: string, options: EndedOptions = {}): Promise<AskEnding> {
+    return this.#core.ended(askId, options.signal);
+  }
+
+  /**
    * Denies every ask still awaiting an answer (reason
    * {@link APPROVER_CLOSED_REASON}) and every ask parked later; resolves any
    * waiting `next()` with `undefined`. Idempotent.
    */
   close(): void {
     dropRegistry().unregister(this);
-    this.#core.close(APPROVER_CLOSED_REASON);
+    this.#core.close(APPROVER_CLOSED_REASON, CLOSED);
   }
 
   /** Same as {@link Approver.close}; lets `using approver = …` close it. */
@@ -115,4 +161,9 @@ export class Approver implements AsyncIterable<PendingAsk>, Disposable {
   async *[Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
     for (let ask = await this.next(); ask !== undefined; ask = await this.next()) yield ask;
   }
+}
+
+/** @internal The one way to make an {@link Approver}; used by `ApprovalChannel.pair`. */
+export function pairedApprover(core: ChannelCore): Approver {
+  return make(core);
 }

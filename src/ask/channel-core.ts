@@ -1,13 +1,27 @@
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
 import type { QueueNode } from "./linked-queue.js";
-import type { AskResolution, PendingAsk } from "./types.js";
+import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 
 /** The denial reason given to asks denied because the approver was closed. */
 export const APPROVER_CLOSED_REASON = "approval channel closed";
 
 /** The denial reason given to asks denied because the approver was garbage-collected unclosed. */
 export const APPROVER_DROPPED_REASON = "approver dropped without close()";
+
+/** How many ended asks a channel remembers for `ended()` called after the fact. */
+const REMEMBERED_ENDINGS = 256;
+
+const UNKNOWN_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" });
+const ANSWERED_APPROVE: AskEnding = Object.freeze({ type: "answered", verdict: "approve" });
+const ANSWERED_DENY: AskEnding = Object.freeze({ type: "answered", verdict: "deny" });
+
+interface Watcher {
+  readonly resolve: (ending: AskEnding) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+}
 
 interface Parked {
   /** The ask's id, read once: a getter on the ask is never consulted again. */
@@ -19,6 +33,8 @@ interface Parked {
   readonly onAbort: () => void;
   /** Set while the ask is not yet taken by `next()` (delivered or in line). */
   node: QueueNode<Parked> | undefined;
+  /** Callers of `ended()` waiting for this ask; made on first use. */
+  watchers: Set<Watcher> | undefined;
 }
 
 interface Taker {
@@ -44,6 +60,8 @@ export class ChannelCore {
   readonly #parked = new Map<string, Parked>();
   readonly #untaken = new LinkedQueue<Parked>();
   readonly #takers = new LinkedQueue<Taker>();
+  /** The last endings, oldest first (a Map keeps insertion order), bounded by REMEMBERED_ENDINGS. */
+  readonly #endings = new Map<string, AskEnding>();
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -87,8 +105,10 @@ export class ChannelCore {
         signal,
         resolve,
         reject,
-        onAbort: () => this.#settle(entry, undefined),
+        // The engine aborts the same way for its deadline and for a cancel, so which it was is not known here.
+        onAbort: () => this.#settle(entry, undefined, UNKNOWN_ENDING),
         node: undefined,
+        watchers: undefined,
       };
       this.#parked.set(id, entry);
       signal.addEventListener("abort", entry.onAbort, { once: true });
@@ -118,24 +138,44 @@ export class ChannelCore {
   answer(askId: string, resolution: AskResolution): boolean {
     const entry = this.#parked.get(askId);
     if (entry === undefined) return false;
-    this.#settle(entry, resolution);
+    this.#settle(entry, resolution, resolution.type === "approve" ? ANSWERED_APPROVE : ANSWERED_DENY);
     return true;
   }
 
-  close(reason: string): void {
+  ended(askId: string, signal: AbortSignal | undefined): Promise<AskEnding> {
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const entry = this.#parked.get(askId);
+    if (entry === undefined) return Promise.resolve(this.#endings.get(askId) ?? UNKNOWN_ENDING);
+    return new Promise<AskEnding>((resolve, reject) => {
+      const watchers = (entry.watchers ??= new Set());
+      const watcher: Watcher = {
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          watchers.delete(watcher);
+          reject(signal?.reason);
+        },
+      };
+      watchers.add(watcher);
+      signal?.addEventListener("abort", watcher.onAbort, { once: true });
+    });
+  }
+
+  close(reason: string, ending: AskEnding): void {
     if (this.#closedReason !== undefined) return;
     this.#closedReason = reason;
     const denial: AskResolution = { type: "deny", reason };
     // Map iteration tolerates deletion of visited entries; park order is kept.
-    for (const entry of this.#parked.values()) this.#settle(entry, denial);
+    for (const entry of this.#parked.values()) this.#settle(entry, denial, ending);
     for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
       taker.signal?.removeEventListener("abort", taker.onAbort);
       taker.resolve(undefined);
     }
   }
 
-  /** Settles a parked ask exactly once: with `resolution`, or with its signal's reason. */
-  #settle(entry: Parked, resolution: AskResolution | undefined): void {
+  /** Settles a parked ask exactly once: with `resolution`, or with its signal's reason; tells its watchers. */
+  #settle(entry: Parked, resolution: AskResolution | undefined, ending: AskEnding): void {
     if (this.#parked.get(entry.id) !== entry) return;
     this.#parked.delete(entry.id);
     if (entry.node !== undefined) {
@@ -143,8 +183,24 @@ export class ChannelCore {
       entry.node = undefined;
     }
     entry.signal.removeEventListener("abort", entry.onAbort);
+    this.#remember(entry.id, ending);
     if (resolution === undefined) entry.reject(entry.signal.reason);
     else entry.resolve(resolution);
+    if (entry.watchers === undefined) return;
+    for (const watcher of entry.watchers) {
+      watcher.signal?.removeEventListener("abort", watcher.onAbort);
+      watcher.resolve(ending);
+    }
+    entry.watchers.clear();
+  }
+
+  #remember(id: string, ending: AskEnding): void {
+    this.#endings.delete(id);
+    this.#endings.set(id, ending);
+    if (this.#endings.size > REMEMBERED_ENDINGS) {
+      const oldest = this.#endings.keys().next();
+      if (oldest.done !== true) this.#endings.delete(oldest.value);
+    }
   }
 
   #handToTaker(ask: PendingAsk): boolean {

@@ -90,3 +90,14 @@ export class InvalidPendingAskError extends LoopctlError {
     super("ASK_INVALID", `cannot park on the approval channel: ${detail}`, options);
   }
 }
+
+/**
+ * `new Approver(…)` was called: an approver comes only from
+ * `ApprovalChannel.pair`, which connects it to its channel.
+ * `code` is `"ASK_APPROVER_CONSTRUCTOR"`.
+ */
+export class ApproverConstructorError extends LoopctlError {
+  constructor() {
+    super("ASK_APPROVER_CONSTRUCTOR", "an Approver cannot be constructed directly; use ApprovalChannel.pair(capacity)");
+  }
+}

@@ -1,12 +1,21 @@
 export { NIL_UUID, PendingAskSchema, AskResolutionSchema } from "./types.js";
-export type { PendingAsk, AskResolution, AskResolver, ResolveOptions, RememberScope } from "./types.js";
+export type {
+  AskEnding,
+  AskInbox,
+  AskResolution,
+  AskResolver,
+  PendingAsk,
+  RememberScope,
+  ResolveOptions,
+} from "./types.js";
 export { SyncAskResolver } from "./sync-resolver.js";
 export type { SyncAskCallback } from "./sync-resolver.js";
 export { ApprovalChannel } from "./approval-channel.js";
 export { Approver } from "./approver.js";
-export type { NextOptions } from "./approver.js";
+export type { EndedOptions, NextOptions } from "./approver.js";
 export { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.js";
 export {
+  ApproverConstructorError,
   AskCallbackError,
   DuplicateAskError,
   InvalidAskCallbackError,

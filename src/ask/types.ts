@@ -82,3 +82,23 @@ export interface ResolveOptions {
 export interface AskResolver {
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution>;
 }
+
+/** How an ask ended, as an approver learns it. */
+export type AskEnding =
+  | { readonly type: "answered"; readonly verdict: "approve" | "deny" }
+  | { readonly type: "withdrawn"; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" | "unknown" };
+
+/**
+ * What an approval server or console needs from an approver: the channel's
+ * {@link Approver}, or any other source of asks (a queue, a webhook inbox).
+ */
+export interface AskInbox {
+  /** The next ask to answer, waiting for one; `undefined` once the inbox is closed. */
+  next(options?: { signal?: AbortSignal }): Promise<PendingAsk | undefined>;
+  /** Answers an ask by id; `true` only if the answer reached a call still waiting for it. */
+  resolve(askId: string, resolution: AskResolution): boolean | Promise<boolean>;
+  /** Resolves once the ask has ended, however it ended; an unknown or already-ended id resolves at once. */
+  ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding>;
+  /** Stops the inbox; what happens to asks still waiting is the implementation's to document. */
+  close(): void | Promise<void>;
+}

@@ -21,7 +21,7 @@ const PROJECT_OPTIONS = projectOptions(17);
 
 /** The help text of each command, keyed by its words. */
 export const HELP = {
-  "": `loopctl: inspect the approvals an agent remembers, and verify its audit log.
+  "": `loopctl: inspect the approvals an agent remembers, verify its audit log, serve the console.
 
 Usage:
   loopctl grants list     [--project DIR] [--root DIR] [--json]
@@ -30,6 +30,7 @@ Usage:
   loopctl grants explain  --tool NAME --args JSON [--descriptor JSON] [--project DIR]
                           [--root DIR] [--json]
   loopctl audit verify    FILE [--anchor SEQ:HASH] [--json]
+  loopctl console         [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]
   loopctl --version
 
 Every command takes --help (-h).

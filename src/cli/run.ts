@@ -1,5 +1,6 @@
 import { LoopctlError } from "../errors.js";
 import { auditVerify } from "./audit.js";
+import { consoleCommand } from "./console.js";
 import { CliUsageError, EXIT } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
@@ -49,6 +50,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     context.stdout.write(`${packageVersion()}\n`);
     return EXIT.ok;
   }
+  if (group === "console") return consoleCommand(argv.slice(1), context);
   if (!isGroup(group)) {
     const what = group.startsWith("-") ? "option" : "command";
     throw new CliUsageError("", `unknown ${what} ${JSON.stringify(group)}`);

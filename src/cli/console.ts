@@ -1,0 +1,124 @@
+import { resolve } from "node:path";
+import type { AskInbox } from "../ask/index.js";
+import { FileGrantStore } from "../grant/index.js";
+import { auditLogRecords, createApprovalServer } from "../server/index.js";
+import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
+import type { CliContext, ExitCode } from "./context.js";
+import { printable } from "./format.js";
+
+const PROJECT_LINES =
+  "  --project DIR   the project whose grants to show (default: the current folder)\n" +
+  "  --root DIR      the grant store root (default: $XDG_STATE_HOME/loopctl/grants,\n" +
+  "                  else ~/.local/state/loopctl/grants)\n";
+
+/** `loopctl console --help`. */
+export const CONSOLE_HELP = `loopctl console: the approval console in your browser.
+
+Usage:
+  loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]
+
+Serves the console and its HTTP API, and prints a link with a one-time
+token to open in a browser. It lists the project's remembered answers
+(grants), with their pins, and revokes them; with --audit it shows the latest
+decisions of an audit log. Asks are answered where an approver lives: an
+agent serving its own console with createApprovalServer. Stop it with Ctrl-C.
+
+Options:
+  --port N        the port to listen on (default: a free one)
+  --host H        the address to listen on (default: 127.0.0.1)
+${PROJECT_LINES}  --audit FILE    show the latest decisions of this audit log
+  -h, --help      show this help
+
+Environment:
+  LOOPCTL_CONSOLE_TOKEN  the token to accept, instead of a random one
+                         (at least 16 characters of A-Z a-z 0-9 . _ ~ -)
+`;
+
+const OPTIONS = {
+  port: { type: "string" },
+  host: { type: "string" },
+  project: { type: "string" },
+  root: { type: "string" },
+  audit: { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+type ConsoleValues = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>["values"];
+
+/** Where the console's asks come from, and what to say about it. */
+interface AskSource {
+  /** The inbox the console serves, or undefined for a console over grants and records only. */
+  readonly inbox: AskInbox | undefined;
+  /** One line for the banner. */
+  readonly describe: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The asks the console serves. From this process alone there are none to
+ * take: an ApprovalChannel lives in its agent's process. A queue shared
+ * across processes is what gives this command asks.
+ */
+async function openAskSource(_values: ConsoleValues, _context: CliContext): Promise<AskSource> {
+  return { inbox: undefined, describe: "no ask queue: grants and records only", close: async () => undefined };
+}
+
+/** `loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]`. */
+export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
+  if (values.help) {
+    context.stdout.write(CONSOLE_HELP);
+    return EXIT.ok;
+  }
+  if (positionals.length > 0) throw new CliUsageError("console", `unexpected argument ${JSON.stringify(positionals[0])}`);
+  const port = values.port === undefined ? 0 : Number(values.port);
+  if (!/^\d{1,5}$/.test(values.port ?? "0") || port > 65_535) {
+    throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
+  }
+  const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
+  const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
+  const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
+  const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
+
+  const source = await openAskSource(values, context);
+  try {
+    const server = await createApprovalServer({
+      ...(source.inbox === undefined ? {} : { approver: source.inbox }),
+      grants: store,
+      ...(audit === undefined ? {} : { records: auditLogRecords(audit) }),
+      ...(values.host === undefined ? {} : { host: values.host }),
+      port,
+      ...(token === undefined ? {} : { token }),
+      onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
+    });
+    context.stdout.write(
+      `loopctl console: ${printable(source.describe)}\n` +
+        `  grants  ${printable(store.ledgerPath)}\n` +
+        (audit === undefined ? "" : `  audit   ${printable(audit)}\n`) +
+        `open ${server.consoleUrl}\n` +
+        "(Ctrl-C stops it)\n",
+    );
+    await stopped(context.signal);
+    await server.close();
+    context.stdout.write("loopctl console: stopped\n");
+    return EXIT.ok;
+  } finally {
+    await source.close();
+  }
+}
+
+/** Resolves when `signal` aborts, or without one on SIGINT or SIGTERM: a server's normal end. */
+function stopped(signal: AbortSignal | undefined): Promise<void> {
+  if (signal !== undefined) {
+    return signal.aborted ? Promise.resolve() : new Promise((done) => signal.addEventListener("abort", () => done(), { once: true }));
+  }
+  return new Promise((done) => {
+    const stop = (): void => {
+      process.removeListener("SIGINT", stop);
+      process.removeListener("SIGTERM", stop);
+      done();
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+}

@@ -1,0 +1,102 @@
+import { createHash, createHmac } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { ServerConfigError } from "./errors.js";
+import { MIN_SECRET_BYTES, sameSecret } from "./secrets.js";
+
+/** How a request proved it may use the API. */
+export type Credential = "bearer" | "cookie";
+
+const TOKEN_TEXT = /^[A-Za-z0-9._~-]+$/;
+const HOST_TEXT = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/;
+
+/**
+ * Who may talk to the server: the Host names it answers to (against DNS
+ * rebinding), the bearer token and the session cookie derived from it, and
+ * the origins a state-changing request may come from.
+ */
+export class Access {
+  readonly #token: string;
+  readonly #session: string;
+  readonly #hosts: ReadonlySet<string>;
+  readonly #origins: ReadonlySet<string>;
+  /** Cookies ignore ports: each server's cookie has a name of its own so two never overwrite each other. */
+  readonly cookieName: string;
+
+  /** @throws {ServerConfigError} naming `token` or `allowedHosts`. */
+  constructor(token: string, allowedHosts: readonly string[]) {
+    if (typeof token !== "string" || token.length < MIN_SECRET_BYTES || !TOKEN_TEXT.test(token)) {
+      throw new ServerConfigError(
+        "token",
+        `must be at least ${MIN_SECRET_BYTES} characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)`,
+      );
+    }
+    if (!Array.isArray(allowedHosts) || allowedHosts.length === 0) {
+      throw new ServerConfigError("allowedHosts", "must list the Host header values the server answers to");
+    }
+    const hosts = allowedHosts.map((host: unknown) => {
+      const text = typeof host === "string" ? host.toLowerCase() : "";
+      if (!HOST_TEXT.test(text)) {
+        throw new ServerConfigError("allowedHosts", `${JSON.stringify(host)} is not a host or host:port`);
+      }
+      return text;
+    });
+    this.#token = token;
+    this.#session = createHmac("sha256", token).update("loopctl console session/1").digest("base64url");
+    this.#hosts = new Set(hosts);
+    this.#origins = new Set(hosts.flatMap((host) => [`http://${host}`, `https://${host}`]));
+    const id = createHash("sha256").update([...this.#hosts].sort().join(" ")).digest("hex").slice(0, 12);
+    this.cookieName = `loopctl_session_${id}`;
+  }
+
+  /** The Host header names one of the allowed hosts. */
+  hostAllowed(req: IncomingMessage): boolean {
+    const host = req.headers.host;
+    return host !== undefined && this.#hosts.has(host.toLowerCase());
+  }
+
+  /** `?token=` of the console's login URL. */
+  tokenMatches(given: string): boolean {
+    return sameSecret(given, this.#token);
+  }
+
+  /** Which credential the request carries, if a valid one. A bearer token wins over a cookie. */
+  credential(req: IncomingMessage): Credential | undefined {
+    const auth = req.headers.authorization;
+    if (auth !== undefined) {
+      const match = /^Bearer +(\S+)\s*$/i.exec(auth);
+      return match !== null && sameSecret(match[1] as string, this.#token) ? "bearer" : undefined;
+    }
+    for (const value of cookieValues(req, this.cookieName)) {
+      if (sameSecret(value, this.#session)) return "cookie";
+    }
+    return undefined;
+  }
+
+  /**
+   * A state-changing request may come from this server's own pages or from
+   * a client that sends no Origin (curl, a script); one authenticated only by
+   * the cookie must carry this server's Origin, since a browser attaches the
+   * cookie by itself. A signed link is its own credential, as a bearer token is.
+   */
+  originAllowed(req: IncomingMessage, credential: Credential | "link"): boolean {
+    const origin = req.headers.origin;
+    if (origin === undefined) return credential !== "cookie";
+    return this.#origins.has(origin.toLowerCase());
+  }
+
+  /** The Set-Cookie value that logs a browser in. */
+  sessionCookie(): string {
+    return `${this.cookieName}=${this.#session}; HttpOnly; SameSite=Strict; Path=/`;
+  }
+}
+
+function cookieValues(req: IncomingMessage, name: string): string[] {
+  const header = req.headers.cookie;
+  if (header === undefined) return [];
+  const values: string[] = [];
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) values.push(part.slice(eq + 1).trim());
+  }
+  return values;
+}

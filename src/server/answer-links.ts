@@ -1,0 +1,123 @@
+import { timingSafeEqual } from "node:crypto";
+import type { PendingAsk } from "../ask/types.js";
+import { ServerInputError } from "./errors.js";
+import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+
+/** Options of {@link signAnswerLink}. */
+export interface AnswerLinkOptions {
+  /** The server's `linkSecret`: a string or bytes of at least 16 bytes (32 random bytes are best). */
+  readonly secret: string | Uint8Array;
+  /**
+   * The URL the approval server is reached at, as the person clicking will
+   * reach it (e.g. `https://approvals.example.com/loopctl/`). Links go to
+   * `answer` under it.
+   */
+  readonly baseUrl: string | URL;
+  /** How long the links work, in milliseconds from `nowMs`. */
+  readonly ttlMs: number;
+  /** The time the links are made at, epoch ms. @default Date.now() */
+  readonly nowMs?: number;
+}
+
+/** A pair of answer links for one ask: each approves or denies it once, until `expiresAtMs`. */
+export interface AnswerLinks {
+  readonly approve: string;
+  readonly deny: string;
+  readonly expiresAtMs: number;
+}
+
+/** The verdict a signed link carries. */
+export type LinkVerdict = "approve" | "deny";
+
+/** What a link's query says, once checked. */
+export type LinkCheck =
+  | { readonly type: "valid"; readonly askId: string; readonly verdict: LinkVerdict; readonly expiresAtMs: number }
+  | { readonly type: "expired"; readonly askId: string; readonly verdict: LinkVerdict }
+  | { readonly type: "invalid" };
+
+/** The path, relative to the server's base URL, that signed links go to. */
+export const ANSWER_PATH = "answer";
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const EXPIRES = /^[0-9]{1,16}$/;
+const SIGNATURE = /^[0-9a-f]{64}$/;
+
+function signedText(askId: string, verdict: LinkVerdict, expiresAtMs: number): string {
+  return `loopctl answer link v1\n${askId}\n${verdict}\n${expiresAtMs}`;
+}
+
+/**
+ * Makes the approve and deny links for `ask`, to send by chat or mail. Each
+ * carries an HMAC-SHA256 over the ask id, its verdict and its expiry, so it
+ * cannot be altered or made for another ask. Opening one (GET) only shows a
+ * confirmation page, since chat and mail previewers fetch every URL they
+ * see; the button on that page (a POST) answers. A link works until it
+ * expires, and answers at most once: an ask takes one answer.
+ *
+ * The approval server that receives them must be created with
+ * `linkSecret` equal to `secret`.
+ *
+ * @throws {ServerInputError} for an ask without a UUID id, a weak secret,
+ * a base URL that is not http(s), or a ttl that is not a positive integer.
+ *
+ * @example
+ * ```ts
+ * const links = signAnswerLink(ask, { secret: process.env.LINK_SECRET!, baseUrl: "https://approvals.example.com/", ttlMs: 15 * 60_000 });
+ * await chat.post(`${ask.prompt}\nApprove: ${links.approve}\nDeny: ${links.deny}`);
+ * ```
+ */
+export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkOptions): AnswerLinks {
+  const where = "signAnswerLink";
+  const askId = (ask as { id?: unknown } | null)?.id;
+  if (typeof askId !== "string" || !UUID.test(askId)) throw new ServerInputError(where, "ask.id", "must be a UUID");
+  if (!isStrongSecret(options.secret)) {
+    throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+  }
+  const ttlMs = options.ttlMs;
+  if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw new ServerInputError(where, "ttlMs", `must be a positive integer of milliseconds, got ${String(ttlMs)}`);
+  }
+  const nowMs = options.nowMs ?? Date.now();
+  if (!Number.isSafeInteger(nowMs) || nowMs < 0) {
+    throw new ServerInputError(where, "nowMs", `must be a non-negative integer, got ${String(nowMs)}`);
+  }
+  let base: URL;
+  try {
+    base = new URL(String(options.baseUrl));
+  } catch {
+    throw new ServerInputError(where, "baseUrl", `is not a URL: ${JSON.stringify(String(options.baseUrl))}`);
+  }
+  if (base.protocol !== "http:" && base.protocol !== "https:") {
+    throw new ServerInputError(where, "baseUrl", "must be an http or https URL");
+  }
+  if (!base.pathname.endsWith("/")) base.pathname = `${base.pathname}/`;
+  base.search = "";
+  base.hash = "";
+  const key = secretBytes(options.secret);
+  const expiresAtMs = nowMs + ttlMs;
+  const link = (verdict: LinkVerdict): string => {
+    const url = new URL(ANSWER_PATH, base);
+    url.searchParams.set("ask", askId);
+    url.searchParams.set("verdict", verdict);
+    url.searchParams.set("expires", String(expiresAtMs));
+    url.searchParams.set("sig", hmacHex(key, signedText(askId, verdict, expiresAtMs)));
+    return url.href;
+  };
+  return { approve: link("approve"), deny: link("deny"), expiresAtMs };
+}
+
+/** Checks a link's query against `key`: the signature first (in constant time), then the expiry. */
+export function checkAnswerLink(query: URLSearchParams, key: Uint8Array, nowMs: number): LinkCheck {
+  const askId = query.get("ask") ?? "";
+  const verdict = query.get("verdict");
+  const expires = query.get("expires") ?? "";
+  const sig = query.get("sig") ?? "";
+  if (!UUID.test(askId) || (verdict !== "approve" && verdict !== "deny") || !EXPIRES.test(expires) || !SIGNATURE.test(sig)) {
+    return { type: "invalid" };
+  }
+  const expiresAtMs = Number(expires);
+  const expected = Buffer.from(hmacHex(key, signedText(askId, verdict, expiresAtMs)), "hex");
+  if (!timingSafeEqual(Buffer.from(sig, "hex"), expected)) return { type: "invalid" };
+  if (nowMs > expiresAtMs) return { type: "expired", askId, verdict };
+  return { type: "valid", askId, verdict, expiresAtMs };
+}

@@ -1,0 +1,217 @@
+import { setMaxListeners } from "node:events";
+import { setTimeout as sleep } from "node:timers/promises";
+import { PendingAskSchema } from "../ask/types.js";
+import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
+
+/** An ask the board holds, with when it arrived (epoch ms). */
+export interface BoardEntry {
+  readonly ask: PendingAsk;
+  readonly receivedAtMs: number;
+}
+
+/** What the board tells its subscribers. */
+export type BoardEvent =
+  | { readonly type: "ask"; readonly entry: BoardEntry }
+  | { readonly type: "settled"; readonly id: string; readonly ending: AskEnding };
+
+/** How an answer sent through the board went. */
+export type AnswerOutcome =
+  | { readonly type: "delivered" }
+  | { readonly type: "ended"; readonly ending: AskEnding | undefined }
+  | { readonly type: "unknown" };
+
+/** How the board's link to its inbox is doing, for `/healthz`. */
+export type InboxHealth = "ok" | "failing" | "closed";
+
+/** How many ended ask ids the board remembers, to answer 409 rather than 404 for them. */
+const REMEMBERED_ENDINGS = 1024;
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 10_000;
+
+/**
+ * The approval server's view of an {@link AskInbox}: it takes every ask the
+ * inbox hands out, watches each until it ends, and tells subscribers (the
+ * event streams) as asks arrive and settle. It never answers or closes the
+ * inbox by itself: the inbox's owner stays the owner of its asks.
+ */
+export class AskBoard {
+  readonly #inbox: AskInbox;
+  readonly #now: () => number;
+  readonly #onError: (error: unknown) => void;
+  readonly #pending = new Map<string, BoardEntry>();
+  readonly #ended = new Map<string, AskEnding>();
+  readonly #listeners = new Set<(event: BoardEvent) => void>();
+  readonly #stop = new AbortController();
+  readonly #tasks = new Set<Promise<void>>();
+  #health: InboxHealth = "ok";
+
+  constructor(inbox: AskInbox, now: () => number, onError: (error: unknown) => void) {
+    this.#inbox = inbox;
+    this.#now = now;
+    this.#onError = onError;
+    // One listener per watched ask: many asks at once are normal, not a leak.
+    setMaxListeners(0, this.#stop.signal);
+    this.#track(this.#pump());
+  }
+
+  get health(): InboxHealth {
+    return this.#health;
+  }
+
+  /** The asks waiting for an answer, in arrival order. */
+  list(): BoardEntry[] {
+    return [...this.#pending.values()];
+  }
+
+  subscribe(listener: (event: BoardEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Passes an answer to the inbox. `delivered` only when the inbox says it
+   * reached a waiting call; `ended` for an ask this board saw end (or saw
+   * and the inbox no longer holds); `unknown` otherwise.
+   * @throws whatever the inbox's `resolve` throws (a lost database, say).
+   */
+  async answer(id: string, resolution: AskResolution): Promise<AnswerOutcome> {
+    const delivered = await this.#inbox.resolve(id, resolution);
+    if (delivered === true) {
+      this.#settle(id, { type: "answered", verdict: resolution.type });
+      return { type: "delivered" };
+    }
+    if (this.#pending.has(id) || this.#ended.has(id)) return { type: "ended", ending: this.#ended.get(id) };
+    return { type: "unknown" };
+  }
+
+  /** The entry for a pending ask, if the board holds it. */
+  get(id: string): BoardEntry | undefined {
+    return this.#pending.get(id);
+  }
+
+  /** How the ask ended, if the board saw it end recently. */
+  ending(id: string): AskEnding | undefined {
+    return this.#ended.get(id);
+  }
+
+  /**
+   * Stops taking asks and watching them, and drops its subscribers. The asks
+   * it holds stay with the inbox, unanswered.
+   */
+  async close(): Promise<void> {
+    this.#stop.abort(new Error("approval server closed"));
+    this.#listeners.clear();
+    while (this.#tasks.size > 0) await Promise.all([...this.#tasks]);
+  }
+
+  async #pump(): Promise<void> {
+    const signal = this.#stop.signal;
+    for (let failures = 0; !signal.aborted; ) {
+      let ask: PendingAsk | undefined;
+      try {
+        ask = await this.#unlessClosed(this.#inbox.next({ signal }));
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#health = "failing";
+        this.#onError(error);
+        if (!(await this.#pause(failures++))) return;
+        continue;
+      }
+      failures = 0;
+      this.#health = "ok";
+      if (ask === undefined) {
+        this.#health = "closed";
+        return;
+      }
+      this.#add(ask);
+    }
+  }
+
+  #add(value: PendingAsk): void {
+    const parsed = PendingAskSchema.safeParse(value);
+    if (!parsed.success) {
+      this.#onError(new Error(`the approver handed out something that is not a PendingAsk: ${parsed.error.message}`));
+      return;
+    }
+    const ask: PendingAsk = parsed.data;
+    if (this.#pending.has(ask.id)) return;
+    const entry: BoardEntry = { ask, receivedAtMs: this.#now() };
+    this.#pending.set(ask.id, entry);
+    this.#emit({ type: "ask", entry });
+    this.#track(this.#watch(ask.id));
+  }
+
+  async #watch(id: string): Promise<void> {
+    const signal = this.#stop.signal;
+    for (let failures = 0; !signal.aborted; ) {
+      try {
+        this.#settle(id, await this.#unlessClosed(this.#inbox.ended(id, { signal })));
+        return;
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#onError(error);
+        if (!(await this.#pause(failures++))) return;
+      }
+    }
+  }
+
+  #settle(id: string, ending: AskEnding): void {
+    if (!this.#pending.delete(id)) return;
+    this.#ended.set(id, ending);
+    if (this.#ended.size > REMEMBERED_ENDINGS) {
+      const oldest = this.#ended.keys().next();
+      if (oldest.done !== true) this.#ended.delete(oldest.value);
+    }
+    this.#emit({ type: "settled", id, ending });
+  }
+
+  #emit(event: BoardEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.#onError(error);
+      }
+    }
+  }
+
+  /**
+   * Waits for `work` unless the board closes first, so an inbox that ignores
+   * the signal cannot hold `close()` up. An ask such an inbox hands out after
+   * that stays with the inbox, like every ask the board had taken.
+   */
+  #unlessClosed<T>(work: Promise<T>): Promise<T> {
+    const signal = this.#stop.signal;
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      Promise.resolve(work).then(
+        (value) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** Backs off before a retry; false once the board is closed. */
+  async #pause(failures: number): Promise<boolean> {
+    try {
+      await sleep(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** failures), undefined, { signal: this.#stop.signal });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #track(task: Promise<void>): void {
+    this.#tasks.add(task);
+    void task.finally(() => this.#tasks.delete(task));
+  }
+}

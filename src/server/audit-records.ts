@@ -1,0 +1,88 @@
+import { open } from "node:fs/promises";
+import { resolve } from "node:path";
+import { z } from "zod";
+import { GateDecisionSchema } from "../engine/records.js";
+import type { GateDecision } from "../engine/records.js";
+import { ServerConfigError } from "./errors.js";
+import type { RecordSource } from "./records.js";
+
+/** Options of {@link auditLogRecords}. */
+export interface AuditLogRecordsOptions {
+  /**
+   * How much of the end of the log is read per request. The decisions shown
+   * are those whose lines lie wholly within it, so a request costs the same
+   * however long the log has grown.
+   * @default 1_048_576 (1 MiB)
+   */
+  readonly tailBytes?: number;
+}
+
+const LineSchema = z.object({ record: GateDecisionSchema });
+
+/**
+ * A {@link RecordSource} over an audit log written by `AuditSink` (in this
+ * process or another): each read takes the latest lines from the end of the
+ * file. It shows records as written and does not check the hash chain
+ * (`loopctl audit verify` does); a line that does not parse is skipped. A log
+ * that does not exist yet reads as empty.
+ *
+ * @example
+ * ```ts
+ * await createApprovalServer({ approver, records: auditLogRecords("audit/gates.jsonl") });
+ * ```
+ */
+export function auditLogRecords(path: string, options: AuditLogRecordsOptions = {}): RecordSource {
+  const file = resolve(path);
+  const tailBytes = options.tailBytes ?? 1_048_576;
+  if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
+    throw new ServerConfigError("tailBytes", `must be a positive integer, got ${String(tailBytes)}`);
+  }
+  return {
+    async recent(limit: number): Promise<GateDecision[]> {
+      const text = await readTail(file, tailBytes);
+      const lines = text.split("\n");
+      // The first piece may be the end of a line cut by the window; whole lines parse, the rest is skipped.
+      const records: GateDecision[] = [];
+      for (let i = lines.length - 1; i >= 0 && records.length < limit; i--) {
+        const line = lines[i] as string;
+        if (line === "") continue;
+        const record = parseLine(line);
+        if (record !== undefined) records.push(record);
+      }
+      return records.reverse();
+    },
+  };
+}
+
+function parseLine(line: string): GateDecision | undefined {
+  try {
+    const parsed = LineSchema.safeParse(JSON.parse(line));
+    return parsed.success ? parsed.data.record : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function readTail(file: string, tailBytes: number): Promise<string> {
+  let handle;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+    throw error;
+  }
+  try {
+    const { size } = await handle.stat();
+    const length = Math.min(size, tailBytes);
+    const buffer = Buffer.alloc(length);
+    let read = 0;
+    while (read < length) {
+      const { bytesRead } = await handle.read(buffer, read, length - read, size - length + read);
+      if (bytesRead === 0) break;
+      read += bytesRead;
+    }
+    return buffer.subarray(0, read).toString("utf8");
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,366 @@
+// The loopctl console. Every text that comes from an ask, a grant or a record
+// is untrusted (a model or a tool server may have written it): it reaches the
+// page only through textContent and attribute values, never as markup.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const asksList = $("asks");
+  const template = $("ask-template");
+  const status = $("status");
+  const announce = $("announce");
+  /** id -> { li, receivedLocal, ageMs, timeLeftMs } */
+  const cards = new Map();
+  let cardSerial = 0;
+  let liveRecords = false;
+
+  function setStatus(state, text) {
+    status.dataset.state = state;
+    status.textContent = text;
+  }
+
+  function say(text) {
+    announce.textContent = text;
+  }
+
+  function duration(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return `${s} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} min ${s % 60} s`;
+    return `${Math.floor(m / 60)} h ${m % 60} min`;
+  }
+
+  function clock(ms) {
+    return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function short(text, max) {
+    return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+  }
+
+  async function api(path, init) {
+    const response = await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    return { status: response.status, body };
+  }
+
+  // ---- asks ---------------------------------------------------------------
+
+  function updateCount() {
+    $("ask-count").textContent = String(cards.size);
+    $("asks-empty").hidden = cards.size > 0;
+    document.title = cards.size > 0 ? `(${cards.size}) loopctl approvals` : "loopctl approvals";
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const card of cards.values()) {
+      const elapsed = now - card.receivedLocal;
+      card.li.querySelector(".age").textContent = `parked ${duration(card.ageMs + elapsed)} ago`;
+      const left = card.li.querySelector(".left");
+      if (card.timeLeftMs === null) {
+        left.textContent = "no deadline known";
+      } else {
+        const ms = card.timeLeftMs - elapsed;
+        left.textContent = ms > 0 ? `${duration(ms)} left` : "deadline passed";
+        left.classList.toggle("soon", ms < 30_000);
+      }
+    }
+  }
+
+  function addAsk(view) {
+    const ask = view.ask;
+    if (cards.has(ask.id)) return;
+    const li = template.content.firstElementChild.cloneNode(true);
+    const serial = ++cardSerial;
+    li.dataset.askId = ask.id;
+    li.querySelector(".tool").textContent = ask.tool;
+    li.querySelector(".prompt").textContent = ask.prompt;
+    li.querySelector(".digest").textContent = ask.argsDigest;
+    li.querySelector(".call").textContent = `${ask.callId} (turn ${ask.turn})`;
+    li.querySelector(".ask-id").textContent = ask.id;
+    const article = li.querySelector("article");
+    const heading = li.querySelector(".tool");
+    heading.id = `ask-${serial}-tool`;
+    article.setAttribute("aria-labelledby", heading.id);
+    for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
+    const form = li.querySelector("form");
+    form.setAttribute("aria-label", `Answer the ask for ${ask.tool}`);
+    // Enter in the reason field would submit with the first button, Approve: a denial in progress must not approve.
+    li.querySelector(".reason").addEventListener("keydown", (event) => {
+      if (event.key === "Enter") event.preventDefault();
+    });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const verdict = event.submitter && event.submitter.value === "approve" ? "approve" : "deny";
+      void answer(ask, li, verdict);
+    });
+    asksList.append(li);
+    cards.set(ask.id, { li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    updateCount();
+    tick();
+    say(`New ask: ${ask.tool}: ${ask.prompt}`);
+  }
+
+  function removeAsk(id, ending) {
+    const card = cards.get(id);
+    if (card === undefined) return;
+    const focused = card.li.contains(document.activeElement);
+    card.li.remove();
+    cards.delete(id);
+    updateCount();
+    const tool = card.li.querySelector(".tool").textContent;
+    say(`Ask for ${tool} ended: ${describeEnding(ending)}`);
+    if (focused) {
+      const next = asksList.querySelector("button.approve");
+      if (next) next.focus();
+      else $("asks-title").focus();
+    }
+  }
+
+  function describeEnding(ending) {
+    if (!ending) return "ended";
+    if (ending.type === "answered") return ending.verdict === "approve" ? "approved" : "denied";
+    switch (ending.reason) {
+      case "expired": return "expired unanswered";
+      case "cancelled": return "cancelled by the agent";
+      case "closed": return "withdrawn, the approver closed";
+      case "abandoned": return "withdrawn, the approver went away";
+      default: return "withdrawn: the agent stopped waiting (deadline or cancel)";
+    }
+  }
+
+  async function answer(ask, li, verdict) {
+    const result = li.querySelector(".result");
+    const buttons = li.querySelectorAll("button");
+    const remember = li.querySelector('input[type="radio"]:checked');
+    const reason = li.querySelector(".reason").value.trim();
+    const body = { type: verdict };
+    if (remember && remember.value !== "") body.remember = remember.value;
+    if (verdict === "deny" && reason !== "") body.reason = reason;
+    for (const b of buttons) b.disabled = true;
+    result.classList.remove("error");
+    result.textContent = "Sending…";
+    let reply;
+    try {
+      reply = await api(`api/asks/${encodeURIComponent(ask.id)}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch {
+      reply = { status: 0, body: null };
+    }
+    if (reply.status === 200) {
+      result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
+      removeAsk(ask.id, { type: "answered", verdict });
+      void refreshGrants();
+      return;
+    }
+    result.classList.add("error");
+    if (reply.status === 409) {
+      result.textContent = "This ask already ended; your answer changed nothing.";
+      setTimeout(() => removeAsk(ask.id, reply.body && reply.body.ending), 4000);
+      return;
+    }
+    if (reply.status === 401) signedOut();
+    result.textContent =
+      reply.status === 0
+        ? "The server could not be reached; nothing was answered. Try again."
+        : `Not answered (${reply.status}): ${(reply.body && reply.body.message) || "unexpected reply"}`;
+    for (const b of buttons) b.disabled = false;
+  }
+
+  // ---- grants -------------------------------------------------------------
+
+  function cell(row, label, text, className) {
+    const td = document.createElement("td");
+    td.dataset.label = label;
+    if (className) {
+      const span = document.createElement("span");
+      span.className = className;
+      span.textContent = text;
+      td.append(span);
+    } else {
+      td.textContent = text;
+    }
+    row.append(td);
+    return td;
+  }
+
+  function pinText(grant) {
+    switch (grant.pin.type) {
+      case "unpinned": return "not pinned";
+      case "match": return "matches the tool";
+      case "mismatch": return grant.verdict === "allow" ? "tool changed: asks again" : "tool changed (deny still holds)";
+      default: return "pinned (tool not known here)";
+    }
+  }
+
+  let grantsRefresh = null;
+  function refreshGrants() {
+    grantsRefresh ??= loadGrants().finally(() => {
+      grantsRefresh = null;
+    });
+    return grantsRefresh;
+  }
+
+  async function loadGrants() {
+    let reply;
+    try {
+      reply = await api("api/grants");
+    } catch {
+      return;
+    }
+    if (reply.status === 401) return signedOut();
+    const panel = $("grants-panel");
+    if (reply.status !== 200 || !reply.body) return;
+    panel.hidden = reply.body.available === false;
+    const tbody = $("grants").querySelector("tbody");
+    const rows = [];
+    for (const grant of reply.body.grants) {
+      const tr = document.createElement("tr");
+      tr.dataset.grantId = grant.id;
+      cell(tr, "Tool", grant.tool, "tool-name");
+      cell(tr, "Answer", grant.verdict === "allow" ? "approve" : "deny", `verdict ${grant.verdict === "allow" ? "good" : "bad"}`);
+      const args = grant.scope === "this_tool" ? "any arguments" : JSON.stringify(grant.args);
+      const covers = cell(tr, "Covers", grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`);
+      covers.title = args;
+      cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
+      cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
+      const actions = cell(tr, "Actions", "");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "revoke";
+      button.textContent = "Revoke";
+      button.setAttribute("aria-label", `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${grant.tool}`);
+      button.addEventListener("click", () => void revoke(grant, button));
+      actions.append(button);
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+    $("grants-empty").hidden = rows.length > 0;
+    $("grants").hidden = rows.length === 0;
+  }
+
+  async function revoke(grant, button) {
+    button.disabled = true;
+    let reply;
+    try {
+      reply = await api(`api/grants/${encodeURIComponent(grant.id)}`, { method: "DELETE" });
+    } catch {
+      reply = { status: 0, body: null };
+    }
+    if (reply.status === 200 || reply.status === 404) {
+      say(`Revoked: ${grant.tool} will be asked about again.`);
+      await refreshGrants();
+      const first = $("grants").querySelector("button.revoke");
+      (first || $("grants-title")).focus?.();
+      return;
+    }
+    if (reply.status === 401) signedOut();
+    button.disabled = false;
+    say(`Could not revoke the grant for ${grant.tool} (${reply.status || "server unreachable"}).`);
+  }
+
+  // ---- records ------------------------------------------------------------
+
+  const GOOD = new Set(["allow", "allow_modified", "ask_allowed"]);
+  const records = [];
+
+  function renderRecords() {
+    const tbody = $("records").querySelector("tbody");
+    const rows = records
+      .slice()
+      .reverse()
+      .map((record) => {
+        const tr = document.createElement("tr");
+        cell(tr, "Time", clock(record.ts));
+        cell(tr, "Tool", record.tool, "tool-name");
+        cell(tr, "Verdict", record.verdict, `verdict ${GOOD.has(record.verdict) ? "good" : "bad"}`);
+        cell(tr, "Decided by", `${record.ruleId} (${record.ruleSource})`);
+        cell(tr, "Reason", record.reason ?? "");
+        return tr;
+      });
+    tbody.replaceChildren(...rows);
+    $("records-empty").hidden = rows.length > 0;
+    $("records").hidden = rows.length === 0;
+  }
+
+  async function loadRecords() {
+    let reply;
+    try {
+      reply = await api("api/records?limit=50");
+    } catch {
+      return;
+    }
+    if (reply.status === 401) return signedOut();
+    if (reply.status !== 200 || !reply.body) return;
+    $("records-panel").hidden = reply.body.available === false;
+    liveRecords = reply.body.live === true;
+    records.splice(0, records.length, ...reply.body.records);
+    renderRecords();
+  }
+
+  function addRecord(record) {
+    records.push(record);
+    if (records.length > 50) records.shift();
+    renderRecords();
+    void refreshGrants();
+  }
+
+  // ---- the live stream ----------------------------------------------------
+
+  let stream = null;
+
+  function signedOut() {
+    if (stream) stream.close();
+    setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
+  }
+
+  function connect() {
+    stream = new EventSource("api/asks/stream");
+    stream.addEventListener("open", () => {
+      // Each connection starts with every pending ask: what it does not list has ended.
+      for (const id of [...cards.keys()]) removeAsk(id, null);
+      setStatus("live", "Live");
+      void loadRecords();
+      void refreshGrants();
+    });
+    stream.addEventListener("ask", (event) => addAsk(JSON.parse(event.data)));
+    stream.addEventListener("settled", (event) => {
+      const data = JSON.parse(event.data);
+      removeAsk(data.id, data.ending);
+      void refreshGrants();
+    });
+    stream.addEventListener("record", (event) => addRecord(JSON.parse(event.data)));
+    stream.addEventListener("error", () => {
+      if (stream.readyState === EventSource.CLOSED) {
+        // The server refused the stream (a new token, or it is gone for good): find out which.
+        void api("api/asks").then(
+          (reply) => (reply.status === 401 ? signedOut() : setTimeout(connect, 3000)),
+          () => {
+            setStatus("down", "The server is not reachable; retrying…");
+            setTimeout(connect, 3000);
+          },
+        );
+      } else {
+        setStatus("connecting", "Connection lost; reconnecting…");
+      }
+    });
+  }
+
+  setInterval(tick, 1000);
+  setInterval(() => {
+    if (!liveRecords) void loadRecords();
+    void refreshGrants();
+  }, 10_000);
+  updateCount();
+  connect();
+})();

@@ -1,0 +1,49 @@
+import { LoopctlError } from "../errors.js";
+
+/**
+ * An option given to the approval server, its request handler or a record
+ * source is unusable (a short token, a wildcard host without `allowedHosts`,
+ * a weak link secret…). `code` is `"SERVER_CONFIG_INVALID"`; `option` names
+ * the option at fault.
+ */
+export class ServerConfigError extends LoopctlError {
+  /** The option at fault, e.g. `"token"`. */
+  readonly option: string;
+
+  constructor(option: string, message: string, options?: ErrorOptions) {
+    super("SERVER_CONFIG_INVALID", `approval server option ${option}: ${message}`, options);
+    this.option = option;
+  }
+}
+
+/**
+ * {@link signAnswerLink} or {@link WebhookResolver} was given unusable input
+ * (no ask id, a short secret, a base URL that is not http(s), a ttl that is
+ * not a positive integer…). `code` is `"SERVER_INPUT_INVALID"`; `option`
+ * names the input at fault.
+ */
+export class ServerInputError extends LoopctlError {
+  /** The input at fault, e.g. `"secret"`. */
+  readonly option: string;
+
+  constructor(where: string, option: string, message: string) {
+    super("SERVER_INPUT_INVALID", `${where}: ${option} ${message}`);
+    this.option = option;
+  }
+}
+
+/**
+ * The approval server could not listen on its host and port (in use,
+ * not permitted, no such address). `code` is `"SERVER_LISTEN_FAILED"`; the
+ * system error is the `cause`.
+ */
+export class ServerListenError extends LoopctlError {
+  /** The address it tried, `host:port`. */
+  readonly address: string;
+
+  constructor(address: string, options?: ErrorOptions) {
+    const detail = (options?.cause as { code?: unknown } | undefined)?.code;
+    super("SERVER_LISTEN_FAILED", `approval server cannot listen on ${address}${typeof detail === "string" ? ` (${detail})` : ""}`, options);
+    this.address = address;
+  }
+}

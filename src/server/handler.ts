@@ -1,0 +1,489 @@
+import { randomBytes } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { AskResolutionSchema } from "../ask/types.js";
+import type { AskInbox, AskResolution } from "../ask/types.js";
+import type { ToolDescriptor } from "../grant/digest.js";
+import type { GrantStore } from "../grant/store.js";
+import { Access } from "./access.js";
+import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
+import { AskBoard } from "./ask-board.js";
+import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
+import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
+import { ServerConfigError } from "./errors.js";
+import { EventStreams } from "./event-streams.js";
+import { grantView } from "./grant-view.js";
+import { HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { confirmPage, messagePage, PAGE_CSP } from "./pages.js";
+import type { RecordSource } from "./records.js";
+import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+
+/** Options of {@link createApprovalHandler}. */
+export interface ApprovalHandlerOptions {
+  /**
+   * Where the asks come from and answers go: an `Approver` from
+   * `ApprovalChannel.pair`, a `WebhookResolver`'s `inbox`, a queue's
+   * approver: anything with the {@link AskInbox} shape. The handler takes
+   * every ask `next()` hands out, so nothing else should call `next()` on
+   * it. Without one the console shows grants and records only.
+   */
+  readonly approver?: AskInbox;
+  /** The grant store to list and revoke grants in. */
+  readonly grants?: GrantStore;
+  /** Where recent gate decisions are read from ({@link RecentRecords}, {@link auditLogRecords}). */
+  readonly records?: RecordSource;
+  /**
+   * The current descriptor of a tool by name, so the console can tell a
+   * grant whose pin no longer matches its tool. Without it pins show as
+   * unchecked.
+   */
+  readonly describeTool?: (name: string) => ToolDescriptor | undefined;
+  /**
+   * The bearer token every API request must carry (at least 16 characters
+   * of `A-Z a-z 0-9 . _ ~ -`). @default 32 random bytes, base64url
+   */
+  readonly token?: string;
+  /** The secret that signed answer links are checked with (see `signAnswerLink`); without it links are refused. */
+  readonly linkSecret?: string | Uint8Array;
+  /**
+   * The `Host` header values the handler answers to, e.g.
+   * `["127.0.0.1:8080", "localhost:8080"]` or a proxy's
+   * `["approvals.example.com"]`. Any other Host is refused with 421: a page
+   * on another site that rebinds its name to this machine cannot reach it.
+   */
+  readonly allowedHosts: readonly string[];
+  /**
+   * The agent's ask deadline (`withAskTimeout`), if known: the console then
+   * shows each ask's time left, counted from when it arrived here.
+   */
+  readonly askTimeoutMs?: number;
+  /** The largest request body accepted; a larger one gets 413. @default 16384 */
+  readonly maxBodyBytes?: number;
+  /** How often an idle event stream gets a keep-alive comment. @default 15000 */
+  readonly heartbeatMs?: number;
+  /** How many event streams may be open at once; more get 503. @default 64 */
+  readonly maxStreams?: number;
+  /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
+  readonly onError?: (error: unknown) => void;
+  /** The clock for ages, deadlines and link expiry, epoch ms. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** A request handler for `node:http` or any framework that passes Node's request and response. */
+export interface ApprovalHandler {
+  /** The bearer token the handler accepts. */
+  readonly token: string;
+  /** Serves one request. Mount it at a path of its own: it answers every path under it. */
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /**
+   * Stops: ends every event stream, stops taking asks from the approver and
+   * answers later requests with 503. It neither answers nor closes the
+   * approver: asks already taken stay parked with it, for its owner to
+   * answer or to deny by closing it.
+   */
+  close(): Promise<void>;
+}
+
+const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+const ASK_PATH = /^\/api\/asks\/([^/]+)$/;
+const GRANT_PATH = /^\/api\/grants\/([^/]+)$/;
+const GRANT_ID = /^[0-9a-f]{16}$/;
+const DEFAULT_RECORDS = 50;
+const MAX_RECORDS = 500;
+
+/** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
+type Audience = "page" | "api";
+
+function positiveInteger(option: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Makes the approval API, the console and the signed-link pages as one
+ * request handler, to mount in an existing `node:http` server or an
+ * Express-style app (see `createApprovalServer` for a server of its own).
+ *
+ * Every request is checked in this order: a `Host` not in `allowedHosts` →
+ * 421; then (except `/healthz` and signed links, which carry their own
+ * HMAC) a missing or wrong token → 401; then a state-changing request whose
+ * `Origin` is present and not this server's, or that has only the cookie and
+ * no `Origin` → 403.
+ *
+ * @throws {ServerConfigError} for an unusable option.
+ *
+ * @example
+ * ```ts
+ * const handler = createApprovalHandler({ approver, allowedHosts: ["approvals.example.com"] });
+ * app.use("/approvals", handler.handle);
+ * ```
+ */
+export function createApprovalHandler(options: ApprovalHandlerOptions): ApprovalHandler {
+  const token = options.token ?? randomBytes(32).toString("base64url");
+  const access = new Access(token, options.allowedHosts);
+  if (options.linkSecret !== undefined && !isStrongSecret(options.linkSecret)) {
+    throw new ServerConfigError("linkSecret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+  }
+  if (options.askTimeoutMs !== undefined && (!Number.isSafeInteger(options.askTimeoutMs) || options.askTimeoutMs < 0)) {
+    throw new ServerConfigError("askTimeoutMs", `must be a non-negative integer, got ${String(options.askTimeoutMs)}`);
+  }
+  const handler = new Handler(options, access, {
+    maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),
+    heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000),
+    maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
+  });
+  return {
+    token,
+    handle: (req, res) => handler.handle(req, res),
+    close: () => handler.close(),
+  };
+}
+
+interface Limits {
+  readonly maxBodyBytes: number;
+  readonly heartbeatMs: number;
+  readonly maxStreams: number;
+}
+
+class Handler {
+  readonly #access: Access;
+  readonly #board: AskBoard | undefined;
+  readonly #grants: GrantStore | undefined;
+  readonly #records: RecordSource | undefined;
+  readonly #describeTool: ((name: string) => ToolDescriptor | undefined) | undefined;
+  readonly #linkKey: Buffer | undefined;
+  readonly #askTimeoutMs: number | undefined;
+  readonly #limits: Limits;
+  readonly #streams: EventStreams;
+  readonly #now: () => number;
+  readonly #onError: (error: unknown) => void;
+  readonly #stopRecords: (() => void) | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: ApprovalHandlerOptions, access: Access, limits: Limits) {
+    this.#access = access;
+    this.#grants = options.grants;
+    this.#records = options.records;
+    this.#describeTool = options.describeTool;
+    this.#linkKey = options.linkSecret === undefined ? undefined : secretBytes(options.linkSecret);
+    this.#askTimeoutMs = options.askTimeoutMs;
+    this.#limits = limits;
+    this.#now = options.now ?? Date.now;
+    const onError = options.onError;
+    this.#onError = (error) => {
+      try {
+        onError?.(error);
+      } catch {
+        // A reporter that throws must not take a request down with it.
+      }
+    };
+    this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
+    if (options.approver !== undefined) {
+      this.#board = new AskBoard(options.approver, this.#now, this.#onError);
+      this.#board.subscribe((event) => {
+        if (event.type === "ask") this.#streams.send("ask", this.#askView(event.entry));
+        else this.#streams.send("settled", { id: event.id, ending: event.ending });
+      });
+    }
+    this.#stopRecords = this.#records?.subscribe?.((record) => this.#streams.send("record", record));
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    let audience: Audience = "api";
+    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(res, error, audience));
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#streams.close();
+      this.#stopRecords?.();
+      await this.#board?.close();
+    })();
+    return this.#closing;
+  }
+
+  async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const path = url.pathname;
+    const method = req.method ?? "GET";
+    if (path === "/" || path === `/${ANSWER_PATH}`) setAudience("page");
+    if (!this.#access.hostAllowed(req)) {
+      throw new HttpError(421, "misdirected_request", "this server does not answer to that Host");
+    }
+    if (this.#closing !== undefined) throw new HttpError(503, "closing", "the approval server is closing");
+    if (path === "/healthz") return this.#health(res, method);
+    if (path === `/${ANSWER_PATH}`) return this.#link(req, res, url, method);
+    if (path === "/" && method === "GET" && url.searchParams.has("token")) return this.#login(req, res, url);
+
+    const credential = this.#access.credential(req);
+    if (credential === undefined) {
+      throw new HttpError(401, "unauthorized", "send the token as Authorization: Bearer <token>, or open the console's ?token= link", {
+        "www-authenticate": 'Bearer realm="loopctl"',
+      });
+    }
+    if (STATE_CHANGING.has(method) && !this.#access.originAllowed(req, credential)) {
+      throw new HttpError(403, "forbidden_origin", "a state-changing request must come from this server's own page");
+    }
+    return this.#route(req, res, path, url, method);
+  }
+
+  async #route(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    url: URL,
+    method: string,
+  ): Promise<void> {
+    const asset = Object.hasOwn(CONSOLE_FILES, path) ? CONSOLE_FILES[path] : undefined;
+    if (asset !== undefined) {
+      allow(method, "GET");
+      const file = (await consoleAssets()).get(path);
+      if (file === undefined) throw new Error(`console file for ${path} not loaded`);
+      return sendBody(res, 200, file.type, file.body);
+    }
+    if (path === "/api/asks") {
+      allow(method, "GET");
+      return sendJson(res, 200, { asks: (this.#board?.list() ?? []).map((entry) => this.#askView(entry)) });
+    }
+    if (path === "/api/asks/stream") {
+      allow(method, "GET");
+      return this.#stream(res);
+    }
+    const askMatch = ASK_PATH.exec(path);
+    if (askMatch !== null) {
+      allow(method, "POST");
+      return this.#answer(req, res, decodePart(askMatch[1] as string));
+    }
+    if (path === "/api/grants") {
+      allow(method, "GET");
+      return this.#listGrants(res);
+    }
+    const grantMatch = GRANT_PATH.exec(path);
+    if (grantMatch !== null) {
+      allow(method, "DELETE");
+      return this.#revoke(res, decodePart(grantMatch[1] as string));
+    }
+    if (path === "/api/records") {
+      allow(method, "GET");
+      return this.#listRecords(res, url);
+    }
+    throw new HttpError(404, "not_found", "no such route");
+  }
+
+  #health(res: ServerResponse, method: string): void {
+    allow(method, "GET");
+    const inbox = this.#board?.health ?? "none";
+    const ok = inbox === "ok" || inbox === "none";
+    sendJson(res, ok ? 200 : 503, { ok, inbox });
+  }
+
+  #login(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    if (!this.#access.tokenMatches(url.searchParams.get("token") ?? "")) {
+      throw new HttpError(401, "unauthorized", "this console link's token is wrong or from an earlier server");
+    }
+    // Mounted in an app, the page's own path is the original one; the token leaves the address bar either way.
+    const original = (req as { originalUrl?: unknown }).originalUrl;
+    const pathname = new URL(typeof original === "string" ? original : (req.url ?? "/"), "http://localhost").pathname;
+    sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
+      location: pathname.endsWith("/") ? pathname : `${pathname}/`,
+      "set-cookie": this.#access.sessionCookie(),
+    });
+  }
+
+  #stream(res: ServerResponse): void {
+    if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
+    const first = (this.#board?.list() ?? []).map((entry) => ["ask", this.#askView(entry)] as const);
+    this.#streams.open(res, first);
+  }
+
+  async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
+    const body = await readJson(req, this.#limits.maxBodyBytes);
+    const parsed = AskResolutionSchema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
+      throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
+    }
+    const outcome = await this.#deliver(id, parsed.data as AskResolution);
+    switch (outcome.type) {
+      case "delivered":
+        return sendJson(res, 200, { delivered: true });
+      case "ended":
+        return sendJson(res, 409, { error: "ask_ended", message: "the ask already ended", ending: outcome.ending ?? null });
+      case "unknown":
+        return sendJson(res, 404, { error: "ask_unknown", message: "no such ask" });
+      default:
+        return assertNever(outcome);
+    }
+  }
+
+  async #deliver(id: string, resolution: AskResolution): Promise<AnswerOutcome> {
+    if (this.#board === undefined) return { type: "unknown" };
+    try {
+      return await this.#board.answer(id, resolution);
+    } catch (error) {
+      this.#onError(error);
+      throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
+    }
+  }
+
+  async #listGrants(res: ServerResponse): Promise<void> {
+    if (this.#grants === undefined) return sendJson(res, 200, { available: false, grants: [] });
+    const grants = await this.#useStore((store) => store.load());
+    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool)) });
+  }
+
+  async #revoke(res: ServerResponse, id: string): Promise<void> {
+    if (this.#grants === undefined) throw new HttpError(404, "no_grant_store", "this server has no grant store");
+    if (!GRANT_ID.test(id)) throw new HttpError(404, "grant_unknown", "no such grant");
+    const revoked = await this.#useStore((store) => store.revoke(id));
+    if (revoked === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
+    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool) });
+  }
+
+  async #useStore<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
+    try {
+      return await work(this.#grants as GrantStore);
+    } catch (error) {
+      this.#onError(error);
+      const code = typeof (error as { code?: unknown } | null)?.code === "string" ? ` (${(error as { code: string }).code})` : "";
+      throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
+    }
+  }
+
+  async #listRecords(res: ServerResponse, url: URL): Promise<void> {
+    const text = url.searchParams.get("limit");
+    const limit = text === null ? DEFAULT_RECORDS : Number(text);
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_RECORDS) {
+      throw new HttpError(400, "bad_request", `limit must be an integer from 1 to ${MAX_RECORDS}`);
+    }
+    if (this.#records === undefined) return sendJson(res, 200, { available: false, live: false, records: [] });
+    let records;
+    try {
+      records = await this.#records.recent(limit);
+    } catch (error) {
+      this.#onError(error);
+      throw new HttpError(503, "records_unavailable", "the record source failed");
+    }
+    sendJson(res, 200, { available: true, live: typeof this.#records.subscribe === "function", records });
+  }
+
+  async #link(req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<void> {
+    allow(method, "GET", "POST");
+    if (this.#linkKey === undefined) throw new HttpError(404, "links_disabled", "this server does not take answer links");
+    if (method === "POST" && !this.#access.originAllowed(req, "link")) {
+      throw new HttpError(403, "forbidden_origin", "an answer link must be confirmed from its own page");
+    }
+    // Read (and bound) the body before answering, so a refused link never leaves a body unread.
+    const form = method === "POST" ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8")) : undefined;
+    const check = checkAnswerLink(url.searchParams, this.#linkKey, this.#now());
+    if (check.type === "invalid") {
+      throw new HttpError(403, "link_invalid", "this answer link is not valid: it was altered or signed with another secret");
+    }
+    if (check.type === "expired") throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
+    if (form === undefined) {
+      const ended = this.#board?.ending(check.askId);
+      if (ended !== undefined) throw new HttpError(409, "ask_ended", "this ask already ended; nothing can be answered");
+      return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, this.#board?.get(check.askId)?.ask), {
+        "content-security-policy": PAGE_CSP,
+      });
+    }
+    const reason = (form.get("reason") ?? "").trim().slice(0, 500);
+    const resolution: AskResolution =
+      check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
+    const outcome = await this.#deliver(check.askId, resolution);
+    switch (outcome.type) {
+      case "delivered":
+        return sendPage(res, 200, check.verdict === "approve" ? "Approved" : "Denied", check.verdict === "approve" ? "The call goes ahead." : "The call is refused.");
+      case "ended":
+        throw new HttpError(409, "ask_ended", "this ask already ended (answered, expired or cancelled); nothing was changed");
+      case "unknown":
+        throw new HttpError(404, "ask_unknown", "this server does not know this ask; nothing was answered");
+      default:
+        return assertNever(outcome);
+    }
+  }
+
+  #askView(entry: BoardEntry): AskView {
+    const now = this.#now();
+    const expiresAtMs = this.#askTimeoutMs === undefined ? null : entry.receivedAtMs + this.#askTimeoutMs;
+    return {
+      ask: entry.ask,
+      receivedAtMs: entry.receivedAtMs,
+      ageMs: Math.max(0, now - entry.receivedAtMs),
+      expiresAtMs,
+      timeLeftMs: expiresAtMs === null ? null : Math.max(0, expiresAtMs - now),
+    };
+  }
+
+  #fail(res: ServerResponse, error: unknown, audience: Audience): void {
+    const known =
+      error instanceof HttpError ? error : new HttpError(500, "internal", "internal error; the server's onError has the details");
+    if (!(error instanceof HttpError)) this.#onError(error);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (audience === "page") {
+      sendPage(res, known.status, pageTitle(known.status), known.message, known.headers);
+      return;
+    }
+    sendError(res, known);
+  }
+}
+
+/** An ask as the API shows it. */
+export interface AskView {
+  readonly ask: BoardEntry["ask"];
+  readonly receivedAtMs: number;
+  readonly ageMs: number;
+  /** When the agent stops waiting, if the server was told its deadline. */
+  readonly expiresAtMs: number | null;
+  readonly timeLeftMs: number | null;
+}
+
+function sendPage(res: ServerResponse, status: number, title: string, text: string, headers: Readonly<Record<string, string>> = {}): void {
+  sendBody(res, status, "text/html; charset=utf-8", messagePage(title, text), {
+    ...headers,
+    "content-security-policy": PAGE_CSP,
+    ...(status === 413 ? { connection: "close" } : {}),
+  });
+}
+
+function pageTitle(status: number): string {
+  switch (status) {
+    case 401:
+      return "Sign in with the console link";
+    case 403:
+      return "Not allowed";
+    case 404:
+      return "Not found";
+    case 409:
+      return "Already answered";
+    case 410:
+      return "Link expired";
+    default:
+      return "Something went wrong";
+  }
+}
+
+/** A path segment, decoded; one that does not decode names nothing (and then matches no ask or grant). */
+function decodePart(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return "";
+  }
+}
+
+function allow(method: string, ...methods: string[]): void {
+  if (!methods.includes(method)) {
+    throw new HttpError(405, "method_not_allowed", `use ${methods.join(" or ")}`, { allow: methods.join(", ") });
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected value ${JSON.stringify(value)}`);
+}

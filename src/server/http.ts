@@ -1,0 +1,105 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+/**
+ * The page may load its own script, style and API and nothing else; no
+ * inline script or style, no framing, forms post only to this server.
+ */
+export const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+  "form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "content-security-policy": CONTENT_SECURITY_POLICY,
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  // Not no-referrer: under it a browser sends "Origin: null" with a same-origin form POST, which the Origin check must refuse.
+  "referrer-policy": "same-origin",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+  "cache-control": "no-store",
+};
+
+/** An expected failure with its status and a stable error code; its message is safe to send. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(status: number, code: string, message: string, headers: Readonly<Record<string, string>> = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.headers = headers;
+  }
+}
+
+/** Writes the status, the security headers and `headers`; the body follows. */
+export function writeHead(res: ServerResponse, status: number, headers: Readonly<Record<string, string | string[]>>): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+  const text = JSON.stringify(body);
+  writeHead(res, status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": String(Buffer.byteLength(text)),
+    ...headers,
+  });
+  res.end(text);
+}
+
+export function sendBody(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  headers: Readonly<Record<string, string | string[]>> = {},
+): void {
+  writeHead(res, status, { "content-type": type, "content-length": String(Buffer.byteLength(body)), ...headers });
+  res.end(body);
+}
+
+/** Sends an {@link HttpError} as `{ error, message }`. */
+export function sendError(res: ServerResponse, error: HttpError): void {
+  // The body of a request refused before it was read must not keep the connection busy.
+  const close = error.status === 413 ? { connection: "close" } : {};
+  sendJson(res, error.status, { error: error.code, message: error.message }, { ...error.headers, ...close });
+}
+
+/** Escapes text for HTML element content and quoted attribute values. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/**
+ * Reads a request body of at most `limit` bytes. A declared or actual size
+ * over the limit is a 413; the rest of such a body is not read.
+ */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > limit) {
+    throw new HttpError(413, "body_too_large", `the body may be at most ${limit} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new HttpError(413, "body_too_large", `the body may be at most ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Reads a JSON body: 415 unless it is declared `application/json`, 400 unless it parses. */
+export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+  if (type !== "application/json") {
+    throw new HttpError(415, "unsupported_media_type", "send the body as application/json");
+  }
+  const body = await readBody(req, limit);
+  try {
+    return JSON.parse(body.toString("utf8")) as unknown;
+  } catch {
+    throw new HttpError(400, "bad_request", "the body is not valid JSON");
+  }
+}

@@ -1,0 +1,63 @@
+import { createHash } from "node:crypto";
+import type { PendingAsk } from "../ask/types.js";
+import { CONTENT_SECURITY_POLICY, escapeHtml } from "./http.js";
+import type { LinkVerdict } from "./answer-links.js";
+
+/**
+ * The few rules the server's own pages need. They are inline so a page
+ * reached by a signed link needs no token for a stylesheet; the policy
+ * allows exactly this text by its hash, and still no script at all.
+ */
+const PAGE_STYLE =
+  "body{font:16px/1.5 system-ui,sans-serif;margin:0;padding:2rem 1rem;background:#f6f7f9;color:#1b1f24}" +
+  "main{max-width:34rem;margin:0 auto;background:#fff;border:1px solid #d8dde3;border-radius:8px;padding:1.5rem}" +
+  "h1{font-size:1.3rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.25rem 1rem;margin:0 0 1rem}" +
+  "dt{color:#57606a}dd{margin:0;overflow-wrap:anywhere;white-space:pre-wrap}code{font:14px ui-monospace,monospace}" +
+  "label{display:block;margin:0 0 .25rem}input{font:inherit;width:100%;box-sizing:border-box;padding:.4rem;margin:0 0 1rem}" +
+  "button{font:inherit;padding:.5rem 1.25rem;border-radius:6px;border:1px solid #1b1f24;cursor:pointer}" +
+  ".approve{background:#1a7f37;color:#fff;border-color:#1a7f37}.deny{background:#cf222e;color:#fff;border-color:#cf222e}" +
+  "button:focus-visible,input:focus-visible{outline:3px solid #0969da;outline-offset:2px}";
+
+const STYLE_HASH = createHash("sha256").update(PAGE_STYLE).digest("base64");
+
+/** The policy of the server's own pages: the console's, plus their one inline style. */
+export const PAGE_CSP = CONTENT_SECURITY_POLICY.replace("style-src 'self'", `style-src 'sha256-${STYLE_HASH}'`);
+
+function page(title: string, body: string): string {
+  return (
+    `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+    `<meta name="viewport" content="width=device-width,initial-scale=1">` +
+    `<meta name="referrer" content="same-origin"><title>${escapeHtml(title)}</title>` +
+    `<style>${PAGE_STYLE}</style></head><body><main>${body}</main></body></html>`
+  );
+}
+
+function askDetails(ask: PendingAsk | undefined, askId: string): string {
+  if (ask === undefined) return `<dl><dt>Ask</dt><dd><code>${escapeHtml(askId)}</code></dd></dl>`;
+  return (
+    `<dl><dt>Tool</dt><dd><code>${escapeHtml(ask.tool)}</code></dd>` +
+    `<dt>Asks</dt><dd>${escapeHtml(ask.prompt)}</dd>` +
+    `<dt>Arguments</dt><dd><code>${escapeHtml(ask.argsDigest)}</code> (digest)</dd>` +
+    `<dt>Ask</dt><dd><code>${escapeHtml(ask.id)}</code></dd></dl>`
+  );
+}
+
+/** What a signed link's GET shows: the ask and one button that POSTs the answer. */
+export function confirmPage(verdict: LinkVerdict, askId: string, ask: PendingAsk | undefined): string {
+  const word = verdict === "approve" ? "Approve" : "Deny";
+  const reason =
+    verdict === "deny"
+      ? `<label for="reason">Reason (optional, shown to the agent's records)</label><input id="reason" name="reason" maxlength="500" autocomplete="off">`
+      : "";
+  return page(
+    `${word} this call?`,
+    `<h1>${word} this call?</h1>${askDetails(ask, askId)}` +
+      (ask === undefined ? `<p>This server does not list the ask as waiting; it may have ended.</p>` : "") +
+      `<form method="post">${reason}<button type="submit" class="${verdict}">${word}</button></form>`,
+  );
+}
+
+/** The page after a link's POST, or for a link that cannot answer. */
+export function messagePage(title: string, text: string): string {
+  return page(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p>`);
+}

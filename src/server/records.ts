@@ -1,0 +1,97 @@
+import type { GateDecision } from "../engine/records.js";
+import type { GateEvent } from "../engine/observer.js";
+import { ServerConfigError } from "./errors.js";
+
+/**
+ * Where the approval server reads recent gate decisions from: a
+ * {@link RecentRecords} observer in the agent's process, an audit log
+ * ({@link auditLogRecords}), or anything else with this shape.
+ */
+export interface RecordSource {
+  /** Up to `limit` of the latest decisions, oldest first. */
+  recent(limit: number): readonly GateDecision[] | Promise<readonly GateDecision[]>;
+  /**
+   * Optional: calls `listener` with each new decision as it lands; returns a
+   * function that stops it. With it the console shows decisions as they
+   * happen; without it the console reloads them every few seconds.
+   */
+  subscribe?(listener: (record: GateDecision) => void): () => void;
+}
+
+/** Options of {@link RecentRecords}. */
+export interface RecentRecordsOptions {
+  /**
+   * How many of the latest decisions are kept; older ones are dropped.
+   * @default 200
+   */
+  readonly capacity?: number;
+}
+
+/**
+ * An engine observer that keeps the latest gate decisions in memory, for the
+ * approval server's "recent decisions" (memory stays bounded by `capacity`,
+ * however long the agent runs). Install it with `withObserver` and pass it
+ * to `createApprovalServer({ records })`. It keeps nothing across restarts:
+ * an `AuditSink` is the durable record, {@link auditLogRecords} its reader.
+ *
+ * @example
+ * ```ts
+ * const records = new RecentRecords();
+ * const managers = new LoopManagers().withAskResolver(channel).withObserver(records);
+ * const server = await createApprovalServer({ approver, records });
+ * ```
+ */
+export class RecentRecords implements RecordSource {
+  readonly #capacity: number;
+  /** A ring: `#start` is the oldest slot once full. */
+  readonly #ring: GateDecision[] = [];
+  #start = 0;
+  readonly #listeners = new Set<(record: GateDecision) => void>();
+
+  /** @throws {ServerConfigError} when `capacity` is not a positive integer. */
+  constructor(options: RecentRecordsOptions = {}) {
+    const capacity = options.capacity ?? 200;
+    if (!Number.isSafeInteger(capacity) || capacity < 1) {
+      throw new ServerConfigError("records.capacity", `must be a positive integer, got ${String(capacity)}`);
+    }
+    this.#capacity = capacity;
+  }
+
+  /** How many decisions are kept now (at most the capacity). */
+  get size(): number {
+    return this.#ring.length;
+  }
+
+  /** The engine's `onGate`: keeps the decision and tells subscribers. Never throws into the run. */
+  onGate(event: GateEvent): void {
+    const record = event.decision;
+    if (this.#ring.length < this.#capacity) {
+      this.#ring.push(record);
+    } else {
+      this.#ring[this.#start] = record;
+      this.#start = (this.#start + 1) % this.#capacity;
+    }
+    for (const listener of this.#listeners) {
+      try {
+        listener(record);
+      } catch {
+        // A subscriber's failure is its own; the run and the other subscribers go on.
+      }
+    }
+  }
+
+  /** Up to `limit` of the latest decisions, oldest first. */
+  recent(limit: number): GateDecision[] {
+    const all = [...this.#ring.slice(this.#start), ...this.#ring.slice(0, this.#start)];
+    const count = Math.max(0, Math.min(Math.floor(limit), all.length));
+    return count === 0 ? [] : all.slice(all.length - count);
+  }
+
+  /** Calls `listener` with every later decision; returns the function that stops it. */
+  subscribe(listener: (record: GateDecision) => void): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+}

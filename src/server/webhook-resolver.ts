@@ -1,0 +1,243 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { z } from "zod";
+import { ApprovalChannel } from "../ask/approval-channel.js";
+import type { Approver } from "../ask/approver.js";
+import { InvalidPendingAskError } from "../ask/errors.js";
+import { PendingAskSchema } from "../ask/types.js";
+import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
+import { signAnswerLink } from "./answer-links.js";
+import { ServerInputError } from "./errors.js";
+import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+
+/** The header a webhook delivery's signature travels in: `t=<epoch ms>,v1=<hex HMAC-SHA256>`. */
+export const WEBHOOK_SIGNATURE_HEADER = "loopctl-signature";
+
+/** How far a delivery's timestamp may be from the receiver's clock before it is refused as a replay. */
+export const WEBHOOK_TOLERANCE_MS = 300_000;
+
+/** What a {@link WebhookResolver} POSTs, as JSON. Parse it with this schema on the receiving side. */
+export const WebhookDeliverySchema = z.object({
+  type: z.literal("loopctl.ask"),
+  ask: PendingAskSchema,
+  /** Signed approve/deny links for this ask, when the resolver was given `links`; else null. */
+  links: z.object({ approve: z.string(), deny: z.string(), expiresAtMs: z.number() }).nullable(),
+});
+
+/** A webhook delivery: the ask, and its answer links if any. */
+export type WebhookDelivery = z.infer<typeof WebhookDeliverySchema>;
+
+/** Options of {@link WebhookResolver}. */
+export interface WebhookResolverOptions {
+  /** Where each ask is POSTed. */
+  readonly url: string | URL;
+  /** The secret deliveries are signed with; the receiver verifies with the same one (at least 16 bytes). */
+  readonly secret: string | Uint8Array;
+  /** How long the receiver has to accept a delivery (any 2xx); after that the ask is denied. @default 10000 */
+  readonly timeoutMs?: number;
+  /** The `fetch` to POST with. @default globalThis.fetch */
+  readonly fetch?: typeof fetch;
+  /**
+   * Put signed approve/deny links in each delivery: the approval server's
+   * URL as people reach it and its `linkSecret` (see `signAnswerLink`).
+   */
+  readonly links?: { readonly baseUrl: string | URL; readonly secret: string | Uint8Array; readonly ttlMs: number };
+  /** How many asks the inbox holds delivered but not yet taken by a server. @default 64 */
+  readonly capacity?: number;
+  /** The clock for signature timestamps and link expiry, epoch ms. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** Why a delivery failed; the ask is then denied with it. */
+class DeliveryFailed extends Error {}
+
+/**
+ * An {@link AskResolver} for agents whose approvers are elsewhere: each ask
+ * is POSTed, signed, to a webhook (a chat bot, a paging service, a ticket
+ * system), and waits for the answer to come back through an approval server
+ * that serves {@link WebhookResolver.inbox}: the console, the HTTP API, or
+ * the signed links the delivery carries.
+ *
+ * The delivery is a JSON {@link WebhookDelivery} with the header
+ * `loopctl-signature: t=<epoch ms>,v1=<hex>`, the HMAC-SHA256 of
+ * `` `${t}.${body}` `` under `secret` ({@link verifyWebhookSignature} checks
+ * one). Fail-closed: a network failure, a reply other than 2xx, or no reply
+ * within `timeoutMs` denies the ask (with the cause as reason), unless an
+ * answer already came. When the engine's signal aborts (deadline, cancel),
+ * the POST and the wait are abandoned and the promise rejects with the
+ * signal's reason. `close()` denies every ask still waiting, and later ones
+ * at once without a delivery.
+ *
+ * @example
+ * ```ts
+ * const resolver = new WebhookResolver({ url: "https://hooks.example.com/loopctl", secret: process.env.HOOK_SECRET! });
+ * const server = await createApprovalServer({ approver: resolver.inbox, port: 8080 });
+ * const managers = new LoopManagers().withAskResolver(resolver).withAskTimeout(15 * 60_000);
+ * ```
+ */
+export class WebhookResolver implements AskResolver, Disposable {
+  /** The asks waiting for an answer: serve it with `createApprovalServer({ approver: resolver.inbox })`. */
+  readonly inbox: Approver;
+  readonly #channel: ApprovalChannel;
+  readonly #url: string;
+  readonly #key: Buffer;
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
+  readonly #links: WebhookResolverOptions["links"];
+  readonly #now: () => number;
+
+  /** @throws {ServerInputError} naming an unusable option. */
+  constructor(options: WebhookResolverOptions) {
+    const where = "WebhookResolver";
+    let url: URL;
+    try {
+      url = new URL(String(options.url));
+    } catch {
+      throw new ServerInputError(where, "url", `is not a URL: ${JSON.stringify(String(options.url))}`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ServerInputError(where, "url", "must be an http or https URL");
+    if (!isStrongSecret(options.secret)) {
+      throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+    }
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+      throw new ServerInputError(where, "timeoutMs", `must be a positive integer of milliseconds, got ${String(timeoutMs)}`);
+    }
+    const doFetch = options.fetch ?? globalThis.fetch;
+    if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
+    if (options.links !== undefined && !isStrongSecret(options.links.secret)) {
+      throw new ServerInputError(where, "links.secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+    }
+    const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
+    this.#channel = channel;
+    this.inbox = inbox;
+    this.#url = url.href;
+    this.#key = secretBytes(options.secret);
+    this.#timeoutMs = timeoutMs;
+    this.#fetch = doFetch;
+    this.#links = options.links;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
+  async resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
+    const signal: unknown = (options as ResolveOptions | undefined)?.signal;
+    if (!(signal instanceof AbortSignal)) throw new InvalidPendingAskError("options.signal must be an AbortSignal");
+    if (signal.aborted) throw signal.reason;
+    const parsed = PendingAskSchema.safeParse(ask);
+    if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${parsed.error.message}`);
+    if (this.#channel.closed) return this.#channel.resolve(parsed.data, { signal });
+
+    // The wait ends on the engine's abort, or on a failed delivery; the POST ends on either, or once answered.
+    const wait = new AbortController();
+    const post = new AbortController();
+    const onAbort = (): void => {
+      wait.abort(signal.reason);
+      post.abort(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      const answered = this.#channel.resolve(parsed.data, { signal: wait.signal });
+      void this.#deliver(parsed.data, post.signal).then((failure) => {
+        if (failure !== undefined) wait.abort(failure);
+      });
+      try {
+        return await answered;
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        if (error instanceof DeliveryFailed) return { type: "deny", reason: error.message };
+        throw error;
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      post.abort(new Error("the ask was answered"));
+    }
+  }
+
+  /** Denies every ask still waiting, and every later one at once. Idempotent. */
+  close(): void {
+    this.inbox.close();
+  }
+
+  /** Same as {@link WebhookResolver.close}. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** POSTs the ask; resolves `undefined` once a 2xx came back, else the failure (never rejects). */
+  async #deliver(ask: PendingAsk, signal: AbortSignal): Promise<DeliveryFailed | undefined> {
+    if (signal.aborted) return undefined;
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), this.#timeoutMs);
+    const both = AbortSignal.any([signal, timeout.signal]);
+    try {
+      const nowMs = this.#now();
+      const links =
+        this.#links === undefined
+          ? null
+          : signAnswerLink(ask, { secret: this.#links.secret, baseUrl: this.#links.baseUrl, ttlMs: this.#links.ttlMs, nowMs });
+      const delivery: WebhookDelivery = { type: "loopctl.ask", ask, links };
+      const body = JSON.stringify(delivery);
+      const response = await this.#fetch(this.#url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "loopctl-webhook",
+          [WEBHOOK_SIGNATURE_HEADER]: signatureHeader(this.#key, nowMs, body),
+        },
+        body,
+        signal: both,
+        redirect: "error",
+      });
+      // The reply's body is not ours to read; release the connection.
+      await response.body?.cancel().catch(() => undefined);
+      if (response.status >= 200 && response.status < 300) return undefined;
+      return new DeliveryFailed(`webhook answered HTTP ${response.status}`);
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
+      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+      return new DeliveryFailed(`webhook unreachable: ${error instanceof Error ? error.message : String(error)}${cause}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** HMAC-SHA256 over `<timestamp>.<body bytes>`, hex. */
+function signature(key: Uint8Array, timestampMs: number, body: string | Uint8Array): Buffer {
+  return createHmac("sha256", key).update(`${timestampMs}.`).update(body).digest();
+}
+
+function signatureHeader(key: Uint8Array, timestampMs: number, body: string): string {
+  return `t=${timestampMs},v1=${signature(key, timestampMs, body).toString("hex")}`;
+}
+
+/** Options of {@link verifyWebhookSignature}. */
+export interface VerifyWebhookOptions {
+  /** The secret the resolver signs with. */
+  readonly secret: string | Uint8Array;
+  /** The `loopctl-signature` header as received. */
+  readonly header: string | null | undefined;
+  /** The request body exactly as received (before any JSON parsing). */
+  readonly body: string | Uint8Array;
+  /** How far the timestamp may be from `nowMs`. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
+  readonly toleranceMs?: number;
+  /** The receiver's clock, epoch ms. @default Date.now() */
+  readonly nowMs?: number;
+}
+
+/**
+ * Checks a {@link WebhookResolver} delivery on the receiving side: the
+ * header parses, its timestamp is within `toleranceMs` of now (an old
+ * delivery replayed is refused), and its HMAC matches the body, compared in
+ * constant time. Returns true only if all hold.
+ */
+export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
+  const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(options.header ?? "");
+  if (match === null || !isStrongSecret(options.secret)) return false;
+  const timestampMs = Number(match[1]);
+  const nowMs = options.nowMs ?? Date.now();
+  if (Math.abs(nowMs - timestampMs) > (options.toleranceMs ?? WEBHOOK_TOLERANCE_MS)) return false;
+  const expected = signature(secretBytes(options.secret), timestampMs, options.body);
+  return timingSafeEqual(Buffer.from(match[2] as string, "hex"), expected);
+}

@@ -1,0 +1,206 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import type { AskResolution } from "loopctl/ask";
+import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import type { Hook } from "loopctl/engine";
+import { FileGrantStore } from "loopctl/grant";
+import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { ScriptedModel } from "loopctl/testing";
+import { makeAsk } from "../support/ask-fixtures.js";
+import { focusedText, launch, overflowsSideways, screenshot } from "./support/chromium.js";
+import type { Browser, PageGlobals } from "./support/chromium.js";
+
+let browser: Browser;
+let dir: string;
+beforeAll(async () => {
+  browser = await launch();
+  dir = await mkdtemp(join(tmpdir(), "loopctl-console-browser-"));
+});
+afterAll(async () => {
+  await browser?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const deploy = defineTool({
+  name: "deploy",
+  description: "Deploy a version to an environment",
+  input: z.object({ env: z.string(), version: z.string() }),
+  execute: ({ env, version }) => `deployed ${version} to ${env}`,
+});
+const askToDeploy: Hook = {
+  preToolUse: (call) => {
+    const input = call.input as { env: string; version: string };
+    return { type: "ask", prompt: `Deploy ${input.version} to ${input.env}?` };
+  },
+};
+
+describe("the console in Chromium", () => {
+  it("an ask appears live, is approved with 'always this tool', the run finishes, the grant shows and is revoked", async () => {
+    const store = new FileGrantStore(join(dir, "grants"), join(dir, "project"));
+    const records = new RecentRecords();
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const server = await createApprovalServer({
+      approver,
+      grants: store,
+      records,
+      describeTool: (name) => (name === "deploy" ? deploy.descriptor : undefined),
+      askTimeoutMs: 600_000,
+    });
+    cleanups.push(() => approver.close(), () => server.close());
+
+    const page = await browser.page(1280);
+    await page.goto(server.consoleUrl);
+    // The token was exchanged for the cookie: it is not in the address bar.
+    expect(page.url()).toBe(server.url);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    expect(await page.locator("#asks-empty").isVisible()).toBe(true);
+
+    // The run starts after the page loaded: the ask must arrive without a reload.
+    const agent = new Agent({
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c1", name: "deploy", input: { env: "staging", version: "1.4.0" } }] },
+        { toolCalls: [{ id: "c2", name: "deploy", input: { env: "production", version: "1.4.0" } }] },
+        { text: "done" },
+      ]),
+      tools: [deploy],
+      managers: new LoopManagers().withHook(askToDeploy).withAskResolver(channel).withGrantStore(store).withObserver(records),
+    });
+    const run = agent.run("ship 1.4.0");
+    const card = page.getByRole("article", { name: "deploy" });
+    await card.waitFor();
+    expect(await card.locator(".prompt").textContent()).toBe("Deploy 1.4.0 to staging?");
+    expect(await card.locator(".digest").textContent()).toMatch(/^[0-9a-f]{16}$/);
+    expect(await card.locator(".age").textContent()).toMatch(/^parked \d+ s ago$/);
+    expect(await card.locator(".left").textContent()).toMatch(/^(9 min \d+|10 min 0) s left$/);
+    expect(await page.locator("#ask-count").textContent()).toBe("1");
+    await screenshot(page, "console-ask-1280");
+    expect(await overflowsSideways(page)).toBe(false);
+    await page.setViewportSize({ width: 400, height: 900 });
+    await screenshot(page, "console-ask-400");
+    expect(await overflowsSideways(page)).toBe(false);
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    await card.getByLabel("Always for this tool").check();
+    await card.getByRole("button", { name: "Approve" }).click();
+    // The grant makes the second deploy run without an ask.
+    const result = await run;
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["ask_allowed", "ask"],
+      ["allow", "grant"],
+    ]);
+    expect(await page.locator("#asks .ask").count()).toBe(0);
+
+    const grantRow = page.locator("#grants tbody tr");
+    await expect.poll(() => grantRow.count()).toBe(1);
+    expect(await grantRow.locator("td").nth(0).textContent()).toBe("deploy");
+    expect(await grantRow.locator("td").nth(2).textContent()).toBe("this tool, any arguments");
+    expect(await grantRow.locator("td").nth(3).textContent()).toBe("matches the tool");
+    await expect.poll(() => page.locator("#records tbody tr").count()).toBe(2);
+    expect(await page.locator("#records tbody tr").first().locator("td").nth(2).textContent()).toBe("allow");
+    await screenshot(page, "console-grants-1280");
+    await page.setViewportSize({ width: 400, height: 900 });
+    await screenshot(page, "console-grants-400");
+    expect(await overflowsSideways(page)).toBe(false);
+
+    await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
+    await expect.poll(() => grantRow.count()).toBe(0);
+    expect(await page.locator("#grants-empty").isVisible()).toBe(true);
+    expect(await store.load()).toEqual([]);
+  });
+
+  it("renders a hostile ask as text: no element, no script, no request", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver });
+    cleanups.push(() => approver.close(), () => server.close());
+    const page = await browser.page(1280);
+    const requests: string[] = [];
+    page.on("request", (r) => requests.push(r.url()));
+    const dialogs: string[] = [];
+    page.on("dialog", (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+
+    const prompt = `<img src=x onerror="window.pwned=1;alert('xss')"><script>window.pwned=2</script>`;
+    const tool = `<b onmouseover=alert(1)>deploy</b>`;
+    const parked = channel.resolve(makeAsk(1, { tool, prompt }), { signal: new AbortController().signal });
+    const card = page.locator("#asks .ask");
+    await card.waitFor();
+    expect(await card.locator(".prompt").textContent()).toBe(prompt);
+    expect(await card.locator(".tool").textContent()).toBe(tool);
+    expect(await page.locator("#asks img, #asks script, #asks b").count()).toBe(0);
+    await card.locator(".prompt").hover();
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).pwned)).toBeUndefined();
+    expect(dialogs).toEqual([]);
+    expect(requests.filter((url) => url.endsWith("/x"))).toEqual([]);
+    await screenshot(page, "console-hostile-1280");
+
+    // Deny it from the keyboard alone: the reason field, then Tab to Deny and press Enter.
+    await card.getByLabel("Reason, if you deny").fill("not from a stranger");
+    await page.keyboard.press("Enter");
+    expect(await page.locator("#asks .ask").count()).toBe(1);
+    await page.keyboard.press("Tab");
+    expect(await focusedText(page)).toBe("Approve");
+    await page.keyboard.press("Tab");
+    expect(await focusedText(page)).toBe("Deny");
+    await page.keyboard.press("Enter");
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not from a stranger" });
+  });
+
+  it("removes an ask that ends elsewhere and says how, and counts its time left", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, askTimeoutMs: 45_000 });
+    cleanups.push(() => approver.close(), () => server.close());
+    const page = await browser.page(400);
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const stop = new AbortController();
+    const parked = channel.resolve(makeAsk(1), { signal: stop.signal });
+    const card = page.locator("#asks .ask");
+    await card.waitFor();
+    expect(await card.locator(".left").textContent()).toMatch(/^4\d s left$/);
+    expect(await card.locator(".left").getAttribute("class")).not.toContain("soon");
+    stop.abort(new Error("deadline"));
+    await expect(parked).rejects.toThrow("deadline");
+    await expect.poll(() => card.count()).toBe(0);
+    expect(await page.locator("#announce").textContent()).toContain("the agent stopped waiting");
+    expect(await page.locator("#asks-empty").isVisible()).toBe(true);
+  });
+
+  it("a signed link's confirmation page works without JavaScript, and only its button answers", async () => {
+    const secret = "link-secret-for-the-browser-test";
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, linkSecret: secret });
+    cleanups.push(() => approver.close(), () => server.close());
+    const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy <b>1.4.0</b> to production?" });
+    let answer: AskResolution | undefined;
+    void channel.resolve(ask, { signal: new AbortController().signal }).then((r) => (answer = r));
+    const noScript = await launch({ javaScriptEnabled: false });
+    cleanups.push(() => noScript.close());
+    const page = await noScript.page(400);
+    const links = signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 });
+    await expect.poll(async () => (await page.goto(links.approve))?.status()).toBe(200);
+    expect(await page.locator("h1").textContent()).toBe("Approve this call?");
+    expect(await page.locator("dd").nth(1).textContent()).toBe("Deploy <b>1.4.0</b> to production?");
+    await screenshot(page, "link-confirm-400");
+    expect(await overflowsSideways(page)).toBe(false);
+    expect(answer).toBeUndefined();
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.waitForURL(links.approve);
+    expect(await page.locator("h1").textContent()).toBe("Approved");
+    await expect.poll(() => answer).toEqual({ type: "approve" });
+    // The same link again: it already answered.
+    const again = await page.goto(links.approve);
+    expect(again?.status()).toBe(409);
+  });
+});

@@ -1,0 +1,86 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+
+/** The Chromium the browser tests drive: Debian's, unless LOOPCTL_CHROMIUM names another. */
+export const CHROMIUM = process.env["LOOPCTL_CHROMIUM"] ?? "/usr/bin/chromium";
+
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"];
+
+/** Where the tests write their screenshots (git ignores it). */
+export const SCREENSHOTS = fileURLToPath(new URL("../../../test-results/screenshots/", import.meta.url));
+
+/** A fresh browser profile; `close()` ends the browser and removes the profile. */
+export interface Browser {
+  readonly context: BrowserContext;
+  page(width?: number): Promise<Page>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts Chromium headless with a fresh --user-data-dir. Fails with the way
+ * to install Chromium when it is missing, rather than skipping.
+ */
+export async function launch(options: { javaScriptEnabled?: boolean } = {}): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `Chromium was not found at ${CHROMIUM}. The browser tests drive a real Chromium through playwright-core.\n` +
+        "Install it with:\n  sudo apt-get install -y chromium      (Debian, Ubuntu)\n" +
+        "or set LOOPCTL_CHROMIUM to the path of a Chromium or Chrome binary, then run npm run test:browser again.",
+    );
+  }
+  const profile = await mkdtemp(join(tmpdir(), "loopctl-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: FLAGS,
+    javaScriptEnabled: options.javaScriptEnabled ?? true,
+  });
+  return {
+    context,
+    async page(width = 1280) {
+      const page = await context.newPage();
+      await page.setViewportSize({ width, height: 900 });
+      return page;
+    },
+    async close() {
+      await context.close();
+      await rm(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Saves a full-page screenshot as test-results/screenshots/<name>.png and returns its path. */
+export async function screenshot(page: Page, name: string): Promise<string> {
+  await mkdir(SCREENSHOTS, { recursive: true });
+  const path = join(SCREENSHOTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/** The little of a page's globals the tests read, typed by hand: the project compiles without the DOM library. */
+export interface PageGlobals {
+  readonly document: {
+    readonly documentElement: { readonly scrollWidth: number };
+    readonly activeElement: { readonly textContent: string | null } | null;
+  };
+  readonly innerWidth: number;
+  readonly pwned?: unknown;
+}
+
+/** The page's layout overflows its viewport sideways (a horizontal scrollbar). */
+export function overflowsSideways(page: Page): Promise<boolean> {
+  return page.evaluate(() => {
+    const g = globalThis as unknown as PageGlobals;
+    return g.document.documentElement.scrollWidth > g.innerWidth;
+  });
+}
+
+/** The text of the element that has the keyboard focus. */
+export function focusedText(page: Page): Promise<string | null | undefined> {
+  return page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.textContent);
+}

@@ -1,0 +1,134 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuditSink } from "loopctl/audit";
+import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
+import { runCli } from "../src/cli/index.js";
+import type { CliContext } from "../src/cli/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { cli } from "./support/cli-harness.js";
+import { request } from "./support/http-client.js";
+
+const repo = fileURLToPath(new URL("..", import.meta.url));
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-cli-console-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Runs `loopctl console …` in-process until `stop` aborts; `printed` resolves with the URL it prints. */
+function startConsole(args: string[], env: Record<string, string> = {}): { printed: Promise<string>; stop: AbortController; done: Promise<number>; output: () => string } {
+  let stdout = "";
+  let stderr = "";
+  let found!: (url: string) => void;
+  const printed = new Promise<string>((resolve) => (found = resolve));
+  const stop = new AbortController();
+  const context: CliContext = {
+    stdout: {
+      write: (chunk: string) => {
+        stdout += chunk;
+        const match = /^open (\S+)$/m.exec(stdout);
+        if (match) found(match[1] as string);
+      },
+    },
+    stderr: { write: (chunk: string) => (stderr += chunk) },
+    env,
+    cwd: dir,
+    signal: stop.signal,
+  };
+  const done = runCli(["console", ...args], context);
+  void done.then(() => found(""));
+  return { printed, stop, done, output: () => stdout + stderr };
+}
+
+describe("loopctl console", () => {
+  it("serves the project's grants (list, revoke) and an audit log's latest decisions, until stopped", async () => {
+    const root = join(dir, "root");
+    const project = join(dir, "project");
+    const store = new FileGrantStore(root, project);
+    const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    const audit = join(dir, "gates.jsonl");
+    const sink = await AuditSink.open(audit);
+    await sink.append(gateRecord(1));
+    await sink.append(gateRecord(2));
+    await sink.close();
+
+    const run = startConsole(["--port", "0", "--root", root, "--project", project, "--audit", audit]);
+    const url = await run.printed;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
+    expect(run.output()).toContain(`grants  ${store.ledgerPath}`);
+    expect(run.output()).toContain(`audit   ${audit}`);
+    const base = url.slice(0, url.indexOf("?"));
+    const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+
+    const grants = await request(`${base}api/grants`, { headers: auth });
+    expect(grants.json).toMatchObject({ available: true, grants: [{ id: grant.id, tool: "deploy", pin: { type: "unpinned" } }] });
+    const records = await request(`${base}api/records`, { headers: auth });
+    expect(records.json).toEqual({ available: true, live: false, records: [gateRecord(1), gateRecord(2)] });
+    expect((await request(`${base}api/asks`, { headers: auth })).json).toEqual({ asks: [] });
+    expect((await request(`${base}api/grants/${grant.id}`, { method: "DELETE", headers: auth })).status).toBe(200);
+    expect(await store.load()).toEqual([]);
+    expect((await request(`${base}`, { headers: auth })).status).toBe(200);
+
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+    expect(run.output()).toContain("loopctl console: stopped");
+    await expect(request(`${base}healthz`)).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  it("takes its token from LOOPCTL_CONSOLE_TOKEN", async () => {
+    const run = startConsole(["--root", join(dir, "r2")], { LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length" });
+    const url = await run.printed;
+    expect(new URL(url).searchParams.get("token")).toBe("a-console-token-of-enough-length");
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+  });
+
+  it("usage errors exit 2: a bad port, a stray argument, an unknown option; a port in use exits 4", async () => {
+    for (const args of [["--port", "http"], ["--port", "70000"], ["--port", "-1"], ["extra"], ["--database-typo", "x"]]) {
+      const result = await cli(["console", ...args], { cwd: dir });
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toContain("Run 'loopctl console --help' for usage.");
+    }
+    const first = startConsole(["--root", join(dir, "r3")]);
+    const port = new URL(await first.printed).port;
+    const second = await cli(["console", "--port", port, "--root", join(dir, "r3")], { cwd: dir });
+    expect(second.code).toBe(4);
+    expect(second.stderr).toContain("EADDRINUSE");
+    first.stop.abort();
+    await first.done;
+  });
+
+  it("--help explains what it serves, and the top-level help lists it", async () => {
+    const help = await cli(["console", "--help"], { cwd: dir });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]");
+    expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
+    expect((await cli(["--help"], { cwd: dir })).stdout).toContain("loopctl console");
+  });
+
+  it("the real bin serves until SIGINT, then exits 0", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "console", "--root", join(dir, "r4")], {
+      cwd: repo,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString("utf8");
+        const match = /^open (\S+)$/m.exec(out);
+        if (match) resolve(match[1] as string);
+      });
+      child.once("exit", () => reject(new Error(`exited early: ${out}`)));
+    });
+    expect((await request(`${url.slice(0, url.indexOf("?"))}healthz`)).status).toBe(200);
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 60_000);
+});

@@ -1,0 +1,651 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
+import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
+import type { GrantStore } from "loopctl/grant";
+import { LoopctlError } from "loopctl";
+import {
+  ServerConfigError,
+  ServerListenError,
+  createApprovalHandler,
+  createApprovalServer,
+} from "loopctl/server";
+import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
+import { makeAsk, track } from "./support/ask-fixtures.js";
+import { openStream, request } from "./support/http-client.js";
+import type { Reply } from "./support/http-client.js";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface Started {
+  readonly server: ApprovalServer;
+  readonly channel: ApprovalChannel;
+  readonly approver: Approver;
+  readonly auth: Readonly<Record<string, string>>;
+  readonly host: string;
+  /** Parks an ask and waits until the server lists it. */
+  park(ask?: PendingAsk, signal?: AbortSignal): Promise<{ ask: PendingAsk; parked: Promise<AskResolution> }>;
+}
+
+async function start(options: Partial<ApprovalServerOptions> = {}): Promise<Started> {
+  const [channel, approver] = ApprovalChannel.pair(16);
+  const server = await createApprovalServer({ approver, ...options });
+  cleanups.push(() => approver.close(), () => server.close());
+  const auth = { authorization: `Bearer ${server.token}` };
+  const host = `127.0.0.1:${server.port}`;
+  return {
+    server,
+    channel,
+    approver,
+    auth,
+    host,
+    async park(ask = makeAsk(1), signal = new AbortController().signal) {
+      const parked = channel.resolve(ask, { signal });
+      parked.catch(() => undefined);
+      await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.some((v) => (v as { ask: PendingAsk }).ask.id === ask.id));
+      return { ask, parked };
+    },
+  };
+}
+
+function get(server: ApprovalServer, path: string, headers: Readonly<Record<string, string>> = {}): Promise<Reply> {
+  return request(`${server.url}${path}`, { headers });
+}
+
+function answer(
+  server: ApprovalServer,
+  id: string,
+  body: unknown,
+  headers: Readonly<Record<string, string>>,
+): Promise<Reply> {
+  return request(`${server.url}api/asks/${id}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+/** Polls `check` on the event loop (no timing assumption) until it holds. */
+async function until(check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (await check()) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error("condition never held");
+}
+
+describe("createApprovalServer", () => {
+  it("binds 127.0.0.1 on a free port and prints a ?token= console URL with a random token", async () => {
+    const { server } = await start();
+    expect(server.url).toBe(`http://127.0.0.1:${server.port}/`);
+    expect(server.port).toBeGreaterThan(0);
+    expect(server.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(server.consoleUrl).toBe(`${server.url}?token=${server.token}`);
+    const other = await start();
+    expect(other.server.token).not.toBe(server.token);
+  });
+
+  it("serves /healthz without a token", async () => {
+    const { server } = await start();
+    const reply = await get(server, "healthz");
+    expect(reply.status).toBe(200);
+    expect(reply.json).toEqual({ ok: true, inbox: "ok" });
+  });
+
+  it("refuses unusable options with a ServerConfigError naming the option", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const cases: [Partial<ApprovalServerOptions>, string][] = [
+      [{ token: "short" }, "token"],
+      [{ token: "has spaces in it, sixteen+" }, "token"],
+      [{ host: "0.0.0.0" }, "allowedHosts"],
+      [{ port: 70_000 }, "port"],
+      [{ linkSecret: "tiny" }, "linkSecret"],
+      [{ maxBodyBytes: 0 }, "maxBodyBytes"],
+      [{ askTimeoutMs: -1 }, "askTimeoutMs"],
+      [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
+    ];
+    for (const [options, option] of cases) {
+      const error = await createApprovalServer({ approver, ...options }).then(
+        (server) => server.close().then(() => undefined),
+        (e: unknown) => e,
+      );
+      expect(error, option).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe(option);
+      expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
+      expect(error).toBeInstanceOf(LoopctlError);
+    }
+  });
+
+  it("reports a port in use as a ServerListenError naming the address", async () => {
+    const { server } = await start();
+    const error = await createApprovalServer({ port: server.port }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerListenError);
+    expect((error as ServerListenError).code).toBe("SERVER_LISTEN_FAILED");
+    expect((error as Error).message).toContain(`127.0.0.1:${server.port}`);
+    expect((error as Error).message).toContain("EADDRINUSE");
+  });
+});
+
+describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
+  it("421 for a Host that is not the bound one, before anything else, /healthz included", async () => {
+    const { server, auth } = await start();
+    for (const [path, headers] of [
+      ["healthz", {}],
+      ["api/asks", auth],
+      ["api/asks", {}],
+      ["", {}],
+    ] as const) {
+      const reply = await request(`${server.url}${path}`, { headers: { ...headers, host: `evil.example:${server.port}` } });
+      expect(reply.status, path).toBe(421);
+    }
+    const rebound = await request(`${server.url}api/asks`, { headers: { ...auth, host: "127.0.0.1:1" } });
+    expect(rebound.status).toBe(421);
+  });
+
+  it("answers to the loopback names of its port, and to allowedHosts", async () => {
+    const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
+    for (const host of [`127.0.0.1:${server.port}`, `localhost:${server.port}`, `[::1]:${server.port}`, "approvals.example.com", "APPROVALS.example.com"]) {
+      const reply = await request(`${server.url}api/asks`, { headers: { ...auth, host } });
+      expect(reply.status, host).toBe(200);
+    }
+  });
+
+  it("401 without a token, with a wrong one, a wrong scheme or a wrong cookie; the page gets a page", async () => {
+    const { server } = await start();
+    for (const headers of [
+      {},
+      { authorization: "Bearer nope-nope-nope-nope-nope" },
+      { authorization: `Basic ${server.token}` },
+      { authorization: `Bearer ${server.token}x` },
+      { cookie: "loopctl_session_000000000000=forged" },
+    ]) {
+      const reply = await get(server, "api/asks", headers);
+      expect(reply.status).toBe(401);
+      expect(reply.json).toMatchObject({ error: "unauthorized" });
+      expect(reply.headers["www-authenticate"]).toBe('Bearer realm="loopctl"');
+    }
+    const page = await get(server, "");
+    expect(page.status).toBe(401);
+    expect(page.headers["content-type"]).toMatch(/^text\/html/);
+    expect(page.text).toContain("?token=");
+    for (const path of ["console.js", "console.css", "api/grants", "api/records", "api/asks/stream", "nowhere"]) {
+      expect((await get(server, path)).status, path).toBe(401);
+    }
+    const post = await answer(server, makeAsk(0).id, { type: "approve" }, {});
+    expect(post.status).toBe(401);
+  });
+
+  it("401 comes before 403: a bad token from a foreign origin is a 401", async () => {
+    const { server } = await start();
+    const reply = await answer(server, makeAsk(0).id, { type: "approve" }, { origin: "https://evil.example" });
+    expect(reply.status).toBe(401);
+  });
+
+  it("403 for a state-changing request from a foreign Origin, even with the bearer token, before the body is read", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    for (const origin of ["https://evil.example", "null", `http://127.0.0.1:${server.port + 1}`]) {
+      const reply = await answer(server, ask.id, { type: "approve" }, { ...auth, origin });
+      expect(reply.status, origin).toBe(403);
+      expect(reply.json).toMatchObject({ error: "forbidden_origin" });
+    }
+    const revoke = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: { ...auth, origin: "https://evil.example" } });
+    expect(revoke.status).toBe(403);
+    expect(track(parked).outcome.state).toBe("pending");
+    // Reading is not state-changing: a GET from elsewhere with the token is served (CORS keeps its reply from a page).
+    expect((await get(server, "api/asks", { ...auth, origin: "https://evil.example" })).status).toBe(200);
+  });
+
+  it("405 with Allow for a known path and the wrong method", async () => {
+    const { server, auth } = await start();
+    const reply = await request(`${server.url}api/asks`, { method: "PUT", headers: auth });
+    expect(reply.status).toBe(405);
+    expect(reply.headers["allow"]).toBe("GET");
+    expect((await get(server, "api/nothing", auth)).status).toBe(404);
+  });
+});
+
+describe("the console's session cookie", () => {
+  it("/?token= sets an HttpOnly, SameSite=Strict cookie and redirects to / so the token leaves the address bar", async () => {
+    const { server, park } = await start();
+    const login = await get(server, `?token=${server.token}`);
+    expect(login.status).toBe(303);
+    expect(login.headers.location).toBe("/");
+    const setCookie = login.headers["set-cookie"]?.[0] ?? "";
+    expect(setCookie).toMatch(/^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/$/);
+    expect(setCookie).not.toContain(server.token);
+    const cookie = setCookie.split(";")[0] as string;
+
+    const page = await get(server, "", { cookie });
+    expect(page.status).toBe(200);
+    expect(page.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(page.headers["content-security-policy"]).toContain("script-src 'self'");
+    expect(page.headers["content-security-policy"]).not.toContain("unsafe-inline");
+    expect(page.headers["x-frame-options"]).toBe("DENY");
+    expect(page.text).toContain('<script src="console.js" defer></script>');
+    expect((await get(server, "console.js", { cookie })).headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect((await get(server, "console.css", { cookie })).headers["content-type"]).toBe("text/css; charset=utf-8");
+
+    // With the cookie alone, a state-changing request must carry this server's Origin.
+    const { ask, parked } = await park();
+    expect((await answer(server, ask.id, { type: "approve" }, { cookie })).status).toBe(403);
+    expect((await answer(server, ask.id, { type: "approve" }, { cookie, origin: "https://evil.example" })).status).toBe(403);
+    const own = await answer(server, ask.id, { type: "approve" }, { cookie, origin: `http://127.0.0.1:${server.port}` });
+    expect(own.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("refuses a wrong ?token= with 401 and sets no cookie", async () => {
+    const { server } = await start();
+    const reply = await get(server, `?token=${server.token.slice(1)}`);
+    expect(reply.status).toBe(401);
+    expect(reply.headers["set-cookie"]).toBeUndefined();
+  });
+
+  it("gives each server its own cookie name (cookies ignore ports)", async () => {
+    const a = await start();
+    const b = await start();
+    const name = async (s: Started): Promise<string> =>
+      ((await get(s.server, `?token=${s.server.token}`)).headers["set-cookie"]?.[0] ?? "").split("=")[0] as string;
+    expect(await name(a)).not.toBe(await name(b));
+  });
+});
+
+describe("answers: POST /api/asks/:id", () => {
+  it("200 when the answer reaches the parked call, with remember passed on; the ask leaves the list", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const listed = (await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk; ageMs: number; timeLeftMs: null }[] };
+    expect(listed.asks).toHaveLength(1);
+    expect(listed.asks[0]?.ask).toEqual(ask);
+    expect(listed.asks[0]?.timeLeftMs).toBeNull();
+    const reply = await answer(server, ask.id, { type: "approve", remember: "this_tool", extra: "dropped" }, auth);
+    expect(reply.status).toBe(200);
+    expect(reply.json).toEqual({ delivered: true });
+    await expect(parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
+    expect(((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks).toEqual([]);
+  });
+
+  it("shows the time left when told the agent's deadline", async () => {
+    const clock = { now: 1_000_000 };
+    const { server, auth, park } = await start({ askTimeoutMs: 60_000, now: () => clock.now });
+    await park();
+    clock.now += 15_000;
+    const listed = (await get(server, "api/asks", auth)).json as { asks: { receivedAtMs: number; ageMs: number; expiresAtMs: number; timeLeftMs: number }[] };
+    expect(listed.asks[0]).toMatchObject({ receivedAtMs: 1_000_000, ageMs: 15_000, expiresAtMs: 1_060_000, timeLeftMs: 45_000 });
+  });
+
+  it("409 once the ask ended: answered, or withdrawn by the engine, with how it ended", async () => {
+    const { server, auth, park } = await start();
+    const first = await park(makeAsk(1));
+    expect((await answer(server, first.ask.id, { type: "deny", reason: "no" }, auth)).status).toBe(200);
+    const again = await answer(server, first.ask.id, { type: "approve" }, auth);
+    expect(again.status).toBe(409);
+    expect(again.json).toMatchObject({ error: "ask_ended", ending: { type: "answered", verdict: "deny" } });
+    await expect(first.parked).resolves.toEqual({ type: "deny", reason: "no" });
+
+    const stop = new AbortController();
+    const second = await park(makeAsk(2), stop.signal);
+    stop.abort(new Error("deadline"));
+    await expect(second.parked).rejects.toThrow("deadline");
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 0);
+    const late = await answer(server, second.ask.id, { type: "approve" }, auth);
+    expect(late.status).toBe(409);
+    expect(late.json).toMatchObject({ ending: { type: "withdrawn", reason: "unknown" } });
+  });
+
+  it("404 for an ask it never saw, a malformed id, or a server without an approver", async () => {
+    const { server, auth } = await start();
+    expect((await answer(server, makeAsk(0).id, { type: "approve" }, auth)).status).toBe(404);
+    expect((await answer(server, "not-a-uuid", { type: "approve" }, auth)).status).toBe(404);
+    expect((await answer(server, "%E0%A4%A", { type: "approve" }, auth)).status).toBe(404);
+    const bare = await createApprovalServer({});
+    cleanups.push(() => bare.close());
+    const reply = await answer(bare, makeAsk(0).id, { type: "approve" }, { authorization: `Bearer ${bare.token}` });
+    expect(reply.status).toBe(404);
+    expect(reply.json).toMatchObject({ error: "ask_unknown" });
+  });
+
+  it("400 for a body that is not JSON or not an answer; 415 for another content type; the ask stays parked", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    for (const body of ["{", "null", "[]", JSON.stringify({ type: "maybe" }), JSON.stringify({ type: "approve", remember: "forever" }), JSON.stringify({ type: "deny", reason: 7 })]) {
+      const reply = await answer(server, ask.id, body, auth);
+      expect(reply.status, body).toBe(400);
+      expect(reply.json).toMatchObject({ error: "bad_request" });
+    }
+    const form = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/x-www-form-urlencoded" },
+      body: "type=approve",
+    });
+    expect(form.status).toBe(415);
+    expect(track(parked).outcome.state).toBe("pending");
+    expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
+  });
+
+  it("413 for a body over the limit, declared or streamed, without reading it all", async () => {
+    const { server, auth, park } = await start({ maxBodyBytes: 1024 });
+    const { ask, parked } = await park();
+    const big = JSON.stringify({ type: "deny", reason: "x".repeat(2048) });
+    const declared = await answer(server, ask.id, big, auth);
+    expect(declared.status).toBe(413);
+    expect(declared.json).toMatchObject({ error: "body_too_large" });
+    const streamed = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      chunks: [big.slice(0, 600), big.slice(600)],
+    });
+    expect(streamed.status).toBe(413);
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("200 concurrent answers racing for one ask: exactly one 200, every other a 409", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const replies = await Promise.all(
+      Array.from({ length: 200 }, (_, n) => answer(server, ask.id, n % 2 === 0 ? { type: "approve" } : { type: "deny" }, auth)),
+    );
+    const statuses = replies.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(199);
+    const winner = replies.findIndex((r) => r.status === 200);
+    await expect(parked).resolves.toEqual(winner % 2 === 0 ? { type: "approve" } : { type: "deny" });
+  });
+});
+
+describe("the event stream: GET /api/asks/stream", () => {
+  it("starts with every pending ask, then sends ask and settled events as they happen, and keeps alive", async () => {
+    const { server, auth, park } = await start({ heartbeatMs: 20 });
+    const first = await park(makeAsk(1));
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    expect(stream.status).toBe(200);
+    expect(stream.headers["content-type"]).toBe("text/event-stream; charset=utf-8");
+    const snapshot = await stream.next((e) => e.event === "ask");
+    expect((JSON.parse(snapshot.data) as { ask: PendingAsk }).ask).toEqual(first.ask);
+
+    const second = await park(makeAsk(2, { prompt: "line one\nline two" }));
+    const arrived = await stream.next((e) => e.event === "ask");
+    expect((JSON.parse(arrived.data) as { ask: PendingAsk }).ask).toEqual(second.ask);
+
+    expect((await answer(server, second.ask.id, { type: "approve" }, auth)).status).toBe(200);
+    const settled = await stream.next((e) => e.event === "settled");
+    expect(JSON.parse(settled.data)).toEqual({ id: second.ask.id, ending: { type: "answered", verdict: "approve" } });
+
+    const heartbeat = await stream.next((e) => e.event === "");
+    expect(heartbeat.data).toBe("keep-alive");
+  });
+
+  it("sends settled for an ask the approver's owner answered or withdrew elsewhere", async () => {
+    const { server, auth, park, approver } = await start();
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    const { ask } = await park();
+    await stream.next((e) => e.event === "ask");
+    approver.resolve(ask.id, { type: "deny" });
+    const settled = await stream.next((e) => e.event === "settled");
+    expect(JSON.parse(settled.data)).toEqual({ id: ask.id, ending: { type: "answered", verdict: "deny" } });
+  });
+
+  it("refuses streams beyond maxStreams with 503", async () => {
+    const { server, auth } = await start({ maxStreams: 1 });
+    const one = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => one.close());
+    expect((await get(server, "api/asks/stream", auth)).status).toBe(503);
+  });
+});
+
+describe("close()", () => {
+  it("ends every stream and connection, settles its own work, and leaves the asks parked with their owner", async () => {
+    const { server, auth, park, approver } = await start();
+    const a = await park(makeAsk(1));
+    const b = await park(makeAsk(2));
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    await server.close();
+    await stream.ended;
+    await server.close();
+    await expect(request(`${server.url}healthz`)).rejects.toThrow(/ECONNREFUSED/);
+    // The server answered nothing: its asks wait for the approver's owner.
+    expect(track(a.parked).outcome.state).toBe("pending");
+    expect(approver.pending).toBe(2);
+    expect(approver.resolve(a.ask.id, { type: "approve" })).toBe(true);
+    await expect(a.parked).resolves.toEqual({ type: "approve" });
+    // Closing the approver denies the rest: no ask is left parked.
+    approver.close();
+    await expect(b.parked).resolves.toMatchObject({ type: "deny" });
+    expect(approver.pending).toBe(0);
+  });
+
+  it("stops asking the approver for asks: the pump's wait is released", async () => {
+    let nextCalls = 0;
+    let released = 0;
+    const inbox: AskInbox = {
+      next: ({ signal } = {}) => {
+        nextCalls += 1;
+        return new Promise((_, reject) =>
+          signal?.addEventListener("abort", () => {
+            released += 1;
+            reject(signal.reason);
+          }),
+        );
+      },
+      resolve: () => false,
+      ended: () => Promise.resolve({ type: "withdrawn", reason: "unknown" }),
+      close: () => undefined,
+    };
+    const server = await createApprovalServer({ approver: inbox });
+    await until(() => nextCalls === 1);
+    await server.close();
+    expect(released).toBe(1);
+  });
+
+  it("does not wait on an approver that ignores the signal: close() still settles", async () => {
+    const never = new Promise<never>(() => undefined);
+    let watched = false;
+    const deaf: AskInbox = {
+      next: () => (watched ? never : Promise.resolve(makeAsk(1))),
+      resolve: () => false,
+      ended: () => {
+        watched = true;
+        return never;
+      },
+      close: () => undefined,
+    };
+    const server = await createApprovalServer({ approver: deaf });
+    await until(async () => ((await get(server, "api/asks", { authorization: `Bearer ${server.token}` })).json as { asks: unknown[] }).asks.length === 1);
+    await server.close();
+  });
+});
+
+describe("any approver with the AskInbox shape", () => {
+  /** An inbox whose resolve is async, as a database-backed queue's is. */
+  function asyncInbox(approver: Approver): AskInbox {
+    return {
+      next: (options) => approver.next(options),
+      resolve: async (id, resolution) => {
+        await new Promise((r) => setImmediate(r));
+        return approver.resolve(id, resolution);
+      },
+      ended: (id, options): Promise<AskEnding> => approver.ended(id, options),
+      close: () => approver.close(),
+    };
+  }
+
+  it("serves an inbox whose resolve returns Promise<boolean>: 200 once, then 409", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver: asyncInbox(approver) });
+    cleanups.push(() => approver.close(), () => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const replies = await Promise.all([1, 2, 3].map(() => answer(server, ask.id, { type: "approve" }, auth)));
+    expect(replies.map((r) => r.status).sort()).toEqual([200, 409, 409]);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {
+    const errors: unknown[] = [];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const failing: AskInbox = { ...asyncInbox(approver), resolve: () => Promise.reject(new Error("connection to db at 10.0.0.5 lost")) };
+    const server = await createApprovalServer({ approver: failing, onError: (e) => errors.push(e) });
+    cleanups.push(() => approver.close(), () => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    void channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const reply = await answer(server, ask.id, { type: "approve" }, auth);
+    expect(reply.status).toBe(503);
+    expect(reply.json).toEqual({ error: "approver_unavailable", message: expect.any(String) as string });
+    expect(reply.text).not.toContain("10.0.0.5");
+    expect(reply.text).not.toMatch(/at .*\.ts:\d+/);
+    expect(errors.map(String)).toEqual(["Error: connection to db at 10.0.0.5 lost"]);
+  });
+
+  it("reports a failing next() on /healthz (503) and keeps retrying", async () => {
+    let calls = 0;
+    let retried!: () => void;
+    const retry = new Promise<void>((resolve) => (retried = resolve));
+    const inbox: AskInbox = {
+      next: () => {
+        calls += 1;
+        if (calls === 2) retried();
+        return Promise.reject(new Error("queue down"));
+      },
+      resolve: () => false,
+      ended: () => Promise.resolve({ type: "withdrawn", reason: "unknown" }),
+      close: () => undefined,
+    };
+    const server = await createApprovalServer({ approver: inbox });
+    cleanups.push(() => server.close());
+    await until(() => calls >= 1);
+    const reply = await get(server, "healthz");
+    expect(reply.status).toBe(503);
+    expect(reply.json).toEqual({ ok: false, inbox: "failing" });
+    await retry;
+  });
+
+  it("says the inbox closed on /healthz once next() returns undefined", async () => {
+    const { server, approver } = await start();
+    approver.close();
+    await until(async () => (await get(server, "healthz")).status === 503);
+    expect((await get(server, "healthz")).json).toEqual({ ok: false, inbox: "closed" });
+  });
+});
+
+describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
+  const deploy = { name: "deploy", description: "Deploy the site", inputSchema: { type: "object" } };
+  const changed = { ...deploy, description: "Deploy the site, and also wipe the database" };
+
+  async function withGrants(grants: GrantStore, describeTool?: (name: string) => typeof deploy | undefined): Promise<Started> {
+    return start({ grants, ...(describeTool === undefined ? {} : { describeTool }) });
+  }
+
+  it("lists grants with their pin checked against the tool's current descriptor", async () => {
+    const store = new MemoryGrantStore();
+    const pinned = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(deploy)).withCreatedAtMs(5));
+    const call = await store.save(new Grant("deploy", "deny", GrantScope.thisCall({ env: "production" })));
+    const other = await store.save(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(deploy)));
+    let current = deploy;
+    const { server, auth } = await withGrants(store, (name) => (name === "deploy" ? current : undefined));
+    const list = async (): Promise<{ id: string; pin: unknown; scope: string; args: unknown; verdict: string }[]> =>
+      ((await get(server, "api/grants", auth)).json as { available: boolean; grants: never[] }).grants;
+    const byId = (grants: { id: string }[], id: string): unknown => grants.find((g) => g.id === id);
+    let grants = await list();
+    expect(byId(grants, pinned.id)).toMatchObject({ verdict: "allow", scope: "this_tool", args: null, pin: { type: "match", kind: "fingerprint" }, createdAtMs: 5 });
+    expect(byId(grants, call.id)).toMatchObject({ verdict: "deny", scope: "this_call", args: { env: "production" }, pin: { type: "unpinned" } });
+    expect(byId(grants, other.id)).toMatchObject({ pin: { type: "unchecked" } });
+    current = changed;
+    grants = await list();
+    expect(byId(grants, pinned.id)).toMatchObject({ pin: { type: "mismatch", kind: "fingerprint" } });
+  });
+
+  it("revokes by id: 200 with the grant, then 404; 404 for a malformed id; the store really lost it", async () => {
+    const store = new MemoryGrantStore();
+    const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    const { server, auth } = await withGrants(store);
+    const del = (id: string): Promise<Reply> => request(`${server.url}api/grants/${id}`, { method: "DELETE", headers: auth });
+    const first = await del(grant.id);
+    expect(first.status).toBe(200);
+    expect(first.json).toMatchObject({ revoked: { id: grant.id, tool: "deploy" } });
+    expect(await store.load()).toEqual([]);
+    expect((await del(grant.id)).status).toBe(404);
+    expect((await del("../../etc")).status).toBe(404);
+    expect((await del("ZZZZ")).status).toBe(404);
+  });
+
+  it("says when there is no grant store", async () => {
+    const { server, auth } = await start();
+    expect((await get(server, "api/grants", auth)).json).toEqual({ available: false, grants: [] });
+    expect((await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status).toBe(404);
+  });
+
+  it("503 naming only the error code when the store fails; no path, message or stack reaches the client", async () => {
+    const errors: unknown[] = [];
+    const broken: GrantStore = {
+      load: () => Promise.reject(Object.assign(new Error("ledger /home/alice/.local/state/x corrupt"), { code: "LEDGER_CORRUPT" })),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.reject(new TypeError("boom")),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: broken, onError: (e) => errors.push(e) });
+    const listed = await get(server, "api/grants", auth);
+    expect(listed.status).toBe(503);
+    expect(listed.json).toEqual({ error: "grants_unavailable", message: "the grant store failed (LEDGER_CORRUPT)" });
+    const revoked = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    expect(revoked.status).toBe(503);
+    expect(revoked.text).not.toContain("boom");
+    expect(errors).toHaveLength(2);
+  });
+});
+
+describe("createApprovalHandler in an existing node:http app", () => {
+  it("serves under a mount path, answers to the app's Host, and logs in to the mounted page", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    // What an Express-style router does: strip the mount path, keep the original URL.
+    app.on("request", (req, res) => {
+      const url = req.url ?? "/";
+      if (url === "/approvals" || url.startsWith("/approvals/") || url.startsWith("/approvals?")) {
+        Object.assign(req, { originalUrl: url, url: url.slice("/approvals".length) || "/" });
+        if ((req.url ?? "").startsWith("?")) req.url = `/${req.url ?? ""}`;
+        handler.handle(req, res);
+      } else {
+        res.writeHead(200).end("the app");
+      }
+    });
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    const login = await request(`${base}/approvals?token=a-token-of-twenty-chars`);
+    expect(login.status).toBe(303);
+    expect(login.headers.location).toBe("/approvals/");
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    await until(async () => ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1);
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    expect((await request(`${base}/elsewhere`)).text).toBe("the app");
+    expect(() => createApprovalHandler({ allowedHosts: [] })).toThrow(ServerConfigError);
+  });
+});

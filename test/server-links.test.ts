@@ -1,0 +1,200 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import type { AskResolution, PendingAsk } from "loopctl/ask";
+import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
+import type { ApprovalServer } from "loopctl/server";
+import { makeAsk, track } from "./support/ask-fixtures.js";
+import { request } from "./support/http-client.js";
+import type { Reply } from "./support/http-client.js";
+
+const SECRET = "link-secret-of-at-least-32-bytes!";
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface Setup {
+  readonly server: ApprovalServer;
+  readonly ask: PendingAsk;
+  readonly parked: Promise<AskResolution>;
+  links(options?: { ttlMs?: number; nowMs?: number; secret?: string }): { approve: string; deny: string };
+}
+
+async function setup(prompt = "Deploy 1.4.0 to production?"): Promise<Setup> {
+  const [channel, approver] = ApprovalChannel.pair(4);
+  const server = await createApprovalServer({ approver, linkSecret: SECRET });
+  cleanups.push(() => approver.close(), () => server.close());
+  const ask = makeAsk(1, { tool: "deploy", prompt });
+  const parked = channel.resolve(ask, { signal: new AbortController().signal });
+  parked.catch(() => undefined);
+  const auth = { authorization: `Bearer ${server.token}` };
+  for (let i = 0; i < 1000; i++) {
+    if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1) break;
+  }
+  return {
+    server,
+    ask,
+    parked,
+    links: ({ ttlMs = 60_000, nowMs, secret = SECRET } = {}) =>
+      signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs, ...(nowMs === undefined ? {} : { nowMs }) }),
+  };
+}
+
+const post = (url: string, headers: Record<string, string> = {}, body = ""): Promise<Reply> =>
+  request(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body });
+
+describe("signAnswerLink", () => {
+  it("makes an approve and a deny link under <baseUrl>/answer, signed over ask id, verdict and expiry", () => {
+    const ask = makeAsk(1);
+    const links = signAnswerLink(ask, { secret: SECRET, baseUrl: "https://approvals.example.com/loopctl", ttlMs: 1000, nowMs: 5000 });
+    expect(links.expiresAtMs).toBe(6000);
+    const approve = new URL(links.approve);
+    expect(`${approve.origin}${approve.pathname}`).toBe("https://approvals.example.com/loopctl/answer");
+    expect(Object.fromEntries(approve.searchParams)).toEqual({ ask: ask.id, verdict: "approve", expires: "6000", sig: expect.stringMatching(/^[0-9a-f]{64}$/) as string });
+    const deny = new URL(links.deny);
+    expect(deny.searchParams.get("verdict")).toBe("deny");
+    expect(deny.searchParams.get("sig")).not.toBe(approve.searchParams.get("sig"));
+    // Deterministic: the same inputs sign the same way; another secret does not.
+    expect(signAnswerLink(ask, { secret: SECRET, baseUrl: "https://approvals.example.com/loopctl/", ttlMs: 1000, nowMs: 5000 }).approve).toBe(links.approve);
+    expect(signAnswerLink(ask, { secret: `${SECRET}x`, baseUrl: "https://approvals.example.com/loopctl/", ttlMs: 1000, nowMs: 5000 }).approve).not.toBe(links.approve);
+  });
+
+  it("refuses bad input with a ServerInputError naming it", () => {
+    const ask = makeAsk(1);
+    const ok = { secret: SECRET, baseUrl: "http://127.0.0.1:1/", ttlMs: 1000 };
+    const cases: [unknown, object, string][] = [
+      [{ id: "nope" }, ok, "ask.id"],
+      [null, ok, "ask.id"],
+      [ask, { ...ok, secret: "short" }, "secret"],
+      [ask, { ...ok, secret: new Uint8Array(8) }, "secret"],
+      [ask, { ...ok, baseUrl: "not a url" }, "baseUrl"],
+      [ask, { ...ok, baseUrl: "javascript:alert(1)" }, "baseUrl"],
+      [ask, { ...ok, ttlMs: 0 }, "ttlMs"],
+      [ask, { ...ok, ttlMs: 1.5 }, "ttlMs"],
+      [ask, { ...ok, nowMs: -1 }, "nowMs"],
+    ];
+    for (const [bad, options, option] of cases) {
+      let error: unknown;
+      try {
+        signAnswerLink(bad as PendingAsk, options as typeof ok);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as ServerInputError).code).toBe("SERVER_INPUT_INVALID");
+    }
+  });
+});
+
+describe("a server with the same linkSecret", () => {
+  it("GET shows a confirmation page and never answers, however often a previewer fetches it", async () => {
+    const { links, parked } = await setup();
+    for (let i = 0; i < 5; i++) {
+      const page = await request(links().approve);
+      expect(page.status).toBe(200);
+      expect(page.text).toContain("Approve this call?");
+      expect(page.text).toContain('<form method="post">');
+      expect(page.text).toContain("Deploy 1.4.0 to production?");
+      expect(page.headers["content-security-policy"]).toContain("script-src 'self'");
+      expect(page.headers["content-security-policy"]).toMatch(/style-src 'sha256-[A-Za-z0-9+/]+=*'/);
+      expect(page.text).not.toContain("<script");
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("shows the ask's text as text on the confirmation page", async () => {
+    const hostile = `<img src=x onerror="alert(1)"> & <script>alert(2)</script>`;
+    const { links } = await setup(hostile);
+    const page = await request(links().deny);
+    expect(page.text).not.toContain("<img");
+    expect(page.text).not.toContain("<script>");
+    expect(page.text).toContain("&#60;img src=x onerror=&#34;alert(1)&#34;&#62; &#38; &#60;script&#62;alert(2)&#60;/script&#62;");
+    expect(page.text).toContain('name="reason"');
+  });
+
+  it("POST answers once: 200, then 409 for the same link replayed and for its opposite", async () => {
+    const { links, parked } = await setup();
+    const { approve, deny } = links();
+    const first = await post(approve);
+    expect(first.status).toBe(200);
+    expect(first.text).toContain("Approved");
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    const replay = await post(approve);
+    expect(replay.status).toBe(409);
+    expect(replay.text).toContain("already ended");
+    expect((await post(deny)).status).toBe(409);
+    expect((await request(approve)).status).toBe(409);
+  });
+
+  it("a deny link carries the reason typed on its page", async () => {
+    const { links, parked } = await setup();
+    const reply = await post(links().deny, {}, "reason=not+on+a+Friday");
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
+  });
+
+  it("an expired link is refused with 410 and answers nothing", async () => {
+    const { links, parked } = await setup();
+    const old = links({ ttlMs: 1000, nowMs: Date.now() - 60_000 });
+    expect((await request(old.approve)).status).toBe(410);
+    const reply = await post(old.approve);
+    expect(reply.status).toBe(410);
+    expect(reply.text).toContain("expired");
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("a forged or altered link is refused with 403 and answers nothing", async () => {
+    const { links, parked, ask, server } = await setup();
+    const { approve, deny } = links();
+    const url = new URL(approve);
+    const tampered = (edit: (u: URL) => void): string => {
+      const copy = new URL(url);
+      edit(copy);
+      return copy.href;
+    };
+    const forged = [
+      tampered((u) => u.searchParams.set("sig", "0".repeat(64))),
+      tampered((u) => u.searchParams.set("verdict", "deny")),
+      tampered((u) => u.searchParams.set("expires", String(Number(u.searchParams.get("expires")) + 86_400_000))),
+      tampered((u) => u.searchParams.set("ask", makeAsk(2).id)),
+      tampered((u) => u.searchParams.delete("sig")),
+      tampered((u) => u.searchParams.set("sig", `${u.searchParams.get("sig") ?? ""}00`)),
+      links({ secret: "another-secret-of-enough-length" }).approve,
+      `${server.url}answer?ask=${ask.id}`,
+    ];
+    for (const link of forged) {
+      expect((await request(link)).status, link).toBe(403);
+      expect((await post(link)).status, link).toBe(403);
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+    expect((await post(deny)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny" });
+  });
+
+  it("needs no token, but the Host check holds, a foreign Origin is refused, and the body limit applies", async () => {
+    const { links, parked, server } = await setup();
+    const { approve } = links();
+    expect((await request(approve, { headers: { host: "evil.example" } })).status).toBe(421);
+    expect((await post(approve, { origin: "https://evil.example" })).status).toBe(403);
+    expect((await post(approve, {}, `reason=${"x".repeat(20_000)}`)).status).toBe(413);
+    expect((await request(approve, { method: "PUT" })).status).toBe(405);
+    expect(track(parked).outcome.state).toBe("pending");
+    expect((await post(approve, { origin: `http://127.0.0.1:${server.port}` })).status).toBe(200);
+  });
+
+  it("404 for a valid link to an ask the server never saw", async () => {
+    const { server } = await setup();
+    const stranger = signAnswerLink(makeAsk(9), { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
+    expect((await post(stranger.approve)).status).toBe(404);
+  });
+
+  it("a server without linkSecret takes no links", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    const server = await createApprovalServer({ approver });
+    cleanups.push(() => approver.close(), () => server.close());
+    const links = signAnswerLink(makeAsk(1), { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
+    expect((await request(links.approve)).status).toBe(404);
+    expect((await post(links.approve)).status).toBe(404);
+  });
+});

@@ -1,0 +1,187 @@
+import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import { AuditSink } from "loopctl/audit";
+import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import type { GateDecision, Hook } from "loopctl/engine";
+import { ScriptedModel } from "loopctl/testing";
+import { RecentRecords, ServerConfigError, auditLogRecords, createApprovalServer } from "loopctl/server";
+import type { ApprovalServer, RecordSource } from "loopctl/server";
+import { openStream, request } from "./support/http-client.js";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-server-records-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function decision(n: number, verdict: GateDecision["verdict"] = "allow"): GateDecision {
+  return { tool: `tool_${n}`, argsDigest: "0123456789abcdef", verdict, ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null, ts: n };
+}
+
+async function serve(records: RecordSource): Promise<{ server: ApprovalServer; auth: Record<string, string> }> {
+  const server = await createApprovalServer({ records });
+  cleanups.push(() => server.close());
+  return { server, auth: { authorization: `Bearer ${server.token}` } };
+}
+
+describe("RecentRecords", () => {
+  it("keeps the latest `capacity` decisions, oldest first, whatever the limit asked", () => {
+    const records = new RecentRecords({ capacity: 3 });
+    expect(records.recent(10)).toEqual([]);
+    for (let n = 1; n <= 5; n++) records.onGate({ turn: 0, callId: `c${n}`, decision: decision(n) });
+    expect(records.size).toBe(3);
+    expect(records.recent(10).map((r) => r.ts)).toEqual([3, 4, 5]);
+    expect(records.recent(2).map((r) => r.ts)).toEqual([4, 5]);
+    expect(records.recent(0)).toEqual([]);
+  });
+
+  it("tells subscribers each new decision; a throwing subscriber harms nobody; unsubscribe stops it", () => {
+    const records = new RecentRecords();
+    const seen: number[] = [];
+    records.subscribe(() => {
+      throw new Error("bad subscriber");
+    });
+    const stop = records.subscribe((r) => seen.push(r.ts));
+    records.onGate({ turn: 0, callId: "c1", decision: decision(1) });
+    stop();
+    records.onGate({ turn: 0, callId: "c2", decision: decision(2) });
+    expect(seen).toEqual([1]);
+    expect(records.size).toBe(2);
+  });
+
+  it("refuses a capacity that is not a positive integer", () => {
+    for (const capacity of [0, -1, 1.5, Number.NaN]) {
+      expect(() => new RecentRecords({ capacity })).toThrow(ServerConfigError);
+    }
+  });
+
+  it("as an engine observer behind the server: GET /api/records and a live record event for every decision of a real run", async () => {
+    const records = new RecentRecords();
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, records });
+    cleanups.push(() => approver.close(), () => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+
+    const echo = defineTool({ name: "echo", description: "Echo", input: z.object({ text: z.string() }), execute: ({ text }) => text });
+    const askForShout: Hook = { preToolUse: (call) => (call.input as { text: string }).text === "shout" ? { type: "ask", prompt: "Shout?" } : { type: "allow" } };
+    const agent = new Agent({
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c1", name: "echo", input: { text: "hi" } }] },
+        { toolCalls: [{ id: "c2", name: "echo", input: { text: "shout" } }] },
+        { text: "done" },
+      ]),
+      tools: [echo],
+      managers: new LoopManagers().withHook(askForShout).withAskResolver(channel).withObserver(records),
+    });
+    const run = agent.run("go");
+    const ask = JSON.parse((await stream.next((e) => e.event === "ask")).data) as { ask: { id: string } };
+    const reply = await request(`${server.url}api/asks/${ask.ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    expect(reply.status).toBe(200);
+    const result = await run;
+
+    const live: GateDecision[] = [];
+    for (let i = 0; i < result.records.length; i++) live.push(JSON.parse((await stream.next((e) => e.event === "record")).data) as GateDecision);
+    expect(live).toEqual(result.records);
+    const listed = await request(`${server.url}api/records`, { headers: auth });
+    expect(listed.json).toEqual({ available: true, live: true, records: result.records });
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "ask_allowed"]);
+  });
+});
+
+describe("GET /api/records", () => {
+  it("takes ?limit= from 1 to 500 and refuses anything else with 400", async () => {
+    const records = new RecentRecords();
+    for (let n = 1; n <= 60; n++) records.onGate({ turn: 0, callId: "c", decision: decision(n) });
+    const { server, auth } = await serve(records);
+    const ts = async (query: string): Promise<number[]> =>
+      ((await request(`${server.url}api/records${query}`, { headers: auth })).json as { records: GateDecision[] }).records.map((r) => r.ts);
+    expect(await ts("")).toHaveLength(50);
+    expect(await ts("?limit=3")).toEqual([58, 59, 60]);
+    for (const bad of ["0", "501", "abc", "2.5", "-1"]) {
+      expect((await request(`${server.url}api/records?limit=${bad}`, { headers: auth })).status, bad).toBe(400);
+    }
+  });
+
+  it("says when there is no record source", async () => {
+    const server = await createApprovalServer({});
+    cleanups.push(() => server.close());
+    const reply = await request(`${server.url}api/records`, { headers: { authorization: `Bearer ${server.token}` } });
+    expect(reply.json).toEqual({ available: false, live: false, records: [] });
+  });
+
+  it("503 when the source fails, 500 for a fault of the server's own; neither sends a stack or a message", async () => {
+    const errors: unknown[] = [];
+    const failing: RecordSource = { recent: () => Promise.reject(new Error("disk at /srv/secret failed")) };
+    const server = await createApprovalServer({ records: failing, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const reply = await request(`${server.url}api/records`, { headers: auth });
+    expect(reply.status).toBe(503);
+    expect(reply.text).not.toContain("/srv/secret");
+
+    // A value JSON cannot carry makes the server itself fail: a bare 500.
+    const unserializable: RecordSource = { recent: () => [{ ...decision(1), ts: 10n as unknown as number }] };
+    const second = await createApprovalServer({ records: unserializable, onError: (e) => errors.push(e) });
+    cleanups.push(() => second.close());
+    const fault = await request(`${second.url}api/records`, { headers: { authorization: `Bearer ${second.token}` } });
+    expect(fault.status).toBe(500);
+    expect(fault.json).toEqual({ error: "internal", message: "internal error; the server's onError has the details" });
+    expect(fault.text).not.toMatch(/BigInt|at .*:\d+:\d+/);
+    expect(errors).toHaveLength(2);
+  });
+});
+
+describe("auditLogRecords", () => {
+  it("reads the latest records of an audit log another sink writes, as they land", async () => {
+    const path = join(dir, "gates.jsonl");
+    const source = auditLogRecords(path);
+    expect(await source.recent(10)).toEqual([]);
+    const sink = await AuditSink.open(path);
+    for (let n = 1; n <= 30; n++) await sink.append(decision(n, n % 2 === 0 ? "ask_allowed" : "deny"));
+    expect((await source.recent(5)).map((r) => r.ts)).toEqual([26, 27, 28, 29, 30]);
+    expect(await source.recent(100)).toHaveLength(30);
+    await sink.append(decision(31));
+    expect((await source.recent(1))[0]).toEqual(decision(31));
+    await sink.close();
+    expect(source.subscribe).toBeUndefined();
+  });
+
+  it("reads only the end of the log: a cut first line and lines that do not parse are skipped", async () => {
+    const path = join(dir, "tail.jsonl");
+    const sink = await AuditSink.open(path);
+    for (let n = 1; n <= 100; n++) await sink.append(decision(n));
+    await sink.close();
+    await appendFile(path, "not json\n");
+    const lineBytes = 300;
+    const records = await auditLogRecords(path, { tailBytes: lineBytes * 4 }).recent(100);
+    expect(records.length).toBeGreaterThan(0);
+    expect(records.length).toBeLessThan(10);
+    expect(records.at(-1)?.ts).toBe(100);
+    expect(records.map((r) => r.ts)).toEqual(records.map((_, i) => 100 - records.length + 1 + i));
+  });
+
+  it("refuses a tailBytes that is not a positive integer, and surfaces an unreadable log as a 503", async () => {
+    expect(() => auditLogRecords("x.jsonl", { tailBytes: 0 })).toThrow(ServerConfigError);
+    const folder = join(dir, "a-folder.jsonl");
+    await writeFile(join(dir, "placeholder"), "");
+    await import("node:fs/promises").then((fs) => fs.mkdir(folder));
+    const { server, auth } = await serve(auditLogRecords(folder));
+    expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(503);
+  });
+});

@@ -1,0 +1,294 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { z } from "zod";
+import { afterEach, describe, expect, it } from "vitest";
+import type { AskResolution } from "loopctl/ask";
+import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import type { Hook } from "loopctl/engine";
+import { ScriptedModel } from "loopctl/testing";
+import {
+  ServerInputError,
+  WEBHOOK_SIGNATURE_HEADER,
+  WebhookDeliverySchema,
+  WebhookResolver,
+  createApprovalHandler,
+  createApprovalServer,
+  verifyWebhookSignature,
+} from "loopctl/server";
+import type { WebhookDelivery } from "loopctl/server";
+import { makeAsk, track } from "./support/ask-fixtures.js";
+import { request } from "./support/http-client.js";
+
+const SECRET = "webhook-secret-of-enough-length";
+const LINK_SECRET = "link-secret-of-enough-length-too";
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** The check docs/server.md shows a receiver, with node:crypto alone. */
+function verifyAsDocumented(secret: string, header: string, rawBody: Buffer, nowMs = Date.now()): boolean {
+  const match = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header);
+  if (!match) return false;
+  const timestamp = Number(match[1]);
+  if (Math.abs(nowMs - timestamp) > 5 * 60_000) return false;
+  const expected = createHmac("sha256", secret).update(`${timestamp}.`).update(rawBody).digest();
+  return timingSafeEqual(Buffer.from(match[2] as string, "hex"), expected);
+}
+
+interface Received {
+  readonly delivery: WebhookDelivery;
+  readonly verified: boolean;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** Resolves when the resolver gives up the request (aborts it) before a reply. */
+  readonly aborted: Promise<void>;
+}
+
+/** A real receiving server on 127.0.0.1; `reply` decides what each delivery gets (undefined: hold it open). */
+async function receiver(reply: (got: Received) => number | undefined): Promise<{ url: string; deliveries: Received[]; next(): Promise<Received> }> {
+  const deliveries: Received[] = [];
+  const waiters: ((r: Received) => void)[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const header = String(req.headers[WEBHOOK_SIGNATURE_HEADER] ?? "");
+      const aborted = new Promise<void>((resolve) => res.on("close", () => !res.writableFinished && resolve()));
+      const got: Received = {
+        delivery: WebhookDeliverySchema.parse(JSON.parse(raw.toString("utf8"))),
+        verified: verifyAsDocumented(SECRET, header, raw) && verifyWebhookSignature({ secret: SECRET, header, body: raw }),
+        req,
+        res,
+        aborted,
+      };
+      deliveries.push(got);
+      const status = reply(got);
+      if (status !== undefined) res.writeHead(status).end();
+      for (const wake of waiters.splice(0)) wake(got);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  return {
+    url,
+    deliveries,
+    next: () => {
+      const seen = deliveries.length;
+      return new Promise<Received>((resolve) => {
+        if (deliveries.length > seen) resolve(deliveries[seen] as Received);
+        else waiters.push(resolve);
+      });
+    },
+  };
+}
+
+function resolver(url: string, extra: Partial<ConstructorParameters<typeof WebhookResolver>[0]> = {}): WebhookResolver {
+  const r = new WebhookResolver({ url, secret: SECRET, ...extra });
+  cleanups.push(() => r.close());
+  return r;
+}
+
+const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
+
+describe("WebhookResolver with an approval server serving its inbox", () => {
+  it("an agent's ask is POSTed signed, and the answer sent to the server's API resumes the run", async () => {
+    let serverUrl = "";
+    let token = "";
+    const hook = await receiver((got) => {
+      // The receiver accepts, then a person answers through the approval server.
+      void fetch(`${serverUrl}api/asks/${got.delivery.ask.id}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ type: "approve" }),
+      });
+      return 202;
+    });
+    const webhook = resolver(hook.url);
+    const server = await createApprovalServer({ approver: webhook.inbox });
+    cleanups.push(() => server.close());
+    serverUrl = server.url;
+    token = server.token;
+
+    const ran: string[] = [];
+    const deploy = defineTool({ name: "deploy", description: "Deploy", input: z.object({ env: z.string() }), execute: ({ env }) => { ran.push(env); return "ok"; } });
+    const ask: Hook = { preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) };
+    const agent = new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] }, { text: "done" }]),
+      tools: [deploy],
+      managers: new LoopManagers().withHook(ask).withAskResolver(webhook),
+    });
+    const result = await agent.run("ship it");
+    expect(ran).toEqual(["production"]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    const [got] = hook.deliveries;
+    expect(got?.verified).toBe(true);
+    expect(got?.delivery).toMatchObject({ type: "loopctl.ask", ask: { tool: "deploy", prompt: "Deploy to production?" }, links: null });
+    expect(got?.req.headers["content-type"]).toBe("application/json");
+  });
+
+  it("puts signed answer links in the delivery when given links; following one answers", async () => {
+    const hook = await receiver(() => 200);
+    // The links must name the server before the resolver exists: listen first, mount the handler after.
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(app.address() as AddressInfo).port}/`;
+    const webhook = resolver(hook.url, { links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 } });
+    const handler = createApprovalHandler({ approver: webhook.inbox, linkSecret: LINK_SECRET, allowedHosts: [new URL(base).host] });
+    app.on("request", handler.handle);
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const ask = makeAsk(1);
+    const answer = webhook.resolve(ask, live());
+    const got = await hook.next();
+    expect(got.verified).toBe(true);
+    expect(got.delivery.links?.approve).toContain(`${base}answer?ask=${ask.id}&verdict=approve`);
+    const deny = got.delivery.links?.deny ?? "";
+    expect((await request(deny)).status).toBe(200);
+    expect((await request(deny, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "reason=no" })).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "deny", reason: "no" });
+  });
+});
+
+describe("WebhookResolver fails closed", () => {
+  it("denies when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
+    const hook = await receiver(() => 500);
+    const webhook = resolver(hook.url);
+    const ask = makeAsk(1);
+    await expect(webhook.resolve(ask, live())).resolves.toEqual({ type: "deny", reason: "webhook answered HTTP 500" });
+    expect(webhook.inbox.pending).toBe(0);
+    await expect(webhook.inbox.ended(ask.id)).resolves.toEqual({ type: "withdrawn", reason: "unknown" });
+    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+  });
+
+  it("denies when the receiver cannot be reached", async () => {
+    const hook = await receiver(() => 200);
+    const url = hook.url;
+    await cleanups.pop()?.();
+    const webhook = resolver(url);
+    const answer = await webhook.resolve(makeAsk(1), live());
+    expect(answer.type).toBe("deny");
+    expect((answer as { reason: string }).reason).toMatch(/^webhook unreachable: fetch failed \(.*ECONNREFUSED/);
+  });
+
+  it("denies when the receiver does not answer within timeoutMs, and abandons the request", async () => {
+    const hook = await receiver(() => undefined);
+    const webhook = resolver(hook.url, { timeoutMs: 100 });
+    const answer = webhook.resolve(makeAsk(1), live());
+    const got = await hook.next();
+    await expect(answer).resolves.toEqual({ type: "deny", reason: "webhook did not answer within 100 ms" });
+    await got.aborted;
+  });
+
+  it("denies on a redirect rather than following it", async () => {
+    const hook = await receiver((got) => {
+      got.res.setHeader("location", "http://127.0.0.1:1/");
+      return 307;
+    });
+    const webhook = resolver(hook.url);
+    const answer = await webhook.resolve(makeAsk(1), live());
+    expect(answer.type).toBe("deny");
+  });
+
+  it("an answer that came first wins over a delivery that fails after it", async () => {
+    const hook = await receiver(() => undefined);
+    const webhook = resolver(hook.url);
+    const ask = makeAsk(1);
+    const answer = webhook.resolve(ask, live());
+    const got = await hook.next();
+    expect(webhook.inbox.resolve(ask.id, { type: "approve", remember: "this_call" })).toBe(true);
+    await expect(answer).resolves.toEqual({ type: "approve", remember: "this_call" });
+    // The delivery still in flight is abandoned.
+    await got.aborted;
+  });
+
+  it("the engine's abort cancels the POST and the wait, and rejects with its reason", async () => {
+    const hook = await receiver(() => undefined);
+    const webhook = resolver(hook.url);
+    const stop = new AbortController();
+    const ask = makeAsk(1);
+    const answer = webhook.resolve(ask, { signal: stop.signal });
+    const got = await hook.next();
+    stop.abort(new Error("ask expired"));
+    await expect(answer).rejects.toThrow("ask expired");
+    await got.aborted;
+    expect(webhook.inbox.pending).toBe(0);
+    await expect(webhook.resolve(makeAsk(2), { signal: stop.signal })).rejects.toThrow("ask expired");
+    expect(hook.deliveries).toHaveLength(1);
+  });
+
+  it("close() denies what waits and everything later, without another delivery", async () => {
+    const hook = await receiver(() => 202);
+    const webhook = resolver(hook.url);
+    const waiting = track(webhook.resolve(makeAsk(1), live()));
+    await hook.next();
+    webhook.close();
+    await expect(webhook.resolve(makeAsk(2), live())).resolves.toMatchObject({ type: "deny" });
+    for (let i = 0; i < 10 && waiting.outcome.state === "pending"; i++) await new Promise((r) => setImmediate(r));
+    expect(waiting.outcome).toMatchObject({ state: "fulfilled", value: { type: "deny" } });
+    expect(hook.deliveries).toHaveLength(1);
+  });
+
+  it("POSTs with the fetch it is given", async () => {
+    const hook = await receiver(() => 500);
+    const urls: string[] = [];
+    const webhook = resolver(hook.url, {
+      fetch: (input, init) => {
+        urls.push(String(input));
+        return fetch(input, init);
+      },
+    });
+    const answer: AskResolution = await webhook.resolve(makeAsk(1), live());
+    expect(answer.type).toBe("deny");
+    expect(urls).toEqual([hook.url]);
+  });
+
+  it("refuses unusable options and a non-ask", async () => {
+    for (const [options, option] of [
+      [{ url: "nope", secret: SECRET }, "url"],
+      [{ url: "ftp://x/", secret: SECRET }, "url"],
+      [{ url: "http://x/", secret: "short" }, "secret"],
+      [{ url: "http://x/", secret: SECRET, timeoutMs: 0 }, "timeoutMs"],
+      [{ url: "http://x/", secret: SECRET, links: { baseUrl: "http://x/", secret: "s", ttlMs: 1 } }, "links.secret"],
+    ] as const) {
+      expect(() => new WebhookResolver(options as never), option).toThrow(ServerInputError);
+    }
+    const webhook = resolver("http://127.0.0.1:1/");
+    await expect(webhook.resolve({ id: "x" } as never, live())).rejects.toMatchObject({ code: "ASK_INVALID" });
+    await expect(webhook.resolve(makeAsk(1), {} as never)).rejects.toMatchObject({ code: "ASK_INVALID" });
+  });
+});
+
+describe("verifyWebhookSignature", () => {
+  const body = JSON.stringify({ type: "loopctl.ask" });
+  const sign = (secret: string, t: number, text: string): string => `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${text}`).digest("hex")}`;
+
+  it("accepts the right secret within the window, as a string or bytes", () => {
+    const now = 1_800_000_000_000;
+    const header = sign(SECRET, now - 1000, body);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body, nowMs: now })).toBe(true);
+    expect(verifyWebhookSignature({ secret: Buffer.from(SECRET), header, body: Buffer.from(body), nowMs: now })).toBe(true);
+  });
+
+  it("refuses a changed body, another secret, a replay outside the window, a malformed header", () => {
+    const now = 1_800_000_000_000;
+    const header = sign(SECRET, now, body);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body: `${body} `, nowMs: now })).toBe(false);
+    expect(verifyWebhookSignature({ secret: `${SECRET}!`, header, body, nowMs: now })).toBe(false);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body, nowMs: now + 5 * 60_000 + 1 })).toBe(false);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body, nowMs: now + 1000, toleranceMs: 500 })).toBe(false);
+    for (const bad of [undefined, null, "", "t=1", `v1=${"0".repeat(64)}`, header.toUpperCase(), `${header},v0=00`]) {
+      expect(verifyWebhookSignature({ secret: SECRET, header: bad, body, nowMs: now })).toBe(false);
+    }
+  });
+});
