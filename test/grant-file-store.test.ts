@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import {
   chmodSync,
@@ -328,11 +328,21 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(false);
   });
 
-  it("breaks a lock left with this process's pid by an earlier process", async () => {
+  it.each([
+    ["that started at another time", { start: "1", createdAtMs: Date.now() }],
+    ["before this process started (a lock that does not say when its process started)", { createdAtMs: Date.now() - process.uptime() * 1_000 - 60_000 }],
+  ])("breaks a lock left with this process's pid by an earlier process %s", async (_, record) => {
     const s = store();
-    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "old" }));
+    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), token: "old", ...record }));
     await s.save(grantA);
     expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("waits for a lock with this process's pid made since it started: another copy of the module holds it", async () => {
+    const s = store({ lockTimeoutMs: 50, staleLockMs: 1 });
+    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "copy" }), 10_000);
+    expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+    expect(existsSync(s.lockPath)).toBe(true);
   });
 
   it("waits a bounded time for a live lock, then fails naming the lock file", async () => {
@@ -347,7 +357,21 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(true);
   });
 
-  it("breaks a lock older than the stale bound, whoever holds it", async () => {
+  it("never breaks the lock of a live process on this host, however old", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const s = store({ lockTimeoutMs: 100, staleLockMs: 1_000 });
+      const record = JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now() - 3_600_000, token: "live" });
+      writeLock(s, record, 3_600_000);
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(readFileSync(s.lockPath, "utf8")).toBe(record);
+      expect(existsSync(s.ledgerPath)).toBe(false);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it("breaks a lock from another host older than the stale bound", async () => {
     const s = store({ staleLockMs: 1_000 });
     writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }), 60_000);
     await s.save(grantA);

@@ -21,8 +21,9 @@ export interface FileGrantStoreOptions {
    */
   readonly lockTimeoutMs?: number;
   /**
-   * A lock older than this is treated as abandoned and broken (a lock whose
-   * process died on this host is broken at once).
+   * A lock taken on another host and older than this is treated as abandoned
+   * and broken. A lock taken on this host is broken as soon as its process is
+   * gone, and never while it runs, however long it holds the lock.
    * @default 30000
    */
   readonly staleLockMs?: number;

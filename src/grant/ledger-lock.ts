@@ -2,26 +2,32 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
 import { link, lstat, open, readFile, rename, unlink, type FileHandle } from "node:fs/promises";
 import { hostname } from "node:os";
+import { z } from "zod";
 import { LedgerLockError } from "./errors.js";
 
 /** How long to wait for, and when to break, a ledger lock. */
 export interface LedgerLockOptions {
   /** Give up with LedgerLockError after waiting this long. */
   readonly timeoutMs: number;
-  /** A lock older than this is abandoned, whoever holds it. */
+  /**
+   * A lock from another host older than this is abandoned. A lock from this
+   * host is abandoned only when its process is gone, however old it is.
+   */
   readonly staleMs: number;
   /** Stops waiting: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
 }
 
-interface LockInfo {
-  readonly pid: number;
-  readonly hostname: string;
-  readonly createdAtMs: number;
-  readonly token: string;
-  /** Which process image wrote it: tells this process from an earlier one that had its pid. */
-  readonly instance?: string;
-}
+const LockInfoSchema = z.object({
+  pid: z.number().int().positive(),
+  hostname: z.string(),
+  createdAtMs: z.number(),
+  token: z.string(),
+  /** The holder's start time as the kernel counts it (Linux), which tells it from a later process given its pid. */
+  start: z.string().optional(),
+});
+
+type LockInfo = z.infer<typeof LockInfoSchema>;
 
 // A creator writes its record right after the O_EXCL create; an empty or
 // unparseable lock older than this was left by a process that died in between.
@@ -34,32 +40,43 @@ function errorCode(error: unknown): string | undefined {
 
 function parseLock(text: string): LockInfo | null {
   try {
-    const value = JSON.parse(text) as Partial<LockInfo> | null;
-    if (
-      value !== null &&
-      typeof value === "object" &&
-      Number.isSafeInteger(value.pid) &&
-      typeof value.hostname === "string" &&
-      typeof value.token === "string"
-    ) {
-      return value as LockInfo;
-    }
+    const parsed = LockInfoSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
   } catch {
-    // unparseable: treated as unwritten below
+    // unparseable: treated as unwritten
+    return null;
   }
-  return null;
 }
 
-/** Written into every lock this process takes. */
-const INSTANCE = randomUUID();
+/**
+ * When the process `pid` started, in clock ticks since boot (field 22 of
+ * /proc/<pid>/stat): the same for every thread and every copy of this module
+ * in that process, and different for a later process given the same pid.
+ * `undefined` where there is no /proc or no such process.
+ */
+async function startOf(pid: number): Promise<string | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may hold spaces and parentheses; the fields after the last ")" cannot.
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
 
-function holderAlive(info: LockInfo): boolean {
-  // Our pid and our instance: a lock of this very process, held or released
-  // since it was read; never abandoned. Our pid with another instance (or
-  // none): left by an earlier process that had the same pid (common in
-  // containers), so nobody holds it.
-  if (info.pid === process.pid) return info.instance === INSTANCE;
-  return pidAlive(info.pid);
+/**
+ * Whether the process that wrote `info` (on this host) still runs. A lock with
+ * this process's pid was written by this process (another thread, or another
+ * copy of this module: the ESM and CommonJS builds loaded side by side) unless
+ * it predates this process, which makes it the leftover of an earlier process
+ * that had the same pid (common in containers).
+ */
+async function holderAlive(info: LockInfo): Promise<boolean> {
+  if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
+  const current = await startOf(info.pid);
+  if (info.start !== undefined && current !== undefined) return info.start === current;
+  if (info.pid === process.pid) return info.createdAtMs >= Date.now() - process.uptime() * 1_000;
+  return true;
 }
 
 function pidAlive(pid: number): boolean {
@@ -152,10 +169,13 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   }
   const ageMs = Date.now() - stat.mtimeMs;
   const info = parseLock(text);
-  const stale =
-    info === null
-      ? ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS)
-      : ageMs > staleMs || (info.hostname === hostname() && !holderAlive(info));
+  // A live holder on this host is never robbed, however long it holds the
+  // lock (paused, swapped out): it would go on to rename its ledger over the
+  // next writer's. Another host's processes cannot be seen: age decides there.
+  let stale: boolean;
+  if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
+  else if (info.hostname === hostname()) stale = !(await holderAlive(info));
+  else stale = ageMs > staleMs;
   if (!stale) return false;
 
   // Move the lock aside and check it is the very file judged stale: a plain
@@ -207,9 +227,10 @@ async function sameLock(aside: string, judged: Stats, text: string): Promise<boo
 
 /**
  * Runs `body` while holding the O_EXCL lock file `lockPath` (pid, host,
- * time and a token inside), so writers in every process on the ledger are
- * serialized. Waits with backoff up to `timeoutMs`, breaking a lock whose
- * holder died on this host or that is older than `staleMs`. The lock is
+ * start, time and a token inside), so writers in every process, thread and
+ * module copy on the ledger are serialized. Waits with backoff up to
+ * `timeoutMs`, breaking a lock whose holder died on this host, or from another
+ * host and older than `staleMs`. The lock is
  * released in `finally`, and only if it is still ours.
  *
  * @throws {LedgerLockError} naming the lock file when it cannot be taken.
@@ -219,12 +240,13 @@ export async function withLedgerLock<T>(
   options: LedgerLockOptions,
   body: () => Promise<T>,
 ): Promise<T> {
+  const start = await startOf(process.pid);
   const info: LockInfo = {
     pid: process.pid,
     hostname: hostname(),
     createdAtMs: Date.now(),
     token: randomUUID(),
-    instance: INSTANCE,
+    ...(start === undefined ? {} : { start }),
   };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
