@@ -452,23 +452,45 @@ describe("FileGrantStore path and permission checks", () => {
   }
   const modeOf = (path: string): number => lstatSync(path).mode & 0o777;
 
-  it("makes folders and a ledger readable by others owner-only, reporting each through onWarning", async () => {
+  it("a load changes no mode and warns of nothing, whatever others may read", async () => {
     const { paths } = await savedTree();
     const wide = [0o755, 0o711, 0o750, 0o644];
     paths.forEach((path, i) => chmodSync(path, wide[i] as number));
     const warnings: LedgerWarning[] = [];
     const s = store({ onWarning: (w) => warnings.push(w) });
     expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(warnings).toEqual([]);
+    expect(paths.map(modeOf)).toEqual(wide);
+  });
+
+  it("a change makes the store's own folders owner-only, reporting each, and leaves the root as it is", async () => {
+    const { paths } = await savedTree();
+    const wide = [0o755, 0o711, 0o750, 0o644];
+    paths.forEach((path, i) => chmodSync(path, wide[i] as number));
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    await s.save(grantB);
     expect(warnings.map((w) => [w.code, w.path, w.previousMode, w.mode])).toEqual([
-      ["LOOPCTL_LEDGER_TIGHTENED", paths[0], 0o755, 0o700],
       ["LOOPCTL_LEDGER_TIGHTENED", paths[1], 0o711, 0o700],
       ["LOOPCTL_LEDGER_TIGHTENED", paths[2], 0o750, 0o700],
-      ["LOOPCTL_LEDGER_TIGHTENED", paths[3], 0o644, 0o600],
     ]);
     for (const w of warnings) expect(w.message).toContain(w.path);
-    expect(paths.map(modeOf)).toEqual([0o700, 0o700, 0o700, 0o600]);
-    await s.load();
-    expect(warnings.length).toBe(4);
+    // The ledger is a new owner-only file.
+    expect(paths.map(modeOf)).toEqual([0o755, 0o700, 0o700, 0o600]);
+    await s.save(grantB);
+    expect(warnings.length).toBe(2);
+  });
+
+  it("accepts a root writable by all when it is sticky, like /tmp, and changes nothing of it", async () => {
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    const sticky = join(root, "grants");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    await s.save(grantA);
+    expect((await store().load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(lstatSync(sticky).mode & 0o7777).toBe(0o1777);
+    expect(warnings).toEqual([]);
   });
 
   it.each([
@@ -522,7 +544,7 @@ describe("FileGrantStore path and permission checks", () => {
 
   it("sends the warning to the process when onWarning throws, and the call still succeeds", async () => {
     const { paths } = await savedTree();
-    chmodSync(paths[3] as string, 0o640);
+    chmodSync(paths[2] as string, 0o750);
     const seen: Array<[string, string | undefined]> = [];
     const listener = (w: Error): void => {
       seen.push([w.name, (w as NodeJS.ErrnoException).code]);
@@ -534,12 +556,12 @@ describe("FileGrantStore path and permission checks", () => {
           throw new Error("logger down");
         },
       });
-      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+      await s.save(grantB);
       await new Promise((resolve) => setImmediate(resolve));
     } finally {
       process.off("warning", listener);
     }
     expect(seen).toEqual([["LoopctlWarning", "LOOPCTL_LEDGER_TIGHTENED"]]);
-    expect(modeOf(paths[3] as string)).toBe(0o600);
+    expect(modeOf(paths[2] as string)).toBe(0o700);
   });
 });

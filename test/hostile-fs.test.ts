@@ -182,11 +182,23 @@ describe("permissions: a ledger tree open to others is refused or tightened with
     expect(warnings.some((w) => w.includes(wide))).toBe(true);
   }
 
-  it.each(["755", "777", "750", "707"])("a root with mode %s before the first save", async (mode) => {
+  it.each(["755", "750"])("a root readable by others (mode %s): the save goes ahead closed beneath it, the root left as the caller made it", async (mode) => {
     const l = layout();
     mkdirSync(l.root, { mode: 0o700 });
     chmodSync(l.root, Number.parseInt(mode, 8));
-    await refusedOrTightened(l, () => l.store.save(grant), l.root);
+    await l.store.save(grant);
+    expect((lstatSync(l.root).mode & 0o777).toString(8)).toBe(mode);
+    expect(walk(l.root).filter((e) => e.path !== "." && (e.mode & 0o077) !== 0)).toEqual([]);
+  });
+
+  it.each(["777", "707", "770"])("a root writable by others and not sticky (mode %s): refused, nothing made in it", async (mode) => {
+    const l = layout();
+    mkdirSync(l.root, { mode: 0o700 });
+    chmodSync(l.root, Number.parseInt(mode, 8));
+    const error = await refused(l.store.save(grant));
+    expect(error.code).toBe("LEDGER_PERMISSIONS");
+    expect(error.message).toContain("chmod go-w");
+    expect(walk(l.root).map((e) => e.path)).toEqual(["."]);
   });
 
   it.each([

@@ -30,22 +30,23 @@ export interface FileGrantStoreOptions {
   /** The clock used to name a corrupt ledger moved aside. @default Date.now */
   readonly now?: () => number;
   /**
-   * Receives a {@link LedgerWarning} when the store makes a folder or the
-   * ledger owner-only again. Called synchronously; if it throws, the warning
-   * goes to `process.emitWarning` instead.
+   * Receives a {@link LedgerWarning} when a change to the ledger makes one of
+   * the store's folders (`projects`, `projects/<id>`) owner-only again; a read
+   * never changes a mode. Called synchronously; if it throws, the warning goes
+   * to `process.emitWarning` instead.
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_LEDGER_TIGHTENED")
    */
   readonly onWarning?: (warning: LedgerWarning) => void;
 }
 
 /**
- * A folder on the ledger's path, or the ledger itself, was readable or
- * searchable by group or others and has been made owner-only.
+ * One of the store's folders was readable or searchable by group or others
+ * and a change to the ledger has made it owner-only.
  */
 export interface LedgerWarning {
   /** Stable code; also the `code` of the default process warning. */
   readonly code: "LOOPCTL_LEDGER_TIGHTENED";
-  /** The folder or file that was tightened. */
+  /** The folder that was tightened. */
   readonly path: string;
   /** Its permission bits before, e.g. `0o755`. */
   readonly previousMode: number;
@@ -109,6 +110,10 @@ function errorCode(error: unknown): string | undefined {
 const POSIX_PERMISSIONS = process.platform !== "win32";
 const GROUP_OTHER_BITS = 0o077;
 const GROUP_OTHER_WRITE = 0o022;
+const STICKY = 0o1000;
+
+/** What a call does to the ledger: read it, change it, or change it creating it if missing. */
+type Access = "read" | "write" | "create";
 
 interface OwnerAndMode {
   readonly uid: number | bigint;
@@ -147,9 +152,11 @@ function statKey(stat: BigIntStats): string {
  *   root itself may be a symlink you set up). On POSIX systems a folder or
  *   ledger owned by another user (root excepted) or writable by group or
  *   others is refused (`"LEDGER_PERMISSIONS"`: whoever could write there could
- *   have planted grants); one merely readable or searchable by them is made
- *   owner-only (0700 / 0600) and reported through `onWarning`, by default a
- *   process warning with code `"LOOPCTL_LEDGER_TIGHTENED"`.
+ *   have planted grants), except a sticky root such as /tmp. Reading never
+ *   changes a mode. A change makes `projects` and `projects/<id>` owner-only
+ *   (0700) when others could read them, reported through `onWarning` (by
+ *   default a process warning with code `"LOOPCTL_LEDGER_TIGHTENED"`), and
+ *   writes the ledger as a new 0600 file; the root is never changed.
  * - Writers in any number of processes are serialized by the lock file
  *   `grants.json.lock`, and each change is a read-merge-write under it, so no
  *   grant or revocation is lost.
@@ -231,7 +238,7 @@ export class FileGrantStore implements GrantStore {
   async save(grant: Grant, options: WriteOptions = {}): Promise<Grant> {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
     return this.#serial(options.signal, async () => {
-      await this.#secureFolders(true);
+      await this.#secureFolders("create");
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === grant.id);
@@ -248,7 +255,7 @@ export class FileGrantStore implements GrantStore {
    */
   async revoke(id: string, options: WriteOptions = {}): Promise<Grant | undefined> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders(false))) return undefined;
+      if (!(await this.#secureFolders("write"))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === id);
@@ -268,7 +275,7 @@ export class FileGrantStore implements GrantStore {
    */
   async clear(options: ClearOptions = {}): Promise<number> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders(false))) return 0;
+      if (!(await this.#secureFolders("write"))) return 0;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         let current: Snapshot;
         try {
@@ -295,7 +302,7 @@ export class FileGrantStore implements GrantStore {
    */
   async resetCorrupt(options: WriteOptions = {}): Promise<string | undefined> {
     return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders(false))) return undefined;
+      if (!(await this.#secureFolders("write"))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
         try {
           await this.#read(true);
@@ -324,27 +331,28 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * Checks `<root>`, `projects` and `projects/<id>` in that order, creating
-   * missing ones (0700) when `create` is set; false when one is missing and
-   * `create` is not. Checking from the root down is what makes the later
-   * path-based calls safe: once a folder is known to be ours and closed to
-   * writes by others, nobody else can swap what lies beneath it.
+   * Checks `<root>`, `projects` and `projects/<id>` in that order; false when
+   * one is missing. `"create"` makes missing ones (0700). A write (`"write"`,
+   * `"create"`) makes `projects` and `projects/<id>` owner-only when others
+   * could read them; a read changes nothing. The root is the caller's choice
+   * and is only checked, never changed. Checking from the root down is what
+   * makes the later path-based calls safe: once a folder is known to be ours
+   * and closed to writes by others, nobody else can swap what lies beneath it.
    */
-  async #secureFolders(create: boolean): Promise<boolean> {
+  async #secureFolders(access: Access): Promise<boolean> {
     const folders = [this.#root, this.#projects, this.#dir];
     // The root is the caller's choice and may be a symlink; beneath it nothing is followed.
     const stats = await Promise.all(folders.map((path, i) => this.#inspectFolder(path, i === 0)));
     for (const [i, path] of folders.entries()) {
       let found = stats[i];
       if (found === undefined) {
-        if (!create) return false;
+        if (access !== "create") return false;
         found = await this.#makeFolder(path, i === 0);
       }
       if (found.isSymbolicLink()) throw this.#unsafePath(path, "is a symlink; refusing to follow it");
       if (!found.isDirectory()) throw this.#unsafePath(path, "is not a folder");
-      if (this.#mustTighten(path, found)) {
-        const previous = found.mode & 0o777;
-        await this.#tighten(path, previous, (mode) => chmod(path, mode));
+      if (this.#openToOthers(path, found, i === 0) && access !== "read" && i > 0) {
+        await this.#tighten(path, found.mode & 0o777);
       }
     }
     return true;
@@ -381,8 +389,10 @@ export class FileGrantStore implements GrantStore {
   /**
    * Throws for a path owned by another user (root excepted) or writable by
    * group or others; true when it is only readable or searchable by them.
+   * A root folder writable by all but sticky (like /tmp) is accepted: nobody
+   * can remove or rename what this user made in it.
    */
-  #mustTighten(path: string, found: OwnerAndMode): boolean {
+  #openToOthers(path: string, found: OwnerAndMode, isRoot: boolean): boolean {
     if (!POSIX_PERMISSIONS) return false;
     const uid = process.getuid?.();
     const owner = Number(found.uid);
@@ -390,7 +400,7 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerIoError("LEDGER_PERMISSIONS", path, `is owned by uid ${owner}, not by this user (uid ${uid})`);
     }
     const mode = Number(found.mode) & 0o777;
-    if ((mode & GROUP_OTHER_WRITE) !== 0) {
+    if ((mode & GROUP_OTHER_WRITE) !== 0 && !(isRoot && (Number(found.mode) & STICKY) !== 0)) {
       throw new LedgerIoError(
         "LEDGER_PERMISSIONS",
         path,
@@ -400,10 +410,10 @@ export class FileGrantStore implements GrantStore {
     return (mode & GROUP_OTHER_BITS) !== 0;
   }
 
-  async #tighten(path: string, previous: number, apply: (mode: number) => Promise<void>): Promise<void> {
+  async #tighten(path: string, previous: number): Promise<void> {
     const mode = previous & ~GROUP_OTHER_BITS;
     try {
-      await apply(mode);
+      await chmod(path, mode);
     } catch (error) {
       throw new LedgerIoError("LEDGER_IO", path, `cannot make it owner-only (${errorCode(error) ?? "error"})`, {
         cause: error,
@@ -437,13 +447,15 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * The ledger as it is on disk, from the cache while its stat is unchanged.
-   * `foldersChecked`: the caller has just run {@link #secureFolders} (the
-   * writers do, before taking the lock), so the folders are not checked again.
+   * The ledger as it is on disk, from the cache while its stat is unchanged
+   * (a chmod or chown changes the stat too). `foldersChecked`: the caller has
+   * just run {@link #secureFolders} (the writers do, before taking the lock).
+   * Never changes a mode: a ledger readable by others is replaced by an
+   * owner-only one at the next change.
    */
   async #read(foldersChecked = false): Promise<Snapshot> {
     const path = this.ledgerPath;
-    if (!foldersChecked && !(await this.#secureFolders(false))) {
+    if (!foldersChecked && !(await this.#secureFolders("read"))) {
       this.#snapshot = undefined;
       return EMPTY_SNAPSHOT;
     }
@@ -459,9 +471,7 @@ export class FileGrantStore implements GrantStore {
     }
     if (!stat.isFile()) throw this.#notRegular();
     const cached = this.#snapshot;
-    // A ledger open to others is judged (and tightened) on the opened file below.
-    const wide = (Number(stat.mode) & GROUP_OTHER_BITS) !== 0;
-    if (!wide && cached !== undefined && cached.key === statKey(stat)) return cached;
+    if (cached !== undefined && cached.key === statKey(stat)) return cached;
 
     let handle;
     try {
@@ -477,12 +487,8 @@ export class FileGrantStore implements GrantStore {
     try {
       opened = await handle.stat({ bigint: true });
       if (!opened.isFile()) throw this.#notRegular();
-      if (this.#mustTighten(path, opened)) {
-        const fd = handle;
-        // fchmod on the opened file: a path-based chmod could be sent elsewhere by a swap.
-        await this.#tighten(path, Number(opened.mode) & 0o777, (mode) => fd.chmod(mode));
-        opened = await handle.stat({ bigint: true });
-      }
+      // Judged on the opened file: a check by path could be sent elsewhere by a swap.
+      this.#openToOthers(path, opened, false);
       bytes = await handle.readFile();
     } catch (error) {
       if (error instanceof LedgerIoError) throw error;
