@@ -1,4 +1,6 @@
+import { spawn } from "node:child_process";
 import { chmod, lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../src/cli/index.js";
@@ -298,5 +300,29 @@ describe("modes and warnings", () => {
         .join(""),
     );
     expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o700, 0o700, 0o600]);
+  });
+});
+
+describe("a ledger lock held by a live process", () => {
+  it("says it is waiting, with the holder's pid, then goes on when the lock is free", async () => {
+    const [first] = sampleGrants() as [Grant];
+    const store = await seed(root, project, [first]);
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    await writeFile(store.lockPath, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "t" }));
+    let stderr = "";
+    const running = runCli(["grants", "revoke", first.id, ...at()], {
+      stdout: { write: () => true },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+      env: {},
+      cwd: base,
+    });
+    try {
+      await expect.poll(() => stderr, { timeout: 10_000 }).toContain("waiting");
+      expect(stderr).toBe(`loopctl: waiting for the grant ledger lock ${store.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}\n`);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+    expect(await running).toBe(EXIT.ok);
+    expect(await store.load()).toEqual([]);
   });
 });

@@ -28,6 +28,7 @@ import {
   LedgerIoError,
   LedgerLockError,
   projectIdentity,
+  type LedgerLockWait,
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { withLedgerLock } from "../src/grant/ledger-lock.js";
@@ -366,6 +367,29 @@ describe("FileGrantStore lock", () => {
       expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
       expect(readFileSync(s.lockPath, "utf8")).toBe(record);
       expect(existsSync(s.ledgerPath)).toBe(false);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it("reports once that it waits for a lock another writer holds, naming the holder's pid", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const waits: LedgerLockWait[] = [];
+      const s = store({ lockTimeoutMs: 100, onLockWait: (w) => waits.push(w) });
+      writeLock(s, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "live" }));
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(waits).toEqual([
+        {
+          path: s.lockPath,
+          holder: { pid: holder.pid, hostname: hostname() },
+          message: `waiting for the grant ledger lock ${s.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}`,
+        },
+      ]);
+      // A lock whose record is not written yet has no holder to name.
+      writeFileSync(s.lockPath, "");
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(waits[1]?.holder).toBeNull();
     } finally {
       holder.kill("SIGKILL");
     }

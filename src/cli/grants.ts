@@ -21,6 +21,7 @@ function openStore(values: { project?: string | undefined; root?: string | undef
   const project = resolve(context.cwd, values.project ?? ".");
   return new FileGrantStore(root, project, {
     onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
+    onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
   });
 }
 

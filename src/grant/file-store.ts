@@ -37,6 +37,24 @@ export interface FileGrantStoreOptions {
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_LEDGER_TIGHTENED")
    */
   readonly onWarning?: (warning: LedgerWarning) => void;
+  /**
+   * Called once by a change that finds the ledger's lock held by another
+   * writer and waits for it, so a program can say why it is waiting (the
+   * `loopctl` CLI prints `message`). Called synchronously; what it throws is
+   * ignored.
+   * @default nothing is reported
+   */
+  readonly onLockWait?: (wait: LedgerLockWait) => void;
+}
+
+/** A change to the ledger is waiting for the lock another writer holds. */
+export interface LedgerLockWait {
+  /** The lock file (`grants.json.lock`). */
+  readonly path: string;
+  /** The holder's process id and host, or null while its lock record is being written. */
+  readonly holder: { readonly pid: number; readonly hostname: string } | null;
+  /** A sentence naming the lock and its holder. */
+  readonly message: string;
 }
 
 /**
@@ -175,6 +193,7 @@ export class FileGrantStore implements GrantStore {
   readonly #staleLockMs: number;
   readonly #now: () => number;
   readonly #onWarning: (warning: LedgerWarning) => void;
+  readonly #onLockWait: ((wait: LedgerLockWait) => void) | undefined;
   /** A buffer no image in use reads, for the next edit to write into. */
   #spare: Buffer | undefined = undefined;
   #snapshot: Snapshot | undefined;
@@ -194,6 +213,7 @@ export class FileGrantStore implements GrantStore {
     this.#staleLockMs = options.staleLockMs ?? 30_000;
     this.#now = options.now ?? Date.now;
     this.#onWarning = options.onWarning ?? emitProcessWarning;
+    this.#onLockWait = options.onLockWait;
   }
 
   /**
@@ -316,7 +336,17 @@ export class FileGrantStore implements GrantStore {
   }
 
   #lockOptions(signal: AbortSignal | undefined): LedgerLockOptions {
-    return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs, signal };
+    const report = this.#onLockWait;
+    const path = this.lockPath;
+    const onWait = (holder: LedgerLockWait["holder"]): void => {
+      const by = holder === null ? "a writer still writing its lock record" : `pid ${holder.pid} on ${holder.hostname}`;
+      try {
+        report?.({ path, holder, message: `waiting for the grant ledger lock ${path}, held by ${by}` });
+      } catch {
+        // Only a report: the wait goes on either way.
+      }
+    };
+    return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs, signal, onWait };
   }
 
   /** Chains this store's own writes so they do not contend for the file lock. */

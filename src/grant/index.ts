@@ -28,7 +28,7 @@ export type { CoveringGrants, VerdictSlots } from "./grant-index.js";
 export { MemoryGrantStore } from "./store.js";
 export type { GrantStore } from "./store.js";
 export { FileGrantStore } from "./file-store.js";
-export type { ClearOptions, FileGrantStoreOptions, LedgerWarning, WriteOptions } from "./file-store.js";
+export type { ClearOptions, FileGrantStoreOptions, LedgerLockWait, LedgerWarning, WriteOptions } from "./file-store.js";
 export { GrantPolicy, grantForAnswer } from "./policy.js";
 export type {
   CoveringGrantExplanation,

@@ -16,6 +16,14 @@ export interface LedgerLockOptions {
   readonly staleMs: number;
   /** Stops waiting: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
+  /** Called once, when the lock is first found held by a writer that is not abandoning it. */
+  readonly onWait?: ((holder: LockHolder | null) => void) | undefined;
+}
+
+/** Who holds a lock, as its record says. */
+export interface LockHolder {
+  readonly pid: number;
+  readonly hostname: string;
 }
 
 const LockInfoSchema = z.object({
@@ -33,6 +41,7 @@ type LockInfo = z.infer<typeof LockInfoSchema>;
 // unparseable lock older than this was left by a process that died in between.
 const UNWRITTEN_GRACE_MS = 2_000;
 const MAX_BACKOFF_MS = 50;
+const GONE: Seen = { type: "gone" };
 
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
@@ -131,26 +140,19 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle |
   return handle;
 }
 
-/** Describes the current holder for an error message, or "" when unknown. */
-async function describeHolder(lockPath: string): Promise<string> {
-  try {
-    const info = parseLock(await readFile(lockPath, "utf8"));
-    return info === null ? "" : ` (held by pid ${info.pid} on ${info.hostname})`;
-  } catch {
-    return "";
-  }
-}
+/** What a look at a lock someone else created found. */
+type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder: LockHolder | null };
 
 /**
- * Removes the lock at `lockPath` if it is abandoned; true when the caller
- * should retry at once.
+ * Removes the lock at `lockPath` if it is abandoned (`"gone"`: retry at
+ * once); otherwise says who holds it, or null when its record is not written yet.
  */
-async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean> {
+async function breakIfStale(lockPath: string, staleMs: number): Promise<Seen> {
   let handle;
   try {
     handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch (error) {
-    if (errorCode(error) === "ENOENT") return true;
+    if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
       cause: error,
     });
@@ -176,7 +178,7 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
   else if (info.hostname === hostname()) stale = !(await holderAlive(info));
   else stale = ageMs > staleMs;
-  if (!stale) return false;
+  if (!stale) return { type: "held", holder: info === null ? null : { pid: info.pid, hostname: info.hostname } };
 
   // Move the lock aside and check it is the very file judged stale: a plain
   // unlink could remove a fresh lock another process created meanwhile.
@@ -184,15 +186,15 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   try {
     await rename(lockPath, aside);
   } catch (error) {
-    if (errorCode(error) === "ENOENT") return true;
+    if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, "cannot remove an abandoned lock", { cause: error });
   }
   try {
-    if (await sameLock(aside, stat, text)) return true;
+    if (await sameLock(aside, stat, text)) return GONE;
     // A fresh lock was taken: put it back for its owner. link() never
     // replaces a lock that yet another process may have created since.
     await link(aside, lockPath).catch(() => undefined);
-    return false;
+    return { type: "held", holder: null };
   } finally {
     await unlink(aside).catch(() => undefined);
   }
@@ -251,14 +253,21 @@ export async function withLedgerLock<T>(
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
   let held: FileHandle | undefined;
+  let waited = false;
   for (;;) {
     options.signal?.throwIfAborted();
     held = await tryCreate(lockPath, info);
     if (held !== undefined) break;
-    if (await breakIfStale(lockPath, options.staleMs)) continue;
+    const seen = await breakIfStale(lockPath, options.staleMs);
+    if (seen.type === "gone") continue;
+    if (!waited) {
+      waited = true;
+      options.onWait?.(seen.holder);
+    }
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
-      throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`);
+      const by = seen.holder === null ? "" : ` (held by pid ${seen.holder.pid} on ${seen.holder.hostname})`;
+      throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${by}`);
     }
     await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
