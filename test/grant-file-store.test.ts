@@ -258,48 +258,47 @@ describe("FileGrantStore fails closed", () => {
   it("syncs the file, renames it over the ledger, then syncs the folder, all before save resolves", async () => {
     const s = store();
     await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
     const events: string[] = [];
     const probe = await open(s.ledgerPath, "r");
     const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
     await probe.close();
-    const [fsync, rename, sync] = [fs.fsync, fs.rename, handles.sync];
-    const spies = [
-      vi.spyOn(fs, "fsync").mockImplementation(((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
-        events.push("fsync file");
-        fsync(fd, done);
-      }) as typeof fs.fsync),
-      vi.spyOn(fs, "rename").mockImplementation(((from: string, to: string, done: (error: NodeJS.ErrnoException | null) => void) => {
-        events.push(to === s.ledgerPath ? "rename over the ledger" : `rename to ${to}`);
-        rename(from, to, done);
-      }) as typeof fs.rename),
-      vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
-        events.push(fs.fstatSync(this.fd).isDirectory() ? "fsync folder" : "fsync another file");
-        return sync.call(this);
-      }),
-    ];
+    const sync = handles.sync;
+    // What the ledger holds at each sync tells whether the rename has happened yet.
+    const ledgerIs = (): string => (readFileSync(s.ledgerPath, "utf8") === before ? "old" : "new");
+    const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+      events.push(`fsync ${fs.fstatSync(this.fd).isDirectory() ? "folder" : "file"}, ledger ${ledgerIs()}`);
+      return sync.call(this);
+    });
     try {
       await s.save(grantB);
-      events.push("save resolved");
+      events.push(`save resolved, ledger ${ledgerIs()}`);
     } finally {
-      for (const spy of spies) spy.mockRestore();
+      spy.mockRestore();
     }
-    expect(events).toEqual(["fsync file", "rename over the ledger", "fsync folder", "save resolved"]);
+    expect(events).toEqual(["fsync file, ledger old", "fsync folder, ledger new", "save resolved, ledger new"]);
     expect((await store().load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
   });
 
-  it("writes without a chown: the new ledger is simply this user's", async () => {
+  it("removes only its own temporary ledgers left beside the ledger: this user's regular files named grants.json.<n>", async () => {
     const s = store();
     await s.save(grantA);
-    const chown = vi.spyOn(fs, "chown");
-    try {
-      await s.save(grantB);
-      await s.revoke(grantA.id);
-      expect(chown).not.toHaveBeenCalled();
-    } finally {
-      chown.mockRestore();
-    }
-    expect(statSync(s.ledgerPath).uid).toBe(process.getuid?.() ?? statSync(s.ledgerPath).uid);
-    expect((await s.load()).map((g) => g.id)).toEqual([grantB.id]);
+    const dir = join(s.ledgerPath, "..");
+    const outside = join(root, "outside");
+    writeFileSync(outside, "keep", { mode: 0o600 });
+    writeFileSync(join(dir, "grants.json.3141592653"), "[half a ledg", { mode: 0o600 });
+    writeFileSync(join(dir, "grants.json.7"), "", { mode: 0o600 });
+    const kept = ["grants.json.backup", "grants.json.12.tmp", "notes.json.12", "grants.json.corrupt-1-abc"];
+    for (const name of kept) writeFileSync(join(dir, name), "keep", { mode: 0o600 });
+    mkdirSync(join(dir, "grants.json.99"));
+    symlinkSync(outside, join(dir, "grants.json.98"));
+    writeFileSync(join(dir, "grants.json.97"), "someone else's", { mode: 0o600 });
+    fs.chownSync(join(dir, "grants.json.97"), 65534, 65534);
+    await s.save(grantB);
+    expect(readdirSync(dir).sort()).toEqual(
+      ["grants.json", ...kept, "grants.json.97", "grants.json.98", "grants.json.99"].sort(),
+    );
+    expect(readFileSync(outside, "utf8")).toBe("keep");
   });
 
   it("refuses a ledger path that is a folder", async () => {

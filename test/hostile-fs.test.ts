@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -234,5 +234,38 @@ describe("permissions: a ledger tree open to others is refused or tightened with
       [l.dir.slice(l.root.length + 1), "dir", "700"],
       [l.store.ledgerPath.slice(l.root.length + 1), "file", "600"],
     ]);
+  });
+});
+
+describe("a full disk", () => {
+  it("a save that does not fit rejects with LEDGER_IO and leaves the previous ledger whole", async (context) => {
+    const disk = mkdtempSync(join(temp, "tmpfs-"));
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
+    } catch (error) {
+      context.skip(`mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
+    }
+    try {
+      const project = join(disk, "project");
+      const store = new FileGrantStore(join(disk, "root"), project);
+      const saved: string[] = [];
+      let failure: unknown;
+      for (let i = 0; i < 200 && failure === undefined; i += 1) {
+        const next = new Grant("write", "allow", GrantScope.thisCall({ i, body: "x".repeat(1_000) }));
+        await store.save(next).then(
+          () => saved.push(next.id),
+          (error: unknown) => (failure = error),
+        );
+      }
+      expect(failure).toBeInstanceOf(LedgerIoError);
+      expect((failure as LedgerIoError).code).toBe("LEDGER_IO");
+      expect((failure as LedgerIoError).path).toBe(store.ledgerPath);
+      expect(saved.length).toBeGreaterThan(5);
+      // What every later process reads: the ledger of the saves that resolved, whole.
+      expect((await new FileGrantStore(join(disk, "root"), project).load()).map((g) => g.id)).toEqual(saved);
+      expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
+    } finally {
+      execFileSync("umount", [disk]);
+    }
   });
 });

@@ -1,15 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { constants, type BigIntStats, type Stats } from "node:fs";
-import { chmod, lstat, mkdir, open, rename, stat, type FileHandle } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import writeFileAtomic from "write-file-atomic";
 import { projectIdentity } from "./digest.js";
-import { GrantRecordError, LedgerCorruptError, LedgerIoError } from "./errors.js";
+import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex } from "./grant-index.js";
 import { LedgerImage } from "./ledger-image.js";
-import { withLedgerLock, type LedgerLockOptions } from "./ledger-lock.js";
+import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import { assertSameRule, requireGrant, type GrantStore } from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
@@ -103,14 +102,31 @@ interface Snapshot {
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
 /**
- * write-file-atomic's options for the ledger, a fresh object every call (its
- * async API writes into the one it is given). `chown: false` (documented in
- * its README, missing from its type definitions) skips giving the new file
- * the old one's owner: a ledger owned by anyone but this user, or root, is
- * refused before any write, so that chown could never change anything.
+ * A temporary ledger: `grants.json.<decimal>`, the names write-file-atomic
+ * (which earlier versions used) gives too, so the leftovers of either are known.
  */
-function writeOptions(): writeFileAtomic.Options {
-  return { mode: 0o600, fsync: true, chown: false as unknown as undefined };
+const TEMP_NAME = /^grants\.json\.\d+$/;
+
+/**
+ * Writes `bytes` to the new file `path` (0600, never through a symlink) and
+ * syncs it. FileHandle.writeFile writes until every byte is down or throws
+ * (ENOSPC on a full disk); write-file-atomic, used before, issued one write
+ * and ignored a short count, so a full disk left half a ledger renamed into
+ * place and reported success. The size is checked once more before the caller
+ * renames the file over the ledger.
+ */
+async function writeWhole(path: string, bytes: Buffer): Promise<void> {
+  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    // The umask may have taken bits from the owner.
+    await handle.chmod(0o600);
+    await handle.writeFile(bytes);
+    await handle.sync();
+    const { size } = await handle.stat();
+    if (size !== bytes.length) throw new Error(`wrote ${size} of ${bytes.length} bytes`);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The ledger's folder opened for a sync, or why it could not be. */
@@ -259,11 +275,11 @@ export class FileGrantStore implements GrantStore {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
     return this.#serial(options.signal, async () => {
       await this.#secureFolders("create");
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === grant.id);
         assertSameRule(current.grants[at], grant);
-        await this.#edit(current, at, grant);
+        await this.#edit(current, at, grant, lock);
         return grant;
       });
     });
@@ -276,12 +292,12 @@ export class FileGrantStore implements GrantStore {
   async revoke(id: string, options: WriteOptions = {}): Promise<Grant | undefined> {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders("write"))) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === id);
         const found = current.grants[at];
         if (found === undefined) return undefined;
-        await this.#edit(current, at, undefined);
+        await this.#edit(current, at, undefined, lock);
         return found;
       });
     });
@@ -296,7 +312,7 @@ export class FileGrantStore implements GrantStore {
   async clear(options: ClearOptions = {}): Promise<number> {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders("write"))) return 0;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
         let current: Snapshot;
         try {
           current = await this.#read(true);
@@ -308,7 +324,7 @@ export class FileGrantStore implements GrantStore {
           throw error;
         }
         if (current.grants.length === 0) return 0;
-        await this.#write(LedgerImage.of([]));
+        await this.#write(LedgerImage.of([]), lock);
         return current.grants.length;
       });
     });
@@ -323,7 +339,7 @@ export class FileGrantStore implements GrantStore {
   async resetCorrupt(options: WriteOptions = {}): Promise<string | undefined> {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders("write"))) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async () => {
+      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
         try {
           await this.#read(true);
           return undefined;
@@ -571,37 +587,65 @@ export class FileGrantStore implements GrantStore {
    * (or encoded from the grants read), into the buffer of the image before
    * it when that one is large enough; the image edited from is then spare.
    */
-  async #edit(current: Snapshot, remove: number, add: Grant | undefined): Promise<void> {
+  async #edit(current: Snapshot, remove: number, add: Grant | undefined, lock: HeldLock): Promise<void> {
     const base = current.image ?? LedgerImage.of(current.grants);
     const spare = this.#spare;
     this.#spare = undefined;
-    await this.#write(base.edit(remove, add, spare));
+    await this.#write(base.edit(remove, add, spare), lock);
     this.#spare = base.storage;
   }
 
   /**
    * Replaces the ledger with `image`. Called under the lock, right after
    * {@link #read} found the ledger a regular file or missing: nothing but
-   * this user can swap it since (its folders are closed to others), so
-   * write-file-atomic, which follows a symlink at its target, is never sent
-   * through one. The folder is opened while the file is written, and synced
-   * after the rename, which is what makes the rename durable.
+   * this user can swap it since (its folders are closed to others). The new
+   * ledger is written whole and synced under a temporary name, then renamed
+   * over the old one if the lock is still ours, and the folder is synced,
+   * which is what makes the rename durable. Temporary files left by writers
+   * that died holding the lock go first.
    */
-  async #write(image: LedgerImage): Promise<void> {
+  async #write(image: LedgerImage, lock: HeldLock): Promise<void> {
     const path = this.ledgerPath;
-    const bytes = image.bytes;
-    const folder = this.#openFolder();
+    const temp = `${path}.${randomBytes(4).readUInt32BE(0)}`;
     this.#snapshot = undefined;
+    await this.#removeLeftovers();
+    const folder = this.#openFolder();
     try {
-      await writeFileAtomic(path, bytes, writeOptions());
+      await writeWhole(temp, image.bytes);
+      // A writer robbed of its lock (only ever for its age, by another host)
+      // must not put its ledger over the one the new holder may have written.
+      await lock.assertHeld();
+      await rename(temp, path);
     } catch (error) {
-      await closeFolder(await folder);
+      await Promise.all([unlink(temp).catch(() => undefined), folder.then(closeFolder)]);
+      if (error instanceof LedgerLockError) throw error;
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
     }
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
     const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder(await folder)]);
     // Without it, the next read reparses.
     if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants: image.grants, index: undefined, image };
+  }
+
+  /**
+   * Removes the temporary ledgers (`grants.json.<n>`, regular files of this
+   * user) beside the ledger. Called under the lock, which every writer holds
+   * from before it creates one until after it renames it: what is there now
+   * was left by a writer killed mid-write, or by one whose lock was broken,
+   * which then fails its check before the rename.
+   */
+  async #removeLeftovers(): Promise<void> {
+    const names = await readdir(this.#dir).catch(() => []);
+    const uid = process.getuid?.();
+    await Promise.all(
+      names
+        .filter((name) => TEMP_NAME.test(name))
+        .map(async (name) => {
+          const path = join(this.#dir, name);
+          const found = await lstat(path).catch(() => undefined);
+          if (found?.isFile() === true && (uid === undefined || found.uid === uid)) await unlink(path).catch(() => undefined);
+        }),
+    );
   }
 
   /** Opens the ledger's folder to sync it; an error is kept for {@link #syncFolder} to throw. */

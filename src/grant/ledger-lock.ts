@@ -240,7 +240,7 @@ async function sameLock(aside: string, judged: Stats, text: string): Promise<boo
 export async function withLedgerLock<T>(
   lockPath: string,
   options: LedgerLockOptions,
-  body: () => Promise<T>,
+  body: (lock: HeldLock) => Promise<T>,
 ): Promise<T> {
   const start = await startOf(process.pid);
   const info: LockInfo = {
@@ -272,27 +272,48 @@ export async function withLedgerLock<T>(
     await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
+  const lock = held;
   try {
-    return await body();
+    return await body({
+      async assertHeld() {
+        if (!(await isOurs(lockPath, lock))) throw new LedgerLockError(lockPath, "was broken while this writer held it");
+      },
+    });
   } finally {
     await release(lockPath, held);
   }
 }
 
+/** The lock, while the body of {@link withLedgerLock} runs. */
+export interface HeldLock {
+  /**
+   * Throws LedgerLockError unless the lock file is still the one this writer
+   * created: it may not be when a lock from another host was broken for its age.
+   */
+  assertHeld(): Promise<void>;
+}
+
 /**
- * Removes the lock if the file at `lockPath` is still the one `held` opened.
- * It may not be: a hold longer than the stale limit can have it broken and
- * another writer's lock made in its place, which must stay. While `held` is
- * open its inode cannot be freed, so no other file can have its number.
+ * Whether the file at `lockPath` is still the one `held` opened. While `held`
+ * is open its inode cannot be freed, so no other file can have its number.
  */
-async function release(lockPath: string, held: FileHandle): Promise<void> {
-  let ours = false;
+async function isOurs(lockPath: string, held: FileHandle): Promise<boolean> {
   try {
     const [mine, found] = await Promise.all([held.stat(), lstat(lockPath)]);
-    ours = mine.ino === found.ino && mine.dev === found.dev;
+    return mine.ino === found.ino && mine.dev === found.dev;
   } catch {
-    // Already gone (broken as stale after an overlong hold): nothing of ours to remove.
+    // Gone: broken after an overlong hold.
+    return false;
   }
+}
+
+/**
+ * Removes the lock if it is still ours. It may not be: a lock from another
+ * host held past the stale limit can be broken and another writer's lock
+ * made in its place, which must stay.
+ */
+async function release(lockPath: string, held: FileHandle): Promise<void> {
+  const ours = await isOurs(lockPath, held);
   if (ours && process.platform !== "win32") {
     // The unlink and the close are independent here; on Windows a file deleted while open stays
     // "delete pending" until it is closed, and a new lock could not be made in that moment.
