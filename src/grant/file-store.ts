@@ -172,8 +172,8 @@ function statKey(stat: BigIntStats): string {
  * `<rootDir>/projects/<projectIdentity(projectDir)>/grants.json`, a compact
  * array of `{"id","tool","verdict","scope","pinned_descriptor","created_at_ms","note"}`.
  *
- * - Fail closed: a missing ledger is empty; an unreadable, empty, unparseable
- *   or malformed one throws LedgerCorruptError and is never overwritten by
+ * - Fail closed: a missing ledger is empty; an empty, unparseable or
+ *   malformed one throws LedgerCorruptError and is never overwritten by
  *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`).
  * - Writes replace the file atomically (owner-only 0600 from creation,
  *   fsynced, folder fsynced after the rename); folders are created 0700; a
@@ -526,7 +526,7 @@ export class FileGrantStore implements GrantStore {
       const code = errorCode(error);
       if (code === "ENOENT") return EMPTY_SNAPSHOT;
       if (code === "ELOOP") throw this.#notRegular();
-      throw new LedgerCorruptError(path, `unreadable (${code ?? "error"})`, { cause: error });
+      throw new LedgerIoError("LEDGER_IO", path, `cannot open (${code ?? "error"})`, { cause: error });
     }
     let bytes: Buffer;
     let opened: BigIntStats;
@@ -538,7 +538,7 @@ export class FileGrantStore implements GrantStore {
       bytes = await handle.readFile();
     } catch (error) {
       if (error instanceof LedgerIoError) throw error;
-      throw new LedgerCorruptError(path, `unreadable (${errorCode(error) ?? "error"})`, { cause: error });
+      throw new LedgerIoError("LEDGER_IO", path, `cannot read (${errorCode(error) ?? "error"})`, { cause: error });
     } finally {
       await handle.close();
     }
@@ -683,8 +683,9 @@ export class FileGrantStore implements GrantStore {
   async #moveAside(): Promise<string> {
     const aside = `${this.ledgerPath}.corrupt-${this.#now()}-${randomBytes(3).toString("hex")}`;
     try {
+      // Made owner-only in place first: a failure then leaves the ledger where it was.
+      await chmod(this.ledgerPath, 0o600);
       await rename(this.ledgerPath, aside);
-      await chmod(aside, 0o600);
     } catch (error) {
       throw new LedgerIoError("LEDGER_IO", this.ledgerPath, `cannot move the corrupt ledger aside to ${aside}`, {
         cause: error,
