@@ -19,6 +19,7 @@ import {
 import { hostname, tmpdir } from "node:os";
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   FileGrantStore,
@@ -32,6 +33,8 @@ import {
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { withLedgerLock } from "../src/grant/ledger-lock.js";
+
+const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
 let root: string;
 let project: string;
@@ -234,25 +237,50 @@ describe("FileGrantStore fails closed", () => {
     expect(lstatSync(s.ledgerPath).isSymbolicLink()).toBe(true);
   });
 
-  it("leaves on disk, after each of many saves and revokes, exactly the ledger of what it holds", async () => {
-    const s = store();
-    const grants = Array.from({ length: 12 }, (_, i) => new Grant(`tool_${i % 5}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisCall({ i })));
-    const held = new Map<string, Grant>();
-    for (let step = 0; step < 60; step += 1) {
-      const grant = grants[(step * 7) % grants.length]!;
-      if (step % 4 === 3 && held.size > 0) {
-        const id = [...held.keys()][step % held.size]!;
-        await s.revoke(id);
-        held.delete(id);
-      } else {
-        await s.save(grant);
-        held.delete(grant.id);
-        held.set(grant.id, grant);
-      }
-      const onDisk = readFileSync(s.ledgerPath, "utf8");
-      expect(onDisk).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
-      expect((await store().load()).map((g) => g.id)).toEqual([...held.keys()]);
-    }
+  it("leaves on disk, after any run of saves, revokes and clears, exactly the ledger of what it holds", async () => {
+    const grantArb = fc
+      .record({
+        tool: fc.constantFrom("read", "write_file", "deploy", "é€😀"),
+        verdict: fc.constantFrom("allow" as const, "deny" as const),
+        args: fc.option(fc.dictionary(fc.string({ maxLength: 4 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 3 }), {
+          nil: undefined,
+        }),
+      })
+      .map(({ tool, verdict, args }) => new Grant(tool, verdict, args === undefined ? GrantScope.thisTool() : GrantScope.thisCall(args)));
+    const stepArb = fc.oneof(
+      { weight: 6, arbitrary: grantArb.map((grant) => ({ type: "save" as const, grant })) },
+      { weight: 3, arbitrary: fc.nat().map((at) => ({ type: "revoke" as const, at })) },
+      { weight: 1, arbitrary: fc.constant({ type: "clear" as const }) },
+    );
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 20 }), async (steps) => {
+        const s = new FileGrantStore(join(root, `grants-${(run += 1)}`), project);
+        // The model: a save replaces a grant with its id and moves it to the end.
+        const held = new Map<string, Grant>();
+        for (const step of steps) {
+          if (step.type === "save") {
+            await s.save(step.grant);
+            held.delete(step.grant.id);
+            held.set(step.grant.id, step.grant);
+          } else if (step.type === "revoke") {
+            const id = [...held.keys()][step.at % Math.max(held.size, 1)] ?? "0000000000000000";
+            await s.revoke(id);
+            held.delete(id);
+          } else {
+            await s.clear();
+            held.clear();
+          }
+          if (!existsSync(s.ledgerPath)) {
+            expect(held.size).toBe(0);
+            continue;
+          }
+          expect(readFileSync(s.ledgerPath, "utf8")).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
+        }
+        expect((await s.load()).map((g) => g.id)).toEqual([...held.keys()]);
+      }),
+      { numRuns: RUNS },
+    );
   });
 
   it("syncs the file, renames it over the ledger, then syncs the folder, all before save resolves", async () => {

@@ -7,7 +7,6 @@ import { projectIdentity } from "./digest.js";
 import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex } from "./grant-index.js";
-import { LedgerImage } from "./ledger-image.js";
 import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import { assertSameRule, requireGrant, type GrantStore } from "./store.js";
 
@@ -95,8 +94,6 @@ interface Snapshot {
   readonly grants: readonly Grant[];
   /** Built on the first {@link FileGrantStore.index} call: a save never needs it. */
   index: GrantIndex | undefined;
-  /** The file's bytes when this store wrote them, for the next write to edit. */
-  readonly image?: LedgerImage | undefined;
 }
 
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
@@ -210,8 +207,6 @@ export class FileGrantStore implements GrantStore {
   readonly #now: () => number;
   readonly #onWarning: (warning: LedgerWarning) => void;
   readonly #onLockWait: ((wait: LedgerLockWait) => void) | undefined;
-  /** A buffer no image in use reads, for the next edit to write into. */
-  #spare: Buffer | undefined = undefined;
   #snapshot: Snapshot | undefined;
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -279,7 +274,7 @@ export class FileGrantStore implements GrantStore {
         const current = await this.#read(true);
         const at = current.grants.findIndex((g) => g.id === grant.id);
         assertSameRule(current.grants[at], grant);
-        await this.#edit(current, at, grant, lock);
+        await this.#write([...current.grants.filter((_, i) => i !== at), grant], lock);
         return grant;
       });
     });
@@ -297,7 +292,7 @@ export class FileGrantStore implements GrantStore {
         const at = current.grants.findIndex((g) => g.id === id);
         const found = current.grants[at];
         if (found === undefined) return undefined;
-        await this.#edit(current, at, undefined, lock);
+        await this.#write(current.grants.filter((_, i) => i !== at), lock);
         return found;
       });
     });
@@ -324,7 +319,7 @@ export class FileGrantStore implements GrantStore {
           throw error;
         }
         if (current.grants.length === 0) return 0;
-        await this.#write(LedgerImage.of([]), lock);
+        await this.#write([], lock);
         return current.grants.length;
       });
     });
@@ -582,21 +577,7 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * Writes `current` without its record at `remove` (-1: none) and with
-   * `add` appended. The bytes are edited from what this store last wrote
-   * (or encoded from the grants read), into the buffer of the image before
-   * it when that one is large enough; the image edited from is then spare.
-   */
-  async #edit(current: Snapshot, remove: number, add: Grant | undefined, lock: HeldLock): Promise<void> {
-    const base = current.image ?? LedgerImage.of(current.grants);
-    const spare = this.#spare;
-    this.#spare = undefined;
-    await this.#write(base.edit(remove, add, spare), lock);
-    this.#spare = base.storage;
-  }
-
-  /**
-   * Replaces the ledger with `image`. Called under the lock, right after
+   * Replaces the ledger with one holding `grants`, in that order. Called under the lock, right after
    * {@link #read} found the ledger a regular file or missing: nothing but
    * this user can swap it since (its folders are closed to others). The new
    * ledger is written whole and synced under a temporary name, then renamed
@@ -604,14 +585,14 @@ export class FileGrantStore implements GrantStore {
    * which is what makes the rename durable. Temporary files left by writers
    * that died holding the lock go first.
    */
-  async #write(image: LedgerImage, lock: HeldLock): Promise<void> {
+  async #write(grants: readonly Grant[], lock: HeldLock): Promise<void> {
     const path = this.ledgerPath;
     const temp = `${path}.${randomBytes(4).readUInt32BE(0)}`;
     this.#snapshot = undefined;
     await this.#removeLeftovers();
     const folder = this.#openFolder();
     try {
-      await writeWhole(temp, image.bytes);
+      await writeWhole(temp, Buffer.from(`[${grants.map((g) => g.toLedgerText()).join(",")}]`, "utf8"));
       // A writer robbed of its lock (only ever for its age, by another host)
       // must not put its ledger over the one the new holder may have written.
       await lock.assertHeld();
@@ -624,7 +605,7 @@ export class FileGrantStore implements GrantStore {
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
     const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder(await folder)]);
     // Without it, the next read reparses.
-    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants: image.grants, index: undefined, image };
+    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants, index: undefined };
   }
 
   /**
