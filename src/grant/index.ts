@@ -22,7 +22,7 @@ export {
   LedgerLockError,
 } from "./errors.js";
 export { Grant, GrantRecordSchema, GrantScope } from "./grant.js";
-export type { GrantRecord, GrantVerdict } from "./grant.js";
+export type { GrantMetadata, GrantRecord, GrantVerdict } from "./grant.js";
 export { GrantIndex } from "./grant-index.js";
 export type { CoveringGrants, VerdictSlots } from "./grant-index.js";
 export { MemoryGrantStore } from "./store.js";

@@ -165,10 +165,11 @@ export function grantForAnswer(
       `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${String(scope)}`,
     );
   }
-  return new Grant(descriptor.name, verdict, grantScope)
-    .withPinnedDescriptor(descriptorFingerprint(descriptor))
-    .withCreatedAtMs(nowMs)
-    .withNote(note ?? null);
+  return new Grant(descriptor.name, verdict, grantScope, {
+    pinnedDescriptor: descriptorFingerprint(descriptor),
+    createdAtMs: nowMs,
+    note: note ?? null,
+  });
 }
 
 /**
