@@ -24,6 +24,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   FileGrantStore,
   Grant,
+  GrantPolicy,
   GrantScope,
   LedgerCorruptError,
   LedgerIoError,
@@ -32,7 +33,6 @@ import {
   type LedgerLockWait,
   type LedgerWarning,
 } from "../src/grant/index.js";
-import { withLedgerLock } from "../src/grant/ledger-lock.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
@@ -151,7 +151,7 @@ describe("FileGrantStore reads and writes", () => {
     expect((await b.load()).map((g) => g.id)).toEqual([grantA.id]);
     const parse = vi.spyOn(Grant, "fromJSON");
     await b.load();
-    await b.index();
+    await new GrantPolicy(b).decide({ name: "read", description: "", inputSchema: {} }, {});
     expect(parse).not.toHaveBeenCalled();
     await a.save(grantB);
     expect((await b.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
@@ -452,37 +452,55 @@ describe("FileGrantStore lock", () => {
     await expect(s.revoke(grantA.id, { signal: AbortSignal.abort(new Error("no")) })).rejects.toThrow("no");
   });
 
-  describe("release removes only the lock it took", () => {
-    const options = { timeoutMs: 1_000, staleMs: 60_000 };
-    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
-
-    it("removes its own lock, and holds it while the body runs", async () => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      const seen = await withLedgerLock(s.lockPath, options, async () => JSON.parse(readFileSync(s.lockPath, "utf8")) as { pid: number });
-      expect(seen.pid).toBe(process.pid);
-      expect(existsSync(s.lockPath)).toBe(false);
+  it("a call aborted while it waits behind this store's earlier call rejects at once, and writes nothing", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const waits: LedgerLockWait[] = [];
+    const s = store({ lockTimeoutMs: 60_000, onLockWait: (w) => waits.push(w) });
+    writeLock(s, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "live" }));
+    const first = s.save(grantA);
+    await expect.poll(() => waits.length).toBe(1);
+    const controller = new AbortController();
+    const policy = new GrantPolicy(s);
+    const second = policy.remember({ name: "write", description: "", inputSchema: {} }, {}, "deny", "this_tool", {
+      signal: controller.signal,
     });
+    controller.abort(new Error("not any more"));
+    await expect(second).rejects.toThrow("not any more");
+    holder.kill("SIGKILL");
+    expect(await first).toBe(grantA);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+  });
 
-    it.each([
-      ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
-      ["removed", (path: string) => unlinkSync(path)],
-    ])("leaves another writer's lock made after its own was %s during an overlong hold", async (_, breakIt) => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      await withLedgerLock(s.lockPath, options, async () => {
+  it.each([
+    ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
+    ["removed", (path: string) => unlinkSync(path)],
+  ])("a save whose lock is %s while it writes (broken for its age) fails with LEDGER_LOCK, replacing nothing", async (_, breakIt) => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+    const probe = await open(s.ledgerPath, "r");
+    const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
+    await probe.close();
+    const sync = handles.sync;
+    // While the new ledger is synced under its temporary name, a writer elsewhere takes the lock over.
+    const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+      if (!fs.fstatSync(this.fd).isDirectory() && existsSync(s.lockPath)) {
         breakIt(s.lockPath);
         writeFileSync(s.lockPath, theirs, { mode: 0o600 });
-      });
-      expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+      }
+      return sync.call(this);
     });
-
-    it("resolves when its lock is gone at release", async () => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      await expect(withLedgerLock(s.lockPath, options, async () => unlinkSync(s.lockPath))).resolves.toBeUndefined();
-      expect(existsSync(s.lockPath)).toBe(false);
-    });
+    let error: unknown;
+    try {
+      error = await rejection(s.save(grantB));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+    expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+    expect(readdirSync(join(s.ledgerPath, "..")).filter((name) => /^grants\.json\.\d+$/.test(name))).toEqual([]);
   });
 
   it("releases the lock when the change fails", async () => {

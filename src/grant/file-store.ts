@@ -6,9 +6,9 @@ import { isAbsolute, join, resolve } from "node:path";
 import { projectIdentity } from "./digest.js";
 import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
 import { Grant } from "./grant.js";
-import { GrantIndex } from "./grant-index.js";
+import { GrantIndex, offerIndex } from "./grant-index.js";
 import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
-import { assertSameRule, requireGrant, type GrantStore } from "./store.js";
+import { assertSameRule, requireGrant, type GrantStore, type StoreCallOptions } from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
 export interface FileGrantStoreOptions {
@@ -72,14 +72,8 @@ export interface LedgerWarning {
   readonly message: string;
 }
 
-/** Options for a {@link FileGrantStore} write. */
-export interface WriteOptions {
-  /** Stops waiting for the lock; the call then rejects with the signal's reason and writes nothing. */
-  readonly signal?: AbortSignal;
-}
-
 /** Options for {@link FileGrantStore.clear}. */
-export interface ClearOptions extends WriteOptions {
+export interface ClearOptions extends StoreCallOptions {
   /**
    * What to do with a corrupt ledger: `"refuse"` throws LedgerCorruptError
    * and touches nothing; `"keep-aside"` moves it to
@@ -92,7 +86,7 @@ export interface ClearOptions extends WriteOptions {
 interface Snapshot {
   readonly key: string;
   readonly grants: readonly Grant[];
-  /** Built on the first {@link FileGrantStore.index} call: a save never needs it. */
+  /** Built on the first decision that needs it: a save never does. */
   index: GrantIndex | undefined;
 }
 
@@ -131,6 +125,22 @@ type FolderHandle = { readonly handle: FileHandle; readonly error?: undefined } 
 
 async function closeFolder(folder: FolderHandle): Promise<void> {
   await folder.handle?.close().catch(() => undefined);
+}
+
+/** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
+function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(signal.reason as Error);
+      return;
+    }
+    const onAbort = (): void => reject(signal?.reason as Error);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    void turn.finally(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    });
+  });
 }
 
 function errorCode(error: unknown): string | undefined {
@@ -225,6 +235,12 @@ export class FileGrantStore implements GrantStore {
     this.#now = options.now ?? Date.now;
     this.#onWarning = options.onWarning ?? emitProcessWarning;
     this.#onLockWait = options.onLockWait;
+    offerIndex(this, async ({ signal }) => {
+      signal?.throwIfAborted();
+      const snapshot = await this.#read();
+      snapshot.index ??= new GrantIndex(snapshot.grants);
+      return snapshot.index;
+    });
   }
 
   /**
@@ -246,16 +262,11 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerIoError} when it cannot be read, is not a regular file, or
    *   a folder on its path is a symlink or open to writes by others.
    */
-  async load(): Promise<Grant[]> {
+  async load(options: StoreCallOptions = {}): Promise<Grant[]> {
+    options.signal?.throwIfAborted();
     return [...(await this.#read()).grants];
   }
 
-  /** A lookup index over the ledger, cached while the file is unchanged. */
-  async index(): Promise<GrantIndex> {
-    const snapshot = await this.#read();
-    snapshot.index ??= new GrantIndex(snapshot.grants);
-    return snapshot.index;
-  }
 
   /**
    * Stores `grant` under the lock, replacing (and moving to the end) any
@@ -266,7 +277,7 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerIoError} when the ledger or a folder on its path is unsafe
    *   (a symlink, another user's, writable by others) or cannot be written.
    */
-  async save(grant: Grant, options: WriteOptions = {}): Promise<Grant> {
+  async save(grant: Grant, options: StoreCallOptions = {}): Promise<Grant> {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
     return this.#serial(options.signal, async () => {
       await this.#secureFolders("create");
@@ -284,7 +295,7 @@ export class FileGrantStore implements GrantStore {
    * Removes the grant with `id` under the lock; resolves to it, or to
    * `undefined` (writing nothing) when no such grant is stored.
    */
-  async revoke(id: string, options: WriteOptions = {}): Promise<Grant | undefined> {
+  async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders("write"))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
@@ -331,7 +342,7 @@ export class FileGrantStore implements GrantStore {
    * ledger; resolves to that path. Resolves to `undefined` and changes
    * nothing when the ledger is missing or sound.
    */
-  async resetCorrupt(options: WriteOptions = {}): Promise<string | undefined> {
+  async resetCorrupt(options: StoreCallOptions = {}): Promise<string | undefined> {
     return this.#serial(options.signal, async () => {
       if (!(await this.#secureFolders("write"))) return undefined;
       return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
@@ -360,14 +371,18 @@ export class FileGrantStore implements GrantStore {
     return { timeoutMs: this.#lockTimeoutMs, staleMs: this.#staleLockMs, signal, onWait };
   }
 
-  /** Chains this store's own writes so they do not contend for the file lock. */
+  /**
+   * Chains this store's own writes so they do not contend for the file lock.
+   * A call aborted while it waits for its turn rejects at once; the call
+   * after it still waits for the ones before.
+   */
   #serial<T>(signal: AbortSignal | undefined, task: () => Promise<T>): Promise<T> {
-    const guarded = (): Promise<T> => {
+    const turn = this.#queue;
+    const run = untilSettled(turn, signal).then(() => {
       signal?.throwIfAborted();
       return task();
-    };
-    const run = this.#queue.then(guarded, guarded);
-    this.#queue = run.catch(() => undefined);
+    });
+    this.#queue = turn.then(() => run).catch(() => undefined);
     return run;
   }
 
