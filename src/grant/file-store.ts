@@ -120,13 +120,6 @@ async function writeWhole(path: string, bytes: Buffer): Promise<void> {
   }
 }
 
-/** The ledger's folder opened for a sync, or why it could not be. */
-type FolderHandle = { readonly handle: FileHandle; readonly error?: undefined } | { readonly handle?: undefined; readonly error: unknown };
-
-async function closeFolder(folder: FolderHandle): Promise<void> {
-  await folder.handle?.close().catch(() => undefined);
-}
-
 /** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
 function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -279,15 +272,12 @@ export class FileGrantStore implements GrantStore {
    */
   async save(grant: Grant, options: StoreCallOptions = {}): Promise<Grant> {
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
-    return this.#serial(options.signal, async () => {
-      await this.#secureFolders("create");
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
-        const current = await this.#read(true);
-        const at = current.grants.findIndex((g) => g.id === grant.id);
-        assertSameRule(current.grants[at], grant);
-        await this.#write([...current.grants.filter((_, i) => i !== at), grant], lock);
-        return grant;
-      });
+    return this.#locked(options.signal, "create", async (lock) => {
+      const current = await this.#read(true);
+      const at = current.grants.findIndex((g) => g.id === grant.id);
+      assertSameRule(current.grants[at], grant);
+      await this.#write([...current.grants.filter((_, i) => i !== at), grant], lock);
+      return grant;
     });
   }
 
@@ -296,16 +286,13 @@ export class FileGrantStore implements GrantStore {
    * `undefined` (writing nothing) when no such grant is stored.
    */
   async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
-    return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders("write"))) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
-        const current = await this.#read(true);
-        const at = current.grants.findIndex((g) => g.id === id);
-        const found = current.grants[at];
-        if (found === undefined) return undefined;
-        await this.#write(current.grants.filter((_, i) => i !== at), lock);
-        return found;
-      });
+    return this.#locked(options.signal, undefined, async (lock) => {
+      const current = await this.#read(true);
+      const at = current.grants.findIndex((g) => g.id === id);
+      const found = current.grants[at];
+      if (found === undefined) return undefined;
+      await this.#write(current.grants.filter((_, i) => i !== at), lock);
+      return found;
     });
   }
 
@@ -316,23 +303,17 @@ export class FileGrantStore implements GrantStore {
    * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
    */
   async clear(options: ClearOptions = {}): Promise<number> {
-    return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders("write"))) return 0;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
-        let current: Snapshot;
-        try {
-          current = await this.#read(true);
-        } catch (error) {
-          if (error instanceof LedgerCorruptError && options.corrupt === "keep-aside") {
-            await this.#moveAside();
-            return 0;
-          }
-          throw error;
-        }
-        if (current.grants.length === 0) return 0;
-        await this.#write([], lock);
-        return current.grants.length;
-      });
+    return this.#locked(options.signal, 0, async (lock) => {
+      let current: Snapshot;
+      try {
+        current = await this.#read(true);
+      } catch (error) {
+        if (!(error instanceof LedgerCorruptError && options.corrupt === "keep-aside")) throw error;
+        await this.#moveAside();
+        return 0;
+      }
+      if (current.grants.length > 0) await this.#write([], lock);
+      return current.grants.length;
     });
   }
 
@@ -343,17 +324,26 @@ export class FileGrantStore implements GrantStore {
    * nothing when the ledger is missing or sound.
    */
   async resetCorrupt(options: StoreCallOptions = {}): Promise<string | undefined> {
-    return this.#serial(options.signal, async () => {
-      if (!(await this.#secureFolders("write"))) return undefined;
-      return withLedgerLock(this.lockPath, this.#lockOptions(options.signal), async (lock) => {
-        try {
-          await this.#read(true);
-          return undefined;
-        } catch (error) {
-          if (error instanceof LedgerCorruptError) return this.#moveAside();
-          throw error;
-        }
-      });
+    return this.#locked(options.signal, undefined, async () => {
+      try {
+        await this.#read(true);
+        return undefined;
+      } catch (error) {
+        if (error instanceof LedgerCorruptError) return this.#moveAside();
+        throw error;
+      }
+    });
+  }
+
+  /**
+   * Runs `change` under the lock, after this store's earlier changes and
+   * the folder checks. `missing` is what a change resolves to without
+   * running when the ledger's folders do not exist; `"create"` makes them.
+   */
+  #locked<T>(signal: AbortSignal | undefined, missing: T | "create", change: (lock: HeldLock) => Promise<T>): Promise<T> {
+    return this.#serial(signal, async () => {
+      if (!(await this.#secureFolders(missing === "create" ? "create" : "write"))) return missing as T;
+      return withLedgerLock(this.lockPath, this.#lockOptions(signal), change);
     });
   }
 
@@ -605,7 +595,6 @@ export class FileGrantStore implements GrantStore {
     const temp = `${path}.${randomBytes(4).readUInt32BE(0)}`;
     this.#snapshot = undefined;
     await this.#removeLeftovers();
-    const folder = this.#openFolder();
     try {
       await writeWhole(temp, Buffer.from(`[${grants.map((g) => g.toLedgerText()).join(",")}]`, "utf8"));
       // A writer robbed of its lock (only ever for its age, by another host)
@@ -613,12 +602,12 @@ export class FileGrantStore implements GrantStore {
       await lock.assertHeld();
       await rename(temp, path);
     } catch (error) {
-      await Promise.all([unlink(temp).catch(() => undefined), folder.then(closeFolder)]);
+      await unlink(temp).catch(() => undefined);
       if (error instanceof LedgerLockError) throw error;
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
     }
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
-    const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder(await folder)]);
+    const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder()]);
     // Without it, the next read reparses.
     if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants, index: undefined };
   }
@@ -644,36 +633,24 @@ export class FileGrantStore implements GrantStore {
     );
   }
 
-  /** Opens the ledger's folder to sync it; an error is kept for {@link #syncFolder} to throw. */
-  async #openFolder(): Promise<FolderHandle> {
-    try {
-      return { handle: await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW) };
-    } catch (error) {
-      return { error };
-    }
-  }
-
   /**
-   * Syncs and closes the folder: without this a power cut may bring the old
+   * Syncs the ledger's folder: without this a power cut may bring the old
    * ledger back. Some platforms and file systems cannot fsync a folder; the
    * rename itself still happened then.
    */
-  async #syncFolder(folder: FolderHandle): Promise<void> {
-    if (folder.handle === undefined) {
-      throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot open the ledger folder to sync it (${errorCode(folder.error) ?? "error"})`, {
-        cause: folder.error,
-      });
-    }
+  async #syncFolder(): Promise<void> {
+    let folder: FileHandle | undefined;
     try {
-      await folder.handle.sync();
+      folder = await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      await folder.sync();
     } catch (error) {
       const code = errorCode(error);
-      if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EISDIR" && code !== "EPERM" && code !== "EBADF") {
-        await closeFolder(folder);
+      if (folder === undefined || !["EINVAL", "ENOTSUP", "EISDIR", "EPERM", "EBADF"].includes(code ?? "")) {
         throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, { cause: error });
       }
+    } finally {
+      await folder?.close().catch(() => undefined);
     }
-    await folder.handle.close();
   }
 
   async #moveAside(): Promise<string> {
@@ -688,7 +665,7 @@ export class FileGrantStore implements GrantStore {
       });
     }
     this.#snapshot = undefined;
-    await this.#syncFolder(await this.#openFolder());
+    await this.#syncFolder();
     return aside;
   }
 }

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
 import { link, lstat, open, readFile, rename, unlink, type FileHandle } from "node:fs/promises";
 import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { LedgerLockError } from "./errors.js";
 
@@ -96,24 +97,6 @@ function pidAlive(pid: number): boolean {
     // EPERM: the process exists but belongs to someone else.
     return errorCode(error) === "EPERM";
   }
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal === undefined) {
-      setTimeout(resolve, ms);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /**
@@ -269,7 +252,11 @@ export async function withLedgerLock<T>(
       const by = seen.holder === null ? "" : ` (held by pid ${seen.holder.pid} on ${seen.holder.hostname})`;
       throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${by}`);
     }
-    await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
+    const { signal } = options;
+    await delay(Math.min(remaining, backoff + Math.random() * backoff), undefined, { signal }).catch((error: unknown) => {
+      // timers/promises rejects with an AbortError; the caller expects the signal's own reason.
+      throw signal?.aborted === true ? signal.reason : error;
+    });
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
   const lock = held;
