@@ -225,7 +225,7 @@ describe("FileGrantStore fails closed", () => {
     const s = store();
     const target = join(root, "elsewhere.json");
     writeFileSync(target, "[]");
-    mkdirSync(join(s.ledgerPath, ".."), { recursive: true });
+    mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
     symlinkSync(target, s.ledgerPath);
     // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
     for (const error of await Promise.all([s.load(), s.save(grantA), s.clear()].map(rejection))) {
@@ -331,7 +331,7 @@ describe("FileGrantStore fails closed", () => {
 
   it("refuses a ledger path that is a folder", async () => {
     const s = store();
-    mkdirSync(s.ledgerPath, { recursive: true });
+    mkdirSync(s.ledgerPath, { recursive: true, mode: 0o700 });
     const error = await rejection(s.save(grantA));
     expect((error as LedgerIoError).code).toBe("LEDGER_NOT_REGULAR_FILE");
   });
@@ -618,6 +618,9 @@ describe("FileGrantStore path and permission checks", () => {
     const listener = (w: Error): void => {
       seen.push([w.name, (w as NodeJS.ErrnoException).code]);
     };
+    // Node prints process warnings through a listener of its own; this test only watches.
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
     process.on("warning", listener);
     try {
       const s = store({
@@ -629,6 +632,7 @@ describe("FileGrantStore path and permission checks", () => {
       await new Promise((resolve) => setImmediate(resolve));
     } finally {
       process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
     }
     expect(seen).toEqual([["LoopctlWarning", "LOOPCTL_LEDGER_TIGHTENED"]]);
     expect(modeOf(paths[2] as string)).toBe(0o700);

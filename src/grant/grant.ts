@@ -35,32 +35,30 @@ const THIS_TOOL: GrantScope = Object.freeze({ type: "this_tool" });
  * Unknown fields are ignored; absent metadata reads as null / 0; `args` must
  * be present (null is a valid argument set).
  */
-export const GrantRecordSchema = z
-  .object({
-    /** The grant id (16 hex digits). */
-    id: z.string(),
-    /** The tool name. */
-    tool: z.string().min(1),
-    /** The verdict, capitalized as in the original. */
-    verdict: z.enum(["Allow", "Deny"]),
-    /** `"this_tool"`, or the exact argument set. */
-    scope: z.union([
-      z.literal("this_tool"),
-      z.object({
-        this_call: z.object({ args: z.unknown() }).refine((o) => "args" in o, { message: "args is required" }),
-      }),
-    ]),
-    /** The pin (sha256 fingerprint or legacy 16-hex digest), or null. */
-    pinned_descriptor: z.string().nullable().optional().default(null),
-    /** Creation time, epoch ms (0 when unknown). */
-    created_at_ms: z.number().int().nonnegative().optional().default(0),
-    /** A note for people, or null. */
-    note: z.string().nullable().optional().default(null),
-  })
-  .readonly();
+export const GrantRecordSchema = z.object({
+  /** The grant id (16 hex digits). */
+  id: z.string(),
+  /** The tool name. */
+  tool: z.string().min(1),
+  /** The verdict, capitalized as in the original. */
+  verdict: z.enum(["Allow", "Deny"]),
+  /** `"this_tool"`, or the exact argument set. */
+  scope: z.union([
+    z.literal("this_tool"),
+    z.object({
+      this_call: z.object({ args: z.unknown() }).refine((o) => "args" in o, { message: "args is required" }),
+    }),
+  ]),
+  /** The pin (sha256 fingerprint or legacy 16-hex digest), or null. */
+  pinned_descriptor: z.string().nullable().optional().default(null),
+  /** Creation time, epoch ms (0 when unknown). */
+  created_at_ms: z.number().int().nonnegative().optional().default(0),
+  /** A note for people, or null. */
+  note: z.string().nullable().optional().default(null),
+});
 
 /** The ledger record of one grant, as {@link GrantRecordSchema} parses it. */
-export type GrantRecord = z.infer<typeof GrantRecordSchema>;
+export type GrantRecord = Readonly<z.infer<typeof GrantRecordSchema>>;
 
 function deepFreeze(root: unknown): void {
   const stack: unknown[] = [root];
