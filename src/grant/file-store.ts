@@ -599,13 +599,13 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * Replaces the ledger with one holding `grants`, in that order. Called under the lock, right after
-   * {@link #read} found the ledger a regular file or missing: nothing but
-   * this user can swap it since (its folders are closed to others). The new
-   * ledger is written whole and synced under a temporary name, then renamed
-   * over the old one if the lock is still ours, and the folder is synced,
-   * which is what makes the rename durable. Temporary files left by writers
-   * that died holding the lock go first.
+   * Replaces the ledger with one holding `grants`, in that order. Called
+   * under the lock, right after {@link #read} found the ledger a regular file
+   * or missing: nothing but this user can swap it since (its folders are
+   * closed to others). The new ledger is written whole and synced under a
+   * temporary name, then renamed over the old one if the lock is still ours,
+   * and the folder is synced, which is what makes the rename durable.
+   * Temporary files left by writers that died holding the lock go first.
    */
   async #write(grants: readonly Grant[], lock: HeldLock): Promise<void> {
     const path = this.ledgerPath;

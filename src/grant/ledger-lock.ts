@@ -215,8 +215,8 @@ async function sameLock(aside: string, judged: Stats, text: string): Promise<boo
  * start, time and a token inside), so writers in every process, thread and
  * module copy on the ledger are serialized. Waits with backoff up to
  * `timeoutMs`, breaking a lock whose holder died on this host, or from another
- * host and older than `staleMs`. The lock is
- * released in `finally`, and only if it is still ours.
+ * host and older than `staleMs`. The lock is released in `finally`, and only
+ * if it is still ours.
  *
  * @throws {LedgerLockError} naming the lock file when it cannot be taken.
  */
