@@ -1,4 +1,6 @@
-import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { chmod, lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../src/cli/index.js";
@@ -230,5 +232,97 @@ describe("usage", () => {
   it("prints the version", async () => {
     const run = await cli(["--version"], { cwd: base });
     expect(run).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });
+  });
+});
+
+describe("modes and warnings", () => {
+  const modeOf = async (path: string): Promise<number> => (await lstat(path)).mode & 0o7777;
+
+  /** A saved ledger whose folders (root included) are 0755 and whose file is 0644, and those four paths. */
+  async function openTree(grantsRoot: string): Promise<string[]> {
+    const store = await seed(grantsRoot, project, sampleGrants());
+    const paths = [grantsRoot, join(grantsRoot, "projects"), dirname(store.ledgerPath), store.ledgerPath];
+    for (const path of paths) await chmod(path, path === store.ledgerPath ? 0o644 : 0o755);
+    return paths;
+  }
+
+  it("grants list leaves every mode as it found it and prints no warning", async () => {
+    const paths = await openTree(root);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o755, 0o755, 0o644]);
+  });
+
+  it('grants list --root "" leaves the current folder as it is', async () => {
+    const here = join(base, "here");
+    await mkdir(here, { mode: 0o755 });
+    await chmod(here, 0o755);
+    await openTree(here);
+    const run = await cli(["grants", "list", "--root", "", "--project", project, "--json"], { cwd: here });
+    expect(run.code).toBe(EXIT.ok);
+    expect((JSON.parse(run.stdout) as { grants: unknown[] }).grants).toHaveLength(3);
+    expect(await modeOf(here)).toBe(0o755);
+  });
+
+  it("a sticky folder writable by all, like /tmp, is a root that works as it is, with no advice to change it", async () => {
+    const sticky = join(base, "tmp-like");
+    await mkdir(sticky);
+    await chmod(sticky, 0o1777);
+    const at1777 = ["--root", sticky, "--project", project];
+    const [first] = sampleGrants();
+    await seed(sticky, project, [first as Grant]);
+    for (const argv of [["grants", "list"], ["grants", "revoke", (first as Grant).id]]) {
+      const run = await cli([...argv, ...at1777], { cwd: base });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.ok, stderr: "" });
+    }
+    expect(await modeOf(sticky)).toBe(0o1777);
+  });
+
+  it("a change that makes a folder owner-only says so in one plain line, not as a Node process warning", async () => {
+    const paths = await openTree(root);
+    const seen: string[] = [];
+    const listener = (warning: Error): void => {
+      seen.push(warning.message);
+    };
+    process.on("warning", listener);
+    let run;
+    try {
+      run = await cli(["grants", "revoke", (sampleGrants()[0] as Grant).id, ...at()], { cwd: base });
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", listener);
+    }
+    expect(run.code).toBe(EXIT.ok);
+    expect(seen).toEqual([]);
+    expect(run.stderr).toBe(
+      [paths[1], paths[2]]
+        .map((path) => `loopctl: warning: grant ledger path ${path} was open to group or others (mode 755); made owner-only (mode 700)\n`)
+        .join(""),
+    );
+    expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o700, 0o700, 0o600]);
+  });
+});
+
+describe("a ledger lock held by a live process", () => {
+  it("says it is waiting, with the holder's pid, then goes on when the lock is free", async () => {
+    const [first] = sampleGrants() as [Grant];
+    const store = await seed(root, project, [first]);
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    await writeFile(store.lockPath, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "t" }));
+    let stderr = "";
+    const running = runCli(["grants", "revoke", first.id, ...at()], {
+      stdout: { write: () => true },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+      env: {},
+      cwd: base,
+    });
+    try {
+      await expect.poll(() => stderr, { timeout: 10_000 }).toContain("waiting");
+      expect(stderr).toBe(`loopctl: waiting for the grant ledger lock ${store.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}\n`);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+    expect(await running).toBe(EXIT.ok);
+    expect(await store.load()).toEqual([]);
   });
 });

@@ -1,14 +1,14 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileGrantStore } from "../src/grant/index.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
 import { openToOthers, walk } from "./support/reliability-files.js";
-import { ownGrant, sharedGrant } from "./support/reliability-grants.js";
+import { denyGrant, ownGrant, sharedGrant } from "./support/reliability-grants.js";
 
 /** Writers killed per run; raise with LOOPCTL_CRASH_ROUNDS. */
 const ROUNDS = Number(process.env["LOOPCTL_CRASH_ROUNDS"] ?? 20);
@@ -116,6 +116,8 @@ async function killChain(chain: number, rounds: number): Promise<ChainFigures> {
   const last = ownGrant("after", chain);
   await store.save(last);
   expect((await store.load()).map((g) => g.id)).toEqual(expect.arrayContaining([...present, last.id]));
+  // Whatever temporary ledgers the kills left, the writer after them removed.
+  expect(readdirSync(dirname(store.ledgerPath)).filter((name) => TEMP.test(name))).toEqual([]);
   return { kills: rounds, completedOps, held: present.size, tempFiles: leftTemp.size, lockLeft: leftLock };
 }
 
@@ -179,4 +181,135 @@ describe("several processes saving and revoking one project at once", () => {
     expect(walk(join(store.ledgerPath, "..")).map((e) => e.path).sort()).toEqual([".", "grants.json"]);
     console.log(`race: ${RACERS} processes, ${ops} operations, ${loaded.length} grants held, none lost`);
   }, Math.max(120_000, RACERS * RACE_OPS * 1_000));
+});
+
+/** A churn writer stopped with SIGSTOP while it holds the lock and its next ledger is written only under a temporary name. */
+interface PausedWriter {
+  readonly pid: number;
+  /** The temporary ledger it was writing when stopped. */
+  readonly temp: string;
+  /** Every line it has printed so far. */
+  readonly lines: string[];
+  /** Settles when it exits, with its code, signal and stderr. */
+  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
+}
+
+const TEMP = /^grants\.json\.\d+$/;
+
+function processState(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+}
+
+/** Whether the file at `path` ends in "]": the ledgers written here hold no other "]". */
+function complete(path: string): boolean {
+  const bytes = readFileSync(path);
+  return bytes.length > 0 && bytes[bytes.length - 1] === 0x5d;
+}
+
+/**
+ * Seeds (root, project) with `size` grants, so that each write of the ledger
+ * takes long enough to be caught in, starts a churn writer and stops it,
+ * again and again, until it is caught holding the lock with its next ledger
+ * in a temporary file (one still being written, with `incomplete`).
+ */
+async function pausedMidWrite(root: string, project: string, tag: string, incomplete: boolean): Promise<PausedWriter> {
+  const store = new FileGrantStore(root, project);
+  await store.save(ownGrant("seed", 0));
+  const seeded = Array.from({ length: 10_000 }, (_, n) => JSON.stringify(ownGrant("seed", n)));
+  writeFileSync(store.ledgerPath, `[${seeded.join(",")}]`, { mode: 0o600 });
+  const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], { stdio: ["ignore", "pipe", "pipe"] });
+  const lines: string[] = [];
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => lines.push(...chunk.split("\n").filter((l) => l !== "")));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal, stderr })),
+  );
+  const pid = child.pid!;
+  await expect.poll(() => lines.some((l) => l.startsWith("saved ")), { timeout: 30_000 }).toBe(true);
+  const dir = dirname(store.ledgerPath);
+  for (let attempt = 0; attempt < 2_000; attempt += 1) {
+    process.kill(pid, "SIGSTOP");
+    await expect.poll(() => processState(pid), { interval: 1 }).toBe("T");
+    const temp = readdirSync(dir).find((name) => TEMP.test(name));
+    let holder: number | undefined;
+    try {
+      holder = (JSON.parse(readFileSync(store.lockPath, "utf8")) as { pid: number }).pid;
+    } catch {
+      holder = undefined;
+    }
+    if (temp !== undefined && holder === pid && (!incomplete || !complete(join(dir, temp)))) {
+      return { pid, temp: join(dir, temp), lines, exit };
+    }
+    process.kill(pid, "SIGCONT");
+    await new Promise((resolve) => setTimeout(resolve, attempt % 4));
+  }
+  child.kill("SIGKILL");
+  throw new Error("the writer was never caught mid-write");
+}
+
+describe("a writer stopped (SIGSTOP) while it holds the lock", () => {
+  it("on this host: a second writer waits for it however long, and neither write is lost", async () => {
+    const { root, project } = freshRoot();
+    const second = spawn(process.execPath, [writer!.path, "deny", root, project, "second"], { stdio: ["pipe", "pipe", "pipe"] });
+    const said: string[] = [];
+    second.stdout.setEncoding("utf8").on("data", (chunk: string) => said.push(...chunk.split("\n").filter((l) => l !== "")));
+    const secondExit = new Promise<number | null>((resolve) => second.on("exit", resolve));
+    await expect.poll(() => said, { timeout: 30_000 }).toContain("ready");
+    const first = await pausedMidWrite(root, project, "first", false);
+    let firstWord: string | undefined;
+    try {
+      second.stdin.end("go\n");
+      // Its stale bound is 1 ms and the lock is older: only the holder being alive keeps it waiting.
+      await expect.poll(() => said.length, { timeout: 30_000 }).toBeGreaterThan(1);
+      firstWord = said[1];
+      process.kill(first.pid, "SIGCONT");
+      expect(await secondExit).toBe(0);
+      // The first writer goes on saving and revoking its own grants meanwhile.
+      await expect.poll(() => first.lines.length, { timeout: 30_000 }).toBeGreaterThan(first.lines.length + 2);
+    } finally {
+      process.kill(first.pid, "SIGCONT");
+      process.kill(first.pid, "SIGKILL");
+      second.kill("SIGKILL");
+    }
+    await first.exit;
+    const ids = (await new FileGrantStore(root, project).load()).map((g) => g.id);
+    expect(ids).toContain(denyGrant("second").id);
+    const firstSaved = first.lines.filter((l) => l.startsWith("saved ")).map((l) => l.slice("saved ".length));
+    expect(ids).toEqual(expect.arrayContaining(firstSaved.slice(-1)));
+    expect(firstWord).toBe(`waiting ${first.pid}`);
+  });
+
+  it("from another host, broken for its age: its ledger never replaces the new holder's", async () => {
+    const { root, project } = freshRoot();
+    const first = await pausedMidWrite(root, project, "first", true);
+    const store = new FileGrantStore(root, project);
+    // What a writer on another host does once the lock is past the stale bound: take the lock, write.
+    renameSync(store.lockPath, `${store.lockPath}.broken`);
+    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+    writeFileSync(store.lockPath, theirs, { mode: 0o600 });
+    const ledger = `[${JSON.stringify(denyGrant("another-host"))}]`;
+    writeFileSync(store.ledgerPath, ledger, { mode: 0o600 });
+    process.kill(first.pid, "SIGCONT");
+    // It fails on its own; one that put its ledger in place would wait on the other host's lock instead.
+    const ended = await Promise.race([first.exit, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000))]);
+    if (ended === undefined) process.kill(first.pid, "SIGKILL");
+    expect(readFileSync(store.ledgerPath, "utf8")).toBe(ledger);
+    expect(readFileSync(store.lockPath, "utf8")).toBe(theirs);
+    expect(ended?.code).toBe(1);
+    expect(ended?.stderr).toContain("LEDGER_LOCK");
+    expect(existsSync(first.temp)).toBe(false);
+  });
+
+  it("killed there: the next writer removes the temporary ledger it left", async () => {
+    const { root, project } = freshRoot();
+    const first = await pausedMidWrite(root, project, "first", false);
+    process.kill(first.pid, "SIGKILL");
+    await first.exit;
+    expect(existsSync(first.temp)).toBe(true);
+    const store = new FileGrantStore(root, project);
+    await store.save(denyGrant("next"));
+    expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
+  });
 });

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import {
   chmodSync,
@@ -19,18 +19,22 @@ import {
 import { hostname, tmpdir } from "node:os";
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   FileGrantStore,
   Grant,
+  GrantPolicy,
   GrantScope,
   LedgerCorruptError,
   LedgerIoError,
   LedgerLockError,
   projectIdentity,
+  type LedgerLockWait,
   type LedgerWarning,
 } from "../src/grant/index.js";
-import { withLedgerLock } from "../src/grant/ledger-lock.js";
+
+const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
 let root: string;
 let project: string;
@@ -147,7 +151,7 @@ describe("FileGrantStore reads and writes", () => {
     expect((await b.load()).map((g) => g.id)).toEqual([grantA.id]);
     const parse = vi.spyOn(Grant, "fromJSON");
     await b.load();
-    await b.index();
+    await new GrantPolicy(b).decide({ name: "read", description: "", inputSchema: {} }, {});
     expect(parse).not.toHaveBeenCalled();
     await a.save(grantB);
     expect((await b.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
@@ -221,7 +225,7 @@ describe("FileGrantStore fails closed", () => {
     const s = store();
     const target = join(root, "elsewhere.json");
     writeFileSync(target, "[]");
-    mkdirSync(join(s.ledgerPath, ".."), { recursive: true });
+    mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
     symlinkSync(target, s.ledgerPath);
     // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
     for (const error of await Promise.all([s.load(), s.save(grantA), s.clear()].map(rejection))) {
@@ -233,77 +237,101 @@ describe("FileGrantStore fails closed", () => {
     expect(lstatSync(s.ledgerPath).isSymbolicLink()).toBe(true);
   });
 
-  it("leaves on disk, after each of many saves and revokes, exactly the ledger of what it holds", async () => {
-    const s = store();
-    const grants = Array.from({ length: 12 }, (_, i) => new Grant(`tool_${i % 5}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisCall({ i })));
-    const held = new Map<string, Grant>();
-    for (let step = 0; step < 60; step += 1) {
-      const grant = grants[(step * 7) % grants.length]!;
-      if (step % 4 === 3 && held.size > 0) {
-        const id = [...held.keys()][step % held.size]!;
-        await s.revoke(id);
-        held.delete(id);
-      } else {
-        await s.save(grant);
-        held.delete(grant.id);
-        held.set(grant.id, grant);
-      }
-      const onDisk = readFileSync(s.ledgerPath, "utf8");
-      expect(onDisk).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
-      expect((await store().load()).map((g) => g.id)).toEqual([...held.keys()]);
-    }
+  it("leaves on disk, after any run of saves, revokes and clears, exactly the ledger of what it holds", async () => {
+    const grantArb = fc
+      .record({
+        tool: fc.constantFrom("read", "write_file", "deploy", "é€😀"),
+        verdict: fc.constantFrom("allow" as const, "deny" as const),
+        args: fc.option(fc.dictionary(fc.string({ maxLength: 4 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 3 }), {
+          nil: undefined,
+        }),
+      })
+      .map(({ tool, verdict, args }) => new Grant(tool, verdict, args === undefined ? GrantScope.thisTool() : GrantScope.thisCall(args)));
+    const stepArb = fc.oneof(
+      { weight: 6, arbitrary: grantArb.map((grant) => ({ type: "save" as const, grant })) },
+      { weight: 3, arbitrary: fc.nat().map((at) => ({ type: "revoke" as const, at })) },
+      { weight: 1, arbitrary: fc.constant({ type: "clear" as const }) },
+    );
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 20 }), async (steps) => {
+        const s = new FileGrantStore(join(root, `grants-${(run += 1)}`), project);
+        // The model: a save replaces a grant with its id and moves it to the end.
+        const held = new Map<string, Grant>();
+        for (const step of steps) {
+          if (step.type === "save") {
+            await s.save(step.grant);
+            held.delete(step.grant.id);
+            held.set(step.grant.id, step.grant);
+          } else if (step.type === "revoke") {
+            const id = [...held.keys()][step.at % Math.max(held.size, 1)] ?? "0000000000000000";
+            await s.revoke(id);
+            held.delete(id);
+          } else {
+            await s.clear();
+            held.clear();
+          }
+          if (!existsSync(s.ledgerPath)) {
+            expect(held.size).toBe(0);
+            continue;
+          }
+          expect(readFileSync(s.ledgerPath, "utf8")).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
+        }
+        expect((await s.load()).map((g) => g.id)).toEqual([...held.keys()]);
+      }),
+      { numRuns: RUNS },
+    );
   });
 
   it("syncs the file, renames it over the ledger, then syncs the folder, all before save resolves", async () => {
     const s = store();
     await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
     const events: string[] = [];
     const probe = await open(s.ledgerPath, "r");
     const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
     await probe.close();
-    const [fsync, rename, sync] = [fs.fsync, fs.rename, handles.sync];
-    const spies = [
-      vi.spyOn(fs, "fsync").mockImplementation(((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
-        events.push("fsync file");
-        fsync(fd, done);
-      }) as typeof fs.fsync),
-      vi.spyOn(fs, "rename").mockImplementation(((from: string, to: string, done: (error: NodeJS.ErrnoException | null) => void) => {
-        events.push(to === s.ledgerPath ? "rename over the ledger" : `rename to ${to}`);
-        rename(from, to, done);
-      }) as typeof fs.rename),
-      vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
-        events.push(fs.fstatSync(this.fd).isDirectory() ? "fsync folder" : "fsync another file");
-        return sync.call(this);
-      }),
-    ];
+    const sync = handles.sync;
+    // What the ledger holds at each sync tells whether the rename has happened yet.
+    const ledgerIs = (): string => (readFileSync(s.ledgerPath, "utf8") === before ? "old" : "new");
+    const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+      events.push(`fsync ${fs.fstatSync(this.fd).isDirectory() ? "folder" : "file"}, ledger ${ledgerIs()}`);
+      return sync.call(this);
+    });
     try {
       await s.save(grantB);
-      events.push("save resolved");
+      events.push(`save resolved, ledger ${ledgerIs()}`);
     } finally {
-      for (const spy of spies) spy.mockRestore();
+      spy.mockRestore();
     }
-    expect(events).toEqual(["fsync file", "rename over the ledger", "fsync folder", "save resolved"]);
+    expect(events).toEqual(["fsync file, ledger old", "fsync folder, ledger new", "save resolved, ledger new"]);
     expect((await store().load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
   });
 
-  it("writes without a chown: the new ledger is simply this user's", async () => {
+  it("removes only its own temporary ledgers left beside the ledger: this user's regular files named grants.json.<n>", async () => {
     const s = store();
     await s.save(grantA);
-    const chown = vi.spyOn(fs, "chown");
-    try {
-      await s.save(grantB);
-      await s.revoke(grantA.id);
-      expect(chown).not.toHaveBeenCalled();
-    } finally {
-      chown.mockRestore();
-    }
-    expect(statSync(s.ledgerPath).uid).toBe(process.getuid?.() ?? statSync(s.ledgerPath).uid);
-    expect((await s.load()).map((g) => g.id)).toEqual([grantB.id]);
+    const dir = join(s.ledgerPath, "..");
+    const outside = join(root, "outside");
+    writeFileSync(outside, "keep", { mode: 0o600 });
+    writeFileSync(join(dir, "grants.json.3141592653"), "[half a ledg", { mode: 0o600 });
+    writeFileSync(join(dir, "grants.json.7"), "", { mode: 0o600 });
+    const kept = ["grants.json.backup", "grants.json.12.tmp", "notes.json.12", "grants.json.corrupt-1-abc"];
+    for (const name of kept) writeFileSync(join(dir, name), "keep", { mode: 0o600 });
+    mkdirSync(join(dir, "grants.json.99"));
+    symlinkSync(outside, join(dir, "grants.json.98"));
+    writeFileSync(join(dir, "grants.json.97"), "someone else's", { mode: 0o600 });
+    fs.chownSync(join(dir, "grants.json.97"), 65534, 65534);
+    await s.save(grantB);
+    expect(readdirSync(dir).sort()).toEqual(
+      ["grants.json", ...kept, "grants.json.97", "grants.json.98", "grants.json.99"].sort(),
+    );
+    expect(readFileSync(outside, "utf8")).toBe("keep");
   });
 
   it("refuses a ledger path that is a folder", async () => {
     const s = store();
-    mkdirSync(s.ledgerPath, { recursive: true });
+    mkdirSync(s.ledgerPath, { recursive: true, mode: 0o700 });
     const error = await rejection(s.save(grantA));
     expect((error as LedgerIoError).code).toBe("LEDGER_NOT_REGULAR_FILE");
   });
@@ -328,11 +356,21 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(false);
   });
 
-  it("breaks a lock left with this process's pid by an earlier process", async () => {
+  it.each([
+    ["that started at another time", { start: "1", createdAtMs: Date.now() }],
+    ["before this process started (a lock that does not say when its process started)", { createdAtMs: Date.now() - process.uptime() * 1_000 - 60_000 }],
+  ])("breaks a lock left with this process's pid by an earlier process %s", async (_, record) => {
     const s = store();
-    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "old" }));
+    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), token: "old", ...record }));
     await s.save(grantA);
     expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("waits for a lock with this process's pid made since it started: another copy of the module holds it", async () => {
+    const s = store({ lockTimeoutMs: 50, staleLockMs: 1 });
+    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "copy" }), 10_000);
+    expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+    expect(existsSync(s.lockPath)).toBe(true);
   });
 
   it("waits a bounded time for a live lock, then fails naming the lock file", async () => {
@@ -347,7 +385,44 @@ describe("FileGrantStore lock", () => {
     expect(existsSync(s.lockPath)).toBe(true);
   });
 
-  it("breaks a lock older than the stale bound, whoever holds it", async () => {
+  it("never breaks the lock of a live process on this host, however old", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const s = store({ lockTimeoutMs: 100, staleLockMs: 1_000 });
+      const record = JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now() - 3_600_000, token: "live" });
+      writeLock(s, record, 3_600_000);
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(readFileSync(s.lockPath, "utf8")).toBe(record);
+      expect(existsSync(s.ledgerPath)).toBe(false);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it("reports once that it waits for a lock another writer holds, naming the holder's pid", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const waits: LedgerLockWait[] = [];
+      const s = store({ lockTimeoutMs: 100, onLockWait: (w) => waits.push(w) });
+      writeLock(s, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "live" }));
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(waits).toEqual([
+        {
+          path: s.lockPath,
+          holder: { pid: holder.pid, hostname: hostname() },
+          message: `waiting for the grant ledger lock ${s.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}`,
+        },
+      ]);
+      // A lock whose record is not written yet has no holder to name.
+      writeFileSync(s.lockPath, "");
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(waits[1]?.holder).toBeNull();
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it("breaks a lock from another host older than the stale bound", async () => {
     const s = store({ staleLockMs: 1_000 });
     writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }), 60_000);
     await s.save(grantA);
@@ -377,37 +452,55 @@ describe("FileGrantStore lock", () => {
     await expect(s.revoke(grantA.id, { signal: AbortSignal.abort(new Error("no")) })).rejects.toThrow("no");
   });
 
-  describe("release removes only the lock it took", () => {
-    const options = { timeoutMs: 1_000, staleMs: 60_000 };
-    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
-
-    it("removes its own lock, and holds it while the body runs", async () => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      const seen = await withLedgerLock(s.lockPath, options, async () => JSON.parse(readFileSync(s.lockPath, "utf8")) as { pid: number });
-      expect(seen.pid).toBe(process.pid);
-      expect(existsSync(s.lockPath)).toBe(false);
+  it("a call aborted while it waits behind this store's earlier call rejects at once, and writes nothing", async () => {
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const waits: LedgerLockWait[] = [];
+    const s = store({ lockTimeoutMs: 60_000, onLockWait: (w) => waits.push(w) });
+    writeLock(s, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "live" }));
+    const first = s.save(grantA);
+    await expect.poll(() => waits.length).toBe(1);
+    const controller = new AbortController();
+    const policy = new GrantPolicy(s);
+    const second = policy.remember({ name: "write", description: "", inputSchema: {} }, {}, "deny", "this_tool", {
+      signal: controller.signal,
     });
+    controller.abort(new Error("not any more"));
+    await expect(second).rejects.toThrow("not any more");
+    holder.kill("SIGKILL");
+    expect(await first).toBe(grantA);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+  });
 
-    it.each([
-      ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
-      ["removed", (path: string) => unlinkSync(path)],
-    ])("leaves another writer's lock made after its own was %s during an overlong hold", async (_, breakIt) => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      await withLedgerLock(s.lockPath, options, async () => {
+  it.each([
+    ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
+    ["removed", (path: string) => unlinkSync(path)],
+  ])("a save whose lock is %s while it writes (broken for its age) fails with LEDGER_LOCK, replacing nothing", async (_, breakIt) => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+    const probe = await open(s.ledgerPath, "r");
+    const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
+    await probe.close();
+    const sync = handles.sync;
+    // While the new ledger is synced under its temporary name, a writer elsewhere takes the lock over.
+    const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+      if (!fs.fstatSync(this.fd).isDirectory() && existsSync(s.lockPath)) {
         breakIt(s.lockPath);
         writeFileSync(s.lockPath, theirs, { mode: 0o600 });
-      });
-      expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+      }
+      return sync.call(this);
     });
-
-    it("resolves when its lock is gone at release", async () => {
-      const s = store();
-      mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
-      await expect(withLedgerLock(s.lockPath, options, async () => unlinkSync(s.lockPath))).resolves.toBeUndefined();
-      expect(existsSync(s.lockPath)).toBe(false);
-    });
+    let error: unknown;
+    try {
+      error = await rejection(s.save(grantB));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+    expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+    expect(readdirSync(join(s.ledgerPath, "..")).filter((name) => /^grants\.json\.\d+$/.test(name))).toEqual([]);
   });
 
   it("releases the lock when the change fails", async () => {
@@ -428,23 +521,45 @@ describe("FileGrantStore path and permission checks", () => {
   }
   const modeOf = (path: string): number => lstatSync(path).mode & 0o777;
 
-  it("makes folders and a ledger readable by others owner-only, reporting each through onWarning", async () => {
+  it("a load changes no mode and warns of nothing, whatever others may read", async () => {
     const { paths } = await savedTree();
     const wide = [0o755, 0o711, 0o750, 0o644];
     paths.forEach((path, i) => chmodSync(path, wide[i] as number));
     const warnings: LedgerWarning[] = [];
     const s = store({ onWarning: (w) => warnings.push(w) });
     expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(warnings).toEqual([]);
+    expect(paths.map(modeOf)).toEqual(wide);
+  });
+
+  it("a change makes the store's own folders owner-only, reporting each, and leaves the root as it is", async () => {
+    const { paths } = await savedTree();
+    const wide = [0o755, 0o711, 0o750, 0o644];
+    paths.forEach((path, i) => chmodSync(path, wide[i] as number));
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    await s.save(grantB);
     expect(warnings.map((w) => [w.code, w.path, w.previousMode, w.mode])).toEqual([
-      ["LOOPCTL_LEDGER_TIGHTENED", paths[0], 0o755, 0o700],
       ["LOOPCTL_LEDGER_TIGHTENED", paths[1], 0o711, 0o700],
       ["LOOPCTL_LEDGER_TIGHTENED", paths[2], 0o750, 0o700],
-      ["LOOPCTL_LEDGER_TIGHTENED", paths[3], 0o644, 0o600],
     ]);
     for (const w of warnings) expect(w.message).toContain(w.path);
-    expect(paths.map(modeOf)).toEqual([0o700, 0o700, 0o700, 0o600]);
-    await s.load();
-    expect(warnings.length).toBe(4);
+    // The ledger is a new owner-only file.
+    expect(paths.map(modeOf)).toEqual([0o755, 0o700, 0o700, 0o600]);
+    await s.save(grantB);
+    expect(warnings.length).toBe(2);
+  });
+
+  it("accepts a root writable by all when it is sticky, like /tmp, and changes nothing of it", async () => {
+    const warnings: LedgerWarning[] = [];
+    const s = store({ onWarning: (w) => warnings.push(w) });
+    const sticky = join(root, "grants");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    await s.save(grantA);
+    expect((await store().load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(lstatSync(sticky).mode & 0o7777).toBe(0o1777);
+    expect(warnings).toEqual([]);
   });
 
   it.each([
@@ -498,11 +613,14 @@ describe("FileGrantStore path and permission checks", () => {
 
   it("sends the warning to the process when onWarning throws, and the call still succeeds", async () => {
     const { paths } = await savedTree();
-    chmodSync(paths[3] as string, 0o640);
+    chmodSync(paths[2] as string, 0o750);
     const seen: Array<[string, string | undefined]> = [];
     const listener = (w: Error): void => {
       seen.push([w.name, (w as NodeJS.ErrnoException).code]);
     };
+    // Node prints process warnings through a listener of its own; this test only watches.
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
     process.on("warning", listener);
     try {
       const s = store({
@@ -510,12 +628,13 @@ describe("FileGrantStore path and permission checks", () => {
           throw new Error("logger down");
         },
       });
-      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+      await s.save(grantB);
       await new Promise((resolve) => setImmediate(resolve));
     } finally {
       process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
     }
     expect(seen).toEqual([["LoopctlWarning", "LOOPCTL_LEDGER_TIGHTENED"]]);
-    expect(modeOf(paths[3] as string)).toBe(0o600);
+    expect(modeOf(paths[2] as string)).toBe(0o700);
   });
 });

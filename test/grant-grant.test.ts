@@ -46,6 +46,17 @@ describe("Grant", () => {
     expect(Object.isFrozen(h)).toBe(true);
   });
 
+  it("takes pin, time and note as a fourth argument, checked as the with… builders check them", () => {
+    const pin = "sha256:" + "1".repeat(64);
+    const g = new Grant("read", "allow", GrantScope.thisTool(), { pinnedDescriptor: pin, createdAtMs: 7, note: "n" });
+    expect(g.id).toBe(new Grant("read", "allow", GrantScope.thisTool()).id);
+    expect(g.toJSON()).toEqual(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin).withCreatedAtMs(7).withNote("n").toJSON());
+    expect(new Grant("read", "allow", GrantScope.thisTool(), { note: "only" }).createdAtMs).toBe(0);
+    for (const bad of [{ pinnedDescriptor: "" }, { createdAtMs: -1 }, { createdAtMs: 2 ** 53 }, { note: 5 as unknown as string }]) {
+      expect(() => new Grant("read", "allow", GrantScope.thisTool(), bad), JSON.stringify(bad)).toThrow(GrantRecordError);
+    }
+  });
+
   it("covers the exact tool name, any args for this_tool, canonically equal args for this_call", () => {
     const tool = new Grant("read", "deny", GrantScope.thisTool());
     expect(tool.covers("read", { anything: true })).toBe(true);

@@ -1,10 +1,12 @@
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
-import { FileGrantStore } from "../src/grant/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FileGrantStore, GrantPolicy } from "../src/grant/index.js";
+import { bundleChild, bundleGrantBuilds } from "./support/reliability-bundle.js";
+import type { Bundle, GrantBuilds } from "./support/reliability-bundle.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WRITERS = 6;
@@ -83,5 +85,55 @@ describe("FileGrantStore across processes", () => {
     expect(loaded.filter((g) => g.note === "re-saved").length).toBeGreaterThan(0);
     expect(existsSync(store.lockPath)).toBe(false);
     expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
+  });
+});
+
+describe("FileGrantStore with several copies of the module in one process", () => {
+  let child: Bundle | undefined;
+  let builds: GrantBuilds | undefined;
+  beforeAll(async () => {
+    [child, builds] = await Promise.all([bundleChild("grant-copies.ts"), bundleGrantBuilds()]);
+  });
+  afterAll(() => {
+    child?.dispose();
+    builds?.dispose();
+  });
+
+  function run(args: string[]): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      execFile(process.execPath, [child!.path, ...args], { timeout: 60_000 }, (error, stdout, stderr) => {
+        if (error !== null) reject(new Error(`${error.message}\n${stderr}`));
+        else resolve(JSON.parse(stdout));
+      });
+    });
+  }
+
+  it("four worker threads saving 60 grants each leave 240 grants on disk", async () => {
+    const project = join(root, "threads");
+    const grantsRoot = join(root, "grants-threads");
+    expect(await run(["threads", builds!.esm, grantsRoot, project, "4", "60"])).toEqual({ saved: 240 });
+    const store = new FileGrantStore(grantsRoot, project);
+    expect(await store.load()).toHaveLength(240);
+    expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
+  });
+
+  it("the ESM and CommonJS builds loaded together lose no save and never undo a revoke", async () => {
+    const project = join(root, "copies");
+    const grantsRoot = join(root, "grants-copies");
+    const { saved, revoked } = (await run(["copies", builds!.esm, builds!.cjs, grantsRoot, project, "60", "50"])) as {
+      saved: string[];
+      revoked: string[];
+    };
+    expect(saved).toHaveLength(120 + 50 * 3);
+    expect(revoked).toHaveLength(50);
+    const store = new FileGrantStore(grantsRoot, project);
+    const ids = (await store.load()).map((g) => g.id);
+    expect(revoked.filter((id) => ids.includes(id))).toEqual([]);
+    expect([...ids].sort()).toEqual([...saved].sort());
+    const policy = new GrantPolicy(store);
+    const deploy = { name: "deploy", description: "", inputSchema: {} };
+    for (let round = 0; round < 50; round += 1) {
+      expect(await policy.decide(deploy, { round })).toEqual({ type: "ask", reason: "no_grant" });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Grant, GrantRecordError, GrantScope, MemoryGrantStore } from "../src/grant/index.js";
+import { Grant, GrantPolicy, GrantRecordError, GrantScope, MemoryGrantStore, type ToolDescriptor } from "../src/grant/index.js";
 
 const allowRead = new Grant("read", "allow", GrantScope.thisTool());
 const denyWrite = new Grant("write", "deny", GrantScope.thisCall({ path: "/etc/passwd" }));
@@ -33,17 +33,32 @@ describe("MemoryGrantStore", () => {
     expect(await store.load()).toEqual([]);
   });
 
-  it("hands out an index that follows changes", async () => {
+  it("decides every call from its grants as they are now, through a policy", async () => {
     const store = new MemoryGrantStore([allowRead]);
-    const first = await store.index();
-    expect(await store.index()).toBe(first);
-    expect(first.lookup("read", {}).thisTool.allow).toBe(allowRead);
+    const policy = new GrantPolicy(store);
+    const tool = (name: string): ToolDescriptor => ({ name, description: "", inputSchema: {} });
+    expect(await policy.decide(tool("read"), {})).toEqual({ type: "allow", grant: allowRead });
     await store.save(denyWrite);
-    const second = await store.index();
-    expect(second).not.toBe(first);
-    expect(second.lookup("write", { path: "/etc/passwd" }).thisCall.deny).toBe(denyWrite);
+    expect(await policy.decide(tool("write"), { path: "/etc/passwd" })).toEqual({ type: "deny", grant: denyWrite });
     await store.revoke(allowRead.id);
-    expect((await store.index()).lookup("read", {}).thisTool.allow).toBeUndefined();
+    expect(await policy.decide(tool("read"), {})).toEqual({ type: "ask", reason: "no_grant" });
+    await store.clear();
+    expect(await policy.decide(tool("write"), { path: "/etc/passwd" })).toEqual({ type: "ask", reason: "no_grant" });
+  });
+
+  it("rejects every call with the signal's reason once it is aborted, changing nothing", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    const signal = AbortSignal.abort(new Error("stopped"));
+    for (const call of [
+      () => store.load({ signal }),
+      () => store.save(denyWrite, { signal }),
+      () => store.revoke(allowRead.id, { signal }),
+      () => store.clear({ signal }),
+      () => new GrantPolicy(store).decide({ name: "read", description: "", inputSchema: {} }, {}, { signal }),
+    ]) {
+      await expect(call()).rejects.toThrow("stopped");
+    }
+    expect(await store.load()).toEqual([allowRead]);
   });
 
   it("refuses to save something that is not a Grant", async () => {

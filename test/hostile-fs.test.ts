@@ -1,10 +1,12 @@
-import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FileGrantStore, Grant, GrantScope, LedgerIoError, LedgerLockError } from "../src/grant/index.js";
 import { LoopctlError } from "../src/errors.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 import { walk } from "./support/reliability-files.js";
 
 const temp = mkdtempSync(join(tmpdir(), "loopctl-hostile-fs-"));
@@ -182,11 +184,23 @@ describe("permissions: a ledger tree open to others is refused or tightened with
     expect(warnings.some((w) => w.includes(wide))).toBe(true);
   }
 
-  it.each(["755", "777", "750", "707"])("a root with mode %s before the first save", async (mode) => {
+  it.each(["755", "750"])("a root readable by others (mode %s): the save goes ahead closed beneath it, the root left as the caller made it", async (mode) => {
     const l = layout();
     mkdirSync(l.root, { mode: 0o700 });
     chmodSync(l.root, Number.parseInt(mode, 8));
-    await refusedOrTightened(l, () => l.store.save(grant), l.root);
+    await l.store.save(grant);
+    expect((lstatSync(l.root).mode & 0o777).toString(8)).toBe(mode);
+    expect(walk(l.root).filter((e) => e.path !== "." && (e.mode & 0o077) !== 0)).toEqual([]);
+  });
+
+  it.each(["777", "707", "770"])("a root writable by others and not sticky (mode %s): refused, nothing made in it", async (mode) => {
+    const l = layout();
+    mkdirSync(l.root, { mode: 0o700 });
+    chmodSync(l.root, Number.parseInt(mode, 8));
+    const error = await refused(l.store.save(grant));
+    expect(error.code).toBe("LEDGER_PERMISSIONS");
+    expect(error.message).toContain("chmod go-w");
+    expect(walk(l.root).map((e) => e.path)).toEqual(["."]);
   });
 
   it.each([
@@ -222,5 +236,104 @@ describe("permissions: a ledger tree open to others is refused or tightened with
       [l.dir.slice(l.root.length + 1), "dir", "700"],
       [l.store.ledgerPath.slice(l.root.length + 1), "file", "600"],
     ]);
+  });
+});
+
+describe("a full disk", () => {
+  it("a save that does not fit rejects with LEDGER_IO and leaves the previous ledger whole", async (context) => {
+    const disk = mkdtempSync(join(temp, "tmpfs-"));
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
+    } catch (error) {
+      context.skip(`mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
+    }
+    try {
+      const project = join(disk, "project");
+      const store = new FileGrantStore(join(disk, "root"), project);
+      const saved: string[] = [];
+      let failure: unknown;
+      for (let i = 0; i < 200 && failure === undefined; i += 1) {
+        const next = new Grant("write", "allow", GrantScope.thisCall({ i, body: "x".repeat(1_000) }));
+        await store.save(next).then(
+          () => saved.push(next.id),
+          (error: unknown) => (failure = error),
+        );
+      }
+      expect(failure).toBeInstanceOf(LedgerIoError);
+      expect((failure as LedgerIoError).code).toBe("LEDGER_IO");
+      expect((failure as LedgerIoError).path).toBe(store.ledgerPath);
+      expect(saved.length).toBeGreaterThan(5);
+      // What every later process reads: the ledger of the saves that resolved, whole.
+      expect((await new FileGrantStore(join(disk, "root"), project).load()).map((g) => g.id)).toEqual(saved);
+      expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
+    } finally {
+      execFileSync("umount", [disk]);
+    }
+  });
+});
+
+describe("a ledger this user cannot read or move aside", () => {
+  // Root reads and chmods any file, so the store runs as `nobody` in a child
+  // process, against a ledger owned by root (an owner the store accepts).
+  const NOBODY = 65534;
+  let reader: Bundle | undefined;
+  beforeAll(async () => {
+    reader = await bundleChild("grant-reader.ts");
+    chmodSync(dirname(reader.path), 0o755);
+    chmodSync(reader.path, 0o644);
+  });
+  afterAll(() => reader?.dispose());
+
+  /** A tree owned by `nobody` whose ledger, owned by root with `mode`, holds `bytes`. */
+  function rootOwnedLedger(bytes: string, mode: number): { root: string; project: string; ledger: string } {
+    const base = join(temp, `as-nobody-${(n += 1)}`);
+    mkdirSync(base, { mode: 0o755 });
+    // The way down to it must be open to `nobody`.
+    chmodSync(temp, 0o755);
+    const root = join(base, "root");
+    const project = join(base, "project");
+    mkdirSync(project, { mode: 0o755 });
+    const ledger = new FileGrantStore(root, project).ledgerPath;
+    mkdirSync(dirname(ledger), { recursive: true, mode: 0o700 });
+    for (const path of [root, join(root, "projects"), dirname(ledger)]) chownSync(path, NOBODY, NOBODY);
+    writeFileSync(ledger, bytes, { mode });
+    chmodSync(ledger, mode);
+    return { root, project, ledger };
+  }
+
+  function runAsNobody(root: string, project: string): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      execFile(process.execPath, [reader!.path, root, project], { uid: NOBODY, gid: NOBODY, cwd: "/" }, (error, stdout, stderr) => {
+        if (error !== null) reject(new Error(`${error.message}\n${stderr}`));
+        else resolve(JSON.parse(stdout) as Record<string, unknown>);
+      });
+    });
+  }
+
+  it("an unreadable ledger (EACCES) is an I/O error, never corruption: it is never moved aside, and the CLI exits 4", async () => {
+    const remembered = `[${new Grant("deploy", "deny", GrantScope.thisTool()).toLedgerText()}]`;
+    const { root, project, ledger } = rootOwnedLedger(remembered, 0o600);
+    const seen = await runAsNobody(root, project);
+    expect(seen["load"]).toEqual({ error: "LEDGER_IO" });
+    expect(seen["resetCorrupt"]).toEqual({ error: "LEDGER_IO" });
+    expect(seen["clearKeepAside"]).toEqual({ error: "LEDGER_IO" });
+    for (const command of ["list", "reset"]) {
+      const run = seen[command] as { code: number; stderr: string };
+      expect(run.code, command).toBe(4);
+      expect(run.stderr, command).toContain("[LEDGER_IO]");
+      expect(run.stderr, command).toContain(ledger);
+    }
+    expect(readFileSync(ledger, "utf8")).toBe(remembered);
+    expect(readdirSync(dirname(ledger))).toEqual(["grants.json"]);
+  });
+
+  it("a corrupt ledger that cannot be made owner-only is left where it is, and the move aside fails with LEDGER_IO", async () => {
+    const { root, project, ledger } = rootOwnedLedger("[{", 0o644);
+    const seen = await runAsNobody(root, project);
+    expect(seen["load"]).toEqual({ error: "LEDGER_CORRUPT" });
+    expect(seen["resetCorrupt"]).toEqual({ error: "LEDGER_IO" });
+    expect(seen["clearKeepAside"]).toEqual({ error: "LEDGER_IO" });
+    expect(readFileSync(ledger, "utf8")).toBe("[{");
+    expect(readdirSync(dirname(ledger))).toEqual(["grants.json"]);
   });
 });

@@ -19,7 +19,10 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 function openStore(values: { project?: string | undefined; root?: string | undefined }, context: CliContext): FileGrantStore {
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
   const project = resolve(context.cwd, values.project ?? ".");
-  return new FileGrantStore(root, project);
+  return new FileGrantStore(root, project, {
+    onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
+    onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
+  });
 }
 
 function noPositionals(command: string, positionals: readonly string[]): void {

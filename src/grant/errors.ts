@@ -21,8 +21,10 @@ export class CanonicalJsonError extends LoopctlError {
 }
 
 /**
- * A grant ledger exists but cannot be trusted: unreadable, empty, not JSON,
- * not an array, or holding a record that is not a grant.
+ * A grant ledger exists but cannot be trusted: empty, not UTF-8, not JSON,
+ * not an array, or holding a record that is not a grant. A ledger that cannot
+ * be read at all (EACCES, EIO) is a LedgerIoError instead: its content may be
+ * sound, so it is never treated as corrupt or moved aside.
  *
  * Code `"LEDGER_CORRUPT"`. The file is never overwritten or deleted by a save
  * or a revoke; `FileGrantStore.resetCorrupt()` moves it aside on request.
@@ -40,7 +42,8 @@ export class LedgerCorruptError extends LoopctlError {
 /**
  * Reading or writing a grant ledger failed for a reason other than its
  * content, or its path cannot be trusted. Codes:
- * - `"LEDGER_IO"`: the file system failed (a permission problem, a full disk).
+ * - `"LEDGER_IO"`: the file system failed (the ledger cannot be read, a full
+ *   disk, a corrupt ledger that cannot be moved aside).
  * - `"LEDGER_NOT_REGULAR_FILE"`: the ledger is a symlink, a folder, a FIFO…;
  *   it is never read or written through.
  * - `"LEDGER_UNSAFE_PATH"`: a folder beneath the root (`projects`,

@@ -29,42 +29,36 @@ export const GrantScope = {
 
 const THIS_TOOL: GrantScope = Object.freeze({ type: "this_tool" });
 
-/** The ledger record of one grant, as the original writes it. */
-export interface GrantRecord {
-  /** The grant id (16 hex digits). */
-  readonly id: string;
-  /** The tool name. */
-  readonly tool: string;
-  /** The verdict, capitalized as in the original. */
-  readonly verdict: "Allow" | "Deny";
-  /** `"this_tool"`, or the exact argument set. */
-  readonly scope: "this_tool" | { readonly this_call: { readonly args: unknown } };
-  /** The pin (sha256 fingerprint or legacy 16-hex digest), or null. */
-  readonly pinned_descriptor: string | null;
-  /** Creation time, epoch ms (0 when unknown). */
-  readonly created_at_ms: number;
-  /** A note for people, or null. */
-  readonly note: string | null;
-}
-
 /**
- * zod schema of a ledger record. Unknown fields are ignored; absent metadata
- * reads as null / 0; `args` must be present (null is a valid argument set).
+ * zod schema of a ledger record (`{"id","tool","verdict","scope",
+ * "pinned_descriptor","created_at_ms","note"}`, as the original writes it).
+ * Unknown fields are ignored; absent metadata reads as null / 0; `args` must
+ * be present (null is a valid argument set).
  */
 export const GrantRecordSchema = z.object({
+  /** The grant id (16 hex digits). */
   id: z.string(),
+  /** The tool name. */
   tool: z.string().min(1),
+  /** The verdict, capitalized as in the original. */
   verdict: z.enum(["Allow", "Deny"]),
+  /** `"this_tool"`, or the exact argument set. */
   scope: z.union([
     z.literal("this_tool"),
     z.object({
       this_call: z.object({ args: z.unknown() }).refine((o) => "args" in o, { message: "args is required" }),
     }),
   ]),
+  /** The pin (sha256 fingerprint or legacy 16-hex digest), or null. */
   pinned_descriptor: z.string().nullable().optional().default(null),
+  /** Creation time, epoch ms (0 when unknown). */
   created_at_ms: z.number().int().nonnegative().optional().default(0),
+  /** A note for people, or null. */
   note: z.string().nullable().optional().default(null),
 });
+
+/** The ledger record of one grant, as {@link GrantRecordSchema} parses it. */
+export type GrantRecord = Readonly<z.infer<typeof GrantRecordSchema>>;
 
 function deepFreeze(root: unknown): void {
   const stack: unknown[] = [root];
@@ -77,16 +71,14 @@ function deepFreeze(root: unknown): void {
   }
 }
 
-function checkCreatedAt(ms: number, what: string): void {
-  if (!Number.isSafeInteger(ms) || ms < 0) {
-    throw new GrantRecordError(`${what}: createdAtMs must be a non-negative integer, got ${String(ms)}`);
-  }
-}
-
-interface GrantInit {
-  readonly pinnedDescriptor: string | null;
-  readonly createdAtMs: number;
-  readonly note: string | null;
+/** What a grant carries besides its rule; none of it changes the grant's id. */
+export interface GrantMetadata {
+  /** The descriptor fingerprint (or legacy digest) the grant is pinned to. @default null */
+  readonly pinnedDescriptor?: string | null;
+  /** When the grant was made, epoch ms (a non-negative safe integer). @default 0 */
+  readonly createdAtMs?: number;
+  /** Free text for people. @default null */
+  readonly note?: string | null;
 }
 
 /**
@@ -122,29 +114,15 @@ export class Grant {
   /** The ledger record's text, made on first use: a grant never changes, and a save writes every grant. */
   #ledgerText: string | undefined = undefined;
 
-  /** Set by #copy just before it constructs, so a copy skips re-canonicalizing. */
-  static #seed: { readonly from: Grant; readonly init: GrantInit } | undefined;
-
   /**
+   * @param metadata Pin, creation time and note; the `with…` methods return
+   *   copies with one of them changed.
    * @throws {GrantRecordError} when the tool is not a non-empty string, the
-   * verdict is not `"allow"`/`"deny"` or the scope is malformed.
+   * verdict is not `"allow"`/`"deny"`, the scope is malformed or the metadata
+   * is not of its types.
    * @throws {CanonicalJsonError} when this_call args have no JSON form.
    */
-  constructor(tool: string, verdict: GrantVerdict, scope: GrantScope) {
-    const seed = Grant.#seed;
-    Grant.#seed = undefined;
-    if (seed !== undefined) {
-      this.id = seed.from.id;
-      this.tool = seed.from.tool;
-      this.verdict = seed.from.verdict;
-      this.scope = seed.from.scope;
-      this.#canonicalArgs = seed.from.#canonicalArgs;
-      this.pinnedDescriptor = seed.init.pinnedDescriptor;
-      this.createdAtMs = seed.init.createdAtMs;
-      this.note = seed.init.note;
-      Object.freeze(this);
-      return;
-    }
+  constructor(tool: string, verdict: GrantVerdict, scope: GrantScope, metadata: GrantMetadata = {}) {
     if (typeof tool !== "string" || tool.length === 0) {
       throw new GrantRecordError(`grant tool must be a non-empty string, got ${JSON.stringify(String(tool))}`);
     }
@@ -183,32 +161,41 @@ export class Grant {
     this.id = digest16(
       canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }),
     );
-    this.pinnedDescriptor = null;
-    this.createdAtMs = 0;
-    this.note = null;
+    const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
+    const what = `grant ${this.id} for tool '${tool}'`;
+    if (pinnedDescriptor !== null && (typeof pinnedDescriptor !== "string" || pinnedDescriptor.length === 0)) {
+      throw new GrantRecordError(`${what}: pin must be a non-empty string or null`);
+    }
+    if (!Number.isSafeInteger(createdAtMs) || createdAtMs < 0) {
+      throw new GrantRecordError(`${what}: createdAtMs must be a non-negative integer, got ${String(createdAtMs)}`);
+    }
+    if (note !== null && typeof note !== "string") {
+      throw new GrantRecordError(`${what}: note must be a string or null`);
+    }
+    this.pinnedDescriptor = pinnedDescriptor;
+    this.createdAtMs = createdAtMs;
+    this.note = note;
     Object.freeze(this);
   }
 
   /** A copy pinned to `descriptor` (a fingerprint or legacy digest), or unpinned with null. Same id. */
   withPinnedDescriptor(descriptor: string | null): Grant {
-    if (descriptor !== null && (typeof descriptor !== "string" || descriptor.length === 0)) {
-      throw new GrantRecordError(`grant ${this.id} for tool '${this.tool}': pin must be a non-empty string or null`);
-    }
-    return this.#copy({ pinnedDescriptor: descriptor, createdAtMs: this.createdAtMs, note: this.note });
+    return this.#with({ pinnedDescriptor: descriptor });
   }
 
   /** A copy with `createdAtMs` set (a non-negative safe integer). Same id. */
   withCreatedAtMs(ms: number): Grant {
-    checkCreatedAt(ms, `grant ${this.id} for tool '${this.tool}'`);
-    return this.#copy({ pinnedDescriptor: this.pinnedDescriptor, createdAtMs: ms, note: this.note });
+    return this.#with({ createdAtMs: ms });
   }
 
   /** A copy with `note` set, or cleared with null. Same id. */
   withNote(note: string | null): Grant {
-    if (note !== null && typeof note !== "string") {
-      throw new GrantRecordError(`grant ${this.id} for tool '${this.tool}': note must be a string or null`);
-    }
-    return this.#copy({ pinnedDescriptor: this.pinnedDescriptor, createdAtMs: this.createdAtMs, note });
+    return this.#with({ note });
+  }
+
+  #with(change: GrantMetadata): Grant {
+    const metadata = { pinnedDescriptor: this.pinnedDescriptor, createdAtMs: this.createdAtMs, note: this.note };
+    return new Grant(this.tool, this.verdict, this.scope, { ...metadata, ...change });
   }
 
   /**
@@ -288,29 +275,16 @@ export class Grant {
       );
     }
     const data = parsed.data;
-    const name = `grant record ${JSON.stringify(data.id)} (tool '${data.tool}')`;
-    if (!Number.isSafeInteger(data.created_at_ms)) {
-      throw new GrantRecordError(`${name}: created_at_ms is beyond 2^53`);
-    }
-    let grant: Grant;
     try {
-      grant = new Grant(
+      return new Grant(
         data.tool,
         data.verdict === "Allow" ? "allow" : "deny",
         data.scope === "this_tool" ? GrantScope.thisTool() : GrantScope.thisCall(data.scope.this_call.args),
+        { pinnedDescriptor: data.pinned_descriptor, createdAtMs: data.created_at_ms, note: data.note },
       );
     } catch (error) {
+      const name = `grant record ${JSON.stringify(data.id)} (tool '${data.tool}')`;
       throw new GrantRecordError(`${name} is invalid: ${(error as Error).message}`, { cause: error });
     }
-    return grant.#copy({
-      pinnedDescriptor: data.pinned_descriptor,
-      createdAtMs: data.created_at_ms,
-      note: data.note,
-    });
-  }
-
-  #copy(init: GrantInit): Grant {
-    Grant.#seed = { from: this, init };
-    return new Grant(this.tool, this.verdict, this.scope);
   }
 }

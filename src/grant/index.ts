@@ -22,13 +22,11 @@ export {
   LedgerLockError,
 } from "./errors.js";
 export { Grant, GrantRecordSchema, GrantScope } from "./grant.js";
-export type { GrantRecord, GrantVerdict } from "./grant.js";
-export { GrantIndex } from "./grant-index.js";
-export type { CoveringGrants, VerdictSlots } from "./grant-index.js";
+export type { GrantMetadata, GrantRecord, GrantVerdict } from "./grant.js";
 export { MemoryGrantStore } from "./store.js";
-export type { GrantStore } from "./store.js";
+export type { GrantStore, StoreCallOptions } from "./store.js";
 export { FileGrantStore } from "./file-store.js";
-export type { ClearOptions, FileGrantStoreOptions, LedgerWarning, WriteOptions } from "./file-store.js";
+export type { ClearOptions, FileGrantStoreOptions, LedgerLockWait, LedgerWarning } from "./file-store.js";
 export { GrantPolicy, grantForAnswer } from "./policy.js";
 export type {
   CoveringGrantExplanation,

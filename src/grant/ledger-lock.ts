@@ -2,31 +2,47 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
 import { link, lstat, open, readFile, rename, unlink, type FileHandle } from "node:fs/promises";
 import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
+import { z } from "zod";
 import { LedgerLockError } from "./errors.js";
 
 /** How long to wait for, and when to break, a ledger lock. */
 export interface LedgerLockOptions {
   /** Give up with LedgerLockError after waiting this long. */
   readonly timeoutMs: number;
-  /** A lock older than this is abandoned, whoever holds it. */
+  /**
+   * A lock from another host older than this is abandoned. A lock from this
+   * host is abandoned only when its process is gone, however old it is.
+   */
   readonly staleMs: number;
   /** Stops waiting: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
+  /** Called once, when the lock is first found held by a writer that is not abandoning it. */
+  readonly onWait?: ((holder: LockHolder | null) => void) | undefined;
 }
 
-interface LockInfo {
+/** Who holds a lock, as its record says. */
+export interface LockHolder {
   readonly pid: number;
   readonly hostname: string;
-  readonly createdAtMs: number;
-  readonly token: string;
-  /** Which process image wrote it: tells this process from an earlier one that had its pid. */
-  readonly instance?: string;
 }
+
+const LockInfoSchema = z.object({
+  pid: z.number().int().positive(),
+  hostname: z.string(),
+  createdAtMs: z.number(),
+  token: z.string(),
+  /** The holder's start time as the kernel counts it (Linux), which tells it from a later process given its pid. */
+  start: z.string().optional(),
+});
+
+type LockInfo = z.infer<typeof LockInfoSchema>;
 
 // A creator writes its record right after the O_EXCL create; an empty or
 // unparseable lock older than this was left by a process that died in between.
 const UNWRITTEN_GRACE_MS = 2_000;
 const MAX_BACKOFF_MS = 50;
+const GONE: Seen = { type: "gone" };
 
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
@@ -34,32 +50,43 @@ function errorCode(error: unknown): string | undefined {
 
 function parseLock(text: string): LockInfo | null {
   try {
-    const value = JSON.parse(text) as Partial<LockInfo> | null;
-    if (
-      value !== null &&
-      typeof value === "object" &&
-      Number.isSafeInteger(value.pid) &&
-      typeof value.hostname === "string" &&
-      typeof value.token === "string"
-    ) {
-      return value as LockInfo;
-    }
+    const parsed = LockInfoSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
   } catch {
-    // unparseable: treated as unwritten below
+    // unparseable: treated as unwritten
+    return null;
   }
-  return null;
 }
 
-/** Written into every lock this process takes. */
-const INSTANCE = randomUUID();
+/**
+ * When the process `pid` started, in clock ticks since boot (field 22 of
+ * /proc/<pid>/stat): the same for every thread and every copy of this module
+ * in that process, and different for a later process given the same pid.
+ * `undefined` where there is no /proc or no such process.
+ */
+async function startOf(pid: number): Promise<string | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may hold spaces and parentheses; the fields after the last ")" cannot.
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
 
-function holderAlive(info: LockInfo): boolean {
-  // Our pid and our instance: a lock of this very process, held or released
-  // since it was read; never abandoned. Our pid with another instance (or
-  // none): left by an earlier process that had the same pid (common in
-  // containers), so nobody holds it.
-  if (info.pid === process.pid) return info.instance === INSTANCE;
-  return pidAlive(info.pid);
+/**
+ * Whether the process that wrote `info` (on this host) still runs. A lock with
+ * this process's pid was written by this process (another thread, or another
+ * copy of this module: the ESM and CommonJS builds loaded side by side) unless
+ * it predates this process, which makes it the leftover of an earlier process
+ * that had the same pid (common in containers).
+ */
+async function holderAlive(info: LockInfo): Promise<boolean> {
+  if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
+  const current = await startOf(info.pid);
+  if (info.start !== undefined && current !== undefined) return info.start === current;
+  if (info.pid === process.pid) return info.createdAtMs >= Date.now() - process.uptime() * 1_000;
+  return true;
 }
 
 function pidAlive(pid: number): boolean {
@@ -70,24 +97,6 @@ function pidAlive(pid: number): boolean {
     // EPERM: the process exists but belongs to someone else.
     return errorCode(error) === "EPERM";
   }
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal === undefined) {
-      setTimeout(resolve, ms);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /**
@@ -114,26 +123,19 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle |
   return handle;
 }
 
-/** Describes the current holder for an error message, or "" when unknown. */
-async function describeHolder(lockPath: string): Promise<string> {
-  try {
-    const info = parseLock(await readFile(lockPath, "utf8"));
-    return info === null ? "" : ` (held by pid ${info.pid} on ${info.hostname})`;
-  } catch {
-    return "";
-  }
-}
+/** What a look at a lock someone else created found. */
+type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder: LockHolder | null };
 
 /**
- * Removes the lock at `lockPath` if it is abandoned; true when the caller
- * should retry at once.
+ * Removes the lock at `lockPath` if it is abandoned (`"gone"`: retry at
+ * once); otherwise says who holds it, or null when its record is not written yet.
  */
-async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean> {
+async function breakIfStale(lockPath: string, staleMs: number): Promise<Seen> {
   let handle;
   try {
     handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch (error) {
-    if (errorCode(error) === "ENOENT") return true;
+    if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
       cause: error,
     });
@@ -152,11 +154,14 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   }
   const ageMs = Date.now() - stat.mtimeMs;
   const info = parseLock(text);
-  const stale =
-    info === null
-      ? ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS)
-      : ageMs > staleMs || (info.hostname === hostname() && !holderAlive(info));
-  if (!stale) return false;
+  // A live holder on this host is never robbed, however long it holds the
+  // lock (paused, swapped out): it would go on to rename its ledger over the
+  // next writer's. Another host's processes cannot be seen: age decides there.
+  let stale: boolean;
+  if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
+  else if (info.hostname === hostname()) stale = !(await holderAlive(info));
+  else stale = ageMs > staleMs;
+  if (!stale) return { type: "held", holder: info === null ? null : { pid: info.pid, hostname: info.hostname } };
 
   // Move the lock aside and check it is the very file judged stale: a plain
   // unlink could remove a fresh lock another process created meanwhile.
@@ -164,15 +169,15 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<boolean>
   try {
     await rename(lockPath, aside);
   } catch (error) {
-    if (errorCode(error) === "ENOENT") return true;
+    if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, "cannot remove an abandoned lock", { cause: error });
   }
   try {
-    if (await sameLock(aside, stat, text)) return true;
+    if (await sameLock(aside, stat, text)) return GONE;
     // A fresh lock was taken: put it back for its owner. link() never
     // replaces a lock that yet another process may have created since.
     await link(aside, lockPath).catch(() => undefined);
-    return false;
+    return { type: "held", holder: null };
   } finally {
     await unlink(aside).catch(() => undefined);
   }
@@ -207,61 +212,95 @@ async function sameLock(aside: string, judged: Stats, text: string): Promise<boo
 
 /**
  * Runs `body` while holding the O_EXCL lock file `lockPath` (pid, host,
- * time and a token inside), so writers in every process on the ledger are
- * serialized. Waits with backoff up to `timeoutMs`, breaking a lock whose
- * holder died on this host or that is older than `staleMs`. The lock is
- * released in `finally`, and only if it is still ours.
+ * start, time and a token inside), so writers in every process, thread and
+ * module copy on the ledger are serialized. Waits with backoff up to
+ * `timeoutMs`, breaking a lock whose holder died on this host, or from another
+ * host and older than `staleMs`. The lock is released in `finally`, and only
+ * if it is still ours.
  *
  * @throws {LedgerLockError} naming the lock file when it cannot be taken.
  */
 export async function withLedgerLock<T>(
   lockPath: string,
   options: LedgerLockOptions,
-  body: () => Promise<T>,
+  body: (lock: HeldLock) => Promise<T>,
 ): Promise<T> {
+  const start = await startOf(process.pid);
   const info: LockInfo = {
     pid: process.pid,
     hostname: hostname(),
     createdAtMs: Date.now(),
     token: randomUUID(),
-    instance: INSTANCE,
+    ...(start === undefined ? {} : { start }),
   };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
   let held: FileHandle | undefined;
+  let waited = false;
   for (;;) {
     options.signal?.throwIfAborted();
     held = await tryCreate(lockPath, info);
     if (held !== undefined) break;
-    if (await breakIfStale(lockPath, options.staleMs)) continue;
+    const seen = await breakIfStale(lockPath, options.staleMs);
+    if (seen.type === "gone") continue;
+    if (!waited) {
+      waited = true;
+      options.onWait?.(seen.holder);
+    }
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
-      throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${await describeHolder(lockPath)}`);
+      const by = seen.holder === null ? "" : ` (held by pid ${seen.holder.pid} on ${seen.holder.hostname})`;
+      throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${by}`);
     }
-    await sleep(Math.min(remaining, backoff + Math.random() * backoff), options.signal);
+    const { signal } = options;
+    await delay(Math.min(remaining, backoff + Math.random() * backoff), undefined, { signal }).catch((error: unknown) => {
+      // timers/promises rejects with an AbortError; the caller expects the signal's own reason.
+      throw signal?.aborted === true ? signal.reason : error;
+    });
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
+  const lock = held;
   try {
-    return await body();
+    return await body({
+      async assertHeld() {
+        if (!(await isOurs(lockPath, lock))) throw new LedgerLockError(lockPath, "was broken while this writer held it");
+      },
+    });
   } finally {
     await release(lockPath, held);
   }
 }
 
+/** The lock, while the body of {@link withLedgerLock} runs. */
+export interface HeldLock {
+  /**
+   * Throws LedgerLockError unless the lock file is still the one this writer
+   * created: it may not be when a lock from another host was broken for its age.
+   */
+  assertHeld(): Promise<void>;
+}
+
 /**
- * Removes the lock if the file at `lockPath` is still the one `held` opened.
- * It may not be: a hold longer than the stale limit can have it broken and
- * another writer's lock made in its place, which must stay. While `held` is
- * open its inode cannot be freed, so no other file can have its number.
+ * Whether the file at `lockPath` is still the one `held` opened. While `held`
+ * is open its inode cannot be freed, so no other file can have its number.
  */
-async function release(lockPath: string, held: FileHandle): Promise<void> {
-  let ours = false;
+async function isOurs(lockPath: string, held: FileHandle): Promise<boolean> {
   try {
     const [mine, found] = await Promise.all([held.stat(), lstat(lockPath)]);
-    ours = mine.ino === found.ino && mine.dev === found.dev;
+    return mine.ino === found.ino && mine.dev === found.dev;
   } catch {
-    // Already gone (broken as stale after an overlong hold): nothing of ours to remove.
+    // Gone: broken after an overlong hold.
+    return false;
   }
+}
+
+/**
+ * Removes the lock if it is still ours. It may not be: a lock from another
+ * host held past the stale limit can be broken and another writer's lock
+ * made in its place, which must stay.
+ */
+async function release(lockPath: string, held: FileHandle): Promise<void> {
+  const ours = await isOurs(lockPath, held);
   if (ours && process.platform !== "win32") {
     // The unlink and the close are independent here; on Windows a file deleted while open stays
     // "delete pending" until it is closed, and a new lock could not be made in that moment.

@@ -2,8 +2,8 @@ import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
 import { GrantRecordError } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
-import { GrantIndex, type CoveringGrants } from "./grant-index.js";
-import type { GrantStore } from "./store.js";
+import { indexOf, type CoveringGrants } from "./grant-index.js";
+import type { GrantStore, StoreCallOptions } from "./store.js";
 
 /**
  * What the remembered grants say about one call:
@@ -60,7 +60,7 @@ export interface GrantExplanation {
 }
 
 /** Options for {@link GrantPolicy.remember}. */
-export interface RememberOptions {
+export interface RememberOptions extends StoreCallOptions {
   /** `createdAtMs` of the new grant. @default Date.now() */
   readonly nowMs?: number;
   /** A note for people. */
@@ -165,18 +165,19 @@ export function grantForAnswer(
       `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${String(scope)}`,
     );
   }
-  return new Grant(descriptor.name, verdict, grantScope)
-    .withPinnedDescriptor(descriptorFingerprint(descriptor))
-    .withCreatedAtMs(nowMs)
-    .withNote(note ?? null);
+  return new Grant(descriptor.name, verdict, grantScope, {
+    pinnedDescriptor: descriptorFingerprint(descriptor),
+    createdAtMs: nowMs,
+    note: note ?? null,
+  });
 }
 
 /**
  * "Ask once and remember": decides a call from the grants in a store.
  *
- * Lookups go through a {@link GrantIndex} (two map lookups per decision);
- * stores that offer `index()` (both built-in stores do, and cache it) are
- * not reparsed or rescanned per call.
+ * A decision is two map lookups over an index of the grants, which the
+ * built-in stores keep while their grants are unchanged: its cost does not
+ * grow with the ledger. Other stores are loaded and indexed per decision.
  *
  * @example
  * const policy = new GrantPolicy(new FileGrantStore(FileGrantStore.defaultRoot(), process.cwd()));
@@ -206,14 +207,15 @@ export class GrantPolicy {
    * {@link descriptorDigest}, `sha256:` pins with {@link descriptorFingerprint});
    * unpinned grants always match.
    *
+   * @param options.signal Passed to the store; the decision rejects with its reason once aborted.
    * @throws {CanonicalJsonError} when `args` has no JSON form (never a silent allow).
    * @throws whatever the store throws, e.g. LedgerCorruptError.
    */
-  async decide(descriptor: ToolDescriptor, args: unknown): Promise<GrantDecision> {
+  async decide(descriptor: ToolDescriptor, args: unknown, options: StoreCallOptions = {}): Promise<GrantDecision> {
     requireDescriptor(descriptor, "GrantPolicy.decide");
     const canonical = canonicalJson(args);
-    const index = await this.#index();
-    const decision = decideFrom(index.lookupCanonical(descriptor.name, canonical), pinChecker(descriptor));
+    const index = await indexOf(this.#store, options);
+    const decision = decideFrom(index.lookup(descriptor.name, canonical), pinChecker(descriptor));
     // With a descriptor every pin is checked, so the rule always reaches a decision.
     return decision ?? { type: "ask", reason: "no_grant" };
   }
@@ -222,6 +224,7 @@ export class GrantPolicy {
    * Turns an answer into a grant with {@link grantForAnswer} (pinned with the
    * descriptor's fingerprint, `createdAtMs` from `options.nowMs` or the
    * clock) and saves it, replacing the same rule if already stored.
+   * `options.signal` is passed to the store's save.
    */
   async remember(
     descriptor: ToolDescriptor,
@@ -231,7 +234,7 @@ export class GrantPolicy {
     options: RememberOptions = {},
   ): Promise<Grant> {
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
-    return this.#store.save(grant);
+    return this.#store.save(grant, { signal: options.signal });
   }
 
   /**
@@ -250,8 +253,7 @@ export class GrantPolicy {
       }
     }
     const canonical = canonicalJson(args);
-    const index = await this.#index();
-    const covering = index.lookupCanonical(tool, canonical);
+    const covering = (await indexOf(this.#store, {})).lookup(tool, canonical);
     const pinOf = pinChecker(descriptor);
     const decision = decideFrom(covering, pinOf);
     const deciding = decision !== null && "grant" in decision ? decision.grant : null;
@@ -268,11 +270,6 @@ export class GrantPolicy {
     return { tool, argsDigest: digest, decision, deciding, covering: list, lines };
   }
 
-  async #index(): Promise<GrantIndex> {
-    const store = this.#store;
-    if (typeof store.index === "function") return store.index();
-    return new GrantIndex(await store.load());
-  }
 }
 
 function describePin(pin: PinStatus): string {

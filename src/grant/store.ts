@@ -1,28 +1,33 @@
 import { Grant } from "./grant.js";
 import { GrantIdCollisionError, GrantRecordError } from "./errors.js";
-import { GrantIndex } from "./grant-index.js";
+import { GrantIndex, offerIndex } from "./grant-index.js";
+
+/** Options for one call to a {@link GrantStore}. */
+export interface StoreCallOptions {
+  /**
+   * Stops the call: it rejects with the signal's reason. A store that waits
+   * (for a lock, for its own earlier calls) stops waiting at once, and
+   * nothing is half-written: a change is made whole or not at all.
+   */
+  readonly signal?: AbortSignal | undefined;
+}
 
 /**
  * Where grants are remembered. Implementations keep at most one grant per id:
  * saving a grant whose id is already stored replaces that entry when it is
  * the same rule (tool, verdict, scope), and is refused with
- * GrantIdCollisionError when a different rule owns the id.
+ * GrantIdCollisionError when a different rule owns the id. Every method
+ * rejects with the signal's reason once `options.signal` is aborted.
  */
 export interface GrantStore {
   /** Every stored grant. */
-  load(): Promise<Grant[]>;
+  load(options?: StoreCallOptions): Promise<Grant[]>;
   /** Stores `grant`, replacing any grant with the same id; resolves to it. */
-  save(grant: Grant): Promise<Grant>;
+  save(grant: Grant, options?: StoreCallOptions): Promise<Grant>;
   /** Removes the grant with `id`; resolves to it, or `undefined` when none was stored. */
-  revoke(id: string): Promise<Grant | undefined>;
+  revoke(id: string, options?: StoreCallOptions): Promise<Grant | undefined>;
   /** Removes every grant; resolves to how many were removed. */
-  clear(): Promise<number>;
-  /**
-   * Optional: a ready lookup index over the stored grants, which a store may
-   * cache between calls. {@link GrantPolicy} builds one from `load()` when a
-   * store does not offer it.
-   */
-  index?(): Promise<GrantIndex>;
+  clear(options?: StoreCallOptions): Promise<number>;
 }
 
 /** @internal Refuses anything but a real Grant, naming what arrived. */
@@ -59,6 +64,7 @@ export function assertSameRule(stored: Grant | undefined, incoming: Grant): void
  */
 export class MemoryGrantStore implements GrantStore {
   readonly #grants = new Map<string, Grant>();
+  /** Rebuilt on the first decision after a change. */
   #index: GrantIndex | undefined;
 
   /** Starts with `grants` stored (later ones replace earlier ones with the same id). */
@@ -68,48 +74,57 @@ export class MemoryGrantStore implements GrantStore {
       this.#grants.delete(grant.id);
       this.#grants.set(grant.id, grant);
     }
+    offerIndex(this, (options) =>
+      this.#call(options, () => (this.#index ??= new GrantIndex(this.#grants.values()))),
+    );
   }
 
   /** Every stored grant, oldest save first. */
-  load(): Promise<Grant[]> {
-    return Promise.resolve([...this.#grants.values()]);
+  load(options: StoreCallOptions = {}): Promise<Grant[]> {
+    return this.#call(options, () => [...this.#grants.values()]);
   }
 
   /** Stores `grant`, replacing (and moving to the end) any grant with its id. */
-  save(grant: Grant): Promise<Grant> {
-    try {
+  save(grant: Grant, options: StoreCallOptions = {}): Promise<Grant> {
+    return this.#call(options, () => {
       requireGrant(grant, "MemoryGrantStore.save");
       assertSameRule(this.#grants.get(grant.id), grant);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
-    this.#grants.delete(grant.id);
-    this.#grants.set(grant.id, grant);
-    this.#index = undefined;
-    return Promise.resolve(grant);
+      this.#grants.delete(grant.id);
+      this.#grants.set(grant.id, grant);
+      this.#index = undefined;
+      return grant;
+    });
   }
 
   /** Removes the grant with `id`, if stored. */
-  revoke(id: string): Promise<Grant | undefined> {
-    const grant = this.#grants.get(id);
-    if (grant !== undefined) {
-      this.#grants.delete(id);
-      this.#index = undefined;
-    }
-    return Promise.resolve(grant);
+  revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
+    return this.#call(options, () => {
+      const grant = this.#grants.get(id);
+      if (grant !== undefined) {
+        this.#grants.delete(id);
+        this.#index = undefined;
+      }
+      return grant;
+    });
   }
 
   /** Removes every grant; resolves to how many there were. */
-  clear(): Promise<number> {
-    const count = this.#grants.size;
-    this.#grants.clear();
-    this.#index = undefined;
-    return Promise.resolve(count);
+  clear(options: StoreCallOptions = {}): Promise<number> {
+    return this.#call(options, () => {
+      const count = this.#grants.size;
+      this.#grants.clear();
+      this.#index = undefined;
+      return count;
+    });
   }
 
-  /** A lookup index over the stored grants, rebuilt only after a change. */
-  index(): Promise<GrantIndex> {
-    this.#index ??= new GrantIndex(this.#grants.values());
-    return Promise.resolve(this.#index);
+  /** Runs `body` unless the signal has aborted, as a promise that never throws synchronously. */
+  #call<T>(options: StoreCallOptions, body: () => T): Promise<T> {
+    try {
+      options.signal?.throwIfAborted();
+      return Promise.resolve(body());
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
   }
 }

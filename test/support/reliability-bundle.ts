@@ -1,11 +1,11 @@
 // Bundles a child-process entry point once (esbuild, which tsup brings) so each
 // child starts in tens of milliseconds instead of loading tsx: the fault matrix
 // and the crash tests start hundreds of children.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { build, type BuildOptions } from "esbuild";
 
 export interface Bundle {
   /** The bundled script: run it with `node <path> …`. */
@@ -37,4 +37,30 @@ export async function bundleChild(entry: string): Promise<Bundle> {
     },
   });
   return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `src/grant` built twice, as the package ships it: an ES module and a CommonJS module. */
+export interface GrantBuilds {
+  readonly esm: string;
+  readonly cjs: string;
+  dispose(): void;
+}
+
+/**
+ * Builds `loopctl/grant` as ESM and as CommonJS into a private temporary
+ * folder: loading both in one process gives two copies of every module, as an
+ * application gets when one dependency imports the package and another
+ * requires it.
+ */
+export async function bundleGrantBuilds(): Promise<GrantBuilds> {
+  // Under node_modules so that the builds' imports of their dependencies resolve, as in an application.
+  const cache = fileURLToPath(new URL("../../node_modules/.cache", import.meta.url));
+  mkdirSync(cache, { recursive: true });
+  const dir = mkdtempSync(join(cache, "loopctl-builds-"));
+  const source = fileURLToPath(new URL("../../src/grant/index.ts", import.meta.url));
+  const common: BuildOptions = { entryPoints: [source], bundle: true, packages: "external", platform: "node", target: "node20", logLevel: "silent" };
+  const esm = join(dir, "grant.mjs");
+  const cjs = join(dir, "grant.cjs");
+  await Promise.all([build({ ...common, format: "esm", outfile: esm }), build({ ...common, format: "cjs", outfile: cjs })]);
+  return { esm, cjs, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }

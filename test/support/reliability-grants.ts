@@ -7,3 +7,6 @@ export const ownGrant = (who: string, n: number): Grant =>
 
 /** The n-th grant every racer saves and revokes (same id in every process). */
 export const sharedGrant = (n: number): Grant => new Grant("deploy", "deny", GrantScope.thisCall({ shared: n }));
+
+/** The deny a second writer saves while the first is paused. */
+export const denyGrant = (who: string): Grant => new Grant("deploy", "deny", GrantScope.thisTool()).withNote(who);

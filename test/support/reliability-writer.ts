@@ -7,11 +7,16 @@
 //     saves <own> grants of its own and revokes every other one, interleaved
 //     with save/revoke/save of <shared> grants every racer touches, then prints
 //     one JSON line with what each operation returned, and exits.
+//   node <bundle> deny <root> <project> <tag>
+//     prints "ready", waits for a line on stdin, then saves one deny grant
+//     with a stale-lock bound of 1 ms, printing "waiting <pid>" if it finds
+//     the lock held, then "saved <id>", and exits.
 // Lines are written with writeSync so that a line the parent read is an
 // operation that had returned before the kill.
 import { writeSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { FileGrantStore } from "../../src/grant/index.js";
-import { ownGrant, sharedGrant } from "./reliability-grants.js";
+import { denyGrant, ownGrant, sharedGrant } from "./reliability-grants.js";
 
 const [mode, root, project, tag, ownArg, sharedArg] = process.argv.slice(2);
 if (mode === undefined || root === undefined || project === undefined || tag === undefined) {
@@ -56,6 +61,18 @@ if (mode === "churn") {
     }
   }
   say(JSON.stringify({ tag, ops }));
+} else if (mode === "deny") {
+  const waiting = new FileGrantStore(root, project, {
+    staleLockMs: 1,
+    lockTimeoutMs: 60_000,
+    onLockWait: (wait) => say(`waiting ${String(wait.holder?.pid)}`),
+  });
+  const lines = createInterface({ input: process.stdin });
+  say("ready");
+  await new Promise<void>((resolve) => lines.once("line", () => resolve()));
+  lines.close();
+  const saved = await waiting.save(denyGrant(tag));
+  say(`saved ${saved.id}`);
 } else {
   throw new Error(`unknown mode ${mode}`);
 }
