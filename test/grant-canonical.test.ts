@@ -1,8 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  CANONICAL_JSON_MAX_BYTES,
   CANONICAL_JSON_MAX_DEPTH,
+  CANONICAL_JSON_MAX_NODES,
   CanonicalJsonError,
+  CanonicalJsonLimitError,
   canonicalJson,
   compareCodePoints,
 } from "../src/grant/index.js";
@@ -21,6 +24,71 @@ function expectCanonicalError(value: unknown, jsonPath: string): void {
   expect(error.code).toBe("CANONICAL_JSON");
   expect(error.jsonPath).toBe(jsonPath);
   expect(error.message).toContain(jsonPath);
+}
+
+function expectLimit(value: unknown, limit: "depth" | "nodes" | "bytes", jsonPath: string | RegExp): CanonicalJsonLimitError {
+  let caught: unknown;
+  try {
+    canonicalJson(value);
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(CanonicalJsonLimitError);
+  const error = caught as CanonicalJsonLimitError;
+  expect(error).toBeInstanceOf(CanonicalJsonError);
+  expect(error.code).toBe("CANONICAL_JSON");
+  expect(error.limit).toBe(limit);
+  expect(error.max).toBe(
+    { depth: CANONICAL_JSON_MAX_DEPTH, nodes: CANONICAL_JSON_MAX_NODES, bytes: CANONICAL_JSON_MAX_BYTES }[limit],
+  );
+  if (typeof jsonPath === "string") expect(error.jsonPath).toBe(jsonPath);
+  else expect(error.jsonPath).toMatch(jsonPath);
+  return error;
+}
+
+/**
+ * Runs `task` with the stack used up but for about `margin` frames of a small
+ * function: what a caller deep in its own recursion leaves to canonicalJson.
+ */
+function nearStackLimit<T>(margin: number, task: () => T): { value: T } | { error: unknown } {
+  let outcome: { value: T } | { error: unknown } | undefined;
+  const dive = (): number => {
+    let height: number;
+    try {
+      height = dive() + 1;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      height = 0;
+    }
+    if (height === margin && outcome === undefined) {
+      try {
+        outcome = { value: task() };
+      } catch (error) {
+        outcome = { error };
+      }
+    }
+    return height;
+  };
+  dive();
+  if (outcome === undefined) throw new Error("the stack never ran out");
+  return outcome;
+}
+
+/**
+ * `levels` arrays and objects nested alternately around `leaf` (an array
+ * innermost), and the path of the container at each depth: `paths[0]` is `$`.
+ */
+function nested(levels: number, leaf: unknown): { value: unknown; paths: string[] } {
+  let value = leaf;
+  const segments: string[] = [];
+  for (let i = 0; i < levels; i++) {
+    value = i % 2 === 0 ? [value] : { k: value };
+    segments.push(i % 2 === 0 ? "[0]" : ".k");
+  }
+  segments.reverse();
+  const paths = ["$"];
+  for (const segment of segments) paths.push(`${paths[paths.length - 1] as string}${segment}`);
+  return { value, paths };
 }
 
 /** Rebuilds every object with its keys in a shuffled order. */
@@ -202,6 +270,97 @@ describe("canonicalJson", () => {
         expect(canonicalJson(shuffleKeys(value, rand))).toBe(canonicalJson(value));
       }),
       { numRuns: RUNS },
+    );
+  });
+});
+
+describe("canonicalJson's limits", () => {
+  it("are documented constants generous enough for real arguments and descriptors", () => {
+    expect(CANONICAL_JSON_MAX_DEPTH).toBe(1000);
+    expect(CANONICAL_JSON_MAX_NODES).toBe(1_000_000);
+    expect(CANONICAL_JSON_MAX_BYTES).toBe(32 * 1024 * 1024);
+  });
+
+  it("hold the depth limit exactly, naming the path of the first container too deep", () => {
+    const ok = nested(CANONICAL_JSON_MAX_DEPTH, 1);
+    expect(JSON.parse(canonicalJson(ok.value))).toEqual(ok.value);
+    // paths[d] is the container d levels in: the 1001st is paths[1000].
+    for (const levels of [CANONICAL_JSON_MAX_DEPTH + 1, CANONICAL_JSON_MAX_DEPTH + 2, 100_000]) {
+      const over = nested(levels, 1);
+      expectLimit(over.value, "depth", over.paths[CANONICAL_JSON_MAX_DEPTH] as string);
+    }
+  });
+
+  it("hold the depth limit however little stack the caller left", () => {
+    const ok = nested(CANONICAL_JSON_MAX_DEPTH, "leaf");
+    const expected = canonicalJson(ok.value);
+    expect(nearStackLimit(500, () => canonicalJson(ok.value))).toEqual({ value: expected });
+    const over = nested(CANONICAL_JSON_MAX_DEPTH + 1, "leaf");
+    const outcome = nearStackLimit(500, () => canonicalJson(over.value));
+    expect("error" in outcome && outcome.error).toBeInstanceOf(CanonicalJsonLimitError);
+    expect((outcome as { error: CanonicalJsonLimitError }).error.limit).toBe("depth");
+  });
+
+  it("count every value reached, shared references each time: 2^26 leaves fail at the node limit", () => {
+    let array: unknown = 0;
+    let object: unknown = "leaf";
+    for (let i = 0; i < 26; i++) {
+      array = [array, array];
+      object = { a: object, b: object };
+    }
+    expectLimit(array, "nodes", /^\$(\[[01]\]){1,26}$/);
+    expectLimit(object, "nodes", /^\$(\.[ab]){1,26}$/);
+  });
+
+  it("hold the node limit exactly: the array and its elements are nodes", () => {
+    expect(canonicalJson(new Array(CANONICAL_JSON_MAX_NODES - 1).fill(0))).toHaveLength(
+      2 * (CANONICAL_JSON_MAX_NODES - 1) + 1,
+    );
+    expectLimit(new Array(CANONICAL_JSON_MAX_NODES).fill(0), "nodes", `$[${CANONICAL_JSON_MAX_NODES - 1}]`);
+    // Omitted properties are reached too, so they count.
+    const sparse: Record<string, unknown> = {};
+    for (let i = 0; i < CANONICAL_JSON_MAX_NODES; i++) sparse[`k${i}`] = undefined;
+    expectLimit(sparse, "nodes", `$.k${CANONICAL_JSON_MAX_NODES - 1}`);
+  });
+
+  it("hold the size limit exactly, in UTF-8 bytes of the canonical text", () => {
+    const max = CANONICAL_JSON_MAX_BYTES;
+    expect(canonicalJson("x".repeat(max - 2))).toHaveLength(max);
+    expectLimit("x".repeat(max - 1), "bytes", "$");
+    // é is two bytes, € three, an astral pair four, an escaped control six (\u0001), a lone
+    // surrogate six (\ud800), a newline two (\n).
+    const units = ["\u00e9", "\u20ac", "\u{1F600}", "\u0001", "\ud800", "\n"];
+    for (const unit of units) {
+      // {"a":…,"b":…}: eleven bytes besides the two quoted texts.
+      const fits = unit.repeat(Math.floor((max - 15) / Buffer.byteLength(JSON.stringify(unit))));
+      const pad = "p".repeat(max - 13 - Buffer.byteLength(JSON.stringify(fits)));
+      expect(Buffer.byteLength(canonicalJson({ a: fits, b: pad })), JSON.stringify(unit)).toBe(max);
+      expectLimit({ a: fits, b: `${pad}p` }, "bytes", "$.b");
+    }
+  });
+
+  it("stop shared references to one large string at the size limit, at the element that crosses it", () => {
+    const mib = "m".repeat(1024 * 1024);
+    const many = new Array(64).fill(mib);
+    // "[" and "]" are counted when the array opens; each element adds its quoted text and a comma.
+    let bytes = 2;
+    let crossing = -1;
+    for (let i = 0; i < many.length && crossing < 0; i++) {
+      bytes += mib.length + 2 + (i === 0 ? 0 : 1);
+      if (bytes > CANONICAL_JSON_MAX_BYTES) crossing = i;
+    }
+    expectLimit(many, "bytes", `$[${crossing}]`);
+  });
+
+  it("count bytes exactly for any JSON value: padded to the limit it fits, one byte more it does not", () => {
+    fc.assert(
+      fc.property(jsonValue, (value) => {
+        // [value,"pad"]: two brackets, a comma, two quotes.
+        const room = CANONICAL_JSON_MAX_BYTES - Buffer.byteLength(canonicalJson(value)) - 5;
+        expect(() => canonicalJson([value, "p".repeat(room)])).not.toThrow();
+        expectLimit([value, "p".repeat(room + 1)], "bytes", "$[1]");
+      }),
+      { numRuns: 5 },
     );
   });
 });
