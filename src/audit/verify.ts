@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { duplicateMember } from "./duplicate-member.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
 import { AUDIT_GENESIS, LINE_TAIL_LENGTH, assertAuditAnchor } from "./line.js";
 import type { AuditAnchor } from "./line.js";
@@ -11,7 +12,8 @@ import type { AuditAnchor } from "./line.js";
 /**
  * What verification found wrong, at the first line where it shows:
  * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
- *   missing or extra field, an invalid record, an empty line).
+ *   member twice in one object, a missing or extra field, an invalid record,
+ *   an empty line).
  * - `"edited"`: the line's content does not match its own hash, or it does
  *   not link to the line before it (one of the two was rewritten and
  *   re-hashed), or the line an anchor vouches for differs from the anchor.
@@ -109,6 +111,13 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     json = JSON.parse(text);
   } catch {
     return { type: "malformed", why: "it is not JSON" };
+  }
+  const duplicate = duplicateMember(text);
+  if (duplicate !== undefined) {
+    return {
+      type: "malformed",
+      why: `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
+    };
   }
   const parsed = LineSchema.safeParse(json);
   if (!parsed.success) {
