@@ -69,7 +69,7 @@ describe("the audit line format", () => {
   });
 
   it("accepts an empty log, whose anchor is the genesis", () => {
-    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR });
+    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR, keyed: false });
   });
 
   it("prints and parses anchors as <seq>:<hash>", () => {

@@ -29,7 +29,7 @@ Usage:
   loopctl grants reset    [--tool NAME] [--project DIR] [--root DIR]
   loopctl grants explain  --tool NAME --args JSON [--descriptor JSON] [--project DIR]
                           [--root DIR] [--json]
-  loopctl audit verify    FILE [--anchor SEQ:HASH] [--json]
+  loopctl audit verify    FILE [--anchor SEQ:HASH] [--key-file F] [--json]
   loopctl --version
 
 Every command takes --help (-h).
@@ -106,7 +106,7 @@ ${EXIT_CODES}`,
   audit: `loopctl audit: the hash-chained audit log of gate decisions.
 
 Usage:
-  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--key-file F] [--json]
 
 Run 'loopctl audit verify --help' for its options.
 
@@ -114,15 +114,19 @@ ${EXIT_CODES}`,
   "audit verify": `loopctl audit verify: check that an audit log is intact.
 
 Usage:
-  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--key-file F] [--json]
 
-Detects an edited, removed, reordered or duplicated line and a truncated tail,
-and names the first line at fault. Whole lines removed from the end, or a log
-re-hashed from scratch, show only against an anchor: the SEQ:HASH the writer
-reported last, kept apart from the log.
+Detects an edited, removed, reordered or duplicated line, a line with a member
+twice and a truncated tail, and names the first line at fault. Whole lines
+removed from the end, or a log re-hashed from scratch, show only against an
+anchor (the SEQ:HASH the writer reported last, kept apart from the log) or,
+for a log written with a key, with that key: every line's MAC and the seal
+beside the log (FILE.seal) are then checked.
 
 Options:
   --anchor SEQ:HASH  also check the log against this anchor
+  --key-file F       the key the log was written with (its bytes, one trailing
+                     newline ignored; the file must be private to its owner)
   --json             print the result as JSON
   -h, --help         show this help
 
