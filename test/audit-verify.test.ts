@@ -209,6 +209,13 @@ describe("an anchor", () => {
     }
   });
 
+  it("that does not match the log: the verified prefix is the lines before the one it names", () => {
+    const wrong = { seq: 2, hash: "ab".repeat(32) };
+    const result = verifyAuditBytes(original, { anchor: wrong });
+    expect(result).toMatchObject({ ok: false, line: 2, problem: "edited" });
+    if (!result.ok) expect(result.records).toEqual([gateRecord(1, { reason: null })]);
+  });
+
   it("accepts lines appended after it was taken", () => {
     const third = JSON.parse(lines()[2] as string) as { hash: string };
     expect(verifyAuditBytes(original, { anchor: { seq: 3, hash: third.hash } }).ok).toBe(true);
@@ -282,6 +289,23 @@ describe("property: every tampering of one kind is detected", () => {
         [ls[a], ls[b]] = [ls[b] as string, ls[a] as string];
         expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: Math.min(a, b) + 1, problem: "reordered" });
       }),
+    );
+  });
+
+  it("any failure: the records returned are exactly the lines before the one named", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(original.length - 1),
+        fc.integer({ min: 1, max: 255 }),
+        fc.option(fc.record({ seq: fc.nat(6), hash: fc.constantFrom(anchor.hash, "ab".repeat(32)) })),
+        (position, delta, someAnchor) => {
+          const copy = Buffer.from(original);
+          if (someAnchor === null) copy[position] = ((copy[position] as number) + delta) % 256;
+          const result = verifyAuditBytes(copy, someAnchor === null ? {} : { anchor: someAnchor });
+          if (!result.ok) expect(result.records).toHaveLength(result.line - 1);
+        },
+      ),
+      { numRuns: FUZZ_RUNS },
     );
   });
 

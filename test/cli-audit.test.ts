@@ -80,6 +80,12 @@ describe("loopctl audit verify", () => {
     expect(run.stderr).toContain("FAILED at line 3 (removed)");
     const full = await cli(["audit", "verify", "gates.jsonl", `--anchor=${formatAuditAnchor(anchor)}`], { cwd: dir });
     expect(full.code).toBe(EXIT.ok);
+    const mismatch = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`, "--json"], { cwd: dir });
+    expect(mismatch.code).toBe(EXIT.failed);
+    expect(JSON.parse(mismatch.stdout)).toMatchObject({ ok: false, line: 2, problem: "edited", verifiedRecords: 1 });
+    const asText = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`], { cwd: dir });
+    expect(asText.stderr).toContain("FAILED at line 2 (edited)");
+    expect(asText.stderr).toContain("the 1 line before it verified");
   });
 
   it("checks a keyed log with --key-file: forged lines and a cut tail fail without an anchor", async () => {

@@ -307,12 +307,13 @@ export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOpti
   if ("ok" in chain) return chain;
   const { records, hashes } = chain;
   const last = chain.anchor;
+  // The verified prefix is the lines before the one named, whichever that is.
   const fail = (line: number, problem: AuditProblem, message: string): AuditVerifyResult => ({
     ok: false,
     line,
     problem,
     message,
-    records,
+    records: records.slice(0, line - 1),
   });
   const vouched = (what: string, point: AuditAnchor): AuditVerifyResult | undefined => {
     if (point.seq > last.seq) {
