@@ -142,6 +142,21 @@ describe("loopctl audit verify", () => {
     expect(folder.stderr).toMatch(/not a regular file \[AUDIT_PATH\]/);
   });
 
+  it("prints JSON with --json when the file is missing or cannot be read", async () => {
+    const missing = await cli(["audit", "verify", "nope.jsonl", "--json"], { cwd: dir });
+    expect(missing).toMatchObject({ code: EXIT.failed, stderr: "" });
+    expect(JSON.parse(missing.stdout)).toEqual({
+      ok: false,
+      file: join(dir, "nope.jsonl"),
+      problem: "missing",
+      message: "no such file",
+    });
+    await mkdir(join(dir, "folder"), { recursive: true });
+    const folder = await cli(["audit", "verify", "folder", "--json"], { cwd: dir });
+    expect(folder).toMatchObject({ code: EXIT.io, stderr: "" });
+    expect(JSON.parse(folder.stdout)).toMatchObject({ ok: false, file: join(dir, "folder"), error: "AUDIT_PATH" });
+  });
+
   it("never lets a file name drive the terminal", async () => {
     const run = await cli(["audit", "verify", "evil\u001b[2J.jsonl"], { cwd: dir });
     expect(run.code).toBe(EXIT.failed);

@@ -8,6 +8,7 @@ import {
   verifyAuditLog,
 } from "../audit/index.js";
 import type { AuditAnchor } from "../audit/index.js";
+import { LoopctlError } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
@@ -63,8 +64,18 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     });
   } catch (error) {
     if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
-      context.stderr.write(`loopctl audit verify: ${printable(file)}: no such file\n`);
+      if (values.json) {
+        context.stdout.write(json({ ok: false, file, problem: "missing", message: "no such file" }));
+      } else {
+        context.stderr.write(`loopctl audit verify: ${printable(file)}: no such file\n`);
+      }
       return EXIT.failed;
+    }
+    // With --json, a log that cannot be read is reported on stdout too, so a
+    // script always has a document to parse; the exit code stays that of I/O.
+    if (values.json && error instanceof LoopctlError && !context.signal?.aborted) {
+      context.stdout.write(json({ ok: false, file, error: error.code, message: error.message }));
+      return EXIT.io;
     }
     throw error;
   }
