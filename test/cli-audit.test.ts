@@ -168,7 +168,10 @@ describe("loopctl audit verify", () => {
     const cases: [string[], RegExp][] = [
       [["audit", "verify"], /missing the FILE to verify/],
       [["audit", "verify", "a", "b"], /unexpected argument "b"/],
-      [["audit", "verify", "a", "--bogus"], /Unknown option '--bogus'/],
+      [["audit", "verify", "a", "--bogus"], /unknown option "--bogus"\n/],
+      [["audit", "verify", "a", "--ancor", "1:x"], /unknown option "--ancor"; did you mean --anchor\?/],
+      [["audit", "verify", "a", "--keyfile", "k"], /unknown option "--keyfile"; did you mean --key-file\?/],
+      [["audit", "verfy", "a"], /unknown command "audit verfy"; did you mean "audit verify"\?/],
       [["audit", "verify", "a", "--anchor", "12"], /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/],
       [["audit", "verify", "a", "--anchor"], /--anchor/],
       [["audit", "check"], /unknown command "audit check"/],

@@ -173,7 +173,8 @@ describe("usage", () => {
       [["frobnicate"], /unknown command "frobnicate"/],
       [["--json"], /unknown option "--json"/],
       [["grants", "list", "extra"], /loopctl grants list: unexpected argument "extra"/],
-      [["grants", "list", "--bogus"], /Unknown option '--bogus'/],
+      [["grants", "list", "--bogus"], /unknown option "--bogus"\n/],
+      [["grants", "list", "-x"], /unknown option "-x"\n/],
       [["grants", "list", "--root"], /--root/],
       [["grants", "revoke"], /missing the ID/],
       [["grants", "revoke", "NOT-AN-ID"], /"NOT-AN-ID" is not a grant id/],
@@ -187,6 +188,24 @@ describe("usage", () => {
       expect(run.code, argv.join(" ")).toBe(EXIT.usage);
       expect(run.stdout, argv.join(" ")).toBe("");
       expect(run.stderr, argv.join(" ")).toMatch(message);
+    }
+  });
+
+  it("suggests the option or command meant by a near miss", async () => {
+    const cases: [string[], string][] = [
+      [["grants", "list", "--roto", "x"], 'unknown option "--roto"; did you mean --root?'],
+      [["grants", "list", "--jsn"], 'unknown option "--jsn"; did you mean --json?'],
+      [["grants", "list", "--projcet=."], 'unknown option "--projcet"; did you mean --project?'],
+      [["grants", "explain", "--tol", "read"], 'unknown option "--tol"; did you mean --tool?'],
+      [["grants", "reset", "--to", "read"], 'unknown option "--to"; did you mean --tool?'],
+      [["grants", "lsit"], 'unknown command "grants lsit"; did you mean "grants list"?'],
+      [["grant", "list"], 'unknown command "grant"; did you mean "grants"?'],
+      [["--verison"], 'unknown option "--verison"; did you mean --version?'],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(argv, { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr, argv.join(" ")).toContain(`: ${message}\n`);
     }
   });
 

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { unknownOption } from "./suggest.js";
 
 /** Where the CLI writes: `process.stdout`/`process.stderr` or a test's capture. */
 export interface CliOutput {
@@ -51,13 +52,21 @@ export class CliUsageError extends Error {
 
 /**
  * `parseArgs` in strict mode with positionals, its errors turned into
- * {@link CliUsageError}s that name `command`.
+ * {@link CliUsageError}s that name `command`; an unknown option's names the
+ * known one it is nearest to, if any.
  */
 export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   command: string,
   args: readonly string[],
   options: T,
 ): { values: ParsedValues<T>; positionals: string[] } {
+  // A first, lenient pass finds unknown options, so the error can name the one meant.
+  const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
+  for (const token of tokens) {
+    if (token.kind === "option" && !Object.hasOwn(options, token.name)) {
+      throw new CliUsageError(command, unknownOption(token.rawName, Object.keys(options)));
+    }
+  }
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
     return { values: parsed.values as ParsedValues<T>, positionals: parsed.positionals };

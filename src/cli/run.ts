@@ -6,6 +6,7 @@ import { printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
+import { unknownCommand, unknownOption } from "./suggest.js";
 import { packageVersion } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
@@ -50,8 +51,10 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     return EXIT.ok;
   }
   if (!isGroup(group)) {
-    const what = group.startsWith("-") ? "option" : "command";
-    throw new CliUsageError("", `unknown ${what} ${JSON.stringify(group)}`);
+    throw new CliUsageError(
+      "",
+      group.startsWith("-") ? unknownOption(group, ["help", "version"]) : unknownCommand("", group, Object.keys(GROUPS)),
+    );
   }
   if (sub === undefined || isHelp(sub)) {
     return help(group, context, sub === undefined ? EXIT.usage : EXIT.ok);
@@ -59,7 +62,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
   if (!command) {
-    throw new CliUsageError(group, `unknown command ${JSON.stringify(`${group} ${sub}`)}`);
+    throw new CliUsageError(group, unknownCommand(group, sub, Object.keys(table)));
   }
   return command(rest, context);
 }
