@@ -226,6 +226,7 @@ describe("usage", () => {
         expect(run.code, `${argv.join(" ")} ${flag}`).toBe(EXIT.ok);
         expect(run.stdout.startsWith(title)).toBe(true);
         expect(run.stdout).toContain("Exit codes:\n  0  done\n  1  ");
+        expect(run.stdout).toMatch(/please report it at\s+https:\/\/github\.com\/loopctl\/loopctl\/issues\)/);
         expect(run.stderr).toBe("");
       }
     }
@@ -241,7 +242,9 @@ describe("usage", () => {
       cwd: base,
     });
     expect(code).toBe(EXIT.internal);
-    expect(stderr).toBe("loopctl: unexpected error (please report it): EPIPE\n");
+    expect(stderr).toBe(
+      "loopctl: unexpected error (a bug: please report it at https://github.com/loopctl/loopctl/issues): EPIPE\n",
+    );
     const both = await runCli(["grants", "list", ...at()], { stdout: broken, stderr: broken, env: {}, cwd: base });
     expect(both).toBe(EXIT.internal);
   });

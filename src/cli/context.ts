@@ -17,6 +17,9 @@ export interface CliContext {
   readonly signal?: AbortSignal;
 }
 
+/** Where to report a bug: the project's issue tracker (the package's `bugs.url`). */
+export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
+
 /**
  * The exit codes, as `loopctl --help` documents them.
  * - 0: done (a log verified, a grant revoked, a list printed)
@@ -24,7 +27,7 @@ export interface CliContext {
  * - 2: usage error (unknown command or option, missing or malformed argument)
  * - 3: a grant ledger is corrupt (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
- * - 5: an unexpected error (a bug: please report it)
+ * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})
  */
 export const EXIT = {
   ok: 0,

@@ -1,10 +1,13 @@
+import { ISSUES_URL } from "./context.js";
+
 const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
   3  the grant ledger is corrupt (reported, never rewritten)
   4  I/O or lock error (unreadable file, refused path, ledger lock busy)
-  5  unexpected error (a bug: please report it)
+  5  unexpected error (a bug: please report it at
+     ${ISSUES_URL})
 `;
 
 /** The --project/--root lines, their descriptions starting at column `at`. */

@@ -1,6 +1,6 @@
 import { LoopctlError } from "../errors.js";
 import { auditVerify } from "./audit.js";
-import { CliUsageError, EXIT } from "./context.js";
+import { CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
 import { HELP } from "./help.js";
@@ -91,6 +91,6 @@ function report(error: unknown, context: CliContext): ExitCode {
     return error.code === "LEDGER_CORRUPT" ? EXIT.corrupt : EXIT.io;
   }
   const detail = error instanceof Error ? error.message : String(error);
-  context.stderr.write(`loopctl: unexpected error (please report it): ${printable(detail)}\n`);
+  context.stderr.write(`loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(detail)}\n`);
   return EXIT.internal;
 }
