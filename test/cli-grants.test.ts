@@ -122,6 +122,18 @@ describe("loopctl grants reset", () => {
   });
 });
 
+const REPAIR_HINT =
+  "loopctl: run 'loopctl grants repair' with the same --project and --root to move it aside " +
+  "(its bytes kept) and start a fresh ledger\n";
+
+/** Writes `content` as the project's ledger, bypassing the store. */
+async function plantLedger(content: string): Promise<string> {
+  const ledger = new FileGrantStore(root, project).ledgerPath;
+  await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });
+  await writeFile(ledger, content, { mode: 0o600 });
+  return ledger;
+}
+
 describe("a corrupt ledger", () => {
   it("is reported with exit 3 by every command and left byte-identical", async () => {
     const ledger = new FileGrantStore(root, project).ledgerPath;
@@ -141,8 +153,52 @@ describe("a corrupt ledger", () => {
       expect(run.stdout).toBe("");
       expect(run.stderr).toContain(ledger);
       expect(run.stderr).toContain("[LEDGER_CORRUPT]");
+      expect(run.stderr.endsWith(REPAIR_HINT)).toBe(true);
       expect(await readFile(ledger, "utf8")).toBe(garbage);
     }
+  });
+
+  it("says what is wrong with a record in one readable line", async () => {
+    await plantLedger(JSON.stringify([{ id: "x", tool: 5, verdict: "Maybe", scope: { this_call: {} } }]));
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.corrupt);
+    const [first, ...rest] = run.stderr.split("\n");
+    expect(rest.join("\n")).toBe(REPAIR_HINT);
+    expect(first).toMatch(/record 0: grant record "x" \(tool "5"\) is invalid: tool: .*expected string, received number; verdict: .*"Allow"\|"Deny"; scope: /);
+    expect(first).not.toMatch(/\\u000a|✖|→/);
+  });
+
+  it("is moved aside by grants repair, which says where; the next list starts afresh", async () => {
+    const garbage = '[{"id":"x",';
+    const ledger = await plantLedger(garbage);
+    const run = await cli(["grants", "repair", ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    const aside = /moved the corrupt ledger aside to (\S+)/.exec(run.stdout)?.[1];
+    expect(aside).toBeDefined();
+    expect(aside?.startsWith(`${ledger}.corrupt-`)).toBe(true);
+    expect(run.stdout).toContain(ledger);
+    expect(await readFile(aside as string, "utf8")).toBe(garbage);
+    await expect(readFile(ledger)).rejects.toMatchObject({ code: "ENOENT" });
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain("no grants");
+  });
+});
+
+describe("loopctl grants repair", () => {
+  it("refuses to touch a sound ledger, and says there is nothing to repair when there is none", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const before = await readFile(store.ledgerPath);
+    const run = await cli(["grants", "repair", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.failed);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toBe(`loopctl grants repair: ${store.ledgerPath} is not corrupt; left as it is\n`);
+    expect(await readFile(store.ledgerPath)).toEqual(before);
+    await store.clear();
+    const other = join(base, "elsewhere");
+    const none = await cli(["grants", "repair", "--root", root, "--project", other], { cwd: base });
+    expect(none.code).toBe(EXIT.failed);
+    expect(none.stderr).toBe(`loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`);
   });
 });
 
@@ -217,6 +273,7 @@ describe("usage", () => {
       [["grants", "revoke"], "loopctl grants revoke:"],
       [["grants", "reset"], "loopctl grants reset:"],
       [["grants", "explain"], "loopctl grants explain:"],
+      [["grants", "repair"], "loopctl grants repair:"],
       [["audit"], "loopctl audit:"],
       [["audit", "verify"], "loopctl audit verify:"],
     ];
@@ -227,6 +284,7 @@ describe("usage", () => {
         expect(run.stdout.startsWith(title)).toBe(true);
         expect(run.stdout).toContain("Exit codes:\n  0  done\n  1  ");
         expect(run.stdout).toMatch(/please report it at\s+https:\/\/github\.com\/loopctl\/loopctl\/issues\)/);
+        for (const line of run.stdout.split("\n")) expect(line.length, line).toBeLessThanOrEqual(80);
         expect(run.stderr).toBe("");
       }
     }

@@ -5,6 +5,7 @@ import { dirname, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { LedgerLockError } from "../grant/errors.js";
+import { zodIssuesLine } from "../zod-issues.js";
 import { withLedgerLock } from "../grant/ledger-lock.js";
 import {
   AuditBusyError,
@@ -308,11 +309,9 @@ export class AuditSink {
     if (this.#closed) return Promise.reject(this.#lose(new AuditClosedError(this.path)));
     const parsed = GateDecisionSchema.safeParse(record);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? issue.path.join(".") : "the record";
       return Promise.reject(
         this.#lose(
-          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${where}: ${issue?.message ?? "invalid"}`, {
+          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${zodIssuesLine(parsed.error, 1)}`, {
             cause: parsed.error,
           }),
         ),

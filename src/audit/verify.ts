@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "./duplicate-member.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
 import { describe } from "./file-io.js";
@@ -152,11 +153,7 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     };
   }
   const parsed = LineSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue && issue.path.length > 0 ? issue.path.join(".") : "the line";
-    return { type: "malformed", why: `${where}: ${issue?.message ?? "invalid"}` };
-  }
+  if (!parsed.success) return { type: "malformed", why: zodIssuesLine(parsed.error, 1) };
   if (parsed.data.hash !== tail[1] || parsed.data.mac !== tail[2]) {
     return { type: "malformed", why: 'its last members are not its "hash" and "mac"' };
   }

@@ -4,7 +4,7 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt (reported, never rewritten)
+  3  the grant ledger is corrupt (reported, never rewritten; see grants repair)
   4  I/O or lock error (unreadable file, refused path, ledger lock busy)
   5  unexpected error (a bug: please report it at
      ${ISSUES_URL})
@@ -14,9 +14,9 @@ const EXIT_CODES = `Exit codes:
 function projectOptions(at: number): string {
   const pad = (flag: string): string => `  ${flag}`.padEnd(at);
   return (
-    `${pad("--project DIR")}the project whose ledger to use (default: the current folder)\n` +
-    `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/grants,\n` +
-    `${" ".repeat(at)}else ~/.local/state/loopctl/grants)\n`
+    `${pad("--project DIR")}the project whose ledger to use (default: this folder)\n` +
+    `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/\n` +
+    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n`
   );
 }
 
@@ -30,8 +30,9 @@ Usage:
   loopctl grants list     [--project DIR] [--root DIR] [--json]
   loopctl grants revoke   ID [--project DIR] [--root DIR]
   loopctl grants reset    [--tool NAME] [--project DIR] [--root DIR]
-  loopctl grants explain  --tool NAME --args JSON [--descriptor JSON] [--project DIR]
-                          [--root DIR] [--json]
+  loopctl grants explain  --tool NAME --args JSON [--descriptor JSON]
+                          [--project DIR] [--root DIR] [--json]
+  loopctl grants repair   [--project DIR] [--root DIR]
   loopctl audit verify    FILE [--anchor SEQ:HASH] [--key-file F] [--json]
   loopctl --version
 
@@ -43,8 +44,9 @@ ${EXIT_CODES}`,
 Usage:
   loopctl grants list     list the grants in the project's ledger
   loopctl grants revoke   remove one grant by id
-  loopctl grants reset    remove every grant, or every grant of one tool: back to asking
+  loopctl grants reset    remove every grant (or one tool's): back to asking
   loopctl grants explain  show which grant would decide a call, and why
+  loopctl grants repair   move a corrupt ledger aside and start afresh
 
 Run 'loopctl grants <command> --help' for its options.
 
@@ -104,6 +106,21 @@ Options:
                      '{"description": "...", "inputSchema": {...}}'
 ${projectOptions(21)}  --json             print the explanation as JSON
   -h, --help         show this help
+
+${EXIT_CODES}`,
+  "grants repair": `loopctl grants repair: move a corrupt ledger aside.
+
+Usage:
+  loopctl grants repair [--project DIR] [--root DIR]
+
+When the project's ledger cannot be read as grants (exit 3 from any other
+command), moves it to grants.json.corrupt-<ms>-<hex> beside it, owner-only
+and byte for byte, and says where. The next grant saved starts a fresh
+ledger; until then every gated call is asked about. A ledger that reads
+fine is never touched: that, or no ledger at all, exits 1.
+
+Options:
+${PROJECT_OPTIONS}  -h, --help     show this help
 
 ${EXIT_CODES}`,
   audit: `loopctl audit: the hash-chained audit log of gate decisions.

@@ -73,6 +73,11 @@ function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
   return code;
 }
 
+/** The way out of a corrupt ledger, printed with every exit 3. */
+const REPAIR_HINT =
+  "loopctl: run 'loopctl grants repair' with the same --project and --root to move it aside " +
+  "(its bytes kept) and start a fresh ledger\n";
+
 function report(error: unknown, context: CliContext): ExitCode {
   if (error instanceof CliUsageError) {
     const prefix = error.command === "" ? "loopctl" : `loopctl ${error.command}`;
@@ -88,7 +93,9 @@ function report(error: unknown, context: CliContext): ExitCode {
   }
   if (error instanceof LoopctlError) {
     context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
-    return error.code === "LEDGER_CORRUPT" ? EXIT.corrupt : EXIT.io;
+    if (error.code !== "LEDGER_CORRUPT") return EXIT.io;
+    context.stderr.write(REPAIR_HINT);
+    return EXIT.corrupt;
   }
   const detail = error instanceof Error ? error.message : String(error);
   context.stderr.write(`loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(detail)}\n`);
