@@ -275,6 +275,9 @@ describe("canonicalJson", () => {
 });
 
 describe("canonicalJson's limits", () => {
+  // One flat string of the whole limit; the tests slice what they need from it.
+  const PAD = "p".repeat(CANONICAL_JSON_MAX_BYTES);
+
   it("are documented constants generous enough for real arguments and descriptors", () => {
     expect(CANONICAL_JSON_MAX_DEPTH).toBe(1000);
     expect(CANONICAL_JSON_MAX_NODES).toBe(1_000_000);
@@ -317,25 +320,28 @@ describe("canonicalJson's limits", () => {
       2 * (CANONICAL_JSON_MAX_NODES - 1) + 1,
     );
     expectLimit(new Array(CANONICAL_JSON_MAX_NODES).fill(0), "nodes", `$[${CANONICAL_JSON_MAX_NODES - 1}]`);
-    // Omitted properties are reached too, so they count.
+    // Omitted properties are reached too, so they count: 1000 references to one object of 999
+    // undefined properties are 1 + 1000 × 1000 values, one too many, though they write "[{},…]".
     const sparse: Record<string, unknown> = {};
-    for (let i = 0; i < CANONICAL_JSON_MAX_NODES; i++) sparse[`k${i}`] = undefined;
-    expectLimit(sparse, "nodes", `$.k${CANONICAL_JSON_MAX_NODES - 1}`);
+    for (let i = 0; i < 999; i++) sparse[`k${i}`] = undefined;
+    expectLimit(new Array(1000).fill(sparse), "nodes", "$[999].k998");
+    expect(canonicalJson(new Array(999).fill(sparse))).toBe(`[${new Array(999).fill("{}").join(",")}]`);
   });
 
   it("hold the size limit exactly, in UTF-8 bytes of the canonical text", () => {
     const max = CANONICAL_JSON_MAX_BYTES;
-    expect(canonicalJson("x".repeat(max - 2))).toHaveLength(max);
-    expectLimit("x".repeat(max - 1), "bytes", "$");
+    expect(canonicalJson(PAD.slice(0, max - 2))).toHaveLength(max);
+    expectLimit(PAD.slice(0, max - 1), "bytes", "$");
     // é is two bytes, € three, an astral pair four, an escaped control six (\u0001), a lone
-    // surrogate six (\ud800), a newline two (\n).
-    const units = ["\u00e9", "\u20ac", "\u{1F600}", "\u0001", "\ud800", "\n"];
-    for (const unit of units) {
+    // surrogate six (\ud800), a newline two (\n); the rest of the limit is ASCII padding.
+    for (const unit of ["\u00e9", "\u20ac", "\u{1F600}", "\u0001", "\ud800", "\n"]) {
+      const text = unit.repeat(1000);
+      const quoted = JSON.stringify(text);
       // {"a":…,"b":…}: eleven bytes besides the two quoted texts.
-      const fits = unit.repeat(Math.floor((max - 15) / Buffer.byteLength(JSON.stringify(unit))));
-      const pad = "p".repeat(max - 13 - Buffer.byteLength(JSON.stringify(fits)));
-      expect(Buffer.byteLength(canonicalJson({ a: fits, b: pad })), JSON.stringify(unit)).toBe(max);
-      expectLimit({ a: fits, b: `${pad}p` }, "bytes", "$.b");
+      const pad = PAD.slice(0, max - 13 - Buffer.byteLength(quoted));
+      expect(canonicalJson({ a: text, b: pad }), JSON.stringify(unit)).toHaveLength(max - Buffer.byteLength(quoted) + quoted.length);
+      expectLimit({ a: text, b: PAD.slice(0, pad.length + 1) }, "bytes", "$.b");
+      expectLimit({ a: `${text}${unit}`, b: pad }, "bytes", /^\$\.[ab]$/);
     }
   });
 
@@ -357,8 +363,8 @@ describe("canonicalJson's limits", () => {
       fc.property(jsonValue, (value) => {
         // [value,"pad"]: two brackets, a comma, two quotes.
         const room = CANONICAL_JSON_MAX_BYTES - Buffer.byteLength(canonicalJson(value)) - 5;
-        expect(() => canonicalJson([value, "p".repeat(room)])).not.toThrow();
-        expectLimit([value, "p".repeat(room + 1)], "bytes", "$[1]");
+        expect(() => canonicalJson([value, PAD.slice(0, room)])).not.toThrow();
+        expectLimit([value, PAD.slice(0, room + 1)], "bytes", "$[1]");
       }),
       { numRuns: 5 },
     );
