@@ -12,7 +12,8 @@ import {
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
 
-function expectCanonicalError(value: unknown, jsonPath: string): void {
+/** The CanonicalJsonError canonicalJson throws for `value`, with its path checked. */
+function expectCanonicalError(value: unknown, jsonPath: string | RegExp): CanonicalJsonError {
   let caught: unknown;
   try {
     canonicalJson(value);
@@ -22,28 +23,19 @@ function expectCanonicalError(value: unknown, jsonPath: string): void {
   expect(caught).toBeInstanceOf(CanonicalJsonError);
   const error = caught as CanonicalJsonError;
   expect(error.code).toBe("CANONICAL_JSON");
-  expect(error.jsonPath).toBe(jsonPath);
-  expect(error.message).toContain(jsonPath);
-}
-
-function expectLimit(value: unknown, limit: "depth" | "nodes" | "bytes", jsonPath: string | RegExp): CanonicalJsonLimitError {
-  let caught: unknown;
-  try {
-    canonicalJson(value);
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(CanonicalJsonLimitError);
-  const error = caught as CanonicalJsonLimitError;
-  expect(error).toBeInstanceOf(CanonicalJsonError);
-  expect(error.code).toBe("CANONICAL_JSON");
-  expect(error.limit).toBe(limit);
-  expect(error.max).toBe(
-    { depth: CANONICAL_JSON_MAX_DEPTH, nodes: CANONICAL_JSON_MAX_NODES, bytes: CANONICAL_JSON_MAX_BYTES }[limit],
-  );
   if (typeof jsonPath === "string") expect(error.jsonPath).toBe(jsonPath);
   else expect(error.jsonPath).toMatch(jsonPath);
+  expect(error.message).toContain(error.jsonPath);
   return error;
+}
+
+function expectLimit(value: unknown, limit: "depth" | "nodes" | "bytes", jsonPath: string | RegExp): void {
+  const error = expectCanonicalError(value, jsonPath);
+  expect(error).toBeInstanceOf(CanonicalJsonLimitError);
+  expect((error as CanonicalJsonLimitError).limit).toBe(limit);
+  expect((error as CanonicalJsonLimitError).max).toBe(
+    { depth: CANONICAL_JSON_MAX_DEPTH, nodes: CANONICAL_JSON_MAX_NODES, bytes: CANONICAL_JSON_MAX_BYTES }[limit],
+  );
 }
 
 /**
