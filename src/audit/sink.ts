@@ -102,11 +102,12 @@ const OPEN_FILES = new Set<string>();
  *
  * The file is opened once, `O_APPEND | O_CREAT`, mode `0600` (tightened to
  * `0600` if it already exists wider), never through a symbolic link; a
- * missing folder is created `0700`. Every append takes a lock file beside
+ * missing folder is created `0700`. Every write takes a lock file beside
  * the log (`<log>.lock`), reads what other processes appended since, checks
- * it continues the chain, and only then writes its line after theirs: any
+ * it continues the chain, and only then writes its lines after theirs: any
  * number of processes can write one log and the chain stays linear. Appends
- * within a process run one at a time in call order. Opening an existing log
+ * within a process land in call order; those made while a write is under way
+ * go out together in the next one. Opening an existing log
  * verifies it and resumes the chain from its last line; a log that does not
  * verify, or that stops verifying (cut short, a line another writer forged),
  * is refused with {@link AuditCorruptError} and never appended to. A second

@@ -175,7 +175,7 @@ const SCAN_DEPTH = 32;
  */
 class Writer {
   readonly #stack: Frame[] = [];
-  /** The containers open below {@link SCAN_DEPTH}, for the cycle check. */
+  /** The containers open deeper than {@link SCAN_DEPTH}, for the cycle check. */
   #deep: Set<object> | undefined;
   #nodes = 0;
   #bytes = 0;
