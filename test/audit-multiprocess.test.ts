@@ -1,11 +1,12 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyAuditLog } from "../src/audit/index.js";
+import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 const writerScript = fileURLToPath(new URL("./support/audit-append-writer.ts", import.meta.url));
 const WRITERS = 4;
@@ -90,5 +91,37 @@ describe("several processes appending to one audit log", () => {
     const outcomes = await appendConcurrently(path, keyFile);
     expect(outcomes.flat().filter((o) => !o.startsWith("ok:"))).toEqual([]);
     await expectLinearAndComplete(path, key);
+  });
+
+  it("waits for a lock another live process holds, fails that write with AuditLockError, and writes once it is free", async () => {
+    const path = join(dir, "held.jsonl");
+    const holder = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      const lock = `${path}.lock`;
+      const hold = (): Promise<void> =>
+        writeFile(lock, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "held" }));
+      await hold();
+      const refused = await AuditSink.open(path, { lockTimeoutMs: 50 }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(AuditLockError);
+      expect((refused as AuditLockError).message).toContain(`held by pid ${holder.pid}`);
+      await unlink(lock);
+
+      const errors: string[] = [];
+      const sink = await AuditSink.open(path, { lockTimeoutMs: 50, onError: (e) => errors.push(e.code) });
+      await sink.append(gateRecord(1));
+      const before = await readFile(path, "utf8");
+      await hold();
+      await expect(sink.append(gateRecord(2))).rejects.toBeInstanceOf(AuditLockError);
+      expect(await readFile(path, "utf8")).toBe(before);
+      await unlink(lock);
+      // Nothing was written, so the sink goes on.
+      await expect(sink.append(gateRecord(3))).resolves.toMatchObject({ seq: 2 });
+      await expect(sink.flush()).rejects.toBeInstanceOf(AuditLockError);
+      await sink.close();
+      expect(errors).toEqual(["AUDIT_LOCK"]);
+      expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(3)] });
+    } finally {
+      holder.kill();
+    }
   });
 });

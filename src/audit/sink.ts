@@ -276,7 +276,10 @@ export class AuditSink {
       return await withLedgerLock(lockPath, { timeoutMs: this.#lockTimeoutMs, staleMs: STALE_LOCK_MS }, body);
     } catch (error) {
       if (error instanceof LedgerLockError) {
-        throw new AuditLockError(this.path, `cannot lock audit log ${this.path} for writing: ${error.message}`, {
+        // The lock's own message starts with the path it names; say the rest in the log's terms.
+        const at = error.message.indexOf(`${lockPath}: `);
+        const problem = at < 0 ? error.message : error.message.slice(at + lockPath.length + 2);
+        throw new AuditLockError(this.path, `cannot lock audit log ${this.path} (${lockPath}): ${problem}`, {
           cause: error,
         });
       }
