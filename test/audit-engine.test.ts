@@ -49,6 +49,6 @@ describe("auditObserver on a real run", () => {
     await sink.close();
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_denied", "ask_allowed"]);
     const verified = await verifyAuditLog(path, { anchor: sink.anchor });
-    expect(verified).toEqual({ ok: true, records: result.records, anchor: sink.anchor });
+    expect(verified).toEqual({ ok: true, records: result.records, anchor: sink.anchor, keyed: false });
   });
 });

@@ -69,7 +69,7 @@ describe("the audit line format", () => {
   });
 
   it("accepts an empty log, whose anchor is the genesis", () => {
-    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR });
+    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR, keyed: false });
   });
 
   it("prints and parses anchors as <seq>:<hash>", () => {
@@ -151,6 +151,36 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     if (!result.ok) expect(result.message).toMatch(/record\.verdict/);
   });
 
+  it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
+    // JSON.parse keeps the last of two members; a reader that keeps the first would see another record.
+    const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
+    const bodyOf = (line: string): string => line.replace(/,"hash":"[0-9a-f]{64}"\}$/, "");
+    const cases: [string, (body: string) => string, RegExp][] = [
+      ["record.verdict", (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verdict":"allow"'), /"verdict" twice, at record\.verdict/],
+      ["an escaped spelling", (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verd\\u0069ct":"allow"'), /"verdict" twice/],
+      ["the top level", (b) => b.replace('{"seq":2,', '{"seq":2,"seq":2,'), /"seq" twice, at seq/],
+      ["deep inside", (b) => b.replace(',"ts":', ',"extra":[1,{"a":{"b":[],"c":{},"b":2}}],"ts":'), /"b" twice, at record\.extra\[1\]\.a\.b/],
+      ["the record itself", (b) => `${b.slice(0, b.indexOf(',"record":'))},"record":${JSON.stringify(gateRecord(9))}${b.slice(b.indexOf(',"record":'))}`, /"record" twice/],
+    ];
+    for (const [what, edit, message] of cases) {
+      const ls = lines();
+      const edited = edit(bodyOf(ls[1] as string));
+      expect(edited, what).not.toBe(bodyOf(ls[1] as string));
+      ls[1] = rehash(edited);
+      // The chain still links: only the duplicate gives it away.
+      const third = JSON.parse(ls[2] as string) as { seq: number; prev: string; record: unknown };
+      const thirdBody = `{"seq":3,"prev":"${(JSON.parse(ls[1] as string) as { hash: string }).hash}","record":${JSON.stringify(third.record)}`;
+      ls[2] = rehash(thirdBody);
+      const result = verifyAuditBytes(join_(ls.slice(0, 3)));
+      expect(result, what).toMatchObject({ ok: false, line: 2, problem: "malformed" });
+      if (!result.ok) {
+        expect(result.message, what).toMatch(/^line 2 is malformed: /);
+        expect(result.message, what).toMatch(message);
+        expect(result.records).toHaveLength(1);
+      }
+    }
+  });
+
   it("a first line that does not start from the genesis value", () => {
     const ls = lines();
     const body = `{"seq":1,"prev":"${"1".repeat(64)}","record":${JSON.stringify(gateRecord(1))}`;
@@ -177,6 +207,13 @@ describe("an anchor", () => {
         AuditAnchorError,
       );
     }
+  });
+
+  it("that does not match the log: the verified prefix is the lines before the one it names", () => {
+    const wrong = { seq: 2, hash: "ab".repeat(32) };
+    const result = verifyAuditBytes(original, { anchor: wrong });
+    expect(result).toMatchObject({ ok: false, line: 2, problem: "edited" });
+    if (!result.ok) expect(result.records).toEqual([gateRecord(1, { reason: null })]);
   });
 
   it("accepts lines appended after it was taken", () => {
@@ -252,6 +289,23 @@ describe("property: every tampering of one kind is detected", () => {
         [ls[a], ls[b]] = [ls[b] as string, ls[a] as string];
         expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: Math.min(a, b) + 1, problem: "reordered" });
       }),
+    );
+  });
+
+  it("any failure: the records returned are exactly the lines before the one named", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(original.length - 1),
+        fc.integer({ min: 1, max: 255 }),
+        fc.option(fc.record({ seq: fc.nat(6), hash: fc.constantFrom(anchor.hash, "ab".repeat(32)) })),
+        (position, delta, someAnchor) => {
+          const copy = Buffer.from(original);
+          if (someAnchor === null) copy[position] = ((copy[position] as number) + delta) % 256;
+          const result = verifyAuditBytes(copy, someAnchor === null ? {} : { anchor: someAnchor });
+          if (!result.ok) expect(result.records).toHaveLength(result.line - 1);
+        },
+      ),
+      { numRuns: FUZZ_RUNS },
     );
   });
 

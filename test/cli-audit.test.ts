@@ -1,4 +1,5 @@
-import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -41,7 +42,14 @@ describe("loopctl audit verify", () => {
   it("prints JSON with --json", async () => {
     const run = await cli(["audit", "verify", "--json", join(dir, "gates.jsonl")], { cwd: "/" });
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toEqual({ ok: true, file: join(dir, "gates.jsonl"), records: 4, anchor });
+    expect(JSON.parse(run.stdout)).toEqual({
+      ok: true,
+      file: join(dir, "gates.jsonl"),
+      records: 4,
+      anchor,
+      keyed: false,
+      authenticated: false,
+    });
   });
 
   it("fails with exit 1, naming the line and the problem, for each tampering", async () => {
@@ -72,6 +80,56 @@ describe("loopctl audit verify", () => {
     expect(run.stderr).toContain("FAILED at line 3 (removed)");
     const full = await cli(["audit", "verify", "gates.jsonl", `--anchor=${formatAuditAnchor(anchor)}`], { cwd: dir });
     expect(full.code).toBe(EXIT.ok);
+    const mismatch = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`, "--json"], { cwd: dir });
+    expect(mismatch.code).toBe(EXIT.failed);
+    expect(JSON.parse(mismatch.stdout)).toMatchObject({ ok: false, line: 2, problem: "edited", verifiedRecords: 1 });
+    const asText = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`], { cwd: dir });
+    expect(asText.stderr).toContain("FAILED at line 2 (edited)");
+    expect(asText.stderr).toContain("the 1 line before it verified");
+  });
+
+  it("checks a keyed log with --key-file: forged lines and a cut tail fail without an anchor", async () => {
+    const key = randomBytes(32);
+    const keyFile = join(dir, "audit.key");
+    await writeFile(keyFile, `${key.toString("hex")}\n`, { mode: 0o600 });
+    const sink = await AuditSink.open(join(dir, "keyed.jsonl"), { key: Buffer.from(key.toString("hex")) });
+    for (let i = 1; i <= 3; i++) await sink.append(gateRecord(i));
+    await sink.close();
+    const ok = await cli(["audit", "verify", "keyed.jsonl", "--key-file", "audit.key"], { cwd: dir });
+    expect(ok).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(ok.stdout).toContain("3 records, chain intact, every line's mac and the seal verified with the key");
+    const unchecked = await cli(["audit", "verify", "keyed.jsonl"], { cwd: dir });
+    expect(unchecked.stdout).toContain("its lines carry MACs: pass --key-file to check them and the seal");
+    const asJson = await cli(["audit", "verify", join(dir, "keyed.jsonl"), "--key-file", keyFile, "--json"], { cwd: "/" });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, records: 3, keyed: true, authenticated: true });
+
+    const full = await readFile(join(dir, "keyed.jsonl"), "utf8");
+    await writeFile(join(dir, "keyed.jsonl"), full.split("\n").slice(0, 2).map((l) => `${l}\n`).join(""));
+    const cut = await cli(["audit", "verify", "keyed.jsonl", "--key-file", "audit.key"], { cwd: dir });
+    expect(cut.code).toBe(EXIT.failed);
+    expect(cut.stderr).toContain("FAILED at line 3 (removed)");
+    expect((await cli(["audit", "verify", "keyed.jsonl"], { cwd: dir })).code).toBe(EXIT.ok);
+
+    await writeFile(join(dir, "other.key"), randomBytes(32), { mode: 0o600 });
+    const wrong = await cli(["audit", "verify", "keyed.jsonl", "--key-file", "other.key", "--json"], { cwd: dir });
+    expect(wrong.code).toBe(EXIT.failed);
+    expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
+  });
+
+  it("refuses a key file others can read, a short one, and a missing one, as usage errors", async () => {
+    await writeFile(join(dir, "open.key"), randomBytes(32));
+    await chmod(join(dir, "open.key"), 0o644);
+    await writeFile(join(dir, "short.key"), "abc", { mode: 0o600 });
+    const cases: [string, RegExp][] = [
+      ["open.key", /--key-file: audit key file .*open\.key is readable or writable by others \(mode 644\); chmod 600 it/],
+      ["short.key", /--key-file: an audit key must be at least 16 bytes, got 3/],
+      ["missing.key", /--key-file: .*missing\.key: no such file/],
+    ];
+    for (const [file, message] of cases) {
+      const run = await cli(["audit", "verify", "gates.jsonl", "--key-file", file], { cwd: dir });
+      expect(run.code, file).toBe(EXIT.usage);
+      expect(run.stderr, file).toMatch(message);
+    }
   });
 
   it("exits 1 for a missing file, 4 for a folder", async () => {
@@ -82,6 +140,21 @@ describe("loopctl audit verify", () => {
     const folder = await cli(["audit", "verify", "folder"], { cwd: dir });
     expect(folder.code).toBe(EXIT.io);
     expect(folder.stderr).toMatch(/not a regular file \[AUDIT_PATH\]/);
+  });
+
+  it("prints JSON with --json when the file is missing or cannot be read", async () => {
+    const missing = await cli(["audit", "verify", "nope.jsonl", "--json"], { cwd: dir });
+    expect(missing).toMatchObject({ code: EXIT.failed, stderr: "" });
+    expect(JSON.parse(missing.stdout)).toEqual({
+      ok: false,
+      file: join(dir, "nope.jsonl"),
+      problem: "missing",
+      message: "no such file",
+    });
+    await mkdir(join(dir, "folder"), { recursive: true });
+    const folder = await cli(["audit", "verify", "folder", "--json"], { cwd: dir });
+    expect(folder).toMatchObject({ code: EXIT.io, stderr: "" });
+    expect(JSON.parse(folder.stdout)).toMatchObject({ ok: false, file: join(dir, "folder"), error: "AUDIT_PATH" });
   });
 
   it("never lets a file name drive the terminal", async () => {
@@ -95,7 +168,10 @@ describe("loopctl audit verify", () => {
     const cases: [string[], RegExp][] = [
       [["audit", "verify"], /missing the FILE to verify/],
       [["audit", "verify", "a", "b"], /unexpected argument "b"/],
-      [["audit", "verify", "a", "--bogus"], /Unknown option '--bogus'/],
+      [["audit", "verify", "a", "--bogus"], /unknown option "--bogus"\n/],
+      [["audit", "verify", "a", "--ancor", "1:x"], /unknown option "--ancor"; did you mean --anchor\?/],
+      [["audit", "verify", "a", "--keyfile", "k"], /unknown option "--keyfile"; did you mean --key-file\?/],
+      [["audit", "verfy", "a"], /unknown command "audit verfy"; did you mean "audit verify"\?/],
       [["audit", "verify", "a", "--anchor", "12"], /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/],
       [["audit", "verify", "a", "--anchor"], /--anchor/],
       [["audit", "check"], /unknown command "audit check"/],

@@ -124,6 +124,18 @@ describe("loopctl grants reset", () => {
   });
 });
 
+const REPAIR_HINT =
+  "loopctl: run 'loopctl grants repair' with the same --project and --root to move it aside " +
+  "(its bytes kept) and start a fresh ledger\n";
+
+/** Writes `content` as the project's ledger, bypassing the store. */
+async function plantLedger(content: string): Promise<string> {
+  const ledger = new FileGrantStore(root, project).ledgerPath;
+  await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });
+  await writeFile(ledger, content, { mode: 0o600 });
+  return ledger;
+}
+
 describe("a corrupt ledger", () => {
   it("is reported with exit 3 by every command and left byte-identical", async () => {
     const ledger = new FileGrantStore(root, project).ledgerPath;
@@ -143,8 +155,52 @@ describe("a corrupt ledger", () => {
       expect(run.stdout).toBe("");
       expect(run.stderr).toContain(ledger);
       expect(run.stderr).toContain("[LEDGER_CORRUPT]");
+      expect(run.stderr.endsWith(REPAIR_HINT)).toBe(true);
       expect(await readFile(ledger, "utf8")).toBe(garbage);
     }
+  });
+
+  it("says what is wrong with a record in one readable line", async () => {
+    await plantLedger(JSON.stringify([{ id: "x", tool: 5, verdict: "Maybe", scope: { this_call: {} } }]));
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.corrupt);
+    const [first, ...rest] = run.stderr.split("\n");
+    expect(rest.join("\n")).toBe(REPAIR_HINT);
+    expect(first).toMatch(/record 0: grant record "x" \(tool "5"\) is invalid: tool: .*expected string, received number; verdict: .*"Allow"\|"Deny"; scope: /);
+    expect(first).not.toMatch(/\\u000a|✖|→/);
+  });
+
+  it("is moved aside by grants repair, which says where; the next list starts afresh", async () => {
+    const garbage = '[{"id":"x",';
+    const ledger = await plantLedger(garbage);
+    const run = await cli(["grants", "repair", ...at()], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    const aside = /moved the corrupt ledger aside to (\S+)/.exec(run.stdout)?.[1];
+    expect(aside).toBeDefined();
+    expect(aside?.startsWith(`${ledger}.corrupt-`)).toBe(true);
+    expect(run.stdout).toContain(ledger);
+    expect(await readFile(aside as string, "utf8")).toBe(garbage);
+    await expect(readFile(ledger)).rejects.toMatchObject({ code: "ENOENT" });
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain("no grants");
+  });
+});
+
+describe("loopctl grants repair", () => {
+  it("refuses to touch a sound ledger, and says there is nothing to repair when there is none", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const before = await readFile(store.ledgerPath);
+    const run = await cli(["grants", "repair", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.failed);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toBe(`loopctl grants repair: ${store.ledgerPath} is not corrupt; left as it is\n`);
+    expect(await readFile(store.ledgerPath)).toEqual(before);
+    await store.clear();
+    const other = join(base, "elsewhere");
+    const none = await cli(["grants", "repair", "--root", root, "--project", other], { cwd: base });
+    expect(none.code).toBe(EXIT.failed);
+    expect(none.stderr).toBe(`loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`);
   });
 });
 
@@ -175,7 +231,8 @@ describe("usage", () => {
       [["frobnicate"], /unknown command "frobnicate"/],
       [["--json"], /unknown option "--json"/],
       [["grants", "list", "extra"], /loopctl grants list: unexpected argument "extra"/],
-      [["grants", "list", "--bogus"], /Unknown option '--bogus'/],
+      [["grants", "list", "--bogus"], /unknown option "--bogus"\n/],
+      [["grants", "list", "-x"], /unknown option "-x"\n/],
       [["grants", "list", "--root"], /--root/],
       [["grants", "revoke"], /missing the ID/],
       [["grants", "revoke", "NOT-AN-ID"], /"NOT-AN-ID" is not a grant id/],
@@ -192,6 +249,24 @@ describe("usage", () => {
     }
   });
 
+  it("suggests the option or command meant by a near miss", async () => {
+    const cases: [string[], string][] = [
+      [["grants", "list", "--roto", "x"], 'unknown option "--roto"; did you mean --root?'],
+      [["grants", "list", "--jsn"], 'unknown option "--jsn"; did you mean --json?'],
+      [["grants", "list", "--projcet=."], 'unknown option "--projcet"; did you mean --project?'],
+      [["grants", "explain", "--tol", "read"], 'unknown option "--tol"; did you mean --tool?'],
+      [["grants", "reset", "--to", "read"], 'unknown option "--to"; did you mean --tool?'],
+      [["grants", "lsit"], 'unknown command "grants lsit"; did you mean "grants list"?'],
+      [["grant", "list"], 'unknown command "grant"; did you mean "grants"?'],
+      [["--verison"], 'unknown option "--verison"; did you mean --version?'],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(argv, { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr, argv.join(" ")).toContain(`: ${message}\n`);
+    }
+  });
+
   it("prints help for every command with -h and --help", async () => {
     const commands: [string[], string][] = [
       [[], "loopctl: inspect"],
@@ -200,6 +275,7 @@ describe("usage", () => {
       [["grants", "revoke"], "loopctl grants revoke:"],
       [["grants", "reset"], "loopctl grants reset:"],
       [["grants", "explain"], "loopctl grants explain:"],
+      [["grants", "repair"], "loopctl grants repair:"],
       [["audit"], "loopctl audit:"],
       [["audit", "verify"], "loopctl audit verify:"],
     ];
@@ -209,6 +285,8 @@ describe("usage", () => {
         expect(run.code, `${argv.join(" ")} ${flag}`).toBe(EXIT.ok);
         expect(run.stdout.startsWith(title)).toBe(true);
         expect(run.stdout).toContain("Exit codes:\n  0  done\n  1  ");
+        expect(run.stdout).toMatch(/please report it at\s+https:\/\/github\.com\/loopctl\/loopctl\/issues\)/);
+        for (const line of run.stdout.split("\n")) expect(line.length, line).toBeLessThanOrEqual(80);
         expect(run.stderr).toBe("");
       }
     }
@@ -224,7 +302,9 @@ describe("usage", () => {
       cwd: base,
     });
     expect(code).toBe(EXIT.internal);
-    expect(stderr).toBe("loopctl: unexpected error (please report it): EPIPE\n");
+    expect(stderr).toBe(
+      "loopctl: unexpected error (a bug: please report it at https://github.com/loopctl/loopctl/issues): EPIPE\n",
+    );
     const both = await runCli(["grants", "list", ...at()], { stdout: broken, stderr: broken, env: {}, cwd: base });
     expect(both).toBe(EXIT.internal);
   });

@@ -211,6 +211,13 @@ describe("what the terminal approver shows", () => {
     expect(text).toContain("deploy\\u202e");
   });
 
+  it("shows invisible characters in a tool name or prompt as escapes, so a look-alike never passes for the real name", () => {
+    const text = describeAsk({ ...hostile, tool: "dep\u200bloy\u2060", prompt: "Deploy\ufeff \u00adnow\u061c?" }, makeStyle(false));
+    expect(text).toContain("dep\\u200bloy\\u2060");
+    expect(text).toContain("Deploy\\ufeff \\u00adnow\\u061c?");
+    expect(text).not.toMatch(/[\u200b\u2060\ufeff\u00ad\u061c]/);
+  });
+
   it("keeps a multi-line prompt on indented lines", () => {
     expect(describeAsk(hostile, makeStyle(false))).toContain("staging?\n  second line");
   });

@@ -1,15 +1,19 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  CANONICAL_JSON_MAX_BYTES,
   CANONICAL_JSON_MAX_DEPTH,
+  CANONICAL_JSON_MAX_NODES,
   CanonicalJsonError,
+  CanonicalJsonLimitError,
   canonicalJson,
   compareCodePoints,
 } from "../src/grant/index.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
 
-function expectCanonicalError(value: unknown, jsonPath: string): void {
+/** The CanonicalJsonError canonicalJson throws for `value`, with its path checked. */
+function expectCanonicalError(value: unknown, jsonPath: string | RegExp): CanonicalJsonError {
   let caught: unknown;
   try {
     canonicalJson(value);
@@ -19,8 +23,64 @@ function expectCanonicalError(value: unknown, jsonPath: string): void {
   expect(caught).toBeInstanceOf(CanonicalJsonError);
   const error = caught as CanonicalJsonError;
   expect(error.code).toBe("CANONICAL_JSON");
-  expect(error.jsonPath).toBe(jsonPath);
-  expect(error.message).toContain(jsonPath);
+  if (typeof jsonPath === "string") expect(error.jsonPath).toBe(jsonPath);
+  else expect(error.jsonPath).toMatch(jsonPath);
+  expect(error.message).toContain(error.jsonPath);
+  return error;
+}
+
+function expectLimit(value: unknown, limit: "depth" | "nodes" | "bytes", jsonPath: string | RegExp): void {
+  const error = expectCanonicalError(value, jsonPath);
+  expect(error).toBeInstanceOf(CanonicalJsonLimitError);
+  expect((error as CanonicalJsonLimitError).limit).toBe(limit);
+  expect((error as CanonicalJsonLimitError).max).toBe(
+    { depth: CANONICAL_JSON_MAX_DEPTH, nodes: CANONICAL_JSON_MAX_NODES, bytes: CANONICAL_JSON_MAX_BYTES }[limit],
+  );
+}
+
+/**
+ * Runs `task` with the stack used up but for about `margin` frames of a small
+ * function: what a caller deep in its own recursion leaves to canonicalJson.
+ */
+function nearStackLimit<T>(margin: number, task: () => T): { value: T } | { error: unknown } {
+  let outcome: { value: T } | { error: unknown } | undefined;
+  const dive = (): number => {
+    let height: number;
+    try {
+      height = dive() + 1;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      height = 0;
+    }
+    if (height === margin && outcome === undefined) {
+      try {
+        outcome = { value: task() };
+      } catch (error) {
+        outcome = { error };
+      }
+    }
+    return height;
+  };
+  dive();
+  if (outcome === undefined) throw new Error("the stack never ran out");
+  return outcome;
+}
+
+/**
+ * `levels` arrays and objects nested alternately around `leaf` (an array
+ * innermost), and the path of the container at each depth: `paths[0]` is `$`.
+ */
+function nested(levels: number, leaf: unknown): { value: unknown; paths: string[] } {
+  let value = leaf;
+  const segments: string[] = [];
+  for (let i = 0; i < levels; i++) {
+    value = i % 2 === 0 ? [value] : { k: value };
+    segments.push(i % 2 === 0 ? "[0]" : ".k");
+  }
+  segments.reverse();
+  const paths = ["$"];
+  for (const segment of segments) paths.push(`${paths[paths.length - 1] as string}${segment}`);
+  return { value, paths };
 }
 
 /** Rebuilds every object with its keys in a shuffled order. */
@@ -202,6 +262,103 @@ describe("canonicalJson", () => {
         expect(canonicalJson(shuffleKeys(value, rand))).toBe(canonicalJson(value));
       }),
       { numRuns: RUNS },
+    );
+  });
+});
+
+describe("canonicalJson's limits", () => {
+  // One flat string of the whole limit; the tests slice what they need from it.
+  const PAD = "p".repeat(CANONICAL_JSON_MAX_BYTES);
+
+  it("are documented constants generous enough for real arguments and descriptors", () => {
+    expect(CANONICAL_JSON_MAX_DEPTH).toBe(1000);
+    expect(CANONICAL_JSON_MAX_NODES).toBe(1_000_000);
+    expect(CANONICAL_JSON_MAX_BYTES).toBe(32 * 1024 * 1024);
+  });
+
+  it("hold the depth limit exactly, naming the path of the first container too deep", () => {
+    const ok = nested(CANONICAL_JSON_MAX_DEPTH, 1);
+    expect(JSON.parse(canonicalJson(ok.value))).toEqual(ok.value);
+    // paths[d] is the container d levels in: the 1001st is paths[1000].
+    for (const levels of [CANONICAL_JSON_MAX_DEPTH + 1, CANONICAL_JSON_MAX_DEPTH + 2, 100_000]) {
+      const over = nested(levels, 1);
+      expectLimit(over.value, "depth", over.paths[CANONICAL_JSON_MAX_DEPTH] as string);
+    }
+  });
+
+  it("hold the depth limit however little stack the caller left", () => {
+    const ok = nested(CANONICAL_JSON_MAX_DEPTH, "leaf");
+    const expected = canonicalJson(ok.value);
+    expect(nearStackLimit(500, () => canonicalJson(ok.value))).toEqual({ value: expected });
+    const over = nested(CANONICAL_JSON_MAX_DEPTH + 1, "leaf");
+    const outcome = nearStackLimit(500, () => canonicalJson(over.value));
+    expect("error" in outcome && outcome.error).toBeInstanceOf(CanonicalJsonLimitError);
+    expect((outcome as { error: CanonicalJsonLimitError }).error.limit).toBe("depth");
+  });
+
+  it("count every value reached, shared references each time: 2^26 leaves fail at the node limit", () => {
+    let array: unknown = 0;
+    let object: unknown = "leaf";
+    for (let i = 0; i < 26; i++) {
+      array = [array, array];
+      object = { a: object, b: object };
+    }
+    expectLimit(array, "nodes", /^\$(\[[01]\]){1,26}$/);
+    expectLimit(object, "nodes", /^\$(\.[ab]){1,26}$/);
+  });
+
+  it("hold the node limit exactly: the array and its elements are nodes", () => {
+    expect(canonicalJson(new Array(CANONICAL_JSON_MAX_NODES - 1).fill(0))).toHaveLength(
+      2 * (CANONICAL_JSON_MAX_NODES - 1) + 1,
+    );
+    expectLimit(new Array(CANONICAL_JSON_MAX_NODES).fill(0), "nodes", `$[${CANONICAL_JSON_MAX_NODES - 1}]`);
+    // Omitted properties are reached too, so they count: 1000 references to one object of 999
+    // undefined properties are 1 + 1000 × 1000 values, one too many, though they write "[{},…]".
+    const sparse: Record<string, unknown> = {};
+    for (let i = 0; i < 999; i++) sparse[`k${i}`] = undefined;
+    expectLimit(new Array(1000).fill(sparse), "nodes", "$[999].k998");
+    expect(canonicalJson(new Array(999).fill(sparse))).toBe(`[${new Array(999).fill("{}").join(",")}]`);
+  });
+
+  it("hold the size limit exactly, in UTF-8 bytes of the canonical text", () => {
+    const max = CANONICAL_JSON_MAX_BYTES;
+    expect(canonicalJson(PAD.slice(0, max - 2))).toHaveLength(max);
+    expectLimit(PAD.slice(0, max - 1), "bytes", "$");
+    // é is two bytes, € three, an astral pair four, an escaped control six (\u0001), a lone
+    // surrogate six (\ud800), a newline two (\n); the rest of the limit is ASCII padding.
+    for (const unit of ["\u00e9", "\u20ac", "\u{1F600}", "\u0001", "\ud800", "\n"]) {
+      const text = unit.repeat(1000);
+      const quoted = JSON.stringify(text);
+      // {"a":…,"b":…}: eleven bytes besides the two quoted texts.
+      const pad = PAD.slice(0, max - 13 - Buffer.byteLength(quoted));
+      expect(canonicalJson({ a: text, b: pad }), JSON.stringify(unit)).toHaveLength(max - Buffer.byteLength(quoted) + quoted.length);
+      expectLimit({ a: text, b: PAD.slice(0, pad.length + 1) }, "bytes", "$.b");
+      expectLimit({ a: `${text}${unit}`, b: pad }, "bytes", /^\$\.[ab]$/);
+    }
+  });
+
+  it("stop shared references to one large string at the size limit, at the element that crosses it", () => {
+    const mib = "m".repeat(1024 * 1024);
+    const many = new Array(64).fill(mib);
+    // "[" and "]" are counted when the array opens; each element adds its quoted text and a comma.
+    let bytes = 2;
+    let crossing = -1;
+    for (let i = 0; i < many.length && crossing < 0; i++) {
+      bytes += mib.length + 2 + (i === 0 ? 0 : 1);
+      if (bytes > CANONICAL_JSON_MAX_BYTES) crossing = i;
+    }
+    expectLimit(many, "bytes", `$[${crossing}]`);
+  });
+
+  it("count bytes exactly for any JSON value: padded to the limit it fits, one byte more it does not", () => {
+    fc.assert(
+      fc.property(jsonValue, (value) => {
+        // [value,"pad"]: two brackets, a comma, two quotes.
+        const room = CANONICAL_JSON_MAX_BYTES - Buffer.byteLength(canonicalJson(value)) - 5;
+        expect(() => canonicalJson([value, PAD.slice(0, room)])).not.toThrow();
+        expectLimit([value, PAD.slice(0, room + 1)], "bytes", "$[1]");
+      }),
+      { numRuns: 5 },
     );
   });
 });

@@ -75,6 +75,30 @@ export class AuditBusyError extends LoopctlError {
   }
 }
 
+/**
+ * An audit key that cannot be used: shorter than `AUDIT_KEY_MIN_BYTES`, a
+ * key file others can read or write, or a keyed log opened without its key.
+ */
+export class AuditKeyError extends LoopctlError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("AUDIT_KEY", message, options);
+  }
+}
+
+/**
+ * The lock that serializes writers of one log across processes could not be
+ * taken in time, or at all. Nothing was written.
+ */
+export class AuditLockError extends LoopctlError {
+  /** The log file. */
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: ErrorOptions) {
+    super("AUDIT_LOCK", message, options);
+    this.path = path;
+  }
+}
+
 /** An anchor string that is not `<seq>:<64 hex>`. */
 export class AuditAnchorError extends LoopctlError {
   constructor(message: string) {
@@ -90,4 +114,6 @@ export type AuditError =
   | AuditRecordError
   | AuditClosedError
   | AuditBusyError
+  | AuditKeyError
+  | AuditLockError
   | AuditAnchorError;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { GateDecision } from "../engine/records.js";
 import { AuditAnchorError } from "./errors.js";
+import { lineMac } from "./key.js";
 
 /**
  * The `prev` of line 1: 64 zeros. A log whose first line links to anything
@@ -68,10 +69,6 @@ export function assertAuditAnchor(value: unknown): asserts value is AuditAnchor 
   }
 }
 
-/** `,"hash":"` + 64 hex + `"}`: the fixed tail every line ends with (before its newline). */
-export const HASH_MEMBER_PREFIX = ',"hash":"';
-export const LINE_TAIL_LENGTH = HASH_MEMBER_PREFIX.length + 64 + 2;
-
 /** sha256 as lowercase hex. */
 export function sha256Hex(data: Uint8Array | string): string {
   return createHash("sha256").update(data).digest("hex");
@@ -79,16 +76,20 @@ export function sha256Hex(data: Uint8Array | string): string {
 
 /**
  * Builds line `seq` of the chain. The body is the line without its `hash`
- * member; `hash` is sha256 over the body's UTF-8 bytes. `JSON.stringify`
- * escapes lone surrogates, so the body encodes to UTF-8 without loss and the
- * verifier, which hashes raw file bytes, sees exactly what was hashed here.
+ * member (and `mac`); `hash` is sha256 over the body's UTF-8 bytes.
+ * `JSON.stringify` escapes lone surrogates, so the body encodes to UTF-8
+ * without loss and the verifier, which hashes raw file bytes, sees exactly
+ * what was hashed here. With a key, a `mac` member follows the hash (see
+ * {@link lineMac}).
  */
 export function encodeAuditLine(
   seq: number,
   prev: string,
   record: GateDecision,
+  key: Buffer | undefined,
 ): { readonly text: string; readonly hash: string } {
   const body = `{"seq":${seq},"prev":"${prev}","record":${JSON.stringify(record)}`;
   const hash = sha256Hex(`${body}}`);
-  return { text: `${body}${HASH_MEMBER_PREFIX}${hash}"}\n`, hash };
+  const mac = key === undefined ? "" : `,"mac":"${lineMac(key, hash)}"`;
+  return { text: `${body},"hash":"${hash}"${mac}}\n`, hash };
 }

@@ -4,35 +4,45 @@ import type { FileHandle } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { LedgerLockError } from "../grant/errors.js";
+import { zodIssuesLine } from "../zod-issues.js";
+import { withLedgerLock } from "../grant/ledger-lock.js";
 import {
   AuditBusyError,
   AuditClosedError,
   AuditCorruptError,
   AuditIoError,
+  AuditKeyError,
+  AuditLockError,
   AuditPathError,
   AuditRecordError,
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
-import { assertAuditAnchor, encodeAuditLine } from "./line.js";
+import { describe, readFrom, syncFolder, writeAll } from "./file-io.js";
+import { auditKeyBytes } from "./key.js";
+import type { AuditKey } from "./key.js";
+import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor, encodeAuditLine } from "./line.js";
 import type { AuditAnchor } from "./line.js";
-import { describe, verifyAuditBytes } from "./verify.js";
+import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
+import { verifyAuditBytes, verifyChain } from "./verify.js";
+import type { AuditProblem } from "./verify.js";
 
 /** Options of {@link AuditSink.open}. */
 export interface AuditSinkOptions {
   /**
-   * fsync the file after every line, so that a record whose append resolved
-   * survives a power cut. Without it a crash of the machine (not of the
-   * process) may lose the last lines; verify then sees a shorter log, which
-   * only an anchor reveals.
+   * fsync the file after every line (and, with a key, the seal), so that a
+   * record whose append resolved survives a power cut. Without it a crash of
+   * the machine (not of the process) may lose the last lines; verify then
+   * sees a shorter log, which only an anchor or the seal reveals.
    * @default false
    */
   readonly fsync?: boolean;
   /**
    * Called once for every record that did not land (invalid record, I/O
-   * failure, closed sink), whichever way it was appended. The observer
-   * built by {@link auditObserver} has no one to reject to: this is where
-   * its failures surface, besides {@link AuditSink.flush}. Errors thrown by
-   * the callback are ignored.
+   * failure, lock not taken, closed sink), whichever way it was appended.
+   * The observer built by {@link auditObserver} has no one to reject to:
+   * this is where its failures surface, besides {@link AuditSink.flush}.
+   * Errors thrown by the callback are ignored.
    */
   readonly onError?: (error: AuditError) => void;
   /**
@@ -41,12 +51,29 @@ export interface AuditSinkOptions {
    * {@link AuditVerifyOptions.anchor}).
    */
   readonly anchor?: AuditAnchor;
+  /**
+   * A secret only the writer holds (at least `AUDIT_KEY_MIN_BYTES` bytes; 32
+   * random bytes are right). With it every line carries a `mac` and the
+   * writer keeps a seal beside the log (`<log>.seal`), so that verification
+   * with the same key detects lines forged by anyone without it and trailing
+   * lines removed, with no anchor. A keyed log must always be opened with
+   * its key, and an unkeyed one without.
+   */
+  readonly key?: AuditKey;
+  /**
+   * How long an append waits for the lock another process holds on the log
+   * before it fails with {@link AuditLockError}.
+   * @default 10000
+   */
+  readonly lockTimeoutMs?: number;
 }
 
 /** What one append wrote: the line's `seq` and `hash` (the log's new anchor). */
 export type AuditAppend = AuditAnchor;
 
 const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
+/** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
+const STALE_LOCK_MS = 30_000;
 
 /** The files (`dev:ino`) open for appending in this process. */
 const OPEN_FILES = new Set<string>();
@@ -64,7 +91,9 @@ const OPEN_FILES = new Set<string>();
  * - `hash` is sha256 (lowercase hex) over the exact UTF-8 bytes of the line
  *   without its hash member, that is `{"seq":…,"prev":…,"record":…}`; since
  *   `hash` is checked against those bytes, it commits to every byte of the
- *   line. The members always come in this order and `hash` is always last.
+ *   line. The members always come in this order and `hash` is last, but for
+ *   `mac` in a keyed log: `…,"hash":"<64 hex>","mac":"<64 hex>"}`, the
+ *   HMAC-SHA256 of `loopctl-audit-line:<hash>` under the key.
  * - `prev` is the previous line's `hash`; line 1 has {@link AUDIT_GENESIS}
  *   (64 zeros).
  * - `record` is the record as `GateDecisionSchema` parses it, keys in schema
@@ -73,15 +102,19 @@ const OPEN_FILES = new Set<string>();
  *
  * The file is opened once, `O_APPEND | O_CREAT`, mode `0600` (tightened to
  * `0600` if it already exists wider), never through a symbolic link; a
- * missing folder is created `0700`. Appends are serialized in-process so lines
- * never interleave; one process should write a given log (a second writer's
- * lines would fork the chain, which verify reports). Opening an existing log
+ * missing folder is created `0700`. Every write takes a lock file beside
+ * the log (`<log>.lock`), reads what other processes appended since, checks
+ * it continues the chain, and only then writes its lines after theirs: any
+ * number of processes can write one log and the chain stays linear. Appends
+ * within a process land in call order; those made while a write is under way
+ * go out together in the next one. Opening an existing log
  * verifies it and resumes the chain from its last line; a log that does not
- * verify is refused with {@link AuditCorruptError} and never appended to. A
- * second sink on a file already open in this process is refused with
- * {@link AuditBusyError}.
- * After an I/O failure the sink refuses every later append: a half-written
- * line may be on disk, and lines after it would only hide it.
+ * verify, or that stops verifying (cut short, a line another writer forged),
+ * is refused with {@link AuditCorruptError} and never appended to. A second
+ * sink on a file already open in this process is refused with
+ * {@link AuditBusyError}. After an I/O failure the sink refuses every later
+ * append: a half-written line may be on disk, and lines after it would only
+ * hide it.
  */
 export class AuditSink {
   /** The absolute path of the log file. */
@@ -89,9 +122,16 @@ export class AuditSink {
   readonly #handle: FileHandle;
   readonly #fileKey: string;
   readonly #fsync: boolean;
+  readonly #key: Buffer | undefined;
+  readonly #lockTimeoutMs: number;
   readonly #onError: ((error: AuditError) => void) | undefined;
   #anchor: AuditAnchor;
-  #queue: Promise<void> = Promise.resolve();
+  /** How many bytes of the file have been verified (or written) by this sink. */
+  #size: number;
+  /** Appends waiting for the next write. */
+  #pending: { record: GateDecision; resolve: (anchor: AuditAppend) => void; reject: (error: AuditError) => void }[] = [];
+  /** The loop writing pending appends, while it runs. */
+  #draining: Promise<void> | undefined;
   #dead: AuditError | undefined;
   #lost: AuditError | undefined;
   #closed = false;
@@ -101,26 +141,33 @@ export class AuditSink {
     path: string,
     handle: FileHandle,
     fileKey: string,
-    anchor: AuditAnchor,
+    key: Buffer | undefined,
     options: AuditSinkOptions,
   ) {
     this.path = path;
     this.#handle = handle;
     this.#fileKey = fileKey;
-    this.#anchor = anchor;
+    this.#key = key;
+    this.#anchor = AUDIT_EMPTY_ANCHOR;
+    this.#size = 0;
     this.#fsync = options.fsync ?? false;
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#onError = options.onError;
   }
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
    * @throws AuditAnchorError when `options.anchor` is malformed.
+   * @throws AuditKeyError when `options.key` is too short, or the log is keyed and no key is given.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
-   * @throws AuditCorruptError when the existing log does not verify (or not against `options.anchor`).
+   * @throws AuditCorruptError when the existing log does not verify (against
+   *   `options.anchor`, and with a key against the key and its seal).
+   * @throws AuditLockError when another process holds the log's lock too long.
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
   static async open(path: string, options: AuditSinkOptions = {}): Promise<AuditSink> {
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
+    const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
     const abs = resolve(path);
     const before = await lstat(abs).catch((error: unknown) => {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
@@ -171,30 +218,25 @@ export class AuditSink {
       if (before && (before.ino !== stat.ino || before.dev !== stat.dev)) {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
-      const key = `${stat.dev}:${stat.ino}`;
-      if (OPEN_FILES.has(key)) throw new AuditBusyError(abs);
-      OPEN_FILES.add(key);
-      fileKey = key;
+      const id = `${stat.dev}:${stat.ino}`;
+      if (OPEN_FILES.has(id)) throw new AuditBusyError(abs);
+      OPEN_FILES.add(id);
+      fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
-      const data = await readAll(handle, stat.size);
-      const result = verifyAuditBytes(data, options.anchor ? { anchor: options.anchor } : {});
-      if (!result.ok) {
-        throw new AuditCorruptError(
-          abs,
-          result.line,
-          result.problem,
-          `audit log ${abs} does not verify, refusing to append: ${result.message}`,
-        );
-      }
+      const sink = new AuditSink(abs, handle, fileKey, key, options);
+      await sink.#locked(() => sink.#resume(options.anchor));
       if (!before && options.fsync) await syncFolder(dirname(abs));
-      return new AuditSink(abs, handle, fileKey, result.anchor, options);
+      return sink;
     } catch (error) {
       if (fileKey !== undefined) OPEN_FILES.delete(fileKey);
       await handle.close().catch(() => undefined);
       if (
         error instanceof AuditPathError ||
         error instanceof AuditCorruptError ||
-        error instanceof AuditBusyError
+        error instanceof AuditBusyError ||
+        error instanceof AuditKeyError ||
+        error instanceof AuditLockError ||
+        error instanceof AuditIoError
       ) {
         throw error;
       }
@@ -202,18 +244,68 @@ export class AuditSink {
     }
   }
 
+  /** Verifies the whole log (and its seal) and takes its end as this sink's starting point. Runs under the lock. */
+  async #resume(anchor: AuditAnchor | undefined): Promise<void> {
+    const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
+    const sealPath = auditSealPath(this.path);
+    const seal = await readSealFile(sealPath);
+    const key = this.#key;
+    const result = verifyAuditBytes(data, {
+      ...(anchor !== undefined ? { anchor } : {}),
+      ...(key !== undefined ? { key, seal } : {}),
+    });
+    if (!result.ok) throw this.#corrupt(result.line, result.problem, result.message);
+    if (key === undefined && (result.keyed || seal !== null)) {
+      throw new AuditKeyError(`audit log ${this.path} was written with a key; open it with its key`);
+    }
+    this.#anchor = result.anchor;
+    this.#size = data.length;
+    // A keyed log gets its seal before its first line, so that a seal gone
+    // missing later always means it was removed.
+    if (key !== undefined && seal === null) await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
+  }
+
+  #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
+    return new AuditCorruptError(this.path, line, problem, `audit log ${this.path} does not verify, refusing to append: ${message}`);
+  }
+
+  /** Runs `body` holding the log's cross-process lock. */
+  async #locked<T>(body: () => Promise<T>): Promise<T> {
+    const lockPath = `${this.path}.lock`;
+    try {
+      return await withLedgerLock(lockPath, { timeoutMs: this.#lockTimeoutMs, staleMs: STALE_LOCK_MS }, body);
+    } catch (error) {
+      if (error instanceof LedgerLockError) {
+        // The lock's own message starts with the path it names; say the rest in the log's terms.
+        const at = error.message.indexOf(`${lockPath}: `);
+        const problem = at < 0 ? error.message : error.message.slice(at + lockPath.length + 2);
+        throw new AuditLockError(this.path, `cannot lock audit log ${this.path} (${lockPath}): ${problem}`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
   /**
-   * The `seq` and `hash` of the last line written: keep it apart from the log
-   * and pass it to {@link verifyAuditLog} to detect removed trailing lines.
+   * The `seq` and `hash` of the log's last line as this sink last saw it:
+   * its own last append, or a later line another process added before it.
+   * Keep it apart from the log and pass it to {@link verifyAuditLog} to
+   * detect removed trailing lines.
    */
   get anchor(): AuditAnchor {
     return this.#anchor;
   }
 
   /**
-   * Appends one record as the next line. Appends run one at a time in call
-   * order. Resolves once the line is written (and synced, with `fsync`).
+   * Appends one record as the next line. Appends land in call order; those
+   * made while a write is under way go out together in the next one (one
+   * lock, one write, one seal). Resolves once the line is written (and
+   * synced, with `fsync`).
    * @throws AuditRecordError when `record` is not a valid GateDecision.
+   * @throws AuditLockError when another process held the log's lock too long (nothing was written).
+   * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
+   *   a line another writer added does not continue the chain); the sink then refuses later appends.
    * @throws AuditIoError when writing failed (the sink then refuses later appends).
    * @throws AuditClosedError after {@link AuditSink.close}.
    */
@@ -221,22 +313,18 @@ export class AuditSink {
     if (this.#closed) return Promise.reject(this.#lose(new AuditClosedError(this.path)));
     const parsed = GateDecisionSchema.safeParse(record);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? issue.path.join(".") : "the record";
       return Promise.reject(
         this.#lose(
-          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${where}: ${issue?.message ?? "invalid"}`, {
+          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${zodIssuesLine(parsed.error, 1)}`, {
             cause: parsed.error,
           }),
         ),
       );
     }
-    const step = this.#queue.then(() => this.#write(parsed.data));
-    this.#queue = step.then(
-      () => undefined,
-      () => undefined,
-    );
-    return step;
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ record: parsed.data, resolve, reject });
+      this.#draining ??= this.#drain();
+    });
   }
 
   /**
@@ -245,7 +333,7 @@ export class AuditSink {
    * audit record stays reported.
    */
   async flush(): Promise<void> {
-    await this.#queue;
+    while (this.#draining) await this.#draining;
     if (this.#lost) throw this.#lost;
   }
 
@@ -258,7 +346,8 @@ export class AuditSink {
   close(): Promise<void> {
     if (!this.#closing) {
       this.#closed = true;
-      this.#closing = this.#queue.then(async () => {
+      this.#closing = (async () => {
+        while (this.#draining) await this.#draining;
         OPEN_FILES.delete(this.#fileKey);
         try {
           await this.#handle.close();
@@ -267,34 +356,109 @@ export class AuditSink {
             cause: error,
           });
         }
-      });
+      })();
     }
     return this.#closing;
   }
 
-  async #write(record: GateDecision): Promise<AuditAppend> {
-    if (this.#dead) throw this.#lose(this.#dead);
-    const seq = this.#anchor.seq + 1;
-    const line = encodeAuditLine(seq, this.#anchor.hash, record);
-    const bytes = Buffer.from(line.text, "utf8");
-    try {
-      let offset = 0;
-      while (offset < bytes.length) {
-        const { bytesWritten } = await this.#handle.write(bytes, offset, bytes.length - offset, null);
-        if (bytesWritten <= 0) throw new Error("the file system accepted no bytes");
-        offset += bytesWritten;
+  /** Writes the pending appends, a batch at a time, until none is left. */
+  async #drain(): Promise<void> {
+    while (this.#pending.length > 0) {
+      const batch = this.#pending.splice(0);
+      try {
+        const anchors = await this.#write(batch.map((append) => append.record));
+        batch.forEach((append, i) => append.resolve(anchors[i] as AuditAppend));
+      } catch (error) {
+        for (const append of batch) append.reject(this.#lose(error as AuditError));
       }
+    }
+    this.#draining = undefined;
+  }
+
+  async #write(records: readonly GateDecision[]): Promise<AuditAppend[]> {
+    if (this.#dead) throw this.#dead;
+    try {
+      return await this.#locked(async () => {
+        await this.#catchUp();
+        return this.#appendLines(records);
+      });
+    } catch (thrown) {
+      const error =
+        thrown instanceof AuditCorruptError || thrown instanceof AuditIoError || thrown instanceof AuditLockError
+          ? thrown
+          : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, { cause: thrown });
+      // A lock not taken wrote nothing; anything else may have left the log
+      // in a state no later line should be written after.
+      if (!(error instanceof AuditLockError)) this.#dead = error;
+      throw error;
+    }
+  }
+
+  /**
+   * Reads and checks what other writers appended since this sink last read
+   * or wrote, and moves this sink's end after it. Runs under the lock.
+   * @throws AuditCorruptError when the log shrank or what was added does not continue the chain.
+   */
+  async #catchUp(): Promise<void> {
+    let size: number;
+    let added: Buffer;
+    try {
+      size = (await this.#handle.stat()).size;
+      if (size < this.#size) {
+        throw this.#corrupt(
+          this.#anchor.seq,
+          "removed",
+          `the log shrank from ${this.#size} to ${size} bytes since this sink last read it`,
+        );
+      }
+      if (size === this.#size) return;
+      added = await readFrom(this.#handle, this.#size, size);
+    } catch (error) {
+      if (error instanceof AuditCorruptError) throw error;
+      throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
+    }
+    const key = this.#key;
+    const chain = verifyChain(added, this.#anchor, key === undefined ? { type: "none", keyed: false } : { type: "key", key });
+    if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
+    this.#anchor = chain.anchor;
+    this.#size += added.length;
+  }
+
+  /** Writes the next lines in one write (and, keyed, the seal after them). Runs under the lock. */
+  async #appendLines(records: readonly GateDecision[]): Promise<AuditAppend[]> {
+    const anchors: AuditAppend[] = [];
+    let text = "";
+    let { seq, hash } = this.#anchor;
+    for (const record of records) {
+      const line = encodeAuditLine(++seq, hash, record, this.#key);
+      hash = line.hash;
+      text += line.text;
+      anchors.push({ seq, hash });
+    }
+    const bytes = Buffer.from(text, "utf8");
+    const lines = records.length === 1 ? `line ${seq}` : `lines ${seq - records.length + 1}-${seq}`;
+    try {
+      await writeAll(this.#handle, bytes);
       if (this.#fsync) await this.#handle.sync();
     } catch (error) {
-      this.#dead = new AuditIoError(
-        this.path,
-        `cannot append line ${seq} to audit log ${this.path}: ${describe(error)}`,
-        { cause: error },
-      );
-      throw this.#lose(this.#dead);
+      throw new AuditIoError(this.path, `cannot append ${lines} to audit log ${this.path}: ${describe(error)}`, {
+        cause: error,
+      });
     }
-    this.#anchor = { seq, hash: line.hash };
-    return this.#anchor;
+    this.#anchor = { seq, hash };
+    this.#size += bytes.length;
+    if (this.#key !== undefined) {
+      try {
+        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, this.#anchor), this.#fsync);
+      } catch (error) {
+        throw new AuditIoError(
+          this.path,
+          `${lines} appended to audit log ${this.path} but the seal was not updated: ${describe(error)}`,
+          { cause: error },
+        );
+      }
+    }
+    return anchors;
   }
 
   #lose(error: AuditError): AuditError {
@@ -305,30 +469,5 @@ export class AuditSink {
       // A failing error callback must not turn one lost record into a crash.
     }
     return error;
-  }
-}
-
-async function readAll(handle: FileHandle, size: number): Promise<Uint8Array> {
-  const chunks: Buffer[] = [];
-  let position = 0;
-  for (;;) {
-    const buffer = Buffer.alloc(Math.max(64 * 1024, size - position));
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
-    if (bytesRead === 0) break;
-    chunks.push(buffer.subarray(0, bytesRead));
-    position += bytesRead;
-  }
-  return Buffer.concat(chunks);
-}
-
-async function syncFolder(folder: string): Promise<void> {
-  let dir: FileHandle | undefined;
-  try {
-    dir = await open(folder, constants.O_RDONLY);
-    await dir.sync();
-  } catch {
-    // Some file systems cannot fsync a folder; the file's own fsync still holds.
-  } finally {
-    await dir?.close().catch(() => undefined);
   }
 }

@@ -4,25 +4,36 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { zodIssuesLine } from "../zod-issues.js";
+import { duplicateMember } from "./duplicate-member.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
-import { AUDIT_GENESIS, LINE_TAIL_LENGTH, assertAuditAnchor } from "./line.js";
+import { describe } from "./file-io.js";
+import { auditKeyBytes, lineMac, sameMac, sealMac } from "./key.js";
+import type { AuditKey } from "./key.js";
+import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor } from "./line.js";
 import type { AuditAnchor } from "./line.js";
+import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
 
 /**
  * What verification found wrong, at the first line where it shows:
  * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
- *   missing or extra field, an invalid record, an empty line).
+ *   member twice in one object, a missing or extra field, an invalid record,
+ *   an empty line, a line without a `mac` among lines with one).
  * - `"edited"`: the line's content does not match its own hash, or it does
  *   not link to the line before it (one of the two was rewritten and
- *   re-hashed), or the line an anchor vouches for differs from the anchor.
+ *   re-hashed), or the line an anchor or the seal vouches for differs from it.
  * - `"removed"`: a `seq` is missing (lines deleted before this one), or the
- *   log ends before the anchor's `seq` (trailing lines deleted).
+ *   log ends before the anchor's or the seal's `seq` (trailing lines deleted).
  * - `"reordered"`: a line's `seq` turns up later in the file than it should.
  * - `"duplicated"`: an exact copy of an earlier line.
  * - `"forked"`: an earlier `seq` again with other content (two writers, or
  *   a line spliced in from another log).
  * - `"truncated"`: the last line has no newline: a cut-short write, or a tail
  *   cut mid-line.
+ * - `"forged"` (with a key): a line's `mac` is missing or was not made with
+ *   the key, or the seal's was not: written by someone without the key.
+ * - `"unsealed"` (with a key): the seal beside a non-empty log is missing or
+ *   is not a seal, so lines removed from its end could not be told.
  */
 export type AuditProblem =
   | "malformed"
@@ -31,19 +42,23 @@ export type AuditProblem =
   | "reordered"
   | "duplicated"
   | "forked"
-  | "truncated";
+  | "truncated"
+  | "forged"
+  | "unsealed";
 
 /**
  * The outcome of {@link verifyAuditLog}. On success, `records` are every
- * record in order and `anchor` is the log's last point (what a writer would
- * have reported). On failure, `line` is 1-based, `message` says what is wrong
- * in words, and `records` holds the verified prefix before `line`.
+ * record in order, `anchor` is the log's last point (what a writer would
+ * have reported) and `keyed` says whether its lines carry MACs (checked only
+ * when a key was given). On failure, `line` is 1-based, `message` says what
+ * is wrong in words, and `records` holds the verified prefix before `line`.
  */
 export type AuditVerifyResult =
   | {
       readonly ok: true;
       readonly records: readonly GateDecision[];
       readonly anchor: AuditAnchor;
+      readonly keyed: boolean;
     }
   | {
       readonly ok: false;
@@ -53,7 +68,7 @@ export type AuditVerifyResult =
       readonly records: readonly GateDecision[];
     };
 
-/** Options of {@link verifyAuditLog} and {@link verifyAuditBytes}. */
+/** Options of {@link verifyAuditLog}. */
 export interface AuditVerifyOptions {
   /**
    * The last point the writer reported ({@link AuditSink.anchor}), kept
@@ -62,8 +77,25 @@ export interface AuditVerifyOptions {
    * appended after the anchor was taken are still accepted.
    */
   readonly anchor?: AuditAnchor;
+  /**
+   * The key the log was written with ({@link AuditSinkOptions.key}). With
+   * it, every line's `mac` and the seal (`<log>.seal`) are checked: a line
+   * forged by someone without the key, a chain re-hashed from any point,
+   * and trailing lines removed are all detected without an anchor.
+   */
+  readonly key?: AuditKey;
   /** Stops reading the file; the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
+}
+
+/** Options of {@link verifyAuditBytes}. */
+export interface AuditVerifyBytesOptions {
+  /** As {@link AuditVerifyOptions.anchor}. */
+  readonly anchor?: AuditAnchor;
+  /** As {@link AuditVerifyOptions.key}. */
+  readonly key?: AuditKey;
+  /** With a key: the seal file's content, or `null` (or absent) when there is none. */
+  readonly seal?: string | null;
 }
 
 const Hex64Schema = z.string().regex(/^[0-9a-f]{64}$/);
@@ -74,10 +106,12 @@ const LineSchema = z
     prev: Hex64Schema,
     record: GateDecisionSchema,
     hash: Hex64Schema,
+    mac: Hex64Schema.optional(),
   })
   .strict();
 
-const TAIL_PATTERN = /,"hash":"([0-9a-f]{64})"\}$/;
+/** `,"hash":"…"` then, in a keyed log, `,"mac":"…"`, closing the line. */
+const TAIL_PATTERN = /,"hash":"([0-9a-f]{64})"(?:,"mac":"([0-9a-f]{64})")?\}$/;
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const NEWLINE = 0x0a;
 
@@ -87,6 +121,7 @@ type ParsedLine =
       readonly seq: number;
       readonly prev: string;
       readonly hash: string;
+      readonly mac: string | undefined;
       readonly computed: string;
       readonly record: GateDecision;
     }
@@ -101,7 +136,7 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     return { type: "malformed", why: "it is not valid UTF-8" };
   }
   const tail = TAIL_PATTERN.exec(text);
-  if (!tail || bytes.length <= LINE_TAIL_LENGTH) {
+  if (!tail || tail.index === 0) {
     return { type: "malformed", why: 'it does not end with a "hash" member' };
   }
   let json: unknown;
@@ -110,19 +145,23 @@ function parseLine(bytes: Uint8Array): ParsedLine {
   } catch {
     return { type: "malformed", why: "it is not JSON" };
   }
+  const duplicate = duplicateMember(text);
+  if (duplicate !== undefined) {
+    return {
+      type: "malformed",
+      why: `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
+    };
+  }
   const parsed = LineSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue && issue.path.length > 0 ? issue.path.join(".") : "the line";
-    return { type: "malformed", why: `${where}: ${issue?.message ?? "invalid"}` };
+  if (!parsed.success) return { type: "malformed", why: zodIssuesLine(parsed.error, 1) };
+  if (parsed.data.hash !== tail[1] || parsed.data.mac !== tail[2]) {
+    return { type: "malformed", why: 'its last members are not its "hash" and "mac"' };
   }
-  if (parsed.data.hash !== tail[1]) {
-    return { type: "malformed", why: 'its last member is not its "hash"' };
-  }
-  // The body is the line minus its hash member: hash the raw bytes, never a
-  // re-serialization, so that any byte-level change is seen.
+  // The body is the line minus its hash (and mac) members: hash the raw
+  // bytes, never a re-serialization, so that any byte-level change is seen.
+  // The tail is ASCII, so its length in characters is its length in bytes.
   const computed = createHash("sha256")
-    .update(bytes.subarray(0, bytes.length - LINE_TAIL_LENGTH))
+    .update(bytes.subarray(0, bytes.length - tail[0].length))
     .update("}")
     .digest("hex");
   return {
@@ -130,6 +169,7 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     seq: parsed.data.seq,
     prev: parsed.data.prev,
     hash: parsed.data.hash,
+    mac: parsed.data.mac,
     computed,
     record: parsed.data.record,
   };
@@ -145,22 +185,36 @@ function splitLines(data: Uint8Array): { lines: Uint8Array[]; tail: Uint8Array }
   return { lines, tail: data.subarray(start) };
 }
 
+type Failure = Extract<AuditVerifyResult, { ok: false }>;
+
+/** How {@link verifyChain} checks MACs. */
+type MacCheck =
+  | { readonly type: "key"; readonly key: Buffer }
+  /** No key: lines with and without a `mac` must not mix; `keyed` fixes which, when known. */
+  | { readonly type: "none"; readonly keyed: boolean | undefined };
+
+/** A verified run of lines: its records, where it ends, and whether its lines carry MACs. */
+interface Chain {
+  readonly records: GateDecision[];
+  readonly anchor: AuditAnchor;
+  readonly keyed: boolean | undefined;
+  /** `hashes[i]` is the hash of line `start.seq + i` (`hashes[0]` is the start's). */
+  readonly hashes: readonly string[];
+}
+
 /**
- * Verifies an audit log held in memory; {@link verifyAuditLog} reads the file
- * and calls this. Never throws for any content: every problem is a result.
- * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
+ * Verifies the lines in `data` as the continuation of the chain at `start`
+ * (the genesis for a whole log): each must carry the next `seq`, link to the
+ * line before, match its own hash and, with a key, carry that key's MAC.
+ * Line numbers in failures count from the log's first line.
  */
-export function verifyAuditBytes(
-  data: Uint8Array,
-  options: Pick<AuditVerifyOptions, "anchor"> = {},
-): AuditVerifyResult {
-  const anchor = options.anchor;
-  if (anchor !== undefined) assertAuditAnchor(anchor);
+export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck): Chain | Failure {
   const { lines, tail } = splitLines(data);
   const parsed = lines.map(parseLine);
   const records: GateDecision[] = [];
-  const hashes: string[] = [AUDIT_GENESIS];
-  const fail = (line: number, problem: AuditProblem, message: string): AuditVerifyResult => ({
+  const hashes: string[] = [start.hash];
+  let keyed = macs.type === "none" ? macs.keyed : true;
+  const fail = (line: number, problem: AuditProblem, message: string): Failure => ({
     ok: false,
     line,
     problem,
@@ -169,7 +223,7 @@ export function verifyAuditBytes(
   });
 
   for (const [index, entry] of parsed.entries()) {
-    const n = index + 1;
+    const n = start.seq + index + 1;
     if (entry.type === "malformed") {
       return fail(n, "malformed", `line ${n} is malformed: ${entry.why}`);
     }
@@ -177,7 +231,8 @@ export function verifyAuditBytes(
       return fail(n, "edited", `line ${n} was edited: its content does not match its hash`);
     }
     if (entry.seq < n) {
-      return hashes[entry.seq] === entry.hash
+      const earlier = hashes[entry.seq - start.seq];
+      return earlier === entry.hash
         ? fail(n, "duplicated", `line ${n} duplicates line ${entry.seq}`)
         : fail(n, "forked", `line ${n} repeats seq ${entry.seq} with other content: the chain forked`);
     }
@@ -203,63 +258,139 @@ export function verifyAuditBytes(
           : `line ${n} does not link to line ${n - 1}: one of them was rewritten`,
       );
     }
+    if (macs.type === "key") {
+      if (entry.mac === undefined) {
+        return fail(n, "forged", `line ${n} carries no mac: it was not written with this key`);
+      }
+      if (!sameMac(entry.mac, lineMac(macs.key, entry.hash))) {
+        return fail(n, "forged", `line ${n} has a mac not made with this key: forged, or another key`);
+      }
+    } else if (keyed !== undefined && keyed !== (entry.mac !== undefined)) {
+      return fail(
+        n,
+        "malformed",
+        keyed ? `line ${n} carries no mac, unlike the lines before it` : `line ${n} carries a mac, unlike the lines before it`,
+      );
+    }
+    keyed = entry.mac !== undefined;
     records.push(entry.record);
     hashes.push(entry.hash);
   }
 
   if (tail.length > 0) {
-    const n = lines.length + 1;
+    const n = start.seq + lines.length + 1;
     return fail(n, "truncated", `line ${n} has no newline: the log was cut short mid-line`);
   }
+  const seq = start.seq + lines.length;
+  return { records, anchor: { seq, hash: hashes[lines.length] as string }, keyed, hashes };
+}
 
-  const last: AuditAnchor = { seq: lines.length, hash: hashes[lines.length] ?? AUDIT_GENESIS };
-  if (anchor !== undefined) {
-    if (anchor.seq > last.seq) {
-      const missing = anchor.seq - last.seq;
+/**
+ * Verifies an audit log held in memory; {@link verifyAuditLog} reads the file
+ * (and, with a key, its seal) and calls this. Never throws for any content:
+ * every problem is a result.
+ * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
+ * @throws AuditKeyError when `options.key` is shorter than `AUDIT_KEY_MIN_BYTES`.
+ */
+export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOptions = {}): AuditVerifyResult {
+  const { anchor } = options;
+  if (anchor !== undefined) assertAuditAnchor(anchor);
+  const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
+  const chain = verifyChain(
+    data,
+    AUDIT_EMPTY_ANCHOR,
+    key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
+  );
+  if ("ok" in chain) return chain;
+  const { records, hashes } = chain;
+  const last = chain.anchor;
+  // The verified prefix is the lines before the one named, whichever that is.
+  const fail = (line: number, problem: AuditProblem, message: string): AuditVerifyResult => ({
+    ok: false,
+    line,
+    problem,
+    message,
+    records: records.slice(0, line - 1),
+  });
+  const vouched = (what: string, point: AuditAnchor): AuditVerifyResult | undefined => {
+    if (point.seq > last.seq) {
+      const missing = point.seq - last.seq;
       return fail(
         last.seq + 1,
         "removed",
-        `the log ends at seq ${last.seq} but the anchor vouches for seq ${anchor.seq}: ` +
+        `the log ends at seq ${last.seq} but the ${what} vouches for seq ${point.seq}: ` +
           `${missing} trailing line${missing === 1 ? "" : "s"} removed`,
       );
     }
-    if (hashes[anchor.seq] !== anchor.hash) {
+    if (hashes[point.seq] !== point.hash) {
       return fail(
-        Math.max(anchor.seq, 1),
+        Math.max(point.seq, 1),
         "edited",
-        `line ${anchor.seq} does not match the anchor: the chain was rewritten at or before it`,
+        `line ${point.seq} does not match the ${what}: the chain was rewritten at or before it`,
       );
     }
+    return undefined;
+  };
+
+  if (key !== undefined) {
+    const text = options.seal ?? null;
+    // A log and its seal deleted together look like no log at all; an empty
+    // log without a seal is one a keyed writer is about to start.
+    if (text === null && last.seq > 0) {
+      return fail(last.seq + 1, "unsealed", "the log has no seal: lines removed from its end could not be told");
+    }
+    if (text !== null) {
+      const seal = parseSeal(text);
+      if (seal === undefined) {
+        return fail(last.seq + 1, "unsealed", "the seal is not a seal: lines removed from its end could not be told");
+      }
+      if (!sameMac(seal.mac, sealMac(key, seal.seq, seal.hash))) {
+        return fail(last.seq + 1, "forged", "the seal has a mac not made with this key: forged, or another key");
+      }
+      const problem = vouched("seal", seal);
+      if (problem !== undefined) return problem;
+    }
   }
-  return { ok: true, records, anchor: last };
+  if (anchor !== undefined) {
+    const problem = vouched("anchor", anchor);
+    if (problem !== undefined) return problem;
+  }
+  return { ok: true, records, anchor: last, keyed: chain.keyed === true };
 }
 
 /**
  * Reads and verifies the audit log at `path` (see {@link AuditSink} for the
  * line format). Every content problem is a result value, never a throw.
  *
- * What the chain detects without an anchor: any edit of any byte, a line
- * removed anywhere but at the end, lines reordered or duplicated, and a
- * truncated (cut mid-line) tail. What it cannot detect without one: whole
- * lines removed from the end, a log emptied or deleted, or a log rewritten
- * by someone who re-hashes every line after their edit: sha256 has no key,
- * anyone with write access can compute a fresh chain. An anchor kept out of
- * that person's reach (another host, a ticket, a signed message) closes both
- * gaps up to the anchor's `seq`. No chain proves that the records were true
- * when the writer wrote them.
+ * What the chain detects without a key or an anchor: any edit of any byte, a
+ * line removed anywhere but at the end, lines reordered or duplicated, a
+ * member twice in a line, and a truncated (cut mid-line) tail. What it cannot
+ * detect without one: whole lines removed from the end, a log emptied or
+ * deleted, or a log rewritten by someone who re-hashes every line after
+ * their edit: sha256 has no key, anyone with write access can compute a
+ * fresh chain.
+ *
+ * With the key it was written with, verification also checks each line's
+ * `mac` and the seal beside the log (`<path>.seal`): a line added, or a chain
+ * re-hashed, by anyone without the key is `"forged"`, and trailing lines
+ * removed are `"removed"`. What the key cannot catch: the log and its seal
+ * both rolled back to a state someone copied earlier, or both deleted; lines
+ * the writer appended after its last seal (a crash between the two) are
+ * accepted on their MACs alone. An anchor kept out of reach (another host, a
+ * ticket, a signed message) closes those gaps up to its `seq`. No chain
+ * proves that the records were true when the writer wrote them.
  *
  * @throws AuditAnchorError when `options.anchor` is malformed.
- * @throws AuditPathError when `path` is not a regular file.
+ * @throws AuditKeyError when `options.key` is too short.
+ * @throws AuditPathError when `path` (or its seal) is not a regular file.
  * @throws AuditIoError when the file cannot be read (a missing file included:
  *   its `cause.code` is `"ENOENT"`).
  */
-export async function verifyAuditLog(
-  path: string,
-  options: AuditVerifyOptions = {},
-): Promise<AuditVerifyResult> {
-  const { signal, anchor } = options;
+export async function verifyAuditLog(path: string, options: AuditVerifyOptions = {}): Promise<AuditVerifyResult> {
+  const { signal, anchor, key } = options;
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
+  if (key !== undefined) auditKeyBytes(key);
   let data: Uint8Array;
   let handle;
   try {
@@ -285,15 +416,10 @@ export async function verifyAuditLog(
   } finally {
     await handle.close().catch(() => undefined);
   }
+  const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
   signal?.throwIfAborted();
-  return verifyAuditBytes(data, options.anchor ? { anchor: options.anchor } : {});
-}
-
-/** The message of an error from the file system, for our own messages. */
-export function describe(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return code && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message;
-  }
-  return String(error);
+  return verifyAuditBytes(data, {
+    ...(anchor !== undefined ? { anchor } : {}),
+    ...(key !== undefined ? { key, seal } : {}),
+  });
 }

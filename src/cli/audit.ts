@@ -1,15 +1,37 @@
 import { resolve } from "node:path";
-import { AuditAnchorError, AuditIoError, parseAuditAnchor, verifyAuditLog } from "../audit/index.js";
+import {
+  AuditAnchorError,
+  AuditIoError,
+  AuditKeyError,
+  parseAuditAnchor,
+  readAuditKeyFile,
+  verifyAuditLog,
+} from "../audit/index.js";
 import type { AuditAnchor } from "../audit/index.js";
+import { LoopctlError } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
 import { HELP } from "./help.js";
 
-/** `loopctl audit verify FILE [--anchor SEQ:HASH] [--json]`. */
+/** The key in `--key-file`; a file that cannot serve as one is a usage error. */
+async function keyOption(file: string): Promise<Uint8Array> {
+  try {
+    return await readAuditKeyFile(file);
+  } catch (error) {
+    if (error instanceof AuditKeyError) throw new CliUsageError("audit verify", `--key-file: ${error.message}`);
+    if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
+      throw new CliUsageError("audit verify", `--key-file: ${file}: no such file`);
+    }
+    throw error;
+  }
+}
+
+/** `loopctl audit verify FILE [--anchor SEQ:HASH] [--key-file F] [--json]`. */
 export async function auditVerify(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("audit verify", args, {
     anchor: { type: "string" },
+    "key-file": { type: "string" },
     json: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   });
@@ -30,17 +52,30 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       throw error;
     }
   }
+  const keyFile = values["key-file"];
+  const key = keyFile === undefined ? undefined : await keyOption(resolve(context.cwd, keyFile));
   const file = resolve(context.cwd, positionals[0] as string);
   let result;
   try {
     result = await verifyAuditLog(file, {
       ...(anchor ? { anchor } : {}),
+      ...(key ? { key } : {}),
       ...(context.signal ? { signal: context.signal } : {}),
     });
   } catch (error) {
     if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
-      context.stderr.write(`loopctl audit verify: ${printable(file)}: no such file\n`);
+      if (values.json) {
+        context.stdout.write(json({ ok: false, file, problem: "missing", message: "no such file" }));
+      } else {
+        context.stderr.write(`loopctl audit verify: ${printable(file)}: no such file\n`);
+      }
       return EXIT.failed;
+    }
+    // With --json, a log that cannot be read is reported on stdout too, so a
+    // script always has a document to parse; the exit code stays that of I/O.
+    if (values.json && error instanceof LoopctlError && !context.signal?.aborted) {
+      context.stdout.write(json({ ok: false, file, error: error.code, message: error.message }));
+      return EXIT.io;
     }
     throw error;
   }
@@ -48,7 +83,14 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     context.stdout.write(
       json(
         result.ok
-          ? { ok: true, file, records: result.records.length, anchor: result.anchor }
+          ? {
+              ok: true,
+              file,
+              records: result.records.length,
+              anchor: result.anchor,
+              keyed: result.keyed,
+              authenticated: key !== undefined,
+            }
           : {
               ok: false,
               file,
@@ -64,7 +106,13 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   if (result.ok) {
     const { seq, hash } = result.anchor;
     const count = `${result.records.length} record${result.records.length === 1 ? "" : "s"}`;
-    context.stdout.write(`ok: ${printable(file)}: ${count}, chain intact\nanchor: ${seq}:${hash}\n`);
+    const checked =
+      key !== undefined
+        ? ", every line's mac and the seal verified with the key"
+        : result.keyed
+          ? " (its lines carry MACs: pass --key-file to check them and the seal)"
+          : "";
+    context.stdout.write(`ok: ${printable(file)}: ${count}, chain intact${checked}\nanchor: ${seq}:${hash}\n`);
     return EXIT.ok;
   }
   context.stderr.write(

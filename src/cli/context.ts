@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { unknownOption } from "./suggest.js";
 
 /** Where the CLI writes: `process.stdout`/`process.stderr` or a test's capture. */
 export interface CliOutput {
@@ -16,6 +17,9 @@ export interface CliContext {
   readonly signal?: AbortSignal;
 }
 
+/** Where to report a bug: the project's issue tracker (the package's `bugs.url`). */
+export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
+
 /**
  * The exit codes, as `loopctl --help` documents them.
  * - 0: done (a log verified, a grant revoked, a list printed)
@@ -23,7 +27,7 @@ export interface CliContext {
  * - 2: usage error (unknown command or option, missing or malformed argument)
  * - 3: a grant ledger is corrupt (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
- * - 5: an unexpected error (a bug: please report it)
+ * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})
  */
 export const EXIT = {
   ok: 0,
@@ -51,13 +55,21 @@ export class CliUsageError extends Error {
 
 /**
  * `parseArgs` in strict mode with positionals, its errors turned into
- * {@link CliUsageError}s that name `command`.
+ * {@link CliUsageError}s that name `command`; an unknown option's names the
+ * known one it is nearest to, if any.
  */
 export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   command: string,
   args: readonly string[],
   options: T,
 ): { values: ParsedValues<T>; positionals: string[] } {
+  // A first, lenient pass finds unknown options, so the error can name the one meant.
+  const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
+  for (const token of tokens) {
+    if (token.kind === "option" && !Object.hasOwn(options, token.name)) {
+      throw new CliUsageError(command, unknownOption(token.rawName, Object.keys(options)));
+    }
+  }
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
     return { values: parsed.values as ParsedValues<T>, positionals: parsed.positionals };

@@ -1,15 +1,46 @@
 /**
- * Makes text from a ledger or log safe to print on a terminal: control
- * characters (escape sequences included) and bidirectional overrides are
- * shown as `\u001b`-style escapes, so a hostile tool name can neither
- * rewrite the screen nor make one name look like another.
+ * What must never reach a terminal raw, because it rewrites the screen or
+ * hides in a name: controls (C0, DEL, C1; escape sequences start with one),
+ * format characters (zero-width spaces and joiners, the soft hyphen, the
+ * byte-order mark, bidi embeddings, overrides, isolates and marks, tags),
+ * every other default-ignorable code point (variation selectors, Hangul
+ * fillers, the combining grapheme joiner…), line and paragraph separators,
+ * and lone surrogates (printed as U+FFFD, so two names would look alike).
+ */
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]|\p{Cs}/gu;
+
+const hex4 = (unit: number): string => `\\u${unit.toString(16).padStart(4, "0")}`;
+
+/**
+ * Makes untrusted text (a tool name, a note, a path, a message quoting
+ * either) safe to print on a terminal: every code point {@link UNSAFE}
+ * describes is shown as an escape, `\u200b`, or `\u{e0064}` beyond the BMP,
+ * so a hostile name can neither rewrite the screen nor pass for another.
+ * Backslashes are left as they are.
  */
 export function printable(text: string): string {
-  return text.replace(
-    // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
+  return text.replace(UNSAFE, (c) => {
+    const point = c.codePointAt(0) as number;
+    return point > 0xffff ? `\\u{${point.toString(16)}}` : hex4(point);
+  });
+}
+
+/**
+ * JSON for `--json` output: two-space indented, ending in a newline, with
+ * every code point {@link printable} escapes written as `\uXXXX` (a pair of
+ * them beyond the BMP). It parses to exactly the same value: apart from the
+ * indentation's newlines, those characters only occur inside strings, where
+ * the escape means the character.
+ */
+export function json(value: unknown): string {
+  const text = JSON.stringify(value, null, 2).replace(UNSAFE, (c) => {
+    // Outside strings, the only such character is the indentation's newline.
+    if (c === "\n") return c;
+    let escaped = "";
+    for (let i = 0; i < c.length; i++) escaped += hex4(c.charCodeAt(i));
+    return escaped;
+  });
+  return `${text}\n`;
 }
 
 /** Shortens `text` to `max` characters, marking the cut with an ellipsis. */
@@ -37,9 +68,4 @@ export function timestamp(ms: number): string {
   if (ms === 0 || !Number.isFinite(ms)) return "-";
   const date = new Date(ms);
   return Number.isNaN(date.getTime()) ? String(ms) : date.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-/** JSON for `--json` output: two-space indented, ending in a newline. */
-export function json(value: unknown): string {
-  return `${JSON.stringify(value, null, 2)}\n`;
 }

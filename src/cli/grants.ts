@@ -1,3 +1,4 @@
+import { lstat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { FileGrantStore, GrantPolicy } from "../grant/index.js";
 import type { Grant, GrantDecision, PinStatus, ToolDescriptor } from "../grant/index.js";
@@ -132,6 +133,37 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   return EXIT.ok;
 }
 
+/**
+ * `loopctl grants repair [--project DIR] [--root DIR]`: moves a corrupt
+ * ledger aside (its bytes kept) so the next save starts a fresh one. A sound
+ * ledger is never touched.
+ */
+async function repair(args: readonly string[], context: CliContext): Promise<ExitCode> {
+  const { values, positionals } = parseCommandArgs("grants repair", args, LOCATION_OPTIONS);
+  if (values.help) return helpFor("grants repair", context);
+  noPositionals("grants repair", positionals);
+  const store = openStore(values, context);
+  const aside = await store.resetCorrupt();
+  const ledger = printable(store.ledgerPath);
+  if (aside === undefined) {
+    const exists = await lstat(store.ledgerPath).then(
+      () => true,
+      () => false,
+    );
+    context.stderr.write(
+      exists
+        ? `loopctl grants repair: ${ledger} is not corrupt; left as it is\n`
+        : `loopctl grants repair: no ledger at ${ledger}; nothing to repair\n`,
+    );
+    return EXIT.failed;
+  }
+  context.stdout.write(
+    `moved the corrupt ledger aside to ${printable(aside)} (its bytes kept)\n` +
+      `the next grant saved starts a fresh ledger at ${ledger}; until then every gated call is asked about\n`,
+  );
+  return EXIT.ok;
+}
+
 /** Parses a JSON option value, naming the option when it is not JSON. */
 function jsonOption(command: string, option: string, text: string): unknown {
   try {
@@ -219,4 +251,4 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
 }
 
 /** The `loopctl grants …` commands by name. */
-export const GRANTS_COMMANDS = { list, revoke, reset, explain } as const;
+export const GRANTS_COMMANDS = { list, revoke, reset, explain, repair } as const;

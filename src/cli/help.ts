@@ -1,19 +1,22 @@
+import { ISSUES_URL } from "./context.js";
+
 const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt (reported, never rewritten)
+  3  the grant ledger is corrupt (reported, never rewritten; see grants repair)
   4  I/O or lock error (unreadable file, refused path, ledger lock busy)
-  5  unexpected error (a bug: please report it)
+  5  unexpected error (a bug: please report it at
+     ${ISSUES_URL})
 `;
 
 /** The --project/--root lines, their descriptions starting at column `at`. */
 function projectOptions(at: number): string {
   const pad = (flag: string): string => `  ${flag}`.padEnd(at);
   return (
-    `${pad("--project DIR")}the project whose ledger to use (default: the current folder)\n` +
-    `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/grants,\n` +
-    `${" ".repeat(at)}else ~/.local/state/loopctl/grants)\n`
+    `${pad("--project DIR")}the project whose ledger to use (default: this folder)\n` +
+    `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/\n` +
+    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n`
   );
 }
 
@@ -21,16 +24,19 @@ const PROJECT_OPTIONS = projectOptions(17);
 
 /** The help text of each command, keyed by its words. */
 export const HELP = {
-  "": `loopctl: inspect the approvals an agent remembers, verify its audit log, serve the console.
+  "": `loopctl: inspect the approvals an agent remembers, verify its audit log,
+serve the approval console.
 
 Usage:
   loopctl grants list     [--project DIR] [--root DIR] [--json]
   loopctl grants revoke   ID [--project DIR] [--root DIR]
   loopctl grants reset    [--tool NAME] [--project DIR] [--root DIR]
-  loopctl grants explain  --tool NAME --args JSON [--descriptor JSON] [--project DIR]
-                          [--root DIR] [--json]
-  loopctl audit verify    FILE [--anchor SEQ:HASH] [--json]
-  loopctl console         [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]
+  loopctl grants explain  --tool NAME --args JSON [--descriptor JSON]
+                          [--project DIR] [--root DIR] [--json]
+  loopctl grants repair   [--project DIR] [--root DIR]
+  loopctl audit verify    FILE [--anchor SEQ:HASH] [--key-file F] [--json]
+  loopctl console         [--port N] [--host H] [--project DIR] [--root DIR]
+                          [--audit FILE]
   loopctl --version
 
 Every command takes --help (-h).
@@ -41,8 +47,9 @@ ${EXIT_CODES}`,
 Usage:
   loopctl grants list     list the grants in the project's ledger
   loopctl grants revoke   remove one grant by id
-  loopctl grants reset    remove every grant, or every grant of one tool: back to asking
+  loopctl grants reset    remove every grant (or one tool's): back to asking
   loopctl grants explain  show which grant would decide a call, and why
+  loopctl grants repair   move a corrupt ledger aside and start afresh
 
 Run 'loopctl grants <command> --help' for its options.
 
@@ -104,10 +111,25 @@ ${projectOptions(21)}  --json             print the explanation as JSON
   -h, --help         show this help
 
 ${EXIT_CODES}`,
+  "grants repair": `loopctl grants repair: move a corrupt ledger aside.
+
+Usage:
+  loopctl grants repair [--project DIR] [--root DIR]
+
+When the project's ledger cannot be read as grants (exit 3 from any other
+command), moves it to grants.json.corrupt-<ms>-<hex> beside it, owner-only
+and byte for byte, and says where. The next grant saved starts a fresh
+ledger; until then every gated call is asked about. A ledger that reads
+fine is never touched: that, or no ledger at all, exits 1.
+
+Options:
+${PROJECT_OPTIONS}  -h, --help     show this help
+
+${EXIT_CODES}`,
   audit: `loopctl audit: the hash-chained audit log of gate decisions.
 
 Usage:
-  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--key-file F] [--json]
 
 Run 'loopctl audit verify --help' for its options.
 
@@ -115,15 +137,19 @@ ${EXIT_CODES}`,
   "audit verify": `loopctl audit verify: check that an audit log is intact.
 
 Usage:
-  loopctl audit verify FILE [--anchor SEQ:HASH] [--json]
+  loopctl audit verify FILE [--anchor SEQ:HASH] [--key-file F] [--json]
 
-Detects an edited, removed, reordered or duplicated line and a truncated tail,
-and names the first line at fault. Whole lines removed from the end, or a log
-re-hashed from scratch, show only against an anchor: the SEQ:HASH the writer
-reported last, kept apart from the log.
+Detects an edited, removed, reordered or duplicated line, a line with a member
+twice and a truncated tail, and names the first line at fault. Whole lines
+removed from the end, or a log re-hashed from scratch, show only against an
+anchor (the SEQ:HASH the writer reported last, kept apart from the log) or,
+for a log written with a key, with that key: every line's MAC and the seal
+beside the log (FILE.seal) are then checked.
 
 Options:
   --anchor SEQ:HASH  also check the log against this anchor
+  --key-file F       the key the log was written with (its bytes, one trailing
+                     newline ignored; the file must be private to its owner)
   --json             print the result as JSON
   -h, --help         show this help
 

@@ -1,12 +1,13 @@
 import { LoopctlError } from "../errors.js";
 import { auditVerify } from "./audit.js";
 import { consoleCommand } from "./console.js";
-import { CliUsageError, EXIT } from "./context.js";
+import { CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
+import { unknownCommand, unknownOption } from "./suggest.js";
 import { packageVersion } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
@@ -52,8 +53,10 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   }
   if (group === "console") return consoleCommand(argv.slice(1), context);
   if (!isGroup(group)) {
-    const what = group.startsWith("-") ? "option" : "command";
-    throw new CliUsageError("", `unknown ${what} ${JSON.stringify(group)}`);
+    throw new CliUsageError(
+      "",
+      group.startsWith("-") ? unknownOption(group, ["help", "version"]) : unknownCommand("", group, [...Object.keys(GROUPS), "console"]),
+    );
   }
   if (sub === undefined || isHelp(sub)) {
     return help(group, context, sub === undefined ? EXIT.usage : EXIT.ok);
@@ -61,7 +64,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
   if (!command) {
-    throw new CliUsageError(group, `unknown command ${JSON.stringify(`${group} ${sub}`)}`);
+    throw new CliUsageError(group, unknownCommand(group, sub, Object.keys(table)));
   }
   return command(rest, context);
 }
@@ -71,6 +74,11 @@ function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
   (code === EXIT.ok ? context.stdout : context.stderr).write(HELP[topic]);
   return code;
 }
+
+/** The way out of a corrupt ledger, printed with every exit 3. */
+const REPAIR_HINT =
+  "loopctl: run 'loopctl grants repair' with the same --project and --root to move it aside " +
+  "(its bytes kept) and start a fresh ledger\n";
 
 function report(error: unknown, context: CliContext): ExitCode {
   if (error instanceof CliUsageError) {
@@ -87,9 +95,11 @@ function report(error: unknown, context: CliContext): ExitCode {
   }
   if (error instanceof LoopctlError) {
     context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
-    return error.code === "LEDGER_CORRUPT" ? EXIT.corrupt : EXIT.io;
+    if (error.code !== "LEDGER_CORRUPT") return EXIT.io;
+    context.stderr.write(REPAIR_HINT);
+    return EXIT.corrupt;
   }
   const detail = error instanceof Error ? error.message : String(error);
-  context.stderr.write(`loopctl: unexpected error (please report it): ${printable(detail)}\n`);
+  context.stderr.write(`loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(detail)}\n`);
   return EXIT.internal;
 }

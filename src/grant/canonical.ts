@@ -2,11 +2,58 @@ import { isProxy } from "node:util/types";
 import { CanonicalJsonError } from "./errors.js";
 
 /**
- * The deepest nesting canonicalJson accepts. The serializer is recursive;
- * this bound keeps it far from the engine's stack limit even when the caller
- * is itself deep in a stack.
+ * The deepest nesting canonicalJson accepts: at most this many arrays and
+ * objects open around any value. The writer keeps its own stack, so this
+ * holds exactly, however much of the call stack the caller has used.
  */
 export const CANONICAL_JSON_MAX_DEPTH = 1000;
+
+/**
+ * The most values canonicalJson reaches in one call: every string, number,
+ * boolean, null, array and object, and every property whose value is
+ * `undefined` (reached, then omitted). A value shared by reference counts
+ * each time it is reached, so a small object graph that spells a huge text
+ * (`[x, x]` nested 26 times) stops here after a million steps instead of
+ * walking 2^27 of them.
+ */
+export const CANONICAL_JSON_MAX_NODES = 1_000_000;
+
+/**
+ * The longest canonical text canonicalJson writes, in UTF-8 bytes (32 MiB):
+ * larger than any tool call a model writes or any tool descriptor, far
+ * smaller than what exhausts a process.
+ */
+export const CANONICAL_JSON_MAX_BYTES = 32 * 1024 * 1024;
+
+/** Which of canonicalJson's limits a value went past. */
+export type CanonicalJsonLimit = "depth" | "nodes" | "bytes";
+
+/**
+ * A value goes past one of canonicalJson's limits: nesting deeper than
+ * {@link CANONICAL_JSON_MAX_DEPTH}, more values than
+ * {@link CANONICAL_JSON_MAX_NODES}, or a text longer than
+ * {@link CANONICAL_JSON_MAX_BYTES}. Code `"CANONICAL_JSON"`, like every
+ * {@link CanonicalJsonError}; `jsonPath` names the value at which the limit
+ * was crossed.
+ */
+export class CanonicalJsonLimitError extends CanonicalJsonError {
+  /** The limit crossed. */
+  readonly limit: CanonicalJsonLimit;
+  /** Its value. */
+  readonly max: number;
+
+  constructor(jsonPath: string, limit: CanonicalJsonLimit, max: number) {
+    super(jsonPath, LIMIT_PROBLEMS[limit](max));
+    this.limit = limit;
+    this.max = max;
+  }
+}
+
+const LIMIT_PROBLEMS: Readonly<Record<CanonicalJsonLimit, (max: number) => string>> = {
+  depth: (max) => `nesting deeper than ${max} levels`,
+  nodes: (max) => `more than ${max} values (shared references count each time)`,
+  bytes: (max) => `the text would be longer than ${max} bytes`,
+};
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
@@ -25,6 +72,10 @@ export function compareCodePoints(a: string, b: string): number {
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
   if (i === n) return a.length - b.length;
+  const ua = a.charCodeAt(i);
+  const ub = b.charCodeAt(i);
+  // Two units that are not surrogates are whole code points.
+  if ((ua < 0xd800 || ua > 0xdfff) && (ub < 0xd800 || ub > 0xdfff)) return ua - ub;
   // The first differing unit may be the low half of a pair whose high half is
   // shared; compare whole code points from the start of that pair.
   const j = i > 0 && isHighSurrogate(a.charCodeAt(i - 1)) ? i - 1 : i;
@@ -36,40 +87,21 @@ export function compareCodePoints(a: string, b: string): number {
 }
 
 /**
- * A problem found while writing, before its path is known. Each enclosing
- * container adds its key as the fault passes through it, so the happy path
- * never builds a path string; the typed error is made once, at the top.
+ * A problem found while writing. The writer turns it into a
+ * {@link CanonicalJsonError} naming the path, read off its own stack.
  */
 class Fault {
   readonly problem: string;
+  readonly limit: CanonicalJsonLimit | undefined;
   readonly cause: unknown;
   readonly hasCause: boolean;
-  /** Keys and indexes from the bad value outwards. */
-  readonly segments: (string | number)[] = [];
 
-  constructor(problem: string, hasCause = false, cause: unknown = undefined) {
+  constructor(problem: string, options: { limit?: CanonicalJsonLimit; cause?: unknown } = {}) {
     this.problem = problem;
-    this.hasCause = hasCause;
-    this.cause = cause;
+    this.limit = options.limit;
+    this.hasCause = "cause" in options;
+    this.cause = options.cause;
   }
-
-  toError(): CanonicalJsonError {
-    let path = "$";
-    for (let i = this.segments.length - 1; i >= 0; i--) {
-      const key = this.segments[i] as string | number;
-      if (typeof key === "number") path += `[${key}]`;
-      else path += IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-    }
-    return this.hasCause
-      ? new CanonicalJsonError(path, this.problem, { cause: this.cause })
-      : new CanonicalJsonError(path, this.problem);
-  }
-}
-
-/** Adds the child's key to a fault on its way out; anything else passes unchanged. */
-function via(thrown: unknown, key: string | number): unknown {
-  if (thrown instanceof Fault) thrown.segments.push(key);
-  return thrown;
 }
 
 type ToJsonable = { toJSON: (key: string) => unknown };
@@ -78,7 +110,7 @@ function hasToJson(value: object): value is ToJsonable {
   return typeof (value as Partial<ToJsonable>).toJSON === "function";
 }
 
-const REFUSED_OBJECTS: ReadonlyArray<[abstract new (...args: never[]) => unknown, string]> = [
+const REFUSED_OBJECTS: ReadonlyArray<readonly [abstract new (...args: never[]) => unknown, string]> = [
   [Map, "a Map"],
   [Set, "a Set"],
   [WeakMap, "a WeakMap"],
@@ -89,252 +121,350 @@ const REFUSED_OBJECTS: ReadonlyArray<[abstract new (...args: never[]) => unknown
 ];
 
 /**
- * A string as a JSON string literal, escaped exactly as `JSON.stringify`
- * escapes it. Most keys and values need no escape at all; those are quoted
- * without a call into the native serializer.
+ * An array or object being written: which child is next, and the text so
+ * far. One class for both, so the loop that walks them sees one shape.
  */
-function quote(text: string): string {
-  const length = text.length;
-  for (let i = 0; i < length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(text);
+class Frame {
+  readonly value: object;
+  /** The object's own keys, in the order properties are read; `null` for an array. */
+  readonly keys: readonly string[] | null;
+  readonly length: number;
+  /** Where `keys` are not in code-point order: the order to write them in. */
+  readonly order: readonly number[] | null;
+  /** The child being written (an index into the array, or into `keys`). */
+  index = 0;
+  /** The text so far, without its closing bracket (with `order`, only the bracket). */
+  text: string;
+  /** With `order`: `"key":value` per key, `undefined` where a property is omitted. */
+  readonly members: (string | undefined)[] | null;
+  /** Children written so far, for the commas. */
+  written = 0;
+
+  constructor(value: object, keys: readonly string[] | null, length: number) {
+    this.value = value;
+    this.keys = keys;
+    this.length = length;
+    this.order = keys === null ? null : codePointOrder(keys);
+    this.members = this.order === null ? null : [];
+    this.text = keys === null ? "[" : "{";
   }
-  return `"${text}"`;
+
+  /** The path segment of the child being written: `[2]`, `.name` or `["a b"]`. */
+  segment(): string {
+    if (this.keys === null) return `[${this.index}]`;
+    const key = this.keys[this.index] as string;
+    return IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+  }
 }
 
-/**
- * Quoted object keys. Argument objects of one tool repeat the same few keys
- * call after call, and a key from `Object.keys` carries its hash already, so
- * a lookup is cheaper than scanning it again. Bounded: cleared when full.
- */
+/** Quoted object keys, bounded: cleared when full. */
 const quotedKeys = new Map<string, string>();
 const QUOTED_KEYS_MAX = 4096;
 
-function quoteKey(key: string): string {
-  let quoted = quotedKeys.get(key);
-  if (quoted === undefined) {
-    quoted = quote(key);
-    if (quotedKeys.size >= QUOTED_KEYS_MAX) quotedKeys.clear();
-    if (key.length <= 64) quotedKeys.set(key, quoted);
-  }
-  return quoted;
-}
+/** What {@link Writer} returns for a value it opened as a container instead of writing it. */
+const OPENED = Symbol("opened");
 
-/** The ancestors of the value being written, for the cycle check. */
-interface Walk {
-  /** `path[d]` is the open container at depth `d`. */
-  readonly path: object[];
-  /** The same containers below depth {@link LINEAR_DEPTH}, for a constant-time check. */
-  deep: Set<object> | undefined;
-}
-
-/** Up to this depth, scanning the ancestors beats hashing into a Set. */
-const LINEAR_DEPTH = 32;
-
-function onPath(walk: Walk, value: object, depth: number): boolean {
-  const path = walk.path;
-  const scan = depth < LINEAR_DEPTH ? depth : LINEAR_DEPTH;
-  for (let i = 0; i < scan; i++) if (path[i] === value) return true;
-  return depth > LINEAR_DEPTH && walk.deep !== undefined && walk.deep.has(value);
-}
+/** Up to this depth, scanning the open containers beats hashing into a Set. */
+const SCAN_DEPTH = 32;
 
 /**
- * Writes one value, or returns `undefined` for "omit this property". Mirrors
- * `JSON.stringify`'s `toJSON` and boxed-primitive handling, but refuses what
- * it would silently turn into `null` or `{}`. `depth` counts the containers
- * open around the value.
+ * One canonicalJson call. It walks the value with a stack of its own rather
+ * than by recursion, so its depth limit does not depend on the stack the
+ * caller left, and it counts the values it reaches and the bytes it writes as
+ * it goes, so a hostile value stops at a limit in a bounded number of steps.
  */
-function write(value: unknown, key: string | number, depth: number, walk: Walk): string | undefined {
-  switch (typeof value) {
-    case "string":
-      return quote(value);
-    case "number":
-      if (!Number.isFinite(value)) throw new Fault(`${String(value)} has no JSON form`);
-      return String(value);
-    case "boolean":
-      return value ? "true" : "false";
-    case "undefined":
-      return undefined;
-    case "bigint":
-      throw new Fault("a BigInt has no JSON form");
-    case "function":
-      throw new Fault("a function has no JSON form");
-    case "symbol":
-      throw new Fault("a symbol has no JSON form");
-    default:
-      return value === null ? "null" : writeObject(value as object, key, depth, walk);
-  }
-}
+class Writer {
+  readonly #stack: Frame[] = [];
+  /** The containers open deeper than {@link SCAN_DEPTH}, for the cycle check. */
+  #deep: Set<object> | undefined;
+  #nodes = 0;
+  #bytes = 0;
 
-function writeObject(input: object, key: string | number, depth: number, walk: Walk): string | undefined {
-  try {
-    return writeObjectChecked(input, key, depth, walk);
-  } catch (thrown) {
-    // A proxy trap (toJSON lookup, instanceof, …) may throw where no finer
-    // check is; that is still the caller's bad value, not a crash. A
-    // RangeError is left to canonicalJson, which reports nesting too deep.
-    if (thrown instanceof Fault || thrown instanceof RangeError) throw thrown;
-    throw new Fault("reading the value threw", true, thrown);
-  }
-}
-
-function writeObjectChecked(input: object, key: string | number, depth: number, walk: Walk): string | undefined {
-  let value: unknown = input;
-  if (hasToJson(input)) {
+  write(root: unknown): string {
+    const stack = this.#stack;
+    let result: string | undefined | typeof OPENED;
     try {
-      value = input.toJSON(typeof key === "number" ? String(key) : key);
-    } catch (error) {
-      throw new Fault("toJSON() threw", true, error);
-    }
-  }
-  if (typeof value === "object" && value !== null && !isProxy(value)) {
-    // A plain object or array (the shape of almost all arguments) cannot be
-    // a boxed primitive or any refused kind: those checks would all be false.
-    const proto: unknown = Object.getPrototypeOf(value);
-    if (proto === Object.prototype || (proto === Array.prototype && Array.isArray(value))) {
-      return writeContainer(value, depth, walk);
-    }
-  }
-  if (value instanceof Number || value instanceof String || value instanceof Boolean) {
-    value = value.valueOf();
-  } else if (value instanceof BigInt) {
-    throw new Fault("a BigInt has no JSON form");
-  } else if (value instanceof Symbol) {
-    throw new Fault("a symbol has no JSON form");
-  }
-  // What toJSON or unboxing gave is written as it is, never converted again.
-  if (typeof value !== "object") return write(value, key, depth, walk);
-  if (value === null) return "null";
-  if (ArrayBuffer.isView(value)) throw new Fault("a typed array or DataView has no faithful JSON form");
-  for (let i = 0; i < REFUSED_OBJECTS.length; i++) {
-    const [ctor, name] = REFUSED_OBJECTS[i] as [abstract new (...args: never[]) => unknown, string];
-    if (value instanceof ctor) throw new Fault(`${name} has no faithful JSON form`);
-  }
-  return writeContainer(value, depth, walk);
-}
-
-function writeContainer(value: object, depth: number, walk: Walk): string {
-  if (onPath(walk, value, depth)) throw new Fault("the value contains a cycle");
-  if (depth >= CANONICAL_JSON_MAX_DEPTH) throw new Fault(`nesting deeper than ${CANONICAL_JSON_MAX_DEPTH} levels`);
-  walk.path[depth] = value;
-  if (depth >= LINEAR_DEPTH) (walk.deep ??= new Set()).add(value);
-  const text = Array.isArray(value) ? writeArray(value, depth, walk) : writeProperties(value, depth, walk);
-  if (depth >= LINEAR_DEPTH) walk.deep?.delete(value);
-  return text;
-}
-
-function writeArray(array: readonly unknown[], depth: number, walk: Walk): string {
-  const length = array.length;
-  if (length === 0) return "[]";
-  let out = "[";
-  for (let i = 0; i < length; i++) {
-    try {
-      if (!(i in array)) throw new Fault("an array hole has no JSON form");
-      const text = write(array[i], i, depth + 1, walk);
-      if (text === undefined) throw new Fault("undefined inside an array has no JSON form");
-      out += i === 0 ? text : `,${text}`;
+      result = this.#value(root, "");
+      while (stack.length > 0) {
+        const frame = stack[stack.length - 1] as Frame;
+        if (result !== OPENED) {
+          this.#deliver(frame, result);
+          frame.index++;
+        }
+        result = frame.index < frame.length ? this.#child(frame) : this.#close(frame);
+      }
     } catch (thrown) {
-      throw via(thrown, i);
+      if (thrown instanceof Fault) throw this.#error(thrown);
+      throw thrown;
     }
+    if (result === undefined || result === OPENED) throw new CanonicalJsonError("$", "undefined has no JSON form");
+    return result;
   }
-  return `${out}]`;
-}
 
-/** The property's value, written, or `undefined` when JSON omits it. */
-function writeProperty(source: object, key: string, depth: number, walk: Walk): string | undefined {
-  try {
+  /** Counts `bytes` more of output. */
+  #spend(bytes: number): void {
+    this.#bytes += bytes;
+    if (this.#bytes > CANONICAL_JSON_MAX_BYTES) throw new Fault("", { limit: "bytes" });
+  }
+
+  #child(frame: Frame): string | undefined | typeof OPENED {
+    const source = frame.value as Record<string | number, unknown>;
+    const i = frame.index;
+    if (frame.keys === null) {
+      let raw: unknown;
+      let present: boolean;
+      try {
+        present = i in source;
+        raw = source[i];
+      } catch (error) {
+        throw new Fault("reading the value threw", { cause: error });
+      }
+      if (!present) throw new Fault("an array hole has no JSON form");
+      return this.#value(raw, i);
+    }
+    const key = frame.keys[i] as string;
     let raw: unknown;
     try {
-      raw = (source as Record<string, unknown>)[key];
+      raw = source[key];
     } catch (error) {
-      throw new Fault("reading the property threw", true, error);
+      throw new Fault("reading the property threw", { cause: error });
     }
-    return write(raw, key, depth + 1, walk);
-  } catch (thrown) {
-    throw via(thrown, key);
+    return this.#value(raw, key);
+  }
+
+  /** Adds the child just written to its container; a comma goes before each but the first. */
+  #deliver(frame: Frame, text: string | undefined): void {
+    if (frame.keys === null) {
+      if (text === undefined) throw new Fault("undefined inside an array has no JSON form");
+    } else {
+      if (text === undefined) return;
+      text = `${this.#quoteKey(frame.keys[frame.index] as string)}:${text}`;
+      this.#spend(1);
+    }
+    if (frame.written > 0) this.#spend(1);
+    if (frame.members !== null) frame.members[frame.index] = text;
+    else frame.text += frame.written > 0 ? `,${text}` : text;
+    frame.written++;
+  }
+
+  #close(frame: Frame): string {
+    const stack = this.#stack;
+    stack.pop();
+    if (stack.length >= SCAN_DEPTH) this.#deep?.delete(frame.value);
+    if (frame.keys === null) return `${frame.text}]`;
+    if (frame.order === null || frame.members === null) return `${frame.text}}`;
+    // Properties were read (and toJSON called) in the object's own key order,
+    // as JSON.stringify reads them, so the first bad value is the one
+    // reported; only the output follows code-point order.
+    let text = frame.text;
+    let first = true;
+    for (const i of frame.order) {
+      const member = frame.members[i];
+      if (member === undefined) continue;
+      text += first ? member : `,${member}`;
+      first = false;
+    }
+    return `${text}}`;
+  }
+
+  /**
+   * Writes one value, opens it as a container (returning {@link OPENED}), or
+   * returns `undefined` for "omit this property". Mirrors `JSON.stringify`'s
+   * `toJSON` and boxed-primitive handling, but refuses what it would silently
+   * turn into `null` or `{}`.
+   */
+  #value(value: unknown, key: string | number): string | undefined | typeof OPENED {
+    if (++this.#nodes > CANONICAL_JSON_MAX_NODES) throw new Fault("", { limit: "nodes" });
+    if (typeof value === "object" && value !== null) return this.#object(value, key);
+    return this.#primitive(value);
+  }
+
+  #primitive(value: unknown): string | undefined {
+    switch (typeof value) {
+      case "string":
+        return this.#quote(value);
+      case "number": {
+        if (!Number.isFinite(value)) throw new Fault(`${String(value)} has no JSON form`);
+        const text = String(value);
+        this.#spend(text.length);
+        return text;
+      }
+      case "boolean":
+        this.#spend(value ? 4 : 5);
+        return value ? "true" : "false";
+      case "undefined":
+        return undefined;
+      case "bigint":
+        throw new Fault("a BigInt has no JSON form");
+      case "function":
+        throw new Fault("a function has no JSON form");
+      case "symbol":
+        throw new Fault("a symbol has no JSON form");
+      default:
+        // null: the one object that reaches here.
+        this.#spend(4);
+        return "null";
+    }
+  }
+
+  #object(input: object, key: string | number): string | undefined | typeof OPENED {
+    try {
+      return this.#objectChecked(input, key);
+    } catch (thrown) {
+      // A proxy trap (toJSON lookup, instanceof, …) may throw where no finer
+      // check is; that is still the caller's bad value, not a crash.
+      if (thrown instanceof Fault) throw thrown;
+      throw new Fault("reading the value threw", { cause: thrown });
+    }
+  }
+
+  #objectChecked(input: object, key: string | number): string | undefined | typeof OPENED {
+    let value: unknown = input;
+    if (hasToJson(input)) {
+      try {
+        value = input.toJSON(typeof key === "number" ? String(key) : key);
+      } catch (error) {
+        throw new Fault("toJSON() threw", { cause: error });
+      }
+    }
+    if (typeof value === "object" && value !== null && !isProxy(value)) {
+      // A plain object or array (the shape of almost all arguments) cannot be
+      // a boxed primitive or any refused kind: those checks would all be false.
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto === Object.prototype || (proto === Array.prototype && Array.isArray(value))) return this.#open(value);
+    }
+    if (value instanceof Number || value instanceof String || value instanceof Boolean) {
+      value = value.valueOf();
+    } else if (value instanceof BigInt) {
+      throw new Fault("a BigInt has no JSON form");
+    } else if (value instanceof Symbol) {
+      throw new Fault("a symbol has no JSON form");
+    }
+    // What toJSON or unboxing gave is written as it is, never converted again.
+    if (typeof value !== "object" || value === null) return this.#primitive(value);
+    if (ArrayBuffer.isView(value)) throw new Fault("a typed array or DataView has no faithful JSON form");
+    for (const [ctor, name] of REFUSED_OBJECTS) {
+      if (value instanceof ctor) throw new Fault(`${name} has no faithful JSON form`);
+    }
+    return this.#open(value);
+  }
+
+  #open(value: object): typeof OPENED {
+    const stack = this.#stack;
+    const depth = stack.length;
+    const scan = depth < SCAN_DEPTH ? depth : SCAN_DEPTH;
+    for (let i = 0; i < scan; i++) {
+      if ((stack[i] as Frame).value === value) throw new Fault("the value contains a cycle");
+    }
+    if (depth > SCAN_DEPTH && this.#deep?.has(value) === true) throw new Fault("the value contains a cycle");
+    if (depth >= CANONICAL_JSON_MAX_DEPTH) throw new Fault("", { limit: "depth" });
+    let frame: Frame;
+    if (Array.isArray(value)) {
+      frame = new Frame(value, null, value.length);
+    } else {
+      let keys: string[];
+      try {
+        keys = Object.keys(value);
+      } catch (error) {
+        throw new Fault("listing the object's keys threw", { cause: error });
+      }
+      frame = new Frame(value, keys, keys.length);
+    }
+    // Both brackets are counted as the container opens, so the value that
+    // crosses the size limit is the one named, not the bracket after it.
+    this.#spend(2);
+    stack.push(frame);
+    if (depth >= SCAN_DEPTH) (this.#deep ??= new Set()).add(value);
+    return OPENED;
+  }
+
+  /**
+   * A string as a JSON string literal, escaped exactly as `JSON.stringify`
+   * escapes it, its UTF-8 length counted. Most strings are printable ASCII
+   * and need no escape at all; those are quoted without a call into the
+   * native serializer.
+   */
+  #quote(text: string): string {
+    const length = text.length;
+    // Nothing quoted is shorter than its text plus two quotes, in any unit:
+    // a string too long is refused before it is scanned.
+    if (this.#bytes + length + 2 > CANONICAL_JSON_MAX_BYTES) this.#spend(length + 2);
+    let escape = false;
+    for (let i = 0; i < length; i++) {
+      const c = text.charCodeAt(i);
+      if (c >= 0x80) {
+        // JSON.stringify escapes lone surrogates, so the quoted text is
+        // well-formed and its UTF-8 length exact.
+        const quoted = JSON.stringify(text);
+        this.#spend(Buffer.byteLength(quoted, "utf8"));
+        return quoted;
+      }
+      if (c < 0x20 || c === 0x22 || c === 0x5c) escape = true;
+    }
+    // ASCII in, ASCII out: one byte per character.
+    const quoted = escape ? JSON.stringify(text) : `"${text}"`;
+    this.#spend(quoted.length);
+    return quoted;
+  }
+
+  /**
+   * An object key, quoted. Argument objects of one tool repeat the same few
+   * keys call after call, so short keys that quote to ASCII are remembered
+   * (their UTF-8 length is their length).
+   */
+  #quoteKey(key: string): string {
+    let quoted = quotedKeys.get(key);
+    if (quoted !== undefined) {
+      this.#spend(quoted.length);
+      return quoted;
+    }
+    const before = this.#bytes;
+    quoted = this.#quote(key);
+    if (key.length <= 64 && this.#bytes - before === quoted.length) {
+      if (quotedKeys.size >= QUOTED_KEYS_MAX) quotedKeys.clear();
+      quotedKeys.set(key, quoted);
+    }
+    return quoted;
+  }
+
+  /** The typed error for `fault`, its path read off the stack. */
+  #error(fault: Fault): CanonicalJsonError {
+    let path = "$";
+    for (const frame of this.#stack) path += frame.segment();
+    if (fault.limit !== undefined) return new CanonicalJsonLimitError(path, fault.limit, LIMITS[fault.limit]);
+    return fault.hasCause
+      ? new CanonicalJsonError(path, fault.problem, { cause: fault.cause })
+      : new CanonicalJsonError(path, fault.problem);
   }
 }
 
-/** `compareCodePoints` for keys without surrogates, where it equals JavaScript's own `<`. */
-function compareUnits(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+const LIMITS: Readonly<Record<CanonicalJsonLimit, number>> = {
+  depth: CANONICAL_JSON_MAX_DEPTH,
+  nodes: CANONICAL_JSON_MAX_NODES,
+  bytes: CANONICAL_JSON_MAX_BYTES,
+};
 
-function hasSurrogate(keys: readonly string[]): boolean {
-  for (let k = 0; k < keys.length; k++) {
-    const key = keys[k] as string;
-    for (let i = 0; i < key.length; i++) {
-      const c = key.charCodeAt(i);
-      if (c >= 0xd800 && c <= 0xdfff) return true;
-    }
-  }
-  return false;
-}
-
-/** Code-point order of `keys`, as indexes; `null` when they already are in it. */
+/** Indexes of `keys` in code-point order of the keys; `null` when they already are in it. */
 function codePointOrder(keys: readonly string[]): number[] | null {
   const n = keys.length;
-  // UTF-16 order differs from code-point order only where a surrogate meets
-  // a unit above it (U+E000-U+FFFF): without surrogates, `<` is exact.
-  const compare = hasSurrogate(keys) ? compareCodePoints : compareUnits;
   let i = 1;
-  while (i < n && compare(keys[i - 1] as string, keys[i] as string) < 0) i++;
+  while (i < n && compareCodePoints(keys[i - 1] as string, keys[i] as string) < 0) i++;
   if (i >= n) return null;
   const order: number[] = [];
   for (let k = 0; k < n; k++) order.push(k);
-  if (n <= 16) {
-    // Insertion sort: the few keys of a typical argument object.
-    for (let a = 1; a < n; a++) {
-      const index = order[a] as number;
-      const key = keys[index] as string;
-      let b = a - 1;
-      while (b >= 0 && compare(keys[order[b] as number] as string, key) > 0) {
-        order[b + 1] = order[b] as number;
-        b--;
-      }
-      order[b + 1] = index;
+  if (n > 16) return order.sort((x, y) => compareCodePoints(keys[x] as string, keys[y] as string));
+  // Insertion sort: the few keys of a typical argument object.
+  for (let a = 1; a < n; a++) {
+    const index = order[a] as number;
+    const key = keys[index] as string;
+    let b = a - 1;
+    while (b >= 0 && compareCodePoints(keys[order[b] as number] as string, key) > 0) {
+      order[b + 1] = order[b] as number;
+      b--;
     }
-  } else {
-    order.sort((x, y) => compare(keys[x] as string, keys[y] as string));
+    order[b + 1] = index;
   }
   return order;
-}
-
-function writeProperties(source: object, depth: number, walk: Walk): string {
-  let keys: string[];
-  try {
-    keys = Object.keys(source);
-  } catch (error) {
-    throw new Fault("listing the object's keys threw", true, error);
-  }
-  const n = keys.length;
-  if (n === 0) return "{}";
-  const order = codePointOrder(keys);
-  let out = "{";
-  let first = true;
-  if (order === null) {
-    for (let i = 0; i < n; i++) {
-      const key = keys[i] as string;
-      const text = writeProperty(source, key, depth, walk);
-      if (text === undefined) continue;
-      out += `${first ? "" : ","}${quoteKey(key)}:${text}`;
-      first = false;
-    }
-    return `${out}}`;
-  }
-  // Properties are read (and toJSON called) in the object's own key order,
-  // as JSON.stringify does, so the first bad value is the one reported; only
-  // the output follows code-point order.
-  const texts: (string | undefined)[] = [];
-  for (let i = 0; i < n; i++) texts.push(writeProperty(source, keys[i] as string, depth, walk));
-  for (let j = 0; j < n; j++) {
-    const i = order[j] as number;
-    const text = texts[i];
-    if (text === undefined) continue;
-    out += `${first ? "" : ","}${quoteKey(keys[i] as string)}:${text}`;
-    first = false;
-  }
-  return `${out}}`;
 }
 
 /**
@@ -346,24 +476,18 @@ function writeProperties(source: object, depth: number, walk: Walk): string {
  * `toJSON` is honoured as by `JSON.stringify` (a `Date` becomes its ISO
  * string), and object properties whose value is `undefined` are omitted.
  *
+ * Bounded: at most {@link CANONICAL_JSON_MAX_DEPTH} levels of nesting,
+ * {@link CANONICAL_JSON_MAX_NODES} values reached and
+ * {@link CANONICAL_JSON_MAX_BYTES} bytes of text; past one of them it stops
+ * where the limit was crossed.
+ *
+ * @throws {CanonicalJsonLimitError} past a limit, naming the path where it was crossed.
  * @throws {CanonicalJsonError} for NaN, ±Infinity, a BigInt, a function, a
  * symbol, `undefined` at the top or inside an array, an array hole, a cycle,
- * a Map/Set/typed array or similar, or nesting deeper than
- * {@link CANONICAL_JSON_MAX_DEPTH}; the message names the path to the value.
+ * a Map/Set/typed array or similar; the message names the path to the value.
  * @example
  * canonicalJson({ b: 1, a: [true, null] }) // '{"a":[true,null],"b":1}'
  */
 export function canonicalJson(value: unknown): string {
-  let text: string | undefined;
-  try {
-    text = write(value, "", 0, { path: [], deep: undefined });
-  } catch (thrown) {
-    if (thrown instanceof Fault) throw thrown.toError();
-    if (thrown instanceof RangeError) {
-      throw new CanonicalJsonError("$", "nesting too deep for the stack", { cause: thrown });
-    }
-    throw thrown;
-  }
-  if (text === undefined) throw new CanonicalJsonError("$", "undefined has no JSON form");
-  return text;
+  return new Writer().write(value);
 }

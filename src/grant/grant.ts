@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { zodIssuesLine } from "../zod-issues.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
 import { CanonicalJsonError, GrantRecordError } from "./errors.js";
@@ -270,7 +271,7 @@ export class Grant {
       const r = (typeof record === "object" ? record : null) as { id?: unknown; tool?: unknown } | null;
       throw new GrantRecordError(
         `grant record ${JSON.stringify(String(r?.id ?? "?"))} (tool ${JSON.stringify(String(r?.tool ?? "?"))}) ` +
-          `is invalid: ${z.prettifyError(parsed.error)}`,
+          `is invalid: ${zodIssuesLine(parsed.error)}`,
         { cause: parsed.error },
       );
     }

@@ -4,7 +4,15 @@
  *
  * @packageDocumentation
  */
-export { canonicalJson, compareCodePoints, CANONICAL_JSON_MAX_DEPTH } from "./canonical.js";
+export {
+  canonicalJson,
+  compareCodePoints,
+  CANONICAL_JSON_MAX_BYTES,
+  CANONICAL_JSON_MAX_DEPTH,
+  CANONICAL_JSON_MAX_NODES,
+  CanonicalJsonLimitError,
+} from "./canonical.js";
+export type { CanonicalJsonLimit } from "./canonical.js";
 export {
   argsDigest,
   descriptorDigest,

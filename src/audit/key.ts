@@ -1,0 +1,75 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
+import { AuditIoError, AuditKeyError } from "./errors.js";
+
+/**
+ * The shortest key the keyed chain accepts, in bytes (128 bits). Use 32
+ * random bytes (`openssl rand -hex 32 > audit.key`, or `randomBytes(32)`).
+ */
+export const AUDIT_KEY_MIN_BYTES = 16;
+
+/** The secret of a keyed audit log: its bytes, or a string taken as UTF-8. */
+export type AuditKey = Uint8Array | string;
+
+/**
+ * The key as bytes.
+ * @throws AuditKeyError when it is shorter than {@link AUDIT_KEY_MIN_BYTES}.
+ */
+export function auditKeyBytes(key: AuditKey): Buffer {
+  const bytes = typeof key === "string" ? Buffer.from(key, "utf8") : Buffer.from(key);
+  if (bytes.length < AUDIT_KEY_MIN_BYTES) {
+    throw new AuditKeyError(`an audit key must be at least ${AUDIT_KEY_MIN_BYTES} bytes, got ${bytes.length}`);
+  }
+  return bytes;
+}
+
+/**
+ * Reads a key file as the CLI's `--key-file` does: its bytes, without one
+ * trailing newline (so `openssl rand -hex 32 > audit.key` works as it is).
+ * On POSIX the file must not be readable or writable by group or others.
+ *
+ * @throws AuditKeyError when the file is open to others or the key too short.
+ * @throws AuditIoError when the file cannot be read (`cause.code` says why).
+ */
+export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
+  let bytes: Buffer;
+  let mode: number;
+  try {
+    const handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+    try {
+      const stat = await handle.stat();
+      if (!stat.isFile()) throw new AuditKeyError(`audit key file ${path} is not a regular file`);
+      mode = stat.mode;
+      bytes = await handle.readFile();
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  } catch (error) {
+    if (error instanceof AuditKeyError) throw error;
+    throw new AuditIoError(path, `cannot read audit key file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  if (process.platform !== "win32" && (mode & 0o077) !== 0) {
+    throw new AuditKeyError(
+      `audit key file ${path} is readable or writable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
+    );
+  }
+  let end = bytes.length;
+  if (bytes[end - 1] === 0x0a) end -= bytes[end - 2] === 0x0d ? 2 : 1;
+  return auditKeyBytes(bytes.subarray(0, end));
+}
+
+/** The `mac` of the line whose `hash` is `hash`: HMAC-SHA256 over `loopctl-audit-line:<hash>`. */
+export function lineMac(key: Buffer, hash: string): string {
+  return createHmac("sha256", key).update(`loopctl-audit-line:${hash}`).digest("hex");
+}
+
+/** The `mac` of a seal vouching for line `seq` with `hash`: HMAC-SHA256 over `loopctl-audit-seal:<seq>:<hash>`. */
+export function sealMac(key: Buffer, seq: number, hash: string): string {
+  return createHmac("sha256", key).update(`loopctl-audit-seal:${seq}:${hash}`).digest("hex");
+}
+
+/** Whether two MACs (64 hex) are equal, in time that does not depend on where they differ. */
+export function sameMac(a: string, b: string): boolean {
+  return a.length === b.length && timingSafeEqual(Buffer.from(a, "latin1"), Buffer.from(b, "latin1"));
+}

@@ -1,0 +1,217 @@
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import { chmod, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AUDIT_KEY_MIN_BYTES,
+  AuditCorruptError,
+  AuditKeyError,
+  AuditSink,
+  readAuditKeyFile,
+  verifyAuditBytes,
+  verifyAuditLog,
+} from "../src/audit/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+
+let dir: string;
+let counter = 0;
+const key = randomBytes(32);
+const fresh = (): string => join(dir, `log-${++counter}.jsonl`);
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-audit-keyed-"));
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex");
+
+/** A keyed log of `n` records, its path and text. */
+async function keyedLog(n: number): Promise<{ path: string; text: string; seal: string }> {
+  const path = fresh();
+  const sink = await AuditSink.open(path, { key });
+  for (let i = 1; i <= n; i++) await sink.append(gateRecord(i));
+  await sink.close();
+  return { path, text: await readFile(path, "utf8"), seal: await readFile(`${path}.seal`, "utf8") };
+}
+
+const linesOf = (text: string): string[] => text.split("\n").slice(0, -1);
+const textOf = (lines: readonly string[]): string => lines.map((l) => `${l}\n`).join("");
+
+/** A line as someone without the key would forge it: right seq, right prev, a fresh hash. */
+function forgedLine(seq: number, prev: string, mac: string | null): string {
+  const body = `{"seq":${seq},"prev":"${prev}","record":${JSON.stringify(gateRecord(seq + 100))}`;
+  const hash = sha256(`${body}}`);
+  return `${body},"hash":"${hash}"${mac === null ? "" : `,"mac":"${mac}"`}}`;
+}
+
+describe("a keyed audit log", () => {
+  it("carries a MAC on every line and a seal at its end, and verifies with its key", async () => {
+    const { path, text, seal } = await keyedLog(3);
+    for (const line of linesOf(text)) {
+      const { hash, mac } = JSON.parse(line) as { hash: string; mac: string };
+      expect(mac).toBe(createHmac("sha256", key).update(`loopctl-audit-line:${hash}`).digest("hex"));
+    }
+    const last = JSON.parse(linesOf(text)[2] as string) as { hash: string };
+    expect(JSON.parse(seal)).toEqual({
+      seq: 3,
+      hash: last.hash,
+      mac: createHmac("sha256", key).update(`loopctl-audit-seal:3:${last.hash}`).digest("hex"),
+    });
+    expect(await verifyAuditLog(path, { key })).toMatchObject({
+      ok: true,
+      records: [gateRecord(1), gateRecord(2), gateRecord(3)],
+      anchor: { seq: 3, hash: last.hash },
+    });
+    // Without the key the hash chain still verifies: the MACs ride along.
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, anchor: { seq: 3 } });
+  });
+
+  it("detects a forged line appended by someone without the key, which the hash chain alone accepts", async () => {
+    const { path, text } = await keyedLog(2);
+    const last = JSON.parse(linesOf(text)[1] as string) as { hash: string };
+    for (const mac of [null, "0".repeat(64), createHmac("sha256", randomBytes(32)).update(`loopctl-audit-line:x`).digest("hex")]) {
+      await writeFile(path, `${text}${forgedLine(3, last.hash, mac)}\n`);
+      const keyed = await verifyAuditLog(path, { key });
+      expect(keyed).toMatchObject({ ok: false, line: 3, problem: "forged" });
+      if (!keyed.ok) expect(keyed.records).toHaveLength(2);
+    }
+    await writeFile(path, `${text}${forgedLine(3, last.hash, "ab".repeat(32))}\n`);
+    expect((await verifyAuditLog(path)).ok).toBe(true);
+  });
+
+  it("detects trailing lines removed, without an anchor, which the hash chain alone accepts", async () => {
+    const { path, text } = await keyedLog(4);
+    for (const keep of [3, 1, 0]) {
+      await writeFile(path, textOf(linesOf(text).slice(0, keep)));
+      expect((await verifyAuditLog(path)).ok).toBe(true);
+      const result = await verifyAuditLog(path, { key });
+      expect(result).toMatchObject({ ok: false, line: keep + 1, problem: "removed" });
+      if (!result.ok) expect(result.message).toMatch(/seal vouches for seq 4/);
+    }
+  });
+
+  it("detects a chain rewritten and re-hashed from any line on", async () => {
+    const { path, text } = await keyedLog(3);
+    const lines = linesOf(text);
+    const first = JSON.parse(lines[0] as string) as { hash: string; mac: string };
+    // Line 2 onwards replaced; each forged line takes the real MAC of the line it replaces.
+    const second = JSON.parse(lines[1] as string) as { mac: string };
+    const forged = forgedLine(2, first.hash, second.mac);
+    await writeFile(path, textOf([lines[0] as string, forged]));
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 2, problem: "forged" });
+  });
+
+  it("reports a missing seal as unsealed, a tampered one as forged", async () => {
+    const { path, seal } = await keyedLog(2);
+    await unlink(`${path}.seal`);
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 3, problem: "unsealed" });
+    const parsed = JSON.parse(seal) as { seq: number; hash: string; mac: string };
+    await writeFile(`${path}.seal`, `${JSON.stringify({ ...parsed, seq: 1 })}\n`);
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, problem: "forged" });
+    await writeFile(`${path}.seal`, "not a seal\n");
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, problem: "unsealed" });
+  });
+
+  it("fails every line under another key, and an unkeyed log under a key", async () => {
+    const { path } = await keyedLog(2);
+    expect(await verifyAuditLog(path, { key: randomBytes(32) })).toMatchObject({ ok: false, line: 1, problem: "forged" });
+    const plain = fresh();
+    const sink = await AuditSink.open(plain);
+    await sink.append(gateRecord(1));
+    await sink.close();
+    const result = await verifyAuditLog(plain, { key });
+    expect(result).toMatchObject({ ok: false, line: 1, problem: "forged" });
+    if (!result.ok) expect(result.message).toMatch(/no mac/);
+  });
+
+  it("accepts an authentic line beyond the seal (a crash between the append and the seal), as documented", async () => {
+    const { path, text } = await keyedLog(3);
+    const sealAt2 = await keyedLog(0);
+    // Rebuild the seal the writer had after line 2 by replaying the same three records on a fresh log.
+    const replay = await AuditSink.open(sealAt2.path, { key });
+    await replay.append(gateRecord(1));
+    await replay.append(gateRecord(2));
+    await replay.close();
+    await writeFile(`${path}.seal`, await readFile(`${sealAt2.path}.seal`));
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    expect(linesOf(text)).toHaveLength(3);
+  });
+
+  it("checks the bytes in memory against a seal given as text", async () => {
+    const { text, seal } = await keyedLog(2);
+    expect(verifyAuditBytes(Buffer.from(text), { key, seal }).ok).toBe(true);
+    expect(verifyAuditBytes(Buffer.from(text), { key, seal: null })).toMatchObject({ ok: false, problem: "unsealed" });
+    expect(verifyAuditBytes(Buffer.from(""), { key, seal: null }).ok).toBe(true);
+  });
+});
+
+describe("the keyed sink", () => {
+  it("refuses a key shorter than the minimum", async () => {
+    expect(AUDIT_KEY_MIN_BYTES).toBe(16);
+    await expect(AuditSink.open(fresh(), { key: randomBytes(15) })).rejects.toBeInstanceOf(AuditKeyError);
+    await expect(verifyAuditLog(fresh(), { key: "short" })).rejects.toMatchObject({ code: "AUDIT_KEY" });
+  });
+
+  it("refuses to open a keyed log without its key, and an unkeyed one with a key", async () => {
+    const { path } = await keyedLog(1);
+    await expect(AuditSink.open(path)).rejects.toBeInstanceOf(AuditKeyError);
+    await expect(AuditSink.open(path, { key: randomBytes(32) })).rejects.toMatchObject({ problem: "forged" });
+    const plain = fresh();
+    const sink = await AuditSink.open(plain);
+    await sink.append(gateRecord(1));
+    await sink.close();
+    await expect(AuditSink.open(plain, { key })).rejects.toBeInstanceOf(AuditCorruptError);
+  });
+
+  it("refuses to start over when the log is gone but its seal vouches for lines", async () => {
+    const { path } = await keyedLog(2);
+    await unlink(path);
+    const error = await AuditSink.open(path, { key }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditCorruptError);
+    expect((error as AuditCorruptError).problem).toBe("removed");
+  });
+
+  it("refuses to append after a truncation it did not make, and leaves the log alone", async () => {
+    const { path, text } = await keyedLog(3);
+    const sink = await AuditSink.open(path, { key });
+    await writeFile(path, textOf(linesOf(text).slice(0, 2)));
+    await expect(sink.append(gateRecord(9))).rejects.toBeInstanceOf(AuditCorruptError);
+    await sink.close();
+    expect(await readFile(path, "utf8")).toBe(textOf(linesOf(text).slice(0, 2)));
+  });
+
+  it("resumes a keyed chain after reopening, and seals it at its new end", async () => {
+    const { path } = await keyedLog(2);
+    const sink = await AuditSink.open(path, { key });
+    await sink.append(gateRecord(3));
+    await sink.close();
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    expect((JSON.parse(await readFile(`${path}.seal`, "utf8")) as { seq: number }).seq).toBe(3);
+  });
+});
+
+describe("readAuditKeyFile", () => {
+  it("reads the key's bytes, without one trailing newline", async () => {
+    const file = join(dir, "hex.key");
+    const hex = randomBytes(32).toString("hex");
+    await writeFile(file, `${hex}\n`, { mode: 0o600 });
+    expect(Buffer.from(await readAuditKeyFile(file)).toString()).toBe(hex);
+    const raw = join(dir, "raw.key");
+    await writeFile(raw, key, { mode: 0o600 });
+    expect(Buffer.from(await readAuditKeyFile(raw)).equals(key)).toBe(true);
+  });
+
+  it("refuses a key file others can read, and one too short", async () => {
+    const open = join(dir, "open.key");
+    await writeFile(open, randomBytes(32));
+    await chmod(open, 0o644);
+    await expect(readAuditKeyFile(open)).rejects.toThrow(/readable or writable by others.*chmod 600/);
+    const short = join(dir, "short.key");
+    await writeFile(short, "abc\n", { mode: 0o600 });
+    await expect(readAuditKeyFile(short)).rejects.toBeInstanceOf(AuditKeyError);
+  });
+});

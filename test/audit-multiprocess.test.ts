@@ -1,0 +1,127 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
+import { gateRecord } from "./support/cli-audit-fixtures.js";
+
+const writerScript = fileURLToPath(new URL("./support/audit-append-writer.ts", import.meta.url));
+const WRITERS = 4;
+const EACH = 40;
+
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "loopctl-audit-processes-"));
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * Starts `WRITERS` processes on one log, lets them all open it, then tells
+ * them to append `EACH` records each at the same moment; resolves to what
+ * each one reported.
+ */
+async function appendConcurrently(path: string, keyFile?: string): Promise<string[][]> {
+  const children = Array.from({ length: WRITERS }, (_, w) =>
+    spawn(process.execPath, ["--import", "tsx", writerScript, path, String(w), String(EACH), ...(keyFile ? [keyFile] : [])], {
+      stdio: ["pipe", "pipe", "inherit"],
+    }),
+  );
+  const outputs = children.map((child) => {
+    let text = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => (text += chunk));
+    return {
+      ready: new Promise<void>((resolve) => {
+        const check = (): void => {
+          if (text.startsWith("ready\n")) resolve();
+          else child.stdout.once("data", check);
+        };
+        check();
+      }),
+      done: new Promise<string>((resolve, reject) => {
+        child.once("error", reject);
+        child.once("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`writer exited ${code}: ${text}`))));
+      }),
+    };
+  });
+  await Promise.all(outputs.map((o) => o.ready));
+  for (const child of children) child.stdin.end("go\n");
+  const texts = await Promise.all(outputs.map((o) => o.done));
+  return texts.map((text) => (JSON.parse(text.slice("ready\n".length)) as { outcomes: string[] }).outcomes);
+}
+
+/** The log verifies, holds every record of every writer once, and each writer's in its own order. */
+async function expectLinearAndComplete(path: string, key?: Buffer): Promise<void> {
+  const result = await verifyAuditLog(path, key === undefined ? {} : { key });
+  expect(result.ok, result.ok ? "" : result.message).toBe(true);
+  if (!result.ok) return;
+  expect(result.records).toHaveLength(WRITERS * EACH);
+  expect(result.anchor.seq).toBe(WRITERS * EACH);
+  for (let w = 0; w < WRITERS; w++) {
+    const mine = result.records.map((r) => r.tool).filter((tool) => tool.startsWith(`w${w}_`));
+    expect(mine).toEqual(Array.from({ length: EACH }, (_, i) => `w${w}_${i + 1}`));
+  }
+}
+
+describe("several processes appending to one audit log", () => {
+  it("never fork the chain: every append lands, the log is linear and complete", async () => {
+    const path = join(dir, "plain.jsonl");
+    const outcomes = await appendConcurrently(path);
+    for (const list of outcomes) {
+      expect(list.filter((o) => !o.startsWith("ok:"))).toEqual([]);
+    }
+    // Each append reported its own place in the one chain.
+    const seqs = outcomes.flat().map((o) => Number(o.slice(3)));
+    expect(new Set(seqs).size).toBe(WRITERS * EACH);
+    await expectLinearAndComplete(path);
+  });
+
+  it("keep a keyed chain linear and sealed at its end", async () => {
+    const path = join(dir, "keyed.jsonl");
+    const key = randomBytes(32);
+    const keyFile = join(dir, "audit.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    const outcomes = await appendConcurrently(path, keyFile);
+    expect(outcomes.flat().filter((o) => !o.startsWith("ok:"))).toEqual([]);
+    await expectLinearAndComplete(path, key);
+  });
+
+  it("waits for a lock another live process holds, fails that write with AuditLockError, and writes once it is free", async () => {
+    const path = join(dir, "held.jsonl");
+    const holder = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      const lock = `${path}.lock`;
+      const hold = (): Promise<void> =>
+        writeFile(lock, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "held" }));
+      await hold();
+      const refused = await AuditSink.open(path, { lockTimeoutMs: 50 }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(AuditLockError);
+      expect((refused as AuditLockError).message).toContain(`held by pid ${holder.pid}`);
+      await unlink(lock);
+
+      const errors: string[] = [];
+      const sink = await AuditSink.open(path, { lockTimeoutMs: 50, onError: (e) => errors.push(e.code) });
+      await sink.append(gateRecord(1));
+      const before = await readFile(path, "utf8");
+      await hold();
+      await expect(sink.append(gateRecord(2))).rejects.toBeInstanceOf(AuditLockError);
+      expect(await readFile(path, "utf8")).toBe(before);
+      await unlink(lock);
+      // Nothing was written, so the sink goes on.
+      await expect(sink.append(gateRecord(3))).resolves.toMatchObject({ seq: 2 });
+      await expect(sink.flush()).rejects.toBeInstanceOf(AuditLockError);
+      await sink.close();
+      expect(errors).toEqual(["AUDIT_LOCK"]);
+      expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(3)] });
+    } finally {
+      holder.kill();
+    }
+  });
+});
