@@ -17,9 +17,7 @@ export interface ToolDescriptor {
 /**
  * FNV-1a 64 over the UTF-8 bytes of `text`, as 16 lowercase hex digits.
  *
- * Computed by a small WebAssembly loop (64-bit multiplies), or in plain
- * JavaScript where WebAssembly is unavailable; both give the same digest. A
- * lone surrogate has no UTF-8 form; like `TextEncoder` it is hashed as
+ * A lone surrogate has no UTF-8 form; like `TextEncoder` it is hashed as
  * U+FFFD. Text made by {@link canonicalJson} never holds one (it escapes
  * them as `\udxxx`), so the digests built on it are unaffected.
  *
