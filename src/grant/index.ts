@@ -7,6 +7,7 @@
 export { canonicalJson, compareCodePoints, CANONICAL_JSON_MAX_DEPTH } from "./canonical.js";
 export {
   argsDigest,
+  argsSha256,
   descriptorDigest,
   descriptorFingerprint,
   digest16,
