@@ -20,6 +20,7 @@ import { notify } from "./observer.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
+import { randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
@@ -186,20 +187,19 @@ export class Agent {
     const onRecord = (record: GateDecision): void => {
       records.push(record);
     };
-    // One controller per run: the caller's cancel, and a loop stop that must end the calls still running beside it.
-    const controller = new AbortController();
-    // Every call in flight, and its tool, may listen to it: a wide wave is normal, not a leak.
-    setMaxListeners(0, controller.signal);
+    // One controller per run, aborted by the caller's cancel or by a call
+    // that ends the run while others of its wave still run. When neither can
+    // happen (no caller signal, one call at a time), its waits need no race.
     const caller = options.signal;
-    const onCallerAbort = (): void => controller.abort(caller?.reason);
+    const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
+    const onCallerAbort = (): void => cancel.abort(caller?.reason);
     if (caller?.aborted === true) onCallerAbort();
     else caller?.addEventListener("abort", onCallerAbort, { once: true });
-    const cancel = new Cancel(controller.signal);
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     try {
       for (;;) {
-        if (cancel.aborted) throw cancelledBy(controller.signal);
+        if (cancel.aborted) throw cancelledBy(cancel.signal);
         const overBudget = checkBudget(settings.budget, turns, usage);
         if (overBudget !== undefined) {
           const record: GateDecision = Object.freeze({
@@ -227,7 +227,7 @@ export class Agent {
         const calls = response.toolCalls;
         messages.push(frozenAssistant(response.text, calls, response.providerData));
         if (calls.length === 0) return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
-        const { results, stop } = await this.#wave(calls, tools, turn, runId, controller, onRecord);
+        const { results, stop } = await this.#wave(calls, tools, turn, runId, cancel, onRecord);
         for (const result of results) messages.push(result);
         if (stop !== undefined) throw stop;
       }
@@ -235,15 +235,16 @@ export class Agent {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      cancel.dispose();
       caller?.removeEventListener("abort", onCallerAbort);
       this.gate.endRun(runId);
     }
   }
 
   #newId(): string {
-    const id = this.#settings.idGen();
-    if (typeof id !== "string" || !UUID.test(id)) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
+    const { idGen } = this.#settings;
+    const id = idGen();
+    // The default generator's ids are UUIDs by construction.
+    if (idGen !== randomIdGen && (typeof id !== "string" || !UUID.test(id))) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
     return id;
   }
 
@@ -266,7 +267,7 @@ export class Agent {
         : { instructions: this.#instructions, messages, tools: tools.descriptors, signal };
     let raw: unknown;
     try {
-      raw = await cancel.race(Promise.resolve().then(() => this.#model.generate(request)));
+      raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
     } catch (thrown) {
       if (thrown instanceof CancelledError || cancel.aborted) throw cancelledBy(signal);
       throw new ModelError(`the model failed on turn ${turn}: ${describeError(thrown)}`, { cause: thrown });
@@ -284,10 +285,11 @@ export class Agent {
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
     const toolCalls = parsed.data.toolCalls.map((call) => frozenCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input));
-    if (new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
+    if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
-    const response: ModelResponse = { ...parsed.data, toolCalls };
+    const { text, usage, providerData } = parsed.data;
+    const response: ModelResponse = { text, toolCalls, usage, providerData };
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
     return response;
   }
@@ -295,19 +297,19 @@ export class Agent {
   /**
    * Runs one turn's calls through the gate, at most `maxConcurrency` at a
    * time. The first call that ends the run (a loop stop) aborts the run's
-   * controller, which cancels the calls still running; results come back in
-   * call order, without the cancelled calls.
+   * cancel, which cancels the calls still running; results come back in call
+   * order, without the cancelled calls.
    */
   async #wave(
     calls: readonly ToolCall[],
     tools: Toolset,
     turn: number,
     runId: string,
-    controller: AbortController,
+    cancel: Cancel,
     onRecord: (record: GateDecision) => void,
   ): Promise<{ results: ToolResultMessage[]; stop: RunStoppedError | undefined }> {
     const { sessionId } = this;
-    const signal = controller.signal;
+    const signal = cancel.signal;
     const outcomes: (GateOutcome | undefined)[] = calls.map(() => undefined);
     let stop: RunStoppedError | undefined;
     let next = 0;
@@ -323,7 +325,7 @@ export class Agent {
             name: call.name,
             callId: call.id,
             input: call.input,
-            signal,
+            cancel,
             sessionId,
             runId,
             turn,
@@ -333,19 +335,23 @@ export class Agent {
           outcomes[index] = outcome;
           if (outcome.type === "refused" && outcome.stop !== undefined) {
             stop ??= outcome.stop;
-            controller.abort(outcome.stop);
+            cancel.abort(outcome.stop);
           }
         } catch (thrown) {
           if (!(thrown instanceof CancelledError)) {
             stop ??= new ModelError(`tool call failed: ${describeError(thrown)}`, { cause: thrown });
-            controller.abort(thrown);
+            cancel.abort(thrown);
           }
         }
       }
     };
     const workers = Math.min(this.#settings.maxConcurrency, calls.length);
     if (workers === 1) await worker();
-    else await Promise.all(Array.from({ length: workers }, worker));
+    else {
+      // Every call in flight, and its tool, may listen to the run's signal: a wide wave is normal, not a leak.
+      setMaxListeners(0, signal);
+      await Promise.all(Array.from({ length: workers }, worker));
+    }
     if (stop === undefined && signal.aborted) stop = cancelledBy(signal);
     const results: ToolResultMessage[] = [];
     outcomes.forEach((outcome, index) => {

@@ -31,9 +31,16 @@ export interface DispatchRequest {
  */
 export async function dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
   const { call, middleware, sink, run } = request;
+  if (middleware.length === 0) {
+    try {
+      return { result: { type: "ran", output: await run() }, execution: "succeeded" };
+    } catch (error) {
+      return { result: { type: "failed", error }, execution: "failed" };
+    }
+  }
   const tool = call.name;
-  const issued = new WeakSet<DispatchResult>();
-  const issue = (result: DispatchResult): DispatchResult => (issued.add(result), result);
+  const issued: DispatchResult[] = [];
+  const issue = (result: DispatchResult): DispatchResult => (issued.push(result), result);
   let denied = false;
   const context: MiddlewareContext = {
     ...request.context,
@@ -66,7 +73,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   };
   try {
     const result = await link(0);
-    if (!issued.has(result)) throw new TypeError("returned something that is not the result of next() or deny()");
+    if (!issued.includes(result)) throw new TypeError("returned something that is not the result of next() or deny()");
     return { result, execution };
   } catch (error) {
     // A failing middleware must not let the call through, nor lose the refusal.

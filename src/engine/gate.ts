@@ -6,6 +6,7 @@ import { CircuitBreaker } from "./breaker.js";
 import { EngineConfigError, describeError } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
 import { LoopDetector } from "./loop-detector.js";
+import { Cancel } from "./signals.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import type { GateDecision } from "./records.js";
@@ -130,7 +131,7 @@ export interface InternalRequest {
   readonly name: string;
   readonly callId: string;
   readonly input: unknown;
-  readonly signal: AbortSignal;
+  readonly cancel: Cancel;
   readonly sessionId: string;
   readonly runId: string;
   readonly turn: number;
@@ -208,18 +209,13 @@ export class Gate {
     if (!UUID.test(sessionId) || !UUID.test(runId)) throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
     if (!Number.isSafeInteger(turn) || turn < 0) throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(request.tool);
-    return new Attempt(this.#state, {
-      tool,
-      name: tool.name,
-      callId,
-      input: request.input,
-      // A call nothing can cancel still hands its hooks, resolver and tool a signal.
-      signal: signal ?? new AbortController().signal,
-      sessionId,
-      runId,
-      turn,
-      execute,
-    }).run();
+    // A call nothing can cancel still hands its hooks, resolver and tool a signal.
+    const cancel = signal === undefined ? Cancel.owned(false) : Cancel.listening(signal);
+    try {
+      return await new Attempt(this.#state, { tool, name: tool.name, callId, input: request.input, cancel, sessionId, runId, turn, execute }).run();
+    } finally {
+      cancel.dispose();
+    }
   }
 
   /** Forgets `runId`'s loop-detection counts (an `Agent` does this when a run ends). */

@@ -2,6 +2,8 @@ import { AskResolutionSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
+import { CANCELLED } from "./signals.js";
+import type { Cancel } from "./signals.js";
 
 /** How a park ended. */
 export type ParkOutcome =
@@ -18,7 +20,7 @@ export interface ParkRequest {
   readonly timeoutMs: number | undefined;
   readonly clock: Clock;
   /** The call's cancel. */
-  readonly signal: AbortSignal;
+  readonly cancel: Cancel;
 }
 
 /** The record reason when an approver refuses (with its own reason appended, if it gave one). */
@@ -46,17 +48,15 @@ function judge(value: unknown): ParkOutcome {
  * already available when the deadline is set wins even at deadline 0.
  */
 export async function park(request: ParkRequest): Promise<ParkOutcome> {
-  const { ask, resolver, timeoutMs, clock, signal } = request;
+  const { ask, resolver, timeoutMs, clock, cancel } = request;
+  const signal = cancel.signal;
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
   // Without a deadline the engine stops waiting only on cancel, when `signal`
   // itself aborts; a deadline needs a signal of its own.
   const stop = timeoutMs === undefined ? undefined : new AbortController();
   let timer: unknown;
-  let onAbort: (() => void) | undefined;
-  const outcome = await new Promise<ParkOutcome>((resolve) => {
-    onAbort = () => resolve({ type: "cancelled" });
-    signal.addEventListener("abort", onAbort, { once: true });
+  const waited = await cancel.race(new Promise<ParkOutcome>((resolve) => {
     let answer: Promise<unknown>;
     try {
       answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
@@ -68,9 +68,9 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
       (error: unknown) => resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
     );
     if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
-  });
+  }));
   if (timeoutMs !== undefined) clock.clearTimeout(timer);
-  signal.removeEventListener("abort", onAbort!);
+  const outcome: ParkOutcome = waited === CANCELLED ? { type: "cancelled" } : waited;
   if (outcome.type === "expired" || outcome.type === "cancelled") {
     stop?.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));
   }
