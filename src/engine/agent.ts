@@ -20,6 +20,7 @@ import { notify } from "./observer.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
+import type { NotJson, Snapshot } from "./snapshot.js";
 import { randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
@@ -90,10 +91,10 @@ function toContent(value: unknown): string {
   return text;
 }
 
-/** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON). */
-function frozenCall(id: string, name: string, input: unknown): ToolCall {
+/** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON), and that reading. */
+function readCall(id: string, name: string, input: unknown): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
   const read = snapshot(input);
-  return Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input });
+  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input }), read };
 }
 
 function frozenAssistant(text: string | undefined, toolCalls: readonly ToolCall[], providerData: unknown): AssistantMessage {
@@ -110,7 +111,7 @@ function startingMessages(input: readonly Message[]): Message[] {
     if (!parsed.success) throw new EngineConfigError("Agent.run", `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`);
     const message = parsed.data;
     if (message.type !== "assistant") return message;
-    return frozenAssistant(message.text, message.toolCalls.map((call) => frozenCall(call.id, call.name, call.input)), message.providerData);
+    return frozenAssistant(message.text, message.toolCalls.map((call) => readCall(call.id, call.name, call.input).call), message.providerData);
   });
 }
 
@@ -219,7 +220,7 @@ export class Agent {
         }
         const turn = turns;
         const tools = this.#toolsNow();
-        const response = await this.#generate(turn, messages, tools, cancel);
+        const { response, reads } = await this.#generate(turn, messages, tools, cancel);
         turns += 1;
         if (response.usage !== undefined) {
           usage = { inputTokens: usage.inputTokens + response.usage.inputTokens, outputTokens: usage.outputTokens + response.usage.outputTokens };
@@ -227,7 +228,7 @@ export class Agent {
         const calls = response.toolCalls;
         messages.push(frozenAssistant(response.text, calls, response.providerData));
         if (calls.length === 0) return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
-        const { results, stop } = await this.#wave(calls, tools, turn, runId, cancel, onRecord);
+        const { results, stop } = await this.#wave(calls, reads, tools, turn, runId, cancel, onRecord);
         for (const result of results) messages.push(result);
         if (stop !== undefined) throw stop;
       }
@@ -257,7 +258,13 @@ export class Agent {
     return this.#lastRead.toolset;
   }
 
-  async #generate(turn: number, messages: readonly Message[], tools: Toolset, cancel: Cancel): Promise<ModelResponse> {
+  /** One model turn, parsed, with each tool call's arguments read once (the gate goes on from that reading). */
+  async #generate(
+    turn: number,
+    messages: readonly Message[],
+    tools: Toolset,
+    cancel: Cancel,
+  ): Promise<{ response: ModelResponse; reads: readonly (Snapshot | NotJson)[] }> {
     const settings = this.#settings;
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages, tools: tools.descriptors });
     const signal = cancel.signal;
@@ -284,14 +291,15 @@ export class Agent {
       throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: parsed.error });
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
-    const toolCalls = parsed.data.toolCalls.map((call) => frozenCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input));
+    const read = parsed.data.toolCalls.map((call) => readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input));
+    const toolCalls = read.map((r) => r.call);
     if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
     const { text, usage, providerData } = parsed.data;
     const response: ModelResponse = { text, toolCalls, usage, providerData };
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
-    return response;
+    return { response, reads: read.map((r) => r.read) };
   }
 
   /**
@@ -302,6 +310,7 @@ export class Agent {
    */
   async #wave(
     calls: readonly ToolCall[],
+    reads: readonly (Snapshot | NotJson)[],
     tools: Toolset,
     turn: number,
     runId: string,
@@ -325,6 +334,7 @@ export class Agent {
             name: call.name,
             callId: call.id,
             input: call.input,
+            read: reads[index],
             cancel,
             sessionId,
             runId,

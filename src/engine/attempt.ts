@@ -136,7 +136,7 @@ export class Attempt {
 
   /** 1. Reads the arguments once into a frozen JSON copy; anything else is refused here. */
   #snapshot(): Ending | undefined {
-    const read = snapshot(this.#request.input);
+    const read = this.#request.read ?? snapshot(this.#request.input);
     if (isSnapshot(read)) this.#use(read);
     const tool = this.#request.tool;
     // Calls refused before the hooks never reach pre-detection after the park,

@@ -7,6 +7,8 @@ import { EngineConfigError, describeError } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
 import { LoopDetector } from "./loop-detector.js";
 import { Cancel } from "./signals.js";
+import { frozenJson } from "./snapshot.js";
+import type { NotJson, Snapshot } from "./snapshot.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import type { GateDecision } from "./records.js";
@@ -70,17 +72,6 @@ const RUNS_KEPT = 1024;
 
 const prepared = new WeakMap<object, GatedTool>();
 
-function frozenJson<T>(value: T): T {
-  const copy = JSON.parse(JSON.stringify(value)) as T;
-  const freeze = (node: unknown): void => {
-    if (typeof node !== "object" || node === null) return;
-    Object.freeze(node);
-    for (const key of Object.keys(node)) freeze((node as Record<string, unknown>)[key]);
-  };
-  freeze(copy);
-  return copy;
-}
-
 /** The gate's view of `tool`, made once per tool object. */
 export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
   const known = prepared.get(tool);
@@ -131,6 +122,8 @@ export interface InternalRequest {
   readonly name: string;
   readonly callId: string;
   readonly input: unknown;
+  /** The arguments already read (the loop read them for its transcript); read here when absent. */
+  readonly read?: Snapshot | NotJson | undefined;
   readonly cancel: Cancel;
   readonly sessionId: string;
   readonly runId: string;

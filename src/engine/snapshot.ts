@@ -20,9 +20,6 @@ export interface NotJson {
   readonly problem: string;
 }
 
-/** Snapshots the engine made, by their frozen value: a value already read is not read again. */
-const taken = new WeakMap<object, Snapshot>();
-
 function deepFreeze(value: unknown): void {
   if (typeof value !== "object" || value === null) return;
   Object.freeze(value);
@@ -31,10 +28,6 @@ function deepFreeze(value: unknown): void {
 
 /** Reads `input` into a {@link Snapshot}, or says why it is not a JSON value. */
 export function snapshot(input: unknown): Snapshot | NotJson {
-  if (typeof input === "object" && input !== null) {
-    const known = taken.get(input);
-    if (known !== undefined) return known;
-  }
   let text: string;
   try {
     text = canonicalJson(input);
@@ -43,14 +36,17 @@ export function snapshot(input: unknown): Snapshot | NotJson {
   }
   const value: unknown = JSON.parse(text);
   deepFreeze(value);
-  const read: Snapshot = { value, argsDigest: digest16(text), argsSha256: sha256Hex(text) };
-  if (typeof value === "object" && value !== null) taken.set(value, read);
-  return read;
+  return { value, argsDigest: digest16(text), argsSha256: sha256Hex(text) };
 }
 
-/** True for the (deeply frozen) value of a snapshot the engine made. */
-export function isSnapshotValue(value: unknown): value is object {
-  return typeof value === "object" && value !== null && taken.has(value);
+/**
+ * A deeply frozen JSON copy of `value` (its canonical JSON, parsed).
+ * @throws {TypeError} when `value` is not a JSON value.
+ */
+export function frozenJson<T>(value: T): T {
+  const read = snapshot(value);
+  if (!isSnapshot(read)) throw new TypeError(read.problem);
+  return read.value as T;
 }
 
 export function isSnapshot(read: Snapshot | NotJson): read is Snapshot {

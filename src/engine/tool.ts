@@ -2,7 +2,7 @@ import { z } from "zod";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { ToolDefinitionError, describeError } from "./errors.js";
-import { isSnapshotValue } from "./snapshot.js";
+import { frozenJson } from "./snapshot.js";
 import { compileJsonSchema, zodValidator } from "./validation.js";
 import type { ArgumentCheck, Validator } from "./validation.js";
 
@@ -70,17 +70,6 @@ function isZod3Schema(value: unknown): boolean {
   return typeof value === "object" && value !== null && "_def" in value && !("_zod" in value) && typeof (value as { safeParse?: unknown }).safeParse === "function";
 }
 
-function frozenCopy<T>(value: T): T {
-  const copy = structuredClone(value);
-  const freeze = (node: unknown): void => {
-    if (typeof node !== "object" || node === null) return;
-    Object.freeze(node);
-    for (const key of Object.keys(node)) freeze((node as Record<string, unknown>)[key]);
-  };
-  freeze(copy);
-  return copy;
-}
-
 /** True for a {@link Tool} (from `defineTool`, or shaped like one). */
 export function isTool(value: unknown): value is Tool {
   const tool = value as Partial<Tool> | null;
@@ -137,7 +126,7 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
     throw new ToolDefinitionError(name, "the input is a zod 3 schema; loopctl needs zod 4 (install zod@^4 and import from \"zod\")");
   } else if (typeof input === "object" && input !== null && !Array.isArray(input)) {
     try {
-      inputSchema = frozenCopy(input);
+      inputSchema = frozenJson(input);
       check = compileJsonSchema(inputSchema);
     } catch (error) {
       throw new ToolDefinitionError(name, `the input schema does not compile: ${describeError(error)}`, { cause: error });
@@ -151,7 +140,7 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
 
   let descriptor: ToolDescriptor;
   try {
-    descriptor = frozenCopy({
+    descriptor = frozenJson({
       name,
       description,
       inputSchema,
@@ -164,24 +153,16 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   }
   const digest = descriptorDigest(descriptor);
   const fingerprint = descriptorFingerprint(descriptor);
-  // The gate validates its snapshot right before it executes it: that parse
-  // is handed to execute (once), not made twice.
-  const checked = new WeakMap<object, ArgumentCheck>();
   const run = execute as (value: unknown, context: ToolContext) => unknown;
   return Object.freeze({
     name,
     descriptor,
     descriptorDigest: digest,
     descriptorFingerprint: fingerprint,
-    check: (value: unknown): ArgumentCheck => {
-      const result = check(value);
-      if (isSnapshotValue(value)) checked.set(value, result);
-      return result;
-    },
+    check,
     execute: (value: unknown, context: ToolContext): unknown => {
-      const kept = isSnapshotValue(value) ? checked.get(value) : undefined;
-      if (kept !== undefined) checked.delete(value as object);
-      const result = kept ?? check(value);
+      // The gate validated these arguments; zod's output (defaults, transforms) is made here again for the tool.
+      const result = check(value);
       if (result.type === "invalid") throw new TypeError(`invalid arguments: ${result.problems.join("; ")}`);
       return run(result.value, context);
     },
