@@ -23,11 +23,11 @@ const turnsBench: BenchModule = {
     const { Agent, LoopManagers, defineTool } = loaded.mod.engine;
     const echo = defineTool({ name: "echo", description: "Echo the text back", input: z.object({ text: z.string() }), execute: ({ text }: { text: string }) => text });
     const managers = new LoopManagers().withBudget({ maxTurns: Number.POSITIVE_INFINITY });
-    const call: ModelResponse = { toolCalls: [{ id: "", name: "echo", input: { text: "hi" } }] };
     const done: ModelResponse = { text: "done", toolCalls: [] };
+    // Like a provider: a call id of its own per turn, and the same arguments.
     const model = (turns: number): Model => {
       let n = 0;
-      return { generate: () => Promise.resolve(++n < turns ? call : done) };
+      return { generate: () => Promise.resolve(++n < turns ? { toolCalls: [{ id: `call_${n}`, name: "echo", input: { text: "hi" } }] } : done) };
     };
     const long = ctx.quick ? 1_000 : LONG;
     const runOf = (turns: number) => async (): Promise<void> => {
