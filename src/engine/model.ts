@@ -4,13 +4,13 @@ import type { ToolDescriptor } from "../grant/index.js";
 const tokenCount = z.number().int().nonnegative();
 
 /** Parses a tool call: the model's call id, the tool's name, the arguments. */
-export const ToolCallSchema = z.object({ id: z.string(), name: z.string(), input: z.unknown() }).readonly();
+export const ToolCallSchema = z.object({ id: z.string(), name: z.string(), input: z.unknown() });
 
 /**
  * A tool call as the model emits it. An empty `id` is replaced by one the
  * engine generates before the call is gated.
  */
-export type ToolCall = z.infer<typeof ToolCallSchema>;
+export type ToolCall = Readonly<z.infer<typeof ToolCallSchema>>;
 
 /** Parses token usage of one model turn (or of a run). */
 export const UsageSchema = z.object({ inputTokens: tokenCount, outputTokens: tokenCount }).readonly();
@@ -31,7 +31,7 @@ export const MessageSchema = z.discriminatedUnion("type", [
     .object({
       type: z.literal("assistant"),
       text: z.string().optional(),
-      toolCalls: z.array(ToolCallSchema).readonly(),
+      toolCalls: z.array(ToolCallSchema.readonly()).readonly(),
       providerData: z.unknown().optional(),
     })
     .readonly(),
@@ -67,21 +67,19 @@ export type ToolResultMessage = Extract<Message, { type: "tool_result" }>;
 export type ToolResultStatus = (typeof TOOL_RESULT_STATUSES)[number];
 
 /** Parses a model's answer; anything else is a `ModelError`. */
-export const ModelResponseSchema = z
-  .object({
-    text: z.string().optional(),
-    toolCalls: z.array(ToolCallSchema).readonly(),
-    usage: UsageSchema.optional(),
-    providerData: z.unknown().optional(),
-  })
-  .readonly();
+export const ModelResponseSchema = z.object({
+  text: z.string().optional(),
+  toolCalls: z.array(ToolCallSchema).readonly(),
+  usage: UsageSchema.optional(),
+  providerData: z.unknown().optional(),
+});
 
 /**
  * The model's answer for one turn. No tool calls ends the run.
  * `providerData` is opaque: it is kept on the assistant message and shown to
  * the model again with the transcript (a provider's reasoning items, ids…).
  */
-export type ModelResponse = z.infer<typeof ModelResponseSchema>;
+export type ModelResponse = Readonly<z.infer<typeof ModelResponseSchema>>;
 
 /** What the engine hands the model for one turn. */
 export interface ModelRequest {

@@ -30,6 +30,7 @@ export class Cancel {
   #fire: (() => void) | undefined;
   #cancelled: Promise<typeof CANCELLED> | undefined;
   #onAbort: (() => void) | undefined;
+  #abortedOwn = false;
 
   private constructor(signal: AbortSignal, controller: AbortController | undefined, abortable: boolean) {
     this.signal = signal;
@@ -54,11 +55,13 @@ export class Cancel {
   }
 
   get aborted(): boolean {
-    return this.signal.aborted;
+    // An owned signal aborts only through abort(), so its controller need not be asked.
+    return this.#controller === undefined ? this.signal.aborted : this.#abortedOwn;
   }
 
   /** Aborts an owned signal with `reason`, ending every wait on it. */
   abort(reason: unknown): void {
+    this.#abortedOwn = true;
     this.#controller?.abort(reason);
     this.#fire?.();
   }
@@ -66,7 +69,7 @@ export class Cancel {
   /** `work`'s value, or {@link CANCELLED} if the cancel comes first. */
   race<T>(work: Promise<T>): Promise<T | typeof CANCELLED> {
     if (!this.#abortable) return work;
-    if (this.signal.aborted) {
+    if (this.aborted) {
       work.catch(() => undefined);
       return Promise.resolve(CANCELLED);
     }
