@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "loopctl/ask";
@@ -140,6 +141,34 @@ describe("Gate.call", () => {
       ["ran", "ask_allowed"],
     ]);
     expect(parked.map((p) => p.ask.argsSha256)).toEqual(["a", "b", "c"].map((path) => argsSha256({ path })));
+  });
+
+  it("many calls in flight on one caller signal add one listener to it, and leave none; a cancel reaches each", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const controller = new AbortController();
+      const started: number[] = [];
+      const gate = new Gate(new LoopManagers());
+      const slow = (i: number) => () => (started.push(i), new Promise(() => undefined));
+      const calls = Array.from({ length: 32 }, (_, i) =>
+        gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path: "a" }, signal: controller.signal }, slow(i)).catch((e: unknown) => e),
+      );
+      await until(() => started.length === 32);
+      expect(getEventListeners(controller.signal, "abort")).toHaveLength(1);
+      controller.abort();
+      const errors = await Promise.all(calls);
+      expect(errors.every((e) => e instanceof CancelledError)).toBe(true);
+      expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+      const done = new AbortController();
+      await gate.call({ tool: readDescriptor, callId: "d", input: { path: "a" }, signal: done.signal }, ok);
+      expect(getEventListeners(done.signal, "abort")).toHaveLength(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 
   it("counts loop detection per runId: another run starts afresh, and endRun forgets a run", async () => {

@@ -147,7 +147,6 @@ export class Agent {
   readonly #tools: Toolset | ToolSource;
   readonly #settings: ManagerSettings;
   readonly #instructions: string | undefined;
-  #lastRead: { readonly tools: readonly Tool[]; readonly toolset: Toolset } | undefined;
 
   constructor(options: AgentOptions) {
     if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
@@ -249,13 +248,10 @@ export class Agent {
     return id;
   }
 
-  /** The tools of this turn: the array given, or what the source holds now (indexed again only when it changed). */
+  /** The tools of this turn: the array given, or what the source holds now. */
   #toolsNow(): Toolset {
     const source = this.#tools;
-    if (!("current" in source)) return source;
-    const tools = source.current();
-    if (this.#lastRead?.tools !== tools) this.#lastRead = { tools, toolset: toolset(tools) };
-    return this.#lastRead.toolset;
+    return "current" in source ? toolset(source.current()) : source;
   }
 
   /** One model turn, parsed, with each tool call's arguments read once (the gate goes on from that reading). */

@@ -72,6 +72,31 @@ const RUNS_KEPT = 1024;
 
 const prepared = new WeakMap<object, GatedTool>();
 
+/**
+ * The calls in flight on each caller's signal share one cancel, so that one
+ * signal gets one listener from the gate however many calls it cancels (a
+ * wide wave of parallel calls must not trip Node's listener warning), and
+ * none once they have ended.
+ */
+const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; calls: number }>();
+
+function cancelFor(signal: AbortSignal): Cancel {
+  let entry = sharing.get(signal);
+  if (entry === undefined) {
+    entry = { cancel: Cancel.listening(signal), calls: 0 };
+    sharing.set(signal, entry);
+  }
+  entry.calls += 1;
+  return entry.cancel;
+}
+
+function release(signal: AbortSignal): void {
+  const entry = sharing.get(signal);
+  if (entry === undefined || --entry.calls > 0) return;
+  entry.cancel.dispose();
+  sharing.delete(signal);
+}
+
 /** The gate's view of `tool`, made once per tool object. */
 export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
   const known = prepared.get(tool);
@@ -203,11 +228,11 @@ export class Gate {
     if (!Number.isSafeInteger(turn) || turn < 0) throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(request.tool);
     // A call nothing can cancel still hands its hooks, resolver and tool a signal.
-    const cancel = signal === undefined ? Cancel.owned(false) : Cancel.listening(signal);
+    const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
     try {
       return await new Attempt(this.#state, { tool, name: tool.name, callId, input: request.input, cancel, sessionId, runId, turn, execute }).run();
     } finally {
-      cancel.dispose();
+      if (signal !== undefined) release(signal);
     }
   }
 
