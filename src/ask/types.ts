@@ -13,27 +13,26 @@ export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
  * message). Unknown fields are dropped; the call's arguments never ride an
  * ask. `argsSha256` is optional so that asks made before it existed still parse.
  */
-export const PendingAskSchema = z
-  .object({
-    /** UUID of this ask; answers are matched by it. */
-    id: z.string().regex(UUID, "must be a UUID"),
-    /** UUID of the agent session. */
-    sessionId: z.string().regex(UUID, "must be a UUID"),
-    /** UUID of the run, or {@link NIL_UUID} when there is none. */
-    runId: z.string().regex(UUID, "must be a UUID"),
-    /** 0-based model turn within the run. */
-    turn: z.number().int().nonnegative(),
-    /** The model's id for the tool call. */
-    callId: z.string(),
-    /** The tool's name. */
-    tool: z.string().min(1),
-    /** `argsDigest(input)`: 16 hex digits (FNV-1a 64) over the canonical JSON of the arguments. */
-    argsDigest: z.string().regex(DIGEST16, "must be 16 lowercase hex digits"),
-    /** `argsSha256(input)`: 64 hex digits (sha256) over the same canonical JSON. */
-    argsSha256: z.string().regex(SHA256, "must be 64 lowercase hex digits").optional(),
-    /** The text the hook asked the human. */
-    prompt: z.string(),
-  });
+export const PendingAskSchema = z.object({
+  /** UUID of this ask; answers are matched by it. */
+  id: z.string().regex(UUID, "must be a UUID"),
+  /** UUID of the agent session. */
+  sessionId: z.string().regex(UUID, "must be a UUID"),
+  /** UUID of the run, or {@link NIL_UUID} when there is none. */
+  runId: z.string().regex(UUID, "must be a UUID"),
+  /** 0-based model turn within the run. */
+  turn: z.number().int().nonnegative(),
+  /** The model's id for the tool call. */
+  callId: z.string(),
+  /** The tool's name. */
+  tool: z.string().min(1),
+  /** `argsDigest(input)`: 16 hex digits (FNV-1a 64) over the canonical JSON of the arguments. */
+  argsDigest: z.string().regex(DIGEST16, "must be 16 lowercase hex digits"),
+  /** `argsSha256(input)`: 64 hex digits (sha256) over the same canonical JSON. */
+  argsSha256: z.string().regex(SHA256, "must be 64 lowercase hex digits").optional(),
+  /** The text the hook asked the human. */
+  prompt: z.string(),
+});
 
 /**
  * A tool call parked before it executes, waiting for a human (or a policy

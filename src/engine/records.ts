@@ -27,18 +27,17 @@ export type RuleSource = (typeof RULE_SOURCES)[number];
  * wire message). `argsSha256` is optional so that records written before it
  * existed still parse; the engine always sets it.
  */
-export const GateDecisionSchema = z
-  .object({
-    tool: z.string(),
-    argsDigest: z.string(),
-    argsSha256: z.string().optional(),
-    verdict: z.enum(GATE_VERDICTS),
-    ruleId: z.string(),
-    ruleSource: z.enum(RULE_SOURCES),
-    matchedPattern: z.string().nullable(),
-    reason: z.string().nullable(),
-    ts: z.number(),
-  });
+export const GateDecisionSchema = z.object({
+  tool: z.string(),
+  argsDigest: z.string(),
+  argsSha256: z.string().optional(),
+  verdict: z.enum(GATE_VERDICTS),
+  ruleId: z.string(),
+  ruleSource: z.enum(RULE_SOURCES),
+  matchedPattern: z.string().nullable(),
+  reason: z.string().nullable(),
+  ts: z.number(),
+});
 
 /**
  * One audit record: exactly one lands per ending of a gated tool call.
