@@ -72,7 +72,7 @@ const gate: BenchModule = {
           target: OVERHEAD,
           checked: { value: overheadUs, unit: "µs" },
           ratioRange: roundRange(t, (r) => (perCall(r("hookedMany"), r("hookedOne")) - r("direct")) / 1e3),
-          note: `per call = (run with ${K} calls − run with 1 call) / ${K - 1}; minimal scripted Model (no copies); includes zod validation, hooks, records and the engine's per-turn transcript copy; floor: await execute(input) directly`,
+          note: `per call = (run with ${K} calls − run with 1 call) / ${K - 1}; minimal scripted Model (no copies); includes the snapshot of the arguments (canonical JSON, its parse, both digests), zod validation, hooks, the record and the tool-result message; floor: await execute(input) directly`,
         }),
         measuredRow({
           bench: this.id,

@@ -27,8 +27,10 @@ import save from "./save.bench.js";
 import gate from "./gate.bench.js";
 import peers from "./peers.bench.js";
 import server from "./server.bench.js";
+import gcBench from "./gc.bench.js";
+import turns from "./turns.bench.js";
 
-const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, peers, server];
+const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server];
 
 interface Args {
   readonly filter: RegExp | null;
@@ -81,7 +83,8 @@ function packageVersion(name: string): string {
 function inOwnProcess(mod: BenchModule, quick: boolean): Promise<Row[]> {
   const out = join(mkdtempSync(join(tmpdir(), "loopctl-bench-child-")), "rows.json");
   const script = fileURLToPath(import.meta.url);
-  const argv = [...process.execArgv, script, "--child", mod.id, "--out", out, ...(quick ? ["--quick"] : [])];
+  // --expose-gc lets the gc module force full collections; it changes nothing else.
+  const argv = [...process.execArgv, "--expose-gc", script, "--child", mod.id, "--out", out, ...(quick ? ["--quick"] : [])];
   return new Promise<Row[]>((resolve, reject) => {
     const child = spawn(process.execPath, argv, { stdio: ["ignore", "inherit", "inherit"], env: process.env });
     // Whichever settles it first, the results folder goes in every case.

@@ -128,9 +128,9 @@ function narrator(write: (line: string) => void, style: Style, gates: GateEvent[
           : [`${d.ruleId}/${d.ruleSource}`, d.reason].filter((x) => x !== null).join(": ");
       write(`    ${style.dim("gate")}    ${paint(d.verdict)}  ${why}`);
     },
-    onToolPost({ result }) {
-      const text = oneLine(result.content);
-      write(`    ${style.dim("result")}  ${result.isError ? style.red(text) : text}`);
+    onToolPost({ outcome }) {
+      const text = oneLine(outcome.type === "ran" ? String(outcome.output) : outcome.message);
+      write(`    ${style.dim("result")}  ${outcome.type === "ran" ? text : style.red(text)}`);
     },
     onGrantError({ error }) {
       write(`    ${style.red("could not remember the answer:")} ${error instanceof Error ? error.message : String(error)}`);

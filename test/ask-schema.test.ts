@@ -30,6 +30,15 @@ describe("PendingAskSchema", () => {
     expect(result.error?.issues.map((i) => i.path.join("."))).toContain(field);
   });
 
+  it("carries argsSha256 when present (64 lowercase hex), and still parses an older ask without it", () => {
+    const sha = "a".repeat(64);
+    expect(PendingAskSchema.parse({ ...makeAsk(0), argsSha256: sha }).argsSha256).toBe(sha);
+    const { argsSha256: _absent, ...older } = { ...makeAsk(0), argsSha256: sha };
+    expect(PendingAskSchema.safeParse(older).success).toBe(true);
+    expect(PendingAskSchema.safeParse({ ...makeAsk(0), argsSha256: "A".repeat(64) }).success).toBe(false);
+    expect(PendingAskSchema.safeParse({ ...makeAsk(0), argsSha256: "a".repeat(63) }).success).toBe(false);
+  });
+
   it("rejects non-objects", () => {
     expect(() => PendingAskSchema.parse(null)).toThrow(z.ZodError);
     expect(() => PendingAskSchema.parse("ask")).toThrow(z.ZodError);

@@ -77,17 +77,18 @@ describe("permission middleware", () => {
 });
 
 describe("middleware chain", () => {
-  it("runs in the order added, after validation; a middleware may change the call, which is validated again", async () => {
+  it("runs in the order added, after validation, on the frozen approved call; the tool's result comes back through it", async () => {
     const executed: unknown[] = [];
     const order: string[] = [];
-    const outer: Middleware = async (c, _ctx, next) => {
+    const outer: Middleware = async (_c, _ctx, next) => {
       order.push("outer");
-      const result = await next({ ...c, input: { path: "rewritten" } });
-      return { ...result, content: `[${result.content}]` };
+      const result = await next();
+      order.push(`outer saw ${result.type}:${result.type === "ran" ? String(result.output) : ""}`);
+      return result;
     };
     const inner: Middleware = (c, ctx, next) => {
-      order.push(`inner:${(c.input as { path: string }).path}:${ctx.argsDigest === argsDigest(A)}`);
-      return next(c);
+      order.push(`inner:${(c.input as { path: string }).path}:${ctx.argsDigest === argsDigest(A)}:${Object.isFrozen(c.input)}`);
+      return next();
     };
     const { agent, model } = build({
       turns: script(call("c1", "read", A)),
@@ -95,9 +96,19 @@ describe("middleware chain", () => {
       managers: new LoopManagers().withMiddleware(outer).withMiddleware(inner),
     });
     await agent.run("go");
-    expect(order).toEqual(["outer", "inner:rewritten:true"]);
-    expect(executed).toEqual([{ path: "rewritten" }]);
-    expect(lastResult(model, 1)).toMatchObject({ content: "[contents of rewritten]" });
+    expect(order).toEqual(["outer", "inner:a.rs:true:true", "outer saw ran:contents of a.rs"]);
+    expect(executed).toEqual([A]);
+    expect(lastResult(model, 1)).toMatchObject({ content: "contents of a.rs", status: "ran" });
+  });
+
+  it("a middleware that returns something of its own (not next()'s result nor a deny) denies the call", async () => {
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withMiddleware(() => ({ type: "ran", output: "forged" })),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([["deny", "middleware", "middleware"]]);
+    expect(lastResult(model, 1)).toMatchObject({ status: "refused", isError: true });
   });
 
   it("invalid arguments never reach middleware or the tool", async () => {
@@ -106,7 +117,7 @@ describe("middleware chain", () => {
     const { agent, model } = build({
       turns: script(call("c1", "read", { path: 1 })),
       tools: [readTool(executed)],
-      managers: new LoopManagers().withMiddleware((c, _ctx, next) => ((middlewareCalls += 1), next(c))),
+      managers: new LoopManagers().withMiddleware((_c, _ctx, next) => ((middlewareCalls += 1), next())),
     });
     const result = await agent.run("go");
     expect(middlewareCalls).toBe(0);
@@ -116,9 +127,10 @@ describe("middleware chain", () => {
       callId: "c1",
       tool: "read",
       content: "Invalid arguments for tool 'read': $.path: Invalid input: expected string, received number",
+      status: "refused",
       isError: true,
     });
-    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([["deny", "schema", "engine"]]);
   });
 
   it("a middleware that throws denies the call with a middleware record; the tool never runs", async () => {
@@ -140,9 +152,9 @@ describe("middleware chain", () => {
 
   it("a middleware that denies and still calls next does not run the tool", async () => {
     const executed: unknown[] = [];
-    const sneaky: Middleware = async (c, ctx, next) => {
+    const sneaky: Middleware = async (_c, ctx, next) => {
       ctx.deny({ ruleId: "sneaky", message: "no" });
-      return next(c);
+      return next();
     };
     const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withMiddleware(sneaky) });
     const result = await agent.run("go");
@@ -263,9 +275,8 @@ describe("the circuit breaker", () => {
         throw new Error("nope");
       },
     });
-    const turn = (n: number, advance = 0) => (req: unknown) => {
-      void req;
-      clock.advance(advance);
+    const turn = (n: number, advance = 0) => async () => {
+      await clock.advance(advance);
       return { toolCalls: [call(`c${n}`, "flaky", { n })] };
     };
     const { agent, model } = build({
@@ -344,6 +355,7 @@ describe("the budget gate", () => {
     expect(error.records.at(-1)).toEqual({
       tool: "",
       argsDigest: "",
+      argsSha256: "",
       verdict: "deny",
       ruleId: "budget.hard",
       ruleSource: "engine",

@@ -125,14 +125,39 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
   });
 
-  it("grants are consulted only when a hook asks", async () => {
+  it("a remembered deny beats a hook's allow: refused, one deny record naming the grant", async () => {
     const store = makeStore();
-    await store.save(new Grant("read", "deny", GrantScope.thisTool()));
+    const tool = readTool([]);
+    const grant = await store.save(new Grant("read", "deny", GrantScope.thisCall(A)).withPinnedDescriptor(tool.descriptorFingerprint));
     const executed: unknown[] = [];
-    const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withGrantStore(store) });
+    const { agent, model } = build({
+      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", B)] }, { text: "done" }],
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withGrantStore(store).withHook({ preToolUse: () => ({ type: "allow" }) }),
+    });
     const result = await agent.run("go");
-    expect(executed).toEqual([A]);
-    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(executed).toEqual([B]);
+    expect(result.records.map(shape)).toEqual([
+      { tool: "read", argsDigest: argsDigest(A), verdict: "deny", ruleId: "grant", ruleSource: "context", matchedPattern: grant.id, reason: "denied by remembered grant" },
+      { tool: "read", argsDigest: argsDigest(B), verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+    ]);
+    expect(model.requests[1]?.messages[2]).toMatchObject({ status: "refused", content: "Permission denied by remembered grant for tool 'read'" });
+  });
+
+  it("over a hook's allow, an unpinned deny counts but one pinned to another descriptor does not; allow grants decide only when a hook asks", async () => {
+    const store = makeStore();
+    await store.save(new Grant("read", "deny", GrantScope.thisCall(A)));
+    await store.save(new Grant("read", "deny", GrantScope.thisCall(B)).withPinnedDescriptor(`sha256:${"0".repeat(64)}`));
+    await store.save(new Grant("read", "allow", GrantScope.thisTool()));
+    const executed: unknown[] = [];
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", B), call("c3", "read", { path: "c.rs" })] }, { text: "done" }],
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([B, { path: "c.rs" }]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "grant"], ["allow", "hook"], ["allow", "hook"]]);
   });
 });
 

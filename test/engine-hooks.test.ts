@@ -100,19 +100,25 @@ describe("pre-tool-use hooks", () => {
     expect(result.records.map((r) => r.reason)).toEqual(["two says no"]);
   });
 
-  it("a hook gets its own copy of the call and the context of the run", async () => {
+  it("a hook gets the frozen call (it cannot change what runs) and the context of the run", async () => {
     let context: HookContext | undefined;
+    const refusals: unknown[] = [];
     const executed: unknown[] = [];
     const mutator: Hook = {
       preToolUse: (c: ToolCall, ctx) => {
         context = ctx;
-        (c.input as { path: string }).path = "/etc/shadow";
+        try {
+          (c.input as { path: string }).path = "/etc/shadow";
+        } catch (error) {
+          refusals.push(error);
+        }
         return { type: "allow" };
       },
     };
     const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withHook(mutator) });
     const result = await agent.run("go");
     expect(executed).toEqual([A]);
+    expect(refusals).toEqual([expect.any(TypeError)]);
     expect(context).toMatchObject({ turn: 0, callId: "c1", sessionId: result.sessionId, runId: result.runId });
     expect(context?.descriptor.name).toBe("read");
     expect(context?.signal).toBeInstanceOf(AbortSignal);

@@ -63,24 +63,24 @@ describe("a wide wave of parallel calls shares its signals without warnings", ()
   });
 });
 
-describe("the signal of a run that nothing can cancel", () => {
-  function signalTool(seen: AbortSignal[], leave: () => boolean) {
+describe("one AbortController per run", () => {
+  function signalTool(seen: AbortSignal[]) {
     return defineTool({
       name: "probe",
       description: "probe",
       input: z.object({}),
       execute: (_input, { signal }) => {
         seen.push(signal);
-        if (leave()) signal.addEventListener("abort", () => undefined);
+        signal.addEventListener("abort", () => undefined);
         return "ok";
       },
     });
   }
-  const oneCall = () => [{ toolCalls: [{ id: "c1", name: "probe", input: {} }] }, { text: "done" }];
 
-  it("is one never-aborting signal shared by the agent's runs, and the model and tools see the same one", async () => {
+  it("the model, hooks and tools of a run see its one signal; each run has its own; a caller's signal keeps no listener", async () => {
     const seen: AbortSignal[] = [];
     const models: AbortSignal[] = [];
+    const hooks: AbortSignal[] = [];
     let turn = 0;
     const agent = new Agent({
       model: {
@@ -90,44 +90,36 @@ describe("the signal of a run that nothing can cancel", () => {
           return turn % 2 === 1 ? { toolCalls: [{ id: `c${turn}`, name: "probe", input: {} }] } : { text: "done", toolCalls: [] };
         },
       },
-      tools: [signalTool(seen, () => false)],
+      tools: [signalTool(seen)],
+      managers: new LoopManagers().withHook({ preToolUse: (_call, { signal }) => (hooks.push(signal), { type: "allow" }) }),
     });
-    await agent.run("one");
+    const caller = new AbortController();
+    await agent.run("one", { signal: caller.signal });
     await agent.run("two");
     expect(seen).toHaveLength(2);
-    expect(seen[1]).toBe(seen[0]);
-    expect(models.every((s) => s === seen[0])).toBe(true);
-    expect(seen[0]?.aborted).toBe(false);
-    expect(getEventListeners(seen[0]!, "abort")).toHaveLength(0);
-  });
-
-  it("is not handed out again once a run ends with a listener left on it, so that listener goes with the runs that hold it", async () => {
-    const seen: AbortSignal[] = [];
-    let leave = true;
-    const tool = signalTool(seen, () => leave);
-    const agent = new Agent({ model: new ScriptedModel([...oneCall(), ...oneCall(), ...oneCall()]), tools: [tool] });
-    await agent.run("leaves a listener");
-    leave = false;
-    await agent.run("clean");
-    await agent.run("clean again");
     expect(seen[1]).not.toBe(seen[0]);
-    expect(getEventListeners(seen[0]!, "abort")).toHaveLength(1);
-    expect(seen[2]).toBe(seen[1]);
+    expect(models).toEqual([seen[0], seen[0], seen[1], seen[1]]);
+    expect(hooks).toEqual(seen);
     expect(seen.every((s) => !s.aborted)).toBe(true);
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
   });
 
-  it("is not shared with another agent, nor with a run given a signal of its own", async () => {
-    const seen: AbortSignal[] = [];
-    const tool = signalTool(seen, () => false);
-    const first = new Agent({ model: new ScriptedModel([...oneCall(), ...oneCall()]), tools: [tool] });
-    const second = new Agent({ model: new ScriptedModel(oneCall()), tools: [tool] });
-    await first.run("idle");
-    await second.run("idle");
+  it("a caller's cancel aborts the run's signal, which the tool in flight sees, with the caller's reason", async () => {
     const caller = new AbortController();
-    await first.run("cancellable", { signal: caller.signal });
-    expect(seen[1]).not.toBe(seen[0]);
-    expect(seen[2]).not.toBe(seen[0]);
-    expect(seen[2]).not.toBe(seen[1]);
-    expect(seen[0]?.aborted).toBe(false);
+    let seen: AbortSignal | undefined;
+    const stuck = defineTool({
+      name: "stuck",
+      description: "",
+      input: z.object({}),
+      execute: (_input, { signal }) => {
+        seen = signal;
+        caller.abort(new Error("stop"));
+        return new Promise(() => undefined);
+      },
+    });
+    const agent = new Agent({ model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "stuck", input: {} }] }]), tools: [stuck] });
+    await expect(agent.run("go", { signal: caller.signal })).rejects.toMatchObject({ code: "CANCELLED" });
+    expect(seen?.aborted).toBe(true);
+    expect(seen?.reason).toEqual(new Error("stop"));
   });
 });

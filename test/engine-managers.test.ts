@@ -1,50 +1,41 @@
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "../src/ask/index.js";
-import { EngineConfigError, LoopManagers, randomIdGen, seededIdGen, systemClock } from "../src/engine/index.js";
+import { Agent, DEFAULT_MAX_TURNS, EngineConfigError, Gate, LoopManagers, randomIdGen, seededIdGen } from "../src/engine/index.js";
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 describe("LoopManagers", () => {
-  it("is immutable: every with… returns a new builder and leaves the receiver untouched", () => {
+  const descriptor = { name: "read", description: "Read a file", inputSchema: { type: "object" } };
+  const verdictOf = async (managers: LoopManagers): Promise<string> =>
+    (await new Gate(managers).call({ tool: descriptor, callId: "c1", input: {} }, () => "ok")).record.verdict;
+
+  it("is immutable: every with… returns a new builder and leaves the receiver untouched", async () => {
     const base = new LoopManagers();
-    const hook = { preToolUse: () => ({ type: "allow" as const }) };
-    const withHook = base.withHook(hook);
-    const withTwo = withHook.withHook(hook);
-    expect(withHook).not.toBe(base);
-    expect(base.settings.hooks).toHaveLength(0);
-    expect(withHook.settings.hooks).toHaveLength(1);
-    expect(withTwo.settings.hooks).toHaveLength(2);
-    expect(Object.isFrozen(withTwo.settings)).toBe(true);
-    expect(Object.isFrozen(withTwo.settings.hooks)).toBe(true);
+    const blocking = base.withHook({ preToolUse: () => ({ type: "block", reason: "no" }) });
+    const asking = base.withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) });
+    expect(blocking).not.toBe(base);
+    expect(await verdictOf(base)).toBe("allow");
+    expect(await verdictOf(blocking)).toBe("deny");
+    expect(await verdictOf(asking)).toBe("ask_unresolved");
+    expect(await verdictOf(asking.withAskResolver(new SyncAskResolver(() => true)))).toBe("ask_allowed");
+    expect(await verdictOf(asking)).toBe("ask_unresolved");
   });
 
-  it("has fail-safe defaults", () => {
-    const s = new LoopManagers().settings;
-    expect(s).toMatchObject({ askResolver: undefined, askTimeoutMs: undefined, maxConcurrency: 1, grantStore: undefined, budget: undefined });
-    expect(s.idGen).toBe(randomIdGen);
-    expect(s.clock).toBe(systemClock);
+  it("has fail-safe defaults: no resolver (an ask is the headless denial), the system clock, random ids, the default turn cap", async () => {
+    const gate = new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "May I?" }) }));
+    const before = Date.now();
+    const outcome = await gate.call({ tool: descriptor, callId: "c1", input: {} }, () => "ok");
+    expect(outcome).toMatchObject({ type: "refused", message: "May I?", record: { verdict: "ask_unresolved" } });
+    expect(outcome.record.ts).toBeGreaterThanOrEqual(before);
+    const forever = new Agent({ model: { generate: async () => ({ toolCalls: [{ id: "", name: "read", input: {} }] }) }, tools: [] });
+    expect(forever.sessionId).toMatch(UUID_V4);
+    await expect(forever.run("go")).rejects.toMatchObject({ code: "BUDGET_EXCEEDED", limit: DEFAULT_MAX_TURNS });
   });
 
-  it("stores each option", () => {
-    const resolver = new SyncAskResolver(() => true);
-    const m = new LoopManagers()
-      .withAskResolver(resolver)
-      .withAskTimeout(0)
-      .withMaxConcurrency(4)
-      .withBudget({ maxTurns: 3 })
-      .withLoopDetection({ maxRepeats: 2 })
-      .withCircuitBreaker({ failureThreshold: 3, cooldownMs: 1_000 })
-      .withClock({ now: () => 7 });
-    expect(m.settings).toMatchObject({
-      askResolver: resolver,
-      askTimeoutMs: 0,
-      maxConcurrency: 4,
-      budget: { maxTurns: 3 },
-      loopDetection: { maxRepeats: 2 },
-      circuitBreaker: { failureThreshold: 3, cooldownMs: 1_000 },
-    });
-    expect(m.settings.clock.now()).toBe(7);
-    expect(typeof m.settings.clock.setTimeout).toBe("function");
+  it("uses each option it stores (the rest are exercised by their own tests)", async () => {
+    const gate = new Gate(new LoopManagers().withClock({ now: () => 7 }).withBudget({ maxTurns: Number.POSITIVE_INFINITY }));
+    const outcome = await gate.call({ tool: descriptor, callId: "c1", input: {} }, () => "ok");
+    expect(outcome.record.ts).toBe(7);
   });
 
   const bad: [string, (m: LoopManagers) => unknown][] = [

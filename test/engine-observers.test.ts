@@ -52,7 +52,8 @@ describe("observers", () => {
     const { agent } = build({
       turns: [{ text: "hi", usage: { inputTokens: 1, outputTokens: 2 } }],
       managers: new LoopManagers().withObserver({
-        onModelRequest: (e) => requests.push(e),
+        // The event holds the run's own array, which grows after the turn: keep this turn's list.
+        onModelRequest: (e) => requests.push({ ...e, messages: [...e.messages] }),
         onModelResponse: (e) => responses.push(e),
       }),
     });

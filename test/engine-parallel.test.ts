@@ -45,9 +45,9 @@ describe("parallel dispatch", () => {
     approver.close();
     expect(executed.sort()).toEqual(["v0", "v2"]);
     expect(model.requests[1]?.messages.slice(2)).toEqual([
-      { type: "tool_result", callId: "c0", tool: "echo", content: "v0", isError: false },
-      { type: "tool_result", callId: "c1", tool: "echo", content: "Permission denied by approver for tool 'echo'", isError: true },
-      { type: "tool_result", callId: "c2", tool: "echo", content: "v2", isError: false },
+      { type: "tool_result", callId: "c0", tool: "echo", content: "v0", status: "ran", isError: false },
+      { type: "tool_result", callId: "c1", tool: "echo", content: "Permission denied by approver for tool 'echo'", status: "refused", isError: true },
+      { type: "tool_result", callId: "c2", tool: "echo", content: "v2", status: "ran", isError: false },
     ]);
     // records in emission order: the denial landed first, then c2 and c0 as their dispatch returned
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied", "ask_allowed", "ask_allowed"]);

@@ -49,7 +49,7 @@ describe.each(variants)("the park, answered through $name", (variant) => {
     expect(result.records.map(shape)).toEqual([
       { tool: "read", argsDigest: argsDigest(A), verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
     ]);
-    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: "contents of a.rs", isError: false });
+    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: "contents of a.rs", status: "ran", isError: false });
     expect(log).toEqual(["model-request:0", "model-response:0", "pre:c1", "gate:c1:ask_allowed", "post:c1:ok", "model-request:1", "model-response:1"]);
     const [ask] = wired.asks;
     expect(PendingAskSchema.parse(ask)).toEqual(ask);
@@ -73,6 +73,7 @@ describe.each(variants)("the park, answered through $name", (variant) => {
       callId: "c1",
       tool: "read",
       content: "Permission denied by approver for tool 'read'",
+      status: "refused",
       isError: true,
     });
   });
@@ -173,6 +174,7 @@ describe.each(variants)("the park, answered through $name", (variant) => {
       callId: "c2",
       tool: "read",
       content: `dispatch refused before execution: ${error.message}`,
+      status: "refused",
       isError: true,
     });
   });
@@ -213,7 +215,7 @@ describe("no resolver", () => {
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: prompt, isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: prompt, status: "refused", isError: true });
     expect(result.records.map(shape)).toEqual([
       { tool: "read", argsDigest: argsDigest(A), verdict: "ask_unresolved", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: `permission required: ${prompt}` },
     ]);
@@ -232,6 +234,7 @@ describe("no resolver", () => {
 });
 
 describe("deadlines", () => {
+  const zeroClock = new ManualClock();
   it("expiry: the engine denies with ask_expired, aborts the resolver's signal, and clears its timer", async () => {
     const clock = new ManualClock(5_000);
     const resolver = new ManualResolver();
@@ -243,10 +246,10 @@ describe("deadlines", () => {
     });
     const running = agent.run("go");
     await until(() => resolver.parked.length === 1);
-    clock.advance(29_999);
+    await clock.advance(29_999);
     await until(() => true);
     expect(resolver.parked[0]?.signal.aborted).toBe(false);
-    clock.advance(1);
+    await clock.advance(1);
     const result = await running;
     expect(executed).toEqual([]);
     expect(resolver.parked[0]?.signal.aborted).toBe(true);
@@ -267,7 +270,7 @@ describe("deadlines", () => {
     });
     const running = agent.run("go");
     const ask = await approver.next();
-    clock.advance(100);
+    await clock.advance(100);
     const result = await running;
     expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
@@ -283,7 +286,7 @@ describe("deadlines", () => {
     });
     const running = agent.run("go");
     await until(() => resolver.parked.length === 1);
-    clock.advance(99);
+    await clock.advance(99);
     resolver.parked[0]?.answer({ type: "approve" });
     const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
@@ -291,42 +294,49 @@ describe("deadlines", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
-  /** A clock whose timers fire synchronously, inside setTimeout: the harshest deadline 0. */
-  const eagerClock = { now: () => 0, setTimeout: (cb: () => void) => (cb(), 0), clearTimeout: () => undefined };
-
   it.each([
-    ["system timers", (m: LoopManagers) => m],
-    ["a clock that fires timers synchronously", (m: LoopManagers) => m.withClock(eagerClock)],
-  ])("deadline 0: an answer already available wins (%s)", async (_label, withTimers) => {
+    ["system timers", (m: LoopManagers) => m, () => undefined],
+    ["a ManualClock advanced at once", (m: LoopManagers) => m.withClock(zeroClock), () => void zeroClock.advance(0)],
+  ])("deadline 0: an answer already available wins (%s)", async (_label, withTimers, tick) => {
     const executed: unknown[] = [];
     const { agent } = build({
       turns: script(call("c1", "read", A)),
       tools: [readTool(executed)],
       managers: withTimers(new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(0)),
     });
-    const result = await agent.run("go");
+    const running = agent.run("go");
+    tick();
+    const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
     expect(executed).toEqual([A]);
   });
 
   it("deadline 0: a resolver with no answer ready expires", async () => {
+    const clock = new ManualClock();
     const resolver = new ManualResolver();
     const { agent } = build({
       turns: script(call("c1", "read", A)),
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withClock(eagerClock).withAskTimeout(0),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withClock(clock).withAskTimeout(0),
     });
-    const result = await agent.run("go");
+    const running = agent.run("go");
+    await until(() => resolver.parked.length === 1);
+    await clock.advance(0);
+    const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
     expect(resolver.parked[0]?.signal.aborted).toBe(true);
   });
 
   it("deadline 0 with an ApprovalChannel: the ask is withdrawn and never stays queued", async () => {
+    const clock = new ManualClock();
     const [channel, approver] = ApprovalChannel.pair(1);
     const { agent } = build({
       turns: script(call("c1", "read", A)),
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(eagerClock).withAskTimeout(0),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(clock).withAskTimeout(0),
     });
-    const result = await agent.run("go");
+    const running = agent.run("go");
+    await until(() => clock.pendingTimers === 1);
+    await clock.advance(0);
+    const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
     expect(channel.size).toBe(0);
     approver.close();
@@ -382,7 +392,8 @@ describe("cancel", () => {
     });
     const error = (await agent.run("go", { signal: controller.signal }).catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
-    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "hook", "cancelled while awaiting approval"]]);
+    // The cancel fired while the hook was deciding: the attempt ends at that step, before any park.
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "cancel", "cancelled before the gate decided"]]);
     expect(resolverCalls).toBe(0);
     expect(approver.buffered + approver.inLine).toBe(0);
     const stop = new AbortController();

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { descriptorDigest, descriptorFingerprint } from "../src/grant/index.js";
-import { Agent, EngineConfigError, LoopManagers, SUPPORTED_JSON_SCHEMA_KEYWORDS, ToolDefinitionError, defineTool } from "../src/engine/index.js";
+import { z as zod3 } from "zod3";
+import { Agent, EngineConfigError, LoopManagers, ToolDefinitionError, defineTool } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 import { build, call, script } from "./support/engine-fixtures.js";
 
@@ -39,15 +40,18 @@ describe("defineTool", () => {
   });
 
   it.each([
-    [{ type: "object", oneOf: [] }, /#\/oneOf: unsupported keyword 'oneOf'/],
-    [{ type: "object", properties: { a: { type: "string", format: "email" } } }, /#\/properties\/a\/format: unsupported keyword 'format'/],
-    [{ type: "object", properties: { a: { $ref: "#/defs/x" } } }, /unsupported keyword '\$ref'/],
-    [{ type: "object", required: "a" }, /must be an array of strings/],
-    [{ type: "thing" }, /#\/type: must be one of/],
-    [{ type: "object", properties: { a: { pattern: "(" } } }, /not a valid regular expression/],
+    [{ type: "object", oneOf: 3 }, /does not compile: schema is invalid: data\/oneOf must be array/],
+    [{ type: "object", properties: { a: { type: "string", format: "emial" } } }, /does not compile: unknown format "emial"/],
+    [{ type: "object", properties: { a: { $ref: "#/$defs/x" } } }, /does not compile: can't resolve reference #\/\$defs\/x/],
+    [{ type: "object", requried: ["a"] }, /does not compile: strict mode: unknown keyword: "requried"/],
+    [{ type: "object", required: "a" }, /data\/required must be array/],
+    [{ type: "thing" }, /data\/type must be equal to one of the allowed values/],
+    [{ type: "object", properties: { a: { pattern: "(" } } }, /Invalid regular expression/],
+    [{ $schema: "http://json-schema.org/draft-04/schema#", type: "object" }, /\$schema "http:\/\/json-schema.org\/draft-04\/schema#" is not supported/],
     [{ type: "array" }, /must describe an object/],
     [{ properties: {} }, /must describe an object/],
-  ])("rejects an unsupported or malformed JSON Schema at definition (%#)", (input, message) => {
+  ])("refuses a JSON Schema Ajv cannot compile, naming the tool (%#)", (input, message) => {
+    expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(ToolDefinitionError);
     expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(message);
   });
 
@@ -59,11 +63,13 @@ describe("defineTool", () => {
   it("rejects a missing execute or description", () => {
     expect(() => defineTool({ name: "t", description: "", input: z.object({}), execute: undefined as never })).toThrow(/execute must be a function/);
     expect(() => defineTool({ name: "t", description: 3 as never, input: z.object({}), execute: noop })).toThrow(/description must be a string/);
-    expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(/zod schema or a JSON Schema object/);
+    expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(/zod 4 schema or a JSON Schema object/);
   });
 
-  it("exposes the JSON Schema keywords it supports", () => {
-    expect(SUPPORTED_JSON_SCHEMA_KEYWORDS).toEqual(expect.arrayContaining(["type", "properties", "required", "additionalProperties", "enum", "items"]));
+  it("refuses a zod 3 schema with a typed error naming the version", () => {
+    const input = zod3.object({ path: zod3.string() });
+    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(ToolDefinitionError);
+    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(/zod 3 schema; loopctl needs zod 4/);
   });
 });
 
@@ -100,24 +106,24 @@ describe("JSON Schema validation", () => {
   });
 
   it.each([
-    [{}, "$.s: required"],
-    [{ s: "a" }, "$.s: shorter than 2"],
-    [{ s: "abcde" }, "$.s: longer than 4"],
-    [{ s: "AB" }, "$.s: does not match ^[a-z]+$"],
-    [{ s: "ab", n: -1 }, "$.n: less than 0"],
-    [{ s: "ab", n: 10 }, "$.n: must be less than 10"],
-    [{ s: "ab", i: 1.5 }, "$.i: expected integer, got number"],
-    [{ s: "ab", b: "true" }, "$.b: expected boolean, got string"],
-    [{ s: "ab", z: 0 }, "$.z: expected null, got integer"],
-    [{ s: "ab", e: { k: [2] } }, '$.e: must be one of ["x",1,{"k":[1]}]'],
-    [{ s: "ab", c: "other" }, '$.c: must equal "fixed"'],
-    [{ s: "ab", a: [] }, "$.a: fewer than 1 items"],
-    [{ s: "ab", a: ["x", 2] }, "$.a[1]: expected string, got integer"],
-    [{ s: "ab", o: { deep: "1" } }, "$.o.deep: expected integer, got string"],
-    [{ s: "ab", o: { flag: 1 } }, "$.o.flag: expected boolean, got integer"],
-    [{ s: "ab", extra: 1 }, "$.extra: unexpected property"],
-    [{ s: "ab", u: 1 }, "$.u: expected string or null, got integer"],
-    ["not an object", "$: expected object, got string"],
+    [{}, "$: must have required property 's'"],
+    [{ s: "a" }, "$.s: must NOT have fewer than 2 characters"],
+    [{ s: "abcde" }, "$.s: must NOT have more than 4 characters"],
+    [{ s: "AB" }, '$.s: must match pattern "^[a-z]+$"'],
+    [{ s: "ab", n: -1 }, "$.n: must be >= 0"],
+    [{ s: "ab", n: 10 }, "$.n: must be < 10"],
+    [{ s: "ab", i: 1.5 }, "$.i: must be integer"],
+    [{ s: "ab", b: "true" }, "$.b: must be boolean"],
+    [{ s: "ab", z: 0 }, "$.z: must be null"],
+    [{ s: "ab", e: { k: [2] } }, "$.e: must be equal to one of the allowed values"],
+    [{ s: "ab", c: "other" }, "$.c: must be equal to constant"],
+    [{ s: "ab", a: [] }, "$.a: must NOT have fewer than 1 items"],
+    [{ s: "ab", a: ["x", 2] }, "$.a.1: must be string"],
+    [{ s: "ab", o: { deep: "1" } }, "$.o.deep: must be integer"],
+    [{ s: "ab", o: { flag: 1 } }, "$.o.flag: must be boolean"],
+    [{ s: "ab", extra: 1 }, "$: must NOT have additional property 'extra'"],
+    [{ s: "ab", u: 1 }, "$.u: must be string,null"],
+    ["not an object", "$: must be object"],
   ])("refuses %j (%s)", (input, problem) => {
     const checked = tool.check(input);
     expect(checked.type).toBe("invalid");
@@ -136,12 +142,12 @@ describe("JSON Schema validation", () => {
     await agent.run("go");
     expect(executed).toBe(0);
     expect(model.requests[1]?.messages.at(-1)).toMatchObject({
-      content: "Invalid arguments for tool 'strict': $.n: expected integer, got string",
+      content: "Invalid arguments for tool 'strict': $.n: must be integer",
       isError: true,
     });
   });
 
-  it("a tool that mutates its arguments cannot rewrite the transcript", async () => {
+  it("a tool that mutates its arguments cannot rewrite the transcript: they are frozen, and the throw is the tool's failure", async () => {
     const mutating = defineTool({
       name: "m",
       description: "",
@@ -154,6 +160,7 @@ describe("JSON Schema validation", () => {
     const { agent } = build({ turns: script(call("c1", "m", { list: [1] })), tools: [mutating] });
     const result = await agent.run("go");
     expect(result.messages[1]).toMatchObject({ toolCalls: [{ input: { list: [1] } }] });
+    expect(result.messages[2]).toMatchObject({ status: "failed", isError: true, content: expect.stringMatching(/^Tool 'm' failed: /) });
   });
 
   it("zod parsing results (defaults, transforms) are what execute receives", async () => {

@@ -1,8 +1,8 @@
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { expectReadmeShows } from "./support/readme.js";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -23,10 +23,6 @@ describe("examples/remember-with-grants.ts", () => {
   });
 
   it("is the example the README shows, verbatim", () => {
-    const example = readFileSync(new URL("../examples/remember-with-grants.ts", import.meta.url), "utf8");
-    const region = /\/\/ #region readme\n([\s\S]*?)\/\/ #endregion/.exec(example)?.[1];
-    expect(region).toBeDefined();
-    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
-    expect(readme).toContain(`\`\`\`ts\n${region}\`\`\``);
+    expectReadmeShows("remember-with-grants.ts");
   });
 });

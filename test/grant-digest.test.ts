@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   CanonicalJsonError,
   argsDigest,
+  argsSha256,
   canonicalJson,
   descriptorDigest,
   descriptorFingerprint,
@@ -51,6 +52,40 @@ describe("digest16", () => {
     // canonicalJson escapes lone surrogates, so argsDigest tells them apart.
     expect(argsDigest("\uD800")).not.toBe(argsDigest("\uD801"));
     expect(argsDigest("\uD800")).toBe(digest16('"\\ud800"'));
+  });
+});
+
+describe("argsSha256", () => {
+  it("is sha256 over the same canonical text as argsDigest (golden value from an independent implementation)", () => {
+    expect(argsSha256({ path: "/tmp/x", limit: 10 })).toBe("aac27fab24fbcb86142764ee972e7358fec56d05721618604471f9916c47215b");
+    expect(argsSha256({ limit: 10, path: "/tmp/x" })).toBe(createHash("sha256").update('{"limit":10,"path":"/tmp/x"}').digest("hex"));
+    expect(() => argsSha256({ n: Number.NaN })).toThrow(CanonicalJsonError);
+  });
+});
+
+describe("descriptor pins cover what the human saw", () => {
+  const read = { name: "read_file", description: "Read a UTF-8 text file", inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } };
+
+  it("a descriptor without title, annotations or outputSchema keeps the pin it always had (golden, so old ledgers keep working)", () => {
+    expect(descriptorFingerprint(read)).toBe("sha256:d27fe012b6dd25f6ad3596914c217e58ed775271f939f324ff458ce32f1af761");
+    expect(descriptorDigest(read)).toBe("1b3319a3cb6d97a9");
+    expect(descriptorFingerprint({ ...read, title: undefined, annotations: undefined } as never)).toBe(descriptorFingerprint(read));
+  });
+
+  it.each([
+    ["title", { title: "Read file" }],
+    ["annotations", { annotations: { readOnlyHint: true } }],
+    ["outputSchema", { outputSchema: { type: "object" } }],
+  ])("a change of %s alone changes the fingerprint", (_part, extra) => {
+    const withPart = { ...read, ...extra };
+    expect(descriptorFingerprint(withPart)).not.toBe(descriptorFingerprint(read));
+    expect(descriptorFingerprint(withPart)).toBe(descriptorFingerprint(structuredClone(withPart)));
+  });
+
+  it("an annotations-only change (destructiveHint flipped) is a new fingerprint", () => {
+    const safe = { ...read, annotations: { readOnlyHint: true, destructiveHint: false } };
+    const changed = { ...read, annotations: { readOnlyHint: true, destructiveHint: true } };
+    expect(descriptorFingerprint(changed)).not.toBe(descriptorFingerprint(safe));
   });
 });
 

@@ -329,7 +329,7 @@ describe("ledger files", () => {
 
 /**
  * FNV-1a 64 in four 16-bit limbs: an implementation independent of the
- * library's (WebAssembly, or two 32-bit halves), itself checked against BigInt below.
+ * library's (two 32-bit halves), itself checked against BigInt below.
  */
 function fnvLimbs(bytes: Uint8Array): string {
   let a0 = 0x2325, a1 = 0x8422, a2 = 0x9ce4, a3 = 0xcbf2;

@@ -305,6 +305,12 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
   for (let i = 1; i < gateIds.length; i += 1) expect(turnOf(gateIds[i]!)).toBeGreaterThanOrEqual(turnOf(gateIds[i - 1]!));
   if (plan.maxConcurrency === 1) expect(gateIds).toEqual(order.filter((id) => gateIds.includes(id)));
 
+  /** Whether a remembered answer (given in time to another ask, with `remember`, covering `c`'s arguments) could have decided `c`. */
+  const rememberedFor = (c: NonNullable<ReturnType<typeof byId.get>>, answered: ReadonlySet<string>): boolean =>
+    [...byId.values()].some(
+      (e) => e.id !== c.id && answered.has(e.id) && e.answer !== "garbage" && (e.remember === "this_tool" || (e.remember === "this_call" && e.path === c.path)),
+    );
+
   for (const [, id, verdict] of gates) {
     const c = byId.get(id!)!;
     const record = records[gateIds.indexOf(id!)]!;
@@ -322,11 +328,23 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
         expect(ran).toBe(false);
         break;
       case "allow":
+        if (record.ruleId === "grant") {
+          // A remembered deny beats a hook's allow.
+          expect({ call: c.id, verdict, rememberedDeny: plan.grants && rememberedFor(c, observed.refusedInTime) }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
+          expect(ran).toBe(false);
+          break;
+        }
         expect(["allow", "cancelled"]).toContain(verdict);
         if (!observed.cancelled) expect(ran).toBe(true);
         if (ran) expect(verdict).toBe("allow");
         break;
       case "modify":
+        if (record.ruleId === "grant") {
+          // A remembered deny beats a hook's modify too, when it covers the modified arguments.
+          expect({ call: c.id, verdict, rememberedDeny: plan.grants && rememberedFor({ ...c, path: `${c.path}-safe` }, observed.refusedInTime) }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
+          expect(ran).toBe(false);
+          break;
+        }
         expect(verdict).toBe("allow_modified");
         expect(record.reason).toContain(argsDigest({ path: c.path }));
         if (!observed.cancelled) expect(ran).toBe(true);
@@ -336,11 +354,7 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
           // Decided by a remembered answer: one given in time to an earlier ask of this tool, with
           // `remember`, covering these arguments (this_tool, or this_call with the same path).
           expect(plan.grants).toBe(true);
-          const answered = verdict === "allow" ? observed.approvedInTime : observed.refusedInTime;
-          const source = [...byId.values()].some(
-            (e) => e.id !== c.id && answered.has(e.id) && e.answer !== "garbage" &&
-              (e.remember === "this_tool" || (e.remember === "this_call" && e.path === c.path)),
-          );
+          const source = rememberedFor(c, verdict === "allow" ? observed.approvedInTime : observed.refusedInTime);
           expect({ call: c.id, verdict, rememberedSource: source }).toEqual({ call: c.id, verdict, rememberedSource: true });
           expect(["allow", "deny"]).toContain(verdict);
           if (verdict === "deny") expect(ran).toBe(false);

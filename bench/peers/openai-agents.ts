@@ -44,24 +44,29 @@ class ScriptedOpenAIModel implements Model {
   }
 }
 
-export function openAIAgentsRoundTrip(): RoundTrip {
+/** `fresh`: a new agent, tool and mock model per round trip (as a process that builds them per request would). */
+export function openAIAgentsRoundTrip(fresh = false): RoundTrip {
   setTracingDisabled(true);
   let executions = 0;
   let roundTrips = 0;
-  const echo = tool({
-    name: "echo",
-    description: "Echo the text back",
-    parameters: z.object({ text: z.string() }),
-    needsApproval: true,
-    execute: async ({ text }) => {
-      executions++;
-      return text;
-    },
-  });
-  const agent = new Agent({ name: "bench", instructions: "Use the echo tool.", model: new ScriptedOpenAIModel(), tools: [echo] });
+  const makeAgent = () => {
+    const echo = tool({
+      name: "echo",
+      description: "Echo the text back",
+      parameters: z.object({ text: z.string() }),
+      needsApproval: true,
+      execute: async ({ text }) => {
+        executions++;
+        return text;
+      },
+    });
+    return new Agent({ name: "bench", instructions: "Use the echo tool.", model: new ScriptedOpenAIModel(), tools: [echo] });
+  };
+  const session = fresh ? undefined : makeAgent();
   return {
     label: "OpenAI Agents SDK",
     async once() {
+      const agent = session ?? makeAgent();
       const first = await run(agent, "go");
       const [interruption, ...rest] = first.interruptions;
       if (interruption === undefined || rest.length > 0) throw new Error("expected exactly one approval interruption");

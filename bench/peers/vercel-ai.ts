@@ -38,19 +38,20 @@ async function doGenerate(options: CallOptions): Promise<GenerateResult> {
   };
 }
 
-const model: LanguageModel = {
+const makeModel = (): LanguageModel => ({
   specificationVersion: "v3",
   provider: "bench",
   modelId: "scripted",
   supportedUrls: {},
   doGenerate,
   doStream: () => Promise.reject(new Error("the benchmark never streams")),
-};
+});
 
-export function vercelAIRoundTrip(): RoundTrip {
+/** `fresh`: new tools and a new mock model per round trip (as a process that builds them per request would). */
+export function vercelAIRoundTrip(fresh = false): RoundTrip {
   let executions = 0;
   let roundTrips = 0;
-  const tools = {
+  const makeTools = () => ({
     echo: tool({
       description: "Echo the text back",
       inputSchema: z.object({ text: z.string() }),
@@ -60,10 +61,14 @@ export function vercelAIRoundTrip(): RoundTrip {
         return text;
       },
     }),
-  };
+  });
+  const sessionTools = fresh ? undefined : makeTools();
+  const sessionModel = fresh ? undefined : makeModel();
   return {
     label: "Vercel AI SDK",
     async once() {
+      const tools = sessionTools ?? makeTools();
+      const model = sessionModel ?? makeModel();
       const messages: ModelMessage[] = [{ role: "user", content: "go" }];
       const first = await generateText({ model, tools, messages });
       const requests = first.content.filter((part) => part.type === "tool-approval-request");

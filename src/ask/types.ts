@@ -3,71 +3,60 @@ import { z } from "zod";
 // Spelled out rather than /i so the generated JSON Schema pattern accepts what zod accepts.
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DIGEST16 = /^[0-9a-f]{16}$/;
+const SHA256 = /^[0-9a-f]{64}$/;
 
 /** The nil UUID, used as `runId` when an ask is raised outside any run. */
 export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
 /**
  * Parses a {@link PendingAsk} from untrusted JSON (a webhook body, a queue
- * message). Unknown fields are dropped; the call's arguments never ride an ask.
+ * message). Unknown fields are dropped; the call's arguments never ride an
+ * ask. `argsSha256` is optional so that asks made before it existed still parse.
  */
 export const PendingAskSchema = z.object({
+  /** UUID of this ask; answers are matched by it. */
   id: z.string().regex(UUID, "must be a UUID"),
+  /** UUID of the agent session. */
   sessionId: z.string().regex(UUID, "must be a UUID"),
+  /** UUID of the run, or {@link NIL_UUID} when there is none. */
   runId: z.string().regex(UUID, "must be a UUID"),
+  /** 0-based model turn within the run. */
   turn: z.number().int().nonnegative(),
+  /** The model's id for the tool call. */
   callId: z.string(),
+  /** The tool's name. */
   tool: z.string().min(1),
+  /** `argsDigest(input)`: 16 hex digits (FNV-1a 64) over the canonical JSON of the arguments. */
   argsDigest: z.string().regex(DIGEST16, "must be 16 lowercase hex digits"),
+  /** `argsSha256(input)`: 64 hex digits (sha256) over the same canonical JSON. */
+  argsSha256: z.string().regex(SHA256, "must be 64 lowercase hex digits").optional(),
+  /** The text the hook asked the human. */
   prompt: z.string(),
 });
 
 /**
  * A tool call parked before it executes, waiting for a human (or a policy
- * service) to answer. Serializable as JSON; carries only the digest of the
+ * service) to answer. Serializable as JSON; carries only the digests of the
  * call's arguments, never the arguments.
  */
-export interface PendingAsk {
-  /** UUID of this ask; answers are matched by it. */
-  readonly id: string;
-  /** UUID of the agent session. */
-  readonly sessionId: string;
-  /** UUID of the run, or {@link NIL_UUID} when there is none. */
-  readonly runId: string;
-  /** 0-based model turn within the run. */
-  readonly turn: number;
-  /** The model's id for the tool call. */
-  readonly callId: string;
-  /** The tool's name. */
-  readonly tool: string;
-  /** `argsDigest(input)`: 16 hex digits over the canonical JSON of the arguments. */
-  readonly argsDigest: string;
-  /** The text the hook asked the human. */
-  readonly prompt: string;
-}
+export type PendingAsk = Readonly<z.infer<typeof PendingAskSchema>>;
+
+const RememberScopeSchema = z.enum(["this_call", "this_tool"]);
 
 /**
  * How wide a grant an answer asks the engine to remember:
  * `"this_call"` (these exact arguments) or `"this_tool"` (any arguments).
  */
-export type RememberScope = "this_call" | "this_tool";
-
-/** The answer to an ask. A denial is an outcome, not an error. */
-export type AskResolution =
-  | { readonly type: "approve"; readonly remember?: RememberScope | undefined }
-  | { readonly type: "deny"; readonly reason?: string | undefined; readonly remember?: RememberScope | undefined };
-
-const RememberScopeSchema = z.enum(["this_call", "this_tool"]);
+export type RememberScope = z.infer<typeof RememberScopeSchema>;
 
 /** Parses an {@link AskResolution} from untrusted JSON. */
 export const AskResolutionSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("approve"), remember: RememberScopeSchema.optional() }),
-  z.object({
-    type: z.literal("deny"),
-    reason: z.string().optional(),
-    remember: RememberScopeSchema.optional(),
-  }),
+  z.object({ type: z.literal("deny"), reason: z.string().optional(), remember: RememberScopeSchema.optional() }),
 ]);
+
+/** The answer to an ask. A denial is an outcome, not an error. */
+export type AskResolution = Readonly<z.infer<typeof AskResolutionSchema>>;
 
 /** Options the engine passes to {@link AskResolver.resolve}. */
 export interface ResolveOptions {

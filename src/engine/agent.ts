@@ -1,7 +1,6 @@
-import { GrantPolicy } from "../grant/index.js";
+import { setMaxListeners } from "node:events";
 import type { ToolDescriptor } from "../grant/index.js";
 import { checkBudget } from "./budget.js";
-import { CircuitBreaker } from "./breaker.js";
 import {
   CancelledError,
   EngineConfigError,
@@ -11,26 +10,37 @@ import {
   attachTranscript,
   describeError,
 } from "./errors.js";
-import { attempt } from "./gate.js";
-import type { AttemptOutcome, RunState } from "./gate.js";
-import { LoopDetector } from "./loop-detector.js";
-import { LoopManagers } from "./managers.js";
-import type { Message, Model, ModelResponse, ToolCall, ToolResultMessage, Usage } from "./model.js";
-import { ModelResponseSchema, modelResponse } from "./model.js";
+import { Gate, attemptThrough, gatedTool } from "./gate.js";
+import type { GateOutcome } from "./gate.js";
+import { LoopManagers, settingsOf } from "./managers.js";
+import type { ManagerSettings } from "./managers.js";
+import { MessageSchema, ModelResponseSchema } from "./model.js";
+import type { AssistantMessage, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolResultMessage, Usage } from "./model.js";
 import { notify } from "./observer.js";
-import { snapshotMessages } from "./transcript.js";
 import type { GateDecision } from "./records.js";
-import { IdleSignal, RunSignal, cancelledBy, linkedSignal, raceAbort } from "./signals.js";
+import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
+import { isSnapshot, snapshot } from "./snapshot.js";
+import type { NotJson, Snapshot } from "./snapshot.js";
+import { randomIdGen } from "./ids.js";
+import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** A live set of tools, read at the start of every model turn (an MCP toolset is one). */
+export interface ToolSource {
+  current(): readonly Tool[];
+}
+
 /** What `new Agent(…)` takes. */
 export interface AgentOptions {
   readonly model: Model;
-  readonly tools: readonly Tool[];
+  /** The tools: an array, or a {@link ToolSource} read at the start of each turn. */
+  readonly tools: readonly Tool[] | ToolSource;
   /** @default new LoopManagers() */
   readonly managers?: LoopManagers;
+  /** The system prompt, handed to the model with every request. */
+  readonly instructions?: string;
 }
 
 /** Options of {@link Agent.run}. */
@@ -41,7 +51,7 @@ export interface RunOptions {
 
 /** What a finished run resolves to. */
 export interface RunResult {
-  /** The transcript: the user's text, every assistant turn and every tool result. */
+  /** The transcript: the messages the run started from, every assistant turn and every tool result. */
   readonly messages: readonly Message[];
   /** Every gate record of the run, in emission order. */
   readonly records: readonly GateDecision[];
@@ -55,108 +65,147 @@ export interface RunResult {
   readonly runId: string;
 }
 
+/** The tools of one turn, by name, and what the model is shown of them. */
+interface Toolset {
+  readonly byName: ReadonlyMap<string, Tool>;
+  readonly descriptors: readonly ToolDescriptor[];
+}
+
+function toolset(tools: readonly Tool[]): Toolset {
+  if (!Array.isArray(tools)) throw new EngineConfigError("Agent", "tools must be an array or a ToolSource ({ current(): Tool[] })");
+  const byName = new Map<string, Tool>();
+  for (const tool of tools as readonly unknown[]) {
+    if (!isTool(tool)) throw new ToolDefinitionError(String((tool as { name?: unknown } | null)?.name ?? ""), "not a tool made by defineTool");
+    if (byName.has(tool.name)) throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
+    byName.set(tool.name, tool);
+  }
+  return { byName, descriptors: Object.freeze([...byName.values()].map((tool) => tool.descriptor)) };
+}
+
+/** What the model receives for a tool result's output: a string as is, anything else as JSON. */
+function toContent(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === undefined) return "";
+  const text = JSON.stringify(value);
+  if (typeof text !== "string") throw new TypeError("the tool's result has no JSON form");
+  return text;
+}
+
+/** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON), and that reading. */
+function readCall(id: string, name: string, input: unknown): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
+  const read = snapshot(input);
+  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input }), read };
+}
+
+function frozenAssistant(text: string | undefined, toolCalls: readonly ToolCall[], providerData: unknown): AssistantMessage {
+  const message: { type: "assistant"; text?: string; toolCalls: readonly ToolCall[]; providerData?: unknown } = { type: "assistant", toolCalls: Object.freeze(toolCalls) };
+  if (text !== undefined) message.text = text;
+  if (providerData !== undefined) message.providerData = providerData;
+  return Object.freeze(message);
+}
+
+/** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
+function startingMessages(input: readonly Message[]): Message[] {
+  return input.map((raw, index): Message => {
+    const parsed = MessageSchema.safeParse(raw);
+    if (!parsed.success) throw new EngineConfigError("Agent.run", `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+    const message = parsed.data;
+    if (message.type !== "assistant") return message;
+    return frozenAssistant(message.text, message.toolCalls.map((call) => readCall(call.id, call.name, call.input).call), message.providerData);
+  });
+}
+
 /**
- * An agent loop: asks the model for a turn, gates and dispatches the tool
- * calls it made, hands the results back, and repeats until the model stops
- * calling tools. Every tool call passes through the approvals gate configured
- * in its {@link LoopManagers}.
+ * An agent loop around a {@link Gate}: asks the model for a turn, passes
+ * every tool call it made through the gate, hands the results back, and
+ * repeats until the model stops calling tools or the turn cap is reached
+ * (`DEFAULT_MAX_TURNS`, 20 model requests, unless `withBudget` says
+ * otherwise). No approval logic lives here: the gate decides every call.
  *
- * One `Agent` is one session (`sessionId`); each `run` gets its own `runId`.
- * Circuit-breaker state is per `Agent` (tool health outlives a run);
- * loop-detection counts are per run.
+ * One `Agent` is one session (`sessionId`) and has one gate: circuit-breaker
+ * state outlives a run; loop-detection counts are per run. Messages are
+ * frozen and shared from turn to turn, never copied, so a turn costs the
+ * same however long the transcript is.
  *
  * @throws {ToolDefinitionError} when two tools share a name.
- * @throws {EngineConfigError} on a missing model, tools that are not an array,
- *   managers that are not a `LoopManagers`, or an id generator that does not return UUIDs.
+ * @throws {EngineConfigError} on a missing model, tools that are neither an
+ *   array nor a `ToolSource`, managers that are not a `LoopManagers`, or an
+ *   id generator that does not return UUIDs.
  *
  * @example
  * ```ts
- * const agent = new Agent({ model, tools: [readFile], managers });
+ * const agent = new Agent({ model, tools: [readFile], managers, instructions: "Be brief." });
  * const { text, records } = await agent.run("summarise README.md");
  * ```
  */
 export class Agent {
   /** The session id all runs of this agent share. */
   readonly sessionId: string;
+  /** The gate every tool call of this agent passes through. */
+  readonly gate: Gate;
   readonly #model: Model;
-  readonly #tools: ReadonlyMap<string, Tool>;
-  readonly #descriptors: readonly ToolDescriptor[];
-  readonly #managers: LoopManagers;
-  readonly #breaker: CircuitBreaker | undefined;
-  readonly #grantPolicy: GrantPolicy | undefined;
-  readonly #idleSignal = new IdleSignal();
+  readonly #tools: Toolset | ToolSource;
+  readonly #settings: ManagerSettings;
+  readonly #instructions: string | undefined;
 
   constructor(options: AgentOptions) {
-    if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers? }");
-    const { model, tools, managers = new LoopManagers() } = options;
+    if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
+    const { model, tools, managers = new LoopManagers(), instructions } = options;
     if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
       throw new EngineConfigError("Agent", "model must have a generate(request) method");
     }
-    if (!Array.isArray(tools)) throw new EngineConfigError("Agent", "tools must be an array");
     if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
-    const byName = new Map<string, Tool>();
-    for (const tool of tools) {
-      if (typeof tool !== "object" || tool === null || typeof tool.name !== "string" || typeof tool.check !== "function") {
-        throw new ToolDefinitionError(String((tool as { name?: unknown } | null)?.name ?? ""), "not a tool made by defineTool");
-      }
-      if (byName.has(tool.name)) throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
-      byName.set(tool.name, tool);
-    }
-    const settings = managers.settings;
+    if (instructions !== undefined && typeof instructions !== "string") throw new EngineConfigError("Agent", "instructions must be a string");
+    const isSource = typeof tools === "object" && tools !== null && !Array.isArray(tools) && typeof (tools as ToolSource).current === "function";
+    this.#tools = isSource ? (tools as ToolSource) : toolset(tools as readonly Tool[]);
     this.#model = model;
-    this.#tools = byName;
-    this.#descriptors = [...byName.values()].map((tool) => tool.descriptor);
-    this.#managers = managers;
-    this.#breaker = settings.circuitBreaker === undefined ? undefined : new CircuitBreaker(settings.circuitBreaker);
-    this.#grantPolicy = settings.grantStore === undefined ? undefined : new GrantPolicy(settings.grantStore);
-    this.sessionId = settings.idGen();
-    if (typeof this.sessionId !== "string" || !UUID.test(this.sessionId)) {
-      throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(this.sessionId)}`);
-    }
+    this.#settings = settingsOf(managers);
+    this.#instructions = instructions;
+    this.gate = new Gate(managers);
+    this.sessionId = this.#newId();
   }
 
   /**
-   * Runs the loop from `userText` until the model answers without tool calls.
+   * Runs the loop from `input` (the user's text, or earlier messages to go
+   * on from) until the model answers without tool calls.
    *
    * Rejects with a {@link RunStoppedError} subclass (carrying the records
    * and transcript so far): `CancelledError` when `signal` aborts,
-   * `LoopDetectedError`, `BudgetExceededError`, or `ModelError` when the model
-   * throws or answers garbage.
+   * `LoopDetectedError`, `BudgetExceededError` (the turn cap included), or
+   * `ModelError` when the model throws or answers garbage.
+   *
+   * @throws {EngineConfigError} when `input` is neither a string nor an array of messages.
    */
-  async run(userText: string, options: RunOptions = {}): Promise<RunResult> {
-    if (typeof userText !== "string") throw new EngineConfigError("Agent.run", "userText must be a string");
-    const settings = this.#managers.settings;
-    const runId = settings.idGen();
+  async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
+    let messages: Message[];
+    if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
+    else if (Array.isArray(input)) messages = startingMessages(input);
+    else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
+    const settings = this.#settings;
+    const runId = this.#newId();
     const records: GateDecision[] = [];
-    const messages: Message[] = [{ type: "user", text: userText }];
-    // Without a caller signal nothing can cancel the run, so it needs no
-    // controller and shares the agent's idle signal (see RunSignal); with
-    // one, the run links a child to it.
-    const link = options.signal === undefined ? undefined : linkedSignal(options.signal);
-    const signal = new RunSignal(link?.controller.signal, this.#idleSignal);
-    const run: RunState = {
-      settings,
-      tools: this.#tools,
-      sessionId: this.sessionId,
-      runId,
-      loopDetector: settings.loopDetection === undefined ? undefined : new LoopDetector(settings.loopDetection),
-      breaker: this.#breaker,
-      grantPolicy: this.#grantPolicy,
-      emit: (turn, callId, decision) => {
-        records.push(decision);
-        notify(settings.observers, settings.observerErrorHandler, "onGate", { turn, callId, decision });
-      },
+    const onRecord = (record: GateDecision): void => {
+      records.push(record);
     };
+    // One controller per run, aborted by the caller's cancel or by a call
+    // that ends the run while others of its wave still run. When neither can
+    // happen (no caller signal, one call at a time), its waits need no race.
+    const caller = options.signal;
+    const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
+    const onCallerAbort = (): void => cancel.abort(caller?.reason);
+    if (caller?.aborted === true) onCallerAbort();
+    else caller?.addEventListener("abort", onCallerAbort, { once: true });
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     try {
       for (;;) {
-        if (signal.aborted) throw cancelledBy(signal);
+        if (cancel.aborted) throw cancelledBy(cancel.signal);
         const overBudget = checkBudget(settings.budget, turns, usage);
         if (overBudget !== undefined) {
-          run.emit(turns, "", {
+          const record: GateDecision = Object.freeze({
             tool: "",
             argsDigest: "",
+            argsSha256: "",
             verdict: "deny",
             ruleId: "budget.hard",
             ruleSource: "engine",
@@ -164,53 +213,70 @@ export class Agent {
             reason: overBudget.message,
             ts: settings.clock.now(),
           });
+          onRecord(record);
+          notify(settings.observers, settings.observerErrorHandler, "onGate", { turn: turns, callId: "", decision: record });
           throw overBudget;
         }
         const turn = turns;
-        const response = await this.#generate(turn, messages, signal);
+        const tools = this.#toolsNow();
+        const { response, reads } = await this.#generate(turn, messages, tools, cancel);
         turns += 1;
         if (response.usage !== undefined) {
-          usage = {
-            inputTokens: usage.inputTokens + response.usage.inputTokens,
-            outputTokens: usage.outputTokens + response.usage.outputTokens,
-          };
+          usage = { inputTokens: usage.inputTokens + response.usage.inputTokens, outputTokens: usage.outputTokens + response.usage.outputTokens };
         }
-        messages.push(
-          response.text === undefined
-            ? { type: "assistant", toolCalls: response.toolCalls }
-            : { type: "assistant", text: response.text, toolCalls: response.toolCalls },
-        );
-        if (response.toolCalls.length === 0) {
-          return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
-        }
-        const results = await wave(run, response.toolCalls, turn, signal);
-        messages.push(...results.messages);
-        if (results.stop !== undefined) throw results.stop;
+        const calls = response.toolCalls;
+        messages.push(frozenAssistant(response.text, calls, response.providerData));
+        if (calls.length === 0) return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
+        const { results, stop } = await this.#wave(calls, reads, tools, turn, runId, cancel, onRecord);
+        for (const result of results) messages.push(result);
+        if (stop !== undefined) throw stop;
       }
     } catch (thrown) {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      link?.dispose();
-      signal.end();
+      caller?.removeEventListener("abort", onCallerAbort);
+      this.gate.endRun(runId);
     }
   }
 
-  async #generate(turn: number, messages: readonly Message[], signal: RunSignal): Promise<ModelResponse> {
-    const settings = this.#managers.settings;
-    const snapshot = snapshotMessages(messages);
-    notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages: snapshot, tools: this.#descriptors });
+  #newId(): string {
+    const { idGen } = this.#settings;
+    const id = idGen();
+    // The default generator's ids are UUIDs by construction.
+    if (idGen !== randomIdGen && (typeof id !== "string" || !UUID.test(id))) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
+    return id;
+  }
+
+  /** The tools of this turn: the array given, or what the source holds now. */
+  #toolsNow(): Toolset {
+    const source = this.#tools;
+    return "current" in source ? toolset(source.current()) : source;
+  }
+
+  /** One model turn, parsed, with each tool call's arguments read once (the gate goes on from that reading). */
+  async #generate(
+    turn: number,
+    messages: readonly Message[],
+    tools: Toolset,
+    cancel: Cancel,
+  ): Promise<{ response: ModelResponse; reads: readonly (Snapshot | NotJson)[] }> {
+    const settings = this.#settings;
+    notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages, tools: tools.descriptors });
+    const signal = cancel.signal;
+    const request: ModelRequest =
+      this.#instructions === undefined
+        ? { messages, tools: tools.descriptors, signal }
+        : { instructions: this.#instructions, messages, tools: tools.descriptors, signal };
     let raw: unknown;
     try {
-      raw = await raceAbort(
-        Promise.resolve().then(() => this.#model.generate({ messages: snapshot, tools: this.#descriptors, signal: signal.signal })),
-        signal,
-      );
+      raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
     } catch (thrown) {
-      if (thrown instanceof CancelledError || signal.aborted) throw cancelledBy(signal);
+      if (thrown instanceof CancelledError || cancel.aborted) throw cancelledBy(signal);
       throw new ModelError(`the model failed on turn ${turn}: ${describeError(thrown)}`, { cause: thrown });
     }
-    let parsed: ReturnType<typeof ModelResponseSchema.safeParse>;
+    if (raw === CANCELLED) throw cancelledBy(signal);
+    let parsed: ReturnType<typeof ModelResponseSchema.safeParse> | undefined;
     try {
       parsed = ModelResponseSchema.safeParse(raw);
     } catch (thrown) {
@@ -220,72 +286,87 @@ export class Agent {
     if (!parsed.success) {
       throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: parsed.error });
     }
-    const ids = new Set(parsed.data.toolCalls.map((call) => call.id));
-    if (ids.size !== parsed.data.toolCalls.length) {
-      // Results are matched to calls by id; a repeated id would make them ambiguous.
+    // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
+    const read = parsed.data.toolCalls.map((call) => readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input));
+    const toolCalls = read.map((r) => r.call);
+    if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
-    const response = modelResponse(
-      parsed.data.text,
-      parsed.data.toolCalls.map((call): ToolCall => ({ id: call.id, name: call.name, input: call.input })),
-      parsed.data.usage,
-    );
+    const { text, usage, providerData } = parsed.data;
+    const response: ModelResponse = { text, toolCalls, usage, providerData };
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
-    return response;
+    return { response, reads: read.map((r) => r.read) };
   }
-}
 
-/**
- * Runs one turn's calls, at most `maxConcurrency` at a time. The first
- * run-ending error (a cancel or a loop stop) aborts the rest of the wave and
- * is returned; results come back in call order.
- */
-async function wave(
-  run: RunState,
-  calls: readonly ToolCall[],
-  turn: number,
-  runSignal: RunSignal,
-): Promise<{ messages: ToolResultMessage[]; stop: RunStoppedError | undefined }> {
-  // A wave's own signal exists to stop the siblings of a call that ends the
-  // run; one call has none, so it runs on the run's signal (an
-  // AbortController costs microseconds, a measurable share of a round trip).
-  const link = calls.length > 1 ? linkedSignal(runSignal.source) : undefined;
-  const signal = link === undefined ? runSignal : new RunSignal(link.controller.signal);
-  const outcomes: (AttemptOutcome | undefined)[] = calls.map(() => undefined);
-  let stop: RunStoppedError | undefined;
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (stop === undefined && !signal.aborted && next < calls.length) {
-      const index = next;
-      next += 1;
-      const call = calls[index]!;
-      try {
-        const outcome = await attempt(run, call, turn, signal);
-        outcomes[index] = outcome;
-        if (outcome.type === "stop") {
-          stop ??= outcome.error;
-          link?.controller.abort(outcome.error);
+  /**
+   * Runs one turn's calls through the gate, at most `maxConcurrency` at a
+   * time. The first call that ends the run (a loop stop) aborts the run's
+   * cancel, which cancels the calls still running; results come back in call
+   * order, without the cancelled calls.
+   */
+  async #wave(
+    calls: readonly ToolCall[],
+    reads: readonly (Snapshot | NotJson)[],
+    tools: Toolset,
+    turn: number,
+    runId: string,
+    cancel: Cancel,
+    onRecord: (record: GateDecision) => void,
+  ): Promise<{ results: ToolResultMessage[]; stop: RunStoppedError | undefined }> {
+    const { sessionId } = this;
+    const signal = cancel.signal;
+    const outcomes: (GateOutcome | undefined)[] = calls.map(() => undefined);
+    let stop: RunStoppedError | undefined;
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (stop === undefined && !signal.aborted && next < calls.length) {
+        const index = next;
+        next += 1;
+        const call = calls[index]!;
+        const tool = tools.byName.get(call.name);
+        try {
+          const outcome = await attemptThrough(this.gate, {
+            tool: tool === undefined ? undefined : gatedTool(tool),
+            name: call.name,
+            callId: call.id,
+            input: call.input,
+            read: reads[index],
+            cancel,
+            sessionId,
+            runId,
+            turn,
+            onRecord,
+            execute: async (input, options) => toContent(await tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId })),
+          });
+          outcomes[index] = outcome;
+          if (outcome.type === "refused" && outcome.stop !== undefined) {
+            stop ??= outcome.stop;
+            cancel.abort(outcome.stop);
+          }
+        } catch (thrown) {
+          if (!(thrown instanceof CancelledError)) {
+            stop ??= new ModelError(`tool call failed: ${describeError(thrown)}`, { cause: thrown });
+            cancel.abort(thrown);
+          }
         }
-      } catch (thrown) {
-        stop ??= thrown instanceof RunStoppedError ? thrown : new ModelError(`tool call failed: ${describeError(thrown)}`, { cause: thrown });
-        link?.controller.abort(thrown);
       }
-    }
-  };
-  try {
-    const workers = Math.min(run.settings.maxConcurrency, calls.length);
+    };
+    const workers = Math.min(this.#settings.maxConcurrency, calls.length);
     if (workers === 1) await worker();
-    else await Promise.all(Array.from({ length: workers }, worker));
-  } finally {
-    link?.dispose();
-  }
-  if (stop === undefined && runSignal.aborted) stop = cancelledBy(runSignal);
-  const messages: ToolResultMessage[] = [];
-  outcomes.forEach((outcome, index) => {
-    const call = calls[index]!;
-    if (outcome !== undefined) {
-      messages.push({ type: "tool_result", callId: call.id, tool: call.name, content: outcome.result.content, isError: outcome.result.isError });
+    else {
+      // Every call in flight, and its tool, may listen to the run's signal: a wide wave is normal, not a leak.
+      setMaxListeners(0, signal);
+      await Promise.all(Array.from({ length: workers }, worker));
     }
-  });
-  return { messages, stop };
+    if (stop === undefined && signal.aborted) stop = cancelledBy(signal);
+    const results: ToolResultMessage[] = [];
+    outcomes.forEach((outcome, index) => {
+      if (outcome === undefined) return;
+      const call = calls[index]!;
+      const content = outcome.type === "ran" ? (outcome.output as string) : outcome.message;
+      const status = outcome.type;
+      results.push(Object.freeze({ type: "tool_result", callId: call.id, tool: call.name, content, status, isError: status !== "ran" }));
+    });
+    return { results, stop };
+  }
 }

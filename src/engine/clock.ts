@@ -4,11 +4,17 @@ export type TimerHandle = unknown;
 /**
  * The engine's time seam: record timestamps (`now`) and ask deadlines
  * (`setTimeout` / `clearTimeout`). Swap it for a manual clock in tests.
+ *
+ * Timers fire asynchronously, as the global timers do: never inside
+ * `setTimeout` itself, and only after the microtasks already queued have
+ * run. The engine relies on it: an answer that is already available when a
+ * deadline is set wins, even at deadline 0. `ManualClock` (from
+ * `loopctl/testing`) keeps this rule.
  */
 export interface Clock {
   /** Epoch milliseconds. */
   now(): number;
-  /** Calls `callback` once after `ms` milliseconds; returns a handle for {@link Clock.clearTimeout}. */
+  /** Calls `callback` once, asynchronously, after `ms` milliseconds; returns a handle for {@link Clock.clearTimeout}. */
   setTimeout(callback: () => void, ms: number): TimerHandle;
   /** Cancels a pending timer; a handle that already fired is ignored. */
   clearTimeout(handle: TimerHandle): void;

@@ -1,20 +1,22 @@
 /**
- * `loopctl/engine`: the agent loop and its approvals gate: tools, the model
- * interface, hooks, the park, dispatch middleware (permission rules),
- * pre-detection (loop detector, circuit breaker, budget) and observers.
+ * `loopctl/engine`: the approvals gate and the agent loop around it: tools,
+ * the model interface, hooks, the park, dispatch middleware (permission
+ * rules), pre-detection (loop detector, circuit breaker, budget) and observers.
  *
  * @packageDocumentation
  */
+export { Gate } from "./gate.js";
+export type { GateExecute, GateOutcome, GateRequest } from "./gate.js";
 export { GATE_VERDICTS, RULE_SOURCES, GateDecisionSchema } from "./records.js";
 export type { GateDecision, GateVerdict, RuleSource } from "./records.js";
 export { Agent } from "./agent.js";
-export type { AgentOptions, RunOptions, RunResult } from "./agent.js";
+export type { AgentOptions, RunOptions, RunResult, ToolSource } from "./agent.js";
 export { LoopManagers } from "./managers.js";
-export type { ManagerSettings } from "./managers.js";
 export { defineTool } from "./tool.js";
-export type { ArgumentCheck, JsonSchema, Tool, ToolContext, ToolDefinition } from "./tool.js";
-export { SUPPORTED_JSON_SCHEMA_KEYWORDS } from "./json-schema.js";
-export { ModelResponseSchema } from "./model.js";
+export type { JsonSchema, Tool, ToolContext, ToolDefinition } from "./tool.js";
+export type { ArgumentCheck } from "./validation.js";
+export type { ToolDescriptor } from "../grant/index.js";
+export { MessageSchema, ModelResponseSchema, TOOL_RESULT_STATUSES, ToolCallSchema } from "./model.js";
 export type {
   AssistantMessage,
   Message,
@@ -23,12 +25,13 @@ export type {
   ModelResponse,
   ToolCall,
   ToolResultMessage,
+  ToolResultStatus,
   Usage,
   UserMessage,
 } from "./model.js";
 export { HookDecisionSchema } from "./hooks.js";
 export type { Hook, HookContext, HookDecision } from "./hooks.js";
-export type { Middleware, MiddlewareContext, MiddlewareDecision, ToolResult } from "./middleware.js";
+export type { DispatchResult, Middleware, MiddlewareContext, MiddlewareDecision } from "./middleware.js";
 export { permissionMiddleware } from "./permission.js";
 export type { ArgPattern, PermissionOptions, PermissionRule } from "./permission.js";
 export type {
@@ -44,6 +47,7 @@ export type {
 } from "./observer.js";
 export { BREAKER_OPEN_TEXT } from "./breaker.js";
 export type { CircuitBreakerOptions } from "./breaker.js";
+export { DEFAULT_MAX_TURNS } from "./budget.js";
 export type { BudgetOptions } from "./budget.js";
 export type { LoopDetectionOptions } from "./loop-detector.js";
 export { randomIdGen, seededIdGen } from "./ids.js";

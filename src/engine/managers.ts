@@ -11,8 +11,9 @@ import type { IdGen } from "./ids.js";
 import type { LoopDetectionOptions } from "./loop-detector.js";
 import type { Middleware } from "./middleware.js";
 import type { Observer, ObserverErrorHandler } from "./observer.js";
+import type { Gate } from "./gate.js";
 
-/** Everything a {@link LoopManagers} holds, as the engine reads it. */
+/** Everything a {@link LoopManagers} holds, as the engine reads it (internal). */
 export interface ManagerSettings {
   readonly askResolver: AskResolver | undefined;
   readonly askTimeoutMs: number | undefined;
@@ -81,8 +82,15 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
  *   .withMiddleware(permissionMiddleware({ rules, defaultAction: "allow" }));
  * ```
  */
+/** The settings of `managers`, for the engine's own modules. */
+export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
+
 export class LoopManagers {
   #settings: ManagerSettings = DEFAULTS;
+
+  static {
+    settingsOf = (managers) => managers.#settings;
+  }
 
   static #from(settings: ManagerSettings): LoopManagers {
     const managers = new LoopManagers();
@@ -93,11 +101,6 @@ export class LoopManagers {
       observers: Object.freeze([...settings.observers]),
     });
     return managers;
-  }
-
-  /** The current settings (read-only). */
-  get settings(): ManagerSettings {
-    return this.#settings;
   }
 
   #with(patch: Partial<ManagerSettings>): LoopManagers {
@@ -201,11 +204,16 @@ export class LoopManagers {
     return this.#with({ grantStore: store });
   }
 
-  /** Limits model requests and tokens per run, checked before each model request. */
+  /**
+   * Limits model requests and tokens per run, checked before each model
+   * request. `maxTurns: Infinity` lifts the default cap.
+   * @default { maxTurns: DEFAULT_MAX_TURNS } (20 model requests), no token limit
+   */
   withBudget(budget: BudgetOptions): LoopManagers {
     if (typeof budget !== "object" || budget === null) throw new EngineConfigError("withBudget", "the budget must be an object");
     const next: { maxTurns?: number; maxTokens?: number } = {};
-    if (budget.maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
+    if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
+    else if (budget.maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
     if (budget.maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
     return this.#with({ budget: Object.freeze(next) });
   }
@@ -220,7 +228,7 @@ export class LoopManagers {
     return this.#with({ loopDetection: Object.freeze({ maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats) }) });
   }
 
-  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Agent`. */
+  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per {@link Gate} (an `Agent` has one). */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
     if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
     return this.#with({

@@ -1,11 +1,16 @@
 import type { ToolDescriptor } from "../grant/index.js";
 import type { ToolCall } from "./model.js";
 
-/** What a dispatched call produced: the text the model receives, and whether it is an error. */
-export interface ToolResult {
-  readonly content: string;
-  readonly isError: boolean;
-}
+/**
+ * How the dispatch chain ended: the tool `ran` (with its output) or
+ * `failed` (it threw), or the call was `refused` (with the text the model
+ * receives). A middleware returns what `next()` gave it, or a refusal made
+ * by `context.deny`: anything else is a failing middleware, which denies.
+ */
+export type DispatchResult =
+  | { readonly type: "ran"; readonly output: unknown }
+  | { readonly type: "failed"; readonly error: unknown }
+  | { readonly type: "refused"; readonly message: string };
 
 /** A middleware's decision, recorded as a gate record with `ruleSource: "middleware"`. */
 export interface MiddlewareDecision {
@@ -22,14 +27,16 @@ export interface MiddlewareContext {
   readonly sessionId: string;
   readonly runId: string;
   readonly descriptor: ToolDescriptor;
-  /** `argsDigest` of the call's input as it entered the dispatch pipeline. */
+  /** `argsDigest` of the call's arguments (the approved ones). */
   readonly argsDigest: string;
+  /** `argsSha256` of the same arguments. */
+  readonly argsSha256: string;
   readonly signal: AbortSignal;
   /**
    * Refuses the call: records a `deny` (which displaces any approval record)
-   * and returns the error result to hand back instead of calling `next`.
+   * and returns the refusal to hand back instead of calling `next`.
    */
-  deny(decision: MiddlewareDecision & { readonly message: string }): ToolResult;
+  deny(decision: MiddlewareDecision & { readonly message: string }): DispatchResult;
   /**
    * Records that a rule allowed the call. It replaces a plain hook `allow`
    * record; an approval, a grant or a modification keeps its own record.
@@ -38,12 +45,14 @@ export interface MiddlewareContext {
 }
 
 /**
- * One link of the dispatch chain, after argument validation and before the
- * tool: call `next(call)` to continue (possibly with a changed call), or
- * return a result without calling it. A middleware that throws denies the call.
+ * One link of the dispatch chain, after the gate allowed the call and before
+ * the tool: call `next()` to continue, or return `context.deny(…)`. The call
+ * is frozen and `next` takes no new one: the tool runs with exactly the
+ * arguments that were validated, digested and approved. A middleware that
+ * throws denies the call.
  */
 export type Middleware = (
   call: ToolCall,
   context: MiddlewareContext,
-  next: (call: ToolCall) => Promise<ToolResult>,
-) => ToolResult | Promise<ToolResult>;
+  next: () => Promise<DispatchResult>,
+) => DispatchResult | Promise<DispatchResult>;

@@ -1,63 +1,100 @@
 import { z } from "zod";
 import type { ToolDescriptor } from "../grant/index.js";
 
-/** A tool call as the model emits it: the model's call id, the tool's name, the arguments. */
-export interface ToolCall {
-  readonly id: string;
-  readonly name: string;
-  readonly input: unknown;
-}
+const tokenCount = z.number().int().nonnegative();
+
+/** Parses a tool call: the model's call id, the tool's name, the arguments. */
+export const ToolCallSchema = z.object({ id: z.string(), name: z.string(), input: z.unknown() });
+
+/**
+ * A tool call as the model emits it. An empty `id` is replaced by one the
+ * engine generates before the call is gated.
+ */
+export type ToolCall = Readonly<z.infer<typeof ToolCallSchema>>;
+
+/** Parses token usage of one model turn (or of a run). */
+export const UsageSchema = z.object({ inputTokens: tokenCount, outputTokens: tokenCount }).readonly();
 
 /** Token usage of one model turn (or summed over a run). */
-export interface Usage {
-  readonly inputTokens: number;
-  readonly outputTokens: number;
-}
+export type Usage = z.infer<typeof UsageSchema>;
 
-/** The user's text that starts a run. */
-export interface UserMessage {
-  readonly type: "user";
-  readonly text: string;
-}
+/** How a tool call ended, as its result message tells the model. */
+export const TOOL_RESULT_STATUSES = ["ran", "failed", "refused"] as const;
 
-/** One model turn: optional text and the tool calls it made (possibly none). */
-export interface AssistantMessage {
-  readonly type: "assistant";
-  readonly text?: string;
-  readonly toolCalls: readonly ToolCall[];
-}
-
-/** What a tool call produced, or the error text the engine sent instead. */
-export interface ToolResultMessage {
-  readonly type: "tool_result";
-  readonly callId: string;
-  readonly tool: string;
-  readonly content: string;
-  readonly isError: boolean;
-}
+/**
+ * Parses one transcript entry. Parsed messages are frozen; the engine's own
+ * are too, and so are the tool-call arguments they hold.
+ */
+export const MessageSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("user"), text: z.string() }).readonly(),
+  z
+    .object({
+      type: z.literal("assistant"),
+      text: z.string().optional(),
+      toolCalls: z.array(ToolCallSchema.readonly()).readonly(),
+      providerData: z.unknown().optional(),
+    })
+    .readonly(),
+  z
+    .object({
+      type: z.literal("tool_result"),
+      callId: z.string(),
+      tool: z.string(),
+      content: z.string(),
+      status: z.enum(TOOL_RESULT_STATUSES),
+      isError: z.boolean(),
+    })
+    .readonly(),
+]);
 
 /** One entry of a run's transcript, tagged by `type`. */
-export type Message = UserMessage | AssistantMessage | ToolResultMessage;
+export type Message = z.infer<typeof MessageSchema>;
+/** The user's text. */
+export type UserMessage = Extract<Message, { type: "user" }>;
+/**
+ * One model turn: optional text, the tool calls it made (possibly none), and
+ * `providerData`, whatever the model adapter attached, handed back unchanged.
+ */
+export type AssistantMessage = Extract<Message, { type: "assistant" }>;
+/**
+ * What a tool call produced, or the text the engine sent instead. `status`
+ * says whether the tool `ran`, `failed` (it threw), or the call was
+ * `refused` (by a hook, an approver, a rule, validation…); `isError` is
+ * `status !== "ran"`.
+ */
+export type ToolResultMessage = Extract<Message, { type: "tool_result" }>;
+/** {@link ToolResultMessage.status}. */
+export type ToolResultStatus = (typeof TOOL_RESULT_STATUSES)[number];
+
+/** Parses a model's answer; anything else is a `ModelError`. */
+export const ModelResponseSchema = z.object({
+  text: z.string().optional(),
+  toolCalls: z.array(ToolCallSchema).readonly(),
+  usage: UsageSchema.optional(),
+  providerData: z.unknown().optional(),
+});
+
+/**
+ * The model's answer for one turn. No tool calls ends the run.
+ * `providerData` is opaque: it is kept on the assistant message and shown to
+ * the model again with the transcript (a provider's reasoning items, ids…).
+ */
+export type ModelResponse = Readonly<z.infer<typeof ModelResponseSchema>>;
 
 /** What the engine hands the model for one turn. */
 export interface ModelRequest {
+  /** The agent's `instructions` (a system prompt), if it has any. */
+  readonly instructions?: string;
   /**
-   * The transcript so far: a copy the model may keep or change. Tool-call
-   * arguments that cannot be copied (functions, symbols, nesting too deep to
-   * clone) are shared as the model sent them rather than failing the turn.
+   * The transcript so far. Messages are frozen and shared from turn to turn,
+   * never copied; the array is the run's own, which grows after `generate`
+   * returns: copy it (`[...messages]`) to keep this turn's view.
    */
   readonly messages: readonly Message[];
-  /** The descriptors of the tools the model may call. */
+  /** The descriptors of the tools the model may call this turn. */
   readonly tools: readonly ToolDescriptor[];
   /** Aborts when the run is cancelled. */
   readonly signal: AbortSignal;
-}
-
-/** The model's answer for one turn. No tool calls ends the run. */
-export interface ModelResponse {
-  readonly text?: string;
-  readonly toolCalls: readonly ToolCall[];
-  readonly usage?: Usage;
 }
 
 /**
@@ -77,27 +114,3 @@ export interface ModelResponse {
 export interface Model {
   generate(request: ModelRequest): Promise<ModelResponse>;
 }
-
-/**
- * `{ text?, toolCalls, usage? }` with absent parts left out, built without
- * conditional spreads (on Node 20 each costs more than the rest of the object).
- */
-export function modelResponse(text: string | undefined, toolCalls: readonly ToolCall[], usage: Usage | undefined): ModelResponse {
-  if (usage === undefined) return text === undefined ? { toolCalls } : { text, toolCalls };
-  return text === undefined ? { toolCalls, usage } : { text, toolCalls, usage };
-}
-
-const tokenCount = z.number().int().nonnegative();
-
-/** Parses a model's answer; anything else is a `ModelError`. */
-export const ModelResponseSchema = z.object({
-  text: z.string().optional(),
-  toolCalls: z.array(
-    z.object({
-      id: z.string().min(1),
-      name: z.string(),
-      input: z.unknown(),
-    }),
-  ),
-  usage: z.object({ inputTokens: tokenCount, outputTokens: tokenCount }).optional(),
-});

@@ -1,9 +1,9 @@
+import type { GateOutcome } from "./gate.js";
 import type { ModelResponse, Message, ToolCall } from "./model.js";
-import type { ToolResult } from "./middleware.js";
 import type { GateDecision } from "./records.js";
 import type { ToolDescriptor } from "../grant/index.js";
 
-/** `onToolPre`: a tool-call attempt begins. */
+/** `onToolPre`: a tool-call attempt begins (`call.input` as the model sent it). */
 export interface ToolPreEvent {
   readonly turn: number;
   readonly call: ToolCall;
@@ -16,11 +16,11 @@ export interface GateEvent {
   readonly decision: GateDecision;
 }
 
-/** `onToolPost`: the attempt ended with a result for the model. */
+/** `onToolPost`: the attempt ended (not on cancel); `call.input` is the snapshot the gate decided on. */
 export interface ToolPostEvent {
   readonly turn: number;
   readonly call: ToolCall;
-  readonly result: ToolResult;
+  readonly outcome: GateOutcome;
 }
 
 /** `onModelRequest`: the engine is about to ask the model for a turn. */
@@ -48,8 +48,10 @@ export interface GrantErrorEvent {
  * promise is not awaited. An observer that throws never breaks a run: the
  * error is swallowed and passed to `withObserverErrorHandler`'s handler.
  *
- * Order within one tool-call attempt: `onToolPre` → (hooks, park, dispatch)
- * → `onGate` → `onToolPost` (not on cancel).
+ * Order within one tool-call attempt: `onToolPre` → (validation, hooks,
+ * park, dispatch) → `onGate` → `onToolPost` (not on cancel). A `Gate` used
+ * directly calls the same three; `onModelRequest` and `onModelResponse` come
+ * from `Agent`.
  */
 export interface Observer {
   onModelRequest?(event: ModelRequestEvent): void;

@@ -1,10 +1,9 @@
 import { AskResolutionSchema } from "../ask/index.js";
-import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
-import { constantResolution } from "../ask/resolution.js";
+import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
-import { drainMicrotasks, ownedController } from "./signals.js";
-import type { RunSignal } from "./signals.js";
+import { CANCELLED } from "./signals.js";
+import type { Cancel } from "./signals.js";
 
 /** How a park ended. */
 export type ParkOutcome =
@@ -20,54 +19,20 @@ export interface ParkRequest {
   readonly resolver: AskResolver | undefined;
   readonly timeoutMs: number | undefined;
   readonly clock: Clock;
-  /** The run's (or wave's) cancel. */
-  readonly signal: RunSignal;
+  /** The call's cancel. */
+  readonly cancel: Cancel;
 }
 
 /** The record reason when an approver refuses (with its own reason appended, if it gave one). */
 export const DENIED_BY_APPROVER = "denied by approver";
 
-/**
- * Microtask turns an answer gets to arrive after the deadline fires. An
- * already-settled resolver promise reaches us within a few turns (the
- * resolver's own `then` chain plus ours); giving it a bounded head start is
- * what makes "an answer already available wins, even at deadline 0" hold on
- * a clock whose timers fire early or synchronously.
- */
-export const ANSWER_GRACE_TURNS = 32;
-
-
-type Settled = { readonly type: "answer"; readonly value: unknown } | { readonly type: "threw"; readonly error: unknown };
-
-function callResolver(resolver: AskResolver, ask: PendingAsk, options: ResolveOptions): Promise<Settled> {
-  let pending: Promise<unknown>;
-  try {
-    pending = Promise.resolve(resolver.resolve(ask, options));
-  } catch (error) {
-    pending = Promise.reject(error);
-  }
-  return pending.then(
-    (value): Settled => ({ type: "answer", value }),
-    (error: unknown): Settled => ({ type: "threw", error }),
-  );
-}
-
-function judge(settled: Settled): ParkOutcome {
-  if (settled.type === "threw") {
-    return { type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(settled.error)}` };
-  }
+function judge(value: unknown): ParkOutcome {
   let resolution: AskResolution | undefined;
   try {
-    resolution = constantResolution(settled.value);
+    resolution = AskResolutionSchema.parse(value);
   } catch {
-    // A throwing getter: the schema judges it, as it always did.
-  }
-  if (resolution === undefined) {
-    const parsed = AskResolutionSchema.safeParse(settled.value);
-    if (!parsed.success) {
-      return { type: "denied", resolution: undefined, reason: "ask resolver returned an invalid resolution" };
-    }
-    resolution = parsed.data as AskResolution;
+    // A malformed answer, or one whose reads throw (a proxy, a getter).
+    return { type: "denied", resolution: undefined, reason: "ask resolver returned an invalid resolution" };
   }
   if (resolution.type === "approve") return { type: "approved", resolution };
   const reason = resolution.reason === undefined || resolution.reason === "" ? DENIED_BY_APPROVER : `${DENIED_BY_APPROVER}: ${resolution.reason}`;
@@ -76,52 +41,38 @@ function judge(settled: Settled): ParkOutcome {
 
 /**
  * Parks one call: hands `ask` to the resolver and waits for the first of its
- * answer, the deadline, or a cancel. Cleans up its timer and listener on every
+ * answer, the deadline, or a cancel. Clears its timer and listener on every
  * path, and aborts the resolver's signal when the engine stops waiting
- * (deadline or cancel) so the resolver can withdraw the ask.
+ * (deadline or cancel) so the resolver can withdraw the ask. The clock's
+ * timers fire asynchronously (see {@link Clock}), so an answer that is
+ * already available when the deadline is set wins even at deadline 0.
  */
 export async function park(request: ParkRequest): Promise<ParkOutcome> {
-  const { ask, resolver, timeoutMs, clock, signal } = request;
+  const { ask, resolver, timeoutMs, clock, cancel } = request;
+  const signal = cancel.signal;
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
-
-  // The resolver's signal must abort when the engine stops waiting. Without
-  // a deadline that happens only on cancel, i.e. when `signal` aborts, so the
-  // resolver gets `signal` itself; a deadline needs a signal of its own.
-  const stop = timeoutMs === undefined ? undefined : ownedController();
-  const options: ResolveOptions = { signal: stop === undefined ? signal.signal : stop.signal };
-  // Only a signal that can abort needs watching (see RunSignal).
-  const source = signal.source;
+  // Without a deadline the engine stops waiting only on cancel, when `signal`
+  // itself aborts; a deadline needs a signal of its own.
+  const stop = timeoutMs === undefined ? undefined : new AbortController();
   let timer: unknown;
-  let timerArmed = false;
-  let onAbort: (() => void) | undefined;
-  try {
-    return await new Promise<ParkOutcome>((resolve) => {
-      let done = false;
-      const finish = (outcome: ParkOutcome): void => {
-        if (done) return;
-        done = true;
-        resolve(outcome);
-      };
-      if (source !== undefined) {
-        onAbort = () => finish({ type: "cancelled" });
-        source.addEventListener("abort", onAbort, { once: true });
-      }
-      void callResolver(resolver, ask, options).then((settled) => finish(judge(settled)));
-      if (timeoutMs !== undefined && !done) {
-        timerArmed = true;
-        timer = clock.setTimeout(() => {
-          void drainMicrotasks(ANSWER_GRACE_TURNS).then(() => finish({ type: "expired" }));
-        }, timeoutMs);
-      }
-    }).then((outcome) => {
-      if (stop !== undefined && (outcome.type === "expired" || outcome.type === "cancelled")) {
-        stop.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));
-      }
-      return outcome;
-    });
-  } finally {
-    if (timerArmed) clock.clearTimeout(timer);
-    if (onAbort !== undefined) source?.removeEventListener("abort", onAbort);
+  const waited = await cancel.race(new Promise<ParkOutcome>((resolve) => {
+    let answer: Promise<unknown>;
+    try {
+      answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    answer.then(
+      (value) => resolve(judge(value)),
+      (error: unknown) => resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
+    );
+    if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
+  }));
+  if (timeoutMs !== undefined) clock.clearTimeout(timer);
+  const outcome: ParkOutcome = waited === CANCELLED ? { type: "cancelled" } : waited;
+  if (outcome.type === "expired" || outcome.type === "cancelled") {
+    stop?.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));
   }
+  return outcome;
 }

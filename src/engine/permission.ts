@@ -152,6 +152,6 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
       });
     }
     context.allow({ ruleId, matchedPattern, reason: null });
-    return next(call);
+    return next();
   };
 }

@@ -28,31 +28,33 @@ export class RecordSlot {
   readonly #tool: string;
   readonly #clock: Clock;
   readonly #emit: (decision: GateDecision) => void;
-  #argsDigest: string;
+  #argsDigest = "";
+  #argsSha256 = "";
   #pending: { draft: RecordDraft; kind: PendingKind } | undefined;
   #middlewareDeny: RecordDraft | undefined;
   #middlewareAllow: RecordDraft | undefined;
-  #landed = false;
+  #record: GateDecision | undefined;
 
-  constructor(tool: string, argsDigest: string, clock: Clock, emit: (decision: GateDecision) => void) {
+  constructor(tool: string, clock: Clock, emit: (decision: GateDecision) => void) {
     this.#tool = tool;
-    this.#argsDigest = argsDigest;
     this.#clock = clock;
     this.#emit = emit;
   }
 
-  get landed(): boolean {
-    return this.#landed;
+  /** The record that landed, once one has. */
+  get record(): GateDecision | undefined {
+    return this.#record;
   }
 
-  /** The digest records carry (the input as it reached the gate's decision). */
-  setArgsDigest(digest: string): void {
-    this.#argsDigest = digest;
+  /** The digests records carry (of the arguments as they reached the gate's decision). */
+  setDigests(argsDigest: string, argsSha256: string): void {
+    this.#argsDigest = argsDigest;
+    this.#argsSha256 = argsSha256;
   }
 
   /** Lands `draft` now (an ending decided before dispatch). */
   land(draft: RecordDraft): void {
-    if (this.#landed) return;
+    if (this.#record !== undefined) return;
     // Read the time before marking the slot landed: a clock that throws must
     // not cost the call its one record (the tool may already have run).
     let ts: number;
@@ -61,8 +63,19 @@ export class RecordSlot {
     } catch {
       ts = Date.now();
     }
-    this.#landed = true;
-    this.#emit({ tool: this.#tool, argsDigest: this.#argsDigest, ...draft, ts });
+    const record: GateDecision = Object.freeze({
+      tool: this.#tool,
+      argsDigest: this.#argsDigest,
+      argsSha256: this.#argsSha256,
+      verdict: draft.verdict,
+      ruleId: draft.ruleId,
+      ruleSource: draft.ruleSource,
+      matchedPattern: draft.matchedPattern,
+      reason: draft.reason,
+      ts,
+    });
+    this.#record = record;
+    this.#emit(record);
   }
 
   /** Holds the gate's decision until dispatch returns. */

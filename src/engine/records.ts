@@ -23,24 +23,14 @@ export const RULE_SOURCES = ["middleware", "context", "ask_resolver", "engine"] 
 export type RuleSource = (typeof RULE_SOURCES)[number];
 
 /**
- * One audit record: exactly one lands per ending of a gated tool call.
- * `ts` is epoch milliseconds from the engine's clock seam.
+ * Parses a {@link GateDecision} from untrusted JSON (an audit log line, a
+ * wire message). `argsSha256` is optional so that records written before it
+ * existed still parse; the engine always sets it.
  */
-export interface GateDecision {
-  readonly tool: string;
-  readonly argsDigest: string;
-  readonly verdict: GateVerdict;
-  readonly ruleId: string;
-  readonly ruleSource: RuleSource;
-  readonly matchedPattern: string | null;
-  readonly reason: string | null;
-  readonly ts: number;
-}
-
-/** Parses a {@link GateDecision} from untrusted JSON (an audit log line, a wire message). */
 export const GateDecisionSchema = z.object({
   tool: z.string(),
   argsDigest: z.string(),
+  argsSha256: z.string().optional(),
   verdict: z.enum(GATE_VERDICTS),
   ruleId: z.string(),
   ruleSource: z.enum(RULE_SOURCES),
@@ -48,3 +38,11 @@ export const GateDecisionSchema = z.object({
   reason: z.string().nullable(),
   ts: z.number(),
 });
+
+/**
+ * One audit record: exactly one lands per ending of a gated tool call.
+ * `argsDigest` is FNV-1a 64 and `argsSha256` sha256 (64 hex), both over the
+ * canonical JSON of the arguments (`""` when they are not JSON values, and
+ * on run-level records); `ts` is epoch milliseconds from the engine's clock seam.
+ */
+export type GateDecision = Readonly<z.infer<typeof GateDecisionSchema>>;

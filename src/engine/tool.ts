@@ -2,16 +2,13 @@ import { z } from "zod";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { ToolDefinitionError, describeError } from "./errors.js";
-import { checkJsonSchema, validateJsonSchema } from "./json-schema.js";
+import { frozenJson } from "./snapshot.js";
+import { compileJsonSchema, zodValidator } from "./validation.js";
+import type { ArgumentCheck, Validator } from "./validation.js";
 
 /** What a tool's `execute` receives besides its arguments. */
 export interface ToolContext {
-  /**
-   * Aborts when the run is cancelled; a long-running tool should honour it.
-   * A run started without a signal cannot be cancelled: its tools get a
-   * signal that never aborts, which the agent's runs share (a listener you
-   * add and leave on it retires it, so it is collected with your run).
-   */
+  /** Aborts when the run is cancelled; a long-running tool should honour it. */
   readonly signal: AbortSignal;
   /** The model's id for this call. */
   readonly callId: string;
@@ -21,7 +18,7 @@ export interface ToolContext {
   readonly runId: string;
 }
 
-/** A JSON Schema object (the supported subset, see `defineTool`). */
+/** A JSON Schema object. */
 export type JsonSchema = Readonly<Record<string, unknown>>;
 
 /** What `defineTool` takes. */
@@ -30,23 +27,27 @@ export interface ToolDefinition<Input> {
   readonly name: string;
   /** Shown to the model; part of the descriptor a grant is pinned to. */
   readonly description: string;
-  /** A zod object schema, or a JSON Schema object (`type: "object"`). */
+  /** A zod 4 object schema, or a JSON Schema object (`type: "object"`, draft 2020-12 or draft-07). */
   readonly input: z.ZodType<Input> | JsonSchema;
+  /** A display name for people; part of the descriptor a grant is pinned to. */
+  readonly title?: string;
+  /** Behaviour hints (MCP `annotations`); part of the descriptor a grant is pinned to. */
+  readonly annotations?: Readonly<Record<string, unknown>>;
+  /** The JSON Schema of the tool's structured output; part of the descriptor a grant is pinned to. */
+  readonly outputSchema?: JsonSchema;
   /**
-   * Runs the tool with validated arguments. A returned string goes to the model
-   * as is, anything else as JSON; a throw becomes an error result (and counts
-   * as a failure for the circuit breaker).
+   * Runs the tool with validated arguments: zod's output for a zod schema,
+   * the frozen arguments the gate approved for a JSON Schema. A returned
+   * string goes to the model as is, anything else as JSON; a throw becomes an
+   * error result (and counts as a failure for the circuit breaker).
    */
   readonly execute: (input: Input, context: ToolContext) => unknown;
 }
 
-/** Outcome of validating a call's arguments. */
-export type ArgumentCheck = { readonly type: "valid"; readonly value: unknown } | { readonly type: "invalid"; readonly problems: readonly string[] };
-
 /** A defined tool: its descriptor plus validation and execution. */
 export interface Tool {
   readonly name: string;
-  /** `{ name, description, inputSchema }`: what the model sees and what grants pin. */
+  /** What the model sees and what grants pin: deeply frozen. */
   readonly descriptor: ToolDescriptor;
   /** `descriptorDigest(descriptor)`: 16 hex digits. */
   readonly descriptorDigest: string;
@@ -64,19 +65,30 @@ function isZodSchema(value: unknown): value is z.ZodType {
   return typeof value === "object" && value !== null && "_zod" in value && typeof (value as { safeParse?: unknown }).safeParse === "function";
 }
 
+/** zod 3 schemas have `_def` and `safeParse` but no `_zod`. */
+function isZod3Schema(value: unknown): boolean {
+  return typeof value === "object" && value !== null && "_def" in value && !("_zod" in value) && typeof (value as { safeParse?: unknown }).safeParse === "function";
+}
+
+/** True for a {@link Tool} (from `defineTool`, or shaped like one). */
+export function isTool(value: unknown): value is Tool {
+  const tool = value as Partial<Tool> | null;
+  return typeof value === "object" && value !== null && typeof tool?.check === "function" && typeof tool.execute === "function";
+}
+
 /**
- * Defines a tool. `input` is a zod schema (its JSON Schema comes from
- * `z.toJSONSchema`) or a JSON Schema object using the supported subset: `type`,
- * `properties`, `required`, `additionalProperties`, `enum`, `const`, `items`,
- * `minItems`/`maxItems`, `minLength`/`maxLength`, `pattern`,
- * `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, plus annotations
- * (`title`, `description`, `default`, …). Any other keyword is refused here
- * rather than silently skipped during validation.
+ * Defines a tool. `input` is a zod 4 schema (its JSON Schema, for the model
+ * and the pins, comes from `z.toJSONSchema`; arguments are validated by zod
+ * itself, so refinements, defaults and transforms hold) or a JSON Schema
+ * object, draft 2020-12 (the default) or draft-07 (by `$schema`), compiled
+ * once here with Ajv and the `ajv-formats` formats.
  *
- * Arguments are validated before dispatch; invalid ones go back to the model
- * as an error result and never reach `execute`.
+ * Arguments are validated by the gate before any hook sees them; invalid
+ * ones go back to the model as an error result and never reach `execute`.
  *
- * @throws {ToolDefinitionError} on an invalid name, description, schema or `execute`.
+ * @throws {ToolDefinitionError} on an invalid name, description, schema or
+ *   `execute`; on a zod 3 schema (loopctl needs zod 4); on a JSON Schema Ajv
+ *   cannot compile (an unknown keyword or format, an unresolvable `$ref`).
  *
  * @example
  * ```ts
@@ -92,15 +104,16 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   if (typeof definition !== "object" || definition === null) {
     throw new ToolDefinitionError("", "the definition must be an object");
   }
-  const { name, description, input, execute } = definition;
+  const { name, description, input, execute, title, annotations, outputSchema } = definition;
   if (typeof name !== "string" || !NAME.test(name)) {
     throw new ToolDefinitionError(String(name), "the name must be 1-128 characters without whitespace or control characters");
   }
   if (typeof description !== "string") throw new ToolDefinitionError(name, "the description must be a string");
   if (typeof execute !== "function") throw new ToolDefinitionError(name, "execute must be a function");
+  if (title !== undefined && typeof title !== "string") throw new ToolDefinitionError(name, "the title must be a string");
 
   let inputSchema: JsonSchema;
-  let check: (value: unknown) => ArgumentCheck;
+  let check: Validator;
   if (isZodSchema(input)) {
     try {
       // The model writes the input side of the schema (before defaults and transforms).
@@ -108,48 +121,50 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
     } catch (error) {
       throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, { cause: error });
     }
-    const schema = input;
-    check = (value) => {
-      const parsed = schema.safeParse(value);
-      if (parsed.success) return { type: "valid", value: parsed.data };
-      return {
-        type: "invalid",
-        problems: parsed.error.issues.map((issue) => `${["$", ...issue.path.map(String)].join(".")}: ${issue.message}`),
-      };
-    };
+    check = zodValidator(input);
+  } else if (isZod3Schema(input)) {
+    throw new ToolDefinitionError(name, "the input is a zod 3 schema; loopctl needs zod 4 (install zod@^4 and import from \"zod\")");
   } else if (typeof input === "object" && input !== null && !Array.isArray(input)) {
-    const problem = checkJsonSchema(input);
-    if (problem !== undefined) throw new ToolDefinitionError(name, `input schema ${problem}`);
-    inputSchema = structuredClone(input);
-    const schema = inputSchema;
-    check = (value) => {
-      const problems = validateJsonSchema(schema, value);
-      // A copy, so a tool that mutates its arguments cannot rewrite the transcript.
-      return problems.length === 0 ? { type: "valid", value: structuredClone(value) } : { type: "invalid", problems };
-    };
+    try {
+      inputSchema = frozenJson(input);
+      check = compileJsonSchema(inputSchema);
+    } catch (error) {
+      throw new ToolDefinitionError(name, `the input schema does not compile: ${describeError(error)}`, { cause: error });
+    }
   } else {
-    throw new ToolDefinitionError(name, "input must be a zod schema or a JSON Schema object");
+    throw new ToolDefinitionError(name, "input must be a zod 4 schema or a JSON Schema object");
   }
   if (inputSchema["type"] !== "object") {
     throw new ToolDefinitionError(name, "the input schema must describe an object (type: \"object\")");
   }
 
-  const descriptor: ToolDescriptor = Object.freeze({ name, description, inputSchema });
-  let digest: string | undefined;
-  let fingerprint: string | undefined;
+  let descriptor: ToolDescriptor;
+  try {
+    descriptor = frozenJson({
+      name,
+      description,
+      inputSchema,
+      ...(title === undefined ? {} : { title }),
+      ...(annotations === undefined ? {} : { annotations }),
+      ...(outputSchema === undefined ? {} : { outputSchema }),
+    });
+  } catch (error) {
+    throw new ToolDefinitionError(name, `the descriptor has no JSON form: ${describeError(error)}`, { cause: error });
+  }
+  const digest = descriptorDigest(descriptor);
+  const fingerprint = descriptorFingerprint(descriptor);
   const run = execute as (value: unknown, context: ToolContext) => unknown;
   return Object.freeze({
     name,
     descriptor,
-    get descriptorDigest(): string {
-      digest ??= descriptorDigest(descriptor);
-      return digest;
-    },
-    get descriptorFingerprint(): string {
-      fingerprint ??= descriptorFingerprint(descriptor);
-      return fingerprint;
-    },
+    descriptorDigest: digest,
+    descriptorFingerprint: fingerprint,
     check,
-    execute: (value: unknown, context: ToolContext) => run(value, context),
+    execute: (value: unknown, context: ToolContext): unknown => {
+      // The gate validated these arguments; zod's output (defaults, transforms) is made here again for the tool.
+      const result = check(value);
+      if (result.type === "invalid") throw new TypeError(`invalid arguments: ${result.problems.join("; ")}`);
+      return run(result.value, context);
+    },
   });
 }

@@ -1,10 +1,13 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { realpathSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { canonicalJson } from "./canonical.js";
 import { fnv1a64 } from "./fnv.js";
 
-/** What a tool presents to the model: the descriptor a grant is pinned to. */
+/**
+ * What a tool presents to the model and to the person who approves it: the
+ * descriptor a grant is pinned to. The optional parts are the MCP tool's.
+ */
 export interface ToolDescriptor {
   /** The tool's name, matched exactly (case-sensitive) by grants. */
   readonly name: string;
@@ -12,14 +15,18 @@ export interface ToolDescriptor {
   readonly description: string;
   /** The tool's input JSON Schema (any JSON value). */
   readonly inputSchema: unknown;
+  /** A display name for people. */
+  readonly title?: string;
+  /** Hints about the tool's behaviour (MCP `annotations`: `readOnlyHint`, `destructiveHint`, …). */
+  readonly annotations?: unknown;
+  /** The JSON Schema of the tool's structured output. */
+  readonly outputSchema?: unknown;
 }
 
 /**
  * FNV-1a 64 over the UTF-8 bytes of `text`, as 16 lowercase hex digits.
  *
- * Computed by a small WebAssembly loop (64-bit multiplies), or in plain
- * JavaScript where WebAssembly is unavailable; both give the same digest. A
- * lone surrogate has no UTF-8 form; like `TextEncoder` it is hashed as
+ * A lone surrogate has no UTF-8 form; like `TextEncoder` it is hashed as
  * U+FFFD. Text made by {@link canonicalJson} never holds one (it escapes
  * them as `\udxxx`), so the digests built on it are unaffected.
  *
@@ -42,13 +49,35 @@ export function argsDigest(args: unknown): string {
   return digest16(canonicalJson(args));
 }
 
+/** sha256 of `text`'s UTF-8 bytes, 64 lowercase hex digits. */
+export function sha256Hex(text: string): string {
+  return hash("sha256", text, "hex");
+}
+
+/**
+ * sha256 over the same canonical text as {@link argsDigest}, 64 lowercase
+ * hex digits: records and asks carry it beside the FNV digest, and it is what
+ * tells two calls apart where a collision must not be craftable (the loop
+ * detector).
+ *
+ * @throws {CanonicalJsonError} when `args` has no JSON form.
+ */
+export function argsSha256(args: unknown): string {
+  return sha256Hex(canonicalJson(args));
+}
+
+/**
+ * The original's shape; `title`, `annotations` and `outputSchema` join it
+ * only when present, so a descriptor without them keeps the text (and the
+ * pins) it always had.
+ */
 function descriptorText(descriptor: ToolDescriptor): string {
-  const { name, description, inputSchema } = descriptor;
-  return canonicalJson({
-    name,
-    description,
-    schema: { tool: name, description, input_schema: inputSchema },
-  });
+  const { name, description, inputSchema, title, annotations, outputSchema } = descriptor;
+  const text: Record<string, unknown> = { name, description, schema: { tool: name, description, input_schema: inputSchema } };
+  if (title !== undefined) text["title"] = title;
+  if (annotations !== undefined) text["annotations"] = annotations;
+  if (outputSchema !== undefined) text["output_schema"] = outputSchema;
+  return canonicalJson(text);
 }
 
 /**
@@ -63,12 +92,14 @@ export function descriptorDigest(descriptor: ToolDescriptor): string {
 
 /**
  * `"sha256:"` + 64 lowercase hex over the same canonical text as
- * {@link descriptorDigest}: the pin this library writes.
+ * {@link descriptorDigest}: the pin this library writes. It covers the
+ * descriptor's `title`, `annotations` and `outputSchema` when present, so a
+ * tool whose annotations alone changed is asked about again.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
  */
 export function descriptorFingerprint(descriptor: ToolDescriptor): string {
-  return `sha256:${createHash("sha256").update(descriptorText(descriptor), "utf8").digest("hex")}`;
+  return `sha256:${sha256Hex(descriptorText(descriptor))}`;
 }
 
 /**

@@ -15,6 +15,7 @@ export {
 export type { CanonicalJsonLimit } from "./canonical.js";
 export {
   argsDigest,
+  argsSha256,
   descriptorDigest,
   descriptorFingerprint,
   digest16,

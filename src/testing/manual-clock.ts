@@ -1,16 +1,21 @@
 import type { Clock, TimerHandle } from "../engine/index.js";
 
+const macrotask = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /**
- * A {@link Clock} that only moves when told to: `advance(ms)` fires every
- * timer that comes due, in due order, synchronously. For deterministic
- * deadline and cool-down tests without wall-clock sleeps.
+ * A {@link Clock} that only moves when told to: `await advance(ms)` moves
+ * the time and fires every timer that comes due, in due order. Like the
+ * global timers (and as the `Clock` contract asks), each fires
+ * asynchronously, on a macrotask of its own: never inside `setTimeout`, and
+ * after the microtasks already queued have run. For deterministic deadline
+ * and cool-down tests without wall-clock sleeps.
  *
  * @example
  * ```ts
  * const clock = new ManualClock(1_000);
  * const managers = new LoopManagers().withClock(clock).withAskTimeout(50);
  * // … once the call is parked:
- * clock.advance(50); // the ask expires
+ * await clock.advance(50); // the ask expires
  * ```
  */
 export class ManualClock implements Clock {
@@ -42,11 +47,15 @@ export class ManualClock implements Clock {
     return this.#timers.size;
   }
 
-  /** Moves time forward by `ms`, firing due timers in order. */
-  advance(ms: number): void {
+  /**
+   * Moves time forward by `ms`, firing due timers in order, each on its own
+   * macrotask; resolves once the time is `now() + ms` and they have fired.
+   */
+  async advance(ms: number): Promise<void> {
     if (!Number.isFinite(ms) || ms < 0) throw new RangeError("ManualClock.advance: ms must be a non-negative finite number");
     const target = this.#now + ms;
     for (;;) {
+      await macrotask();
       let due: [number, { at: number; callback: () => void }] | undefined;
       for (const entry of this.#timers) {
         if (entry[1].at <= target && (due === undefined || entry[1].at < due[1].at)) due = entry;

@@ -1,8 +1,6 @@
 import { LoopctlError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from "../engine/index.js";
-import { modelResponse } from "../engine/model.js";
-import { cloneValue, copyToolCalls, snapshotMessages } from "../engine/transcript.js";
 
 /**
  * The script ran out: the model was asked for more turns than it was given.
@@ -18,32 +16,47 @@ export class ScriptExhaustedError extends LoopctlError {
   }
 }
 
+/** A copy of `value`, or `value` itself when it cannot be copied (a function inside, nesting too deep). */
+function copied(value: unknown): unknown {
+  try {
+    return structuredClone(value);
+  } catch {
+    return value;
+  }
+}
+
 /**
- * One scripted assistant turn: text and/or tool calls (and optional usage),
- * `{ error }` to make `generate` throw, or a function of the request that
- * returns the turn (to react to what the model was shown).
+ * One scripted assistant turn: text and/or tool calls (and optional usage
+ * and provider data), `{ error }` to make `generate` throw, or a function of
+ * the request that returns the turn (to react to what the model was shown).
  */
 export type ScriptedTurn =
-  | { readonly text?: string; readonly toolCalls?: readonly ToolCall[]; readonly usage?: Usage }
+  | {
+      readonly text?: string | undefined;
+      readonly toolCalls?: readonly ToolCall[] | undefined;
+      readonly usage?: Usage | undefined;
+      readonly providerData?: unknown;
+    }
   | { readonly error: unknown }
   | ((request: RecordedRequest) => ModelResponse | Promise<ModelResponse>);
 
 /**
- * A request as the scripted model received it: a deep copy, without the
- * signal. Tool-call arguments that cannot be copied (functions, symbols,
- * nesting too deep to clone) are kept as they are instead of throwing.
+ * A request as the scripted model received it, without the signal. The
+ * engine's messages are frozen and never change, so `messages` is this
+ * turn's list of them (a copy of the array, not of the messages).
  */
 export interface RecordedRequest {
+  readonly instructions?: string;
   readonly messages: readonly Message[];
   readonly tools: readonly ToolDescriptor[];
 }
 
 /**
- * A {@link Model} that plays scripted turns in order and keeps a deep copy of
- * every request in {@link ScriptedModel.requests}, so a test can read exactly
- * what the model was shown (tool results included). Asking for a turn past
- * the end throws {@link ScriptExhaustedError} (the run rejects with a
- * `ModelError` whose `cause` it is).
+ * A {@link Model} that plays scripted turns in order and keeps every request
+ * in {@link ScriptedModel.requests}, so a test can read exactly what the
+ * model was shown (tool results included). Asking for a turn past the end
+ * throws {@link ScriptExhaustedError} (the run rejects with a `ModelError`
+ * whose `cause` it is).
  *
  * @example
  * ```ts
@@ -70,13 +83,23 @@ export class ScriptedModel implements Model {
   }
 
   async generate(request: ModelRequest): Promise<ModelResponse> {
-    const recorded: RecordedRequest = { messages: snapshotMessages(request.messages), tools: cloneValue(request.tools) };
+    const messages = Object.freeze([...request.messages]);
+    const recorded: RecordedRequest =
+      request.instructions === undefined
+        ? { messages, tools: request.tools }
+        : { instructions: request.instructions, messages, tools: request.tools };
     this.requests.push(recorded);
     const turn = this.#turns[this.#next];
     if (turn === undefined) throw new ScriptExhaustedError(this.#turns.length);
     this.#next += 1;
-    if (typeof turn === "function") return turn({ messages: snapshotMessages(recorded.messages), tools: cloneValue(recorded.tools) });
+    if (typeof turn === "function") return turn(recorded);
     if ("error" in turn) throw turn.error;
-    return modelResponse(turn.text, copyToolCalls(turn.toolCalls ?? []), turn.usage);
+    // A copy, so a caller that changes the response cannot change the script.
+    const toolCalls = (turn.toolCalls ?? []).map((call) => ({ id: call.id, name: call.name, input: copied(call.input) }));
+    const response: { text?: string; toolCalls: readonly ToolCall[]; usage?: Usage; providerData?: unknown } = { toolCalls };
+    if (turn.text !== undefined) response.text = turn.text;
+    if (turn.usage !== undefined) response.usage = turn.usage;
+    if (turn.providerData !== undefined) response.providerData = turn.providerData;
+    return response;
   }
 }

@@ -73,7 +73,7 @@ export function eventLog(): { log: string[]; observer: Observer } {
       onModelResponse: ({ turn }) => log.push(`model-response:${turn}`),
       onToolPre: ({ call: c }) => log.push(`pre:${c.id}`),
       onGate: ({ callId, decision }) => log.push(`gate:${callId}:${decision.verdict}`),
-      onToolPost: ({ call: c, result }) => log.push(`post:${c.id}:${result.isError ? "error" : "ok"}`),
+      onToolPost: ({ call: c, outcome }) => log.push(`post:${c.id}:${outcome.type === "ran" ? "ok" : "error"}`),
     },
   };
 }
@@ -96,9 +96,16 @@ export function build(options: {
   return { agent, model };
 }
 
-/** The fields of a record that do not depend on time. */
-export function shape(record: GateDecision): Omit<GateDecision, "ts"> {
-  const { ts: _ts, ...rest } = record;
+/**
+ * The fields of a record that do not depend on time, without `argsSha256`
+ * (which is checked here to be there exactly when `argsDigest` is: both are
+ * digests of the same text; test/engine-gate.test.ts checks its value).
+ */
+export function shape(record: GateDecision): Omit<GateDecision, "ts" | "argsSha256"> {
+  const { ts: _ts, argsSha256, ...rest } = record;
+  if (record.argsDigest === "" ? argsSha256 !== "" : !/^[0-9a-f]{64}$/.test(argsSha256 ?? "")) {
+    throw new Error(`argsSha256 ${String(argsSha256)} does not go with argsDigest ${record.argsDigest}`);
+  }
   return rest;
 }
 

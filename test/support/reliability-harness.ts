@@ -36,7 +36,7 @@ export interface ScenarioEnv {
 export function manualEnv(): ScenarioEnv {
   const clock = new ManualClock(1_000_000);
   return makeEnv("manual", clock, 50, () => clock.pendingTimers, async (ms) => {
-    clock.advance(ms);
+    await clock.advance(ms);
   });
 }
 

@@ -1,0 +1,382 @@
+import type { AskResolution } from "../ask/index.js";
+import { BREAKER_OPEN_TEXT } from "./breaker.js";
+import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
+import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
+import { runHooks } from "./hooks.js";
+import type { HookContext } from "./hooks.js";
+import { dispatch } from "./dispatch.js";
+import type { ToolCall } from "./model.js";
+import { notify } from "./observer.js";
+import { park } from "./park.js";
+import { RecordSlot } from "./records-slot.js";
+import type { RecordDraft } from "./records-slot.js";
+import type { GateDecision } from "./records.js";
+import { CANCELLED, cancelledBy } from "./signals.js";
+import type { Cancel } from "./signals.js";
+import { isSnapshot, snapshot } from "./snapshot.js";
+import type { Snapshot } from "./snapshot.js";
+
+/** Exact texts the model receives (spec §5 and the engine's own endings). */
+export const TEXTS = {
+  denied: (tool: string) => `Permission denied by approver for tool '${tool}'`,
+  expired: (tool: string) => `Permission ask expired unanswered for tool '${tool}'`,
+  grantDenied: (tool: string) => `Permission denied by remembered grant for tool '${tool}'`,
+  grantStoreFailed: (tool: string) => `Permission denied: grant store unavailable for tool '${tool}'`,
+  hookFailed: (tool: string) => `Permission denied: pre-tool-use hook failed for tool '${tool}'`,
+  unknownTool: (tool: string) => `Unknown tool '${tool}'`,
+  engineFailed: (tool: string) => `Permission denied: internal error for tool '${tool}'`,
+  notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
+  invalid: (tool: string, problems: readonly string[]) => `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
+  toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
+  preDetection: (error: string) => `dispatch refused before execution: ${error}`,
+  toolChanged: (prompt: string, tool: string) =>
+    `${prompt}\n\n(The tool '${tool}' changed since this was last answered; it needs a new answer.)`,
+} as const;
+
+/**
+ * The record of a cancel, by the step it interrupted: one table, so every
+ * cancel reads the same. The park's is the contract's (spec §5).
+ */
+const CANCELS = {
+  deciding: ["cancel", "cancelled before the gate decided"],
+  parked: ["hook", "cancelled while awaiting approval"],
+  beforeExecution: ["cancel", "cancelled before execution"],
+  executing: ["cancel", "cancelled during execution"],
+} as const;
+
+type Step = (typeof CANCELS)[keyof typeof CANCELS];
+
+const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
+  switch (ending.type) {
+    case "ran":
+      return { type: "ran", output: ending.output, record };
+    case "failed":
+      return { type: "failed", error: ending.error, message: ending.message, record };
+    case "refused":
+      return ending.stop === undefined ? { type: "refused", message: ending.message, record } : { type: "refused", message: ending.message, record, stop: ending.stop };
+  }
+};
+
+const draft = (
+  verdict: RecordDraft["verdict"],
+  ruleId: string,
+  ruleSource: RecordDraft["ruleSource"],
+  reason: string | null,
+  matchedPattern: string | null = null,
+): RecordDraft => ({ verdict, ruleId, ruleSource, matchedPattern, reason });
+
+/** An outcome before its record: what a step that ends the attempt returns. */
+type Ending = GateOutcome extends infer O ? (O extends GateOutcome ? Omit<O, "record"> : never) : never;
+
+/**
+ * One tool-call attempt, its steps in the order of the contract (spec §3
+ * with §7's two in front): snapshot → validation → hooks → grants and the
+ * park → pre-detection → circuit breaker → dispatch → the record. A step
+ * that ends the attempt lands its record and returns the ending; one that
+ * returns `undefined` lets the call go on. Exactly one record lands.
+ *
+ * Cancel: every wait on outside code (hooks, the grant store, the resolver,
+ * middleware and the tool) races the call's signal, and the steps check it
+ * between waits. Whatever settled first decides; the record names the step
+ * the cancel interrupted ({@link CANCELS}), and the attempt rejects with
+ * `CancelledError`.
+ */
+export class Attempt {
+  readonly #gate: GateState;
+  readonly #request: InternalRequest;
+  readonly #slot: RecordSlot;
+  readonly #cancel: Cancel;
+  /** The arguments the call goes on with (the snapshot, or a hook's modified one). */
+  #args: Snapshot = { value: undefined, argsDigest: "", argsSha256: "" };
+  #call: ToolCall;
+  /** The error a cancel ends the attempt with, once its record has landed. */
+  #cancelled: CancelledError | undefined;
+
+  constructor(gate: GateState, request: InternalRequest) {
+    this.#gate = gate;
+    this.#request = request;
+    this.#cancel = request.cancel;
+    this.#call = Object.freeze({ id: request.callId, name: request.name, input: request.input });
+    this.#slot = new RecordSlot(request.name, gate.settings.clock, (record) => {
+      request.onRecord?.(record);
+      this.#observe("onGate", { turn: request.turn, callId: request.callId, decision: record });
+    });
+  }
+
+  /** Runs the steps; resolves with the outcome, or rejects with `CancelledError` after its record. */
+  async run(): Promise<GateOutcome> {
+    const { turn } = this.#request;
+    this.#observe("onToolPre", { turn, call: this.#call });
+    let ending: Ending;
+    try {
+      ending = await this.#steps();
+    } catch (thrown) {
+      const cancelled = this.#cancelled;
+      if (cancelled !== undefined && thrown === cancelled) {
+        (cancelled as { records: readonly unknown[] }).records = [this.#slot.record];
+        throw cancelled;
+      }
+      // A seam that throws (a clock, an id generator, a store's remember…)
+      // must not let the call through, nor leave it without its record.
+      this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
+      ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
+    }
+    const outcome = withRecord(ending, this.#slot.record!);
+    this.#observe("onToolPost", { turn, call: this.#call, outcome });
+    return outcome;
+  }
+
+  async #steps(): Promise<Ending> {
+    const early = this.#snapshot() ?? this.#validate();
+    if (early !== undefined) return early;
+    const hooks = await this.#hooks();
+    const decided = typeof hooks === "string" ? await this.#ask(hooks) : hooks ?? (await this.#rememberedDeny());
+    return decided ?? this.#preDetect() ?? this.#breaker() ?? this.#dispatch();
+  }
+
+  /** 1. Reads the arguments once into a frozen JSON copy; anything else is refused here. */
+  #snapshot(): Ending | undefined {
+    const read = this.#request.read ?? snapshot(this.#request.input);
+    if (isSnapshot(read)) this.#use(read);
+    const tool = this.#request.tool;
+    // Calls refused before the hooks never reach pre-detection after the park,
+    // so they meet it at their refusal: a model repeating one of them forever
+    // is stopped like any other loop.
+    if (tool === undefined) {
+      return this.#preDetect() ?? this.#refuse(draft("deny", "unknown_tool", "engine", `unknown tool '${this.#request.name}'`), TEXTS.unknownTool(this.#request.name));
+    }
+    if (!isSnapshot(read)) {
+      return this.#preDetect() ?? this.#refuse(draft("deny", "invalid_arguments", "engine", "arguments are not JSON values"), TEXTS.notJson(tool.name));
+    }
+    return undefined;
+  }
+
+  /** 2. Arguments that fail the tool's schema are refused before anyone is asked about them. */
+  #validate(): Ending | undefined {
+    const tool = this.#request.tool!;
+    if (tool.broken !== undefined) {
+      return this.#refuse(draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`), TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]));
+    }
+    const checked = tool.check(this.#args.value);
+    if (checked.type === "invalid") {
+      return this.#preDetect() ?? this.#refuse(draft("deny", "schema", "engine", `invalid arguments: ${checked.problems.join("; ")}`), TEXTS.invalid(tool.name, checked.problems));
+    }
+    return undefined;
+  }
+
+  /**
+   * 3. The hooks, in order; the first answer that is not `allow` wins.
+   * Returns an ending, the prompt of an ask, or `undefined` (allowed, perhaps modified) to go on.
+   */
+  async #hooks(): Promise<Ending | string | undefined> {
+    const { settings } = this.#gate;
+    const { turn, callId, sessionId, runId } = this.#request;
+    const tool = this.#request.tool!;
+    const context: HookContext = { turn, callId, sessionId, runId, descriptor: tool.descriptor, signal: this.#cancel.signal };
+    const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
+    if (hooks.type === "failed") return this.#refuse(draft("deny", "hook", "context", hooks.reason), TEXTS.hookFailed(tool.name));
+    const decision = hooks.decision;
+    switch (decision.type) {
+      case "block":
+        return this.#refuse(draft("deny", "hook", "context", decision.reason), decision.reason);
+      case "ask":
+        return decision.prompt;
+      case "allow":
+        this.#slot.hold(draft("allow", "hook", "context", null), "plain");
+        break;
+      case "modify": {
+        const original = this.#args.argsDigest;
+        const read = snapshot(decision.input);
+        if (!isSnapshot(read)) {
+          return this.#refuse(draft("deny", "hook", "context", `hook ${hooks.hook} modified the input to something that is not JSON`), TEXTS.hookFailed(tool.name));
+        }
+        this.#use(read);
+        const checked = tool.check(read.value);
+        if (checked.type === "invalid") {
+          return this.#refuse(draft("deny", "schema", "engine", `invalid arguments from hook ${hooks.hook}: ${checked.problems.join("; ")}`), TEXTS.invalid(tool.name, checked.problems));
+        }
+        this.#slot.hold(draft("allow_modified", "hook", "context", `input modified by hook ${hooks.hook} (original args ${original})`), "modified");
+        break;
+      }
+    }
+    if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
+    return undefined;
+  }
+
+  /** 4a. With a grant store, a covering deny whose pin matches refuses a call the hooks allowed. */
+  async #rememberedDeny(): Promise<Ending | undefined> {
+    const policy = this.#gate.grantPolicy;
+    if (policy === undefined) return undefined;
+    const tool = this.#request.tool!;
+    const value = this.#args.value;
+    const consulted = await this.#consultGrants(async () => {
+      const decision = await policy.decide(tool.descriptor, value);
+      if (decision.type !== "deny") return undefined;
+      // decide() keeps a deny in force even when its pin is stale; over a hook's allow only a current one counts.
+      const explained = await policy.explain(tool.name, value, tool.descriptor);
+      const pin = explained.covering.find((covering) => covering.grant.id === decision.grant.id)?.pin.type;
+      return pin === "unpinned" || pin === "match" ? decision.grant.id : undefined;
+    }, CANCELS.beforeExecution);
+    if (!consulted.ok) return consulted.ending;
+    const grant = consulted.value;
+    return grant === undefined ? undefined : this.#refuse(draft("deny", "grant", "context", "denied by remembered grant", grant), TEXTS.grantDenied(tool.name));
+  }
+
+  /** 4b. A hook asked: remembered grants answer first, else the call parks. */
+  async #ask(prompt: string): Promise<Ending | undefined> {
+    const { settings, grantPolicy } = this.#gate;
+    const tool = this.#request.tool!;
+    if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.parked);
+    let askPrompt = prompt;
+    if (grantPolicy !== undefined) {
+      const consulted = await this.#consultGrants(() => grantPolicy.decide(tool.descriptor, this.#args.value), CANCELS.parked);
+      if (!consulted.ok) return consulted.ending;
+      const grant = consulted.value;
+      switch (grant.type) {
+        case "allow":
+          this.#slot.hold(draft("allow", "grant", "context", "allowed by remembered grant", grant.grant.id), "approved");
+          return undefined;
+        case "deny":
+          return this.#refuse(draft("deny", "grant", "context", "denied by remembered grant", grant.grant.id), TEXTS.grantDenied(tool.name));
+        case "ask":
+          if (grant.reason === "tool_changed") askPrompt = TEXTS.toolChanged(prompt, tool.name);
+          break;
+      }
+    }
+    const { sessionId, runId, turn, callId } = this.#request;
+    const ask = { id: settings.idGen(), sessionId, runId, turn, callId, tool: tool.name, argsDigest: this.#args.argsDigest, argsSha256: this.#args.argsSha256, prompt: askPrompt };
+    const outcome = await park({ ask, resolver: settings.askResolver, timeoutMs: settings.askTimeoutMs, clock: settings.clock, cancel: this.#cancel });
+    switch (outcome.type) {
+      case "cancelled":
+        throw this.#cancelledAt(CANCELS.parked);
+      case "unresolved":
+        return this.#refuse(draft("ask_unresolved", "hook", "engine", `permission required: ${askPrompt}`), askPrompt);
+      case "expired":
+        return this.#refuse(draft("ask_expired", "hook", "engine", "ask expired unanswered"), TEXTS.expired(tool.name));
+      case "denied":
+        await this.#remember(outcome.resolution, "deny");
+        return this.#refuse(draft("ask_denied", "ask", "ask_resolver", outcome.reason), TEXTS.denied(tool.name));
+      case "approved":
+        await this.#remember(outcome.resolution, "allow");
+        this.#slot.hold(draft("ask_allowed", "ask", "ask_resolver", null), "approved");
+        if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.parked);
+        return undefined;
+    }
+  }
+
+  /** 5. Pre-detection: the same call (tool and `argsSha256`) past the run's limit stops the run. */
+  #preDetect(): Ending | undefined {
+    const { runId, name } = this.#request;
+    const repeats = this.#gate.loopDetector(runId)?.observe(name, this.#args.argsSha256);
+    if (repeats === undefined) return undefined;
+    const stop = new LoopDetectedError(name, this.#args.argsDigest, repeats);
+    const text = TEXTS.preDetection(stop.message);
+    this.#slot.exit(draft("deny", "loop_detector", "engine", text));
+    return { type: "refused", message: text, stop };
+  }
+
+  /** 6. The circuit breaker refuses a tool that keeps failing. */
+  #breaker(): Ending | undefined {
+    const { breaker, settings } = this.#gate;
+    if (breaker?.isOpen(this.#request.name, settings.clock.now()) !== true) return undefined;
+    this.#slot.exit(draft("deny", "circuit_breaker", "engine", BREAKER_OPEN_TEXT));
+    return { type: "refused", message: BREAKER_OPEN_TEXT };
+  }
+
+  /** 7. Middleware, then `execute` with the approved arguments; then the held record lands (8). */
+  async #dispatch(): Promise<Ending> {
+    const { settings, breaker } = this.#gate;
+    const { turn, callId, sessionId, runId, execute, name } = this.#request;
+    const slot = this.#slot;
+    const signal = this.#cancel.signal;
+    const call: ToolCall = Object.freeze({ id: callId, name, input: this.#args.value });
+    const dispatched = await this.#wait(
+      dispatch({
+        call,
+        middleware: settings.middleware,
+        context: { turn, callId, sessionId, runId, descriptor: this.#request.tool!.descriptor, argsDigest: this.#args.argsDigest, argsSha256: this.#args.argsSha256, signal },
+        sink: {
+          middlewareDeny: (d) => slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+          middlewareAllow: (d) => slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+        },
+        run: () => execute(call.input, { signal }),
+      }),
+      CANCELS.executing,
+    );
+    if (dispatched.execution !== "none") {
+      try {
+        breaker?.report(name, dispatched.execution === "succeeded", settings.clock.now());
+      } catch {
+        // The tool has run: a clock that throws now must not turn its ending
+        // into a denial. The breaker misses this one report.
+      }
+    }
+    slot.settle();
+    const result = dispatched.result;
+    switch (result.type) {
+      case "ran":
+        return { type: "ran", output: result.output };
+      case "failed":
+        return { type: "failed", error: result.error, message: TEXTS.toolFailed(name, result.error) };
+      case "refused":
+        return { type: "refused", message: result.message };
+    }
+  }
+
+  /** Saves an answer given with `remember` as a grant, before the record lands. A failed save never changes the answer. */
+  async #remember(resolution: AskResolution | undefined, verdict: "allow" | "deny"): Promise<void> {
+    const { grantPolicy, settings } = this.#gate;
+    const scope = resolution?.remember;
+    if (scope === undefined || grantPolicy === undefined) return;
+    const tool = this.#request.tool!;
+    try {
+      // Never past a cancel: a store whose save never returns must not hold the call.
+      await this.#cancel.race(grantPolicy.remember(tool.descriptor, this.#args.value, verdict, scope, { nowMs: settings.clock.now() }));
+    } catch (error) {
+      this.#observe("onGrantError", { turn: this.#request.turn, callId: this.#request.callId, error });
+    }
+  }
+
+  /** Runs `consult` against the grant store; a store that fails denies (fail closed). */
+  async #consultGrants<T>(consult: () => Promise<T>, step: Step): Promise<{ readonly ok: true; readonly value: T } | { readonly ok: false; readonly ending: Ending }> {
+    let value: T;
+    try {
+      value = await this.#wait(consult(), step);
+    } catch (error) {
+      if (error === this.#cancelled) throw error;
+      const ending = this.#refuse(draft("deny", "grant", "engine", `grant store failed: ${describeError(error)}`), TEXTS.grantStoreFailed(this.#request.name));
+      return { ok: false, ending };
+    }
+    return { ok: true, value };
+  }
+
+  /** Waits for `work` unless the call is cancelled first, which ends the attempt at `step`. */
+  async #wait<T>(work: Promise<T>, step: Step): Promise<T> {
+    const value = await this.#cancel.race(work);
+    if (value === CANCELLED) throw this.#cancelledAt(step);
+    return value;
+  }
+
+  #use(read: Snapshot): void {
+    this.#args = read;
+    this.#call = Object.freeze({ id: this.#request.callId, name: this.#request.name, input: read.value });
+    this.#slot.setDigests(read.argsDigest, read.argsSha256);
+  }
+
+  #refuse(record: RecordDraft, message: string): Ending {
+    this.#slot.land(record);
+    return { type: "refused", message };
+  }
+
+  /** Lands the cancel's record and gives the error the attempt rejects with. */
+  #cancelledAt([ruleId, reason]: Step): CancelledError {
+    this.#slot.exit(draft("cancelled", ruleId, "engine", reason));
+    this.#cancelled = cancelledBy(this.#cancel.signal);
+    return this.#cancelled;
+  }
+
+  #observe<K extends "onToolPre" | "onToolPost" | "onGate" | "onGrantError">(event: K, payload: Parameters<typeof notify<K>>[3]): void {
+    const { settings } = this.#gate;
+    notify(settings.observers, settings.observerErrorHandler, event, payload);
+  }
+}

@@ -1,0 +1,347 @@
+import { getEventListeners } from "node:events";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { SyncAskResolver } from "loopctl/ask";
+import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
+import { Agent, CancelledError, EngineConfigError, Gate, LoopManagers, defineTool, permissionMiddleware } from "loopctl/engine";
+import type { GateDecision, GateOutcome, Hook, Tool, ToolDescriptor } from "loopctl/engine";
+import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
+import { ManualClock, ScriptedModel } from "loopctl/testing";
+import { deferred, until } from "./support/engine-fixtures.js";
+
+const readDescriptor: ToolDescriptor = {
+  name: "read",
+  description: "Read a file",
+  inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"], additionalProperties: false },
+};
+
+const ok = (input: unknown): string => `ran ${JSON.stringify(input)}`;
+
+describe("Gate.call", () => {
+  it("runs an allowed call once, with the frozen snapshot of the arguments, and resolves ran with its one record", async () => {
+    const seen: unknown[] = [];
+    const gate = new Gate(new LoopManagers().withClock({ now: () => 5 }));
+    const input = { path: "a.rs" };
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input }, (args, { signal }) => {
+      seen.push(args);
+      expect(signal).toBeInstanceOf(AbortSignal);
+      return { size: 3 };
+    });
+    expect(seen).toEqual([input]);
+    expect(seen[0]).not.toBe(input);
+    expect(Object.isFrozen(seen[0])).toBe(true);
+    expect(outcome).toEqual({
+      type: "ran",
+      output: { size: 3 },
+      record: {
+        tool: "read",
+        argsDigest: argsDigest(input),
+        argsSha256: argsSha256(input),
+        verdict: "allow",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: null,
+        ts: 5,
+      },
+    });
+  });
+
+  it("a Tool from defineTool works the same as its bare descriptor", async () => {
+    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: () => "unused" });
+    const gate = new Gate(new LoopManagers());
+    const outcome = await gate.call({ tool, callId: "c1", input: { path: "a" } }, ok);
+    expect(outcome).toMatchObject({ type: "ran", output: 'ran {"path":"a"}' });
+  });
+
+  it("an execute that throws is the outcome failed: the gate's record stands, the message names the tool", async () => {
+    const gate = new Gate(new LoopManagers());
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => {
+      throw new Error("disk on fire");
+    });
+    expect(outcome).toMatchObject({ type: "failed", message: "Tool 'read' failed: disk on fire", record: { verdict: "allow" } });
+    expect((outcome as Extract<GateOutcome, { type: "failed" }>).error).toEqual(new Error("disk on fire"));
+  });
+
+  it("validation comes before the hooks: invalid arguments are refused with a schema record, and nobody is asked", async () => {
+    let hookCalls = 0;
+    let resolverCalls = 0;
+    let executed = 0;
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: () => ((hookCalls += 1), { type: "ask", prompt: "?" }) })
+        .withAskResolver(new SyncAskResolver(() => ((resolverCalls += 1), true))),
+    );
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: 1 } }, () => (executed += 1));
+    expect(outcome).toMatchObject({
+      type: "refused",
+      message: "Invalid arguments for tool 'read': $.path: must be string",
+      record: { verdict: "deny", ruleId: "schema", ruleSource: "engine", reason: "invalid arguments: $.path: must be string" },
+    });
+    expect([hookCalls, resolverCalls, executed]).toEqual([0, 0, 0]);
+  });
+
+  it("a descriptor whose schema does not compile refuses every call (fail closed), with a schema record", async () => {
+    const gate = new Gate(new LoopManagers());
+    const broken = { name: "x", description: "", inputSchema: { type: "object", properties: { a: { type: "string", format: "no-such-format" } } } };
+    const outcome = await gate.call({ tool: broken, callId: "c1", input: { a: "1" } }, ok);
+    expect(outcome).toMatchObject({ type: "refused", record: { verdict: "deny", ruleId: "schema", reason: expect.stringContaining("unknown format") } });
+  });
+
+  it("rejects only with CancelledError, after its one cancelled record (its records[0]); the tool never runs", async () => {
+    const records: GateDecision[] = [];
+    const controller = new AbortController();
+    const resolver: AskResolver = { resolve: () => new Promise(() => undefined) };
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+        .withAskResolver(resolver)
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    let executed = 0;
+    const calling = gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal }, () => (executed += 1));
+    await new Promise((resolve) => setImmediate(resolve));
+    controller.abort(new Error("user left"));
+    const error = (await calling.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.cause).toEqual(new Error("user left"));
+    expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "hook", "cancelled while awaiting approval"]]);
+    expect(error.records).toEqual(records);
+    expect(executed).toBe(0);
+  });
+
+  it("a request that is not one is a typed EngineConfigError", async () => {
+    const gate = new Gate(new LoopManagers());
+    await expect(gate.call({ tool: { name: "" } as never, callId: "c", input: {} }, ok)).rejects.toBeInstanceOf(EngineConfigError);
+    await expect(gate.call({ tool: readDescriptor, callId: 1 as never, input: {} }, ok)).rejects.toBeInstanceOf(EngineConfigError);
+    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {}, runId: "run-1" }, ok)).rejects.toBeInstanceOf(EngineConfigError);
+    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {} }, "run" as never)).rejects.toBeInstanceOf(EngineConfigError);
+    expect(() => new Gate({} as never)).toThrow(EngineConfigError);
+  });
+
+  it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {
+    const parked: { ask: PendingAsk; answer: (a: AskResolution) => void }[] = [];
+    const resolver: AskResolver = {
+      resolve: (ask) => {
+        const d = deferred<AskResolution>();
+        parked.push({ ask, answer: d.resolve });
+        return d.promise;
+      },
+    };
+    const gate = new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(resolver));
+    const calls = ["a", "b", "c"].map((path, i) => gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path } }, ok));
+    await until(() => parked.length === 3);
+    parked[1]!.answer({ type: "deny" });
+    parked[2]!.answer({ type: "approve" });
+    parked[0]!.answer({ type: "approve" });
+    const outcomes = await Promise.all(calls);
+    expect(outcomes.map((o) => [o.type, o.record.verdict])).toEqual([
+      ["ran", "ask_allowed"],
+      ["refused", "ask_denied"],
+      ["ran", "ask_allowed"],
+    ]);
+    expect(parked.map((p) => p.ask.argsSha256)).toEqual(["a", "b", "c"].map((path) => argsSha256({ path })));
+  });
+
+  it("many calls in flight on one caller signal add one listener to it, and leave none; a cancel reaches each", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const controller = new AbortController();
+      const started: number[] = [];
+      const gate = new Gate(new LoopManagers());
+      const slow = (i: number) => () => (started.push(i), new Promise(() => undefined));
+      const calls = Array.from({ length: 32 }, (_, i) =>
+        gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path: "a" }, signal: controller.signal }, slow(i)).catch((e: unknown) => e),
+      );
+      await until(() => started.length === 32);
+      expect(getEventListeners(controller.signal, "abort")).toHaveLength(1);
+      controller.abort();
+      const errors = await Promise.all(calls);
+      expect(errors.every((e) => e instanceof CancelledError)).toBe(true);
+      expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+      const done = new AbortController();
+      await gate.call({ tool: readDescriptor, callId: "d", input: { path: "a" }, signal: done.signal }, ok);
+      expect(getEventListeners(done.signal, "abort")).toHaveLength(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
+  it("counts loop detection per runId: another run starts afresh, and endRun forgets a run", async () => {
+    const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
+    const run1 = "11111111-1111-4111-8111-111111111111";
+    const run2 = "22222222-2222-4222-8222-222222222222";
+    const call = (runId: string): Promise<GateOutcome> => gate.call({ tool: readDescriptor, callId: "c", input: { path: "a" }, runId }, ok);
+    expect((await call(run1)).type).toBe("ran");
+    const stopped = await call(run1);
+    expect(stopped).toMatchObject({ type: "refused", record: { ruleId: "loop_detector" }, stop: { code: "LOOP_DETECTED", repeats: 2 } });
+    expect((await call(run2)).type).toBe("ran");
+    gate.endRun(run1);
+    expect((await call(run1)).type).toBe("ran");
+  });
+
+  it("the circuit breaker's tool health lives in the gate, across runs", async () => {
+    const gate = new Gate(new LoopManagers().withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }).withClock({ now: () => 0 }));
+    const failing = (): never => {
+      throw new Error("x");
+    };
+    expect((await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, failing)).type).toBe("failed");
+    const runId = "33333333-3333-4333-8333-333333333333";
+    expect(await gate.call({ tool: readDescriptor, callId: "c2", input: { path: "b" }, runId }, ok)).toMatchObject({
+      type: "refused",
+      message: "tool temporarily unavailable: circuit breaker open",
+    });
+  });
+
+  it("a tool whose annotations alone changed is asked about again, although a grant covered it (the rug-pull)", async () => {
+    const store = new MemoryGrantStore();
+    const v1: ToolDescriptor = { ...readDescriptor, annotations: { readOnlyHint: true, destructiveHint: false } };
+    const v2: ToolDescriptor = { ...readDescriptor, annotations: { readOnlyHint: true, destructiveHint: true } };
+    const asks: PendingAsk[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "read?" }) })
+        .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), { type: "approve", remember: "this_tool" }))),
+    );
+    expect((await gate.call({ tool: v1, callId: "c1", input: { path: "a" } }, ok)).record.verdict).toBe("ask_allowed");
+    expect((await gate.call({ tool: v1, callId: "c2", input: { path: "b" } }, ok)).record).toMatchObject({ verdict: "allow", ruleId: "grant" });
+    expect((await gate.call({ tool: v2, callId: "c3", input: { path: "b" } }, ok)).record.verdict).toBe("ask_allowed");
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+  });
+});
+
+describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
+  const verdict = async (tool: Tool | ToolDescriptor, input: unknown): Promise<string> =>
+    (await new Gate(new LoopManagers()).call({ tool, callId: "c", input }, ok)).record.ruleId;
+
+  it("zod: a record, a union, a tuple and an e-mail field", async () => {
+    const tool = defineTool({
+      name: "z",
+      description: "",
+      input: z.object({
+        tags: z.record(z.string(), z.number()),
+        target: z.union([z.object({ kind: z.literal("file"), path: z.string() }), z.object({ kind: z.literal("url"), href: z.string() })]),
+        range: z.tuple([z.number(), z.number()]),
+        email: z.email(),
+      }),
+      execute: () => "ok",
+    });
+    const good = { tags: { a: 1 }, target: { kind: "url", href: "x" }, range: [1, 2], email: "a@example.com" };
+    expect(await verdict(tool, good)).toBe("hook");
+    expect(await verdict(tool, { ...good, tags: { a: "1" } })).toBe("schema");
+    expect(await verdict(tool, { ...good, target: { kind: "url", path: "x" } })).toBe("schema");
+    expect(await verdict(tool, { ...good, range: [1] })).toBe("schema");
+    expect(await verdict(tool, { ...good, email: "not an address" })).toBe("schema");
+  });
+
+  it("a 2020-12 schema with oneOf, format and $ref", async () => {
+    const schema = {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      $defs: { address: { type: "string", format: "email" } },
+      properties: {
+        to: { $ref: "#/$defs/address" },
+        when: { type: "string", format: "date-time" },
+        body: { oneOf: [{ type: "string", maxLength: 10 }, { type: "object", required: ["html"] }] },
+        items: { type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], items: false },
+      },
+      required: ["to", "body"],
+    };
+    const tool: ToolDescriptor = { name: "mail", description: "", inputSchema: schema };
+    const good = { to: "a@example.com", when: "2026-12-02T10:00:00Z", body: "hi", items: [1, "x"] };
+    expect(await verdict(tool, good)).toBe("hook");
+    expect(await verdict(defineTool({ name: "mail", description: "", input: schema, execute: () => "" }), good)).toBe("hook");
+    expect(await verdict(tool, { ...good, to: "nobody" })).toBe("schema");
+    expect(await verdict(tool, { ...good, when: "yesterday" })).toBe("schema");
+    expect(await verdict(tool, { ...good, body: 3 })).toBe("schema");
+    expect(await verdict(tool, { ...good, items: [1, "x", 3] })).toBe("schema");
+  });
+
+  it("a draft-07 schema (by its $schema)", async () => {
+    const tool: ToolDescriptor = {
+      name: "old",
+      description: "",
+      inputSchema: {
+        $schema: "http://json-schema.org/draft-07/schema#",
+        type: "object",
+        definitions: { id: { type: "string", format: "uuid" } },
+        properties: { id: { $ref: "#/definitions/id" }, pair: { type: "array", items: [{ type: "string" }, { type: "number" }], additionalItems: false } },
+        required: ["id"],
+      },
+    };
+    expect(await verdict(tool, { id: "8b7c7c3e-2f5a-4c1e-9d7e-0a1b2c3d4e5f", pair: ["a", 1] })).toBe("hook");
+    expect(await verdict(tool, { id: "not-a-uuid" })).toBe("schema");
+    expect(await verdict(tool, { id: "8b7c7c3e-2f5a-4c1e-9d7e-0a1b2c3d4e5f", pair: ["a", 1, 2] })).toBe("schema");
+  });
+});
+
+/**
+ * The same scenarios through `Agent` and through `gate.call` directly must
+ * leave identical records: the agent is only a loop around the gate.
+ */
+describe("Agent is a loop around the gate: the same scenario, the same record", () => {
+  interface Scenario {
+    readonly hook?: Hook;
+    readonly answer?: AskResolution | "none";
+    readonly input: unknown;
+    readonly managers?: (m: LoopManagers) => LoopManagers;
+    readonly execute?: "throws";
+  }
+  const ask: Hook = { preToolUse: () => ({ type: "ask", prompt: "May I?" }) };
+  const scenarios: [string, Scenario][] = [
+    ["no hooks", { input: { path: "a" } }],
+    ["a hook blocks", { hook: { preToolUse: () => ({ type: "block", reason: "never" }) }, input: { path: "a" } }],
+    ["a hook modifies", { hook: { preToolUse: () => ({ type: "modify", input: { path: "safe" } }) }, input: { path: "a" } }],
+    ["a hook throws", { hook: { name: "h", preToolUse: () => { throw new Error("bug"); } }, input: { path: "a" } }],
+    ["approved", { hook: ask, answer: { type: "approve" }, input: { path: "a" } }],
+    ["refused", { hook: ask, answer: { type: "deny", reason: "no" }, input: { path: "a" } }],
+    ["no resolver", { hook: ask, answer: "none", input: { path: "a" } }],
+    ["invalid arguments", { hook: ask, answer: { type: "approve" }, input: { path: 1 } }],
+    ["arguments that are not JSON", { input: { path: 1n } }],
+    ["a middleware denies an approved call", { hook: ask, answer: { type: "approve" }, input: { path: "/etc/x" }, managers: (m) => m.withMiddleware(permissionMiddleware({ rules: [{ id: "etc", args: { path: "/etc/*" }, action: "deny" }], defaultAction: "allow" })) }],
+    ["a remembered deny over a hook's allow", { input: { path: "a" }, managers: (m) => m.withGrantStore(storeWith(new Grant("read", "deny", GrantScope.thisCall({ path: "a" })))) }],
+    ["a remembered allow answers an ask", { hook: ask, answer: { type: "deny" }, input: { path: "a" }, managers: (m) => m.withGrantStore(storeWith(new Grant("read", "allow", GrantScope.thisTool()))) }],
+    ["the tool throws", { input: { path: "a" }, execute: "throws" }],
+  ];
+
+  function storeWith(grant: Grant): MemoryGrantStore {
+    const store = new MemoryGrantStore();
+    void store.save(grant);
+    return store;
+  }
+
+  function managersFor(scenario: Scenario): LoopManagers {
+    let managers = new LoopManagers().withClock(new ManualClock(1_000));
+    if (scenario.hook !== undefined) managers = managers.withHook(scenario.hook);
+    if (scenario.answer !== undefined && scenario.answer !== "none") {
+      const answer = scenario.answer;
+      managers = managers.withAskResolver(new SyncAskResolver(() => answer));
+    }
+    return scenario.managers?.(managers) ?? managers;
+  }
+
+  const run = (scenario: Scenario) => (input: unknown): string => {
+    if (scenario.execute === "throws") throw new Error("kaput");
+    return ok(input);
+  };
+
+  it.each(scenarios)("%s", async (_label, scenario) => {
+    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: run(scenario) });
+    const agent = new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: scenario.input }] }, { text: "done" }]),
+      tools: [tool],
+      managers: managersFor(scenario),
+    });
+    const viaAgent = await agent.run("go");
+    const viaGate = await new Gate(managersFor(scenario)).call({ tool, callId: "c1", input: scenario.input }, run(scenario));
+    expect(viaAgent.records).toEqual([viaGate.record]);
+    const result = viaAgent.messages.find((m) => m.type === "tool_result");
+    expect(result).toMatchObject({ status: viaGate.type, content: viaGate.type === "ran" ? viaGate.output : viaGate.message });
+  });
+});
