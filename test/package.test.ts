@@ -20,6 +20,9 @@ const pkg = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as {
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+  types: string;
+  exports: Record<string, string | { require: { types: string } }>;
+  typesVersions: Record<string, Record<string, string[]>>;
 };
 const optionalPeer = (name: string): boolean => pkg.peerDependenciesMeta?.[name]?.optional === true;
 /** What an install of the package brings: its dependencies and the peers it requires. */
@@ -88,3 +91,21 @@ describe("the package root `loopctl`", () => {
   });
 });
 
+// `moduleResolution: node10` (TypeScript's old "node") ignores `exports`: it
+// finds a subpath's types only through `typesVersions`.
+describe("package.json typesVersions", () => {
+  it("maps every subpath of the exports map to its CommonJS types, and nothing else", () => {
+    const expected = Object.fromEntries(
+      Object.entries(pkg.exports)
+        .filter(([key]) => key !== "." && key !== "./package.json")
+        .map(([key, target]) => [key.slice(2), [typeof target === "string" ? target : target.require.types]]),
+    );
+    expect(Object.keys(expected)).toContain("testing");
+    expect(pkg.typesVersions).toEqual({ "*": expected });
+  });
+
+  it("leaves the root to `types` (a `*` pattern would remap it too)", () => {
+    expect(pkg.types).toBe("./dist/index.d.cts");
+    expect(Object.keys(pkg.typesVersions["*"] ?? {}).filter((key) => key.includes("*"))).toEqual([]);
+  });
+});
