@@ -1,6 +1,8 @@
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { argsDigest } from "loopctl/grant";
 import type { Hook } from "loopctl/engine";
+import { describeChoice, resolutionFor } from "./terminal-approver.js";
+import type { TerminalChoice } from "./terminal-approver.js";
 
 /** The release the scripted run ships. */
 export const VERSION = "1.4.0";
@@ -70,8 +72,9 @@ export const releaseHook: Hook = {
 interface ScriptedAnswer {
   readonly tool: string;
   readonly args: unknown;
-  readonly resolution: AskResolution;
-  readonly says: string;
+  /** The answer, as a person would type it at the terminal. */
+  readonly choice: TerminalChoice;
+  readonly reason?: string;
 }
 
 /**
@@ -81,22 +84,14 @@ interface ScriptedAnswer {
  * deadline expires it.
  */
 const SCRIPTED_ANSWERS: readonly ScriptedAnswer[] = [
-  {
-    tool: "write_changelog",
-    args: CHANGELOG,
-    resolution: { type: "approve", remember: "this_tool" },
-    says: "approve, always this tool",
-  },
-  { tool: "deploy", args: STAGING, resolution: { type: "approve" }, says: "approve once" },
-  {
-    tool: "deploy",
-    args: PRODUCTION,
-    resolution: { type: "deny", reason: "production needs the release manager", remember: "this_call" },
-    says: "deny, always for this call",
-  },
+  { tool: "write_changelog", args: CHANGELOG, choice: "always-tool" },
+  { tool: "deploy", args: STAGING, choice: "y" },
+  { tool: "deploy", args: PRODUCTION, choice: "never-call", reason: "production needs the release manager" },
 ];
 
 /** The scripted policy's answer for `ask`, or `undefined` to let it expire. */
 export function scriptedAnswer(ask: PendingAsk): { resolution: AskResolution; says: string } | undefined {
-  return SCRIPTED_ANSWERS.find((a) => a.tool === ask.tool && argsDigest(a.args) === ask.argsDigest);
+  const answer = SCRIPTED_ANSWERS.find((a) => a.tool === ask.tool && argsDigest(a.args) === ask.argsDigest);
+  if (answer === undefined) return undefined;
+  return { resolution: resolutionFor(answer.choice, answer.reason), says: describeChoice(answer.choice, ask.tool) };
 }

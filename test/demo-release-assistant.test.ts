@@ -91,14 +91,15 @@ describe("npm run demo --workdir", () => {
 describe("npm run demo --interactive (answers typed on stdin)", () => {
   it("takes each answer from the terminal approver and remembers the ones asked to", async () => {
     const state = join(root, "state-3");
-    const result = await demo(["--root", state, "--interactive"], "t\nmaybe\na\nn\nd\n");
+    const result = await demo(["--root", state, "--interactive"], "always-tool\nmaybe\ny\nnever-call\nn\n");
     expect(result.code).toBe(0);
     const out = result.stdout;
     expect(out).toContain("approver   you, at this terminal");
-    expect(out).toContain("? approval needed  write_changelog");
-    expect(out).toContain("always this tool   remembers: allow write_changelog, any arguments");
+    expect(out).toContain("? approval needed: write_changelog");
+    expect(out).toContain("always-tool  approve; remember for write_changelog, any arguments");
     expect(out).toContain('not an answer: "maybe"');
-    expect(out).toMatch(/ask_denied  ask\/ask_resolver: denied by approver: denied at the terminal, remembered/);
+    expect(out).toContain("never-call: deny; remember for these exact arguments");
+    expect(out).toMatch(/ask_denied  ask\/ask_resolver: denied by approver: denied at the terminal/);
     expect(out).toContain("approved 2, denied 2, expired 0");
     expect(out).toContain("grants remembered for this project: 2");
   });
@@ -148,9 +149,9 @@ describe("npm run demo (non-interactive)", () => {
     expect(out).toContain("a scripted release manager (stdin is not a terminal)");
     expect(out).toMatch(/ask {5}Write CHANGELOG\.md for 1\.4\.0 \(3 entries\)\? +\(args [0-9a-f]{16}/);
     expect(out).toMatch(/ask {5}Deploy 1\.4\.0 to production\?/);
-    expect(out).toContain("answer  approve, always this tool (scripted release manager)");
+    expect(out).toContain("answer  always-tool: approve; remember for write_changelog, any arguments (scripted release manager)");
     expect(out).toContain("answer  approve once (scripted release manager)");
-    expect(out).toContain("answer  deny, always for this call (scripted release manager)");
+    expect(out).toContain("answer  never-call: deny; remember for these exact arguments (scripted release manager)");
     expect(out).toContain("answer  none scripted: nobody answers, the ask expires after 1000 ms");
     expect(out).toMatch(/gate {4}ask_allowed  ask\/ask_resolver/);
     expect(out).toMatch(/gate {4}ask_denied  ask\/ask_resolver: denied by approver/);
