@@ -37,7 +37,8 @@ export function clip(text: string, width: number): string {
  * Word-wraps `text` to `width` columns: the first line starts with `lead`,
  * every later one with `hang` (by default as many spaces as `lead` is
  * wide). Each line of a multi-line `text` is wrapped on its own and keeps
- * its indentation; a word too long for a line is cut across lines. Colour
+ * its indentation and the spaces between its words, but for those at a
+ * break; a word too long for a line is cut across lines. Colour
  * escapes count for nothing, so styled text wraps as it reads.
  */
 export function wrap(lead: string, text: string, width: number, hang = " ".repeat(visibleLength(lead))): string[] {
@@ -46,8 +47,8 @@ export function wrap(lead: string, text: string, width: number, hang = " ".repea
     const indent = /^ */.exec(paragraph)?.[0] ?? "";
     let line = `${lines.length === 0 ? lead : hang}${indent}`;
     const start = line;
-    for (const word of paragraph.slice(indent.length).split(/ +/).filter((w) => w !== "")) {
-      const sep = line === start ? "" : " ";
+    for (const [, space = "", word = ""] of paragraph.slice(indent.length).matchAll(/( *)([^ ]+)/g)) {
+      const sep = line === start ? "" : space;
       if (visibleLength(line) + sep.length + visibleLength(word) <= width) {
         line += sep + word;
         continue;

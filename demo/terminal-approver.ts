@@ -3,7 +3,7 @@ import type { AskResolution, Approver, PendingAsk } from "loopctl/ask";
 import { descriptorFingerprint } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
 import { printable } from "../src/cli/format.js";
-import { MAX_WIDTH, wrap } from "./layout.js";
+import { MAX_WIDTH, clip, wrap } from "./layout.js";
 import { LineReader } from "./line-reader.js";
 import { makeStyle } from "./style.js";
 import type { Style } from "./style.js";
@@ -143,6 +143,10 @@ async function answerAll(
         say("  ", style.red("input ended: denying this ask and every later one"));
         approver.close();
         return { answered, late };
+      }
+      // A terminal echoes what is typed; from a pipe, the transcript shows it instead.
+      if ((options.input as { isTTY?: boolean }).isTTY !== true) {
+        options.output.write(`${clip(printable(line), width - QUESTION.length - 2)}\n`);
       }
       choice = parseChoice(line);
       if (choice === undefined) {

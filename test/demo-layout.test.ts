@@ -18,6 +18,11 @@ describe("demo layout", () => {
     expect(wrap("  ", "Write it?\n\n  ## 1.4.0\n  - one", 80)).toEqual(["  Write it?", "", "    ## 1.4.0", "    - one"]);
   });
 
+  it("keeps the spaces between words, but for those at a break", () => {
+    expect(wrap("", "allow  hook/context: a b", 80)).toEqual(["allow  hook/context: a b"]);
+    expect(wrap("", "allow  hook/context", 10)).toEqual(["allow", "hook/conte", "xt"]);
+  });
+
   it("cuts a word longer than a line across lines", () => {
     expect(wrap("> ", "x".repeat(25), 10)).toEqual(["> xxxxxxxx", "  xxxxxxxx", "  xxxxxxxx", "  x"]);
   });
