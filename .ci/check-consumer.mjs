@@ -9,7 +9,7 @@
 // so `npm ci --offline` takes every tarball from the npm cache `npm ci` filled.
 // Run after `npm run build`.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -124,16 +124,8 @@ try {
   // The root, loaded both ways, pulls in no optional SDK.
   const sdks = Object.keys(pkg.peerDependencies ?? {}).filter(optional);
   const forbidden = [...new Set([...sdks, "pg", "ai", "@ai-sdk/provider", "@openai/agents", "@modelcontextprotocol/sdk", "playwright-core"])];
-  writeFileSync(
-    join(app, "hooks.mjs"),
-    `import { appendFileSync } from "node:fs";
-export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  appendFileSync(${JSON.stringify(join(app, "loaded.txt"))}, result.url + "\\n");
-  return result;
-}
-`,
-  );
+  // The same module hooks the test suite records the root's imports with.
+  copyFileSync(join(repo, "test/support/record-imports-hooks.mjs"), join(app, "hooks.mjs"));
   writeFileSync(
     join(app, "load.mjs"),
     `import { register, createRequire } from "node:module";
@@ -145,7 +137,13 @@ console.log(JSON.stringify(Object.keys(createRequire(import.meta.url).cache)));
 `,
   );
   writeFileSync(join(app, "loaded.txt"), "");
-  const required = JSON.parse(execFileSync(process.execPath, ["load.mjs"], { cwd: app, encoding: "utf8" }));
+  const required = JSON.parse(
+    execFileSync(process.execPath, ["load.mjs"], {
+      cwd: app,
+      encoding: "utf8",
+      env: { ...process.env, LOOPCTL_IMPORT_LOG: join(app, "loaded.txt") },
+    }),
+  );
   const loaded = [...readFileSync(join(app, "loaded.txt"), "utf8").split("\n"), ...required].filter((l) => l !== "");
   const offending = loaded.filter((url) => forbidden.some((name) => url.includes(`/node_modules/${name}/`)));
   if (offending.length > 0) throw new Error(`importing the root loaded optional SDKs:\n${offending.join("\n")}`);
