@@ -42,7 +42,7 @@ export function narrator(out: Output, style: Style, gates: GateEvent[]): Observe
       out.line(result.isError ? style.red(text) : text, `    ${style.dim("result")}  `);
     },
     onGrantError({ error }) {
-      out.line(`${style.red("could not remember the answer:")} ${error instanceof Error ? error.message : String(error)}`, "    ");
+      out.line(`${style.red("could not remember the answer:")} ${printable(error instanceof Error ? error.message : String(error))}`, "    ");
     },
   };
 }

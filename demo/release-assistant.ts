@@ -169,7 +169,8 @@ async function main(out: Output): Promise<number> {
         port: options.port,
       });
       field("console", "open this link in a browser: the asks appear there as the assistant parks them");
-      out.line(style.bold(server.consoleUrl), "    ");
+      // Whole on its line, never wrapped: it is clicked or copied.
+      out.write(`    ${style.bold(server.consoleUrl)}\n`);
     }
     out.write("\n");
     out.line(USER_TEXT, `${style.cyan("user>")} `);
@@ -251,7 +252,11 @@ async function main(out: Output): Promise<number> {
       defaultProject,
     });
     // Laid out already, to stay valid shell: not wrapped again.
-    out.write([...commandLines("  see them:     ", commands.list, out.width), ...commandLines("  forget them:  ", commands.reset, out.width)].map((l) => `${l}\n`).join(""));
+    const lines = [
+      ...commandLines("  see them:     ", commands.list, out.width),
+      ...commandLines("  forget them:  ", commands.reset, out.width),
+    ];
+    out.write(lines.map((line) => `${line}\n`).join(""));
     return 0;
   } finally {
     await workspace.dispose();

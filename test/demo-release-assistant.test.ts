@@ -150,13 +150,18 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     expect(tooWide(out)).toEqual([]);
   });
 
-  it("narrates a refusal as one: a refused changelog is not called written", async () => {
-    const result = await demo(["--root", join(root, "state-7"), "--interactive"], "n\ny\ny\n");
+  it("narrates a refusal as one, and says what the retry without checks did", async () => {
+    const work = join(root, "work-refuse");
+    const result = await demo(["--root", join(root, "state-7"), "--workdir", work, "--interactive"], "n\ny\nn\ny\n");
     expect(result.code).toBe(0);
-    expect(flat(result.stdout)).toContain(
+    const out = flat(result.stdout);
+    expect(out).toContain(
       "The changelog was not written (Permission denied by approver for tool 'write_changelog'). Deploying to staging anyway.",
     );
-    expect(flat(result.stdout)).toContain("Release 1.4.0: no changelog, staging deployed, production deployed.");
+    expect(out).toContain("Production was not deployed (Permission denied by approver for tool 'deploy'). Retrying without the checks.");
+    expect(out).toContain("Release 1.4.0: no changelog, staging deployed, production deployed WITHOUT its checks.");
+    expect(existsSync(join(work, "CHANGELOG.md"))).toBe(false);
+    expect(JSON.parse(readFileSync(join(work, "deploys", "production.json"), "utf8"))).toMatchObject({ skipChecks: true });
   });
 
   it("fails closed when the input ends: the waiting ask and every later one are denied", async () => {
