@@ -1,4 +1,6 @@
 import type { GateEvent } from "loopctl/engine";
+import { printable } from "../src/cli/format.js";
+import { clip, wrap } from "./layout.js";
 import type { Style } from "./style.js";
 
 /** A plain-text table: columns padded to their widest cell. */
@@ -28,34 +30,31 @@ export function verdictStyle(verdict: string, style: Style): (text: string) => s
   }
 }
 
-/** The run's gate records (in emission order) as a readable table. */
-export function auditTable(events: readonly GateEvent[], style: Style): string {
+/** The widest a tool name gets in the table, so that a row fits 80 columns. */
+const TOOL_WIDTH = 15;
+
+/**
+ * The run's gate records (in emission order) as a readable table in `width`
+ * columns: one row per record, its reason and matched grant on the lines
+ * under it.
+ */
+export function auditTable(events: readonly GateEvent[], style: Style, width: number): string {
   if (events.length === 0) return "  (no gate records)\n";
-  const start = events[0]?.decision.ts ?? 0;
   const rows = events.map((e, i) => {
     const d = e.decision;
+    return [String(i + 1), clip(printable(e.callId), 8), clip(printable(d.tool), TOOL_WIDTH), d.argsDigest, d.verdict, `${d.ruleId}/${d.ruleSource}`];
+  });
+  const lines = table(["#", "call", "tool", "args digest", "verdict", "rule/source"], rows);
+  const out = lines.slice(0, 2).map((line) => `  ${style.dim(line)}`);
+  events.forEach((e, i) => {
+    const d = e.decision;
+    const verdict = d.verdict;
+    // Colour goes on after padding so escape codes never skew the columns.
+    out.push(`  ${(lines[i + 2] ?? "").replace(` ${verdict} `, ` ${verdictStyle(verdict, style)(verdict)} `)}`);
     const detail = [d.reason, d.matchedPattern === null ? null : `matched ${d.matchedPattern}`]
       .filter((x): x is string => x !== null)
       .join("; ");
-    return [
-      String(i + 1),
-      `+${d.ts - start}ms`,
-      String(e.turn),
-      e.callId,
-      d.tool,
-      d.argsDigest,
-      d.verdict,
-      `${d.ruleId}/${d.ruleSource}`,
-      detail,
-    ];
+    if (detail !== "") out.push(...wrap("     ", style.dim(printable(detail)), width));
   });
-  const lines = table(["#", "time", "turn", "call", "tool", "args digest", "verdict", "rule/source", "detail"], rows);
-  // Colour is applied after padding so escape codes never skew the columns.
-  return `${lines
-    .map((line, i) => {
-      if (i < 2) return `  ${style.dim(line)}`;
-      const verdict = rows[i - 2]?.[6] ?? "";
-      return `  ${line.replace(` ${verdict} `, ` ${verdictStyle(verdict, style)(verdict)} `)}`;
-    })
-    .join("\n")}\n`;
+  return `${out.join("\n")}\n`;
 }

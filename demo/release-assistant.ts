@@ -4,12 +4,17 @@
  *
  * - reads files (a hook allows them), writes a changelog and deploys (the hook
  *   asks); the tools act on a scratch folder, the deploy writes a marker file;
- * - on a terminal you answer each ask; otherwise (CI, pipes) a scripted
- *   release manager answers some asks and leaves one to expire; with
- *   --console you answer them in the browser, from the approval console;
+ * - on a terminal (stdin and stdout both) you answer each ask; otherwise (CI,
+ *   pipes) a scripted release manager answers some asks and leaves one to
+ *   expire; with --console you answer them in the browser, from the
+ *   approval console;
+ * - the model reads its tool results: what it does and says next follows
+ *   the answers given;
  * - answers can be remembered in a FileGrantStore, so a second run decides
  *   those calls without asking;
- * - it ends with the run's audit trail.
+ * - it ends with the run's audit trail, and how to see what was remembered;
+ * - every line fits 80 columns, and a reader that goes away early
+ *   (`npm run demo | head`) ends the run quietly.
  *
  * Usage: npm run demo -- [--root DIR] [--workdir DIR] [--project DIR]
  *        [--interactive | --scripted | --console [--port N]] [--ask-timeout MS] [--reset]
@@ -17,31 +22,44 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ApprovalChannel } from "loopctl/ask";
-import type { Approver } from "loopctl/ask";
 import { RecentRecords, createApprovalServer } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
 import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
-import type { GateEvent, Observer } from "loopctl/engine";
+import type { GateEvent } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
-import { ScriptedModel } from "loopctl/testing";
-import { auditTable, verdictStyle } from "./audit-table.js";
-import { MODEL_TURNS, USER_TEXT, releaseHook, scriptedAnswer } from "./script.js";
+import { auditTable } from "./audit-table.js";
+import { commandLines, displayPath, grantCommands } from "./closing.js";
+import { narrator } from "./narrator.js";
+import { Output } from "./output.js";
+import { USER_TEXT } from "./release.js";
+import { releaseHook } from "./release-hook.js";
+import { releaseModel } from "./release-model.js";
+import { runScriptedApprover } from "./scripted-approver.js";
 import { makeStyle, wantsColor } from "./style.js";
-import type { Style } from "./style.js";
 import { runTerminalApprover } from "./terminal-approver.js";
 import { releaseTools } from "./tools.js";
 import { openWorkspace } from "./workspace.js";
 
-const HELP = `loopctl demo: a release assistant whose risky tool calls wait for approval
+const DEFAULT_PROJECT = ".loopctl-demo";
 
-  --root DIR        grant store root (default: ${FileGrantStore.defaultRoot()})
-  --workdir DIR     scratch folder the tools act on (default: a fresh temp dir)
-  --project DIR     project the grants belong to (default: --workdir, else ./.loopctl-demo)
-  --interactive     answer asks at the terminal (default when stdin is a TTY)
-  --scripted        let the scripted release manager answer (default otherwise)
-  --console         answer asks in the browser: prints the approval console's URL
+const HELP = `Usage: npm run demo -- [options]
+
+A release assistant on a scripted model whose risky tool calls wait for
+approval.
+
+  --root DIR        where grants are kept (default:
+                    ${FileGrantStore.defaultRoot()})
+  --workdir DIR     scratch folder the tools act on (default: a new temp dir)
+  --project DIR     project the grants belong to (default: --workdir, else
+                    ./${DEFAULT_PROJECT})
+  --interactive     answer asks here (the default when stdin and stdout are
+                    both a terminal)
+  --scripted        a scripted release manager answers (the default otherwise)
+  --console         answer asks in the browser: prints the approval console's
+                    link
   --port N          the console's port (default: a free one)
-  --ask-timeout MS  how long an ask may wait (default: 1000 scripted, 300000 otherwise)
+  --ask-timeout MS  how long an ask may wait (default: 1000 when scripted,
+                    300000 otherwise)
   --reset           forget this project's grants first
   --help            this text
 `;
@@ -81,7 +99,8 @@ function parseOptions(argv: string[]): Options | "help" {
   const approver =
     values.console === true
       ? "console"
-      : values.interactive === true || (values.scripted !== true && process.stdin.isTTY === true)
+      : values.interactive === true ||
+          (values.scripted !== true && process.stdin.isTTY === true && process.stdout.isTTY === true)
         ? "terminal"
         : "scripted";
   const timeoutText = values["ask-timeout"];
@@ -104,85 +123,37 @@ function parseOptions(argv: string[]): Options | "help" {
   };
 }
 
-function oneLine(value: unknown, max = 72): string {
-  const text = (typeof value === "string" ? value : JSON.stringify(value) ?? String(value)).replace(/\s+/g, " ");
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
-}
-
-/** Tells what the agent does as it happens. */
-function narrator(write: (line: string) => void, style: Style, gates: GateEvent[]): Observer {
-  return {
-    onModelResponse({ response }) {
-      if (response.text !== undefined && response.text !== "") write(`\n${style.cyan("assistant>")} ${response.text}`);
-    },
-    onToolPre({ turn, call }) {
-      write(`  ${style.dim(`[turn ${turn}]`)} ${style.bold(call.name)} ${oneLine(call.input)}`);
-    },
-    onGate(event) {
-      gates.push(event);
-      const d = event.decision;
-      const paint = verdictStyle(d.verdict, style);
-      const why =
-        d.ruleId === "grant"
-          ? `decided by a remembered grant ${d.matchedPattern ?? ""}, no ask`
-          : [`${d.ruleId}/${d.ruleSource}`, d.reason].filter((x) => x !== null).join(": ");
-      write(`    ${style.dim("gate")}    ${paint(d.verdict)}  ${why}`);
-    },
-    onToolPost({ outcome }) {
-      const text = oneLine(outcome.type === "ran" ? String(outcome.output) : outcome.message);
-      write(`    ${style.dim("result")}  ${outcome.type === "ran" ? text : style.red(text)}`);
-    },
-    onGrantError({ error }) {
-      write(`    ${style.red("could not remember the answer:")} ${error instanceof Error ? error.message : String(error)}`);
-    },
-  };
-}
-
-/** The non-interactive approver: answers what the release manager decided in advance. */
-async function runScriptedApprover(approver: Approver, write: (line: string) => void, style: Style, timeoutMs: number): Promise<void> {
-  for await (const ask of approver) {
-    write(`    ${style.yellow("ask")}     ${ask.prompt}  ${style.dim(`(args ${ask.argsDigest}, ask ${ask.id.slice(0, 8)})`)}`);
-    const answer = scriptedAnswer(ask);
-    if (answer === undefined) {
-      write(`    ${style.dim("answer")}  none scripted: nobody answers, the ask expires after ${timeoutMs} ms`);
-      continue;
-    }
-    const delivered = approver.resolve(ask.id, answer.resolution);
-    const paint = answer.resolution.type === "approve" ? style.green : style.red;
-    write(`    ${style.dim("answer")}  ${paint(answer.says)} (scripted release manager)${delivered ? "" : " — too late"}`);
-  }
-}
-
-async function main(): Promise<number> {
+async function main(out: Output): Promise<number> {
   const parsed = parseOptions(process.argv.slice(2));
   if (parsed === "help") {
-    process.stdout.write(HELP);
+    out.write(HELP);
     return 0;
   }
   const options = parsed;
   const style = makeStyle(wantsColor(process.stdout));
-  const write = (line: string): void => {
-    process.stdout.write(`${line}\n`);
-  };
+  const field = (label: string, text: string): void => out.line(text, `  ${label.padEnd(9)}  `);
 
   const workspace = await openWorkspace(options.workdir);
-  const projectDir = resolve(options.project ?? (options.workdir === undefined ? ".loopctl-demo" : workspace.dir));
+  const defaultProject = resolve(DEFAULT_PROJECT);
+  const projectDir = resolve(options.project ?? (options.workdir === undefined ? defaultProject : workspace.dir));
   const store = new FileGrantStore(options.root, projectDir);
   try {
-    if (options.reset) write(`forgot ${await store.clear()} grant(s) of this project`);
+    if (options.reset) out.line(`forgot ${await store.clear()} grant(s) of this project`);
     const remembered = await store.load();
     const tools = releaseTools(workspace);
     const descriptors = new Map(tools.map((t) => [t.name, t.descriptor]));
 
-    write(style.bold("loopctl demo: a release assistant on a scripted model (no network, no keys)"));
-    write(`  workspace  ${workspace.dir}`);
-    write(`  grants     ${store.ledgerPath} (${remembered.length} remembered)`);
+    out.line(style.bold("loopctl demo: a release assistant on a scripted model (no network, no keys)"));
+    field("workspace", workspace.dir);
+    field("grants", `${remembered.length} remembered for project ${displayPath(projectDir, process.cwd())}`);
+    field("", `kept under ${displayPath(options.root, process.cwd())}`);
     const who = {
       terminal: "you, at this terminal",
-      scripted: "a scripted release manager (stdin is not a terminal)",
+      scripted: "a scripted release manager (this is not a terminal)",
       console: "you, in the browser",
     }[options.approver];
-    write(`  approver   ${who}; asks expire after ${options.askTimeoutMs} ms`);
+    field("approver", who);
+    field("", `asks expire after ${options.askTimeoutMs} ms`);
 
     const [channel, approver] = ApprovalChannel.pair(4);
     const gates: GateEvent[] = [];
@@ -197,19 +168,21 @@ async function main(): Promise<number> {
         askTimeoutMs: options.askTimeoutMs,
         port: options.port,
       });
-      write(`  console    ${style.bold(server.consoleUrl)}`);
-      write(`             ${style.dim("open it in a browser: the asks appear there as the assistant parks them")}`);
+      field("console", "open this link in a browser: the asks appear there as the assistant parks them");
+      // Whole on its line, never wrapped: it is clicked or copied.
+      out.write(`    ${style.bold(server.consoleUrl)}\n`);
     }
-    write(`\n${style.cyan("user>")} ${USER_TEXT}`);
+    out.write("\n");
+    out.line(USER_TEXT, `${style.cyan("user>")} `);
 
     const managers = new LoopManagers()
       .withHook(releaseHook)
       .withAskResolver(channel)
       .withAskTimeout(options.askTimeoutMs)
       .withGrantStore(store)
-      .withObserver(narrator(write, style, gates))
+      .withObserver(narrator(out, style, gates))
       .withObserver(records);
-    const agent = new Agent({ model: new ScriptedModel(MODEL_TURNS), tools, managers });
+    const agent = new Agent({ model: releaseModel(), tools, managers });
 
     const stopApprover = new AbortController();
     const approving =
@@ -218,19 +191,21 @@ async function main(): Promise<number> {
             input: process.stdin,
             output: process.stdout,
             color: wantsColor(process.stdout),
+            width: out.width,
             describeTool: (name) => descriptors.get(name),
             signal: stopApprover.signal,
           })
         : options.approver === "scripted"
-          ? runScriptedApprover(approver, write, style, options.askTimeoutMs)
+          ? runScriptedApprover(approver, out, style, options.askTimeoutMs)
           : Promise.resolve();
 
-    const cancel = new AbortController();
-    const onSigint = (): void => cancel.abort(new Error("interrupted"));
+    const interrupt = new AbortController();
+    const onSigint = (): void => interrupt.abort(new Error("interrupted"));
     process.once("SIGINT", onSigint);
     let failure: unknown;
     try {
-      await agent.run(USER_TEXT, { signal: cancel.signal });
+      // Nobody reading the output any more is a reason to stop too.
+      await agent.run(USER_TEXT, { signal: AbortSignal.any([interrupt.signal, out.gone]) });
     } catch (error) {
       failure = error;
     } finally {
@@ -242,31 +217,54 @@ async function main(): Promise<number> {
       await approving;
       await server?.close();
     }
+    if (out.gone.aborted) return out.failed ? 1 : 0;
 
-    write(`\n${style.bold("audit trail")} ${style.dim("(the run's gate records, in order)")}`);
-    process.stdout.write(auditTable(gates, style));
+    out.write("\n");
+    out.line(`${style.bold("audit trail")} ${style.dim("(the run's gate records, in order)")}`);
+    out.write(auditTable(gates, style, out.width));
     const count = (verdict: string): number => gates.filter((g) => g.decision.verdict === verdict).length;
     const byGrant = gates.filter((g) => g.decision.ruleId === "grant").length;
-    write(
-      `\n  approved ${count("ask_allowed")}, denied ${count("ask_denied")}, expired ${count("ask_expired")}, decided by remembered grants ${byGrant}`,
+    out.write("\n");
+    out.line(
+      `approved ${count("ask_allowed")}, denied ${count("ask_denied")}, expired ${count("ask_expired")}, decided by remembered grants ${byGrant}`,
+      "  ",
     );
-    write(`  workspace now holds: ${(await workspace.files()).join(", ")}`);
-    write(`  grants remembered for this project: ${(await store.load()).length}`);
+    out.line(`the workspace holds ${(await workspace.files()).join(", ")}`, "  ");
+    const kept = (await store.load()).length;
+    out.line(`grants remembered for this project: ${kept}`, "  ");
     if (failure !== undefined) {
-      write(style.red(`\nthe run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)}`));
+      out.write("\n");
+      out.line(style.red(`the run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)}`));
       // 130: the shell's convention for "stopped by Ctrl-C".
       return failure instanceof CancelledError ? 130 : 1;
     }
-    write(
-      `\nRun it again: remembered answers decide without asking. ${style.dim(`(--reset forgets them; \`loopctl grants list --root ${options.root} --project ${projectDir}\` shows them)`)}`,
-    );
+    out.write("\n");
+    if (kept === 0) {
+      out.line("Nothing is remembered for this project: answer always-… or never-… to let the next run decide without asking.");
+      return 0;
+    }
+    out.line(`Run it again: the ${kept === 1 ? "remembered answer decides" : `${kept} remembered answers decide`} without asking.`);
+    const commands = grantCommands({
+      root: options.root,
+      project: projectDir,
+      cwd: process.cwd(),
+      defaultRoot: FileGrantStore.defaultRoot(),
+      defaultProject,
+    });
+    // Laid out already, to stay valid shell: not wrapped again.
+    const lines = [
+      ...commandLines("  see them:     ", commands.list, out.width),
+      ...commandLines("  forget them:  ", commands.reset, out.width),
+    ];
+    out.write(lines.map((line) => `${line}\n`).join(""));
     return 0;
   } finally {
     await workspace.dispose();
   }
 }
 
-main().then(
+const out = new Output(process.stdout);
+main(out).then(
   (code) => {
     process.exitCode = code;
   },

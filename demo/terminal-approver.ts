@@ -3,52 +3,66 @@ import type { AskResolution, Approver, PendingAsk } from "loopctl/ask";
 import { descriptorFingerprint } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
 import { printable } from "../src/cli/format.js";
+import { MAX_WIDTH, clip, wrap } from "./layout.js";
 import { LineReader } from "./line-reader.js";
 import { makeStyle } from "./style.js";
 import type { Style } from "./style.js";
 
-/** One of the answers a person can give at the terminal. */
-export type TerminalChoice = "once" | "this_call" | "this_tool" | "deny" | "never";
+/**
+ * What a person can answer, typed as shown. The one-off answers are one
+ * letter; an answer that is remembered across runs is spelled out, so no
+ * slip of a finger saves a grant.
+ */
+export type TerminalChoice = "y" | "n" | "always-call" | "always-tool" | "never-call" | "never-tool";
 
-/** The key a person types for each choice, and what it means. */
+/** Each choice: what it does, in a few words (`tool` names the asking tool). */
 export const TERMINAL_CHOICES: ReadonlyArray<{
-  readonly key: string;
   readonly choice: TerminalChoice;
-  readonly label: string;
+  readonly says: (tool: string) => string;
 }> = [
-  { key: "a", choice: "once", label: "approve once" },
-  { key: "c", choice: "this_call", label: "always this call" },
-  { key: "t", choice: "this_tool", label: "always this tool" },
-  { key: "d", choice: "deny", label: "deny" },
-  { key: "n", choice: "never", label: "always deny" },
+  { choice: "y", says: () => "approve once" },
+  { choice: "n", says: () => "deny once" },
+  { choice: "always-call", says: () => "approve; remember for these exact arguments" },
+  { choice: "always-tool", says: (tool) => `approve; remember for ${tool}, any arguments` },
+  { choice: "never-call", says: () => "deny; remember for these exact arguments" },
+  { choice: "never-tool", says: (tool) => `deny; remember for ${tool}, any arguments` },
 ];
 
-/** The resolution each choice sends back to the engine. */
-export function resolutionFor(choice: TerminalChoice): AskResolution {
+/** Other words for the one-off answers; a remembering answer has no other spelling. */
+const ALIASES: Readonly<Record<string, TerminalChoice>> = { yes: "y", approve: "y", no: "n", deny: "n" };
+
+/** What `choice` says for `tool`, e.g. `always-tool: approve; remember for deploy, any arguments`. */
+export function describeChoice(choice: TerminalChoice, tool: string): string {
+  const says = TERMINAL_CHOICES.find((c) => c.choice === choice)?.says(tool) ?? choice;
+  return choice === "y" || choice === "n" ? says : `${choice}: ${says}`;
+}
+
+/** The resolution each choice sends back to the engine; `reason` goes with a denial. */
+export function resolutionFor(choice: TerminalChoice, reason = "denied at the terminal"): AskResolution {
   switch (choice) {
-    case "once":
+    case "y":
       return { type: "approve" };
-    case "this_call":
+    case "n":
+      return { type: "deny", reason };
+    case "always-call":
       return { type: "approve", remember: "this_call" };
-    case "this_tool":
+    case "always-tool":
       return { type: "approve", remember: "this_tool" };
-    case "deny":
-      return { type: "deny", reason: "denied at the terminal" };
-    case "never":
-      // The narrowest deny grant: these exact arguments, never the whole tool.
-      return { type: "deny", reason: "denied at the terminal, remembered", remember: "this_call" };
+    case "never-call":
+      return { type: "deny", reason, remember: "this_call" };
+    case "never-tool":
+      return { type: "deny", reason, remember: "this_tool" };
   }
 }
 
-/** Parses what a person typed (`a`, `approve`, `T`, …) into a choice; `undefined` if unknown. */
+/**
+ * Parses what a person typed into a choice, ignoring case and surrounding
+ * blanks; `undefined` for anything else (a prefix, a typo, a single letter
+ * of a remembering answer): never a guess.
+ */
 export function parseChoice(line: string): TerminalChoice | undefined {
-  const text = line.trim().toLowerCase();
-  if (text === "") return undefined;
-  const byKey = TERMINAL_CHOICES.find((c) => c.key === text);
-  if (byKey !== undefined) return byKey.choice;
-  if (text === "y" || text === "yes" || text === "approve") return "once";
-  if (text === "no") return "deny";
-  return TERMINAL_CHOICES.find((c) => c.label === text)?.choice;
+  const text = line.trim().toLowerCase().replace(/\s+/g, "-");
+  return TERMINAL_CHOICES.find((c) => c.choice === text)?.choice ?? ALIASES[text];
 }
 
 /** Options for {@link runTerminalApprover}. */
@@ -59,6 +73,8 @@ export interface TerminalApproverOptions {
   readonly output: Writable;
   /** ANSI colour; the caller decides (TTY and NO_COLOR). Default: off. */
   readonly color?: boolean;
+  /** The widest line to write. Default: 80. */
+  readonly width?: number;
   /** Looks up a tool's descriptor so the approver can show the pin a grant would carry. */
   readonly describeTool?: (tool: string) => ToolDescriptor | undefined;
   /**
@@ -101,73 +117,87 @@ export async function runTerminalApprover(
   }
 }
 
+const QUESTION = `your answer [${TERMINAL_CHOICES.map((c) => c.choice).join("/")}]: `;
+
 async function answerAll(
   approver: Approver,
   lines: LineReader,
   options: TerminalApproverOptions,
   style: Style,
 ): Promise<TerminalApproverReport> {
-  const write = (text: string): void => {
-    options.output.write(text);
+  const width = options.width ?? MAX_WIDTH;
+  const say = (lead: string, text: string): void => {
+    options.output.write(`${wrap(lead, text, width).join("\n")}\n`);
   };
   let answered = 0;
   let late = 0;
   for await (const ask of approver) {
-    write(describeAsk(ask, style, options.describeTool?.(ask.tool)));
+    options.output.write(describeAsk(ask, style, options.describeTool?.(ask.tool), width));
     let choice: TerminalChoice | undefined;
     while (choice === undefined) {
-      write(style.bold("  your answer [a/c/t/d/n]: "));
+      options.output.write(`  ${style.bold(QUESTION)}`);
       const line = await lines.next();
       if (line === undefined) {
         if (options.signal?.aborted === true) return { answered, late };
-        write(`\n  ${style.red("input ended: denying this ask and every later one")}\n`);
+        options.output.write("\n");
+        say("  ", style.red("input ended: denying this ask and every later one"));
         approver.close();
         return { answered, late };
       }
+      // A terminal echoes what is typed; from a pipe, the transcript shows it instead.
+      if ((options.input as { isTTY?: boolean }).isTTY !== true) {
+        options.output.write(`${clip(printable(line), width - QUESTION.length - 2)}\n`);
+      }
       choice = parseChoice(line);
-      if (choice === undefined) write(`  ${style.yellow(`not an answer: ${JSON.stringify(line)}`)}\n`);
+      if (choice === undefined) {
+        say("  ", style.yellow(`not an answer: ${JSON.stringify(printable(line))} (type one of the words in the list)`));
+      }
     }
     if (approver.resolve(ask.id, resolutionFor(choice))) {
       answered += 1;
-      const label = TERMINAL_CHOICES.find((c) => c.choice === choice)?.label ?? choice;
-      write(`  ${choice === "deny" || choice === "never" ? style.red(label) : style.green(label)}\n\n`);
+      const paint = resolutionFor(choice).type === "approve" ? style.green : style.red;
+      say("  ", `${paint(describeChoice(choice, printable(ask.tool)))}\n`);
     } else {
       late += 1;
-      write(`  ${style.yellow("too late: this ask is no longer waiting (it expired or the run was cancelled)")}\n\n`);
+      say("  ", `${style.yellow("too late: this ask is no longer waiting (it expired or the run was cancelled)")}\n`);
     }
   }
   return { answered, late };
 }
 
-/** The block of text shown for one ask: what is asked, and what each remembered answer would cover. */
-export function describeAsk(asked: PendingAsk, style: Style, descriptor?: ToolDescriptor): string {
+/**
+ * The block of text shown for one ask: what is asked, and what each answer
+ * does. No line is wider than `width`.
+ */
+export function describeAsk(asked: PendingAsk, style: Style, descriptor?: ToolDescriptor, width = MAX_WIDTH): string {
   // The prompt often quotes the model's arguments, and an ask may come off a
   // wire: escape sequences in it must not redraw what the person approves.
-  const ask = {
-    ...asked,
-    tool: printable(asked.tool),
-    callId: printable(asked.callId),
-    prompt: asked.prompt.split("\n").map(printable).join("\n  "),
-  };
-  const rows: Array<[string, string]> = [
-    ["a", "approve once"],
-    ["c", `always this call   remembers: allow ${ask.tool} with exactly these arguments (args ${ask.argsDigest})`],
-    ["t", `always this tool   remembers: allow ${ask.tool}, any arguments`],
-    ["d", "deny"],
-    ["n", `always deny        remembers: deny ${ask.tool} with exactly these arguments`],
-  ];
+  const tool = printable(asked.tool);
+  const prompt = asked.prompt.split("\n").map(printable).join("\n");
+  const block = (lead: string, text: string, hang?: string): string[] => wrap(lead, text, width, hang);
+  const menu = TERMINAL_CHOICES.flatMap(({ choice, says }) =>
+    block(`  ${style.bold(choice.padEnd(11))}  `, says(tool)),
+  );
   const pin =
     descriptor === undefined
       ? []
-      : [
-          `  ${style.dim(`a remembered answer is pinned to ${descriptorFingerprint(descriptor).slice(0, 19)}…; if the tool changes, it asks again`)}`,
-        ];
+      : block(
+          "  ",
+          style.dim(
+            `A remembered answer is pinned to ${descriptorFingerprint(descriptor).slice(0, 19)}…: if the tool changes, it is asked about again.`,
+          ),
+        );
   return [
     "",
-    `${style.yellow("? approval needed")}  ${style.bold(ask.tool)}  ${style.dim(`(turn ${ask.turn}, call ${ask.callId}, ask ${ask.id})`)}`,
-    `  ${ask.prompt}`,
-    `  ${style.dim("args digest")} ${ask.argsDigest}`,
-    ...rows.map(([key, text]) => `  [${style.bold(key)}] ${text}`),
+    ...block(
+      "",
+      `${style.yellow("? approval needed:")} ${style.bold(tool)} ${style.dim(`(turn ${asked.turn}, call ${printable(asked.callId)})`)}`,
+      "  ",
+    ),
+    ...block("  ", prompt),
+    ...block("  ", style.dim(`args ${asked.argsDigest}, ask ${asked.id}`)),
+    "",
+    ...menu,
     ...pin,
     "",
   ].join("\n");

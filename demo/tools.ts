@@ -6,6 +6,21 @@ import type { Tool } from "loopctl/engine";
 import { readText } from "./workspace.js";
 import type { Workspace } from "./workspace.js";
 
+/** What `write_changelog` takes. */
+export const ChangelogInput = z.object({ version: z.string().min(1), entries: z.array(z.string()).min(1) });
+
+/** What `deploy` takes. */
+export const DeployInput = z.object({
+  env: z.enum(["staging", "production"]),
+  version: z.string().min(1),
+  skipChecks: z.boolean().optional(),
+});
+
+/** The Markdown section `write_changelog` puts at the top of CHANGELOG.md. */
+export function changelogSection({ version, entries }: z.infer<typeof ChangelogInput>): string {
+  return [`## ${version}`, "", ...entries.map((e) => `- ${e}`), "", ""].join("\n");
+}
+
 /**
  * The release assistant's tools. They act on the scratch workspace only; the
  * deploy is simulated in-process by writing a marker file, never by running a
@@ -22,12 +37,11 @@ export function releaseTools(workspace: Workspace): Tool[] {
   const writeChangelog = defineTool({
     name: "write_changelog",
     description: "Add a release section at the top of CHANGELOG.md.",
-    input: z.object({ version: z.string().min(1), entries: z.array(z.string()).min(1) }),
+    input: ChangelogInput,
     execute: async ({ version, entries }) => {
       const path = workspace.inside("CHANGELOG.md");
       const before = await readFile(path, "utf8").catch(() => "");
-      const section = [`## ${version}`, "", ...entries.map((e) => `- ${e}`), "", ""].join("\n");
-      await writeFile(path, section + before);
+      await writeFile(path, changelogSection({ version, entries }) + before);
       return `wrote CHANGELOG.md: ${entries.length} entries under ${version}`;
     },
   });
@@ -35,11 +49,7 @@ export function releaseTools(workspace: Workspace): Tool[] {
   const deploy = defineTool({
     name: "deploy",
     description: "Deploy a version of the site to an environment.",
-    input: z.object({
-      env: z.enum(["staging", "production"]),
-      version: z.string().min(1),
-      skipChecks: z.boolean().optional(),
-    }),
+    input: DeployInput,
     execute: async ({ env, version, skipChecks }) => {
       const marker = workspace.inside(`deploys/${env}.json`);
       await mkdir(dirname(marker), { recursive: true });

@@ -3,14 +3,18 @@
 // tool's descriptor. A second run (new agent, same ledger) is decided by the
 // grant without asking. When the tool changes, the pin no longer matches and
 // the call is asked about again.
-// Run: npx tsx examples/remember-with-grants.ts
+// Run: npx tsx examples/remember-with-grants.ts [ROOT]
+// With a ROOT folder the ledger outlives the run: run it twice, and the second
+// time the remembered grant decides the first call too.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SyncAskResolver } from "loopctl/ask";
 import type { Tool } from "loopctl/engine";
 
 // Where ledgers live; a real program would use FileGrantStore.defaultRoot().
-const root = await mkdtemp(join(tmpdir(), "loopctl-grants-"));
+const given = process.argv[2];
+const root = given ?? (await mkdtemp(join(tmpdir(), "loopctl-grants-")));
 
 // #region readme
 import { z } from "zod";
@@ -37,27 +41,34 @@ const model = new ScriptedModel([
   { text: "deployed" },
 ]);
 const run = new Agent({ model, tools: [deploy], managers }).run("ship 1.4.0");
-const ask = await approver.next(); // a UI would show it; "this_tool" remembers the answer
-if (ask) approver.resolve(ask.id, { type: "approve", remember: "this_tool" });
-console.log((await run).records.map((r) => r.verdict)); // [ 'ask_allowed' ]
+// The UI: answer every ask until the run ends (a remembered grant may leave none).
+const answering = (async () => {
+  for await (const ask of approver) {
+    console.log(`approving: ${ask.prompt}`); // "this_tool" remembers the answer
+    approver.resolve(ask.id, { type: "approve", remember: "this_tool" });
+  }
+})();
+const result = await run.finally(() => approver.close()); // closing ends the loop
+await answering;
+console.log(result.records.map((r) => r.verdict)); // [ 'ask_allowed' ], then [ 'allow' ]
 // #endregion
 
 // From here on, anything asked is printed and denied (without remembering).
-const answering = (async () => {
-  for await (const asked of approver) {
+const denying = managers.withAskResolver(
+  new SyncAskResolver((asked) => {
     console.log(`asked: ${asked.prompt}`);
-    approver.resolve(asked.id, { type: "deny", reason: "not today" });
-  }
-})();
+    return { type: "deny", reason: "not today" };
+  }),
+);
 
-/** One more run of `tool` with the same managers (and so the same ledger). */
+/** One more run of `tool` with the same grant store (and so the same ledger). */
 async function runAgain(tool: Tool): Promise<string> {
   const next = new ScriptedModel([
     { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production", version: "1.4.0" } }] },
     { text: "deployed" },
   ]);
-  const result = await new Agent({ model: next, tools: [tool], managers }).run("ship 1.4.0 to production");
-  return result.records
+  const again = await new Agent({ model: next, tools: [tool], managers: denying }).run("ship 1.4.0 to production");
+  return again.records
     .map((r) => `${r.verdict} by ${r.ruleId}${r.matchedPattern === null ? "" : ` ${r.matchedPattern}`}`)
     .join(", ");
 }
@@ -77,6 +88,4 @@ console.log(`changed tool: ${await runAgain(changed)}`);
 for (const g of await new FileGrantStore(root, process.cwd()).load()) {
   console.log(`ledger: ${g.id} ${g.verdict} ${g.tool} ${g.scope.type}, pinned ${g.pinnedDescriptor?.slice(0, 15)}…`);
 }
-approver.close();
-await answering;
-await rm(root, { recursive: true, force: true });
+if (given === undefined) await rm(root, { recursive: true, force: true });

@@ -27,26 +27,30 @@ describe("npm run demo -- --console", () => {
     const base = url.slice(0, url.indexOf("?"));
     const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
     const stream = await openStream(`${base}api/asks/stream`, auth);
+    // Keyed by each prompt's first line; the changelog's goes on with the section's text.
     const answers: Record<string, unknown> = {
-      "Write CHANGELOG.md for 1.4.0 (3 entries)?": { type: "approve", remember: "this_tool" },
-      "Deploy 1.4.0 to staging?": { type: "approve" },
-      "Deploy 1.4.0 to production?": { type: "deny", reason: "not today", remember: "this_call" },
-      "Deploy 1.4.0 to production WITHOUT checks?": { type: "deny" },
+      "Add this 1.4.0 section at the top of CHANGELOG.md?": { type: "approve", remember: "this_tool" },
+      "Deploy 1.4.0 to staging, after the pre-deploy checks?": { type: "approve" },
+      "Deploy 1.4.0 to production, after the pre-deploy checks?": { type: "deny", reason: "not today", remember: "this_call" },
+      "Deploy 1.4.0 to production WITHOUT the pre-deploy checks?": { type: "deny" },
     };
     for (let i = 0; i < 4; i++) {
       const { ask } = JSON.parse((await stream.next((e) => e.event === "ask")).data) as { ask: PendingAsk };
+      if (ask.tool === "write_changelog") expect(ask.prompt).toContain("\n\n  ## 1.4.0\n\n  - Faster cold start");
       const reply = await request(`${base}api/asks/${ask.id}`, {
         method: "POST",
         headers: { ...auth, "content-type": "application/json" },
-        body: JSON.stringify(answers[ask.prompt]),
+        body: JSON.stringify(answers[ask.prompt.split("\n")[0] ?? ""]),
       });
       expect(reply.status, ask.prompt).toBe(200);
     }
     const result = await demo.exited;
     stream.close();
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain("approver   you, in the browser; asks expire after 300000 ms");
+    expect(result.stdout).toContain("approver   you, in the browser\n             asks expire after 300000 ms");
+    expect(result.stdout).toContain(`    ${url}\n`);
     expect(result.stdout).toContain("approved 2, denied 2, expired 0");
+    expect(result.stdout.split("\n").filter((line) => [...line].length > 80)).toEqual([]);
     expect(readFileSync(join(work, "CHANGELOG.md"), "utf8")).toContain("## 1.4.0");
     expect(existsSync(join(work, "deploys", "staging.json"))).toBe(true);
     expect(existsSync(join(work, "deploys", "production.json"))).toBe(false);

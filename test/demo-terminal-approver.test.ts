@@ -4,7 +4,7 @@ import { APPROVER_CLOSED_REASON, ApprovalChannel, NIL_UUID } from "../src/ask/in
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
 import { wantsColor } from "../demo/style.js";
-import { describeAsk, parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
+import { describeAsk, describeChoice, parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
 import { makeStyle } from "../demo/style.js";
 
 function pendingAsk(n: number, tool = "deploy"): PendingAsk {
@@ -34,7 +34,7 @@ async function waitFor(read: () => string, text: string): Promise<void> {
 }
 
 describe("demo terminal approver", () => {
-  it("shows the ask and what each remembered answer would cover", async () => {
+  it("shows the ask and what each answer does, within 80 columns", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const input = new PassThrough();
     const output = new PassThrough();
@@ -48,27 +48,44 @@ describe("demo terminal approver", () => {
     const answer = channel.resolve(ask, { signal: new AbortController().signal });
     await waitFor(read, "your answer");
     const shown = read();
-    expect(shown).toContain("deploy");
-    expect(shown).toContain("Deploy 1.4.0 to staging (#1)?");
-    expect(shown).toContain(ask.argsDigest);
-    expect(shown).toContain(`call ${ask.callId}`);
-    expect(shown).toContain(`always this call   remembers: allow deploy with exactly these arguments (args ${ask.argsDigest})`);
-    expect(shown).toContain("always this tool   remembers: allow deploy, any arguments");
-    expect(shown).toContain("always deny        remembers: deny deploy with exactly these arguments");
-    expect(shown).toMatch(/pinned to sha256:[0-9a-f]{12}…; if the tool changes, it asks again/);
+    expect(shown).toContain("? approval needed: deploy (turn 2, call call_1)");
+    expect(shown).toContain("  Deploy 1.4.0 to staging (#1)?");
+    expect(shown).toContain(`  args ${ask.argsDigest}, ask ${ask.id}`);
+    expect(shown).toContain("  y            approve once\n");
+    expect(shown).toContain("  n            deny once\n");
+    expect(shown).toContain("  always-call  approve; remember for these exact arguments\n");
+    expect(shown).toContain("  always-tool  approve; remember for deploy, any arguments\n");
+    expect(shown).toContain("  never-call   deny; remember for these exact arguments\n");
+    expect(shown).toContain("  never-tool   deny; remember for deploy, any arguments\n");
+    expect(shown.replace(/\s+/g, " ")).toMatch(/pinned to sha256:[0-9a-f]{12}…: if the tool changes, it is asked about again/);
+    expect(shown).toContain("your answer [y/n/always-call/always-tool/never-call/never-tool]: ");
     expect(shown).not.toContain("\u001b[");
-    input.write("t\n");
+    for (const line of shown.split("\n")) expect(line.length, line).toBeLessThanOrEqual(80);
+    input.write("always-tool\n");
     await expect(answer).resolves.toEqual({ type: "approve", remember: "this_tool" });
     approver.close();
     await expect(done).resolves.toEqual({ answered: 1, late: 0 });
+    expect(read()).toContain("always-tool: approve; remember for deploy, any arguments");
+  });
+
+  it("fits a long tool name, prompt and ask into the width it is given", () => {
+    const ask = { ...pendingAsk(11, "x".repeat(70)), prompt: `Deploy ${"word ".repeat(40)}and ${"y".repeat(120)}?` };
+    for (const width of [40, 60, 80]) {
+      const text = describeAsk(ask, makeStyle(false), { name: ask.tool, description: "d", inputSchema: {} }, width);
+      for (const line of text.split("\n")) expect(line.length, line).toBeLessThanOrEqual(width);
+      expect(text.replace(/\s/g, "")).toContain(`and${"y".repeat(120)}?`);
+    }
   });
 
   it.each([
-    ["a", { type: "approve" }],
-    ["c", { type: "approve", remember: "this_call" }],
-    ["t", { type: "approve", remember: "this_tool" }],
-    ["d", { type: "deny", reason: "denied at the terminal" }],
-    ["n", { type: "deny", reason: "denied at the terminal, remembered", remember: "this_call" }],
+    ["y", { type: "approve" }],
+    ["yes", { type: "approve" }],
+    ["n", { type: "deny", reason: "denied at the terminal" }],
+    ["no", { type: "deny", reason: "denied at the terminal" }],
+    ["always-call", { type: "approve", remember: "this_call" }],
+    ["always-tool", { type: "approve", remember: "this_tool" }],
+    ["never-call", { type: "deny", reason: "denied at the terminal", remember: "this_call" }],
+    ["never-tool", { type: "deny", reason: "denied at the terminal", remember: "this_tool" }],
   ] as Array<[string, AskResolution]>)("answers %s with %j", async (key, expected) => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const input = new PassThrough();
@@ -80,20 +97,23 @@ describe("demo terminal approver", () => {
     await done;
   });
 
-  it("asks again after an answer it does not understand", async () => {
-    const [channel, approver] = ApprovalChannel.pair(1);
-    const input = new PassThrough();
-    const output = new PassThrough();
-    const read = capture(output);
-    const done = runTerminalApprover(approver, { input, output });
-    const answer = channel.resolve(pendingAsk(3), { signal: new AbortController().signal });
-    input.write("maybe\n");
-    await waitFor(read, 'not an answer: "maybe"');
-    input.write("d\n");
-    await expect(answer).resolves.toMatchObject({ type: "deny" });
-    approver.close();
-    await done;
-  });
+  it.each(["maybe", "a", "c", "t", "d", "always", "never", "always-", "alwaystool", "yy", "n!"])(
+    "takes %j for no answer and asks again: nothing is remembered by a slip",
+    async (typo) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const input = new PassThrough();
+      const output = new PassThrough();
+      const read = capture(output);
+      const done = runTerminalApprover(approver, { input, output });
+      const answer = channel.resolve(pendingAsk(12), { signal: new AbortController().signal });
+      input.write(`${typo}\n`);
+      await waitFor(read, `not an answer: ${JSON.stringify(typo)}`);
+      input.write("n\n");
+      await expect(answer).resolves.toEqual({ type: "deny", reason: "denied at the terminal" });
+      approver.close();
+      await done;
+    },
+  );
 
   it("answers asks in park order, one at a time", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
@@ -102,7 +122,7 @@ describe("demo terminal approver", () => {
     const signal = new AbortController().signal;
     const first = channel.resolve(pendingAsk(4), { signal });
     const second = channel.resolve(pendingAsk(5), { signal });
-    input.write("d\na\n");
+    input.write("n\ny\n");
     await expect(first).resolves.toMatchObject({ type: "deny" });
     await expect(second).resolves.toEqual({ type: "approve" });
     approver.close();
@@ -137,7 +157,7 @@ describe("demo terminal approver", () => {
     await waitFor(read, "your answer");
     deadline.abort(new Error("deadline"));
     await expect(answer).rejects.toThrow("deadline");
-    input.write("a\n");
+    input.write("y\n");
     await waitFor(read, "too late");
     approver.close();
     await expect(done).resolves.toEqual({ answered: 0, late: 1 });
@@ -168,19 +188,26 @@ describe("demo terminal approver", () => {
     const answer = channel.resolve(pendingAsk(9), { signal: new AbortController().signal });
     await waitFor(read, "your answer");
     expect(read()).toContain("\u001b[");
-    input.write("a\n");
+    input.write("y\n");
     await answer;
     approver.close();
     await done;
   });
 
-  it("parses typed answers loosely but never guesses", () => {
-    expect(parseChoice(" T ")).toBe("this_tool");
-    expect(parseChoice("yes")).toBe("once");
-    expect(parseChoice("always deny")).toBe("never");
+  it("parses case and blanks loosely but never guesses", () => {
+    expect(parseChoice(" Y ")).toBe("y");
+    expect(parseChoice("NO")).toBe("n");
+    expect(parseChoice("Always-Tool")).toBe("always-tool");
+    expect(parseChoice("never  call")).toBe("never-call");
     expect(parseChoice("")).toBeUndefined();
     expect(parseChoice("sure, why not")).toBeUndefined();
-    expect(resolutionFor("once")).toEqual({ type: "approve" });
+    expect(parseChoice("always deny")).toBeUndefined();
+  });
+
+  it("spells out what a remembering answer does, for the scripted approver too", () => {
+    expect(describeChoice("y", "deploy")).toBe("approve once");
+    expect(describeChoice("never-tool", "deploy")).toBe("never-tool: deny; remember for deploy, any arguments");
+    expect(resolutionFor("n", "not now")).toEqual({ type: "deny", reason: "not now" });
   });
 
   it("wants colour only on a TTY, and never with NO_COLOR set", () => {

@@ -38,12 +38,18 @@ describe("npm run demo -- --console, answered in Chromium", () => {
       await page.goto(await demo.consoleUrl);
       await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
 
-      await answer(page, "Write CHANGELOG.md for 1.4.0 (3 entries)?", "Approve", "Always for this tool");
-      await answer(page, "Deploy 1.4.0 to staging?", "Approve");
-      await page.locator("#asks .ask").filter({ hasText: "Deploy 1.4.0 to production?" }).waitFor();
+      await answer(page, "- Fix: session cookie kept after sign-out", "Approve", "Always for this tool");
+      await answer(page, "Deploy 1.4.0 to staging, after the pre-deploy checks?", "Approve");
+      await page.locator("#asks .ask").filter({ hasText: "Deploy 1.4.0 to production, after" }).waitFor();
       await screenshot(page, "demo-console-1280");
-      await answer(page, "Deploy 1.4.0 to production?", "Deny", "For these exact arguments", "production needs the release manager");
-      await answer(page, "Deploy 1.4.0 to production WITHOUT checks?", "Deny");
+      await answer(
+        page,
+        "Deploy 1.4.0 to production, after the pre-deploy checks?",
+        "Deny",
+        "For these exact arguments",
+        "production needs the release manager",
+      );
+      await answer(page, "Deploy 1.4.0 to production WITHOUT the pre-deploy checks?", "Deny");
 
       const result = await demo.exited;
       expect(result.code).toBe(0);

@@ -32,7 +32,7 @@ export function startDemo(args: readonly string[]): DemoProcess {
   consoleUrl.catch(() => undefined);
   child.stdout.on("data", (chunk: Buffer) => {
     stdout += chunk.toString("utf8");
-    const match = /console\s+(http:\/\/\S+\?token=\S+)/.exec(stdout);
+    const match = /^ {4}(http:\/\/\S+\?token=\S+)\n/m.exec(stdout);
     if (match) found(match[1] as string);
   });
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
