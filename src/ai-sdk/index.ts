@@ -1,0 +1,13 @@
+/**
+ * `loopctl/ai-sdk`: loopctl on the Vercel AI SDK 6. `fromLanguageModel`
+ * runs loopctl's `Agent` on any provider model (`LanguageModelV3`). Needs
+ * `@ai-sdk/provider@3` for the types; importing this module loads no SDK.
+ *
+ * @packageDocumentation
+ */
+export { fromLanguageModel } from "./language-model.js";
+export type { FromLanguageModelOptions, LanguageModelSettings } from "./language-model.js";
+export type { RefusalOutput } from "./prompt.js";
+export { AiSdkProviderDataSchema } from "./provider-data.js";
+export type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
+export { AiSdkModelError, AiSdkToolError, AiSdkTranscriptError } from "./errors.js";
