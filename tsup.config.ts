@@ -10,6 +10,7 @@ export default defineConfig([
       "audit/index": "src/audit/index.ts",
       "testing/index": "src/testing/index.ts",
       "ai-sdk/index": "src/ai-sdk/index.ts",
+      "mcp/index": "src/mcp/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,
