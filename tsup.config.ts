@@ -11,6 +11,7 @@ export default defineConfig([
       "testing/index": "src/testing/index.ts",
       "ai-sdk/index": "src/ai-sdk/index.ts",
       "mcp/index": "src/mcp/index.ts",
+      "openai-agents/index": "src/openai-agents/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,
