@@ -202,6 +202,18 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
+    const s = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const result = await s.runner.run(agent, interrupted.state);
+    expect(result.finalOutput).toBe("ok");
+    expect(s.asks).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(AgentsConfigError);
