@@ -206,6 +206,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(() => gateTools(tools, {} as never)).toThrow(AiSdkToolError);
     expect(() => gateTools(null as never, gate)).toThrow(AiSdkToolError);
     expect(() => gateTools(tools, gate, { refusals: "hide" as never })).toThrow(AiSdkToolError);
+    expect(() => gateTools(tools, gate, { runId: "run-1" })).toThrow(/runId must be a UUID/);
     const execute = gateTools(tools, gate).deploy!.execute!;
     await expect(Promise.resolve(execute({ env: "a", version: "1" }, {} as never))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "deploy" });
     const odd = gateTools({ odd: tool({ description: "", inputSchema: { "~standard": { vendor: "odd", version: 1, validate: () => ({ value: {} }) } } as never, execute: async () => "ran" }) }, gate);

@@ -46,6 +46,8 @@ type ToolResultOutput = Awaited<ReturnType<NonNullable<Tool["toModelOutput"]>>>;
 
 const refusals = new WeakSet<object>();
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** True for the output of a gated tool whose call the gate refused. */
 export function isToolRefusal(value: unknown): value is ToolRefusal {
   return typeof value === "object" && value !== null && refusals.has(value);
@@ -117,6 +119,9 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
   if (typeof tools !== "object" || tools === null) throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text") throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
+  for (const [option, id] of [["sessionId", sessionId], ["runId", runId]] as const) {
+    if (id !== undefined && !UUID.test(id)) throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
+  }
   const gated: Record<string, Tool> = {};
   for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
     const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | undefined;
@@ -134,7 +139,7 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
         const request = { tool: descriptor, callId, input, ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }) };
         const outcome = await gate.call(
           { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
-          (approved, { signal }) => execute(approved, { ...callOptions, abortSignal: signal }),
+          (approved, { signal }) => execute.call(tool, approved, { ...callOptions, abortSignal: signal }),
         );
         switch (outcome.type) {
           case "ran":
