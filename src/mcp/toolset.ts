@@ -52,11 +52,19 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   return descriptor;
 }
 
-function aborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+/** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
+async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  let onAbort!: () => void;
+  const abort = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
   });
+  try {
+    await Promise.race([work, abort]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
 }
 
 /**
@@ -95,8 +103,11 @@ export class McpToolset implements ToolSource {
     this.#previous = transport.onmessage;
     const previous = this.#previous;
     this.#onMessage = (message, extra) => {
-      previous?.(message, extra);
-      if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message)) this.#changed();
+      try {
+        previous?.(message, extra);
+      } finally {
+        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message)) this.#changed();
+      }
     };
     transport.onmessage = this.#onMessage;
   }
@@ -263,7 +274,7 @@ export class McpToolset implements ToolSource {
     const execute = async (input: unknown, context: ToolContext): Promise<unknown> => {
       // A change the server announced before the call ran may be what the gate
       // approved against: wait for it, and run only what is still current.
-      if (this.#pending !== undefined) await Promise.race([this.#pending, aborted(context.signal)]);
+      if (this.#pending !== undefined) await unlessAborted(this.#pending, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
       if (this.#byName.get(name)?.tool !== self) {
         throw new McpToolError(server, name, "the tool changed on the server before the call ran; the call was not sent and needs a new decision", true);
