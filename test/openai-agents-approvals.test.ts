@@ -217,6 +217,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(AgentsConfigError);
+    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), sessionId: "s1" })).toThrow(/sessionId: must be a UUID/);
     const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
     expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
     const hosted = { type: "hosted_tool", name: "web_search" };

@@ -57,6 +57,8 @@ interface Approved {
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 function parseArguments(text: string | undefined): unknown {
   if (text === undefined) return undefined;
   try {
@@ -118,6 +120,7 @@ export class AgentApprovals {
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
     if (typeof resolver?.resolve !== "function") throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
     if (!(managers instanceof LoopManagers)) throw new AgentsConfigError("managers", "must be a LoopManagers");
+    if (sessionId !== undefined && !UUID.test(sessionId)) throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
     this.#resolver = resolver;
     this.#prompt = prompt;
     this.#sessionId = sessionId;
@@ -177,7 +180,14 @@ export class AgentApprovals {
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
-      const settled = await Promise.allSettled(items.map(({ item, wrapped }) => this.#decide(wrapped, item, signal)));
+      const settled = await Promise.allSettled(
+        items.map(({ item, wrapped }) =>
+          this.#decide(wrapped, item, signal).catch((error: unknown) => {
+            batch.abort(error);
+            throw error;
+          }),
+        ),
+      );
       const decisions = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
