@@ -108,6 +108,20 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(again[1]).toBe(before[1]);
   });
 
+  it("composes with the client's own listChanged option: its callback and the toolset both follow", async () => {
+    const refreshed = deferred<string[]>();
+    const server = await startFixture("mutable", {
+      listChanged: { tools: { onChanged: (error, tools) => (error === null ? refreshed.resolve((tools ?? []).map((t) => JSON.stringify(t.annotations))) : refreshed.reject(error)) } },
+    });
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    server.signal("SIGUSR2");
+    const [ours, theirs] = await Promise.all([next(), refreshed.promise]);
+    expect(ours[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    expect(theirs[1]).toBe(JSON.stringify({ readOnlyHint: true, destructiveHint: false }));
+    expect(toolset.tools).toBe(ours);
+  });
+
   it("the rug-pull: a tool whose annotations alone changed is asked about again, although a grant covered it", async () => {
     const server = await startFixture("mutable");
     const { onChange, next } = changes();

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterEach, expect } from "vitest";
 import type { Tool } from "loopctl/engine";
@@ -39,9 +40,9 @@ afterEach(async () => {
   for (const { pid } of started) expect(isAlive(pid), `server process ${pid} still alive`).toBe(false);
 });
 
-async function start(command: string, args: readonly string[]): Promise<Started> {
+async function start(command: string, args: readonly string[], clientOptions?: ClientOptions): Promise<Started> {
   const transport = new StdioClientTransport({ command, args: [...args], cwd: root, stderr: "pipe" });
-  const client = new Client({ name: "loopctl-tests", version: "1.0.0" });
+  const client = new Client({ name: "loopctl-tests", version: "1.0.0" }, clientOptions);
   const lines: string[] = [];
   const waiters: { line: string; resolve: () => void }[] = [];
   let partial = "";
@@ -70,9 +71,9 @@ async function start(command: string, args: readonly string[]): Promise<Started>
   };
 }
 
-/** The fixture server (see mcp-fixture-server.ts) in `mode`. */
-export function startFixture(mode: "mutable" | "paged" | "paged broken"): Promise<Started> {
-  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")]);
+/** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
+export function startFixture(mode: "mutable" | "paged" | "paged broken", clientOptions?: ClientOptions): Promise<Started> {
+  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
 }
 
 /** `@modelcontextprotocol/server-filesystem` from npm, allowed only `dir`. */
