@@ -29,8 +29,9 @@ import peers from "./peers.bench.js";
 import server from "./server.bench.js";
 import gcBench from "./gc.bench.js";
 import turns from "./turns.bench.js";
+import aiSdk from "./ai-sdk.bench.js";
 
-const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server];
+const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server, aiSdk];
 
 interface Args {
   readonly filter: RegExp | null;

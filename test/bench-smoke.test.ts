@@ -20,7 +20,7 @@ interface Results {
 describe("npm run bench (quick mode)", () => {
   it("prints a table and writes every row of the modules it ran, none failed", async () => {
     const out = join(scratch, "results.json");
-    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^(park|digest)$", "--out", out], {
+    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^(park|digest|ai-sdk)$", "--out", out], {
       env: { ...process.env, LOOPCTL_BENCH_QUICK: "1" },
       timeout: 120_000,
     });
@@ -30,7 +30,7 @@ describe("npm run bench (quick mode)", () => {
     const results = JSON.parse(readFileSync(out, "utf8")) as Results;
     expect(results.quick).toBe(true);
     expect(results.machine.node).toBe(process.version);
-    expect(new Set(results.rows.map((r) => r.bench))).toEqual(new Set(["park", "digest"]));
+    expect(new Set(results.rows.map((r) => r.bench))).toEqual(new Set(["park", "digest", "ai-sdk"]));
     expect(results.rows.filter((r) => r.status === "error" || r.status === "n/a")).toEqual([]);
   }, 150_000);
 });

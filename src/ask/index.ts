@@ -23,3 +23,5 @@ export {
   InvalidCapacityError,
   InvalidPendingAskError,
 } from "./errors.js";
+export { REDACTED, callPrompt, quoteForPrompt, redactSecretKeys } from "./call-prompt.js";
+export type { ArgsPath, CallPromptOptions, Redactor } from "./call-prompt.js";

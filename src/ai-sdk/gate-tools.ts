@@ -1,0 +1,166 @@
+import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
+import { Gate } from "../engine/index.js";
+import type { GateDecision, ToolDescriptor } from "../engine/index.js";
+import { AiSdkToolError } from "./errors.js";
+import type { RefusalOutput } from "./prompt.js";
+
+/**
+ * What a gated tool's `execute` returns for a call the gate refused (a hook,
+ * an approver, a grant, validation, a rule…): the refusal text the model
+ * reads, and the gate's record. The model receives it as the SDK's
+ * `execution-denied` output (see {@link GateToolsOptions.refusals}).
+ */
+export interface ToolRefusal {
+  readonly type: "loopctl.refused";
+  /** The text the model reads, e.g. `Permission denied by approver for tool 'deploy'`. */
+  readonly message: string;
+  /** The call's one gate record. */
+  readonly record: GateDecision;
+}
+
+/** Options of {@link gateTools}. */
+export interface GateToolsOptions {
+  /** The session the calls belong to (asks and records carry it). @default the nil UUID */
+  readonly sessionId?: string;
+  /**
+   * The run the calls belong to: loop detection counts per run, so give each
+   * `generateText`/`streamText` its own (`gateTools` is cheap to call per run).
+   * @default the nil UUID
+   */
+  readonly runId?: string;
+  /**
+   * How a refused call reaches the model: as the SDK's `execution-denied`
+   * output whose reason is the refusal text, or as an `error-text` output.
+   * @default "execution-denied"
+   */
+  readonly refusals?: RefusalOutput;
+}
+
+/** The tool set {@link gateTools} returns: the same tools, whose output may also be a {@link ToolRefusal}. */
+export type GatedTools<TOOLS extends ToolSet> = {
+  [K in keyof TOOLS]: TOOLS[K] extends Tool<infer INPUT, infer OUTPUT> ? TOOLS[K] & Tool<INPUT, OUTPUT | ToolRefusal> : TOOLS[K];
+};
+
+/** What a tool's `toModelOutput` returns (the SDK does not export the type by name). */
+type ToolResultOutput = Awaited<ReturnType<NonNullable<Tool["toModelOutput"]>>>;
+
+const refusals = new WeakSet<object>();
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True for the output of a gated tool whose call the gate refused. */
+export function isToolRefusal(value: unknown): value is ToolRefusal {
+  return typeof value === "object" && value !== null && refusals.has(value);
+}
+
+/** The descriptor of each tool object, made once (its JSON Schema may be computed asynchronously). */
+const descriptors = new WeakMap<object, Promise<ToolDescriptor>>();
+
+async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
+  let inputSchema: unknown;
+  try {
+    // The JSON Schema the model is shown, made as generateText makes it.
+    const { asSchema } = await import("ai");
+    inputSchema = await asSchema(tool.inputSchema).jsonSchema;
+  } catch (error) {
+    throw new AiSdkToolError(name, "its input schema has no JSON Schema form", { cause: error });
+  }
+  const descriptor: { name: string; description: string; inputSchema: unknown; title?: string } = { name, description: tool.description ?? "", inputSchema };
+  if (typeof tool.title === "string") descriptor.title = tool.title;
+  return descriptor;
+}
+
+function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
+  let known = descriptors.get(tool);
+  if (known === undefined) {
+    known = describe(name, tool);
+    // A failure is not cached: the next call tries again (and is refused again if it fails again).
+    known.catch(() => descriptors.delete(tool));
+    descriptors.set(tool, known);
+  }
+  return known;
+}
+
+/** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
+function defaultModelOutput(output: unknown): ToolResultOutput {
+  return typeof output === "string" ? { type: "text", value: output } : { type: "json", value: (output ?? null) as never };
+}
+
+/**
+ * Puts loopctl's gate in front of every tool of an AI SDK `ToolSet`, for
+ * `generateText` and `streamText` loops: the same tools, each `execute`
+ * passing through `gate.call` with the SDK's `toolCallId` as `callId`, the
+ * SDK's parsed input as the arguments, and the SDK's `abortSignal` as the
+ * call's signal. Hooks, grants, asks, rules and records all apply; the tool
+ * runs only after the gate allowed it, with the exact arguments approved.
+ *
+ * - A refused call does not throw: `execute` returns a {@link ToolRefusal},
+ *   and the model reads its message as the SDK's `execution-denied` output
+ *   (the tool's own `toModelOutput` handles every other output).
+ * - A tool that throws throws as before (the SDK's `tool-error`); the gate's
+ *   record says the call was allowed.
+ * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
+ *   the call's `cancelled` record: the step ends with that error.
+ * - Tools without `execute` (client-side or provider-executed) are left as
+ *   they are. A tool with the SDK's own `needsApproval` goes through the
+ *   SDK's approval round trip first, then through the gate.
+ *
+ * @throws {AiSdkToolError} (from a gated `execute`) when the SDK calls it
+ *   without a `toolCallId`, or its input schema has no JSON Schema form.
+ *
+ * @example
+ * ```ts
+ * const gate = new Gate(new LoopManagers().withHook(guard).withAskResolver(channel).withGrantStore(store));
+ * const result = await generateText({ model, tools: gateTools({ deploy, readFile }, gate), prompt, stopWhen: stepCountIs(5) });
+ * ```
+ */
+export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, options: GateToolsOptions = {}): GatedTools<TOOLS> {
+  if (!(gate instanceof Gate)) throw new AiSdkToolError("*", "gateTools needs a Gate (new Gate(managers))");
+  if (typeof tools !== "object" || tools === null) throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
+  const { sessionId, runId, refusals: mode = "execution-denied" } = options;
+  if (mode !== "execution-denied" && mode !== "error-text") throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
+  for (const [option, id] of [["sessionId", sessionId], ["runId", runId]] as const) {
+    if (id !== undefined && !UUID.test(id)) throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
+  }
+  const gated: Record<string, Tool> = {};
+  for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
+    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | undefined;
+    if (typeof execute !== "function") {
+      gated[name] = tool;
+      continue;
+    }
+    const toModelOutput = tool.toModelOutput as ((options: { toolCallId: string; input: unknown; output: unknown }) => ToolResultOutput | PromiseLike<ToolResultOutput>) | undefined;
+    gated[name] = {
+      ...tool,
+      async execute(input: unknown, callOptions: ToolExecutionOptions): Promise<unknown> {
+        const callId = callOptions?.toolCallId;
+        if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
+        const descriptor = await descriptorOf(name, tool);
+        const request = { tool: descriptor, callId, input, ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }) };
+        const outcome = await gate.call(
+          { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
+          (approved, { signal }) => execute.call(tool, approved, { ...callOptions, abortSignal: signal }),
+        );
+        switch (outcome.type) {
+          case "ran":
+            return outcome.output;
+          case "failed":
+            throw outcome.error;
+          case "refused": {
+            const refusal: ToolRefusal = Object.freeze({ type: "loopctl.refused", message: outcome.message, record: outcome.record });
+            refusals.add(refusal);
+            return refusal;
+          }
+        }
+      },
+      toModelOutput(modelOptions: { toolCallId: string; input: unknown; output: unknown }): ToolResultOutput | PromiseLike<ToolResultOutput> {
+        const { output } = modelOptions;
+        if (isToolRefusal(output)) {
+          return mode === "execution-denied" ? { type: "execution-denied", reason: output.message } : { type: "error-text", value: output.message };
+        }
+        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
+      },
+    } as Tool;
+  }
+  return gated as GatedTools<TOOLS>;
+}

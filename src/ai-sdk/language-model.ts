@@ -1,0 +1,74 @@
+import type { LanguageModelV3, LanguageModelV3CallOptions } from "@ai-sdk/provider";
+import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
+import { AiSdkModelError } from "./errors.js";
+import { toFunctionTools, toPrompt } from "./prompt.js";
+import type { RefusalOutput } from "./prompt.js";
+import { toModelResponse } from "./response.js";
+
+/** Call settings sent with every request: everything V3 takes but the prompt, the tools and the abort signal. */
+export type LanguageModelSettings = Omit<LanguageModelV3CallOptions, "prompt" | "tools" | "abortSignal">;
+
+/** Options of {@link fromLanguageModel}. */
+export interface FromLanguageModelOptions {
+  /** Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …). */
+  readonly settings?: LanguageModelSettings;
+  /**
+   * How the result of a refused call reaches the model: as V3's
+   * `execution-denied` output, whose reason is the refusal text (the SDK's
+   * own denial; providers send the reason to the model), or as an
+   * `error-text` result holding the same text.
+   * @default "execution-denied"
+   */
+  readonly refusals?: RefusalOutput;
+}
+
+function nameOf(model: unknown): string {
+  const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as { provider?: unknown; modelId?: unknown };
+  return `${typeof provider === "string" ? provider : "?"}/${typeof modelId === "string" ? modelId : "?"}`;
+}
+
+/**
+ * Lets loopctl's `Agent` run on any AI SDK provider model (a
+ * `LanguageModelV3`, such as `openai("gpt-4.1")` or `MockLanguageModelV3`).
+ *
+ * Each turn is one `doGenerate`: the agent's `instructions` become the system
+ * message; tool results go back with their status (a refused call as V3's
+ * `execution-denied` output whose reason the model reads, a failed one as
+ * `error-text`); the run's signal is the request's `abortSignal`. The model's
+ * client tool calls are handed to the gate with their JSON arguments parsed:
+ * arguments that are not JSON are refused by the gate, and the model reads
+ * why. Provider-executed calls and their results, reasoning, files and
+ * provider metadata are kept in the assistant message's `providerData`
+ * (JSON) and sent back as they came; loopctl neither runs nor approves a
+ * provider-executed call. Usage totals a provider leaves undefined are the
+ * sum of the parts it reported.
+ *
+ * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3`, and
+ *   (from `generate`) when it answers with something that is not a V3
+ *   result. A `doGenerate` that throws rejects with its own error; `Agent`
+ *   reports either as a `ModelError`.
+ *
+ * @example
+ * ```ts
+ * import { openai } from "@ai-sdk/openai";
+ * const agent = new Agent({ model: fromLanguageModel(openai("gpt-4.1")), tools, managers });
+ * ```
+ */
+export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageModelOptions = {}): Model {
+  const name = nameOf(model);
+  if (typeof model !== "object" || model === null || model.specificationVersion !== "v3" || typeof model.doGenerate !== "function") {
+    throw new AiSdkModelError(name, "not an AI SDK LanguageModelV3 (specificationVersion \"v3\" with doGenerate); pass the provider's model object, not its id");
+  }
+  const { settings = {}, refusals = "execution-denied" } = options;
+  if (refusals !== "execution-denied" && refusals !== "error-text") {
+    throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${String(refusals)}`);
+  }
+  return {
+    async generate(request: ModelRequest): Promise<ModelResponse> {
+      const call: LanguageModelV3CallOptions = { ...settings, prompt: toPrompt(request.instructions, request.messages, refusals), abortSignal: request.signal };
+      if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
+      const result = await model.doGenerate(call);
+      return toModelResponse(name, result);
+    },
+  };
+}

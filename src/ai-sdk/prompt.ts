@@ -1,0 +1,123 @@
+import type {
+  JSONSchema7,
+  LanguageModelV3FunctionTool,
+  LanguageModelV3Message,
+  LanguageModelV3Prompt,
+  LanguageModelV3ToolResultOutput,
+  LanguageModelV3ToolResultPart,
+} from "@ai-sdk/provider";
+import type { AssistantMessage, Message, ToolDescriptor, ToolResultMessage } from "../engine/index.js";
+import { AiSdkTranscriptError } from "./errors.js";
+import { AiSdkProviderDataSchema, isTagged } from "./provider-data.js";
+import type { AiSdkAssistantPart } from "./provider-data.js";
+
+type AssistantContent = Extract<LanguageModelV3Message, { role: "assistant" }>["content"];
+type AssistantContentPart = AssistantContent[number];
+
+/** How a refused call's result reaches the model. */
+export type RefusalOutput = "execution-denied" | "error-text";
+
+function withOptions<T extends object>(part: T, providerOptions: AiSdkAssistantPart["providerOptions"]): T {
+  return providerOptions === undefined ? part : { ...part, providerOptions };
+}
+
+/** A provider-executed result as the AI SDK itself replays one: a string as text, anything else as JSON. */
+function providerResult(result: unknown, isError: boolean | undefined): LanguageModelV3ToolResultOutput {
+  if (typeof result === "string") return isError === true ? { type: "error-text", value: result } : { type: "text", value: result };
+  const value = result as Extract<LanguageModelV3ToolResultOutput, { type: "json" }>["value"];
+  return isError === true ? { type: "error-json", value } : { type: "json", value };
+}
+
+function assistantContent(message: AssistantMessage, index: number): AssistantContent {
+  const inputs = new Map(message.toolCalls.map((call) => [call.id, call.input]));
+  if (!isTagged(message.providerData)) {
+    const content: AssistantContent = [];
+    if (message.text !== undefined && message.text !== "") content.push({ type: "text", text: message.text });
+    for (const call of message.toolCalls) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: call.input });
+    return content;
+  }
+  const parsed = AiSdkProviderDataSchema.safeParse(message.providerData);
+  if (!parsed.success) throw new AiSdkTranscriptError(index, `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  const content: AssistantContent = [];
+  const shown = new Set<string>();
+  for (const part of parsed.data.parts) {
+    let mapped: AssistantContentPart;
+    switch (part.type) {
+      case "text":
+      case "reasoning":
+        mapped = { type: part.type, text: part.text };
+        break;
+      case "file":
+        mapped = { type: "file", mediaType: part.mediaType, data: part.data };
+        break;
+      case "tool-call": {
+        shown.add(part.toolCallId);
+        // The transcript's own call is what ran (or was refused); the part keeps what the model sent when it was not JSON.
+        const input = inputs.get(part.toolCallId);
+        const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName, input: input === undefined ? part.input : input };
+        mapped = part.providerExecuted === undefined ? call : { ...call, providerExecuted: part.providerExecuted };
+        break;
+      }
+      case "tool-result":
+        mapped = { type: "tool-result", toolCallId: part.toolCallId, toolName: part.toolName, output: providerResult(part.result, part.isError) };
+        break;
+    }
+    content.push(withOptions(mapped, part.providerOptions));
+  }
+  // Calls added to the transcript by hand, after the model's turn, still reach the model.
+  for (const call of message.toolCalls) {
+    if (!shown.has(call.id)) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: call.input });
+  }
+  return content;
+}
+
+function resultOutput(message: ToolResultMessage, refusals: RefusalOutput): LanguageModelV3ToolResultOutput {
+  switch (message.status) {
+    case "ran":
+      return { type: "text", value: message.content };
+    case "failed":
+      return { type: "error-text", value: message.content };
+    case "refused":
+      return refusals === "execution-denied" ? { type: "execution-denied", reason: message.content } : { type: "error-text", value: message.content };
+  }
+}
+
+/**
+ * The V3 prompt for one turn: `instructions` as the system message, user
+ * text, assistant turns with their parts (from `providerData`), and each run
+ * of tool results as one tool message.
+ */
+export function toPrompt(instructions: string | undefined, messages: readonly Message[], refusals: RefusalOutput): LanguageModelV3Prompt {
+  const prompt: LanguageModelV3Prompt = [];
+  if (instructions !== undefined) prompt.push({ role: "system", content: instructions });
+  let tools: LanguageModelV3ToolResultPart[] | undefined;
+  messages.forEach((message, index) => {
+    if (message.type !== "tool_result") tools = undefined;
+    switch (message.type) {
+      case "user":
+        prompt.push({ role: "user", content: [{ type: "text", text: message.text }] });
+        break;
+      case "assistant":
+        prompt.push({ role: "assistant", content: assistantContent(message, index) });
+        break;
+      case "tool_result":
+        if (tools === undefined) {
+          tools = [];
+          prompt.push({ role: "tool", content: tools });
+        }
+        tools.push({ type: "tool-result", toolCallId: message.callId, toolName: message.tool, output: resultOutput(message, refusals) });
+        break;
+    }
+  });
+  return prompt;
+}
+
+/** The V3 function tools for the descriptors the model may call this turn. */
+export function toFunctionTools(descriptors: readonly ToolDescriptor[]): LanguageModelV3FunctionTool[] {
+  return descriptors.map((descriptor) => ({
+    type: "function",
+    name: descriptor.name,
+    description: descriptor.description,
+    inputSchema: descriptor.inputSchema as JSONSchema7,
+  }));
+}

@@ -1,0 +1,116 @@
+import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3Usage } from "@ai-sdk/provider";
+import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { AiSdkModelError } from "./errors.js";
+import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
+
+type Json = Extract<AiSdkAssistantPart, { type: "tool-call" }>["input"];
+
+/**
+ * The arguments of a tool call, parsed from the JSON text V3 carries. Empty
+ * text is no arguments (`{}`), as the AI SDK reads it. Text that is not JSON
+ * yields no arguments at all: the gate refuses such a call before anyone sees
+ * it, and the model reads why.
+ */
+function parseArguments(text: string): { readonly ok: true; readonly value: Json } | { readonly ok: false } {
+  if (text.trim() === "") return { ok: true, value: {} };
+  try {
+    return { ok: true, value: JSON.parse(text) as Json };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function total(parts: readonly (number | undefined)[]): number | undefined {
+  const known = parts.filter((n): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0);
+  return known.length === 0 ? undefined : known.reduce((sum, n) => sum + n, 0);
+}
+
+/**
+ * Token usage: a total a provider leaves undefined is the sum of the parts it
+ * did report; when it reports nothing on either side the turn has no usage
+ * (a budget then counts nothing for it, rather than a made-up figure).
+ */
+export function toUsage(usage: LanguageModelV3Usage | undefined): Usage | undefined {
+  if (usage === undefined) return undefined;
+  const input = total([usage.inputTokens?.total]) ?? total([usage.inputTokens?.noCache, usage.inputTokens?.cacheRead]);
+  const output = total([usage.outputTokens?.total]) ?? total([usage.outputTokens?.text, usage.outputTokens?.reasoning]);
+  if (input === undefined && output === undefined) return undefined;
+  return { inputTokens: input ?? 0, outputTokens: output ?? 0 };
+}
+
+function withOptions<T extends object>(part: T, metadata: unknown): T {
+  return metadata === undefined ? part : { ...part, providerOptions: metadata as AiSdkAssistantPart["providerOptions"] };
+}
+
+function base64(data: string | Uint8Array): string {
+  return typeof data === "string" ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
+}
+
+/**
+ * The engine's view of one V3 result: the text, the client tool calls the
+ * gate decides, usage, and every part kept in `providerData` (reasoning,
+ * metadata, provider-executed calls and their results, which the provider
+ * ran and loopctl leaves alone).
+ */
+export function toModelResponse(model: string, result: LanguageModelV3GenerateResult): ModelResponse {
+  if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
+    throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
+  }
+  let text: string | undefined;
+  const toolCalls: ToolCall[] = [];
+  const parts: AiSdkAssistantPart[] = [];
+  (result.content as readonly unknown[]).forEach((raw, index) => {
+    const part = raw as LanguageModelV3Content;
+    switch (part?.type) {
+      case "text":
+        text = (text ?? "") + part.text;
+        parts.push(withOptions({ type: "text", text: part.text }, part.providerMetadata));
+        break;
+      case "reasoning":
+        parts.push(withOptions({ type: "reasoning", text: part.text }, part.providerMetadata));
+        break;
+      case "file":
+        parts.push(withOptions({ type: "file", mediaType: part.mediaType, data: base64(part.data) }, part.providerMetadata));
+        break;
+      case "tool-call": {
+        if (typeof part.toolCallId !== "string" || typeof part.toolName !== "string" || typeof part.input !== "string") {
+          throw new AiSdkModelError(model, `content[${index}] is a tool call without a string toolCallId, toolName and input`);
+        }
+        const args = parseArguments(part.input);
+        const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName };
+        const kept = args.ok ? { ...call, input: args.value } : { ...call, input: part.input, invalidInput: true as const };
+        parts.push(withOptions(part.providerExecuted === true ? { ...kept, providerExecuted: true } : kept, part.providerMetadata));
+        if (part.providerExecuted !== true) toolCalls.push({ id: part.toolCallId, name: part.toolName, input: args.ok ? args.value : undefined });
+        break;
+      }
+      case "tool-result": {
+        const kept = { type: "tool-result" as const, toolCallId: part.toolCallId, toolName: part.toolName, result: part.result as Json };
+        parts.push(withOptions(part.isError === undefined ? kept : { ...kept, isError: part.isError }, part.providerMetadata));
+        break;
+      }
+      case "source":
+      case "tool-approval-request":
+        // Neither has a place in a V3 prompt: a source is the provider's citation, and an
+        // approval request belongs to a provider-executed tool, which stays unapproved.
+        break;
+      default:
+        throw new AiSdkModelError(model, `content[${index}] has an unknown type ${JSON.stringify((raw as { type?: unknown } | null)?.type)}`);
+    }
+  });
+  const kept: AiSdkProviderData = { type: "ai-sdk", parts };
+  if (result.providerMetadata !== undefined) kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
+  const reason = result.finishReason?.unified;
+  if (typeof reason === "string") kept.finishReason = reason;
+  let providerData: AiSdkProviderData;
+  try {
+    // Through JSON once, so what a stored transcript gives back is what the next turn sends.
+    providerData = JSON.parse(JSON.stringify(kept)) as AiSdkProviderData;
+  } catch (error) {
+    throw new AiSdkModelError(model, "the result's metadata or provider-executed results are not JSON", { cause: error });
+  }
+  const response: { text?: string; toolCalls: ToolCall[]; usage?: Usage; providerData: AiSdkProviderData } = { toolCalls, providerData };
+  if (text !== undefined) response.text = text;
+  const usage = toUsage(result.usage);
+  if (usage !== undefined) response.usage = usage;
+  return response;
+}

@@ -1,0 +1,53 @@
+import { LoopctlError } from "../errors.js";
+
+/**
+ * An MCP server could not be read: listing its tools failed, it answered
+ * with something that is not a tool list, or its pages never end. `code` is
+ * `"MCP_SERVER"`; `server` names it.
+ */
+export class McpServerError extends LoopctlError {
+  /** The server at fault (its name from the handshake, or the `server` option). */
+  readonly server: string;
+
+  constructor(server: string, message: string, options?: ErrorOptions) {
+    super("MCP_SERVER", `MCP server '${server}': ${message}`, options);
+    this.server = server;
+  }
+}
+
+/**
+ * A call to an MCP tool did not produce a result: the server answered with
+ * `isError`, or the tool changed on the server (`changed`) while the call was
+ * on its way, so what was approved is not what would run. The model reads the
+ * message. `code` is `"MCP_TOOL"`.
+ */
+export class McpToolError extends LoopctlError {
+  /** The server the tool lives on. */
+  readonly server: string;
+  /** The tool, as loopctl names it (with the prefix). */
+  readonly tool: string;
+  /** True when the call was stopped because the tool changed on the server. */
+  readonly changed: boolean;
+
+  constructor(server: string, tool: string, message: string, changed = false, options?: ErrorOptions) {
+    super("MCP_TOOL", `tool '${tool}' on MCP server '${server}': ${message}`, options);
+    this.server = server;
+    this.tool = tool;
+    this.changed = changed;
+  }
+}
+
+/**
+ * `mcpTools` or `mcpAnnotationHook` was given something it cannot use: a
+ * client that is not connected, a prefix or option of the wrong kind. `code`
+ * is `"MCP_CONFIG"`; the message names the option.
+ */
+export class McpConfigError extends LoopctlError {
+  /** The option at fault. */
+  readonly option: string;
+
+  constructor(option: string, message: string, options?: ErrorOptions) {
+    super("MCP_CONFIG", `${option}: ${message}`, options);
+    this.option = option;
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * `loopctl/mcp`: the tools of an MCP server (a connected
+ * `@modelcontextprotocol/sdk` client) as loopctl tools, kept current and
+ * pinned to what the server lists, and a ready hook that treats MCP
+ * annotations as the untrusted hints they are. Needs
+ * `@modelcontextprotocol/sdk@1` for the types; importing this module loads
+ * no SDK.
+ *
+ * @packageDocumentation
+ */
+export { mcpTools } from "./toolset.js";
+export type { McpClient, McpToolProblem, McpToolset, McpToolsOptions } from "./toolset.js";
+export { mcpAnnotationHook } from "./annotation-hook.js";
+export type { McpAnnotationHookOptions } from "./annotation-hook.js";
+export { McpConfigError, McpServerError, McpToolError } from "./errors.js";

@@ -1,0 +1,351 @@
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
+import { defineTool } from "../engine/index.js";
+import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
+import { descriptorFingerprint } from "../grant/index.js";
+import { markChanged } from "./changed.js";
+import { McpConfigError, McpServerError, McpToolError } from "./errors.js";
+import { resultText } from "./result.js";
+
+/** What `mcpTools` needs of an MCP SDK `Client` (connected). */
+export type McpClient = Pick<Client, "listTools" | "callTool" | "getServerVersion" | "transport">;
+
+/** Options of {@link mcpTools}. */
+export interface McpToolsOptions {
+  /** Put in front of every tool's name (`"fs_"` makes `read_file` `fs_read_file`); the server is called by its own name. @default "" */
+  readonly prefix?: string;
+  /** The server's name in errors. @default the name it gave in the handshake */
+  readonly server?: string;
+  /** Called with the new tools after a `list_changed` (or `refresh()`) changed them. */
+  readonly onChange?: (tools: readonly Tool[]) => void;
+  /** Called when a refresh failed; the toolset then has no tools until one succeeds (fail closed). */
+  readonly onError?: (error: McpServerError) => void;
+  /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
+  readonly result?: (result: CallToolResult, tool: string) => unknown;
+  /** The time limit of each `tools/list` and `tools/call` request, in ms. @default the MCP SDK's (60 s) */
+  readonly timeoutMs?: number;
+}
+
+/** A tool the server lists that loopctl cannot offer (its name or schema is unusable), and why. */
+export interface McpToolProblem {
+  readonly tool: string;
+  readonly error: unknown;
+}
+
+/** Pages of `tools/list` read before the server is judged to be looping. */
+const MAX_PAGES = 1000;
+
+const LIST_CHANGED = "notifications/tools/list_changed";
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
+  const annotationTitle = (tool.annotations as { title?: unknown } | undefined)?.title;
+  const title = tool.title ?? (typeof annotationTitle === "string" ? annotationTitle : undefined);
+  const descriptor: { -readonly [K in keyof ToolDescriptor]: ToolDescriptor[K] } = { name, description: tool.description ?? "", inputSchema: tool.inputSchema };
+  if (title !== undefined) descriptor.title = title;
+  if (tool.annotations !== undefined) descriptor.annotations = tool.annotations;
+  if (tool.outputSchema !== undefined) descriptor.outputSchema = tool.outputSchema;
+  return descriptor;
+}
+
+/** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
+async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  let onAbort!: () => void;
+  const abort = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    await Promise.race([work, abort]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/**
+ * The tools of one MCP server as loopctl tools, kept current: a
+ * {@link ToolSource} an `Agent` reads at the start of every turn. Made by
+ * {@link mcpTools}.
+ */
+export class McpToolset implements ToolSource {
+  readonly #client: McpClient;
+  readonly #options: McpToolsOptions;
+  readonly #server: string;
+  readonly #transport: Transport;
+  #tools: readonly Tool[] = Object.freeze([]);
+  #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
+  /** The fingerprint each tool had when the toolset first saw it: a later one means it changed on the server. */
+  readonly #firstSeen = new Map<string, string>();
+  #problems: readonly McpToolProblem[] = Object.freeze([]);
+  #pending: Promise<void> | undefined;
+  #dirty = false;
+  #lastError: McpServerError | undefined;
+  #closed = false;
+  /** Whether the tools were listed once: the first listing is not a change. */
+  #listed = false;
+  readonly #previous: Transport["onmessage"];
+  readonly #onMessage: NonNullable<Transport["onmessage"]>;
+
+  /** Made by {@link mcpTools} (not exported as a value). */
+  constructor(client: McpClient, transport: Transport, server: string, options: McpToolsOptions) {
+    this.#client = client;
+    this.#transport = transport;
+    this.#server = server;
+    this.#options = options;
+    // The client owns the transport's handler and may replace its own
+    // notification handlers at will; wrapping the transport composes with
+    // both, as the client itself composes with a handler set before it.
+    this.#previous = transport.onmessage;
+    const previous = this.#previous;
+    this.#onMessage = (message, extra) => {
+      try {
+        previous?.(message, extra);
+      } finally {
+        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message)) this.#changed();
+      }
+    };
+    transport.onmessage = this.#onMessage;
+  }
+
+  /** The current tools (empty after a failed refresh, and after `close()`). */
+  get tools(): readonly Tool[] {
+    return this.#tools;
+  }
+
+  /** The current tools: what an `Agent` reads at the start of each turn. */
+  current(): readonly Tool[] {
+    return this.#tools;
+  }
+
+  /** Tools the server lists that could not be offered (an unusable name or input schema), with why. */
+  get problems(): readonly McpToolProblem[] {
+    return this.#problems;
+  }
+
+  /** The server's name, as errors give it. */
+  get server(): string {
+    return this.#server;
+  }
+
+  /**
+   * Lists the server's tools again now (a `list_changed` does this by
+   * itself). Resolves with the new tools; rejects with `McpServerError`
+   * when listing fails, and the toolset then has no tools.
+   */
+  async refresh(): Promise<readonly Tool[]> {
+    if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+    this.#changed();
+    await this.#pending;
+    if (this.#lastError !== undefined) throw this.#lastError;
+    return this.#tools;
+  }
+
+  /**
+   * Stops following the server: its notifications are no longer read, the
+   * toolset has no tools, and calls to the tools it gave refuse to run (a
+   * toolset that no longer follows cannot know they are current). The
+   * client stays open: close it yourself.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#tools = Object.freeze([]);
+    this.#byName = new Map();
+    if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** Lists and installs the tools; settles when the toolset is current (or has failed closed). */
+  #changed(): void {
+    this.#dirty = true;
+    this.#pending ??= this.#follow().finally(() => {
+      this.#pending = undefined;
+    });
+  }
+
+  async #follow(): Promise<void> {
+    while (this.#dirty && !this.#closed) {
+      this.#dirty = false;
+      try {
+        const listed = await this.#list();
+        if (!this.#closed) this.#install(listed);
+        this.#lastError = undefined;
+      } catch (error) {
+        const failure = error instanceof McpServerError ? error : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+        this.#lastError = failure;
+        if (this.#closed) return;
+        // The server said its tools changed and we cannot see how: offer none rather than stale ones.
+        this.#byName = new Map();
+        if (this.#tools.length > 0) this.#publish(Object.freeze([]));
+        const { onError } = this.#options;
+        if (onError !== undefined) queueMicrotask(() => onError(failure));
+      }
+    }
+  }
+
+  async #list(): Promise<McpTool[]> {
+    const tools: McpTool[] = [];
+    const cursors = new Set<string>();
+    let cursor: string | undefined;
+    const options = this.#options.timeoutMs === undefined ? undefined : { timeout: this.#options.timeoutMs };
+    for (let page = 0; page < MAX_PAGES; page++) {
+      let result: Awaited<ReturnType<McpClient["listTools"]>>;
+      try {
+        result = await this.#client.listTools(cursor === undefined ? undefined : { cursor }, options);
+      } catch (error) {
+        throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
+      }
+      if (typeof result !== "object" || result === null || !Array.isArray(result.tools)) {
+        throw new McpServerError(this.#server, "tools/list answered with something that is not a tool list");
+      }
+      tools.push(...result.tools);
+      const next = result.nextCursor;
+      if (next === undefined) return tools;
+      if (cursors.has(next)) throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
+      cursors.add(next);
+      cursor = next;
+    }
+    throw new McpServerError(this.#server, `tools/list gave more than ${MAX_PAGES} pages`);
+  }
+
+  #install(listed: readonly McpTool[]): void {
+    const prefix = this.#options.prefix ?? "";
+    const byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
+    const problems: McpToolProblem[] = [];
+    for (const raw of listed) {
+      const name = `${prefix}${String(raw?.name)}`;
+      if (byName.has(name)) {
+        problems.push({ tool: name, error: new McpServerError(this.#server, `lists the tool '${name}' twice; the first is kept`) });
+        continue;
+      }
+      let fingerprint: string;
+      let descriptor: ToolDescriptor;
+      try {
+        descriptor = descriptorOf(name, raw);
+        fingerprint = descriptorFingerprint(descriptor);
+      } catch (error) {
+        problems.push({ tool: name, error });
+        continue;
+      }
+      const known = this.#byName.get(name);
+      if (known?.fingerprint === fingerprint) {
+        byName.set(name, known);
+        continue;
+      }
+      let tool: Tool;
+      try {
+        tool = this.#define(name, raw.name, descriptor);
+      } catch (error) {
+        problems.push({ tool: name, error });
+        continue;
+      }
+      const first = this.#firstSeen.get(name);
+      if (first === undefined) this.#firstSeen.set(name, fingerprint);
+      else if (first !== fingerprint) markChanged(tool.descriptor);
+      byName.set(name, { tool, fingerprint });
+    }
+    this.#problems = Object.freeze(problems);
+    const tools = [...byName.values()].map((entry) => entry.tool);
+    const same = tools.length === this.#tools.length && tools.every((tool, i) => tool === this.#tools[i]);
+    this.#byName = byName;
+    if (!same) this.#publish(Object.freeze(tools));
+    this.#listed = true;
+  }
+
+  #publish(tools: readonly Tool[]): void {
+    this.#tools = tools;
+    const { onChange } = this.#options;
+    // Outside the listing: a callback that throws cannot change what the toolset offers.
+    if (this.#listed && onChange !== undefined) queueMicrotask(() => onChange(tools));
+  }
+
+  #define(name: string, remote: string, descriptor: ToolDescriptor): Tool {
+    const server = this.#server;
+    const { result: render, timeoutMs } = this.#options;
+    let self: Tool | undefined;
+    const execute = async (input: unknown, context: ToolContext): Promise<unknown> => {
+      // A change the server announced before the call ran may be what the gate
+      // approved against: wait for it, and run only what is still current.
+      if (this.#pending !== undefined) await unlessAborted(this.#pending, context.signal);
+      if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
+      if (this.#byName.get(name)?.tool !== self) {
+        throw new McpToolError(server, name, "the tool changed on the server before the call ran; the call was not sent and needs a new decision", true);
+      }
+      const options = timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
+      const result = (await this.#client.callTool({ name: remote, arguments: input as Record<string, unknown> }, undefined, options)) as CallToolResult;
+      if (result.isError === true) throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
+      return render === undefined ? resultText(result) : render(result, name);
+    };
+    self = defineTool({
+      name,
+      description: descriptor.description,
+      input: descriptor.inputSchema as Readonly<Record<string, unknown>>,
+      ...(descriptor.title === undefined ? {} : { title: descriptor.title }),
+      ...(descriptor.annotations === undefined ? {} : { annotations: descriptor.annotations as Readonly<Record<string, unknown>> }),
+      ...(descriptor.outputSchema === undefined ? {} : { outputSchema: descriptor.outputSchema as Readonly<Record<string, unknown>> }),
+      execute,
+    });
+    return self;
+  }
+}
+
+/**
+ * Offers every tool of a connected MCP server as a loopctl tool: named as
+ * the server names it (after an optional `prefix`), described by what the
+ * server lists (title, description, input schema, annotations, output
+ * schema: all part of the descriptor grants are pinned to), read over every
+ * page of `tools/list`, and kept current on `notifications/tools/list_changed`
+ * without touching the client's notification handlers.
+ *
+ * A tool that changed on the server (annotations included) has a new
+ * descriptor, so a grant pinned to the old one no longer decides: the call is
+ * asked about again. A call approved just before a change announced by the
+ * server is not sent. A result with `isError` is a failed call whose text the
+ * model reads; the call's signal cancels the request on the server.
+ *
+ * Call it after `client.connect(transport)`. Hand the toolset to an `Agent`
+ * as its `tools`; `close()` it when done (the client stays open).
+ *
+ * @throws {McpConfigError} when the client is not connected or an option is wrong.
+ * @throws {McpServerError} when the first listing fails.
+ *
+ * @example
+ * ```ts
+ * const client = new Client({ name: "app", version: "1.0.0" });
+ * await client.connect(new StdioClientTransport({ command: "mcp-server-filesystem", args: [dir] }));
+ * const toolset = await mcpTools(client, { prefix: "fs_" });
+ * const agent = new Agent({ model, tools: toolset, managers: managers.withHook(mcpAnnotationHook()) });
+ * ```
+ */
+export async function mcpTools(client: McpClient, options: McpToolsOptions = {}): Promise<McpToolset> {
+  if (typeof client !== "object" || client === null || typeof client.listTools !== "function" || typeof client.callTool !== "function") {
+    throw new McpConfigError("client", "must be an MCP SDK Client");
+  }
+  const transport = client.transport;
+  if (transport === undefined) throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
+  if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
+  const { prefix, server, onChange, onError, result, timeoutMs } = options;
+  if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
+  if (server !== undefined && (typeof server !== "string" || server === "")) throw new McpConfigError("server", "must be a non-empty string");
+  for (const [option, value] of [["onChange", onChange], ["onError", onError], ["result", result]] as const) {
+    if (value !== undefined && typeof value !== "function") throw new McpConfigError(option, "must be a function");
+  }
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0)) throw new McpConfigError("timeoutMs", "must be a positive integer");
+  const name = server ?? client.getServerVersion()?.name ?? "mcp";
+  const toolset = new McpToolset(client, transport, name, options);
+  try {
+    await toolset.refresh();
+    return toolset;
+  } catch (error) {
+    toolset.close();
+    throw error;
+  }
+}

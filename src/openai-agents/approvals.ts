@@ -1,0 +1,337 @@
+import type { AgentInputItem, FunctionTool, RunContext, RunState, RunToolApprovalItem } from "@openai/agents";
+import { callPrompt } from "../ask/index.js";
+import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
+import { Gate, LoopManagers } from "../engine/index.js";
+import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
+import { GrantPolicy } from "../grant/index.js";
+import type { GrantStore } from "../grant/index.js";
+import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
+
+/** Options of {@link AgentApprovals}. */
+export interface AgentApprovalsOptions {
+  /** Answers every ask: the interruptions `settle` handles, and asks raised while a tool runs. */
+  readonly resolver: AskResolver;
+  /**
+   * The engine's parts (hooks, middleware, observers, clock, ask timeout…).
+   * Its ask resolver, if any, is replaced by `resolver`.
+   * @default new LoopManagers()
+   */
+  readonly managers?: LoopManagers;
+  /**
+   * Remembers answers given with `remember`; a covering allow then means no
+   * approval is needed, a covering deny refuses without interrupting.
+   */
+  readonly grants?: GrantStore;
+  /** How the arguments are shown in an ask's prompt (redaction, length). */
+  readonly prompt?: Omit<CallPromptOptions, "notes">;
+  /** The session asks and records carry. @default the nil UUID */
+  readonly sessionId?: string;
+}
+
+/** What `settle` needs of a run's result: the SDK's `RunResult` (or a `StreamedRunResult` once completed). */
+export interface InterruptedResult {
+  readonly interruptions: readonly RunToolApprovalItem[];
+  readonly state: RunState<any, any>;
+}
+
+type AnyFunctionTool = FunctionTool<any, any, any>;
+type Details = Parameters<AnyFunctionTool["invoke"]>[2];
+
+interface Wrapped {
+  readonly original: AnyFunctionTool;
+  readonly descriptor: ToolDescriptor;
+}
+
+/** A gated call in progress: whose tool, and (while a tool runs) the run's context. */
+interface InFlight {
+  readonly wrapped: Wrapped;
+  readonly context: RunContext<any> | undefined;
+  /** Set when the SDK already decided the call needs approval (an interruption). */
+  readonly wantsApproval: boolean | undefined;
+}
+
+/** An approved interruption whose gate call waits for the SDK to execute it on resume. */
+interface Approved {
+  readonly input: unknown;
+  readonly signal: AbortSignal;
+  readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function parseArguments(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    // Not JSON: the gate refuses the call before anyone is asked about it.
+    return undefined;
+  }
+}
+
+function isFunctionTool(value: unknown): value is AnyFunctionTool {
+  const tool = value as Partial<AnyFunctionTool> | null;
+  return typeof value === "object" && value !== null && tool?.type === "function" && typeof tool.invoke === "function" && typeof tool.name === "string";
+}
+
+/**
+ * loopctl approvals for the OpenAI Agents SDK (`@openai/agents` 0.14), with
+ * the SDK's own interruptions: `tools()` wraps function tools, and `run()`
+ * (or `settle()`) answers every interruption with your `AskResolver` and
+ * resumes until the run finishes.
+ *
+ * - **Grants decide `needsApproval`.** When a tool's own `needsApproval`
+ *   says yes, a covering allow grant means no approval is needed and a
+ *   covering deny refuses without interrupting (the model reads the
+ *   refusal); otherwise the run is interrupted.
+ * - **Interruptions are answered through the gate.** `settle` passes each
+ *   one through `gate.call`: hooks, grants, the ask (your resolver gets a
+ *   `PendingAsk` whose prompt shows the tool and its arguments), and the
+ *   answer's `remember` saved as a grant. An approval is applied with
+ *   `state.approve`, a refusal with `state.reject` carrying the text the
+ *   model reads; then the run resumes, and the approved call executes with
+ *   exactly the arguments approved.
+ * - **One record per decision.** Every call of a wrapped tool passes through
+ *   the gate exactly once: when it runs without an interruption, or from
+ *   its interruption to the end of its execution. See docs/openai-agents.md.
+ *
+ * @throws {AgentsConfigError} on an option of the wrong kind.
+ *
+ * @example
+ * ```ts
+ * const approvals = new AgentApprovals({ resolver: channel, grants: store });
+ * const agent = new Agent({ name: "ops", tools: approvals.tools([deploy, readLog]) });
+ * const result = await approvals.run((input) => run(agent, input), "ship 1.4");
+ * ```
+ */
+export class AgentApprovals {
+  /** The gate every call of a wrapped tool passes through. */
+  readonly gate: Gate;
+  readonly #resolver: AskResolver;
+  readonly #policy: GrantPolicy | undefined;
+  readonly #prompt: Omit<CallPromptOptions, "notes">;
+  readonly #sessionId: string | undefined;
+  readonly #wrapped = new WeakMap<object, Wrapped>();
+  readonly #inFlight = new Map<string, InFlight>();
+  readonly #approved = new Map<string, Approved>();
+
+  constructor(options: AgentApprovalsOptions) {
+    if (typeof options !== "object" || options === null) throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
+    const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
+    if (typeof resolver?.resolve !== "function") throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
+    if (!(managers instanceof LoopManagers)) throw new AgentsConfigError("managers", "must be a LoopManagers");
+    if (sessionId !== undefined && !UUID.test(sessionId)) throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
+    this.#resolver = resolver;
+    this.#prompt = prompt;
+    this.#sessionId = sessionId;
+    this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
+    let parts = managers.withHook(this.#approvalHook()).withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) });
+    if (grants !== undefined) parts = parts.withGrantStore(grants);
+    this.gate = new Gate(parts);
+  }
+
+  /** Wraps every function tool of `tools` (others are returned as they are). */
+  tools<T extends readonly unknown[]>(tools: T): T {
+    if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
+    return tools.map((tool: unknown) => (isFunctionTool(tool) ? this.tool(tool) : tool)) as unknown as T;
+  }
+
+  /** Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate. */
+  tool<T extends AnyFunctionTool>(tool: T): T {
+    if (!isFunctionTool(tool)) throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
+    if (this.#wrapped.has(tool)) return tool;
+    const wrapped: Wrapped = { original: tool, descriptor: { name: tool.name, description: tool.description, inputSchema: tool.parameters } };
+    const gated: T = {
+      ...tool,
+      needsApproval: (context: RunContext<any>, input: unknown, callId?: string) => this.#needsApproval(wrapped, context, input, callId),
+      invoke: (context: RunContext<any>, input: string, details?: Details) => this.#invoke(wrapped, context, input, details),
+    };
+    this.#wrapped.set(gated, wrapped);
+    return gated;
+  }
+
+  /**
+   * Runs an agent to the end: `runAgent(input)`, then {@link settle} with
+   * `runAgent` as the way to resume.
+   *
+   * @example
+   * ```ts
+   * const result = await approvals.run((input) => run(agent, input), "ship 1.4");
+   * ```
+   */
+  async run<R extends InterruptedResult>(runAgent: (input: string | AgentInputItem[] | RunState<any, any>) => Promise<R>, input: string | AgentInputItem[], options: { readonly signal?: AbortSignal } = {}): Promise<R> {
+    return this.settle(await runAgent(input), runAgent, options);
+  }
+
+  /**
+   * Answers every interruption of `result` through the gate, approves or
+   * rejects it on `result.state`, resumes with `resume(state)`, and repeats
+   * until a result has no interruptions; resolves with that result. Every
+   * interruption must be of a tool wrapped by this object.
+   *
+   * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
+   *   here (before anyone is asked anything).
+   * @throws {CancelledError} when `signal` aborts while an ask waits.
+   */
+  async settle<R extends InterruptedResult>(result: R, resume: (state: R["state"]) => Promise<R>, options: { readonly signal?: AbortSignal } = {}): Promise<R> {
+    let current = result;
+    while (current.interruptions.length > 0) {
+      const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
+      // One signal for the batch: if one decision fails, the others stop waiting too.
+      const batch = new AbortController();
+      const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
+      const settled = await Promise.allSettled(
+        items.map(({ item, wrapped }) =>
+          this.#decide(wrapped, item, signal).catch((error: unknown) => {
+            batch.abort(error);
+            throw error;
+          }),
+        ),
+      );
+      const decisions = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      try {
+        if (failed !== undefined) throw failed.reason;
+        decisions.forEach((decision, i) => {
+          const { item } = items[i]!;
+          if (decision.type === "approved") current.state.approve(item);
+          else current.state.reject(item, { message: decision.message });
+        });
+        current = await resume(current.state);
+      } finally {
+        batch.abort();
+        // An approved call the run did not execute still ends, with its record.
+        for (const decision of decisions) {
+          if (decision.type !== "approved") continue;
+          const open = this.#approved.get(decision.callId);
+          if (open !== undefined) {
+            this.#approved.delete(decision.callId);
+            open.done.reject(new AgentsApprovalError(decision.tool, "the run did not execute the approved call"));
+          }
+        }
+        await Promise.allSettled(decisions.map((decision) => decision.outcome));
+      }
+    }
+    return current;
+  }
+
+  #wrappedFor(item: RunToolApprovalItem): Wrapped {
+    const name = item.name ?? "";
+    const tool = (item.agent?.tools as readonly object[] | undefined)?.find((t) => (t as { name?: unknown }).name === name);
+    const wrapped = tool === undefined ? undefined : this.#wrapped.get(tool);
+    if (wrapped === undefined) throw new AgentsApprovalError(name, "the run was interrupted for a tool these approvals did not wrap (pass it through approvals.tools())");
+    return wrapped;
+  }
+
+  /**
+   * Passes an interruption through the gate. Resolves once the call is
+   * refused, or approved: then the gate's call stays open, its `execute`
+   * waiting for the SDK to run the tool on resume.
+   */
+  async #decide(
+    wrapped: Wrapped,
+    item: RunToolApprovalItem,
+    signal: AbortSignal | undefined,
+  ): Promise<{ type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> } | { type: "refused"; message: string; outcome: Promise<GateOutcome> }> {
+    const callId = (item.rawItem as { callId?: string }).callId ?? "";
+    const tool = wrapped.descriptor.name;
+    let approved!: () => void;
+    const entered = new Promise<"approved">((resolve) => {
+      approved = () => resolve("approved");
+    });
+    this.#inFlight.set(callId, { wrapped, context: undefined, wantsApproval: true });
+    const outcome = this.gate
+      .call(
+        { tool: wrapped.descriptor, callId, input: parseArguments(item.arguments), ...(signal === undefined ? {} : { signal }), ...this.#session() },
+        (input, { signal: callSignal }) =>
+          new Promise((resolve, reject) => {
+            this.#approved.set(callId, { input, signal: callSignal, done: { resolve, reject } });
+            approved();
+          }),
+      )
+      .finally(() => this.#inFlight.delete(callId));
+    const first = await Promise.race([entered, outcome]);
+    if (first === "approved") return { type: "approved", callId, tool, outcome };
+    // Before its execute, a gate call can only end refused (or reject, on cancel).
+    if (first.type !== "refused") throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
+    return { type: "refused", message: first.message, outcome };
+  }
+
+  /** The SDK asks whether a call needs approval: when the tool says yes, remembered grants may answer first. */
+  async #needsApproval(wrapped: Wrapped, context: RunContext<any>, input: unknown, callId: string | undefined): Promise<boolean> {
+    const wants = await wrapped.original.needsApproval(context, input as never, callId);
+    if (!wants) return false;
+    if (this.#policy === undefined) return true;
+    try {
+      const decision = await this.#policy.decide(wrapped.descriptor, input);
+      // Allow or deny: the gate decides the call, by the same grant, where it runs.
+      return decision.type === "ask";
+    } catch {
+      // The gate refuses the call where it runs (grant store unavailable): no one need be asked.
+      return false;
+    }
+  }
+
+  async #invoke(wrapped: Wrapped, context: RunContext<any>, text: string, details: Details): Promise<unknown> {
+    const { original, descriptor } = wrapped;
+    const callId = details?.toolCall?.callId ?? "";
+    const open = this.#approved.get(callId);
+    if (open !== undefined) {
+      // The interruption's gate call, still open: run exactly what was approved.
+      this.#approved.delete(callId);
+      const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
+      try {
+        const output = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
+        open.done.resolve(output);
+        return output;
+      } catch (error) {
+        open.done.reject(error);
+        throw error;
+      }
+    }
+    this.#inFlight.set(callId, { wrapped, context, wantsApproval: undefined });
+    let outcome: GateOutcome;
+    try {
+      outcome = await this.gate.call(
+        { tool: descriptor, callId, input: parseArguments(text), ...(details?.signal === undefined ? {} : { signal: details.signal }), ...this.#session() },
+        (input, { signal }) => original.invoke(context, JSON.stringify(input), { ...details, signal }),
+      );
+    } finally {
+      this.#inFlight.delete(callId);
+    }
+    switch (outcome.type) {
+      case "ran":
+        return outcome.output;
+      case "failed":
+        throw outcome.error;
+      case "refused":
+        // A tool with an output schema cannot answer with free text: its errorFunction decides.
+        if (original.outputSchema !== undefined) throw new AgentsApprovalError(descriptor.name, outcome.message);
+        return outcome.message;
+    }
+  }
+
+  /** The hook that brings the SDK's `needsApproval` into the gate: a call it wants approved asks. */
+  #approvalHook(): Hook {
+    return {
+      name: "openai-agents:needsApproval",
+      preToolUse: async (call) => {
+        const entry = this.#inFlight.get(call.id);
+        if (entry === undefined) return { type: "allow" };
+        const wants = entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input as never, call.id));
+        return wants ? { type: "ask", prompt: callPrompt(entry.wrapped.descriptor, call.input, this.#prompt) } : { type: "allow" };
+      },
+    };
+  }
+
+  /** The gate's resolver: a call the SDK's run state already approved is approved; every other ask goes to the resolver. */
+  #resolve(callId: string, ask: Parameters<AskResolver["resolve"]>[0], options: Parameters<AskResolver["resolve"]>[1]): Promise<AskResolution> {
+    const entry = this.#inFlight.get(callId);
+    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) return Promise.resolve({ type: "approve" });
+    return this.#resolver.resolve(ask, options);
+  }
+
+  #session(): { sessionId?: string } {
+    return this.#sessionId === undefined ? {} : { sessionId: this.#sessionId };
+  }
+}

@@ -1,0 +1,32 @@
+import { LoopctlError } from "../errors.js";
+
+/**
+ * `AgentApprovals` cannot do what it was asked: an interruption for a tool it
+ * did not wrap (so no loopctl decision can be made for it), an approved call
+ * the run never executed, or a refused call of a tool whose output schema
+ * leaves no room for a refusal text. `code` is `"OPENAI_AGENTS_APPROVAL"`;
+ * `tool` names the tool.
+ */
+export class AgentsApprovalError extends LoopctlError {
+  /** The tool at fault. */
+  readonly tool: string;
+
+  constructor(tool: string, message: string, options?: ErrorOptions) {
+    super("OPENAI_AGENTS_APPROVAL", `tool '${tool}': ${message}`, options);
+    this.tool = tool;
+  }
+}
+
+/**
+ * `AgentApprovals` was given an option it cannot use, or a tool it cannot
+ * wrap. `code` is `"OPENAI_AGENTS_CONFIG"`; `option` names it.
+ */
+export class AgentsConfigError extends LoopctlError {
+  /** The option at fault. */
+  readonly option: string;
+
+  constructor(option: string, message: string, options?: ErrorOptions) {
+    super("OPENAI_AGENTS_CONFIG", `${option}: ${message}`, options);
+    this.option = option;
+  }
+}

@@ -1,0 +1,270 @@
+import type { LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
+import { MockLanguageModelV3 } from "ai/test";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { SyncAskResolver } from "loopctl/ask";
+import { AiSdkModelError, AiSdkProviderDataSchema, AiSdkTranscriptError, fromLanguageModel } from "loopctl/ai-sdk";
+import { Agent, CancelledError, LoopManagers, ModelError, defineTool } from "loopctl/engine";
+import type { Message } from "loopctl/engine";
+import { USAGE, call, text, v3 } from "./support/ai-sdk-fixtures.js";
+import { deferred, until } from "./support/engine-fixtures.js";
+
+function tools(executed: unknown[] = []) {
+  return [
+    defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: ({ path }) => (executed.push({ path }), `contents of ${path}`),
+    }),
+    defineTool({
+      name: "fail",
+      description: "Always fails",
+      input: z.object({}),
+      execute: () => {
+        throw new Error("disk on fire");
+      },
+    }),
+  ];
+}
+
+const prompts = (model: MockLanguageModelV3): LanguageModelV3Prompt[] => model.doGenerateCalls.map((c) => c.prompt);
+const toolMessage = (prompt: LanguageModelV3Prompt) => prompt.find((m) => m.role === "tool");
+
+describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
+  it("sends the instructions as the system message, the user's text, and the tools as V3 function tools; returns the text", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("hello")])] });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(), instructions: "Be brief." }).run("hi");
+    expect(result.text).toBe("hello");
+    expect(result.usage).toEqual({ inputTokens: 10, outputTokens: 5 });
+    const [options] = model.doGenerateCalls as [LanguageModelV3CallOptions];
+    expect(options.prompt).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: [{ type: "text", text: "hi" }] },
+    ]);
+    expect(options.tools?.map((t) => t.type === "function" && [t.name, t.description, (t.inputSchema as { type?: string }).type])).toEqual([
+      ["read", "Read a file", "object"],
+      ["fail", "Always fails", "object"],
+    ]);
+    expect(options.abortSignal).toBeInstanceOf(AbortSignal);
+  });
+
+  it("parses the JSON arguments, runs the call through the gate, and sends each result with its status", async () => {
+    const executed: unknown[] = [];
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([text("checking"), call("c1", "read", { path: "a.txt" }), call("c2", "fail", {}), call("c3", "read", { path: "secret" })]), v3([text("done")])],
+    });
+    const managers = new LoopManagers().withHook({ preToolUse: (c) => (c.input as { path?: string }).path === "secret" ? { type: "block", reason: "not that one" } : { type: "allow" } });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(executed), managers }).run("go");
+    expect(executed).toEqual([{ path: "a.txt" }]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "deny"]);
+    const second = prompts(model)[1]!;
+    expect(second[1]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "text", text: "checking" },
+        { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a.txt" } },
+        { type: "tool-call", toolCallId: "c2", toolName: "fail", input: {} },
+        { type: "tool-call", toolCallId: "c3", toolName: "read", input: { path: "secret" } },
+      ],
+    });
+    expect(toolMessage(second)).toEqual({
+      role: "tool",
+      content: [
+        { type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "text", value: "contents of a.txt" } },
+        { type: "tool-result", toolCallId: "c2", toolName: "fail", output: { type: "error-text", value: "Tool 'fail' failed: disk on fire" } },
+        { type: "tool-result", toolCallId: "c3", toolName: "read", output: { type: "execution-denied", reason: "not that one" } },
+      ],
+    });
+  });
+
+  it("sends an approver's refusal as the SDK's execution-denied output, or as error-text when asked to", async () => {
+    for (const refusals of ["execution-denied", "error-text"] as const) {
+      const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "read", { path: "a" })]), v3([text("ok")])] });
+      const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "read?" }) }).withAskResolver(new SyncAskResolver(() => false));
+      const result = await new Agent({ model: fromLanguageModel(model, { refusals }), tools: tools(), managers }).run("go");
+      expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
+      const reason = "Permission denied by approver for tool 'read'";
+      const output = refusals === "execution-denied" ? { type: "execution-denied", reason } : { type: "error-text", value: reason };
+      expect(toolMessage(prompts(model)[1]!)?.content).toEqual([{ type: "tool-result", toolCallId: "c1", toolName: "read", output }]);
+    }
+  });
+
+  it("arguments that are not JSON are refused by the gate before anyone is asked: the model reads why, the tool never runs", async () => {
+    const executed: unknown[] = [];
+    let asked = 0;
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "read", '{"path": "a.txt"')]), v3([text("sorry")])] });
+    const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(new SyncAskResolver(() => (asked++, true)));
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(executed), managers }).run("go");
+    expect([executed, asked]).toEqual([[], 0]);
+    expect(result.records).toMatchObject([{ verdict: "deny", ruleId: "invalid_arguments", ruleSource: "engine" }]);
+    const second = prompts(model)[1]!;
+    // The model's own text goes back as it sent it.
+    expect(second[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path": "a.txt"' }] });
+    expect(toolMessage(second)?.content).toEqual([
+      { type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "execution-denied", reason: "Invalid arguments for tool 'read': arguments must be JSON values" } },
+    ]);
+  });
+
+  it("empty argument text is no arguments, as the AI SDK reads it", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "fail", "")]), v3([text("ok")])] });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    expect(result.messages[1]).toMatchObject({ toolCalls: [{ id: "c1", name: "fail", input: {} }] });
+    expect(result.records.map((r) => r.ruleId)).toEqual(["hook"]);
+  });
+
+  it("leaves provider-executed calls and their results alone, and sends them back as they came", async () => {
+    const executed: unknown[] = [];
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: '{"query":"loopctl"}', providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: { hits: 3 } },
+          call("c1", "read", { path: "a" }),
+        ]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(executed) }).run("go");
+    expect(result.records.map((r) => r.tool)).toEqual(["read"]);
+    expect(result.messages[1]).toMatchObject({ toolCalls: [{ id: "c1", name: "read" }] });
+    expect(prompts(model)[1]![1]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: { query: "loopctl" }, providerExecuted: true },
+        { type: "tool-result", toolCallId: "ws1", toolName: "web_search", output: { type: "json", value: { hits: 3 } } },
+        { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" } },
+      ],
+    });
+  });
+
+  it("round-trips reasoning, files and provider metadata through providerData, also after the transcript was stored as JSON", async () => {
+    const signature = { anthropic: { signature: "sig-1" } };
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3(
+          [
+            { type: "reasoning", text: "think", providerMetadata: signature },
+            { type: "file", mediaType: "image/png", data: new Uint8Array([1, 2, 3]) },
+            { type: "text", text: "reading", providerMetadata: { openai: { itemId: "msg_1", unset: undefined } } as never },
+            { type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path":"a"}', providerMetadata: { openai: { itemId: "fc_1" } } },
+          ],
+          { providerMetadata: { openai: { responseId: "resp_1" } } },
+        ),
+        v3([text("done")]),
+        v3([text("again")]),
+      ],
+    });
+    const agent = new Agent({ model: fromLanguageModel(model), tools: tools() });
+    const first = await agent.run("go");
+    const providerData = AiSdkProviderDataSchema.parse((first.messages[1] as Extract<Message, { type: "assistant" }>).providerData);
+    expect(providerData).toMatchObject({ type: "ai-sdk", providerMetadata: { openai: { responseId: "resp_1" } }, finishReason: "tool-calls" });
+    const expected = {
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: "think", providerOptions: signature },
+        { type: "file", mediaType: "image/png", data: "AQID" },
+        { type: "text", text: "reading", providerOptions: { openai: { itemId: "msg_1" } } },
+        { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" }, providerOptions: { openai: { itemId: "fc_1" } } },
+      ],
+    };
+    expect(prompts(model)[1]![1]).toEqual(expected);
+    const stored = JSON.parse(JSON.stringify(first.messages)) as Message[];
+    await agent.run([...stored, { type: "user", text: "more" }]);
+    expect(prompts(model)[2]![1]).toEqual(expected);
+    expect(prompts(model)[2]!.slice(0, 3)).toEqual(prompts(model)[1]);
+  });
+
+  it("usage: a missing total is the sum of the reported parts; a turn reporting nothing adds nothing", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "fail", {})], {
+          usage: { inputTokens: { total: undefined, noCache: 7, cacheRead: 3, cacheWrite: undefined }, outputTokens: { total: undefined, text: 2, reasoning: 4 } },
+        }),
+        v3([call("c2", "fail", {})], {
+          usage: { inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined }, outputTokens: { total: undefined, text: undefined, reasoning: undefined } },
+        }),
+        v3([text("done")], { usage: USAGE }),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    expect(result.usage).toEqual({ inputTokens: 10 + 10, outputTokens: 6 + 5 });
+  });
+
+  it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
+    const started = deferred<AbortSignal>();
+    const model = new MockLanguageModelV3({
+      doGenerate: (options) => {
+        started.resolve(options.abortSignal!);
+        return new Promise((_, reject) => options.abortSignal!.addEventListener("abort", () => reject(options.abortSignal!.reason), { once: true }));
+      },
+    });
+    const controller = new AbortController();
+    const running = new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go", { signal: controller.signal });
+    const signal = await started.promise;
+    controller.abort(new Error("user left"));
+    await expect(running).rejects.toBeInstanceOf(CancelledError);
+    expect(signal.aborted).toBe(true);
+  });
+
+  it("passes the call settings with every request", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    await new Agent({ model: fromLanguageModel(model, { settings: { temperature: 0, maxOutputTokens: 64, providerOptions: { openai: { store: false } } } }), tools: [] }).run("go");
+    expect(model.doGenerateCalls[0]).toMatchObject({ temperature: 0, maxOutputTokens: 64, providerOptions: { openai: { store: false } } });
+    expect(model.doGenerateCalls[0]!.tools).toBeUndefined();
+  });
+
+  it("fails closed with typed errors: not a V3 model, a result that is not one, a tampered transcript", async () => {
+    expect(() => fromLanguageModel({ specificationVersion: "v2", provider: "p", modelId: "m" } as never)).toThrow(AiSdkModelError);
+    expect(() => fromLanguageModel("openai/gpt-4.1" as never)).toThrow(/not an AI SDK LanguageModelV3/);
+    expect(() => fromLanguageModel(new MockLanguageModelV3(), { refusals: "silent" as never })).toThrow(AiSdkModelError);
+
+    const garbage = new MockLanguageModelV3({ provider: "acme", modelId: "m1", doGenerate: async () => ({ text: "not v3" }) as never });
+    const error = (await new Agent({ model: fromLanguageModel(garbage), tools: [] }).run("go").catch((e: unknown) => e)) as ModelError;
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error.cause).toBeInstanceOf(AiSdkModelError);
+    expect((error.cause as AiSdkModelError).model).toBe("acme/m1");
+
+    const unknownPart = new MockLanguageModelV3({ doGenerate: [v3([{ type: "hologram" } as never])] });
+    await expect(new Agent({ model: fromLanguageModel(unknownPart), tools: [] }).run("go")).rejects.toMatchObject({ cause: { code: "AI_SDK_MODEL" } });
+
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    const tampered: Message[] = [
+      { type: "user", text: "hi" },
+      { type: "assistant", toolCalls: [], providerData: { type: "ai-sdk", parts: [{ type: "reasoning" }] } },
+      { type: "user", text: "again" },
+    ];
+    const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] }).run(tampered).catch((e: unknown) => e)) as ModelError;
+    expect(failed.cause).toBeInstanceOf(AiSdkTranscriptError);
+    expect((failed.cause as AiSdkTranscriptError).index).toBe(1);
+    expect(model.doGenerateCalls).toHaveLength(0);
+  });
+
+  it("a transcript from elsewhere (no providerData) goes as text and tool calls", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    await new Agent({ model: fromLanguageModel(model), tools: [] }).run([
+      { type: "user", text: "hi" },
+      { type: "assistant", text: "calling", toolCalls: [{ id: "k1", name: "read", input: { path: "a" } }] },
+      { type: "tool_result", callId: "k1", tool: "read", content: "A", status: "ran", isError: false },
+      { type: "user", text: "and?" },
+    ]);
+    expect(prompts(model)[0]).toEqual([
+      { role: "user", content: [{ type: "text", text: "hi" }] },
+      { role: "assistant", content: [{ type: "text", text: "calling" }, { type: "tool-call", toolCallId: "k1", toolName: "read", input: { path: "a" } }] },
+      { role: "tool", content: [{ type: "tool-result", toolCallId: "k1", toolName: "read", output: { type: "text", value: "A" } }] },
+      { role: "user", content: [{ type: "text", text: "and?" }] },
+    ]);
+  });
+
+  it("many turns: each request holds the whole transcript once, in order", async () => {
+    const turns = 6;
+    const model = new MockLanguageModelV3({
+      doGenerate: [...Array.from({ length: turns }, (_, i) => v3([call(`c${i}`, "read", { path: `f${i}` })])), v3([text("done")])],
+    });
+    await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    await until(() => model.doGenerateCalls.length === turns + 1);
+    const last = prompts(model)[turns]!;
+    expect(last).toHaveLength(1 + 2 * turns);
+    expect(last.filter((m) => m.role === "tool").map((m) => (m.content[0] as { toolCallId: string }).toolCallId)).toEqual(Array.from({ length: turns }, (_, i) => `c${i}`));
+  });
+});

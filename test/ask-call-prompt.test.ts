@@ -1,0 +1,88 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { REDACTED, callPrompt, quoteForPrompt, redactSecretKeys } from "loopctl/ask";
+
+describe("callPrompt", () => {
+  it("names the tool and its title, and shows the arguments as indented JSON", () => {
+    expect(callPrompt({ name: "write_file", title: "Write File" }, { path: "notes/a.txt", lines: [1, 2] })).toBe(
+      [
+        'Allow the tool "write_file" ("Write File") to run?',
+        "Arguments:",
+        "{",
+        '  "path": "notes/a.txt",',
+        '  "lines": [',
+        "    1,",
+        "    2",
+        "  ]",
+        "}",
+      ].join("\n"),
+    );
+  });
+
+  it("leaves out a title equal to the name, and puts notes between the question and the arguments", () => {
+    expect(callPrompt({ name: "x", title: "x" }, {}, { notes: ["hint one", "hint two"] })).toBe(
+      'Allow the tool "x" to run?\nhint one\nhint two\nArguments:\n{}',
+    );
+  });
+
+  it("redacts values under secret-looking keys by default, at any depth, and only in the prompt", () => {
+    const input = Object.freeze({ url: "https://x", headers: { Authorization: "Bearer abc", cookie: "sid=1" }, apiKey: "k-123", items: [{ password: "hunter2" }] });
+    const prompt = callPrompt({ name: "fetch" }, input);
+    for (const secret of ["Bearer abc", "sid=1", "k-123", "hunter2"]) expect(prompt).not.toContain(secret);
+    expect(prompt).toContain(`"apiKey": "${REDACTED}"`);
+    expect(prompt).toContain('"url": "https://x"');
+    expect(input.apiKey).toBe("k-123");
+  });
+
+  it("takes a redactor of its own (with the path), or none at all", () => {
+    const redact = (path: readonly (string | number)[], value: unknown): unknown =>
+      path.join(".") === "body.card" ? "**** 4242" : redactSecretKeys(path, value);
+    const prompt = callPrompt({ name: "pay" }, { body: { card: "4111111111114242", token: "t" } }, { redact });
+    expect(prompt).toContain('"card": "**** 4242"');
+    expect(prompt).toContain(`"token": "${REDACTED}"`);
+    expect(callPrompt({ name: "pay" }, { token: "t" }, { redact: false })).toContain('"token": "t"');
+  });
+
+  it("cuts long arguments at maxArgsChars and says how much is left out", () => {
+    const prompt = callPrompt({ name: "write" }, { content: "a".repeat(5000) }, { maxArgsChars: 100 });
+    const args = prompt.split("Arguments:\n")[1]!;
+    const [shown, rest] = args.split("\n… ");
+    expect(shown).toHaveLength(100);
+    expect(rest).toBe(`${JSON.stringify({ content: "a".repeat(5000) }, null, 2).length - 100} more characters not shown`);
+  });
+
+  it("never cuts inside a surrogate pair", () => {
+    const prompt = callPrompt({ name: "t" }, "😀😀😀", { maxArgsChars: 3 });
+    expect(prompt.split("Arguments:\n")[1]!.startsWith('"😀\n…')).toBe(true);
+  });
+
+  it("escapes bidi controls and invisible characters, in the arguments and in the tool's name and title", () => {
+    const prompt = callPrompt({ name: "rm\u202e", title: "safe\u200b" }, { path: "/tmp/\u202egnp.exe", note: "a\u2028b" });
+    expect(prompt).not.toMatch(/[\u200b\u2028\u202e]/);
+    expect(prompt).toContain("\\u202e");
+    expect(prompt).toContain("\\u200b");
+    expect(prompt).toContain("\\u2028");
+  });
+
+  it("bounds a name or title from a server", () => {
+    expect(quoteForPrompt("x".repeat(500))).toBe(JSON.stringify(`${"x".repeat(200)}…`));
+  });
+
+  it("refuses a maxArgsChars that is not a positive integer", () => {
+    expect(() => callPrompt({ name: "t" }, {}, { maxArgsChars: 0 })).toThrow(RangeError);
+  });
+
+  it("for any JSON arguments: no secret value shown, nothing invisible, and never longer than the cap allows", () => {
+    const secret = fc.string({ minLength: 8 }).map((s) => `S3CR3T-${s}`);
+    fc.assert(
+      fc.property(fc.jsonValue(), secret, fc.integer({ min: 1, max: 400 }), (value, token, max) => {
+        const input = { value, nested: { token } };
+        const prompt = callPrompt({ name: "tool" }, input, { maxArgsChars: max });
+        expect(prompt).not.toContain("S3CR3T-");
+        expect(prompt).not.toMatch(/[\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/);
+        const args = prompt.split("Arguments:\n")[1]!.split("\n… ")[0]!;
+        expect(args.length).toBeLessThanOrEqual(max);
+      }),
+    );
+  });
+});

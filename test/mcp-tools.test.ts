@@ -1,0 +1,230 @@
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { describe, expect, it } from "vitest";
+import { SyncAskResolver } from "loopctl/ask";
+import type { AskResolver, PendingAsk } from "loopctl/ask";
+import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
+import type { Hook, Message } from "loopctl/engine";
+import { MemoryGrantStore } from "loopctl/grant";
+import { McpConfigError, McpServerError, mcpTools } from "loopctl/mcp";
+import { ScriptedModel } from "loopctl/testing";
+import { deferred, until } from "./support/engine-fixtures.js";
+import { changes, startFixture } from "./support/mcp-fixtures.js";
+
+const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
+
+const results = (messages: readonly Message[]) => messages.filter((m) => m.type === "tool_result");
+
+describe("mcpTools: an MCP server's tools as loopctl tools", () => {
+  it("offers every tool with the descriptor the server lists: title, description, input schema, annotations, output schema", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.server).toBe("fixture");
+    expect(toolset.tools.map((t) => t.name)).toEqual(["read_note", "delete_note", "fail", "slow", "rich", "stats"]);
+    expect(toolset.current()).toBe(toolset.tools);
+    expect(toolset.problems).toEqual([]);
+    const [read, remove] = toolset.tools;
+    expect(read!.descriptor).toMatchObject({
+      name: "read_note",
+      title: "Read Note",
+      description: "Read a note by name",
+      inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+      annotations: { readOnlyHint: true, destructiveHint: false },
+    });
+    expect(remove!.descriptor.annotations).toEqual({ readOnlyHint: false, destructiveHint: true });
+    expect(toolset.tools[5]!.descriptor.outputSchema).toMatchObject({ type: "object", properties: { count: { type: "number" } } });
+    toolset.close();
+  });
+
+  it("reads every page of tools/list, and names tools with an optional prefix (the server is called by its own name)", async () => {
+    const server = await startFixture("paged");
+    const toolset = await mcpTools(server.client, { prefix: "p_" });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["p_t0", "p_t1", "p_t2", "p_t3", "p_t4"]);
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "p_t3", input: { n: 3 } }] }, { text: "done" }]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    await server.waitFor('called t3 {"n":3}');
+    expect(results(result.messages)).toMatchObject([{ tool: "p_t3", status: "ran", content: "t3 ran" }]);
+  });
+
+  it("runs calls through the gate and the server: text to the model, isError as a failed call the model reads", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "read_note", input: { name: "todo" } },
+          { id: "c2", name: "fail", input: {} },
+          { id: "c3", name: "rich", input: {} },
+          { id: "c4", name: "stats", input: {} },
+          { id: "c5", name: "read_note", input: { name: 7 } },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages).map((m) => [m.callId, m.status, m.content])).toEqual([
+      ["c1", "ran", "buy milk"],
+      ["c2", "failed", "Tool 'fail' failed: tool 'fail' on MCP server 'fixture': the server answered with an error: the disk is on fire"],
+      ["c3", "ran", "a chart and a file:\n[image image/png, 7 bytes]\nbuy milk\n[resource link file:///notes/all (all notes)]"],
+      ["c4", "ran", '{"count":1}'],
+      ["c5", "refused", "Invalid arguments for tool 'read_note': $.name: must be string"],
+    ]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow", "allow", "deny"]);
+    // The invalid call never reached the server.
+    expect(server.lines.filter((l) => l.startsWith("called read_note"))).toEqual(['called read_note {"name":"todo"}']);
+  });
+
+  it("passes the call's signal to callTool: a cancelled run cancels the request on the server", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const controller = new AbortController();
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "slow", input: {} }] }, { text: "never" }]);
+    const running = new Agent({ model, tools: toolset }).run("go", { signal: controller.signal });
+    await server.waitFor("called slow {}");
+    controller.abort(new Error("user left"));
+    await expect(running).rejects.toBeInstanceOf(CancelledError);
+    await server.waitFor("cancelled slow");
+  });
+
+  it("follows list_changed without replacing the application's notification handlers, set before or after it", async () => {
+    const server = await startFixture("mutable");
+    const seen: string[] = [];
+    server.client.setNotificationHandler(ToolListChangedNotificationSchema, () => void seen.push("before"));
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    server.signal("SIGUSR2");
+    const changed = await next();
+    expect(changed).toBe(toolset.tools);
+    expect(changed[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    expect(seen).toEqual(["before"]);
+    // Unchanged tools keep their identity; only the changed one is new.
+    server.client.setNotificationHandler(ToolListChangedNotificationSchema, () => void seen.push("after"));
+    const before = toolset.tools;
+    server.signal("SIGUSR2");
+    const again = await next();
+    expect(seen).toEqual(["before", "after"]);
+    expect(again[0]).not.toBe(before[0]);
+    expect(again[0]!.descriptor.description).toBe("Read a note by name (and tell the author)");
+    expect(again.slice(1)).toEqual(before.slice(1));
+    expect(again[1]).toBe(before[1]);
+  });
+
+  it("composes with the client's own listChanged option: its callback and the toolset both follow", async () => {
+    const refreshed = deferred<string[]>();
+    const server = await startFixture("mutable", {
+      listChanged: { tools: { onChanged: (error, tools) => (error === null ? refreshed.resolve((tools ?? []).map((t) => JSON.stringify(t.annotations))) : refreshed.reject(error)) } },
+    });
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    server.signal("SIGUSR2");
+    const [ours, theirs] = await Promise.all([next(), refreshed.promise]);
+    expect(ours[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    expect(theirs[1]).toBe(JSON.stringify({ readOnlyHint: true, destructiveHint: false }));
+    expect(toolset.tools).toBe(ours);
+  });
+
+  it("the rug-pull: a tool whose annotations alone changed is asked about again, although a grant covered it", async () => {
+    const server = await startFixture("mutable");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    const store = new MemoryGrantStore();
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const deleteNote = (id: string, name: string) =>
+      new Agent({
+        model: new ScriptedModel([{ toolCalls: [{ id, name: "delete_note", input: { name } }] }, { text: "ok" }]),
+        tools: toolset,
+        managers: new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(store),
+      }).run("go");
+    expect((await deleteNote("c1", "a")).records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect((await deleteNote("c2", "b")).records).toMatchObject([{ verdict: "allow", ruleId: "grant" }]);
+    expect(asks).toHaveLength(1);
+    server.signal("SIGUSR2"); // delete_note now claims to be read-only; nothing else changed
+    await next();
+    expect((await deleteNote("c3", "c")).records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+  });
+
+  it("a call approved just before an announced change is not sent, and the model reads why", async () => {
+    const server = await startFixture("mutable");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    const parked = deferred<PendingAsk>();
+    const answer = deferred<void>();
+    const resolver: AskResolver = {
+      async resolve(a) {
+        parked.resolve(a);
+        await answer.promise;
+        return { type: "approve" };
+      },
+    };
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] }, { text: "ok" }]);
+    const running = new Agent({ model, tools: toolset, managers: new LoopManagers().withHook(ask).withAskResolver(resolver) }).run("go");
+    await parked.promise;
+    server.signal("SIGUSR2");
+    await next();
+    answer.resolve();
+    const result = await running;
+    expect(results(result.messages)).toMatchObject([
+      { status: "failed", content: expect.stringContaining("the tool changed on the server before the call ran; the call was not sent") },
+    ]);
+    expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
+  });
+
+  it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
+    const server = await startFixture("paged");
+    const errors: McpServerError[] = [];
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange, onError: (e) => void errors.push(e) });
+    server.signal("SIGUSR1");
+    expect(await next()).toEqual([]);
+    await until(() => errors.length === 1);
+    expect(errors[0]).toBeInstanceOf(McpServerError);
+    expect(errors[0]!.message).toMatch(/^MCP server 'paged': tools\/list failed: .*the tool registry is unavailable/);
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t0", input: { n: 0 } }] }, { text: "ok" }]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages)).toMatchObject([{ status: "refused", content: "Unknown tool 't0'" }]);
+    await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+    server.signal("SIGUSR2");
+    expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+  });
+
+  it("close() stops following: no tools, the client's handlers untouched, calls from the old tools refused", async () => {
+    const server = await startFixture("mutable");
+    const appSaw = deferred<void>();
+    let changed = 0;
+    const toolset = await mcpTools(server.client, { onChange: () => void changed++ });
+    const old = toolset.tools[0]!;
+    server.client.setNotificationHandler(ToolListChangedNotificationSchema, () => appSaw.resolve());
+    toolset.close();
+    toolset.close();
+    expect(toolset.tools).toEqual([]);
+    expect(toolset.current()).toEqual([]);
+    server.signal("SIGUSR2");
+    await appSaw.promise;
+    // A refresh started by the notification would have listed before these round trips end.
+    await server.client.listTools();
+    await server.client.listTools();
+    await until(() => true);
+    expect(changed).toBe(0);
+    await expect(Promise.resolve(old.execute({ name: "todo" }, { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" }))).rejects.toMatchObject({
+      code: "MCP_TOOL",
+      tool: "read_note",
+      server: "fixture",
+    });
+    await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+  });
+
+  it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
+    const server = await startFixture("paged broken");
+    await expect(mcpTools({ listTools: () => undefined, callTool: () => undefined, getServerVersion: () => undefined, transport: undefined } as never)).rejects.toBeInstanceOf(McpConfigError);
+    await expect(mcpTools({} as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "client" });
+    await expect(mcpTools(server.client, { prefix: 1 as never })).rejects.toMatchObject({ code: "MCP_CONFIG", option: "prefix" });
+    await expect(mcpTools(server.client, { timeoutMs: -1 })).rejects.toMatchObject({ option: "timeoutMs" });
+    const before = server.client.transport!.onmessage;
+    await expect(mcpTools(server.client, { server: "registry" })).rejects.toMatchObject({ code: "MCP_SERVER", server: "registry" });
+    // A toolset that never started leaves nothing behind on the transport.
+    expect(server.client.transport!.onmessage).toBe(before);
+  });
+});

@@ -1,0 +1,226 @@
+import { Agent, Runner, tool } from "@openai/agents";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
+import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
+import { CancelledError, LoopManagers } from "loopctl/engine";
+import type { GateDecision } from "loopctl/engine";
+import { MemoryGrantStore } from "loopctl/grant";
+import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
+import { FakeModel, shownResults } from "./support/openai-agents-fixtures.js";
+import type { FakeTurn } from "./support/openai-agents-fixtures.js";
+
+function tools(executed: unknown[], description = "Deploy a version") {
+  return {
+    deploy: tool({
+      name: "deploy",
+      description,
+      parameters: z.object({ env: z.string(), version: z.string() }),
+      needsApproval: true,
+      execute: async (input) => {
+        executed.push(input);
+        return `deployed ${input.version} to ${input.env}`;
+      },
+    }),
+    status: tool({
+      name: "status",
+      description: "Read the deploy status",
+      parameters: z.object({ env: z.string() }),
+      execute: async ({ env }) => `${env} is green`,
+    }),
+  };
+}
+
+interface Setup {
+  readonly approvals: AgentApprovals;
+  readonly records: GateDecision[];
+  readonly asks: PendingAsk[];
+  readonly executed: unknown[];
+  readonly runner: Runner;
+  agent(turns: readonly FakeTurn[], description?: string): { agent: Agent; model: FakeModel };
+}
+
+function setup(answer: (ask: PendingAsk) => AskResolution | Promise<AskResolution>, options: { store?: MemoryGrantStore; managers?: LoopManagers } = {}): Setup {
+  const records: GateDecision[] = [];
+  const asks: PendingAsk[] = [];
+  const executed: unknown[] = [];
+  const resolver: AskResolver = { resolve: async (ask) => (asks.push(ask), answer(ask)) };
+  const managers = (options.managers ?? new LoopManagers()).withObserver({ onGate: ({ decision }) => records.push(decision) });
+  const approvals = new AgentApprovals({ resolver, managers, ...(options.store === undefined ? {} : { grants: options.store }) });
+  return {
+    approvals,
+    records,
+    asks,
+    executed,
+    runner: new Runner(),
+    agent(turns, description) {
+      const model = new FakeModel(turns);
+      const { deploy, status } = tools(executed, description);
+      return { agent: new Agent({ name: "ops", instructions: "Deploy when asked.", model, tools: approvals.tools([deploy, status]) }), model };
+    },
+  };
+}
+
+const deployTurn = (callId: string, version: string): FakeTurn => ({ calls: [[callId, "deploy", { env: "prod", version }]] });
+
+describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", () => {
+  it("an interrupted run is answered by the resolver, remembered, and the next run is decided by the grant without an interruption", async () => {
+    const store = new MemoryGrantStore();
+    const first = setup(() => ({ type: "approve", remember: "this_tool" }), { store });
+    const { agent, model } = first.agent([deployTurn("c1", "1.2"), { text: "deployed" }]);
+    const interrupted = await first.runner.run(agent, "ship 1.2");
+    expect(interrupted.interruptions.map((i) => i.name)).toEqual(["deploy"]);
+    expect(first.executed).toEqual([]);
+    const result = await first.approvals.settle(interrupted, (state) => first.runner.run(agent, state));
+    expect(result.finalOutput).toBe("deployed");
+    expect(first.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(first.asks).toHaveLength(1);
+    expect(first.asks[0]).toMatchObject({ tool: "deploy", callId: "c1" });
+    expect(first.asks[0]!.prompt).toBe('Allow the tool "deploy" to run?\nArguments:\n{\n  "env": "prod",\n  "version": "1.2"\n}');
+    expect(first.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed", ruleSource: "ask_resolver" }]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+    expect((await store.load()).map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([["deploy", "allow", "this_tool"]]);
+
+    // Another process over the same store: no interruption at all, one record by the grant.
+    const next = setup(() => Promise.reject(new Error("nobody should be asked")), { store });
+    const again = next.agent([deployTurn("c2", "1.3"), { text: "deployed again" }]);
+    const direct = await next.runner.run(again.agent, "ship 1.3");
+    expect(direct.interruptions).toEqual([]);
+    expect(direct.finalOutput).toBe("deployed again");
+    expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
+    expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+  });
+
+  it("a refusal is applied with state.reject: the model reads the gate's text, the tool never runs, one record", async () => {
+    const store = new MemoryGrantStore();
+    const s = setup(() => ({ type: "deny", reason: "not on a Friday", remember: "this_tool" }), { store });
+    const { agent, model } = s.agent([deployTurn("c1", "1.2"), { text: "not deployed" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(result.finalOutput).toBe("not deployed");
+    expect(s.executed).toEqual([]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+    expect(s.records).toMatchObject([{ verdict: "ask_denied", reason: "denied by approver: not on a Friday" }]);
+
+    // A remembered deny rejects without interrupting: the model reads the refusal, nobody is asked.
+    const next = setup(() => Promise.reject(new Error("nobody should be asked")), { store });
+    const again = next.agent([deployTurn("c2", "1.3"), { text: "still not" }]);
+    const direct = await next.runner.run(again.agent, "ship");
+    expect(direct.interruptions).toEqual([]);
+    expect(next.executed).toEqual([]);
+    expect(shownResults(again.model)).toEqual({ c2: "Permission denied by remembered grant for tool 'deploy'" });
+    expect(next.records).toMatchObject([{ verdict: "deny", ruleId: "grant" }]);
+    expect(next.asks).toEqual([]);
+  });
+
+  it("a tool that needs no approval runs through the gate without an interruption; the managers' hooks still decide", async () => {
+    const managers = new LoopManagers().withHook({ preToolUse: (call) => ((call.input as { env: string }).env === "prod" ? { type: "block", reason: "prod status is private" } : { type: "allow" }) });
+    const s = setup(() => ({ type: "approve" }), { managers });
+    const { agent, model } = s.agent([{ calls: [["c1", "status", { env: "staging" }], ["c2", "status", { env: "prod" }]] }, { text: "ok" }]);
+    const result = await s.runner.run(agent, "status?");
+    expect(result.interruptions).toEqual([]);
+    expect(shownResults(model)).toEqual({ c1: "staging is green", c2: "prod status is private" });
+    expect(s.records.map((r) => r.verdict).sort()).toEqual(["allow", "deny"]);
+  });
+
+  it("several interruptions in one turn: each is asked once and takes its own answer", async () => {
+    const s = setup((ask) => (ask.callId === "a" ? { type: "approve" } : { type: "deny" }));
+    const { agent, model } = s.agent([{ calls: [["a", "deploy", { env: "prod", version: "1" }], ["b", "deploy", { env: "prod", version: "2" }]] }, { text: "half" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship both");
+    expect(result.finalOutput).toBe("half");
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ a: "deployed 1 to prod", b: "Permission denied by approver for tool 'deploy'" });
+    expect(s.records.map((r) => r.verdict).sort()).toEqual(["ask_allowed", "ask_denied"]);
+    expect(s.asks.map((a) => a.callId).sort()).toEqual(["a", "b"]);
+  });
+
+  it("an approval pinned to the tool's descriptor: a changed tool interrupts again", async () => {
+    const store = new MemoryGrantStore();
+    const s = setup(() => ({ type: "approve", remember: "this_tool" }), { store });
+    const one = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    await s.approvals.run((input) => s.runner.run(one.agent, input), "go");
+    const changed = s.agent([deployTurn("c2", "2"), { text: "ok" }], "Deploy a version, and delete the old one");
+    const interrupted = await s.runner.run(changed.agent, "go");
+    expect(interrupted.interruptions).toHaveLength(1);
+    await s.approvals.settle(interrupted, (state) => s.runner.run(changed.agent, state));
+    expect(s.asks).toHaveLength(2);
+    expect(s.asks[1]!.prompt).toContain("changed since this was last answered");
+  });
+
+  it("fails closed: a resolver that throws refuses, arguments that are not JSON are refused before anyone is asked", async () => {
+    const s = setup(() => {
+      throw new Error("approver offline");
+    });
+    const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(s.executed).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_denied", reason: "ask resolver failed: approver offline" }]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+
+    const t = setup(() => ({ type: "approve" }));
+    const bad = t.agent([{ calls: [["c9", "deploy", '{"env": "prod"']] }, { text: "sorry" }]);
+    await t.approvals.run((input) => t.runner.run(bad.agent, input), "go");
+    expect(t.asks).toEqual([]);
+    expect(t.executed).toEqual([]);
+    expect(t.records).toMatchObject([{ verdict: "deny", ruleId: "invalid_arguments" }]);
+    // For arguments it could not parse, the SDK shows its own rejection text, not the message given to reject().
+    expect(shownResults(bad.model)).toEqual({ c9: "Tool execution was not approved." });
+  });
+
+  it("an interruption of a tool it did not wrap is a typed error, raised before anyone is asked", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const model = new FakeModel([{ calls: [["c1", "raw", {}]] }, { text: "x" }]);
+    const raw = tool({ name: "raw", description: "Not wrapped", parameters: z.object({}), needsApproval: true, execute: async () => "ran" });
+    const agent = new Agent({ name: "ops", model, tools: [raw] });
+    const error = (await s.approvals.run((input) => s.runner.run(agent, input), "go").catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "raw" });
+    expect(s.asks).toEqual([]);
+  });
+
+  it("a cancel while an ask waits rejects with CancelledError after the call's cancelled record; nothing runs", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({ resolver: channel, managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }) });
+    const executed: unknown[] = [];
+    const agent = new Agent({ name: "ops", model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]), tools: approvals.tools([tools(executed).deploy]) });
+    const runner = new Runner();
+    const controller = new AbortController();
+    const settling = approvals.run((input) => runner.run(agent, input), "go", { signal: controller.signal });
+    await approver.next();
+    controller.abort(new Error("user left"));
+    await expect(settling).rejects.toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+    expect(executed).toEqual([]);
+  });
+
+  it("an approved call the run never executes still ends, with its one record", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    await expect(s.approvals.settle(interrupted, () => Promise.reject(new Error("resume failed")))).rejects.toThrow("resume failed");
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(s.executed).toEqual([]);
+  });
+
+  it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
+    const s = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const result = await s.runner.run(agent, interrupted.state);
+    expect(result.finalOutput).toBe("ok");
+    expect(s.asks).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
+  });
+
+  it("typed errors for options and tools it cannot use", () => {
+    expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
+    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(AgentsConfigError);
+    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), sessionId: "s1" })).toThrow(/sessionId: must be a UUID/);
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
+    expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
+    const hosted = { type: "hosted_tool", name: "web_search" };
+    expect(approvals.tools([hosted])[0]).toBe(hosted);
+  });
+});

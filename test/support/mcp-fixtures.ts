@@ -1,0 +1,99 @@
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { afterEach, expect } from "vitest";
+import type { Tool } from "loopctl/engine";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+const fixture = fileURLToPath(new URL("./mcp-fixture-server.ts", import.meta.url));
+const filesystemServer = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
+
+/** A server process and the client connected to it. */
+export interface Started {
+  readonly client: Client;
+  readonly pid: number;
+  /** Every line the server wrote to stderr so far. */
+  readonly lines: readonly string[];
+  /** Resolves once the server has written `line` to stderr (at once if it already has). */
+  waitFor(line: string): Promise<void>;
+  signal(name: "SIGUSR1" | "SIGUSR2"): void;
+}
+
+const running: { client: Client; pid: number }[] = [];
+
+/** True while a process with this pid exists. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// No server outlives its test: each is closed, and its process checked gone.
+afterEach(async () => {
+  const started = running.splice(0);
+  await Promise.all(started.map(({ client }) => client.close()));
+  for (const { pid } of started) expect(isAlive(pid), `server process ${pid} still alive`).toBe(false);
+});
+
+async function start(command: string, args: readonly string[], clientOptions?: ClientOptions): Promise<Started> {
+  const transport = new StdioClientTransport({ command, args: [...args], cwd: root, stderr: "pipe" });
+  const client = new Client({ name: "loopctl-tests", version: "1.0.0" }, clientOptions);
+  const lines: string[] = [];
+  const waiters: { line: string; resolve: () => void }[] = [];
+  let partial = "";
+  transport.stderr?.on("data", (chunk: Buffer) => {
+    const text = partial + chunk.toString("utf8");
+    const parts = text.split("\n");
+    partial = parts.pop() ?? "";
+    for (const line of parts) {
+      lines.push(line);
+      for (const waiter of waiters.filter((w) => w.line === line)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+    }
+  });
+  await client.connect(transport);
+  const pid = transport.pid;
+  if (pid === null) throw new Error("the server has no pid");
+  running.push({ client, pid });
+  return {
+    client,
+    pid,
+    lines,
+    waitFor: (line) => (lines.includes(line) ? Promise.resolve() : new Promise((resolve) => waiters.push({ line, resolve }))),
+    signal: (name) => process.kill(pid, name),
+  };
+}
+
+/** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
+export function startFixture(mode: "mutable" | "paged" | "paged broken", clientOptions?: ClientOptions): Promise<Started> {
+  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
+}
+
+/** `@modelcontextprotocol/server-filesystem` from npm, allowed only `dir`. */
+export function startFilesystem(dir: string): Promise<Started> {
+  return start(process.execPath, [filesystemServer, dir]);
+}
+
+/** Collects a toolset's changes; `next()` resolves with the next one. */
+export function changes(): { readonly onChange: (tools: readonly Tool[]) => void; next(): Promise<readonly Tool[]> } {
+  const queued: (readonly Tool[])[] = [];
+  const waiting: ((tools: readonly Tool[]) => void)[] = [];
+  return {
+    onChange(tools) {
+      const waiter = waiting.shift();
+      if (waiter === undefined) queued.push(tools);
+      else waiter(tools);
+    },
+    next() {
+      const tools = queued.shift();
+      return tools === undefined ? new Promise((resolve) => waiting.push(resolve)) : Promise.resolve(tools);
+    },
+  };
+}
