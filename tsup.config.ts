@@ -9,6 +9,7 @@ export default defineConfig([
       "engine/index": "src/engine/index.ts",
       "audit/index": "src/audit/index.ts",
       "testing/index": "src/testing/index.ts",
+      "postgres/index": "src/postgres/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,
