@@ -122,6 +122,15 @@ export class Db {
     });
   }
 
+  /**
+   * Runs `work` on one connection of the pool, once it has one: for a
+   * caller that must know when its statement left, not when it began to
+   * wait for a connection.
+   */
+  session<T>(operation: string, work: (client: PgPoolClient) => Promise<T>): Promise<T> {
+    return this.#withClient(operation, undefined, (client) => work(client));
+  }
+
   /** Checks once that the schema is at the version this build knows. */
   #ready(operation: string): Promise<void> {
     this.#checked ??= this.#checkVersion(operation).catch((error: unknown) => {

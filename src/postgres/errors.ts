@@ -74,3 +74,19 @@ export class PostgresAskError extends LoopctlError {
     this.askId = askId;
   }
 }
+
+/**
+ * A worker lost its lease: the database could not be reached to renew it in
+ * time, or it lapsed and its asks were closed as abandoned. Every call parked
+ * under it was denied; the next ask takes a new lease. Reported to the
+ * queue's `onError`. `code` is `"POSTGRES_LEASE_LOST"`.
+ */
+export class PostgresLeaseError extends LoopctlError {
+  /** The lost lease's worker id. */
+  readonly workerId: string;
+
+  constructor(workerId: string, problem: string) {
+    super("POSTGRES_LEASE_LOST", `worker lease ${workerId} ${problem}; its parked calls were denied`);
+    this.workerId = workerId;
+  }
+}
