@@ -17,7 +17,8 @@ import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { makeAsk } from "./support/ask-fixtures.js";
-import { usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres();
 
@@ -322,17 +323,72 @@ describe("PostgresAskQueue: worker leases", () => {
   });
 });
 
+describe("PostgresAskQueue when the worker loses the database", () => {
+  it("keeps a call parked through an outage shorter than the lease, and takes the answer after", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const pool = db.newPool(4, { connectionString: proxy.url });
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 1_500, rereadMs: 600_000, onError: () => undefined });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      // A heartbeat after the ask was written: the worker has heard back from its insert by now.
+      const leaseUntil = async (): Promise<number> => {
+        const { rows } = await db.pool.query<{ t: Date }>(`SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`, [
+          worker.workerId,
+        ]);
+        return rows[0]?.t.getTime() ?? 0;
+      };
+      const before = await leaseUntil();
+      await waitFor(async () => (await leaseUntil()) > before);
+      await proxy.cut();
+      // Answered while the worker cannot hear it; the lease, renewed until the cut, still holds.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      await proxy.restore();
+      expect(await parked).toEqual({ type: "approve" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("denies a parked call once the lease can no longer be said to hold, and its ask ends as abandoned", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const pool = db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 });
+      const errors: unknown[] = [];
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
+      opened.push(worker);
+      const inbox = queue({ leaseMs: 900 }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const lease = worker.workerId;
+      await proxy.cut();
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+      // Meanwhile, on the database's clock, the lease lapsed and a live queue closed the ask.
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
 describe("PostgresAskQueue fails closed", () => {
   it("rejects a parked call whose answer is not a resolution, and never approves it", async () => {
     const worker = queue();
     const ask = makeAsk(1);
-    const parked = park(worker, ask);
+    // Caught from the start: the rejection may come before the UPDATE's own reply does.
+    const parked = park(worker, ask).catch((e: unknown) => e);
     await waitFor(async () => (await row(ask.id)) !== undefined);
     await db.pool.query(
       `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"approve","remember":"forever"}', ended_at = now() WHERE id = $1`,
       [ask.id],
     );
-    const error = await parked.catch((e: unknown) => e);
+    const error = await parked;
     expect(error).toBeInstanceOf(PostgresRowError);
     expect((error as PostgresRowError).key).toBe(ask.id);
   });

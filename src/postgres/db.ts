@@ -199,6 +199,12 @@ export class Db {
           return;
         }
         let started = false;
+        // A connection that drops while checked out reports it as an event too, which nothing else
+        // hears here: unheard, node-postgres would throw it out of the process.
+        const onError = (): void => {
+          state.broken = true;
+        };
+        client.on("error", onError);
         try {
           if (signal !== undefined && !backendPids.has(client)) {
             const result = await client.query("SELECT pg_backend_pid() AS pid");
@@ -213,6 +219,7 @@ export class Db {
           state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
           settle(() => reject(queryFailure(operation, this.names, error)));
         } finally {
+          client.removeListener("error", onError);
           // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
           client.release(state.broken || (started && state.aborted) ? true : undefined);
         }

@@ -57,6 +57,11 @@ export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promi
     throw queryFailure(operation, names, error);
   }
   let broken = false;
+  // Heard here, a dropped connection fails the statement in flight instead of leaving the process.
+  const onError = (): void => {
+    broken = true;
+  };
+  client.on("error", onError);
   try {
     await client.query("BEGIN");
     try {
@@ -100,6 +105,7 @@ export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promi
   } catch (error) {
     throw queryFailure(operation, names, error);
   } finally {
+    client.removeListener("error", onError);
     client.release(broken ? true : undefined);
   }
 }

@@ -24,6 +24,7 @@ export interface PgPoolClient {
   on(event: "notification", listener: (message: PgNotification) => void): unknown;
   on(event: "error", listener: (error: Error) => void): unknown;
   on(event: "end", listener: () => void): unknown;
+  removeListener(event: "error", listener: (error: Error) => void): unknown;
 }
 
 /**

@@ -48,7 +48,7 @@ export interface PostgresFixture {
   /** A pool shared by the file's tests. */
   readonly pool: pg.Pool;
   /** Another pool, closed after the test: a second process's view, in this process. */
-  newPool(max?: number): pg.Pool;
+  newPool(max?: number, options?: pg.PoolConfig): pg.Pool;
 }
 
 /**
@@ -68,8 +68,8 @@ export function usePostgres(options: { readonly migrated?: boolean } = {}): Post
       pool ??= makePool(8);
       return pool;
     },
-    newPool(max = 4) {
-      const made = makePool(max);
+    newPool(max = 4, options = {}) {
+      const made = makePool(max, options);
       extra.push(made);
       return made;
     },
@@ -90,8 +90,8 @@ export function usePostgres(options: { readonly migrated?: boolean } = {}): Post
   return fixture;
 }
 
-function makePool(max: number): pg.Pool {
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max });
+function makePool(max: number, options: pg.PoolConfig = {}): pg.Pool {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max, ...options });
   // A connection terminated on purpose by a test must not crash the process.
   pool.on("error", () => undefined);
   return pool;
