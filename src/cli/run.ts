@@ -85,7 +85,7 @@ function report(error: unknown, context: CliContext): ExitCode {
   }
   if (error instanceof LoopctlError) {
     context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
-    return error.code === "LEDGER_CORRUPT" ? EXIT.corrupt : EXIT.io;
+    return error.code === "LEDGER_CORRUPT" || error.code === "POSTGRES_ROW_MALFORMED" ? EXIT.corrupt : EXIT.io;
   }
   const detail = error instanceof Error ? error.message : String(error);
   context.stderr.write(`loopctl: unexpected error (please report it): ${printable(detail)}\n`);
