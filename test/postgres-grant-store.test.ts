@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Grant, GrantPolicy, GrantRecordError, GrantScope, descriptorFingerprint } from "loopctl/grant";
+import { Grant, GrantIndex, GrantPolicy, GrantRecordError, GrantScope, canonicalJson, descriptorFingerprint } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
 import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
 import { usePostgres } from "./support/postgres.js";
@@ -86,6 +87,56 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
 
   it("refuses anything but a Grant", async () => {
     await expect(store().save({ id: read.id } as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
+  });
+});
+
+describe("PostgresGrantStore's lookup index", () => {
+  it("implements every member of GrantIndex itself, none read from an empty base", async () => {
+    const index = await store().index();
+    expect(index).toBeInstanceOf(GrantIndex);
+    const own = Object.getPrototypeOf(index) as object;
+    const members = Object.getOwnPropertyNames(GrantIndex.prototype).filter((name) => name !== "constructor");
+    expect(members.length).toBeGreaterThan(0);
+    for (const name of members) expect([name, Object.hasOwn(own, name)]).toEqual([name, true]);
+  });
+
+  it("answers as an index built afresh from the database, after any sequence of changes from other processes", async () => {
+    const tools = ["a", "b"];
+    const scopes = [GrantScope.thisTool(), GrantScope.thisCall({ x: 1 }), GrantScope.thisCall({ x: 2 })];
+    const rules = tools.flatMap((tool) =>
+      (["allow", "deny"] as const).flatMap((verdict) => scopes.map((scope) => new Grant(tool, verdict, scope))),
+    );
+    const op = fc.oneof(
+      fc.record({ type: fc.constant("save" as const), rule: fc.nat(rules.length - 1), note: fc.option(fc.string(), { nil: null }) }),
+      fc.record({ type: fc.constant("revoke" as const), rule: fc.nat(rules.length - 1) }),
+      fc.record({ type: fc.constant("clear" as const) }),
+    );
+    const writers = [db.newPool(2), db.newPool(2)];
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.record({ writer: fc.nat(1), op }), { maxLength: 12 }), async (steps) => {
+        const project = `property-${run++}`;
+        const watcher = store(project);
+        await watcher.index();
+        for (const { writer, op: step } of steps) {
+          const other = store(project, writers[writer]);
+          if (step.type === "save") await other.save(rules[step.rule]!.withNote(step.note));
+          else if (step.type === "revoke") await other.revoke(rules[step.rule]!.id);
+          else await other.clear();
+          const live = await watcher.index();
+          const fresh = new GrantIndex(await store(project).load());
+          expect(live.grants.map((g) => g.toJSON())).toEqual(fresh.grants.map((g) => g.toJSON()));
+          expect(live.size).toBe(fresh.size);
+          for (const tool of [...tools, "c"]) {
+            for (const args of [{ x: 1 }, { x: 2 }, { x: 3 }]) {
+              expect(live.lookupCanonical(tool, canonicalJson(args))).toEqual(fresh.lookupCanonical(tool, canonicalJson(args)));
+              expect(live.lookup(tool, args)).toEqual(fresh.lookup(tool, args));
+            }
+          }
+        }
+      }),
+      { numRuns: 25 },
+    );
   });
 });
 

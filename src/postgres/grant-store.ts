@@ -1,10 +1,11 @@
-import { Grant, GrantIdCollisionError, GrantIndex, GrantRecordError } from "../grant/index.js";
-import type { GrantStore } from "../grant/index.js";
+import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
+import type { GrantIndex, GrantStore } from "../grant/index.js";
 import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
 import type { GrantRow } from "./grant-rows.js";
+import { LiveGrantIndex } from "./live-index.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -60,9 +61,8 @@ function describeRule(tool: string, verdict: string, args: string | null): strin
  * the project in memory with a lookup index, and each `load()` or
  * `index()` first asks the database for the rows changed since the version
  * it holds (one indexed statement, empty when nothing changed), so a grant
- * saved or revoked anywhere counts from the next decision on. Only a change
- * costs more than that: its rows are read, and the lookup index is rebuilt
- * once, at the next decision.
+ * saved or revoked anywhere counts from the next decision on. A change costs
+ * reading its row and two map operations, however large the project.
  *
  * Fail closed: a row that is not a grant (a mismatched id, arguments that are
  * not JSON) is a {@link PostgresRowError} naming it, and the store answers
@@ -84,9 +84,8 @@ export class PostgresGrantStore implements GrantStore {
   readonly #names: SchemaNames;
   readonly #table: string;
   /** The project's live grants, oldest change first, as of {@link #version}. */
-  readonly #grants = new Map<string, Grant>();
+  readonly #index = new LiveGrantIndex();
   #version = 0;
-  #index: GrantIndex | undefined;
 
   /**
    * @throws {PostgresConfigError} for a missing project, a bad schema name or
@@ -113,13 +112,16 @@ export class PostgresGrantStore implements GrantStore {
    */
   async load(options: GrantCallOptions = {}): Promise<Grant[]> {
     await this.#refresh("PostgresGrantStore.load", options.signal);
-    return [...this.#grants.values()];
+    return [...this.#index.grants];
   }
 
-  /** A lookup index over the project's grants, current as of this call (see the class notes). */
+  /**
+   * A lookup index over the project's grants, current as of this call (see
+   * the class notes). It is the store's own, kept up to date by later calls:
+   * use it at once, as `GrantPolicy` does, rather than keep it.
+   */
   async index(options: GrantCallOptions = {}): Promise<GrantIndex> {
     await this.#refresh("PostgresGrantStore.index", options.signal);
-    this.#index ??= new GrantIndex(this.#grants.values());
     return this.#index;
   }
 
@@ -239,9 +241,8 @@ export class PostgresGrantStore implements GrantStore {
     }
     for (const row of changed) {
       if (row.version <= this.#version) continue;
-      this.#grants.delete(row.id);
-      if (row.grant !== undefined) this.#grants.set(row.id, row.grant);
-      this.#index = undefined;
+      if (row.grant === undefined) this.#index.remove(row.id);
+      else this.#index.put(row.grant);
     }
     this.#version = head;
   }
