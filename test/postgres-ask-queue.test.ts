@@ -256,29 +256,39 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
   });
 
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
-    const errors: unknown[] = [];
-    const worker = queue({ rereadMs: 600_000, onError: (e) => errors.push(e) });
-    const consoleQueue = queue({ rereadMs: 600_000, onError: (e) => errors.push(e) });
+    const errors = { worker: [] as unknown[], console: [] as unknown[] };
+    const app = (name: string): string => `${db.schema}-${name}`;
+    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app("worker") }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.worker.push(e),
+    });
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app("console") }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.console.push(e),
+    });
+    opened.push(worker, consoleQueue);
     const inbox = consoleQueue.approver();
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);
-    await waitFor(async () => (await listeners()) === 2);
 
-    // Answered while the worker's listener is down: the notification is lost with the connection.
-    await terminateListeners();
+    // Answered while the worker is cut off: the notification is lost with its connection.
+    await terminate(app("worker"));
     expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_call" })).toBe(true);
     expect(await parked).toEqual({ type: "approve", remember: "this_call" });
 
-    // Parked while the console's listener is down: found by the re-read after the reconnect.
-    await waitFor(async () => (await listeners()) === 2);
-    await terminateListeners();
+    // Parked while the console is cut off: found by the re-read after its reconnect.
+    await terminate(app("console"));
     const later = makeAsk(2);
     const parkedLater = park(worker, later);
     expect((await inbox.next())?.id).toBe(later.id);
     expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
     expect(await parkedLater).toEqual({ type: "deny" });
-    expect(errors.length).toBeGreaterThan(0);
+    const listening = (e: unknown): boolean => String(e).includes("listening on");
+    expect(errors.worker.some(listening)).toBe(true);
+    expect(errors.console.some(listening)).toBe(true);
   });
 });
 
@@ -446,14 +456,11 @@ describe("PostgresAskQueue fails closed", () => {
   });
 });
 
-async function listeners(): Promise<number> {
+/** Terminates every connection of one application, its listening one included. */
+async function terminate(application: string): Promise<void> {
   const { rows } = await db.pool.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = $1 AND state = 'idle'",
-    [`LISTEN "${db.schema}.asks"`],
+    "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1",
+    [application],
   );
-  return rows[0]?.n ?? 0;
-}
-
-async function terminateListeners(): Promise<void> {
-  await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1", [`LISTEN "${db.schema}.asks"`]);
+  expect(rows[0]?.n).toBeGreaterThan(0);
 }

@@ -1,6 +1,18 @@
 import type { AskResolution } from "../ask/index.js";
 import type { Db } from "./db.js";
 
+/**
+ * "The ask is still pending", as statements that pick asks by id spell it.
+ * It is the same as `state = 'pending'` (a CHECK constraint ties the two),
+ * but a planner that sees `state = 'pending'` may pick the partial index of
+ * pending asks and scan every one of them instead of the primary key (it
+ * does on a table not yet analyzed, and in the generic plan of a prepared
+ * statement): answers would then cost more as more asks wait. For the same
+ * reason such statements also say `id = ANY($1)`, which the primary key
+ * serves in any plan.
+ */
+export const PENDING = "a.ended_at IS NULL";
+
 interface Answer {
   readonly id: string;
   readonly resolution: AskResolution;
@@ -9,7 +21,8 @@ interface Answer {
 }
 
 /**
- * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` on
+ * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled
+ * `ended_at IS NULL`, see {@link PENDING}) on
  * a row whose worker's lease still holds, so the database lets exactly one
  * answer end each ask. Answers given at about the same time go in one
  * statement (one commit); an id answered twice in one batch goes once, and
@@ -59,7 +72,7 @@ export class AnswerBatch {
         "PostgresApprover.resolve",
         `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
          FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
-         WHERE a.id = v.id AND a.state = 'pending'
+         WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING}
            AND EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())
          RETURNING a.id::text AS id`,
         [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],

@@ -5,7 +5,7 @@ import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "./ask-types.js";
-import { AnswerBatch } from "./answers.js";
+import { AnswerBatch, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, queryFailure, requirePool } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -430,7 +430,7 @@ export class PostgresAskQueue {
       "PostgresAskQueue: closing withdrawn asks",
       `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
        FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason)
-       WHERE a.id = v.id AND a.worker_id = v.worker_id AND a.state = 'pending'`,
+       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.worker_id = v.worker_id AND ${PENDING}`,
       [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
     );
     // Written (or the ask already ended some other way): nothing left to retry.
@@ -461,7 +461,9 @@ export class PostgresAskQueue {
    */
   async #readEndings(ids: string[]): Promise<void> {
     const read = ++this.#endingReads;
-    const found = await this.#db.query(
+    // Over the connection that brought the notification: no wait for one from the pool.
+    const found = await this.#db.queryOn(
+      this.#listener.connection,
       "PostgresAskQueue: reading endings",
       `SELECT id::text AS id, worker_id::text AS worker_id, state, resolution, reason FROM ${this.#table} WHERE id = ANY($1::uuid[])`,
       [ids],
@@ -520,7 +522,9 @@ export class PostgresAskQueue {
     const all = ids.includes("*");
     const found = await this.#db.query(
       "PostgresAskQueue: reading pending asks",
-      `SELECT id::text AS id, ask FROM ${this.#table} WHERE state = 'pending'${all ? "" : " AND id = ANY($1::uuid[])"} ORDER BY seq`,
+      all
+        ? `SELECT id::text AS id, ask FROM ${this.#table} WHERE state = 'pending' ORDER BY seq`
+        : `SELECT a.id::text AS id, a.ask FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.seq`,
       all ? [] : [ids],
     );
     const offered: Offered[] = found.rows.map((raw) => {

@@ -1,7 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
-import type { PgPool, PgPoolClient } from "./pg.js";
+import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
 
 /** A statement runner inside one transaction. */
@@ -21,6 +21,18 @@ export interface Rows {
 const MISSING_OBJECT = new Set(["42P01", "3F000", "42883", "42703"]);
 
 const backendPids = new WeakMap<PgPoolClient, number>();
+
+/** One name per statement text in this process: a name must never stand for two texts on a connection. */
+const statementNames = new Map<string, string>();
+
+function prepared(text: string, values: unknown[]): PgQueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `loopctl_${statementNames.size + 1}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
+}
 
 function sqlState(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
@@ -71,17 +83,36 @@ export class Db {
     this.names = names;
   }
 
-  /** One statement, outside any transaction. */
+  /**
+   * One statement, outside any transaction, prepared once per connection:
+   * the statements here run on every decision, park and answer, and planning
+   * them anew each time cost as much as running them.
+   */
   async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
+    const statement = prepared(sql, values);
     if (signal === undefined) {
       await this.#ready(operation);
       try {
-        return normalize(await this.pool.query(sql, values));
+        return normalize(await this.pool.query(statement));
       } catch (error) {
         throw queryFailure(operation, this.names, error);
       }
     }
-    return this.#withClient(operation, signal, (client) => client.query(sql, values).then(normalize));
+    return this.#withClient(operation, signal, (client) => client.query(statement).then(normalize));
+  }
+
+  /**
+   * One statement on `client` when given (a connection held for another
+   * purpose, idle most of the time), else as {@link Db.query} does.
+   */
+  async queryOn(client: PgPoolClient | undefined, operation: string, sql: string, values: unknown[]): Promise<Rows> {
+    if (client === undefined) return this.query(operation, sql, values);
+    await this.#ready(operation);
+    try {
+      return normalize(await client.query(prepared(sql, values)));
+    } catch (error) {
+      throw queryFailure(operation, this.names, error);
+    }
   }
 
   /**

@@ -66,7 +66,6 @@ export const MIGRATIONS: readonly Migration[] = [
         CHECK ((state = 'withdrawn') = (reason IS NOT NULL))
       )`,
       `CREATE INDEX asks_pending ON ${s.table("asks")} (seq) WHERE state = 'pending'`,
-      `CREATE INDEX asks_pending_by_worker ON ${s.table("asks")} (worker_id) WHERE state = 'pending'`,
       `CREATE INDEX asks_ended ON ${s.table("asks")} (ended_at) WHERE state <> 'pending'`,
       `CREATE FUNCTION ${s.quoted}.notify_asks() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN

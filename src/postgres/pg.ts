@@ -10,6 +10,13 @@ export interface PgResult {
   readonly rowCount: number | null;
 }
 
+/** A statement with a name: node-postgres prepares it once per connection and reuses the plan. */
+export interface PgQueryConfig {
+  readonly name: string;
+  readonly text: string;
+  readonly values: unknown[];
+}
+
 /** A `LISTEN` notification as node-postgres delivers it. */
 export interface PgNotification {
   readonly channel: string;
@@ -19,6 +26,7 @@ export interface PgNotification {
 /** A connection checked out of a pool (`pg.PoolClient`). */
 export interface PgPoolClient {
   query(text: string, values?: unknown[]): Promise<PgResult>;
+  query(config: PgQueryConfig): Promise<PgResult>;
   /** Returns the connection to the pool; with `true` or an error, closes it instead. */
   release(destroy?: Error | boolean): void;
   on(event: "notification", listener: (message: PgNotification) => void): unknown;
@@ -33,5 +41,6 @@ export interface PgPoolClient {
  */
 export interface PgPool {
   query(text: string, values?: unknown[]): Promise<PgResult>;
+  query(config: PgQueryConfig): Promise<PgResult>;
   connect(): Promise<PgPoolClient>;
 }
