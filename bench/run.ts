@@ -26,8 +26,9 @@ import grantDecision from "./grant-decision.bench.js";
 import save from "./save.bench.js";
 import gate from "./gate.bench.js";
 import peers from "./peers.bench.js";
+import postgres from "./postgres.bench.js";
 
-const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, peers];
+const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, peers, postgres];
 
 interface Args {
   readonly filter: RegExp | null;

@@ -2,6 +2,7 @@ import type * as AskModule from "../../src/ask/index.js";
 import type * as GrantModule from "../../src/grant/index.js";
 import type * as EngineModule from "../../src/engine/index.js";
 import type * as TestingModule from "../../src/testing/index.js";
+import type * as PostgresModule from "../../src/postgres/index.js";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { benchSource } from "./build.js";
@@ -12,6 +13,7 @@ export interface Modules {
   readonly grant: typeof GrantModule;
   readonly engine: typeof EngineModule;
   readonly testing: typeof TestingModule;
+  readonly postgres: typeof PostgresModule;
 }
 
 export type Loaded<T> = { readonly ok: true; readonly mod: T } | { readonly ok: false; readonly reason: string };
