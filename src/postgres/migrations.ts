@@ -43,7 +43,6 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (project, id)
       )`,
       `CREATE INDEX grants_by_version ON ${s.table("grants")} (project, version)`,
-      `CREATE INDEX grants_by_tool ON ${s.table("grants")} (project, tool) WHERE NOT revoked`,
       `CREATE TABLE ${s.table("workers")} (
         id uuid PRIMARY KEY,
         lease_until timestamptz NOT NULL,
