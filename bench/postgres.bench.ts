@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { PendingAsk } from "../src/ask/index.js";
-import type { ToolDescriptor } from "../src/grant/index.js";
 import type { BenchContext, BenchModule, Figure, Row, Target } from "./lib/harness.js";
 import { failedRow, measuredRow, median, ns, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import { WRITE_FILE } from "./lib/fixtures.js";
 import { loadModules } from "./lib/load.js";
 import type { Modules } from "./lib/load.js";
 
@@ -12,15 +12,6 @@ const LATENCY: Target = ratioTarget(3);
 const RATE: Target = { label: "answers/s", op: ">=", limit: 1_000, unit: "asks/s" };
 const FLAT: Target = { label: "largest/smallest table", op: "<=", limit: 2, unit: "x" };
 
-const DESCRIPTOR: ToolDescriptor = {
-  name: "write_file",
-  description: "Write a file in the project",
-  inputSchema: {
-    type: "object",
-    properties: { path: { type: "string" }, mode: { type: "string", enum: ["overwrite", "append"] } },
-    required: ["path"],
-  },
-};
 
 const NAMES = {
   p50: { name: "approval latency p50, answer → tool start (1,000 asks in flight)", target: LATENCY },
@@ -215,15 +206,15 @@ async function approvals(ctx: BenchContext, mod: Loaded, schema: string): Promis
   return rows;
 }
 
-/** Writes `n` grants of one project straight into the table, half exact-call grants of DESCRIPTOR. */
+/** Writes `n` grants of one project straight into the table, half exact-call grants of WRITE_FILE. */
 async function seedGrants(mod: Loaded, pool: pg.Pool, schema: string, project: string, n: number): Promise<void> {
   const { Grant, GrantScope, descriptorFingerprint } = mod.grant;
-  const pin = descriptorFingerprint(DESCRIPTOR);
+  const pin = descriptorFingerprint(WRITE_FILE);
   for (let from = 0; from < n; from += 10_000) {
     const grants = Array.from({ length: Math.min(10_000, n - from) }, (_, k) => {
       const i = from + k;
       return i % 2 === 0
-        ? new Grant(DESCRIPTOR.name, "allow", GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })).withPinnedDescriptor(pin)
+        ? new Grant(WRITE_FILE.name, "allow", GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })).withPinnedDescriptor(pin)
         : new Grant(`tool_${i}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisTool());
     });
     await pool.query(
@@ -259,13 +250,13 @@ async function decisions(ctx: BenchContext, mod: Loaded, schema: string): Promis
       const store = new PostgresGrantStore(pool, { project: `bench-${n}`, schema });
       const policy = new GrantPolicy(store);
       const covered = { path: `/repo/src/module-${n >> 1}/index.ts`, mode: "overwrite" };
-      const decided = await policy.decide(DESCRIPTOR, covered);
+      const decided = await policy.decide(WRITE_FILE, covered);
       if (decided.type !== "allow") throw new Error(`expected allow with ${n} grants, got ${decided.type}`);
       ctx.log(`  ${n} grants written and loaded in ${(performance.now() - t0).toFixed(0)} ms`);
       policies.push({ n, policy, covered });
     }
     const fns: Record<string, () => unknown> = { floor: () => pool.query("SELECT 1") };
-    for (const { n, policy, covered } of policies) fns[`n${n}`] = () => policy.decide(DESCRIPTOR, covered);
+    for (const { n, policy, covered } of policies) fns[`n${n}`] = () => policy.decide(WRITE_FILE, covered);
     // One call per sample: batched, the calls of a sample would overlap on the pool.
     const t = await timeTogether(ctx, fns, { heavy: true, clock: "wall", batch: false });
     for (const { n } of policies) {
@@ -300,7 +291,7 @@ async function decisions(ctx: BenchContext, mod: Loaded, schema: string): Promis
       for (let i = 0; i < (ctx.quick ? 3 : 15); i++) {
         await elsewhere.save(regrant.withNote(`change ${i}`));
         const t0 = performance.now();
-        await policy.decide(DESCRIPTOR, covered);
+        await policy.decide(WRITE_FILE, covered);
         times.push(performance.now() - t0);
       }
       rows.push(

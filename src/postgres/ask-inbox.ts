@@ -239,22 +239,20 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   #end(id: string, ending: AskEnding): void {
     this.#ready.delete(id);
     this.#delivered.delete(id);
-    const set = this.#waiters.get(id);
-    if (set === undefined) return;
-    this.#waiters.delete(id);
-    for (const waiter of set) {
-      waiter.signal?.removeEventListener("abort", waiter.onAbort);
-      waiter.resolve(ending);
-    }
+    this.#settleWaiters(id, (waiter) => waiter.resolve(ending));
   }
 
   #fail(id: string, error: unknown): void {
+    this.#settleWaiters(id, (waiter) => waiter.reject(error));
+  }
+
+  #settleWaiters(id: string, settle: (waiter: Waiter) => void): void {
     const set = this.#waiters.get(id);
     if (set === undefined) return;
     this.#waiters.delete(id);
     for (const waiter of set) {
       waiter.signal?.removeEventListener("abort", waiter.onAbort);
-      waiter.reject(error);
+      settle(waiter);
     }
   }
 
