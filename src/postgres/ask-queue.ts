@@ -349,6 +349,8 @@ export class PostgresAskQueue {
    * statement: a burst of parks costs one commit, not one each.
    */
   async #writeAsks(ids: string[]): Promise<void> {
+    // Closed: every call here is settled, and the pool may be ending.
+    if (this.#closing !== undefined) return;
     const entries = ids.flatMap((id) => {
       const entry = this.#toInsert.get(id);
       this.#toInsert.delete(id);
@@ -460,6 +462,7 @@ export class PostgresAskQueue {
    * calls that wait on it; it never becomes an answer.
    */
   async #readEndings(ids: string[]): Promise<void> {
+    if (this.#closing !== undefined) return;
     const read = ++this.#endingReads;
     // Over the connection that brought the notification: no wait for one from the pool.
     const found = await this.#db.queryOn(
@@ -518,6 +521,7 @@ export class PostgresAskQueue {
 
   /** Reads pending rows (`"*"`: all of them) and offers them to every inbox. */
   async #readPending(ids: string[]): Promise<void> {
+    if (this.#closing !== undefined) return;
     if (this.#links.size === 0) return;
     const all = ids.includes("*");
     const found = await this.#db.query(
