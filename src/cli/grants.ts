@@ -1,10 +1,9 @@
 import { GrantPolicy } from "../grant/index.js";
-import type { Grant, GrantDecision, PinStatus, ToolDescriptor } from "../grant/index.js";
+import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
 import { openStore, STORE_OPTIONS } from "./grant-source.js";
-import type { OpenedStore } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 
@@ -12,16 +11,16 @@ const LOCATION_OPTIONS = STORE_OPTIONS;
 
 const GRANT_ID = /^[0-9a-f]{16}$/;
 
-/** Runs `work` on the store the options name, and closes it after. */
+/** Runs `work` on the store the options name and closes it after; says where the grants live. */
 async function withStore<T>(
   command: string,
   values: Parameters<typeof openStore>[1],
   context: CliContext,
-  work: (opened: OpenedStore) => Promise<T>,
-): Promise<T> {
+  work: (store: GrantStore) => Promise<T>,
+): Promise<{ location: string; value: T }> {
   const opened = await openStore(command, values, context);
   try {
-    return await work(opened);
+    return { location: opened.location, value: await work(opened.store) };
   } finally {
     await opened.close();
   }
@@ -56,10 +55,7 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
   });
   if (values.help) return helpFor("grants list", context);
   noPositionals("grants list", positionals);
-  const { location, grants } = await withStore("grants list", values, context, async ({ store, location: where }) => ({
-    location: where,
-    grants: await store.load(),
-  }));
+  const { location, value: grants } = await withStore("grants list", values, context, (store) => store.load());
   if (values.json) {
     context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
@@ -97,10 +93,10 @@ async function revoke(args: readonly string[], context: CliContext): Promise<Exi
   if (!GRANT_ID.test(id)) {
     throw new CliUsageError("grants revoke", `${JSON.stringify(id)} is not a grant id (16 lowercase hex digits)`);
   }
-  const { location, revoked } = await withStore("grants revoke", values, context, async ({ store, location: where }) => {
+  const { location, value: revoked } = await withStore("grants revoke", values, context, async (store) => {
     // Loading first makes a corrupt ledger fail here, before any write is attempted.
     await store.load();
-    return { location: where, revoked: await store.revoke(id) };
+    return store.revoke(id);
   });
   if (revoked === undefined) {
     context.stderr.write(`loopctl grants revoke: no grant ${id} in ${printable(location)}\n`);
@@ -119,14 +115,14 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   if (values.help) return helpFor("grants reset", context);
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
-  const { location, removed } = await withStore("grants reset", values, context, async ({ store, location: where }) => {
+  const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
     const grants = await store.load();
-    if (values.tool === undefined) return { location: where, removed: grants.length === 0 ? 0 : await store.clear() };
+    if (values.tool === undefined) return grants.length === 0 ? 0 : store.clear();
     let count = 0;
     for (const grant of grants) {
       if (grant.tool === values.tool && (await store.revoke(grant.id)) !== undefined) count++;
     }
-    return { location: where, removed: count };
+    return count;
   });
   const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
   context.stdout.write(
@@ -195,9 +191,9 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   const callArgs = jsonOption("grants explain", "--args", values.args);
   const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
   const tool = values.tool;
-  const { location, explanation } = await withStore("grants explain", values, context, async ({ store, location: where }) => {
+  const { location, value: explanation } = await withStore("grants explain", values, context, async (store) => {
     try {
-      return { location: where, explanation: await new GrantPolicy(store).explain(tool, callArgs, descriptor) };
+      return await new GrantPolicy(store).explain(tool, callArgs, descriptor);
     } catch (error) {
       if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
         throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
