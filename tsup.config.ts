@@ -14,6 +14,7 @@ export default defineConfig([
       "ai-sdk/index": "src/ai-sdk/index.ts",
       "mcp/index": "src/mcp/index.ts",
       "openai-agents/index": "src/openai-agents/index.ts",
+      "postgres/index": "src/postgres/index.ts",
     },
     format: ["esm", "cjs"],
     dts: true,

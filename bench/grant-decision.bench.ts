@@ -1,19 +1,12 @@
 import type { Grant, ToolDescriptor } from "../src/grant/index.js";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
 import { failedRow, measuredRow, ns, paired, timeTogether, unavailableRows } from "./lib/harness.js";
+import { WRITE_FILE } from "./lib/fixtures.js";
 import { loadModule } from "./lib/load.js";
 
 const FLAT: Target = { label: "largest/smallest store", op: "<=", limit: 2, unit: "x" };
 
-const DESCRIPTOR: ToolDescriptor = {
-  name: "write_file",
-  description: "Write a file in the project",
-  inputSchema: {
-    type: "object",
-    properties: { path: { type: "string" }, mode: { type: "string", enum: ["overwrite", "append"] } },
-    required: ["path"],
-  },
-};
+const DESCRIPTOR: ToolDescriptor = WRITE_FILE;
 
 function label(n: number): string {
   return `${n / 1000}k`;

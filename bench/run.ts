@@ -30,8 +30,9 @@ import server from "./server.bench.js";
 import gcBench from "./gc.bench.js";
 import turns from "./turns.bench.js";
 import aiSdk from "./ai-sdk.bench.js";
+import postgres from "./postgres.bench.js";
 
-const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server, aiSdk];
+const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server, aiSdk, postgres];
 
 interface Args {
   readonly filter: RegExp | null;

@@ -5,13 +5,13 @@ import { fileURLToPath } from "node:url";
 /** The modules are measured as users get them: built by tsup, not transpiled on the fly. */
 export type Source = { readonly type: "build"; readonly dir: string } | { readonly type: "src"; readonly why: string };
 
-const ENTRIES = ["ask", "grant", "engine", "testing", "server", "ai-sdk"] as const;
+const ENTRIES = ["ask", "grant", "engine", "testing", "server", "ai-sdk", "postgres"] as const;
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 let pending: Promise<Source> | undefined;
 
 /**
- * Builds src/{ask,grant,engine,testing,server,ai-sdk} with tsup into a temp folder under
+ * Builds src/{ask,grant,engine,testing,server,ai-sdk,postgres} with tsup into a temp folder under
  * node_modules/.cache, with the
  * package's own settings (ESM, node20, splitting, tree shaking), once per
  * process. tsx, which runs the benchmark files, transpiles with esbuild's

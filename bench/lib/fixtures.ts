@@ -1,5 +1,17 @@
 /** Argument objects shaped like real tool calls, built deterministically; one parked ask. */
 import type { PendingAsk } from "../../src/ask/index.js";
+import type { ToolDescriptor } from "../../src/grant/index.js";
+
+/** The tool the grant-decision benchmarks decide calls of. */
+export const WRITE_FILE: ToolDescriptor = {
+  name: "write_file",
+  description: "Write a file in the project",
+  inputSchema: {
+    type: "object",
+    properties: { path: { type: "string" }, mode: { type: "string", enum: ["overwrite", "append"] } },
+    required: ["path"],
+  },
+};
 
 /** The ask the park benchmarks hand through the channel. */
 export const BENCH_ASK: PendingAsk = {

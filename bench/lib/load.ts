@@ -4,6 +4,7 @@ import type * as EngineModule from "../../src/engine/index.js";
 import type * as TestingModule from "../../src/testing/index.js";
 import type * as ServerModule from "../../src/server/index.js";
 import type * as AiSdkModule from "../../src/ai-sdk/index.js";
+import type * as PostgresModule from "../../src/postgres/index.js";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { benchSource } from "./build.js";
@@ -16,6 +17,7 @@ export interface Modules {
   readonly testing: typeof TestingModule;
   readonly server: typeof ServerModule;
   readonly "ai-sdk": typeof AiSdkModule;
+  readonly postgres: typeof PostgresModule;
 }
 
 export type Loaded<T> = { readonly ok: true; readonly mod: T } | { readonly ok: false; readonly reason: string };

@@ -1,29 +1,30 @@
 import { lstat } from "node:fs/promises";
-import { resolve } from "node:path";
-import { FileGrantStore, GrantPolicy } from "../grant/index.js";
-import type { Grant, GrantDecision, PinStatus, ToolDescriptor } from "../grant/index.js";
+import { GrantPolicy } from "../grant/index.js";
+import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
+import { openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 
-const LOCATION_OPTIONS = {
-  project: { type: "string" },
-  root: { type: "string" },
-  help: { type: "boolean", short: "h", default: false },
-} as const;
+const LOCATION_OPTIONS = STORE_OPTIONS;
 
 const GRANT_ID = /^[0-9a-f]{16}$/;
 
-/** The store `--project`/`--root` (or their defaults) name. */
-function openStore(values: { project?: string | undefined; root?: string | undefined }, context: CliContext): FileGrantStore {
-  const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
-  const project = resolve(context.cwd, values.project ?? ".");
-  return new FileGrantStore(root, project, {
-    onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
-    onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
-  });
+/** Runs `work` on the store the options name and closes it after; says where the grants live. */
+async function withStore<T>(
+  command: string,
+  values: Parameters<typeof openStore>[1],
+  context: CliContext,
+  work: (store: GrantStore) => Promise<T>,
+): Promise<{ location: string; value: T }> {
+  const opened = await openStore(command, values, context);
+  try {
+    return { location: opened.location, value: await work(opened.store) };
+  } finally {
+    await opened.close();
+  }
 }
 
 function noPositionals(command: string, positionals: readonly string[]): void {
@@ -55,13 +56,12 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
   });
   if (values.help) return helpFor("grants list", context);
   noPositionals("grants list", positionals);
-  const store = openStore(values, context);
-  const grants = await store.load();
+  const { location, value: grants } = await withStore("grants list", values, context, (store) => store.load());
   if (values.json) {
-    context.stdout.write(json({ ledger: store.ledgerPath, grants: grants.map((g) => g.toJSON()) }));
+    context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
   }
-  context.stdout.write(`ledger: ${printable(store.ledgerPath)}\n`);
+  context.stdout.write(`ledger: ${printable(location)}\n`);
   if (grants.length === 0) {
     context.stdout.write("no grants: every gated call is asked about\n");
     return EXIT.ok;
@@ -94,12 +94,13 @@ async function revoke(args: readonly string[], context: CliContext): Promise<Exi
   if (!GRANT_ID.test(id)) {
     throw new CliUsageError("grants revoke", `${JSON.stringify(id)} is not a grant id (16 lowercase hex digits)`);
   }
-  const store = openStore(values, context);
-  // Loading first makes a corrupt ledger fail here, before any write is attempted.
-  await store.load();
-  const revoked = await store.revoke(id);
+  const { location, value: revoked } = await withStore("grants revoke", values, context, async (store) => {
+    // Loading first makes a corrupt ledger fail here, before any write is attempted.
+    await store.load();
+    return store.revoke(id);
+  });
   if (revoked === undefined) {
-    context.stderr.write(`loopctl grants revoke: no grant ${id} in ${printable(store.ledgerPath)}\n`);
+    context.stderr.write(`loopctl grants revoke: no grant ${id} in ${printable(location)}\n`);
     return EXIT.failed;
   }
   context.stdout.write(`revoked ${grantSummary(revoked)}\n`);
@@ -115,20 +116,18 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   if (values.help) return helpFor("grants reset", context);
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
-  const store = openStore(values, context);
-  const grants = await store.load();
-  let removed: number;
-  if (values.tool === undefined) {
-    removed = grants.length === 0 ? 0 : await store.clear();
-  } else {
-    removed = 0;
+  const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
+    const grants = await store.load();
+    if (values.tool === undefined) return grants.length === 0 ? 0 : store.clear();
+    let count = 0;
     for (const grant of grants) {
-      if (grant.tool === values.tool && (await store.revoke(grant.id)) !== undefined) removed++;
+      if (grant.tool === values.tool && (await store.revoke(grant.id)) !== undefined) count++;
     }
-  }
+    return count;
+  });
   const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
   context.stdout.write(
-    `removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(store.ledgerPath)}\n`,
+    `removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(location)}\n`,
   );
   return EXIT.ok;
 }
@@ -142,7 +141,10 @@ async function repair(args: readonly string[], context: CliContext): Promise<Exi
   const { values, positionals } = parseCommandArgs("grants repair", args, LOCATION_OPTIONS);
   if (values.help) return helpFor("grants repair", context);
   noPositionals("grants repair", positionals);
-  const store = openStore(values, context);
+  if (values.database !== undefined) {
+    throw new CliUsageError("grants repair", "--database: rows in PostgreSQL are checked one by one; repair is for a ledger file");
+  }
+  const store = openFileStore(values, context);
   const aside = await store.resetCorrupt();
   const ledger = printable(store.ledgerPath);
   if (aside === undefined) {
@@ -223,20 +225,21 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   if (values.args === undefined) throw new CliUsageError("grants explain", "missing --args JSON");
   const callArgs = jsonOption("grants explain", "--args", values.args);
   const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
-  const store = openStore(values, context);
-  let explanation;
-  try {
-    explanation = await new GrantPolicy(store).explain(values.tool, callArgs, descriptor);
-  } catch (error) {
-    if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
-      throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
+  const tool = values.tool;
+  const { location, value: explanation } = await withStore("grants explain", values, context, async (store) => {
+    try {
+      return await new GrantPolicy(store).explain(tool, callArgs, descriptor);
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
+        throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
+      }
+      throw error;
     }
-    throw error;
-  }
+  });
   if (values.json) {
     context.stdout.write(
       json({
-        ledger: store.ledgerPath,
+        ledger: location,
         tool: explanation.tool,
         argsDigest: explanation.argsDigest,
         decision: decisionJson(explanation.decision),
@@ -245,7 +248,7 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
     );
     return EXIT.ok;
   }
-  context.stdout.write(`ledger: ${printable(store.ledgerPath)}\n`);
+  context.stdout.write(`ledger: ${printable(location)}\n`);
   context.stdout.write(explanation.lines.map((line) => `${printable(line)}\n`).join(""));
   return EXIT.ok;
 }

@@ -4,19 +4,24 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt (reported, never rewritten; see grants repair)
-  4  I/O or lock error (unreadable file, refused path, ledger lock busy)
+  3  the grant ledger is corrupt, or a database row is malformed (reported, never
+     rewritten; see grants repair)
+  4  I/O, lock or database error (unreadable file, refused path, ledger lock busy,
+     unreachable or unmigrated database)
   5  unexpected error (a bug: please report it at
      ${ISSUES_URL})
 `;
 
-/** The --project/--root lines, their descriptions starting at column `at`. */
+/** The --project/--root/--database lines, their descriptions starting at column `at`. */
 function projectOptions(at: number): string {
   const pad = (flag: string): string => `  ${flag}`.padEnd(at);
   return (
     `${pad("--project DIR")}the project whose ledger to use (default: this folder)\n` +
     `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/\n` +
-    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n`
+    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n` +
+    `${pad("--database URL")}use the grants shared in PostgreSQL instead (loopctl/postgres);\n` +
+    `${" ".repeat(at)}--project NAME then names the project there (required)\n` +
+    `${pad("--schema NAME")}with --database: the schema migrate() created (default: loopctl)\n`
   );
 }
 
@@ -39,7 +44,9 @@ Usage:
                           [--audit FILE]
   loopctl --version
 
-Every command takes --help (-h).
+Every grants command also takes --database URL --project NAME [--schema NAME]:
+the grants every worker shares in PostgreSQL (loopctl/postgres) instead of a
+ledger file. Every command takes --help (-h).
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.
@@ -57,7 +64,8 @@ ${EXIT_CODES}`,
   "grants list": `loopctl grants list: list the grants in a project's ledger.
 
 Usage:
-  loopctl grants list [--project DIR] [--root DIR] [--json]
+  loopctl grants list [--project DIR] [--root DIR]
+                      [--database URL --project NAME [--schema NAME]] [--json]
 
 Options:
 ${PROJECT_OPTIONS}  --json         print {"ledger", "grants"} with each grant as its ledger record
@@ -68,6 +76,7 @@ ${EXIT_CODES}`,
 
 Usage:
   loopctl grants revoke ID [--project DIR] [--root DIR]
+                           [--database URL --project NAME [--schema NAME]]
 
 ID is the 16-hex id 'loopctl grants list' shows. An unknown id changes
 nothing and exits 1.
@@ -80,6 +89,7 @@ ${EXIT_CODES}`,
 
 Usage:
   loopctl grants reset [--tool NAME] [--project DIR] [--root DIR]
+                       [--database URL --project NAME [--schema NAME]]
 
 Removes every grant of the project, or with --tool only the grants of that
 tool (the name matches exactly). The next call is asked about again.
@@ -94,6 +104,7 @@ ${EXIT_CODES}`,
 Usage:
   loopctl grants explain --tool NAME --args JSON [--descriptor JSON]
                          [--project DIR] [--root DIR] [--json]
+                         [--database URL --project NAME [--schema NAME]]
 
 The policy: a deny grant covering the call wins over any allow grant, and
 stays in force even if the tool changed; else an allow grant covering it

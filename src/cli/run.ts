@@ -95,6 +95,7 @@ function report(error: unknown, context: CliContext): ExitCode {
   }
   if (error instanceof LoopctlError) {
     context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
+    if (error.code === "POSTGRES_ROW_MALFORMED") return EXIT.corrupt;
     if (error.code !== "LEDGER_CORRUPT") return EXIT.io;
     context.stderr.write(REPAIR_HINT);
     return EXIT.corrupt;

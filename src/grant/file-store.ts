@@ -6,7 +6,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { projectIdentity } from "./digest.js";
 import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
 import { Grant } from "./grant.js";
-import { GrantIndex, offerIndex } from "./grant-index.js";
+import { GrantIndex, coveringList } from "./grant-index.js";
 import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import { assertSameRule, requireGrant, type GrantStore, type StoreCallOptions } from "./store.js";
 
@@ -245,12 +245,19 @@ export class FileGrantStore implements GrantStore {
     this.#now = options.now ?? Date.now;
     this.#onWarning = options.onWarning ?? emitProcessWarning;
     this.#onLockWait = options.onLockWait;
-    offerIndex(this, async ({ signal }) => {
-      signal?.throwIfAborted();
-      const snapshot = await this.#read();
-      snapshot.index ??= new GrantIndex(snapshot.grants);
-      return snapshot.index;
-    });
+  }
+
+  /**
+   * The grants covering a call (see {@link GrantStore.covering}), looked up
+   * in an index kept while the ledger is unchanged on disk.
+   *
+   * @throws {LedgerCorruptError} / {@link LedgerIoError} as {@link FileGrantStore.load} does.
+   */
+  async covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
+    options.signal?.throwIfAborted();
+    const snapshot = await this.#read();
+    snapshot.index ??= new GrantIndex(snapshot.grants);
+    return coveringList(snapshot.index.lookup(tool, canonicalArgs));
   }
 
   /**

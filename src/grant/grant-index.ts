@@ -54,18 +54,25 @@ export class GrantIndex {
   }
 }
 
-// The built-in stores keep an index cached while their grants are unchanged
-// and register it here, so that GrantPolicy can use it without it becoming
-// part of the GrantStore interface.
-const cachedIndexes = new WeakMap<GrantStore, (options: StoreCallOptions) => Promise<GrantIndex>>();
-
-/** Registers `store`'s cached index. */
-export function offerIndex(store: GrantStore, index: (options: StoreCallOptions) => Promise<GrantIndex>): void {
-  cachedIndexes.set(store, index);
+/** The covering grants as a list: this_call before this_tool, deny before allow. */
+export function coveringList(covering: CoveringGrants): Grant[] {
+  const { thisCall, thisTool } = covering;
+  return [thisCall.deny, thisTool.deny, thisCall.allow, thisTool.allow].filter((g): g is Grant => g !== undefined);
 }
 
-/** `store`'s cached index, or one built from `store.load()`. */
-export async function indexOf(store: GrantStore, options: StoreCallOptions): Promise<GrantIndex> {
-  const cached = cachedIndexes.get(store);
-  return cached === undefined ? new GrantIndex(await store.load(options)) : cached(options);
+/**
+ * The grants covering a call of `tool` whose canonical args text is
+ * `canonicalArgs`: from the store's own {@link GrantStore.covering} when it
+ * has one (indexed again here, so a grant that does not cover the call is
+ * ignored rather than trusted), else from everything it loads.
+ */
+export async function coveringOf(
+  store: GrantStore,
+  tool: string,
+  canonicalArgs: string,
+  options: StoreCallOptions,
+): Promise<CoveringGrants> {
+  const grants =
+    store.covering === undefined ? await store.load(options) : await store.covering(tool, canonicalArgs, options);
+  return new GrantIndex(grants).lookup(tool, canonicalArgs);
 }

@@ -2,7 +2,7 @@ import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
 import { GrantRecordError } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
-import { indexOf, type CoveringGrants } from "./grant-index.js";
+import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
 import type { GrantStore, StoreCallOptions } from "./store.js";
 
 /**
@@ -91,11 +91,6 @@ function pinChecker(descriptor: ToolDescriptor | undefined): (grant: Grant) => P
   };
 }
 
-function coveringList(covering: CoveringGrants): Grant[] {
-  const { thisCall, thisTool } = covering;
-  return [thisCall.deny, thisTool.deny, thisCall.allow, thisTool.allow].filter((g): g is Grant => g !== undefined);
-}
-
 /**
  * The decision rule. Deny wins over allow, whatever the scope. A deny stays
  * in force even when its pin no longer matches: asking again could only
@@ -175,9 +170,10 @@ export function grantForAnswer(
 /**
  * "Ask once and remember": decides a call from the grants in a store.
  *
- * A decision is two map lookups over an index of the grants, which the
- * built-in stores keep while their grants are unchanged: its cost does not
- * grow with the ledger. Other stores are loaded and indexed per decision.
+ * A decision reads only the grants that cover the call, through the store's
+ * {@link GrantStore.covering}: the built-in stores (and `PostgresGrantStore`)
+ * answer it from an index, so its cost does not grow with the ledger. A store
+ * without it is loaded per decision.
  *
  * @example
  * const policy = new GrantPolicy(new FileGrantStore(FileGrantStore.defaultRoot(), process.cwd()));
@@ -214,8 +210,8 @@ export class GrantPolicy {
   async decide(descriptor: ToolDescriptor, args: unknown, options: StoreCallOptions = {}): Promise<GrantDecision> {
     requireDescriptor(descriptor, "GrantPolicy.decide");
     const canonical = canonicalJson(args);
-    const index = await indexOf(this.#store, options);
-    const decision = decideFrom(index.lookup(descriptor.name, canonical), pinChecker(descriptor));
+    const covering = await coveringOf(this.#store, descriptor.name, canonical, options);
+    const decision = decideFrom(covering, pinChecker(descriptor));
     // With a descriptor every pin is checked, so the rule always reaches a decision.
     return decision ?? { type: "ask", reason: "no_grant" };
   }
@@ -253,7 +249,7 @@ export class GrantPolicy {
       }
     }
     const canonical = canonicalJson(args);
-    const covering = (await indexOf(this.#store, {})).lookup(tool, canonical);
+    const covering = await coveringOf(this.#store, tool, canonical, {});
     const pinOf = pinChecker(descriptor);
     const decision = decideFrom(covering, pinOf);
     const deciding = decision !== null && "grant" in decision ? decision.grant : null;

@@ -1,6 +1,6 @@
 import { Grant } from "./grant.js";
 import { GrantIdCollisionError, GrantRecordError } from "./errors.js";
-import { GrantIndex, offerIndex } from "./grant-index.js";
+import { GrantIndex, coveringList } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
 export interface StoreCallOptions {
@@ -28,6 +28,15 @@ export interface GrantStore {
   revoke(id: string, options?: StoreCallOptions): Promise<Grant | undefined>;
   /** Removes every grant; resolves to how many were removed. */
   clear(options?: StoreCallOptions): Promise<number>;
+  /**
+   * Optional: the stored grants that cover a call of `tool` whose arguments'
+   * canonical JSON is `canonicalArgs` (its `this_tool` grants and the
+   * `this_call` grants for exactly those arguments), as of this call. A store
+   * that has it lets `GrantPolicy` decide without loading every grant, so a
+   * decision costs the same with 10 grants or 100k; without it the policy
+   * loads the store for each decision.
+   */
+  covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
 }
 
 /** @internal Refuses anything but a real Grant, naming what arrived. */
@@ -74,9 +83,14 @@ export class MemoryGrantStore implements GrantStore {
       this.#grants.delete(grant.id);
       this.#grants.set(grant.id, grant);
     }
-    offerIndex(this, (options) =>
-      this.#call(options, () => (this.#index ??= new GrantIndex(this.#grants.values()))),
-    );
+  }
+
+  /** The grants covering a call (see {@link GrantStore.covering}), from an index rebuilt after each change. */
+  covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
+    return this.#call(options, () => {
+      this.#index ??= new GrantIndex(this.#grants.values());
+      return coveringList(this.#index.lookup(tool, canonicalArgs));
+    });
   }
 
   /** Every stored grant, oldest save first. */

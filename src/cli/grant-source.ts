@@ -1,0 +1,107 @@
+import { resolve } from "node:path";
+import { FileGrantStore } from "../grant/index.js";
+import type { GrantStore } from "../grant/index.js";
+import type { PgPool } from "../postgres/index.js";
+import { CliUsageError } from "./context.js";
+import { printable } from "./format.js";
+import type { CliContext } from "./context.js";
+
+/** The options that say where a command's grants live. */
+export const STORE_OPTIONS = {
+  project: { type: "string" },
+  root: { type: "string" },
+  database: { type: "string" },
+  schema: { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+/** A grant store opened for one command. */
+export interface OpenedStore {
+  readonly store: GrantStore;
+  /** Where the grants live, for people: the ledger file, or the database, schema and project. */
+  readonly location: string;
+  /** Releases what the store holds (a database pool). */
+  close(): Promise<void>;
+}
+
+interface StoreValues {
+  readonly project?: string | undefined;
+  readonly root?: string | undefined;
+  readonly database?: string | undefined;
+  readonly schema?: string | undefined;
+}
+
+/** The URL without its password, for output. */
+function redacted(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== "") parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "<the --database URL>";
+  }
+}
+
+/** The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its warnings are one plain line each. */
+export function openFileStore(values: StoreValues, context: CliContext): FileGrantStore {
+  const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
+  return new FileGrantStore(root, resolve(context.cwd, values.project ?? "."), {
+    onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
+    onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
+  });
+}
+
+/**
+ * The store the options name: the project's ledger file (`--project DIR`,
+ * `--root DIR`), or with `--database URL` the project's grants in PostgreSQL
+ * (`--project NAME`, required; `--schema NAME`). `pg` is loaded only then.
+ */
+export async function openStore(command: string, values: StoreValues, context: CliContext): Promise<OpenedStore> {
+  if (values.database === undefined) {
+    if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
+    const store = openFileStore(values, context);
+    return { store, location: store.ledgerPath, close: () => Promise.resolve() };
+  }
+  if (values.root !== undefined) throw new CliUsageError(command, "--root is for a ledger file; it cannot go with --database");
+  if (values.project === undefined || values.project === "") {
+    throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
+  }
+  const [{ PostgresGrantStore, PostgresConfigError }, pg] = await Promise.all([import("../postgres/index.js"), loadPg()]);
+  if (pg === undefined) {
+    throw new PostgresConfigError(command, "--database needs the pg package (npm install pg)");
+  }
+  const pool = new pg.Pool({ connectionString: values.database, max: 2 });
+  // A dropped idle connection must not end the command with a stack trace; the next statement reports it.
+  pool.on("error", () => undefined);
+  try {
+    const store = new PostgresGrantStore(pool, {
+      project: values.project,
+      ...(values.schema === undefined ? {} : { schema: values.schema }),
+    });
+    return {
+      store,
+      location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(values.project)})`,
+      close: () => pool.end(),
+    };
+  } catch (error) {
+    await pool.end();
+    if (error instanceof PostgresConfigError) throw new CliUsageError(command, error.message);
+    throw error;
+  }
+}
+
+interface PgModule {
+  readonly Pool: new (config: { connectionString: string; max: number }) => PgPool & {
+    on(event: "error", listener: (error: Error) => void): unknown;
+    end(): Promise<void>;
+  };
+}
+
+async function loadPg(): Promise<PgModule | undefined> {
+  try {
+    const loaded = (await import("pg")) as { default?: PgModule } & Partial<PgModule>;
+    return loaded.default ?? (loaded as PgModule);
+  } catch {
+    return undefined;
+  }
+}

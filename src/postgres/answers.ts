@@ -1,0 +1,91 @@
+import type { AskResolution } from "../ask/index.js";
+import type { Db } from "./db.js";
+
+/**
+ * "The ask is still pending", as statements that pick asks by id spell it.
+ * It is the same as `state = 'pending'` (a CHECK constraint ties the two),
+ * but a planner that sees `state = 'pending'` may pick the partial index of
+ * pending asks and scan every one of them instead of the primary key (it
+ * does on a table not yet analyzed, and in the generic plan of a prepared
+ * statement): answers would then cost more as more asks wait. For the same
+ * reason such statements also say `id = ANY($1)`, which the primary key
+ * serves in any plan.
+ */
+export const PENDING = "a.ended_at IS NULL";
+
+interface Answer {
+  readonly id: string;
+  readonly resolution: AskResolution;
+  readonly resolve: (landed: boolean) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled
+ * `ended_at IS NULL`, see {@link PENDING}) on
+ * a row whose worker's lease still holds, so the database lets exactly one
+ * answer end each ask. Answers given at about the same time go in one
+ * statement (one commit); an id answered twice in one batch goes once, and
+ * the second answer waits for the next batch, where it finds the ask ended.
+ */
+export class AnswerBatch {
+  readonly #db: Db;
+  readonly #landed: (id: string, verdict: AskResolution["type"]) => void;
+  readonly #queue: Answer[] = [];
+  #running = false;
+
+  /** `landed` hears of every answer that ended its ask. */
+  constructor(db: Db, landed: (id: string, verdict: AskResolution["type"]) => void) {
+    this.#db = db;
+    this.#landed = landed;
+  }
+
+  /** Resolves `true` when this answer ended the ask, `false` when it had already ended (or never was). */
+  land(id: string, resolution: AskResolution): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.#queue.push({ id, resolution, resolve, reject });
+      if (this.#running) return;
+      this.#running = true;
+      queueMicrotask(() => void this.#drain());
+    });
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = new Map<string, Answer>();
+      const later: Answer[] = [];
+      for (const answer of this.#queue.splice(0)) {
+        if (batch.has(answer.id)) later.push(answer);
+        else batch.set(answer.id, answer);
+      }
+      this.#queue.unshift(...later);
+      await this.#write([...batch.values()]);
+    }
+    this.#running = false;
+  }
+
+  async #write(answers: readonly Answer[]): Promise<void> {
+    const names = this.#db.names;
+    let landed: Set<string>;
+    try {
+      const result = await this.#db.query(
+        "PostgresApprover.resolve",
+        `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
+         FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
+         WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING}
+           AND EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())
+         RETURNING a.id::text AS id`,
+        [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
+      );
+      landed = new Set(result.rows.map((r) => String(r["id"])));
+    } catch (error) {
+      for (const answer of answers) answer.reject(error);
+      return;
+    }
+    for (const answer of answers) {
+      const won = landed.has(answer.id);
+      if (won) this.#landed(answer.id, answer.resolution.type);
+      answer.resolve(won);
+    }
+  }
+}

@@ -1,0 +1,292 @@
+import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
+import type { AskResolution, PendingAsk } from "../ask/index.js";
+import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
+import type { AskEnding, AskInbox } from "./ask-types.js";
+import type { Db } from "./db.js";
+import type { PostgresRowError } from "./errors.js";
+
+/** A pending row as offered to an inbox: the ask, or why its row could not be read. */
+export type Offered = { readonly id: string; readonly ask: PendingAsk } | { readonly id: string; readonly error: PostgresRowError };
+
+/** What an inbox is told by its queue. */
+export interface InboxLink {
+  /** Pending rows this process read (the inbox skips the ones it already has). */
+  offer(rows: readonly Offered[]): void;
+  /** An ask ended. */
+  end(id: string, ending: AskEnding): void;
+  /** Ids whose ending this inbox waits for (delivered asks and `ended()` calls). */
+  watched(): Iterable<string>;
+  /** The queue closed. */
+  close(): void;
+}
+
+/** What an inbox needs from its queue. */
+export interface InboxHost {
+  readonly db: Db;
+  /** True when the ask ended a moment ago: a read that started earlier may still show it pending. */
+  endedRecently(id: string): boolean;
+  /** Reads how `id` ended as soon as possible (a notification may have been missed). */
+  watch(id: string): void;
+  /** Lands an answer (`UPDATE … WHERE state = 'pending'`); true when it ended the ask. */
+  answer(id: string, resolution: AskResolution): Promise<boolean>;
+  attach(link: InboxLink): void;
+  detach(link: InboxLink): void;
+}
+
+interface Taker {
+  readonly resolve: (ask: PendingAsk | undefined) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+}
+
+interface Waiter {
+  readonly resolve: (ending: AskEnding) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+}
+
+const CLOSED: AskEnding = Object.freeze({ type: "withdrawn", reason: "closed" });
+const UNKNOWN: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" });
+
+/**
+ * A console's view of a {@link PostgresAskQueue}: every pending ask of every
+ * worker, answered by id. Obtain one from `queue.approver()`; any number of
+ * them, in any number of processes, see the same asks, and the database lets
+ * exactly one answer end each.
+ *
+ * - `next()` delivers each pending ask once per inbox, oldest first; an ask
+ *   that ended (answered anywhere, expired, cancelled, abandoned) is dropped
+ *   from what is still to be delivered and never delivered again. A pending
+ *   row that cannot be read rejects one `next()` with a
+ *   {@link PostgresRowError} naming it; the following call goes on.
+ * - `resolve()` is `UPDATE … WHERE state = 'pending'` on a row whose
+ *   worker's lease still holds: `true` only when this answer ended the ask.
+ *   A late, duplicate, unknown or abandoned ask gives `false`.
+ * - `ended()` resolves with how an ask ended, at once when it already has
+ *   (or was never parked: `{ withdrawn, "unknown" }`).
+ *
+ * @example
+ * ```ts
+ * const inbox = queue.approver();
+ * for (let ask = await inbox.next(); ask !== undefined; ask = await inbox.next()) {
+ *   const ok = await inbox.resolve(ask.id, { type: "approve", remember: "this_call" });
+ *   if (!ok) console.log(`${ask.id} ended before the answer:`, await inbox.ended(ask.id));
+ * }
+ * ```
+ */
+export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
+  readonly #host: InboxHost;
+  readonly #link: InboxLink;
+  /** Pending asks not yet delivered, oldest first. */
+  readonly #ready = new Map<string, Offered>();
+  /** Asks delivered and not known to have ended. */
+  readonly #delivered = new Set<string>();
+  readonly #takers: Taker[] = [];
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  #closed = false;
+
+  /** @internal Use `queue.approver()`. */
+  constructor(host: InboxHost) {
+    this.#host = host;
+    this.#link = {
+      offer: (rows) => this.#offer(rows),
+      end: (id, ending) => this.#end(id, ending),
+      watched: () => [...this.#delivered, ...this.#waiters.keys()],
+      close: () => this.#shut(),
+    };
+    host.attach(this.#link);
+  }
+
+  /** True once closed (by {@link PostgresApprover.close} or by its queue). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Pending asks read but not yet delivered by `next()`. */
+  get buffered(): number {
+    return this.#ready.size;
+  }
+
+  /** See {@link AskInbox.next}. */
+  next(options: { signal?: AbortSignal } = {}): Promise<PendingAsk | undefined> {
+    if (this.#closed) return Promise.resolve(undefined);
+    const signal = options.signal;
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const taken = this.#take();
+    if (taken !== undefined) return "error" in taken ? Promise.reject(taken.error) : Promise.resolve(taken.ask);
+    return new Promise<PendingAsk | undefined>((resolve, reject) => {
+      const taker: Taker = {
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          const at = this.#takers.indexOf(taker);
+          if (at >= 0) this.#takers.splice(at, 1);
+          reject(signal?.reason);
+        },
+      };
+      this.#takers.push(taker);
+      signal?.addEventListener("abort", taker.onAbort, { once: true });
+    });
+  }
+
+  /**
+   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed.
+   *
+   * @throws {InvalidAskResolutionError} (as a rejection) when `resolution` is
+   *   not an {@link AskResolution}; nothing is written.
+   * @throws {PostgresQueryError} (as a rejection) when the database cannot be
+   *   reached: the answer may not have landed, so check `ended()`.
+   */
+  async resolve(askId: string, resolution: AskResolution): Promise<boolean> {
+    const answer = parseAnswer(askId, resolution);
+    if (this.#closed || typeof askId !== "string" || !UUID.test(askId)) return false;
+    return this.#host.answer(askId.toLowerCase(), answer);
+  }
+
+  /** See {@link AskInbox.ended}. Rejects with the signal's reason if it aborts first. */
+  async ended(askId: string, options: { signal?: AbortSignal } = {}): Promise<AskEnding> {
+    if (this.#closed) return CLOSED;
+    const signal = options.signal;
+    if (signal?.aborted === true) throw signal.reason;
+    if (typeof askId !== "string" || !UUID.test(askId)) return UNKNOWN;
+    const id = askId.toLowerCase();
+    // Waiting before reading: an ending that lands while the row is read still reaches the waiter.
+    const ending = new Promise<AskEnding>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          this.#unwait(id, waiter);
+          reject(signal?.reason);
+        },
+      };
+      let set = this.#waiters.get(id);
+      if (set === undefined) this.#waiters.set(id, (set = new Set()));
+      set.add(waiter);
+      signal?.addEventListener("abort", waiter.onAbort, { once: true });
+    });
+    const names = this.#host.db.names;
+    try {
+      const found = await this.#host.db.query(
+        "PostgresApprover.ended",
+        `SELECT id::text AS id, state, resolution, reason FROM ${names.table("asks")} WHERE id = $1`,
+        [id],
+        signal,
+      );
+      const raw = found.rows[0];
+      if (raw === undefined) this.#end(id, UNKNOWN);
+      else {
+        const row = parseEndRow(`${names.name}.asks`, raw);
+        if (row.type === "pending") this.#host.watch(id);
+        else this.#end(id, askEnding(row));
+      }
+    } catch (error) {
+      this.#fail(id, error);
+    }
+    return ending;
+  }
+
+  /**
+   * Stops this inbox: a waiting `next()` resolves `undefined`, a waiting
+   * `ended()` resolves `{ type: "withdrawn", reason: "closed" }`. The asks
+   * stay pending for other consoles. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#host.detach(this.#link);
+    this.#shut();
+  }
+
+  /** Yields asks as {@link PostgresApprover.next} delivers them, until the inbox closes. */
+  async *[Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
+    for (let ask = await this.next(); ask !== undefined; ask = await this.next()) yield ask;
+  }
+
+  #take(): Offered | undefined {
+    for (const [id, offered] of this.#ready) {
+      this.#ready.delete(id);
+      if (this.#host.endedRecently(id)) continue;
+      if ("ask" in offered) this.#delivered.add(id);
+      return offered;
+    }
+    return undefined;
+  }
+
+  #offer(rows: readonly Offered[]): void {
+    if (this.#closed) return;
+    for (const row of rows) {
+      if (this.#ready.has(row.id) || this.#delivered.has(row.id) || this.#host.endedRecently(row.id)) continue;
+      this.#ready.set(row.id, row);
+    }
+    while (this.#takers.length > 0 && this.#ready.size > 0) {
+      const taker = this.#takers.shift();
+      if (taker === undefined) break;
+      taker.signal?.removeEventListener("abort", taker.onAbort);
+      const taken = this.#take();
+      if (taken === undefined) {
+        this.#takers.unshift(taker);
+        break;
+      }
+      if ("error" in taken) taker.reject(taken.error);
+      else taker.resolve(taken.ask);
+    }
+  }
+
+  #end(id: string, ending: AskEnding): void {
+    this.#ready.delete(id);
+    this.#delivered.delete(id);
+    this.#settleWaiters(id, (waiter) => waiter.resolve(ending));
+  }
+
+  #fail(id: string, error: unknown): void {
+    this.#settleWaiters(id, (waiter) => waiter.reject(error));
+  }
+
+  #settleWaiters(id: string, settle: (waiter: Waiter) => void): void {
+    const set = this.#waiters.get(id);
+    if (set === undefined) return;
+    this.#waiters.delete(id);
+    for (const waiter of set) {
+      waiter.signal?.removeEventListener("abort", waiter.onAbort);
+      settle(waiter);
+    }
+  }
+
+  #unwait(id: string, waiter: Waiter): void {
+    const set = this.#waiters.get(id);
+    set?.delete(waiter);
+    if (set?.size === 0) this.#waiters.delete(id);
+  }
+
+  #shut(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#ready.clear();
+    this.#delivered.clear();
+    for (const taker of this.#takers.splice(0)) {
+      taker.signal?.removeEventListener("abort", taker.onAbort);
+      taker.resolve(undefined);
+    }
+    for (const id of [...this.#waiters.keys()]) this.#end(id, CLOSED);
+  }
+}
+
+/** Validates an answer and rebuilds it without unknown fields, so only a resolution is ever stored. */
+function parseAnswer(askId: string, resolution: unknown): AskResolution {
+  let parsed: ReturnType<typeof AskResolutionSchema.safeParse>;
+  try {
+    parsed = AskResolutionSchema.safeParse(resolution);
+  } catch (error) {
+    throw new InvalidAskResolutionError(String(askId), "the resolution could not be read", { cause: error });
+  }
+  if (!parsed.success) throw new InvalidAskResolutionError(String(askId), parsed.error.message, { cause: parsed.error });
+  const { type, remember } = parsed.data;
+  const keep = remember === undefined ? {} : { remember };
+  if (type === "approve") return { type, ...keep };
+  const reason = parsed.data.reason;
+  return { type, ...(reason === undefined ? {} : { reason }), ...keep };
+}

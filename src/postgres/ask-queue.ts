@@ -1,0 +1,597 @@
+import { PendingAskSchema } from "../ask/index.js";
+import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
+import { PostgresApprover } from "./ask-inbox.js";
+import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
+import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
+import type { RowEnding } from "./ask-rows.js";
+import type { AskEnding } from "./ask-types.js";
+import { AnswerBatch, PENDING } from "./answers.js";
+import { Batch } from "./batch.js";
+import { Db, queryFailure, requirePool } from "./db.js";
+import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
+import { WorkerLease } from "./lease.js";
+import type { LeaseLoss } from "./lease.js";
+import { NotificationListener } from "./listener.js";
+import type { PgPool } from "./pg.js";
+import { reap } from "./reaper.js";
+import { schemaNames } from "./schema.js";
+import type { SchemaNames } from "./schema.js";
+
+/** Options for {@link PostgresAskQueue}. */
+export interface PostgresAskQueueOptions {
+  /**
+   * The schema {@link migrate} created.
+   * @default "loopctl"
+   */
+  readonly schema?: string;
+  /**
+   * How long a worker's lease lasts without a heartbeat (renewed every third
+   * of it). When a worker dies, its pending asks are closed as `abandoned`
+   * within about 4/3 of this by any live queue, worker or console.
+   * @default 15000
+   */
+  readonly leaseMs?: number;
+  /**
+   * How often pending asks and endings are read again even without a
+   * notification: the safety net under `LISTEN/NOTIFY`, never the main path.
+   * @default 5000
+   */
+  readonly rereadMs?: number;
+  /**
+   * How long ended asks are kept before a queue deletes them.
+   * @default 86400000 (a day)
+   */
+  readonly keepEndedMs?: number;
+  /**
+   * Receives what goes wrong in the background: a dropped notification
+   * connection (it reconnects), a failed heartbeat (retried while the lease
+   * holds), a lost lease (its parked calls were denied).
+   * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
+   */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** The denial reason given to parked calls when their queue closes. */
+export const QUEUE_CLOSED_REASON = "ask queue closed";
+/** The denial reason given to parked calls whose worker lost its lease. */
+export const LEASE_LOST_REASON = "worker lease lost: the ask was abandoned";
+
+const WITHDRAWN_TEXT: Readonly<Record<"expired" | "cancelled" | "closed" | "abandoned", string>> = {
+  expired: "the ask was withdrawn: expired",
+  cancelled: "the ask was withdrawn: cancelled",
+  closed: "the ask was withdrawn: its queue closed",
+  abandoned: "the ask was withdrawn: abandoned after its worker's lease lapsed",
+};
+
+interface Parked {
+  readonly id: string;
+  readonly ask: PendingAsk;
+  readonly signal: AbortSignal;
+  readonly resolve: (resolution: AskResolution) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly onAbort: () => void;
+  /** The lease the row was inserted under, once the insert is sent. */
+  workerId: string | undefined;
+  /** Its row is in the table. */
+  inserted: boolean;
+  /** How many ending reads had begun when the insert came back: only later ones must find the row. */
+  insertedAt: number;
+  /** How the wait ended here, when it did before the row was written. */
+  ended: "expired" | "cancelled" | "closed" | undefined;
+}
+
+type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" };
+
+const RECENT_MS = 60_000;
+
+function positiveInteger(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new PostgresConfigError("PostgresAskQueue", `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function isDuplicate(error: unknown): boolean {
+  return (error as { cause?: { code?: unknown } } | null)?.cause?.code === "23505";
+}
+
+function emitWarning(error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  process.emitWarning(message, { type: "LoopctlWarning", code: "LOOPCTL_POSTGRES_QUEUE" });
+}
+
+/** expired for the engine's deadline, cancelled for anything else that stopped the wait. */
+function withdrawReason(reason: unknown): "expired" | "cancelled" {
+  const named = reason as { name?: unknown; message?: unknown } | null;
+  if (typeof named === "object" && named !== null) {
+    if (named.name === "TimeoutError") return "expired";
+    if (typeof named.message === "string" && /\bexpired\b/i.test(named.message)) return "expired";
+  }
+  return "cancelled";
+}
+
+/**
+ * Asks as rows of one PostgreSQL table, shared by every worker and every
+ * approval console that reaches the database.
+ *
+ * - Workers hand {@link PostgresAskQueue.resolver} to the engine
+ *   (`withAskResolver`). Each ask becomes a pending row and the call waits
+ *   for the row to end. The engine keeps the deadline and the cancel: when its
+ *   signal aborts, the resolver rejects at once and the row is closed as
+ *   `expired` or `cancelled`, so a late answer changes nothing and returns
+ *   `false`. An answer carrying `remember` is handed to the engine whole, so
+ *   the worker's engine saves the grant.
+ * - Consoles take {@link PostgresAskQueue.approver}: every pending ask, an
+ *   answer by `UPDATE … WHERE state = 'pending'` (single use is the
+ *   database's), and each ask's ending.
+ * - `LISTEN/NOTIFY` wakes both sides at once; a slow re-read (`rereadMs`) is
+ *   only the safety net. A dropped notification connection reconnects and
+ *   re-reads, so no parked call and no console misses an ending.
+ * - Each worker holds a lease, renewed by heartbeat. A worker that dies has
+ *   its pending asks closed as `abandoned` once its lease lapses, by any live
+ *   queue; an answer to such an ask returns `false`. A worker that cannot
+ *   renew its lease (the database is unreachable) keeps its calls parked only
+ *   while the lease surely holds, then denies them.
+ * - Fail closed: a failed insert or an unreadable answer rejects (the engine
+ *   denies), a closed queue denies, nothing is ever turned into an approval.
+ *
+ * One connection per queue is held for `LISTEN`; the rest go through the
+ * pool as needed, so give the pool at least 2. Close the queue before ending
+ * the pool.
+ *
+ * @example
+ * ```ts
+ * const queue = new PostgresAskQueue(pool);
+ * // a worker
+ * const managers = new LoopManagers().withHook(askEveryWrite).withAskResolver(queue.resolver).withAskTimeout(600_000);
+ * // a console, on any machine
+ * const inbox = queue.approver();
+ * for await (const ask of inbox) await inbox.resolve(ask.id, { type: "approve" });
+ * ```
+ */
+export class PostgresAskQueue {
+  /** The {@link AskResolver} to give the engine: parks each ask as a row until it is answered or withdrawn. */
+  readonly resolver: AskResolver;
+  /** The schema this queue works in. */
+  readonly schema: string;
+  readonly #db: Db;
+  readonly #names: SchemaNames;
+  readonly #table: string;
+  readonly #leaseMs: number;
+  readonly #rereadMs: number;
+  readonly #keepEndedMs: number;
+  readonly #onError: (error: unknown) => void;
+  readonly #lease: WorkerLease;
+  readonly #listener: NotificationListener;
+  readonly #parked = new Map<string, Parked>();
+  readonly #links = new Set<InboxLink>();
+  readonly #withdrawals = new Map<string, Withdrawal>();
+  /** Ids that ended lately, with when: a read begun before the ending may still show them pending. */
+  readonly #recent = new Map<string, number>();
+  readonly #endings: Batch<string>;
+  readonly #arrivals: Batch<string>;
+  readonly #withdraw: Batch<string>;
+  readonly #inserts: Batch<string>;
+  /** Asks whose lease is taken, waiting for the next insert batch. */
+  readonly #toInsert = new Map<string, Parked>();
+  readonly #host: InboxHost;
+  readonly #answers: AnswerBatch;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #reread: NodeJS.Timeout | undefined;
+  #closing: Promise<void> | undefined;
+  #started = false;
+  /** Ending reads begun so far. */
+  #endingReads = 0;
+
+  /**
+   * @throws {PostgresConfigError} for a bad schema name, an option out of
+   *   range, or something that is not a node-postgres pool.
+   */
+  constructor(pool: PgPool, options: PostgresAskQueueOptions = {}) {
+    requirePool("PostgresAskQueue", pool);
+    this.#names = schemaNames("PostgresAskQueue", options.schema);
+    this.schema = this.#names.name;
+    this.#db = new Db(pool, this.#names);
+    this.#table = this.#names.table("asks");
+    this.#leaseMs = positiveInteger("leaseMs", options.leaseMs, 15_000, 300, 600_000);
+    this.#rereadMs = positiveInteger("rereadMs", options.rereadMs, 5_000, 50, 600_000);
+    this.#keepEndedMs = positiveInteger("keepEndedMs", options.keepEndedMs, 86_400_000, 0, 365 * 86_400_000);
+    if (options.onError !== undefined && typeof options.onError !== "function") {
+      throw new PostgresConfigError("PostgresAskQueue", "onError must be a function");
+    }
+    const onError = options.onError ?? emitWarning;
+    this.#onError = (error) => {
+      try {
+        onError(error);
+      } catch (thrown) {
+        emitWarning(thrown);
+      }
+    };
+    this.#listener = new NotificationListener(pool, this.#names.channel, {
+      notify: (payload) => this.#notified(payload),
+      listening: () => this.#resync(),
+      error: (error) => this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
+    });
+    this.#lease = new WorkerLease(this.#db, this.#leaseMs, (id, why) => this.#leaseLost(id, why), () => this.#listener.connection);
+    this.#endings = new Batch((ids) => this.#readEndings(ids), this.#onError);
+    this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
+    this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
+    this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
+    this.#answers = new AnswerBatch(this.#db, (id, verdict) => this.#dispatch(id, { type: "answered", verdict }));
+    this.#host = {
+      db: this.#db,
+      endedRecently: (id) => this.#recent.has(id),
+      watch: (id) => this.#endings.add(id),
+      answer: (id, resolution) => this.#answers.land(id, resolution),
+      attach: (link) => this.#links.add(link),
+      detach: (link) => this.#links.delete(link),
+    };
+    this.resolver = { resolve: (ask, options) => this.#park(ask, options) };
+  }
+
+  /** Calls parked on this queue's resolver, awaiting their answer. */
+  get parked(): number {
+    return this.#parked.size;
+  }
+
+  /** True once {@link PostgresAskQueue.close} was called. */
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /** The id of the worker lease this queue holds now, if it holds one (taken with its first ask). */
+  get workerId(): string | undefined {
+    return this.#lease.id;
+  }
+
+  /**
+   * A new inbox for a console: every pending ask of every worker (see
+   * {@link PostgresApprover}). It lives until it or this queue is closed.
+   */
+  approver(): PostgresApprover {
+    const inbox = new PostgresApprover(this.#host);
+    if (this.#closing !== undefined) {
+      inbox.close();
+      return inbox;
+    }
+    this.#start();
+    // Asks parked before LISTEN took hold are found here; later ones are notified.
+    if (this.#listener.listening) this.#arrivals.add("*");
+    return inbox;
+  }
+
+  /**
+   * Closes the queue: every call still parked is denied
+   * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed`, every
+   * inbox is closed, the lease is given up and the connections are released.
+   * Resolves once that is done (failures go to `onError`). Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutDown();
+    return this.#closing;
+  }
+
+  /** Same as {@link PostgresAskQueue.close}; lets `await using queue = …` close it. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#listener.start();
+    this.#heartbeat = setInterval(() => void this.#beat(), Math.max(1, Math.floor(this.#leaseMs / 3)));
+    this.#heartbeat.unref();
+    this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
+    this.#reread.unref();
+  }
+
+  #park(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
+    let signal: unknown;
+    let parsed: ReturnType<typeof PendingAskSchema.safeParse>;
+    try {
+      signal = (options as ResolveOptions | undefined)?.signal;
+      parsed = PendingAskSchema.safeParse(ask);
+    } catch (error) {
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", undefined, `the ask or its options could not be read (${String(error)})`));
+    }
+    if (!parsed.success) {
+      const id = typeof (ask as { id?: unknown } | null)?.id === "string" ? (ask as { id: string }).id : undefined;
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", id, `not a pending ask: ${parsed.error.message}`));
+    }
+    const pending = parsed.data;
+    if (!(signal instanceof AbortSignal)) {
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"));
+    }
+    // A cancel that fired before the park wins: the ask is never written.
+    if (signal.aborted) return Promise.reject(signal.reason);
+    if (this.#closing !== undefined) return Promise.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    const id = pending.id.toLowerCase();
+    if (this.#parked.has(id)) {
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_DUPLICATE", pending.id, "is already parked on this queue"));
+    }
+    this.#start();
+    return new Promise<AskResolution>((resolve, reject) => {
+      const entry: Parked = {
+        id,
+        ask: pending,
+        signal,
+        resolve,
+        reject,
+        onAbort: () => this.#stopWaiting(entry, withdrawReason(signal.reason)),
+        workerId: undefined,
+        inserted: false,
+        insertedAt: Number.POSITIVE_INFINITY,
+        ended: undefined,
+      };
+      this.#parked.set(id, entry);
+      signal.addEventListener("abort", entry.onAbort, { once: true });
+      void this.#insert(entry);
+    });
+  }
+
+  /** Takes the lease the ask will be written under, then queues the row for the next insert batch. */
+  async #insert(entry: Parked): Promise<void> {
+    try {
+      entry.workerId = await this.#lease.acquire();
+    } catch (error) {
+      this.#settle(entry, () => entry.reject(error));
+      return;
+    }
+    if (entry.ended !== undefined) return;
+    this.#toInsert.set(entry.id, entry);
+    this.#inserts.add(entry.id);
+  }
+
+  /**
+   * Writes the rows of the asks parked since the last batch in one
+   * statement: a burst of parks costs one commit, not one each.
+   */
+  async #writeAsks(ids: string[]): Promise<void> {
+    // Closed: every call here is settled, and the pool may be ending.
+    if (this.#closing !== undefined) return;
+    const entries = ids.flatMap((id) => {
+      const entry = this.#toInsert.get(id);
+      this.#toInsert.delete(id);
+      // An ask whose wait ended before its row was written is never written.
+      return entry !== undefined && entry.ended === undefined && entry.workerId !== undefined ? [entry] : [];
+    });
+    if (entries.length === 0) return;
+    try {
+      await this.#db.query(
+        "PostgresAskQueue.resolver: parking asks",
+        `INSERT INTO ${this.#table} (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])`,
+        [entries.map((e) => e.id), entries.map((e) => e.workerId), entries.map((e) => JSON.stringify(e.ask))],
+      );
+    } catch (error) {
+      if (isDuplicate(error) && entries.length > 1) {
+        // One id is taken: write them one by one, so only its ask fails.
+        await Promise.all(entries.map((entry) => this.#writeAsks(this.#requeue(entry))));
+        return;
+      }
+      for (const entry of entries) this.#insertFailed(entry, error);
+      return;
+    }
+    for (const entry of entries) {
+      entry.inserted = true;
+      entry.insertedAt = this.#endingReads;
+      if (entry.ended !== undefined && entry.workerId !== undefined) {
+        this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: entry.ended });
+      }
+    }
+  }
+
+  #requeue(entry: Parked): string[] {
+    this.#toInsert.set(entry.id, entry);
+    return [entry.id];
+  }
+
+  #insertFailed(entry: Parked, error: unknown): void {
+    const duplicate = isDuplicate(error);
+    if (!duplicate && entry.workerId !== undefined) {
+      // The insert may have committed after all: make sure the row cannot be answered.
+      this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: "closed" });
+    }
+    this.#settle(entry, () =>
+      entry.reject(duplicate ? new PostgresAskError("POSTGRES_ASK_DUPLICATE", entry.ask.id, "is already in the queue") : error),
+    );
+  }
+
+  /** The engine stopped waiting (deadline or cancel): reject now, close the row behind. */
+  #stopWaiting(entry: Parked, reason: "expired" | "cancelled" | "closed"): void {
+    if (this.#parked.get(entry.id) !== entry) return;
+    entry.ended = reason;
+    if (entry.inserted && entry.workerId !== undefined) this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason });
+    this.#settle(entry, () =>
+      reason === "closed" ? entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON }) : entry.reject(entry.signal.reason),
+    );
+  }
+
+  /** Ends a parked call exactly once. */
+  #settle(entry: Parked, settle: () => void): void {
+    if (this.#parked.get(entry.id) !== entry) return;
+    this.#parked.delete(entry.id);
+    entry.ended ??= "closed";
+    entry.signal.removeEventListener("abort", entry.onAbort);
+    settle();
+  }
+
+  #queueWithdrawal(id: string, withdrawal: Withdrawal): void {
+    this.#withdrawals.set(id, withdrawal);
+    this.#withdraw.add(id);
+  }
+
+  async #writeWithdrawals(ids: string[]): Promise<void> {
+    const batch = ids.flatMap((id) => {
+      const w = this.#withdrawals.get(id);
+      return w === undefined ? [] : [{ id, w }];
+    });
+    if (batch.length === 0) return;
+    await this.#db.query(
+      "PostgresAskQueue: closing withdrawn asks",
+      `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
+       FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason)
+       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.worker_id = v.worker_id AND ${PENDING}`,
+      [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
+    );
+    // Written (or the ask already ended some other way): nothing left to retry.
+    for (const { id, w } of batch) if (this.#withdrawals.get(id) === w) this.#withdrawals.delete(id);
+  }
+
+  #notified(payload: string): void {
+    if (this.#closing !== undefined) return;
+    const space = payload.indexOf(" ");
+    const kind = payload.slice(0, space);
+    const id = payload.slice(space + 1);
+    if (!UUID.test(id)) return;
+    if (kind === "new") {
+      if (this.#links.size > 0) this.#arrivals.add(id.toLowerCase());
+    } else if (kind === "end") {
+      const key = id.toLowerCase();
+      // Known to have ended here already (this process answered it): nothing more to learn.
+      if (this.#recent.has(key)) return;
+      // A parked ask may be answered before its insert's reply arrives here: read it whatever the flag says.
+      if (this.#links.size > 0 || this.#parked.has(key)) this.#endings.add(key);
+    }
+  }
+
+  /**
+   * Reads the rows of `ids` and settles what ended: parked calls, inboxes'
+   * buffers and `ended()` waiters. A row that cannot be read rejects the
+   * calls that wait on it; it never becomes an answer.
+   */
+  async #readEndings(ids: string[]): Promise<void> {
+    if (this.#closing !== undefined) return;
+    const read = ++this.#endingReads;
+    // Over the connection that brought the notification: no wait for one from the pool.
+    const found = await this.#db.queryOn(
+      this.#listener.connection,
+      "PostgresAskQueue: reading endings",
+      `SELECT id::text AS id, worker_id::text AS worker_id, state, resolution, reason FROM ${this.#table} WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    const seen = new Set<string>();
+    for (const raw of found.rows) {
+      const id = String(raw["id"]);
+      seen.add(id);
+      let row: RowEnding;
+      try {
+        row = parseEndRow(`${this.#names.name}.asks`, raw);
+      } catch (error) {
+        this.#failRow(id, raw["worker_id"], error);
+        continue;
+      }
+      if (row.type === "pending") continue;
+      const parked = this.#parked.get(id);
+      // Only the row this worker wrote: another worker's row with the same id is never its answer.
+      if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
+        this.#settle(parked, () =>
+          row.type === "answered" ? parked.resolve(row.resolution) : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
+        );
+      }
+      this.#dispatch(id, askEnding(row));
+    }
+    for (const id of ids) {
+      if (seen.has(id)) continue;
+      const parked = this.#parked.get(id);
+      // A read that began before the insert came back may not see the row yet; only a later one proves it gone.
+      if (parked !== undefined && parked.insertedAt < read) {
+        this.#settle(parked, () =>
+          parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
+        );
+      }
+      // Not remembered as ended: a row not written yet (its insert in flight) is missing too.
+      for (const link of this.#links) link.end(id, { type: "withdrawn", reason: "unknown" });
+    }
+  }
+
+  #failRow(id: string, workerId: unknown, error: unknown): void {
+    const parked = this.#parked.get(id);
+    if (parked !== undefined && parked.workerId === workerId) this.#settle(parked, () => parked.reject(error));
+  }
+
+  /** Tells every inbox of this process that `id` ended. */
+  #dispatch(id: string, ending: AskEnding): void {
+    // Deleted first so the map stays in time order, which the pruning relies on.
+    this.#recent.delete(id);
+    this.#recent.set(id, performance.now());
+    for (const link of this.#links) link.end(id, ending);
+  }
+
+  /** Reads pending rows (`"*"`: all of them) and offers them to every inbox. */
+  async #readPending(ids: string[]): Promise<void> {
+    if (this.#closing !== undefined) return;
+    if (this.#links.size === 0) return;
+    const all = ids.includes("*");
+    const found = await this.#db.query(
+      "PostgresAskQueue: reading pending asks",
+      all
+        ? `SELECT id::text AS id, ask FROM ${this.#table} WHERE state = 'pending' ORDER BY seq`
+        : `SELECT a.id::text AS id, a.ask FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.seq`,
+      all ? [] : [ids],
+    );
+    const offered: Offered[] = found.rows.map((raw) => {
+      const id = String(raw["id"]);
+      try {
+        return { id, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
+      } catch (error) {
+        return { id, error: error as PostgresRowError };
+      }
+    });
+    for (const link of this.#links) link.offer(offered);
+  }
+
+  /**
+   * Reads again whatever a missed notification could have hidden: how every
+   * watched ask ended, and every pending ask for the inboxes. Runs when
+   * `LISTEN` (re)connects and every `rereadMs`.
+   */
+  #resync(): void {
+    if (this.#closing !== undefined) return;
+    for (const id of this.#parked.keys()) this.#endings.add(id);
+    for (const link of this.#links) for (const id of link.watched()) this.#endings.add(id);
+    if (this.#links.size > 0) this.#arrivals.add("*");
+    const old = performance.now() - Math.max(RECENT_MS, 3 * this.#rereadMs);
+    for (const [id, at] of this.#recent) {
+      if (at >= old) break;
+      this.#recent.delete(id);
+    }
+  }
+
+  /** The heartbeat: renew the lease, retry withdrawals, close the asks of lapsed leases, purge old rows. */
+  async #beat(): Promise<void> {
+    if (this.#closing !== undefined) return;
+    await this.#lease.renew().catch(this.#onError);
+    this.#lease.check();
+    for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
+    await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+  }
+
+  #leaseLost(workerId: string, why: LeaseLoss): void {
+    this.#onError(
+      new PostgresLeaseError(workerId, why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time"),
+    );
+    for (const entry of [...this.#parked.values()]) {
+      if (entry.workerId === workerId) this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
+    }
+  }
+
+  async #shutDown(): Promise<void> {
+    clearInterval(this.#heartbeat);
+    clearInterval(this.#reread);
+    for (const link of [...this.#links]) link.close();
+    this.#links.clear();
+    for (const entry of [...this.#parked.values()]) this.#stopWaiting(entry, "closed");
+    if (this.#started) {
+      try {
+        await this.#writeWithdrawals([...this.#withdrawals.keys()]);
+      } catch (error) {
+        this.#onError(error);
+      }
+      // With the lease gone, anything still pending of this worker is closed as abandoned by the next reaper.
+      await this.#lease.release().catch(this.#onError);
+    }
+    this.#listener.close();
+  }
+}

@@ -1,0 +1,270 @@
+import { LoopctlError } from "../errors.js";
+import { PostgresConfigError, PostgresQueryError } from "./errors.js";
+import { SCHEMA_VERSION } from "./migrations.js";
+import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
+import type { SchemaNames } from "./schema.js";
+
+/** A statement runner inside one transaction. */
+export interface Tx {
+  query(sql: string, values?: unknown[]): Promise<Rows>;
+  /** Ends the transaction with ROLLBACK instead of COMMIT (nothing to change after all). */
+  abandon(): void;
+}
+
+/** What a statement returned. */
+export interface Rows {
+  readonly rows: readonly Record<string, unknown>[];
+  readonly rowCount: number;
+}
+
+/** SQLSTATEs that mean "the schema or one of its objects is not there". */
+const MISSING_OBJECT = new Set(["42P01", "3F000", "42883", "42703"]);
+
+const backendPids = new WeakMap<PgPoolClient, number>();
+
+/** One name per statement text in this process: a name must never stand for two texts on a connection. */
+const statementNames = new Map<string, string>();
+
+function prepared(text: string, values: unknown[]): PgQueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `loopctl_${statementNames.size + 1}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
+}
+
+function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** The driver's error as a {@link PostgresQueryError} naming the operation; loopctl's own errors pass through. */
+export function queryFailure(operation: string, schema: SchemaNames, error: unknown): Error {
+  if (error instanceof LoopctlError) return error;
+  const state = sqlState(error);
+  const message = error instanceof Error ? error.message : String(error);
+  if (state !== undefined && MISSING_OBJECT.has(state)) {
+    return new PostgresQueryError(
+      "POSTGRES_NOT_MIGRATED",
+      operation,
+      `schema ${schema.quoted} is not migrated (${message}); run migrate(pool, { schema: ${JSON.stringify(schema.name)} })`,
+      { cause: error },
+    );
+  }
+  return new PostgresQueryError("POSTGRES_QUERY", operation, `${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`, {
+    cause: error,
+  });
+}
+
+/** Throws unless `pool` looks like a node-postgres pool. */
+export function requirePool(where: string, pool: unknown): PgPool {
+  const p = pool as Partial<PgPool> | null;
+  if (typeof p !== "object" || p === null || typeof p.query !== "function" || typeof p.connect !== "function") {
+    throw new PostgresConfigError(where, "pool must be a node-postgres Pool (with query and connect)");
+  }
+  return pool as PgPool;
+}
+
+/**
+ * Statements against one schema through one pool: errors become
+ * {@link PostgresQueryError}s naming the operation, the schema's version is
+ * checked once before first use, and a statement whose caller's signal
+ * aborts is cancelled on the server (`pg_cancel_backend`) while the caller
+ * is rejected at once with the signal's reason.
+ */
+export class Db {
+  readonly pool: PgPool;
+  readonly names: SchemaNames;
+  #checked: Promise<void> | undefined;
+
+  constructor(pool: PgPool, names: SchemaNames) {
+    this.pool = pool;
+    this.names = names;
+  }
+
+  /**
+   * One statement, outside any transaction, prepared once per connection:
+   * the statements here run on every decision, park and answer, and planning
+   * them anew each time cost as much as running them.
+   */
+  async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
+    const statement = prepared(sql, values);
+    if (signal === undefined) {
+      await this.#ready(operation);
+      try {
+        return normalize(await this.pool.query(statement));
+      } catch (error) {
+        throw queryFailure(operation, this.names, error);
+      }
+    }
+    return this.#withClient(operation, signal, (client) => client.query(statement).then(normalize));
+  }
+
+  /**
+   * One statement on `client` when given (a connection held for another
+   * purpose, idle most of the time), else as {@link Db.query} does.
+   */
+  async queryOn(client: PgPoolClient | undefined, operation: string, sql: string, values: unknown[]): Promise<Rows> {
+    if (client === undefined) return this.query(operation, sql, values);
+    await this.#ready(operation);
+    try {
+      return normalize(await client.query(prepared(sql, values)));
+    } catch (error) {
+      throw queryFailure(operation, this.names, error);
+    }
+  }
+
+  /**
+   * Runs `work` in one transaction. An abort before COMMIT is sent rolls it
+   * back and rejects with the signal's reason; once COMMIT is on its way the
+   * call waits for its outcome, because only then is it known.
+   */
+  async transaction<T>(operation: string, signal: AbortSignal | undefined, work: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.#withClient(operation, signal, async (client, state) => {
+      const run = async (sql: string, values: unknown[] = []): Promise<Rows> => {
+        if (state.aborted) throw new Error("aborted");
+        return normalize(await client.query(sql, values));
+      };
+      const rollback = (): Promise<void> =>
+        client.query("ROLLBACK").then(
+          () => undefined,
+          () => {
+            state.broken = true;
+          },
+        );
+      await run("BEGIN");
+      let result: T;
+      let abandoned = false;
+      try {
+        result = await work({ query: run, abandon: () => (abandoned = true) });
+      } catch (error) {
+        await rollback();
+        throw error;
+      }
+      if (abandoned) {
+        await rollback();
+        return result;
+      }
+      if (state.aborted) throw new Error("aborted");
+      state.committing = true;
+      await client.query("COMMIT");
+      return result;
+    });
+  }
+
+  /**
+   * Runs `work` on one connection of the pool, once it has one: for a
+   * caller that must know when its statement left, not when it began to
+   * wait for a connection.
+   */
+  session<T>(operation: string, work: (client: PgPoolClient) => Promise<T>): Promise<T> {
+    return this.#withClient(operation, undefined, (client) => work(client));
+  }
+
+  /** Checks once that the schema is at the version this build knows. */
+  #ready(operation: string): Promise<void> {
+    this.#checked ??= this.#checkVersion(operation).catch((error: unknown) => {
+      this.#checked = undefined;
+      throw error;
+    });
+    return this.#checked;
+  }
+
+  async #checkVersion(operation: string): Promise<void> {
+    let version: number;
+    try {
+      const result = await this.pool.query(`SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`);
+      version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
+    } catch (error) {
+      throw queryFailure(operation, this.names, error);
+    }
+    if (version > SCHEMA_VERSION) {
+      throw new PostgresQueryError(
+        "POSTGRES_SCHEMA_TOO_NEW",
+        operation,
+        `schema ${this.names.quoted} is at version ${version}, newer than the ${SCHEMA_VERSION} this loopctl knows; upgrade loopctl`,
+      );
+    }
+    if (version < SCHEMA_VERSION) {
+      throw new PostgresQueryError(
+        "POSTGRES_NOT_MIGRATED",
+        operation,
+        `schema ${this.names.quoted} is at version ${version}, this loopctl needs ${SCHEMA_VERSION}; run migrate(pool, { schema: ${JSON.stringify(this.names.name)} })`,
+      );
+    }
+  }
+
+  #withClient<T>(
+    operation: string,
+    signal: AbortSignal | undefined,
+    body: (client: PgPoolClient, state: ClientState) => Promise<T>,
+  ): Promise<T> {
+    if (signal?.aborted === true) return Promise.reject(signal.reason as Error);
+    return new Promise<T>((resolve, reject) => {
+      const state: ClientState = { aborted: false, committing: false, broken: false };
+      let client: PgPoolClient | undefined;
+      let settled = false;
+      const settle = (fn: () => void): void => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener("abort", onAbort);
+        fn();
+      };
+      const onAbort = (): void => {
+        if (state.committing) return;
+        state.aborted = true;
+        const pid = client === undefined ? undefined : backendPids.get(client);
+        // Stops a statement that is waiting (for a lock, say) so its connection and locks are freed now.
+        if (pid !== undefined) this.pool.query("SELECT pg_cancel_backend($1)", [pid]).catch(() => undefined);
+        settle(() => reject(signal?.reason));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      void (async () => {
+        try {
+          await this.#ready(operation);
+          if (state.aborted) return;
+          client = await this.pool.connect();
+        } catch (error) {
+          settle(() => reject(queryFailure(operation, this.names, error)));
+          return;
+        }
+        let started = false;
+        // A connection that drops while checked out reports it as an event too, which nothing else
+        // hears here: unheard, node-postgres would throw it out of the process.
+        const onError = (): void => {
+          state.broken = true;
+        };
+        client.on("error", onError);
+        try {
+          if (signal !== undefined && !backendPids.has(client)) {
+            const result = await client.query("SELECT pg_backend_pid() AS pid");
+            backendPids.set(client, Number((result.rows[0] as { pid?: unknown } | undefined)?.pid));
+          }
+          if (state.aborted) return;
+          started = true;
+          const value = await body(client, state);
+          settle(() => resolve(value));
+        } catch (error) {
+          // No SQLSTATE and not ours: the connection itself failed.
+          state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
+          settle(() => reject(queryFailure(operation, this.names, error)));
+        } finally {
+          client.removeListener("error", onError);
+          // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
+          client.release(state.broken || (started && state.aborted) ? true : undefined);
+        }
+      })();
+    });
+  }
+}
+
+interface ClientState {
+  aborted: boolean;
+  committing: boolean;
+  broken: boolean;
+}
+
+function normalize(result: { readonly rows: unknown[]; readonly rowCount: number | null }): Rows {
+  return { rows: result.rows as Record<string, unknown>[], rowCount: result.rowCount ?? 0 };
+}

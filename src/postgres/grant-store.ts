@@ -1,0 +1,253 @@
+import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
+import type { GrantStore } from "../grant/index.js";
+import { Db, requirePool } from "./db.js";
+import type { Rows, Tx } from "./db.js";
+import { PostgresConfigError } from "./errors.js";
+import { grantColumns, parseGrantRow } from "./grant-rows.js";
+import type { GrantRow } from "./grant-rows.js";
+import { LiveGrantIndex } from "./live-index.js";
+import type { PgPool } from "./pg.js";
+import { schemaNames } from "./schema.js";
+import type { SchemaNames } from "./schema.js";
+
+/** Options for {@link PostgresGrantStore}. */
+export interface PostgresGrantStoreOptions {
+  /**
+   * The project whose grants this store reads and writes: any non-empty
+   * string, e.g. a repository URL or `projectIdentity(dir)`. Every process
+   * that names the same project in the same schema shares its grants.
+   */
+  readonly project: string;
+  /**
+   * The schema {@link migrate} created.
+   * @default "loopctl"
+   */
+  readonly schema?: string;
+}
+
+/** Options of one {@link PostgresGrantStore} call. */
+export interface GrantCallOptions {
+  /**
+   * Stops the call: its statement is cancelled on the server and the call
+   * rejects with the signal's reason, having changed nothing. An abort that
+   * comes after the commit was sent is too late: the call then resolves with
+   * its outcome.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** The columns {@link parseGrantRow} reads, of the grants row aliased `g` (bigints as text: they may pass 2^53). */
+const GRANT_COLUMNS =
+  "g.id, g.tool, g.verdict, g.args, g.pinned_descriptor, g.created_at_ms::text AS created_at_ms, g.note, g.version::text AS version, g.revoked";
+
+function describeRule(tool: string, verdict: string, args: string | null): string {
+  return `${verdict} '${tool}' ${args === null ? "this_tool" : `this_call ${args}`}`;
+}
+
+/**
+ * A {@link GrantStore} shared by every process that reaches the database:
+ * the grants of one project in loopctl's schema (see {@link migrate}), with
+ * the semantics of the ledger: ids derived from the rule, a re-grant
+ * replaces its entry (and moves it last), pins and notes kept, a different
+ * rule whose id collides is refused with GrantIdCollisionError. `GrantPolicy`
+ * works on it unchanged.
+ *
+ * Concurrent saves, revokes and clears from any number of processes lose
+ * nothing: each is one transaction that takes the project's next version
+ * under the project's row lock. A revoked grant leaves a tombstone row, so
+ * every other process's cache learns of the revocation.
+ *
+ * Decisions stay flat as the project grows: the store keeps every grant of
+ * the project in memory with a lookup index, and each `load()` or
+ * `covering()` first asks the database for the rows changed since the version
+ * it holds (one indexed statement, empty when nothing changed), so a grant
+ * saved or revoked anywhere counts from the next decision on. A change costs
+ * reading its row and two map operations, however large the project.
+ *
+ * Fail closed: a row that is not a grant (a mismatched id, arguments that are
+ * not JSON) is a {@link PostgresRowError} naming it, and the store answers
+ * nothing until it is repaired; an unreachable server is a
+ * {@link PostgresQueryError}; the engine denies on either.
+ *
+ * @example
+ * ```ts
+ * const store = new PostgresGrantStore(pool, { project: "github.com/acme/shop" });
+ * const managers = new LoopManagers().withAskResolver(queue.resolver).withGrantStore(store);
+ * ```
+ */
+export class PostgresGrantStore implements GrantStore {
+  /** The project whose grants this store holds. */
+  readonly project: string;
+  /** The schema it reads and writes. */
+  readonly schema: string;
+  readonly #db: Db;
+  readonly #names: SchemaNames;
+  readonly #table: string;
+  /** The project's live grants, oldest change first, as of {@link #version}. */
+  readonly #index = new LiveGrantIndex();
+  #version = 0;
+
+  /**
+   * @throws {PostgresConfigError} for a missing project, a bad schema name or
+   *   something that is not a node-postgres pool.
+   */
+  constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
+    requirePool("PostgresGrantStore", pool);
+    const project = (options as PostgresGrantStoreOptions | undefined)?.project;
+    if (typeof project !== "string" || project === "") {
+      throw new PostgresConfigError("PostgresGrantStore", "options.project must be a non-empty string");
+    }
+    this.#names = schemaNames("PostgresGrantStore", options.schema);
+    this.project = project;
+    this.schema = this.#names.name;
+    this.#db = new Db(pool, this.#names);
+    this.#table = this.#names.table("grants");
+  }
+
+  /**
+   * Every grant of the project, oldest change first.
+   *
+   * @throws {PostgresRowError} when a row of the project is malformed.
+   * @throws {PostgresQueryError} when the database cannot be read.
+   */
+  async load(options: GrantCallOptions = {}): Promise<Grant[]> {
+    await this.#refresh("PostgresGrantStore.load", options.signal);
+    return [...this.#index.grants];
+  }
+
+  /**
+   * The grants covering a call of `tool` whose canonical args text is
+   * `canonicalArgs` (see `GrantStore.covering`), current as of this call:
+   * what `GrantPolicy` decides from, without reading the whole project.
+   */
+  async covering(tool: string, canonicalArgs: string, options: GrantCallOptions = {}): Promise<readonly Grant[]> {
+    await this.#refresh("PostgresGrantStore.covering", options.signal);
+    return this.#index.covering(tool, canonicalArgs);
+  }
+
+  /**
+   * Stores `grant`, replacing the grant with its id (which then counts as
+   * the newest); resolves to it.
+   *
+   * @throws {GrantIdCollisionError} when the id belongs to a different rule (nothing is written).
+   * @throws {GrantRecordError} when `grant` is not a Grant.
+   */
+  async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
+    if (!(grant instanceof Grant)) {
+      throw new GrantRecordError(`PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`);
+    }
+    const operation = "PostgresGrantStore.save";
+    await this.#db.transaction(operation, options.signal, async (tx) => {
+      const saved = await this.#bumped(
+        tx,
+        `INSERT INTO ${this.#table} AS g (project, id, tool, verdict, args, pinned_descriptor, created_at_ms, note, version)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, bump.version FROM bump
+         ON CONFLICT (project, id) DO UPDATE SET
+           pinned_descriptor = EXCLUDED.pinned_descriptor, created_at_ms = EXCLUDED.created_at_ms,
+           note = EXCLUDED.note, version = EXCLUDED.version, revoked = false,
+           tool = EXCLUDED.tool, verdict = EXCLUDED.verdict, args = EXCLUDED.args
+         WHERE g.revoked OR (g.tool = EXCLUDED.tool AND g.verdict = EXCLUDED.verdict AND g.args IS NOT DISTINCT FROM EXCLUDED.args)
+         RETURNING g.id`,
+        [grant.id, ...grantColumns(grant)],
+      );
+      if (saved.rowCount === 1) return;
+      // The id is held by a live grant of another rule: refuse, and name both.
+      const stored = await tx.query(`SELECT tool, verdict, args FROM ${this.#table} WHERE project = $1 AND id = $2`, [
+        this.project,
+        grant.id,
+      ]);
+      const row = stored.rows[0] as { tool: string; verdict: string; args: string | null } | undefined;
+      throw new GrantIdCollisionError(
+        grant.id,
+        row === undefined ? "another rule" : describeRule(row.tool, row.verdict, row.args),
+        describeRule(grant.tool, grant.verdict, grant.canonicalArgs),
+      );
+    });
+    return grant;
+  }
+
+  /** Removes the grant with `id`; resolves to it, or `undefined` (changing nothing) when none is stored. */
+  async revoke(id: string, options: GrantCallOptions = {}): Promise<Grant | undefined> {
+    if (typeof id !== "string") return undefined;
+    return this.#db.transaction("PostgresGrantStore.revoke", options.signal, async (tx) => {
+      const revoked = await this.#bumped(
+        tx,
+        `UPDATE ${this.#table} AS g SET revoked = true, version = bump.version FROM bump
+         WHERE g.project = $1 AND g.id = $2 AND NOT g.revoked
+         RETURNING ${GRANT_COLUMNS}`,
+        [id],
+      );
+      const raw = revoked.rows[0];
+      if (raw === undefined) {
+        tx.abandon();
+        return undefined;
+      }
+      return this.#parse({ ...raw, revoked: false }).grant;
+    });
+  }
+
+  /** Removes every grant of the project; resolves to how many there were. */
+  async clear(options: GrantCallOptions = {}): Promise<number> {
+    return this.#db.transaction("PostgresGrantStore.clear", options.signal, async (tx) => {
+      const cleared = await this.#bumped(
+        tx,
+        `UPDATE ${this.#table} AS g SET revoked = true, version = bump.version FROM bump
+         WHERE g.project = $1 AND NOT g.revoked`,
+        [],
+      );
+      if (cleared.rowCount === 0) tx.abandon();
+      return cleared.rowCount;
+    });
+  }
+
+  /**
+   * Runs `statement` after taking the project's next version as `bump`; the
+   * project's row lock, held to COMMIT, is what makes versions commit in
+   * order. `$1` is the project, further parameters follow.
+   */
+  #bumped(tx: Tx, statement: string, values: unknown[]): Promise<Rows> {
+    return tx.query(
+      `WITH bump AS (
+         INSERT INTO ${this.#names.table("grant_projects")} AS p (project, version) VALUES ($1, 1)
+         ON CONFLICT (project) DO UPDATE SET version = p.version + 1
+         RETURNING version
+       ) ${statement}`,
+      [this.project, ...values],
+    );
+  }
+
+  /**
+   * Brings the in-memory grants up to the database's current version: the
+   * head version and the rows changed above the one held, read in one
+   * statement (one snapshot). Malformed rows throw before anything is applied.
+   */
+  async #refresh(operation: string, signal: AbortSignal | undefined): Promise<void> {
+    const from = this.#version;
+    const result = await this.#db.query(
+      operation,
+      `SELECT head.version::text AS head, ${GRANT_COLUMNS}
+       FROM (SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head
+       LEFT JOIN ${this.#table} AS g ON g.project = $1 AND g.version > $2
+       ORDER BY g.version`,
+      [this.project, from],
+      signal,
+    );
+    const head = Number(result.rows[0]?.["head"] ?? 0);
+    // A concurrent refresh may have got further while this one was in flight.
+    if (head <= this.#version) return;
+    const changed: GrantRow[] = [];
+    for (const raw of result.rows) {
+      if (raw["id"] !== null) changed.push(this.#parse(raw));
+    }
+    for (const row of changed) {
+      if (row.version <= this.#version) continue;
+      if (row.grant === undefined) this.#index.remove(row.id);
+      else this.#index.put(row.grant);
+    }
+    this.#version = head;
+  }
+
+  #parse(raw: Record<string, unknown>): GrantRow {
+    return parseGrantRow(`${this.#names.name}.grants (project ${JSON.stringify(this.project)})`, raw);
+  }
+}

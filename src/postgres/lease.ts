@@ -1,0 +1,144 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { queryFailure } from "./db.js";
+import type { Db } from "./db.js";
+import type { PgPoolClient } from "./pg.js";
+
+/** Why a worker stopped holding its lease. */
+export type LeaseLoss = "lapsed" | "unreachable";
+
+/**
+ * A worker's lease: a row in `<schema>.workers` whose `lease_until` the
+ * worker pushes forward on every heartbeat. Times are the database's
+ * (`now()`), so clocks on other machines never matter; the worker's own view
+ * of how long it still holds the lease counts from when it sent its last
+ * successful renewal, which is never later than the database's.
+ *
+ * Lease statements go over the queue's listening connection when it is up: a pool
+ * busy with a burst of asks must not hold a heartbeat in its line until the
+ * lease lapses.
+ *
+ * The id is made when the lease is first taken. Once lost, the id is never
+ * renewed again: its asks are closed as abandoned by whoever sees the lease
+ * lapse, and the next ask takes a lease under a new id.
+ */
+export class WorkerLease {
+  readonly #db: Db;
+  readonly #leaseMs: number;
+  readonly #onLost: (workerId: string, why: LeaseLoss) => void;
+  readonly #direct: () => PgPoolClient | undefined;
+  #id: string | undefined;
+  /** `performance.now()` until which the lease surely holds. */
+  #validUntil = 0;
+  #taking: Promise<string> | undefined;
+
+  constructor(
+    db: Db,
+    leaseMs: number,
+    onLost: (workerId: string, why: LeaseLoss) => void,
+    direct: () => PgPoolClient | undefined,
+  ) {
+    this.#db = db;
+    this.#leaseMs = leaseMs;
+    this.#onLost = onLost;
+    this.#direct = direct;
+  }
+
+  /** The id of the lease held now, if any. */
+  get id(): string | undefined {
+    return this.#id;
+  }
+
+  /** True while the lease surely holds. */
+  get holds(): boolean {
+    return this.#id !== undefined && performance.now() < this.#validUntil;
+  }
+
+  /** The id of a lease that holds, taking a new one when none does. */
+  acquire(): Promise<string> {
+    if (this.#id !== undefined && this.holds) return Promise.resolve(this.#id);
+    if (this.#id !== undefined) this.#lose("unreachable");
+    this.#taking ??= this.#take().finally(() => {
+      this.#taking = undefined;
+    });
+    return this.#taking;
+  }
+
+  async #take(): Promise<string> {
+    const id = randomUUID();
+    const { sent } = await this.#run(
+      "PostgresAskQueue: taking a worker lease",
+      `INSERT INTO ${this.#db.names.table("workers")} (id, lease_until, host, pid)
+       VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
+      [id, this.#leaseMs, hostname(), process.pid],
+    );
+    this.#id = id;
+    this.#validUntil = sent + this.#leaseMs;
+    return id;
+  }
+
+  /**
+   * Runs a lease statement over the listening connection when it is up,
+   * else over a pooled one, and says when it was sent: the database's
+   * `now()` for it is no earlier, so a lease counted from then ends no later
+   * than the database's. Time spent waiting for a pooled connection is not
+   * counted against the lease.
+   */
+  async #run(operation: string, sql: string, values: unknown[]): Promise<{ rowCount: number; sent: number }> {
+    const send = async (client: PgPoolClient): Promise<{ rowCount: number; sent: number }> => {
+      const sent = performance.now();
+      try {
+        return { rowCount: (await client.query(sql, values)).rowCount ?? 0, sent };
+      } catch (error) {
+        throw queryFailure(operation, this.#db.names, error);
+      }
+    };
+    const direct = this.#direct();
+    return direct === undefined ? this.#db.session(operation, send) : send(direct);
+  }
+
+  /**
+   * Pushes the lease forward. A lease found gone (it lapsed and someone
+   * closed its asks) or not renewed in time is lost; a failed renewal is
+   * retried at the next heartbeat while the lease still holds.
+   */
+  async renew(): Promise<void> {
+    const id = this.#id;
+    if (id === undefined) return;
+    try {
+      const { rowCount, sent } = await this.#run(
+        "PostgresAskQueue: renewing the worker lease",
+        `UPDATE ${this.#db.names.table("workers")} SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1`,
+        [id, this.#leaseMs],
+      );
+      if (this.#id !== id) return;
+      if (rowCount === 0) this.#lose("lapsed");
+      else this.#validUntil = sent + this.#leaseMs;
+    } catch (error) {
+      if (this.#id === id && !this.holds) this.#lose("unreachable");
+      throw error;
+    }
+  }
+
+  /** Loses the lease if its time ran out without a renewal. */
+  check(): void {
+    if (this.#id !== undefined && !this.holds) this.#lose("unreachable");
+  }
+
+  /** Gives the lease up: its row goes, so any ask of it still pending is closed as abandoned. */
+  async release(): Promise<void> {
+    const id = this.#id;
+    this.#id = undefined;
+    if (id === undefined) return;
+    await this.#db.query("PostgresAskQueue.close: releasing the worker lease", `DELETE FROM ${this.#db.names.table("workers")} WHERE id = $1`, [
+      id,
+    ]);
+  }
+
+  #lose(why: LeaseLoss): void {
+    const id = this.#id;
+    if (id === undefined) return;
+    this.#id = undefined;
+    this.#onLost(id, why);
+  }
+}

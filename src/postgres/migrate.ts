@@ -1,0 +1,111 @@
+import { queryFailure, requirePool } from "./db.js";
+import { PostgresQueryError } from "./errors.js";
+import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
+import type { PgPool, PgPoolClient } from "./pg.js";
+import { schemaNames } from "./schema.js";
+
+/** Options for {@link migrate}. */
+export interface MigrateOptions {
+  /**
+   * The schema that holds loopctl's tables; created if missing.
+   * @default "loopctl"
+   */
+  readonly schema?: string;
+}
+
+/** What {@link migrate} found and did. */
+export interface MigrateResult {
+  /** The schema migrated. */
+  readonly schema: string;
+  /** Its version before the call (0: it had no loopctl tables). */
+  readonly from: number;
+  /** Its version now. */
+  readonly to: number;
+  /** The versions this call applied, oldest first (empty when it was up to date). */
+  readonly applied: readonly number[];
+}
+
+/**
+ * Creates or upgrades loopctl's tables in their own schema. Idempotent, and
+ * safe to run from any number of processes at once: all of it happens in one
+ * transaction holding a transaction-scoped advisory lock on the schema's
+ * name, so concurrent callers run one after another and the later ones find
+ * nothing left to do. Each applied version is recorded in `<schema>.migrations`.
+ *
+ * @throws {PostgresConfigError} for a bad schema name or pool.
+ * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
+ *   loopctl migrated the schema (nothing is changed), `"POSTGRES_QUERY"`
+ *   when a statement fails (nothing is changed: the transaction rolls back).
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { migrate } from "loopctl/postgres";
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool); // { schema: "loopctl", from: 0, to: 1, applied: [1] } the first time
+ * ```
+ */
+export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promise<MigrateResult> {
+  requirePool("migrate", pool);
+  const names = schemaNames("migrate", options.schema);
+  const operation = `migrate(${names.name})`;
+  let client: PgPoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw queryFailure(operation, names, error);
+  }
+  let broken = false;
+  // Heard here, a dropped connection fails the statement in flight instead of leaving the process.
+  const onError = (): void => {
+    broken = true;
+  };
+  client.on("error", onError);
+  try {
+    await client.query("BEGIN");
+    try {
+      // Serializes every migrate() of this schema, from any process, until COMMIT.
+      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${names.name}`]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${names.quoted}`);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${names.table("migrations")} (
+          version integer PRIMARY KEY,
+          name text NOT NULL,
+          applied_at timestamptz NOT NULL DEFAULT now()
+        )`,
+      );
+      const found = await client.query(`SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`);
+      const from = Number((found.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
+      if (from > SCHEMA_VERSION) {
+        throw new PostgresQueryError(
+          "POSTGRES_SCHEMA_TOO_NEW",
+          operation,
+          `schema ${names.quoted} is at version ${from}, newer than the ${SCHEMA_VERSION} this loopctl knows; upgrade loopctl`,
+        );
+      }
+      const applied: number[] = [];
+      for (const migration of MIGRATIONS) {
+        if (migration.version <= from) continue;
+        for (const statement of migration.statements(names)) await client.query(statement);
+        await client.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES ($1, $2)`, [
+          migration.version,
+          migration.name,
+        ]);
+        applied.push(migration.version);
+      }
+      await client.query("COMMIT");
+      return { schema: names.name, from, to: Math.max(from, SCHEMA_VERSION), applied };
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {
+        broken = true;
+      });
+      throw error;
+    }
+  } catch (error) {
+    throw queryFailure(operation, names, error);
+  } finally {
+    client.removeListener("error", onError);
+    client.release(broken ? true : undefined);
+  }
+}

@@ -1,0 +1,83 @@
+import type { SchemaNames } from "./schema.js";
+
+/** One step of the schema's history. Applied steps are never edited; a change is a new step. */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  statements(names: SchemaNames): readonly string[];
+}
+
+/**
+ * The schema's history, oldest first.
+ *
+ * Grants: one row per (project, grant id). A revocation keeps the row as a
+ * tombstone (`revoked`) so that other processes' caches learn of it; every
+ * change takes the next `version` of its project, assigned under the
+ * project's row lock, so versions commit in order and a reader that has
+ * seen version v needs only the rows above v.
+ *
+ * Asks: one row per parked call. The row is the truth; the trigger's
+ * notifications only say which row to read again (a notification can be
+ * sent by anyone who can connect, so its payload is never trusted).
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "grants, asks and worker leases",
+    statements: (s) => [
+      `CREATE TABLE ${s.table("grant_projects")} (
+        project text PRIMARY KEY CHECK (project <> ''),
+        version bigint NOT NULL CHECK (version > 0)
+      )`,
+      `CREATE TABLE ${s.table("grants")} (
+        project text NOT NULL,
+        id text NOT NULL,
+        tool text NOT NULL,
+        verdict text NOT NULL,
+        args text,
+        pinned_descriptor text,
+        created_at_ms bigint NOT NULL,
+        note text,
+        version bigint NOT NULL,
+        revoked boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (project, id)
+      )`,
+      `CREATE INDEX grants_by_version ON ${s.table("grants")} (project, version)`,
+      `CREATE TABLE ${s.table("workers")} (
+        id uuid PRIMARY KEY,
+        lease_until timestamptz NOT NULL,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        host text NOT NULL,
+        pid integer NOT NULL
+      )`,
+      `CREATE TABLE ${s.table("asks")} (
+        id uuid PRIMARY KEY,
+        seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+        worker_id uuid NOT NULL,
+        ask jsonb NOT NULL,
+        state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'answered', 'withdrawn')),
+        resolution jsonb,
+        reason text CHECK (reason IN ('expired', 'cancelled', 'closed', 'abandoned')),
+        created_at timestamptz NOT NULL DEFAULT now(),
+        ended_at timestamptz,
+        CHECK ((state = 'pending') = (ended_at IS NULL)),
+        CHECK ((state = 'answered') = (resolution IS NOT NULL)),
+        CHECK ((state = 'withdrawn') = (reason IS NOT NULL))
+      )`,
+      `CREATE INDEX asks_pending ON ${s.table("asks")} (seq) WHERE state = 'pending'`,
+      `CREATE INDEX asks_ended ON ${s.table("asks")} (ended_at) WHERE state <> 'pending'`,
+      `CREATE FUNCTION ${s.quoted}.notify_asks() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.asks', CASE WHEN TG_OP = 'INSERT' THEN 'new ' ELSE 'end ' END || NEW.id::text);
+        RETURN NULL;
+      END $$`,
+      `CREATE TRIGGER asks_new AFTER INSERT ON ${s.table("asks")}
+        FOR EACH ROW EXECUTE FUNCTION ${s.quoted}.notify_asks()`,
+      `CREATE TRIGGER asks_end AFTER UPDATE OF state ON ${s.table("asks")}
+        FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION ${s.quoted}.notify_asks()`,
+    ],
+  },
+];
+
+/** The schema version this build of loopctl reads and writes. */
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;

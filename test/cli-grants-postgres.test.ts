@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import { EXIT } from "../src/cli/index.js";
+import { Grant, GrantScope } from "loopctl/grant";
+import { PostgresGrantStore } from "loopctl/postgres";
+import { cli } from "./support/cli-harness.js";
+import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
+
+const db = usePostgres();
+
+const read = new Grant("read", "allow", GrantScope.thisTool()).withCreatedAtMs(Date.UTC(2026, 0, 2, 3, 4, 5));
+const rm = new Grant("shell", "deny", GrantScope.thisCall({ cmd: "rm -rf /" }));
+const write = new Grant("write", "allow", GrantScope.thisCall({ path: "README.md" }));
+
+function at(project = "acme/shop"): string[] {
+  return ["--database", DATABASE_URL, "--schema", db.schema, "--project", project];
+}
+
+async function seeded(project = "acme/shop"): Promise<PostgresGrantStore> {
+  const store = new PostgresGrantStore(db.pool, { project, schema: db.schema });
+  for (const grant of [read, rm, write]) await store.save(grant);
+  return store;
+}
+
+describe("loopctl grants … --database URL --project NAME", () => {
+  it("lists the project's grants from the database, as a table and as JSON", async () => {
+    await seeded();
+    await new PostgresGrantStore(db.pool, { project: "acme/blog", schema: db.schema }).save(new Grant("other", "allow", GrantScope.thisTool()));
+    const location = `${redacted(DATABASE_URL)} (schema ${db.schema}, project "acme/shop")`;
+    const run = await cli(["grants", "list", ...at()], { cwd: "/" });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`ledger: ${location}`);
+    expect(run.stdout).toMatch(/read\s+allow\s+this_tool\s+-\s+2026-01-02T03:04:05Z\s+-/);
+    expect(run.stdout).toContain('this_call {"cmd":"rm -rf /"}');
+    expect(run.stdout).not.toContain("other");
+    expect(run.stdout).toContain("3 grants");
+    const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
+    expect(JSON.parse(asJson.stdout)).toEqual({ ledger: location, grants: [read.toJSON(), rm.toJSON(), write.toJSON()] });
+  });
+
+  it("revokes one grant for every process that shares the database, and says when there is none", async () => {
+    const store = await seeded();
+    const run = await cli(["grants", "revoke", rm.id, ...at()], { cwd: "/" });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain(`revoked ${rm.id} (deny shell`);
+    expect((await store.load()).map((g) => g.id)).toEqual([read.id, write.id]);
+    const again = await cli(["grants", "revoke", rm.id, ...at()], { cwd: "/" });
+    expect(again.code).toBe(EXIT.failed);
+    expect(again.stderr).toContain(`no grant ${rm.id}`);
+  });
+
+  it("resets one tool's grants, then all of them", async () => {
+    const store = await seeded();
+    const one = await cli(["grants", "reset", "--tool", "write", ...at()], { cwd: "/" });
+    expect(one).toMatchObject({ code: EXIT.ok });
+    expect(one.stdout).toContain('removed 1 grant of tool "write"');
+    const all = await cli(["grants", "reset", ...at()], { cwd: "/" });
+    expect(all.stdout).toContain("removed 2 grants");
+    expect(await store.load()).toEqual([]);
+  });
+
+  it("explains which grant decides a call", async () => {
+    await seeded();
+    const run = await cli(["grants", "explain", "--tool", "shell", "--args", '{"cmd":"rm -rf /"}', ...at(), "--json"], { cwd: "/" });
+    expect(run.code).toBe(EXIT.ok);
+    expect(JSON.parse(run.stdout)).toMatchObject({ decision: { type: "deny", grant: rm.id } });
+  });
+
+  it("refuses options that do not go together, with a usage error", async () => {
+    const cases: [string[], string][] = [
+      [["grants", "list", "--database", DATABASE_URL], "--database needs --project NAME"],
+      [["grants", "list", ...at(), "--root", "/tmp"], "--root is for a ledger file"],
+      [["grants", "list", "--schema", "x"], "--schema needs --database"],
+      [["grants", "list", "--database", DATABASE_URL, "--project", "p", "--schema", "Bad Name"], "schema must be a lowercase identifier"],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(argv, { cwd: "/" });
+      expect(run.code).toBe(EXIT.usage);
+      expect(run.stderr).toContain(message);
+    }
+  });
+
+  it("reports an unmigrated schema and an unreachable server as database errors, naming them", async () => {
+    const unmigrated = await cli(["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"], {
+      cwd: "/",
+    });
+    expect(unmigrated.code).toBe(EXIT.io);
+    expect(unmigrated.stderr).toContain("[POSTGRES_NOT_MIGRATED]");
+    const unreachable = await cli(["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p"], {
+      cwd: "/",
+    });
+    expect(unreachable.code).toBe(EXIT.io);
+    expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
+    expect(unreachable.stderr).not.toContain("secret");
+  });
+
+  it("reports a malformed row as corrupt, naming it, and changes nothing", async () => {
+    await seeded();
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, created_at_ms, version) VALUES ('acme/shop', 'badbadbadbadbad0', 'x', 'allow', NULL, 0, 99)`,
+    );
+    await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
+    const run = await cli(["grants", "revoke", read.id, ...at()], { cwd: "/" });
+    expect(run.code).toBe(EXIT.corrupt);
+    expect(run.stderr).toContain("badbadbadbadbad0");
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".grants WHERE NOT revoked`);
+    expect(rows).toEqual([{ n: 4 }]);
+  });
+});

@@ -1,0 +1,466 @@
+import { randomUUID } from "node:crypto";
+import { afterEach, describe, expect, it } from "vitest";
+import { InvalidAskResolutionError } from "loopctl/ask";
+import type { AskResolution, PendingAsk } from "loopctl/ask";
+import {
+  LEASE_LOST_REASON,
+  PostgresAskError,
+  PostgresAskQueue,
+  PostgresConfigError,
+  PostgresLeaseError,
+  PostgresRowError,
+  QUEUE_CLOSED_REASON,
+} from "loopctl/postgres";
+import type { PostgresAskQueueOptions } from "loopctl/postgres";
+import { z } from "zod";
+import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import { ScriptedModel } from "loopctl/testing";
+import { PostgresGrantStore } from "loopctl/postgres";
+import { makeAsk } from "./support/ask-fixtures.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
+
+const db = usePostgres();
+
+/** A queue on a pool of its own (as another process would have), closed after the test. */
+function queue(options: PostgresAskQueueOptions = {}): PostgresAskQueue {
+  const q = new PostgresAskQueue(db.newPool(4), { schema: db.schema, onError: () => undefined, ...options });
+  opened.push(q);
+  return q;
+}
+const opened: PostgresAskQueue[] = [];
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((q) => q.close()));
+});
+
+async function row(id: string): Promise<{ state: string; reason: string | null; resolution: unknown } | undefined> {
+  const { rows } = await db.pool.query<{ state: string; reason: string | null; resolution: unknown }>(
+    `SELECT state, reason, resolution FROM "${db.schema}".asks WHERE id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+async function waitFor(condition: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition never held");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function park(q: PostgresAskQueue, ask: PendingAsk, signal = new AbortController().signal): Promise<AskResolution> {
+  return q.resolver.resolve(ask, { signal });
+}
+
+describe("PostgresAskQueue: a worker and consoles in different places", () => {
+  it("hands an ask to a console and its whole answer, remember included, back to the parked call, once", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect(await inbox.next()).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_tool" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve", remember: "this_tool" });
+    expect(await inbox.resolve(ask.id, { type: "deny" })).toBe(false);
+    expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
+    expect(await row(ask.id)).toEqual({ state: "answered", reason: null, resolution: { type: "approve", remember: "this_tool" } });
+    expect(worker.parked).toBe(0);
+  });
+
+  it("shows every pending ask to every console, including asks parked before it opened, and takes one answer", async () => {
+    const worker = queue();
+    const first = makeAsk(1);
+    const second = makeAsk(2, { tool: "deploy" });
+    const parkedFirst = park(worker, first);
+    await waitFor(async () => (await row(first.id)) !== undefined);
+    const consoleA = queue().approver();
+    const consoleB = queue().approver();
+    expect(await consoleA.next()).toEqual(first);
+    expect(await consoleB.next()).toEqual(first);
+    const parkedSecond = park(worker, second);
+    expect(await consoleA.next()).toEqual(second);
+    expect(await consoleB.next()).toEqual(second);
+
+    const answers = await Promise.all([
+      consoleA.resolve(first.id, { type: "deny", reason: "not today" }),
+      consoleB.resolve(first.id, { type: "approve" }),
+    ]);
+    expect(answers.filter(Boolean)).toHaveLength(1);
+    const won = answers[0] ? { type: "deny", reason: "not today" } : { type: "approve" };
+    expect(await parkedFirst).toEqual(won);
+    expect(await consoleB.resolve(second.id, { type: "deny" })).toBe(true);
+    expect(await parkedSecond).toEqual({ type: "deny" });
+    expect(await consoleA.ended(second.id)).toEqual({ type: "answered", verdict: "deny" });
+  });
+
+  it("closes the row when the engine stops waiting: the call rejects with the reason, a late answer is refused", async () => {
+    const worker = queue();
+    const consoleQueue = queue();
+    const inbox = consoleQueue.approver();
+    const expiring = makeAsk(1);
+    const cancelled = makeAsk(2);
+    const deadline = new AbortController();
+    const cancel = new AbortController();
+    const parkedExpiring = park(worker, expiring, deadline.signal);
+    const parkedCancelled = park(worker, cancelled, cancel.signal);
+    expect((await inbox.next())?.id).toBe(expiring.id);
+    const endedExpiring = inbox.ended(expiring.id);
+
+    const expired = new Error(`ask ${expiring.id} expired`);
+    deadline.abort(expired);
+    await expect(parkedExpiring).rejects.toBe(expired);
+    expect(await endedExpiring).toEqual({ type: "withdrawn", reason: "expired" });
+    expect(await inbox.resolve(expiring.id, { type: "approve" })).toBe(false);
+
+    cancel.abort();
+    await expect(parkedCancelled).rejects.toMatchObject({ name: "AbortError" });
+    await waitFor(async () => (await row(cancelled.id))?.state === "withdrawn");
+    expect(await row(cancelled.id)).toMatchObject({ reason: "cancelled" });
+    expect(await inbox.resolve(cancelled.id, { type: "approve" })).toBe(false);
+    expect(await inbox.ended(cancelled.id)).toEqual({ type: "withdrawn", reason: "cancelled" });
+
+    // Ended before this console took it: never delivered.
+    const next = inbox.next({ signal: AbortSignal.timeout(300) });
+    await expect(next).rejects.toMatchObject({ name: "TimeoutError" });
+    expect(await queue().approver().next({ signal: AbortSignal.timeout(300) }).catch((e: unknown) => e)).toMatchObject({
+      name: "TimeoutError",
+    });
+  });
+
+  it("never writes an ask whose signal aborted before the park", async () => {
+    const worker = queue();
+    const ask = makeAsk(1);
+    const reason = new Error("cancelled first");
+    await expect(park(worker, ask, AbortSignal.abort(reason))).rejects.toBe(reason);
+    expect(await row(ask.id)).toBeUndefined();
+  });
+
+  it("settles everything on close: parked calls deny, rows close, next() gives undefined, ended() says closed", async () => {
+    const worker = queue();
+    const consoleQueue = queue();
+    const inbox = consoleQueue.approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const waitingNext = inbox.next();
+    const waitingEnd = inbox.ended(ask.id);
+
+    await worker.close();
+    expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "closed" });
+    expect(await waitingEnd).toEqual({ type: "withdrawn", reason: "closed" });
+    expect(await park(worker, makeAsk(2))).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+
+    await consoleQueue.close();
+    expect(await waitingNext).toBeUndefined();
+    expect(await inbox.next()).toBeUndefined();
+    expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "closed" });
+    expect(await inbox.resolve(randomUUID(), { type: "approve" })).toBe(false);
+    expect(consoleQueue.approver().closed).toBe(true);
+    // Closing releases every connection: the pool has none left out.
+    await worker.close();
+  });
+
+  it("closing one inbox leaves the asks pending for the others", async () => {
+    const worker = queue();
+    const consoleQueue = queue();
+    const leaving = consoleQueue.approver();
+    const staying = consoleQueue.approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await leaving.next())?.id).toBe(ask.id);
+    const waiting = leaving.next();
+    leaving.close();
+    expect(await waiting).toBeUndefined();
+    expect(await leaving.resolve(ask.id, { type: "approve" })).toBe(false);
+    expect((await staying.next())?.id).toBe(ask.id);
+    expect(await staying.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+});
+
+describe("PostgresAskQueue with the engine", () => {
+  it("parks an Agent's call, runs it once approved, and remembers the answer for the next run", async () => {
+    const deployed: string[] = [];
+    const deploy = defineTool({
+      name: "deploy",
+      description: "Deploy a version",
+      input: z.object({ version: z.string() }),
+      execute: ({ version }) => {
+        deployed.push(version);
+        return `deployed ${version}`;
+      },
+    });
+    const worker = queue();
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) })
+      .withAskResolver(worker.resolver)
+      .withAskTimeout(30_000)
+      .withGrantStore(new PostgresGrantStore(db.newPool(2), { project: "shop", schema: db.schema }));
+    const run = (version: string): Promise<unknown> =>
+      new Agent({
+        model: new ScriptedModel([{ toolCalls: [{ id: `c-${version}`, name: "deploy", input: { version } }] }, { text: "ok" }]),
+        tools: [deploy],
+        managers,
+      }).run("ship");
+
+    const inbox = queue().approver();
+    const first = run("1.0.0");
+    const ask = await inbox.next();
+    expect(ask).toMatchObject({ tool: "deploy", callId: "c-1.0.0", prompt: "Run deploy?" });
+    expect(deployed).toEqual([]);
+    expect(await inbox.resolve(ask!.id, { type: "approve", remember: "this_tool" })).toBe(true);
+    expect(await first).toMatchObject({ records: [{ verdict: "ask_allowed" }] });
+    expect(deployed).toEqual(["1.0.0"]);
+
+    // Remembered in the database: the next run is allowed by the grant without asking anyone.
+    expect(await run("1.0.1")).toMatchObject({ records: [{ verdict: "allow", ruleId: "grant" }] });
+    expect(deployed).toEqual(["1.0.0", "1.0.1"]);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".asks`);
+    expect(rows).toEqual([{ n: 1 }]);
+  });
+
+  it("denies the call when the queue closes while it is parked, and never runs it", async () => {
+    const ran: unknown[] = [];
+    const tool = defineTool({ name: "rm", description: "Remove", input: z.object({}), execute: () => ran.push(1) });
+    const worker = queue();
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: () => ({ type: "ask", prompt: "Remove?" }) })
+      .withAskResolver(worker.resolver);
+    const running = new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "rm", input: {} }] }, { text: "ok" }]),
+      tools: [tool],
+      managers,
+    }).run("go");
+    await queue().approver().next();
+    await worker.close();
+    expect(await running).toMatchObject({ records: [{ verdict: "ask_denied", reason: `denied by approver: ${QUEUE_CLOSED_REASON}` }] });
+    expect(ran).toEqual([]);
+  });
+});
+
+describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () => {
+  it("wakes the parked call and the console through notifications, not the re-read", async () => {
+    // A re-read once in ten minutes: only notifications can get these through in time.
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    for (let n = 0; n < 20; n++) {
+      const ask = makeAsk(n);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "approve" });
+    }
+  });
+
+  it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
+    const errors = { worker: [] as unknown[], console: [] as unknown[] };
+    const app = (name: string): string => `${db.schema}-${name}`;
+    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app("worker") }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.worker.push(e),
+    });
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app("console") }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.console.push(e),
+    });
+    opened.push(worker, consoleQueue);
+    const inbox = consoleQueue.approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+
+    // Answered while the worker is cut off: the notification is lost with its connection.
+    await terminate(app("worker"));
+    expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_call" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve", remember: "this_call" });
+
+    // Parked while the console is cut off: found by the re-read after its reconnect.
+    await terminate(app("console"));
+    const later = makeAsk(2);
+    const parkedLater = park(worker, later);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+    expect(await parkedLater).toEqual({ type: "deny" });
+    const listening = (e: unknown): boolean => String(e).includes("listening on");
+    expect(errors.worker.some(listening)).toBe(true);
+    expect(errors.console.some(listening)).toBe(true);
+  });
+});
+
+describe("PostgresAskQueue: worker leases", () => {
+  it("closes the asks of a worker whose lease lapsed as abandoned; answers to them are refused", async () => {
+    const consoleQueue = queue({ leaseMs: 600 });
+    const inbox = consoleQueue.approver();
+    // A worker that died: its lease ran out and nobody renews it.
+    const dead = randomUUID();
+    const ask = makeAsk(1);
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() - interval '1 second', 'gone', 1)`,
+      [dead],
+    );
+    await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [ask.id, dead, ask]);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+    expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
+    const { rows } = await db.pool.query(`SELECT 1 FROM "${db.schema}".workers WHERE id = $1`, [dead]);
+    expect(rows).toEqual([]);
+  });
+
+  it("denies the parked calls of a worker that finds its lease gone, and takes a new one for the next ask", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ leaseMs: 600, onError: (e) => errors.push(e) });
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const lost = worker.workerId;
+    await db.pool.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [lost]);
+    expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+    expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ code: "POSTGRES_LEASE_LOST", workerId: lost });
+    expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+
+    const next = makeAsk(2);
+    const parkedNext = park(worker, next);
+    expect((await inbox.next())?.id).toBe(next.id);
+    expect(worker.workerId).not.toBe(lost);
+    expect(await inbox.resolve(next.id, { type: "approve" })).toBe(true);
+    expect(await parkedNext).toEqual({ type: "approve" });
+  });
+});
+
+describe("PostgresAskQueue when the worker loses the database", () => {
+  it("keeps a call parked through an outage shorter than the lease, and takes the answer after", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const pool = db.newPool(4, { connectionString: proxy.url });
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 1_500, rereadMs: 600_000, onError: () => undefined });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      // A heartbeat after the ask was written: the worker has heard back from its insert by now.
+      const leaseUntil = async (): Promise<number> => {
+        const { rows } = await db.pool.query<{ t: Date }>(`SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`, [
+          worker.workerId,
+        ]);
+        return rows[0]?.t.getTime() ?? 0;
+      };
+      const before = await leaseUntil();
+      await waitFor(async () => (await leaseUntil()) > before);
+      await proxy.cut();
+      // Answered while the worker cannot hear it; the lease, renewed until the cut, still holds.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      await proxy.restore();
+      expect(await parked).toEqual({ type: "approve" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("denies a parked call once the lease can no longer be said to hold, and its ask ends as abandoned", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const pool = db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 });
+      const errors: unknown[] = [];
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
+      opened.push(worker);
+      const inbox = queue({ leaseMs: 900 }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const lease = worker.workerId;
+      await proxy.cut();
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+      // Meanwhile, on the database's clock, the lease lapsed and a live queue closed the ask.
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("PostgresAskQueue fails closed", () => {
+  it("rejects a parked call whose answer is not a resolution, and never approves it", async () => {
+    const worker = queue();
+    const ask = makeAsk(1);
+    // Caught from the start: the rejection may come before the UPDATE's own reply does.
+    const parked = park(worker, ask).catch((e: unknown) => e);
+    await waitFor(async () => (await row(ask.id)) !== undefined);
+    await db.pool.query(
+      `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"approve","remember":"forever"}', ended_at = now() WHERE id = $1`,
+      [ask.id],
+    );
+    const error = await parked;
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as PostgresRowError).key).toBe(ask.id);
+  });
+
+  it("rejects one next() per pending row that is not an ask, naming it, and goes on", async () => {
+    const worker = queue();
+    const bad = randomUUID();
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'h', 1)`,
+      [bad],
+    );
+    await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $1, '{"tool":"x"}')`, [bad]);
+    const inbox = queue().approver();
+    const error = await inbox.next().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as PostgresRowError).key).toBe(bad);
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "deny" })).toBe(true);
+    expect(await parked).toEqual({ type: "deny" });
+  });
+
+  it("refuses what is not a pending ask, a missing signal and a duplicate id, with typed errors", async () => {
+    const worker = queue();
+    const signal = new AbortController().signal;
+    await expect(worker.resolver.resolve({ id: "x" } as PendingAsk, { signal })).rejects.toMatchObject({
+      code: "POSTGRES_ASK_INVALID",
+    });
+    await expect(worker.resolver.resolve(makeAsk(1), undefined as never)).rejects.toBeInstanceOf(PostgresAskError);
+    const ask = makeAsk(2);
+    const parked = park(worker, ask);
+    await expect(park(worker, ask)).rejects.toMatchObject({ code: "POSTGRES_ASK_DUPLICATE" });
+    await waitFor(async () => (await row(ask.id)) !== undefined);
+    await expect(park(queue(), ask)).rejects.toMatchObject({ code: "POSTGRES_ASK_DUPLICATE" });
+    await worker.close();
+    expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+  });
+
+  it("refuses a malformed answer, and treats bad or unknown ids as nothing to answer", async () => {
+    const inbox = queue().approver();
+    await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(InvalidAskResolutionError);
+    expect(await inbox.resolve("not-a-uuid", { type: "approve" })).toBe(false);
+    expect(await inbox.resolve(randomUUID(), { type: "approve" })).toBe(false);
+    expect(await inbox.ended("not-a-uuid")).toEqual({ type: "withdrawn", reason: "unknown" });
+    expect(await inbox.ended(randomUUID())).toEqual({ type: "withdrawn", reason: "unknown" });
+    const reason = new Error("stop");
+    await expect(inbox.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+  });
+
+  it("rejects options out of range", () => {
+    expect(() => new PostgresAskQueue(db.pool, { leaseMs: 0 })).toThrow(PostgresConfigError);
+    expect(() => new PostgresAskQueue(db.pool, { rereadMs: 1.5 })).toThrow(PostgresConfigError);
+    expect(() => new PostgresAskQueue(db.pool, { schema: "x y" })).toThrow(PostgresConfigError);
+  });
+});
+
+/** Terminates every connection of one application, its listening one included. */
+async function terminate(application: string): Promise<void> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1",
+    [application],
+  );
+  expect(rows[0]?.n).toBeGreaterThan(0);
+}

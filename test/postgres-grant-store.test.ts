@@ -1,0 +1,249 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { Grant, GrantPolicy, MemoryGrantStore, GrantRecordError, GrantScope, canonicalJson, descriptorFingerprint } from "loopctl/grant";
+import type { ToolDescriptor } from "loopctl/grant";
+import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
+import { usePostgres } from "./support/postgres.js";
+
+const db = usePostgres();
+
+const read = new Grant("read", "allow", GrantScope.thisTool());
+const deployProd = new Grant("deploy", "deny", GrantScope.thisCall({ env: "production", version: "1.4.0" }));
+const writeReadme = new Grant("write", "allow", GrantScope.thisCall({ path: "README.md" }));
+
+const WRITE: ToolDescriptor = {
+  name: "write",
+  description: "Write a file",
+  inputSchema: { type: "object", properties: { path: { type: "string" } } },
+};
+
+function store(project = "acme/shop", pool = db.pool): PostgresGrantStore {
+  return new PostgresGrantStore(pool, { project, schema: db.schema });
+}
+
+describe("PostgresGrantStore: the GrantStore contract", () => {
+  it("starts empty, and saves, loads, revokes and clears with the ledger's semantics", async () => {
+    const s = store();
+    expect(await s.load()).toEqual([]);
+    expect(await s.save(read)).toBe(read);
+    await s.save(deployProd.withNote("never on a Friday").withCreatedAtMs(1_700_000_000_000));
+    await s.save(writeReadme.withPinnedDescriptor(descriptorFingerprint(WRITE)));
+
+    const loaded = await s.load();
+    expect(loaded.map((g) => g.id)).toEqual([read.id, deployProd.id, writeReadme.id]);
+    expect(loaded.map((g) => g.toJSON())).toEqual([
+      read.toJSON(),
+      deployProd.withNote("never on a Friday").withCreatedAtMs(1_700_000_000_000).toJSON(),
+      writeReadme.withPinnedDescriptor(descriptorFingerprint(WRITE)).toJSON(),
+    ]);
+
+    const revoked = await s.revoke(deployProd.id);
+    expect(revoked?.toJSON()).toEqual(deployProd.withNote("never on a Friday").withCreatedAtMs(1_700_000_000_000).toJSON());
+    expect(await s.revoke(deployProd.id)).toBeUndefined();
+    expect(await s.revoke("0000000000000000")).toBeUndefined();
+    expect((await s.load()).map((g) => g.id)).toEqual([read.id, writeReadme.id]);
+
+    expect(await s.clear()).toBe(2);
+    expect(await s.clear()).toBe(0);
+    expect(await s.load()).toEqual([]);
+  });
+
+  it("replaces a re-granted rule instead of adding one, moving it last, with the new metadata", async () => {
+    const s = store();
+    await s.save(read);
+    await s.save(deployProd);
+    await s.save(read.withNote("again").withCreatedAtMs(7));
+    const loaded = await s.load();
+    expect(loaded.map((g) => g.id)).toEqual([deployProd.id, read.id]);
+    expect(loaded[1]?.note).toBe("again");
+    expect(loaded[1]?.createdAtMs).toBe(7);
+  });
+
+  it("brings a revoked rule back only when it is saved again", async () => {
+    const s = store();
+    await s.save(read);
+    await s.revoke(read.id);
+    expect(await s.load()).toEqual([]);
+    await s.save(read.withNote("back"));
+    expect((await s.load()).map((g) => g.note)).toEqual(["back"]);
+  });
+
+  it("keeps projects apart and shares a project between stores on other connections", async () => {
+    const mine = store("acme/shop");
+    const theirs = store("acme/shop", db.newPool());
+    const other = store("acme/blog");
+    await mine.save(read);
+    await other.save(deployProd);
+    expect((await theirs.load()).map((g) => g.id)).toEqual([read.id]);
+    expect((await other.load()).map((g) => g.id)).toEqual([deployProd.id]);
+
+    // A change made elsewhere counts from the very next read, a revocation included.
+    await theirs.save(writeReadme);
+    await theirs.revoke(read.id);
+    expect((await mine.load()).map((g) => g.id)).toEqual([writeReadme.id]);
+    expect(await theirs.clear()).toBe(1);
+    expect(await mine.load()).toEqual([]);
+  });
+
+  it("refuses anything but a Grant", async () => {
+    await expect(store().save({ id: read.id } as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
+  });
+});
+
+describe("PostgresGrantStore's lookup index", () => {
+  it("answers covering() as the same grants loaded afresh would, after any sequence of changes from other processes", async () => {
+    const tools = ["a", "b"];
+    const scopes = [GrantScope.thisTool(), GrantScope.thisCall({ x: 1 }), GrantScope.thisCall({ x: 2 })];
+    const rules = tools.flatMap((tool) =>
+      (["allow", "deny"] as const).flatMap((verdict) => scopes.map((scope) => new Grant(tool, verdict, scope))),
+    );
+    const op = fc.oneof(
+      fc.record({ type: fc.constant("save" as const), rule: fc.nat(rules.length - 1), note: fc.option(fc.string(), { nil: null }) }),
+      fc.record({ type: fc.constant("revoke" as const), rule: fc.nat(rules.length - 1) }),
+      fc.record({ type: fc.constant("clear" as const) }),
+    );
+    const writers = [db.newPool(2), db.newPool(2)];
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.record({ writer: fc.nat(1), op }), { maxLength: 12 }), async (steps) => {
+        const project = `property-${run++}`;
+        const watcher = store(project);
+        await watcher.covering("a", "{}");
+        for (const { writer, op: step } of steps) {
+          const other = store(project, writers[writer]);
+          if (step.type === "save") await other.save(rules[step.rule]!.withNote(step.note));
+          else if (step.type === "revoke") await other.revoke(rules[step.rule]!.id);
+          else await other.clear();
+          const loaded = await store(project).load();
+          const fresh = new MemoryGrantStore(loaded);
+          for (const tool of [...tools, "c"]) {
+            for (const args of [{ x: 1 }, { x: 2 }, { x: 3 }]) {
+              const canonical = canonicalJson(args);
+              const live = await watcher.covering(tool, canonical);
+              expect(live.map((g) => g.toJSON())).toEqual((await fresh.covering(tool, canonical)).map((g) => g.toJSON()));
+            }
+          }
+          expect((await watcher.load()).map((g) => g.toJSON())).toEqual(loaded.map((g) => g.toJSON()));
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+});
+
+describe("PostgresGrantStore under GrantPolicy", () => {
+  it("decides deny over allow, re-asks a changed tool, and sees a revocation made by another process at once", async () => {
+    const mine = store();
+    const elsewhere = store("acme/shop", db.newPool());
+    const policy = new GrantPolicy(mine);
+    expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "ask", reason: "no_grant" });
+
+    const remembered = await policy.remember(WRITE, { path: "README.md" }, "allow", "this_call", { nowMs: 5 });
+    expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "allow", grant: remembered });
+    const changed = { ...WRITE, description: "Write any file, anywhere" };
+    expect(await policy.decide(changed, { path: "README.md" })).toEqual({ type: "ask", reason: "tool_changed", grant: remembered });
+
+    const deny = await elsewhere.save(new Grant("write", "deny", GrantScope.thisTool()));
+    expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "deny", grant: deny });
+    await elsewhere.revoke(deny.id);
+    expect((await policy.decide(WRITE, { path: "README.md" })).type).toBe("allow");
+  });
+});
+
+describe("PostgresGrantStore fails closed", () => {
+  const malformed: readonly [string, string, (id: string) => unknown[]][] = [
+    ["its id is not the id of its rule", "'read', 'allow', NULL", () => []],
+    ["its arguments are not JSON", "'write', 'allow', '{path:'", () => []],
+    ["its verdict is neither allow nor deny", "'read', 'maybe', NULL", () => []],
+  ];
+  for (const [what, columns] of malformed) {
+    it(`names the row when ${what}, and decides nothing from the project`, async () => {
+      const s = store();
+      await s.save(deployProd);
+      await db.pool.query(
+        `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, pinned_descriptor, created_at_ms, note, version)
+         VALUES ('acme/shop', 'badbadbadbadbad0', ${columns}, NULL, 0, NULL, 99)`,
+      );
+      await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
+      const error = await s.load().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresRowError);
+      expect((error as PostgresRowError).code).toBe("POSTGRES_ROW_MALFORMED");
+      expect((error as PostgresRowError).key).toBe("badbadbadbadbad0");
+      expect((error as Error).message).toContain("badbadbadbadbad0");
+      await expect(new GrantPolicy(s).decide(WRITE, { path: "x" })).rejects.toBeInstanceOf(PostgresRowError);
+      // A fresh store, never having seen the project, refuses it the same way.
+      await expect(store().load()).rejects.toBeInstanceOf(PostgresRowError);
+    });
+  }
+
+  it("says the schema needs migrating when it does not exist", async () => {
+    const s = new PostgresGrantStore(db.pool, { project: "p", schema: "loopctl_never_migrated" });
+    const error = await s.load().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresQueryError);
+    expect((error as PostgresQueryError).code).toBe("POSTGRES_NOT_MIGRATED");
+    expect((error as Error).message).toContain("migrate(pool");
+    await expect(s.save(read)).rejects.toMatchObject({ code: "POSTGRES_NOT_MIGRATED" });
+  });
+
+  it("refuses a schema a newer loopctl migrated", async () => {
+    await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
+    await expect(store().load()).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
+  });
+
+  it("rejects bad options with a typed error", () => {
+    expect(() => new PostgresGrantStore(db.pool, { project: "" })).toThrow(PostgresConfigError);
+    expect(() => new PostgresGrantStore(db.pool, { project: "p", schema: "Robert'); DROP TABLE" })).toThrow(PostgresConfigError);
+    expect(() => new PostgresGrantStore({} as never, { project: "p" })).toThrow(PostgresConfigError);
+  });
+});
+
+describe("PostgresGrantStore with an AbortSignal", () => {
+  it("rejects at once with the reason, and writes nothing, when the signal is already aborted", async () => {
+    const s = store();
+    const reason = new Error("stop");
+    const signal = AbortSignal.abort(reason);
+    await expect(s.save(read, { signal })).rejects.toBe(reason);
+    await expect(s.load({ signal })).rejects.toBe(reason);
+    await expect(s.revoke(read.id, { signal })).rejects.toBe(reason);
+    await expect(s.clear({ signal })).rejects.toBe(reason);
+    expect(await s.load()).toEqual([]);
+  });
+
+  it("cancels a save that waits for the project's lock: it rejects with the reason and never lands", async () => {
+    const s = store();
+    await s.save(deployProd);
+    const holder = await db.pool.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`UPDATE "${db.schema}".grant_projects SET version = version WHERE project = 'acme/shop'`);
+      const controller = new AbortController();
+      const saving = s.save(read, { signal: controller.signal });
+      await waitFor(async () => (await lockWaiters(db.schema)) > 0);
+      const reason = new Error("the run was cancelled");
+      controller.abort(reason);
+      await expect(saving).rejects.toBe(reason);
+      // The waiting statement was cancelled on the server, not left queued behind the lock.
+      await waitFor(async () => (await lockWaiters(db.schema)) === 0);
+    } finally {
+      await holder.query("ROLLBACK");
+      holder.release();
+    }
+    expect((await s.load()).map((g) => g.id)).toEqual([deployProd.id]);
+  });
+});
+
+async function lockWaiters(schema: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+    [`%"${schema}".grant_projects%`],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition never held");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
+import type { MigrateResult } from "loopctl/postgres";
+import { resultOf, startChild } from "./support/child-process.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+
+const db = usePostgres({ migrated: false });
+
+async function tables(schema: string): Promise<string[]> {
+  const { rows } = await db.pool.query<{ name: string }>(
+    "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+    [schema],
+  );
+  return rows.map((r) => r.name);
+}
+
+describe("migrate", () => {
+  it("creates loopctl's tables in their own schema, records the version, and is idempotent", async () => {
+    expect(await migrate(db.pool, { schema: db.schema })).toEqual({
+      schema: db.schema,
+      from: 0,
+      to: SCHEMA_VERSION,
+      applied: [1],
+    });
+    expect(await tables(db.schema)).toEqual(["asks", "grant_projects", "grants", "migrations", "workers"]);
+    expect(await migrate(db.pool, { schema: db.schema })).toEqual({
+      schema: db.schema,
+      from: SCHEMA_VERSION,
+      to: SCHEMA_VERSION,
+      applied: [],
+    });
+    const { rows } = await db.pool.query(`SELECT version, name FROM "${db.schema}".migrations`);
+    expect(rows).toEqual([{ version: 1, name: "grants, asks and worker leases" }]);
+  });
+
+  it("is safe from 8 processes at once: one applies, the others find nothing to do", async () => {
+    const children = Array.from({ length: 8 }, () =>
+      startChild("test/support/pg-migrate-child.ts", [DATABASE_URL, db.schema]),
+    );
+    await Promise.all(children.map((c) => c.ready));
+    for (const child of children) child.send("go");
+    const results = await Promise.all(children.map((c, i) => resultOf<MigrateResult>(c, `migrator ${i}`)));
+    expect(results.filter((r) => r.applied.length > 0)).toEqual([{ schema: db.schema, from: 0, to: 1, applied: [1] }]);
+    expect(results.filter((r) => r.applied.length === 0)).toHaveLength(7);
+    const { rows } = await db.pool.query(`SELECT version FROM "${db.schema}".migrations`);
+    expect(rows).toEqual([{ version: 1 }]);
+  });
+
+  it("refuses a schema a newer loopctl migrated, changing nothing", async () => {
+    await migrate(db.pool, { schema: db.schema });
+    await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
+    await expect(migrate(db.pool, { schema: db.schema })).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
+  });
+
+  it("rejects a schema name that is not a lowercase identifier", async () => {
+    for (const schema of ["", "Loopctl", "a-b", 'x"; DROP SCHEMA public; --', "a".repeat(49)]) {
+      await expect(migrate(db.pool, { schema })).rejects.toBeInstanceOf(PostgresConfigError);
+    }
+  });
+});

@@ -1,0 +1,98 @@
+/**
+ * The PostgreSQL server the tests talk to: `DATABASE_URL`, by default
+ * postgres://postgres@127.0.0.1:5432/test. The suite starts nothing: when no
+ * server answers, every test that needs one is reported as skipped, with the
+ * reason and the variable to set.
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, afterEach, beforeEach } from "vitest";
+import { migrate } from "loopctl/postgres";
+
+export const DATABASE_URL = process.env["DATABASE_URL"] ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** The URL without its password, for messages. */
+export function redacted(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@");
+}
+
+async function probe(): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 3_000 });
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return undefined;
+  } catch (error) {
+    return (
+      `no PostgreSQL server at ${redacted(DATABASE_URL)} (${error instanceof Error ? error.message : String(error)}); ` +
+      "start one or set DATABASE_URL to a server the tests may create schemas in"
+    );
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Why the Postgres tests cannot run, or undefined when a server answered. */
+export const unavailable: string | undefined = await probe();
+if (unavailable !== undefined) console.warn(`PostgreSQL tests skipped: ${unavailable}`);
+
+/** A fresh schema name for one test. */
+export function freshSchema(): string {
+  return `loopctl_t_${randomBytes(6).toString("hex")}`;
+}
+
+export interface PostgresFixture {
+  /** The current test's schema (migrated unless `migrated: false`). */
+  readonly schema: string;
+  /** A pool shared by the file's tests. */
+  readonly pool: pg.Pool;
+  /** Another pool, closed after the test: a second process's view, in this process. */
+  newPool(max?: number, options?: pg.PoolConfig): pg.Pool;
+}
+
+/**
+ * Hooks for a test file: skips each test (with the reason) when no server
+ * answers; otherwise gives each test a schema of its own, migrated unless
+ * `migrated` is false, dropped after the test with everything in it.
+ */
+export function usePostgres(options: { readonly migrated?: boolean } = {}): PostgresFixture {
+  let pool: pg.Pool | undefined;
+  let schema = "";
+  const extra: pg.Pool[] = [];
+  const fixture: PostgresFixture = {
+    get schema() {
+      return schema;
+    },
+    get pool() {
+      pool ??= makePool(8);
+      return pool;
+    },
+    newPool(max = 4, options = {}) {
+      const made = makePool(max, options);
+      extra.push(made);
+      return made;
+    },
+  };
+  beforeEach(async (context) => {
+    if (unavailable !== undefined) context.skip(unavailable);
+    schema = freshSchema();
+    if (options.migrated !== false) await migrate(fixture.pool, { schema });
+  });
+  afterEach(async () => {
+    if (unavailable !== undefined) return;
+    await Promise.all(extra.splice(0).map((p) => p.end().catch(() => undefined)));
+    await fixture.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  });
+  afterAll(async () => {
+    await pool?.end();
+  });
+  return fixture;
+}
+
+function makePool(max: number, options: pg.PoolConfig = {}): pg.Pool {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max, ...options });
+  // A connection terminated on purpose by a test must not crash the process.
+  pool.on("error", () => undefined);
+  return pool;
+}

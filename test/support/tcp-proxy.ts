@@ -1,0 +1,52 @@
+/**
+ * A TCP proxy in front of the PostgreSQL server, so a test can cut one
+ * process's connections (as a network failure would) and restore them.
+ */
+import { createServer, connect } from "node:net";
+import type { Server, Socket } from "node:net";
+
+export interface TcpProxy {
+  /** A connection string to the server through the proxy. */
+  readonly url: string;
+  /** Drops every connection and refuses new ones. */
+  cut(): Promise<void>;
+  /** Accepts connections again. */
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  const makeServer = (): Server =>
+    createServer((client) => {
+      const upstream = connect(Number(target.port || 5432), target.hostname);
+      for (const socket of [client, upstream]) {
+        sockets.add(socket);
+        socket.on("error", () => undefined);
+        socket.on("close", () => sockets.delete(socket));
+      }
+      client.pipe(upstream).pipe(client);
+      client.on("close", () => upstream.destroy());
+      upstream.on("close", () => client.destroy());
+    });
+  let server = makeServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const url = new URL(databaseUrl);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+  const stop = async (): Promise<void> => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return {
+    url: url.toString(),
+    cut: stop,
+    restore: async () => {
+      server = makeServer();
+      await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+    },
+    close: () => (server.listening ? stop() : Promise.resolve()),
+  };
+}
