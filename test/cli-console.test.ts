@@ -6,11 +6,10 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditSink } from "loopctl/audit";
 import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
-import { runCli } from "../src/cli/index.js";
-import type { CliContext } from "../src/cli/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
+import { startConsole } from "./support/console-run.js";
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
 let dir: string;
@@ -20,31 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-/** Runs `loopctl console …` in-process until `stop` aborts; `printed` resolves with the URL it prints. */
-function startConsole(args: string[], env: Record<string, string> = {}): { printed: Promise<string>; stop: AbortController; done: Promise<number>; output: () => string } {
-  let stdout = "";
-  let stderr = "";
-  let found!: (url: string) => void;
-  const printed = new Promise<string>((resolve) => (found = resolve));
-  const stop = new AbortController();
-  const context: CliContext = {
-    stdout: {
-      write: (chunk: string) => {
-        stdout += chunk;
-        const match = /^open (\S+)$/m.exec(stdout);
-        if (match) found(match[1] as string);
-      },
-    },
-    stderr: { write: (chunk: string) => (stderr += chunk) },
-    env,
-    cwd: dir,
-    signal: stop.signal,
-  };
-  const done = runCli(["console", ...args], context);
-  void done.then(() => found(""));
-  return { printed, stop, done, output: () => stdout + stderr };
-}
 
 describe("loopctl console", () => {
   it("serves the project's grants (list, revoke) and an audit log's latest decisions, until stopped", async () => {
@@ -58,7 +32,7 @@ describe("loopctl console", () => {
     await sink.append(gateRecord(2));
     await sink.close();
 
-    const run = startConsole(["--port", "0", "--root", root, "--project", project, "--audit", audit]);
+    const run = startConsole(dir, ["--port", "0", "--root", root, "--project", project, "--audit", audit]);
     const url = await run.printed;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
     expect(run.output()).toContain(`grants  ${store.ledgerPath}`);
@@ -82,7 +56,7 @@ describe("loopctl console", () => {
   });
 
   it("takes its token from LOOPCTL_CONSOLE_TOKEN", async () => {
-    const run = startConsole(["--root", join(dir, "r2")], { LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length" });
+    const run = startConsole(dir, ["--root", join(dir, "r2")], { LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length" });
     const url = await run.printed;
     expect(new URL(url).searchParams.get("token")).toBe("a-console-token-of-enough-length");
     run.stop.abort();
@@ -95,7 +69,7 @@ describe("loopctl console", () => {
       expect(result.code, args.join(" ")).toBe(2);
       expect(result.stderr).toContain("Run 'loopctl console --help' for usage.");
     }
-    const first = startConsole(["--root", join(dir, "r3")]);
+    const first = startConsole(dir, ["--root", join(dir, "r3")]);
     const port = new URL(await first.printed).port;
     const second = await cli(["console", "--port", port, "--root", join(dir, "r3")], { cwd: dir });
     expect(second.code).toBe(4);
@@ -107,7 +81,8 @@ describe("loopctl console", () => {
   it("--help explains what it serves, and the top-level help lists it", async () => {
     const help = await cli(["console", "--help"], { cwd: dir });
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]");
+    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--project DIR] [--root DIR]\n                  [--audit FILE]");
+    expect(help.stdout).toContain("loopctl console --database URL [--project NAME] [--schema NAME]");
     expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
     expect((await cli(["--help"], { cwd: dir })).stdout).toContain("loopctl console");
   });

@@ -119,6 +119,53 @@ describe("GrantPolicy.decide", () => {
     expect((await policy.decide(read, args)).type).toBe("deny");
   });
 
+  it("decides from a store's covering() without loading it, and ignores a grant covering() returns that does not cover the call", async () => {
+    const inner = new MemoryGrantStore([grant("deny", GrantScope.thisCall(args))]);
+    const stray = [
+      new Grant("write", "allow", GrantScope.thisTool()),
+      grant("allow", GrantScope.thisCall(other)),
+      grant("deny", GrantScope.thisCall(other)),
+    ];
+    const asked: [string, string][] = [];
+    const store: GrantStore = {
+      load: () => Promise.reject(new Error("load() must not be called when covering() exists")),
+      save: (g) => inner.save(g),
+      revoke: (id) => inner.revoke(id),
+      clear: () => inner.clear(),
+      covering: async (tool, canonicalArgs, options) => {
+        asked.push([tool, canonicalArgs]);
+        return [...stray, ...(await inner.covering(tool, canonicalArgs, options))];
+      },
+    };
+    const policy = new GrantPolicy(store);
+    expect((await policy.decide(read, args)).type).toBe("deny");
+    // Only stray grants for these arguments: none of them covers the call.
+    expect(await policy.decide(read, { path: "c.rs" })).toEqual({ type: "ask", reason: "no_grant" });
+    expect(asked).toEqual([
+      ["read", '{"path":"a.rs"}'],
+      ["read", '{"path":"c.rs"}'],
+    ]);
+    expect((await policy.explain("read", { path: "c.rs" }, read)).covering).toEqual([]);
+  });
+
+  it("gets from the built-in stores' covering() exactly the stored grants that cover the call", async () => {
+    const stored = [
+      grant("allow", GrantScope.thisTool()),
+      grant("deny", GrantScope.thisCall(args)),
+      grant("allow", GrantScope.thisCall(other)),
+      new Grant("write", "deny", GrantScope.thisTool()),
+    ];
+    const file = new FileGrantStore(join(scratch, "covering"), join(scratch, "covering-project"));
+    for (const g of stored) await file.save(g);
+    for (const store of [new MemoryGrantStore(stored), file]) {
+      const covering = await store.covering("read", '{"path":"a.rs"}');
+      const ids = (grants: readonly Grant[]): string[] => grants.map((g) => g.id).sort();
+      expect(ids(covering)).toEqual(ids(stored.filter((g) => g.covers("read", args))));
+      expect(covering).toHaveLength(2);
+      await expect(store.covering("read", "{}", { signal: AbortSignal.abort(new Error("stop")) })).rejects.toThrow("stop");
+    }
+  });
+
   it("finds the deciding grant among 10,000 without a covers scan", async () => {
     const grants: Grant[] = [];
     for (let i = 0; i < 10_000; i++) {

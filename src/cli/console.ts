@@ -1,13 +1,16 @@
 import { resolve } from "node:path";
 import type { AskInbox } from "../ask/index.js";
 import { FileGrantStore } from "../grant/index.js";
+import type { GrantStore } from "../grant/index.js";
 import { auditLogRecords, createApprovalServer } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
+import { connect, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
-  "  --project DIR   the project whose grants to show (default: the current folder)\n" +
+  "  --project DIR   the project whose grants to show (default: the current\n" +
+  "                  folder; with --database, the project's name there)\n" +
   "  --root DIR      the grant store root (default: $XDG_STATE_HOME/loopctl/grants,\n" +
   "                  else ~/.local/state/loopctl/grants)\n";
 
@@ -15,18 +18,28 @@ const PROJECT_LINES =
 export const CONSOLE_HELP = `loopctl console: the approval console in your browser.
 
 Usage:
-  loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]
+  loopctl console [--port N] [--host H] [--project DIR] [--root DIR]
+                  [--audit FILE]
+  loopctl console --database URL [--project NAME] [--schema NAME] [--port N]
+                  [--host H] [--audit FILE]
 
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
 (grants), with their pins, and revokes them; with --audit it shows the latest
-decisions of an audit log. Asks are answered where an approver lives: an
-agent serving its own console with createApprovalServer. Stop it with Ctrl-C.
+decisions of an audit log. Stop it with Ctrl-C.
+
+Without --database, asks are answered where an approver lives: an agent
+serving its own console with createApprovalServer. With --database, the
+console serves every pending ask of every worker parked on a
+PostgresAskQueue in that database (loopctl/postgres; the schema is the one
+migrate() created), and the grants of --project NAME shared there.
 
 Options:
   --port N        the port to listen on (default: a free one)
   --host H        the address to listen on (default: 127.0.0.1)
-${PROJECT_LINES}  --audit FILE    show the latest decisions of this audit log
+${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
+  --schema NAME   with --database: loopctl's schema (default: loopctl)
+  --audit FILE    show the latest decisions of this audit log
   -h, --help      show this help
 
 Environment:
@@ -40,30 +53,72 @@ const OPTIONS = {
   project: { type: "string" },
   root: { type: "string" },
   audit: { type: "string" },
+  database: { type: "string" },
+  schema: { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const;
 
 type ConsoleValues = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>["values"];
 
-/** Where the console's asks come from, and what to say about it. */
-interface AskSource {
+/** Where the console's asks and grants come from, and what to say about them. */
+interface Sources {
   /** The inbox the console serves, or undefined for a console over grants and records only. */
   readonly inbox: AskInbox | undefined;
-  /** One line for the banner. */
+  readonly grants: GrantStore | undefined;
+  /** Lines for the banner. */
   readonly describe: string;
   close(): Promise<void>;
 }
 
 /**
- * The asks the console serves. From this process alone there are none to
- * take: an ApprovalChannel lives in its agent's process. A queue shared
- * across processes is what gives this command asks.
+ * What the console serves. From this process alone there are no asks to
+ * take (an ApprovalChannel lives in its agent's process): only the project's
+ * ledger. With `--database`, the Postgres queue every worker parks on, and
+ * the project's grants shared there.
  */
-async function openAskSource(_values: ConsoleValues, _context: CliContext): Promise<AskSource> {
-  return { inbox: undefined, describe: "no ask queue: grants and records only", close: async () => undefined };
+async function openSources(values: ConsoleValues, context: CliContext): Promise<Sources> {
+  if (values.database === undefined) {
+    if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
+    const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
+    const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
+    return {
+      inbox: undefined,
+      grants: store,
+      describe: `no ask queue: grants and records only\n  grants  ${printable(store.ledgerPath)}\n`,
+      close: async () => undefined,
+    };
+  }
+  if (values.root !== undefined) throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
+  const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
+  const pool = await connect("console", values.database);
+  const schema = values.schema === undefined ? {} : { schema: values.schema };
+  try {
+    const queue = new PostgresAskQueue(pool, {
+      ...schema,
+      onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
+    });
+    const project = values.project;
+    const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
+    const where = `${redacted(values.database)} (schema ${queue.schema})`;
+    return {
+      inbox: queue.approver(),
+      grants,
+      describe:
+        `the asks of every worker parked on ${printable(where)}\n` +
+        (project === undefined ? "" : `  grants  project ${printable(JSON.stringify(project))}\n`),
+      close: async () => {
+        await queue.close();
+        await pool.end();
+      },
+    };
+  } catch (error) {
+    await pool.end();
+    if (error instanceof PostgresConfigError) throw new CliUsageError("console", error.message);
+    throw error;
+  }
 }
 
-/** `loopctl console [--port N] [--host H] [--project DIR] [--root DIR] [--audit FILE]`. */
+/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--project …] [--root DIR] [--audit FILE]`. */
 export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
   if (values.help) {
@@ -76,15 +131,13 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
   }
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
-  const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
-  const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
 
-  const source = await openAskSource(values, context);
+  const source = await openSources(values, context);
   try {
     const server = await createApprovalServer({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
-      grants: store,
+      ...(source.grants === undefined ? {} : { grants: source.grants }),
       ...(audit === undefined ? {} : { records: auditLogRecords(audit) }),
       ...(values.host === undefined ? {} : { host: values.host }),
       port,
@@ -92,8 +145,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
       onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
     context.stdout.write(
-      `loopctl console: ${printable(source.describe)}\n` +
-        `  grants  ${printable(store.ledgerPath)}\n` +
+      `loopctl console: ${source.describe}` +
         (audit === undefined ? "" : `  audit   ${printable(audit)}\n`) +
         `open ${server.consoleUrl}\n` +
         "(Ctrl-C stops it)\n",

@@ -32,7 +32,7 @@ interface StoreValues {
 }
 
 /** The URL without its password, for output. */
-function redacted(url: string): string {
+export function redacted(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password !== "") parsed.password = "***";
@@ -66,13 +66,8 @@ export async function openStore(command: string, values: StoreValues, context: C
   if (values.project === undefined || values.project === "") {
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
-  const [{ PostgresGrantStore, PostgresConfigError }, pg] = await Promise.all([import("../postgres/index.js"), loadPg()]);
-  if (pg === undefined) {
-    throw new PostgresConfigError(command, "--database needs the pg package (npm install pg)");
-  }
-  const pool = new pg.Pool({ connectionString: values.database, max: 2 });
-  // A dropped idle connection must not end the command with a stack trace; the next statement reports it.
-  pool.on("error", () => undefined);
+  const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  const pool = await connect(command, values.database);
   try {
     const store = new PostgresGrantStore(pool, {
       project: values.project,
@@ -88,6 +83,19 @@ export async function openStore(command: string, values: StoreValues, context: C
     if (error instanceof PostgresConfigError) throw new CliUsageError(command, error.message);
     throw error;
   }
+}
+
+/** A pool for `--database URL`, with `pg` loaded only now; errors of idle connections are left to the next statement. */
+export async function connect(command: string, url: string): Promise<PgPool & { end(): Promise<void> }> {
+  const pg = await loadPg();
+  if (pg === undefined) {
+    const { PostgresConfigError } = await import("../postgres/index.js");
+    throw new PostgresConfigError(command, "--database needs the pg package (npm install pg)");
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  // A dropped idle connection must not end the command with a stack trace; the next statement reports it.
+  pool.on("error", () => undefined);
+  return pool;
 }
 
 interface PgModule {

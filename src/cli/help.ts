@@ -4,10 +4,10 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt, or a database row is malformed (reported, never
-     rewritten; see grants repair)
-  4  I/O, lock or database error (unreadable file, refused path, ledger lock busy,
-     unreachable or unmigrated database)
+  3  the grant ledger is corrupt, or a database row is malformed (reported,
+     never rewritten; see grants repair)
+  4  I/O, lock or database error (unreadable file, refused path, ledger lock
+     busy, unreachable or unmigrated database)
   5  unexpected error (a bug: please report it at
      ${ISSUES_URL})
 `;
@@ -19,9 +19,11 @@ function projectOptions(at: number): string {
     `${pad("--project DIR")}the project whose ledger to use (default: this folder)\n` +
     `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/\n` +
     `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n` +
-    `${pad("--database URL")}use the grants shared in PostgreSQL instead (loopctl/postgres);\n` +
-    `${" ".repeat(at)}--project NAME then names the project there (required)\n` +
-    `${pad("--schema NAME")}with --database: the schema migrate() created (default: loopctl)\n`
+    `${pad("--database URL")}use the grants shared in PostgreSQL instead\n` +
+    `${" ".repeat(at)}(loopctl/postgres); --project NAME then names the\n` +
+    `${" ".repeat(at)}project there (required)\n` +
+    `${pad("--schema NAME")}with --database: the schema migrate() created\n` +
+    `${" ".repeat(at)}(default: loopctl)\n`
   );
 }
 
@@ -41,7 +43,7 @@ Usage:
   loopctl grants repair   [--project DIR] [--root DIR]
   loopctl audit verify    FILE [--anchor SEQ:HASH] [--key-file F] [--json]
   loopctl console         [--port N] [--host H] [--project DIR] [--root DIR]
-                          [--audit FILE]
+                          [--database URL [--schema NAME]] [--audit FILE]
   loopctl --version
 
 Every grants command also takes --database URL --project NAME [--schema NAME]:

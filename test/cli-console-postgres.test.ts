@@ -1,0 +1,89 @@
+import { describe, expect, it } from "vitest";
+import type { PendingAsk } from "loopctl/ask";
+import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
+import { ScriptedModel } from "loopctl/testing";
+import { EXIT } from "../src/cli/index.js";
+import { cli } from "./support/cli-harness.js";
+import { startConsole } from "./support/console-run.js";
+import { openStream, request } from "./support/http-client.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+
+const db = usePostgres();
+
+describe("loopctl console --database URL", () => {
+  it("serves the asks every worker parks in the database and the project's shared grants: an answer there resumes the worker", async () => {
+    const worker = new PostgresAskQueue(db.pool, { schema: db.schema });
+    const grants = new PostgresGrantStore(db.pool, { project: "acme/shop", schema: db.schema });
+    const ran: unknown[] = [];
+    const deploy = defineTool({
+      name: "deploy",
+      description: "Deploy a version",
+      input: { type: "object", properties: { env: { type: "string" } }, required: ["env"] },
+      execute: (input) => {
+        ran.push(input);
+        return "deployed";
+      },
+    });
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: (call) => ({ type: "ask", prompt: `Deploy to ${String((call.input as { env: string }).env)}?` }) })
+      .withAskResolver(worker.resolver)
+      .withAskTimeout(60_000)
+      .withGrantStore(grants);
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "deploy", input: { env: "staging" } }] }, { text: "done" }]);
+
+    const console = startConsole("/", ["--database", DATABASE_URL, "--schema", db.schema, "--project", "acme/shop", "--port", "0"]);
+    try {
+      const url = await console.printed;
+      expect(console.output()).toContain(`the asks of every worker parked on`);
+      expect(console.output()).toContain(`(schema ${db.schema})`);
+      expect(console.output()).toContain('grants  project "acme/shop"');
+      const base = url.slice(0, url.indexOf("?"));
+      const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+      const stream = await openStream(`${base}api/asks/stream`, auth);
+
+      const run = new Agent({ model, tools: [deploy], managers }).run("ship it");
+      const { ask } = JSON.parse((await stream.next((e) => e.event === "ask")).data) as { ask: PendingAsk };
+      expect(ask).toMatchObject({ tool: "deploy", prompt: "Deploy to staging?" });
+      expect(ran).toEqual([]);
+      const answered = await request(`${base}api/asks/${ask.id}`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ type: "approve", remember: "this_tool" }),
+      });
+      expect(answered.status).toBe(200);
+      expect((await run).records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+      expect(ran).toEqual([{ env: "staging" }]);
+      // A second answer finds the row answered: the database said no.
+      const again = await request(`${base}api/asks/${ask.id}`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ type: "deny" }),
+      });
+      expect(again.status).toBe(409);
+      stream.close();
+
+      // The grant the answer asked to remember is shared, and the console lists and revokes it.
+      const [grant] = await grants.load();
+      expect(grant).toMatchObject({ tool: "deploy", verdict: "allow" });
+      const listed = await request(`${base}api/grants`, { headers: auth });
+      expect(listed.json).toMatchObject({ available: true, grants: [{ id: grant!.id, tool: "deploy" }] });
+      expect((await request(`${base}api/grants/${grant!.id}`, { method: "DELETE", headers: auth })).status).toBe(200);
+      expect(await grants.load()).toEqual([]);
+    } finally {
+      console.stop.abort();
+      expect(await console.done).toBe(EXIT.ok);
+      await worker.close();
+    }
+    expect(console.output()).toContain("loopctl console: stopped");
+  });
+
+  it("refuses --root and --schema where they cannot apply", async () => {
+    const root = await cli(["console", "--database", DATABASE_URL, "--root", "/tmp/x"], { cwd: "/" });
+    expect(root.code).toBe(EXIT.usage);
+    expect(root.stderr).toContain("--root is for a ledger file; it cannot go with --database");
+    const schema = await cli(["console", "--schema", "loopctl"], { cwd: "/" });
+    expect(schema.code).toBe(EXIT.usage);
+    expect(schema.stderr).toContain("--schema needs --database");
+  });
+});
