@@ -2,6 +2,7 @@ export { NIL_UUID, PendingAskSchema, AskResolutionSchema } from "./types.js";
 export type {
   AskEnding,
   AskInbox,
+  WithdrawnReason,
   AskResolution,
   AskResolver,
   PendingAsk,

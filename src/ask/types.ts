@@ -72,10 +72,20 @@ export interface AskResolver {
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution>;
 }
 
-/** How an ask ended, as an approver learns it. */
+/** Why an ask ended without an answer. */
+export type WithdrawnReason = "expired" | "cancelled" | "closed" | "abandoned" | "unknown";
+
+/**
+ * How an ask ended, as an approver learns it: answered (by whichever
+ * approver got there first), or withdrawn: the engine's deadline passed
+ * (`expired`), its run was cancelled (`cancelled`), the channel, queue or
+ * inbox closed (`closed`), the approver was dropped or a worker died and its
+ * lease lapsed (`abandoned`), or the id is not known (`unknown`: never
+ * parked, or ended long ago).
+ */
 export type AskEnding =
   | { readonly type: "answered"; readonly verdict: "approve" | "deny" }
-  | { readonly type: "withdrawn"; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" | "unknown" };
+  | { readonly type: "withdrawn"; readonly reason: WithdrawnReason };
 
 /**
  * What an approval server or console needs from an approver: the channel's

@@ -1,7 +1,7 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
-import type { AskEnding, AskInbox } from "./ask-types.js";
+import type { AskEnding, AskInbox } from "../ask/index.js";
 import type { Db } from "./db.js";
 import type { PostgresRowError } from "./errors.js";
 

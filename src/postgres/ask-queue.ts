@@ -4,7 +4,7 @@ import { PostgresApprover } from "./ask-inbox.js";
 import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { RowEnding } from "./ask-rows.js";
-import type { AskEnding } from "./ask-types.js";
+import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, queryFailure, requirePool } from "./db.js";

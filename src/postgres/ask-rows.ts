@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/index.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
-import type { AskEnding } from "./ask-types.js";
+import type { AskEnding } from "../ask/index.js";
 import { PostgresRowError } from "./errors.js";
 
 /** Ids are UUIDs; anything else cannot name a row of the asks table. */

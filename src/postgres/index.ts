@@ -14,7 +14,6 @@ export type { GrantCallOptions, PostgresGrantStoreOptions } from "./grant-store.
 export { PostgresAskQueue, LEASE_LOST_REASON, QUEUE_CLOSED_REASON } from "./ask-queue.js";
 export type { PostgresAskQueueOptions } from "./ask-queue.js";
 export { PostgresApprover } from "./ask-inbox.js";
-export type { AskEnding, AskInbox, WithdrawnReason } from "./ask-types.js";
 export {
   PostgresAskError,
   PostgresConfigError,
