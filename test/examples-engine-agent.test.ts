@@ -1,17 +1,15 @@
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { runExample } from "./support/examples.js";
 import { expectDocShows } from "./support/readme.js";
 
-const run = promisify(execFile);
-const root = fileURLToPath(new URL("..", import.meta.url));
-
 describe("examples/engine-agent.ts", () => {
-  it("runs to exit 0: zod defaults reach the tool, invalid arguments are refused, a transcript goes on, providerData comes back, the turn cap stops a run", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/engine-agent.ts"], { cwd: root, timeout: 20_000 });
-    const lines = stdout.trimEnd().split("\n");
+  let lines: string[] = [];
+  beforeAll(async () => {
+    lines = await runExample("engine-agent.ts");
+  });
+
+  it("runs to exit 0: zod defaults reach the tool, invalid arguments are refused, a transcript goes on, providerData comes back, the turn cap stops a run", () => {
     expect(lines.slice(0, 5)).toEqual([
       "Read the changelog; '1.4' is not a version deploy accepts.",
       "3 model requests; records: read_file allow (hook), deploy deny (schema)",
@@ -27,10 +25,8 @@ describe("examples/engine-agent.ts", () => {
     ]);
   });
 
-  it("is what docs/engine.md shows, part by part, with the output it prints", async () => {
+  it("is what docs/engine.md shows, part by part, with the output it prints", () => {
     for (const region of ["tools", "agent", "continue", "model", "errors"]) expectDocShows("engine-agent.ts", "docs/engine.md", region);
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/engine-agent.ts"], { cwd: root, timeout: 20_000 });
-    const lines = stdout.trimEnd().split("\n");
     const page = readFileSync(new URL("../docs/engine.md", import.meta.url), "utf8");
     expect(page).toContain(`\`\`\`text\n${lines.slice(0, 5).join("\n")}\n\`\`\``);
     expect(page).toContain(`\`\`\`text\n${lines.slice(7).join("\n")}\n\`\`\``);

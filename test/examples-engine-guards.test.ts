@@ -1,21 +1,16 @@
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { runExample } from "./support/examples.js";
 import { expectDocShows } from "./support/readme.js";
 
-const run = promisify(execFile);
-const root = fileURLToPath(new URL("..", import.meta.url));
-
-const example = async (): Promise<string[]> => {
-  const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/engine-guards.ts"], { cwd: root, timeout: 20_000 });
-  return stdout.trimEnd().split("\n");
-};
-
 describe("examples/engine-guards.ts", () => {
-  it("runs to exit 0: a rule refuses an approved write, the breaker opens, loop detection stops the run, a deadline passes on a manual clock", async () => {
-    const lines = await example();
+  let runs: string[][] = [];
+  beforeAll(async () => {
+    runs = await Promise.all([runExample("engine-guards.ts"), runExample("engine-guards.ts")]);
+  });
+
+  it("runs to exit 0: a rule refuses an approved write, the breaker opens, loop detection stops the run, a deadline passes on a manual clock", () => {
+    const lines = runs[0] ?? [];
     expect(lines.filter((l) => l.startsWith("  turn "))).toEqual([
       "  turn 0 w1: ask_allowed by ask (ask_resolver)",
       "  turn 1 w2: deny by no-env-files (middleware)",
@@ -32,8 +27,8 @@ describe("examples/engine-guards.ts", () => {
     expect(lines.slice(-1)).toEqual(["ask_expired at 2026-12-02T09:00:30.000Z: nobody answered"]);
   });
 
-  it("prints the same ids every run (seeded), and is what docs/engine.md shows, with its output", async () => {
-    const [first, second] = await Promise.all([example(), example()]);
+  it("prints the same ids every run (seeded), and is what docs/engine.md shows, with its output", () => {
+    const [first = [], second] = runs;
     expect(second).toEqual(first);
     for (const region of ["managers", "run", "seams"]) expectDocShows("engine-guards.ts", "docs/engine.md", region);
     const page = readFileSync(new URL("../docs/engine.md", import.meta.url), "utf8");

@@ -1,17 +1,11 @@
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { runExample } from "./support/examples.js";
 import { expectDocShows } from "./support/readme.js";
-
-const run = promisify(execFile);
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("examples/your-own-loop.ts", () => {
   it("runs to exit 0: asks, remembered answers decide the repeats, the audit log verifies, the policy alone asks again for a changed tool", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/your-own-loop.ts"], { cwd: root, timeout: 20_000 });
-    const lines = stdout.trimEnd().split("\n");
+    const lines = await runExample("your-own-loop.ts");
     expect(lines).toEqual([
       "ask_allowed by ask: wrote notes/todo.md",
       "ask_denied by ask: Permission denied by approver for tool 'write_file'",
