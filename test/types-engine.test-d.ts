@@ -108,9 +108,9 @@ describe("hooks", () => {
 
   it("may answer synchronously or with a promise", () => {
     const sync: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
-    const async: Hook = { name: "policy", preToolUse: async (_call, context) => ({ type: "block", reason: context.descriptor.name }) };
+    const later: Hook = { name: "policy", preToolUse: async (_call, context) => ({ type: "block", reason: context.descriptor.name }) };
     expectTypeOf<Parameters<Hook["preToolUse"]>>().toEqualTypeOf<[call: ToolCall, context: HookContext]>();
-    void [sync, async];
+    void [sync, later];
   });
 
   it("does not compile with a wrong shape", () => {
