@@ -91,10 +91,11 @@ describe("README.md links (they must work from the npm page too)", () => {
 });
 
 // On GitHub the docs are read page by page; a link that leads nowhere is a dead end for the reader.
-describe("docs/*.md links", () => {
+describe("docs/*.md and CHANGELOG.md links", () => {
   const pages = readdirSync(join(repo, "docs"))
     .filter((name) => name.endsWith(".md"))
-    .map((name) => `docs/${name}`);
+    .map((name) => `docs/${name}`)
+    .concat("CHANGELOG.md");
 
   it("finds the pages and their links", () => {
     expect(pages.length).toBeGreaterThan(10);

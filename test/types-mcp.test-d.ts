@@ -1,0 +1,38 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { describe, expectTypeOf, it } from "vitest";
+import { Agent, LoopManagers } from "loopctl/engine";
+import type { Hook, Model, Tool, ToolSource } from "loopctl/engine";
+import { mcpAnnotationHook, mcpTools } from "loopctl/mcp";
+import type { McpClient, McpToolset } from "loopctl/mcp";
+
+const client = new Client({ name: "types", version: "1.0.0" });
+
+describe("mcpTools", () => {
+  it("takes the MCP SDK's Client and resolves a live ToolSource", () => {
+    expectTypeOf(client).toExtend<McpClient>();
+    expectTypeOf(mcpTools(client, { prefix: "fs_" })).toEqualTypeOf<Promise<McpToolset>>();
+    expectTypeOf<McpToolset>().toExtend<ToolSource>();
+    expectTypeOf<McpToolset["refresh"]>().returns.toEqualTypeOf<Promise<readonly Tool[]>>();
+  });
+
+  it("is what an Agent reads its tools from each turn", async () => {
+    const model = {} as Model;
+    void new Agent({ model, tools: await mcpTools(client) });
+  });
+
+  it("needs a client, not a transport or a server name", () => {
+    // @ts-expect-error connect a Client first and pass it
+    void mcpTools("npx @modelcontextprotocol/server-filesystem");
+  });
+});
+
+describe("mcpAnnotationHook", () => {
+  it("is a Hook the managers take", () => {
+    const hook = mcpAnnotationHook({ trusted: true, maxArgsChars: 500 });
+    expectTypeOf(hook).toEqualTypeOf<Hook>();
+    void new LoopManagers().withHook(hook);
+    void mcpAnnotationHook({ redact: false });
+    // @ts-expect-error trust is a yes or no about the whole server
+    void mcpAnnotationHook({ trusted: "readOnly" });
+  });
+});
