@@ -14,8 +14,9 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts"],
-    // Type tests: tsc checks them (and the source they import) and each failing assertion fails its test.
-    typecheck: { enabled: true, include: ["test/**/*.test-d.ts"], tsconfig: "test/tsconfig.types.json" },
+    // Type tests (`npm run test:types`, run by .ci/run): tsc checks them and the source they import,
+    // and each failing assertion fails its test. `npm run typecheck` checks them too.
+    typecheck: { include: ["test/**/*.test-d.ts"], tsconfig: "test/tsconfig.types.json" },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ["default", new SummaryReporter()],
