@@ -31,6 +31,15 @@ describe("gateTools", () => {
     void gated.rollback;
   });
 
+  it("says that a gated execute may resolve to a refusal", () => {
+    const gated = gateTools({ deploy }, gate);
+    const run = gated.deploy.execute;
+    expectTypeOf(run).not.toBeUndefined();
+    type Result = Awaited<ReturnType<NonNullable<typeof run>>>;
+    expectTypeOf<ToolRefusal>().toExtend<Result>();
+    expectTypeOf<string>().toExtend<Result>();
+  });
+
   it("gives tools generateText takes", () => {
     const model = new MockLanguageModelV3();
     void generateText({ model, tools: gateTools({ deploy }, gate), prompt: "ship it" });

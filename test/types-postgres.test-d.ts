@@ -3,8 +3,9 @@ import { describe, expectTypeOf, it } from "vitest";
 import type { AskInbox, AskResolver, PendingAsk } from "loopctl/ask";
 import { LoopManagers } from "loopctl/engine";
 import type { GrantStore } from "loopctl/grant";
-import { PostgresApprover, PostgresAskQueue, PostgresGrantStore, migrate } from "loopctl/postgres";
-import type { MigrateResult, PgPool } from "loopctl/postgres";
+import { PostgresAskQueue, PostgresGrantStore, migrate } from "loopctl/postgres";
+import * as postgres from "loopctl/postgres";
+import type { MigrateResult, PgPool, PostgresApprover } from "loopctl/postgres";
 import { createApprovalServer } from "loopctl/server";
 
 const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test" });
@@ -28,6 +29,15 @@ describe("loopctl/postgres", () => {
     // The resolve of a database answer waits for the row: a promise, which AskInbox allows.
     expectTypeOf(approver.resolve).returns.toEqualTypeOf<Promise<boolean>>();
     void createApprovalServer({ approver });
+    // An approver comes from queue.approver() only: the class is not a value of the package.
+    // @ts-expect-error PostgresApprover is exported as a type
+    void postgres.PostgresApprover;
+  });
+
+  it("takes a signal that may be undefined, as GrantStore does", () => {
+    const store = new PostgresGrantStore(pool, { project: "acme/shop" });
+    const signal: AbortSignal | undefined = undefined;
+    void store.load({ signal });
   });
 
   it("stores grants per project", () => {

@@ -38,7 +38,11 @@ export interface GateToolsOptions {
 
 /** The tool set {@link gateTools} returns: the same tools, whose output may also be a {@link ToolRefusal}. */
 export type GatedTools<TOOLS extends ToolSet> = {
-  [K in keyof TOOLS]: TOOLS[K] extends Tool<infer INPUT, infer OUTPUT> ? TOOLS[K] & Tool<INPUT, OUTPUT | ToolRefusal> : TOOLS[K];
+  // The tool's own execute is left out: intersected with it, calls would pick its signature and
+  // hide that a gated execute may resolve to a ToolRefusal.
+  [K in keyof TOOLS]: TOOLS[K] extends Tool<infer INPUT, infer OUTPUT>
+    ? Omit<TOOLS[K], "execute" | "toModelOutput"> & Tool<INPUT, OUTPUT | ToolRefusal>
+    : TOOLS[K];
 };
 
 /** What a tool's `toModelOutput` returns (the SDK does not export the type by name). */

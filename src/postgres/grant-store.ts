@@ -33,7 +33,7 @@ export interface GrantCallOptions {
    * comes after the commit was sent is too late: the call then resolves with
    * its outcome.
    */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** The columns {@link parseGrantRow} reads, of the grants row aliased `g` (bigints as text: they may pass 2^53). */

@@ -13,7 +13,8 @@ export { PostgresGrantStore } from "./grant-store.js";
 export type { GrantCallOptions, PostgresGrantStoreOptions } from "./grant-store.js";
 export { PostgresAskQueue, LEASE_LOST_REASON, QUEUE_CLOSED_REASON } from "./ask-queue.js";
 export type { PostgresAskQueueOptions } from "./ask-queue.js";
-export { PostgresApprover } from "./ask-inbox.js";
+// The class itself stays inside: an approver is made by queue.approver(), never by hand.
+export type { PostgresApprover } from "./ask-inbox.js";
 export {
   PostgresAskError,
   PostgresConfigError,
