@@ -346,6 +346,8 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     controller.abort(new Error("user left"));
     await reading;
     expect(parts.map((p) => p.type)).toContain("abort");
+    // The result's promises settle too.
+    expect(await Promise.resolve(result.text).then(() => "resolved", () => "rejected")).toMatch(/resolved|rejected/);
     expect(parts.some((p) => p.type === "tool-result")).toBe(false);
     expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
     await until(() => records.length === 1);
