@@ -278,6 +278,24 @@ describe("gateTools: streaming tools (async *execute)", () => {
     ]);
   });
 
+  it("an execute that returns an async iterable (not an async * function) is run to its end inside the gate; its last value is the output", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }));
+    async function* stages(env: string): AsyncGenerator<string> {
+      log.push(`started ${env}`);
+      yield "building";
+      log.push(`finished ${env}`);
+      yield `live on ${env}`;
+    }
+    const tools = { progress: tool({ description: "Deploys in stages", inputSchema: z.object({ env: z.string() }), execute: ({ env }) => stages(env) }) };
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("i1", "progress", { env: "prod" })]), v3([text("live")])] });
+    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(log).toEqual(["started prod", "finished prod", "record allow"]);
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "i1", output: "live on prod" }]);
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "live on prod" } }]);
+  });
+
   it("a streaming tool that throws mid-stream is the SDK's tool-error; a cancel while it is parked never starts it", async () => {
     const log: string[] = [];
     const records: GateDecision[] = [];
