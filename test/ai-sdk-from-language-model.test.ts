@@ -99,11 +99,59 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect([executed, asked]).toEqual([[], 0]);
     expect(result.records).toMatchObject([{ verdict: "deny", ruleId: "invalid_arguments", ruleSource: "engine" }]);
     const second = prompts(model)[1]!;
-    // The model's own text goes back as it sent it.
-    expect(second[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path": "a.txt"' }] });
+    // Replayed as {} (as the AI SDK replays an invalid call): providers take only an object there.
+    expect(second[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }] });
     expect(toolMessage(second)?.content).toEqual([
       { type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "execution-denied", reason: "Invalid arguments for tool 'read': arguments must be JSON values" } },
     ]);
+    // providerData still holds what the model sent.
+    const kept = AiSdkProviderDataSchema.parse((result.messages[1] as Extract<Message, { type: "assistant" }>).providerData);
+    expect(kept.parts).toEqual([{ type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path": "a.txt"', invalidInput: true }]);
+  });
+
+  it("a transcript with a call whose arguments were not JSON replays it as {}, with or without providerData, without throwing", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")]), v3([text("y")])] });
+    const refused = { type: "tool_result", callId: "c1", tool: "read", content: "Invalid arguments for tool 'read': arguments must be JSON values", status: "refused", isError: true } as const;
+    const tagged: Message = {
+      type: "assistant",
+      toolCalls: [{ id: "c1", name: "read", input: undefined }],
+      providerData: { type: "ai-sdk", parts: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: "{oops", invalidInput: true }] },
+    };
+    const untagged: Message = { type: "assistant", toolCalls: [{ id: "c1", name: "read", input: undefined }] };
+    for (const assistant of [tagged, untagged]) {
+      await new Agent({ model: fromLanguageModel(model), tools: tools() }).run([{ type: "user", text: "go" }, assistant, refused, { type: "user", text: "again" }]);
+    }
+    for (const prompt of prompts(model)) {
+      expect(prompt[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }] });
+    }
+  });
+
+  it("sends a provider-executed tool's error result as error-json, as the AI SDK does, and leaves empty text parts out", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          { type: "text", text: "", providerMetadata: { openai: { itemId: "msg_0" } } },
+          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: '{"query":"a"}', providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: "rate limited", isError: true },
+          { type: "tool-call", toolCallId: "ws2", toolName: "web_search", input: '{"query":"b"}', providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws2", toolName: "web_search", result: { code: 500 }, isError: true },
+          { type: "text", text: "" },
+          call("c1", "read", { path: "a" }),
+        ]),
+        v3([text("done")]),
+      ],
+    });
+    await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    expect(prompts(model)[1]![1]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: { query: "a" }, providerExecuted: true },
+        { type: "tool-result", toolCallId: "ws1", toolName: "web_search", output: { type: "error-json", value: "rate limited" } },
+        { type: "tool-call", toolCallId: "ws2", toolName: "web_search", input: { query: "b" }, providerExecuted: true },
+        { type: "tool-result", toolCallId: "ws2", toolName: "web_search", output: { type: "error-json", value: { code: 500 } } },
+        { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" } },
+      ],
+    });
   });
 
   it("empty argument text is no arguments, as the AI SDK reads it", async () => {

@@ -213,3 +213,261 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     await expect(Promise.resolve(odd.odd!.execute!({}, { toolCallId: "c1", messages: [] }))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "odd" });
   });
 });
+
+describe("gateTools: streaming tools (async *execute)", () => {
+  function streaming(log: string[]) {
+    return {
+      progress: tool({
+        description: "Deploys in stages",
+        inputSchema: z.object({ env: z.string() }),
+        async *execute({ env }) {
+          log.push(`started ${env}`);
+          yield { stage: "building" };
+          yield { stage: "pushing" };
+          log.push(`finished ${env}`);
+          yield { stage: "live", env };
+        },
+      }),
+    };
+  }
+
+  it("generateText: the generator starts only after approval, runs inside the gate, and its last value is the output the model reads", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel).withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }));
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("g1", "progress", { env: "prod" })]), v3([text("live")])] });
+    const running = generateText({ model, tools: gateTools(streaming(log), gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked).toMatchObject({ tool: "progress", callId: "g1" });
+    expect(log).toEqual([]);
+    approver.resolve(parked.id, { type: "approve" });
+    const result = await running;
+    expect(result.text).toBe("live");
+    // The record lands after the tool ran to its end: the generator ran inside the gate.
+    expect(log).toEqual(["started prod", "finished prod", "record ask_allowed"]);
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "g1", output: { stage: "live", env: "prod" } }]);
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toEqual([
+      { type: "tool-result", toolCallId: "g1", toolName: "progress", output: { type: "json", value: { stage: "live", env: "prod" } } },
+    ]);
+  });
+
+  it("streamText: the tool's yields stream as preliminary results after approval; a refused generator never starts and the model reads the denial", async () => {
+    const log: string[] = [];
+    const guard: Hook = { preToolUse: (c) => ((c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" }) };
+    const gate = new Gate(new LoopManagers().withHook(guard));
+    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("s1", "progress", { env: "staging" }), call("s2", "progress", { env: "prod" })]), v3Stream([text("staging only")])] });
+    const result = streamText({ model, tools: gateTools(streaming(log), gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const parts: { type: string; toolCallId?: string; output?: unknown; preliminary?: boolean }[] = [];
+    for await (const part of result.fullStream) parts.push(part as never);
+    expect(await result.text).toBe("staging only");
+    expect(log).toEqual(["started staging", "finished staging"]);
+    const s1 = parts.filter((p) => p.type === "tool-result" && p.toolCallId === "s1").map((p) => [p.preliminary === true, p.output]);
+    expect(s1).toEqual([
+      [true, { stage: "building" }],
+      [true, { stage: "pushing" }],
+      [true, { stage: "live", env: "staging" }],
+      [false, { stage: "live", env: "staging" }],
+    ]);
+    const s2 = parts.filter((p) => p.type === "tool-result" && p.toolCallId === "s2" && p.preliminary !== true);
+    expect(s2.map((p) => isToolRefusal(p.output))).toEqual([true]);
+    expect(parts.some((p) => p.type === "tool-error")).toBe(false);
+    expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toEqual([
+      { type: "tool-result", toolCallId: "s1", toolName: "progress", output: { type: "json", value: { stage: "live", env: "staging" } } },
+      { type: "tool-result", toolCallId: "s2", toolName: "progress", output: { type: "execution-denied", reason: "prod is frozen" } },
+    ]);
+  });
+
+  it("an execute that returns an async iterable (not an async * function) is run to its end inside the gate; its last value is the output", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }));
+    async function* stages(env: string): AsyncGenerator<string> {
+      log.push(`started ${env}`);
+      yield "building";
+      log.push(`finished ${env}`);
+      yield `live on ${env}`;
+    }
+    const tools = { progress: tool({ description: "Deploys in stages", inputSchema: z.object({ env: z.string() }), execute: ({ env }) => stages(env) }) };
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("i1", "progress", { env: "prod" })]), v3([text("live")])] });
+    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(log).toEqual(["started prod", "finished prod", "record allow"]);
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "i1", output: "live on prod" }]);
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "live on prod" } }]);
+  });
+
+  it("a streaming tool that throws mid-stream is the SDK's tool-error; a cancel while it is parked never starts it", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    const tools = {
+      flaky: tool({
+        description: "Fails half way",
+        inputSchema: z.object({}),
+        async *execute() {
+          log.push("started");
+          yield "half";
+          throw new Error("disk on fire");
+        },
+      }),
+      ...streaming(log),
+    };
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("f1", "flaky", {})]), v3([text("x")])] });
+    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.content).toContainEqual(expect.objectContaining({ type: "tool-error", toolCallId: "f1", error: new Error("disk on fire") }));
+    expect(records).toMatchObject([{ tool: "flaky", verdict: "allow" }]);
+
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const parkedGate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const controller = new AbortController();
+    const parkedModel = new MockLanguageModelV3({ doGenerate: [v3([call("p1", "progress", { env: "prod" })]), v3([text("never")])] });
+    const running = generateText({ model: parkedModel, tools: gateTools(tools, parkedGate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    await approver.next();
+    controller.abort(new Error("user left"));
+    await expect(running).rejects.toThrow("user left");
+    expect(log).toEqual(["started"]);
+  });
+});
+
+describe("gateTools: descriptors, cancels under streamText, the SDK's needsApproval", () => {
+  it("makes each tool's descriptor once per name: runs share it, and one tool object under two names is two tools to the gate", async () => {
+    const seen: object[] = [];
+    const managers = new LoopManagers().withMiddleware(async (_call, context, next) => (seen.push(context.descriptor), next()));
+    const records: GateDecision[] = [];
+    const gate = new Gate(managers.withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { tools } = harness();
+    const runOnce = async (set: ToolSet, name: string, id: string): Promise<void> => {
+      const model = new MockLanguageModelV3({ doGenerate: [v3([call(id, name, { env: "a", version: "1" })]), v3([text("x")])] });
+      await generateText({ model, tools: gateTools(set, gate), prompt: "go", stopWhen: stepCountIs(2) });
+    };
+    await runOnce(tools, "deploy", "c1");
+    await runOnce(tools, "deploy", "c2");
+    expect(seen).toHaveLength(2);
+    expect(seen[1]).toBe(seen[0]);
+    await runOnce({ release: tools.deploy }, "release", "c3");
+    expect(records.map((r) => r.tool)).toEqual(["deploy", "deploy", "release"]);
+    expect(seen[2]).toMatchObject({ name: "release", title: "Deploy" });
+  });
+
+  it("streamText: a cancel while a call is parked ends the stream with the abort, lands one cancelled record, and ends the ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const controller = new AbortController();
+    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never")])] });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const parts: { type: string }[] = [];
+    const reading = (async () => {
+      for await (const part of result.fullStream) parts.push(part);
+    })();
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked.callId).toBe("s1");
+    controller.abort(new Error("user left"));
+    await reading;
+    expect(parts.map((p) => p.type)).toContain("abort");
+    // The result's promises settle too.
+    expect(await Promise.resolve(result.text).then(() => "resolved", () => "rejected")).toMatch(/resolved|rejected/);
+    expect(parts.some((p) => p.type === "tool-result")).toBe(false);
+    expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+    await until(() => records.length === 1);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "cancelled" }]);
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(false);
+    expect(executed).toEqual([]);
+    expect(model.doStreamCalls).toHaveLength(1);
+  });
+
+  it("streamText: a cancel while a streaming tool runs stops the tool and ends the stream", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const tools = {
+      watch: tool({
+        description: "Streams until cancelled",
+        inputSchema: z.object({}),
+        async *execute(_input, { abortSignal }) {
+          try {
+            yield "one";
+            await new Promise((_, reject) => abortSignal!.addEventListener("abort", () => reject(abortSignal!.reason), { once: true }));
+            yield "never";
+          } finally {
+            log.push(`stopped, aborted: ${abortSignal!.aborted}`);
+          }
+        },
+      }),
+    };
+    const controller = new AbortController();
+    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("w1", "watch", {})]), v3Stream([text("never")])] });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const outputs: unknown[] = [];
+    for await (const part of result.fullStream) {
+      if (part.type === "tool-result") {
+        outputs.push(part.output);
+        controller.abort(new Error("user left"));
+      }
+    }
+    expect(outputs).toEqual(["one"]);
+    await until(() => log.length === 1 && records.length === 1);
+    expect(log).toEqual(["stopped, aborted: true"]);
+    expect(records).toMatchObject([{ tool: "watch", verdict: "cancelled" }]);
+    expect(model.doStreamCalls).toHaveLength(1);
+  });
+
+  it("a tool with the SDK's own needsApproval: the SDK's round trip comes first (the gate sees nothing), then the approved execution goes through the gate", async () => {
+    const records: GateDecision[] = [];
+    const executed: unknown[] = [];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel).withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy",
+          inputSchema: z.object({ env: z.string() }),
+          needsApproval: true,
+          execute: async (input) => (executed.push(input), `deployed to ${input.env}`),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod" })]), v3([text("deployed")]), v3([text("not deployed")])] });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    const request = first.content.find((part) => part.type === "tool-approval-request");
+    expect(request).toMatchObject({ toolCall: { toolCallId: "c1", toolName: "deploy" } });
+    expect([records, executed]).toEqual([[], []]);
+
+    // The chat's user approves in the SDK's round trip; the gate then asks its own approver.
+    const approved = generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: true }] },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked).toMatchObject({ tool: "deploy", callId: "c1" });
+    approver.resolve(parked.id, { type: "deny", reason: "not today" });
+    const second = await approved;
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied", reason: "denied by approver: not today" }]);
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { type: "tool-result", toolCallId: "c1", toolName: "deploy", output: { type: "execution-denied", reason: "Permission denied by approver for tool 'deploy'" } },
+    ]);
+    expect(second.text).toBe("deployed");
+
+    // Denied in the SDK's round trip: the tool never reaches the gate.
+    const denied = await generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: false }] },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    expect(denied.text).toBe("not deployed");
+    expect(records).toHaveLength(1);
+    expect(executed).toEqual([]);
+  });
+});

@@ -57,8 +57,14 @@ export function isToolRefusal(value: unknown): value is ToolRefusal {
   return typeof value === "object" && value !== null && refusals.has(value);
 }
 
-/** The descriptor of each tool object, made once (its JSON Schema may be computed asynchronously). */
-const descriptors = new WeakMap<object, Promise<ToolDescriptor>>();
+/**
+ * The descriptor of each tool object under each name it is gated as, made
+ * once (its JSON Schema may be computed asynchronously): a run that calls
+ * `gateTools` again gets the same descriptor object, so the gate compiles
+ * its schema once. Keyed by name too, since one tool object may sit under
+ * two names, and the name is part of what a grant is pinned to.
+ */
+const descriptors = new WeakMap<object, Map<string, Promise<ToolDescriptor>>>();
 
 async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
   let inputSchema: unknown;
@@ -75,14 +81,44 @@ async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
 }
 
 function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
-  let known = descriptors.get(tool);
+  let byName = descriptors.get(tool);
+  if (byName === undefined) {
+    byName = new Map();
+    descriptors.set(tool, byName);
+  }
+  let known = byName.get(name);
   if (known === undefined) {
-    known = describe(name, tool);
+    const made = describe(name, tool);
     // A failure is not cached: the next call tries again (and is refused again if it fails again).
-    known.catch(() => descriptors.delete(tool));
-    descriptors.set(tool, known);
+    made.catch(() => byName.delete(name));
+    byName.set(name, made);
+    known = made;
   }
   return known;
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return typeof value === "object" && value !== null && typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === "function";
+}
+
+/** True for an `async *execute`: the SDK streams its yields as preliminary results, the last one being the output. */
+function isAsyncGeneratorFunction(fn: unknown): boolean {
+  return Object.prototype.toString.call(fn) === "[object AsyncGeneratorFunction]";
+}
+
+/**
+ * Runs a streaming tool's iterable to its end inside the gate, handing each
+ * value to `onValue` as it comes; its last value is the call's output (as
+ * the SDK reads a streaming tool). A cancel stops it.
+ */
+async function drain(values: AsyncIterable<unknown>, signal: AbortSignal, onValue: (value: unknown) => void): Promise<unknown> {
+  let last: unknown;
+  for await (const value of values) {
+    if (signal.aborted) break;
+    last = value;
+    onValue(value);
+  }
+  return last;
 }
 
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
@@ -105,6 +141,13 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   record says the call was allowed.
  * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
  *   the call's `cancelled` record: the step ends with that error.
+ * - A streaming tool (`async *execute`) starts only once the gate allowed
+ *   it and runs inside the gate: its yields reach the SDK as they come (the
+ *   SDK's preliminary results), and its last value is the output. Another
+ *   `execute` that returns an async iterable is run to its end inside the
+ *   gate, its last value being the output.
+ * - Each tool's descriptor is made once per tool object and name, so calling
+ *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are. A tool with the SDK's own `needsApproval` goes through the
  *   SDK's approval round trip first, then through the gate.
@@ -134,29 +177,60 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
       continue;
     }
     const toModelOutput = tool.toModelOutput as ((options: { toolCallId: string; input: unknown; output: unknown }) => ToolResultOutput | PromiseLike<ToolResultOutput>) | undefined;
+    /** One call through the gate: the tool's output, or a {@link ToolRefusal}; a failure throws the tool's error. */
+    const run = async (input: unknown, callOptions: ToolExecutionOptions, onValue: (value: unknown) => void): Promise<unknown> => {
+      const callId = callOptions?.toolCallId;
+      if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
+      const descriptor = await descriptorOf(name, tool);
+      const request = { tool: descriptor, callId, input, ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }) };
+      const outcome = await gate.call(
+        { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
+        (approved, { signal }) => {
+          const result = execute.call(tool, approved, { ...callOptions, abortSignal: signal });
+          // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
+          return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
+        },
+      );
+      switch (outcome.type) {
+        case "ran":
+          return outcome.output;
+        case "failed":
+          throw outcome.error;
+        case "refused": {
+          const refusal: ToolRefusal = Object.freeze({ type: "loopctl.refused", message: outcome.message, record: outcome.record });
+          refusals.add(refusal);
+          return refusal;
+        }
+      }
+    };
+    const ignore = (): void => {};
     gated[name] = {
       ...tool,
-      async execute(input: unknown, callOptions: ToolExecutionOptions): Promise<unknown> {
-        const callId = callOptions?.toolCallId;
-        if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
-        const descriptor = await descriptorOf(name, tool);
-        const request = { tool: descriptor, callId, input, ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }) };
-        const outcome = await gate.call(
-          { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
-          (approved, { signal }) => execute.call(tool, approved, { ...callOptions, abortSignal: signal }),
-        );
-        switch (outcome.type) {
-          case "ran":
-            return outcome.output;
-          case "failed":
-            throw outcome.error;
-          case "refused": {
-            const refusal: ToolRefusal = Object.freeze({ type: "loopctl.refused", message: outcome.message, record: outcome.record });
-            refusals.add(refusal);
-            return refusal;
+      execute: isAsyncGeneratorFunction(execute)
+        ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
+            // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
+            const values: unknown[] = [];
+            let wake: (() => void) | undefined;
+            let settled = false;
+            const ending = run(input, callOptions, (value) => {
+              values.push(value);
+              wake?.();
+            }).finally(() => {
+              settled = true;
+              wake?.();
+            });
+            ending.catch(ignore);
+            let last: unknown;
+            for (;;) {
+              while (values.length > 0) yield (last = values.shift());
+              if (settled) break;
+              await new Promise<void>((resolve) => (wake = resolve));
+              wake = undefined;
+            }
+            const output = await ending;
+            if (output !== last) yield output;
           }
-        }
-      },
+        : (input: unknown, callOptions: ToolExecutionOptions): Promise<unknown> => run(input, callOptions, ignore),
       toModelOutput(modelOptions: { toolCallId: string; input: unknown; output: unknown }): ToolResultOutput | PromiseLike<ToolResultOutput> {
         const { output } = modelOptions;
         if (isToolRefusal(output)) {

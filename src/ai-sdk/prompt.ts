@@ -21,11 +21,22 @@ function withOptions<T extends object>(part: T, providerOptions: AiSdkAssistantP
   return providerOptions === undefined ? part : { ...part, providerOptions };
 }
 
-/** A provider-executed result as the AI SDK itself replays one: a string as text, anything else as JSON. */
+type JsonValue = Extract<LanguageModelV3ToolResultOutput, { type: "json" }>["value"];
+
+/** A provider-executed result as the AI SDK itself replays one: an error as JSON, else a string as text and anything else as JSON. */
 function providerResult(result: unknown, isError: boolean | undefined): LanguageModelV3ToolResultOutput {
-  if (typeof result === "string") return isError === true ? { type: "error-text", value: result } : { type: "text", value: result };
-  const value = result as Extract<LanguageModelV3ToolResultOutput, { type: "json" }>["value"];
-  return isError === true ? { type: "error-json", value } : { type: "json", value };
+  if (isError === true) return { type: "error-json", value: (result ?? null) as JsonValue };
+  return typeof result === "string" ? { type: "text", value: result } : { type: "json", value: (result ?? null) as JsonValue };
+}
+
+/**
+ * A call's arguments as they go back to the provider: arguments that were
+ * not a JSON object (text that did not parse, which the gate refused) go as
+ * `{}`, as the AI SDK replays an invalid call, since providers take only an
+ * object there.
+ */
+function replayInput(input: unknown): unknown {
+  return typeof input === "object" && input !== null ? input : {};
 }
 
 function assistantContent(message: AssistantMessage, index: number): AssistantContent {
@@ -33,7 +44,7 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
   if (!isTagged(message.providerData)) {
     const content: AssistantContent = [];
     if (message.text !== undefined && message.text !== "") content.push({ type: "text", text: message.text });
-    for (const call of message.toolCalls) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: call.input });
+    for (const call of message.toolCalls) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
     return content;
   }
   const parsed = AiSdkProviderDataSchema.safeParse(message.providerData);
@@ -44,8 +55,12 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
     let mapped: AssistantContentPart;
     switch (part.type) {
       case "text":
+        // An empty text part is not sent back, as the AI SDK leaves it out of its own messages.
+        if (part.text === "") continue;
+        mapped = { type: "text", text: part.text };
+        break;
       case "reasoning":
-        mapped = { type: part.type, text: part.text };
+        mapped = { type: "reasoning", text: part.text };
         break;
       case "file":
         mapped = { type: "file", mediaType: part.mediaType, data: part.data };
@@ -53,8 +68,8 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
       case "tool-call": {
         shown.add(part.toolCallId);
         // The transcript's own call is what ran (or was refused); the part keeps what the model sent when it was not JSON.
-        const input = inputs.get(part.toolCallId);
-        const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName, input: input === undefined ? part.input : input };
+        const input = inputs.has(part.toolCallId) ? inputs.get(part.toolCallId) : part.invalidInput === true ? undefined : part.input;
+        const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName, input: replayInput(input) };
         mapped = part.providerExecuted === undefined ? call : { ...call, providerExecuted: part.providerExecuted };
         break;
       }
@@ -66,7 +81,7 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
   }
   // Calls added to the transcript by hand, after the model's turn, still reach the model.
   for (const call of message.toolCalls) {
-    if (!shown.has(call.id)) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: call.input });
+    if (!shown.has(call.id)) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
   }
   return content;
 }
