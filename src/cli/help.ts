@@ -4,8 +4,8 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt, or a database row is malformed (reported,
-     never rewritten; see grants repair)
+  3  the grant ledger is corrupt (see grants repair), or a database row is
+     malformed (see grants reset); reported, never rewritten
   4  I/O, lock or database error (unreadable file, refused path, ledger lock
      busy, unreachable or unmigrated database)
   5  unexpected error (a bug: please report it at
@@ -71,6 +71,7 @@ Usage:
 
 Options:
 ${PROJECT_OPTIONS}  --json         print {"ledger", "grants"} with each grant as its ledger record
+                 (on failure {"ledger", "error", "message", "hint"})
   -h, --help     show this help
 
 ${EXIT_CODES}`,
