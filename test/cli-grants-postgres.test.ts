@@ -123,6 +123,10 @@ describe("loopctl grants … --database URL --project NAME", () => {
       expect(run.stderr).not.toContain("grants repair");
       expect(run.stderr.endsWith(hint)).toBe(true);
     }
+    const repair = await cli(["grants", "repair", ...at()], { cwd: "/" });
+    expect(repair.code).toBe(EXIT.usage);
+    expect(repair.stderr).toContain("repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there");
+    expect(repair.stderr).toContain("'loopctl grants reset'");
     const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
     expect(asJson.code).toBe(EXIT.corrupt);
     expect(JSON.parse(asJson.stdout)).toEqual({

@@ -85,6 +85,7 @@ describe("the package root `loopctl`", () => {
     const install = /## Install\n\n```sh\n([^\n]*)\n```/.exec(readme)?.[1];
     const peers = Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeer(name));
     expect(peers).toEqual(["zod"]);
+    expect(pkg.peerDependencies?.["zod"]).toMatch(/^\^4\./);
     expect(install).toBe(`npm install loopctl ${peers.join(" ")}`);
   });
 

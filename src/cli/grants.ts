@@ -163,7 +163,11 @@ async function repair(args: readonly string[], context: CliContext): Promise<Exi
   if (values.help) return helpFor("grants repair", context);
   noPositionals("grants repair", positionals);
   if (values.database !== undefined) {
-    throw new CliUsageError("grants repair", "--database: rows in PostgreSQL are checked one by one; repair is for a ledger file");
+    throw new CliUsageError(
+      "grants repair",
+      "--database: repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there, " +
+        "or forgotten with the project's other grants by 'loopctl grants reset'",
+    );
   }
   const store = openFileStore(values, context);
   const aside = await store.resetCorrupt();

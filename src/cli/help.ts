@@ -136,6 +136,10 @@ and byte for byte, and says where. The next grant saved starts a fresh
 ledger; until then every gated call is asked about. A ledger that reads
 fine is never touched: that, or no ledger at all, exits 1.
 
+Grants in PostgreSQL (--database) are rows, not a file: a malformed row is
+fixed or deleted in the database, or forgotten with the project's other
+grants by 'loopctl grants reset'.
+
 Options:
 ${PROJECT_OPTIONS}  -h, --help     show this help
 
