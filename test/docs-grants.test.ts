@@ -1,61 +1,21 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import * as askModule from "loopctl/ask";
-import * as engineModule from "loopctl/engine";
-import * as grantModule from "loopctl/grant";
 import { ApprovalChannel } from "loopctl/ask";
 import type { Approver, PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
-import { FileGrantStore, Grant, GrantRecordSchema, GrantScope, MemoryGrantStore } from "loopctl/grant";
+import { FileGrantStore, Grant, GrantPolicy, GrantRecordSchema, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import type { GrantStore } from "loopctl/grant";
 import { ScriptedModel } from "loopctl/testing";
 import { releaseTools } from "../demo/tools.js";
 import { openWorkspace } from "../demo/workspace.js";
 import { EXIT } from "../src/cli/index.js";
 import { cli } from "./support/cli-harness.js";
+import { codeBlocks, runSnippet } from "./support/doc-snippets.js";
 
-const page = readFileSync(new URL("../docs/grants.md", import.meta.url), "utf8");
-
-/** The page's code blocks of one language, in order. */
-function blocks(lang: string): string[] {
-  return [...page.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1] as string);
-}
-
-const MODULES: Record<string, Record<string, unknown>> = {
-  "loopctl/ask": askModule,
-  "loopctl/engine": engineModule,
-  "loopctl/grant": grantModule,
-};
-
-/**
- * Runs a ts block of the page as the reader would: its imports bound from the
- * modules they name (each name must be exported there), the free names it
- * uses from `scope`. Resolves with what its last expression statement gave.
- */
-async function runSnippet(code: string, scope: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const imported: Record<string, unknown> = {};
-  const body = code.replace(/^import \{([^}]+)\} from "([^"]+)";\n/gm, (_, names: string, from: string) => {
-    const module = MODULES[from];
-    expect(module, `a snippet imports from ${from}`).toBeDefined();
-    for (const name of names.split(",").map((n) => n.trim())) {
-      expect(Object.hasOwn(module ?? {}, name), `${from} exports ${name}`).toBe(true);
-      imported[name] = module?.[name];
-    }
-    return "";
-  });
-  const names = { ...scope, ...imported };
-  // The snippets are plain JavaScript apart from their imports; `const`s become the result.
-  const declared = [...body.matchAll(/^const (?:\[([^\]]+)\]|(\w+)) =/gm)].flatMap((m) => (m[1] ?? m[2] ?? "").split(",").map((n) => n.trim()));
-  const AsyncFunction = Object.getPrototypeOf(async () => undefined).constructor as new (...args: string[]) => (
-    ...values: unknown[]
-  ) => Promise<Record<string, unknown>>;
-  const run = new AsyncFunction(...Object.keys(names), `${body}\nreturn { ${declared.join(", ")} };`);
-  return run(...Object.values(names));
-}
+const blocks = (lang: string): string[] => codeBlocks("docs/grants.md", lang);
 
 const deployTool = defineTool({
   name: "deploy",
@@ -163,7 +123,7 @@ describe("docs/grants.md: its snippets run and say what they do", () => {
     };
     expect(Object.keys(store)).toEqual(methods);
     await store.save(new Grant("read", "allow", GrantScope.thisTool()));
-    expect(await new grantModule.GrantPolicy(store).decide(deployTool.descriptor, {})).toEqual({ type: "ask", reason: "no_grant" });
+    expect(await new GrantPolicy(store).decide(deployTool.descriptor, {})).toEqual({ type: "ask", reason: "no_grant" });
   });
 
   it("the ledger it shows is the demo's: records that parse, ids of their rules, pins of the demo's tools", async () => {
