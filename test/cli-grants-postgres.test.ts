@@ -91,6 +91,13 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(unreachable.code).toBe(EXIT.io);
     expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
     expect(unreachable.stderr).not.toContain("secret");
+    const asJson = await cli(["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p", "--json"], {
+      cwd: "/",
+    });
+    expect(asJson.code).toBe(EXIT.io);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ error: "POSTGRES_QUERY", ledger: expect.stringContaining("postgres://nobody:***@127.0.0.1:1/none") });
+    expect(asJson.stdout).not.toContain("secret");
+    expect(JSON.parse(asJson.stdout)).not.toHaveProperty("hint");
   });
 
   it("reports a malformed row as corrupt, naming it, and changes nothing", async () => {
