@@ -71,3 +71,9 @@ export function grantCommands(place: GrantPlace): { list: CommandPart[]; reset: 
     reset: ["npm", "run", "demo", "--", ...root, ...demoProject, "--reset"],
   };
 }
+
+/** What `--reset` says it did: how many grants it forgot, in words that fit the count. */
+export function forgotLine(count: number): string {
+  if (count === 0) return "nothing to forget: no grant was remembered for this project";
+  return `forgot ${count} grant${count === 1 ? "" : "s"} of this project`;
+}

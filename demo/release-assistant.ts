@@ -28,7 +28,7 @@ import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
 import type { GateEvent } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
 import { auditTable } from "./audit-table.js";
-import { commandLines, displayPath, grantCommands } from "./closing.js";
+import { commandLines, displayPath, forgotLine, grantCommands } from "./closing.js";
 import { narrator } from "./narrator.js";
 import { Output } from "./output.js";
 import { USER_TEXT } from "./release.js";
@@ -138,7 +138,7 @@ async function main(out: Output): Promise<number> {
   const projectDir = resolve(options.project ?? (options.workdir === undefined ? defaultProject : workspace.dir));
   const store = new FileGrantStore(options.root, projectDir);
   try {
-    if (options.reset) out.line(`forgot ${await store.clear()} grant(s) of this project`);
+    if (options.reset) out.line(forgotLine(await store.clear()));
     const remembered = await store.load();
     const tools = releaseTools(workspace);
     const descriptors = new Map(tools.map((t) => [t.name, t.descriptor]));

@@ -1,6 +1,7 @@
 /**
  * `loopctl`: everything `loopctl/ask`, `loopctl/grant`, `loopctl/engine`,
- * `loopctl/audit`, `loopctl/testing` and `loopctl/server` export. Adapters
+ * `loopctl/audit`, `loopctl/testing` and `loopctl/server` export, plus
+ * `LoopctlError`, the base class of every typed error. Adapters
  * whose SDK is an optional peer dependency live on their own subpaths only,
  * so importing the root never loads one.
  *

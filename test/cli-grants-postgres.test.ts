@@ -91,6 +91,13 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(unreachable.code).toBe(EXIT.io);
     expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
     expect(unreachable.stderr).not.toContain("secret");
+    const asJson = await cli(["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p", "--json"], {
+      cwd: "/",
+    });
+    expect(asJson.code).toBe(EXIT.io);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ error: "POSTGRES_QUERY", ledger: expect.stringContaining("postgres://nobody:***@127.0.0.1:1/none") });
+    expect(asJson.stdout).not.toContain("secret");
+    expect(JSON.parse(asJson.stdout)).not.toHaveProperty("hint");
   });
 
   it("reports a malformed row as corrupt, naming it, and changes nothing", async () => {
@@ -104,5 +111,45 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(run.stderr).toContain("badbadbadbadbad0");
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".grants WHERE NOT revoked`);
     expect(rows).toEqual([{ n: 4 }]);
+  });
+
+  it("gives a malformed row a way out that fits a database: never grants repair, which is for a ledger file", async () => {
+    await seeded();
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, created_at_ms, version) VALUES ('acme/shop', 'badbadbadbadbad0', 'x', 'allow', NULL, 0, 99)`,
+    );
+    await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
+    const hint =
+      "loopctl: nothing was changed and the row is left as it is: fix or delete that row in the database, " +
+      "or forget every grant of the project with 'loopctl grants reset' and the same --database, --schema " +
+      "and --project (its rows are kept, marked revoked)\n";
+    for (const argv of [["grants", "list"], ["grants", "reset", "--tool", "read"], ["grants", "explain", "--tool", "x", "--args", "{}"]]) {
+      const run = await cli([...argv, ...at()], { cwd: "/" });
+      expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
+      expect(run.stderr).toContain("[POSTGRES_ROW_MALFORMED]");
+      expect(run.stderr).not.toContain("grants repair");
+      expect(run.stderr.endsWith(hint)).toBe(true);
+    }
+    const repair = await cli(["grants", "repair", ...at()], { cwd: "/" });
+    expect(repair.code).toBe(EXIT.usage);
+    expect(repair.stderr).toContain("repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there");
+    expect(repair.stderr).toContain("'loopctl grants reset'");
+    const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
+    expect(asJson.code).toBe(EXIT.corrupt);
+    expect(JSON.parse(asJson.stdout)).toEqual({
+      ledger: `${redacted(DATABASE_URL)} (schema ${db.schema}, project "acme/shop")`,
+      error: "POSTGRES_ROW_MALFORMED",
+      message: expect.stringContaining("badbadbadbadbad0"),
+      hint: hint.slice("loopctl: ".length, -1),
+    });
+    // The way out the hint names works: the project's grants are forgotten, every row kept as revoked.
+    const reset = await cli(["grants", "reset", ...at()], { cwd: "/" });
+    expect(reset).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(reset.stdout).toContain("removed 4 grants");
+    const list = await cli(["grants", "list", ...at()], { cwd: "/" });
+    expect(list).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(list.stdout).toContain("no grants");
+    const { rows } = await db.pool.query(`SELECT id, revoked FROM "${db.schema}".grants WHERE id = 'badbadbadbadbad0'`);
+    expect(rows).toEqual([{ id: "badbadbadbadbad0", revoked: true }]);
   });
 });

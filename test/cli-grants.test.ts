@@ -144,7 +144,6 @@ describe("a corrupt ledger", () => {
     await writeFile(ledger, garbage, { mode: 0o600 });
     const commands = [
       ["grants", "list"],
-      ["grants", "list", "--json"],
       ["grants", "revoke", "0123456789abcdef"],
       ["grants", "reset"],
       ["grants", "reset", "--tool", "read"],
@@ -154,6 +153,28 @@ describe("a corrupt ledger", () => {
       expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
       expect(run.stdout).toBe("");
       expect(run.stderr).toContain(ledger);
+      expect(run.stderr).toContain("[LEDGER_CORRUPT]");
+      expect(run.stderr.endsWith(REPAIR_HINT)).toBe(true);
+      expect(await readFile(ledger, "utf8")).toBe(garbage);
+    }
+  });
+
+  it("is reported as a JSON document on stdout with --json, the same on stderr, exit 3", async () => {
+    const garbage = '[{"id":"x",';
+    const ledger = await plantLedger(garbage);
+    const commands = [
+      ["grants", "list", "--json"],
+      ["grants", "explain", "--tool", "read", "--args", "{}", "--json"],
+    ];
+    for (const argv of commands) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
+      expect(JSON.parse(run.stdout)).toEqual({
+        ledger,
+        error: "LEDGER_CORRUPT",
+        message: expect.stringContaining(`grant ledger ${ledger} is corrupt`),
+        hint: REPAIR_HINT.slice("loopctl: ".length, -1),
+      });
       expect(run.stderr).toContain("[LEDGER_CORRUPT]");
       expect(run.stderr.endsWith(REPAIR_HINT)).toBe(true);
       expect(await readFile(ledger, "utf8")).toBe(garbage);

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { commandLines, displayPath, grantCommands, shellQuote } from "../demo/closing.js";
+import { commandLines, displayPath, forgotLine, grantCommands, shellQuote } from "../demo/closing.js";
 
 const place = {
   root: "/home/me/.local/state/loopctl/grants",
@@ -46,5 +46,11 @@ describe("the demo's closing commands", () => {
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(60);
     const printed = execFileSync("sh", ["-c", lines.slice(1).join("\n")], { encoding: "utf8" });
     expect(printed).toBe(["--root", "/tmp/a folder/with a long name/state", "--project", ".loopctl-demo", "end", ""].join("\n"));
+  });
+
+  it("say what --reset forgot in words that fit the count, never \"grant(s)\"", () => {
+    expect(forgotLine(0)).toBe("nothing to forget: no grant was remembered for this project");
+    expect(forgotLine(1)).toBe("forgot 1 grant of this project");
+    expect(forgotLine(2)).toBe("forgot 2 grants of this project");
   });
 });

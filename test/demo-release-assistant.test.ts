@@ -208,6 +208,8 @@ describe("npm run demo (non-interactive)", () => {
     expect(first.stdout).not.toContain("\u001b[");
     expect(tooWide(first.stdout)).toEqual([]);
     expect(tooWide(second.stdout)).toEqual([]);
+    // Counts are written out in words that fit them.
+    for (const out of [first.stdout, second.stdout]) expect(out).not.toMatch(/\w\(s\)/);
   });
 
   it("first run: asks, showing what is decided, and shows an approval, a denial and an expiry", () => {
@@ -286,7 +288,7 @@ describe("npm run demo (non-interactive)", () => {
     expect(command).toBe(`npm run demo -- --root ${join(root, "state")} --reset`);
     const reset = await exec("sh", ["-c", command]);
     expect(reset.code).toBe(0);
-    expect(reset.stdout).toContain("forgot 2 grant(s) of this project");
+    expect(reset.stdout).toContain("forgot 2 grants of this project\n");
     expect(reset.stdout).toContain("Add this 1.4.0 section at the top of CHANGELOG.md?");
   });
 });

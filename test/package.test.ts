@@ -56,6 +56,39 @@ describe("the package root `loopctl`", () => {
     for (const name of names) expect((root as Record<string, unknown>)[name], name).toBe(subpath[name]);
   });
 
+  it("holds exactly what the README's Install section says: the six subpaths' exports, plus LoopctlError", () => {
+    const readme = readFileSync(join(repo, "README.md"), "utf8");
+    const claim = /The root `loopctl` holds exactly what these (\w+) subpaths\s+export: ([^(]+)\(`ScriptedModel` included\), plus `(\w+)`, the base class of every\s+typed error\./.exec(readme);
+    expect(claim, "README.md says what the root holds").not.toBeNull();
+    const [, count, list, extra] = claim as RegExpExecArray;
+    const named = [...(list as string).matchAll(/`(loopctl\/[\w-]+)`/g)].map((m) => m[1] as string);
+    const subpaths: Record<string, Record<string, unknown>> = {
+      "loopctl/ask": ask,
+      "loopctl/grant": grant,
+      "loopctl/engine": engine,
+      "loopctl/audit": audit,
+      "loopctl/server": server,
+      "loopctl/testing": testing,
+    };
+    expect(named.sort()).toEqual(Object.keys(subpaths).sort());
+    expect(count).toBe(["zero", "one", "two", "three", "four", "five", "six", "seven"][named.length]);
+    const union = new Set(named.flatMap((name) => Object.keys(subpaths[name] ?? {})));
+    expect(union.has("ScriptedModel")).toBe(true);
+    expect(Object.keys(root).filter((name) => !union.has(name))).toEqual([extra]);
+    expect([...union].filter((name) => !Object.hasOwn(root, name))).toEqual([]);
+    expect(root.LoopctlError).toBeTypeOf("function");
+    expect(new root.LedgerCorruptError("/x", "y")).toBeInstanceOf(root.LoopctlError);
+  });
+
+  it("is installed with zod, its one required peer, as the README's install line says", () => {
+    const readme = readFileSync(join(repo, "README.md"), "utf8");
+    const install = /## Install\n\n```sh\n([^\n]*)\n```/.exec(readme)?.[1];
+    const peers = Object.keys(pkg.peerDependencies ?? {}).filter((name) => !optionalPeer(name));
+    expect(peers).toEqual(["zod"]);
+    expect(pkg.peerDependencies?.["zod"]).toMatch(/^\^4\./);
+    expect(install).toBe(`npm install loopctl ${peers.join(" ")}`);
+  });
+
   it("has ScriptedModel, as the README's examples use it", () => {
     expect(root.ScriptedModel).toBe(testing.ScriptedModel);
   });

@@ -1,9 +1,11 @@
 import { lstat } from "node:fs/promises";
+import { LoopctlError } from "../errors.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
+import { hintFor } from "./failure.js";
 import { openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
@@ -12,16 +14,31 @@ const LOCATION_OPTIONS = STORE_OPTIONS;
 
 const GRANT_ID = /^[0-9a-f]{16}$/;
 
-/** Runs `work` on the store the options name and closes it after; says where the grants live. */
+/**
+ * Runs `work` on the store the options name and closes it after; says where
+ * the grants live. With `asJson`, a store that cannot be read is reported on
+ * stdout too, as `{"ledger", "error", "message", "hint"?}`, so a script
+ * always has a document to parse; stderr and the exit code (3 or 4) say it
+ * as they do without `--json`.
+ */
 async function withStore<T>(
   command: string,
   values: Parameters<typeof openStore>[1],
   context: CliContext,
   work: (store: GrantStore) => Promise<T>,
+  asJson = false,
 ): Promise<{ location: string; value: T }> {
   const opened = await openStore(command, values, context);
   try {
     return { location: opened.location, value: await work(opened.store) };
+  } catch (error) {
+    if (asJson && error instanceof LoopctlError && !context.signal?.aborted) {
+      const hint = hintFor(error);
+      context.stdout.write(
+        json({ ledger: opened.location, error: error.code, message: error.message, ...(hint === undefined ? {} : { hint }) }),
+      );
+    }
+    throw error;
   } finally {
     await opened.close();
   }
@@ -56,7 +73,7 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
   });
   if (values.help) return helpFor("grants list", context);
   noPositionals("grants list", positionals);
-  const { location, value: grants } = await withStore("grants list", values, context, (store) => store.load());
+  const { location, value: grants } = await withStore("grants list", values, context, (store) => store.load(), values.json);
   if (values.json) {
     context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
@@ -117,6 +134,10 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
   const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
+    // Rows in a database are each marked revoked and kept, a malformed one too, so a
+    // reset of the whole project is the way out of one; a ledger file is read first,
+    // so that a corrupt one is reported, never rewritten.
+    if (values.tool === undefined && values.database !== undefined) return store.clear();
     const grants = await store.load();
     if (values.tool === undefined) return grants.length === 0 ? 0 : store.clear();
     let count = 0;
@@ -142,7 +163,11 @@ async function repair(args: readonly string[], context: CliContext): Promise<Exi
   if (values.help) return helpFor("grants repair", context);
   noPositionals("grants repair", positionals);
   if (values.database !== undefined) {
-    throw new CliUsageError("grants repair", "--database: rows in PostgreSQL are checked one by one; repair is for a ledger file");
+    throw new CliUsageError(
+      "grants repair",
+      "--database: repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there, " +
+        "or forgotten with the project's other grants by 'loopctl grants reset'",
+    );
   }
   const store = openFileStore(values, context);
   const aside = await store.resetCorrupt();
@@ -235,7 +260,7 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
       }
       throw error;
     }
-  });
+  }, values.json);
   if (values.json) {
     context.stdout.write(
       json({

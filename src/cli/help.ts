@@ -4,8 +4,8 @@ const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument)
-  3  the grant ledger is corrupt, or a database row is malformed (reported,
-     never rewritten; see grants repair)
+  3  the grant ledger is corrupt (see grants repair), or a database row is
+     malformed (see grants reset); reported, never rewritten
   4  I/O, lock or database error (unreadable file, refused path, ledger lock
      busy, unreachable or unmigrated database)
   5  unexpected error (a bug: please report it at
@@ -71,6 +71,7 @@ Usage:
 
 Options:
 ${PROJECT_OPTIONS}  --json         print {"ledger", "grants"} with each grant as its ledger record
+                 (on failure {"ledger", "error", "message", "hint"})
   -h, --help     show this help
 
 ${EXIT_CODES}`,
@@ -134,6 +135,10 @@ command), moves it to grants.json.corrupt-<ms>-<hex> beside it, owner-only
 and byte for byte, and says where. The next grant saved starts a fresh
 ledger; until then every gated call is asked about. A ledger that reads
 fine is never touched: that, or no ledger at all, exits 1.
+
+Grants in PostgreSQL (--database) are rows, not a file: a malformed row is
+fixed or deleted in the database, or forgotten with the project's other
+grants by 'loopctl grants reset'.
 
 Options:
 ${PROJECT_OPTIONS}  -h, --help     show this help

@@ -3,6 +3,7 @@ import { auditVerify } from "./audit.js";
 import { consoleCommand } from "./console.js";
 import { CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
+import { exitCodeOf, hintFor } from "./failure.js";
 import { printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
@@ -75,11 +76,6 @@ function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
   return code;
 }
 
-/** The way out of a corrupt ledger, printed with every exit 3. */
-const REPAIR_HINT =
-  "loopctl: run 'loopctl grants repair' with the same --project and --root to move it aside " +
-  "(its bytes kept) and start a fresh ledger\n";
-
 function report(error: unknown, context: CliContext): ExitCode {
   if (error instanceof CliUsageError) {
     const prefix = error.command === "" ? "loopctl" : `loopctl ${error.command}`;
@@ -95,10 +91,10 @@ function report(error: unknown, context: CliContext): ExitCode {
   }
   if (error instanceof LoopctlError) {
     context.stderr.write(`loopctl: ${printable(error.message)} [${error.code}]\n`);
-    if (error.code === "POSTGRES_ROW_MALFORMED") return EXIT.corrupt;
-    if (error.code !== "LEDGER_CORRUPT") return EXIT.io;
-    context.stderr.write(REPAIR_HINT);
-    return EXIT.corrupt;
+    // Every exit 3 says the way out.
+    const hint = hintFor(error);
+    if (hint !== undefined) context.stderr.write(`loopctl: ${hint}\n`);
+    return exitCodeOf(error);
   }
   const detail = error instanceof Error ? error.message : String(error);
   context.stderr.write(`loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(detail)}\n`);

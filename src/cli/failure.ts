@@ -1,0 +1,33 @@
+import { LoopctlError } from "../errors.js";
+import { EXIT } from "./context.js";
+import type { ExitCode } from "./context.js";
+
+/** The exit code of a typed error: 3 for grants that cannot be read as grants, else 4. */
+export function exitCodeOf(error: LoopctlError): ExitCode {
+  return error.code === "LEDGER_CORRUPT" || error.code === "POSTGRES_ROW_MALFORMED" ? EXIT.corrupt : EXIT.io;
+}
+
+/**
+ * The way out of an exit 3, for people: a corrupt ledger file is moved aside
+ * by `grants repair`; a malformed row in PostgreSQL is not a file, so it is
+ * fixed or deleted in the database, or (for a grants row) forgotten with the
+ * rest of the project's grants by `grants reset`. `undefined` for other errors.
+ */
+export function hintFor(error: LoopctlError): string | undefined {
+  if (error.code === "LEDGER_CORRUPT") {
+    return (
+      "run 'loopctl grants repair' with the same --project and --root to move it aside " +
+      "(its bytes kept) and start a fresh ledger"
+    );
+  }
+  if (error.code !== "POSTGRES_ROW_MALFORMED") return undefined;
+  const table = (error as { table?: unknown }).table;
+  const grants = typeof table === "string" && /\.grants\b/.test(table);
+  return (
+    "nothing was changed and the row is left as it is: fix or delete that row in the database" +
+    (grants
+      ? ", or forget every grant of the project with 'loopctl grants reset' and the same " +
+        "--database, --schema and --project (its rows are kept, marked revoked)"
+      : "")
+  );
+}
