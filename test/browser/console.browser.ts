@@ -13,6 +13,7 @@ import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { focusedText, launch, overflowsSideways, screenshot } from "./support/chromium.js";
 import type { Browser, PageGlobals } from "./support/chromium.js";
+import { startTcpProxy } from "./support/tcp-proxy.js";
 
 let browser: Browser;
 let dir: string;
@@ -175,6 +176,57 @@ describe("the console in Chromium", () => {
     await expect.poll(() => card.count()).toBe(0);
     expect(await page.locator("#announce").textContent()).toContain("the agent stopped waiting");
     expect(await page.locator("#asks-empty").isVisible()).toBe(true);
+  });
+
+  it("after the event stream drops and reconnects, pending asks stay as they were (no duplicates); what ended meanwhile goes, what came shows", async () => {
+    const proxy = await startTcpProxy();
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const server = await createApprovalServer({ approver, allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    cleanups.push(() => approver.close(), () => server.close(), () => proxy.close());
+    const page = await browser.page(1280);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+
+    const signal = new AbortController().signal;
+    const [first, second, third] = [makeAsk(1, { prompt: "first" }), makeAsk(2, { prompt: "second" }), makeAsk(3, { prompt: "third" })];
+    const parkedFirst = channel.resolve(first, { signal });
+    const parkedSecond = channel.resolve(second, { signal });
+    const cards = page.locator("#asks .ask");
+    await expect.poll(() => cards.count()).toBe(2);
+    const kept = page.locator(`#asks .ask[data-ask-id="${second.id}"]`);
+    await kept.getByLabel("Reason, if you deny").fill("typed before the drop");
+    await kept.getByLabel("For these exact arguments").check();
+
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    // While the page cannot hear: one ask ends, another arrives.
+    expect(approver.resolve(first.id, { type: "approve" })).toBe(true);
+    await expect(parkedFirst).resolves.toEqual({ type: "approve" });
+    const parkedThird = channel.resolve(third, { signal });
+    parkedThird.catch(() => undefined);
+    proxy.restore();
+
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+    await expect.poll(() => cards.evaluateAll((els) => els.map((el) => (el as unknown as { dataset: { askId: string } }).dataset.askId))).toEqual([
+      second.id,
+      third.id,
+    ]);
+    expect(await page.locator("#ask-count").textContent()).toBe("2");
+    // The card of the ask still pending is the same one: what was typed and chosen in it is still there.
+    expect(await kept.getByLabel("Reason, if you deny").inputValue()).toBe("typed before the drop");
+    expect(await kept.getByLabel("For these exact arguments").isChecked()).toBe(true);
+
+    // A second drop with nothing changed: still one card per ask.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+    await expect.poll(() => page.locator(`#asks .ask[data-ask-id="${third.id}"]`).count()).toBe(1);
+    expect(await cards.count()).toBe(2);
+
+    await kept.getByRole("button", { name: "Deny" }).click();
+    await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
   });
 
   it("a signed link's confirmation page works without JavaScript, and only its button answers", async () => {
