@@ -7,11 +7,12 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
-import { FileGrantStore } from "loopctl/grant";
+import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
-import { focusedText, launch, overflowsSideways, screenshot } from "./support/chromium.js";
+import { gateRecord } from "../support/cli-audit-fixtures.js";
+import { focusedText, launch, overflowsSideways, pngWidth, screenshot } from "./support/chromium.js";
 import type { Browser, PageGlobals } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 
@@ -82,10 +83,10 @@ describe("the console in Chromium", () => {
     expect(await card.locator(".age").textContent()).toMatch(/^parked \d+ s ago$/);
     expect(await card.locator(".left").textContent()).toMatch(/^(9 min \d+|10 min 0) s left$/);
     expect(await page.locator("#ask-count").textContent()).toBe("1");
-    await screenshot(page, "console-ask-1280");
+    expect(await pngWidth(await screenshot(page, "console-ask-1280"))).toBe(1280);
     expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 400, height: 900 });
-    await screenshot(page, "console-ask-400");
+    expect(await pngWidth(await screenshot(page, "console-ask-400"))).toBe(400);
     expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 1280, height: 900 });
 
@@ -106,9 +107,10 @@ describe("the console in Chromium", () => {
     expect(await grantRow.locator("td").nth(3).textContent()).toBe("matches the tool");
     await expect.poll(() => page.locator("#records tbody tr").count()).toBe(2);
     expect(await page.locator("#records tbody tr").first().locator("td").nth(2).textContent()).toBe("allow");
-    await screenshot(page, "console-grants-1280");
+    expect(await pngWidth(await screenshot(page, "console-grants-1280"))).toBe(1280);
+    expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 400, height: 900 });
-    await screenshot(page, "console-grants-400");
+    expect(await pngWidth(await screenshot(page, "console-grants-400"))).toBe(400);
     expect(await overflowsSideways(page)).toBe(false);
 
     await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
@@ -176,6 +178,35 @@ describe("the console in Chromium", () => {
     await expect.poll(() => card.count()).toBe(0);
     expect(await page.locator("#announce").textContent()).toContain("the agent stopped waiting");
     expect(await page.locator("#asks-empty").isVisible()).toBe(true);
+  });
+
+  it("at 400 and 1280 px wide nothing overflows sideways, even long unbroken text in every panel; screenshots at both widths", async () => {
+    const store = new FileGrantStore(join(dir, "grants-wide"), join(dir, "project-wide"));
+    const long = `https://example.com/${"averylongpathsegmentwithnobreakopportunity".repeat(6)}`;
+    await store.save(new Grant("deploy", "allow", GrantScope.thisCall({ url: long, env: "production" })));
+    await store.save(new Grant(`tool_${"x".repeat(80)}`, "deny", GrantScope.thisTool()));
+    const records = new RecentRecords();
+    records.onGate({ turn: 1, callId: "c1", decision: gateRecord(1, { tool: `tool_${"y".repeat(80)}`, reason: long }) });
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, grants: store, records, askTimeoutMs: 600_000 });
+    cleanups.push(() => approver.close(), () => server.close());
+    const parked = channel.resolve(makeAsk(1, { tool: `mcp__${"z".repeat(80)}`, prompt: `Fetch ${long}?`, callId: `call_${"9".repeat(60)}` }), {
+      signal: new AbortController().signal,
+    });
+    parked.catch(() => undefined);
+    channel.resolve(makeAsk(2), { signal: new AbortController().signal }).catch(() => undefined);
+
+    for (const width of [400, 1280]) {
+      const page = await browser.page(width);
+      await page.goto(server.consoleUrl);
+      await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+      await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
+      await expect.poll(() => page.locator("#records tbody tr").count()).toBe(1);
+      expect(await overflowsSideways(page), `${width} px`).toBe(false);
+      const path = await screenshot(page, `console-long-${width}`);
+      expect(await pngWidth(path)).toBe(width);
+      await page.close();
+    }
   });
 
   it("after the event stream drops and reconnects, pending asks stay as they were (no duplicates); what ended meanwhile goes, what came shows", async () => {

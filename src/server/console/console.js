@@ -204,9 +204,21 @@
     }
   }
 
+  // One load at a time; one asked for while a load is in flight runs after it,
+  // since the list that load reads may predate what prompted the request.
   let grantsRefresh = null;
+  let grantsAgain = false;
   function refreshGrants() {
-    grantsRefresh ??= loadGrants().finally(() => {
+    if (grantsRefresh) {
+      grantsAgain = true;
+      return grantsRefresh;
+    }
+    grantsRefresh = (async () => {
+      do {
+        grantsAgain = false;
+        await loadGrants();
+      } while (grantsAgain);
+    })().finally(() => {
       grantsRefresh = null;
     });
     return grantsRefresh;
