@@ -1,4 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
@@ -8,7 +11,7 @@ import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
 import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
-import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
@@ -258,6 +261,40 @@ describe("the console in Chromium", () => {
 
     await kept.getByRole("button", { name: "Deny" }).click();
     await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
+  });
+
+  it("mounted under a path in an Express app, the console works from the path without its trailing slash", async () => {
+    // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
+    type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+      use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
+    };
+    const expressName = "express";
+    const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const http = createServer();
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const port = (http.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    const app = express();
+    app.use("/tools/approvals", handler.handle);
+    http.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => http.close(() => resolve())),
+      () => handler.close(),
+      () => http.closeAllConnections(),
+    );
+    const page = await browser.page(1280);
+    await page.goto(`http://127.0.0.1:${port}/tools/approvals?token=${handler.token}`);
+    expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
+    await page.goto(`http://127.0.0.1:${port}/tools/approvals`);
+    expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const parked = channel.resolve(makeAsk(1, { tool: "deploy" }), { signal: new AbortController().signal });
+    const card = page.getByRole("article", { name: "deploy" });
+    await card.waitFor();
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
   it("a signed link's confirmation page works without JavaScript, and only its button answers", async () => {
