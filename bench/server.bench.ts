@@ -120,7 +120,7 @@ const serverBench: BenchModule = {
         }),
       );
     } catch (error) {
-      rows.push(failedRow(this.id, NAMES[0].name, TARGET, error));
+      rows.push(...NAMES.map(({ name, target }) => failedRow(this.id, name, target, error)));
     } finally {
       agent.destroy();
       approver.close();

@@ -78,10 +78,41 @@ describe("loopctl console", () => {
     await first.done;
   });
 
+  it("--allowed-host adds a Host to answer to, for use behind a proxy; any other Host is still refused", async () => {
+    const run = startConsole(dir, ["--root", join(dir, "r5"), "--allowed-host", "approvals.example:8443", "--allowed-host", "Other.Example"]);
+    const url = await run.printed;
+    const base = url.slice(0, url.indexOf("?"));
+    expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    for (const host of ["approvals.example:8443", "other.example", new URL(base).host]) {
+      expect((await request(`${base}healthz`, { headers: { host } })).status, host).toBe(200);
+    }
+    for (const host of ["approvals.example", "evil.example"]) {
+      expect((await request(`${base}healthz`, { headers: { host } })).status, host).toBe(421);
+    }
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+  });
+
+  it("bad server options exit 2 with one line naming the flag: a wildcard --host alone, a bad --allowed-host or --host, a short token", async () => {
+    const cases: [args: string[], env: Record<string, string>, line: string][] = [
+      [["--host", "0.0.0.0"], {}, "loopctl console: --host 0.0.0.0 needs --allowed-host H: the names clients use to reach it"],
+      [["--allowed-host", "bad/host"], {}, 'loopctl console: --allowed-host: "bad/host" is not a host or host:port'],
+      [["--host", "no-such-host.invalid"], {}, "loopctl console: --host no-such-host.invalid: not an address of this machine to listen on (ENOTFOUND)"],
+      [[], { LOOPCTL_CONSOLE_TOKEN: "short" }, "loopctl console: LOOPCTL_CONSOLE_TOKEN: must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)"],
+    ];
+    for (const [args, env, line] of cases) {
+      const result = await cli(["console", ...args, "--root", join(dir, "r6")], { cwd: dir, env });
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toBe(`${line}\nRun 'loopctl console --help' for usage.\n`);
+      expect(result.stdout).toBe("");
+    }
+  });
+
   it("--help explains what it serves, and the top-level help lists it", async () => {
     const help = await cli(["console", "--help"], { cwd: dir });
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--project DIR] [--root DIR]\n                  [--audit FILE]");
+    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]\n                  [--root DIR] [--audit FILE]");
+    expect(help.stdout).toContain("--allowed-host H");
     expect(help.stdout).toContain("loopctl console --database URL [--project NAME] [--schema NAME]");
     expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
     expect((await cli(["--help"], { cwd: dir })).stdout).toContain("loopctl console");

@@ -1,4 +1,5 @@
-import { createServer } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
@@ -647,5 +648,121 @@ describe("createApprovalHandler in an existing node:http app", () => {
     await expect(parked).resolves.toEqual({ type: "approve" });
     expect((await request(`${base}/elsewhere`)).text).toBe("the app");
     expect(() => createApprovalHandler({ allowedHosts: [] })).toThrow(ServerConfigError);
+  });
+});
+
+describe("mounted under a path", () => {
+  /** An app that mounts the handler as an Express-style router does: the mount path cut off `url`, kept in `originalUrl`. */
+  async function mountedApp(mount: (url: string) => boolean, strip: (url: string) => string): Promise<{ base: string; handler: ReturnType<typeof createApprovalHandler> }> {
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    app.on("request", (req, res) => {
+      const url = req.url ?? "/";
+      if (!mount(url)) return void res.writeHead(200).end("the app");
+      const rest = strip(url);
+      Object.assign(req, { originalUrl: url, url: rest.startsWith("/") ? rest : `/${rest}` });
+      handler.handle(req, res);
+    });
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    return { base: `http://127.0.0.1:${port}`, handler };
+  }
+
+  it("redirects the mount path without its trailing slash to the slash form (308), so the page's relative URLs resolve under it", async () => {
+    const { base } = await mountedApp(
+      (url) => url === "/approvals" || url.startsWith("/approvals/") || url.startsWith("/approvals?"),
+      (url) => url.slice("/approvals".length),
+    );
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    for (const [path, location] of [
+      ["/approvals", "/approvals/"],
+      ["/approvals?view=compact", "/approvals/?view=compact"],
+    ] as const) {
+      // Before the token check: the redirect tells nothing, and the page it leads to asks for the token itself.
+      for (const headers of [auth, {}]) {
+        const reply = await request(`${base}${path}`, { headers });
+        expect(reply.status, path).toBe(308);
+        expect(reply.headers.location, path).toBe(location);
+      }
+    }
+    const page = await request(`${base}/approvals/`, { headers: auth });
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('src="console.js"');
+    // A foreign Host is still refused first, and the API's own paths are not redirected.
+    expect((await request(`${base}/approvals`, { headers: { host: "evil.example" } })).status).toBe(421);
+    expect((await request(`${base}/approvals/api/grants`, { headers: auth })).status).toBe(200);
+  });
+
+  it("never redirects off the server, whatever the original path", async () => {
+    const { base } = await mountedApp(
+      () => true,
+      (url) => (url.includes("?") ? `/${url.slice(url.indexOf("?"))}` : "/"),
+    );
+    // Sent as written (a URL string would be normalized first): the server's URL parser makes "//evil.example" of it.
+    const raw = (path: string): Promise<{ status: number; location: string | undefined }> =>
+      new Promise((resolve, reject) => {
+        const url = new URL(base);
+        const req = httpRequest({ host: url.hostname, port: url.port, path, agent: false }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, location: res.headers.location }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await raw("/.//evil.example")).toEqual({ status: 308, location: "/evil.example/" });
+    expect(await raw("/.//evil.example?token=a-token-of-twenty-chars")).toEqual({ status: 303, location: "/evil.example/" });
+  });
+
+  it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
+    // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
+    type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+      use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
+      get(path: string, handle: (req: IncomingMessage, res: ServerResponse & { send(body: string): void }) => void): void;
+    };
+    const expressName = "express";
+    const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    const app = express();
+    app.get("/", (_req, res) => res.send("the app"));
+    app.use("/approvals", handler.handle);
+    server.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => server.close(() => resolve())),
+      () => handler.close(),
+      () => server.closeAllConnections(),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    const bare = await request(`${base}/approvals`);
+    expect(bare.status).toBe(308);
+    expect(bare.headers.location).toBe("/approvals/");
+    const login = await request(`${base}/approvals/?token=a-token-of-twenty-chars`);
+    expect(login.status).toBe(303);
+    expect(login.headers.location).toBe("/approvals/");
+    const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
+    const page = await request(`${base}/approvals/`, { headers: { cookie } });
+    expect(page.status).toBe(200);
+    expect((await request(`${base}/approvals/console.js`, { headers: { cookie } })).headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    await until(async () => ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1);
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { cookie, origin: base, "content-type": "application/json" },
+      body: JSON.stringify({ type: "deny", reason: "not today" }),
+    });
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not today" });
+    expect((await request(`${base}/`)).text).toBe("the app");
   });
 });

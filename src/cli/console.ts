@@ -2,7 +2,8 @@ import { resolve } from "node:path";
 import type { AskInbox } from "../ask/index.js";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
-import { auditLogRecords, createApprovalServer } from "../server/index.js";
+import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
+import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
@@ -18,10 +19,10 @@ const PROJECT_LINES =
 export const CONSOLE_HELP = `loopctl console: the approval console in your browser.
 
 Usage:
-  loopctl console [--port N] [--host H] [--project DIR] [--root DIR]
-                  [--audit FILE]
+  loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]
+                  [--root DIR] [--audit FILE]
   loopctl console --database URL [--project NAME] [--schema NAME] [--port N]
-                  [--host H] [--audit FILE]
+                  [--host H] [--allowed-host H]... [--audit FILE]
 
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
@@ -36,7 +37,11 @@ migrate() created), and the grants of --project NAME shared there.
 
 Options:
   --port N        the port to listen on (default: a free one)
-  --host H        the address to listen on (default: 127.0.0.1)
+  --host H        the address to listen on (default: 127.0.0.1); a wildcard
+                  (0.0.0.0, ::) needs --allowed-host
+  --allowed-host H  a Host header to answer to besides the bound address, as
+                  host or host:port (a reverse proxy's name); repeatable.
+                  Any other Host is refused (DNS rebinding)
 ${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
   --schema NAME   with --database: loopctl's schema (default: loopctl)
   --audit FILE    show the latest decisions of this audit log
@@ -50,6 +55,7 @@ Environment:
 const OPTIONS = {
   port: { type: "string" },
   host: { type: "string" },
+  "allowed-host": { type: "string", multiple: true },
   project: { type: "string" },
   root: { type: "string" },
   audit: { type: "string" },
@@ -118,7 +124,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
 }
 
-/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--project …] [--root DIR] [--audit FILE]`. */
+/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--allowed-host H]… [--project …] [--root DIR] [--audit FILE]`. */
 export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
   if (values.help) {
@@ -132,14 +138,16 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   }
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
+  const allowedHosts = values["allowed-host"];
 
   const source = await openSources(values, context);
   try {
-    const server = await createApprovalServer({
+    const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
       ...(audit === undefined ? {} : { records: auditLogRecords(audit) }),
       ...(values.host === undefined ? {} : { host: values.host }),
+      ...(allowedHosts === undefined ? {} : { allowedHosts }),
       port,
       ...(token === undefined ? {} : { token }),
       onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
@@ -156,6 +164,39 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     return EXIT.ok;
   } finally {
     await source.close();
+  }
+}
+
+/** Where a server option the console passes on comes from on its command line. */
+const SOURCE_OF: Readonly<Record<string, string>> = {
+  allowedHosts: "--allowed-host",
+  host: "--host",
+  port: "--port",
+  token: "LOOPCTL_CONSOLE_TOKEN",
+};
+
+/**
+ * `createApprovalServer`, its refusals of what the command line gave turned
+ * into usage errors (exit 2) naming the flag: an unusable option, or a
+ * `--host` that names no address of this machine.
+ */
+async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
+  try {
+    return await createApprovalServer(options);
+  } catch (error) {
+    if (error instanceof ServerConfigError) {
+      const flag = SOURCE_OF[error.option] ?? error.option;
+      const detail = error.message.slice(error.message.indexOf(": ") + 2);
+      if (error.option === "allowedHosts" && options.allowedHosts === undefined) {
+        throw new CliUsageError("console", `--host ${options.host ?? ""} needs --allowed-host H: the names clients use to reach it`);
+      }
+      throw new CliUsageError("console", `${flag}: ${detail}`);
+    }
+    const code = (error instanceof ServerListenError ? (error.cause as { code?: unknown } | undefined)?.code : undefined);
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL") {
+      throw new CliUsageError("console", `--host ${options.host ?? ""}: not an address of this machine to listen on (${code})`);
+    }
+    throw error;
   }
 }
 

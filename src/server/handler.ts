@@ -72,7 +72,13 @@ export interface ApprovalHandlerOptions {
 export interface ApprovalHandler {
   /** The bearer token the handler accepts. */
   readonly token: string;
-  /** Serves one request. Mount it at a path of its own: it answers every path under it. */
+  /**
+   * Serves one request. Mount it at a path of its own: it answers every path
+   * under it. Behind a router that cuts the mount path off and keeps the
+   * original in `req.originalUrl` (Express does), a request for the mount
+   * path without its trailing slash is redirected (308) to the slash form,
+   * where the console's relative URLs resolve.
+   */
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /**
    * Stops: ends every event stream, stops taking asks from the approver and
@@ -216,6 +222,15 @@ class Handler {
     if (path === "/healthz") return this.#health(res, method);
     if (path === `/${ANSWER_PATH}`) return this.#link(req, res, url, method);
     if (path === "/" && method === "GET" && url.searchParams.has("token")) return this.#login(req, res, url);
+    if (path === "/") {
+      // Mounted at /approvals, a request for /approvals would load the console's relative URLs from the parent.
+      const page = mountedPath(req);
+      if (!page.endsWith("/")) {
+        return sendBody(res, 308, "text/plain; charset=utf-8", "the console is at the path with a trailing slash\n", {
+          location: `${page}/${url.search}`,
+        });
+      }
+    }
 
     const credential = this.#access.credential(req);
     if (credential === undefined) {
@@ -283,9 +298,8 @@ class Handler {
     if (!this.#access.tokenMatches(url.searchParams.get("token") ?? "")) {
       throw new HttpError(401, "unauthorized", "this console link's token is wrong or from an earlier server");
     }
-    // Mounted in an app, the page's own path is the original one; the token leaves the address bar either way.
-    const original = (req as { originalUrl?: unknown }).originalUrl;
-    const pathname = new URL(typeof original === "string" ? original : (req.url ?? "/"), "http://localhost").pathname;
+    // The token leaves the address bar: back to the page's own path, in its slash form.
+    const pathname = mountedPath(req);
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
       location: pathname.endsWith("/") ? pathname : `${pathname}/`,
       "set-cookie": this.#access.sessionCookie(),
@@ -467,6 +481,18 @@ function pageTitle(status: number): string {
     default:
       return "Something went wrong";
   }
+}
+
+/**
+ * The path the client asked for: mounted in an Express-style app, the
+ * original one (`req.originalUrl`, before the router cut the mount path off),
+ * else `req.url`'s. Never starts with two slashes, so a redirect to it stays
+ * on this server.
+ */
+function mountedPath(req: IncomingMessage): string {
+  const original = (req as { originalUrl?: unknown }).originalUrl;
+  const pathname = new URL(typeof original === "string" ? original : (req.url ?? "/"), "http://localhost").pathname;
+  return pathname.replace(/^[/\\]+/, "/");
 }
 
 /** A path segment, decoded; one that does not decode names nothing (and then matches no ask or grant). */

@@ -1,4 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
@@ -7,12 +10,14 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
-import { FileGrantStore } from "loopctl/grant";
-import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
+import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
-import { focusedText, launch, overflowsSideways, screenshot } from "./support/chromium.js";
+import { gateRecord } from "../support/cli-audit-fixtures.js";
+import { focusedText, launch, overflowsSideways, pngWidth, screenshot } from "./support/chromium.js";
 import type { Browser, PageGlobals } from "./support/chromium.js";
+import { startTcpProxy } from "./support/tcp-proxy.js";
 
 let browser: Browser;
 let dir: string;
@@ -81,10 +86,10 @@ describe("the console in Chromium", () => {
     expect(await card.locator(".age").textContent()).toMatch(/^parked \d+ s ago$/);
     expect(await card.locator(".left").textContent()).toMatch(/^(9 min \d+|10 min 0) s left$/);
     expect(await page.locator("#ask-count").textContent()).toBe("1");
-    await screenshot(page, "console-ask-1280");
+    expect(await pngWidth(await screenshot(page, "console-ask-1280"))).toBe(1280);
     expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 400, height: 900 });
-    await screenshot(page, "console-ask-400");
+    expect(await pngWidth(await screenshot(page, "console-ask-400"))).toBe(400);
     expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 1280, height: 900 });
 
@@ -105,9 +110,10 @@ describe("the console in Chromium", () => {
     expect(await grantRow.locator("td").nth(3).textContent()).toBe("matches the tool");
     await expect.poll(() => page.locator("#records tbody tr").count()).toBe(2);
     expect(await page.locator("#records tbody tr").first().locator("td").nth(2).textContent()).toBe("allow");
-    await screenshot(page, "console-grants-1280");
+    expect(await pngWidth(await screenshot(page, "console-grants-1280"))).toBe(1280);
+    expect(await overflowsSideways(page)).toBe(false);
     await page.setViewportSize({ width: 400, height: 900 });
-    await screenshot(page, "console-grants-400");
+    expect(await pngWidth(await screenshot(page, "console-grants-400"))).toBe(400);
     expect(await overflowsSideways(page)).toBe(false);
 
     await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
@@ -175,6 +181,120 @@ describe("the console in Chromium", () => {
     await expect.poll(() => card.count()).toBe(0);
     expect(await page.locator("#announce").textContent()).toContain("the agent stopped waiting");
     expect(await page.locator("#asks-empty").isVisible()).toBe(true);
+  });
+
+  it("at 400 and 1280 px wide nothing overflows sideways, even long unbroken text in every panel; screenshots at both widths", async () => {
+    const store = new FileGrantStore(join(dir, "grants-wide"), join(dir, "project-wide"));
+    const long = `https://example.com/${"averylongpathsegmentwithnobreakopportunity".repeat(6)}`;
+    await store.save(new Grant("deploy", "allow", GrantScope.thisCall({ url: long, env: "production" })));
+    await store.save(new Grant(`tool_${"x".repeat(80)}`, "deny", GrantScope.thisTool()));
+    const records = new RecentRecords();
+    records.onGate({ turn: 1, callId: "c1", decision: gateRecord(1, { tool: `tool_${"y".repeat(80)}`, reason: long }) });
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, grants: store, records, askTimeoutMs: 600_000 });
+    cleanups.push(() => approver.close(), () => server.close());
+    const parked = channel.resolve(makeAsk(1, { tool: `mcp__${"z".repeat(80)}`, prompt: `Fetch ${long}?`, callId: `call_${"9".repeat(60)}` }), {
+      signal: new AbortController().signal,
+    });
+    parked.catch(() => undefined);
+    channel.resolve(makeAsk(2), { signal: new AbortController().signal }).catch(() => undefined);
+
+    for (const width of [400, 1280]) {
+      const page = await browser.page(width);
+      await page.goto(server.consoleUrl);
+      await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+      await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
+      await expect.poll(() => page.locator("#records tbody tr").count()).toBe(1);
+      expect(await overflowsSideways(page), `${width} px`).toBe(false);
+      const path = await screenshot(page, `console-long-${width}`);
+      expect(await pngWidth(path)).toBe(width);
+      await page.close();
+    }
+  });
+
+  it("after the event stream drops and reconnects, pending asks stay as they were (no duplicates); what ended meanwhile goes, what came shows", async () => {
+    const proxy = await startTcpProxy();
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const server = await createApprovalServer({ approver, allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    cleanups.push(() => approver.close(), () => server.close(), () => proxy.close());
+    const page = await browser.page(1280);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+
+    const signal = new AbortController().signal;
+    const [first, second, third] = [makeAsk(1, { prompt: "first" }), makeAsk(2, { prompt: "second" }), makeAsk(3, { prompt: "third" })];
+    const parkedFirst = channel.resolve(first, { signal });
+    const parkedSecond = channel.resolve(second, { signal });
+    const cards = page.locator("#asks .ask");
+    await expect.poll(() => cards.count()).toBe(2);
+    const kept = page.locator(`#asks .ask[data-ask-id="${second.id}"]`);
+    await kept.getByLabel("Reason, if you deny").fill("typed before the drop");
+    await kept.getByLabel("For these exact arguments").check();
+
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    // While the page cannot hear: one ask ends, another arrives.
+    expect(approver.resolve(first.id, { type: "approve" })).toBe(true);
+    await expect(parkedFirst).resolves.toEqual({ type: "approve" });
+    const parkedThird = channel.resolve(third, { signal });
+    parkedThird.catch(() => undefined);
+    proxy.restore();
+
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+    await expect.poll(() => cards.evaluateAll((els) => els.map((el) => (el as unknown as { dataset: { askId: string } }).dataset.askId))).toEqual([
+      second.id,
+      third.id,
+    ]);
+    expect(await page.locator("#ask-count").textContent()).toBe("2");
+    // The card of the ask still pending is the same one: what was typed and chosen in it is still there.
+    expect(await kept.getByLabel("Reason, if you deny").inputValue()).toBe("typed before the drop");
+    expect(await kept.getByLabel("For these exact arguments").isChecked()).toBe(true);
+
+    // A second drop with nothing changed: still one card per ask.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+    await expect.poll(() => page.locator(`#asks .ask[data-ask-id="${third.id}"]`).count()).toBe(1);
+    expect(await cards.count()).toBe(2);
+
+    await kept.getByRole("button", { name: "Deny" }).click();
+    await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
+  });
+
+  it("mounted under a path in an Express app, the console works from the path without its trailing slash", async () => {
+    // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
+    type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+      use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
+    };
+    const expressName = "express";
+    const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const http = createServer();
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const port = (http.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    const app = express();
+    app.use("/tools/approvals", handler.handle);
+    http.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => http.close(() => resolve())),
+      () => handler.close(),
+      () => http.closeAllConnections(),
+    );
+    const page = await browser.page(1280);
+    await page.goto(`http://127.0.0.1:${port}/tools/approvals?token=${handler.token}`);
+    expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
+    await page.goto(`http://127.0.0.1:${port}/tools/approvals`);
+    expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const parked = channel.resolve(makeAsk(1, { tool: "deploy" }), { signal: new AbortController().signal });
+    const card = page.getByRole("article", { name: "deploy" });
+    await card.waitFor();
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
   it("a signed link's confirmation page works without JavaScript, and only its button answers", async () => {

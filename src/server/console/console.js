@@ -125,6 +125,7 @@
   }
 
   function describeEnding(ending) {
+    if (ending === "offline") return "ended while the page was not connected";
     if (!ending) return "ended";
     if (ending.type === "answered") return ending.verdict === "approve" ? "approved" : "denied";
     switch (ending.reason) {
@@ -203,9 +204,21 @@
     }
   }
 
+  // One load at a time; one asked for while a load is in flight runs after it,
+  // since the list that load reads may predate what prompted the request.
   let grantsRefresh = null;
+  let grantsAgain = false;
   function refreshGrants() {
-    grantsRefresh ??= loadGrants().finally(() => {
+    if (grantsRefresh) {
+      grantsAgain = true;
+      return grantsRefresh;
+    }
+    grantsRefresh = (async () => {
+      do {
+        grantsAgain = false;
+        await loadGrants();
+      } while (grantsAgain);
+    })().finally(() => {
       grantsRefresh = null;
     });
     return grantsRefresh;
@@ -324,18 +337,52 @@
     setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
   }
 
+  // After a reconnect the page re-reads the pending list: an ask that ended
+  // while the stream was down goes, one that came meanwhile is added, and a
+  // card still pending stays as it is (with what was typed or chosen in it).
+  // Events that arrive while the list is in flight are newer than it.
+  let sync = null;
+
+  async function resync() {
+    const mine = { added: new Set(), settled: new Set() };
+    sync = mine;
+    let reply;
+    try {
+      reply = await api("api/asks");
+    } catch {
+      reply = null;
+    }
+    if (sync !== mine) return;
+    sync = null;
+    if (reply === null || reply.status !== 200 || !reply.body) {
+      if (reply && reply.status === 401) signedOut();
+      return;
+    }
+    const pending = new Set(reply.body.asks.map((view) => view.ask.id));
+    for (const id of [...cards.keys()]) {
+      if (!pending.has(id) && !mine.added.has(id)) removeAsk(id, "offline");
+    }
+    for (const view of reply.body.asks) {
+      if (!mine.settled.has(view.ask.id)) addAsk(view);
+    }
+  }
+
   function connect() {
     stream = new EventSource("api/asks/stream");
     stream.addEventListener("open", () => {
-      // Each connection starts with every pending ask: what it does not list has ended.
-      for (const id of [...cards.keys()]) removeAsk(id, null);
       setStatus("live", "Live");
+      void resync();
       void loadRecords();
       void refreshGrants();
     });
-    stream.addEventListener("ask", (event) => addAsk(JSON.parse(event.data)));
+    stream.addEventListener("ask", (event) => {
+      const view = JSON.parse(event.data);
+      if (sync) sync.added.add(view.ask.id);
+      addAsk(view);
+    });
     stream.addEventListener("settled", (event) => {
       const data = JSON.parse(event.data);
+      if (sync) sync.settled.add(data.id);
       removeAsk(data.id, data.ending);
       void refreshGrants();
     });

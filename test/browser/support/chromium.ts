@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,19 +65,26 @@ export async function screenshot(page: Page, name: string): Promise<string> {
 /** The little of a page's globals the tests read, typed by hand: the project compiles without the DOM library. */
 export interface PageGlobals {
   readonly document: {
-    readonly documentElement: { readonly scrollWidth: number };
+    readonly documentElement: { readonly scrollWidth: number; readonly clientWidth: number };
     readonly activeElement: { readonly textContent: string | null } | null;
   };
   readonly innerWidth: number;
   readonly pwned?: unknown;
 }
 
-/** The page's layout overflows its viewport sideways (a horizontal scrollbar). */
+/** The page's layout overflows its viewport sideways: its content is wider than the room a vertical scrollbar leaves. */
 export function overflowsSideways(page: Page): Promise<boolean> {
   return page.evaluate(() => {
-    const g = globalThis as unknown as PageGlobals;
-    return g.document.documentElement.scrollWidth > g.innerWidth;
+    const root = (globalThis as unknown as PageGlobals).document.documentElement;
+    return root.scrollWidth > root.clientWidth;
   });
+}
+
+/** The width in pixels of a PNG file, from its IHDR chunk. */
+export async function pngWidth(path: string): Promise<number> {
+  const bytes = await readFile(path);
+  if (bytes.toString("latin1", 1, 4) !== "PNG") throw new Error(`${path} is not a PNG`);
+  return bytes.readUInt32BE(16);
 }
 
 /** The text of the element that has the keyboard focus. */
