@@ -77,10 +77,10 @@ interface Parked {
   /** How many ending reads had begun when the insert came back: only later ones must find the row. */
   insertedAt: number;
   /** How the wait ended here, when it did before the row was written. */
-  ended: "expired" | "cancelled" | "closed" | undefined;
+  ended: "expired" | "cancelled" | "closed" | "abandoned" | undefined;
 }
 
-type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" };
+type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" };
 
 const RECENT_MS = 60_000;
 
@@ -573,7 +573,11 @@ export class PostgresAskQueue {
       new PostgresLeaseError(workerId, why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time"),
     );
     for (const entry of [...this.#parked.values()]) {
-      if (entry.workerId === workerId) this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
+      if (entry.workerId !== workerId) continue;
+      // Denied here, so closed there too (retried on each heartbeat): no answer may land on it and say true.
+      if (entry.inserted) this.#queueWithdrawal(entry.id, { workerId, reason: "abandoned" });
+      entry.ended = "abandoned";
+      this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
     }
   }
 
