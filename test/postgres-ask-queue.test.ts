@@ -168,6 +168,55 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     await worker.close();
   });
 
+  it("close() waits for a park in flight: it resolves with the row closed and nothing of the queue left to run", async () => {
+    const errors: unknown[] = [];
+    const pool = db.newPool(4);
+    const worker = new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) });
+    const inbox = queue().approver();
+    // The lease is taken and LISTEN is in place.
+    const first = makeAsk(0);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await parkedFirst).toEqual({ type: "approve" });
+    // Inserts into asks wait behind this lock, so the next parks are surely in flight at close().
+    const blocker = await db.pool.connect();
+    let closedWhen: "before" | "after" | undefined;
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      const asks = Array.from({ length: 20 }, (_, n) => makeAsk(n + 1));
+      const parked = asks.map((ask) => park(worker, ask));
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %' AND query LIKE $1",
+          [`%${db.schema}%`],
+        );
+        return rows.length > 0;
+      });
+      const closing = worker.close().then(() => {
+        closedWhen ??= "before";
+      });
+      for (const result of await Promise.all(parked)) expect(result).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      // A close that does not wait for the insert resolves at once; one that does cannot until the lock goes.
+      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+      closedWhen ??= "after";
+      await blocker.query("COMMIT");
+      await closing;
+      const { rows } = await db.pool.query(`SELECT id FROM "${db.schema}".asks WHERE state = 'pending'`);
+      expect({ closedWhen, pending: rows }).toEqual({ closedWhen: "after", pending: [] });
+      const closed = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${db.schema}".asks WHERE state = 'withdrawn' AND reason = 'closed'`,
+      );
+      expect(closed.rows[0]?.n).toBe(asks.length);
+      await pool.end();
+      expect(errors).toEqual([]);
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      blocker.release();
+    }
+  });
+
   it("closing one inbox leaves the asks pending for the others", async () => {
     const worker = queue();
     const consoleQueue = queue();

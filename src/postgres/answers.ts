@@ -33,6 +33,7 @@ export class AnswerBatch {
   readonly #landed: (id: string, verdict: AskResolution["type"]) => void;
   readonly #queue: Answer[] = [];
   #running = false;
+  #draining: Promise<void> = Promise.resolve();
 
   /** `landed` hears of every answer that ended its ask. */
   constructor(db: Db, landed: (id: string, verdict: AskResolution["type"]) => void) {
@@ -46,8 +47,13 @@ export class AnswerBatch {
       this.#queue.push({ id, resolution, resolve, reject });
       if (this.#running) return;
       this.#running = true;
-      queueMicrotask(() => void this.#drain());
+      this.#draining = new Promise<void>((done) => queueMicrotask(() => void this.#drain().finally(done)));
     });
+  }
+
+  /** Resolves once every answer given so far has its outcome. */
+  idle(): Promise<void> {
+    return this.#running ? this.#draining : Promise.resolve();
   }
 
   async #drain(): Promise<void> {

@@ -138,6 +138,8 @@ export class WorkerLease {
 
   /** Gives the lease up: its row goes, so any ask of it still pending is closed as abandoned. */
   async release(): Promise<void> {
+    // A lease being taken now is given up too, once it is.
+    await this.#taking?.catch(() => undefined);
     const id = this.#id;
     this.#id = undefined;
     if (id === undefined) return;
