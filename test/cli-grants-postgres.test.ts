@@ -1,3 +1,5 @@
+import { createServer } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
 import { Grant, GrantScope } from "loopctl/grant";
@@ -98,6 +100,28 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(JSON.parse(asJson.stdout)).toMatchObject({ error: "POSTGRES_QUERY", ledger: expect.stringContaining("postgres://nobody:***@127.0.0.1:1/none") });
     expect(asJson.stdout).not.toContain("secret");
     expect(JSON.parse(asJson.stdout)).not.toHaveProperty("hint");
+  });
+
+  it("gives up on a server that takes the connection and never answers, after PGCONNECT_TIMEOUT", async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const run = await cli(["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"], {
+        cwd: "/",
+        env: { PGCONNECT_TIMEOUT: "1" },
+      });
+      expect(run.code).toBe(EXIT.io);
+      expect(run.stderr).toContain("[POSTGRES_QUERY]");
+      expect(run.stderr).toMatch(/timeout/i);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it("reports a malformed row as corrupt, naming it, and changes nothing", async () => {

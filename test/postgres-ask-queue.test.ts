@@ -42,6 +42,11 @@ async function row(id: string): Promise<{ state: string; reason: string | null; 
   return rows[0];
 }
 
+async function rowCount(): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${db.schema}".asks`);
+  return rows[0]?.n ?? 0;
+}
+
 async function waitFor(condition: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
@@ -161,6 +166,55 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(consoleQueue.approver().closed).toBe(true);
     // Closing releases every connection: the pool has none left out.
     await worker.close();
+  });
+
+  it("close() waits for a park in flight: it resolves with the row closed and nothing of the queue left to run", async () => {
+    const errors: unknown[] = [];
+    const pool = db.newPool(4);
+    const worker = new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) });
+    const inbox = queue().approver();
+    // The lease is taken and LISTEN is in place.
+    const first = makeAsk(0);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await parkedFirst).toEqual({ type: "approve" });
+    // Inserts into asks wait behind this lock, so the next parks are surely in flight at close().
+    const blocker = await db.pool.connect();
+    let closedWhen: "before" | "after" | undefined;
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      const asks = Array.from({ length: 20 }, (_, n) => makeAsk(n + 1));
+      const parked = asks.map((ask) => park(worker, ask));
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %' AND query LIKE $1",
+          [`%${db.schema}%`],
+        );
+        return rows.length > 0;
+      });
+      const closing = worker.close().then(() => {
+        closedWhen ??= "before";
+      });
+      for (const result of await Promise.all(parked)) expect(result).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      // A close that does not wait for the insert resolves at once; one that does cannot until the lock goes.
+      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+      closedWhen ??= "after";
+      await blocker.query("COMMIT");
+      await closing;
+      const { rows } = await db.pool.query(`SELECT id FROM "${db.schema}".asks WHERE state = 'pending'`);
+      expect({ closedWhen, pending: rows }).toEqual({ closedWhen: "after", pending: [] });
+      const closed = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${db.schema}".asks WHERE state = 'withdrawn' AND reason = 'closed'`,
+      );
+      expect(closed.rows[0]?.n).toBe(asks.length);
+      await pool.end();
+      expect(errors).toEqual([]);
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      blocker.release();
+    }
   });
 
   it("closing one inbox leaves the asks pending for the others", async () => {
@@ -292,6 +346,93 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
   });
 });
 
+describe("PostgresAskQueue: a dropped LISTEN connection", () => {
+  it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
+    const errors: unknown[] = [];
+    const app = `${db.schema}-worker`;
+    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(worker);
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    // A first answer heard: the worker's LISTEN is in place.
+    const first = makeAsk(0);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    expect(await inbox.resolve(first.id, { type: "deny" })).toBe(true);
+    expect(await parkedFirst).toEqual({ type: "deny" });
+
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // No notification for this answer at all: only a read of the row can end the call.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_tool" })).toBe(true);
+    await terminate(app);
+    expect(await parked).toEqual({ type: "approve", remember: "this_tool" });
+    expect(errors.some((e) => String(e).includes("listening on"))).toBe(true);
+    expect(worker.parked).toBe(0);
+  });
+
+  it("re-reads pending asks for a console after the reconnect: an ask parked unannounced is still delivered", async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: () => undefined,
+    });
+    opened.push(consoleQueue);
+    const inbox = consoleQueue.approver();
+    const first = makeAsk(1);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_new`);
+    const later = makeAsk(2);
+    const parkedLater = park(worker, later);
+    await waitFor(async () => (await row(later.id)) !== undefined);
+    await terminate(app);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await parkedLater).toEqual({ type: "deny" });
+    expect(await parkedFirst).toEqual({ type: "approve" });
+  });
+
+  it("keeps every parked call through repeated drops, each answered once", async () => {
+    const app = `${db.schema}-worker`;
+    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: () => undefined,
+    });
+    opened.push(worker);
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    const asks = Array.from({ length: 30 }, (_, n) => makeAsk(n));
+    const parked = asks.map((ask) => park(worker, ask));
+    const seen = new Set<string>();
+    for (let n = 0; n < asks.length; n++) {
+      const next = await inbox.next();
+      expect(next).toBeDefined();
+      seen.add(next!.id);
+      // Every row written first: a drop must cut only the listening side, not a park in flight.
+      if (n === 0) await waitFor(async () => (await rowCount()) === asks.length);
+      if (n % 5 === 0) {
+        // The listener is back (or on its way) after the last drop: cut it again.
+        await waitFor(async () => (await connections(app)) > 0);
+        await terminate(app);
+      }
+      expect(await inbox.resolve(next!.id, { type: n % 2 === 0 ? "approve" : "deny" })).toBe(true);
+    }
+    expect(seen.size).toBe(asks.length);
+    const results = await Promise.all(parked);
+    expect(results.map((r) => r.type).sort()).toEqual(asks.map((_, n) => (n % 2 === 0 ? "approve" : "deny")).sort());
+    expect(worker.parked).toBe(0);
+  });
+});
+
 describe("PostgresAskQueue: worker leases", () => {
   it("closes the asks of a worker whose lease lapsed as abandoned; answers to them are refused", async () => {
     const consoleQueue = queue({ leaseMs: 600 });
@@ -330,6 +471,44 @@ describe("PostgresAskQueue: worker leases", () => {
     expect(worker.workerId).not.toBe(lost);
     expect(await inbox.resolve(next.id, { type: "approve" })).toBe(true);
     expect(await parkedNext).toEqual({ type: "approve" });
+  });
+  it("never revives a lease that lapsed on the database's clock: its asks end as abandoned, a late answer is refused", async () => {
+    // Every reaper is held off, so only the worker's own renewal can see the lapse.
+    const reaperLock = await db.pool.connect();
+    try {
+      await reaperLock.query("SELECT pg_advisory_lock(hashtext($1))", [`loopctl.reap:${db.schema}`]);
+      const errors: unknown[] = [];
+      const worker = queue({ leaseMs: 600, onError: (e) => errors.push(e) });
+      const inbox = queue({ leaseMs: 600_000 }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const lapsed = worker.workerId;
+      // The process stalled past its lease: on the database's clock the lease is over.
+      await db.pool.query(`UPDATE "${db.schema}".workers SET lease_until = now() - interval '1 second' WHERE id = $1`, [lapsed]);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+
+      // The next renewal finds it lapsed: it denies, and closes the ask itself rather than bring the lease back.
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lapsed });
+      expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
+      const { rows } = await db.pool.query(`SELECT 1 FROM "${db.schema}".workers WHERE id = $1`, [lapsed]);
+      expect(rows).toEqual([]);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+
+      // The worker goes on under a new lease; the old ask stays ended.
+      const next = makeAsk(2);
+      const parkedNext = park(worker, next);
+      expect((await inbox.next())?.id).toBe(next.id);
+      expect(worker.workerId).not.toBe(lapsed);
+      expect(await inbox.resolve(next.id, { type: "approve" })).toBe(true);
+      expect(await parkedNext).toEqual({ type: "approve" });
+      expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
+    } finally {
+      await reaperLock.query("SELECT pg_advisory_unlock_all()").catch(() => undefined);
+      reaperLock.release();
+    }
   });
 });
 
@@ -403,6 +582,76 @@ describe("PostgresAskQueue fails closed", () => {
     expect((error as PostgresRowError).key).toBe(ask.id);
   });
 
+  it("rejects a parked call whose answer row carries fields no resolution has, and never approves it", async () => {
+    const worker = queue();
+    const answers = [
+      '{"type":"approve","scope":"everything"}',
+      '{"type":"approve","remember":"this_call","reason":"ok"}',
+      '{"type":"deny","reason":"no","extra":true}',
+      '{"type":"approve","remember":null}',
+      '"approve"',
+      '[{"type":"approve"}]',
+    ];
+    const asks = answers.map((_, n) => makeAsk(n));
+    for (const [n, answer] of answers.entries()) {
+      const ask = asks[n]!;
+      const parked = park(worker, ask).catch((e: unknown) => e);
+      await waitFor(async () => (await row(ask.id)) !== undefined);
+      await db.pool.query(
+        `UPDATE "${db.schema}".asks SET state = 'answered', resolution = $2::jsonb, ended_at = now() WHERE id = $1`,
+        [ask.id, answer],
+      );
+      const error = await parked;
+      expect(error, answer).toBeInstanceOf(PostgresRowError);
+      expect(error).toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: ask.id });
+    }
+    // A console asking how such an ask ended gets the same typed error, not an ending.
+    const inbox = queue().approver();
+    await expect(inbox.ended(asks[0]!.id)).rejects.toBeInstanceOf(PostgresRowError);
+  });
+
+  it("rejects a next() for a pending row whose ask carries fields an ask does not have", async () => {
+    const worker = queue();
+    const odd = makeAsk(7);
+    const other = randomUUID();
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'h', 1)`,
+      [other],
+    );
+    await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+      odd.id,
+      other,
+      { ...odd, args: { path: "/etc/passwd" } },
+    ]);
+    const inbox = queue().approver();
+    const error = await inbox.next().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect(error).toMatchObject({ key: odd.id });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+
+  it("ignores notifications that are not its own: a forged payload never answers a parked call", async () => {
+    const worker = queue({ rereadMs: 600_000 });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    await waitFor(async () => (await row(ask.id)) !== undefined);
+    const channel = `${db.schema}.asks`;
+    for (const payload of [`end ${ask.id} approve`, `approve ${ask.id}`, `end ${ask.id}`, `{"id":"${ask.id}","type":"approve"}`, ""]) {
+      await db.pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
+    }
+    // A bare `end <id>` only made the worker read the row, which is still pending.
+    const inbox = queue().approver();
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await row(ask.id)).toMatchObject({ state: "pending" });
+    expect(worker.parked).toBe(1);
+    expect(await inbox.resolve(ask.id, { type: "deny", reason: "no" })).toBe(true);
+    expect(await parked).toEqual({ type: "deny", reason: "no" });
+  });
+
   it("rejects one next() per pending row that is not an ask, naming it, and goes on", async () => {
     const worker = queue();
     const bad = randomUUID();
@@ -463,4 +712,11 @@ async function terminate(application: string): Promise<void> {
     [application],
   );
   expect(rows[0]?.n).toBeGreaterThan(0);
+}
+
+async function connections(application: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+    application,
+  ]);
+  return rows[0]?.n ?? 0;
 }

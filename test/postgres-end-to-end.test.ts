@@ -77,7 +77,10 @@ describe("workers and consoles in separate processes over one database", () => {
       // The killed worker's asks end once its lease lapses, closed by a live queue.
       await waitFor(async () => (await count(`SELECT count(*)::int AS n FROM ${s}.asks WHERE state = 'pending'`)) === 0, 20_000);
       for (const c of consoles) c.send("stop");
-      const answers = (await Promise.all(consoles.map((c, i) => resultOf<Answer[]>(c, `console ${i}`)))).flat();
+      const perConsole = await Promise.all(consoles.map((c, i) => resultOf<Answer[]>(c, `console ${i}`)));
+      // Each inbox delivered each ask at most once: no console answered one ask twice.
+      for (const given of perConsole) expect(new Set(given.map((a) => a.id)).size).toBe(given.length);
+      const answers = perConsole.flat();
 
       for (const summary of summaries) expect(summary).toEqual({ records: RUNS * CALLS, grantErrors: [], queueErrors: [] });
 

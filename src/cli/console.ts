@@ -96,7 +96,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
   if (values.root !== undefined) throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
   const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
-  const pool = await connect("console", values.database);
+  const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
     const queue = new PostgresAskQueue(pool, {

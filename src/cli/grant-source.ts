@@ -67,7 +67,7 @@ export async function openStore(command: string, values: StoreValues, context: C
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
   const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
-  const pool = await connect(command, values.database);
+  const pool = await connect(command, values.database, context.env);
   try {
     const store = new PostgresGrantStore(pool, {
       project: values.project,
@@ -85,21 +85,35 @@ export async function openStore(command: string, values: StoreValues, context: C
   }
 }
 
-/** A pool for `--database URL`, with `pg` loaded only now; errors of idle connections are left to the next statement. */
-export async function connect(command: string, url: string): Promise<PgPool & { end(): Promise<void> }> {
+/** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */
+const CONNECT_TIMEOUT_S = 10;
+
+/**
+ * A pool for `--database URL`, with `pg` loaded only now; errors of idle
+ * connections are left to the next statement. A server that accepts the
+ * connection and never answers (a black-holed host) fails the command after
+ * `PGCONNECT_TIMEOUT` seconds (default 10) instead of hanging it.
+ */
+export async function connect(
+  command: string,
+  url: string,
+  env: Readonly<Record<string, string | undefined>> = {},
+): Promise<PgPool & { end(): Promise<void> }> {
   const pg = await loadPg();
   if (pg === undefined) {
     const { PostgresConfigError } = await import("../postgres/index.js");
     throw new PostgresConfigError(command, "--database needs the pg package (npm install pg)");
   }
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const given = Number(env["PGCONNECT_TIMEOUT"]);
+  const seconds = Number.isFinite(given) && given > 0 ? given : CONNECT_TIMEOUT_S;
+  const pool = new pg.Pool({ connectionString: url, max: 4, connectionTimeoutMillis: Math.round(seconds * 1000) });
   // A dropped idle connection must not end the command with a stack trace; the next statement reports it.
   pool.on("error", () => undefined);
   return pool;
 }
 
 interface PgModule {
-  readonly Pool: new (config: { connectionString: string; max: number }) => PgPool & {
+  readonly Pool: new (config: { connectionString: string; max: number; connectionTimeoutMillis: number }) => PgPool & {
     on(event: "error", listener: (error: Error) => void): unknown;
     end(): Promise<void>;
   };

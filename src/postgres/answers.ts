@@ -33,6 +33,7 @@ export class AnswerBatch {
   readonly #landed: (id: string, verdict: AskResolution["type"]) => void;
   readonly #queue: Answer[] = [];
   #running = false;
+  #draining: Promise<void> = Promise.resolve();
 
   /** `landed` hears of every answer that ended its ask. */
   constructor(db: Db, landed: (id: string, verdict: AskResolution["type"]) => void) {
@@ -46,8 +47,13 @@ export class AnswerBatch {
       this.#queue.push({ id, resolution, resolve, reject });
       if (this.#running) return;
       this.#running = true;
-      queueMicrotask(() => void this.#drain());
+      this.#draining = new Promise<void>((done) => queueMicrotask(() => void this.#drain().finally(done)));
     });
+  }
+
+  /** Resolves once every answer given so far has its outcome. */
+  idle(): Promise<void> {
+    return this.#running ? this.#draining : Promise.resolve();
   }
 
   async #drain(): Promise<void> {
@@ -68,15 +74,27 @@ export class AnswerBatch {
     const names = this.#db.names;
     let landed: Set<string>;
     try {
-      const result = await this.#db.query(
-        "PostgresApprover.resolve",
-        `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-         FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
-         WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING}
-           AND EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())
-         RETURNING a.id::text AS id`,
-        [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
-      );
+      const leaseHolds = `EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`;
+      const [only] = answers;
+      // One answer (a person at a console) takes the plainer statement: its plan is cached
+      // and reused, where the batch's is made anew for each execution.
+      const result =
+        answers.length === 1 && only !== undefined
+          ? await this.#db.query(
+              "PostgresApprover.resolve",
+              `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
+               WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
+               RETURNING a.id::text AS id`,
+              [only.id, JSON.stringify(only.resolution)],
+            )
+          : await this.#db.query(
+              "PostgresApprover.resolve",
+              `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
+               FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
+               WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+               RETURNING a.id::text AS id`,
+              [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
+            );
       landed = new Set(result.rows.map((r) => String(r["id"])));
     } catch (error) {
       for (const answer of answers) answer.reject(error);

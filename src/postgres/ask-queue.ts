@@ -77,10 +77,10 @@ interface Parked {
   /** How many ending reads had begun when the insert came back: only later ones must find the row. */
   insertedAt: number;
   /** How the wait ended here, when it did before the row was written. */
-  ended: "expired" | "cancelled" | "closed" | undefined;
+  ended: "expired" | "cancelled" | "closed" | "abandoned" | undefined;
 }
 
-type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" };
+type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" };
 
 const RECENT_MS = 60_000;
 
@@ -178,6 +178,8 @@ export class PostgresAskQueue {
   readonly #host: InboxHost;
   readonly #answers: AnswerBatch;
   #heartbeat: NodeJS.Timeout | undefined;
+  /** The heartbeat in flight, if one is. */
+  #beating: Promise<void> = Promise.resolve();
   #reread: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   #started = false;
@@ -265,7 +267,9 @@ export class PostgresAskQueue {
    * Closes the queue: every call still parked is denied
    * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed`, every
    * inbox is closed, the lease is given up and the connections are released.
-   * Resolves once that is done (failures go to `onError`). Idempotent.
+   * Resolves once that is done and every statement the queue had in flight
+   * has finished, so the pool may be ended right after (failures go to
+   * `onError`). Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#shutDown();
@@ -281,7 +285,9 @@ export class PostgresAskQueue {
     if (this.#started) return;
     this.#started = true;
     this.#listener.start();
-    this.#heartbeat = setInterval(() => void this.#beat(), Math.max(1, Math.floor(this.#leaseMs / 3)));
+    this.#heartbeat = setInterval(() => {
+      this.#beating = this.#beat();
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
     this.#heartbeat.unref();
     this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
     this.#reread.unref();
@@ -573,7 +579,11 @@ export class PostgresAskQueue {
       new PostgresLeaseError(workerId, why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time"),
     );
     for (const entry of [...this.#parked.values()]) {
-      if (entry.workerId === workerId) this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
+      if (entry.workerId !== workerId) continue;
+      // Denied here, so closed there too (retried on each heartbeat): no answer may land on it and say true.
+      if (entry.inserted) this.#queueWithdrawal(entry.id, { workerId, reason: "abandoned" });
+      entry.ended = "abandoned";
+      this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
     }
   }
 
@@ -584,6 +594,10 @@ export class PostgresAskQueue {
     this.#links.clear();
     for (const entry of [...this.#parked.values()]) this.#stopWaiting(entry, "closed");
     if (this.#started) {
+      // What is in flight finishes first (nothing new starts once closing): no statement of this
+      // queue runs after close() resolves, and an insert that lands now still has its row closed.
+      await Promise.all([this.#beating, this.#inserts.idle(), this.#endings.idle(), this.#arrivals.idle(), this.#answers.idle()]);
+      await this.#withdraw.idle();
       try {
         await this.#writeWithdrawals([...this.#withdrawals.keys()]);
       } catch (error) {

@@ -13,6 +13,19 @@ const EndRowSchema = z.discriminatedUnion("state", [
   z.object({ id: z.string(), state: z.literal("withdrawn"), reason: z.enum(["expired", "cancelled", "closed", "abandoned"]) }),
 ]);
 
+/**
+ * A stored answer: loopctl writes only the fields of an {@link AskResolution}
+ * (see `parseAnswer`), so a row holding any other field was written by
+ * something else and is malformed, never an answer with the extras dropped.
+ */
+const StoredResolutionSchema = z.discriminatedUnion("type", [
+  AskResolutionSchema.options[0].strict(),
+  AskResolutionSchema.options[1].strict(),
+]);
+
+/** A stored ask: the worker writes the parsed ask, so nothing else is in it. */
+const StoredAskSchema = PendingAskSchema.strict();
+
 /** What a row says about how its ask ended, as the worker and the consoles read it. */
 export type RowEnding =
   | { readonly type: "pending" }
@@ -27,7 +40,8 @@ function issues(error: z.ZodError): string {
  * Reads the state columns (`id, state, resolution, reason`) of an asks row.
  *
  * @throws {PostgresRowError} when the state is unknown or an answer is not an
- *   {@link AskResolution}: nothing read from such a row is ever an approval.
+ *   {@link AskResolution} (fields it does not have included): nothing read
+ *   from such a row is ever an approval.
  */
 export function parseEndRow(table: string, raw: Record<string, unknown>): RowEnding {
   const key = typeof raw["id"] === "string" ? raw["id"] : "<no id>";
@@ -40,7 +54,7 @@ export function parseEndRow(table: string, raw: Record<string, unknown>): RowEnd
     case "withdrawn":
       return { type: "withdrawn", reason: row.reason };
     case "answered": {
-      const resolution = AskResolutionSchema.safeParse(row.resolution);
+      const resolution = StoredResolutionSchema.safeParse(row.resolution);
       if (!resolution.success) {
         throw new PostgresRowError(table, key, `the answer is not a resolution: ${issues(resolution.error)}`, {
           cause: resolution.error,
@@ -63,11 +77,12 @@ export function askEnding(ending: Exclude<RowEnding, { type: "pending" }>): AskE
 /**
  * Reads the `id, ask` columns of a pending row into the ask a console shows.
  *
- * @throws {PostgresRowError} when the ask is not a pending ask, or is the ask of another id.
+ * @throws {PostgresRowError} when the ask is not a pending ask (fields it does
+ *   not have included), or is the ask of another id.
  */
 export function parseAskRow(table: string, raw: Record<string, unknown>): PendingAsk {
   const key = typeof raw["id"] === "string" ? raw["id"] : "<no id>";
-  const parsed = PendingAskSchema.safeParse(raw["ask"]);
+  const parsed = StoredAskSchema.safeParse(raw["ask"]);
   if (!parsed.success) {
     throw new PostgresRowError(table, key, `not a pending ask: ${issues(parsed.error)}`, { cause: parsed.error });
   }

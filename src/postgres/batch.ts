@@ -8,6 +8,7 @@ export class Batch<K> {
   readonly #onError: (error: unknown) => void;
   #pending = new Set<K>();
   #running = false;
+  #draining: Promise<void> = Promise.resolve();
 
   constructor(run: (keys: K[]) => Promise<void>, onError: (error: unknown) => void) {
     this.#run = run;
@@ -19,7 +20,12 @@ export class Batch<K> {
     if (this.#running) return;
     this.#running = true;
     // A microtask later, so keys added in the same turn share the first run.
-    queueMicrotask(() => void this.#drain());
+    this.#draining = new Promise<void>((resolve) => queueMicrotask(() => void this.#drain().finally(resolve)));
+  }
+
+  /** Resolves once no run is in flight or due (runs never reject: failures go to `onError`). */
+  idle(): Promise<void> {
+    return this.#running ? this.#draining : Promise.resolve();
   }
 
   async #drain(): Promise<void> {

@@ -84,11 +84,11 @@ export class WorkerLease {
    * than the database's. Time spent waiting for a pooled connection is not
    * counted against the lease.
    */
-  async #run(operation: string, sql: string, values: unknown[]): Promise<{ rowCount: number; sent: number }> {
-    const send = async (client: PgPoolClient): Promise<{ rowCount: number; sent: number }> => {
+  async #run(operation: string, sql: string, values: unknown[]): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> {
+    const send = async (client: PgPoolClient): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> => {
       const sent = performance.now();
       try {
-        return { rowCount: (await client.query(sql, values)).rowCount ?? 0, sent };
+        return { rows: (await client.query(sql, values)).rows as Record<string, unknown>[], sent };
       } catch (error) {
         throw queryFailure(operation, this.#db.names, error);
       }
@@ -98,21 +98,32 @@ export class WorkerLease {
   }
 
   /**
-   * Pushes the lease forward. A lease found gone (it lapsed and someone
-   * closed its asks) or not renewed in time is lost; a failed renewal is
-   * retried at the next heartbeat while the lease still holds.
+   * Pushes the lease forward, only while it holds on the database's clock. A
+   * lease found gone (it lapsed and a reaper closed its asks) or found lapsed
+   * is lost, never revived: the same statement deletes a lapsed lease and
+   * closes its pending asks as abandoned, so no answer lands on them later.
+   * A failed renewal is retried at the next heartbeat while the lease still
+   * holds here.
    */
   async renew(): Promise<void> {
     const id = this.#id;
     if (id === undefined) return;
+    const workers = this.#db.names.table("workers");
     try {
-      const { rowCount, sent } = await this.#run(
+      const { rows, sent } = await this.#run(
         "PostgresAskQueue: renewing the worker lease",
-        `UPDATE ${this.#db.names.table("workers")} SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1`,
+        `WITH renewed AS (
+           UPDATE ${workers} SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = $1 AND lease_until > now() RETURNING id),
+         lapsed AS (DELETE FROM ${workers} WHERE id = $1 AND lease_until <= now() RETURNING id),
+         closed AS (
+           UPDATE ${this.#db.names.table("asks")} SET state = 'withdrawn', reason = 'abandoned', ended_at = now()
+           WHERE worker_id = $1 AND state = 'pending' AND NOT EXISTS (SELECT 1 FROM renewed) RETURNING id)
+         SELECT (SELECT count(*) FROM renewed)::int AS renewed, (SELECT count(*) FROM lapsed)::int AS lapsed,
+                (SELECT count(*) FROM closed)::int AS closed`,
         [id, this.#leaseMs],
       );
       if (this.#id !== id) return;
-      if (rowCount === 0) this.#lose("lapsed");
+      if (rows[0]?.["renewed"] !== 1) this.#lose("lapsed");
       else this.#validUntil = sent + this.#leaseMs;
     } catch (error) {
       if (this.#id === id && !this.holds) this.#lose("unreachable");
@@ -127,6 +138,8 @@ export class WorkerLease {
 
   /** Gives the lease up: its row goes, so any ask of it still pending is closed as abandoned. */
   async release(): Promise<void> {
+    // A lease being taken now is given up too, once it is.
+    await this.#taking?.catch(() => undefined);
     const id = this.#id;
     this.#id = undefined;
     if (id === undefined) return;
