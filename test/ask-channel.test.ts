@@ -128,6 +128,19 @@ describe("answers", () => {
     approver.close();
   });
 
+  it("a Promise given as the answer throws InvalidAskResolutionError, and its later rejection is never unhandled", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    const late = new Promise<AskResolution>((_resolve, reject) => setImmediate(() => reject(new Error("late"))));
+    expect(() => approver.resolve(ask.id, late as unknown as AskResolution)).toThrow(/got a Promise/);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
+
   it("strips unknown fields from an answer before the engine sees it", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(0);

@@ -29,6 +29,8 @@ export function parseResolution(askId: string, value: unknown): AskResolution {
   let parsed: ReturnType<typeof AskResolutionSchema.safeParse>;
   try {
     if (value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function") {
+      // The caller broke the contract by going async; keep its eventual rejection from surfacing as an unhandled one.
+      (value as PromiseLike<unknown>).then(undefined, () => undefined);
       throw new InvalidAskResolutionError(askId, "got a Promise; answer with a resolution object");
     }
     const constant = constantResolution(value);

@@ -65,11 +65,6 @@ export class SyncAskResolver implements AskResolver {
     try {
       return Promise.resolve(parseResolution(field(ask, "id"), answer));
     } catch (error) {
-      if (isThenable(answer)) {
-        // The caller broke the contract by going async; keep its eventual
-        // rejection from surfacing as an unhandled one.
-        answer.then(undefined, () => undefined);
-      }
       return Promise.reject(
         error instanceof InvalidAskResolutionError
           ? error
@@ -85,13 +80,5 @@ function field(ask: unknown, name: "id" | "tool"): string {
     return String((ask as Record<string, unknown> | null | undefined)?.[name]);
   } catch {
     return "<unreadable>";
-  }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  try {
-    return value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function";
-  } catch {
-    return false;
   }
 }

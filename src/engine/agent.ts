@@ -21,11 +21,9 @@ import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
-import { randomIdGen } from "./ids.js";
+import { isUuid, randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A live set of tools, read at the start of every model turn (an MCP toolset is one). */
 export interface ToolSource {
@@ -244,7 +242,7 @@ export class Agent {
     const { idGen } = this.#settings;
     const id = idGen();
     // The default generator's ids are UUIDs by construction.
-    if (idGen !== randomIdGen && (typeof id !== "string" || !UUID.test(id))) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
+    if (idGen !== randomIdGen && !isUuid(id)) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
     return id;
   }
 

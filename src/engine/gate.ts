@@ -5,6 +5,7 @@ import { Attempt } from "./attempt.js";
 import { CircuitBreaker } from "./breaker.js";
 import { EngineConfigError, describeError } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
+import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
 import { Cancel } from "./signals.js";
 import { frozenJson } from "./snapshot.js";
@@ -157,8 +158,6 @@ export interface InternalRequest {
   readonly onRecord?: (record: GateDecision) => void;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** Runs one attempt through `gate`: for `Agent`. */
 export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<GateOutcome>;
 
@@ -224,7 +223,7 @@ export class Gate {
     const { callId, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
-    if (!UUID.test(sessionId) || !UUID.test(runId)) throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
+    if (!isUuid(sessionId) || !isUuid(runId)) throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
     if (!Number.isSafeInteger(turn) || turn < 0) throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(request.tool);
     // A call nothing can cancel still hands its hooks, resolver and tool a signal.

@@ -4,6 +4,11 @@ import { EngineConfigError } from "./errors.js";
 /** Produces a fresh UUID string each call (session, run and ask ids). */
 export type IdGen = () => string;
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True for a UUID string (any version, either case). */
+export const isUuid = (value: unknown): value is string => typeof value === "string" && UUID.test(value);
+
 /** The default id generator: `crypto.randomUUID()`. */
 export const randomIdGen: IdGen = () => randomUUID();
 

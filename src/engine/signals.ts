@@ -30,7 +30,6 @@ export class Cancel {
   #fire: (() => void) | undefined;
   #cancelled: Promise<typeof CANCELLED> | undefined;
   #onAbort: (() => void) | undefined;
-  #abortedOwn = false;
 
   private constructor(signal: AbortSignal, controller: AbortController | undefined, abortable: boolean) {
     this.signal = signal;
@@ -55,13 +54,11 @@ export class Cancel {
   }
 
   get aborted(): boolean {
-    // An owned signal aborts only through abort(), so its controller need not be asked.
-    return this.#controller === undefined ? this.signal.aborted : this.#abortedOwn;
+    return this.signal.aborted;
   }
 
   /** Aborts an owned signal with `reason`, ending every wait on it. */
   abort(reason: unknown): void {
-    this.#abortedOwn = true;
     this.#controller?.abort(reason);
     this.#fire?.();
   }
