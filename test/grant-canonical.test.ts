@@ -307,6 +307,30 @@ describe("canonicalJson's limits", () => {
     expectLimit(object, "nodes", /^\$(\.[ab]){1,26}$/);
   });
 
+  it("stop a 2^26-leaf value of shared references after at most a million reads, not 2^27", () => {
+    // Every property is a getter that counts its reads: the work done is the
+    // number of reads, whatever the machine's speed. Walking the whole value
+    // would read 2^27 - 2 properties (minutes and gigabytes of text).
+    let reads = 0;
+    let value: unknown = "leaf";
+    for (let i = 0; i < 26; i++) {
+      const inner = value;
+      value = {
+        get a(): unknown {
+          reads++;
+          return inner;
+        },
+        get b(): unknown {
+          reads++;
+          return inner;
+        },
+      };
+    }
+    expectLimit(value, "nodes", /^\$(\.[ab]){1,26}$/);
+    expect(reads).toBeGreaterThan(0);
+    expect(reads).toBeLessThanOrEqual(CANONICAL_JSON_MAX_NODES);
+  });
+
   it("hold the node limit exactly: the array and its elements are nodes", () => {
     expect(canonicalJson(new Array(CANONICAL_JSON_MAX_NODES - 1).fill(0))).toHaveLength(
       2 * (CANONICAL_JSON_MAX_NODES - 1) + 1,

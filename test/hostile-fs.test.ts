@@ -8,6 +8,7 @@ import { LoopctlError } from "../src/errors.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
 import { walk } from "./support/reliability-files.js";
+import { isRoot, unmet } from "./support/precondition.js";
 
 const temp = mkdtempSync(join(tmpdir(), "loopctl-hostile-fs-"));
 afterAll(() => rmSync(temp, { recursive: true, force: true }));
@@ -245,7 +246,7 @@ describe("a full disk", () => {
     try {
       execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
     } catch (error) {
-      context.skip(`mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
+      unmet(context, `mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
     }
     try {
       const project = join(disk, "project");
@@ -277,7 +278,11 @@ describe("a ledger this user cannot read or move aside", () => {
   // process, against a ledger owned by root (an owner the store accepts).
   const NOBODY = 65534;
   let reader: Bundle | undefined;
+  beforeEach((context) => {
+    if (!isRoot()) unmet(context, "running the store as another user (nobody) needs root");
+  });
   beforeAll(async () => {
+    if (!isRoot()) return;
     reader = await bundleChild("grant-reader.ts");
     chmodSync(dirname(reader.path), 0o755);
     chmodSync(reader.path, 0o644);
@@ -317,7 +322,7 @@ describe("a ledger this user cannot read or move aside", () => {
     expect(seen["load"]).toEqual({ error: "LEDGER_IO" });
     expect(seen["resetCorrupt"]).toEqual({ error: "LEDGER_IO" });
     expect(seen["clearKeepAside"]).toEqual({ error: "LEDGER_IO" });
-    for (const command of ["list", "reset"]) {
+    for (const command of ["list", "reset", "repair"]) {
       const run = seen[command] as { code: number; stderr: string };
       expect(run.code, command).toBe(4);
       expect(run.stderr, command).toContain("[LEDGER_IO]");
@@ -333,6 +338,10 @@ describe("a ledger this user cannot read or move aside", () => {
     expect(seen["load"]).toEqual({ error: "LEDGER_CORRUPT" });
     expect(seen["resetCorrupt"]).toEqual({ error: "LEDGER_IO" });
     expect(seen["clearKeepAside"]).toEqual({ error: "LEDGER_IO" });
+    const repair = seen["repair"] as { code: number; stderr: string };
+    expect(repair.code).toBe(4);
+    expect(repair.stderr).toContain("[LEDGER_IO]");
+    expect(repair.stderr).toContain(ledger);
     expect(readFileSync(ledger, "utf8")).toBe("[{");
     expect(readdirSync(dirname(ledger))).toEqual(["grants.json"]);
   });

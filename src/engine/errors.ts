@@ -37,7 +37,7 @@ export class CancelledError extends RunStoppedError {
 }
 
 /**
- * Pre-detection stopped the run: the same call (tool and `argsDigest`)
+ * Pre-detection stopped the run: the same call (tool and `argsSha256`)
  * reached pre-detection more often than `withLoopDetection({ maxRepeats })`
  * allows: on its way to dispatch, or at its refusal as a call to an unknown
  * tool or with arguments that are not JSON values (all such arguments of one
@@ -46,7 +46,7 @@ export class CancelledError extends RunStoppedError {
 export class LoopDetectedError extends RunStoppedError {
   /** The repeated tool. */
   readonly tool: string;
-  /** The repeated call's `argsDigest` (`""` when its arguments are not JSON values). */
+  /** The repeated call's `argsDigest`, for display (`""` when its arguments are not JSON values); calls are told apart by `argsSha256`. */
   readonly argsDigest: string;
   /** How many times the call reached pre-detection, this one included. */
   readonly repeats: number;

@@ -121,8 +121,9 @@ const REFUSED_OBJECTS: ReadonlyArray<readonly [abstract new (...args: never[]) =
 ];
 
 /**
- * An array or object being written: which child is next, and the text so
- * far. One class for both, so the loop that walks them sees one shape.
+ * An array or object being written: which child is next, and where its text
+ * lies in the writer's output. One class for both, so the loop that walks
+ * them sees one shape.
  */
 class Frame {
   readonly value: object;
@@ -133,20 +134,22 @@ class Frame {
   readonly order: readonly number[] | null;
   /** The child being written (an index into the array, or into `keys`). */
   index = 0;
-  /** The text so far, without its closing bracket (with `order`, only the bracket). */
-  text: string;
-  /** With `order`: `"key":value` per key, `undefined` where a property is omitted. */
-  readonly members: (string | undefined)[] | null;
+  /** Where its children's text begins in the output (just after its opening bracket). */
+  readonly start: number;
+  /** Where the child being written begins in the output: a slot for its comma and key. */
+  mark = 0;
+  /** With `order`: where each `"key":value` lies in the output, `undefined` where a property is omitted. */
+  readonly members: (readonly [number, number] | undefined)[] | null;
   /** Children written so far, for the commas. */
   written = 0;
 
-  constructor(value: object, keys: readonly string[] | null, length: number) {
+  constructor(value: object, keys: readonly string[] | null, length: number, start: number) {
     this.value = value;
     this.keys = keys;
     this.length = length;
     this.order = keys === null ? null : codePointOrder(keys);
     this.members = this.order === null ? null : [];
-    this.text = keys === null ? "[" : "{";
+    this.start = start;
   }
 
   /** The path segment of the child being written: `[2]`, `.name` or `["a b"]`. */
@@ -157,12 +160,15 @@ class Frame {
   }
 }
 
-/** Quoted object keys, bounded: cleared when full. */
+/** Quoted object keys with their colon, bounded: cleared when full. */
 const quotedKeys = new Map<string, string>();
 const QUOTED_KEYS_MAX = 4096;
 
 /** What {@link Writer} returns for a value it opened as a container instead of writing it. */
 const OPENED = Symbol("opened");
+
+/** What {@link Writer} returns for a container it closed: its text is in the output already. */
+const WRITTEN = Symbol("written");
 
 /** Up to this depth, scanning the open containers beats hashing into a Set. */
 const SCAN_DEPTH = 32;
@@ -172,9 +178,13 @@ const SCAN_DEPTH = 32;
  * than by recursion, so its depth limit does not depend on the stack the
  * caller left, and it counts the values it reaches and the bytes it writes as
  * it goes, so a hostile value stops at a limit in a bounded number of steps.
+ * The text goes into one list of pieces, joined once at the end: building a
+ * string per container would make and keep millions of short-lived strings
+ * for a value that is refused at a limit anyway.
  */
 class Writer {
   readonly #stack: Frame[] = [];
+  readonly #out: string[] = [];
   /** The containers open deeper than {@link SCAN_DEPTH}, for the cycle check. */
   #deep: Set<object> | undefined;
   #nodes = 0;
@@ -182,7 +192,7 @@ class Writer {
 
   write(root: unknown): string {
     const stack = this.#stack;
-    let result: string | undefined | typeof OPENED;
+    let result: string | undefined | typeof OPENED | typeof WRITTEN;
     try {
       result = this.#value(root, "");
       while (stack.length > 0) {
@@ -198,7 +208,7 @@ class Writer {
       throw thrown;
     }
     if (result === undefined || result === OPENED) throw new CanonicalJsonError("$", "undefined has no JSON form");
-    return result;
+    return result === WRITTEN ? this.#out.join("") : result;
   }
 
   /** Counts `bytes` more of output. */
@@ -210,6 +220,10 @@ class Writer {
   #child(frame: Frame): string | undefined | typeof OPENED {
     const source = frame.value as Record<string | number, unknown>;
     const i = frame.index;
+    // The child's comma and key go before its text, known only once it is
+    // written: one slot for each, filled (or dropped) when it is delivered.
+    frame.mark = this.#out.length;
+    this.#out.push("", "");
     if (frame.keys === null) {
       let raw: unknown;
       let present: boolean;
@@ -233,38 +247,53 @@ class Writer {
   }
 
   /** Adds the child just written to its container; a comma goes before each but the first. */
-  #deliver(frame: Frame, text: string | undefined): void {
+  #deliver(frame: Frame, text: string | undefined | typeof WRITTEN): void {
+    const out = this.#out;
     if (frame.keys === null) {
       if (text === undefined) throw new Fault("undefined inside an array has no JSON form");
     } else {
-      if (text === undefined) return;
-      text = `${this.#quoteKey(frame.keys[frame.index] as string)}:${text}`;
-      this.#spend(1);
+      if (text === undefined) {
+        out.length = frame.mark;
+        return;
+      }
+      out[frame.mark + 1] = this.#quoteKey(frame.keys[frame.index] as string);
     }
     if (frame.written > 0) this.#spend(1);
-    if (frame.members !== null) frame.members[frame.index] = text;
-    else frame.text += frame.written > 0 ? `,${text}` : text;
+    if (text !== WRITTEN) out.push(text);
+    // A member of an object written out of order gets its comma when the
+    // object closes, in code-point order.
+    if (frame.members !== null) frame.members[frame.index] = [frame.mark + 1, out.length];
+    else if (frame.written > 0) out[frame.mark] = ",";
     frame.written++;
   }
 
-  #close(frame: Frame): string {
+  #close(frame: Frame): typeof WRITTEN {
     const stack = this.#stack;
+    const out = this.#out;
     stack.pop();
     if (stack.length >= SCAN_DEPTH) this.#deep?.delete(frame.value);
-    if (frame.keys === null) return `${frame.text}]`;
-    if (frame.order === null || frame.members === null) return `${frame.text}}`;
+    if (frame.keys === null) {
+      out.push("]");
+      return WRITTEN;
+    }
+    if (frame.order === null || frame.members === null) {
+      out.push("}");
+      return WRITTEN;
+    }
     // Properties were read (and toJSON called) in the object's own key order,
     // as JSON.stringify reads them, so the first bad value is the one
     // reported; only the output follows code-point order.
-    let text = frame.text;
+    const pieces = out.splice(frame.start);
     let first = true;
     for (const i of frame.order) {
       const member = frame.members[i];
       if (member === undefined) continue;
-      text += first ? member : `,${member}`;
+      if (!first) out.push(",");
+      for (let k = member[0]; k < member[1]; k++) out.push(pieces[k - frame.start] as string);
       first = false;
     }
-    return `${text}}`;
+    out.push("}");
+    return WRITTEN;
   }
 
   /**
@@ -359,8 +388,10 @@ class Writer {
     if (depth > SCAN_DEPTH && this.#deep?.has(value) === true) throw new Fault("the value contains a cycle");
     if (depth >= CANONICAL_JSON_MAX_DEPTH) throw new Fault("", { limit: "depth" });
     let frame: Frame;
+    const out = this.#out;
     if (Array.isArray(value)) {
-      frame = new Frame(value, null, value.length);
+      out.push("[");
+      frame = new Frame(value, null, value.length, out.length);
     } else {
       let keys: string[];
       try {
@@ -368,7 +399,8 @@ class Writer {
       } catch (error) {
         throw new Fault("listing the object's keys threw", { cause: error });
       }
-      frame = new Frame(value, keys, keys.length);
+      out.push("{");
+      frame = new Frame(value, keys, keys.length, out.length);
     }
     // Both brackets are counted as the container opens, so the value that
     // crosses the size limit is the one named, not the bracket after it.
@@ -408,9 +440,10 @@ class Writer {
   }
 
   /**
-   * An object key, quoted. Argument objects of one tool repeat the same few
-   * keys call after call, so short keys that quote to ASCII are remembered
-   * (their UTF-8 length is their length).
+   * An object key, quoted, and the colon after it. Argument objects of one
+   * tool repeat the same few keys call after call, so short keys that quote
+   * to ASCII are remembered (their UTF-8 length is their length), and every
+   * member with such a key shares one string.
    */
   #quoteKey(key: string): string {
     let quoted = quotedKeys.get(key);
@@ -419,7 +452,8 @@ class Writer {
       return quoted;
     }
     const before = this.#bytes;
-    quoted = this.#quote(key);
+    quoted = `${this.#quote(key)}:`;
+    this.#spend(1);
     if (key.length <= 64 && this.#bytes - before === quoted.length) {
       if (quotedKeys.size >= QUOTED_KEYS_MAX) quotedKeys.clear();
       quotedKeys.set(key, quoted);

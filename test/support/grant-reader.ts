@@ -2,7 +2,8 @@
 // which starts it as an unprivileged user (root reads any file):
 //   node <bundle> <root> <project>
 // Prints one JSON line: what load(), resetCorrupt(), clear({ corrupt:
-// "keep-aside" }) and `loopctl grants list` / `grants reset` each gave.
+// "keep-aside" }) and `loopctl grants list` / `grants reset` / `grants repair`
+// each gave.
 import { runCli } from "../../src/cli/index.js";
 import { FileGrantStore } from "../../src/grant/index.js";
 
@@ -37,5 +38,6 @@ process.stdout.write(
     clearKeepAside: await outcome(() => store.clear({ corrupt: "keep-aside" })),
     list: await cli(["grants", "list"]),
     reset: await cli(["grants", "reset"]),
+    repair: await cli(["grants", "repair"]),
   })}\n`,
 );
