@@ -10,7 +10,6 @@ export const MAX_WIDTH = 80;
 /** The narrowest: below this, wrapping costs more than it saves. */
 const MIN_WIDTH = 40;
 
-// eslint-disable-next-line no-control-regex
 const ESCAPE = /\u001b\[[0-9;]*m/g;
 
 /** How many columns `stream` gives the demo: its width, capped at {@link MAX_WIDTH}. */

@@ -20,7 +20,7 @@
  *        [--interactive | --scripted | --console [--port N]] [--ask-timeout MS] [--reset]
  */
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { inspect, parseArgs } from "node:util";
 import { ApprovalChannel } from "loopctl/ask";
 import { RecentRecords, createApprovalServer } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
@@ -234,7 +234,7 @@ async function main(out: Output): Promise<number> {
     out.line(`grants remembered for this project: ${kept}`, "  ");
     if (failure !== undefined) {
       out.write("\n");
-      out.line(style.red(`the run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)}`));
+      out.line(style.red(`the run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : inspect(failure)}`));
       // 130: the shell's convention for "stopped by Ctrl-C".
       return failure instanceof CancelledError ? 130 : 1;
     }

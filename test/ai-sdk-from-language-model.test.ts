@@ -194,7 +194,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
           [
             { type: "reasoning", text: "think", providerMetadata: signature },
             { type: "file", mediaType: "image/png", data: new Uint8Array([1, 2, 3]) },
-            { type: "text", text: "reading", providerMetadata: { openai: { itemId: "msg_1", unset: undefined } } as never },
+            { type: "text", text: "reading", providerMetadata: { openai: { itemId: "msg_1", unset: undefined } } },
             { type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path":"a"}', providerMetadata: { openai: { itemId: "fc_1" } } },
           ],
           { providerMetadata: { openai: { responseId: "resp_1" } } },

@@ -117,7 +117,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     });
     const result = streamText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
     const parts: { type: string; toolCallId?: string; output?: unknown }[] = [];
-    for await (const part of result.fullStream) parts.push(part as never);
+    for await (const part of result.fullStream) parts.push(part);
     expect(await result.text).toBe("half done");
     expect(executed).toEqual([{ env: "staging", version: "2" }]);
     expect(records.map((r) => r.verdict).sort()).toEqual(["allow", "deny"]);
@@ -176,7 +176,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const [channel, approver] = ApprovalChannel.pair(1);
     const { gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
     const controller = new AbortController();
-    const execute = gateTools(tools, gate).deploy!.execute!;
+    const execute = gateTools(tools, gate).deploy.execute!;
     const pending = Promise.resolve(execute({ env: "a", version: "1" }, { toolCallId: "c1", messages: [], abortSignal: controller.signal }));
     await approver.next();
     controller.abort();
@@ -207,10 +207,10 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(() => gateTools(null as never, gate)).toThrow(AiSdkToolError);
     expect(() => gateTools(tools, gate, { refusals: "hide" as never })).toThrow(AiSdkToolError);
     expect(() => gateTools(tools, gate, { runId: "run-1" })).toThrow(/runId must be a UUID/);
-    const execute = gateTools(tools, gate).deploy!.execute!;
+    const execute = gateTools(tools, gate).deploy.execute!;
     await expect(Promise.resolve(execute({ env: "a", version: "1" }, {} as never))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "deploy" });
     const odd = gateTools({ odd: tool({ description: "", inputSchema: { "~standard": { vendor: "odd", version: 1, validate: () => ({ value: {} }) } } as never, execute: async () => "ran" }) }, gate);
-    await expect(Promise.resolve(odd.odd!.execute!({}, { toolCallId: "c1", messages: [] }))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "odd" });
+    await expect(Promise.resolve(odd.odd.execute!({}, { toolCallId: "c1", messages: [] }))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "odd" });
   });
 });
 

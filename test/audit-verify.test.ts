@@ -169,7 +169,7 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
       ls[1] = rehash(edited);
       // The chain still links: only the duplicate gives it away.
       const third = JSON.parse(ls[2] as string) as { seq: number; prev: string; record: unknown };
-      const thirdBody = `{"seq":3,"prev":"${(JSON.parse(ls[1] as string) as { hash: string }).hash}","record":${JSON.stringify(third.record)}`;
+      const thirdBody = `{"seq":3,"prev":"${(JSON.parse(ls[1]) as { hash: string }).hash}","record":${JSON.stringify(third.record)}`;
       ls[2] = rehash(thirdBody);
       const result = verifyAuditBytes(join_(ls.slice(0, 3)));
       expect(result, what).toMatchObject({ ok: false, line: 2, problem: "malformed" });

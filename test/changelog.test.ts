@@ -46,7 +46,7 @@ describe("CHANGELOG.md (Keep a Changelog 1.1.0)", () => {
       expect(new Set(kinds).size, heading).toBe(kinds.length);
       for (const { kind, lines } of sections) {
         expect(lines.length, `${heading} ${kind}`).toBeGreaterThan(0);
-        expect(lines.filter((line) => !/^(- |  \S)/.test(line)), `${heading} ${kind}`).toEqual([]);
+        expect(lines.filter((line) => !/^(- | {2}\S)/.test(line)), `${heading} ${kind}`).toEqual([]);
       }
     }
   });

@@ -234,9 +234,9 @@ describe("npm run demo (non-interactive)", () => {
     expect(out).toContain("answer  approve once");
     expect(out).toContain("answer  never-call: deny; remember for these exact arguments");
     expect(out).toContain("answer  none scripted: nobody answers, the ask expires after 1000 ms");
-    expect(out).toMatch(/gate {4}ask_allowed  ask\/ask_resolver/);
-    expect(out).toMatch(/gate {4}ask_denied  ask\/ask_resolver: denied by approver/);
-    expect(out).toMatch(/gate {4}ask_expired  hook\/engine: ask expired unanswered/);
+    expect(out).toMatch(/gate {4}ask_allowed {2}ask\/ask_resolver/);
+    expect(out).toMatch(/gate {4}ask_denied {2}ask\/ask_resolver: denied by approver/);
+    expect(out).toMatch(/gate {4}ask_expired {2}hook\/engine: ask expired unanswered/);
     expect(out).toContain("Permission ask expired unanswered for tool 'deploy'");
     expect(flat(out)).toContain(
       "assistant> Production was not deployed (Permission denied by approver for tool 'deploy'). Retrying without the checks.",
@@ -261,8 +261,8 @@ describe("npm run demo (non-interactive)", () => {
     const out = second.stdout;
     expect(out).toContain("grants     2 remembered for project .loopctl-demo");
     expect(out).not.toContain("Add this 1.4.0 section at the top of CHANGELOG.md?");
-    expect(out).toMatch(/gate {4}allow  decided by a remembered grant [0-9a-f]{16}, no ask/);
-    expect(out).toMatch(/gate {4}deny  decided by a remembered grant [0-9a-f]{16}, no ask/);
+    expect(out).toMatch(/gate {4}allow {2}decided by a remembered grant [0-9a-f]{16}, no ask/);
+    expect(out).toMatch(/gate {4}deny {2}decided by a remembered grant [0-9a-f]{16}, no ask/);
     // Staging was approved once, not remembered: it is asked again.
     expect(out).toContain("answer  approve once");
     expect(out).toContain("decided by remembered grants 2");

@@ -50,7 +50,7 @@ describe("LoopManagers", () => {
     ["withObserverErrorHandler", (m) => m.withObserverErrorHandler(1 as never)],
     ["withIdGen", (m) => m.withIdGen("id" as never)],
     ["withClock", (m) => m.withClock({} as never)],
-    ["withClock", (m) => m.withClock({ now: () => 0, setTimeout: () => 0 } as never)],
+    ["withClock", (m) => m.withClock({ now: () => 0, setTimeout: () => 0 })],
     ["withMaxConcurrency", (m) => m.withMaxConcurrency(0)],
     ["withMaxConcurrency", (m) => m.withMaxConcurrency(1.5)],
     ["withGrantStore", (m) => m.withGrantStore({ load: () => [] } as never)],

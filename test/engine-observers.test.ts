@@ -68,7 +68,7 @@ describe("observers", () => {
     const names: ObserverEventName[] = ["onModelRequest", "onModelResponse", "onToolPre", "onGate", "onToolPost"];
     const thrower: Observer = Object.fromEntries(
       names.map((name) => [name, () => { throw new Error(name); }]),
-    ) as Observer;
+    );
     const rejecter: Observer = { onGate: () => Promise.reject(new Error("async onGate")) as never };
     const reported: string[] = [];
     const { log, observer } = eventLog();

@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers } from "loopctl/engine";
-import type { ToolCall } from "loopctl/engine";
 import { argsDigest } from "loopctl/grant";
 import { ScriptedModel } from "loopctl/testing";
 import { readTool } from "./support/engine-fixtures.js";
@@ -17,7 +16,7 @@ async function approvedRun(input: unknown, onAsk: () => void = () => undefined) 
   const seenByHook: unknown[] = [];
   const asks: PendingAsk[] = [];
   const agent = new Agent({
-    model: new ScriptedModel([() => ({ toolCalls: [{ id: "c1", name: "read", input } as ToolCall] }), { text: "done" }]),
+    model: new ScriptedModel([() => ({ toolCalls: [{ id: "c1", name: "read", input }] }), { text: "done" }]),
     tools: [readTool(executed)],
     managers: new LoopManagers()
       .withHook({ preToolUse: (call) => (seenByHook.push(JSON.parse(JSON.stringify(call.input))), { type: "ask", prompt: "read it?" }) })

@@ -77,7 +77,7 @@ describe("a model that calls tools badly gets error results, never a crash", () 
   ])("%s: one error result, one record, the tool never runs, the run goes on", async (_label, call, text) => {
     const executed: unknown[] = [];
     const model = new ScriptedModel([() => ({ toolCalls: [call] }), { text: "done" }]);
-    const agent = new Agent({ model: model as Model, tools: tools(executed), managers: new LoopManagers() });
+    const agent = new Agent({ model: model, tools: tools(executed), managers: new LoopManagers() });
     const outcome = await settle(agent);
     expect(executed).toEqual([]);
     expect(outcome).not.toBeInstanceOf(Error);
@@ -122,7 +122,7 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     const asks: { argsDigest: string; size: number }[] = [];
     const agent = new Agent({
       model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: { path } }] }, { text: "done" }]),
-      tools: tools(executed as unknown[]),
+      tools: tools(executed),
       managers: new LoopManagers()
         .withHook({ preToolUse: () => ({ type: "ask", prompt: "read it all?" }) })
         .withAskResolver(new SyncAskResolver((ask) => (asks.push({ argsDigest: ask.argsDigest, size: JSON.stringify(ask).length }), true))),

@@ -46,7 +46,7 @@ function brokenRepoLink(target: string): string | undefined | null {
   if (!target.startsWith(`${REPO_URL}/`)) return null;
   const match = /^https:\/\/github\.com\/loopctl\/loopctl\/(blob|tree)\/main\/([^#?]+)(?:#(.+))?$/.exec(target);
   if (match === null) return "not a blob/ or tree/ link on main";
-  const [, kind, path, anchor] = match as RegExpExecArray;
+  const [, kind, path, anchor] = match;
   return brokenTarget(decodeURIComponent(path as string), anchor, kind === "tree");
 }
 

@@ -272,7 +272,7 @@ async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualC
       for (const id of answeredNow) observed.racedWithCancel.add(id);
     }
     await flush();
-    clock.advance(TICK_MS);
+    await clock.advance(TICK_MS);
     // Nothing may park forever: past the plan's horizon, the run is cancelled.
     if (step >= MAX_STEPS && !observed.cancelled) cancel();
   }

@@ -244,7 +244,7 @@ describe("WebhookResolver fails closed", () => {
     const urls: string[] = [];
     const webhook = resolver(hook.url, {
       fetch: (input, init) => {
-        urls.push(String(input));
+        urls.push(input instanceof Request ? input.url : String(input));
         return fetch(input, init);
       },
     });

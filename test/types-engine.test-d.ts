@@ -326,8 +326,8 @@ describe("Agent", () => {
 describe("the engine's public surface", () => {
   it("keeps internals out", () => {
     // @ts-expect-error ManagerSettings is internal
-    type Settings = import("loopctl/engine").ManagerSettings;
+    type _Settings = import("loopctl/engine").ManagerSettings;
     // @ts-expect-error a gate's prepared tool is internal
-    type Gated = import("loopctl/engine").GatedTool;
+    type _Gated = import("loopctl/engine").GatedTool;
   });
 });

@@ -107,6 +107,6 @@ describe("GrantPolicy", () => {
 describe("the grant module's public surface", () => {
   it("keeps its index internal", () => {
     // @ts-expect-error the stores' index is internal: a store answers covering instead
-    type Index = import("loopctl/grant").GrantIndex;
+    type _Index = import("loopctl/grant").GrantIndex;
   });
 });

@@ -238,7 +238,7 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
         }
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
       },
-    } as Tool;
+    };
   }
   return gated as GatedTools<TOOLS>;
 }

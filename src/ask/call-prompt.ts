@@ -46,6 +46,7 @@ export function redactSecretKeys(path: ArgsPath, value: unknown): unknown {
  * controls, zero-width characters, line separators): shown as `\uXXXX` so an
  * argument cannot make a person read something other than what runs.
  */
+// eslint-disable-next-line no-misleading-character-class -- every member is one code point, matched on its own
 const INVISIBLE = /[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0]/g;
 
 function visible(text: string): string {

@@ -72,7 +72,7 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   }
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
-    return { values: parsed.values as ParsedValues<T>, positionals: parsed.positionals };
+    return { values: parsed.values, positionals: parsed.positionals };
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;
     if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_")) {

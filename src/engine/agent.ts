@@ -73,7 +73,10 @@ function toolset(tools: readonly Tool[]): Toolset {
   if (!Array.isArray(tools)) throw new EngineConfigError("Agent", "tools must be an array or a ToolSource ({ current(): Tool[] })");
   const byName = new Map<string, Tool>();
   for (const tool of tools as readonly unknown[]) {
-    if (!isTool(tool)) throw new ToolDefinitionError(String((tool as { name?: unknown } | null)?.name ?? ""), "not a tool made by defineTool");
+    if (!isTool(tool)) {
+      const name = (tool as { name?: unknown } | null)?.name;
+      throw new ToolDefinitionError(typeof name === "string" ? name : "", "not a tool made by defineTool");
+    }
     if (byName.has(tool.name)) throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
     byName.set(tool.name, tool);
   }

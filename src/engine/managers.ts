@@ -11,7 +11,6 @@ import type { IdGen } from "./ids.js";
 import type { LoopDetectionOptions } from "./loop-detector.js";
 import type { Middleware } from "./middleware.js";
 import type { Observer, ObserverErrorHandler } from "./observer.js";
-import type { Gate } from "./gate.js";
 
 /** Everything a {@link LoopManagers} holds, as the engine reads it (internal). */
 export interface ManagerSettings {
@@ -183,8 +182,8 @@ export class LoopManagers {
     }
     const full: Clock = {
       now: () => clock.now(),
-      setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : systemClock.setTimeout,
-      clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : systemClock.clearTimeout,
+      setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : (cb, ms) => systemClock.setTimeout(cb, ms),
+      clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : (handle) => systemClock.clearTimeout(handle),
     };
     return this.#with({ clock: full });
   }
@@ -228,7 +227,7 @@ export class LoopManagers {
     return this.#with({ loopDetection: Object.freeze({ maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats) }) });
   }
 
-  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per {@link Gate} (an `Agent` has one). */
+  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one). */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
     if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
     return this.#with({

@@ -36,6 +36,11 @@ function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${body}$`, "su");
 }
 
+/** `Array.isArray` narrows a typed array to `any[]`; this keeps its element type. */
+function isArray(value: unknown): value is readonly unknown[] {
+  return Array.isArray(value);
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof RegExp);
 }
@@ -103,7 +108,7 @@ function checkPattern(pattern: unknown, where: string): void {
  * ```
  */
 export function permissionMiddleware(options: PermissionOptions): Middleware {
-  if (typeof options !== "object" || options === null || !Array.isArray(options.rules)) {
+  if (typeof options !== "object" || options === null || !isArray(options.rules)) {
     throw new EngineConfigError("permissionMiddleware", "options.rules must be an array");
   }
   const defaultAction = options.defaultAction ?? "deny";

@@ -117,7 +117,7 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   if (isZodSchema(input)) {
     try {
       // The model writes the input side of the schema (before defaults and transforms).
-      inputSchema = z.toJSONSchema(input, { io: "input" }) as JsonSchema;
+      inputSchema = z.toJSONSchema(input, { io: "input" });
     } catch (error) {
       throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, { cause: error });
     }

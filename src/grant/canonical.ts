@@ -90,13 +90,14 @@ export function compareCodePoints(a: string, b: string): number {
  * A problem found while writing. The writer turns it into a
  * {@link CanonicalJsonError} naming the path, read off its own stack.
  */
-class Fault {
+class Fault extends Error {
   readonly problem: string;
   readonly limit: CanonicalJsonLimit | undefined;
-  readonly cause: unknown;
+  override readonly cause: unknown;
   readonly hasCause: boolean;
 
   constructor(problem: string, options: { limit?: CanonicalJsonLimit; cause?: unknown } = {}) {
+    super(problem);
     this.problem = problem;
     this.limit = options.limit;
     this.hasCause = "cause" in options;

@@ -61,6 +61,11 @@ export const GrantRecordSchema = z.object({
 /** The ledger record of one grant, as {@link GrantRecordSchema} parses it. */
 export type GrantRecord = Readonly<z.infer<typeof GrantRecordSchema>>;
 
+/** A record's id or tool as an error names it: strings and numbers as they are, anything else as `?`. */
+function label(value: unknown): string {
+  return typeof value === "string" || typeof value === "number" ? String(value) : "?";
+}
+
 function deepFreeze(root: unknown): void {
   const stack: unknown[] = [root];
   while (stack.length > 0) {
@@ -270,7 +275,7 @@ export class Grant {
     if (!parsed.success) {
       const r = (typeof record === "object" ? record : null) as { id?: unknown; tool?: unknown } | null;
       throw new GrantRecordError(
-        `grant record ${JSON.stringify(String(r?.id ?? "?"))} (tool ${JSON.stringify(String(r?.tool ?? "?"))}) ` +
+        `grant record ${JSON.stringify(label(r?.id))} (tool ${JSON.stringify(label(r?.tool))}) ` +
           `is invalid: ${zodIssuesLine(parsed.error)}`,
         { cause: parsed.error },
       );

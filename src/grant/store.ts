@@ -138,7 +138,7 @@ export class MemoryGrantStore implements GrantStore {
       options.signal?.throwIfAborted();
       return Promise.resolve(body());
     } catch (error) {
-      return Promise.reject(error as Error);
+      return Promise.reject(error);
     }
   }
 }

@@ -1,3 +1,7 @@
+/* eslint-disable @typescript-eslint/no-explicit-any --
+   The SDK's own types are generic in the run's context (RunContext<TContext>,
+   RunState<TContext, TAgent>, FunctionTool<TContext, …>); a wrapper for every
+   agent takes them for any context, as the SDK's own signatures do. */
 import type { AgentInputItem, FunctionTool, RunContext, RunState, RunToolApprovalItem } from "@openai/agents";
 import { callPrompt } from "../ask/index.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
@@ -259,7 +263,7 @@ export class AgentApprovals {
 
   /** The SDK asks whether a call needs approval: when the tool says yes, remembered grants may answer first. */
   async #needsApproval(wrapped: Wrapped, context: RunContext<any>, input: unknown, callId: string | undefined): Promise<boolean> {
-    const wants = await wrapped.original.needsApproval(context, input as never, callId);
+    const wants = await wrapped.original.needsApproval(context, input, callId);
     if (!wants) return false;
     if (this.#policy === undefined) return true;
     try {
@@ -281,7 +285,7 @@ export class AgentApprovals {
       this.#approved.delete(callId);
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
-        const output = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
+        const output: unknown = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
         open.done.resolve(output);
         return output;
       } catch (error) {
@@ -318,7 +322,7 @@ export class AgentApprovals {
       preToolUse: async (call) => {
         const entry = this.#inFlight.get(call.id);
         if (entry === undefined) return { type: "allow" };
-        const wants = entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input as never, call.id));
+        const wants = entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input, call.id));
         return wants ? { type: "ask", prompt: callPrompt(entry.wrapped.descriptor, call.input, this.#prompt) } : { type: "allow" };
       },
     };

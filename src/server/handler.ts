@@ -320,7 +320,7 @@ class Handler {
       const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
-    const outcome = await this.#deliver(id, parsed.data as AskResolution);
+    const outcome = await this.#deliver(id, parsed.data);
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });

@@ -73,7 +73,8 @@ export class ScriptedModel implements Model {
   #next = 0;
 
   constructor(turns: readonly ScriptedTurn[]) {
-    if (!Array.isArray(turns)) throw new TypeError("ScriptedModel needs an array of turns");
+    const given: unknown = turns;
+    if (!Array.isArray(given)) throw new TypeError("ScriptedModel needs an array of turns");
     this.#turns = [...turns];
   }
 
