@@ -259,7 +259,7 @@ describe("gateTools: streaming tools (async *execute)", () => {
     const model = new MockLanguageModelV3({ doStream: [v3Stream([call("s1", "progress", { env: "staging" }), call("s2", "progress", { env: "prod" })]), v3Stream([text("staging only")])] });
     const result = streamText({ model, tools: gateTools(streaming(log), gate), prompt: "ship", stopWhen: stepCountIs(3) });
     const parts: { type: string; toolCallId?: string; output?: unknown; preliminary?: boolean }[] = [];
-    for await (const part of result.fullStream) parts.push(part as never);
+    for await (const part of result.fullStream) parts.push(part);
     expect(await result.text).toBe("staging only");
     expect(log).toEqual(["started staging", "finished staging"]);
     const s1 = parts.filter((p) => p.type === "tool-result" && p.toolCallId === "s1").map((p) => [p.preliminary === true, p.output]);

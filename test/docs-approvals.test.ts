@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
+import { SyncAskResolver } from "loopctl/ask";
 import type { Approver, AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
