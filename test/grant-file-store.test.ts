@@ -371,8 +371,17 @@ describe("FileGrantStore lock", () => {
   it("waits for a lock with this process's pid made since it started: another copy of the module holds it", async () => {
     const s = store({ lockTimeoutMs: 50, staleLockMs: 1 });
     writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "copy" }), 10_000);
-    expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
-    expect(existsSync(s.lockPath)).toBe(true);
+    // A holder keeps its lock open while it holds it.
+    const held = await open(s.lockPath, "r");
+    try {
+      expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+      expect(existsSync(s.lockPath)).toBe(true);
+    } finally {
+      await held.close();
+    }
+    // Once no thread of this process has it open, its holder is gone: the lock is broken.
+    await s.save(grantA);
+    expect(existsSync(s.lockPath)).toBe(false);
   });
 
   it("waits a bounded time for a live lock, then fails naming the lock file", async () => {

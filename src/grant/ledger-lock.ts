@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { link, lstat, open, readFile, rename, unlink, type FileHandle } from "node:fs/promises";
+import { link, lstat, open, readFile, readdir, rename, stat as statOf, unlink, type FileHandle } from "node:fs/promises";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
@@ -79,14 +79,44 @@ async function startOf(pid: number): Promise<string | undefined> {
  * this process's pid was written by this process (another thread, or another
  * copy of this module: the ESM and CommonJS builds loaded side by side) unless
  * it predates this process, which makes it the leftover of an earlier process
- * that had the same pid (common in containers).
+ * that had the same pid (common in containers), or no thread of this process
+ * has it open any more (see {@link openHere}).
  */
-async function holderAlive(info: LockInfo): Promise<boolean> {
+async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, lock: Stats): Promise<boolean> {
   if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
   const current = await startOf(info.pid);
-  if (info.start !== undefined && current !== undefined) return info.start === current;
-  if (info.pid === process.pid) return info.createdAtMs >= Date.now() - process.uptime() * 1_000;
-  return true;
+  if (info.start !== undefined && current !== undefined) {
+    if (info.start !== current) return false;
+  } else if (info.pid === process.pid && info.createdAtMs < Date.now() - process.uptime() * 1_000) {
+    return false;
+  }
+  if (info.pid !== process.pid) return true;
+  return (await openHere(lockPath, seen, lock)) ?? true;
+}
+
+/**
+ * Whether the lock `lock` (open here as `seen`) is still held by a thread of
+ * this process, where the process's open files can be listed
+ * (`/proc/self/fd`); `undefined` where they cannot. A holder keeps its lock
+ * open from creating it until after removing it, and a worker thread's files
+ * are closed when it is terminated: a lock of this process that none of its
+ * threads has open (but `seen`) was left by a thread that is gone, and would
+ * otherwise stay until the process exits. Unless, that is, it was released
+ * and removed meanwhile: so it counts as held unless it is still the file at
+ * `lockPath` once no other open file was found.
+ */
+async function openHere(lockPath: string, seen: FileHandle, lock: Stats): Promise<boolean | undefined> {
+  let fds: string[];
+  try {
+    fds = await readdir("/proc/self/fd");
+  } catch {
+    return undefined;
+  }
+  const others = fds.filter((fd) => fd !== String(seen.fd));
+  const targets = await Promise.all(others.map((fd) => statOf(`/proc/self/fd/${fd}`).catch(() => undefined)));
+  if (targets.some((target) => target !== undefined && target.ino === lock.ino && target.dev === lock.dev)) return true;
+  const now = await lstat(lockPath).catch(() => undefined);
+  return now === undefined || now.ino !== lock.ino || now.dev !== lock.dev;
 }
 
 function pidAlive(pid: number): boolean {
@@ -116,8 +146,9 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle |
   try {
     await handle.writeFile(JSON.stringify(info), "utf8");
   } catch (failure) {
-    await handle.close().catch(() => undefined);
+    // Removed before it is closed: a lock of this process that no thread has open counts as abandoned.
     await unlink(lockPath).catch(() => undefined);
+    await handle.close().catch(() => undefined);
     throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: failure });
   }
   return handle;
@@ -142,25 +173,29 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<Seen> {
   }
   let stat;
   let text: string;
+  let info: LockInfo | null;
+  let stale: boolean;
   try {
-    stat = await handle.stat();
-    text = await handle.readFile("utf8");
-  } catch (error) {
-    throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
-      cause: error,
-    });
+    try {
+      stat = await handle.stat();
+      text = await handle.readFile("utf8");
+    } catch (error) {
+      throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+    const ageMs = Date.now() - stat.mtimeMs;
+    info = parseLock(text);
+    // A live holder on this host is never robbed, however long it holds the
+    // lock (paused, swapped out): it would go on to rename its ledger over the
+    // next writer's. Another host's processes cannot be seen: age decides there.
+    // The handle stays open meanwhile, so the lock's inode cannot be reused.
+    if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
+    else if (info.hostname === hostname()) stale = !(await holderAlive(info, lockPath, handle, stat));
+    else stale = ageMs > staleMs;
   } finally {
     await handle.close();
   }
-  const ageMs = Date.now() - stat.mtimeMs;
-  const info = parseLock(text);
-  // A live holder on this host is never robbed, however long it holds the
-  // lock (paused, swapped out): it would go on to rename its ledger over the
-  // next writer's. Another host's processes cannot be seen: age decides there.
-  let stale: boolean;
-  if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
-  else if (info.hostname === hostname()) stale = !(await holderAlive(info));
-  else stale = ageMs > staleMs;
   if (!stale) return { type: "held", holder: info === null ? null : { pid: info.pid, hostname: info.hostname } };
 
   // Move the lock aside and check it is the very file judged stale: a plain
@@ -302,9 +337,11 @@ async function isOurs(lockPath: string, held: FileHandle): Promise<boolean> {
 async function release(lockPath: string, held: FileHandle): Promise<void> {
   const ours = await isOurs(lockPath, held);
   if (ours && process.platform !== "win32") {
-    // The unlink and the close are independent here; on Windows a file deleted while open stays
-    // "delete pending" until it is closed, and a new lock could not be made in that moment.
-    await Promise.all([unlink(lockPath).catch(() => undefined), held.close().catch(() => undefined)]);
+    // Removed before it is closed: a lock of this process that no thread has open counts as
+    // abandoned. On Windows a file deleted while open stays "delete pending" until it is closed,
+    // and a new lock could not be made in that moment.
+    await unlink(lockPath).catch(() => undefined);
+    await held.close().catch(() => undefined);
     return;
   }
   await held.close().catch(() => undefined);

@@ -7,6 +7,12 @@
 //     saves <per> grants at once; then, <rounds> times, the ESM store saves an
 //     allow, and revokes it while the CommonJS store saves three more grants.
 //     Prints {"saved": [ids], "revoked": [ids]}.
+//   node <bundle> terminated <esm> <root> <project> <lockTimeoutMs>
+//     starts worker threads saving grants until one is terminated while it
+//     holds the lock (the lock file outlives it); then the main thread, with
+//     its own copy of the ESM build, saves one grant. Prints {"attempts": n,
+//     "saved": id} or {"attempts": n, "error": code}.
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { Worker, isMainThread, workerData } from "node:worker_threads";
@@ -30,6 +36,25 @@ async function saveMany(mod: GrantModule, root: string, project: string, who: st
 if (!isMainThread) {
   const { esm, root, project, who, count } = workerData as { esm: string; root: string; project: string; who: string; count: number };
   await saveMany(await loadEsm(esm), root, project, who, count);
+} else if (process.argv[2] === "terminated") {
+  const [esm, root, project, timeout] = process.argv.slice(3) as [string, string, string, string];
+  // A query string makes this a module copy of its own, apart from the workers'.
+  const mod = (await import(`${pathToFileURL(esm).href}?main`)) as GrantModule;
+  const store = new mod.FileGrantStore(root, project, { lockTimeoutMs: Number(timeout) });
+  const script = new URL(import.meta.url);
+  let attempts = 0;
+  while (!existsSync(store.lockPath)) {
+    if ((attempts += 1) > 200) throw new Error("no worker was terminated while holding the lock");
+    const worker = new Worker(script, { workerData: { esm, root, project, who: `worker-${attempts}`, count: 1_000_000 } });
+    // Busy-waits (the worker runs on its own thread) until the worker holds the lock.
+    while (!existsSync(store.lockPath)) await new Promise((resolve) => setImmediate(resolve));
+    await worker.terminate();
+  }
+  const outcome = await store.save(new mod.Grant("deploy", "deny", mod.GrantScope.thisTool())).then(
+    (grant) => ({ saved: grant.id }),
+    (error: unknown) => ({ error: (error as { code?: string }).code ?? String(error) }),
+  );
+  process.stdout.write(`${JSON.stringify({ attempts, ...outcome })}\n`);
 } else {
   const [mode, ...args] = process.argv.slice(2);
   if (mode === "threads") {
