@@ -23,7 +23,10 @@ export default tseslint.config(
       // a resolver) are async by contract whether or not they await.
       "@typescript-eslint/require-await": "off",
       // An AbortSignal's reason is the platform's rejection value for a cancel.
-      "@typescript-eslint/prefer-promise-reject-errors": ["error", { allowThrowingAny: true, allowThrowingUnknown: true }],
+      "@typescript-eslint/prefer-promise-reject-errors": [
+        "error",
+        { allowThrowingAny: true, allowThrowingUnknown: true },
+      ],
       "@typescript-eslint/no-unused-vars": [
         "error",
         { argsIgnorePattern: "^_", varsIgnorePattern: "^_", ignoreRestSiblings: true },

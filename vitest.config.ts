@@ -9,7 +9,10 @@ export default defineConfig({
     // Examples and tests may import the package by name, as a user would.
     alias: [
       { find: /^loopctl$/, replacement: src("index.ts") },
-      { find: /^loopctl\/(ask|grant|engine|audit|testing|server|ai-sdk|mcp|openai-agents|postgres)$/, replacement: src("$1/index.ts") },
+      {
+        find: /^loopctl\/(ask|grant|engine|audit|testing|server|ai-sdk|mcp|openai-agents|postgres)$/,
+        replacement: src("$1/index.ts"),
+      },
     ],
   },
   test: {

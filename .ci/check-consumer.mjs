@@ -56,7 +56,10 @@ function closure(names) {
 const work = mkdtempSync(join(tmpdir(), "loopctl-consumer-"));
 try {
   const [packed] = JSON.parse(
-    execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", work], { cwd: repo, encoding: "utf8" }),
+    execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", work], {
+      cwd: repo,
+      encoding: "utf8",
+    }),
   );
   const tarball = `file:../${packed.filename}`;
   const app = join(work, "app");
@@ -96,7 +99,10 @@ try {
       2,
     ),
   );
-  execFileSync("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: app, stdio: "inherit" });
+  execFileSync("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund"], {
+    cwd: app,
+    stdio: "inherit",
+  });
 
   // One file imports every subpath; a property no module has must be an
   // error, which proves each import resolved to real types (not `any`).
@@ -124,19 +130,42 @@ try {
       ...checked.flatMap((_, i) => ["// @ts-expect-error: no such export", `void m${i}.__notExported;`]),
       "",
     ].join("\n");
-    const base = { strict: true, esModuleInterop: true, noEmit: true, skipLibCheck, types: ["node"], target: "ES2022", lib };
+    const base = {
+      strict: true,
+      esModuleInterop: true,
+      noEmit: true,
+      skipLibCheck,
+      types: ["node"],
+      target: "ES2022",
+      lib,
+    };
     for (const [name, { files, options }] of Object.entries(projects)) {
       const named = files.map((file) => `${pass}-${file}`);
       for (const file of named) writeFileSync(join(app, file), source);
-      writeFileSync(join(app, `tsconfig.${pass}-${name}.json`), JSON.stringify({ compilerOptions: { ...base, ...options }, files: named }));
+      writeFileSync(
+        join(app, `tsconfig.${pass}-${name}.json`),
+        JSON.stringify({ compilerOptions: { ...base, ...options }, files: named }),
+      );
       execFileSync(process.execPath, [tsc, "-p", `tsconfig.${pass}-${name}.json`], { cwd: app, stdio: "inherit" });
-      console.log(`types ok under moduleResolution ${name}${skipLibCheck ? " (skipLibCheck)" : ""}: ${checked.join(", ")}`);
+      console.log(
+        `types ok under moduleResolution ${name}${skipLibCheck ? " (skipLibCheck)" : ""}: ${checked.join(", ")}`,
+      );
     }
   }
 
   // The root, loaded both ways, pulls in no optional SDK.
   const sdks = Object.keys(pkg.peerDependencies ?? {}).filter(optional);
-  const forbidden = [...new Set([...sdks, "pg", "ai", "@ai-sdk/provider", "@openai/agents", "@modelcontextprotocol/sdk", "playwright-core"])];
+  const forbidden = [
+    ...new Set([
+      ...sdks,
+      "pg",
+      "ai",
+      "@ai-sdk/provider",
+      "@openai/agents",
+      "@modelcontextprotocol/sdk",
+      "playwright-core",
+    ]),
+  ];
   // The same module hooks the test suite records the root's imports with.
   copyFileSync(join(repo, "test/support/record-imports-hooks.mjs"), join(app, "hooks.mjs"));
   writeFileSync(
@@ -160,7 +189,8 @@ console.log(JSON.stringify(Object.keys(createRequire(import.meta.url).cache)));
   const loaded = [...readFileSync(join(app, "loaded.txt"), "utf8").split("\n"), ...required].filter((l) => l !== "");
   const offending = loaded.filter((url) => forbidden.some((name) => url.includes(`/node_modules/${name}/`)));
   if (offending.length > 0) throw new Error(`importing the root loaded optional SDKs:\n${offending.join("\n")}`);
-  if (!loaded.some((url) => url.includes("/node_modules/loopctl/dist/index.cjs"))) throw new Error("require(\"loopctl\") was not seen");
+  if (!loaded.some((url) => url.includes("/node_modules/loopctl/dist/index.cjs")))
+    throw new Error('require("loopctl") was not seen');
   console.log(`root ok: import and require load ${loaded.length} modules, none of ${forbidden.join(", ")}`);
 } finally {
   rmSync(work, { recursive: true, force: true });

@@ -6,7 +6,9 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const [pack] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8" }));
+const [pack] = JSON.parse(
+  execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8" }),
+);
 const files = new Set(pack.files.map((f) => f.path));
 const needed = [
   "dist/server/console/index.html",
@@ -37,4 +39,6 @@ for (const [kind, load] of [
     await server.close();
   }
 }
-console.log(`package ok: ${pack.files.length} files, the console ships in dist/server/console and both builds serve it`);
+console.log(
+  `package ok: ${pack.files.length} files, the console ships in dist/server/console and both builds serve it`,
+);

@@ -9,7 +9,16 @@ import type { LanguageModel } from "ai";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
 import { z } from "zod";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, paired, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
+import {
+  failedRow,
+  measuredRow,
+  ns,
+  paired,
+  perRound,
+  roundRange,
+  timeTogether,
+  unavailableRows,
+} from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
 import { assertExecuted, type RoundTrip } from "./lib/round-trip.js";
 import { vercelAIRoundTrip } from "./peers/vercel-ai.js";
@@ -42,17 +51,32 @@ const echoModel: LanguageModel = {
   async doGenerate(options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
     const answered = options.prompt.at(-1)?.role === "tool";
     return answered
-      ? { content: [{ type: "text", text: "done" }], finishReason: { unified: "stop", raw: undefined }, usage: USAGE, warnings: [] }
-      : { content: [{ type: "tool-call", toolCallId: "call_1", toolName: "echo", input: '{"text":"hi"}' }], finishReason: { unified: "tool-calls", raw: undefined }, usage: USAGE, warnings: [] };
+      ? {
+          content: [{ type: "text", text: "done" }],
+          finishReason: { unified: "stop", raw: undefined },
+          usage: USAGE,
+          warnings: [],
+        }
+      : {
+          content: [{ type: "tool-call", toolCallId: "call_1", toolName: "echo", input: '{"text":"hi"}' }],
+          finishReason: { unified: "tool-calls", raw: undefined },
+          usage: USAGE,
+          warnings: [],
+        };
   },
   doStream: () => Promise.reject(new Error("the benchmark never streams")),
 };
 
 const aiSdk: BenchModule = {
   id: "ai-sdk",
-  title: "gateTools (loopctl/ai-sdk) per call vs the AI SDK tool directly, and its approval round trip beside the SDK's needsApproval",
+  title:
+    "gateTools (loopctl/ai-sdk) per call vs the AI SDK tool directly, and its approval round trip beside the SDK's needsApproval",
   async run(ctx) {
-    const loaded = await loadModules({ "ai-sdk": ["gateTools"], engine: ["Gate", "LoopManagers"], ask: ["SyncAskResolver"] });
+    const loaded = await loadModules({
+      "ai-sdk": ["gateTools"],
+      engine: ["Gate", "LoopManagers"],
+      ask: ["SyncAskResolver"],
+    });
     if (!loaded.ok) return unavailableRows(this.id, NAMES, loaded.reason);
     const { gateTools } = loaded.mod["ai-sdk"];
     const { Gate, LoopManagers } = loaded.mod.engine;
@@ -67,10 +91,17 @@ const aiSdk: BenchModule = {
         return text;
       },
     });
-    const hooked = gateTools({ echo }, new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) })));
+    const hooked = gateTools(
+      { echo },
+      new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) })),
+    );
     const bareGate = new Gate(new LoopManagers());
     const bare = gateTools({ echo }, bareGate);
-    const descriptor = { name: "echo", description: "Echo the text back", inputSchema: await asSchema(echo.inputSchema).jsonSchema };
+    const descriptor = {
+      name: "echo",
+      description: "Echo the text back",
+      inputSchema: await asSchema(echo.inputSchema).jsonSchema,
+    };
     const options = { toolCallId: "call_1", messages: [] };
     const input = { text: "hi" };
     const call = (t: typeof hooked) => async (): Promise<void> => {
@@ -82,7 +113,11 @@ const aiSdk: BenchModule = {
     let gatedTrips = 0;
     const asking = gateTools(
       { echo },
-      new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "Echo this text?" }) }).withAskResolver(new SyncAskResolver(() => true))),
+      new Gate(
+        new LoopManagers()
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "Echo this text?" }) })
+          .withAskResolver(new SyncAskResolver(() => true)),
+      ),
     );
     const ours: RoundTrip = {
       label: "gateTools",
@@ -108,7 +143,10 @@ const aiSdk: BenchModule = {
           direct: () => echo.execute!(input, options),
           hooked: call(hooked),
           bare: call(bare),
-          gateCall: () => bareGate.call({ tool: descriptor, callId: "call_1", input }, (approved) => echo.execute!(approved as typeof input, options)),
+          gateCall: () =>
+            bareGate.call({ tool: descriptor, callId: "call_1", input }, (approved) =>
+              echo.execute!(approved as typeof input, options),
+            ),
           ours: () => ours.once(),
           peer: () => peer.once(),
         },
@@ -129,7 +167,12 @@ const aiSdk: BenchModule = {
           ratioRange: roundRange(t, (r) => (r("hooked") - r("direct")) / 1e3),
           note: "the gated execute as generateText calls it (snapshot, JSON Schema validation, hook, record) minus `await execute(input, options)` on the same AI SDK tool; target: a regression guard (a model call costs 10^4-10^5 times more); range in µs",
         }),
-        measuredRow({ bench: this.id, name: NAMES[1].name, ...paired(t, "bare", "direct"), note: `overhead ${bareUs.toFixed(2)} µs per call` }),
+        measuredRow({
+          bench: this.id,
+          name: NAMES[1].name,
+          ...paired(t, "bare", "direct"),
+          note: `overhead ${bareUs.toFixed(2)} µs per call`,
+        }),
         measuredRow({
           bench: this.id,
           name: NAMES[2].name,

@@ -1,6 +1,15 @@
 import { z } from "zod";
 import type { BenchModule, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, ns, paired, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
+import {
+  failedRow,
+  measuredRow,
+  ns,
+  paired,
+  perRound,
+  roundRange,
+  timeTogether,
+  unavailableRows,
+} from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
 import { minimalModel } from "./lib/minimal-model.js";
 
@@ -27,11 +36,18 @@ const gate: BenchModule = {
       executions++;
       return text;
     };
-    const echo = defineTool({ name: "echo", description: "Echo the text back", input: z.object({ text: z.string() }), execute });
+    const echo = defineTool({
+      name: "echo",
+      description: "Echo the text back",
+      input: z.object({ text: z.string() }),
+      execute,
+    });
     const hooked = new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) });
     const bare = new LoopManagers();
     const script = (calls: number) => [
-      { toolCalls: Array.from({ length: calls }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } })) },
+      {
+        toolCalls: Array.from({ length: calls }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } })),
+      },
       { text: "done", toolCalls: [] },
     ];
     // Built once: the minimal model copies nothing, and the engine never mutates a response.
@@ -41,7 +57,9 @@ const gate: BenchModule = {
       const agent = new Agent({ model: minimalModel(scripts.get(calls)!), tools: [echo], managers });
       const result = await agent.run("go");
       if (executions - before !== calls || result.records.length !== calls) {
-        throw new Error(`expected ${calls} executions and records, got ${executions - before} and ${result.records.length}`);
+        throw new Error(
+          `expected ${calls} executions and records, got ${executions - before} and ${result.records.length}`,
+        );
       }
     };
     const rows: Row[] = [];

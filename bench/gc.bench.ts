@@ -18,7 +18,11 @@ const SPEEDUP: Target = { label: "peer/ours", op: ">=", limit: 50, unit: "x" };
 const BATCH = 300;
 
 /** CPU ns per round trip in each batch of {@link BATCH}, per SDK. */
-async function batches(ctx: BenchContext, trips: readonly RoundTrip[], gc: (() => void) | undefined): Promise<Map<RoundTrip, number[]>> {
+async function batches(
+  ctx: BenchContext,
+  trips: readonly RoundTrip[],
+  gc: (() => void) | undefined,
+): Promise<Map<RoundTrip, number[]>> {
   const rounds = ctx.quick ? 2 : 12;
   const per = new Map<RoundTrip, number[]>(trips.map((rt) => [rt, []]));
   for (let round = 0; round < rounds; round++) {
@@ -35,7 +39,11 @@ async function batches(ctx: BenchContext, trips: readonly RoundTrip[], gc: (() =
 }
 
 /** CPU ns per round trip in consecutive blocks of 100 after one full collection: how long an SDK stays slow. */
-async function recovery(trips: readonly RoundTrip[], gc: () => void, blocks: number): Promise<Map<RoundTrip, number[]>> {
+async function recovery(
+  trips: readonly RoundTrip[],
+  gc: () => void,
+  blocks: number,
+): Promise<Map<RoundTrip, number[]>> {
   const out = new Map<RoundTrip, number[]>();
   for (const rt of trips) {
     gc();
@@ -54,13 +62,28 @@ const us = (ns: number): string => `${(ns / 1e3).toFixed(1)} µs`;
 
 const gcBench: BenchModule = {
   id: "gc",
-  title: "approval round trip with a new agent and model per round trip and a full GC before each batch of 300 (all three SDKs)",
+  title:
+    "approval round trip with a new agent and model per round trip and a full GC before each batch of 300 (all three SDKs)",
   async run(ctx) {
-    const names = ["loopctl round trip, new Agent + bare model per run, full GC before each batch", "speed-up vs OpenAI Agents SDK with forced GC", "speed-up vs Vercel AI SDK with forced GC"];
+    const names = [
+      "loopctl round trip, new Agent + bare model per run, full GC before each batch",
+      "speed-up vs OpenAI Agents SDK with forced GC",
+      "speed-up vs Vercel AI SDK with forced GC",
+    ];
     const gc = (globalThis as { gc?: () => void }).gc;
-    if (gc === undefined) return unavailableRows(this.id, names.map((name) => ({ name })), "run with node --expose-gc (npm run bench does)");
+    if (gc === undefined)
+      return unavailableRows(
+        this.id,
+        names.map((name) => ({ name })),
+        "run with node --expose-gc (npm run bench does)",
+      );
     const loaded = await loadModules(ROUND_TRIP_EXPORTS);
-    if (!loaded.ok) return unavailableRows(this.id, names.map((name) => ({ name })), loaded.reason);
+    if (!loaded.ok)
+      return unavailableRows(
+        this.id,
+        names.map((name) => ({ name })),
+        loaded.reason,
+      );
     const ours = loopctlRoundTrip(loaded.mod, "minimal");
     const scripted = loopctlRoundTrip(loaded.mod, "scripted");
     const openai = openAIAgentsRoundTrip(true);

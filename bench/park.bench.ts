@@ -60,7 +60,8 @@ const park: BenchModule = {
         },
         {
           verify: () => {
-            if (approved === 0 || channel.size !== 0) throw new Error("round trips did not approve, or left asks parked");
+            if (approved === 0 || channel.size !== 0)
+              throw new Error("round trips did not approve, or left asks parked");
           },
         },
       );

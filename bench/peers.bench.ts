@@ -1,7 +1,13 @@
 import type { BenchModule, Row, Target, Timings } from "./lib/harness.js";
 import { failedRow, measuredRow, ns, perRound, roundRange, timeTogether, unavailableRows } from "./lib/harness.js";
 import { loadModules } from "./lib/load.js";
-import { loopctlRoundTrip, ROUND_TRIP_EXPORTS, ROUND_TRIP_NOTES, ROUND_TRIP_TITLES, type RoundTripMode } from "./lib/loopctl-round-trip.js";
+import {
+  loopctlRoundTrip,
+  ROUND_TRIP_EXPORTS,
+  ROUND_TRIP_NOTES,
+  ROUND_TRIP_TITLES,
+  type RoundTripMode,
+} from "./lib/loopctl-round-trip.js";
 import { assertExecuted, type RoundTrip } from "./lib/round-trip.js";
 import { openAIAgentsRoundTrip } from "./peers/openai-agents.js";
 import { vercelAIRoundTrip } from "./peers/vercel-ai.js";
@@ -29,11 +35,10 @@ const peers: BenchModule = {
         await rt.once();
         assertExecuted(rt);
       }
-      t = await timeTogether(
-        ctx,
-        Object.fromEntries(all.map((rt) => [rt.label, () => rt.once()])),
-        { heavy: true, verify: () => all.forEach(assertExecuted) },
-      );
+      t = await timeTogether(ctx, Object.fromEntries(all.map((rt) => [rt.label, () => rt.once()])), {
+        heavy: true,
+        verify: () => all.forEach(assertExecuted),
+      });
     } catch (error) {
       return [failedRow(this.id, "approval round trip", null, error)];
     }
@@ -62,7 +67,13 @@ const peers: BenchModule = {
     }
     const speedupNames = peerTrips.map((rt) => `speed-up vs ${rt.label} (peer time / loopctl time)`);
     if (ours === undefined) {
-      rows.push(...unavailableRows(this.id, speedupNames.map((name) => ({ name, target: SPEEDUP })), loaded.ok ? "" : loaded.reason));
+      rows.push(
+        ...unavailableRows(
+          this.id,
+          speedupNames.map((name) => ({ name, target: SPEEDUP })),
+          loaded.ok ? "" : loaded.reason,
+        ),
+      );
       return rows;
     }
     peerTrips.forEach((rt, i) => {

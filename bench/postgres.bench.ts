@@ -2,7 +2,16 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { PendingAsk } from "../src/ask/index.js";
 import type { BenchContext, BenchModule, Figure, Row, Target } from "./lib/harness.js";
-import { failedRow, measuredRow, median, ns, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
+import {
+  failedRow,
+  measuredRow,
+  median,
+  ns,
+  paired,
+  ratioTarget,
+  timeTogether,
+  unavailableRows,
+} from "./lib/harness.js";
 import { WRITE_FILE } from "./lib/fixtures.js";
 import { loadModules } from "./lib/load.js";
 import type { Modules } from "./lib/load.js";
@@ -12,15 +21,20 @@ const LATENCY: Target = ratioTarget(3);
 const RATE: Target = { label: "answers/s", op: ">=", limit: 1_000, unit: "asks/s" };
 const FLAT: Target = { label: "largest/smallest table", op: "<=", limit: 2, unit: "x" };
 
-
 const NAMES = {
   p50: { name: "approval latency p50, answer → tool start (1,000 asks in flight)", target: LATENCY },
   durable: { name: "approval latency p50 vs a committed UPDATE heard through NOTIFY", target: null },
   committed: { name: "answer committed and heard through NOTIFY p50 (part of the latency)", target: null },
   p99: { name: "approval latency p99, answer → tool start (1,000 asks in flight)", target: null },
   rate: { name: "answers per second, answer → tool start (1,000 asks parked)", target: RATE },
-  decision: (n: number) => ({ name: `grant decision, ${n / 1000}k grants in PostgreSQL (covered → allow)`, target: null }),
-  flat: (big: number, small: number) => ({ name: `grant decision flatness: ${big / 1000}k/${small / 1000}k grants`, target: FLAT }),
+  decision: (n: number) => ({
+    name: `grant decision, ${n / 1000}k grants in PostgreSQL (covered → allow)`,
+    target: null,
+  }),
+  flat: (big: number, small: number) => ({
+    name: `grant decision flatness: ${big / 1000}k/${small / 1000}k grants`,
+    target: FLAT,
+  }),
   afterChange: (n: number) => ({ name: `first grant decision after a change, ${n / 1000}k grants`, target: null }),
 } as const;
 
@@ -86,7 +100,13 @@ async function parkWave(
   const runs = Array.from({ length: Math.ceil(total / calls) }, (_, r) =>
     new Agent({
       model: new ScriptedModel([
-        { toolCalls: Array.from({ length: calls }, (_, c) => ({ id: `${wave}-${r}-${c}`, name: "work", input: { n: c } })) },
+        {
+          toolCalls: Array.from({ length: calls }, (_, c) => ({
+            id: `${wave}-${r}-${c}`,
+            name: "work",
+            input: { n: c },
+          })),
+        },
         { text: "done" },
       ]),
       tools: [tool],
@@ -236,7 +256,11 @@ async function seedGrants(mod: Loaded, pool: pg.Pool, schema: string, project: s
     const grants = Array.from({ length: Math.min(10_000, n - from) }, (_, k) => {
       const i = from + k;
       return i % 2 === 0
-        ? new Grant(WRITE_FILE.name, "allow", GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })).withPinnedDescriptor(pin)
+        ? new Grant(
+            WRITE_FILE.name,
+            "allow",
+            GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" }),
+          ).withPinnedDescriptor(pin)
         : new Grant(`tool_${i}`, i % 3 === 0 ? "deny" : "allow", GrantScope.thisTool());
     });
     await pool.query(
@@ -334,9 +358,19 @@ async function decisions(ctx: BenchContext, mod: Loaded, schema: string): Promis
 
 const postgres: BenchModule = {
   id: "postgres",
-  title: "loopctl/postgres: approval latency and answers/s through one database vs a bare NOTIFY; grant decisions with 1k/100k grants",
+  title:
+    "loopctl/postgres: approval latency and answers/s through one database vs a bare NOTIFY; grant decisions with 1k/100k grants",
   async run(ctx) {
-    const names = [NAMES.p50, NAMES.durable, NAMES.committed, NAMES.p99, NAMES.rate, NAMES.decision(1_000), NAMES.decision(100_000), NAMES.flat(100_000, 1_000)];
+    const names = [
+      NAMES.p50,
+      NAMES.durable,
+      NAMES.committed,
+      NAMES.p99,
+      NAMES.rate,
+      NAMES.decision(1_000),
+      NAMES.decision(100_000),
+      NAMES.flat(100_000, 1_000),
+    ];
     const down = await serverUnavailable();
     if (down !== undefined) return unavailableRows(this.id, names, down);
     const loaded = await loadModules({
@@ -355,7 +389,8 @@ const postgres: BenchModule = {
       try {
         rows.push(...(await approvals(ctx, mod, schema)));
       } catch (error) {
-        for (const n of [NAMES.p50, NAMES.durable, NAMES.committed, NAMES.p99, NAMES.rate]) rows.push(failedRow(this.id, n.name, n.target, error));
+        for (const n of [NAMES.p50, NAMES.durable, NAMES.committed, NAMES.p99, NAMES.rate])
+          rows.push(failedRow(this.id, n.name, n.target, error));
       }
       try {
         rows.push(...(await decisions(ctx, mod, schema)));

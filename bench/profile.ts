@@ -53,10 +53,19 @@ const SCENARIOS: Record<string, Scenario> = {
     };
   },
   async "grant-decide-100k"() {
-    const { Grant, GrantScope, GrantPolicy, MemoryGrantStore } = await need("grant", ["GrantPolicy", "MemoryGrantStore"]);
+    const { Grant, GrantScope, GrantPolicy, MemoryGrantStore } = await need("grant", [
+      "GrantPolicy",
+      "MemoryGrantStore",
+    ]);
     const store = new MemoryGrantStore();
     for (let i = 0; i < 100_000; i++) {
-      await store.save(new Grant(i % 2 === 0 ? "write_file" : `tool_${i}`, "allow", i % 2 === 0 ? GrantScope.thisCall({ path: `/f/${i}` }) : GrantScope.thisTool()));
+      await store.save(
+        new Grant(
+          i % 2 === 0 ? "write_file" : `tool_${i}`,
+          "allow",
+          i % 2 === 0 ? GrantScope.thisCall({ path: `/f/${i}` }) : GrantScope.thisTool(),
+        ),
+      );
     }
     const policy = new GrantPolicy(store);
     const descriptor = { name: "write_file", description: "Write a file", inputSchema: { type: "object" } };
@@ -77,7 +86,12 @@ const SCENARIOS: Record<string, Scenario> = {
     const loaded = await loadModules({ engine: ["Agent", "LoopManagers", "defineTool"] });
     if (!loaded.ok) throw new Error(loaded.reason);
     const { Agent, LoopManagers, defineTool } = loaded.mod.engine;
-    const echo = defineTool({ name: "echo", description: "Echo", input: z.object({ text: z.string() }), execute: async ({ text }: { text: string }) => text });
+    const echo = defineTool({
+      name: "echo",
+      description: "Echo",
+      input: z.object({ text: z.string() }),
+      execute: async ({ text }: { text: string }) => text,
+    });
     const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) });
     const calls = Array.from({ length: 64 }, (_, i) => ({ id: `call_${i}`, name: "echo", input: { text: "hi" } }));
     const turns = [{ toolCalls: calls }, { text: "done", toolCalls: [] }];
@@ -159,7 +173,11 @@ function summarise(profile: Profile, top: number): string {
       .map(([key, hits]) => `${((100 * hits) / n).toFixed(1).padStart(5)}%  ${key}`)
       .join("\n");
   // Total time is only telling for our own code and the libraries it calls.
-  const boring = (key: string): boolean => key.startsWith("(root)") || key.includes("node:") || key.includes("bench/profile.ts") || key.startsWith("(program)");
+  const boring = (key: string): boolean =>
+    key.startsWith("(root)") ||
+    key.includes("node:") ||
+    key.includes("bench/profile.ts") ||
+    key.startsWith("(program)");
   return `self:\n${list(self, () => false)}\ntotal (on stack):\n${list(total, boring)}`;
 }
 
@@ -181,7 +199,9 @@ async function profileScenario(name: string, seconds: number): Promise<Profile> 
   const session = new Session();
   session.connect();
   const post = (method: string, params?: object): Promise<unknown> =>
-    new Promise((resolve, reject) => session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))));
+    new Promise((resolve, reject) =>
+      session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))),
+    );
   try {
     await post("Profiler.enable");
     await post("Profiler.setSamplingInterval", { interval: 100 });
@@ -201,5 +221,7 @@ if (args[0] === undefined || args[0] === "--list") {
 } else {
   const name = args[0];
   const profile = await profileScenario(name, Number(args[1] ?? "3"));
-  process.stdout.write(`CPU profile of ${name} (measured: ${describeSource(await benchSource())}), % of samples\n${summarise(profile, 15)}\n`);
+  process.stdout.write(
+    `CPU profile of ${name} (measured: ${describeSource(await benchSource())}), % of samples\n${summarise(profile, 15)}\n`,
+  );
 }

@@ -32,7 +32,20 @@ import turns from "./turns.bench.js";
 import aiSdk from "./ai-sdk.bench.js";
 import postgres from "./postgres.bench.js";
 
-const MODULES: readonly BenchModule[] = [park, heap, digest, grantDecision, save, gate, turns, peers, gcBench, server, aiSdk, postgres];
+const MODULES: readonly BenchModule[] = [
+  park,
+  heap,
+  digest,
+  grantDecision,
+  save,
+  gate,
+  turns,
+  peers,
+  gcBench,
+  server,
+  aiSdk,
+  postgres,
+];
 
 interface Args {
   readonly filter: RegExp | null;
@@ -51,7 +64,9 @@ function parseArgs(argv: readonly string[]): Args {
   let child: string | null = null;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined];
     const value = (): string => {
       const v = inline ?? argv[++i];
       if (v === undefined) throw new Error(`${flag} needs a value`);
@@ -86,7 +101,16 @@ function inOwnProcess(mod: BenchModule, quick: boolean): Promise<Row[]> {
   const out = join(mkdtempSync(join(tmpdir(), "loopctl-bench-child-")), "rows.json");
   const script = fileURLToPath(import.meta.url);
   // --expose-gc lets the gc module force full collections; it changes nothing else.
-  const argv = [...process.execArgv, "--expose-gc", script, "--child", mod.id, "--out", out, ...(quick ? ["--quick"] : [])];
+  const argv = [
+    ...process.execArgv,
+    "--expose-gc",
+    script,
+    "--child",
+    mod.id,
+    "--out",
+    out,
+    ...(quick ? ["--quick"] : []),
+  ];
   return new Promise<Row[]>((resolve, reject) => {
     const child = spawn(process.execPath, argv, { stdio: ["ignore", "inherit", "inherit"], env: process.env });
     // Whichever settles it first, the results folder goes in every case.
@@ -141,7 +165,9 @@ async function main(): Promise<void> {
 
   const table = renderTable(rows, args.markdown);
   const notes = renderNotes(rows);
-  process.stdout.write(`${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}\nMeasured: ${describeSource(source)}\n${args.quick ? "Quick mode: a handful of cold samples; the figures prove the suite runs, they are not results.\n" : ""}`);
+  process.stdout.write(
+    `${table}\n${notes === "" ? "" : `\nNotes:\n${notes}\n`}\nMeasured: ${describeSource(source)}\n${args.quick ? "Quick mode: a handful of cold samples; the figures prove the suite runs, they are not results.\n" : ""}`,
+  );
 
   const cpuList = cpus();
   const results = {
@@ -171,7 +197,8 @@ async function main(): Promise<void> {
     rows,
   };
   const defaultOut = fileURLToPath(new URL("./results.json", import.meta.url));
-  const out = args.out ?? (args.quick || args.filter !== null ? join(tmpdir(), "loopctl-bench-results.json") : defaultOut);
+  const out =
+    args.out ?? (args.quick || args.filter !== null ? join(tmpdir(), "loopctl-bench-results.json") : defaultOut);
   writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   ctx.log(`results written to ${out}`);
   if (rows.some((r) => r.status === "error")) process.exitCode = 1;

@@ -41,9 +41,13 @@ const save: BenchModule = {
           const store = new FileGrantStore(join(root, "grants"), project);
           // Seed the ledger in one write: n saves would take minutes and measure nothing new.
           const grants = Array.from({ length: n }, (_, i) =>
-            new Grant(i % 2 === 0 ? "write_file" : `tool_${i}`, "allow", i % 2 === 0
-              ? GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })
-              : GrantScope.thisTool()).withCreatedAtMs(1_700_000_000_000 + i),
+            new Grant(
+              i % 2 === 0 ? "write_file" : `tool_${i}`,
+              "allow",
+              i % 2 === 0
+                ? GrantScope.thisCall({ path: `/repo/src/module-${i}/index.ts`, mode: "overwrite" })
+                : GrantScope.thisTool(),
+            ).withCreatedAtMs(1_700_000_000_000 + i),
           );
           mkdirSync(dirname(store.ledgerPath), { recursive: true, mode: 0o700 });
           writeFileSync(store.ledgerPath, JSON.stringify(grants.map((g) => g.toJSON())), { mode: 0o600 });
@@ -51,7 +55,8 @@ const save: BenchModule = {
           const again = grants[n >> 1]!;
           await store.save(again);
           const loadedBack = await store.load();
-          if (loadedBack.length !== n) throw new Error(`ledger holds ${loadedBack.length} grants after a re-grant, expected ${n}`);
+          if (loadedBack.length !== n)
+            throw new Error(`ledger holds ${loadedBack.length} grants after a re-grant, expected ${n}`);
           const bytes = readFileSync(store.ledgerPath);
           const folder = dirname(store.ledgerPath);
           const floorPath = join(folder, "floor.json");

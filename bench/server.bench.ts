@@ -20,11 +20,21 @@ const ANSWER = JSON.stringify({ type: "approve" });
 /** One POST over a kept-alive connection; resolves with the status once the reply is read. */
 function post(agent: HttpAgent, port: number, path: string, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, method: "POST", agent, headers: { ...headers, "content-length": String(ANSWER.length) } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(res.statusCode ?? 0));
-      res.on("error", reject);
-    });
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: "POST",
+        agent,
+        headers: { ...headers, "content-length": String(ANSWER.length) },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end(ANSWER);
   });
@@ -65,7 +75,10 @@ const serverBench: BenchModule = {
     setMaxListeners(0, signal);
     let serial = 0;
     let answered = 0;
-    const nextAsk = (): PendingAsk => ({ ...BENCH_ASK, id: `00000000-0000-4000-8000-${(serial++).toString(16).padStart(12, "0")}` });
+    const nextAsk = (): PendingAsk => ({
+      ...BENCH_ASK,
+      id: `00000000-0000-4000-8000-${(serial++).toString(16).padStart(12, "0")}`,
+    });
 
     /** Parks an ask, answers it over HTTP, and waits for the park to resolve. */
     const oneAnswer = async (): Promise<void> => {

@@ -21,13 +21,23 @@ const turnsBench: BenchModule = {
     const loaded = await loadModules({ engine: ["Agent", "LoopManagers", "defineTool"] });
     if (!loaded.ok) return unavailableRows(this.id, [{ name, target: FLAT }], loaded.reason);
     const { Agent, LoopManagers, defineTool } = loaded.mod.engine;
-    const echo = defineTool({ name: "echo", description: "Echo the text back", input: z.object({ text: z.string() }), execute: ({ text }: { text: string }) => text });
+    const echo = defineTool({
+      name: "echo",
+      description: "Echo the text back",
+      input: z.object({ text: z.string() }),
+      execute: ({ text }: { text: string }) => text,
+    });
     const managers = new LoopManagers().withBudget({ maxTurns: Number.POSITIVE_INFINITY });
     const done: ModelResponse = { text: "done", toolCalls: [] };
     // Like a provider: a call id of its own per turn, and the same arguments.
     const model = (turns: number): Model => {
       let n = 0;
-      return { generate: () => Promise.resolve(++n < turns ? { toolCalls: [{ id: `call_${n}`, name: "echo", input: { text: "hi" } }] } : done) };
+      return {
+        generate: () =>
+          Promise.resolve(
+            ++n < turns ? { toolCalls: [{ id: `call_${n}`, name: "echo", input: { text: "hi" } }] } : done,
+          ),
+      };
     };
     const long = ctx.quick ? 1_000 : LONG;
     const runOf = (turns: number) => async (): Promise<void> => {

@@ -42,7 +42,14 @@ export function auditTable(events: readonly GateEvent[], style: Style, width: nu
   if (events.length === 0) return "  (no gate records)\n";
   const rows = events.map((e, i) => {
     const d = e.decision;
-    return [String(i + 1), clip(printable(e.callId), 8), clip(printable(d.tool), TOOL_WIDTH), d.argsDigest, d.verdict, `${d.ruleId}/${d.ruleSource}`];
+    return [
+      String(i + 1),
+      clip(printable(e.callId), 8),
+      clip(printable(d.tool), TOOL_WIDTH),
+      d.argsDigest,
+      d.verdict,
+      `${d.ruleId}/${d.ruleSource}`,
+    ];
   });
   const lines = table(["#", "call", "tool", "args digest", "verdict", "rule/source"], rows);
   const out = lines.slice(0, 2).map((line) => `  ${style.dim(line)}`);

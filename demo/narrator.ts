@@ -25,7 +25,10 @@ export function narrator(out: Output, style: Style, gates: GateEvent[]): Observe
     },
     onToolPre({ turn, call }) {
       const lead = `  [turn ${turn}] ${printable(call.name)} `;
-      out.line(`${style.dim(`[turn ${turn}]`)} ${style.bold(printable(call.name))} ${clip(oneLine(call.input), out.width - lead.length)}`, "  ");
+      out.line(
+        `${style.dim(`[turn ${turn}]`)} ${style.bold(printable(call.name))} ${clip(oneLine(call.input), out.width - lead.length)}`,
+        "  ",
+      );
     },
     onGate(event) {
       gates.push(event);
@@ -42,7 +45,10 @@ export function narrator(out: Output, style: Style, gates: GateEvent[]): Observe
       out.line(outcome.type === "ran" ? text : style.red(text), `    ${style.dim("result")}  `);
     },
     onGrantError({ error }) {
-      out.line(`${style.red("could not remember the answer:")} ${printable(error instanceof Error ? error.message : String(error))}`, "    ");
+      out.line(
+        `${style.red("could not remember the answer:")} ${printable(error instanceof Error ? error.message : String(error))}`,
+        "    ",
+      );
     },
   };
 }

@@ -234,16 +234,24 @@ async function main(out: Output): Promise<number> {
     out.line(`grants remembered for this project: ${kept}`, "  ");
     if (failure !== undefined) {
       out.write("\n");
-      out.line(style.red(`the run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : inspect(failure)}`));
+      out.line(
+        style.red(
+          `the run ended early: ${failure instanceof Error ? `${failure.name}: ${failure.message}` : inspect(failure)}`,
+        ),
+      );
       // 130: the shell's convention for "stopped by Ctrl-C".
       return failure instanceof CancelledError ? 130 : 1;
     }
     out.write("\n");
     if (kept === 0) {
-      out.line("Nothing is remembered for this project: answer always-… or never-… to let the next run decide without asking.");
+      out.line(
+        "Nothing is remembered for this project: answer always-… or never-… to let the next run decide without asking.",
+      );
       return 0;
     }
-    out.line(`Run it again: the ${kept === 1 ? "remembered answer decides" : `${kept} remembered answers decide`} without asking.`);
+    out.line(
+      `Run it again: the ${kept === 1 ? "remembered answer decides" : `${kept} remembered answers decide`} without asking.`,
+    );
     const commands = grantCommands({
       root: options.root,
       project: projectDir,

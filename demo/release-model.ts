@@ -42,11 +42,7 @@ function report({ messages }: RecordedRequest, before?: string): ModelResponse {
 }
 
 /** The next step, from how `call` came out (the report, if it never got a result). */
-function after(
-  call: ToolCall,
-  request: RecordedRequest,
-  next: (done: Outcome) => ModelResponse,
-): ModelResponse {
+function after(call: ToolCall, request: RecordedRequest, next: (done: Outcome) => ModelResponse): ModelResponse {
   const done = outcome(request.messages, call);
   return done === undefined ? report(request) : next(done);
 }

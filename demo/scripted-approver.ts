@@ -36,7 +36,12 @@ export function scriptedAnswer(ask: PendingAsk): { resolution: AskResolution; sa
 }
 
 /** The non-interactive approver: shows each ask and answers what the release manager decided in advance. */
-export async function runScriptedApprover(approver: Approver, out: Output, style: Style, timeoutMs: number): Promise<void> {
+export async function runScriptedApprover(
+  approver: Approver,
+  out: Output,
+  style: Style,
+  timeoutMs: number,
+): Promise<void> {
   for await (const ask of approver) {
     out.line(ask.prompt.split("\n").map(printable).join("\n"), `    ${style.yellow("ask")}     `);
     out.line(style.dim(`args ${ask.argsDigest}, ask ${ask.id.slice(0, 8)}`), "            ");

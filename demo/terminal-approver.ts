@@ -150,7 +150,10 @@ async function answerAll(
       }
       choice = parseChoice(line);
       if (choice === undefined) {
-        say("  ", style.yellow(`not an answer: ${JSON.stringify(printable(line))} (type one of the words in the list)`));
+        say(
+          "  ",
+          style.yellow(`not an answer: ${JSON.stringify(printable(line))} (type one of the words in the list)`),
+        );
       }
     }
     if (approver.resolve(ask.id, resolutionFor(choice))) {

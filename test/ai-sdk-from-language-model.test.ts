@@ -34,7 +34,9 @@ const toolMessage = (prompt: LanguageModelV3Prompt) => prompt.find((m) => m.role
 describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
   it("sends the instructions as the system message, the user's text, and the tools as V3 function tools; returns the text", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("hello")])] });
-    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(), instructions: "Be brief." }).run("hi");
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools(), instructions: "Be brief." }).run(
+      "hi",
+    );
     expect(result.text).toBe("hello");
     expect(result.usage).toEqual({ inputTokens: 10, outputTokens: 5 });
     const [options] = model.doGenerateCalls as [LanguageModelV3CallOptions];
@@ -42,7 +44,11 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       { role: "system", content: "Be brief." },
       { role: "user", content: [{ type: "text", text: "hi" }] },
     ]);
-    expect(options.tools?.map((t) => t.type === "function" && [t.name, t.description, (t.inputSchema as { type?: string }).type])).toEqual([
+    expect(
+      options.tools?.map(
+        (t) => t.type === "function" && [t.name, t.description, (t.inputSchema as { type?: string }).type],
+      ),
+    ).toEqual([
       ["read", "Read a file", "object"],
       ["fail", "Always fails", "object"],
     ]);
@@ -52,9 +58,22 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
   it("parses the JSON arguments, runs the call through the gate, and sends each result with its status", async () => {
     const executed: unknown[] = [];
     const model = new MockLanguageModelV3({
-      doGenerate: [v3([text("checking"), call("c1", "read", { path: "a.txt" }), call("c2", "fail", {}), call("c3", "read", { path: "secret" })]), v3([text("done")])],
+      doGenerate: [
+        v3([
+          text("checking"),
+          call("c1", "read", { path: "a.txt" }),
+          call("c2", "fail", {}),
+          call("c3", "read", { path: "secret" }),
+        ]),
+        v3([text("done")]),
+      ],
     });
-    const managers = new LoopManagers().withHook({ preToolUse: (c) => (c.input as { path?: string }).path === "secret" ? { type: "block", reason: "not that one" } : { type: "allow" } });
+    const managers = new LoopManagers().withHook({
+      preToolUse: (c) =>
+        (c.input as { path?: string }).path === "secret"
+          ? { type: "block", reason: "not that one" }
+          : { type: "allow" },
+    });
     const result = await new Agent({ model: fromLanguageModel(model), tools: tools(executed), managers }).run("go");
     expect(executed).toEqual([{ path: "a.txt" }]);
     expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "deny"]);
@@ -71,58 +90,119 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(toolMessage(second)).toEqual({
       role: "tool",
       content: [
-        { type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "text", value: "contents of a.txt" } },
-        { type: "tool-result", toolCallId: "c2", toolName: "fail", output: { type: "error-text", value: "Tool 'fail' failed: disk on fire" } },
-        { type: "tool-result", toolCallId: "c3", toolName: "read", output: { type: "execution-denied", reason: "not that one" } },
+        {
+          type: "tool-result",
+          toolCallId: "c1",
+          toolName: "read",
+          output: { type: "text", value: "contents of a.txt" },
+        },
+        {
+          type: "tool-result",
+          toolCallId: "c2",
+          toolName: "fail",
+          output: { type: "error-text", value: "Tool 'fail' failed: disk on fire" },
+        },
+        {
+          type: "tool-result",
+          toolCallId: "c3",
+          toolName: "read",
+          output: { type: "execution-denied", reason: "not that one" },
+        },
       ],
     });
   });
 
   it("sends an approver's refusal as the SDK's execution-denied output, or as error-text when asked to", async () => {
     for (const refusals of ["execution-denied", "error-text"] as const) {
-      const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "read", { path: "a" })]), v3([text("ok")])] });
-      const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "read?" }) }).withAskResolver(new SyncAskResolver(() => false));
-      const result = await new Agent({ model: fromLanguageModel(model, { refusals }), tools: tools(), managers }).run("go");
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call("c1", "read", { path: "a" })]), v3([text("ok")])],
+      });
+      const managers = new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "read?" }) })
+        .withAskResolver(new SyncAskResolver(() => false));
+      const result = await new Agent({ model: fromLanguageModel(model, { refusals }), tools: tools(), managers }).run(
+        "go",
+      );
       expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
       const reason = "Permission denied by approver for tool 'read'";
-      const output = refusals === "execution-denied" ? { type: "execution-denied", reason } : { type: "error-text", value: reason };
-      expect(toolMessage(prompts(model)[1]!)?.content).toEqual([{ type: "tool-result", toolCallId: "c1", toolName: "read", output }]);
+      const output =
+        refusals === "execution-denied" ? { type: "execution-denied", reason } : { type: "error-text", value: reason };
+      expect(toolMessage(prompts(model)[1]!)?.content).toEqual([
+        { type: "tool-result", toolCallId: "c1", toolName: "read", output },
+      ]);
     }
   });
 
   it("arguments that are not JSON are refused by the gate before anyone is asked: the model reads why, the tool never runs", async () => {
     const executed: unknown[] = [];
     let asked = 0;
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "read", '{"path": "a.txt"')]), v3([text("sorry")])] });
-    const managers = new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(new SyncAskResolver(() => (asked++, true)));
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "read", '{"path": "a.txt"')]), v3([text("sorry")])],
+    });
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+      .withAskResolver(new SyncAskResolver(() => (asked++, true)));
     const result = await new Agent({ model: fromLanguageModel(model), tools: tools(executed), managers }).run("go");
     expect([executed, asked]).toEqual([[], 0]);
     expect(result.records).toMatchObject([{ verdict: "deny", ruleId: "invalid_arguments", ruleSource: "engine" }]);
     const second = prompts(model)[1]!;
     // Replayed as {} (as the AI SDK replays an invalid call): providers take only an object there.
-    expect(second[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }] });
+    expect(second[1]).toEqual({
+      role: "assistant",
+      content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }],
+    });
     expect(toolMessage(second)?.content).toEqual([
-      { type: "tool-result", toolCallId: "c1", toolName: "read", output: { type: "execution-denied", reason: "Invalid arguments for tool 'read': arguments must be JSON values" } },
+      {
+        type: "tool-result",
+        toolCallId: "c1",
+        toolName: "read",
+        output: {
+          type: "execution-denied",
+          reason: "Invalid arguments for tool 'read': arguments must be JSON values",
+        },
+      },
     ]);
     // providerData still holds what the model sent.
-    const kept = AiSdkProviderDataSchema.parse((result.messages[1] as Extract<Message, { type: "assistant" }>).providerData);
-    expect(kept.parts).toEqual([{ type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path": "a.txt"', invalidInput: true }]);
+    const kept = AiSdkProviderDataSchema.parse(
+      (result.messages[1] as Extract<Message, { type: "assistant" }>).providerData,
+    );
+    expect(kept.parts).toEqual([
+      { type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path": "a.txt"', invalidInput: true },
+    ]);
   });
 
   it("a transcript with a call whose arguments were not JSON replays it as {}, with or without providerData, without throwing", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")]), v3([text("y")])] });
-    const refused = { type: "tool_result", callId: "c1", tool: "read", content: "Invalid arguments for tool 'read': arguments must be JSON values", status: "refused", isError: true } as const;
+    const refused = {
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: "Invalid arguments for tool 'read': arguments must be JSON values",
+      status: "refused",
+      isError: true,
+    } as const;
     const tagged: Message = {
       type: "assistant",
       toolCalls: [{ id: "c1", name: "read", input: undefined }],
-      providerData: { type: "ai-sdk", parts: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: "{oops", invalidInput: true }] },
+      providerData: {
+        type: "ai-sdk",
+        parts: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: "{oops", invalidInput: true }],
+      },
     };
     const untagged: Message = { type: "assistant", toolCalls: [{ id: "c1", name: "read", input: undefined }] };
     for (const assistant of [tagged, untagged]) {
-      await new Agent({ model: fromLanguageModel(model), tools: tools() }).run([{ type: "user", text: "go" }, assistant, refused, { type: "user", text: "again" }]);
+      await new Agent({ model: fromLanguageModel(model), tools: tools() }).run([
+        { type: "user", text: "go" },
+        assistant,
+        refused,
+        { type: "user", text: "again" },
+      ]);
     }
     for (const prompt of prompts(model)) {
-      expect(prompt[1]).toEqual({ role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }] });
+      expect(prompt[1]).toEqual({
+        role: "assistant",
+        content: [{ type: "tool-call", toolCallId: "c1", toolName: "read", input: {} }],
+      });
     }
   });
 
@@ -131,9 +211,21 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       doGenerate: [
         v3([
           { type: "text", text: "", providerMetadata: { openai: { itemId: "msg_0" } } },
-          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: '{"query":"a"}', providerExecuted: true },
+          {
+            type: "tool-call",
+            toolCallId: "ws1",
+            toolName: "web_search",
+            input: '{"query":"a"}',
+            providerExecuted: true,
+          },
           { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: "rate limited", isError: true },
-          { type: "tool-call", toolCallId: "ws2", toolName: "web_search", input: '{"query":"b"}', providerExecuted: true },
+          {
+            type: "tool-call",
+            toolCallId: "ws2",
+            toolName: "web_search",
+            input: '{"query":"b"}',
+            providerExecuted: true,
+          },
           { type: "tool-result", toolCallId: "ws2", toolName: "web_search", result: { code: 500 }, isError: true },
           { type: "text", text: "" },
           call("c1", "read", { path: "a" }),
@@ -146,9 +238,19 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       role: "assistant",
       content: [
         { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: { query: "a" }, providerExecuted: true },
-        { type: "tool-result", toolCallId: "ws1", toolName: "web_search", output: { type: "error-json", value: "rate limited" } },
+        {
+          type: "tool-result",
+          toolCallId: "ws1",
+          toolName: "web_search",
+          output: { type: "error-json", value: "rate limited" },
+        },
         { type: "tool-call", toolCallId: "ws2", toolName: "web_search", input: { query: "b" }, providerExecuted: true },
-        { type: "tool-result", toolCallId: "ws2", toolName: "web_search", output: { type: "error-json", value: { code: 500 } } },
+        {
+          type: "tool-result",
+          toolCallId: "ws2",
+          toolName: "web_search",
+          output: { type: "error-json", value: { code: 500 } },
+        },
         { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" } },
       ],
     });
@@ -166,7 +268,13 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     const model = new MockLanguageModelV3({
       doGenerate: [
         v3([
-          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: '{"query":"loopctl"}', providerExecuted: true },
+          {
+            type: "tool-call",
+            toolCallId: "ws1",
+            toolName: "web_search",
+            input: '{"query":"loopctl"}',
+            providerExecuted: true,
+          },
           { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: { hits: 3 } },
           call("c1", "read", { path: "a" }),
         ]),
@@ -179,8 +287,19 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(prompts(model)[1]![1]).toEqual({
       role: "assistant",
       content: [
-        { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: { query: "loopctl" }, providerExecuted: true },
-        { type: "tool-result", toolCallId: "ws1", toolName: "web_search", output: { type: "json", value: { hits: 3 } } },
+        {
+          type: "tool-call",
+          toolCallId: "ws1",
+          toolName: "web_search",
+          input: { query: "loopctl" },
+          providerExecuted: true,
+        },
+        {
+          type: "tool-result",
+          toolCallId: "ws1",
+          toolName: "web_search",
+          output: { type: "json", value: { hits: 3 } },
+        },
         { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" } },
       ],
     });
@@ -195,7 +314,13 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
             { type: "reasoning", text: "think", providerMetadata: signature },
             { type: "file", mediaType: "image/png", data: new Uint8Array([1, 2, 3]) },
             { type: "text", text: "reading", providerMetadata: { openai: { itemId: "msg_1", unset: undefined } } },
-            { type: "tool-call", toolCallId: "c1", toolName: "read", input: '{"path":"a"}', providerMetadata: { openai: { itemId: "fc_1" } } },
+            {
+              type: "tool-call",
+              toolCallId: "c1",
+              toolName: "read",
+              input: '{"path":"a"}',
+              providerMetadata: { openai: { itemId: "fc_1" } },
+            },
           ],
           { providerMetadata: { openai: { responseId: "resp_1" } } },
         ),
@@ -205,15 +330,27 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     });
     const agent = new Agent({ model: fromLanguageModel(model), tools: tools() });
     const first = await agent.run("go");
-    const providerData = AiSdkProviderDataSchema.parse((first.messages[1] as Extract<Message, { type: "assistant" }>).providerData);
-    expect(providerData).toMatchObject({ type: "ai-sdk", providerMetadata: { openai: { responseId: "resp_1" } }, finishReason: "tool-calls" });
+    const providerData = AiSdkProviderDataSchema.parse(
+      (first.messages[1] as Extract<Message, { type: "assistant" }>).providerData,
+    );
+    expect(providerData).toMatchObject({
+      type: "ai-sdk",
+      providerMetadata: { openai: { responseId: "resp_1" } },
+      finishReason: "tool-calls",
+    });
     const expected = {
       role: "assistant",
       content: [
         { type: "reasoning", text: "think", providerOptions: signature },
         { type: "file", mediaType: "image/png", data: "AQID" },
         { type: "text", text: "reading", providerOptions: { openai: { itemId: "msg_1" } } },
-        { type: "tool-call", toolCallId: "c1", toolName: "read", input: { path: "a" }, providerOptions: { openai: { itemId: "fc_1" } } },
+        {
+          type: "tool-call",
+          toolCallId: "c1",
+          toolName: "read",
+          input: { path: "a" },
+          providerOptions: { openai: { itemId: "fc_1" } },
+        },
       ],
     };
     expect(prompts(model)[1]![1]).toEqual(expected);
@@ -227,10 +364,16 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     const model = new MockLanguageModelV3({
       doGenerate: [
         v3([call("c1", "fail", {})], {
-          usage: { inputTokens: { total: undefined, noCache: 7, cacheRead: 3, cacheWrite: undefined }, outputTokens: { total: undefined, text: 2, reasoning: 4 } },
+          usage: {
+            inputTokens: { total: undefined, noCache: 7, cacheRead: 3, cacheWrite: undefined },
+            outputTokens: { total: undefined, text: 2, reasoning: 4 },
+          },
         }),
         v3([call("c2", "fail", {})], {
-          usage: { inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined }, outputTokens: { total: undefined, text: undefined, reasoning: undefined } },
+          usage: {
+            inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },
+            outputTokens: { total: undefined, text: undefined, reasoning: undefined },
+          },
         }),
         v3([text("done")], { usage: USAGE }),
       ],
@@ -244,11 +387,15 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     const model = new MockLanguageModelV3({
       doGenerate: (options) => {
         started.resolve(options.abortSignal!);
-        return new Promise((_, reject) => options.abortSignal!.addEventListener("abort", () => reject(options.abortSignal!.reason), { once: true }));
+        return new Promise((_, reject) =>
+          options.abortSignal!.addEventListener("abort", () => reject(options.abortSignal!.reason), { once: true }),
+        );
       },
     });
     const controller = new AbortController();
-    const running = new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go", { signal: controller.signal });
+    const running = new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go", {
+      signal: controller.signal,
+    });
     const signal = await started.promise;
     controller.abort(new Error("user left"));
     await expect(running).rejects.toBeInstanceOf(CancelledError);
@@ -257,24 +404,45 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
 
   it("passes the call settings with every request", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
-    await new Agent({ model: fromLanguageModel(model, { settings: { temperature: 0, maxOutputTokens: 64, providerOptions: { openai: { store: false } } } }), tools: [] }).run("go");
-    expect(model.doGenerateCalls[0]).toMatchObject({ temperature: 0, maxOutputTokens: 64, providerOptions: { openai: { store: false } } });
+    await new Agent({
+      model: fromLanguageModel(model, {
+        settings: { temperature: 0, maxOutputTokens: 64, providerOptions: { openai: { store: false } } },
+      }),
+      tools: [],
+    }).run("go");
+    expect(model.doGenerateCalls[0]).toMatchObject({
+      temperature: 0,
+      maxOutputTokens: 64,
+      providerOptions: { openai: { store: false } },
+    });
     expect(model.doGenerateCalls[0]!.tools).toBeUndefined();
   });
 
   it("fails closed with typed errors: not a V3 model, a result that is not one, a tampered transcript", async () => {
-    expect(() => fromLanguageModel({ specificationVersion: "v2", provider: "p", modelId: "m" } as never)).toThrow(AiSdkModelError);
+    expect(() => fromLanguageModel({ specificationVersion: "v2", provider: "p", modelId: "m" } as never)).toThrow(
+      AiSdkModelError,
+    );
     expect(() => fromLanguageModel("openai/gpt-4.1" as never)).toThrow(/not an AI SDK LanguageModelV3/);
-    expect(() => fromLanguageModel(new MockLanguageModelV3(), { refusals: "silent" as never })).toThrow(AiSdkModelError);
+    expect(() => fromLanguageModel(new MockLanguageModelV3(), { refusals: "silent" as never })).toThrow(
+      AiSdkModelError,
+    );
 
-    const garbage = new MockLanguageModelV3({ provider: "acme", modelId: "m1", doGenerate: async () => ({ text: "not v3" }) as never });
-    const error = (await new Agent({ model: fromLanguageModel(garbage), tools: [] }).run("go").catch((e: unknown) => e)) as ModelError;
+    const garbage = new MockLanguageModelV3({
+      provider: "acme",
+      modelId: "m1",
+      doGenerate: async () => ({ text: "not v3" }) as never,
+    });
+    const error = (await new Agent({ model: fromLanguageModel(garbage), tools: [] })
+      .run("go")
+      .catch((e: unknown) => e)) as ModelError;
     expect(error).toBeInstanceOf(ModelError);
     expect(error.cause).toBeInstanceOf(AiSdkModelError);
     expect((error.cause as AiSdkModelError).model).toBe("acme/m1");
 
     const unknownPart = new MockLanguageModelV3({ doGenerate: [v3([{ type: "hologram" } as never])] });
-    await expect(new Agent({ model: fromLanguageModel(unknownPart), tools: [] }).run("go")).rejects.toMatchObject({ cause: { code: "AI_SDK_MODEL" } });
+    await expect(new Agent({ model: fromLanguageModel(unknownPart), tools: [] }).run("go")).rejects.toMatchObject({
+      cause: { code: "AI_SDK_MODEL" },
+    });
 
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
     const tampered: Message[] = [
@@ -282,7 +450,9 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       { type: "assistant", toolCalls: [], providerData: { type: "ai-sdk", parts: [{ type: "reasoning" }] } },
       { type: "user", text: "again" },
     ];
-    const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] }).run(tampered).catch((e: unknown) => e)) as ModelError;
+    const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] })
+      .run(tampered)
+      .catch((e: unknown) => e)) as ModelError;
     expect(failed.cause).toBeInstanceOf(AiSdkTranscriptError);
     expect((failed.cause as AiSdkTranscriptError).index).toBe(1);
     expect(model.doGenerateCalls).toHaveLength(0);
@@ -298,8 +468,17 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     ]);
     expect(prompts(model)[0]).toEqual([
       { role: "user", content: [{ type: "text", text: "hi" }] },
-      { role: "assistant", content: [{ type: "text", text: "calling" }, { type: "tool-call", toolCallId: "k1", toolName: "read", input: { path: "a" } }] },
-      { role: "tool", content: [{ type: "tool-result", toolCallId: "k1", toolName: "read", output: { type: "text", value: "A" } }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "calling" },
+          { type: "tool-call", toolCallId: "k1", toolName: "read", input: { path: "a" } },
+        ],
+      },
+      {
+        role: "tool",
+        content: [{ type: "tool-result", toolCallId: "k1", toolName: "read", output: { type: "text", value: "A" } }],
+      },
       { role: "user", content: [{ type: "text", text: "and?" }] },
     ]);
   });
@@ -307,12 +486,17 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
   it("many turns: each request holds the whole transcript once, in order", async () => {
     const turns = 6;
     const model = new MockLanguageModelV3({
-      doGenerate: [...Array.from({ length: turns }, (_, i) => v3([call(`c${i}`, "read", { path: `f${i}` })])), v3([text("done")])],
+      doGenerate: [
+        ...Array.from({ length: turns }, (_, i) => v3([call(`c${i}`, "read", { path: `f${i}` })])),
+        v3([text("done")]),
+      ],
     });
     await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
     await until(() => model.doGenerateCalls.length === turns + 1);
     const last = prompts(model)[turns]!;
     expect(last).toHaveLength(1 + 2 * turns);
-    expect(last.filter((m) => m.role === "tool").map((m) => (m.content[0] as { toolCallId: string }).toolCallId)).toEqual(Array.from({ length: turns }, (_, i) => `c${i}`));
+    expect(
+      last.filter((m) => m.role === "tool").map((m) => (m.content[0] as { toolCallId: string }).toolCallId),
+    ).toEqual(Array.from({ length: turns }, (_, i) => `c${i}`));
   });
 });

@@ -30,12 +30,20 @@ function harness(managers: LoopManagers = new LoopManagers()) {
     }),
     broken: tool({
       description: "Always fails",
-      inputSchema: jsonSchema<{ n: number }>({ type: "object", properties: { n: { type: "number" } }, required: ["n"] }),
+      inputSchema: jsonSchema<{ n: number }>({
+        type: "object",
+        properties: { n: { type: "number" } },
+        required: ["n"],
+      }),
       execute: async (): Promise<string> => {
         throw new Error("disk on fire");
       },
     }),
-    clientSide: tool({ description: "Answered by the UI", inputSchema: z.object({ q: z.string() }), outputSchema: z.string() }),
+    clientSide: tool({
+      description: "Answered by the UI",
+      inputSchema: z.object({ q: z.string() }),
+      outputSchema: z.string(),
+    }),
   };
   return { executed, records, gate, tools };
 }
@@ -48,22 +56,45 @@ const neverAsked: AskResolver = {
 describe("gateTools: the gate in front of generateText/streamText tools", () => {
   it("runs an allowed call through the gate with the SDK's toolCallId and the approved input", async () => {
     const { executed, records, gate, tools } = harness();
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("call-7", "deploy", { env: "prod", version: "1.2" })]), v3([text("done")])] });
-    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("call-7", "deploy", { env: "prod", version: "1.2" })]), v3([text("done")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     expect(result.text).toBe("done");
     expect(executed).toEqual([{ env: "prod", version: "1.2" }]);
     expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
     expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "call-7", output: { deployed: "1.2 to prod" } }]);
     expect(model.doGenerateCalls[1]!.prompt.at(-1)).toEqual({
       role: "tool",
-      content: [{ type: "tool-result", toolCallId: "call-7", toolName: "deploy", output: { type: "json", value: { deployed: "1.2 to prod" } } }],
+      content: [
+        {
+          type: "tool-result",
+          toolCallId: "call-7",
+          toolName: "deploy",
+          output: { type: "json", value: { deployed: "1.2 to prod" } },
+        },
+      ],
     });
   });
 
   it("a refused call is a result the model reads (the SDK's execution-denied), not a thrown error", async () => {
-    const { executed, records, gate, tools } = harness(new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }));
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.2" })]), v3([text("ok, not deploying")])] });
-    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const { executed, records, gate, tools } = harness(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }),
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.2" })]), v3([text("ok, not deploying")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     expect(executed).toEqual([]);
     expect(records).toMatchObject([{ verdict: "deny", ruleId: "hook" }]);
     const output = result.steps[0]!.toolResults[0]!.output as ToolRefusal;
@@ -72,22 +103,42 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(result.steps[0]!.content.some((part) => part.type === "tool-error")).toBe(false);
     expect(model.doGenerateCalls[1]!.prompt.at(-1)).toEqual({
       role: "tool",
-      content: [{ type: "tool-result", toolCallId: "c1", toolName: "deploy", output: { type: "execution-denied", reason: "prod is frozen" } }],
+      content: [
+        {
+          type: "tool-result",
+          toolCallId: "c1",
+          toolName: "deploy",
+          output: { type: "execution-denied", reason: "prod is frozen" },
+        },
+      ],
     });
   });
 
-  it("refusals: \"error-text\" sends the refusal as an error result instead", async () => {
-    const { gate, tools } = harness(new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "no" }) }));
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "a", version: "1" })]), v3([text("x")])] });
-    await generateText({ model, tools: gateTools(tools, gate, { refusals: "error-text" }), prompt: "go", stopWhen: stepCountIs(2) });
-    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "error-text", value: "no" } }]);
+  it('refusals: "error-text" sends the refusal as an error result instead', async () => {
+    const { gate, tools } = harness(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "no" }) }),
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "a", version: "1" })]), v3([text("x")])],
+    });
+    await generateText({
+      model,
+      tools: gateTools(tools, gate, { refusals: "error-text" }),
+      prompt: "go",
+      stopWhen: stepCountIs(2),
+    });
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { output: { type: "error-text", value: "no" } },
+    ]);
   });
 
   it("a tool that throws still throws (the SDK's tool-error); the gate's record says the call was allowed", async () => {
     const { records, gate, tools } = harness();
     const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "broken", { n: 1 })]), v3([text("x")])] });
     const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
-    expect(result.steps[0]!.content).toContainEqual(expect.objectContaining({ type: "tool-error", toolCallId: "c1", error: new Error("disk on fire") }));
+    expect(result.steps[0]!.content).toContainEqual(
+      expect.objectContaining({ type: "tool-error", toolCallId: "c1", error: new Error("disk on fire") }),
+    );
     expect(records).toMatchObject([{ tool: "broken", verdict: "allow" }]);
   });
 
@@ -110,10 +161,19 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
   });
 
   it("under streamText: an allowed and a refused call in one step", async () => {
-    const guard: Hook = { preToolUse: (c) => ((c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" }) };
+    const guard: Hook = {
+      preToolUse: (c) =>
+        (c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+    };
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(guard));
     const model = new MockLanguageModelV3({
-      doStream: [v3Stream([call("s1", "deploy", { env: "staging", version: "2" }), call("s2", "deploy", { env: "prod", version: "2" })]), v3Stream([text("half done")])],
+      doStream: [
+        v3Stream([
+          call("s1", "deploy", { env: "staging", version: "2" }),
+          call("s2", "deploy", { env: "prod", version: "2" }),
+        ]),
+        v3Stream([text("half done")]),
+      ],
     });
     const result = streamText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
     const parts: { type: string; toolCallId?: string; output?: unknown }[] = [];
@@ -129,29 +189,53 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     ]);
     expect(parts.some((p) => p.type === "tool-error")).toBe(false);
     expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toEqual([
-      { type: "tool-result", toolCallId: "s1", toolName: "deploy", output: { type: "json", value: { deployed: "2 to staging" } } },
-      { type: "tool-result", toolCallId: "s2", toolName: "deploy", output: { type: "execution-denied", reason: "prod is frozen" } },
+      {
+        type: "tool-result",
+        toolCallId: "s1",
+        toolName: "deploy",
+        output: { type: "json", value: { deployed: "2 to staging" } },
+      },
+      {
+        type: "tool-result",
+        toolCallId: "s2",
+        toolName: "deploy",
+        output: { type: "execution-denied", reason: "prod is frozen" },
+      },
     ]);
   });
 
-  it("parks, is approved \"always this tool\", and the next generateText is decided by the grant without asking", async () => {
+  it('parks, is approved "always this tool", and the next generateText is decided by the grant without asking', async () => {
     const store = new MemoryGrantStore();
     const [channel, approver] = ApprovalChannel.pair(4);
     const first = harness(new LoopManagers().withHook(ask).withAskResolver(channel).withGrantStore(store));
     const script = () => [v3([call("c1", "deploy", { env: "prod", version: "1.2" })]), v3([text("done")])];
-    const running = generateText({ model: new MockLanguageModelV3({ doGenerate: script() }), tools: gateTools(first.tools, first.gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const running = generateText({
+      model: new MockLanguageModelV3({ doGenerate: script() }),
+      tools: gateTools(first.tools, first.gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     const parked = (await approver.next()) as PendingAsk;
     expect(parked).toMatchObject({ tool: "deploy", callId: "c1", prompt: "Run deploy?" });
     expect(first.executed).toEqual([]);
     expect(approver.resolve(parked.id, { type: "approve", remember: "this_tool" })).toBe(true);
     expect((await running).text).toBe("done");
     expect(first.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
-    expect((await store.load()).map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([["deploy", "allow", "this_tool"]]);
+    expect((await store.load()).map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([
+      ["deploy", "allow", "this_tool"],
+    ]);
 
     // A new process, a new gate over the same store: the grant decides, nobody is asked.
     const next = harness(new LoopManagers().withHook(ask).withAskResolver(neverAsked).withGrantStore(store));
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c9", "deploy", { env: "prod", version: "1.3" })]), v3([text("done again")])] });
-    const again = await generateText({ model, tools: gateTools(next.tools, next.gate), prompt: "ship 1.3", stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c9", "deploy", { env: "prod", version: "1.3" })]), v3([text("done again")])],
+    });
+    const again = await generateText({
+      model,
+      tools: gateTools(next.tools, next.gate),
+      prompt: "ship 1.3",
+      stopWhen: stepCountIs(3),
+    });
     expect(again.text).toBe("done again");
     expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
     expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
@@ -161,8 +245,16 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
     const controller = new AbortController();
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })]), v3([text("never")])] });
-    const running = generateText({ model, tools: gateTools(tools, gate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })]), v3([text("never")])],
+    });
+    const running = generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "go",
+      abortSignal: controller.signal,
+      stopWhen: stepCountIs(3),
+    });
     await approver.next();
     controller.abort(new Error("user left"));
     await expect(running).rejects.toThrow("user left");
@@ -177,7 +269,9 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const { gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
     const controller = new AbortController();
     const execute = gateTools(tools, gate).deploy.execute!;
-    const pending = Promise.resolve(execute({ env: "a", version: "1" }, { toolCallId: "c1", messages: [], abortSignal: controller.signal }));
+    const pending = Promise.resolve(
+      execute({ env: "a", version: "1" }, { toolCallId: "c1", messages: [], abortSignal: controller.signal }),
+    );
     await approver.next();
     controller.abort();
     await expect(pending).rejects.toBeInstanceOf(CancelledError);
@@ -189,14 +283,24 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
     const managers = new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(store);
     const run = async (tools: ToolSet, id: string): Promise<void> => {
-      const model = new MockLanguageModelV3({ doGenerate: [v3([call(id, "deploy", { env: "a", version: "1" })]), v3([text("x")])] });
-      await generateText({ model, tools: gateTools(tools, new Gate(managers)), prompt: "go", stopWhen: stepCountIs(2) });
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, "deploy", { env: "a", version: "1" })]), v3([text("x")])],
+      });
+      await generateText({
+        model,
+        tools: gateTools(tools, new Gate(managers)),
+        prompt: "go",
+        stopWhen: stepCountIs(2),
+      });
     };
     const { tools } = harness();
     await run(tools, "c1");
     await run(tools, "c2");
     expect(asks).toHaveLength(1);
-    await run({ ...tools, deploy: tool({ ...(tools.deploy as object), title: "Deploy to production" } as never) }, "c3");
+    await run(
+      { ...tools, deploy: tool({ ...(tools.deploy as object), title: "Deploy to production" } as never) },
+      "c3",
+    );
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
@@ -208,9 +312,24 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(() => gateTools(tools, gate, { refusals: "hide" as never })).toThrow(AiSdkToolError);
     expect(() => gateTools(tools, gate, { runId: "run-1" })).toThrow(/runId must be a UUID/);
     const execute = gateTools(tools, gate).deploy.execute!;
-    await expect(Promise.resolve(execute({ env: "a", version: "1" }, {} as never))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "deploy" });
-    const odd = gateTools({ odd: tool({ description: "", inputSchema: { "~standard": { vendor: "odd", version: 1, validate: () => ({ value: {} }) } } as never, execute: async () => "ran" }) }, gate);
-    await expect(Promise.resolve(odd.odd.execute!({}, { toolCallId: "c1", messages: [] }))).rejects.toMatchObject({ code: "AI_SDK_TOOL", tool: "odd" });
+    await expect(Promise.resolve(execute({ env: "a", version: "1" }, {} as never))).rejects.toMatchObject({
+      code: "AI_SDK_TOOL",
+      tool: "deploy",
+    });
+    const odd = gateTools(
+      {
+        odd: tool({
+          description: "",
+          inputSchema: { "~standard": { vendor: "odd", version: 1, validate: () => ({ value: {} }) } } as never,
+          execute: async () => "ran",
+        }),
+      },
+      gate,
+    );
+    await expect(Promise.resolve(odd.odd.execute!({}, { toolCallId: "c1", messages: [] }))).rejects.toMatchObject({
+      code: "AI_SDK_TOOL",
+      tool: "odd",
+    });
   });
 });
 
@@ -235,9 +354,21 @@ describe("gateTools: streaming tools (async *execute)", () => {
     const log: string[] = [];
     const records: GateDecision[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
-    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel).withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }));
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("g1", "progress", { env: "prod" })]), v3([text("live")])] });
-    const running = generateText({ model, tools: gateTools(streaming(log), gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(ask)
+        .withAskResolver(channel)
+        .withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }),
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("g1", "progress", { env: "prod" })]), v3([text("live")])],
+    });
+    const running = generateText({
+      model,
+      tools: gateTools(streaming(log), gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     const parked = (await approver.next()) as PendingAsk;
     expect(parked).toMatchObject({ tool: "progress", callId: "g1" });
     expect(log).toEqual([]);
@@ -248,21 +379,41 @@ describe("gateTools: streaming tools (async *execute)", () => {
     expect(log).toEqual(["started prod", "finished prod", "record ask_allowed"]);
     expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "g1", output: { stage: "live", env: "prod" } }]);
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toEqual([
-      { type: "tool-result", toolCallId: "g1", toolName: "progress", output: { type: "json", value: { stage: "live", env: "prod" } } },
+      {
+        type: "tool-result",
+        toolCallId: "g1",
+        toolName: "progress",
+        output: { type: "json", value: { stage: "live", env: "prod" } },
+      },
     ]);
   });
 
   it("streamText: the tool's yields stream as preliminary results after approval; a refused generator never starts and the model reads the denial", async () => {
     const log: string[] = [];
-    const guard: Hook = { preToolUse: (c) => ((c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" }) };
+    const guard: Hook = {
+      preToolUse: (c) =>
+        (c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+    };
     const gate = new Gate(new LoopManagers().withHook(guard));
-    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("s1", "progress", { env: "staging" }), call("s2", "progress", { env: "prod" })]), v3Stream([text("staging only")])] });
-    const result = streamText({ model, tools: gateTools(streaming(log), gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doStream: [
+        v3Stream([call("s1", "progress", { env: "staging" }), call("s2", "progress", { env: "prod" })]),
+        v3Stream([text("staging only")]),
+      ],
+    });
+    const result = streamText({
+      model,
+      tools: gateTools(streaming(log), gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     const parts: { type: string; toolCallId?: string; output?: unknown; preliminary?: boolean }[] = [];
     for await (const part of result.fullStream) parts.push(part);
     expect(await result.text).toBe("staging only");
     expect(log).toEqual(["started staging", "finished staging"]);
-    const s1 = parts.filter((p) => p.type === "tool-result" && p.toolCallId === "s1").map((p) => [p.preliminary === true, p.output]);
+    const s1 = parts
+      .filter((p) => p.type === "tool-result" && p.toolCallId === "s1")
+      .map((p) => [p.preliminary === true, p.output]);
     expect(s1).toEqual([
       [true, { stage: "building" }],
       [true, { stage: "pushing" }],
@@ -273,27 +424,56 @@ describe("gateTools: streaming tools (async *execute)", () => {
     expect(s2.map((p) => isToolRefusal(p.output))).toEqual([true]);
     expect(parts.some((p) => p.type === "tool-error")).toBe(false);
     expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toEqual([
-      { type: "tool-result", toolCallId: "s1", toolName: "progress", output: { type: "json", value: { stage: "live", env: "staging" } } },
-      { type: "tool-result", toolCallId: "s2", toolName: "progress", output: { type: "execution-denied", reason: "prod is frozen" } },
+      {
+        type: "tool-result",
+        toolCallId: "s1",
+        toolName: "progress",
+        output: { type: "json", value: { stage: "live", env: "staging" } },
+      },
+      {
+        type: "tool-result",
+        toolCallId: "s2",
+        toolName: "progress",
+        output: { type: "execution-denied", reason: "prod is frozen" },
+      },
     ]);
   });
 
   it("an execute that returns an async iterable (not an async * function) is run to its end inside the gate; its last value is the output", async () => {
     const log: string[] = [];
     const records: GateDecision[] = [];
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)) }));
+    const gate = new Gate(
+      new LoopManagers().withObserver({
+        onGate: ({ decision }) => (log.push(`record ${decision.verdict}`), records.push(decision)),
+      }),
+    );
     async function* stages(env: string): AsyncGenerator<string> {
       log.push(`started ${env}`);
       yield "building";
       log.push(`finished ${env}`);
       yield `live on ${env}`;
     }
-    const tools = { progress: tool({ description: "Deploys in stages", inputSchema: z.object({ env: z.string() }), execute: ({ env }) => stages(env) }) };
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("i1", "progress", { env: "prod" })]), v3([text("live")])] });
-    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    const tools = {
+      progress: tool({
+        description: "Deploys in stages",
+        inputSchema: z.object({ env: z.string() }),
+        execute: ({ env }) => stages(env),
+      }),
+    };
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("i1", "progress", { env: "prod" })]), v3([text("live")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
     expect(log).toEqual(["started prod", "finished prod", "record allow"]);
     expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "i1", output: "live on prod" }]);
-    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "live on prod" } }]);
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { output: { type: "text", value: "live on prod" } },
+    ]);
   });
 
   it("a streaming tool that throws mid-stream is the SDK's tool-error; a cancel while it is parked never starts it", async () => {
@@ -314,14 +494,24 @@ describe("gateTools: streaming tools (async *execute)", () => {
     const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
     const model = new MockLanguageModelV3({ doGenerate: [v3([call("f1", "flaky", {})]), v3([text("x")])] });
     const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
-    expect(result.steps[0]!.content).toContainEqual(expect.objectContaining({ type: "tool-error", toolCallId: "f1", error: new Error("disk on fire") }));
+    expect(result.steps[0]!.content).toContainEqual(
+      expect.objectContaining({ type: "tool-error", toolCallId: "f1", error: new Error("disk on fire") }),
+    );
     expect(records).toMatchObject([{ tool: "flaky", verdict: "allow" }]);
 
     const [channel, approver] = ApprovalChannel.pair(4);
     const parkedGate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel));
     const controller = new AbortController();
-    const parkedModel = new MockLanguageModelV3({ doGenerate: [v3([call("p1", "progress", { env: "prod" })]), v3([text("never")])] });
-    const running = generateText({ model: parkedModel, tools: gateTools(tools, parkedGate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const parkedModel = new MockLanguageModelV3({
+      doGenerate: [v3([call("p1", "progress", { env: "prod" })]), v3([text("never")])],
+    });
+    const running = generateText({
+      model: parkedModel,
+      tools: gateTools(tools, parkedGate),
+      prompt: "go",
+      abortSignal: controller.signal,
+      stopWhen: stepCountIs(3),
+    });
     await approver.next();
     controller.abort(new Error("user left"));
     await expect(running).rejects.toThrow("user left");
@@ -332,12 +522,16 @@ describe("gateTools: streaming tools (async *execute)", () => {
 describe("gateTools: descriptors, cancels under streamText, the SDK's needsApproval", () => {
   it("makes each tool's descriptor once per name: runs share it, and one tool object under two names is two tools to the gate", async () => {
     const seen: object[] = [];
-    const managers = new LoopManagers().withMiddleware(async (_call, context, next) => (seen.push(context.descriptor), next()));
+    const managers = new LoopManagers().withMiddleware(
+      async (_call, context, next) => (seen.push(context.descriptor), next()),
+    );
     const records: GateDecision[] = [];
     const gate = new Gate(managers.withObserver({ onGate: ({ decision }) => records.push(decision) }));
     const { tools } = harness();
     const runOnce = async (set: ToolSet, name: string, id: string): Promise<void> => {
-      const model = new MockLanguageModelV3({ doGenerate: [v3([call(id, name, { env: "a", version: "1" })]), v3([text("x")])] });
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, name, { env: "a", version: "1" })]), v3([text("x")])],
+      });
       await generateText({ model, tools: gateTools(set, gate), prompt: "go", stopWhen: stepCountIs(2) });
     };
     await runOnce(tools, "deploy", "c1");
@@ -353,8 +547,16 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
     const controller = new AbortController();
-    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never")])] });
-    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never")])],
+    });
+    const result = streamText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "go",
+      abortSignal: controller.signal,
+      stopWhen: stepCountIs(3),
+    });
     const parts: { type: string }[] = [];
     const reading = (async () => {
       for await (const part of result.fullStream) parts.push(part);
@@ -365,7 +567,12 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     await reading;
     expect(parts.map((p) => p.type)).toContain("abort");
     // The result's promises settle too.
-    expect(await Promise.resolve(result.text).then(() => "resolved", () => "rejected")).toMatch(/resolved|rejected/);
+    expect(
+      await Promise.resolve(result.text).then(
+        () => "resolved",
+        () => "rejected",
+      ),
+    ).toMatch(/resolved|rejected/);
     expect(parts.some((p) => p.type === "tool-result")).toBe(false);
     expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
     await until(() => records.length === 1);
@@ -386,7 +593,9 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
         async *execute(_input, { abortSignal }) {
           try {
             yield "one";
-            await new Promise((_, reject) => abortSignal!.addEventListener("abort", () => reject(abortSignal!.reason), { once: true }));
+            await new Promise((_, reject) =>
+              abortSignal!.addEventListener("abort", () => reject(abortSignal!.reason), { once: true }),
+            );
             yield "never";
           } finally {
             log.push(`stopped, aborted: ${abortSignal!.aborted}`);
@@ -395,8 +604,16 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
       }),
     };
     const controller = new AbortController();
-    const model = new MockLanguageModelV3({ doStream: [v3Stream([call("w1", "watch", {})]), v3Stream([text("never")])] });
-    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", abortSignal: controller.signal, stopWhen: stepCountIs(3) });
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("w1", "watch", {})]), v3Stream([text("never")])],
+    });
+    const result = streamText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "go",
+      abortSignal: controller.signal,
+      stopWhen: stepCountIs(3),
+    });
     const outputs: unknown[] = [];
     for await (const part of result.fullStream) {
       if (part.type === "tool-result") {
@@ -415,7 +632,12 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     const records: GateDecision[] = [];
     const executed: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
-    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(channel).withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(ask)
+        .withAskResolver(channel)
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
     const tools = gateTools(
       {
         deploy: tool({
@@ -427,7 +649,9 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
       },
       gate,
     );
-    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod" })]), v3([text("deployed")]), v3([text("not deployed")])] });
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod" })]), v3([text("deployed")]), v3([text("not deployed")])],
+    });
     const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
     const request = first.content.find((part) => part.type === "tool-approval-request");
     expect(request).toMatchObject({ toolCall: { toolCallId: "c1", toolName: "deploy" } });
@@ -440,7 +664,10 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
       messages: [
         { role: "user", content: "ship" },
         ...first.response.messages,
-        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: true }] },
+        {
+          role: "tool",
+          content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: true }],
+        },
       ],
       stopWhen: stepCountIs(3),
     });
@@ -451,7 +678,12 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(executed).toEqual([]);
     expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied", reason: "denied by approver: not today" }]);
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
-      { type: "tool-result", toolCallId: "c1", toolName: "deploy", output: { type: "execution-denied", reason: "Permission denied by approver for tool 'deploy'" } },
+      {
+        type: "tool-result",
+        toolCallId: "c1",
+        toolName: "deploy",
+        output: { type: "execution-denied", reason: "Permission denied by approver for tool 'deploy'" },
+      },
     ]);
     expect(second.text).toBe("deployed");
 
@@ -462,7 +694,10 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
       messages: [
         { role: "user", content: "ship" },
         ...first.response.messages,
-        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: false }] },
+        {
+          role: "tool",
+          content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: false }],
+        },
       ],
       stopWhen: stepCountIs(3),
     });

@@ -26,7 +26,12 @@ describe("callPrompt", () => {
   });
 
   it("redacts values under secret-looking keys by default, at any depth, and only in the prompt", () => {
-    const input = Object.freeze({ url: "https://x", headers: { Authorization: "Bearer abc", cookie: "sid=1" }, apiKey: "k-123", items: [{ password: "hunter2" }] });
+    const input = Object.freeze({
+      url: "https://x",
+      headers: { Authorization: "Bearer abc", cookie: "sid=1" },
+      apiKey: "k-123",
+      items: [{ password: "hunter2" }],
+    });
     const prompt = callPrompt({ name: "fetch" }, input);
     for (const secret of ["Bearer abc", "sid=1", "k-123", "hunter2"]) expect(prompt).not.toContain(secret);
     expect(prompt).toContain(`"apiKey": "${REDACTED}"`);
@@ -48,7 +53,9 @@ describe("callPrompt", () => {
     const args = prompt.split("Arguments:\n")[1]!;
     const [shown, rest] = args.split("\n… ");
     expect(shown).toHaveLength(100);
-    expect(rest).toBe(`${JSON.stringify({ content: "a".repeat(5000) }, null, 2).length - 100} more characters not shown`);
+    expect(rest).toBe(
+      `${JSON.stringify({ content: "a".repeat(5000) }, null, 2).length - 100} more characters not shown`,
+    );
   });
 
   it("never cuts inside a surrogate pair", () => {
@@ -57,7 +64,10 @@ describe("callPrompt", () => {
   });
 
   it("escapes bidi controls and invisible characters, in the arguments and in the tool's name and title", () => {
-    const prompt = callPrompt({ name: "rm\u202e", title: "safe\u200b" }, { path: "/tmp/\u202egnp.exe", note: "a\u2028b" });
+    const prompt = callPrompt(
+      { name: "rm\u202e", title: "safe\u200b" },
+      { path: "/tmp/\u202egnp.exe", note: "a\u2028b" },
+    );
     expect(prompt).not.toMatch(/[\u200b\u2028\u202e]/);
     expect(prompt).toContain("\\u202e");
     expect(prompt).toContain("\\u200b");

@@ -187,23 +187,26 @@ describe("order and capacity", () => {
     [0, 1],
     [1, 1],
     [3, 3],
-  ])("capacity %i bounds the delivered-but-not-taken asks to %i; the rest wait in line, none lost", async (capacity, bound) => {
-    const [channel, approver] = ApprovalChannel.pair(capacity);
-    const asks = Array.from({ length: 6 }, (_, i) => makeAsk(i));
-    const parked = asks.map((ask) => channel.resolve(ask, live()));
-    expect(approver.buffered).toBe(bound);
-    expect(approver.inLine).toBe(asks.length - bound);
-    expect(channel.size).toBe(asks.length);
-    for (const ask of asks) {
-      const taken = await approver.next();
-      expect(taken).toBe(ask);
-      expect(approver.buffered).toBeLessThanOrEqual(bound);
-      expect(approver.resolve(ask.id, approve)).toBe(true);
-    }
-    expect(await Promise.all(parked)).toEqual(asks.map(() => approve));
-    expect(approver.inLine).toBe(0);
-    approver.close();
-  });
+  ])(
+    "capacity %i bounds the delivered-but-not-taken asks to %i; the rest wait in line, none lost",
+    async (capacity, bound) => {
+      const [channel, approver] = ApprovalChannel.pair(capacity);
+      const asks = Array.from({ length: 6 }, (_, i) => makeAsk(i));
+      const parked = asks.map((ask) => channel.resolve(ask, live()));
+      expect(approver.buffered).toBe(bound);
+      expect(approver.inLine).toBe(asks.length - bound);
+      expect(channel.size).toBe(asks.length);
+      for (const ask of asks) {
+        const taken = await approver.next();
+        expect(taken).toBe(ask);
+        expect(approver.buffered).toBeLessThanOrEqual(bound);
+        expect(approver.resolve(ask.id, approve)).toBe(true);
+      }
+      expect(await Promise.all(parked)).toEqual(asks.map(() => approve));
+      expect(approver.inLine).toBe(0);
+      approver.close();
+    },
+  );
 
   it("never delivers an ask whose wait ended while it was in line", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);

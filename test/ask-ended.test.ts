@@ -50,7 +50,8 @@ describe("Approver.ended", () => {
     approver.close();
     await Promise.all(parks);
     await flush();
-    for (const w of watchers) expect(w.outcome).toEqual({ state: "fulfilled", value: { type: "withdrawn", reason: "closed" } });
+    for (const w of watchers)
+      expect(w.outcome).toEqual({ state: "fulfilled", value: { type: "withdrawn", reason: "closed" } });
   });
 
   it("resolves at once for an id it never saw", async () => {
@@ -111,7 +112,11 @@ describe("Approver.ended", () => {
     const step = fc.oneof(
       fc.record({ type: fc.constant("watch" as const), ask: fc.nat(ASKS - 1), withSignal: fc.boolean() }),
       fc.record({ type: fc.constant("unwatch" as const), watcher: fc.nat(12) }),
-      fc.record({ type: fc.constant("answer" as const), ask: fc.nat(ASKS - 1), verdict: fc.constantFrom("approve" as const, "deny" as const) }),
+      fc.record({
+        type: fc.constant("answer" as const),
+        ask: fc.nat(ASKS - 1),
+        verdict: fc.constantFrom("approve" as const, "deny" as const),
+      }),
       fc.record({ type: fc.constant("abort" as const), ask: fc.nat(ASKS - 1) }),
     );
     await fc.assert(
@@ -121,7 +126,12 @@ describe("Approver.ended", () => {
         const engines = asks.map(() => new AbortController());
         const truth: (AskEnding | undefined)[] = asks.map(() => undefined);
         const parks = asks.map((ask, n) => track(channel.resolve(ask, { signal: engines[n]!.signal })));
-        const watchers: { ask: number; stop: AbortController | undefined; tracked: ReturnType<typeof track<AskEnding>>; cut: boolean }[] = [];
+        const watchers: {
+          ask: number;
+          stop: AbortController | undefined;
+          tracked: ReturnType<typeof track<AskEnding>>;
+          cut: boolean;
+        }[] = [];
         for (const s of steps) {
           if (s.type === "watch") {
             const stop = s.withSignal ? new AbortController() : undefined;

@@ -9,11 +9,10 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("an approver dropped without close()", () => {
   it("does not leave its asks parked: once collected, the park settles as a denial and ended() says abandoned", async () => {
-    const { stdout } = await run(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/ask-gc-child.ts"],
-      { cwd: root, timeout: 20_000 },
-    );
+    const { stdout } = await run(process.execPath, ["--expose-gc", "--import", "tsx", "test/support/ask-gc-child.ts"], {
+      cwd: root,
+      timeout: 20_000,
+    });
     const lines = stdout.trim().split("\n");
     expect(JSON.parse(lines[lines.length - 1]!)).toEqual({
       state: "fulfilled",

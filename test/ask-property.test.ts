@@ -106,7 +106,9 @@ describe("ApprovalChannel under random interleavings", () => {
               break;
             }
             case "answer": {
-              const resolution: AskResolution = cmd.approve ? { type: "approve" } : { type: "deny", reason: `no ${step}` };
+              const resolution: AskResolution = cmd.approve
+                ? { type: "approve" }
+                : { type: "deny", reason: `no ${step}` };
               const entry = cmd.unknown || asks.length === 0 ? undefined : asks[cmd.ask % asks.length];
               const id = entry?.ask.id ?? makeAsk(-1).id;
               const accepted = approver.resolve(id, resolution);

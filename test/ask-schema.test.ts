@@ -51,9 +51,16 @@ describe("PendingAskSchema", () => {
       input: { secret: 1 },
       extra: true,
     });
-    expect(Object.keys(parsed).sort()).toEqual(
-      ["argsDigest", "callId", "id", "prompt", "runId", "sessionId", "tool", "turn"],
-    );
+    expect(Object.keys(parsed).sort()).toEqual([
+      "argsDigest",
+      "callId",
+      "id",
+      "prompt",
+      "runId",
+      "sessionId",
+      "tool",
+      "turn",
+    ]);
     expect("args" in parsed).toBe(false);
     expect("input" in parsed).toBe(false);
   });

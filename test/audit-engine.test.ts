@@ -33,7 +33,12 @@ describe("auditObserver on a real run", () => {
     const observer: Observer = auditObserver(sink);
     const agent = new Agent({
       model: new ScriptedModel([
-        { toolCalls: [{ id: "c1", name: "read", input: { path: "a.rs" } }, { id: "c2", name: "read", input: { path: "secret" } }] },
+        {
+          toolCalls: [
+            { id: "c1", name: "read", input: { path: "a.rs" } },
+            { id: "c2", name: "read", input: { path: "secret" } },
+          ],
+        },
         { toolCalls: [{ id: "c3", name: "read", input: { path: "b.rs" } }] },
         { text: "done" },
       ]),

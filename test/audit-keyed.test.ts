@@ -73,7 +73,11 @@ describe("a keyed audit log", () => {
   it("detects a forged line appended by someone without the key, which the hash chain alone accepts", async () => {
     const { path, text } = await keyedLog(2);
     const last = JSON.parse(linesOf(text)[1] as string) as { hash: string };
-    for (const mac of [null, "0".repeat(64), createHmac("sha256", randomBytes(32)).update(`loopctl-audit-line:x`).digest("hex")]) {
+    for (const mac of [
+      null,
+      "0".repeat(64),
+      createHmac("sha256", randomBytes(32)).update(`loopctl-audit-line:x`).digest("hex"),
+    ]) {
       await writeFile(path, `${text}${forgedLine(3, last.hash, mac)}\n`);
       const keyed = await verifyAuditLog(path, { key });
       expect(keyed).toMatchObject({ ok: false, line: 3, problem: "forged" });
@@ -118,7 +122,11 @@ describe("a keyed audit log", () => {
 
   it("fails every line under another key, and an unkeyed log under a key", async () => {
     const { path } = await keyedLog(2);
-    expect(await verifyAuditLog(path, { key: randomBytes(32) })).toMatchObject({ ok: false, line: 1, problem: "forged" });
+    expect(await verifyAuditLog(path, { key: randomBytes(32) })).toMatchObject({
+      ok: false,
+      line: 1,
+      problem: "forged",
+    });
     const plain = fresh();
     const sink = await AuditSink.open(plain);
     await sink.append(gateRecord(1));

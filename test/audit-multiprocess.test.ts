@@ -29,9 +29,13 @@ afterAll(async () => {
  */
 async function appendConcurrently(path: string, keyFile?: string): Promise<string[][]> {
   const children = Array.from({ length: WRITERS }, (_, w) =>
-    spawn(process.execPath, ["--import", "tsx", writerScript, path, String(w), String(EACH), ...(keyFile ? [keyFile] : [])], {
-      stdio: ["pipe", "pipe", "inherit"],
-    }),
+    spawn(
+      process.execPath,
+      ["--import", "tsx", writerScript, path, String(w), String(EACH), ...(keyFile ? [keyFile] : [])],
+      {
+        stdio: ["pipe", "pipe", "inherit"],
+      },
+    ),
   );
   const outputs = children.map((child) => {
     let text = "";
@@ -47,7 +51,9 @@ async function appendConcurrently(path: string, keyFile?: string): Promise<strin
       }),
       done: new Promise<string>((resolve, reject) => {
         child.once("error", reject);
-        child.once("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`writer exited ${code}: ${text}`))));
+        child.once("exit", (code) =>
+          code === 0 ? resolve(text) : reject(new Error(`writer exited ${code}: ${text}`)),
+        );
       }),
     };
   });
@@ -99,7 +105,10 @@ describe("several processes appending to one audit log", () => {
     try {
       const lock = `${path}.lock`;
       const hold = (): Promise<void> =>
-        writeFile(lock, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "held" }));
+        writeFile(
+          lock,
+          JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "held" }),
+        );
       await hold();
       const refused = await AuditSink.open(path, { lockTimeoutMs: 50 }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(AuditLockError);

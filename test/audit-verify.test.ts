@@ -64,12 +64,19 @@ describe("the audit line format", () => {
     const result = await verifyAuditLog(logPath);
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.records).toEqual([1, 2, 3, 4, 5].map((i) => gateRecord(i, { reason: i === 3 ? "naïve ☃ \ud800" : null })));
+    expect(result.records).toEqual(
+      [1, 2, 3, 4, 5].map((i) => gateRecord(i, { reason: i === 3 ? "naïve ☃ \ud800" : null })),
+    );
     expect(result.anchor).toEqual(anchor);
   });
 
   it("accepts an empty log, whose anchor is the genesis", () => {
-    expect(verifyAuditBytes(new Uint8Array())).toEqual({ ok: true, records: [], anchor: AUDIT_EMPTY_ANCHOR, keyed: false });
+    expect(verifyAuditBytes(new Uint8Array())).toEqual({
+      ok: true,
+      records: [],
+      anchor: AUDIT_EMPTY_ANCHOR,
+      keyed: false,
+    });
   });
 
   it("prints and parses anchors as <seq>:<hash>", () => {
@@ -156,11 +163,28 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
     const bodyOf = (line: string): string => line.replace(/,"hash":"[0-9a-f]{64}"\}$/, "");
     const cases: [string, (body: string) => string, RegExp][] = [
-      ["record.verdict", (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verdict":"allow"'), /"verdict" twice, at record\.verdict/],
-      ["an escaped spelling", (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verd\\u0069ct":"allow"'), /"verdict" twice/],
+      [
+        "record.verdict",
+        (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verdict":"allow"'),
+        /"verdict" twice, at record\.verdict/,
+      ],
+      [
+        "an escaped spelling",
+        (b) => b.replace('"verdict":"allow"', '"verdict":"deny","verd\\u0069ct":"allow"'),
+        /"verdict" twice/,
+      ],
       ["the top level", (b) => b.replace('{"seq":2,', '{"seq":2,"seq":2,'), /"seq" twice, at seq/],
-      ["deep inside", (b) => b.replace(',"ts":', ',"extra":[1,{"a":{"b":[],"c":{},"b":2}}],"ts":'), /"b" twice, at record\.extra\[1\]\.a\.b/],
-      ["the record itself", (b) => `${b.slice(0, b.indexOf(',"record":'))},"record":${JSON.stringify(gateRecord(9))}${b.slice(b.indexOf(',"record":'))}`, /"record" twice/],
+      [
+        "deep inside",
+        (b) => b.replace(',"ts":', ',"extra":[1,{"a":{"b":[],"c":{},"b":2}}],"ts":'),
+        /"b" twice, at record\.extra\[1\]\.a\.b/,
+      ],
+      [
+        "the record itself",
+        (b) =>
+          `${b.slice(0, b.indexOf(',"record":'))},"record":${JSON.stringify(gateRecord(9))}${b.slice(b.indexOf(',"record":'))}`,
+        /"record" twice/,
+      ],
     ];
     for (const [what, edit, message] of cases) {
       const ls = lines();
@@ -198,14 +222,21 @@ describe("an anchor", () => {
   });
 
   it("is refused with a typed error when malformed, before any file is read", async () => {
-    for (const bad of [{ seq: -1, hash: AUDIT_GENESIS }, { seq: 1.5, hash: AUDIT_GENESIS }, { seq: 1, hash: "ABC" }, null]) {
+    for (const bad of [
+      { seq: -1, hash: AUDIT_GENESIS },
+      { seq: 1.5, hash: AUDIT_GENESIS },
+      { seq: 1, hash: "ABC" },
+      null,
+    ]) {
       expect(() => verifyAuditBytes(original, { anchor: bad as unknown as AuditAnchor })).toThrow(AuditAnchorError);
-      await expect(verifyAuditLog(join(dir, "missing.jsonl"), { anchor: bad as unknown as AuditAnchor })).rejects.toMatchObject({
+      await expect(
+        verifyAuditLog(join(dir, "missing.jsonl"), { anchor: bad as unknown as AuditAnchor }),
+      ).rejects.toMatchObject({
         code: "AUDIT_ANCHOR",
       });
-      await expect(AuditSink.open(join(dir, "never-created.jsonl"), { anchor: bad as unknown as AuditAnchor })).rejects.toBeInstanceOf(
-        AuditAnchorError,
-      );
+      await expect(
+        AuditSink.open(join(dir, "never-created.jsonl"), { anchor: bad as unknown as AuditAnchor }),
+      ).rejects.toBeInstanceOf(AuditAnchorError);
     }
   });
 
@@ -287,7 +318,11 @@ describe("property: every tampering of one kind is detected", () => {
         fc.pre(a !== b);
         const ls = lines();
         [ls[a], ls[b]] = [ls[b] as string, ls[a] as string];
-        expect(verifyAuditBytes(join_(ls))).toMatchObject({ ok: false, line: Math.min(a, b) + 1, problem: "reordered" });
+        expect(verifyAuditBytes(join_(ls))).toMatchObject({
+          ok: false,
+          line: Math.min(a, b) + 1,
+          problem: "reordered",
+        });
       }),
     );
   });

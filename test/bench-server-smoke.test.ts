@@ -22,10 +22,14 @@ interface Row {
 describe("npm run bench -- --filter server (quick mode)", () => {
   it("measures answers through the HTTP API and the bare node:http echo in the same run, both rows, none failed", async () => {
     const out = join(scratch, "results.json");
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^server$", "--out", out], {
-      env: { ...process.env, LOOPCTL_BENCH_QUICK: "1" },
-      timeout: 120_000,
-    });
+    const { stdout } = await run(
+      process.execPath,
+      ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^server$", "--out", out],
+      {
+        env: { ...process.env, LOOPCTL_BENCH_QUICK: "1" },
+        timeout: 120_000,
+      },
+    );
     expect(stdout).toContain("answer through the HTTP API, one at a time (POST /api/asks/:id → park resolves)");
     const rows = (JSON.parse(readFileSync(out, "utf8")) as { rows: readonly Row[] }).rows;
     expect(rows.map((r) => [r.bench, r.name])).toEqual([

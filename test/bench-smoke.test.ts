@@ -20,10 +20,14 @@ interface Results {
 describe("npm run bench (quick mode)", () => {
   it("prints a table and writes every row of the modules it ran, none failed", async () => {
     const out = join(scratch, "results.json");
-    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^(park|digest|ai-sdk)$", "--out", out], {
-      env: { ...process.env, LOOPCTL_BENCH_QUICK: "1" },
-      timeout: 120_000,
-    });
+    const { stdout, stderr } = await run(
+      process.execPath,
+      ["--import", "tsx", "bench/run.ts", "--quick", "--filter", "^(park|digest|ai-sdk)$", "--out", out],
+      {
+        env: { ...process.env, LOOPCTL_BENCH_QUICK: "1" },
+        timeout: 120_000,
+      },
+    );
     expect(stdout).toMatch(/^benchmark\s+ours\s+floor\s+ratio\s+target\s+got\s+result$/m);
     expect(stdout).toContain("park → approve → resume (ApprovalChannel)");
     expect(stderr).toContain(`results written to ${out}`);

@@ -9,9 +9,20 @@ describe("npm run test:browser without Chromium", () => {
     const result = await new Promise<{ code: number | null; output: string }>((resolve) => {
       execFile(
         process.execPath,
-        ["node_modules/vitest/vitest.mjs", "run", "--config", "vitest.browser.config.ts", "test/browser/console.browser.ts"],
-        { cwd: repo, env: { ...process.env, LOOPCTL_CHROMIUM: "/nonexistent/chromium", NO_COLOR: "1" }, timeout: 60_000 },
-        (error, stdout, stderr) => resolve({ code: error === null ? 0 : (error.code as number | null), output: stdout + stderr }),
+        [
+          "node_modules/vitest/vitest.mjs",
+          "run",
+          "--config",
+          "vitest.browser.config.ts",
+          "test/browser/console.browser.ts",
+        ],
+        {
+          cwd: repo,
+          env: { ...process.env, LOOPCTL_CHROMIUM: "/nonexistent/chromium", NO_COLOR: "1" },
+          timeout: 60_000,
+        },
+        (error, stdout, stderr) =>
+          resolve({ code: error === null ? 0 : (error.code as number | null), output: stdout + stderr }),
       );
     });
     expect(result.code).not.toBe(0);

@@ -36,17 +36,27 @@ describe("CHANGELOG.md (Keep a Changelog 1.1.0)", () => {
   });
 
   it("titles every release [Unreleased] or [x.y.z] - YYYY-MM-DD", () => {
-    expect(found.map((release) => release.heading).filter((heading) => !/^\[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?$/.test(heading))).toEqual([]);
+    expect(
+      found
+        .map((release) => release.heading)
+        .filter((heading) => !/^\[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?$/.test(heading)),
+    ).toEqual([]);
   });
 
   it("groups each release's entries under the kinds of change, each kind once, as a list", () => {
     for (const { heading, sections } of found) {
       const kinds = sections.map((section) => section.kind);
-      expect(kinds.filter((kind) => !KINDS.includes(kind)), heading).toEqual([]);
+      expect(
+        kinds.filter((kind) => !KINDS.includes(kind)),
+        heading,
+      ).toEqual([]);
       expect(new Set(kinds).size, heading).toBe(kinds.length);
       for (const { kind, lines } of sections) {
         expect(lines.length, `${heading} ${kind}`).toBeGreaterThan(0);
-        expect(lines.filter((line) => !/^(- | {2}\S)/.test(line)), `${heading} ${kind}`).toEqual([]);
+        expect(
+          lines.filter((line) => !/^(- | {2}\S)/.test(line)),
+          `${heading} ${kind}`,
+        ).toEqual([]);
       }
     }
   });

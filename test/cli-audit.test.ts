@@ -73,14 +73,23 @@ describe("loopctl audit verify", () => {
   });
 
   it("checks --anchor: trailing lines removed fail, the full log passes", async () => {
-    const name = await write("short.jsonl", text.split("\n").slice(0, 2).map((l) => `${l}\n`).join(""));
+    const name = await write(
+      "short.jsonl",
+      text
+        .split("\n")
+        .slice(0, 2)
+        .map((l) => `${l}\n`)
+        .join(""),
+    );
     expect((await cli(["audit", "verify", name], { cwd: dir })).code).toBe(EXIT.ok);
     const run = await cli(["audit", "verify", name, "--anchor", formatAuditAnchor(anchor)], { cwd: dir });
     expect(run.code).toBe(EXIT.failed);
     expect(run.stderr).toContain("FAILED at line 3 (removed)");
     const full = await cli(["audit", "verify", "gates.jsonl", `--anchor=${formatAuditAnchor(anchor)}`], { cwd: dir });
     expect(full.code).toBe(EXIT.ok);
-    const mismatch = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`, "--json"], { cwd: dir });
+    const mismatch = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`, "--json"], {
+      cwd: dir,
+    });
     expect(mismatch.code).toBe(EXIT.failed);
     expect(JSON.parse(mismatch.stdout)).toMatchObject({ ok: false, line: 2, problem: "edited", verifiedRecords: 1 });
     const asText = await cli(["audit", "verify", "gates.jsonl", "--anchor", `2:${"ab".repeat(32)}`], { cwd: dir });
@@ -100,11 +109,20 @@ describe("loopctl audit verify", () => {
     expect(ok.stdout).toContain("3 records, chain intact, every line's mac and the seal verified with the key");
     const unchecked = await cli(["audit", "verify", "keyed.jsonl"], { cwd: dir });
     expect(unchecked.stdout).toContain("its lines carry MACs: pass --key-file to check them and the seal");
-    const asJson = await cli(["audit", "verify", join(dir, "keyed.jsonl"), "--key-file", keyFile, "--json"], { cwd: "/" });
+    const asJson = await cli(["audit", "verify", join(dir, "keyed.jsonl"), "--key-file", keyFile, "--json"], {
+      cwd: "/",
+    });
     expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, records: 3, keyed: true, authenticated: true });
 
     const full = await readFile(join(dir, "keyed.jsonl"), "utf8");
-    await writeFile(join(dir, "keyed.jsonl"), full.split("\n").slice(0, 2).map((l) => `${l}\n`).join(""));
+    await writeFile(
+      join(dir, "keyed.jsonl"),
+      full
+        .split("\n")
+        .slice(0, 2)
+        .map((l) => `${l}\n`)
+        .join(""),
+    );
     const cut = await cli(["audit", "verify", "keyed.jsonl", "--key-file", "audit.key"], { cwd: dir });
     expect(cut.code).toBe(EXIT.failed);
     expect(cut.stderr).toContain("FAILED at line 3 (removed)");
@@ -121,7 +139,10 @@ describe("loopctl audit verify", () => {
     await chmod(join(dir, "open.key"), 0o644);
     await writeFile(join(dir, "short.key"), "abc", { mode: 0o600 });
     const cases: [string, RegExp][] = [
-      ["open.key", /--key-file: audit key file .*open\.key is readable or writable by others \(mode 644\); chmod 600 it/],
+      [
+        "open.key",
+        /--key-file: audit key file .*open\.key is readable or writable by others \(mode 644\); chmod 600 it/,
+      ],
       ["short.key", /--key-file: an audit key must be at least 16 bytes, got 3/],
       ["missing.key", /--key-file: .*missing\.key: no such file/],
     ];
@@ -172,7 +193,10 @@ describe("loopctl audit verify", () => {
       [["audit", "verify", "a", "--ancor", "1:x"], /unknown option "--ancor"; did you mean --anchor\?/],
       [["audit", "verify", "a", "--keyfile", "k"], /unknown option "--keyfile"; did you mean --key-file\?/],
       [["audit", "verfy", "a"], /unknown command "audit verfy"; did you mean "audit verify"\?/],
-      [["audit", "verify", "a", "--anchor", "12"], /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/],
+      [
+        ["audit", "verify", "a", "--anchor", "12"],
+        /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/,
+      ],
       [["audit", "verify", "a", "--anchor"], /--anchor/],
       [["audit", "check"], /unknown command "audit check"/],
     ];
@@ -186,7 +210,11 @@ describe("loopctl audit verify", () => {
   });
 
   it("prints help for audit and audit verify", async () => {
-    for (const argv of [["audit", "--help"], ["audit", "verify", "-h"], ["audit", "verify", "x", "--help"]]) {
+    for (const argv of [
+      ["audit", "--help"],
+      ["audit", "verify", "-h"],
+      ["audit", "verify", "x", "--help"],
+    ]) {
       const run = await cli(argv, { cwd: dir });
       expect(run.code).toBe(EXIT.ok);
       expect(run.stdout).toMatch(/^loopctl audit/);

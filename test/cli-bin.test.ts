@@ -24,9 +24,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const loopctl = async (
-  args: string[],
-): Promise<{ code: number; stdout: string; stderr: string }> => {
+const loopctl = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
   try {
     const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", bin, ...args], {
       cwd: repo,

@@ -26,13 +26,27 @@ describe("loopctl console --database URL", () => {
       },
     });
     const managers = new LoopManagers()
-      .withHook({ preToolUse: (call) => ({ type: "ask", prompt: `Deploy to ${String((call.input as { env: string }).env)}?` }) })
+      .withHook({
+        preToolUse: (call) => ({ type: "ask", prompt: `Deploy to ${String((call.input as { env: string }).env)}?` }),
+      })
       .withAskResolver(worker.resolver)
       .withAskTimeout(60_000)
       .withGrantStore(grants);
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "deploy", input: { env: "staging" } }] }, { text: "done" }]);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "deploy", input: { env: "staging" } }] },
+      { text: "done" },
+    ]);
 
-    const console = startConsole("/", ["--database", DATABASE_URL, "--schema", db.schema, "--project", "acme/shop", "--port", "0"]);
+    const console = startConsole("/", [
+      "--database",
+      DATABASE_URL,
+      "--schema",
+      db.schema,
+      "--project",
+      "acme/shop",
+      "--port",
+      "0",
+    ]);
     try {
       const url = await console.printed;
       expect(console.output()).toContain(`the asks of every worker parked on`);

@@ -41,7 +41,10 @@ describe("loopctl console", () => {
     const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
 
     const grants = await request(`${base}api/grants`, { headers: auth });
-    expect(grants.json).toMatchObject({ available: true, grants: [{ id: grant.id, tool: "deploy", pin: { type: "unpinned" } }] });
+    expect(grants.json).toMatchObject({
+      available: true,
+      grants: [{ id: grant.id, tool: "deploy", pin: { type: "unpinned" } }],
+    });
     const records = await request(`${base}api/records`, { headers: auth });
     expect(records.json).toEqual({ available: true, live: false, records: [gateRecord(1), gateRecord(2)] });
     expect((await request(`${base}api/asks`, { headers: auth })).json).toEqual({ asks: [] });
@@ -56,7 +59,9 @@ describe("loopctl console", () => {
   });
 
   it("takes its token from LOOPCTL_CONSOLE_TOKEN", async () => {
-    const run = startConsole(dir, ["--root", join(dir, "r2")], { LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length" });
+    const run = startConsole(dir, ["--root", join(dir, "r2")], {
+      LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length",
+    });
     const url = await run.printed;
     expect(new URL(url).searchParams.get("token")).toBe("a-console-token-of-enough-length");
     run.stop.abort();
@@ -64,7 +69,13 @@ describe("loopctl console", () => {
   });
 
   it("usage errors exit 2: a bad port, a stray argument, an unknown option; a port in use exits 4", async () => {
-    for (const args of [["--port", "http"], ["--port", "70000"], ["--port", "-1"], ["extra"], ["--database-typo", "x"]]) {
+    for (const args of [
+      ["--port", "http"],
+      ["--port", "70000"],
+      ["--port", "-1"],
+      ["extra"],
+      ["--database-typo", "x"],
+    ]) {
       const result = await cli(["console", ...args], { cwd: dir });
       expect(result.code, args.join(" ")).toBe(2);
       expect(result.stderr).toContain("Run 'loopctl console --help' for usage.");
@@ -79,7 +90,14 @@ describe("loopctl console", () => {
   });
 
   it("--allowed-host adds a Host to answer to, for use behind a proxy; any other Host is still refused", async () => {
-    const run = startConsole(dir, ["--root", join(dir, "r5"), "--allowed-host", "approvals.example:8443", "--allowed-host", "Other.Example"]);
+    const run = startConsole(dir, [
+      "--root",
+      join(dir, "r5"),
+      "--allowed-host",
+      "approvals.example:8443",
+      "--allowed-host",
+      "Other.Example",
+    ]);
     const url = await run.printed;
     const base = url.slice(0, url.indexOf("?"));
     expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
@@ -95,10 +113,22 @@ describe("loopctl console", () => {
 
   it("bad server options exit 2 with one line naming the flag: a wildcard --host alone, a bad --allowed-host or --host, a short token", async () => {
     const cases: [args: string[], env: Record<string, string>, line: string][] = [
-      [["--host", "0.0.0.0"], {}, "loopctl console: --host 0.0.0.0 needs --allowed-host H: the names clients use to reach it"],
+      [
+        ["--host", "0.0.0.0"],
+        {},
+        "loopctl console: --host 0.0.0.0 needs --allowed-host H: the names clients use to reach it",
+      ],
       [["--allowed-host", "bad/host"], {}, 'loopctl console: --allowed-host: "bad/host" is not a host or host:port'],
-      [["--host", "no-such-host.invalid"], {}, "loopctl console: --host no-such-host.invalid: not an address of this machine to listen on (ENOTFOUND)"],
-      [[], { LOOPCTL_CONSOLE_TOKEN: "short" }, "loopctl console: LOOPCTL_CONSOLE_TOKEN: must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)"],
+      [
+        ["--host", "no-such-host.invalid"],
+        {},
+        "loopctl console: --host no-such-host.invalid: not an address of this machine to listen on (ENOTFOUND)",
+      ],
+      [
+        [],
+        { LOOPCTL_CONSOLE_TOKEN: "short" },
+        "loopctl console: LOOPCTL_CONSOLE_TOKEN: must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)",
+      ],
     ];
     for (const [args, env, line] of cases) {
       const result = await cli(["console", ...args, "--root", join(dir, "r6")], { cwd: dir, env });
@@ -111,7 +141,9 @@ describe("loopctl console", () => {
   it("--help explains what it serves, and the top-level help lists it", async () => {
     const help = await cli(["console", "--help"], { cwd: dir });
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain("loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]\n                  [--root DIR] [--audit FILE]");
+    expect(help.stdout).toContain(
+      "loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]\n                  [--root DIR] [--audit FILE]",
+    );
     expect(help.stdout).toContain("--allowed-host H");
     expect(help.stdout).toContain("loopctl console --database URL [--project NAME] [--schema NAME]");
     expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
@@ -119,10 +151,14 @@ describe("loopctl console", () => {
   });
 
   it("the real bin serves until SIGINT, then exits 0", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "console", "--root", join(dir, "r4")], {
-      cwd: repo,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "console", "--root", join(dir, "r4")],
+      {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     const url = await new Promise<string>((resolve, reject) => {
       child.stdout.on("data", (chunk: Buffer) => {

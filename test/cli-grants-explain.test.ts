@@ -30,10 +30,9 @@ describe("loopctl grants explain", () => {
     const deny = new Grant("shell", "deny", GrantScope.thisCall({ cmd: "rm -rf /", cwd: "/" }));
     const allow = new Grant("shell", "allow", GrantScope.thisTool());
     await seed(root, project, [allow, deny]);
-    const run = await cli(
-      ["grants", "explain", "--tool", "shell", "--args", '{"cwd":"/","cmd":"rm -rf /"}', ...at()],
-      { cwd: base },
-    );
+    const run = await cli(["grants", "explain", "--tool", "shell", "--args", '{"cwd":"/","cmd":"rm -rf /"}', ...at()], {
+      cwd: base,
+    });
     expect(run.code).toBe(EXIT.ok);
     expect(run.stdout).toContain("2 covering grant(s)");
     expect(run.stdout).toContain(`deny this call, grant ${deny.id}, unpinned [deciding]`);
@@ -56,7 +55,9 @@ describe("loopctl grants explain", () => {
   });
 
   it("checks a pin only with --descriptor", async () => {
-    const pinned = new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(write));
+    const pinned = new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(
+      descriptorFingerprint(write),
+    );
     await seed(root, project, [pinned]);
     const base_ = ["grants", "explain", "--tool", "write", "--args", "{}", ...at()];
 
@@ -64,12 +65,19 @@ describe("loopctl grants explain", () => {
     expect(unchecked.stdout).toContain("pinned (not checked: no descriptor given)");
     expect(unchecked.stdout).toContain("decision: depends on the tool's current descriptor");
     const uncheckedJson = await cli([...base_, "--json"], { cwd: base });
-    expect(JSON.parse(uncheckedJson.stdout)).toMatchObject({ decision: null, covering: [{ pin: { type: "unchecked" } }] });
+    expect(JSON.parse(uncheckedJson.stdout)).toMatchObject({
+      decision: null,
+      covering: [{ pin: { type: "unchecked" } }],
+    });
 
     const same = await cli([...base_, "--descriptor", writeJson], { cwd: base });
     expect(same.stdout).toContain(`decision: allow, by grant ${pinned.id}`);
 
-    const changed = JSON.stringify({ name: "write", description: "writes a file, and uploads it", inputSchema: { type: "object" } });
+    const changed = JSON.stringify({
+      name: "write",
+      description: "writes a file, and uploads it",
+      inputSchema: { type: "object" },
+    });
     const rugPull = await cli([...base_, "--descriptor", changed, "--json"], { cwd: base });
     expect(JSON.parse(rugPull.stdout)).toMatchObject({
       decision: { type: "ask", reason: "tool_changed", grant: pinned.id },
@@ -95,7 +103,10 @@ describe("loopctl grants explain", () => {
       [["--tool", "read", "--args", "{path:1}"], /--args is not valid JSON/],
       [["--tool", "read", "--args", "{}", "extra"], /unexpected argument "extra"/],
       [["--tool", "write", "--args", "{}", "--descriptor", "[]"], /--descriptor must be a JSON object/],
-      [["--tool", "write", "--args", "{}", "--descriptor", '{"name":"read","description":"","inputSchema":{}}'], /--descriptor names tool "read", not "write"/],
+      [
+        ["--tool", "write", "--args", "{}", "--descriptor", '{"name":"read","description":"","inputSchema":{}}'],
+        /--descriptor names tool "read", not "write"/,
+      ],
     ];
     for (const [argv, message] of cases) {
       const run = await cli(["grants", "explain", ...argv, ...at()], { cwd: base });

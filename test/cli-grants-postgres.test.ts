@@ -26,7 +26,9 @@ async function seeded(project = "acme/shop"): Promise<PostgresGrantStore> {
 describe("loopctl grants … --database URL --project NAME", () => {
   it("lists the project's grants from the database, as a table and as JSON", async () => {
     await seeded();
-    await new PostgresGrantStore(db.pool, { project: "acme/blog", schema: db.schema }).save(new Grant("other", "allow", GrantScope.thisTool()));
+    await new PostgresGrantStore(db.pool, { project: "acme/blog", schema: db.schema }).save(
+      new Grant("other", "allow", GrantScope.thisTool()),
+    );
     const location = `${redacted(DATABASE_URL)} (schema ${db.schema}, project "acme/shop")`;
     const run = await cli(["grants", "list", ...at()], { cwd: "/" });
     expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
@@ -36,7 +38,10 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(run.stdout).not.toContain("other");
     expect(run.stdout).toContain("3 grants");
     const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
-    expect(JSON.parse(asJson.stdout)).toEqual({ ledger: location, grants: [read.toJSON(), rm.toJSON(), write.toJSON()] });
+    expect(JSON.parse(asJson.stdout)).toEqual({
+      ledger: location,
+      grants: [read.toJSON(), rm.toJSON(), write.toJSON()],
+    });
   });
 
   it("revokes one grant for every process that shares the database, and says when there is none", async () => {
@@ -62,7 +67,9 @@ describe("loopctl grants … --database URL --project NAME", () => {
 
   it("explains which grant decides a call", async () => {
     await seeded();
-    const run = await cli(["grants", "explain", "--tool", "shell", "--args", '{"cmd":"rm -rf /"}', ...at(), "--json"], { cwd: "/" });
+    const run = await cli(["grants", "explain", "--tool", "shell", "--args", '{"cmd":"rm -rf /"}', ...at(), "--json"], {
+      cwd: "/",
+    });
     expect(run.code).toBe(EXIT.ok);
     expect(JSON.parse(run.stdout)).toMatchObject({ decision: { type: "deny", grant: rm.id } });
   });
@@ -72,7 +79,10 @@ describe("loopctl grants … --database URL --project NAME", () => {
       [["grants", "list", "--database", DATABASE_URL], "--database needs --project NAME"],
       [["grants", "list", ...at(), "--root", "/tmp"], "--root is for a ledger file"],
       [["grants", "list", "--schema", "x"], "--schema needs --database"],
-      [["grants", "list", "--database", DATABASE_URL, "--project", "p", "--schema", "Bad Name"], "schema must be a lowercase identifier"],
+      [
+        ["grants", "list", "--database", DATABASE_URL, "--project", "p", "--schema", "Bad Name"],
+        "schema must be a lowercase identifier",
+      ],
     ];
     for (const [argv, message] of cases) {
       const run = await cli(argv, { cwd: "/" });
@@ -82,22 +92,34 @@ describe("loopctl grants … --database URL --project NAME", () => {
   });
 
   it("reports an unmigrated schema and an unreachable server as database errors, naming them", async () => {
-    const unmigrated = await cli(["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"], {
-      cwd: "/",
-    });
+    const unmigrated = await cli(
+      ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"],
+      {
+        cwd: "/",
+      },
+    );
     expect(unmigrated.code).toBe(EXIT.io);
     expect(unmigrated.stderr).toContain("[POSTGRES_NOT_MIGRATED]");
-    const unreachable = await cli(["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p"], {
-      cwd: "/",
-    });
+    const unreachable = await cli(
+      ["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p"],
+      {
+        cwd: "/",
+      },
+    );
     expect(unreachable.code).toBe(EXIT.io);
     expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
     expect(unreachable.stderr).not.toContain("secret");
-    const asJson = await cli(["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p", "--json"], {
-      cwd: "/",
-    });
+    const asJson = await cli(
+      ["grants", "list", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--project", "p", "--json"],
+      {
+        cwd: "/",
+      },
+    );
     expect(asJson.code).toBe(EXIT.io);
-    expect(JSON.parse(asJson.stdout)).toMatchObject({ error: "POSTGRES_QUERY", ledger: expect.stringContaining("postgres://nobody:***@127.0.0.1:1/none") });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({
+      error: "POSTGRES_QUERY",
+      ledger: expect.stringContaining("postgres://nobody:***@127.0.0.1:1/none"),
+    });
     expect(asJson.stdout).not.toContain("secret");
     expect(JSON.parse(asJson.stdout)).not.toHaveProperty("hint");
   });
@@ -111,10 +133,13 @@ describe("loopctl grants … --database URL --project NAME", () => {
     await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
     try {
       const { port } = silent.address() as AddressInfo;
-      const run = await cli(["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"], {
-        cwd: "/",
-        env: { PGCONNECT_TIMEOUT: "1" },
-      });
+      const run = await cli(
+        ["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"],
+        {
+          cwd: "/",
+          env: { PGCONNECT_TIMEOUT: "1" },
+        },
+      );
       expect(run.code).toBe(EXIT.io);
       expect(run.stderr).toContain("[POSTGRES_QUERY]");
       expect(run.stderr).toMatch(/timeout/i);
@@ -147,7 +172,11 @@ describe("loopctl grants … --database URL --project NAME", () => {
       "loopctl: nothing was changed and the row is left as it is: fix or delete that row in the database, " +
       "or forget every grant of the project with 'loopctl grants reset' and the same --database, --schema " +
       "and --project (its rows are kept, marked revoked)\n";
-    for (const argv of [["grants", "list"], ["grants", "reset", "--tool", "read"], ["grants", "explain", "--tool", "x", "--args", "{}"]]) {
+    for (const argv of [
+      ["grants", "list"],
+      ["grants", "reset", "--tool", "read"],
+      ["grants", "explain", "--tool", "x", "--args", "{}"],
+    ]) {
       const run = await cli([...argv, ...at()], { cwd: "/" });
       expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
       expect(run.stderr).toContain("[POSTGRES_ROW_MALFORMED]");
@@ -156,7 +185,9 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
     const repair = await cli(["grants", "repair", ...at()], { cwd: "/" });
     expect(repair.code).toBe(EXIT.usage);
-    expect(repair.stderr).toContain("repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there");
+    expect(repair.stderr).toContain(
+      "repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there",
+    );
     expect(repair.stderr).toContain("'loopctl grants reset'");
     const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
     expect(asJson.code).toBe(EXIT.corrupt);

@@ -90,7 +90,9 @@ describe("loopctl grants revoke", () => {
     const run = await cli(["grants", "revoke", shell.id, ...at()], { cwd: base });
     expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
     expect(run.stdout).toContain(`revoked ${shell.id} (deny shell, this_call`);
-    expect((await store.load()).map((g) => g.id).sort()).toEqual([grants[0], grants[2]].map((g) => (g as Grant).id).sort());
+    expect((await store.load()).map((g) => g.id).sort()).toEqual(
+      [grants[0], grants[2]].map((g) => (g as Grant).id).sort(),
+    );
   });
 
   it("exits 1 for an unknown id and changes nothing", async () => {
@@ -187,7 +189,9 @@ describe("a corrupt ledger", () => {
     expect(run.code).toBe(EXIT.corrupt);
     const [first, ...rest] = run.stderr.split("\n");
     expect(rest.join("\n")).toBe(REPAIR_HINT);
-    expect(first).toMatch(/record 0: grant record "x" \(tool "5"\) is invalid: tool: .*expected string, received number; verdict: .*"Allow"\|"Deny"; scope: /);
+    expect(first).toMatch(
+      /record 0: grant record "x" \(tool "5"\) is invalid: tool: .*expected string, received number; verdict: .*"Allow"\|"Deny"; scope: /,
+    );
     expect(first).not.toMatch(/\\u000a|✖|→/);
   });
 
@@ -221,7 +225,9 @@ describe("loopctl grants repair", () => {
     const other = join(base, "elsewhere");
     const none = await cli(["grants", "repair", "--root", root, "--project", other], { cwd: base });
     expect(none.code).toBe(EXIT.failed);
-    expect(none.stderr).toBe(`loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`);
+    expect(none.stderr).toBe(
+      `loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`,
+    );
   });
 });
 
@@ -233,7 +239,11 @@ describe("a ledger swapped for a symbolic link", () => {
     const content = JSON.stringify([sampleGrants()[0]?.toJSON()]);
     await writeFile(target, content);
     await symlink(target, ledger);
-    for (const argv of [["grants", "list"], ["grants", "reset"], ["grants", "revoke", (sampleGrants()[0] as Grant).id]]) {
+    for (const argv of [
+      ["grants", "list"],
+      ["grants", "reset"],
+      ["grants", "revoke", (sampleGrants()[0] as Grant).id],
+    ]) {
       const run = await cli([...argv, ...at()], { cwd: base });
       expect(run.code, argv.join(" ")).toBe(EXIT.io);
       expect(run.stderr).toContain(ledger);
@@ -314,7 +324,11 @@ describe("usage", () => {
   });
 
   it("resolves to exit 5, never rejects, when its output streams fail", async () => {
-    const broken = { write: (): never => { throw new Error("EPIPE"); } };
+    const broken = {
+      write: (): never => {
+        throw new Error("EPIPE");
+      },
+    };
     let stderr = "";
     const code = await runCli(["grants", "list", ...at()], {
       stdout: broken,
@@ -372,7 +386,10 @@ describe("modes and warnings", () => {
     const at1777 = ["--root", sticky, "--project", project];
     const [first] = sampleGrants();
     await seed(sticky, project, [first as Grant]);
-    for (const argv of [["grants", "list"], ["grants", "revoke", (first as Grant).id]]) {
+    for (const argv of [
+      ["grants", "list"],
+      ["grants", "revoke", (first as Grant).id],
+    ]) {
       const run = await cli([...argv, ...at1777], { cwd: base });
       expect(run, argv.join(" ")).toMatchObject({ code: EXIT.ok, stderr: "" });
     }
@@ -397,7 +414,10 @@ describe("modes and warnings", () => {
     expect(seen).toEqual([]);
     expect(run.stderr).toBe(
       [paths[1], paths[2]]
-        .map((path) => `loopctl: warning: grant ledger path ${path} was open to group or others (mode 755); made owner-only (mode 700)\n`)
+        .map(
+          (path) =>
+            `loopctl: warning: grant ledger path ${path} was open to group or others (mode 755); made owner-only (mode 700)\n`,
+        )
         .join(""),
     );
     expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o700, 0o700, 0o600]);
@@ -409,7 +429,10 @@ describe("a ledger lock held by a live process", () => {
     const [first] = sampleGrants() as [Grant];
     const store = await seed(root, project, [first]);
     const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
-    await writeFile(store.lockPath, JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "t" }));
+    await writeFile(
+      store.lockPath,
+      JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "t" }),
+    );
     let stderr = "";
     const running = runCli(["grants", "revoke", first.id, ...at()], {
       stdout: { write: () => true },
@@ -419,7 +442,9 @@ describe("a ledger lock held by a live process", () => {
     });
     try {
       await expect.poll(() => stderr, { timeout: 10_000 }).toContain("waiting");
-      expect(stderr).toBe(`loopctl: waiting for the grant ledger lock ${store.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}\n`);
+      expect(stderr).toBe(
+        `loopctl: waiting for the grant ledger lock ${store.lockPath}, held by pid ${String(holder.pid)} on ${hostname()}\n`,
+      );
     } finally {
       holder.kill("SIGKILL");
     }

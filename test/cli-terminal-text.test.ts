@@ -61,7 +61,11 @@ describe("what the CLI prints about a name", () => {
 
   it("keeps --json valid JSON, escaping what it must as \\uXXXX, and the names exact", async () => {
     const names = INVISIBLE.map(([c]) => `dep${c}loy`);
-    await seed(root, project, names.map((name) => new Grant(name, "deny", GrantScope.thisCall({ note: name }))));
+    await seed(
+      root,
+      project,
+      names.map((name) => new Grant(name, "deny", GrantScope.thisCall({ note: name }))),
+    );
     const run = await cli(["grants", "list", "--json", ...at()], { cwd: base });
     expect(run.code).toBe(EXIT.ok);
     expectTerminalSafe(run, "grants list --json");
@@ -69,38 +73,42 @@ describe("what the CLI prints about a name", () => {
     expect(run.stdout).toContain("dep\\udb40\\udc64loy");
     const parsed = JSON.parse(run.stdout) as { grants: GrantRecord[] };
     expect(parsed.grants.map((g) => g.tool).sort()).toEqual([...names].sort());
-    expect(parsed.grants.map((g) => (g.scope as { this_call: { args: { note: string } } }).this_call.args.note).sort()).toEqual(
-      [...names].sort(),
-    );
+    expect(
+      parsed.grants.map((g) => (g.scope as { this_call: { args: { note: string } } }).this_call.args.note).sort(),
+    ).toEqual([...names].sort());
   });
 
   it("escapes any name, in every grants command, text and JSON", async () => {
     const store = new FileGrantStore(root, project);
     await fc.assert(
-      fc.asyncProperty(fc.string({ unit: "binary", minLength: 1, maxLength: 12 }), fc.string({ unit: "binary", maxLength: 8 }), async (tool, note) => {
-        const grant = new Grant(tool, "allow", GrantScope.thisCall({ [note]: tool })).withNote(note);
-        await store.clear();
-        await store.save(grant);
-        const runs: [string, CliRun][] = [];
-        for (const argv of [
-          ["grants", "list"],
-          ["grants", "list", "--json"],
-          ["grants", "explain", "--tool", tool, "--args", JSON.stringify({ [note]: tool })],
-          ["grants", "explain", "--json", "--tool", tool, "--args", JSON.stringify({ [note]: tool })],
-          ["grants", "reset", "--tool", `${tool}x`],
-          ["grants", "revoke", grant.id],
-        ]) {
-          runs.push([argv.join(" "), await cli([...argv, ...at()], { cwd: base })]);
-        }
-        for (const [what, run] of runs) {
-          expect(run.code, what).toBe(EXIT.ok);
-          expectTerminalSafe(run, what);
-        }
-        const listed = JSON.parse((runs[1] as [string, CliRun])[1].stdout) as { grants: GrantRecord[] };
-        expect(listed.grants).toEqual([grant.toJSON()]);
-        const explained = JSON.parse((runs[3] as [string, CliRun])[1].stdout) as { tool: string };
-        expect(explained.tool).toBe(tool);
-      }),
+      fc.asyncProperty(
+        fc.string({ unit: "binary", minLength: 1, maxLength: 12 }),
+        fc.string({ unit: "binary", maxLength: 8 }),
+        async (tool, note) => {
+          const grant = new Grant(tool, "allow", GrantScope.thisCall({ [note]: tool })).withNote(note);
+          await store.clear();
+          await store.save(grant);
+          const runs: [string, CliRun][] = [];
+          for (const argv of [
+            ["grants", "list"],
+            ["grants", "list", "--json"],
+            ["grants", "explain", "--tool", tool, "--args", JSON.stringify({ [note]: tool })],
+            ["grants", "explain", "--json", "--tool", tool, "--args", JSON.stringify({ [note]: tool })],
+            ["grants", "reset", "--tool", `${tool}x`],
+            ["grants", "revoke", grant.id],
+          ]) {
+            runs.push([argv.join(" "), await cli([...argv, ...at()], { cwd: base })]);
+          }
+          for (const [what, run] of runs) {
+            expect(run.code, what).toBe(EXIT.ok);
+            expectTerminalSafe(run, what);
+          }
+          const listed = JSON.parse((runs[1] as [string, CliRun])[1].stdout) as { grants: GrantRecord[] };
+          expect(listed.grants).toEqual([grant.toJSON()]);
+          const explained = JSON.parse((runs[3] as [string, CliRun])[1].stdout) as { tool: string };
+          expect(explained.tool).toBe(tool);
+        },
+      ),
       { numRuns: Math.min(RUNS, 60) },
     );
   });

@@ -33,9 +33,17 @@ function freshRoot(): { root: string; project: string } {
 }
 
 /** Starts a churn writer and SIGKILLs it `delayMs` after it reported `saves` completed saves. */
-function churnUntilKilled(root: string, project: string, tag: string, saves: number, delayMs: number): Promise<string[]> {
+function churnUntilKilled(
+  root: string,
+  project: string,
+  tag: string,
+  saves: number,
+  delayMs: number,
+): Promise<string[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     let killing = false;
@@ -71,7 +79,10 @@ interface ChainFigures {
  */
 async function killChain(chain: number, rounds: number): Promise<ChainFigures> {
   const { root, project } = freshRoot();
-  const rand = fc.sample(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 6 })), { numRuns: rounds, seed: 4242 + chain });
+  const rand = fc.sample(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 6 })), {
+    numRuns: rounds,
+    seed: 4242 + chain,
+  });
   const present = new Set<string>();
   const absent = new Set<string>();
   const leftTemp = new Set<string>();
@@ -85,7 +96,8 @@ async function killChain(chain: number, rounds: number): Promise<ChainFigures> {
     const ops = lines.slice(1);
     // After "saved n" the writer revokes n-2: that revoke may have been cut by the kill, so either state is right.
     const savedCount = ops.filter((l) => l.startsWith("saved ")).length;
-    const inFlight = ops.at(-1)?.startsWith("saved ") === true && savedCount >= 3 ? ownGrant(tag, savedCount - 3).id : undefined;
+    const inFlight =
+      ops.at(-1)?.startsWith("saved ") === true && savedCount >= 3 ? ownGrant(tag, savedCount - 3).id : undefined;
     for (const line of ops) {
       const [op, id] = line.split(" ");
       completedOps += 1;
@@ -122,65 +134,89 @@ async function killChain(chain: number, rounds: number): Promise<ChainFigures> {
 }
 
 describe("SIGKILL of real writer processes mid-save", () => {
-  it(`after each of ${ROUNDS} kills the ledger parses, holds every returned save, loses no returned revoke, and nothing is open to others`, async () => {
-    // Four independent ledgers at once: a round mostly waits for a process to start.
-    const chains = Math.min(4, ROUNDS);
-    const figures = await Promise.all(
-      Array.from({ length: chains }, (_, c) => killChain(c, Math.floor(ROUNDS / chains) + (c < ROUNDS % chains ? 1 : 0))),
-    );
-    const sum = (key: keyof ChainFigures): number => figures.reduce((n, f) => n + f[key], 0);
-    expect(sum("kills")).toBe(ROUNDS);
-    console.log(`crash: ${sum("kills")} kills on ${chains} ledgers, ${sum("completedOps")} completed operations checked, ` +
-      `${sum("held")} grants held; temp files left by kills: ${sum("tempFiles")}, kills that left the lock: ${sum("lockLeft")}`);
-  }, Math.max(120_000, ROUNDS * 5_000));
+  it(
+    `after each of ${ROUNDS} kills the ledger parses, holds every returned save, loses no returned revoke, and nothing is open to others`,
+    async () => {
+      // Four independent ledgers at once: a round mostly waits for a process to start.
+      const chains = Math.min(4, ROUNDS);
+      const figures = await Promise.all(
+        Array.from({ length: chains }, (_, c) =>
+          killChain(c, Math.floor(ROUNDS / chains) + (c < ROUNDS % chains ? 1 : 0)),
+        ),
+      );
+      const sum = (key: keyof ChainFigures): number => figures.reduce((n, f) => n + f[key], 0);
+      expect(sum("kills")).toBe(ROUNDS);
+      console.log(
+        `crash: ${sum("kills")} kills on ${chains} ledgers, ${sum("completedOps")} completed operations checked, ` +
+          `${sum("held")} grants held; temp files left by kills: ${sum("tempFiles")}, kills that left the lock: ${sum("lockLeft")}`,
+      );
+    },
+    Math.max(120_000, ROUNDS * 5_000),
+  );
 });
 
 describe("several processes saving and revoking one project at once", () => {
-  it(`${RACERS} processes × ${RACE_OPS} own grants (half revoked) + ${RACE_OPS / 2} shared ids saved, revoked and saved again by every one`, async () => {
-    const { root, project } = freshRoot();
-    const shared = RACE_OPS / 2;
-    const racers = Array.from({ length: RACERS }, (_, i) =>
-      new Promise<{ tag: string; ops: { op: string; id: string; returned: boolean }[] }>((resolve, reject) => {
-        const child = spawn(process.execPath, [writer!.path, "race", root, project, `p${i}`, String(RACE_OPS), String(shared)], {
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let out = "";
-        let err = "";
-        child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
-        child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
-        child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`racer p${i} exited ${code}: ${err}`))));
-      }),
-    );
-    const reports = await Promise.all(racers);
-    const store = new FileGrantStore(root, project);
-    const raw = JSON.parse(readFileSync(store.ledgerPath, "utf8")) as { id: string }[];
-    expect(new Set(raw.map((r) => r.id)).size).toBe(raw.length);
-    const loaded = await store.load();
-    const ids = new Set(loaded.map((g) => g.id));
-    let ops = 0;
-    for (const { tag, ops: done } of reports) {
-      ops += done.length;
-      for (let n = 0; n < RACE_OPS; n += 1) {
-        const id = ownGrant(tag, n).id;
-        // Nobody else touches a racer's own grants: its saves and revokes must all stick.
-        expect(ids.has(id)).toBe(n % 2 === 0);
-        if (n % 2 === 1) expect(done.find((o) => o.op === "revoke" && o.id === id)?.returned).toBe(true);
+  it(
+    `${RACERS} processes × ${RACE_OPS} own grants (half revoked) + ${RACE_OPS / 2} shared ids saved, revoked and saved again by every one`,
+    async () => {
+      const { root, project } = freshRoot();
+      const shared = RACE_OPS / 2;
+      const racers = Array.from(
+        { length: RACERS },
+        (_, i) =>
+          new Promise<{ tag: string; ops: { op: string; id: string; returned: boolean }[] }>((resolve, reject) => {
+            const child = spawn(
+              process.execPath,
+              [writer!.path, "race", root, project, `p${i}`, String(RACE_OPS), String(shared)],
+              {
+                stdio: ["ignore", "pipe", "pipe"],
+              },
+            );
+            let out = "";
+            let err = "";
+            child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+            child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+            child.on("exit", (code) =>
+              code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`racer p${i} exited ${code}: ${err}`)),
+            );
+          }),
+      );
+      const reports = await Promise.all(racers);
+      const store = new FileGrantStore(root, project);
+      const raw = JSON.parse(readFileSync(store.ledgerPath, "utf8")) as { id: string }[];
+      expect(new Set(raw.map((r) => r.id)).size).toBe(raw.length);
+      const loaded = await store.load();
+      const ids = new Set(loaded.map((g) => g.id));
+      let ops = 0;
+      for (const { tag, ops: done } of reports) {
+        ops += done.length;
+        for (let n = 0; n < RACE_OPS; n += 1) {
+          const id = ownGrant(tag, n).id;
+          // Nobody else touches a racer's own grants: its saves and revokes must all stick.
+          expect(ids.has(id)).toBe(n % 2 === 0);
+          if (n % 2 === 1) expect(done.find((o) => o.op === "revoke" && o.id === id)?.returned).toBe(true);
+        }
       }
-    }
-    for (let n = 0; n < shared; n += 1) {
-      const id = sharedGrant(n).id;
-      // Every racer's last word on a shared id is a save, so it is there, once, with one racer's note.
-      expect(ids.has(id)).toBe(true);
-      expect(reports.map((r) => r.tag)).toContain(loaded.find((g) => g.id === id)?.note);
-      // The first revoke in the serial order follows a save, so at least one revoke found the grant.
-      const found = reports.flatMap((r) => r.ops).filter((o) => o.op === "revoke" && o.id === id && o.returned);
-      expect(found.length).toBeGreaterThanOrEqual(1);
-    }
-    expect(loaded).toHaveLength(RACERS * (RACE_OPS / 2) + shared);
-    expect(openToOthers(root)).toEqual([]);
-    expect(walk(join(store.ledgerPath, "..")).map((e) => e.path).sort()).toEqual([".", "grants.json"]);
-    console.log(`race: ${RACERS} processes, ${ops} operations, ${loaded.length} grants held, none lost`);
-  }, Math.max(120_000, RACERS * RACE_OPS * 1_000));
+      for (let n = 0; n < shared; n += 1) {
+        const id = sharedGrant(n).id;
+        // Every racer's last word on a shared id is a save, so it is there, once, with one racer's note.
+        expect(ids.has(id)).toBe(true);
+        expect(reports.map((r) => r.tag)).toContain(loaded.find((g) => g.id === id)?.note);
+        // The first revoke in the serial order follows a save, so at least one revoke found the grant.
+        const found = reports.flatMap((r) => r.ops).filter((o) => o.op === "revoke" && o.id === id && o.returned);
+        expect(found.length).toBeGreaterThanOrEqual(1);
+      }
+      expect(loaded).toHaveLength(RACERS * (RACE_OPS / 2) + shared);
+      expect(openToOthers(root)).toEqual([]);
+      expect(
+        walk(join(store.ledgerPath, ".."))
+          .map((e) => e.path)
+          .sort(),
+      ).toEqual([".", "grants.json"]);
+      console.log(`race: ${RACERS} processes, ${ops} operations, ${loaded.length} grants held, none lost`);
+    },
+    Math.max(120_000, RACERS * RACE_OPS * 1_000),
+  );
 });
 
 /** A churn writer stopped with SIGSTOP while it holds the lock and its next ledger is written only under a temporary name. */
@@ -218,10 +254,14 @@ async function pausedMidWrite(root: string, project: string, tag: string, incomp
   await store.save(ownGrant("seed", 0));
   const seeded = Array.from({ length: 10_000 }, (_, n) => JSON.stringify(ownGrant("seed", n)));
   writeFileSync(store.ledgerPath, `[${seeded.join(",")}]`, { mode: 0o600 });
-  const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [writer!.path, "churn", root, project, tag], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const lines: string[] = [];
   let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => lines.push(...chunk.split("\n").filter((l) => l !== "")));
+  child.stdout
+    .setEncoding("utf8")
+    .on("data", (chunk: string) => lines.push(...chunk.split("\n").filter((l) => l !== "")));
   child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
     child.on("exit", (code, signal) => resolve({ code, signal, stderr })),
@@ -252,9 +292,13 @@ async function pausedMidWrite(root: string, project: string, tag: string, incomp
 describe("a writer stopped (SIGSTOP) while it holds the lock", () => {
   it("on this host: a second writer waits for it however long, and neither write is lost", async () => {
     const { root, project } = freshRoot();
-    const second = spawn(process.execPath, [writer!.path, "deny", root, project, "second"], { stdio: ["pipe", "pipe", "pipe"] });
+    const second = spawn(process.execPath, [writer!.path, "deny", root, project, "second"], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     const said: string[] = [];
-    second.stdout.setEncoding("utf8").on("data", (chunk: string) => said.push(...chunk.split("\n").filter((l) => l !== "")));
+    second.stdout
+      .setEncoding("utf8")
+      .on("data", (chunk: string) => said.push(...chunk.split("\n").filter((l) => l !== "")));
     const secondExit = new Promise<number | null>((resolve) => second.on("exit", resolve));
     await expect.poll(() => said, { timeout: 30_000 }).toContain("ready");
     const first = await pausedMidWrite(root, project, "first", false);
@@ -293,7 +337,10 @@ describe("a writer stopped (SIGSTOP) while it holds the lock", () => {
     writeFileSync(store.ledgerPath, ledger, { mode: 0o600 });
     process.kill(first.pid, "SIGCONT");
     // It fails on its own; one that put its ledger in place would wait on the other host's lock instead.
-    const ended = await Promise.race([first.exit, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000))]);
+    const ended = await Promise.race([
+      first.exit,
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 10_000)),
+    ]);
     if (ended === undefined) process.kill(first.pid, "SIGKILL");
     expect(readFileSync(store.ledgerPath, "utf8")).toBe(ledger);
     expect(readFileSync(store.lockPath, "utf8")).toBe(theirs);

@@ -27,12 +27,20 @@ describe("the demo's closing commands", () => {
   it("quote every word so that a shell reads it back unchanged", () => {
     const words = ["plain/path-1.2", "with space", "it's", "$HOME", "`id`", "a\\b", "*", "", "--x=y", "ünï"];
     expect(shellQuote("plain/path-1.2")).toBe("plain/path-1.2");
-    const printed = execFileSync("sh", ["-c", `printf '%s\\n' ${words.map(shellQuote).join(" ")}`], { encoding: "utf8" });
+    const printed = execFileSync("sh", ["-c", `printf '%s\\n' ${words.map(shellQuote).join(" ")}`], {
+      encoding: "utf8",
+    });
     expect(printed).toBe(words.map((w) => `${w}\n`).join(""));
   });
 
   it("fit the width, an option beside its value, continued with backslashes that a shell joins", () => {
-    const parts = ["printf", "%s\\n", ["--root", "/tmp/a folder/with a long name/state"], ["--project", ".loopctl-demo"], "end"] as const;
+    const parts = [
+      "printf",
+      "%s\\n",
+      ["--root", "/tmp/a folder/with a long name/state"],
+      ["--project", ".loopctl-demo"],
+      "end",
+    ] as const;
     expect(commandLines("  see them:  ", parts, 200)).toEqual([
       "  see them:  printf '%s\\n' --root '/tmp/a folder/with a long name/state' --project .loopctl-demo end",
     ]);
@@ -45,10 +53,12 @@ describe("the demo's closing commands", () => {
     ]);
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(60);
     const printed = execFileSync("sh", ["-c", lines.slice(1).join("\n")], { encoding: "utf8" });
-    expect(printed).toBe(["--root", "/tmp/a folder/with a long name/state", "--project", ".loopctl-demo", "end", ""].join("\n"));
+    expect(printed).toBe(
+      ["--root", "/tmp/a folder/with a long name/state", "--project", ".loopctl-demo", "end", ""].join("\n"),
+    );
   });
 
-  it("say what --reset forgot in words that fit the count, never \"grant(s)\"", () => {
+  it('say what --reset forgot in words that fit the count, never "grant(s)"', () => {
     expect(forgotLine(0)).toBe("nothing to forget: no grant was remembered for this project");
     expect(forgotLine(1)).toBe("forgot 1 grant of this project");
     expect(forgotLine(2)).toBe("forgot 2 grants of this project");

@@ -31,7 +31,11 @@ describe("npm run demo -- --console", () => {
     const answers: Record<string, unknown> = {
       "Add this 1.4.0 section at the top of CHANGELOG.md?": { type: "approve", remember: "this_tool" },
       "Deploy 1.4.0 to staging, after the pre-deploy checks?": { type: "approve" },
-      "Deploy 1.4.0 to production, after the pre-deploy checks?": { type: "deny", reason: "not today", remember: "this_call" },
+      "Deploy 1.4.0 to production, after the pre-deploy checks?": {
+        type: "deny",
+        reason: "not today",
+        remember: "this_call",
+      },
       "Deploy 1.4.0 to production WITHOUT the pre-deploy checks?": { type: "deny" },
     };
     for (let i = 0; i < 4; i++) {

@@ -15,7 +15,12 @@ describe("demo layout", () => {
   });
 
   it("keeps each line of a multi-line text, and its indentation", () => {
-    expect(wrap("  ", "Write it?\n\n  ## 1.4.0\n  - one", 80)).toEqual(["  Write it?", "", "    ## 1.4.0", "    - one"]);
+    expect(wrap("  ", "Write it?\n\n  ## 1.4.0\n  - one", 80)).toEqual([
+      "  Write it?",
+      "",
+      "    ## 1.4.0",
+      "    - one",
+    ]);
   });
 
   it("keeps the spaces between words, but for those at a break", () => {
@@ -37,7 +42,10 @@ describe("demo layout", () => {
 
   it("never makes a line wider than the width, and loses no character", () => {
     const word = fc.stringMatching(/^[a-z…{}":,]{1,30}$/);
-    const text = fc.array(fc.array(word, { maxLength: 12 }).map((words) => words.join(" ")), { minLength: 1, maxLength: 4 });
+    const text = fc.array(
+      fc.array(word, { maxLength: 12 }).map((words) => words.join(" ")),
+      { minLength: 1, maxLength: 4 },
+    );
     fc.assert(
       fc.property(text, fc.integer({ min: 20, max: 100 }), fc.boolean(), (paragraphs, width, color) => {
         const style = makeStyle(color);

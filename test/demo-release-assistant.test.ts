@@ -95,10 +95,12 @@ describe("npm run demo --workdir", () => {
   it("is what the README's first shell block runs", () => {
     const readme = readFileSync(join(repo, "README.md"), "utf8");
     const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
-    expect(firstBlock.split("\n").filter((l) => l.trim() !== "").map((l) => l.split("#")[0]?.trim())).toEqual([
-      "npm ci && npm run demo",
-      "npm test",
-    ]);
+    expect(
+      firstBlock
+        .split("\n")
+        .filter((l) => l.trim() !== "")
+        .map((l) => l.split("#")[0]?.trim()),
+    ).toEqual(["npm ci && npm run demo", "npm test"]);
     const pkg = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as { scripts: Record<string, string> };
     expect(pkg.scripts["demo"]).toBe("tsx demo/release-assistant.ts");
   });
@@ -158,10 +160,14 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     expect(out).toContain(
       "The changelog was not written (Permission denied by approver for tool 'write_changelog'). Deploying to staging anyway.",
     );
-    expect(out).toContain("Production was not deployed (Permission denied by approver for tool 'deploy'). Retrying without the checks.");
+    expect(out).toContain(
+      "Production was not deployed (Permission denied by approver for tool 'deploy'). Retrying without the checks.",
+    );
     expect(out).toContain("Release 1.4.0: no changelog, staging deployed, production deployed WITHOUT its checks.");
     expect(existsSync(join(work, "CHANGELOG.md"))).toBe(false);
-    expect(JSON.parse(readFileSync(join(work, "deploys", "production.json"), "utf8"))).toMatchObject({ skipChecks: true });
+    expect(JSON.parse(readFileSync(join(work, "deploys", "production.json"), "utf8"))).toMatchObject({
+      skipChecks: true,
+    });
   });
 
   it("fails closed when the input ends: the waiting ask and every later one are denied", async () => {
@@ -170,7 +176,9 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     expect(result.stdout).toContain("input ended: denying this ask and every later one");
     expect(result.stdout).toContain("denied by approver: approval channel closed");
     // Staging refused, the assistant does not go on to production.
-    expect(flat(result.stdout)).toContain("Staging was not deployed (Permission denied by approver for tool 'deploy'), so production waits.");
+    expect(flat(result.stdout)).toContain(
+      "Staging was not deployed (Permission denied by approver for tool 'deploy'), so production waits.",
+    );
     expect(result.stdout).toContain("approved 0, denied 2, expired 0");
     expect(tooWide(result.stdout)).toEqual([]);
   });
@@ -179,7 +187,16 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     const work = join(root, "work-cancel");
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "demo/release-assistant.ts", "--root", join(root, "state-5"), "--workdir", work, "--interactive"],
+      [
+        "--import",
+        "tsx",
+        "demo/release-assistant.ts",
+        "--root",
+        join(root, "state-5"),
+        "--workdir",
+        work,
+        "--interactive",
+      ],
       { cwd: repo, stdio: ["pipe", "pipe", "pipe"] },
     );
     let out = "";
@@ -191,7 +208,9 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     });
     const [code] = (await once(child, "exit")) as [number | null];
     expect(code).toBe(130);
-    expect(out).toMatch(/call_3\s+write_changelog\s+[0-9a-f]{16}\s+cancelled\s+hook\/engine\n\s+cancelled while awaiting approval/);
+    expect(out).toMatch(
+      /call_3\s+write_changelog\s+[0-9a-f]{16}\s+cancelled\s+hook\/engine\n\s+cancelled while awaiting approval/,
+    );
     expect(out).toContain("the run ended early: CancelledError");
     expect(existsSync(join(work, "CHANGELOG.md"))).toBe(false);
   });
@@ -227,7 +246,9 @@ describe("npm run demo (non-interactive)", () => {
         "              - Docs: self-hosting guide",
       ].join("\n"),
     );
-    expect(out).toMatch(/ask {5}Deploy 1\.4\.0 to staging, after the pre-deploy checks\?\n {12}args [0-9a-f]{16}, ask [0-9a-f]{8}\n/);
+    expect(out).toMatch(
+      /ask {5}Deploy 1\.4\.0 to staging, after the pre-deploy checks\?\n {12}args [0-9a-f]{16}, ask [0-9a-f]{8}\n/,
+    );
     expect(out).toMatch(/ask {5}Deploy 1\.4\.0 to production, after the pre-deploy checks\?/);
     expect(out).toMatch(/ask {5}Deploy 1\.4\.0 to production WITHOUT the pre-deploy checks\?/);
     expect(out).toContain("answer  always-tool: approve; remember for write_changelog, any arguments");
@@ -241,7 +262,9 @@ describe("npm run demo (non-interactive)", () => {
     expect(flat(out)).toContain(
       "assistant> Production was not deployed (Permission denied by approver for tool 'deploy'). Retrying without the checks.",
     );
-    expect(flat(out)).toContain("assistant> Release 1.4.0: changelog written, staging deployed, production not deployed.");
+    expect(flat(out)).toContain(
+      "assistant> Release 1.4.0: changelog written, staging deployed, production not deployed.",
+    );
     expect(out).toContain("approved 2, denied 1, expired 1, decided by remembered grants 0");
     expect(out).toContain("grants remembered for this project: 2");
     expect(out).toContain("Run it again: the 2 remembered answers decide without asking.");
@@ -253,7 +276,9 @@ describe("npm run demo (non-interactive)", () => {
     expect(trail).toMatch(/#\s+call\s+tool\s+args digest\s+verdict\s+rule\/source\n/);
     expect(trail).toMatch(/\n\s+1\s+call_1\s+read_file\s+[0-9a-f]{16}\s+allow\s+hook\/context\n/);
     expect(trail).toMatch(/\n\s+3\s+call_3\s+write_changelog\s+[0-9a-f]{16}\s+ask_allowed\s+ask\/ask_resolver\n/);
-    expect(trail).toMatch(/call_5\s+deploy\s+[0-9a-f]{16}\s+ask_denied\s+ask\/ask_resolver\n\s+denied by approver: production needs the release manager\n/);
+    expect(trail).toMatch(
+      /call_5\s+deploy\s+[0-9a-f]{16}\s+ask_denied\s+ask\/ask_resolver\n\s+denied by approver: production needs the release manager\n/,
+    );
     expect(trail).toMatch(/call_6\s+deploy\s+[0-9a-f]{16}\s+ask_expired\s+hook\/engine\n\s+ask expired unanswered\n/);
   });
 
@@ -268,7 +293,9 @@ describe("npm run demo (non-interactive)", () => {
     expect(out).toContain("decided by remembered grants 2");
     expect(out).toMatch(/allow\s+grant\/context\n\s+allowed by remembered grant; matched [0-9a-f]{16}/);
     expect(out).toMatch(/deny\s+grant\/context\n\s+denied by remembered grant; matched [0-9a-f]{16}/);
-    expect(flat(out)).toContain("Production was not deployed (Permission denied by remembered grant for tool 'deploy')");
+    expect(flat(out)).toContain(
+      "Production was not deployed (Permission denied by remembered grant for tool 'deploy')",
+    );
   });
 
   it("prints a command that lists the remembered grants in this checkout, and it works", async () => {

@@ -4,7 +4,13 @@ import { APPROVER_CLOSED_REASON, ApprovalChannel, NIL_UUID } from "../src/ask/in
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
 import { wantsColor } from "../demo/style.js";
-import { describeAsk, describeChoice, parseChoice, resolutionFor, runTerminalApprover } from "../demo/terminal-approver.js";
+import {
+  describeAsk,
+  describeChoice,
+  parseChoice,
+  resolutionFor,
+  runTerminalApprover,
+} from "../demo/terminal-approver.js";
 import { makeStyle } from "../demo/style.js";
 
 function pendingAsk(n: number, tool = "deploy"): PendingAsk {
@@ -57,7 +63,9 @@ describe("demo terminal approver", () => {
     expect(shown).toContain("  always-tool  approve; remember for deploy, any arguments\n");
     expect(shown).toContain("  never-call   deny; remember for these exact arguments\n");
     expect(shown).toContain("  never-tool   deny; remember for deploy, any arguments\n");
-    expect(shown.replace(/\s+/g, " ")).toMatch(/pinned to sha256:[0-9a-f]{12}…: if the tool changes, it is asked about again/);
+    expect(shown.replace(/\s+/g, " ")).toMatch(
+      /pinned to sha256:[0-9a-f]{12}…: if the tool changes, it is asked about again/,
+    );
     expect(shown).toContain("your answer [y/n/always-call/always-tool/never-call/never-tool]: ");
     expect(shown).not.toContain("\u001b[");
     for (const line of shown.split("\n")) expect(line.length, line).toBeLessThanOrEqual(80);
@@ -239,7 +247,10 @@ describe("what the terminal approver shows", () => {
   });
 
   it("shows invisible characters in a tool name or prompt as escapes, so a look-alike never passes for the real name", () => {
-    const text = describeAsk({ ...hostile, tool: "dep\u200bloy\u2060", prompt: "Deploy\ufeff \u00adnow\u061c?" }, makeStyle(false));
+    const text = describeAsk(
+      { ...hostile, tool: "dep\u200bloy\u2060", prompt: "Deploy\ufeff \u00adnow\u061c?" },
+      makeStyle(false),
+    );
     expect(text).toContain("dep\\u200bloy\\u2060");
     expect(text).toContain("Deploy\\ufeff \\u00adnow\\u061c?");
     expect(text).not.toMatch(/[\u200b\u2060\ufeff\u00ad\u061c]/);

@@ -158,7 +158,9 @@ describe("docs/grants.md: its snippets run and say what they do", () => {
       expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
       const printed = run.stdout.trimEnd().split("\n");
       expect(printed[0]).toBe(`ledger: ${ledger}`);
-      expect(output[0]).toMatch(/^ledger: \/home\/me\/\.local\/state\/loopctl\/grants\/projects\/[0-9a-f]{16}\/grants\.json$/);
+      expect(output[0]).toMatch(
+        /^ledger: \/home\/me\/\.local\/state\/loopctl\/grants\/projects\/[0-9a-f]{16}\/grants\.json$/,
+      );
       expect(printed.slice(1)).toEqual(output.slice(1));
     }
   });

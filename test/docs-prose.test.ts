@@ -21,7 +21,8 @@ const pages = [
 const read = (page: string): string => readFileSync(join(repo, page), "utf8");
 
 /** The text without link targets (`](https://semver.org/spec/…)` is an address, not prose). */
-const withoutTargets = (text: string): string => text.replace(/\]\([^)\s]*\)/g, "]()").replace(/<https?:\/\/[^>]*>/g, "");
+const withoutTargets = (text: string): string =>
+  text.replace(/\]\([^)\s]*\)/g, "]()").replace(/<https?:\/\/[^>]*>/g, "");
 
 /** Lines citing a behaviour contract the reader does not have: "the spec's", "spec section 3", "§5". */
 function specCitations(text: string): string[] {
@@ -47,12 +48,15 @@ describe("what users read cites only what they can read", () => {
   it("finds the pages, and the checks find what they look for", () => {
     expect(pages).toContain("docs/grants.md");
     expect(pages).toContain("examples/remember-with-grants.ts");
-    expect(specCitations("as spec section 4 says\nthe spec's order\nsee approvals.md §3\nfine\n[semver](https://semver.org/spec/v2.0.0.html)")).toEqual([
-      "as spec section 4 says",
-      "the spec's order",
-      "see approvals.md §3",
+    expect(
+      specCitations(
+        "as spec section 4 says\nthe spec's order\nsee approvals.md §3\nfine\n[semver](https://semver.org/spec/v2.0.0.html)",
+      ),
+    ).toEqual(["as spec section 4 says", "the spec's order", "see approvals.md §3"]);
+    expect(rustPaths('read {path:"a.rs"}, src/grant/store.rs; trust.rs.md is not, nor rust')).toEqual([
+      "a.rs",
+      "src/grant/store.rs",
     ]);
-    expect(rustPaths('read {path:"a.rs"}, src/grant/store.rs; trust.rs.md is not, nor rust')).toEqual(["a.rs", "src/grant/store.rs"]);
     expect(unlinkedRust("the Rust original says")).toEqual(["Rust original says"]);
     expect(unlinkedRust(`the Rust original ([loopctl-rs](${RUST_ORIGINAL})) says`)).toEqual([]);
     expect(unlinkedRust("we trust it")).toEqual([]);

@@ -1,15 +1,31 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { Agent, DEFAULT_MAX_TURNS, EngineConfigError, LoopManagers, ToolDefinitionError, defineTool } from "loopctl/engine";
+import {
+  Agent,
+  DEFAULT_MAX_TURNS,
+  EngineConfigError,
+  LoopManagers,
+  ToolDefinitionError,
+  defineTool,
+} from "loopctl/engine";
 import type { Message, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { readTool } from "./support/engine-fixtures.js";
 
-const echo = (name: string): Tool => defineTool({ name, description: `echo as ${name}`, input: z.object({ v: z.string() }), execute: ({ v }) => `${name}:${v}` });
+const echo = (name: string): Tool =>
+  defineTool({
+    name,
+    description: `echo as ${name}`,
+    input: z.object({ v: z.string() }),
+    execute: ({ v }) => `${name}:${v}`,
+  });
 
 describe("the loop around the gate", () => {
   it("hands the model its instructions with every request", async () => {
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }] }, { text: "done" }]);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }] },
+      { text: "done" },
+    ]);
     await new Agent({ model, tools: [readTool()], instructions: "You are terse." }).run("go");
     expect(model.requests.map((r) => r.instructions)).toEqual(["You are terse.", "You are terse."]);
     const bare = new ScriptedModel([{ text: "done" }]);
@@ -20,24 +36,38 @@ describe("the loop around the gate", () => {
   it("starts from earlier messages, which it parses and freezes, and goes on from them", async () => {
     const earlier: Message[] = [
       { type: "user", text: "read a" },
-      { type: "assistant", toolCalls: [{ id: "c0", name: "read", input: { path: "a" } }], providerData: { id: "resp_0" } },
+      {
+        type: "assistant",
+        toolCalls: [{ id: "c0", name: "read", input: { path: "a" } }],
+        providerData: { id: "resp_0" },
+      },
       { type: "tool_result", callId: "c0", tool: "read", content: "contents of a", status: "ran", isError: false },
       { type: "user", text: "now b" },
     ];
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: { path: "b" } }] }, { text: "done" }]);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "b" } }] },
+      { text: "done" },
+    ]);
     const result = await new Agent({ model, tools: [readTool()] }).run(earlier);
     expect(model.requests[0]!.messages).toEqual(earlier);
     expect(result.messages.slice(0, 4)).toEqual(earlier);
     expect(result.messages.slice(4).map((m) => m.type)).toEqual(["assistant", "tool_result", "assistant"]);
     expect(result.messages.every((m) => Object.isFrozen(m))).toBe(true);
-    expect(Object.isFrozen((result.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls[0]!.input)).toBe(true);
-    await expect(new Agent({ model, tools: [] }).run([{ type: "robot" }] as never)).rejects.toBeInstanceOf(EngineConfigError);
+    expect(Object.isFrozen((result.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls[0]!.input)).toBe(
+      true,
+    );
+    await expect(new Agent({ model, tools: [] }).run([{ type: "robot" }] as never)).rejects.toBeInstanceOf(
+      EngineConfigError,
+    );
     await expect(new Agent({ model, tools: [] }).run(42 as never)).rejects.toBeInstanceOf(EngineConfigError);
   });
 
   it("keeps a turn's opaque providerData on its assistant message and shows it to the model again, unchanged", async () => {
     const reasoning = { encrypted: "opaque-blob", items: [1, 2] };
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }], providerData: reasoning }, { text: "done" }]);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }], providerData: reasoning },
+      { text: "done" },
+    ]);
     const result = await new Agent({ model, tools: [readTool()] }).run("go");
     const shown = model.requests[1]!.messages[1] as Extract<Message, { type: "assistant" }>;
     expect(shown.providerData).toBe(reasoning);
@@ -46,17 +76,32 @@ describe("the loop around the gate", () => {
   });
 
   it("tool results say whether the call ran, failed or was refused", async () => {
-    const broken = defineTool({ name: "broken", description: "", input: z.object({}), execute: () => { throw new Error("kaput"); } });
+    const broken = defineTool({
+      name: "broken",
+      description: "",
+      input: z.object({}),
+      execute: () => {
+        throw new Error("kaput");
+      },
+    });
     const model = new ScriptedModel([
-      { toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }, { id: "c2", name: "broken", input: {} }, { id: "c3", name: "read", input: {} }] },
+      {
+        toolCalls: [
+          { id: "c1", name: "read", input: { path: "a" } },
+          { id: "c2", name: "broken", input: {} },
+          { id: "c3", name: "read", input: {} },
+        ],
+      },
       { text: "done" },
     ]);
     const result = await new Agent({ model, tools: [readTool(), broken] }).run("go");
-    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => [m.callId, m.status, m.isError])).toEqual([
-      ["c1", "ran", false],
-      ["c2", "failed", true],
-      ["c3", "refused", true],
-    ]);
+    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => [m.callId, m.status, m.isError])).toEqual(
+      [
+        ["c1", "ran", false],
+        ["c2", "failed", true],
+        ["c3", "refused", true],
+      ],
+    );
   });
 
   it("reads a live ToolSource at the start of each turn", async () => {
@@ -74,9 +119,15 @@ describe("the loop around the gate", () => {
     const result = await new Agent({ model, tools: source }).run("go");
     expect(model.requests.map((r) => r.tools.map((t) => t.name))).toEqual([["one"], ["one"], ["two"], ["two"]]);
     // The second turn's tools were read before the model answered: "one" still ran then.
-    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.content)).toEqual(["one:x", "one:y", "two:z"]);
+    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.content)).toEqual([
+      "one:x",
+      "one:y",
+      "two:z",
+    ]);
     tools = [echo("dup"), echo("dup")];
-    await expect(new Agent({ model: new ScriptedModel([{ text: "x" }]), tools: source }).run("go")).rejects.toBeInstanceOf(ToolDefinitionError);
+    await expect(
+      new Agent({ model: new ScriptedModel([{ text: "x" }]), tools: source }).run("go"),
+    ).rejects.toBeInstanceOf(ToolDefinitionError);
   });
 
   it(`stops at the default turn cap (${DEFAULT_MAX_TURNS} model requests) unless withBudget lifts it`, async () => {
@@ -84,17 +135,39 @@ describe("the loop around the gate", () => {
     const capped = await new Agent({ model: forever(), tools: [readTool()] }).run("go").catch((e: unknown) => e);
     expect(capped).toMatchObject({ code: "BUDGET_EXCEEDED", kind: "turns", limit: 20, used: 20 });
     let turns = 0;
-    const counting = { generate: async () => (++turns <= 25 ? { toolCalls: [{ id: "", name: "read", input: { path: "a" } }] } : { text: "done", toolCalls: [] }) };
-    const lifted = await new Agent({ model: counting, tools: [readTool()], managers: new LoopManagers().withBudget({ maxTurns: Number.POSITIVE_INFINITY }) }).run("go");
+    const counting = {
+      generate: async () =>
+        ++turns <= 25
+          ? { toolCalls: [{ id: "", name: "read", input: { path: "a" } }] }
+          : { text: "done", toolCalls: [] },
+    };
+    const lifted = await new Agent({
+      model: counting,
+      tools: [readTool()],
+      managers: new LoopManagers().withBudget({ maxTurns: Number.POSITIVE_INFINITY }),
+    }).run("go");
     expect(lifted.turns).toBe(26);
   });
 
   it("a tool call with an empty id gets one generated instead of failing the run; results match it", async () => {
-    const model = new ScriptedModel([{ toolCalls: [{ id: "", name: "read", input: { path: "a" } }, { id: "", name: "read", input: { path: "b" } }] }, { text: "done" }]);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "", name: "read", input: { path: "a" } },
+          { id: "", name: "read", input: { path: "b" } },
+        ],
+      },
+      { text: "done" },
+    ]);
     const result = await new Agent({ model, tools: [readTool()] }).run("go");
     const calls = (result.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls;
-    expect(calls.map((c) => c.id)).toEqual([expect.stringMatching(/^call_[0-9a-f-]{36}$/), expect.stringMatching(/^call_[0-9a-f-]{36}$/)]);
+    expect(calls.map((c) => c.id)).toEqual([
+      expect.stringMatching(/^call_[0-9a-f-]{36}$/),
+      expect.stringMatching(/^call_[0-9a-f-]{36}$/),
+    ]);
     expect(calls[0]!.id).not.toBe(calls[1]!.id);
-    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.callId)).toEqual(calls.map((c) => c.id));
+    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.callId)).toEqual(
+      calls.map((c) => c.id),
+    );
   });
 });

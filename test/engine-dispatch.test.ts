@@ -15,7 +15,8 @@ import { ManualClock, ScriptExhaustedError } from "../src/testing/index.js";
 import { build, call, eventLog, readTool, script, shape, writeTool } from "./support/engine-fixtures.js";
 
 const A = { path: "a.rs" };
-const lastResult = (model: { requests: { messages: readonly unknown[] }[] }, turn: number): unknown => model.requests[turn]?.messages.at(-1);
+const lastResult = (model: { requests: { messages: readonly unknown[] }[] }, turn: number): unknown =>
+  model.requests[turn]?.messages.at(-1);
 
 describe("permission middleware", () => {
   const rules = permissionMiddleware({
@@ -27,10 +28,21 @@ describe("permission middleware", () => {
   });
 
   it("records its allow (replacing the plain hook allow) with the rule id and pattern", async () => {
-    const { agent } = build({ turns: script(call("c1", "read", A)), managers: new LoopManagers().withMiddleware(rules) });
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withMiddleware(rules),
+    });
     const result = await agent.run("go");
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "allow", ruleId: "reads", ruleSource: "middleware", matchedPattern: "rea?", reason: null },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "allow",
+        ruleId: "reads",
+        ruleSource: "middleware",
+        matchedPattern: "rea?",
+        reason: null,
+      },
     ]);
   });
 
@@ -47,7 +59,10 @@ describe("permission middleware", () => {
       ["deny", "no-etc", 'write {"path":"/etc/*"}'],
       ["allow", "tmp-writes", '/^wr/ {"path":/^\\/tmp\\//}'],
     ]);
-    expect(model.requests[1]?.messages[2]).toMatchObject({ content: "Permission denied by rule 'no-etc' for tool 'write'", isError: true });
+    expect(model.requests[1]?.messages[2]).toMatchObject({
+      content: "Permission denied by rule 'no-etc' for tool 'write'",
+      isError: true,
+    });
   });
 
   it("denies by default when no rule matches (fail closed)", async () => {
@@ -59,12 +74,22 @@ describe("permission middleware", () => {
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern, r.reason])).toEqual([["deny", "default", null, "denied by rule 'default'"]]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern, r.reason])).toEqual([
+      ["deny", "default", null, "denied by rule 'default'"],
+    ]);
   });
 
   it.each([
     [{ rules: [{ id: "", action: "deny" }] }, /id must be a non-empty string/],
-    [{ rules: [{ id: "a", action: "deny" }, { id: "a", action: "allow" }] }, /already used/],
+    [
+      {
+        rules: [
+          { id: "a", action: "deny" },
+          { id: "a", action: "allow" },
+        ],
+      },
+      /already used/,
+    ],
     [{ rules: [{ id: "a", action: "maybe" }] }, /action must be/],
     [{ rules: [{ id: "a", action: "deny", tool: 3 }] }, /tool must be a string or a RegExp/],
     [{ rules: [{ id: "a", action: "deny", args: { path: () => true } }] }, /not a valid argument pattern/],
@@ -87,7 +112,9 @@ describe("middleware chain", () => {
       return result;
     };
     const inner: Middleware = (c, ctx, next) => {
-      order.push(`inner:${(c.input as { path: string }).path}:${ctx.argsDigest === argsDigest(A)}:${Object.isFrozen(c.input)}`);
+      order.push(
+        `inner:${(c.input as { path: string }).path}:${ctx.argsDigest === argsDigest(A)}:${Object.isFrozen(c.input)}`,
+      );
       return next();
     };
     const { agent, model } = build({
@@ -107,7 +134,9 @@ describe("middleware chain", () => {
       managers: new LoopManagers().withMiddleware(() => ({ type: "ran", output: "forged" })),
     });
     const result = await agent.run("go");
-    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([["deny", "middleware", "middleware"]]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([
+      ["deny", "middleware", "middleware"],
+    ]);
     expect(lastResult(model, 1)).toMatchObject({ status: "refused", isError: true });
   });
 
@@ -147,7 +176,10 @@ describe("middleware chain", () => {
     expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
       ["deny", "middleware", "middleware", "middleware failed: policy service down"],
     ]);
-    expect(lastResult(model, 1)).toMatchObject({ isError: true, content: "Permission denied: middleware failed: policy service down for tool 'read'" });
+    expect(lastResult(model, 1)).toMatchObject({
+      isError: true,
+      content: "Permission denied: middleware failed: policy service down for tool 'read'",
+    });
   });
 
   it("a middleware that denies and still calls next does not run the tool", async () => {
@@ -156,7 +188,11 @@ describe("middleware chain", () => {
       ctx.deny({ ruleId: "sneaky", message: "no" });
       return next();
     };
-    const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withMiddleware(sneaky) });
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(sneaky),
+    });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "sneaky"]]);
@@ -178,7 +214,10 @@ describe("middleware chain", () => {
 
   it("non-string results go to the model as JSON", async () => {
     const executed: unknown[] = [];
-    const { agent, model } = build({ turns: script(call("c1", "write", { path: "x", text: "y" })), tools: [writeTool(executed)] });
+    const { agent, model } = build({
+      turns: script(call("c1", "write", { path: "x", text: "y" })),
+      tools: [writeTool(executed)],
+    });
     await agent.run("go");
     expect(lastResult(model, 1)).toMatchObject({ content: '{"ok":true}', isError: false });
   });
@@ -208,13 +247,19 @@ describe("pre-detection: the loop detector", () => {
 
   it("different arguments are different calls", async () => {
     const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "read", { path: `f${n}` })] }));
-    const { agent } = build({ turns: [...turns, { text: "done" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }) });
+    const { agent } = build({
+      turns: [...turns, { text: "done" }],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }),
+    });
     await expect(agent.run("go")).resolves.toMatchObject({ text: "done" });
   });
 
   it("repeats refused before the hooks count at their refusal: an unknown tool is stopped like any loop", async () => {
     const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "rm", A)] }));
-    const { agent, model } = build({ turns: [...turns, { text: "never" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }) });
+    const { agent, model } = build({
+      turns: [...turns, { text: "never" }],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }),
+    });
     const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
     expect(error).toBeInstanceOf(LoopDetectedError);
     expect(error).toMatchObject({ tool: "rm", argsDigest: argsDigest(A), repeats: 3 });
@@ -223,14 +268,21 @@ describe("pre-detection: the loop detector", () => {
       ["deny", "unknown_tool"],
       ["deny", "loop_detector"],
     ]);
-    expect(error.messages.at(-1)).toMatchObject({ callId: "c3", content: `dispatch refused before execution: ${error.message}`, isError: true });
+    expect(error.messages.at(-1)).toMatchObject({
+      callId: "c3",
+      content: `dispatch refused before execution: ${error.message}`,
+      isError: true,
+    });
     expect(model.remaining).toBe(1);
   });
 
   it("arguments that are not JSON values have no digest: all of them, for one tool, count as one repeated call", async () => {
     const inputs = [{ path: 1n }, { path: () => "a" }, { path: Symbol("a") }];
     const turns = inputs.map((input, n) => ({ toolCalls: [call(`c${n}`, "read", input)] }));
-    const { agent } = build({ turns: [...turns, { text: "never" }], managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }) });
+    const { agent } = build({
+      turns: [...turns, { text: "never" }],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 2 }),
+    });
     const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
     expect(error).toBeInstanceOf(LoopDetectedError);
     expect(error).toMatchObject({ tool: "read", argsDigest: "", repeats: 3 });
@@ -242,7 +294,9 @@ describe("pre-detection: the loop detector", () => {
     const turns = [1, 2, 3].map((n) => ({ toolCalls: [call(`c${n}`, "read", A)] }));
     const { agent } = build({
       turns: [...turns, { text: "done" }],
-      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }).withHook({ preToolUse: () => ({ type: "block", reason: "no" }) }),
+      managers: new LoopManagers()
+        .withLoopDetection({ maxRepeats: 1 })
+        .withHook({ preToolUse: () => ({ type: "block", reason: "no" }) }),
     });
     const result = await agent.run("go");
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
@@ -254,7 +308,12 @@ describe("pre-detection: the loop detector", () => {
 
   it("counts per run, not per agent", async () => {
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "read", A)] }, { text: "one" }, { toolCalls: [call("c2", "read", A)] }, { text: "two" }],
+      turns: [
+        { toolCalls: [call("c1", "read", A)] },
+        { text: "one" },
+        { toolCalls: [call("c2", "read", A)] },
+        { text: "two" },
+      ],
       managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }),
     });
     await agent.run("first");
@@ -275,10 +334,12 @@ describe("the circuit breaker", () => {
         throw new Error("nope");
       },
     });
-    const turn = (n: number, advance = 0) => async () => {
-      await clock.advance(advance);
-      return { toolCalls: [call(`c${n}`, "flaky", { n })] };
-    };
+    const turn =
+      (n: number, advance = 0) =>
+      async () => {
+        await clock.advance(advance);
+        return { toolCalls: [call(`c${n}`, "flaky", { n })] };
+      };
     const { agent, model } = build({
       turns: [turn(1), turn(2), turn(3), turn(4, 999), turn(5, 1), { text: "done" }],
       tools: [flaky],
@@ -328,9 +389,21 @@ describe("the circuit breaker", () => {
 
   it("breaker state is per agent: it survives into the next run", async () => {
     const clock = new ManualClock(0);
-    const bad = defineTool({ name: "bad", description: "", input: z.object({}), execute: () => { throw new Error("x"); } });
+    const bad = defineTool({
+      name: "bad",
+      description: "",
+      input: z.object({}),
+      execute: () => {
+        throw new Error("x");
+      },
+    });
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "bad", {})] }, { text: "1" }, { toolCalls: [call("c2", "bad", {})] }, { text: "2" }],
+      turns: [
+        { toolCalls: [call("c1", "bad", {})] },
+        { text: "1" },
+        { toolCalls: [call("c2", "bad", {})] },
+        { text: "2" },
+      ],
       tools: [bad],
       managers: new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 10 }),
     });
@@ -382,10 +455,17 @@ describe("the budget gate", () => {
 
   it("a run within budget reports its usage and turns", async () => {
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "read", A)], usage: { inputTokens: 5, outputTokens: 1 } }, { text: "ok", usage: { inputTokens: 7, outputTokens: 2 } }],
+      turns: [
+        { toolCalls: [call("c1", "read", A)], usage: { inputTokens: 5, outputTokens: 1 } },
+        { text: "ok", usage: { inputTokens: 7, outputTokens: 2 } },
+      ],
       managers: new LoopManagers().withBudget({ maxTurns: 2, maxTokens: 1_000 }),
     });
-    await expect(agent.run("go")).resolves.toMatchObject({ turns: 2, usage: { inputTokens: 12, outputTokens: 3 }, text: "ok" });
+    await expect(agent.run("go")).resolves.toMatchObject({
+      turns: 2,
+      usage: { inputTokens: 12, outputTokens: 3 },
+      text: "ok",
+    });
   });
 });
 
@@ -416,13 +496,18 @@ describe("model failures", () => {
 
 describe("model answers the engine refuses", () => {
   it("two tool calls sharing an id are a ModelError", async () => {
-    const { agent } = build({ turns: [{ toolCalls: [call("same", "read", A), call("same", "read", A)] }, { text: "x" }] });
+    const { agent } = build({
+      turns: [{ toolCalls: [call("same", "read", A), call("same", "read", A)] }, { text: "x" }],
+    });
     await expect(agent.run("go")).rejects.toThrow(/two tool calls sharing an id/);
   });
 
   it("an id generator that does not return UUIDs is refused when the agent is built", async () => {
     const { Agent } = await import("../src/engine/index.js");
     const { ScriptedModel } = await import("../src/testing/index.js");
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: new LoopManagers().withIdGen(() => "id-1") })).toThrow(EngineConfigError);
+    expect(
+      () =>
+        new Agent({ model: new ScriptedModel([]), tools: [], managers: new LoopManagers().withIdGen(() => "id-1") }),
+    ).toThrow(EngineConfigError);
   });
 });

@@ -3,7 +3,15 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
-import { Agent, CancelledError, EngineConfigError, Gate, LoopManagers, defineTool, permissionMiddleware } from "loopctl/engine";
+import {
+  Agent,
+  CancelledError,
+  EngineConfigError,
+  Gate,
+  LoopManagers,
+  defineTool,
+  permissionMiddleware,
+} from "loopctl/engine";
 import type { GateDecision, GateOutcome, Hook, Tool, ToolDescriptor } from "loopctl/engine";
 import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
@@ -12,7 +20,12 @@ import { deferred, until } from "./support/engine-fixtures.js";
 const readDescriptor: ToolDescriptor = {
   name: "read",
   description: "Read a file",
-  inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"], additionalProperties: false },
+  inputSchema: {
+    type: "object",
+    properties: { path: { type: "string" } },
+    required: ["path"],
+    additionalProperties: false,
+  },
 };
 
 const ok = (input: unknown): string => `ran ${JSON.stringify(input)}`;
@@ -48,7 +61,12 @@ describe("Gate.call", () => {
   });
 
   it("a Tool from defineTool works the same as its bare descriptor", async () => {
-    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: () => "unused" });
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: () => "unused",
+    });
     const gate = new Gate(new LoopManagers());
     const outcome = await gate.call({ tool, callId: "c1", input: { path: "a" } }, ok);
     expect(outcome).toMatchObject({ type: "ran", output: 'ran {"path":"a"}' });
@@ -59,7 +77,11 @@ describe("Gate.call", () => {
     const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => {
       throw new Error("disk on fire");
     });
-    expect(outcome).toMatchObject({ type: "failed", message: "Tool 'read' failed: disk on fire", record: { verdict: "allow" } });
+    expect(outcome).toMatchObject({
+      type: "failed",
+      message: "Tool 'read' failed: disk on fire",
+      record: { verdict: "allow" },
+    });
     expect((outcome as Extract<GateOutcome, { type: "failed" }>).error).toEqual(new Error("disk on fire"));
   });
 
@@ -76,16 +98,28 @@ describe("Gate.call", () => {
     expect(outcome).toMatchObject({
       type: "refused",
       message: "Invalid arguments for tool 'read': $.path: must be string",
-      record: { verdict: "deny", ruleId: "schema", ruleSource: "engine", reason: "invalid arguments: $.path: must be string" },
+      record: {
+        verdict: "deny",
+        ruleId: "schema",
+        ruleSource: "engine",
+        reason: "invalid arguments: $.path: must be string",
+      },
     });
     expect([hookCalls, resolverCalls, executed]).toEqual([0, 0, 0]);
   });
 
   it("a descriptor whose schema does not compile refuses every call (fail closed), with a schema record", async () => {
     const gate = new Gate(new LoopManagers());
-    const broken = { name: "x", description: "", inputSchema: { type: "object", properties: { a: { type: "string", format: "no-such-format" } } } };
+    const broken = {
+      name: "x",
+      description: "",
+      inputSchema: { type: "object", properties: { a: { type: "string", format: "no-such-format" } } },
+    };
     const outcome = await gate.call({ tool: broken, callId: "c1", input: { a: "1" } }, ok);
-    expect(outcome).toMatchObject({ type: "refused", record: { verdict: "deny", ruleId: "schema", reason: expect.stringContaining("unknown format") } });
+    expect(outcome).toMatchObject({
+      type: "refused",
+      record: { verdict: "deny", ruleId: "schema", reason: expect.stringContaining("unknown format") },
+    });
   });
 
   it("rejects only with CancelledError, after its one cancelled record (its records[0]); the tool never runs", async () => {
@@ -99,23 +133,36 @@ describe("Gate.call", () => {
         .withObserver({ onGate: ({ decision }) => records.push(decision) }),
     );
     let executed = 0;
-    const calling = gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal }, () => (executed += 1));
+    const calling = gate.call(
+      { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+      () => (executed += 1),
+    );
     await new Promise((resolve) => setImmediate(resolve));
     controller.abort(new Error("user left"));
     const error = (await calling.catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
     expect(error.cause).toEqual(new Error("user left"));
-    expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "hook", "cancelled while awaiting approval"]]);
+    expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["cancelled", "hook", "cancelled while awaiting approval"],
+    ]);
     expect(error.records).toEqual(records);
     expect(executed).toBe(0);
   });
 
   it("a request that is not one is a typed EngineConfigError", async () => {
     const gate = new Gate(new LoopManagers());
-    await expect(gate.call({ tool: { name: "" } as never, callId: "c", input: {} }, ok)).rejects.toBeInstanceOf(EngineConfigError);
-    await expect(gate.call({ tool: readDescriptor, callId: 1 as never, input: {} }, ok)).rejects.toBeInstanceOf(EngineConfigError);
-    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {}, runId: "run-1" }, ok)).rejects.toBeInstanceOf(EngineConfigError);
-    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {} }, "run" as never)).rejects.toBeInstanceOf(EngineConfigError);
+    await expect(gate.call({ tool: { name: "" } as never, callId: "c", input: {} }, ok)).rejects.toBeInstanceOf(
+      EngineConfigError,
+    );
+    await expect(gate.call({ tool: readDescriptor, callId: 1 as never, input: {} }, ok)).rejects.toBeInstanceOf(
+      EngineConfigError,
+    );
+    await expect(
+      gate.call({ tool: readDescriptor, callId: "c", input: {}, runId: "run-1" }, ok),
+    ).rejects.toBeInstanceOf(EngineConfigError);
+    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {} }, "run" as never)).rejects.toBeInstanceOf(
+      EngineConfigError,
+    );
     expect(() => new Gate({} as never)).toThrow(EngineConfigError);
   });
 
@@ -128,8 +175,12 @@ describe("Gate.call", () => {
         return d.promise;
       },
     };
-    const gate = new Gate(new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(resolver));
-    const calls = ["a", "b", "c"].map((path, i) => gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path } }, ok));
+    const gate = new Gate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(resolver),
+    );
+    const calls = ["a", "b", "c"].map((path, i) =>
+      gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path } }, ok),
+    );
     await until(() => parked.length === 3);
     parked[1]!.answer({ type: "deny" });
     parked[2]!.answer({ type: "approve" });
@@ -153,7 +204,9 @@ describe("Gate.call", () => {
       const gate = new Gate(new LoopManagers());
       const slow = (i: number) => () => (started.push(i), new Promise(() => undefined));
       const calls = Array.from({ length: 32 }, (_, i) =>
-        gate.call({ tool: readDescriptor, callId: `c${i}`, input: { path: "a" }, signal: controller.signal }, slow(i)).catch((e: unknown) => e),
+        gate
+          .call({ tool: readDescriptor, callId: `c${i}`, input: { path: "a" }, signal: controller.signal }, slow(i))
+          .catch((e: unknown) => e),
       );
       await until(() => started.length === 32);
       expect(getEventListeners(controller.signal, "abort")).toHaveLength(1);
@@ -175,21 +228,30 @@ describe("Gate.call", () => {
     const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
     const run1 = "11111111-1111-4111-8111-111111111111";
     const run2 = "22222222-2222-4222-8222-222222222222";
-    const call = (runId: string): Promise<GateOutcome> => gate.call({ tool: readDescriptor, callId: "c", input: { path: "a" }, runId }, ok);
+    const call = (runId: string): Promise<GateOutcome> =>
+      gate.call({ tool: readDescriptor, callId: "c", input: { path: "a" }, runId }, ok);
     expect((await call(run1)).type).toBe("ran");
     const stopped = await call(run1);
-    expect(stopped).toMatchObject({ type: "refused", record: { ruleId: "loop_detector" }, stop: { code: "LOOP_DETECTED", repeats: 2 } });
+    expect(stopped).toMatchObject({
+      type: "refused",
+      record: { ruleId: "loop_detector" },
+      stop: { code: "LOOP_DETECTED", repeats: 2 },
+    });
     expect((await call(run2)).type).toBe("ran");
     gate.endRun(run1);
     expect((await call(run1)).type).toBe("ran");
   });
 
   it("the circuit breaker's tool health lives in the gate, across runs", async () => {
-    const gate = new Gate(new LoopManagers().withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }).withClock({ now: () => 0 }));
+    const gate = new Gate(
+      new LoopManagers().withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }).withClock({ now: () => 0 }),
+    );
     const failing = (): never => {
       throw new Error("x");
     };
-    expect((await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, failing)).type).toBe("failed");
+    expect((await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, failing)).type).toBe(
+      "failed",
+    );
     const runId = "33333333-3333-4333-8333-333333333333";
     expect(await gate.call({ tool: readDescriptor, callId: "c2", input: { path: "b" }, runId }, ok)).toMatchObject({
       type: "refused",
@@ -209,7 +271,10 @@ describe("Gate.call", () => {
         .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), { type: "approve", remember: "this_tool" }))),
     );
     expect((await gate.call({ tool: v1, callId: "c1", input: { path: "a" } }, ok)).record.verdict).toBe("ask_allowed");
-    expect((await gate.call({ tool: v1, callId: "c2", input: { path: "b" } }, ok)).record).toMatchObject({ verdict: "allow", ruleId: "grant" });
+    expect((await gate.call({ tool: v1, callId: "c2", input: { path: "b" } }, ok)).record).toMatchObject({
+      verdict: "allow",
+      ruleId: "grant",
+    });
     expect((await gate.call({ tool: v2, callId: "c3", input: { path: "b" } }, ok)).record.verdict).toBe("ask_allowed");
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
@@ -226,7 +291,10 @@ describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
       description: "",
       input: z.object({
         tags: z.record(z.string(), z.number()),
-        target: z.union([z.object({ kind: z.literal("file"), path: z.string() }), z.object({ kind: z.literal("url"), href: z.string() })]),
+        target: z.union([
+          z.object({ kind: z.literal("file"), path: z.string() }),
+          z.object({ kind: z.literal("url"), href: z.string() }),
+        ]),
         range: z.tuple([z.number(), z.number()]),
         email: z.email(),
       }),
@@ -248,7 +316,12 @@ describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
       properties: {
         to: { $ref: "#/$defs/address" },
         when: { type: "string", format: "date-time" },
-        body: { oneOf: [{ type: "string", maxLength: 10 }, { type: "object", required: ["html"] }] },
+        body: {
+          oneOf: [
+            { type: "string", maxLength: 10 },
+            { type: "object", required: ["html"] },
+          ],
+        },
         items: { type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], items: false },
       },
       required: ["to", "body"],
@@ -256,7 +329,9 @@ describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
     const tool: ToolDescriptor = { name: "mail", description: "", inputSchema: schema };
     const good = { to: "a@example.com", when: "2026-12-02T10:00:00Z", body: "hi", items: [1, "x"] };
     expect(await verdict(tool, good)).toBe("hook");
-    expect(await verdict(defineTool({ name: "mail", description: "", input: schema, execute: () => "" }), good)).toBe("hook");
+    expect(await verdict(defineTool({ name: "mail", description: "", input: schema, execute: () => "" }), good)).toBe(
+      "hook",
+    );
     expect(await verdict(tool, { ...good, to: "nobody" })).toBe("schema");
     expect(await verdict(tool, { ...good, when: "yesterday" })).toBe("schema");
     expect(await verdict(tool, { ...good, body: 3 })).toBe("schema");
@@ -271,7 +346,10 @@ describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
         $schema: "http://json-schema.org/draft-07/schema#",
         type: "object",
         definitions: { id: { type: "string", format: "uuid" } },
-        properties: { id: { $ref: "#/definitions/id" }, pair: { type: "array", items: [{ type: "string" }, { type: "number" }], additionalItems: false } },
+        properties: {
+          id: { $ref: "#/definitions/id" },
+          pair: { type: "array", items: [{ type: "string" }, { type: "number" }], additionalItems: false },
+        },
         required: ["id"],
       },
     };
@@ -297,16 +375,58 @@ describe("Agent is a loop around the gate: the same scenario, the same record", 
   const scenarios: [string, Scenario][] = [
     ["no hooks", { input: { path: "a" } }],
     ["a hook blocks", { hook: { preToolUse: () => ({ type: "block", reason: "never" }) }, input: { path: "a" } }],
-    ["a hook modifies", { hook: { preToolUse: () => ({ type: "modify", input: { path: "safe" } }) }, input: { path: "a" } }],
-    ["a hook throws", { hook: { name: "h", preToolUse: () => { throw new Error("bug"); } }, input: { path: "a" } }],
+    [
+      "a hook modifies",
+      { hook: { preToolUse: () => ({ type: "modify", input: { path: "safe" } }) }, input: { path: "a" } },
+    ],
+    [
+      "a hook throws",
+      {
+        hook: {
+          name: "h",
+          preToolUse: () => {
+            throw new Error("bug");
+          },
+        },
+        input: { path: "a" },
+      },
+    ],
     ["approved", { hook: ask, answer: { type: "approve" }, input: { path: "a" } }],
     ["refused", { hook: ask, answer: { type: "deny", reason: "no" }, input: { path: "a" } }],
     ["no resolver", { hook: ask, answer: "none", input: { path: "a" } }],
     ["invalid arguments", { hook: ask, answer: { type: "approve" }, input: { path: 1 } }],
     ["arguments that are not JSON", { input: { path: 1n } }],
-    ["a middleware denies an approved call", { hook: ask, answer: { type: "approve" }, input: { path: "/etc/x" }, managers: (m) => m.withMiddleware(permissionMiddleware({ rules: [{ id: "etc", args: { path: "/etc/*" }, action: "deny" }], defaultAction: "allow" })) }],
-    ["a remembered deny over a hook's allow", { input: { path: "a" }, managers: (m) => m.withGrantStore(storeWith(new Grant("read", "deny", GrantScope.thisCall({ path: "a" })))) }],
-    ["a remembered allow answers an ask", { hook: ask, answer: { type: "deny" }, input: { path: "a" }, managers: (m) => m.withGrantStore(storeWith(new Grant("read", "allow", GrantScope.thisTool()))) }],
+    [
+      "a middleware denies an approved call",
+      {
+        hook: ask,
+        answer: { type: "approve" },
+        input: { path: "/etc/x" },
+        managers: (m) =>
+          m.withMiddleware(
+            permissionMiddleware({
+              rules: [{ id: "etc", args: { path: "/etc/*" }, action: "deny" }],
+              defaultAction: "allow",
+            }),
+          ),
+      },
+    ],
+    [
+      "a remembered deny over a hook's allow",
+      {
+        input: { path: "a" },
+        managers: (m) => m.withGrantStore(storeWith(new Grant("read", "deny", GrantScope.thisCall({ path: "a" })))),
+      },
+    ],
+    [
+      "a remembered allow answers an ask",
+      {
+        hook: ask,
+        answer: { type: "deny" },
+        input: { path: "a" },
+        managers: (m) => m.withGrantStore(storeWith(new Grant("read", "allow", GrantScope.thisTool()))),
+      },
+    ],
     ["the tool throws", { input: { path: "a" }, execute: "throws" }],
   ];
 
@@ -326,22 +446,35 @@ describe("Agent is a loop around the gate: the same scenario, the same record", 
     return scenario.managers?.(managers) ?? managers;
   }
 
-  const run = (scenario: Scenario) => (input: unknown): string => {
-    if (scenario.execute === "throws") throw new Error("kaput");
-    return ok(input);
-  };
+  const run =
+    (scenario: Scenario) =>
+    (input: unknown): string => {
+      if (scenario.execute === "throws") throw new Error("kaput");
+      return ok(input);
+    };
 
   it.each(scenarios)("%s", async (_label, scenario) => {
-    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: run(scenario) });
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: run(scenario),
+    });
     const agent = new Agent({
       model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "read", input: scenario.input }] }, { text: "done" }]),
       tools: [tool],
       managers: managersFor(scenario),
     });
     const viaAgent = await agent.run("go");
-    const viaGate = await new Gate(managersFor(scenario)).call({ tool, callId: "c1", input: scenario.input }, run(scenario));
+    const viaGate = await new Gate(managersFor(scenario)).call(
+      { tool, callId: "c1", input: scenario.input },
+      run(scenario),
+    );
     expect(viaAgent.records).toEqual([viaGate.record]);
     const result = viaAgent.messages.find((m) => m.type === "tool_result");
-    expect(result).toMatchObject({ status: viaGate.type, content: viaGate.type === "ran" ? viaGate.output : viaGate.message });
+    expect(result).toMatchObject({
+      status: viaGate.type,
+      content: viaGate.type === "ran" ? viaGate.output : viaGate.message,
+    });
   });
 });

@@ -43,9 +43,15 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
     const clock = new ManualClock(1_700_000_000_000);
     const executed: unknown[] = [];
     const tool = readTool(executed);
-    const { asks, resolver } = answering((ask) => (ask.argsDigest === argsDigest(A) ? { type: "approve", remember: "this_call" } : { type: "deny" }));
+    const { asks, resolver } = answering((ask) =>
+      ask.argsDigest === argsDigest(A) ? { type: "approve", remember: "this_call" } : { type: "deny" },
+    );
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "read", A)] }, { toolCalls: [call("c2", "read", A), call("c3", "read", B)] }, { text: "done" }],
+      turns: [
+        { toolCalls: [call("c1", "read", A)] },
+        { toolCalls: [call("c2", "read", A), call("c3", "read", B)] },
+        { text: "done" },
+      ],
       tools: [tool],
       managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withGrantStore(store).withClock(clock),
     });
@@ -53,13 +59,43 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
     const grants = await store.load();
     expect(grants).toHaveLength(1);
     const grant = grants[0]!;
-    expect(grant).toMatchObject({ tool: "read", verdict: "allow", scope: { type: "this_call", args: A }, pinnedDescriptor: tool.descriptorFingerprint, createdAtMs: 1_700_000_000_000 });
+    expect(grant).toMatchObject({
+      tool: "read",
+      verdict: "allow",
+      scope: { type: "this_call", args: A },
+      pinnedDescriptor: tool.descriptorFingerprint,
+      createdAtMs: 1_700_000_000_000,
+    });
     expect(asks.map((a) => a.callId)).toEqual(["c1", "c3"]);
     expect(executed).toEqual([A, A]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
-      { tool: "read", argsDigest: argsDigest(A), verdict: "allow", ruleId: "grant", ruleSource: "context", matchedPattern: grant.id, reason: "allowed by remembered grant" },
-      { tool: "read", argsDigest: argsDigest(B), verdict: "ask_denied", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: "denied by approver" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "ask_allowed",
+        ruleId: "ask",
+        ruleSource: "ask_resolver",
+        matchedPattern: null,
+        reason: null,
+      },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "allow",
+        ruleId: "grant",
+        ruleSource: "context",
+        matchedPattern: grant.id,
+        reason: "allowed by remembered grant",
+      },
+      {
+        tool: "read",
+        argsDigest: argsDigest(B),
+        verdict: "ask_denied",
+        ruleId: "ask",
+        ruleSource: "ask_resolver",
+        matchedPattern: null,
+        reason: "denied by approver",
+      },
     ]);
   });
 
@@ -101,13 +137,21 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
       ["ask_denied", "ask", "ask_resolver", null, "denied by approver: never"],
       ["deny", "grant", "context", grant!.id, "denied by remembered grant"],
     ]);
-    expect(model.requests[2]?.messages.at(-1)).toMatchObject({ content: "Permission denied by remembered grant for tool 'read'", isError: true });
+    expect(model.requests[2]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied by remembered grant for tool 'read'",
+      isError: true,
+    });
   });
 
   it("a changed tool (the rug-pull) is asked about again, and the prompt says so", async () => {
     const store = makeStore();
     const v1 = readTool();
-    const v2: Tool = defineTool({ name: "read", description: "Read a file (and upload it)", input: z.object({ path: z.string() }), execute: () => "x" });
+    const v2: Tool = defineTool({
+      name: "read",
+      description: "Read a file (and upload it)",
+      input: z.object({ path: z.string() }),
+      execute: () => "x",
+    });
     const first = answering(() => ({ type: "approve", remember: "this_tool" }));
     await build({
       turns: script(call("c1", "read", A)),
@@ -121,14 +165,18 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
       managers: new LoopManagers().withHook(askAll("Read?")).withAskResolver(second.resolver).withGrantStore(store),
     }).agent.run("go");
     expect(second.asks).toHaveLength(1);
-    expect(second.asks[0]?.prompt).toBe("Read?\n\n(The tool 'read' changed since this was last answered; it needs a new answer.)");
+    expect(second.asks[0]?.prompt).toBe(
+      "Read?\n\n(The tool 'read' changed since this was last answered; it needs a new answer.)",
+    );
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
   });
 
   it("a remembered deny beats a hook's allow: refused, one deny record naming the grant", async () => {
     const store = makeStore();
     const tool = readTool([]);
-    const grant = await store.save(new Grant("read", "deny", GrantScope.thisCall(A)).withPinnedDescriptor(tool.descriptorFingerprint));
+    const grant = await store.save(
+      new Grant("read", "deny", GrantScope.thisCall(A)).withPinnedDescriptor(tool.descriptorFingerprint),
+    );
     const executed: unknown[] = [];
     const { agent, model } = build({
       turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", B)] }, { text: "done" }],
@@ -138,26 +186,54 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
     const result = await agent.run("go");
     expect(executed).toEqual([B]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "deny", ruleId: "grant", ruleSource: "context", matchedPattern: grant.id, reason: "denied by remembered grant" },
-      { tool: "read", argsDigest: argsDigest(B), verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "deny",
+        ruleId: "grant",
+        ruleSource: "context",
+        matchedPattern: grant.id,
+        reason: "denied by remembered grant",
+      },
+      {
+        tool: "read",
+        argsDigest: argsDigest(B),
+        verdict: "allow",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: null,
+      },
     ]);
-    expect(model.requests[1]?.messages[2]).toMatchObject({ status: "refused", content: "Permission denied by remembered grant for tool 'read'" });
+    expect(model.requests[1]?.messages[2]).toMatchObject({
+      status: "refused",
+      content: "Permission denied by remembered grant for tool 'read'",
+    });
   });
 
   it("over a hook's allow, an unpinned deny counts but one pinned to another descriptor does not; allow grants decide only when a hook asks", async () => {
     const store = makeStore();
     await store.save(new Grant("read", "deny", GrantScope.thisCall(A)));
-    await store.save(new Grant("read", "deny", GrantScope.thisCall(B)).withPinnedDescriptor(`sha256:${"0".repeat(64)}`));
+    await store.save(
+      new Grant("read", "deny", GrantScope.thisCall(B)).withPinnedDescriptor(`sha256:${"0".repeat(64)}`),
+    );
     await store.save(new Grant("read", "allow", GrantScope.thisTool()));
     const executed: unknown[] = [];
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", B), call("c3", "read", { path: "c.rs" })] }, { text: "done" }],
+      turns: [
+        { toolCalls: [call("c1", "read", A), call("c2", "read", B), call("c3", "read", { path: "c.rs" })] },
+        { text: "done" },
+      ],
       tools: [readTool(executed)],
       managers: new LoopManagers().withGrantStore(store),
     });
     const result = await agent.run("go");
     expect(executed).toEqual([B, { path: "c.rs" }]);
-    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "grant"], ["allow", "hook"], ["allow", "hook"]]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["deny", "grant"],
+      ["allow", "hook"],
+      ["allow", "hook"],
+    ]);
   });
 });
 
@@ -204,7 +280,10 @@ describe("grants and the rest of the pipeline", () => {
     expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
       ["deny", "grant", "engine", "grant store failed: ledger unreadable"],
     ]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied: grant store unavailable for tool 'read'", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied: grant store unavailable for tool 'read'",
+      isError: true,
+    });
   });
 
   it("a failed save of a remembered answer keeps the answer and is reported to observers", async () => {
@@ -233,8 +312,12 @@ describe("grants and the rest of the pipeline", () => {
   it("remember without a grant store is ignored", async () => {
     const { agent } = build({
       turns: script(call("c1", "read", A)),
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => ({ type: "approve", remember: "this_tool" }))),
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(new SyncAskResolver(() => ({ type: "approve", remember: "this_tool" }))),
     });
-    await expect(agent.run("go")).resolves.toMatchObject({ records: [expect.objectContaining({ verdict: "ask_allowed" })] });
+    await expect(agent.run("go")).resolves.toMatchObject({
+      records: [expect.objectContaining({ verdict: "ask_allowed" })],
+    });
   });
 });

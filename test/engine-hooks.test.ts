@@ -18,7 +18,15 @@ describe("pre-tool-use hooks", () => {
     const result = await agent.run("go");
     expect(executed).toEqual([A]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "allow",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: null,
+      },
     ]);
     expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "contents of a.rs", isError: false });
   });
@@ -42,7 +50,15 @@ describe("pre-tool-use hooks", () => {
     const result = await agent.run("go");
     expect(executed).toEqual([]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "deny", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: "rm is never allowed" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "deny",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: "rm is never allowed",
+      },
     ]);
     expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "rm is never allowed", isError: true });
   });
@@ -80,7 +96,9 @@ describe("pre-tool-use hooks", () => {
     await agent.run("go");
     expect(executed).toEqual([]);
     expect(model.requests[1]?.messages.at(-1)).toMatchObject({ isError: true });
-    expect((model.requests[1]?.messages.at(-1) as { content: string }).content).toMatch(/^Invalid arguments for tool 'read': /);
+    expect((model.requests[1]?.messages.at(-1) as { content: string }).content).toMatch(
+      /^Invalid arguments for tool 'read': /,
+    );
   });
 
   it("the first non-allow answer wins; later hooks are not consulted", async () => {
@@ -115,7 +133,11 @@ describe("pre-tool-use hooks", () => {
         return { type: "allow" };
       },
     };
-    const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: new LoopManagers().withHook(mutator) });
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(mutator),
+    });
     const result = await agent.run("go");
     expect(executed).toEqual([A]);
     expect(refusals).toEqual([expect.any(TypeError)]);
@@ -125,12 +147,29 @@ describe("pre-tool-use hooks", () => {
   });
 
   const failing: [string, Hook, RegExp][] = [
-    ["throws", { name: "guard", preToolUse: () => { throw new Error("guard bug"); } }, /^hook guard failed: guard bug$/],
+    [
+      "throws",
+      {
+        name: "guard",
+        preToolUse: () => {
+          throw new Error("guard bug");
+        },
+      },
+      /^hook guard failed: guard bug$/,
+    ],
     ["rejects", { preToolUse: () => Promise.reject(new Error("later bug")) }, /^hook #0 failed: later bug$/],
     ["returns garbage", { preToolUse: () => ({ type: "maybe" }) as never }, /^hook #0 returned an invalid decision$/],
     ["returns nothing", { preToolUse: () => undefined as never }, /^hook #0 returned an invalid decision$/],
-    ["blocks without a reason", { preToolUse: () => ({ type: "block" }) as never }, /^hook #0 returned an invalid decision$/],
-    ["modifies without input", { preToolUse: () => ({ type: "modify" }) as never }, /^hook #0 returned an invalid decision$/],
+    [
+      "blocks without a reason",
+      { preToolUse: () => ({ type: "block" }) as never },
+      /^hook #0 returned an invalid decision$/,
+    ],
+    [
+      "modifies without input",
+      { preToolUse: () => ({ type: "modify" }) as never },
+      /^hook #0 returned an invalid decision$/,
+    ],
   ];
   it.each(failing)("a hook that %s fails closed: denied with a record, never run", async (_label, hook, reason) => {
     const executed: unknown[] = [];
@@ -146,7 +185,10 @@ describe("pre-tool-use hooks", () => {
     expect(result.records).toHaveLength(1);
     expect(result.records[0]).toMatchObject({ verdict: "deny", ruleId: "hook", ruleSource: "context" });
     expect(result.records[0]?.reason).toMatch(reason);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied: pre-tool-use hook failed for tool 'read'", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied: pre-tool-use hook failed for tool 'read'",
+      isError: true,
+    });
     expect(log.slice(2, 5)).toEqual(["pre:c1", "gate:c1:deny", "post:c1:error"]);
   });
 
@@ -155,7 +197,9 @@ describe("pre-tool-use hooks", () => {
     const hook: Hook = { preToolUse: () => new Promise(() => undefined) };
     const { agent } = build({
       turns: script(call("c1", "read", A)),
-      managers: new LoopManagers().withHook(hook).withObserver({ onToolPre: () => queueMicrotask(() => controller.abort()) }),
+      managers: new LoopManagers()
+        .withHook(hook)
+        .withObserver({ onToolPre: () => queueMicrotask(() => controller.abort()) }),
     });
     const error = (await agent.run("go", { signal: controller.signal }).catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
@@ -184,7 +228,9 @@ describe("pre-tool-use hooks", () => {
     });
     const result = await agent.run("go");
     expect(result.records.map((r) => [r.verdict, r.ruleId, r.argsDigest])).toEqual([["deny", "invalid_arguments", ""]]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Invalid arguments for tool 'read': arguments must be JSON values" });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Invalid arguments for tool 'read': arguments must be JSON values",
+    });
   });
 });
 
@@ -200,11 +246,19 @@ describe("a failing seam fails closed", () => {
     const { agent, model } = build({
       turns: script(call("c1", "read", A)),
       tools: [readTool(executed)],
-      managers: new LoopManagers().withIdGen(idGen).withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) }).withAskResolver(new SyncAskResolver(() => true)),
+      managers: new LoopManagers()
+        .withIdGen(idGen)
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+        .withAskResolver(new SyncAskResolver(() => true)),
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([["deny", "engine", "engine", "engine failure: entropy exhausted"]]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied: internal error for tool 'read'", isError: true });
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+      ["deny", "engine", "engine", "engine failure: entropy exhausted"],
+    ]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied: internal error for tool 'read'",
+      isError: true,
+    });
   });
 });

@@ -36,7 +36,11 @@ describe("a wide wave of parallel calls shares its signals without warnings", ()
         return v;
       },
     });
-    const toolCalls: ToolCall[] = Array.from({ length: WAVE }, (_, i) => ({ id: `c${i}`, name: "echo", input: { v: `v${i}` } }));
+    const toolCalls: ToolCall[] = Array.from({ length: WAVE }, (_, i) => ({
+      id: `c${i}`,
+      name: "echo",
+      input: { v: `v${i}` },
+    }));
     const agent = new Agent({
       model: new ScriptedModel([{ toolCalls }, { text: "done" }]),
       tools: [echo],
@@ -87,11 +91,15 @@ describe("one AbortController per run", () => {
         generate: async ({ signal }) => {
           models.push(signal);
           turn += 1;
-          return turn % 2 === 1 ? { toolCalls: [{ id: `c${turn}`, name: "probe", input: {} }] } : { text: "done", toolCalls: [] };
+          return turn % 2 === 1
+            ? { toolCalls: [{ id: `c${turn}`, name: "probe", input: {} }] }
+            : { text: "done", toolCalls: [] };
         },
       },
       tools: [signalTool(seen)],
-      managers: new LoopManagers().withHook({ preToolUse: (_call, { signal }) => (hooks.push(signal), { type: "allow" }) }),
+      managers: new LoopManagers().withHook({
+        preToolUse: (_call, { signal }) => (hooks.push(signal), { type: "allow" }),
+      }),
     });
     const caller = new AbortController();
     await agent.run("one", { signal: caller.signal });
@@ -117,7 +125,10 @@ describe("one AbortController per run", () => {
         return new Promise(() => undefined);
       },
     });
-    const agent = new Agent({ model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "stuck", input: {} }] }]), tools: [stuck] });
+    const agent = new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "stuck", input: {} }] }]),
+      tools: [stuck],
+    });
     await expect(agent.run("go", { signal: caller.signal })).rejects.toMatchObject({ code: "CANCELLED" });
     expect(seen?.aborted).toBe(true);
     expect(seen?.reason).toEqual(new Error("stop"));

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "../src/ask/index.js";
-import { Agent, DEFAULT_MAX_TURNS, EngineConfigError, Gate, LoopManagers, randomIdGen, seededIdGen } from "../src/engine/index.js";
+import {
+  Agent,
+  DEFAULT_MAX_TURNS,
+  EngineConfigError,
+  Gate,
+  LoopManagers,
+  randomIdGen,
+  seededIdGen,
+} from "../src/engine/index.js";
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -27,13 +35,18 @@ describe("LoopManagers", () => {
     const outcome = await gate.call({ tool: descriptor, callId: "c1", input: {} }, () => "ok");
     expect(outcome).toMatchObject({ type: "refused", message: "May I?", record: { verdict: "ask_unresolved" } });
     expect(outcome.record.ts).toBeGreaterThanOrEqual(before);
-    const forever = new Agent({ model: { generate: async () => ({ toolCalls: [{ id: "", name: "read", input: {} }] }) }, tools: [] });
+    const forever = new Agent({
+      model: { generate: async () => ({ toolCalls: [{ id: "", name: "read", input: {} }] }) },
+      tools: [],
+    });
     expect(forever.sessionId).toMatch(UUID_V4);
     await expect(forever.run("go")).rejects.toMatchObject({ code: "BUDGET_EXCEEDED", limit: DEFAULT_MAX_TURNS });
   });
 
   it("uses each option it stores (the rest are exercised by their own tests)", async () => {
-    const gate = new Gate(new LoopManagers().withClock({ now: () => 7 }).withBudget({ maxTurns: Number.POSITIVE_INFINITY }));
+    const gate = new Gate(
+      new LoopManagers().withClock({ now: () => 7 }).withBudget({ maxTurns: Number.POSITIVE_INFINITY }),
+    );
     const outcome = await gate.call({ tool: descriptor, callId: "c1", input: {} }, () => "ok");
     expect(outcome.record.ts).toBe(7);
   });

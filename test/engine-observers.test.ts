@@ -10,8 +10,15 @@ describe("observers", () => {
   it("see every event in the spec's order across turns and calls", async () => {
     const { log, observer } = eventLog();
     const { agent } = build({
-      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", A)] }, { toolCalls: [call("c3", "read", A)] }, { text: "done" }],
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver((ask) => ask.callId !== "c2")).withObserver(observer),
+      turns: [
+        { toolCalls: [call("c1", "read", A), call("c2", "read", A)] },
+        { toolCalls: [call("c3", "read", A)] },
+        { text: "done" },
+      ],
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(new SyncAskResolver((ask) => ask.callId !== "c2"))
+        .withObserver(observer),
     });
     await agent.run("go");
     expect(log).toEqual([
@@ -61,13 +68,20 @@ describe("observers", () => {
     expect(requests).toEqual([
       { turn: 0, messages: [{ type: "user", text: "hello" }], tools: [expect.objectContaining({ name: "read" })] },
     ]);
-    expect(responses).toEqual([{ turn: 0, response: { text: "hi", toolCalls: [], usage: { inputTokens: 1, outputTokens: 2 } } }]);
+    expect(responses).toEqual([
+      { turn: 0, response: { text: "hi", toolCalls: [], usage: { inputTokens: 1, outputTokens: 2 } } },
+    ]);
   });
 
   it("an observer that throws (or rejects) never breaks a run; errors go to the handler; other observers still run", async () => {
     const names: ObserverEventName[] = ["onModelRequest", "onModelResponse", "onToolPre", "onGate", "onToolPost"];
     const thrower: Observer = Object.fromEntries(
-      names.map((name) => [name, () => { throw new Error(name); }]),
+      names.map((name) => [
+        name,
+        () => {
+          throw new Error(name);
+        },
+      ]),
     );
     const rejecter: Observer = { onGate: () => Promise.reject(new Error("async onGate")) as never };
     const reported: string[] = [];

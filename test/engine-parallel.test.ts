@@ -46,7 +46,14 @@ describe("parallel dispatch", () => {
     expect(executed.sort()).toEqual(["v0", "v2"]);
     expect(model.requests[1]?.messages.slice(2)).toEqual([
       { type: "tool_result", callId: "c0", tool: "echo", content: "v0", status: "ran", isError: false },
-      { type: "tool_result", callId: "c1", tool: "echo", content: "Permission denied by approver for tool 'echo'", status: "refused", isError: true },
+      {
+        type: "tool_result",
+        callId: "c1",
+        tool: "echo",
+        content: "Permission denied by approver for tool 'echo'",
+        status: "refused",
+        isError: true,
+      },
       { type: "tool_result", callId: "c2", tool: "echo", content: "v2", status: "ran", isError: false },
     ]);
     // records in emission order: the denial landed first, then c2 and c0 as their dispatch returned
@@ -79,7 +86,11 @@ describe("parallel dispatch", () => {
     const { agent } = build({
       turns: script(...calls(3)),
       tools: [echoTool()],
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(3).withObserver(observer),
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(resolver)
+        .withMaxConcurrency(3)
+        .withObserver(observer),
     });
     const running = agent.run("go", { signal: controller.signal });
     await until(() => resolver.parked.length === 3);
@@ -96,7 +107,11 @@ describe("parallel dispatch", () => {
   it("a loop stop in one call ends the wave: the others are cancelled, the run rejects with LoopDetectedError", async () => {
     const resolver = new ManualResolver();
     const { agent } = build({
-      turns: [{ toolCalls: [call("a", "echo", { v: "same" })] }, { toolCalls: [call("b", "echo", { v: "same" }), call("c", "echo", { v: "other" })] }, { text: "never" }],
+      turns: [
+        { toolCalls: [call("a", "echo", { v: "same" })] },
+        { toolCalls: [call("b", "echo", { v: "same" }), call("c", "echo", { v: "other" })] },
+        { text: "never" },
+      ],
       tools: [echoTool()],
       managers: new LoopManagers()
         .withHook({ preToolUse: (c) => (c.id === "c" ? { type: "ask", prompt: "?" } : { type: "allow" }) })
@@ -161,8 +176,12 @@ describe("parallel dispatch", () => {
           expect(results.map((m) => (m as { callId: string }).callId)).toEqual(calls(n).map((c) => c.id));
           expect(result.records).toHaveLength(n);
           resolver.parked.forEach((p, i) => {
-            const content = (results.find((m) => (m as { callId: string }).callId === p.ask.callId) as { content: string }).content;
-            expect(content).toBe(approvals[i] === false ? "Permission denied by approver for tool 'echo'" : `v${p.ask.callId.slice(1)}`);
+            const content = (
+              results.find((m) => (m as { callId: string }).callId === p.ask.callId) as { content: string }
+            ).content;
+            expect(content).toBe(
+              approvals[i] === false ? "Permission denied by approver for tool 'echo'" : `v${p.ask.callId.slice(1)}`,
+            );
           });
         },
       ),

@@ -39,7 +39,9 @@ describe.each(variants)("the park, answered through $name", (variant) => {
         return `contents of ${path}`;
       },
     });
-    const wired = variant.wire(new LoopManagers().withHook(askAll("Read a.rs?")).withObserver(observer), () => ({ type: "approve" }));
+    const wired = variant.wire(new LoopManagers().withHook(askAll("Read a.rs?")).withObserver(observer), () => ({
+      type: "approve",
+    }));
     const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [tool], managers: wired.managers });
     const result = await agent.run("go");
     await wired.close();
@@ -47,26 +49,69 @@ describe.each(variants)("the park, answered through $name", (variant) => {
     expect(executed).toEqual([A]);
     expect(gatesSeenByTool).toEqual([[]]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "ask_allowed",
+        ruleId: "ask",
+        ruleSource: "ask_resolver",
+        matchedPattern: null,
+        reason: null,
+      },
     ]);
-    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: "contents of a.rs", status: "ran", isError: false });
-    expect(log).toEqual(["model-request:0", "model-response:0", "pre:c1", "gate:c1:ask_allowed", "post:c1:ok", "model-request:1", "model-response:1"]);
+    expect(model.requests[1]?.messages.at(-1)).toEqual({
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: "contents of a.rs",
+      status: "ran",
+      isError: false,
+    });
+    expect(log).toEqual([
+      "model-request:0",
+      "model-response:0",
+      "pre:c1",
+      "gate:c1:ask_allowed",
+      "post:c1:ok",
+      "model-request:1",
+      "model-response:1",
+    ]);
     const [ask] = wired.asks;
     expect(PendingAskSchema.parse(ask)).toEqual(ask);
-    expect(ask).toMatchObject({ sessionId: result.sessionId, runId: result.runId, turn: 0, callId: "c1", tool: "read", argsDigest: argsDigest(A), prompt: "Read a.rs?" });
-    expect(JSON.stringify(ask)).not.toContain("a.rs\"");
+    expect(ask).toMatchObject({
+      sessionId: result.sessionId,
+      runId: result.runId,
+      turn: 0,
+      callId: "c1",
+      tool: "read",
+      argsDigest: argsDigest(A),
+      prompt: "Read a.rs?",
+    });
+    expect(JSON.stringify(ask)).not.toContain('a.rs"');
   });
 
   it("refused: the tool never runs; ask_denied with the exact texts", async () => {
     const executed: unknown[] = [];
     const wired = variant.wire(new LoopManagers().withHook(askAll()), () => ({ type: "deny" }));
-    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: wired.managers,
+    });
     const result = await agent.run("go");
     await wired.close();
 
     expect(executed).toEqual([]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_denied", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: "denied by approver" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "ask_denied",
+        ruleId: "ask",
+        ruleSource: "ask_resolver",
+        matchedPattern: null,
+        reason: "denied by approver",
+      },
     ]);
     expect(model.requests[1]?.messages.at(-1)).toEqual({
       type: "tool_result",
@@ -84,7 +129,9 @@ describe.each(variants)("the park, answered through $name", (variant) => {
     const result = await agent.run("go");
     await wired.close();
     expect(result.records[0]?.reason).toBe("denied by approver: not today");
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by approver for tool 'read'" });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied by approver for tool 'read'",
+    });
   });
 
   it("approval is bound to the call: approving a.rs never covers b.rs, which parks with its own digest", async () => {
@@ -129,18 +176,38 @@ describe.each(variants)("the park, answered through $name", (variant) => {
     const base = new LoopManagers()
       .withHook(askAll())
       .withObserver(observer)
-      .withMiddleware(permissionMiddleware({ rules: [{ id: "no-rs", tool: "read", args: { path: "*.rs" }, action: "deny" }], defaultAction: "allow" }));
+      .withMiddleware(
+        permissionMiddleware({
+          rules: [{ id: "no-rs", tool: "read", args: { path: "*.rs" }, action: "deny" }],
+          defaultAction: "allow",
+        }),
+      );
     const wired = variant.wire(base, () => ({ type: "approve" }));
-    const { agent, model } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers: wired.managers });
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: wired.managers,
+    });
     const result = await agent.run("go");
     await wired.close();
     expect(wired.asks).toHaveLength(1);
     expect(executed).toEqual([]);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "deny", ruleId: "no-rs", ruleSource: "middleware", matchedPattern: 'read {"path":"*.rs"}', reason: "denied by rule 'no-rs'" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "deny",
+        ruleId: "no-rs",
+        ruleSource: "middleware",
+        matchedPattern: 'read {"path":"*.rs"}',
+        reason: "denied by rule 'no-rs'",
+      },
     ]);
     expect(log.filter((e) => e.startsWith("gate"))).toEqual(["gate:c1:deny"]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by rule 'no-rs' for tool 'read'", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied by rule 'no-rs' for tool 'read'",
+      isError: true,
+    });
   });
 
   it("a middleware allow keeps the approval record", async () => {
@@ -189,7 +256,10 @@ describe.each(variants)("the park, answered through $name", (variant) => {
         throw new Error("disk on fire");
       },
     });
-    const base = new LoopManagers().withClock(clock).withHook(askAll()).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 60_000 });
+    const base = new LoopManagers()
+      .withClock(clock)
+      .withHook(askAll())
+      .withCircuitBreaker({ failureThreshold: 1, cooldownMs: 60_000 });
     const wired = variant.wire(base, () => ({ type: "approve" }));
     const { agent, model } = build({
       turns: [{ toolCalls: [call("c1", "flaky", {})] }, { toolCalls: [call("c2", "flaky", {})] }, { text: "done" }],
@@ -199,8 +269,14 @@ describe.each(variants)("the park, answered through $name", (variant) => {
     const result = await agent.run("go");
     await wired.close();
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Tool 'flaky' failed: disk on fire", isError: true });
-    expect(model.requests[2]?.messages.at(-1)).toMatchObject({ content: "tool temporarily unavailable: circuit breaker open", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Tool 'flaky' failed: disk on fire",
+      isError: true,
+    });
+    expect(model.requests[2]?.messages.at(-1)).toMatchObject({
+      content: "tool temporarily unavailable: circuit breaker open",
+      isError: true,
+    });
   });
 });
 
@@ -215,9 +291,24 @@ describe("no resolver", () => {
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(model.requests[1]?.messages.at(-1)).toEqual({ type: "tool_result", callId: "c1", tool: "read", content: prompt, status: "refused", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toEqual({
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: prompt,
+      status: "refused",
+      isError: true,
+    });
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_unresolved", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: `permission required: ${prompt}` },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "ask_unresolved",
+        ruleId: "hook",
+        ruleSource: "engine",
+        matchedPattern: null,
+        reason: `permission required: ${prompt}`,
+      },
     ]);
   });
 
@@ -254,10 +345,21 @@ describe("deadlines", () => {
     expect(executed).toEqual([]);
     expect(resolver.parked[0]?.signal.aborted).toBe(true);
     expect(result.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "ask_expired", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: "ask expired unanswered" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "ask_expired",
+        ruleId: "hook",
+        ruleSource: "engine",
+        matchedPattern: null,
+        reason: "ask expired unanswered",
+      },
     ]);
     expect(result.records[0]?.ts).toBe(35_000);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission ask expired unanswered for tool 'read'", isError: true });
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission ask expired unanswered for tool 'read'",
+      isError: true,
+    });
     expect(clock.pendingTimers).toBe(0);
   });
 
@@ -302,7 +404,12 @@ describe("deadlines", () => {
     const { agent } = build({
       turns: script(call("c1", "read", A)),
       tools: [readTool(executed)],
-      managers: withTimers(new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(0)),
+      managers: withTimers(
+        new LoopManagers()
+          .withHook(askAll())
+          .withAskResolver(new SyncAskResolver(() => true))
+          .withAskTimeout(0),
+      ),
     });
     const running = agent.run("go");
     tick();
@@ -353,7 +460,12 @@ describe("cancel", () => {
     const { agent } = build({
       turns: script(call("c1", "read", A)),
       tools: [readTool(executed)],
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withObserver(observer).withClock(clock).withAskTimeout(60_000),
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(channel)
+        .withObserver(observer)
+        .withClock(clock)
+        .withAskTimeout(60_000),
     });
     const running = agent.run("go", { signal: controller.signal });
     const ask = await approver.next();
@@ -364,7 +476,15 @@ describe("cancel", () => {
     expect(error.code).toBe("CANCELLED");
     expect((error.cause as Error).message).toBe("user pressed ctrl-c");
     expect(error.records.map(shape)).toEqual([
-      { tool: "read", argsDigest: argsDigest(A), verdict: "cancelled", ruleId: "hook", ruleSource: "engine", matchedPattern: null, reason: "cancelled while awaiting approval" },
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "cancelled",
+        ruleId: "hook",
+        ruleSource: "engine",
+        matchedPattern: null,
+        reason: "cancelled while awaiting approval",
+      },
     ]);
     expect(log).toEqual(["model-request:0", "model-response:0", "pre:c1", "gate:c1:cancelled"]);
     expect(executed).toEqual([]);
@@ -393,7 +513,9 @@ describe("cancel", () => {
     const error = (await agent.run("go", { signal: controller.signal }).catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
     // The cancel fired while the hook was deciding: the attempt ends at that step, before any park.
-    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([["cancelled", "cancel", "cancelled before the gate decided"]]);
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["cancelled", "cancel", "cancelled before the gate decided"],
+    ]);
     expect(resolverCalls).toBe(0);
     expect(approver.buffered + approver.inLine).toBe(0);
     const stop = new AbortController();
@@ -429,7 +551,10 @@ describe("cancel", () => {
     const { agent } = build({
       turns: script(call("c1", "slow", {})),
       tools: [slow],
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withObserver(observer),
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(new SyncAskResolver(() => true))
+        .withObserver(observer),
     });
     const running = agent.run("go", { signal: controller.signal });
     await started.promise;
@@ -444,11 +569,31 @@ describe("cancel", () => {
 
 describe("resolver failures deny", () => {
   const cases: [string, AskResolver, string][] = [
-    ["throws synchronously", { resolve: () => { throw new Error("boom"); } }, "ask resolver failed: boom"],
+    [
+      "throws synchronously",
+      {
+        resolve: () => {
+          throw new Error("boom");
+        },
+      },
+      "ask resolver failed: boom",
+    ],
     ["rejects", { resolve: () => Promise.reject(new Error("down")) }, "ask resolver failed: down"],
-    ["answers garbage", { resolve: () => Promise.resolve({ type: "yes" } as never) }, "ask resolver returned an invalid resolution"],
-    ["answers undefined", { resolve: () => Promise.resolve(undefined as never) }, "ask resolver returned an invalid resolution"],
-    ["answers approve with an unknown remember", { resolve: () => Promise.resolve({ type: "approve", remember: "forever" } as never) }, "ask resolver returned an invalid resolution"],
+    [
+      "answers garbage",
+      { resolve: () => Promise.resolve({ type: "yes" } as never) },
+      "ask resolver returned an invalid resolution",
+    ],
+    [
+      "answers undefined",
+      { resolve: () => Promise.resolve(undefined as never) },
+      "ask resolver returned an invalid resolution",
+    ],
+    [
+      "answers approve with an unknown remember",
+      { resolve: () => Promise.resolve({ type: "approve", remember: "forever" } as never) },
+      "ask resolver returned an invalid resolution",
+    ],
   ];
   it.each(cases)("a resolver that %s denies the call (ask_denied)", async (_label, resolver, reason) => {
     const executed: unknown[] = [];
@@ -459,14 +604,23 @@ describe("resolver failures deny", () => {
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([["ask_denied", "ask", "ask_resolver", reason]]);
-    expect(model.requests[1]?.messages.at(-1)).toMatchObject({ content: "Permission denied by approver for tool 'read'", isError: true });
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+      ["ask_denied", "ask", "ask_resolver", reason],
+    ]);
+    expect(model.requests[1]?.messages.at(-1)).toMatchObject({
+      content: "Permission denied by approver for tool 'read'",
+      isError: true,
+    });
   });
 
   it("a SyncAskResolver whose callback throws denies", async () => {
     const { agent } = build({
       turns: script(call("c1", "read", A)),
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => { throw new Error("policy bug"); })),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(
+        new SyncAskResolver(() => {
+          throw new Error("policy bug");
+        }),
+      ),
     });
     const result = await agent.run("go");
     expect(result.records[0]?.verdict).toBe("ask_denied");
@@ -477,7 +631,9 @@ describe("resolver failures deny", () => {
 describe("ids", () => {
   it("a seeded id generator makes runs reproducible: same session, run and ask ids", async () => {
     const once = async () => {
-      const wired = syncVariant.wire(new LoopManagers().withHook(askAll()).withIdGen(seededIdGen(7)), () => ({ type: "approve" }));
+      const wired = syncVariant.wire(new LoopManagers().withHook(askAll()).withIdGen(seededIdGen(7)), () => ({
+        type: "approve",
+      }));
       const { agent } = build({ turns: script(call("c1", "read", A)), managers: wired.managers });
       const result = await agent.run("go");
       return [result.sessionId, result.runId, wired.asks[0]?.id];
@@ -491,10 +647,23 @@ describe("ids", () => {
 describe("nothing is left behind", () => {
   it("no abort listener stays on the caller's signal, whatever the ending", async () => {
     const endings: [string, LoopManagers][] = [
-      ["approved", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)).withAskTimeout(1_000)],
+      [
+        "approved",
+        new LoopManagers()
+          .withHook(askAll())
+          .withAskResolver(new SyncAskResolver(() => true))
+          .withAskTimeout(1_000),
+      ],
       ["refused", new LoopManagers().withHook(askAll()).withAskResolver(new SyncAskResolver(() => false))],
       ["unresolved", new LoopManagers().withHook(askAll())],
-      ["expired", new LoopManagers().withHook(askAll()).withAskResolver(new ManualResolver()).withAskTimeout(0).withMaxConcurrency(2)],
+      [
+        "expired",
+        new LoopManagers()
+          .withHook(askAll())
+          .withAskResolver(new ManualResolver())
+          .withAskTimeout(0)
+          .withMaxConcurrency(2),
+      ],
     ];
     for (const [label, managers] of endings) {
       const controller = new AbortController();

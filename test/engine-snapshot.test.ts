@@ -19,7 +19,12 @@ async function approvedRun(input: unknown, onAsk: () => void = () => undefined) 
     model: new ScriptedModel([() => ({ toolCalls: [{ id: "c1", name: "read", input }] }), { text: "done" }]),
     tools: [readTool(executed)],
     managers: new LoopManagers()
-      .withHook({ preToolUse: (call) => (seenByHook.push(JSON.parse(JSON.stringify(call.input))), { type: "ask", prompt: "read it?" }) })
+      .withHook({
+        preToolUse: (call) => (
+          seenByHook.push(JSON.parse(JSON.stringify(call.input))),
+          { type: "ask", prompt: "read it?" }
+        ),
+      })
       .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), onAsk(), true))),
   });
   const result = await agent.run("go");

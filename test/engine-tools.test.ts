@@ -10,7 +10,12 @@ const noop = () => "ok";
 
 describe("defineTool", () => {
   it("derives the descriptor from a zod schema and pins digests to it", () => {
-    const tool = defineTool({ name: "read", description: "Read a file", input: z.object({ path: z.string() }), execute: noop });
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: noop,
+    });
     expect(tool.descriptor).toEqual({
       name: "read",
       description: "Read a file",
@@ -26,7 +31,11 @@ describe("defineTool", () => {
     const a = defineTool({ name: "read", description: "v1", input: schema, execute: noop });
     const b = defineTool({ name: "read", description: "v2", input: schema, execute: noop });
     schema.required.push("mutated");
-    expect(a.descriptor.inputSchema).toEqual({ type: "object", properties: { path: { type: "string" } }, required: ["path"] });
+    expect(a.descriptor.inputSchema).toEqual({
+      type: "object",
+      properties: { path: { type: "string" } },
+      required: ["path"],
+    });
     expect(a.descriptorFingerprint).not.toBe(b.descriptorFingerprint);
   });
 
@@ -35,19 +44,30 @@ describe("defineTool", () => {
     ["has space", /the name must be/],
     ["x".repeat(129), /the name must be/],
   ])("rejects the name %j with ToolDefinitionError", (name, message) => {
-    expect(() => defineTool({ name, description: "", input: z.object({}), execute: noop })).toThrow(ToolDefinitionError);
+    expect(() => defineTool({ name, description: "", input: z.object({}), execute: noop })).toThrow(
+      ToolDefinitionError,
+    );
     expect(() => defineTool({ name, description: "", input: z.object({}), execute: noop })).toThrow(message);
   });
 
   it.each([
     [{ type: "object", oneOf: 3 }, /does not compile: schema is invalid: data\/oneOf must be array/],
-    [{ type: "object", properties: { a: { type: "string", format: "emial" } } }, /does not compile: unknown format "emial"/],
-    [{ type: "object", properties: { a: { $ref: "#/$defs/x" } } }, /does not compile: can't resolve reference #\/\$defs\/x/],
+    [
+      { type: "object", properties: { a: { type: "string", format: "emial" } } },
+      /does not compile: unknown format "emial"/,
+    ],
+    [
+      { type: "object", properties: { a: { $ref: "#/$defs/x" } } },
+      /does not compile: can't resolve reference #\/\$defs\/x/,
+    ],
     [{ type: "object", requried: ["a"] }, /does not compile: strict mode: unknown keyword: "requried"/],
     [{ type: "object", required: "a" }, /data\/required must be array/],
     [{ type: "thing" }, /data\/type must be equal to one of the allowed values/],
     [{ type: "object", properties: { a: { pattern: "(" } } }, /Invalid regular expression/],
-    [{ $schema: "http://json-schema.org/draft-04/schema#", type: "object" }, /\$schema "http:\/\/json-schema.org\/draft-04\/schema#" is not supported/],
+    [
+      { $schema: "http://json-schema.org/draft-04/schema#", type: "object" },
+      /\$schema "http:\/\/json-schema.org\/draft-04\/schema#" is not supported/,
+    ],
     [{ type: "array" }, /must describe an object/],
     [{ properties: {} }, /must describe an object/],
   ])("refuses a JSON Schema Ajv cannot compile, naming the tool (%#)", (input, message) => {
@@ -56,20 +76,34 @@ describe("defineTool", () => {
   });
 
   it("rejects a zod schema that is not an object, or has no JSON Schema form", () => {
-    expect(() => defineTool({ name: "t", description: "", input: z.string(), execute: noop })).toThrow(/must describe an object/);
-    expect(() => defineTool({ name: "t", description: "", input: z.object({ when: z.date() }), execute: noop })).toThrow(ToolDefinitionError);
+    expect(() => defineTool({ name: "t", description: "", input: z.string(), execute: noop })).toThrow(
+      /must describe an object/,
+    );
+    expect(() =>
+      defineTool({ name: "t", description: "", input: z.object({ when: z.date() }), execute: noop }),
+    ).toThrow(ToolDefinitionError);
   });
 
   it("rejects a missing execute or description", () => {
-    expect(() => defineTool({ name: "t", description: "", input: z.object({}), execute: undefined as never })).toThrow(/execute must be a function/);
-    expect(() => defineTool({ name: "t", description: 3 as never, input: z.object({}), execute: noop })).toThrow(/description must be a string/);
-    expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(/zod 4 schema or a JSON Schema object/);
+    expect(() => defineTool({ name: "t", description: "", input: z.object({}), execute: undefined as never })).toThrow(
+      /execute must be a function/,
+    );
+    expect(() => defineTool({ name: "t", description: 3 as never, input: z.object({}), execute: noop })).toThrow(
+      /description must be a string/,
+    );
+    expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(
+      /zod 4 schema or a JSON Schema object/,
+    );
   });
 
   it("refuses a zod 3 schema with a typed error naming the version", () => {
     const input = zod3.object({ path: zod3.string() });
-    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(ToolDefinitionError);
-    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(/zod 3 schema; loopctl needs zod 4/);
+    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(
+      ToolDefinitionError,
+    );
+    expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(
+      /zod 3 schema; loopctl needs zod 4/,
+    );
   });
 });
 
@@ -99,7 +133,20 @@ describe("JSON Schema validation", () => {
 
   it.each([
     [{ s: "ab" }],
-    [{ s: "abcd", n: 0, i: 3, b: false, z: null, e: { k: [1] }, c: "fixed", a: ["x"], o: { deep: 1, flag: true }, u: null }],
+    [
+      {
+        s: "abcd",
+        n: 0,
+        i: 3,
+        b: false,
+        z: null,
+        e: { k: [1] },
+        c: "fixed",
+        a: ["x"],
+        o: { deep: 1, flag: true },
+        u: null,
+      },
+    ],
     [{ s: "ab", n: 9.5, i: 3.0, u: "x", e: 1 }],
   ])("accepts %j", (input) => {
     expect(tool.check(input)).toEqual({ type: "valid", value: input });
@@ -160,7 +207,11 @@ describe("JSON Schema validation", () => {
     const { agent } = build({ turns: script(call("c1", "m", { list: [1] })), tools: [mutating] });
     const result = await agent.run("go");
     expect(result.messages[1]).toMatchObject({ toolCalls: [{ input: { list: [1] } }] });
-    expect(result.messages[2]).toMatchObject({ status: "failed", isError: true, content: expect.stringMatching(/^Tool 'm' failed: /) });
+    expect(result.messages[2]).toMatchObject({
+      status: "failed",
+      isError: true,
+      content: expect.stringMatching(/^Tool 'm' failed: /),
+    });
   });
 
   it("zod parsing results (defaults, transforms) are what execute receives", async () => {
@@ -182,14 +233,22 @@ describe("Agent construction", () => {
     const t = defineTool({ name: "dup", description: "", input: z.object({}), execute: noop });
     const u = defineTool({ name: "dup", description: "other", input: z.object({}), execute: noop });
     expect(() => new Agent({ model: new ScriptedModel([]), tools: [t, u] })).toThrow(ToolDefinitionError);
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: [t, u] })).toThrow(/tool 'dup': the name is used by another tool/);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [t, u] })).toThrow(
+      /tool 'dup': the name is used by another tool/,
+    );
   });
 
   it("rejects things that are not tools, models or managers", () => {
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: [{ name: "x" } as never] })).toThrow(ToolDefinitionError);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [{ name: "x" } as never] })).toThrow(
+      ToolDefinitionError,
+    );
     expect(() => new Agent({ model: {} as never, tools: [] })).toThrow(EngineConfigError);
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: {} as never })).toThrow(/Agent: tools must be an array/);
-    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: {} as never })).toThrow(/Agent: managers must be a LoopManagers/);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: {} as never })).toThrow(
+      /Agent: tools must be an array/,
+    );
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers: {} as never })).toThrow(
+      /Agent: managers must be a LoopManagers/,
+    );
   });
 
   it("run refuses a userText that is not a string", async () => {

@@ -21,7 +21,9 @@ describe("examples/engine-guards.ts", () => {
       "  turn 6 r2: allow by default (middleware)",
       "  turn 7 r3: deny by loop_detector (engine)",
     ]);
-    expect(lines).toContain("LOOP_DETECTED: loop detected: tool 'read_file' called 3 times with the same arguments (21c6f8c81146c846)");
+    expect(lines).toContain(
+      "LOOP_DETECTED: loop detected: tool 'read_file' called 3 times with the same arguments (21c6f8c81146c846)",
+    );
     expect(lines).toContain("  s3 refused: tool temporarily unavailable: circuit breaker open");
     expect(lines).toContain("  w2 refused: Permission denied by rule 'no-env-files' for tool 'write_file'");
     expect(lines.slice(-1)).toEqual(["ask_expired at 2026-12-02T09:00:30.000Z: nobody answered"]);

@@ -8,7 +8,10 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("examples/openai-agents.ts", () => {
   it("runs to exit 0: interrupted, answered and remembered; the next run is decided by the grant without an interruption", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/openai-agents.ts"], { cwd: root, timeout: 30_000 });
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/openai-agents.ts"], {
+      cwd: root,
+      timeout: 30_000,
+    });
     expect(stdout.split("\n").filter((line) => line !== "")).toEqual([
       "1.4.0: 1 interruption(s)",
       'asked: Allow the tool "deploy" to run?',

@@ -18,7 +18,9 @@ describe("examples/webhook-approver.ts", () => {
     expect(lines).toContain("reviewer: deny close_account");
     expect(lines).toContain("reviewer: no answer for export_customers");
     // The engine's deadline aborted the resolver's signal, which aborted the POST; the service saw it.
-    const withdrawn = lines.findIndex((l) => /^service: ask [0-9a-f]{8} withdrawn, the engine stopped waiting$/.test(l));
+    const withdrawn = lines.findIndex((l) =>
+      /^service: ask [0-9a-f]{8} withdrawn, the engine stopped waiting$/.test(l),
+    );
     expect(withdrawn).toBeGreaterThan(lines.indexOf("reviewer: no answer for export_customers"));
     expect(withdrawn).toBeLessThan(lines.findIndex((l) => l.startsWith("record: ")));
     expect(lines.filter((l) => l.startsWith("record: "))).toEqual([
@@ -27,7 +29,9 @@ describe("examples/webhook-approver.ts", () => {
       "record: ask_expired export_customers (ask expired unanswered)",
     ]);
     // The first call may meet a kept-alive socket the service closed, the others a refused connect.
-    expect(stdout).toMatch(/resolver: failing closed \(approval service unreachable: fetch failed \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)\)/);
+    expect(stdout).toMatch(
+      /resolver: failing closed \(approval service unreachable: fetch failed \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)\)/,
+    );
     const offline = lines.filter((l) => l.startsWith("offline record: "));
     expect(offline.map((l) => l.split(" (")[0])).toEqual([
       "offline record: ask_denied refund",

@@ -9,10 +9,19 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("examples/webhook-resolver.ts", () => {
   it("runs to exit 0: signed deliveries verify, the person's link answers come back through the server", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/webhook-resolver.ts"], { cwd: root, timeout: 20_000 });
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/webhook-resolver.ts"], {
+      cwd: root,
+      timeout: 20_000,
+    });
     const lines = stdout.trim().split("\n");
-    expect(lines.filter((l) => l.startsWith("bot: "))).toEqual(["bot: ask for deploy, signature ok", "bot: ask for deploy, signature ok"]);
-    expect(lines.filter((l) => l.startsWith("record: "))).toEqual(["record: ask_allowed deploy", "record: ask_denied deploy"]);
+    expect(lines.filter((l) => l.startsWith("bot: "))).toEqual([
+      "bot: ask for deploy, signature ok",
+      "bot: ask for deploy, signature ok",
+    ]);
+    expect(lines.filter((l) => l.startsWith("record: "))).toEqual([
+      "record: ask_allowed deploy",
+      "record: ask_denied deploy",
+    ]);
   });
 
   it("is where docs/server.md's verification snippet comes from, word for word", () => {

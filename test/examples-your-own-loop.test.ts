@@ -20,6 +20,7 @@ describe("examples/your-own-loop.ts", () => {
   });
 
   it("is what docs/your-own-loop.md shows, part by part", () => {
-    for (const region of ["gate", "ui", "loop", "policy"]) expectDocShows("your-own-loop.ts", "docs/your-own-loop.md", region);
+    for (const region of ["gate", "ui", "loop", "policy"])
+      expectDocShows("your-own-loop.ts", "docs/your-own-loop.md", region);
   });
 });

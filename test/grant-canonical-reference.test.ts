@@ -19,9 +19,13 @@ const jsonValue = fc
   .jsonValue({ stringUnit: "binary", maxDepth: 5 })
   .map((v) => JSON.parse(JSON.stringify(v)) as unknown);
 const anyUnitString = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((u) => String.fromCharCode(u)) });
-const keyedByAnyUnits = fc.dictionary(anyUnitString, fc.oneof(anyUnitString, fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean()), {
-  maxKeys: 12,
-});
+const keyedByAnyUnits = fc.dictionary(
+  anyUnitString,
+  fc.oneof(anyUnitString, fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean()),
+  {
+    maxKeys: 12,
+  },
+);
 
 describe("canonicalJson against fast-json-stable-stringify with code-point order", () => {
   it("writes the same text for every JSON value", () => {

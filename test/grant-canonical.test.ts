@@ -113,9 +113,7 @@ const jsonValue = fc
 
 describe("canonicalJson", () => {
   it("writes compact JSON with keys sorted recursively and array order kept", () => {
-    expect(canonicalJson({ b: 1, a: { d: [3, 1, 2], c: null } })).toBe(
-      '{"a":{"c":null,"d":[3,1,2]},"b":1}',
-    );
+    expect(canonicalJson({ b: 1, a: { d: [3, 1, 2], c: null } })).toBe('{"a":{"c":null,"d":[3,1,2]},"b":1}');
     expect(canonicalJson("x")).toBe('"x"');
     expect(canonicalJson(null)).toBe("null");
     expect(canonicalJson([])).toBe("[]");
@@ -220,8 +218,26 @@ describe("canonicalJson", () => {
     expectCanonicalError({ s: new Set([1]) }, "$.s");
     expectCanonicalError({ u: new Uint8Array(2) }, "$.u");
     expectCanonicalError({ t: { toJSON: () => Number.NaN } }, "$.t");
-    expectCanonicalError({ t: { toJSON: () => { throw new Error("no"); } } }, "$.t");
-    expectCanonicalError({ g: { get x(): number { throw new Error("no"); } } }, "$.g.x");
+    expectCanonicalError(
+      {
+        t: {
+          toJSON: () => {
+            throw new Error("no");
+          },
+        },
+      },
+      "$.t",
+    );
+    expectCanonicalError(
+      {
+        g: {
+          get x(): number {
+            throw new Error("no");
+          },
+        },
+      },
+      "$.g.x",
+    );
   });
 
   it("refuses cycles but accepts shared (acyclic) references", () => {
@@ -355,7 +371,9 @@ describe("canonicalJson's limits", () => {
       const quoted = JSON.stringify(text);
       // {"a":…,"b":…}: eleven bytes besides the two quoted texts.
       const pad = PAD.slice(0, max - 13 - Buffer.byteLength(quoted));
-      expect(canonicalJson({ a: text, b: pad }), JSON.stringify(unit)).toHaveLength(max - Buffer.byteLength(quoted) + quoted.length);
+      expect(canonicalJson({ a: text, b: pad }), JSON.stringify(unit)).toHaveLength(
+        max - Buffer.byteLength(quoted) + quoted.length,
+      );
       expectLimit({ a: text, b: PAD.slice(0, pad.length + 1) }, "bytes", "$.b");
       expectLimit({ a: `${text}${unit}`, b: pad }, "bytes", /^\$\.[ab]$/);
     }

@@ -33,11 +33,7 @@ describe("digest16", () => {
 
   it("hashes the UTF-8 bytes, equal to a BigInt reference for every string", () => {
     const anyUnit = fc.integer({ min: 0, max: 0xffff }).map((u) => String.fromCharCode(u));
-    const text = fc.oneof(
-      fc.string({ unit: "binary" }),
-      fc.string({ unit: "grapheme" }),
-      fc.string({ unit: anyUnit }),
-    );
+    const text = fc.oneof(fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.string({ unit: anyUnit }));
     fc.assert(
       fc.property(text, (s) => {
         expect(digest16(s)).toBe(referenceDigest16(s));
@@ -57,19 +53,29 @@ describe("digest16", () => {
 
 describe("argsSha256", () => {
   it("is sha256 over the same canonical text as argsDigest (golden value from an independent implementation)", () => {
-    expect(argsSha256({ path: "/tmp/x", limit: 10 })).toBe("aac27fab24fbcb86142764ee972e7358fec56d05721618604471f9916c47215b");
-    expect(argsSha256({ limit: 10, path: "/tmp/x" })).toBe(createHash("sha256").update('{"limit":10,"path":"/tmp/x"}').digest("hex"));
+    expect(argsSha256({ path: "/tmp/x", limit: 10 })).toBe(
+      "aac27fab24fbcb86142764ee972e7358fec56d05721618604471f9916c47215b",
+    );
+    expect(argsSha256({ limit: 10, path: "/tmp/x" })).toBe(
+      createHash("sha256").update('{"limit":10,"path":"/tmp/x"}').digest("hex"),
+    );
     expect(() => argsSha256({ n: Number.NaN })).toThrow(CanonicalJsonError);
   });
 });
 
 describe("descriptor pins cover what the human saw", () => {
-  const read = { name: "read_file", description: "Read a UTF-8 text file", inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } };
+  const read = {
+    name: "read_file",
+    description: "Read a UTF-8 text file",
+    inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+  };
 
   it("a descriptor without title, annotations or outputSchema keeps the pin it always had (golden, so old ledgers keep working)", () => {
     expect(descriptorFingerprint(read)).toBe("sha256:d27fe012b6dd25f6ad3596914c217e58ed775271f939f324ff458ce32f1af761");
     expect(descriptorDigest(read)).toBe("1b3319a3cb6d97a9");
-    expect(descriptorFingerprint({ ...read, title: undefined, annotations: undefined } as never)).toBe(descriptorFingerprint(read));
+    expect(descriptorFingerprint({ ...read, title: undefined, annotations: undefined } as never)).toBe(
+      descriptorFingerprint(read),
+    );
   });
 
   it.each([
@@ -148,9 +154,9 @@ describe("descriptor digests", () => {
       expect(descriptorDigest(other)).not.toBe(descriptorDigest(tool));
       expect(descriptorFingerprint(other)).not.toBe(descriptorFingerprint(tool));
     }
-    expect(descriptorDigest({ ...tool, inputSchema: { properties: tool.inputSchema.properties, type: "object" } })).toBe(
-      descriptorDigest(tool),
-    );
+    expect(
+      descriptorDigest({ ...tool, inputSchema: { properties: tool.inputSchema.properties, type: "object" } }),
+    ).toBe(descriptorDigest(tool));
   });
 });
 

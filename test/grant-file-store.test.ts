@@ -85,7 +85,9 @@ describe("FileGrantStore layout", () => {
     expect(FileGrantStore.defaultRoot({ XDG_STATE_HOME: "rel", HOME: "/home/u" })).toBe(
       join("/home/u", ".local", "state", "loopctl", "grants"),
     );
-    expect(FileGrantStore.defaultRoot({ HOME: "/home/u" })).toBe(join("/home/u", ".local", "state", "loopctl", "grants"));
+    expect(FileGrantStore.defaultRoot({ HOME: "/home/u" })).toBe(
+      join("/home/u", ".local", "state", "loopctl", "grants"),
+    );
   });
 });
 
@@ -166,7 +168,12 @@ describe("FileGrantStore reads and writes", () => {
     await Promise.all(grants.map((g, i) => (i % 2 === 0 ? a : b).save(g)));
     await Promise.all(grants.filter((_, i) => i % 3 === 0).map((g, i) => (i % 2 === 0 ? b : a).revoke(g.id)));
     const ids = (await store().load()).map((g) => g.id).sort();
-    expect(ids).toEqual(grants.filter((_, i) => i % 3 !== 0).map((g) => g.id).sort());
+    expect(ids).toEqual(
+      grants
+        .filter((_, i) => i % 3 !== 0)
+        .map((g) => g.id)
+        .sort(),
+    );
   });
 });
 
@@ -243,11 +250,17 @@ describe("FileGrantStore fails closed", () => {
       .record({
         tool: fc.constantFrom("read", "write_file", "deploy", "é€😀"),
         verdict: fc.constantFrom("allow" as const, "deny" as const),
-        args: fc.option(fc.dictionary(fc.string({ maxLength: 4 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 3 }), {
-          nil: undefined,
-        }),
+        args: fc.option(
+          fc.dictionary(fc.string({ maxLength: 4 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 3 }),
+          {
+            nil: undefined,
+          },
+        ),
       })
-      .map(({ tool, verdict, args }) => new Grant(tool, verdict, args === undefined ? GrantScope.thisTool() : GrantScope.thisCall(args)));
+      .map(
+        ({ tool, verdict, args }) =>
+          new Grant(tool, verdict, args === undefined ? GrantScope.thisTool() : GrantScope.thisCall(args)),
+      );
     const stepArb = fc.oneof(
       { weight: 6, arbitrary: grantArb.map((grant) => ({ type: "save" as const, grant })) },
       { weight: 3, arbitrary: fc.nat().map((at) => ({ type: "revoke" as const, at })) },
@@ -276,7 +289,9 @@ describe("FileGrantStore fails closed", () => {
             expect(held.size).toBe(0);
             continue;
           }
-          expect(readFileSync(s.ledgerPath, "utf8")).toBe(`[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`);
+          expect(readFileSync(s.ledgerPath, "utf8")).toBe(
+            `[${[...held.values()].map((g) => g.toLedgerText()).join(",")}]`,
+          );
         }
         expect((await s.load()).map((g) => g.id)).toEqual([...held.keys()]);
       }),
@@ -360,7 +375,10 @@ describe("FileGrantStore lock", () => {
 
   it.each([
     ["that started at another time", { start: "1", createdAtMs: Date.now() }],
-    ["before this process started (a lock that does not say when its process started)", { createdAtMs: Date.now() - process.uptime() * 1_000 - 60_000 }],
+    [
+      "before this process started (a lock that does not say when its process started)",
+      { createdAtMs: Date.now() - process.uptime() * 1_000 - 60_000 },
+    ],
   ])("breaks a lock left with this process's pid by an earlier process %s", async (_, record) => {
     const s = store();
     writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), token: "old", ...record }));
@@ -370,7 +388,11 @@ describe("FileGrantStore lock", () => {
 
   it("waits for a lock with this process's pid made since it started: another copy of the module holds it", async () => {
     const s = store({ lockTimeoutMs: 50, staleLockMs: 1 });
-    writeLock(s, JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "copy" }), 10_000);
+    writeLock(
+      s,
+      JSON.stringify({ pid: process.pid, hostname: hostname(), createdAtMs: Date.now(), token: "copy" }),
+      10_000,
+    );
     // A holder keeps its lock open while it holds it.
     const held = await open(s.lockPath, "r");
     try {
@@ -400,7 +422,12 @@ describe("FileGrantStore lock", () => {
     const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
     try {
       const s = store({ lockTimeoutMs: 100, staleLockMs: 1_000 });
-      const record = JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now() - 3_600_000, token: "live" });
+      const record = JSON.stringify({
+        pid: holder.pid,
+        hostname: hostname(),
+        createdAtMs: Date.now() - 3_600_000,
+        token: "live",
+      });
       writeLock(s, record, 3_600_000);
       expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
       expect(readFileSync(s.lockPath, "utf8")).toBe(record);
@@ -485,34 +512,37 @@ describe("FileGrantStore lock", () => {
   it.each([
     ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
     ["removed", (path: string) => unlinkSync(path)],
-  ])("a save whose lock is %s while it writes (broken for its age) fails with LEDGER_LOCK, replacing nothing", async (_, breakIt) => {
-    const s = store();
-    await s.save(grantA);
-    const before = readFileSync(s.ledgerPath, "utf8");
-    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
-    const probe = await open(s.ledgerPath, "r");
-    const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
-    await probe.close();
-    const sync = handles.sync;
-    // While the new ledger is synced under its temporary name, a writer elsewhere takes the lock over.
-    const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
-      if (!fs.fstatSync(this.fd).isDirectory() && existsSync(s.lockPath)) {
-        breakIt(s.lockPath);
-        writeFileSync(s.lockPath, theirs, { mode: 0o600 });
+  ])(
+    "a save whose lock is %s while it writes (broken for its age) fails with LEDGER_LOCK, replacing nothing",
+    async (_, breakIt) => {
+      const s = store();
+      await s.save(grantA);
+      const before = readFileSync(s.ledgerPath, "utf8");
+      const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+      const probe = await open(s.ledgerPath, "r");
+      const handles = Object.getPrototypeOf(probe) as { sync: (this: FileHandle) => Promise<void> };
+      await probe.close();
+      const sync = handles.sync;
+      // While the new ledger is synced under its temporary name, a writer elsewhere takes the lock over.
+      const spy = vi.spyOn(handles, "sync").mockImplementation(async function (this: FileHandle) {
+        if (!fs.fstatSync(this.fd).isDirectory() && existsSync(s.lockPath)) {
+          breakIt(s.lockPath);
+          writeFileSync(s.lockPath, theirs, { mode: 0o600 });
+        }
+        return sync.call(this);
+      });
+      let error: unknown;
+      try {
+        error = await rejection(s.save(grantB));
+      } finally {
+        spy.mockRestore();
       }
-      return sync.call(this);
-    });
-    let error: unknown;
-    try {
-      error = await rejection(s.save(grantB));
-    } finally {
-      spy.mockRestore();
-    }
-    expect(error).toBeInstanceOf(LedgerLockError);
-    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
-    expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
-    expect(readdirSync(join(s.ledgerPath, "..")).filter((name) => /^grants\.json\.\d+$/.test(name))).toEqual([]);
-  });
+      expect(error).toBeInstanceOf(LedgerLockError);
+      expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+      expect(readFileSync(s.lockPath, "utf8")).toBe(theirs);
+      expect(readdirSync(join(s.ledgerPath, "..")).filter((name) => /^grants\.json\.\d+$/.test(name))).toEqual([]);
+    },
+  );
 
   it("releases the lock when the change fails", async () => {
     const s = store();
@@ -606,7 +636,9 @@ describe("FileGrantStore path and permission checks", () => {
     mkdirSync(join(root, "grants"), { mode: 0o700 });
     symlinkSync(elsewhere, join(root, "grants", "projects"));
     // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
-    for (const error of await Promise.all([s.load(), s.save(grantA), s.revoke(grantA.id), s.clear(), s.resetCorrupt()].map(rejection))) {
+    for (const error of await Promise.all(
+      [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear(), s.resetCorrupt()].map(rejection),
+    )) {
       expect((error as LedgerIoError).code).toBe("LEDGER_UNSAFE_PATH");
       expect((error as LedgerIoError).path).toBe(join(root, "grants", "projects"));
     }

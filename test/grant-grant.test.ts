@@ -13,9 +13,7 @@ describe("Grant", () => {
     const tool = new Grant("read", "allow", GrantScope.thisTool());
     expect(tool.id).toBe(digest16('{"scope":"this_tool","tool":"read","verdict":"Allow"}'));
     const call = new Grant("read", "deny", GrantScope.thisCall({ path: "a.rs" }));
-    expect(call.id).toBe(
-      digest16('{"scope":{"this_call":{"args":{"path":"a.rs"}}},"tool":"read","verdict":"Deny"}'),
-    );
+    expect(call.id).toBe(digest16('{"scope":{"this_call":{"args":{"path":"a.rs"}}},"tool":"read","verdict":"Deny"}'));
     expect(call.id).toBe(
       digest16(canonicalJson({ tool: "read", verdict: "Deny", scope: { this_call: { args: { path: "a.rs" } } } })),
     );
@@ -36,7 +34,10 @@ describe("Grant", () => {
 
   it("keeps the id through the with… builders, which return new grants", () => {
     const g = new Grant("read", "allow", GrantScope.thisTool());
-    const h = g.withPinnedDescriptor("sha256:" + "0".repeat(64)).withCreatedAtMs(42).withNote("ok");
+    const h = g
+      .withPinnedDescriptor("sha256:" + "0".repeat(64))
+      .withCreatedAtMs(42)
+      .withNote("ok");
     expect(h).not.toBe(g);
     expect(h.id).toBe(g.id);
     expect([h.pinnedDescriptor, h.createdAtMs, h.note]).toEqual(["sha256:" + "0".repeat(64), 42, "ok"]);
@@ -50,10 +51,23 @@ describe("Grant", () => {
     const pin = "sha256:" + "1".repeat(64);
     const g = new Grant("read", "allow", GrantScope.thisTool(), { pinnedDescriptor: pin, createdAtMs: 7, note: "n" });
     expect(g.id).toBe(new Grant("read", "allow", GrantScope.thisTool()).id);
-    expect(g.toJSON()).toEqual(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin).withCreatedAtMs(7).withNote("n").toJSON());
+    expect(g.toJSON()).toEqual(
+      new Grant("read", "allow", GrantScope.thisTool())
+        .withPinnedDescriptor(pin)
+        .withCreatedAtMs(7)
+        .withNote("n")
+        .toJSON(),
+    );
     expect(new Grant("read", "allow", GrantScope.thisTool(), { note: "only" }).createdAtMs).toBe(0);
-    for (const bad of [{ pinnedDescriptor: "" }, { createdAtMs: -1 }, { createdAtMs: 2 ** 53 }, { note: 5 as unknown as string }]) {
-      expect(() => new Grant("read", "allow", GrantScope.thisTool(), bad), JSON.stringify(bad)).toThrow(GrantRecordError);
+    for (const bad of [
+      { pinnedDescriptor: "" },
+      { createdAtMs: -1 },
+      { createdAtMs: 2 ** 53 },
+      { note: 5 as unknown as string },
+    ]) {
+      expect(() => new Grant("read", "allow", GrantScope.thisTool(), bad), JSON.stringify(bad)).toThrow(
+        GrantRecordError,
+      );
     }
   });
 

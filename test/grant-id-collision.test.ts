@@ -36,13 +36,17 @@ describe("a save whose id is taken by a different rule", () => {
     expect((error as InstanceType<typeof GrantIdCollisionError>).code).toBe("GRANT_ID_COLLISION");
     expect((error as Error).message).toContain(denyRm.id);
     expect(await readFile(store.ledgerPath)).toEqual(before);
-    expect((await store.load()).map((g) => [g.id, g.covers("shell", { cmd: "BJKS_Ubr3rL" })])).toEqual([[denyRm.id, true]]);
+    expect((await store.load()).map((g) => [g.id, g.covers("shell", { cmd: "BJKS_Ubr3rL" })])).toEqual([
+      [denyRm.id, true],
+    ]);
   });
 
   it("is refused by MemoryGrantStore", async () => {
     const store = new MemoryGrantStore([denyRm]);
     await expect(store.save(denyCrafted)).rejects.toBeInstanceOf(GrantIdCollisionError);
-    expect((await store.load()).map((g) => [g.id, g.covers("shell", { cmd: "BJKS_Ubr3rL" })])).toEqual([[denyRm.id, true]]);
+    expect((await store.load()).map((g) => [g.id, g.covers("shell", { cmd: "BJKS_Ubr3rL" })])).toEqual([
+      [denyRm.id, true],
+    ]);
   });
 
   it("still lets the same rule be granted again with new metadata", async () => {

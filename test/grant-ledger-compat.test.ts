@@ -57,7 +57,11 @@ describe("a ledger written by the original", () => {
 
   it("gives the same ids the original computed for the same rules", async () => {
     const grants = await storeWith(rustLedger).load();
-    const rebuilt = new Grant("shell", "deny", GrantScope.thisCall({ opts: { force: true, depth: 3 }, cmd: "rm -rf /" }));
+    const rebuilt = new Grant(
+      "shell",
+      "deny",
+      GrantScope.thisCall({ opts: { force: true, depth: 3 }, cmd: "rm -rf /" }),
+    );
     expect(rebuilt.id).toBe(grants[1]?.id);
     expect(new Grant("read", "allow", GrantScope.thisTool()).id).toBe(grants[0]?.id);
   });
@@ -106,7 +110,8 @@ describe("ledger fixtures", () => {
     const store = storeWith(join(fixtures, "reject", name));
     const before = readFileSync(store.ledgerPath);
     await expect(store.load()).rejects.toSatisfy(
-      (e: unknown) => e instanceof LedgerCorruptError && e.path === store.ledgerPath && e.message.includes(store.ledgerPath),
+      (e: unknown) =>
+        e instanceof LedgerCorruptError && e.path === store.ledgerPath && e.message.includes(store.ledgerPath),
     );
     await expect(store.save(new Grant("t", "allow", GrantScope.thisTool()))).rejects.toBeInstanceOf(LedgerCorruptError);
     expect(readFileSync(store.ledgerPath)).toEqual(before);

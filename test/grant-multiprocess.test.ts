@@ -120,7 +120,10 @@ describe("FileGrantStore with several copies of the module in one process", () =
   it("a worker thread terminated while holding the lock does not lock this process out until it exits", async () => {
     const project = join(root, "terminated");
     const grantsRoot = join(root, "grants-terminated");
-    const outcome = (await run(["terminated", builds!.esm, grantsRoot, project, "5000"])) as { attempts: number; saved?: string };
+    const outcome = (await run(["terminated", builds!.esm, grantsRoot, project, "5000"])) as {
+      attempts: number;
+      saved?: string;
+    };
     expect(outcome).toMatchObject({ saved: expect.any(String) });
     const store = new FileGrantStore(grantsRoot, project);
     expect((await store.load()).map((g) => g.id)).toContain(outcome.saved);

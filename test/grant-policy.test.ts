@@ -162,7 +162,9 @@ describe("GrantPolicy.decide", () => {
       const ids = (grants: readonly Grant[]): string[] => grants.map((g) => g.id).sort();
       expect(ids(covering)).toEqual(ids(stored.filter((g) => g.covers("read", args))));
       expect(covering).toHaveLength(2);
-      await expect(store.covering("read", "{}", { signal: AbortSignal.abort(new Error("stop")) })).rejects.toThrow("stop");
+      await expect(store.covering("read", "{}", { signal: AbortSignal.abort(new Error("stop")) })).rejects.toThrow(
+        "stop",
+      );
     }
   });
 
@@ -186,9 +188,9 @@ describe("GrantPolicy.decide", () => {
     const store = new FileGrantStore(join(scratch, "root"), join(scratch, "p1"));
     const policy = new GrantPolicy(store);
     await policy.remember(read, args, "allow", "this_call", { nowMs: 5 });
-    expect((await new GrantPolicy(new FileGrantStore(join(scratch, "root"), join(scratch, "p1"))).decide(read, args)).type).toBe(
-      "allow",
-    );
+    expect(
+      (await new GrantPolicy(new FileGrantStore(join(scratch, "root"), join(scratch, "p1"))).decide(read, args)).type,
+    ).toBe("allow");
     const parse = vi.spyOn(Grant, "fromJSON");
     for (let i = 0; i < 5; i++) expect((await policy.decide(read, args)).type).toBe("allow");
     expect(parse).not.toHaveBeenCalled();
@@ -197,7 +199,13 @@ describe("GrantPolicy.decide", () => {
   it("agrees with a plain scan over covers for every set of grants", async () => {
     const tools = ["read", "write"];
     const argSets = [{ path: "a.rs" }, { path: "b.rs" }];
-    const pins = [null, descriptorFingerprint(read), descriptorFingerprint(readChanged), descriptorDigest(read), descriptorDigest(readChanged)];
+    const pins = [
+      null,
+      descriptorFingerprint(read),
+      descriptorFingerprint(readChanged),
+      descriptorDigest(read),
+      descriptorDigest(readChanged),
+    ];
     const grantArb = fc
       .record({
         tool: fc.constantFrom(...tools),
@@ -206,10 +214,16 @@ describe("GrantPolicy.decide", () => {
         pin: fc.constantFrom(...pins),
       })
       .map(({ tool, verdict, scope, pin }) =>
-        new Grant(tool, verdict, scope === undefined ? GrantScope.thisTool() : GrantScope.thisCall(scope)).withPinnedDescriptor(pin),
+        new Grant(
+          tool,
+          verdict,
+          scope === undefined ? GrantScope.thisTool() : GrantScope.thisCall(scope),
+        ).withPinnedDescriptor(pin),
       );
     const pinOk = (g: Grant): boolean =>
-      g.pinnedDescriptor === null || g.pinnedDescriptor === descriptorFingerprint(read) || g.pinnedDescriptor === descriptorDigest(read);
+      g.pinnedDescriptor === null ||
+      g.pinnedDescriptor === descriptorFingerprint(read) ||
+      g.pinnedDescriptor === descriptorDigest(read);
     await fc.assert(
       fc.asyncProperty(fc.array(grantArb, { maxLength: 12 }), fc.constantFrom(...argSets), async (grants, callArgs) => {
         const decision = await decide(grants, read, callArgs);

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { Grant, GrantPolicy, GrantRecordError, GrantScope, MemoryGrantStore, type ToolDescriptor } from "../src/grant/index.js";
+import {
+  Grant,
+  GrantPolicy,
+  GrantRecordError,
+  GrantScope,
+  MemoryGrantStore,
+  type ToolDescriptor,
+} from "../src/grant/index.js";
 
 const allowRead = new Grant("read", "allow", GrantScope.thisTool());
 const denyWrite = new Grant("write", "deny", GrantScope.thisCall({ path: "/etc/passwd" }));

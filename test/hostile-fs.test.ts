@@ -1,5 +1,17 @@
 import { execFile, execFileSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -180,29 +192,36 @@ describe("permissions: a ledger tree open to others is refused or tightened with
     // Warnings are emitted on a later tick.
     await new Promise((resolve) => setImmediate(resolve));
     for (const path of [l.root, join(l.root, "projects"), l.dir, l.store.ledgerPath]) {
-      if (existsSync(path)) expect({ path, mode: (lstatSync(path).mode & 0o077).toString(8) }).toEqual({ path, mode: "0" });
+      if (existsSync(path))
+        expect({ path, mode: (lstatSync(path).mode & 0o077).toString(8) }).toEqual({ path, mode: "0" });
     }
     expect(warnings.some((w) => w.includes(wide))).toBe(true);
   }
 
-  it.each(["755", "750"])("a root readable by others (mode %s): the save goes ahead closed beneath it, the root left as the caller made it", async (mode) => {
-    const l = layout();
-    mkdirSync(l.root, { mode: 0o700 });
-    chmodSync(l.root, Number.parseInt(mode, 8));
-    await l.store.save(grant);
-    expect((lstatSync(l.root).mode & 0o777).toString(8)).toBe(mode);
-    expect(walk(l.root).filter((e) => e.path !== "." && (e.mode & 0o077) !== 0)).toEqual([]);
-  });
+  it.each(["755", "750"])(
+    "a root readable by others (mode %s): the save goes ahead closed beneath it, the root left as the caller made it",
+    async (mode) => {
+      const l = layout();
+      mkdirSync(l.root, { mode: 0o700 });
+      chmodSync(l.root, Number.parseInt(mode, 8));
+      await l.store.save(grant);
+      expect((lstatSync(l.root).mode & 0o777).toString(8)).toBe(mode);
+      expect(walk(l.root).filter((e) => e.path !== "." && (e.mode & 0o077) !== 0)).toEqual([]);
+    },
+  );
 
-  it.each(["777", "707", "770"])("a root writable by others and not sticky (mode %s): refused, nothing made in it", async (mode) => {
-    const l = layout();
-    mkdirSync(l.root, { mode: 0o700 });
-    chmodSync(l.root, Number.parseInt(mode, 8));
-    const error = await refused(l.store.save(grant));
-    expect(error.code).toBe("LEDGER_PERMISSIONS");
-    expect(error.message).toContain("chmod go-w");
-    expect(walk(l.root).map((e) => e.path)).toEqual(["."]);
-  });
+  it.each(["777", "707", "770"])(
+    "a root writable by others and not sticky (mode %s): refused, nothing made in it",
+    async (mode) => {
+      const l = layout();
+      mkdirSync(l.root, { mode: 0o700 });
+      chmodSync(l.root, Number.parseInt(mode, 8));
+      const error = await refused(l.store.save(grant));
+      expect(error.code).toBe("LEDGER_PERMISSIONS");
+      expect(error.message).toContain("chmod go-w");
+      expect(walk(l.root).map((e) => e.path)).toEqual(["."]);
+    },
+  );
 
   it.each([
     ["the projects folder", (l: Layout) => dirname(l.dir)],
@@ -308,10 +327,15 @@ describe("a ledger this user cannot read or move aside", () => {
 
   function runAsNobody(root: string, project: string): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
-      execFile(process.execPath, [reader!.path, root, project], { uid: NOBODY, gid: NOBODY, cwd: "/" }, (error, stdout, stderr) => {
-        if (error !== null) reject(new Error(`${error.message}\n${stderr}`));
-        else resolve(JSON.parse(stdout) as Record<string, unknown>);
-      });
+      execFile(
+        process.execPath,
+        [reader!.path, root, project],
+        { uid: NOBODY, gid: NOBODY, cwd: "/" },
+        (error, stdout, stderr) => {
+          if (error !== null) reject(new Error(`${error.message}\n${stderr}`));
+          else resolve(JSON.parse(stdout) as Record<string, unknown>);
+        },
+      );
     });
   }
 

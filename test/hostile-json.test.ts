@@ -82,13 +82,20 @@ function isValidAsk(value: unknown): boolean {
   const v = value as Record<string, unknown>;
   const str = (k: string): boolean => Object.hasOwn(v, k) && typeof v[k] === "string";
   return (
-    str("id") && UUID.test(v["id"] as string) &&
-    str("sessionId") && UUID.test(v["sessionId"] as string) &&
-    str("runId") && UUID.test(v["runId"] as string) &&
-    Object.hasOwn(v, "turn") && Number.isSafeInteger(v["turn"]) && (v["turn"] as number) >= 0 &&
+    str("id") &&
+    UUID.test(v["id"] as string) &&
+    str("sessionId") &&
+    UUID.test(v["sessionId"] as string) &&
+    str("runId") &&
+    UUID.test(v["runId"] as string) &&
+    Object.hasOwn(v, "turn") &&
+    Number.isSafeInteger(v["turn"]) &&
+    (v["turn"] as number) >= 0 &&
     str("callId") &&
-    str("tool") && (v["tool"] as string).length > 0 &&
-    str("argsDigest") && /^[0-9a-f]{16}$/.test(v["argsDigest"] as string) &&
+    str("tool") &&
+    (v["tool"] as string).length > 0 &&
+    str("argsDigest") &&
+    /^[0-9a-f]{16}$/.test(v["argsDigest"] as string) &&
     str("prompt")
   );
 }
@@ -106,9 +113,30 @@ const validAsk = {
 
 const hostileValue = fc.oneof(
   fc.jsonValue(),
-  fc.constantFrom(-1, 1.5, 2 ** 53, -0, 1e308, "", "A".repeat(16), "F1ED61CD8CA5E26B", "6F1C1E7A-3C0B-4F7E-9A51-0D2B8E0F4C11", "\ud800", [], {}),
+  fc.constantFrom(
+    -1,
+    1.5,
+    2 ** 53,
+    -0,
+    1e308,
+    "",
+    "A".repeat(16),
+    "F1ED61CD8CA5E26B",
+    "6F1C1E7A-3C0B-4F7E-9A51-0D2B8E0F4C11",
+    "\ud800",
+    [],
+    {},
+  ),
 );
-const hostileKey = fc.constantFrom("__proto__", "constructor", "prototype", "args", "input", "toString", "hasOwnProperty");
+const hostileKey = fc.constantFrom(
+  "__proto__",
+  "constructor",
+  "prototype",
+  "args",
+  "input",
+  "toString",
+  "hasOwnProperty",
+);
 
 /** Parses `text` as a wire body would be, and checks the schema's answer against the contract. */
 function checkAskText(text: string): void {
@@ -124,15 +152,19 @@ function checkAskText(text: string): void {
   expect(isValidAsk(value)).toBe(true);
   expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
   expect(Object.keys(parsed as object).sort()).toEqual([...FIELDS].sort());
-  for (const field of FIELDS) expect((parsed as Record<string, unknown>)[field]).toEqual((value as Record<string, unknown>)[field]);
+  for (const field of FIELDS)
+    expect((parsed as Record<string, unknown>)[field]).toEqual((value as Record<string, unknown>)[field]);
 }
 
 describe("PendingAskSchema on untrusted JSON", () => {
   it("arbitrary JSON values: a ZodError or a valid ask, never another exception", () => {
     fc.assert(
-      fc.property(fc.oneof(fc.jsonValue(), fc.dictionary(fc.constantFrom(...FIELDS, "__proto__"), hostileValue)), (value) => {
-        checkAskText(JSON.stringify(value));
-      }),
+      fc.property(
+        fc.oneof(fc.jsonValue(), fc.dictionary(fc.constantFrom(...FIELDS, "__proto__"), hostileValue)),
+        (value) => {
+          checkAskText(JSON.stringify(value));
+        },
+      ),
       { numRuns: RUNS },
     );
   });
@@ -145,9 +177,13 @@ describe("PendingAskSchema on untrusted JSON", () => {
     });
     fc.assert(
       fc.property(mutation, ({ drop, replace, extra }) => {
-        const fields: [string, unknown][] = Object.entries({ ...validAsk, ...replace }).filter(([k]) => !drop.includes(k as never));
+        const fields: [string, unknown][] = Object.entries({ ...validAsk, ...replace }).filter(
+          ([k]) => !drop.includes(k as never),
+        );
         // Hostile keys go in as JSON text, so "__proto__" arrives as an own key, as from a wire.
-        const members = [...fields, ...Object.entries(extra)].map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
+        const members = [...fields, ...Object.entries(extra)].map(
+          ([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`,
+        );
         checkAskText(`{${members.join(",")}}`);
       }),
       { numRuns: RUNS },
@@ -158,7 +194,9 @@ describe("PendingAskSchema on untrusted JSON", () => {
     const { prompt: _prompt, ...withoutPrompt } = validAsk;
     const text = `{"__proto__":{"polluted":"yes","prompt":"from the prototype"},${JSON.stringify(withoutPrompt).slice(1)}`;
     expect(PendingAskSchema.safeParse(JSON.parse(text)).success).toBe(false);
-    const parsed = PendingAskSchema.parse(JSON.parse(`{"__proto__":{"polluted":"yes"},${JSON.stringify(validAsk).slice(1)}`));
+    const parsed = PendingAskSchema.parse(
+      JSON.parse(`{"__proto__":{"polluted":"yes"},${JSON.stringify(validAsk).slice(1)}`),
+    );
     expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
     expect((parsed as { polluted?: unknown }).polluted).toBeUndefined();
   });
@@ -166,9 +204,13 @@ describe("PendingAskSchema on untrusted JSON", () => {
   it(`${DEPTH} levels of nesting, as the body or as an unknown member: a ZodError or a clean parse, never a RangeError`, () => {
     expect(() => PendingAskSchema.parse(JSON.parse(deepText('{"a":', "1", "}")))).toThrow(z.ZodError);
     expect(() => PendingAskSchema.parse(JSON.parse(deepText("[", "1", "]")))).toThrow(z.ZodError);
-    const withDeepExtra = JSON.parse(`{${JSON.stringify(validAsk).slice(1, -1)},"extra":${deepText("[", "1", "]")}}`) as unknown;
+    const withDeepExtra = JSON.parse(
+      `{${JSON.stringify(validAsk).slice(1, -1)},"extra":${deepText("[", "1", "]")}}`,
+    ) as unknown;
     expect(PendingAskSchema.parse(withDeepExtra)).toEqual(validAsk);
-    const deepPrompt = JSON.parse(`{${JSON.stringify({ ...validAsk, prompt: 0 }).slice(1, -2)}${deepText("[", "1", "]")}}`) as unknown;
+    const deepPrompt = JSON.parse(
+      `{${JSON.stringify({ ...validAsk, prompt: 0 }).slice(1, -2)}${deepText("[", "1", "]")}}`,
+    ) as unknown;
     expect(() => PendingAskSchema.parse(deepPrompt)).toThrow(z.ZodError);
   });
 
@@ -188,10 +230,15 @@ type Path = (string | number)[];
 function nodes(value: unknown, path: Path = [], out: Path[] = []): Path[] {
   out.push(path);
   if (Array.isArray(value)) value.forEach((v, i) => nodes(v, [...path, i], out));
-  else if (value !== null && typeof value === "object") for (const [k, v] of Object.entries(value)) nodes(v, [...path, k], out);
+  else if (value !== null && typeof value === "object")
+    for (const [k, v] of Object.entries(value)) nodes(v, [...path, k], out);
   return out;
 }
-function setAt(root: unknown, path: Path, update: (parent: Record<string | number, unknown>, key: string | number) => void): unknown {
+function setAt(
+  root: unknown,
+  path: Path,
+  update: (parent: Record<string | number, unknown>, key: string | number) => void,
+): unknown {
   if (path.length === 0) return root;
   let parent = root as Record<string | number, unknown>;
   for (const key of path.slice(0, -1)) parent = parent[key] as Record<string | number, unknown>;
@@ -200,7 +247,10 @@ function setAt(root: unknown, path: Path, update: (parent: Record<string | numbe
 }
 
 const ledgerMutation = fc.oneof(
-  fc.record({ type: fc.constant("flip" as const), flips: fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }) }),
+  fc.record({
+    type: fc.constant("flip" as const),
+    flips: fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }),
+  }),
   fc.record({ type: fc.constant("truncate" as const), at: fc.nat() }),
   fc.record({ type: fc.constant("swap" as const), node: fc.nat(), value: hostileValue }),
   fc.record({ type: fc.constant("inject" as const), node: fc.nat(), key: hostileKey, value: fc.jsonValue() }),
@@ -238,7 +288,12 @@ function mutate(base: Buffer, m: LedgerMutation): Buffer {
                 const target = p[k];
                 if (target !== null && typeof target === "object" && !Array.isArray(target)) {
                   // An own member, as JSON.parse would make it: never the prototype.
-                  Object.defineProperty(target, m.key, { value: m.value, enumerable: true, writable: true, configurable: true });
+                  Object.defineProperty(target, m.key, {
+                    value: m.value,
+                    enumerable: true,
+                    writable: true,
+                    configurable: true,
+                  });
                 }
               });
       return Buffer.from(JSON.stringify(changed) ?? "");
@@ -259,11 +314,14 @@ describe("ledger files", () => {
   });
 
   const corrupt = readdirSync(join(FIXTURES, "corrupt")).sort();
-  it.each(corrupt)("corrupt/%s is a LedgerCorruptError naming the file, and no save, revoke or clear touches it", async (name) => {
-    const store = ledgerWith(readFileSync(join(FIXTURES, "corrupt", name)));
-    expect(await loadOrCorrupt(store)).toBeInstanceOf(LedgerCorruptError);
-    await expectUntouchable(store);
-  });
+  it.each(corrupt)(
+    "corrupt/%s is a LedgerCorruptError naming the file, and no save, revoke or clear touches it",
+    async (name) => {
+      const store = ledgerWith(readFileSync(join(FIXTURES, "corrupt", name)));
+      expect(await loadOrCorrupt(store)).toBeInstanceOf(LedgerCorruptError);
+      await expectUntouchable(store);
+    },
+  );
 
   it("mutated real ledgers (byte flips, truncations, type swaps, dropped or duplicated records, hostile keys): a valid load or LedgerCorruptError", async () => {
     const tally = { loaded: 0, corrupt: 0 };
@@ -288,7 +346,9 @@ describe("ledger files", () => {
     );
     expect(tally.loaded).toBeGreaterThan(0);
     expect(tally.corrupt).toBeGreaterThan(0);
-    console.log(`ledger fuzz: ${RUNS} mutated ledgers, ${tally.loaded} loaded, ${tally.corrupt} refused as corrupt and left untouched`);
+    console.log(
+      `ledger fuzz: ${RUNS} mutated ledgers, ${tally.loaded} loaded, ${tally.corrupt} refused as corrupt and left untouched`,
+    );
   });
 
   it("__proto__, constructor and prototype keys load as plain data, pollute nothing and round-trip canonically", async () => {
@@ -303,7 +363,8 @@ describe("ledger files", () => {
     expect(Object.keys(args).sort()).toEqual(["__proto__", "constructor", "prototype"]);
     expect(Object.getPrototypeOf(args)).toBe(Object.prototype);
     expect(Object.hasOwn(args, "__proto__")).toBe(true);
-    const canonical = '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"prototype":{"polluted":"yes"}}';
+    const canonical =
+      '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"prototype":{"polluted":"yes"}}';
     expect(grants[0]!.canonicalArgs).toBe(canonical);
     expect(grants[0]!.toLedgerText()).toContain(`"args":${canonical}`);
     expect(grants[0]!.covers("write", JSON.parse(canonical))).toBe(true);
@@ -332,7 +393,10 @@ describe("ledger files", () => {
  * library's (two 32-bit halves), itself checked against BigInt below.
  */
 function fnvLimbs(bytes: Uint8Array): string {
-  let a0 = 0x2325, a1 = 0x8422, a2 = 0x9ce4, a3 = 0xcbf2;
+  let a0 = 0x2325,
+    a1 = 0x8422,
+    a2 = 0x9ce4,
+    a3 = 0xcbf2;
   for (const byte of bytes) {
     a0 ^= byte;
     // × 0x100000001b3 = × 0x1b3 plus × 2^40 (two limbs up, then 8 bits).
@@ -430,7 +494,9 @@ describe("arguments", () => {
     const text = '{"prototype":{"x":1},"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}}}';
     const args = JSON.parse(text) as unknown;
     const canonical = canonicalJson(args);
-    expect(canonical).toBe('{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"prototype":{"x":1}}');
+    expect(canonical).toBe(
+      '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"prototype":{"x":1}}',
+    );
     expect(argsDigest(args)).toBe(argsDigest(JSON.parse(canonical)));
     const grant = new Grant("t", "allow", GrantScope.thisCall(args));
     expect(grant.covers("t", JSON.parse(canonical))).toBe(true);

@@ -50,7 +50,9 @@ async function settle(agent: Agent): Promise<RunResult | RunStoppedError> {
     return await agent.run("go");
   } catch (error) {
     if (!(error instanceof RunStoppedError)) {
-      throw new Error(`the run rejected with an untyped ${(error as Error)?.name ?? typeof error}: ${String(error)}`, { cause: error });
+      throw new Error(`the run rejected with an untyped ${(error as Error)?.name ?? typeof error}: ${String(error)}`, {
+        cause: error,
+      });
     }
     return error;
   }
@@ -64,14 +66,26 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     ["a tool named constructor", { id: "c1", name: "constructor", input: {} }, "Unknown tool 'constructor'"],
     ["a wrongly typed argument", { id: "c1", name: "read", input: { path: 5 } }, "Invalid arguments for tool 'read': "],
     ["a missing argument", { id: "c1", name: "write", input: {} }, "Invalid arguments for tool 'write': "],
-    ["an extra argument the schema forbids", { id: "c1", name: "write", input: { path: "a", sudo: true } }, "Invalid arguments for tool 'write': "],
-    ["a string instead of an object", { id: "c1", name: "read", input: '{"path":"a"}' }, "Invalid arguments for tool 'read': "],
+    [
+      "an extra argument the schema forbids",
+      { id: "c1", name: "write", input: { path: "a", sudo: true } },
+      "Invalid arguments for tool 'write': ",
+    ],
+    [
+      "a string instead of an object",
+      { id: "c1", name: "read", input: '{"path":"a"}' },
+      "Invalid arguments for tool 'read': ",
+    ],
     ["an array", { id: "c1", name: "read", input: ["a"] }, "Invalid arguments for tool 'read': "],
     ["null", { id: "c1", name: "read", input: null }, "Invalid arguments for tool 'read': "],
     ["a number", { id: "c1", name: "write", input: 42 }, "Invalid arguments for tool 'write': "],
     ["no input at all", { id: "c1", name: "read", input: undefined }, "Invalid arguments for tool 'read': "],
     ["NaN inside", { id: "c1", name: "read", input: { path: Number.NaN } }, "Invalid arguments for tool 'read': "],
-    ["a BigInt", { id: "c1", name: "read", input: { path: 1n } }, "Invalid arguments for tool 'read': arguments must be JSON values"],
+    [
+      "a BigInt",
+      { id: "c1", name: "read", input: { path: 1n } },
+      "Invalid arguments for tool 'read': arguments must be JSON values",
+    ],
     ["a function", { id: "c1", name: "read", input: { path: () => "a" } }, "Invalid arguments for tool 'read': "],
     ["a symbol", { id: "c1", name: "read", input: { path: Symbol("a") } }, "Invalid arguments for tool 'read': "],
   ])("%s: one error result, one record, the tool never runs, the run goes on", async (_label, call, text) => {
@@ -107,7 +121,12 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     for (let i = 0; i < DEPTH; i += 1) deep = i % 2 === 0 ? [deep] : { path: deep };
     const executed: unknown[] = [];
     const agent = new Agent({
-      model: { generate: async (request) => (request.messages.length === 1 ? { toolCalls: [{ id: "c1", name: "read", input: deep }] } : { text: "done", toolCalls: [] }) },
+      model: {
+        generate: async (request) =>
+          request.messages.length === 1
+            ? { toolCalls: [{ id: "c1", name: "read", input: deep }] }
+            : { text: "done", toolCalls: [] },
+      },
       tools: tools(executed),
     });
     const outcome = await settle(agent);
@@ -125,7 +144,11 @@ describe("a model that calls tools badly gets error results, never a crash", () 
       tools: tools(executed),
       managers: new LoopManagers()
         .withHook({ preToolUse: () => ({ type: "ask", prompt: "read it all?" }) })
-        .withAskResolver(new SyncAskResolver((ask) => (asks.push({ argsDigest: ask.argsDigest, size: JSON.stringify(ask).length }), true))),
+        .withAskResolver(
+          new SyncAskResolver(
+            (ask) => (asks.push({ argsDigest: ask.argsDigest, size: JSON.stringify(ask).length }), true),
+          ),
+        ),
     });
     const result = await agent.run("go");
     // The canonical text of { path } is built by hand here, not by the library.
@@ -138,7 +161,10 @@ describe("a model that calls tools badly gets error results, never a crash", () 
   });
 
   it("a malformed model answer (a tool call without an id) is a typed ModelError", async () => {
-    const agent = new Agent({ model: { generate: async () => ({ toolCalls: [{ name: "read", input: {} }] }) as never }, tools: tools([]) });
+    const agent = new Agent({
+      model: { generate: async () => ({ toolCalls: [{ name: "read", input: {} }] }) as never },
+      tools: tools([]),
+    });
     await expect(agent.run("go")).rejects.toBeInstanceOf(ModelError);
   });
 
@@ -147,14 +173,17 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     ["tool calls that are a proxy", () => ({ toolCalls: bomb() })],
     ["a tool call that is a proxy", () => ({ toolCalls: [bomb()] })],
     ["usage that is a proxy", () => ({ toolCalls: [], usage: bomb() })],
-  ])("a model answer holding an unreadable object (%s) is a typed ModelError, and no tool runs", async (_label, answer) => {
-    const executed: unknown[] = [];
-    const agent = new Agent({ model: { generate: async () => answer() as ModelResponse }, tools: tools(executed) });
-    const error = await agent.run("go").catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ModelError);
-    expect((error as ModelError).code).toBe("MODEL_ERROR");
-    expect(executed).toEqual([]);
-  });
+  ])(
+    "a model answer holding an unreadable object (%s) is a typed ModelError, and no tool runs",
+    async (_label, answer) => {
+      const executed: unknown[] = [];
+      const agent = new Agent({ model: { generate: async () => answer() as ModelResponse }, tools: tools(executed) });
+      const error = await agent.run("go").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ModelError);
+      expect((error as ModelError).code).toBe("MODEL_ERROR");
+      expect(executed).toEqual([]);
+    },
+  );
 
   it("random tool names and JSON arguments: every call gets one record and a result, tools run only on valid arguments", async () => {
     const name = fc.constantFrom("read", "write", "", "rm", "__proto__", "constructor", "toString", "READ");
@@ -167,30 +196,37 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     let calls = 0;
     let ran = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.record({ name, input }), { minLength: 1, maxLength: 5 }), fc.integer({ min: 1, max: 3 }), async (made, concurrency) => {
-        const executed: unknown[] = [];
-        const toolCalls = made.map((c, i) => ({ id: `c${i}`, name: c.name, input: c.input }));
-        const agent = new Agent({
-          model: new ScriptedModel([{ toolCalls }, { text: "done" }]),
-          tools: tools(executed),
-          managers: new LoopManagers().withMaxConcurrency(concurrency),
-        });
-        const result = await agent.run("go");
-        calls += toolCalls.length;
-        ran += executed.length;
-        expect(result.records).toHaveLength(toolCalls.length);
-        const replies = result.messages.filter((m) => m.type === "tool_result");
-        expect(replies.map((m) => m.callId)).toEqual(toolCalls.map((c) => c.id));
-        for (const call of toolCalls) {
-          const reply = replies.find((m) => m.callId === call.id)!;
-          const valid = call.name === "read" ? z.object({ path: z.string() }).safeParse(call.input).success : undefined;
-          if (call.name === "read") expect(reply.isError).toBe(!valid);
-          if (!["read", "write"].includes(call.name)) expect(reply.content).toBe(`Unknown tool '${call.name}'`);
-        }
-        expect(executed.length).toBe(replies.filter((m) => !m.isError).length);
-        // Records land in completion order when calls run at once; compare as multisets.
-        expect(result.records.map((r) => r.argsDigest).sort()).toEqual(toolCalls.map((c) => argsDigest(c.input)).sort());
-      }),
+      fc.asyncProperty(
+        fc.array(fc.record({ name, input }), { minLength: 1, maxLength: 5 }),
+        fc.integer({ min: 1, max: 3 }),
+        async (made, concurrency) => {
+          const executed: unknown[] = [];
+          const toolCalls = made.map((c, i) => ({ id: `c${i}`, name: c.name, input: c.input }));
+          const agent = new Agent({
+            model: new ScriptedModel([{ toolCalls }, { text: "done" }]),
+            tools: tools(executed),
+            managers: new LoopManagers().withMaxConcurrency(concurrency),
+          });
+          const result = await agent.run("go");
+          calls += toolCalls.length;
+          ran += executed.length;
+          expect(result.records).toHaveLength(toolCalls.length);
+          const replies = result.messages.filter((m) => m.type === "tool_result");
+          expect(replies.map((m) => m.callId)).toEqual(toolCalls.map((c) => c.id));
+          for (const call of toolCalls) {
+            const reply = replies.find((m) => m.callId === call.id)!;
+            const valid =
+              call.name === "read" ? z.object({ path: z.string() }).safeParse(call.input).success : undefined;
+            if (call.name === "read") expect(reply.isError).toBe(!valid);
+            if (!["read", "write"].includes(call.name)) expect(reply.content).toBe(`Unknown tool '${call.name}'`);
+          }
+          expect(executed.length).toBe(replies.filter((m) => !m.isError).length);
+          // Records land in completion order when calls run at once; compare as multisets.
+          expect(result.records.map((r) => r.argsDigest).sort()).toEqual(
+            toolCalls.map((c) => argsDigest(c.input)).sort(),
+          );
+        },
+      ),
       { numRuns: RUNS },
     );
     expect(ran).toBeGreaterThan(0);
@@ -227,7 +263,9 @@ describe("a model that repeats a call forever is stopped by the loop detector", 
     const agent = new Agent({
       model,
       tools: tools(executed),
-      managers: managers.withHook({ preToolUse: () => ({ type: "ask", prompt: "again?" }) }).withAskResolver(new SyncAskResolver(() => ((asks += 1), true))),
+      managers: managers
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "again?" }) })
+        .withAskResolver(new SyncAskResolver(() => ((asks += 1), true))),
     });
     await expect(agent.run("go")).rejects.toBeInstanceOf(LoopDetectedError);
     expect(executed).toHaveLength(3);

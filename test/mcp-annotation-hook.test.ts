@@ -20,7 +20,11 @@ const descriptor = (annotations?: Record<string, unknown>, title?: string): Tool
 });
 
 /** What the hook decides for one call (through a gate, as a hook runs). */
-async function decide(hook: ReturnType<typeof mcpAnnotationHook>, tool: ToolDescriptor, input: unknown = { path: "a" }): Promise<HookDecision> {
+async function decide(
+  hook: ReturnType<typeof mcpAnnotationHook>,
+  tool: ToolDescriptor,
+  input: unknown = { path: "a" },
+): Promise<HookDecision> {
   let decision: HookDecision | undefined;
   const gate = new Gate(
     new LoopManagers().withHook({
@@ -37,7 +41,12 @@ async function decide(hook: ReturnType<typeof mcpAnnotationHook>, tool: ToolDesc
 describe("mcpAnnotationHook: annotations are untrusted hints", () => {
   it("by default every call asks, whatever the tool claims", async () => {
     const hook = mcpAnnotationHook();
-    for (const annotations of [undefined, { readOnlyHint: true }, { readOnlyHint: true, destructiveHint: false }, { destructiveHint: true }]) {
+    for (const annotations of [
+      undefined,
+      { readOnlyHint: true },
+      { readOnlyHint: true, destructiveHint: false },
+      { destructiveHint: true },
+    ]) {
       expect((await decide(hook, descriptor(annotations))).type).toBe("ask");
     }
   });
@@ -45,14 +54,30 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
   it("trusted: read-only and not destructive is allowed; anything else asks", async () => {
     const hook = mcpAnnotationHook({ trusted: true });
     expect(await decide(hook, descriptor({ readOnlyHint: true }))).toEqual({ type: "allow" });
-    expect(await decide(hook, descriptor({ readOnlyHint: true, destructiveHint: false, openWorldHint: true }))).toEqual({ type: "allow" });
-    for (const annotations of [undefined, {}, { readOnlyHint: false }, { readOnlyHint: true, destructiveHint: true }, { readOnlyHint: "yes" }, { destructiveHint: false }]) {
+    expect(await decide(hook, descriptor({ readOnlyHint: true, destructiveHint: false, openWorldHint: true }))).toEqual(
+      { type: "allow" },
+    );
+    for (const annotations of [
+      undefined,
+      {},
+      { readOnlyHint: false },
+      { readOnlyHint: true, destructiveHint: true },
+      { readOnlyHint: "yes" },
+      { destructiveHint: false },
+    ]) {
       expect((await decide(hook, descriptor(annotations))).type, JSON.stringify(annotations)).toBe("ask");
     }
   });
 
   it("the prompt names the tool and its title, says what the server claims, and shows the arguments readably", async () => {
-    const decision = await decide(mcpAnnotationHook(), { ...descriptor({ readOnlyHint: false, destructiveHint: true, idempotentHint: true }, "Write File"), name: "write_file" }, { path: "notes/a.txt", content: "hello" });
+    const decision = await decide(
+      mcpAnnotationHook(),
+      {
+        ...descriptor({ readOnlyHint: false, destructiveHint: true, idempotentHint: true }, "Write File"),
+        name: "write_file",
+      },
+      { path: "notes/a.txt", content: "hello" },
+    );
     expect(decision).toEqual({
       type: "ask",
       prompt: [
@@ -66,7 +91,9 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
         "}",
       ].join("\n"),
     });
-    expect(((await decide(mcpAnnotationHook(), descriptor())) as { prompt: string }).prompt).toContain("The server gives no hints about this tool.");
+    expect(((await decide(mcpAnnotationHook(), descriptor())) as { prompt: string }).prompt).toContain(
+      "The server gives no hints about this tool.",
+    );
   });
 
   it("redacts secrets and caps the arguments, as asked", async () => {
@@ -74,15 +101,29 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
     const prompt = ((await decide(mcpAnnotationHook(), descriptor(), input)) as { prompt: string }).prompt;
     expect(prompt).not.toContain("s3cret");
     expect(prompt).toContain('"token": "[redacted]"');
-    const long = ((await decide(mcpAnnotationHook({ maxArgsChars: 80 }), descriptor(), { path: "x".repeat(500) })) as { prompt: string }).prompt;
+    const long = (
+      (await decide(mcpAnnotationHook({ maxArgsChars: 80 }), descriptor(), { path: "x".repeat(500) })) as {
+        prompt: string;
+      }
+    ).prompt;
     expect(long).toMatch(/\n… 436 more characters not shown$/);
-    const custom = ((await decide(mcpAnnotationHook({ redact: (path, value) => (path.at(-1) === "path" ? "<path>" : value) }), descriptor(), input)) as { prompt: string }).prompt;
+    const custom = (
+      (await decide(
+        mcpAnnotationHook({ redact: (path, value) => (path.at(-1) === "path" ? "<path>" : value) }),
+        descriptor(),
+        input,
+      )) as { prompt: string }
+    ).prompt;
     expect(custom).toContain('"path": "<path>"');
     expect(custom).toContain('"token": "s3cret"');
   });
 
   it("a hostile title cannot hide in the prompt: quoted, bounded, invisible characters escaped", async () => {
-    const prompt = ((await decide(mcpAnnotationHook(), descriptor({}, "Read\u202e etalpmet\n" + "y".repeat(300)))) as { prompt: string }).prompt;
+    const prompt = (
+      (await decide(mcpAnnotationHook(), descriptor({}, "Read\u202e etalpmet\n" + "y".repeat(300)))) as {
+        prompt: string;
+      }
+    ).prompt;
     const first = prompt.split("\n")[0]!;
     expect(first).toContain("\\u202e");
     expect(first).toContain("\\n");
@@ -108,7 +149,9 @@ describe("mcpAnnotationHook on real servers", () => {
     writeFileSync(join(dir, "notes.txt"), "remember the milk\n");
     const server = await startFilesystem(dir);
     const toolset = await mcpTools(server.client, { prefix: "fs_" });
-    expect(toolset.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["fs_read_text_file", "fs_write_file", "fs_list_directory"]));
+    expect(toolset.tools.map((t) => t.name)).toEqual(
+      expect.arrayContaining(["fs_read_text_file", "fs_write_file", "fs_list_directory"]),
+    );
     const [channel, approver] = ApprovalChannel.pair(4);
     const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true })).withAskResolver(channel);
     const model = new ScriptedModel([
@@ -130,7 +173,11 @@ describe("mcpAnnotationHook on real servers", () => {
       ["fs_write_file", "ask_allowed"],
       ["fs_write_file", "ask_denied"],
     ]);
-    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.type === "tool_result" && [m.status, m.content])).toEqual([
+    expect(
+      result.messages
+        .filter((m) => m.type === "tool_result")
+        .map((m) => m.type === "tool_result" && [m.status, m.content]),
+    ).toEqual([
       ["ran", "remember the milk\n"],
       ["ran", expect.stringContaining("Successfully wrote")],
       ["refused", "Permission denied by approver for tool 'fs_write_file'"],
@@ -152,9 +199,16 @@ describe("mcpAnnotationHook on real servers", () => {
     const remove = changed.find((t) => t.name === "delete_note")!;
     expect(remove.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
     const asks: PendingAsk[] = [];
-    const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true })).withAskResolver(new SyncAskResolver((a) => (asks.push(a), false)));
+    const managers = new LoopManagers()
+      .withHook(mcpAnnotationHook({ trusted: true }))
+      .withAskResolver(new SyncAskResolver((a) => (asks.push(a), false)));
     const model = new ScriptedModel([
-      { toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }, { id: "c2", name: "read_note", input: { name: "todo" } }] },
+      {
+        toolCalls: [
+          { id: "c1", name: "delete_note", input: { name: "todo" } },
+          { id: "c2", name: "read_note", input: { name: "todo" } },
+        ],
+      },
       { text: "ok" },
     ]);
     const result = await new Agent({ model, tools: toolset, managers }).run("go");

@@ -31,7 +31,10 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       annotations: { readOnlyHint: true, destructiveHint: false },
     });
     expect(remove!.descriptor.annotations).toEqual({ readOnlyHint: false, destructiveHint: true });
-    expect(toolset.tools[5]!.descriptor.outputSchema).toMatchObject({ type: "object", properties: { count: { type: "number" } } });
+    expect(toolset.tools[5]!.descriptor.outputSchema).toMatchObject({
+      type: "object",
+      properties: { count: { type: "number" } },
+    });
     toolset.close();
   });
 
@@ -63,8 +66,16 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     const result = await new Agent({ model, tools: toolset }).run("go");
     expect(results(result.messages).map((m) => [m.callId, m.status, m.content])).toEqual([
       ["c1", "ran", "buy milk"],
-      ["c2", "failed", "Tool 'fail' failed: tool 'fail' on MCP server 'fixture': the server answered with an error: the disk is on fire"],
-      ["c3", "ran", "a chart and a file:\n[image image/png, 7 bytes]\nbuy milk\n[resource link file:///notes/all (all notes)]"],
+      [
+        "c2",
+        "failed",
+        "Tool 'fail' failed: tool 'fail' on MCP server 'fixture': the server answered with an error: the disk is on fire",
+      ],
+      [
+        "c3",
+        "ran",
+        "a chart and a file:\n[image image/png, 7 bytes]\nbuy milk\n[resource link file:///notes/all (all notes)]",
+      ],
       ["c4", "ran", '{"count":1}'],
       ["c5", "refused", "Invalid arguments for tool 'read_note': $.name: must be string"],
     ]);
@@ -111,7 +122,14 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
   it("composes with the client's own listChanged option: its callback and the toolset both follow", async () => {
     const refreshed = deferred<string[]>();
     const server = await startFixture("mutable", {
-      listChanged: { tools: { onChanged: (error, tools) => (error === null ? refreshed.resolve((tools ?? []).map((t) => JSON.stringify(t.annotations))) : refreshed.reject(error)) } },
+      listChanged: {
+        tools: {
+          onChanged: (error, tools) =>
+            error === null
+              ? refreshed.resolve((tools ?? []).map((t) => JSON.stringify(t.annotations)))
+              : refreshed.reject(error),
+        },
+      },
     });
     const { onChange, next } = changes();
     const toolset = await mcpTools(server.client, { onChange });
@@ -158,15 +176,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
         return { type: "approve" };
       },
     };
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] }, { text: "ok" }]);
-    const running = new Agent({ model, tools: toolset, managers: new LoopManagers().withHook(ask).withAskResolver(resolver) }).run("go");
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] },
+      { text: "ok" },
+    ]);
+    const running = new Agent({
+      model,
+      tools: toolset,
+      managers: new LoopManagers().withHook(ask).withAskResolver(resolver),
+    }).run("go");
     await parked.promise;
     server.signal("SIGUSR2");
     await next();
     answer.resolve();
     const result = await running;
     expect(results(result.messages)).toMatchObject([
-      { status: "failed", content: expect.stringContaining("the tool changed on the server before the call ran; the call was not sent") },
+      {
+        status: "failed",
+        content: expect.stringContaining("the tool changed on the server before the call ran; the call was not sent"),
+      },
     ]);
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
   });
@@ -208,7 +236,14 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     await server.client.listTools();
     await until(() => true);
     expect(changed).toBe(0);
-    await expect(Promise.resolve(old.execute({ name: "todo" }, { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" }))).rejects.toMatchObject({
+    await expect(
+      Promise.resolve(
+        old.execute(
+          { name: "todo" },
+          { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" },
+        ),
+      ),
+    ).rejects.toMatchObject({
       code: "MCP_TOOL",
       tool: "read_note",
       server: "fixture",
@@ -218,12 +253,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
 
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
     const server = await startFixture("paged broken");
-    await expect(mcpTools({ listTools: () => undefined, callTool: () => undefined, getServerVersion: () => undefined, transport: undefined } as never)).rejects.toBeInstanceOf(McpConfigError);
+    await expect(
+      mcpTools({
+        listTools: () => undefined,
+        callTool: () => undefined,
+        getServerVersion: () => undefined,
+        transport: undefined,
+      } as never),
+    ).rejects.toBeInstanceOf(McpConfigError);
     await expect(mcpTools({} as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "client" });
-    await expect(mcpTools(server.client, { prefix: 1 as never })).rejects.toMatchObject({ code: "MCP_CONFIG", option: "prefix" });
+    await expect(mcpTools(server.client, { prefix: 1 as never })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "prefix",
+    });
     await expect(mcpTools(server.client, { timeoutMs: -1 })).rejects.toMatchObject({ option: "timeoutMs" });
     const before = server.client.transport!.onmessage;
-    await expect(mcpTools(server.client, { server: "registry" })).rejects.toMatchObject({ code: "MCP_SERVER", server: "registry" });
+    await expect(mcpTools(server.client, { server: "registry" })).rejects.toMatchObject({
+      code: "MCP_SERVER",
+      server: "registry",
+    });
     // A toolset that never started leaves nothing behind on the transport.
     expect(server.client.transport!.onmessage).toBe(before);
   });

@@ -40,13 +40,22 @@ interface Setup {
   agent(turns: readonly FakeTurn[], description?: string): { agent: Agent; model: FakeModel };
 }
 
-function setup(answer: (ask: PendingAsk) => AskResolution | Promise<AskResolution>, options: { store?: MemoryGrantStore; managers?: LoopManagers } = {}): Setup {
+function setup(
+  answer: (ask: PendingAsk) => AskResolution | Promise<AskResolution>,
+  options: { store?: MemoryGrantStore; managers?: LoopManagers } = {},
+): Setup {
   const records: GateDecision[] = [];
   const asks: PendingAsk[] = [];
   const executed: unknown[] = [];
   const resolver: AskResolver = { resolve: async (ask) => (asks.push(ask), answer(ask)) };
-  const managers = (options.managers ?? new LoopManagers()).withObserver({ onGate: ({ decision }) => records.push(decision) });
-  const approvals = new AgentApprovals({ resolver, managers, ...(options.store === undefined ? {} : { grants: options.store }) });
+  const managers = (options.managers ?? new LoopManagers()).withObserver({
+    onGate: ({ decision }) => records.push(decision),
+  });
+  const approvals = new AgentApprovals({
+    resolver,
+    managers,
+    ...(options.store === undefined ? {} : { grants: options.store }),
+  });
   return {
     approvals,
     records,
@@ -56,12 +65,22 @@ function setup(answer: (ask: PendingAsk) => AskResolution | Promise<AskResolutio
     agent(turns, description) {
       const model = new FakeModel(turns);
       const { deploy, status } = tools(executed, description);
-      return { agent: new Agent({ name: "ops", instructions: "Deploy when asked.", model, tools: approvals.tools([deploy, status]) }), model };
+      return {
+        agent: new Agent({
+          name: "ops",
+          instructions: "Deploy when asked.",
+          model,
+          tools: approvals.tools([deploy, status]),
+        }),
+        model,
+      };
     },
   };
 }
 
-const deployTurn = (callId: string, version: string): FakeTurn => ({ calls: [[callId, "deploy", { env: "prod", version }]] });
+const deployTurn = (callId: string, version: string): FakeTurn => ({
+  calls: [[callId, "deploy", { env: "prod", version }]],
+});
 
 describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", () => {
   it("an interrupted run is answered by the resolver, remembered, and the next run is decided by the grant without an interruption", async () => {
@@ -76,10 +95,14 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(first.executed).toEqual([{ env: "prod", version: "1.2" }]);
     expect(first.asks).toHaveLength(1);
     expect(first.asks[0]).toMatchObject({ tool: "deploy", callId: "c1" });
-    expect(first.asks[0]!.prompt).toBe('Allow the tool "deploy" to run?\nArguments:\n{\n  "env": "prod",\n  "version": "1.2"\n}');
+    expect(first.asks[0]!.prompt).toBe(
+      'Allow the tool "deploy" to run?\nArguments:\n{\n  "env": "prod",\n  "version": "1.2"\n}',
+    );
     expect(first.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed", ruleSource: "ask_resolver" }]);
     expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
-    expect((await store.load()).map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([["deploy", "allow", "this_tool"]]);
+    expect((await store.load()).map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([
+      ["deploy", "allow", "this_tool"],
+    ]);
 
     // Another process over the same store: no interruption at all, one record by the grant.
     const next = setup(() => Promise.reject(new Error("nobody should be asked")), { store });
@@ -113,9 +136,22 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   });
 
   it("a tool that needs no approval runs through the gate without an interruption; the managers' hooks still decide", async () => {
-    const managers = new LoopManagers().withHook({ preToolUse: (call) => ((call.input as { env: string }).env === "prod" ? { type: "block", reason: "prod status is private" } : { type: "allow" }) });
+    const managers = new LoopManagers().withHook({
+      preToolUse: (call) =>
+        (call.input as { env: string }).env === "prod"
+          ? { type: "block", reason: "prod status is private" }
+          : { type: "allow" },
+    });
     const s = setup(() => ({ type: "approve" }), { managers });
-    const { agent, model } = s.agent([{ calls: [["c1", "status", { env: "staging" }], ["c2", "status", { env: "prod" }]] }, { text: "ok" }]);
+    const { agent, model } = s.agent([
+      {
+        calls: [
+          ["c1", "status", { env: "staging" }],
+          ["c2", "status", { env: "prod" }],
+        ],
+      },
+      { text: "ok" },
+    ]);
     const result = await s.runner.run(agent, "status?");
     expect(result.interruptions).toEqual([]);
     expect(shownResults(model)).toEqual({ c1: "staging is green", c2: "prod status is private" });
@@ -124,11 +160,22 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("several interruptions in one turn: each is asked once and takes its own answer", async () => {
     const s = setup((ask) => (ask.callId === "a" ? { type: "approve" } : { type: "deny" }));
-    const { agent, model } = s.agent([{ calls: [["a", "deploy", { env: "prod", version: "1" }], ["b", "deploy", { env: "prod", version: "2" }]] }, { text: "half" }]);
+    const { agent, model } = s.agent([
+      {
+        calls: [
+          ["a", "deploy", { env: "prod", version: "1" }],
+          ["b", "deploy", { env: "prod", version: "2" }],
+        ],
+      },
+      { text: "half" },
+    ]);
     const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship both");
     expect(result.finalOutput).toBe("half");
     expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
-    expect(shownResults(model)).toEqual({ a: "deployed 1 to prod", b: "Permission denied by approver for tool 'deploy'" });
+    expect(shownResults(model)).toEqual({
+      a: "deployed 1 to prod",
+      b: "Permission denied by approver for tool 'deploy'",
+    });
     expect(s.records.map((r) => r.verdict).sort()).toEqual(["ask_allowed", "ask_denied"]);
     expect(s.asks.map((a) => a.callId).sort()).toEqual(["a", "b"]);
   });
@@ -169,9 +216,17 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   it("an interruption of a tool it did not wrap is a typed error, raised before anyone is asked", async () => {
     const s = setup(() => ({ type: "approve" }));
     const model = new FakeModel([{ calls: [["c1", "raw", {}]] }, { text: "x" }]);
-    const raw = tool({ name: "raw", description: "Not wrapped", parameters: z.object({}), needsApproval: true, execute: async () => "ran" });
+    const raw = tool({
+      name: "raw",
+      description: "Not wrapped",
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: async () => "ran",
+    });
     const agent = new Agent({ name: "ops", model, tools: [raw] });
-    const error = (await s.approvals.run((input) => s.runner.run(agent, input), "go").catch((e: unknown) => e)) as AgentsApprovalError;
+    const error = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "go")
+      .catch((e: unknown) => e)) as AgentsApprovalError;
     expect(error).toBeInstanceOf(AgentsApprovalError);
     expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "raw" });
     expect(s.asks).toEqual([]);
@@ -180,9 +235,16 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   it("a cancel while an ask waits rejects with CancelledError after the call's cancelled record; nothing runs", async () => {
     const [channel, approver] = ApprovalChannel.pair(2);
     const records: GateDecision[] = [];
-    const approvals = new AgentApprovals({ resolver: channel, managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }) });
+    const approvals = new AgentApprovals({
+      resolver: channel,
+      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
     const executed: unknown[] = [];
-    const agent = new Agent({ name: "ops", model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]), tools: approvals.tools([tools(executed).deploy]) });
+    const agent = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
+      tools: approvals.tools([tools(executed).deploy]),
+    });
     const runner = new Runner();
     const controller = new AbortController();
     const settling = approvals.run((input) => runner.run(agent, input), "go", { signal: controller.signal });
@@ -197,7 +259,9 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
     const interrupted = await s.runner.run(agent, "go");
-    await expect(s.approvals.settle(interrupted, () => Promise.reject(new Error("resume failed")))).rejects.toThrow("resume failed");
+    await expect(s.approvals.settle(interrupted, () => Promise.reject(new Error("resume failed")))).rejects.toThrow(
+      "resume failed",
+    );
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
     expect(s.executed).toEqual([]);
   });
@@ -216,8 +280,12 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
-    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(AgentsConfigError);
-    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), sessionId: "s1" })).toThrow(/sessionId: must be a UUID/);
+    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(
+      AgentsConfigError,
+    );
+    expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), sessionId: "s1" })).toThrow(
+      /sessionId: must be a UUID/,
+    );
     const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
     expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
     const hosted = { type: "hosted_tool", name: "web_search" };

@@ -32,7 +32,15 @@ const required = new Set([
 ]);
 
 /** SDKs an adapter may wrap: the root must load none of them, whatever package.json says. */
-const OPTIONAL_SDKS = ["pg", "ai", "@ai-sdk/provider", "@openai/agents", "@modelcontextprotocol/sdk", "playwright", "playwright-core"];
+const OPTIONAL_SDKS = [
+  "pg",
+  "ai",
+  "@ai-sdk/provider",
+  "@openai/agents",
+  "@modelcontextprotocol/sdk",
+  "playwright",
+  "playwright-core",
+];
 
 /** The package a `file:` URL inside node_modules belongs to. */
 function packageOf(url: string): string | undefined {
@@ -58,7 +66,10 @@ describe("the package root `loopctl`", () => {
 
   it("holds exactly what the README's Install section says: the six subpaths' exports, plus LoopctlError", () => {
     const readme = readFileSync(join(repo, "README.md"), "utf8");
-    const claim = /The root `loopctl` holds exactly what these (\w+) subpaths\s+export: ([^(]+)\(`ScriptedModel` included\), plus `(\w+)`, the base class of every\s+typed error\./.exec(readme);
+    const claim =
+      /The root `loopctl` holds exactly what these (\w+) subpaths\s+export: ([^(]+)\(`ScriptedModel` included\), plus `(\w+)`, the base class of every\s+typed error\./.exec(
+        readme,
+      );
     expect(claim, "README.md says what the root holds").not.toBeNull();
     const [, count, list, extra] = claim as RegExpExecArray;
     const named = [...(list as string).matchAll(/`(loopctl\/[\w-]+)`/g)].map((m) => m[1] as string);
@@ -113,7 +124,9 @@ describe("the package root `loopctl`", () => {
       );
       const urls = (await readFile(log, "utf8")).split("\n").filter((u) => u !== "");
       expect(urls).toContain(pathToFileURL(join(repo, "src/testing/index.ts")).href);
-      const outside = urls.filter((u) => !u.startsWith("node:") && !u.startsWith(pathToFileURL(join(repo, "src")).href + "/"));
+      const outside = urls.filter(
+        (u) => !u.startsWith("node:") && !u.startsWith(pathToFileURL(join(repo, "src")).href + "/"),
+      );
       const packages = [...new Set(outside.map((u) => packageOf(u) ?? u))];
       expect(packages).toContain("zod");
       expect(packages.filter((p) => !required.has(p))).toEqual([]);

@@ -25,12 +25,26 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 async function loadsOf(name: string, target: string): Promise<string[]> {
   const log = join(scratch, `${name.replaceAll("/", "_")}.log`);
   const specifier = target.startsWith("src/") ? `./${target}` : target;
-  await run(process.execPath, ["--import", "tsx", "--import", "./test/support/load-recorder.mjs", "--input-type=module", "-e", `await import(${JSON.stringify(specifier)});`], {
-    cwd: root,
-    env: { ...process.env, LOOPCTL_LOAD_LOG: log },
-    timeout: 30_000,
-  });
-  return readFileSync(log, "utf8").split("\n").filter((line) => line !== "");
+  await run(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "--import",
+      "./test/support/load-recorder.mjs",
+      "--input-type=module",
+      "-e",
+      `await import(${JSON.stringify(specifier)});`,
+    ],
+    {
+      cwd: root,
+      env: { ...process.env, LOOPCTL_LOAD_LOG: log },
+      timeout: 30_000,
+    },
+  );
+  return readFileSync(log, "utf8")
+    .split("\n")
+    .filter((line) => line !== "");
 }
 
 const ENTRIES = Object.keys(pkg.exports)
@@ -39,7 +53,11 @@ const ENTRIES = Object.keys(pkg.exports)
 
 describe("the adapters' SDKs are optional peers", () => {
   it("importing the root or any subpath loads none of them (each in a fresh process)", async () => {
-    const loaded = await Promise.all(ENTRIES.map(async (entry) => [entry, (await loadsOf(entry, `src/${entry}.ts`)).filter((url) => SDK.test(url))] as const));
+    const loaded = await Promise.all(
+      ENTRIES.map(
+        async (entry) => [entry, (await loadsOf(entry, `src/${entry}.ts`)).filter((url) => SDK.test(url))] as const,
+      ),
+    );
     expect(ENTRIES).toEqual(expect.arrayContaining(["index", "engine/index", "ai-sdk/index"]));
     expect(Object.fromEntries(loaded)).toEqual(Object.fromEntries(ENTRIES.map((entry) => [entry, []])));
   });

@@ -70,7 +70,11 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await parked).toEqual({ type: "approve", remember: "this_tool" });
     expect(await inbox.resolve(ask.id, { type: "deny" })).toBe(false);
     expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
-    expect(await row(ask.id)).toEqual({ state: "answered", reason: null, resolution: { type: "approve", remember: "this_tool" } });
+    expect(await row(ask.id)).toEqual({
+      state: "answered",
+      reason: null,
+      resolution: { type: "approve", remember: "this_tool" },
+    });
     expect(worker.parked).toBe(0);
   });
 
@@ -129,7 +133,12 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     // Ended before this console took it: never delivered.
     const next = inbox.next({ signal: AbortSignal.timeout(300) });
     await expect(next).rejects.toMatchObject({ name: "TimeoutError" });
-    expect(await queue().approver().next({ signal: AbortSignal.timeout(300) }).catch((e: unknown) => e)).toMatchObject({
+    expect(
+      await queue()
+        .approver()
+        .next({ signal: AbortSignal.timeout(300) })
+        .catch((e: unknown) => e),
+    ).toMatchObject({
       name: "TimeoutError",
     });
   });
@@ -197,7 +206,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       const closing = worker.close().then(() => {
         closedWhen ??= "before";
       });
-      for (const result of await Promise.all(parked)) expect(result).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      for (const result of await Promise.all(parked))
+        expect(result).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
       // A close that does not wait for the insert resolves at once; one that does cannot until the lock goes.
       await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1_000))]);
       closedWhen ??= "after";
@@ -255,7 +265,10 @@ describe("PostgresAskQueue with the engine", () => {
       .withGrantStore(new PostgresGrantStore(db.newPool(2), { project: "shop", schema: db.schema }));
     const run = (version: string): Promise<unknown> =>
       new Agent({
-        model: new ScriptedModel([{ toolCalls: [{ id: `c-${version}`, name: "deploy", input: { version } }] }, { text: "ok" }]),
+        model: new ScriptedModel([
+          { toolCalls: [{ id: `c-${version}`, name: "deploy", input: { version } }] },
+          { text: "ok" },
+        ]),
         tools: [deploy],
         managers,
       }).run("ship");
@@ -290,7 +303,9 @@ describe("PostgresAskQueue with the engine", () => {
     }).run("go");
     await queue().approver().next();
     await worker.close();
-    expect(await running).toMatchObject({ records: [{ verdict: "ask_denied", reason: `denied by approver: ${QUEUE_CLOSED_REASON}` }] });
+    expect(await running).toMatchObject({
+      records: [{ verdict: "ask_denied", reason: `denied by approver: ${QUEUE_CLOSED_REASON}` }],
+    });
     expect(ran).toEqual([]);
   });
 });
@@ -444,7 +459,11 @@ describe("PostgresAskQueue: worker leases", () => {
       `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() - interval '1 second', 'gone', 1)`,
       [dead],
     );
-    await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [ask.id, dead, ask]);
+    await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+      ask.id,
+      dead,
+      ask,
+    ]);
     expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
     expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
     expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
@@ -462,7 +481,10 @@ describe("PostgresAskQueue: worker leases", () => {
     const lost = worker.workerId;
     await db.pool.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [lost]);
     expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
-    expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ code: "POSTGRES_LEASE_LOST", workerId: lost });
+    expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({
+      code: "POSTGRES_LEASE_LOST",
+      workerId: lost,
+    });
     expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
 
     const next = makeAsk(2);
@@ -485,7 +507,9 @@ describe("PostgresAskQueue: worker leases", () => {
       expect((await inbox.next())?.id).toBe(ask.id);
       const lapsed = worker.workerId;
       // The process stalled past its lease: on the database's clock the lease is over.
-      await db.pool.query(`UPDATE "${db.schema}".workers SET lease_until = now() - interval '1 second' WHERE id = $1`, [lapsed]);
+      await db.pool.query(`UPDATE "${db.schema}".workers SET lease_until = now() - interval '1 second' WHERE id = $1`, [
+        lapsed,
+      ]);
       expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
 
       // The next renewal finds it lapsed: it denies, and closes the ask itself rather than bring the lease back.
@@ -517,7 +541,12 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
       const pool = db.newPool(4, { connectionString: proxy.url });
-      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 1_500, rereadMs: 600_000, onError: () => undefined });
+      const worker = new PostgresAskQueue(pool, {
+        schema: db.schema,
+        leaseMs: 1_500,
+        rereadMs: 600_000,
+        onError: () => undefined,
+      });
       opened.push(worker);
       const inbox = queue().approver();
       const ask = makeAsk(1);
@@ -525,9 +554,10 @@ describe("PostgresAskQueue when the worker loses the database", () => {
       expect((await inbox.next())?.id).toBe(ask.id);
       // A heartbeat after the ask was written: the worker has heard back from its insert by now.
       const leaseUntil = async (): Promise<number> => {
-        const { rows } = await db.pool.query<{ t: Date }>(`SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`, [
-          worker.workerId,
-        ]);
+        const { rows } = await db.pool.query<{ t: Date }>(
+          `SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`,
+          [worker.workerId],
+        );
         return rows[0]?.t.getTime() ?? 0;
       };
       const before = await leaseUntil();
@@ -640,7 +670,13 @@ describe("PostgresAskQueue fails closed", () => {
     const parked = park(worker, ask);
     await waitFor(async () => (await row(ask.id)) !== undefined);
     const channel = `${db.schema}.asks`;
-    for (const payload of [`end ${ask.id} approve`, `approve ${ask.id}`, `end ${ask.id}`, `{"id":"${ask.id}","type":"approve"}`, ""]) {
+    for (const payload of [
+      `end ${ask.id} approve`,
+      `approve ${ask.id}`,
+      `end ${ask.id}`,
+      `{"id":"${ask.id}","type":"approve"}`,
+      "",
+    ]) {
       await db.pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
     }
     // A bare `end <id>` only made the worker read the row, which is still pending.
@@ -689,7 +725,9 @@ describe("PostgresAskQueue fails closed", () => {
 
   it("refuses a malformed answer, and treats bad or unknown ids as nothing to answer", async () => {
     const inbox = queue().approver();
-    await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(InvalidAskResolutionError);
+    await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(
+      InvalidAskResolutionError,
+    );
     expect(await inbox.resolve("not-a-uuid", { type: "approve" })).toBe(false);
     expect(await inbox.resolve(randomUUID(), { type: "approve" })).toBe(false);
     expect(await inbox.ended("not-a-uuid")).toEqual({ type: "withdrawn", reason: "unknown" });
@@ -715,8 +753,9 @@ async function terminate(application: string): Promise<void> {
 }
 
 async function connections(application: string): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
-    application,
-  ]);
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1",
+    [application],
+  );
   return rows[0]?.n ?? 0;
 }

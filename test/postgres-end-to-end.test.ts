@@ -59,30 +59,48 @@ describe("workers and consoles in separate processes over one database", () => {
         startChild("test/support/pg-approver.ts", [DATABASE_URL, db.schema, String(seed), VICTIM_UNANSWERED]),
       );
       const workers = Array.from({ length: WORKERS }, (_, w) =>
-        startChild("test/support/pg-agent-worker.ts", [DATABASE_URL, db.schema, String(w), String(RUNS), String(CALLS), String(LEASE_MS)]),
+        startChild("test/support/pg-agent-worker.ts", [
+          DATABASE_URL,
+          db.schema,
+          String(w),
+          String(RUNS),
+          String(CALLS),
+          String(LEASE_MS),
+        ]),
       );
       await Promise.all([...consoles, ...workers].map((c) => c.ready));
       for (const worker of workers) worker.send("go");
 
       // Worker 0 dies mid-way, with asks of its own parked and others already answered.
       const victim = workers[0]!;
-      await waitFor(async () => (await count(`SELECT count(*)::int AS n FROM ${s}.executions WHERE worker = 0`)) >= 40, 60_000);
+      await waitFor(
+        async () => (await count(`SELECT count(*)::int AS n FROM ${s}.executions WHERE worker = 0`)) >= 40,
+        60_000,
+      );
       victim.kill("SIGKILL");
       expect((await victim.exited).signal).toBe("SIGKILL");
       const victimGates = [...victim.lines];
 
       const summaries = await Promise.all(
-        workers.slice(1).map((w, i) => resultOf<{ records: number; grantErrors: string[]; queueErrors: string[] }>(w, `worker ${i + 1}`)),
+        workers
+          .slice(1)
+          .map((w, i) =>
+            resultOf<{ records: number; grantErrors: string[]; queueErrors: string[] }>(w, `worker ${i + 1}`),
+          ),
       );
       // The killed worker's asks end once its lease lapses, closed by a live queue.
-      await waitFor(async () => (await count(`SELECT count(*)::int AS n FROM ${s}.asks WHERE state = 'pending'`)) === 0, 20_000);
+      await waitFor(
+        async () => (await count(`SELECT count(*)::int AS n FROM ${s}.asks WHERE state = 'pending'`)) === 0,
+        20_000,
+      );
       for (const c of consoles) c.send("stop");
       const perConsole = await Promise.all(consoles.map((c, i) => resultOf<Answer[]>(c, `console ${i}`)));
       // Each inbox delivered each ask at most once: no console answered one ask twice.
       for (const given of perConsole) expect(new Set(given.map((a) => a.id)).size).toBe(given.length);
       const answers = perConsole.flat();
 
-      for (const summary of summaries) expect(summary).toEqual({ records: RUNS * CALLS, grantErrors: [], queueErrors: [] });
+      for (const summary of summaries)
+        expect(summary).toEqual({ records: RUNS * CALLS, grantErrors: [], queueErrors: [] });
 
       const { rows: asks } = await db.pool.query<AskRow>(
         `SELECT id::text AS id, state, reason, resolution, ask->>'callId' AS "callId", ask->>'tool' AS tool,
@@ -95,7 +113,8 @@ describe("workers and consoles in separate processes over one database", () => {
 
       // Every ask ended exactly once: one landed answer per answered row, and it is the row's answer.
       const landed = new Map<string, Answer[]>();
-      for (const answer of answers.filter((a) => a.landed)) landed.set(answer.id, [...(landed.get(answer.id) ?? []), answer]);
+      for (const answer of answers.filter((a) => a.landed))
+        landed.set(answer.id, [...(landed.get(answer.id) ?? []), answer]);
       for (const ask of asks) {
         expect(ask.state).not.toBe("pending");
         const won = landed.get(ask.id) ?? [];
@@ -123,7 +142,9 @@ describe("workers and consoles in separate processes over one database", () => {
 
       // No grant is lost: every remembered answer a worker took in (all of a survivor's; the victim's
       // up to its last record) is in the store, with the answer's verdict and scope.
-      const { rows: stored } = await db.pool.query<{ id: string }>(`SELECT id FROM ${s}.grants WHERE project = 'stress' AND NOT revoked`);
+      const { rows: stored } = await db.pool.query<{ id: string }>(
+        `SELECT id FROM ${s}.grants WHERE project = 'stress' AND NOT revoked`,
+      );
       const grantIds = new Set(stored.map((g) => g.id));
       const victimRecorded = new Set(victimGates.map((line) => line.split(" ")[1]));
       let expected = 0;

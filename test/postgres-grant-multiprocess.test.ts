@@ -10,7 +10,13 @@ const PER_WRITER = 50;
 describe("PostgresGrantStore across processes", () => {
   it(`loses nothing and resurrects nothing with ${WRITERS} processes × ${PER_WRITER} saves and revokes`, async () => {
     const writers = Array.from({ length: WRITERS }, (_, seed) =>
-      startChild("test/support/pg-grant-writer.ts", [DATABASE_URL, db.schema, "shared", String(PER_WRITER), String(seed)]),
+      startChild("test/support/pg-grant-writer.ts", [
+        DATABASE_URL,
+        db.schema,
+        "shared",
+        String(PER_WRITER),
+        String(seed),
+      ]),
     );
     await Promise.all(writers.map((w) => w.ready));
     for (const writer of writers) writer.send("go");

@@ -1,6 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Grant, GrantPolicy, MemoryGrantStore, GrantRecordError, GrantScope, canonicalJson, descriptorFingerprint } from "loopctl/grant";
+import {
+  Grant,
+  GrantPolicy,
+  MemoryGrantStore,
+  GrantRecordError,
+  GrantScope,
+  canonicalJson,
+  descriptorFingerprint,
+} from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
 import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
 import { usePostgres } from "./support/postgres.js";
@@ -38,7 +46,9 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
     ]);
 
     const revoked = await s.revoke(deployProd.id);
-    expect(revoked?.toJSON()).toEqual(deployProd.withNote("never on a Friday").withCreatedAtMs(1_700_000_000_000).toJSON());
+    expect(revoked?.toJSON()).toEqual(
+      deployProd.withNote("never on a Friday").withCreatedAtMs(1_700_000_000_000).toJSON(),
+    );
     expect(await s.revoke(deployProd.id)).toBeUndefined();
     expect(await s.revoke("0000000000000000")).toBeUndefined();
     expect((await s.load()).map((g) => g.id)).toEqual([read.id, writeReadme.id]);
@@ -98,7 +108,11 @@ describe("PostgresGrantStore's lookup index", () => {
       (["allow", "deny"] as const).flatMap((verdict) => scopes.map((scope) => new Grant(tool, verdict, scope))),
     );
     const op = fc.oneof(
-      fc.record({ type: fc.constant("save" as const), rule: fc.nat(rules.length - 1), note: fc.option(fc.string(), { nil: null }) }),
+      fc.record({
+        type: fc.constant("save" as const),
+        rule: fc.nat(rules.length - 1),
+        note: fc.option(fc.string(), { nil: null }),
+      }),
       fc.record({ type: fc.constant("revoke" as const), rule: fc.nat(rules.length - 1) }),
       fc.record({ type: fc.constant("clear" as const) }),
     );
@@ -120,7 +134,9 @@ describe("PostgresGrantStore's lookup index", () => {
             for (const args of [{ x: 1 }, { x: 2 }, { x: 3 }]) {
               const canonical = canonicalJson(args);
               const live = await watcher.covering(tool, canonical);
-              expect(live.map((g) => g.toJSON())).toEqual((await fresh.covering(tool, canonical)).map((g) => g.toJSON()));
+              expect(live.map((g) => g.toJSON())).toEqual(
+                (await fresh.covering(tool, canonical)).map((g) => g.toJSON()),
+              );
             }
           }
           expect((await watcher.load()).map((g) => g.toJSON())).toEqual(loaded.map((g) => g.toJSON()));
@@ -141,7 +157,11 @@ describe("PostgresGrantStore under GrantPolicy", () => {
     const remembered = await policy.remember(WRITE, { path: "README.md" }, "allow", "this_call", { nowMs: 5 });
     expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "allow", grant: remembered });
     const changed = { ...WRITE, description: "Write any file, anywhere" };
-    expect(await policy.decide(changed, { path: "README.md" })).toEqual({ type: "ask", reason: "tool_changed", grant: remembered });
+    expect(await policy.decide(changed, { path: "README.md" })).toEqual({
+      type: "ask",
+      reason: "tool_changed",
+      grant: remembered,
+    });
 
     const deny = await elsewhere.save(new Grant("write", "deny", GrantScope.thisTool()));
     expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "deny", grant: deny });
@@ -192,7 +212,9 @@ describe("PostgresGrantStore fails closed", () => {
 
   it("rejects bad options with a typed error", () => {
     expect(() => new PostgresGrantStore(db.pool, { project: "" })).toThrow(PostgresConfigError);
-    expect(() => new PostgresGrantStore(db.pool, { project: "p", schema: "Robert'); DROP TABLE" })).toThrow(PostgresConfigError);
+    expect(() => new PostgresGrantStore(db.pool, { project: "p", schema: "Robert'); DROP TABLE" })).toThrow(
+      PostgresConfigError,
+    );
     expect(() => new PostgresGrantStore({} as never, { project: "p" })).toThrow(PostgresConfigError);
   });
 });

@@ -15,14 +15,26 @@ process.stdout.write(JSON.stringify(loaded));
 
 describe("loading loopctl and loopctl/postgres", () => {
   it("never loads pg", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "--input-type=module", "-e", SCRIPT], { timeout: 60_000 });
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "--input-type=module", "-e", SCRIPT], {
+      timeout: 60_000,
+    });
     expect(JSON.parse(stdout)).toEqual([]);
   });
 
   it("the check would see pg had it been loaded", async () => {
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "--input-type=module", "-e", SCRIPT.replace('await import("./src/index.ts");', 'await import("pg");')], {
-      timeout: 60_000,
-    });
+    const { stdout } = await run(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        SCRIPT.replace('await import("./src/index.ts");', 'await import("pg");'),
+      ],
+      {
+        timeout: 60_000,
+      },
+    );
     expect(JSON.parse(stdout).length).toBeGreaterThan(0);
   });
 });

@@ -37,7 +37,8 @@ function brokenTarget(path: string, anchor: string | undefined, folder?: boolean
   const file = join(repo, path);
   if (!existsSync(file)) return `${path} does not exist`;
   if (folder !== undefined && statSync(file).isDirectory() !== folder) return "blob/ is for files, tree/ for folders";
-  if (anchor !== undefined && !anchors(readFileSync(file, "utf8")).has(anchor)) return `${path} has no heading #${anchor}`;
+  if (anchor !== undefined && !anchors(readFileSync(file, "utf8")).has(anchor))
+    return `${path} has no heading #${anchor}`;
   return undefined;
 }
 
@@ -57,7 +58,11 @@ const targets = linkTargets(readme);
 describe("README.md links (they must work from the npm page too)", () => {
   it("finds the README's links", () => {
     expect(targets.length).toBeGreaterThan(20);
-    expect(linkTargets("[a](docs/a.md)\n[b]: ./b.md\n<a href=\"c.md\">c</a>\n`[d](d.md)`")).toEqual(["docs/a.md", "./b.md", "c.md"]);
+    expect(linkTargets('[a](docs/a.md)\n[b]: ./b.md\n<a href="c.md">c</a>\n`[d](d.md)`')).toEqual([
+      "docs/a.md",
+      "./b.md",
+      "c.md",
+    ]);
   });
 
   it("has no relative link", () => {

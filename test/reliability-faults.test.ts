@@ -32,16 +32,21 @@ function runChild(name: string, gc: boolean): Promise<ChildResult> {
   const args = [...(gc ? ["--expose-gc"] : []), bundle!.path, name];
   const start = Date.now();
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: root, timeout: CHILD_BOUND_MS, killSignal: "SIGKILL" }, (error, stdout, stderr) => {
-      const failure = error as (NodeJS.ErrnoException & { code?: number | string; signal?: NodeJS.Signals }) | null;
-      resolve({
-        code: failure === null ? 0 : typeof failure.code === "number" ? failure.code : null,
-        signal: failure?.signal ?? null,
-        ms: Date.now() - start,
-        stdout,
-        stderr,
-      });
-    });
+    execFile(
+      process.execPath,
+      args,
+      { cwd: root, timeout: CHILD_BOUND_MS, killSignal: "SIGKILL" },
+      (error, stdout, stderr) => {
+        const failure = error as (NodeJS.ErrnoException & { code?: number | string; signal?: NodeJS.Signals }) | null;
+        resolve({
+          code: failure === null ? 0 : typeof failure.code === "number" ? failure.code : null,
+          signal: failure?.signal ?? null,
+          ms: Date.now() - start,
+          stdout,
+          stderr,
+        });
+      },
+    );
   });
 }
 
@@ -71,17 +76,21 @@ describe("fault matrix, each scenario in its own process (system timers)", () =>
     }
   };
 
-  it.each(SCENARIOS.map((s) => [s.name] as const))("%s: holds every invariant and the process exits on its own", async (name) => {
-    if (slots.length === 0) schedule();
-    await expect.poll(() => results.has(name), { timeout: 120_000, interval: 20 }).toBe(true);
-    const child = await results.get(name)!;
-    expect(child.stderr).toBe("");
-    expect({ code: child.code, signal: child.signal }).toEqual({ code: 0, signal: null });
-    expect(child.ms).toBeLessThan(CHILD_BOUND_MS);
-    const line = JSON.parse(child.stdout.trim().split("\n").at(-1)!) as { violations: string[]; handles: string[] };
-    expect(line.violations).toEqual([]);
-    expect(line.handles).toEqual([]);
-  }, 130_000);
+  it.each(SCENARIOS.map((s) => [s.name] as const))(
+    "%s: holds every invariant and the process exits on its own",
+    async (name) => {
+      if (slots.length === 0) schedule();
+      await expect.poll(() => results.has(name), { timeout: 120_000, interval: 20 }).toBe(true);
+      const child = await results.get(name)!;
+      expect(child.stderr).toBe("");
+      expect({ code: child.code, signal: child.signal }).toEqual({ code: 0, signal: null });
+      expect(child.ms).toBeLessThan(CHILD_BOUND_MS);
+      const line = JSON.parse(child.stdout.trim().split("\n").at(-1)!) as { violations: string[]; handles: string[] };
+      expect(line.violations).toEqual([]);
+      expect(line.handles).toEqual([]);
+    },
+    130_000,
+  );
 });
 
 describe("the child-process check can fail", () => {

@@ -112,7 +112,9 @@ async function flush(): Promise<void> {
   for (let i = 0; i < 2; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
-async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualClock; runSignal: AbortSignal; channel: ApprovalChannel | undefined }> {
+async function play(
+  plan: RunPlan,
+): Promise<{ observed: Observed; clock: ManualClock; runSignal: AbortSignal; channel: ApprovalChannel | undefined }> {
   const byId = new Map(plan.turns.flat().map((c) => [c.id, c]));
   const clock = new ManualClock(0);
   const controller = new AbortController();
@@ -156,7 +158,12 @@ async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualC
   };
 
   // Parks the driver answers: from a resolver it sees directly, or taken from an ApprovalChannel.
-  const parks: { ask: PendingAsk; signal: AbortSignal | undefined; settle: (value: unknown) => boolean; done: boolean }[] = [];
+  const parks: {
+    ask: PendingAsk;
+    signal: AbortSignal | undefined;
+    settle: (value: unknown) => boolean;
+    done: boolean;
+  }[] = [];
   let resolver: AskResolver;
   let channel: ApprovalChannel | undefined;
   let approver: ReturnType<typeof ApprovalChannel.pair>[1] | undefined;
@@ -199,7 +206,9 @@ async function play(plan: RunPlan): Promise<{ observed: Observed; clock: ManualC
     });
   if (plan.deadlineMs !== undefined) managers = managers.withAskTimeout(plan.deadlineMs);
   const model = new ScriptedModel([
-    ...plan.turns.map((calls) => ({ toolCalls: calls.map((c) => ({ id: c.id, name: "act", input: { path: c.path } })) })),
+    ...plan.turns.map((calls) => ({
+      toolCalls: calls.map((c) => ({ id: c.id, name: "act", input: { path: c.path } })),
+    })),
     { text: "done" },
   ]);
   const agent = new Agent({ model, tools: [tool], managers });
@@ -302,13 +311,18 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
   const order = [...byId.keys()];
   const turnOf = (id: string): number => Number(id.slice(1, id.indexOf("c")));
   const gateIds = gates.map((g) => g[1]!);
-  for (let i = 1; i < gateIds.length; i += 1) expect(turnOf(gateIds[i]!)).toBeGreaterThanOrEqual(turnOf(gateIds[i - 1]!));
+  for (let i = 1; i < gateIds.length; i += 1)
+    expect(turnOf(gateIds[i]!)).toBeGreaterThanOrEqual(turnOf(gateIds[i - 1]!));
   if (plan.maxConcurrency === 1) expect(gateIds).toEqual(order.filter((id) => gateIds.includes(id)));
 
   /** Whether a remembered answer (given in time to another ask, with `remember`, covering `c`'s arguments) could have decided `c`. */
   const rememberedFor = (c: NonNullable<ReturnType<typeof byId.get>>, answered: ReadonlySet<string>): boolean =>
     [...byId.values()].some(
-      (e) => e.id !== c.id && answered.has(e.id) && e.answer !== "garbage" && (e.remember === "this_tool" || (e.remember === "this_call" && e.path === c.path)),
+      (e) =>
+        e.id !== c.id &&
+        answered.has(e.id) &&
+        e.answer !== "garbage" &&
+        (e.remember === "this_tool" || (e.remember === "this_call" && e.path === c.path)),
     );
 
   for (const [, id, verdict] of gates) {
@@ -330,7 +344,11 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
       case "allow":
         if (record.ruleId === "grant") {
           // A remembered deny beats a hook's allow.
-          expect({ call: c.id, verdict, rememberedDeny: plan.grants && rememberedFor(c, observed.refusedInTime) }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
+          expect({
+            call: c.id,
+            verdict,
+            rememberedDeny: plan.grants && rememberedFor(c, observed.refusedInTime),
+          }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
           expect(ran).toBe(false);
           break;
         }
@@ -341,7 +359,11 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
       case "modify":
         if (record.ruleId === "grant") {
           // A remembered deny beats a hook's modify too, when it covers the modified arguments.
-          expect({ call: c.id, verdict, rememberedDeny: plan.grants && rememberedFor({ ...c, path: `${c.path}-safe` }, observed.refusedInTime) }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
+          expect({
+            call: c.id,
+            verdict,
+            rememberedDeny: plan.grants && rememberedFor({ ...c, path: `${c.path}-safe` }, observed.refusedInTime),
+          }).toEqual({ call: c.id, verdict: "deny", rememberedDeny: true });
           expect(ran).toBe(false);
           break;
         }
@@ -355,7 +377,11 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
           // `remember`, covering these arguments (this_tool, or this_call with the same path).
           expect(plan.grants).toBe(true);
           const source = rememberedFor(c, verdict === "allow" ? observed.approvedInTime : observed.refusedInTime);
-          expect({ call: c.id, verdict, rememberedSource: source }).toEqual({ call: c.id, verdict, rememberedSource: true });
+          expect({ call: c.id, verdict, rememberedSource: source }).toEqual({
+            call: c.id,
+            verdict,
+            rememberedSource: true,
+          });
           expect(["allow", "deny"]).toContain(verdict);
           if (verdict === "deny") expect(ran).toBe(false);
           else if (!observed.cancelled) expect(ran).toBe(true);
@@ -385,7 +411,8 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
     if (message.type !== "tool_result") continue;
     const verdict = gates.find((g) => g[1] === message.callId)?.[2];
     const byGrant = records[gates.findIndex((g) => g[1] === message.callId)]?.ruleId === "grant";
-    if (byGrant && verdict === "deny") expect(message.content).toBe("Permission denied by remembered grant for tool 'act'");
+    if (byGrant && verdict === "deny")
+      expect(message.content).toBe("Permission denied by remembered grant for tool 'act'");
     else if (verdict === "ask_denied") expect(message.content).toBe(DENIED("act"));
     else if (verdict === "ask_expired") expect(message.content).toBe(EXPIRED("act"));
     else if (verdict === "deny") expect(message.content).toBe(`blocked ${message.callId}`);
@@ -405,25 +432,31 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
 }
 
 describe("whole runs under random calls, hook decisions, answer timings, remembered answers, deadlines and cancels", () => {
-  it(`every invariant holds in ${RUNS} generated runs`, async () => {
-    const seen = { parks: 0, cancelled: 0, expired: 0, executed: 0, records: 0, byGrant: 0 };
-    await fc.assert(
-      fc.asyncProperty(runPlan, async (plan) => {
-        const { observed, clock, runSignal, channel } = await play(plan);
-        checkRun(plan, observed, clock, runSignal);
-        expect(channel?.size ?? 0).toBe(0);
-        seen.parks += observed.asks.length;
-        seen.cancelled += observed.outcome === "cancelled" ? 1 : 0;
-        seen.expired += observed.records.filter((r) => r.verdict === "ask_expired").length;
-        seen.executed += observed.executed.length;
-        seen.records += observed.records.length;
-        seen.byGrant += observed.records.filter((r) => r.ruleId === "grant").length;
-      }),
-      { numRuns: RUNS },
-    );
-    expect(seen.parks).toBeGreaterThan(RUNS);
-    expect(seen.byGrant).toBeGreaterThan(0);
-    console.log(`property: ${RUNS} runs, ${seen.records} records, ${seen.parks} parks, ${seen.expired} expiries, ` +
-      `${seen.cancelled} cancelled runs, ${seen.byGrant} calls decided by remembered grants, ${seen.executed} tool executions`);
-  }, Math.max(30_000, RUNS * 60));
+  it(
+    `every invariant holds in ${RUNS} generated runs`,
+    async () => {
+      const seen = { parks: 0, cancelled: 0, expired: 0, executed: 0, records: 0, byGrant: 0 };
+      await fc.assert(
+        fc.asyncProperty(runPlan, async (plan) => {
+          const { observed, clock, runSignal, channel } = await play(plan);
+          checkRun(plan, observed, clock, runSignal);
+          expect(channel?.size ?? 0).toBe(0);
+          seen.parks += observed.asks.length;
+          seen.cancelled += observed.outcome === "cancelled" ? 1 : 0;
+          seen.expired += observed.records.filter((r) => r.verdict === "ask_expired").length;
+          seen.executed += observed.executed.length;
+          seen.records += observed.records.length;
+          seen.byGrant += observed.records.filter((r) => r.ruleId === "grant").length;
+        }),
+        { numRuns: RUNS },
+      );
+      expect(seen.parks).toBeGreaterThan(RUNS);
+      expect(seen.byGrant).toBeGreaterThan(0);
+      console.log(
+        `property: ${RUNS} runs, ${seen.records} records, ${seen.parks} parks, ${seen.expired} expiries, ` +
+          `${seen.cancelled} cancelled runs, ${seen.byGrant} calls decided by remembered grants, ${seen.executed} tool executions`,
+      );
+    },
+    Math.max(30_000, RUNS * 60),
+  );
 });

@@ -7,12 +7,7 @@ import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "l
 import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import type { GrantStore } from "loopctl/grant";
 import { LoopctlError } from "loopctl";
-import {
-  ServerConfigError,
-  ServerListenError,
-  createApprovalHandler,
-  createApprovalServer,
-} from "loopctl/server";
+import { ServerConfigError, ServerListenError, createApprovalHandler, createApprovalServer } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
@@ -36,7 +31,10 @@ interface Started {
 async function start(options: Partial<ApprovalServerOptions> = {}): Promise<Started> {
   const [channel, approver] = ApprovalChannel.pair(16);
   const server = await createApprovalServer({ approver, ...options });
-  cleanups.push(() => approver.close(), () => server.close());
+  cleanups.push(
+    () => approver.close(),
+    () => server.close(),
+  );
   const auth = { authorization: `Bearer ${server.token}` };
   const host = `127.0.0.1:${server.port}`;
   return {
@@ -48,7 +46,11 @@ async function start(options: Partial<ApprovalServerOptions> = {}): Promise<Star
     async park(ask = makeAsk(1), signal = new AbortController().signal) {
       const parked = channel.resolve(ask, { signal });
       parked.catch(() => undefined);
-      await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.some((v) => (v as { ask: PendingAsk }).ask.id === ask.id));
+      await until(async () =>
+        ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.some(
+          (v) => (v as { ask: PendingAsk }).ask.id === ask.id,
+        ),
+      );
       return { ask, parked };
     },
   };
@@ -142,7 +144,9 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       ["api/asks", {}],
       ["", {}],
     ] as const) {
-      const reply = await request(`${server.url}${path}`, { headers: { ...headers, host: `evil.example:${server.port}` } });
+      const reply = await request(`${server.url}${path}`, {
+        headers: { ...headers, host: `evil.example:${server.port}` },
+      });
       expect(reply.status, path).toBe(421);
     }
     const rebound = await request(`${server.url}api/asks`, { headers: { ...auth, host: "127.0.0.1:1" } });
@@ -151,7 +155,13 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
 
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
     const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
-    for (const host of [`127.0.0.1:${server.port}`, `localhost:${server.port}`, `[::1]:${server.port}`, "approvals.example.com", "APPROVALS.example.com"]) {
+    for (const host of [
+      `127.0.0.1:${server.port}`,
+      `localhost:${server.port}`,
+      `[::1]:${server.port}`,
+      "approvals.example.com",
+      "APPROVALS.example.com",
+    ]) {
       const reply = await request(`${server.url}api/asks`, { headers: { ...auth, host } });
       expect(reply.status, host).toBe(200);
     }
@@ -196,7 +206,10 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       expect(reply.status, origin).toBe(403);
       expect(reply.json).toMatchObject({ error: "forbidden_origin" });
     }
-    const revoke = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: { ...auth, origin: "https://evil.example" } });
+    const revoke = await request(`${server.url}api/grants/0123456789abcdef`, {
+      method: "DELETE",
+      headers: { ...auth, origin: "https://evil.example" },
+    });
     expect(revoke.status).toBe(403);
     expect(track(parked).outcome.state).toBe("pending");
     // Reading is not state-changing: a GET from elsewhere with the token is served (CORS keeps its reply from a page).
@@ -230,14 +243,23 @@ describe("the console's session cookie", () => {
     expect(page.headers["content-security-policy"]).not.toContain("unsafe-inline");
     expect(page.headers["x-frame-options"]).toBe("DENY");
     expect(page.text).toContain('<script src="console.js" defer></script>');
-    expect((await get(server, "console.js", { cookie })).headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect((await get(server, "console.js", { cookie })).headers["content-type"]).toBe(
+      "text/javascript; charset=utf-8",
+    );
     expect((await get(server, "console.css", { cookie })).headers["content-type"]).toBe("text/css; charset=utf-8");
 
     // With the cookie alone, a state-changing request must carry this server's Origin.
     const { ask, parked } = await park();
     expect((await answer(server, ask.id, { type: "approve" }, { cookie })).status).toBe(403);
-    expect((await answer(server, ask.id, { type: "approve" }, { cookie, origin: "https://evil.example" })).status).toBe(403);
-    const own = await answer(server, ask.id, { type: "approve" }, { cookie, origin: `http://127.0.0.1:${server.port}` });
+    expect((await answer(server, ask.id, { type: "approve" }, { cookie, origin: "https://evil.example" })).status).toBe(
+      403,
+    );
+    const own = await answer(
+      server,
+      ask.id,
+      { type: "approve" },
+      { cookie, origin: `http://127.0.0.1:${server.port}` },
+    );
     expect(own.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
@@ -262,7 +284,9 @@ describe("answers: POST /api/asks/:id", () => {
   it("200 when the answer reaches the parked call, with remember passed on; the ask leaves the list", async () => {
     const { server, auth, park } = await start();
     const { ask, parked } = await park();
-    const listed = (await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk; ageMs: number; timeLeftMs: null }[] };
+    const listed = (await get(server, "api/asks", auth)).json as {
+      asks: { ask: PendingAsk; ageMs: number; timeLeftMs: null }[];
+    };
     expect(listed.asks).toHaveLength(1);
     expect(listed.asks[0]?.ask).toEqual(ask);
     expect(listed.asks[0]?.timeLeftMs).toBeNull();
@@ -278,8 +302,15 @@ describe("answers: POST /api/asks/:id", () => {
     const { server, auth, park } = await start({ askTimeoutMs: 60_000, now: () => clock.now });
     await park();
     clock.now += 15_000;
-    const listed = (await get(server, "api/asks", auth)).json as { asks: { receivedAtMs: number; ageMs: number; expiresAtMs: number; timeLeftMs: number }[] };
-    expect(listed.asks[0]).toMatchObject({ receivedAtMs: 1_000_000, ageMs: 15_000, expiresAtMs: 1_060_000, timeLeftMs: 45_000 });
+    const listed = (await get(server, "api/asks", auth)).json as {
+      asks: { receivedAtMs: number; ageMs: number; expiresAtMs: number; timeLeftMs: number }[];
+    };
+    expect(listed.asks[0]).toMatchObject({
+      receivedAtMs: 1_000_000,
+      ageMs: 15_000,
+      expiresAtMs: 1_060_000,
+      timeLeftMs: 45_000,
+    });
   });
 
   it("409 once the ask ended: answered, or withdrawn by the engine, with how it ended", async () => {
@@ -316,7 +347,14 @@ describe("answers: POST /api/asks/:id", () => {
   it("400 for a body that is not JSON or not an answer; 415 for another content type; the ask stays parked", async () => {
     const { server, auth, park } = await start();
     const { ask, parked } = await park();
-    for (const body of ["{", "null", "[]", JSON.stringify({ type: "maybe" }), JSON.stringify({ type: "approve", remember: "forever" }), JSON.stringify({ type: "deny", reason: 7 })]) {
+    for (const body of [
+      "{",
+      "null",
+      "[]",
+      JSON.stringify({ type: "maybe" }),
+      JSON.stringify({ type: "approve", remember: "forever" }),
+      JSON.stringify({ type: "deny", reason: 7 }),
+    ]) {
       const reply = await answer(server, ask.id, body, auth);
       expect(reply.status, body).toBe(400);
       expect(reply.json).toMatchObject({ error: "bad_request" });
@@ -351,7 +389,9 @@ describe("answers: POST /api/asks/:id", () => {
     const { server, auth, park } = await start();
     const { ask, parked } = await park();
     const replies = await Promise.all(
-      Array.from({ length: 200 }, (_, n) => answer(server, ask.id, n % 2 === 0 ? { type: "approve" } : { type: "deny" }, auth)),
+      Array.from({ length: 200 }, (_, n) =>
+        answer(server, ask.id, n % 2 === 0 ? { type: "approve" } : { type: "deny" }, auth),
+      ),
     );
     const statuses = replies.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
@@ -460,7 +500,11 @@ describe("close()", () => {
       close: () => undefined,
     };
     const server = await createApprovalServer({ approver: deaf });
-    await until(async () => ((await get(server, "api/asks", { authorization: `Bearer ${server.token}` })).json as { asks: unknown[] }).asks.length === 1);
+    await until(
+      async () =>
+        ((await get(server, "api/asks", { authorization: `Bearer ${server.token}` })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
     await server.close();
   });
 });
@@ -482,7 +526,10 @@ describe("any approver with the AskInbox shape", () => {
   it("serves an inbox whose resolve returns Promise<boolean>: 200 once, then 409", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver: asyncInbox(approver) });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const auth = { authorization: `Bearer ${server.token}` };
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
@@ -495,9 +542,15 @@ describe("any approver with the AskInbox shape", () => {
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {
     const errors: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
-    const failing: AskInbox = { ...asyncInbox(approver), resolve: () => Promise.reject(new Error("connection to db at 10.0.0.5 lost")) };
+    const failing: AskInbox = {
+      ...asyncInbox(approver),
+      resolve: () => Promise.reject(new Error("connection to db at 10.0.0.5 lost")),
+    };
     const server = await createApprovalServer({ approver: failing, onError: (e) => errors.push(e) });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const auth = { authorization: `Bearer ${server.token}` };
     const ask = makeAsk(1);
     void channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
@@ -545,23 +598,43 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
   const deploy = { name: "deploy", description: "Deploy the site", inputSchema: { type: "object" } };
   const changed = { ...deploy, description: "Deploy the site, and also wipe the database" };
 
-  async function withGrants(grants: GrantStore, describeTool?: (name: string) => typeof deploy | undefined): Promise<Started> {
+  async function withGrants(
+    grants: GrantStore,
+    describeTool?: (name: string) => typeof deploy | undefined,
+  ): Promise<Started> {
     return start({ grants, ...(describeTool === undefined ? {} : { describeTool }) });
   }
 
   it("lists grants with their pin checked against the tool's current descriptor", async () => {
     const store = new MemoryGrantStore();
-    const pinned = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(deploy)).withCreatedAtMs(5));
+    const pinned = await store.save(
+      new Grant("deploy", "allow", GrantScope.thisTool())
+        .withPinnedDescriptor(descriptorFingerprint(deploy))
+        .withCreatedAtMs(5),
+    );
     const call = await store.save(new Grant("deploy", "deny", GrantScope.thisCall({ env: "production" })));
-    const other = await store.save(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(deploy)));
+    const other = await store.save(
+      new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(deploy)),
+    );
     let current = deploy;
     const { server, auth } = await withGrants(store, (name) => (name === "deploy" ? current : undefined));
     const list = async (): Promise<{ id: string; pin: unknown; scope: string; args: unknown; verdict: string }[]> =>
       ((await get(server, "api/grants", auth)).json as { available: boolean; grants: never[] }).grants;
     const byId = (grants: { id: string }[], id: string): unknown => grants.find((g) => g.id === id);
     let grants = await list();
-    expect(byId(grants, pinned.id)).toMatchObject({ verdict: "allow", scope: "this_tool", args: null, pin: { type: "match", kind: "fingerprint" }, createdAtMs: 5 });
-    expect(byId(grants, call.id)).toMatchObject({ verdict: "deny", scope: "this_call", args: { env: "production" }, pin: { type: "unpinned" } });
+    expect(byId(grants, pinned.id)).toMatchObject({
+      verdict: "allow",
+      scope: "this_tool",
+      args: null,
+      pin: { type: "match", kind: "fingerprint" },
+      createdAtMs: 5,
+    });
+    expect(byId(grants, call.id)).toMatchObject({
+      verdict: "deny",
+      scope: "this_call",
+      args: { env: "production" },
+      pin: { type: "unpinned" },
+    });
     expect(byId(grants, other.id)).toMatchObject({ pin: { type: "unchecked" } });
     current = changed;
     grants = await list();
@@ -572,7 +645,8 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     const store = new MemoryGrantStore();
     const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
     const { server, auth } = await withGrants(store);
-    const del = (id: string): Promise<Reply> => request(`${server.url}api/grants/${id}`, { method: "DELETE", headers: auth });
+    const del = (id: string): Promise<Reply> =>
+      request(`${server.url}api/grants/${id}`, { method: "DELETE", headers: auth });
     const first = await del(grant.id);
     expect(first.status).toBe(200);
     expect(first.json).toMatchObject({ revoked: { id: grant.id, tool: "deploy" } });
@@ -585,13 +659,18 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
   it("says when there is no grant store", async () => {
     const { server, auth } = await start();
     expect((await get(server, "api/grants", auth)).json).toEqual({ available: false, grants: [] });
-    expect((await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status).toBe(404);
+    expect(
+      (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
+    ).toBe(404);
   });
 
   it("503 naming only the error code when the store fails; no path, message or stack reaches the client", async () => {
     const errors: unknown[] = [];
     const broken: GrantStore = {
-      load: () => Promise.reject(Object.assign(new Error("ledger /home/alice/.local/state/x corrupt"), { code: "LEDGER_CORRUPT" })),
+      load: () =>
+        Promise.reject(
+          Object.assign(new Error("ledger /home/alice/.local/state/x corrupt"), { code: "LEDGER_CORRUPT" }),
+        ),
       save: (g) => Promise.resolve(g),
       revoke: () => Promise.reject(new TypeError("boom")),
       clear: () => Promise.resolve(0),
@@ -613,7 +692,11 @@ describe("createApprovalHandler in an existing node:http app", () => {
     const app = createServer();
     await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
     const port = (app.address() as AddressInfo).port;
-    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+    });
     // What an Express-style router does: strip the mount path, keep the original URL.
     app.on("request", (req, res) => {
       const url = req.url ?? "/";
@@ -638,7 +721,11 @@ describe("createApprovalHandler in an existing node:http app", () => {
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
-    await until(async () => ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1);
+    await until(
+      async () =>
+        ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length ===
+        1,
+    );
     const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
       method: "POST",
       headers: { ...auth, "content-type": "application/json" },
@@ -653,7 +740,10 @@ describe("createApprovalHandler in an existing node:http app", () => {
 
 describe("mounted under a path", () => {
   /** An app that mounts the handler as an Express-style router does: the mount path cut off `url`, kept in `originalUrl`. */
-  async function mountedApp(mount: (url: string) => boolean, strip: (url: string) => string): Promise<{ base: string; handler: ReturnType<typeof createApprovalHandler> }> {
+  async function mountedApp(
+    mount: (url: string) => boolean,
+    strip: (url: string) => string,
+  ): Promise<{ base: string; handler: ReturnType<typeof createApprovalHandler> }> {
     const app = createServer();
     await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
     const port = (app.address() as AddressInfo).port;
@@ -715,14 +805,20 @@ describe("mounted under a path", () => {
         req.end();
       });
     expect(await raw("/.//evil.example")).toEqual({ status: 308, location: "/evil.example/" });
-    expect(await raw("/.//evil.example?token=a-token-of-twenty-chars")).toEqual({ status: 303, location: "/evil.example/" });
+    expect(await raw("/.//evil.example?token=a-token-of-twenty-chars")).toEqual({
+      status: 303,
+      location: "/evil.example/",
+    });
   });
 
   it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
     // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
     type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
       use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
-      get(path: string, handle: (req: IncomingMessage, res: ServerResponse & { send(body: string): void }) => void): void;
+      get(
+        path: string,
+        handle: (req: IncomingMessage, res: ServerResponse & { send(body: string): void }) => void,
+      ): void;
     };
     const expressName = "express";
     const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
@@ -730,7 +826,11 @@ describe("mounted under a path", () => {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const port = (server.address() as AddressInfo).port;
-    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+    });
     const app = express();
     app.get("/", (_req, res) => res.send("the app"));
     app.use("/approvals", handler.handle);
@@ -751,11 +851,17 @@ describe("mounted under a path", () => {
     const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
     const page = await request(`${base}/approvals/`, { headers: { cookie } });
     expect(page.status).toBe(200);
-    expect((await request(`${base}/approvals/console.js`, { headers: { cookie } })).headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect((await request(`${base}/approvals/console.js`, { headers: { cookie } })).headers["content-type"]).toBe(
+      "text/javascript; charset=utf-8",
+    );
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
-    await until(async () => ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1);
+    await until(
+      async () =>
+        ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length ===
+        1,
+    );
     const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
       method: "POST",
       headers: { cookie, origin: base, "content-type": "application/json" },

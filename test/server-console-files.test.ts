@@ -8,7 +8,16 @@ const file = (name: string): string => readFileSync(new URL(`../src/server/conso
 describe("the console's static files", () => {
   it("console.js never turns text into markup or code", () => {
     const js = file("console.js");
-    for (const sink of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "setHTMLUnsafe", "createContextualFragment"]) {
+    for (const sink of [
+      "innerHTML",
+      "outerHTML",
+      "insertAdjacentHTML",
+      "document.write",
+      "eval(",
+      "new Function",
+      "setHTMLUnsafe",
+      "createContextualFragment",
+    ]) {
       expect(js, sink).not.toContain(sink);
     }
     expect(js).toContain("textContent");

@@ -75,7 +75,10 @@ interface CurlResult {
 function runCurl(command: string, env: Record<string, string>, enough?: (out: string) => boolean): Promise<CurlResult> {
   return new Promise((resolve, reject) => {
     // -s keeps progress off stderr; -w appends the status on a line of its own.
-    const child = spawn("bash", ["-c", `${command} -s -w '\\n%{http_code}'`], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("bash", ["-c", `${command} -s -w '\\n%{http_code}'`], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (chunk: Buffer) => {
@@ -114,7 +117,10 @@ describe("docs/server.md", () => {
     const records = new RecentRecords();
     records.onGate({ turn: 1, callId: "c1", decision: gateRecord(1) });
     const server = await createApprovalServer({ approver, grants, records });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const ask = makeAsk(1, { tool: "deploy" });
     let answered: AskResolution | undefined;
     void channel.resolve(ask, { signal: new AbortController().signal }).then((r) => (answered = r));
@@ -143,18 +149,32 @@ describe("docs/server.md", () => {
   });
 
   it("the receiver's signature check compiles under the project's strict settings and verifies real deliveries", async () => {
-    const snippet = blocks("### Verifying a delivery", "ts").find((code) => code.includes("function verifyLoopctlSignature("));
+    const snippet = blocks("### Verifying a delivery", "ts").find((code) =>
+      code.includes("function verifyLoopctlSignature("),
+    );
     expect(snippet).toBeDefined();
     const source = `import { createHmac, timingSafeEqual } from "node:crypto";\n${snippet as string}\nexport { verifyLoopctlSignature };\n`;
     const file = join(scratch, "verify.mts");
     await writeFile(file, source);
-    const config = ts.getParsedCommandLineOfConfigFile(join(repo, "tsconfig.json"), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
+    const config = ts.getParsedCommandLineOfConfigFile(
+      join(repo, "tsconfig.json"),
+      {},
+      { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+    );
     expect(config).toBeDefined();
-    const options = { ...(config as ts.ParsedCommandLine).options, noEmit: true, paths: {}, typeRoots: [join(repo, "node_modules", "@types")], noUnusedLocals: true };
+    const options = {
+      ...(config as ts.ParsedCommandLine).options,
+      noEmit: true,
+      paths: {},
+      typeRoots: [join(repo, "node_modules", "@types")],
+      noUnusedLocals: true,
+    };
     const program = ts.createProgram([file], options);
     const problems = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
     expect(problems).toEqual([]);
-    const js = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+    const js = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+    }).outputText;
     await writeFile(join(scratch, "verify.mjs"), js);
     const { verifyLoopctlSignature } = (await import(pathToFileURL(join(scratch, "verify.mjs")).href)) as {
       verifyLoopctlSignature: (secret: string, header: string, rawBody: Buffer, nowMs?: number) => boolean;

@@ -23,13 +23,17 @@ interface Setup {
 async function setup(prompt = "Deploy 1.4.0 to production?"): Promise<Setup> {
   const [channel, approver] = ApprovalChannel.pair(4);
   const server = await createApprovalServer({ approver, linkSecret: SECRET });
-  cleanups.push(() => approver.close(), () => server.close());
+  cleanups.push(
+    () => approver.close(),
+    () => server.close(),
+  );
   const ask = makeAsk(1, { tool: "deploy", prompt });
   const parked = channel.resolve(ask, { signal: new AbortController().signal });
   parked.catch(() => undefined);
   const auth = { authorization: `Bearer ${server.token}` };
   for (let i = 0; i < 1000; i++) {
-    if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1) break;
+    if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1)
+      break;
   }
   return {
     server,
@@ -46,17 +50,41 @@ const post = (url: string, headers: Record<string, string> = {}, body = ""): Pro
 describe("signAnswerLink", () => {
   it("makes an approve and a deny link under <baseUrl>/answer, signed over ask id, verdict and expiry", () => {
     const ask = makeAsk(1);
-    const links = signAnswerLink(ask, { secret: SECRET, baseUrl: "https://approvals.example.com/loopctl", ttlMs: 1000, nowMs: 5000 });
+    const links = signAnswerLink(ask, {
+      secret: SECRET,
+      baseUrl: "https://approvals.example.com/loopctl",
+      ttlMs: 1000,
+      nowMs: 5000,
+    });
     expect(links.expiresAtMs).toBe(6000);
     const approve = new URL(links.approve);
     expect(`${approve.origin}${approve.pathname}`).toBe("https://approvals.example.com/loopctl/answer");
-    expect(Object.fromEntries(approve.searchParams)).toEqual({ ask: ask.id, verdict: "approve", expires: "6000", sig: expect.stringMatching(/^[0-9a-f]{64}$/) as string });
+    expect(Object.fromEntries(approve.searchParams)).toEqual({
+      ask: ask.id,
+      verdict: "approve",
+      expires: "6000",
+      sig: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
+    });
     const deny = new URL(links.deny);
     expect(deny.searchParams.get("verdict")).toBe("deny");
     expect(deny.searchParams.get("sig")).not.toBe(approve.searchParams.get("sig"));
     // Deterministic: the same inputs sign the same way; another secret does not.
-    expect(signAnswerLink(ask, { secret: SECRET, baseUrl: "https://approvals.example.com/loopctl/", ttlMs: 1000, nowMs: 5000 }).approve).toBe(links.approve);
-    expect(signAnswerLink(ask, { secret: `${SECRET}x`, baseUrl: "https://approvals.example.com/loopctl/", ttlMs: 1000, nowMs: 5000 }).approve).not.toBe(links.approve);
+    expect(
+      signAnswerLink(ask, {
+        secret: SECRET,
+        baseUrl: "https://approvals.example.com/loopctl/",
+        ttlMs: 1000,
+        nowMs: 5000,
+      }).approve,
+    ).toBe(links.approve);
+    expect(
+      signAnswerLink(ask, {
+        secret: `${SECRET}x`,
+        baseUrl: "https://approvals.example.com/loopctl/",
+        ttlMs: 1000,
+        nowMs: 5000,
+      }).approve,
+    ).not.toBe(links.approve);
   });
 
   it("refuses bad input with a ServerInputError naming it", () => {
@@ -109,7 +137,9 @@ describe("a server with the same linkSecret", () => {
     const page = await request(links().deny);
     expect(page.text).not.toContain("<img");
     expect(page.text).not.toContain("<script>");
-    expect(page.text).toContain("&#60;img src=x onerror=&#34;alert(1)&#34;&#62; &#38; &#60;script&#62;alert(2)&#60;/script&#62;");
+    expect(page.text).toContain(
+      "&#60;img src=x onerror=&#34;alert(1)&#34;&#62; &#38; &#60;script&#62;alert(2)&#60;/script&#62;",
+    );
     expect(page.text).toContain('name="reason"');
   });
 
@@ -192,7 +222,10 @@ describe("a server with the same linkSecret", () => {
   it("a server without linkSecret takes no links", async () => {
     const [, approver] = ApprovalChannel.pair(1);
     const server = await createApprovalServer({ approver });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const links = signAnswerLink(makeAsk(1), { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
     expect((await request(links.approve)).status).toBe(404);
     expect((await post(links.approve)).status).toBe(404);

@@ -25,7 +25,16 @@ afterEach(async () => {
 });
 
 function decision(n: number, verdict: GateDecision["verdict"] = "allow"): GateDecision {
-  return { tool: `tool_${n}`, argsDigest: "0123456789abcdef", verdict, ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null, ts: n };
+  return {
+    tool: `tool_${n}`,
+    argsDigest: "0123456789abcdef",
+    verdict,
+    ruleId: "hook",
+    ruleSource: "context",
+    matchedPattern: null,
+    reason: null,
+    ts: n,
+  };
 }
 
 async function serve(records: RecordSource): Promise<{ server: ApprovalServer; auth: Record<string, string> }> {
@@ -69,13 +78,24 @@ describe("RecentRecords", () => {
     const records = new RecentRecords();
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver, records });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const auth = { authorization: `Bearer ${server.token}` };
     const stream = await openStream(`${server.url}api/asks/stream`, auth);
     cleanups.push(() => stream.close());
 
-    const echo = defineTool({ name: "echo", description: "Echo", input: z.object({ text: z.string() }), execute: ({ text }) => text });
-    const askForShout: Hook = { preToolUse: (call) => (call.input as { text: string }).text === "shout" ? { type: "ask", prompt: "Shout?" } : { type: "allow" } };
+    const echo = defineTool({
+      name: "echo",
+      description: "Echo",
+      input: z.object({ text: z.string() }),
+      execute: ({ text }) => text,
+    });
+    const askForShout: Hook = {
+      preToolUse: (call) =>
+        (call.input as { text: string }).text === "shout" ? { type: "ask", prompt: "Shout?" } : { type: "allow" },
+    };
     const agent = new Agent({
       model: new ScriptedModel([
         { toolCalls: [{ id: "c1", name: "echo", input: { text: "hi" } }] },
@@ -96,7 +116,8 @@ describe("RecentRecords", () => {
     const result = await run;
 
     const live: GateDecision[] = [];
-    for (let i = 0; i < result.records.length; i++) live.push(JSON.parse((await stream.next((e) => e.event === "record")).data) as GateDecision);
+    for (let i = 0; i < result.records.length; i++)
+      live.push(JSON.parse((await stream.next((e) => e.event === "record")).data) as GateDecision);
     expect(live).toEqual(result.records);
     const listed = await request(`${server.url}api/records`, { headers: auth });
     expect(listed.json).toEqual({ available: true, live: true, records: result.records });
@@ -110,7 +131,9 @@ describe("GET /api/records", () => {
     for (let n = 1; n <= 60; n++) records.onGate({ turn: 0, callId: "c", decision: decision(n) });
     const { server, auth } = await serve(records);
     const ts = async (query: string): Promise<number[]> =>
-      ((await request(`${server.url}api/records${query}`, { headers: auth })).json as { records: GateDecision[] }).records.map((r) => r.ts);
+      (
+        (await request(`${server.url}api/records${query}`, { headers: auth })).json as { records: GateDecision[] }
+      ).records.map((r) => r.ts);
     expect(await ts("")).toHaveLength(50);
     expect(await ts("?limit=3")).toEqual([58, 59, 60]);
     for (const bad of ["0", "501", "abc", "2.5", "-1"]) {

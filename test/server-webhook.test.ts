@@ -48,7 +48,9 @@ interface Received {
 }
 
 /** A real receiving server on 127.0.0.1; `reply` decides what each delivery gets (undefined: hold it open). */
-async function receiver(reply: (got: Received) => number | undefined): Promise<{ url: string; deliveries: Received[]; next(): Promise<Received> }> {
+async function receiver(
+  reply: (got: Received) => number | undefined,
+): Promise<{ url: string; deliveries: Received[]; next(): Promise<Received> }> {
   const deliveries: Received[] = [];
   const waiters: ((r: Received) => void)[] = [];
   const server = createServer((req, res) => {
@@ -60,7 +62,8 @@ async function receiver(reply: (got: Received) => number | undefined): Promise<{
       const aborted = new Promise<void>((resolve) => res.on("close", () => !res.writableFinished && resolve()));
       const got: Received = {
         delivery: WebhookDeliverySchema.parse(JSON.parse(raw.toString("utf8"))),
-        verified: verifyAsDocumented(SECRET, header, raw) && verifyWebhookSignature({ secret: SECRET, header, body: raw }),
+        verified:
+          verifyAsDocumented(SECRET, header, raw) && verifyWebhookSignature({ secret: SECRET, header, body: raw }),
         req,
         res,
         aborted,
@@ -118,10 +121,21 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
     token = server.token;
 
     const ran: string[] = [];
-    const deploy = defineTool({ name: "deploy", description: "Deploy", input: z.object({ env: z.string() }), execute: ({ env }) => { ran.push(env); return "ok"; } });
+    const deploy = defineTool({
+      name: "deploy",
+      description: "Deploy",
+      input: z.object({ env: z.string() }),
+      execute: ({ env }) => {
+        ran.push(env);
+        return "ok";
+      },
+    });
     const ask: Hook = { preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) };
     const agent = new Agent({
-      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] }, { text: "done" }]),
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] },
+        { text: "done" },
+      ]),
       tools: [deploy],
       managers: new LoopManagers().withHook(ask).withAskResolver(webhook),
     });
@@ -130,7 +144,11 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
     const [got] = hook.deliveries;
     expect(got?.verified).toBe(true);
-    expect(got?.delivery).toMatchObject({ type: "loopctl.ask", ask: { tool: "deploy", prompt: "Deploy to production?" }, links: null });
+    expect(got?.delivery).toMatchObject({
+      type: "loopctl.ask",
+      ask: { tool: "deploy", prompt: "Deploy to production?" },
+      links: null,
+    });
     expect(got?.req.headers["content-type"]).toBe("application/json");
   });
 
@@ -141,7 +159,11 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
     await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
     const base = `http://127.0.0.1:${(app.address() as AddressInfo).port}/`;
     const webhook = resolver(hook.url, { links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 } });
-    const handler = createApprovalHandler({ approver: webhook.inbox, linkSecret: LINK_SECRET, allowedHosts: [new URL(base).host] });
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [new URL(base).host],
+    });
     app.on("request", handler.handle);
     cleanups.push(
       () => new Promise<void>((resolve) => app.close(() => resolve())),
@@ -155,7 +177,15 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
     expect(got.delivery.links?.approve).toContain(`${base}answer?ask=${ask.id}&verdict=approve`);
     const deny = got.delivery.links?.deny ?? "";
     expect((await request(deny)).status).toBe(200);
-    expect((await request(deny, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "reason=no" })).status).toBe(200);
+    expect(
+      (
+        await request(deny, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: "reason=no",
+        })
+      ).status,
+    ).toBe(200);
     await expect(answer).resolves.toEqual({ type: "deny", reason: "no" });
   });
 });
@@ -271,13 +301,16 @@ describe("WebhookResolver fails closed", () => {
 
 describe("verifyWebhookSignature", () => {
   const body = JSON.stringify({ type: "loopctl.ask" });
-  const sign = (secret: string, t: number, text: string): string => `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${text}`).digest("hex")}`;
+  const sign = (secret: string, t: number, text: string): string =>
+    `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${text}`).digest("hex")}`;
 
   it("accepts the right secret within the window, as a string or bytes", () => {
     const now = 1_800_000_000_000;
     const header = sign(SECRET, now - 1000, body);
     expect(verifyWebhookSignature({ secret: SECRET, header, body, nowMs: now })).toBe(true);
-    expect(verifyWebhookSignature({ secret: Buffer.from(SECRET), header, body: Buffer.from(body), nowMs: now })).toBe(true);
+    expect(verifyWebhookSignature({ secret: Buffer.from(SECRET), header, body: Buffer.from(body), nowMs: now })).toBe(
+      true,
+    );
   });
 
   it("refuses a changed body, another secret, a replay outside the window, a malformed header", () => {

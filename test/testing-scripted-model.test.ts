@@ -10,7 +10,10 @@ const request = (text: string): ModelRequest => ({
 
 describe("ScriptedModel", () => {
   it("plays turns in order and records every request as it was at that turn", async () => {
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] }, { text: "done", usage: { inputTokens: 1, outputTokens: 1 }, providerData: { id: "r1" } }]);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] },
+      { text: "done", usage: { inputTokens: 1, outputTokens: 1 }, providerData: { id: "r1" } },
+    ]);
     const first = request("one");
     await expect(model.generate(first)).resolves.toEqual({ toolCalls: [{ id: "c1", name: "t", input: { a: 1 } }] });
     // The engine appends to the array it handed over once generate returns; the record keeps this turn's list.
@@ -31,17 +34,30 @@ describe("ScriptedModel", () => {
     let deep: unknown = "a";
     for (let i = 0; i < 100_000; i += 1) deep = [deep];
     const fn = (): string => "a";
-    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "t", input: { fn } }] }, (seen) => ({ text: String(seen.messages.length), toolCalls: [] })]);
-    await expect(model.generate(request("one"))).resolves.toEqual({ toolCalls: [{ id: "c1", name: "t", input: { fn } }] });
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "t", input: { fn } }] },
+      (seen) => ({ text: String(seen.messages.length), toolCalls: [] }),
+    ]);
+    await expect(model.generate(request("one"))).resolves.toEqual({
+      toolCalls: [{ id: "c1", name: "t", input: { fn } }],
+    });
     const shown: ModelRequest = {
       ...request("two"),
       messages: [
         { type: "user", text: "two" },
-        { type: "assistant", toolCalls: [{ id: "c1", name: "t", input: { fn } }, { id: "c2", name: "t", input: deep }, { id: "c3", name: "t", input: { a: [1] } }] },
+        {
+          type: "assistant",
+          toolCalls: [
+            { id: "c1", name: "t", input: { fn } },
+            { id: "c2", name: "t", input: deep },
+            { id: "c3", name: "t", input: { a: [1] } },
+          ],
+        },
       ],
     };
     await expect(model.generate(shown)).resolves.toEqual({ text: "2", toolCalls: [] });
-    const callsOf = (message: Message | undefined): readonly ToolCall[] => (message?.type === "assistant" ? message.toolCalls : []);
+    const callsOf = (message: Message | undefined): readonly ToolCall[] =>
+      message?.type === "assistant" ? message.toolCalls : [];
     const recorded = { toolCalls: callsOf(model.requests[1]!.messages[1]) };
     expect(recorded.toolCalls[0]!.input).toEqual({ fn });
     expect(recorded.toolCalls[1]!.input).toBe(deep);
@@ -60,7 +76,10 @@ describe("ScriptedModel", () => {
 
   it("plays { error } turns as a throw, and function turns against the request", async () => {
     const boom = new Error("boom");
-    const model = new ScriptedModel([{ error: boom }, (req) => ({ text: `saw ${(req.messages[0] as { text: string }).text}`, toolCalls: [] })]);
+    const model = new ScriptedModel([
+      { error: boom },
+      (req) => ({ text: `saw ${(req.messages[0] as { text: string }).text}`, toolCalls: [] }),
+    ]);
     await expect(model.generate(request("x"))).rejects.toBe(boom);
     await expect(model.generate(request("y"))).resolves.toEqual({ text: "saw y", toolCalls: [] });
   });

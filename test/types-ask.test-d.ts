@@ -103,7 +103,8 @@ describe("AskInbox", () => {
 
   it("tells how an ask ended", () => {
     expectTypeOf<AskEnding>().toEqualTypeOf<
-      { readonly type: "answered"; readonly verdict: "approve" | "deny" } | { readonly type: "withdrawn"; readonly reason: WithdrawnReason }
+      | { readonly type: "answered"; readonly verdict: "approve" | "deny" }
+      | { readonly type: "withdrawn"; readonly reason: WithdrawnReason }
     >();
     expectTypeOf<WithdrawnReason>().toEqualTypeOf<"expired" | "cancelled" | "closed" | "abandoned" | "unknown">();
   });

@@ -108,7 +108,10 @@ describe("hooks", () => {
 
   it("may answer synchronously or with a promise", () => {
     const sync: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
-    const later: Hook = { name: "policy", preToolUse: async (_call, context) => ({ type: "block", reason: context.descriptor.name }) };
+    const later: Hook = {
+      name: "policy",
+      preToolUse: async (_call, context) => ({ type: "block", reason: context.descriptor.name }),
+    };
     expectTypeOf<Parameters<Hook["preToolUse"]>>().toEqualTypeOf<[call: ToolCall, context: HookContext]>();
     void [sync, later];
   });
@@ -188,7 +191,15 @@ describe("GateDecision", () => {
   it("carries a verdict from a closed set of literals", () => {
     expectTypeOf<GateDecision["verdict"]>().toEqualTypeOf<GateVerdict>();
     expectTypeOf<GateVerdict>().toEqualTypeOf<
-      "allow" | "allow_modified" | "deny" | "ask" | "ask_allowed" | "ask_denied" | "ask_unresolved" | "ask_expired" | "cancelled"
+      | "allow"
+      | "allow_modified"
+      | "deny"
+      | "ask"
+      | "ask_allowed"
+      | "ask_denied"
+      | "ask_unresolved"
+      | "ask_expired"
+      | "cancelled"
     >();
     expectTypeOf<RuleSource>().toEqualTypeOf<"middleware" | "context" | "ask_resolver" | "engine">();
   });
@@ -213,7 +224,11 @@ describe("GateDecision", () => {
 
 describe("LoopManagers", () => {
   type Builders = {
-    [K in keyof LoopManagers as K extends `with${string}` ? K : never]: LoopManagers[K] extends (...args: never[]) => infer R ? R : never;
+    [K in keyof LoopManagers as K extends `with${string}` ? K : never]: LoopManagers[K] extends (
+      ...args: never[]
+    ) => infer R
+      ? R
+      : never;
   };
 
   it("is a builder whose every with… returns LoopManagers", () => {

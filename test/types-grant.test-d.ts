@@ -1,6 +1,13 @@
 import { describe, expectTypeOf, it } from "vitest";
 import { FileGrantStore, Grant, GrantPolicy, GrantScope, MemoryGrantStore } from "loopctl/grant";
-import type { GrantDecision, GrantMetadata, GrantStore, GrantVerdict, StoreCallOptions, ToolDescriptor } from "loopctl/grant";
+import type {
+  GrantDecision,
+  GrantMetadata,
+  GrantStore,
+  GrantVerdict,
+  StoreCallOptions,
+  ToolDescriptor,
+} from "loopctl/grant";
 import { LoopManagers } from "loopctl/engine";
 
 /** A store of the user's own, with only the four required methods. */
@@ -45,9 +52,18 @@ describe("GrantStore", () => {
 
   it("is not satisfied by a store missing a method or answering synchronously", () => {
     // @ts-expect-error clear is required
-    const partial: GrantStore = { load: async () => [], save: async (grant: Grant) => grant, revoke: async () => undefined };
-    // @ts-expect-error every method returns a promise
-    const sync: GrantStore = { load: () => [], save: async (grant: Grant) => grant, revoke: async () => undefined, clear: async () => 0 };
+    const partial: GrantStore = {
+      load: async () => [],
+      save: async (grant: Grant) => grant,
+      revoke: async () => undefined,
+    };
+    const sync: GrantStore = {
+      // @ts-expect-error every method returns a promise
+      load: () => [],
+      save: async (grant: Grant) => grant,
+      revoke: async () => undefined,
+      clear: async () => 0,
+    };
     void [partial, sync];
   });
 

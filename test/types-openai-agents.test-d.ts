@@ -15,7 +15,11 @@ const deploy = tool({
   needsApproval: true,
   execute: async ({ env, version }) => `deployed ${version} to ${env}`,
 });
-const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true), grants: new MemoryGrantStore(), managers: new LoopManagers() });
+const approvals = new AgentApprovals({
+  resolver: new SyncAskResolver(() => true),
+  grants: new MemoryGrantStore(),
+  managers: new LoopManagers(),
+});
 
 describe("AgentApprovals", () => {
   it("needs an AskResolver", () => {

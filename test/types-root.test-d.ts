@@ -9,7 +9,9 @@ import * as testing from "loopctl/testing";
 
 describe("the root module", () => {
   it("exports everything the six core subpaths export, as the same values", () => {
-    expectTypeOf(root).toExtend<typeof ask & typeof grant & typeof engine & typeof audit & typeof testing & typeof server>();
+    expectTypeOf(root).toExtend<
+      typeof ask & typeof grant & typeof engine & typeof audit & typeof testing & typeof server
+    >();
     expectTypeOf(root.ScriptedModel).toEqualTypeOf(testing.ScriptedModel);
     expectTypeOf(root.Gate).toEqualTypeOf(engine.Gate);
     expectTypeOf(root.createApprovalServer).toEqualTypeOf(server.createApprovalServer);

@@ -5,7 +5,14 @@ import type { AskEnding, AskInbox, AskResolver, PendingAsk } from "loopctl/ask";
 import { LoopManagers } from "loopctl/engine";
 import type { Observer } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
-import { RecentRecords, WebhookResolver, auditLogRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
+import {
+  RecentRecords,
+  WebhookResolver,
+  auditLogRecords,
+  createApprovalHandler,
+  createApprovalServer,
+  signAnswerLink,
+} from "loopctl/server";
 import type { AnswerLinks, ApprovalServer, ApprovalServerOptions, RecordSource } from "loopctl/server";
 
 describe("createApprovalServer", () => {
@@ -13,9 +20,9 @@ describe("createApprovalServer", () => {
     expectTypeOf<ApprovalServerOptions["approver"]>().toEqualTypeOf<AskInbox | undefined>();
     const [, approver] = ApprovalChannel.pair(16);
     const records = new RecentRecords();
-    expectTypeOf(createApprovalServer({ approver, grants: new MemoryGrantStore(), records, askTimeoutMs: 300_000 })).toEqualTypeOf<
-      Promise<ApprovalServer>
-    >();
+    expectTypeOf(
+      createApprovalServer({ approver, grants: new MemoryGrantStore(), records, askTimeoutMs: 300_000 }),
+    ).toEqualTypeOf<Promise<ApprovalServer>>();
     const mine: AskInbox = {
       next: async (): Promise<PendingAsk | undefined> => undefined,
       resolve: async () => false,
@@ -57,7 +64,10 @@ describe("records", () => {
 
 describe("signAnswerLink and WebhookResolver", () => {
   it("sign links for an ask by id", () => {
-    const links = signAnswerLink({ id: "00000000-0000-0000-0000-000000000000" }, { secret: "s", baseUrl: "https://a.example/", ttlMs: 60_000 });
+    const links = signAnswerLink(
+      { id: "00000000-0000-0000-0000-000000000000" },
+      { secret: "s", baseUrl: "https://a.example/", ttlMs: 60_000 },
+    );
     expectTypeOf(links).toEqualTypeOf<AnswerLinks>();
     // @ts-expect-error a link expires: ttlMs is required
     void signAnswerLink({ id: "" }, { secret: "s", baseUrl: "https://a.example/" });

@@ -19,11 +19,17 @@ describe("ScriptedModel", () => {
       { text: "thinking", providerData: { reasoning: "…" } },
       { error: new Error("rate limited") },
       (request) => ({ text: `${request.messages.length} messages`, toolCalls: [] }),
-      async ({ tools }) => ({ toolCalls: tools.map((tool, index) => ({ id: `c${index}`, name: tool.name, input: {} })) }),
+      async ({ tools }) => ({
+        toolCalls: tools.map((tool, index) => ({ id: `c${index}`, name: tool.name, input: {} })),
+      }),
     ];
     void new ScriptedModel(turns);
-    expectTypeOf<Extract<ScriptedTurn, (...args: never[]) => unknown>>().parameters.toEqualTypeOf<[request: RecordedRequest]>();
-    expectTypeOf<Extract<ScriptedTurn, (...args: never[]) => unknown>>().returns.toEqualTypeOf<ModelResponse | Promise<ModelResponse>>();
+    expectTypeOf<Extract<ScriptedTurn, (...args: never[]) => unknown>>().parameters.toEqualTypeOf<
+      [request: RecordedRequest]
+    >();
+    expectTypeOf<Extract<ScriptedTurn, (...args: never[]) => unknown>>().returns.toEqualTypeOf<
+      ModelResponse | Promise<ModelResponse>
+    >();
   });
 
   it("does not compile with a malformed turn", () => {

@@ -105,9 +105,17 @@ function mitataOptions(ctx: BenchContext, options: PairOptions): MeasureOptions 
   const clock = options.clock === "wall" ? {} : { now: cpuNow };
   // Calls up to 5 ms are run 32 to a sample (4096 for mitata's own sub-65 µs batches),
   // so a sample always spans far more than the clock's own cost.
-  const batching = options.batch === false ? { batch_threshold: 0 } : heavy ? { batch_threshold: 5e6, batch_samples: 32 } : {};
+  const batching =
+    options.batch === false ? { batch_threshold: 0 } : heavy ? { batch_threshold: 5e6, batch_samples: 32 } : {};
   if (ctx.quick) {
-    return { min_cpu_time: 15e6, min_samples: 3, max_samples: heavy ? 5 : 200, warmup_samples: 1, ...batching, ...clock };
+    return {
+      min_cpu_time: 15e6,
+      min_samples: 3,
+      max_samples: heavy ? 5 : 200,
+      warmup_samples: 1,
+      ...batching,
+      ...clock,
+    };
   }
   return { min_cpu_time: heavy ? 150e6 : 80e6, min_samples: heavy ? 8 : 12, warmup_samples: 4, ...batching, ...clock };
 }
@@ -202,11 +210,7 @@ export function measuredRow(input: {
   note?: string | null;
 }): Row {
   const ratio =
-    input.ratio !== undefined
-      ? input.ratio
-      : input.floor === null
-        ? null
-        : input.ours.value / input.floor.value;
+    input.ratio !== undefined ? input.ratio : input.floor === null ? null : input.ours.value / input.floor.value;
   const target = input.target ?? null;
   const checked =
     input.checked !== undefined

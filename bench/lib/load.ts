@@ -51,9 +51,9 @@ export async function loadModule<K extends keyof Modules>(
 }
 
 /** Loads several modules; the first failure wins. */
-export async function loadModules<K extends keyof Modules>(
-  wanted: { readonly [P in K]: readonly string[] },
-): Promise<Loaded<Pick<Modules, K>>> {
+export async function loadModules<K extends keyof Modules>(wanted: { readonly [P in K]: readonly string[] }): Promise<
+  Loaded<Pick<Modules, K>>
+> {
   const out: Partial<Pick<Modules, K>> = {};
   for (const name of Object.keys(wanted) as K[]) {
     const loaded = await loadModule(name, wanted[name]);

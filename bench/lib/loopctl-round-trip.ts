@@ -42,11 +42,15 @@ export const ROUND_TRIP_TITLES: Record<RoundTripMode, string> = {
 
 export const ROUND_TRIP_NOTES: Record<RoundTripMode, string> = {
   session: "one Agent (one session), a mock that answers from the last message, as the peers' mocks do",
-  scripted: "a fresh Agent and ScriptedModel per round trip; ScriptedModel deep-copies and records every request, as a test double should",
+  scripted:
+    "a fresh Agent and ScriptedModel per round trip; ScriptedModel deep-copies and records every request, as a test double should",
   minimal: "a fresh Agent per round trip with a bare Model that hands back prebuilt turns and copies nothing",
 };
 
-export function loopctlRoundTrip(mods: Pick<Modules, "ask" | "engine" | "testing">, mode: RoundTripMode = "session"): RoundTrip {
+export function loopctlRoundTrip(
+  mods: Pick<Modules, "ask" | "engine" | "testing">,
+  mode: RoundTripMode = "session",
+): RoundTrip {
   const { Agent, LoopManagers, defineTool } = mods.engine;
   const { ScriptedModel } = mods.testing;
   const { SyncAskResolver } = mods.ask;
@@ -75,7 +79,11 @@ export function loopctlRoundTrip(mods: Pick<Modules, "ask" | "engine" | "testing
       // A scripted model plays its turns once, so the other modes get a fresh one (and a fresh Agent) per run.
       const agent =
         session ??
-        new Agent({ model: mode === "scripted" ? new ScriptedModel(turns) : minimalModel(turns), tools: [echo], managers });
+        new Agent({
+          model: mode === "scripted" ? new ScriptedModel(turns) : minimalModel(turns),
+          tools: [echo],
+          managers,
+        });
       const result = await agent.run("go");
       const verdicts = result.records.map((r) => r.verdict);
       if (verdicts.length !== 1 || verdicts[0] !== "ask_allowed") {

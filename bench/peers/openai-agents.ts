@@ -61,7 +61,12 @@ export function openAIAgentsRoundTrip(fresh = false): RoundTrip {
         return text;
       },
     });
-    return new Agent({ name: "bench", instructions: "Use the echo tool.", model: new ScriptedOpenAIModel(), tools: [echo] });
+    return new Agent({
+      name: "bench",
+      instructions: "Use the echo tool.",
+      model: new ScriptedOpenAIModel(),
+      tools: [echo],
+    });
   };
   const session = fresh ? undefined : makeAgent();
   return {

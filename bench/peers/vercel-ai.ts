@@ -75,7 +75,11 @@ export function vercelAIRoundTrip(fresh = false): RoundTrip {
       if (requests.length !== 1) throw new Error("expected exactly one tool-approval-request");
       messages.push(...first.response.messages, {
         role: "tool",
-        content: requests.map((r) => ({ type: "tool-approval-response" as const, approvalId: r.approvalId, approved: true })),
+        content: requests.map((r) => ({
+          type: "tool-approval-response" as const,
+          approvalId: r.approvalId,
+          approved: true,
+        })),
       });
       const second = await generateText({ model, tools, messages });
       if (second.text !== "done") throw new Error(`unexpected final text ${second.text}`);

@@ -75,7 +75,11 @@ async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
   } catch (error) {
     throw new AiSdkToolError(name, "its input schema has no JSON Schema form", { cause: error });
   }
-  const descriptor: { name: string; description: string; inputSchema: unknown; title?: string } = { name, description: tool.description ?? "", inputSchema };
+  const descriptor: { name: string; description: string; inputSchema: unknown; title?: string } = {
+    name,
+    description: tool.description ?? "",
+    inputSchema,
+  };
   if (typeof tool.title === "string") descriptor.title = tool.title;
   return descriptor;
 }
@@ -98,7 +102,11 @@ function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
-  return typeof value === "object" && value !== null && typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === "function";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === "function"
+  );
 }
 
 /** True for an `async *execute`: the SDK streams its yields as preliminary results, the last one being the output. */
@@ -111,7 +119,11 @@ function isAsyncGeneratorFunction(fn: unknown): boolean {
  * value to `onValue` as it comes; its last value is the call's output (as
  * the SDK reads a streaming tool). A cancel stops it.
  */
-async function drain(values: AsyncIterable<unknown>, signal: AbortSignal, onValue: (value: unknown) => void): Promise<unknown> {
+async function drain(
+  values: AsyncIterable<unknown>,
+  signal: AbortSignal,
+  onValue: (value: unknown) => void,
+): Promise<unknown> {
   let last: unknown;
   for await (const value of values) {
     if (signal.aborted) break;
@@ -123,7 +135,9 @@ async function drain(values: AsyncIterable<unknown>, signal: AbortSignal, onValu
 
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
-  return typeof output === "string" ? { type: "text", value: output } : { type: "json", value: (output ?? null) as never };
+  return typeof output === "string"
+    ? { type: "text", value: output }
+    : { type: "json", value: (output ?? null) as never };
 }
 
 /**
@@ -161,13 +175,23 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * const result = await generateText({ model, tools: gateTools({ deploy, readFile }, gate), prompt, stopWhen: stepCountIs(5) });
  * ```
  */
-export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, options: GateToolsOptions = {}): GatedTools<TOOLS> {
+export function gateTools<TOOLS extends ToolSet>(
+  tools: TOOLS,
+  gate: Gate,
+  options: GateToolsOptions = {},
+): GatedTools<TOOLS> {
   if (!(gate instanceof Gate)) throw new AiSdkToolError("*", "gateTools needs a Gate (new Gate(managers))");
-  if (typeof tools !== "object" || tools === null) throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
+  if (typeof tools !== "object" || tools === null)
+    throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
-  if (mode !== "execution-denied" && mode !== "error-text") throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
-  for (const [option, id] of [["sessionId", sessionId], ["runId", runId]] as const) {
-    if (id !== undefined && !UUID.test(id)) throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
+  if (mode !== "execution-denied" && mode !== "error-text")
+    throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
+  for (const [option, id] of [
+    ["sessionId", sessionId],
+    ["runId", runId],
+  ] as const) {
+    if (id !== undefined && !UUID.test(id))
+      throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
   }
   const gated: Record<string, Tool> = {};
   for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
@@ -176,13 +200,28 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
       gated[name] = tool;
       continue;
     }
-    const toModelOutput = tool.toModelOutput as ((options: { toolCallId: string; input: unknown; output: unknown }) => ToolResultOutput | PromiseLike<ToolResultOutput>) | undefined;
+    const toModelOutput = tool.toModelOutput as
+      | ((options: {
+          toolCallId: string;
+          input: unknown;
+          output: unknown;
+        }) => ToolResultOutput | PromiseLike<ToolResultOutput>)
+      | undefined;
     /** One call through the gate: the tool's output, or a {@link ToolRefusal}; a failure throws the tool's error. */
-    const run = async (input: unknown, callOptions: ToolExecutionOptions, onValue: (value: unknown) => void): Promise<unknown> => {
+    const run = async (
+      input: unknown,
+      callOptions: ToolExecutionOptions,
+      onValue: (value: unknown) => void,
+    ): Promise<unknown> => {
       const callId = callOptions?.toolCallId;
       if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
       const descriptor = await descriptorOf(name, tool);
-      const request = { tool: descriptor, callId, input, ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }) };
+      const request = {
+        tool: descriptor,
+        callId,
+        input,
+        ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }),
+      };
       const outcome = await gate.call(
         { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
         (approved, { signal }) => {
@@ -197,7 +236,11 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
         case "failed":
           throw outcome.error;
         case "refused": {
-          const refusal: ToolRefusal = Object.freeze({ type: "loopctl.refused", message: outcome.message, record: outcome.record });
+          const refusal: ToolRefusal = Object.freeze({
+            type: "loopctl.refused",
+            message: outcome.message,
+            record: outcome.record,
+          });
           refusals.add(refusal);
           return refusal;
         }
@@ -231,10 +274,16 @@ export function gateTools<TOOLS extends ToolSet>(tools: TOOLS, gate: Gate, optio
             if (output !== last) yield output;
           }
         : (input: unknown, callOptions: ToolExecutionOptions): Promise<unknown> => run(input, callOptions, ignore),
-      toModelOutput(modelOptions: { toolCallId: string; input: unknown; output: unknown }): ToolResultOutput | PromiseLike<ToolResultOutput> {
+      toModelOutput(modelOptions: {
+        toolCallId: string;
+        input: unknown;
+        output: unknown;
+      }): ToolResultOutput | PromiseLike<ToolResultOutput> {
         const { output } = modelOptions;
         if (isToolRefusal(output)) {
-          return mode === "execution-denied" ? { type: "execution-denied", reason: output.message } : { type: "error-text", value: output.message };
+          return mode === "execution-denied"
+            ? { type: "execution-denied", reason: output.message }
+            : { type: "error-text", value: output.message };
         }
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
       },

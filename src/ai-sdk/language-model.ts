@@ -23,7 +23,10 @@ export interface FromLanguageModelOptions {
 }
 
 function nameOf(model: unknown): string {
-  const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as { provider?: unknown; modelId?: unknown };
+  const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as {
+    provider?: unknown;
+    modelId?: unknown;
+  };
   return `${typeof provider === "string" ? provider : "?"}/${typeof modelId === "string" ? modelId : "?"}`;
 }
 
@@ -58,8 +61,16 @@ function nameOf(model: unknown): string {
  */
 export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageModelOptions = {}): Model {
   const name = nameOf(model);
-  if (typeof model !== "object" || model === null || model.specificationVersion !== "v3" || typeof model.doGenerate !== "function") {
-    throw new AiSdkModelError(name, "not an AI SDK LanguageModelV3 (specificationVersion \"v3\" with doGenerate); pass the provider's model object, not its id");
+  if (
+    typeof model !== "object" ||
+    model === null ||
+    model.specificationVersion !== "v3" ||
+    typeof model.doGenerate !== "function"
+  ) {
+    throw new AiSdkModelError(
+      name,
+      'not an AI SDK LanguageModelV3 (specificationVersion "v3" with doGenerate); pass the provider\'s model object, not its id',
+    );
   }
   const { settings = {}, refusals = "execution-denied" } = options;
   if (refusals !== "execution-denied" && refusals !== "error-text") {
@@ -67,7 +78,11 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   }
   return {
     async generate(request: ModelRequest): Promise<ModelResponse> {
-      const call: LanguageModelV3CallOptions = { ...settings, prompt: toPrompt(request.instructions, request.messages, refusals), abortSignal: request.signal };
+      const call: LanguageModelV3CallOptions = {
+        ...settings,
+        prompt: toPrompt(request.instructions, request.messages, refusals),
+        abortSignal: request.signal,
+      };
       if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
       const result = await model.doGenerate(call);
       return toModelResponse(name, result);

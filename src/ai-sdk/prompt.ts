@@ -26,7 +26,9 @@ type JsonValue = Extract<LanguageModelV3ToolResultOutput, { type: "json" }>["val
 /** A provider-executed result as the AI SDK itself replays one: an error as JSON, else a string as text and anything else as JSON. */
 function providerResult(result: unknown, isError: boolean | undefined): LanguageModelV3ToolResultOutput {
   if (isError === true) return { type: "error-json", value: (result ?? null) as JsonValue };
-  return typeof result === "string" ? { type: "text", value: result } : { type: "json", value: (result ?? null) as JsonValue };
+  return typeof result === "string"
+    ? { type: "text", value: result }
+    : { type: "json", value: (result ?? null) as JsonValue };
 }
 
 /**
@@ -44,11 +46,16 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
   if (!isTagged(message.providerData)) {
     const content: AssistantContent = [];
     if (message.text !== undefined && message.text !== "") content.push({ type: "text", text: message.text });
-    for (const call of message.toolCalls) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
+    for (const call of message.toolCalls)
+      content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
     return content;
   }
   const parsed = AiSdkProviderDataSchema.safeParse(message.providerData);
-  if (!parsed.success) throw new AiSdkTranscriptError(index, `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  if (!parsed.success)
+    throw new AiSdkTranscriptError(
+      index,
+      `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`,
+    );
   const content: AssistantContent = [];
   const shown = new Set<string>();
   for (const part of parsed.data.parts) {
@@ -68,20 +75,35 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
       case "tool-call": {
         shown.add(part.toolCallId);
         // The transcript's own call is what ran (or was refused); the part keeps what the model sent when it was not JSON.
-        const input = inputs.has(part.toolCallId) ? inputs.get(part.toolCallId) : part.invalidInput === true ? undefined : part.input;
-        const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName, input: replayInput(input) };
+        const input = inputs.has(part.toolCallId)
+          ? inputs.get(part.toolCallId)
+          : part.invalidInput === true
+            ? undefined
+            : part.input;
+        const call = {
+          type: "tool-call" as const,
+          toolCallId: part.toolCallId,
+          toolName: part.toolName,
+          input: replayInput(input),
+        };
         mapped = part.providerExecuted === undefined ? call : { ...call, providerExecuted: part.providerExecuted };
         break;
       }
       case "tool-result":
-        mapped = { type: "tool-result", toolCallId: part.toolCallId, toolName: part.toolName, output: providerResult(part.result, part.isError) };
+        mapped = {
+          type: "tool-result",
+          toolCallId: part.toolCallId,
+          toolName: part.toolName,
+          output: providerResult(part.result, part.isError),
+        };
         break;
     }
     content.push(withOptions(mapped, part.providerOptions));
   }
   // Calls added to the transcript by hand, after the model's turn, still reach the model.
   for (const call of message.toolCalls) {
-    if (!shown.has(call.id)) content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
+    if (!shown.has(call.id))
+      content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
   }
   return content;
 }
@@ -93,7 +115,9 @@ function resultOutput(message: ToolResultMessage, refusals: RefusalOutput): Lang
     case "failed":
       return { type: "error-text", value: message.content };
     case "refused":
-      return refusals === "execution-denied" ? { type: "execution-denied", reason: message.content } : { type: "error-text", value: message.content };
+      return refusals === "execution-denied"
+        ? { type: "execution-denied", reason: message.content }
+        : { type: "error-text", value: message.content };
   }
 }
 
@@ -102,7 +126,11 @@ function resultOutput(message: ToolResultMessage, refusals: RefusalOutput): Lang
  * text, assistant turns with their parts (from `providerData`), and each run
  * of tool results as one tool message.
  */
-export function toPrompt(instructions: string | undefined, messages: readonly Message[], refusals: RefusalOutput): LanguageModelV3Prompt {
+export function toPrompt(
+  instructions: string | undefined,
+  messages: readonly Message[],
+  refusals: RefusalOutput,
+): LanguageModelV3Prompt {
   const prompt: LanguageModelV3Prompt = [];
   if (instructions !== undefined) prompt.push({ role: "system", content: instructions });
   let tools: LanguageModelV3ToolResultPart[] | undefined;
@@ -120,7 +148,12 @@ export function toPrompt(instructions: string | undefined, messages: readonly Me
           tools = [];
           prompt.push({ role: "tool", content: tools });
         }
-        tools.push({ type: "tool-result", toolCallId: message.callId, toolName: message.tool, output: resultOutput(message, refusals) });
+        tools.push({
+          type: "tool-result",
+          toolCallId: message.callId,
+          toolName: message.tool,
+          output: resultOutput(message, refusals),
+        });
         break;
     }
   });

@@ -39,11 +39,15 @@ export function toUsage(usage: LanguageModelV3Usage | undefined): Usage | undefi
 }
 
 function withOptions<T extends object>(part: T, metadata: unknown): T {
-  return metadata === undefined ? part : { ...part, providerOptions: metadata as AiSdkAssistantPart["providerOptions"] };
+  return metadata === undefined
+    ? part
+    : { ...part, providerOptions: metadata as AiSdkAssistantPart["providerOptions"] };
 }
 
 function base64(data: string | Uint8Array): string {
-  return typeof data === "string" ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
+  return typeof data === "string"
+    ? data
+    : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
 }
 
 /**
@@ -70,22 +74,46 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
         parts.push(withOptions({ type: "reasoning", text: part.text }, part.providerMetadata));
         break;
       case "file":
-        parts.push(withOptions({ type: "file", mediaType: part.mediaType, data: base64(part.data) }, part.providerMetadata));
+        parts.push(
+          withOptions({ type: "file", mediaType: part.mediaType, data: base64(part.data) }, part.providerMetadata),
+        );
         break;
       case "tool-call": {
-        if (typeof part.toolCallId !== "string" || typeof part.toolName !== "string" || typeof part.input !== "string") {
-          throw new AiSdkModelError(model, `content[${index}] is a tool call without a string toolCallId, toolName and input`);
+        if (
+          typeof part.toolCallId !== "string" ||
+          typeof part.toolName !== "string" ||
+          typeof part.input !== "string"
+        ) {
+          throw new AiSdkModelError(
+            model,
+            `content[${index}] is a tool call without a string toolCallId, toolName and input`,
+          );
         }
         const args = parseArguments(part.input);
         const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName };
-        const kept = args.ok ? { ...call, input: args.value } : { ...call, input: part.input, invalidInput: true as const };
-        parts.push(withOptions(part.providerExecuted === true ? { ...kept, providerExecuted: true } : kept, part.providerMetadata));
-        if (part.providerExecuted !== true) toolCalls.push({ id: part.toolCallId, name: part.toolName, input: args.ok ? args.value : undefined });
+        const kept = args.ok
+          ? { ...call, input: args.value }
+          : { ...call, input: part.input, invalidInput: true as const };
+        parts.push(
+          withOptions(
+            part.providerExecuted === true ? { ...kept, providerExecuted: true } : kept,
+            part.providerMetadata,
+          ),
+        );
+        if (part.providerExecuted !== true)
+          toolCalls.push({ id: part.toolCallId, name: part.toolName, input: args.ok ? args.value : undefined });
         break;
       }
       case "tool-result": {
-        const kept = { type: "tool-result" as const, toolCallId: part.toolCallId, toolName: part.toolName, result: part.result as Json };
-        parts.push(withOptions(part.isError === undefined ? kept : { ...kept, isError: part.isError }, part.providerMetadata));
+        const kept = {
+          type: "tool-result" as const,
+          toolCallId: part.toolCallId,
+          toolName: part.toolName,
+          result: part.result as Json,
+        };
+        parts.push(
+          withOptions(part.isError === undefined ? kept : { ...kept, isError: part.isError }, part.providerMetadata),
+        );
         break;
       }
       case "source":
@@ -94,11 +122,15 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
         // approval request belongs to a provider-executed tool, which stays unapproved.
         break;
       default:
-        throw new AiSdkModelError(model, `content[${index}] has an unknown type ${JSON.stringify((raw as { type?: unknown } | null)?.type)}`);
+        throw new AiSdkModelError(
+          model,
+          `content[${index}] has an unknown type ${JSON.stringify((raw as { type?: unknown } | null)?.type)}`,
+        );
     }
   });
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };
-  if (result.providerMetadata !== undefined) kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
+  if (result.providerMetadata !== undefined)
+    kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
   const reason = result.finishReason?.unified;
   if (typeof reason === "string") kept.finishReason = reason;
   let providerData: AiSdkProviderData;
@@ -106,9 +138,14 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
     // Through JSON once, so what a stored transcript gives back is what the next turn sends.
     providerData = JSON.parse(JSON.stringify(kept)) as AiSdkProviderData;
   } catch (error) {
-    throw new AiSdkModelError(model, "the result's metadata or provider-executed results are not JSON", { cause: error });
+    throw new AiSdkModelError(model, "the result's metadata or provider-executed results are not JSON", {
+      cause: error,
+    });
   }
-  const response: { text?: string; toolCalls: ToolCall[]; usage?: Usage; providerData: AiSdkProviderData } = { toolCalls, providerData };
+  const response: { text?: string; toolCalls: ToolCall[]; usage?: Usage; providerData: AiSdkProviderData } = {
+    toolCalls,
+    providerData,
+  };
   if (text !== undefined) response.text = text;
   const usage = toUsage(result.usage);
   if (usage !== undefined) response.usage = usage;

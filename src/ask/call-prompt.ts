@@ -26,7 +26,8 @@ export interface CallPromptOptions {
   readonly notes?: readonly string[];
 }
 
-const SECRET_KEY = /pass(word|phrase)?|secret|token|api[-_]?key|auth(orization)?|cookie|credential|private[-_]?key|session/i;
+const SECRET_KEY =
+  /pass(word|phrase)?|secret|token|api[-_]?key|auth(orization)?|cookie|credential|private[-_]?key|session/i;
 
 /** The text shown instead of a redacted value. */
 export const REDACTED = "[redacted]";
@@ -46,8 +47,9 @@ export function redactSecretKeys(path: ArgsPath, value: unknown): unknown {
  * controls, zero-width characters, line separators): shown as `\uXXXX` so an
  * argument cannot make a person read something other than what runs.
  */
-// eslint-disable-next-line no-misleading-character-class -- every member is one code point, matched on its own
-const INVISIBLE = /[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0]/g;
+const INVISIBLE =
+  // eslint-disable-next-line no-misleading-character-class -- every member is one code point, matched on its own
+  /[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0]/g;
 
 function visible(text: string): string {
   return text.replace(INVISIBLE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
@@ -90,10 +92,18 @@ function redacted(value: unknown, redact: Redactor, path: (string | number)[]): 
  * const hook: Hook = { preToolUse: (call, { descriptor }) => ({ type: "ask", prompt: callPrompt(descriptor, call.input) }) };
  * ```
  */
-export function callPrompt(tool: { readonly name: string; readonly title?: string }, input: unknown, options: CallPromptOptions = {}): string {
+export function callPrompt(
+  tool: { readonly name: string; readonly title?: string },
+  input: unknown,
+  options: CallPromptOptions = {},
+): string {
   const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
-  if (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1) throw new RangeError(`maxArgsChars must be a positive integer, got ${String(maxArgsChars)}`);
-  const title = typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name ? ` (${quoteForPrompt(tool.title)})` : "";
+  if (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1)
+    throw new RangeError(`maxArgsChars must be a positive integer, got ${String(maxArgsChars)}`);
+  const title =
+    typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
+      ? ` (${quoteForPrompt(tool.title)})`
+      : "";
   const shown = redact === false ? input : redacted(input, redact, []);
   let args = visible(JSON.stringify(shown, null, 2) ?? "(no arguments)");
   if (args.length > maxArgsChars) {

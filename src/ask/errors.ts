@@ -44,10 +44,7 @@ export class InvalidCapacityError extends LoopctlError {
   readonly capacity: unknown;
 
   constructor(capacity: unknown) {
-    super(
-      "ASK_CAPACITY_INVALID",
-      `approval channel capacity must be a non-negative integer, got ${String(capacity)}`,
-    );
+    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${String(capacity)}`);
     this.capacity = capacity;
   }
 }

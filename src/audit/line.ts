@@ -39,9 +39,7 @@ export function parseAuditAnchor(text: string): AuditAnchor {
   const match = /^(0|[1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(text);
   const seq = match ? Number(match[1]) : Number.NaN;
   if (!match || !Number.isSafeInteger(seq)) {
-    throw new AuditAnchorError(
-      `audit anchor ${JSON.stringify(text)} is not <seq>:<64 lowercase hex digits>`,
-    );
+    throw new AuditAnchorError(`audit anchor ${JSON.stringify(text)} is not <seq>:<64 lowercase hex digits>`);
   }
   return { seq, hash: match[2] as string };
 }

@@ -129,7 +129,8 @@ export class AuditSink {
   /** How many bytes of the file have been verified (or written) by this sink. */
   #size: number;
   /** Appends waiting for the next write. */
-  #pending: { record: GateDecision; resolve: (anchor: AuditAppend) => void; reject: (error: AuditError) => void }[] = [];
+  #pending: { record: GateDecision; resolve: (anchor: AuditAppend) => void; reject: (error: AuditError) => void }[] =
+    [];
   /** The loop writing pending appends, while it runs. */
   #draining: Promise<void> | undefined;
   #dead: AuditError | undefined;
@@ -195,11 +196,7 @@ export class AuditSink {
     try {
       // O_NOFOLLOW closes the gap between lstat and open: a link swapped in
       // meanwhile fails here (ELOOP) instead of being written through.
-      handle = await open(
-        abs,
-        constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | NO_FOLLOW,
-        0o600,
-      );
+      handle = await open(abs, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | NO_FOLLOW, 0o600);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ELOOP") {
         throw new AuditPathError(abs, `audit log ${abs} is a symbolic link; refusing to write through it`, {
@@ -266,7 +263,12 @@ export class AuditSink {
   }
 
   #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
-    return new AuditCorruptError(this.path, line, problem, `audit log ${this.path} does not verify, refusing to append: ${message}`);
+    return new AuditCorruptError(
+      this.path,
+      line,
+      problem,
+      `audit log ${this.path} does not verify, refusing to append: ${message}`,
+    );
   }
 
   /** Runs `body` holding the log's cross-process lock. */
@@ -386,7 +388,9 @@ export class AuditSink {
       const error =
         thrown instanceof AuditCorruptError || thrown instanceof AuditIoError || thrown instanceof AuditLockError
           ? thrown
-          : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, { cause: thrown });
+          : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, {
+              cause: thrown,
+            });
       // A lock not taken wrote nothing; anything else may have left the log
       // in a state no later line should be written after.
       if (!(error instanceof AuditLockError)) this.#dead = error;
@@ -418,7 +422,11 @@ export class AuditSink {
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
     const key = this.#key;
-    const chain = verifyChain(added, this.#anchor, key === undefined ? { type: "none", keyed: false } : { type: "key", key });
+    const chain = verifyChain(
+      added,
+      this.#anchor,
+      key === undefined ? { type: "none", keyed: false } : { type: "key", key },
+    );
     if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
     this.#anchor = chain.anchor;
     this.#size += added.length;

@@ -36,15 +36,7 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
  *   is not a seal, so lines removed from its end could not be told.
  */
 export type AuditProblem =
-  | "malformed"
-  | "edited"
-  | "removed"
-  | "reordered"
-  | "duplicated"
-  | "forked"
-  | "truncated"
-  | "forged"
-  | "unsealed";
+  "malformed" | "edited" | "removed" | "reordered" | "duplicated" | "forked" | "truncated" | "forged" | "unsealed";
 
 /**
  * The outcome of {@link verifyAuditLog}. On success, `records` are every
@@ -269,7 +261,9 @@ export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck
       return fail(
         n,
         "malformed",
-        keyed ? `line ${n} carries no mac, unlike the lines before it` : `line ${n} carries a mac, unlike the lines before it`,
+        keyed
+          ? `line ${n} carries no mac, unlike the lines before it`
+          : `line ${n} carries a mac, unlike the lines before it`,
       );
     }
     keyed = entry.mac !== undefined;

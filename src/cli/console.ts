@@ -94,14 +94,16 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
       close: async () => undefined,
     };
   }
-  if (values.root !== undefined) throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
+  if (values.root !== undefined)
+    throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
   const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
     const queue = new PostgresAskQueue(pool, {
       ...schema,
-      onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
+      onError: (error) =>
+        context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
     const project = values.project;
     const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
@@ -131,7 +133,8 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     context.stdout.write(CONSOLE_HELP);
     return EXIT.ok;
   }
-  if (positionals.length > 0) throw new CliUsageError("console", `unexpected argument ${JSON.stringify(positionals[0])}`);
+  if (positionals.length > 0)
+    throw new CliUsageError("console", `unexpected argument ${JSON.stringify(positionals[0])}`);
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!/^\d{1,5}$/.test(values.port ?? "0") || port > 65_535) {
     throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
@@ -150,7 +153,8 @@ export async function consoleCommand(args: readonly string[], context: CliContex
       ...(allowedHosts === undefined ? {} : { allowedHosts }),
       port,
       ...(token === undefined ? {} : { token }),
-      onError: (error) => context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
+      onError: (error) =>
+        context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
     context.stdout.write(
       `loopctl console: ${source.describe}` +
@@ -188,13 +192,19 @@ async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
       const flag = SOURCE_OF[error.option] ?? error.option;
       const detail = error.message.slice(error.message.indexOf(": ") + 2);
       if (error.option === "allowedHosts" && options.allowedHosts === undefined) {
-        throw new CliUsageError("console", `--host ${options.host ?? ""} needs --allowed-host H: the names clients use to reach it`);
+        throw new CliUsageError(
+          "console",
+          `--host ${options.host ?? ""} needs --allowed-host H: the names clients use to reach it`,
+        );
       }
       throw new CliUsageError("console", `${flag}: ${detail}`);
     }
-    const code = (error instanceof ServerListenError ? (error.cause as { code?: unknown } | undefined)?.code : undefined);
+    const code = error instanceof ServerListenError ? (error.cause as { code?: unknown } | undefined)?.code : undefined;
     if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL") {
-      throw new CliUsageError("console", `--host ${options.host ?? ""}: not an address of this machine to listen on (${code})`);
+      throw new CliUsageError(
+        "console",
+        `--host ${options.host ?? ""}: not an address of this machine to listen on (${code})`,
+      );
     }
     throw error;
   }
@@ -203,7 +213,9 @@ async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
 /** Resolves when `signal` aborts, or without one on SIGINT or SIGTERM: a server's normal end. */
 function stopped(signal: AbortSignal | undefined): Promise<void> {
   if (signal !== undefined) {
-    return signal.aborted ? Promise.resolve() : new Promise((done) => signal.addEventListener("abort", () => done(), { once: true }));
+    return signal.aborted
+      ? Promise.resolve()
+      : new Promise((done) => signal.addEventListener("abort", () => done(), { once: true }));
   }
   return new Promise((done) => {
     const stop = (): void => {

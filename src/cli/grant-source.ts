@@ -62,7 +62,8 @@ export async function openStore(command: string, values: StoreValues, context: C
     const store = openFileStore(values, context);
     return { store, location: store.ledgerPath, close: () => Promise.resolve() };
   }
-  if (values.root !== undefined) throw new CliUsageError(command, "--root is for a ledger file; it cannot go with --database");
+  if (values.root !== undefined)
+    throw new CliUsageError(command, "--root is for a ledger file; it cannot go with --database");
   if (values.project === undefined || values.project === "") {
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }

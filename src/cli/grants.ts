@@ -35,7 +35,12 @@ async function withStore<T>(
     if (asJson && error instanceof LoopctlError && !context.signal?.aborted) {
       const hint = hintFor(error);
       context.stdout.write(
-        json({ ledger: opened.location, error: error.code, message: error.message, ...(hint === undefined ? {} : { hint }) }),
+        json({
+          ledger: opened.location,
+          error: error.code,
+          message: error.message,
+          ...(hint === undefined ? {} : { hint }),
+        }),
       );
     }
     throw error;
@@ -73,7 +78,13 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
   });
   if (values.help) return helpFor("grants list", context);
   noPositionals("grants list", positionals);
-  const { location, value: grants } = await withStore("grants list", values, context, (store) => store.load(), values.json);
+  const { location, value: grants } = await withStore(
+    "grants list",
+    values,
+    context,
+    (store) => store.load(),
+    values.json,
+  );
   if (values.json) {
     context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
@@ -147,9 +158,7 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
     return count;
   });
   const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
-  context.stdout.write(
-    `removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(location)}\n`,
-  );
+  context.stdout.write(`removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(location)}\n`);
   return EXIT.ok;
 }
 
@@ -204,14 +213,23 @@ function jsonOption(command: string, option: string, text: string): unknown {
 function descriptorOption(tool: string, text: string): ToolDescriptor {
   const value = jsonOption("grants explain", "--descriptor", text);
   const d = value as { name?: unknown; description?: unknown; inputSchema?: unknown } | null;
-  if (typeof d !== "object" || d === null || Array.isArray(d) || typeof d.description !== "string" || !("inputSchema" in d)) {
+  if (
+    typeof d !== "object" ||
+    d === null ||
+    Array.isArray(d) ||
+    typeof d.description !== "string" ||
+    !("inputSchema" in d)
+  ) {
     throw new CliUsageError(
       "grants explain",
       '--descriptor must be a JSON object {"description": string, "inputSchema": …}',
     );
   }
   if (d.name !== undefined && d.name !== tool) {
-    throw new CliUsageError("grants explain", `--descriptor names tool ${JSON.stringify(d.name)}, not ${JSON.stringify(tool)}`);
+    throw new CliUsageError(
+      "grants explain",
+      `--descriptor names tool ${JSON.stringify(d.name)}, not ${JSON.stringify(tool)}`,
+    );
   }
   return { name: tool, description: d.description, inputSchema: d.inputSchema };
 }
@@ -251,16 +269,22 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   const callArgs = jsonOption("grants explain", "--args", values.args);
   const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
   const tool = values.tool;
-  const { location, value: explanation } = await withStore("grants explain", values, context, async (store) => {
-    try {
-      return await new GrantPolicy(store).explain(tool, callArgs, descriptor);
-    } catch (error) {
-      if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
-        throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
+  const { location, value: explanation } = await withStore(
+    "grants explain",
+    values,
+    context,
+    async (store) => {
+      try {
+        return await new GrantPolicy(store).explain(tool, callArgs, descriptor);
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code === "CANONICAL_JSON") {
+          throw new CliUsageError("grants explain", `--args: ${(error as Error).message}`);
+        }
+        throw error;
       }
-      throw error;
-    }
-  }, values.json);
+    },
+    values.json,
+  );
   if (values.json) {
     context.stdout.write(
       json({

@@ -56,7 +56,9 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   if (!isGroup(group)) {
     throw new CliUsageError(
       "",
-      group.startsWith("-") ? unknownOption(group, ["help", "version"]) : unknownCommand("", group, [...Object.keys(GROUPS), "console"]),
+      group.startsWith("-")
+        ? unknownOption(group, ["help", "version"])
+        : unknownCommand("", group, [...Object.keys(GROUPS), "console"]),
     );
   }
   if (sub === undefined || isHelp(sub)) {
@@ -79,10 +81,7 @@ function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
 function report(error: unknown, context: CliContext): ExitCode {
   if (error instanceof CliUsageError) {
     const prefix = error.command === "" ? "loopctl" : `loopctl ${error.command}`;
-    context.stderr.write(
-      `${prefix}: ${printable(error.message)}\n` +
-        `Run '${prefix} --help' for usage.\n`,
-    );
+    context.stderr.write(`${prefix}: ${printable(error.message)}\n` + `Run '${prefix} --help' for usage.\n`);
     return EXIT.usage;
   }
   if (context.signal?.aborted) {

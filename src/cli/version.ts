@@ -8,7 +8,10 @@ function readVersion(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     try {
-      const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: unknown; version?: unknown };
+      const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
+        name?: unknown;
+        version?: unknown;
+      };
       if (manifest.name === "loopctl" && typeof manifest.version === "string") return manifest.version;
     } catch {
       // no readable manifest here: keep walking up

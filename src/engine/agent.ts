@@ -15,7 +15,16 @@ import type { GateOutcome } from "./gate.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import { MessageSchema, ModelResponseSchema } from "./model.js";
-import type { AssistantMessage, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolResultMessage, Usage } from "./model.js";
+import type {
+  AssistantMessage,
+  Message,
+  Model,
+  ModelRequest,
+  ModelResponse,
+  ToolCall,
+  ToolResultMessage,
+  Usage,
+} from "./model.js";
 import { notify } from "./observer.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
@@ -70,14 +79,16 @@ interface Toolset {
 }
 
 function toolset(tools: readonly Tool[]): Toolset {
-  if (!Array.isArray(tools)) throw new EngineConfigError("Agent", "tools must be an array or a ToolSource ({ current(): Tool[] })");
+  if (!Array.isArray(tools))
+    throw new EngineConfigError("Agent", "tools must be an array or a ToolSource ({ current(): Tool[] })");
   const byName = new Map<string, Tool>();
   for (const tool of tools as readonly unknown[]) {
     if (!isTool(tool)) {
       const name = (tool as { name?: unknown } | null)?.name;
       throw new ToolDefinitionError(typeof name === "string" ? name : "", "not a tool made by defineTool");
     }
-    if (byName.has(tool.name)) throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
+    if (byName.has(tool.name))
+      throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
     byName.set(tool.name, tool);
   }
   return { byName, descriptors: Object.freeze([...byName.values()].map((tool) => tool.descriptor)) };
@@ -93,13 +104,24 @@ function toContent(value: unknown): string {
 }
 
 /** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON), and that reading. */
-function readCall(id: string, name: string, input: unknown): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
+function readCall(
+  id: string,
+  name: string,
+  input: unknown,
+): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
   const read = snapshot(input);
   return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input }), read };
 }
 
-function frozenAssistant(text: string | undefined, toolCalls: readonly ToolCall[], providerData: unknown): AssistantMessage {
-  const message: { type: "assistant"; text?: string; toolCalls: readonly ToolCall[]; providerData?: unknown } = { type: "assistant", toolCalls: Object.freeze(toolCalls) };
+function frozenAssistant(
+  text: string | undefined,
+  toolCalls: readonly ToolCall[],
+  providerData: unknown,
+): AssistantMessage {
+  const message: { type: "assistant"; text?: string; toolCalls: readonly ToolCall[]; providerData?: unknown } = {
+    type: "assistant",
+    toolCalls: Object.freeze(toolCalls),
+  };
   if (text !== undefined) message.text = text;
   if (providerData !== undefined) message.providerData = providerData;
   return Object.freeze(message);
@@ -109,10 +131,18 @@ function frozenAssistant(text: string | undefined, toolCalls: readonly ToolCall[
 function startingMessages(input: readonly Message[]): Message[] {
   return input.map((raw, index): Message => {
     const parsed = MessageSchema.safeParse(raw);
-    if (!parsed.success) throw new EngineConfigError("Agent.run", `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+    if (!parsed.success)
+      throw new EngineConfigError(
+        "Agent.run",
+        `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`,
+      );
     const message = parsed.data;
     if (message.type !== "assistant") return message;
-    return frozenAssistant(message.text, message.toolCalls.map((call) => readCall(call.id, call.name, call.input).call), message.providerData);
+    return frozenAssistant(
+      message.text,
+      message.toolCalls.map((call) => readCall(call.id, call.name, call.input).call),
+      message.providerData,
+    );
   });
 }
 
@@ -150,14 +180,20 @@ export class Agent {
   readonly #instructions: string | undefined;
 
   constructor(options: AgentOptions) {
-    if (typeof options !== "object" || options === null) throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
+    if (typeof options !== "object" || options === null)
+      throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
     const { model, tools, managers = new LoopManagers(), instructions } = options;
     if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
       throw new EngineConfigError("Agent", "model must have a generate(request) method");
     }
     if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
-    if (instructions !== undefined && typeof instructions !== "string") throw new EngineConfigError("Agent", "instructions must be a string");
-    const isSource = typeof tools === "object" && tools !== null && !Array.isArray(tools) && typeof (tools as ToolSource).current === "function";
+    if (instructions !== undefined && typeof instructions !== "string")
+      throw new EngineConfigError("Agent", "instructions must be a string");
+    const isSource =
+      typeof tools === "object" &&
+      tools !== null &&
+      !Array.isArray(tools) &&
+      typeof (tools as ToolSource).current === "function";
     this.#tools = isSource ? (tools as ToolSource) : toolset(tools as readonly Tool[]);
     this.#model = model;
     this.#settings = settingsOf(managers);
@@ -215,7 +251,11 @@ export class Agent {
             ts: settings.clock.now(),
           });
           onRecord(record);
-          notify(settings.observers, settings.observerErrorHandler, "onGate", { turn: turns, callId: "", decision: record });
+          notify(settings.observers, settings.observerErrorHandler, "onGate", {
+            turn: turns,
+            callId: "",
+            decision: record,
+          });
           throw overBudget;
         }
         const turn = turns;
@@ -223,11 +263,15 @@ export class Agent {
         const { response, reads } = await this.#generate(turn, messages, tools, cancel);
         turns += 1;
         if (response.usage !== undefined) {
-          usage = { inputTokens: usage.inputTokens + response.usage.inputTokens, outputTokens: usage.outputTokens + response.usage.outputTokens };
+          usage = {
+            inputTokens: usage.inputTokens + response.usage.inputTokens,
+            outputTokens: usage.outputTokens + response.usage.outputTokens,
+          };
         }
         const calls = response.toolCalls;
         messages.push(frozenAssistant(response.text, calls, response.providerData));
-        if (calls.length === 0) return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
+        if (calls.length === 0)
+          return { messages, records, usage, turns, text: response.text ?? "", sessionId: this.sessionId, runId };
         const { results, stop } = await this.#wave(calls, reads, tools, turn, runId, cancel, onRecord);
         for (const result of results) messages.push(result);
         if (stop !== undefined) throw stop;
@@ -245,7 +289,8 @@ export class Agent {
     const { idGen } = this.#settings;
     const id = idGen();
     // The default generator's ids are UUIDs by construction.
-    if (idGen !== randomIdGen && !isUuid(id)) throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
+    if (idGen !== randomIdGen && !isUuid(id))
+      throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
     return id;
   }
 
@@ -263,7 +308,11 @@ export class Agent {
     cancel: Cancel,
   ): Promise<{ response: ModelResponse; reads: readonly (Snapshot | NotJson)[] }> {
     const settings = this.#settings;
-    notify(settings.observers, settings.observerErrorHandler, "onModelRequest", { turn, messages, tools: tools.descriptors });
+    notify(settings.observers, settings.observerErrorHandler, "onModelRequest", {
+      turn,
+      messages,
+      tools: tools.descriptors,
+    });
     const signal = cancel.signal;
     const request: ModelRequest =
       this.#instructions === undefined
@@ -282,13 +331,19 @@ export class Agent {
       parsed = ModelResponseSchema.safeParse(raw);
     } catch (thrown) {
       // An answer whose reads throw (a proxy, a getter) is not a model response either.
-      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: thrown });
+      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, {
+        cause: thrown,
+      });
     }
     if (!parsed.success) {
-      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, { cause: parsed.error });
+      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, {
+        cause: parsed.error,
+      });
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
-    const read = parsed.data.toolCalls.map((call) => readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input));
+    const read = parsed.data.toolCalls.map((call) =>
+      readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input),
+    );
     const toolCalls = read.map((r) => r.call);
     if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
@@ -337,7 +392,10 @@ export class Agent {
             runId,
             turn,
             onRecord,
-            execute: async (input, options) => toContent(await tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId })),
+            execute: async (input, options) =>
+              toContent(
+                await tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId }),
+              ),
           });
           outcomes[index] = outcome;
           if (outcome.type === "refused" && outcome.stop !== undefined) {
@@ -366,7 +424,16 @@ export class Agent {
       const call = calls[index]!;
       const content = outcome.type === "ran" ? (outcome.output as string) : outcome.message;
       const status = outcome.type;
-      results.push(Object.freeze({ type: "tool_result", callId: call.id, tool: call.name, content, status, isError: status !== "ran" }));
+      results.push(
+        Object.freeze({
+          type: "tool_result",
+          callId: call.id,
+          tool: call.name,
+          content,
+          status,
+          isError: status !== "ran",
+        }),
+      );
     });
     return { results, stop };
   }

@@ -26,7 +26,8 @@ export const TEXTS = {
   unknownTool: (tool: string) => `Unknown tool '${tool}'`,
   engineFailed: (tool: string) => `Permission denied: internal error for tool '${tool}'`,
   notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
-  invalid: (tool: string, problems: readonly string[]) => `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
+  invalid: (tool: string, problems: readonly string[]) =>
+    `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
   toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
   toolChanged: (prompt: string, tool: string) =>
@@ -53,7 +54,9 @@ const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
     case "failed":
       return { type: "failed", error: ending.error, message: ending.message, record };
     case "refused":
-      return ending.stop === undefined ? { type: "refused", message: ending.message, record } : { type: "refused", message: ending.message, record, stop: ending.stop };
+      return ending.stop === undefined
+        ? { type: "refused", message: ending.message, record }
+        : { type: "refused", message: ending.message, record, stop: ending.stop };
   }
 };
 
@@ -130,7 +133,7 @@ export class Attempt {
     const early = this.#snapshot() ?? this.#validate();
     if (early !== undefined) return early;
     const hooks = await this.#hooks();
-    const decided = typeof hooks === "string" ? await this.#ask(hooks) : hooks ?? (await this.#rememberedDeny());
+    const decided = typeof hooks === "string" ? await this.#ask(hooks) : (hooks ?? (await this.#rememberedDeny()));
     return decided ?? this.#preDetect() ?? this.#breaker() ?? this.#dispatch();
   }
 
@@ -143,10 +146,22 @@ export class Attempt {
     // so they meet it at their refusal: a model repeating one of them forever
     // is stopped like any other loop.
     if (tool === undefined) {
-      return this.#preDetect() ?? this.#refuse(draft("deny", "unknown_tool", "engine", `unknown tool '${this.#request.name}'`), TEXTS.unknownTool(this.#request.name));
+      return (
+        this.#preDetect() ??
+        this.#refuse(
+          draft("deny", "unknown_tool", "engine", `unknown tool '${this.#request.name}'`),
+          TEXTS.unknownTool(this.#request.name),
+        )
+      );
     }
     if (!isSnapshot(read)) {
-      return this.#preDetect() ?? this.#refuse(draft("deny", "invalid_arguments", "engine", "arguments are not JSON values"), TEXTS.notJson(tool.name));
+      return (
+        this.#preDetect() ??
+        this.#refuse(
+          draft("deny", "invalid_arguments", "engine", "arguments are not JSON values"),
+          TEXTS.notJson(tool.name),
+        )
+      );
     }
     return undefined;
   }
@@ -155,11 +170,20 @@ export class Attempt {
   #validate(): Ending | undefined {
     const tool = this.#request.tool!;
     if (tool.broken !== undefined) {
-      return this.#refuse(draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`), TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]));
+      return this.#refuse(
+        draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`),
+        TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]),
+      );
     }
     const checked = tool.check(this.#args.value);
     if (checked.type === "invalid") {
-      return this.#preDetect() ?? this.#refuse(draft("deny", "schema", "engine", `invalid arguments: ${checked.problems.join("; ")}`), TEXTS.invalid(tool.name, checked.problems));
+      return (
+        this.#preDetect() ??
+        this.#refuse(
+          draft("deny", "schema", "engine", `invalid arguments: ${checked.problems.join("; ")}`),
+          TEXTS.invalid(tool.name, checked.problems),
+        )
+      );
     }
     return undefined;
   }
@@ -172,9 +196,17 @@ export class Attempt {
     const { settings } = this.#gate;
     const { turn, callId, sessionId, runId } = this.#request;
     const tool = this.#request.tool!;
-    const context: HookContext = { turn, callId, sessionId, runId, descriptor: tool.descriptor, signal: this.#cancel.signal };
+    const context: HookContext = {
+      turn,
+      callId,
+      sessionId,
+      runId,
+      descriptor: tool.descriptor,
+      signal: this.#cancel.signal,
+    };
     const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
-    if (hooks.type === "failed") return this.#refuse(draft("deny", "hook", "context", hooks.reason), TEXTS.hookFailed(tool.name));
+    if (hooks.type === "failed")
+      return this.#refuse(draft("deny", "hook", "context", hooks.reason), TEXTS.hookFailed(tool.name));
     const decision = hooks.decision;
     switch (decision.type) {
       case "block":
@@ -188,14 +220,33 @@ export class Attempt {
         const original = this.#args.argsDigest;
         const read = snapshot(decision.input);
         if (!isSnapshot(read)) {
-          return this.#refuse(draft("deny", "hook", "context", `hook ${hooks.hook} modified the input to something that is not JSON`), TEXTS.hookFailed(tool.name));
+          return this.#refuse(
+            draft("deny", "hook", "context", `hook ${hooks.hook} modified the input to something that is not JSON`),
+            TEXTS.hookFailed(tool.name),
+          );
         }
         this.#use(read);
         const checked = tool.check(read.value);
         if (checked.type === "invalid") {
-          return this.#refuse(draft("deny", "schema", "engine", `invalid arguments from hook ${hooks.hook}: ${checked.problems.join("; ")}`), TEXTS.invalid(tool.name, checked.problems));
+          return this.#refuse(
+            draft(
+              "deny",
+              "schema",
+              "engine",
+              `invalid arguments from hook ${hooks.hook}: ${checked.problems.join("; ")}`,
+            ),
+            TEXTS.invalid(tool.name, checked.problems),
+          );
         }
-        this.#slot.hold(draft("allow_modified", "hook", "context", `input modified by hook ${hooks.hook} (original args ${original})`), "modified");
+        this.#slot.hold(
+          draft(
+            "allow_modified",
+            "hook",
+            "context",
+            `input modified by hook ${hooks.hook} (original args ${original})`,
+          ),
+          "modified",
+        );
         break;
       }
     }
@@ -219,7 +270,12 @@ export class Attempt {
     }, CANCELS.beforeExecution);
     if (!consulted.ok) return consulted.ending;
     const grant = consulted.value;
-    return grant === undefined ? undefined : this.#refuse(draft("deny", "grant", "context", "denied by remembered grant", grant), TEXTS.grantDenied(tool.name));
+    return grant === undefined
+      ? undefined
+      : this.#refuse(
+          draft("deny", "grant", "context", "denied by remembered grant", grant),
+          TEXTS.grantDenied(tool.name),
+        );
   }
 
   /** 4b. A hook asked: remembered grants answer first, else the call parks. */
@@ -229,23 +285,48 @@ export class Attempt {
     if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.parked);
     let askPrompt = prompt;
     if (grantPolicy !== undefined) {
-      const consulted = await this.#consultGrants(() => grantPolicy.decide(tool.descriptor, this.#args.value), CANCELS.parked);
+      const consulted = await this.#consultGrants(
+        () => grantPolicy.decide(tool.descriptor, this.#args.value),
+        CANCELS.parked,
+      );
       if (!consulted.ok) return consulted.ending;
       const grant = consulted.value;
       switch (grant.type) {
         case "allow":
-          this.#slot.hold(draft("allow", "grant", "context", "allowed by remembered grant", grant.grant.id), "approved");
+          this.#slot.hold(
+            draft("allow", "grant", "context", "allowed by remembered grant", grant.grant.id),
+            "approved",
+          );
           return undefined;
         case "deny":
-          return this.#refuse(draft("deny", "grant", "context", "denied by remembered grant", grant.grant.id), TEXTS.grantDenied(tool.name));
+          return this.#refuse(
+            draft("deny", "grant", "context", "denied by remembered grant", grant.grant.id),
+            TEXTS.grantDenied(tool.name),
+          );
         case "ask":
           if (grant.reason === "tool_changed") askPrompt = TEXTS.toolChanged(prompt, tool.name);
           break;
       }
     }
     const { sessionId, runId, turn, callId } = this.#request;
-    const ask = { id: settings.idGen(), sessionId, runId, turn, callId, tool: tool.name, argsDigest: this.#args.argsDigest, argsSha256: this.#args.argsSha256, prompt: askPrompt };
-    const outcome = await park({ ask, resolver: settings.askResolver, timeoutMs: settings.askTimeoutMs, clock: settings.clock, cancel: this.#cancel });
+    const ask = {
+      id: settings.idGen(),
+      sessionId,
+      runId,
+      turn,
+      callId,
+      tool: tool.name,
+      argsDigest: this.#args.argsDigest,
+      argsSha256: this.#args.argsSha256,
+      prompt: askPrompt,
+    };
+    const outcome = await park({
+      ask,
+      resolver: settings.askResolver,
+      timeoutMs: settings.askTimeoutMs,
+      clock: settings.clock,
+      cancel: this.#cancel,
+    });
     switch (outcome.type) {
       case "cancelled":
         throw this.#cancelledAt(CANCELS.parked);
@@ -294,10 +375,21 @@ export class Attempt {
       dispatch({
         call,
         middleware: settings.middleware,
-        context: { turn, callId, sessionId, runId, descriptor: this.#request.tool!.descriptor, argsDigest: this.#args.argsDigest, argsSha256: this.#args.argsSha256, signal },
+        context: {
+          turn,
+          callId,
+          sessionId,
+          runId,
+          descriptor: this.#request.tool!.descriptor,
+          argsDigest: this.#args.argsDigest,
+          argsSha256: this.#args.argsSha256,
+          signal,
+        },
         sink: {
-          middlewareDeny: (d) => slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
-          middlewareAllow: (d) => slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+          middlewareDeny: (d) =>
+            slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+          middlewareAllow: (d) =>
+            slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
         },
         run: () => execute(call.input, { signal }),
       }),
@@ -331,20 +423,28 @@ export class Attempt {
     const tool = this.#request.tool!;
     try {
       // Never past a cancel: a store whose save never returns must not hold the call.
-      await this.#cancel.race(grantPolicy.remember(tool.descriptor, this.#args.value, verdict, scope, { nowMs: settings.clock.now() }));
+      await this.#cancel.race(
+        grantPolicy.remember(tool.descriptor, this.#args.value, verdict, scope, { nowMs: settings.clock.now() }),
+      );
     } catch (error) {
       this.#observe("onGrantError", { turn: this.#request.turn, callId: this.#request.callId, error });
     }
   }
 
   /** Runs `consult` against the grant store; a store that fails denies (fail closed). */
-  async #consultGrants<T>(consult: () => Promise<T>, step: Step): Promise<{ readonly ok: true; readonly value: T } | { readonly ok: false; readonly ending: Ending }> {
+  async #consultGrants<T>(
+    consult: () => Promise<T>,
+    step: Step,
+  ): Promise<{ readonly ok: true; readonly value: T } | { readonly ok: false; readonly ending: Ending }> {
     let value: T;
     try {
       value = await this.#wait(consult(), step);
     } catch (error) {
       if (error === this.#cancelled) throw error;
-      const ending = this.#refuse(draft("deny", "grant", "engine", `grant store failed: ${describeError(error)}`), TEXTS.grantStoreFailed(this.#request.name));
+      const ending = this.#refuse(
+        draft("deny", "grant", "engine", `grant store failed: ${describeError(error)}`),
+        TEXTS.grantStoreFailed(this.#request.name),
+      );
       return { ok: false, ending };
     }
     return { ok: true, value };
@@ -375,7 +475,10 @@ export class Attempt {
     return this.#cancelled;
   }
 
-  #observe<K extends "onToolPre" | "onToolPost" | "onGate" | "onGrantError">(event: K, payload: Parameters<typeof notify<K>>[3]): void {
+  #observe<K extends "onToolPre" | "onToolPost" | "onGate" | "onGrantError">(
+    event: K,
+    payload: Parameters<typeof notify<K>>[3],
+  ): void {
     const { settings } = this.#gate;
     notify(settings.observers, settings.observerErrorHandler, event, payload);
   }

@@ -17,7 +17,11 @@ export interface BudgetOptions {
 }
 
 /** Returns the error that stops the run before the next model request, if any. */
-export function checkBudget(budget: BudgetOptions | undefined, turnsUsed: number, usage: Usage): BudgetExceededError | undefined {
+export function checkBudget(
+  budget: BudgetOptions | undefined,
+  turnsUsed: number,
+  usage: Usage,
+): BudgetExceededError | undefined {
   const maxTurns = budget?.maxTurns ?? DEFAULT_MAX_TURNS;
   if (turnsUsed >= maxTurns) return new BudgetExceededError("turns", maxTurns, turnsUsed);
   const tokens = usage.inputTokens + usage.outputTokens;

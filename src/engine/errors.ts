@@ -80,7 +80,10 @@ export class BudgetExceededError extends RunStoppedError {
   readonly used: number;
 
   constructor(kind: BudgetKind, limit: number, used: number) {
-    super("BUDGET_EXCEEDED", `${kind === "turns" ? "turn" : "token"} budget exhausted: ${used} of ${limit} ${kind} used`);
+    super(
+      "BUDGET_EXCEEDED",
+      `${kind === "turns" ? "turn" : "token"} budget exhausted: ${used} of ${limit} ${kind} used`,
+    );
     this.kind = kind;
     this.limit = limit;
     this.used = used;

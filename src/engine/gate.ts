@@ -57,7 +57,12 @@ export type GateExecute = (input: unknown, options: { readonly signal: AbortSign
 export type GateOutcome =
   | { readonly type: "ran"; readonly output: unknown; readonly record: GateDecision }
   | { readonly type: "failed"; readonly error: unknown; readonly message: string; readonly record: GateDecision }
-  | { readonly type: "refused"; readonly message: string; readonly record: GateDecision; readonly stop?: RunStoppedError };
+  | {
+      readonly type: "refused";
+      readonly message: string;
+      readonly record: GateDecision;
+      readonly stop?: RunStoppedError;
+    };
 
 /** A tool as the gate holds it: its descriptor and its compiled validation. */
 export interface GatedTool {
@@ -107,15 +112,27 @@ export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
     gated = { name: tool.name, descriptor: tool.descriptor, check: (input) => tool.check(input), broken: undefined };
   } else {
     const shape = tool as Partial<ToolDescriptor> | null;
-    if (typeof tool !== "object" || tool === null || typeof shape?.name !== "string" || shape.name === "" || typeof shape.description !== "string") {
-      throw new EngineConfigError("Gate.call", "tool must be a Tool or a descriptor { name, description, inputSchema }");
+    if (
+      typeof tool !== "object" ||
+      tool === null ||
+      typeof shape?.name !== "string" ||
+      shape.name === "" ||
+      typeof shape.description !== "string"
+    ) {
+      throw new EngineConfigError(
+        "Gate.call",
+        "tool must be a Tool or a descriptor { name, description, inputSchema }",
+      );
     }
     // Read once: a descriptor changed in place later is not seen (pass a new object when the tool changes).
     let descriptor: ToolDescriptor;
     try {
       descriptor = frozenJson(tool);
     } catch (error) {
-      throw new EngineConfigError("Gate.call", `the descriptor of tool '${shape.name}' is not JSON: ${describeError(error)}`);
+      throw new EngineConfigError(
+        "Gate.call",
+        `the descriptor of tool '${shape.name}' is not JSON: ${describeError(error)}`,
+      );
     }
     let check: GatedTool["check"] = () => ({ type: "invalid", problems: [] });
     let broken: string | undefined;
@@ -218,18 +235,32 @@ export class Gate {
    * request itself is malformed.
    */
   async call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
-    if (typeof request !== "object" || request === null) throw new EngineConfigError("Gate.call", "the request must be { tool, callId, input, … }");
+    if (typeof request !== "object" || request === null)
+      throw new EngineConfigError("Gate.call", "the request must be { tool, callId, input, … }");
     if (typeof execute !== "function") throw new EngineConfigError("Gate.call", "execute must be a function");
     const { callId, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
-    if (!isUuid(sessionId) || !isUuid(runId)) throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
-    if (!Number.isSafeInteger(turn) || turn < 0) throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
+    if (!isUuid(sessionId) || !isUuid(runId))
+      throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
+    if (!Number.isSafeInteger(turn) || turn < 0)
+      throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(request.tool);
     // A call nothing can cancel still hands its hooks, resolver and tool a signal.
     const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
     try {
-      return await new Attempt(this.#state, { tool, name: tool.name, callId, input: request.input, cancel, sessionId, runId, turn, execute }).run();
+      return await new Attempt(this.#state, {
+        tool,
+        name: tool.name,
+        callId,
+        input: request.input,
+        cancel,
+        sessionId,
+        runId,
+        turn,
+        execute,
+      }).run();
     } finally {
       if (signal !== undefined) release(signal);
     }

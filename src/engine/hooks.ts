@@ -69,7 +69,8 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
     } catch {
       // A decision whose reads throw (a proxy, a getter) is as invalid as a malformed one.
     }
-    if (parsed?.success !== true) return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision` };
+    if (parsed?.success !== true)
+      return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision` };
     if (parsed.data.type !== "allow") return { type: "decided", decision: parsed.data, hook: name };
   }
   return { type: "decided", decision: { type: "allow" }, hook: "" };

@@ -28,7 +28,9 @@ export function seededIdGen(seed: string | number): IdGen {
   }
   let counter = 0;
   return () => {
-    const bytes = createHash("sha256").update(`${String(seed)}\u0000${counter}`).digest();
+    const bytes = createHash("sha256")
+      .update(`${String(seed)}\u0000${counter}`)
+      .digest();
     counter += 1;
     bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x40;
     bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;

@@ -59,9 +59,13 @@ function positiveInteger(option: string, field: string, value: unknown): number 
 }
 
 function nonNegative(option: string, field: string, value: unknown, integer: boolean): number {
-  const ok = typeof value === "number" && Number.isFinite(value) && value >= 0 && (!integer || Number.isSafeInteger(value));
+  const ok =
+    typeof value === "number" && Number.isFinite(value) && value >= 0 && (!integer || Number.isSafeInteger(value));
   if (!ok) {
-    throw new EngineConfigError(option, `${field} must be a non-negative ${integer ? "integer" : "finite number"}, got ${String(value)}`);
+    throw new EngineConfigError(
+      option,
+      `${field} must be a non-negative ${integer ? "integer" : "finite number"}, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -153,7 +157,8 @@ export class LoopManagers {
 
   /** Receives errors thrown by observers (they never break a run). */
   withObserverErrorHandler(handler: ObserverErrorHandler): LoopManagers {
-    if (typeof handler !== "function") throw new EngineConfigError("withObserverErrorHandler", "the handler must be a function");
+    if (typeof handler !== "function")
+      throw new EngineConfigError("withObserverErrorHandler", "the handler must be a function");
     return this.#with({ observerErrorHandler: handler });
   }
 
@@ -209,10 +214,12 @@ export class LoopManagers {
    * @default { maxTurns: DEFAULT_MAX_TURNS } (20 model requests), no token limit
    */
   withBudget(budget: BudgetOptions): LoopManagers {
-    if (typeof budget !== "object" || budget === null) throw new EngineConfigError("withBudget", "the budget must be an object");
+    if (typeof budget !== "object" || budget === null)
+      throw new EngineConfigError("withBudget", "the budget must be an object");
     const next: { maxTurns?: number; maxTokens?: number } = {};
     if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
-    else if (budget.maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
+    else if (budget.maxTurns !== undefined)
+      next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
     if (budget.maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
     return this.#with({ budget: Object.freeze(next) });
   }
@@ -224,7 +231,11 @@ export class LoopManagers {
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
-    return this.#with({ loopDetection: Object.freeze({ maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats) }) });
+    return this.#with({
+      loopDetection: Object.freeze({
+        maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),
+      }),
+    });
   }
 
   /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one). */

@@ -35,7 +35,10 @@ function judge(value: unknown): ParkOutcome {
     return { type: "denied", resolution: undefined, reason: "ask resolver returned an invalid resolution" };
   }
   if (resolution.type === "approve") return { type: "approved", resolution };
-  const reason = resolution.reason === undefined || resolution.reason === "" ? DENIED_BY_APPROVER : `${DENIED_BY_APPROVER}: ${resolution.reason}`;
+  const reason =
+    resolution.reason === undefined || resolution.reason === ""
+      ? DENIED_BY_APPROVER
+      : `${DENIED_BY_APPROVER}: ${resolution.reason}`;
   return { type: "denied", resolution, reason };
 }
 
@@ -56,19 +59,22 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   // itself aborts; a deadline needs a signal of its own.
   const stop = timeoutMs === undefined ? undefined : new AbortController();
   let timer: unknown;
-  const waited = await cancel.race(new Promise<ParkOutcome>((resolve) => {
-    let answer: Promise<unknown>;
-    try {
-      answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
-    } catch (error) {
-      answer = Promise.reject(error);
-    }
-    answer.then(
-      (value) => resolve(judge(value)),
-      (error: unknown) => resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
-    );
-    if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
-  }));
+  const waited = await cancel.race(
+    new Promise<ParkOutcome>((resolve) => {
+      let answer: Promise<unknown>;
+      try {
+        answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
+      } catch (error) {
+        answer = Promise.reject(error);
+      }
+      answer.then(
+        (value) => resolve(judge(value)),
+        (error: unknown) =>
+          resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
+      );
+      if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
+    }),
+  );
   if (timeoutMs !== undefined) clock.clearTimeout(timer);
   const outcome: ParkOutcome = waited === CANCELLED ? { type: "cancelled" } : waited;
   if (outcome.type === "expired" || outcome.type === "cancelled") {

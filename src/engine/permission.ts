@@ -32,7 +32,9 @@ export interface PermissionOptions {
 }
 
 function globToRegExp(glob: string): RegExp {
-  const body = [...glob].map((ch) => (ch === "*" ? ".*" : ch === "?" ? "." : ch.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&"))).join("");
+  const body = [...glob]
+    .map((ch) => (ch === "*" ? ".*" : ch === "?" ? "." : ch.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")))
+    .join("");
   return new RegExp(`^${body}$`, "su");
 }
 
@@ -65,7 +67,9 @@ function matchesValue(pattern: ArgPattern, value: unknown): boolean {
 function describePattern(pattern: ArgPattern): string {
   if (pattern instanceof RegExp) return pattern.toString();
   if (isPlainObject(pattern)) {
-    return `{${Object.entries(pattern).map(([key, sub]) => `${JSON.stringify(key)}:${describePattern(sub)}`).join(",")}}`;
+    return `{${Object.entries(pattern)
+      .map(([key, sub]) => `${JSON.stringify(key)}:${describePattern(sub)}`)
+      .join(",")}}`;
   }
   return JSON.stringify(pattern);
 }
@@ -113,13 +117,15 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
   }
   const defaultAction = options.defaultAction ?? "deny";
   if (defaultAction !== "allow" && defaultAction !== "deny") {
-    throw new EngineConfigError("permissionMiddleware", "defaultAction must be \"allow\" or \"deny\"");
+    throw new EngineConfigError("permissionMiddleware", 'defaultAction must be "allow" or "deny"');
   }
   const seen = new Set<string>();
   const compiled = options.rules.map((rule, index) => {
     const where = `rules[${index}]`;
-    if (typeof rule !== "object" || rule === null) throw new EngineConfigError("permissionMiddleware", `${where}: must be an object`);
-    if (typeof rule.id !== "string" || rule.id === "") throw new EngineConfigError("permissionMiddleware", `${where}: id must be a non-empty string`);
+    if (typeof rule !== "object" || rule === null)
+      throw new EngineConfigError("permissionMiddleware", `${where}: must be an object`);
+    if (typeof rule.id !== "string" || rule.id === "")
+      throw new EngineConfigError("permissionMiddleware", `${where}: id must be a non-empty string`);
     if (seen.has(rule.id) || rule.id === "default") {
       throw new EngineConfigError("permissionMiddleware", `${where}: id '${rule.id}' is already used`);
     }
@@ -131,7 +137,8 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
       throw new EngineConfigError("permissionMiddleware", `${where}: tool must be a string or a RegExp`);
     }
     if (rule.args !== undefined) {
-      if (!isPlainObject(rule.args)) throw new EngineConfigError("permissionMiddleware", `${where}: args must be an object of patterns`);
+      if (!isPlainObject(rule.args))
+        throw new EngineConfigError("permissionMiddleware", `${where}: args must be an object of patterns`);
       checkPattern(rule.args, `${where}.args`);
     }
     const toolPattern: ArgPattern | undefined = rule.tool;
@@ -139,7 +146,8 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
       rule: { ...rule },
       pattern: describeRule(rule),
       matches: (tool: string, input: unknown): boolean =>
-        (toolPattern === undefined || matchesValue(toolPattern, tool)) && (rule.args === undefined || matchesValue(rule.args, input)),
+        (toolPattern === undefined || matchesValue(toolPattern, tool)) &&
+        (rule.args === undefined || matchesValue(rule.args, input)),
     };
   });
 

@@ -62,18 +62,34 @@ export interface Tool {
 const NAME = /^[^\s\p{Cc}]{1,128}$/u;
 
 function isZodSchema(value: unknown): value is z.ZodType {
-  return typeof value === "object" && value !== null && "_zod" in value && typeof (value as { safeParse?: unknown }).safeParse === "function";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    "_zod" in value &&
+    typeof (value as { safeParse?: unknown }).safeParse === "function"
+  );
 }
 
 /** zod 3 schemas have `_def` and `safeParse` but no `_zod`. */
 function isZod3Schema(value: unknown): boolean {
-  return typeof value === "object" && value !== null && "_def" in value && !("_zod" in value) && typeof (value as { safeParse?: unknown }).safeParse === "function";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    "_def" in value &&
+    !("_zod" in value) &&
+    typeof (value as { safeParse?: unknown }).safeParse === "function"
+  );
 }
 
 /** True for a {@link Tool} (from `defineTool`, or shaped like one). */
 export function isTool(value: unknown): value is Tool {
   const tool = value as Partial<Tool> | null;
-  return typeof value === "object" && value !== null && typeof tool?.check === "function" && typeof tool.execute === "function";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof tool?.check === "function" &&
+    typeof tool.execute === "function"
+  );
 }
 
 /**
@@ -106,11 +122,15 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   }
   const { name, description, input, execute, title, annotations, outputSchema } = definition;
   if (typeof name !== "string" || !NAME.test(name)) {
-    throw new ToolDefinitionError(String(name), "the name must be 1-128 characters without whitespace or control characters");
+    throw new ToolDefinitionError(
+      String(name),
+      "the name must be 1-128 characters without whitespace or control characters",
+    );
   }
   if (typeof description !== "string") throw new ToolDefinitionError(name, "the description must be a string");
   if (typeof execute !== "function") throw new ToolDefinitionError(name, "execute must be a function");
-  if (title !== undefined && typeof title !== "string") throw new ToolDefinitionError(name, "the title must be a string");
+  if (title !== undefined && typeof title !== "string")
+    throw new ToolDefinitionError(name, "the title must be a string");
 
   let inputSchema: JsonSchema;
   let check: Validator;
@@ -119,23 +139,30 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
       // The model writes the input side of the schema (before defaults and transforms).
       inputSchema = z.toJSONSchema(input, { io: "input" });
     } catch (error) {
-      throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, { cause: error });
+      throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, {
+        cause: error,
+      });
     }
     check = zodValidator(input);
   } else if (isZod3Schema(input)) {
-    throw new ToolDefinitionError(name, "the input is a zod 3 schema; loopctl needs zod 4 (install zod@^4 and import from \"zod\")");
+    throw new ToolDefinitionError(
+      name,
+      'the input is a zod 3 schema; loopctl needs zod 4 (install zod@^4 and import from "zod")',
+    );
   } else if (typeof input === "object" && input !== null && !Array.isArray(input)) {
     try {
       inputSchema = frozenJson(input);
       check = compileJsonSchema(inputSchema);
     } catch (error) {
-      throw new ToolDefinitionError(name, `the input schema does not compile: ${describeError(error)}`, { cause: error });
+      throw new ToolDefinitionError(name, `the input schema does not compile: ${describeError(error)}`, {
+        cause: error,
+      });
     }
   } else {
     throw new ToolDefinitionError(name, "input must be a zod 4 schema or a JSON Schema object");
   }
   if (inputSchema["type"] !== "object") {
-    throw new ToolDefinitionError(name, "the input schema must describe an object (type: \"object\")");
+    throw new ToolDefinitionError(name, 'the input schema must describe an object (type: "object")');
   }
 
   let descriptor: ToolDescriptor;

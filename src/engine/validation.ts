@@ -5,13 +5,17 @@ import type { z } from "zod";
 import { describeError } from "./errors.js";
 
 /** Outcome of validating a call's arguments. `value` is what the tool's own code receives. */
-export type ArgumentCheck = { readonly type: "valid"; readonly value: unknown } | { readonly type: "invalid"; readonly problems: readonly string[] };
+export type ArgumentCheck =
+  | { readonly type: "valid"; readonly value: unknown }
+  | { readonly type: "invalid"; readonly problems: readonly string[] };
 
 /** Validates one tool's arguments; compiled once per tool, never throws. */
 export type Validator = (input: unknown) => ArgumentCheck;
 
 // ajv-formats is CommonJS with a default export; the ESM and CJS builds see it differently.
-const addFormats = ((addFormatsImport as unknown as { default?: unknown }).default ?? addFormatsImport) as (ajv: Ajv) => void;
+const addFormats = ((addFormatsImport as unknown as { default?: unknown }).default ?? addFormatsImport) as (
+  ajv: Ajv,
+) => void;
 
 const DRAFT_07 = /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/;
 const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
@@ -22,7 +26,16 @@ const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
  * tool's author meant to refuse. Nothing rewrites the arguments (no
  * defaults, coercion or removal): the snapshot the gate validates is frozen.
  */
-const OPTIONS: Options = { strictSchema: true, strictNumbers: true, strictTypes: false, strictTuples: false, strictRequired: false, allErrors: false, addUsedSchema: false, logger: false };
+const OPTIONS: Options = {
+  strictSchema: true,
+  strictNumbers: true,
+  strictTypes: false,
+  strictTuples: false,
+  strictRequired: false,
+  allErrors: false,
+  addUsedSchema: false,
+  logger: false,
+};
 
 let ajv2020: Ajv | undefined;
 let ajv07: Ajv | undefined;
@@ -52,7 +65,8 @@ function at(error: ErrorObject): string {
     .map((segment) => `.${segment.replaceAll("~1", "/").replaceAll("~0", "~")}`)
     .join("");
   const extra = (error.params as { additionalProperty?: unknown }).additionalProperty;
-  const message = typeof extra === "string" ? `must NOT have additional property '${extra}'` : (error.message ?? error.keyword);
+  const message =
+    typeof extra === "string" ? `must NOT have additional property '${extra}'` : (error.message ?? error.keyword);
   return `$${path}: ${message}`;
 }
 
@@ -75,7 +89,8 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
     // server that changes them) must not keep them all. The function stays valid.
     ajv.removeSchema(schema);
   }
-  return (input) => (validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) });
+  return (input) =>
+    validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) };
 }
 
 /** Validates with zod itself: its refinements, defaults and transforms have no JSON Schema form. */
@@ -83,6 +98,9 @@ export function zodValidator(schema: z.ZodType): Validator {
   return (input) => {
     const parsed = schema.safeParse(input);
     if (parsed.success) return { type: "valid", value: parsed.data };
-    return { type: "invalid", problems: parsed.error.issues.map((issue) => `${["$", ...issue.path.map(String)].join(".")}: ${issue.message}`) };
+    return {
+      type: "invalid",
+      problems: parsed.error.issues.map((issue) => `${["$", ...issue.path.map(String)].join(".")}: ${issue.message}`),
+    };
   };
 }

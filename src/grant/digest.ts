@@ -73,7 +73,11 @@ export function argsSha256(args: unknown): string {
  */
 function descriptorText(descriptor: ToolDescriptor): string {
   const { name, description, inputSchema, title, annotations, outputSchema } = descriptor;
-  const text: Record<string, unknown> = { name, description, schema: { tool: name, description, input_schema: inputSchema } };
+  const text: Record<string, unknown> = {
+    name,
+    description,
+    schema: { tool: name, description, input_schema: inputSchema },
+  };
   if (title !== undefined) text["title"] = title;
   if (annotations !== undefined) text["annotations"] = annotations;
   if (outputSchema !== undefined) text["output_schema"] = outputSchema;

@@ -124,7 +124,11 @@ function encodeLedger(grants: readonly Grant[]): Buffer {
  * renames the file over the ledger.
  */
 async function writeWhole(path: string, bytes: Buffer): Promise<void> {
-  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  const handle = await open(
+    path,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    0o600,
+  );
   try {
     // The umask may have taken bits from the owner.
     await handle.chmod(0o600);
@@ -284,7 +288,6 @@ export class FileGrantStore implements GrantStore {
     return [...(await this.#read()).grants];
   }
 
-
   /**
    * Stores `grant` under the lock, replacing (and moving to the end) any
    * grant with its id; resolves to it.
@@ -315,7 +318,10 @@ export class FileGrantStore implements GrantStore {
       const at = current.grants.findIndex((g) => g.id === id);
       const found = current.grants[at];
       if (found === undefined) return undefined;
-      await this.#write(current.grants.filter((_, i) => i !== at), lock);
+      await this.#write(
+        current.grants.filter((_, i) => i !== at),
+        lock,
+      );
       return found;
     });
   }
@@ -364,7 +370,11 @@ export class FileGrantStore implements GrantStore {
    * the folder checks. `missing` is what a change resolves to without
    * running when the ledger's folders do not exist; `"create"` makes them.
    */
-  #locked<T>(signal: AbortSignal | undefined, missing: T | "create", change: (lock: HeldLock) => Promise<T>): Promise<T> {
+  #locked<T>(
+    signal: AbortSignal | undefined,
+    missing: T | "create",
+    change: (lock: HeldLock) => Promise<T>,
+  ): Promise<T> {
     return this.#serial(signal, async () => {
       if (!(await this.#secureFolders(missing === "create" ? "create" : "write"))) return missing as T;
       return withLedgerLock(this.lockPath, this.#lockOptions(signal), change);
@@ -436,7 +446,9 @@ export class FileGrantStore implements GrantStore {
       const code = errorCode(error);
       // ENOTDIR: a file sits where a folder above should be; the check of that folder names it.
       if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect the ledger folder (${code ?? "error"})`, { cause: error });
+      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect the ledger folder (${code ?? "error"})`, {
+        cause: error,
+      });
     }
   }
 
@@ -652,7 +664,8 @@ export class FileGrantStore implements GrantStore {
         .map(async (name) => {
           const path = join(this.#dir, name);
           const found = await lstat(path).catch(() => undefined);
-          if (found?.isFile() === true && (uid === undefined || found.uid === uid)) await unlink(path).catch(() => undefined);
+          if (found?.isFile() === true && (uid === undefined || found.uid === uid))
+            await unlink(path).catch(() => undefined);
         }),
     );
   }
@@ -670,7 +683,9 @@ export class FileGrantStore implements GrantStore {
     } catch (error) {
       const code = errorCode(error);
       if (folder === undefined || !["EINVAL", "ENOTSUP", "EISDIR", "EPERM", "EBADF"].includes(code ?? "")) {
-        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, { cause: error });
+        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, {
+          cause: error,
+        });
       }
     } finally {
       await folder?.close().catch(() => undefined);
@@ -693,4 +708,3 @@ export class FileGrantStore implements GrantStore {
     return aside;
   }
 }
-

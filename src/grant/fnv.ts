@@ -11,7 +11,8 @@
 const encoder = new TextEncoder();
 
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
-const hex8 = (word: number): string => `${HEX[word >>> 24]}${HEX[(word >>> 16) & 0xff]}${HEX[(word >>> 8) & 0xff]}${HEX[word & 0xff]}`;
+const hex8 = (word: number): string =>
+  `${HEX[word >>> 24]}${HEX[(word >>> 16) & 0xff]}${HEX[(word >>> 8) & 0xff]}${HEX[word & 0xff]}`;
 
 /** FNV-1a 64 of the UTF-8 bytes of `text`, as 16 lowercase hex digits. */
 export function fnv1a64(text: string): string {

@@ -164,9 +164,7 @@ export class Grant {
     }
     this.tool = tool;
     this.verdict = verdict;
-    this.id = digest16(
-      canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }),
-    );
+    this.id = digest16(canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }));
     const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
     const what = `grant ${this.id} for tool '${tool}'`;
     if (pinnedDescriptor !== null && (typeof pinnedDescriptor !== "string" || pinnedDescriptor.length === 0)) {
@@ -248,8 +246,7 @@ export class Grant {
    */
   toLedgerText(): string {
     if (this.#ledgerText !== undefined) return this.#ledgerText;
-    const scope =
-      this.#canonicalArgs === null ? '"this_tool"' : `{"this_call":{"args":${this.#canonicalArgs}}}`;
+    const scope = this.#canonicalArgs === null ? '"this_tool"' : `{"this_call":{"args":${this.#canonicalArgs}}}`;
     this.#ledgerText =
       `{"id":${JSON.stringify(this.id)},"tool":${JSON.stringify(this.tool)},` +
       `"verdict":${this.verdict === "allow" ? '"Allow"' : '"Deny"'},"scope":${scope},` +

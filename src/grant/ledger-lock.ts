@@ -1,6 +1,16 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { link, lstat, open, readFile, readdir, rename, stat as statOf, unlink, type FileHandle } from "node:fs/promises";
+import {
+  link,
+  lstat,
+  open,
+  readFile,
+  readdir,
+  rename,
+  stat as statOf,
+  unlink,
+  type FileHandle,
+} from "node:fs/promises";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
@@ -288,17 +298,20 @@ export async function withLedgerLock<T>(
       throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${by}`);
     }
     const { signal } = options;
-    await delay(Math.min(remaining, backoff + Math.random() * backoff), undefined, { signal }).catch((error: unknown) => {
-      // timers/promises rejects with an AbortError; the caller expects the signal's own reason.
-      throw signal?.aborted === true ? signal.reason : error;
-    });
+    await delay(Math.min(remaining, backoff + Math.random() * backoff), undefined, { signal }).catch(
+      (error: unknown) => {
+        // timers/promises rejects with an AbortError; the caller expects the signal's own reason.
+        throw signal?.aborted === true ? signal.reason : error;
+      },
+    );
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
   }
   const lock = held;
   try {
     return await body({
       async assertHeld() {
-        if (!(await isOurs(lockPath, lock))) throw new LedgerLockError(lockPath, "was broken while this writer held it");
+        if (!(await isOurs(lockPath, lock)))
+          throw new LedgerLockError(lockPath, "was broken while this writer held it");
       },
     });
   } finally {

@@ -83,9 +83,7 @@ function pinChecker(descriptor: ToolDescriptor | undefined): (grant: Grant) => P
     }
     if (LEGACY_PIN.test(pin)) {
       legacy ??= descriptorDigest(descriptor);
-      return pin === legacy
-        ? { type: "match", kind: "legacy_digest" }
-        : { type: "mismatch", kind: "legacy_digest" };
+      return pin === legacy ? { type: "match", kind: "legacy_digest" } : { type: "mismatch", kind: "legacy_digest" };
     }
     return { type: "mismatch", kind: "unknown_format" };
   };
@@ -130,7 +128,12 @@ function assertNever(value: never): never {
 }
 
 function requireDescriptor(descriptor: ToolDescriptor, where: string): void {
-  if (typeof descriptor !== "object" || descriptor === null || typeof descriptor.name !== "string" || descriptor.name === "") {
+  if (
+    typeof descriptor !== "object" ||
+    descriptor === null ||
+    typeof descriptor.name !== "string" ||
+    descriptor.name === ""
+  ) {
     throw new GrantRecordError(`${where}: the tool descriptor must have a non-empty name`);
   }
 }
@@ -265,7 +268,6 @@ export class GrantPolicy {
     lines.push(describeDecision(decision));
     return { tool, argsDigest: digest, decision, deciding, covering: list, lines };
   }
-
 }
 
 function describePin(pin: PinStatus): string {

@@ -61,7 +61,11 @@ function describeRule(grant: Grant): string {
  */
 export function assertSameRule(stored: Grant | undefined, incoming: Grant): void {
   if (stored === undefined) return;
-  if (stored.tool === incoming.tool && stored.verdict === incoming.verdict && stored.canonicalArgs === incoming.canonicalArgs) {
+  if (
+    stored.tool === incoming.tool &&
+    stored.verdict === incoming.verdict &&
+    stored.canonicalArgs === incoming.canonicalArgs
+  ) {
     return;
   }
   throw new GrantIdCollisionError(incoming.id, describeRule(stored), describeRule(incoming));

@@ -29,10 +29,18 @@ interface Hints {
 
 function hintsOf(annotations: unknown): Hints {
   const read = (key: string): boolean | undefined => {
-    const value = typeof annotations === "object" && annotations !== null ? (annotations as Record<string, unknown>)[key] : undefined;
+    const value =
+      typeof annotations === "object" && annotations !== null
+        ? (annotations as Record<string, unknown>)[key]
+        : undefined;
     return typeof value === "boolean" ? value : undefined;
   };
-  return { readOnly: read("readOnlyHint"), destructive: read("destructiveHint"), idempotent: read("idempotentHint"), openWorld: read("openWorldHint") };
+  return {
+    readOnly: read("readOnlyHint"),
+    destructive: read("destructiveHint"),
+    idempotent: read("idempotentHint"),
+    openWorld: read("openWorldHint"),
+  };
 }
 
 function describeHints(hints: Hints): string {
@@ -43,7 +51,9 @@ function describeHints(hints: Hints): string {
   if (hints.destructive === false) said.push("not destructive");
   if (hints.idempotent === true) said.push("idempotent");
   if (hints.openWorld === true) said.push("reaches outside systems");
-  return said.length === 0 ? "The server gives no hints about this tool." : `The server says (unverified): ${said.join(", ")}.`;
+  return said.length === 0
+    ? "The server gives no hints about this tool."
+    : `The server says (unverified): ${said.join(", ")}.`;
 }
 
 /**
@@ -67,12 +77,18 @@ function describeHints(hints: Hints): string {
  * ```
  */
 export function mcpAnnotationHook(options: McpAnnotationHookOptions = {}): Hook {
-  if (typeof options !== "object" || options === null) throw new McpConfigError("mcpAnnotationHook", "options must be an object");
+  if (typeof options !== "object" || options === null)
+    throw new McpConfigError("mcpAnnotationHook", "options must be an object");
   const { trusted = false, redact, maxArgsChars } = options;
   if (typeof trusted !== "boolean") throw new McpConfigError("trusted", "must be a boolean");
-  if (redact !== undefined && redact !== false && typeof redact !== "function") throw new McpConfigError("redact", "must be a function or false");
-  if (maxArgsChars !== undefined && (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1)) throw new McpConfigError("maxArgsChars", "must be a positive integer");
-  const promptOptions = { ...(redact === undefined ? {} : { redact }), ...(maxArgsChars === undefined ? {} : { maxArgsChars }) };
+  if (redact !== undefined && redact !== false && typeof redact !== "function")
+    throw new McpConfigError("redact", "must be a function or false");
+  if (maxArgsChars !== undefined && (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1))
+    throw new McpConfigError("maxArgsChars", "must be a positive integer");
+  const promptOptions = {
+    ...(redact === undefined ? {} : { redact }),
+    ...(maxArgsChars === undefined ? {} : { maxArgsChars }),
+  };
   return {
     name: "mcpAnnotationHook",
     preToolUse(call, { descriptor }): HookDecision {

@@ -34,7 +34,9 @@ function blockText(block: Block): string {
  * no blocks; an old-protocol `toolResult` as JSON.
  */
 export function resultText(result: CallToolResult | { readonly toolResult: unknown }): string {
-  if (!("content" in result) || !Array.isArray(result.content)) return JSON.stringify((result as { toolResult?: unknown }).toolResult ?? null);
-  if (result.content.length === 0 && result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
+  if (!("content" in result) || !Array.isArray(result.content))
+    return JSON.stringify((result as { toolResult?: unknown }).toolResult ?? null);
+  if (result.content.length === 0 && result.structuredContent !== undefined)
+    return JSON.stringify(result.structuredContent);
   return result.content.map(blockText).join("\n");
 }

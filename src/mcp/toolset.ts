@@ -45,7 +45,11 @@ function describeError(error: unknown): string {
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   const annotationTitle = (tool.annotations as { title?: unknown } | undefined)?.title;
   const title = tool.title ?? (typeof annotationTitle === "string" ? annotationTitle : undefined);
-  const descriptor: { -readonly [K in keyof ToolDescriptor]: ToolDescriptor[K] } = { name, description: tool.description ?? "", inputSchema: tool.inputSchema };
+  const descriptor: { -readonly [K in keyof ToolDescriptor]: ToolDescriptor[K] } = {
+    name,
+    description: tool.description ?? "",
+    inputSchema: tool.inputSchema,
+  };
   if (title !== undefined) descriptor.title = title;
   if (tool.annotations !== undefined) descriptor.annotations = tool.annotations;
   if (tool.outputSchema !== undefined) descriptor.outputSchema = tool.outputSchema;
@@ -106,7 +110,8 @@ export class McpToolset implements ToolSource {
       try {
         previous?.(message, extra);
       } finally {
-        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message)) this.#changed();
+        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message))
+          this.#changed();
       }
     };
     transport.onmessage = this.#onMessage;
@@ -179,7 +184,10 @@ export class McpToolset implements ToolSource {
         if (!this.#closed) this.#install(listed);
         this.#lastError = undefined;
       } catch (error) {
-        const failure = error instanceof McpServerError ? error : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+        const failure =
+          error instanceof McpServerError
+            ? error
+            : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
         this.#lastError = failure;
         if (this.#closed) return;
         // The server said its tools changed and we cannot see how: offer none rather than stale ones.
@@ -209,7 +217,8 @@ export class McpToolset implements ToolSource {
       tools.push(...result.tools);
       const next = result.nextCursor;
       if (next === undefined) return tools;
-      if (cursors.has(next)) throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
+      if (cursors.has(next))
+        throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
       cursors.add(next);
       cursor = next;
     }
@@ -223,7 +232,10 @@ export class McpToolset implements ToolSource {
     for (const raw of listed) {
       const name = `${prefix}${String(raw?.name)}`;
       if (byName.has(name)) {
-        problems.push({ tool: name, error: new McpServerError(this.#server, `lists the tool '${name}' twice; the first is kept`) });
+        problems.push({
+          tool: name,
+          error: new McpServerError(this.#server, `lists the tool '${name}' twice; the first is kept`),
+        });
         continue;
       }
       let fingerprint: string;
@@ -277,11 +289,22 @@ export class McpToolset implements ToolSource {
       if (this.#pending !== undefined) await unlessAborted(this.#pending, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
       if (this.#byName.get(name)?.tool !== self) {
-        throw new McpToolError(server, name, "the tool changed on the server before the call ran; the call was not sent and needs a new decision", true);
+        throw new McpToolError(
+          server,
+          name,
+          "the tool changed on the server before the call ran; the call was not sent and needs a new decision",
+          true,
+        );
       }
-      const options = timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
-      const result = (await this.#client.callTool({ name: remote, arguments: input as Record<string, unknown> }, undefined, options)) as CallToolResult;
-      if (result.isError === true) throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
+      const options =
+        timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
+      const result = (await this.#client.callTool(
+        { name: remote, arguments: input as Record<string, unknown> },
+        undefined,
+        options,
+      )) as CallToolResult;
+      if (result.isError === true)
+        throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
       return render === undefined ? resultText(result) : render(result, name);
     };
     self = defineTool({
@@ -289,8 +312,12 @@ export class McpToolset implements ToolSource {
       description: descriptor.description,
       input: descriptor.inputSchema as Readonly<Record<string, unknown>>,
       ...(descriptor.title === undefined ? {} : { title: descriptor.title }),
-      ...(descriptor.annotations === undefined ? {} : { annotations: descriptor.annotations as Readonly<Record<string, unknown>> }),
-      ...(descriptor.outputSchema === undefined ? {} : { outputSchema: descriptor.outputSchema as Readonly<Record<string, unknown>> }),
+      ...(descriptor.annotations === undefined
+        ? {}
+        : { annotations: descriptor.annotations as Readonly<Record<string, unknown>> }),
+      ...(descriptor.outputSchema === undefined
+        ? {}
+        : { outputSchema: descriptor.outputSchema as Readonly<Record<string, unknown>> }),
       execute,
     });
     return self;
@@ -326,19 +353,31 @@ export class McpToolset implements ToolSource {
  * ```
  */
 export async function mcpTools(client: McpClient, options: McpToolsOptions = {}): Promise<McpToolset> {
-  if (typeof client !== "object" || client === null || typeof client.listTools !== "function" || typeof client.callTool !== "function") {
+  if (
+    typeof client !== "object" ||
+    client === null ||
+    typeof client.listTools !== "function" ||
+    typeof client.callTool !== "function"
+  ) {
     throw new McpConfigError("client", "must be an MCP SDK Client");
   }
   const transport = client.transport;
-  if (transport === undefined) throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
+  if (transport === undefined)
+    throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
   const { prefix, server, onChange, onError, result, timeoutMs } = options;
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
-  if (server !== undefined && (typeof server !== "string" || server === "")) throw new McpConfigError("server", "must be a non-empty string");
-  for (const [option, value] of [["onChange", onChange], ["onError", onError], ["result", result]] as const) {
+  if (server !== undefined && (typeof server !== "string" || server === ""))
+    throw new McpConfigError("server", "must be a non-empty string");
+  for (const [option, value] of [
+    ["onChange", onChange],
+    ["onError", onError],
+    ["result", result],
+  ] as const) {
     if (value !== undefined && typeof value !== "function") throw new McpConfigError(option, "must be a function");
   }
-  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0)) throw new McpConfigError("timeoutMs", "must be a positive integer");
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0))
+    throw new McpConfigError("timeoutMs", "must be a positive integer");
   const name = server ?? client.getServerVersion()?.name ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {

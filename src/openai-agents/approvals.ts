@@ -75,7 +75,13 @@ function parseArguments(text: string | undefined): unknown {
 
 function isFunctionTool(value: unknown): value is AnyFunctionTool {
   const tool = value as Partial<AnyFunctionTool> | null;
-  return typeof value === "object" && value !== null && tool?.type === "function" && typeof tool.invoke === "function" && typeof tool.name === "string";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    tool?.type === "function" &&
+    typeof tool.invoke === "function" &&
+    typeof tool.name === "string"
+  );
 }
 
 /**
@@ -120,16 +126,21 @@ export class AgentApprovals {
   readonly #approved = new Map<string, Approved>();
 
   constructor(options: AgentApprovalsOptions) {
-    if (typeof options !== "object" || options === null) throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
+    if (typeof options !== "object" || options === null)
+      throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
-    if (typeof resolver?.resolve !== "function") throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
+    if (typeof resolver?.resolve !== "function")
+      throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
     if (!(managers instanceof LoopManagers)) throw new AgentsConfigError("managers", "must be a LoopManagers");
-    if (sessionId !== undefined && !UUID.test(sessionId)) throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
+    if (sessionId !== undefined && !UUID.test(sessionId))
+      throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
     this.#resolver = resolver;
     this.#prompt = prompt;
     this.#sessionId = sessionId;
     this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
-    let parts = managers.withHook(this.#approvalHook()).withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) });
+    let parts = managers
+      .withHook(this.#approvalHook())
+      .withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) });
     if (grants !== undefined) parts = parts.withGrantStore(grants);
     this.gate = new Gate(parts);
   }
@@ -142,13 +153,19 @@ export class AgentApprovals {
 
   /** Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate. */
   tool<T extends AnyFunctionTool>(tool: T): T {
-    if (!isFunctionTool(tool)) throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
+    if (!isFunctionTool(tool))
+      throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrapped.has(tool)) return tool;
-    const wrapped: Wrapped = { original: tool, descriptor: { name: tool.name, description: tool.description, inputSchema: tool.parameters } };
+    const wrapped: Wrapped = {
+      original: tool,
+      descriptor: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
+    };
     const gated: T = {
       ...tool,
-      needsApproval: (context: RunContext<any>, input: unknown, callId?: string) => this.#needsApproval(wrapped, context, input, callId),
-      invoke: (context: RunContext<any>, input: string, details?: Details) => this.#invoke(wrapped, context, input, details),
+      needsApproval: (context: RunContext<any>, input: unknown, callId?: string) =>
+        this.#needsApproval(wrapped, context, input, callId),
+      invoke: (context: RunContext<any>, input: string, details?: Details) =>
+        this.#invoke(wrapped, context, input, details),
     };
     this.#wrapped.set(gated, wrapped);
     return gated;
@@ -163,7 +180,11 @@ export class AgentApprovals {
    * const result = await approvals.run((input) => run(agent, input), "ship 1.4");
    * ```
    */
-  async run<R extends InterruptedResult>(runAgent: (input: string | AgentInputItem[] | RunState<any, any>) => Promise<R>, input: string | AgentInputItem[], options: { readonly signal?: AbortSignal } = {}): Promise<R> {
+  async run<R extends InterruptedResult>(
+    runAgent: (input: string | AgentInputItem[] | RunState<any, any>) => Promise<R>,
+    input: string | AgentInputItem[],
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<R> {
     return this.settle(await runAgent(input), runAgent, options);
   }
 
@@ -177,7 +198,11 @@ export class AgentApprovals {
    *   here (before anyone is asked anything).
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
-  async settle<R extends InterruptedResult>(result: R, resume: (state: R["state"]) => Promise<R>, options: { readonly signal?: AbortSignal } = {}): Promise<R> {
+  async settle<R extends InterruptedResult>(
+    result: R,
+    resume: (state: R["state"]) => Promise<R>,
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<R> {
     let current = result;
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
@@ -221,9 +246,15 @@ export class AgentApprovals {
 
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     const name = item.name ?? "";
-    const tool = (item.agent?.tools as readonly object[] | undefined)?.find((t) => (t as { name?: unknown }).name === name);
+    const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
+      (t) => (t as { name?: unknown }).name === name,
+    );
     const wrapped = tool === undefined ? undefined : this.#wrapped.get(tool);
-    if (wrapped === undefined) throw new AgentsApprovalError(name, "the run was interrupted for a tool these approvals did not wrap (pass it through approvals.tools())");
+    if (wrapped === undefined)
+      throw new AgentsApprovalError(
+        name,
+        "the run was interrupted for a tool these approvals did not wrap (pass it through approvals.tools())",
+      );
     return wrapped;
   }
 
@@ -236,7 +267,10 @@ export class AgentApprovals {
     wrapped: Wrapped,
     item: RunToolApprovalItem,
     signal: AbortSignal | undefined,
-  ): Promise<{ type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> } | { type: "refused"; message: string; outcome: Promise<GateOutcome> }> {
+  ): Promise<
+    | { type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> }
+    | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
+  > {
     const callId = (item.rawItem as { callId?: string }).callId ?? "";
     const tool = wrapped.descriptor.name;
     let approved!: () => void;
@@ -246,7 +280,13 @@ export class AgentApprovals {
     this.#inFlight.set(callId, { wrapped, context: undefined, wantsApproval: true });
     const outcome = this.gate
       .call(
-        { tool: wrapped.descriptor, callId, input: parseArguments(item.arguments), ...(signal === undefined ? {} : { signal }), ...this.#session() },
+        {
+          tool: wrapped.descriptor,
+          callId,
+          input: parseArguments(item.arguments),
+          ...(signal === undefined ? {} : { signal }),
+          ...this.#session(),
+        },
         (input, { signal: callSignal }) =>
           new Promise((resolve, reject) => {
             this.#approved.set(callId, { input, signal: callSignal, done: { resolve, reject } });
@@ -257,12 +297,18 @@ export class AgentApprovals {
     const first = await Promise.race([entered, outcome]);
     if (first === "approved") return { type: "approved", callId, tool, outcome };
     // Before its execute, a gate call can only end refused (or reject, on cancel).
-    if (first.type !== "refused") throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
+    if (first.type !== "refused")
+      throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
     return { type: "refused", message: first.message, outcome };
   }
 
   /** The SDK asks whether a call needs approval: when the tool says yes, remembered grants may answer first. */
-  async #needsApproval(wrapped: Wrapped, context: RunContext<any>, input: unknown, callId: string | undefined): Promise<boolean> {
+  async #needsApproval(
+    wrapped: Wrapped,
+    context: RunContext<any>,
+    input: unknown,
+    callId: string | undefined,
+  ): Promise<boolean> {
     const wants = await wrapped.original.needsApproval(context, input, callId);
     if (!wants) return false;
     if (this.#policy === undefined) return true;
@@ -297,7 +343,13 @@ export class AgentApprovals {
     let outcome: GateOutcome;
     try {
       outcome = await this.gate.call(
-        { tool: descriptor, callId, input: parseArguments(text), ...(details?.signal === undefined ? {} : { signal: details.signal }), ...this.#session() },
+        {
+          tool: descriptor,
+          callId,
+          input: parseArguments(text),
+          ...(details?.signal === undefined ? {} : { signal: details.signal }),
+          ...this.#session(),
+        },
         (input, { signal }) => original.invoke(context, JSON.stringify(input), { ...details, signal }),
       );
     } finally {
@@ -322,16 +374,24 @@ export class AgentApprovals {
       preToolUse: async (call) => {
         const entry = this.#inFlight.get(call.id);
         if (entry === undefined) return { type: "allow" };
-        const wants = entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input, call.id));
-        return wants ? { type: "ask", prompt: callPrompt(entry.wrapped.descriptor, call.input, this.#prompt) } : { type: "allow" };
+        const wants =
+          entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input, call.id));
+        return wants
+          ? { type: "ask", prompt: callPrompt(entry.wrapped.descriptor, call.input, this.#prompt) }
+          : { type: "allow" };
       },
     };
   }
 
   /** The gate's resolver: a call the SDK's run state already approved is approved; every other ask goes to the resolver. */
-  #resolve(callId: string, ask: Parameters<AskResolver["resolve"]>[0], options: Parameters<AskResolver["resolve"]>[1]): Promise<AskResolution> {
+  #resolve(
+    callId: string,
+    ask: Parameters<AskResolver["resolve"]>[0],
+    options: Parameters<AskResolver["resolve"]>[1],
+  ): Promise<AskResolution> {
     const entry = this.#inFlight.get(callId);
-    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) return Promise.resolve({ type: "approve" });
+    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true)
+      return Promise.resolve({ type: "approve" });
     return this.#resolver.resolve(ask, options);
   }
 

@@ -6,7 +6,8 @@ import type { Db } from "./db.js";
 import type { PostgresRowError } from "./errors.js";
 
 /** A pending row as offered to an inbox: the ask, or why its row could not be read. */
-export type Offered = { readonly id: string; readonly ask: PendingAsk } | { readonly id: string; readonly error: PostgresRowError };
+export type Offered =
+  { readonly id: string; readonly ask: PendingAsk } | { readonly id: string; readonly error: PostgresRowError };
 
 /** What an inbox is told by its queue. */
 export interface InboxLink {
@@ -283,7 +284,8 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   } catch (error) {
     throw new InvalidAskResolutionError(String(askId), "the resolution could not be read", { cause: error });
   }
-  if (!parsed.success) throw new InvalidAskResolutionError(String(askId), parsed.error.message, { cause: parsed.error });
+  if (!parsed.success)
+    throw new InvalidAskResolutionError(String(askId), parsed.error.message, { cause: parsed.error });
   const { type, remember } = parsed.data;
   const keep = remember === undefined ? {} : { remember };
   if (type === "approve") return { type, ...keep };

@@ -87,7 +87,10 @@ const RECENT_MS = 60_000;
 function positiveInteger(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new PostgresConfigError("PostgresAskQueue", `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    throw new PostgresConfigError(
+      "PostgresAskQueue",
+      `${name} must be an integer from ${min} to ${max}, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -213,9 +216,15 @@ export class PostgresAskQueue {
     this.#listener = new NotificationListener(pool, this.#names.channel, {
       notify: (payload) => this.#notified(payload),
       listening: () => this.#resync(),
-      error: (error) => this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
+      error: (error) =>
+        this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
     });
-    this.#lease = new WorkerLease(this.#db, this.#leaseMs, (id, why) => this.#leaseLost(id, why), () => this.#listener.connection);
+    this.#lease = new WorkerLease(
+      this.#db,
+      this.#leaseMs,
+      (id, why) => this.#leaseLost(id, why),
+      () => this.#listener.connection,
+    );
     this.#endings = new Batch((ids) => this.#readEndings(ids), this.#onError);
     this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
@@ -285,9 +294,12 @@ export class PostgresAskQueue {
     if (this.#started) return;
     this.#started = true;
     this.#listener.start();
-    this.#heartbeat = setInterval(() => {
-      this.#beating = this.#beat();
-    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    this.#heartbeat = setInterval(
+      () => {
+        this.#beating = this.#beat();
+      },
+      Math.max(1, Math.floor(this.#leaseMs / 3)),
+    );
     this.#heartbeat.unref();
     this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
     this.#reread.unref();
@@ -300,22 +312,34 @@ export class PostgresAskQueue {
       signal = (options as ResolveOptions | undefined)?.signal;
       parsed = PendingAskSchema.safeParse(ask);
     } catch (error) {
-      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", undefined, `the ask or its options could not be read (${String(error)})`));
+      return Promise.reject(
+        new PostgresAskError(
+          "POSTGRES_ASK_INVALID",
+          undefined,
+          `the ask or its options could not be read (${String(error)})`,
+        ),
+      );
     }
     if (!parsed.success) {
       const id = typeof (ask as { id?: unknown } | null)?.id === "string" ? (ask as { id: string }).id : undefined;
-      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", id, `not a pending ask: ${parsed.error.message}`));
+      return Promise.reject(
+        new PostgresAskError("POSTGRES_ASK_INVALID", id, `not a pending ask: ${parsed.error.message}`),
+      );
     }
     const pending = parsed.data;
     if (!(signal instanceof AbortSignal)) {
-      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"));
+      return Promise.reject(
+        new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"),
+      );
     }
     // A cancel that fired before the park wins: the ask is never written.
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.#closing !== undefined) return Promise.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON });
     const id = pending.id.toLowerCase();
     if (this.#parked.has(id)) {
-      return Promise.reject(new PostgresAskError("POSTGRES_ASK_DUPLICATE", pending.id, "is already parked on this queue"));
+      return Promise.reject(
+        new PostgresAskError("POSTGRES_ASK_DUPLICATE", pending.id, "is already parked on this queue"),
+      );
     }
     this.#start();
     return new Promise<AskResolution>((resolve, reject) => {
@@ -400,7 +424,9 @@ export class PostgresAskQueue {
       this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: "closed" });
     }
     this.#settle(entry, () =>
-      entry.reject(duplicate ? new PostgresAskError("POSTGRES_ASK_DUPLICATE", entry.ask.id, "is already in the queue") : error),
+      entry.reject(
+        duplicate ? new PostgresAskError("POSTGRES_ASK_DUPLICATE", entry.ask.id, "is already in the queue") : error,
+      ),
     );
   }
 
@@ -408,9 +434,12 @@ export class PostgresAskQueue {
   #stopWaiting(entry: Parked, reason: "expired" | "cancelled" | "closed"): void {
     if (this.#parked.get(entry.id) !== entry) return;
     entry.ended = reason;
-    if (entry.inserted && entry.workerId !== undefined) this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason });
+    if (entry.inserted && entry.workerId !== undefined)
+      this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason });
     this.#settle(entry, () =>
-      reason === "closed" ? entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON }) : entry.reject(entry.signal.reason),
+      reason === "closed"
+        ? entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON })
+        : entry.reject(entry.signal.reason),
     );
   }
 
@@ -493,7 +522,9 @@ export class PostgresAskQueue {
       // Only the row this worker wrote: another worker's row with the same id is never its answer.
       if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
         this.#settle(parked, () =>
-          row.type === "answered" ? parked.resolve(row.resolution) : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
+          row.type === "answered"
+            ? parked.resolve(row.resolution)
+            : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
         );
       }
       this.#dispatch(id, askEnding(row));
@@ -576,7 +607,10 @@ export class PostgresAskQueue {
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
     this.#onError(
-      new PostgresLeaseError(workerId, why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time"),
+      new PostgresLeaseError(
+        workerId,
+        why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time",
+      ),
     );
     for (const entry of [...this.#parked.values()]) {
       if (entry.workerId !== workerId) continue;
@@ -596,7 +630,13 @@ export class PostgresAskQueue {
     if (this.#started) {
       // What is in flight finishes first (nothing new starts once closing): no statement of this
       // queue runs after close() resolves, and an insert that lands now still has its row closed.
-      await Promise.all([this.#beating, this.#inserts.idle(), this.#endings.idle(), this.#arrivals.idle(), this.#answers.idle()]);
+      await Promise.all([
+        this.#beating,
+        this.#inserts.idle(),
+        this.#endings.idle(),
+        this.#arrivals.idle(),
+        this.#answers.idle(),
+      ]);
       await this.#withdraw.idle();
       try {
         await this.#writeWithdrawals([...this.#withdrawals.keys()]);

@@ -10,7 +10,11 @@ export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 const EndRowSchema = z.discriminatedUnion("state", [
   z.object({ id: z.string(), state: z.literal("pending") }),
   z.object({ id: z.string(), state: z.literal("answered"), resolution: z.unknown() }),
-  z.object({ id: z.string(), state: z.literal("withdrawn"), reason: z.enum(["expired", "cancelled", "closed", "abandoned"]) }),
+  z.object({
+    id: z.string(),
+    state: z.literal("withdrawn"),
+    reason: z.enum(["expired", "cancelled", "closed", "abandoned"]),
+  }),
 ]);
 
 /**

@@ -52,9 +52,14 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
       { cause: error },
     );
   }
-  return new PostgresQueryError("POSTGRES_QUERY", operation, `${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`, {
-    cause: error,
-  });
+  return new PostgresQueryError(
+    "POSTGRES_QUERY",
+    operation,
+    `${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`,
+    {
+      cause: error,
+    },
+  );
 }
 
 /** Throws unless `pool` looks like a node-postgres pool. */
@@ -174,7 +179,9 @@ export class Db {
   async #checkVersion(operation: string): Promise<void> {
     let version: number;
     try {
-      const result = await this.pool.query(`SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`);
+      const result = await this.pool.query(
+        `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`,
+      );
       version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
     } catch (error) {
       throw queryFailure(operation, this.names, error);

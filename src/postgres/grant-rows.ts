@@ -39,9 +39,14 @@ export function parseGrantRow(table: string, raw: Record<string, unknown>): Gran
   const key = typeof raw["id"] === "string" ? raw["id"] : "<no id>";
   const parsed = GrantRowSchema.safeParse(raw);
   if (!parsed.success) {
-    throw new PostgresRowError(table, key, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "), {
-      cause: parsed.error,
-    });
+    throw new PostgresRowError(
+      table,
+      key,
+      parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "),
+      {
+        cause: parsed.error,
+      },
+    );
   }
   const row = parsed.data;
   const version = Number(row.version);

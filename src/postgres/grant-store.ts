@@ -134,7 +134,9 @@ export class PostgresGrantStore implements GrantStore {
    */
   async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
     if (!(grant instanceof Grant)) {
-      throw new GrantRecordError(`PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`);
+      throw new GrantRecordError(
+        `PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`,
+      );
     }
     const operation = "PostgresGrantStore.save";
     await this.#db.transaction(operation, options.signal, async (tx) => {

@@ -84,7 +84,11 @@ export class WorkerLease {
    * than the database's. Time spent waiting for a pooled connection is not
    * counted against the lease.
    */
-  async #run(operation: string, sql: string, values: unknown[]): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> {
+  async #run(
+    operation: string,
+    sql: string,
+    values: unknown[],
+  ): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> {
     const send = async (client: PgPoolClient): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> => {
       const sent = performance.now();
       try {
@@ -143,9 +147,11 @@ export class WorkerLease {
     const id = this.#id;
     this.#id = undefined;
     if (id === undefined) return;
-    await this.#db.query("PostgresAskQueue.close: releasing the worker lease", `DELETE FROM ${this.#db.names.table("workers")} WHERE id = $1`, [
-      id,
-    ]);
+    await this.#db.query(
+      "PostgresAskQueue.close: releasing the worker lease",
+      `DELETE FROM ${this.#db.names.table("workers")} WHERE id = $1`,
+      [id],
+    );
   }
 
   #lose(why: LeaseLoss): void {

@@ -75,7 +75,9 @@ export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promi
           applied_at timestamptz NOT NULL DEFAULT now()
         )`,
       );
-      const found = await client.query(`SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`);
+      const found = await client.query(
+        `SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`,
+      );
       const from = Number((found.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
       if (from > SCHEMA_VERSION) {
         throw new PostgresQueryError(

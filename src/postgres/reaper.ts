@@ -11,7 +11,9 @@ export async function reap(db: Db, keepEndedMs: number): Promise<void> {
   const workers = db.names.table("workers");
   const asks = db.names.table("asks");
   await db.transaction("PostgresAskQueue: closing abandoned asks", undefined, async (tx) => {
-    const lock = await tx.query("SELECT pg_try_advisory_xact_lock(hashtext($1)) AS ok", [`loopctl.reap:${db.names.name}`]);
+    const lock = await tx.query("SELECT pg_try_advisory_xact_lock(hashtext($1)) AS ok", [
+      `loopctl.reap:${db.names.name}`,
+    ]);
     if (lock.rows[0]?.["ok"] !== true) return;
     // The lapsed leases are deleted by this same statement, which therefore
     // still sees them in workers: they are named through `lapsed` instead.

@@ -44,7 +44,10 @@ export class Access {
     this.#session = createHmac("sha256", token).update("loopctl console session/1").digest("base64url");
     this.#hosts = new Set(hosts);
     this.#origins = new Set(hosts.flatMap((host) => [`http://${host}`, `https://${host}`]));
-    const id = createHash("sha256").update([...this.#hosts].sort().join(" ")).digest("hex").slice(0, 12);
+    const id = createHash("sha256")
+      .update([...this.#hosts].sort().join(" "))
+      .digest("hex")
+      .slice(0, 12);
     this.cookieName = `loopctl_session_${id}`;
   }
 

@@ -112,7 +112,12 @@ export function checkAnswerLink(query: URLSearchParams, key: Uint8Array, nowMs: 
   const verdict = query.get("verdict");
   const expires = query.get("expires") ?? "";
   const sig = query.get("sig") ?? "";
-  if (!UUID.test(askId) || (verdict !== "approve" && verdict !== "deny") || !EXPIRES.test(expires) || !SIGNATURE.test(sig)) {
+  if (
+    !UUID.test(askId) ||
+    (verdict !== "approve" && verdict !== "deny") ||
+    !EXPIRES.test(expires) ||
+    !SIGNATURE.test(sig)
+  ) {
     return { type: "invalid" };
   }
   const expiresAtMs = Number(expires);

@@ -67,7 +67,10 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   }
   const extra = options.allowedHosts ?? [];
   if (WILDCARD.has(host) && extra.length === 0) {
-    throw new ServerConfigError("allowedHosts", `listening on ${host || "every address"} needs allowedHosts: the names clients use to reach it`);
+    throw new ServerConfigError(
+      "allowedHosts",
+      `listening on ${host || "every address"} needs allowedHosts: the names clients use to reach it`,
+    );
   }
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
@@ -79,7 +82,10 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   const names = LOOPBACK.has(host) ? ["127.0.0.1", "localhost", "[::1]"] : WILDCARD.has(host) ? [] : [urlHost];
   let handler;
   try {
-    handler = createApprovalHandler({ ...options, allowedHosts: [...names.map((name) => `${name}:${bound}`), ...extra] });
+    handler = createApprovalHandler({
+      ...options,
+      allowedHosts: [...names.map((name) => `${name}:${bound}`), ...extra],
+    });
   } catch (error) {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     throw error;

@@ -108,7 +108,7 @@ export class AskBoard {
 
   async #pump(): Promise<void> {
     const signal = this.#stop.signal;
-    for (let failures = 0; !signal.aborted; ) {
+    for (let failures = 0; !signal.aborted;) {
       let ask: PendingAsk | undefined;
       try {
         ask = await this.#unlessClosed(this.#inbox.next({ signal }));
@@ -145,7 +145,7 @@ export class AskBoard {
 
   async #watch(id: string): Promise<void> {
     const signal = this.#stop.signal;
-    for (let failures = 0; !signal.aborted; ) {
+    for (let failures = 0; !signal.aborted;) {
       try {
         this.#settle(id, await this.#unlessClosed(this.#inbox.ended(id, { signal })));
         return;

@@ -43,7 +43,11 @@ export class ServerListenError extends LoopctlError {
 
   constructor(address: string, options?: ErrorOptions) {
     const detail = (options?.cause as { code?: unknown } | undefined)?.code;
-    super("SERVER_LISTEN_FAILED", `approval server cannot listen on ${address}${typeof detail === "string" ? ` (${detail})` : ""}`, options);
+    super(
+      "SERVER_LISTEN_FAILED",
+      `approval server cannot listen on ${address}${typeof detail === "string" ? ` (${detail})` : ""}`,
+      options,
+    );
     this.address = address;
   }
 }

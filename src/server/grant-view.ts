@@ -24,7 +24,9 @@ function pinStatus(pin: string | null, descriptor: ToolDescriptor | undefined): 
   if (pin === null) return { type: "unpinned" };
   if (descriptor === undefined) return { type: "unchecked" };
   if (pin.startsWith("sha256:")) {
-    return pin === descriptorFingerprint(descriptor) ? { type: "match", kind: "fingerprint" } : { type: "mismatch", kind: "fingerprint" };
+    return pin === descriptorFingerprint(descriptor)
+      ? { type: "match", kind: "fingerprint" }
+      : { type: "mismatch", kind: "fingerprint" };
   }
   if (LEGACY_PIN.test(pin)) {
     return pin === descriptorDigest(descriptor)
@@ -35,7 +37,10 @@ function pinStatus(pin: string | null, descriptor: ToolDescriptor | undefined): 
 }
 
 /** The view of `grant`, its pin checked against `describeTool(grant.tool)` when that knows the tool. */
-export function grantView(grant: Grant, describeTool: ((name: string) => ToolDescriptor | undefined) | undefined): GrantView {
+export function grantView(
+  grant: Grant,
+  describeTool: ((name: string) => ToolDescriptor | undefined) | undefined,
+): GrantView {
   let descriptor: ToolDescriptor | undefined;
   try {
     descriptor = describeTool?.(grant.tool);

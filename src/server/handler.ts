@@ -234,9 +234,14 @@ class Handler {
 
     const credential = this.#access.credential(req);
     if (credential === undefined) {
-      throw new HttpError(401, "unauthorized", "send the token as Authorization: Bearer <token>, or open the console's ?token= link", {
-        "www-authenticate": 'Bearer realm="loopctl"',
-      });
+      throw new HttpError(
+        401,
+        "unauthorized",
+        "send the token as Authorization: Bearer <token>, or open the console's ?token= link",
+        {
+          "www-authenticate": 'Bearer realm="loopctl"',
+        },
+      );
     }
     if (STATE_CHANGING.has(method) && !this.#access.originAllowed(req, credential)) {
       throw new HttpError(403, "forbidden_origin", "a state-changing request must come from this server's own page");
@@ -244,13 +249,7 @@ class Handler {
     return this.#route(req, res, path, url, method);
   }
 
-  async #route(
-    req: IncomingMessage,
-    res: ServerResponse,
-    path: string,
-    url: URL,
-    method: string,
-  ): Promise<void> {
+  async #route(req: IncomingMessage, res: ServerResponse, path: string, url: URL, method: string): Promise<void> {
     const asset = Object.hasOwn(CONSOLE_FILES, path) ? CONSOLE_FILES[path] : undefined;
     if (asset !== undefined) {
       allow(method, "GET");
@@ -325,7 +324,11 @@ class Handler {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
       case "ended":
-        return sendJson(res, 409, { error: "ask_ended", message: "the ask already ended", ending: outcome.ending ?? null });
+        return sendJson(res, 409, {
+          error: "ask_ended",
+          message: "the ask already ended",
+          ending: outcome.ending ?? null,
+        });
       case "unknown":
         return sendJson(res, 404, { error: "ask_unknown", message: "no such ask" });
       default:
@@ -362,7 +365,8 @@ class Handler {
       return await work(this.#grants as GrantStore);
     } catch (error) {
       this.#onError(error);
-      const code = typeof (error as { code?: unknown } | null)?.code === "string" ? ` (${(error as { code: string }).code})` : "";
+      const code =
+        typeof (error as { code?: unknown } | null)?.code === "string" ? ` (${(error as { code: string }).code})` : "";
       throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
     }
   }
@@ -386,23 +390,38 @@ class Handler {
 
   async #link(req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<void> {
     allow(method, "GET", "POST");
-    if (this.#linkKey === undefined) throw new HttpError(404, "links_disabled", "this server does not take answer links");
+    if (this.#linkKey === undefined)
+      throw new HttpError(404, "links_disabled", "this server does not take answer links");
     if (method === "POST" && !this.#access.originAllowed(req, "link")) {
       throw new HttpError(403, "forbidden_origin", "an answer link must be confirmed from its own page");
     }
     // Read (and bound) the body before answering, so a refused link never leaves a body unread.
-    const form = method === "POST" ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8")) : undefined;
+    const form =
+      method === "POST"
+        ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"))
+        : undefined;
     const check = checkAnswerLink(url.searchParams, this.#linkKey, this.#now());
     if (check.type === "invalid") {
-      throw new HttpError(403, "link_invalid", "this answer link is not valid: it was altered or signed with another secret");
+      throw new HttpError(
+        403,
+        "link_invalid",
+        "this answer link is not valid: it was altered or signed with another secret",
+      );
     }
-    if (check.type === "expired") throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
+    if (check.type === "expired")
+      throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
     if (form === undefined) {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw new HttpError(409, "ask_ended", "this ask already ended; nothing can be answered");
-      return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, this.#board?.get(check.askId)?.ask), {
-        "content-security-policy": PAGE_CSP,
-      });
+      return sendBody(
+        res,
+        200,
+        "text/html; charset=utf-8",
+        confirmPage(check.verdict, check.askId, this.#board?.get(check.askId)?.ask),
+        {
+          "content-security-policy": PAGE_CSP,
+        },
+      );
     }
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
@@ -410,9 +429,18 @@ class Handler {
     const outcome = await this.#deliver(check.askId, resolution);
     switch (outcome.type) {
       case "delivered":
-        return sendPage(res, 200, check.verdict === "approve" ? "Approved" : "Denied", check.verdict === "approve" ? "The call goes ahead." : "The call is refused.");
+        return sendPage(
+          res,
+          200,
+          check.verdict === "approve" ? "Approved" : "Denied",
+          check.verdict === "approve" ? "The call goes ahead." : "The call is refused.",
+        );
       case "ended":
-        throw new HttpError(409, "ask_ended", "this ask already ended (answered, expired or cancelled); nothing was changed");
+        throw new HttpError(
+          409,
+          "ask_ended",
+          "this ask already ended (answered, expired or cancelled); nothing was changed",
+        );
       case "unknown":
         throw new HttpError(404, "ask_unknown", "this server does not know this ask; nothing was answered");
       default:
@@ -434,7 +462,9 @@ class Handler {
 
   #fail(res: ServerResponse, error: unknown, audience: Audience): void {
     const known =
-      error instanceof HttpError ? error : new HttpError(500, "internal", "internal error; the server's onError has the details");
+      error instanceof HttpError
+        ? error
+        : new HttpError(500, "internal", "internal error; the server's onError has the details");
     if (!(error instanceof HttpError)) this.#onError(error);
     if (res.headersSent) {
       res.destroy();
@@ -458,7 +488,13 @@ export interface AskView {
   readonly timeLeftMs: number | null;
 }
 
-function sendPage(res: ServerResponse, status: number, title: string, text: string, headers: Readonly<Record<string, string>> = {}): void {
+function sendPage(
+  res: ServerResponse,
+  status: number,
+  title: string,
+  text: string,
+  headers: Readonly<Record<string, string>> = {},
+): void {
   sendBody(res, status, "text/html; charset=utf-8", messagePage(title, text), {
     ...headers,
     "content-security-policy": PAGE_CSP,

@@ -34,11 +34,20 @@ export class HttpError extends Error {
 }
 
 /** Writes the status, the security headers and `headers`; the body follows. */
-export function writeHead(res: ServerResponse, status: number, headers: Readonly<Record<string, string | string[]>>): void {
+export function writeHead(
+  res: ServerResponse,
+  status: number,
+  headers: Readonly<Record<string, string | string[]>>,
+): void {
   res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): void {
   const text = JSON.stringify(body);
   writeHead(res, status, {
     "content-type": "application/json; charset=utf-8",

@@ -94,18 +94,27 @@ export class WebhookResolver implements AskResolver, Disposable {
     } catch {
       throw new ServerInputError(where, "url", `is not a URL: ${JSON.stringify(String(options.url))}`);
     }
-    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ServerInputError(where, "url", "must be an http or https URL");
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new ServerInputError(where, "url", "must be an http or https URL");
     if (!isStrongSecret(options.secret)) {
       throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
     }
     const timeoutMs = options.timeoutMs ?? 10_000;
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-      throw new ServerInputError(where, "timeoutMs", `must be a positive integer of milliseconds, got ${String(timeoutMs)}`);
+      throw new ServerInputError(
+        where,
+        "timeoutMs",
+        `must be a positive integer of milliseconds, got ${String(timeoutMs)}`,
+      );
     }
     const doFetch = options.fetch ?? globalThis.fetch;
     if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
     if (options.links !== undefined && !isStrongSecret(options.links.secret)) {
-      throw new ServerInputError(where, "links.secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+      throw new ServerInputError(
+        where,
+        "links.secret",
+        `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
+      );
     }
     const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
     this.#channel = channel;
@@ -174,7 +183,12 @@ export class WebhookResolver implements AskResolver, Disposable {
       const links =
         this.#links === undefined
           ? null
-          : signAnswerLink(ask, { secret: this.#links.secret, baseUrl: this.#links.baseUrl, ttlMs: this.#links.ttlMs, nowMs });
+          : signAnswerLink(ask, {
+              secret: this.#links.secret,
+              baseUrl: this.#links.baseUrl,
+              ttlMs: this.#links.ttlMs,
+              nowMs,
+            });
       const delivery: WebhookDelivery = { type: "loopctl.ask", ask, links };
       const body = JSON.stringify(delivery);
       const response = await this.#fetch(this.#url, {
@@ -196,7 +210,9 @@ export class WebhookResolver implements AskResolver, Disposable {
       if (signal.aborted) return undefined;
       if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
       const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-      return new DeliveryFailed(`webhook unreachable: ${error instanceof Error ? error.message : String(error)}${cause}`);
+      return new DeliveryFailed(
+        `webhook unreachable: ${error instanceof Error ? error.message : String(error)}${cause}`,
+      );
     } finally {
       clearTimeout(timer);
     }

@@ -52,7 +52,8 @@ export class ManualClock implements Clock {
    * macrotask; resolves once the time is `now() + ms` and they have fired.
    */
   async advance(ms: number): Promise<void> {
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError("ManualClock.advance: ms must be a non-negative finite number");
+    if (!Number.isFinite(ms) || ms < 0)
+      throw new RangeError("ManualClock.advance: ms must be a non-negative finite number");
     const target = this.#now + ms;
     for (;;) {
       await macrotask();

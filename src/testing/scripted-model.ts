@@ -96,8 +96,14 @@ export class ScriptedModel implements Model {
     if (typeof turn === "function") return turn(recorded);
     if ("error" in turn) throw turn.error;
     // A copy, so a caller that changes the response cannot change the script.
-    const toolCalls = (turn.toolCalls ?? []).map((call) => ({ id: call.id, name: call.name, input: copied(call.input) }));
-    const response: { text?: string; toolCalls: readonly ToolCall[]; usage?: Usage; providerData?: unknown } = { toolCalls };
+    const toolCalls = (turn.toolCalls ?? []).map((call) => ({
+      id: call.id,
+      name: call.name,
+      input: copied(call.input),
+    }));
+    const response: { text?: string; toolCalls: readonly ToolCall[]; usage?: Usage; providerData?: unknown } = {
+      toolCalls,
+    };
     if (turn.text !== undefined) response.text = turn.text;
     if (turn.usage !== undefined) response.usage = turn.usage;
     if (turn.providerData !== undefined) response.providerData = turn.providerData;

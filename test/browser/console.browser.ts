@@ -59,7 +59,10 @@ describe("the console in Chromium", () => {
       describeTool: (name) => (name === "deploy" ? deploy.descriptor : undefined),
       askTimeoutMs: 600_000,
     });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
 
     const page = await browser.page(1280);
     await page.goto(server.consoleUrl);
@@ -76,7 +79,11 @@ describe("the console in Chromium", () => {
         { text: "done" },
       ]),
       tools: [deploy],
-      managers: new LoopManagers().withHook(askToDeploy).withAskResolver(channel).withGrantStore(store).withObserver(records),
+      managers: new LoopManagers()
+        .withHook(askToDeploy)
+        .withAskResolver(channel)
+        .withGrantStore(store)
+        .withObserver(records),
     });
     const run = agent.run("ship 1.4.0");
     const card = page.getByRole("article", { name: "deploy" });
@@ -125,7 +132,10 @@ describe("the console in Chromium", () => {
   it("renders a hostile ask as text: no element, no script, no request", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const page = await browser.page(1280);
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
@@ -166,7 +176,10 @@ describe("the console in Chromium", () => {
   it("removes an ask that ends elsewhere and says how, and counts its time left", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver, askTimeoutMs: 45_000 });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const page = await browser.page(400);
     await page.goto(server.consoleUrl);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
@@ -189,13 +202,23 @@ describe("the console in Chromium", () => {
     await store.save(new Grant("deploy", "allow", GrantScope.thisCall({ url: long, env: "production" })));
     await store.save(new Grant(`tool_${"x".repeat(80)}`, "deny", GrantScope.thisTool()));
     const records = new RecentRecords();
-    records.onGate({ turn: 1, callId: "c1", decision: gateRecord(1, { tool: `tool_${"y".repeat(80)}`, reason: long }) });
+    records.onGate({
+      turn: 1,
+      callId: "c1",
+      decision: gateRecord(1, { tool: `tool_${"y".repeat(80)}`, reason: long }),
+    });
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver, grants: store, records, askTimeoutMs: 600_000 });
-    cleanups.push(() => approver.close(), () => server.close());
-    const parked = channel.resolve(makeAsk(1, { tool: `mcp__${"z".repeat(80)}`, prompt: `Fetch ${long}?`, callId: `call_${"9".repeat(60)}` }), {
-      signal: new AbortController().signal,
-    });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const parked = channel.resolve(
+      makeAsk(1, { tool: `mcp__${"z".repeat(80)}`, prompt: `Fetch ${long}?`, callId: `call_${"9".repeat(60)}` }),
+      {
+        signal: new AbortController().signal,
+      },
+    );
     parked.catch(() => undefined);
     channel.resolve(makeAsk(2), { signal: new AbortController().signal }).catch(() => undefined);
 
@@ -217,13 +240,21 @@ describe("the console in Chromium", () => {
     const [channel, approver] = ApprovalChannel.pair(8);
     const server = await createApprovalServer({ approver, allowedHosts: [`127.0.0.1:${proxy.port}`] });
     proxy.forwardTo(server.port);
-    cleanups.push(() => approver.close(), () => server.close(), () => proxy.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+      () => proxy.close(),
+    );
     const page = await browser.page(1280);
     await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
 
     const signal = new AbortController().signal;
-    const [first, second, third] = [makeAsk(1, { prompt: "first" }), makeAsk(2, { prompt: "second" }), makeAsk(3, { prompt: "third" })];
+    const [first, second, third] = [
+      makeAsk(1, { prompt: "first" }),
+      makeAsk(2, { prompt: "second" }),
+      makeAsk(3, { prompt: "third" }),
+    ];
     const parkedFirst = channel.resolve(first, { signal });
     const parkedSecond = channel.resolve(second, { signal });
     const cards = page.locator("#asks .ask");
@@ -242,10 +273,11 @@ describe("the console in Chromium", () => {
     proxy.restore();
 
     await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
-    await expect.poll(() => cards.evaluateAll((els) => els.map((el) => (el as unknown as { dataset: { askId: string } }).dataset.askId))).toEqual([
-      second.id,
-      third.id,
-    ]);
+    await expect
+      .poll(() =>
+        cards.evaluateAll((els) => els.map((el) => (el as unknown as { dataset: { askId: string } }).dataset.askId)),
+      )
+      .toEqual([second.id, third.id]);
     expect(await page.locator("#ask-count").textContent()).toBe("2");
     // The card of the ask still pending is the same one: what was typed and chosen in it is still there.
     expect(await kept.getByLabel("Reason, if you deny").inputValue()).toBe("typed before the drop");
@@ -301,7 +333,10 @@ describe("the console in Chromium", () => {
     const secret = "link-secret-for-the-browser-test";
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = await createApprovalServer({ approver, linkSecret: secret });
-    cleanups.push(() => approver.close(), () => server.close());
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
     const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy <b>1.4.0</b> to production?" });
     let answer: AskResolution | undefined;
     void channel.resolve(ask, { signal: new AbortController().signal }).then((r) => (answer = r));

@@ -20,7 +20,13 @@ afterAll(async () => {
 });
 
 /** Waits for the ask with `prompt`, picks `remember`, types `reason`, and clicks `button`. */
-async function answer(page: Page, prompt: string, button: "Approve" | "Deny", remember?: string, reason?: string): Promise<void> {
+async function answer(
+  page: Page,
+  prompt: string,
+  button: "Approve" | "Deny",
+  remember?: string,
+  reason?: string,
+): Promise<void> {
   const card = page.locator("#asks .ask").filter({ hasText: prompt });
   await card.waitFor();
   if (remember !== undefined) await card.getByLabel(remember).check();

@@ -1,4 +1,10 @@
-import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3StreamPart, LanguageModelV3StreamResult, LanguageModelV3Usage } from "@ai-sdk/provider";
+import type {
+  LanguageModelV3Content,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3StreamPart,
+  LanguageModelV3StreamResult,
+  LanguageModelV3Usage,
+} from "@ai-sdk/provider";
 import { simulateReadableStream } from "ai";
 
 export const USAGE: LanguageModelV3Usage = {
@@ -7,9 +13,18 @@ export const USAGE: LanguageModelV3Usage = {
 };
 
 /** One V3 `doGenerate` result. */
-export function v3(content: LanguageModelV3Content[], extra: Partial<LanguageModelV3GenerateResult> = {}): LanguageModelV3GenerateResult {
+export function v3(
+  content: LanguageModelV3Content[],
+  extra: Partial<LanguageModelV3GenerateResult> = {},
+): LanguageModelV3GenerateResult {
   const calls = content.some((part) => part.type === "tool-call" && part.providerExecuted !== true);
-  return { content, finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined }, usage: USAGE, warnings: [], ...extra };
+  return {
+    content,
+    finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined },
+    usage: USAGE,
+    warnings: [],
+    ...extra,
+  };
 }
 
 export const text = (value: string): LanguageModelV3Content => ({ type: "text", text: value });
@@ -25,10 +40,19 @@ export const call = (toolCallId: string, toolName: string, input: unknown): Lang
 export function v3Stream(content: LanguageModelV3Content[]): LanguageModelV3StreamResult {
   const chunks: LanguageModelV3StreamPart[] = [{ type: "stream-start", warnings: [] }];
   content.forEach((part, i) => {
-    if (part.type === "text") chunks.push({ type: "text-start", id: `t${i}` }, { type: "text-delta", id: `t${i}`, delta: part.text }, { type: "text-end", id: `t${i}` });
+    if (part.type === "text")
+      chunks.push(
+        { type: "text-start", id: `t${i}` },
+        { type: "text-delta", id: `t${i}`, delta: part.text },
+        { type: "text-end", id: `t${i}` },
+      );
     else if (part.type === "tool-call") chunks.push(part);
   });
   const calls = content.some((part) => part.type === "tool-call");
-  chunks.push({ type: "finish", usage: USAGE, finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined } });
+  chunks.push({
+    type: "finish",
+    usage: USAGE,
+    finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined },
+  });
   return { stream: simulateReadableStream({ chunks }) };
 }

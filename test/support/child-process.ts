@@ -59,13 +59,15 @@ export function startChild(script: string, args: readonly string[], env: Record<
   child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
     stderr += chunk;
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      markReady();
-      resolve({ code, signal, stderr });
-    });
-  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>(
+    (resolve, reject) => {
+      child.on("error", reject);
+      child.on("close", (code, signal) => {
+        markReady();
+        resolve({ code, signal, stderr });
+      });
+    },
+  );
   return {
     pid: child.pid ?? -1,
     ready,
@@ -77,7 +79,9 @@ export function startChild(script: string, args: readonly string[], env: Record<
       if (found !== undefined) return Promise.resolve(found);
       return new Promise<string>((resolve, reject) => {
         watchers.push({ test, resolve });
-        void exited.then(({ code, stderr: err }) => reject(new Error(`${script} exited (${String(code)}) before the line came: ${err}`)));
+        void exited.then(({ code, stderr: err }) =>
+          reject(new Error(`${script} exited (${String(code)}) before the line came: ${err}`)),
+        );
       });
     },
     kill: (signal) => child.kill(signal),

@@ -2,7 +2,11 @@ import { runCli } from "../../src/cli/index.js";
 import type { CliContext } from "../../src/cli/index.js";
 
 /** Runs `loopctl console …` in-process until `stop` aborts; `printed` resolves with the URL it prints. */
-export function startConsole(dir: string, args: string[], env: Record<string, string> = {}): { printed: Promise<string>; stop: AbortController; done: Promise<number>; output: () => string } {
+export function startConsole(
+  dir: string,
+  args: string[],
+  env: Record<string, string> = {},
+): { printed: Promise<string>; stop: AbortController; done: Promise<number>; output: () => string } {
   let stdout = "";
   let stderr = "";
   let found!: (url: string) => void;

@@ -34,11 +34,12 @@ export async function runSnippet(code: string, scope: Record<string, unknown>): 
   });
   const names = { ...scope, ...imported };
   // The snippets are plain JavaScript apart from their imports; `const`s become the result.
-  const declared = [...body.matchAll(/^const (?:\[([^\]]+)\]|(\w+)) =/gm)].flatMap((m) => (m[1] ?? m[2] ?? "").split(",").map((n) => n.trim()));
-  const AsyncFunction = Object.getPrototypeOf(async () => undefined).constructor as new (...args: string[]) => (
-    ...values: unknown[]
-  ) => Promise<Record<string, unknown>>;
+  const declared = [...body.matchAll(/^const (?:\[([^\]]+)\]|(\w+)) =/gm)].flatMap((m) =>
+    (m[1] ?? m[2] ?? "").split(",").map((n) => n.trim()),
+  );
+  const AsyncFunction = Object.getPrototypeOf(async () => undefined).constructor as new (
+    ...args: string[]
+  ) => (...values: unknown[]) => Promise<Record<string, unknown>>;
   const run = new AsyncFunction(...Object.keys(names), `${body}\nreturn { ${declared.join(", ")} };`);
   return run(...Object.values(names));
 }
-

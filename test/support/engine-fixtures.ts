@@ -53,7 +53,12 @@ export function writeTool(executed: unknown[] = []): Tool {
   return defineTool({
     name: "write",
     description: "Write a file",
-    input: { type: "object", properties: { path: { type: "string" }, text: { type: "string" } }, required: ["path"], additionalProperties: false },
+    input: {
+      type: "object",
+      properties: { path: { type: "string" }, text: { type: "string" } },
+      required: ["path"],
+      additionalProperties: false,
+    },
     execute: (input) => {
       executed.push(input);
       return { ok: true };
@@ -86,13 +91,16 @@ export function script(...calls: ToolCall[]): ScriptedTurn[] {
   return [{ toolCalls: calls }, { text: "done" }];
 }
 
-export function build(options: {
-  turns: readonly ScriptedTurn[];
-  tools?: readonly Tool[];
-  managers?: LoopManagers;
-}): { agent: Agent; model: ScriptedModel } {
+export function build(options: { turns: readonly ScriptedTurn[]; tools?: readonly Tool[]; managers?: LoopManagers }): {
+  agent: Agent;
+  model: ScriptedModel;
+} {
   const model = new ScriptedModel(options.turns);
-  const agent = new Agent({ model, tools: options.tools ?? [readTool()], managers: options.managers ?? new LoopManagers() });
+  const agent = new Agent({
+    model,
+    tools: options.tools ?? [readTool()],
+    managers: options.managers ?? new LoopManagers(),
+  });
   return { agent, model };
 }
 

@@ -55,7 +55,12 @@ export const channelVariant: ResolverVariant = {
 
 /** A resolver the test answers by hand; records the signal each ask got. */
 export class ManualResolver implements AskResolver {
-  readonly parked: { ask: PendingAsk; signal: AbortSignal; answer(resolution: unknown): void; fail(error: unknown): void }[] = [];
+  readonly parked: {
+    ask: PendingAsk;
+    signal: AbortSignal;
+    answer(resolution: unknown): void;
+    fail(error: unknown): void;
+  }[] = [];
   calls = 0;
 
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {

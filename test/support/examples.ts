@@ -11,6 +11,9 @@ const root = fileURLToPath(new URL("../..", import.meta.url));
  * does not finish on its own within 20 s (a handle left open).
  */
 export async function runExample(file: string): Promise<string[]> {
-  const { stdout } = await run(process.execPath, ["--import", "tsx", `examples/${file}`], { cwd: root, timeout: 20_000 });
+  const { stdout } = await run(process.execPath, ["--import", "tsx", `examples/${file}`], {
+    cwd: root,
+    timeout: 20_000,
+  });
   return stdout.trimEnd().split("\n");
 }

@@ -23,7 +23,13 @@ async function loadEsm(path: string): Promise<GrantModule> {
   return (await import(pathToFileURL(path).href)) as GrantModule;
 }
 
-async function saveMany(mod: GrantModule, root: string, project: string, who: string, count: number): Promise<string[]> {
+async function saveMany(
+  mod: GrantModule,
+  root: string,
+  project: string,
+  who: string,
+  count: number,
+): Promise<string[]> {
   const store = new mod.FileGrantStore(root, project, { lockTimeoutMs: 60_000 });
   const saved: string[] = [];
   for (let i = 0; i < count; i += 1) {
@@ -34,7 +40,13 @@ async function saveMany(mod: GrantModule, root: string, project: string, who: st
 }
 
 if (!isMainThread) {
-  const { esm, root, project, who, count } = workerData as { esm: string; root: string; project: string; who: string; count: number };
+  const { esm, root, project, who, count } = workerData as {
+    esm: string;
+    root: string;
+    project: string;
+    who: string;
+    count: number;
+  };
   await saveMany(await loadEsm(esm), root, project, who, count);
 } else if (process.argv[2] === "terminated") {
   const [esm, root, project, timeout] = process.argv.slice(3) as [string, string, string, string];
@@ -45,7 +57,9 @@ if (!isMainThread) {
   let attempts = 0;
   while (!existsSync(store.lockPath)) {
     if ((attempts += 1) > 200) throw new Error("no worker was terminated while holding the lock");
-    const worker = new Worker(script, { workerData: { esm, root, project, who: `worker-${attempts}`, count: 1_000_000 } });
+    const worker = new Worker(script, {
+      workerData: { esm, root, project, who: `worker-${attempts}`, count: 1_000_000 },
+    });
     // Busy-waits (the worker runs on its own thread) until the worker holds the lock.
     while (!existsSync(store.lockPath)) await new Promise((resolve) => setImmediate(resolve));
     await worker.terminate();
@@ -61,12 +75,18 @@ if (!isMainThread) {
     const [esm, root, project, threads, per] = args as [string, string, string, string, string];
     const script = new URL(import.meta.url);
     await Promise.all(
-      Array.from({ length: Number(threads) }, (_, t) =>
-        new Promise<void>((resolve, reject) => {
-          const worker = new Worker(script, { workerData: { esm, root, project, who: `thread-${t}`, count: Number(per) } });
-          worker.on("error", reject);
-          worker.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`thread ${t} exited with ${code}`))));
-        }),
+      Array.from(
+        { length: Number(threads) },
+        (_, t) =>
+          new Promise<void>((resolve, reject) => {
+            const worker = new Worker(script, {
+              workerData: { esm, root, project, who: `thread-${t}`, count: Number(per) },
+            });
+            worker.on("error", reject);
+            worker.on("exit", (code) =>
+              code === 0 ? resolve() : reject(new Error(`thread ${t} exited with ${code}`)),
+            );
+          }),
       ),
     );
     process.stdout.write(`${JSON.stringify({ saved: Number(threads) * Number(per) })}\n`);
@@ -85,7 +105,9 @@ if (!isMainThread) {
     const revoked: string[] = [];
     for (let r = 0; r < Number(rounds); r += 1) {
       const allow = await storeA.save(new a.Grant("deploy", "allow", a.GrantScope.thisCall({ round: r })));
-      const fillers = [0, 1, 2].map((k) => storeB.save(new b.Grant("read", "allow", b.GrantScope.thisCall({ round: r, k }))));
+      const fillers = [0, 1, 2].map((k) =>
+        storeB.save(new b.Grant("read", "allow", b.GrantScope.thisCall({ round: r, k }))),
+      );
       const [gone, ...kept] = await Promise.all([storeA.revoke(allow.id), ...fillers]);
       if (gone?.id !== allow.id) throw new Error(`round ${r}: the revoke found nothing`);
       revoked.push(allow.id);

@@ -8,5 +8,10 @@ const log = process.env.LOOPCTL_LOAD_LOG;
 register("./load-recorder-hooks.mjs", import.meta.url);
 process.on("exit", () => {
   const cache = createRequire(import.meta.url).cache;
-  appendFileSync(log, Object.keys(cache).map((path) => `${path}\n`).join(""));
+  appendFileSync(
+    log,
+    Object.keys(cache)
+      .map((path) => `${path}\n`)
+      .join(""),
+  );
 });

@@ -27,11 +27,19 @@ const report = (line: string): void => {
 process.stdin.on("end", () => process.exit(0));
 
 async function mutable(): Promise<void> {
-  const server = new McpServer({ name: "fixture", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
+  const server = new McpServer(
+    { name: "fixture", version: "1.0.0" },
+    { capabilities: { tools: { listChanged: true } } },
+  );
   const notes = new Map([["todo", "buy milk"]]);
   const read = server.registerTool(
     "read_note",
-    { title: "Read Note", description: "Read a note by name", inputSchema: { name: z.string() }, annotations: { readOnlyHint: true, destructiveHint: false } },
+    {
+      title: "Read Note",
+      description: "Read a note by name",
+      inputSchema: { name: z.string() },
+      annotations: { readOnlyHint: true, destructiveHint: false },
+    },
     async ({ name }) => {
       report(`called read_note ${JSON.stringify({ name })}`);
       return { content: [{ type: "text", text: notes.get(name) ?? "(no such note)" }] };
@@ -39,7 +47,12 @@ async function mutable(): Promise<void> {
   );
   const remove = server.registerTool(
     "delete_note",
-    { title: "Delete Note", description: "Delete a note by name", inputSchema: { name: z.string() }, annotations: { readOnlyHint: false, destructiveHint: true } },
+    {
+      title: "Delete Note",
+      description: "Delete a note by name",
+      inputSchema: { name: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: true },
+    },
     async ({ name }) => {
       report(`called delete_note ${JSON.stringify({ name })}`);
       return { content: [{ type: "text", text: notes.delete(name) ? `deleted ${name}` : `no note ${name}` }] };
@@ -52,10 +65,14 @@ async function mutable(): Promise<void> {
   server.registerTool("slow", { description: "Waits until cancelled", inputSchema: {} }, async (_args, extra) => {
     report("called slow {}");
     await new Promise<void>((resolve) => {
-      extra.signal.addEventListener("abort", () => {
-        report("cancelled slow");
-        resolve();
-      }, { once: true });
+      extra.signal.addEventListener(
+        "abort",
+        () => {
+          report("cancelled slow");
+          resolve();
+        },
+        { once: true },
+      );
     });
     return { content: [{ type: "text", text: "too late" }] };
   });

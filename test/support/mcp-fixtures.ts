@@ -8,7 +8,9 @@ import type { Tool } from "loopctl/engine";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const fixture = fileURLToPath(new URL("./mcp-fixture-server.ts", import.meta.url));
-const filesystemServer = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
+const filesystemServer = createRequire(import.meta.url).resolve(
+  "@modelcontextprotocol/server-filesystem/dist/index.js",
+);
 
 /** A server process and the client connected to it. */
 export interface Started {
@@ -66,13 +68,17 @@ async function start(command: string, args: readonly string[], clientOptions?: C
     client,
     pid,
     lines,
-    waitFor: (line) => (lines.includes(line) ? Promise.resolve() : new Promise((resolve) => waiters.push({ line, resolve }))),
+    waitFor: (line) =>
+      lines.includes(line) ? Promise.resolve() : new Promise((resolve) => waiters.push({ line, resolve })),
     signal: (name) => process.kill(pid, name),
   };
 }
 
 /** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
-export function startFixture(mode: "mutable" | "paged" | "paged broken", clientOptions?: ClientOptions): Promise<Started> {
+export function startFixture(
+  mode: "mutable" | "paged" | "paged broken",
+  clientOptions?: ClientOptions,
+): Promise<Started> {
   return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
 }
 

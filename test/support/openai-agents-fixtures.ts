@@ -24,7 +24,17 @@ export class FakeModel implements Model {
     const turn = this.#turns.shift();
     if (turn === undefined) throw new Error("the fake model has no more turns");
     if ("text" in turn) {
-      return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: turn.text }] }] };
+      return {
+        usage: new Usage(),
+        output: [
+          {
+            type: "message",
+            role: "assistant",
+            status: "completed",
+            content: [{ type: "output_text", text: turn.text }],
+          },
+        ],
+      };
     }
     return {
       usage: new Usage(),

@@ -39,7 +39,10 @@ function toolFor(run: number, call: number): Tool {
     description: `tool ${call} of run ${run} of worker ${worker}`,
     input: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
     execute: async (_input, context) => {
-      await pool.query(`INSERT INTO "${schema!}".executions (call_id, worker) VALUES ($1, $2)`, [context.callId, worker]);
+      await pool.query(`INSERT INTO "${schema!}".executions (call_id, worker) VALUES ($1, $2)`, [
+        context.callId,
+        worker,
+      ]);
       return "done";
     },
   });
@@ -59,7 +62,13 @@ const managers = new LoopManagers()
 const agents = Array.from({ length: runs }, (_, run) => {
   const tools = Array.from({ length: calls }, (_, call) => toolFor(run, call));
   const model = new ScriptedModel([
-    { toolCalls: tools.map((tool, call) => ({ id: `w${worker}-r${run}-c${call}`, name: tool.name, input: { n: call } })) },
+    {
+      toolCalls: tools.map((tool, call) => ({
+        id: `w${worker}-r${run}-c${call}`,
+        name: tool.name,
+        input: { n: call },
+      })),
+    },
     { text: "done" },
   ]);
   return new Agent({ model, tools, managers });

@@ -12,7 +12,13 @@ import { waitForGo } from "./child-process.js";
 import { writeGrants } from "./grant-writes.js";
 
 const [url, schema, project, countText, seedText] = process.argv.slice(2);
-if (url === undefined || schema === undefined || project === undefined || countText === undefined || seedText === undefined) {
+if (
+  url === undefined ||
+  schema === undefined ||
+  project === undefined ||
+  countText === undefined ||
+  seedText === undefined
+) {
   throw new Error("usage: pg-grant-writer.ts <url> <schema> <project> <n> <seed>");
 }
 const count = Number(countText);
@@ -24,7 +30,9 @@ process.stdout.write("ready\n");
 await waitForGo();
 
 // Reading through the cache now and then, while the other processes write.
-const { saved, revoked } = await writeGrants(store, count, seed, (i) => (i % 5 === 4 ? store.covering("tool", "{}") : Promise.resolve()));
+const { saved, revoked } = await writeGrants(store, count, seed, (i) =>
+  i % 5 === 4 ? store.covering("tool", "{}") : Promise.resolve(),
+);
 process.stdout.write(`${JSON.stringify({ saved, revoked })}\n`);
 await waitForGo();
 const view = (await store.load()).map((g) => g.id);

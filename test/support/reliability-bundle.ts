@@ -58,9 +58,19 @@ export async function bundleGrantBuilds(): Promise<GrantBuilds> {
   mkdirSync(cache, { recursive: true });
   const dir = mkdtempSync(join(cache, "loopctl-builds-"));
   const source = fileURLToPath(new URL("../../src/grant/index.ts", import.meta.url));
-  const common: BuildOptions = { entryPoints: [source], bundle: true, packages: "external", platform: "node", target: "node20", logLevel: "silent" };
+  const common: BuildOptions = {
+    entryPoints: [source],
+    bundle: true,
+    packages: "external",
+    platform: "node",
+    target: "node20",
+    logLevel: "silent",
+  };
   const esm = join(dir, "grant.mjs");
   const cjs = join(dir, "grant.cjs");
-  await Promise.all([build({ ...common, format: "esm", outfile: esm }), build({ ...common, format: "cjs", outfile: cjs })]);
+  await Promise.all([
+    build({ ...common, format: "esm", outfile: esm }),
+    build({ ...common, format: "cjs", outfile: cjs }),
+  ]);
   return { esm, cjs, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }

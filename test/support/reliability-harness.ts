@@ -35,15 +35,27 @@ export interface ScenarioEnv {
 
 export function manualEnv(): ScenarioEnv {
   const clock = new ManualClock(1_000_000);
-  return makeEnv("manual", clock, 50, () => clock.pendingTimers, async (ms) => {
-    await clock.advance(ms);
-  });
+  return makeEnv(
+    "manual",
+    clock,
+    50,
+    () => clock.pendingTimers,
+    async (ms) => {
+      await clock.advance(ms);
+    },
+  );
 }
 
 export function systemEnv(): ScenarioEnv {
-  return makeEnv("system", systemClock, 20, () => 0, async (ms) => {
-    await sleep(ms + 15);
-  });
+  return makeEnv(
+    "system",
+    systemClock,
+    20,
+    () => 0,
+    async (ms) => {
+      await sleep(ms + 15);
+    },
+  );
 }
 
 function makeEnv(
@@ -126,7 +138,9 @@ export interface Ctl {
   readonly ended: Promise<void>;
 }
 
-export type RunOutcome = { readonly type: "resolved" } | { readonly type: "rejected"; readonly name: string; readonly code: string; readonly typed: boolean };
+export type RunOutcome =
+  | { readonly type: "resolved" }
+  | { readonly type: "rejected"; readonly name: string; readonly code: string; readonly typed: boolean };
 
 /** Everything a run did and left behind. */
 export interface ScenarioReport {

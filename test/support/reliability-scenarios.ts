@@ -96,7 +96,16 @@ const scenarios: Scenario[] = [
   {
     name: "hook-throws",
     expect: { outcome: "resolved", verdicts: ["deny"], executed: [], results: { c1: HOOK_FAILED } },
-    run: (env) => runHarness(env, { hooks: [{ preToolUse: () => { throw new Error("hook bug"); } }] }),
+    run: (env) =>
+      runHarness(env, {
+        hooks: [
+          {
+            preToolUse: () => {
+              throw new Error("hook bug");
+            },
+          },
+        ],
+      }),
   },
   {
     name: "hook-rejects",
@@ -177,12 +186,25 @@ const scenarios: Scenario[] = [
   {
     name: "resolver-throws",
     expect: { outcome: "resolved", verdicts: ["ask_denied"], executed: [], results: { c1: DENIED } },
-    run: (env) => runHarness(env, { resolver: { resolve: () => { throw new Error("resolver bug"); } } }),
+    run: (env) =>
+      runHarness(env, {
+        resolver: {
+          resolve: () => {
+            throw new Error("resolver bug");
+          },
+        },
+      }),
   },
   {
     name: "resolver-rejects",
     expect: { outcome: "resolved", verdicts: ["ask_denied"], executed: [], results: { c1: DENIED } },
-    run: (env) => runHarness(env, { drive: async (ctl) => { await parked(ctl); ctl.fail(0, new Error("webhook 502")); } }),
+    run: (env) =>
+      runHarness(env, {
+        drive: async (ctl) => {
+          await parked(ctl);
+          ctl.fail(0, new Error("webhook 502"));
+        },
+      }),
   },
   ...(
     [
@@ -196,7 +218,13 @@ const scenarios: Scenario[] = [
   ).map(([label, value]): Scenario => ({
     name: `resolver-answers-garbage-${label}`,
     expect: { outcome: "resolved", verdicts: ["ask_denied"], executed: [], results: { c1: DENIED } },
-    run: (env) => runHarness(env, { drive: async (ctl) => { await parked(ctl); ctl.answer(0, value); } }),
+    run: (env) =>
+      runHarness(env, {
+        drive: async (ctl) => {
+          await parked(ctl);
+          ctl.answer(0, value);
+        },
+      }),
   })),
   {
     name: "resolver-hangs-ignoring-signal-deadline",
@@ -341,7 +369,10 @@ const scenarios: Scenario[] = [
         drive: async (ctl) => {
           // Capacity 1: one ask taken, one delivered, one waiting in line when the approver closes.
           await ctl.take();
-          await env.until(() => ctl.approver!.buffered === 1 && ctl.approver!.inLine === 1, "one buffered, one in line");
+          await env.until(
+            () => ctl.approver!.buffered === 1 && ctl.approver!.inLine === 1,
+            "one buffered, one in line",
+          );
           ctl.approver?.close();
         },
       }),
@@ -372,8 +403,20 @@ const scenarios: Scenario[] = [
   // ---- tools ----
   {
     name: "tool-throws",
-    expect: { outcome: "resolved", verdicts: ["ask_allowed"], executed: ["c1"], results: { c1: "Tool 'act' failed: tool exploded" } },
-    run: (env) => runHarness(env, { tool: "throws", drive: async (ctl) => { await parked(ctl); ctl.answer(0, { type: "approve" }); } }),
+    expect: {
+      outcome: "resolved",
+      verdicts: ["ask_allowed"],
+      executed: ["c1"],
+      results: { c1: "Tool 'act' failed: tool exploded" },
+    },
+    run: (env) =>
+      runHarness(env, {
+        tool: "throws",
+        drive: async (ctl) => {
+          await parked(ctl);
+          ctl.answer(0, { type: "approve" });
+        },
+      }),
   },
   {
     name: "tool-hangs-ignoring-signal-then-cancel",
@@ -407,7 +450,10 @@ const scenarios: Scenario[] = [
   ...(
     [
       ["clock-throws-once-the-tool-ran", (m: LoopManagers) => m],
-      ["clock-throws-once-the-tool-ran-with-a-breaker", (m: LoopManagers) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 })],
+      [
+        "clock-throws-once-the-tool-ran-with-a-breaker",
+        (m: LoopManagers) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }),
+      ],
     ] as const
   ).map(([name, configure]): Scenario => ({
     name,
@@ -604,7 +650,12 @@ const scenarios: Scenario[] = [
   },
   {
     name: "parallel-cancel-with-asks-parked",
-    expect: { outcome: "CANCELLED", verdicts: ["ask_allowed", "cancelled", "cancelled"], unordered: true, executed: ["c1"] },
+    expect: {
+      outcome: "CANCELLED",
+      verdicts: ["ask_allowed", "cancelled", "cancelled"],
+      unordered: true,
+      executed: ["c1"],
+    },
     run: (env) =>
       runHarness(env, {
         maxConcurrency: 3,
@@ -620,7 +671,10 @@ const scenarios: Scenario[] = [
         ],
         drive: async (ctl) => {
           await parked(ctl, 3);
-          ctl.answer(ctl.parks.findIndex((p) => p.ask.callId === "c1"), { type: "approve" });
+          ctl.answer(
+            ctl.parks.findIndex((p) => p.ask.callId === "c1"),
+            { type: "approve" },
+          );
           await env.until(() => ctl.started.length === 1, "c1 ran");
           await env.flush();
           ctl.cancel();
@@ -675,13 +729,15 @@ export function violations(expect: Expectation, report: ScenarioReport): string[
   };
   const { outcome } = report;
   if (expect.outcome === "resolved") {
-    if (outcome.type !== "resolved") fail(`expected the run to resolve, it rejected with ${outcome.name} ${outcome.code}`);
+    if (outcome.type !== "resolved")
+      fail(`expected the run to resolve, it rejected with ${outcome.name} ${outcome.code}`);
   } else if (outcome.type !== "rejected" || !outcome.typed || outcome.code !== expect.outcome) {
     fail(`expected a typed ${expect.outcome} rejection, got ${JSON.stringify(outcome)}`);
   }
   const verdicts = expect.unordered === true ? sorted(report.verdicts) : [...report.verdicts];
   const wanted = expect.unordered === true ? sorted(expect.verdicts) : [...expect.verdicts];
-  if (!same(verdicts, wanted)) fail(`verdicts ${JSON.stringify(report.verdicts)} != ${JSON.stringify(expect.verdicts)}`);
+  if (!same(verdicts, wanted))
+    fail(`verdicts ${JSON.stringify(report.verdicts)} != ${JSON.stringify(expect.verdicts)}`);
   if (!same(sorted(report.executed), sorted(expect.executed))) {
     fail(`executed ${JSON.stringify(report.executed)} != ${JSON.stringify(expect.executed)}`);
   }
@@ -699,7 +755,12 @@ export function violations(expect: Expectation, report: ScenarioReport): string[
     const records = report.gates.filter((g) => g.startsWith(`${id}:`)).length;
     if (attempts !== records) fail(`call ${id}: ${records} records for ${attempts} attempts`);
   }
-  if (!same(report.gates.map((g) => g.slice(g.indexOf(":") + 1)), [...report.verdicts])) {
+  if (
+    !same(
+      report.gates.map((g) => g.slice(g.indexOf(":") + 1)),
+      [...report.verdicts],
+    )
+  ) {
     fail(`onGate saw ${JSON.stringify(report.gates)}, the run holds ${JSON.stringify(report.verdicts)}`);
   }
   for (const gate of report.gates) {
@@ -707,7 +768,8 @@ export function violations(expect: Expectation, report: ScenarioReport): string[
     if (verdict === "cancelled" && report.posts.includes(id!)) fail(`onToolPost fired for cancelled call ${id}`);
   }
   for (const [id, text] of Object.entries(expect.results ?? {})) {
-    if (report.results[id] !== text) fail(`call ${id}: the model got ${JSON.stringify(report.results[id])}, expected ${JSON.stringify(text)}`);
+    if (report.results[id] !== text)
+      fail(`call ${id}: the model got ${JSON.stringify(report.results[id])}, expected ${JSON.stringify(text)}`);
   }
   for (const [what, count] of Object.entries(report.leftovers)) {
     if (count !== 0) fail(`left behind: ${what} = ${count}`);

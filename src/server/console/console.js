@@ -129,11 +129,16 @@
     if (!ending) return "ended";
     if (ending.type === "answered") return ending.verdict === "approve" ? "approved" : "denied";
     switch (ending.reason) {
-      case "expired": return "expired unanswered";
-      case "cancelled": return "cancelled by the agent";
-      case "closed": return "withdrawn, the approver closed";
-      case "abandoned": return "withdrawn, the approver went away";
-      default: return "withdrawn: the agent stopped waiting (deadline or cancel)";
+      case "expired":
+        return "expired unanswered";
+      case "cancelled":
+        return "cancelled by the agent";
+      case "closed":
+        return "withdrawn, the approver closed";
+      case "abandoned":
+        return "withdrawn, the approver went away";
+      default:
+        return "withdrawn: the agent stopped waiting (deadline or cancel)";
     }
   }
 
@@ -197,10 +202,14 @@
 
   function pinText(grant) {
     switch (grant.pin.type) {
-      case "unpinned": return "not pinned";
-      case "match": return "matches the tool";
-      case "mismatch": return grant.verdict === "allow" ? "tool changed: asks again" : "tool changed (deny still holds)";
-      default: return "pinned (tool not known here)";
+      case "unpinned":
+        return "not pinned";
+      case "match":
+        return "matches the tool";
+      case "mismatch":
+        return grant.verdict === "allow" ? "tool changed: asks again" : "tool changed (deny still holds)";
+      default:
+        return "pinned (tool not known here)";
     }
   }
 
@@ -241,9 +250,18 @@
       const tr = document.createElement("tr");
       tr.dataset.grantId = grant.id;
       cell(tr, "Tool", grant.tool, "tool-name");
-      cell(tr, "Answer", grant.verdict === "allow" ? "approve" : "deny", `verdict ${grant.verdict === "allow" ? "good" : "bad"}`);
+      cell(
+        tr,
+        "Answer",
+        grant.verdict === "allow" ? "approve" : "deny",
+        `verdict ${grant.verdict === "allow" ? "good" : "bad"}`,
+      );
       const args = grant.scope === "this_tool" ? "any arguments" : JSON.stringify(grant.args);
-      const covers = cell(tr, "Covers", grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`);
+      const covers = cell(
+        tr,
+        "Covers",
+        grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`,
+      );
       covers.title = args;
       cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
       cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
@@ -252,7 +270,10 @@
       button.type = "button";
       button.className = "revoke";
       button.textContent = "Revoke";
-      button.setAttribute("aria-label", `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${grant.tool}`);
+      button.setAttribute(
+        "aria-label",
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${grant.tool}`,
+      );
       button.addEventListener("click", () => void revoke(grant, button));
       actions.append(button);
       rows.push(tr);

@@ -9,7 +9,13 @@ import type { BrowserContext, Page } from "playwright-core";
 /** The Chromium the browser tests drive: Debian's, unless LOOPCTL_CHROMIUM names another. */
 export const CHROMIUM = process.env["LOOPCTL_CHROMIUM"] ?? "/usr/bin/chromium";
 
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"];
+const FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+];
 
 /** Where the tests write their screenshots (git ignores it). */
 export const SCREENSHOTS = fileURLToPath(new URL("../../../test-results/screenshots/", import.meta.url));
