@@ -23,10 +23,7 @@ const deploy = defineTool({
   description: "Deploy a version to an environment",
   input: {
     type: "object",
-    properties: {
-      env: { enum: ["staging", "production"] },
-      version: { type: "string", pattern: "^\\d+\\.\\d+\\.\\d+$" },
-    },
+    properties: { env: { enum: ["staging", "production"] }, version: { type: "string", pattern: "^\\d+\\.\\d+\\.\\d+$" } },
     required: ["env", "version"],
     additionalProperties: false,
   },
@@ -52,17 +49,13 @@ const agent = new Agent({
 const result = await agent.run("read CHANGELOG.md, then deploy 1.4 to staging");
 
 console.log(result.text);
-console.log(
-  `${result.turns} model requests; records: ${result.records.map((r) => `${r.tool} ${r.verdict} (${r.ruleId})`).join(", ")}`,
-);
+console.log(`${result.turns} model requests; records: ${result.records.map((r) => `${r.tool} ${r.verdict} (${r.ruleId})`).join(", ")}`);
 for (const message of result.messages) {
   if (message.type === "tool_result") console.log(`  ${message.tool} ${message.status}: ${message.content}`);
 }
 // What the model was shown on its second turn: the system prompt, the transcript, the tools.
 const second = model.requests[1];
-console.log(
-  `turn 1 saw: ${second?.instructions}; ${second?.messages.map((m) => m.type).join(", ")}; tools ${second?.tools.map((t) => t.name).join(", ")}`,
-);
+console.log(`turn 1 saw: ${second?.instructions}; ${second?.messages.map((m) => m.type).join(", ")}; tools ${second?.tools.map((t) => t.name).join(", ")}`);
 // #endregion
 
 // #region continue
@@ -72,14 +65,9 @@ const later = new ScriptedModel([
   { toolCalls: [{ id: "c3", name: "deploy", input: { env: "staging", version: "1.4.0" } }] },
   { text: "1.4.0 is on staging." },
 ]);
-const followUp = await new Agent({ model: later, tools: [readFile, deploy] }).run([
-  ...stored,
-  { type: "user", text: "use 1.4.0" },
-]);
+const followUp = await new Agent({ model: later, tools: [readFile, deploy] }).run([...stored, { type: "user", text: "use 1.4.0" }]);
 const deployed = followUp.messages.findLast((m) => m.type === "tool_result");
-console.log(
-  `${followUp.text} (the model saw ${later.requests[0]?.messages.length} messages first; the tool said ${deployed?.type === "tool_result" ? deployed.content : ""})`,
-);
+console.log(`${followUp.text} (the model saw ${later.requests[0]?.messages.length} messages first; the tool said ${deployed?.type === "tool_result" ? deployed.content : ""})`);
 // #endregion
 
 // #region model
@@ -90,30 +78,22 @@ const rules: Model = {
     if (last?.type === "user") {
       const path = /read (\S+)/.exec(last.text)?.[1];
       // No call id: the engine gives it one. providerData rides the assistant message and comes back next turn.
-      if (path !== undefined)
-        return { toolCalls: [{ id: "", name: "read_file", input: { path } }], providerData: { rule: "read" } };
+      if (path !== undefined) return { toolCalls: [{ id: "", name: "read_file", input: { path } }], providerData: { rule: "read" } };
     }
     const asked = request.messages.findLast((m) => m.type === "assistant");
-    const text =
-      last?.type === "tool_result"
-        ? `${last.status} after rule ${JSON.stringify(asked?.providerData)}: ${last.content}`
-        : "nothing to do";
+    const text = last?.type === "tool_result" ? `${last.status} after rule ${JSON.stringify(asked?.providerData)}: ${last.content}` : "nothing to do";
     return { text, toolCalls: [], usage: { inputTokens: 12, outputTokens: 7 } };
   },
 };
 const ruled = await new Agent({ model: rules, tools: [readFile] }).run("read README.md");
 const callId = ruled.messages.find((m) => m.type === "tool_result")?.callId ?? "";
-console.log(
-  `${ruled.text} [${ruled.usage.inputTokens}+${ruled.usage.outputTokens} tokens, call id ${callId.slice(0, 5)}…]`,
-);
+console.log(`${ruled.text} [${ruled.usage.inputTokens}+${ruled.usage.outputTokens} tokens, call id ${callId.slice(0, 5)}…]`);
 // #endregion
 
 // #region errors
 // A model that never stops calling tools meets the default cap: 20 model requests per run.
 const endless = new ScriptedModel(
-  Array.from({ length: 25 }, (_, i) => ({
-    toolCalls: [{ id: `r${i}`, name: "read_file", input: { path: `notes/${i}.md` } }],
-  })),
+  Array.from({ length: 25 }, (_, i) => ({ toolCalls: [{ id: `r${i}`, name: "read_file", input: { path: `notes/${i}.md` } }] })),
 );
 try {
   await new Agent({ model: endless, tools: [readFile] }).run("read every note");
@@ -122,8 +102,6 @@ try {
   // CancelledError, LoopDetectedError, BudgetExceededError or ModelError: what the run made is kept.
   const last = error.records.at(-1);
   console.log(`${error.name} ${error.code}: ${error.message}`);
-  console.log(
-    `kept ${error.records.length} records (the last: ${last?.verdict} ${last?.ruleId}) and ${error.messages.length} messages`,
-  );
+  console.log(`kept ${error.records.length} records (the last: ${last?.verdict} ${last?.ruleId}) and ${error.messages.length} messages`);
 }
 // #endregion

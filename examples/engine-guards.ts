@@ -33,10 +33,7 @@ const status = defineTool({
 // #region managers
 const writesAsk: Hook = {
   name: "writes-ask",
-  preToolUse: (call) =>
-    call.name === "write_file"
-      ? { type: "ask", prompt: `Write ${(call.input as { path: string }).path}?` }
-      : { type: "allow" },
+  preToolUse: (call) => (call.name === "write_file" ? { type: "ask", prompt: `Write ${(call.input as { path: string }).path}?` } : { type: "allow" }),
 };
 
 const managers = new LoopManagers()
@@ -52,8 +49,7 @@ const managers = new LoopManagers()
   .withLoopDetection({ maxRepeats: 2 })
   .withCircuitBreaker({ failureThreshold: 2, cooldownMs: 60_000 })
   .withObserver({
-    onGate: ({ turn, callId, decision }) =>
-      console.log(`  turn ${turn} ${callId}: ${decision.verdict} by ${decision.ruleId} (${decision.ruleSource})`),
+    onGate: ({ turn, callId, decision }) => console.log(`  turn ${turn} ${callId}: ${decision.verdict} by ${decision.ruleId} (${decision.ruleSource})`),
   });
 // #endregion
 
@@ -84,17 +80,9 @@ try {
 const clock = new ManualClock(Date.UTC(2026, 11, 2, 9, 0));
 const [channel, approver] = ApprovalChannel.pair(1);
 const waiting = new Agent({
-  model: new ScriptedModel([
-    { toolCalls: [{ id: "w9", name: "write_file", input: { path: "NOTES.md", text: "…" } }] },
-    { text: "nobody answered" },
-  ]),
+  model: new ScriptedModel([{ toolCalls: [{ id: "w9", name: "write_file", input: { path: "NOTES.md", text: "…" } }] }, { text: "nobody answered" }]),
   tools: [writeFile],
-  managers: new LoopManagers()
-    .withHook(writesAsk)
-    .withAskResolver(channel)
-    .withAskTimeout(30_000)
-    .withClock(clock)
-    .withIdGen(seededIdGen("docs")),
+  managers: new LoopManagers().withHook(writesAsk).withAskResolver(channel).withAskTimeout(30_000).withClock(clock).withIdGen(seededIdGen("docs")),
 });
 const run = waiting.run("write the notes");
 const ask = await approver.next(); // parked; nobody will answer

@@ -12,10 +12,7 @@ const deploy: ToolDescriptor = {
   description: "Deploy a version to an environment",
   inputSchema: {
     type: "object",
-    properties: {
-      env: { enum: ["staging", "production"] },
-      version: { type: "string", pattern: "^\\d+\\.\\d+\\.\\d+$" },
-    },
+    properties: { env: { enum: ["staging", "production"] }, version: { type: "string", pattern: "^\\d+\\.\\d+\\.\\d+$" } },
     required: ["env", "version"],
     additionalProperties: false,
   },
@@ -41,11 +38,6 @@ for (const call of calls) {
     return `deployed ${version} to ${env}`;
   });
   // Hand the model outcome.output (ran) or outcome.message (failed, refused).
-  console.log(
-    call.id,
-    outcome.type,
-    outcome.type === "ran" ? outcome.output : outcome.message,
-    `[${outcome.record.verdict}]`,
-  );
+  console.log(call.id, outcome.type, outcome.type === "ran" ? outcome.output : outcome.message, `[${outcome.record.verdict}]`);
 }
 // #endregion

@@ -27,17 +27,10 @@ const toolset = await mcpTools(client, { prefix: "fs_" });
 console.log(`tools: ${toolset.tools.length} from ${toolset.server}`);
 
 const [channel, approver] = ApprovalChannel.pair(4);
-const managers = new LoopManagers()
-  .withHook(mcpAnnotationHook({ trusted: true }))
-  .withAskResolver(channel)
-  .withAskTimeout(60_000);
+const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true })).withAskResolver(channel).withAskTimeout(60_000);
 const model = new ScriptedModel([
   { toolCalls: [{ id: "c1", name: "fs_read_text_file", input: { path: join(dir, "notes.md") } }] },
-  {
-    toolCalls: [
-      { id: "c2", name: "fs_write_file", input: { path: join(dir, "notes.md"), content: "# Notes\n- shipped 1.4\n" } },
-    ],
-  },
+  { toolCalls: [{ id: "c2", name: "fs_write_file", input: { path: join(dir, "notes.md"), content: "# Notes\n- shipped 1.4\n" } }] },
   { text: "notes updated" },
 ]);
 const run = new Agent({ model, tools: toolset, managers }).run("mark 1.4 as shipped");

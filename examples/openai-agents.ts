@@ -25,30 +25,11 @@ class FakeModel implements Model {
     const result = input.find((item) => item.type === "function_call_result");
     if (result === undefined) {
       const args = JSON.stringify({ env: "prod", version: this.#version });
-      return {
-        usage: new Usage(),
-        output: [
-          {
-            type: "function_call",
-            callId: `call_${this.#version}`,
-            name: "deploy",
-            arguments: args,
-            status: "completed",
-          },
-        ],
-      };
+      return { usage: new Usage(), output: [{ type: "function_call", callId: `call_${this.#version}`, name: "deploy", arguments: args, status: "completed" }] };
     }
     const output = result.type === "function_call_result" ? result.output : undefined;
-    const text =
-      typeof output === "string"
-        ? output
-        : output !== undefined && !Array.isArray(output) && output.type === "text"
-          ? output.text
-          : "";
-    return {
-      usage: new Usage(),
-      output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] }],
-    };
+    const text = typeof output === "string" ? output : output !== undefined && !Array.isArray(output) && output.type === "text" ? output.text : "";
+    return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] }] };
   }
   // eslint-disable-next-line require-yield
   async *getStreamedResponse(): AsyncIterable<StreamEvent> {
@@ -69,19 +50,12 @@ const resolver = new SyncAskResolver((ask) => {
   console.log(`asked: ${ask.prompt.split("\n")[0]}`);
   return { type: "approve", remember: "this_tool" };
 });
-const managers = new LoopManagers().withObserver({
-  onGate: ({ decision }) => console.log(`record: ${decision.tool} ${decision.verdict} (${decision.ruleId})`),
-});
+const managers = new LoopManagers().withObserver({ onGate: ({ decision }) => console.log(`record: ${decision.tool} ${decision.verdict} (${decision.ruleId})`) });
 const approvals = new AgentApprovals({ resolver, grants: new MemoryGrantStore(), managers });
 const runner = new Runner();
 
 for (const version of ["1.4.0", "1.4.1"]) {
-  const agent = new Agent({
-    name: "release",
-    instructions: "Deploy what you are asked to.",
-    model: new FakeModel(version),
-    tools: approvals.tools([deploy]),
-  });
+  const agent = new Agent({ name: "release", instructions: "Deploy what you are asked to.", model: new FakeModel(version), tools: approvals.tools([deploy]) });
   const first = await runner.run(agent, `ship ${version}`);
   console.log(`${version}: ${first.interruptions.length} interruption(s)`);
   const result = await approvals.settle(first, (state) => runner.run(agent, state));

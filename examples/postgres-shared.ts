@@ -49,14 +49,8 @@ if (ask !== undefined) {
   console.log(`answer landed: ${landed}; again: ${await inbox.resolve(ask.id, { type: "deny" })}`);
   console.log("ended:", await inbox.ended(ask.id));
 }
-console.log(
-  "records:",
-  (await run).records.map((r) => r.verdict),
-);
-console.log(
-  "grants:",
-  (await grants.load()).map((g) => `${g.verdict} ${g.tool} ${g.scope.type}`),
-);
+console.log("records:", (await run).records.map((r) => r.verdict));
+console.log("grants:", (await grants.load()).map((g) => `${g.verdict} ${g.tool} ${g.scope.type}`));
 // #endregion
 
 await Promise.all([queue.close(), consoleQueue.close()]);

@@ -71,11 +71,7 @@ const resolver = new WebhookResolver({
   secret: HOOK_SECRET,
   links: { baseUrl: `http://${approvalsHost}/`, secret: LINK_SECRET, ttlMs: 15 * 60_000 },
 });
-const handler = createApprovalHandler({
-  approver: resolver.inbox,
-  linkSecret: LINK_SECRET,
-  allowedHosts: [approvalsHost],
-});
+const handler = createApprovalHandler({ approver: resolver.inbox, linkSecret: LINK_SECRET, allowedHosts: [approvalsHost] });
 approvals.on("request", handler.handle);
 
 const deploy = defineTool({
@@ -84,9 +80,7 @@ const deploy = defineTool({
   input: z.object({ env: z.enum(["staging", "production"]) }),
   execute: ({ env }) => `deployed to ${env}`,
 });
-const askFirst: Hook = {
-  preToolUse: (call) => ({ type: "ask", prompt: `Deploy to ${(call.input as { env: string }).env}?` }),
-};
+const askFirst: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Deploy to ${(call.input as { env: string }).env}?` }) };
 const agent = new Agent({
   model: new ScriptedModel([
     { toolCalls: [{ id: "c1", name: "deploy", input: { env: "staging" } }] },

@@ -48,12 +48,7 @@ const gate = new Gate(
 const ui = (async () => {
   for await (const ask of approver) {
     const notes = ask.prompt.startsWith("Write notes/");
-    approver.resolve(
-      ask.id,
-      notes
-        ? { type: "approve", remember: "this_call" }
-        : { type: "deny", reason: "no secrets", remember: "this_call" },
-    );
+    approver.resolve(ask.id, notes ? { type: "approve", remember: "this_call" } : { type: "deny", reason: "no secrets", remember: "this_call" });
   }
 })();
 // #endregion
@@ -80,9 +75,7 @@ await ui;
 gate.endRun(runId);
 await audit.close();
 const log = await verifyAuditLog(audit.path);
-console.log(
-  log.ok ? `audit log: ${log.records.length} records, chain intact` : `audit log: ${log.problem} at line ${log.line}`,
-);
+console.log(log.ok ? `audit log: ${log.records.length} records, chain intact` : `audit log: ${log.problem} at line ${log.line}`);
 // #endregion
 
 // #region policy
