@@ -22,7 +22,7 @@ describe("loopctl grants explain", () => {
     await seed(root, project, [new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs" }))]);
     const run = await cli(["grants", "explain", "--tool", "read", "--args", '{"path":"b.rs"}', ...at()], { cwd: base });
     expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
-    expect(run.stdout).toContain(`tool 'read' with args ${argsDigest({ path: "b.rs" })}: 0 covering grant(s)`);
+    expect(run.stdout).toContain(`tool 'read' with args ${argsDigest({ path: "b.rs" })}: 0 covering grants`);
     expect(run.stdout).toContain("decision: ask (no grant covers this call)");
   });
 
@@ -34,7 +34,7 @@ describe("loopctl grants explain", () => {
       cwd: base,
     });
     expect(run.code).toBe(EXIT.ok);
-    expect(run.stdout).toContain("2 covering grant(s)");
+    expect(run.stdout).toContain("2 covering grants");
     expect(run.stdout).toContain(`deny this call, grant ${deny.id}, unpinned [deciding]`);
     expect(run.stdout).toContain(`decision: deny, by grant ${deny.id}`);
     const asJson = await cli(

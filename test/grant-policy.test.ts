@@ -306,7 +306,7 @@ describe("GrantPolicy.explain", () => {
       { grant: callAllow, pin: { type: "mismatch", kind: "fingerprint" } },
       { grant: toolAllow, pin: { type: "match", kind: "legacy_digest" } },
     ]);
-    expect(explanation.lines[0]).toContain("2 covering grant(s)");
+    expect(explanation.lines[0]).toContain("2 covering grants");
     expect(explanation.lines.some((l) => l.includes(toolAllow.id) && l.includes("[deciding]"))).toBe(true);
     expect(explanation.lines.at(-1)).toBe(`decision: allow, by grant ${toolAllow.id}`);
   });

@@ -97,7 +97,7 @@ export interface GrantMetadata {
  * and the `with…` builders never change it.
  *
  * @example
- * const g = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs" }))
+ * const g = new Grant("read", "allow", GrantScope.thisCall({ path: "a.txt" }))
  *   .withPinnedDescriptor(descriptorFingerprint(tool))
  *   .withCreatedAtMs(Date.now());
  */

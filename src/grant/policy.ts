@@ -259,7 +259,9 @@ export class GrantPolicy {
     const list = coveringList(covering).map((grant) => ({ grant, pin: pinOf(grant) }));
     const digest = digest16(canonical);
 
-    const lines = [`tool '${tool}' with args ${digest}: ${list.length} covering grant(s)`];
+    const lines = [
+      `tool '${tool}' with args ${digest}: ${list.length === 1 ? "1 covering grant" : `${list.length} covering grants`}`,
+    ];
     for (const { grant, pin } of list) {
       const scope = grant.scope.type === "this_tool" ? "this tool" : "this call";
       const mark = grant === deciding ? " [deciding]" : "";

@@ -61,7 +61,7 @@ export interface RecordedRequest {
  * @example
  * ```ts
  * const model = new ScriptedModel([
- *   { toolCalls: [{ id: "c1", name: "read", input: { path: "a.rs" } }] },
+ *   { toolCalls: [{ id: "c1", name: "read", input: { path: "a.txt" } }] },
  *   { text: "done" },
  * ]);
  * ```
