@@ -62,6 +62,27 @@ describe("the loop around the gate", () => {
     await expect(new Agent({ model, tools: [] }).run(42 as never)).rejects.toBeInstanceOf(EngineConfigError);
   });
 
+  it("goes on from a saved transcript holding a call whose arguments had no JSON form", async () => {
+    const first = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: undefined }] },
+      { text: "refused, as it should be" },
+    ]);
+    const done = await new Agent({ model: first, tools: [readTool()] }).run("go");
+    expect(done.records.map((r) => r.verdict)).toEqual(["deny"]);
+    // What a caller stores and reads back: the call's `input` key is gone.
+    const saved = JSON.parse(JSON.stringify(done.messages)) as Message[];
+    expect(saved[1]).toEqual({ type: "assistant", toolCalls: [{ id: "c1", name: "read" }] });
+    const next = new ScriptedModel([{ text: "done" }]);
+    const result = await new Agent({ model: next, tools: [readTool()] }).run([
+      ...saved,
+      { type: "user", text: "again" },
+    ]);
+    expect(result.text).toBe("done");
+    const call = (next.requests[0]!.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls[0]!;
+    expect(call).toMatchObject({ id: "c1", name: "read" });
+    expect(call.input).toBeUndefined();
+  });
+
   it("keeps a turn's opaque providerData on its assistant message and shows it to the model again, unchanged", async () => {
     const reasoning = { encrypted: "opaque-blob", items: [1, 2] };
     const model = new ScriptedModel([

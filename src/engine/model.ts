@@ -18,6 +18,16 @@ export const UsageSchema = z.object({ inputTokens: tokenCount, outputTokens: tok
 /** Token usage of one model turn (or summed over a run). */
 export type Usage = z.infer<typeof UsageSchema>;
 
+/**
+ * A call whose arguments had no JSON form keeps `input: undefined`, which a
+ * JSON round trip of a saved transcript drops: a missing `input` is that call.
+ */
+function withInputKey(call: unknown): unknown {
+  return typeof call === "object" && call !== null && !Array.isArray(call) && !("input" in call)
+    ? { ...call, input: undefined }
+    : call;
+}
+
 /** How a tool call ended, as its result message tells the model. */
 export const TOOL_RESULT_STATUSES = ["ran", "failed", "refused"] as const;
 
@@ -31,7 +41,7 @@ export const MessageSchema = z.discriminatedUnion("type", [
     .object({
       type: z.literal("assistant"),
       text: z.string().optional(),
-      toolCalls: z.array(ToolCallSchema.readonly()).readonly(),
+      toolCalls: z.array(z.preprocess(withInputKey, ToolCallSchema.readonly())).readonly(),
       providerData: z.unknown().optional(),
     })
     .readonly(),
