@@ -1,10 +1,20 @@
+/** Marks loopctl's error classes in every copy of the package a process loads (its ESM and CommonJS builds, a bundle). */
+const ERROR_CLASS = Symbol.for("loopctl.errorClass");
+
 /**
  * The base class of every error loopctl throws on purpose.
  *
  * `code` is stable across releases and safe to switch on; `message` names the
  * file, id or tool at fault and may be reworded.
+ *
+ * `instanceof` holds across copies of loopctl in one process: an error from
+ * the CommonJS build is an instance of the ESM build's class of the same name,
+ * and the other way round.
  */
 export class LoopctlError extends Error {
+  /** @internal */
+  static readonly [ERROR_CLASS] = true;
+
   /** A stable, machine-readable identifier such as `"LEDGER_CORRUPT"`. */
   readonly code: string;
 
@@ -12,5 +22,27 @@ export class LoopctlError extends Error {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
+  }
+
+  /**
+   * True when `value` was made by this class or a subclass, in this copy of
+   * loopctl or another: a loopctl error class of the same name is on its
+   * prototype chain.
+   */
+  static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    if (typeof value !== "object" || value === null) return false;
+    for (let proto: unknown = Object.getPrototypeOf(value); proto !== null; proto = Object.getPrototypeOf(proto)) {
+      const owner: unknown = Object.hasOwn(proto as object, "constructor")
+        ? (proto as { constructor: unknown }).constructor
+        : undefined;
+      if (
+        typeof owner === "function" &&
+        (owner as { [ERROR_CLASS]?: unknown })[ERROR_CLASS] === true &&
+        owner.name === this.name
+      )
+        return true;
+    }
+    return false;
   }
 }

@@ -1,13 +1,80 @@
-import { describe, expect, it } from "vitest";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LoopctlError } from "../src/index.js";
+import { CanonicalJsonError as SrcCanonicalJsonError } from "../src/grant/index.js";
+import { bundleGrantBuilds, type GrantBuilds } from "./support/reliability-bundle.js";
+
+type GrantModule = typeof import("../src/grant/index.js");
 
 describe("LoopctlError", () => {
   it("carries a stable code and its subclass name", () => {
     class ExampleError extends LoopctlError {}
     const err = new ExampleError("EXAMPLE", "example failed", { cause: new Error("root") });
     expect(err).toBeInstanceOf(Error);
+    expect(err).toBeInstanceOf(LoopctlError);
+    expect(err).toBeInstanceOf(ExampleError);
     expect(err.code).toBe("EXAMPLE");
     expect(err.name).toBe("ExampleError");
     expect((err.cause as Error).message).toBe("root");
+    expect(new LoopctlError("X", "x")).not.toBeInstanceOf(ExampleError);
+    for (const other of [
+      new Error("x"),
+      null,
+      undefined,
+      "LoopctlError",
+      1,
+      Object.create(null),
+      { name: "LoopctlError" },
+    ])
+      expect(other instanceof LoopctlError).toBe(false);
+  });
+
+  describe("across copies of the package (the ESM and the CommonJS build in one process)", () => {
+    let builds: GrantBuilds;
+    let esm: GrantModule;
+    let cjs: GrantModule;
+    beforeAll(async () => {
+      builds = await bundleGrantBuilds();
+      esm = (await import(pathToFileURL(builds.esm).href)) as GrantModule;
+      cjs = createRequire(import.meta.url)(builds.cjs) as GrantModule;
+    }, 60_000);
+    afterAll(() => builds?.dispose());
+
+    const refusal = (mod: GrantModule): unknown => {
+      try {
+        mod.canonicalJson({ n: Number.NaN });
+      } catch (error) {
+        return error;
+      }
+      throw new Error("canonicalJson accepted NaN");
+    };
+
+    it("an error of one copy is an instance of the same class, and of LoopctlError, in the other", () => {
+      expect(esm.CanonicalJsonError).not.toBe(cjs.CanonicalJsonError);
+      const fromCjs = refusal(cjs);
+      const fromEsm = refusal(esm);
+      expect(fromCjs instanceof esm.CanonicalJsonError).toBe(true);
+      expect(fromEsm instanceof cjs.CanonicalJsonError).toBe(true);
+      expect(fromCjs instanceof SrcCanonicalJsonError).toBe(true);
+      expect(fromCjs instanceof LoopctlError).toBe(true);
+      expect(fromCjs instanceof Error).toBe(true);
+    });
+
+    it("and of no other class: subclasses and siblings stay apart", () => {
+      const fromCjs = refusal(cjs);
+      expect(fromCjs instanceof esm.CanonicalJsonLimitError).toBe(false);
+      expect(fromCjs instanceof esm.LedgerIoError).toBe(false);
+      const limit = new cjs.CanonicalJsonLimitError("$", "depth", 1000);
+      expect(limit instanceof esm.CanonicalJsonLimitError).toBe(true);
+      expect(limit instanceof esm.CanonicalJsonError).toBe(true);
+      expect(limit instanceof esm.GrantRecordError).toBe(false);
+    });
+
+    it("a look-alike that is not a loopctl error is no instance", () => {
+      class CanonicalJsonError extends Error {}
+      expect(new CanonicalJsonError("x") instanceof esm.CanonicalJsonError).toBe(false);
+      expect(new CanonicalJsonError("x") instanceof LoopctlError).toBe(false);
+    });
   });
 });
