@@ -1,6 +1,6 @@
 import { createServer, request as httpRequest } from "node:http";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
@@ -812,16 +812,6 @@ describe("mounted under a path", () => {
   });
 
   it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
-    // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
-    type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
-      use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
-      get(
-        path: string,
-        handle: (req: IncomingMessage, res: ServerResponse & { send(body: string): void }) => void,
-      ): void;
-    };
-    const expressName = "express";
-    const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
