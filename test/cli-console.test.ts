@@ -147,7 +147,20 @@ describe("loopctl console", () => {
     expect(help.stdout).toContain("--allowed-host H");
     expect(help.stdout).toContain("loopctl console --database URL [--project NAME] [--schema NAME]");
     expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
-    expect((await cli(["--help"], { cwd: dir })).stdout).toContain("loopctl console");
+    const top = (await cli(["--help"], { cwd: dir })).stdout;
+    const usage = top.slice(top.indexOf("loopctl console"), top.indexOf("loopctl --version"));
+    // Every option of the console, in the top-level usage too.
+    for (const flag of [
+      "--port",
+      "--host",
+      "--allowed-host",
+      "--project",
+      "--root",
+      "--database",
+      "--schema",
+      "--audit",
+    ])
+      expect(usage).toMatch(new RegExp(`\\[${flag} `));
   });
 
   it("the real bin serves until SIGINT, then exits 0", async () => {

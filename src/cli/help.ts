@@ -42,7 +42,8 @@ Usage:
                           [--project DIR] [--root DIR] [--json]
   loopctl grants repair   [--project DIR] [--root DIR]
   loopctl audit verify    FILE [--anchor SEQ:HASH] [--key-file F] [--json]
-  loopctl console         [--port N] [--host H] [--project DIR] [--root DIR]
+  loopctl console         [--port N] [--host H] [--allowed-host H]...
+                          [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
   loopctl --version
 
