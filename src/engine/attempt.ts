@@ -16,7 +16,7 @@ import type { Cancel } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { Snapshot } from "./snapshot.js";
 
-/** Exact texts the model receives (spec §5 and the engine's own endings). */
+/** Exact texts the model receives (those of docs/records.md, and the engine's own endings). */
 export const TEXTS = {
   denied: (tool: string) => `Permission denied by approver for tool '${tool}'`,
   expired: (tool: string) => `Permission ask expired unanswered for tool '${tool}'`,
@@ -36,7 +36,7 @@ export const TEXTS = {
 
 /**
  * The record of a cancel, by the step it interrupted: one table, so every
- * cancel reads the same. The park's is the contract's (spec §5).
+ * cancel reads the same. The park's is the one docs/records.md gives.
  */
 const CANCELS = {
   deciding: ["cancel", "cancelled before the gate decided"],
@@ -72,8 +72,8 @@ const draft = (
 type Ending = GateOutcome extends infer O ? (O extends GateOutcome ? Omit<O, "record"> : never) : never;
 
 /**
- * One tool-call attempt, its steps in the order of the contract (spec §3
- * with §7's two in front): snapshot → validation → hooks → grants and the
+ * One tool-call attempt, its steps in the order docs/gate.md draws:
+ * snapshot → validation → hooks → grants and the
  * park → pre-detection → circuit breaker → dispatch → the record. A step
  * that ends the attempt lands its record and returns the ending; one that
  * returns `undefined` lets the call go on. Exactly one record lands.

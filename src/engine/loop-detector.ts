@@ -6,7 +6,7 @@ export interface LoopDetectionOptions {
    * Calls refused before the hooks count too, at their refusal: a call to an
    * unknown tool, and a call whose arguments are not JSON values (those of
    * one tool all count as the same call, having no digest). Calls a hook or
-   * an approver refuses end before pre-detection (spec order) and do not count.
+   * an approver refuses end before pre-detection (the gate's order, docs/gate.md) and do not count.
    */
   readonly maxRepeats: number;
 }

@@ -15,7 +15,8 @@ export interface RecordDraft {
  * - `plain`: a hook had no objection; any later decision replaces it;
  * - `modified`: a hook rewrote the input; a middleware allow keeps it, a deny or an exit replaces it;
  * - `approved`: an approval or a grant; only a middleware deny replaces it,
- *   and it lands at every other exit (spec §3).
+ *   and it lands at every other exit (an approved call that is then
+ *   stopped keeps the approval as its record).
  */
 export type PendingKind = "plain" | "modified" | "approved";
 
@@ -102,7 +103,7 @@ export class RecordSlot {
 
   /**
    * An exit before or during dispatch (loop stop, breaker refusal, cancel):
-   * an approval or grant allow lands at that exit (spec §3); a plain or
+   * an approval or grant allow lands at that exit; a plain or
    * modified allow gives way to `draft`, the exit's own record.
    */
   exit(draft: RecordDraft): void {
