@@ -673,7 +673,9 @@ export class FileGrantStore implements GrantStore {
   /**
    * Syncs the ledger's folder: without this a power cut may bring the old
    * ledger back. Some platforms and file systems cannot fsync a folder; the
-   * rename itself still happened then.
+   * rename itself still happened then. Any other failure rejects the change
+   * with an error that says it is in effect (a reload sees it), so nobody
+   * retries a revoke that happened or trusts a grant to outlive a crash.
    */
   async #syncFolder(): Promise<void> {
     let folder: FileHandle | undefined;
@@ -683,9 +685,12 @@ export class FileGrantStore implements GrantStore {
     } catch (error) {
       const code = errorCode(error);
       if (folder === undefined || !["EINVAL", "ENOTSUP", "EISDIR", "EPERM", "EBADF"].includes(code ?? "")) {
-        throw new LedgerIoError("LEDGER_IO", this.#dir, `cannot sync the ledger folder (${code ?? "error"})`, {
-          cause: error,
-        });
+        throw new LedgerIoError(
+          "LEDGER_IO",
+          this.#dir,
+          `the ledger was replaced, but its folder cannot be synced (${code ?? "error"}): the change is in effect and may not survive a power cut`,
+          { cause: error },
+        );
       }
     } finally {
       await folder?.close().catch(() => undefined);
