@@ -10,27 +10,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int is_folder(int fd) {
+/* EIO for a folder, else what libc's `name` does with `fd`. */
+static int sync_unless_folder(const char *name, int fd) {
   struct stat st;
-  return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-int fsync(int fd) {
-  static int (*real)(int);
-  if (is_folder(fd)) {
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
     errno = EIO;
     return -1;
   }
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+  int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, name);
   return real(fd);
 }
 
-int fdatasync(int fd) {
-  static int (*real)(int);
-  if (is_folder(fd)) {
-    errno = EIO;
-    return -1;
-  }
-  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-  return real(fd);
-}
+int fsync(int fd) { return sync_unless_folder("fsync", fd); }
+
+int fdatasync(int fd) { return sync_unless_folder("fdatasync", fd); }
