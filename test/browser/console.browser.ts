@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import express from "express";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
@@ -296,12 +296,6 @@ describe("the console in Chromium", () => {
   });
 
   it("mounted under a path in an Express app, the console works from the path without its trailing slash", async () => {
-    // Express comes with @modelcontextprotocol/sdk; it has no types here, so the little used is typed by hand.
-    type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
-      use(path: string, handle: (req: IncomingMessage, res: ServerResponse) => void): void;
-    };
-    const expressName = "express";
-    const express = ((await import(expressName)) as { default: () => ExpressApp }).default;
     const [channel, approver] = ApprovalChannel.pair(4);
     const http = createServer();
     await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
