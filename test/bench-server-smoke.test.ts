@@ -37,7 +37,8 @@ describe("npm run bench -- --filter server (quick mode)", () => {
       ["server", "answers through the HTTP API, 16 in flight"],
     ]);
     for (const row of rows) {
-      expect(["pass", "fail", "info"], row.name).toContain(row.status);
+      // Measured, whatever the figure: a quick run on a shared machine may miss the target.
+      expect(["pass", "miss", "info"], row.name).toContain(row.status);
       expect(row.ours?.unit).toBe("answers/s");
       expect(row.floor?.unit).toBe("req/s");
       expect(row.ours?.value).toBeGreaterThan(0);
