@@ -39,6 +39,16 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
+/**
+ * The error to report for a statement that failed: when the driver's error
+ * only says the connection is gone ("not queryable", "terminated
+ * unexpectedly"), the connection's own `lost` error, which says why (the
+ * server's FATAL message and its SQLSTATE, say).
+ */
+export function connectionFailure(error: unknown, lost: Error | undefined): unknown {
+  return lost !== undefined && !(error instanceof LoopctlError) && sqlState(error) === undefined ? lost : error;
+}
+
 /** The driver's error as a {@link PostgresQueryError} naming the operation; loopctl's own errors pass through. */
 export function queryFailure(operation: string, schema: SchemaNames, error: unknown): Error {
   if (error instanceof LoopctlError) return error;
@@ -69,6 +79,45 @@ export function requirePool(where: string, pool: unknown): PgPool {
     throw new PostgresConfigError(where, "pool must be a node-postgres Pool (with query and connect)");
   }
   return pool as PgPool;
+}
+
+/**
+ * Checks a connection out of `pool` with `onError` listening on it.
+ *
+ * A server that ends a connection as it starts (a backend terminated by an
+ * administrator, a server shutting down) can send the end in the same read
+ * as the start. node-postgres then reports the end as an `error` event
+ * before any `await` on the promise form of `connect()` resumes; with no
+ * listener yet, the event is thrown out of the process. The callback form
+ * hands the connection over within that read, and `onError` is attached
+ * there. A pool whose `connect` ignores the callback and returns a promise
+ * is awaited instead.
+ */
+export function checkOut(pool: PgPool, onError: (error: Error) => void): Promise<PgPoolClient> {
+  return new Promise<PgPoolClient>((resolve, reject) => {
+    let handed = false;
+    const take = (error: unknown, client: PgPoolClient | undefined): void => {
+      if (handed) return;
+      handed = true;
+      if (client === undefined || (error !== undefined && error !== null)) {
+        client?.release(true);
+        reject(error instanceof Error ? error : new Error(`the pool handed over no connection (${String(error)})`));
+        return;
+      }
+      client.on("error", onError);
+      resolve(client);
+    };
+    const returned: unknown = pool.connect(take);
+    if (isThenable(returned))
+      returned.then(
+        (client) => take(undefined, client as PgPoolClient),
+        (e) => take(e, undefined),
+      );
+  });
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === "function";
 }
 
 /**
@@ -227,22 +276,22 @@ export class Db {
         settle(() => reject(signal?.reason));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
+      // A connection that drops while checked out reports it as an event too, which nothing else
+      // hears here: unheard, node-postgres would throw it out of the process.
+      const onError = (error: Error): void => {
+        state.broken = true;
+        state.lost ??= error;
+      };
       void (async () => {
         try {
           await this.#ready(operation);
           if (state.aborted) return;
-          client = await this.pool.connect();
+          client = await checkOut(this.pool, onError);
         } catch (error) {
           settle(() => reject(queryFailure(operation, this.names, error)));
           return;
         }
         let started = false;
-        // A connection that drops while checked out reports it as an event too, which nothing else
-        // hears here: unheard, node-postgres would throw it out of the process.
-        const onError = (): void => {
-          state.broken = true;
-        };
-        client.on("error", onError);
         try {
           if (signal !== undefined && !backendPids.has(client)) {
             const result = await client.query("SELECT pg_backend_pid() AS pid");
@@ -255,7 +304,7 @@ export class Db {
         } catch (error) {
           // No SQLSTATE and not ours: the connection itself failed.
           state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
-          settle(() => reject(queryFailure(operation, this.names, error)));
+          settle(() => reject(queryFailure(operation, this.names, connectionFailure(error, state.lost))));
         } finally {
           client.removeListener("error", onError);
           // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
@@ -270,6 +319,8 @@ interface ClientState {
   aborted: boolean;
   committing: boolean;
   broken: boolean;
+  /** What the connection reported when it dropped, if it did. */
+  lost?: Error;
 }
 
 function normalize(result: { readonly rows: unknown[]; readonly rowCount: number | null }): Rows {

@@ -1,3 +1,4 @@
+import { checkOut } from "./db.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
 
 /** What a {@link NotificationListener} reports to its owner. */
@@ -67,8 +68,14 @@ export class NotificationListener {
   async #connect(): Promise<void> {
     this.#state = "connecting";
     let client: PgPoolClient | undefined;
+    // An error heard before the connection is handed over here (in the read that opened it)
+    // leaves it unusable: the LISTEN below then fails, and that failure gives it up, reporting this.
+    let early: Error | undefined;
     try {
-      client = await this.#pool.connect();
+      client = await checkOut(this.#pool, (error) => {
+        if (client !== undefined) this.#lost(client, error);
+        else early ??= error;
+      });
       if (this.#closed()) {
         release(client, true);
         return;
@@ -78,7 +85,6 @@ export class NotificationListener {
       mine.on("notification", (message) => {
         if (this.#client === mine && message.channel === this.#channel) this.#events.notify(message.payload ?? "");
       });
-      mine.on("error", (error) => this.#lost(mine, error));
       mine.on("end", () => this.#lost(mine, new Error(`the connection listening on ${this.#channel} ended`)));
       // The channel is made of [a-z0-9_.] (see schemaNames), so quoting it is enough.
       await mine.query(`LISTEN "${this.#channel}"`);
@@ -88,7 +94,7 @@ export class NotificationListener {
       this.#events.listening();
     } catch (error) {
       if (client === undefined) this.#scheduleRetry(error);
-      else this.#lost(client, error);
+      else this.#lost(client, early ?? error);
     }
   }
 

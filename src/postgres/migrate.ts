@@ -1,4 +1,4 @@
-import { queryFailure, requirePool } from "./db.js";
+import { checkOut, connectionFailure, queryFailure, requirePool } from "./db.js";
 import { PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
@@ -50,18 +50,19 @@ export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promi
   requirePool("migrate", pool);
   const names = schemaNames("migrate", options.schema);
   const operation = `migrate(${names.name})`;
+  let broken = false;
+  let lost: Error | undefined;
+  // Heard here, a dropped connection fails the statement in flight instead of leaving the process.
+  const onError = (error: Error): void => {
+    broken = true;
+    lost ??= error;
+  };
   let client: PgPoolClient;
   try {
-    client = await pool.connect();
+    client = await checkOut(pool, onError);
   } catch (error) {
     throw queryFailure(operation, names, error);
   }
-  let broken = false;
-  // Heard here, a dropped connection fails the statement in flight instead of leaving the process.
-  const onError = (): void => {
-    broken = true;
-  };
-  client.on("error", onError);
   try {
     await client.query("BEGIN");
     try {
@@ -105,7 +106,7 @@ export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promi
       throw error;
     }
   } catch (error) {
-    throw queryFailure(operation, names, error);
+    throw queryFailure(operation, names, connectionFailure(error, lost));
   } finally {
     client.removeListener("error", onError);
     client.release(broken ? true : undefined);

@@ -35,12 +35,20 @@ export interface PgPoolClient {
   removeListener(event: "error", listener: (error: Error) => void): unknown;
 }
 
+/** What `pg.Pool`'s `connect(callback)` hands its callback: an error, or the connection. */
+export type PgConnectCallback = (error: Error | undefined, client: PgPoolClient | undefined) => void;
+
 /**
  * A connection pool (`pg.Pool`). loopctl runs its statements through it and
  * holds one connection per {@link PostgresAskQueue} for `LISTEN`.
+ *
+ * loopctl checks connections out with the callback form of `connect`:
+ * node-postgres calls it within the read that completes the connection, so
+ * loopctl's error listener is on the connection before anything more the
+ * server sent in that read (its end, say) is handled.
  */
 export interface PgPool {
   query(text: string, values?: unknown[]): Promise<PgResult>;
   query(config: PgQueryConfig): Promise<PgResult>;
-  connect(): Promise<PgPoolClient>;
+  connect(callback: PgConnectCallback): void;
 }
