@@ -235,6 +235,26 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
       ["allow", "hook"],
     ]);
   });
+
+  it("over a hook's allow, a current this_tool deny counts even beside a stale this_call deny of the same call", async () => {
+    const store = makeStore();
+    const tool = readTool([]);
+    const current = await store.save(
+      new Grant("read", "deny", GrantScope.thisTool()).withPinnedDescriptor(tool.descriptorFingerprint),
+    );
+    // An older deny of exactly this call, pinned to an earlier version of the tool: decide() names it first.
+    await store.save(
+      new Grant("read", "deny", GrantScope.thisCall(A)).withPinnedDescriptor(`sha256:${"0".repeat(64)}`),
+    );
+    const executed: unknown[] = [];
+    const result = await build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withGrantStore(store).withHook({ preToolUse: () => ({ type: "allow" }) }),
+    }).agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern])).toEqual([["deny", "grant", current.id]]);
+  });
 });
 
 describe("grants and the rest of the pipeline", () => {

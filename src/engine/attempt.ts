@@ -263,10 +263,13 @@ export class Attempt {
     const consulted = await this.#consultGrants(async () => {
       const decision = await policy.decide(tool.descriptor, value);
       if (decision.type !== "deny") return undefined;
-      // decide() keeps a deny in force even when its pin is stale; over a hook's allow only a current one counts.
+      // decide() keeps a deny in force even when its pin is stale; over a hook's allow only a current one
+      // counts. Any covering deny that is current does: the one decide() named may be a stale this_call
+      // deny beside a current this_tool one.
       const explained = await policy.explain(tool.name, value, tool.descriptor);
-      const pin = explained.covering.find((covering) => covering.grant.id === decision.grant.id)?.pin.type;
-      return pin === "unpinned" || pin === "match" ? decision.grant.id : undefined;
+      return explained.covering.find(
+        ({ grant, pin }) => grant.verdict === "deny" && (pin.type === "unpinned" || pin.type === "match"),
+      )?.grant.id;
     }, CANCELS.beforeExecution);
     if (!consulted.ok) return consulted.ending;
     const grant = consulted.value;
