@@ -87,7 +87,8 @@ export class AuditKeyError extends LoopctlError {
 
 /**
  * The lock that serializes writers of one log across processes could not be
- * taken in time, or at all. Nothing was written.
+ * taken in time, or at all, or was broken (as abandoned, by a writer on
+ * another host) before this writer wrote. Nothing was written.
  */
 export class AuditLockError extends LoopctlError {
   /** The log file. */
