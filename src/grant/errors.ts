@@ -22,7 +22,8 @@ export class CanonicalJsonError extends LoopctlError {
 
 /**
  * A grant ledger exists but cannot be trusted: empty, not UTF-8, not JSON,
- * not an array, or holding a record that is not a grant. A ledger that cannot
+ * not an array, holding a record that is not a grant, or holding two
+ * different rules under one grant id. A ledger that cannot
  * be read at all (EACCES, EIO) is a LedgerIoError instead: its content may be
  * sound, so it is never treated as corrupt or moved aside.
  *

@@ -8,7 +8,14 @@ import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } 
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
-import { assertSameRule, requireGrant, type GrantStore, type StoreCallOptions } from "./store.js";
+import {
+  assertSameRule,
+  describeRule,
+  requireGrant,
+  sameRule,
+  type GrantStore,
+  type StoreCallOptions,
+} from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
 export interface FileGrantStoreOptions {
@@ -600,7 +607,7 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
     if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
-    const byId = new Map<string, Grant>();
+    const byId = new Map<string, { readonly grant: Grant; readonly at: number }>();
     value.forEach((record: unknown, i: number) => {
       let grant: Grant;
       try {
@@ -611,10 +618,24 @@ export class FileGrantStore implements GrantStore {
         }
         throw error;
       }
-      byId.delete(grant.id);
-      byId.set(grant.id, grant);
+      const earlier = byId.get(grant.id);
+      if (earlier !== undefined) {
+        // One rule granted again is one entry, the later record winning. Two
+        // rules under one id (ids are FNV-1a digests, which can be made to
+        // collide) cannot both be kept, and keeping one would silently drop
+        // the other (a deny, say), and the next save would erase it.
+        if (!sameRule(earlier.grant, grant)) {
+          throw new LedgerCorruptError(
+            path,
+            `records ${earlier.at} and ${i} have the same id ${grant.id} but are different rules ` +
+              `(${describeRule(earlier.grant)}; ${describeRule(grant)})`,
+          );
+        }
+        byId.delete(grant.id);
+      }
+      byId.set(grant.id, { grant, at: i });
     });
-    return [...byId.values()];
+    return [...byId.values()].map((entry) => entry.grant);
   }
 
   /**
