@@ -100,6 +100,17 @@ export class AuditLockError extends LoopctlError {
   }
 }
 
+/** An option of {@link AuditSink.open} that cannot be used, such as a `lockTimeoutMs` that is not a non-negative integer. */
+export class AuditConfigError extends LoopctlError {
+  /** The option at fault, such as `"lockTimeoutMs"`. */
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super("AUDIT_CONFIG", message);
+    this.option = option;
+  }
+}
+
 /** An anchor string that is not `<seq>:<64 hex>`. */
 export class AuditAnchorError extends LoopctlError {
   constructor(message: string) {
@@ -117,4 +128,5 @@ export type AuditError =
   | AuditBusyError
   | AuditKeyError
   | AuditLockError
+  | AuditConfigError
   | AuditAnchorError;

@@ -6,11 +6,12 @@ import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { LedgerLockError } from "../grant/errors.js";
 import { zodIssuesLine } from "../zod-issues.js";
-import { withLedgerLock } from "../grant/ledger-lock.js";
+import { lockMsProblem, withLedgerLock } from "../grant/ledger-lock.js";
 import type { HeldLock } from "../grant/ledger-lock.js";
 import {
   AuditBusyError,
   AuditClosedError,
+  AuditConfigError,
   AuditCorruptError,
   AuditIoError,
   AuditKeyError,
@@ -63,7 +64,8 @@ export interface AuditSinkOptions {
   readonly key?: AuditKey;
   /**
    * How long an append waits for the lock another process holds on the log
-   * before it fails with {@link AuditLockError}.
+   * before it fails with {@link AuditLockError}: a non-negative integer of
+   * milliseconds (0 tries once).
    * @default 10000
    */
   readonly lockTimeoutMs?: number;
@@ -162,6 +164,7 @@ export class AuditSink {
    * Opens (creating if missing) the log at `path` and resumes its chain.
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is too short, or the log is keyed and no key is given.
+   * @throws AuditConfigError when `options.lockTimeoutMs` is not a non-negative integer.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
@@ -172,6 +175,10 @@ export class AuditSink {
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
     const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
     const abs = resolve(path);
+    const problem = options.lockTimeoutMs === undefined ? undefined : lockMsProblem(options.lockTimeoutMs);
+    if (problem !== undefined) {
+      throw new AuditConfigError("lockTimeoutMs", `cannot open audit log ${abs}: options.lockTimeoutMs ${problem}`);
+    }
     const before = await lstat(abs).catch((error: unknown) => {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw new AuditIoError(abs, `cannot inspect audit log ${abs}: ${describe(error)}`, {

@@ -85,6 +85,36 @@ export class LedgerLockError extends LoopctlError {
 }
 
 /**
+ * A grant store or function was given an argument it cannot use: a
+ * `FileGrantStore` root or project folder, or a `projectIdentity` folder, that
+ * is not a non-empty string (an unset environment variable would otherwise
+ * give every project so bound one shared ledger), or a `lockTimeoutMs` or
+ * `staleLockMs` that is not a non-negative integer (NaN or a string would make
+ * a save wait for the lock forever).
+ *
+ * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
+ * `"projectDir"` or `"options.lockTimeoutMs"`.
+ */
+export class GrantConfigError extends LoopctlError {
+  /** The argument at fault, such as `"projectDir"`. */
+  readonly argument: string;
+
+  constructor(where: string, argument: string, problem: string) {
+    super("GRANT_CONFIG", `${where}: ${argument} ${problem}`);
+    this.argument = argument;
+  }
+}
+
+/** @internal A value as an argument error shows it: strings quoted, numbers as they are, objects by their type. */
+export function shownValue(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
+    return String(value);
+  }
+  return `a ${typeof value}`;
+}
+
+/**
  * A grant record, or the arguments used to build a grant, is not valid.
  *
  * Code `"GRANT_RECORD"`. The message names the grant id or tool involved.

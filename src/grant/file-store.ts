@@ -3,11 +3,18 @@ import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import { projectIdentity } from "./digest.js";
-import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
+import { projectIdentity, requireFolderPath } from "./digest.js";
+import {
+  GrantConfigError,
+  GrantRecordError,
+  LedgerCorruptError,
+  LedgerIoError,
+  LedgerLockError,
+  shownValue,
+} from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
-import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
+import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import {
   assertSameRule,
   describeRule,
@@ -21,14 +28,15 @@ import {
 export interface FileGrantStoreOptions {
   /**
    * How long a write waits for another process's lock before failing with
-   * LedgerLockError.
+   * LedgerLockError: a non-negative integer of milliseconds (0 tries once).
    * @default 10000
    */
   readonly lockTimeoutMs?: number;
   /**
    * A lock taken on another host and older than this is treated as abandoned
-   * and broken. A lock taken on this host is broken as soon as its process is
-   * gone, and never while it runs, however long it holds the lock.
+   * and broken: a non-negative integer of milliseconds. A lock taken on this
+   * host is broken as soon as its process is gone, and never while it runs,
+   * however long it holds the lock.
    * @default 30000
    */
   readonly staleLockMs?: number;
@@ -148,6 +156,14 @@ async function writeWhole(path: string, bytes: Buffer): Promise<void> {
   }
 }
 
+/** The option's value, or `fallback` when it is not given. */
+function lockMs(value: unknown, option: "lockTimeoutMs" | "staleLockMs", fallback: number): number {
+  if (value === undefined) return fallback;
+  const problem = lockMsProblem(value);
+  if (problem !== undefined) throw new GrantConfigError("FileGrantStore", `options.${option}`, problem);
+  return value as number;
+}
+
 /** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
 function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -244,15 +260,23 @@ export class FileGrantStore implements GrantStore {
   /**
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
+   * @throws {GrantConfigError} naming the argument when `rootDir` or
+   *   `projectDir` is not a non-empty string, `options` is not an object, or
+   *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
+    requireFolderPath(rootDir, "FileGrantStore", "rootDir");
+    requireFolderPath(projectDir, "FileGrantStore", "projectDir");
+    if (typeof options !== "object" || options === null) {
+      throw new GrantConfigError("FileGrantStore", "options", `must be an object, got ${shownValue(options)}`);
+    }
+    this.#lockTimeoutMs = lockMs(options.lockTimeoutMs, "lockTimeoutMs", 10_000);
+    this.#staleLockMs = lockMs(options.staleLockMs, "staleLockMs", 30_000);
     this.#root = resolve(rootDir);
     this.#projects = join(this.#root, "projects");
     this.#dir = join(this.#projects, projectIdentity(projectDir));
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
-    this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
-    this.#staleLockMs = options.staleLockMs ?? 30_000;
     this.#now = options.now ?? Date.now;
     this.#onWarning = options.onWarning ?? emitProcessWarning;
     this.#onLockWait = options.onLockWait;
