@@ -3,7 +3,8 @@ import { LoopctlError } from "../errors.js";
 /**
  * A value cannot be written as canonical JSON: NaN, ±Infinity, a BigInt, a
  * function, a symbol, `undefined` where JSON has no way to omit it, a cycle,
- * a non-JSON object such as a `Map`, or nesting deeper than the limit.
+ * an object that is not plain data (a `Map`, a `URLSearchParams`, a class
+ * instance, an object with a custom prototype), or nesting deeper than the limit.
  *
  * Code `"CANONICAL_JSON"`. `jsonPath` points at the bad value, e.g. `$.a[2].b`.
  */
