@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -132,5 +133,60 @@ describe("several processes appending to one audit log", () => {
     } finally {
       holder.kill();
     }
+  });
+});
+
+/** The pid in the lock record at `lock`, or undefined while there is none (or it is not written yet). */
+function lockHolder(lock: string): number | undefined {
+  try {
+    return (JSON.parse(readFileSync(lock, "utf8")) as { pid: number }).pid;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * As soon as this process has taken the lock at `lock` (its record written),
+ * breaks it as another host would once it is past the stale bound: moves it
+ * aside and puts `theirs` in its place. Looked at once per turn of the event
+ * loop, so it happens before the holder's next file operation completes.
+ */
+function breakOnceTaken(lock: string, theirs: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let turns = 0;
+    const look = (): void => {
+      if (lockHolder(lock) === process.pid) {
+        renameSync(lock, `${lock}.broken`);
+        writeFileSync(lock, theirs, { mode: 0o600 });
+        resolve();
+      } else if (++turns > 1_000_000) reject(new Error("the lock was never taken"));
+      else setImmediate(look);
+    };
+    setImmediate(look);
+  });
+}
+
+describe("a writer whose lock is broken while it holds it", () => {
+  it("from another host, for its age: the append fails with AuditLockError, writes nothing and leaves their lock", async () => {
+    const path = join(dir, "broken.jsonl");
+    const lock = `${path}.lock`;
+    const errors: string[] = [];
+    const sink = await AuditSink.open(path, { lockTimeoutMs: 50, onError: (e) => errors.push(e.code) });
+    await sink.append(gateRecord(1));
+    const before = await readFile(path, "utf8");
+    const theirs = JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: Date.now(), token: "theirs" });
+    const broken = breakOnceTaken(lock, theirs);
+    const error = await sink.append(gateRecord(2)).catch((e: unknown) => e);
+    await broken;
+    expect(error).toBeInstanceOf(AuditLockError);
+    expect((error as Error).message).toContain("was broken while this writer held it; line 2 not written");
+    expect(await readFile(path, "utf8")).toBe(before);
+    expect(await readFile(lock, "utf8")).toBe(theirs);
+    // Nothing was written, so once their lock is gone the sink goes on where the chain is.
+    await unlink(lock);
+    await expect(sink.append(gateRecord(3))).resolves.toMatchObject({ seq: 2 });
+    await sink.close();
+    expect(errors).toEqual(["AUDIT_LOCK"]);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(3)] });
   });
 });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   AuditBusyError,
   AuditClosedError,
+  AuditConfigError,
   AuditCorruptError,
   AuditPathError,
   AuditRecordError,
@@ -132,6 +133,19 @@ describe("AuditSink files", () => {
     expect(second.anchor.seq).toBe(2);
     await second.close();
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
+  });
+
+  it("refuses a lockTimeoutMs that is not a non-negative integer before it touches the file", async () => {
+    for (const lockTimeoutMs of [Number.NaN, "200", -1, 1.5, Number.POSITIVE_INFINITY]) {
+      const path = fresh();
+      const error = await AuditSink.open(path, { lockTimeoutMs: lockTimeoutMs as number }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AuditConfigError);
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "lockTimeoutMs" });
+      expect((error as Error).message).toContain("lockTimeoutMs must be a non-negative integer");
+      await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
+    }
+    const sink = await AuditSink.open(fresh(), { lockTimeoutMs: 0 });
+    await sink.close();
   });
 
   it("syncs every line with fsync on", async () => {

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
   CANONICAL_JSON_MAX_BYTES,
   CANONICAL_JSON_MAX_DEPTH,
@@ -8,6 +9,8 @@ import {
   CanonicalJsonLimitError,
   canonicalJson,
   compareCodePoints,
+  Grant,
+  GrantScope,
 } from "../src/grant/index.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 200);
@@ -238,6 +241,61 @@ describe("canonicalJson", () => {
       },
       "$.g.x",
     );
+  });
+
+  it("refuses objects that are not plain data, naming their path, instead of writing them as {}", () => {
+    class Request {
+      readonly #path: string;
+      constructor(path: string) {
+        this.#path = path;
+      }
+      get path(): string {
+        return this.#path;
+      }
+    }
+    class Point {
+      x = 1;
+    }
+    for (const [value, name] of [
+      [new URLSearchParams("path=/etc/shadow"), "an object of class URLSearchParams"],
+      [new Headers({ path: "/etc/shadow" }), "an object of class Headers"],
+      [new WeakRef({}), "an object of class WeakRef"],
+      [new Request("/etc/shadow"), "an object of class Request"],
+      [new Point(), "an object of class Point"],
+      [new Error("no"), "an object of class Error"],
+      [Object.create({ path: "/etc/shadow" }), "an object with a custom prototype"],
+      [Object.create(Object.create(null)), "an object with a custom prototype"],
+    ] as const) {
+      expect(expectCanonicalError({ args: [value] }, "$.args[0]").problem).toContain(name);
+      expect(() => new Grant("read", "allow", GrantScope.thisCall(value))).toThrow(CanonicalJsonError);
+      expect(new Grant("read", "allow", GrantScope.thisCall({})).covers("read", value)).toBe(false);
+    }
+  });
+
+  it("writes what plain data can be: null-prototype and frozen objects, parsed and zod-parsed values, toJSON results", () => {
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { b: 1, a: [true] });
+    expect(canonicalJson(bare)).toBe('{"a":[true],"b":1}');
+    expect(canonicalJson(Object.freeze({ path: Object.freeze(["a.rs"]) }))).toBe('{"path":["a.rs"]}');
+    expect(canonicalJson(JSON.parse('{"b":{"__proto__":null},"a":[{}]}'))).toBe('{"a":[{}],"b":{"__proto__":null}}');
+    const parsed = z.object({ path: z.string(), opts: z.record(z.string(), z.number()) }).parse({
+      path: "a.rs",
+      opts: { n: 1 },
+    });
+    expect(canonicalJson(parsed)).toBe('{"opts":{"n":1},"path":"a.rs"}');
+    expect(canonicalJson(structuredClone({ at: [1, { x: null }] }))).toBe('{"at":[1,{"x":null}]}');
+    class Money {
+      readonly cents: number;
+      constructor(cents: number) {
+        this.cents = cents;
+      }
+      toJSON(): unknown {
+        return { cents: this.cents };
+      }
+    }
+    expect(canonicalJson({ price: new Money(5), at: new Date(0), url: new URL("https://a.example/x") })).toBe(
+      '{"at":"1970-01-01T00:00:00.000Z","price":{"cents":5},"url":"https://a.example/x"}',
+    );
+    expect(canonicalJson(new Proxy({ a: 1 }, {}))).toBe('{"a":1}');
   });
 
   it("refuses cycles but accepts shared (acyclic) references", () => {

@@ -12,6 +12,7 @@ import {
   descriptorDigest,
   descriptorFingerprint,
   digest16,
+  GrantConfigError,
   projectIdentity,
 } from "../src/grant/index.js";
 import { referenceDigest16 } from "./support/fnv-reference.js";
@@ -182,5 +183,19 @@ describe("projectIdentity", () => {
   it("falls back to the absolute path when the parent is missing too", () => {
     const missing = join(scratch, "no", "such", "dir");
     expect(projectIdentity(missing)).toBe(digest16(missing));
+  });
+
+  it("refuses a folder that is not a non-empty string (an unset variable) instead of one identity for all of them", () => {
+    for (const dir of [undefined, null, "", 5, {}, Symbol("dir")]) {
+      let error: unknown;
+      try {
+        projectIdentity(dir as string);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "dir" });
+      expect((error as Error).message).toContain("projectIdentity: dir must be a non-empty string");
+    }
   });
 });

@@ -24,6 +24,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   FileGrantStore,
   Grant,
+  GrantConfigError,
   GrantPolicy,
   GrantScope,
   LedgerCorruptError,
@@ -88,6 +89,51 @@ describe("FileGrantStore layout", () => {
     expect(FileGrantStore.defaultRoot({ HOME: "/home/u" })).toBe(
       join("/home/u", ".local", "state", "loopctl", "grants"),
     );
+  });
+});
+
+describe("FileGrantStore arguments", () => {
+  /** What the constructor throws for these arguments. */
+  function refusal(...args: unknown[]): unknown {
+    try {
+      new FileGrantStore(...(args as ConstructorParameters<typeof FileGrantStore>));
+    } catch (error) {
+      return error;
+    }
+    throw new Error("expected the constructor to throw");
+  }
+
+  it("refuses a root or project folder that is not a non-empty string, or options that are not an object, naming the argument", () => {
+    const env: Record<string, string | undefined> = {};
+    for (const [args, argument] of [
+      [[join(root, "grants"), env["PROJECT_DIR"]], "projectDir"],
+      [[join(root, "grants"), ""], "projectDir"],
+      [[join(root, "grants"), null], "projectDir"],
+      [[join(root, "grants"), 7], "projectDir"],
+      [[env["GRANTS_ROOT"], project], "rootDir"],
+      [["", project], "rootDir"],
+      [[{}, project], "rootDir"],
+      [[join(root, "grants"), project, null], "options"],
+    ] as const) {
+      const error = refusal(...args);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+      expect((error as Error).message).toContain(`FileGrantStore: ${argument} must be `);
+    }
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
+  it("refuses a lockTimeoutMs or staleLockMs that is not a non-negative integer, instead of waiting forever", () => {
+    for (const option of ["lockTimeoutMs", "staleLockMs"] as const) {
+      for (const value of [Number.NaN, "200", -1, 1.5, Number.POSITIVE_INFINITY, null]) {
+        const error = refusal(join(root, "grants"), project, { [option]: value });
+        expect(error).toBeInstanceOf(GrantConfigError);
+        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: `options.${option}` });
+        expect((error as Error).message).toContain(`options.${option} must be a non-negative integer`);
+      }
+      expect(() => store({ [option]: 0 })).not.toThrow();
+      expect(() => store({ [option]: undefined })).not.toThrow();
+    }
   });
 });
 

@@ -6,6 +6,7 @@ import {
   GrantScope,
   canonicalJson,
   digest16,
+  type GrantMetadata,
 } from "../src/grant/index.js";
 
 describe("Grant", () => {
@@ -69,6 +70,26 @@ describe("Grant", () => {
         GrantRecordError,
       );
     }
+  });
+
+  it("refuses metadata that is not an object with GrantRecordError naming the tool", () => {
+    for (const [bad, shown] of [
+      [null, "null"],
+      ["note", '"note"'],
+      [5, "5"],
+    ] as const) {
+      let error: unknown;
+      try {
+        new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(GrantRecordError);
+      expect((error as Error).message).toBe(
+        `grant 514e4d9b0eda7cf2 for tool 'read': metadata must be an object or undefined, got ${shown}`,
+      );
+    }
+    expect(new Grant("read", "allow", GrantScope.thisTool(), undefined).note).toBeNull();
   });
 
   it("covers the exact tool name, any args for this_tool, canonically equal args for this_call", () => {

@@ -1,8 +1,16 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FileGrantStore, Grant, GrantIdCollisionError, GrantScope, MemoryGrantStore } from "../src/grant/index.js";
+import {
+  FileGrantStore,
+  Grant,
+  GrantIdCollisionError,
+  GrantPolicy,
+  GrantScope,
+  LedgerCorruptError,
+  MemoryGrantStore,
+} from "../src/grant/index.js";
 
 // Grant ids are 64-bit FNV-1a digests, which can be made to collide on
 // purpose. These two rules are a real collision, found by a birthday search
@@ -56,5 +64,55 @@ describe("a save whose id is taken by a different rule", () => {
     const [only, ...rest] = await store.load();
     expect(rest).toEqual([]);
     expect(only?.note).toBe("re-granted");
+  });
+});
+
+describe("two different rules under one id where grants are loaded", () => {
+  const tool = { name: "shell", description: "run a command", inputSchema: {} };
+
+  async function ledgerOf(...grants: Grant[]): Promise<FileGrantStore> {
+    const store = new FileGrantStore(join(base, "root"), join(base, "project"));
+    await mkdir(dirname(store.ledgerPath), { recursive: true, mode: 0o700 });
+    await writeFile(store.ledgerPath, `[${grants.map((g) => g.toLedgerText()).join(",")}]`, { mode: 0o600 });
+    return store;
+  }
+
+  it("a ledger holding both is corrupt, naming the id; no decision, save, revoke or clear forgets the first", async () => {
+    const store = await ledgerOf(denyRm, denyCrafted);
+    const before = await readFile(store.ledgerPath);
+    const error = await store.load().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LedgerCorruptError);
+    expect((error as LedgerCorruptError).path).toBe(store.ledgerPath);
+    expect((error as Error).message).toContain(`records 0 and 1 have the same id ${denyRm.id}`);
+    await expect(new GrantPolicy(store).decide(tool, { cmd: "BJKS_Ubr3rL" })).rejects.toBeInstanceOf(
+      LedgerCorruptError,
+    );
+    await expect(store.save(new Grant("read", "allow", GrantScope.thisTool()))).rejects.toBeInstanceOf(
+      LedgerCorruptError,
+    );
+    await expect(store.revoke(denyRm.id)).rejects.toBeInstanceOf(LedgerCorruptError);
+    await expect(store.clear()).rejects.toBeInstanceOf(LedgerCorruptError);
+    expect(await readFile(store.ledgerPath)).toEqual(before);
+  });
+
+  it("a ledger holding one rule twice (granted again) loads it once, the later record winning", async () => {
+    const store = await ledgerOf(denyRm.withCreatedAtMs(1), denyRm.withCreatedAtMs(2).withNote("again"));
+    expect((await store.load()).map((g) => [g.id, g.createdAtMs, g.note])).toEqual([[denyRm.id, 2, "again"]]);
+  });
+
+  it("MemoryGrantStore refuses to start with both, as its save does", () => {
+    let error: unknown;
+    try {
+      new MemoryGrantStore([denyRm, denyCrafted]);
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(GrantIdCollisionError);
+    expect((error as GrantIdCollisionError).id).toBe(denyRm.id);
+  });
+
+  it("MemoryGrantStore starts with one rule given twice as the later one", async () => {
+    const store = new MemoryGrantStore([denyRm, denyRm.withNote("again")]);
+    expect((await store.load()).map((g) => [g.id, g.note])).toEqual([[denyRm.id, "again"]]);
   });
 });

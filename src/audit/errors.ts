@@ -87,7 +87,8 @@ export class AuditKeyError extends LoopctlError {
 
 /**
  * The lock that serializes writers of one log across processes could not be
- * taken in time, or at all. Nothing was written.
+ * taken in time, or at all, or was broken (as abandoned, by a writer on
+ * another host) before this writer wrote. Nothing was written.
  */
 export class AuditLockError extends LoopctlError {
   /** The log file. */
@@ -96,6 +97,17 @@ export class AuditLockError extends LoopctlError {
   constructor(path: string, message: string, options?: ErrorOptions) {
     super("AUDIT_LOCK", message, options);
     this.path = path;
+  }
+}
+
+/** An option of {@link AuditSink.open} that cannot be used, such as a `lockTimeoutMs` that is not a non-negative integer. */
+export class AuditConfigError extends LoopctlError {
+  /** The option at fault, such as `"lockTimeoutMs"`. */
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super("AUDIT_CONFIG", message);
+    this.option = option;
   }
 }
 
@@ -116,4 +128,5 @@ export type AuditError =
   | AuditBusyError
   | AuditKeyError
   | AuditLockError
+  | AuditConfigError
   | AuditAnchorError;

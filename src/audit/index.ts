@@ -13,6 +13,7 @@ export {
   AuditAnchorError,
   AuditBusyError,
   AuditClosedError,
+  AuditConfigError,
   AuditCorruptError,
   AuditIoError,
   AuditKeyError,

@@ -6,10 +6,12 @@ import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { LedgerLockError } from "../grant/errors.js";
 import { zodIssuesLine } from "../zod-issues.js";
-import { withLedgerLock } from "../grant/ledger-lock.js";
+import { lockMsProblem, withLedgerLock } from "../grant/ledger-lock.js";
+import type { HeldLock } from "../grant/ledger-lock.js";
 import {
   AuditBusyError,
   AuditClosedError,
+  AuditConfigError,
   AuditCorruptError,
   AuditIoError,
   AuditKeyError,
@@ -62,7 +64,8 @@ export interface AuditSinkOptions {
   readonly key?: AuditKey;
   /**
    * How long an append waits for the lock another process holds on the log
-   * before it fails with {@link AuditLockError}.
+   * before it fails with {@link AuditLockError}: a non-negative integer of
+   * milliseconds (0 tries once).
    * @default 10000
    */
   readonly lockTimeoutMs?: number;
@@ -104,8 +107,9 @@ const OPEN_FILES = new Set<string>();
  * `0600` if it already exists wider), never through a symbolic link; a
  * missing folder is created `0700`. Every write takes a lock file beside
  * the log (`<log>.lock`), reads what other processes appended since, checks
- * it continues the chain, and only then writes its lines after theirs: any
- * number of processes can write one log and the chain stays linear. Appends
+ * it continues the chain, and only then, if the lock is still its own, writes
+ * its lines after theirs: any number of processes can write one log and the
+ * chain stays linear. Appends
  * within a process land in call order; those made while a write is under way
  * go out together in the next one. Opening an existing log
  * verifies it and resumes the chain from its last line; a log that does not
@@ -160,6 +164,7 @@ export class AuditSink {
    * Opens (creating if missing) the log at `path` and resumes its chain.
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is too short, or the log is keyed and no key is given.
+   * @throws AuditConfigError when `options.lockTimeoutMs` is not a non-negative integer.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
@@ -170,6 +175,10 @@ export class AuditSink {
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
     const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
     const abs = resolve(path);
+    const problem = options.lockTimeoutMs === undefined ? undefined : lockMsProblem(options.lockTimeoutMs);
+    if (problem !== undefined) {
+      throw new AuditConfigError("lockTimeoutMs", `cannot open audit log ${abs}: options.lockTimeoutMs ${problem}`);
+    }
     const before = await lstat(abs).catch((error: unknown) => {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw new AuditIoError(abs, `cannot inspect audit log ${abs}: ${describe(error)}`, {
@@ -272,7 +281,7 @@ export class AuditSink {
   }
 
   /** Runs `body` holding the log's cross-process lock. */
-  async #locked<T>(body: () => Promise<T>): Promise<T> {
+  async #locked<T>(body: (lock: HeldLock) => Promise<T>): Promise<T> {
     const lockPath = `${this.path}.lock`;
     try {
       return await withLedgerLock(lockPath, { timeoutMs: this.#lockTimeoutMs, staleMs: STALE_LOCK_MS }, body);
@@ -305,7 +314,8 @@ export class AuditSink {
    * lock, one write, one seal). Resolves once the line is written (and
    * synced, with `fsync`).
    * @throws AuditRecordError when `record` is not a valid GateDecision.
-   * @throws AuditLockError when another process held the log's lock too long (nothing was written).
+   * @throws AuditLockError when another process held the log's lock too long, or broke this
+   *   sink's lock before it wrote (nothing was written).
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
    *   a line another writer added does not continue the chain); the sink then refuses later appends.
    * @throws AuditIoError when writing failed (the sink then refuses later appends).
@@ -380,9 +390,9 @@ export class AuditSink {
   async #write(records: readonly GateDecision[]): Promise<AuditAppend[]> {
     if (this.#dead) throw this.#dead;
     try {
-      return await this.#locked(async () => {
+      return await this.#locked(async (lock) => {
         await this.#catchUp();
-        return this.#appendLines(records);
+        return this.#appendLines(records, lock);
       });
     } catch (thrown) {
       const error =
@@ -432,8 +442,12 @@ export class AuditSink {
     this.#size += added.length;
   }
 
-  /** Writes the next lines in one write (and, keyed, the seal after them). Runs under the lock. */
-  async #appendLines(records: readonly GateDecision[]): Promise<AuditAppend[]> {
+  /**
+   * Writes the next lines in one write (and, keyed, the seal after them), if
+   * the lock is still this sink's. Runs under the lock.
+   * @throws AuditLockError when the lock was broken meanwhile (nothing written).
+   */
+  async #appendLines(records: readonly GateDecision[], lock: HeldLock): Promise<AuditAppend[]> {
     const anchors: AuditAppend[] = [];
     let text = "";
     let { seq, hash } = this.#anchor;
@@ -445,6 +459,18 @@ export class AuditSink {
     }
     const bytes = Buffer.from(text, "utf8");
     const lines = records.length === 1 ? `line ${seq}` : `lines ${seq - records.length + 1}-${seq}`;
+    try {
+      // A writer robbed of its lock (only ever for its age, by another host)
+      // must not write: the new holder may have chained its own lines to the
+      // same last line, and the forked log would be refused from then on.
+      await lock.assertHeld();
+    } catch (error) {
+      throw new AuditLockError(
+        this.path,
+        `audit log ${this.path}: its lock ${this.path}.lock was broken while this writer held it; ${lines} not written`,
+        { cause: error },
+      );
+    }
     try {
       await writeAll(this.#handle, bytes);
       if (this.#fsync) await this.#handle.sync();

@@ -121,6 +121,21 @@ const REFUSED_OBJECTS: ReadonlyArray<readonly [abstract new (...args: never[]) =
   [ArrayBuffer, "an ArrayBuffer"],
 ];
 
+const PLAIN_DATA = "only plain objects, arrays and what toJSON returns are written";
+
+/** The name of the class `proto` belongs to, for a message, read without running a getter; `undefined` if none. */
+function className(proto: object): string | undefined {
+  try {
+    const ctor: unknown = Object.getOwnPropertyDescriptor(proto, "constructor")?.value;
+    if (typeof ctor !== "function") return undefined;
+    const name: unknown = Object.getOwnPropertyDescriptor(ctor, "name")?.value;
+    return typeof name === "string" && name !== "" ? name : undefined;
+  } catch {
+    // A proxy's trap threw: the object is refused all the same, unnamed.
+    return undefined;
+  }
+}
+
 /**
  * An array or object being written: which child is next, and where its text
  * lies in the writer's output. One class for both, so the loop that walks
@@ -376,6 +391,18 @@ class Writer {
     for (const [ctor, name] of REFUSED_OBJECTS) {
       if (value instanceof ctor) throw new Fault(`${name} has no faithful JSON form`);
     }
+    // Anything else but plain data (URLSearchParams, a class instance whose
+    // data sits in getters or private fields, an object inheriting its
+    // properties) has no own enumerable properties to speak of: written as
+    // {}, a grant for {} would cover it, whatever it holds.
+    if (!Array.isArray(value)) {
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) {
+        const name = className(proto as object);
+        const what = name === undefined ? "an object with a custom prototype" : `an object of class ${name}`;
+        throw new Fault(`${what} has no faithful JSON form (${PLAIN_DATA})`);
+      }
+    }
     return this.#open(value);
   }
 
@@ -510,6 +537,10 @@ function codePointOrder(keys: readonly string[]): number[] | null {
  *
  * `toJSON` is honoured as by `JSON.stringify` (a `Date` becomes its ISO
  * string), and object properties whose value is `undefined` are omitted.
+ * Objects are written only when they are plain data: arrays, and objects
+ * whose prototype is `Object.prototype` or `null` (what `JSON.parse` and zod
+ * make); any other (a `Map`, a `URLSearchParams`, a class instance whose data
+ * sits in getters or private fields) would otherwise be written as `{}`.
  *
  * Bounded: at most {@link CANONICAL_JSON_MAX_DEPTH} levels of nesting,
  * {@link CANONICAL_JSON_MAX_NODES} values reached and
@@ -519,7 +550,8 @@ function codePointOrder(keys: readonly string[]): number[] | null {
  * @throws {CanonicalJsonLimitError} past a limit, naming the path where it was crossed.
  * @throws {CanonicalJsonError} for NaN, ±Infinity, a BigInt, a function, a
  * symbol, `undefined` at the top or inside an array, an array hole, a cycle,
- * a Map/Set/typed array or similar; the message names the path to the value.
+ * a Map/Set/typed array, any other object that is not plain data; the message
+ * names the path to the value.
  * @example
  * canonicalJson({ b: 1, a: [true, null] }) // '{"a":[true,null],"b":1}'
  */

@@ -2,6 +2,7 @@ import { hash } from "node:crypto";
 import { realpathSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { canonicalJson } from "./canonical.js";
+import { GrantConfigError, shownValue } from "./errors.js";
 import { fnv1a64 } from "./fnv.js";
 
 /**
@@ -112,9 +113,20 @@ export function descriptorFingerprint(descriptor: ToolDescriptor): string {
  * with its name (so a project bound before its folder existed keeps its
  * ledger once the folder is created); else the absolute path; else `dir` as
  * given.
+ *
+ * @throws {GrantConfigError} when `dir` is not a non-empty string (an unset
+ *   environment variable, say), which would otherwise give every such project one identity.
  */
 export function projectIdentity(dir: string): string {
+  requireFolderPath(dir, "projectIdentity", "dir");
   return digest16(canonicalProjectPath(dir));
+}
+
+/** @internal Throws GrantConfigError naming `argument` unless `value` is a non-empty string. */
+export function requireFolderPath(value: unknown, where: string, argument: string): void {
+  if (typeof value !== "string" || value === "") {
+    throw new GrantConfigError(where, argument, `must be a non-empty string (a folder path), got ${shownValue(value)}`);
+  }
 }
 
 function canonicalProjectPath(dir: string): string {

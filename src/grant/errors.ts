@@ -3,7 +3,8 @@ import { LoopctlError } from "../errors.js";
 /**
  * A value cannot be written as canonical JSON: NaN, ±Infinity, a BigInt, a
  * function, a symbol, `undefined` where JSON has no way to omit it, a cycle,
- * a non-JSON object such as a `Map`, or nesting deeper than the limit.
+ * an object that is not plain data (a `Map`, a `URLSearchParams`, a class
+ * instance, an object with a custom prototype), or nesting deeper than the limit.
  *
  * Code `"CANONICAL_JSON"`. `jsonPath` points at the bad value, e.g. `$.a[2].b`.
  */
@@ -22,7 +23,8 @@ export class CanonicalJsonError extends LoopctlError {
 
 /**
  * A grant ledger exists but cannot be trusted: empty, not UTF-8, not JSON,
- * not an array, or holding a record that is not a grant. A ledger that cannot
+ * not an array, holding a record that is not a grant, or holding two
+ * different rules under one grant id. A ledger that cannot
  * be read at all (EACCES, EIO) is a LedgerIoError instead: its content may be
  * sound, so it is never treated as corrupt or moved aside.
  *
@@ -81,6 +83,36 @@ export class LedgerLockError extends LoopctlError {
     super("LEDGER_LOCK", `grant ledger lock ${path}: ${problem}`, options);
     this.path = path;
   }
+}
+
+/**
+ * A grant store or function was given an argument it cannot use: a
+ * `FileGrantStore` root or project folder, or a `projectIdentity` folder, that
+ * is not a non-empty string (an unset environment variable would otherwise
+ * give every project so bound one shared ledger), or a `lockTimeoutMs` or
+ * `staleLockMs` that is not a non-negative integer (NaN or a string would make
+ * a save wait for the lock forever).
+ *
+ * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
+ * `"projectDir"` or `"options.lockTimeoutMs"`.
+ */
+export class GrantConfigError extends LoopctlError {
+  /** The argument at fault, such as `"projectDir"`. */
+  readonly argument: string;
+
+  constructor(where: string, argument: string, problem: string) {
+    super("GRANT_CONFIG", `${where}: ${argument} ${problem}`);
+    this.argument = argument;
+  }
+}
+
+/** @internal A value as an argument error shows it: strings quoted, numbers as they are, objects by their type. */
+export function shownValue(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
+    return String(value);
+  }
+  return `a ${typeof value}`;
 }
 
 /**

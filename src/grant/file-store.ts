@@ -3,25 +3,40 @@ import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import { projectIdentity } from "./digest.js";
-import { GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
+import { projectIdentity, requireFolderPath } from "./digest.js";
+import {
+  GrantConfigError,
+  GrantRecordError,
+  LedgerCorruptError,
+  LedgerIoError,
+  LedgerLockError,
+  shownValue,
+} from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
-import { withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
-import { assertSameRule, requireGrant, type GrantStore, type StoreCallOptions } from "./store.js";
+import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
+import {
+  assertSameRule,
+  describeRule,
+  requireGrant,
+  sameRule,
+  type GrantStore,
+  type StoreCallOptions,
+} from "./store.js";
 
 /** Options for {@link FileGrantStore}. */
 export interface FileGrantStoreOptions {
   /**
    * How long a write waits for another process's lock before failing with
-   * LedgerLockError.
+   * LedgerLockError: a non-negative integer of milliseconds (0 tries once).
    * @default 10000
    */
   readonly lockTimeoutMs?: number;
   /**
    * A lock taken on another host and older than this is treated as abandoned
-   * and broken. A lock taken on this host is broken as soon as its process is
-   * gone, and never while it runs, however long it holds the lock.
+   * and broken: a non-negative integer of milliseconds. A lock taken on this
+   * host is broken as soon as its process is gone, and never while it runs,
+   * however long it holds the lock.
    * @default 30000
    */
   readonly staleLockMs?: number;
@@ -141,6 +156,14 @@ async function writeWhole(path: string, bytes: Buffer): Promise<void> {
   }
 }
 
+/** The option's value, or `fallback` when it is not given. */
+function lockMs(value: unknown, option: "lockTimeoutMs" | "staleLockMs", fallback: number): number {
+  if (value === undefined) return fallback;
+  const problem = lockMsProblem(value);
+  if (problem !== undefined) throw new GrantConfigError("FileGrantStore", `options.${option}`, problem);
+  return value as number;
+}
+
 /** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
 function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -237,15 +260,23 @@ export class FileGrantStore implements GrantStore {
   /**
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
+   * @throws {GrantConfigError} naming the argument when `rootDir` or
+   *   `projectDir` is not a non-empty string, `options` is not an object, or
+   *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
+    requireFolderPath(rootDir, "FileGrantStore", "rootDir");
+    requireFolderPath(projectDir, "FileGrantStore", "projectDir");
+    if (typeof options !== "object" || options === null) {
+      throw new GrantConfigError("FileGrantStore", "options", `must be an object, got ${shownValue(options)}`);
+    }
+    this.#lockTimeoutMs = lockMs(options.lockTimeoutMs, "lockTimeoutMs", 10_000);
+    this.#staleLockMs = lockMs(options.staleLockMs, "staleLockMs", 30_000);
     this.#root = resolve(rootDir);
     this.#projects = join(this.#root, "projects");
     this.#dir = join(this.#projects, projectIdentity(projectDir));
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
-    this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
-    this.#staleLockMs = options.staleLockMs ?? 30_000;
     this.#now = options.now ?? Date.now;
     this.#onWarning = options.onWarning ?? emitProcessWarning;
     this.#onLockWait = options.onLockWait;
@@ -600,7 +631,7 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
     if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
-    const byId = new Map<string, Grant>();
+    const byId = new Map<string, { readonly grant: Grant; readonly at: number }>();
     value.forEach((record: unknown, i: number) => {
       let grant: Grant;
       try {
@@ -611,10 +642,24 @@ export class FileGrantStore implements GrantStore {
         }
         throw error;
       }
-      byId.delete(grant.id);
-      byId.set(grant.id, grant);
+      const earlier = byId.get(grant.id);
+      if (earlier !== undefined) {
+        // One rule granted again is one entry, the later record winning. Two
+        // rules under one id (ids are FNV-1a digests, which can be made to
+        // collide) cannot both be kept, and keeping one would silently drop
+        // the other (a deny, say), and the next save would erase it.
+        if (!sameRule(earlier.grant, grant)) {
+          throw new LedgerCorruptError(
+            path,
+            `records ${earlier.at} and ${i} have the same id ${grant.id} but are different rules ` +
+              `(${describeRule(earlier.grant)}; ${describeRule(grant)})`,
+          );
+        }
+        byId.delete(grant.id);
+      }
+      byId.set(grant.id, { grant, at: i });
     });
-    return [...byId.values()];
+    return [...byId.values()].map((entry) => entry.grant);
   }
 
   /**

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { zodIssuesLine } from "../zod-issues.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
-import { CanonicalJsonError, GrantRecordError } from "./errors.js";
+import { CanonicalJsonError, GrantRecordError, shownValue } from "./errors.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
 export type GrantVerdict = "allow" | "deny";
@@ -124,8 +124,8 @@ export class Grant {
    * @param metadata Pin, creation time and note; the `with…` methods return
    *   copies with one of them changed.
    * @throws {GrantRecordError} when the tool is not a non-empty string, the
-   * verdict is not `"allow"`/`"deny"`, the scope is malformed or the metadata
-   * is not of its types.
+   * verdict is not `"allow"`/`"deny"`, the scope is malformed, or the metadata
+   * is not an object or not of its types.
    * @throws {CanonicalJsonError} when this_call args have no JSON form.
    */
   constructor(tool: string, verdict: GrantVerdict, scope: GrantScope, metadata: GrantMetadata = {}) {
@@ -165,8 +165,11 @@ export class Grant {
     this.tool = tool;
     this.verdict = verdict;
     this.id = digest16(canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }));
-    const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
     const what = `grant ${this.id} for tool '${tool}'`;
+    if (typeof metadata !== "object" || metadata === null) {
+      throw new GrantRecordError(`${what}: metadata must be an object or undefined, got ${shownValue(metadata)}`);
+    }
+    const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
     if (pinnedDescriptor !== null && (typeof pinnedDescriptor !== "string" || pinnedDescriptor.length === 0)) {
       throw new GrantRecordError(`${what}: pin must be a non-empty string or null`);
     }

@@ -24,6 +24,7 @@ export {
 export type { ToolDescriptor } from "./digest.js";
 export {
   CanonicalJsonError,
+  GrantConfigError,
   GrantIdCollisionError,
   GrantRecordError,
   LedgerCorruptError,

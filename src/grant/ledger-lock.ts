@@ -14,7 +14,7 @@ import {
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
-import { LedgerLockError } from "./errors.js";
+import { LedgerLockError, shownValue } from "./errors.js";
 
 /** How long to wait for, and when to break, a ledger lock. */
 export interface LedgerLockOptions {
@@ -29,6 +29,16 @@ export interface LedgerLockOptions {
   readonly signal?: AbortSignal | undefined;
   /** Called once, when the lock is first found held by a writer that is not abandoning it. */
   readonly onWait?: ((holder: LockHolder | null) => void) | undefined;
+}
+
+/**
+ * Why `value` cannot be a lock's wait or stale bound, or `undefined` when it
+ * can: a non-negative safe integer of milliseconds. NaN or a string would make
+ * the deadline NaN, which no wait ever reaches.
+ */
+export function lockMsProblem(value: unknown): string | undefined {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return undefined;
+  return `must be a non-negative integer of milliseconds, got ${shownValue(value)}`;
 }
 
 /** Who holds a lock, as its record says. */

@@ -47,9 +47,15 @@ export function requireGrant(grant: unknown, where: string): Grant {
   return grant;
 }
 
-function describeRule(grant: Grant): string {
+/** @internal A rule as errors name it: `deny 'shell' this_call {"cmd":"rm"}`. */
+export function describeRule(grant: Grant): string {
   const scope = grant.canonicalArgs === null ? "this_tool" : `this_call ${grant.canonicalArgs}`;
   return `${grant.verdict} '${grant.tool}' ${scope}`;
+}
+
+/** @internal Whether two grants are one rule (tool, verdict, scope), whatever their metadata. */
+export function sameRule(a: Grant, b: Grant): boolean {
+  return a.tool === b.tool && a.verdict === b.verdict && a.canonicalArgs === b.canonicalArgs;
 }
 
 /**
@@ -60,14 +66,7 @@ function describeRule(grant: Grant): string {
  * @throws {GrantIdCollisionError} when the id belongs to a different rule.
  */
 export function assertSameRule(stored: Grant | undefined, incoming: Grant): void {
-  if (stored === undefined) return;
-  if (
-    stored.tool === incoming.tool &&
-    stored.verdict === incoming.verdict &&
-    stored.canonicalArgs === incoming.canonicalArgs
-  ) {
-    return;
-  }
+  if (stored === undefined || sameRule(stored, incoming)) return;
   throw new GrantIdCollisionError(incoming.id, describeRule(stored), describeRule(incoming));
 }
 
@@ -80,10 +79,17 @@ export class MemoryGrantStore implements GrantStore {
   /** Rebuilt on the first decision after a change. */
   #index: GrantIndex | undefined;
 
-  /** Starts with `grants` stored (later ones replace earlier ones with the same id). */
+  /**
+   * Starts with `grants` stored; a later one replaces an earlier one of the
+   * same rule, as a save does.
+   *
+   * @throws {GrantRecordError} when one is not a Grant.
+   * @throws {GrantIdCollisionError} when two different rules share an id.
+   */
   constructor(grants: Iterable<Grant> = []) {
     for (const grant of grants) {
       requireGrant(grant, "MemoryGrantStore");
+      assertSameRule(this.#grants.get(grant.id), grant);
       this.#grants.delete(grant.id);
       this.#grants.set(grant.id, grant);
     }
