@@ -5,13 +5,14 @@ import {
   ApprovalChannel,
   Approver,
   DuplicateAskError,
+  InvalidApproverOptionsError,
   InvalidAskResolutionError,
   InvalidCapacityError,
   InvalidPendingAskError,
   LoopctlError,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
-import { flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
 
 const approve: AskResolution = { type: "approve" };
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -358,6 +359,31 @@ describe("close and dispose", () => {
 });
 
 describe("next({ signal })", () => {
+  it.each(BAD_WAIT_OPTIONS)(
+    "%s: rejects with InvalidApproverOptionsError naming it, never throws, and leaves no taker behind",
+    async (_label, options, argument) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      let taking: Promise<PendingAsk | undefined> | undefined;
+      expect(() => {
+        taking = approver.next(options as never);
+      }).not.toThrow();
+      await expect(taking).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+      await expect(taking).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "next", argument });
+      await expect(taking).rejects.toThrow(`Approver.next: ${argument}`);
+      // The next ask is delivered, not handed to the rejected call, and its id is free again once it ends.
+      const ask = makeAsk(0);
+      const parked = channel.resolve(ask, live());
+      expect(approver.buffered).toBe(1);
+      expect(await approver.next()).toBe(ask);
+      expect(approver.resolve(ask.id, approve)).toBe(true);
+      await expect(parked).resolves.toEqual(approve);
+      expect(channel.size).toBe(0);
+      const again = channel.resolve({ ...ask }, live());
+      approver.close();
+      await expect(again).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
+    },
+  );
+
   it("rejects with the signal's reason and does not swallow the next ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const controller = new AbortController();

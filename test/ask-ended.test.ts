@@ -1,10 +1,10 @@
 import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, expectTypeOf, it } from "vitest";
-import { ApprovalChannel, Approver, ApproverConstructorError } from "loopctl/ask";
+import { ApprovalChannel, Approver, ApproverConstructorError, InvalidApproverOptionsError } from "loopctl/ask";
 import type { AskEnding, AskInbox, AskResolution } from "loopctl/ask";
 import { LoopctlError } from "loopctl";
-import { flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 const listeners = (signal: AbortSignal): number => getEventListeners(signal, "abort").length;
@@ -89,6 +89,62 @@ describe("Approver.ended", () => {
     await expect(approver.ended(ask.id, { signal: AbortSignal.abort(new Error("late")) })).rejects.toThrow("late");
     approver.close();
   });
+
+  it.each(BAD_WAIT_OPTIONS)(
+    "%s: rejects with InvalidApproverOptionsError naming it, never throws, and the ask ends as if it was never called",
+    async (_label, options, argument) => {
+      const approve: AskResolution = { type: "approve" };
+      const bad = (approver: Approver, id: string): Promise<AskEnding> => {
+        let ending: Promise<AskEnding> | undefined;
+        expect(() => {
+          ending = approver.ended(id, options as never);
+        }).not.toThrow();
+        return ending!;
+      };
+      // Answered: the answer lands, resolve() returns true, a proper watcher hears it.
+      {
+        const [channel, approver] = ApprovalChannel.pair(1);
+        const ask = makeAsk(1);
+        const parked = channel.resolve(ask, live());
+        const rejected = bad(approver, ask.id);
+        await expect(rejected).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        await expect(rejected).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "ended", argument });
+        const watcher = approver.ended(ask.id);
+        expect(approver.resolve(ask.id, approve)).toBe(true);
+        await expect(parked).resolves.toEqual(approve);
+        await expect(watcher).resolves.toEqual({ type: "answered", verdict: "approve" });
+        approver.close();
+      }
+      // Withdrawn by the engine: its abort settles everything and raises nothing.
+      {
+        const [channel, approver] = ApprovalChannel.pair(1);
+        const ask = makeAsk(2);
+        const engine = new AbortController();
+        const parked = channel.resolve(ask, { signal: engine.signal });
+        await expect(bad(approver, ask.id)).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        const watcher = approver.ended(ask.id);
+        engine.abort(new Error("deadline"));
+        await expect(parked).rejects.toThrow("deadline");
+        await expect(watcher).resolves.toEqual(UNKNOWN);
+        approver.close();
+      }
+      // Closed: close() denies every ask and settles a waiting next().
+      {
+        const [channel, approver] = ApprovalChannel.pair(4);
+        const asks = [makeAsk(3), makeAsk(4)];
+        const parks = asks.map((ask) => channel.resolve(ask, live()));
+        await expect(bad(approver, asks[0]!.id)).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        await approver.next();
+        await approver.next();
+        const waiting = approver.next();
+        expect(() => approver.close()).not.toThrow();
+        const denial: AskResolution = { type: "deny", reason: "approval channel closed" };
+        expect(await Promise.all(parks)).toEqual([denial, denial]);
+        await expect(waiting).resolves.toBeUndefined();
+        expect(approver.pending).toBe(0);
+      }
+    },
+  );
 
   it("removes its listener when the ask ends", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);

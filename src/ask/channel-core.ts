@@ -110,8 +110,9 @@ export class ChannelCore {
         node: undefined,
         watchers: undefined,
       };
-      this.#parked.set(id, entry);
+      // Listen before registering: if listening throws, the park rejects and nothing is left parked.
       signal.addEventListener("abort", entry.onAbort, { once: true });
+      this.#parked.set(id, entry);
       if (!this.#handToTaker(ask)) entry.node = this.#untaken.push(entry);
     });
   }
@@ -130,8 +131,9 @@ export class ChannelCore {
         if (node !== undefined) this.#takers.remove(node);
         reject(signal?.reason);
       };
-      node = this.#takers.push({ resolve, reject, signal, onAbort });
+      // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
       signal?.addEventListener("abort", onAbort, { once: true });
+      node = this.#takers.push({ resolve, reject, signal, onAbort });
     });
   }
 
@@ -157,8 +159,9 @@ export class ChannelCore {
           reject(signal?.reason);
         },
       };
-      watchers.add(watcher);
+      // Listen before registering: if listening throws, the call rejects and no watcher is left behind.
       signal?.addEventListener("abort", watcher.onAbort, { once: true });
+      watchers.add(watcher);
     });
   }
 

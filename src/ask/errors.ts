@@ -89,6 +89,37 @@ export class InvalidPendingAskError extends LoopctlError {
 }
 
 /**
+ * `Approver.next` or `Approver.ended` was given options that are not an
+ * object, or a `signal` that is not an `AbortSignal`. `code` is
+ * `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault. The call
+ * rejects with it and leaves nothing waiting.
+ *
+ * @example
+ * ```ts
+ * approver.next({ signal: "soon" } as never).catch((err) => {
+ *   if (err instanceof InvalidApproverOptionsError) console.error(err.argument); // "options.signal"
+ * });
+ * ```
+ */
+export class InvalidApproverOptionsError extends LoopctlError {
+  /** The method that was called. */
+  readonly method: "next" | "ended";
+  /** The argument at fault. */
+  readonly argument: "options" | "options.signal";
+
+  constructor(
+    method: "next" | "ended",
+    argument: "options" | "options.signal",
+    detail: string,
+    options?: ErrorOptions,
+  ) {
+    super("ASK_OPTIONS_INVALID", `Approver.${method}: ${argument} ${detail}`, options);
+    this.method = method;
+    this.argument = argument;
+  }
+}
+
+/**
  * `new Approver(…)` was called: an approver comes only from
  * `ApprovalChannel.pair`, which connects it to its channel.
  * `code` is `"ASK_APPROVER_CONSTRUCTOR"`.
