@@ -426,6 +426,29 @@ describe("next({ signal })", () => {
     approver.close();
   });
 
+  it("a taker whose signal turns unreadable is rejected with the error; the ask goes to the next taker", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const signal = new AbortController().signal;
+    let broken = false;
+    Object.defineProperty(signal, "aborted", {
+      get: () => {
+        if (broken) throw new Error("unreadable");
+        return false;
+      },
+    });
+    const first = approver.next({ signal });
+    const second = approver.next();
+    broken = true;
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    await expect(first).rejects.toThrow("unreadable");
+    await expect(second).resolves.toBe(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+
   it("removes its listener once it gets an ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const controller = new AbortController();

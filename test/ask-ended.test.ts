@@ -146,6 +146,56 @@ describe("Approver.ended", () => {
     },
   );
 
+  it("a signal that refuses to give up its listener keeps no other waiter from settling", async () => {
+    const stuck = (): AbortController => {
+      const controller = new AbortController();
+      Object.defineProperty(controller.signal, "removeEventListener", {
+        value: () => {
+          throw new Error("cannot remove");
+        },
+      });
+      return controller;
+    };
+    const approve: AskResolution = { type: "approve" };
+    const [watcherA, engineB, takerC, watcherD, takerE] = [stuck(), stuck(), stuck(), stuck(), stuck()];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    // An answer reaches an ask one of whose watchers is stuck, and resolve() says so.
+    const a = makeAsk(1);
+    const parkedA = channel.resolve(a, live());
+    const watchersA = [approver.ended(a.id, { signal: watcherA.signal }), approver.ended(a.id)];
+    expect(approver.resolve(a.id, approve)).toBe(true);
+    await expect(parkedA).resolves.toEqual(approve);
+    expect(await Promise.all(watchersA)).toEqual([0, 1].map(() => ({ type: "answered", verdict: "approve" })));
+    // The engine's own signal is stuck.
+    const b = makeAsk(2);
+    const parkedB = channel.resolve(b, { signal: engineB.signal });
+    expect(approver.resolve(b.id, approve)).toBe(true);
+    await expect(parkedB).resolves.toEqual(approve);
+    // A stuck next() is handed an ask: the park goes on waiting for its answer.
+    const takingC = approver.next({ signal: takerC.signal });
+    const c = makeAsk(3);
+    const parkedC = track(channel.resolve(c, live()));
+    await expect(takingC).resolves.toBe(c);
+    expect(channel.size).toBe(1);
+    // close() settles everything, stuck or not.
+    const d = makeAsk(4);
+    const parkedD = channel.resolve(d, live());
+    const watchersD = [approver.ended(d.id, { signal: watcherD.signal }), approver.ended(d.id)];
+    await approver.next();
+    const takers = [approver.next({ signal: takerE.signal }), approver.next()];
+    expect(() => approver.close()).not.toThrow();
+    const denial: AskResolution = { type: "deny", reason: "approval channel closed" };
+    await expect(parkedD).resolves.toEqual(denial);
+    await flush();
+    expect(parkedC.outcome).toEqual({ state: "fulfilled", value: denial });
+    expect(await Promise.all(watchersD)).toEqual([0, 1].map(() => ({ type: "withdrawn", reason: "closed" })));
+    expect(await Promise.all(takers)).toEqual([undefined, undefined]);
+    expect(approver.pending).toBe(0);
+    // The listeners left behind are inert.
+    for (const controller of [watcherA, engineB, takerC, watcherD, takerE]) controller.abort(new Error("late"));
+    await flush();
+  });
+
   it("removes its listener when the ask ends", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(1);

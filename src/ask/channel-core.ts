@@ -16,6 +16,19 @@ const UNKNOWN_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "un
 const ANSWERED_APPROVE: AskEnding = Object.freeze({ type: "answered", verdict: "approve" });
 const ANSWERED_DENY: AskEnding = Object.freeze({ type: "answered", verdict: "deny" });
 
+/**
+ * Takes our listener off a waiter's signal. A signal whose removal throws (a
+ * caller's own override) keeps the listener, which is inert once its waiter
+ * has settled; the throw must not keep the other waiters from settling.
+ */
+function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
+  try {
+    signal?.removeEventListener("abort", onAbort);
+  } catch {
+    // See above: nothing to undo, and nobody to tell.
+  }
+}
+
 interface Watcher {
   readonly resolve: (ending: AskEnding) => void;
   readonly reject: (reason: unknown) => void;
@@ -172,7 +185,7 @@ export class ChannelCore {
     // Map iteration tolerates deletion of visited entries; park order is kept.
     for (const entry of this.#parked.values()) this.#settle(entry, denial, ending);
     for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       taker.resolve(undefined);
     }
   }
@@ -185,13 +198,13 @@ export class ChannelCore {
       this.#untaken.remove(entry.node);
       entry.node = undefined;
     }
-    entry.signal.removeEventListener("abort", entry.onAbort);
+    unlisten(entry.signal, entry.onAbort);
     this.#remember(entry.id, ending);
     if (resolution === undefined) entry.reject(entry.signal.reason);
     else entry.resolve(resolution);
     if (entry.watchers === undefined) return;
     for (const watcher of entry.watchers) {
-      watcher.signal?.removeEventListener("abort", watcher.onAbort);
+      unlisten(watcher.signal, watcher.onAbort);
       watcher.resolve(ending);
     }
     entry.watchers.clear();
@@ -208,14 +221,18 @@ export class ChannelCore {
 
   #handToTaker(ask: PendingAsk): boolean {
     for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
-      // The signal may be mid-dispatch, aborted but not yet heard by our listener.
-      if (taker.signal?.aborted === true) {
+      unlisten(taker.signal, taker.onAbort);
+      try {
+        // The signal may be mid-dispatch, aborted but not yet heard by our listener.
+        if (taker.signal?.aborted !== true) {
+          taker.resolve(ask);
+          return true;
+        }
         taker.reject(taker.signal.reason);
-        continue;
+      } catch (error) {
+        // A signal whose reads throw fails its own taker only; this runs inside a park, which must not stop half-made.
+        taker.reject(error);
       }
-      taker.resolve(ask);
-      return true;
     }
     return false;
   }
