@@ -42,6 +42,57 @@ describe("ApprovalChannel.pair", () => {
     approver.close();
   });
 
+  it.each([
+    ["an id that is not a UUID", { id: "not-a-uuid" }, "id"],
+    ["a sessionId that is not a UUID", { sessionId: "session-1" }, "sessionId"],
+    ["a negative turn", { turn: -1 }, "turn"],
+    ["a turn that is not an integer", { turn: 1.5 }, "turn"],
+    ["an empty tool name", { tool: "" }, "tool"],
+    ["an argsDigest that is not 16 hex digits", { argsDigest: "0123" }, "argsDigest"],
+    ["an argsSha256 in capitals", { argsSha256: "A".repeat(64) }, "argsSha256"],
+    ["no prompt", { prompt: undefined }, "prompt"],
+  ])(
+    "rejects an ask with %s with InvalidPendingAskError naming the field; it is never parked",
+    async (_label, change, field) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const ask = { ...makeAsk(0), ...change } as PendingAsk;
+      const parked = channel.resolve(ask, live());
+      await expect(parked).rejects.toBeInstanceOf(InvalidPendingAskError);
+      await expect(parked).rejects.toMatchObject({
+        code: "ASK_INVALID",
+        message: expect.stringContaining(`${field}: `),
+      });
+      expect(channel.size).toBe(0);
+      expect(approver.buffered + approver.inLine).toBe(0);
+      expect(approver.resolve(ask.id, approve)).toBe(false);
+      approver.close();
+    },
+  );
+
+  it("rejects an object that has only an id and a tool, as an untyped caller might pass", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const call = (ask: unknown): Promise<AskResolution> => channel.resolve(ask as PendingAsk, live());
+    await expect(call({ id: makeAsk(0).id, tool: "rm" })).rejects.toThrow(/not a PendingAsk: sessionId: /);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+
+  it("parks an ask as PendingAskSchema reads it: the approver never sees a field the schema drops", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const ask = makeAsk(0);
+    const parked = channel.resolve({ ...ask, args: { password: "hunter2" } } as PendingAsk, live());
+    const taken = await approver.next();
+    expect(taken).toEqual(ask);
+    expect(taken).not.toHaveProperty("args");
+    const viaProxy = makeAsk(1);
+    const parkedViaProxy = channel.resolve(new Proxy(viaProxy, {}), live());
+    expect(await approver.next()).toEqual(viaProxy);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    expect(approver.resolve(viaProxy.id, approve)).toBe(true);
+    expect(await Promise.all([parked, parkedViaProxy])).toEqual([approve, approve]);
+    approver.close();
+  });
+
   it.each([[-1], [Number.NaN], [1.5], [Number.POSITIVE_INFINITY], ["3" as unknown as number]])(
     "rejects capacity %s with InvalidCapacityError",
     (capacity) => {

@@ -96,15 +96,13 @@ export class ChannelCore {
     return this.#untaken.size - this.buffered;
   }
 
+  /** Parks `ask`, which the caller has checked against the schema; `signal` is still unchecked. */
   park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
     // Untyped callers get a rejection (the engine's deny path), never a throw.
     if (!(signal instanceof AbortSignal)) {
       return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
     }
-    const id: unknown = typeof ask === "object" && ask !== null ? ask.id : undefined;
-    if (typeof id !== "string") {
-      return Promise.reject(new InvalidPendingAskError("the ask must be a PendingAsk with a string id"));
-    }
+    const id = ask.id;
     // A cancel that fired before the park wins: the ask is never delivered.
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.#closedReason !== undefined) {

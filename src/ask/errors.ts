@@ -78,9 +78,10 @@ export class InvalidAskCallbackError extends LoopctlError {
 }
 
 /**
- * An {@link ApprovalChannel} was asked to park something that is not a
- * pending ask with a string `id`, or without an `AbortSignal`.
- * `code` is `"ASK_INVALID"`. The park rejects (the engine denies it).
+ * An {@link ApprovalChannel} was asked to park something that does not parse
+ * as a {@link PendingAsk} (the message names the fields at fault), or without
+ * an `AbortSignal`. `code` is `"ASK_INVALID"`. The park rejects (the engine
+ * denies it) and nothing is parked.
  */
 export class InvalidPendingAskError extends LoopctlError {
   constructor(detail: string, options?: ErrorOptions) {
