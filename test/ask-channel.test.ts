@@ -116,7 +116,7 @@ describe("answers", () => {
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, live());
     const taken = await approver.next();
-    expect(taken).toBe(ask);
+    expect(taken).toEqual(ask);
     expect(approver.resolve(ask.id, { type: "deny", reason: "not today", remember: "this_call" })).toBe(true);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not today", remember: "this_call" });
     approver.close();
@@ -155,7 +155,7 @@ describe("answers", () => {
     const parkedSecond = track(channel.resolve(second, live()));
     expect(approver.resolve(first.id, approve)).toBe(true);
     await expect(parkedFirst).resolves.toEqual(approve);
-    expect(await approver.next()).toBe(second);
+    expect(await approver.next()).toEqual(second);
     expect(parkedSecond.outcome.state).toBe("pending");
     approver.close();
   });
@@ -250,7 +250,7 @@ describe("order and capacity", () => {
       expect(channel.size).toBe(asks.length);
       for (const ask of asks) {
         const taken = await approver.next();
-        expect(taken).toBe(ask);
+        expect(taken).toEqual(ask);
         expect(approver.buffered).toBeLessThanOrEqual(bound);
         expect(approver.resolve(ask.id, approve)).toBe(true);
       }
@@ -269,8 +269,8 @@ describe("order and capacity", () => {
     const reason = new Error("deadline");
     controllers[1]!.abort(reason);
     expect(approver.inLine).toBe(1);
-    expect(await approver.next()).toBe(asks[0]);
-    expect(await approver.next()).toBe(asks[2]);
+    expect(await approver.next()).toEqual(asks[0]);
+    expect(await approver.next()).toEqual(asks[2]);
     await flush();
     expect(parked[1]!.outcome).toEqual({ state: "rejected", reason });
     expect(approver.resolve(asks[1]!.id, approve)).toBe(false);
@@ -284,7 +284,7 @@ describe("the resolver's signal", () => {
     const controller = new AbortController();
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, { signal: controller.signal });
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     const reason = new DOMException("deadline", "TimeoutError");
     controller.abort(reason);
     await expect(parked).rejects.toBe(reason);
@@ -316,7 +316,7 @@ describe("the resolver's signal", () => {
     expect(approver.buffered).toBe(0);
     const later = makeAsk(1);
     void channel.resolve(later, live());
-    expect(await approver.next()).toBe(later);
+    expect(await approver.next()).toEqual(later);
     expect(approver.resolve(ask.id, approve)).toBe(false);
     approver.close();
   });
@@ -343,7 +343,7 @@ describe("close and dispose", () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
     const parked = asks.map((ask) => channel.resolve(ask, live()));
-    expect(await approver.next()).toBe(asks[0]);
+    expect(await approver.next()).toEqual(asks[0]);
     expect(approver.inLine).toBe(1);
     approver.close();
     const denial = { type: "deny", reason: APPROVER_CLOSED_REASON };
@@ -391,7 +391,7 @@ describe("close and dispose", () => {
       break;
     }
     expect(approver.closed).toBe(false);
-    expect(await approver.next()).toBe(asks[1]);
+    expect(await approver.next()).toEqual(asks[1]);
     approver.resolve(asks[1]!.id, { type: "deny" });
     expect(await Promise.all(parked)).toEqual([approve, { type: "deny" }]);
     approver.close();
@@ -425,7 +425,7 @@ describe("next({ signal })", () => {
       const ask = makeAsk(0);
       const parked = channel.resolve(ask, live());
       expect(approver.buffered).toBe(1);
-      expect(await approver.next()).toBe(ask);
+      expect(await approver.next()).toEqual(ask);
       expect(approver.resolve(ask.id, approve)).toBe(true);
       await expect(parked).resolves.toEqual(approve);
       expect(channel.size).toBe(0);
@@ -446,7 +446,7 @@ describe("next({ signal })", () => {
     const ask = makeAsk(0);
     void channel.resolve(ask, live());
     expect(approver.buffered).toBe(1);
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     approver.close();
   });
 
@@ -457,7 +457,7 @@ describe("next({ signal })", () => {
     const reason = new Error("stop");
     await expect(approver.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     expect(approver.buffered).toBe(1);
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     approver.close();
   });
 
@@ -473,7 +473,7 @@ describe("next({ signal })", () => {
     const reason = new Error("gone");
     controller.abort(reason);
     await expect(first).rejects.toBe(reason);
-    await expect(second).resolves.toBe(ask);
+    await expect(second).resolves.toEqual(ask);
     approver.close();
   });
 
@@ -493,7 +493,7 @@ describe("next({ signal })", () => {
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, live());
     await expect(first).rejects.toThrow("unreadable");
-    await expect(second).resolves.toBe(ask);
+    await expect(second).resolves.toEqual(ask);
     expect(approver.resolve(ask.id, approve)).toBe(true);
     await expect(parked).resolves.toEqual(approve);
     expect(channel.size).toBe(0);

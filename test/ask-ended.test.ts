@@ -175,7 +175,7 @@ describe("Approver.ended", () => {
     const takingC = approver.next({ signal: takerC.signal });
     const c = makeAsk(3);
     const parkedC = track(channel.resolve(c, live()));
-    await expect(takingC).resolves.toBe(c);
+    await expect(takingC).resolves.toEqual(c);
     expect(channel.size).toBe(1);
     // close() settles everything, stuck or not.
     const d = makeAsk(4);

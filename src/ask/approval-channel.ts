@@ -25,9 +25,9 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *   `AbortSignal`: rejects with an {@link InvalidPendingAskError}; nothing
  *   is parked.
  *
- * The approver is handed the ask as the schema reads it: a plain object that
- * parses as it is is handed on unchanged; anything else (unknown fields, a
- * proxy, getters) as the schema's fresh copy.
+ * The approver is handed the ask as the schema reads it: a fresh copy,
+ * without unknown fields, each getter read once, so nothing the caller does
+ * to its object after parking changes what the approver sees.
  *
  * It never throws synchronously and never leaves the promise unsettled.
  *

@@ -1,12 +1,9 @@
 import { z } from "zod";
 
 // Spelled out rather than /i so the generated JSON Schema pattern accepts what zod accepts.
-/** @internal The pattern of every UUID in a {@link PendingAsk}; shared with the channel's check of an ask. */
-export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-/** @internal The pattern of `argsDigest`. */
-export const DIGEST16 = /^[0-9a-f]{16}$/;
-/** @internal The pattern of `argsSha256`. */
-export const SHA256 = /^[0-9a-f]{64}$/;
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const DIGEST16 = /^[0-9a-f]{16}$/;
+const SHA256 = /^[0-9a-f]{64}$/;
 
 /** The nil UUID, used as `runId` when an ask is raised outside any run. */
 export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
