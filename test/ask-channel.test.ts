@@ -5,13 +5,14 @@ import {
   ApprovalChannel,
   Approver,
   DuplicateAskError,
+  InvalidApproverOptionsError,
   InvalidAskResolutionError,
   InvalidCapacityError,
   InvalidPendingAskError,
   LoopctlError,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
-import { flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
 
 const approve: AskResolution = { type: "approve" };
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -41,6 +42,57 @@ describe("ApprovalChannel.pair", () => {
     approver.close();
   });
 
+  it.each([
+    ["an id that is not a UUID", { id: "not-a-uuid" }, "id"],
+    ["a sessionId that is not a UUID", { sessionId: "session-1" }, "sessionId"],
+    ["a negative turn", { turn: -1 }, "turn"],
+    ["a turn that is not an integer", { turn: 1.5 }, "turn"],
+    ["an empty tool name", { tool: "" }, "tool"],
+    ["an argsDigest that is not 16 hex digits", { argsDigest: "0123" }, "argsDigest"],
+    ["an argsSha256 in capitals", { argsSha256: "A".repeat(64) }, "argsSha256"],
+    ["no prompt", { prompt: undefined }, "prompt"],
+  ])(
+    "rejects an ask with %s with InvalidPendingAskError naming the field; it is never parked",
+    async (_label, change, field) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const ask = { ...makeAsk(0), ...change } as PendingAsk;
+      const parked = channel.resolve(ask, live());
+      await expect(parked).rejects.toBeInstanceOf(InvalidPendingAskError);
+      await expect(parked).rejects.toMatchObject({
+        code: "ASK_INVALID",
+        message: expect.stringContaining(`${field}: `),
+      });
+      expect(channel.size).toBe(0);
+      expect(approver.buffered + approver.inLine).toBe(0);
+      expect(approver.resolve(ask.id, approve)).toBe(false);
+      approver.close();
+    },
+  );
+
+  it("rejects an object that has only an id and a tool, as an untyped caller might pass", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const call = (ask: unknown): Promise<AskResolution> => channel.resolve(ask as PendingAsk, live());
+    await expect(call({ id: makeAsk(0).id, tool: "rm" })).rejects.toThrow(/not a PendingAsk: sessionId: /);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+
+  it("parks an ask as PendingAskSchema reads it: the approver never sees a field the schema drops", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const ask = makeAsk(0);
+    const parked = channel.resolve({ ...ask, args: { password: "hunter2" } } as PendingAsk, live());
+    const taken = await approver.next();
+    expect(taken).toEqual(ask);
+    expect(taken).not.toHaveProperty("args");
+    const viaProxy = makeAsk(1);
+    const parkedViaProxy = channel.resolve(new Proxy(viaProxy, {}), live());
+    expect(await approver.next()).toEqual(viaProxy);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    expect(approver.resolve(viaProxy.id, approve)).toBe(true);
+    expect(await Promise.all([parked, parkedViaProxy])).toEqual([approve, approve]);
+    approver.close();
+  });
+
   it.each([[-1], [Number.NaN], [1.5], [Number.POSITIVE_INFINITY], ["3" as unknown as number]])(
     "rejects capacity %s with InvalidCapacityError",
     (capacity) => {
@@ -64,7 +116,7 @@ describe("answers", () => {
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, live());
     const taken = await approver.next();
-    expect(taken).toBe(ask);
+    expect(taken).toEqual(ask);
     expect(approver.resolve(ask.id, { type: "deny", reason: "not today", remember: "this_call" })).toBe(true);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not today", remember: "this_call" });
     approver.close();
@@ -103,7 +155,7 @@ describe("answers", () => {
     const parkedSecond = track(channel.resolve(second, live()));
     expect(approver.resolve(first.id, approve)).toBe(true);
     await expect(parkedFirst).resolves.toEqual(approve);
-    expect(await approver.next()).toBe(second);
+    expect(await approver.next()).toEqual(second);
     expect(parkedSecond.outcome.state).toBe("pending");
     approver.close();
   });
@@ -198,7 +250,7 @@ describe("order and capacity", () => {
       expect(channel.size).toBe(asks.length);
       for (const ask of asks) {
         const taken = await approver.next();
-        expect(taken).toBe(ask);
+        expect(taken).toEqual(ask);
         expect(approver.buffered).toBeLessThanOrEqual(bound);
         expect(approver.resolve(ask.id, approve)).toBe(true);
       }
@@ -217,8 +269,8 @@ describe("order and capacity", () => {
     const reason = new Error("deadline");
     controllers[1]!.abort(reason);
     expect(approver.inLine).toBe(1);
-    expect(await approver.next()).toBe(asks[0]);
-    expect(await approver.next()).toBe(asks[2]);
+    expect(await approver.next()).toEqual(asks[0]);
+    expect(await approver.next()).toEqual(asks[2]);
     await flush();
     expect(parked[1]!.outcome).toEqual({ state: "rejected", reason });
     expect(approver.resolve(asks[1]!.id, approve)).toBe(false);
@@ -232,7 +284,7 @@ describe("the resolver's signal", () => {
     const controller = new AbortController();
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, { signal: controller.signal });
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     const reason = new DOMException("deadline", "TimeoutError");
     controller.abort(reason);
     await expect(parked).rejects.toBe(reason);
@@ -264,7 +316,7 @@ describe("the resolver's signal", () => {
     expect(approver.buffered).toBe(0);
     const later = makeAsk(1);
     void channel.resolve(later, live());
-    expect(await approver.next()).toBe(later);
+    expect(await approver.next()).toEqual(later);
     expect(approver.resolve(ask.id, approve)).toBe(false);
     approver.close();
   });
@@ -291,7 +343,7 @@ describe("close and dispose", () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
     const parked = asks.map((ask) => channel.resolve(ask, live()));
-    expect(await approver.next()).toBe(asks[0]);
+    expect(await approver.next()).toEqual(asks[0]);
     expect(approver.inLine).toBe(1);
     approver.close();
     const denial = { type: "deny", reason: APPROVER_CLOSED_REASON };
@@ -339,7 +391,7 @@ describe("close and dispose", () => {
       break;
     }
     expect(approver.closed).toBe(false);
-    expect(await approver.next()).toBe(asks[1]);
+    expect(await approver.next()).toEqual(asks[1]);
     approver.resolve(asks[1]!.id, { type: "deny" });
     expect(await Promise.all(parked)).toEqual([approve, { type: "deny" }]);
     approver.close();
@@ -358,6 +410,31 @@ describe("close and dispose", () => {
 });
 
 describe("next({ signal })", () => {
+  it.each(BAD_WAIT_OPTIONS)(
+    "%s: rejects with InvalidApproverOptionsError naming it, never throws, and leaves no taker behind",
+    async (_label, options, argument) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      let taking: Promise<PendingAsk | undefined> | undefined;
+      expect(() => {
+        taking = approver.next(options as never);
+      }).not.toThrow();
+      await expect(taking).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+      await expect(taking).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "next", argument });
+      await expect(taking).rejects.toThrow(`Approver.next: ${argument}`);
+      // The next ask is delivered, not handed to the rejected call, and its id is free again once it ends.
+      const ask = makeAsk(0);
+      const parked = channel.resolve(ask, live());
+      expect(approver.buffered).toBe(1);
+      expect(await approver.next()).toEqual(ask);
+      expect(approver.resolve(ask.id, approve)).toBe(true);
+      await expect(parked).resolves.toEqual(approve);
+      expect(channel.size).toBe(0);
+      const again = channel.resolve({ ...ask }, live());
+      approver.close();
+      await expect(again).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
+    },
+  );
+
   it("rejects with the signal's reason and does not swallow the next ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const controller = new AbortController();
@@ -369,7 +446,7 @@ describe("next({ signal })", () => {
     const ask = makeAsk(0);
     void channel.resolve(ask, live());
     expect(approver.buffered).toBe(1);
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     approver.close();
   });
 
@@ -380,7 +457,7 @@ describe("next({ signal })", () => {
     const reason = new Error("stop");
     await expect(approver.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     expect(approver.buffered).toBe(1);
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     approver.close();
   });
 
@@ -396,7 +473,30 @@ describe("next({ signal })", () => {
     const reason = new Error("gone");
     controller.abort(reason);
     await expect(first).rejects.toBe(reason);
-    await expect(second).resolves.toBe(ask);
+    await expect(second).resolves.toEqual(ask);
+    approver.close();
+  });
+
+  it("a taker whose signal turns unreadable is rejected with the error; the ask goes to the next taker", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const signal = new AbortController().signal;
+    let broken = false;
+    Object.defineProperty(signal, "aborted", {
+      get: () => {
+        if (broken) throw new Error("unreadable");
+        return false;
+      },
+    });
+    const first = approver.next({ signal });
+    const second = approver.next();
+    broken = true;
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    await expect(first).rejects.toThrow("unreadable");
+    await expect(second).resolves.toEqual(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    expect(channel.size).toBe(0);
     approver.close();
   });
 

@@ -1,10 +1,10 @@
 import { getEventListeners } from "node:events";
 import fc from "fast-check";
 import { describe, expect, expectTypeOf, it } from "vitest";
-import { ApprovalChannel, Approver, ApproverConstructorError } from "loopctl/ask";
+import { ApprovalChannel, Approver, ApproverConstructorError, InvalidApproverOptionsError } from "loopctl/ask";
 import type { AskEnding, AskInbox, AskResolution } from "loopctl/ask";
 import { LoopctlError } from "loopctl";
-import { flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 const listeners = (signal: AbortSignal): number => getEventListeners(signal, "abort").length;
@@ -88,6 +88,112 @@ describe("Approver.ended", () => {
     expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
     await expect(approver.ended(ask.id, { signal: AbortSignal.abort(new Error("late")) })).rejects.toThrow("late");
     approver.close();
+  });
+
+  it.each(BAD_WAIT_OPTIONS)(
+    "%s: rejects with InvalidApproverOptionsError naming it, never throws, and the ask ends as if it was never called",
+    async (_label, options, argument) => {
+      const approve: AskResolution = { type: "approve" };
+      const bad = (approver: Approver, id: string): Promise<AskEnding> => {
+        let ending: Promise<AskEnding> | undefined;
+        expect(() => {
+          ending = approver.ended(id, options as never);
+        }).not.toThrow();
+        return ending!;
+      };
+      // Answered: the answer lands, resolve() returns true, a proper watcher hears it.
+      {
+        const [channel, approver] = ApprovalChannel.pair(1);
+        const ask = makeAsk(1);
+        const parked = channel.resolve(ask, live());
+        const rejected = bad(approver, ask.id);
+        await expect(rejected).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        await expect(rejected).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "ended", argument });
+        const watcher = approver.ended(ask.id);
+        expect(approver.resolve(ask.id, approve)).toBe(true);
+        await expect(parked).resolves.toEqual(approve);
+        await expect(watcher).resolves.toEqual({ type: "answered", verdict: "approve" });
+        approver.close();
+      }
+      // Withdrawn by the engine: its abort settles everything and raises nothing.
+      {
+        const [channel, approver] = ApprovalChannel.pair(1);
+        const ask = makeAsk(2);
+        const engine = new AbortController();
+        const parked = channel.resolve(ask, { signal: engine.signal });
+        await expect(bad(approver, ask.id)).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        const watcher = approver.ended(ask.id);
+        engine.abort(new Error("deadline"));
+        await expect(parked).rejects.toThrow("deadline");
+        await expect(watcher).resolves.toEqual(UNKNOWN);
+        approver.close();
+      }
+      // Closed: close() denies every ask and settles a waiting next().
+      {
+        const [channel, approver] = ApprovalChannel.pair(4);
+        const asks = [makeAsk(3), makeAsk(4)];
+        const parks = asks.map((ask) => channel.resolve(ask, live()));
+        await expect(bad(approver, asks[0]!.id)).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+        await approver.next();
+        await approver.next();
+        const waiting = approver.next();
+        expect(() => approver.close()).not.toThrow();
+        const denial: AskResolution = { type: "deny", reason: "approval channel closed" };
+        expect(await Promise.all(parks)).toEqual([denial, denial]);
+        await expect(waiting).resolves.toBeUndefined();
+        expect(approver.pending).toBe(0);
+      }
+    },
+  );
+
+  it("a signal that refuses to give up its listener keeps no other waiter from settling", async () => {
+    const stuck = (): AbortController => {
+      const controller = new AbortController();
+      Object.defineProperty(controller.signal, "removeEventListener", {
+        value: () => {
+          throw new Error("cannot remove");
+        },
+      });
+      return controller;
+    };
+    const approve: AskResolution = { type: "approve" };
+    const [watcherA, engineB, takerC, watcherD, takerE] = [stuck(), stuck(), stuck(), stuck(), stuck()];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    // An answer reaches an ask one of whose watchers is stuck, and resolve() says so.
+    const a = makeAsk(1);
+    const parkedA = channel.resolve(a, live());
+    const watchersA = [approver.ended(a.id, { signal: watcherA.signal }), approver.ended(a.id)];
+    expect(approver.resolve(a.id, approve)).toBe(true);
+    await expect(parkedA).resolves.toEqual(approve);
+    expect(await Promise.all(watchersA)).toEqual([0, 1].map(() => ({ type: "answered", verdict: "approve" })));
+    // The engine's own signal is stuck.
+    const b = makeAsk(2);
+    const parkedB = channel.resolve(b, { signal: engineB.signal });
+    expect(approver.resolve(b.id, approve)).toBe(true);
+    await expect(parkedB).resolves.toEqual(approve);
+    // A stuck next() is handed an ask: the park goes on waiting for its answer.
+    const takingC = approver.next({ signal: takerC.signal });
+    const c = makeAsk(3);
+    const parkedC = track(channel.resolve(c, live()));
+    await expect(takingC).resolves.toEqual(c);
+    expect(channel.size).toBe(1);
+    // close() settles everything, stuck or not.
+    const d = makeAsk(4);
+    const parkedD = channel.resolve(d, live());
+    const watchersD = [approver.ended(d.id, { signal: watcherD.signal }), approver.ended(d.id)];
+    await approver.next();
+    const takers = [approver.next({ signal: takerE.signal }), approver.next()];
+    expect(() => approver.close()).not.toThrow();
+    const denial: AskResolution = { type: "deny", reason: "approval channel closed" };
+    await expect(parkedD).resolves.toEqual(denial);
+    await flush();
+    expect(parkedC.outcome).toEqual({ state: "fulfilled", value: denial });
+    expect(await Promise.all(watchersD)).toEqual([0, 1].map(() => ({ type: "withdrawn", reason: "closed" })));
+    expect(await Promise.all(takers)).toEqual([undefined, undefined]);
+    expect(approver.pending).toBe(0);
+    // The listeners left behind are inert.
+    for (const controller of [watcherA, engineB, takerC, watcherD, takerE]) controller.abort(new Error("late"));
+    await flush();
   });
 
   it("removes its listener when the ask ends", async () => {

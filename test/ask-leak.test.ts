@@ -68,7 +68,7 @@ describe("no per-ask state outlives its wait", () => {
     }
     const ask = makeAsk(TOTAL);
     const last = channel.resolve(ask, { signal: new AbortController().signal });
-    expect(await approver.next()).toBe(ask);
+    expect(await approver.next()).toEqual(ask);
     approver.resolve(ask.id, { type: "approve" });
     await expect(last).resolves.toEqual({ type: "approve" });
     approver.close();

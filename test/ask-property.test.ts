@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { APPROVER_CLOSED_REASON, ApprovalChannel } from "../src/ask/index.js";
+import { APPROVER_CLOSED_REASON, ApprovalChannel, InvalidPendingAskError, PendingAskSchema } from "../src/ask/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import { flush, makeAsk, track } from "./support/ask-fixtures.js";
 import type { Outcome, Tracked } from "./support/ask-fixtures.js";
@@ -194,6 +194,80 @@ describe("ApprovalChannel under random interleavings", () => {
         );
         expect(new Set(delivered).size).toBe(delivered.length);
         expect(approver.pending).toBe(0);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+/** Values an untyped caller could put in any field of an ask: valid ones for some field, and near misses. */
+const fieldValue: fc.Arbitrary<unknown> = fc.oneof(
+  fc.constantFrom<unknown>(
+    "0f8fad5b-d9cb-469f-a165-70867728950e",
+    "0F8FAD5B-D9CB-469F-A165-70867728950E",
+    "0f8fad5b-d9cb-469f-a165-70867728950e\n",
+    "0f8fad5b-d9cb-469f-a165-70867728950",
+    "0f8fad5bd9cb469fa16570867728950e",
+    "0123456789abcdef",
+    "0123456789ABCDEF",
+    "0123456789abcde",
+    "a".repeat(64),
+    "A".repeat(64),
+    "",
+    "x",
+    0,
+    -0,
+    1,
+    -1,
+    1.5,
+    2 ** 53,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    null,
+    undefined,
+    true,
+    {},
+    [],
+  ),
+  fc.string(),
+  fc.integer(),
+);
+
+const FIELDS = ["id", "sessionId", "runId", "turn", "callId", "tool", "argsDigest", "argsSha256", "prompt"] as const;
+
+/** A valid ask with some fields replaced, removed, or added. */
+const candidate: fc.Arbitrary<Record<string, unknown>> = fc
+  .record({
+    withSha: fc.boolean(),
+    changes: fc.array(fc.tuple(fc.constantFrom(...FIELDS, "extra"), fc.option(fieldValue, { nil: "remove" })), {
+      maxLength: 3,
+    }),
+  })
+  .map(({ withSha, changes }) => {
+    const ask: Record<string, unknown> = { ...makeAsk(1), ...(withSha ? { argsSha256: "f".repeat(64) } : {}) };
+    for (const [field, value] of changes) {
+      if (value === "remove") delete ask[field];
+      else ask[field] = value;
+    }
+    return ask;
+  });
+
+describe("ApprovalChannel parks exactly what PendingAskSchema accepts", () => {
+  it("rejects with InvalidPendingAskError, parking nothing, what the schema rejects; hands on what it accepts as the schema reads it", async () => {
+    await fc.assert(
+      fc.asyncProperty(candidate, async (ask) => {
+        const [channel, approver] = ApprovalChannel.pair(1);
+        const schema = PendingAskSchema.safeParse(ask);
+        const parked = channel.resolve(ask as PendingAsk, { signal: new AbortController().signal });
+        if (!schema.success) {
+          await expect(parked).rejects.toBeInstanceOf(InvalidPendingAskError);
+          expect(channel.size).toBe(0);
+        } else {
+          expect(await approver.next()).toEqual(schema.data);
+          expect(approver.resolve(schema.data.id, { type: "approve" })).toBe(true);
+          await expect(parked).resolves.toEqual({ type: "approve" });
+        }
+        approver.close();
       }),
       { numRuns: RUNS },
     );

@@ -2,6 +2,7 @@ import { ChannelCore } from "./channel-core.js";
 import { pairedApprover } from "./approver.js";
 import type { Approver } from "./approver.js";
 import { InvalidCapacityError, InvalidPendingAskError } from "./errors.js";
+import { parsePendingAsk } from "./pending-ask.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
 /**
@@ -20,8 +21,13 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  * - approver garbage-collected unclosed: resolves
  *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
  * - an ask id already parked here: rejects with a {@link DuplicateAskError};
- * - not a pending ask, or no `AbortSignal`: rejects with an
- *   {@link InvalidPendingAskError}.
+ * - an ask that does not parse with {@link PendingAskSchema}, or no
+ *   `AbortSignal`: rejects with an {@link InvalidPendingAskError}; nothing
+ *   is parked.
+ *
+ * The approver is handed the ask as the schema reads it: a fresh copy,
+ * without unknown fields, each getter read once, so nothing the caller does
+ * to its object after parking changes what the approver sees.
  *
  * It never throws synchronously and never leaves the promise unsettled.
  *
@@ -69,8 +75,9 @@ export class ApprovalChannel implements AskResolver {
     try {
       // Untyped callers may omit `options`; the park turns that into a rejection.
       const signal: unknown = (options as ResolveOptions | undefined)?.signal;
-      return this.#core.park(ask, signal);
+      return this.#core.park(parsePendingAsk(ask), signal);
     } catch (error) {
+      if (error instanceof InvalidPendingAskError) return Promise.reject(error);
       // A proxy or a throwing getter handed in by an untyped caller: reject, never throw.
       return Promise.reject(new InvalidPendingAskError("the ask or its options could not be read", { cause: error }));
     }

@@ -1,6 +1,6 @@
 import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.js";
 import type { ChannelCore } from "./channel-core.js";
-import { ApproverConstructorError } from "./errors.js";
+import { ApproverConstructorError, InvalidApproverOptionsError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
 
@@ -25,6 +25,48 @@ let registry: FinalizationRegistry<ChannelCore> | undefined;
 function dropRegistry(): FinalizationRegistry<ChannelCore> {
   registry ??= new FinalizationRegistry<ChannelCore>((core) => core.close(APPROVER_DROPPED_REASON, ABANDONED));
   return registry;
+}
+
+/**
+ * The `signal` of a `next()` or `ended()` options argument from an untyped
+ * caller, checked before anything waits on it.
+ *
+ * @throws {InvalidApproverOptionsError} naming the argument at fault.
+ */
+function waitSignal(method: "next" | "ended", options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidApproverOptionsError(
+      method,
+      "options",
+      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  let signal: unknown;
+  try {
+    signal = (options as { signal?: unknown }).signal;
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options", "could not be read", { cause: error });
+  }
+  if (signal === undefined) return undefined;
+  try {
+    // `instanceof` alone passes an object that merely inherits from AbortSignal; reading `aborted` does not.
+    if (signal instanceof AbortSignal && typeof signal.aborted === "boolean") return signal;
+  } catch (error) {
+    throw new InvalidApproverOptionsError(
+      method,
+      "options.signal",
+      "must be an AbortSignal; its `aborted` could not be read",
+      {
+        cause: error,
+      },
+    );
+  }
+  throw new InvalidApproverOptionsError(
+    method,
+    "options.signal",
+    `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
+  );
 }
 
 /** Set only while {@link pairedApprover} constructs, so nothing else can. */
@@ -103,9 +145,17 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * `close()` runs). Asks answered or abandoned before being taken are
    * skipped. If `options.signal` aborts first, the promise rejects with its
    * reason and no ask is consumed.
+   *
+   * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
+   * `options` is not an object or `options.signal` is not an `AbortSignal`;
+   * nothing then waits and no ask is consumed.
    */
-  next(options: NextOptions = {}): Promise<PendingAsk | undefined> {
-    return this.#core.take(options.signal);
+  next(options?: NextOptions): Promise<PendingAsk | undefined> {
+    try {
+      return this.#core.take(waitSignal("next", options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -134,9 +184,17 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * already ended resolves at once with its ending while it is among the
    * last 256 asks this channel saw end (else `unknown`). If
    * `options.signal` aborts first, the promise rejects with its reason.
+   *
+   * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
+   * `options` is not an object or `options.signal` is not an `AbortSignal`;
+   * nothing then waits and the ask is untouched.
    */
-  ended(askId: string, options: EndedOptions = {}): Promise<AskEnding> {
-    return this.#core.ended(askId, options.signal);
+  ended(askId: string, options?: EndedOptions): Promise<AskEnding> {
+    try {
+      return this.#core.ended(askId, waitSignal("ended", options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**

@@ -16,6 +16,19 @@ const UNKNOWN_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "un
 const ANSWERED_APPROVE: AskEnding = Object.freeze({ type: "answered", verdict: "approve" });
 const ANSWERED_DENY: AskEnding = Object.freeze({ type: "answered", verdict: "deny" });
 
+/**
+ * Takes our listener off a waiter's signal. A signal whose removal throws (a
+ * caller's own override) keeps the listener, which is inert once its waiter
+ * has settled; the throw must not keep the other waiters from settling.
+ */
+function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
+  try {
+    signal?.removeEventListener("abort", onAbort);
+  } catch {
+    // See above: nothing to undo, and nobody to tell.
+  }
+}
+
 interface Watcher {
   readonly resolve: (ending: AskEnding) => void;
   readonly reject: (reason: unknown) => void;
@@ -83,15 +96,13 @@ export class ChannelCore {
     return this.#untaken.size - this.buffered;
   }
 
+  /** Parks `ask`, which the caller has checked against the schema; `signal` is still unchecked. */
   park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
     // Untyped callers get a rejection (the engine's deny path), never a throw.
     if (!(signal instanceof AbortSignal)) {
       return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
     }
-    const id: unknown = typeof ask === "object" && ask !== null ? ask.id : undefined;
-    if (typeof id !== "string") {
-      return Promise.reject(new InvalidPendingAskError("the ask must be a PendingAsk with a string id"));
-    }
+    const id = ask.id;
     // A cancel that fired before the park wins: the ask is never delivered.
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.#closedReason !== undefined) {
@@ -110,8 +121,9 @@ export class ChannelCore {
         node: undefined,
         watchers: undefined,
       };
-      this.#parked.set(id, entry);
+      // Listen before registering: if listening throws, the park rejects and nothing is left parked.
       signal.addEventListener("abort", entry.onAbort, { once: true });
+      this.#parked.set(id, entry);
       if (!this.#handToTaker(ask)) entry.node = this.#untaken.push(entry);
     });
   }
@@ -130,8 +142,9 @@ export class ChannelCore {
         if (node !== undefined) this.#takers.remove(node);
         reject(signal?.reason);
       };
-      node = this.#takers.push({ resolve, reject, signal, onAbort });
+      // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
       signal?.addEventListener("abort", onAbort, { once: true });
+      node = this.#takers.push({ resolve, reject, signal, onAbort });
     });
   }
 
@@ -157,8 +170,9 @@ export class ChannelCore {
           reject(signal?.reason);
         },
       };
-      watchers.add(watcher);
+      // Listen before registering: if listening throws, the call rejects and no watcher is left behind.
       signal?.addEventListener("abort", watcher.onAbort, { once: true });
+      watchers.add(watcher);
     });
   }
 
@@ -169,7 +183,7 @@ export class ChannelCore {
     // Map iteration tolerates deletion of visited entries; park order is kept.
     for (const entry of this.#parked.values()) this.#settle(entry, denial, ending);
     for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       taker.resolve(undefined);
     }
   }
@@ -182,13 +196,13 @@ export class ChannelCore {
       this.#untaken.remove(entry.node);
       entry.node = undefined;
     }
-    entry.signal.removeEventListener("abort", entry.onAbort);
+    unlisten(entry.signal, entry.onAbort);
     this.#remember(entry.id, ending);
     if (resolution === undefined) entry.reject(entry.signal.reason);
     else entry.resolve(resolution);
     if (entry.watchers === undefined) return;
     for (const watcher of entry.watchers) {
-      watcher.signal?.removeEventListener("abort", watcher.onAbort);
+      unlisten(watcher.signal, watcher.onAbort);
       watcher.resolve(ending);
     }
     entry.watchers.clear();
@@ -205,14 +219,18 @@ export class ChannelCore {
 
   #handToTaker(ask: PendingAsk): boolean {
     for (let taker = this.#takers.shift(); taker !== undefined; taker = this.#takers.shift()) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
-      // The signal may be mid-dispatch, aborted but not yet heard by our listener.
-      if (taker.signal?.aborted === true) {
+      unlisten(taker.signal, taker.onAbort);
+      try {
+        // The signal may be mid-dispatch, aborted but not yet heard by our listener.
+        if (taker.signal?.aborted !== true) {
+          taker.resolve(ask);
+          return true;
+        }
         taker.reject(taker.signal.reason);
-        continue;
+      } catch (error) {
+        // A signal whose reads throw fails its own taker only; this runs inside a park, which must not stop half-made.
+        taker.reject(error);
       }
-      taker.resolve(ask);
-      return true;
     }
     return false;
   }

@@ -78,13 +78,45 @@ export class InvalidAskCallbackError extends LoopctlError {
 }
 
 /**
- * An {@link ApprovalChannel} was asked to park something that is not a
- * pending ask with a string `id`, or without an `AbortSignal`.
- * `code` is `"ASK_INVALID"`. The park rejects (the engine denies it).
+ * An {@link ApprovalChannel} was asked to park something that does not parse
+ * as a {@link PendingAsk} (the message names the fields at fault), or without
+ * an `AbortSignal`. `code` is `"ASK_INVALID"`. The park rejects (the engine
+ * denies it) and nothing is parked.
  */
 export class InvalidPendingAskError extends LoopctlError {
   constructor(detail: string, options?: ErrorOptions) {
     super("ASK_INVALID", `cannot park on the approval channel: ${detail}`, options);
+  }
+}
+
+/**
+ * `Approver.next` or `Approver.ended` was given options that are not an
+ * object, or a `signal` that is not an `AbortSignal`. `code` is
+ * `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault. The call
+ * rejects with it and leaves nothing waiting.
+ *
+ * @example
+ * ```ts
+ * approver.next({ signal: "soon" } as never).catch((err) => {
+ *   if (err instanceof InvalidApproverOptionsError) console.error(err.argument); // "options.signal"
+ * });
+ * ```
+ */
+export class InvalidApproverOptionsError extends LoopctlError {
+  /** The method that was called. */
+  readonly method: "next" | "ended";
+  /** The argument at fault. */
+  readonly argument: "options" | "options.signal";
+
+  constructor(
+    method: "next" | "ended",
+    argument: "options" | "options.signal",
+    detail: string,
+    options?: ErrorOptions,
+  ) {
+    super("ASK_OPTIONS_INVALID", `Approver.${method}: ${argument} ${detail}`, options);
+    this.method = method;
+    this.argument = argument;
   }
 }
 

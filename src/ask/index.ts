@@ -19,6 +19,7 @@ export {
   ApproverConstructorError,
   AskCallbackError,
   DuplicateAskError,
+  InvalidApproverOptionsError,
   InvalidAskCallbackError,
   InvalidAskResolutionError,
   InvalidCapacityError,

@@ -19,6 +19,20 @@ export function makeAsk(n: number, overrides: Partial<PendingAsk> = {}): Pending
   };
 }
 
+/** An options argument an untyped caller could pass to `next()` or `ended()`, and the argument it gets wrong. */
+export type BadWaitOptions = readonly [label: string, options: unknown, argument: "options" | "options.signal"];
+
+export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
+  ["null as the options", null, "options"],
+  ["a string as the options", "soon", "options"],
+  ["a plain object as the signal", { signal: {} }, "options.signal"],
+  [
+    "an object that only inherits from AbortSignal as the signal",
+    { signal: Object.create(AbortSignal.prototype) },
+    "options.signal",
+  ],
+];
+
 export type Outcome<T> =
   | { readonly state: "pending" }
   | { readonly state: "fulfilled"; readonly value: T }
