@@ -1,4 +1,5 @@
 import { createServer, request as httpRequest } from "node:http";
+import { connect } from "node:net";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
@@ -440,6 +441,66 @@ describe("the event stream: GET /api/asks/stream", () => {
     const one = await openStream(`${server.url}api/asks/stream`, auth);
     cleanups.push(() => one.close());
     expect((await get(server, "api/asks/stream", auth)).status).toBe(503);
+  });
+
+  it("a stream whose client left before the handler was reached takes no slot", async () => {
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token, maxStreams: 1 });
+    let arrived!: () => void;
+    let handed!: () => void;
+    const received = new Promise<void>((resolve) => (arrived = resolve));
+    const reached = new Promise<void>((resolve) => (handed = resolve));
+    let requests = 0;
+    // Middleware whose own async work (auth, a lookup) ends only after the first client has gone.
+    app.on("request", (req, res) => {
+      if (requests++ > 0) return handler.handle(req, res);
+      res.once("close", () => {
+        handler.handle(req, res);
+        handed();
+      });
+      arrived();
+    });
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const url = `http://127.0.0.1:${port}/api/asks/stream`;
+    const auth = { authorization: `Bearer ${token}` };
+    const gone = httpRequest(url, { headers: auth, agent: false });
+    gone.on("error", () => undefined);
+    gone.end();
+    await received;
+    gone.destroy();
+    await reached;
+    const fresh = await openStream(url, auth);
+    cleanups.push(() => fresh.close());
+    expect(fresh.status).toBe(200);
+  });
+
+  it("pipelined stream requests give their slots back when their connection closes", async () => {
+    const { server, auth } = await start({ maxStreams: 2 });
+    const stream = `${server.url}api/asks/stream`;
+    const status = async (): Promise<number> => {
+      const reader = await openStream(stream, auth);
+      if (reader.status === 200) cleanups.push(() => reader.close());
+      else reader.close();
+      return reader.status;
+    };
+    const socket = connect(server.port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    const answered = new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    const head = `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(head + head);
+    await answered;
+    // Both are open: the second waits behind the first, which never ends.
+    expect(await status()).toBe(503);
+    socket.destroy();
+    await until(async () => (await status()) === 200);
+    expect(await status()).toBe(200);
   });
 });
 

@@ -263,7 +263,7 @@ class Handler {
     }
     if (path === "/api/asks/stream") {
       allow(method, "GET");
-      return this.#stream(res);
+      return this.#stream(req, res);
     }
     const askMatch = ASK_PATH.exec(path);
     if (askMatch !== null) {
@@ -305,10 +305,10 @@ class Handler {
     });
   }
 
-  #stream(res: ServerResponse): void {
+  #stream(req: IncomingMessage, res: ServerResponse): void {
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     const first = (this.#board?.list() ?? []).map((entry) => ["ask", this.#askView(entry)] as const);
-    this.#streams.open(res, first);
+    this.#streams.open(req, res, first);
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
