@@ -324,4 +324,36 @@ describe("verifyWebhookSignature", () => {
       expect(verifyWebhookSignature({ secret: SECRET, header: bad, body, nowMs: now })).toBe(false);
     }
   });
+
+  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, never accepting", () => {
+    const old = Date.UTC(2015, 0, 1);
+    const header = sign(SECRET, old, body);
+    const cases: [Partial<Parameters<typeof verifyWebhookSignature>[0]>, string][] = [
+      // Number(process.env.X) of an unset variable: NaN compares false with everything.
+      [{ toleranceMs: Number(undefined) }, "toleranceMs"],
+      [{ toleranceMs: Infinity }, "toleranceMs"],
+      [{ toleranceMs: -1 }, "toleranceMs"],
+      [{ toleranceMs: "300000" as never }, "toleranceMs"],
+      [{ nowMs: NaN }, "nowMs"],
+      [{ nowMs: -Infinity }, "nowMs"],
+      [{ nowMs: -1 }, "nowMs"],
+      [{ nowMs: "now" as never }, "nowMs"],
+      [{ body: 42 as never, nowMs: old }, "body"],
+      [{ body: null as never, nowMs: old }, "body"],
+      [{ body: { type: "loopctl.ask" } as never, nowMs: old }, "body"],
+    ];
+    for (const [options, option] of cases) {
+      let error: unknown;
+      try {
+        verifyWebhookSignature({ secret: SECRET, header, body, ...options });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as ServerInputError).code).toBe("SERVER_INPUT_INVALID");
+    }
+    expect(() => verifyWebhookSignature(undefined as never)).toThrow(ServerInputError);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body, toleranceMs: 0, nowMs: old })).toBe(true);
+  });
 });

@@ -236,9 +236,9 @@ export interface VerifyWebhookOptions {
   readonly header: string | null | undefined;
   /** The request body exactly as received (before any JSON parsing). */
   readonly body: string | Uint8Array;
-  /** How far the timestamp may be from `nowMs`. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
+  /** How far the timestamp may be from `nowMs`, finite and non-negative. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
   readonly toleranceMs?: number;
-  /** The receiver's clock, epoch ms. @default Date.now() */
+  /** The receiver's clock, epoch ms, finite and non-negative. @default Date.now() */
   readonly nowMs?: number;
 }
 
@@ -247,13 +247,40 @@ export interface VerifyWebhookOptions {
  * header parses, its timestamp is within `toleranceMs` of now (an old
  * delivery replayed is refused), and its HMAC matches the body, compared in
  * constant time. Returns true only if all hold.
+ *
+ * @throws {ServerInputError} for a body that is not a string or bytes, or a
+ * `toleranceMs` or `nowMs` that is not a finite non-negative number (a NaN
+ * would turn the replay check off).
  */
 export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
+  const where = "verifyWebhookSignature";
+  if (typeof options !== "object" || options === null)
+    throw new ServerInputError(where, "options", "must be an object");
+  const body: unknown = options.body;
+  if (typeof body !== "string" && !(body instanceof Uint8Array)) {
+    throw new ServerInputError(where, "body", "must be the raw request body, as a string or bytes");
+  }
+  const toleranceMs: unknown = options.toleranceMs ?? WEBHOOK_TOLERANCE_MS;
+  if (!isFiniteNonNegative(toleranceMs)) {
+    throw new ServerInputError(
+      where,
+      "toleranceMs",
+      `must be a finite non-negative number, got ${String(toleranceMs)}`,
+    );
+  }
+  const nowMs: unknown = options.nowMs ?? Date.now();
+  if (!isFiniteNonNegative(nowMs)) {
+    throw new ServerInputError(where, "nowMs", `must be a finite non-negative number, got ${String(nowMs)}`);
+  }
   const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(options.header ?? "");
   if (match === null || !isStrongSecret(options.secret)) return false;
   const timestampMs = Number(match[1]);
-  const nowMs = options.nowMs ?? Date.now();
-  if (Math.abs(nowMs - timestampMs) > (options.toleranceMs ?? WEBHOOK_TOLERANCE_MS)) return false;
-  const expected = signature(secretBytes(options.secret), timestampMs, options.body);
+  // Written so that anything not a number in range refuses.
+  if (!(Math.abs(nowMs - timestampMs) <= toleranceMs)) return false;
+  const expected = signature(secretBytes(options.secret), timestampMs, body);
   return timingSafeEqual(Buffer.from(match[2] as string, "hex"), expected);
+}
+
+function isFiniteNonNegative(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
 }
