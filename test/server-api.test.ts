@@ -111,6 +111,9 @@ describe("createApprovalServer", () => {
       [{ port: 70_000 }, "port"],
       [{ linkSecret: "tiny" }, "linkSecret"],
       [{ maxBodyBytes: 0 }, "maxBodyBytes"],
+      // Node runs a longer timer after 1 ms: a month's heartbeat would be a busy loop.
+      [{ heartbeatMs: 2_147_483_648 }, "heartbeatMs"],
+      [{ heartbeatMs: 2_592_000_000 }, "heartbeatMs"],
       [{ askTimeoutMs: -1 }, "askTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
     ];
@@ -124,6 +127,8 @@ describe("createApprovalServer", () => {
       expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
       expect(error).toBeInstanceOf(LoopctlError);
     }
+    const slow = await createApprovalServer({ approver, heartbeatMs: 2_147_483_647 });
+    await slow.close();
   });
 
   it("reports a port in use as a ServerListenError naming the address", async () => {

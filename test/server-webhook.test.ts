@@ -289,6 +289,8 @@ describe("WebhookResolver fails closed", () => {
       [{ url: "ftp://x/", secret: SECRET }, "url"],
       [{ url: "http://x/", secret: "short" }, "secret"],
       [{ url: "http://x/", secret: SECRET, timeoutMs: 0 }, "timeoutMs"],
+      // Node runs a longer timer after 1 ms: every ask would be denied at once.
+      [{ url: "http://x/", secret: SECRET, timeoutMs: 2_147_483_648 }, "timeoutMs"],
       [{ url: "http://x/", secret: SECRET, links: { baseUrl: "http://x/", secret: "s", ttlMs: 1 } }, "links.secret"],
     ] as const) {
       expect(() => new WebhookResolver(options as never), option).toThrow(ServerInputError);

@@ -16,6 +16,7 @@ import { HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./
 import { confirmPage, messagePage, PAGE_CSP } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+import { MAX_TIMER_MS } from "./timers.js";
 
 /** Options of {@link createApprovalHandler}. */
 export interface ApprovalHandlerOptions {
@@ -58,7 +59,7 @@ export interface ApprovalHandlerOptions {
   readonly askTimeoutMs?: number;
   /** The largest request body accepted; a larger one gets 413. @default 16384 */
   readonly maxBodyBytes?: number;
-  /** How often an idle event stream gets a keep-alive comment. @default 15000 */
+  /** How often an idle event stream gets a keep-alive comment, at most 2147483647 (about 24.8 days). @default 15000 */
   readonly heartbeatMs?: number;
   /** How many event streams may be open at once; more get 503. @default 64 */
   readonly maxStreams?: number;
@@ -99,10 +100,13 @@ const MAX_RECORDS = 500;
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
 
-function positiveInteger(option: string, value: number | undefined, fallback: number): number {
+function positiveInteger(option: string, value: number | undefined, fallback: number, max?: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
+  }
+  if (max !== undefined && value > max) {
+    throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
   }
   return value;
 }
@@ -137,7 +141,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   }
   const handler = new Handler(options, access, {
     maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),
-    heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000),
+    heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000, MAX_TIMER_MS),
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
   });
   return {

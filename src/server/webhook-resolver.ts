@@ -8,6 +8,7 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../
 import { signAnswerLink } from "./answer-links.js";
 import { ServerInputError } from "./errors.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+import { MAX_TIMER_MS } from "./timers.js";
 
 /** The header a webhook delivery's signature travels in: `t=<epoch ms>,v1=<hex HMAC-SHA256>`. */
 export const WEBHOOK_SIGNATURE_HEADER = "loopctl-signature";
@@ -32,7 +33,10 @@ export interface WebhookResolverOptions {
   readonly url: string | URL;
   /** The secret deliveries are signed with; the receiver verifies with the same one (at least 16 bytes). */
   readonly secret: string | Uint8Array;
-  /** How long the receiver has to accept a delivery (any 2xx); after that the ask is denied. @default 10000 */
+  /**
+   * How long the receiver has to accept a delivery (any 2xx); after that the
+   * ask is denied. At most 2147483647 (about 24.8 days). @default 10000
+   */
   readonly timeoutMs?: number;
   /** The `fetch` to POST with. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
@@ -100,11 +104,11 @@ export class WebhookResolver implements AskResolver, Disposable {
       throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
     }
     const timeoutMs = options.timeoutMs ?? 10_000;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
       throw new ServerInputError(
         where,
         "timeoutMs",
-        `must be a positive integer of milliseconds, got ${String(timeoutMs)}`,
+        `must be a positive integer of milliseconds, at most ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
       );
     }
     const doFetch = options.fetch ?? globalThis.fetch;
