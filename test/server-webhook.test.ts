@@ -269,6 +269,25 @@ describe("WebhookResolver fails closed", () => {
     expect(hook.deliveries).toHaveLength(1);
   });
 
+  it("denies without a delivery when its clock gives no epoch ms", async () => {
+    const hook = await receiver((got) => (got.verified ? 202 : 401));
+    const webhook = resolver(hook.url, { now: () => Number.NaN });
+    await expect(webhook.resolve(makeAsk(1), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook not delivered: the resolver's now() returned NaN, not epoch ms",
+    });
+    const broken = resolver(hook.url, {
+      now: () => {
+        throw new Error("clock unavailable");
+      },
+    });
+    await expect(broken.resolve(makeAsk(2), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook not delivered: clock unavailable",
+    });
+    expect(hook.deliveries).toHaveLength(0);
+  });
+
   it("POSTs with the fetch it is given", async () => {
     const hook = await receiver(() => 500);
     const urls: string[] = [];
@@ -284,6 +303,7 @@ describe("WebhookResolver fails closed", () => {
   });
 
   it("refuses unusable options and a non-ask", async () => {
+    const links = { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 };
     for (const [options, option] of [
       [{ url: "nope", secret: SECRET }, "url"],
       [{ url: "ftp://x/", secret: SECRET }, "url"],
@@ -291,9 +311,23 @@ describe("WebhookResolver fails closed", () => {
       [{ url: "http://x/", secret: SECRET, timeoutMs: 0 }, "timeoutMs"],
       // Node runs a longer timer after 1 ms: every ask would be denied at once.
       [{ url: "http://x/", secret: SECRET, timeoutMs: 2_147_483_648 }, "timeoutMs"],
-      [{ url: "http://x/", secret: SECRET, links: { baseUrl: "http://x/", secret: "s", ttlMs: 1 } }, "links.secret"],
+      [{ url: "http://x/", secret: SECRET, fetch: "fetch" }, "fetch"],
+      [{ url: "http://x/", secret: SECRET, now: 5 }, "now"],
+      [{ url: "http://x/", secret: SECRET, links: "https://approvals.example.com/" }, "links"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, secret: "s" } }, "links.secret"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "ftp://x/" } }, "links.baseUrl"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "not a url" } }, "links.baseUrl"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: -1 } }, "links.ttlMs"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: undefined } }, "links.ttlMs"],
     ] as const) {
-      expect(() => new WebhookResolver(options as never), option).toThrow(ServerInputError);
+      let error: unknown;
+      try {
+        new WebhookResolver(options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
     }
     const webhook = resolver("http://127.0.0.1:1/");
     await expect(webhook.resolve({ id: "x" } as never, live())).rejects.toMatchObject({ code: "ASK_INVALID" });

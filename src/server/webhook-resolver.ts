@@ -5,7 +5,7 @@ import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
-import { signAnswerLink } from "./answer-links.js";
+import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError } from "./errors.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -113,12 +113,23 @@ export class WebhookResolver implements AskResolver, Disposable {
     }
     const doFetch = options.fetch ?? globalThis.fetch;
     if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
-    if (options.links !== undefined && !isStrongSecret(options.links.secret)) {
-      throw new ServerInputError(
-        where,
-        "links.secret",
-        `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
-      );
+    const now = options.now ?? Date.now;
+    if (typeof now !== "function") throw new ServerInputError(where, "now", "must be a function returning epoch ms");
+    const links = options.links;
+    if (links !== undefined) {
+      if (typeof links !== "object" || links === null) {
+        throw new ServerInputError(where, "links", "must be an object: { baseUrl, secret, ttlMs }");
+      }
+      // Checked here as signAnswerLink checks them, so no ask finds them unusable at delivery.
+      if (!isStrongSecret(links.secret)) {
+        throw new ServerInputError(
+          where,
+          "links.secret",
+          `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
+        );
+      }
+      linkBaseUrl(where, "links.baseUrl", links.baseUrl);
+      linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
     const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
     this.#channel = channel;
@@ -127,8 +138,9 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
-    this.#links = options.links;
-    this.#now = options.now ?? Date.now;
+    this.#links =
+      links === undefined ? undefined : { baseUrl: links.baseUrl, secret: links.secret, ttlMs: links.ttlMs };
+    this.#now = now;
   }
 
   /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
@@ -179,30 +191,20 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** POSTs the ask; resolves `undefined` once a 2xx came back, else the failure (never rejects). */
   async #deliver(ask: PendingAsk, signal: AbortSignal): Promise<DeliveryFailed | undefined> {
     if (signal.aborted) return undefined;
+    const delivery = this.#delivery(ask);
+    if (delivery instanceof DeliveryFailed) return delivery;
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.#timeoutMs);
     const both = AbortSignal.any([signal, timeout.signal]);
     try {
-      const nowMs = this.#now();
-      const links =
-        this.#links === undefined
-          ? null
-          : signAnswerLink(ask, {
-              secret: this.#links.secret,
-              baseUrl: this.#links.baseUrl,
-              ttlMs: this.#links.ttlMs,
-              nowMs,
-            });
-      const delivery: WebhookDelivery = { type: "loopctl.ask", ask, links };
-      const body = JSON.stringify(delivery);
       const response = await this.#fetch(this.#url, {
         method: "POST",
         headers: {
           "content-type": "application/json",
           "user-agent": "loopctl-webhook",
-          [WEBHOOK_SIGNATURE_HEADER]: signatureHeader(this.#key, nowMs, body),
+          [WEBHOOK_SIGNATURE_HEADER]: delivery.signature,
         },
-        body,
+        body: delivery.body,
         signal: both,
         redirect: "error",
       });
@@ -213,14 +215,43 @@ export class WebhookResolver implements AskResolver, Disposable {
     } catch (error) {
       if (signal.aborted) return undefined;
       if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
-      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-      return new DeliveryFailed(
-        `webhook unreachable: ${error instanceof Error ? error.message : String(error)}${cause}`,
-      );
+      return new DeliveryFailed(`webhook unreachable: ${describe(error)}`);
     } finally {
       clearTimeout(timer);
     }
   }
+
+  /** The body and signature header of the ask's delivery, or why none could be made. */
+  #delivery(ask: PendingAsk): { readonly body: string; readonly signature: string } | DeliveryFailed {
+    try {
+      const nowMs: unknown = this.#now();
+      if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
+        return new DeliveryFailed(
+          `webhook not delivered: the resolver's now() returned ${String(nowMs)}, not epoch ms`,
+        );
+      }
+      const links =
+        this.#links === undefined
+          ? null
+          : signAnswerLink(ask, {
+              secret: this.#links.secret,
+              baseUrl: this.#links.baseUrl,
+              ttlMs: this.#links.ttlMs,
+              nowMs,
+            });
+      const body = JSON.stringify({ type: "loopctl.ask", ask, links } satisfies WebhookDelivery);
+      return { body, signature: signatureHeader(this.#key, nowMs, body) };
+    } catch (error) {
+      // The options were checked when the resolver was made; whatever fails here must still deny.
+      return new DeliveryFailed(`webhook not delivered: ${describe(error)}`);
+    }
+  }
+}
+
+/** An error's message, and its cause's, for a denial's reason. */
+function describe(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+  return `${error instanceof Error ? error.message : String(error)}${cause}`;
 }
 
 /** HMAC-SHA256 over `<timestamp>.<body bytes>`, hex. */
