@@ -220,6 +220,39 @@ describe("WebhookResolver fails closed", () => {
     await got.aborted;
   });
 
+  it("denies at timeoutMs even through a fetch that ignores the signal, and its late end goes nowhere", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    cleanups.push(() => void process.off("unhandledRejection", onUnhandled));
+    const hook = await receiver(() => undefined);
+    const late: Promise<Response>[] = [];
+    // A wrapper (retries, metrics) that does not pass the signal on: the request outlives the timeout.
+    const webhook = resolver(hook.url, {
+      timeoutMs: 100,
+      fetch: (input, init) => {
+        const { signal: _dropped, ...rest } = init ?? {};
+        const response = fetch(input, rest);
+        late.push(response);
+        return response;
+      },
+    });
+    const first = webhook.resolve(makeAsk(1), live());
+    const held = await hook.next();
+    await expect(first).resolves.toEqual({ type: "deny", reason: "webhook did not answer within 100 ms" });
+    expect(webhook.inbox.pending).toBe(0);
+    held.res.destroy();
+    await expect(late[0]).rejects.toThrow("fetch failed");
+
+    const second = webhook.resolve(makeAsk(2), live());
+    const answered = await hook.next();
+    await expect(second).resolves.toMatchObject({ type: "deny" });
+    answered.res.writeHead(200).end("accepted, too late");
+    expect((await late[1])?.status).toBe(200);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(unhandled).toEqual([]);
+  });
+
   it("denies on a redirect rather than following it", async () => {
     const hook = await receiver((got) => {
       got.res.setHeader("location", "http://127.0.0.1:1/");

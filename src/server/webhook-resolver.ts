@@ -38,7 +38,7 @@ export interface WebhookResolverOptions {
    * ask is denied. At most 2147483647 (about 24.8 days). @default 10000
    */
   readonly timeoutMs?: number;
-  /** The `fetch` to POST with. @default globalThis.fetch */
+  /** The `fetch` to POST with; `timeoutMs` holds even if it ignores the signal. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
   /**
    * Put signed approve/deny links in each delivery: the approval server's
@@ -197,7 +197,7 @@ export class WebhookResolver implements AskResolver, Disposable {
     const timer = setTimeout(() => timeout.abort(), this.#timeoutMs);
     const both = AbortSignal.any([signal, timeout.signal]);
     try {
-      const response = await this.#fetch(this.#url, {
+      const posted = this.#fetch(this.#url, {
         method: "POST",
         headers: {
           "content-type": "application/json",
@@ -208,8 +208,9 @@ export class WebhookResolver implements AskResolver, Disposable {
         signal: both,
         redirect: "error",
       });
-      // The reply's body is not ours to read; release the connection.
-      await response.body?.cancel().catch(() => undefined);
+      // A fetch given by the caller may ignore the signal: the timeout and the abort must not wait for it.
+      const response = await unlessAborted(posted, both);
+      release(response);
       if (response.status >= 200 && response.status < 300) return undefined;
       return new DeliveryFailed(`webhook answered HTTP ${response.status}`);
     } catch (error) {
@@ -245,6 +246,39 @@ export class WebhookResolver implements AskResolver, Disposable {
       // The options were checked when the resolver was made; whatever fails here must still deny.
       return new DeliveryFailed(`webhook not delivered: ${describe(error)}`);
     }
+  }
+}
+
+/**
+ * `work`'s outcome, or a rejection with `signal`'s reason once it aborts,
+ * whichever comes first. A response that comes after is released; a late
+ * failure is dropped.
+ */
+function unlessAborted(work: Promise<Response>, signal: AbortSignal): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    Promise.resolve(work).then(
+      (response) => {
+        signal.removeEventListener("abort", onAbort);
+        if (signal.aborted) release(response);
+        resolve(response);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** The reply's body is not ours to read: cancel it, releasing the connection, without waiting. */
+function release(response: Response): void {
+  try {
+    response.body?.cancel().catch(() => undefined);
+  } catch {
+    // A fetch given by the caller may return something that only looks like a Response.
   }
 }
 
