@@ -159,6 +159,31 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(rebound.status).toBe(421);
   });
 
+  it("a request target that is no path gets 400, after the Host check; nothing reaches onError", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    // Sent as written: a URL string would be normalized first.
+    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (body += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await raw("//", { host: "evil.example" })).toMatchObject({ status: 421 });
+    expect(await raw("//", { ...auth, host: "evil.example" })).toMatchObject({ status: 421 });
+    for (const headers of [{ host }, { ...auth, host }]) {
+      const reply = await raw("//", headers);
+      expect(reply.status).toBe(400);
+      expect(JSON.parse(reply.body)).toMatchObject({ error: "bad_request" });
+    }
+    expect(errors).toEqual([]);
+  });
+
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
     const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
     for (const host of [
@@ -871,6 +896,8 @@ describe("mounted under a path", () => {
         req.end();
       });
     expect(await raw("/.//evil.example")).toEqual({ status: 308, location: "/evil.example/" });
+    // An original path that is no URL path at all: 400, never a 500.
+    expect(await raw("//")).toEqual({ status: 400, location: undefined });
     expect(await raw("/.//evil.example?token=a-token-of-twenty-chars")).toEqual({
       status: 303,
       location: "/evil.example/",

@@ -215,13 +215,14 @@ class Handler {
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    const path = url.pathname;
-    const method = req.method ?? "GET";
-    if (path === "/" || path === `/${ANSWER_PATH}`) setAudience("page");
+    const url = parseTarget(req.url ?? "/");
+    if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
     if (!this.#access.hostAllowed(req)) {
       throw new HttpError(421, "misdirected_request", "this server does not answer to that Host");
     }
+    if (url === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
+    const path = url.pathname;
+    const method = req.method ?? "GET";
     if (this.#closing !== undefined) throw new HttpError(503, "closing", "the approval server is closing");
     if (path === "/healthz") return this.#health(res, method);
     if (path === `/${ANSWER_PATH}`) return this.#link(req, res, url, method);
@@ -531,8 +532,18 @@ function pageTitle(status: number): string {
  */
 function mountedPath(req: IncomingMessage): string {
   const original = (req as { originalUrl?: unknown }).originalUrl;
-  const pathname = new URL(typeof original === "string" ? original : (req.url ?? "/"), "http://localhost").pathname;
-  return pathname.replace(/^[/\\]+/, "/");
+  const target = parseTarget(typeof original === "string" ? original : (req.url ?? "/"));
+  if (target === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
+  return target.pathname.replace(/^[/\\]+/, "/");
+}
+
+/** A request target as a URL, or undefined when it is none (`//` is a host-relative URL with no host). */
+function parseTarget(target: string): URL | undefined {
+  try {
+    return new URL(target, "http://localhost");
+  } catch {
+    return undefined;
+  }
 }
 
 /** A path segment, decoded; one that does not decode names nothing (and then matches no ask or grant). */
