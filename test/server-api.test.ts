@@ -116,6 +116,9 @@ describe("createApprovalServer", () => {
       [{ heartbeatMs: 2_592_000_000 }, "heartbeatMs"],
       [{ askTimeoutMs: -1 }, "askTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
+      // A string is not spread into single-letter host names.
+      [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
+      [{ host: "0.0.0.0", allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
     ];
     for (const [options, option] of cases) {
       const error = await createApprovalServer({ approver, ...options }).then(
