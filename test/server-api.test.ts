@@ -119,6 +119,16 @@ describe("createApprovalServer", () => {
       // A string is not spread into single-letter host names.
       [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
       [{ host: "0.0.0.0", allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
+      // Checked up front, not when the first ask or request finds them unusable.
+      [{ approver: {} as never }, "approver"],
+      [{ approver: null as never }, "approver"],
+      [{ approver: { next: () => undefined, resolve: () => false } as never }, "approver"],
+      [{ now: 5 as never }, "now"],
+      [{ onError: "console" as never }, "onError"],
+      [{ describeTool: {} as never }, "describeTool"],
+      [{ grants: {} as never }, "grants"],
+      [{ records: [] as never }, "records"],
+      [{ records: { recent: () => [], subscribe: true } as never }, "records"],
     ];
     for (const [options, option] of cases) {
       const error = await createApprovalServer({ approver, ...options }).then(
@@ -132,6 +142,18 @@ describe("createApprovalServer", () => {
     }
     const slow = await createApprovalServer({ approver, heartbeatMs: 2_147_483_647 });
     await slow.close();
+  });
+
+  it("refuses a missing options object with a ServerConfigError, server and handler alike", async () => {
+    const error = await createApprovalServer(undefined as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerConfigError);
+    expect((error as ServerConfigError).option).toBe("options");
+    for (const options of [undefined, null, "127.0.0.1"]) {
+      expect(() => createApprovalHandler(options as never)).toThrow(ServerConfigError);
+    }
+    const allowedHosts = ["127.0.0.1:1"];
+    expect(() => createApprovalHandler({ allowedHosts, approver: {} as never })).toThrow(/approver/);
+    expect(() => createApprovalHandler({ allowedHosts, now: 5 as never })).toThrow(/now/);
   });
 
   it("reports a port in use as a ServerListenError naming the address", async () => {

@@ -338,6 +338,7 @@ describe("WebhookResolver fails closed", () => {
   it("refuses unusable options and a non-ask", async () => {
     const links = { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 };
     for (const [options, option] of [
+      [undefined, "options"],
       [{ url: "nope", secret: SECRET }, "url"],
       [{ url: "ftp://x/", secret: SECRET }, "url"],
       [{ url: "http://x/", secret: "short" }, "secret"],

@@ -70,6 +70,9 @@ export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkO
   const where = "signAnswerLink";
   const askId = (ask as { id?: unknown } | null)?.id;
   if (typeof askId !== "string" || !UUID.test(askId)) throw new ServerInputError(where, "ask.id", "must be a UUID");
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerInputError(where, "options", "must be an object: { secret, baseUrl, ttlMs }");
+  }
   if (!isStrongSecret(options.secret)) {
     throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
   }

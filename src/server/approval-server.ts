@@ -59,6 +59,9 @@ const WILDCARD = new Set(["0.0.0.0", "::", ""]);
  * ```
  */
 export async function createApprovalServer(options: ApprovalServerOptions): Promise<ApprovalServer> {
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerConfigError("options", "must be an object");
+  }
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 0;
   if (typeof host !== "string") throw new ServerConfigError("host", "must be a string");

@@ -131,6 +131,7 @@ function positiveInteger(option: string, value: number | undefined, fallback: nu
  * ```
  */
 export function createApprovalHandler(options: ApprovalHandlerOptions): ApprovalHandler {
+  checkShapes(options);
   const token = options.token ?? randomBytes(32).toString("base64url");
   const access = new Access(token, options.allowedHosts);
   if (options.linkSecret !== undefined && !isStrongSecret(options.linkSecret)) {
@@ -149,6 +150,56 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     handle: (req, res) => handler.handle(req, res),
     close: () => handler.close(),
   };
+}
+
+/**
+ * The options object, and each object or function option, has the shape it
+ * is used by: otherwise an approver without `next` would be retried through
+ * `onError` for ever, and a clock that is not a function would fail every
+ * request.
+ */
+function checkShapes(options: ApprovalHandlerOptions): void {
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerConfigError("options", "must be an object");
+  }
+  const { approver, grants, records } = options as {
+    readonly approver?: unknown;
+    readonly grants?: unknown;
+    readonly records?: unknown;
+  };
+  if (approver !== undefined) {
+    const missing = ["next", "resolve", "ended"].filter((name) => !hasMethod(approver, name));
+    if (missing.length > 0) {
+      throw new ServerConfigError(
+        "approver",
+        `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}`,
+      );
+    }
+  }
+  if (grants !== undefined && !(hasMethod(grants, "load") && hasMethod(grants, "revoke"))) {
+    throw new ServerConfigError("grants", "must be a GrantStore, with load and revoke methods");
+  }
+  if (
+    records !== undefined &&
+    !(
+      hasMethod(records, "recent") &&
+      ["undefined", "function"].includes(typeof (records as Partial<RecordSource>).subscribe)
+    )
+  ) {
+    throw new ServerConfigError("records", "must be a RecordSource: a recent() method, and subscribe() if any");
+  }
+  for (const name of ["describeTool", "onError", "now"] as const) {
+    const value: unknown = options[name];
+    if (value !== undefined && typeof value !== "function") throw new ServerConfigError(name, "must be a function");
+  }
+}
+
+function hasMethod(value: unknown, name: string): boolean {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as Record<string, unknown>)[name] === "function"
+  );
 }
 
 interface Limits {

@@ -92,6 +92,9 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** @throws {ServerInputError} naming an unusable option. */
   constructor(options: WebhookResolverOptions) {
     const where = "WebhookResolver";
+    if (typeof options !== "object" || (options as unknown) === null) {
+      throw new ServerInputError(where, "options", "must be an object");
+    }
     let url: URL;
     try {
       url = new URL(String(options.url));
