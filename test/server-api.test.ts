@@ -1,4 +1,5 @@
 import { createServer, request as httpRequest } from "node:http";
+import { connect } from "node:net";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
@@ -110,8 +111,24 @@ describe("createApprovalServer", () => {
       [{ port: 70_000 }, "port"],
       [{ linkSecret: "tiny" }, "linkSecret"],
       [{ maxBodyBytes: 0 }, "maxBodyBytes"],
+      // Node runs a longer timer after 1 ms: a month's heartbeat would be a busy loop.
+      [{ heartbeatMs: 2_147_483_648 }, "heartbeatMs"],
+      [{ heartbeatMs: 2_592_000_000 }, "heartbeatMs"],
       [{ askTimeoutMs: -1 }, "askTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
+      // A string is not spread into single-letter host names.
+      [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
+      [{ host: "0.0.0.0", allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
+      // Checked up front, not when the first ask or request finds them unusable.
+      [{ approver: {} as never }, "approver"],
+      [{ approver: null as never }, "approver"],
+      [{ approver: { next: () => undefined, resolve: () => false } as never }, "approver"],
+      [{ now: 5 as never }, "now"],
+      [{ onError: "console" as never }, "onError"],
+      [{ describeTool: {} as never }, "describeTool"],
+      [{ grants: {} as never }, "grants"],
+      [{ records: [] as never }, "records"],
+      [{ records: { recent: () => [], subscribe: true } as never }, "records"],
     ];
     for (const [options, option] of cases) {
       const error = await createApprovalServer({ approver, ...options }).then(
@@ -123,6 +140,20 @@ describe("createApprovalServer", () => {
       expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
       expect(error).toBeInstanceOf(LoopctlError);
     }
+    const slow = await createApprovalServer({ approver, heartbeatMs: 2_147_483_647 });
+    await slow.close();
+  });
+
+  it("refuses a missing options object with a ServerConfigError, server and handler alike", async () => {
+    const error = await createApprovalServer(undefined as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerConfigError);
+    expect((error as ServerConfigError).option).toBe("options");
+    for (const options of [undefined, null, "127.0.0.1"]) {
+      expect(() => createApprovalHandler(options as never)).toThrow(ServerConfigError);
+    }
+    const allowedHosts = ["127.0.0.1:1"];
+    expect(() => createApprovalHandler({ allowedHosts, approver: {} as never })).toThrow(/approver/);
+    expect(() => createApprovalHandler({ allowedHosts, now: 5 as never })).toThrow(/now/);
   });
 
   it("reports a port in use as a ServerListenError naming the address", async () => {
@@ -151,6 +182,31 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     }
     const rebound = await request(`${server.url}api/asks`, { headers: { ...auth, host: "127.0.0.1:1" } });
     expect(rebound.status).toBe(421);
+  });
+
+  it("a request target that is no path gets 400, after the Host check; nothing reaches onError", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    // Sent as written: a URL string would be normalized first.
+    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (body += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await raw("//", { host: "evil.example" })).toMatchObject({ status: 421 });
+    expect(await raw("//", { ...auth, host: "evil.example" })).toMatchObject({ status: 421 });
+    for (const headers of [{ host }, { ...auth, host }]) {
+      const reply = await raw("//", headers);
+      expect(reply.status).toBe(400);
+      expect(JSON.parse(reply.body)).toMatchObject({ error: "bad_request" });
+    }
+    expect(errors).toEqual([]);
   });
 
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
@@ -440,6 +496,66 @@ describe("the event stream: GET /api/asks/stream", () => {
     const one = await openStream(`${server.url}api/asks/stream`, auth);
     cleanups.push(() => one.close());
     expect((await get(server, "api/asks/stream", auth)).status).toBe(503);
+  });
+
+  it("a stream whose client left before the handler was reached takes no slot", async () => {
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token, maxStreams: 1 });
+    let arrived!: () => void;
+    let handed!: () => void;
+    const received = new Promise<void>((resolve) => (arrived = resolve));
+    const reached = new Promise<void>((resolve) => (handed = resolve));
+    let requests = 0;
+    // Middleware whose own async work (auth, a lookup) ends only after the first client has gone.
+    app.on("request", (req, res) => {
+      if (requests++ > 0) return handler.handle(req, res);
+      res.once("close", () => {
+        handler.handle(req, res);
+        handed();
+      });
+      arrived();
+    });
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const url = `http://127.0.0.1:${port}/api/asks/stream`;
+    const auth = { authorization: `Bearer ${token}` };
+    const gone = httpRequest(url, { headers: auth, agent: false });
+    gone.on("error", () => undefined);
+    gone.end();
+    await received;
+    gone.destroy();
+    await reached;
+    const fresh = await openStream(url, auth);
+    cleanups.push(() => fresh.close());
+    expect(fresh.status).toBe(200);
+  });
+
+  it("pipelined stream requests give their slots back when their connection closes", async () => {
+    const { server, auth } = await start({ maxStreams: 2 });
+    const stream = `${server.url}api/asks/stream`;
+    const status = async (): Promise<number> => {
+      const reader = await openStream(stream, auth);
+      if (reader.status === 200) cleanups.push(() => reader.close());
+      else reader.close();
+      return reader.status;
+    };
+    const socket = connect(server.port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    const answered = new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    const head = `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(head + head);
+    await answered;
+    // Both are open: the second waits behind the first, which never ends.
+    expect(await status()).toBe(503);
+    socket.destroy();
+    await until(async () => (await status()) === 200);
+    expect(await status()).toBe(200);
   });
 });
 
@@ -805,6 +921,8 @@ describe("mounted under a path", () => {
         req.end();
       });
     expect(await raw("/.//evil.example")).toEqual({ status: 308, location: "/evil.example/" });
+    // An original path that is no URL path at all: 400, never a 500.
+    expect(await raw("//")).toEqual({ status: 400, location: undefined });
     expect(await raw("/.//evil.example?token=a-token-of-twenty-chars")).toEqual({
       status: 303,
       location: "/evil.example/",

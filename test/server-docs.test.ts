@@ -131,7 +131,11 @@ describe("docs/server.md", () => {
       const documented = Number(/^# (\d{3})\b/m.exec(says)?.[1]);
       if (runnable.startsWith("curl -N ")) {
         // The event stream never ends by itself: read until its first ask, then stop.
-        const stream = await runCurl(runnable, env, (out) => out.includes("\n\n", out.indexOf("event: ask")));
+        const stream = await runCurl(runnable, env, (out) => {
+          // Not before the ask has come: the retry line may arrive in a read of its own.
+          const at = out.indexOf("event: ask");
+          return at >= 0 && out.includes("\n\n", at);
+        });
         expect(says).toContain("text/event-stream");
         expect(stream.body).toMatch(/^retry: \d+\n\nid: 1\nevent: ask\ndata: \{/);
         const data = JSON.parse(/^data: (.*)$/m.exec(stream.body)?.[1] ?? "null") as { ask: { id: string } };

@@ -90,7 +90,9 @@ describe("signAnswerLink", () => {
   it("refuses bad input with a ServerInputError naming it", () => {
     const ask = makeAsk(1);
     const ok = { secret: SECRET, baseUrl: "http://127.0.0.1:1/", ttlMs: 1000 };
-    const cases: [unknown, object, string][] = [
+    const cases: [unknown, unknown, string][] = [
+      [ask, undefined, "options"],
+      [ask, "http://127.0.0.1:1/", "options"],
       [{ id: "nope" }, ok, "ask.id"],
       [null, ok, "ask.id"],
       [ask, { ...ok, secret: "short" }, "secret"],

@@ -220,6 +220,39 @@ describe("WebhookResolver fails closed", () => {
     await got.aborted;
   });
 
+  it("denies at timeoutMs even through a fetch that ignores the signal, and its late end goes nowhere", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    cleanups.push(() => void process.off("unhandledRejection", onUnhandled));
+    const hook = await receiver(() => undefined);
+    const late: Promise<Response>[] = [];
+    // A wrapper (retries, metrics) that does not pass the signal on: the request outlives the timeout.
+    const webhook = resolver(hook.url, {
+      timeoutMs: 100,
+      fetch: (input, init) => {
+        const { signal: _dropped, ...rest } = init ?? {};
+        const response = fetch(input, rest);
+        late.push(response);
+        return response;
+      },
+    });
+    const first = webhook.resolve(makeAsk(1), live());
+    const held = await hook.next();
+    await expect(first).resolves.toEqual({ type: "deny", reason: "webhook did not answer within 100 ms" });
+    expect(webhook.inbox.pending).toBe(0);
+    held.res.destroy();
+    await expect(late[0]).rejects.toThrow("fetch failed");
+
+    const second = webhook.resolve(makeAsk(2), live());
+    const answered = await hook.next();
+    await expect(second).resolves.toMatchObject({ type: "deny" });
+    answered.res.writeHead(200).end("accepted, too late");
+    expect((await late[1])?.status).toBe(200);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(unhandled).toEqual([]);
+  });
+
   it("denies on a redirect rather than following it", async () => {
     const hook = await receiver((got) => {
       got.res.setHeader("location", "http://127.0.0.1:1/");
@@ -269,6 +302,25 @@ describe("WebhookResolver fails closed", () => {
     expect(hook.deliveries).toHaveLength(1);
   });
 
+  it("denies without a delivery when its clock gives no epoch ms", async () => {
+    const hook = await receiver((got) => (got.verified ? 202 : 401));
+    const webhook = resolver(hook.url, { now: () => Number.NaN });
+    await expect(webhook.resolve(makeAsk(1), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook not delivered: the resolver's now() returned NaN, not epoch ms",
+    });
+    const broken = resolver(hook.url, {
+      now: () => {
+        throw new Error("clock unavailable");
+      },
+    });
+    await expect(broken.resolve(makeAsk(2), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook not delivered: clock unavailable",
+    });
+    expect(hook.deliveries).toHaveLength(0);
+  });
+
   it("POSTs with the fetch it is given", async () => {
     const hook = await receiver(() => 500);
     const urls: string[] = [];
@@ -284,14 +336,32 @@ describe("WebhookResolver fails closed", () => {
   });
 
   it("refuses unusable options and a non-ask", async () => {
+    const links = { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 };
     for (const [options, option] of [
+      [undefined, "options"],
       [{ url: "nope", secret: SECRET }, "url"],
       [{ url: "ftp://x/", secret: SECRET }, "url"],
       [{ url: "http://x/", secret: "short" }, "secret"],
       [{ url: "http://x/", secret: SECRET, timeoutMs: 0 }, "timeoutMs"],
-      [{ url: "http://x/", secret: SECRET, links: { baseUrl: "http://x/", secret: "s", ttlMs: 1 } }, "links.secret"],
+      // Node runs a longer timer after 1 ms: every ask would be denied at once.
+      [{ url: "http://x/", secret: SECRET, timeoutMs: 2_147_483_648 }, "timeoutMs"],
+      [{ url: "http://x/", secret: SECRET, fetch: "fetch" }, "fetch"],
+      [{ url: "http://x/", secret: SECRET, now: 5 }, "now"],
+      [{ url: "http://x/", secret: SECRET, links: "https://approvals.example.com/" }, "links"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, secret: "s" } }, "links.secret"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "ftp://x/" } }, "links.baseUrl"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "not a url" } }, "links.baseUrl"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: -1 } }, "links.ttlMs"],
+      [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: undefined } }, "links.ttlMs"],
     ] as const) {
-      expect(() => new WebhookResolver(options as never), option).toThrow(ServerInputError);
+      let error: unknown;
+      try {
+        new WebhookResolver(options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
     }
     const webhook = resolver("http://127.0.0.1:1/");
     await expect(webhook.resolve({ id: "x" } as never, live())).rejects.toMatchObject({ code: "ASK_INVALID" });
@@ -323,5 +393,37 @@ describe("verifyWebhookSignature", () => {
     for (const bad of [undefined, null, "", "t=1", `v1=${"0".repeat(64)}`, header.toUpperCase(), `${header},v0=00`]) {
       expect(verifyWebhookSignature({ secret: SECRET, header: bad, body, nowMs: now })).toBe(false);
     }
+  });
+
+  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, never accepting", () => {
+    const old = Date.UTC(2015, 0, 1);
+    const header = sign(SECRET, old, body);
+    const cases: [Partial<Parameters<typeof verifyWebhookSignature>[0]>, string][] = [
+      // Number(process.env.X) of an unset variable: NaN compares false with everything.
+      [{ toleranceMs: Number(undefined) }, "toleranceMs"],
+      [{ toleranceMs: Infinity }, "toleranceMs"],
+      [{ toleranceMs: -1 }, "toleranceMs"],
+      [{ toleranceMs: "300000" as never }, "toleranceMs"],
+      [{ nowMs: NaN }, "nowMs"],
+      [{ nowMs: -Infinity }, "nowMs"],
+      [{ nowMs: -1 }, "nowMs"],
+      [{ nowMs: "now" as never }, "nowMs"],
+      [{ body: 42 as never, nowMs: old }, "body"],
+      [{ body: null as never, nowMs: old }, "body"],
+      [{ body: { type: "loopctl.ask" } as never, nowMs: old }, "body"],
+    ];
+    for (const [options, option] of cases) {
+      let error: unknown;
+      try {
+        verifyWebhookSignature({ secret: SECRET, header, body, ...options });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as ServerInputError).code).toBe("SERVER_INPUT_INVALID");
+    }
+    expect(() => verifyWebhookSignature(undefined as never)).toThrow(ServerInputError);
+    expect(verifyWebhookSignature({ secret: SECRET, header, body, toleranceMs: 0, nowMs: old })).toBe(true);
   });
 });

@@ -70,29 +70,18 @@ export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkO
   const where = "signAnswerLink";
   const askId = (ask as { id?: unknown } | null)?.id;
   if (typeof askId !== "string" || !UUID.test(askId)) throw new ServerInputError(where, "ask.id", "must be a UUID");
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerInputError(where, "options", "must be an object: { secret, baseUrl, ttlMs }");
+  }
   if (!isStrongSecret(options.secret)) {
     throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
   }
-  const ttlMs = options.ttlMs;
-  if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
-    throw new ServerInputError(where, "ttlMs", `must be a positive integer of milliseconds, got ${String(ttlMs)}`);
-  }
+  const ttlMs = linkTtlMs(where, "ttlMs", options.ttlMs);
   const nowMs = options.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs < 0) {
     throw new ServerInputError(where, "nowMs", `must be a non-negative integer, got ${String(nowMs)}`);
   }
-  let base: URL;
-  try {
-    base = new URL(String(options.baseUrl));
-  } catch {
-    throw new ServerInputError(where, "baseUrl", `is not a URL: ${JSON.stringify(String(options.baseUrl))}`);
-  }
-  if (base.protocol !== "http:" && base.protocol !== "https:") {
-    throw new ServerInputError(where, "baseUrl", "must be an http or https URL");
-  }
-  if (!base.pathname.endsWith("/")) base.pathname = `${base.pathname}/`;
-  base.search = "";
-  base.hash = "";
+  const base = linkBaseUrl(where, "baseUrl", options.baseUrl);
   const key = secretBytes(options.secret);
   const expiresAtMs = nowMs + ttlMs;
   const link = (verdict: LinkVerdict): string => {
@@ -104,6 +93,38 @@ export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkO
     return url.href;
   };
   return { approve: link("approve"), deny: link("deny"), expiresAtMs };
+}
+
+/**
+ * A links' base URL as links are made under it: http(s), the path ending in
+ * a slash, no query or fragment.
+ * @throws {ServerInputError} naming `option` (`where` is the caller).
+ */
+export function linkBaseUrl(where: string, option: string, baseUrl: unknown): URL {
+  let base: URL;
+  try {
+    base = new URL(String(baseUrl));
+  } catch {
+    throw new ServerInputError(where, option, `is not a URL: ${JSON.stringify(String(baseUrl))}`);
+  }
+  if (base.protocol !== "http:" && base.protocol !== "https:") {
+    throw new ServerInputError(where, option, "must be an http or https URL");
+  }
+  if (!base.pathname.endsWith("/")) base.pathname = `${base.pathname}/`;
+  base.search = "";
+  base.hash = "";
+  return base;
+}
+
+/**
+ * A links' lifetime: a positive integer of milliseconds.
+ * @throws {ServerInputError} naming `option` (`where` is the caller).
+ */
+export function linkTtlMs(where: string, option: string, ttlMs: unknown): number {
+  if (typeof ttlMs !== "number" || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw new ServerInputError(where, option, `must be a positive integer of milliseconds, got ${String(ttlMs)}`);
+  }
+  return ttlMs;
 }
 
 /** Checks a link's query against `key`: the signature first (in constant time), then the expiry. */

@@ -59,13 +59,21 @@ const WILDCARD = new Set(["0.0.0.0", "::", ""]);
  * ```
  */
 export async function createApprovalServer(options: ApprovalServerOptions): Promise<ApprovalServer> {
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerConfigError("options", "must be an object");
+  }
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 0;
   if (typeof host !== "string") throw new ServerConfigError("host", "must be a string");
   if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) {
     throw new ServerConfigError("port", `must be an integer from 0 to 65535, got ${String(port)}`);
   }
-  const extra = options.allowedHosts ?? [];
+  const given: unknown = options.allowedHosts ?? [];
+  // Checked before it is spread: a string would become one host name per letter.
+  if (!Array.isArray(given)) {
+    throw new ServerConfigError("allowedHosts", "must be an array of host or host:port strings");
+  }
+  const extra = given as readonly string[];
   if (WILDCARD.has(host) && extra.length === 0) {
     throw new ServerConfigError(
       "allowedHosts",

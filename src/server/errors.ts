@@ -17,9 +17,10 @@ export class ServerConfigError extends LoopctlError {
 }
 
 /**
- * {@link signAnswerLink} or {@link WebhookResolver} was given unusable input
- * (no ask id, a short secret, a base URL that is not http(s), a ttl that is
- * not a positive integer…). `code` is `"SERVER_INPUT_INVALID"`; `option`
+ * {@link signAnswerLink}, {@link WebhookResolver} or
+ * {@link verifyWebhookSignature} was given unusable input (no ask id, a
+ * short secret, a base URL that is not http(s), a ttl that is not a positive
+ * integer, a NaN tolerance…). `code` is `"SERVER_INPUT_INVALID"`; `option`
  * names the input at fault.
  */
 export class ServerInputError extends LoopctlError {

@@ -1,4 +1,6 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { finished } from "node:stream";
 import { writeHead } from "./http.js";
 
 /** A stream that buffers more than this is a reader that stopped reading: it is cut off. */
@@ -31,8 +33,17 @@ export class EventStreams {
     return this.#closed || this.#streams.size >= this.#limit;
   }
 
-  /** Starts a stream on `res`; `first` are the events it begins with. */
-  open(res: ServerResponse, first: readonly (readonly [event: string, data: unknown])[]): void {
+  /**
+   * Starts a stream on `res`, the response to `req`; `first` are the events
+   * it begins with. A response whose connection is already gone is dropped.
+   */
+  open(req: IncomingMessage, res: ServerResponse, first: readonly (readonly [event: string, data: unknown])[]): void {
+    // A handler reached after async middleware may get a response whose 'close' already fired.
+    const socket = req.socket as Socket | null;
+    if (res.destroyed || res.writableEnded || socket === null || socket.destroyed) {
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
     writeHead(res, 200, {
       "content-type": "text/event-stream; charset=utf-8",
       "x-accel-buffering": "no",
@@ -41,10 +52,15 @@ export class EventStreams {
     res.write("retry: 2000\n\n");
     for (const [event, data] of first) res.write(this.#frame(event, data));
     this.#streams.add(res);
-    res.on("close", () => {
+    // A pipelined response queued behind another never gets the socket, so it never closes: watch the socket too.
+    const drop = (): void => {
+      stopWatching();
+      socket.off("close", drop);
       this.#streams.delete(res);
       if (this.#streams.size === 0) this.#stopHeartbeat();
-    });
+    };
+    const stopWatching = finished(res, drop);
+    socket.once("close", drop);
     this.#startHeartbeat();
   }
 

@@ -16,6 +16,7 @@ import { HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./
 import { confirmPage, messagePage, PAGE_CSP } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+import { MAX_TIMER_MS } from "./timers.js";
 
 /** Options of {@link createApprovalHandler}. */
 export interface ApprovalHandlerOptions {
@@ -58,7 +59,7 @@ export interface ApprovalHandlerOptions {
   readonly askTimeoutMs?: number;
   /** The largest request body accepted; a larger one gets 413. @default 16384 */
   readonly maxBodyBytes?: number;
-  /** How often an idle event stream gets a keep-alive comment. @default 15000 */
+  /** How often an idle event stream gets a keep-alive comment, at most 2147483647 (about 24.8 days). @default 15000 */
   readonly heartbeatMs?: number;
   /** How many event streams may be open at once; more get 503. @default 64 */
   readonly maxStreams?: number;
@@ -99,10 +100,13 @@ const MAX_RECORDS = 500;
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
 
-function positiveInteger(option: string, value: number | undefined, fallback: number): number {
+function positiveInteger(option: string, value: number | undefined, fallback: number, max?: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
+  }
+  if (max !== undefined && value > max) {
+    throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
   }
   return value;
 }
@@ -127,6 +131,7 @@ function positiveInteger(option: string, value: number | undefined, fallback: nu
  * ```
  */
 export function createApprovalHandler(options: ApprovalHandlerOptions): ApprovalHandler {
+  checkShapes(options);
   const token = options.token ?? randomBytes(32).toString("base64url");
   const access = new Access(token, options.allowedHosts);
   if (options.linkSecret !== undefined && !isStrongSecret(options.linkSecret)) {
@@ -137,7 +142,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
   }
   const handler = new Handler(options, access, {
     maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),
-    heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000),
+    heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000, MAX_TIMER_MS),
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
   });
   return {
@@ -145,6 +150,56 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     handle: (req, res) => handler.handle(req, res),
     close: () => handler.close(),
   };
+}
+
+/**
+ * The options object, and each object or function option, has the shape it
+ * is used by: otherwise an approver without `next` would be retried through
+ * `onError` for ever, and a clock that is not a function would fail every
+ * request.
+ */
+function checkShapes(options: ApprovalHandlerOptions): void {
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerConfigError("options", "must be an object");
+  }
+  const { approver, grants, records } = options as {
+    readonly approver?: unknown;
+    readonly grants?: unknown;
+    readonly records?: unknown;
+  };
+  if (approver !== undefined) {
+    const missing = ["next", "resolve", "ended"].filter((name) => !hasMethod(approver, name));
+    if (missing.length > 0) {
+      throw new ServerConfigError(
+        "approver",
+        `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}`,
+      );
+    }
+  }
+  if (grants !== undefined && !(hasMethod(grants, "load") && hasMethod(grants, "revoke"))) {
+    throw new ServerConfigError("grants", "must be a GrantStore, with load and revoke methods");
+  }
+  if (
+    records !== undefined &&
+    !(
+      hasMethod(records, "recent") &&
+      ["undefined", "function"].includes(typeof (records as Partial<RecordSource>).subscribe)
+    )
+  ) {
+    throw new ServerConfigError("records", "must be a RecordSource: a recent() method, and subscribe() if any");
+  }
+  for (const name of ["describeTool", "onError", "now"] as const) {
+    const value: unknown = options[name];
+    if (value !== undefined && typeof value !== "function") throw new ServerConfigError(name, "must be a function");
+  }
+}
+
+function hasMethod(value: unknown, name: string): boolean {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as Record<string, unknown>)[name] === "function"
+  );
 }
 
 interface Limits {
@@ -211,13 +266,14 @@ class Handler {
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    const path = url.pathname;
-    const method = req.method ?? "GET";
-    if (path === "/" || path === `/${ANSWER_PATH}`) setAudience("page");
+    const url = parseTarget(req.url ?? "/");
+    if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
     if (!this.#access.hostAllowed(req)) {
       throw new HttpError(421, "misdirected_request", "this server does not answer to that Host");
     }
+    if (url === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
+    const path = url.pathname;
+    const method = req.method ?? "GET";
     if (this.#closing !== undefined) throw new HttpError(503, "closing", "the approval server is closing");
     if (path === "/healthz") return this.#health(res, method);
     if (path === `/${ANSWER_PATH}`) return this.#link(req, res, url, method);
@@ -263,7 +319,7 @@ class Handler {
     }
     if (path === "/api/asks/stream") {
       allow(method, "GET");
-      return this.#stream(res);
+      return this.#stream(req, res);
     }
     const askMatch = ASK_PATH.exec(path);
     if (askMatch !== null) {
@@ -305,10 +361,10 @@ class Handler {
     });
   }
 
-  #stream(res: ServerResponse): void {
+  #stream(req: IncomingMessage, res: ServerResponse): void {
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     const first = (this.#board?.list() ?? []).map((entry) => ["ask", this.#askView(entry)] as const);
-    this.#streams.open(res, first);
+    this.#streams.open(req, res, first);
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
@@ -527,8 +583,18 @@ function pageTitle(status: number): string {
  */
 function mountedPath(req: IncomingMessage): string {
   const original = (req as { originalUrl?: unknown }).originalUrl;
-  const pathname = new URL(typeof original === "string" ? original : (req.url ?? "/"), "http://localhost").pathname;
-  return pathname.replace(/^[/\\]+/, "/");
+  const target = parseTarget(typeof original === "string" ? original : (req.url ?? "/"));
+  if (target === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
+  return target.pathname.replace(/^[/\\]+/, "/");
+}
+
+/** A request target as a URL, or undefined when it is none (`//` is a host-relative URL with no host). */
+function parseTarget(target: string): URL | undefined {
+  try {
+    return new URL(target, "http://localhost");
+  } catch {
+    return undefined;
+  }
 }
 
 /** A path segment, decoded; one that does not decode names nothing (and then matches no ask or grant). */

@@ -5,9 +5,10 @@ import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
-import { signAnswerLink } from "./answer-links.js";
+import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError } from "./errors.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
+import { MAX_TIMER_MS } from "./timers.js";
 
 /** The header a webhook delivery's signature travels in: `t=<epoch ms>,v1=<hex HMAC-SHA256>`. */
 export const WEBHOOK_SIGNATURE_HEADER = "loopctl-signature";
@@ -32,9 +33,12 @@ export interface WebhookResolverOptions {
   readonly url: string | URL;
   /** The secret deliveries are signed with; the receiver verifies with the same one (at least 16 bytes). */
   readonly secret: string | Uint8Array;
-  /** How long the receiver has to accept a delivery (any 2xx); after that the ask is denied. @default 10000 */
+  /**
+   * How long the receiver has to accept a delivery (any 2xx); after that the
+   * ask is denied. At most 2147483647 (about 24.8 days). @default 10000
+   */
   readonly timeoutMs?: number;
-  /** The `fetch` to POST with. @default globalThis.fetch */
+  /** The `fetch` to POST with; `timeoutMs` holds even if it ignores the signal. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
   /**
    * Put signed approve/deny links in each delivery: the approval server's
@@ -88,6 +92,9 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** @throws {ServerInputError} naming an unusable option. */
   constructor(options: WebhookResolverOptions) {
     const where = "WebhookResolver";
+    if (typeof options !== "object" || (options as unknown) === null) {
+      throw new ServerInputError(where, "options", "must be an object");
+    }
     let url: URL;
     try {
       url = new URL(String(options.url));
@@ -100,21 +107,32 @@ export class WebhookResolver implements AskResolver, Disposable {
       throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
     }
     const timeoutMs = options.timeoutMs ?? 10_000;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
       throw new ServerInputError(
         where,
         "timeoutMs",
-        `must be a positive integer of milliseconds, got ${String(timeoutMs)}`,
+        `must be a positive integer of milliseconds, at most ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
       );
     }
     const doFetch = options.fetch ?? globalThis.fetch;
     if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
-    if (options.links !== undefined && !isStrongSecret(options.links.secret)) {
-      throw new ServerInputError(
-        where,
-        "links.secret",
-        `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
-      );
+    const now = options.now ?? Date.now;
+    if (typeof now !== "function") throw new ServerInputError(where, "now", "must be a function returning epoch ms");
+    const links = options.links;
+    if (links !== undefined) {
+      if (typeof links !== "object" || links === null) {
+        throw new ServerInputError(where, "links", "must be an object: { baseUrl, secret, ttlMs }");
+      }
+      // Checked here as signAnswerLink checks them, so no ask finds them unusable at delivery.
+      if (!isStrongSecret(links.secret)) {
+        throw new ServerInputError(
+          where,
+          "links.secret",
+          `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
+        );
+      }
+      linkBaseUrl(where, "links.baseUrl", links.baseUrl);
+      linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
     const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
     this.#channel = channel;
@@ -123,8 +141,9 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
-    this.#links = options.links;
-    this.#now = options.now ?? Date.now;
+    this.#links =
+      links === undefined ? undefined : { baseUrl: links.baseUrl, secret: links.secret, ttlMs: links.ttlMs };
+    this.#now = now;
   }
 
   /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
@@ -175,11 +194,46 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** POSTs the ask; resolves `undefined` once a 2xx came back, else the failure (never rejects). */
   async #deliver(ask: PendingAsk, signal: AbortSignal): Promise<DeliveryFailed | undefined> {
     if (signal.aborted) return undefined;
+    const delivery = this.#delivery(ask);
+    if (delivery instanceof DeliveryFailed) return delivery;
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.#timeoutMs);
     const both = AbortSignal.any([signal, timeout.signal]);
     try {
-      const nowMs = this.#now();
+      const posted = this.#fetch(this.#url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "loopctl-webhook",
+          [WEBHOOK_SIGNATURE_HEADER]: delivery.signature,
+        },
+        body: delivery.body,
+        signal: both,
+        redirect: "error",
+      });
+      // A fetch given by the caller may ignore the signal: the timeout and the abort must not wait for it.
+      const response = await unlessAborted(posted, both);
+      release(response);
+      if (response.status >= 200 && response.status < 300) return undefined;
+      return new DeliveryFailed(`webhook answered HTTP ${response.status}`);
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
+      return new DeliveryFailed(`webhook unreachable: ${describe(error)}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The body and signature header of the ask's delivery, or why none could be made. */
+  #delivery(ask: PendingAsk): { readonly body: string; readonly signature: string } | DeliveryFailed {
+    try {
+      const nowMs: unknown = this.#now();
+      if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
+        return new DeliveryFailed(
+          `webhook not delivered: the resolver's now() returned ${String(nowMs)}, not epoch ms`,
+        );
+      }
       const links =
         this.#links === undefined
           ? null
@@ -189,34 +243,52 @@ export class WebhookResolver implements AskResolver, Disposable {
               ttlMs: this.#links.ttlMs,
               nowMs,
             });
-      const delivery: WebhookDelivery = { type: "loopctl.ask", ask, links };
-      const body = JSON.stringify(delivery);
-      const response = await this.#fetch(this.#url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "loopctl-webhook",
-          [WEBHOOK_SIGNATURE_HEADER]: signatureHeader(this.#key, nowMs, body),
-        },
-        body,
-        signal: both,
-        redirect: "error",
-      });
-      // The reply's body is not ours to read; release the connection.
-      await response.body?.cancel().catch(() => undefined);
-      if (response.status >= 200 && response.status < 300) return undefined;
-      return new DeliveryFailed(`webhook answered HTTP ${response.status}`);
+      const body = JSON.stringify({ type: "loopctl.ask", ask, links } satisfies WebhookDelivery);
+      return { body, signature: signatureHeader(this.#key, nowMs, body) };
     } catch (error) {
-      if (signal.aborted) return undefined;
-      if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
-      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-      return new DeliveryFailed(
-        `webhook unreachable: ${error instanceof Error ? error.message : String(error)}${cause}`,
-      );
-    } finally {
-      clearTimeout(timer);
+      // The options were checked when the resolver was made; whatever fails here must still deny.
+      return new DeliveryFailed(`webhook not delivered: ${describe(error)}`);
     }
   }
+}
+
+/**
+ * `work`'s outcome, or a rejection with `signal`'s reason once it aborts,
+ * whichever comes first. A response that comes after is released; a late
+ * failure is dropped.
+ */
+function unlessAborted(work: Promise<Response>, signal: AbortSignal): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    Promise.resolve(work).then(
+      (response) => {
+        signal.removeEventListener("abort", onAbort);
+        if (signal.aborted) release(response);
+        resolve(response);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** The reply's body is not ours to read: cancel it, releasing the connection, without waiting. */
+function release(response: Response): void {
+  try {
+    response.body?.cancel().catch(() => undefined);
+  } catch {
+    // A fetch given by the caller may return something that only looks like a Response.
+  }
+}
+
+/** An error's message, and its cause's, for a denial's reason. */
+function describe(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+  return `${error instanceof Error ? error.message : String(error)}${cause}`;
 }
 
 /** HMAC-SHA256 over `<timestamp>.<body bytes>`, hex. */
@@ -236,9 +308,9 @@ export interface VerifyWebhookOptions {
   readonly header: string | null | undefined;
   /** The request body exactly as received (before any JSON parsing). */
   readonly body: string | Uint8Array;
-  /** How far the timestamp may be from `nowMs`. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
+  /** How far the timestamp may be from `nowMs`, finite and non-negative. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
   readonly toleranceMs?: number;
-  /** The receiver's clock, epoch ms. @default Date.now() */
+  /** The receiver's clock, epoch ms, finite and non-negative. @default Date.now() */
   readonly nowMs?: number;
 }
 
@@ -247,13 +319,40 @@ export interface VerifyWebhookOptions {
  * header parses, its timestamp is within `toleranceMs` of now (an old
  * delivery replayed is refused), and its HMAC matches the body, compared in
  * constant time. Returns true only if all hold.
+ *
+ * @throws {ServerInputError} for a body that is not a string or bytes, or a
+ * `toleranceMs` or `nowMs` that is not a finite non-negative number (a NaN
+ * would turn the replay check off).
  */
 export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
+  const where = "verifyWebhookSignature";
+  if (typeof options !== "object" || options === null)
+    throw new ServerInputError(where, "options", "must be an object");
+  const body: unknown = options.body;
+  if (typeof body !== "string" && !(body instanceof Uint8Array)) {
+    throw new ServerInputError(where, "body", "must be the raw request body, as a string or bytes");
+  }
+  const toleranceMs: unknown = options.toleranceMs ?? WEBHOOK_TOLERANCE_MS;
+  if (!isFiniteNonNegative(toleranceMs)) {
+    throw new ServerInputError(
+      where,
+      "toleranceMs",
+      `must be a finite non-negative number, got ${String(toleranceMs)}`,
+    );
+  }
+  const nowMs: unknown = options.nowMs ?? Date.now();
+  if (!isFiniteNonNegative(nowMs)) {
+    throw new ServerInputError(where, "nowMs", `must be a finite non-negative number, got ${String(nowMs)}`);
+  }
   const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(options.header ?? "");
   if (match === null || !isStrongSecret(options.secret)) return false;
   const timestampMs = Number(match[1]);
-  const nowMs = options.nowMs ?? Date.now();
-  if (Math.abs(nowMs - timestampMs) > (options.toleranceMs ?? WEBHOOK_TOLERANCE_MS)) return false;
-  const expected = signature(secretBytes(options.secret), timestampMs, options.body);
+  // Written so that anything not a number in range refuses.
+  if (!(Math.abs(nowMs - timestampMs) <= toleranceMs)) return false;
+  const expected = signature(secretBytes(options.secret), timestampMs, body);
   return timingSafeEqual(Buffer.from(match[2] as string, "hex"), expected);
+}
+
+function isFiniteNonNegative(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
 }
