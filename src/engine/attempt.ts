@@ -4,7 +4,7 @@ import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
 import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
 import { runHooks } from "./hooks.js";
 import type { HookContext } from "./hooks.js";
-import { dispatch } from "./dispatch.js";
+import { NOT_STARTED, dispatch } from "./dispatch.js";
 import type { ToolCall } from "./model.js";
 import { notify } from "./observer.js";
 import { park } from "./park.js";
@@ -205,6 +205,7 @@ export class Attempt {
       signal: this.#cancel.signal,
     };
     const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
+    if (hooks.type === "cancelled") throw this.#cancelledAt(CANCELS.deciding);
     if (hooks.type === "failed")
       return this.#refuse(draft("deny", "hook", "context", hooks.reason), TEXTS.hookFailed(tool.name));
     const decision = hooks.decision;
@@ -369,8 +370,10 @@ export class Attempt {
 
   /** 7. Middleware, then `execute` with the approved arguments; then the held record lands (8). */
   async #dispatch(): Promise<Ending> {
+    // The steps since the last wait ran outside code too (the breaker's clock): a cancel there is before execution.
+    if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
     const { settings, breaker } = this.#gate;
-    const { turn, callId, sessionId, runId, execute, name } = this.#request;
+    const { turn, callId, sessionId, runId, name } = this.#request;
     const slot = this.#slot;
     const signal = this.#cancel.signal;
     const call: ToolCall = Object.freeze({ id: callId, name, input: this.#args.value });
@@ -394,10 +397,12 @@ export class Attempt {
           middlewareAllow: (d) =>
             slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
         },
-        run: () => execute(call.input, { signal }),
+        run: () => this.#execute(call.input),
       }),
       CANCELS.executing,
     );
+    // A cancel the start of `execute` saw has landed its record: the attempt ends with it.
+    if (this.#cancelled !== undefined) throw this.#cancelled;
     if (dispatched.execution !== "none") {
       try {
         breaker?.report(name, dispatched.execution === "succeeded", settings.clock.now());
@@ -416,6 +421,20 @@ export class Attempt {
       case "refused":
         return { type: "refused", message: result.message };
     }
+  }
+
+  /**
+   * The one place `execute` starts. A middleware may call `next()` long after
+   * the attempt ended (a cancel that won its race, any ending): once the
+   * record has landed, or the call is cancelled, nothing runs.
+   */
+  #execute(input: unknown): unknown {
+    if (this.#slot.record !== undefined) return NOT_STARTED;
+    if (this.#cancel.aborted) {
+      this.#cancelledAt(CANCELS.executing);
+      return NOT_STARTED;
+    }
+    return this.#request.execute(input, { signal: this.#cancel.signal });
   }
 
   /** Saves an answer given with `remember` as a grant, before the record lands. A failed save never changes the answer. */
