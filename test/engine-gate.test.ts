@@ -85,6 +85,41 @@ describe("Gate.call", () => {
     expect((outcome as Extract<GateOutcome, { type: "failed" }>).error).toEqual(new Error("disk on fire"));
   });
 
+  it("an execute that throws something that cannot be described is still the outcome failed, never a refusal", async () => {
+    class GetterError extends Error {
+      override get message(): string {
+        throw new Error("no message for you");
+      }
+    }
+    const unprintable = {
+      toString() {
+        throw new Error("no string either");
+      },
+    };
+    const odd: [string, unknown][] = [
+      ["a message getter that throws", new GetterError()],
+      ["a message that is not a string", Object.assign(new Error(), { message: unprintable })],
+      [
+        "a name getter that throws",
+        Object.defineProperty(new Error(""), "name", { get: () => unprintable.toString() }),
+      ],
+      ["a proxy whose prototype cannot be read", new Proxy({}, { getPrototypeOf: () => unprintable.toString() })],
+      ["a toString that throws", unprintable],
+      ["an object without a prototype", Object.create(null)],
+    ];
+    const gate = new Gate(new LoopManagers());
+    for (const [what, thrown] of odd) {
+      let runs = 0;
+      const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => {
+        runs += 1;
+        throw thrown;
+      });
+      expect([what, runs, outcome.type, outcome.record.verdict]).toEqual([what, 1, "failed", "allow"]);
+      expect(outcome.type === "failed" && outcome.error).toBe(thrown);
+      expect(outcome.type === "failed" ? outcome.message : "").toMatch(/^Tool 'read' failed: /);
+    }
+  });
+
   it("validation comes before the hooks: invalid arguments are refused with a schema record, and nobody is asked", async () => {
     let hookCalls = 0;
     let resolverCalls = 0;

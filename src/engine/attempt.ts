@@ -5,6 +5,7 @@ import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
 import { runHooks } from "./hooks.js";
 import type { HookContext } from "./hooks.js";
 import { NOT_STARTED, dispatch } from "./dispatch.js";
+import type { DispatchResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
 import { notify } from "./observer.js";
 import { park } from "./park.js";
@@ -60,6 +61,17 @@ const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
   }
 };
 
+const dispatchEnding = (tool: string, result: DispatchResult): Ending => {
+  switch (result.type) {
+    case "ran":
+      return { type: "ran", output: result.output };
+    case "failed":
+      return { type: "failed", error: result.error, message: TEXTS.toolFailed(tool, result.error) };
+    case "refused":
+      return { type: "refused", message: result.message };
+  }
+};
+
 const draft = (
   verdict: RecordDraft["verdict"],
   ruleId: string,
@@ -94,6 +106,8 @@ export class Attempt {
   #call: ToolCall;
   /** The error a cancel ends the attempt with, once its record has landed. */
   #cancelled: CancelledError | undefined;
+  /** How dispatch ended, once it has: a tool that ran is reported as it ended, whatever throws afterwards. */
+  #dispatched: Ending | undefined;
 
   constructor(gate: GateState, request: InternalRequest) {
     this.#gate = gate;
@@ -119,10 +133,16 @@ export class Attempt {
         (cancelled as { records: readonly unknown[] }).records = [this.#slot.record];
         throw cancelled;
       }
-      // A seam that throws (a clock, an id generator, a store's remember…)
-      // must not let the call through, nor leave it without its record.
-      this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
-      ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
+      const dispatched = this.#dispatched;
+      if (dispatched !== undefined) {
+        this.#slot.settle();
+        ending = dispatched;
+      } else {
+        // A seam that throws (a clock, an id generator, a store's remember…)
+        // must not let the call through, nor leave it without its record.
+        this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
+        ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
+      }
     }
     const outcome = withRecord(ending, this.#slot.record!);
     this.#observe("onToolPost", { turn, call: this.#call, outcome });
@@ -403,6 +423,7 @@ export class Attempt {
     );
     // A cancel the start of `execute` saw has landed its record: the attempt ends with it.
     if (this.#cancelled !== undefined) throw this.#cancelled;
+    this.#dispatched = dispatchEnding(name, dispatched.result);
     if (dispatched.execution !== "none") {
       try {
         breaker?.report(name, dispatched.execution === "succeeded", settings.clock.now());
@@ -412,15 +433,7 @@ export class Attempt {
       }
     }
     slot.settle();
-    const result = dispatched.result;
-    switch (result.type) {
-      case "ran":
-        return { type: "ran", output: result.output };
-      case "failed":
-        return { type: "failed", error: result.error, message: TEXTS.toolFailed(name, result.error) };
-      case "refused":
-        return { type: "refused", message: result.message };
-    }
+    return this.#dispatched;
   }
 
   /**
