@@ -3,7 +3,7 @@ import { BREAKER_OPEN_TEXT } from "./breaker.js";
 import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
 import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
 import { runHooks } from "./hooks.js";
-import type { HookContext } from "./hooks.js";
+import type { Hook, HookContext } from "./hooks.js";
 import { NOT_STARTED, dispatch } from "./dispatch.js";
 import type { DispatchResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
@@ -271,8 +271,43 @@ export class Attempt {
         break;
       }
     }
+    if (settings.approvalHook !== undefined) {
+      const approval = await this.#approval(settings.approvalHook, context);
+      if (approval !== undefined) return approval;
+    }
     if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
     return undefined;
+  }
+
+  /**
+   * 3b. An adapter's approval hook, after the hooks allowed or modified, on
+   * the arguments the call goes on with: its ask stands whatever they said.
+   */
+  async #approval(hook: Hook, context: HookContext): Promise<Ending | string | undefined> {
+    const tool = this.#request.tool!;
+    const outcome = await this.#wait(runHooks([hook], this.#call, context), CANCELS.deciding);
+    switch (outcome.type) {
+      case "cancelled":
+        throw this.#cancelledAt(CANCELS.deciding);
+      case "failed":
+        return this.#refuse(draft("deny", "hook", "context", outcome.reason), TEXTS.hookFailed(tool.name));
+      case "decided":
+        break;
+    }
+    const decision = outcome.decision;
+    switch (decision.type) {
+      case "allow":
+        return undefined;
+      case "ask":
+        return decision.prompt;
+      case "block":
+        return this.#refuse(draft("deny", "hook", "context", decision.reason), decision.reason);
+      case "modify":
+        return this.#refuse(
+          draft("deny", "hook", "context", `hook ${outcome.hook} may not modify the input`),
+          TEXTS.hookFailed(tool.name),
+        );
+    }
   }
 
   /** 4a. With a grant store, a covering deny whose pin matches refuses a call the hooks allowed. */
