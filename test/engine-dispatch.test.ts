@@ -3,6 +3,7 @@ import { z } from "zod";
 import { argsDigest } from "../src/grant/index.js";
 import {
   BudgetExceededError,
+  CancelledError,
   EngineConfigError,
   LoopDetectedError,
   LoopManagers,
@@ -10,9 +11,9 @@ import {
   defineTool,
   permissionMiddleware,
 } from "../src/engine/index.js";
-import type { Middleware } from "../src/engine/index.js";
+import type { DispatchResult, Middleware } from "../src/engine/index.js";
 import { ManualClock, ScriptExhaustedError } from "../src/testing/index.js";
-import { build, call, eventLog, readTool, script, shape, writeTool } from "./support/engine-fixtures.js";
+import { build, call, deferred, eventLog, readTool, script, shape, writeTool } from "./support/engine-fixtures.js";
 
 const A = { path: "a.rs" };
 const lastResult = (model: { requests: { messages: readonly unknown[] }[] }, turn: number): unknown =>
@@ -196,6 +197,35 @@ describe("middleware chain", () => {
     const result = await agent.run("go");
     expect(executed).toEqual([]);
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "sneaky"]]);
+  });
+
+  it("a run cancelled while a middleware waits never runs the tool when that middleware calls next() later", async () => {
+    const executed: unknown[] = [];
+    const entered = deferred<void>();
+    const release = deferred<void>();
+    const late = deferred<DispatchResult>();
+    const lookup: Middleware = async (_c, _ctx, next) => {
+      entered.resolve();
+      await release.promise;
+      const result = await next();
+      late.resolve(result);
+      return result;
+    };
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(lookup),
+    });
+    const controller = new AbortController();
+    const running = agent.run("go", { signal: controller.signal });
+    await entered.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
+    release.resolve();
+    expect((await late.promise).type).toBe("refused");
+    expect(executed).toEqual([]);
   });
 
   it("a tool that throws becomes an error result for the model", async () => {

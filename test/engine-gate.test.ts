@@ -12,7 +12,7 @@ import {
   defineTool,
   permissionMiddleware,
 } from "loopctl/engine";
-import type { GateDecision, GateOutcome, Hook, Tool, ToolDescriptor } from "loopctl/engine";
+import type { GateDecision, GateOutcome, Hook, Middleware, Tool, ToolDescriptor } from "loopctl/engine";
 import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
 import { deferred, until } from "./support/engine-fixtures.js";
@@ -85,6 +85,41 @@ describe("Gate.call", () => {
     expect((outcome as Extract<GateOutcome, { type: "failed" }>).error).toEqual(new Error("disk on fire"));
   });
 
+  it("an execute that throws something that cannot be described is still the outcome failed, never a refusal", async () => {
+    class GetterError extends Error {
+      override get message(): string {
+        throw new Error("no message for you");
+      }
+    }
+    const unprintable = {
+      toString() {
+        throw new Error("no string either");
+      },
+    };
+    const odd: [string, unknown][] = [
+      ["a message getter that throws", new GetterError()],
+      ["a message that is not a string", Object.assign(new Error(), { message: unprintable })],
+      [
+        "a name getter that throws",
+        Object.defineProperty(new Error(""), "name", { get: () => unprintable.toString() }),
+      ],
+      ["a proxy whose prototype cannot be read", new Proxy({}, { getPrototypeOf: () => unprintable.toString() })],
+      ["a toString that throws", unprintable],
+      ["an object without a prototype", Object.create(null)],
+    ];
+    const gate = new Gate(new LoopManagers());
+    for (const [what, thrown] of odd) {
+      let runs = 0;
+      const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => {
+        runs += 1;
+        throw thrown;
+      });
+      expect([what, runs, outcome.type, outcome.record.verdict]).toEqual([what, 1, "failed", "allow"]);
+      expect(outcome.type === "failed" && outcome.error).toBe(thrown);
+      expect(outcome.type === "failed" ? outcome.message : "").toMatch(/^Tool 'read' failed: /);
+    }
+  });
+
   it("validation comes before the hooks: invalid arguments are refused with a schema record, and nobody is asked", async () => {
     let hookCalls = 0;
     let resolverCalls = 0;
@@ -147,6 +182,111 @@ describe("Gate.call", () => {
     ]);
     expect(error.records).toEqual(records);
     expect(executed).toBe(0);
+  });
+
+  it("a middleware that calls next() after the cancel never runs the tool: one cancelled record, and next() refuses", async () => {
+    const controller = new AbortController();
+    const entered = deferred<void>();
+    const release = deferred<void>();
+    const late = deferred<unknown>();
+    const waits: Middleware = async (_call, _context, next) => {
+      entered.resolve();
+      await release.promise;
+      const result = await next();
+      late.resolve(result);
+      return result;
+    };
+    const records: GateDecision[] = [];
+    const gate = new Gate(
+      new LoopManagers().withMiddleware(waits).withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    let executed = 0;
+    const calling = gate.call(
+      { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+      () => (executed += 1),
+    );
+    await entered.promise;
+    controller.abort();
+    const error = (await calling.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    release.resolve();
+    expect(await late.promise).toMatchObject({ type: "refused" });
+    expect(executed).toBe(0);
+    expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["cancelled", "cancel", "cancelled during execution"],
+    ]);
+  });
+
+  it("a middleware that aborts the signal and then calls next() never runs the tool", async () => {
+    const controller = new AbortController();
+    const aborts: Middleware = (_call, _context, next) => {
+      controller.abort();
+      return next();
+    };
+    const gate = new Gate(new LoopManagers().withMiddleware(aborts));
+    let executed = 0;
+    const error = (await gate
+      .call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+        () => (executed += 1),
+      )
+      .catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
+    expect(executed).toBe(0);
+  });
+
+  it("a cancel after the last wait, before execute, still stops the call (here from the clock the breaker reads)", async () => {
+    const controller = new AbortController();
+    const clock = {
+      now: () => {
+        controller.abort();
+        return 0;
+      },
+    };
+    const gate = new Gate(
+      new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 3, cooldownMs: 1_000 }),
+    );
+    let executed = 0;
+    const error = (await gate
+      .call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+        () => (executed += 1),
+      )
+      .catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["cancelled", "cancel", "cancelled before execution"],
+    ]);
+    expect(executed).toBe(0);
+  });
+
+  it("a cancel while a hook decides stops the chain there: later hooks are never consulted", async () => {
+    const controller = new AbortController();
+    const entered = deferred<void>();
+    const release = deferred<void>();
+    let later = 0;
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({
+          preToolUse: async () => {
+            entered.resolve();
+            await release.promise;
+            return { type: "allow" };
+          },
+        })
+        .withHook({ preToolUse: () => ((later += 1), { type: "allow" }) }),
+    );
+    const calling = gate.call(
+      { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+      ok,
+    );
+    await entered.promise;
+    controller.abort();
+    await expect(calling).rejects.toBeInstanceOf(CancelledError);
+    release.resolve();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(later).toBe(0);
   });
 
   it("a request that is not one is a typed EngineConfigError", async () => {

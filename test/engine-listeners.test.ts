@@ -1,4 +1,7 @@
+import { execFile } from "node:child_process";
 import { getEventListeners } from "node:events";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel } from "../src/ask/index.js";
@@ -132,5 +135,18 @@ describe("one AbortController per run", () => {
     await expect(agent.run("go", { signal: caller.signal })).rejects.toMatchObject({ code: "CANCELLED" });
     expect(seen?.aborted).toBe(true);
     expect(seen?.reason).toEqual(new Error("stop"));
+  });
+});
+
+describe("a long-lived caller signal", () => {
+  it("keeps nothing of a finished call while other calls on it are in flight: the calls' outputs are collected", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/gate-gc-child.ts"],
+      { cwd: root, timeout: 20_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
   });
 });

@@ -228,6 +228,82 @@ describe("JSON Schema validation", () => {
   });
 });
 
+describe("a schema's $id belongs to its tool alone", () => {
+  const META_2020 = "https://json-schema.org/draft/2020-12/schema";
+  const META_07 = "http://json-schema.org/draft-07/schema#";
+  const define = (name: string, input: Record<string, unknown>) =>
+    defineTool({ name, description: "", input, execute: noop });
+  const plain = (name: string) =>
+    define(name, { type: "object", properties: { x: { type: "string" } }, required: ["x"] });
+  const plain07 = (name: string) =>
+    define(name, { $schema: META_07, type: "object", properties: { x: { type: "string" } }, required: ["x"] });
+
+  it("an $id that is a meta-schema's, a vocabulary's or another tool's compiles for that tool and changes nothing for the others", async () => {
+    const odd = [
+      define("meta_2020", { $id: META_2020, type: "object", properties: { n: { type: "integer" } } }),
+      define("meta_2020_hash", { $id: `${META_2020}#`, type: "object" }),
+      define("vocabulary", { $id: "https://json-schema.org/draft/2020-12/meta/core", type: "object" }),
+      define("alias", { $id: "http://json-schema.org/schema", type: "object" }),
+      define("meta_07", { $schema: META_07, $id: "http://json-schema.org/draft-07/schema", type: "object" }),
+      define("nested_id", {
+        $id: "https://tools.example/a",
+        type: "object",
+        properties: { n: { $ref: "https://tools.example/num" } },
+        $defs: { num: { $id: "https://tools.example/num", type: "integer" } },
+      }),
+      define("same_ids", {
+        $id: "https://tools.example/a",
+        type: "object",
+        properties: { n: { $ref: "https://tools.example/num" } },
+        $defs: { num: { $id: "https://tools.example/num", type: "string" } },
+      }),
+    ];
+    expect(odd.map((tool) => tool.check({ n: 1 }).type)).toEqual([
+      "valid",
+      "valid",
+      "valid",
+      "valid",
+      "valid",
+      "valid",
+      "invalid",
+    ]);
+    expect(odd[0]!.check({ n: "1" }).type).toBe("invalid");
+    expect(odd[5]!.check({ n: "1" }).type).toBe("invalid");
+    expect(odd[6]!.check({ n: "1" }).type).toBe("valid");
+    // An id another tool's subschema had is nobody's: a $ref to it does not resolve.
+    expect(() =>
+      define("borrows", { type: "object", properties: { n: { $ref: "https://tools.example/num" } } }),
+    ).toThrow(expect.objectContaining({ name: "ToolDefinitionError", tool: "borrows" }));
+    // Every tool defined later, in either draft, and every bare descriptor still compiles and validates.
+    for (const tool of [plain("later"), plain07("later_07")]) {
+      expect(tool.check({ x: "a" }).type).toBe("valid");
+      expect(tool.check({ x: 1 }).type).toBe("invalid");
+    }
+    const { agent } = build({
+      turns: script(call("c1", "d", { x: "a" })),
+      tools: [define("d", { type: "object", properties: { x: { type: "string" } } })],
+    });
+    expect((await agent.run("go")).records.map((r) => r.verdict)).toEqual(["allow"]);
+  });
+
+  it("a subschema whose $id names a meta-schema fails that tool with a typed error naming it, and no other", () => {
+    const nested = (name: string, schema: Record<string, unknown>) => () =>
+      define(name, { type: "object", properties: { inner: schema } });
+    expect(nested("nested_2020", { $id: META_2020, type: "string" })).toThrow(
+      expect.objectContaining({ name: "ToolDefinitionError", tool: "nested_2020" }),
+    );
+    expect(() =>
+      define("nested_07", {
+        $schema: META_07,
+        type: "object",
+        properties: { inner: { $id: META_07, type: "string" } },
+      }),
+    ).toThrow(expect.objectContaining({ name: "ToolDefinitionError", tool: "nested_07" }));
+    expect(plain("after_nested").check({ x: "a" }).type).toBe("valid");
+    expect(plain07("after_nested_07").check({ x: "a" }).type).toBe("valid");
+  });
+});
+
 describe("Agent construction", () => {
   it("rejects duplicate tool names with ToolDefinitionError", () => {
     const t = defineTool({ name: "dup", description: "", input: z.object({}), execute: noop });

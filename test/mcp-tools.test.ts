@@ -251,6 +251,35 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
   });
 
+  it("a server whose schemas take meta-schema ids affects none but its own tools: the next server's tools all work", async () => {
+    const odd = await startFixture("odd-ids");
+    const oddTools = await mcpTools(odd.client);
+    expect(oddTools.tools.map((t) => t.name)).toEqual(["root_2020", "root_07", "plain"]);
+    expect(oddTools.problems).toMatchObject([
+      { tool: "nested_2020", error: { name: "ToolDefinitionError", tool: "nested_2020" } },
+    ]);
+    const paged = await startFixture("paged");
+    const pagedTools = await mcpTools(paged.client);
+    expect(pagedTools.problems).toEqual([]);
+    expect(pagedTools.tools.map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "t1", input: { n: 1 } },
+          { id: "c2", name: "t2", input: { n: "two" } },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: pagedTools }).run("go");
+    expect(results(result.messages)).toMatchObject([
+      { tool: "t1", status: "ran", content: "t1 ran" },
+      { tool: "t2", status: "refused", content: "Invalid arguments for tool 't2': $.n: must be number" },
+    ]);
+    oddTools.close();
+    pagedTools.close();
+  });
+
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
     const server = await startFixture("paged broken");
     await expect(

@@ -4,8 +4,8 @@ import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
 import { CancelledError, LoopManagers } from "loopctl/engine";
-import type { GateDecision } from "loopctl/engine";
-import { MemoryGrantStore } from "loopctl/grant";
+import type { GateDecision, Hook } from "loopctl/engine";
+import { MemoryGrantStore, argsDigest } from "loopctl/grant";
 import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
 import { FakeModel, shownResults } from "./support/openai-agents-fixtures.js";
 import type { FakeTurn } from "./support/openai-agents-fixtures.js";
@@ -156,6 +156,71 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(result.interruptions).toEqual([]);
     expect(shownResults(model)).toEqual({ c1: "staging is green", c2: "prod status is private" });
     expect(s.records.map((r) => r.verdict).sort()).toEqual(["allow", "deny"]);
+  });
+
+  it("a hook's modify never skips the approval the SDK required: the resolver is asked about the modified arguments", async () => {
+    const pin: Hook = {
+      name: "pin",
+      preToolUse: (call) => ({ type: "modify", input: { ...(call.input as object), version: "1.2.1" } }),
+    };
+    const refused = setup(() => ({ type: "deny" }), { managers: new LoopManagers().withHook(pin) });
+    const one = refused.agent([deployTurn("c1", "1.2"), { text: "not deployed" }]);
+    await refused.approvals.run((input) => refused.runner.run(one.agent, input), "ship");
+    expect(refused.asks).toHaveLength(1);
+    expect(refused.asks[0]).toMatchObject({ callId: "c1", argsDigest: argsDigest({ env: "prod", version: "1.2.1" }) });
+    expect(refused.asks[0]!.prompt).toContain('"version": "1.2.1"');
+    expect(refused.executed).toEqual([]);
+    expect(refused.records).toMatchObject([{ verdict: "ask_denied" }]);
+    expect(shownResults(one.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+
+    const approved = setup(() => ({ type: "approve" }), { managers: new LoopManagers().withHook(pin) });
+    const two = approved.agent([deployTurn("c2", "1.2"), { text: "deployed" }]);
+    await approved.approvals.run((input) => approved.runner.run(two.agent, input), "ship");
+    expect(approved.asks).toHaveLength(1);
+    expect(approved.executed).toEqual([{ env: "prod", version: "1.2.1" }]);
+    expect(approved.records).toMatchObject([
+      { verdict: "ask_allowed", argsDigest: argsDigest({ env: "prod", version: "1.2.1" }) },
+    ]);
+    expect(shownResults(two.model)).toEqual({ c2: "deployed 1.2.1 to prod" });
+  });
+
+  it("a hook's block refuses an interrupted call without asking anyone", async () => {
+    const freeze: Hook = { preToolUse: () => ({ type: "block", reason: "release freeze" }) };
+    const s = setup(() => Promise.reject(new Error("nobody should be asked")), {
+      managers: new LoopManagers().withHook(freeze),
+    });
+    const { agent, model } = s.agent([deployTurn("c1", "1.2"), { text: "frozen" }]);
+    await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(s.asks).toEqual([]);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "deny", ruleId: "hook", reason: "release freeze" }]);
+    expect(shownResults(model)).toEqual({ c1: "release freeze" });
+  });
+
+  it("a hook that modifies arguments into ones the tool wants approved is asked about, though the SDK did not interrupt", async () => {
+    const restarted: unknown[] = [];
+    const restart = tool({
+      name: "restart",
+      description: "Restart a service",
+      parameters: z.object({ env: z.string() }),
+      needsApproval: async (_context, { env }) => env === "prod",
+      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
+    });
+    const toProd: Hook = {
+      preToolUse: (call) => ({ type: "modify", input: { ...(call.input as object), env: "prod" } }),
+    };
+    const asks: PendingAsk[] = [];
+    const approvals = new AgentApprovals({
+      resolver: { resolve: async (ask) => (asks.push(ask), { type: "deny" }) },
+      managers: new LoopManagers().withHook(toProd),
+    });
+    const model = new FakeModel([{ calls: [["c1", "restart", { env: "staging" }]] }, { text: "ok" }]);
+    const agent = new Agent({ name: "ops", model, tools: approvals.tools([restart]) });
+    const result = await new Runner().run(agent, "restart staging");
+    expect(result.interruptions).toEqual([]);
+    expect(asks).toMatchObject([{ tool: "restart", argsDigest: argsDigest({ env: "prod" }) }]);
+    expect(restarted).toEqual([]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied by approver for tool 'restart'" });
   });
 
   it("several interruptions in one turn: each is asked once and takes its own answer", async () => {

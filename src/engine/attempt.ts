@@ -3,8 +3,9 @@ import { BREAKER_OPEN_TEXT } from "./breaker.js";
 import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
 import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
 import { runHooks } from "./hooks.js";
-import type { HookContext } from "./hooks.js";
-import { dispatch } from "./dispatch.js";
+import type { Hook, HookContext } from "./hooks.js";
+import { NOT_STARTED, dispatch } from "./dispatch.js";
+import type { DispatchResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
 import { notify } from "./observer.js";
 import { park } from "./park.js";
@@ -60,6 +61,17 @@ const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
   }
 };
 
+const dispatchEnding = (tool: string, result: DispatchResult): Ending => {
+  switch (result.type) {
+    case "ran":
+      return { type: "ran", output: result.output };
+    case "failed":
+      return { type: "failed", error: result.error, message: TEXTS.toolFailed(tool, result.error) };
+    case "refused":
+      return { type: "refused", message: result.message };
+  }
+};
+
 const draft = (
   verdict: RecordDraft["verdict"],
   ruleId: string,
@@ -94,6 +106,8 @@ export class Attempt {
   #call: ToolCall;
   /** The error a cancel ends the attempt with, once its record has landed. */
   #cancelled: CancelledError | undefined;
+  /** How dispatch ended, once it has: a tool that ran is reported as it ended, whatever throws afterwards. */
+  #dispatched: Ending | undefined;
 
   constructor(gate: GateState, request: InternalRequest) {
     this.#gate = gate;
@@ -119,10 +133,16 @@ export class Attempt {
         (cancelled as { records: readonly unknown[] }).records = [this.#slot.record];
         throw cancelled;
       }
-      // A seam that throws (a clock, an id generator, a store's remember…)
-      // must not let the call through, nor leave it without its record.
-      this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
-      ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
+      const dispatched = this.#dispatched;
+      if (dispatched !== undefined) {
+        this.#slot.settle();
+        ending = dispatched;
+      } else {
+        // A seam that throws (a clock, an id generator, a store's remember…)
+        // must not let the call through, nor leave it without its record.
+        this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
+        ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
+      }
     }
     const outcome = withRecord(ending, this.#slot.record!);
     this.#observe("onToolPost", { turn, call: this.#call, outcome });
@@ -205,6 +225,7 @@ export class Attempt {
       signal: this.#cancel.signal,
     };
     const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
+    if (hooks.type === "cancelled") throw this.#cancelledAt(CANCELS.deciding);
     if (hooks.type === "failed")
       return this.#refuse(draft("deny", "hook", "context", hooks.reason), TEXTS.hookFailed(tool.name));
     const decision = hooks.decision;
@@ -250,8 +271,43 @@ export class Attempt {
         break;
       }
     }
+    if (settings.approvalHook !== undefined) {
+      const approval = await this.#approval(settings.approvalHook, context);
+      if (approval !== undefined) return approval;
+    }
     if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
     return undefined;
+  }
+
+  /**
+   * 3b. An adapter's approval hook, after the hooks allowed or modified, on
+   * the arguments the call goes on with: its ask stands whatever they said.
+   */
+  async #approval(hook: Hook, context: HookContext): Promise<Ending | string | undefined> {
+    const tool = this.#request.tool!;
+    const outcome = await this.#wait(runHooks([hook], this.#call, context), CANCELS.deciding);
+    switch (outcome.type) {
+      case "cancelled":
+        throw this.#cancelledAt(CANCELS.deciding);
+      case "failed":
+        return this.#refuse(draft("deny", "hook", "context", outcome.reason), TEXTS.hookFailed(tool.name));
+      case "decided":
+        break;
+    }
+    const decision = outcome.decision;
+    switch (decision.type) {
+      case "allow":
+        return undefined;
+      case "ask":
+        return decision.prompt;
+      case "block":
+        return this.#refuse(draft("deny", "hook", "context", decision.reason), decision.reason);
+      case "modify":
+        return this.#refuse(
+          draft("deny", "hook", "context", `hook ${outcome.hook} may not modify the input`),
+          TEXTS.hookFailed(tool.name),
+        );
+    }
   }
 
   /** 4a. With a grant store, a covering deny whose pin matches refuses a call the hooks allowed. */
@@ -369,8 +425,10 @@ export class Attempt {
 
   /** 7. Middleware, then `execute` with the approved arguments; then the held record lands (8). */
   async #dispatch(): Promise<Ending> {
+    // The steps since the last wait ran outside code too (the breaker's clock): a cancel there is before execution.
+    if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
     const { settings, breaker } = this.#gate;
-    const { turn, callId, sessionId, runId, execute, name } = this.#request;
+    const { turn, callId, sessionId, runId, name } = this.#request;
     const slot = this.#slot;
     const signal = this.#cancel.signal;
     const call: ToolCall = Object.freeze({ id: callId, name, input: this.#args.value });
@@ -394,10 +452,13 @@ export class Attempt {
           middlewareAllow: (d) =>
             slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
         },
-        run: () => execute(call.input, { signal }),
+        run: () => this.#execute(call.input),
       }),
       CANCELS.executing,
     );
+    // A cancel the start of `execute` saw has landed its record: the attempt ends with it.
+    if (this.#cancelled !== undefined) throw this.#cancelled;
+    this.#dispatched = dispatchEnding(name, dispatched.result);
     if (dispatched.execution !== "none") {
       try {
         breaker?.report(name, dispatched.execution === "succeeded", settings.clock.now());
@@ -407,15 +468,21 @@ export class Attempt {
       }
     }
     slot.settle();
-    const result = dispatched.result;
-    switch (result.type) {
-      case "ran":
-        return { type: "ran", output: result.output };
-      case "failed":
-        return { type: "failed", error: result.error, message: TEXTS.toolFailed(name, result.error) };
-      case "refused":
-        return { type: "refused", message: result.message };
+    return this.#dispatched;
+  }
+
+  /**
+   * The one place `execute` starts. A middleware may call `next()` long after
+   * the attempt ended (a cancel that won its race, any ending): once the
+   * record has landed, or the call is cancelled, nothing runs.
+   */
+  #execute(input: unknown): unknown {
+    if (this.#slot.record !== undefined) return NOT_STARTED;
+    if (this.#cancel.aborted) {
+      this.#cancelledAt(CANCELS.executing);
+      return NOT_STARTED;
     }
+    return this.#request.execute(input, { signal: this.#cancel.signal });
   }
 
   /** Saves an answer given with `remember` as a grant, before the record lands. A failed save never changes the answer. */

@@ -20,26 +20,37 @@ export interface DispatchRequest {
   readonly middleware: readonly Middleware[];
   readonly context: Omit<MiddlewareContext, "deny" | "allow">;
   readonly sink: DecisionSink;
-  /** Runs the tool; a throw is its failure. */
+  /**
+   * Runs the tool; a throw is its failure. Returns {@link NOT_STARTED}
+   * instead when the tool may no longer start (the call has ended, or it was
+   * cancelled): it decides at the moment the tool would start.
+   */
   readonly run: () => unknown;
 }
+
+/** What {@link DispatchRequest.run} gives when the tool may no longer start. */
+export const NOT_STARTED: unique symbol = Symbol("not started");
 
 /**
  * The middleware chain, then the tool. Whatever a middleware does (throws,
  * denies and still calls `next`, calls `next` twice, returns something
- * else), the tool runs at most once and only when no middleware denied.
+ * else, calls `next` after the call was cancelled), the tool runs at most
+ * once, only when no middleware denied, and only if `run` lets it start.
  */
 export async function dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
   const { call, middleware, sink, run } = request;
   // Without middleware the chain is only the tool: skip building it (a few µs per call, bench/gate.bench.ts).
+  const tool = call.name;
+  const notStarted: DispatchResult = { type: "refused", message: `Tool '${tool}' did not run: the call had ended` };
   if (middleware.length === 0) {
     try {
-      return { result: { type: "ran", output: await run() }, execution: "succeeded" };
+      const output = run();
+      if (output === NOT_STARTED) return { result: notStarted, execution: "none" };
+      return { result: { type: "ran", output: await output }, execution: "succeeded" };
     } catch (error) {
       return { result: { type: "failed", error }, execution: "failed" };
     }
   }
-  const tool = call.name;
   const issued: DispatchResult[] = [];
   const issue = (result: DispatchResult): DispatchResult => (issued.push(result), result);
   let denied = false;
@@ -59,7 +70,9 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
     if (ran) return issue({ type: "refused", message: `middleware called next twice for tool '${tool}'` });
     ran = true;
     try {
-      const output = await run();
+      const started = run();
+      if (started === NOT_STARTED) return issue(notStarted);
+      const output = await started;
       execution = "succeeded";
       return issue({ type: "ran", output });
     } catch (error) {

@@ -46,15 +46,17 @@ export interface Hook {
 /** The combined verdict of the hook chain. */
 export type HookOutcome =
   | { readonly type: "decided"; readonly decision: HookDecision; readonly hook: string }
-  | { readonly type: "failed"; readonly hook: string; readonly reason: string };
+  | { readonly type: "failed"; readonly hook: string; readonly reason: string }
+  | { readonly type: "cancelled" };
 
 function hookName(hook: Hook, index: number): string {
   return typeof hook.name === "string" && hook.name !== "" ? hook.name : `#${index}`;
 }
 
-/** Runs the hooks in order on the (frozen) call. */
+/** Runs the hooks in order on the (frozen) call; none starts once the call is cancelled. */
 export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: HookContext): Promise<HookOutcome> {
   for (let index = 0; index < hooks.length; index++) {
+    if (context.signal.aborted) return { type: "cancelled" };
     const hook = hooks[index] as Hook;
     const name = hookName(hook, index);
     let raw: unknown;

@@ -17,6 +17,8 @@ export interface ManagerSettings {
   readonly askResolver: AskResolver | undefined;
   readonly askTimeoutMs: number | undefined;
   readonly hooks: readonly Hook[];
+  /** Runs after `hooks` when they allow or modify (see {@link withApprovalHook}). */
+  readonly approvalHook: Hook | undefined;
   readonly middleware: readonly Middleware[];
   readonly observers: readonly Observer[];
   readonly observerErrorHandler: ObserverErrorHandler | undefined;
@@ -33,6 +35,7 @@ const DEFAULTS: ManagerSettings = Object.freeze({
   askResolver: undefined,
   askTimeoutMs: undefined,
   hooks: [],
+  approvalHook: undefined,
   middleware: [],
   observers: [],
   observerErrorHandler: undefined,
@@ -70,6 +73,18 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
   return value;
 }
 
+/** The settings of `managers`, for the engine's own modules. */
+export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
+
+/**
+ * `managers` with `hook` as its approval hook, for an adapter whose SDK
+ * decides that a call needs approval (`loopctl/openai-agents`); internal.
+ * The approval hook runs after the hooks whenever they allow or modify, on
+ * the arguments the call goes on with, so no hook's `allow` or `modify`
+ * can skip the ask it raises.
+ */
+export let withApprovalHook!: (managers: LoopManagers, hook: Hook) => LoopManagers;
+
 /**
  * The engine's pluggable parts, as an immutable builder: every `with…`
  * returns a new `LoopManagers` and leaves the receiver untouched, so a base
@@ -85,14 +100,12 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
  *   .withMiddleware(permissionMiddleware({ rules, defaultAction: "allow" }));
  * ```
  */
-/** The settings of `managers`, for the engine's own modules. */
-export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
-
 export class LoopManagers {
   #settings: ManagerSettings = DEFAULTS;
 
   static {
     settingsOf = (managers) => managers.#settings;
+    withApprovalHook = (managers, hook) => managers.#with({ approvalHook: hook });
   }
 
   static #from(settings: ManagerSettings): LoopManagers {

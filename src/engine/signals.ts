@@ -21,14 +21,16 @@ export const CANCELLED: unique symbol = Symbol("cancelled");
  *   one at a time): its waits are then plain awaits.
  *
  * Work that settles after the cancel is absorbed (a late rejection never
- * surfaces as unhandled).
+ * surfaces as unhandled). Each race waits in {@link Cancel.race}'s set of
+ * waiters only until it settles: a signal that outlives many calls keeps
+ * nothing of the ones that ended.
  */
 export class Cancel {
   readonly signal: AbortSignal;
   readonly #controller: AbortController | undefined;
   readonly #abortable: boolean;
-  #fire: (() => void) | undefined;
-  #cancelled: Promise<typeof CANCELLED> | undefined;
+  /** The races still waiting; each removes itself when its work settles. */
+  readonly #waiters = new Set<() => void>();
   #onAbort: (() => void) | undefined;
 
   private constructor(signal: AbortSignal, controller: AbortController | undefined, abortable: boolean) {
@@ -41,7 +43,7 @@ export class Cancel {
   static listening(signal: AbortSignal): Cancel {
     const cancel = new Cancel(signal, undefined, true);
     if (!signal.aborted) {
-      cancel.#onAbort = () => cancel.#fire?.();
+      cancel.#onAbort = () => cancel.#fire();
       signal.addEventListener("abort", cancel.#onAbort, { once: true });
     }
     return cancel;
@@ -60,7 +62,7 @@ export class Cancel {
   /** Aborts an owned signal with `reason`, ending every wait on it. */
   abort(reason: unknown): void {
     this.#controller?.abort(reason);
-    this.#fire?.();
+    this.#fire();
   }
 
   /** `work`'s value, or {@link CANCELLED} if the cancel comes first. */
@@ -70,17 +72,31 @@ export class Cancel {
       work.catch(() => undefined);
       return Promise.resolve(CANCELLED);
     }
-    this.#cancelled ??= new Promise((resolve) => {
-      this.#fire = () => resolve(CANCELLED);
-    });
-    const cancelled = this.#cancelled;
+    const waiters = this.#waiters;
     return new Promise((resolve, reject) => {
-      work.then(resolve, reject);
-      void cancelled.then(resolve);
+      // A job, not a call: work that settled before the cancel still wins, its reaction being queued first.
+      const cancelled = (): void => queueMicrotask(() => resolve(CANCELLED));
+      waiters.add(cancelled);
+      work.then(
+        (value) => {
+          waiters.delete(cancelled);
+          resolve(value);
+        },
+        (error: unknown) => {
+          waiters.delete(cancelled);
+          reject(error);
+        },
+      );
     });
   }
 
   dispose(): void {
     if (this.#onAbort !== undefined) this.signal.removeEventListener("abort", this.#onAbort);
+  }
+
+  #fire(): void {
+    const waiting = [...this.#waiters];
+    this.#waiters.clear();
+    for (const cancelled of waiting) cancelled();
   }
 }

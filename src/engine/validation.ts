@@ -37,25 +37,42 @@ const OPTIONS: Options = {
   logger: false,
 };
 
-let ajv2020: Ajv | undefined;
-let ajv07: Ajv | undefined;
+/**
+ * A shared validator and the ids it knows before any tool's schema: its
+ * meta-schemas (and their aliases). Compiling a schema must leave exactly
+ * these, so no tool's schema can change how another's compiles.
+ */
+interface SharedAjv {
+  readonly ajv: Ajv;
+  readonly schemas: Readonly<Record<string, unknown>>;
+  readonly refs: Readonly<Record<string, unknown>>;
+}
 
-function validatorFor(schema: Readonly<Record<string, unknown>>): Ajv {
+let ajv2020: SharedAjv | undefined;
+let ajv07: SharedAjv | undefined;
+
+function validatorFor(schema: Readonly<Record<string, unknown>>): SharedAjv {
   const declared = schema["$schema"];
   if (declared === undefined || (typeof declared === "string" && DRAFT_2020.test(declared))) {
-    ajv2020 ??= withFormats(new Ajv2020(OPTIONS));
+    ajv2020 ??= pristine(new Ajv2020(OPTIONS));
     return ajv2020;
   }
   if (typeof declared === "string" && DRAFT_07.test(declared)) {
-    ajv07 ??= withFormats(new Ajv(OPTIONS));
+    ajv07 ??= pristine(new Ajv(OPTIONS));
     return ajv07;
   }
   throw new TypeError(`$schema ${JSON.stringify(declared)} is not supported (JSON Schema draft 2020-12 or draft-07)`);
 }
 
-function withFormats(ajv: Ajv): Ajv {
+function pristine(ajv: Ajv): SharedAjv {
   addFormats(ajv);
-  return ajv;
+  return { ajv, schemas: { ...ajv.schemas }, refs: { ...ajv.refs } };
+}
+
+/** Puts `table` back to exactly `known`: what a compile added goes, what it removed or replaced comes back. */
+function restore(table: Record<string, unknown>, known: Readonly<Record<string, unknown>>): void {
+  for (const key of Object.keys(table)) if (!Object.hasOwn(known, key)) delete table[key];
+  for (const [key, value] of Object.entries(known)) if (table[key] !== value) table[key] = value;
 }
 
 function at(error: ErrorObject): string {
@@ -78,7 +95,7 @@ function at(error: ErrorObject): string {
  *   format, an unresolvable `$ref`, an unsupported `$schema`. The caller names the tool.
  */
 export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Validator {
-  const ajv = validatorFor(schema);
+  const { ajv, schemas, refs } = validatorFor(schema);
   let validate: ValidateFunction;
   try {
     validate = ajv.compile(schema);
@@ -87,7 +104,13 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
   } finally {
     // Ajv keeps every compiled schema; a process that sees many tools (an MCP
     // server that changes them) must not keep them all. The function stays valid.
+    // Ajv also files ids by the schema's own word (a subschema's `$id`, an
+    // `$anchor` under an `$id`), and removeSchema forgets by its `$id`, which
+    // may be a meta-schema's: after each compile its tables are put back as
+    // they were, so a tool's ids never reach another tool's schema.
     ajv.removeSchema(schema);
+    restore(ajv.schemas, schemas);
+    restore(ajv.refs, refs);
   }
   return (input) =>
     validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) };

@@ -7,6 +7,7 @@ import { callPrompt } from "../ask/index.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
+import { withApprovalHook } from "../engine/managers.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
@@ -97,7 +98,9 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
  * - **Interruptions are answered through the gate.** `settle` passes each
  *   one through `gate.call`: hooks, grants, the ask (your resolver gets a
  *   `PendingAsk` whose prompt shows the tool and its arguments), and the
- *   answer's `remember` saved as a grant. An approval is applied with
+ *   answer's `remember` saved as a grant. A hook's `allow` or `modify`
+ *   never skips the ask (a modified call is asked about as modified); only
+ *   a `block` refuses without asking. An approval is applied with
  *   `state.approve`, a refusal with `state.reject` carrying the text the
  *   model reads; then the run resumes, and the approved call executes with
  *   exactly the arguments approved.
@@ -138,9 +141,12 @@ export class AgentApprovals {
     this.#prompt = prompt;
     this.#sessionId = sessionId;
     this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
-    let parts = managers
-      .withHook(this.#approvalHook())
-      .withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) });
+    // The approval hook runs after the application's hooks, on the arguments they let through: a hook's
+    // allow or modify never skips the approval the SDK (or the tool's needsApproval) requires.
+    let parts = withApprovalHook(
+      managers.withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) }),
+      this.#approvalHook(),
+    );
     if (grants !== undefined) parts = parts.withGrantStore(grants);
     this.gate = new Gate(parts);
   }
@@ -367,7 +373,12 @@ export class AgentApprovals {
     }
   }
 
-  /** The hook that brings the SDK's `needsApproval` into the gate: a call it wants approved asks. */
+  /**
+   * The hook that brings the SDK's `needsApproval` into the gate: a call it
+   * wants approved asks. It runs after the application's hooks whenever they
+   * allow or modify, on the arguments the call goes on with (a modified call
+   * is asked about as modified).
+   */
   #approvalHook(): Hook {
     return {
       name: "openai-agents:needsApproval",

@@ -12,6 +12,9 @@
  * - `paged` (low-level Server): five tools listed two per page. SIGUSR1 makes
  *   every later `tools/list` fail and announces `list_changed`; SIGUSR2 makes
  *   listing work again and announces it. `paged broken` starts failing.
+ * - `odd-ids` (low-level Server): tools whose input schemas carry ids that
+ *   are not theirs to take: a meta-schema's `$id` (2020-12, draft-07), at the
+ *   root and in a subschema, and one plain tool.
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -132,7 +135,29 @@ async function paged(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function oddIds(): Promise<void> {
+  const server = new Server({ name: "odd-ids", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const meta2020 = "https://json-schema.org/draft/2020-12/schema";
+  const meta07 = "http://json-schema.org/draft-07/schema#";
+  const tools = [
+    { name: "root_2020", inputSchema: { type: "object" as const, $id: meta2020 } },
+    { name: "root_07", inputSchema: { type: "object" as const, $schema: meta07, $id: meta07 } },
+    {
+      name: "nested_2020",
+      inputSchema: { type: "object" as const, properties: { inner: { $id: meta2020, type: "string" } } },
+    },
+    { name: "plain", inputSchema: { type: "object" as const, properties: { n: { type: "number" } } } },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: `${request.params.name} ran` }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
+else if (mode === "odd-ids") await oddIds();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -1,0 +1,45 @@
+// Run as: node --expose-gc --import tsx test/support/gate-gc-child.ts
+// Makes sequential gate calls on one caller signal while another call on it
+// stays in flight, forces collection, and prints as one JSON line how many of
+// the finished calls' outputs are still reachable.
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { Gate, LoopManagers } from "../../src/engine/index.js";
+import type { ToolDescriptor } from "../../src/engine/index.js";
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (gc === undefined) throw new Error("run with --expose-gc");
+
+const CALLS = 2_000;
+const tool: ToolDescriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
+const gate = new Gate(
+  new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) }).withMiddleware((_call, _ctx, next) => next()),
+);
+const caller = new AbortController();
+let finish: (value: unknown) => void = () => undefined;
+const held = gate.call(
+  { tool, callId: "held", input: {}, signal: caller.signal },
+  () => new Promise((resolve) => (finish = resolve)),
+);
+
+const outputs: WeakRef<object>[] = [];
+for (let i = 0; i < CALLS; i++) {
+  const outcome = await gate.call({ tool, callId: `c${i}`, input: {}, signal: caller.signal }, () => {
+    const output = { i };
+    outputs.push(new WeakRef(output));
+    return output;
+  });
+  if (outcome.type !== "ran") throw new Error(`call ${i} ended ${outcome.type}`);
+}
+
+// A WeakRef's target lives to the end of the job that made or read it: each try collects on a fresh turn
+// before reading. A bounded number of tries keeps a regression from hanging.
+const alive = (): number => outputs.filter((ref) => ref.deref() !== undefined).length;
+let reachable = CALLS;
+for (let attempt = 0; attempt < 20 && reachable > 0; attempt++) {
+  await nextTurn();
+  gc();
+  reachable = alive();
+}
+finish("done");
+await held;
+process.stdout.write(`${JSON.stringify({ calls: CALLS, reachable })}\n`);
