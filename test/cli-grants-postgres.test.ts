@@ -207,4 +207,27 @@ describe("loopctl grants … --database URL --project NAME", () => {
     const { rows } = await db.pool.query(`SELECT id, revoked FROM "${db.schema}".grants WHERE id = 'badbadbadbadbad0'`);
     expect(rows).toEqual([{ id: "badbadbadbadbad0", revoked: true }]);
   });
+
+  it("repairs a row whose verdict is unknown with 'grants reset', for the stores already running too", async () => {
+    const running = await seeded();
+    expect(await running.load()).toHaveLength(3);
+    await db.pool.query(`UPDATE "${db.schema}".grants SET verdict = 'maybe' WHERE id = $1`, [write.id]);
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, created_at_ms, version) VALUES ('acme/shop', 'badbadbadbadbad0', 'x', 'maybe', NULL, 0, 99)`,
+    );
+    await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
+    const broken = await cli(["grants", "list", ...at()], { cwd: "/" });
+    expect(broken.code).toBe(EXIT.corrupt);
+    const reset = await cli(["grants", "reset", ...at()], { cwd: "/" });
+    expect(reset).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(reset.stdout).toContain("removed 4 grants");
+    const list = await cli(["grants", "list", ...at()], { cwd: "/" });
+    expect(list).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(list.stdout).toContain("no grants");
+    expect(await running.load()).toEqual([]);
+    await running.save(read);
+    const again = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
+    expect(again.code).toBe(EXIT.ok);
+    expect(JSON.parse(again.stdout)).toMatchObject({ grants: [read.toJSON()] });
+  });
 });

@@ -196,6 +196,27 @@ describe("PostgresGrantStore fails closed", () => {
     });
   }
 
+  it("reads a revoked row as the tombstone it is, whatever else the row holds, so clear() repairs a malformed row", async () => {
+    const running = store();
+    await running.save(read);
+    await running.save(deployProd);
+    expect(await running.load()).toHaveLength(2);
+    // Malformed by hand, at its own version: no store has applied it.
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, pinned_descriptor, created_at_ms, note, version)
+       VALUES ('acme/shop', 'badbadbadbadbad0', 'read', 'maybe', '{path:', NULL, 0, NULL, 99)`,
+    );
+    await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
+    await expect(store().load()).rejects.toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: "badbadbadbadbad0" });
+    expect(await store().clear()).toBe(3);
+    // The tombstones, the malformed one among them, are read by the running store and by a fresh one.
+    expect(await running.load()).toEqual([]);
+    expect(await store().load()).toEqual([]);
+    await running.save(writeReadme);
+    expect((await store().load()).map((g) => g.id)).toEqual([writeReadme.id]);
+    expect((await running.load()).map((g) => g.id)).toEqual([writeReadme.id]);
+  });
+
   it("says the schema needs migrating when it does not exist", async () => {
     const s = new PostgresGrantStore(db.pool, { project: "p", schema: "loopctl_never_migrated" });
     const error = await s.load().catch((e: unknown) => e);

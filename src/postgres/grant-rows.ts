@@ -2,6 +2,15 @@ import { z } from "zod";
 import { Grant } from "../grant/index.js";
 import { PostgresRowError } from "./errors.js";
 
+const VersionSchema = z.string().regex(/^\d+$/, "must be a non-negative integer");
+
+/**
+ * What a tombstone needs: its id and version. The rest of a revoked row is
+ * never read, so a row revoked to repair it (by `clear()`, say) is a
+ * tombstone whatever else it holds.
+ */
+const TombstoneSchema = z.object({ id: z.string(), version: VersionSchema, revoked: z.literal(true) });
+
 /** The columns of a grants row as node-postgres returns them (bigint arrives as text). */
 const GrantRowSchema = z.object({
   id: z.string(),
@@ -9,11 +18,15 @@ const GrantRowSchema = z.object({
   verdict: z.enum(["allow", "deny"]),
   args: z.string().nullable(),
   pinned_descriptor: z.string().nullable(),
-  created_at_ms: z.string().regex(/^\d+$/, "must be a non-negative integer"),
+  created_at_ms: VersionSchema,
   note: z.string().nullable(),
-  version: z.string().regex(/^\d+$/, "must be a non-negative integer"),
-  revoked: z.boolean(),
+  version: VersionSchema,
+  revoked: z.literal(false),
 });
+
+function issues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+}
 
 /** A grants row read back: the grant (undefined for a tombstone) at its version. */
 export interface GrantRow {
@@ -31,26 +44,22 @@ export function grantColumns(grant: Grant): unknown[] {
  * Rebuilds a grant from its row through the ledger record parser, so a row
  * is held to what a ledger file is held to, and checks that the row's id is
  * the id of its rule: a row whose id names another rule would replace or be
- * revoked as that rule.
+ * revoked as that rule. A revoked row is a tombstone: only its id and version
+ * are read.
  *
  * @throws {PostgresRowError} naming the table and the row's id.
  */
 export function parseGrantRow(table: string, raw: Record<string, unknown>): GrantRow {
   const key = typeof raw["id"] === "string" ? raw["id"] : "<no id>";
-  const parsed = GrantRowSchema.safeParse(raw);
-  if (!parsed.success) {
-    throw new PostgresRowError(
-      table,
-      key,
-      parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "),
-      {
-        cause: parsed.error,
-      },
-    );
+  if (raw["revoked"] === true) {
+    const tombstone = TombstoneSchema.safeParse(raw);
+    if (!tombstone.success) throw new PostgresRowError(table, key, issues(tombstone.error), { cause: tombstone.error });
+    return { id: tombstone.data.id, version: Number(tombstone.data.version), grant: undefined };
   }
+  const parsed = GrantRowSchema.safeParse(raw);
+  if (!parsed.success) throw new PostgresRowError(table, key, issues(parsed.error), { cause: parsed.error });
   const row = parsed.data;
   const version = Number(row.version);
-  if (row.revoked) return { id: row.id, version, grant: undefined };
   let args: unknown;
   if (row.args !== null) {
     try {
