@@ -696,10 +696,13 @@ describe("PostgresAskQueue fails closed", () => {
       [bad],
     );
     await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $1, '{"tool":"x"}')`, [bad]);
-    const inbox = queue().approver();
+    const inbox = queue({ rereadMs: 50 }).approver();
     const error = await inbox.next().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PostgresRowError);
     expect((error as PostgresRowError).key).toBe(bad);
+    // Once: the re-reads that find the row still pending do not reject again.
+    const quiet = await inbox.next({ signal: AbortSignal.timeout(1_000) }).catch((e: unknown) => e);
+    expect(quiet).toMatchObject({ name: "TimeoutError" });
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);

@@ -82,7 +82,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   readonly #link: InboxLink;
   /** Pending asks not yet delivered, oldest first. */
   readonly #ready = new Map<string, Offered>();
-  /** Asks delivered and not known to have ended. */
+  /** Asks delivered (an unreadable one as its error) and not known to have ended. */
   readonly #delivered = new Set<string>();
   readonly #takers: Taker[] = [];
   readonly #waiters = new Map<string, Set<Waiter>>();
@@ -211,7 +211,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     for (const [id, offered] of this.#ready) {
       this.#ready.delete(id);
       if (this.#host.endedRecently(id)) continue;
-      if ("ask" in offered) this.#delivered.add(id);
+      // An unreadable row too: its error is delivered once, not again at every re-read that finds it pending.
+      this.#delivered.add(id);
       return offered;
     }
     return undefined;
