@@ -726,6 +726,46 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
   });
 
+  it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const bad = [
+      makeAsk(1, { prompt: "ok?\u0000" }),
+      makeAsk(2, { tool: "write\ud800" }),
+      makeAsk(3, { callId: "call\udc00_3" }),
+    ];
+    const good = makeAsk(4);
+    // Parked in one turn: one insert batch.
+    const parked = [...bad, good].map((ask) => park(worker, ask).catch((e: unknown) => e));
+    for (const [n, ask] of bad.entries()) {
+      const error = await parked[n];
+      expect(error).toBeInstanceOf(PostgresAskError);
+      expect(error).toMatchObject({ code: "POSTGRES_ASK_INVALID", askId: ask.id });
+      expect((error as Error).message).toMatch(/prompt|tool|callId/);
+      expect(await row(ask.id)).toBeUndefined();
+    }
+    expect((await inbox.next())?.id).toBe(good.id);
+    const other = makeAsk(5);
+    const parkedOther = park(worker, other);
+    expect((await inbox.next())?.id).toBe(other.id);
+    // Answered in one turn: one answer batch.
+    const answers = [
+      inbox.resolve(good.id, { type: "deny", reason: "no\u0000" }).catch((e: unknown) => e),
+      inbox.resolve(good.id, { type: "deny", reason: "no\udbff" }).catch((e: unknown) => e),
+      inbox.resolve(other.id, { type: "deny", reason: "not now" }),
+    ];
+    for (const refused of [await answers[0], await answers[1]]) {
+      expect(refused).toBeInstanceOf(InvalidAskResolutionError);
+      expect(refused).toMatchObject({ askId: good.id });
+      expect((refused as Error).message).toContain("reason");
+    }
+    expect(await answers[2]).toBe(true);
+    expect(await parkedOther).toEqual({ type: "deny", reason: "not now" });
+    expect(await row(good.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(good.id, { type: "approve" })).toBe(true);
+    expect(await parked[3]).toEqual({ type: "approve" });
+  });
+
   it("refuses a malformed answer, and treats bad or unknown ids as nothing to answer", async () => {
     const inbox = queue().approver();
     await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(

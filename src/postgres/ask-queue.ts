@@ -13,6 +13,7 @@ import { WorkerLease } from "./lease.js";
 import type { LeaseLoss } from "./lease.js";
 import { NotificationListener } from "./listener.js";
 import type { PgPool } from "./pg.js";
+import { unstorableText } from "./jsonb.js";
 import { reap } from "./reaper.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -327,6 +328,10 @@ export class PostgresAskQueue {
       );
     }
     const pending = parsed.data;
+    const unstorable = unstorableText(pending);
+    if (unstorable !== undefined) {
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, unstorable));
+    }
     if (!(signal instanceof AbortSignal)) {
       return Promise.reject(
         new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"),
