@@ -324,6 +324,27 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     }
   });
 
+  it("settles a call parked on the queue that answered it from the answer's own UPDATE, with no notification or re-read", async () => {
+    // The class's own example: one queue is the worker and the console.
+    const both = queue({ rereadMs: 600_000 });
+    const inbox = both.approver();
+    const answered = async (n: number): Promise<AskResolution | "still parked"> => {
+      const ask = makeAsk(n);
+      const parked = park(both, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_call" })).toBe(true);
+      return Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 5_000)),
+      ]);
+    };
+    for (let n = 0; n < 5; n++) expect(await answered(n)).toEqual({ type: "approve", remember: "this_call" });
+    // No notification at all: only what the UPDATE returned can end the call.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    expect(await answered(5)).toEqual({ type: "approve", remember: "this_call" });
+    expect(both.parked).toBe(0);
+  });
+
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
     const errors = { worker: [] as unknown[], console: [] as unknown[] };
     const app = (name: string): string => `${db.schema}-${name}`;

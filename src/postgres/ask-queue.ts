@@ -5,7 +5,7 @@ import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
-import { AnswerBatch, PENDING } from "./answers.js";
+import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, queryFailure, requirePool } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -230,7 +230,7 @@ export class PostgresAskQueue {
     this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
     this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
-    this.#answers = new AnswerBatch(this.#db, (id, verdict) => this.#dispatch(id, { type: "answered", verdict }));
+    this.#answers = new AnswerBatch(this.#db, (row) => this.#ended(row));
     this.#host = {
       db: this.#db,
       endedRecently: (id) => this.#recent.has(id),
@@ -508,31 +508,13 @@ export class PostgresAskQueue {
     const found = await this.#db.queryOn(
       this.#listener.connection,
       "PostgresAskQueue: reading endings",
-      `SELECT id::text AS id, worker_id::text AS worker_id, state, resolution, reason FROM ${this.#table} WHERE id = ANY($1::uuid[])`,
+      `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
       [ids],
     );
     const seen = new Set<string>();
     for (const raw of found.rows) {
-      const id = String(raw["id"]);
-      seen.add(id);
-      let row: RowEnding;
-      try {
-        row = parseEndRow(`${this.#names.name}.asks`, raw);
-      } catch (error) {
-        this.#failRow(id, raw["worker_id"], error);
-        continue;
-      }
-      if (row.type === "pending") continue;
-      const parked = this.#parked.get(id);
-      // Only the row this worker wrote: another worker's row with the same id is never its answer.
-      if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
-        this.#settle(parked, () =>
-          row.type === "answered"
-            ? parked.resolve(row.resolution)
-            : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
-        );
-      }
-      this.#dispatch(id, askEnding(row));
+      seen.add(String(raw["id"]));
+      this.#ended(raw);
     }
     for (const id of ids) {
       if (seen.has(id)) continue;
@@ -546,6 +528,33 @@ export class PostgresAskQueue {
       // Not remembered as ended: a row not written yet (its insert in flight) is missing too.
       for (const link of this.#links) link.end(id, { type: "withdrawn", reason: "unknown" });
     }
+  }
+
+  /**
+   * Settles what a row of the asks table says ended (`ENDING_COLUMNS`),
+   * read back or returned by the answer that ended it: the call parked on its
+   * row here, and every inbox of this process.
+   */
+  #ended(raw: Record<string, unknown>): void {
+    const id = String(raw["id"]);
+    let row: RowEnding;
+    try {
+      row = parseEndRow(`${this.#names.name}.asks`, raw);
+    } catch (error) {
+      this.#failRow(id, raw["worker_id"], error);
+      return;
+    }
+    if (row.type === "pending") return;
+    const parked = this.#parked.get(id);
+    // Only the row this worker wrote: another worker's row with the same id is never its answer.
+    if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
+      this.#settle(parked, () =>
+        row.type === "answered"
+          ? parked.resolve(row.resolution)
+          : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
+      );
+    }
+    this.#dispatch(id, askEnding(row));
   }
 
   #failRow(id: string, workerId: unknown, error: unknown): void {
