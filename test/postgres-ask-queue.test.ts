@@ -804,6 +804,9 @@ describe("PostgresAskQueue fails closed", () => {
     expect(() => new PostgresAskQueue(db.pool, { leaseMs: 0 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { rereadMs: 1.5 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { schema: "x y" })).toThrow(PostgresConfigError);
+    for (const options of [null, "loopctl", 1]) {
+      expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
   });
 });
 

@@ -237,6 +237,9 @@ describe("PostgresGrantStore fails closed", () => {
       PostgresConfigError,
     );
     expect(() => new PostgresGrantStore({} as never, { project: "p" })).toThrow(PostgresConfigError);
+    for (const options of [null, undefined, "p"]) {
+      expect(() => new PostgresGrantStore(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
   });
 });
 

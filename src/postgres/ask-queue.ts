@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requirePool } from "./db.js";
+import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
 import type { LeaseLoss } from "./lease.js";
@@ -192,10 +192,12 @@ export class PostgresAskQueue {
 
   /**
    * @throws {PostgresConfigError} for a bad schema name, an option out of
-   *   range, or something that is not a node-postgres pool.
+   *   range, options that are not an object, or something that is not a
+   *   node-postgres pool.
    */
-  constructor(pool: PgPool, options: PostgresAskQueueOptions = {}) {
+  constructor(pool: PgPool, given?: PostgresAskQueueOptions) {
     requirePool("PostgresAskQueue", pool);
+    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given);
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
     this.#db = new Db(pool, this.#names);

@@ -81,6 +81,18 @@ export function requirePool(where: string, pool: unknown): PgPool {
   return pool as PgPool;
 }
 
+/** Throws unless `options` is an object (or left out, which reads as `{}`). */
+export function requireOptions<T extends object>(where: string, options: T | undefined): T | Record<string, never> {
+  if (options === undefined) return {};
+  if (typeof options !== "object" || options === null) {
+    throw new PostgresConfigError(
+      where,
+      `options must be an object, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  return options;
+}
+
 /**
  * Checks a connection out of `pool` with `onError` listening on it.
  *
