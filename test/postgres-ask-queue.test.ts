@@ -617,6 +617,41 @@ describe("PostgresAskQueue when the worker loses the database", () => {
   });
 });
 
+describe("PostgresAskQueue on a pool with too few connections", () => {
+  it("refuses a pool of one connection, which its LISTEN connection would take whole", () => {
+    const error = (() => {
+      try {
+        return new PostgresAskQueue(db.newPool(1), { schema: db.schema });
+      } catch (thrown) {
+        return thrown;
+      }
+    })();
+    expect(error).toBeInstanceOf(PostgresConfigError);
+    expect((error as Error).message).toContain("at least 2");
+  });
+
+  it("reports queues that take every connection of their pool for LISTEN, and still closes", async () => {
+    const pool = db.newPool(2);
+    const errors: unknown[] = [];
+    const queues = [0, 1].map(() => new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) }));
+    for (const q of queues) q.approver();
+    await waitFor(() => errors.some((e) => e instanceof PostgresConfigError));
+    expect(errors.find((e) => e instanceof PostgresConfigError)).toMatchObject({
+      code: "POSTGRES_CONFIG",
+      message: expect.stringContaining("connections"),
+    });
+    const deadline = new AbortController();
+    const parked = park(queues[0]!, makeAsk(1), deadline.signal);
+    setTimeout(() => deadline.abort(new Error("expired")), 500);
+    await expect(parked).rejects.toThrow("expired");
+    const closing = Promise.all(queues.map((q) => q.close())).then(() => "closed");
+    const hung = new Promise((done) => setTimeout(() => done("still closing"), 10_000));
+    expect(await Promise.race([closing, hung])).toBe("closed");
+    const { rows } = await db.pool.query(`SELECT id FROM "${db.schema}".asks WHERE state = 'pending'`);
+    expect(rows).toEqual([]);
+  });
+});
+
 describe("PostgresAskQueue fails closed", () => {
   it("rejects a parked call whose answer is not a resolution, and never approves it", async () => {
     const worker = queue();

@@ -8,6 +8,7 @@ import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
 import type { LeaseLoss } from "./lease.js";
@@ -46,7 +47,8 @@ export interface PostgresAskQueueOptions {
   /**
    * Receives what goes wrong in the background: a dropped notification
    * connection (it reconnects), a failed heartbeat (retried while the lease
-   * holds), a lost lease (its parked calls were denied).
+   * holds), a lost lease (its parked calls were denied), a pool whose every
+   * connection the queues on it hold for `LISTEN`.
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
@@ -84,6 +86,15 @@ interface Parked {
 type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" };
 
 const RECENT_MS = 60_000;
+
+/** How many started queues hold a LISTEN connection of each pool. */
+const listeners = new WeakMap<PgPool, number>();
+
+/** The pool's connection limit, when it says (`pg.Pool` keeps it as `options.max`). */
+function poolMax(pool: PgPool): number | undefined {
+  const max = (pool as { options?: { max?: unknown } }).options?.max;
+  return typeof max === "number" && Number.isFinite(max) && max > 0 ? max : undefined;
+}
 
 function positiveInteger(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -141,8 +152,9 @@ function withdrawReason(reason: unknown): "expired" | "cancelled" {
  *   denies), a closed queue denies, nothing is ever turned into an approval.
  *
  * One connection per queue is held for `LISTEN`; the rest go through the
- * pool as needed, so give the pool at least 2. Close the queue before ending
- * the pool.
+ * pool as needed, so give the pool more connections than the queues on it (a
+ * pool of one is refused; queues that hold all of a pool's connections are
+ * reported to `onError`). Close the queue before ending the pool.
  *
  * @example
  * ```ts
@@ -159,6 +171,7 @@ export class PostgresAskQueue {
   readonly resolver: AskResolver;
   /** The schema this queue works in. */
   readonly schema: string;
+  readonly #pool: PgPool;
   readonly #db: Db;
   readonly #names: SchemaNames;
   readonly #table: string;
@@ -192,12 +205,20 @@ export class PostgresAskQueue {
 
   /**
    * @throws {PostgresConfigError} for a bad schema name, an option out of
-   *   range, options that are not an object, or something that is not a
-   *   node-postgres pool.
+   *   range, options that are not an object, something that is not a
+   *   node-postgres pool, or a pool of one connection (`options.max`).
    */
   constructor(pool: PgPool, given?: PostgresAskQueueOptions) {
     requirePool("PostgresAskQueue", pool);
     const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given);
+    const max = poolMax(pool);
+    if (max !== undefined && max < 2) {
+      throw new PostgresConfigError(
+        "PostgresAskQueue",
+        `the pool allows ${max} connection (options.max), which LISTEN would hold, leaving none for statements; give it at least 2`,
+      );
+    }
+    this.#pool = pool;
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
     this.#db = new Db(pool, this.#names);
@@ -296,6 +317,18 @@ export class PostgresAskQueue {
   #start(): void {
     if (this.#started) return;
     this.#started = true;
+    const holding = (listeners.get(this.#pool) ?? 0) + 1;
+    listeners.set(this.#pool, holding);
+    const max = poolMax(this.#pool);
+    if (max !== undefined && holding >= max) {
+      // Statements would wait for a connection until a queue closes: say so rather than hang quietly.
+      const error = new PostgresConfigError(
+        "PostgresAskQueue",
+        `${holding} queues on one pool of ${max} connections (options.max) hold ${holding} of them for LISTEN, ` +
+          "leaving none for their statements, which wait until a queue closes; give the pool more connections than queues",
+      );
+      queueMicrotask(() => this.#onError(error));
+    }
     this.#listener.start();
     this.#heartbeat = setInterval(
       () => {
@@ -506,13 +539,20 @@ export class PostgresAskQueue {
   async #readEndings(ids: string[]): Promise<void> {
     if (this.#closing !== undefined) return;
     const read = ++this.#endingReads;
-    // Over the connection that brought the notification: no wait for one from the pool.
-    const found = await this.#db.queryOn(
-      this.#listener.connection,
-      "PostgresAskQueue: reading endings",
-      `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
-      [ids],
-    );
+    let found: Rows;
+    try {
+      // Over the connection that brought the notification: no wait for one from the pool.
+      found = await this.#db.queryOn(
+        this.#listener.connection,
+        "PostgresAskQueue: reading endings",
+        `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
+        [ids],
+      );
+    } catch (error) {
+      // Cut short by close(), which settled everything this read could have.
+      if (this.#closing !== undefined) return;
+      throw error;
+    }
     const seen = new Set<string>();
     for (const raw of found.rows) {
       seen.add(String(raw["id"]));
@@ -643,7 +683,12 @@ export class PostgresAskQueue {
     for (const link of [...this.#links]) link.close();
     this.#links.clear();
     for (const entry of [...this.#parked.values()]) this.#stopWaiting(entry, "closed");
+    // The LISTEN connection goes first: on a pool it leaves short, the statements awaited below may be
+    // waiting for it. What ran on it (an endings read, a lease statement) is cut short, and moot:
+    // every call and inbox it served is settled.
+    this.#listener.close();
     if (this.#started) {
+      listeners.set(this.#pool, (listeners.get(this.#pool) ?? 1) - 1);
       // What is in flight finishes first (nothing new starts once closing): no statement of this
       // queue runs after close() resolves, and an insert that lands now still has its row closed.
       await Promise.all([
@@ -662,6 +707,5 @@ export class PostgresAskQueue {
       // With the lease gone, anything still pending of this worker is closed as abandoned by the next reaper.
       await this.#lease.release().catch(this.#onError);
     }
-    this.#listener.close();
   }
 }

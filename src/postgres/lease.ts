@@ -31,6 +31,8 @@ export class WorkerLease {
   /** `performance.now()` until which the lease surely holds. */
   #validUntil = 0;
   #taking: Promise<string> | undefined;
+  /** Given up for good: a lease taken after this is never used. */
+  #released = false;
 
   constructor(
     db: Db,
@@ -72,6 +74,8 @@ export class WorkerLease {
        VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
       [id, this.#leaseMs, hostname(), process.pid],
     );
+    // Taken after release(): no ask is written under it, and unrenewed it lapses for a reaper to delete.
+    if (this.#released) throw new Error("the worker lease was released while it was being taken");
     this.#id = id;
     this.#validUntil = sent + this.#leaseMs;
     return id;
@@ -140,10 +144,14 @@ export class WorkerLease {
     if (this.#id !== undefined && !this.holds) this.#lose("unreachable");
   }
 
-  /** Gives the lease up: its row goes, so any ask of it still pending is closed as abandoned. */
+  /**
+   * Gives the lease up for good: its row goes, so any ask of it still pending
+   * is closed as abandoned. A lease still being taken is not waited for (on a
+   * pool with no free connection, or a network that swallows packets, its
+   * statement may never run): if it lands, it is never used and lapses.
+   */
   async release(): Promise<void> {
-    // A lease being taken now is given up too, once it is.
-    await this.#taking?.catch(() => undefined);
+    this.#released = true;
     const id = this.#id;
     this.#id = undefined;
     if (id === undefined) return;
