@@ -615,6 +615,35 @@ describe("PostgresAskQueue when the worker loses the database", () => {
       await proxy.close();
     }
   });
+
+  it("denies a parked call when the lease runs out though its renewal hangs (a black hole), sending one renewal, not a pile", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // No connect timeout either: nothing but the lease's own clock can end the wait.
+      const pool = db.newPool(4, { connectionString: proxy.url });
+      const errors: unknown[] = [];
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
+      opened.push(worker);
+      const inbox = queue({ leaseMs: 900 }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const lease = worker.workerId;
+      proxy.stall();
+      const outcome = await Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 10_000)),
+      ]);
+      expect(outcome).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+      // Several heartbeats went by while the network swallowed everything: one renewal was sent, then given up.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(proxy.swallowed.split("WITH renewed AS").length - 1).toBeLessThanOrEqual(1);
+    } finally {
+      await proxy.close();
+    }
+  });
 });
 
 describe("PostgresAskQueue on a pool with too few connections", () => {

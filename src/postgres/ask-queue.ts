@@ -197,6 +197,10 @@ export class PostgresAskQueue {
   #heartbeat: NodeJS.Timeout | undefined;
   /** The heartbeat in flight, if one is. */
   #beating: Promise<void> = Promise.resolve();
+  /** The lease renewal in flight, if one is: never two at once. */
+  #renewal: Promise<void> | undefined;
+  /** The heartbeat's chores (withdrawals, the reaper) in flight, if they are: never two rounds at once. */
+  #chores: Promise<void> | undefined;
   #reread: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   #started = false;
@@ -243,12 +247,11 @@ export class PostgresAskQueue {
       error: (error) =>
         this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
     });
-    this.#lease = new WorkerLease(
-      this.#db,
-      this.#leaseMs,
-      (id, why) => this.#leaseLost(id, why),
-      () => this.#listener.connection,
-    );
+    this.#lease = new WorkerLease(this.#db, this.#leaseMs, {
+      lost: (id, why) => this.#leaseLost(id, why),
+      direct: () => this.#listener.connection,
+      broken: (client, error) => this.#listener.drop(client, error),
+    });
     this.#endings = new Batch((ids) => this.#readEndings(ids), this.#onError);
     this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
@@ -330,12 +333,7 @@ export class PostgresAskQueue {
       queueMicrotask(() => this.#onError(error));
     }
     this.#listener.start();
-    this.#heartbeat = setInterval(
-      () => {
-        this.#beating = this.#beat();
-      },
-      Math.max(1, Math.floor(this.#leaseMs / 3)),
-    );
+    this.#heartbeat = setInterval(() => this.#beat(), Math.max(1, Math.floor(this.#leaseMs / 3)));
     this.#heartbeat.unref();
     this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
     this.#reread.unref();
@@ -652,13 +650,34 @@ export class PostgresAskQueue {
     }
   }
 
-  /** The heartbeat: renew the lease, retry withdrawals, close the asks of lapsed leases, purge old rows. */
-  async #beat(): Promise<void> {
+  /**
+   * The heartbeat: renew the lease, then retry withdrawals, close the asks of
+   * lapsed leases and purge old rows. A renewal still in flight is joined, not
+   * sent again (it settles by the time the lease would run out), and a round
+   * of chores still running skips this one: a database that stops answering
+   * never gathers a pile of statements. Losing the lease when it runs out is
+   * the lease's own timer's work, not the heartbeat's.
+   */
+  #beat(): void {
     if (this.#closing !== undefined) return;
-    await this.#lease.renew().catch(this.#onError);
-    this.#lease.check();
-    for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
-    await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+    const renewed = (this.#renewal ??= this.#lease
+      .renew()
+      .catch((error: unknown) => {
+        // Cut short by close(), which gives the lease up anyway.
+        if (this.#closing === undefined) this.#onError(error);
+      })
+      .finally(() => {
+        this.#renewal = undefined;
+      }));
+    this.#chores ??= (async () => {
+      await renewed;
+      if (this.#closing !== undefined) return;
+      for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
+      await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+    })().finally(() => {
+      this.#chores = undefined;
+    });
+    this.#beating = Promise.all([renewed, this.#chores]).then(() => undefined);
   }
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
