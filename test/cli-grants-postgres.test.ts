@@ -169,9 +169,10 @@ describe("loopctl grants … --database URL --project NAME", () => {
     );
     await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
     const hint =
-      "loopctl: nothing was changed and the row is left as it is: fix or delete that row in the database, " +
-      "or forget every grant of the project with 'loopctl grants reset' and the same --database, --schema " +
-      "and --project (its rows are kept, marked revoked)\n";
+      "loopctl: nothing was changed and the row is left as it is: forget every grant of the project with " +
+      "'loopctl grants reset' and the same --database, --schema and --project (its rows are kept, marked " +
+      "revoked), or revoke that row alone at the project's next version (docs/postgres.md shows the statement); " +
+      "an edit or a DELETE by hand that keeps the row's version goes unseen by the stores already running\n";
     for (const argv of [
       ["grants", "list"],
       ["grants", "reset", "--tool", "read"],
@@ -186,8 +187,9 @@ describe("loopctl grants … --database URL --project NAME", () => {
     const repair = await cli(["grants", "repair", ...at()], { cwd: "/" });
     expect(repair.code).toBe(EXIT.usage);
     expect(repair.stderr).toContain(
-      "repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there",
+      "repair moves a ledger file aside; a malformed grants row in PostgreSQL is forgotten with the project's other grants",
     );
+    expect(repair.stderr).not.toContain("deleted");
     expect(repair.stderr).toContain("'loopctl grants reset'");
     const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
     expect(asJson.code).toBe(EXIT.corrupt);
