@@ -232,4 +232,43 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(again.code).toBe(EXIT.ok);
     expect(JSON.parse(again.stdout)).toMatchObject({ grants: [read.toJSON()] });
   });
+
+  it("never prints a password given in the URL, in its userinfo or as ?password=", async () => {
+    const url = new URL(DATABASE_URL);
+    url.searchParams.set("password", "s3cret-query");
+    url.searchParams.set("sslmode", "disable");
+    const withUser = new URL(url);
+    withUser.password = "s3cret-user";
+    for (const given of [url.href, withUser.href]) {
+      const argv = ["grants", "list", "--database", given, "--schema", "loopctl_never_there", "--project", "p"];
+      for (const run of [await cli(argv, { cwd: "/" }), await cli([...argv, "--json"], { cwd: "/" })]) {
+        expect(run.code).toBe(EXIT.io);
+        expect(run.stdout + run.stderr).not.toContain("s3cret");
+      }
+      const listed = await cli([...argv.slice(0, -4), "--schema", db.schema, "--project", "p"], { cwd: "/" });
+      expect(listed).toMatchObject({ code: EXIT.ok, stderr: "" });
+      expect(listed.stdout).toContain("password=***");
+      expect(listed.stdout).toContain("sslmode=disable");
+      expect(listed.stdout).not.toContain("s3cret");
+    }
+  });
+
+  it("refuses a --database that is empty or not a PostgreSQL URL, naming the option", async () => {
+    for (const [given, message] of [
+      ["", "--database needs a URL"],
+      ["not a url", "--database: not a PostgreSQL URL"],
+      ["localhost:5432", '--database: "localhost:" is not a PostgreSQL URL scheme'],
+      ["https://db.internal/loopctl", '--database: "https:" is not a PostgreSQL URL scheme'],
+    ] as const) {
+      for (const argv of [
+        ["grants", "list", "--database", given, "--project", "p"],
+        ["console", "--database", given, "--port", "0"],
+      ]) {
+        const run = await cli(argv, { cwd: "/" });
+        expect(run.code, `${argv[0]} ${JSON.stringify(given)}`).toBe(EXIT.usage);
+        expect(run.stderr).toContain(message);
+        expect(run.stderr).not.toContain("ENOTFOUND");
+      }
+    }
+  });
 });
