@@ -228,7 +228,18 @@ export class Db {
     return this.#withClient(operation, undefined, (client) => work(client));
   }
 
-  /** Checks once that the schema is at the version this build knows. */
+  /**
+   * Checks once that the schema is at the version this build knows (later
+   * calls reuse the outcome, unless it failed).
+   *
+   * @throws {PostgresQueryError} `"POSTGRES_NOT_MIGRATED"`,
+   *   `"POSTGRES_SCHEMA_TOO_NEW"`, or `"POSTGRES_QUERY"` when the server
+   *   cannot be reached, naming `operation`.
+   */
+  ready(operation: string): Promise<void> {
+    return this.#ready(operation);
+  }
+
   #ready(operation: string): Promise<void> {
     this.#checked ??= this.#checkVersion(operation).catch((error: unknown) => {
       this.#checked = undefined;
