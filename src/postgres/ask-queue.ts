@@ -681,6 +681,8 @@ export class PostgresAskQueue {
   }
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
+    // Run out while close() waited for its statements: close() denied the calls and gives the lease up.
+    if (this.#closing !== undefined) return;
     this.#onError(
       new PostgresLeaseError(
         workerId,
