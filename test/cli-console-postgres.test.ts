@@ -92,6 +92,27 @@ describe("loopctl console --database URL", () => {
     expect(console.output()).toContain("loopctl console: stopped");
   });
 
+  it("fails on a schema that is not migrated, as the grants commands do, instead of serving", async () => {
+    const run = await cli(
+      ["console", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p", "--port", "0"],
+      { cwd: "/", signal: AbortSignal.timeout(10_000) },
+    );
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toContain("[POSTGRES_NOT_MIGRATED]");
+    expect(run.stderr).toContain('schema "loopctl_never_there" is not migrated');
+    expect(run.stdout).not.toContain("open http");
+    const unreachable = await cli(
+      ["console", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--port", "0"],
+      {
+        cwd: "/",
+        signal: AbortSignal.timeout(10_000),
+      },
+    );
+    expect(unreachable.code).toBe(EXIT.io);
+    expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
+    expect(unreachable.stderr).not.toContain("secret");
+  });
+
   it("refuses --root and --schema where they cannot apply", async () => {
     const root = await cli(["console", "--database", DATABASE_URL, "--root", "/tmp/x"], { cwd: "/" });
     expect(root.code).toBe(EXIT.usage);

@@ -169,9 +169,10 @@ describe("loopctl grants … --database URL --project NAME", () => {
     );
     await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
     const hint =
-      "loopctl: nothing was changed and the row is left as it is: fix or delete that row in the database, " +
-      "or forget every grant of the project with 'loopctl grants reset' and the same --database, --schema " +
-      "and --project (its rows are kept, marked revoked)\n";
+      "loopctl: nothing was changed and the row is left as it is: forget every grant of the project with " +
+      "'loopctl grants reset' and the same --database, --schema and --project (its rows are kept, marked " +
+      "revoked), or revoke that row alone at the project's next version (docs/postgres.md shows the statement); " +
+      "an edit or a DELETE by hand that keeps the row's version goes unseen by the stores already running\n";
     for (const argv of [
       ["grants", "list"],
       ["grants", "reset", "--tool", "read"],
@@ -186,8 +187,9 @@ describe("loopctl grants … --database URL --project NAME", () => {
     const repair = await cli(["grants", "repair", ...at()], { cwd: "/" });
     expect(repair.code).toBe(EXIT.usage);
     expect(repair.stderr).toContain(
-      "repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there",
+      "repair moves a ledger file aside; a malformed grants row in PostgreSQL is forgotten with the project's other grants",
     );
+    expect(repair.stderr).not.toContain("deleted");
     expect(repair.stderr).toContain("'loopctl grants reset'");
     const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
     expect(asJson.code).toBe(EXIT.corrupt);
@@ -229,5 +231,44 @@ describe("loopctl grants … --database URL --project NAME", () => {
     const again = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });
     expect(again.code).toBe(EXIT.ok);
     expect(JSON.parse(again.stdout)).toMatchObject({ grants: [read.toJSON()] });
+  });
+
+  it("never prints a password given in the URL, in its userinfo or as ?password=", async () => {
+    const url = new URL(DATABASE_URL);
+    url.searchParams.set("password", "s3cret-query");
+    url.searchParams.set("sslmode", "disable");
+    const withUser = new URL(url);
+    withUser.password = "s3cret-user";
+    for (const given of [url.href, withUser.href]) {
+      const argv = ["grants", "list", "--database", given, "--schema", "loopctl_never_there", "--project", "p"];
+      for (const run of [await cli(argv, { cwd: "/" }), await cli([...argv, "--json"], { cwd: "/" })]) {
+        expect(run.code).toBe(EXIT.io);
+        expect(run.stdout + run.stderr).not.toContain("s3cret");
+      }
+      const listed = await cli([...argv.slice(0, -4), "--schema", db.schema, "--project", "p"], { cwd: "/" });
+      expect(listed).toMatchObject({ code: EXIT.ok, stderr: "" });
+      expect(listed.stdout).toContain("password=***");
+      expect(listed.stdout).toContain("sslmode=disable");
+      expect(listed.stdout).not.toContain("s3cret");
+    }
+  });
+
+  it("refuses a --database that is empty or not a PostgreSQL URL, naming the option", async () => {
+    for (const [given, message] of [
+      ["", "--database needs a URL"],
+      ["not a url", "--database: not a PostgreSQL URL"],
+      ["localhost:5432", '--database: "localhost:" is not a PostgreSQL URL scheme'],
+      ["https://db.internal/loopctl", '--database: "https:" is not a PostgreSQL URL scheme'],
+    ] as const) {
+      for (const argv of [
+        ["grants", "list", "--database", given, "--project", "p"],
+        ["console", "--database", given, "--port", "0"],
+      ]) {
+        const run = await cli(argv, { cwd: "/" });
+        expect(run.code, `${argv[0]} ${JSON.stringify(given)}`).toBe(EXIT.usage);
+        expect(run.stderr).toContain(message);
+        expect(run.stderr).not.toContain("ENOTFOUND");
+      }
+    }
   });
 });

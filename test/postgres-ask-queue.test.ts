@@ -324,6 +324,27 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     }
   });
 
+  it("settles a call parked on the queue that answered it from the answer's own UPDATE, with no notification or re-read", async () => {
+    // The class's own example: one queue is the worker and the console.
+    const both = queue({ rereadMs: 600_000 });
+    const inbox = both.approver();
+    const answered = async (n: number): Promise<AskResolution | "still parked"> => {
+      const ask = makeAsk(n);
+      const parked = park(both, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      expect(await inbox.resolve(ask.id, { type: "approve", remember: "this_call" })).toBe(true);
+      return Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 5_000)),
+      ]);
+    };
+    for (let n = 0; n < 5; n++) expect(await answered(n)).toEqual({ type: "approve", remember: "this_call" });
+    // No notification at all: only what the UPDATE returned can end the call.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    expect(await answered(5)).toEqual({ type: "approve", remember: "this_call" });
+    expect(both.parked).toBe(0);
+  });
+
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
     const errors = { worker: [] as unknown[], console: [] as unknown[] };
     const app = (name: string): string => `${db.schema}-${name}`;
@@ -594,6 +615,70 @@ describe("PostgresAskQueue when the worker loses the database", () => {
       await proxy.close();
     }
   });
+
+  it("denies a parked call when the lease runs out though its renewal hangs (a black hole), sending one renewal, not a pile", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // No connect timeout either: nothing but the lease's own clock can end the wait.
+      const pool = db.newPool(4, { connectionString: proxy.url });
+      const errors: unknown[] = [];
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
+      opened.push(worker);
+      const inbox = queue({ leaseMs: 900 }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const lease = worker.workerId;
+      proxy.stall();
+      const outcome = await Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 10_000)),
+      ]);
+      expect(outcome).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+      // Several heartbeats went by while the network swallowed everything: one renewal was sent, then given up.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(proxy.swallowed.split("WITH renewed AS").length - 1).toBeLessThanOrEqual(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("PostgresAskQueue on a pool with too few connections", () => {
+  it("refuses a pool of one connection, which its LISTEN connection would take whole", () => {
+    const error = (() => {
+      try {
+        return new PostgresAskQueue(db.newPool(1), { schema: db.schema });
+      } catch (thrown) {
+        return thrown;
+      }
+    })();
+    expect(error).toBeInstanceOf(PostgresConfigError);
+    expect((error as Error).message).toContain("at least 2");
+  });
+
+  it("reports queues that take every connection of their pool for LISTEN, and still closes", async () => {
+    const pool = db.newPool(2);
+    const errors: unknown[] = [];
+    const queues = [0, 1].map(() => new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) }));
+    for (const q of queues) q.approver();
+    await waitFor(() => errors.some((e) => e instanceof PostgresConfigError));
+    expect(errors.find((e) => e instanceof PostgresConfigError)).toMatchObject({
+      code: "POSTGRES_CONFIG",
+      message: expect.stringContaining("connections"),
+    });
+    const deadline = new AbortController();
+    const parked = park(queues[0]!, makeAsk(1), deadline.signal);
+    setTimeout(() => deadline.abort(new Error("expired")), 500);
+    await expect(parked).rejects.toThrow("expired");
+    const closing = Promise.all(queues.map((q) => q.close())).then(() => "closed");
+    const hung = new Promise((done) => setTimeout(() => done("still closing"), 10_000));
+    expect(await Promise.race([closing, hung])).toBe("closed");
+    const { rows } = await db.pool.query(`SELECT id FROM "${db.schema}".asks WHERE state = 'pending'`);
+    expect(rows).toEqual([]);
+  });
 });
 
 describe("PostgresAskQueue fails closed", () => {
@@ -696,10 +781,13 @@ describe("PostgresAskQueue fails closed", () => {
       [bad],
     );
     await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $1, '{"tool":"x"}')`, [bad]);
-    const inbox = queue().approver();
+    const inbox = queue({ rereadMs: 50 }).approver();
     const error = await inbox.next().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PostgresRowError);
     expect((error as PostgresRowError).key).toBe(bad);
+    // Once: the re-reads that find the row still pending do not reject again.
+    const quiet = await inbox.next({ signal: AbortSignal.timeout(1_000) }).catch((e: unknown) => e);
+    expect(quiet).toMatchObject({ name: "TimeoutError" });
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);
@@ -723,6 +811,46 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
   });
 
+  it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const bad = [
+      makeAsk(1, { prompt: "ok?\u0000" }),
+      makeAsk(2, { tool: "write\ud800" }),
+      makeAsk(3, { callId: "call\udc00_3" }),
+    ];
+    const good = makeAsk(4);
+    // Parked in one turn: one insert batch.
+    const parked = [...bad, good].map((ask) => park(worker, ask).catch((e: unknown) => e));
+    for (const [n, ask] of bad.entries()) {
+      const error = await parked[n];
+      expect(error).toBeInstanceOf(PostgresAskError);
+      expect(error).toMatchObject({ code: "POSTGRES_ASK_INVALID", askId: ask.id });
+      expect((error as Error).message).toMatch(/prompt|tool|callId/);
+      expect(await row(ask.id)).toBeUndefined();
+    }
+    expect((await inbox.next())?.id).toBe(good.id);
+    const other = makeAsk(5);
+    const parkedOther = park(worker, other);
+    expect((await inbox.next())?.id).toBe(other.id);
+    // Answered in one turn: one answer batch.
+    const answers = [
+      inbox.resolve(good.id, { type: "deny", reason: "no\u0000" }).catch((e: unknown) => e),
+      inbox.resolve(good.id, { type: "deny", reason: "no\udbff" }).catch((e: unknown) => e),
+      inbox.resolve(other.id, { type: "deny", reason: "not now" }),
+    ];
+    for (const refused of [await answers[0], await answers[1]]) {
+      expect(refused).toBeInstanceOf(InvalidAskResolutionError);
+      expect(refused).toMatchObject({ askId: good.id });
+      expect((refused as Error).message).toContain("reason");
+    }
+    expect(await answers[2]).toBe(true);
+    expect(await parkedOther).toEqual({ type: "deny", reason: "not now" });
+    expect(await row(good.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(good.id, { type: "approve" })).toBe(true);
+    expect(await parked[3]).toEqual({ type: "approve" });
+  });
+
   it("refuses a malformed answer, and treats bad or unknown ids as nothing to answer", async () => {
     const inbox = queue().approver();
     await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(
@@ -740,6 +868,9 @@ describe("PostgresAskQueue fails closed", () => {
     expect(() => new PostgresAskQueue(db.pool, { leaseMs: 0 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { rereadMs: 1.5 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { schema: "x y" })).toThrow(PostgresConfigError);
+    for (const options of [null, "loopctl", 1]) {
+      expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
   });
 });
 

@@ -217,6 +217,27 @@ describe("PostgresGrantStore fails closed", () => {
     expect((await running.load()).map((g) => g.id)).toEqual([writeReadme.id]);
   });
 
+  it("repairs one malformed row for every store, running ones too, by revoking it at a new version of the project", async () => {
+    const running = store();
+    await running.save(read);
+    await running.save(deployProd);
+    expect(await running.covering("deploy", deployProd.canonicalArgs!)).toHaveLength(1);
+    // Edited by hand where it stands: the running store never reads it again, a fresh one refuses the project.
+    await db.pool.query(`UPDATE "${db.schema}".grants SET verdict = 'Deny' WHERE id = $1`, [deployProd.id]);
+    await expect(store().load()).rejects.toMatchObject({ key: deployProd.id });
+    // The repair docs/postgres.md gives: the row revoked at the project's next version, in one statement.
+    await db.pool.query(
+      `WITH bump AS (
+         UPDATE "${db.schema}".grant_projects SET version = version + 1 WHERE project = $1 RETURNING version)
+       UPDATE "${db.schema}".grants AS g SET revoked = true, version = bump.version FROM bump
+       WHERE g.project = $1 AND g.id = $2`,
+      ["acme/shop", deployProd.id],
+    );
+    expect(await running.covering("deploy", deployProd.canonicalArgs!)).toEqual([]);
+    expect((await running.load()).map((g) => g.id)).toEqual([read.id]);
+    expect((await store().load()).map((g) => g.id)).toEqual([read.id]);
+  });
+
   it("says the schema needs migrating when it does not exist", async () => {
     const s = new PostgresGrantStore(db.pool, { project: "p", schema: "loopctl_never_migrated" });
     const error = await s.load().catch((e: unknown) => e);
@@ -237,6 +258,9 @@ describe("PostgresGrantStore fails closed", () => {
       PostgresConfigError,
     );
     expect(() => new PostgresGrantStore({} as never, { project: "p" })).toThrow(PostgresConfigError);
+    for (const options of [null, undefined, "p"]) {
+      expect(() => new PostgresGrantStore(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
   });
 });
 

@@ -57,4 +57,13 @@ describe("migrate", () => {
       await expect(migrate(db.pool, { schema })).rejects.toBeInstanceOf(PostgresConfigError);
     }
   });
+
+  it("rejects options that are not an object with a typed error", async () => {
+    for (const options of [null, "loopctl", 1]) {
+      await expect(migrate(db.pool, options as never)).rejects.toMatchObject({
+        code: "POSTGRES_CONFIG",
+        message: expect.stringContaining("options must be an object"),
+      });
+    }
+  });
 });

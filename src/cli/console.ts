@@ -97,9 +97,14 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   if (values.root !== undefined)
     throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
   const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
+  const { Db } = await import("../postgres/db.js");
+  const { schemaNames } = await import("../postgres/schema.js");
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
+    // Checked before anything is served, so an unmigrated schema or an unreachable server fails
+    // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
+    await new Db(pool, schemaNames("console", values.schema)).ready("loopctl console");
     const queue = new PostgresAskQueue(pool, {
       ...schema,
       onError: (error) =>

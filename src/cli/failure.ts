@@ -9,9 +9,12 @@ export function exitCodeOf(error: LoopctlError): ExitCode {
 
 /**
  * The way out of an exit 3, for people: a corrupt ledger file is moved aside
- * by `grants repair`; a malformed row in PostgreSQL is not a file, so it is
- * fixed or deleted in the database, or (for a grants row) forgotten with the
- * rest of the project's grants by `grants reset`. `undefined` for other errors.
+ * by `grants repair`; a malformed row in PostgreSQL is not a file. An asks row
+ * is fixed or deleted in the database. A grants row is forgotten with the rest
+ * of the project's grants by `grants reset`, or revoked alone at the project's
+ * next version: running stores read only the rows above the version they
+ * hold, so an edit or a DELETE that keeps the row's version never reaches
+ * them. `undefined` for other errors.
  */
 export function hintFor(error: LoopctlError): string | undefined {
   if (error.code === "LEDGER_CORRUPT") {
@@ -24,10 +27,12 @@ export function hintFor(error: LoopctlError): string | undefined {
   const table = (error as { table?: unknown }).table;
   const grants = typeof table === "string" && /\.grants\b/.test(table);
   return (
-    "nothing was changed and the row is left as it is: fix or delete that row in the database" +
+    "nothing was changed and the row is left as it is: " +
     (grants
-      ? ", or forget every grant of the project with 'loopctl grants reset' and the same " +
-        "--database, --schema and --project (its rows are kept, marked revoked)"
-      : "")
+      ? "forget every grant of the project with 'loopctl grants reset' and the same --database, --schema " +
+        "and --project (its rows are kept, marked revoked), or revoke that row alone at the project's next " +
+        "version (docs/postgres.md shows the statement); an edit or a DELETE by hand that keeps the row's " +
+        "version goes unseen by the stores already running"
+      : "fix or delete that row in the database")
   );
 }

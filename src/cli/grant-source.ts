@@ -31,14 +31,44 @@ interface StoreValues {
   readonly schema?: string | undefined;
 }
 
-/** The URL without its password, for output. */
+/** Query parameters node-postgres takes a secret from (`?password=`, `?sslpassword=`). */
+const SECRET_PARAM = /password/i;
+
+/** The URL without its passwords (in the userinfo or the query), for output. */
 export function redacted(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password !== "") parsed.password = "***";
+    for (const name of [...parsed.searchParams.keys()]) {
+      if (SECRET_PARAM.test(name)) parsed.searchParams.set(name, "***");
+    }
     return parsed.toString();
   } catch {
     return "<the --database URL>";
+  }
+}
+
+/** The schemes node-postgres reads a connection string of. */
+const SCHEMES = new Set(["postgres:", "postgresql:", "socket:"]);
+
+/**
+ * Refuses a `--database` that cannot name a server, naming the option: an
+ * empty one, or one that is not a PostgreSQL URL (which node-postgres would
+ * otherwise take apart into some host name to look up).
+ */
+function checkUrl(command: string, url: string): void {
+  if (url === "") throw new CliUsageError(command, "--database needs a URL: postgres://USER@HOST:PORT/DATABASE");
+  let scheme: string;
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    throw new CliUsageError(command, "--database: not a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)");
+  }
+  if (!SCHEMES.has(scheme)) {
+    throw new CliUsageError(
+      command,
+      `--database: ${JSON.stringify(scheme)} is not a PostgreSQL URL scheme (postgres:// or postgresql://)`,
+    );
   }
 }
 
@@ -91,7 +121,8 @@ const CONNECT_TIMEOUT_S = 10;
 
 /**
  * A pool for `--database URL`, with `pg` loaded only now; errors of idle
- * connections are left to the next statement. A server that accepts the
+ * connections are left to the next statement. An empty `url`, or one that is
+ * not a PostgreSQL URL, is a usage error naming `--database`. A server that accepts the
  * connection and never answers (a black-holed host) fails the command after
  * `PGCONNECT_TIMEOUT` seconds (default 10) instead of hanging it.
  */
@@ -100,6 +131,7 @@ export async function connect(
   url: string,
   env: Readonly<Record<string, string | undefined>> = {},
 ): Promise<PgPool & { end(): Promise<void> }> {
+  checkUrl(command, url);
   const pg = await loadPg();
   if (pg === undefined) {
     const { PostgresConfigError } = await import("../postgres/index.js");

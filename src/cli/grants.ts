@@ -174,8 +174,9 @@ async function repair(args: readonly string[], context: CliContext): Promise<Exi
   if (values.database !== undefined) {
     throw new CliUsageError(
       "grants repair",
-      "--database: repair moves a ledger file aside; a malformed row in PostgreSQL is fixed or deleted there, " +
-        "or forgotten with the project's other grants by 'loopctl grants reset'",
+      "--database: repair moves a ledger file aside; a malformed grants row in PostgreSQL is forgotten with " +
+        "the project's other grants by 'loopctl grants reset', or revoked alone at the project's next version " +
+        "(docs/postgres.md shows the statement)",
     );
   }
   const store = openFileStore(values, context);

@@ -138,8 +138,10 @@ ledger; until then every gated call is asked about. A ledger that reads
 fine is never touched: that, or no ledger at all, exits 1.
 
 Grants in PostgreSQL (--database) are rows, not a file: a malformed row is
-fixed or deleted in the database, or forgotten with the project's other
-grants by 'loopctl grants reset'.
+forgotten with the project's other grants by 'loopctl grants reset', or
+revoked alone at the project's next version (docs/postgres.md shows the
+statement). Running stores read only rows above the version they hold, so
+an edit or a DELETE that keeps the row's version never reaches them.
 
 Options:
 ${PROJECT_OPTIONS}  -h, --help     show this help

@@ -20,6 +20,9 @@ interface Answer {
   readonly reject: (error: unknown) => void;
 }
 
+/** The columns of an asks row an answer's UPDATE returns: what `parseEndRow` reads, and the worker. */
+export const ENDING_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution, a.reason";
+
 /**
  * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled
  * `ended_at IS NULL`, see {@link PENDING}) on
@@ -30,13 +33,16 @@ interface Answer {
  */
 export class AnswerBatch {
   readonly #db: Db;
-  readonly #landed: (id: string, verdict: AskResolution["type"]) => void;
+  readonly #landed: (row: Record<string, unknown>) => void;
   readonly #queue: Answer[] = [];
   #running = false;
   #draining: Promise<void> = Promise.resolve();
 
-  /** `landed` hears of every answer that ended its ask. */
-  constructor(db: Db, landed: (id: string, verdict: AskResolution["type"]) => void) {
+  /**
+   * `landed` is given the row of every ask an answer ended, as the UPDATE
+   * returned it ({@link ENDING_COLUMNS}): what the database confirmed.
+   */
+  constructor(db: Db, landed: (row: Record<string, unknown>) => void) {
     this.#db = db;
     this.#landed = landed;
   }
@@ -72,7 +78,7 @@ export class AnswerBatch {
 
   async #write(answers: readonly Answer[]): Promise<void> {
     const names = this.#db.names;
-    let landed: Set<string>;
+    let landed: Map<string, Record<string, unknown>>;
     try {
       const leaseHolds = `EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`;
       const [only] = answers;
@@ -84,7 +90,7 @@ export class AnswerBatch {
               "PostgresApprover.resolve",
               `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
                WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
-               RETURNING a.id::text AS id`,
+               RETURNING ${ENDING_COLUMNS}`,
               [only.id, JSON.stringify(only.resolution)],
             )
           : await this.#db.query(
@@ -92,18 +98,18 @@ export class AnswerBatch {
               `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
                FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
                WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
-               RETURNING a.id::text AS id`,
+               RETURNING ${ENDING_COLUMNS}`,
               [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
             );
-      landed = new Set(result.rows.map((r) => String(r["id"])));
+      landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
     } catch (error) {
       for (const answer of answers) answer.reject(error);
       return;
     }
     for (const answer of answers) {
-      const won = landed.has(answer.id);
-      if (won) this.#landed(answer.id, answer.resolution.type);
-      answer.resolve(won);
+      const row = landed.get(answer.id);
+      if (row !== undefined) this.#landed(row);
+      answer.resolve(row !== undefined);
     }
   }
 }

@@ -3,6 +3,7 @@ import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
 import type { Db } from "./db.js";
+import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
 
 /** A pending row as offered to an inbox: the ask, or why its row could not be read. */
@@ -82,7 +83,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   readonly #link: InboxLink;
   /** Pending asks not yet delivered, oldest first. */
   readonly #ready = new Map<string, Offered>();
-  /** Asks delivered and not known to have ended. */
+  /** Asks delivered (an unreadable one as its error) and not known to have ended. */
   readonly #delivered = new Set<string>();
   readonly #takers: Taker[] = [];
   readonly #waiters = new Map<string, Set<Waiter>>();
@@ -137,7 +138,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed.
    *
    * @throws {InvalidAskResolutionError} (as a rejection) when `resolution` is
-   *   not an {@link AskResolution}; nothing is written.
+   *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
+   *   `jsonb` cannot store (U+0000, a lone surrogate); nothing is written.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`.
    */
@@ -211,7 +213,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     for (const [id, offered] of this.#ready) {
       this.#ready.delete(id);
       if (this.#host.endedRecently(id)) continue;
-      if ("ask" in offered) this.#delivered.add(id);
+      // An unreadable row too: its error is delivered once, not again at every re-read that finds it pending.
+      this.#delivered.add(id);
       return offered;
     }
     return undefined;
@@ -290,5 +293,9 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   const keep = remember === undefined ? {} : { remember };
   if (type === "approve") return { type, ...keep };
   const reason = parsed.data.reason;
-  return { type, ...(reason === undefined ? {} : { reason }), ...keep };
+  const answer: AskResolution = { type, ...(reason === undefined ? {} : { reason }), ...keep };
+  // Refused here, alone: in the answers' batched statement it would fail every answer given with it.
+  const unstorable = unstorableText(answer);
+  if (unstorable !== undefined) throw new InvalidAskResolutionError(String(askId), unstorable);
+  return answer;
 }

@@ -5,14 +5,16 @@ import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
-import { AnswerBatch, PENDING } from "./answers.js";
+import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requirePool } from "./db.js";
+import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
 import type { LeaseLoss } from "./lease.js";
 import { NotificationListener } from "./listener.js";
 import type { PgPool } from "./pg.js";
+import { unstorableText } from "./jsonb.js";
 import { reap } from "./reaper.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -45,7 +47,8 @@ export interface PostgresAskQueueOptions {
   /**
    * Receives what goes wrong in the background: a dropped notification
    * connection (it reconnects), a failed heartbeat (retried while the lease
-   * holds), a lost lease (its parked calls were denied).
+   * holds), a lost lease (its parked calls were denied), a pool whose every
+   * connection the queues on it hold for `LISTEN`.
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
@@ -83,6 +86,15 @@ interface Parked {
 type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" };
 
 const RECENT_MS = 60_000;
+
+/** How many started queues hold a LISTEN connection of each pool. */
+const listeners = new WeakMap<PgPool, number>();
+
+/** The pool's connection limit, when it says (`pg.Pool` keeps it as `options.max`). */
+function poolMax(pool: PgPool): number | undefined {
+  const max = (pool as { options?: { max?: unknown } }).options?.max;
+  return typeof max === "number" && Number.isFinite(max) && max > 0 ? max : undefined;
+}
 
 function positiveInteger(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -140,8 +152,9 @@ function withdrawReason(reason: unknown): "expired" | "cancelled" {
  *   denies), a closed queue denies, nothing is ever turned into an approval.
  *
  * One connection per queue is held for `LISTEN`; the rest go through the
- * pool as needed, so give the pool at least 2. Close the queue before ending
- * the pool.
+ * pool as needed, so give the pool more connections than the queues on it (a
+ * pool of one is refused; queues that hold all of a pool's connections are
+ * reported to `onError`). Close the queue before ending the pool.
  *
  * @example
  * ```ts
@@ -158,6 +171,7 @@ export class PostgresAskQueue {
   readonly resolver: AskResolver;
   /** The schema this queue works in. */
   readonly schema: string;
+  readonly #pool: PgPool;
   readonly #db: Db;
   readonly #names: SchemaNames;
   readonly #table: string;
@@ -183,6 +197,10 @@ export class PostgresAskQueue {
   #heartbeat: NodeJS.Timeout | undefined;
   /** The heartbeat in flight, if one is. */
   #beating: Promise<void> = Promise.resolve();
+  /** The lease renewal in flight, if one is: never two at once. */
+  #renewal: Promise<void> | undefined;
+  /** The heartbeat's chores (withdrawals, the reaper) in flight, if they are: never two rounds at once. */
+  #chores: Promise<void> | undefined;
   #reread: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   #started = false;
@@ -191,10 +209,20 @@ export class PostgresAskQueue {
 
   /**
    * @throws {PostgresConfigError} for a bad schema name, an option out of
-   *   range, or something that is not a node-postgres pool.
+   *   range, options that are not an object, something that is not a
+   *   node-postgres pool, or a pool of one connection (`options.max`).
    */
-  constructor(pool: PgPool, options: PostgresAskQueueOptions = {}) {
+  constructor(pool: PgPool, given?: PostgresAskQueueOptions) {
     requirePool("PostgresAskQueue", pool);
+    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given);
+    const max = poolMax(pool);
+    if (max !== undefined && max < 2) {
+      throw new PostgresConfigError(
+        "PostgresAskQueue",
+        `the pool allows ${max} connection (options.max), which LISTEN would hold, leaving none for statements; give it at least 2`,
+      );
+    }
+    this.#pool = pool;
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
     this.#db = new Db(pool, this.#names);
@@ -219,17 +247,16 @@ export class PostgresAskQueue {
       error: (error) =>
         this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
     });
-    this.#lease = new WorkerLease(
-      this.#db,
-      this.#leaseMs,
-      (id, why) => this.#leaseLost(id, why),
-      () => this.#listener.connection,
-    );
+    this.#lease = new WorkerLease(this.#db, this.#leaseMs, {
+      lost: (id, why) => this.#leaseLost(id, why),
+      direct: () => this.#listener.connection,
+      broken: (client, error) => this.#listener.drop(client, error),
+    });
     this.#endings = new Batch((ids) => this.#readEndings(ids), this.#onError);
     this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
     this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
-    this.#answers = new AnswerBatch(this.#db, (id, verdict) => this.#dispatch(id, { type: "answered", verdict }));
+    this.#answers = new AnswerBatch(this.#db, (row) => this.#ended(row));
     this.#host = {
       db: this.#db,
       endedRecently: (id) => this.#recent.has(id),
@@ -293,13 +320,20 @@ export class PostgresAskQueue {
   #start(): void {
     if (this.#started) return;
     this.#started = true;
+    const holding = (listeners.get(this.#pool) ?? 0) + 1;
+    listeners.set(this.#pool, holding);
+    const max = poolMax(this.#pool);
+    if (max !== undefined && holding >= max) {
+      // Statements would wait for a connection until a queue closes: say so rather than hang quietly.
+      const error = new PostgresConfigError(
+        "PostgresAskQueue",
+        `${holding} queues on one pool of ${max} connections (options.max) hold ${holding} of them for LISTEN, ` +
+          "leaving none for their statements, which wait until a queue closes; give the pool more connections than queues",
+      );
+      queueMicrotask(() => this.#onError(error));
+    }
     this.#listener.start();
-    this.#heartbeat = setInterval(
-      () => {
-        this.#beating = this.#beat();
-      },
-      Math.max(1, Math.floor(this.#leaseMs / 3)),
-    );
+    this.#heartbeat = setInterval(() => this.#beat(), Math.max(1, Math.floor(this.#leaseMs / 3)));
     this.#heartbeat.unref();
     this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
     this.#reread.unref();
@@ -327,6 +361,10 @@ export class PostgresAskQueue {
       );
     }
     const pending = parsed.data;
+    const unstorable = unstorableText(pending);
+    if (unstorable !== undefined) {
+      return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, unstorable));
+    }
     if (!(signal instanceof AbortSignal)) {
       return Promise.reject(
         new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"),
@@ -499,35 +537,24 @@ export class PostgresAskQueue {
   async #readEndings(ids: string[]): Promise<void> {
     if (this.#closing !== undefined) return;
     const read = ++this.#endingReads;
-    // Over the connection that brought the notification: no wait for one from the pool.
-    const found = await this.#db.queryOn(
-      this.#listener.connection,
-      "PostgresAskQueue: reading endings",
-      `SELECT id::text AS id, worker_id::text AS worker_id, state, resolution, reason FROM ${this.#table} WHERE id = ANY($1::uuid[])`,
-      [ids],
-    );
+    let found: Rows;
+    try {
+      // Over the connection that brought the notification: no wait for one from the pool.
+      found = await this.#db.queryOn(
+        this.#listener.connection,
+        "PostgresAskQueue: reading endings",
+        `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
+        [ids],
+      );
+    } catch (error) {
+      // Cut short by close(), which settled everything this read could have.
+      if (this.#closing !== undefined) return;
+      throw error;
+    }
     const seen = new Set<string>();
     for (const raw of found.rows) {
-      const id = String(raw["id"]);
-      seen.add(id);
-      let row: RowEnding;
-      try {
-        row = parseEndRow(`${this.#names.name}.asks`, raw);
-      } catch (error) {
-        this.#failRow(id, raw["worker_id"], error);
-        continue;
-      }
-      if (row.type === "pending") continue;
-      const parked = this.#parked.get(id);
-      // Only the row this worker wrote: another worker's row with the same id is never its answer.
-      if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
-        this.#settle(parked, () =>
-          row.type === "answered"
-            ? parked.resolve(row.resolution)
-            : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
-        );
-      }
-      this.#dispatch(id, askEnding(row));
+      seen.add(String(raw["id"]));
+      this.#ended(raw);
     }
     for (const id of ids) {
       if (seen.has(id)) continue;
@@ -541,6 +568,33 @@ export class PostgresAskQueue {
       // Not remembered as ended: a row not written yet (its insert in flight) is missing too.
       for (const link of this.#links) link.end(id, { type: "withdrawn", reason: "unknown" });
     }
+  }
+
+  /**
+   * Settles what a row of the asks table says ended (`ENDING_COLUMNS`),
+   * read back or returned by the answer that ended it: the call parked on its
+   * row here, and every inbox of this process.
+   */
+  #ended(raw: Record<string, unknown>): void {
+    const id = String(raw["id"]);
+    let row: RowEnding;
+    try {
+      row = parseEndRow(`${this.#names.name}.asks`, raw);
+    } catch (error) {
+      this.#failRow(id, raw["worker_id"], error);
+      return;
+    }
+    if (row.type === "pending") return;
+    const parked = this.#parked.get(id);
+    // Only the row this worker wrote: another worker's row with the same id is never its answer.
+    if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
+      this.#settle(parked, () =>
+        row.type === "answered"
+          ? parked.resolve(row.resolution)
+          : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
+      );
+    }
+    this.#dispatch(id, askEnding(row));
   }
 
   #failRow(id: string, workerId: unknown, error: unknown): void {
@@ -596,16 +650,39 @@ export class PostgresAskQueue {
     }
   }
 
-  /** The heartbeat: renew the lease, retry withdrawals, close the asks of lapsed leases, purge old rows. */
-  async #beat(): Promise<void> {
+  /**
+   * The heartbeat: renew the lease, then retry withdrawals, close the asks of
+   * lapsed leases and purge old rows. A renewal still in flight is joined, not
+   * sent again (it settles by the time the lease would run out), and a round
+   * of chores still running skips this one: a database that stops answering
+   * never gathers a pile of statements. Losing the lease when it runs out is
+   * the lease's own timer's work, not the heartbeat's.
+   */
+  #beat(): void {
     if (this.#closing !== undefined) return;
-    await this.#lease.renew().catch(this.#onError);
-    this.#lease.check();
-    for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
-    await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+    const renewed = (this.#renewal ??= this.#lease
+      .renew()
+      .catch((error: unknown) => {
+        // Cut short by close(), which gives the lease up anyway.
+        if (this.#closing === undefined) this.#onError(error);
+      })
+      .finally(() => {
+        this.#renewal = undefined;
+      }));
+    this.#chores ??= (async () => {
+      await renewed;
+      if (this.#closing !== undefined) return;
+      for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
+      await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+    })().finally(() => {
+      this.#chores = undefined;
+    });
+    this.#beating = Promise.all([renewed, this.#chores]).then(() => undefined);
   }
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
+    // Run out while close() waited for its statements: close() denied the calls and gives the lease up.
+    if (this.#closing !== undefined) return;
     this.#onError(
       new PostgresLeaseError(
         workerId,
@@ -627,7 +704,12 @@ export class PostgresAskQueue {
     for (const link of [...this.#links]) link.close();
     this.#links.clear();
     for (const entry of [...this.#parked.values()]) this.#stopWaiting(entry, "closed");
+    // The LISTEN connection goes first: on a pool it leaves short, the statements awaited below may be
+    // waiting for it. What ran on it (an endings read, a lease statement) is cut short, and moot:
+    // every call and inbox it served is settled.
+    this.#listener.close();
     if (this.#started) {
+      listeners.set(this.#pool, (listeners.get(this.#pool) ?? 1) - 1);
       // What is in flight finishes first (nothing new starts once closing): no statement of this
       // queue runs after close() resolves, and an insert that lands now still has its row closed.
       await Promise.all([
@@ -646,6 +728,5 @@ export class PostgresAskQueue {
       // With the lease gone, anything still pending of this worker is closed as abandoned by the next reaper.
       await this.#lease.release().catch(this.#onError);
     }
-    this.#listener.close();
   }
 }

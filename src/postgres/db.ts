@@ -81,6 +81,18 @@ export function requirePool(where: string, pool: unknown): PgPool {
   return pool as PgPool;
 }
 
+/** Throws unless `options` is an object (or left out, which reads as `{}`). */
+export function requireOptions<T extends object>(where: string, options: T | undefined): T | Record<string, never> {
+  if (options === undefined) return {};
+  if (typeof options !== "object" || options === null) {
+    throw new PostgresConfigError(
+      where,
+      `options must be an object, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  return options;
+}
+
 /**
  * Checks a connection out of `pool` with `onError` listening on it.
  *
@@ -216,7 +228,18 @@ export class Db {
     return this.#withClient(operation, undefined, (client) => work(client));
   }
 
-  /** Checks once that the schema is at the version this build knows. */
+  /**
+   * Checks once that the schema is at the version this build knows (later
+   * calls reuse the outcome, unless it failed).
+   *
+   * @throws {PostgresQueryError} `"POSTGRES_NOT_MIGRATED"`,
+   *   `"POSTGRES_SCHEMA_TOO_NEW"`, or `"POSTGRES_QUERY"` when the server
+   *   cannot be reached, naming `operation`.
+   */
+  ready(operation: string): Promise<void> {
+    return this.#ready(operation);
+  }
+
   #ready(operation: string): Promise<void> {
     this.#checked ??= this.#checkVersion(operation).catch((error: unknown) => {
       this.#checked = undefined;

@@ -61,8 +61,9 @@ export class PostgresRowError extends LoopctlError {
 
 /**
  * An ask could not be parked on a {@link PostgresAskQueue}: it is not a
- * pending ask, came without an `AbortSignal`, or its id is already in the
- * queue. `code` is `"POSTGRES_ASK_INVALID"` or `"POSTGRES_ASK_DUPLICATE"`.
+ * pending ask, holds text PostgreSQL's `jsonb` cannot store (U+0000 or a lone
+ * surrogate, in its prompt, tool or call id), came without an `AbortSignal`,
+ * or its id is already in the queue. `code` is `"POSTGRES_ASK_INVALID"` or `"POSTGRES_ASK_DUPLICATE"`.
  * The resolver rejects with it, which the engine turns into a denial.
  */
 export class PostgresAskError extends LoopctlError {

@@ -7,12 +7,33 @@ import type { PgPoolClient } from "./pg.js";
 /** Why a worker stopped holding its lease. */
 export type LeaseLoss = "lapsed" | "unreachable";
 
+/** What a {@link WorkerLease} needs from its queue. */
+export interface LeaseHost {
+  /** Hears that the lease was lost (its parked calls are to be denied). */
+  lost(workerId: string, why: LeaseLoss): void;
+  /** The queue's listening connection, when it is up. */
+  direct(): PgPoolClient | undefined;
+  /** The listening connection swallowed a lease statement: it is given up (and listening starts again). */
+  broken(client: PgPoolClient, error: Error): void;
+}
+
+interface Sent {
+  readonly rows: readonly Record<string, unknown>[];
+  readonly sent: number;
+}
+
 /**
  * A worker's lease: a row in `<schema>.workers` whose `lease_until` the
  * worker pushes forward on every heartbeat. Times are the database's
  * (`now()`), so clocks on other machines never matter; the worker's own view
  * of how long it still holds the lease counts from when it sent its last
  * successful renewal, which is never later than the database's.
+ *
+ * That view runs on its own clock: a timer loses the lease the moment it can
+ * no longer surely hold, whatever a renewal in flight is doing. A renewal
+ * that has no reply by then (a network that swallows packets sends no FIN or
+ * RST to say so) is given up and its connection closed, and there is never
+ * more than one renewal in flight, so renewals cannot pile up behind a hung one.
  *
  * Lease statements go over the queue's listening connection when it is up: a pool
  * busy with a burst of asks must not hold a heartbeat in its line until the
@@ -25,23 +46,21 @@ export type LeaseLoss = "lapsed" | "unreachable";
 export class WorkerLease {
   readonly #db: Db;
   readonly #leaseMs: number;
-  readonly #onLost: (workerId: string, why: LeaseLoss) => void;
-  readonly #direct: () => PgPoolClient | undefined;
+  readonly #host: LeaseHost;
   #id: string | undefined;
   /** `performance.now()` until which the lease surely holds. */
   #validUntil = 0;
+  /** Loses the lease at {@link #validUntil} unless a renewal moved it. */
+  #expiry: NodeJS.Timeout | undefined;
   #taking: Promise<string> | undefined;
+  #renewing: Promise<void> | undefined;
+  /** Given up for good: a lease taken after this is never used. */
+  #released = false;
 
-  constructor(
-    db: Db,
-    leaseMs: number,
-    onLost: (workerId: string, why: LeaseLoss) => void,
-    direct: () => PgPoolClient | undefined,
-  ) {
+  constructor(db: Db, leaseMs: number, host: LeaseHost) {
     this.#db = db;
     this.#leaseMs = leaseMs;
-    this.#onLost = onLost;
-    this.#direct = direct;
+    this.#host = host;
   }
 
   /** The id of the lease held now, if any. */
@@ -72,33 +91,11 @@ export class WorkerLease {
        VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
       [id, this.#leaseMs, hostname(), process.pid],
     );
+    // Taken after release(): no ask is written under it, and unrenewed it lapses for a reaper to delete.
+    if (this.#released) throw new Error("the worker lease was released while it was being taken");
     this.#id = id;
-    this.#validUntil = sent + this.#leaseMs;
+    this.#holdFrom(sent);
     return id;
-  }
-
-  /**
-   * Runs a lease statement over the listening connection when it is up,
-   * else over a pooled one, and says when it was sent: the database's
-   * `now()` for it is no earlier, so a lease counted from then ends no later
-   * than the database's. Time spent waiting for a pooled connection is not
-   * counted against the lease.
-   */
-  async #run(
-    operation: string,
-    sql: string,
-    values: unknown[],
-  ): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> {
-    const send = async (client: PgPoolClient): Promise<{ rows: readonly Record<string, unknown>[]; sent: number }> => {
-      const sent = performance.now();
-      try {
-        return { rows: (await client.query(sql, values)).rows as Record<string, unknown>[], sent };
-      } catch (error) {
-        throw queryFailure(operation, this.#db.names, error);
-      }
-    };
-    const direct = this.#direct();
-    return direct === undefined ? this.#db.session(operation, send) : send(direct);
   }
 
   /**
@@ -107,9 +104,17 @@ export class WorkerLease {
    * is lost, never revived: the same statement deletes a lapsed lease and
    * closes its pending asks as abandoned, so no answer lands on them later.
    * A failed renewal is retried at the next heartbeat while the lease still
-   * holds here.
+   * holds here. While one renewal is in flight, another call joins it; it
+   * settles by the time the lease would run out at the latest.
    */
-  async renew(): Promise<void> {
+  renew(): Promise<void> {
+    this.#renewing ??= this.#renew().finally(() => {
+      this.#renewing = undefined;
+    });
+    return this.#renewing;
+  }
+
+  async #renew(): Promise<void> {
     const id = this.#id;
     if (id === undefined) return;
     const workers = this.#db.names.table("workers");
@@ -125,10 +130,11 @@ export class WorkerLease {
          SELECT (SELECT count(*) FROM renewed)::int AS renewed, (SELECT count(*) FROM lapsed)::int AS lapsed,
                 (SELECT count(*) FROM closed)::int AS closed`,
         [id, this.#leaseMs],
+        this.#validUntil,
       );
       if (this.#id !== id) return;
       if (rows[0]?.["renewed"] !== 1) this.#lose("lapsed");
-      else this.#validUntil = sent + this.#leaseMs;
+      else this.#holdFrom(sent);
     } catch (error) {
       if (this.#id === id && !this.holds) this.#lose("unreachable");
       throw error;
@@ -137,13 +143,20 @@ export class WorkerLease {
 
   /** Loses the lease if its time ran out without a renewal. */
   check(): void {
-    if (this.#id !== undefined && !this.holds) this.#lose("unreachable");
+    if (this.#id === undefined) return;
+    if (this.holds) this.#watch();
+    else this.#lose("unreachable");
   }
 
-  /** Gives the lease up: its row goes, so any ask of it still pending is closed as abandoned. */
+  /**
+   * Gives the lease up for good: its row goes, so any ask of it still pending
+   * is closed as abandoned. A lease still being taken is not waited for (on a
+   * pool with no free connection, or a network that swallows packets, its
+   * statement may never run): if it lands, it is never used and lapses.
+   */
   async release(): Promise<void> {
-    // A lease being taken now is given up too, once it is.
-    await this.#taking?.catch(() => undefined);
+    this.#released = true;
+    clearTimeout(this.#expiry);
     const id = this.#id;
     this.#id = undefined;
     if (id === undefined) return;
@@ -154,10 +167,84 @@ export class WorkerLease {
     );
   }
 
+  /** The lease surely holds for `leaseMs` from `sent`. */
+  #holdFrom(sent: number): void {
+    this.#validUntil = sent + this.#leaseMs;
+    this.#watch();
+  }
+
+  #watch(): void {
+    clearTimeout(this.#expiry);
+    // A timer may fire a fraction of a millisecond early: check() then watches again.
+    this.#expiry = setTimeout(() => this.check(), Math.max(1, Math.ceil(this.#validUntil - performance.now())));
+    this.#expiry.unref();
+  }
+
   #lose(why: LeaseLoss): void {
     const id = this.#id;
     if (id === undefined) return;
     this.#id = undefined;
-    this.#onLost(id, why);
+    clearTimeout(this.#expiry);
+    this.#host.lost(id, why);
+  }
+
+  /**
+   * Runs a lease statement over the listening connection when it is up,
+   * else over a pooled one, and says when it was sent: the database's
+   * `now()` for it is no earlier, so a lease counted from then ends no later
+   * than the database's. Time spent waiting for a pooled connection is not
+   * counted against the lease.
+   *
+   * With a `deadline` (a `performance.now()` time), a statement with no reply
+   * by then is given up: the call rejects, and the connection it went out on
+   * is closed (a connection that swallowed one statement swallows the next);
+   * one still waiting for a pooled connection then is never sent.
+   */
+  #run(operation: string, sql: string, values: unknown[], deadline = Number.POSITIVE_INFINITY): Promise<Sent> {
+    const direct = this.#host.direct();
+    let late: Error | undefined;
+    let cut: ((error: Error) => void) | undefined;
+    // Throws the driver's own errors: a pooled connection that failed is then closed, not handed on.
+    const send = async (client: PgPoolClient): Promise<Sent> => {
+      if (late !== undefined) throw queryFailure(operation, this.#db.names, late);
+      const sent = performance.now();
+      const reply = client.query(sql, values);
+      const given = new Promise<never>((_, reject) => {
+        cut = reject;
+      });
+      const result = await Promise.race([reply, given]);
+      return { rows: result.rows as Record<string, unknown>[], sent };
+    };
+    const running =
+      direct === undefined
+        ? this.#db.session(operation, send)
+        : send(direct).catch((error: unknown) => {
+            throw queryFailure(operation, this.#db.names, error);
+          });
+    if (deadline === Number.POSITIVE_INFINITY) return running;
+    return new Promise<Sent>((resolve, reject) => {
+      const wait = Math.max(0, Math.ceil(deadline - performance.now()));
+      const timer = setTimeout(() => {
+        late = new Error(
+          `no reply to a lease statement within ${wait} ms, by when the lease could no longer be said to hold`,
+        );
+        if (cut !== undefined) {
+          cut(late);
+          if (direct !== undefined) this.#host.broken(direct, late);
+        }
+        reject(queryFailure(operation, this.#db.names, late));
+      }, wait);
+      timer.unref();
+      running.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   }
 }

@@ -54,6 +54,15 @@ export class NotificationListener {
     if (this.#state === "idle" && this.#retry === undefined) void this.#connect();
   }
 
+  /**
+   * Gives up `client` when it is still the listening connection (a statement
+   * sent on it had no reply: the network may be swallowing everything), and
+   * connects again as after a drop. Its statements in flight fail.
+   */
+  drop(client: PgPoolClient, error: Error): void {
+    this.#lost(client, error);
+  }
+
   /** Disconnects for good. */
   close(): void {
     this.#state = "closed";

@@ -1,4 +1,4 @@
-import { checkOut, connectionFailure, queryFailure, requirePool } from "./db.js";
+import { checkOut, connectionFailure, queryFailure, requireOptions, requirePool } from "./db.js";
 import { PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
@@ -32,7 +32,7 @@ export interface MigrateResult {
  * name, so concurrent callers run one after another and the later ones find
  * nothing left to do. Each applied version is recorded in `<schema>.migrations`.
  *
- * @throws {PostgresConfigError} for a bad schema name or pool.
+ * @throws {PostgresConfigError} for a bad schema name, pool or options.
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
  *   loopctl migrated the schema (nothing is changed), `"POSTGRES_QUERY"`
  *   when a statement fails (nothing is changed: the transaction rolls back).
@@ -46,9 +46,9 @@ export interface MigrateResult {
  * await migrate(pool); // { schema: "loopctl", from: 0, to: 1, applied: [1] } the first time
  * ```
  */
-export async function migrate(pool: PgPool, options: MigrateOptions = {}): Promise<MigrateResult> {
+export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<MigrateResult> {
   requirePool("migrate", pool);
-  const names = schemaNames("migrate", options.schema);
+  const names = schemaNames("migrate", requireOptions("migrate", options).schema);
   const operation = `migrate(${names.name})`;
   let broken = false;
   let lost: Error | undefined;

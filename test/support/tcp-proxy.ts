@@ -1,6 +1,7 @@
 /**
  * A TCP proxy in front of the PostgreSQL server, so a test can cut one
- * process's connections (as a network failure would) and restore them.
+ * process's connections (as a network failure would) and restore them, or
+ * have the network swallow everything (a black hole).
  */
 import { createServer, connect } from "node:net";
 import type { Server, Socket } from "node:net";
@@ -12,12 +13,22 @@ export interface TcpProxy {
   cut(): Promise<void>;
   /** Accepts connections again. */
   restore(): Promise<void>;
+  /**
+   * From now on swallows every byte, both ways, on every connection, new ones
+   * included, and leaves them all open: a network that drops packets, with no
+   * FIN or RST to say so.
+   */
+  stall(): void;
+  /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
+  readonly swallowed: string;
   close(): Promise<void>;
 }
 
 export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   const target = new URL(databaseUrl);
   const sockets = new Set<Socket>();
+  let stalled = false;
+  const swallowed: Buffer[] = [];
   const makeServer = (): Server =>
     createServer((client) => {
       const upstream = connect(Number(target.port || 5432), target.hostname);
@@ -26,7 +37,16 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         socket.on("error", () => undefined);
         socket.on("close", () => sockets.delete(socket));
       }
-      client.pipe(upstream).pipe(client);
+      client.on("data", (data: Buffer) => {
+        if (stalled) swallowed.push(data);
+        else upstream.write(data);
+      });
+      upstream.on("data", (data: Buffer) => {
+        if (!stalled) client.write(data);
+      });
+      // A stalled network carries no FIN either.
+      client.on("end", () => stalled || upstream.end());
+      upstream.on("end", () => stalled || client.end());
       client.on("close", () => upstream.destroy());
       upstream.on("close", () => client.destroy());
     });
@@ -46,6 +66,12 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     restore: async () => {
       server = makeServer();
       await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+    },
+    stall: () => {
+      stalled = true;
+    },
+    get swallowed() {
+      return Buffer.concat(swallowed).toString("latin1");
     },
     close: () => (server.listening ? stop() : Promise.resolve()),
   };
