@@ -17,6 +17,16 @@ function at(project = "acme/shop"): string[] {
   return ["--database", DATABASE_URL, "--schema", db.schema, "--project", project];
 }
 
+/** `grants reset` on the project removes `n` grants, and `grants list` then shows none. */
+async function resetLeavesNoGrants(n: number): Promise<void> {
+  const reset = await cli(["grants", "reset", ...at()], { cwd: "/" });
+  expect(reset).toMatchObject({ code: EXIT.ok, stderr: "" });
+  expect(reset.stdout).toContain(`removed ${n} grants`);
+  const list = await cli(["grants", "list", ...at()], { cwd: "/" });
+  expect(list).toMatchObject({ code: EXIT.ok, stderr: "" });
+  expect(list.stdout).toContain("no grants");
+}
+
 async function seeded(project = "acme/shop"): Promise<PostgresGrantStore> {
   const store = new PostgresGrantStore(db.pool, { project, schema: db.schema });
   for (const grant of [read, rm, write]) await store.save(grant);
@@ -200,12 +210,7 @@ describe("loopctl grants … --database URL --project NAME", () => {
       hint: hint.slice("loopctl: ".length, -1),
     });
     // The way out the hint names works: the project's grants are forgotten, every row kept as revoked.
-    const reset = await cli(["grants", "reset", ...at()], { cwd: "/" });
-    expect(reset).toMatchObject({ code: EXIT.ok, stderr: "" });
-    expect(reset.stdout).toContain("removed 4 grants");
-    const list = await cli(["grants", "list", ...at()], { cwd: "/" });
-    expect(list).toMatchObject({ code: EXIT.ok, stderr: "" });
-    expect(list.stdout).toContain("no grants");
+    await resetLeavesNoGrants(4);
     const { rows } = await db.pool.query(`SELECT id, revoked FROM "${db.schema}".grants WHERE id = 'badbadbadbadbad0'`);
     expect(rows).toEqual([{ id: "badbadbadbadbad0", revoked: true }]);
   });
@@ -220,12 +225,7 @@ describe("loopctl grants … --database URL --project NAME", () => {
     await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 99`);
     const broken = await cli(["grants", "list", ...at()], { cwd: "/" });
     expect(broken.code).toBe(EXIT.corrupt);
-    const reset = await cli(["grants", "reset", ...at()], { cwd: "/" });
-    expect(reset).toMatchObject({ code: EXIT.ok, stderr: "" });
-    expect(reset.stdout).toContain("removed 4 grants");
-    const list = await cli(["grants", "list", ...at()], { cwd: "/" });
-    expect(list).toMatchObject({ code: EXIT.ok, stderr: "" });
-    expect(list.stdout).toContain("no grants");
+    await resetLeavesNoGrants(4);
     expect(await running.load()).toEqual([]);
     await running.save(read);
     const again = await cli(["grants", "list", ...at(), "--json"], { cwd: "/" });

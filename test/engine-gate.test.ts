@@ -217,6 +217,16 @@ describe("Gate.call", () => {
     ]);
   });
 
+  /** One call on `signal` that must end cancelled: its error, and how many times the tool ran. */
+  async function callCancelled(gate: Gate, signal: AbortSignal): Promise<{ error: CancelledError; executed: number }> {
+    let executed = 0;
+    const error = await gate
+      .call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal }, () => (executed += 1))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CancelledError);
+    return { error: error as CancelledError, executed };
+  }
+
   it("a middleware that aborts the signal and then calls next() never runs the tool", async () => {
     const controller = new AbortController();
     const aborts: Middleware = (_call, _context, next) => {
@@ -224,14 +234,7 @@ describe("Gate.call", () => {
       return next();
     };
     const gate = new Gate(new LoopManagers().withMiddleware(aborts));
-    let executed = 0;
-    const error = (await gate
-      .call(
-        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
-        () => (executed += 1),
-      )
-      .catch((e: unknown) => e)) as CancelledError;
-    expect(error).toBeInstanceOf(CancelledError);
+    const { error, executed } = await callCancelled(gate, controller.signal);
     expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
     expect(executed).toBe(0);
   });
@@ -247,14 +250,7 @@ describe("Gate.call", () => {
     const gate = new Gate(
       new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 3, cooldownMs: 1_000 }),
     );
-    let executed = 0;
-    const error = (await gate
-      .call(
-        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
-        () => (executed += 1),
-      )
-      .catch((e: unknown) => e)) as CancelledError;
-    expect(error).toBeInstanceOf(CancelledError);
+    const { error, executed } = await callCancelled(gate, controller.signal);
     expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
       ["cancelled", "cancel", "cancelled before execution"],
     ]);

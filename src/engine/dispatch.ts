@@ -41,11 +41,14 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   const { call, middleware, sink, run } = request;
   // Without middleware the chain is only the tool: skip building it (a few µs per call, bench/gate.bench.ts).
   const tool = call.name;
-  const notStarted: DispatchResult = { type: "refused", message: `Tool '${tool}' did not run: the call had ended` };
+  const notStarted = (): DispatchResult => ({
+    type: "refused",
+    message: `Tool '${tool}' did not run: the call had ended`,
+  });
   if (middleware.length === 0) {
     try {
       const output = run();
-      if (output === NOT_STARTED) return { result: notStarted, execution: "none" };
+      if (output === NOT_STARTED) return { result: notStarted(), execution: "none" };
       return { result: { type: "ran", output: await output }, execution: "succeeded" };
     } catch (error) {
       return { result: { type: "failed", error }, execution: "failed" };
@@ -71,7 +74,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
     ran = true;
     try {
       const started = run();
-      if (started === NOT_STARTED) return issue(notStarted);
+      if (started === NOT_STARTED) return issue(notStarted());
       const output = await started;
       execution = "succeeded";
       return issue({ type: "ran", output });
