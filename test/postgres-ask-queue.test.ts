@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { InvalidAskResolutionError } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
@@ -593,18 +594,29 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     }
   });
 
+  /**
+   * A worker with a 900 ms lease whose pool goes through `url` (a proxy), one
+   * call parked on it and taken by a console on the direct pool.
+   */
+  async function parkedThrough(url: string, poolOptions: pg.PoolConfig) {
+    const errors: unknown[] = [];
+    const worker = new PostgresAskQueue(db.newPool(4, { connectionString: url, ...poolOptions }), {
+      schema: db.schema,
+      leaseMs: 900,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(worker);
+    const inbox = queue({ leaseMs: 900 }).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    return { errors, inbox, ask, parked, lease: worker.workerId };
+  }
+
   it("denies a parked call once the lease can no longer be said to hold, and its ask ends as abandoned", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
-      const pool = db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 });
-      const errors: unknown[] = [];
-      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
-      opened.push(worker);
-      const inbox = queue({ leaseMs: 900 }).approver();
-      const ask = makeAsk(1);
-      const parked = park(worker, ask);
-      expect((await inbox.next())?.id).toBe(ask.id);
-      const lease = worker.workerId;
+      const { errors, inbox, ask, parked, lease } = await parkedThrough(proxy.url, { connectionTimeoutMillis: 500 });
       await proxy.cut();
       expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
       expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
@@ -620,15 +632,7 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
       // No connect timeout either: nothing but the lease's own clock can end the wait.
-      const pool = db.newPool(4, { connectionString: proxy.url });
-      const errors: unknown[] = [];
-      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 900, onError: (e) => errors.push(e) });
-      opened.push(worker);
-      const inbox = queue({ leaseMs: 900 }).approver();
-      const ask = makeAsk(1);
-      const parked = park(worker, ask);
-      expect((await inbox.next())?.id).toBe(ask.id);
-      const lease = worker.workerId;
+      const { errors, inbox, ask, parked, lease } = await parkedThrough(proxy.url, {});
       proxy.stall();
       const outcome = await Promise.race([
         parked,
