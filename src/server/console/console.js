@@ -92,9 +92,10 @@
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
     const form = li.querySelector("form");
     form.setAttribute("aria-label", `Answer the ask for ${ask.tool}`);
-    // Enter in the reason field would submit with the first button, Approve: a denial in progress must not approve.
-    li.querySelector(".reason").addEventListener("keydown", (event) => {
-      if (event.key === "Enter") event.preventDefault();
+    // Enter in the reason field or on a remember choice would submit with the first button, Approve:
+    // only a press on a button itself answers.
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !(event.target instanceof HTMLButtonElement)) event.preventDefault();
     });
     form.addEventListener("submit", (event) => {
       event.preventDefault();
