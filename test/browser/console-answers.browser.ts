@@ -74,4 +74,53 @@ describe("the console's answer controls", () => {
     await page.keyboard.press("Enter");
     await expect(waiting.parked).resolves.toEqual({ type: "deny", remember: "this_call" });
   });
+
+  it("when the focused ask ends elsewhere, focus goes to the next ask's heading, not to a button that would answer it", async () => {
+    const { channel, approver, server, page } = await consoleWith();
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const [first, second, third] = [makeAsk(1, { tool: "t1" }), makeAsk(2, { tool: "t2" }), makeAsk(3, { tool: "t3" })];
+    const stop = new AbortController();
+    park(channel, first, stop.signal);
+    const waitingSecond = park(channel, second);
+    const waitingThird = park(channel, third);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(3);
+
+    // About to deny the first when it expires under the cursor: the keys meant for it must answer nothing else.
+    await cardOf(page, first).getByRole("button", { name: "Deny" }).focus();
+    stop.abort(new Error("deadline"));
+    await expect.poll(() => cardOf(page, first).count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.textContent)).toBe(
+      "t2",
+    );
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Space");
+    expect(await cardOf(page, second).locator(".result").textContent()).toBe("");
+    expect(waitingSecond.answer()).toBeUndefined();
+
+    // The same after the person's own answer: a second press of Enter does not approve the next ask.
+    await cardOf(page, second).getByRole("button", { name: "Approve" }).focus();
+    await page.keyboard.press("Enter");
+    await expect(waitingSecond.parked).resolves.toEqual({ type: "approve" });
+    await expect.poll(() => cardOf(page, second).count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.textContent)).toBe(
+      "t3",
+    );
+    await page.keyboard.press("Enter");
+    expect(await cardOf(page, third).locator(".result").textContent()).toBe("");
+    expect(waitingThird.answer()).toBeUndefined();
+    // From the heading, Tab reaches that ask's own controls.
+    await page.keyboard.press("Tab");
+    expect(
+      await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.getAttribute("value")),
+    ).toBe("");
+    expect(approver.resolve(third.id, { type: "deny" })).toBe(true);
+  });
 });
+
+/** The little of the page's globals these tests read. */
+interface FocusGlobals {
+  readonly document: {
+    readonly activeElement: { readonly textContent: string | null; getAttribute(name: string): string | null } | null;
+  };
+}

@@ -113,16 +113,15 @@
     const card = cards.get(id);
     if (card === undefined) return;
     const focused = card.li.contains(document.activeElement);
+    const neighbour = card.li.nextElementSibling || card.li.previousElementSibling;
     card.li.remove();
     cards.delete(id);
     updateCount();
     const tool = card.li.querySelector(".tool").textContent;
     say(`Ask for ${tool} ended: ${describeEnding(ending)}`);
-    if (focused) {
-      const next = asksList.querySelector("button.approve");
-      if (next) next.focus();
-      else $("asks-title").focus();
-    }
+    // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
+    // must not answer another one the person has not read yet.
+    if (focused) (neighbour ? neighbour.querySelector(".tool") : $("asks-title")).focus();
   }
 
   function describeEnding(ending) {
@@ -151,6 +150,8 @@
     const body = { type: verdict };
     if (remember && remember.value !== "") body.remember = remember.value;
     if (verdict === "deny" && reason !== "") body.reason = reason;
+    // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
+    if (li.contains(document.activeElement)) li.querySelector(".tool").focus();
     for (const b of buttons) b.disabled = true;
     result.classList.remove("error");
     result.textContent = "Sending…";
