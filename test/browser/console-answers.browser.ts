@@ -1,9 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
-import { createApprovalServer } from "loopctl/server";
+import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
+import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk } from "../support/ask-fixtures.js";
-import { launch } from "./support/chromium.js";
+import { gateRecord } from "../support/cli-audit-fixtures.js";
+import { launch, screenshot } from "./support/chromium.js";
 import type { Browser } from "./support/chromium.js";
 
 // What the person at the console sees is what gets answered: keys that land
@@ -23,7 +25,7 @@ afterEach(async () => {
 });
 
 /** A server over a fresh channel, and a page signed in to it and live. */
-async function consoleWith(options: { allowedHosts?: string[] } = {}) {
+async function consoleWith(options: Omit<Parameters<typeof createApprovalServer>[0], "approver"> = {}) {
   const [channel, approver] = ApprovalChannel.pair(8);
   const server = await createApprovalServer({ approver, ...options });
   cleanups.push(
@@ -117,6 +119,96 @@ describe("the console's answer controls", () => {
     expect(approver.resolve(third.id, { type: "deny" })).toBe(true);
   });
 });
+
+// A right-to-left override makes "gpj.exe" read as "exe.jpg"; a zero-width space splits a name
+// into one that only looks the same; tag characters carry text nobody sees.
+const RLO = "\u202e";
+const PDF = "\u202c";
+const DISGUISED = {
+  tool: "dep\u200bloy",
+  prompt: `Open the attachment ${RLO}gpj.exe${PDF}?\nIt is safe.\u{e0049}\u{e0047}`,
+  callId: `call_${RLO}1`,
+};
+const SHOWN_PROMPT = "Open the attachment U+202Egpj.exeU+202C?\nIt is safe.U+E0049U+E0047";
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+describe("text that would render as something it is not", () => {
+  it("invisible and direction-changing characters in an ask, a grant and a record are shown as marks naming them", async () => {
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant(DISGUISED.tool, "allow", GrantScope.thisCall({ file: `${RLO}gpj.exe` })));
+    const records = new RecentRecords();
+    records.onGate({
+      turn: 0,
+      callId: "c1",
+      decision: gateRecord(1, { tool: DISGUISED.tool, reason: `no ${RLO}thgir` }),
+    });
+    const { channel, server, page } = await consoleWith({ grants, records });
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1, DISGUISED);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await screenshot(page, "console-hidden-characters-1280");
+
+    const text = (selector: string) => card.locator(selector).evaluate((el) => el.textContent ?? "");
+    expect(await text(".prompt")).toBe(SHOWN_PROMPT);
+    expect(await text(".tool")).toBe("depU+200Bloy");
+    expect(await text(".call")).toBe("call_U+202E1 (turn 1)");
+    // The marks are elements of their own, so they stand out from text that merely spells "U+202E".
+    expect(await card.locator(".prompt .hidden-char").allTextContents()).toEqual([
+      "U+202E",
+      "U+202C",
+      "U+E0049",
+      "U+E0047",
+    ]);
+    expect(await card.locator(".tool .hidden-char").allTextContents()).toEqual(["U+200B"]);
+    const row = page.locator("#grants tbody tr");
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.locator("td").nth(0).textContent()).toBe("depU+200Bloy");
+    expect(await row.locator("td").nth(2).textContent()).toBe('these arguments: {"file":"U+202Egpj.exe"}');
+    const record = page.locator("#records tbody tr");
+    await expect.poll(() => record.count()).toBe(1);
+    expect(await record.locator("td").nth(1).textContent()).toBe("depU+200Bloy");
+    expect(await record.locator("td").nth(4).textContent()).toBe("no U+202Ethgir");
+    // Nothing invisible is left anywhere on the page, labels and announcements included.
+    const everything = await page.evaluate(() => {
+      const doc = (globalThis as unknown as TextGlobals).document;
+      const labels = [...doc.querySelectorAll("[aria-label], [title]")].map(
+        (el) => `${el.getAttribute("aria-label") ?? ""}${el.getAttribute("title") ?? ""}`,
+      );
+      return [doc.body.textContent ?? "", ...labels].join("\n");
+    });
+    expect(everything.replace(/\n/g, "")).not.toMatch(HIDDEN);
+    expect(await page.locator("#announce").textContent()).toContain("depU+200Bloy");
+
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+
+  it("a signed link's confirmation page shows the same marks", async () => {
+    const secret = "link-secret-for-the-browser-test";
+    const { channel, server, page } = await consoleWith({ linkSecret: secret });
+    const ask = makeAsk(1, DISGUISED);
+    const waiting = park(channel, ask);
+    const links = signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 });
+    await expect.poll(async () => (await page.goto(links.approve))?.status()).toBe(200);
+    await expect.poll(() => page.locator("dd").nth(1).textContent()).toBe(SHOWN_PROMPT);
+    expect(await page.locator("dd").nth(0).textContent()).toBe("depU+200Bloy");
+    expect(await page.locator("dd .hidden-char").count()).toBe(5);
+    expect(((await page.locator("body").textContent()) ?? "").replace(/\n/g, "")).not.toMatch(HIDDEN);
+    await screenshot(page, "link-hidden-characters-1280");
+    expect(waiting.answer()).toBeUndefined();
+  });
+});
+
+/** The little of the page's globals the text checks read. */
+interface TextGlobals {
+  readonly document: {
+    readonly body: { readonly textContent: string | null };
+    querySelectorAll(selector: string): Iterable<{ getAttribute(name: string): string | null }>;
+  };
+}
 
 /** The little of the page's globals these tests read. */
 interface FocusGlobals {

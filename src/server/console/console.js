@@ -35,6 +35,48 @@
     return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   }
 
+  // A character that renders as nothing or reorders the text around it (a bidi control, a
+  // zero-width or tag character, any other control) could make what is asked read as
+  // something else: "gpj.exe" behind a right-to-left override reads as "exe.jpg". Each one
+  // is shown as a mark naming its code point instead. Prompts keep their line breaks and tabs.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+  function codePoint(char) {
+    return `U+${char.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+  }
+
+  function isHidden(char, keepLines) {
+    return HIDDEN.test(char) && !(keepLines && (char === "\n" || char === "\t"));
+  }
+
+  /** Sets an element's text, each hidden character shown as a mark. */
+  function showText(element, text, keepLines = false) {
+    const parts = [];
+    let run = "";
+    for (const char of text) {
+      if (!isHidden(char, keepLines)) {
+        run += char;
+        continue;
+      }
+      if (run !== "") parts.push(run);
+      run = "";
+      const mark = document.createElement("span");
+      mark.className = "hidden-char";
+      mark.textContent = codePoint(char);
+      mark.title = "a character that would not show, or would reorder the text around it";
+      parts.push(mark);
+    }
+    if (run !== "") parts.push(run);
+    element.replaceChildren(...parts);
+  }
+
+  /** The same text as a plain string, for labels and announcements. */
+  function plain(text) {
+    let out = "";
+    for (const char of text) out += isHidden(char, false) ? codePoint(char) : char;
+    return out;
+  }
+
   function short(text, max) {
     return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
   }
@@ -80,10 +122,12 @@
     const li = template.content.firstElementChild.cloneNode(true);
     const serial = ++cardSerial;
     li.dataset.askId = ask.id;
-    li.querySelector(".tool").textContent = ask.tool;
-    li.querySelector(".prompt").textContent = ask.prompt;
+    showText(li.querySelector(".tool"), ask.tool);
+    showText(li.querySelector(".prompt"), ask.prompt, true);
     li.querySelector(".digest").textContent = ask.argsDigest;
-    li.querySelector(".call").textContent = `${ask.callId} (turn ${ask.turn})`;
+    const callId = document.createElement("bdi");
+    showText(callId, ask.callId);
+    li.querySelector(".call").replaceChildren(callId, ` (turn ${ask.turn})`);
     li.querySelector(".ask-id").textContent = ask.id;
     const article = li.querySelector("article");
     const heading = li.querySelector(".tool");
@@ -91,7 +135,7 @@
     article.setAttribute("aria-labelledby", heading.id);
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
     const form = li.querySelector("form");
-    form.setAttribute("aria-label", `Answer the ask for ${ask.tool}`);
+    form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
     // only a press on a button itself answers.
     form.addEventListener("keydown", (event) => {
@@ -106,7 +150,7 @@
     cards.set(ask.id, { li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
     updateCount();
     tick();
-    say(`New ask: ${ask.tool}: ${ask.prompt}`);
+    say(`New ask: ${plain(ask.tool)}: ${plain(ask.prompt)}`);
   }
 
   function removeAsk(id, ending) {
@@ -193,10 +237,10 @@
     if (className) {
       const span = document.createElement("span");
       span.className = className;
-      span.textContent = text;
+      showText(span, text);
       td.append(span);
     } else {
-      td.textContent = text;
+      showText(td, text);
     }
     row.append(td);
     return td;
@@ -264,7 +308,7 @@
         "Covers",
         grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`,
       );
-      covers.title = args;
+      covers.title = plain(args);
       cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
       cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
       const actions = cell(tr, "Actions", "");
@@ -274,7 +318,7 @@
       button.textContent = "Revoke";
       button.setAttribute(
         "aria-label",
-        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${grant.tool}`,
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${plain(grant.tool)}`,
       );
       button.addEventListener("click", () => void revoke(grant, button));
       actions.append(button);
@@ -294,7 +338,7 @@
       reply = { status: 0, body: null };
     }
     if (reply.status === 200 || reply.status === 404) {
-      say(`Revoked: ${grant.tool} will be asked about again.`);
+      say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
       await refreshGrants();
       const first = $("grants").querySelector("button.revoke");
       (first || $("grants-title")).focus?.();
@@ -302,7 +346,7 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    say(`Could not revoke the grant for ${grant.tool} (${reply.status || "server unreachable"}).`);
+    say(`Could not revoke the grant for ${plain(grant.tool)} (${reply.status || "server unreachable"}).`);
   }
 
   // ---- records ------------------------------------------------------------
