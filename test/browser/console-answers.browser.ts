@@ -6,6 +6,7 @@ import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/ser
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { launch, screenshot } from "./support/chromium.js";
+import { startTcpProxy } from "./support/tcp-proxy.js";
 import type { Browser } from "./support/chromium.js";
 
 // What the person at the console sees is what gets answered: keys that land
@@ -117,6 +118,45 @@ describe("the console's answer controls", () => {
       await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.getAttribute("value")),
     ).toBe("");
     expect(approver.resolve(third.id, { type: "deny" })).toBe(true);
+  });
+});
+
+describe("an answer whose reply goes missing", () => {
+  it("a lost reply is not reported as nothing answered, and the retry says how the ask ended", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+
+    // The network goes away while the answer is on its way: the server takes it, the page hears nothing back.
+    let posts = 0;
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      posts += 1;
+      proxy.cut();
+      const reply = await route.fetch({ url: `${server.url}api/asks/${ask.id}` });
+      if (posts === 1) return route.abort("connectionreset");
+      return route.fulfill({ response: reply });
+    });
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    const result = card.locator(".result");
+    await expect.poll(() => result.textContent()).not.toBe("Sending…");
+    expect(await result.textContent()).not.toContain("nothing was answered");
+    expect(await result.textContent()).toContain("may not have arrived");
+
+    // Trying again is safe (an ask takes one answer), and tells what the first try did.
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect
+      .poll(() => result.textContent())
+      .toBe("This ask already ended: approved. This answer changed nothing.");
+    expect(posts).toBe(2);
   });
 });
 

@@ -217,14 +217,18 @@
     }
     result.classList.add("error");
     if (reply.status === 409) {
-      result.textContent = "This ask already ended; your answer changed nothing.";
-      setTimeout(() => removeAsk(ask.id, reply.body && reply.body.ending), 4000);
+      const ending = reply.body && reply.body.ending;
+      const how = ending ? `: ${describeEnding(ending)}` : "";
+      result.textContent = `This ask already ended${how}. This answer changed nothing.`;
+      setTimeout(() => removeAsk(ask.id, ending), 4000);
       return;
     }
     if (reply.status === 401) signedOut();
+    // No reply is not "not answered": the request may have reached the server before the
+    // connection went. Trying again is safe, since an ask takes one answer.
     result.textContent =
       reply.status === 0
-        ? "The server could not be reached; nothing was answered. Try again."
+        ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
         : `Not answered (${reply.status}): ${(reply.body && reply.body.message) || "unexpected reply"}`;
     for (const b of buttons) b.disabled = false;
   }
