@@ -160,6 +160,53 @@ describe("an answer whose reply goes missing", () => {
   });
 });
 
+describe("an ask id that comes back with another call behind it", () => {
+  it("after a reconnect, a card whose ask changed under the same id shows the new ask, not the old text", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+    expect(await card.locator(".prompt").textContent()).toBe("Read notes.txt?");
+
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    const waiting = park(channel, after);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+
+    await expect.poll(() => card.locator(".prompt").textContent()).toBe("Delete the whole home folder?");
+    expect(await card.locator(".tool").textContent()).toBe("delete_file");
+    expect(await card.locator(".digest").textContent()).toBe("2222222222222222");
+    expect(await page.locator("#asks .ask").count()).toBe(1);
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+});
+
+/** The ids of the asks the server lists as pending. */
+async function fetchAsks(url: string, token: string): Promise<string[]> {
+  const reply = await fetch(`${url}api/asks`, { headers: { authorization: `Bearer ${token}` } });
+  const body = (await reply.json()) as { asks: { ask: PendingAsk }[] };
+  return body.asks.map((view) => view.ask.id);
+}
+
 // A right-to-left override makes "gpj.exe" read as "exe.jpg"; a zero-width space splits a name
 // into one that only looks the same; tag characters carry text nobody sees.
 const RLO = "\u202e";

@@ -116,9 +116,18 @@
     }
   }
 
+  function sameAsk(a, b) {
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    return [...keys].every((key) => a[key] === b[key]);
+  }
+
+  // An ask id can come back with another call behind it (ids from a seeded generator repeat
+  // across runs), heard of only after a reconnect: the card then shows the new ask, so that what
+  // an answer to this id approves is what the card says.
   function addAsk(view) {
     const ask = view.ask;
-    if (cards.has(ask.id)) return;
+    const existing = cards.get(ask.id);
+    if (existing !== undefined && sameAsk(existing.ask, ask)) return;
     const li = template.content.firstElementChild.cloneNode(true);
     const serial = ++cardSerial;
     li.dataset.askId = ask.id;
@@ -146,11 +155,19 @@
       const verdict = event.submitter && event.submitter.value === "approve" ? "approve" : "deny";
       void answer(ask, li, verdict);
     });
-    asksList.append(li);
-    cards.set(ask.id, { li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    if (existing === undefined) {
+      asksList.append(li);
+    } else {
+      const focused = existing.li.contains(document.activeElement);
+      existing.li.replaceWith(li);
+      if (focused) heading.focus();
+    }
+    cards.set(ask.id, { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
     updateCount();
     tick();
-    say(`New ask: ${plain(ask.tool)}: ${plain(ask.prompt)}`);
+    say(
+      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${plain(ask.tool)}: ${plain(ask.prompt)}`,
+    );
   }
 
   function removeAsk(id, ending) {
@@ -211,7 +228,7 @@
     }
     if (reply.status === 200) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
-      removeAsk(ask.id, { type: "answered", verdict });
+      if (cards.get(ask.id)?.li === li) removeAsk(ask.id, { type: "answered", verdict });
       void refreshGrants();
       return;
     }
@@ -220,7 +237,9 @@
       const ending = reply.body && reply.body.ending;
       const how = ending ? `: ${describeEnding(ending)}` : "";
       result.textContent = `This ask already ended${how}. This answer changed nothing.`;
-      setTimeout(() => removeAsk(ask.id, ending), 4000);
+      setTimeout(() => {
+        if (cards.get(ask.id)?.li === li) removeAsk(ask.id, ending);
+      }, 4000);
       return;
     }
     if (reply.status === 401) signedOut();
