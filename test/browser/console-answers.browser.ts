@@ -198,6 +198,46 @@ describe("an ask id that comes back with another call behind it", () => {
     await card.getByRole("button", { name: "Deny" }).click();
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
+  it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+
+    // The page cannot hear the change: the old card is still up when Approve is pressed.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    const waiting = park(channel, after);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${after.id}` }) });
+    });
+    expect(await card.locator(".prompt").textContent()).toBe("Read notes.txt?");
+    await card.getByRole("button", { name: "Approve" }).click();
+
+    await expect.poll(() => card.locator(".prompt").textContent()).toBe("Delete the whole home folder?");
+    expect(await card.locator(".result").textContent()).toContain("nothing was answered");
+    expect(waiting.answer()).toBeUndefined();
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
 });
 
 /** The ids of the asks the server lists as pending. */

@@ -208,7 +208,8 @@
     const buttons = li.querySelectorAll("button");
     const remember = li.querySelector('input[type="radio"]:checked');
     const reason = li.querySelector(".reason").value.trim();
-    const body = { type: verdict };
+    // The ask rides along: the server refuses the answer if another call holds this id by now.
+    const body = { type: verdict, ask };
     if (remember && remember.value !== "") body.remember = remember.value;
     if (verdict === "deny" && reason !== "") body.reason = reason;
     // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
@@ -233,6 +234,13 @@
       return;
     }
     result.classList.add("error");
+    if (reply.status === 409 && reply.body && reply.body.error === "ask_changed" && reply.body.ask) {
+      addAsk(reply.body.ask);
+      const fresh = cards.get(ask.id).li.querySelector(".result");
+      fresh.classList.add("error");
+      fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+      return;
+    }
     if (reply.status === 409) {
       const ending = reply.body && reply.body.ending;
       const how = ending ? `: ${describeEnding(ending)}` : "";
