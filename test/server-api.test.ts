@@ -388,6 +388,46 @@ describe("answers: POST /api/asks/:id", () => {
     expect(late.json).toMatchObject({ ending: { type: "withdrawn", reason: "unknown" } });
   });
 
+  it("an answer carrying the ask it was given for is refused (409 ask_changed) when another call holds that id now", async () => {
+    const { server, auth, park } = await start();
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const stop = new AbortController();
+    const first = await park(shown, stop.signal);
+    stop.abort(new Error("run ended"));
+    await expect(first.parked).rejects.toThrow("run ended");
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 0);
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = await park(now);
+
+    const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
+    expect(track(second.parked).outcome.state).toBe("pending");
+    // Every field counts, the optional argsSha256 too.
+    const withSha = { ...now, argsSha256: "a".repeat(64) };
+    expect((await answer(server, now.id, { type: "approve", ask: withSha }, auth)).status).toBe(409);
+    expect(track(second.parked).outcome.state).toBe("pending");
+    // The ask as it is now, or none at all, answers.
+    expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
+    await expect(second.parked).resolves.toEqual({ type: "deny" });
+  });
+
+  it("400 for an answer whose ask is not a PendingAsk or names another id; the ask stays parked", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    for (const [label, shown] of [
+      ["not an object", "yes"],
+      ["a malformed ask", { ...ask, turn: -1 }],
+      ["another ask's id", makeAsk(2)],
+    ] as const) {
+      const reply = await answer(server, ask.id, { type: "approve", ask: shown }, auth);
+      expect(reply.status, label).toBe(400);
+      expect(reply.json, label).toMatchObject({ error: "bad_request" });
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
   it("404 for an ask it never saw, a malformed id, or a server without an approver", async () => {
     const { server, auth } = await start();
     expect((await answer(server, makeAsk(0).id, { type: "approve" }, auth)).status).toBe(404);

@@ -18,6 +18,7 @@ export type BoardEvent =
 export type AnswerOutcome =
   | { readonly type: "delivered" }
   | { readonly type: "ended"; readonly ending: AskEnding | undefined }
+  | { readonly type: "changed"; readonly entry: BoardEntry }
   | { readonly type: "unknown" };
 
 /** How the board's link to its inbox is doing, for `/healthz`. */
@@ -73,10 +74,14 @@ export class AskBoard {
   /**
    * Passes an answer to the inbox. `delivered` only when the inbox says it
    * reached a waiting call; `ended` for an ask this board saw end (or saw
-   * and the inbox no longer holds); `unknown` otherwise.
+   * and the inbox no longer holds); `unknown` otherwise. Given `shown`, the
+   * ask the answer was made for, it is `changed` (and the inbox is not
+   * asked) when the ask pending under that id is another one.
    * @throws whatever the inbox's `resolve` throws (a lost database, say).
    */
-  async answer(id: string, resolution: AskResolution): Promise<AnswerOutcome> {
+  async answer(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
+    const entry = this.#pending.get(id);
+    if (shown !== undefined && entry !== undefined && !sameAsk(entry.ask, shown)) return { type: "changed", entry };
     const delivered = await this.#inbox.resolve(id, resolution);
     if (delivered === true) {
       this.#settle(id, { type: "answered", verdict: resolution.type });
@@ -214,4 +219,10 @@ export class AskBoard {
     this.#tasks.add(task);
     void task.finally(() => this.#tasks.delete(task));
   }
+}
+
+/** Two asks are the same when every field is: an id that came back with another call behind it is another ask. */
+function sameAsk(a: PendingAsk, b: PendingAsk): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)] as (keyof PendingAsk)[]);
+  return [...keys].every((key) => a[key] === b[key]);
 }

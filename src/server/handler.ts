@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { AskResolutionSchema } from "../ask/types.js";
-import type { AskInbox, AskResolution } from "../ask/types.js";
+import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
+import type { AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
@@ -375,10 +375,16 @@ class Handler {
       const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
-    const outcome = await this.#deliver(id, parsed.data);
+    const outcome = await this.#deliver(id, parsed.data, shownAsk(body, id));
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
+      case "changed":
+        return sendJson(res, 409, {
+          error: "ask_changed",
+          message: "another call holds this ask id now; nothing was answered",
+          ask: this.#askView(outcome.entry),
+        });
       case "ended":
         return sendJson(res, 409, {
           error: "ask_ended",
@@ -392,10 +398,10 @@ class Handler {
     }
   }
 
-  async #deliver(id: string, resolution: AskResolution): Promise<AnswerOutcome> {
+  async #deliver(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
     try {
-      return await this.#board.answer(id, resolution);
+      return await this.#board.answer(id, resolution, shown);
     } catch (error) {
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
@@ -497,6 +503,8 @@ class Handler {
           "ask_ended",
           "this ask already ended (answered, expired or cancelled); nothing was changed",
         );
+      case "changed":
+        throw new HttpError(409, "ask_changed", "another call holds this ask id now; nothing was answered");
       case "unknown":
         throw new HttpError(404, "ask_unknown", "this server does not know this ask; nothing was answered");
       default:
@@ -595,6 +603,26 @@ function parseTarget(target: string): URL | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The ask an answer says it was made for (its optional `ask` field), so that
+ * it answers only that ask: a PendingAsk with the id the answer is posted to.
+ * @throws {HttpError} 400 for one that is not.
+ */
+function shownAsk(body: unknown, id: string): PendingAsk | undefined {
+  const value = (body as { ask?: unknown }).ask;
+  if (value === undefined) return undefined;
+  const parsed = PendingAskSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = ["ask", ...(issue?.path ?? [])].join(".");
+    throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
+  }
+  if (parsed.data.id !== id) {
+    throw new HttpError(400, "bad_request", "not an answer: ask.id: names another ask than the one answered");
+  }
+  return parsed.data;
 }
 
 /** A path segment, decoded; one that does not decode names nothing (and then matches no ask or grant). */

@@ -16,7 +16,9 @@ const PAGE_STYLE =
   "label{display:block;margin:0 0 .25rem}input{font:inherit;width:100%;box-sizing:border-box;padding:.4rem;margin:0 0 1rem}" +
   "button{font:inherit;padding:.5rem 1.25rem;border-radius:6px;border:1px solid #1b1f24;cursor:pointer}" +
   ".approve{background:#1a7f37;color:#fff;border-color:#1a7f37}.deny{background:#cf222e;color:#fff;border-color:#cf222e}" +
-  "button:focus-visible,input:focus-visible{outline:3px solid #0969da;outline-offset:2px}";
+  "button:focus-visible,input:focus-visible{outline:3px solid #0969da;outline-offset:2px}" +
+  ".hidden-char{display:inline-block;margin:0 .1em;padding:0 .2em;border:1px solid #9a6700;border-radius:3px;" +
+  "color:#9a6700;font:600 .75em/1.3 ui-monospace,monospace;white-space:nowrap}";
 
 const STYLE_HASH = createHash("sha256").update(PAGE_STYLE).digest("base64");
 
@@ -32,11 +34,27 @@ function page(title: string, body: string): string {
   );
 }
 
+/**
+ * A character that renders as nothing or reorders the text around it (a bidi
+ * control, a zero-width or tag character, any other control) could make an
+ * ask read as something else: each is shown as a mark naming its code point,
+ * as the console shows it. A prompt keeps its line breaks and tabs.
+ */
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+function showHtml(text: string, keepLines = false): string {
+  return escapeHtml(text).replace(HIDDEN, (char) => {
+    if (keepLines && (char === "\n" || char === "\t")) return char;
+    const code = (char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, "0");
+    return `<span class="hidden-char" title="a character that would not show, or would reorder the text around it">U+${code}</span>`;
+  });
+}
+
 function askDetails(ask: PendingAsk | undefined, askId: string): string {
   if (ask === undefined) return `<dl><dt>Ask</dt><dd><code>${escapeHtml(askId)}</code></dd></dl>`;
   return (
-    `<dl><dt>Tool</dt><dd><code>${escapeHtml(ask.tool)}</code></dd>` +
-    `<dt>Asks</dt><dd>${escapeHtml(ask.prompt)}</dd>` +
+    `<dl><dt>Tool</dt><dd><code>${showHtml(ask.tool)}</code></dd>` +
+    `<dt>Asks</dt><dd>${showHtml(ask.prompt, true)}</dd>` +
     `<dt>Arguments</dt><dd><code>${escapeHtml(ask.argsDigest)}</code> (digest)</dd>` +
     `<dt>Ask</dt><dd><code>${escapeHtml(ask.id)}</code></dd></dl>`
   );

@@ -35,6 +35,48 @@
     return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   }
 
+  // A character that renders as nothing or reorders the text around it (a bidi control, a
+  // zero-width or tag character, any other control) could make what is asked read as
+  // something else: "gpj.exe" behind a right-to-left override reads as "exe.jpg". Each one
+  // is shown as a mark naming its code point instead. Prompts keep their line breaks and tabs.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+  function codePoint(char) {
+    return `U+${char.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+  }
+
+  function isHidden(char, keepLines) {
+    return HIDDEN.test(char) && !(keepLines && (char === "\n" || char === "\t"));
+  }
+
+  /** Sets an element's text, each hidden character shown as a mark. */
+  function showText(element, text, keepLines = false) {
+    const parts = [];
+    let run = "";
+    for (const char of text) {
+      if (!isHidden(char, keepLines)) {
+        run += char;
+        continue;
+      }
+      if (run !== "") parts.push(run);
+      run = "";
+      const mark = document.createElement("span");
+      mark.className = "hidden-char";
+      mark.textContent = codePoint(char);
+      mark.title = "a character that would not show, or would reorder the text around it";
+      parts.push(mark);
+    }
+    if (run !== "") parts.push(run);
+    element.replaceChildren(...parts);
+  }
+
+  /** The same text as a plain string, for labels and announcements. */
+  function plain(text) {
+    let out = "";
+    for (const char of text) out += isHidden(char, false) ? codePoint(char) : char;
+    return out;
+  }
+
   function short(text, max) {
     return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
   }
@@ -74,16 +116,27 @@
     }
   }
 
+  function sameAsk(a, b) {
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    return [...keys].every((key) => a[key] === b[key]);
+  }
+
+  // An ask id can come back with another call behind it (ids from a seeded generator repeat
+  // across runs), heard of only after a reconnect: the card then shows the new ask, so that what
+  // an answer to this id approves is what the card says.
   function addAsk(view) {
     const ask = view.ask;
-    if (cards.has(ask.id)) return;
+    const existing = cards.get(ask.id);
+    if (existing !== undefined && sameAsk(existing.ask, ask)) return;
     const li = template.content.firstElementChild.cloneNode(true);
     const serial = ++cardSerial;
     li.dataset.askId = ask.id;
-    li.querySelector(".tool").textContent = ask.tool;
-    li.querySelector(".prompt").textContent = ask.prompt;
+    showText(li.querySelector(".tool"), ask.tool);
+    showText(li.querySelector(".prompt"), ask.prompt, true);
     li.querySelector(".digest").textContent = ask.argsDigest;
-    li.querySelector(".call").textContent = `${ask.callId} (turn ${ask.turn})`;
+    const callId = document.createElement("bdi");
+    showText(callId, ask.callId);
+    li.querySelector(".call").replaceChildren(callId, ` (turn ${ask.turn})`);
     li.querySelector(".ask-id").textContent = ask.id;
     const article = li.querySelector("article");
     const heading = li.querySelector(".tool");
@@ -91,37 +144,45 @@
     article.setAttribute("aria-labelledby", heading.id);
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
     const form = li.querySelector("form");
-    form.setAttribute("aria-label", `Answer the ask for ${ask.tool}`);
-    // Enter in the reason field would submit with the first button, Approve: a denial in progress must not approve.
-    li.querySelector(".reason").addEventListener("keydown", (event) => {
-      if (event.key === "Enter") event.preventDefault();
+    form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
+    // Enter in the reason field or on a remember choice would submit with the first button, Approve:
+    // only a press on a button itself answers.
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !(event.target instanceof HTMLButtonElement)) event.preventDefault();
     });
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const verdict = event.submitter && event.submitter.value === "approve" ? "approve" : "deny";
       void answer(ask, li, verdict);
     });
-    asksList.append(li);
-    cards.set(ask.id, { li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    if (existing === undefined) {
+      asksList.append(li);
+    } else {
+      const focused = existing.li.contains(document.activeElement);
+      existing.li.replaceWith(li);
+      if (focused) heading.focus();
+    }
+    cards.set(ask.id, { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
     updateCount();
     tick();
-    say(`New ask: ${ask.tool}: ${ask.prompt}`);
+    say(
+      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${plain(ask.tool)}: ${plain(ask.prompt)}`,
+    );
   }
 
   function removeAsk(id, ending) {
     const card = cards.get(id);
     if (card === undefined) return;
     const focused = card.li.contains(document.activeElement);
+    const neighbour = card.li.nextElementSibling || card.li.previousElementSibling;
     card.li.remove();
     cards.delete(id);
     updateCount();
     const tool = card.li.querySelector(".tool").textContent;
     say(`Ask for ${tool} ended: ${describeEnding(ending)}`);
-    if (focused) {
-      const next = asksList.querySelector("button.approve");
-      if (next) next.focus();
-      else $("asks-title").focus();
-    }
+    // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
+    // must not answer another one the person has not read yet.
+    if (focused) (neighbour ? neighbour.querySelector(".tool") : $("asks-title")).focus();
   }
 
   function describeEnding(ending) {
@@ -147,9 +208,12 @@
     const buttons = li.querySelectorAll("button");
     const remember = li.querySelector('input[type="radio"]:checked');
     const reason = li.querySelector(".reason").value.trim();
-    const body = { type: verdict };
+    // The ask rides along: the server refuses the answer if another call holds this id by now.
+    const body = { type: verdict, ask };
     if (remember && remember.value !== "") body.remember = remember.value;
     if (verdict === "deny" && reason !== "") body.reason = reason;
+    // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
+    if (li.contains(document.activeElement)) li.querySelector(".tool").focus();
     for (const b of buttons) b.disabled = true;
     result.classList.remove("error");
     result.textContent = "Sending…";
@@ -165,20 +229,33 @@
     }
     if (reply.status === 200) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
-      removeAsk(ask.id, { type: "answered", verdict });
+      if (cards.get(ask.id)?.li === li) removeAsk(ask.id, { type: "answered", verdict });
       void refreshGrants();
       return;
     }
     result.classList.add("error");
+    if (reply.status === 409 && reply.body && reply.body.error === "ask_changed" && reply.body.ask) {
+      addAsk(reply.body.ask);
+      const fresh = cards.get(ask.id).li.querySelector(".result");
+      fresh.classList.add("error");
+      fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+      return;
+    }
     if (reply.status === 409) {
-      result.textContent = "This ask already ended; your answer changed nothing.";
-      setTimeout(() => removeAsk(ask.id, reply.body && reply.body.ending), 4000);
+      const ending = reply.body && reply.body.ending;
+      const how = ending ? `: ${describeEnding(ending)}` : "";
+      result.textContent = `This ask already ended${how}. This answer changed nothing.`;
+      setTimeout(() => {
+        if (cards.get(ask.id)?.li === li) removeAsk(ask.id, ending);
+      }, 4000);
       return;
     }
     if (reply.status === 401) signedOut();
+    // No reply is not "not answered": the request may have reached the server before the
+    // connection went. Trying again is safe, since an ask takes one answer.
     result.textContent =
       reply.status === 0
-        ? "The server could not be reached; nothing was answered. Try again."
+        ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
         : `Not answered (${reply.status}): ${(reply.body && reply.body.message) || "unexpected reply"}`;
     for (const b of buttons) b.disabled = false;
   }
@@ -191,10 +268,10 @@
     if (className) {
       const span = document.createElement("span");
       span.className = className;
-      span.textContent = text;
+      showText(span, text);
       td.append(span);
     } else {
-      td.textContent = text;
+      showText(td, text);
     }
     row.append(td);
     return td;
@@ -262,7 +339,7 @@
         "Covers",
         grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`,
       );
-      covers.title = args;
+      covers.title = plain(args);
       cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
       cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
       const actions = cell(tr, "Actions", "");
@@ -272,7 +349,7 @@
       button.textContent = "Revoke";
       button.setAttribute(
         "aria-label",
-        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${grant.tool}`,
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${plain(grant.tool)}`,
       );
       button.addEventListener("click", () => void revoke(grant, button));
       actions.append(button);
@@ -292,7 +369,7 @@
       reply = { status: 0, body: null };
     }
     if (reply.status === 200 || reply.status === 404) {
-      say(`Revoked: ${grant.tool} will be asked about again.`);
+      say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
       await refreshGrants();
       const first = $("grants").querySelector("button.revoke");
       (first || $("grants-title")).focus?.();
@@ -300,7 +377,7 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    say(`Could not revoke the grant for ${grant.tool} (${reply.status || "server unreachable"}).`);
+    say(`Could not revoke the grant for ${plain(grant.tool)} (${reply.status || "server unreachable"}).`);
   }
 
   // ---- records ------------------------------------------------------------

@@ -1,0 +1,345 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import type { AskResolution, PendingAsk } from "loopctl/ask";
+import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
+import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { makeAsk } from "../support/ask-fixtures.js";
+import { gateRecord } from "../support/cli-audit-fixtures.js";
+import { launch, screenshot } from "./support/chromium.js";
+import { startTcpProxy } from "./support/tcp-proxy.js";
+import type { Browser } from "./support/chromium.js";
+
+// What the person at the console sees is what gets answered: keys that land
+// on a control the person did not mean, text that renders as something it is
+// not, and replies that go missing.
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A server over a fresh channel, and a page signed in to it and live. */
+async function consoleWith(options: Omit<Parameters<typeof createApprovalServer>[0], "approver"> = {}) {
+  const [channel, approver] = ApprovalChannel.pair(8);
+  const server = await createApprovalServer({ approver, ...options });
+  cleanups.push(
+    () => approver.close(),
+    () => server.close(),
+  );
+  const page = await browser.page(1280);
+  cleanups.push(() => page.close());
+  return { channel, approver, server, page };
+}
+
+/** Parks `ask` on `channel`; the promise settles with the answer, or stays pending. */
+function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortController().signal) {
+  let answer: AskResolution | undefined;
+  const parked = channel.resolve(ask, { signal });
+  parked.then(
+    (a) => (answer = a),
+    () => undefined,
+  );
+  return { parked, answer: () => answer };
+}
+
+const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
+  page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
+
+describe("the console's answer controls", () => {
+  it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
+    const { channel, server, page } = await consoleWith();
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    for (const choice of ["Just this once", "For these exact arguments", "Always for this tool"]) {
+      await card.getByLabel(choice).check();
+      await page.keyboard.press("Enter");
+    }
+    // Space on a radio only chooses it; the card must still be waiting, its buttons live.
+    await card.getByLabel("For these exact arguments").focus();
+    await page.keyboard.press("Space");
+    expect(await card.getByLabel("For these exact arguments").isChecked()).toBe(true);
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    expect(await card.locator(".result").textContent()).toBe("");
+    expect(waiting.answer()).toBeUndefined();
+    // The buttons themselves still answer from the keyboard.
+    await card.getByRole("button", { name: "Deny" }).focus();
+    await page.keyboard.press("Enter");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny", remember: "this_call" });
+  });
+
+  it("when the focused ask ends elsewhere, focus goes to the next ask's heading, not to a button that would answer it", async () => {
+    const { channel, approver, server, page } = await consoleWith();
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const [first, second, third] = [makeAsk(1, { tool: "t1" }), makeAsk(2, { tool: "t2" }), makeAsk(3, { tool: "t3" })];
+    const stop = new AbortController();
+    park(channel, first, stop.signal);
+    const waitingSecond = park(channel, second);
+    const waitingThird = park(channel, third);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(3);
+
+    // About to deny the first when it expires under the cursor: the keys meant for it must answer nothing else.
+    await cardOf(page, first).getByRole("button", { name: "Deny" }).focus();
+    stop.abort(new Error("deadline"));
+    await expect.poll(() => cardOf(page, first).count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.textContent)).toBe(
+      "t2",
+    );
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Space");
+    expect(await cardOf(page, second).locator(".result").textContent()).toBe("");
+    expect(waitingSecond.answer()).toBeUndefined();
+
+    // The same after the person's own answer: a second press of Enter does not approve the next ask.
+    await cardOf(page, second).getByRole("button", { name: "Approve" }).focus();
+    await page.keyboard.press("Enter");
+    await expect(waitingSecond.parked).resolves.toEqual({ type: "approve" });
+    await expect.poll(() => cardOf(page, second).count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.textContent)).toBe(
+      "t3",
+    );
+    await page.keyboard.press("Enter");
+    expect(await cardOf(page, third).locator(".result").textContent()).toBe("");
+    expect(waitingThird.answer()).toBeUndefined();
+    // From the heading, Tab reaches that ask's own controls.
+    await page.keyboard.press("Tab");
+    expect(
+      await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.getAttribute("value")),
+    ).toBe("");
+    expect(approver.resolve(third.id, { type: "deny" })).toBe(true);
+  });
+});
+
+describe("an answer whose reply goes missing", () => {
+  it("a lost reply is not reported as nothing answered, and the retry says how the ask ended", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+
+    // The network goes away while the answer is on its way: the server takes it, the page hears nothing back.
+    let posts = 0;
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      posts += 1;
+      proxy.cut();
+      const reply = await route.fetch({ url: `${server.url}api/asks/${ask.id}` });
+      if (posts === 1) return route.abort("connectionreset");
+      return route.fulfill({ response: reply });
+    });
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    const result = card.locator(".result");
+    await expect.poll(() => result.textContent()).not.toBe("Sending…");
+    expect(await result.textContent()).not.toContain("nothing was answered");
+    expect(await result.textContent()).toContain("may not have arrived");
+
+    // Trying again is safe (an ask takes one answer), and tells what the first try did.
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect
+      .poll(() => result.textContent())
+      .toBe("This ask already ended: approved. This answer changed nothing.");
+    expect(posts).toBe(2);
+  });
+});
+
+describe("an ask id that comes back with another call behind it", () => {
+  it("after a reconnect, a card whose ask changed under the same id shows the new ask, not the old text", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+    expect(await card.locator(".prompt").textContent()).toBe("Read notes.txt?");
+
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    const waiting = park(channel, after);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+
+    await expect.poll(() => card.locator(".prompt").textContent()).toBe("Delete the whole home folder?");
+    expect(await card.locator(".tool").textContent()).toBe("delete_file");
+    expect(await card.locator(".digest").textContent()).toBe("2222222222222222");
+    expect(await page.locator("#asks .ask").count()).toBe(1);
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+  it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+
+    // The page cannot hear the change: the old card is still up when Approve is pressed.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    const waiting = park(channel, after);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${after.id}` }) });
+    });
+    expect(await card.locator(".prompt").textContent()).toBe("Read notes.txt?");
+    await card.getByRole("button", { name: "Approve" }).click();
+
+    await expect.poll(() => card.locator(".prompt").textContent()).toBe("Delete the whole home folder?");
+    expect(await card.locator(".result").textContent()).toContain("nothing was answered");
+    expect(waiting.answer()).toBeUndefined();
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+});
+
+/** The ids of the asks the server lists as pending. */
+async function fetchAsks(url: string, token: string): Promise<string[]> {
+  const reply = await fetch(`${url}api/asks`, { headers: { authorization: `Bearer ${token}` } });
+  const body = (await reply.json()) as { asks: { ask: PendingAsk }[] };
+  return body.asks.map((view) => view.ask.id);
+}
+
+// A right-to-left override makes "gpj.exe" read as "exe.jpg"; a zero-width space splits a name
+// into one that only looks the same; tag characters carry text nobody sees.
+const RLO = "\u202e";
+const PDF = "\u202c";
+const DISGUISED = {
+  tool: "dep\u200bloy",
+  prompt: `Open the attachment ${RLO}gpj.exe${PDF}?\nIt is safe.\u{e0049}\u{e0047}`,
+  callId: `call_${RLO}1`,
+};
+const SHOWN_PROMPT = "Open the attachment U+202Egpj.exeU+202C?\nIt is safe.U+E0049U+E0047";
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+describe("text that would render as something it is not", () => {
+  it("invisible and direction-changing characters in an ask, a grant and a record are shown as marks naming them", async () => {
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant(DISGUISED.tool, "allow", GrantScope.thisCall({ file: `${RLO}gpj.exe` })));
+    const records = new RecentRecords();
+    records.onGate({
+      turn: 0,
+      callId: "c1",
+      decision: gateRecord(1, { tool: DISGUISED.tool, reason: `no ${RLO}thgir` }),
+    });
+    const { channel, server, page } = await consoleWith({ grants, records });
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1, DISGUISED);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await screenshot(page, "console-hidden-characters-1280");
+
+    const text = (selector: string) => card.locator(selector).evaluate((el) => el.textContent ?? "");
+    expect(await text(".prompt")).toBe(SHOWN_PROMPT);
+    expect(await text(".tool")).toBe("depU+200Bloy");
+    expect(await text(".call")).toBe("call_U+202E1 (turn 1)");
+    // The marks are elements of their own, so they stand out from text that merely spells "U+202E".
+    expect(await card.locator(".prompt .hidden-char").allTextContents()).toEqual([
+      "U+202E",
+      "U+202C",
+      "U+E0049",
+      "U+E0047",
+    ]);
+    expect(await card.locator(".tool .hidden-char").allTextContents()).toEqual(["U+200B"]);
+    const row = page.locator("#grants tbody tr");
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.locator("td").nth(0).textContent()).toBe("depU+200Bloy");
+    expect(await row.locator("td").nth(2).textContent()).toBe('these arguments: {"file":"U+202Egpj.exe"}');
+    const record = page.locator("#records tbody tr");
+    await expect.poll(() => record.count()).toBe(1);
+    expect(await record.locator("td").nth(1).textContent()).toBe("depU+200Bloy");
+    expect(await record.locator("td").nth(4).textContent()).toBe("no U+202Ethgir");
+    // Nothing invisible is left anywhere on the page, labels and announcements included.
+    const everything = await page.evaluate(() => {
+      const doc = (globalThis as unknown as TextGlobals).document;
+      const labels = [...doc.querySelectorAll("[aria-label], [title]")].map(
+        (el) => `${el.getAttribute("aria-label") ?? ""}${el.getAttribute("title") ?? ""}`,
+      );
+      return [doc.body.textContent ?? "", ...labels].join("\n");
+    });
+    expect(everything.replace(/\n/g, "")).not.toMatch(HIDDEN);
+    expect(await page.locator("#announce").textContent()).toContain("depU+200Bloy");
+
+    await card.getByRole("button", { name: "Deny" }).click();
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+
+  it("a signed link's confirmation page shows the same marks", async () => {
+    const secret = "link-secret-for-the-browser-test";
+    const { channel, server, page } = await consoleWith({ linkSecret: secret });
+    const ask = makeAsk(1, DISGUISED);
+    const waiting = park(channel, ask);
+    const links = signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 });
+    await expect.poll(async () => (await page.goto(links.approve))?.status()).toBe(200);
+    await expect.poll(() => page.locator("dd").nth(1).textContent()).toBe(SHOWN_PROMPT);
+    expect(await page.locator("dd").nth(0).textContent()).toBe("depU+200Bloy");
+    expect(await page.locator("dd .hidden-char").count()).toBe(5);
+    expect(((await page.locator("body").textContent()) ?? "").replace(/\n/g, "")).not.toMatch(HIDDEN);
+    await screenshot(page, "link-hidden-characters-1280");
+    expect(waiting.answer()).toBeUndefined();
+  });
+});
+
+/** The little of the page's globals the text checks read. */
+interface TextGlobals {
+  readonly document: {
+    readonly body: { readonly textContent: string | null };
+    querySelectorAll(selector: string): Iterable<{ getAttribute(name: string): string | null }>;
+  };
+}
+
+/** The little of the page's globals these tests read. */
+interface FocusGlobals {
+  readonly document: {
+    readonly activeElement: { readonly textContent: string | null; getAttribute(name: string): string | null } | null;
+  };
+}
