@@ -331,6 +331,50 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
       tool: "odd",
     });
   });
+
+  it("bad input is a typed error naming what is at fault: a tool that is not an object, an execute or toModelOutput that is not a function, options or ids of the wrong kind, an array", () => {
+    const { gate, tools } = harness();
+    const fault = (run: () => unknown): unknown => {
+      try {
+        run();
+      } catch (error) {
+        return error;
+      }
+      return "no error";
+    };
+    for (const [bad, tool, message] of [
+      [{ read: null }, "read", /not an AI SDK tool/],
+      [{ read: "read a file" }, "read", /not an AI SDK tool/],
+      [{ read: { description: "Read", execute: "run" } }, "read", /execute must be a function/],
+      [
+        { read: { description: "Read", execute: async () => "x", toModelOutput: {} } },
+        "read",
+        /toModelOutput must be a function/,
+      ],
+    ] as const) {
+      const error = fault(() => gateTools(bad as never, gate));
+      expect(error).toBeInstanceOf(AiSdkToolError);
+      expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool, message: expect.stringMatching(message) });
+    }
+    expect(fault(() => gateTools([tools.deploy] as never, gate))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      message: expect.stringMatching(/an object of tools, not an array/),
+    });
+    for (const options of [null, "run-1", 7]) {
+      expect(fault(() => gateTools(tools, gate, options as never))).toMatchObject({
+        code: "AI_SDK_TOOL",
+        message: expect.stringMatching(/options must be an object/),
+      });
+    }
+    const uuidLike = { toString: () => "00000000-0000-4000-8000-000000000000" };
+    expect(fault(() => gateTools(tools, gate, { sessionId: uuidLike } as never))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      message: expect.stringMatching(/sessionId must be a UUID/),
+    });
+    // A tool without execute (null or absent) is still left as it is.
+    const clientSide = { description: "Answered by the UI", inputSchema: z.object({}), execute: null };
+    expect(gateTools({ clientSide } as unknown as ToolSet, gate)["clientSide"]).toBe(clientSide);
+  });
 });
 
 describe("gateTools: streaming tools (async *execute)", () => {

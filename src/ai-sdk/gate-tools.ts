@@ -166,8 +166,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   they are. A tool with the SDK's own `needsApproval` goes through the
  *   SDK's approval round trip first, then through the gate.
  *
- * @throws {AiSdkToolError} (from a gated `execute`) when the SDK calls it
- *   without a `toolCallId`, or its input schema has no JSON Schema form.
+ * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
+ *   object of tools, a tool is not an object or has an `execute` or
+ *   `toModelOutput` that is not a function, or an option is malformed; and
+ *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
+ *   its input schema has no JSON Schema form.
  *
  * @example
  * ```ts
@@ -183,6 +186,10 @@ export function gateTools<TOOLS extends ToolSet>(
   if (!(gate instanceof Gate)) throw new AiSdkToolError("*", "gateTools needs a Gate (new Gate(managers))");
   if (typeof tools !== "object" || tools === null)
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
+  if (Array.isArray(tools))
+    throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet: an object of tools, not an array");
+  if (typeof options !== "object" || options === null)
+    throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text")
     throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
@@ -190,16 +197,25 @@ export function gateTools<TOOLS extends ToolSet>(
     ["sessionId", sessionId],
     ["runId", runId],
   ] as const) {
-    if (id !== undefined && !UUID.test(id))
-      throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
+    if (id !== undefined && (typeof id !== "string" || !UUID.test(id)))
+      throw new AiSdkToolError("*", `${option} must be a UUID, got ${typeof id === "string" ? id : typeof id}`);
   }
   const gated: Record<string, Tool> = {};
   for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
-    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | undefined;
-    if (typeof execute !== "function") {
+    if (typeof tool !== "object" || tool === null)
+      throw new AiSdkToolError(
+        name,
+        `not an AI SDK tool (an object from tool()), got ${tool === null ? "null" : typeof tool}`,
+      );
+    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | null | undefined;
+    // The SDK treats a null execute as none: such a tool is the client's or the provider's to run.
+    if (execute === undefined || execute === null) {
       gated[name] = tool;
       continue;
     }
+    if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
+    if (tool.toModelOutput !== undefined && typeof tool.toModelOutput !== "function")
+      throw new AiSdkToolError(name, "toModelOutput must be a function");
     const toModelOutput = tool.toModelOutput as
       | ((options: {
           toolCallId: string;
