@@ -1,5 +1,13 @@
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
-import type { ToolSet } from "ai";
+import {
+  convertToModelMessages,
+  generateText,
+  jsonSchema,
+  readUIMessageStream,
+  stepCountIs,
+  streamText,
+  tool,
+} from "ai";
+import type { ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -158,6 +166,47 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "shout", { text: "hi" })]), v3([text("x")])] });
     await generateText({ model, tools: gated, prompt: "go", stopWhen: stepCountIs(2) });
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "HI" } }]);
+  });
+
+  it("a refusal that went to the browser and back in UI messages still reaches the model as a denial, not through the tool's own toModelOutput", async () => {
+    const { executed, gate } = harness(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }),
+    );
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy a version",
+          inputSchema: z.object({ version: z.string() }),
+          execute: async ({ version }) => (executed.push(version), { deployed: version }),
+          toModelOutput: ({ output }) => ({ type: "text", value: `Deployed version ${output.deployed}` }),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("c1", "deploy", { version: "1.2" })])],
+      doGenerate: [v3([text("not deployed")])],
+    });
+    const streamed = streamText({ model, tools, prompt: "ship", stopWhen: stepCountIs(1) });
+    let message: UIMessage | undefined;
+    for await (const update of readUIMessageStream({ stream: streamed.toUIMessageStream() })) message = update;
+    // The chat's messages cross to the browser as JSON and come back with the next request.
+    const stored = JSON.parse(JSON.stringify(message)) as UIMessage;
+    const user: UIMessage = { id: "u1", role: "user", parts: [{ type: "text", text: "ship" }] };
+    const messages = await convertToModelMessages([user, stored], { tools });
+    await generateText({ model, tools, messages });
+    expect(executed).toEqual([]);
+    expect(model.doGenerateCalls[0]!.prompt.at(-1)).toEqual({
+      role: "tool",
+      content: [
+        {
+          type: "tool-result",
+          toolCallId: "c1",
+          toolName: "deploy",
+          output: { type: "execution-denied", reason: "prod is frozen" },
+        },
+      ],
+    });
   });
 
   it("under streamText: an allowed and a refused call in one step", async () => {

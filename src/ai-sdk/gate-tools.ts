@@ -1,5 +1,6 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
-import { Gate } from "../engine/index.js";
+import { z } from "zod";
+import { Gate, GateDecisionSchema } from "../engine/index.js";
 import type { GateDecision, ToolDescriptor } from "../engine/index.js";
 import { AiSdkToolError } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
@@ -52,9 +53,34 @@ const refusals = new WeakSet<object>();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** True for the output of a gated tool whose call the gate refused. */
+/**
+ * Parses a {@link ToolRefusal} that crossed a process boundary as JSON: a
+ * chat's UI messages carry a refused call's output to the browser and back,
+ * where {@link isToolRefusal} (which trusts only the object the gate made)
+ * no longer knows it.
+ */
+export const ToolRefusalSchema = z.strictObject({
+  type: z.literal("loopctl.refused"),
+  message: z.string(),
+  record: GateDecisionSchema,
+});
+
+/** True for the output of a gated tool whose call the gate refused (the object itself, not a copy). */
 export function isToolRefusal(value: unknown): value is ToolRefusal {
   return typeof value === "object" && value !== null && refusals.has(value);
+}
+
+/**
+ * The refusal text of `output` when it is a refusal of a call to `tool`: the
+ * gate's own object, or its JSON copy from stored or UI messages, which the
+ * SDK converts again on the next request.
+ */
+function refusalText(tool: string, output: unknown): string | undefined {
+  if (isToolRefusal(output)) return output.message;
+  if (typeof output !== "object" || output === null || (output as { type?: unknown }).type !== "loopctl.refused")
+    return undefined;
+  const parsed = ToolRefusalSchema.safeParse(output);
+  return parsed.success && parsed.data.record.tool === tool ? parsed.data.message : undefined;
 }
 
 /**
@@ -150,7 +176,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *
  * - A refused call does not throw: `execute` returns a {@link ToolRefusal},
  *   and the model reads its message as the SDK's `execution-denied` output
- *   (the tool's own `toModelOutput` handles every other output).
+ *   (the tool's own `toModelOutput` handles every other output), also when
+ *   the refusal comes back as JSON in stored or UI messages.
  * - A tool that throws throws as before (the SDK's `tool-error`); the gate's
  *   record says the call was allowed.
  * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
@@ -295,12 +322,13 @@ export function gateTools<TOOLS extends ToolSet>(
         input: unknown;
         output: unknown;
       }): ToolResultOutput | PromiseLike<ToolResultOutput> {
-        const { output } = modelOptions;
-        if (isToolRefusal(output)) {
+        const refused = refusalText(name, modelOptions.output);
+        if (refused !== undefined) {
           return mode === "execution-denied"
-            ? { type: "execution-denied", reason: output.message }
-            : { type: "error-text", value: output.message };
+            ? { type: "execution-denied", reason: refused }
+            : { type: "error-text", value: refused };
         }
+        const { output } = modelOptions;
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
       },
     };
