@@ -1,4 +1,5 @@
 import {
+  asSchema,
   convertToModelMessages,
   generateText,
   jsonSchema,
@@ -6,6 +7,7 @@ import {
   stepCountIs,
   streamText,
   tool,
+  validateUIMessages,
 } from "ai";
 import type { ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
@@ -207,6 +209,46 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
         },
       ],
     });
+  });
+
+  it("a tool's outputSchema accepts the refusals of its calls, so validateUIMessages passes a chat holding one; other outputs are still checked", async () => {
+    const guard: Hook = {
+      preToolUse: (c) =>
+        (c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+    };
+    const { gate } = harness(new LoopManagers().withHook(guard));
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy",
+          inputSchema: z.object({ env: z.string() }),
+          outputSchema: z.object({ deployed: z.string() }),
+          execute: async ({ env }) => ({ deployed: env }),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("c1", "deploy", { env: "staging" }), call("c2", "deploy", { env: "prod" })])],
+    });
+    // validateUIMessages types its tools loosely (Tool<unknown, unknown>), which no typed tool set matches.
+    const validate = (messages: UIMessage[]) => validateUIMessages({ messages, tools: tools as never });
+    const streamed = streamText({ model, tools, prompt: "ship", stopWhen: stepCountIs(1) });
+    let message: UIMessage | undefined;
+    for await (const update of readUIMessageStream({ stream: streamed.toUIMessageStream() })) message = update;
+    const stored = JSON.parse(JSON.stringify(message)) as UIMessage;
+    const outputs = stored.parts.flatMap((part) => ("output" in part ? [part.output] : []));
+    expect(outputs).toMatchObject([{ deployed: "staging" }, { type: "loopctl.refused", message: "prod is frozen" }]);
+    await expect(validate([stored])).resolves.toHaveLength(1);
+    // Whatever is neither the tool's output nor a refusal of its calls still fails.
+    const tampered = JSON.parse(JSON.stringify(stored).replace('"deployed":"staging"', '"deployed":7')) as UIMessage;
+    await expect(validate([tampered])).rejects.toThrow(/Type validation failed/);
+    const foreign = JSON.parse(JSON.stringify(stored).replace('"tool":"deploy"', '"tool":"other"')) as UIMessage;
+    await expect(validate([foreign])).rejects.toThrow(/Type validation failed/);
+    // Its JSON Schema is the tool's own.
+    expect(await asSchema(tools.deploy.outputSchema).jsonSchema).toEqual(
+      await asSchema(z.object({ deployed: z.string() })).jsonSchema,
+    );
   });
 
   it("under streamText: an allowed and a refused call in one step", async () => {

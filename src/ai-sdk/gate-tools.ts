@@ -127,6 +127,39 @@ function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
   return known;
 }
 
+/** The mark the AI SDK puts on its own schema objects (`jsonSchema()`, `zodSchema()`): global, so it holds across copies. */
+const SCHEMA = Symbol.for("vercel.ai.schema");
+
+type OutputSchema = NonNullable<Tool["outputSchema"]>;
+
+type Validation = { success: true; value: unknown } | { success: false; error: Error };
+
+/**
+ * `outputSchema` that also accepts a refusal of a call to `tool`: a gated
+ * tool's output may be a {@link ToolRefusal}, and the SDK checks stored and
+ * UI messages against the output schema (`validateUIMessages`). Everything
+ * else is checked by the tool's own schema, as the SDK checks it, and its
+ * JSON Schema is the tool's own.
+ */
+function withRefusals(tool: string, outputSchema: OutputSchema): OutputSchema {
+  const own = async (): Promise<{ jsonSchema: unknown; validate?: (value: unknown) => unknown }> => {
+    const { asSchema } = await import("ai");
+    return asSchema(outputSchema) as { jsonSchema: unknown; validate?: (value: unknown) => unknown };
+  };
+  return {
+    [SCHEMA]: true,
+    _type: undefined,
+    get jsonSchema() {
+      return own().then((schema) => schema.jsonSchema);
+    },
+    async validate(value: unknown): Promise<Validation> {
+      if (refusalText(tool, value) !== undefined) return { success: true, value };
+      const schema = await own();
+      return schema.validate === undefined ? { success: true, value } : ((await schema.validate(value)) as Validation);
+    },
+  } as unknown as OutputSchema;
+}
+
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return (
     typeof value === "object" &&
@@ -187,6 +220,9 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   SDK's preliminary results), and its last value is the output. Another
  *   `execute` that returns an async iterable is run to its end inside the
  *   gate, its last value being the output.
+ * - A tool's `outputSchema` also accepts the refusals of its calls (the SDK
+ *   checks stored and UI messages against it); other outputs are checked by
+ *   the tool's own schema.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
@@ -292,6 +328,7 @@ export function gateTools<TOOLS extends ToolSet>(
     const ignore = (): void => {};
     gated[name] = {
       ...tool,
+      ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
       execute: isAsyncGeneratorFunction(execute)
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
             // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
