@@ -468,6 +468,99 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
   });
 });
 
+describe("gateTools: validation by the tool's own schema", () => {
+  const ids = z.object({
+    id: z.cuid(),
+    trace: z.ulid(),
+    phone: z.e164(),
+    token: z.base64(),
+    hash: z.hash("sha256"),
+  });
+  const good = {
+    id: "cjld2cjxh0000qzrmn831i7rn",
+    trace: "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    phone: "+14155552671",
+    token: "aGk=",
+    hash: "a".repeat(64),
+  };
+
+  it("a zod schema is validated by zod, as the SDK validates it: string formats Ajv does not know run; what zod refuses is refused", async () => {
+    const executed: unknown[] = [];
+    const records: GateDecision[] = [];
+    const descriptors: unknown[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withMiddleware(async (_call, context, next) => (descriptors.push(context.descriptor), next()))
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = gateTools(
+      {
+        lookup: tool({
+          description: "Look a record up",
+          inputSchema: ids,
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "lookup", good)]), v3([text("done")])] });
+    const result = await generateText({ model, tools, prompt: "look", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "c1", output: "found" }]);
+    expect(executed).toEqual([good]);
+    expect(records).toMatchObject([{ verdict: "allow" }]);
+    // The descriptor hooks see and grants pin is still the JSON Schema the model was shown.
+    expect(descriptors).toEqual([
+      { name: "lookup", description: "Look a record up", inputSchema: await asSchema(ids).jsonSchema },
+    ]);
+
+    // Arguments that reach the gate without the SDK's check are refused by zod's, before anyone is asked.
+    const outcome = await tools.lookup.execute!({ ...good, id: "not a cuid" }, { toolCallId: "c2", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema", ruleSource: "engine" });
+    expect(records[1]!.reason).toMatch(/^invalid arguments: \$\.id: /);
+    expect(executed).toHaveLength(1);
+  });
+
+  it("a schema that checks only asynchronously still runs (the SDK ran its check first); the gate checks its JSON Schema", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const positive = z.object({ n: z.number() }).refine(async ({ n }) => n > 0, "n must be positive");
+    const tools = gateTools(
+      { count: tool({ description: "", inputSchema: positive, execute: async ({ n }) => n }) },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "count", { n: 2 }), call("c2", "count", { n: -1 })]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools, prompt: "count", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "c1", output: 2 }]);
+    expect(result.steps[0]!.content).toContainEqual(expect.objectContaining({ type: "tool-error", toolCallId: "c2" }));
+    expect(records).toMatchObject([{ verdict: "allow" }]);
+    const outcome = await tools.count.execute!({ n: "two" } as never, { toolCallId: "c3", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema" });
+  });
+
+  it("a hook's modify is validated by the tool's own schema too", async () => {
+    const executed: unknown[] = [];
+    const records: GateDecision[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), phone: "12" } }) })
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = gateTools(
+      { lookup: tool({ description: "", inputSchema: ids, execute: async (input) => (executed.push(input), "x") }) },
+      gate,
+    );
+    const outcome = await tools.lookup.execute!(good, { toolCallId: "c1", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema" }]);
+    expect(records[0]!.reason).toMatch(/\$\.phone: /);
+    expect(executed).toEqual([]);
+  });
+});
+
 describe("gateTools: streaming tools (async *execute)", () => {
   function streaming(log: string[]) {
     return {

@@ -1,7 +1,11 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
 import { z } from "zod";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
-import type { GateDecision, ToolDescriptor } from "../engine/index.js";
+import type { ArgumentCheck, GateDecision, Tool as GateTool, ToolDescriptor } from "../engine/index.js";
+import { describeError } from "../engine/errors.js";
+import { frozenJson } from "../engine/snapshot.js";
+import { compileJsonSchema } from "../engine/validation.js";
+import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { AiSdkToolError } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -84,15 +88,93 @@ function refusalText(tool: string, output: unknown): string | undefined {
 }
 
 /**
- * The descriptor of each tool object under each name it is gated as, made
- * once (its JSON Schema may be computed asynchronously): a run that calls
- * `gateTools` again gets the same descriptor object, so the gate compiles
- * its schema once. Keyed by name too, since one tool object may sit under
+ * What the gate is handed for each tool object under each name it is gated
+ * as, made once (its JSON Schema may be computed asynchronously): a run that
+ * calls `gateTools` again hands the gate the same object, so the gate
+ * prepares it once. Keyed by name too, since one tool object may sit under
  * two names, and the name is part of what a grant is pinned to.
  */
-const descriptors = new WeakMap<object, Map<string, Promise<ToolDescriptor>>>();
+const descriptors = new WeakMap<object, Map<string, Promise<GateTool | ToolDescriptor>>>();
 
-async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
+type StandardIssue = {
+  readonly message: string;
+  readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[];
+};
+type StandardResult = { readonly value?: unknown; readonly issues?: readonly StandardIssue[] };
+
+/** A Standard Schema (zod, valibot, ArkType, …): the SDK validates a tool's input with its own `validate`. */
+interface StandardSchema {
+  readonly "~standard": { readonly validate: (value: unknown) => StandardResult | PromiseLike<StandardResult> };
+}
+
+function isStandardSchema(schema: unknown): schema is StandardSchema {
+  if (typeof schema !== "object" || schema === null || !("~standard" in schema)) return false;
+  const standard = (schema as { "~standard"?: { validate?: unknown } })["~standard"];
+  return typeof standard?.validate === "function";
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function";
+}
+
+function problemsOf(issues: readonly StandardIssue[]): string[] {
+  return issues.map((issue) => {
+    const path = (issue.path ?? []).map((segment) =>
+      String(typeof segment === "object" && segment !== null ? segment.key : segment),
+    );
+    return `${["$", ...path].join(".")}: ${issue.message}`;
+  });
+}
+
+/**
+ * The gate's view of a tool whose input schema is a Standard Schema: the
+ * descriptor the model was shown, validated by the schema itself, as the SDK
+ * validates it (its JSON Schema may carry formats no JSON Schema validator
+ * knows, such as zod's `cuid` or `e164`). A schema that checks only
+ * asynchronously (an async refinement) leaves the gate's synchronous step to
+ * its JSON Schema; the SDK has run the full check before `execute`.
+ */
+function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateTool {
+  let json: ((input: unknown) => ArgumentCheck) | undefined;
+  const byJsonSchema = (input: unknown): ArgumentCheck => {
+    if (json === undefined) {
+      try {
+        json = compileJsonSchema(descriptor.inputSchema as Readonly<Record<string, unknown>>);
+      } catch (error) {
+        const problem = `the tool's input schema does not compile: ${describeError(error)}`;
+        json = () => ({ type: "invalid", problems: [problem] });
+      }
+    }
+    return json(input);
+  };
+  return Object.freeze({
+    name: descriptor.name,
+    descriptor,
+    descriptorDigest: descriptorDigest(descriptor),
+    descriptorFingerprint: descriptorFingerprint(descriptor),
+    check(input: unknown): ArgumentCheck {
+      let result: StandardResult | PromiseLike<StandardResult>;
+      try {
+        result = schema["~standard"].validate(input);
+      } catch (error) {
+        return { type: "invalid", problems: [`$: ${describeError(error)}`] };
+      }
+      if (isThenable(result)) {
+        Promise.resolve(result).catch(() => {});
+        return byJsonSchema(input);
+      }
+      return result.issues === undefined
+        ? { type: "valid", value: input }
+        : { type: "invalid", problems: problemsOf(result.issues) };
+    },
+    execute(): never {
+      // The gate runs the call through the execute handed to gate.call, never through this.
+      throw new AiSdkToolError(descriptor.name, "runs only through its gated execute");
+    },
+  });
+}
+
+async function describe(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
   let inputSchema: unknown;
   try {
     // The JSON Schema the model is shown, made as generateText makes it.
@@ -107,10 +189,18 @@ async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
     inputSchema,
   };
   if (typeof tool.title === "string") descriptor.title = tool.title;
-  return descriptor;
+  // Any other schema (the SDK's jsonSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
+  if (!isStandardSchema(tool.inputSchema)) return descriptor;
+  let frozen: ToolDescriptor;
+  try {
+    frozen = frozenJson(descriptor);
+  } catch (error) {
+    throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
+  }
+  return standardTool(frozen, tool.inputSchema);
 }
 
-function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
+function descriptorOf(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
   let byName = descriptors.get(tool);
   if (byName === undefined) {
     byName = new Map();
@@ -223,6 +313,9 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - A tool's `outputSchema` also accepts the refusals of its calls (the SDK
  *   checks stored and UI messages against it); other outputs are checked by
  *   the tool's own schema.
+ * - The gate validates the arguments with the tool's own schema when it is a
+ *   Standard Schema (zod, valibot, ArkType), as the SDK does, else against
+ *   its JSON Schema.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
