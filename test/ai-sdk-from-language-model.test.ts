@@ -458,6 +458,23 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(model.doGenerateCalls).toHaveLength(0);
   });
 
+  it("options and settings that are not objects are typed errors naming the model", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    for (const options of [null, "fast", { settings: null }, { settings: "temperature=0" }, { settings: [0.2] }]) {
+      let error: unknown;
+      try {
+        fromLanguageModel(model, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(AiSdkModelError);
+      expect(error).toMatchObject({
+        model: "acme/m1",
+        message: expect.stringMatching(/(options|settings) must be an object/),
+      });
+    }
+  });
+
   it("a transcript from elsewhere (no providerData) goes as text and tool calls", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
     await new Agent({ model: fromLanguageModel(model), tools: [] }).run([

@@ -1,5 +1,15 @@
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
-import type { ToolSet } from "ai";
+import {
+  asSchema,
+  convertToModelMessages,
+  generateText,
+  jsonSchema,
+  readUIMessageStream,
+  stepCountIs,
+  streamText,
+  tool,
+  validateUIMessages,
+} from "ai";
+import type { ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -158,6 +168,87 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "shout", { text: "hi" })]), v3([text("x")])] });
     await generateText({ model, tools: gated, prompt: "go", stopWhen: stepCountIs(2) });
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "HI" } }]);
+  });
+
+  it("a refusal that went to the browser and back in UI messages still reaches the model as a denial, not through the tool's own toModelOutput", async () => {
+    const { executed, gate } = harness(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }),
+    );
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy a version",
+          inputSchema: z.object({ version: z.string() }),
+          execute: async ({ version }) => (executed.push(version), { deployed: version }),
+          toModelOutput: ({ output }) => ({ type: "text", value: `Deployed version ${output.deployed}` }),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("c1", "deploy", { version: "1.2" })])],
+      doGenerate: [v3([text("not deployed")])],
+    });
+    const streamed = streamText({ model, tools, prompt: "ship", stopWhen: stepCountIs(1) });
+    let message: UIMessage | undefined;
+    for await (const update of readUIMessageStream({ stream: streamed.toUIMessageStream() })) message = update;
+    // The chat's messages cross to the browser as JSON and come back with the next request.
+    const stored = JSON.parse(JSON.stringify(message)) as UIMessage;
+    const user: UIMessage = { id: "u1", role: "user", parts: [{ type: "text", text: "ship" }] };
+    const messages = await convertToModelMessages([user, stored], { tools });
+    await generateText({ model, tools, messages });
+    expect(executed).toEqual([]);
+    expect(model.doGenerateCalls[0]!.prompt.at(-1)).toEqual({
+      role: "tool",
+      content: [
+        {
+          type: "tool-result",
+          toolCallId: "c1",
+          toolName: "deploy",
+          output: { type: "execution-denied", reason: "prod is frozen" },
+        },
+      ],
+    });
+  });
+
+  it("a tool's outputSchema accepts the refusals of its calls, so validateUIMessages passes a chat holding one; other outputs are still checked", async () => {
+    const guard: Hook = {
+      preToolUse: (c) =>
+        (c.input as { env?: string }).env === "prod" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+    };
+    const { gate } = harness(new LoopManagers().withHook(guard));
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy",
+          inputSchema: z.object({ env: z.string() }),
+          outputSchema: z.object({ deployed: z.string() }),
+          execute: async ({ env }) => ({ deployed: env }),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("c1", "deploy", { env: "staging" }), call("c2", "deploy", { env: "prod" })])],
+    });
+    // validateUIMessages types its tools loosely (Tool<unknown, unknown>), which no typed tool set matches.
+    const validate = (messages: UIMessage[]) => validateUIMessages({ messages, tools: tools as never });
+    const streamed = streamText({ model, tools, prompt: "ship", stopWhen: stepCountIs(1) });
+    let message: UIMessage | undefined;
+    for await (const update of readUIMessageStream({ stream: streamed.toUIMessageStream() })) message = update;
+    const stored = JSON.parse(JSON.stringify(message)) as UIMessage;
+    const outputs = stored.parts.flatMap((part) => ("output" in part ? [part.output] : []));
+    expect(outputs).toMatchObject([{ deployed: "staging" }, { type: "loopctl.refused", message: "prod is frozen" }]);
+    await expect(validate([stored])).resolves.toHaveLength(1);
+    // Whatever is neither the tool's output nor a refusal of its calls still fails.
+    const tampered = JSON.parse(JSON.stringify(stored).replace('"deployed":"staging"', '"deployed":7')) as UIMessage;
+    await expect(validate([tampered])).rejects.toThrow(/Type validation failed/);
+    const foreign = JSON.parse(JSON.stringify(stored).replace('"tool":"deploy"', '"tool":"other"')) as UIMessage;
+    await expect(validate([foreign])).rejects.toThrow(/Type validation failed/);
+    // Its JSON Schema is the tool's own.
+    expect(await asSchema(tools.deploy.outputSchema).jsonSchema).toEqual(
+      await asSchema(z.object({ deployed: z.string() })).jsonSchema,
+    );
   });
 
   it("under streamText: an allowed and a refused call in one step", async () => {
@@ -330,6 +421,143 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
       code: "AI_SDK_TOOL",
       tool: "odd",
     });
+  });
+
+  it("bad input is a typed error naming what is at fault: a tool that is not an object, an execute or toModelOutput that is not a function, options or ids of the wrong kind, an array", () => {
+    const { gate, tools } = harness();
+    const fault = (run: () => unknown): unknown => {
+      try {
+        run();
+      } catch (error) {
+        return error;
+      }
+      return "no error";
+    };
+    for (const [bad, tool, message] of [
+      [{ read: null }, "read", /not an AI SDK tool/],
+      [{ read: "read a file" }, "read", /not an AI SDK tool/],
+      [{ read: { description: "Read", execute: "run" } }, "read", /execute must be a function/],
+      [
+        { read: { description: "Read", execute: async () => "x", toModelOutput: {} } },
+        "read",
+        /toModelOutput must be a function/,
+      ],
+    ] as const) {
+      const error = fault(() => gateTools(bad as never, gate));
+      expect(error).toBeInstanceOf(AiSdkToolError);
+      expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool, message: expect.stringMatching(message) });
+    }
+    expect(fault(() => gateTools([tools.deploy] as never, gate))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      message: expect.stringMatching(/an object of tools, not an array/),
+    });
+    for (const options of [null, "run-1", 7]) {
+      expect(fault(() => gateTools(tools, gate, options as never))).toMatchObject({
+        code: "AI_SDK_TOOL",
+        message: expect.stringMatching(/options must be an object/),
+      });
+    }
+    const uuidLike = { toString: () => "00000000-0000-4000-8000-000000000000" };
+    expect(fault(() => gateTools(tools, gate, { sessionId: uuidLike } as never))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      message: expect.stringMatching(/sessionId must be a UUID/),
+    });
+    // A tool without execute (null or absent) is still left as it is.
+    const clientSide = { description: "Answered by the UI", inputSchema: z.object({}), execute: null };
+    expect(gateTools({ clientSide } as unknown as ToolSet, gate)["clientSide"]).toBe(clientSide);
+  });
+});
+
+describe("gateTools: validation by the tool's own schema", () => {
+  const ids = z.object({
+    id: z.cuid(),
+    trace: z.ulid(),
+    phone: z.e164(),
+    token: z.base64(),
+    hash: z.hash("sha256"),
+  });
+  const good = {
+    id: "cjld2cjxh0000qzrmn831i7rn",
+    trace: "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    phone: "+14155552671",
+    token: "aGk=",
+    hash: "a".repeat(64),
+  };
+
+  it("a zod schema is validated by zod, as the SDK validates it: string formats Ajv does not know run; what zod refuses is refused", async () => {
+    const executed: unknown[] = [];
+    const records: GateDecision[] = [];
+    const descriptors: unknown[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withMiddleware(async (_call, context, next) => (descriptors.push(context.descriptor), next()))
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = gateTools(
+      {
+        lookup: tool({
+          description: "Look a record up",
+          inputSchema: ids,
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "lookup", good)]), v3([text("done")])] });
+    const result = await generateText({ model, tools, prompt: "look", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "c1", output: "found" }]);
+    expect(executed).toEqual([good]);
+    expect(records).toMatchObject([{ verdict: "allow" }]);
+    // The descriptor hooks see and grants pin is still the JSON Schema the model was shown.
+    expect(descriptors).toEqual([
+      { name: "lookup", description: "Look a record up", inputSchema: await asSchema(ids).jsonSchema },
+    ]);
+
+    // Arguments that reach the gate without the SDK's check are refused by zod's, before anyone is asked.
+    const outcome = await tools.lookup.execute!({ ...good, id: "not a cuid" }, { toolCallId: "c2", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema", ruleSource: "engine" });
+    expect(records[1]!.reason).toMatch(/^invalid arguments: \$\.id: /);
+    expect(executed).toHaveLength(1);
+  });
+
+  it("a schema that checks only asynchronously still runs (the SDK ran its check first); the gate checks its JSON Schema", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const positive = z.object({ n: z.number() }).refine(async ({ n }) => n > 0, "n must be positive");
+    const tools = gateTools(
+      { count: tool({ description: "", inputSchema: positive, execute: async ({ n }) => n }) },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "count", { n: 2 }), call("c2", "count", { n: -1 })]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools, prompt: "count", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "c1", output: 2 }]);
+    expect(result.steps[0]!.content).toContainEqual(expect.objectContaining({ type: "tool-error", toolCallId: "c2" }));
+    expect(records).toMatchObject([{ verdict: "allow" }]);
+    const outcome = await tools.count.execute!({ n: "two" } as never, { toolCallId: "c3", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema" });
+  });
+
+  it("a hook's modify is validated by the tool's own schema too", async () => {
+    const executed: unknown[] = [];
+    const records: GateDecision[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), phone: "12" } }) })
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = gateTools(
+      { lookup: tool({ description: "", inputSchema: ids, execute: async (input) => (executed.push(input), "x") }) },
+      gate,
+    );
+    const outcome = await tools.lookup.execute!(good, { toolCallId: "c1", messages: [] });
+    expect(isToolRefusal(outcome)).toBe(true);
+    expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema" }]);
+    expect(records[0]!.reason).toMatch(/\$\.phone: /);
+    expect(executed).toEqual([]);
   });
 });
 

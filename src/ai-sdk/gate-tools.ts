@@ -1,6 +1,11 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
-import { Gate } from "../engine/index.js";
-import type { GateDecision, ToolDescriptor } from "../engine/index.js";
+import { z } from "zod";
+import { Gate, GateDecisionSchema } from "../engine/index.js";
+import type { ArgumentCheck, GateDecision, Tool as GateTool, ToolDescriptor } from "../engine/index.js";
+import { describeError } from "../engine/errors.js";
+import { frozenJson } from "../engine/snapshot.js";
+import { compileJsonSchema } from "../engine/validation.js";
+import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { AiSdkToolError } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -52,21 +57,124 @@ const refusals = new WeakSet<object>();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** True for the output of a gated tool whose call the gate refused. */
+/**
+ * Parses a {@link ToolRefusal} that crossed a process boundary as JSON: a
+ * chat's UI messages carry a refused call's output to the browser and back,
+ * where {@link isToolRefusal} (which trusts only the object the gate made)
+ * no longer knows it.
+ */
+export const ToolRefusalSchema = z.strictObject({
+  type: z.literal("loopctl.refused"),
+  message: z.string(),
+  record: GateDecisionSchema,
+});
+
+/** True for the output of a gated tool whose call the gate refused (the object itself, not a copy). */
 export function isToolRefusal(value: unknown): value is ToolRefusal {
   return typeof value === "object" && value !== null && refusals.has(value);
 }
 
 /**
- * The descriptor of each tool object under each name it is gated as, made
- * once (its JSON Schema may be computed asynchronously): a run that calls
- * `gateTools` again gets the same descriptor object, so the gate compiles
- * its schema once. Keyed by name too, since one tool object may sit under
+ * The refusal text of `output` when it is a refusal of a call to `tool`: the
+ * gate's own object, or its JSON copy from stored or UI messages, which the
+ * SDK converts again on the next request.
+ */
+function refusalText(tool: string, output: unknown): string | undefined {
+  if (isToolRefusal(output)) return output.message;
+  if (typeof output !== "object" || output === null || (output as { type?: unknown }).type !== "loopctl.refused")
+    return undefined;
+  const parsed = ToolRefusalSchema.safeParse(output);
+  return parsed.success && parsed.data.record.tool === tool ? parsed.data.message : undefined;
+}
+
+/**
+ * What the gate is handed for each tool object under each name it is gated
+ * as, made once (its JSON Schema may be computed asynchronously): a run that
+ * calls `gateTools` again hands the gate the same object, so the gate
+ * prepares it once. Keyed by name too, since one tool object may sit under
  * two names, and the name is part of what a grant is pinned to.
  */
-const descriptors = new WeakMap<object, Map<string, Promise<ToolDescriptor>>>();
+const descriptors = new WeakMap<object, Map<string, Promise<GateTool | ToolDescriptor>>>();
 
-async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
+type StandardIssue = {
+  readonly message: string;
+  readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[];
+};
+type StandardResult = { readonly value?: unknown; readonly issues?: readonly StandardIssue[] };
+
+/** A Standard Schema (zod, valibot, ArkType, …): the SDK validates a tool's input with its own `validate`. */
+interface StandardSchema {
+  readonly "~standard": { readonly validate: (value: unknown) => StandardResult | PromiseLike<StandardResult> };
+}
+
+function isStandardSchema(schema: unknown): schema is StandardSchema {
+  if (typeof schema !== "object" || schema === null || !("~standard" in schema)) return false;
+  const standard = (schema as { "~standard"?: { validate?: unknown } })["~standard"];
+  return typeof standard?.validate === "function";
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function";
+}
+
+function problemsOf(issues: readonly StandardIssue[]): string[] {
+  return issues.map((issue) => {
+    const path = (issue.path ?? []).map((segment) =>
+      String(typeof segment === "object" && segment !== null ? segment.key : segment),
+    );
+    return `${["$", ...path].join(".")}: ${issue.message}`;
+  });
+}
+
+/**
+ * The gate's view of a tool whose input schema is a Standard Schema: the
+ * descriptor the model was shown, validated by the schema itself, as the SDK
+ * validates it (its JSON Schema may carry formats no JSON Schema validator
+ * knows, such as zod's `cuid` or `e164`). A schema that checks only
+ * asynchronously (an async refinement) leaves the gate's synchronous step to
+ * its JSON Schema; the SDK has run the full check before `execute`.
+ */
+function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateTool {
+  let json: ((input: unknown) => ArgumentCheck) | undefined;
+  const byJsonSchema = (input: unknown): ArgumentCheck => {
+    if (json === undefined) {
+      try {
+        json = compileJsonSchema(descriptor.inputSchema as Readonly<Record<string, unknown>>);
+      } catch (error) {
+        const problem = `the tool's input schema does not compile: ${describeError(error)}`;
+        json = () => ({ type: "invalid", problems: [problem] });
+      }
+    }
+    return json(input);
+  };
+  return Object.freeze({
+    name: descriptor.name,
+    descriptor,
+    descriptorDigest: descriptorDigest(descriptor),
+    descriptorFingerprint: descriptorFingerprint(descriptor),
+    check(input: unknown): ArgumentCheck {
+      let result: StandardResult | PromiseLike<StandardResult>;
+      try {
+        result = schema["~standard"].validate(input);
+      } catch (error) {
+        return { type: "invalid", problems: [`$: ${describeError(error)}`] };
+      }
+      if (isThenable(result)) {
+        Promise.resolve(result).catch(() => {});
+        return byJsonSchema(input);
+      }
+      return result.issues === undefined
+        ? { type: "valid", value: input }
+        : { type: "invalid", problems: problemsOf(result.issues) };
+    },
+    execute(): never {
+      // The gate runs the call through the execute handed to gate.call, never through this.
+      throw new AiSdkToolError(descriptor.name, "runs only through its gated execute");
+    },
+  });
+}
+
+async function describe(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
   let inputSchema: unknown;
   try {
     // The JSON Schema the model is shown, made as generateText makes it.
@@ -81,10 +189,18 @@ async function describe(name: string, tool: Tool): Promise<ToolDescriptor> {
     inputSchema,
   };
   if (typeof tool.title === "string") descriptor.title = tool.title;
-  return descriptor;
+  // Any other schema (the SDK's jsonSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
+  if (!isStandardSchema(tool.inputSchema)) return descriptor;
+  let frozen: ToolDescriptor;
+  try {
+    frozen = frozenJson(descriptor);
+  } catch (error) {
+    throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
+  }
+  return standardTool(frozen, tool.inputSchema);
 }
 
-function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
+function descriptorOf(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
   let byName = descriptors.get(tool);
   if (byName === undefined) {
     byName = new Map();
@@ -99,6 +215,39 @@ function descriptorOf(name: string, tool: Tool): Promise<ToolDescriptor> {
     known = made;
   }
   return known;
+}
+
+/** The mark the AI SDK puts on its own schema objects (`jsonSchema()`, `zodSchema()`): global, so it holds across copies. */
+const SCHEMA = Symbol.for("vercel.ai.schema");
+
+type OutputSchema = NonNullable<Tool["outputSchema"]>;
+
+type Validation = { success: true; value: unknown } | { success: false; error: Error };
+
+/**
+ * `outputSchema` that also accepts a refusal of a call to `tool`: a gated
+ * tool's output may be a {@link ToolRefusal}, and the SDK checks stored and
+ * UI messages against the output schema (`validateUIMessages`). Everything
+ * else is checked by the tool's own schema, as the SDK checks it, and its
+ * JSON Schema is the tool's own.
+ */
+function withRefusals(tool: string, outputSchema: OutputSchema): OutputSchema {
+  const own = async (): Promise<{ jsonSchema: unknown; validate?: (value: unknown) => unknown }> => {
+    const { asSchema } = await import("ai");
+    return asSchema(outputSchema) as { jsonSchema: unknown; validate?: (value: unknown) => unknown };
+  };
+  return {
+    [SCHEMA]: true,
+    _type: undefined,
+    get jsonSchema() {
+      return own().then((schema) => schema.jsonSchema);
+    },
+    async validate(value: unknown): Promise<Validation> {
+      if (refusalText(tool, value) !== undefined) return { success: true, value };
+      const schema = await own();
+      return schema.validate === undefined ? { success: true, value } : ((await schema.validate(value)) as Validation);
+    },
+  } as unknown as OutputSchema;
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
@@ -150,7 +299,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *
  * - A refused call does not throw: `execute` returns a {@link ToolRefusal},
  *   and the model reads its message as the SDK's `execution-denied` output
- *   (the tool's own `toModelOutput` handles every other output).
+ *   (the tool's own `toModelOutput` handles every other output), also when
+ *   the refusal comes back as JSON in stored or UI messages.
  * - A tool that throws throws as before (the SDK's `tool-error`); the gate's
  *   record says the call was allowed.
  * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
@@ -160,14 +310,23 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   SDK's preliminary results), and its last value is the output. Another
  *   `execute` that returns an async iterable is run to its end inside the
  *   gate, its last value being the output.
+ * - A tool's `outputSchema` also accepts the refusals of its calls (the SDK
+ *   checks stored and UI messages against it); other outputs are checked by
+ *   the tool's own schema.
+ * - The gate validates the arguments with the tool's own schema when it is a
+ *   Standard Schema (zod, valibot, ArkType), as the SDK does, else against
+ *   its JSON Schema.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are. A tool with the SDK's own `needsApproval` goes through the
  *   SDK's approval round trip first, then through the gate.
  *
- * @throws {AiSdkToolError} (from a gated `execute`) when the SDK calls it
- *   without a `toolCallId`, or its input schema has no JSON Schema form.
+ * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
+ *   object of tools, a tool is not an object or has an `execute` or
+ *   `toModelOutput` that is not a function, or an option is malformed; and
+ *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
+ *   its input schema has no JSON Schema form.
  *
  * @example
  * ```ts
@@ -183,6 +342,10 @@ export function gateTools<TOOLS extends ToolSet>(
   if (!(gate instanceof Gate)) throw new AiSdkToolError("*", "gateTools needs a Gate (new Gate(managers))");
   if (typeof tools !== "object" || tools === null)
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
+  if (Array.isArray(tools))
+    throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet: an object of tools, not an array");
+  if (typeof options !== "object" || options === null)
+    throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text")
     throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
@@ -190,16 +353,25 @@ export function gateTools<TOOLS extends ToolSet>(
     ["sessionId", sessionId],
     ["runId", runId],
   ] as const) {
-    if (id !== undefined && !UUID.test(id))
-      throw new AiSdkToolError("*", `${option} must be a UUID, got ${String(id)}`);
+    if (id !== undefined && (typeof id !== "string" || !UUID.test(id)))
+      throw new AiSdkToolError("*", `${option} must be a UUID, got ${typeof id === "string" ? id : typeof id}`);
   }
   const gated: Record<string, Tool> = {};
   for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
-    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | undefined;
-    if (typeof execute !== "function") {
+    if (typeof tool !== "object" || tool === null)
+      throw new AiSdkToolError(
+        name,
+        `not an AI SDK tool (an object from tool()), got ${tool === null ? "null" : typeof tool}`,
+      );
+    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | null | undefined;
+    // The SDK treats a null execute as none: such a tool is the client's or the provider's to run.
+    if (execute === undefined || execute === null) {
       gated[name] = tool;
       continue;
     }
+    if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
+    if (tool.toModelOutput !== undefined && typeof tool.toModelOutput !== "function")
+      throw new AiSdkToolError(name, "toModelOutput must be a function");
     const toModelOutput = tool.toModelOutput as
       | ((options: {
           toolCallId: string;
@@ -249,6 +421,7 @@ export function gateTools<TOOLS extends ToolSet>(
     const ignore = (): void => {};
     gated[name] = {
       ...tool,
+      ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
       execute: isAsyncGeneratorFunction(execute)
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
             // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
@@ -279,12 +452,13 @@ export function gateTools<TOOLS extends ToolSet>(
         input: unknown;
         output: unknown;
       }): ToolResultOutput | PromiseLike<ToolResultOutput> {
-        const { output } = modelOptions;
-        if (isToolRefusal(output)) {
+        const refused = refusalText(name, modelOptions.output);
+        if (refused !== undefined) {
           return mode === "execution-denied"
-            ? { type: "execution-denied", reason: output.message }
-            : { type: "error-text", value: output.message };
+            ? { type: "execution-denied", reason: refused }
+            : { type: "error-text", value: refused };
         }
+        const { output } = modelOptions;
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
       },
     };

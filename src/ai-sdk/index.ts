@@ -12,6 +12,6 @@ export type { FromLanguageModelOptions, LanguageModelSettings } from "./language
 export type { RefusalOutput } from "./prompt.js";
 export { AiSdkProviderDataSchema } from "./provider-data.js";
 export type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
-export { gateTools, isToolRefusal } from "./gate-tools.js";
+export { ToolRefusalSchema, gateTools, isToolRefusal } from "./gate-tools.js";
 export type { GateToolsOptions, GatedTools, ToolRefusal } from "./gate-tools.js";
 export { AiSdkModelError, AiSdkToolError, AiSdkTranscriptError } from "./errors.js";

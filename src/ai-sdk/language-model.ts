@@ -48,7 +48,8 @@ function nameOf(model: unknown): string {
  * empty text parts are left out, as the AI SDK does). Usage totals a provider leaves undefined are the
  * sum of the parts it reported.
  *
- * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3`, and
+ * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3` or
+ *   `options` (or its `settings`) is not an object, and
  *   (from `generate`) when it answers with something that is not a V3
  *   result. A `doGenerate` that throws rejects with its own error; `Agent`
  *   reports either as a `ModelError`.
@@ -72,7 +73,11 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
       'not an AI SDK LanguageModelV3 (specificationVersion "v3" with doGenerate); pass the provider\'s model object, not its id',
     );
   }
+  if (typeof options !== "object" || options === null)
+    throw new AiSdkModelError(name, `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { settings = {}, refusals = "execution-denied" } = options;
+  if (typeof settings !== "object" || settings === null || Array.isArray(settings))
+    throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${String(refusals)}`);
   }
