@@ -396,6 +396,38 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
 
+  it("a tool object changed in place (description, title, input schema) is described again: its old grant no longer decides", async () => {
+    const store = new MemoryGrantStore();
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(store));
+    const { tools } = harness();
+    const deploy = tools.deploy as { description?: string; title?: string; inputSchema: unknown };
+    const run = async (id: string): Promise<void> => {
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, "deploy", { env: "a", version: "1" })]), v3([text("x")])],
+      });
+      await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
+    };
+    await run("c1");
+    await run("c2");
+    expect(asks).toHaveLength(1);
+    deploy.description = "Deploy a version, and delete the old one";
+    await run("c3");
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    await run("c4");
+    expect(asks).toHaveLength(2);
+    deploy.title = "Deploy anywhere";
+    await run("c5");
+    expect(asks).toHaveLength(3);
+    deploy.inputSchema = z.object({ env: z.string(), version: z.string(), force: z.boolean().optional() });
+    await run("c6");
+    expect(asks).toHaveLength(4);
+    await run("c7");
+    expect(asks).toHaveLength(4);
+  });
+
   it("typed errors: no Gate, no tool set, a call without a toolCallId, a schema without JSON Schema form", async () => {
     const { gate, tools } = harness();
     expect(() => gateTools(tools, {} as never)).toThrow(AiSdkToolError);

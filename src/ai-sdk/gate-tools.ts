@@ -92,9 +92,20 @@ function refusalText(tool: string, output: unknown): string | undefined {
  * as, made once (its JSON Schema may be computed asynchronously): a run that
  * calls `gateTools` again hands the gate the same object, so the gate
  * prepares it once. Keyed by name too, since one tool object may sit under
- * two names, and the name is part of what a grant is pinned to.
+ * two names, and the name is part of what a grant is pinned to. Each entry
+ * remembers the fields it was made from: the SDK shows the model a tool's
+ * fields as they are at each request, so a tool object changed in place
+ * (a new description, title or input schema) is described again, and a
+ * grant pinned to the old descriptor no longer matches it.
  */
-const descriptors = new WeakMap<object, Map<string, Promise<GateTool | ToolDescriptor>>>();
+interface Described {
+  readonly description: unknown;
+  readonly title: unknown;
+  readonly inputSchema: unknown;
+  readonly made: Promise<GateTool | ToolDescriptor>;
+}
+
+const descriptors = new WeakMap<object, Map<string, Described>>();
 
 type StandardIssue = {
   readonly message: string;
@@ -206,15 +217,24 @@ function descriptorOf(name: string, tool: Tool): Promise<GateTool | ToolDescript
     byName = new Map();
     descriptors.set(tool, byName);
   }
-  let known = byName.get(name);
-  if (known === undefined) {
-    const made = describe(name, tool);
-    // A failure is not cached: the next call tries again (and is refused again if it fails again).
-    made.catch(() => byName.delete(name));
-    byName.set(name, made);
-    known = made;
+  const known = byName.get(name);
+  const { description, title, inputSchema } = tool;
+  if (
+    known !== undefined &&
+    known.description === description &&
+    known.title === title &&
+    known.inputSchema === inputSchema
+  ) {
+    return known.made;
   }
-  return known;
+  const made = describe(name, tool);
+  const entry: Described = { description, title, inputSchema, made };
+  // A failure is not cached: the next call tries again (and is refused again if it fails again).
+  made.catch(() => {
+    if (byName.get(name) === entry) byName.delete(name);
+  });
+  byName.set(name, entry);
+  return made;
 }
 
 /** The mark the AI SDK puts on its own schema objects (`jsonSchema()`, `zodSchema()`): global, so it holds across copies. */
