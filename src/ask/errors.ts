@@ -90,8 +90,9 @@ export class InvalidPendingAskError extends LoopctlError {
 }
 
 /**
- * `Approver.next` or `Approver.ended` was given options that are not an
- * object, or a `signal` that is not an `AbortSignal`. `code` is
+ * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
+ * approver) was given options that are not an object, or a `signal` that is
+ * not an `AbortSignal`. `code` is
  * `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault. The call
  * rejects with it and leaves nothing waiting.
  *
