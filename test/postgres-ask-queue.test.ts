@@ -951,6 +951,27 @@ describe("PostgresApprover: next() and ended() check their options before anythi
     },
   );
 
+  it("ended() whose signal aborts while it reads rejects alone: the other waits on that ask hear its ending", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const before = inbox.ended(ask.id);
+    const stop = new AbortController();
+    const reason = new Error("this console stopped waiting");
+    const stopped = inbox.ended(ask.id, { signal: stop.signal });
+    stop.abort(reason);
+    await expect(stopped).rejects.toBe(reason);
+    const after = inbox.ended(ask.id);
+    expect(await inbox.resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    expect(await Promise.all([before, after])).toEqual([
+      { type: "answered", verdict: "approve" },
+      { type: "answered", verdict: "approve" },
+    ]);
+  });
+
   it("next() with a signal it cannot listen to rejects with that failure and takes no ask", async () => {
     const worker = queue();
     const inbox = queue().approver();

@@ -208,7 +208,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         else this.#end(id, askEnding(row));
       }
     } catch (error) {
-      this.#fail(id, error);
+      // Cut short by this call's own signal: its waiter has rejected already, and the others wait on.
+      if (!signal?.aborted) this.#fail(id, error);
     }
     return ending;
   }
