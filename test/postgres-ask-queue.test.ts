@@ -868,6 +868,20 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(inbox.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
   });
 
+  it("refuses a malformed answer to an id that is not a string with InvalidAskResolutionError naming it", async () => {
+    const inbox = queue().approver();
+    for (const [id, named] of [
+      [5, "5"],
+      [Symbol("id"), "Symbol(id)"],
+      [Object.create(null) as object, "(an unprintable object)"],
+    ] as const) {
+      expect(await inbox.resolve(id as never, { type: "approve" })).toBe(false);
+      const error = await inbox.resolve(id as never, { type: "maybe" } as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidAskResolutionError);
+      expect(error).toMatchObject({ code: "ASK_RESOLUTION_INVALID", askId: named });
+    }
+  });
+
   it("rejects options out of range", () => {
     expect(() => new PostgresAskQueue(db.pool, { leaseMs: 0 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { rereadMs: 1.5 })).toThrow(PostgresConfigError);

@@ -12,12 +12,30 @@ import { LoopctlError } from "../errors.js";
  * ```
  */
 export class InvalidAskResolutionError extends LoopctlError {
-  /** The id of the ask the invalid resolution was meant for. */
+  /**
+   * The id of the ask the invalid resolution was meant for, as text (an
+   * untyped caller's id that is not a string is given as `String(id)`).
+   */
   readonly askId: string;
 
-  constructor(askId: string, detail: string, options?: ErrorOptions) {
-    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${askId}: ${detail}`, options);
-    this.askId = askId;
+  constructor(askId: unknown, detail: string, options?: ErrorOptions) {
+    const id = askIdText(askId);
+    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${id}: ${detail}`, options);
+    this.askId = id;
+  }
+}
+
+/**
+ * An ask id from an untyped caller as text. A symbol has no implicit string
+ * form and an object's `toString` may throw: naming the id must never turn
+ * the caller's typed error into a `TypeError`.
+ */
+function askIdText(askId: unknown): string {
+  if (typeof askId === "string") return askId;
+  try {
+    return String(askId);
+  } catch {
+    return `(an unprintable ${typeof askId})`;
   }
 }
 

@@ -306,10 +306,9 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   try {
     parsed = AskResolutionSchema.safeParse(resolution);
   } catch (error) {
-    throw new InvalidAskResolutionError(String(askId), "the resolution could not be read", { cause: error });
+    throw new InvalidAskResolutionError(askId, "the resolution could not be read", { cause: error });
   }
-  if (!parsed.success)
-    throw new InvalidAskResolutionError(String(askId), parsed.error.message, { cause: parsed.error });
+  if (!parsed.success) throw new InvalidAskResolutionError(askId, parsed.error.message, { cause: parsed.error });
   const { type, remember } = parsed.data;
   const keep = remember === undefined ? {} : { remember };
   if (type === "approve") return { type, ...keep };
@@ -317,6 +316,6 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   const answer: AskResolution = { type, ...(reason === undefined ? {} : { reason }), ...keep };
   // Refused here, alone: in the answers' batched statement it would fail every answer given with it.
   const unstorable = unstorableText(answer);
-  if (unstorable !== undefined) throw new InvalidAskResolutionError(String(askId), unstorable);
+  if (unstorable !== undefined) throw new InvalidAskResolutionError(askId, unstorable);
   return answer;
 }
