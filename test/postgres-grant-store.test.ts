@@ -95,6 +95,39 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
     expect(await mine.load()).toEqual([]);
   });
 
+  it.each([
+    ["its tool holds U+0000", new Grant("rea\u0000d", "allow", GrantScope.thisTool()), "tool", "U+0000"],
+    ["its tool holds a lone surrogate", new Grant("read\ud800", "allow", GrantScope.thisTool()), "tool", "U+D800"],
+    ["its note holds U+0000", read.withNote("ok\u0000"), "note", "U+0000"],
+    ["its note holds a lone surrogate", read.withNote("\udc00ok"), "note", "U+DC00"],
+    ["its pin holds U+0000", read.withPinnedDescriptor("sha256:\u0000"), "pinnedDescriptor", "U+0000"],
+    ["its pin holds a lone surrogate", read.withPinnedDescriptor("sha256:\udbff"), "pinnedDescriptor", "U+DBFF"],
+  ])(
+    "refuses a grant when %s with GrantRecordError naming the field, writing nothing; the store stays usable",
+    async (_what, grant, field, char) => {
+      const s = store();
+      const error = await s.save(grant).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GrantRecordError);
+      expect(error).toMatchObject({ code: "GRANT_RECORD" });
+      expect((error as Error).message).toContain(`PostgresGrantStore.save: grant ${grant.id}: ${field} holds`);
+      expect((error as Error).message).toContain(char);
+      const written = await db.pool.query(
+        `SELECT (SELECT count(*) FROM "${db.schema}".grants)::int AS grants,
+                (SELECT count(*) FROM "${db.schema}".grant_projects)::int AS projects`,
+      );
+      expect(written.rows[0]).toEqual({ grants: 0, projects: 0 });
+      await s.save(writeReadme);
+      expect((await s.load()).map((g) => g.id)).toEqual([writeReadme.id]);
+      expect((await store().load()).map((g) => g.id)).toEqual([writeReadme.id]);
+    },
+  );
+
+  it("saves arguments holding U+0000 or a lone surrogate: they are stored as escaped JSON text and read back equal", async () => {
+    const grant = new Grant("write", "allow", GrantScope.thisCall({ path: "a\u0000b", ["k\udc00"]: "\ud800" }));
+    await store().save(grant);
+    expect((await store().load()).map((g) => g.toJSON())).toEqual([grant.toJSON()]);
+  });
+
   it("refuses anything but a Grant", async () => {
     await expect(store().save({ id: read.id } as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
   });

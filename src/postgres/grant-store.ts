@@ -4,6 +4,7 @@ import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
+import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
 import type { PgPool } from "./pg.js";
@@ -130,7 +131,9 @@ export class PostgresGrantStore implements GrantStore {
    * the newest); resolves to it.
    *
    * @throws {GrantIdCollisionError} when the id belongs to a different rule (nothing is written).
-   * @throws {GrantRecordError} when `grant` is not a Grant.
+   * @throws {GrantRecordError} when `grant` is not a Grant, or its tool, pin
+   *   or note holds text PostgreSQL cannot store (U+0000, a lone surrogate);
+   *   nothing is written.
    */
   async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
     if (!(grant instanceof Grant)) {
@@ -138,6 +141,11 @@ export class PostgresGrantStore implements GrantStore {
         `PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`,
       );
     }
+    // Arguments are stored as canonical JSON text, whose escapes can carry any string; these are stored as they are.
+    const { tool, pinnedDescriptor, note } = grant;
+    const unstorable = unstorableText({ tool, pinnedDescriptor, note });
+    if (unstorable !== undefined)
+      throw new GrantRecordError(`PostgresGrantStore.save: grant ${grant.id}: ${unstorable}`);
     const operation = "PostgresGrantStore.save";
     await this.#db.transaction(operation, options.signal, async (tx) => {
       const saved = await this.#bumped(
