@@ -285,6 +285,16 @@ describe("PostgresGrantStore fails closed", () => {
     await expect(store().load()).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
   });
 
+  it("refuses a project PostgreSQL cannot store as given (U+0000, a lone surrogate) with PostgresConfigError", async () => {
+    // U+0000 is refused by the server; a lone surrogate would be stored as U+FFFD, so two such projects would share grants.
+    for (const project of ["acme\u0000shop", "acme\ud800", "acme\udbff"]) {
+      expect(() => new PostgresGrantStore(db.pool, { project })).toThrow(PostgresConfigError);
+      expect(() => new PostgresGrantStore(db.pool, { project })).toThrow(/options\.project holds/);
+    }
+    await store("acme\ufffd").save(read);
+    expect(await store("acme\ufffd").load()).toHaveLength(1);
+  });
+
   it("rejects bad options with a typed error", () => {
     expect(() => new PostgresGrantStore(db.pool, { project: "" })).toThrow(PostgresConfigError);
     expect(() => new PostgresGrantStore(db.pool, { project: "p", schema: "Robert'); DROP TABLE" })).toThrow(

@@ -89,8 +89,9 @@ export class PostgresGrantStore implements GrantStore {
   #version = 0;
 
   /**
-   * @throws {PostgresConfigError} for a missing project, a bad schema name or
-   *   something that is not a node-postgres pool.
+   * @throws {PostgresConfigError} for a missing project, one holding text
+   *   PostgreSQL cannot store (U+0000, a lone surrogate), a bad schema name
+   *   or something that is not a node-postgres pool.
    */
   constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
     requirePool("PostgresGrantStore", pool);
@@ -98,6 +99,9 @@ export class PostgresGrantStore implements GrantStore {
     if (typeof project !== "string" || project === "") {
       throw new PostgresConfigError("PostgresGrantStore", "options.project must be a non-empty string");
     }
+    // A lone surrogate would be stored as U+FFFD: two such projects would share one project's grants.
+    const unstorable = unstorableText(project, "options.project");
+    if (unstorable !== undefined) throw new PostgresConfigError("PostgresGrantStore", unstorable);
     this.#names = schemaNames("PostgresGrantStore", options.schema);
     this.project = project;
     this.schema = this.#names.name;
