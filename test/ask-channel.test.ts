@@ -180,6 +180,34 @@ describe("answers", () => {
     approver.close();
   });
 
+  it.each([
+    ["a number", 5, "5"],
+    ["an empty string", "", ""],
+    ["a symbol", Symbol("id"), "Symbol(id)"],
+    ["an object without a string form", Object.create(null) as object, "(an unprintable object)"],
+  ])(
+    "an ask id that is %s: an unknown id for a valid answer, InvalidAskResolutionError naming it for an invalid one",
+    async (_label, id, named) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const ask = makeAsk(0);
+      const parked = channel.resolve(ask, live());
+      expect(approver.resolve(id as never, approve)).toBe(false);
+      let error: unknown;
+      try {
+        approver.resolve(id as never, { type: "maybe" } as unknown as AskResolution);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(InvalidAskResolutionError);
+      expect(error).toMatchObject({ code: "ASK_RESOLUTION_INVALID", askId: named });
+      expect((error as Error).message.startsWith(`invalid resolution for ask ${named}: `)).toBe(true);
+      expect(approver.pending).toBe(1);
+      expect(approver.resolve(ask.id, approve)).toBe(true);
+      await expect(parked).resolves.toEqual(approve);
+      approver.close();
+    },
+  );
+
   it("a Promise given as the answer throws InvalidAskResolutionError, and its later rejection is never unhandled", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(0);

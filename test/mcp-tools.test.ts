@@ -1,4 +1,6 @@
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
@@ -216,6 +218,50 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     server.signal("SIGUSR2");
     expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
     expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+  });
+
+  it("a listing that fails with a value that cannot be described still fails closed, with McpServerError naming the server", async () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const revoked: unknown = proxy;
+    const unreadable = new Error("never read");
+    Object.defineProperty(unreadable, "message", {
+      get() {
+        throw revoked;
+      },
+    });
+    // The client's listTools runs the application's validator on every output schema listed: what it throws is
+    // what tools/list fails with.
+    let failing: { readonly with: unknown } | undefined;
+    const ajv = new AjvJsonSchemaValidator();
+    const validator: jsonSchemaValidator = {
+      getValidator(schema) {
+        if (failing !== undefined) throw failing.with;
+        return ajv.getValidator(schema);
+      },
+    };
+    const server = await startFixture("mutable", { jsonSchemaValidator: validator });
+    const errors: McpServerError[] = [];
+    const toolset = await mcpTools(server.client, { onError: (e) => void errors.push(e) });
+    expect(toolset.tools).toHaveLength(6);
+    for (const value of [unreadable, revoked]) {
+      failing = { with: value };
+      const failure = await toolset.refresh().catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(McpServerError);
+      expect(failure).toMatchObject({ code: "MCP_SERVER", server: "fixture" });
+      expect((failure as Error).message).toBe("MCP server 'fixture': tools/list failed: unprintable error");
+      expect((failure as Error).cause === value).toBe(true);
+      expect(toolset.tools).toEqual([]);
+      await until(() => errors.length > 0);
+      expect(errors.splice(0)).toEqual([failure]);
+      failing = undefined;
+      expect(await toolset.refresh()).toHaveLength(6);
+    }
+    toolset.close();
+    failing = { with: revoked };
+    const first = await mcpTools(server.client).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(McpServerError);
+    expect((first as Error).message).toBe("MCP server 'fixture': tools/list failed: unprintable error");
   });
 
   it("close() stops following: no tools, the client's handlers untouched, calls from the old tools refused", async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidAskResolutionError } from "loopctl/ask";
+import { InvalidApproverOptionsError, InvalidAskResolutionError } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import {
   LEASE_LOST_REASON,
@@ -17,7 +17,7 @@ import { z } from "zod";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
-import { makeAsk } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, makeAsk } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 
@@ -868,6 +868,20 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(inbox.next({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
   });
 
+  it("refuses a malformed answer to an id that is not a string with InvalidAskResolutionError naming it", async () => {
+    const inbox = queue().approver();
+    for (const [id, named] of [
+      [5, "5"],
+      [Symbol("id"), "Symbol(id)"],
+      [Object.create(null) as object, "(an unprintable object)"],
+    ] as const) {
+      expect(await inbox.resolve(id as never, { type: "approve" })).toBe(false);
+      const error = await inbox.resolve(id as never, { type: "maybe" } as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidAskResolutionError);
+      expect(error).toMatchObject({ code: "ASK_RESOLUTION_INVALID", askId: named });
+    }
+  });
+
   it("rejects options out of range", () => {
     expect(() => new PostgresAskQueue(db.pool, { leaseMs: 0 })).toThrow(PostgresConfigError);
     expect(() => new PostgresAskQueue(db.pool, { rereadMs: 1.5 })).toThrow(PostgresConfigError);
@@ -875,6 +889,130 @@ describe("PostgresAskQueue fails closed", () => {
     for (const options of [null, "loopctl", 1]) {
       expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(PostgresConfigError);
     }
+  });
+});
+
+describe("PostgresApprover: next() and ended() check their options before anything waits", () => {
+  const approve: AskResolution = { type: "approve" };
+  /** A real AbortSignal whose `addEventListener` throws: it passes the checks, and listening on it fails. */
+  const unlistenable = (): AbortSignal => {
+    const signal = new AbortController().signal;
+    signal.addEventListener = () => {
+      throw new Error("cannot listen");
+    };
+    return signal;
+  };
+
+  it.each(BAD_WAIT_OPTIONS)(
+    "next(%s): rejects with InvalidApproverOptionsError naming it, never throws, and leaves no taker behind",
+    async (_label, options, argument) => {
+      const errors: unknown[] = [];
+      const worker = queue();
+      const inbox = queue({ onError: (e) => errors.push(e) }).approver();
+      let taking: Promise<PendingAsk | undefined> | undefined;
+      expect(() => {
+        taking = inbox.next(options as never);
+      }).not.toThrow();
+      await expect(taking).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+      await expect(taking).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "next", argument });
+      // The next ask goes to the call waiting after it, and close() still settles the one after that.
+      const waiting = inbox.next();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await waiting)?.id).toBe(ask.id);
+      expect(await inbox.resolve(ask.id, approve)).toBe(true);
+      expect(await parked).toEqual(approve);
+      const last = inbox.next();
+      expect(() => inbox.close()).not.toThrow();
+      await expect(last).resolves.toBeUndefined();
+      expect(errors).toEqual([]);
+    },
+  );
+
+  it.each(BAD_WAIT_OPTIONS)(
+    "ended(id, %s): rejects with InvalidApproverOptionsError naming it, never throws, and other waits hear the ending",
+    async (_label, options, argument) => {
+      const errors: unknown[] = [];
+      const worker = queue();
+      const inbox = queue({ onError: (e) => errors.push(e) }).approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const before = inbox.ended(ask.id);
+      let ending: Promise<unknown> | undefined;
+      expect(() => {
+        ending = inbox.ended(ask.id, options as never);
+      }).not.toThrow();
+      await expect(ending).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+      await expect(ending).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "ended", argument });
+      const after = inbox.ended(ask.id);
+      expect(await inbox.resolve(ask.id, approve)).toBe(true);
+      expect(await parked).toEqual(approve);
+      expect(await Promise.all([before, after])).toEqual([
+        { type: "answered", verdict: "approve" },
+        { type: "answered", verdict: "approve" },
+      ]);
+      // A wait on another ask, and close(), go on as if the bad call was never made.
+      const other = makeAsk(2);
+      const parkedOther = park(worker, other);
+      expect((await inbox.next())?.id).toBe(other.id);
+      const waiting = inbox.ended(other.id);
+      expect(() => inbox.close()).not.toThrow();
+      await expect(waiting).resolves.toEqual({ type: "withdrawn", reason: "closed" });
+      await worker.close();
+      expect(await parkedOther).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      expect(errors).toEqual([]);
+    },
+  );
+
+  it("ended() whose signal aborts while it reads rejects alone: the other waits on that ask hear its ending", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const before = inbox.ended(ask.id);
+    const stop = new AbortController();
+    const reason = new Error("this console stopped waiting");
+    const stopped = inbox.ended(ask.id, { signal: stop.signal });
+    stop.abort(reason);
+    await expect(stopped).rejects.toBe(reason);
+    const after = inbox.ended(ask.id);
+    expect(await inbox.resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    expect(await Promise.all([before, after])).toEqual([
+      { type: "answered", verdict: "approve" },
+      { type: "answered", verdict: "approve" },
+    ]);
+  });
+
+  it("next() with a signal it cannot listen to rejects with that failure and takes no ask", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    await expect(inbox.next({ signal: unlistenable() })).rejects.toThrow("cannot listen");
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    // Delivered to the next call, not to the one that already rejected.
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+  });
+
+  it("ended() with a signal it cannot listen to rejects with that failure; the other waits hear the ending", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const before = inbox.ended(ask.id);
+    await expect(inbox.ended(ask.id, { signal: unlistenable() })).rejects.toThrow("cannot listen");
+    const after = inbox.ended(ask.id);
+    expect(await inbox.resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    expect(await Promise.all([before, after])).toEqual([
+      { type: "answered", verdict: "approve" },
+      { type: "answered", verdict: "approve" },
+    ]);
   });
 });
 

@@ -95,6 +95,39 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
     expect(await mine.load()).toEqual([]);
   });
 
+  it.each([
+    ["its tool holds U+0000", new Grant("rea\u0000d", "allow", GrantScope.thisTool()), "tool", "U+0000"],
+    ["its tool holds a lone surrogate", new Grant("read\ud800", "allow", GrantScope.thisTool()), "tool", "U+D800"],
+    ["its note holds U+0000", read.withNote("ok\u0000"), "note", "U+0000"],
+    ["its note holds a lone surrogate", read.withNote("\udc00ok"), "note", "U+DC00"],
+    ["its pin holds U+0000", read.withPinnedDescriptor("sha256:\u0000"), "pinnedDescriptor", "U+0000"],
+    ["its pin holds a lone surrogate", read.withPinnedDescriptor("sha256:\udbff"), "pinnedDescriptor", "U+DBFF"],
+  ])(
+    "refuses a grant when %s with GrantRecordError naming the field, writing nothing; the store stays usable",
+    async (_what, grant, field, char) => {
+      const s = store();
+      const error = await s.save(grant).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GrantRecordError);
+      expect(error).toMatchObject({ code: "GRANT_RECORD" });
+      expect((error as Error).message).toContain(`PostgresGrantStore.save: grant ${grant.id}: ${field} holds`);
+      expect((error as Error).message).toContain(char);
+      const written = await db.pool.query(
+        `SELECT (SELECT count(*) FROM "${db.schema}".grants)::int AS grants,
+                (SELECT count(*) FROM "${db.schema}".grant_projects)::int AS projects`,
+      );
+      expect(written.rows[0]).toEqual({ grants: 0, projects: 0 });
+      await s.save(writeReadme);
+      expect((await s.load()).map((g) => g.id)).toEqual([writeReadme.id]);
+      expect((await store().load()).map((g) => g.id)).toEqual([writeReadme.id]);
+    },
+  );
+
+  it("saves arguments holding U+0000 or a lone surrogate: they are stored as escaped JSON text and read back equal", async () => {
+    const grant = new Grant("write", "allow", GrantScope.thisCall({ path: "a\u0000b", ["k\udc00"]: "\ud800" }));
+    await store().save(grant);
+    expect((await store().load()).map((g) => g.toJSON())).toEqual([grant.toJSON()]);
+  });
+
   it("refuses anything but a Grant", async () => {
     await expect(store().save({ id: read.id } as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
   });
@@ -250,6 +283,16 @@ describe("PostgresGrantStore fails closed", () => {
   it("refuses a schema a newer loopctl migrated", async () => {
     await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
     await expect(store().load()).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
+  });
+
+  it("refuses a project PostgreSQL cannot store as given (U+0000, a lone surrogate) with PostgresConfigError", async () => {
+    // U+0000 is refused by the server; a lone surrogate would be stored as U+FFFD, so two such projects would share grants.
+    for (const project of ["acme\u0000shop", "acme\ud800", "acme\udbff"]) {
+      expect(() => new PostgresGrantStore(db.pool, { project })).toThrow(PostgresConfigError);
+      expect(() => new PostgresGrantStore(db.pool, { project })).toThrow(/options\.project holds/);
+    }
+    await store("acme\ufffd").save(read);
+    expect(await store("acme\ufffd").load()).toHaveLength(1);
   });
 
   it("rejects bad options with a typed error", () => {

@@ -1,8 +1,9 @@
 import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.js";
 import type { ChannelCore } from "./channel-core.js";
-import { ApproverConstructorError, InvalidApproverOptionsError } from "./errors.js";
+import { ApproverConstructorError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
+import { waitSignal } from "./wait-options.js";
 
 /** Options for {@link Approver.next}. */
 export interface NextOptions {
@@ -25,48 +26,6 @@ let registry: FinalizationRegistry<ChannelCore> | undefined;
 function dropRegistry(): FinalizationRegistry<ChannelCore> {
   registry ??= new FinalizationRegistry<ChannelCore>((core) => core.close(APPROVER_DROPPED_REASON, ABANDONED));
   return registry;
-}
-
-/**
- * The `signal` of a `next()` or `ended()` options argument from an untyped
- * caller, checked before anything waits on it.
- *
- * @throws {InvalidApproverOptionsError} naming the argument at fault.
- */
-function waitSignal(method: "next" | "ended", options: unknown): AbortSignal | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidApproverOptionsError(
-      method,
-      "options",
-      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
-    );
-  }
-  let signal: unknown;
-  try {
-    signal = (options as { signal?: unknown }).signal;
-  } catch (error) {
-    throw new InvalidApproverOptionsError(method, "options", "could not be read", { cause: error });
-  }
-  if (signal === undefined) return undefined;
-  try {
-    // `instanceof` alone passes an object that merely inherits from AbortSignal; reading `aborted` does not.
-    if (signal instanceof AbortSignal && typeof signal.aborted === "boolean") return signal;
-  } catch (error) {
-    throw new InvalidApproverOptionsError(
-      method,
-      "options.signal",
-      "must be an AbortSignal; its `aborted` could not be read",
-      {
-        cause: error,
-      },
-    );
-  }
-  throw new InvalidApproverOptionsError(
-    method,
-    "options.signal",
-    `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
-  );
 }
 
 /** Set only while {@link pairedApprover} constructs, so nothing else can. */

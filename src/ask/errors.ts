@@ -12,12 +12,30 @@ import { LoopctlError } from "../errors.js";
  * ```
  */
 export class InvalidAskResolutionError extends LoopctlError {
-  /** The id of the ask the invalid resolution was meant for. */
+  /**
+   * The id of the ask the invalid resolution was meant for, as text (an
+   * untyped caller's id that is not a string is given as `String(id)`).
+   */
   readonly askId: string;
 
-  constructor(askId: string, detail: string, options?: ErrorOptions) {
-    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${askId}: ${detail}`, options);
-    this.askId = askId;
+  constructor(askId: unknown, detail: string, options?: ErrorOptions) {
+    const id = askIdText(askId);
+    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${id}: ${detail}`, options);
+    this.askId = id;
+  }
+}
+
+/**
+ * An ask id from an untyped caller as text. A symbol has no implicit string
+ * form and an object's `toString` may throw: naming the id must never turn
+ * the caller's typed error into a `TypeError`.
+ */
+function askIdText(askId: unknown): string {
+  if (typeof askId === "string") return askId;
+  try {
+    return String(askId);
+  } catch {
+    return `(an unprintable ${typeof askId})`;
   }
 }
 
@@ -90,8 +108,9 @@ export class InvalidPendingAskError extends LoopctlError {
 }
 
 /**
- * `Approver.next` or `Approver.ended` was given options that are not an
- * object, or a `signal` that is not an `AbortSignal`. `code` is
+ * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
+ * approver) was given options that are not an object, or a `signal` that is
+ * not an `AbortSignal`. `code` is
  * `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault. The call
  * rejects with it and leaves nothing waiting.
  *

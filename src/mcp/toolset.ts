@@ -3,6 +3,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
+import { describeError } from "../engine/errors.js";
 import { descriptorFingerprint } from "../grant/index.js";
 import { markChanged } from "./changed.js";
 import { McpConfigError, McpServerError, McpToolError } from "./errors.js";
@@ -37,10 +38,6 @@ export interface McpToolProblem {
 const MAX_PAGES = 1000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
-
-function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   const annotationTitle = (tool.annotations as { title?: unknown } | undefined)?.title;

@@ -1,4 +1,5 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
+import { waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
@@ -111,10 +112,21 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     return this.#ready.size;
   }
 
-  /** See {@link AskInbox.next}. */
-  next(options: { signal?: AbortSignal } = {}): Promise<PendingAsk | undefined> {
+  /**
+   * See {@link AskInbox.next}.
+   *
+   * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
+   * `options` is not an object or `options.signal` is not an `AbortSignal`;
+   * nothing then waits and no ask is taken.
+   */
+  next(options?: { signal?: AbortSignal }): Promise<PendingAsk | undefined> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = waitSignal("next", options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (this.#closed) return Promise.resolve(undefined);
-    const signal = options.signal;
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     const taken = this.#take();
     if (taken !== undefined) return "error" in taken ? Promise.reject(taken.error) : Promise.resolve(taken.ask);
@@ -129,8 +141,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
           reject(signal?.reason);
         },
       };
-      this.#takers.push(taker);
+      // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
       signal?.addEventListener("abort", taker.onAbort, { once: true });
+      this.#takers.push(taker);
     });
   }
 
@@ -149,29 +162,36 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     return this.#host.answer(askId.toLowerCase(), answer);
   }
 
-  /** See {@link AskInbox.ended}. Rejects with the signal's reason if it aborts first. */
-  async ended(askId: string, options: { signal?: AbortSignal } = {}): Promise<AskEnding> {
+  /**
+   * See {@link AskInbox.ended}. Rejects with the signal's reason if it aborts first.
+   *
+   * Rejects with an {@link InvalidApproverOptionsError} if `options` is not an
+   * object or `options.signal` is not an `AbortSignal`; nothing then waits.
+   */
+  async ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding> {
+    const signal = waitSignal("ended", options);
     if (this.#closed) return CLOSED;
-    const signal = options.signal;
     if (signal?.aborted === true) throw signal.reason;
     if (typeof askId !== "string" || !UUID.test(askId)) return UNKNOWN;
     const id = askId.toLowerCase();
     // Waiting before reading: an ending that lands while the row is read still reaches the waiter.
-    const ending = new Promise<AskEnding>((resolve, reject) => {
-      const waiter: Waiter = {
-        resolve,
-        reject,
-        signal,
-        onAbort: () => {
-          this.#unwait(id, waiter);
-          reject(signal?.reason);
-        },
-      };
-      let set = this.#waiters.get(id);
-      if (set === undefined) this.#waiters.set(id, (set = new Set()));
-      set.add(waiter);
-      signal?.addEventListener("abort", waiter.onAbort, { once: true });
-    });
+    let settle: Pick<Waiter, "resolve" | "reject"> | undefined;
+    const ending = new Promise<AskEnding>((resolve, reject) => (settle = { resolve, reject }));
+    const { resolve, reject } = settle!;
+    const waiter: Waiter = {
+      resolve,
+      reject,
+      signal,
+      onAbort: () => {
+        this.#unwait(id, waiter);
+        reject(signal?.reason);
+      },
+    };
+    // Listen before registering: if listening throws, the call rejects and no waiter is left behind.
+    signal?.addEventListener("abort", waiter.onAbort, { once: true });
+    let set = this.#waiters.get(id);
+    if (set === undefined) this.#waiters.set(id, (set = new Set()));
+    set.add(waiter);
     const names = this.#host.db.names;
     try {
       const found = await this.#host.db.query(
@@ -188,7 +208,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         else this.#end(id, askEnding(row));
       }
     } catch (error) {
-      this.#fail(id, error);
+      // Cut short by this call's own signal: its waiter has rejected already, and the others wait on.
+      if (!signal?.aborted) this.#fail(id, error);
     }
     return ending;
   }
@@ -285,10 +306,9 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   try {
     parsed = AskResolutionSchema.safeParse(resolution);
   } catch (error) {
-    throw new InvalidAskResolutionError(String(askId), "the resolution could not be read", { cause: error });
+    throw new InvalidAskResolutionError(askId, "the resolution could not be read", { cause: error });
   }
-  if (!parsed.success)
-    throw new InvalidAskResolutionError(String(askId), parsed.error.message, { cause: parsed.error });
+  if (!parsed.success) throw new InvalidAskResolutionError(askId, parsed.error.message, { cause: parsed.error });
   const { type, remember } = parsed.data;
   const keep = remember === undefined ? {} : { remember };
   if (type === "approve") return { type, ...keep };
@@ -296,6 +316,6 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   const answer: AskResolution = { type, ...(reason === undefined ? {} : { reason }), ...keep };
   // Refused here, alone: in the answers' batched statement it would fail every answer given with it.
   const unstorable = unstorableText(answer);
-  if (unstorable !== undefined) throw new InvalidAskResolutionError(String(askId), unstorable);
+  if (unstorable !== undefined) throw new InvalidAskResolutionError(askId, unstorable);
   return answer;
 }

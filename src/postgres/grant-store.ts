@@ -4,6 +4,7 @@ import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
+import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
 import type { PgPool } from "./pg.js";
@@ -88,8 +89,9 @@ export class PostgresGrantStore implements GrantStore {
   #version = 0;
 
   /**
-   * @throws {PostgresConfigError} for a missing project, a bad schema name or
-   *   something that is not a node-postgres pool.
+   * @throws {PostgresConfigError} for a missing project, one holding text
+   *   PostgreSQL cannot store (U+0000, a lone surrogate), a bad schema name
+   *   or something that is not a node-postgres pool.
    */
   constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
     requirePool("PostgresGrantStore", pool);
@@ -97,6 +99,9 @@ export class PostgresGrantStore implements GrantStore {
     if (typeof project !== "string" || project === "") {
       throw new PostgresConfigError("PostgresGrantStore", "options.project must be a non-empty string");
     }
+    // A lone surrogate would be stored as U+FFFD: two such projects would share one project's grants.
+    const unstorable = unstorableText(project, "options.project");
+    if (unstorable !== undefined) throw new PostgresConfigError("PostgresGrantStore", unstorable);
     this.#names = schemaNames("PostgresGrantStore", options.schema);
     this.project = project;
     this.schema = this.#names.name;
@@ -130,7 +135,9 @@ export class PostgresGrantStore implements GrantStore {
    * the newest); resolves to it.
    *
    * @throws {GrantIdCollisionError} when the id belongs to a different rule (nothing is written).
-   * @throws {GrantRecordError} when `grant` is not a Grant.
+   * @throws {GrantRecordError} when `grant` is not a Grant, or its tool, pin
+   *   or note holds text PostgreSQL cannot store (U+0000, a lone surrogate);
+   *   nothing is written.
    */
   async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
     if (!(grant instanceof Grant)) {
@@ -138,6 +145,11 @@ export class PostgresGrantStore implements GrantStore {
         `PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`,
       );
     }
+    // Arguments are stored as canonical JSON text, whose escapes can carry any string; these are stored as they are.
+    const { tool, pinnedDescriptor, note } = grant;
+    const unstorable = unstorableText({ tool, pinnedDescriptor, note });
+    if (unstorable !== undefined)
+      throw new GrantRecordError(`PostgresGrantStore.save: grant ${grant.id}: ${unstorable}`);
     const operation = "PostgresGrantStore.save";
     await this.#db.transaction(operation, options.signal, async (tx) => {
       const saved = await this.#bumped(

@@ -2,12 +2,14 @@
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/u;
 
 /**
- * Where `value` holds text PostgreSQL's `jsonb` refuses: U+0000 (SQLSTATE
- * 22P05) or a lone surrogate (22P02). A row holding one cannot be written,
- * and one such value in a batched statement would fail the whole batch, so
- * it is refused alone, before the batch. Returns a description naming the
- * field (e.g. `prompt holds U+0000`), or undefined when every string can be
- * stored.
+ * Where `value` holds text PostgreSQL cannot store: U+0000 (`jsonb` refuses
+ * it with SQLSTATE 22P05, `text` with 22021) or a lone surrogate (`jsonb`
+ * refuses it with 22P02; on its way to a `text` column the driver's UTF-8
+ * encoding silently turns it into U+FFFD, so what is stored is not what was
+ * given). A row holding one cannot be written as given, and one such value in
+ * a batched statement would fail the whole batch, so it is refused alone,
+ * before the batch. Returns a description naming the field (e.g. `prompt
+ * holds U+0000`), or undefined when every string can be stored.
  */
 export function unstorableText(value: unknown, path = ""): string | undefined {
   if (typeof value === "string") {
@@ -15,7 +17,7 @@ export function unstorableText(value: unknown, path = ""): string | undefined {
     if (found === null) return undefined;
     const what =
       found[0] === "\u0000" ? "U+0000" : `a lone surrogate (U+${found[0].charCodeAt(0).toString(16).toUpperCase()})`;
-    return `${path === "" ? "the value" : path} holds ${what}, which PostgreSQL's jsonb cannot store`;
+    return `${path === "" ? "the value" : path} holds ${what}, which PostgreSQL cannot store`;
   }
   if (typeof value !== "object" || value === null) return undefined;
   for (const [key, item] of Object.entries(value)) {

@@ -1,0 +1,44 @@
+import { InvalidApproverOptionsError } from "./errors.js";
+
+/**
+ * The `signal` of an approver's `next()` or `ended()` options argument (an
+ * {@link Approver}'s or a `PostgresApprover`'s) from an untyped caller,
+ * checked before anything waits on it.
+ *
+ * @throws {InvalidApproverOptionsError} naming the argument at fault.
+ */
+export function waitSignal(method: "next" | "ended", options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidApproverOptionsError(
+      method,
+      "options",
+      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  let signal: unknown;
+  try {
+    signal = (options as { signal?: unknown }).signal;
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options", "could not be read", { cause: error });
+  }
+  if (signal === undefined) return undefined;
+  try {
+    // `instanceof` alone passes an object that merely inherits from AbortSignal; reading `aborted` does not.
+    if (signal instanceof AbortSignal && typeof signal.aborted === "boolean") return signal;
+  } catch (error) {
+    throw new InvalidApproverOptionsError(
+      method,
+      "options.signal",
+      "must be an AbortSignal; its `aborted` could not be read",
+      {
+        cause: error,
+      },
+    );
+  }
+  throw new InvalidApproverOptionsError(
+    method,
+    "options.signal",
+    `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
+  );
+}
