@@ -51,6 +51,9 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
     );
     expect(await s.revoke(deployProd.id)).toBeUndefined();
     expect(await s.revoke("0000000000000000")).toBeUndefined();
+    // No stored id holds text PostgreSQL cannot store: such an id is unknown, not a server error.
+    expect(await s.revoke("\u0000")).toBeUndefined();
+    expect(await s.revoke(`${read.id}\ud800`)).toBeUndefined();
     expect((await s.load()).map((g) => g.id)).toEqual([read.id, writeReadme.id]);
 
     expect(await s.clear()).toBe(2);

@@ -182,7 +182,8 @@ export class PostgresGrantStore implements GrantStore {
 
   /** Removes the grant with `id`; resolves to it, or `undefined` (changing nothing) when none is stored. */
   async revoke(id: string, options: GrantCallOptions = {}): Promise<Grant | undefined> {
-    if (typeof id !== "string") return undefined;
+    // An id PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
+    if (typeof id !== "string" || unstorableText(id) !== undefined) return undefined;
     return this.#db.transaction("PostgresGrantStore.revoke", options.signal, async (tx) => {
       const revoked = await this.#bumped(
         tx,
