@@ -191,4 +191,15 @@ describe("the loop around the gate", () => {
       calls.map((c) => c.id),
     );
   });
+
+  it("refuses run options it cannot use with an EngineConfigError naming Agent.run, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [] });
+    for (const options of [null, "fast", { signal: {} }, { signal: { aborted: false } }]) {
+      const error = await agent.run("go", options as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+    }
+    expect(model.requests).toEqual([]);
+  });
 });

@@ -211,13 +211,19 @@ export class Agent {
    * `LoopDetectedError`, `BudgetExceededError` (the turn cap included), or
    * `ModelError` when the model throws or answers garbage.
    *
-   * @throws {EngineConfigError} when `input` is neither a string nor an array of messages.
+   * @throws {EngineConfigError} when `input` is neither a string nor an array
+   *   of messages, or `options.signal` is not an `AbortSignal`.
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
     if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
     else if (Array.isArray(input)) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
+    if (typeof options !== "object" || options === null)
+      throw new EngineConfigError("Agent.run", "options must be { signal? }");
+    const caller: unknown = options.signal;
+    if (caller !== undefined && !(caller instanceof AbortSignal))
+      throw new EngineConfigError("Agent.run", "signal must be an AbortSignal");
     const settings = this.#settings;
     const runId = this.#newId();
     const records: GateDecision[] = [];
@@ -227,7 +233,6 @@ export class Agent {
     // One controller per run, aborted by the caller's cancel or by a call
     // that ends the run while others of its wave still run. When neither can
     // happen (no caller signal, one call at a time), its waits need no race.
-    const caller = options.signal;
     const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
     const onCallerAbort = (): void => cancel.abort(caller?.reason);
     if (caller?.aborted === true) onCallerAbort();
