@@ -2,9 +2,11 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   Agent,
+  CancelledError,
   DEFAULT_MAX_TURNS,
   EngineConfigError,
   LoopManagers,
+  ModelError,
   ToolDefinitionError,
   defineTool,
 } from "loopctl/engine";
@@ -201,5 +203,21 @@ describe("the loop around the gate", () => {
       expect(error).toMatchObject({ option: "Agent.run" });
     }
     expect(model.requests).toEqual([]);
+  });
+
+  it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {
+    const inner = new CancelledError("a nested run was cancelled");
+    const model = { generate: async () => Promise.reject(inner) };
+    const error = await new Agent({ model, tools: [] })
+      .run("go", { signal: new AbortController().signal })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ code: "MODEL_ERROR", cause: inner });
+    for (const thrown of [undefined, null, "a string", 42]) {
+      const failing = new ScriptedModel([{ error: thrown }]);
+      const stopped = await new Agent({ model: failing, tools: [] }).run("go").catch((e: unknown) => e);
+      expect(stopped).toBeInstanceOf(ModelError);
+      expect((stopped as ModelError).cause).toBe(thrown);
+    }
   });
 });

@@ -327,7 +327,9 @@ export class Agent {
     try {
       raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
     } catch (thrown) {
-      if (thrown instanceof CancelledError || cancel.aborted) throw cancelledBy(signal);
+      // Only the run's signal says the run was cancelled: a CancelledError the model throws of its own
+      // (a nested run's, say) is a model failure like any other.
+      if (cancel.aborted) throw cancelledBy(signal);
       throw new ModelError(`the model failed on turn ${turn}: ${describeError(thrown)}`, { cause: thrown });
     }
     if (raw === CANCELLED) throw cancelledBy(signal);
