@@ -351,12 +351,13 @@ export class Agent {
     const read = parsed.data.toolCalls.map((call) =>
       readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input),
     );
-    const toolCalls = read.map((r) => r.call);
+    const toolCalls = Object.freeze(read.map((r) => r.call));
     if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
     const { text, usage, providerData } = parsed.data;
-    const response: ModelResponse = { text, toolCalls, usage, providerData };
+    // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
+    const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
     return { response, reads: read.map((r) => r.read) };
   }
