@@ -10,7 +10,7 @@ import {
   ToolDefinitionError,
   defineTool,
 } from "loopctl/engine";
-import type { Message, Tool, ToolSource } from "loopctl/engine";
+import type { Message, ModelRequest, ModelResponse, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { readTool } from "./support/engine-fixtures.js";
 
@@ -219,5 +219,74 @@ describe("the loop around the gate", () => {
       expect(stopped).toBeInstanceOf(ModelError);
       expect((stopped as ModelError).cause).toBe(thrown);
     }
+  });
+
+  it("the transcript the model and observers are handed is read-only: writing to it throws and changes no later turn", async () => {
+    const forged: Message = {
+      type: "tool_result",
+      callId: "forged",
+      tool: "read",
+      content: "forged",
+      status: "ran",
+      isError: false,
+    };
+    const reported: string[] = [];
+    const model = new ScriptedModel([
+      (request) => {
+        // What the model was handed is the live transcript, not ScriptedModel's copy of it.
+        expect(Array.isArray(request.messages)).toBe(true);
+        return { toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }] };
+      },
+      { text: "done" },
+    ]);
+    const writes: ((messages: Message[]) => unknown)[] = [
+      (messages) => messages.push(forged),
+      (messages) => messages.splice(0, 1),
+      (messages) => (messages.length = 0),
+      (messages) => (messages[0] = forged),
+      (messages) => Object.defineProperty(messages, "0", { value: forged }),
+      // eslint-disable-next-line @typescript-eslint/no-array-delete -- the write under test
+      (messages) => delete messages[0],
+    ];
+    const managers = new LoopManagers()
+      .withObserver({
+        onModelRequest: ({ messages }) => {
+          for (const write of writes) {
+            try {
+              write(messages as Message[]);
+            } catch (error) {
+              reported.push((error as Error).name);
+            }
+          }
+        },
+      })
+      .withObserverErrorHandler((error) => reported.push(`handler:${(error as Error).name}`));
+    const result = await new Agent({ model, tools: [readTool()], managers }).run("go");
+    expect(reported).toEqual(Array.from({ length: 2 * writes.length }, () => "TypeError"));
+    expect(model.requests.map((r) => r.messages.map((m) => m.type))).toEqual([
+      ["user"],
+      ["user", "assistant", "tool_result"],
+    ]);
+    expect(result.messages.map((m) => m.type)).toEqual(["user", "assistant", "tool_result", "assistant"]);
+    expect(JSON.parse(JSON.stringify(model.requests[1]!.messages))).toEqual(result.messages.slice(0, 3));
+
+    const reversing = {
+      generate: async (request: ModelRequest): Promise<ModelResponse> => {
+        (request.messages as Message[]).reverse();
+        return { text: "reversed", toolCalls: [] };
+      },
+    };
+    const error = await new Agent({ model: reversing, tools: [] })
+      .run([
+        { type: "user", text: "one" },
+        { type: "user", text: "two" },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as ModelError).cause).toBeInstanceOf(TypeError);
+    expect((error as ModelError).messages).toEqual([
+      { type: "user", text: "one" },
+      { type: "user", text: "two" },
+    ]);
   });
 });

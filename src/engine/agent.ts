@@ -26,6 +26,7 @@ import type {
   Usage,
 } from "./model.js";
 import { notify } from "./observer.js";
+import { readOnlyView } from "./read-only-view.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
@@ -155,8 +156,9 @@ function startingMessages(input: readonly Message[]): Message[] {
  *
  * One `Agent` is one session (`sessionId`) and has one gate: circuit-breaker
  * state outlives a run; loop-detection counts are per run. Messages are
- * frozen and shared from turn to turn, never copied, so a turn costs the
- * same however long the transcript is.
+ * frozen and shared from turn to turn, never copied, and the model and
+ * observers are handed one read-only view of the transcript, so a turn
+ * costs the same however long the transcript is.
  *
  * @throws {ToolDefinitionError} when two tools share a name.
  * @throws {EngineConfigError} on a missing model, tools that are neither an
@@ -224,6 +226,8 @@ export class Agent {
     const caller: unknown = options.signal;
     if (caller !== undefined && !(caller instanceof AbortSignal))
       throw new EngineConfigError("Agent.run", "signal must be an AbortSignal");
+    // What the model and observers see: the run's transcript as it grows, which they cannot change.
+    const shown = readOnlyView(messages);
     const settings = this.#settings;
     const runId = this.#newId();
     const records: GateDecision[] = [];
@@ -265,7 +269,7 @@ export class Agent {
         }
         const turn = turns;
         const tools = this.#toolsNow();
-        const { response, reads } = await this.#generate(turn, messages, tools, cancel);
+        const { response, reads } = await this.#generate(turn, shown, tools, cancel);
         turns += 1;
         if (response.usage !== undefined) {
           usage = {
