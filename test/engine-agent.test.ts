@@ -289,4 +289,33 @@ describe("the loop around the gate", () => {
       { type: "user", text: "two" },
     ]);
   });
+
+  it("a ToolSource whose current() throws or returns no array stops the run with an EngineConfigError naming it", async () => {
+    const down = new Error("server gone");
+    const sources: [ToolSource, string][] = [
+      [
+        {
+          current: () => {
+            throw down;
+          },
+        },
+        "server gone",
+      ],
+      [{ current: async () => [readTool()] } as unknown as ToolSource, "a Promise"],
+      [{ current: () => null } as unknown as ToolSource, "null"],
+      [{ current: () => "read" } as unknown as ToolSource, "a string"],
+    ];
+    for (const [source, said] of sources) {
+      const model = new ScriptedModel([{ text: "never" }]);
+      const error = await new Agent({ model, tools: source }).run("go").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "ToolSource.current" });
+      expect((error as Error).message).toContain(said);
+      expect(model.requests).toEqual([]);
+    }
+    const error = await new Agent({ model: new ScriptedModel([]), tools: sources[0]![0] })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect((error as Error).cause).toBe(down);
+  });
 });

@@ -37,6 +37,10 @@ import type { Tool } from "./tool.js";
 
 /** A live set of tools, read at the start of every model turn (an MCP toolset is one). */
 export interface ToolSource {
+  /**
+   * The tools now, synchronously. A throw, or anything but an array, stops
+   * the run with an `EngineConfigError` naming `ToolSource.current`.
+   */
   current(): readonly Tool[];
 }
 
@@ -93,6 +97,14 @@ function toolset(tools: readonly Tool[]): Toolset {
     byName.set(tool.name, tool);
   }
   return { byName, descriptors: Object.freeze([...byName.values()].map((tool) => tool.descriptor)) };
+}
+
+/** What `value` is, for an error message. */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (value instanceof Promise) return "a Promise (current() must not be async)";
+  const type = typeof value;
+  return type === "object" ? "an object" : type === "undefined" ? "undefined" : `a ${type}`;
 }
 
 /** What the model receives for a tool result's output: a string as is, anything else as JSON. */
@@ -306,7 +318,33 @@ export class Agent {
   /** The tools of this turn: the array given, or what the source holds now. */
   #toolsNow(): Toolset {
     const source = this.#tools;
-    return "current" in source ? toolset(source.current()) : source;
+    if (!("current" in source)) return source;
+    let tools: unknown;
+    try {
+      tools = source.current();
+    } catch (thrown) {
+      throw new EngineConfigError("ToolSource.current", `the tool source failed: ${describeError(thrown)}`, {
+        cause: thrown,
+      });
+    }
+    if (!Array.isArray(tools))
+      throw new EngineConfigError(
+        "ToolSource.current",
+        `current() must return an array of tools, got ${kindOf(tools)}`,
+      );
+    try {
+      return toolset(tools as readonly Tool[]);
+    } catch (thrown) {
+      // An array whose reads throw (a proxy, a getter) is not a list of tools either.
+      if (thrown instanceof ToolDefinitionError) throw thrown;
+      throw new EngineConfigError(
+        "ToolSource.current",
+        `the tools it returned cannot be read: ${describeError(thrown)}`,
+        {
+          cause: thrown,
+        },
+      );
+    }
   }
 
   /** One model turn, parsed, with each tool call's arguments read once (the gate goes on from that reading). */
