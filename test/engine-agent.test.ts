@@ -318,4 +318,30 @@ describe("the loop around the gate", () => {
       .catch((e: unknown) => e);
     expect((error as Error).cause).toBe(down);
   });
+
+  it("earlier messages whose reads throw (a proxy, a getter) are an EngineConfigError naming the message", async () => {
+    const fail = (): never => {
+      throw new Error("getter bomb");
+    };
+    const bomb = new Proxy({}, { get: fail, has: fail, ownKeys: fail, getOwnPropertyDescriptor: fail });
+    const getter = {
+      type: "user",
+      get text(): string {
+        throw new Error("text bomb");
+      },
+    };
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [] });
+    for (const [input, said] of [
+      [[{ type: "user", text: "hi" }, bomb], "messages[1]"],
+      [[getter], "messages[0]"],
+      [new Proxy([], { get: fail }), "messages"],
+    ] as const) {
+      const error = await agent.run(input as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain(said);
+    }
+    expect(model.requests).toEqual([]);
+  });
 });

@@ -142,8 +142,22 @@ function frozenAssistant(
 
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
-  return input.map((raw, index): Message => {
-    const parsed = MessageSchema.safeParse(raw);
+  let entries: unknown[];
+  try {
+    entries = Array.from(input as readonly unknown[]);
+  } catch (thrown) {
+    throw new EngineConfigError("Agent.run", `messages cannot be read: ${describeError(thrown)}`, { cause: thrown });
+  }
+  return entries.map((raw, index): Message => {
+    let parsed: ReturnType<typeof MessageSchema.safeParse>;
+    try {
+      parsed = MessageSchema.safeParse(raw);
+    } catch (thrown) {
+      // A message whose reads throw (a proxy, a getter) is not a message either.
+      throw new EngineConfigError("Agent.run", `messages[${index}] cannot be read: ${describeError(thrown)}`, {
+        cause: thrown,
+      });
+    }
     if (!parsed.success)
       throw new EngineConfigError(
         "Agent.run",
