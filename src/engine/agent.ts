@@ -116,14 +116,21 @@ function toContent(value: unknown): string {
   return text;
 }
 
-/** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON), and that reading. */
-function readCall(
-  id: string,
-  name: string,
-  input: unknown,
-): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
+/** One tool call's arguments: as the model sent them, and the gate's reading of them. */
+interface ReadArguments {
+  readonly sent: unknown;
+  readonly read: Snapshot | NotJson;
+}
+
+/**
+ * A tool call for the transcript, its arguments read into the gate's frozen
+ * snapshot, and that reading. Arguments that are not JSON values (a cycle, a
+ * BigInt) are left out (`input: undefined`): the gate refuses the call, and
+ * the transcript stays JSON, for a provider to serialise and a caller to store.
+ */
+function readCall(id: string, name: string, input: unknown): { readonly call: ToolCall } & ReadArguments {
   const read = snapshot(input);
-  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input }), read };
+  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : undefined }), sent: input, read };
 }
 
 function frozenAssistant(
@@ -367,7 +374,7 @@ export class Agent {
     messages: readonly Message[],
     tools: Toolset,
     cancel: Cancel,
-  ): Promise<{ response: ModelResponse; reads: readonly (Snapshot | NotJson)[] }> {
+  ): Promise<{ response: ModelResponse; reads: readonly ReadArguments[] }> {
     const settings = this.#settings;
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", {
       turn,
@@ -415,7 +422,7 @@ export class Agent {
     // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
     const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
-    return { response, reads: read.map((r) => r.read) };
+    return { response, reads: read };
   }
 
   /**
@@ -426,7 +433,7 @@ export class Agent {
    */
   async #wave(
     calls: readonly ToolCall[],
-    reads: readonly (Snapshot | NotJson)[],
+    reads: readonly ReadArguments[],
     tools: Toolset,
     turn: number,
     runId: string,
@@ -449,8 +456,9 @@ export class Agent {
             tool: tool === undefined ? undefined : gatedTool(tool),
             name: call.name,
             callId: call.id,
-            input: call.input,
-            read: reads[index],
+            // Observers see the call as the model sent it; the gate goes on from the reading.
+            input: reads[index]!.sent,
+            read: reads[index]!.read,
             cancel,
             sessionId,
             runId,
