@@ -344,4 +344,25 @@ describe("the loop around the gate", () => {
     }
     expect(model.requests).toEqual([]);
   });
+
+  it("an id generator that throws is an EngineConfigError naming withIdGen, from the constructor or the run", async () => {
+    const broken = new Error("no entropy");
+    let left = 0;
+    const idGen = (): string => {
+      if (left-- > 0) return "00000000-0000-4000-8000-000000000000";
+      throw broken;
+    };
+    const managers = new LoopManagers().withIdGen(idGen);
+    const model = (): ScriptedModel =>
+      new ScriptedModel([{ toolCalls: [{ id: "", name: "read", input: { path: "a" } }] }, { text: "done" }]);
+    // Thrown at the session id, the run id, and the id of a call that came without one.
+    for (const ids of [0, 1, 2]) {
+      left = ids;
+      const error = await Promise.resolve()
+        .then(() => new Agent({ model: model(), tools: [readTool()], managers }).run("go"))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "withIdGen", cause: broken });
+    }
+  });
 });

@@ -329,7 +329,12 @@ export class Agent {
 
   #newId(): string {
     const { idGen } = this.#settings;
-    const id = idGen();
+    let id: string;
+    try {
+      id = idGen();
+    } catch (thrown) {
+      throw new EngineConfigError("withIdGen", `the id generator failed: ${describeError(thrown)}`, { cause: thrown });
+    }
     // The default generator's ids are UUIDs by construction.
     if (idGen !== randomIdGen && !isUuid(id))
       throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
