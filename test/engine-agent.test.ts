@@ -2,13 +2,15 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   Agent,
+  CancelledError,
   DEFAULT_MAX_TURNS,
   EngineConfigError,
   LoopManagers,
+  ModelError,
   ToolDefinitionError,
   defineTool,
 } from "loopctl/engine";
-import type { Message, Tool, ToolSource } from "loopctl/engine";
+import type { Message, ModelRequest, ModelResponse, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { readTool } from "./support/engine-fixtures.js";
 
@@ -190,5 +192,177 @@ describe("the loop around the gate", () => {
     expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.callId)).toEqual(
       calls.map((c) => c.id),
     );
+  });
+
+  it("refuses run options it cannot use with an EngineConfigError naming Agent.run, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [] });
+    for (const options of [null, "fast", { signal: {} }, { signal: { aborted: false } }]) {
+      const error = await agent.run("go", options as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+    }
+    expect(model.requests).toEqual([]);
+  });
+
+  it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {
+    const inner = new CancelledError("a nested run was cancelled");
+    const model = { generate: async () => Promise.reject(inner) };
+    const error = await new Agent({ model, tools: [] })
+      .run("go", { signal: new AbortController().signal })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ code: "MODEL_ERROR", cause: inner });
+    for (const thrown of [undefined, null, "a string", 42]) {
+      const failing = new ScriptedModel([{ error: thrown }]);
+      const stopped = await new Agent({ model: failing, tools: [] }).run("go").catch((e: unknown) => e);
+      expect(stopped).toBeInstanceOf(ModelError);
+      expect((stopped as ModelError).cause).toBe(thrown);
+    }
+  });
+
+  it("the transcript the model and observers are handed is read-only: writing to it throws and changes no later turn", async () => {
+    const forged: Message = {
+      type: "tool_result",
+      callId: "forged",
+      tool: "read",
+      content: "forged",
+      status: "ran",
+      isError: false,
+    };
+    const reported: string[] = [];
+    const model = new ScriptedModel([
+      (request) => {
+        // What the model was handed is the live transcript, not ScriptedModel's copy of it.
+        expect(Array.isArray(request.messages)).toBe(true);
+        return { toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }] };
+      },
+      { text: "done" },
+    ]);
+    const writes: ((messages: Message[]) => unknown)[] = [
+      (messages) => messages.push(forged),
+      (messages) => messages.splice(0, 1),
+      (messages) => (messages.length = 0),
+      (messages) => (messages[0] = forged),
+      (messages) => Object.defineProperty(messages, "0", { value: forged }),
+      // eslint-disable-next-line @typescript-eslint/no-array-delete -- the write under test
+      (messages) => delete messages[0],
+    ];
+    const managers = new LoopManagers()
+      .withObserver({
+        onModelRequest: ({ messages }) => {
+          for (const write of writes) {
+            try {
+              write(messages as Message[]);
+            } catch (error) {
+              reported.push((error as Error).name);
+            }
+          }
+        },
+      })
+      .withObserverErrorHandler((error) => reported.push(`handler:${(error as Error).name}`));
+    const result = await new Agent({ model, tools: [readTool()], managers }).run("go");
+    expect(reported).toEqual(Array.from({ length: 2 * writes.length }, () => "TypeError"));
+    expect(model.requests.map((r) => r.messages.map((m) => m.type))).toEqual([
+      ["user"],
+      ["user", "assistant", "tool_result"],
+    ]);
+    expect(result.messages.map((m) => m.type)).toEqual(["user", "assistant", "tool_result", "assistant"]);
+    expect(JSON.parse(JSON.stringify(model.requests[1]!.messages))).toEqual(result.messages.slice(0, 3));
+
+    const reversing = {
+      generate: async (request: ModelRequest): Promise<ModelResponse> => {
+        (request.messages as Message[]).reverse();
+        return { text: "reversed", toolCalls: [] };
+      },
+    };
+    const error = await new Agent({ model: reversing, tools: [] })
+      .run([
+        { type: "user", text: "one" },
+        { type: "user", text: "two" },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as ModelError).cause).toBeInstanceOf(TypeError);
+    expect((error as ModelError).messages).toEqual([
+      { type: "user", text: "one" },
+      { type: "user", text: "two" },
+    ]);
+  });
+
+  it("a ToolSource whose current() throws or returns no array stops the run with an EngineConfigError naming it", async () => {
+    const down = new Error("server gone");
+    const sources: [ToolSource, string][] = [
+      [
+        {
+          current: () => {
+            throw down;
+          },
+        },
+        "server gone",
+      ],
+      [{ current: async () => [readTool()] } as unknown as ToolSource, "a Promise"],
+      [{ current: () => null } as unknown as ToolSource, "null"],
+      [{ current: () => "read" } as unknown as ToolSource, "a string"],
+    ];
+    for (const [source, said] of sources) {
+      const model = new ScriptedModel([{ text: "never" }]);
+      const error = await new Agent({ model, tools: source }).run("go").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "ToolSource.current" });
+      expect((error as Error).message).toContain(said);
+      expect(model.requests).toEqual([]);
+    }
+    const error = await new Agent({ model: new ScriptedModel([]), tools: sources[0]![0] })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect((error as Error).cause).toBe(down);
+  });
+
+  it("earlier messages whose reads throw (a proxy, a getter) are an EngineConfigError naming the message", async () => {
+    const fail = (): never => {
+      throw new Error("getter bomb");
+    };
+    const bomb = new Proxy({}, { get: fail, has: fail, ownKeys: fail, getOwnPropertyDescriptor: fail });
+    const getter = {
+      type: "user",
+      get text(): string {
+        throw new Error("text bomb");
+      },
+    };
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [] });
+    for (const [input, said] of [
+      [[{ type: "user", text: "hi" }, bomb], "messages[1]"],
+      [[getter], "messages[0]"],
+      [new Proxy([], { get: fail }), "messages"],
+    ] as const) {
+      const error = await agent.run(input as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain(said);
+    }
+    expect(model.requests).toEqual([]);
+  });
+
+  it("an id generator that throws is an EngineConfigError naming withIdGen, from the constructor or the run", async () => {
+    const broken = new Error("no entropy");
+    let left = 0;
+    const idGen = (): string => {
+      if (left-- > 0) return "00000000-0000-4000-8000-000000000000";
+      throw broken;
+    };
+    const managers = new LoopManagers().withIdGen(idGen);
+    const model = (): ScriptedModel =>
+      new ScriptedModel([{ toolCalls: [{ id: "", name: "read", input: { path: "a" } }] }, { text: "done" }]);
+    // Thrown at the session id, the run id, and the id of a call that came without one.
+    for (const ids of [0, 1, 2]) {
+      left = ids;
+      const error = await Promise.resolve()
+        .then(() => new Agent({ model: model(), tools: [readTool()], managers }).run("go"))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "withIdGen", cause: broken });
+    }
   });
 });

@@ -106,4 +106,33 @@ describe("observers", () => {
     expect(log).toHaveLength(7);
     expect(reported).toEqual(expect.arrayContaining([...names.map((n) => `${n}:${n}`), "onGate:async onGate"]));
   });
+
+  it("onModelResponse cannot change the answer the run acts on: no call the model did not make runs", async () => {
+    const executed: unknown[] = [];
+    const reported: string[] = [];
+    const tamper: Observer = {
+      onModelResponse: ({ response }) => {
+        const writable = response as { text?: unknown; toolCalls: unknown };
+        try {
+          (response.toolCalls as unknown[]).push({ id: "forged", name: "read", input: A });
+        } finally {
+          writable.text = 42;
+          writable.toolCalls = [{ id: "forged", name: 7, input: A }];
+        }
+      },
+    };
+    const { agent } = build({
+      turns: [{ text: "the model's answer" }],
+      tools: [readTool(executed)],
+      managers: new LoopManagers()
+        .withObserver(tamper)
+        .withObserverErrorHandler((error, event) => reported.push(`${event}:${(error as Error).name}`)),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records).toEqual([]);
+    expect(result.text).toBe("the model's answer");
+    expect(result.messages.at(-1)).toEqual({ type: "assistant", text: "the model's answer", toolCalls: [] });
+    expect(reported).toEqual(["onModelResponse:TypeError"]);
+  });
 });

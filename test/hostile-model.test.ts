@@ -116,6 +116,46 @@ describe("a model that calls tools badly gets error results, never a crash", () 
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "invalid_arguments"]]);
   });
 
+  it("arguments that are not JSON values (a cycle, a BigInt) leave the transcript JSON: the call keeps no input", async () => {
+    const cyclic: Record<string, unknown> = { path: "a" };
+    cyclic["self"] = cyclic;
+    const bigint = { path: 1n };
+    const seen: unknown[] = [];
+    const model = new ScriptedModel([
+      () => ({
+        toolCalls: [
+          { id: "c1", name: "read", input: cyclic },
+          { id: "c2", name: "read", input: bigint },
+        ],
+      }),
+      (request) => {
+        // What a provider adapter does with the transcript: serialise it.
+        seen.push(JSON.parse(JSON.stringify(request.messages)));
+        return { text: "done", toolCalls: [] };
+      },
+    ]);
+    const pre: unknown[] = [];
+    const agent = new Agent({
+      model,
+      tools: tools([]),
+      managers: new LoopManagers().withObserver({ onToolPre: ({ call }) => pre.push(call.input) }),
+    });
+    const result = (await settle(agent)) as RunResult;
+    expect(result.text).toBe("done");
+    expect(result.records.map((r) => r.ruleId)).toEqual(["invalid_arguments", "invalid_arguments"]);
+    // Observers still see the call as the model sent it.
+    expect(pre).toEqual([cyclic, bigint]);
+    const saved = JSON.parse(JSON.stringify(result.messages)) as unknown[];
+    expect(saved[1]).toEqual({
+      type: "assistant",
+      toolCalls: [
+        { id: "c1", name: "read" },
+        { id: "c2", name: "read" },
+      ],
+    });
+    expect(seen).toEqual([saved.slice(0, 4)]);
+  });
+
   it(`${DEPTH}-level nested arguments: refused with a typed outcome, never a stack overflow`, async () => {
     let deep: unknown = "a";
     for (let i = 0; i < DEPTH; i += 1) deep = i % 2 === 0 ? [deep] : { path: deep };

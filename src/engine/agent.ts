@@ -26,6 +26,7 @@ import type {
   Usage,
 } from "./model.js";
 import { notify } from "./observer.js";
+import { readOnlyView } from "./read-only-view.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
@@ -36,6 +37,10 @@ import type { Tool } from "./tool.js";
 
 /** A live set of tools, read at the start of every model turn (an MCP toolset is one). */
 export interface ToolSource {
+  /**
+   * The tools now, synchronously. A throw, or anything but an array, stops
+   * the run with an `EngineConfigError` naming `ToolSource.current`.
+   */
   current(): readonly Tool[];
 }
 
@@ -94,6 +99,14 @@ function toolset(tools: readonly Tool[]): Toolset {
   return { byName, descriptors: Object.freeze([...byName.values()].map((tool) => tool.descriptor)) };
 }
 
+/** What `value` is, for an error message. */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (value instanceof Promise) return "a Promise (current() must not be async)";
+  const type = typeof value;
+  return type === "object" ? "an object" : type === "undefined" ? "undefined" : `a ${type}`;
+}
+
 /** What the model receives for a tool result's output: a string as is, anything else as JSON. */
 function toContent(value: unknown): string {
   if (typeof value === "string") return value;
@@ -103,14 +116,21 @@ function toContent(value: unknown): string {
   return text;
 }
 
-/** A tool call with its arguments read into the gate's frozen snapshot (kept as sent when they are not JSON), and that reading. */
-function readCall(
-  id: string,
-  name: string,
-  input: unknown,
-): { readonly call: ToolCall; readonly read: Snapshot | NotJson } {
+/** One tool call's arguments: as the model sent them, and the gate's reading of them. */
+interface ReadArguments {
+  readonly sent: unknown;
+  readonly read: Snapshot | NotJson;
+}
+
+/**
+ * A tool call for the transcript, its arguments read into the gate's frozen
+ * snapshot, and that reading. Arguments that are not JSON values (a cycle, a
+ * BigInt) are left out (`input: undefined`): the gate refuses the call, and
+ * the transcript stays JSON, for a provider to serialise and a caller to store.
+ */
+function readCall(id: string, name: string, input: unknown): { readonly call: ToolCall } & ReadArguments {
   const read = snapshot(input);
-  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : input }), read };
+  return { call: Object.freeze({ id, name, input: isSnapshot(read) ? read.value : undefined }), sent: input, read };
 }
 
 function frozenAssistant(
@@ -129,8 +149,22 @@ function frozenAssistant(
 
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
-  return input.map((raw, index): Message => {
-    const parsed = MessageSchema.safeParse(raw);
+  let entries: unknown[];
+  try {
+    entries = Array.from(input as readonly unknown[]);
+  } catch (thrown) {
+    throw new EngineConfigError("Agent.run", `messages cannot be read: ${describeError(thrown)}`, { cause: thrown });
+  }
+  return entries.map((raw, index): Message => {
+    let parsed: ReturnType<typeof MessageSchema.safeParse>;
+    try {
+      parsed = MessageSchema.safeParse(raw);
+    } catch (thrown) {
+      // A message whose reads throw (a proxy, a getter) is not a message either.
+      throw new EngineConfigError("Agent.run", `messages[${index}] cannot be read: ${describeError(thrown)}`, {
+        cause: thrown,
+      });
+    }
     if (!parsed.success)
       throw new EngineConfigError(
         "Agent.run",
@@ -155,8 +189,9 @@ function startingMessages(input: readonly Message[]): Message[] {
  *
  * One `Agent` is one session (`sessionId`) and has one gate: circuit-breaker
  * state outlives a run; loop-detection counts are per run. Messages are
- * frozen and shared from turn to turn, never copied, so a turn costs the
- * same however long the transcript is.
+ * frozen and shared from turn to turn, never copied, and the model and
+ * observers are handed one read-only view of the transcript, so a turn
+ * costs the same however long the transcript is.
  *
  * @throws {ToolDefinitionError} when two tools share a name.
  * @throws {EngineConfigError} on a missing model, tools that are neither an
@@ -211,13 +246,21 @@ export class Agent {
    * `LoopDetectedError`, `BudgetExceededError` (the turn cap included), or
    * `ModelError` when the model throws or answers garbage.
    *
-   * @throws {EngineConfigError} when `input` is neither a string nor an array of messages.
+   * @throws {EngineConfigError} when `input` is neither a string nor an array
+   *   of messages, or `options.signal` is not an `AbortSignal`.
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
     if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
     else if (Array.isArray(input)) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
+    if (typeof options !== "object" || options === null)
+      throw new EngineConfigError("Agent.run", "options must be { signal? }");
+    const caller: unknown = options.signal;
+    if (caller !== undefined && !(caller instanceof AbortSignal))
+      throw new EngineConfigError("Agent.run", "signal must be an AbortSignal");
+    // What the model and observers see: the run's transcript as it grows, which they cannot change.
+    const shown = readOnlyView(messages);
     const settings = this.#settings;
     const runId = this.#newId();
     const records: GateDecision[] = [];
@@ -227,7 +270,6 @@ export class Agent {
     // One controller per run, aborted by the caller's cancel or by a call
     // that ends the run while others of its wave still run. When neither can
     // happen (no caller signal, one call at a time), its waits need no race.
-    const caller = options.signal;
     const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
     const onCallerAbort = (): void => cancel.abort(caller?.reason);
     if (caller?.aborted === true) onCallerAbort();
@@ -260,7 +302,7 @@ export class Agent {
         }
         const turn = turns;
         const tools = this.#toolsNow();
-        const { response, reads } = await this.#generate(turn, messages, tools, cancel);
+        const { response, reads } = await this.#generate(turn, shown, tools, cancel);
         turns += 1;
         if (response.usage !== undefined) {
           usage = {
@@ -287,7 +329,12 @@ export class Agent {
 
   #newId(): string {
     const { idGen } = this.#settings;
-    const id = idGen();
+    let id: string;
+    try {
+      id = idGen();
+    } catch (thrown) {
+      throw new EngineConfigError("withIdGen", `the id generator failed: ${describeError(thrown)}`, { cause: thrown });
+    }
     // The default generator's ids are UUIDs by construction.
     if (idGen !== randomIdGen && !isUuid(id))
       throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
@@ -297,7 +344,33 @@ export class Agent {
   /** The tools of this turn: the array given, or what the source holds now. */
   #toolsNow(): Toolset {
     const source = this.#tools;
-    return "current" in source ? toolset(source.current()) : source;
+    if (!("current" in source)) return source;
+    let tools: unknown;
+    try {
+      tools = source.current();
+    } catch (thrown) {
+      throw new EngineConfigError("ToolSource.current", `the tool source failed: ${describeError(thrown)}`, {
+        cause: thrown,
+      });
+    }
+    if (!Array.isArray(tools))
+      throw new EngineConfigError(
+        "ToolSource.current",
+        `current() must return an array of tools, got ${kindOf(tools)}`,
+      );
+    try {
+      return toolset(tools as readonly Tool[]);
+    } catch (thrown) {
+      // An array whose reads throw (a proxy, a getter) is not a list of tools either.
+      if (thrown instanceof ToolDefinitionError) throw thrown;
+      throw new EngineConfigError(
+        "ToolSource.current",
+        `the tools it returned cannot be read: ${describeError(thrown)}`,
+        {
+          cause: thrown,
+        },
+      );
+    }
   }
 
   /** One model turn, parsed, with each tool call's arguments read once (the gate goes on from that reading). */
@@ -306,7 +379,7 @@ export class Agent {
     messages: readonly Message[],
     tools: Toolset,
     cancel: Cancel,
-  ): Promise<{ response: ModelResponse; reads: readonly (Snapshot | NotJson)[] }> {
+  ): Promise<{ response: ModelResponse; reads: readonly ReadArguments[] }> {
     const settings = this.#settings;
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", {
       turn,
@@ -322,7 +395,9 @@ export class Agent {
     try {
       raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
     } catch (thrown) {
-      if (thrown instanceof CancelledError || cancel.aborted) throw cancelledBy(signal);
+      // Only the run's signal says the run was cancelled: a CancelledError the model throws of its own
+      // (a nested run's, say) is a model failure like any other.
+      if (cancel.aborted) throw cancelledBy(signal);
       throw new ModelError(`the model failed on turn ${turn}: ${describeError(thrown)}`, { cause: thrown });
     }
     if (raw === CANCELLED) throw cancelledBy(signal);
@@ -344,14 +419,15 @@ export class Agent {
     const read = parsed.data.toolCalls.map((call) =>
       readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input),
     );
-    const toolCalls = read.map((r) => r.call);
+    const toolCalls = Object.freeze(read.map((r) => r.call));
     if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
     const { text, usage, providerData } = parsed.data;
-    const response: ModelResponse = { text, toolCalls, usage, providerData };
+    // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
+    const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });
-    return { response, reads: read.map((r) => r.read) };
+    return { response, reads: read };
   }
 
   /**
@@ -362,7 +438,7 @@ export class Agent {
    */
   async #wave(
     calls: readonly ToolCall[],
-    reads: readonly (Snapshot | NotJson)[],
+    reads: readonly ReadArguments[],
     tools: Toolset,
     turn: number,
     runId: string,
@@ -385,8 +461,9 @@ export class Agent {
             tool: tool === undefined ? undefined : gatedTool(tool),
             name: call.name,
             callId: call.id,
-            input: call.input,
-            read: reads[index],
+            // Observers see the call as the model sent it; the gate goes on from the reading.
+            input: reads[index]!.sent,
+            read: reads[index]!.read,
             cancel,
             sessionId,
             runId,

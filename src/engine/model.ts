@@ -97,8 +97,10 @@ export interface ModelRequest {
   readonly instructions?: string;
   /**
    * The transcript so far. Messages are frozen and shared from turn to turn,
-   * never copied; the array is the run's own, which grows after `generate`
-   * returns: copy it (`[...messages]`) to keep this turn's view.
+   * never copied; the array is a read-only view of the run's own, which
+   * grows after `generate` returns: copy it (`[...messages]`) to keep this
+   * turn's list, or to clone it (`structuredClone` does not take the view).
+   * Writing to it throws a `TypeError`.
    */
   readonly messages: readonly Message[];
   /** The descriptors of the tools the model may call this turn. */

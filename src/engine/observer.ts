@@ -30,7 +30,7 @@ export interface ModelRequestEvent {
   readonly tools: readonly ToolDescriptor[];
 }
 
-/** `onModelResponse`: the model answered a turn. */
+/** `onModelResponse`: the model answered a turn; `response` (frozen, its tool calls too) is what the run acts on. */
 export interface ModelResponseEvent {
   readonly turn: number;
   readonly response: ModelResponse;
