@@ -516,8 +516,22 @@ describe("the event stream: GET /api/asks/stream", () => {
     const settled = await stream.next((e) => e.event === "settled");
     expect(JSON.parse(settled.data)).toEqual({ id: second.ask.id, ending: { type: "answered", verdict: "approve" } });
 
-    const heartbeat = await stream.next((e) => e.event === "");
-    expect(heartbeat.data).toBe("keep-alive");
+    const heartbeat = await stream.next((e) => e.event === "heartbeat");
+    expect(JSON.parse(heartbeat.data)).toEqual({ heartbeatMs: 20 });
+  });
+
+  it("begins with a heartbeat event naming the interval, then sends one every heartbeatMs, so a page can tell a silent server", async () => {
+    const { server, auth } = await start({ heartbeatMs: 40 });
+    const raw: string[] = [];
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    const first = await stream.next();
+    expect(first).toEqual({ event: "heartbeat", data: '{"heartbeatMs":40}' });
+    const opened = Date.now();
+    for (let i = 0; i < 3; i++) raw.push((await stream.next()).event);
+    // Three more with nothing else to say: about 120 ms, and none of them a bare comment.
+    expect(raw).toEqual(["heartbeat", "heartbeat", "heartbeat"]);
+    expect(Date.now() - opened).toBeGreaterThanOrEqual(80);
   });
 
   it("sends settled for an ask the approver's owner answered or withdrew elsewhere", async () => {

@@ -137,8 +137,13 @@ describe("docs/server.md", () => {
           return at >= 0 && out.includes("\n\n", at);
         });
         expect(says).toContain("text/event-stream");
-        expect(stream.body).toMatch(/^retry: \d+\n\nid: 1\nevent: ask\ndata: \{/);
-        const data = JSON.parse(/^data: (.*)$/m.exec(stream.body)?.[1] ?? "null") as { ask: { id: string } };
+        expect(stream.body).toMatch(
+          /^retry: \d+\n\nevent: heartbeat\ndata: \{"heartbeatMs":\d+\}\n\nid: 1\nevent: ask\ndata: \{/,
+        );
+        expect(says).toContain("event: heartbeat");
+        const data = JSON.parse(/^event: ask\ndata: (.*)$/m.exec(stream.body)?.[1] ?? "null") as {
+          ask: { id: string };
+        };
         expect(data.ask.id).toBe(ask.id);
         continue;
       }

@@ -7,9 +7,11 @@ import { writeHead } from "./http.js";
 const MAX_BUFFERED_BYTES = 1_048_576;
 
 /**
- * The open server-sent-event streams: each event is written to every one, a
- * comment line every `heartbeatMs` keeps proxies and idle timeouts from
- * closing them, and {@link EventStreams.close} ends them all.
+ * The open server-sent-event streams: each event is written to every one, and
+ * {@link EventStreams.close} ends them all. Each stream starts with a
+ * `heartbeat` event and gets one every `heartbeatMs`: it keeps proxies and
+ * idle timeouts from closing the stream, and a page, which never sees an SSE
+ * comment, can tell a server that went silent from one with nothing to say.
  */
 export class EventStreams {
   readonly #streams = new Set<ServerResponse>();
@@ -50,6 +52,7 @@ export class EventStreams {
       connection: "keep-alive",
     });
     res.write("retry: 2000\n\n");
+    res.write(this.#heartbeat());
     for (const [event, data] of first) res.write(this.#frame(event, data));
     this.#streams.add(res);
     // A pipelined response queued behind another never gets the socket, so it never closes: watch the socket too.
@@ -82,6 +85,11 @@ export class EventStreams {
     return `id: ${this.#nextId++}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
   }
 
+  /** Carries no id: a reconnecting page's Last-Event-ID names the last real event. */
+  #heartbeat(): string {
+    return `event: heartbeat\ndata: {"heartbeatMs":${this.#heartbeatMs}}\n\n`;
+  }
+
   #write(text: string): void {
     for (const res of this.#streams) {
       if (res.writableLength > MAX_BUFFERED_BYTES) {
@@ -95,7 +103,7 @@ export class EventStreams {
 
   #startHeartbeat(): void {
     if (this.#timer !== undefined) return;
-    this.#timer = setInterval(() => this.#write(": keep-alive\n\n"), this.#heartbeatMs);
+    this.#timer = setInterval(() => this.#write(this.#heartbeat()), this.#heartbeatMs);
     this.#timer.unref();
   }
 

@@ -5,7 +5,7 @@ import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
-import { launch, screenshot } from "./support/chromium.js";
+import { launch, press, screenshot } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 import type { Browser } from "./support/chromium.js";
 
@@ -134,17 +134,18 @@ describe("an answer whose reply goes missing", () => {
     const card = cardOf(page, ask);
     await card.waitFor();
 
-    // The network goes away while the answer is on its way: the server takes it, the page hears nothing back.
+    // The network goes quiet while the answer is on its way: the server takes it, the page hears
+    // nothing back, not even the ask's end on the stream (well before the page would miss a heartbeat).
     let posts = 0;
     await page.route("**/api/asks/*", async (route) => {
       if (route.request().method() !== "POST") return route.fallback();
       posts += 1;
-      proxy.cut();
+      proxy.stall();
       const reply = await route.fetch({ url: `${server.url}api/asks/${ask.id}` });
       if (posts === 1) return route.abort("connectionreset");
       return route.fulfill({ response: reply });
     });
-    await card.getByRole("button", { name: "Approve" }).click();
+    await press(card, "Approve");
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
     const result = card.locator(".result");
     await expect.poll(() => result.textContent()).not.toBe("Sending…");
@@ -152,7 +153,7 @@ describe("an answer whose reply goes missing", () => {
     expect(await result.textContent()).toContain("may not have arrived");
 
     // Trying again is safe (an ask takes one answer), and tells what the first try did.
-    await card.getByRole("button", { name: "Approve" }).click();
+    await press(card, "Approve");
     await expect
       .poll(() => result.textContent())
       .toBe("This ask already ended: approved. This answer changed nothing.");
@@ -195,7 +196,7 @@ describe("an ask id that comes back with another call behind it", () => {
     expect(await card.locator(".tool").textContent()).toBe("delete_file");
     expect(await card.locator(".digest").textContent()).toBe("2222222222222222");
     expect(await page.locator("#asks .ask").count()).toBe(1);
-    await card.getByRole("button", { name: "Deny" }).click();
+    await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
   it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
@@ -217,9 +218,9 @@ describe("an ask id that comes back with another call behind it", () => {
     const card = cardOf(page, before);
     await card.waitFor();
 
-    // The page cannot hear the change: the old card is still up when Approve is pressed.
-    proxy.cut();
-    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    // The page cannot hear the change, and has no reason yet to doubt the stream (its next
+    // heartbeat is not due): the old card is still up, and live, when Approve is pressed.
+    proxy.stall();
     stop.abort(new Error("run ended"));
     await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
     const waiting = park(channel, after);
@@ -229,13 +230,136 @@ describe("an ask id that comes back with another call behind it", () => {
       return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${after.id}` }) });
     });
     expect(await card.locator(".prompt").textContent()).toBe("Read notes.txt?");
-    await card.getByRole("button", { name: "Approve" }).click();
+    expect(await page.locator("#status").textContent()).toBe("Live");
+    await press(card, "Approve");
 
     await expect.poll(() => card.locator(".prompt").textContent()).toBe("Delete the whole home folder?");
     expect(await card.locator(".result").textContent()).toContain("nothing was answered");
     expect(waiting.answer()).toBeUndefined();
     expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
-    await card.getByRole("button", { name: "Deny" }).click();
+    await press(card, "Deny");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+});
+
+describe("a page that cannot be sure what is pending", () => {
+  it("a stream that goes silent without closing makes every card stale, with no Approve or Deny, until the page has caught up", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({
+      heartbeatMs: 300,
+      allowedHosts: [`127.0.0.1:${proxy.port}`],
+    });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const stop = new AbortController();
+    const ending = makeAsk(1, { prompt: "ends while the page hears nothing" });
+    const staying = makeAsk(2, { prompt: "still waiting" });
+    park(channel, ending, stop.signal);
+    const waiting = park(channel, staying);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    const card = cardOf(page, staying);
+    expect(await card.getAttribute("class")).toBe("ask");
+    expect(await card.locator(".stale-note").isVisible()).toBe(false);
+
+    // Packets stop, nothing closes: only the missing heartbeats tell.
+    proxy.stall();
+    await expect.poll(() => card.getAttribute("class"), { timeout: 10_000 }).toBe("ask stale");
+    expect(await page.locator("#status").textContent()).not.toBe("Live");
+    expect(await card.locator(".stale-note").isVisible()).toBe(true);
+    expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+    expect(await card.getByRole("button", { name: "Deny" }).isDisabled()).toBe(true);
+    expect(await page.locator("#announce").textContent()).toContain("Connection lost");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([staying.id]);
+    // Two heartbeat periods later the page still shows the ended ask, and still will not answer it.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(await cardOf(page, ending).getAttribute("class")).toBe("ask stale");
+    expect(await cardOf(page, ending).getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+
+    proxy.resume();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+    expect(await cardOf(page, ending).count()).toBe(0);
+    expect(await card.getAttribute("class")).toBe("ask");
+    expect(await card.locator(".stale-note").isVisible()).toBe(false);
+    expect(await page.locator("#announce").textContent()).toContain("Up to date again");
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("an answer whose request gets no reply at all ends on its own, says the answer may not have arrived, and can be sent again", async () => {
+    const { channel, server, page } = await consoleWith({ heartbeatMs: 300 });
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The request leaves the page and nothing ever comes back (nor reaches the server).
+    const swallowed: import("playwright-core").Route[] = [];
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      swallowed.push(route);
+    });
+    await press(card, "Approve");
+    const result = card.locator(".result");
+    expect(await result.textContent()).toBe("Sending…");
+    await expect.poll(() => result.textContent(), { timeout: 10_000 }).toContain("No reply from the server");
+    expect(swallowed).toHaveLength(1);
+    expect(waiting.answer()).toBeUndefined();
+    await page.unroute("**/api/asks/*");
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+});
+
+describe("a card that moves", () => {
+  it("a card that slid under the pointer as the one above it ended does not take the click meant for that one", async () => {
+    const { channel, page, server } = await consoleWith();
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const stop = new AbortController();
+    const upper = makeAsk(1, { prompt: "Run the tests?" });
+    const lower = makeAsk(2, { prompt: "Run the tests?" });
+    park(channel, upper, stop.signal);
+    const waiting = park(channel, lower);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    const still = page.locator("li:not([data-held])");
+    await cardOf(page, lower).and(still).waitFor();
+    const box = await cardOf(page, upper).getByRole("button", { name: "Approve" }).boundingBox();
+    if (box === null) throw new Error("the upper card's Approve has no box");
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+
+    // The upper ask ends as the person reaches for its Approve: the lower card takes its place.
+    stop.abort(new Error("run ended"));
+    await cardOf(page, upper).waitFor({ state: "detached" });
+    const under = await cardOf(page, lower).getByRole("button", { name: "Approve" }).boundingBox();
+    if (under === null) throw new Error("the lower card's Approve has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    const result = cardOf(page, lower).locator(".result");
+    await expect.poll(() => result.textContent()).toBe("This card moved just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+
+    // Once it has held still, the same press answers it.
+    await cardOf(page, lower).and(still).waitFor();
+    await page.mouse.click(x, y);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a key press is not held: the focus is on the button already, put there by the person", async () => {
+    const { channel, page, server } = await consoleWith();
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await card.getByRole("button", { name: "Deny" }).focus();
+    expect(await card.getAttribute("data-held")).toBe("");
+    await page.keyboard.press("Enter");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
 });
@@ -309,7 +433,7 @@ describe("text that would render as something it is not", () => {
     expect(everything.replace(/\n/g, "")).not.toMatch(HIDDEN);
     expect(await page.locator("#announce").textContent()).toContain("depU+200Bloy");
 
-    await card.getByRole("button", { name: "Deny" }).click();
+    await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
 

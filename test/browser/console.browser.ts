@@ -15,7 +15,7 @@ import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerL
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
-import { focusedText, launch, overflowsSideways, pngWidth, screenshot } from "./support/chromium.js";
+import { focusedText, launch, overflowsSideways, pngWidth, press, screenshot } from "./support/chromium.js";
 import type { Browser, PageGlobals } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 
@@ -101,7 +101,7 @@ describe("the console in Chromium", () => {
     await page.setViewportSize({ width: 1280, height: 900 });
 
     await card.getByLabel("Always for this tool").check();
-    await card.getByRole("button", { name: "Approve" }).click();
+    await press(card, "Approve");
     // The grant makes the second deploy run without an ask.
     const result = await run;
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
@@ -291,7 +291,7 @@ describe("the console in Chromium", () => {
     await expect.poll(() => page.locator(`#asks .ask[data-ask-id="${third.id}"]`).count()).toBe(1);
     expect(await cards.count()).toBe(2);
 
-    await kept.getByRole("button", { name: "Deny" }).click();
+    await press(kept, "Deny");
     await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
   });
 
@@ -319,7 +319,7 @@ describe("the console in Chromium", () => {
     const parked = channel.resolve(makeAsk(1, { tool: "deploy" }), { signal: new AbortController().signal });
     const card = page.getByRole("article", { name: "deploy" });
     await card.waitFor();
-    await card.getByRole("button", { name: "Approve" }).click();
+    await press(card, "Approve");
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
 

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { startDemo } from "../support/demo-process.js";
-import { launch, screenshot } from "./support/chromium.js";
+import { launch, press, screenshot } from "./support/chromium.js";
 import type { Browser } from "./support/chromium.js";
 
 let browser: Browser;
@@ -31,7 +31,7 @@ async function answer(
   await card.waitFor();
   if (remember !== undefined) await card.getByLabel(remember).check();
   if (reason !== undefined) await card.getByLabel("Reason, if you deny").fill(reason);
-  await card.getByRole("button", { name: button }).click();
+  await press(card, button);
   await card.waitFor({ state: "detached" });
 }
 

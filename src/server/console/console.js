@@ -9,10 +9,18 @@
   const template = $("ask-template");
   const status = $("status");
   const announce = $("announce");
-  /** id -> { li, receivedLocal, ageMs, timeLeftMs } */
+  /** id -> { ask, li, receivedLocal, ageMs, timeLeftMs, top, left, holdTimer } */
   const cards = new Map();
   let cardSerial = 0;
   let liveRecords = false;
+  // How often the server promised to say something on the stream (its first event tells).
+  let heartbeatMs = 15_000;
+  // While the page is not sure that what it shows is what is pending (the stream went quiet or
+  // dropped, and the list has not been re-read since), every card is stale and cannot be answered.
+  let offline = true;
+  // A card that moved or appeared within this long takes no pointer click: a press aimed at one
+  // card must not land on another that slid under the pointer as an ask above it ended.
+  const HOLD_MS = 1000;
 
   function setStatus(state, text) {
     status.dataset.state = state;
@@ -81,8 +89,18 @@
     return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
   }
 
+  /** A server that stops answering (the network swallows the request) must not leave a request open for good. */
+  function requestTimeoutMs() {
+    return Math.min(Math.max(3 * heartbeatMs, 2_000), 60_000);
+  }
+
   async function api(path, init) {
-    const response = await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
+    const response = await fetch(path, {
+      credentials: "same-origin",
+      cache: "no-store",
+      signal: AbortSignal.timeout(requestTimeoutMs()),
+      ...init,
+    });
     let body = null;
     try {
       body = await response.json();
@@ -113,6 +131,50 @@
         left.textContent = ms > 0 ? `${duration(ms)} left` : "deadline passed";
         left.classList.toggle("soon", ms < 30_000);
       }
+    }
+  }
+
+  /** A card's buttons answer only while the page is up to date and no answer of its own is on its way. */
+  function paint(li) {
+    li.classList.toggle("stale", offline);
+    li.querySelector(".stale-note").hidden = !offline;
+    const sending = li.dataset.sending !== undefined;
+    for (const button of li.querySelectorAll("button")) button.disabled = offline || sending;
+  }
+
+  function paintAll() {
+    for (const card of cards.values()) paint(card.li);
+    layoutChanged();
+  }
+
+  // ---- cards that move ----------------------------------------------------
+
+  function hold(card) {
+    card.li.dataset.held = "";
+    clearTimeout(card.holdTimer);
+    card.holdTimer = setTimeout(() => delete card.li.dataset.held, HOLD_MS);
+  }
+
+  /** Holds every card whose place on the page changed since it was last looked at (a new one included). */
+  function noteLayout() {
+    for (const card of cards.values()) {
+      const rect = card.li.getBoundingClientRect();
+      const top = rect.top + window.scrollY;
+      const left = rect.left + window.scrollX;
+      if (top === card.top && left === card.left) continue;
+      card.top = top;
+      card.left = left;
+      hold(card);
+    }
+  }
+
+  let layoutFrame = 0;
+  function layoutChanged() {
+    if (layoutFrame === 0) {
+      layoutFrame = requestAnimationFrame(() => {
+        layoutFrame = 0;
+        noteLayout();
+      });
     }
   }
 
@@ -155,14 +217,30 @@
       const verdict = event.submitter && event.submitter.value === "approve" ? "approve" : "deny";
       void answer(ask, li, verdict);
     });
+    // A pointer press (a click with a count: the keyboard's has none, and its focus is on the
+    // button already) on a card that just moved or appeared is refused, with a word why.
+    for (const button of li.querySelectorAll("button")) {
+      button.addEventListener("click", (event) => {
+        if (event.detail === 0) return;
+        noteLayout();
+        if (li.dataset.held === undefined) return;
+        event.preventDefault();
+        const result = li.querySelector(".result");
+        result.classList.add("error");
+        result.textContent = "This card moved just now: look again, then press.";
+      });
+    }
     if (existing === undefined) {
       asksList.append(li);
     } else {
       const focused = existing.li.contains(document.activeElement);
+      clearTimeout(existing.holdTimer);
       existing.li.replaceWith(li);
       if (focused) heading.focus();
     }
     cards.set(ask.id, { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    paint(li);
+    layoutChanged();
     updateCount();
     tick();
     say(
@@ -176,7 +254,9 @@
     const focused = card.li.contains(document.activeElement);
     const neighbour = card.li.nextElementSibling || card.li.previousElementSibling;
     card.li.remove();
+    clearTimeout(card.holdTimer);
     cards.delete(id);
+    layoutChanged();
     updateCount();
     const tool = card.li.querySelector(".tool").textContent;
     say(`Ask for ${tool} ended: ${describeEnding(ending)}`);
@@ -205,7 +285,6 @@
 
   async function answer(ask, li, verdict) {
     const result = li.querySelector(".result");
-    const buttons = li.querySelectorAll("button");
     const remember = li.querySelector('input[type="radio"]:checked');
     const reason = li.querySelector(".reason").value.trim();
     // The ask rides along: the server refuses the answer if another call holds this id by now.
@@ -214,7 +293,8 @@
     if (verdict === "deny" && reason !== "") body.reason = reason;
     // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
     if (li.contains(document.activeElement)) li.querySelector(".tool").focus();
-    for (const b of buttons) b.disabled = true;
+    li.dataset.sending = "";
+    paint(li);
     result.classList.remove("error");
     result.textContent = "Sending…";
     let reply;
@@ -257,7 +337,8 @@
       reply.status === 0
         ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
         : `Not answered (${reply.status}): ${(reply.body && reply.body.message) || "unexpected reply"}`;
-    for (const b of buttons) b.disabled = false;
+    delete li.dataset.sending;
+    paint(li);
   }
 
   // ---- grants -------------------------------------------------------------
@@ -429,10 +510,42 @@
   // ---- the live stream ----------------------------------------------------
 
   let stream = null;
+  let reconnectTimer = null;
+  // When the stream last said anything (a heartbeat included), or was opened.
+  let lastHeard = 0;
 
   function signedOut() {
     if (stream) stream.close();
+    stream = null;
+    clearTimeout(reconnectTimer);
+    reconnectTimer = null;
     setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
+  }
+
+  /** The page can no longer tell what is pending: every card goes stale until the list is re-read. */
+  function lost(text) {
+    sync = null;
+    setStatus("connecting", text);
+    if (offline) return;
+    offline = true;
+    paintAll();
+    if (cards.size > 0) {
+      say(
+        "Connection lost: the asks shown may not be up to date. Approve and Deny come back once the page has caught up.",
+      );
+    }
+  }
+
+  function caughtUp() {
+    setStatus("live", "Live");
+    if (!offline) return;
+    offline = false;
+    paintAll();
+    if (cards.size > 0) say("Up to date again: the asks shown are the pending ones.");
+  }
+
+  function reconnectSoon() {
+    if (reconnectTimer === null) reconnectTimer = setTimeout(connect, 3000);
   }
 
   // After a reconnect the page re-reads the pending list: an ask that ended
@@ -453,7 +566,12 @@
     if (sync !== mine) return;
     sync = null;
     if (reply === null || reply.status !== 200 || !reply.body) {
-      if (reply && reply.status === 401) signedOut();
+      if (reply && reply.status === 401) return signedOut();
+      // The cards stay stale: without the list, the page cannot tell which of them still wait.
+      setStatus("down", "Could not read the pending asks; retrying…");
+      if (stream) stream.close();
+      stream = null;
+      reconnectSoon();
       return;
     }
     const pending = new Set(reply.body.asks.map((view) => view.ask.id));
@@ -463,49 +581,78 @@
     for (const view of reply.body.asks) {
       if (!mine.settled.has(view.ask.id)) addAsk(view);
     }
+    caughtUp();
   }
 
   function connect() {
-    stream = new EventSource("api/asks/stream");
-    stream.addEventListener("open", () => {
-      setStatus("live", "Live");
+    clearTimeout(reconnectTimer);
+    reconnectTimer = null;
+    if (stream) stream.close();
+    const source = new EventSource("api/asks/stream");
+    stream = source;
+    lastHeard = performance.now();
+    // Every listener is for this stream only: one replaced by a reconnect says nothing more.
+    const on = (type, listener) =>
+      source.addEventListener(type, (event) => {
+        if (stream !== source) return;
+        if (type !== "error") lastHeard = performance.now();
+        listener(event);
+      });
+    on("open", () => {
+      setStatus("connecting", "Connected; catching up…");
       void resync();
       void loadRecords();
       void refreshGrants();
     });
-    stream.addEventListener("ask", (event) => {
+    on("heartbeat", (event) => {
+      const promised = JSON.parse(event.data).heartbeatMs;
+      if (Number.isFinite(promised) && promised > 0) heartbeatMs = promised;
+    });
+    on("ask", (event) => {
       const view = JSON.parse(event.data);
       if (sync) sync.added.add(view.ask.id);
       addAsk(view);
     });
-    stream.addEventListener("settled", (event) => {
+    on("settled", (event) => {
       const data = JSON.parse(event.data);
       if (sync) sync.settled.add(data.id);
       removeAsk(data.id, data.ending);
       void refreshGrants();
     });
-    stream.addEventListener("record", (event) => addRecord(JSON.parse(event.data)));
-    stream.addEventListener("error", () => {
-      if (stream.readyState === EventSource.CLOSED) {
-        // The server refused the stream (a new token, or it is gone for good): find out which.
-        void api("api/asks").then(
-          (reply) => (reply.status === 401 ? signedOut() : setTimeout(connect, 3000)),
-          () => {
-            setStatus("down", "The server is not reachable; retrying…");
-            setTimeout(connect, 3000);
-          },
-        );
-      } else {
-        setStatus("connecting", "Connection lost; reconnecting…");
-      }
+    on("record", (event) => addRecord(JSON.parse(event.data)));
+    on("error", () => {
+      lost("Connection lost; reconnecting…");
+      if (source.readyState !== EventSource.CLOSED) return;
+      stream = null;
+      // The server refused the stream (a new token, or it is gone for good): find out which.
+      void api("api/asks").then(
+        (reply) => (reply.status === 401 ? signedOut() : reconnectSoon()),
+        () => {
+          setStatus("down", "The server is not reachable; retrying…");
+          reconnectSoon();
+        },
+      );
     });
   }
+
+  // A stream can go silent without closing (a network that drops packets, a proxy that holds the
+  // connection): the page hears a heartbeat every heartbeatMs, so three missed ones mean it is
+  // no longer being told what happens, and it starts over.
+  setInterval(() => {
+    if (stream === null || performance.now() - lastHeard <= Math.max(3 * heartbeatMs, 1000)) return;
+    lost("The server went silent; reconnecting…");
+    connect();
+  }, 1000);
 
   setInterval(tick, 1000);
   setInterval(() => {
     if (!liveRecords) void loadRecords();
     void refreshGrants();
   }, 10_000);
+  const layoutWatch = new ResizeObserver(layoutChanged);
+  layoutWatch.observe(asksList);
+  layoutWatch.observe(document.body);
+  window.addEventListener("resize", layoutChanged);
   updateCount();
   connect();
 })();

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import type { BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Locator, Page } from "playwright-core";
 
 /** The Chromium the browser tests drive: Debian's, unless LOOPCTL_CHROMIUM names another. */
 export const CHROMIUM = process.env["LOOPCTL_CHROMIUM"] ?? "/usr/bin/chromium";
@@ -96,4 +96,15 @@ export async function pngWidth(path: string): Promise<number> {
 /** The text of the element that has the keyboard focus. */
 export function focusedText(page: Page): Promise<string | null | undefined> {
   return page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.textContent);
+}
+
+/**
+ * Clicks the button `name` of an ask's card (`card` is the card or anything inside it) with the
+ * mouse, once the card has held still: a card that moved or appeared within the last second
+ * refuses a pointer press (`data-held` is set on it meanwhile).
+ */
+export async function press(card: Locator, name: string): Promise<void> {
+  const li = card.locator("xpath=ancestor-or-self::li[contains(concat(' ', @class, ' '), ' ask ')]");
+  await li.and(card.page().locator("li:not([data-held])")).waitFor();
+  await card.getByRole("button", { name }).click();
 }

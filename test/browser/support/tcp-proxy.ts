@@ -11,6 +11,13 @@ export interface TcpProxy {
   cut(): void;
   /** Takes connections again. */
   restore(): void;
+  /**
+   * Stops moving bytes either way without closing anything, as a network that drops packets
+   * does: open connections go silent, new ones are taken and go nowhere, until {@link TcpProxy.resume}.
+   */
+  stall(): void;
+  /** Moves bytes again, on every connection, those held up by the stall first. */
+  resume(): void;
   close(): Promise<void>;
 }
 
@@ -18,22 +25,35 @@ export async function startTcpProxy(): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let target: number | undefined;
   let refusing = false;
+  let stalled = false;
+  const pairs = new Set<[Socket, Socket]>();
+  const flow = ([client, upstream]: [Socket, Socket]) => {
+    client.pipe(upstream);
+    upstream.pipe(client);
+  };
   const server = createServer((client) => {
     if (refusing || target === undefined) {
       client.destroy();
       return;
     }
     const upstream = connect(target, "127.0.0.1");
-    for (const socket of [client, upstream]) {
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    for (const socket of pair) {
       sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
+      socket.on("close", () => {
+        sockets.delete(socket);
+        pairs.delete(pair);
+      });
       socket.on("error", () => {
         client.destroy();
         upstream.destroy();
       });
     }
-    client.pipe(upstream);
-    upstream.pipe(client);
+    // One end closed closes the other.
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+    if (!stalled) flow(pair);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
@@ -49,6 +69,19 @@ export async function startTcpProxy(): Promise<TcpProxy> {
     },
     restore() {
       refusing = false;
+    },
+    stall() {
+      stalled = true;
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+    },
+    resume() {
+      stalled = false;
+      for (const pair of pairs) flow(pair);
     },
     close() {
       for (const socket of sockets) socket.destroy();
