@@ -38,6 +38,14 @@ async function consoleWith(options: Omit<Parameters<typeof createApprovalServer>
   return { channel, approver, server, page };
 }
 
+/** {@link consoleWith}, with the page opened on the console and live. */
+async function liveConsole(options: Parameters<typeof consoleWith>[0] = {}) {
+  const opened = await consoleWith(options);
+  await opened.page.goto(opened.server.consoleUrl);
+  await expect.poll(() => opened.page.locator("#status").textContent()).toBe("Live");
+  return opened;
+}
+
 /** Parks `ask` on `channel`; the promise settles with the answer, or stays pending. */
 function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortController().signal) {
   let answer: AskResolution | undefined;
@@ -54,9 +62,7 @@ const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
 
 describe("the console's answer controls", () => {
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
-    const { channel, server, page } = await consoleWith();
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, page } = await liveConsole();
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -79,9 +85,7 @@ describe("the console's answer controls", () => {
   });
 
   it("when the focused ask ends elsewhere, focus goes to the next ask's heading, not to a button that would answer it", async () => {
-    const { channel, approver, server, page } = await consoleWith();
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, approver, page } = await liveConsole();
     const [first, second, third] = [makeAsk(1, { tool: "t1" }), makeAsk(2, { tool: "t2" }), makeAsk(3, { tool: "t3" })];
     const stop = new AbortController();
     park(channel, first, stop.signal);
@@ -289,9 +293,7 @@ describe("a page that cannot be sure what is pending", () => {
   });
 
   it("an answer whose request gets no reply at all ends on its own, says the answer may not have arrived, and can be sent again", async () => {
-    const { channel, server, page } = await consoleWith({ heartbeatMs: 300 });
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, page } = await liveConsole({ heartbeatMs: 300 });
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -317,9 +319,7 @@ describe("a page that cannot be sure what is pending", () => {
 
 describe("a card that moves", () => {
   it("a card that slid under the pointer as the one above it ended does not take the click meant for that one", async () => {
-    const { channel, page, server } = await consoleWith();
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, page } = await liveConsole();
     const stop = new AbortController();
     const upper = makeAsk(1, { prompt: "Run the tests?" });
     const lower = makeAsk(2, { prompt: "Run the tests?" });
@@ -350,9 +350,7 @@ describe("a card that moves", () => {
   });
 
   it("a key press is not held: the focus is on the button already, put there by the person", async () => {
-    const { channel, page, server } = await consoleWith();
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, page } = await liveConsole();
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -393,9 +391,7 @@ describe("text that would render as something it is not", () => {
       callId: "c1",
       decision: gateRecord(1, { tool: DISGUISED.tool, reason: `no ${RLO}thgir` }),
     });
-    const { channel, server, page } = await consoleWith({ grants, records });
-    await page.goto(server.consoleUrl);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { channel, page } = await liveConsole({ grants, records });
     const ask = makeAsk(1, DISGUISED);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
