@@ -349,6 +349,75 @@ describe("a card that moves", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a second press on Revoke does not revoke the grant that moved up into the revoked one's place", async () => {
+    const grants = new MemoryGrantStore();
+    const upper = new Grant("deploy", "allow", GrantScope.thisTool());
+    const lower = new Grant("delete_db", "allow", GrantScope.thisTool());
+    await grants.save(upper);
+    await grants.save(lower);
+    const { page } = await liveConsole({ grants });
+    const rowOf = (grant: Grant) => page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    const still = page.locator("tr:not([data-held])");
+    await rowOf(lower).and(still).waitFor();
+    const box = await rowOf(upper)
+      .getByRole("button", { name: /^Revoke/ })
+      .boundingBox();
+    if (box === null) throw new Error("the upper row's Revoke has no box");
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+
+    // A double press: the first revokes the upper grant, the row below moves up under the pointer.
+    await page.mouse.click(x, y);
+    await rowOf(upper).waitFor({ state: "detached" });
+    const under = await rowOf(lower)
+      .getByRole("button", { name: /^Revoke/ })
+      .boundingBox();
+    if (under === null) throw new Error("the lower row's Revoke has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    await expect
+      .poll(() => rowOf(lower).locator(".row-note").textContent())
+      .toBe("This row moved just now: look again, then press.");
+    expect((await grants.load()).map((g) => g.id)).toEqual([lower.id]);
+    // The note is laid over the page, not among the rows: the button it points at stays put.
+    expect(
+      await rowOf(lower)
+        .getByRole("button", { name: /^Revoke/ })
+        .boundingBox(),
+    ).toEqual(under);
+    // The focus went to the heading, not onto the next Revoke: Enter there revokes nothing.
+    expect(await page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.id)).toBe(
+      "grants-title",
+    );
+    await page.keyboard.press("Enter");
+    expect((await grants.load()).map((g) => g.id)).toEqual([lower.id]);
+
+    // Once it has held still, the same press revokes it.
+    await rowOf(lower).and(still).waitFor();
+    await page.mouse.click(x, y);
+    await expect.poll(async () => (await grants.load()).length).toBe(0);
+  });
+
+  it("after a revoke by keyboard the focus is on the heading: a second Enter revokes nothing", async () => {
+    const grants = new MemoryGrantStore();
+    const upper = new Grant("deploy", "allow", GrantScope.thisTool());
+    const lower = new Grant("delete_db", "allow", GrantScope.thisTool());
+    await grants.save(upper);
+    await grants.save(lower);
+    const { page } = await liveConsole({ grants });
+    const rowOf = (grant: Grant) => page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await rowOf(upper)
+      .getByRole("button", { name: /^Revoke/ })
+      .focus();
+    await page.keyboard.press("Enter");
+    await rowOf(upper).waitFor({ state: "detached" });
+    await expect
+      .poll(() => page.evaluate(() => (globalThis as unknown as FocusGlobals).document.activeElement?.id))
+      .toBe("grants-title");
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Space");
+    expect((await grants.load()).map((g) => g.id)).toEqual([lower.id]);
+  });
+
   it("a key press is not held: the focus is on the button already, put there by the person", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1);
@@ -460,6 +529,10 @@ interface TextGlobals {
 /** The little of the page's globals these tests read. */
 interface FocusGlobals {
   readonly document: {
-    readonly activeElement: { readonly textContent: string | null; getAttribute(name: string): string | null } | null;
+    readonly activeElement: {
+      readonly id: string;
+      readonly textContent: string | null;
+      getAttribute(name: string): string | null;
+    } | null;
   };
 }

@@ -123,6 +123,7 @@ describe("the console in Chromium", () => {
     expect(await pngWidth(await screenshot(page, "console-grants-400"))).toBe(400);
     expect(await overflowsSideways(page)).toBe(false);
 
+    await grantRow.and(page.locator("tr:not([data-held])")).waitFor();
     await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
     await expect.poll(() => grantRow.count()).toBe(0);
     expect(await page.locator("#grants-empty").isVisible()).toBe(true);

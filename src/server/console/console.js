@@ -149,23 +149,48 @@
 
   // ---- cards that move ----------------------------------------------------
 
-  function hold(card) {
-    card.li.dataset.held = "";
-    clearTimeout(card.holdTimer);
-    card.holdTimer = setTimeout(() => delete card.li.dataset.held, HOLD_MS);
+  // A place is what the page remembers of an element that takes presses: where it was last seen
+  // (document-relative) and the timer of its hold.
+  function hold(place, el) {
+    el.dataset.held = "";
+    clearTimeout(place.holdTimer);
+    place.holdTimer = setTimeout(() => {
+      place.holdTimer = null;
+      delete el.dataset.held;
+    }, HOLD_MS);
   }
 
-  /** Holds every card whose place on the page changed since it was last looked at (a new one included). */
+  function notePlace(place, el) {
+    const rect = el.getBoundingClientRect();
+    const top = rect.top + window.scrollY;
+    const left = rect.left + window.scrollX;
+    if (top === place.top && left === place.left) return;
+    place.top = top;
+    place.left = left;
+    hold(place, el);
+  }
+
+  /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
-    for (const card of cards.values()) {
-      const rect = card.li.getBoundingClientRect();
-      const top = rect.top + window.scrollY;
-      const left = rect.left + window.scrollX;
-      if (top === card.top && left === card.left) continue;
-      card.top = top;
-      card.left = left;
-      hold(card);
-    }
+    for (const card of cards.values()) notePlace(card, card.li);
+    for (const row of grantRows.values()) notePlace(row, row.tr);
+  }
+
+  /**
+   * A pointer press (a click with a count: the keyboard's has none, and its focus is on the
+   * button already) on `el` while it is held is refused, and `refused` says why and takes the
+   * focus off the button, which the press put there: a key pressed next must not do what the
+   * press was refused for.
+   */
+  function holdPointer(button, el, refused) {
+    button.addEventListener("click", (event) => {
+      if (event.detail === 0) return;
+      noteLayout();
+      if (el.dataset.held === undefined) return;
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      refused();
+    });
   }
 
   let layoutFrame = 0;
@@ -217,17 +242,13 @@
       const verdict = event.submitter && event.submitter.value === "approve" ? "approve" : "deny";
       void answer(ask, li, verdict);
     });
-    // A pointer press (a click with a count: the keyboard's has none, and its focus is on the
-    // button already) on a card that just moved or appeared is refused, with a word why.
+    // A press on a card that just moved or appeared is refused, with a word why.
     for (const button of li.querySelectorAll("button")) {
-      button.addEventListener("click", (event) => {
-        if (event.detail === 0) return;
-        noteLayout();
-        if (li.dataset.held === undefined) return;
-        event.preventDefault();
+      holdPointer(button, li, () => {
         const result = li.querySelector(".result");
         result.classList.add("error");
         result.textContent = "This card moved just now: look again, then press.";
+        heading.focus({ preventScroll: true });
       });
     }
     if (existing === undefined) {
@@ -375,6 +396,8 @@
   // since the list that load reads may predate what prompted the request.
   let grantsRefresh = null;
   let grantsAgain = false;
+  /** grant id -> { tr, top, left, holdTimer }: a row rebuilt at the same place is not held. */
+  const grantRows = new Map();
   function refreshGrants() {
     if (grantsRefresh) {
       grantsAgain = true;
@@ -404,6 +427,7 @@
     panel.hidden = reply.body.available === false;
     const tbody = $("grants").querySelector("tbody");
     const rows = [];
+    const seen = new Map();
     for (const grant of reply.body.grants) {
       const tr = document.createElement("tr");
       tr.dataset.grantId = grant.id;
@@ -424,6 +448,7 @@
       cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
       cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
       const actions = cell(tr, "Actions", "");
+      actions.classList.add("actions");
       const button = document.createElement("button");
       button.type = "button";
       button.className = "revoke";
@@ -432,11 +457,26 @@
         "aria-label",
         `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${plain(grant.tool)}`,
       );
+      const note = document.createElement("span");
+      note.className = "row-note";
+      holdPointer(button, tr, () => {
+        note.textContent = "This row moved just now: look again, then press.";
+        say(`Not revoked: the row for ${plain(grant.tool)} moved just now. Look again, then press.`);
+        $("grants-title").focus({ preventScroll: true });
+      });
       button.addEventListener("click", () => void revoke(grant, button));
-      actions.append(button);
+      actions.append(button, note);
       rows.push(tr);
+      const row = grantRows.get(grant.id) ?? { top: undefined, left: undefined, holdTimer: null };
+      row.tr = tr;
+      if (row.holdTimer !== null) hold(row, tr);
+      seen.set(grant.id, row);
     }
+    for (const [id, row] of grantRows) if (!seen.has(id)) clearTimeout(row.holdTimer);
+    grantRows.clear();
+    for (const [id, row] of seen) grantRows.set(id, row);
     tbody.replaceChildren(...rows);
+    layoutChanged();
     $("grants-empty").hidden = rows.length > 0;
     $("grants").hidden = rows.length === 0;
   }
@@ -452,8 +492,9 @@
     if (reply.status === 200 || reply.status === 404) {
       say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
       await refreshGrants();
-      const first = $("grants").querySelector("button.revoke");
-      (first || $("grants-title")).focus?.();
+      // Onto the heading, never the next row's Revoke: a second key press meant for the row that
+      // went would revoke another.
+      if (document.activeElement === button || document.activeElement === document.body) $("grants-title").focus();
       return;
     }
     if (reply.status === 401) signedOut();
