@@ -230,7 +230,7 @@ interface PausedWriter {
   readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
 }
 
-const TEMP = /^grants\.json\.\d+$/;
+const TEMP = /^grants\.json\.tmp-[0-9a-f]{8}$/;
 
 function processState(pid: number): string {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");

@@ -370,25 +370,42 @@ describe("FileGrantStore fails closed", () => {
     expect((await store().load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
   });
 
-  it("removes only its own temporary ledgers left beside the ledger: this user's regular files named grants.json.<n>", async (context) => {
+  it("removes only its own temporary ledgers left beside the ledger: this user's regular files named grants.json.tmp-<hex>", async (context) => {
     if (!isRoot()) unmet(context, "giving a file to another user (nobody) needs root");
     const s = store();
     await s.save(grantA);
     const dir = join(s.ledgerPath, "..");
     const outside = join(root, "outside");
     writeFileSync(outside, "keep", { mode: 0o600 });
-    writeFileSync(join(dir, "grants.json.3141592653"), "[half a ledg", { mode: 0o600 });
-    writeFileSync(join(dir, "grants.json.7"), "", { mode: 0o600 });
-    const kept = ["grants.json.backup", "grants.json.12.tmp", "notes.json.12", "grants.json.corrupt-1-abc"];
+    writeFileSync(join(dir, "grants.json.tmp-0badf00d"), "[half a ledg", { mode: 0o600 });
+    writeFileSync(join(dir, "grants.json.tmp-00000007"), "", { mode: 0o600 });
+    // Copies a person keeps beside the ledger, dated or numbered, are not leftovers.
+    const kept = [
+      "grants.json.backup",
+      "grants.json.20261204",
+      "grants.json.1",
+      "grants.json.tmp-1234",
+      "grants.json.tmp-0BADF00D",
+      "grants.json.tmp-0badf00d.bak",
+      "notes.json.tmp-0badf00d",
+      "grants.json.corrupt-1-abc",
+    ];
     for (const name of kept) writeFileSync(join(dir, name), "keep", { mode: 0o600 });
-    mkdirSync(join(dir, "grants.json.99"));
-    symlinkSync(outside, join(dir, "grants.json.98"));
-    writeFileSync(join(dir, "grants.json.97"), "someone else's", { mode: 0o600 });
-    fs.chownSync(join(dir, "grants.json.97"), 65534, 65534);
+    mkdirSync(join(dir, "grants.json.tmp-00000099"));
+    symlinkSync(outside, join(dir, "grants.json.tmp-00000098"));
+    writeFileSync(join(dir, "grants.json.tmp-00000097"), "someone else's", { mode: 0o600 });
+    fs.chownSync(join(dir, "grants.json.tmp-00000097"), 65534, 65534);
     await s.save(grantB);
     expect(readdirSync(dir).sort()).toEqual(
-      ["grants.json", ...kept, "grants.json.97", "grants.json.98", "grants.json.99"].sort(),
+      [
+        "grants.json",
+        ...kept,
+        "grants.json.tmp-00000097",
+        "grants.json.tmp-00000098",
+        "grants.json.tmp-00000099",
+      ].sort(),
     );
+    for (const name of kept) expect(readFileSync(join(dir, name), "utf8"), name).toBe("keep");
     expect(readFileSync(outside, "utf8")).toBe("keep");
   });
 

@@ -108,10 +108,11 @@ interface Snapshot {
 const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
 
 /**
- * A temporary ledger: `grants.json.<decimal>`, the names write-file-atomic
- * (which earlier versions used) gives too, so the leftovers of either are known.
+ * A temporary ledger: `grants.json.tmp-<8 hex>`. Only this exact shape is
+ * ever removed as a leftover: a name a person might give a copy of the ledger
+ * (`grants.json.20261204`, `grants.json.bak`) is never taken for one.
  */
-const TEMP_NAME = /^grants\.json\.\d+$/;
+const TEMP_NAME = /^grants\.json\.tmp-[0-9a-f]{8}$/;
 
 /**
  * The ledger's bytes: `[record,record,…]`. Written into one buffer sized
@@ -673,7 +674,7 @@ export class FileGrantStore implements GrantStore {
    */
   async #write(grants: readonly Grant[], lock: HeldLock): Promise<void> {
     const path = this.ledgerPath;
-    const temp = `${path}.${randomBytes(4).readUInt32BE(0)}`;
+    const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
     await this.#removeLeftovers();
     try {
@@ -694,7 +695,7 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
-   * Removes the temporary ledgers (`grants.json.<n>`, regular files of this
+   * Removes the temporary ledgers (`grants.json.tmp-<hex>`, regular files of this
    * user) beside the ledger. Called under the lock, which every writer holds
    * from before it creates one until after it renames it: what is there now
    * was left by a writer killed mid-write, or by one whose lock was broken,
