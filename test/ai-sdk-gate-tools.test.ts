@@ -803,6 +803,36 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(seen[2]).toMatchObject({ name: "release", title: "Deploy" });
   });
 
+  it("tool names that are also Object.prototype's: a tool named __proto__ is gated, not dropped; a call to constructor is no tool at all", async () => {
+    const { executed, records, gate, tools } = harness();
+    // A computed key makes an own property, as JSON.parse does.
+    const set: ToolSet = { ["__proto__"]: tools.deploy, toString: tools.deploy };
+    expect(Object.keys(set)).toEqual(["__proto__", "toString"]);
+    const gated = gateTools(set, gate);
+    expect(Object.keys(gated)).toEqual(["__proto__", "toString"]);
+    expect(Object.getPrototypeOf(gated)).toBe(null);
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "__proto__", { env: "a", version: "1" }), call("c2", "toString", { env: "b", version: "2" })]),
+        v3([call("c3", "constructor", { env: "c", version: "3" })]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await generateText({ model, tools: gated, prompt: "go", stopWhen: stepCountIs(4) });
+    expect(executed).toEqual([
+      { env: "a", version: "1" },
+      { env: "b", version: "2" },
+    ]);
+    expect(records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["__proto__", "allow"],
+      ["toString", "allow"],
+    ]);
+    // The SDK's own answer for a tool it does not have: the model reads an error, nothing runs.
+    expect(result.steps[1]!.content).toContainEqual(
+      expect.objectContaining({ type: "tool-error", toolName: "constructor" }),
+    );
+  });
+
   it("streamText: a cancel while a call is parked ends the stream with the abort, lands one cancelled record, and ends the ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));

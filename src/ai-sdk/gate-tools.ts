@@ -376,7 +376,9 @@ export function gateTools<TOOLS extends ToolSet>(
     if (id !== undefined && (typeof id !== "string" || !UUID.test(id)))
       throw new AiSdkToolError("*", `${option} must be a UUID, got ${typeof id === "string" ? id : typeof id}`);
   }
-  const gated: Record<string, Tool> = {};
+  // No prototype: a tool named `__proto__` is a key like any other, and a
+  // model's call to `constructor` or `toString` finds no tool.
+  const gated = Object.create(null) as Record<string, Tool>;
   for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
     if (typeof tool !== "object" || tool === null)
       throw new AiSdkToolError(
