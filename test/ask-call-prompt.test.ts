@@ -39,6 +39,26 @@ describe("callPrompt", () => {
     expect(input.apiKey).toBe("k-123");
   });
 
+  it("shows an argument under the key __proto__ (as JSON.parse makes one), with its secrets redacted: nothing the call runs with is hidden", () => {
+    // A tool that copies its input with Object.assign would read `force` through the prototype.
+    const input: unknown = JSON.parse('{"path":"a.txt","__proto__":{"force":true,"token":"t-1"}}');
+    const prompt = callPrompt({ name: "write" }, input);
+    expect(prompt).toBe(
+      [
+        'Allow the tool "write" to run?',
+        "Arguments:",
+        "{",
+        '  "path": "a.txt",',
+        '  "__proto__": {',
+        '    "force": true,',
+        `    "token": "${REDACTED}"`,
+        "  }",
+        "}",
+      ].join("\n"),
+    );
+    expect(callPrompt({ name: "write" }, input, { redact: false })).toContain('"token": "t-1"');
+  });
+
   it("takes a redactor of its own (with the path), or none at all", () => {
     const redact = (path: readonly (string | number)[], value: unknown): unknown =>
       path.join(".") === "body.card" ? "**** 4242" : redactSecretKeys(path, value);

@@ -71,7 +71,8 @@ function redacted(value: unknown, redact: Redactor, path: (string | number)[]): 
   const shown = redact(path, value);
   if (shown !== value || typeof value !== "object" || value === null) return shown;
   if (Array.isArray(value)) return value.map((item, index) => redacted(item, redact, [...path, index]));
-  const out: Record<string, unknown> = {};
+  // No prototype: an argument named `__proto__` stays a key and is shown like any other.
+  const out = Object.create(null) as Record<string, unknown>;
   for (const [key, item] of Object.entries(value)) out[key] = redacted(item, redact, [...path, key]);
   return out;
 }
