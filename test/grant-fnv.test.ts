@@ -23,8 +23,17 @@ describe("FNV-1a 64 on two 32-bit halves", () => {
     );
   });
 
-  it("carries every bit of the state: high bytes, multi-byte characters and long text", () => {
-    for (const text of ["\u00ff", "é€😀x\ud800", "\udc00\ud83d", "é€😀x\ud800".repeat(40_000), "~".repeat(70_000)]) {
+  it("carries every bit of the state: high bytes, multi-byte characters, ASCII running into them, and long text", () => {
+    for (const text of [
+      "\u00ff",
+      "é€😀x\ud800",
+      "\udc00\ud83d",
+      "é€😀x\ud800".repeat(40_000),
+      "~".repeat(70_000),
+      '{"path":"a/é"}',
+      "abc\ud800def",
+      `${"~".repeat(300)}😀${"~".repeat(300)}`,
+    ]) {
       expect(digest16(text)).toBe(referenceDigest16(text));
     }
   });
