@@ -42,6 +42,22 @@ describe("Approver.ended", () => {
     approver.close();
   });
 
+  it("an answer given by an earlier listener of the aborting signal stands: the abort that follows ends nothing", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(1);
+    const stop = new AbortController();
+    // Registered before the channel's own listener, so it runs first when the signal aborts.
+    stop.signal.addEventListener("abort", () => {
+      expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
+    });
+    const parked = channel.resolve(ask, { signal: stop.signal });
+    stop.abort(new Error("ask expired"));
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    await expect(approver.ended(ask.id)).resolves.toEqual({ type: "answered", verdict: "approve" });
+    expect(approver.resolve(ask.id, { type: "deny", reason: "late" })).toBe(false);
+    approver.close();
+  });
+
   it("says withdrawn/closed for every ask close() denies, and every watcher settles", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const asks = [makeAsk(1), makeAsk(2), makeAsk(3)];
