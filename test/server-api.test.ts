@@ -225,12 +225,20 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
 
   it("401 without a token, with a wrong one, a wrong scheme or a wrong cookie; the page gets a page", async () => {
     const { server } = await start();
+    // This server's own cookie name, with a value that is not its session.
+    const session = ((await get(server, `?token=${server.token}`)).headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
+    const [name, value] = session.split("=") as [string, string];
+    expect(value.length).toBeGreaterThan(8);
+    const altered = `${value.slice(0, -1)}${value.endsWith("A") ? "B" : "A"}`;
     for (const headers of [
       {},
       { authorization: "Bearer nope-nope-nope-nope-nope" },
       { authorization: `Basic ${server.token}` },
       { authorization: `Bearer ${server.token}x` },
       { cookie: "loopctl_session_000000000000=forged" },
+      { cookie: `${name}=forged` },
+      { cookie: `${name}=${altered}` },
+      { cookie: `${name}=` },
     ]) {
       const reply = await get(server, "api/asks", headers);
       expect(reply.status).toBe(401);
