@@ -170,6 +170,18 @@ describe("pre-tool-use hooks", () => {
       { preToolUse: () => ({ type: "modify" }) as never },
       /^hook #0 returned an invalid decision$/,
     ],
+    [
+      "returns a decision whose read throws",
+      {
+        preToolUse: () =>
+          ({
+            get type(): string {
+              throw new Error("trap");
+            },
+          }) as never,
+      },
+      /^hook #0 returned an invalid decision$/,
+    ],
   ];
   it.each(failing)("a hook that %s fails closed: denied with a record, never run", async (_label, hook, reason) => {
     const executed: unknown[] = [];
