@@ -66,6 +66,34 @@ describe("permission middleware", () => {
     });
   });
 
+  it("where several rules match, the first decides; a global or sticky RegExp matches every call alike", async () => {
+    const executed: unknown[] = [];
+    const overlapping = permissionMiddleware({
+      rules: [
+        { id: "no-secrets", tool: "write", args: { path: /secret/g }, action: "deny" },
+        { id: "no-keys", tool: "write", args: { path: /^\/keys/y }, action: "deny" },
+        { id: "writes", tool: "write", action: "allow" },
+      ],
+      defaultAction: "allow",
+    });
+    const paths = ["/a/secret", "/b/secret", "/c/secret", "/keys/1", "/keys/2", "/ok"];
+    const { agent } = build({
+      turns: script(...paths.map((path, i) => call(`c${i}`, "write", { path }))),
+      tools: [writeTool(executed)],
+      managers: new LoopManagers().withMiddleware(overlapping),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([{ path: "/ok" }]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["deny", "no-secrets"],
+      ["deny", "no-secrets"],
+      ["deny", "no-secrets"],
+      ["deny", "no-keys"],
+      ["deny", "no-keys"],
+      ["allow", "writes"],
+    ]);
+  });
+
   it("denies by default when no rule matches (fail closed)", async () => {
     const executed: unknown[] = [];
     const { agent } = build({
