@@ -278,6 +278,23 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(bad.model)).toEqual({ c9: "Tool execution was not approved." });
   });
 
+  it("fails closed on a grant store that fails: the call is refused where it runs, without an interruption, and nobody is asked", async () => {
+    const down = (): Promise<never> => Promise.reject(new Error("disk gone"));
+    const store = new MemoryGrantStore();
+    Object.assign(store, { load: down, covering: down, save: down, revoke: down, clear: down });
+    const s = setup(() => Promise.reject(new Error("nobody should be asked")), { store });
+    const { agent, model } = s.agent([deployTurn("c1", "1.2"), { text: "could not" }]);
+    const direct = await s.runner.run(agent, "ship");
+    expect(direct.interruptions).toEqual([]);
+    expect(direct.finalOutput).toBe("could not");
+    expect(s.executed).toEqual([]);
+    expect(s.asks).toEqual([]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied: grant store unavailable for tool 'deploy'" });
+    expect(s.records).toMatchObject([
+      { verdict: "deny", ruleId: "grant", ruleSource: "engine", reason: "grant store failed: disk gone" },
+    ]);
+  });
+
   it("an interruption of a tool it did not wrap is a typed error, raised before anyone is asked", async () => {
     const s = setup(() => ({ type: "approve" }));
     const model = new FakeModel([{ calls: [["c1", "raw", {}]] }, { text: "x" }]);
