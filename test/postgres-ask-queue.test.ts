@@ -556,6 +556,54 @@ describe("PostgresAskQueue: worker leases", () => {
       reaperLock.release();
     }
   });
+
+  it("answers given at once go in one statement and keep every rule: one answer per ask, none to an ended ask or a lapsed worker's", async () => {
+    // Every reaper is held off, so the lapsed worker's asks stay pending: only the answer's own check refuses them.
+    const reaperLock = await db.pool.connect();
+    try {
+      await reaperLock.query("SELECT pg_advisory_lock(hashtext($1))", [`loopctl.reap:${db.schema}`]);
+      const worker = queue();
+      const inbox = queue({ leaseMs: 600_000 }).approver();
+      const [twice, ended, plain] = [makeAsk(1), makeAsk(2), makeAsk(3)];
+      const parks = [twice, ended, plain].map((ask) => park(worker, ask));
+      for (let i = 0; i < 3; i++) await inbox.next();
+      expect(await inbox.resolve(ended.id, { type: "deny", reason: "first" })).toBe(true);
+      const dead = randomUUID();
+      const orphans = [makeAsk(4), makeAsk(5)];
+      await db.pool.query(
+        `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() - interval '1 second', 'gone', 1)`,
+        [dead],
+      );
+      for (const ask of orphans)
+        await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+          ask.id,
+          dead,
+          ask,
+        ]);
+
+      // All given in one tick: they land together.
+      const landed = await Promise.all([
+        inbox.resolve(twice.id, { type: "approve" }),
+        inbox.resolve(twice.id, { type: "deny", reason: "second" }),
+        inbox.resolve(ended.id, { type: "approve" }),
+        inbox.resolve(orphans[0]!.id, { type: "approve" }),
+        inbox.resolve(orphans[1]!.id, { type: "approve" }),
+        inbox.resolve(plain.id, { type: "deny", reason: "no" }),
+      ]);
+      expect(landed).toEqual([true, false, false, false, false, true]);
+      expect(await Promise.all(parks)).toEqual([
+        { type: "approve" },
+        { type: "deny", reason: "first" },
+        { type: "deny", reason: "no" },
+      ]);
+      expect(await row(twice.id)).toMatchObject({ state: "answered", resolution: { type: "approve" } });
+      expect(await row(ended.id)).toMatchObject({ state: "answered", resolution: { type: "deny", reason: "first" } });
+      for (const ask of orphans) expect(await row(ask.id)).toMatchObject({ state: "pending", resolution: null });
+    } finally {
+      await reaperLock.query("SELECT pg_advisory_unlock_all()").catch(() => undefined);
+      reaperLock.release();
+    }
+  });
 });
 
 describe("PostgresAskQueue when the worker loses the database", () => {
