@@ -156,6 +156,11 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     const result = verifyAuditBytes(at(1, invalid));
     expect(result).toMatchObject({ line: 2, problem: "malformed" });
     if (!result.ok) expect(result.message).toMatch(/record\.verdict/);
+    // A mac before the hash, the line re-hashed over it: the hash must close the line, the mac follow it.
+    const body = (lines()[1] as string).replace(/,"hash":"[0-9a-f]{64}"\}$/, `,"mac":"${"0".repeat(64)}"`);
+    const misplaced = verifyAuditBytes(join_([lines()[0] as string, `${body},"hash":"${sha256(`${body}}`)}"}`]));
+    expect(misplaced).toMatchObject({ line: 2, problem: "malformed" });
+    if (!misplaced.ok) expect(misplaced.message).toMatch(/its last members are not its "hash" and "mac"/);
   });
 
   it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
