@@ -654,28 +654,33 @@ describe("FileGrantStore path and permission checks", () => {
     expect(warnings.length).toBe(2);
   });
 
-  it.each([
+  it.for([
     ["the root", 0],
     ["the projects folder", 1],
     ["the project folder", 2],
     ["the ledger", 3],
-  ])("refuses %s when another user owns it with LEDGER_PERMISSIONS, changing nothing", async (_, index, context) => {
-    if (!isRoot()) unmet(context, "giving a file to another user (nobody) needs root");
-    const { paths } = await savedTree();
-    const path = paths[index] as string;
-    fs.chownSync(path, 65534, 65534);
-    const bytes = readFileSync(paths[3] as string);
-    const s = store();
-    for (const error of await Promise.all([s.load(), s.save(grantB), s.revoke(grantA.id), s.clear()].map(rejection))) {
-      expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
-      expect((error as LedgerIoError).path).toBe(path);
-      expect((error as Error).message).toContain("is owned by uid 65534, not by this user (uid 0)");
-    }
-    expect(readFileSync(paths[3] as string)).toEqual(bytes);
-    expect(existsSync(s.lockPath)).toBe(false);
-    fs.chownSync(path, 0, 0);
-    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
-  });
+  ] as const)(
+    "refuses %s when another user owns it with LEDGER_PERMISSIONS, changing nothing",
+    async ([, index], context) => {
+      if (!isRoot()) unmet(context, "giving a file to another user (nobody) needs root");
+      const { paths } = await savedTree();
+      const path = paths[index] as string;
+      fs.chownSync(path, 65534, 65534);
+      const bytes = readFileSync(paths[3] as string);
+      const s = store();
+      for (const error of await Promise.all(
+        [s.load(), s.save(grantB), s.revoke(grantA.id), s.clear()].map(rejection),
+      )) {
+        expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
+        expect((error as LedgerIoError).path).toBe(path);
+        expect((error as Error).message).toContain("is owned by uid 65534, not by this user (uid 0)");
+      }
+      expect(readFileSync(paths[3] as string)).toEqual(bytes);
+      expect(existsSync(s.lockPath)).toBe(false);
+      fs.chownSync(path, 0, 0);
+      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    },
+  );
 
   it("accepts a root writable by all when it is sticky, like /tmp, and changes nothing of it", async () => {
     const warnings: LedgerWarning[] = [];
