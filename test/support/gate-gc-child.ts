@@ -21,15 +21,25 @@ const held = gate.call(
   () => new Promise((resolve) => (finish = resolve)),
 );
 
-const outputs: WeakRef<object>[] = [];
-for (let i = 0; i < CALLS; i++) {
-  const outcome = await gate.call({ tool, callId: `c${i}`, input: {}, signal: caller.signal }, () => {
-    const output = { i };
-    outputs.push(new WeakRef(output));
-    return output;
-  });
-  if (outcome.type !== "ran") throw new Error(`call ${i} ended ${outcome.type}`);
+/**
+ * The calls, in a function of their own: once it returns, nothing of its frame
+ * holds an outcome. Left at the top level, the module's suspended frame may
+ * keep the last one in a register it saves at each later await, whatever the
+ * gate keeps.
+ */
+async function finishedCalls(): Promise<WeakRef<object>[]> {
+  const outputs: WeakRef<object>[] = [];
+  for (let i = 0; i < CALLS; i++) {
+    const outcome = await gate.call({ tool, callId: `c${i}`, input: {}, signal: caller.signal }, () => {
+      const output = { i };
+      outputs.push(new WeakRef(output));
+      return output;
+    });
+    if (outcome.type !== "ran") throw new Error(`call ${i} ended ${outcome.type}`);
+  }
+  return outputs;
 }
+const outputs = await finishedCalls();
 
 // A WeakRef's target lives to the end of the job that made or read it: each try collects on a fresh turn
 // before reading. A bounded number of tries keeps a regression from hanging.
