@@ -486,6 +486,23 @@ describe("answers: POST /api/asks/:id", () => {
       chunks: [big.slice(0, 600), big.slice(600)],
     });
     expect(streamed.status).toBe(413);
+    // A body declared too large is refused before any of it arrives: the client need not send it.
+    const socket = connect(server.port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    let reply = "";
+    const replied = new Promise<void>((resolve) =>
+      socket.on("data", (chunk: Buffer) => {
+        reply += chunk.toString("latin1");
+        if (reply.includes("\r\n\r\n")) resolve();
+      }),
+    );
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{",
+    );
+    await replied;
+    socket.destroy();
+    expect(reply).toMatch(/^HTTP\/1\.1 413 /);
     expect(track(parked).outcome.state).toBe("pending");
   });
 
