@@ -192,13 +192,18 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
 
 describe("WebhookResolver fails closed", () => {
   it("denies when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
-    const hook = await receiver(() => 500);
-    const webhook = resolver(hook.url);
-    const ask = makeAsk(1);
-    await expect(webhook.resolve(ask, live())).resolves.toEqual({ type: "deny", reason: "webhook answered HTTP 500" });
-    expect(webhook.inbox.pending).toBe(0);
-    await expect(webhook.inbox.ended(ask.id)).resolves.toEqual({ type: "withdrawn", reason: "unknown" });
-    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    for (const [n, status] of [500, 404, 400].entries()) {
+      const hook = await receiver(() => status);
+      const webhook = resolver(hook.url, { timeoutMs: 120_000 });
+      const ask = makeAsk(n);
+      await expect(webhook.resolve(ask, live())).resolves.toEqual({
+        type: "deny",
+        reason: `webhook answered HTTP ${status}`,
+      });
+      expect(webhook.inbox.pending).toBe(0);
+      await expect(webhook.inbox.ended(ask.id)).resolves.toEqual({ type: "withdrawn", reason: "unknown" });
+      expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    }
   });
 
   it("denies when the receiver cannot be reached", async () => {
@@ -265,7 +270,8 @@ describe("WebhookResolver fails closed", () => {
 
   it("an answer that came first wins over a delivery that fails after it", async () => {
     const hook = await receiver(() => undefined);
-    const webhook = resolver(hook.url);
+    // A timeout longer than the test's own: only the answer can abandon the POST in time.
+    const webhook = resolver(hook.url, { timeoutMs: 120_000 });
     const ask = makeAsk(1);
     const answer = webhook.resolve(ask, live());
     const got = await hook.next();
