@@ -47,11 +47,11 @@ describe("Approver.ended", () => {
     const ask = makeAsk(1);
     const stop = new AbortController();
     // Registered before the channel's own listener, so it runs first when the signal aborts.
-    stop.signal.addEventListener("abort", () => {
-      expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
-    });
+    let landed: boolean | undefined;
+    stop.signal.addEventListener("abort", () => (landed = approver.resolve(ask.id, { type: "approve" })));
     const parked = channel.resolve(ask, { signal: stop.signal });
     stop.abort(new Error("ask expired"));
+    expect(landed).toBe(true);
     await expect(parked).resolves.toEqual({ type: "approve" });
     await expect(approver.ended(ask.id)).resolves.toEqual({ type: "answered", verdict: "approve" });
     expect(approver.resolve(ask.id, { type: "deny", reason: "late" })).toBe(false);

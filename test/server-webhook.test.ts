@@ -194,7 +194,7 @@ describe("WebhookResolver fails closed", () => {
   it("denies when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
     for (const [n, status] of [500, 404, 400].entries()) {
       const hook = await receiver(() => status);
-      const webhook = resolver(hook.url, { timeoutMs: 120_000 });
+      const webhook = resolver(hook.url);
       const ask = makeAsk(n);
       await expect(webhook.resolve(ask, live())).resolves.toEqual({
         type: "deny",
