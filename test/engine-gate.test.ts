@@ -157,6 +157,20 @@ describe("Gate.call", () => {
     });
   });
 
+  it("calls to a descriptor whose schema does not compile meet loop detection at their refusal, like invalid arguments", async () => {
+    const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
+    const broken = { name: "x", description: "", inputSchema: { type: "object", minProperties: "one" } };
+    const first = await gate.call({ tool: broken, callId: "c1", input: {} }, ok);
+    expect(first).toMatchObject({ type: "refused", record: { ruleId: "schema" } });
+    expect(first).not.toHaveProperty("stop");
+    const second = await gate.call({ tool: broken, callId: "c2", input: {} }, ok);
+    expect(second).toMatchObject({
+      type: "refused",
+      record: { verdict: "deny", ruleId: "loop_detector" },
+      stop: { code: "LOOP_DETECTED", repeats: 2 },
+    });
+  });
+
   it("rejects only with CancelledError, after its one cancelled record (its records[0]); the tool never runs", async () => {
     const records: GateDecision[] = [];
     const controller = new AbortController();
