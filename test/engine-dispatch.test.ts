@@ -497,6 +497,26 @@ describe("the budget gate", () => {
     expect(log.at(-1)).toBe("gate::deny");
   });
 
+  it("a clock that throws still stops the run with BudgetExceededError, keeping the run's records", async () => {
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A)] }, { text: "never" }],
+      managers: new LoopManagers()
+        .withClock({
+          now: () => {
+            throw new Error("the clock broke");
+          },
+        })
+        .withBudget({ maxTurns: 1 }),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as BudgetExceededError;
+    expect(error).toBeInstanceOf(BudgetExceededError);
+    expect(error.records.map((r) => [r.tool, r.verdict, r.ruleId])).toEqual([
+      ["read", "allow", "hook"],
+      ["", "deny", "budget.hard"],
+    ]);
+    expect(error.records.every((r) => Number.isFinite(r.ts))).toBe(true);
+  });
+
   it("maxTokens: counts the model's reported usage", async () => {
     const { agent } = build({
       turns: [

@@ -157,6 +157,20 @@ describe("Gate.call", () => {
     });
   });
 
+  it("calls to a descriptor whose schema does not compile meet loop detection at their refusal, like invalid arguments", async () => {
+    const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
+    const broken = { name: "x", description: "", inputSchema: { type: "object", minProperties: "one" } };
+    const first = await gate.call({ tool: broken, callId: "c1", input: {} }, ok);
+    expect(first).toMatchObject({ type: "refused", record: { ruleId: "schema" } });
+    expect(first).not.toHaveProperty("stop");
+    const second = await gate.call({ tool: broken, callId: "c2", input: {} }, ok);
+    expect(second).toMatchObject({
+      type: "refused",
+      record: { verdict: "deny", ruleId: "loop_detector" },
+      stop: { code: "LOOP_DETECTED", repeats: 2 },
+    });
+  });
+
   it("rejects only with CancelledError, after its one cancelled record (its records[0]); the tool never runs", async () => {
     const records: GateDecision[] = [];
     const controller = new AbortController();
@@ -300,6 +314,48 @@ describe("Gate.call", () => {
       EngineConfigError,
     );
     expect(() => new Gate({} as never)).toThrow(EngineConfigError);
+  });
+
+  it("a request or tool whose reads throw (a proxy, a getter) is an EngineConfigError naming Gate.call, not the raw error", async () => {
+    const gate = new Gate(new LoopManagers());
+    const trap = new Error("trap");
+    const hostile = new Proxy(
+      {},
+      {
+        get: () => {
+          throw trap;
+        },
+      },
+    );
+    const getter = (field: string) =>
+      Object.defineProperty({ ...readDescriptor }, field, {
+        get: () => {
+          throw trap;
+        },
+      });
+    const requests: [string, unknown][] = [
+      ["the request cannot be read", hostile],
+      [
+        "the request cannot be read",
+        Object.defineProperty({ tool: readDescriptor, callId: "c" }, "input", {
+          get: () => {
+            throw trap;
+          },
+        }),
+      ],
+      ["the tool cannot be read", { tool: hostile, callId: "c", input: {} }],
+      ["the tool cannot be read", { tool: getter("name"), callId: "c", input: {} }],
+      ["the tool cannot be read", { tool: getter("description"), callId: "c", input: {} }],
+    ];
+    let executed = 0;
+    for (const [message, request] of requests) {
+      const error = (await gate
+        .call(request as never, () => (executed += 1))
+        .catch((e: unknown) => e)) as EngineConfigError;
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Gate.call", message: `Gate.call: ${message}: trap`, cause: trap });
+    }
+    expect(executed).toBe(0);
   });
 
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel } from "../src/ask/index.js";
 import type { PendingAsk } from "../src/ask/index.js";
-import { Agent, LoopManagers, defineTool } from "../src/engine/index.js";
+import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "../src/engine/index.js";
 import type { ToolCall } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 
@@ -135,6 +135,72 @@ describe("one AbortController per run", () => {
     await expect(agent.run("go", { signal: caller.signal })).rejects.toMatchObject({ code: "CANCELLED" });
     expect(seen?.aborted).toBe(true);
     expect(seen?.reason).toEqual(new Error("stop"));
+  });
+});
+
+describe("a wide wave of Gate.call on one caller signal", () => {
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): void => {
+    warnings.push(warning);
+  };
+  beforeEach(() => {
+    warnings.length = 0;
+    process.on("warning", onWarning);
+  });
+  afterEach(() => {
+    process.off("warning", onWarning);
+  });
+  const descriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
+  const asking = (channel: ApprovalChannel): Gate =>
+    new Gate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "echo?" }) }).withAskResolver(channel),
+    );
+
+  it(`${WAVE} asks parked at once: one listener on the caller's signal, no MaxListenersExceededWarning, none left after`, async () => {
+    const [channel, approver] = ApprovalChannel.pair(WAVE);
+    const caller = new AbortController();
+    const gate = asking(channel);
+    const calls = Array.from({ length: WAVE }, (_, i) =>
+      gate.call({ tool: descriptor, callId: `c${i}`, input: { i }, signal: caller.signal }, (_input, { signal }) => {
+        // Tools may listen to the signal they are given; a wide wave of them must not warn either.
+        signal.addEventListener("abort", () => undefined, { once: true });
+        return i;
+      }),
+    );
+    const asks: PendingAsk[] = [];
+    for (let i = 0; i < WAVE; i += 1) asks.push((await approver.next())!);
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(1);
+    for (const ask of asks) expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
+    const outcomes = await Promise.all(calls);
+    approver.close();
+    await new Promise((resolve) => setImmediate(resolve));
+
+    expect(outcomes.map((o) => o.type)).toEqual(Array.from({ length: WAVE }, () => "ran"));
+    expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("the caller's cancel still reaches every parked call, with its reason, and withdraws every ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(WAVE);
+    const caller = new AbortController();
+    const gate = asking(channel);
+    const calls = Array.from({ length: WAVE }, (_, i) =>
+      gate.call({ tool: descriptor, callId: `c${i}`, input: { i }, signal: caller.signal }, () => i),
+    );
+    const asks: PendingAsk[] = [];
+    for (let i = 0; i < WAVE; i += 1) asks.push((await approver.next())!);
+    const reason = new Error("stop");
+    caller.abort(reason);
+    const errors = await Promise.all(calls.map((c) => c.catch((e: unknown) => e as CancelledError)));
+    approver.close();
+    await new Promise((resolve) => setImmediate(resolve));
+
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(CancelledError);
+      expect((error as CancelledError).cause).toBe(reason);
+    }
+    expect(asks.map((ask) => approver.resolve(ask.id, { type: "approve" }))).not.toContain(true);
+    expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
   });
 });
 

@@ -6,6 +6,7 @@ import type { AskResolver } from "../src/ask/index.js";
 import { MemoryGrantStore, argsDigest } from "../src/grant/index.js";
 import {
   CancelledError,
+  Gate,
   LoopDetectedError,
   LoopManagers,
   defineTool,
@@ -445,6 +446,100 @@ describe("deadlines", () => {
     await clock.advance(0);
     const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+});
+
+describe("a clock whose timers fail", () => {
+  const descriptor = { name: "read", description: "Read a file", inputSchema: { type: "object" } };
+  const failing = (clock: ManualClock, failure: "set" | "clear") => ({
+    now: () => clock.now(),
+    setTimeout: (callback: () => void, ms: number) => {
+      if (failure === "set") throw new Error("no timers");
+      return clock.setTimeout(callback, ms);
+    },
+    clearTimeout: (handle: unknown) => {
+      if (failure === "clear") throw new Error("no clearing");
+      clock.clearTimeout(handle);
+    },
+  });
+
+  it("a deadline that cannot be armed refuses the call before the ask reaches anyone", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(channel)
+        .withAskTimeout(100)
+        .withClock(failing(clock, "set")),
+    );
+    const outcome = await gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    expect(outcome.type).toBe("refused");
+    expect(shape(outcome.record)).toMatchObject({ verdict: "deny", reason: "engine failure: no timers" });
+    expect(channel.size).toBe(0);
+    expect(approver.buffered).toBe(0);
+    approver.close();
+  });
+
+  it("a timer that cannot be cleared changes no ending: expiry still withdraws the ask", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(channel)
+        .withAskTimeout(100)
+        .withClock(failing(clock, "clear")),
+    );
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const ask = await approver.next();
+    await clock.advance(100);
+    const outcome = await running;
+    expect(outcome.record.verdict).toBe("ask_expired");
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+
+  it("a timer that cannot be cleared changes no ending: an approval runs the tool", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(channel)
+        .withAskTimeout(100)
+        .withClock(failing(clock, "clear")),
+    );
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const ask = await approver.next();
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(true);
+    const outcome = await running;
+    expect(outcome).toMatchObject({ type: "ran", output: "ran", record: { verdict: "ask_allowed" } });
+    approver.close();
+  });
+
+  it("a timer that cannot be cleared changes no ending: a cancel still rejects with CancelledError", async () => {
+    const clock = new ManualClock();
+    const controller = new AbortController();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(channel)
+        .withAskTimeout(100)
+        .withClock(failing(clock, "clear")),
+    );
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A, signal: controller.signal }, () => "ran");
+    await approver.next();
+    controller.abort(new Error("stop"));
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([
+      ["cancelled", "cancelled while awaiting approval"],
+    ]);
     expect(channel.size).toBe(0);
     approver.close();
   });

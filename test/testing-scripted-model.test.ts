@@ -132,6 +132,17 @@ describe("ManualClock", () => {
     expect(order).toEqual(["advance returned", "microtask", "timer"]);
   });
 
+  it("never moves back: advances made at once end at the furthest time any of them reached", async () => {
+    const clock = new ManualClock(1_000);
+    await Promise.all([clock.advance(100), clock.advance(10)]);
+    expect(clock.now()).toBe(1_100);
+    const seen: number[] = [];
+    clock.setTimeout(() => seen.push(clock.now()), 50);
+    await Promise.all([clock.advance(100), clock.advance(10)]);
+    expect(seen).toEqual([1_150]);
+    expect(clock.now()).toBe(1_200);
+  });
+
   it("rejects a negative advance", async () => {
     await expect(new ManualClock().advance(-1)).rejects.toThrow(RangeError);
   });

@@ -27,6 +27,7 @@ import type {
 } from "./model.js";
 import { notify } from "./observer.js";
 import { readOnlyView } from "./read-only-view.js";
+import { timestamp } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
@@ -290,7 +291,7 @@ export class Agent {
             ruleSource: "engine",
             matchedPattern: null,
             reason: overBudget.message,
-            ts: settings.clock.now(),
+            ts: timestamp(settings.clock),
           });
           onRecord(record);
           notify(settings.observers, settings.observerErrorHandler, "onGate", {

@@ -190,9 +190,12 @@ export class Attempt {
   #validate(): Ending | undefined {
     const tool = this.#request.tool!;
     if (tool.broken !== undefined) {
-      return this.#refuse(
-        draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`),
-        TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]),
+      return (
+        this.#preDetect() ??
+        this.#refuse(
+          draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`),
+          TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]),
+        )
       );
     }
     const checked = tool.check(this.#args.value);

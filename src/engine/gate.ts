@@ -103,10 +103,25 @@ function release(signal: AbortSignal): void {
   sharing.delete(signal);
 }
 
-/** The gate's view of `tool`, made once per tool object. */
+/**
+ * The gate's view of `tool`, made once per tool object.
+ * @throws {EngineConfigError} when `tool` is neither a Tool nor a descriptor, or cannot be read (a proxy, a getter that throws).
+ */
 export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
   const known = prepared.get(tool);
   if (known !== undefined) return known;
+  let gated: GatedTool;
+  try {
+    gated = prepare(tool);
+  } catch (error) {
+    if (error instanceof EngineConfigError) throw error;
+    throw new EngineConfigError("Gate.call", `the tool cannot be read: ${describeError(error)}`, { cause: error });
+  }
+  prepared.set(tool, gated);
+  return gated;
+}
+
+function prepare(tool: Tool | ToolDescriptor): GatedTool {
   let gated: GatedTool;
   if (isTool(tool)) {
     gated = { name: tool.name, descriptor: tool.descriptor, check: (input) => tool.check(input), broken: undefined };
@@ -147,7 +162,6 @@ export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
     }
     gated = { name: descriptor.name, descriptor, check, broken };
   }
-  prepared.set(tool, gated);
   return gated;
 }
 
@@ -238,7 +252,15 @@ export class Gate {
     if (typeof request !== "object" || request === null)
       throw new EngineConfigError("Gate.call", "the request must be { tool, callId, input, … }");
     if (typeof execute !== "function") throw new EngineConfigError("Gate.call", "execute must be a function");
-    const { callId, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
+    let fields: Required<Omit<GateRequest, "signal">> & { readonly signal: AbortSignal | undefined };
+    try {
+      // Read once: what was checked is what the call goes on with.
+      const { tool, callId, input, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
+      fields = { tool, callId, input, signal, sessionId, runId, turn };
+    } catch (error) {
+      throw new EngineConfigError("Gate.call", `the request cannot be read: ${describeError(error)}`, { cause: error });
+    }
+    const { callId, signal, sessionId, runId, turn } = fields;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
     if (signal !== undefined && !(signal instanceof AbortSignal))
       throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
@@ -246,7 +268,7 @@ export class Gate {
       throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
     if (!Number.isSafeInteger(turn) || turn < 0)
       throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
-    const tool = gatedTool(request.tool);
+    const tool = gatedTool(fields.tool);
     // A call nothing can cancel still hands its hooks, resolver and tool a signal.
     const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
     try {
@@ -254,7 +276,7 @@ export class Gate {
         tool,
         name: tool.name,
         callId,
-        input: request.input,
+        input: fields.input,
         cancel,
         sessionId,
         runId,

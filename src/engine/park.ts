@@ -61,6 +61,9 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   let timer: unknown;
   const waited = await cancel.race(
     new Promise<ParkOutcome>((resolve) => {
+      // The deadline is armed before the ask is delivered: a clock that cannot
+      // arm it fails the park while no resolver holds the ask.
+      if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
       let answer: Promise<unknown>;
       try {
         answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
@@ -72,10 +75,17 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
         (error: unknown) =>
           resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
       );
-      if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
     }),
   );
-  if (timeoutMs !== undefined) clock.clearTimeout(timer);
+  if (timeoutMs !== undefined) {
+    try {
+      clock.clearTimeout(timer);
+    } catch {
+      // The park has ended: a timer left armed fires into a settled wait. A
+      // clock that cannot clear it must not turn the ending into something
+      // else, nor keep the resolver from learning that the ask is withdrawn.
+    }
+  }
   const outcome: ParkOutcome = waited === CANCELLED ? { type: "cancelled" } : waited;
   if (outcome.type === "expired" || outcome.type === "cancelled") {
     stop?.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));

@@ -11,6 +11,19 @@ export interface RecordDraft {
 }
 
 /**
+ * A record's `ts`: the clock's time, or the system's when the clock throws.
+ * A clock that throws must not cost a call, or a run, the record it is
+ * stamping (the tool may already have run; the run may be stopping).
+ */
+export function timestamp(clock: Clock): number {
+  try {
+    return clock.now();
+  } catch {
+    return Date.now();
+  }
+}
+
+/**
  * How a provisional record yields to later gates:
  * - `plain`: a hook had no objection; any later decision replaces it;
  * - `modified`: a hook rewrote the input; a middleware allow keeps it, a deny or an exit replaces it;
@@ -56,14 +69,8 @@ export class RecordSlot {
   /** Lands `draft` now (an ending decided before dispatch). */
   land(draft: RecordDraft): void {
     if (this.#record !== undefined) return;
-    // Read the time before marking the slot landed: a clock that throws must
-    // not cost the call its one record (the tool may already have run).
-    let ts: number;
-    try {
-      ts = this.#clock.now();
-    } catch {
-      ts = Date.now();
-    }
+    // Read the time before marking the slot landed.
+    const ts = timestamp(this.#clock);
     const record: GateDecision = Object.freeze({
       tool: this.#tool,
       argsDigest: this.#argsDigest,

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { CancelledError } from "./errors.js";
 
 /** The error a cancelled call or run rejects with, carrying the signal's reason. */
@@ -13,8 +14,10 @@ export const CANCELLED: unique symbol = Symbol("cancelled");
  * wait races that. `signal` is what hooks, the resolver, middleware and the
  * tool receive.
  *
- * - `Cancel.listening(signal)`: a caller's signal; one abort listener,
- *   removed by `dispose`.
+ * - `Cancel.listening(signal)`: follows a caller's signal with one abort
+ *   listener on it, removed by `dispose`. Its own `signal` aborts with the
+ *   caller's reason and takes any number of listeners: the hooks, resolvers
+ *   and tools of a wide wave of calls listen to it, never to the caller's.
  * - `Cancel.owned()`: a run's own controller, aborted only through
  *   {@link Cancel.abort}, so no listener is needed. `abortable: false` says
  *   nothing will ever call it (a run without a caller signal whose calls run
@@ -31,7 +34,8 @@ export class Cancel {
   readonly #abortable: boolean;
   /** The races still waiting; each removes itself when its work settles. */
   readonly #waiters = new Set<() => void>();
-  #onAbort: (() => void) | undefined;
+  /** Removes the listener on the followed signal (`listening` only). */
+  #unlisten: (() => void) | undefined;
 
   private constructor(signal: AbortSignal, controller: AbortController | undefined, abortable: boolean) {
     this.signal = signal;
@@ -41,10 +45,14 @@ export class Cancel {
 
   /** Follows `signal`, which someone else aborts. */
   static listening(signal: AbortSignal): Cancel {
-    const cancel = new Cancel(signal, undefined, true);
-    if (!signal.aborted) {
-      cancel.#onAbort = () => cancel.#fire();
-      signal.addEventListener("abort", cancel.#onAbort, { once: true });
+    const cancel = Cancel.owned(true);
+    setMaxListeners(0, cancel.signal);
+    if (signal.aborted) {
+      cancel.abort(signal.reason);
+    } else {
+      const onAbort = (): void => cancel.abort(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      cancel.#unlisten = () => signal.removeEventListener("abort", onAbort);
     }
     return cancel;
   }
@@ -91,7 +99,7 @@ export class Cancel {
   }
 
   dispose(): void {
-    if (this.#onAbort !== undefined) this.signal.removeEventListener("abort", this.#onAbort);
+    this.#unlisten?.();
   }
 
   #fire(): void {

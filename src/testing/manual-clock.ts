@@ -66,6 +66,7 @@ export class ManualClock implements Clock {
       this.#now = Math.max(this.#now, due[1].at);
       due[1].callback();
     }
-    this.#now = target;
+    // Another advance that ran meanwhile may have moved the time further: it never goes back.
+    this.#now = Math.max(this.#now, target);
   }
 }
