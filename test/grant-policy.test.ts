@@ -260,6 +260,15 @@ describe("GrantPolicy.remember and grantForAnswer", () => {
     expect(g.note).toBe("from the CLI");
     expect(grantForAnswer(read, args, "deny", "this_tool", 0).scope).toEqual({ type: "this_tool" });
     expect(() => grantForAnswer(read, args, "allow", "everything" as "this_tool", 0)).toThrow(GrantRecordError);
+    const unprintable = {
+      toString: (): string => {
+        throw new Error("no text");
+      },
+    };
+    expect(() => grantForAnswer(read, args, "allow", unprintable as never, 0)).toThrow(
+      new GrantRecordError(`grant for tool 'read': scope must be "this_call" or "this_tool", got an object`),
+    );
+    expect(() => grantForAnswer(read, args, "allow", Symbol("s") as never, 0)).toThrow(GrantRecordError);
   });
 
   it("saves the grant, after which the call is decided without asking", async () => {

@@ -112,7 +112,7 @@ export function shownValue(value: unknown): string {
   if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
     return String(value);
   }
-  return `a ${typeof value}`;
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 /**

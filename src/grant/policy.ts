@@ -1,6 +1,6 @@
 import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
-import { GrantRecordError } from "./errors.js";
+import { GrantRecordError, shownValue } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
 import type { GrantStore, StoreCallOptions } from "./store.js";
@@ -160,7 +160,7 @@ export function grantForAnswer(
   else if (scope === "this_tool") grantScope = GrantScope.thisTool();
   else {
     throw new GrantRecordError(
-      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${String(scope)}`,
+      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${shownValue(scope)}`,
     );
   }
   return new Grant(descriptor.name, verdict, grantScope, {
