@@ -91,7 +91,8 @@ export class LedgerLockError extends LoopctlError {
  * is not a non-empty string (an unset environment variable would otherwise
  * give every project so bound one shared ledger), or a `lockTimeoutMs` or
  * `staleLockMs` that is not a non-negative integer (NaN or a string would make
- * a save wait for the lock forever).
+ * a save wait for the lock forever), or a descriptor given to
+ * `descriptorDigest` or `descriptorFingerprint` that is not an object.
  *
  * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
  * `"projectDir"` or `"options.lockTimeoutMs"`.
