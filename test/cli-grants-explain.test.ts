@@ -85,6 +85,35 @@ describe("loopctl grants explain", () => {
     });
   });
 
+  it("checks a pin that covers the title, annotations and output schema of the --descriptor", async () => {
+    const annotated: ToolDescriptor = {
+      ...write,
+      title: "Write a file",
+      annotations: { destructiveHint: true },
+      outputSchema: { type: "object" },
+    };
+    const pinned = new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(
+      descriptorFingerprint(annotated),
+    );
+    await seed(root, project, [pinned]);
+    const base_ = ["grants", "explain", "--tool", "write", "--args", "{}", "--json", ...at()];
+    const { name: _name, ...shown } = annotated;
+    const same = await cli([...base_, "--descriptor", JSON.stringify(shown)], { cwd: base });
+    expect(JSON.parse(same.stdout)).toMatchObject({
+      decision: { type: "allow", grant: pinned.id },
+      covering: [{ pin: { type: "match", kind: "fingerprint" } }],
+    });
+    const readOnly = JSON.stringify({ ...shown, annotations: { destructiveHint: false } });
+    const changed = await cli([...base_, "--descriptor", readOnly], { cwd: base });
+    expect(JSON.parse(changed.stdout)).toMatchObject({
+      decision: { type: "ask", reason: "tool_changed", grant: pinned.id },
+      covering: [{ pin: { type: "mismatch", kind: "fingerprint" } }],
+    });
+    const badTitle = await cli([...base_, "--descriptor", JSON.stringify({ ...shown, title: 5 })], { cwd: base });
+    expect(badTitle.code).toBe(EXIT.usage);
+    expect(badTitle.stderr).toMatch(/--descriptor: title must be a string/);
+  });
+
   it("reports a corrupt ledger with exit 3 and leaves it byte-identical", async () => {
     const ledger = new FileGrantStore(root, project).ledgerPath;
     await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });

@@ -145,6 +145,23 @@ describe("descriptor digests", () => {
     expect(descriptorFingerprint(tool)).toMatch(/^sha256:[0-9a-f]{64}$/);
   });
 
+  it.each([null, undefined, "read", 5])("refuses a descriptor that is %s with GrantConfigError naming it", (bad) => {
+    for (const [where, digest] of [
+      ["descriptorDigest", descriptorDigest],
+      ["descriptorFingerprint", descriptorFingerprint],
+    ] as const) {
+      let error: unknown;
+      try {
+        digest(bad as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
+      expect((error as Error).message).toMatch(new RegExp(`^${where}: descriptor must be an object, got `));
+    }
+  });
+
   it("changes when any part of the descriptor changes", () => {
     const changed = [
       { ...tool, name: "Read" },

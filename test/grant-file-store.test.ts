@@ -123,6 +123,35 @@ describe("FileGrantStore arguments", () => {
     expect(existsSync(join(root, "grants"))).toBe(false);
   });
 
+  it("rejects call options that are not an object, or a signal that is not an AbortSignal, naming them and changing nothing", async () => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    for (const [options, argument] of [
+      [null, "options"],
+      [7, "options"],
+      [{ signal: "soon" }, "options.signal"],
+      [{ signal: { aborted: false } }, "options.signal"],
+    ] as const) {
+      for (const [where, call] of [
+        ["FileGrantStore.load", () => s.load(options as never)],
+        ["FileGrantStore.covering", () => s.covering("read", "{}", options as never)],
+        ["FileGrantStore.save", () => s.save(grantB, options as never)],
+        ["FileGrantStore.revoke", () => s.revoke(grantA.id, options as never)],
+        ["FileGrantStore.clear", () => s.clear(options as never)],
+        ["FileGrantStore.resetCorrupt", () => s.resetCorrupt(options as never)],
+      ] as const) {
+        const error = await rejection(call());
+        expect(error, `${where} ${String(argument)}`).toBeInstanceOf(GrantConfigError);
+        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+        expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
+      }
+    }
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+    // The store still works: nothing was left waiting in its queue.
+    expect(await s.save(grantB)).toBe(grantB);
+  });
+
   it("refuses a lockTimeoutMs or staleLockMs that is not a non-negative integer, instead of waiting forever", () => {
     for (const option of ["lockTimeoutMs", "staleLockMs"] as const) {
       for (const value of [Number.NaN, "200", -1, 1.5, Number.POSITIVE_INFINITY, null]) {

@@ -127,6 +127,42 @@ describe("Grant", () => {
     expect(() => g.withPinnedDescriptor("")).toThrow(GrantRecordError);
   });
 
+  it.each([
+    ["a symbol", Symbol("x"), "a symbol"],
+    [
+      "an object whose toString throws",
+      {
+        toString: () => {
+          throw new Error("no text");
+        },
+      },
+      "an object",
+    ],
+    ["an object without a string form", Object.create(null) as object, "an object"],
+  ])("refuses a tool, verdict or creation time that is %s with GrantRecordError naming it", (_label, value, shown) => {
+    const cases: [() => Grant, string][] = [
+      [
+        () => new Grant(value as never, "allow", GrantScope.thisTool()),
+        `grant tool must be a non-empty string, got ${shown}`,
+      ],
+      [() => new Grant("t", value as never, GrantScope.thisTool()), `verdict must be "allow" or "deny", got ${shown}`],
+      [
+        () => new Grant("t", "allow", GrantScope.thisTool(), { createdAtMs: value as never }),
+        `createdAtMs must be a non-negative integer, got ${shown}`,
+      ],
+    ];
+    for (const [make, message] of cases) {
+      let error: unknown;
+      try {
+        make();
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(GrantRecordError);
+      expect((error as Error).message).toContain(message);
+    }
+  });
+
   it("serializes to the ledger record spelling, in the original's field order", () => {
     const g = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs" }))
       .withPinnedDescriptor("0123456789abcdef")

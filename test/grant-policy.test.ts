@@ -119,6 +119,33 @@ describe("GrantPolicy.decide", () => {
     expect((await policy.decide(read, args)).type).toBe("deny");
   });
 
+  it("refuses to decide over a store that resolves to records it did not make grants of, a deny among them", async () => {
+    const record = { ...grant("deny", GrantScope.thisTool()).toJSON() };
+    const plain = { tool: "read", verdict: "deny", scope: { type: "this_tool" } };
+    const unusable: [string, unknown, RegExp][] = [
+      ["a ledger record", [record], /GrantStore\.load resolved to an array whose item 0 is not a Grant/],
+      ["a plain object", [plain], /item 0 is not a Grant \(an object\); build stored records into grants/],
+      ["null", [grant("allow", GrantScope.thisTool()), null], /item 1 is not a Grant \(null\)/],
+      ["no array", undefined, /GrantStore\.load resolved to undefined, not an array of grants/],
+    ];
+    for (const [label, loaded, message] of unusable) {
+      const store: GrantStore = {
+        load: () => Promise.resolve(loaded as Grant[]),
+        save: (g) => Promise.resolve(g),
+        revoke: () => Promise.resolve(undefined),
+        clear: () => Promise.resolve(0),
+      };
+      const policy = new GrantPolicy(store);
+      await expect(policy.decide(read, args), label).rejects.toThrow(message);
+      await expect(policy.decide(read, args), label).rejects.toBeInstanceOf(GrantRecordError);
+      await expect(policy.explain("read", args, read), label).rejects.toBeInstanceOf(GrantRecordError);
+      const covering: GrantStore = { ...store, covering: () => Promise.resolve(loaded as Grant[]) };
+      await expect(new GrantPolicy(covering).decide(read, args), label).rejects.toThrow(
+        /GrantStore\.covering resolved/,
+      );
+    }
+  });
+
   it("decides from a store's covering() without loading it, and ignores a grant covering() returns that does not cover the call", async () => {
     const inner = new MemoryGrantStore([grant("deny", GrantScope.thisCall(args))]);
     const stray = [
@@ -260,6 +287,15 @@ describe("GrantPolicy.remember and grantForAnswer", () => {
     expect(g.note).toBe("from the CLI");
     expect(grantForAnswer(read, args, "deny", "this_tool", 0).scope).toEqual({ type: "this_tool" });
     expect(() => grantForAnswer(read, args, "allow", "everything" as "this_tool", 0)).toThrow(GrantRecordError);
+    const unprintable = {
+      toString: (): string => {
+        throw new Error("no text");
+      },
+    };
+    expect(() => grantForAnswer(read, args, "allow", unprintable as never, 0)).toThrow(
+      new GrantRecordError(`grant for tool 'read': scope must be "this_call" or "this_tool", got an object`),
+    );
+    expect(() => grantForAnswer(read, args, "allow", Symbol("s") as never, 0)).toThrow(GrantRecordError);
   });
 
   it("saves the grant, after which the call is decided without asking", async () => {

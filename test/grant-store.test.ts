@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   Grant,
+  GrantConfigError,
   GrantPolicy,
   GrantRecordError,
   GrantScope,
@@ -64,6 +65,37 @@ describe("MemoryGrantStore", () => {
       () => new GrantPolicy(store).decide({ name: "read", description: "", inputSchema: {} }, {}, { signal }),
     ]) {
       await expect(call()).rejects.toThrow("stopped");
+    }
+    expect(await store.load()).toEqual([allowRead]);
+  });
+
+  it("rejects options that are not an object, or a signal that is not an AbortSignal, with GrantConfigError naming them", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    const policy = new GrantPolicy(store);
+    const read = { name: "read", description: "", inputSchema: {} };
+    for (const [options, argument] of [
+      [null, "options"],
+      ["soon", "options"],
+      [{ signal: "soon" }, "options.signal"],
+      [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
+    ] as const) {
+      for (const [where, call] of [
+        ["MemoryGrantStore.load", () => store.load(options as never)],
+        ["MemoryGrantStore.save", () => store.save(denyWrite, options as never)],
+        ["MemoryGrantStore.revoke", () => store.revoke(allowRead.id, options as never)],
+        ["MemoryGrantStore.clear", () => store.clear(options as never)],
+        ["MemoryGrantStore.covering", () => store.covering("read", "{}", options as never)],
+        ["GrantPolicy.decide", () => policy.decide(read, {}, options as never)],
+        ["GrantPolicy.remember", () => policy.remember(read, {}, "deny", "this_tool", options as never)],
+      ] as const) {
+        const error = await call().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error, `${where} ${String(argument)}`).toBeInstanceOf(GrantConfigError);
+        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+        expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
+      }
     }
     expect(await store.load()).toEqual([allowRead]);
   });

@@ -210,10 +210,21 @@ function jsonOption(command: string, option: string, text: string): unknown {
   }
 }
 
-/** `--descriptor`: `{"description", "inputSchema"}` (and optionally `"name"`, which must be the tool). */
+/**
+ * `--descriptor`: `{"description", "inputSchema"}`, and the `"title"`,
+ * `"annotations"` and `"outputSchema"` a tool may have (a pin covers them),
+ * and optionally `"name"`, which must be the tool.
+ */
 function descriptorOption(tool: string, text: string): ToolDescriptor {
   const value = jsonOption("grants explain", "--descriptor", text);
-  const d = value as { name?: unknown; description?: unknown; inputSchema?: unknown } | null;
+  const d = value as {
+    name?: unknown;
+    description?: unknown;
+    inputSchema?: unknown;
+    title?: unknown;
+    annotations?: unknown;
+    outputSchema?: unknown;
+  } | null;
   if (
     typeof d !== "object" ||
     d === null ||
@@ -232,7 +243,17 @@ function descriptorOption(tool: string, text: string): ToolDescriptor {
       `--descriptor names tool ${JSON.stringify(d.name)}, not ${JSON.stringify(tool)}`,
     );
   }
-  return { name: tool, description: d.description, inputSchema: d.inputSchema };
+  if (d.title !== undefined && typeof d.title !== "string") {
+    throw new CliUsageError("grants explain", "--descriptor: title must be a string");
+  }
+  return {
+    name: tool,
+    description: d.description,
+    inputSchema: d.inputSchema,
+    ...(d.title === undefined ? {} : { title: d.title }),
+    ...(d.annotations === undefined ? {} : { annotations: d.annotations }),
+    ...(d.outputSchema === undefined ? {} : { outputSchema: d.outputSchema }),
+  };
 }
 
 function decisionJson(decision: GrantDecision | null): unknown {

@@ -121,7 +121,8 @@ Options:
   --tool NAME        the tool's name (exact, case-sensitive)
   --args JSON        the call's arguments as JSON, e.g. '{"path":"/tmp/x"}'
   --descriptor JSON  the tool's descriptor, to check pins:
-                     '{"description": "...", "inputSchema": {...}}'
+                     '{"description": "...", "inputSchema": {...}}', with its
+                     "title", "annotations" and "outputSchema" if it has them
 ${projectOptions(21)}  --json             print the explanation as JSON
   -h, --help         show this help
 

@@ -72,7 +72,10 @@ export function argsSha256(args: unknown): string {
  * only when present, so a descriptor without them keeps the text (and the
  * pins) it always had.
  */
-function descriptorText(descriptor: ToolDescriptor): string {
+function descriptorText(descriptor: ToolDescriptor, where: string): string {
+  if (typeof descriptor !== "object" || descriptor === null) {
+    throw new GrantConfigError(where, "descriptor", `must be an object, got ${shownValue(descriptor)}`);
+  }
   const { name, description, inputSchema, title, annotations, outputSchema } = descriptor;
   const text: Record<string, unknown> = {
     name,
@@ -90,9 +93,10 @@ function descriptorText(descriptor: ToolDescriptor): string {
  * FNV-1a is not collision resistant: new pins use {@link descriptorFingerprint}.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
+ * @throws {GrantConfigError} when `descriptor` is not an object.
  */
 export function descriptorDigest(descriptor: ToolDescriptor): string {
-  return digest16(descriptorText(descriptor));
+  return digest16(descriptorText(descriptor, "descriptorDigest"));
 }
 
 /**
@@ -102,9 +106,10 @@ export function descriptorDigest(descriptor: ToolDescriptor): string {
  * tool whose annotations alone changed is asked about again.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
+ * @throws {GrantConfigError} when `descriptor` is not an object.
  */
 export function descriptorFingerprint(descriptor: ToolDescriptor): string {
-  return `sha256:${sha256Hex(descriptorText(descriptor))}`;
+  return `sha256:${sha256Hex(descriptorText(descriptor, "descriptorFingerprint"))}`;
 }
 
 /**

@@ -91,10 +91,13 @@ export class LedgerLockError extends LoopctlError {
  * is not a non-empty string (an unset environment variable would otherwise
  * give every project so bound one shared ledger), or a `lockTimeoutMs` or
  * `staleLockMs` that is not a non-negative integer (NaN or a string would make
- * a save wait for the lock forever).
+ * a save wait for the lock forever), a descriptor given to
+ * `descriptorDigest` or `descriptorFingerprint` that is not an object, or
+ * call options of a built-in store or of `GrantPolicy` that are not an
+ * object, or whose `signal` is not an `AbortSignal` (the call rejects).
  *
  * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
- * `"projectDir"` or `"options.lockTimeoutMs"`.
+ * `"projectDir"`, `"options.lockTimeoutMs"` or `"options.signal"`.
  */
 export class GrantConfigError extends LoopctlError {
   /** The argument at fault, such as `"projectDir"`. */
@@ -112,7 +115,7 @@ export function shownValue(value: unknown): string {
   if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
     return String(value);
   }
-  return `a ${typeof value}`;
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 /**

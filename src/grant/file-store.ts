@@ -17,6 +17,7 @@ import { GrantIndex, coveringList } from "./grant-index.js";
 import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import {
   assertSameRule,
+  callSignal,
   describeRule,
   requireGrant,
   sameRule,
@@ -290,7 +291,7 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerCorruptError} / {@link LedgerIoError} as {@link FileGrantStore.load} does.
    */
   async covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
-    options.signal?.throwIfAborted();
+    callSignal("FileGrantStore.covering", options)?.throwIfAborted();
     const snapshot = await this.#read();
     snapshot.index ??= new GrantIndex(snapshot.grants);
     return coveringList(snapshot.index.lookup(tool, canonicalArgs));
@@ -316,7 +317,7 @@ export class FileGrantStore implements GrantStore {
    *   a folder on its path is a symlink or open to writes by others.
    */
   async load(options: StoreCallOptions = {}): Promise<Grant[]> {
-    options.signal?.throwIfAborted();
+    callSignal("FileGrantStore.load", options)?.throwIfAborted();
     return [...(await this.#read()).grants];
   }
 
@@ -330,8 +331,9 @@ export class FileGrantStore implements GrantStore {
    *   (a symlink, another user's, writable by others) or cannot be written.
    */
   async save(grant: Grant, options: StoreCallOptions = {}): Promise<Grant> {
+    const signal = callSignal("FileGrantStore.save", options);
     requireGrant(grant, `FileGrantStore.save (${this.ledgerPath})`);
-    return this.#locked(options.signal, "create", async (lock) => {
+    return this.#locked(signal, "create", async (lock) => {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === grant.id);
       assertSameRule(current.grants[at], grant);
@@ -345,7 +347,7 @@ export class FileGrantStore implements GrantStore {
    * `undefined` (writing nothing) when no such grant is stored.
    */
   async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
-    return this.#locked(options.signal, undefined, async (lock) => {
+    return this.#locked(callSignal("FileGrantStore.revoke", options), undefined, async (lock) => {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === id);
       const found = current.grants[at];
@@ -365,7 +367,7 @@ export class FileGrantStore implements GrantStore {
    * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
    */
   async clear(options: ClearOptions = {}): Promise<number> {
-    return this.#locked(options.signal, 0, async (lock) => {
+    return this.#locked(callSignal("FileGrantStore.clear", options), 0, async (lock) => {
       let current: Snapshot;
       try {
         current = await this.#read(true);
@@ -386,7 +388,7 @@ export class FileGrantStore implements GrantStore {
    * nothing when the ledger is missing or sound.
    */
   async resetCorrupt(options: StoreCallOptions = {}): Promise<string | undefined> {
-    return this.#locked(options.signal, undefined, async () => {
+    return this.#locked(callSignal("FileGrantStore.resetCorrupt", options), undefined, async () => {
       try {
         await this.#read(true);
         return undefined;

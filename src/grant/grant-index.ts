@@ -1,3 +1,4 @@
+import { GrantRecordError, shownValue } from "./errors.js";
 import type { Grant } from "./grant.js";
 import type { GrantStore, StoreCallOptions } from "./store.js";
 
@@ -65,6 +66,10 @@ export function coveringList(covering: CoveringGrants): Grant[] {
  * `canonicalArgs`: from the store's own {@link GrantStore.covering} when it
  * has one (indexed again here, so a grant that does not cover the call is
  * ignored rather than trusted), else from everything it loads.
+ *
+ * @throws {GrantRecordError} when the store resolves to anything but an
+ *   array of grants: a record it read but did not make a Grant of (a deny
+ *   among them) would otherwise be passed over as if nothing were stored.
  */
 export async function coveringOf(
   store: GrantStore,
@@ -72,7 +77,37 @@ export async function coveringOf(
   canonicalArgs: string,
   options: StoreCallOptions,
 ): Promise<CoveringGrants> {
-  const grants =
+  const method = store.covering === undefined ? "load" : "covering";
+  const grants: unknown =
     store.covering === undefined ? await store.load(options) : await store.covering(tool, canonicalArgs, options);
-  return new GrantIndex(grants).lookup(tool, canonicalArgs);
+  return new GrantIndex(storedGrants(grants, method)).lookup(tool, canonicalArgs);
+}
+
+/**
+ * What a store's `load` or `covering` resolved to, checked to be grants by
+ * their shape (a Grant from another copy of loopctl, the ESM build beside
+ * the CommonJS one, is one too).
+ */
+function storedGrants(value: unknown, method: "load" | "covering"): readonly Grant[] {
+  if (!Array.isArray(value)) {
+    throw new GrantRecordError(`GrantStore.${method} resolved to ${shownValue(value)}, not an array of grants`);
+  }
+  for (const [i, item] of value.entries()) {
+    const grant = item as Partial<Record<keyof Grant, unknown>> | null;
+    if (
+      typeof grant !== "object" ||
+      grant === null ||
+      typeof grant.id !== "string" ||
+      typeof grant.tool !== "string" ||
+      (grant.verdict !== "allow" && grant.verdict !== "deny") ||
+      (grant.canonicalArgs !== null && typeof grant.canonicalArgs !== "string") ||
+      (grant.pinnedDescriptor !== null && typeof grant.pinnedDescriptor !== "string")
+    ) {
+      throw new GrantRecordError(
+        `GrantStore.${method} resolved to an array whose item ${i} is not a Grant (${shownValue(item)}); ` +
+          "build stored records into grants with Grant.fromJSON",
+      );
+    }
+  }
+  return value as readonly Grant[];
 }

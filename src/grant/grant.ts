@@ -130,10 +130,12 @@ export class Grant {
    */
   constructor(tool: string, verdict: GrantVerdict, scope: GrantScope, metadata: GrantMetadata = {}) {
     if (typeof tool !== "string" || tool.length === 0) {
-      throw new GrantRecordError(`grant tool must be a non-empty string, got ${JSON.stringify(String(tool))}`);
+      throw new GrantRecordError(`grant tool must be a non-empty string, got ${shownValue(tool)}`);
     }
     if (verdict !== "allow" && verdict !== "deny") {
-      throw new GrantRecordError(`grant for tool '${tool}': verdict must be "allow" or "deny", got ${String(verdict)}`);
+      throw new GrantRecordError(
+        `grant for tool '${tool}': verdict must be "allow" or "deny", got ${shownValue(verdict)}`,
+      );
     }
     const kind = (scope as { type?: unknown } | null | undefined)?.type;
     let ledgerScope: GrantRecord["scope"];
@@ -174,7 +176,7 @@ export class Grant {
       throw new GrantRecordError(`${what}: pin must be a non-empty string or null`);
     }
     if (!Number.isSafeInteger(createdAtMs) || createdAtMs < 0) {
-      throw new GrantRecordError(`${what}: createdAtMs must be a non-negative integer, got ${String(createdAtMs)}`);
+      throw new GrantRecordError(`${what}: createdAtMs must be a non-negative integer, got ${shownValue(createdAtMs)}`);
     }
     if (note !== null && typeof note !== "string") {
       throw new GrantRecordError(`${what}: note must be a string or null`);

@@ -1,9 +1,9 @@
 import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
-import { GrantRecordError } from "./errors.js";
+import { GrantRecordError, shownValue } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
-import type { GrantStore, StoreCallOptions } from "./store.js";
+import { callSignal, type GrantStore, type StoreCallOptions } from "./store.js";
 
 /**
  * What the remembered grants say about one call:
@@ -160,7 +160,7 @@ export function grantForAnswer(
   else if (scope === "this_tool") grantScope = GrantScope.thisTool();
   else {
     throw new GrantRecordError(
-      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${String(scope)}`,
+      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${shownValue(scope)}`,
     );
   }
   return new Grant(descriptor.name, verdict, grantScope, {
@@ -211,9 +211,10 @@ export class GrantPolicy {
    * @throws whatever the store throws, e.g. LedgerCorruptError.
    */
   async decide(descriptor: ToolDescriptor, args: unknown, options: StoreCallOptions = {}): Promise<GrantDecision> {
+    const signal = callSignal("GrantPolicy.decide", options);
     requireDescriptor(descriptor, "GrantPolicy.decide");
     const canonical = canonicalJson(args);
-    const covering = await coveringOf(this.#store, descriptor.name, canonical, options);
+    const covering = await coveringOf(this.#store, descriptor.name, canonical, { signal });
     const decision = decideFrom(covering, pinChecker(descriptor));
     // With a descriptor every pin is checked, so the rule always reaches a decision.
     return decision ?? { type: "ask", reason: "no_grant" };
@@ -232,8 +233,9 @@ export class GrantPolicy {
     scope: "this_call" | "this_tool",
     options: RememberOptions = {},
   ): Promise<Grant> {
+    const signal = callSignal("GrantPolicy.remember", options);
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
-    return this.#store.save(grant, { signal: options.signal });
+    return this.#store.save(grant, { signal });
   }
 
   /**

@@ -1,5 +1,5 @@
 import { Grant } from "./grant.js";
-import { GrantIdCollisionError, GrantRecordError } from "./errors.js";
+import { GrantConfigError, GrantIdCollisionError, GrantRecordError, shownValue } from "./errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
@@ -37,6 +37,22 @@ export interface GrantStore {
    * loads the store for each decision.
    */
   covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
+}
+
+/**
+ * @internal The signal of a store call's `options` from an untyped caller,
+ * checked before anything runs or waits.
+ * @throws {GrantConfigError} naming `options` when it is not an object or
+ *   undefined, or `options.signal` when it is not an AbortSignal or undefined.
+ */
+export function callSignal(where: string, options: unknown): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new GrantConfigError(where, "options", `must be an object or undefined, got ${shownValue(options)}`);
+  }
+  const signal = (options as StoreCallOptions).signal;
+  if (signal === undefined || signal instanceof AbortSignal) return signal;
+  throw new GrantConfigError(where, "options.signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
 }
 
 /** @internal Refuses anything but a real Grant, naming what arrived. */
@@ -97,7 +113,7 @@ export class MemoryGrantStore implements GrantStore {
 
   /** The grants covering a call (see {@link GrantStore.covering}), from an index rebuilt after each change. */
   covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
-    return this.#call(options, () => {
+    return this.#call("MemoryGrantStore.covering", options, () => {
       this.#index ??= new GrantIndex(this.#grants.values());
       return coveringList(this.#index.lookup(tool, canonicalArgs));
     });
@@ -105,12 +121,12 @@ export class MemoryGrantStore implements GrantStore {
 
   /** Every stored grant, oldest save first. */
   load(options: StoreCallOptions = {}): Promise<Grant[]> {
-    return this.#call(options, () => [...this.#grants.values()]);
+    return this.#call("MemoryGrantStore.load", options, () => [...this.#grants.values()]);
   }
 
   /** Stores `grant`, replacing (and moving to the end) any grant with its id. */
   save(grant: Grant, options: StoreCallOptions = {}): Promise<Grant> {
-    return this.#call(options, () => {
+    return this.#call("MemoryGrantStore.save", options, () => {
       requireGrant(grant, "MemoryGrantStore.save");
       assertSameRule(this.#grants.get(grant.id), grant);
       this.#grants.delete(grant.id);
@@ -122,7 +138,7 @@ export class MemoryGrantStore implements GrantStore {
 
   /** Removes the grant with `id`, if stored. */
   revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
-    return this.#call(options, () => {
+    return this.#call("MemoryGrantStore.revoke", options, () => {
       const grant = this.#grants.get(id);
       if (grant !== undefined) {
         this.#grants.delete(id);
@@ -134,7 +150,7 @@ export class MemoryGrantStore implements GrantStore {
 
   /** Removes every grant; resolves to how many there were. */
   clear(options: StoreCallOptions = {}): Promise<number> {
-    return this.#call(options, () => {
+    return this.#call("MemoryGrantStore.clear", options, () => {
       const count = this.#grants.size;
       this.#grants.clear();
       this.#index = undefined;
@@ -143,9 +159,9 @@ export class MemoryGrantStore implements GrantStore {
   }
 
   /** Runs `body` unless the signal has aborted, as a promise that never throws synchronously. */
-  #call<T>(options: StoreCallOptions, body: () => T): Promise<T> {
+  #call<T>(where: string, options: StoreCallOptions, body: () => T): Promise<T> {
     try {
-      options.signal?.throwIfAborted();
+      callSignal(where, options)?.throwIfAborted();
       return Promise.resolve(body());
     } catch (error) {
       return Promise.reject(error);
