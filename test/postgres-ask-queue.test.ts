@@ -1062,6 +1062,73 @@ describe("PostgresApprover: next() and ended() check their options before anythi
       { type: "answered", verdict: "approve" },
     ]);
   });
+
+  it("a signal that refuses to give up its listener keeps no call, answer or close from settling", async () => {
+    const stuck = (): AbortController => {
+      const controller = new AbortController();
+      Object.defineProperty(controller.signal, "removeEventListener", {
+        value: () => {
+          throw new Error("cannot remove");
+        },
+      });
+      return controller;
+    };
+    const errors: unknown[] = [];
+    const [watcherA, engineB, takerC, watcherD, takerE, engineF] = [
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+    ];
+    // The worker and the console share a queue, so answers settle the parked call from their own UPDATE.
+    const shared = queue({ onError: (e) => errors.push(e) });
+    const inbox = shared.approver();
+    // An answer reaches an ask one of whose watchers is stuck (and read its row with that signal), and resolve() says so.
+    const a = makeAsk(1);
+    const parkedA = park(shared, a);
+    expect((await inbox.next())?.id).toBe(a.id);
+    const watchersA = [inbox.ended(a.id, { signal: watcherA.signal }), inbox.ended(a.id)];
+    await waitFor(() => inbox.buffered === 0);
+    expect(await inbox.resolve(a.id, approve)).toBe(true);
+    await expect(parkedA).resolves.toEqual(approve);
+    expect(await Promise.all(watchersA)).toEqual([0, 1].map(() => ({ type: "answered", verdict: "approve" })));
+    // The engine's own signal is stuck.
+    const b = makeAsk(2);
+    const parkedB = park(shared, b, engineB.signal);
+    expect((await inbox.next())?.id).toBe(b.id);
+    expect(await inbox.resolve(b.id, approve)).toBe(true);
+    await expect(parkedB).resolves.toEqual(approve);
+    // A stuck next() is handed an ask, and the one behind it the next.
+    const takingC = inbox.next({ signal: takerC.signal });
+    const behindC = inbox.next();
+    const c = makeAsk(3);
+    const c2 = makeAsk(4);
+    const parkedC = park(shared, c);
+    expect((await takingC)?.id).toBe(c.id);
+    const parkedC2 = park(shared, c2);
+    expect((await behindC)?.id).toBe(c2.id);
+    // close() settles everything, stuck or not.
+    const d = makeAsk(5);
+    const parkedD = park(shared, d);
+    const f = makeAsk(6);
+    const parkedF = park(shared, f, engineF.signal);
+    expect((await inbox.next())?.id).toBe(d.id);
+    expect((await inbox.next())?.id).toBe(f.id);
+    const watchersD = [inbox.ended(d.id, { signal: watcherD.signal }), inbox.ended(d.id)];
+    const takers = [inbox.next({ signal: takerE.signal }), inbox.next()];
+    await expect(shared.close()).resolves.toBeUndefined();
+    const denial: AskResolution = { type: "deny", reason: QUEUE_CLOSED_REASON };
+    expect(await Promise.all([parkedC, parkedC2, parkedD, parkedF])).toEqual([denial, denial, denial, denial]);
+    expect(await Promise.all(watchersD)).toEqual([0, 1].map(() => ({ type: "withdrawn", reason: "closed" })));
+    expect(await Promise.all(takers)).toEqual([undefined, undefined]);
+    expect(shared.parked).toBe(0);
+    // The listeners left behind are inert.
+    for (const controller of [watcherA, engineB, takerC, watcherD, takerE, engineF])
+      controller.abort(new Error("late"));
+    expect(errors).toEqual([]);
+  });
 });
 
 /** Terminates every connection of one application, its listening one included. */

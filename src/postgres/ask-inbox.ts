@@ -3,6 +3,7 @@ import { waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
+import { unlisten } from "./db.js";
 import type { Db } from "./db.js";
 import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
@@ -250,7 +251,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     while (this.#takers.length > 0 && this.#ready.size > 0) {
       const taker = this.#takers.shift();
       if (taker === undefined) break;
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       const taken = this.#take();
       if (taken === undefined) {
         this.#takers.unshift(taker);
@@ -276,7 +277,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     if (set === undefined) return;
     this.#waiters.delete(id);
     for (const waiter of set) {
-      waiter.signal?.removeEventListener("abort", waiter.onAbort);
+      unlisten(waiter.signal, waiter.onAbort);
       settle(waiter);
     }
   }
@@ -293,7 +294,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#ready.clear();
     this.#delivered.clear();
     for (const taker of this.#takers.splice(0)) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       taker.resolve(undefined);
     }
     for (const id of [...this.#waiters.keys()]) this.#end(id, CLOSED);

@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import { Db, queryFailure, requireOptions, requirePool, unlisten } from "./db.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
@@ -486,7 +486,7 @@ export class PostgresAskQueue {
     if (this.#parked.get(entry.id) !== entry) return;
     this.#parked.delete(entry.id);
     entry.ended ??= "closed";
-    entry.signal.removeEventListener("abort", entry.onAbort);
+    unlisten(entry.signal, entry.onAbort);
     settle();
   }
 
