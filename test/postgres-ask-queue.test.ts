@@ -438,6 +438,39 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     expect(await parkedFirst).toEqual({ type: "approve" });
   });
 
+  it("re-reads the endings of asks still buffered for a console: one that ended unannounced is never delivered", async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: () => undefined,
+    });
+    opened.push(consoleQueue);
+    const inbox = consoleQueue.approver();
+    const first = makeAsk(1);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    // Read by the console, not yet taken by next().
+    const buffered = makeAsk(2);
+    const parkedBuffered = park(worker, buffered);
+    await waitFor(() => inbox.buffered === 1);
+    // Answered with no notification at all: only a read of the row can tell the console.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    expect(await worker.approver().resolve(buffered.id, { type: "deny" })).toBe(true);
+    expect(await parkedBuffered).toEqual({ type: "deny" });
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks ENABLE TRIGGER asks_end`);
+    await terminate(app);
+    await waitFor(() => inbox.buffered === 0);
+    const later = makeAsk(3);
+    const parkedLater = park(worker, later);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.ended(buffered.id)).toEqual({ type: "answered", verdict: "deny" });
+    expect(await inbox.resolve(later.id, { type: "approve" })).toBe(true);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await Promise.all([parkedLater, parkedFirst])).toEqual([{ type: "approve" }, { type: "approve" }]);
+  });
+
   it("keeps every parked call through repeated drops, each answered once", async () => {
     const app = `${db.schema}-worker`;
     const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {

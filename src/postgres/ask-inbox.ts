@@ -18,7 +18,7 @@ export interface InboxLink {
   offer(rows: readonly Offered[]): void;
   /** An ask ended. */
   end(id: string, ending: AskEnding): void;
-  /** Ids whose ending this inbox waits for (delivered asks and `ended()` calls). */
+  /** Ids whose ending this inbox waits for (buffered and delivered asks, and `ended()` calls). */
   watched(): Iterable<string>;
   /** The queue closed. */
   close(): void;
@@ -97,7 +97,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#link = {
       offer: (rows) => this.#offer(rows),
       end: (id, ending) => this.#end(id, ending),
-      watched: () => [...this.#delivered, ...this.#waiters.keys()],
+      // Buffered asks too: one that ended while no notification could reach this process is dropped, not delivered.
+      watched: () => [...this.#ready.keys(), ...this.#delivered, ...this.#waiters.keys()],
       close: () => this.#shut(),
     };
     host.attach(this.#link);
