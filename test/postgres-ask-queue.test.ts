@@ -896,6 +896,29 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
   });
 
+  it("refuses a signal that only inherits from AbortSignal, or one it cannot listen to, leaving nothing parked", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    let refused: Promise<AskResolution> | undefined;
+    expect(() => {
+      refused = worker.resolver.resolve(ask, { signal: Object.create(AbortSignal.prototype) as AbortSignal });
+    }).not.toThrow();
+    await expect(refused).rejects.toMatchObject({ code: "POSTGRES_ASK_INVALID", askId: ask.id });
+    const unlistenable = new AbortController().signal;
+    unlistenable.addEventListener = () => {
+      throw new Error("cannot listen");
+    };
+    await expect(park(worker, ask, unlistenable)).rejects.toThrow("cannot listen");
+    expect(worker.parked).toBe(0);
+    // Nothing of either call is left: the same ask parks, is delivered and answered once.
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(await rowCount()).toBe(1);
+  });
+
   it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
     const worker = queue();
     const inbox = queue().approver();

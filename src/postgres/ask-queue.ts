@@ -116,6 +116,15 @@ function emitWarning(error: unknown): void {
   process.emitWarning(message, { type: "LoopctlWarning", code: "LOOPCTL_POSTGRES_QUEUE" });
 }
 
+/** An AbortSignal that can be read: `instanceof` alone passes an object that merely inherits from it. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  try {
+    return value instanceof AbortSignal && typeof value.aborted === "boolean";
+  } catch {
+    return false;
+  }
+}
+
 /** expired for the engine's deadline, cancelled for anything else that stopped the wait. */
 function withdrawReason(reason: unknown): "expired" | "cancelled" {
   const named = reason as { name?: unknown; message?: unknown } | null;
@@ -365,7 +374,7 @@ export class PostgresAskQueue {
     if (unstorable !== undefined) {
       return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, unstorable));
     }
-    if (!(signal instanceof AbortSignal)) {
+    if (!isAbortSignal(signal)) {
       return Promise.reject(
         new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"),
       );
@@ -393,8 +402,9 @@ export class PostgresAskQueue {
         insertedAt: Number.POSITIVE_INFINITY,
         ended: undefined,
       };
-      this.#parked.set(id, entry);
+      // Listen before registering: if listening throws, the park rejects and nothing is left parked.
       signal.addEventListener("abort", entry.onAbort, { once: true });
+      this.#parked.set(id, entry);
       void this.#insert(entry);
     });
   }
