@@ -810,6 +810,45 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(inbox.ended(asks[0]!.id)).rejects.toBeInstanceOf(PostgresRowError);
   });
 
+  it("rejects a console's ended() that was waiting when its ask's row ended unreadable, and never delivers the ask", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const buffered = makeAsk(2);
+    const parked = park(worker, ask).catch((e: unknown) => e);
+    const parkedBuffered = park(worker, buffered).catch((e: unknown) => e);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    await waitFor(() => inbox.buffered === 1);
+    // A signal that says when ended()'s own read of the row is done (the row then pending).
+    let read = false;
+    const signal = new AbortController().signal;
+    const removeEventListener = signal.removeEventListener.bind(signal);
+    signal.removeEventListener = (...args: Parameters<AbortSignal["removeEventListener"]>) => {
+      read = true;
+      removeEventListener(...args);
+    };
+    // Caught from the start: it may reject before the second UPDATE is written.
+    const waiting = inbox.ended(ask.id, { signal }).catch((e: unknown) => e);
+    await waitFor(() => read);
+    for (const id of [ask.id, buffered.id]) {
+      await db.pool.query(
+        `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"approve","extra":1}', ended_at = now() WHERE id = $1`,
+        [id],
+      );
+    }
+    expect(await waiting).toBeInstanceOf(PostgresRowError);
+    expect(await waiting).toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: ask.id });
+    expect(await parked).toBeInstanceOf(PostgresRowError);
+    expect(await parkedBuffered).toBeInstanceOf(PostgresRowError);
+    // The buffered ask ended too (unreadably): it is dropped, not delivered.
+    await waitFor(() => inbox.buffered === 0);
+    const later = makeAsk(3);
+    const parkedLater = park(worker, later);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+    expect(await parkedLater).toEqual({ type: "deny" });
+  });
+
   it("rejects a next() for a pending row whose ask carries fields an ask does not have", async () => {
     const worker = queue();
     const odd = makeAsk(7);

@@ -18,6 +18,8 @@ export interface InboxLink {
   offer(rows: readonly Offered[]): void;
   /** An ask ended. */
   end(id: string, ending: AskEnding): void;
+  /** An ask's row says it is no longer pending, but not how it ended in a form that can be read. */
+  fail(id: string, error: PostgresRowError): void;
   /** Ids whose ending this inbox waits for (buffered and delivered asks, and `ended()` calls). */
   watched(): Iterable<string>;
   /** The queue closed. */
@@ -97,6 +99,12 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#link = {
       offer: (rows) => this.#offer(rows),
       end: (id, ending) => this.#end(id, ending),
+      fail: (id, error) => {
+        // Not pending any more: never delivered again, and its ended() calls get the row's error.
+        this.#ready.delete(id);
+        this.#delivered.delete(id);
+        this.#fail(id, error);
+      },
       // Buffered asks too: one that ended while no notification could reach this process is dropped, not delivered.
       watched: () => [...this.#ready.keys(), ...this.#delivered, ...this.#waiters.keys()],
       close: () => this.#shut(),

@@ -592,6 +592,7 @@ export class PostgresAskQueue {
       row = parseEndRow(`${this.#names.name}.asks`, raw);
     } catch (error) {
       this.#failRow(id, raw["worker_id"], error);
+      for (const link of this.#links) link.fail(id, error as PostgresRowError);
       return;
     }
     if (row.type === "pending") return;
