@@ -438,6 +438,39 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     expect(await parkedFirst).toEqual({ type: "approve" });
   });
 
+  it("re-reads the endings of asks still buffered for a console: one that ended unannounced is never delivered", async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: () => undefined,
+    });
+    opened.push(consoleQueue);
+    const inbox = consoleQueue.approver();
+    const first = makeAsk(1);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    // Read by the console, not yet taken by next().
+    const buffered = makeAsk(2);
+    const parkedBuffered = park(worker, buffered);
+    await waitFor(() => inbox.buffered === 1);
+    // Answered with no notification at all: only a read of the row can tell the console.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    expect(await worker.approver().resolve(buffered.id, { type: "deny" })).toBe(true);
+    expect(await parkedBuffered).toEqual({ type: "deny" });
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks ENABLE TRIGGER asks_end`);
+    await terminate(app);
+    await waitFor(() => inbox.buffered === 0);
+    const later = makeAsk(3);
+    const parkedLater = park(worker, later);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.ended(buffered.id)).toEqual({ type: "answered", verdict: "deny" });
+    expect(await inbox.resolve(later.id, { type: "approve" })).toBe(true);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await Promise.all([parkedLater, parkedFirst])).toEqual([{ type: "approve" }, { type: "approve" }]);
+  });
+
   it("keeps every parked call through repeated drops, each answered once", async () => {
     const app = `${db.schema}-worker`;
     const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
@@ -777,6 +810,45 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(inbox.ended(asks[0]!.id)).rejects.toBeInstanceOf(PostgresRowError);
   });
 
+  it("rejects a console's ended() that was waiting when its ask's row ended unreadable, and never delivers the ask", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const buffered = makeAsk(2);
+    const parked = park(worker, ask).catch((e: unknown) => e);
+    const parkedBuffered = park(worker, buffered).catch((e: unknown) => e);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    await waitFor(() => inbox.buffered === 1);
+    // A signal that says when ended()'s own read of the row is done (the row then pending).
+    let read = false;
+    const signal = new AbortController().signal;
+    const removeEventListener = signal.removeEventListener.bind(signal);
+    signal.removeEventListener = (...args: Parameters<AbortSignal["removeEventListener"]>) => {
+      read = true;
+      removeEventListener(...args);
+    };
+    // Caught from the start: it may reject before the second UPDATE is written.
+    const waiting = inbox.ended(ask.id, { signal }).catch((e: unknown) => e);
+    await waitFor(() => read);
+    for (const id of [ask.id, buffered.id]) {
+      await db.pool.query(
+        `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"approve","extra":1}', ended_at = now() WHERE id = $1`,
+        [id],
+      );
+    }
+    expect(await waiting).toBeInstanceOf(PostgresRowError);
+    expect(await waiting).toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: ask.id });
+    expect(await parked).toBeInstanceOf(PostgresRowError);
+    expect(await parkedBuffered).toBeInstanceOf(PostgresRowError);
+    // The buffered ask ended too (unreadably): it is dropped, not delivered.
+    await waitFor(() => inbox.buffered === 0);
+    const later = makeAsk(3);
+    const parkedLater = park(worker, later);
+    expect((await inbox.next())?.id).toBe(later.id);
+    expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+    expect(await parkedLater).toEqual({ type: "deny" });
+  });
+
   it("rejects a next() for a pending row whose ask carries fields an ask does not have", async () => {
     const worker = queue();
     const odd = makeAsk(7);
@@ -861,6 +933,29 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(park(queue(), ask)).rejects.toMatchObject({ code: "POSTGRES_ASK_DUPLICATE" });
     await worker.close();
     expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+  });
+
+  it("refuses a signal that only inherits from AbortSignal, or one it cannot listen to, leaving nothing parked", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    let refused: Promise<AskResolution> | undefined;
+    expect(() => {
+      refused = worker.resolver.resolve(ask, { signal: Object.create(AbortSignal.prototype) as AbortSignal });
+    }).not.toThrow();
+    await expect(refused).rejects.toMatchObject({ code: "POSTGRES_ASK_INVALID", askId: ask.id });
+    const unlistenable = new AbortController().signal;
+    unlistenable.addEventListener = () => {
+      throw new Error("cannot listen");
+    };
+    await expect(park(worker, ask, unlistenable)).rejects.toThrow("cannot listen");
+    expect(worker.parked).toBe(0);
+    // Nothing of either call is left: the same ask parks, is delivered and answered once.
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(await rowCount()).toBe(1);
   });
 
   it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
@@ -1061,6 +1156,73 @@ describe("PostgresApprover: next() and ended() check their options before anythi
       { type: "answered", verdict: "approve" },
       { type: "answered", verdict: "approve" },
     ]);
+  });
+
+  it("a signal that refuses to give up its listener keeps no call, answer or close from settling", async () => {
+    const stuck = (): AbortController => {
+      const controller = new AbortController();
+      Object.defineProperty(controller.signal, "removeEventListener", {
+        value: () => {
+          throw new Error("cannot remove");
+        },
+      });
+      return controller;
+    };
+    const errors: unknown[] = [];
+    const [watcherA, engineB, takerC, watcherD, takerE, engineF] = [
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+      stuck(),
+    ];
+    // The worker and the console share a queue, so answers settle the parked call from their own UPDATE.
+    const shared = queue({ onError: (e) => errors.push(e) });
+    const inbox = shared.approver();
+    // An answer reaches an ask one of whose watchers is stuck (and read its row with that signal), and resolve() says so.
+    const a = makeAsk(1);
+    const parkedA = park(shared, a);
+    expect((await inbox.next())?.id).toBe(a.id);
+    const watchersA = [inbox.ended(a.id, { signal: watcherA.signal }), inbox.ended(a.id)];
+    await waitFor(() => inbox.buffered === 0);
+    expect(await inbox.resolve(a.id, approve)).toBe(true);
+    await expect(parkedA).resolves.toEqual(approve);
+    expect(await Promise.all(watchersA)).toEqual([0, 1].map(() => ({ type: "answered", verdict: "approve" })));
+    // The engine's own signal is stuck.
+    const b = makeAsk(2);
+    const parkedB = park(shared, b, engineB.signal);
+    expect((await inbox.next())?.id).toBe(b.id);
+    expect(await inbox.resolve(b.id, approve)).toBe(true);
+    await expect(parkedB).resolves.toEqual(approve);
+    // A stuck next() is handed an ask, and the one behind it the next.
+    const takingC = inbox.next({ signal: takerC.signal });
+    const behindC = inbox.next();
+    const c = makeAsk(3);
+    const c2 = makeAsk(4);
+    const parkedC = park(shared, c);
+    expect((await takingC)?.id).toBe(c.id);
+    const parkedC2 = park(shared, c2);
+    expect((await behindC)?.id).toBe(c2.id);
+    // close() settles everything, stuck or not.
+    const d = makeAsk(5);
+    const parkedD = park(shared, d);
+    const f = makeAsk(6);
+    const parkedF = park(shared, f, engineF.signal);
+    expect((await inbox.next())?.id).toBe(d.id);
+    expect((await inbox.next())?.id).toBe(f.id);
+    const watchersD = [inbox.ended(d.id, { signal: watcherD.signal }), inbox.ended(d.id)];
+    const takers = [inbox.next({ signal: takerE.signal }), inbox.next()];
+    await expect(shared.close()).resolves.toBeUndefined();
+    const denial: AskResolution = { type: "deny", reason: QUEUE_CLOSED_REASON };
+    expect(await Promise.all([parkedC, parkedC2, parkedD, parkedF])).toEqual([denial, denial, denial, denial]);
+    expect(await Promise.all(watchersD)).toEqual([0, 1].map(() => ({ type: "withdrawn", reason: "closed" })));
+    expect(await Promise.all(takers)).toEqual([undefined, undefined]);
+    expect(shared.parked).toBe(0);
+    // The listeners left behind are inert.
+    for (const controller of [watcherA, engineB, takerC, watcherD, takerE, engineF])
+      controller.abort(new Error("late"));
+    expect(errors).toEqual([]);
   });
 });
 

@@ -3,6 +3,7 @@ import { waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
+import { unlisten } from "./db.js";
 import type { Db } from "./db.js";
 import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
@@ -17,7 +18,9 @@ export interface InboxLink {
   offer(rows: readonly Offered[]): void;
   /** An ask ended. */
   end(id: string, ending: AskEnding): void;
-  /** Ids whose ending this inbox waits for (delivered asks and `ended()` calls). */
+  /** An ask's row says it is no longer pending, but not how it ended in a form that can be read. */
+  fail(id: string, error: PostgresRowError): void;
+  /** Ids whose ending this inbox waits for (buffered and delivered asks, and `ended()` calls). */
   watched(): Iterable<string>;
   /** The queue closed. */
   close(): void;
@@ -96,7 +99,14 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#link = {
       offer: (rows) => this.#offer(rows),
       end: (id, ending) => this.#end(id, ending),
-      watched: () => [...this.#delivered, ...this.#waiters.keys()],
+      fail: (id, error) => {
+        // Not pending any more: never delivered again, and its ended() calls get the row's error.
+        this.#ready.delete(id);
+        this.#delivered.delete(id);
+        this.#fail(id, error);
+      },
+      // Buffered asks too: one that ended while no notification could reach this process is dropped, not delivered.
+      watched: () => [...this.#ready.keys(), ...this.#delivered, ...this.#waiters.keys()],
       close: () => this.#shut(),
     };
     host.attach(this.#link);
@@ -250,7 +260,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     while (this.#takers.length > 0 && this.#ready.size > 0) {
       const taker = this.#takers.shift();
       if (taker === undefined) break;
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       const taken = this.#take();
       if (taken === undefined) {
         this.#takers.unshift(taker);
@@ -276,7 +286,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     if (set === undefined) return;
     this.#waiters.delete(id);
     for (const waiter of set) {
-      waiter.signal?.removeEventListener("abort", waiter.onAbort);
+      unlisten(waiter.signal, waiter.onAbort);
       settle(waiter);
     }
   }
@@ -293,7 +303,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#ready.clear();
     this.#delivered.clear();
     for (const taker of this.#takers.splice(0)) {
-      taker.signal?.removeEventListener("abort", taker.onAbort);
+      unlisten(taker.signal, taker.onAbort);
       taker.resolve(undefined);
     }
     for (const id of [...this.#waiters.keys()]) this.#end(id, CLOSED);

@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import { Db, queryFailure, requireOptions, requirePool, unlisten } from "./db.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
@@ -114,6 +114,15 @@ function isDuplicate(error: unknown): boolean {
 function emitWarning(error: unknown): void {
   const message = error instanceof Error ? error.message : String(error);
   process.emitWarning(message, { type: "LoopctlWarning", code: "LOOPCTL_POSTGRES_QUEUE" });
+}
+
+/** An AbortSignal that can be read: `instanceof` alone passes an object that merely inherits from it. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  try {
+    return value instanceof AbortSignal && typeof value.aborted === "boolean";
+  } catch {
+    return false;
+  }
 }
 
 /** expired for the engine's deadline, cancelled for anything else that stopped the wait. */
@@ -365,7 +374,7 @@ export class PostgresAskQueue {
     if (unstorable !== undefined) {
       return Promise.reject(new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, unstorable));
     }
-    if (!(signal instanceof AbortSignal)) {
+    if (!isAbortSignal(signal)) {
       return Promise.reject(
         new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal must be an AbortSignal"),
       );
@@ -393,8 +402,9 @@ export class PostgresAskQueue {
         insertedAt: Number.POSITIVE_INFINITY,
         ended: undefined,
       };
-      this.#parked.set(id, entry);
+      // Listen before registering: if listening throws, the park rejects and nothing is left parked.
       signal.addEventListener("abort", entry.onAbort, { once: true });
+      this.#parked.set(id, entry);
       void this.#insert(entry);
     });
   }
@@ -486,7 +496,7 @@ export class PostgresAskQueue {
     if (this.#parked.get(entry.id) !== entry) return;
     this.#parked.delete(entry.id);
     entry.ended ??= "closed";
-    entry.signal.removeEventListener("abort", entry.onAbort);
+    unlisten(entry.signal, entry.onAbort);
     settle();
   }
 
@@ -582,6 +592,7 @@ export class PostgresAskQueue {
       row = parseEndRow(`${this.#names.name}.asks`, raw);
     } catch (error) {
       this.#failRow(id, raw["worker_id"], error);
+      for (const link of this.#links) link.fail(id, error as PostgresRowError);
       return;
     }
     if (row.type === "pending") return;

@@ -72,6 +72,19 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
   );
 }
 
+/**
+ * Takes our listener off a caller's signal. A signal whose removal throws (a
+ * caller's own override) keeps the listener, which is inert once its call has
+ * settled; the throw must not keep that call, or any other, from settling.
+ */
+export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
+  try {
+    signal?.removeEventListener("abort", onAbort);
+  } catch {
+    // See above: nothing to undo, and nobody to tell.
+  }
+}
+
 /** Throws unless `pool` looks like a node-postgres pool. */
 export function requirePool(where: string, pool: unknown): PgPool {
   const p = pool as Partial<PgPool> | null;
@@ -287,7 +300,7 @@ export class Db {
       const settle = (fn: () => void): void => {
         if (settled) return;
         settled = true;
-        signal?.removeEventListener("abort", onAbort);
+        unlisten(signal, onAbort);
         fn();
       };
       const onAbort = (): void => {
