@@ -337,6 +337,35 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(executed).toEqual([]);
   });
 
+  it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver: { resolve: async () => ({ type: "approve" }) },
+      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
+    const executed: unknown[] = [];
+    const agent = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
+      tools: approvals.tools([tools(executed).deploy]),
+    });
+    const runner = new Runner();
+    const controller = new AbortController();
+    const settling = approvals.run(
+      (input) => {
+        // The user leaves as the run resumes, and the runner was not given the signal.
+        if (typeof input !== "string") controller.abort(new Error("user left"));
+        return runner.run(agent, input);
+      },
+      "go",
+      { signal: controller.signal },
+    );
+    const error = (await settling.catch((e: unknown) => e)) as { error?: unknown };
+    expect(executed).toEqual([]);
+    expect(error.error).toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "ask_allowed" }]);
+  });
+
   it("an approved call the run never executes still ends, with its one record", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);

@@ -8,6 +8,7 @@ import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
 import { withApprovalHook } from "../engine/managers.js";
+import { cancelledBy } from "../engine/signals.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
@@ -335,6 +336,8 @@ export class AgentApprovals {
     if (open !== undefined) {
       // The interruption's gate call, still open: run exactly what was approved.
       this.#approved.delete(callId);
+      // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
+      if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
         const output: unknown = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
