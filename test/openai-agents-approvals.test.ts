@@ -389,6 +389,16 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
   });
 
+  it("a model that sends a call id again gets its new call asked about, not let through by the earlier approval", async () => {
+    const s = setup((ask) => (ask.prompt.includes('"1.2"') ? { type: "approve" } : { type: "deny" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1.2"), deployTurn("call_0", "6.6"), { text: "x" }]);
+    await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(s.asks.map((ask) => ask.callId)).toEqual(["call_0", "call_0"]);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
+    expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

@@ -128,6 +128,12 @@ export class AgentApprovals {
   readonly #wrapped = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
+  /**
+   * Per run, the call ids whose approval on the run state has let a call
+   * through: the SDK keeps approvals by call id, so a model that sends an id
+   * again would otherwise find its new call approved already.
+   */
+  readonly #usedApprovals = new WeakMap<RunContext<any>, Set<string>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -336,6 +342,7 @@ export class AgentApprovals {
     if (open !== undefined) {
       // The interruption's gate call, still open: run exactly what was approved.
       this.#approved.delete(callId);
+      this.#useApproval(context, callId);
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
@@ -404,9 +411,24 @@ export class AgentApprovals {
     options: Parameters<AskResolver["resolve"]>[1],
   ): Promise<AskResolution> {
     const entry = this.#inFlight.get(callId);
-    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true)
+    if (
+      entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true &&
+      this.#useApproval(entry.context, callId)
+    )
       return Promise.resolve({ type: "approve" });
     return this.#resolver.resolve(ask, options);
+  }
+
+  /** Marks the run state's approval of `callId` used; false when a call already used it. */
+  #useApproval(context: RunContext<any>, callId: string): boolean {
+    let used = this.#usedApprovals.get(context);
+    if (used === undefined) {
+      used = new Set();
+      this.#usedApprovals.set(context, used);
+    }
+    if (used.has(callId)) return false;
+    used.add(callId);
+    return true;
   }
 
   #session(): { sessionId?: string } {
