@@ -399,6 +399,47 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
   });
 
+  it("calls that share a call id, in one turn or in two runs at once, are a typed error before anyone is asked", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([
+      {
+        calls: [
+          ["c1", "deploy", { env: "prod", version: "1" }],
+          ["c1", "deploy", { env: "prod", version: "2" }],
+        ],
+      },
+      { text: "x" },
+    ]);
+    const twice = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "go")
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(twice).toBeInstanceOf(AgentsApprovalError);
+    expect(twice).toMatchObject({ tool: "deploy", message: expect.stringContaining('"c1"') as unknown });
+    expect(s.asks).toEqual([]);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toEqual([]);
+
+    // Two runs at once whose models both call their deploy "call_0": each must run its own arguments.
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const runner = new Runner();
+    const agentFor = (version: string): Agent =>
+      new Agent({
+        name: "ops",
+        model: new FakeModel([deployTurn("call_0", version), { text: `deployed ${version}` }]),
+        tools: approvals.tools([tools(executed).deploy]),
+      });
+    const first = approvals.run((input) => runner.run(agentFor("1"), input), "go");
+    const asked = await approver.next();
+    const second = approvals.run((input) => runner.run(agentFor("2"), input), "go");
+    await expect(second).rejects.toBeInstanceOf(AgentsApprovalError);
+    expect(approver.resolve(asked!.id, { type: "approve" })).toBe(true);
+    expect((await first).finalOutput).toBe("deployed 1");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(approver.pending).toBe(0);
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

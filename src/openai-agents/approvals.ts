@@ -75,6 +75,10 @@ function parseArguments(text: string | undefined): unknown {
   }
 }
 
+function callIdOf(item: RunToolApprovalItem): string {
+  return (item.rawItem as { callId?: string }).callId ?? "";
+}
+
 function isFunctionTool(value: unknown): value is AnyFunctionTool {
   const tool = value as Partial<AnyFunctionTool> | null;
   return (
@@ -208,7 +212,8 @@ export class AgentApprovals {
    * interruption must be of a tool wrapped by this object.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
-   *   here (before anyone is asked anything).
+   *   here, or under a call id another call of the turn or in flight has
+   *   (before anyone is asked anything).
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
   async settle<R extends InterruptedResult>(
@@ -219,6 +224,7 @@ export class AgentApprovals {
     let current = result;
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
+      this.#checkCallIds(items);
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
@@ -257,6 +263,24 @@ export class AgentApprovals {
     return current;
   }
 
+  /**
+   * The SDK keeps approvals by call id: two calls under one id (a model that
+   * repeats an id in a turn, another run's call in flight) cannot be answered
+   * apart, and the approval of one would run the other.
+   */
+  #checkCallIds(items: readonly { readonly item: RunToolApprovalItem; readonly wrapped: Wrapped }[]): void {
+    const ids = new Set<string>();
+    for (const { item, wrapped } of items) {
+      const callId = callIdOf(item);
+      if (ids.has(callId) || this.#inFlight.has(callId))
+        throw new AgentsApprovalError(
+          wrapped.descriptor.name,
+          `the call id ${JSON.stringify(callId)} is also another call's, in this turn or in flight; calls under one id cannot be answered apart`,
+        );
+      ids.add(callId);
+    }
+  }
+
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     const name = item.name ?? "";
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
@@ -284,7 +308,7 @@ export class AgentApprovals {
     | { type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> }
     | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
   > {
-    const callId = (item.rawItem as { callId?: string }).callId ?? "";
+    const callId = callIdOf(item);
     const tool = wrapped.descriptor.name;
     let approved!: () => void;
     const entered = new Promise<"approved">((resolve) => {
