@@ -337,6 +337,35 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(executed).toEqual([]);
   });
 
+  it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver: { resolve: async () => ({ type: "approve" }) },
+      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
+    const executed: unknown[] = [];
+    const agent = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
+      tools: approvals.tools([tools(executed).deploy]),
+    });
+    const runner = new Runner();
+    const controller = new AbortController();
+    const settling = approvals.run(
+      (input) => {
+        // The user leaves as the run resumes, and the runner was not given the signal.
+        if (typeof input !== "string") controller.abort(new Error("user left"));
+        return runner.run(agent, input);
+      },
+      "go",
+      { signal: controller.signal },
+    );
+    const error = (await settling.catch((e: unknown) => e)) as { error?: unknown };
+    expect(executed).toEqual([]);
+    expect(error.error).toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "ask_allowed" }]);
+  });
+
   it("an approved call the run never executes still ends, with its one record", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
@@ -358,6 +387,57 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toEqual([]);
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
     expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
+  });
+
+  it("a model that sends a call id again gets its new call asked about, not let through by the earlier approval", async () => {
+    const s = setup((ask) => (ask.prompt.includes('"1.2"') ? { type: "approve" } : { type: "deny" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1.2"), deployTurn("call_0", "6.6"), { text: "x" }]);
+    await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(s.asks.map((ask) => ask.callId)).toEqual(["call_0", "call_0"]);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
+    expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("calls that share a call id, in one turn or in two runs at once, are a typed error before anyone is asked", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([
+      {
+        calls: [
+          ["c1", "deploy", { env: "prod", version: "1" }],
+          ["c1", "deploy", { env: "prod", version: "2" }],
+        ],
+      },
+      { text: "x" },
+    ]);
+    const twice = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "go")
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(twice).toBeInstanceOf(AgentsApprovalError);
+    expect(twice).toMatchObject({ tool: "deploy", message: expect.stringContaining('"c1"') as unknown });
+    expect(s.asks).toEqual([]);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toEqual([]);
+
+    // Two runs at once whose models both call their deploy "call_0": each must run its own arguments.
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const runner = new Runner();
+    const agentFor = (version: string): Agent =>
+      new Agent({
+        name: "ops",
+        model: new FakeModel([deployTurn("call_0", version), { text: `deployed ${version}` }]),
+        tools: approvals.tools([tools(executed).deploy]),
+      });
+    const first = approvals.run((input) => runner.run(agentFor("1"), input), "go");
+    const asked = await approver.next();
+    const second = approvals.run((input) => runner.run(agentFor("2"), input), "go");
+    await expect(second).rejects.toBeInstanceOf(AgentsApprovalError);
+    expect(approver.resolve(asked!.id, { type: "approve" })).toBe(true);
+    expect((await first).finalOutput).toBe("deployed 1");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(approver.pending).toBe(0);
   });
 
   it("typed errors for options and tools it cannot use", () => {

@@ -20,9 +20,12 @@ interface Setup {
   links(options?: { ttlMs?: number; nowMs?: number; secret?: string }): { approve: string; deny: string };
 }
 
-async function setup(prompt = "Deploy 1.4.0 to production?"): Promise<Setup> {
+async function setup(
+  prompt = "Deploy 1.4.0 to production?",
+  options: Partial<Parameters<typeof createApprovalServer>[0]> = {},
+): Promise<Setup> {
   const [channel, approver] = ApprovalChannel.pair(4);
-  const server = await createApprovalServer({ approver, linkSecret: SECRET });
+  const server = await createApprovalServer({ approver, linkSecret: SECRET, ...options });
   cleanups.push(
     () => approver.close(),
     () => server.close(),
@@ -174,6 +177,19 @@ describe("a server with the same linkSecret", () => {
     expect(reply.status).toBe(410);
     expect(reply.text).toContain("expired");
     expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("a server whose clock gives no number answers no link: an expired one is not taken for current", async () => {
+    const errors: unknown[] = [];
+    const { links, parked } = await setup(undefined, {
+      now: () => Number.NaN,
+      onError: (error) => void errors.push(error),
+    });
+    const old = links({ ttlMs: 1000, nowMs: Date.now() - 60_000 });
+    expect((await request(old.approve)).status).toBe(500);
+    expect((await post(old.approve)).status).toBe(500);
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(String(errors[0])).toContain("now() returned NaN");
   });
 
   it("a forged or altered link is refused with 403 and answers nothing", async () => {

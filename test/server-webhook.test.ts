@@ -327,6 +327,35 @@ describe("WebhookResolver fails closed", () => {
     expect(hook.deliveries).toHaveLength(0);
   });
 
+  it("denies when its fetch or clock throws an error that cannot be printed, leaving nothing unhandled", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    cleanups.push(() => void process.off("unhandledRejection", onUnhandled));
+    const hostile = new Error("x");
+    Object.defineProperty(hostile, "message", {
+      get() {
+        throw new Error("message unavailable");
+      },
+    });
+    const fetching = resolver("http://127.0.0.1:9/hook", { fetch: () => Promise.reject(hostile) });
+    await expect(fetching.resolve(makeAsk(1), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook unreachable: unprintable error",
+    });
+    const clock = resolver("http://127.0.0.1:9/hook", {
+      now: () => {
+        throw hostile;
+      },
+    });
+    await expect(clock.resolve(makeAsk(2), live())).resolves.toEqual({
+      type: "deny",
+      reason: "webhook not delivered: unprintable error",
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(unhandled).toEqual([]);
+  });
+
   it("POSTs with the fetch it is given", async () => {
     const hook = await receiver(() => 500);
     const urls: string[] = [];

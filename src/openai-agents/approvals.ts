@@ -8,6 +8,7 @@ import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
 import { withApprovalHook } from "../engine/managers.js";
+import { cancelledBy } from "../engine/signals.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
@@ -74,6 +75,10 @@ function parseArguments(text: string | undefined): unknown {
   }
 }
 
+function callIdOf(item: RunToolApprovalItem): string {
+  return (item.rawItem as { callId?: string }).callId ?? "";
+}
+
 function isFunctionTool(value: unknown): value is AnyFunctionTool {
   const tool = value as Partial<AnyFunctionTool> | null;
   return (
@@ -127,6 +132,12 @@ export class AgentApprovals {
   readonly #wrapped = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
+  /**
+   * Per run, the call ids whose approval on the run state has let a call
+   * through: the SDK keeps approvals by call id, so a model that sends an id
+   * again would otherwise find its new call approved already.
+   */
+  readonly #usedApprovals = new WeakMap<RunContext<any>, Set<string>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -201,7 +212,8 @@ export class AgentApprovals {
    * interruption must be of a tool wrapped by this object.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
-   *   here (before anyone is asked anything).
+   *   here, or under a call id another call of the turn or in flight has
+   *   (before anyone is asked anything).
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
   async settle<R extends InterruptedResult>(
@@ -212,6 +224,7 @@ export class AgentApprovals {
     let current = result;
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
+      this.#checkCallIds(items);
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
@@ -250,6 +263,24 @@ export class AgentApprovals {
     return current;
   }
 
+  /**
+   * The SDK keeps approvals by call id: two calls under one id (a model that
+   * repeats an id in a turn, another run's call in flight) cannot be answered
+   * apart, and the approval of one would run the other.
+   */
+  #checkCallIds(items: readonly { readonly item: RunToolApprovalItem; readonly wrapped: Wrapped }[]): void {
+    const ids = new Set<string>();
+    for (const { item, wrapped } of items) {
+      const callId = callIdOf(item);
+      if (ids.has(callId) || this.#inFlight.has(callId))
+        throw new AgentsApprovalError(
+          wrapped.descriptor.name,
+          `the call id ${JSON.stringify(callId)} is also another call's, in this turn or in flight; calls under one id cannot be answered apart`,
+        );
+      ids.add(callId);
+    }
+  }
+
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     const name = item.name ?? "";
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
@@ -277,7 +308,7 @@ export class AgentApprovals {
     | { type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> }
     | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
   > {
-    const callId = (item.rawItem as { callId?: string }).callId ?? "";
+    const callId = callIdOf(item);
     const tool = wrapped.descriptor.name;
     let approved!: () => void;
     const entered = new Promise<"approved">((resolve) => {
@@ -335,6 +366,9 @@ export class AgentApprovals {
     if (open !== undefined) {
       // The interruption's gate call, still open: run exactly what was approved.
       this.#approved.delete(callId);
+      this.#useApproval(context, callId);
+      // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
+      if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
         const output: unknown = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
@@ -401,9 +435,24 @@ export class AgentApprovals {
     options: Parameters<AskResolver["resolve"]>[1],
   ): Promise<AskResolution> {
     const entry = this.#inFlight.get(callId);
-    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true)
+    if (
+      entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true &&
+      this.#useApproval(entry.context, callId)
+    )
       return Promise.resolve({ type: "approve" });
     return this.#resolver.resolve(ask, options);
+  }
+
+  /** Marks the run state's approval of `callId` used; false when a call already used it. */
+  #useApproval(context: RunContext<any>, callId: string): boolean {
+    let used = this.#usedApprovals.get(context);
+    if (used === undefined) {
+      used = new Set();
+      this.#usedApprovals.set(context, used);
+    }
+    if (used.has(callId)) return false;
+    used.add(callId);
+    return true;
   }
 
   #session(): { sessionId?: string } {

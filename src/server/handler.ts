@@ -462,7 +462,15 @@ class Handler {
       method === "POST"
         ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"))
         : undefined;
-    const check = checkAnswerLink(url.searchParams, this.#linkKey, this.#now());
+    const nowMs: unknown = this.#now();
+    // A clock that gives no number would make every link current (NaN is never past an expiry).
+    if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
+      throw new ServerConfigError(
+        "now",
+        `now() returned ${typeof nowMs === "number" ? String(nowMs) : typeof nowMs}, not epoch ms: answer links cannot be checked`,
+      );
+    }
+    const check = checkAnswerLink(url.searchParams, this.#linkKey, nowMs);
     if (check.type === "invalid") {
       throw new HttpError(
         403,

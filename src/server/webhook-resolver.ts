@@ -3,6 +3,7 @@ import { z } from "zod";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
+import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
@@ -285,10 +286,15 @@ function release(response: Response): void {
   }
 }
 
-/** An error's message, and its cause's, for a denial's reason. */
+/** An error's message, and its cause's, for a denial's reason. Never throws: a caller's fetch or clock may throw anything. */
 function describe(error: unknown): string {
-  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-  return `${error instanceof Error ? error.message : String(error)}${cause}`;
+  let cause = "";
+  try {
+    if (error instanceof Error && error.cause instanceof Error) cause = ` (${describeError(error.cause)})`;
+  } catch {
+    // A cause that cannot be read is left out.
+  }
+  return `${describeError(error)}${cause}`;
 }
 
 /** HMAC-SHA256 over `<timestamp>.<body bytes>`, hex. */
