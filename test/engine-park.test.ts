@@ -464,8 +464,8 @@ describe("a clock whose timers fail", () => {
       clock.clearTimeout(handle);
     },
   });
-
-  it("a deadline that cannot be armed refuses the call before the ask reaches anyone", async () => {
+  /** A gate that asks about every call, with a 100 ms deadline on a clock whose `failure` throws. */
+  const gateOn = (failure: "set" | "clear") => {
     const clock = new ManualClock();
     const [channel, approver] = ApprovalChannel.pair(1);
     const gate = new Gate(
@@ -473,8 +473,13 @@ describe("a clock whose timers fail", () => {
         .withHook(askAll())
         .withAskResolver(channel)
         .withAskTimeout(100)
-        .withClock(failing(clock, "set")),
+        .withClock(failing(clock, failure)),
     );
+    return { clock, channel, approver, gate };
+  };
+
+  it("a deadline that cannot be armed refuses the call before the ask reaches anyone", async () => {
+    const { channel, approver, gate } = gateOn("set");
     const outcome = await gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
     expect(outcome.type).toBe("refused");
     expect(shape(outcome.record)).toMatchObject({ verdict: "deny", reason: "engine failure: no timers" });
@@ -484,15 +489,7 @@ describe("a clock whose timers fail", () => {
   });
 
   it("a timer that cannot be cleared changes no ending: expiry still withdraws the ask", async () => {
-    const clock = new ManualClock();
-    const [channel, approver] = ApprovalChannel.pair(1);
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook(askAll())
-        .withAskResolver(channel)
-        .withAskTimeout(100)
-        .withClock(failing(clock, "clear")),
-    );
+    const { clock, channel, approver, gate } = gateOn("clear");
     const running = gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
     const ask = await approver.next();
     await clock.advance(100);
@@ -504,15 +501,7 @@ describe("a clock whose timers fail", () => {
   });
 
   it("a timer that cannot be cleared changes no ending: an approval runs the tool", async () => {
-    const clock = new ManualClock();
-    const [channel, approver] = ApprovalChannel.pair(1);
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook(askAll())
-        .withAskResolver(channel)
-        .withAskTimeout(100)
-        .withClock(failing(clock, "clear")),
-    );
+    const { approver, gate } = gateOn("clear");
     const running = gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
     const ask = await approver.next();
     expect(approver.resolve(ask!.id, { type: "approve" })).toBe(true);
@@ -522,16 +511,8 @@ describe("a clock whose timers fail", () => {
   });
 
   it("a timer that cannot be cleared changes no ending: a cancel still rejects with CancelledError", async () => {
-    const clock = new ManualClock();
     const controller = new AbortController();
-    const [channel, approver] = ApprovalChannel.pair(1);
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook(askAll())
-        .withAskResolver(channel)
-        .withAskTimeout(100)
-        .withClock(failing(clock, "clear")),
-    );
+    const { channel, approver, gate } = gateOn("clear");
     const running = gate.call({ tool: descriptor, callId: "c1", input: A, signal: controller.signal }, () => "ran");
     await approver.next();
     controller.abort(new Error("stop"));
