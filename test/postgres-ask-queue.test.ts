@@ -23,9 +23,13 @@ import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres();
 
-/** A queue on a pool of its own (as another process would have), closed after the test. */
-function queue(options: PostgresAskQueueOptions = {}): PostgresAskQueue {
-  const q = new PostgresAskQueue(db.newPool(4), { schema: db.schema, onError: () => undefined, ...options });
+/**
+ * A queue on a pool of its own (as another process would have), closed after the test; its
+ * connections carry `application_name` when given, so a test can terminate them.
+ */
+function queue(options: PostgresAskQueueOptions = {}, application_name?: string): PostgresAskQueue {
+  const pool = db.newPool(4, application_name === undefined ? undefined : { application_name });
+  const q = new PostgresAskQueue(pool, { schema: db.schema, onError: () => undefined, ...options });
   opened.push(q);
   return q;
 }
@@ -387,12 +391,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
     const errors: unknown[] = [];
     const app = `${db.schema}-worker`;
-    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
-      schema: db.schema,
-      rereadMs: 600_000,
-      onError: (e) => errors.push(e),
-    });
-    opened.push(worker);
+    const worker = queue({ rereadMs: 600_000, onError: (e) => errors.push(e) }, app);
     const inbox = queue({ rereadMs: 600_000 }).approver();
     // A first answer heard: the worker's LISTEN is in place.
     const first = makeAsk(0);
@@ -416,12 +415,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads pending asks for a console after the reconnect: an ask parked unannounced is still delivered", async () => {
     const app = `${db.schema}-console`;
     const worker = queue({ rereadMs: 600_000 });
-    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
-      schema: db.schema,
-      rereadMs: 600_000,
-      onError: () => undefined,
-    });
-    opened.push(consoleQueue);
+    const consoleQueue = queue({ rereadMs: 600_000 }, app);
     const inbox = consoleQueue.approver();
     const first = makeAsk(1);
     const parkedFirst = park(worker, first);
@@ -441,12 +435,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads the endings of asks still buffered for a console: one that ended unannounced is never delivered", async () => {
     const app = `${db.schema}-console`;
     const worker = queue({ rereadMs: 600_000 });
-    const consoleQueue = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
-      schema: db.schema,
-      rereadMs: 600_000,
-      onError: () => undefined,
-    });
-    opened.push(consoleQueue);
+    const consoleQueue = queue({ rereadMs: 600_000 }, app);
     const inbox = consoleQueue.approver();
     const first = makeAsk(1);
     const parkedFirst = park(worker, first);
@@ -473,12 +462,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
 
   it("keeps every parked call through repeated drops, each answered once", async () => {
     const app = `${db.schema}-worker`;
-    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app }), {
-      schema: db.schema,
-      rereadMs: 600_000,
-      onError: () => undefined,
-    });
-    opened.push(worker);
+    const worker = queue({ rereadMs: 600_000 }, app);
     const inbox = queue({ rereadMs: 600_000 }).approver();
     const asks = Array.from({ length: 30 }, (_, n) => makeAsk(n));
     const parked = asks.map((ask) => park(worker, ask));
