@@ -12,7 +12,8 @@ import { ScriptedModel } from "../src/testing/index.js";
 
 const WAVE = 32;
 
-describe("a wide wave of parallel calls shares its signals without warnings", () => {
+/** The process warnings emitted during each test of the enclosing describe. */
+function collectWarnings(): Error[] {
   const warnings: Error[] = [];
   const onWarning = (warning: Error): void => {
     warnings.push(warning);
@@ -24,6 +25,11 @@ describe("a wide wave of parallel calls shares its signals without warnings", ()
   afterEach(() => {
     process.off("warning", onWarning);
   });
+  return warnings;
+}
+
+describe("a wide wave of parallel calls shares its signals without warnings", () => {
+  const warnings = collectWarnings();
 
   it(`${WAVE} asks parked at once on one run: no MaxListenersExceededWarning, no listener left on the caller's signal`, async () => {
     const [channel, approver] = ApprovalChannel.pair(WAVE);
@@ -139,17 +145,7 @@ describe("one AbortController per run", () => {
 });
 
 describe("a wide wave of Gate.call on one caller signal", () => {
-  const warnings: Error[] = [];
-  const onWarning = (warning: Error): void => {
-    warnings.push(warning);
-  };
-  beforeEach(() => {
-    warnings.length = 0;
-    process.on("warning", onWarning);
-  });
-  afterEach(() => {
-    process.off("warning", onWarning);
-  });
+  const warnings = collectWarnings();
   const descriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
   const asking = (channel: ApprovalChannel): Gate =>
     new Gate(
