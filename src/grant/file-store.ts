@@ -104,9 +104,22 @@ interface Snapshot {
   readonly grants: readonly Grant[];
   /** Built on the first decision that needs it: a save never does. */
   index: GrantIndex | undefined;
+  /**
+   * The bytes the grants came from, kept while the file's stat alone cannot
+   * vouch for them (see {@link settled}); undefined once it can.
+   */
+  bytes: Buffer | undefined;
 }
 
-const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]) };
+const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]), bytes: undefined };
+
+/**
+ * How long after a file's mtime a later change is sure to get another mtime:
+ * some file systems keep whole seconds (HFS+, ext4 with 128-byte inodes, some
+ * network file systems), and Linux before 6.13 stamps files from a clock that
+ * ticks every 1 to 10 ms.
+ */
+const TIMESTAMP_WINDOW_MS = 2000;
 
 /**
  * A temporary ledger: `grants.json.tmp-<8 hex>`. Only this exact shape is
@@ -213,6 +226,18 @@ function statKey(stat: BigIntStats): string {
 }
 
 /**
+ * Whether bytes read from the file at `readAtMs` (taken before the read) are
+ * the only bytes its stat can stand for. A change made within a timestamp
+ * tick of the file's mtime may keep every field of the stat: the same size,
+ * the same times, and the same inode, which ext4 hands straight back to the
+ * next temporary ledger once a rename frees it. A change made after
+ * `readAtMs` gets a later mtime, and one well after it a different one.
+ */
+function settled(stat: BigIntStats, readAtMs: number): boolean {
+  return Number(stat.mtimeNs / 1_000_000n) + TIMESTAMP_WINDOW_MS < readAtMs;
+}
+
+/**
  * A {@link GrantStore} that keeps one JSON ledger per project, readable and
  * writable by the original implementation:
  * `<rootDir>/projects/<projectIdentity(projectDir)>/grants.json`, a compact
@@ -241,7 +266,12 @@ function statKey(stat: BigIntStats): string {
  *   `grants.json.lock`, and each change is a read-merge-write under it, so no
  *   grant or revocation is lost.
  * - Parsed ledgers are cached by the file's identity (dev, ino, size, mtime,
- *   ctime), so repeated decisions do not reparse an unchanged file.
+ *   ctime), so repeated decisions do not reparse an unchanged file. That
+ *   identity alone is trusted only for a ledger read more than 2 s after its
+ *   mtime: a change within one timestamp tick (a whole second on some file
+ *   systems) can keep all five, since a freed inode is handed straight back
+ *   to the next ledger. Until then each read, decisions and the read under
+ *   the lock alike, compares the file's bytes with those the cache came from.
  */
 export class FileGrantStore implements GrantStore {
   /** The ledger file this store reads and writes. */
@@ -564,10 +594,12 @@ export class FileGrantStore implements GrantStore {
 
   /**
    * The ledger as it is on disk, from the cache while its stat is unchanged
-   * (a chmod or chown changes the stat too). `foldersChecked`: the caller has
-   * just run {@link #secureFolders} (the writers do, before taking the lock).
-   * Never changes a mode: a ledger readable by others is replaced by an
-   * owner-only one at the next change.
+   * (a chmod or chown changes the stat too) and, for a snapshot its stat
+   * cannot vouch for yet (see {@link settled}), while its bytes are too: they
+   * are read again, with every check of a first read, and compared.
+   * `foldersChecked`: the caller has just run {@link #secureFolders} (the
+   * writers do, before taking the lock). Never changes a mode: a ledger
+   * readable by others is replaced by an owner-only one at the next change.
    */
   async #read(foldersChecked = false): Promise<Snapshot> {
     const path = this.ledgerPath;
@@ -587,8 +619,9 @@ export class FileGrantStore implements GrantStore {
     }
     if (!stat.isFile()) throw this.#notRegular();
     const cached = this.#snapshot;
-    if (cached !== undefined && cached.key === statKey(stat)) return cached;
+    if (cached !== undefined && cached.bytes === undefined && cached.key === statKey(stat)) return cached;
 
+    const readAtMs = Date.now();
     let handle;
     try {
       handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -612,8 +645,18 @@ export class FileGrantStore implements GrantStore {
     } finally {
       await handle.close();
     }
-    const grants = this.#parse(bytes);
-    const snapshot: Snapshot = { key: statKey(opened), grants, index: undefined };
+    const key = statKey(opened);
+    const trusted = settled(opened, readAtMs);
+    if (cached?.bytes !== undefined && cached.key === key && cached.bytes.equals(bytes)) {
+      if (trusted) cached.bytes = undefined;
+      return cached;
+    }
+    const snapshot: Snapshot = {
+      key,
+      grants: this.#parse(bytes),
+      index: undefined,
+      bytes: trusted ? undefined : bytes,
+    };
     this.#snapshot = snapshot;
     return snapshot;
   }
@@ -679,8 +722,9 @@ export class FileGrantStore implements GrantStore {
     const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
     await this.#removeLeftovers();
+    const bytes = encodeLedger(grants);
     try {
-      await writeWhole(temp, encodeLedger(grants));
+      await writeWhole(temp, bytes);
       // A writer robbed of its lock (only ever for its age, by another host)
       // must not put its ledger over the one the new holder may have written.
       await lock.assertHeld();
@@ -692,8 +736,8 @@ export class FileGrantStore implements GrantStore {
     }
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
     const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder()]);
-    // Without it, the next read reparses.
-    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants, index: undefined };
+    // Without it, the next read reparses. Its mtime is now: the next read compares the bytes.
+    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants, index: undefined, bytes };
   }
 
   /**
