@@ -1,10 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundleGrantBuilds, type GrantBuilds } from "./support/reliability-bundle.js";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { useGrantShim } from "./support/native-shim.js";
 import { unmet } from "./support/precondition.js";
 
 // A child process runs two stores on one ledger through the real file system
@@ -12,7 +10,6 @@ import { unmet } from "./support/precondition.js";
 // whole-second timestamps that hands a freed inode straight back: every
 // ledger has inode 4242 and mtime and ctime in whole seconds. One store's
 // change that keeps the ledger's size then leaves its stat as it was.
-const SHIM = fileURLToPath(new URL("./support/native/coarse-stat.c", import.meta.url));
 
 const CHILD = `
 const [, esm, root, project] = process.argv;
@@ -57,29 +54,21 @@ console.log(JSON.stringify(out));
 `;
 
 describe("FileGrantStore on a file system with coarse timestamps that reuses inodes", () => {
-  let dir: string;
-  let builds: GrantBuilds;
-  let shim: string | undefined;
-  let why = "";
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "loopctl-coarse-stat-"));
-    builds = await bundleGrantBuilds();
-    const out = join(dir, "coarse-stat.so");
-    const cc = spawnSync("cc", ["-shared", "-fPIC", "-o", out, SHIM, "-ldl"], { encoding: "utf8" });
-    if (cc.status === 0 && process.platform === "linux") shim = out;
-    else why = `cannot build the LD_PRELOAD shim on ${process.platform} (${cc.error?.message ?? cc.stderr})`;
-  }, 60_000);
-  afterAll(() => {
-    builds?.dispose();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const setup = useGrantShim("coarse-stat");
 
   it("sees another store's change of the same size, and neither loses nor resurrects a grant writing its own", (ctx) => {
-    if (shim === undefined) unmet(ctx, why);
+    if (setup.shim === undefined) unmet(ctx, setup.why);
     const child = spawnSync(
       process.execPath,
-      ["--input-type=module", "-e", CHILD, pathToFileURL(builds.esm).href, join(dir, "root"), join(dir, "project")],
-      { encoding: "utf8", env: { ...process.env, LD_PRELOAD: shim } },
+      [
+        "--input-type=module",
+        "-e",
+        CHILD,
+        pathToFileURL(setup.builds.esm).href,
+        join(setup.dir, "root"),
+        join(setup.dir, "project"),
+      ],
+      { encoding: "utf8", env: { ...process.env, LD_PRELOAD: setup.shim } },
     );
     expect(child.status, child.stderr).toBe(0);
     const out = JSON.parse(child.stdout) as Record<string, unknown>;

@@ -1,17 +1,14 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
 import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
-import { bundleGrantBuilds, type GrantBuilds } from "./support/reliability-bundle.js";
+import { useGrantShim } from "./support/native-shim.js";
 import { unmet } from "./support/precondition.js";
 
 // A child process saves and revokes through the real file system with a libc
 // shim (LD_PRELOAD) that fails every fsync of a folder with EIO: the rename
 // has happened, its durability could not be made sure of.
-const SHIM = fileURLToPath(new URL("./support/native/fail-dir-fsync.c", import.meta.url));
 
 const CHILD = `
 const [, esm, root, project, op] = process.argv;
@@ -35,37 +32,22 @@ interface Outcome {
 }
 
 describe("FileGrantStore when the folder sync after the rename fails", () => {
-  let dir: string;
-  let builds: GrantBuilds;
-  let shim: string | undefined;
-  let why = "";
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "loopctl-folder-sync-"));
-    builds = await bundleGrantBuilds();
-    const out = join(dir, "fail-dir-fsync.so");
-    const cc = spawnSync("cc", ["-shared", "-fPIC", "-o", out, SHIM, "-ldl"], { encoding: "utf8" });
-    if (cc.status === 0 && process.platform === "linux") shim = out;
-    else why = `cannot build the LD_PRELOAD shim on ${process.platform} (${cc.error?.message ?? cc.stderr})`;
-  }, 60_000);
-  afterAll(() => {
-    builds?.dispose();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const setup = useGrantShim("fail-dir-fsync");
 
   const run = (op: "save" | "revoke", root: string, project: string): Outcome => {
     const child = spawnSync(
       process.execPath,
-      ["--input-type=module", "-e", CHILD, pathToFileURL(builds.esm).href, root, project, op],
-      { encoding: "utf8", env: { ...process.env, LD_PRELOAD: shim } },
+      ["--input-type=module", "-e", CHILD, pathToFileURL(setup.builds.esm).href, root, project, op],
+      { encoding: "utf8", env: { ...process.env, LD_PRELOAD: setup.shim } },
     );
     expect(child.status, child.stderr).toBe(0);
     return JSON.parse(child.stdout) as Outcome;
   };
 
   it("rejects the save and the revoke with LEDGER_IO saying the change is in effect, which a reload shows", async (ctx) => {
-    if (shim === undefined) unmet(ctx, why);
-    const root = join(dir, "root");
-    const project = join(dir, "project");
+    if (setup.shim === undefined) unmet(ctx, setup.why);
+    const root = join(setup.dir, "root");
+    const project = join(setup.dir, "project");
     const grant = new Grant("write", "allow", GrantScope.thisTool());
     const store = new FileGrantStore(root, project);
 
