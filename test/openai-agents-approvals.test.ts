@@ -314,11 +314,11 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toEqual([]);
   });
 
-  it("a cancel while an ask waits rejects with CancelledError after the call's cancelled record; nothing runs", async () => {
-    const [channel, approver] = ApprovalChannel.pair(2);
+  /** One deploy call on a runner of its own, its records and executions kept, and a controller to cancel with. */
+  const cancellable = (resolver: AskResolver) => {
     const records: GateDecision[] = [];
     const approvals = new AgentApprovals({
-      resolver: channel,
+      resolver,
       managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
     });
     const executed: unknown[] = [];
@@ -327,8 +327,12 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
       tools: approvals.tools([tools(executed).deploy]),
     });
-    const runner = new Runner();
-    const controller = new AbortController();
+    return { approvals, records, executed, agent, runner: new Runner(), controller: new AbortController() };
+  };
+
+  it("a cancel while an ask waits rejects with CancelledError after the call's cancelled record; nothing runs", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const { approvals, records, executed, agent, runner, controller } = cancellable(channel);
     const settling = approvals.run((input) => runner.run(agent, input), "go", { signal: controller.signal });
     await approver.next();
     controller.abort(new Error("user left"));
@@ -338,19 +342,9 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   });
 
   it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
-    const records: GateDecision[] = [];
-    const approvals = new AgentApprovals({
-      resolver: { resolve: async () => ({ type: "approve" }) },
-      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    const { approvals, records, executed, agent, runner, controller } = cancellable({
+      resolve: async () => ({ type: "approve" }),
     });
-    const executed: unknown[] = [];
-    const agent = new Agent({
-      name: "ops",
-      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
-      tools: approvals.tools([tools(executed).deploy]),
-    });
-    const runner = new Runner();
-    const controller = new AbortController();
     const settling = approvals.run(
       (input) => {
         // The user leaves as the run resumes, and the runner was not given the signal.
