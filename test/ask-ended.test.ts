@@ -4,7 +4,7 @@ import { describe, expect, expectTypeOf, it } from "vitest";
 import { ApprovalChannel, Approver, ApproverConstructorError, InvalidApproverOptionsError } from "loopctl/ask";
 import type { AskEnding, AskInbox, AskResolution } from "loopctl/ask";
 import { LoopctlError } from "loopctl";
-import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, stuckController, track } from "./support/ask-fixtures.js";
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 const listeners = (signal: AbortSignal): number => getEventListeners(signal, "abort").length;
@@ -163,17 +163,14 @@ describe("Approver.ended", () => {
   );
 
   it("a signal that refuses to give up its listener keeps no other waiter from settling", async () => {
-    const stuck = (): AbortController => {
-      const controller = new AbortController();
-      Object.defineProperty(controller.signal, "removeEventListener", {
-        value: () => {
-          throw new Error("cannot remove");
-        },
-      });
-      return controller;
-    };
     const approve: AskResolution = { type: "approve" };
-    const [watcherA, engineB, takerC, watcherD, takerE] = [stuck(), stuck(), stuck(), stuck(), stuck()];
+    const [watcherA, engineB, takerC, watcherD, takerE] = [
+      stuckController(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
+    ];
     const [channel, approver] = ApprovalChannel.pair(4);
     // An answer reaches an ask one of whose watchers is stuck, and resolve() says so.
     const a = makeAsk(1);

@@ -17,7 +17,7 @@ import { z } from "zod";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
-import { BAD_WAIT_OPTIONS, makeAsk } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, makeAsk, stuckController } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 
@@ -1143,23 +1143,14 @@ describe("PostgresApprover: next() and ended() check their options before anythi
   });
 
   it("a signal that refuses to give up its listener keeps no call, answer or close from settling", async () => {
-    const stuck = (): AbortController => {
-      const controller = new AbortController();
-      Object.defineProperty(controller.signal, "removeEventListener", {
-        value: () => {
-          throw new Error("cannot remove");
-        },
-      });
-      return controller;
-    };
     const errors: unknown[] = [];
     const [watcherA, engineB, takerC, watcherD, takerE, engineF] = [
-      stuck(),
-      stuck(),
-      stuck(),
-      stuck(),
-      stuck(),
-      stuck(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
+      stuckController(),
     ];
     // The worker and the console share a queue, so answers settle the parked call from their own UPDATE.
     const shared = queue({ onError: (e) => errors.push(e) });

@@ -63,3 +63,14 @@ export function track<T>(promise: Promise<T>): Tracked<T> {
 export function flush(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
+
+/** A controller whose signal throws from `removeEventListener`: a waiter on it must still settle, and let others settle. */
+export function stuckController(): AbortController {
+  const controller = new AbortController();
+  Object.defineProperty(controller.signal, "removeEventListener", {
+    value: () => {
+      throw new Error("cannot remove");
+    },
+  });
+  return controller;
+}
