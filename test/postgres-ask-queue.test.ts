@@ -412,14 +412,19 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     expect(worker.parked).toBe(0);
   });
 
-  it("re-reads pending asks for a console after the reconnect: an ask parked unannounced is still delivered", async () => {
+  /** A worker and a console whose connections can be terminated by name, one ask parked and taken. */
+  const consoleWithOneAsk = async () => {
     const app = `${db.schema}-console`;
     const worker = queue({ rereadMs: 600_000 });
-    const consoleQueue = queue({ rereadMs: 600_000 }, app);
-    const inbox = consoleQueue.approver();
+    const inbox = queue({ rereadMs: 600_000 }, app).approver();
     const first = makeAsk(1);
     const parkedFirst = park(worker, first);
     expect((await inbox.next())?.id).toBe(first.id);
+    return { app, worker, inbox, first, parkedFirst };
+  };
+
+  it("re-reads pending asks for a console after the reconnect: an ask parked unannounced is still delivered", async () => {
+    const { app, worker, inbox, first, parkedFirst } = await consoleWithOneAsk();
     await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_new`);
     const later = makeAsk(2);
     const parkedLater = park(worker, later);
@@ -433,13 +438,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   });
 
   it("re-reads the endings of asks still buffered for a console: one that ended unannounced is never delivered", async () => {
-    const app = `${db.schema}-console`;
-    const worker = queue({ rereadMs: 600_000 });
-    const consoleQueue = queue({ rereadMs: 600_000 }, app);
-    const inbox = consoleQueue.approver();
-    const first = makeAsk(1);
-    const parkedFirst = park(worker, first);
-    expect((await inbox.next())?.id).toBe(first.id);
+    const { app, worker, inbox, first, parkedFirst } = await consoleWithOneAsk();
     // Read by the console, not yet taken by next().
     const buffered = makeAsk(2);
     const parkedBuffered = park(worker, buffered);
