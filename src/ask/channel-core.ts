@@ -1,5 +1,6 @@
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
+import { unlisten } from "./wait-options.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 
@@ -15,19 +16,6 @@ const REMEMBERED_ENDINGS = 256;
 const UNKNOWN_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" });
 const ANSWERED_APPROVE: AskEnding = Object.freeze({ type: "answered", verdict: "approve" });
 const ANSWERED_DENY: AskEnding = Object.freeze({ type: "answered", verdict: "deny" });
-
-/**
- * Takes our listener off a waiter's signal. A signal whose removal throws (a
- * caller's own override) keeps the listener, which is inert once its waiter
- * has settled; the throw must not keep the other waiters from settling.
- */
-function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
-  try {
-    signal?.removeEventListener("abort", onAbort);
-  } catch {
-    // See above: nothing to undo, and nobody to tell.
-  }
-}
 
 interface Watcher {
   readonly resolve: (ending: AskEnding) => void;

@@ -1,9 +1,8 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
-import { waitSignal } from "../ask/wait-options.js";
+import { unlisten, waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
-import { unlisten } from "./db.js";
 import type { Db } from "./db.js";
 import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";

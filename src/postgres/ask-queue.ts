@@ -7,7 +7,8 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requireOptions, requirePool, unlisten } from "./db.js";
+import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import { isAbortSignal, unlisten } from "../ask/wait-options.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
@@ -114,15 +115,6 @@ function isDuplicate(error: unknown): boolean {
 function emitWarning(error: unknown): void {
   const message = error instanceof Error ? error.message : String(error);
   process.emitWarning(message, { type: "LoopctlWarning", code: "LOOPCTL_POSTGRES_QUEUE" });
-}
-
-/** An AbortSignal that can be read: `instanceof` alone passes an object that merely inherits from it. */
-function isAbortSignal(value: unknown): value is AbortSignal {
-  try {
-    return value instanceof AbortSignal && typeof value.aborted === "boolean";
-  } catch {
-    return false;
-  }
 }
 
 /** expired for the engine's deadline, cancelled for anything else that stopped the wait. */

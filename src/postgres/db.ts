@@ -3,6 +3,7 @@ import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
+import { unlisten } from "../ask/wait-options.js";
 
 /** A statement runner inside one transaction. */
 export interface Tx {
@@ -70,19 +71,6 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
       cause: error,
     },
   );
-}
-
-/**
- * Takes our listener off a caller's signal. A signal whose removal throws (a
- * caller's own override) keeps the listener, which is inert once its call has
- * settled; the throw must not keep that call, or any other, from settling.
- */
-export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
-  try {
-    signal?.removeEventListener("abort", onAbort);
-  } catch {
-    // See above: nothing to undo, and nobody to tell.
-  }
 }
 
 /** Throws unless `pool` looks like a node-postgres pool. */
