@@ -1,7 +1,7 @@
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { SyncAskResolver } from "loopctl/ask";
+import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
 import {
   Agent,
@@ -196,6 +196,31 @@ describe("Gate.call", () => {
     ]);
     expect(error.records).toEqual(records);
     expect(executed).toBe(0);
+  });
+
+  it("on a caller signal aborted before the call: CancelledError with its reason, one cancelled record, the ask never delivered", async () => {
+    const records: GateDecision[] = [];
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+        .withAskResolver(channel)
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    let executed = 0;
+    const signal = AbortSignal.abort(new Error("gone before"));
+    const error = (await gate
+      .call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal }, () => (executed += 1))
+      .catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.cause).toEqual(new Error("gone before"));
+    expect(records).toHaveLength(1);
+    expect(records[0]!.verdict).toBe("cancelled");
+    expect(error.records).toEqual(records);
+    expect(approver.buffered).toBe(0);
+    expect(channel.size).toBe(0);
+    expect(executed).toBe(0);
+    approver.close();
   });
 
   it("a middleware that calls next() after the cancel never runs the tool: one cancelled record, and next() refuses", async () => {
