@@ -350,6 +350,74 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     expect(both.parked).toBe(0);
   });
 
+  it("never reads back a row its own answer ended: the answer's reply is the news, not the notification", async () => {
+    const worker = queue({ rereadMs: 600_000 });
+    const pool = db.newPool(4);
+    const endingReads: string[] = [];
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        const text = typeof config === "string" ? config : (config as { text?: string } | null)?.text;
+        if (text?.includes("a.worker_id::text AS worker_id") && text.startsWith("SELECT")) endingReads.push(text);
+        return query(config, ...rest);
+      };
+    });
+    const consoleQueue = new PostgresAskQueue(pool, { schema: db.schema, rereadMs: 600_000, onError: () => undefined });
+    opened.push(consoleQueue);
+    const inbox = consoleQueue.approver();
+    for (let n = 0; n < 20; n++) {
+      const ask = makeAsk(n);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "approve" });
+      expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
+    }
+    expect(endingReads).toEqual([]);
+  });
+
+  it("reads the row when its own answer did not land and an ending was heard while it was in flight", async () => {
+    // The worker reads the row before the other answer commits: only its re-read finds that answer.
+    const worker = queue({ rereadMs: 100 });
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // A console waiting for the ending: it learns it only from a read of the row after the ending.
+    const ending = inbox.ended(ask.id);
+    expect(await Promise.race([ending, new Promise((resolve) => setTimeout(() => resolve("waiting"), 200))])).toBe(
+      "waiting",
+    );
+    // Another answer, in a transaction that holds the table and sends no notification of its own.
+    const other = await db.pool.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+      await other.query(
+        `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"deny","reason":"other"}', ended_at = now() WHERE id = $1`,
+        [ask.id],
+      );
+      const mine = inbox.resolve(ask.id, { type: "approve" });
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%' AND pid <> $1",
+          [(other as unknown as { processID: number }).processID],
+        );
+        return rows.length > 0;
+      });
+      // The ending is heard while this console's answer waits: it says only "read the row".
+      await db.pool.query("SELECT pg_notify($1, $2)", [`${db.schema}.asks`, `end ${ask.id}`]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query(`ALTER TABLE "${db.schema}".asks ENABLE TRIGGER asks_end`);
+      await other.query("COMMIT");
+      expect(await mine).toBe(false);
+    } finally {
+      other.release();
+    }
+    expect(await ending).toEqual({ type: "answered", verdict: "deny" });
+    expect(await parked).toEqual({ type: "deny", reason: "other" });
+  });
+
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
     const errors = { worker: [] as unknown[], console: [] as unknown[] };
     const app = (name: string): string => `${db.schema}-${name}`;

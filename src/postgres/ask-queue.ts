@@ -187,6 +187,13 @@ export class PostgresAskQueue {
   readonly #withdrawals = new Map<string, Withdrawal>();
   /** Ids that ended lately, with when: a read begun before the ending may still show them pending. */
   readonly #recent = new Map<string, number>();
+  /**
+   * Ids this process is answering now, with how many of its answers are in
+   * flight, and whether an ending was heard meanwhile: the answer's own
+   * reply says how the ask ended, so its notification (which can arrive
+   * first) needs no read unless the answer did not land.
+   */
+  readonly #answering = new Map<string, { inFlight: number; heard: boolean }>();
   readonly #endings: Batch<string>;
   readonly #arrivals: Batch<string>;
   readonly #withdraw: Batch<string>;
@@ -262,7 +269,7 @@ export class PostgresAskQueue {
       db: this.#db,
       endedRecently: (id) => this.#recent.has(id),
       watch: (id) => this.#endings.add(id),
-      answer: (id, resolution) => this.#answers.land(id, resolution),
+      answer: (id, resolution) => this.#answer(id, resolution),
       attach: (link) => this.#links.add(link),
       detach: (link) => this.#links.delete(link),
     };
@@ -526,8 +533,35 @@ export class PostgresAskQueue {
       const key = id.toLowerCase();
       // Known to have ended here already (this process answered it): nothing more to learn.
       if (this.#recent.has(key)) return;
+      // Being answered here: the answer's reply tells how it ended, or the read follows it.
+      const answering = this.#answering.get(key);
+      if (answering !== undefined) {
+        answering.heard = true;
+        return;
+      }
       // A parked ask may be answered before its insert's reply arrives here: read it whatever the flag says.
       if (this.#links.size > 0 || this.#parked.has(key)) this.#endings.add(key);
+    }
+  }
+
+  /**
+   * Lands one answer of this process's inboxes. A notification that `id`
+   * ended, heard while the answer is in flight, is read only once the answer
+   * is known not to have ended the ask (another answer or a withdrawal won,
+   * or the statement failed): when it did, its returned row was the news.
+   */
+  async #answer(id: string, resolution: AskResolution): Promise<boolean> {
+    const answering = this.#answering.get(id) ?? { inFlight: 0, heard: false };
+    answering.inFlight += 1;
+    this.#answering.set(id, answering);
+    try {
+      return await this.#answers.land(id, resolution);
+    } finally {
+      answering.inFlight -= 1;
+      if (answering.inFlight === 0) {
+        this.#answering.delete(id);
+        if (answering.heard && !this.#recent.has(id)) this.#notified(`end ${id}`);
+      }
     }
   }
 
