@@ -555,6 +555,25 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
 });
 
 describe("PostgresAskQueue: worker leases", () => {
+  it("takes no lease in a schema a newer loopctl migrated, even over its listening connection", async () => {
+    await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
+    const q = queue();
+    // A console on the same queue starts LISTEN: a lease is then taken over that connection.
+    q.approver();
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND query LIKE $1",
+        [`%${db.schema}%`],
+      );
+      return rows.length > 0;
+    });
+    await expect(park(q, makeAsk(1))).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
+    expect(q.parked).toBe(0);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".workers`);
+    expect(rows[0]).toEqual({ n: 0 });
+    expect(await rowCount()).toBe(0);
+  });
+
   it("closes the asks of a worker whose lease lapsed as abandoned; answers to them are refused", async () => {
     const consoleQueue = queue({ leaseMs: 600 });
     const inbox = consoleQueue.approver();

@@ -215,12 +215,15 @@ export class WorkerLease {
       const result = await Promise.race([reply, given]);
       return { rows: result.rows as Record<string, unknown>[], sent };
     };
+    // The listening connection skips the pool, not the schema's version check (the pool does it).
     const running =
       direct === undefined
         ? this.#db.session(operation, send)
-        : send(direct).catch((error: unknown) => {
-            throw queryFailure(operation, this.#db.names, error);
-          });
+        : this.#db.ready(operation).then(() =>
+            send(direct).catch((error: unknown) => {
+              throw queryFailure(operation, this.#db.names, error);
+            }),
+          );
     if (deadline === Number.POSITIVE_INFINITY) return running;
     return new Promise<Sent>((resolve, reject) => {
       const wait = Math.max(0, Math.ceil(deadline - performance.now()));
