@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import type { AddressInfo, Socket } from "node:net";
 import { describe, expect, it } from "vitest";
@@ -251,6 +252,20 @@ describe("loopctl grants … --database URL --project NAME", () => {
       expect(listed.stdout).toContain("sslmode=disable");
       expect(listed.stdout).not.toContain("s3cret");
     }
+  });
+
+  const local = new URL(DATABASE_URL);
+  const socketDir = "/var/run/postgresql";
+  const overSocket =
+    ["127.0.0.1", "localhost"].includes(local.hostname) && existsSync(`${socketDir}/.s.PGSQL.${local.port || "5432"}`);
+  it.skipIf(!overSocket)("reaches the server over its Unix socket with a socket: URL", async () => {
+    await seeded();
+    const url = `socket:${socketDir}?db=${local.pathname.slice(1)}&user=${local.username}`;
+    const run = await cli(["grants", "list", "--database", url, "--schema", db.schema, "--project", "acme/shop"], {
+      cwd: "/",
+    });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain("3 grants");
   });
 
   it("refuses a --database that is empty or not a PostgreSQL URL, naming the option", async () => {

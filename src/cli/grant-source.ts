@@ -67,7 +67,7 @@ function checkUrl(command: string, url: string): void {
   if (!SCHEMES.has(scheme)) {
     throw new CliUsageError(
       command,
-      `--database: ${JSON.stringify(scheme)} is not a PostgreSQL URL scheme (postgres:// or postgresql://)`,
+      `--database: ${JSON.stringify(scheme)} is not a PostgreSQL URL scheme (postgres://, postgresql:// or socket:)`,
     );
   }
 }
