@@ -527,6 +527,36 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     expect(await Promise.all([parkedLater, parkedFirst])).toEqual([{ type: "approve" }, { type: "approve" }]);
   });
 
+  it("gives up a listening connection that stops answering (a black hole) for a console too: ended() still hears the ending", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // Idle pooled connections close at once: when the network stalls, only the listening one is open.
+      const pool = db.newPool(3, { connectionString: proxy.url, idleTimeoutMillis: 1 });
+      const errors: unknown[] = [];
+      const consoleQueue = new PostgresAskQueue(pool, {
+        schema: db.schema,
+        leaseMs: 1_000,
+        rereadMs: 600_000,
+        onError: (error) => errors.push(error),
+      });
+      opened.push(consoleQueue);
+      const inbox = consoleQueue.approver();
+      const worker = queue();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      await waitFor(() => pool.totalCount === 1);
+      proxy.stallOpen();
+      const ending = inbox.ended(ask.id);
+      expect(await queue().approver().resolve(ask.id, { type: "deny", reason: "elsewhere" })).toBe(true);
+      expect(await parked).toEqual({ type: "deny", reason: "elsewhere" });
+      expect(await ending).toEqual({ type: "answered", verdict: "deny" });
+      expect(errors.map((error) => (error as Error).message).join("\n")).toContain("no reply within 1000 ms");
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("keeps every parked call through repeated drops, each answered once", async () => {
     const app = `${db.schema}-worker`;
     const worker = queue({ rereadMs: 600_000 }, app);

@@ -30,7 +30,9 @@ export interface PostgresAskQueueOptions {
   /**
    * How long a worker's lease lasts without a heartbeat (renewed every third
    * of it). When a worker dies, its pending asks are closed as `abandoned`
-   * within about 4/3 of this by any live queue, worker or console.
+   * within about 4/3 of this by any live queue, worker or console. A
+   * statement on the listening connection with no reply for this long gives
+   * that connection up (it is made anew, and everything read again).
    * @default 15000
    */
   readonly leaseMs?: number;
@@ -576,8 +578,7 @@ export class PostgresAskQueue {
     let found: Rows;
     try {
       // Over the connection that brought the notification: no wait for one from the pool.
-      found = await this.#db.queryOn(
-        this.#listener.connection,
+      found = await this.#onListener(
         "PostgresAskQueue: reading endings",
         `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
         [ids],
@@ -603,6 +604,35 @@ export class PostgresAskQueue {
       }
       // Not remembered as ended: a row not written yet (its insert in flight) is missing too.
       for (const link of this.#links) link.end(id, { type: "withdrawn", reason: "unknown" });
+    }
+  }
+
+  /**
+   * One statement over the listening connection, or over the pool while
+   * there is none. With no reply within `leaseMs` the connection is taken for
+   * dead (a network that swallows packets answers nothing and closes
+   * nothing): it is dropped and made anew, and `LISTEN` in place again
+   * re-reads everything, this read included. The lease's statements have
+   * the same rule; this one covers a console, which holds no lease.
+   */
+  async #onListener(operation: string, sql: string, values: unknown[]): Promise<Rows> {
+    const client = this.#listener.connection;
+    if (client === undefined) return this.#db.query(operation, sql, values);
+    let timer: NodeJS.Timeout | undefined;
+    const silent = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new Error(
+          `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
+        );
+        this.#listener.drop(client, error);
+        reject(queryFailure(operation, this.#names, error));
+      }, this.#leaseMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([this.#db.queryOn(client, operation, sql, values), silent]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -19,6 +19,12 @@ export interface TcpProxy {
    * FIN or RST to say so.
    */
   stall(): void;
+  /**
+   * Swallows every byte, both ways, on the connections open now, and leaves
+   * them open; connections made later pass as before (a NAT that forgot the
+   * old ones).
+   */
+  stallOpen(): void;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
   readonly swallowed: string;
   close(): Promise<void>;
@@ -29,6 +35,7 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let stalled = false;
   const swallowed: Buffer[] = [];
+  const stalledSockets = new WeakSet<Socket>();
   const makeServer = (): Server =>
     createServer((client) => {
       const upstream = connect(Number(target.port || 5432), target.hostname);
@@ -37,16 +44,17 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         socket.on("error", () => undefined);
         socket.on("close", () => sockets.delete(socket));
       }
+      const swallowing = (): boolean => stalled || stalledSockets.has(client);
       client.on("data", (data: Buffer) => {
-        if (stalled) swallowed.push(data);
+        if (swallowing()) swallowed.push(data);
         else upstream.write(data);
       });
       upstream.on("data", (data: Buffer) => {
-        if (!stalled) client.write(data);
+        if (!swallowing()) client.write(data);
       });
       // A stalled network carries no FIN either.
-      client.on("end", () => stalled || upstream.end());
-      upstream.on("end", () => stalled || client.end());
+      client.on("end", () => swallowing() || upstream.end());
+      upstream.on("end", () => swallowing() || client.end());
       client.on("close", () => upstream.destroy());
       upstream.on("close", () => client.destroy());
     });
@@ -69,6 +77,9 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     },
     stall: () => {
       stalled = true;
+    },
+    stallOpen: () => {
+      for (const socket of sockets) stalledSockets.add(socket);
     },
     get swallowed() {
       return Buffer.concat(swallowed).toString("latin1");
