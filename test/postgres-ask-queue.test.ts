@@ -949,6 +949,39 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await parkedLater).toEqual({ type: "deny" });
   });
 
+  it("rejects an ended() whose row ends unreadable while its own read still waits, leaving no unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const worker = queue();
+      const parked = park(worker, makeAsk(1)).catch((e: unknown) => e);
+      const pool = db.newPool(2);
+      const consoleQueue = new PostgresAskQueue(pool, { schema: db.schema, onError: () => undefined });
+      opened.push(consoleQueue);
+      const inbox = consoleQueue.approver();
+      const ask = await inbox.next();
+      // The pool's other connection taken: ended()'s own read waits for it; the listening one reads endings.
+      await waitFor(() => pool.idleCount === 1);
+      const held = await pool.connect();
+      const ending = inbox.ended(ask!.id);
+      await db.pool.query(
+        `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '{"type":"approve","extra":1}', ended_at = now() WHERE id = $1`,
+        [ask!.id],
+      );
+      expect(await parked).toBeInstanceOf(PostgresRowError);
+      // The ending was read and failed on the listening connection; give the process a turn to report it.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      held.release();
+      await expect(ending).rejects.toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: ask!.id });
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   it("rejects a next() for a pending row whose ask carries fields an ask does not have", async () => {
     const worker = queue();
     const odd = makeAsk(7);

@@ -186,6 +186,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     // Waiting before reading: an ending that lands while the row is read still reaches the waiter.
     let settle: Pick<Waiter, "resolve" | "reject"> | undefined;
     const ending = new Promise<AskEnding>((resolve, reject) => (settle = { resolve, reject }));
+    // Another read may settle it while this call's own read is still out: that early rejection is
+    // the caller's once `ending` is returned, not one nobody handled.
+    ending.catch(() => undefined);
     const { resolve, reject } = settle!;
     const waiter: Waiter = {
       resolve,
