@@ -740,6 +740,23 @@ describe("PostgresAskQueue: worker leases", () => {
 });
 
 describe("PostgresAskQueue when the worker loses the database", () => {
+  /**
+   * Waits for a heartbeat of `worker`'s lease after now. Called once its ask
+   * is seen: by then the worker has heard back from its insert, whose reply
+   * can still be on its way when another connection already sees the row.
+   */
+  async function renewedOnce(worker: PostgresAskQueue): Promise<void> {
+    const leaseUntil = async (): Promise<number> => {
+      const { rows } = await db.pool.query<{ t: Date }>(
+        `SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`,
+        [worker.workerId],
+      );
+      return rows[0]?.t.getTime() ?? 0;
+    };
+    const before = await leaseUntil();
+    await waitFor(async () => (await leaseUntil()) > before);
+  }
+
   it("keeps a call parked through an outage shorter than the lease, and takes the answer after", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
@@ -755,16 +772,7 @@ describe("PostgresAskQueue when the worker loses the database", () => {
       const ask = makeAsk(1);
       const parked = park(worker, ask);
       expect((await inbox.next())?.id).toBe(ask.id);
-      // A heartbeat after the ask was written: the worker has heard back from its insert by now.
-      const leaseUntil = async (): Promise<number> => {
-        const { rows } = await db.pool.query<{ t: Date }>(
-          `SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`,
-          [worker.workerId],
-        );
-        return rows[0]?.t.getTime() ?? 0;
-      };
-      const before = await leaseUntil();
-      await waitFor(async () => (await leaseUntil()) > before);
+      await renewedOnce(worker);
       await proxy.cut();
       // Answered while the worker cannot hear it; the lease, renewed until the cut, still holds.
       expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
@@ -791,6 +799,7 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);
+    await renewedOnce(worker);
     return { errors, inbox, ask, parked, lease: worker.workerId };
   }
 
