@@ -99,10 +99,13 @@ export class MemoryGrantStore implements GrantStore {
    * Starts with `grants` stored; a later one replaces an earlier one of the
    * same rule, as a save does.
    *
-   * @throws {GrantRecordError} when one is not a Grant.
+   * @throws {GrantRecordError} when `grants` is not iterable, or one is not a Grant.
    * @throws {GrantIdCollisionError} when two different rules share an id.
    */
   constructor(grants: Iterable<Grant> = []) {
+    if (typeof (grants as Partial<Iterable<Grant>> | null)?.[Symbol.iterator] !== "function") {
+      throw new GrantRecordError(`MemoryGrantStore: expected an iterable of Grants, got ${shownValue(grants)}`);
+    }
     for (const grant of grants) {
       requireGrant(grant, "MemoryGrantStore");
       assertSameRule(this.#grants.get(grant.id), grant);
