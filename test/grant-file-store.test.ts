@@ -132,6 +132,7 @@ describe("FileGrantStore arguments", () => {
       [7, "options"],
       [{ signal: "soon" }, "options.signal"],
       [{ signal: { aborted: false } }, "options.signal"],
+      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
     ] as const) {
       for (const [where, call] of [
         ["FileGrantStore.load", () => s.load(options as never)],

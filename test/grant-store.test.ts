@@ -78,6 +78,7 @@ describe("MemoryGrantStore", () => {
       ["soon", "options"],
       [{ signal: "soon" }, "options.signal"],
       [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
+      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
     ] as const) {
       for (const [where, call] of [
         ["MemoryGrantStore.load", () => store.load(options as never)],

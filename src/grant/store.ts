@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError, shownValue } from "./errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
@@ -51,7 +52,7 @@ export function callSignal(where: string, options: unknown): AbortSignal | undef
     throw new GrantConfigError(where, "options", `must be an object or undefined, got ${shownValue(options)}`);
   }
   const signal = (options as StoreCallOptions).signal;
-  if (signal === undefined || signal instanceof AbortSignal) return signal;
+  if (signal === undefined || isAbortSignal(signal)) return signal;
   throw new GrantConfigError(where, "options.signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
 }
 
