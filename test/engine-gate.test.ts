@@ -383,6 +383,42 @@ describe("Gate.call", () => {
     expect(executed).toBe(0);
   });
 
+  it("a signal that only inherits from AbortSignal, or one that cannot be listened to, is an EngineConfigError naming Gate.call: nothing runs, no record", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const trap = new Error("cannot listen");
+    const unlistenable = new AbortController().signal;
+    unlistenable.addEventListener = () => {
+      throw trap;
+    };
+    let executed = 0;
+    const call = (signal: AbortSignal): Promise<unknown> =>
+      gate
+        .call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal }, () => (executed += 1))
+        .catch((e: unknown) => e);
+    const inherited = await call(Object.create(AbortSignal.prototype) as AbortSignal);
+    expect(inherited).toBeInstanceOf(EngineConfigError);
+    expect(inherited).toMatchObject({ option: "Gate.call", message: "Gate.call: signal must be an AbortSignal" });
+    for (let n = 0; n < 2; n += 1) {
+      const error = await call(unlistenable);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({
+        option: "Gate.call",
+        message: "Gate.call: the signal cannot be listened to: cannot listen",
+        cause: trap,
+      });
+    }
+    expect(executed).toBe(0);
+    expect(records).toEqual([]);
+    // Nothing was left shared on the signal: a call on a good one goes through.
+    expect(
+      await gate.call(
+        { tool: readDescriptor, callId: "c2", input: { path: "a" }, signal: new AbortController().signal },
+        ok,
+      ),
+    ).toMatchObject({ type: "ran" });
+  });
+
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {
     const parked: { ask: PendingAsk; answer: (a: AskResolution) => void }[] = [];
     const resolver: AskResolver = {
