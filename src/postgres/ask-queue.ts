@@ -396,7 +396,16 @@ export class PostgresAskQueue {
         ended: undefined,
       };
       // Listen before registering: if listening throws, the park rejects and nothing is left parked.
-      signal.addEventListener("abort", entry.onAbort, { once: true });
+      try {
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      } catch (error) {
+        reject(
+          new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal cannot be listened to", {
+            cause: error,
+          }),
+        );
+        return;
+      }
       this.#parked.set(id, entry);
       void this.#insert(entry);
     });
