@@ -8,6 +8,7 @@ import {
   CancelledError,
   EngineConfigError,
   Gate,
+  GateDecisionSchema,
   LoopManagers,
   defineTool,
   permissionMiddleware,
@@ -294,6 +295,38 @@ describe("Gate.call", () => {
       ["cancelled", "cancel", "cancelled before execution"],
     ]);
     expect(executed).toBe(0);
+  });
+
+  it("a clock whose now() gives no finite number is read as one that throws: records take the system time, the breaker's check refuses the call", async () => {
+    for (const [bad, shown] of [
+      [Number.NaN, "NaN"],
+      [Number.POSITIVE_INFINITY, "Infinity"],
+      ["soon", "string"],
+    ] as const) {
+      const clock = { now: () => bad as number };
+      const before = Date.now();
+      const plain = await new Gate(new LoopManagers().withClock(clock)).call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" } },
+        ok,
+      );
+      expect(plain.type).toBe("ran");
+      expect(GateDecisionSchema.safeParse(plain.record).success).toBe(true);
+      expect(plain.record.ts).toBeGreaterThanOrEqual(before);
+      let executed = 0;
+      const guarded = await new Gate(
+        new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }),
+      ).call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => (executed += 1));
+      expect(guarded).toMatchObject({
+        type: "refused",
+        record: {
+          verdict: "deny",
+          ruleId: "engine",
+          reason: `engine failure: withClock: now() must return a finite number of epoch ms, got ${shown}`,
+        },
+      });
+      expect(GateDecisionSchema.safeParse(guarded.record).success).toBe(true);
+      expect(executed).toBe(0);
+    }
   });
 
   it("a cancel while a hook decides stops the chain there: later hooks are never consulted", async () => {
