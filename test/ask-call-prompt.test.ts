@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { REDACTED, callPrompt, quoteForPrompt, redactSecretKeys } from "loopctl/ask";
+import { InvalidCallPromptOptionsError, REDACTED, callPrompt, quoteForPrompt, redactSecretKeys } from "loopctl/ask";
 
 describe("callPrompt", () => {
   it("names the tool and its title, and shows the arguments as indented JSON", () => {
@@ -98,8 +98,27 @@ describe("callPrompt", () => {
     expect(quoteForPrompt("x".repeat(500))).toBe(JSON.stringify(`${"x".repeat(200)}…`));
   });
 
-  it("refuses a maxArgsChars that is not a positive integer", () => {
-    expect(() => callPrompt({ name: "t" }, {}, { maxArgsChars: 0 })).toThrow(RangeError);
+  it("refuses a maxArgsChars that is not a positive integer with InvalidCallPromptOptionsError naming it", () => {
+    for (const [maxArgsChars, shown] of [
+      [0, "0"],
+      [1.5, "1.5"],
+      [Number.NaN, "NaN"],
+      ["80", "string"],
+      [Symbol("80"), "symbol"],
+    ] as const) {
+      let error: unknown;
+      try {
+        callPrompt({ name: "t" }, {}, { maxArgsChars: maxArgsChars as number });
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
+      expect(error).toMatchObject({
+        code: "ASK_PROMPT_OPTIONS_INVALID",
+        argument: "options.maxArgsChars",
+        message: `callPrompt: options.maxArgsChars must be a positive integer, got ${shown}`,
+      });
+    }
   });
 
   it("for any JSON arguments: no secret value shown, nothing invisible, and never longer than the cap allows", () => {

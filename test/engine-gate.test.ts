@@ -8,6 +8,7 @@ import {
   CancelledError,
   EngineConfigError,
   Gate,
+  GateDecisionSchema,
   LoopManagers,
   defineTool,
   permissionMiddleware,
@@ -296,6 +297,38 @@ describe("Gate.call", () => {
     expect(executed).toBe(0);
   });
 
+  it("a clock whose now() gives no finite number is read as one that throws: records take the system time, the breaker's check refuses the call", async () => {
+    for (const [bad, shown] of [
+      [Number.NaN, "NaN"],
+      [Number.POSITIVE_INFINITY, "Infinity"],
+      ["soon", "string"],
+    ] as const) {
+      const clock = { now: () => bad as number };
+      const before = Date.now();
+      const plain = await new Gate(new LoopManagers().withClock(clock)).call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" } },
+        ok,
+      );
+      expect(plain.type).toBe("ran");
+      expect(GateDecisionSchema.safeParse(plain.record).success).toBe(true);
+      expect(plain.record.ts).toBeGreaterThanOrEqual(before);
+      let executed = 0;
+      const guarded = await new Gate(
+        new LoopManagers().withClock(clock).withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }),
+      ).call({ tool: readDescriptor, callId: "c1", input: { path: "a" } }, () => (executed += 1));
+      expect(guarded).toMatchObject({
+        type: "refused",
+        record: {
+          verdict: "deny",
+          ruleId: "engine",
+          reason: `engine failure: withClock: now() must return a finite number of epoch ms, got ${shown}`,
+        },
+      });
+      expect(GateDecisionSchema.safeParse(guarded.record).success).toBe(true);
+      expect(executed).toBe(0);
+    }
+  });
+
   it("a cancel while a hook decides stops the chain there: later hooks are never consulted", async () => {
     const controller = new AbortController();
     const entered = deferred<void>();
@@ -381,6 +414,42 @@ describe("Gate.call", () => {
       expect(error).toMatchObject({ option: "Gate.call", message: `Gate.call: ${message}: trap`, cause: trap });
     }
     expect(executed).toBe(0);
+  });
+
+  it("a signal that only inherits from AbortSignal, or one that cannot be listened to, is an EngineConfigError naming Gate.call: nothing runs, no record", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const trap = new Error("cannot listen");
+    const unlistenable = new AbortController().signal;
+    unlistenable.addEventListener = () => {
+      throw trap;
+    };
+    let executed = 0;
+    const call = (signal: AbortSignal): Promise<unknown> =>
+      gate
+        .call({ tool: readDescriptor, callId: "c1", input: { path: "a" }, signal }, () => (executed += 1))
+        .catch((e: unknown) => e);
+    const inherited = await call(Object.create(AbortSignal.prototype) as AbortSignal);
+    expect(inherited).toBeInstanceOf(EngineConfigError);
+    expect(inherited).toMatchObject({ option: "Gate.call", message: "Gate.call: signal must be an AbortSignal" });
+    for (let n = 0; n < 2; n += 1) {
+      const error = await call(unlistenable);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({
+        option: "Gate.call",
+        message: "Gate.call: the signal cannot be listened to: cannot listen",
+        cause: trap,
+      });
+    }
+    expect(executed).toBe(0);
+    expect(records).toEqual([]);
+    // Nothing was left shared on the signal: a call on a good one goes through.
+    expect(
+      await gate.call(
+        { tool: readDescriptor, callId: "c2", input: { path: "a" }, signal: new AbortController().signal },
+        ok,
+      ),
+    ).toMatchObject({ type: "ran" });
   });
 
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {

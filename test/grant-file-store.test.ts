@@ -132,6 +132,7 @@ describe("FileGrantStore arguments", () => {
       [7, "options"],
       [{ signal: "soon" }, "options.signal"],
       [{ signal: { aborted: false } }, "options.signal"],
+      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
     ] as const) {
       for (const [where, call] of [
         ["FileGrantStore.load", () => s.load(options as never)],
@@ -163,6 +164,25 @@ describe("FileGrantStore arguments", () => {
       expect(() => store({ [option]: 0 })).not.toThrow();
       expect(() => store({ [option]: undefined })).not.toThrow();
     }
+  });
+
+  it("refuses a now that is not a function when constructed, naming options.now", () => {
+    for (const [value, shown] of [
+      [1_700_000_000_000, "1700000000000"],
+      ["now", '"now"'],
+      [null, "null"],
+      [{ now: () => 0 }, "an object"],
+    ] as const) {
+      const error = refusal(join(root, "grants"), project, { now: value as never });
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({
+        code: "GRANT_CONFIG",
+        argument: "options.now",
+        message: `FileGrantStore: options.now must be a function, got ${shown}`,
+      });
+    }
+    expect(() => store({ now: () => 0 })).not.toThrow();
+    expect(() => store({ now: undefined } as never)).not.toThrow();
   });
 });
 

@@ -78,6 +78,7 @@ describe("MemoryGrantStore", () => {
       ["soon", "options"],
       [{ signal: "soon" }, "options.signal"],
       [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
+      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
     ] as const) {
       for (const [where, call] of [
         ["MemoryGrantStore.load", () => store.load(options as never)],
@@ -104,5 +105,24 @@ describe("MemoryGrantStore", () => {
     const store = new MemoryGrantStore();
     await expect(store.save(allowRead.toJSON() as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
     expect(() => new MemoryGrantStore([{} as Grant])).toThrow(GrantRecordError);
+  });
+
+  it("refuses grants that are not iterable, or hold something that is not a Grant, with GrantRecordError naming it", () => {
+    for (const [grants, shown] of [
+      [null, "expected an iterable of Grants, got null"],
+      [5, "expected an iterable of Grants, got 5"],
+      [{}, "expected an iterable of Grants, got an object"],
+      [[allowRead, null], "expected a Grant, got null"],
+      [new Set([allowRead.toJSON()]), "expected a Grant, got object"],
+    ] as const) {
+      let error: unknown;
+      try {
+        new MemoryGrantStore(grants as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(GrantRecordError);
+      expect(error).toMatchObject({ code: "GRANT_RECORD", message: `MemoryGrantStore: ${shown}` });
+    }
   });
 });

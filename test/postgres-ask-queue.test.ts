@@ -1077,7 +1077,7 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
   });
 
-  it("refuses a signal that only inherits from AbortSignal, or one it cannot listen to, leaving nothing parked", async () => {
+  it("refuses a signal that only inherits from AbortSignal, or one it cannot listen to, with PostgresAskError, leaving nothing parked", async () => {
     const worker = queue();
     const inbox = queue().approver();
     const ask = makeAsk(1);
@@ -1087,10 +1087,18 @@ describe("PostgresAskQueue fails closed", () => {
     }).not.toThrow();
     await expect(refused).rejects.toMatchObject({ code: "POSTGRES_ASK_INVALID", askId: ask.id });
     const unlistenable = new AbortController().signal;
+    const trap = new Error("cannot listen");
     unlistenable.addEventListener = () => {
-      throw new Error("cannot listen");
+      throw trap;
     };
-    await expect(park(worker, ask, unlistenable)).rejects.toThrow("cannot listen");
+    const unheard = await park(worker, ask, unlistenable).catch((e: unknown) => e);
+    expect(unheard).toBeInstanceOf(PostgresAskError);
+    expect(unheard).toMatchObject({
+      code: "POSTGRES_ASK_INVALID",
+      askId: ask.id,
+      message: `ask ${ask.id}: options.signal cannot be listened to`,
+      cause: trap,
+    });
     expect(worker.parked).toBe(0);
     // Nothing of either call is left: the same ask parks, is delivered and answered once.
     const parked = park(worker, ask);

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
+import { InvalidPendingAskError } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
@@ -401,6 +402,24 @@ describe("WebhookResolver fails closed", () => {
     const webhook = resolver("http://127.0.0.1:1/");
     await expect(webhook.resolve({ id: "x" } as never, live())).rejects.toMatchObject({ code: "ASK_INVALID" });
     await expect(webhook.resolve(makeAsk(1), {} as never)).rejects.toMatchObject({ code: "ASK_INVALID" });
+  });
+
+  it("refuses a signal that only inherits from AbortSignal with InvalidPendingAskError, without a delivery", async () => {
+    let posts = 0;
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => ((posts += 1), Promise.resolve(new Response(null, { status: 204 }))),
+    });
+    const signal = Object.create(AbortSignal.prototype) as AbortSignal;
+    const error = await webhook.resolve(makeAsk(1), { signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidPendingAskError);
+    expect(error).toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal must be an AbortSignal",
+    });
+    expect(webhook.inbox.pending).toBe(0);
+    expect(posts).toBe(0);
   });
 });
 

@@ -1,3 +1,5 @@
+import { InvalidCallPromptOptionsError } from "./errors.js";
+
 /** A path into a call's arguments: object keys and array indexes from the top. */
 export type ArgsPath = readonly (string | number)[];
 
@@ -86,6 +88,7 @@ function redacted(value: unknown, redact: Redactor, path: (string | number)[]): 
  * person sees of them: build it from the same arguments the call runs with
  * (a hook's `call.input`).
  *
+ * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive integer.
  * @throws whatever `redact` throws (inside a hook, that denies the call).
  *
  * @example
@@ -100,7 +103,10 @@ export function callPrompt(
 ): string {
   const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
   if (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1)
-    throw new RangeError(`maxArgsChars must be a positive integer, got ${String(maxArgsChars)}`);
+    throw new InvalidCallPromptOptionsError(
+      "options.maxArgsChars",
+      `must be a positive integer, got ${typeof maxArgsChars === "number" ? String(maxArgsChars) : typeof maxArgsChars}`,
+    );
   const title =
     typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
       ? ` (${quoteForPrompt(tool.title)})`

@@ -140,6 +140,27 @@ export class InvalidApproverOptionsError extends LoopctlError {
 }
 
 /**
+ * {@link callPrompt} was given options it cannot render with: a
+ * `maxArgsChars` that is not a positive integer. `code` is
+ * `"ASK_PROMPT_OPTIONS_INVALID"`; `argument` names the option at fault.
+ *
+ * @example
+ * ```ts
+ * try { callPrompt(descriptor, input, { maxArgsChars: 0 }); }
+ * catch (err) { if (err instanceof InvalidCallPromptOptionsError) console.error(err.argument); } // "options.maxArgsChars"
+ * ```
+ */
+export class InvalidCallPromptOptionsError extends LoopctlError {
+  /** The option at fault. */
+  readonly argument: "options.maxArgsChars";
+
+  constructor(argument: "options.maxArgsChars", detail: string) {
+    super("ASK_PROMPT_OPTIONS_INVALID", `callPrompt: ${argument} ${detail}`);
+    this.argument = argument;
+  }
+}
+
+/**
  * `new Approver(…)` was called: an approver comes only from
  * `ApprovalChannel.pair`, which connects it to its channel.
  * `code` is `"ASK_APPROVER_CONSTRUCTOR"`.

@@ -22,6 +22,7 @@ export {
   InvalidApproverOptionsError,
   InvalidAskCallbackError,
   InvalidAskResolutionError,
+  InvalidCallPromptOptionsError,
   InvalidCapacityError,
   InvalidPendingAskError,
 } from "./errors.js";

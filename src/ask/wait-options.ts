@@ -55,12 +55,3 @@ export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): 
     // See above: nothing to undo, and nobody to tell.
   }
 }
-
-/** An AbortSignal that can be read: `instanceof` alone passes an object that merely inherits from AbortSignal. */
-export function isAbortSignal(value: unknown): value is AbortSignal {
-  try {
-    return value instanceof AbortSignal && typeof value.aborted === "boolean";
-  } catch {
-    return false;
-  }
-}

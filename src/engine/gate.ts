@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import { NIL_UUID } from "../ask/index.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
@@ -262,15 +263,22 @@ export class Gate {
     }
     const { callId, signal, sessionId, runId, turn } = fields;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
-    if (signal !== undefined && !(signal instanceof AbortSignal))
+    if (signal !== undefined && !isAbortSignal(signal))
       throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
     if (!isUuid(sessionId) || !isUuid(runId))
       throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
     if (!Number.isSafeInteger(turn) || turn < 0)
       throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(fields.tool);
-    // A call nothing can cancel still hands its hooks, resolver and tool a signal.
-    const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
+    let cancel: Cancel;
+    try {
+      // A call nothing can cancel still hands its hooks, resolver and tool a signal.
+      cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
+    } catch (error) {
+      throw new EngineConfigError("Gate.call", `the signal cannot be listened to: ${describeError(error)}`, {
+        cause: error,
+      });
+    }
     try {
       return await new Attempt(this.#state, {
         tool,

@@ -186,7 +186,10 @@ export class LoopManagers {
 
   /**
    * The time seam: record timestamps and ask deadlines. Give `setTimeout` and
-   * `clearTimeout` together, or neither to keep the system timers.
+   * `clearTimeout` together, or neither to keep the system timers. A `now()`
+   * that gives anything but a finite number is read as one that throws: a
+   * record takes the system time instead, and a step that needs the time
+   * before the tool runs (the circuit breaker's check) refuses the call.
    * @default Date.now and the global timers
    */
   withClock(clock: ClockInput): LoopManagers {
@@ -199,7 +202,17 @@ export class LoopManagers {
       throw new EngineConfigError("withClock", "setTimeout and clearTimeout must be functions given together");
     }
     const full: Clock = {
-      now: () => clock.now(),
+      now: () => {
+        const ms: unknown = clock.now();
+        // Read as a clock that throws: a record never carries NaN, and the breaker never compares against it.
+        if (typeof ms !== "number" || !Number.isFinite(ms)) {
+          throw new EngineConfigError(
+            "withClock",
+            `now() must return a finite number of epoch ms, got ${typeof ms === "number" ? String(ms) : typeof ms}`,
+          );
+        }
+        return ms;
+      },
       setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : (cb, ms) => systemClock.setTimeout(cb, ms),
       clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : (handle) => systemClock.clearTimeout(handle),
     };

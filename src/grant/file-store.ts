@@ -179,6 +179,15 @@ function lockMs(value: unknown, option: "lockTimeoutMs" | "staleLockMs", fallbac
   return value as number;
 }
 
+/** The `now` option, or `Date.now` when it is not given. */
+function nowOption(value: unknown): () => number {
+  if (value === undefined) return Date.now;
+  if (typeof value !== "function") {
+    throw new GrantConfigError("FileGrantStore", "options.now", `must be a function, got ${shownValue(value)}`);
+  }
+  return value as () => number;
+}
+
 /** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
 function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -293,8 +302,9 @@ export class FileGrantStore implements GrantStore {
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
    * @throws {GrantConfigError} naming the argument when `rootDir` or
-   *   `projectDir` is not a non-empty string, `options` is not an object, or
-   *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer.
+   *   `projectDir` is not a non-empty string, `options` is not an object,
+   *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer, or `now`
+   *   is given and is not a function.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
     requireFolderPath(rootDir, "FileGrantStore", "rootDir");
@@ -309,7 +319,7 @@ export class FileGrantStore implements GrantStore {
     this.#dir = join(this.#projects, projectIdentity(projectDir));
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
-    this.#now = options.now ?? Date.now;
+    this.#now = nowOption(options.now);
     this.#onWarning = options.onWarning ?? emitProcessWarning;
     this.#onLockWait = options.onLockWait;
   }

@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError, shownValue } from "./errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
@@ -51,7 +52,7 @@ export function callSignal(where: string, options: unknown): AbortSignal | undef
     throw new GrantConfigError(where, "options", `must be an object or undefined, got ${shownValue(options)}`);
   }
   const signal = (options as StoreCallOptions).signal;
-  if (signal === undefined || signal instanceof AbortSignal) return signal;
+  if (signal === undefined || isAbortSignal(signal)) return signal;
   throw new GrantConfigError(where, "options.signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
 }
 
@@ -99,10 +100,13 @@ export class MemoryGrantStore implements GrantStore {
    * Starts with `grants` stored; a later one replaces an earlier one of the
    * same rule, as a save does.
    *
-   * @throws {GrantRecordError} when one is not a Grant.
+   * @throws {GrantRecordError} when `grants` is not iterable, or one is not a Grant.
    * @throws {GrantIdCollisionError} when two different rules share an id.
    */
   constructor(grants: Iterable<Grant> = []) {
+    if (typeof (grants as Partial<Iterable<Grant>> | null)?.[Symbol.iterator] !== "function") {
+      throw new GrantRecordError(`MemoryGrantStore: expected an iterable of Grants, got ${shownValue(grants)}`);
+    }
     for (const grant of grants) {
       requireGrant(grant, "MemoryGrantStore");
       assertSameRule(this.#grants.get(grant.id), grant);

@@ -8,7 +8,8 @@ import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
-import { isAbortSignal, unlisten } from "../ask/wait-options.js";
+import { isAbortSignal } from "../abort-signal.js";
+import { unlisten } from "../ask/wait-options.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
@@ -404,7 +405,16 @@ export class PostgresAskQueue {
         ended: undefined,
       };
       // Listen before registering: if listening throws, the park rejects and nothing is left parked.
-      signal.addEventListener("abort", entry.onAbort, { once: true });
+      try {
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      } catch (error) {
+        reject(
+          new PostgresAskError("POSTGRES_ASK_INVALID", pending.id, "options.signal cannot be listened to", {
+            cause: error,
+          }),
+        );
+        return;
+      }
       this.#parked.set(id, entry);
       void this.#insert(entry);
     });

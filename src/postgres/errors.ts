@@ -63,16 +63,22 @@ export class PostgresRowError extends LoopctlError {
 /**
  * An ask could not be parked on a {@link PostgresAskQueue}: it is not a
  * pending ask, holds text PostgreSQL's `jsonb` cannot store (U+0000 or a lone
- * surrogate, in its prompt, tool or call id), came without an `AbortSignal`,
- * or its id is already in the queue. `code` is `"POSTGRES_ASK_INVALID"` or `"POSTGRES_ASK_DUPLICATE"`.
+ * surrogate, in its prompt, tool or call id), came without an `AbortSignal`
+ * or with one that cannot be listened to (`cause`: what it threw), or its id
+ * is already in the queue. `code` is `"POSTGRES_ASK_INVALID"` or `"POSTGRES_ASK_DUPLICATE"`.
  * The resolver rejects with it, which the engine turns into a denial.
  */
 export class PostgresAskError extends LoopctlError {
   /** The ask's id, when it had a readable one. */
   readonly askId: string | undefined;
 
-  constructor(code: "POSTGRES_ASK_INVALID" | "POSTGRES_ASK_DUPLICATE", askId: string | undefined, problem: string) {
-    super(code, `${askId === undefined ? "ask" : `ask ${askId}`}: ${problem}`);
+  constructor(
+    code: "POSTGRES_ASK_INVALID" | "POSTGRES_ASK_DUPLICATE",
+    askId: string | undefined,
+    problem: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, `${askId === undefined ? "ask" : `ask ${askId}`}: ${problem}`, options);
     this.askId = askId;
   }
 }

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
+import { isAbortSignal } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
@@ -150,7 +151,7 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
   async resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
     const signal: unknown = (options as ResolveOptions | undefined)?.signal;
-    if (!(signal instanceof AbortSignal)) throw new InvalidPendingAskError("options.signal must be an AbortSignal");
+    if (!isAbortSignal(signal)) throw new InvalidPendingAskError("options.signal must be an AbortSignal");
     if (signal.aborted) throw signal.reason;
     const parsed = PendingAskSchema.safeParse(ask);
     if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${parsed.error.message}`);
