@@ -1,7 +1,8 @@
 import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, Gate, LoopManagers } from "loopctl/engine";
@@ -9,6 +10,10 @@ import type { HookDecision, ToolDescriptor } from "loopctl/engine";
 import { McpConfigError, mcpAnnotationHook, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 import { changes, startFilesystem, startFixture } from "./support/mcp-fixtures.js";
+import { bundleBuilds } from "./support/reliability-bundle.js";
+import type { Builds } from "./support/reliability-bundle.js";
+
+type McpModule = typeof import("../src/mcp/index.js");
 
 const schema = { type: "object", properties: { path: { type: "string" } } };
 const descriptor = (annotations?: Record<string, unknown>, title?: string): ToolDescriptor => ({
@@ -217,6 +222,44 @@ describe("mcpAnnotationHook on real servers", () => {
       ["read_note", "allow"],
     ]);
     expect(asks[0]!.prompt).toContain("This tool changed on the server since it was first listed.");
+    expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
+  });
+});
+
+describe("mcpAnnotationHook across copies of the package (the ESM and the CommonJS build in one process)", () => {
+  let builds: Builds;
+  let cjs: McpModule;
+  beforeAll(async () => {
+    builds = await bundleBuilds("mcp");
+    cjs = createRequire(import.meta.url)(builds.cjs) as McpModule;
+  }, 60_000);
+  afterAll(() => builds?.dispose());
+
+  it("a tool that flips to read-only still asks when the toolset and the trusted hook come from different copies", async () => {
+    expect(cjs.mcpTools).not.toBe(mcpTools);
+    const server = await startFixture("mutable");
+    const ours = changes();
+    const theirs = changes();
+    const fromEsm = await mcpTools(server.client, { onChange: ours.onChange });
+    const fromCjs = await cjs.mcpTools(server.client, { onChange: theirs.onChange });
+    server.signal("SIGUSR2");
+    await Promise.all([ours.next(), theirs.next()]);
+    for (const [toolset, hook] of [
+      [fromEsm, cjs.mcpAnnotationHook({ trusted: true })],
+      [fromCjs, mcpAnnotationHook({ trusted: true })],
+    ] as const) {
+      const asks: PendingAsk[] = [];
+      const managers = new LoopManagers()
+        .withHook(hook)
+        .withAskResolver(new SyncAskResolver((a) => (asks.push(a), false)));
+      const model = new ScriptedModel([
+        { toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] },
+        { text: "ok" },
+      ]);
+      const result = await new Agent({ model, tools: toolset, managers }).run("go");
+      expect(result.records.map((r) => [r.tool, r.verdict])).toEqual([["delete_note", "ask_denied"]]);
+      expect(asks[0]!.prompt).toContain("This tool changed on the server since it was first listed.");
+    }
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
   });
 });

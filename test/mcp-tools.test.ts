@@ -7,9 +7,9 @@ import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
 import type { Hook, Message } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
-import { McpConfigError, McpServerError, mcpTools } from "loopctl/mcp";
+import { McpCallbackError, McpConfigError, McpServerError, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
-import { deferred, until } from "./support/engine-fixtures.js";
+import { deferred, flush, until } from "./support/engine-fixtures.js";
 import { changes, startFixture } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
@@ -218,6 +218,91 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     server.signal("SIGUSR2");
     expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
     expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+  });
+
+  it("an onChange that throws or rejects goes to onError as McpCallbackError; an onError that throws or rejects is dropped", async () => {
+    const crashes: unknown[] = [];
+    const crashed = (error: unknown): void => void crashes.push(error);
+    process.on("uncaughtException", crashed);
+    process.on("unhandledRejection", crashed);
+    try {
+      const server = await startFixture("mutable");
+      const thrown = new Error("the tool panel is gone");
+      const rejected = new Error("the tool cache is gone");
+      const reported: unknown[] = [];
+      const sync = changes();
+      const async = changes();
+      const throwing = await mcpTools(server.client, {
+        onChange: (tools) => {
+          sync.onChange(tools);
+          throw thrown;
+        },
+        onError: (error) => {
+          reported.push(error);
+          throw new Error("the log is gone too");
+        },
+      });
+      const rejecting = await mcpTools(server.client, {
+        // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the rejected promise under test
+        onChange: async (tools) => {
+          async.onChange(tools);
+          throw rejected;
+        },
+        // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the rejected promise under test
+        onError: async (error) => {
+          reported.push(error);
+          throw new Error("the log is gone too");
+        },
+      });
+      server.signal("SIGUSR2");
+      await Promise.all([sync.next(), async.next()]);
+      await until(() => reported.length === 2);
+      await flush();
+      expect(crashes).toEqual([]);
+      expect(reported).toHaveLength(2);
+      for (const [error, cause] of [
+        [reported.find((e) => (e as Error).cause === thrown), thrown],
+        [reported.find((e) => (e as Error).cause === rejected), rejected],
+      ] as const) {
+        expect(error).toBeInstanceOf(McpCallbackError);
+        expect(error).toMatchObject({ code: "MCP_CALLBACK", server: "fixture", option: "onChange" });
+        expect((error as Error).message).toBe(
+          `onChange of the toolset of MCP server 'fixture' failed: ${cause.message}`,
+        );
+      }
+      // What the callbacks did changed nothing the toolsets offer: both have the new tools.
+      for (const toolset of [throwing, rejecting])
+        expect(toolset.tools[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    } finally {
+      process.off("uncaughtException", crashed);
+      process.off("unhandledRejection", crashed);
+    }
+  });
+
+  it("an onError that throws on a failed refresh is dropped: the toolset still fails closed, and the process goes on", async () => {
+    const crashes: unknown[] = [];
+    const crashed = (error: unknown): void => void crashes.push(error);
+    process.on("uncaughtException", crashed);
+    try {
+      const server = await startFixture("paged");
+      const { onChange, next } = changes();
+      let reported = 0;
+      const toolset = await mcpTools(server.client, {
+        onChange,
+        onError: () => {
+          reported += 1;
+          throw new Error("the log is gone");
+        },
+      });
+      server.signal("SIGUSR1");
+      expect(await next()).toEqual([]);
+      await until(() => reported === 1);
+      await flush();
+      expect(crashes).toEqual([]);
+      expect(toolset.tools).toEqual([]);
+    } finally {
+      process.off("uncaughtException", crashed);
+    }
   });
 
   it("a listing that fails with a value that cannot be described still fails closed, with McpServerError naming the server", async () => {

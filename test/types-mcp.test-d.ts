@@ -3,7 +3,7 @@ import { describe, expectTypeOf, it } from "vitest";
 import { Agent, LoopManagers } from "loopctl/engine";
 import type { Hook, Model, Tool, ToolSource } from "loopctl/engine";
 import { mcpAnnotationHook, mcpTools } from "loopctl/mcp";
-import type { McpClient, McpToolset } from "loopctl/mcp";
+import type { McpCallbackError, McpClient, McpServerError, McpToolset } from "loopctl/mcp";
 
 const client = new Client({ name: "types", version: "1.0.0" });
 
@@ -18,6 +18,12 @@ describe("mcpTools", () => {
   it("is what an Agent reads its tools from each turn", async () => {
     const model = {} as Model;
     void new Agent({ model, tools: await mcpTools(client) });
+  });
+
+  it("hands onError a failed listing or a failed onChange", () => {
+    void mcpTools(client, {
+      onError: (error) => expectTypeOf(error).toEqualTypeOf<McpServerError | McpCallbackError>(),
+    });
   });
 
   it("needs a client, not a transport or a server name", () => {

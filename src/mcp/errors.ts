@@ -38,6 +38,26 @@ export class McpToolError extends LoopctlError {
 }
 
 /**
+ * A toolset's `onChange` threw, or returned a promise that rejected. The
+ * toolset is current all the same (what a callback does cannot change what
+ * it offers); what the callback was to do with the new tools may not have
+ * happened. Handed to `onError`, never thrown. `code` is `"MCP_CALLBACK"`;
+ * `cause` is what the callback threw.
+ */
+export class McpCallbackError extends LoopctlError {
+  /** The server whose toolset called the callback. */
+  readonly server: string;
+  /** The option at fault (`"onChange"`). */
+  readonly option: string;
+
+  constructor(server: string, option: string, message: string, options?: ErrorOptions) {
+    super("MCP_CALLBACK", `${option} of the toolset of MCP server '${server}' failed: ${message}`, options);
+    this.server = server;
+    this.option = option;
+  }
+}
+
+/**
  * `mcpTools` or `mcpAnnotationHook` was given something it cannot use: a
  * client that is not connected, a prefix or option of the wrong kind. `code`
  * is `"MCP_CONFIG"`; the message names the option.

@@ -12,4 +12,4 @@ export { mcpTools } from "./toolset.js";
 export type { McpClient, McpToolProblem, McpToolset, McpToolsOptions } from "./toolset.js";
 export { mcpAnnotationHook } from "./annotation-hook.js";
 export type { McpAnnotationHookOptions } from "./annotation-hook.js";
-export { McpConfigError, McpServerError, McpToolError } from "./errors.js";
+export { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";

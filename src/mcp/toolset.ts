@@ -6,7 +6,7 @@ import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/in
 import { describeError } from "../engine/errors.js";
 import { descriptorFingerprint } from "../grant/index.js";
 import { markChanged } from "./changed.js";
-import { McpConfigError, McpServerError, McpToolError } from "./errors.js";
+import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
 import { resultText } from "./result.js";
 
 /** What `mcpTools` needs of an MCP SDK `Client` (connected). */
@@ -18,10 +18,18 @@ export interface McpToolsOptions {
   readonly prefix?: string;
   /** The server's name in errors. @default the name it gave in the handshake */
   readonly server?: string;
-  /** Called with the new tools after a `list_changed` (or `refresh()`) changed them. */
+  /**
+   * Called with the new tools after a `list_changed` (or `refresh()`) changed them, outside the
+   * listing. What it throws, or a promise it returns rejects with, goes to `onError` as
+   * `McpCallbackError`; the toolset keeps the new tools either way.
+   */
   readonly onChange?: (tools: readonly Tool[]) => void;
-  /** Called when a refresh failed; the toolset then has no tools until one succeeds (fail closed). */
-  readonly onError?: (error: McpServerError) => void;
+  /**
+   * Called with `McpServerError` when a refresh failed (the toolset then has no tools until one
+   * succeeds: fail closed), and with `McpCallbackError` when `onChange` threw. What it throws,
+   * or a promise it returns rejects with, is dropped.
+   */
+  readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /** The time limit of each `tools/list` and `tools/call` request, in ms. @default the MCP SDK's (60 s) */
@@ -66,6 +74,23 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
+}
+
+/**
+ * Calls `callback` in a microtask of its own, and hands what it throws, or a
+ * promise it returns rejects with, to `failed` (which must not throw): an
+ * application's callback never becomes an uncaught exception or an unhandled
+ * rejection.
+ */
+function callLater(callback: () => unknown, failed: (error: unknown) => void): void {
+  queueMicrotask(() => {
+    try {
+      const returned = callback();
+      if (returned instanceof Promise) returned.catch(failed);
+    } catch (error) {
+      failed(error);
+    }
+  });
 }
 
 /**
@@ -190,8 +215,7 @@ export class McpToolset implements ToolSource {
         // The server said its tools changed and we cannot see how: offer none rather than stale ones.
         this.#byName = new Map();
         if (this.#tools.length > 0) this.#publish(Object.freeze([]));
-        const { onError } = this.#options;
-        if (onError !== undefined) queueMicrotask(() => onError(failure));
+        this.#report(failure);
       }
     }
   }
@@ -273,7 +297,24 @@ export class McpToolset implements ToolSource {
     this.#tools = tools;
     const { onChange } = this.#options;
     // Outside the listing: a callback that throws cannot change what the toolset offers.
-    if (this.#listed && onChange !== undefined) queueMicrotask(() => onChange(tools));
+    if (this.#listed && onChange !== undefined) {
+      callLater(
+        () => onChange(tools),
+        (error) => this.#report(new McpCallbackError(this.#server, "onChange", describeError(error), { cause: error })),
+      );
+    }
+  }
+
+  /** Hands `error` to `onError`, if any. */
+  #report(error: McpServerError | McpCallbackError): void {
+    const { onError } = this.#options;
+    if (onError === undefined) return;
+    callLater(
+      () => onError(error),
+      () => {
+        // A failing error handler has nowhere left to report to.
+      },
+    );
   }
 
   #define(name: string, remote: string, descriptor: ToolDescriptor): Tool {

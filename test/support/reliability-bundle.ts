@@ -39,25 +39,28 @@ export async function bundleChild(entry: string): Promise<Bundle> {
   return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** `src/grant` built twice, as the package ships it: an ES module and a CommonJS module. */
-export interface GrantBuilds {
+/** A subpath of `src` built twice, as the package ships it: an ES module and a CommonJS module. */
+export interface Builds {
   readonly esm: string;
   readonly cjs: string;
   dispose(): void;
 }
 
+/** `src/grant` built twice (see {@link bundleBuilds}). */
+export type GrantBuilds = Builds;
+
 /**
- * Builds `loopctl/grant` as ESM and as CommonJS into a private temporary
+ * Builds `loopctl/<subpath>` as ESM and as CommonJS into a private temporary
  * folder: loading both in one process gives two copies of every module, as an
  * application gets when one dependency imports the package and another
  * requires it.
  */
-export async function bundleGrantBuilds(): Promise<GrantBuilds> {
+export async function bundleBuilds(subpath: "grant" | "mcp"): Promise<Builds> {
   // Under node_modules so that the builds' imports of their dependencies resolve, as in an application.
   const cache = fileURLToPath(new URL("../../node_modules/.cache", import.meta.url));
   mkdirSync(cache, { recursive: true });
   const dir = mkdtempSync(join(cache, "loopctl-builds-"));
-  const source = fileURLToPath(new URL("../../src/grant/index.ts", import.meta.url));
+  const source = fileURLToPath(new URL(`../../src/${subpath}/index.ts`, import.meta.url));
   const common: BuildOptions = {
     entryPoints: [source],
     bundle: true,
@@ -66,11 +69,16 @@ export async function bundleGrantBuilds(): Promise<GrantBuilds> {
     target: "node20",
     logLevel: "silent",
   };
-  const esm = join(dir, "grant.mjs");
-  const cjs = join(dir, "grant.cjs");
+  const esm = join(dir, `${subpath}.mjs`);
+  const cjs = join(dir, `${subpath}.cjs`);
   await Promise.all([
     build({ ...common, format: "esm", outfile: esm }),
     build({ ...common, format: "cjs", outfile: cjs }),
   ]);
   return { esm, cjs, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `loopctl/grant` built as ESM and as CommonJS (see {@link bundleBuilds}). */
+export function bundleGrantBuilds(): Promise<GrantBuilds> {
+  return bundleBuilds("grant");
 }
