@@ -1,4 +1,4 @@
-import { Agent, Runner, tool } from "@openai/agents";
+import { Agent, RunState, Runner, tool } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -391,6 +391,51 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks.map((ask) => ask.callId)).toEqual(["call_0", "call_0"]);
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
     expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("a run state restored from toString() keeps an approval used: a model that sends its call id again is asked about", async () => {
+    // One process approves call_0, runs it, and is interrupted again; it saves the state.
+    const before = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const first = before.agent([deployTurn("call_0", "1.2"), deployTurn("call_1", "2")]);
+    const interrupted = await before.runner.run(first.agent, "go");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const saved = (await before.runner.run(first.agent, interrupted.state)).state.toString();
+    expect(before.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(before.records).toMatchObject([{ verdict: "ask_allowed" }]);
+
+    // Another process restores it; the model sends call_0 again, with other arguments.
+    const after = setup((ask) => (ask.callId === "call_1" ? { type: "approve" } : { type: "deny" }));
+    const second = after.agent([deployTurn("call_0", "6.6"), { text: "x" }]);
+    const state = await RunState.fromString(second.agent, saved);
+    await after.approvals.settle({ state, interruptions: state.getInterruptions() }, (resumed) =>
+      after.runner.run(second.agent, resumed),
+    );
+    expect(after.executed).toEqual([{ env: "prod", version: "2" }]);
+    expect(after.asks.map((ask) => [ask.callId, ask.argsDigest])).toEqual([
+      ["call_1", argsDigest({ env: "prod", version: "2" })],
+      ["call_0", argsDigest({ env: "prod", version: "6.6" })],
+    ]);
+    expect(after.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
+    expect(shownResults(second.model)).toEqual({
+      call_1: "deployed 2 to prod",
+      call_0: "Permission denied by approver for tool 'deploy'",
+    });
+  });
+
+  it("an approval given by hand on a restored run state is not taken for unused: the resolver is asked about the call", async () => {
+    const before = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const first = before.agent([deployTurn("c1", "1")]);
+    const saved = (await before.runner.run(first.agent, "go")).state.toString();
+
+    const after = setup(() => ({ type: "deny" }));
+    const second = after.agent([{ text: "x" }]);
+    const state = await RunState.fromString(second.agent, saved);
+    state.approve(state.getInterruptions()[0]!);
+    await after.runner.run(second.agent, state);
+    expect(after.asks).toMatchObject([{ callId: "c1", argsDigest: argsDigest({ env: "prod", version: "1" }) }]);
+    expect(after.executed).toEqual([]);
+    expect(after.records).toMatchObject([{ verdict: "ask_denied" }]);
+    expect(shownResults(second.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
   });
 
   it("calls that share a call id, in one turn or in two runs at once, are a typed error before anyone is asked", async () => {
