@@ -479,6 +479,55 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(approver.pending).toBe(0);
   });
 
+  it("a call under a call id another run's call has in flight is a typed error: it cannot be checked apart from that call", async () => {
+    const restarted: unknown[] = [];
+    const restart = tool({
+      name: "restart",
+      description: "Restart a service",
+      parameters: z.object({ env: z.string() }),
+      needsApproval: async (_context, { env }) => env === "prod",
+      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
+    });
+    // A hook that takes its time over a restart, then moves it to prod.
+    let hooked!: () => void;
+    const inHook = new Promise<void>((resolve) => (hooked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const toProd: Hook = {
+      preToolUse: async (call) => {
+        if (call.name !== "restart") return { type: "allow" };
+        hooked();
+        await released;
+        return { type: "modify", input: { env: "prod" } };
+      },
+    };
+    const asks: PendingAsk[] = [];
+    const approvals = new AgentApprovals({
+      resolver: { resolve: async (ask) => (asks.push(ask), { type: "deny" }) },
+      managers: new LoopManagers().withHook(toProd),
+    });
+    const runner = new Runner();
+    // Two runs whose models both number their first call "call_0"; neither call needs approval as sent.
+    const restarting = new FakeModel([{ calls: [["call_0", "restart", { env: "staging" }]] }, { text: "ok" }]);
+    const first = runner.run(
+      new Agent({ name: "ops", model: restarting, tools: approvals.tools([restart]) }),
+      "restart staging",
+    );
+    await inHook;
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
+    const second = (await runner
+      .run(new Agent({ name: "ops", model: reading, tools: approvals.tools([tools([]).status]) }), "status?")
+      .catch((e: unknown) => e)) as { error?: unknown };
+    expect(second.error).toBeInstanceOf(AgentsApprovalError);
+    expect(second.error).toMatchObject({ tool: "status", message: expect.stringContaining('"call_0"') as unknown });
+    expect(reading.inputs).toHaveLength(1);
+    release();
+    expect((await first).finalOutput).toBe("ok");
+    expect(asks).toMatchObject([{ tool: "restart", argsDigest: argsDigest({ env: "prod" }) }]);
+    expect(restarted).toEqual([]);
+    expect(shownResults(restarting)).toEqual({ call_0: "Permission denied by approver for tool 'restart'" });
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

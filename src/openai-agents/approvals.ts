@@ -387,6 +387,12 @@ export class AgentApprovals {
         throw error;
       }
     }
+    // The gate's hook and resolver find a call by its id: another call under it, in flight, would be taken for this one.
+    if (this.#inFlight.has(callId))
+      throw new AgentsApprovalError(
+        descriptor.name,
+        `the call id ${JSON.stringify(callId)} is also another call's, in flight; calls under one id cannot be checked apart`,
+      );
     this.#inFlight.set(callId, { wrapped, context, wantsApproval: undefined });
     let outcome: GateOutcome;
     try {
