@@ -528,6 +528,27 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(restarting)).toEqual({ call_0: "Permission denied by approver for tool 'restart'" });
   });
 
+  it("an approved call waiting for its run to resume is run by that run alone, not by another run's call under its id", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1"), { text: "deployed" }]);
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
+    const other = new Agent({ name: "ops", model: reading, tools: s.approvals.tools([tools([]).status]) });
+    let second: unknown;
+    const result = await s.approvals.run(async (input) => {
+      // Another run's status call, under the same id, runs while this run's deploy waits to resume.
+      if (typeof input !== "string") second = await s.runner.run(other, "status?").catch((e: unknown) => e);
+      return s.runner.run(agent, input);
+    }, "go");
+    expect((second as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(reading.inputs).toHaveLength(1);
+    expect(result.finalOutput).toBe("deployed");
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(s.asks).toHaveLength(1);
+    expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+    expect(s.records).toHaveLength(1);
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

@@ -58,6 +58,7 @@ interface InFlight {
 
 /** An approved interruption whose gate call waits for the SDK to execute it on resume. */
 interface Approved {
+  readonly wrapped: Wrapped;
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
@@ -330,7 +331,7 @@ export class AgentApprovals {
         },
         (input, { signal: callSignal }) =>
           new Promise((resolve, reject) => {
-            this.#approved.set(callId, { input, signal: callSignal, done: { resolve, reject } });
+            this.#approved.set(callId, { wrapped, input, signal: callSignal, done: { resolve, reject } });
             approved();
           }),
       )
@@ -371,8 +372,13 @@ export class AgentApprovals {
     const { original, descriptor } = wrapped;
     const callId = details?.toolCall?.callId ?? "";
     const open = this.#approved.get(callId);
-    if (open !== undefined) {
-      // The interruption's gate call, still open: run exactly what was approved.
+    // The interruption's gate call, still open, if this is its call: of its tool, on a run state that approved its id.
+    if (
+      open !== undefined &&
+      open.wrapped === wrapped &&
+      context.isToolApproved({ toolName: descriptor.name, callId }) === true
+    ) {
+      // Run exactly what was approved.
       this.#approved.delete(callId);
       this.#approvalsOf(context).delete(callId);
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
