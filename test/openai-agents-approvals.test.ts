@@ -1,4 +1,4 @@
-import { Agent, Runner, tool } from "@openai/agents";
+import { Agent, RunState, Runner, tool } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -393,6 +393,51 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
   });
 
+  it("a run state restored from toString() keeps an approval used: a model that sends its call id again is asked about", async () => {
+    // One process approves call_0, runs it, and is interrupted again; it saves the state.
+    const before = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const first = before.agent([deployTurn("call_0", "1.2"), deployTurn("call_1", "2")]);
+    const interrupted = await before.runner.run(first.agent, "go");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const saved = (await before.runner.run(first.agent, interrupted.state)).state.toString();
+    expect(before.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(before.records).toMatchObject([{ verdict: "ask_allowed" }]);
+
+    // Another process restores it; the model sends call_0 again, with other arguments.
+    const after = setup((ask) => (ask.callId === "call_1" ? { type: "approve" } : { type: "deny" }));
+    const second = after.agent([deployTurn("call_0", "6.6"), { text: "x" }]);
+    const state = await RunState.fromString(second.agent, saved);
+    await after.approvals.settle({ state, interruptions: state.getInterruptions() }, (resumed) =>
+      after.runner.run(second.agent, resumed),
+    );
+    expect(after.executed).toEqual([{ env: "prod", version: "2" }]);
+    expect(after.asks.map((ask) => [ask.callId, ask.argsDigest])).toEqual([
+      ["call_1", argsDigest({ env: "prod", version: "2" })],
+      ["call_0", argsDigest({ env: "prod", version: "6.6" })],
+    ]);
+    expect(after.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
+    expect(shownResults(second.model)).toEqual({
+      call_1: "deployed 2 to prod",
+      call_0: "Permission denied by approver for tool 'deploy'",
+    });
+  });
+
+  it("an approval given by hand on a restored run state is not taken for unused: the resolver is asked about the call", async () => {
+    const before = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const first = before.agent([deployTurn("c1", "1")]);
+    const saved = (await before.runner.run(first.agent, "go")).state.toString();
+
+    const after = setup(() => ({ type: "deny" }));
+    const second = after.agent([{ text: "x" }]);
+    const state = await RunState.fromString(second.agent, saved);
+    state.approve(state.getInterruptions()[0]!);
+    await after.runner.run(second.agent, state);
+    expect(after.asks).toMatchObject([{ callId: "c1", argsDigest: argsDigest({ env: "prod", version: "1" }) }]);
+    expect(after.executed).toEqual([]);
+    expect(after.records).toMatchObject([{ verdict: "ask_denied" }]);
+    expect(shownResults(second.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("calls that share a call id, in one turn or in two runs at once, are a typed error before anyone is asked", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([
@@ -432,6 +477,76 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect((await first).finalOutput).toBe("deployed 1");
     expect(executed).toEqual([{ env: "prod", version: "1" }]);
     expect(approver.pending).toBe(0);
+  });
+
+  it("a call under a call id another run's call has in flight is a typed error: it cannot be checked apart from that call", async () => {
+    const restarted: unknown[] = [];
+    const restart = tool({
+      name: "restart",
+      description: "Restart a service",
+      parameters: z.object({ env: z.string() }),
+      needsApproval: async (_context, { env }) => env === "prod",
+      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
+    });
+    // A hook that takes its time over a restart, then moves it to prod.
+    let hooked!: () => void;
+    const inHook = new Promise<void>((resolve) => (hooked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const toProd: Hook = {
+      preToolUse: async (call) => {
+        if (call.name !== "restart") return { type: "allow" };
+        hooked();
+        await released;
+        return { type: "modify", input: { env: "prod" } };
+      },
+    };
+    const asks: PendingAsk[] = [];
+    const approvals = new AgentApprovals({
+      resolver: { resolve: async (ask) => (asks.push(ask), { type: "deny" }) },
+      managers: new LoopManagers().withHook(toProd),
+    });
+    const runner = new Runner();
+    // Two runs whose models both number their first call "call_0"; neither call needs approval as sent.
+    const restarting = new FakeModel([{ calls: [["call_0", "restart", { env: "staging" }]] }, { text: "ok" }]);
+    const first = runner.run(
+      new Agent({ name: "ops", model: restarting, tools: approvals.tools([restart]) }),
+      "restart staging",
+    );
+    await inHook;
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
+    const second = (await runner
+      .run(new Agent({ name: "ops", model: reading, tools: approvals.tools([tools([]).status]) }), "status?")
+      .catch((e: unknown) => e)) as { error?: unknown };
+    expect(second.error).toBeInstanceOf(AgentsApprovalError);
+    expect(second.error).toMatchObject({ tool: "status", message: expect.stringContaining('"call_0"') as unknown });
+    expect(reading.inputs).toHaveLength(1);
+    release();
+    expect((await first).finalOutput).toBe("ok");
+    expect(asks).toMatchObject([{ tool: "restart", argsDigest: argsDigest({ env: "prod" }) }]);
+    expect(restarted).toEqual([]);
+    expect(shownResults(restarting)).toEqual({ call_0: "Permission denied by approver for tool 'restart'" });
+  });
+
+  it("an approved call waiting for its run to resume is run by that run alone, not by another run's call under its id", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1"), { text: "deployed" }]);
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
+    const other = new Agent({ name: "ops", model: reading, tools: s.approvals.tools([tools([]).status]) });
+    let second: unknown;
+    const result = await s.approvals.run(async (input) => {
+      // Another run's status call, under the same id, runs while this run's deploy waits to resume.
+      if (typeof input !== "string") second = await s.runner.run(other, "status?").catch((e: unknown) => e);
+      return s.runner.run(agent, input);
+    }, "go");
+    expect((second as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(reading.inputs).toHaveLength(1);
+    expect(result.finalOutput).toBe("deployed");
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(s.asks).toHaveLength(1);
+    expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+    expect(s.records).toHaveLength(1);
   });
 
   it("typed errors for options and tools it cannot use", () => {

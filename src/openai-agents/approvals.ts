@@ -58,6 +58,7 @@ interface InFlight {
 
 /** An approved interruption whose gate call waits for the SDK to execute it on resume. */
 interface Approved {
+  readonly wrapped: Wrapped;
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
@@ -133,11 +134,15 @@ export class AgentApprovals {
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
-   * Per run, the call ids whose approval on the run state has let a call
-   * through: the SDK keeps approvals by call id, so a model that sends an id
-   * again would otherwise find its new call approved already.
+   * Per run context, the call ids the SDK interrupted here (this object's
+   * `needsApproval` said yes) whose approval no call has used yet. The SDK
+   * keeps approvals by call id for the whole run, and nothing of a run state
+   * can take one back: an approval on the run state lets one call through,
+   * for an interruption seen here. One this object did not see given (a
+   * state restored from `toString()`, another `AgentApprovals`) may have
+   * been used already, so the resolver is asked.
    */
-  readonly #usedApprovals = new WeakMap<RunContext<any>, Set<string>>();
+  readonly #unusedApprovals = new WeakMap<RunContext<any>, Set<string>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -326,7 +331,7 @@ export class AgentApprovals {
         },
         (input, { signal: callSignal }) =>
           new Promise((resolve, reject) => {
-            this.#approved.set(callId, { input, signal: callSignal, done: { resolve, reject } });
+            this.#approved.set(callId, { wrapped, input, signal: callSignal, done: { resolve, reject } });
             approved();
           }),
       )
@@ -348,25 +353,34 @@ export class AgentApprovals {
   ): Promise<boolean> {
     const wants = await wrapped.original.needsApproval(context, input, callId);
     if (!wants) return false;
-    if (this.#policy === undefined) return true;
-    try {
-      const decision = await this.#policy.decide(wrapped.descriptor, input);
-      // Allow or deny: the gate decides the call, by the same grant, where it runs.
-      return decision.type === "ask";
-    } catch {
-      // The gate refuses the call where it runs (grant store unavailable): no one need be asked.
-      return false;
+    if (this.#policy !== undefined) {
+      try {
+        const decision = await this.#policy.decide(wrapped.descriptor, input);
+        // Allow or deny: the gate decides the call, by the same grant, where it runs.
+        if (decision.type !== "ask") return false;
+      } catch {
+        // The gate refuses the call where it runs (grant store unavailable): no one need be asked.
+        return false;
+      }
     }
+    // The SDK interrupts the run for this call: an approval it is given may let it through once.
+    this.#approvalsOf(context).add(callId ?? "");
+    return true;
   }
 
   async #invoke(wrapped: Wrapped, context: RunContext<any>, text: string, details: Details): Promise<unknown> {
     const { original, descriptor } = wrapped;
     const callId = details?.toolCall?.callId ?? "";
     const open = this.#approved.get(callId);
-    if (open !== undefined) {
-      // The interruption's gate call, still open: run exactly what was approved.
+    // The interruption's gate call, still open, if this is its call: of its tool, on a run state that approved its id.
+    if (
+      open !== undefined &&
+      open.wrapped === wrapped &&
+      context.isToolApproved({ toolName: descriptor.name, callId }) === true
+    ) {
+      // Run exactly what was approved.
       this.#approved.delete(callId);
-      this.#useApproval(context, callId);
+      this.#approvalsOf(context).delete(callId);
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
@@ -379,6 +393,12 @@ export class AgentApprovals {
         throw error;
       }
     }
+    // The gate's hook and resolver find a call by its id: another call under it, in flight, would be taken for this one.
+    if (this.#inFlight.has(callId))
+      throw new AgentsApprovalError(
+        descriptor.name,
+        `the call id ${JSON.stringify(callId)} is also another call's, in flight; calls under one id cannot be checked apart`,
+      );
     this.#inFlight.set(callId, { wrapped, context, wantsApproval: undefined });
     let outcome: GateOutcome;
     try {
@@ -428,7 +448,10 @@ export class AgentApprovals {
     };
   }
 
-  /** The gate's resolver: a call the SDK's run state already approved is approved; every other ask goes to the resolver. */
+  /**
+   * The gate's resolver: a call the SDK's run state approved after its
+   * interruption here is approved, once; every other ask goes to the resolver.
+   */
   #resolve(
     callId: string,
     ask: Parameters<AskResolver["resolve"]>[0],
@@ -437,22 +460,20 @@ export class AgentApprovals {
     const entry = this.#inFlight.get(callId);
     if (
       entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true &&
-      this.#useApproval(entry.context, callId)
+      this.#approvalsOf(entry.context).delete(callId)
     )
       return Promise.resolve({ type: "approve" });
     return this.#resolver.resolve(ask, options);
   }
 
-  /** Marks the run state's approval of `callId` used; false when a call already used it. */
-  #useApproval(context: RunContext<any>, callId: string): boolean {
-    let used = this.#usedApprovals.get(context);
-    if (used === undefined) {
-      used = new Set();
-      this.#usedApprovals.set(context, used);
+  /** The call ids interrupted on `context` whose approval no call has used yet. */
+  #approvalsOf(context: RunContext<any>): Set<string> {
+    let unused = this.#unusedApprovals.get(context);
+    if (unused === undefined) {
+      unused = new Set();
+      this.#unusedApprovals.set(context, unused);
     }
-    if (used.has(callId)) return false;
-    used.add(callId);
-    return true;
+    return unused;
   }
 
   #session(): { sessionId?: string } {
