@@ -31,6 +31,17 @@ function tools(executed: unknown[], description = "Deploy a version") {
   };
 }
 
+/** A tool that wants approval only for prod, recording what it restarted in `restarted`. */
+function restartTool(restarted: unknown[]) {
+  return tool({
+    name: "restart",
+    description: "Restart a service",
+    parameters: z.object({ env: z.string() }),
+    needsApproval: async (_context, { env }) => env === "prod",
+    execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
+  });
+}
+
 interface Setup {
   readonly approvals: AgentApprovals;
   readonly records: GateDecision[];
@@ -199,13 +210,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("a hook that modifies arguments into ones the tool wants approved is asked about, though the SDK did not interrupt", async () => {
     const restarted: unknown[] = [];
-    const restart = tool({
-      name: "restart",
-      description: "Restart a service",
-      parameters: z.object({ env: z.string() }),
-      needsApproval: async (_context, { env }) => env === "prod",
-      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
-    });
+    const restart = restartTool(restarted);
     const toProd: Hook = {
       preToolUse: (call) => ({ type: "modify", input: { ...(call.input as object), env: "prod" } }),
     };
@@ -481,13 +486,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("a call under a call id another run's call has in flight is a typed error: it cannot be checked apart from that call", async () => {
     const restarted: unknown[] = [];
-    const restart = tool({
-      name: "restart",
-      description: "Restart a service",
-      parameters: z.object({ env: z.string() }),
-      needsApproval: async (_context, { env }) => env === "prod",
-      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
-    });
+    const restart = restartTool(restarted);
     // A hook that takes its time over a restart, then moves it to prod.
     let hooked!: () => void;
     const inHook = new Promise<void>((resolve) => (hooked = resolve));

@@ -64,6 +64,20 @@ function park(q: PostgresAskQueue, ask: PendingAsk, signal = new AbortController
   return q.resolver.resolve(ask, { signal });
 }
 
+/** Parks ask `n` on `worker`, takes it from `inbox`, approves it, and checks the call got the approval. */
+async function parkAndApprove(
+  worker: PostgresAskQueue,
+  inbox: ReturnType<PostgresAskQueue["approver"]>,
+  n: number,
+): Promise<PendingAsk> {
+  const ask = makeAsk(n);
+  const parked = park(worker, ask);
+  expect((await inbox.next())?.id).toBe(ask.id);
+  expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+  expect(await parked).toEqual({ type: "approve" });
+  return ask;
+}
+
 describe("PostgresAskQueue: a worker and consoles in different places", () => {
   it("hands an ask to a console and its whole answer, remember included, back to the parked call, once", async () => {
     const worker = queue();
@@ -320,13 +334,7 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     // A re-read once in ten minutes: only notifications can get these through in time.
     const worker = queue({ rereadMs: 600_000 });
     const inbox = queue({ rereadMs: 600_000 }).approver();
-    for (let n = 0; n < 20; n++) {
-      const ask = makeAsk(n);
-      const parked = park(worker, ask);
-      expect((await inbox.next())?.id).toBe(ask.id);
-      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
-      expect(await parked).toEqual({ type: "approve" });
-    }
+    for (let n = 0; n < 20; n++) await parkAndApprove(worker, inbox, n);
   });
 
   it("settles a call parked on the queue that answered it from the answer's own UPDATE, with no notification or re-read", async () => {
@@ -366,11 +374,7 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     opened.push(consoleQueue);
     const inbox = consoleQueue.approver();
     for (let n = 0; n < 20; n++) {
-      const ask = makeAsk(n);
-      const parked = park(worker, ask);
-      expect((await inbox.next())?.id).toBe(ask.id);
-      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
-      expect(await parked).toEqual({ type: "approve" });
+      const ask = await parkAndApprove(worker, inbox, n);
       expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
     }
     expect(endingReads).toEqual([]);
