@@ -108,6 +108,46 @@ describe("permission middleware", () => {
     ]);
   });
 
+  it("holds its rules as they were when it was made: changing the caller's objects later changes no decision", async () => {
+    const executed: unknown[] = [];
+    const noEtc = { id: "no-etc", tool: "write", args: { path: "/etc/*" }, action: "deny" } as {
+      id: string;
+      tool: string;
+      args: { path: string };
+      action: "allow" | "deny";
+    };
+    const held = permissionMiddleware({ rules: [noEtc], defaultAction: "allow" });
+    // Read once: a getter met while the rules are made is not asked again at each call.
+    let reads = 0;
+    const guarded = permissionMiddleware({
+      rules: [
+        {
+          id: "no-root",
+          action: "deny",
+          get args() {
+            reads += 1;
+            return reads === 1 ? { path: "/root/*" } : {};
+          },
+        },
+      ],
+      defaultAction: "allow",
+    });
+    noEtc.args.path = "/nowhere/*";
+    noEtc.tool = "other";
+    noEtc.action = "allow";
+    const { agent } = build({
+      turns: script(call("c1", "write", { path: "/etc/passwd" }), call("c2", "write", { path: "/root/.ssh" })),
+      tools: [writeTool(executed)],
+      managers: new LoopManagers().withMiddleware(held).withMiddleware(guarded),
+    });
+    const result = await agent.run("go");
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.matchedPattern])).toEqual([
+      ["deny", "no-etc", 'write {"path":"/etc/*"}'],
+      ["deny", "no-root", '* {"path":"/root/*"}'],
+    ]);
+  });
+
   it.each([
     [{ rules: [{ id: "", action: "deny" }] }, /id must be a non-empty string/],
     [

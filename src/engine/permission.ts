@@ -79,12 +79,17 @@ function describeRule(rule: PermissionRule): string {
   return rule.args === undefined ? tool : `${tool} ${describePattern(rule.args)}`;
 }
 
-function checkPattern(pattern: unknown, where: string): void {
-  if (pattern instanceof RegExp || pattern === null) return;
-  if (["string", "number", "boolean"].includes(typeof pattern)) return;
+/**
+ * A checked copy of `pattern`, read once: what the rule holds when it is
+ * made decides every call, whatever happens to the caller's objects later.
+ */
+function copyPattern(pattern: unknown, where: string): ArgPattern {
+  if (pattern instanceof RegExp) return new RegExp(pattern.source, pattern.flags);
+  if (pattern === null || ["string", "number", "boolean"].includes(typeof pattern)) return pattern as ArgPattern;
   if (isPlainObject(pattern)) {
-    for (const [key, sub] of Object.entries(pattern)) checkPattern(sub, `${where}.${key}`);
-    return;
+    const copy: Record<string, ArgPattern> = {};
+    for (const [key, sub] of Object.entries(pattern)) copy[key] = copyPattern(sub, `${where}.${key}`);
+    return Object.freeze(copy);
   }
   throw new EngineConfigError("permissionMiddleware", `${where}: not a valid argument pattern`);
 }
@@ -124,30 +129,35 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
     const where = `rules[${index}]`;
     if (typeof rule !== "object" || rule === null)
       throw new EngineConfigError("permissionMiddleware", `${where}: must be an object`);
-    if (typeof rule.id !== "string" || rule.id === "")
+    const { id, action, tool, args } = rule;
+    if (typeof id !== "string" || id === "")
       throw new EngineConfigError("permissionMiddleware", `${where}: id must be a non-empty string`);
-    if (seen.has(rule.id) || rule.id === "default") {
-      throw new EngineConfigError("permissionMiddleware", `${where}: id '${rule.id}' is already used`);
+    if (seen.has(id) || id === "default") {
+      throw new EngineConfigError("permissionMiddleware", `${where}: id '${id}' is already used`);
     }
-    seen.add(rule.id);
-    if (rule.action !== "allow" && rule.action !== "deny") {
+    seen.add(id);
+    if (action !== "allow" && action !== "deny") {
       throw new EngineConfigError("permissionMiddleware", `${where}: action must be "allow" or "deny"`);
     }
-    if (rule.tool !== undefined && typeof rule.tool !== "string" && !(rule.tool instanceof RegExp)) {
+    if (tool !== undefined && typeof tool !== "string" && !(tool instanceof RegExp)) {
       throw new EngineConfigError("permissionMiddleware", `${where}: tool must be a string or a RegExp`);
     }
-    if (rule.args !== undefined) {
-      if (!isPlainObject(rule.args))
-        throw new EngineConfigError("permissionMiddleware", `${where}: args must be an object of patterns`);
-      checkPattern(rule.args, `${where}.args`);
-    }
-    const toolPattern: ArgPattern | undefined = rule.tool;
+    if (args !== undefined && !isPlainObject(args))
+      throw new EngineConfigError("permissionMiddleware", `${where}: args must be an object of patterns`);
+    const held: PermissionRule = {
+      id,
+      action,
+      ...(tool === undefined ? {} : { tool: copyPattern(tool, `${where}.tool`) as string | RegExp }),
+      ...(args === undefined
+        ? {}
+        : { args: copyPattern(args, `${where}.args`) as { readonly [key: string]: ArgPattern } }),
+    };
     return {
-      rule: { ...rule },
-      pattern: describeRule(rule),
-      matches: (tool: string, input: unknown): boolean =>
-        (toolPattern === undefined || matchesValue(toolPattern, tool)) &&
-        (rule.args === undefined || matchesValue(rule.args, input)),
+      rule: held,
+      pattern: describeRule(held),
+      matches: (name: string, input: unknown): boolean =>
+        (held.tool === undefined || matchesValue(held.tool, name)) &&
+        (held.args === undefined || matchesValue(held.args, input)),
     };
   });
 
