@@ -8,6 +8,7 @@ import {
   mkdtempSync,
   readFileSync,
   readdirSync,
+  readlinkSync,
   renameSync,
   rmSync,
   statSync,
@@ -484,6 +485,36 @@ describe("FileGrantStore lock", () => {
     expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
     expect(existsSync(s.lockPath)).toBe(false);
   });
+
+  it.skipIf(!existsSync("/proc/self/ns/pid"))(
+    "takes a lock with this host name from another PID namespace or boot (a container given the same name) for another host's: age decides, not its pid",
+    async () => {
+      const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+      const here = {
+        boot: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim(),
+        pidNamespace: readlinkSync("/proc/self/ns/pid"),
+      };
+      for (const elsewhere of [
+        { ...here, pidNamespace: "pid:[1]" },
+        { ...here, boot: "00000000-0000-0000-0000-000000000000" },
+      ]) {
+        const s = store({ lockTimeoutMs: 300, staleLockMs: 60_000 });
+        const record = { pid: dead, hostname: hostname(), createdAtMs: Date.now(), token: "t", ...elsewhere };
+        writeLock(s, JSON.stringify(record));
+        expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+        expect(existsSync(s.lockPath)).toBe(true);
+        // Older than the stale bound, it is abandoned like any other host's.
+        writeLock(s, JSON.stringify(record), 120_000);
+        await s.save(grantA);
+        expect(existsSync(s.lockPath)).toBe(false);
+      }
+      // In this boot and namespace, the pid decides at once.
+      const s = store({ lockTimeoutMs: 300, staleLockMs: 60_000 });
+      writeLock(s, JSON.stringify({ pid: dead, hostname: hostname(), createdAtMs: Date.now(), token: "t", ...here }));
+      await s.save(grantA);
+      expect(existsSync(s.lockPath)).toBe(false);
+    },
+  );
 
   it.each([
     ["that started at another time", { start: "1", createdAtMs: Date.now() }],

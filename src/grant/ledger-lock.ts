@@ -6,6 +6,7 @@ import {
   open,
   readFile,
   readdir,
+  readlink,
   rename,
   stat as statOf,
   unlink,
@@ -22,7 +23,9 @@ export interface LedgerLockOptions {
   readonly timeoutMs: number;
   /**
    * A lock from another host older than this is abandoned. A lock from this
-   * host is abandoned only when its process is gone, however old it is.
+   * host is abandoned only when its process is gone, however old it is. A
+   * lock whose record names this host name but another boot or PID namespace
+   * (a container given the same host name) is another host's.
    */
   readonly staleMs: number;
   /** Stops waiting: the promise rejects with the signal's reason. */
@@ -54,6 +57,10 @@ const LockInfoSchema = z.object({
   token: z.string(),
   /** The holder's start time as the kernel counts it (Linux), which tells it from a later process given its pid. */
   start: z.string().optional(),
+  /** The boot the holder runs in (Linux): another machine with the same host name has another. */
+  boot: z.string().optional(),
+  /** The holder's PID namespace (Linux): a container on this machine with the same host name has another. */
+  pidNamespace: z.string().optional(),
 });
 
 type LockInfo = z.infer<typeof LockInfoSchema>;
@@ -92,6 +99,30 @@ async function startOf(pid: number): Promise<string | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/** Where this process runs, beyond its host name: its boot and PID namespace, where Linux's /proc says. */
+async function placeHere(): Promise<Pick<LockInfo, "boot" | "pidNamespace">> {
+  const [boot, pidNamespace] = await Promise.all([
+    readFile("/proc/sys/kernel/random/boot_id", "utf8").then(
+      (text) => text.trim(),
+      () => undefined,
+    ),
+    readlink("/proc/self/ns/pid").catch(() => undefined),
+  ]);
+  return { ...(boot === undefined ? {} : { boot }), ...(pidNamespace === undefined ? {} : { pidNamespace }) };
+}
+
+/**
+ * Whether `info` was written on this host, in a place whose pids this process
+ * sees: the same host name, and the same boot and PID namespace where both
+ * records say (a record of an older loopctl says neither). Two containers
+ * given one host name are two hosts: a pid alive in one may be free in the other.
+ */
+function writtenHere(info: LockInfo, here: LockInfo): boolean {
+  if (info.hostname !== here.hostname) return false;
+  if (info.boot !== undefined && here.boot !== undefined && info.boot !== here.boot) return false;
+  return info.pidNamespace === undefined || here.pidNamespace === undefined || info.pidNamespace === here.pidNamespace;
 }
 
 /**
@@ -181,7 +212,7 @@ type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder
  * Removes the lock at `lockPath` if it is abandoned (`"gone"`: retry at
  * once); otherwise says who holds it, or null when its record is not written yet.
  */
-async function breakIfStale(lockPath: string, staleMs: number): Promise<Seen> {
+async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): Promise<Seen> {
   let handle;
   try {
     handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -211,7 +242,7 @@ async function breakIfStale(lockPath: string, staleMs: number): Promise<Seen> {
     // next writer's. Another host's processes cannot be seen: age decides there.
     // The handle stays open meanwhile, so the lock's inode cannot be reused.
     if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
-    else if (info.hostname === hostname()) stale = !(await holderAlive(info, lockPath, handle, stat));
+    else if (writtenHere(info, here)) stale = !(await holderAlive(info, lockPath, handle, stat));
     else stale = ageMs > staleMs;
   } finally {
     await handle.close();
@@ -280,13 +311,14 @@ export async function withLedgerLock<T>(
   options: LedgerLockOptions,
   body: (lock: HeldLock) => Promise<T>,
 ): Promise<T> {
-  const start = await startOf(process.pid);
+  const [start, place] = await Promise.all([startOf(process.pid), placeHere()]);
   const info: LockInfo = {
     pid: process.pid,
     hostname: hostname(),
     createdAtMs: Date.now(),
     token: randomUUID(),
     ...(start === undefined ? {} : { start }),
+    ...place,
   };
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
@@ -296,7 +328,7 @@ export async function withLedgerLock<T>(
     options.signal?.throwIfAborted();
     held = await tryCreate(lockPath, info);
     if (held !== undefined) break;
-    const seen = await breakIfStale(lockPath, options.staleMs);
+    const seen = await breakIfStale(lockPath, options.staleMs, info);
     if (seen.type === "gone") continue;
     if (!waited) {
       waited = true;
