@@ -164,7 +164,11 @@ export class WebhookResolver implements AskResolver, Disposable {
       wait.abort(signal.reason);
       post.abort(signal.reason);
     };
-    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      signal.addEventListener("abort", onAbort, { once: true });
+    } catch (error) {
+      throw new InvalidPendingAskError("options.signal cannot be listened to", { cause: error });
+    }
     try {
       const answered = this.#channel.resolve(parsed.data, { signal: wait.signal });
       void this.#deliver(parsed.data, post.signal).then((failure) => {
