@@ -19,7 +19,7 @@ import {
   verifyWebhookSignature,
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
-import { makeAsk, track } from "./support/ask-fixtures.js";
+import { makeAsk, stuckController, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 
 const SECRET = "webhook-secret-of-enough-length";
@@ -450,6 +450,20 @@ describe("WebhookResolver fails closed", () => {
     expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(true);
     expect(await parked).toEqual({ type: "approve" });
     expect(posts).toBe(1);
+    webhook.close();
+  });
+
+  it("settles with the answer when the signal's removeEventListener throws", async () => {
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => Promise.resolve(new Response(null, { status: 204 })),
+    });
+    const ask = makeAsk(1);
+    const parked = webhook.resolve(ask, { signal: stuckController().signal });
+    expect((await webhook.inbox.next())?.id).toBe(ask.id);
+    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
     webhook.close();
   });
 });

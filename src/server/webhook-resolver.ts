@@ -4,6 +4,7 @@ import { isAbortSignal } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
+import { unlisten } from "../ask/wait-options.js";
 import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
@@ -182,7 +183,7 @@ export class WebhookResolver implements AskResolver, Disposable {
         throw error;
       }
     } finally {
-      signal.removeEventListener("abort", onAbort);
+      unlisten(signal, onAbort);
       post.abort(new Error("the ask was answered"));
     }
   }
