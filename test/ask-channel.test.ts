@@ -349,6 +349,40 @@ describe("the resolver's signal", () => {
     approver.close();
   });
 
+  it("refuses a signal that only inherits from AbortSignal, or one it cannot listen to, with InvalidPendingAskError; nothing is parked or delivered", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const inherited = await channel
+      .resolve(ask, { signal: Object.create(AbortSignal.prototype) as AbortSignal })
+      .catch((e: unknown) => e);
+    expect(inherited).toBeInstanceOf(InvalidPendingAskError);
+    expect(inherited).toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal must be an AbortSignal",
+    });
+    const unlistenable = new AbortController().signal;
+    const trap = new Error("cannot listen");
+    unlistenable.addEventListener = () => {
+      throw trap;
+    };
+    const unheard = await channel.resolve(ask, { signal: unlistenable }).catch((e: unknown) => e);
+    expect(unheard).toBeInstanceOf(InvalidPendingAskError);
+    expect(unheard).toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal cannot be listened to",
+      cause: trap,
+    });
+    expect(channel.size).toBe(0);
+    expect(approver.buffered + approver.inLine).toBe(0);
+    expect(approver.resolve(ask.id, approve)).toBe(false);
+    // Nothing of either call is left: the same ask parks, is delivered and answered once.
+    const parked = channel.resolve(ask, live());
+    expect(await approver.next()).toEqual(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    approver.close();
+  });
+
   it("removes its abort listener once the ask is answered or denied by close", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const controller = new AbortController();

@@ -205,6 +205,30 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
+  it("a signal that only inherits from AbortSignal, or one that cannot be listened to, is an EngineConfigError naming Agent.run, as Gate.call gives, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "done" }]);
+    const agent = new Agent({ model, tools: [] });
+    const inherited = await agent
+      .run("go", { signal: Object.create(AbortSignal.prototype) as AbortSignal })
+      .catch((e: unknown) => e);
+    expect(inherited).toBeInstanceOf(EngineConfigError);
+    expect(inherited).toMatchObject({ option: "Agent.run", message: "Agent.run: signal must be an AbortSignal" });
+    const trap = new Error("cannot listen");
+    const unlistenable = new AbortController().signal;
+    unlistenable.addEventListener = () => {
+      throw trap;
+    };
+    const unheard = await agent.run("go", { signal: unlistenable }).catch((e: unknown) => e);
+    expect(unheard).toBeInstanceOf(EngineConfigError);
+    expect(unheard).toMatchObject({
+      option: "Agent.run",
+      message: "Agent.run: the signal cannot be listened to: cannot listen",
+      cause: trap,
+    });
+    expect(model.requests).toEqual([]);
+    expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
+  });
+
   it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {
     const inner = new CancelledError("a nested run was cancelled");
     const model = { generate: async () => Promise.reject(inner) };

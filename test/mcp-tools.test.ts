@@ -279,6 +279,62 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     }
   });
 
+  it("without an onError, an onChange that throws or rejects, and a failed refresh, are each a process warning (LoopctlWarning, LOOPCTL_MCP)", async () => {
+    const seen: [string, string | undefined, string][] = [];
+    const listener = (w: Error): void => void seen.push([w.name, (w as NodeJS.ErrnoException).code, w.message]);
+    // Node prints process warnings through a listener of its own; this test only watches.
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
+    process.on("warning", listener);
+    try {
+      const mutable = await startFixture("mutable");
+      const sync = changes();
+      const async = changes();
+      await mcpTools(mutable.client, {
+        onChange: (tools) => {
+          sync.onChange(tools);
+          throw new Error("the tool panel is gone");
+        },
+      });
+      await mcpTools(mutable.client, {
+        // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the rejected promise under test
+        onChange: async (tools) => {
+          async.onChange(tools);
+          throw new Error("the tool cache is gone");
+        },
+      });
+      mutable.signal("SIGUSR2");
+      await Promise.all([sync.next(), async.next()]);
+      await until(() => seen.length === 2);
+      const paged = await startFixture("paged");
+      const { onChange, next } = changes();
+      const toolset = await mcpTools(paged.client, { onChange });
+      paged.signal("SIGUSR1");
+      expect(await next()).toEqual([]);
+      await until(() => seen.length === 3);
+      await flush();
+      expect(toolset.tools).toEqual([]);
+    } finally {
+      process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
+    }
+    expect(seen.slice(0, 2).sort()).toEqual([
+      [
+        "LoopctlWarning",
+        "LOOPCTL_MCP",
+        "onChange of the toolset of MCP server 'fixture' failed: the tool cache is gone",
+      ],
+      [
+        "LoopctlWarning",
+        "LOOPCTL_MCP",
+        "onChange of the toolset of MCP server 'fixture' failed: the tool panel is gone",
+      ],
+    ]);
+    expect(seen).toHaveLength(3);
+    expect(seen[2]!.slice(0, 2)).toEqual(["LoopctlWarning", "LOOPCTL_MCP"]);
+    expect(seen[2]![2]).toMatch(/^MCP server 'paged': tools\/list failed: .*the tool registry is unavailable/);
+  });
+
   it("an onError that throws on a failed refresh is dropped: the toolset still fails closed, and the process goes on", async () => {
     const crashes: unknown[] = [];
     const crashed = (error: unknown): void => void crashes.push(error);

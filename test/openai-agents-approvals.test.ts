@@ -53,7 +53,7 @@ interface Setup {
 
 function setup(
   answer: (ask: PendingAsk) => AskResolution | Promise<AskResolution>,
-  options: { store?: MemoryGrantStore; managers?: LoopManagers } = {},
+  options: { store?: MemoryGrantStore; managers?: LoopManagers; prompt?: { maxArgsChars?: number } } = {},
 ): Setup {
   const records: GateDecision[] = [];
   const asks: PendingAsk[] = [];
@@ -66,6 +66,7 @@ function setup(
     resolver,
     managers,
     ...(options.store === undefined ? {} : { grants: options.store }),
+    ...(options.prompt === undefined ? {} : { prompt: options.prompt }),
   });
   return {
     approvals,
@@ -560,5 +561,39 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
     const hosted = { type: "hosted_tool", name: "web_search" };
     expect(approvals.tools([hosted])[0]).toBe(hosted);
+  });
+
+  it("refuses prompt options callPrompt cannot use when constructed, with AgentsConfigError naming the option", () => {
+    const resolver = new SyncAskResolver(() => true);
+    const refused = (prompt: unknown): unknown => {
+      try {
+        new AgentApprovals({ resolver, prompt: prompt as never });
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    };
+    for (const [prompt, option, message] of [
+      [{ maxArgsChars: 0 }, "prompt.maxArgsChars", "prompt.maxArgsChars: must be a positive integer, got 0"],
+      [{ maxArgsChars: 1.5 }, "prompt.maxArgsChars", "prompt.maxArgsChars: must be a positive integer, got 1.5"],
+      [{ maxArgsChars: "80" }, "prompt.maxArgsChars", "prompt.maxArgsChars: must be a positive integer, got string"],
+      [{ redact: "secrets" }, "prompt.redact", "prompt.redact: must be a function or false"],
+      [null, "prompt", "prompt: must be an object: { redact?, maxArgsChars? }"],
+    ] as const) {
+      const error = refused(prompt);
+      expect(error).toBeInstanceOf(AgentsConfigError);
+      expect(error).toMatchObject({ code: "OPENAI_AGENTS_CONFIG", option, message });
+    }
+    expect(refused({ maxArgsChars: 1, redact: false })).toBeUndefined();
+  });
+
+  it("shows the arguments in an ask's prompt as its prompt options say", async () => {
+    const s = setup(() => ({ type: "approve" }), { prompt: { maxArgsChars: 10 } });
+    const { agent } = s.agent([deployTurn("c1", "1.2"), { text: "deployed" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship 1.2");
+    expect(result.finalOutput).toBe("deployed");
+    expect(s.asks[0]!.prompt).toBe(
+      'Allow the tool "deploy" to run?\nArguments:\n{\n  "env":\n… 29 more characters not shown',
+    );
   });
 });

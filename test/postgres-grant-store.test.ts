@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   Grant,
+  GrantConfigError,
   GrantPolicy,
   MemoryGrantStore,
   GrantRecordError,
@@ -320,6 +321,35 @@ describe("PostgresGrantStore with an AbortSignal", () => {
     await expect(s.revoke(read.id, { signal })).rejects.toBe(reason);
     await expect(s.clear({ signal })).rejects.toBe(reason);
     expect(await s.load()).toEqual([]);
+  });
+
+  it("rejects options that are not an object, or a signal that is not an AbortSignal, with GrantConfigError naming them, as the other stores do", async () => {
+    const s = store();
+    await s.save(read);
+    for (const [options, argument] of [
+      [null, "options"],
+      ["soon", "options"],
+      [{ signal: "soon" }, "options.signal"],
+      [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
+      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
+    ] as const) {
+      for (const [where, call] of [
+        ["PostgresGrantStore.load", () => s.load(options as never)],
+        ["PostgresGrantStore.save", () => s.save(deployProd, options as never)],
+        ["PostgresGrantStore.revoke", () => s.revoke(read.id, options as never)],
+        ["PostgresGrantStore.clear", () => s.clear(options as never)],
+        ["PostgresGrantStore.covering", () => s.covering("read", "{}", options as never)],
+      ] as const) {
+        const error = await call().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error, `${where} ${String(argument)}`).toBeInstanceOf(GrantConfigError);
+        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+        expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
+      }
+    }
+    expect(await s.load()).toEqual([read]);
   });
 
   it("cancels a save that waits for the project's lock: it rejects with the reason and never lands", async () => {

@@ -19,7 +19,7 @@ import {
   verifyWebhookSignature,
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
-import { makeAsk, track } from "./support/ask-fixtures.js";
+import { makeAsk, stuckController, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 
 const SECRET = "webhook-secret-of-enough-length";
@@ -420,6 +420,51 @@ describe("WebhookResolver fails closed", () => {
     });
     expect(webhook.inbox.pending).toBe(0);
     expect(posts).toBe(0);
+  });
+
+  it("refuses a signal it cannot listen to with InvalidPendingAskError, without a delivery; nothing is left waiting", async () => {
+    let posts = 0;
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => ((posts += 1), Promise.resolve(new Response(null, { status: 204 }))),
+    });
+    const ask = makeAsk(1);
+    const signal = new AbortController().signal;
+    const trap = new Error("cannot listen");
+    signal.addEventListener = () => {
+      throw trap;
+    };
+    const error = await webhook.resolve(ask, { signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidPendingAskError);
+    expect(error).toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal cannot be listened to",
+      cause: trap,
+    });
+    expect(webhook.inbox.pending).toBe(0);
+    expect(posts).toBe(0);
+    // Nothing of the call is left: the same ask is delivered and answered once.
+    const parked = webhook.resolve(ask, live());
+    expect((await webhook.inbox.next())?.id).toBe(ask.id);
+    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(posts).toBe(1);
+    webhook.close();
+  });
+
+  it("settles with the answer when the signal's removeEventListener throws", async () => {
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => Promise.resolve(new Response(null, { status: 204 })),
+    });
+    const ask = makeAsk(1);
+    const parked = webhook.resolve(ask, { signal: stuckController().signal });
+    expect((await webhook.inbox.next())?.id).toBe(ask.id);
+    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    webhook.close();
   });
 });
 

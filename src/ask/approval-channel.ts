@@ -21,9 +21,10 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  * - approver garbage-collected unclosed: resolves
  *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
  * - an ask id already parked here: rejects with a {@link DuplicateAskError};
- * - an ask that does not parse with {@link PendingAskSchema}, or no
- *   `AbortSignal`: rejects with an {@link InvalidPendingAskError}; nothing
- *   is parked.
+ * - an ask that does not parse with {@link PendingAskSchema}, no
+ *   `AbortSignal`, or one that cannot be listened to (its `addEventListener`
+ *   throws): rejects with an {@link InvalidPendingAskError}; nothing is
+ *   parked.
  *
  * The approver is handed the ask as the schema reads it: a fresh copy,
  * without unknown fields, each getter read once, so nothing the caller does

@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
 import { unlisten } from "./wait-options.js";
@@ -87,7 +88,7 @@ export class ChannelCore {
   /** Parks `ask`, which the caller has checked against the schema; `signal` is still unchecked. */
   park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
     // Untyped callers get a rejection (the engine's deny path), never a throw.
-    if (!(signal instanceof AbortSignal)) {
+    if (!isAbortSignal(signal)) {
       return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
     }
     const id = ask.id;
@@ -110,7 +111,12 @@ export class ChannelCore {
         watchers: undefined,
       };
       // Listen before registering: if listening throws, the park rejects and nothing is left parked.
-      signal.addEventListener("abort", entry.onAbort, { once: true });
+      try {
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      } catch (error) {
+        reject(new InvalidPendingAskError("options.signal cannot be listened to", { cause: error }));
+        return;
+      }
       this.#parked.set(id, entry);
       if (!this.#handToTaker(ask)) entry.node = this.#untaken.push(entry);
     });

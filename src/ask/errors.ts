@@ -97,9 +97,10 @@ export class InvalidAskCallbackError extends LoopctlError {
 
 /**
  * An {@link ApprovalChannel} was asked to park something that does not parse
- * as a {@link PendingAsk} (the message names the fields at fault), or without
- * an `AbortSignal`. `code` is `"ASK_INVALID"`. The park rejects (the engine
- * denies it) and nothing is parked.
+ * as a {@link PendingAsk} (the message names the fields at fault), without
+ * an `AbortSignal`, or with one that cannot be listened to (`cause`: what it
+ * threw). `code` is `"ASK_INVALID"`. The park rejects (the engine denies it)
+ * and nothing is parked.
  */
 export class InvalidPendingAskError extends LoopctlError {
   constructor(detail: string, options?: ErrorOptions) {

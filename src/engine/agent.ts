@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { isAbortSignal } from "../abort-signal.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { checkBudget } from "./budget.js";
 import {
@@ -248,7 +249,8 @@ export class Agent {
    * `ModelError` when the model throws or answers garbage.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
-   *   of messages, or `options.signal` is not an `AbortSignal`.
+   *   of messages, or `options.signal` is not an `AbortSignal` or cannot be
+   *   listened to (its `addEventListener` throws; `cause`: what was thrown).
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
@@ -258,7 +260,7 @@ export class Agent {
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
     const caller: unknown = options.signal;
-    if (caller !== undefined && !(caller instanceof AbortSignal))
+    if (caller !== undefined && !isAbortSignal(caller))
       throw new EngineConfigError("Agent.run", "signal must be an AbortSignal");
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);
@@ -274,7 +276,15 @@ export class Agent {
     const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
     const onCallerAbort = (): void => cancel.abort(caller?.reason);
     if (caller?.aborted === true) onCallerAbort();
-    else caller?.addEventListener("abort", onCallerAbort, { once: true });
+    else {
+      try {
+        caller?.addEventListener("abort", onCallerAbort, { once: true });
+      } catch (error) {
+        throw new EngineConfigError("Agent.run", `the signal cannot be listened to: ${describeError(error)}`, {
+          cause: error,
+        });
+      }
+    }
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     try {

@@ -41,8 +41,8 @@ export class McpToolError extends LoopctlError {
  * A toolset's `onChange` threw, or returned a promise that rejected. The
  * toolset is current all the same (what a callback does cannot change what
  * it offers); what the callback was to do with the new tools may not have
- * happened. Handed to `onError`, never thrown. `code` is `"MCP_CALLBACK"`;
- * `cause` is what the callback threw.
+ * happened. Handed to `onError` (without one, emitted as a process warning),
+ * never thrown. `code` is `"MCP_CALLBACK"`; `cause` is what the callback threw.
  */
 export class McpCallbackError extends LoopctlError {
   /** The server whose toolset called the callback. */

@@ -21,13 +21,15 @@ export interface McpToolsOptions {
   /**
    * Called with the new tools after a `list_changed` (or `refresh()`) changed them, outside the
    * listing. What it throws, or a promise it returns rejects with, goes to `onError` as
-   * `McpCallbackError`; the toolset keeps the new tools either way.
+   * `McpCallbackError` (without one, to a process warning); the toolset keeps the new tools
+   * either way.
    */
   readonly onChange?: (tools: readonly Tool[]) => void;
   /**
    * Called with `McpServerError` when a refresh failed (the toolset then has no tools until one
    * succeeds: fail closed), and with `McpCallbackError` when `onChange` threw. What it throws,
    * or a promise it returns rejects with, is dropped.
+   * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_MCP") with the error's message
    */
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
@@ -74,6 +76,11 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
+}
+
+/** The default `onError`: a process warning, as loopctl's other background failures give. */
+function emitWarning(error: McpServerError | McpCallbackError): void {
+  process.emitWarning(error.message, { type: "LoopctlWarning", code: "LOOPCTL_MCP" });
 }
 
 /**
@@ -305,10 +312,9 @@ export class McpToolset implements ToolSource {
     }
   }
 
-  /** Hands `error` to `onError`, if any. */
+  /** Hands `error` to `onError`, or to a process warning when none was given. */
   #report(error: McpServerError | McpCallbackError): void {
-    const { onError } = this.#options;
-    if (onError === undefined) return;
+    const onError = this.#options.onError ?? emitWarning;
     callLater(
       () => onError(error),
       () => {

@@ -92,6 +92,27 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
 }
 
 /**
+ * The prompt options as `callPrompt` takes them, checked here so that no ask
+ * finds them unusable later (its hook would throw, and every call be denied).
+ */
+function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
+  if (typeof prompt !== "object" || prompt === null)
+    throw new AgentsConfigError("prompt", "must be an object: { redact?, maxArgsChars? }");
+  const { redact, maxArgsChars } = prompt as Omit<CallPromptOptions, "notes">;
+  if (redact !== undefined && redact !== false && typeof redact !== "function")
+    throw new AgentsConfigError("prompt.redact", "must be a function or false");
+  if (maxArgsChars !== undefined && (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1))
+    throw new AgentsConfigError(
+      "prompt.maxArgsChars",
+      `must be a positive integer, got ${typeof maxArgsChars === "number" ? String(maxArgsChars) : typeof maxArgsChars}`,
+    );
+  return {
+    ...(redact === undefined ? {} : { redact }),
+    ...(maxArgsChars === undefined ? {} : { maxArgsChars }),
+  };
+}
+
+/**
  * loopctl approvals for the OpenAI Agents SDK (`@openai/agents` 0.14), with
  * the SDK's own interruptions: `tools()` wraps function tools, and `run()`
  * (or `settle()`) answers every interruption with your `AskResolver` and
@@ -114,7 +135,9 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
  *   the gate exactly once: when it runs without an interruption, or from
  *   its interruption to the end of its execution. See docs/openai-agents.md.
  *
- * @throws {AgentsConfigError} on an option of the wrong kind.
+ * @throws {AgentsConfigError} on an option of the wrong kind (`prompt`
+ *   included: a `maxArgsChars` that is not a positive integer, a `redact`
+ *   that is neither a function nor `false`).
  *
  * @example
  * ```ts
@@ -154,7 +177,7 @@ export class AgentApprovals {
     if (sessionId !== undefined && !UUID.test(sessionId))
       throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
     this.#resolver = resolver;
-    this.#prompt = prompt;
+    this.#prompt = promptOptions(prompt);
     this.#sessionId = sessionId;
     this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
     // The approval hook runs after the application's hooks, on the arguments they let through: a hook's

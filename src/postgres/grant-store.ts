@@ -1,5 +1,6 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { callSignal } from "../grant/store.js";
 import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
@@ -116,7 +117,8 @@ export class PostgresGrantStore implements GrantStore {
    * @throws {PostgresQueryError} when the database cannot be read.
    */
   async load(options: GrantCallOptions = {}): Promise<Grant[]> {
-    await this.#refresh("PostgresGrantStore.load", options.signal);
+    const operation = "PostgresGrantStore.load";
+    await this.#refresh(operation, callSignal(operation, options));
     return [...this.#index.grants];
   }
 
@@ -126,7 +128,8 @@ export class PostgresGrantStore implements GrantStore {
    * what `GrantPolicy` decides from, without reading the whole project.
    */
   async covering(tool: string, canonicalArgs: string, options: GrantCallOptions = {}): Promise<readonly Grant[]> {
-    await this.#refresh("PostgresGrantStore.covering", options.signal);
+    const operation = "PostgresGrantStore.covering";
+    await this.#refresh(operation, callSignal(operation, options));
     return this.#index.covering(tool, canonicalArgs);
   }
 
@@ -140,6 +143,8 @@ export class PostgresGrantStore implements GrantStore {
    *   nothing is written.
    */
   async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
+    const operation = "PostgresGrantStore.save";
+    const signal = callSignal(operation, options);
     if (!(grant instanceof Grant)) {
       throw new GrantRecordError(
         `PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`,
@@ -150,8 +155,7 @@ export class PostgresGrantStore implements GrantStore {
     const unstorable = unstorableText({ tool, pinnedDescriptor, note });
     if (unstorable !== undefined)
       throw new GrantRecordError(`PostgresGrantStore.save: grant ${grant.id}: ${unstorable}`);
-    const operation = "PostgresGrantStore.save";
-    await this.#db.transaction(operation, options.signal, async (tx) => {
+    await this.#db.transaction(operation, signal, async (tx) => {
       const saved = await this.#bumped(
         tx,
         `INSERT INTO ${this.#table} AS g (project, id, tool, verdict, args, pinned_descriptor, created_at_ms, note, version)
@@ -182,9 +186,11 @@ export class PostgresGrantStore implements GrantStore {
 
   /** Removes the grant with `id`; resolves to it, or `undefined` (changing nothing) when none is stored. */
   async revoke(id: string, options: GrantCallOptions = {}): Promise<Grant | undefined> {
+    const operation = "PostgresGrantStore.revoke";
+    const signal = callSignal(operation, options);
     // An id PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
     if (typeof id !== "string" || unstorableText(id) !== undefined) return undefined;
-    return this.#db.transaction("PostgresGrantStore.revoke", options.signal, async (tx) => {
+    return this.#db.transaction(operation, signal, async (tx) => {
       const revoked = await this.#bumped(
         tx,
         `UPDATE ${this.#table} AS g SET revoked = true, version = bump.version FROM bump
@@ -203,7 +209,8 @@ export class PostgresGrantStore implements GrantStore {
 
   /** Removes every grant of the project; resolves to how many there were. */
   async clear(options: GrantCallOptions = {}): Promise<number> {
-    return this.#db.transaction("PostgresGrantStore.clear", options.signal, async (tx) => {
+    const operation = "PostgresGrantStore.clear";
+    return this.#db.transaction(operation, callSignal(operation, options), async (tx) => {
       const cleared = await this.#bumped(
         tx,
         `UPDATE ${this.#table} AS g SET revoked = true, version = bump.version FROM bump

@@ -4,6 +4,7 @@ import { isAbortSignal } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
+import { unlisten } from "../ask/wait-options.js";
 import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
@@ -164,7 +165,11 @@ export class WebhookResolver implements AskResolver, Disposable {
       wait.abort(signal.reason);
       post.abort(signal.reason);
     };
-    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      signal.addEventListener("abort", onAbort, { once: true });
+    } catch (error) {
+      throw new InvalidPendingAskError("options.signal cannot be listened to", { cause: error });
+    }
     try {
       const answered = this.#channel.resolve(parsed.data, { signal: wait.signal });
       void this.#deliver(parsed.data, post.signal).then((failure) => {
@@ -178,7 +183,7 @@ export class WebhookResolver implements AskResolver, Disposable {
         throw error;
       }
     } finally {
-      signal.removeEventListener("abort", onAbort);
+      unlisten(signal, onAbort);
       post.abort(new Error("the ask was answered"));
     }
   }
