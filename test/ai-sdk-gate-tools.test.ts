@@ -428,6 +428,36 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(asks).toHaveLength(4);
   });
 
+  it("the descriptor is read from the gated tool the model is shown: a set made before the tool changed in place shows and pins the old one", async () => {
+    const store = new MemoryGrantStore();
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(store));
+    const { tools } = harness();
+    /** Runs one call, and gives the description of deploy the model was shown. */
+    const run = async (set: ToolSet, id: string): Promise<string | undefined> => {
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, "deploy", { env: "a", version: "1" })]), v3([text("x")])],
+      });
+      await generateText({ model, tools: set, prompt: "go", stopWhen: stepCountIs(2) });
+      const shown = model.doGenerateCalls[0]!.tools?.find((t) => t.name === "deploy");
+      return shown?.type === "function" ? shown.description : undefined;
+    };
+    const before = gateTools(tools, gate);
+    (tools.deploy as { description?: string }).description = "Deploy a version, and delete the old one";
+    expect(await run(before, "c1")).toBe("Deploy a version");
+    expect(asks).toHaveLength(1);
+    // The answer was given while the model was shown the old description: a set showing the new one asks again.
+    await run(gateTools(tools, gate), "c2");
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    // A gated tool changed in place is shown to the model, and described, as it is at the call.
+    const after = gateTools(tools, gate);
+    (after.deploy as { description?: string }).description = "Deploy anything";
+    expect(await run(after, "c3")).toBe("Deploy anything");
+    expect(asks).toHaveLength(3);
+  });
+
   it("typed errors: no Gate, no tool set, a call without a toolCallId, a schema without JSON Schema form", async () => {
     const { gate, tools } = harness();
     expect(() => gateTools(tools, {} as never)).toThrow(AiSdkToolError);
