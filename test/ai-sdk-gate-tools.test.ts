@@ -355,6 +355,29 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(model.doGenerateCalls).toHaveLength(1);
   });
 
+  it("a cancel while parked on generateText's last step: it resolves, the call a tool-error carrying the CancelledError; the tool never runs", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const controller = new AbortController();
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })])] });
+    // One step (the SDK's default stopWhen): no next step checks the signal.
+    const running = generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "go",
+      abortSignal: controller.signal,
+    });
+    const parked = (await approver.next()) as PendingAsk;
+    controller.abort(new Error("user left"));
+    const result = await running;
+    expect(result.content).toContainEqual(
+      expect.objectContaining({ type: "tool-error", toolCallId: "c1", error: expect.any(CancelledError) }),
+    );
+    expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+    expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+    expect(executed).toEqual([]);
+  });
+
   it("gated execute rejects with CancelledError when the SDK's abortSignal fires", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const { gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
