@@ -1048,4 +1048,50 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(records).toHaveLength(1);
     expect(executed).toEqual([]);
   });
+
+  it("a tool that inherits its fields (a class's needsApproval, a getter) keeps them: the SDK's round trip still comes first", async () => {
+    class DeployTool {
+      readonly description = "Deploy";
+      readonly inputSchema = z.object({ env: z.string() });
+      readonly executed: unknown[] = [];
+      needsApproval(): boolean {
+        return true;
+      }
+      get title(): string {
+        return "Deploy to an environment";
+      }
+      async execute(input: { env: string }): Promise<string> {
+        this.executed.push(input);
+        return `deployed to ${input.env}`;
+      }
+    }
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const deploy = new DeployTool();
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod" })]), v3([text("deployed")])],
+    });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(first.content.filter((part) => part.type === "tool-approval-request")).toMatchObject([
+      { toolCall: { toolCallId: "c1", toolName: "deploy" } },
+    ]);
+    expect([records, deploy.executed]).toEqual([[], []]);
+    expect(tools.deploy).toMatchObject({ title: "Deploy to an environment", description: "Deploy" });
+
+    // Approved in the SDK's round trip: the gate lets it through, and the tool runs as itself.
+    const request = first.content.find((part) => part.type === "tool-approval-request")!;
+    await generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request.approvalId, approved: true }] },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    expect(deploy.executed).toEqual([{ env: "prod" }]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
+  });
 });

@@ -449,8 +449,7 @@ export function gateTools<TOOLS extends ToolSet>(
       }
     };
     const ignore = (): void => {};
-    const shown: Tool = {
-      ...tool,
+    const gatedFields = {
       ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
       execute: isAsyncGeneratorFunction(execute)
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
@@ -492,6 +491,12 @@ export function gateTools<TOOLS extends ToolSet>(
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
       },
     };
+    // The tool's own properties as they are (getters too) on its own prototype: a spread would drop
+    // what it inherits, such as a class's needsApproval, and the call would skip the SDK's round trip.
+    const fields: PropertyDescriptorMap = Object.getOwnPropertyDescriptors(tool);
+    for (const [key, value] of Object.entries(gatedFields))
+      fields[key] = { value, writable: true, enumerable: true, configurable: true };
+    const shown = Object.create(Object.getPrototypeOf(tool) as object | null, fields) as Tool;
     gated[name] = shown;
   }
   return gated as GatedTools<TOOLS>;
