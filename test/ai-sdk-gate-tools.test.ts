@@ -1094,4 +1094,24 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(deploy.executed).toEqual([{ env: "prod" }]);
     expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
   });
+
+  it("the tool's own toModelOutput is called on the tool, as the SDK calls it", async () => {
+    class ReportTool {
+      readonly description = "Report";
+      readonly inputSchema = z.object({});
+      readonly prefix = "report: ";
+      async execute(): Promise<string> {
+        return "all green";
+      }
+      toModelOutput({ output }: { output: string }): { type: "text"; value: string } {
+        return { type: "text", value: `${this.prefix}${output}` };
+      }
+    }
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "report", {})]), v3([text("done")])] });
+    const tools = gateTools({ report: new ReportTool() }, new Gate(new LoopManagers()));
+    await generateText({ model, tools, prompt: "report", stopWhen: stepCountIs(2) });
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { type: "tool-result", toolCallId: "c1", output: { type: "text", value: "report: all green" } },
+    ]);
+  });
 });

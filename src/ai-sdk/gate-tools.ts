@@ -488,7 +488,8 @@ export function gateTools<TOOLS extends ToolSet>(
             : { type: "error-text", value: refused };
         }
         const { output } = modelOptions;
-        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
+        // On the tool, as the SDK calls it (a method may read `this`), as `execute` is.
+        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
       },
     };
     // The tool's own properties as they are (getters too) on its own prototype: a spread would drop
