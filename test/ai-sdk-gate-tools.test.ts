@@ -21,7 +21,7 @@ import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
-import { until } from "./support/engine-fixtures.js";
+import { flush, until } from "./support/engine-fixtures.js";
 
 function harness(managers: LoopManagers = new LoopManagers()) {
   const executed: unknown[] = [];
@@ -923,6 +923,24 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(approver.resolve(parked.id, { type: "approve" })).toBe(false);
     expect(executed).toEqual([]);
     expect(model.doStreamCalls).toHaveLength(1);
+  });
+
+  it("streamText: a reader that stops reading cancels nothing: the ask stays parked, and an approval runs the tool", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never read")])],
+    });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(3) });
+    const reader = result.fullStream.getReader();
+    const parked = (await approver.next()) as PendingAsk;
+    await reader.cancel();
+    await flush();
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length === 1);
+    expect(records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
   });
 
   it("streamText: a cancel while a streaming tool runs stops the tool and ends the stream", async () => {
