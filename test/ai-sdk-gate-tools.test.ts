@@ -21,7 +21,7 @@ import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
-import { until } from "./support/engine-fixtures.js";
+import { flush, until } from "./support/engine-fixtures.js";
 
 function harness(managers: LoopManagers = new LoopManagers()) {
   const executed: unknown[] = [];
@@ -355,6 +355,29 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(model.doGenerateCalls).toHaveLength(1);
   });
 
+  it("a cancel while parked on generateText's last step: it resolves, the call a tool-error carrying the CancelledError; the tool never runs", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const controller = new AbortController();
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })])] });
+    // One step (the SDK's default stopWhen): no next step checks the signal.
+    const running = generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "go",
+      abortSignal: controller.signal,
+    });
+    const parked = (await approver.next()) as PendingAsk;
+    controller.abort(new Error("user left"));
+    const result = await running;
+    expect(result.content).toContainEqual(
+      expect.objectContaining({ type: "tool-error", toolCallId: "c1", error: expect.any(CancelledError) }),
+    );
+    expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+    expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+    expect(executed).toEqual([]);
+  });
+
   it("gated execute rejects with CancelledError when the SDK's abortSignal fires", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const { gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
@@ -426,6 +449,36 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(asks).toHaveLength(4);
     await run("c7");
     expect(asks).toHaveLength(4);
+  });
+
+  it("the descriptor is read from the gated tool the model is shown: a set made before the tool changed in place shows and pins the old one", async () => {
+    const store = new MemoryGrantStore();
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(store));
+    const { tools } = harness();
+    /** Runs one call, and gives the description of deploy the model was shown. */
+    const run = async (set: ToolSet, id: string): Promise<string | undefined> => {
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, "deploy", { env: "a", version: "1" })]), v3([text("x")])],
+      });
+      await generateText({ model, tools: set, prompt: "go", stopWhen: stepCountIs(2) });
+      const shown = model.doGenerateCalls[0]!.tools?.find((t) => t.name === "deploy");
+      return shown?.type === "function" ? shown.description : undefined;
+    };
+    const before = gateTools(tools, gate);
+    (tools.deploy as { description?: string }).description = "Deploy a version, and delete the old one";
+    expect(await run(before, "c1")).toBe("Deploy a version");
+    expect(asks).toHaveLength(1);
+    // The answer was given while the model was shown the old description: a set showing the new one asks again.
+    await run(gateTools(tools, gate), "c2");
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    // A gated tool changed in place is shown to the model, and described, as it is at the call.
+    const after = gateTools(tools, gate);
+    (after.deploy as { description?: string }).description = "Deploy anything";
+    expect(await run(after, "c3")).toBe("Deploy anything");
+    expect(asks).toHaveLength(3);
   });
 
   it("typed errors: no Gate, no tool set, a call without a toolCallId, a schema without JSON Schema form", async () => {
@@ -872,6 +925,24 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(model.doStreamCalls).toHaveLength(1);
   });
 
+  it("streamText: a reader that stops reading cancels nothing: the ask stays parked, and an approval runs the tool", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never read")])],
+    });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(3) });
+    const reader = result.fullStream.getReader();
+    const parked = (await approver.next()) as PendingAsk;
+    await reader.cancel();
+    await flush();
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length === 1);
+    expect(records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+  });
+
   it("streamText: a cancel while a streaming tool runs stops the tool and ends the stream", async () => {
     const log: string[] = [];
     const records: GateDecision[] = [];
@@ -994,5 +1065,71 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(denied.text).toBe("not deployed");
     expect(records).toHaveLength(1);
     expect(executed).toEqual([]);
+  });
+
+  it("a tool that inherits its fields (a class's needsApproval, a getter) keeps them: the SDK's round trip still comes first", async () => {
+    class DeployTool {
+      readonly description = "Deploy";
+      readonly inputSchema = z.object({ env: z.string() });
+      readonly executed: unknown[] = [];
+      needsApproval(): boolean {
+        return true;
+      }
+      get title(): string {
+        return "Deploy to an environment";
+      }
+      async execute(input: { env: string }): Promise<string> {
+        this.executed.push(input);
+        return `deployed to ${input.env}`;
+      }
+    }
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const deploy = new DeployTool();
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod" })]), v3([text("deployed")])],
+    });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(first.content.filter((part) => part.type === "tool-approval-request")).toMatchObject([
+      { toolCall: { toolCallId: "c1", toolName: "deploy" } },
+    ]);
+    expect([records, deploy.executed]).toEqual([[], []]);
+    expect(tools.deploy).toMatchObject({ title: "Deploy to an environment", description: "Deploy" });
+
+    // Approved in the SDK's round trip: the gate lets it through, and the tool runs as itself.
+    const request = first.content.find((part) => part.type === "tool-approval-request")!;
+    await generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request.approvalId, approved: true }] },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    expect(deploy.executed).toEqual([{ env: "prod" }]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
+  });
+
+  it("the tool's own toModelOutput is called on the tool, as the SDK calls it", async () => {
+    class ReportTool {
+      readonly description = "Report";
+      readonly inputSchema = z.object({});
+      readonly prefix = "report: ";
+      async execute(): Promise<string> {
+        return "all green";
+      }
+      toModelOutput({ output }: { output: string }): { type: "text"; value: string } {
+        return { type: "text", value: `${this.prefix}${output}` };
+      }
+    }
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "report", {})]), v3([text("done")])] });
+    const tools = gateTools({ report: new ReportTool() }, new Gate(new LoopManagers()));
+    await generateText({ model, tools, prompt: "report", stopWhen: stepCountIs(2) });
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { type: "tool-result", toolCallId: "c1", output: { type: "text", value: "report: all green" } },
+    ]);
   });
 });

@@ -93,16 +93,22 @@ function refusalText(tool: string, output: unknown): string | undefined {
  * calls `gateTools` again hands the gate the same object, so the gate
  * prepares it once. Keyed by name too, since one tool object may sit under
  * two names, and the name is part of what a grant is pinned to. Each entry
- * remembers the fields it was made from: the SDK shows the model a tool's
- * fields as they are at each request, so a tool object changed in place
- * (a new description, title or input schema) is described again, and a
- * grant pinned to the old descriptor no longer matches it.
+ * remembers the fields it was made from, read from the gated tool the SDK
+ * reads (not the tool handed to `gateTools`, which the gated one copied):
+ * the SDK shows the model those fields as they are at each request, so a
+ * gated tool changed in place (a new description, title or input schema) is
+ * described again, and a grant pinned to the old descriptor no longer
+ * matches it.
  */
-interface Described {
-  readonly description: unknown;
-  readonly title: unknown;
-  readonly inputSchema: unknown;
+interface Described extends Shown {
   readonly made: Promise<GateTool | ToolDescriptor>;
+}
+
+/** The fields of a tool the model is shown, and the gate describes. */
+interface Shown {
+  readonly description: Tool["description"];
+  readonly title: Tool["title"];
+  readonly inputSchema: Tool["inputSchema"];
 }
 
 const descriptors = new WeakMap<object, Map<string, Described>>();
@@ -185,7 +191,7 @@ function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateT
   });
 }
 
-async function describe(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
+async function describe(name: string, tool: Shown): Promise<GateTool | ToolDescriptor> {
   let inputSchema: unknown;
   try {
     // The JSON Schema the model is shown, made as generateText makes it.
@@ -211,14 +217,15 @@ async function describe(name: string, tool: Tool): Promise<GateTool | ToolDescri
   return standardTool(frozen, tool.inputSchema);
 }
 
-function descriptorOf(name: string, tool: Tool): Promise<GateTool | ToolDescriptor> {
+/** The descriptor of `tool` as gated under `name`, made of the fields of `shown`, the gated copy the SDK reads. */
+function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool | ToolDescriptor> {
   let byName = descriptors.get(tool);
   if (byName === undefined) {
     byName = new Map();
     descriptors.set(tool, byName);
   }
   const known = byName.get(name);
-  const { description, title, inputSchema } = tool;
+  const { description, title, inputSchema } = shown;
   if (
     known !== undefined &&
     known.description === description &&
@@ -227,7 +234,7 @@ function descriptorOf(name: string, tool: Tool): Promise<GateTool | ToolDescript
   ) {
     return known.made;
   }
-  const made = describe(name, tool);
+  const made = describe(name, { description, title, inputSchema });
   const entry: Described = { description, title, inputSchema, made };
   // A failure is not cached: the next call tries again (and is refused again if it fails again).
   made.catch(() => {
@@ -409,7 +416,8 @@ export function gateTools<TOOLS extends ToolSet>(
     ): Promise<unknown> => {
       const callId = callOptions?.toolCallId;
       if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
-      const descriptor = await descriptorOf(name, tool);
+      // The fields the model was shown: the gated copy's, which the SDK reads (changes to `tool` do not reach it).
+      const descriptor = await descriptorOf(name, tool, shown);
       const request = {
         tool: descriptor,
         callId,
@@ -441,8 +449,7 @@ export function gateTools<TOOLS extends ToolSet>(
       }
     };
     const ignore = (): void => {};
-    gated[name] = {
-      ...tool,
+    const gatedFields = {
       ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
       execute: isAsyncGeneratorFunction(execute)
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
@@ -481,9 +488,17 @@ export function gateTools<TOOLS extends ToolSet>(
             : { type: "error-text", value: refused };
         }
         const { output } = modelOptions;
-        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput(modelOptions);
+        // On the tool, as the SDK calls it (a method may read `this`), as `execute` is.
+        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
       },
     };
+    // The tool's own properties as they are (getters too) on its own prototype: a spread would drop
+    // what it inherits, such as a class's needsApproval, and the call would skip the SDK's round trip.
+    const fields: PropertyDescriptorMap = Object.getOwnPropertyDescriptors(tool);
+    for (const [key, value] of Object.entries(gatedFields))
+      fields[key] = { value, writable: true, enumerable: true, configurable: true };
+    const shown = Object.create(Object.getPrototypeOf(tool) as object | null, fields) as Tool;
+    gated[name] = shown;
   }
   return gated as GatedTools<TOOLS>;
 }
