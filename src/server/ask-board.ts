@@ -75,13 +75,20 @@ export class AskBoard {
    * Passes an answer to the inbox. `delivered` only when the inbox says it
    * reached a waiting call; `ended` for an ask this board saw end (or saw
    * and the inbox no longer holds); `unknown` otherwise. Given `shown`, the
-   * ask the answer was made for, it is `changed` (and the inbox is not
-   * asked) when the ask pending under that id is another one.
+   * ask the answer was made for, the inbox is asked only while this board
+   * holds that very ask: it is `changed` when the ask pending under that id
+   * is another one, and `ended` or `unknown` when the board holds none (the
+   * inbox may hold another call under that id that it has not handed out).
    * @throws whatever the inbox's `resolve` throws (a lost database, say).
    */
   async answer(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
     const entry = this.#pending.get(id);
-    if (shown !== undefined && entry !== undefined && !sameAsk(entry.ask, shown)) return { type: "changed", entry };
+    if (shown !== undefined) {
+      if (entry === undefined) {
+        return this.#ended.has(id) ? { type: "ended", ending: this.#ended.get(id) } : { type: "unknown" };
+      }
+      if (!sameAsk(entry.ask, shown)) return { type: "changed", entry };
+    }
     const delivered = await this.#inbox.resolve(id, resolution);
     if (delivered === true) {
       this.#settle(id, { type: "answered", verdict: resolution.type });
