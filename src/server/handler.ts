@@ -7,6 +7,7 @@ import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
+import { askDigest } from "./ask-digest.js";
 import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
@@ -375,7 +376,8 @@ class Handler {
       const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
-    const outcome = await this.#deliver(id, parsed.data, shownAsk(body, id));
+    const shown = shownAsk(body, id);
+    const outcome = await this.#deliver(id, parsed.data, shown === undefined ? undefined : askDigest(shown));
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
@@ -398,10 +400,10 @@ class Handler {
     }
   }
 
-  async #deliver(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
+  async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
     try {
-      return await this.#board.answer(id, resolution, shown);
+      return await this.#board.answer(id, resolution, madeFor);
     } catch (error) {
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
@@ -483,20 +485,18 @@ class Handler {
     if (form === undefined) {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw new HttpError(409, "ask_ended", "this ask already ended; nothing can be answered");
-      return sendBody(
-        res,
-        200,
-        "text/html; charset=utf-8",
-        confirmPage(check.verdict, check.askId, this.#board?.get(check.askId)?.ask),
-        {
-          "content-security-policy": PAGE_CSP,
-        },
-      );
+      const pending = this.#board?.get(check.askId)?.ask;
+      if (pending !== undefined && askDigest(pending) !== check.askDigest) {
+        throw new HttpError(409, "ask_changed", "another call holds this ask id now; this link cannot answer it");
+      }
+      return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, pending), {
+        "content-security-policy": PAGE_CSP,
+      });
     }
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
-    const outcome = await this.#deliver(check.askId, resolution);
+    const outcome = await this.#deliver(check.askId, resolution, check.askDigest);
     switch (outcome.type) {
       case "delivered":
         return sendPage(
