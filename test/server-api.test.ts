@@ -377,6 +377,34 @@ describe("answers: POST /api/asks/:id", () => {
     });
   });
 
+  it("a clock that throws or gives no number neither stops the server taking asks nor hides them: ages take the system time, onError is told", async () => {
+    for (const [label, now] of [
+      [
+        "throws",
+        (): number => {
+          throw new Error("clock unplugged");
+        },
+      ],
+      ["NaN", (): number => Number.NaN],
+    ] as const) {
+      const errors: unknown[] = [];
+      const { server, auth, park } = await start({ now, askTimeoutMs: 60_000, onError: (e) => errors.push(e) });
+      const { ask, parked } = await park();
+      const listed = (await get(server, "api/asks", auth)).json as {
+        asks: { ask: PendingAsk; receivedAtMs: number; ageMs: number; timeLeftMs: number }[];
+      };
+      expect(
+        listed.asks.map((v) => v.ask),
+        label,
+      ).toEqual([ask]);
+      expect(Number.isFinite(listed.asks[0]?.receivedAtMs), label).toBe(true);
+      expect(Number.isFinite(listed.asks[0]?.timeLeftMs), label).toBe(true);
+      expect(errors.length, label).toBeGreaterThan(0);
+      expect((await answer(server, ask.id, { type: "approve", ask }, auth)).status, label).toBe(200);
+      await expect(parked, label).resolves.toEqual({ type: "approve" });
+    }
+  });
+
   it("409 once the ask ended: answered, or withdrawn by the engine, with how it ended", async () => {
     const { server, auth, park } = await start();
     const first = await park(makeAsk(1));

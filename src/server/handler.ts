@@ -66,7 +66,11 @@ export interface ApprovalHandlerOptions {
   readonly maxStreams?: number;
   /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
   readonly onError?: (error: unknown) => void;
-  /** The clock for ages, deadlines and link expiry, epoch ms. @default Date.now */
+  /**
+   * The clock for ages, deadlines and link expiry, epoch ms. While it throws
+   * or gives no finite number, ages and deadlines show the system time and
+   * links are refused (500); the fault goes to `onError`. @default Date.now
+   */
   readonly now?: () => number;
 }
 
@@ -243,7 +247,7 @@ class Handler {
     };
     this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
     if (options.approver !== undefined) {
-      this.#board = new AskBoard(options.approver, this.#now, this.#onError);
+      this.#board = new AskBoard(options.approver, () => this.#shownNow(), this.#onError);
       this.#board.subscribe((event) => {
         if (event.type === "ask") this.#streams.send("ask", this.#askView(event.entry));
         else this.#streams.send("settled", { id: event.id, ending: event.ending });
@@ -520,8 +524,27 @@ class Handler {
     }
   }
 
+  /**
+   * The time for ages and deadlines, which are only shown: a clock that
+   * throws or gives no finite number is reported and the system time used,
+   * so it neither stops the board taking asks nor hides them. Links, which
+   * decide, read `now` itself and refuse.
+   */
+  #shownNow(): number {
+    try {
+      const ms: unknown = this.#now();
+      if (typeof ms === "number" && Number.isFinite(ms)) return ms;
+      this.#onError(
+        new ServerConfigError("now", `now() returned ${typeof ms === "number" ? String(ms) : typeof ms}, not epoch ms`),
+      );
+    } catch (error) {
+      this.#onError(error);
+    }
+    return Date.now();
+  }
+
   #askView(entry: BoardEntry): AskView {
-    const now = this.#now();
+    const now = this.#shownNow();
     const expiresAtMs = this.#askTimeoutMs === undefined ? null : entry.receivedAtMs + this.#askTimeoutMs;
     return {
       ask: entry.ask,
