@@ -377,6 +377,34 @@ describe("answers: POST /api/asks/:id", () => {
     });
   });
 
+  it("a clock that throws or gives no number neither stops the server taking asks nor hides them: ages take the system time, onError is told", async () => {
+    for (const [label, now] of [
+      [
+        "throws",
+        (): number => {
+          throw new Error("clock unplugged");
+        },
+      ],
+      ["NaN", (): number => Number.NaN],
+    ] as const) {
+      const errors: unknown[] = [];
+      const { server, auth, park } = await start({ now, askTimeoutMs: 60_000, onError: (e) => errors.push(e) });
+      const { ask, parked } = await park();
+      const listed = (await get(server, "api/asks", auth)).json as {
+        asks: { ask: PendingAsk; receivedAtMs: number; ageMs: number; timeLeftMs: number }[];
+      };
+      expect(
+        listed.asks.map((v) => v.ask),
+        label,
+      ).toEqual([ask]);
+      expect(Number.isFinite(listed.asks[0]?.receivedAtMs), label).toBe(true);
+      expect(Number.isFinite(listed.asks[0]?.timeLeftMs), label).toBe(true);
+      expect(errors.length, label).toBeGreaterThan(0);
+      expect((await answer(server, ask.id, { type: "approve", ask }, auth)).status, label).toBe(200);
+      await expect(parked, label).resolves.toEqual({ type: "approve" });
+    }
+  });
+
   it("409 once the ask ended: answered, or withdrawn by the engine, with how it ended", async () => {
     const { server, auth, park } = await start();
     const first = await park(makeAsk(1));
@@ -732,6 +760,53 @@ describe("any approver with the AskInbox shape", () => {
     const replies = await Promise.all([1, 2, 3].map(() => answer(server, ask.id, { type: "approve" }, auth)));
     expect(replies.map((r) => r.status).sort()).toEqual([200, 409, 409]);
     await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("an answer carrying its ask answers nothing the server does not hold: not another call under that id that the inbox has not handed out yet", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    // A queue that hands asks out late, as one read from a database does: the new call sits in the inbox first.
+    let hold: Promise<void> | undefined;
+    let handedOut = 0;
+    const late: AskInbox = {
+      ...asyncInbox(approver),
+      next: async (options) => {
+        const ask = await approver.next(options);
+        handedOut += 1;
+        await hold;
+        return ask;
+      },
+    };
+    const server = await createApprovalServer({ approver: late });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<PendingAsk[]> =>
+      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const stop = new AbortController();
+    const first = channel.resolve(shown, { signal: stop.signal });
+    first.catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    stop.abort(new Error("run ended"));
+    await until(async () => (await listed()).length === 0);
+
+    let release!: () => void;
+    hold = new Promise<void>((resolve) => (release = resolve));
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    await until(() => handedOut === 2);
+    const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: "ask_ended", ending: { type: "withdrawn" } });
+    expect(track(second).outcome.state).toBe("pending");
+
+    release();
+    await until(async () => (await listed()).length === 1);
+    expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
   });
 
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {

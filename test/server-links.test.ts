@@ -15,6 +15,7 @@ afterEach(async () => {
 
 interface Setup {
   readonly server: ApprovalServer;
+  readonly channel: ApprovalChannel;
   readonly ask: PendingAsk;
   readonly parked: Promise<AskResolution>;
   links(options?: { ttlMs?: number; nowMs?: number; secret?: string }): { approve: string; deny: string };
@@ -40,6 +41,7 @@ async function setup(
   }
   return {
     server,
+    channel,
     ask,
     parked,
     links: ({ ttlMs = 60_000, nowMs, secret = SECRET } = {}) =>
@@ -51,7 +53,7 @@ const post = (url: string, headers: Record<string, string> = {}, body = ""): Pro
   request(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body });
 
 describe("signAnswerLink", () => {
-  it("makes an approve and a deny link under <baseUrl>/answer, signed over ask id, verdict and expiry", () => {
+  it("makes an approve and a deny link under <baseUrl>/answer, signed over the ask, verdict and expiry", () => {
     const ask = makeAsk(1);
     const links = signAnswerLink(ask, {
       secret: SECRET,
@@ -66,8 +68,16 @@ describe("signAnswerLink", () => {
       ask: ask.id,
       verdict: "approve",
       expires: "6000",
+      digest: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
       sig: expect.stringMatching(/^[0-9a-f]{64}$/) as string,
     });
+    // Every field of the ask is signed: another call under the same id gets other links.
+    const other = signAnswerLink(
+      { ...ask, prompt: `${ask.prompt} ` },
+      { secret: SECRET, baseUrl: "https://approvals.example.com/loopctl/", ttlMs: 1000, nowMs: 5000 },
+    );
+    expect(new URL(other.approve).searchParams.get("digest")).not.toBe(approve.searchParams.get("digest"));
+    expect(new URL(other.approve).searchParams.get("sig")).not.toBe(approve.searchParams.get("sig"));
     const deny = new URL(links.deny);
     expect(deny.searchParams.get("verdict")).toBe("deny");
     expect(deny.searchParams.get("sig")).not.toBe(approve.searchParams.get("sig"));
@@ -98,6 +108,9 @@ describe("signAnswerLink", () => {
       [ask, "http://127.0.0.1:1/", "options"],
       [{ id: "nope" }, ok, "ask.id"],
       [null, ok, "ask.id"],
+      [{ id: ask.id }, ok, "ask.sessionId"],
+      [{ ...ask, tool: "" }, ok, "ask.tool"],
+      [{ ...ask, argsDigest: "xyz" }, ok, "ask.argsDigest"],
       [ask, { ...ok, secret: "short" }, "secret"],
       [ask, { ...ok, secret: new Uint8Array(8) }, "secret"],
       [ask, { ...ok, baseUrl: "not a url" }, "baseUrl"],
@@ -162,6 +175,36 @@ describe("a server with the same linkSecret", () => {
     expect((await request(approve)).status).toBe(409);
   });
 
+  it("a link answers only the ask it was made for, not another call that holds its id now", async () => {
+    const { links, parked, ask, server, channel } = await setup();
+    const { approve, deny } = links();
+    expect((await post(deny)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny" });
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const now = { ...ask, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    second.catch(() => undefined);
+    const auth = { authorization: `Bearer ${server.token}` };
+    for (let i = 0; i < 1000; i++) {
+      if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1)
+        break;
+    }
+    const page = await request(approve);
+    expect(page.status).toBe(409);
+    expect(page.text).toContain("another call");
+    expect(page.text).not.toContain("Delete the whole home folder?");
+    expect(page.text).not.toContain("<form");
+    const replay = await post(approve);
+    expect(replay.status).toBe(409);
+    expect(replay.text).toContain("another call");
+    expect(track(second).outcome.state).toBe("pending");
+    // The call's own links answer it.
+    const fresh = signAnswerLink(now, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
+    expect((await request(fresh.approve)).text).toContain("Delete the whole home folder?");
+    expect((await post(fresh.deny)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
   it("a deny link carries the reason typed on its page", async () => {
     const { links, parked } = await setup();
     const reply = await post(links().deny, {}, "reason=not+on+a+Friday");
@@ -206,6 +249,8 @@ describe("a server with the same linkSecret", () => {
       tampered((u) => u.searchParams.set("verdict", "deny")),
       tampered((u) => u.searchParams.set("expires", String(Number(u.searchParams.get("expires")) + 86_400_000))),
       tampered((u) => u.searchParams.set("ask", makeAsk(2).id)),
+      tampered((u) => u.searchParams.set("digest", "0".repeat(64))),
+      tampered((u) => u.searchParams.delete("digest")),
       tampered((u) => u.searchParams.delete("sig")),
       tampered((u) => u.searchParams.set("sig", `${u.searchParams.get("sig") ?? ""}00`)),
       links({ secret: "another-secret-of-enough-length" }).approve,

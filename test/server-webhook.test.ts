@@ -404,6 +404,24 @@ describe("WebhookResolver fails closed", () => {
     await expect(webhook.resolve(makeAsk(1), {} as never)).rejects.toMatchObject({ code: "ASK_INVALID" });
   });
 
+  it("refuses a url with a user name or password without repeating it: fetch refuses such a url with an error that names it, which became every ask's denial reason", () => {
+    for (const url of [
+      "https://bot:hunter2-secret@hooks.example.com/loopctl",
+      "https://hunter2-secret@hooks.example.com/loopctl",
+      "https://:hunter2-secret@hooks.example.com/loopctl",
+    ]) {
+      let error: unknown;
+      try {
+        new WebhookResolver({ url, secret: SECRET });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, url).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe("url");
+      expect((error as ServerInputError).message).not.toContain("hunter2");
+    }
+  });
+
   it("refuses a signal that only inherits from AbortSignal with InvalidPendingAskError, without a delivery", async () => {
     let posts = 0;
     const webhook = new WebhookResolver({

@@ -63,14 +63,15 @@ describe("records", () => {
 });
 
 describe("signAnswerLink and WebhookResolver", () => {
-  it("sign links for an ask by id", () => {
-    const links = signAnswerLink(
-      { id: "00000000-0000-0000-0000-000000000000" },
-      { secret: "s", baseUrl: "https://a.example/", ttlMs: 60_000 },
-    );
+  it("sign links for a whole ask", () => {
+    const ask = {} as PendingAsk;
+    const links = signAnswerLink(ask, { secret: "s", baseUrl: "https://a.example/", ttlMs: 60_000 });
     expectTypeOf(links).toEqualTypeOf<AnswerLinks>();
     // @ts-expect-error a link expires: ttlMs is required
-    void signAnswerLink({ id: "" }, { secret: "s", baseUrl: "https://a.example/" });
+    void signAnswerLink(ask, { secret: "s", baseUrl: "https://a.example/" });
+    const idOnly = { id: "00000000-0000-0000-0000-000000000000" };
+    // @ts-expect-error a link is bound to every field of its ask, not to its id alone
+    void signAnswerLink(idOnly, { secret: "s", baseUrl: "https://a.example/", ttlMs: 60_000 });
   });
 
   it("a WebhookResolver is a resolver whose answers arrive through its inbox", () => {

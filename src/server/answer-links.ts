@@ -1,5 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
+import { PendingAskSchema } from "../ask/types.js";
 import type { PendingAsk } from "../ask/types.js";
+import { askDigest } from "./ask-digest.js";
 import { ServerInputError } from "./errors.js";
 import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 
@@ -29,9 +31,15 @@ export interface AnswerLinks {
 /** The verdict a signed link carries. */
 export type LinkVerdict = "approve" | "deny";
 
-/** What a link's query says, once checked. */
+/** What a link's query says, once checked. `askDigest` is the {@link askDigest} of the ask it was made for. */
 export type LinkCheck =
-  | { readonly type: "valid"; readonly askId: string; readonly verdict: LinkVerdict; readonly expiresAtMs: number }
+  | {
+      readonly type: "valid";
+      readonly askId: string;
+      readonly askDigest: string;
+      readonly verdict: LinkVerdict;
+      readonly expiresAtMs: number;
+    }
   | { readonly type: "expired"; readonly askId: string; readonly verdict: LinkVerdict }
   | { readonly type: "invalid" };
 
@@ -40,16 +48,18 @@ export const ANSWER_PATH = "answer";
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const EXPIRES = /^[0-9]{1,16}$/;
-const SIGNATURE = /^[0-9a-f]{64}$/;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-function signedText(askId: string, verdict: LinkVerdict, expiresAtMs: number): string {
-  return `loopctl answer link v1\n${askId}\n${verdict}\n${expiresAtMs}`;
+function signedText(askId: string, digest: string, verdict: LinkVerdict, expiresAtMs: number): string {
+  return `loopctl answer link v2\n${askId}\n${digest}\n${verdict}\n${expiresAtMs}`;
 }
 
 /**
  * Makes the approve and deny links for `ask`, to send by chat or mail. Each
- * carries an HMAC-SHA256 over the ask id, its verdict and its expiry, so it
- * cannot be altered or made for another ask. Opening one (GET) only shows a
+ * carries an HMAC-SHA256 over the ask (its id and a SHA-256 of every field),
+ * its verdict and its expiry, so it cannot be altered or made for another
+ * ask, nor answer another call that holds the ask's id later (ids from a
+ * seeded generator repeat across runs). Opening one (GET) only shows a
  * confirmation page, since chat and mail previewers fetch every URL they
  * see; the button on that page (a POST) answers. A link works until it
  * expires, and answers at most once: an ask takes one answer.
@@ -57,8 +67,9 @@ function signedText(askId: string, verdict: LinkVerdict, expiresAtMs: number): s
  * The approval server that receives them must be created with
  * `linkSecret` equal to `secret`.
  *
- * @throws {ServerInputError} for an ask without a UUID id, a weak secret,
- * a base URL that is not http(s), or a ttl that is not a positive integer.
+ * @throws {ServerInputError} for an ask that is not a `PendingAsk` (naming
+ * the field at fault), a weak secret, a base URL that is not http(s), or a
+ * ttl that is not a positive integer.
  *
  * @example
  * ```ts
@@ -66,10 +77,21 @@ function signedText(askId: string, verdict: LinkVerdict, expiresAtMs: number): s
  * await chat.post(`${ask.prompt}\nApprove: ${links.approve}\nDeny: ${links.deny}`);
  * ```
  */
-export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkOptions): AnswerLinks {
+export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): AnswerLinks {
   const where = "signAnswerLink";
   const askId = (ask as { id?: unknown } | null)?.id;
   if (typeof askId !== "string" || !UUID.test(askId)) throw new ServerInputError(where, "ask.id", "must be a UUID");
+  const parsed = PendingAskSchema.safeParse(ask);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = ["ask", ...(issue?.path ?? []).map(String)].join(".");
+    throw new ServerInputError(
+      where,
+      field,
+      `is invalid (${issue?.message ?? "not a PendingAsk"}): a link is signed over the whole PendingAsk`,
+    );
+  }
+  const digest = askDigest(parsed.data);
   if (typeof options !== "object" || (options as unknown) === null) {
     throw new ServerInputError(where, "options", "must be an object: { secret, baseUrl, ttlMs }");
   }
@@ -89,7 +111,8 @@ export function signAnswerLink(ask: Pick<PendingAsk, "id">, options: AnswerLinkO
     url.searchParams.set("ask", askId);
     url.searchParams.set("verdict", verdict);
     url.searchParams.set("expires", String(expiresAtMs));
-    url.searchParams.set("sig", hmacHex(key, signedText(askId, verdict, expiresAtMs)));
+    url.searchParams.set("digest", digest);
+    url.searchParams.set("sig", hmacHex(key, signedText(askId, digest, verdict, expiresAtMs)));
     return url.href;
   };
   return { approve: link("approve"), deny: link("deny"), expiresAtMs };
@@ -132,18 +155,20 @@ export function checkAnswerLink(query: URLSearchParams, key: Uint8Array, nowMs: 
   const askId = query.get("ask") ?? "";
   const verdict = query.get("verdict");
   const expires = query.get("expires") ?? "";
+  const digest = query.get("digest") ?? "";
   const sig = query.get("sig") ?? "";
   if (
     !UUID.test(askId) ||
     (verdict !== "approve" && verdict !== "deny") ||
     !EXPIRES.test(expires) ||
-    !SIGNATURE.test(sig)
+    !SHA256_HEX.test(digest) ||
+    !SHA256_HEX.test(sig)
   ) {
     return { type: "invalid" };
   }
   const expiresAtMs = Number(expires);
-  const expected = Buffer.from(hmacHex(key, signedText(askId, verdict, expiresAtMs)), "hex");
+  const expected = Buffer.from(hmacHex(key, signedText(askId, digest, verdict, expiresAtMs)), "hex");
   if (!timingSafeEqual(Buffer.from(sig, "hex"), expected)) return { type: "invalid" };
   if (nowMs > expiresAtMs) return { type: "expired", askId, verdict };
-  return { type: "valid", askId, verdict, expiresAtMs };
+  return { type: "valid", askId, askDigest: digest, verdict, expiresAtMs };
 }

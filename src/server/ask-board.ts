@@ -2,6 +2,7 @@ import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
+import { askDigest } from "./ask-digest.js";
 
 /** An ask the board holds, with when it arrived (epoch ms). */
 export interface BoardEntry {
@@ -74,14 +75,22 @@ export class AskBoard {
   /**
    * Passes an answer to the inbox. `delivered` only when the inbox says it
    * reached a waiting call; `ended` for an ask this board saw end (or saw
-   * and the inbox no longer holds); `unknown` otherwise. Given `shown`, the
-   * ask the answer was made for, it is `changed` (and the inbox is not
-   * asked) when the ask pending under that id is another one.
+   * and the inbox no longer holds); `unknown` otherwise. Given `madeFor`, the
+   * {@link askDigest} of the ask the answer was made for, the inbox is asked
+   * only while this board holds that very ask: it is `changed` when the ask
+   * pending under that id is another one, and `ended` or `unknown` when the
+   * board holds none (the inbox may hold another call under that id that it
+   * has not handed out).
    * @throws whatever the inbox's `resolve` throws (a lost database, say).
    */
-  async answer(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
+  async answer(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
     const entry = this.#pending.get(id);
-    if (shown !== undefined && entry !== undefined && !sameAsk(entry.ask, shown)) return { type: "changed", entry };
+    if (madeFor !== undefined) {
+      if (entry === undefined) {
+        return this.#ended.has(id) ? { type: "ended", ending: this.#ended.get(id) } : { type: "unknown" };
+      }
+      if (askDigest(entry.ask) !== madeFor) return { type: "changed", entry };
+    }
     const delivered = await this.#inbox.resolve(id, resolution);
     if (delivered === true) {
       this.#settle(id, { type: "answered", verdict: resolution.type });
@@ -143,6 +152,8 @@ export class AskBoard {
     const ask: PendingAsk = parsed.data;
     if (this.#pending.has(ask.id)) return;
     const entry: BoardEntry = { ask, receivedAtMs: this.#now() };
+    // An id that ended can come back with another call behind it: it is pending again, not ended.
+    this.#ended.delete(ask.id);
     this.#pending.set(ask.id, entry);
     this.#emit({ type: "ask", entry });
     this.#track(this.#watch(ask.id));
@@ -219,10 +230,4 @@ export class AskBoard {
     this.#tasks.add(task);
     void task.finally(() => this.#tasks.delete(task));
   }
-}
-
-/** Two asks are the same when every field is: an id that came back with another call behind it is another ask. */
-function sameAsk(a: PendingAsk, b: PendingAsk): boolean {
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)] as (keyof PendingAsk)[]);
-  return [...keys].every((key) => a[key] === b[key]);
 }

@@ -7,6 +7,7 @@ import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
+import { askDigest } from "./ask-digest.js";
 import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
@@ -65,7 +66,11 @@ export interface ApprovalHandlerOptions {
   readonly maxStreams?: number;
   /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
   readonly onError?: (error: unknown) => void;
-  /** The clock for ages, deadlines and link expiry, epoch ms. @default Date.now */
+  /**
+   * The clock for ages, deadlines and link expiry, epoch ms. While it throws
+   * or gives no finite number, ages and deadlines show the system time and
+   * links are refused (500); the fault goes to `onError`. @default Date.now
+   */
   readonly now?: () => number;
 }
 
@@ -242,7 +247,7 @@ class Handler {
     };
     this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
     if (options.approver !== undefined) {
-      this.#board = new AskBoard(options.approver, this.#now, this.#onError);
+      this.#board = new AskBoard(options.approver, () => this.#shownNow(), this.#onError);
       this.#board.subscribe((event) => {
         if (event.type === "ask") this.#streams.send("ask", this.#askView(event.entry));
         else this.#streams.send("settled", { id: event.id, ending: event.ending });
@@ -375,7 +380,8 @@ class Handler {
       const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
-    const outcome = await this.#deliver(id, parsed.data, shownAsk(body, id));
+    const shown = shownAsk(body, id);
+    const outcome = await this.#deliver(id, parsed.data, shown === undefined ? undefined : askDigest(shown));
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
@@ -398,10 +404,10 @@ class Handler {
     }
   }
 
-  async #deliver(id: string, resolution: AskResolution, shown?: PendingAsk): Promise<AnswerOutcome> {
+  async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
     try {
-      return await this.#board.answer(id, resolution, shown);
+      return await this.#board.answer(id, resolution, madeFor);
     } catch (error) {
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
@@ -483,20 +489,18 @@ class Handler {
     if (form === undefined) {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw new HttpError(409, "ask_ended", "this ask already ended; nothing can be answered");
-      return sendBody(
-        res,
-        200,
-        "text/html; charset=utf-8",
-        confirmPage(check.verdict, check.askId, this.#board?.get(check.askId)?.ask),
-        {
-          "content-security-policy": PAGE_CSP,
-        },
-      );
+      const pending = this.#board?.get(check.askId)?.ask;
+      if (pending !== undefined && askDigest(pending) !== check.askDigest) {
+        throw new HttpError(409, "ask_changed", "another call holds this ask id now; this link cannot answer it");
+      }
+      return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, pending), {
+        "content-security-policy": PAGE_CSP,
+      });
     }
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
-    const outcome = await this.#deliver(check.askId, resolution);
+    const outcome = await this.#deliver(check.askId, resolution, check.askDigest);
     switch (outcome.type) {
       case "delivered":
         return sendPage(
@@ -520,8 +524,27 @@ class Handler {
     }
   }
 
+  /**
+   * The time for ages and deadlines, which are only shown: a clock that
+   * throws or gives no finite number is reported and the system time used,
+   * so it neither stops the board taking asks nor hides them. Links, which
+   * decide, read `now` itself and refuse.
+   */
+  #shownNow(): number {
+    try {
+      const ms: unknown = this.#now();
+      if (typeof ms === "number" && Number.isFinite(ms)) return ms;
+      this.#onError(
+        new ServerConfigError("now", `now() returned ${typeof ms === "number" ? String(ms) : typeof ms}, not epoch ms`),
+      );
+    } catch (error) {
+      this.#onError(error);
+    }
+    return Date.now();
+  }
+
   #askView(entry: BoardEntry): AskView {
-    const now = this.#now();
+    const now = this.#shownNow();
     const expiresAtMs = this.#askTimeoutMs === undefined ? null : entry.receivedAtMs + this.#askTimeoutMs;
     return {
       ask: entry.ask,

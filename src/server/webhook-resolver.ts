@@ -32,7 +32,7 @@ export type WebhookDelivery = z.infer<typeof WebhookDeliverySchema>;
 
 /** Options of {@link WebhookResolver}. */
 export interface WebhookResolverOptions {
-  /** Where each ask is POSTed. */
+  /** Where each ask is POSTed: http or https, with no user name or password in it. */
   readonly url: string | URL;
   /** The secret deliveries are signed with; the receiver verifies with the same one (at least 16 bytes). */
   readonly secret: string | Uint8Array;
@@ -106,6 +106,14 @@ export class WebhookResolver implements AskResolver, Disposable {
     }
     if (url.protocol !== "http:" && url.protocol !== "https:")
       throw new ServerInputError(where, "url", "must be an http or https URL");
+    // fetch refuses such a URL with an error that repeats it, which would become every ask's denial reason.
+    if (url.username !== "" || url.password !== "") {
+      throw new ServerInputError(
+        where,
+        "url",
+        "must not carry a user name or password (fetch refuses it): add credentials in the fetch option",
+      );
+    }
     if (!isStrongSecret(options.secret)) {
       throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
     }
