@@ -314,6 +314,8 @@ export class McpToolset implements ToolSource {
 
   /** Hands `error` to `onError`, or to a process warning when none was given. */
   #report(error: McpServerError | McpCallbackError): void {
+    // Before the first listing, mcpTools rejects with the failure itself: no warning repeats it.
+    if (this.#options.onError === undefined && !this.#listed) return;
     const onError = this.#options.onError ?? emitWarning;
     callLater(
       () => onError(error),
