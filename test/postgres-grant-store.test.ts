@@ -12,7 +12,8 @@ import {
 } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
 import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
-import { usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres();
 
@@ -208,6 +209,24 @@ describe("PostgresGrantStore under GrantPolicy", () => {
 });
 
 describe("PostgresGrantStore fails closed", () => {
+  it("a writer whose network goes silent before its COMMIT holds the project's lock only until the server ends its session", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const cut = store("acme/shop", db.newPool(2, { connectionString: proxy.url }));
+      await cut.save(read);
+      // The next COMMIT never arrives: the server sees a session idle in its transaction, the project's row locked.
+      proxy.stallOn("COMMIT");
+      void cut.save(deployProd).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const started = Date.now();
+      await store().save(writeReadme);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect((await store().load()).map((g) => g.tool).sort()).toEqual(["read", "write"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
   const malformed: readonly [string, string, (id: string) => unknown[]][] = [
     ["its id is not the id of its rule", "'read', 'allow', NULL", () => []],
     ["its arguments are not JSON", "'write', 'allow', '{path:'", () => []],

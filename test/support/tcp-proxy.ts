@@ -25,6 +25,11 @@ export interface TcpProxy {
    * old ones).
    */
   stallOpen(): void;
+  /**
+   * Stalls as {@link TcpProxy.stall} does from the first bytes a client sends
+   * that hold `text` (those bytes included): the statement never arrives.
+   */
+  stallOn(text: string): void;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
   readonly swallowed: string;
   close(): Promise<void>;
@@ -34,6 +39,7 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   const target = new URL(databaseUrl);
   const sockets = new Set<Socket>();
   let stalled = false;
+  let trigger: string | undefined;
   const swallowed: Buffer[] = [];
   const stalledSockets = new WeakSet<Socket>();
   const makeServer = (): Server =>
@@ -46,6 +52,7 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
       }
       const swallowing = (): boolean => stalled || stalledSockets.has(client);
       client.on("data", (data: Buffer) => {
+        if (trigger !== undefined && data.includes(trigger, 0, "latin1")) stalled = true;
         if (swallowing()) swallowed.push(data);
         else upstream.write(data);
       });
@@ -77,6 +84,9 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     },
     stall: () => {
       stalled = true;
+    },
+    stallOn: (text) => {
+      trigger = text;
     },
     stallOpen: () => {
       for (const socket of sockets) stalledSockets.add(socket);
