@@ -80,6 +80,23 @@ function redacted(value: unknown, redact: Redactor, path: (string | number)[]): 
 }
 
 /**
+ * @internal Why `value` cannot be {@link callPrompt}'s `maxArgsChars`, or
+ * `undefined` when it can: the adapters that take prompt options check them
+ * with this when they are made, so no ask finds them unusable later.
+ */
+export function maxArgsCharsProblem(value: unknown): string | undefined {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 1) return undefined;
+  return `must be a positive integer, got ${typeof value === "number" ? String(value) : typeof value}`;
+}
+
+/** @internal Why `value` cannot be {@link callPrompt}'s `redact`, or `undefined` when it can. */
+export function redactProblem(value: unknown): string | undefined {
+  return value === undefined || value === false || typeof value === "function"
+    ? undefined
+    : "must be a function or false";
+}
+
+/**
  * The prompt a person reads for one tool call: it names the tool (and its
  * title), then shows the arguments as indented JSON, with secrets redacted,
  * invisible and bidi characters escaped, and cut at `maxArgsChars`.
@@ -102,11 +119,8 @@ export function callPrompt(
   options: CallPromptOptions = {},
 ): string {
   const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
-  if (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1)
-    throw new InvalidCallPromptOptionsError(
-      "options.maxArgsChars",
-      `must be a positive integer, got ${typeof maxArgsChars === "number" ? String(maxArgsChars) : typeof maxArgsChars}`,
-    );
+  const problem = maxArgsCharsProblem(maxArgsChars);
+  if (problem !== undefined) throw new InvalidCallPromptOptionsError("options.maxArgsChars", problem);
   const title =
     typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
       ? ` (${quoteForPrompt(tool.title)})`

@@ -1,4 +1,5 @@
 import { callPrompt } from "../ask/index.js";
+import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { Redactor } from "../ask/index.js";
 import type { Hook, HookDecision } from "../engine/index.js";
 import { changedSinceListed } from "./changed.js";
@@ -81,10 +82,10 @@ export function mcpAnnotationHook(options: McpAnnotationHookOptions = {}): Hook 
     throw new McpConfigError("mcpAnnotationHook", "options must be an object");
   const { trusted = false, redact, maxArgsChars } = options;
   if (typeof trusted !== "boolean") throw new McpConfigError("trusted", "must be a boolean");
-  if (redact !== undefined && redact !== false && typeof redact !== "function")
-    throw new McpConfigError("redact", "must be a function or false");
-  if (maxArgsChars !== undefined && (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1))
-    throw new McpConfigError("maxArgsChars", "must be a positive integer");
+  const redactFault = redactProblem(redact);
+  if (redactFault !== undefined) throw new McpConfigError("redact", redactFault);
+  const maxFault = maxArgsChars === undefined ? undefined : maxArgsCharsProblem(maxArgsChars);
+  if (maxFault !== undefined) throw new McpConfigError("maxArgsChars", maxFault);
   const promptOptions = {
     ...(redact === undefined ? {} : { redact }),
     ...(maxArgsChars === undefined ? {} : { maxArgsChars }),

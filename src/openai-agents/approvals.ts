@@ -4,6 +4,7 @@
    agent takes them for any context, as the SDK's own signatures do. */
 import type { AgentInputItem, FunctionTool, RunContext, RunState, RunToolApprovalItem } from "@openai/agents";
 import { callPrompt } from "../ask/index.js";
+import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
@@ -99,13 +100,10 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
   if (typeof prompt !== "object" || prompt === null)
     throw new AgentsConfigError("prompt", "must be an object: { redact?, maxArgsChars? }");
   const { redact, maxArgsChars } = prompt as Omit<CallPromptOptions, "notes">;
-  if (redact !== undefined && redact !== false && typeof redact !== "function")
-    throw new AgentsConfigError("prompt.redact", "must be a function or false");
-  if (maxArgsChars !== undefined && (!Number.isSafeInteger(maxArgsChars) || maxArgsChars < 1))
-    throw new AgentsConfigError(
-      "prompt.maxArgsChars",
-      `must be a positive integer, got ${typeof maxArgsChars === "number" ? String(maxArgsChars) : typeof maxArgsChars}`,
-    );
+  const redactFault = redactProblem(redact);
+  if (redactFault !== undefined) throw new AgentsConfigError("prompt.redact", redactFault);
+  const maxFault = maxArgsChars === undefined ? undefined : maxArgsCharsProblem(maxArgsChars);
+  if (maxFault !== undefined) throw new AgentsConfigError("prompt.maxArgsChars", maxFault);
   return {
     ...(redact === undefined ? {} : { redact }),
     ...(maxArgsChars === undefined ? {} : { maxArgsChars }),
