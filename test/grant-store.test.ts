@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
   Grant,
-  GrantConfigError,
   GrantPolicy,
   GrantRecordError,
   GrantScope,
   MemoryGrantStore,
   type ToolDescriptor,
 } from "../src/grant/index.js";
+import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const allowRead = new Grant("read", "allow", GrantScope.thisTool());
 const denyWrite = new Grant("write", "deny", GrantScope.thisCall({ path: "/etc/passwd" }));
@@ -73,31 +73,15 @@ describe("MemoryGrantStore", () => {
     const store = new MemoryGrantStore([allowRead]);
     const policy = new GrantPolicy(store);
     const read = { name: "read", description: "", inputSchema: {} };
-    for (const [options, argument] of [
-      [null, "options"],
-      ["soon", "options"],
-      [{ signal: "soon" }, "options.signal"],
-      [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
-      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
-    ] as const) {
-      for (const [where, call] of [
-        ["MemoryGrantStore.load", () => store.load(options as never)],
-        ["MemoryGrantStore.save", () => store.save(denyWrite, options as never)],
-        ["MemoryGrantStore.revoke", () => store.revoke(allowRead.id, options as never)],
-        ["MemoryGrantStore.clear", () => store.clear(options as never)],
-        ["MemoryGrantStore.covering", () => store.covering("read", "{}", options as never)],
-        ["GrantPolicy.decide", () => policy.decide(read, {}, options as never)],
-        ["GrantPolicy.remember", () => policy.remember(read, {}, "deny", "this_tool", options as never)],
-      ] as const) {
-        const error = await call().then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        expect(error, `${where} ${String(argument)}`).toBeInstanceOf(GrantConfigError);
-        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
-        expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
-      }
-    }
+    await expectBadCallOptionsRefused((options) => [
+      ["MemoryGrantStore.load", () => store.load(options)],
+      ["MemoryGrantStore.save", () => store.save(denyWrite, options)],
+      ["MemoryGrantStore.revoke", () => store.revoke(allowRead.id, options)],
+      ["MemoryGrantStore.clear", () => store.clear(options)],
+      ["MemoryGrantStore.covering", () => store.covering("read", "{}", options)],
+      ["GrantPolicy.decide", () => policy.decide(read, {}, options)],
+      ["GrantPolicy.remember", () => policy.remember(read, {}, "deny", "this_tool", options)],
+    ]);
     expect(await store.load()).toEqual([allowRead]);
   });
 

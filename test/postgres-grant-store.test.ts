@@ -2,7 +2,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   Grant,
-  GrantConfigError,
   GrantPolicy,
   MemoryGrantStore,
   GrantRecordError,
@@ -14,6 +13,7 @@ import type { ToolDescriptor } from "loopctl/grant";
 import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
+import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const db = usePostgres();
 
@@ -345,29 +345,13 @@ describe("PostgresGrantStore with an AbortSignal", () => {
   it("rejects options that are not an object, or a signal that is not an AbortSignal, with GrantConfigError naming them, as the other stores do", async () => {
     const s = store();
     await s.save(read);
-    for (const [options, argument] of [
-      [null, "options"],
-      ["soon", "options"],
-      [{ signal: "soon" }, "options.signal"],
-      [{ signal: { aborted: true, reason: "stop" } }, "options.signal"],
-      [{ signal: Object.create(AbortSignal.prototype) as AbortSignal }, "options.signal"],
-    ] as const) {
-      for (const [where, call] of [
-        ["PostgresGrantStore.load", () => s.load(options as never)],
-        ["PostgresGrantStore.save", () => s.save(deployProd, options as never)],
-        ["PostgresGrantStore.revoke", () => s.revoke(read.id, options as never)],
-        ["PostgresGrantStore.clear", () => s.clear(options as never)],
-        ["PostgresGrantStore.covering", () => s.covering("read", "{}", options as never)],
-      ] as const) {
-        const error = await call().then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        expect(error, `${where} ${String(argument)}`).toBeInstanceOf(GrantConfigError);
-        expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
-        expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
-      }
-    }
+    await expectBadCallOptionsRefused((options) => [
+      ["PostgresGrantStore.load", () => s.load(options)],
+      ["PostgresGrantStore.save", () => s.save(deployProd, options)],
+      ["PostgresGrantStore.revoke", () => s.revoke(read.id, options)],
+      ["PostgresGrantStore.clear", () => s.clear(options)],
+      ["PostgresGrantStore.covering", () => s.covering("read", "{}", options)],
+    ]);
     expect(await s.load()).toEqual([read]);
   });
 
