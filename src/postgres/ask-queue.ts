@@ -543,17 +543,19 @@ export class PostgresAskQueue {
       if (this.#links.size > 0) this.#arrivals.add(id.toLowerCase());
     } else if (kind === "end") {
       const key = id.toLowerCase();
-      // Known to have ended here already (this process answered it): nothing more to learn.
-      if (this.#recent.has(key)) return;
       // Being answered here: the answer's reply tells how it ended, or the read follows it.
       const answering = this.#answering.get(key);
-      if (answering !== undefined) {
-        answering.heard = true;
-        return;
-      }
-      // A parked ask may be answered before its insert's reply arrives here: read it whatever the flag says.
-      if (this.#links.size > 0 || this.#parked.has(key)) this.#endings.add(key);
+      if (answering !== undefined) answering.heard = true;
+      else this.#heardEnding(key);
     }
+  }
+
+  /** `id` ended, a notification says (or said while this process answered it): read its row, if anyone here waits on it. */
+  #heardEnding(id: string): void {
+    // Known to have ended here already (this process answered it): nothing more to learn.
+    if (this.#closing !== undefined || this.#recent.has(id)) return;
+    // A parked ask may be answered before its insert's reply arrives here: read it whatever the flag says.
+    if (this.#links.size > 0 || this.#parked.has(id)) this.#endings.add(id);
   }
 
   /**
@@ -572,7 +574,7 @@ export class PostgresAskQueue {
       answering.inFlight -= 1;
       if (answering.inFlight === 0) {
         this.#answering.delete(id);
-        if (answering.heard && !this.#recent.has(id)) this.#notified(`end ${id}`);
+        if (answering.heard) this.#heardEnding(id);
       }
     }
   }
