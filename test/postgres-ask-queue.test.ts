@@ -552,6 +552,10 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       await waitFor(() => pool.totalCount === 1);
       proxy.stallOpen();
       const ending = inbox.ended(ask.id);
+      // ended() reads the row over the pool first (a new connection, which passes): answered only once that read
+      // found it pending and the watch that follows went out over the stalled listener, the ending can reach
+      // this console in no other way than by giving that connection up.
+      await waitFor(() => proxy.swallowed.includes(ask.id));
       expect(await queue().approver().resolve(ask.id, { type: "deny", reason: "elsewhere" })).toBe(true);
       expect(await parked).toEqual({ type: "deny", reason: "elsewhere" });
       expect(await ending).toEqual({ type: "answered", verdict: "deny" });
