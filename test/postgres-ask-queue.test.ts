@@ -565,6 +565,41 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     }
   });
 
+  it("gives up a LISTEN that gets no reply and listens again once the network recovers: parked calls hear their answers", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const errors: unknown[] = [];
+      // The first LISTEN is swallowed, with all that follows on its connection; every other connection passes.
+      proxy.stallConnectionOn("LISTEN");
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 1_000,
+        rereadMs: 600_000,
+        onError: (error) => errors.push(error),
+      });
+      opened.push(worker);
+      const inbox = queue({ rereadMs: 600_000 }).approver();
+      const answeredSoon = (parked: Promise<AskResolution>): Promise<AskResolution | "still parked"> =>
+        Promise.race([parked, new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 3_000))]);
+      const first = makeAsk(1);
+      const parkedFirst = park(worker, first);
+      expect((await inbox.next())?.id).toBe(first.id);
+      await waitFor(() => proxy.swallowed.includes("LISTEN"));
+      // Heard, once the LISTEN is given up after leaseMs, through the re-read that follows the next one.
+      expect(await inbox.resolve(first.id, { type: "deny" })).toBe(true);
+      expect(await answeredSoon(parkedFirst)).toEqual({ type: "deny" });
+      // Parked and answered with LISTEN in place again: only its notification can end this call in time.
+      const second = makeAsk(2);
+      const parkedSecond = park(worker, second);
+      expect((await inbox.next())?.id).toBe(second.id);
+      expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+      expect(await answeredSoon(parkedSecond)).toEqual({ type: "approve" });
+      expect(errors.map((error) => (error as Error).message).join("\n")).toContain("no reply to LISTEN within 1000 ms");
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("keeps every parked call through repeated drops, each answered once", async () => {
     const app = `${db.schema}-worker`;
     const worker = queue({ rereadMs: 600_000 }, app);

@@ -13,7 +13,7 @@ import type { ToolDescriptor } from "loopctl/grant";
 import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
-import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
+import { UNLISTENABLE_SIGNAL_OPTIONS, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const db = usePostgres();
 
@@ -342,17 +342,33 @@ describe("PostgresGrantStore with an AbortSignal", () => {
     expect(await s.load()).toEqual([]);
   });
 
-  it("rejects options that are not an object, or a signal that is not an AbortSignal, with GrantConfigError naming them, as the other stores do", async () => {
+  it("rejects options that are not an object, or a signal that is not an AbortSignal or cannot be listened to, with GrantConfigError naming them, as the other stores do", async () => {
     const s = store();
     await s.save(read);
-    await expectBadCallOptionsRefused((options) => [
-      ["PostgresGrantStore.load", () => s.load(options)],
-      ["PostgresGrantStore.save", () => s.save(deployProd, options)],
-      ["PostgresGrantStore.revoke", () => s.revoke(read.id, options)],
-      ["PostgresGrantStore.clear", () => s.clear(options)],
-      ["PostgresGrantStore.covering", () => s.covering("read", "{}", options)],
-    ]);
+    await expectBadCallOptionsRefused(
+      (options) => [
+        ["PostgresGrantStore.load", () => s.load(options)],
+        ["PostgresGrantStore.save", () => s.save(deployProd, options)],
+        ["PostgresGrantStore.revoke", () => s.revoke(read.id, options)],
+        ["PostgresGrantStore.clear", () => s.clear(options)],
+        ["PostgresGrantStore.covering", () => s.covering("read", "{}", options)],
+      ],
+      // Each statement listens on its signal, to cancel it on the server.
+      UNLISTENABLE_SIGNAL_OPTIONS,
+    );
     expect(await s.load()).toEqual([read]);
+  });
+
+  it("rejects with an aborted signal's reason before anything else: a revoke of an id it cannot store, a save of no grant", async () => {
+    const s = store();
+    const reason = new Error("stop");
+    const signal = AbortSignal.abort(reason);
+    for (const id of ["\u0000", `${read.id}\ud800`, 7 as never, null as never]) {
+      await expect(s.revoke(id, { signal })).rejects.toBe(reason);
+      // Without the abort, such an id names no stored grant, as in the other stores.
+      expect(await s.revoke(id)).toBeUndefined();
+    }
+    await expect(s.save(read.toJSON() as never, { signal })).rejects.toBe(reason);
   });
 
   it("cancels a save that waits for the project's lock: it rejects with the reason and never lands", async () => {

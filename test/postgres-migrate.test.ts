@@ -3,6 +3,7 @@ import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres({ migrated: false });
 
@@ -46,6 +47,31 @@ describe("migrate", () => {
     expect(rows).toEqual([{ version: 1 }]);
   });
 
+  it("a migrator whose network goes silent mid-transaction holds the lock only until the server ends its session", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // Its tables are created, then the row that records the version never arrives: the server sees a
+      // session idle in its transaction, holding the advisory lock and the new schema's locks.
+      proxy.stallOn("(version, name) VALUES");
+      const silent = migrate(db.newPool(1, { connectionString: proxy.url }), { schema: db.schema });
+      const silentOutcome = silent.then(
+        () => "migrated",
+        () => "failed",
+      );
+      await waitFor(() => proxy.swallowed.includes("(version, name) VALUES"));
+      const second = await Promise.race([
+        migrate(db.pool, { schema: db.schema }),
+        new Promise<"still blocked">((done) => setTimeout(() => done("still blocked"), 15_000)),
+      ]);
+      expect(second).toEqual({ schema: db.schema, from: 0, to: SCHEMA_VERSION, applied: [1] });
+      await proxy.close();
+      // Cut off by the proxy's end, the silent migrator fails: its work was rolled back by the server.
+      expect(await silentOutcome).toBe("failed");
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
   it("refuses a schema a newer loopctl migrated, changing nothing", async () => {
     await migrate(db.pool, { schema: db.schema });
     await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
@@ -67,3 +93,11 @@ describe("migrate", () => {
     }
   });
 });
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition never held");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

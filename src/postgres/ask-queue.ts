@@ -32,8 +32,9 @@ export interface PostgresAskQueueOptions {
    * How long a worker's lease lasts without a heartbeat (renewed every third
    * of it). When a worker dies, its pending asks are closed as `abandoned`
    * within about 4/3 of this by any live queue, worker or console. A
-   * statement on the listening connection with no reply for this long gives
-   * that connection up (it is made anew, and everything read again).
+   * statement on the listening connection (its `LISTEN` included) with no
+   * reply for this long gives that connection up (it is made anew, and
+   * everything read again).
    * @default 15000
    */
   readonly leaseMs?: number;
@@ -252,7 +253,7 @@ export class PostgresAskQueue {
         emitWarning(thrown);
       }
     };
-    this.#listener = new NotificationListener(pool, this.#names.channel, {
+    this.#listener = new NotificationListener(pool, this.#names.channel, this.#leaseMs, {
       notify: (payload) => this.#notified(payload),
       listening: () => this.#resync(),
       error: (error) =>

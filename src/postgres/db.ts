@@ -29,6 +29,14 @@ const statementNames = new Map<string, string>();
 /** How long a transaction's session may sit idle, waiting for its client, before the server ends it. */
 const IDLE_IN_TRANSACTION_MS = 5_000;
 
+/**
+ * Opens a transaction. A client that goes silent mid-transaction (a network
+ * that swallows packets) would hold its locks (a project's row, the
+ * reaper's, a migration's) for as long as the server keeps its session: the
+ * server ends such a session instead, once idle in the transaction this long.
+ */
+export const BEGIN = `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
+
 function prepared(text: string, values: unknown[]): PgQueryConfig {
   let name = statementNames.get(text);
   if (name === undefined) {
@@ -203,10 +211,7 @@ export class Db {
             state.broken = true;
           },
         );
-      // A client that goes silent mid-transaction (a network that swallows packets) would hold its
-      // locks (a project's row, the reaper's) for as long as the server keeps its session: the
-      // server ends such a session instead, once idle in the transaction this long.
-      await run(`BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
+      await run(BEGIN);
       let result: T;
       let abandoned = false;
       try {

@@ -18,20 +18,24 @@ const MAX_RETRY_MS = 2_000;
  * One connection, held out of the pool, that `LISTEN`s on a channel. When it
  * drops (a network failure, a restarted server, `pg_terminate_backend`) it
  * reconnects with a growing pause and reports `listening()` again, so its
- * owner re-reads whatever it may have missed meanwhile.
+ * owner re-reads whatever it may have missed meanwhile. A `LISTEN` with no
+ * reply within `replyMs` counts as a drop: a network that swallows packets
+ * answers nothing and closes nothing.
  */
 export class NotificationListener {
   readonly #pool: PgPool;
   readonly #channel: string;
+  readonly #replyMs: number;
   readonly #events: ListenerEvents;
   #client: PgPoolClient | undefined;
   #state: "idle" | "connecting" | "listening" | "closed" = "idle";
   #retryMs = FIRST_RETRY_MS;
   #retry: NodeJS.Timeout | undefined;
 
-  constructor(pool: PgPool, channel: string, events: ListenerEvents) {
+  constructor(pool: PgPool, channel: string, replyMs: number, events: ListenerEvents) {
     this.#pool = pool;
     this.#channel = channel;
+    this.#replyMs = replyMs;
     this.#events = events;
   }
 
@@ -95,8 +99,7 @@ export class NotificationListener {
         if (this.#client === mine && message.channel === this.#channel) this.#events.notify(message.payload ?? "");
       });
       mine.on("end", () => this.#lost(mine, new Error(`the connection listening on ${this.#channel} ended`)));
-      // The channel is made of [a-z0-9_.] (see schemaNames), so quoting it is enough.
-      await mine.query(`LISTEN "${this.#channel}"`);
+      await this.#listen(mine);
       if (this.#client !== mine) return;
       this.#state = "listening";
       this.#retryMs = FIRST_RETRY_MS;
@@ -104,6 +107,29 @@ export class NotificationListener {
     } catch (error) {
       if (client === undefined) this.#scheduleRetry(error);
       else this.#lost(client, early ?? error);
+    }
+  }
+
+  /**
+   * Sends `LISTEN` on `client`. With no reply within `replyMs` it rejects,
+   * and the caller gives the connection up: left waiting, the owner would
+   * hear nothing but its slow re-reads for as long as the connection stays
+   * open.
+   */
+  async #listen(client: PgPoolClient): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const silent = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no reply to LISTEN within ${this.#replyMs} ms on ${this.#channel}`)),
+        this.#replyMs,
+      );
+      timer.unref();
+    });
+    try {
+      // The channel is made of [a-z0-9_.] (see schemaNames), so quoting it is enough.
+      await Promise.race([client.query(`LISTEN "${this.#channel}"`), silent]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

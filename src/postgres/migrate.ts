@@ -1,4 +1,4 @@
-import { checkOut, connectionFailure, queryFailure, requireOptions, requirePool } from "./db.js";
+import { BEGIN, checkOut, connectionFailure, queryFailure, requireOptions, requirePool } from "./db.js";
 import { PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
@@ -31,6 +31,9 @@ export interface MigrateResult {
  * transaction holding a transaction-scoped advisory lock on the schema's
  * name, so concurrent callers run one after another and the later ones find
  * nothing left to do. Each applied version is recorded in `<schema>.migrations`.
+ * A migrator whose network goes silent mid-transaction holds the lock only
+ * until the server ends its session, 5 s idle in the transaction
+ * (`idle_in_transaction_session_timeout`), as every loopctl transaction does.
  *
  * @throws {PostgresConfigError} for a bad schema name, pool or options.
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
@@ -64,7 +67,7 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     throw queryFailure(operation, names, error);
   }
   try {
-    await client.query("BEGIN");
+    await client.query(BEGIN);
     try {
       // Serializes every migrate() of this schema, from any process, until COMMIT.
       await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${names.name}`]);

@@ -30,6 +30,14 @@ export interface TcpProxy {
    * that hold `text` (those bytes included): the statement never arrives.
    */
   stallOn(text: string): void;
+  /**
+   * Stalls as {@link TcpProxy.stallOpen} does the one connection whose client
+   * next sends bytes holding `text` (those bytes included): that statement
+   * never arrives, nor does anything after it on that connection. Every other
+   * connection, later ones sending `text` included, passes as before (a
+   * network that lost one connection, then recovered).
+   */
+  stallConnectionOn(text: string): void;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
   readonly swallowed: string;
   close(): Promise<void>;
@@ -40,6 +48,7 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let stalled = false;
   let trigger: string | undefined;
+  let connectionTrigger: string | undefined;
   const swallowed: Buffer[] = [];
   const stalledSockets = new WeakSet<Socket>();
   const makeServer = (): Server =>
@@ -53,6 +62,10 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
       const swallowing = (): boolean => stalled || stalledSockets.has(client);
       client.on("data", (data: Buffer) => {
         if (trigger !== undefined && data.includes(trigger, 0, "latin1")) stalled = true;
+        if (connectionTrigger !== undefined && data.includes(connectionTrigger, 0, "latin1")) {
+          connectionTrigger = undefined;
+          stalledSockets.add(client);
+        }
         if (swallowing()) swallowed.push(data);
         else upstream.write(data);
       });
@@ -87,6 +100,9 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     },
     stallOn: (text) => {
       trigger = text;
+    },
+    stallConnectionOn: (text) => {
+      connectionTrigger = text;
     },
     stallOpen: () => {
       for (const socket of sockets) stalledSockets.add(socket);
