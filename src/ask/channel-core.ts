@@ -1,7 +1,6 @@
-import { isAbortSignal } from "../abort-signal.js";
+import { isAbortSignal, unlisten } from "../abort-signal.js";
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
-import { unlisten } from "./wait-options.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 

@@ -42,16 +42,3 @@ export function waitSignal(method: "next" | "ended", options: unknown): AbortSig
     `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
   );
 }
-
-/**
- * Takes our listener off a waiter's signal. A signal whose removal throws (a
- * caller's own override) keeps the listener, which is inert once its waiter
- * has settled; the throw must not keep that waiter, or any other, from settling.
- */
-export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
-  try {
-    signal?.removeEventListener("abort", onAbort);
-  } catch {
-    // See above: nothing to undo, and nobody to tell.
-  }
-}

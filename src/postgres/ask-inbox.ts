@@ -1,5 +1,6 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
-import { unlisten, waitSignal } from "../ask/wait-options.js";
+import { unlisten } from "../abort-signal.js";
+import { waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
