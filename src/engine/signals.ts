@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import { isAbortSignal } from "../abort-signal.js";
+import { isAbortSignal, unlisten } from "../abort-signal.js";
 import { CancelledError, EngineConfigError, describeError } from "./errors.js";
 
 /** What takes a caller's signal, named in an {@link EngineConfigError} about it. */
@@ -69,7 +69,10 @@ export class Cancel {
       if (signal.aborted) {
         cancel.abort(signal.reason);
       } else {
-        const onAbort = (): void => cancel.abort(signal.reason);
+        // Heard only until `dispose`: a signal that refuses to give the listener up keeps it, and it must then do nothing.
+        const onAbort = (): void => {
+          if (cancel.#following !== undefined) cancel.abort(signal.reason);
+        };
         cancel.#following = { signal, onAbort };
         signal.addEventListener("abort", onAbort, { once: true });
       }
@@ -120,11 +123,14 @@ export class Cancel {
     });
   }
 
-  /** Stops following the caller's signal. */
+  /**
+   * Stops following the caller's signal. Never throws: the call or run that
+   * ends here keeps its outcome even when the signal's removal throws.
+   */
   dispose(): void {
     const following = this.#following;
     this.#following = undefined;
-    following?.signal.removeEventListener("abort", following.onAbort);
+    if (following !== undefined) unlisten(following.signal, following.onAbort);
   }
 
   #fire(): void {
