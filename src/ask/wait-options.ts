@@ -42,3 +42,23 @@ export function waitSignal(method: "next" | "ended", options: unknown): AbortSig
     `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
   );
 }
+
+/**
+ * Listens for the abort of the signal a waiting `next()` or `ended()` was
+ * given, before the call registers its wait.
+ *
+ * @throws {InvalidApproverOptionsError} naming `options.signal` when the
+ *   signal cannot be listened to (its `addEventListener` throws; `cause`:
+ *   what it threw): the call must then reject and leave nothing waiting.
+ */
+export function listenWhileWaiting(
+  method: "next" | "ended",
+  signal: AbortSignal | undefined,
+  onAbort: () => void,
+): void {
+  try {
+    signal?.addEventListener("abort", onAbort, { once: true });
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options.signal", "cannot be listened to", { cause: error });
+  }
+}
