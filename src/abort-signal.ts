@@ -10,3 +10,16 @@ export function isAbortSignal(value: unknown): value is AbortSignal {
     return false;
   }
 }
+
+/**
+ * Takes `onAbort` off `signal`. A signal whose removal throws (a caller's own
+ * override) keeps the listener, which its owner must make inert; the throw
+ * must not keep a wait from settling, or a call from ending with its outcome.
+ */
+export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
+  try {
+    signal?.removeEventListener("abort", onAbort);
+  } catch {
+    // Nothing to undo, and nobody to tell: the wait it served has settled.
+  }
+}

@@ -12,7 +12,7 @@ import {
   LoopctlError,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
-import { BAD_WAIT_OPTIONS, flush, makeAsk, track } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, flush, makeAsk, track, unlistenableSignal } from "./support/ask-fixtures.js";
 
 const approve: AskResolution = { type: "approve" };
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -496,6 +496,26 @@ describe("next({ signal })", () => {
       await expect(again).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
     },
   );
+
+  it("a signal that cannot be listened to is refused with what it threw as the cause; the ask that comes goes to the next call", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const trap = new Error("cannot listen");
+    await expect(approver.next({ signal: unlistenableSignal(trap) })).rejects.toMatchObject({
+      code: "ASK_OPTIONS_INVALID",
+      method: "next",
+      argument: "options.signal",
+      message: "Approver.next: options.signal cannot be listened to",
+      cause: trap,
+    });
+    const waiting = approver.next();
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    expect(approver.buffered).toBe(0);
+    expect(await waiting).toEqual(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
 
   it("rejects with the signal's reason and does not swallow the next ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);

@@ -4,7 +4,14 @@ import { describe, expect, expectTypeOf, it } from "vitest";
 import { ApprovalChannel, Approver, ApproverConstructorError, InvalidApproverOptionsError } from "loopctl/ask";
 import type { AskEnding, AskInbox, AskResolution } from "loopctl/ask";
 import { LoopctlError } from "loopctl";
-import { BAD_WAIT_OPTIONS, flush, makeAsk, stuckController, track } from "./support/ask-fixtures.js";
+import {
+  BAD_WAIT_OPTIONS,
+  flush,
+  makeAsk,
+  stuckController,
+  track,
+  unlistenableSignal,
+} from "./support/ask-fixtures.js";
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 const listeners = (signal: AbortSignal): number => getEventListeners(signal, "abort").length;
@@ -161,6 +168,26 @@ describe("Approver.ended", () => {
       }
     },
   );
+
+  it("a signal that cannot be listened to is refused with what it threw as the cause; the ask's other watchers hear its ending", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, live());
+    const before = approver.ended(ask.id);
+    const trap = new Error("cannot listen");
+    await expect(approver.ended(ask.id, { signal: unlistenableSignal(trap) })).rejects.toMatchObject({
+      code: "ASK_OPTIONS_INVALID",
+      method: "ended",
+      argument: "options.signal",
+      message: "Approver.ended: options.signal cannot be listened to",
+      cause: trap,
+    });
+    const after = approver.ended(ask.id);
+    expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    expect(await Promise.all([before, after])).toEqual([0, 1].map(() => ({ type: "answered", verdict: "approve" })));
+    approver.close();
+  });
 
   it("a signal that refuses to give up its listener keeps no other waiter from settling", async () => {
     const approve: AskResolution = { type: "approve" };

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import {
   Agent,
@@ -10,9 +10,10 @@ import {
   ToolDefinitionError,
   defineTool,
 } from "loopctl/engine";
-import type { Message, ModelRequest, ModelResponse, Tool, ToolSource } from "loopctl/engine";
+import type { Message, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
-import { readTool } from "./support/engine-fixtures.js";
+import { stuckController, track } from "./support/ask-fixtures.js";
+import { deferred, flush, readTool, until } from "./support/engine-fixtures.js";
 
 const echo = (name: string): Tool =>
   defineTool({
@@ -227,6 +228,54 @@ describe("the loop around the gate", () => {
     });
     expect(model.requests).toEqual([]);
     expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
+  });
+
+  it("a signal whose removeEventListener throws: the run settles once with its own result or stop, ends its run at the gate, and no longer hears the signal", async () => {
+    const seen: AbortSignal[] = [];
+    const started = deferred<undefined>();
+    const probe = defineTool({
+      name: "probe",
+      description: "probe",
+      input: z.object({ wait: z.boolean() }),
+      execute: ({ wait }, { signal }) => {
+        seen.push(signal);
+        if (!wait) return "ok";
+        started.resolve(undefined);
+        return new Promise(() => undefined);
+      },
+    });
+    const agent = new Agent({
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c1", name: "probe", input: { wait: false } }] },
+        { text: "done" },
+        { toolCalls: [{ id: "c2", name: "probe", input: { wait: true } }] },
+      ]),
+      tools: [probe],
+    });
+    const endRun = vi.spyOn(agent.gate, "endRun");
+    const finished = stuckController();
+    const result = track(agent.run("go", { signal: finished.signal }));
+    await until(() => result.outcome.state !== "pending");
+    expect(result.outcome).toMatchObject({ state: "fulfilled", value: { text: "done", turns: 2 } });
+    const { runId } = (result.outcome as { value: RunResult }).value;
+    expect(endRun).toHaveBeenCalledWith(runId);
+    // The signal aborts once the run has ended: what its tool was handed stays live.
+    finished.abort(new Error("too late"));
+    expect(seen[0]!.aborted).toBe(false);
+
+    const cancelling = stuckController();
+    const stopped = track(agent.run("again", { signal: cancelling.signal }));
+    await started.promise;
+    const reason = new Error("stop");
+    cancelling.abort(reason);
+    await until(() => stopped.outcome.state !== "pending");
+    expect(stopped.outcome.state).toBe("rejected");
+    const error = (stopped.outcome as { reason: unknown }).reason;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error).toMatchObject({ cause: reason, records: [{ verdict: "cancelled" }] });
+    expect(endRun).toHaveBeenCalledTimes(2);
+    await flush();
+    expect([result, stopped].map((run) => run.settlements)).toEqual([1, 1]);
   });
 
   it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {

@@ -16,7 +16,8 @@ import {
 import type { GateDecision, GateOutcome, Hook, Middleware, Tool, ToolDescriptor } from "loopctl/engine";
 import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
-import { deferred, until } from "./support/engine-fixtures.js";
+import { stuckController, track } from "./support/ask-fixtures.js";
+import { deferred, flush, until } from "./support/engine-fixtures.js";
 
 const readDescriptor: ToolDescriptor = {
   name: "read",
@@ -450,6 +451,56 @@ describe("Gate.call", () => {
         ok,
       ),
     ).toMatchObject({ type: "ran" });
+  });
+
+  it("a signal whose removeEventListener throws: each call settles once with its own outcome, and an ended call no longer hears the signal", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const request = (callId: string, signal: AbortSignal) => ({
+      tool: readDescriptor,
+      callId,
+      input: { path: "a" },
+      signal,
+    });
+    const seen: AbortSignal[] = [];
+    const later = stuckController();
+    const ran = track(
+      gate.call(request("c1", later.signal), (_input, { signal }) => {
+        seen.push(signal);
+        return "read";
+      }),
+    );
+    await until(() => ran.outcome.state !== "pending");
+    expect(ran.outcome).toMatchObject({ state: "fulfilled", value: { type: "ran", output: "read" } });
+    const failure = new Error("disk gone");
+    const failed = await gate.call(request("c2", later.signal), () => {
+      throw failure;
+    });
+    expect(failed).toMatchObject({ type: "failed", error: failure });
+    // The signal aborts once its calls have ended: what their tools were handed stays live.
+    later.abort(new Error("too late"));
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.aborted).toBe(false);
+
+    const cancelling = stuckController();
+    const started = deferred<undefined>();
+    const cancelled = track(
+      gate.call(request("c3", cancelling.signal), () => {
+        started.resolve(undefined);
+        return new Promise(() => undefined);
+      }),
+    );
+    await started.promise;
+    const reason = new Error("stop");
+    cancelling.abort(reason);
+    await until(() => cancelled.outcome.state !== "pending");
+    expect(cancelled.outcome.state).toBe("rejected");
+    const error = (cancelled.outcome as { reason: unknown }).reason;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error).toMatchObject({ cause: reason, records: [{ verdict: "cancelled" }] });
+    await flush();
+    expect([ran, cancelled].map((call) => call.settlements)).toEqual([1, 1]);
+    expect(records.map((record) => record.verdict)).toEqual(["allow", "allow", "cancelled"]);
   });
 
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {

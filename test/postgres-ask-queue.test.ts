@@ -17,7 +17,7 @@ import { z } from "zod";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
-import { BAD_WAIT_OPTIONS, makeAsk, stuckController } from "./support/ask-fixtures.js";
+import { BAD_WAIT_OPTIONS, makeAsk, stuckController, unlistenableSignal } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 
@@ -1230,14 +1230,6 @@ describe("PostgresAskQueue fails closed", () => {
 
 describe("PostgresApprover: next() and ended() check their options before anything waits", () => {
   const approve: AskResolution = { type: "approve" };
-  /** A real AbortSignal whose `addEventListener` throws: it passes the checks, and listening on it fails. */
-  const unlistenable = (): AbortSignal => {
-    const signal = new AbortController().signal;
-    signal.addEventListener = () => {
-      throw new Error("cannot listen");
-    };
-    return signal;
-  };
 
   it.each(BAD_WAIT_OPTIONS)(
     "next(%s): rejects with InvalidApproverOptionsError naming it, never throws, and leaves no taker behind",
@@ -1322,10 +1314,17 @@ describe("PostgresApprover: next() and ended() check their options before anythi
     ]);
   });
 
-  it("next() with a signal it cannot listen to rejects with that failure and takes no ask", async () => {
+  it("next() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause, and takes no ask", async () => {
     const worker = queue();
     const inbox = queue().approver();
-    await expect(inbox.next({ signal: unlistenable() })).rejects.toThrow("cannot listen");
+    const trap = new Error("cannot listen");
+    await expect(inbox.next({ signal: unlistenableSignal(trap) })).rejects.toMatchObject({
+      code: "ASK_OPTIONS_INVALID",
+      method: "next",
+      argument: "options.signal",
+      message: "Approver.next: options.signal cannot be listened to",
+      cause: trap,
+    });
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     // Delivered to the next call, not to the one that already rejected.
@@ -1334,14 +1333,21 @@ describe("PostgresApprover: next() and ended() check their options before anythi
     expect(await parked).toEqual(approve);
   });
 
-  it("ended() with a signal it cannot listen to rejects with that failure; the other waits hear the ending", async () => {
+  it("ended() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause; the other waits hear the ending", async () => {
     const worker = queue();
     const inbox = queue().approver();
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);
     const before = inbox.ended(ask.id);
-    await expect(inbox.ended(ask.id, { signal: unlistenable() })).rejects.toThrow("cannot listen");
+    const trap = new Error("cannot listen");
+    await expect(inbox.ended(ask.id, { signal: unlistenableSignal(trap) })).rejects.toMatchObject({
+      code: "ASK_OPTIONS_INVALID",
+      method: "ended",
+      argument: "options.signal",
+      message: "Approver.ended: options.signal cannot be listened to",
+      cause: trap,
+    });
     const after = inbox.ended(ask.id);
     expect(await inbox.resolve(ask.id, approve)).toBe(true);
     expect(await parked).toEqual(approve);

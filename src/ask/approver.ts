@@ -106,8 +106,9 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * reason and no ask is consumed.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`;
-   * nothing then waits and no ask is consumed.
+   * `options` is not an object or `options.signal` is not an `AbortSignal`,
+   * or cannot be listened to when the call has to wait (its
+   * `addEventListener` throws); nothing then waits and no ask is consumed.
    */
   next(options?: NextOptions): Promise<PendingAsk | undefined> {
     try {
@@ -145,8 +146,9 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * `options.signal` aborts first, the promise rejects with its reason.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`;
-   * nothing then waits and the ask is untouched.
+   * `options` is not an object or `options.signal` is not an `AbortSignal`,
+   * or cannot be listened to when the call has to wait (its
+   * `addEventListener` throws); nothing then waits and the ask is untouched.
    */
   ended(askId: string, options?: EndedOptions): Promise<AskEnding> {
     try {

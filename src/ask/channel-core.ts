@@ -1,7 +1,7 @@
-import { isAbortSignal } from "../abort-signal.js";
+import { isAbortSignal, unlisten } from "../abort-signal.js";
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
-import { unlisten } from "./wait-options.js";
+import { listenWhileWaiting } from "./wait-options.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 
@@ -137,7 +137,12 @@ export class ChannelCore {
         reject(signal?.reason);
       };
       // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
-      signal?.addEventListener("abort", onAbort, { once: true });
+      try {
+        listenWhileWaiting("next", signal, onAbort);
+      } catch (error) {
+        reject(error);
+        return;
+      }
       node = this.#takers.push({ resolve, reject, signal, onAbort });
     });
   }
@@ -154,19 +159,23 @@ export class ChannelCore {
     const entry = this.#parked.get(askId);
     if (entry === undefined) return Promise.resolve(this.#endings.get(askId) ?? UNKNOWN_ENDING);
     return new Promise<AskEnding>((resolve, reject) => {
-      const watchers = (entry.watchers ??= new Set());
       const watcher: Watcher = {
         resolve,
         reject,
         signal,
         onAbort: () => {
-          watchers.delete(watcher);
+          entry.watchers?.delete(watcher);
           reject(signal?.reason);
         },
       };
       // Listen before registering: if listening throws, the call rejects and no watcher is left behind.
-      signal?.addEventListener("abort", watcher.onAbort, { once: true });
-      watchers.add(watcher);
+      try {
+        listenWhileWaiting("ended", signal, watcher.onAbort);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      (entry.watchers ??= new Set()).add(watcher);
     });
   }
 

@@ -111,9 +111,10 @@ export class InvalidPendingAskError extends LoopctlError {
 /**
  * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
  * approver) was given options that are not an object, or a `signal` that is
- * not an `AbortSignal`. `code` is
- * `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault. The call
- * rejects with it and leaves nothing waiting.
+ * not an `AbortSignal` or cannot be listened to (its `addEventListener`
+ * throws; `cause`: what it threw). `code` is `"ASK_OPTIONS_INVALID"`;
+ * `argument` names the argument at fault. The call rejects with it and
+ * leaves nothing waiting.
  *
  * @example
  * ```ts

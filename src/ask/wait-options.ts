@@ -44,14 +44,21 @@ export function waitSignal(method: "next" | "ended", options: unknown): AbortSig
 }
 
 /**
- * Takes our listener off a waiter's signal. A signal whose removal throws (a
- * caller's own override) keeps the listener, which is inert once its waiter
- * has settled; the throw must not keep that waiter, or any other, from settling.
+ * Listens for the abort of the signal a waiting `next()` or `ended()` was
+ * given, before the call registers its wait.
+ *
+ * @throws {InvalidApproverOptionsError} naming `options.signal` when the
+ *   signal cannot be listened to (its `addEventListener` throws; `cause`:
+ *   what it threw): the call must then reject and leave nothing waiting.
  */
-export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): void {
+export function listenWhileWaiting(
+  method: "next" | "ended",
+  signal: AbortSignal | undefined,
+  onAbort: () => void,
+): void {
   try {
-    signal?.removeEventListener("abort", onAbort);
-  } catch {
-    // See above: nothing to undo, and nobody to tell.
+    signal?.addEventListener("abort", onAbort, { once: true });
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options.signal", "cannot be listened to", { cause: error });
   }
 }

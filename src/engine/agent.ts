@@ -1,5 +1,4 @@
 import { setMaxListeners } from "node:events";
-import { isAbortSignal } from "../abort-signal.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { checkBudget } from "./budget.js";
 import {
@@ -30,7 +29,7 @@ import { notify } from "./observer.js";
 import { readOnlyView } from "./read-only-view.js";
 import { timestamp } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
-import { CANCELLED, Cancel, cancelledBy } from "./signals.js";
+import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { isUuid, randomIdGen } from "./ids.js";
@@ -259,9 +258,7 @@ export class Agent {
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
-    const caller: unknown = options.signal;
-    if (caller !== undefined && !isAbortSignal(caller))
-      throw new EngineConfigError("Agent.run", "signal must be an AbortSignal");
+    const caller = callerSignal("Agent.run", options.signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);
     const settings = this.#settings;
@@ -273,18 +270,8 @@ export class Agent {
     // One controller per run, aborted by the caller's cancel or by a call
     // that ends the run while others of its wave still run. When neither can
     // happen (no caller signal, one call at a time), its waits need no race.
-    const cancel = Cancel.owned(caller !== undefined || settings.maxConcurrency > 1);
-    const onCallerAbort = (): void => cancel.abort(caller?.reason);
-    if (caller?.aborted === true) onCallerAbort();
-    else {
-      try {
-        caller?.addEventListener("abort", onCallerAbort, { once: true });
-      } catch (error) {
-        throw new EngineConfigError("Agent.run", `the signal cannot be listened to: ${describeError(error)}`, {
-          cause: error,
-        });
-      }
-    }
+    const cancel =
+      caller === undefined ? Cancel.owned(settings.maxConcurrency > 1) : Cancel.listening(caller, "Agent.run");
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     try {
@@ -333,7 +320,7 @@ export class Agent {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      caller?.removeEventListener("abort", onCallerAbort);
+      cancel.dispose();
       this.gate.endRun(runId);
     }
   }

@@ -1,4 +1,3 @@
-import { isAbortSignal } from "../abort-signal.js";
 import { NIL_UUID } from "../ask/index.js";
 import { GrantPolicy } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
@@ -8,7 +7,7 @@ import { EngineConfigError, describeError } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
 import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
-import { Cancel } from "./signals.js";
+import { Cancel, callerSignal } from "./signals.js";
 import { frozenJson } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { LoopManagers, settingsOf } from "./managers.js";
@@ -90,7 +89,7 @@ const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; calls: numbe
 function cancelFor(signal: AbortSignal): Cancel {
   let entry = sharing.get(signal);
   if (entry === undefined) {
-    entry = { cancel: Cancel.listening(signal), calls: 0 };
+    entry = { cancel: Cancel.listening(signal, "Gate.call"), calls: 0 };
     sharing.set(signal, entry);
   }
   entry.calls += 1;
@@ -261,24 +260,16 @@ export class Gate {
     } catch (error) {
       throw new EngineConfigError("Gate.call", `the request cannot be read: ${describeError(error)}`, { cause: error });
     }
-    const { callId, signal, sessionId, runId, turn } = fields;
+    const { callId, sessionId, runId, turn } = fields;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
-    if (signal !== undefined && !isAbortSignal(signal))
-      throw new EngineConfigError("Gate.call", "signal must be an AbortSignal");
+    const signal = callerSignal("Gate.call", fields.signal);
     if (!isUuid(sessionId) || !isUuid(runId))
       throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
     if (!Number.isSafeInteger(turn) || turn < 0)
       throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(fields.tool);
-    let cancel: Cancel;
-    try {
-      // A call nothing can cancel still hands its hooks, resolver and tool a signal.
-      cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
-    } catch (error) {
-      throw new EngineConfigError("Gate.call", `the signal cannot be listened to: ${describeError(error)}`, {
-        cause: error,
-      });
-    }
+    // A call nothing can cancel still hands its hooks, resolver and tool a signal.
+    const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
     try {
       return await new Attempt(this.#state, {
         tool,

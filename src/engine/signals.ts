@@ -1,5 +1,19 @@
 import { setMaxListeners } from "node:events";
-import { CancelledError } from "./errors.js";
+import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { CancelledError, EngineConfigError, describeError } from "./errors.js";
+
+/** What takes a caller's signal, named in an {@link EngineConfigError} about it. */
+export type SignalTaker = "Gate.call" | "Agent.run";
+
+/**
+ * A caller's `signal` option, checked before anything else is done with it.
+ * @throws {EngineConfigError} naming `where` when it is neither `undefined`
+ *   nor an `AbortSignal`.
+ */
+export function callerSignal(where: SignalTaker, value: unknown): AbortSignal | undefined {
+  if (value === undefined || isAbortSignal(value)) return value;
+  throw new EngineConfigError(where, "signal must be an AbortSignal");
+}
 
 /** The error a cancelled call or run rejects with, carrying the signal's reason. */
 export function cancelledBy(signal: AbortSignal, message = "the run was cancelled"): CancelledError {
@@ -14,8 +28,8 @@ export const CANCELLED: unique symbol = Symbol("cancelled");
  * wait races that. `signal` is what hooks, the resolver, middleware and the
  * tool receive.
  *
- * - `Cancel.listening(signal)`: follows a caller's signal with one abort
- *   listener on it, removed by `dispose`. Its own `signal` aborts with the
+ * - `Cancel.listening(signal, where)`: follows a caller's signal with one
+ *   abort listener on it, until `dispose`. Its own `signal` aborts with the
  *   caller's reason and takes any number of listeners: the hooks, resolvers
  *   and tools of a wide wave of calls listen to it, never to the caller's.
  * - `Cancel.owned()`: a run's own controller, aborted only through
@@ -34,8 +48,8 @@ export class Cancel {
   readonly #abortable: boolean;
   /** The races still waiting; each removes itself when its work settles. */
   readonly #waiters = new Set<() => void>();
-  /** Removes the listener on the followed signal (`listening` only). */
-  #unlisten: (() => void) | undefined;
+  /** The followed signal and the listener on it, until `dispose` (`listening` only). */
+  #following: { readonly signal: AbortSignal; readonly onAbort: () => void } | undefined;
 
   private constructor(signal: AbortSignal, controller: AbortController | undefined, abortable: boolean) {
     this.signal = signal;
@@ -43,16 +57,27 @@ export class Cancel {
     this.#abortable = abortable;
   }
 
-  /** Follows `signal`, which someone else aborts. */
-  static listening(signal: AbortSignal): Cancel {
+  /**
+   * Follows `signal`, which someone else aborts, until {@link Cancel.dispose}.
+   * @throws {EngineConfigError} naming `where` when `signal` cannot be
+   *   listened to (its `addEventListener` throws; `cause`: what it threw).
+   */
+  static listening(signal: AbortSignal, where: SignalTaker): Cancel {
     const cancel = Cancel.owned(true);
     setMaxListeners(0, cancel.signal);
-    if (signal.aborted) {
-      cancel.abort(signal.reason);
-    } else {
-      const onAbort = (): void => cancel.abort(signal.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
-      cancel.#unlisten = () => signal.removeEventListener("abort", onAbort);
+    try {
+      if (signal.aborted) {
+        cancel.abort(signal.reason);
+      } else {
+        // Heard only until `dispose`: a signal that refuses to give the listener up keeps it, and it must then do nothing.
+        const onAbort = (): void => {
+          if (cancel.#following !== undefined) cancel.abort(signal.reason);
+        };
+        cancel.#following = { signal, onAbort };
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+    } catch (error) {
+      throw new EngineConfigError(where, `the signal cannot be listened to: ${describeError(error)}`, { cause: error });
     }
     return cancel;
   }
@@ -98,8 +123,14 @@ export class Cancel {
     });
   }
 
+  /**
+   * Stops following the caller's signal. Never throws: the call or run that
+   * ends here keeps its outcome even when the signal's removal throws.
+   */
   dispose(): void {
-    this.#unlisten?.();
+    const following = this.#following;
+    this.#following = undefined;
+    if (following !== undefined) unlisten(following.signal, following.onAbort);
   }
 
   #fire(): void {

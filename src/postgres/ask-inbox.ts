@@ -1,5 +1,6 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
-import { unlisten, waitSignal } from "../ask/wait-options.js";
+import { unlisten } from "../abort-signal.js";
+import { listenWhileWaiting, waitSignal } from "../ask/wait-options.js";
 import type { AskResolution, PendingAsk } from "../ask/index.js";
 import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
@@ -125,8 +126,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * See {@link AskInbox.next}.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`;
-   * nothing then waits and no ask is taken.
+   * `options` is not an object or `options.signal` is not an `AbortSignal`,
+   * or cannot be listened to when the call has to wait (its
+   * `addEventListener` throws); nothing then waits and no ask is taken.
    */
   next(options?: { signal?: AbortSignal }): Promise<PendingAsk | undefined> {
     let signal: AbortSignal | undefined;
@@ -151,7 +153,12 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         },
       };
       // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
-      signal?.addEventListener("abort", taker.onAbort, { once: true });
+      try {
+        listenWhileWaiting("next", signal, taker.onAbort);
+      } catch (error) {
+        reject(error);
+        return;
+      }
       this.#takers.push(taker);
     });
   }
@@ -175,7 +182,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * See {@link AskInbox.ended}. Rejects with the signal's reason if it aborts first.
    *
    * Rejects with an {@link InvalidApproverOptionsError} if `options` is not an
-   * object or `options.signal` is not an `AbortSignal`; nothing then waits.
+   * object or `options.signal` is not an `AbortSignal`, or cannot be listened
+   * to when the call has to wait (its `addEventListener` throws); nothing
+   * then waits.
    */
   async ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding> {
     const signal = waitSignal("ended", options);
@@ -200,7 +209,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
       },
     };
     // Listen before registering: if listening throws, the call rejects and no waiter is left behind.
-    signal?.addEventListener("abort", waiter.onAbort, { once: true });
+    listenWhileWaiting("ended", signal, waiter.onAbort);
     let set = this.#waiters.get(id);
     if (set === undefined) this.#waiters.set(id, (set = new Set()));
     set.add(waiter);

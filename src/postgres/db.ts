@@ -3,7 +3,7 @@ import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
-import { unlisten } from "../ask/wait-options.js";
+import { unlisten } from "../abort-signal.js";
 
 /** A statement runner inside one transaction. */
 export interface Tx {

@@ -1,10 +1,9 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
-import { isAbortSignal } from "../abort-signal.js";
+import { isAbortSignal, unlisten } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
-import { unlisten } from "../ask/wait-options.js";
 import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";

@@ -22,6 +22,18 @@ export function makeAsk(n: number, overrides: Partial<PendingAsk> = {}): Pending
 /** An options argument an untyped caller could pass to `next()` or `ended()`, and the argument it gets wrong. */
 export type BadWaitOptions = readonly [label: string, options: unknown, argument: "options" | "options.signal"];
 
+/** A real AbortSignal whose `addEventListener` throws `error`: it passes every check, and listening on it fails. */
+export function unlistenableSignal(error = new Error("cannot listen")): AbortSignal {
+  const signal = new AbortController().signal;
+  Object.defineProperty(signal, "addEventListener", {
+    value: () => {
+      throw error;
+    },
+  });
+  return signal;
+}
+
+/** Each is rejected by a call that has to wait (a signal is listened to only then). */
 export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
   ["null as the options", null, "options"],
   ["a string as the options", "soon", "options"],
@@ -31,6 +43,7 @@ export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
     { signal: Object.create(AbortSignal.prototype) },
     "options.signal",
   ],
+  ["a signal that cannot be listened to", { signal: unlistenableSignal() }, "options.signal"],
 ];
 
 export type Outcome<T> =
