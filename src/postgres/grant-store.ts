@@ -2,7 +2,7 @@ import { describeError } from "../engine/errors.js";
 import { Grant, GrantConfigError, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal } from "../grant/store.js";
-import { unlisten } from "../ask/wait-options.js";
+import { unlisten } from "../abort-signal.js";
 import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
