@@ -230,6 +230,25 @@ describe("the loop around the gate", () => {
     expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
   });
 
+  it("options whose signal getter throws are an EngineConfigError naming Agent.run, with what it threw, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "done" }]);
+    const agent = new Agent({ model, tools: [] });
+    const trap = new Error("no signal here");
+    const options = {
+      get signal(): AbortSignal {
+        throw trap;
+      },
+    };
+    const error = await agent.run("go", options).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineConfigError);
+    expect(error).toMatchObject({
+      option: "Agent.run",
+      message: "Agent.run: the options cannot be read: no signal here",
+      cause: trap,
+    });
+    expect(model.requests).toEqual([]);
+  });
+
   it("a signal whose removeEventListener throws: the run settles once with its own result or stop, ends its run at the gate, and no longer hears the signal", async () => {
     const seen: AbortSignal[] = [];
     const started = deferred<undefined>();

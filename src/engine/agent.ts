@@ -249,7 +249,8 @@ export class Agent {
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
    *   of messages, or `options.signal` is not an `AbortSignal` or cannot be
-   *   listened to (its `addEventListener` throws; `cause`: what was thrown).
+   *   listened to (its `addEventListener` throws; `cause`: what was thrown),
+   *   or `options` cannot be read (a getter that throws; `cause`: what it threw).
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
@@ -258,7 +259,13 @@ export class Agent {
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
-    const caller = callerSignal("Agent.run", options.signal);
+    let signal: unknown;
+    try {
+      signal = options.signal;
+    } catch (error) {
+      throw new EngineConfigError("Agent.run", `the options cannot be read: ${describeError(error)}`, { cause: error });
+    }
+    const caller = callerSignal("Agent.run", signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);
     const settings = this.#settings;
