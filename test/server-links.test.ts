@@ -115,6 +115,9 @@ describe("signAnswerLink", () => {
       [ask, { ...ok, secret: new Uint8Array(8) }, "secret"],
       [ask, { ...ok, baseUrl: "not a url" }, "baseUrl"],
       [ask, { ...ok, baseUrl: "javascript:alert(1)" }, "baseUrl"],
+      // Neither a string nor a URL: one that cannot even be made a string is named too, not a TypeError.
+      [ask, { ...ok, baseUrl: Object.create(null) as unknown }, "baseUrl"],
+      [ask, { ...ok, baseUrl: 8080 }, "baseUrl"],
       [ask, { ...ok, ttlMs: 0 }, "ttlMs"],
       [ask, { ...ok, ttlMs: 1.5 }, "ttlMs"],
       [ask, { ...ok, nowMs: -1 }, "nowMs"],
