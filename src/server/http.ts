@@ -19,17 +19,27 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cache-control": "no-store",
 };
 
+/** What an {@link HttpError} may carry besides its status, code and message. */
+export interface HttpErrorOptions {
+  /** Headers to send with it (`Allow`, `WWW-Authenticate`). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** The heading of its page, where it differs by more than the code (how an ask ended). */
+  readonly title?: string;
+}
+
 /** An expected failure with its status and a stable error code; its message is safe to send. */
 export class HttpError extends Error {
   readonly status: number;
   readonly code: string;
   readonly headers: Readonly<Record<string, string>>;
+  readonly title: string | undefined;
 
-  constructor(status: number, code: string, message: string, headers: Readonly<Record<string, string>> = {}) {
+  constructor(status: number, code: string, message: string, options: HttpErrorOptions = {}) {
     super(message);
     this.status = status;
     this.code = code;
-    this.headers = headers;
+    this.headers = options.headers ?? {};
+    this.title = options.title;
   }
 }
 
