@@ -280,6 +280,33 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect((await get(server, "api/asks", { ...auth, origin: "https://evil.example" })).status).toBe(200);
   });
 
+  it("a refusal sent before the body is read closes the connection: a body that never finishes is not read on", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const cases: [string, string][] = [
+      [`Authorization: Bearer ${server.token}x`, "401 Unauthorized"],
+      [`Authorization: Bearer ${server.token}\r\nOrigin: https://evil.example`, "403 Forbidden"],
+    ];
+    for (const [credential, status] of cases) {
+      const socket = connect(server.port, "127.0.0.1");
+      let reply = "";
+      socket.on("data", (chunk: Buffer) => (reply += chunk.toString("latin1")));
+      const closed = new Promise<void>((resolve, reject) => {
+        socket.on("error", reject);
+        socket.on("end", () => resolve());
+      });
+      socket.write(
+        `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n${credential}\r\n` +
+          "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+      );
+      await closed;
+      socket.destroy();
+      expect(reply.split("\r\n")[0]).toBe(`HTTP/1.1 ${status}`);
+      expect(reply.toLowerCase()).toContain("\r\nconnection: close\r\n");
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
   it("405 with Allow for a known path and the wrong method", async () => {
     const { server, auth } = await start();
     const reply = await request(`${server.url}api/asks`, { method: "PUT", headers: auth });

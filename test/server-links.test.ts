@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
@@ -445,5 +446,63 @@ describe("a refused link's page says what happened", () => {
     expect(broken.status).toBe(500);
     expect(shown(broken).title).toBe("Something went wrong");
     expect(track(parked).outcome.state).toBe("pending");
+  });
+});
+
+/**
+ * Sends `head` and the start of a body that never finishes over a raw
+ * socket; resolves with everything the server sent once it closes the
+ * connection (a server still waiting for the body never does).
+ */
+function unfinished(port: number, head: string, start: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let reply = "";
+    socket.on("data", (chunk: Buffer) => (reply += chunk.toString("latin1")));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      socket.destroy();
+      resolve(reply);
+    });
+    socket.write(`${head}\r\n\r\n${start}`);
+  });
+}
+
+describe("a link that is not signed, or not current, is refused before its body is read", () => {
+  it("a body that never finishes gets the refusal, and the connection closes", async () => {
+    const { links, parked, server } = await setup();
+    const { approve } = links();
+    const forged = new URL(approve);
+    forged.searchParams.set("sig", "0".repeat(64));
+    const expired = links({ ttlMs: 1000, nowMs: Date.now() - 60_000 }).approve;
+    const cases: [string, string][] = [
+      [forged.href, "403 Forbidden"],
+      [`${server.url}answer`, "403 Forbidden"],
+      [`${server.url}answer?ask=x&sig=${"0".repeat(64)}`, "403 Forbidden"],
+      [expired, "410 Gone"],
+    ];
+    for (const [link, status] of cases) {
+      const target = new URL(link);
+      const head = [
+        `POST ${target.pathname}${target.search} HTTP/1.1`,
+        `Host: ${target.host}`,
+        "Content-Type: application/x-www-form-urlencoded",
+      ];
+      // Declared within maxBodyBytes, or chunked with no end: either way only its first bytes ever come.
+      for (const [framing, start] of [
+        ["Content-Length: 1000", "reason="],
+        ["Transfer-Encoding: chunked", "7\r\nreason=\r\n"],
+      ] as const) {
+        const reply = await unfinished(server.port, [...head, framing].join("\r\n"), start);
+        expect(reply.split("\r\n")[0], `${link} ${framing}`).toBe(`HTTP/1.1 ${status}`);
+        expect(reply.toLowerCase()).toContain("\r\nconnection: close\r\n");
+        expect(reply).toContain(status.startsWith("410") ? "<h1>Link expired</h1>" : "<h1>Link not valid</h1>");
+      }
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+    // A signed, current link still has its body read, bounded, and answers.
+    expect((await post(approve, {}, `reason=${"x".repeat(20_000)}`)).status).toBe(413);
+    expect((await post(approve)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 });

@@ -13,7 +13,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
-import { HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { bodyArriving, HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -258,7 +258,7 @@ class Handler {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     let audience: Audience = "api";
-    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(res, error, audience));
+    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(req, res, error, audience));
   }
 
   close(): Promise<void> {
@@ -465,11 +465,7 @@ class Handler {
         "an answer link must be confirmed from its own page, not sent from another site; nothing was answered",
       );
     }
-    // Read (and bound) the body before answering, so a refused link never leaves a body unread.
-    const form =
-      method === "POST"
-        ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"))
-        : undefined;
+    // Checked before the body is read: a link that is not signed, or no longer current, costs no more than its URL.
     const nowMs: unknown = this.#now();
     // A clock that gives no number would make every link current (NaN is never past an expiry).
     if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
@@ -488,7 +484,7 @@ class Handler {
     }
     if (check.type === "expired")
       throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
-    if (form === undefined) {
+    if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw askEnded(ended);
       const pending = this.#board?.get(check.askId)?.ask;
@@ -497,6 +493,7 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
+    const form = new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"));
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
@@ -551,7 +548,7 @@ class Handler {
     };
   }
 
-  #fail(res: ServerResponse, error: unknown, audience: Audience): void {
+  #fail(req: IncomingMessage, res: ServerResponse, error: unknown, audience: Audience): void {
     const known =
       error instanceof HttpError
         ? error
@@ -561,11 +558,12 @@ class Handler {
       res.destroy();
       return;
     }
+    const close: Readonly<Record<string, string>> = bodyArriving(req) ? { connection: "close" } : {};
     if (audience === "page") {
-      sendPage(res, known.status, refusalTitle(known), known.message, known.headers);
+      sendPage(res, known.status, refusalTitle(known), known.message, { ...known.headers, ...close });
       return;
     }
-    sendError(res, known);
+    sendError(res, known, close);
   }
 }
 

@@ -78,11 +78,27 @@ export function sendBody(
   res.end(body);
 }
 
-/** Sends an {@link HttpError} as `{ error, message }`. */
-export function sendError(res: ServerResponse, error: HttpError): void {
+/** Sends an {@link HttpError} as `{ error, message }`, with `headers` besides its own. */
+export function sendError(res: ServerResponse, error: HttpError, headers: Readonly<Record<string, string>> = {}): void {
   // The body of a request refused before it was read must not keep the connection busy.
   const close = error.status === 413 ? { connection: "close" } : {};
-  sendJson(res, error.status, { error: error.code, message: error.message }, { ...error.headers, ...close });
+  sendJson(
+    res,
+    error.status,
+    { error: error.code, message: error.message },
+    { ...error.headers, ...headers, ...close },
+  );
+}
+
+/**
+ * The request has a body that has not all arrived yet. A refusal sent now
+ * closes the connection: on a connection kept alive Node would go on reading
+ * that body, to its end however slow or long, before the next request.
+ */
+export function bodyArriving(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+  return hasBody && !req.complete;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */
