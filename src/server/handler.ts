@@ -360,7 +360,7 @@ class Handler {
     const pathname = mountedPath(req);
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
       location: pathname.endsWith("/") ? pathname : `${pathname}/`,
-      "set-cookie": this.#access.sessionCookie(),
+      "set-cookie": this.#access.sessionCookie(req),
     });
   }
 
