@@ -1,4 +1,7 @@
 import { createServer, request as httpRequest } from "node:http";
+import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
+import type { RequestOptions as HttpsRequestOptions } from "node:https";
+import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
 import type { AddressInfo } from "node:net";
 import express from "express";
@@ -280,6 +283,33 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect((await get(server, "api/asks", { ...auth, origin: "https://evil.example" })).status).toBe(200);
   });
 
+  it("a refusal sent before the body is read closes the connection: a body that never finishes is not read on", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const cases: [string, string][] = [
+      [`Authorization: Bearer ${server.token}x`, "401 Unauthorized"],
+      [`Authorization: Bearer ${server.token}\r\nOrigin: https://evil.example`, "403 Forbidden"],
+    ];
+    for (const [credential, status] of cases) {
+      const socket = connect(server.port, "127.0.0.1");
+      let reply = "";
+      socket.on("data", (chunk: Buffer) => (reply += chunk.toString("latin1")));
+      const closed = new Promise<void>((resolve, reject) => {
+        socket.on("error", reject);
+        socket.on("end", () => resolve());
+      });
+      socket.write(
+        `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n${credential}\r\n` +
+          "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+      );
+      await closed;
+      socket.destroy();
+      expect(reply.split("\r\n")[0]).toBe(`HTTP/1.1 ${status}`);
+      expect(reply.toLowerCase()).toContain("\r\nconnection: close\r\n");
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
   it("405 with Allow for a known path and the wrong method", async () => {
     const { server, auth } = await start();
     const reply = await request(`${server.url}api/asks`, { method: "PUT", headers: auth });
@@ -326,6 +356,78 @@ describe("the console's session cookie", () => {
     );
     expect(own.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("is Secure when the browser reached the server over HTTPS: over TLS, or through a proxy that ended TLS; never over plain HTTP", async () => {
+    // Over plain HTTP, loopback or not, a Secure cookie would be dropped and the console never logged in.
+    const { server } = await start({ allowedHosts: ["approvals.example.com"] });
+    const login = (headers: Readonly<Record<string, string>>): Promise<string> =>
+      request(`${server.url}?token=${server.token}`, { headers }).then((reply) => {
+        expect(reply.status).toBe(303);
+        return reply.headers["set-cookie"]?.[0] ?? "";
+      });
+    const cookie = /^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/$/;
+    const secureCookie = /^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/; Secure$/;
+    expect(await login({})).toMatch(cookie);
+    expect(await login({ host: "approvals.example.com" })).toMatch(cookie);
+    for (const headers of [
+      { "x-forwarded-proto": "http" },
+      { "x-forwarded-proto": "http, https" },
+      { forwarded: "for=192.0.2.60;proto=http;by=203.0.113.43" },
+      { forwarded: 'for="[2001:db8:cafe::17]:4711";host=approvals.example.com' },
+    ]) {
+      expect(await login(headers), JSON.stringify(headers)).toMatch(cookie);
+    }
+    // A proxy that ended TLS says so for the first hop.
+    for (const headers of [
+      { host: "approvals.example.com", "x-forwarded-proto": "https" },
+      { "x-forwarded-proto": "HTTPS, http" },
+      { forwarded: "for=192.0.2.60;proto=https;by=203.0.113.43" },
+      { forwarded: 'for="[2001:db8:cafe::17]:4711"; Proto="https", for=10.0.0.1;proto=http' },
+    ]) {
+      expect(await login(headers), JSON.stringify(headers)).toMatch(secureCookie);
+    }
+
+    // The handler in a server of TLS's own (a pre-shared key stands in for a certificate).
+    const key = Buffer.from("a pre-shared key of 32 bytes....");
+    const tls = { ciphers: "PSK", maxVersion: "TLSv1.2" } as const;
+    const app = createHttpsServer({ ...tls, pskCallback: () => key });
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
+    app.on("request", handler.handle);
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const overTls = (path: string, headers: Readonly<Record<string, string>> = {}): Promise<Reply> =>
+      new Promise((resolve, reject) => {
+        // node:https passes TLS options through, though its RequestOptions type leaves pskCallback out.
+        const options: HttpsRequestOptions & Pick<ConnectionOptions, "pskCallback"> = {
+          ...tls,
+          host: "127.0.0.1",
+          port,
+          path,
+          headers,
+          agent: false,
+          pskCallback: () => ({ psk: key, identity: "console" }),
+          checkServerIdentity: () => undefined,
+        };
+        const req = httpsRequest(options, (res) => {
+          let text = "";
+          res.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: undefined }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    const tlsLogin = await overTls("/?token=a-token-of-twenty-chars");
+    expect(tlsLogin.status).toBe(303);
+    const set = tlsLogin.headers["set-cookie"]?.[0] ?? "";
+    expect(set).toMatch(secureCookie);
+    // The cookie logs the browser in there.
+    expect((await overTls("/", { cookie: set.split(";")[0] as string })).status).toBe(200);
   });
 
   it("refuses a wrong ?token= with 401 and sets no cookie", async () => {

@@ -1,6 +1,7 @@
+import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
-import type { AskResolution, PendingAsk } from "loopctl/ask";
+import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
@@ -115,6 +116,9 @@ describe("signAnswerLink", () => {
       [ask, { ...ok, secret: new Uint8Array(8) }, "secret"],
       [ask, { ...ok, baseUrl: "not a url" }, "baseUrl"],
       [ask, { ...ok, baseUrl: "javascript:alert(1)" }, "baseUrl"],
+      // Neither a string nor a URL: one that cannot even be made a string is named too, not a TypeError.
+      [ask, { ...ok, baseUrl: Object.create(null) as unknown }, "baseUrl"],
+      [ask, { ...ok, baseUrl: 8080 }, "baseUrl"],
       [ask, { ...ok, ttlMs: 0 }, "ttlMs"],
       [ask, { ...ok, ttlMs: 1.5 }, "ttlMs"],
       [ask, { ...ok, nowMs: -1 }, "nowMs"],
@@ -292,5 +296,213 @@ describe("a server with the same linkSecret", () => {
     const links = signAnswerLink(makeAsk(1), { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
     expect((await request(links.approve)).status).toBe(404);
     expect((await post(links.approve)).status).toBe(404);
+  });
+});
+
+describe("a refused link's page says what happened", () => {
+  /** The page's heading (its <title> and <h1> agree) and its text, entities decoded. */
+  function shown(reply: Reply): { readonly title: string; readonly text: string } {
+    const decode = (html: string): string =>
+      html.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code)));
+    const title = /<title>([^<]*)<\/title>/.exec(reply.text)?.[1] ?? "";
+    expect(/<h1>([^<]*)<\/h1>/.exec(reply.text)?.[1], "the heading is the title").toBe(title);
+    return { title: decode(title), text: decode(/<p>([^<]*)<\/p>/.exec(reply.text)?.[1] ?? "") };
+  }
+
+  /** Polls (no timing assumption) until `check` holds. */
+  async function until(check: () => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 2000; i++) {
+      if (await check()) return;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    throw new Error("condition never held");
+  }
+
+  const listed = async (server: ApprovalServer): Promise<number> =>
+    (
+      (await request(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } })).json as {
+        asks: unknown[];
+      }
+    ).asks.length;
+
+  it("an answered ask: already approved or denied, by this link or its twin", async () => {
+    const first = await setup();
+    const { approve, deny } = first.links();
+    expect((await post(approve)).status).toBe(200);
+    for (const reply of [await post(approve), await post(deny), await request(deny)]) {
+      expect(reply.status).toBe(409);
+      expect(shown(reply)).toEqual({
+        title: "Already approved",
+        text: "this ask already ended: it was approved; nothing was changed",
+      });
+    }
+    const second = await setup();
+    expect((await post(second.links().deny)).status).toBe(200);
+    expect(shown(await post(second.links().approve))).toEqual({
+      title: "Already denied",
+      text: "this ask already ended: it was denied; nothing was changed",
+    });
+  });
+
+  it("an ask the agent stopped waiting for: no longer waiting, and nothing answered", async () => {
+    const { channel, server } = await setup();
+    const ask = makeAsk(2, { tool: "deploy" });
+    const stop = new AbortController();
+    channel.resolve(ask, { signal: stop.signal }).catch(() => undefined);
+    await until(async () => (await listed(server)) === 2);
+    stop.abort();
+    await until(async () => (await listed(server)) === 1);
+    const links = signAnswerLink(ask, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
+    for (const reply of [await request(links.approve), await post(links.approve)]) {
+      expect(reply.status).toBe(409);
+      expect(shown(reply)).toEqual({
+        title: "No longer waiting",
+        text: "this ask already ended: the agent stopped waiting for it; nothing was answered",
+      });
+    }
+  });
+
+  it("another call under the ask's id: the ask changed, which is not an answer", async () => {
+    const { links, parked, ask, server, channel } = await setup();
+    const { approve, deny } = links();
+    expect((await post(deny)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny" });
+    const now = { ...ask, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    second.catch(() => undefined);
+    await until(async () => (await listed(server)) === 1);
+    for (const reply of [await request(approve), await post(approve)]) {
+      expect(reply.status).toBe(409);
+      expect(shown(reply)).toEqual({
+        title: "The ask changed",
+        text:
+          "this link was made for an earlier call under this ask's id, and another call holds the id now; " +
+          "the link cannot answer it, and nothing was answered",
+      });
+    }
+    expect(track(second).outcome.state).toBe("pending");
+  });
+
+  it("every other refusal names its own cause", async () => {
+    const { links, parked, server, ask } = await setup(undefined, { maxBodyBytes: 64 });
+    const { approve } = links();
+    const forged = new URL(approve);
+    forged.searchParams.set("sig", "0".repeat(64));
+    const stranger = signAnswerLink(makeAsk(9), { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
+    const cases: [Reply, number, string, string][] = [
+      [await request(approve, { headers: { host: "evil.example" } }), 421, "Wrong address", "Host"],
+      [await request(approve, { method: "PUT" }), 405, "Method not allowed", "GET or POST"],
+      [await post(approve, { origin: "https://evil.example" }), 403, "Sent from another site", "another site"],
+      [await request(forged.href), 403, "Link not valid", "altered or signed with another secret"],
+      [await post(forged.href), 403, "Link not valid", "nothing was answered"],
+      [await post(links({ ttlMs: 1000, nowMs: Date.now() - 60_000 }).approve), 410, "Link expired", "expired"],
+      [await post(stranger.approve), 404, "Ask not found", "does not know this ask"],
+      [await post(approve, {}, `reason=${"x".repeat(100)}`), 413, "Too much sent", "at most 64 bytes"],
+    ];
+    for (const [reply, status, title, text] of cases) {
+      expect(reply.status, title).toBe(status);
+      expect(shown(reply).title).toBe(title);
+      expect(shown(reply).text).toContain(text);
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+
+    const [, approver] = ApprovalChannel.pair(1);
+    const plain = await createApprovalServer({ approver });
+    cleanups.push(
+      () => approver.close(),
+      () => plain.close(),
+    );
+    const refused = await request(signAnswerLink(ask, { secret: SECRET, baseUrl: plain.url, ttlMs: 60_000 }).approve);
+    expect(refused.status).toBe(404);
+    expect(shown(refused)).toEqual({ title: "Links not taken here", text: "this server does not take answer links" });
+  });
+
+  it("an approver that fails, or a clock that gives no time: the server's fault, and nothing answered", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const failing: AskInbox = {
+      next: (options) => approver.next(options),
+      ended: (id, options) => approver.ended(id, options),
+      resolve: () => Promise.reject(new Error("the queue's database is gone")),
+      close: () => approver.close(),
+    };
+    const server = await createApprovalServer({ approver: failing, linkSecret: SECRET, onError: () => undefined });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(async () => (await listed(server)) === 1);
+    const reply = await post(signAnswerLink(ask, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    expect(reply.status).toBe(503);
+    expect(shown(reply)).toEqual({
+      title: "Approver unavailable",
+      text: "the approver could not take the answer; nothing was answered",
+    });
+
+    const { links } = await setup(undefined, { now: () => Number.NaN, onError: () => undefined });
+    const broken = await request(links().approve);
+    expect(broken.status).toBe(500);
+    expect(shown(broken).title).toBe("Something went wrong");
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+});
+
+/**
+ * Sends `head` and the start of a body that never finishes over a raw
+ * socket; resolves with everything the server sent once it closes the
+ * connection (a server still waiting for the body never does).
+ */
+function unfinished(port: number, head: string, start: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let reply = "";
+    socket.on("data", (chunk: Buffer) => (reply += chunk.toString("latin1")));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      socket.destroy();
+      resolve(reply);
+    });
+    socket.write(`${head}\r\n\r\n${start}`);
+  });
+}
+
+describe("a link that is not signed, or not current, is refused before its body is read", () => {
+  it("a body that never finishes gets the refusal, and the connection closes", async () => {
+    const { links, parked, server } = await setup();
+    const { approve } = links();
+    const forged = new URL(approve);
+    forged.searchParams.set("sig", "0".repeat(64));
+    const expired = links({ ttlMs: 1000, nowMs: Date.now() - 60_000 }).approve;
+    const cases: [string, string][] = [
+      [forged.href, "403 Forbidden"],
+      [`${server.url}answer`, "403 Forbidden"],
+      [`${server.url}answer?ask=x&sig=${"0".repeat(64)}`, "403 Forbidden"],
+      [expired, "410 Gone"],
+    ];
+    for (const [link, status] of cases) {
+      const target = new URL(link);
+      const head = [
+        `POST ${target.pathname}${target.search} HTTP/1.1`,
+        `Host: ${target.host}`,
+        "Content-Type: application/x-www-form-urlencoded",
+      ];
+      // Declared within maxBodyBytes, or chunked with no end: either way only its first bytes ever come.
+      for (const [framing, start] of [
+        ["Content-Length: 1000", "reason="],
+        ["Transfer-Encoding: chunked", "7\r\nreason=\r\n"],
+      ] as const) {
+        const reply = await unfinished(server.port, [...head, framing].join("\r\n"), start);
+        expect(reply.split("\r\n")[0], `${link} ${framing}`).toBe(`HTTP/1.1 ${status}`);
+        expect(reply.toLowerCase()).toContain("\r\nconnection: close\r\n");
+        expect(reply).toContain(status.startsWith("410") ? "<h1>Link expired</h1>" : "<h1>Link not valid</h1>");
+      }
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+    // A signed, current link still has its body read, bounded, and answers.
+    expect((await post(approve, {}, `reason=${"x".repeat(20_000)}`)).status).toBe(413);
+    expect((await post(approve)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 });

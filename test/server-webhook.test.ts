@@ -377,6 +377,8 @@ describe("WebhookResolver fails closed", () => {
       [undefined, "options"],
       [{ url: "nope", secret: SECRET }, "url"],
       [{ url: "ftp://x/", secret: SECRET }, "url"],
+      [{ url: Object.create(null) as unknown, secret: SECRET }, "url"],
+      [{ url: null, secret: SECRET }, "url"],
       [{ url: "http://x/", secret: "short" }, "secret"],
       [{ url: "http://x/", secret: SECRET, timeoutMs: 0 }, "timeoutMs"],
       // Node runs a longer timer after 1 ms: every ask would be denied at once.
@@ -387,6 +389,10 @@ describe("WebhookResolver fails closed", () => {
       [{ url: "http://x/", secret: SECRET, links: { ...links, secret: "s" } }, "links.secret"],
       [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "ftp://x/" } }, "links.baseUrl"],
       [{ url: "http://x/", secret: SECRET, links: { ...links, baseUrl: "not a url" } }, "links.baseUrl"],
+      [
+        { url: "http://x/", secret: SECRET, links: { ...links, baseUrl: Object.create(null) as unknown } },
+        "links.baseUrl",
+      ],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: -1 } }, "links.ttlMs"],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: undefined } }, "links.ttlMs"],
     ] as const) {
@@ -409,6 +415,9 @@ describe("WebhookResolver fails closed", () => {
       "https://bot:hunter2-secret@hooks.example.com/loopctl",
       "https://hunter2-secret@hooks.example.com/loopctl",
       "https://:hunter2-secret@hooks.example.com/loopctl",
+      // Ones that do not parse are repeated in the error, masked.
+      "https://bot:hunter2-secret@hooks example.com/loopctl",
+      "https://bot:hunter2/secret@hooks.example.com/loopctl",
     ]) {
       let error: unknown;
       try {

@@ -87,10 +87,40 @@ export class Access {
     return this.#origins.has(origin.toLowerCase());
   }
 
-  /** The Set-Cookie value that logs a browser in. */
-  sessionCookie(): string {
-    return `${this.cookieName}=${this.#session}; HttpOnly; SameSite=Strict; Path=/`;
+  /**
+   * The Set-Cookie value that logs a browser in: `HttpOnly` (no script reads
+   * it), `SameSite=Strict` (no other site's page or link sends it), and
+   * `Secure` when the browser reached the server over HTTPS. Never on plain
+   * HTTP, where the browser would drop a `Secure` cookie and never log in.
+   */
+  sessionCookie(req: IncomingMessage): string {
+    const secure = reachedOverHttps(req) ? "; Secure" : "";
+    return `${this.cookieName}=${this.#session}; HttpOnly; SameSite=Strict; Path=/${secure}`;
   }
+}
+
+/**
+ * The browser reached the server over HTTPS: the request came on a TLS
+ * connection (the handler mounted in an `https` server), or a reverse proxy
+ * that ended TLS says the first hop was https (`X-Forwarded-Proto: https`,
+ * `Forwarded: proto=https`). Only the cookie's `Secure` depends on it, which
+ * only narrows where the cookie goes: a client that claims https over plain
+ * HTTP loses nothing but its own cookie.
+ */
+function reachedOverHttps(req: IncomingMessage): boolean {
+  if ((req.socket as { readonly encrypted?: unknown } | undefined)?.encrypted === true) return true;
+  if (firstHop(req.headers["x-forwarded-proto"]).toLowerCase() === "https") return true;
+  for (const pair of firstHop(req.headers.forwarded).split(";")) {
+    const [name = "", value = ""] = pair.split("=", 2).map((part) => part.trim());
+    if (name.toLowerCase() === "proto") return value.replace(/^"(.*)"$/, "$1").toLowerCase() === "https";
+  }
+  return false;
+}
+
+/** The first entry of a header a chain of proxies appends to (comma-separated, or sent more than once). */
+function firstHop(header: string | string[] | undefined): string {
+  const first = Array.isArray(header) ? header[0] : header;
+  return (first ?? "").split(",")[0]?.trim() ?? "";
 }
 
 function cookieValues(req: IncomingMessage, name: string): string[] {

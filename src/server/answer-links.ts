@@ -3,6 +3,7 @@ import { PendingAskSchema } from "../ask/types.js";
 import type { PendingAsk } from "../ask/types.js";
 import { askDigest } from "./ask-digest.js";
 import { ServerInputError } from "./errors.js";
+import { httpUrl } from "./http-url.js";
 import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 
 /** Options of {@link signAnswerLink}. */
@@ -124,15 +125,7 @@ export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): Ans
  * @throws {ServerInputError} naming `option` (`where` is the caller).
  */
 export function linkBaseUrl(where: string, option: string, baseUrl: unknown): URL {
-  let base: URL;
-  try {
-    base = new URL(String(baseUrl));
-  } catch {
-    throw new ServerInputError(where, option, `is not a URL: ${JSON.stringify(String(baseUrl))}`);
-  }
-  if (base.protocol !== "http:" && base.protocol !== "https:") {
-    throw new ServerInputError(where, option, "must be an http or https URL");
-  }
+  const base = httpUrl(where, option, baseUrl);
   if (!base.pathname.endsWith("/")) base.pathname = `${base.pathname}/`;
   base.search = "";
   base.hash = "";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
-import type { AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
+import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
@@ -13,8 +13,8 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
-import { HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
-import { confirmPage, messagePage, PAGE_CSP } from "./pages.js";
+import { bodyArriving, HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -258,7 +258,7 @@ class Handler {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     let audience: Audience = "api";
-    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(res, error, audience));
+    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(req, res, error, audience));
   }
 
   close(): Promise<void> {
@@ -299,9 +299,7 @@ class Handler {
         401,
         "unauthorized",
         "send the token as Authorization: Bearer <token>, or open the console's ?token= link",
-        {
-          "www-authenticate": 'Bearer realm="loopctl"',
-        },
+        { headers: { "www-authenticate": 'Bearer realm="loopctl"' } },
       );
     }
     if (STATE_CHANGING.has(method) && !this.#access.originAllowed(req, credential)) {
@@ -362,7 +360,7 @@ class Handler {
     const pathname = mountedPath(req);
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
       location: pathname.endsWith("/") ? pathname : `${pathname}/`,
-      "set-cookie": this.#access.sessionCookie(),
+      "set-cookie": this.#access.sessionCookie(req),
     });
   }
 
@@ -461,13 +459,13 @@ class Handler {
     if (this.#linkKey === undefined)
       throw new HttpError(404, "links_disabled", "this server does not take answer links");
     if (method === "POST" && !this.#access.originAllowed(req, "link")) {
-      throw new HttpError(403, "forbidden_origin", "an answer link must be confirmed from its own page");
+      throw new HttpError(
+        403,
+        "forbidden_origin",
+        "an answer link must be confirmed from its own page, not sent from another site; nothing was answered",
+      );
     }
-    // Read (and bound) the body before answering, so a refused link never leaves a body unread.
-    const form =
-      method === "POST"
-        ? new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"))
-        : undefined;
+    // Checked before the body is read: a link that is not signed, or no longer current, costs no more than its URL.
     const nowMs: unknown = this.#now();
     // A clock that gives no number would make every link current (NaN is never past an expiry).
     if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
@@ -481,22 +479,21 @@ class Handler {
       throw new HttpError(
         403,
         "link_invalid",
-        "this answer link is not valid: it was altered or signed with another secret",
+        "this answer link is not valid: it was altered or signed with another secret; nothing was answered",
       );
     }
     if (check.type === "expired")
       throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
-    if (form === undefined) {
+    if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
-      if (ended !== undefined) throw new HttpError(409, "ask_ended", "this ask already ended; nothing can be answered");
+      if (ended !== undefined) throw askEnded(ended);
       const pending = this.#board?.get(check.askId)?.ask;
-      if (pending !== undefined && askDigest(pending) !== check.askDigest) {
-        throw new HttpError(409, "ask_changed", "another call holds this ask id now; this link cannot answer it");
-      }
+      if (pending !== undefined && askDigest(pending) !== check.askDigest) throw askChanged();
       return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, pending), {
         "content-security-policy": PAGE_CSP,
       });
     }
+    const form = new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"));
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
@@ -510,13 +507,9 @@ class Handler {
           check.verdict === "approve" ? "The call goes ahead." : "The call is refused.",
         );
       case "ended":
-        throw new HttpError(
-          409,
-          "ask_ended",
-          "this ask already ended (answered, expired or cancelled); nothing was changed",
-        );
+        throw askEnded(outcome.ending);
       case "changed":
-        throw new HttpError(409, "ask_changed", "another call holds this ask id now; nothing was answered");
+        throw askChanged();
       case "unknown":
         throw new HttpError(404, "ask_unknown", "this server does not know this ask; nothing was answered");
       default:
@@ -555,7 +548,7 @@ class Handler {
     };
   }
 
-  #fail(res: ServerResponse, error: unknown, audience: Audience): void {
+  #fail(req: IncomingMessage, res: ServerResponse, error: unknown, audience: Audience): void {
     const known =
       error instanceof HttpError
         ? error
@@ -565,11 +558,12 @@ class Handler {
       res.destroy();
       return;
     }
+    const close: Readonly<Record<string, string>> = bodyArriving(req) ? { connection: "close" } : {};
     if (audience === "page") {
-      sendPage(res, known.status, pageTitle(known.status), known.message, known.headers);
+      sendPage(res, known.status, refusalTitle(known), known.message, { ...known.headers, ...close });
       return;
     }
-    sendError(res, known);
+    sendError(res, known, close);
   }
 }
 
@@ -597,21 +591,20 @@ function sendPage(
   });
 }
 
-function pageTitle(status: number): string {
-  switch (status) {
-    case 401:
-      return "Sign in with the console link";
-    case 403:
-      return "Not allowed";
-    case 404:
-      return "Not found";
-    case 409:
-      return "Already answered";
-    case 410:
-      return "Link expired";
-    default:
-      return "Something went wrong";
-  }
+/** A link's refusal for an ask that already ended, saying how, as far as the server saw it. */
+function askEnded(ending: AskEnding | undefined): HttpError {
+  const { title, text } = endedText(ending);
+  return new HttpError(409, "ask_ended", text, { title });
+}
+
+/** A link's refusal for an ask whose id another call holds now: the link was signed for the earlier one. */
+function askChanged(): HttpError {
+  return new HttpError(
+    409,
+    "ask_changed",
+    "this link was made for an earlier call under this ask's id, and another call holds the id now; " +
+      "the link cannot answer it, and nothing was answered",
+  );
 }
 
 /**
@@ -667,7 +660,9 @@ function decodePart(part: string): string {
 
 function allow(method: string, ...methods: string[]): void {
   if (!methods.includes(method)) {
-    throw new HttpError(405, "method_not_allowed", `use ${methods.join(" or ")}`, { allow: methods.join(", ") });
+    throw new HttpError(405, "method_not_allowed", `use ${methods.join(" or ")}`, {
+      headers: { allow: methods.join(", ") },
+    });
   }
 }
 

@@ -19,17 +19,27 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cache-control": "no-store",
 };
 
+/** What an {@link HttpError} may carry besides its status, code and message. */
+export interface HttpErrorOptions {
+  /** Headers to send with it (`Allow`, `WWW-Authenticate`). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** The heading of its page, where it differs by more than the code (how an ask ended). */
+  readonly title?: string;
+}
+
 /** An expected failure with its status and a stable error code; its message is safe to send. */
 export class HttpError extends Error {
   readonly status: number;
   readonly code: string;
   readonly headers: Readonly<Record<string, string>>;
+  readonly title: string | undefined;
 
-  constructor(status: number, code: string, message: string, headers: Readonly<Record<string, string>> = {}) {
+  constructor(status: number, code: string, message: string, options: HttpErrorOptions = {}) {
     super(message);
     this.status = status;
     this.code = code;
-    this.headers = headers;
+    this.headers = options.headers ?? {};
+    this.title = options.title;
   }
 }
 
@@ -68,11 +78,27 @@ export function sendBody(
   res.end(body);
 }
 
-/** Sends an {@link HttpError} as `{ error, message }`. */
-export function sendError(res: ServerResponse, error: HttpError): void {
+/** Sends an {@link HttpError} as `{ error, message }`, with `headers` besides its own. */
+export function sendError(res: ServerResponse, error: HttpError, headers: Readonly<Record<string, string>> = {}): void {
   // The body of a request refused before it was read must not keep the connection busy.
   const close = error.status === 413 ? { connection: "close" } : {};
-  sendJson(res, error.status, { error: error.code, message: error.message }, { ...error.headers, ...close });
+  sendJson(
+    res,
+    error.status,
+    { error: error.code, message: error.message },
+    { ...error.headers, ...headers, ...close },
+  );
+}
+
+/**
+ * The request has a body that has not all arrived yet. A refusal sent now
+ * closes the connection: on a connection kept alive Node would go on reading
+ * that body, to its end however slow or long, before the next request.
+ */
+export function bodyArriving(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+  return hasBody && !req.complete;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
-import type { PendingAsk } from "../ask/types.js";
+import type { AskEnding, PendingAsk, WithdrawnReason } from "../ask/types.js";
 import { CONTENT_SECURITY_POLICY, escapeHtml } from "./http.js";
+import type { HttpError } from "./http.js";
 import type { LinkVerdict } from "./answer-links.js";
 
 /**
@@ -78,4 +79,69 @@ export function confirmPage(verdict: LinkVerdict, askId: string, ask: PendingAsk
 /** The page after a link's POST, or for a link that cannot answer. */
 export function messagePage(title: string, text: string): string {
   return page(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p>`);
+}
+
+/**
+ * The heading of the page a refusal gets, by its code: what happened, in a
+ * few words. Only the console's own page and the answer links get pages;
+ * every other route answers JSON.
+ */
+const REFUSAL_TITLES: Readonly<Record<string, string>> = {
+  bad_request: "Not a valid request",
+  unauthorized: "Sign in with the console link",
+  forbidden_origin: "Sent from another site",
+  method_not_allowed: "Method not allowed",
+  misdirected_request: "Wrong address",
+  body_too_large: "Too much sent",
+  closing: "Server closing",
+  links_disabled: "Links not taken here",
+  link_invalid: "Link not valid",
+  link_expired: "Link expired",
+  ask_changed: "The ask changed",
+  ask_ended: "Ask already ended",
+  ask_unknown: "Ask not found",
+  approver_unavailable: "Approver unavailable",
+};
+
+/** The heading of `error`'s page: its own title, else the one for its code. */
+export function refusalTitle(error: HttpError): string {
+  return (
+    error.title ??
+    (Object.hasOwn(REFUSAL_TITLES, error.code) ? REFUSAL_TITLES[error.code] : undefined) ??
+    "Something went wrong"
+  );
+}
+
+const WITHDRAWN: Readonly<Record<WithdrawnReason, string>> = {
+  expired: "the agent stopped waiting, its deadline passed",
+  cancelled: "the agent's run was cancelled",
+  closed: "the approver it waited on closed",
+  abandoned: "the agent that asked went away",
+  unknown: "the agent stopped waiting for it",
+};
+
+/**
+ * What a link's page says of an ask that already ended, as the server saw it
+ * end: answered (by this link's twin, the console, another approver) or
+ * withdrawn without an answer. An ending the server does not know (none, or
+ * one an inbox made up) says only that it ended.
+ */
+export function endedText(ending: AskEnding | undefined): { readonly title: string; readonly text: string } {
+  if (ending?.type === "answered" && (ending.verdict === "approve" || ending.verdict === "deny")) {
+    const word = ending.verdict === "approve" ? "approved" : "denied";
+    return {
+      title: ending.verdict === "approve" ? "Already approved" : "Already denied",
+      text: `this ask already ended: it was ${word}; nothing was changed`,
+    };
+  }
+  if (ending?.type === "withdrawn" && Object.hasOwn(WITHDRAWN, ending.reason)) {
+    return {
+      title: "No longer waiting",
+      text: `this ask already ended: ${WITHDRAWN[ending.reason]}; nothing was answered`,
+    };
+  }
+  return {
+    title: "Ask already ended",
+    text: "this ask already ended (answered, expired or cancelled); nothing was changed",
+  };
 }

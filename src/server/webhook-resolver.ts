@@ -9,6 +9,7 @@ import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError } from "./errors.js";
+import { httpUrl } from "./http-url.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
@@ -97,14 +98,7 @@ export class WebhookResolver implements AskResolver, Disposable {
     if (typeof options !== "object" || (options as unknown) === null) {
       throw new ServerInputError(where, "options", "must be an object");
     }
-    let url: URL;
-    try {
-      url = new URL(String(options.url));
-    } catch {
-      throw new ServerInputError(where, "url", `is not a URL: ${JSON.stringify(String(options.url))}`);
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:")
-      throw new ServerInputError(where, "url", "must be an http or https URL");
+    const url = httpUrl(where, "url", options.url);
     // fetch refuses such a URL with an error that repeats it, which would become every ask's denial reason.
     if (url.username !== "" || url.password !== "") {
       throw new ServerInputError(
