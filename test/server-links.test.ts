@@ -35,11 +35,7 @@ async function setup(
   const ask = makeAsk(1, { tool: "deploy", prompt });
   const parked = channel.resolve(ask, { signal: new AbortController().signal });
   parked.catch(() => undefined);
-  const auth = { authorization: `Bearer ${server.token}` };
-  for (let i = 0; i < 1000; i++) {
-    if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1)
-      break;
-  }
+  await until(async () => (await listed(server)) === 1);
   return {
     server,
     channel,
@@ -52,6 +48,31 @@ async function setup(
 
 const post = (url: string, headers: Record<string, string> = {}, body = ""): Promise<Reply> =>
   request(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body });
+
+/** The page's heading (its <title> and <h1> agree) and its text, entities decoded. */
+function shown(reply: Reply): { readonly title: string; readonly text: string } {
+  const decode = (html: string): string =>
+    html.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code)));
+  const title = /<title>([^<]*)<\/title>/.exec(reply.text)?.[1] ?? "";
+  expect(/<h1>([^<]*)<\/h1>/.exec(reply.text)?.[1], "the heading is the title").toBe(title);
+  return { title: decode(title), text: decode(/<p>([^<]*)<\/p>/.exec(reply.text)?.[1] ?? "") };
+}
+
+/** Polls (no timing assumption) until `check` holds. */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (await check()) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error("condition never held");
+}
+
+const listed = async (server: ApprovalServer): Promise<number> =>
+  (
+    (await request(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } })).json as {
+      asks: unknown[];
+    }
+  ).asks.length;
 
 describe("signAnswerLink", () => {
   it("makes an approve and a deny link under <baseUrl>/answer, signed over the ask, verdict and expiry", () => {
@@ -188,19 +209,18 @@ describe("a server with the same linkSecret", () => {
     const now = { ...ask, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = channel.resolve(now, { signal: new AbortController().signal });
     second.catch(() => undefined);
-    const auth = { authorization: `Bearer ${server.token}` };
-    for (let i = 0; i < 1000; i++) {
-      if (((await request(`${server.url}api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length === 1)
-        break;
+    await until(async () => (await listed(server)) === 1);
+    for (const reply of [await request(approve), await post(approve)]) {
+      expect(reply.status).toBe(409);
+      expect(shown(reply)).toEqual({
+        title: "The ask changed",
+        text:
+          "this link was made for an earlier call under this ask's id, and another call holds the id now; " +
+          "the link cannot answer it, and nothing was answered",
+      });
+      expect(reply.text).not.toContain("Delete the whole home folder?");
+      expect(reply.text).not.toContain("<form");
     }
-    const page = await request(approve);
-    expect(page.status).toBe(409);
-    expect(page.text).toContain("another call");
-    expect(page.text).not.toContain("Delete the whole home folder?");
-    expect(page.text).not.toContain("<form");
-    const replay = await post(approve);
-    expect(replay.status).toBe(409);
-    expect(replay.text).toContain("another call");
     expect(track(second).outcome.state).toBe("pending");
     // The call's own links answer it.
     const fresh = signAnswerLink(now, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
@@ -300,31 +320,6 @@ describe("a server with the same linkSecret", () => {
 });
 
 describe("a refused link's page says what happened", () => {
-  /** The page's heading (its <title> and <h1> agree) and its text, entities decoded. */
-  function shown(reply: Reply): { readonly title: string; readonly text: string } {
-    const decode = (html: string): string =>
-      html.replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code)));
-    const title = /<title>([^<]*)<\/title>/.exec(reply.text)?.[1] ?? "";
-    expect(/<h1>([^<]*)<\/h1>/.exec(reply.text)?.[1], "the heading is the title").toBe(title);
-    return { title: decode(title), text: decode(/<p>([^<]*)<\/p>/.exec(reply.text)?.[1] ?? "") };
-  }
-
-  /** Polls (no timing assumption) until `check` holds. */
-  async function until(check: () => Promise<boolean>): Promise<void> {
-    for (let i = 0; i < 2000; i++) {
-      if (await check()) return;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    throw new Error("condition never held");
-  }
-
-  const listed = async (server: ApprovalServer): Promise<number> =>
-    (
-      (await request(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } })).json as {
-        asks: unknown[];
-      }
-    ).asks.length;
-
   it("an answered ask: already approved or denied, by this link or its twin", async () => {
     const first = await setup();
     const { approve, deny } = first.links();
@@ -360,27 +355,6 @@ describe("a refused link's page says what happened", () => {
         text: "this ask already ended: the agent stopped waiting for it; nothing was answered",
       });
     }
-  });
-
-  it("another call under the ask's id: the ask changed, which is not an answer", async () => {
-    const { links, parked, ask, server, channel } = await setup();
-    const { approve, deny } = links();
-    expect((await post(deny)).status).toBe(200);
-    await expect(parked).resolves.toEqual({ type: "deny" });
-    const now = { ...ask, tool: "delete_file", prompt: "Delete the whole home folder?" };
-    const second = channel.resolve(now, { signal: new AbortController().signal });
-    second.catch(() => undefined);
-    await until(async () => (await listed(server)) === 1);
-    for (const reply of [await request(approve), await post(approve)]) {
-      expect(reply.status).toBe(409);
-      expect(shown(reply)).toEqual({
-        title: "The ask changed",
-        text:
-          "this link was made for an earlier call under this ask's id, and another call holds the id now; " +
-          "the link cannot answer it, and nothing was answered",
-      });
-    }
-    expect(track(second).outcome.state).toBe("pending");
   });
 
   it("every other refusal names its own cause", async () => {
