@@ -12,7 +12,14 @@ import {
   LoopctlError,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
-import { BAD_WAIT_OPTIONS, flush, makeAsk, track, unlistenableSignal } from "./support/ask-fixtures.js";
+import {
+  BAD_WAIT_OPTIONS,
+  flush,
+  makeAsk,
+  track,
+  unlistenableSignal,
+  unlistenableRefusal,
+} from "./support/ask-fixtures.js";
 
 const approve: AskResolution = { type: "approve" };
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -500,13 +507,9 @@ describe("next({ signal })", () => {
   it("a signal that cannot be listened to is refused with what it threw as the cause; the ask that comes goes to the next call", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const trap = new Error("cannot listen");
-    await expect(approver.next({ signal: unlistenableSignal(trap) })).rejects.toMatchObject({
-      code: "ASK_OPTIONS_INVALID",
-      method: "next",
-      argument: "options.signal",
-      message: "Approver.next: options.signal cannot be listened to",
-      cause: trap,
-    });
+    await expect(approver.next({ signal: unlistenableSignal(trap) })).rejects.toMatchObject(
+      unlistenableRefusal("next", trap),
+    );
     const waiting = approver.next();
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, live());

@@ -33,6 +33,17 @@ export function unlistenableSignal(error = new Error("cannot listen")): AbortSig
   return signal;
 }
 
+/** How `next()` or `ended()` of any approver refuses a signal whose `addEventListener` threw `cause`. */
+export function unlistenableRefusal(method: "next" | "ended", cause: Error): Record<string, unknown> {
+  return {
+    code: "ASK_OPTIONS_INVALID",
+    method,
+    argument: "options.signal",
+    message: `Approver.${method}: options.signal cannot be listened to`,
+    cause,
+  };
+}
+
 /** Each is rejected by a call that has to wait (a signal is listened to only then). */
 export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
   ["null as the options", null, "options"],
