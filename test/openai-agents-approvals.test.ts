@@ -549,6 +549,33 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.records).toHaveLength(1);
   });
 
+  it("an approved call waiting for its run to resume is not taken by another run of the same tool whose state approved its id by hand", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { deploy, status } = tools(s.executed);
+    const shared = s.approvals.tools([deploy, status]);
+    const model = new FakeModel([deployTurn("call_0", "1"), { text: "deployed" }]);
+    const agent = new Agent({ name: "ops", model, tools: shared });
+    const otherModel = new FakeModel([deployTurn("call_0", "2"), { text: "deployed too" }]);
+    const other = new Agent({ name: "ops", model: otherModel, tools: shared });
+    let second: unknown;
+    const result = await s.approvals.run(async (input) => {
+      if (typeof input !== "string") {
+        // Another run of the same tool, interrupted under the same call id and approved by hand on its own state.
+        const interrupted = await s.runner.run(other, "ship 2");
+        interrupted.state.approve(interrupted.interruptions[0]!);
+        second = await s.runner.run(other, interrupted.state).catch((e: unknown) => e);
+      }
+      return s.runner.run(agent, input);
+    }, "ship 1");
+    expect((second as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(result.finalOutput).toBe("deployed");
+    // The approved call ran once, in its own run; the other run's call never ran this one's arguments.
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+    expect(s.asks).toHaveLength(1);
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

@@ -60,6 +60,8 @@ interface InFlight {
 /** An approved interruption whose gate call waits for the SDK to execute it on resume. */
 interface Approved {
   readonly wrapped: Wrapped;
+  /** The context of the run state it was approved on: only that run's resume may execute it. */
+  readonly context: RunContext<any>;
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
@@ -256,7 +258,7 @@ export class AgentApprovals {
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
       const settled = await Promise.allSettled(
         items.map(({ item, wrapped }) =>
-          this.#decide(wrapped, item, signal).catch((error: unknown) => {
+          this.#decide(wrapped, item, current.state._context, signal).catch((error: unknown) => {
             batch.abort(error);
             throw error;
           }),
@@ -329,6 +331,7 @@ export class AgentApprovals {
   async #decide(
     wrapped: Wrapped,
     item: RunToolApprovalItem,
+    context: RunContext<any>,
     signal: AbortSignal | undefined,
   ): Promise<
     | { type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> }
@@ -352,7 +355,7 @@ export class AgentApprovals {
         },
         (input, { signal: callSignal }) =>
           new Promise((resolve, reject) => {
-            this.#approved.set(callId, { wrapped, input, signal: callSignal, done: { resolve, reject } });
+            this.#approved.set(callId, { wrapped, context, input, signal: callSignal, done: { resolve, reject } });
             approved();
           }),
       )
@@ -393,10 +396,12 @@ export class AgentApprovals {
     const { original, descriptor } = wrapped;
     const callId = details?.toolCall?.callId ?? "";
     const open = this.#approved.get(callId);
-    // The interruption's gate call, still open, if this is its call: of its tool, on a run state that approved its id.
+    // The interruption's gate call, still open, if this is its call: of its tool, in the run whose state
+    // approved it (another run's state may approve the same id), which still says it is approved.
     if (
       open !== undefined &&
       open.wrapped === wrapped &&
+      open.context === context &&
       context.isToolApproved({ toolName: descriptor.name, callId }) === true
     ) {
       // Run exactly what was approved.
