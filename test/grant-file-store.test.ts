@@ -36,7 +36,7 @@ import {
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { isRoot, unmet } from "./support/precondition.js";
-import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
+import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
@@ -125,7 +125,18 @@ describe("FileGrantStore arguments", () => {
     expect(existsSync(join(root, "grants"))).toBe(false);
   });
 
-  it("rejects call options that are not an object, or a signal that is not an AbortSignal, naming them and changing nothing", async () => {
+  it("rejects with an aborted signal's reason before anything else is checked, changing nothing", async () => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    await expectAbortedSignalFirst(s, (signal) => [
+      ["resetCorrupt", () => s.resetCorrupt({ signal })],
+      ["clear keeping a corrupt ledger aside", () => s.clear({ signal, corrupt: "keep-aside" })],
+    ]);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+  });
+
+  it("rejects call options that are not an object, or a signal that is not an AbortSignal or cannot be listened to, naming them and changing nothing", async () => {
     const s = store();
     await s.save(grantA);
     const before = readFileSync(s.ledgerPath, "utf8");

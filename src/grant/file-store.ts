@@ -331,7 +331,7 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerCorruptError} / {@link LedgerIoError} as {@link FileGrantStore.load} does.
    */
   async covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
-    callSignal("FileGrantStore.covering", options)?.throwIfAborted();
+    callSignal("FileGrantStore.covering", options);
     const snapshot = await this.#read();
     snapshot.index ??= new GrantIndex(snapshot.grants);
     return coveringList(snapshot.index.lookup(tool, canonicalArgs));
@@ -357,7 +357,7 @@ export class FileGrantStore implements GrantStore {
    *   a folder on its path is a symlink or open to writes by others.
    */
   async load(options: StoreCallOptions = {}): Promise<Grant[]> {
-    callSignal("FileGrantStore.load", options)?.throwIfAborted();
+    callSignal("FileGrantStore.load", options);
     return [...(await this.#read()).grants];
   }
 
