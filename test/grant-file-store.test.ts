@@ -651,6 +651,23 @@ describe("FileGrantStore lock", () => {
     expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
   });
 
+  it("a change whose signal's removeEventListener throws once the call has begun still settles, and later changes run", async () => {
+    const s = store();
+    const signal = new AbortController().signal;
+    let removals = 0;
+    Object.defineProperty(signal, "removeEventListener", {
+      value(this: AbortSignal, ...args: Parameters<AbortSignal["removeEventListener"]>) {
+        removals += 1;
+        if (removals > 1) throw new Error("no more removals");
+        EventTarget.prototype.removeEventListener.apply(this, args);
+      },
+    });
+    expect(await s.save(grantA, { signal })).toBe(grantA);
+    expect(removals).toBeGreaterThan(1);
+    expect(await s.save(grantB)).toBe(grantB);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
+  });
+
   it.each([
     ["moved aside", (path: string) => renameSync(path, `${path}.aside`)],
     ["removed", (path: string) => unlinkSync(path)],
