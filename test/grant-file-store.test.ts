@@ -36,7 +36,7 @@ import {
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { isRoot, unmet } from "./support/precondition.js";
-import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
+import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
@@ -125,7 +125,18 @@ describe("FileGrantStore arguments", () => {
     expect(existsSync(join(root, "grants"))).toBe(false);
   });
 
-  it("rejects call options that are not an object, or a signal that is not an AbortSignal, naming them and changing nothing", async () => {
+  it("rejects with an aborted signal's reason before anything else is checked, changing nothing", async () => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    await expectAbortedSignalFirst(s, (signal) => [
+      ["resetCorrupt", () => s.resetCorrupt({ signal })],
+      ["clear keeping a corrupt ledger aside", () => s.clear({ signal, corrupt: "keep-aside" })],
+    ]);
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+  });
+
+  it("rejects call options that are not an object, or a signal that is not an AbortSignal or cannot be listened to, naming them and changing nothing", async () => {
     const s = store();
     await s.save(grantA);
     const before = readFileSync(s.ledgerPath, "utf8");
@@ -638,6 +649,23 @@ describe("FileGrantStore lock", () => {
     holder.kill("SIGKILL");
     expect(await first).toBe(grantA);
     expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+  });
+
+  it("a change whose signal's removeEventListener throws once the call has begun still settles, and later changes run", async () => {
+    const s = store();
+    const signal = new AbortController().signal;
+    let removals = 0;
+    Object.defineProperty(signal, "removeEventListener", {
+      value(this: AbortSignal, ...args: Parameters<AbortSignal["removeEventListener"]>) {
+        removals += 1;
+        if (removals > 1) throw new Error("no more removals");
+        EventTarget.prototype.removeEventListener.apply(this, args);
+      },
+    });
+    expect(await s.save(grantA, { signal })).toBe(grantA);
+    expect(removals).toBeGreaterThan(1);
+    expect(await s.save(grantB)).toBe(grantB);
+    expect((await s.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
   });
 
   it.each([

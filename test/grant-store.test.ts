@@ -7,7 +7,7 @@ import {
   MemoryGrantStore,
   type ToolDescriptor,
 } from "../src/grant/index.js";
-import { expectBadCallOptionsRefused } from "./support/grant-call-options.js";
+import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const allowRead = new Grant("read", "allow", GrantScope.thisTool());
 const denyWrite = new Grant("write", "deny", GrantScope.thisCall({ path: "/etc/passwd" }));
@@ -69,7 +69,20 @@ describe("MemoryGrantStore", () => {
     expect(await store.load()).toEqual([allowRead]);
   });
 
-  it("rejects options that are not an object, or a signal that is not an AbortSignal, with GrantConfigError naming them", async () => {
+  it("rejects with an aborted signal's reason before anything else is checked, as every store and its policy do", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    const policy = new GrantPolicy(store);
+    const read = { name: "read", description: "", inputSchema: {} };
+    await expectAbortedSignalFirst(store, (signal) => [
+      ["decide of no descriptor", () => policy.decide(null as never, {}, { signal })],
+      ["decide of arguments with no JSON form", () => policy.decide(read, { n: Number.NaN }, { signal })],
+      ["remember of no descriptor", () => policy.remember(null as never, {}, "allow", "this_tool", { signal })],
+      ["remember of no verdict", () => policy.remember(read, {}, "maybe" as never, "this_tool", { signal })],
+      ["remember of no scope", () => policy.remember(read, {}, "allow", "always" as never, { signal })],
+    ]);
+  });
+
+  it("rejects options that are not an object, or a signal that is not an AbortSignal or cannot be listened to, with GrantConfigError naming them", async () => {
     const store = new MemoryGrantStore([allowRead]);
     const policy = new GrantPolicy(store);
     const read = { name: "read", description: "", inputSchema: {} };

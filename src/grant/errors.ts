@@ -94,7 +94,8 @@ export class LedgerLockError extends LoopctlError {
  * a save wait for the lock forever), a descriptor given to
  * `descriptorDigest` or `descriptorFingerprint` that is not an object, or
  * call options of a built-in store or of `GrantPolicy` that are not an
- * object, or whose `signal` is not an `AbortSignal` (the call rejects).
+ * object, or whose `signal` is not an `AbortSignal` or cannot be listened to
+ * (the call rejects, before an aborted signal's reason).
  *
  * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
  * `"projectDir"`, `"options.lockTimeoutMs"` or `"options.signal"`.

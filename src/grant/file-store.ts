@@ -198,7 +198,11 @@ function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): 
     const onAbort = (): void => reject(signal?.reason as Error);
     signal?.addEventListener("abort", onAbort, { once: true });
     void turn.finally(() => {
-      signal?.removeEventListener("abort", onAbort);
+      try {
+        signal?.removeEventListener("abort", onAbort);
+      } catch {
+        // callSignal saw it work; one that throws since must not leave this call, and every later one, waiting.
+      }
       resolve();
     });
   });
@@ -331,7 +335,7 @@ export class FileGrantStore implements GrantStore {
    * @throws {LedgerCorruptError} / {@link LedgerIoError} as {@link FileGrantStore.load} does.
    */
   async covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
-    callSignal("FileGrantStore.covering", options)?.throwIfAborted();
+    callSignal("FileGrantStore.covering", options);
     const snapshot = await this.#read();
     snapshot.index ??= new GrantIndex(snapshot.grants);
     return coveringList(snapshot.index.lookup(tool, canonicalArgs));
@@ -357,7 +361,7 @@ export class FileGrantStore implements GrantStore {
    *   a folder on its path is a symlink or open to writes by others.
    */
   async load(options: StoreCallOptions = {}): Promise<Grant[]> {
-    callSignal("FileGrantStore.load", options)?.throwIfAborted();
+    callSignal("FileGrantStore.load", options);
     return [...(await this.#read()).grants];
   }
 

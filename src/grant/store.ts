@@ -8,7 +8,9 @@ export interface StoreCallOptions {
   /**
    * Stops the call: it rejects with the signal's reason. A store that waits
    * (for a lock, for its own earlier calls) stops waiting at once, and
-   * nothing is half-written: a change is made whole or not at all.
+   * nothing is half-written: a change is made whole or not at all. A signal
+   * already aborted rejects before the call's arguments are checked; one that
+   * cannot be listened to is refused with GrantConfigError.
    */
   readonly signal?: AbortSignal | undefined;
 }
@@ -42,9 +44,16 @@ export interface GrantStore {
 
 /**
  * @internal The signal of a store call's `options` from an untyped caller,
- * checked before anything runs or waits.
+ * checked before anything else the call is given: the built-in stores listen
+ * on it while they wait (their own earlier calls, the ledger's lock, a
+ * statement to cancel on the server), so one that throws there (a fake that
+ * only inherits from AbortSignal, an `addEventListener` or
+ * `removeEventListener` that throws) is refused up front, naming it, rather
+ * than failing the call with whatever it threw or leaving it waiting.
+ *
  * @throws {GrantConfigError} naming `options` when it is not an object or
- *   undefined, or `options.signal` when it is not an AbortSignal or undefined.
+ *   undefined, or `options.signal` when it is not an AbortSignal or undefined,
+ *   or cannot be listened to; else the signal's reason when it has aborted.
  */
 export function callSignal(where: string, options: unknown): AbortSignal | undefined {
   if (options === undefined) return undefined;
@@ -52,8 +61,41 @@ export function callSignal(where: string, options: unknown): AbortSignal | undef
     throw new GrantConfigError(where, "options", `must be an object or undefined, got ${shownValue(options)}`);
   }
   const signal = (options as StoreCallOptions).signal;
-  if (signal === undefined || isAbortSignal(signal)) return signal;
-  throw new GrantConfigError(where, "options.signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
+  if (signal === undefined) return undefined;
+  if (!isAbortSignal(signal)) {
+    throw new GrantConfigError(
+      where,
+      "options.signal",
+      `must be an AbortSignal or undefined, got ${shownValue(signal)}`,
+    );
+  }
+  const probe = (): void => undefined;
+  try {
+    signal.addEventListener("abort", probe, { once: true });
+  } catch (error) {
+    throw unlistenable(where, "addEventListener", error);
+  }
+  try {
+    signal.removeEventListener("abort", probe);
+  } catch (error) {
+    throw unlistenable(where, "removeEventListener", error);
+  }
+  signal.throwIfAborted();
+  return signal;
+}
+
+function unlistenable(where: string, method: string, error: unknown): GrantConfigError {
+  let thrown: string;
+  try {
+    thrown = error instanceof Error ? error.message : String(error);
+  } catch {
+    thrown = "something unprintable";
+  }
+  return new GrantConfigError(
+    where,
+    "options.signal",
+    `must be an AbortSignal that can be listened to; its ${method} threw: ${thrown}`,
+  );
 }
 
 /** @internal Refuses anything but a real Grant, naming what arrived. */
@@ -165,7 +207,7 @@ export class MemoryGrantStore implements GrantStore {
   /** Runs `body` unless the signal has aborted, as a promise that never throws synchronously. */
   #call<T>(where: string, options: StoreCallOptions, body: () => T): Promise<T> {
     try {
-      callSignal(where, options)?.throwIfAborted();
+      callSignal(where, options);
       return Promise.resolve(body());
     } catch (error) {
       return Promise.reject(error);

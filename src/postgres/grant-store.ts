@@ -1,8 +1,6 @@
-import { describeError } from "../engine/errors.js";
-import { Grant, GrantConfigError, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
+import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal } from "../grant/store.js";
-import { unlisten } from "../abort-signal.js";
 import { Db, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
@@ -44,34 +42,6 @@ export interface GrantCallOptions {
 /** The columns {@link parseGrantRow} reads, of the grants row aliased `g` (bigints as text: they may pass 2^53). */
 const GRANT_COLUMNS =
   "g.id, g.tool, g.verdict, g.args, g.pinned_descriptor, g.created_at_ms::text AS created_at_ms, g.note, g.version::text AS version, g.revoked";
-
-/**
- * The signal of a call's `options` (see `callSignal`), shown to take a
- * listener, and not aborted. Each statement listens on it until it settles,
- * to cancel it on the server: a signal that throws there (a fake that only
- * inherits from AbortSignal, an `addEventListener` that throws) is refused up
- * front, naming it, instead of failing the call with whatever it threw.
- *
- * @throws {GrantConfigError} naming `options` or `options.signal`; else the
- *   signal's reason when it has aborted, before anything else is checked or sent.
- */
-function listenableSignal(where: string, options: unknown): AbortSignal | undefined {
-  const signal = callSignal(where, options);
-  if (signal === undefined) return undefined;
-  const probe = (): void => undefined;
-  try {
-    signal.addEventListener("abort", probe, { once: true });
-  } catch (error) {
-    throw new GrantConfigError(
-      where,
-      "options.signal",
-      `must be an AbortSignal that can be listened to; its addEventListener threw: ${describeError(error)}`,
-    );
-  }
-  unlisten(signal, probe);
-  signal.throwIfAborted();
-  return signal;
-}
 
 function describeRule(tool: string, verdict: string, args: string | null): string {
   return `${verdict} '${tool}' ${args === null ? "this_tool" : `this_call ${args}`}`;
@@ -149,7 +119,7 @@ export class PostgresGrantStore implements GrantStore {
    */
   async load(options: GrantCallOptions = {}): Promise<Grant[]> {
     const operation = "PostgresGrantStore.load";
-    await this.#refresh(operation, listenableSignal(operation, options));
+    await this.#refresh(operation, callSignal(operation, options));
     return [...this.#index.grants];
   }
 
@@ -160,7 +130,7 @@ export class PostgresGrantStore implements GrantStore {
    */
   async covering(tool: string, canonicalArgs: string, options: GrantCallOptions = {}): Promise<readonly Grant[]> {
     const operation = "PostgresGrantStore.covering";
-    await this.#refresh(operation, listenableSignal(operation, options));
+    await this.#refresh(operation, callSignal(operation, options));
     return this.#index.covering(tool, canonicalArgs);
   }
 
@@ -175,7 +145,7 @@ export class PostgresGrantStore implements GrantStore {
    */
   async save(grant: Grant, options: GrantCallOptions = {}): Promise<Grant> {
     const operation = "PostgresGrantStore.save";
-    const signal = listenableSignal(operation, options);
+    const signal = callSignal(operation, options);
     if (!(grant instanceof Grant)) {
       throw new GrantRecordError(
         `PostgresGrantStore.save: expected a Grant, got ${grant === null ? "null" : typeof grant}`,
@@ -218,7 +188,7 @@ export class PostgresGrantStore implements GrantStore {
   /** Removes the grant with `id`; resolves to it, or `undefined` (changing nothing) when none is stored. */
   async revoke(id: string, options: GrantCallOptions = {}): Promise<Grant | undefined> {
     const operation = "PostgresGrantStore.revoke";
-    const signal = listenableSignal(operation, options);
+    const signal = callSignal(operation, options);
     // An id PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
     if (typeof id !== "string" || unstorableText(id) !== undefined) return undefined;
     return this.#db.transaction(operation, signal, async (tx) => {
@@ -241,7 +211,7 @@ export class PostgresGrantStore implements GrantStore {
   /** Removes every grant of the project; resolves to how many there were. */
   async clear(options: GrantCallOptions = {}): Promise<number> {
     const operation = "PostgresGrantStore.clear";
-    return this.#db.transaction(operation, listenableSignal(operation, options), async (tx) => {
+    return this.#db.transaction(operation, callSignal(operation, options), async (tx) => {
       const cleared = await this.#bumped(
         tx,
         `UPDATE ${this.#table} AS g SET revoked = true, version = bump.version FROM bump
