@@ -187,6 +187,28 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(rebound.status).toBe(421);
   });
 
+  it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
+    let started: Started;
+    try {
+      started = await start({ port: 80 });
+    } catch (error) {
+      // Port 80 needs privileges, and must be free: say why the check did not run.
+      if (error instanceof ServerListenError)
+        return context.skip(`port 80 cannot be bound here: ${String(error.cause)}`);
+      throw error;
+    }
+    const { server, auth, park } = started;
+    expect(server.url).toBe("http://127.0.0.1/");
+    for (const host of ["127.0.0.1", "localhost", "[::1]", "LOCALHOST", "127.0.0.1:80", "localhost:80"]) {
+      expect((await get(server, "healthz", { host })).status, host).toBe(200);
+    }
+    expect((await get(server, "healthz", { host: "127.0.0.1:8080" })).status).toBe(421);
+    const { ask, parked } = await park();
+    const own = await answer(server, ask.id, { type: "approve" }, { ...auth, origin: "http://localhost" });
+    expect(own.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("a request target that is no path gets 400, after the Host check; nothing reaches onError", async () => {
     const errors: unknown[] = [];
     const { server, auth, host } = await start({ onError: (e) => errors.push(e) });

@@ -87,19 +87,23 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   });
   const bound = (server.address() as AddressInfo).port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
+  // A browser leaves the default port out of Host and Origin: on port 80 it sends "Host: localhost".
+  const hostsOf = (name: string): string[] => (bound === 80 ? [`${name}:80`, name] : [`${name}:${bound}`]);
   const names = LOOPBACK.has(host) ? ["127.0.0.1", "localhost", "[::1]"] : WILDCARD.has(host) ? [] : [urlHost];
   let handler;
   try {
     handler = createApprovalHandler({
       ...options,
-      allowedHosts: [...names.map((name) => `${name}:${bound}`), ...extra],
+      allowedHosts: [...names.flatMap(hostsOf), ...extra],
     });
   } catch (error) {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     throw error;
   }
   server.on("request", handler.handle);
-  const url = WILDCARD.has(host) ? `http://${extra[0] as string}/` : `http://${urlHost}:${bound}/`;
+  const url = WILDCARD.has(host)
+    ? `http://${extra[0] as string}/`
+    : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;
   let closing: Promise<void> | undefined;
   return {
     url,
