@@ -1243,6 +1243,8 @@ describe("createApprovalHandler in an existing node:http app", () => {
     const login = await request(`${base}/approvals?token=a-token-of-twenty-chars`);
     expect(login.status).toBe(303);
     expect(login.headers.location).toBe("/approvals/");
+    // Scoped to the console: another app on this host never receives it.
+    expect(login.headers["set-cookie"]?.[0]).toMatch(/; Path=\/approvals\/$/);
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
@@ -1336,6 +1338,10 @@ describe("mounted under a path", () => {
       status: 303,
       location: "/evil.example/",
     });
+    // A ";" in the path cannot end the cookie's Path and start an attribute of the client's choosing.
+    const login = await request(`${base}/a;Domain=example.com;Path=/?token=a-token-of-twenty-chars`);
+    expect(login.status).toBe(303);
+    expect(login.headers["set-cookie"]?.[0]).toMatch(/; SameSite=Strict; Path=\/a%3BDomain=example\.com%3BPath=\/$/);
   });
 
   it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
@@ -1365,12 +1371,27 @@ describe("mounted under a path", () => {
     const login = await request(`${base}/approvals/?token=a-token-of-twenty-chars`);
     expect(login.status).toBe(303);
     expect(login.headers.location).toBe("/approvals/");
-    const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
+    const setCookie = login.headers["set-cookie"]?.[0] ?? "";
+    expect(setCookie).toMatch(
+      /^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/approvals\/$/,
+    );
+    // Either form of the login URL scopes the cookie to the console's slash form, where its pages and API are.
+    expect((await request(`${base}/approvals?token=a-token-of-twenty-chars`)).headers["set-cookie"]?.[0]).toBe(
+      setCookie,
+    );
+    const cookie = setCookie.split(";")[0] as string;
     const page = await request(`${base}/approvals/`, { headers: { cookie } });
     expect(page.status).toBe(200);
     expect((await request(`${base}/approvals/console.js`, { headers: { cookie } })).headers["content-type"]).toBe(
       "text/javascript; charset=utf-8",
     );
+    expect((await request(`${base}/approvals/console.css`, { headers: { cookie } })).status).toBe(200);
+    for (const path of ["api/asks", "api/grants", "api/records"]) {
+      expect((await request(`${base}/approvals/${path}`, { headers: { cookie } })).status, path).toBe(200);
+    }
+    const stream = await openStream(`${base}/approvals/api/asks/stream`, { cookie });
+    stream.close();
+    expect(stream.status).toBe(200);
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
