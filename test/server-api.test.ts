@@ -957,6 +957,159 @@ describe("any approver with the AskInbox shape", () => {
     expect(errors.map(String)).toEqual(["Error: connection to db at 10.0.0.5 lost"]);
   });
 
+  /**
+   * An inbox of someone's own: it hands out one ask per ending given, and its
+   * `ended()` for each resolves with that value (an ending or not) once
+   * `release` is called; `resolve` records what it is asked and delivers nothing.
+   */
+  function endingInbox(endings: readonly unknown[]): {
+    inbox: AskInbox;
+    asks: PendingAsk[];
+    resolved: string[];
+    release: () => void;
+  } {
+    const asks = endings.map((_, i) => makeAsk(i + 1));
+    const resolved: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const queue = [...asks];
+    const never = new Promise<never>(() => undefined);
+    const inbox: AskInbox = {
+      next: () => {
+        const ask = queue.shift();
+        return ask === undefined ? never : Promise.resolve(ask);
+      },
+      resolve: (id) => {
+        resolved.push(id);
+        return false;
+      },
+      ended: async (id) => {
+        await released;
+        return endings[asks.findIndex((ask) => ask.id === id)] as AskEnding;
+      },
+      close: () => undefined,
+    };
+    return { inbox, asks, resolved, release };
+  }
+
+  it("shows an ending it cannot read as ended for a reason not known, on the stream and in the API, and reports it", async () => {
+    const throwing = {
+      type: "answered",
+      get verdict(): string {
+        throw new Error("getter at /srv/inbox.ts:12");
+      },
+    };
+    const hostile = new Proxy(
+      {},
+      {
+        ownKeys: () => {
+          throw new Error("trap");
+        },
+        get: () => "answered",
+      },
+    );
+    const junk: [string, unknown][] = [
+      ["a string", "answered"],
+      ["null", null],
+      ["undefined", undefined],
+      ["an array", [{ type: "answered", verdict: "approve" }]],
+      ["extra fields", { type: "answered", verdict: "approve", note: "<img src=x onerror=alert(1)>" }],
+      ["an unknown type", { type: "approved" }],
+      ["an unknown verdict", { type: "answered", verdict: "maybe" }],
+      ["an unknown reason", { type: "withdrawn", reason: "<script>" }],
+      ["a throwing getter", throwing],
+      ["a proxy that throws", hostile],
+    ];
+    const readable: AskEnding = { type: "answered", verdict: "deny" };
+    const { inbox, asks, resolved, release } = endingInbox([...junk.map(([, value]) => value), readable]);
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({ approver: inbox, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<number> =>
+      ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length;
+    await until(async () => (await listed()) === asks.length);
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    release();
+
+    const settled = new Map<string, unknown>();
+    for (let i = 0; i < asks.length; i++) {
+      const event = JSON.parse((await stream.next((e) => e.event === "settled")).data) as {
+        id: string;
+        ending: unknown;
+      };
+      settled.set(event.id, event.ending);
+    }
+    const unknown = { type: "withdrawn", reason: "unknown" };
+    for (const [i, [label]] of junk.entries()) {
+      const ask = asks[i] as PendingAsk;
+      expect(settled.get(ask.id), label).toEqual(unknown);
+      const late = await answer(server, ask.id, { type: "approve", ask }, auth);
+      expect(late.status, label).toBe(409);
+      expect(late.json, label).toEqual({ error: "ask_ended", message: "the ask already ended", ending: unknown });
+    }
+    const last = asks[junk.length] as PendingAsk;
+    expect(settled.get(last.id)).toEqual(readable);
+    expect((await answer(server, last.id, { type: "approve", ask: last }, auth)).json).toMatchObject({
+      ending: readable,
+    });
+    expect(await listed()).toBe(0);
+    // Nothing was answered on the inbox's behalf.
+    expect(resolved).toEqual([]);
+
+    expect(errors).toHaveLength(junk.length);
+    for (const [i, [label]] of junk.entries()) {
+      const error = errors.find((e) => String(e).includes((asks[i] as PendingAsk).id));
+      expect(String(error), label).toMatch(
+        /^Error: the approver's ended\("[0-9a-f-]{36}"\) gave something that is not an AskEnding/,
+      );
+    }
+    const fromGetter = errors.find((e) => String(e).includes(asks[8]?.id ?? "?")) as Error;
+    expect(String(fromGetter.cause)).toBe("Error: getter at /srv/inbox.ts:12");
+    expect(String(errors.find((e) => String(e).includes(asks[4]?.id ?? "?")))).toContain('Unrecognized key: "note"');
+  });
+
+  it("keeps an ask whose ended() rejects on the board, reports the error, and retries; the rejection reaches no client", async () => {
+    const ask = makeAsk(1);
+    let calls = 0;
+    const never = new Promise<never>(() => undefined);
+    let handedOut = false;
+    const inbox: AskInbox = {
+      next: () => {
+        if (handedOut) return never;
+        handedOut = true;
+        return Promise.resolve(ask);
+      },
+      resolve: () => false,
+      ended: () => {
+        calls += 1;
+        return calls === 1
+          ? Promise.reject(new Error("connection to db at 10.0.0.5 lost"))
+          : Promise.resolve({ type: "answered", verdict: "approve", by: "10.0.0.5" } as AskEnding);
+      },
+      close: () => undefined,
+    };
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({ approver: inbox, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    await until(() => calls === 1);
+    await until(() => errors.length === 1);
+    const listedNow = await get(server, "api/asks", auth);
+    expect((listedNow.json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask)).toEqual([ask]);
+    expect(String(errors[0])).toBe("Error: connection to db at 10.0.0.5 lost");
+
+    // The retry reads an ending with a field too many: ended, how is not known.
+    const settled = await stream.next((e) => e.event === "settled");
+    expect(calls).toBe(2);
+    expect(settled.data).not.toContain("10.0.0.5");
+    expect(JSON.parse(settled.data)).toEqual({ id: ask.id, ending: { type: "withdrawn", reason: "unknown" } });
+    expect(errors).toHaveLength(2);
+  });
+
   it("reports a failing next() on /healthz (503) and keeps retrying", async () => {
     let calls = 0;
     let retried!: () => void;
@@ -1112,6 +1265,8 @@ describe("createApprovalHandler in an existing node:http app", () => {
     const login = await request(`${base}/approvals?token=a-token-of-twenty-chars`);
     expect(login.status).toBe(303);
     expect(login.headers.location).toBe("/approvals/");
+    // Scoped to the console: another app on this host never receives it.
+    expect(login.headers["set-cookie"]?.[0]).toMatch(/; Path=\/approvals\/$/);
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
@@ -1205,6 +1360,10 @@ describe("mounted under a path", () => {
       status: 303,
       location: "/evil.example/",
     });
+    // A ";" in the path cannot end the cookie's Path and start an attribute of the client's choosing.
+    const login = await request(`${base}/a;Domain=example.com;Path=/?token=a-token-of-twenty-chars`);
+    expect(login.status).toBe(303);
+    expect(login.headers["set-cookie"]?.[0]).toMatch(/; SameSite=Strict; Path=\/a%3BDomain=example\.com%3BPath=\/$/);
   });
 
   it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
@@ -1234,12 +1393,27 @@ describe("mounted under a path", () => {
     const login = await request(`${base}/approvals/?token=a-token-of-twenty-chars`);
     expect(login.status).toBe(303);
     expect(login.headers.location).toBe("/approvals/");
-    const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
+    const setCookie = login.headers["set-cookie"]?.[0] ?? "";
+    expect(setCookie).toMatch(
+      /^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/approvals\/$/,
+    );
+    // Either form of the login URL scopes the cookie to the console's slash form, where its pages and API are.
+    expect((await request(`${base}/approvals?token=a-token-of-twenty-chars`)).headers["set-cookie"]?.[0]).toBe(
+      setCookie,
+    );
+    const cookie = setCookie.split(";")[0] as string;
     const page = await request(`${base}/approvals/`, { headers: { cookie } });
     expect(page.status).toBe(200);
     expect((await request(`${base}/approvals/console.js`, { headers: { cookie } })).headers["content-type"]).toBe(
       "text/javascript; charset=utf-8",
     );
+    expect((await request(`${base}/approvals/console.css`, { headers: { cookie } })).status).toBe(200);
+    for (const path of ["api/asks", "api/grants", "api/records"]) {
+      expect((await request(`${base}/approvals/${path}`, { headers: { cookie } })).status, path).toBe(200);
+    }
+    const stream = await openStream(`${base}/approvals/api/asks/stream`, { cookie });
+    stream.close();
+    expect(stream.status).toBe(200);
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };

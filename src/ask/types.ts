@@ -72,8 +72,20 @@ export interface AskResolver {
   resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution>;
 }
 
+const WithdrawnReasonSchema = z.enum(["expired", "cancelled", "closed", "abandoned", "unknown"]);
+
 /** Why an ask ended without an answer. */
-export type WithdrawnReason = "expired" | "cancelled" | "closed" | "abandoned" | "unknown";
+export type WithdrawnReason = z.infer<typeof WithdrawnReasonSchema>;
+
+/**
+ * Parses an {@link AskEnding} from an {@link AskInbox} the code does not
+ * control. Exactly the fields of one of its shapes: anything more is not an
+ * ending it can read.
+ */
+export const AskEndingSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("answered"), verdict: z.enum(["approve", "deny"]) }),
+  z.strictObject({ type: z.literal("withdrawn"), reason: WithdrawnReasonSchema }),
+]);
 
 /**
  * How an ask ended, as an approver learns it: answered (by whichever
@@ -83,9 +95,7 @@ export type WithdrawnReason = "expired" | "cancelled" | "closed" | "abandoned" |
  * lease lapsed (`abandoned`), or the id is not known (`unknown`: never
  * parked, or ended long ago).
  */
-export type AskEnding =
-  | { readonly type: "answered"; readonly verdict: "approve" | "deny" }
-  | { readonly type: "withdrawn"; readonly reason: WithdrawnReason };
+export type AskEnding = Readonly<z.infer<typeof AskEndingSchema>>;
 
 /**
  * What an approval server or console needs from an approver: the channel's

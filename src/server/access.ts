@@ -92,10 +92,13 @@ export class Access {
    * it), `SameSite=Strict` (no other site's page or link sends it), and
    * `Secure` when the browser reached the server over HTTPS. Never on plain
    * HTTP, where the browser would drop a `Secure` cookie and never log in.
+   * `Path` is the console's own path (`page`, the mount path in its slash
+   * form): the browser sends the cookie to the console's pages, API and
+   * event stream under it, and not to other apps on the same host.
    */
-  sessionCookie(req: IncomingMessage): string {
+  sessionCookie(req: IncomingMessage, page: string): string {
     const secure = reachedOverHttps(req) ? "; Secure" : "";
-    return `${this.cookieName}=${this.#session}; HttpOnly; SameSite=Strict; Path=/${secure}`;
+    return `${this.cookieName}=${this.#session}; HttpOnly; SameSite=Strict; Path=${cookiePath(page)}${secure}`;
   }
 }
 
@@ -115,6 +118,17 @@ function reachedOverHttps(req: IncomingMessage): boolean {
     if (name.toLowerCase() === "proto") return value.replace(/^"(.*)"$/, "$1").toLowerCase() === "https";
   }
   return false;
+}
+
+/**
+ * A URL path as a cookie's `Path`. A parsed URL's path has no spaces or
+ * control characters, but may hold `;`, which would end the attribute and
+ * start another: escaped, it scopes the cookie to a path the browser never
+ * asks for, so the console does not log in there, and the cookie goes
+ * nowhere else.
+ */
+function cookiePath(path: string): string {
+  return path.replaceAll(";", "%3B");
 }
 
 /** The first entry of a header a chain of proxies appends to (comma-separated, or sent more than once). */

@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { PendingAskSchema } from "../ask/types.js";
+import { AskEndingSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import { askDigest } from "./ask-digest.js";
 
@@ -29,6 +29,8 @@ export type InboxHealth = "ok" | "failing" | "closed";
 const REMEMBERED_ENDINGS = 1024;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 10_000;
+/** What the board shows for an ending it cannot read: the ask ended, how is not known. */
+const UNREADABLE_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" });
 
 /**
  * The approval server's view of an {@link AskInbox}: it takes every ask the
@@ -163,7 +165,8 @@ export class AskBoard {
     const signal = this.#stop.signal;
     for (let failures = 0; !signal.aborted;) {
       try {
-        this.#settle(id, await this.#unlessClosed(this.#inbox.ended(id, { signal })));
+        const ending: unknown = await this.#unlessClosed(this.#inbox.ended(id, { signal }));
+        this.#settle(id, this.#readEnding(id, ending));
         return;
       } catch (error) {
         if (signal.aborted) return;
@@ -171,6 +174,36 @@ export class AskBoard {
         if (!(await this.#pause(failures++))) return;
       }
     }
+  }
+
+  /**
+   * The inbox's word that an ask ended, as the board passes it on. The inbox
+   * may be anyone's code: something that is not exactly an {@link AskEnding}
+   * (junk fields, a getter that throws) is reported and still ends the ask,
+   * as ended for a reason not known, never as an answer, and never sent on
+   * as it came.
+   */
+  #readEnding(id: string, value: unknown): AskEnding {
+    let problem: string;
+    let cause: unknown;
+    try {
+      const parsed = AskEndingSchema.safeParse(value);
+      if (parsed.success) return parsed.data;
+      problem = parsed.error.issues
+        .map((issue) => `${issue.path.length === 0 ? "the value" : issue.path.map(String).join(".")}: ${issue.message}`)
+        .join("; ");
+    } catch (error) {
+      problem = "reading it threw";
+      cause = error;
+    }
+    this.#onError(
+      new Error(
+        `the approver's ended("${id}") gave something that is not an AskEnding (${problem}); ` +
+          "the ask is shown as ended for a reason not known",
+        cause === undefined ? undefined : { cause },
+      ),
+    );
+    return UNREADABLE_ENDING;
   }
 
   #settle(id: string, ending: AskEnding): void {

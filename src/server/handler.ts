@@ -358,9 +358,10 @@ class Handler {
     }
     // The token leaves the address bar: back to the page's own path, in its slash form.
     const pathname = mountedPath(req);
+    const page = pathname.endsWith("/") ? pathname : `${pathname}/`;
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
-      location: pathname.endsWith("/") ? pathname : `${pathname}/`,
-      "set-cookie": this.#access.sessionCookie(req),
+      location: page,
+      "set-cookie": this.#access.sessionCookie(req, page),
     });
   }
 

@@ -10,7 +10,7 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
-import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
+import { FileGrantStore, Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
@@ -296,14 +296,23 @@ describe("the console in Chromium", () => {
     await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
   });
 
-  it("mounted under a path in an Express app, the console works from the path without its trailing slash", async () => {
+  it("mounted under a path in an Express app, the console works from the path without its trailing slash, its cookie scoped to that path", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant("deploy", "allow", GrantScope.thisTool()));
     const http = createServer();
     await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
     const port = (http.address() as AddressInfo).port;
-    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    const handler = createApprovalHandler({
+      approver,
+      grants,
+      records: { recent: () => [gateRecord(0)] },
+      allowedHosts: [`127.0.0.1:${port}`],
+    });
     const app = express();
     app.use("/tools/approvals", handler.handle);
+    // Another app on the same host: what cookies the browser sends it.
+    app.get("/tools/other", (req, res) => res.type("text/plain").send(req.headers.cookie ?? ""));
     http.on("request", app);
     cleanups.push(
       () => approver.close(),
@@ -317,11 +326,32 @@ describe("the console in Chromium", () => {
     await page.goto(`http://127.0.0.1:${port}/tools/approvals`);
     expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    // Cookies ignore ports: the other tests' servers left theirs (Path=/) in this browser.
+    const session = (await browser.context.cookies()).filter(
+      (cookie) => cookie.name.startsWith("loopctl_session_") && cookie.path !== "/",
+    );
+    expect(session.map((cookie) => cookie.path)).toEqual(["/tools/approvals/"]);
+    const sent = `${session[0]?.name ?? "none"}=${session[0]?.value ?? "none"}`;
+
+    // Every route the page calls gets the cookie: the asks, their stream, grants, records, an answer, a revoke.
+    await expect.poll(() => page.locator("#records tbody tr").count()).toBe(1);
+    const grantRow = page.locator("#grants tbody tr");
+    await expect.poll(() => grantRow.count()).toBe(1);
     const parked = channel.resolve(makeAsk(1, { tool: "deploy" }), { signal: new AbortController().signal });
     const card = page.getByRole("article", { name: "deploy" });
     await card.waitFor();
     await press(card, "Approve");
     await expect(parked).resolves.toEqual({ type: "approve" });
+    await grantRow.and(page.locator("tr:not([data-held])")).waitFor();
+    await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
+    await expect.poll(() => grantRow.count()).toBe(0);
+    expect(await grants.load()).toEqual([]);
+    expect(await page.locator("#status").textContent()).toBe("Live");
+
+    // The app beside it on the same host never receives the console's cookie.
+    const other = await page.goto(`http://127.0.0.1:${port}/tools/other`);
+    expect(other?.status()).toBe(200);
+    expect(await other?.text()).not.toContain(sent);
   });
 
   it("a signed link's confirmation page works without JavaScript, and only its button answers", async () => {
