@@ -579,14 +579,15 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       proxy.stallConnectionOn("LISTEN");
       const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
         schema: db.schema,
-        leaseMs: 1_000,
+        // Long enough that a loaded machine does not lose the worker's lease on the way.
+        leaseMs: 2_000,
         rereadMs: 600_000,
         onError: (error) => errors.push(error),
       });
       opened.push(worker);
       const inbox = queue({ rereadMs: 600_000 }).approver();
       const answeredSoon = (parked: Promise<AskResolution>): Promise<AskResolution | "still parked"> =>
-        Promise.race([parked, new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 3_000))]);
+        Promise.race([parked, new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 6_000))]);
       const first = makeAsk(1);
       const parkedFirst = park(worker, first);
       expect((await inbox.next())?.id).toBe(first.id);
@@ -600,7 +601,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       expect((await inbox.next())?.id).toBe(second.id);
       expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
       expect(await answeredSoon(parkedSecond)).toEqual({ type: "approve" });
-      expect(errors.map((error) => (error as Error).message).join("\n")).toContain("no reply to LISTEN within 1000 ms");
+      expect(errors.map((error) => (error as Error).message).join("\n")).toContain("no reply to LISTEN within 2000 ms");
     } finally {
       await proxy.close();
     }
