@@ -890,6 +890,36 @@ describe("PostgresAskQueue when the worker loses the database", () => {
   });
 });
 
+describe("PostgresAskQueue whose pool is ended while it is open", () => {
+  it("closes itself and says so: parked calls are denied, inboxes end, and pool.end() finishes", async () => {
+    const pool = db.newPool(4);
+    const errors: unknown[] = [];
+    // Heartbeats a second apart, lease 3 s: the pool's end is seen long before the lease could run out.
+    const options = { schema: db.schema, leaseMs: 3_000, onError: (error: unknown) => errors.push(error) };
+    const worker = new PostgresAskQueue(pool, options);
+    const consoleQueue = new PostgresAskQueue(pool, options);
+    opened.push(worker, consoleQueue);
+    const inbox = consoleQueue.approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const ending = pool.end().then(() => "ended");
+    const outcome = await Promise.race([
+      ending,
+      new Promise<string>((done) => setTimeout(() => done("still ending: the queues hold their connections"), 8_000)),
+    ]);
+    expect(outcome).toBe("ended");
+    expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(await inbox.next()).toBeUndefined();
+    expect([worker.closed, consoleQueue.closed]).toEqual([true, true]);
+    const said = errors.filter((error) => error instanceof PostgresConfigError).map((error) => error.message);
+    expect(said).toEqual([
+      "PostgresAskQueue: its pool was ended while the queue was open; the queue closed itself (close queues before ending their pool)",
+      "PostgresAskQueue: its pool was ended while the queue was open; the queue closed itself (close queues before ending their pool)",
+    ]);
+  });
+});
+
 describe("PostgresAskQueue on a pool with too few connections", () => {
   it("refuses a pool of one connection, which its LISTEN connection would take whole", () => {
     const error = (() => {

@@ -94,6 +94,11 @@ const RECENT_MS = 60_000;
 /** How many started queues hold a LISTEN connection of each pool. */
 const listeners = new WeakMap<PgPool, number>();
 
+/** `pool.end()` was called (node-postgres's `ending`): the pool takes no statement any more. */
+function poolEnding(pool: PgPool): boolean {
+  return (pool as { readonly ending?: unknown }).ending === true;
+}
+
 /** The pool's connection limit, when it says (`pg.Pool` keeps it as `options.max`). */
 function poolMax(pool: PgPool): number | undefined {
   const max = (pool as { options?: { max?: unknown } }).options?.max;
@@ -738,7 +743,7 @@ export class PostgresAskQueue {
    * the lease's own timer's work, not the heartbeat's.
    */
   #beat(): void {
-    if (this.#closing !== undefined) return;
+    if (this.#closing !== undefined || this.#closedWithPool()) return;
     const renewed = (this.#renewal ??= this.#lease
       .renew()
       .catch((error: unknown) => {
@@ -757,6 +762,25 @@ export class PostgresAskQueue {
       this.#chores = undefined;
     });
     this.#beating = Promise.all([renewed, this.#chores]).then(() => undefined);
+  }
+
+  /**
+   * The pool was ended under the open queue (`pool.end()` before
+   * `close()`): no statement can run again, and `pool.end()` waits for the
+   * connection the queue holds for `LISTEN`. The queue closes itself, once,
+   * and says so: its parked calls are denied, its inboxes end, and that
+   * connection goes back, so `pool.end()` finishes.
+   */
+  #closedWithPool(): boolean {
+    if (!poolEnding(this.#pool)) return false;
+    this.#onError(
+      new PostgresConfigError(
+        "PostgresAskQueue",
+        "its pool was ended while the queue was open; the queue closed itself (close queues before ending their pool)",
+      ),
+    );
+    void this.close();
+    return true;
   }
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
@@ -799,6 +823,8 @@ export class PostgresAskQueue {
         this.#answers.idle(),
       ]);
       await this.#withdraw.idle();
+      // Nothing more can be written through an ended pool: rows left pending are closed as abandoned once the lease lapses.
+      if (poolEnding(this.#pool)) return;
       try {
         await this.#writeWithdrawals([...this.#withdrawals.keys()]);
       } catch (error) {
