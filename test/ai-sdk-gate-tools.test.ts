@@ -18,7 +18,7 @@ import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { AiSdkToolError, gateTools, isToolRefusal } from "loopctl/ai-sdk";
 import type { ToolRefusal } from "loopctl/ai-sdk";
 import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
-import type { GateDecision, Hook } from "loopctl/engine";
+import type { GateDecision, Hook, Middleware } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
@@ -749,6 +749,68 @@ describe("gateTools: streaming tools (async *execute)", () => {
         toolName: "progress",
         output: { type: "execution-denied", reason: "prod is frozen" },
       },
+    ]);
+  });
+
+  it("streamText with a middleware: no yield reaches the stream or the UI before the middleware passed the output, so what it refuses never does", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    // Refuses, after the tool ran, an output that carries a key.
+    const noKeys: Middleware = async (_call, context, next) => {
+      const result = await next();
+      return result.type === "ran" && JSON.stringify(result.output).includes("sk-live")
+        ? context.deny({ ruleId: "no-keys", message: "The output held a key; it was withheld" })
+        : result;
+    };
+    const gate = new Gate(
+      new LoopManagers().withMiddleware(noKeys).withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = {
+      lookup: tool({
+        description: "Looks a service up in stages",
+        inputSchema: z.object({ service: z.string() }),
+        async *execute({ service }) {
+          log.push(`started ${service}`);
+          yield { stage: "reading", service };
+          yield service === "billing" ? { service, key: "sk-live-123" } : { service, status: "green" };
+        },
+      }),
+    };
+    const model = new MockLanguageModelV3({
+      doStream: [
+        v3Stream([call("k1", "lookup", { service: "billing" }), call("k2", "lookup", { service: "search" })]),
+        v3Stream([text("done")]),
+      ],
+    });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "check", stopWhen: stepCountIs(3) });
+    const ui: unknown[] = [];
+    const reading = (async () => {
+      for await (const chunk of result.toUIMessageStream()) ui.push(chunk);
+    })();
+    const parts: { type: string; toolCallId?: string; output?: unknown; preliminary?: boolean }[] = [];
+    for await (const part of result.fullStream) parts.push(part);
+    await reading;
+    expect(log).toEqual(["started billing", "started search"]);
+    expect(JSON.stringify(parts)).not.toContain("sk-live");
+    expect(JSON.stringify(ui)).not.toContain("sk-live");
+    const results = parts.filter((p) => p.type === "tool-result");
+    // With a middleware in the gate, the SDK gets the output the middleware passed, and nothing before it.
+    expect(results.map((p) => [p.toolCallId, p.preliminary === true]).sort()).toEqual([
+      ["k1", false],
+      ["k2", false],
+    ]);
+    expect(isToolRefusal(results.find((p) => p.toolCallId === "k1")!.output)).toBe(true);
+    expect(results.find((p) => p.toolCallId === "k2")!.output).toEqual({ service: "search", status: "green" });
+    expect(records).toHaveLength(2);
+    expect(records).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ tool: "lookup", verdict: "deny", ruleId: "no-keys", ruleSource: "middleware" }),
+        expect.objectContaining({ tool: "lookup", verdict: "allow" }),
+      ]),
+    );
+    expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { toolCallId: "k1", output: { type: "execution-denied", reason: "The output held a key; it was withheld" } },
+      { toolCallId: "k2", output: { type: "json", value: { service: "search", status: "green" } } },
     ]);
   });
 

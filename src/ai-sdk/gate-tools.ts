@@ -3,6 +3,7 @@ import { z } from "zod";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
 import type { ArgumentCheck, GateDecision, Tool as GateTool, ToolDescriptor } from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
+import { hasMiddleware } from "../engine/gate.js";
 import { frozenJson } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
@@ -334,9 +335,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   the call's `cancelled` record: the step ends with that error.
  * - A streaming tool (`async *execute`) starts only once the gate allowed
  *   it and runs inside the gate: its yields reach the SDK as they come (the
- *   SDK's preliminary results), and its last value is the output. Another
- *   `execute` that returns an async iterable is run to its end inside the
- *   gate, its last value being the output.
+ *   SDK's preliminary results), and its last value is the output. When the
+ *   gate has middleware, which may refuse the output once the tool has run,
+ *   the SDK gets only the output the middleware passed (no preliminary
+ *   results). Another `execute` that returns an async iterable is run to its
+ *   end inside the gate, its last value being the output.
  * - A tool's `outputSchema` also accepts the refusals of its calls (the SDK
  *   checks stored and UI messages against it); other outputs are checked by
  *   the tool's own schema.
@@ -383,6 +386,9 @@ export function gateTools<TOOLS extends ToolSet>(
     if (id !== undefined && (typeof id !== "string" || !UUID.test(id)))
       throw new AiSdkToolError("*", `${option} must be a UUID, got ${typeof id === "string" ? id : typeof id}`);
   }
+  // Middleware sees a streaming tool's output only once the tool has ended, and may refuse it then:
+  // no value may reach the SDK (and the UI) before that.
+  const preliminary = !hasMiddleware(gate);
   // No prototype: a tool named `__proto__` is a key like any other, and a
   // model's call to `constructor` or `toString` finds no tool.
   const gated = Object.create(null) as Record<string, Tool>;
@@ -449,9 +455,10 @@ export function gateTools<TOOLS extends ToolSet>(
       }
     };
     const ignore = (): void => {};
+    const streams = preliminary && isAsyncGeneratorFunction(execute);
     const gatedFields = {
       ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
-      execute: isAsyncGeneratorFunction(execute)
+      execute: streams
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
             // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
             const values: unknown[] = [];
