@@ -1175,6 +1175,64 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
   });
 
+  it("a tool whose getters and methods read its #private fields works as it does without the gate: they run on the tool itself", async () => {
+    class DeployTool {
+      readonly #guarded = "prod";
+      readonly #executed: unknown[] = [];
+      readonly inputSchema = z.object({ env: z.string() });
+      get description(): string {
+        return `Deploy (${this.#guarded} needs approval)`;
+      }
+      get executed(): readonly unknown[] {
+        return this.#executed;
+      }
+      needsApproval(input: { env: string }): boolean {
+        return input.env === this.#guarded;
+      }
+      async execute(input: { env: string }): Promise<string> {
+        this.#executed.push(input);
+        return `deployed to ${input.env}`;
+      }
+    }
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const deploy = new DeployTool();
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "deploy", { env: "staging" }), call("c2", "deploy", { env: "prod" })]),
+        v3([text("staging done")]),
+        v3([text("prod done")]),
+      ],
+    });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(model.doGenerateCalls[0]!.tools).toMatchObject([
+      { name: "deploy", description: "Deploy (prod needs approval)" },
+    ]);
+    // The method read its #private field: only the call to prod waits for the SDK's round trip.
+    const requests = first.content.filter((part) => part.type === "tool-approval-request");
+    expect(requests).toMatchObject([{ toolCall: { toolCallId: "c2" } }]);
+    expect(deploy.executed).toEqual([{ env: "staging" }]);
+    await generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        {
+          role: "tool",
+          content: [{ type: "tool-approval-response", approvalId: requests[0]!.approvalId, approved: true }],
+        },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    expect(deploy.executed).toEqual([{ env: "staging" }, { env: "prod" }]);
+    expect(records).toMatchObject([
+      { tool: "deploy", verdict: "allow" },
+      { tool: "deploy", verdict: "allow" },
+    ]);
+  });
+
   it("the tool's own toModelOutput is called on the tool, as the SDK calls it", async () => {
     class ReportTool {
       readonly description = "Report";

@@ -310,6 +310,54 @@ async function drain(
   return last;
 }
 
+/** A property descriptor whose accessors are functions to call on an object of one's choosing. */
+type Field = Omit<PropertyDescriptor, "get" | "set"> & {
+  readonly get?: (this: unknown) => unknown;
+  readonly set?: (this: unknown, value: unknown) => void;
+};
+
+/**
+ * The properties of the gated copy of `tool`: its own, as they are, and
+ * what needs `this` run on `tool` itself, as the SDK would run it on the
+ * tool: its getters and setters, own or inherited, and the methods it
+ * inherits (a class's `needsApproval`, say). A getter or method that reads
+ * a `#private` field works only on the object whose class made it, never on
+ * a copy. What it inherits otherwise stays inherited.
+ */
+function copiedFields(tool: object): PropertyDescriptorMap {
+  const fields: PropertyDescriptorMap = {};
+  for (
+    let from: object | null = tool;
+    from !== null && from !== Object.prototype;
+    from = Object.getPrototypeOf(from) as object | null
+  ) {
+    const own = from === tool;
+    for (const key of Reflect.ownKeys(from)) {
+      if (Object.hasOwn(fields, key) || (!own && key === "constructor")) continue;
+      const field = Object.getOwnPropertyDescriptor(from, key) as Field | undefined;
+      if (field === undefined) continue;
+      const { get, set } = field;
+      if (get !== undefined || set !== undefined) {
+        const accessor: PropertyDescriptor = { enumerable: field.enumerable ?? false, configurable: true };
+        if (get !== undefined) accessor.get = () => get.call(tool);
+        if (set !== undefined) accessor.set = (value: unknown) => set.call(tool, value);
+        fields[key] = accessor;
+      } else if (own) {
+        fields[key] = field;
+      } else if (typeof field.value === "function") {
+        const method = field.value as (...args: unknown[]) => unknown;
+        fields[key] = {
+          value: (...args: unknown[]): unknown => method.apply(tool, args),
+          writable: true,
+          enumerable: field.enumerable ?? false,
+          configurable: true,
+        };
+      }
+    }
+  }
+  return fields;
+}
+
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
   return typeof output === "string"
@@ -351,6 +399,9 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are. A tool with the SDK's own `needsApproval` goes through the
  *   SDK's approval round trip first, then through the gate.
+ * - A gated tool is a copy of the tool on its prototype; its getters,
+ *   setters and inherited methods run on the tool itself, so a class whose
+ *   members read `#private` fields works as without the gate.
  *
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
  *   object of tools, a tool is not an object or has an `execute` or
@@ -499,9 +550,9 @@ export function gateTools<TOOLS extends ToolSet>(
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
       },
     };
-    // The tool's own properties as they are (getters too) on its own prototype: a spread would drop
-    // what it inherits, such as a class's needsApproval, and the call would skip the SDK's round trip.
-    const fields: PropertyDescriptorMap = Object.getOwnPropertyDescriptors(tool);
+    // On the tool's own prototype, with what it inherits: a spread would drop a class's needsApproval,
+    // and the call would skip the SDK's round trip.
+    const fields = copiedFields(tool);
     for (const [key, value] of Object.entries(gatedFields))
       fields[key] = { value, writable: true, enumerable: true, configurable: true };
     const shown = Object.create(Object.getPrototypeOf(tool) as object | null, fields) as Tool;
