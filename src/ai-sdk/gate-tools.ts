@@ -366,12 +366,13 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
 }
 
 /**
- * Puts loopctl's gate in front of every tool of an AI SDK `ToolSet`, for
- * `generateText` and `streamText` loops: the same tools, each `execute`
- * passing through `gate.call` with the SDK's `toolCallId` as `callId`, the
- * SDK's parsed input as the arguments, and the SDK's `abortSignal` as the
- * call's signal. Hooks, grants, asks, rules and records all apply; the tool
- * runs only after the gate allowed it, with the exact arguments approved.
+ * Puts loopctl's gate in front of every tool of an AI SDK `ToolSet` that
+ * has an `execute`, for `generateText` and `streamText` loops: the same
+ * tools, each `execute` passing through `gate.call` with the SDK's
+ * `toolCallId` as `callId`, the SDK's parsed input as the arguments, and
+ * the SDK's `abortSignal` as the call's signal. Hooks, grants, asks, rules
+ * and records all apply; the tool runs only after the gate allowed it, with
+ * the exact arguments approved.
  *
  * - A refused call does not throw: `execute` returns a {@link ToolRefusal},
  *   and the model reads its message as the SDK's `execution-denied` output
@@ -397,8 +398,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
- *   they are. A tool with the SDK's own `needsApproval` goes through the
- *   SDK's approval round trip first, then through the gate.
+ *   they are, and are not gated: their calls run in the client or at the
+ *   provider, where no hook, ask, grant or record of the gate reaches them.
+ *   A tool with the SDK's own `needsApproval` goes through the SDK's
+ *   approval round trip first, then through the gate.
  * - A gated tool is a copy of the tool on its prototype; its getters,
  *   setters and inherited methods run on the tool itself, so a class whose
  *   members read `#private` fields works as without the gate.
