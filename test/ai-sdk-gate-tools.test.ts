@@ -18,7 +18,7 @@ import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { AiSdkToolError, gateTools, isToolRefusal } from "loopctl/ai-sdk";
 import type { ToolRefusal } from "loopctl/ai-sdk";
 import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
-import type { GateDecision, Hook } from "loopctl/engine";
+import type { GateDecision, Hook, Middleware } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
@@ -752,6 +752,68 @@ describe("gateTools: streaming tools (async *execute)", () => {
     ]);
   });
 
+  it("streamText with a middleware: no yield reaches the stream or the UI before the middleware passed the output, so what it refuses never does", async () => {
+    const log: string[] = [];
+    const records: GateDecision[] = [];
+    // Refuses, after the tool ran, an output that carries a key.
+    const noKeys: Middleware = async (_call, context, next) => {
+      const result = await next();
+      return result.type === "ran" && JSON.stringify(result.output).includes("sk-live")
+        ? context.deny({ ruleId: "no-keys", message: "The output held a key; it was withheld" })
+        : result;
+    };
+    const gate = new Gate(
+      new LoopManagers().withMiddleware(noKeys).withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    const tools = {
+      lookup: tool({
+        description: "Looks a service up in stages",
+        inputSchema: z.object({ service: z.string() }),
+        async *execute({ service }) {
+          log.push(`started ${service}`);
+          yield { stage: "reading", service };
+          yield service === "billing" ? { service, key: "sk-live-123" } : { service, status: "green" };
+        },
+      }),
+    };
+    const model = new MockLanguageModelV3({
+      doStream: [
+        v3Stream([call("k1", "lookup", { service: "billing" }), call("k2", "lookup", { service: "search" })]),
+        v3Stream([text("done")]),
+      ],
+    });
+    const result = streamText({ model, tools: gateTools(tools, gate), prompt: "check", stopWhen: stepCountIs(3) });
+    const ui: unknown[] = [];
+    const reading = (async () => {
+      for await (const chunk of result.toUIMessageStream()) ui.push(chunk);
+    })();
+    const parts: { type: string; toolCallId?: string; output?: unknown; preliminary?: boolean }[] = [];
+    for await (const part of result.fullStream) parts.push(part);
+    await reading;
+    expect(log).toEqual(["started billing", "started search"]);
+    expect(JSON.stringify(parts)).not.toContain("sk-live");
+    expect(JSON.stringify(ui)).not.toContain("sk-live");
+    const results = parts.filter((p) => p.type === "tool-result");
+    // With a middleware in the gate, the SDK gets the output the middleware passed, and nothing before it.
+    expect(results.map((p) => [p.toolCallId, p.preliminary === true]).sort()).toEqual([
+      ["k1", false],
+      ["k2", false],
+    ]);
+    expect(isToolRefusal(results.find((p) => p.toolCallId === "k1")!.output)).toBe(true);
+    expect(results.find((p) => p.toolCallId === "k2")!.output).toEqual({ service: "search", status: "green" });
+    expect(records).toHaveLength(2);
+    expect(records).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ tool: "lookup", verdict: "deny", ruleId: "no-keys", ruleSource: "middleware" }),
+        expect.objectContaining({ tool: "lookup", verdict: "allow" }),
+      ]),
+    );
+    expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { toolCallId: "k1", output: { type: "execution-denied", reason: "The output held a key; it was withheld" } },
+      { toolCallId: "k2", output: { type: "json", value: { service: "search", status: "green" } } },
+    ]);
+  });
+
   it("an execute that returns an async iterable (not an async * function) is run to its end inside the gate; its last value is the output", async () => {
     const log: string[] = [];
     const records: GateDecision[] = [];
@@ -1111,6 +1173,64 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     });
     expect(deploy.executed).toEqual([{ env: "prod" }]);
     expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
+  });
+
+  it("a tool whose getters and methods read its #private fields works as it does without the gate: they run on the tool itself", async () => {
+    class DeployTool {
+      readonly #guarded = "prod";
+      readonly #executed: unknown[] = [];
+      readonly inputSchema = z.object({ env: z.string() });
+      get description(): string {
+        return `Deploy (${this.#guarded} needs approval)`;
+      }
+      get executed(): readonly unknown[] {
+        return this.#executed;
+      }
+      needsApproval(input: { env: string }): boolean {
+        return input.env === this.#guarded;
+      }
+      async execute(input: { env: string }): Promise<string> {
+        this.#executed.push(input);
+        return `deployed to ${input.env}`;
+      }
+    }
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const deploy = new DeployTool();
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "deploy", { env: "staging" }), call("c2", "deploy", { env: "prod" })]),
+        v3([text("staging done")]),
+        v3([text("prod done")]),
+      ],
+    });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(model.doGenerateCalls[0]!.tools).toMatchObject([
+      { name: "deploy", description: "Deploy (prod needs approval)" },
+    ]);
+    // The method read its #private field: only the call to prod waits for the SDK's round trip.
+    const requests = first.content.filter((part) => part.type === "tool-approval-request");
+    expect(requests).toMatchObject([{ toolCall: { toolCallId: "c2" } }]);
+    expect(deploy.executed).toEqual([{ env: "staging" }]);
+    await generateText({
+      model,
+      tools,
+      messages: [
+        { role: "user", content: "ship" },
+        ...first.response.messages,
+        {
+          role: "tool",
+          content: [{ type: "tool-approval-response", approvalId: requests[0]!.approvalId, approved: true }],
+        },
+      ],
+      stopWhen: stepCountIs(3),
+    });
+    expect(deploy.executed).toEqual([{ env: "staging" }, { env: "prod" }]);
+    expect(records).toMatchObject([
+      { tool: "deploy", verdict: "allow" },
+      { tool: "deploy", verdict: "allow" },
+    ]);
   });
 
   it("the tool's own toModelOutput is called on the tool, as the SDK calls it", async () => {

@@ -1,13 +1,13 @@
-import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
-import type { Hook, Message } from "loopctl/engine";
+import type { GateOutcome, Hook, Message } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
-import { McpCallbackError, McpConfigError, McpServerError, mcpTools } from "loopctl/mcp";
+import { McpCallbackError, McpConfigError, McpServerError, McpToolError, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
 import { changes, startFixture } from "./support/mcp-fixtures.js";
@@ -96,6 +96,32 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     controller.abort(new Error("user left"));
     await expect(running).rejects.toBeInstanceOf(CancelledError);
     await server.waitFor("cancelled slow");
+  });
+
+  it("a call that gets no answer (a timeout, a server gone) fails with McpToolError naming the server and the tool, the MCP SDK's error as its cause", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client, { timeoutMs: 300 });
+    const outcomes: GateOutcome[] = [];
+    const managers = new LoopManagers().withObserver({ onToolPost: ({ outcome }) => void outcomes.push(outcome) });
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "slow", input: {} }] }, { text: "done" }]);
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    await server.waitFor("cancelled slow");
+    expect(outcomes).toHaveLength(1);
+    const outcome = outcomes[0]!;
+    expect(outcome.type).toBe("failed");
+    const error = (outcome as { readonly error: unknown }).error;
+    expect(error).toBeInstanceOf(McpToolError);
+    expect(error).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "slow", changed: false });
+    expect((error as Error).cause).toBeInstanceOf(McpError);
+    expect(results(result.messages)).toMatchObject([
+      {
+        status: "failed",
+        content: expect.stringMatching(
+          /^Tool 'slow' failed: tool 'slow' on MCP server 'fixture': tools\/call failed: .*Request timed out/,
+        ),
+      },
+    ]);
+    toolset.close();
   });
 
   it("follows list_changed without replacing the application's notification handlers, set before or after it", async () => {

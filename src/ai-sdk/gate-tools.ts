@@ -3,6 +3,7 @@ import { z } from "zod";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
 import type { ArgumentCheck, GateDecision, Tool as GateTool, ToolDescriptor } from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
+import { hasMiddleware } from "../engine/gate.js";
 import { frozenJson } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
@@ -309,6 +310,54 @@ async function drain(
   return last;
 }
 
+/** A property descriptor whose accessors are functions to call on an object of one's choosing. */
+type Field = Omit<PropertyDescriptor, "get" | "set"> & {
+  readonly get?: (this: unknown) => unknown;
+  readonly set?: (this: unknown, value: unknown) => void;
+};
+
+/**
+ * The properties of the gated copy of `tool`: its own, as they are, and
+ * what needs `this` run on `tool` itself, as the SDK would run it on the
+ * tool: its getters and setters, own or inherited, and the methods it
+ * inherits (a class's `needsApproval`, say). A getter or method that reads
+ * a `#private` field works only on the object whose class made it, never on
+ * a copy. What it inherits otherwise stays inherited.
+ */
+function copiedFields(tool: object): PropertyDescriptorMap {
+  const fields: PropertyDescriptorMap = {};
+  for (
+    let from: object | null = tool;
+    from !== null && from !== Object.prototype;
+    from = Object.getPrototypeOf(from) as object | null
+  ) {
+    const own = from === tool;
+    for (const key of Reflect.ownKeys(from)) {
+      if (Object.hasOwn(fields, key) || (!own && key === "constructor")) continue;
+      const field = Object.getOwnPropertyDescriptor(from, key) as Field | undefined;
+      if (field === undefined) continue;
+      const { get, set } = field;
+      if (get !== undefined || set !== undefined) {
+        const accessor: PropertyDescriptor = { enumerable: field.enumerable ?? false, configurable: true };
+        if (get !== undefined) accessor.get = () => get.call(tool);
+        if (set !== undefined) accessor.set = (value: unknown) => set.call(tool, value);
+        fields[key] = accessor;
+      } else if (own) {
+        fields[key] = field;
+      } else if (typeof field.value === "function") {
+        const method = field.value as (...args: unknown[]) => unknown;
+        fields[key] = {
+          value: (...args: unknown[]): unknown => method.apply(tool, args),
+          writable: true,
+          enumerable: field.enumerable ?? false,
+          configurable: true,
+        };
+      }
+    }
+  }
+  return fields;
+}
+
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
   return typeof output === "string"
@@ -317,12 +366,13 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
 }
 
 /**
- * Puts loopctl's gate in front of every tool of an AI SDK `ToolSet`, for
- * `generateText` and `streamText` loops: the same tools, each `execute`
- * passing through `gate.call` with the SDK's `toolCallId` as `callId`, the
- * SDK's parsed input as the arguments, and the SDK's `abortSignal` as the
- * call's signal. Hooks, grants, asks, rules and records all apply; the tool
- * runs only after the gate allowed it, with the exact arguments approved.
+ * Puts loopctl's gate in front of every tool of an AI SDK `ToolSet` that
+ * has an `execute`, for `generateText` and `streamText` loops: the same
+ * tools, each `execute` passing through `gate.call` with the SDK's
+ * `toolCallId` as `callId`, the SDK's parsed input as the arguments, and
+ * the SDK's `abortSignal` as the call's signal. Hooks, grants, asks, rules
+ * and records all apply; the tool runs only after the gate allowed it, with
+ * the exact arguments approved.
  *
  * - A refused call does not throw: `execute` returns a {@link ToolRefusal},
  *   and the model reads its message as the SDK's `execution-denied` output
@@ -334,9 +384,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   the call's `cancelled` record: the step ends with that error.
  * - A streaming tool (`async *execute`) starts only once the gate allowed
  *   it and runs inside the gate: its yields reach the SDK as they come (the
- *   SDK's preliminary results), and its last value is the output. Another
- *   `execute` that returns an async iterable is run to its end inside the
- *   gate, its last value being the output.
+ *   SDK's preliminary results), and its last value is the output. When the
+ *   gate has middleware, which may refuse the output once the tool has run,
+ *   the SDK gets only the output the middleware passed (no preliminary
+ *   results). Another `execute` that returns an async iterable is run to its
+ *   end inside the gate, its last value being the output.
  * - A tool's `outputSchema` also accepts the refusals of its calls (the SDK
  *   checks stored and UI messages against it); other outputs are checked by
  *   the tool's own schema.
@@ -346,8 +398,13 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as
- *   they are. A tool with the SDK's own `needsApproval` goes through the
- *   SDK's approval round trip first, then through the gate.
+ *   they are, and are not gated: their calls run in the client or at the
+ *   provider, where no hook, ask, grant or record of the gate reaches them.
+ *   A tool with the SDK's own `needsApproval` goes through the SDK's
+ *   approval round trip first, then through the gate.
+ * - A gated tool is a copy of the tool on its prototype; its getters,
+ *   setters and inherited methods run on the tool itself, so a class whose
+ *   members read `#private` fields works as without the gate.
  *
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
  *   object of tools, a tool is not an object or has an `execute` or
@@ -383,6 +440,9 @@ export function gateTools<TOOLS extends ToolSet>(
     if (id !== undefined && (typeof id !== "string" || !UUID.test(id)))
       throw new AiSdkToolError("*", `${option} must be a UUID, got ${typeof id === "string" ? id : typeof id}`);
   }
+  // Middleware sees a streaming tool's output only once the tool has ended, and may refuse it then:
+  // no value may reach the SDK (and the UI) before that.
+  const preliminary = !hasMiddleware(gate);
   // No prototype: a tool named `__proto__` is a key like any other, and a
   // model's call to `constructor` or `toString` finds no tool.
   const gated = Object.create(null) as Record<string, Tool>;
@@ -449,9 +509,10 @@ export function gateTools<TOOLS extends ToolSet>(
       }
     };
     const ignore = (): void => {};
+    const streams = preliminary && isAsyncGeneratorFunction(execute);
     const gatedFields = {
       ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
-      execute: isAsyncGeneratorFunction(execute)
+      execute: streams
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
             // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
             const values: unknown[] = [];
@@ -492,9 +553,9 @@ export function gateTools<TOOLS extends ToolSet>(
         return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
       },
     };
-    // The tool's own properties as they are (getters too) on its own prototype: a spread would drop
-    // what it inherits, such as a class's needsApproval, and the call would skip the SDK's round trip.
-    const fields: PropertyDescriptorMap = Object.getOwnPropertyDescriptors(tool);
+    // On the tool's own prototype, with what it inherits: a spread would drop a class's needsApproval,
+    // and the call would skip the SDK's round trip.
+    const fields = copiedFields(tool);
     for (const [key, value] of Object.entries(gatedFields))
       fields[key] = { value, writable: true, enumerable: true, configurable: true };
     const shown = Object.create(Object.getPrototypeOf(tool) as object | null, fields) as Tool;

@@ -193,6 +193,13 @@ export interface InternalRequest {
 export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<GateOutcome>;
 
 /**
+ * Whether `gate` runs dispatch middleware, which sees a tool's output only
+ * once `execute` has returned and may still refuse it: for an adapter that
+ * would otherwise hand a streaming tool's values on as they come.
+ */
+export let hasMiddleware!: (gate: Gate) => boolean;
+
+/**
  * The approvals gate: every tool call loopctl gates passes through it, in
  * `Agent` or in someone else's loop. One gate serves many calls and many
  * runs at once. It holds what outlives a call: the circuit breaker's tool
@@ -218,6 +225,7 @@ export class Gate {
 
   static {
     attemptThrough = (gate, request) => new Attempt(gate.#state, request).run();
+    hasMiddleware = (gate) => gate.#state.settings.middleware.length > 0;
   }
 
   /** @throws {EngineConfigError} when `managers` is not a `LoopManagers`. */

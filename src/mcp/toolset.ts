@@ -344,11 +344,18 @@ export class McpToolset implements ToolSource {
       }
       const options =
         timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
-      const result = (await this.#client.callTool(
-        { name: remote, arguments: input as Record<string, unknown> },
-        undefined,
-        options,
-      )) as CallToolResult;
+      let result: CallToolResult;
+      try {
+        result = (await this.#client.callTool(
+          { name: remote, arguments: input as Record<string, unknown> },
+          undefined,
+          options,
+        )) as CallToolResult;
+      } catch (error) {
+        // A cancel is the gate's to report; anything else is the server's failure to answer, named as such.
+        if (context.signal.aborted) throw error;
+        throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
+      }
       if (result.isError === true)
         throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
       return render === undefined ? resultText(result) : render(result, name);
