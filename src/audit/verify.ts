@@ -385,6 +385,10 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
   if (key !== undefined) auditKeyBytes(key);
+  // The seal before the log: a writer replaces the seal only after the lines
+  // it vouches for are written, so a seal read first never vouches for more
+  // than the log read next holds, however busy the writer is.
+  const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
   let data: Uint8Array;
   let handle;
   try {
@@ -410,7 +414,6 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
   } finally {
     await handle.close().catch(() => undefined);
   }
-  const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
   signal?.throwIfAborted();
   return verifyAuditBytes(data, {
     ...(anchor !== undefined ? { anchor } : {}),
