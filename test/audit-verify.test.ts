@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { appendFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -292,6 +293,30 @@ describe("verifyAuditLog on the file system", () => {
     const controller = new AbortController();
     controller.abort(new Error("stop"));
     await expect(verifyAuditLog(logPath, { signal: controller.signal })).rejects.toThrow("stop");
+  });
+
+  it("waits for the last line a writer is still writing; one no writer finishes is truncated", async () => {
+    // A write of more than a page reaches the file a page at a time: a reader
+    // can find the first part of a line whose rest is still being copied in.
+    const path = join(dir, "mid-write.jsonl");
+    const cut = original.length - 40;
+    await writeFile(path, original.subarray(0, cut));
+    const verifying = verifyAuditLog(path);
+    setTimeout(() => appendFileSync(path, original.subarray(cut)), 20);
+    expect(await verifying).toMatchObject({ ok: true, anchor });
+
+    // The writer finished that line and is part-way through the next: the log up to it verifies.
+    await writeFile(path, original.subarray(0, cut));
+    const next = Buffer.from(`${(lines()[0] as string).slice(0, 50)}`);
+    const verifyingMore = verifyAuditLog(path);
+    setTimeout(() => appendFileSync(path, Buffer.concat([original.subarray(cut), next])), 20);
+    expect(await verifyingMore).toMatchObject({ ok: true, anchor });
+
+    await writeFile(path, original.subarray(0, cut));
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 5, problem: "truncated" });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("stop waiting")), 5);
+    await expect(verifyAuditLog(path, { signal: controller.signal })).rejects.toThrow("stop waiting");
   });
 });
 

@@ -1,13 +1,15 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "./duplicate-member.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
-import { describe } from "./file-io.js";
+import { describe, readFrom } from "./file-io.js";
 import { auditKeyBytes, lineMac, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
 import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor } from "./line.js";
@@ -106,6 +108,12 @@ const LineSchema = z
 const TAIL_PATTERN = /,"hash":"([0-9a-f]{64})"(?:,"mac":"([0-9a-f]{64})")?\}$/;
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const NEWLINE = 0x0a;
+/**
+ * How long verification waits for a writer to finish the last line it found
+ * cut short. A write reaches the file a page at a time, and the kernel may
+ * pause a writer between pages for up to 200 ms when memory is short.
+ */
+const TAIL_WAIT_MS = 250;
 
 type ParsedLine =
   | {
@@ -353,8 +361,29 @@ export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOpti
 }
 
 /**
+ * `data`, the log as read, which ends mid-line, with that line finished if a
+ * writer finishes it within {@link TAIL_WAIT_MS}: what the file has gained
+ * since, up to its last newline (a line begun after it is still being written
+ * too). A line no one finishes stays cut short, and verification says so.
+ */
+async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal | undefined): Promise<Buffer> {
+  for (let delay = 1, waited = 0; waited < TAIL_WAIT_MS; waited += delay, delay *= 2) {
+    await sleep(delay, undefined, signal ? { signal } : {});
+    const more = await readFrom(handle, data.length, data.length);
+    const end = more.lastIndexOf(NEWLINE);
+    if (end >= 0) return Buffer.concat([data, more.subarray(0, end + 1)]);
+  }
+  return data;
+}
+
+/**
  * Reads and verifies the audit log at `path` (see {@link AuditSink} for the
  * line format). Every content problem is a result value, never a throw.
+ *
+ * A log may be verified while writers append to it. With a key, the seal is
+ * read first, so it never vouches for lines the log read after it lacks. A
+ * last line found cut short is waited for, briefly, in case a writer is still
+ * writing it; one no writer finishes is `"truncated"`.
  *
  * What the chain detects without a key or an anchor: any edit of any byte, a
  * line removed anywhere but at the end, lines reordered or duplicated, a
@@ -389,7 +418,7 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
   // it vouches for are written, so a seal read first never vouches for more
   // than the log read next holds, however busy the writer is.
   const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
-  let data: Uint8Array;
+  let data: Buffer;
   let handle;
   try {
     // O_NONBLOCK: a FIFO put in the log's place must not hang the verifier.
@@ -405,6 +434,7 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
       throw new AuditPathError(path, `audit log ${path} is not a regular file`);
     }
     data = await handle.readFile(signal ? { signal } : {});
+    if (data.length > 0 && data[data.length - 1] !== NEWLINE) data = await finishTail(handle, data, signal);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     if (error instanceof AuditPathError) throw error;
