@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -147,6 +147,15 @@ describe("a keyed audit log", () => {
     await writeFile(`${path}.seal`, await readFile(`${sealAt2.path}.seal`));
     expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
     expect(linesOf(text)).toHaveLength(3);
+  });
+
+  it("read through a symbolic link, is checked against the seal beside the file it points to", async () => {
+    const { path, text } = await keyedLog(3);
+    const link = join(dir, `current-${++counter}.jsonl`);
+    await symlink(path, link);
+    expect(await verifyAuditLog(link, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    await writeFile(path, textOf(linesOf(text).slice(0, 2)));
+    expect(await verifyAuditLog(link, { key })).toMatchObject({ ok: false, line: 3, problem: "removed" });
   });
 
   it("checks the bytes in memory against a seal given as text", async () => {

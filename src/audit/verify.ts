@@ -1,5 +1,5 @@
 import { constants } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, realpath } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -394,9 +394,9 @@ async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal 
  * fresh chain.
  *
  * With the key it was written with, verification also checks each line's
- * `mac` and the seal beside the log (`<path>.seal`): a line added, or a chain
- * re-hashed, by anyone without the key is `"forged"`, and trailing lines
- * removed are `"removed"`. What the key cannot catch: the log and its seal
+ * `mac` and the seal beside the log (`<path>.seal`; for a symbolic link,
+ * beside the file it leads to): a line added, or a chain re-hashed, by anyone
+ * without the key is `"forged"`, and trailing lines removed are `"removed"`. What the key cannot catch: the log and its seal
  * both rolled back to a state someone copied earlier, or both deleted; lines
  * the writer appended after its last seal (a crash between the two) are
  * accepted on their MACs alone. An anchor kept out of reach (another host, a
@@ -414,15 +414,18 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
   if (key !== undefined) auditKeyBytes(key);
+  // A log read through a symbolic link has its seal beside the file the link
+  // leads to; when the path cannot be resolved, opening it says why.
+  const file = await realpath(path).catch(() => path);
   // The seal before the log: a writer replaces the seal only after the lines
   // it vouches for are written, so a seal read first never vouches for more
   // than the log read next holds, however busy the writer is.
-  const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
+  const seal = key === undefined ? null : await readSealFile(auditSealPath(file));
   let data: Buffer;
   let handle;
   try {
     // O_NONBLOCK: a FIFO put in the log's place must not hang the verifier.
-    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+    handle = await open(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   } catch (error) {
     throw new AuditIoError(path, `cannot open audit log ${path}: ${describe(error)}`, {
       cause: error,
