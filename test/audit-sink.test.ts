@@ -233,6 +233,33 @@ describe("AuditSink appends", () => {
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
   });
 
+  it("rejects a record that throws when read, and reports it, never throwing itself", async () => {
+    const path = fresh();
+    const onError = vi.fn();
+    const sink = await AuditSink.open(path, { onError });
+    const throwing = {
+      ...gateRecord(1),
+      get verdict(): string {
+        throw new Error("no verdict here");
+      },
+    } as unknown as GateDecision;
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    for (const record of [throwing, revoked.proxy as unknown as GateDecision]) {
+      let pending: Promise<unknown> | undefined;
+      expect(() => (pending = sink.append(record))).not.toThrow();
+      const error = await pending?.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AuditRecordError);
+      expect((error as AuditRecordError).message).toMatch(/^not a GateDecision, not written to .*: /);
+      expect(onError).toHaveBeenLastCalledWith(error);
+    }
+    expect(onError).toHaveBeenCalledTimes(2);
+    await sink.append(gateRecord(2));
+    await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
+    await sink.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
+  });
+
   it("rejects appends after close, and reports them", async () => {
     const path = fresh();
     const onError = vi.fn(() => {
@@ -289,13 +316,23 @@ describe("auditObserver", () => {
     observer.onGate(engineEvent);
     expect(() => observer.onGate({ decision: { nope: true } as unknown as GateDecision })).not.toThrow();
     expect(() => observer.onGate(undefined as unknown as { decision: GateDecision })).not.toThrow();
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    expect(() => observer.onGate(revoked.proxy as { decision: GateDecision })).not.toThrow();
+    const throwing = {
+      get decision(): GateDecision {
+        throw new Error("no decision here");
+      },
+    };
+    expect(() => observer.onGate(throwing)).not.toThrow();
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(2);
+    expect(errors).toHaveLength(4);
     await sink.close();
     observer.onGate({ decision: gateRecord(3) });
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(3);
-    expect(errors[2]).toBeInstanceOf(AuditClosedError);
+    expect(errors).toHaveLength(5);
+    expect(errors.slice(0, 4).every((e) => e instanceof AuditRecordError)).toBe(true);
+    expect(errors[4]).toBeInstanceOf(AuditClosedError);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
   });
 });

@@ -24,8 +24,13 @@ export function auditObserver(sink: AuditSink): AuditObserver {
   return {
     onGate(event) {
       // A malformed event becomes a reported AuditRecordError, never a throw into the run.
-      const decision = (event as { decision?: GateDecision } | undefined)?.decision as GateDecision;
-      sink.append(decision).catch(() => undefined);
+      let decision: GateDecision | undefined;
+      try {
+        decision = (event as { decision?: GateDecision } | undefined)?.decision;
+      } catch {
+        // An event that throws when read (a getter, a revoked Proxy) has no decision to log.
+      }
+      sink.append(decision as GateDecision).catch(() => undefined);
     },
   };
 }

@@ -323,20 +323,25 @@ export class AuditSink {
    */
   append(record: GateDecision): Promise<AuditAppend> {
     if (this.#closed) return Promise.reject(this.#lose(new AuditClosedError(this.path)));
-    const parsed = GateDecisionSchema.safeParse(record);
-    if (!parsed.success) {
-      return Promise.reject(
-        this.#lose(
-          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${zodIssuesLine(parsed.error, 1)}`, {
-            cause: parsed.error,
-          }),
-        ),
-      );
-    }
+    const parsed = this.#parse(record);
+    if (parsed instanceof AuditRecordError) return Promise.reject(this.#lose(parsed));
     return new Promise((resolve, reject) => {
-      this.#pending.push({ record: parsed.data, resolve, reject });
+      this.#pending.push({ record: parsed, resolve, reject });
       this.#draining ??= this.#drain();
     });
+  }
+
+  /** `record` as the schema reads it, or why it is not a GateDecision. */
+  #parse(record: unknown): GateDecision | AuditRecordError {
+    const refuse = (why: string, cause: unknown): AuditRecordError =>
+      new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${why}`, { cause });
+    try {
+      const parsed = GateDecisionSchema.safeParse(record);
+      return parsed.success ? parsed.data : refuse(zodIssuesLine(parsed.error, 1), parsed.error);
+    } catch (error) {
+      // A getter that throws, a revoked Proxy: safeParse lets that through.
+      return refuse(`reading it threw: ${describe(error)}`, error);
+    }
   }
 
   /**
