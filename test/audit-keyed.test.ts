@@ -222,6 +222,12 @@ describe("readAuditKeyFile", () => {
     expect(Buffer.from(await readAuditKeyFile(raw)).equals(key)).toBe(true);
   });
 
+  it("refuses a path that is not a non-empty string with a typed error naming it", async () => {
+    for (const path of [undefined, "", 7]) {
+      await expect(readAuditKeyFile(path as string)).rejects.toMatchObject({ code: "AUDIT_CONFIG", option: "path" });
+    }
+  });
+
   it("refuses a key file others can read, and one too short", async () => {
     const open = join(dir, "open.key");
     await writeFile(open, randomBytes(32));

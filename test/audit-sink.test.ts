@@ -18,6 +18,7 @@ import {
   verifyAuditLog,
 } from "../src/audit/index.js";
 import { GATE_VERDICTS, RULE_SOURCES } from "../src/engine/index.js";
+import type { AuditSinkOptions } from "../src/audit/index.js";
 import type { GateDecision } from "../src/engine/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
@@ -146,6 +147,36 @@ describe("AuditSink files", () => {
     }
     const sink = await AuditSink.open(fresh(), { lockTimeoutMs: 0 });
     await sink.close();
+  });
+
+  it("refuses a path, options or a key of the wrong type with a typed error naming it, before it touches the file", async () => {
+    const path = fresh();
+    const refusals: [unknown, unknown, string, string][] = [
+      [undefined, {}, "AUDIT_CONFIG", "path"],
+      ["", {}, "AUDIT_CONFIG", "path"],
+      [42, {}, "AUDIT_CONFIG", "path"],
+      [path, null, "AUDIT_CONFIG", "options"],
+      [path, "fsync", "AUDIT_CONFIG", "options"],
+      [path, { fsync: "no" }, "AUDIT_CONFIG", "fsync"],
+      [path, { onError: "console.error" }, "AUDIT_CONFIG", "onError"],
+      [path, { key: 42 }, "AUDIT_KEY", "key"],
+      [path, { key: {} }, "AUDIT_KEY", "key"],
+      // An array of numbers is not bytes: Buffer.from would cut 300 to 44.
+      [path, { key: Array.from({ length: 32 }, () => 300) }, "AUDIT_KEY", "key"],
+    ];
+    for (const [where, options, code, at] of refusals) {
+      const error = await AuditSink.open(where as string, options as AuditSinkOptions).catch((e: unknown) => e);
+      const what = `${JSON.stringify(where)} ${JSON.stringify(options)}`;
+      expect(error, what).toMatchObject({ code });
+      if (code === "AUDIT_CONFIG") {
+        expect(error, what).toBeInstanceOf(AuditConfigError);
+        expect(error, what).toMatchObject({ option: at });
+        expect((error as Error).message, what).toMatch(new RegExp(`${at} must be`));
+      } else {
+        expect((error as Error).message, what).toMatch(/an audit key must be a string or a Uint8Array, got /);
+      }
+    }
+    await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("syncs every line with fsync on", async () => {
@@ -306,6 +337,21 @@ describe("a write that fails mid-line", () => {
 });
 
 describe("auditObserver", () => {
+  it("refuses a sink that is not an AuditSink when it is made, not at the first decision", () => {
+    for (const sink of [undefined, null, {}, { append: "no" }]) {
+      const error = (() => {
+        try {
+          auditObserver(sink as unknown as AuditSink);
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(AuditConfigError);
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "sink" });
+    }
+  });
+
   it("appends every gate decision without throwing into the run", async () => {
     const path = fresh();
     const errors: unknown[] = [];

@@ -9,6 +9,7 @@ import {
   AUDIT_EMPTY_ANCHOR,
   AUDIT_GENESIS,
   AuditIoError,
+  auditSealPath,
   AuditPathError,
   AuditSink,
   formatAuditAnchor,
@@ -17,7 +18,7 @@ import {
   verifyAuditBytes,
   verifyAuditLog,
 } from "../src/audit/index.js";
-import type { AuditAnchor } from "../src/audit/index.js";
+import type { AuditAnchor, AuditVerifyBytesOptions, AuditVerifyOptions } from "../src/audit/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 300);
@@ -287,6 +288,27 @@ describe("verifyAuditLog on the file system", () => {
     const path = join(dir, "tampered.jsonl");
     await writeFile(path, join_(lines().filter((_, i) => i !== 1)));
     expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 2, problem: "removed" });
+  });
+
+  it("refuses a path, options, bytes or a seal of the wrong type with a typed error naming it", async () => {
+    const refusals: [() => unknown, string, string][] = [
+      [() => verifyAuditLog(undefined as unknown as string), "AUDIT_CONFIG", "path"],
+      [() => verifyAuditLog(""), "AUDIT_CONFIG", "path"],
+      [() => verifyAuditLog(logPath, null as unknown as AuditVerifyOptions), "AUDIT_CONFIG", "options"],
+      [() => verifyAuditLog(logPath, { signal: {} as AbortSignal }), "AUDIT_CONFIG", "signal"],
+      [() => verifyAuditLog(logPath, { key: 42 as unknown as string }), "AUDIT_KEY", "key"],
+      // A string would read as one line cut short: the caller meant the file's bytes.
+      [() => verifyAuditBytes(original.toString("utf8") as unknown as Uint8Array), "AUDIT_CONFIG", "data"],
+      [() => verifyAuditBytes(original, 7 as unknown as AuditVerifyBytesOptions), "AUDIT_CONFIG", "options"],
+      [() => verifyAuditBytes(original, { key: "k".repeat(32), seal: 5 as unknown as string }), "AUDIT_CONFIG", "seal"],
+      [() => formatAuditAnchor({} as AuditAnchor), "AUDIT_ANCHOR", "anchor"],
+      [() => auditSealPath(undefined as unknown as string), "AUDIT_CONFIG", "path"],
+    ];
+    for (const [call, code, at] of refusals) {
+      const error = await (async () => call())().catch((e: unknown) => e);
+      expect(error, `${call.toString()}`).toMatchObject({ code });
+      if (code === "AUDIT_CONFIG") expect(error, call.toString()).toMatchObject({ option: at });
+    }
   });
 
   it("rejects with the signal's reason when aborted", async () => {

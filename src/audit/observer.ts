@@ -1,4 +1,5 @@
 import type { GateDecision } from "../engine/records.js";
+import { AuditConfigError } from "./errors.js";
 import type { AuditSink } from "./sink.js";
 
 /** The engine observer {@link auditObserver} returns: it handles `onGate` only. */
@@ -19,8 +20,14 @@ export interface AuditObserver {
  * await sink.flush();
  * await sink.close();
  * ```
+ *
+ * @throws AuditConfigError naming `sink` when it is not an {@link AuditSink}.
  */
 export function auditObserver(sink: AuditSink): AuditObserver {
+  // Checked here: a sink without append would throw into the run at its first decision.
+  if (typeof (sink as { append?: unknown } | null | undefined)?.append !== "function") {
+    throw new AuditConfigError("sink", "auditObserver: sink must be an AuditSink, with an append method");
+  }
   return {
     onGate(event) {
       // A malformed event becomes a reported AuditRecordError, never a throw into the run.

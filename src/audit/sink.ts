@@ -20,6 +20,7 @@ import {
   AuditRecordError,
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
+import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { describe, readFrom, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
 import type { AuditKey } from "./key.js";
@@ -162,19 +163,26 @@ export class AuditSink {
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
+   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object,
+   *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean or `onError` not a
+   *   function.
    * @throws AuditAnchorError when `options.anchor` is malformed.
-   * @throws AuditKeyError when `options.key` is too short, or the log is keyed and no key is given.
-   * @throws AuditConfigError when `options.lockTimeoutMs` is not a non-negative integer.
+   * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
+   *   keyed and no key is given.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
    * @throws AuditLockError when another process holds the log's lock too long.
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
-  static async open(path: string, options: AuditSinkOptions = {}): Promise<AuditSink> {
+  static async open(path: string, options?: AuditSinkOptions): Promise<AuditSink> {
+    assertPathArgument(path, "cannot open an audit log");
+    const abs = resolve(path);
+    options = optionsArgument(options, `cannot open audit log ${abs}`);
+    assertOptionType(options.fsync, "fsync", "boolean", `cannot open audit log ${abs}`);
+    assertOptionType(options.onError, "onError", "function", `cannot open audit log ${abs}`);
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
     const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
-    const abs = resolve(path);
     const problem = options.lockTimeoutMs === undefined ? undefined : lockMsProblem(options.lockTimeoutMs);
     if (problem !== undefined) {
       throw new AuditConfigError("lockTimeoutMs", `cannot open audit log ${abs}: options.lockTimeoutMs ${problem}`);

@@ -6,9 +6,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { shownValue } from "../grant/errors.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "./duplicate-member.js";
-import { AuditIoError, AuditPathError } from "./errors.js";
+import { AuditConfigError, AuditIoError, AuditPathError } from "./errors.js";
+import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { describe, readFrom } from "./file-io.js";
 import { auditKeyBytes, lineMac, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
@@ -291,10 +293,24 @@ export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck
  * Verifies an audit log held in memory; {@link verifyAuditLog} reads the file
  * (and, with a key, its seal) and calls this. Never throws for any content:
  * every problem is a result.
+ * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
+ *   object, or `options.seal` not a string, `null` or `undefined`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
- * @throws AuditKeyError when `options.key` is shorter than `AUDIT_KEY_MIN_BYTES`.
+ * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
-export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOptions = {}): AuditVerifyResult {
+export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOptions): AuditVerifyResult {
+  const where = "cannot verify audit log bytes";
+  // A string would read as one line cut short; what the caller meant is the file's bytes.
+  if (!(data instanceof Uint8Array)) {
+    throw new AuditConfigError("data", `${where}: data must be a Uint8Array, got ${shownValue(data)}`);
+  }
+  options = optionsArgument(options, where);
+  if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
+    throw new AuditConfigError(
+      "seal",
+      `${where}: options.seal must be the seal file's text, null or undefined, got ${shownValue(options.seal)}`,
+    );
+  }
   const { anchor } = options;
   if (anchor !== undefined) assertAuditAnchor(anchor);
   const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
@@ -403,13 +419,18 @@ async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal 
  * ticket, a signed message) closes those gaps up to its `seq`. No chain
  * proves that the records were true when the writer wrote them.
  *
+ * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object, or
+ *   `options.signal` not an AbortSignal.
  * @throws AuditAnchorError when `options.anchor` is malformed.
- * @throws AuditKeyError when `options.key` is too short.
+ * @throws AuditKeyError when `options.key` is not a string or bytes, or too short.
  * @throws AuditPathError when `path` (or its seal) is not a regular file.
  * @throws AuditIoError when the file cannot be read (a missing file included:
  *   its `cause.code` is `"ENOENT"`).
  */
-export async function verifyAuditLog(path: string, options: AuditVerifyOptions = {}): Promise<AuditVerifyResult> {
+export async function verifyAuditLog(path: string, options?: AuditVerifyOptions): Promise<AuditVerifyResult> {
+  assertPathArgument(path, "cannot verify an audit log");
+  options = optionsArgument(options, `cannot verify audit log ${path}`);
+  assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
   const { signal, anchor, key } = options;
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
