@@ -165,6 +165,19 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     if (!misplaced.ok) expect(misplaced.message).toMatch(/its last members are not its "hash" and "mac"/);
   });
 
+  it("a byte order mark or CRLF line endings (a log saved by an editor), named as such", () => {
+    const bom = verifyAuditBytes(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), original]));
+    expect(bom).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!bom.ok) expect(bom.message).toBe("line 1 is malformed: it starts with a byte order mark (U+FEFF)");
+    const crlf = verifyAuditBytes(Buffer.from(original.toString("utf8").replaceAll("\n", "\r\n")));
+    expect(crlf).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!crlf.ok) {
+      expect(crlf.message).toBe("line 1 is malformed: it ends with a carriage return (CRLF line endings)");
+    }
+    const lastOnly = verifyAuditBytes(Buffer.from(`${original.toString("utf8").slice(0, -1)}\r\n`));
+    expect(lastOnly).toMatchObject({ ok: false, line: 5, problem: "malformed" });
+  });
+
   it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
     // JSON.parse keeps the last of two members; a reader that keeps the first would see another record.
     const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;

@@ -22,7 +22,8 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
  * What verification found wrong, at the first line where it shows:
  * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
  *   member twice in one object, a missing or extra field, an invalid record,
- *   an empty line, a line without a `mac` among lines with one).
+ *   an empty line, a line without a `mac` among lines with one, a byte order
+ *   mark, a CRLF line ending).
  * - `"edited"`: the line's content does not match its own hash, or it does
  *   not link to the line before it (one of the two was rewritten and
  *   re-hashed), or the line an anchor or the seal vouches for differs from it.
@@ -137,6 +138,9 @@ function parseLine(bytes: Uint8Array): ParsedLine {
   } catch {
     return { type: "malformed", why: "it is not valid UTF-8" };
   }
+  // What an editor leaves in a log it saved: said as such, not as "not JSON".
+  if (text.startsWith("\uFEFF")) return { type: "malformed", why: "it starts with a byte order mark (U+FEFF)" };
+  if (text.endsWith("\r")) return { type: "malformed", why: "it ends with a carriage return (CRLF line endings)" };
   const tail = TAIL_PATTERN.exec(text);
   if (!tail || tail.index === 0) {
     return { type: "malformed", why: 'it does not end with a "hash" member' };
