@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
-import { chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
+import { appendFile, chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -107,6 +107,20 @@ describe("AuditSink files", () => {
     expect(await readFile(path, "utf8")).toBe(tampered);
     await writeFile(path, text.slice(0, -5));
     await expect(AuditSink.open(path)).rejects.toMatchObject({ problem: "truncated", line: 3 });
+  });
+
+  it("names what another writer did to an open log as verify does: a copy of an earlier line is duplicated", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    for (let i = 1; i <= 3; i++) await sink.append(gateRecord(i));
+    const text = await readFile(path, "utf8");
+    await appendFile(path, `${text.split("\n")[0]}\n`);
+    const error = await sink.append(gateRecord(4)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditCorruptError);
+    expect(error).toMatchObject({ line: 4, problem: "duplicated" });
+    expect((error as Error).message).toMatch(/line 4 duplicates line 1$/);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 4, problem: "duplicated" });
+    await sink.close();
   });
 
   it("refuses a log that ends before the anchor it is given", async () => {

@@ -445,12 +445,18 @@ export class AuditSink {
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
     const key = this.#key;
-    const chain = verifyChain(
-      added,
-      this.#anchor,
-      key === undefined ? { type: "none", keyed: false } : { type: "key", key },
-    );
-    if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
+    const macs = key === undefined ? { type: "none" as const, keyed: false } : { type: "key" as const, key };
+    const chain = verifyChain(added, this.#anchor, macs);
+    if ("ok" in chain) {
+      // The added lines alone cannot tell a copy of a line before them from a
+      // spliced one; the whole chain can, and finds an earlier change first.
+      const whole = await readFrom(this.#handle, 0, size).then(
+        (data) => verifyChain(data, AUDIT_EMPTY_ANCHOR, macs),
+        () => chain,
+      );
+      const found = "ok" in whole ? whole : chain;
+      throw this.#corrupt(found.line, found.problem, found.message);
+    }
     this.#anchor = chain.anchor;
     this.#size += added.length;
   }
