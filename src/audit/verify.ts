@@ -416,12 +416,14 @@ async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal 
  * With the key it was written with, verification also checks each line's
  * `mac` and the seal beside the log (`<path>.seal`; for a symbolic link,
  * beside the file it leads to): a line added, or a chain re-hashed, by anyone
- * without the key is `"forged"`, and trailing lines removed are `"removed"`. What the key cannot catch: the log and its seal
- * both rolled back to a state someone copied earlier, or both deleted; lines
- * the writer appended after its last seal (a crash between the two) are
- * accepted on their MACs alone. An anchor kept out of reach (another host, a
- * ticket, a signed message) closes those gaps up to its `seq`. No chain
- * proves that the records were true when the writer wrote them.
+ * without the key is `"forged"`, and trailing lines removed are `"removed"`.
+ * What the key cannot catch: the log and its seal both rolled back to a state
+ * someone copied earlier, both deleted, or both replaced by another log's
+ * written under the same key; lines the writer appended after its last seal
+ * (a crash between the two) are accepted on their MACs alone. An anchor kept
+ * out of reach (another host, a ticket, a signed message) closes those gaps
+ * up to its `seq`. No chain proves that the records were true when the writer
+ * wrote them.
  *
  * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object, or
  *   `options.signal` not an AbortSignal.
