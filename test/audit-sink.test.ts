@@ -1,7 +1,20 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
-import { appendFile, chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
+import {
+  appendFile,
+  chmod,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -121,6 +134,30 @@ describe("AuditSink files", () => {
     expect((error as Error).message).toMatch(/line 4 duplicates line 1$/);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 4, problem: "duplicated" });
     await sink.close();
+  });
+
+  it("refuses to write once its file was moved aside, replaced or removed, and reports it", async () => {
+    for (const change of ["moved", "replaced", "removed"] as const) {
+      const path = fresh();
+      const errors: unknown[] = [];
+      const sink = await AuditSink.open(path, { onError: (e) => errors.push(e) });
+      await sink.append(gateRecord(1));
+      const before = await readFile(path, "utf8");
+      const aside = `${path}.1`;
+      if (change !== "removed") await rename(path, aside);
+      else await unlink(path);
+      if (change === "replaced") await writeFile(path, "");
+      // Before, the record went into the file moved aside (or into no file at all) and the append resolved.
+      const error = await sink.append(gateRecord(2)).catch((e: unknown) => e);
+      expect(error, change).toBeInstanceOf(AuditPathError);
+      expect((error as Error).message, change).toContain(`audit log ${path} was moved, replaced or removed`);
+      expect(errors, change).toEqual([error]);
+      await expect(sink.append(gateRecord(3)), change).rejects.toBe(error);
+      await expect(sink.flush(), change).rejects.toBe(error);
+      await sink.close();
+      if (change !== "removed") expect(await readFile(aside, "utf8"), change).toBe(before);
+      if (change === "replaced") expect(await readFile(path, "utf8"), change).toBe("");
+    }
   });
 
   it("refuses a log that ends before the anchor it is given", async () => {

@@ -327,6 +327,8 @@ export class AuditSink {
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
    *   a line another writer added does not continue the chain); the sink then refuses later appends.
    * @throws AuditIoError when writing failed (the sink then refuses later appends).
+   * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
+   *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
    */
   append(record: GateDecision): Promise<AuditAppend> {
@@ -404,12 +406,16 @@ export class AuditSink {
     if (this.#dead) throw this.#dead;
     try {
       return await this.#locked(async (lock) => {
+        await this.#assertAtPath();
         await this.#catchUp();
         return this.#appendLines(records, lock);
       });
     } catch (thrown) {
       const error =
-        thrown instanceof AuditCorruptError || thrown instanceof AuditIoError || thrown instanceof AuditLockError
+        thrown instanceof AuditCorruptError ||
+        thrown instanceof AuditIoError ||
+        thrown instanceof AuditLockError ||
+        thrown instanceof AuditPathError
           ? thrown
           : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, {
               cause: thrown,
@@ -418,6 +424,36 @@ export class AuditSink {
       // in a state no later line should be written after.
       if (!(error instanceof AuditLockError)) this.#dead = error;
       throw error;
+    }
+  }
+
+  /**
+   * Checks that the log's path still leads to the file this sink has open.
+   * Runs under the lock. A file moved aside (rotated), replaced or removed
+   * would take the lines, or lose them with its last handle, while the log at
+   * the path went on without them and no append failed.
+   * @throws AuditPathError when it does not.
+   */
+  async #assertAtPath(): Promise<void> {
+    let mine;
+    let named;
+    try {
+      [mine, named] = await Promise.all([
+        this.#handle.stat(),
+        lstat(this.path).catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+          throw error;
+        }),
+      ]);
+    } catch (error) {
+      throw new AuditIoError(this.path, `cannot inspect audit log ${this.path}: ${describe(error)}`, { cause: error });
+    }
+    if (named === undefined || named.ino !== mine.ino || named.dev !== mine.dev) {
+      throw new AuditPathError(
+        this.path,
+        `audit log ${this.path} was moved, replaced or removed while this sink had it open; ` +
+          "nothing more is written through it (close it, and open the log again)",
+      );
     }
   }
 
