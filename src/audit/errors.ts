@@ -1,7 +1,10 @@
 import { LoopctlError } from "../errors.js";
 import type { AuditProblem } from "./verify.js";
 
-/** A file system path the audit sink refuses: a symbolic link, or not a regular file. */
+/**
+ * A file system path the audit sink refuses: a symbolic link, not a regular
+ * file, or a log moved aside, replaced or removed while a sink had it open.
+ */
 export class AuditPathError extends LoopctlError {
   /** The refused path. */
   readonly path: string;
