@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -149,6 +149,15 @@ describe("a keyed audit log", () => {
     expect(linesOf(text)).toHaveLength(3);
   });
 
+  it("read through a symbolic link, is checked against the seal beside the file it points to", async () => {
+    const { path, text } = await keyedLog(3);
+    const link = join(dir, `current-${++counter}.jsonl`);
+    await symlink(path, link);
+    expect(await verifyAuditLog(link, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    await writeFile(path, textOf(linesOf(text).slice(0, 2)));
+    expect(await verifyAuditLog(link, { key })).toMatchObject({ ok: false, line: 3, problem: "removed" });
+  });
+
   it("checks the bytes in memory against a seal given as text", async () => {
     const { text, seal } = await keyedLog(2);
     expect(verifyAuditBytes(Buffer.from(text), { key, seal }).ok).toBe(true);
@@ -211,6 +220,12 @@ describe("readAuditKeyFile", () => {
     const raw = join(dir, "raw.key");
     await writeFile(raw, key, { mode: 0o600 });
     expect(Buffer.from(await readAuditKeyFile(raw)).equals(key)).toBe(true);
+  });
+
+  it("refuses a path that is not a non-empty string with a typed error naming it", async () => {
+    for (const path of [undefined, "", 7]) {
+      await expect(readAuditKeyFile(path as string)).rejects.toMatchObject({ code: "AUDIT_CONFIG", option: "path" });
+    }
   });
 
   it("refuses a key file others can read, and one too short", async () => {

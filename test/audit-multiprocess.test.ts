@@ -7,9 +7,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
+import type { AuditVerifyResult } from "../src/audit/index.js";
+import { resultOf, startChild } from "./support/child-process.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 const writerScript = fileURLToPath(new URL("./support/audit-append-writer.ts", import.meta.url));
+const steadyWriterScript = fileURLToPath(new URL("./support/audit-steady-writer.ts", import.meta.url));
 const WRITERS = 4;
 const EACH = 40;
 
@@ -188,5 +191,29 @@ describe("a writer whose lock is broken while it holds it", () => {
     await sink.close();
     expect(errors).toEqual(["AUDIT_LOCK"]);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(3)] });
+  });
+});
+
+describe("a log verified while another process appends to it", () => {
+  it("verifies every time, keyed or not, and names no line", async () => {
+    const key = randomBytes(32);
+    const keyFile = join(dir, "live.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    for (const keyed of [true, false]) {
+      const path = join(dir, keyed ? "live-keyed.jsonl" : "live-plain.jsonl");
+      const writer = startChild(steadyWriterScript, [path, "2000", ...(keyed ? [keyFile] : [])]);
+      await writer.ready;
+      const failures: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const result: AuditVerifyResult = await verifyAuditLog(path, keyed ? { key } : {});
+        if (!result.ok) failures.push(`line ${result.line} (${result.problem}): ${result.message}`);
+      }
+      writer.send("stop");
+      const { appended } = await resultOf<{ appended: number }>(writer, "audit-steady-writer");
+      // Before, a keyed log was read, then its seal, which the writer had moved past the lines read meanwhile.
+      expect(failures, keyed ? "keyed" : "plain").toEqual([]);
+      const result = await verifyAuditLog(path, keyed ? { key } : {});
+      expect(result).toMatchObject({ ok: true, anchor: { seq: appended } });
+    }
   });
 });

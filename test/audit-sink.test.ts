@@ -1,7 +1,20 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
-import { chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile, mkdir } from "node:fs/promises";
+import {
+  appendFile,
+  chmod,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -18,6 +31,7 @@ import {
   verifyAuditLog,
 } from "../src/audit/index.js";
 import { GATE_VERDICTS, RULE_SOURCES } from "../src/engine/index.js";
+import type { AuditSinkOptions } from "../src/audit/index.js";
 import type { GateDecision } from "../src/engine/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
@@ -108,6 +122,44 @@ describe("AuditSink files", () => {
     await expect(AuditSink.open(path)).rejects.toMatchObject({ problem: "truncated", line: 3 });
   });
 
+  it("names what another writer did to an open log as verify does: a copy of an earlier line is duplicated", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    for (let i = 1; i <= 3; i++) await sink.append(gateRecord(i));
+    const text = await readFile(path, "utf8");
+    await appendFile(path, `${text.split("\n")[0]}\n`);
+    const error = await sink.append(gateRecord(4)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditCorruptError);
+    expect(error).toMatchObject({ line: 4, problem: "duplicated" });
+    expect((error as Error).message).toMatch(/line 4 duplicates line 1$/);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 4, problem: "duplicated" });
+    await sink.close();
+  });
+
+  it("refuses to write once its file was moved aside, replaced or removed, and reports it", async () => {
+    for (const change of ["moved", "replaced", "removed"] as const) {
+      const path = fresh();
+      const errors: unknown[] = [];
+      const sink = await AuditSink.open(path, { onError: (e) => errors.push(e) });
+      await sink.append(gateRecord(1));
+      const before = await readFile(path, "utf8");
+      const aside = `${path}.1`;
+      if (change !== "removed") await rename(path, aside);
+      else await unlink(path);
+      if (change === "replaced") await writeFile(path, "");
+      // Before, the record went into the file moved aside (or into no file at all) and the append resolved.
+      const error = await sink.append(gateRecord(2)).catch((e: unknown) => e);
+      expect(error, change).toBeInstanceOf(AuditPathError);
+      expect((error as Error).message, change).toContain(`audit log ${path} was moved, replaced or removed`);
+      expect(errors, change).toEqual([error]);
+      await expect(sink.append(gateRecord(3)), change).rejects.toBe(error);
+      await expect(sink.flush(), change).rejects.toBe(error);
+      await sink.close();
+      if (change !== "removed") expect(await readFile(aside, "utf8"), change).toBe(before);
+      if (change === "replaced") expect(await readFile(path, "utf8"), change).toBe("");
+    }
+  });
+
   it("refuses a log that ends before the anchor it is given", async () => {
     const path = fresh();
     const sink = await AuditSink.open(path);
@@ -146,6 +198,36 @@ describe("AuditSink files", () => {
     }
     const sink = await AuditSink.open(fresh(), { lockTimeoutMs: 0 });
     await sink.close();
+  });
+
+  it("refuses a path, options or a key of the wrong type with a typed error naming it, before it touches the file", async () => {
+    const path = fresh();
+    const refusals: [unknown, unknown, string, string][] = [
+      [undefined, {}, "AUDIT_CONFIG", "path"],
+      ["", {}, "AUDIT_CONFIG", "path"],
+      [42, {}, "AUDIT_CONFIG", "path"],
+      [path, null, "AUDIT_CONFIG", "options"],
+      [path, "fsync", "AUDIT_CONFIG", "options"],
+      [path, { fsync: "no" }, "AUDIT_CONFIG", "fsync"],
+      [path, { onError: "console.error" }, "AUDIT_CONFIG", "onError"],
+      [path, { key: 42 }, "AUDIT_KEY", "key"],
+      [path, { key: {} }, "AUDIT_KEY", "key"],
+      // An array of numbers is not bytes: Buffer.from would cut 300 to 44.
+      [path, { key: Array.from({ length: 32 }, () => 300) }, "AUDIT_KEY", "key"],
+    ];
+    for (const [where, options, code, at] of refusals) {
+      const error = await AuditSink.open(where as string, options as AuditSinkOptions).catch((e: unknown) => e);
+      const what = `${JSON.stringify(where)} ${JSON.stringify(options)}`;
+      expect(error, what).toMatchObject({ code });
+      if (code === "AUDIT_CONFIG") {
+        expect(error, what).toBeInstanceOf(AuditConfigError);
+        expect(error, what).toMatchObject({ option: at });
+        expect((error as Error).message, what).toMatch(new RegExp(`${at} must be`));
+      } else {
+        expect((error as Error).message, what).toMatch(/an audit key must be a string or a Uint8Array, got /);
+      }
+    }
+    await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("syncs every line with fsync on", async () => {
@@ -233,6 +315,33 @@ describe("AuditSink appends", () => {
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
   });
 
+  it("rejects a record that throws when read, and reports it, never throwing itself", async () => {
+    const path = fresh();
+    const onError = vi.fn();
+    const sink = await AuditSink.open(path, { onError });
+    const throwing = {
+      ...gateRecord(1),
+      get verdict(): string {
+        throw new Error("no verdict here");
+      },
+    } as unknown as GateDecision;
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    for (const record of [throwing, revoked.proxy as unknown as GateDecision]) {
+      let pending: Promise<unknown> | undefined;
+      expect(() => (pending = sink.append(record))).not.toThrow();
+      const error = await pending?.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AuditRecordError);
+      expect((error as AuditRecordError).message).toMatch(/^not a GateDecision, not written to .*: /);
+      expect(onError).toHaveBeenLastCalledWith(error);
+    }
+    expect(onError).toHaveBeenCalledTimes(2);
+    await sink.append(gateRecord(2));
+    await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
+    await sink.close();
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
+  });
+
   it("rejects appends after close, and reports them", async () => {
     const path = fresh();
     const onError = vi.fn(() => {
@@ -279,6 +388,21 @@ describe("a write that fails mid-line", () => {
 });
 
 describe("auditObserver", () => {
+  it("refuses a sink that is not an AuditSink when it is made, not at the first decision", () => {
+    for (const sink of [undefined, null, {}, { append: "no" }]) {
+      const error = (() => {
+        try {
+          auditObserver(sink as unknown as AuditSink);
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(AuditConfigError);
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "sink" });
+    }
+  });
+
   it("appends every gate decision without throwing into the run", async () => {
     const path = fresh();
     const errors: unknown[] = [];
@@ -289,13 +413,23 @@ describe("auditObserver", () => {
     observer.onGate(engineEvent);
     expect(() => observer.onGate({ decision: { nope: true } as unknown as GateDecision })).not.toThrow();
     expect(() => observer.onGate(undefined as unknown as { decision: GateDecision })).not.toThrow();
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    expect(() => observer.onGate(revoked.proxy as { decision: GateDecision })).not.toThrow();
+    const throwing = {
+      get decision(): GateDecision {
+        throw new Error("no decision here");
+      },
+    };
+    expect(() => observer.onGate(throwing)).not.toThrow();
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(2);
+    expect(errors).toHaveLength(4);
     await sink.close();
     observer.onGate({ decision: gateRecord(3) });
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
-    expect(errors).toHaveLength(3);
-    expect(errors[2]).toBeInstanceOf(AuditClosedError);
+    expect(errors).toHaveLength(5);
+    expect(errors.slice(0, 4).every((e) => e instanceof AuditRecordError)).toBe(true);
+    expect(errors[4]).toBeInstanceOf(AuditClosedError);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
   });
 });

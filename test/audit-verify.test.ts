@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { appendFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +9,7 @@ import {
   AUDIT_EMPTY_ANCHOR,
   AUDIT_GENESIS,
   AuditIoError,
+  auditSealPath,
   AuditPathError,
   AuditSink,
   formatAuditAnchor,
@@ -16,7 +18,7 @@ import {
   verifyAuditBytes,
   verifyAuditLog,
 } from "../src/audit/index.js";
-import type { AuditAnchor } from "../src/audit/index.js";
+import type { AuditAnchor, AuditVerifyBytesOptions, AuditVerifyOptions } from "../src/audit/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 300);
@@ -163,6 +165,19 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     if (!misplaced.ok) expect(misplaced.message).toMatch(/its last members are not its "hash" and "mac"/);
   });
 
+  it("a byte order mark or CRLF line endings (a log saved by an editor), named as such", () => {
+    const bom = verifyAuditBytes(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), original]));
+    expect(bom).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!bom.ok) expect(bom.message).toBe("line 1 is malformed: it starts with a byte order mark (U+FEFF)");
+    const crlf = verifyAuditBytes(Buffer.from(original.toString("utf8").replaceAll("\n", "\r\n")));
+    expect(crlf).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!crlf.ok) {
+      expect(crlf.message).toBe("line 1 is malformed: it ends with a carriage return (CRLF line endings)");
+    }
+    const lastOnly = verifyAuditBytes(Buffer.from(`${original.toString("utf8").slice(0, -1)}\r\n`));
+    expect(lastOnly).toMatchObject({ ok: false, line: 5, problem: "malformed" });
+  });
+
   it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
     // JSON.parse keeps the last of two members; a reader that keeps the first would see another record.
     const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
@@ -288,10 +303,55 @@ describe("verifyAuditLog on the file system", () => {
     expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 2, problem: "removed" });
   });
 
+  it("refuses a path, options, bytes or a seal of the wrong type with a typed error naming it", async () => {
+    const refusals: [() => unknown, string, string][] = [
+      [() => verifyAuditLog(undefined as unknown as string), "AUDIT_CONFIG", "path"],
+      [() => verifyAuditLog(""), "AUDIT_CONFIG", "path"],
+      [() => verifyAuditLog(logPath, null as unknown as AuditVerifyOptions), "AUDIT_CONFIG", "options"],
+      [() => verifyAuditLog(logPath, { signal: {} as AbortSignal }), "AUDIT_CONFIG", "signal"],
+      [() => verifyAuditLog(logPath, { key: 42 as unknown as string }), "AUDIT_KEY", "key"],
+      // A string would read as one line cut short: the caller meant the file's bytes.
+      [() => verifyAuditBytes(original.toString("utf8") as unknown as Uint8Array), "AUDIT_CONFIG", "data"],
+      [() => verifyAuditBytes(original, 7 as unknown as AuditVerifyBytesOptions), "AUDIT_CONFIG", "options"],
+      [() => verifyAuditBytes(original, { key: "k".repeat(32), seal: 5 as unknown as string }), "AUDIT_CONFIG", "seal"],
+      [() => formatAuditAnchor({} as AuditAnchor), "AUDIT_ANCHOR", "anchor"],
+      [() => auditSealPath(undefined as unknown as string), "AUDIT_CONFIG", "path"],
+    ];
+    for (const [call, code, at] of refusals) {
+      const error = await (async () => call())().catch((e: unknown) => e);
+      expect(error, `${call.toString()}`).toMatchObject({ code });
+      if (code === "AUDIT_CONFIG") expect(error, call.toString()).toMatchObject({ option: at });
+    }
+  });
+
   it("rejects with the signal's reason when aborted", async () => {
     const controller = new AbortController();
     controller.abort(new Error("stop"));
     await expect(verifyAuditLog(logPath, { signal: controller.signal })).rejects.toThrow("stop");
+  });
+
+  it("waits for the last line a writer is still writing; one no writer finishes is truncated", async () => {
+    // A write of more than a page reaches the file a page at a time: a reader
+    // can find the first part of a line whose rest is still being copied in.
+    const path = join(dir, "mid-write.jsonl");
+    const cut = original.length - 40;
+    await writeFile(path, original.subarray(0, cut));
+    const verifying = verifyAuditLog(path);
+    setTimeout(() => appendFileSync(path, original.subarray(cut)), 20);
+    expect(await verifying).toMatchObject({ ok: true, anchor });
+
+    // The writer finished that line and is part-way through the next: the log up to it verifies.
+    await writeFile(path, original.subarray(0, cut));
+    const next = Buffer.from(`${(lines()[0] as string).slice(0, 50)}`);
+    const verifyingMore = verifyAuditLog(path);
+    setTimeout(() => appendFileSync(path, Buffer.concat([original.subarray(cut), next])), 20);
+    expect(await verifyingMore).toMatchObject({ ok: true, anchor });
+
+    await writeFile(path, original.subarray(0, cut));
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: false, line: 5, problem: "truncated" });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("stop waiting")), 5);
+    await expect(verifyAuditLog(path, { signal: controller.signal })).rejects.toThrow("stop waiting");
   });
 });
 

@@ -1,7 +1,10 @@
 import { LoopctlError } from "../errors.js";
 import type { AuditProblem } from "./verify.js";
 
-/** A file system path the audit sink refuses: a symbolic link, or not a regular file. */
+/**
+ * A file system path the audit sink refuses: a symbolic link, not a regular
+ * file, or a log moved aside, replaced or removed while a sink had it open.
+ */
 export class AuditPathError extends LoopctlError {
   /** The refused path. */
   readonly path: string;
@@ -100,9 +103,16 @@ export class AuditLockError extends LoopctlError {
   }
 }
 
-/** An option of {@link AuditSink.open} that cannot be used, such as a `lockTimeoutMs` that is not a non-negative integer. */
+/**
+ * An argument or option of an audit function that cannot be used: a `path`
+ * that is not a non-empty string, `options` that are not an object, a
+ * `lockTimeoutMs` that is not a non-negative integer, an `fsync` that is not a
+ * boolean, an `onError` that is not a function, a `signal` that is not an
+ * AbortSignal, bytes to verify that are not a Uint8Array, a `seal` that is not
+ * text, a sink that is not an AuditSink.
+ */
 export class AuditConfigError extends LoopctlError {
-  /** The option at fault, such as `"lockTimeoutMs"`. */
+  /** The argument or option at fault, such as `"lockTimeoutMs"`, `"path"` or `"options"`. */
   readonly option: string;
 
   constructor(option: string, message: string) {

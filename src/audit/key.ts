@@ -1,6 +1,8 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
+import { shownValue } from "../grant/errors.js";
+import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditKeyError } from "./errors.js";
 
 /**
@@ -14,9 +16,14 @@ export type AuditKey = Uint8Array | string;
 
 /**
  * The key as bytes.
- * @throws AuditKeyError when it is shorter than {@link AUDIT_KEY_MIN_BYTES}.
+ * @throws AuditKeyError when it is neither a string nor a Uint8Array, or shorter than
+ *   {@link AUDIT_KEY_MIN_BYTES}.
  */
 export function auditKeyBytes(key: AuditKey): Buffer {
+  // Buffer.from would take an array of numbers too, each one cut to a byte.
+  if (typeof key !== "string" && !(key instanceof Uint8Array)) {
+    throw new AuditKeyError(`an audit key must be a string or a Uint8Array, got ${shownValue(key)}`);
+  }
   const bytes = typeof key === "string" ? Buffer.from(key, "utf8") : Buffer.from(key);
   if (bytes.length < AUDIT_KEY_MIN_BYTES) {
     throw new AuditKeyError(`an audit key must be at least ${AUDIT_KEY_MIN_BYTES} bytes, got ${bytes.length}`);
@@ -29,10 +36,12 @@ export function auditKeyBytes(key: AuditKey): Buffer {
  * trailing newline (so `openssl rand -hex 32 > audit.key` works as it is).
  * On POSIX the file must not be readable or writable by group or others.
  *
+ * @throws AuditConfigError when `path` is not a non-empty string.
  * @throws AuditKeyError when the file is open to others or the key too short.
  * @throws AuditIoError when the file cannot be read (`cause.code` says why).
  */
 export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
+  assertPathArgument(path, "cannot read an audit key file");
   let bytes: Buffer;
   let mode: number;
   try {

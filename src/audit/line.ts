@@ -26,8 +26,12 @@ export const AUDIT_EMPTY_ANCHOR: AuditAnchor = Object.freeze({ seq: 0, hash: AUD
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
-/** Prints an anchor as `<seq>:<hash>`, the form the CLI's `--anchor` takes. */
+/**
+ * Prints an anchor as `<seq>:<hash>`, the form the CLI's `--anchor` takes.
+ * @throws AuditAnchorError when `anchor` is not a seq with a 64-hex hash.
+ */
 export function formatAuditAnchor(anchor: AuditAnchor): string {
+  assertAuditAnchor(anchor);
   return `${anchor.seq}:${anchor.hash}`;
 }
 

@@ -2,6 +2,7 @@ import { constants } from "node:fs";
 import { open, rename } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { FileHandle } from "node:fs/promises";
+import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditPathError } from "./errors.js";
 import { sealMac } from "./key.js";
 import type { AuditAnchor } from "./line.js";
@@ -19,8 +20,12 @@ export interface AuditSeal {
   readonly mac: string;
 }
 
-/** Where the seal of the log at `logPath` is kept: `<logPath>.seal`. */
+/**
+ * Where the seal of the log at `logPath` is kept: `<logPath>.seal`.
+ * @throws AuditConfigError when `logPath` is not a non-empty string.
+ */
 export function auditSealPath(logPath: string): string {
+  assertPathArgument(logPath, "auditSealPath");
   return `${logPath}.seal`;
 }
 

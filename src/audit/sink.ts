@@ -20,6 +20,7 @@ import {
   AuditRecordError,
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
+import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { describe, readFrom, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
 import type { AuditKey } from "./key.js";
@@ -162,19 +163,26 @@ export class AuditSink {
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
+   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object,
+   *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean or `onError` not a
+   *   function.
    * @throws AuditAnchorError when `options.anchor` is malformed.
-   * @throws AuditKeyError when `options.key` is too short, or the log is keyed and no key is given.
-   * @throws AuditConfigError when `options.lockTimeoutMs` is not a non-negative integer.
+   * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
+   *   keyed and no key is given.
    * @throws AuditPathError when `path` is a symbolic link or not a regular file.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
    * @throws AuditLockError when another process holds the log's lock too long.
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
-  static async open(path: string, options: AuditSinkOptions = {}): Promise<AuditSink> {
+  static async open(path: string, options?: AuditSinkOptions): Promise<AuditSink> {
+    assertPathArgument(path, "cannot open an audit log");
+    const abs = resolve(path);
+    options = optionsArgument(options, `cannot open audit log ${abs}`);
+    assertOptionType(options.fsync, "fsync", "boolean", `cannot open audit log ${abs}`);
+    assertOptionType(options.onError, "onError", "function", `cannot open audit log ${abs}`);
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
     const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
-    const abs = resolve(path);
     const problem = options.lockTimeoutMs === undefined ? undefined : lockMsProblem(options.lockTimeoutMs);
     if (problem !== undefined) {
       throw new AuditConfigError("lockTimeoutMs", `cannot open audit log ${abs}: options.lockTimeoutMs ${problem}`);
@@ -319,24 +327,31 @@ export class AuditSink {
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
    *   a line another writer added does not continue the chain); the sink then refuses later appends.
    * @throws AuditIoError when writing failed (the sink then refuses later appends).
+   * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
+   *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
    */
   append(record: GateDecision): Promise<AuditAppend> {
     if (this.#closed) return Promise.reject(this.#lose(new AuditClosedError(this.path)));
-    const parsed = GateDecisionSchema.safeParse(record);
-    if (!parsed.success) {
-      return Promise.reject(
-        this.#lose(
-          new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${zodIssuesLine(parsed.error, 1)}`, {
-            cause: parsed.error,
-          }),
-        ),
-      );
-    }
+    const parsed = this.#parse(record);
+    if (parsed instanceof AuditRecordError) return Promise.reject(this.#lose(parsed));
     return new Promise((resolve, reject) => {
-      this.#pending.push({ record: parsed.data, resolve, reject });
+      this.#pending.push({ record: parsed, resolve, reject });
       this.#draining ??= this.#drain();
     });
+  }
+
+  /** `record` as the schema reads it, or why it is not a GateDecision. */
+  #parse(record: unknown): GateDecision | AuditRecordError {
+    const refuse = (why: string, cause: unknown): AuditRecordError =>
+      new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${why}`, { cause });
+    try {
+      const parsed = GateDecisionSchema.safeParse(record);
+      return parsed.success ? parsed.data : refuse(zodIssuesLine(parsed.error, 1), parsed.error);
+    } catch (error) {
+      // A getter that throws, a revoked Proxy: safeParse lets that through.
+      return refuse(`reading it threw: ${describe(error)}`, error);
+    }
   }
 
   /**
@@ -391,12 +406,16 @@ export class AuditSink {
     if (this.#dead) throw this.#dead;
     try {
       return await this.#locked(async (lock) => {
+        await this.#assertAtPath();
         await this.#catchUp();
         return this.#appendLines(records, lock);
       });
     } catch (thrown) {
       const error =
-        thrown instanceof AuditCorruptError || thrown instanceof AuditIoError || thrown instanceof AuditLockError
+        thrown instanceof AuditCorruptError ||
+        thrown instanceof AuditIoError ||
+        thrown instanceof AuditLockError ||
+        thrown instanceof AuditPathError
           ? thrown
           : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, {
               cause: thrown,
@@ -405,6 +424,36 @@ export class AuditSink {
       // in a state no later line should be written after.
       if (!(error instanceof AuditLockError)) this.#dead = error;
       throw error;
+    }
+  }
+
+  /**
+   * Checks that the log's path still leads to the file this sink has open.
+   * Runs under the lock. A file moved aside (rotated), replaced or removed
+   * would take the lines, or lose them with its last handle, while the log at
+   * the path went on without them and no append failed.
+   * @throws AuditPathError when it does not.
+   */
+  async #assertAtPath(): Promise<void> {
+    let mine;
+    let named;
+    try {
+      [mine, named] = await Promise.all([
+        this.#handle.stat(),
+        lstat(this.path).catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+          throw error;
+        }),
+      ]);
+    } catch (error) {
+      throw new AuditIoError(this.path, `cannot inspect audit log ${this.path}: ${describe(error)}`, { cause: error });
+    }
+    if (named === undefined || named.ino !== mine.ino || named.dev !== mine.dev) {
+      throw new AuditPathError(
+        this.path,
+        `audit log ${this.path} was moved, replaced or removed while this sink had it open; ` +
+          "nothing more is written through it (close it, and open the log again)",
+      );
     }
   }
 
@@ -432,12 +481,18 @@ export class AuditSink {
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
     const key = this.#key;
-    const chain = verifyChain(
-      added,
-      this.#anchor,
-      key === undefined ? { type: "none", keyed: false } : { type: "key", key },
-    );
-    if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
+    const macs = key === undefined ? { type: "none" as const, keyed: false } : { type: "key" as const, key };
+    const chain = verifyChain(added, this.#anchor, macs);
+    if ("ok" in chain) {
+      // The added lines alone cannot tell a copy of a line before them from a
+      // spliced one; the whole chain can, and finds an earlier change first.
+      const whole = await readFrom(this.#handle, 0, size).then(
+        (data) => verifyChain(data, AUDIT_EMPTY_ANCHOR, macs),
+        () => chain,
+      );
+      const found = "ok" in whole ? whole : chain;
+      throw this.#corrupt(found.line, found.problem, found.message);
+    }
     this.#anchor = chain.anchor;
     this.#size += added.length;
   }

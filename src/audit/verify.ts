@@ -1,13 +1,17 @@
 import { constants } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, realpath } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { shownValue } from "../grant/errors.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "./duplicate-member.js";
-import { AuditIoError, AuditPathError } from "./errors.js";
-import { describe } from "./file-io.js";
+import { AuditConfigError, AuditIoError, AuditPathError } from "./errors.js";
+import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { describe, readFrom } from "./file-io.js";
 import { auditKeyBytes, lineMac, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
 import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor } from "./line.js";
@@ -18,7 +22,8 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
  * What verification found wrong, at the first line where it shows:
  * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
  *   member twice in one object, a missing or extra field, an invalid record,
- *   an empty line, a line without a `mac` among lines with one).
+ *   an empty line, a line without a `mac` among lines with one, a byte order
+ *   mark, a CRLF line ending).
  * - `"edited"`: the line's content does not match its own hash, or it does
  *   not link to the line before it (one of the two was rewritten and
  *   re-hashed), or the line an anchor or the seal vouches for differs from it.
@@ -106,6 +111,12 @@ const LineSchema = z
 const TAIL_PATTERN = /,"hash":"([0-9a-f]{64})"(?:,"mac":"([0-9a-f]{64})")?\}$/;
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const NEWLINE = 0x0a;
+/**
+ * How long verification waits for a writer to finish the last line it found
+ * cut short. A write reaches the file a page at a time, and the kernel may
+ * pause a writer between pages for up to 200 ms when memory is short.
+ */
+const TAIL_WAIT_MS = 250;
 
 type ParsedLine =
   | {
@@ -127,6 +138,9 @@ function parseLine(bytes: Uint8Array): ParsedLine {
   } catch {
     return { type: "malformed", why: "it is not valid UTF-8" };
   }
+  // What an editor leaves in a log it saved: said as such, not as "not JSON".
+  if (text.startsWith("\uFEFF")) return { type: "malformed", why: "it starts with a byte order mark (U+FEFF)" };
+  if (text.endsWith("\r")) return { type: "malformed", why: "it ends with a carriage return (CRLF line endings)" };
   const tail = TAIL_PATTERN.exec(text);
   if (!tail || tail.index === 0) {
     return { type: "malformed", why: 'it does not end with a "hash" member' };
@@ -283,10 +297,24 @@ export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck
  * Verifies an audit log held in memory; {@link verifyAuditLog} reads the file
  * (and, with a key, its seal) and calls this. Never throws for any content:
  * every problem is a result.
+ * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
+ *   object, or `options.seal` not a string, `null` or `undefined`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
- * @throws AuditKeyError when `options.key` is shorter than `AUDIT_KEY_MIN_BYTES`.
+ * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
-export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOptions = {}): AuditVerifyResult {
+export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOptions): AuditVerifyResult {
+  const where = "cannot verify audit log bytes";
+  // A string would read as one line cut short; what the caller meant is the file's bytes.
+  if (!(data instanceof Uint8Array)) {
+    throw new AuditConfigError("data", `${where}: data must be a Uint8Array, got ${shownValue(data)}`);
+  }
+  options = optionsArgument(options, where);
+  if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
+    throw new AuditConfigError(
+      "seal",
+      `${where}: options.seal must be the seal file's text, null or undefined, got ${shownValue(options.seal)}`,
+    );
+  }
   const { anchor } = options;
   if (anchor !== undefined) assertAuditAnchor(anchor);
   const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
@@ -353,8 +381,29 @@ export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOpti
 }
 
 /**
+ * `data`, the log as read, which ends mid-line, with that line finished if a
+ * writer finishes it within {@link TAIL_WAIT_MS}: what the file has gained
+ * since, up to its last newline (a line begun after it is still being written
+ * too). A line no one finishes stays cut short, and verification says so.
+ */
+async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal | undefined): Promise<Buffer> {
+  for (let delay = 1, waited = 0; waited < TAIL_WAIT_MS; waited += delay, delay *= 2) {
+    await sleep(delay, undefined, signal ? { signal } : {});
+    const more = await readFrom(handle, data.length, data.length);
+    const end = more.lastIndexOf(NEWLINE);
+    if (end >= 0) return Buffer.concat([data, more.subarray(0, end + 1)]);
+  }
+  return data;
+}
+
+/**
  * Reads and verifies the audit log at `path` (see {@link AuditSink} for the
  * line format). Every content problem is a result value, never a throw.
+ *
+ * A log may be verified while writers append to it. With a key, the seal is
+ * read first, so it never vouches for lines the log read after it lacks. A
+ * last line found cut short is waited for, briefly, in case a writer is still
+ * writing it; one no writer finishes is `"truncated"`.
  *
  * What the chain detects without a key or an anchor: any edit of any byte, a
  * line removed anywhere but at the end, lines reordered or duplicated, a
@@ -365,31 +414,45 @@ export function verifyAuditBytes(data: Uint8Array, options: AuditVerifyBytesOpti
  * fresh chain.
  *
  * With the key it was written with, verification also checks each line's
- * `mac` and the seal beside the log (`<path>.seal`): a line added, or a chain
- * re-hashed, by anyone without the key is `"forged"`, and trailing lines
- * removed are `"removed"`. What the key cannot catch: the log and its seal
- * both rolled back to a state someone copied earlier, or both deleted; lines
- * the writer appended after its last seal (a crash between the two) are
- * accepted on their MACs alone. An anchor kept out of reach (another host, a
- * ticket, a signed message) closes those gaps up to its `seq`. No chain
- * proves that the records were true when the writer wrote them.
+ * `mac` and the seal beside the log (`<path>.seal`; for a symbolic link,
+ * beside the file it leads to): a line added, or a chain re-hashed, by anyone
+ * without the key is `"forged"`, and trailing lines removed are `"removed"`.
+ * What the key cannot catch: the log and its seal both rolled back to a state
+ * someone copied earlier, both deleted, or both replaced by another log's
+ * written under the same key; lines the writer appended after its last seal
+ * (a crash between the two) are accepted on their MACs alone. An anchor kept
+ * out of reach (another host, a ticket, a signed message) closes those gaps
+ * up to its `seq`. No chain proves that the records were true when the writer
+ * wrote them.
  *
+ * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object, or
+ *   `options.signal` not an AbortSignal.
  * @throws AuditAnchorError when `options.anchor` is malformed.
- * @throws AuditKeyError when `options.key` is too short.
+ * @throws AuditKeyError when `options.key` is not a string or bytes, or too short.
  * @throws AuditPathError when `path` (or its seal) is not a regular file.
  * @throws AuditIoError when the file cannot be read (a missing file included:
  *   its `cause.code` is `"ENOENT"`).
  */
-export async function verifyAuditLog(path: string, options: AuditVerifyOptions = {}): Promise<AuditVerifyResult> {
+export async function verifyAuditLog(path: string, options?: AuditVerifyOptions): Promise<AuditVerifyResult> {
+  assertPathArgument(path, "cannot verify an audit log");
+  options = optionsArgument(options, `cannot verify audit log ${path}`);
+  assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
   const { signal, anchor, key } = options;
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
   if (key !== undefined) auditKeyBytes(key);
-  let data: Uint8Array;
+  // A log read through a symbolic link has its seal beside the file the link
+  // leads to; when the path cannot be resolved, opening it says why.
+  const file = await realpath(path).catch(() => path);
+  // The seal before the log: a writer replaces the seal only after the lines
+  // it vouches for are written, so a seal read first never vouches for more
+  // than the log read next holds, however busy the writer is.
+  const seal = key === undefined ? null : await readSealFile(auditSealPath(file));
+  let data: Buffer;
   let handle;
   try {
     // O_NONBLOCK: a FIFO put in the log's place must not hang the verifier.
-    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+    handle = await open(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   } catch (error) {
     throw new AuditIoError(path, `cannot open audit log ${path}: ${describe(error)}`, {
       cause: error,
@@ -401,6 +464,7 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
       throw new AuditPathError(path, `audit log ${path} is not a regular file`);
     }
     data = await handle.readFile(signal ? { signal } : {});
+    if (data.length > 0 && data[data.length - 1] !== NEWLINE) data = await finishTail(handle, data, signal);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     if (error instanceof AuditPathError) throw error;
@@ -410,7 +474,6 @@ export async function verifyAuditLog(path: string, options: AuditVerifyOptions =
   } finally {
     await handle.close().catch(() => undefined);
   }
-  const seal = key === undefined ? null : await readSealFile(auditSealPath(path));
   signal?.throwIfAborted();
   return verifyAuditBytes(data, {
     ...(anchor !== undefined ? { anchor } : {}),

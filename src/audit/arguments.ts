@@ -1,0 +1,49 @@
+import { isAbortSignal } from "../abort-signal.js";
+import { shownValue } from "../grant/errors.js";
+import { AuditConfigError } from "./errors.js";
+
+/**
+ * Refuses a `path` that is not a non-empty string: `resolve()` would take
+ * `""` for the current folder, and the file system's own TypeError names
+ * no audit function.
+ * @throws AuditConfigError naming `path`.
+ */
+export function assertPathArgument(value: unknown, where: string): asserts value is string {
+  if (typeof value !== "string" || value === "") {
+    throw new AuditConfigError("path", `${where}: path must be a non-empty string, got ${shownValue(value)}`);
+  }
+}
+
+/**
+ * The options object, `{}` when it is `undefined`.
+ * @throws AuditConfigError naming `options` when it is not an object.
+ */
+export function optionsArgument<T extends object>(value: T | undefined, where: string): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== "object" || value === null) {
+    throw new AuditConfigError("options", `${where}: options must be an object, got ${shownValue(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Refuses an option that is set to something other than `undefined` or a
+ * value of its type.
+ * @throws AuditConfigError naming the option.
+ */
+export function assertOptionType(
+  value: unknown,
+  option: string,
+  type: "boolean" | "function" | "AbortSignal",
+  where: string,
+): void {
+  if (value === undefined) return;
+  const ok = type === "AbortSignal" ? isAbortSignal(value) : typeof value === type;
+  if (!ok) {
+    const article = type === "AbortSignal" ? "an" : "a";
+    throw new AuditConfigError(
+      option,
+      `${where}: options.${option} must be ${article} ${type} or undefined, got ${shownValue(value)}`,
+    );
+  }
+}
