@@ -23,10 +23,15 @@ import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
 
+/** A gate on `managers` and the records it gives, in order. */
+function recordingGate(managers: LoopManagers = new LoopManagers()): { gate: Gate; records: GateDecision[] } {
+  const records: GateDecision[] = [];
+  return { gate: new Gate(managers.withObserver({ onGate: ({ decision }) => records.push(decision) })), records };
+}
+
 function harness(managers: LoopManagers = new LoopManagers()) {
   const executed: unknown[] = [];
-  const records: GateDecision[] = [];
-  const gate = new Gate(managers.withObserver({ onGate: ({ decision }) => records.push(decision) }));
+  const { gate, records } = recordingGate(managers);
   const tools = {
     deploy: tool({
       description: "Deploy a version",
@@ -571,12 +576,9 @@ describe("gateTools: validation by the tool's own schema", () => {
 
   it("a zod schema is validated by zod, as the SDK validates it: string formats Ajv does not know run; what zod refuses is refused", async () => {
     const executed: unknown[] = [];
-    const records: GateDecision[] = [];
     const descriptors: unknown[] = [];
-    const gate = new Gate(
-      new LoopManagers()
-        .withMiddleware(async (_call, context, next) => (descriptors.push(context.descriptor), next()))
-        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    const { gate, records } = recordingGate(
+      new LoopManagers().withMiddleware(async (_call, context, next) => (descriptors.push(context.descriptor), next())),
     );
     const tools = gateTools(
       {
@@ -607,8 +609,7 @@ describe("gateTools: validation by the tool's own schema", () => {
   });
 
   it("a schema that checks only asynchronously still runs (the SDK ran its check first); the gate checks its JSON Schema", async () => {
-    const records: GateDecision[] = [];
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate();
     const positive = z.object({ n: z.number() }).refine(async ({ n }) => n > 0, "n must be positive");
     const tools = gateTools(
       { count: tool({ description: "", inputSchema: positive, execute: async ({ n }) => n }) },
@@ -628,11 +629,10 @@ describe("gateTools: validation by the tool's own schema", () => {
 
   it("a hook's modify is validated by the tool's own schema too", async () => {
     const executed: unknown[] = [];
-    const records: GateDecision[] = [];
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook({ preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), phone: "12" } }) })
-        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    const { gate, records } = recordingGate(
+      new LoopManagers().withHook({
+        preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), phone: "12" } }),
+      }),
     );
     const tools = gateTools(
       { lookup: tool({ description: "", inputSchema: ids, execute: async (input) => (executed.push(input), "x") }) },
@@ -754,7 +754,6 @@ describe("gateTools: streaming tools (async *execute)", () => {
 
   it("streamText with a middleware: no yield reaches the stream or the UI before the middleware passed the output, so what it refuses never does", async () => {
     const log: string[] = [];
-    const records: GateDecision[] = [];
     // Refuses, after the tool ran, an output that carries a key.
     const noKeys: Middleware = async (_call, context, next) => {
       const result = await next();
@@ -762,9 +761,7 @@ describe("gateTools: streaming tools (async *execute)", () => {
         ? context.deny({ ruleId: "no-keys", message: "The output held a key; it was withheld" })
         : result;
     };
-    const gate = new Gate(
-      new LoopManagers().withMiddleware(noKeys).withObserver({ onGate: ({ decision }) => records.push(decision) }),
-    );
+    const { gate, records } = recordingGate(new LoopManagers().withMiddleware(noKeys));
     const tools = {
       lookup: tool({
         description: "Looks a service up in stages",
@@ -853,7 +850,6 @@ describe("gateTools: streaming tools (async *execute)", () => {
 
   it("a streaming tool that throws mid-stream is the SDK's tool-error; a cancel while it is parked never starts it", async () => {
     const log: string[] = [];
-    const records: GateDecision[] = [];
     const tools = {
       flaky: tool({
         description: "Fails half way",
@@ -866,7 +862,7 @@ describe("gateTools: streaming tools (async *execute)", () => {
       }),
       ...streaming(log),
     };
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate();
     const model = new MockLanguageModelV3({ doGenerate: [v3([call("f1", "flaky", {})]), v3([text("x")])] });
     const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
     expect(result.steps[0]!.content).toContainEqual(
@@ -900,8 +896,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     const managers = new LoopManagers().withMiddleware(
       async (_call, context, next) => (seen.push(context.descriptor), next()),
     );
-    const records: GateDecision[] = [];
-    const gate = new Gate(managers.withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate(managers);
     const { tools } = harness();
     const runOnce = async (set: ToolSet, name: string, id: string): Promise<void> => {
       const model = new MockLanguageModelV3({
@@ -1007,8 +1002,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
 
   it("streamText: a cancel while a streaming tool runs stops the tool and ends the stream", async () => {
     const log: string[] = [];
-    const records: GateDecision[] = [];
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate();
     const tools = {
       watch: tool({
         description: "Streams until cancelled",
@@ -1052,15 +1046,9 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
   });
 
   it("a tool with the SDK's own needsApproval: the SDK's round trip comes first (the gate sees nothing), then the approved execution goes through the gate", async () => {
-    const records: GateDecision[] = [];
     const executed: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook(ask)
-        .withAskResolver(channel)
-        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
-    );
+    const { gate, records } = recordingGate(new LoopManagers().withHook(ask).withAskResolver(channel));
     const tools = gateTools(
       {
         deploy: tool({
@@ -1145,8 +1133,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
         return `deployed to ${input.env}`;
       }
     }
-    const records: GateDecision[] = [];
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate();
     const deploy = new DeployTool();
     const tools = gateTools({ deploy }, gate);
     const model = new MockLanguageModelV3({
@@ -1194,8 +1181,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
         return `deployed to ${input.env}`;
       }
     }
-    const records: GateDecision[] = [];
-    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    const { gate, records } = recordingGate();
     const deploy = new DeployTool();
     const tools = gateTools({ deploy }, gate);
     const model = new MockLanguageModelV3({
