@@ -9,7 +9,7 @@ import {
   tool,
   validateUIMessages,
 } from "ai";
-import type { ToolSet, UIMessage } from "ai";
+import type { ModelMessage, ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -22,6 +22,19 @@ import type { GateDecision, Hook, Middleware } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
+
+/** The conversation of a "ship" prompt that goes on from `first` with the user's answer to one approval request. */
+function answering(
+  first: { readonly response: { readonly messages: readonly ModelMessage[] } },
+  approvalId: string,
+  approved: boolean,
+): ModelMessage[] {
+  return [
+    { role: "user", content: "ship" },
+    ...first.response.messages,
+    { role: "tool", content: [{ type: "tool-approval-response", approvalId, approved }] },
+  ];
+}
 
 /** A gate on `managers` and the records it gives, in order. */
 function recordingGate(managers: LoopManagers = new LoopManagers()): { gate: Gate; records: GateDecision[] } {
@@ -1072,14 +1085,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     const approved = generateText({
       model,
       tools,
-      messages: [
-        { role: "user", content: "ship" },
-        ...first.response.messages,
-        {
-          role: "tool",
-          content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: true }],
-        },
-      ],
+      messages: answering(first, request!.approvalId, true),
       stopWhen: stepCountIs(3),
     });
     const parked = (await approver.next()) as PendingAsk;
@@ -1102,14 +1108,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     const denied = await generateText({
       model,
       tools,
-      messages: [
-        { role: "user", content: "ship" },
-        ...first.response.messages,
-        {
-          role: "tool",
-          content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: false }],
-        },
-      ],
+      messages: answering(first, request!.approvalId, false),
       stopWhen: stepCountIs(3),
     });
     expect(denied.text).toBe("not deployed");
@@ -1151,11 +1150,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     await generateText({
       model,
       tools,
-      messages: [
-        { role: "user", content: "ship" },
-        ...first.response.messages,
-        { role: "tool", content: [{ type: "tool-approval-response", approvalId: request.approvalId, approved: true }] },
-      ],
+      messages: answering(first, request.approvalId, true),
       stopWhen: stepCountIs(3),
     });
     expect(deploy.executed).toEqual([{ env: "prod" }]);
@@ -1202,14 +1197,7 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     await generateText({
       model,
       tools,
-      messages: [
-        { role: "user", content: "ship" },
-        ...first.response.messages,
-        {
-          role: "tool",
-          content: [{ type: "tool-approval-response", approvalId: requests[0]!.approvalId, approved: true }],
-        },
-      ],
+      messages: answering(first, requests[0]!.approvalId, true),
       stopWhen: stepCountIs(3),
     });
     expect(deploy.executed).toEqual([{ env: "staging" }, { env: "prod" }]);
