@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   appendFile,
   chmod,
@@ -34,6 +35,7 @@ import { GATE_VERDICTS, RULE_SOURCES } from "../src/engine/index.js";
 import type { AuditSinkOptions } from "../src/audit/index.js";
 import type { GateDecision } from "../src/engine/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { bundleBuilds } from "./support/reliability-bundle.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 25);
 
@@ -186,6 +188,31 @@ describe("AuditSink files", () => {
     await second.close();
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
   });
+
+  it("refuses a second sink on the file from another copy of the package (the ESM and the CommonJS build in one process)", async () => {
+    const builds = await bundleBuilds("audit");
+    try {
+      const esm = (await import(pathToFileURL(builds.esm).href)) as typeof import("../src/audit/index.js");
+      const cjs = createRequire(import.meta.url)(builds.cjs) as typeof import("../src/audit/index.js");
+      expect(cjs.AuditSink).not.toBe(esm.AuditSink);
+      const path = fresh();
+      const first = await esm.AuditSink.open(path);
+      await first.append(gateRecord(1));
+      const error = await cjs.AuditSink.open(path).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(cjs.AuditBusyError);
+      expect(error).toMatchObject({ code: "AUDIT_BUSY", path });
+      // Nor the other way round, nor with this file's own copy.
+      await expect(AuditSink.open(path)).rejects.toMatchObject({ code: "AUDIT_BUSY" });
+      await first.close();
+      const second = await cjs.AuditSink.open(path);
+      await expect(esm.AuditSink.open(path)).rejects.toMatchObject({ code: "AUDIT_BUSY" });
+      await second.append(gateRecord(2));
+      await second.close();
+      expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(2)] });
+    } finally {
+      builds.dispose();
+    }
+  }, 60_000);
 
   it("refuses a lockTimeoutMs that is not a non-negative integer before it touches the file", async () => {
     for (const lockTimeoutMs of [Number.NaN, "200", -1, 1.5, Number.POSITIVE_INFINITY]) {

@@ -79,8 +79,22 @@ const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
-/** The files (`dev:ino`) open for appending in this process. */
-const OPEN_FILES = new Set<string>();
+/**
+ * The files (`dev:ino`) open for appending in this process: one set for every
+ * copy of loopctl the process loads (its ESM and CommonJS builds, a bundle),
+ * made by the first copy that opens a sink and defined read-only, so that no
+ * copy opens a second sink on a file another copy has open.
+ */
+const OPEN_FILES_KEY = Symbol.for("loopctl.audit.openFiles");
+function openFiles(): Set<string> {
+  const holder = globalThis as { readonly [OPEN_FILES_KEY]?: Set<string> };
+  let files = holder[OPEN_FILES_KEY];
+  if (files === undefined) {
+    files = new Set();
+    Object.defineProperty(globalThis, OPEN_FILES_KEY, { value: files });
+  }
+  return files;
+}
 
 /**
  * An append-only, hash-chained JSONL log of {@link GateDecision} records.
@@ -233,8 +247,8 @@ export class AuditSink {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
       const id = `${stat.dev}:${stat.ino}`;
-      if (OPEN_FILES.has(id)) throw new AuditBusyError(abs);
-      OPEN_FILES.add(id);
+      if (openFiles().has(id)) throw new AuditBusyError(abs);
+      openFiles().add(id);
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const sink = new AuditSink(abs, handle, fileKey, key, options);
@@ -242,7 +256,7 @@ export class AuditSink {
       if (!before && options.fsync) await syncFolder(dirname(abs));
       return sink;
     } catch (error) {
-      if (fileKey !== undefined) OPEN_FILES.delete(fileKey);
+      if (fileKey !== undefined) openFiles().delete(fileKey);
       await handle.close().catch(() => undefined);
       if (
         error instanceof AuditPathError ||
@@ -375,7 +389,7 @@ export class AuditSink {
       this.#closed = true;
       this.#closing = (async () => {
         while (this.#draining) await this.#draining;
-        OPEN_FILES.delete(this.#fileKey);
+        openFiles().delete(this.#fileKey);
         try {
           await this.#handle.close();
         } catch (error) {

@@ -55,7 +55,7 @@ export type GrantBuilds = Builds;
  * application gets when one dependency imports the package and another
  * requires it.
  */
-export async function bundleBuilds(subpath: "grant" | "mcp"): Promise<Builds> {
+export async function bundleBuilds(subpath: "audit" | "grant" | "mcp"): Promise<Builds> {
   // Under node_modules so that the builds' imports of their dependencies resolve, as in an application.
   const cache = fileURLToPath(new URL("../../node_modules/.cache", import.meta.url));
   mkdirSync(cache, { recursive: true });
