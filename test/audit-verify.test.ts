@@ -273,6 +273,24 @@ describe("an anchor", () => {
     expect(verifyAuditBytes(original, { anchor: AUDIT_EMPTY_ANCHOR }).ok).toBe(true);
   });
 
+  it("reads past a record's member it does not know (a later version's), which the hash still covers; a line's own extra member is malformed", () => {
+    const body = `{"seq":1,"prev":"${AUDIT_GENESIS}","record":${JSON.stringify({ ...gateRecord(1), origin: "cli" })}`;
+    const later = `${body},"hash":"${sha256(`${body}}`)}"}`;
+    expect(verifyAuditBytes(join_([later]))).toMatchObject({ ok: true, records: [gateRecord(1)] });
+    // The member is hashed like the rest: changed, the line no longer matches its hash.
+    expect(verifyAuditBytes(join_([later.replace('"origin":"cli"', '"origin":"web"')]))).toMatchObject({
+      ok: false,
+      line: 1,
+      problem: "edited",
+    });
+    const extra = `{"seq":1,"prev":"${AUDIT_GENESIS}","record":${JSON.stringify(gateRecord(1))},"origin":"cli"`;
+    expect(verifyAuditBytes(join_([`${extra},"hash":"${sha256(`${extra}}`)}"}`]))).toMatchObject({
+      ok: false,
+      line: 1,
+      problem: "malformed",
+    });
+  });
+
   it("reveals a chain rewritten and re-hashed from scratch", () => {
     let prev = AUDIT_GENESIS;
     const forged = [1, 2, 3, 4, 5].map((i) => {

@@ -21,7 +21,8 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
 /**
  * What verification found wrong, at the first line where it shows:
  * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
- *   member twice in one object, a missing or extra field, an invalid record,
+ *   member twice in one object, a missing or extra field of the line (a
+ *   record's unknown fields are read past), an invalid record,
  *   an empty line, a line without a `mac` among lines with one, a byte order
  *   mark, a CRLF line ending).
  * - `"edited"`: the line's content does not match its own hash, or it does
