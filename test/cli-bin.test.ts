@@ -1,4 +1,6 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,4 +65,24 @@ describe("the loopctl bin", () => {
     expect(result.code).toBe(1);
     expect(JSON.parse(result.stdout)).toMatchObject({ ok: false, line: 1, problem: "edited" });
   });
+
+  it.runIf(existsSync("/dev/full"))(
+    "exits 4 with one line, not a stack trace, when its output cannot be written",
+    async () => {
+      const full = openSync("/dev/full", "w");
+      try {
+        const child = spawn(process.execPath, ["--import", "tsx", bin, "--help"], {
+          cwd: repo,
+          stdio: ["ignore", full, "pipe"],
+        });
+        let stderr = "";
+        child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        const [code] = (await once(child, "close")) as [number];
+        expect(code).toBe(4);
+        expect(stderr).toBe("loopctl: cannot write the output: ENOSPC: no space left on device, write\n");
+      } finally {
+        closeSync(full);
+      }
+    },
+  );
 });

@@ -452,3 +452,63 @@ describe("a ledger lock held by a live process", () => {
     expect(await store.load()).toEqual([]);
   });
 });
+
+describe("command lines that say something other than they seem", () => {
+  it("a value left out or one that looks like a flag is refused in one line naming the option", async () => {
+    const cases: [string[], string][] = [
+      [["grants", "list", "--project"], "loopctl grants list: --project needs a value\n"],
+      [
+        ["grants", "reset", "--tool", "--json"],
+        "loopctl grants reset: --tool needs a value; to give one starting with a dash, write --tool=--json\n",
+      ],
+      [
+        ["console", "--port", "-1"],
+        "loopctl console: --port needs a value; to give one starting with a dash, write --port=-1\n",
+      ],
+    ];
+    for (const [argv, line] of cases) {
+      const run = await cli(argv, { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr.split("\n")[0]).toBe(line.trimEnd());
+      expect(run.stderr).not.toContain("\\u000a");
+    }
+  });
+
+  it("an option given twice is refused, and nothing is reset", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const other = join(base, "other");
+    await mkdir(other);
+    const run = await cli(["grants", "reset", "--root", root, "--project", other, "--project", project], { cwd: base });
+    expect(run).toMatchObject({ code: EXIT.usage, stdout: "" });
+    expect(run.stderr).toContain("loopctl grants reset: --project given twice; give it once\n");
+    expect(await store.load()).toHaveLength(grants.length);
+    const hosts = await cli(["console", "--allowed-host", "a", "--allowed-host", "b", "--port", "x"], { cwd: base });
+    expect(hosts.stderr).toContain("--port must be an integer");
+  });
+
+  it('an empty --project ("$UNSET") is refused instead of meaning the current folder', async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    for (const argv of [
+      ["grants", "reset", "--root", root, "--project="],
+      ["grants", "list", "--root", root, "--project", ""],
+      ["grants", "repair", "--root", root, "--project="],
+      ["console", "--root", root, "--project=", "--port", "0"],
+    ]) {
+      const run = await cli(argv, { cwd: project });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.usage, stdout: "" });
+      expect(run.stderr).toContain("--project needs a folder (DIR)");
+    }
+    expect(await store.load()).toHaveLength(grants.length);
+    const audit = await cli(["console", "--audit=", "--root", root, "--port", "0"], { cwd: project });
+    expect(audit).toMatchObject({ code: EXIT.usage, stdout: "" });
+    expect(audit.stderr).toContain("--audit needs the FILE of an audit log");
+  });
+
+  it("an unknown option after a command group is named as an option", async () => {
+    const run = await cli(["grants", "--hepl"], { cwd: base });
+    expect(run.code).toBe(EXIT.usage);
+    expect(run.stderr).toContain('loopctl grants: unknown option "--hepl"; did you mean --help?\n');
+  });
+});

@@ -85,6 +85,7 @@ interface Sources {
 async function openSources(values: ConsoleValues, context: CliContext): Promise<Sources> {
   if (values.database === undefined) {
     if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
+    if (values.project === "") throw new CliUsageError("console", "--project needs a folder (DIR)");
     const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
     const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
     return {
@@ -144,6 +145,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   if (!/^\d{1,5}$/.test(values.port ?? "0") || port > 65_535) {
     throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
   }
+  if (values.audit === "") throw new CliUsageError("console", "--audit needs the FILE of an audit log");
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];

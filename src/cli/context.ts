@@ -65,10 +65,28 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
 ): { values: ParsedValues<T>; positionals: string[] } {
   // A first, lenient pass finds unknown options, so the error can name the one meant.
   const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
+  const seen = new Set<string>();
   for (const token of tokens) {
-    if (token.kind === "option" && !Object.hasOwn(options, token.name)) {
+    if (token.kind !== "option") continue;
+    if (!Object.hasOwn(options, token.name)) {
       throw new CliUsageError(command, unknownOption(token.rawName, Object.keys(options)));
     }
+    const option = options[token.name] as { type: string; multiple?: boolean };
+    if (option.type !== "string") continue;
+    // parseArgs's own messages for these run over three lines; say it in one, with the way to pass a dash.
+    if (token.value === undefined) throw new CliUsageError(command, `--${token.name} needs a value`);
+    if (token.inlineValue !== true && token.value.startsWith("-")) {
+      throw new CliUsageError(
+        command,
+        `--${token.name} needs a value; to give one starting with a dash, write --${token.name}=${token.value}`,
+      );
+    }
+    // The last of two would win silently: a script that adds one to a command line it was given
+    // would act on another folder, database or tool than the one it was given.
+    if (option.multiple !== true && seen.has(token.name)) {
+      throw new CliUsageError(command, `--${token.name} given twice; give it once`);
+    }
+    seen.add(token.name);
   }
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });

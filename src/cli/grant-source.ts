@@ -73,7 +73,9 @@ function checkUrl(command: string, url: string): void {
 }
 
 /** The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its warnings are one plain line each. */
-export function openFileStore(values: StoreValues, context: CliContext): FileGrantStore {
+export function openFileStore(command: string, values: StoreValues, context: CliContext): FileGrantStore {
+  // An empty --project ("$UNSET") would otherwise resolve to the current folder: another project's grants.
+  if (values.project === "") throw new CliUsageError(command, "--project needs a folder (DIR)");
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
   return new FileGrantStore(root, resolve(context.cwd, values.project ?? "."), {
     onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
@@ -89,7 +91,7 @@ export function openFileStore(values: StoreValues, context: CliContext): FileGra
 export async function openStore(command: string, values: StoreValues, context: CliContext): Promise<OpenedStore> {
   if (values.database === undefined) {
     if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
-    const store = openFileStore(values, context);
+    const store = openFileStore(command, values, context);
     return { store, location: store.ledgerPath, close: () => Promise.resolve() };
   }
   if (values.root !== undefined)

@@ -179,7 +179,7 @@ async function repair(args: readonly string[], context: CliContext): Promise<Exi
         "(docs/postgres.md shows the statement)",
     );
   }
-  const store = openFileStore(values, context);
+  const store = openFileStore("grants repair", values, context);
   const aside = await store.resetCorrupt();
   const ledger = printable(store.ledgerPath);
   if (aside === undefined) {

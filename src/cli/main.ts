@@ -1,11 +1,22 @@
+import { EXIT } from "./context.js";
+import { printable } from "./format.js";
 import { runCli } from "./run.js";
 
 // A reader that goes away early (`loopctl grants list | head -1`) is not an
 // error worth a stack trace: stop quietly, as other command-line tools do.
+// Output that cannot be written (a full disk, an I/O error) is exit 4, said
+// in one line on stderr when stderr still works, never a stack trace.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error;
-    process.exit(process.exitCode ?? 0);
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    if (stream === process.stdout) {
+      try {
+        process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
+      } catch {
+        // stderr failed too: the exit code is all that is left
+      }
+    }
+    process.exit(EXIT.io);
   });
 }
 

@@ -67,7 +67,10 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
   if (!command) {
-    throw new CliUsageError(group, unknownCommand(group, sub, Object.keys(table)));
+    throw new CliUsageError(
+      group,
+      sub.startsWith("-") ? unknownOption(sub, ["help"]) : unknownCommand(group, sub, Object.keys(table)),
+    );
   }
   return command(rest, context);
 }
