@@ -111,12 +111,19 @@ describe("loopctl console", () => {
     expect(await run.done).toBe(0);
   });
 
-  it("bad server options exit 2 with one line naming the flag: a wildcard --host alone, a bad --allowed-host or --host, a short token", async () => {
+  it("bad server options exit 2 with one line naming the flag: a wildcard or empty --host, a bad --allowed-host or --host, a short token", async () => {
     const cases: [args: string[], env: Record<string, string>, line: string][] = [
       [
         ["--host", "0.0.0.0"],
         {},
         "loopctl console: --host 0.0.0.0 needs --allowed-host H: the names clients use to reach it",
+      ],
+      // An empty --host ("$HOST" unset) is not taken for every address, with or without --allowed-host.
+      [["--host="], {}, "loopctl console: --host needs an address to listen on (H)"],
+      [
+        ["--host=", "--allowed-host", "approvals.example.com"],
+        {},
+        "loopctl console: --host needs an address to listen on (H)",
       ],
       [["--allowed-host", "bad/host"], {}, 'loopctl console: --allowed-host: "bad/host" is not a host or host:port'],
       [

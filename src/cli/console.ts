@@ -146,6 +146,8 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
   }
   if (values.audit === "") throw new CliUsageError("console", "--audit needs the FILE of an audit log");
+  // The server takes "" for every address: an unset "$HOST" must not open the console to the network.
+  if (values.host === "") throw new CliUsageError("console", "--host needs an address to listen on (H)");
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
