@@ -21,6 +21,7 @@ import {
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
 import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { processShared } from "../process-shared.js";
 import { describe, readFrom, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
 import type { AuditKey } from "./key.js";
@@ -82,18 +83,10 @@ const STALE_LOCK_MS = 30_000;
 /**
  * The files (`dev:ino`) open for appending in this process: one set for every
  * copy of loopctl the process loads (its ESM and CommonJS builds, a bundle),
- * made by the first copy that opens a sink and defined read-only, so that no
- * copy opens a second sink on a file another copy has open.
+ * so that no copy opens a second sink on a file another copy has open.
  */
-const OPEN_FILES_KEY = Symbol.for("loopctl.audit.openFiles");
 function openFiles(): Set<string> {
-  const holder = globalThis as { readonly [OPEN_FILES_KEY]?: Set<string> };
-  let files = holder[OPEN_FILES_KEY];
-  if (files === undefined) {
-    files = new Set();
-    Object.defineProperty(globalThis, OPEN_FILES_KEY, { value: files });
-  }
-  return files;
+  return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { ToolDescriptor } from "../engine/index.js";
+import { processShared } from "../process-shared.js";
 
 /**
  * Where the process keeps the descriptors of tools that changed on their
@@ -8,21 +9,9 @@ import type { ToolDescriptor } from "../engine/index.js";
  * `mcpAnnotationHook` of another, and a mark the hook cannot see lets a
  * changed tool's new claims decide.
  */
-const CHANGED = Symbol.for("loopctl.mcp.changedDescriptors");
-
-/**
- * The set, made by the first copy that needs it. Kept by descriptor object
- * (a `Tool`'s own, frozen), so the hook can tell from a hook's context alone;
- * defined read-only, so no copy replaces the set the others mark.
- */
 function changed(): WeakSet<object> {
-  const holder = globalThis as { readonly [CHANGED]?: WeakSet<object> };
-  let set = holder[CHANGED];
-  if (set === undefined) {
-    set = new WeakSet();
-    Object.defineProperty(globalThis, CHANGED, { value: set });
-  }
-  return set;
+  // Kept by descriptor object (a `Tool`'s own, frozen), so the hook can tell from a hook's context alone.
+  return processShared("loopctl.mcp.changedDescriptors", () => new WeakSet<object>());
 }
 
 export function markChanged(descriptor: ToolDescriptor): void {
