@@ -46,3 +46,23 @@ export class LoopctlError extends Error {
     return false;
   }
 }
+
+/**
+ * A short, printable description of a thrown value. It never throws: what
+ * is thrown is outside code's (a `message` getter, a proxy, a `toString`
+ * that throws), and describing it must not turn a tool that ran, or a
+ * refusal, into something else.
+ */
+export function describeError(error: unknown): string {
+  try {
+    if (error instanceof Error) {
+      const message: unknown = error.message;
+      if (typeof message === "string" && message !== "") return message;
+      const name: unknown = error.name;
+      return typeof name === "string" && name !== "" ? name : "Error";
+    }
+    return String(error);
+  } catch {
+    return "unprintable error";
+  }
+}

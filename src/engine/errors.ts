@@ -2,6 +2,8 @@ import { LoopctlError } from "../errors.js";
 import type { Message } from "./model.js";
 import type { GateDecision } from "./records.js";
 
+export { describeError } from "../errors.js";
+
 /**
  * An error that ended a run. Besides its `code`, it carries what the run had
  * produced when it stopped, so nothing is lost: `records` (every gate record
@@ -127,25 +129,5 @@ export class EngineConfigError extends LoopctlError {
   constructor(option: string, message: string, options?: ErrorOptions) {
     super("ENGINE_CONFIG", `${option}: ${message}`, options);
     this.option = option;
-  }
-}
-
-/**
- * A short, printable description of a thrown value. It never throws: what
- * is thrown is outside code's (a `message` getter, a proxy, a `toString`
- * that throws), and describing it must not turn a tool that ran, or a
- * refusal, into something else.
- */
-export function describeError(error: unknown): string {
-  try {
-    if (error instanceof Error) {
-      const message: unknown = error.message;
-      if (typeof message === "string" && message !== "") return message;
-      const name: unknown = error.name;
-      return typeof name === "string" && name !== "" ? name : "Error";
-    }
-    return String(error);
-  } catch {
-    return "unprintable error";
   }
 }

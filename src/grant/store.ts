@@ -1,4 +1,5 @@
 import { isAbortSignal } from "../abort-signal.js";
+import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError, shownValue } from "./errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
@@ -85,16 +86,10 @@ export function callSignal(where: string, options: unknown): AbortSignal | undef
 }
 
 function unlistenable(where: string, method: string, error: unknown): GrantConfigError {
-  let thrown: string;
-  try {
-    thrown = error instanceof Error ? error.message : String(error);
-  } catch {
-    thrown = "something unprintable";
-  }
   return new GrantConfigError(
     where,
     "options.signal",
-    `must be an AbortSignal that can be listened to; its ${method} threw: ${thrown}`,
+    `must be an AbortSignal that can be listened to; its ${method} threw: ${describeError(error)}`,
   );
 }
 
