@@ -206,7 +206,7 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
-  it("a signal that only inherits from AbortSignal, or one that cannot be listened to, is an EngineConfigError naming Agent.run, as Gate.call gives, before the model is asked", async () => {
+  it("a signal that only inherits from AbortSignal, one that cannot be listened to, or options that cannot be read are an EngineConfigError naming Agent.run, as Gate.call gives, before the model is asked", async () => {
     const model = new ScriptedModel([{ text: "done" }]);
     const agent = new Agent({ model, tools: [] });
     const inherited = await agent
@@ -219,34 +219,22 @@ describe("the loop around the gate", () => {
     unlistenable.addEventListener = () => {
       throw trap;
     };
-    const unheard = await agent.run("go", { signal: unlistenable }).catch((e: unknown) => e);
-    expect(unheard).toBeInstanceOf(EngineConfigError);
-    expect(unheard).toMatchObject({
-      option: "Agent.run",
-      message: "Agent.run: the signal cannot be listened to: cannot listen",
-      cause: trap,
-    });
-    expect(model.requests).toEqual([]);
-    expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
-  });
-
-  it("options whose signal getter throws are an EngineConfigError naming Agent.run, with what it threw, before the model is asked", async () => {
-    const model = new ScriptedModel([{ text: "done" }]);
-    const agent = new Agent({ model, tools: [] });
-    const trap = new Error("no signal here");
-    const options = {
+    const unreadable = new Error("no signal here");
+    const getter = {
       get signal(): AbortSignal {
-        throw trap;
+        throw unreadable;
       },
     };
-    const error = await agent.run("go", options).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(EngineConfigError);
-    expect(error).toMatchObject({
-      option: "Agent.run",
-      message: "Agent.run: the options cannot be read: no signal here",
-      cause: trap,
-    });
+    for (const [options, message, cause] of [
+      [{ signal: unlistenable }, "Agent.run: the signal cannot be listened to: cannot listen", trap],
+      [getter, "Agent.run: the options cannot be read: no signal here", unreadable],
+    ] as const) {
+      const error = await agent.run("go", options).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run", message, cause });
+    }
     expect(model.requests).toEqual([]);
+    expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
   });
 
   it("a signal whose removeEventListener throws: the run settles once with its own result or stop, ends its run at the gate, and no longer hears the signal", async () => {
