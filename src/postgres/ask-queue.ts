@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, requireOptions, requirePool } from "./db.js";
+import { Db, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
 import { isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -635,22 +635,13 @@ export class PostgresAskQueue {
   async #onListener(operation: string, sql: string, values: unknown[]): Promise<Rows> {
     const client = this.#listener.connection;
     if (client === undefined) return this.#db.query(operation, sql, values);
-    let timer: NodeJS.Timeout | undefined;
-    const silent = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const error = new Error(
-          `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
-        );
-        this.#listener.drop(client, error);
-        reject(queryFailure(operation, this.#names, error));
-      }, this.#leaseMs);
-      timer.unref();
+    return replyWithin(this.#db.queryOn(client, operation, sql, values), this.#leaseMs, () => {
+      const error = new Error(
+        `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
+      );
+      this.#listener.drop(client, error);
+      return queryFailure(operation, this.#names, error);
     });
-    try {
-      return await Promise.race([this.#db.queryOn(client, operation, sql, values), silent]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /**

@@ -37,6 +37,25 @@ const IDLE_IN_TRANSACTION_MS = 5_000;
  */
 export const BEGIN = `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
 
+/**
+ * `reply`, a statement's, unless none comes within `ms`: a network that
+ * swallows packets answers nothing and closes nothing. Then `silent()` runs
+ * (the caller gives the connection up there) and the call rejects with the
+ * error it returns.
+ */
+export async function replyWithin<T>(reply: Promise<T>, ms: number, silent: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(silent()), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([reply, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function prepared(text: string, values: unknown[]): PgQueryConfig {
   let name = statementNames.get(text);
   if (name === undefined) {

@@ -1,4 +1,4 @@
-import { checkOut } from "./db.js";
+import { checkOut, replyWithin } from "./db.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
 
 /** What a {@link NotificationListener} reports to its owner. */
@@ -117,20 +117,12 @@ export class NotificationListener {
    * open.
    */
   async #listen(client: PgPoolClient): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const silent = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no reply to LISTEN within ${this.#replyMs} ms on ${this.#channel}`)),
-        this.#replyMs,
-      );
-      timer.unref();
-    });
-    try {
-      // The channel is made of [a-z0-9_.] (see schemaNames), so quoting it is enough.
-      await Promise.race([client.query(`LISTEN "${this.#channel}"`), silent]);
-    } finally {
-      clearTimeout(timer);
-    }
+    // The channel is made of [a-z0-9_.] (see schemaNames), so quoting it is enough.
+    await replyWithin(
+      client.query(`LISTEN "${this.#channel}"`),
+      this.#replyMs,
+      () => new Error(`no reply to LISTEN within ${this.#replyMs} ms on ${this.#channel}`),
+    );
   }
 
   // A method, so that a check made after an await is not narrowed by one made before it.
