@@ -198,6 +198,11 @@ describe("loopctl audit verify", () => {
         /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/,
       ],
       [["audit", "verify", "a", "--anchor"], /--anchor/],
+      // An unset "$LOG" or "$KEY" would otherwise name the current folder.
+      [["audit", "verify", ""], /FILE is empty: name the audit log to verify/],
+      [["audit", "verify", "", "--json"], /FILE is empty: name the audit log to verify/],
+      [["audit", "verify", "gates.jsonl", "--key-file", ""], /--key-file needs the FILE of a key/],
+      [["audit", "verify", "gates.jsonl", "--key-file="], /--key-file needs the FILE of a key/],
       [["audit", "check"], /unknown command "audit check"/],
     ];
     for (const [argv, message] of cases) {

@@ -43,6 +43,9 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   if (positionals.length > 1) {
     throw new CliUsageError("audit verify", `unexpected argument ${JSON.stringify(positionals[1])}`);
   }
+  // An empty path ("$UNSET") resolves to the current folder: said as what it is, not as a folder.
+  if (positionals[0] === "") throw new CliUsageError("audit verify", "FILE is empty: name the audit log to verify");
+  if (values["key-file"] === "") throw new CliUsageError("audit verify", "--key-file needs the FILE of a key");
   let anchor: AuditAnchor | undefined;
   if (values.anchor !== undefined) {
     try {
