@@ -176,6 +176,17 @@ describe("loopctl audit verify", () => {
     const folder = await cli(["audit", "verify", "folder", "--json"], { cwd: dir });
     expect(folder).toMatchObject({ code: EXIT.io, stderr: "" });
     expect(JSON.parse(folder.stdout)).toMatchObject({ ok: false, file: join(dir, "folder"), error: "AUDIT_PATH" });
+    // A key file that cannot be read (a path through a file, ENOTDIR) is a document too.
+    const key = await cli(["audit", "verify", "gates.jsonl", "--key-file", "gates.jsonl/audit.key", "--json"], {
+      cwd: dir,
+    });
+    expect(key).toMatchObject({ code: EXIT.io, stderr: "" });
+    expect(JSON.parse(key.stdout)).toMatchObject({
+      ok: false,
+      file: join(dir, "gates.jsonl"),
+      error: "AUDIT_IO",
+      message: expect.stringMatching(/^cannot read audit key file .*gates\.jsonl\/audit\.key: ENOTDIR/),
+    });
   });
 
   it("never lets a file name drive the terminal", async () => {
