@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { randomBytes } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
@@ -137,6 +138,50 @@ describe("several processes appending to one audit log", () => {
       holder.kill();
     }
   });
+});
+
+describe("a sink opening a long log", () => {
+  it("holds the lock only for what it had not read yet: another process's appends go on meanwhile", async () => {
+    const key = randomBytes(32);
+    const keyFile = join(dir, "long.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    for (const keyed of [false, true]) {
+      const path = join(dir, keyed ? "long-keyed.jsonl" : "long-plain.jsonl");
+      const options = keyed ? { key } : {};
+      const seed = await AuditSink.open(path, options);
+      // Long enough that reading and verifying it takes far longer than the other writer waits.
+      await Promise.all(Array.from({ length: 20_000 }, (_, i) => seed.append(gateRecord(i))));
+      await seed.close();
+      const sink = await AuditSink.open(path, { ...options, lockTimeoutMs: 250 });
+      const opener = spawn(
+        process.execPath,
+        ["--import", "tsx", writerScript, path, "opener", "1", ...(keyed ? [keyFile] : [])],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
+      const exited = once(opener, "exit");
+      let output = "";
+      opener.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
+      const outcomes: string[] = [];
+      while (output === "" && opener.exitCode === null) {
+        outcomes.push(
+          await sink.append(gateRecord(1, { tool: "steady" })).then(
+            () => "ok",
+            (error: Error) => error.message,
+          ),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      opener.stdin.end("go\n");
+      expect(await exited).toEqual([0, null]);
+      await sink.close();
+      // Before, the opener verified the whole log holding the lock, and these appends timed out.
+      expect(outcomes.filter((outcome) => outcome !== "ok")).toEqual([]);
+      // The opener took up the chain after the lines appended while it read.
+      const seq = 20_000 + outcomes.length + 1;
+      expect(JSON.parse(output.slice("ready\n".length))).toEqual({ outcomes: [`ok:${seq}`] });
+      expect(await verifyAuditLog(path, options)).toMatchObject({ ok: true, anchor: { seq } });
+    }
+  }, 90_000);
 });
 
 /** The pid in the lock record at `lock`, or undefined while there is none (or it is not written yet). */

@@ -176,6 +176,17 @@ describe("loopctl audit verify", () => {
     const folder = await cli(["audit", "verify", "folder", "--json"], { cwd: dir });
     expect(folder).toMatchObject({ code: EXIT.io, stderr: "" });
     expect(JSON.parse(folder.stdout)).toMatchObject({ ok: false, file: join(dir, "folder"), error: "AUDIT_PATH" });
+    // A key file that cannot be read (a path through a file, ENOTDIR) is a document too.
+    const key = await cli(["audit", "verify", "gates.jsonl", "--key-file", "gates.jsonl/audit.key", "--json"], {
+      cwd: dir,
+    });
+    expect(key).toMatchObject({ code: EXIT.io, stderr: "" });
+    expect(JSON.parse(key.stdout)).toMatchObject({
+      ok: false,
+      file: join(dir, "gates.jsonl"),
+      error: "AUDIT_IO",
+      message: expect.stringMatching(/^cannot read audit key file .*gates\.jsonl\/audit\.key: ENOTDIR/),
+    });
   });
 
   it("never lets a file name drive the terminal", async () => {
@@ -198,6 +209,11 @@ describe("loopctl audit verify", () => {
         /--anchor: audit anchor "12" is not <seq>:<64 lowercase hex digits>/,
       ],
       [["audit", "verify", "a", "--anchor"], /--anchor/],
+      // An unset "$LOG" or "$KEY" would otherwise name the current folder.
+      [["audit", "verify", ""], /FILE is empty: name the audit log to verify/],
+      [["audit", "verify", "", "--json"], /FILE is empty: name the audit log to verify/],
+      [["audit", "verify", "gates.jsonl", "--key-file", ""], /--key-file needs the FILE of a key/],
+      [["audit", "verify", "gates.jsonl", "--key-file="], /--key-file needs the FILE of a key/],
       [["audit", "check"], /unknown command "audit check"/],
     ];
     for (const [argv, message] of cases) {

@@ -28,8 +28,8 @@ import type { AuditKey } from "./key.js";
 import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor, encodeAuditLine } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
-import { verifyAuditBytes, verifyChain } from "./verify.js";
-import type { AuditProblem } from "./verify.js";
+import { verifyChain, verifyVouched } from "./verify.js";
+import type { AuditProblem, Chain, MacCheck } from "./verify.js";
 
 /** Options of {@link AuditSink.open}. */
 export interface AuditSinkOptions {
@@ -77,6 +77,7 @@ export interface AuditSinkOptions {
 export type AuditAppend = AuditAnchor;
 
 const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
+const NEWLINE = 0x0a;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
@@ -120,7 +121,9 @@ function openFiles(): Set<string> {
  * chain stays linear. Appends
  * within a process land in call order; those made while a write is under way
  * go out together in the next one. Opening an existing log
- * verifies it and resumes the chain from its last line; a log that does not
+ * verifies it and resumes the chain from its last line (the lock is taken
+ * only to check what other writers added while it was read, so they do not
+ * wait on a long log's verification); a log that does not
  * verify, or that stops verifying (cut short, a line another writer forged),
  * is refused with {@link AuditCorruptError} and never appended to. A second
  * sink on a file already open in this process is refused with
@@ -245,7 +248,7 @@ export class AuditSink {
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const sink = new AuditSink(abs, handle, fileKey, key, options);
-      await sink.#locked(() => sink.#resume(options.anchor));
+      await sink.#resume(options.anchor);
       if (!before && options.fsync) await syncFolder(dirname(abs));
       return sink;
     } catch (error) {
@@ -265,25 +268,44 @@ export class AuditSink {
     }
   }
 
-  /** Verifies the whole log (and its seal) and takes its end as this sink's starting point. Runs under the lock. */
+  /**
+   * Verifies the whole log (and its seal) and takes its end as this sink's
+   * starting point. The log as it is found is read and verified before the
+   * lock is taken, however long it is; under the lock only what other writers
+   * added meanwhile is, so that they never wait on a long log's verification.
+   */
   async #resume(anchor: AuditAnchor | undefined): Promise<void> {
-    const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
-    const sealPath = auditSealPath(this.path);
-    const seal = await readSealFile(sealPath);
     const key = this.#key;
-    const result = verifyAuditBytes(data, {
-      ...(anchor !== undefined ? { anchor } : {}),
-      ...(key !== undefined ? { key, seal } : {}),
+    const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
+    // A writer may be part-way through a line: the rest of it is read under the lock.
+    const whole = data.subarray(0, data.lastIndexOf(NEWLINE) + 1);
+    const read = verifyChain(
+      whole,
+      AUDIT_EMPTY_ANCHOR,
+      key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
+    );
+    if ("ok" in read) throw this.#corrupt(read.line, read.problem, read.message);
+    this.#anchor = read.anchor;
+    this.#size = whole.length;
+    await this.#locked(async () => {
+      const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined);
+      const chain: Chain =
+        added === undefined
+          ? read
+          : { ...added, records: read.records, hashes: read.hashes.concat(added.hashes.slice(1)) };
+      const sealPath = auditSealPath(this.path);
+      const seal = await readSealFile(sealPath);
+      const result = verifyVouched(chain, anchor, key, seal);
+      if (!result.ok) throw this.#corrupt(result.line, result.problem, result.message);
+      if (key === undefined && (result.keyed || seal !== null)) {
+        throw new AuditKeyError(`audit log ${this.path} was written with a key; open it with its key`);
+      }
+      // A keyed log gets its seal before its first line, so that a seal gone
+      // missing later always means it was removed.
+      if (key !== undefined && seal === null) {
+        await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
+      }
     });
-    if (!result.ok) throw this.#corrupt(result.line, result.problem, result.message);
-    if (key === undefined && (result.keyed || seal !== null)) {
-      throw new AuditKeyError(`audit log ${this.path} was written with a key; open it with its key`);
-    }
-    this.#anchor = result.anchor;
-    this.#size = data.length;
-    // A keyed log gets its seal before its first line, so that a seal gone
-    // missing later always means it was removed.
-    if (key !== undefined && seal === null) await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
   }
 
   #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
@@ -467,9 +489,12 @@ export class AuditSink {
   /**
    * Reads and checks what other writers appended since this sink last read
    * or wrote, and moves this sink's end after it. Runs under the lock.
+   * Resolves to the chain of the lines added, if any.
    * @throws AuditCorruptError when the log shrank or what was added does not continue the chain.
    */
-  async #catchUp(): Promise<void> {
+  async #catchUp(
+    macs: MacCheck = this.#key === undefined ? { type: "none", keyed: false } : { type: "key", key: this.#key },
+  ): Promise<Chain | undefined> {
     let size: number;
     let added: Buffer;
     try {
@@ -481,14 +506,12 @@ export class AuditSink {
           `the log shrank from ${this.#size} to ${size} bytes since this sink last read it`,
         );
       }
-      if (size === this.#size) return;
+      if (size === this.#size) return undefined;
       added = await readFrom(this.#handle, this.#size, size);
     } catch (error) {
       if (error instanceof AuditCorruptError) throw error;
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
-    const key = this.#key;
-    const macs = key === undefined ? { type: "none" as const, keyed: false } : { type: "key" as const, key };
     const chain = verifyChain(added, this.#anchor, macs);
     if ("ok" in chain) {
       // The added lines alone cannot tell a copy of a line before them from a
@@ -502,6 +525,7 @@ export class AuditSink {
     }
     this.#anchor = chain.anchor;
     this.#size += added.length;
+    return chain;
   }
 
   /**

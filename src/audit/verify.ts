@@ -195,13 +195,13 @@ function splitLines(data: Uint8Array): { lines: Uint8Array[]; tail: Uint8Array }
 type Failure = Extract<AuditVerifyResult, { ok: false }>;
 
 /** How {@link verifyChain} checks MACs. */
-type MacCheck =
+export type MacCheck =
   | { readonly type: "key"; readonly key: Buffer }
   /** No key: lines with and without a `mac` must not mix; `keyed` fixes which, when known. */
   | { readonly type: "none"; readonly keyed: boolean | undefined };
 
 /** A verified run of lines: its records, where it ends, and whether its lines carry MACs. */
-interface Chain {
+export interface Chain {
   readonly records: GateDecision[];
   readonly anchor: AuditAnchor;
   readonly keyed: boolean | undefined;
@@ -325,6 +325,20 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
     key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
   );
   if ("ok" in chain) return chain;
+  return verifyVouched(chain, anchor, key, options.seal ?? null);
+}
+
+/**
+ * Checks a whole log's verified chain against what vouches for a point in
+ * it: with a key, the seal (`sealText`, its file's text or `null`), and the
+ * anchor, if any.
+ */
+export function verifyVouched(
+  chain: Chain,
+  anchor: AuditAnchor | undefined,
+  key: Buffer | undefined,
+  sealText: string | null,
+): AuditVerifyResult {
   const { records, hashes } = chain;
   const last = chain.anchor;
   // The verified prefix is the lines before the one named, whichever that is.
@@ -356,21 +370,20 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
   };
 
   if (key !== undefined) {
-    const text = options.seal ?? null;
     // A log and its seal deleted together look like no log at all; an empty
     // log without a seal is one a keyed writer is about to start.
-    if (text === null && last.seq > 0) {
+    if (sealText === null && last.seq > 0) {
       return fail(last.seq + 1, "unsealed", "the log has no seal: lines removed from its end could not be told");
     }
-    if (text !== null) {
-      const seal = parseSeal(text);
-      if (seal === undefined) {
+    if (sealText !== null) {
+      const parsed = parseSeal(sealText);
+      if (parsed === undefined) {
         return fail(last.seq + 1, "unsealed", "the seal is not a seal: lines removed from its end could not be told");
       }
-      if (!sameMac(seal.mac, sealMac(key, seal.seq, seal.hash))) {
+      if (!sameMac(parsed.mac, sealMac(key, parsed.seq, parsed.hash))) {
         return fail(last.seq + 1, "forged", "the seal has a mac not made with this key: forged, or another key");
       }
-      const problem = vouched("seal", seal);
+      const problem = vouched("seal", parsed);
       if (problem !== undefined) return problem;
     }
   }

@@ -43,6 +43,9 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   if (positionals.length > 1) {
     throw new CliUsageError("audit verify", `unexpected argument ${JSON.stringify(positionals[1])}`);
   }
+  // An empty path ("$UNSET") resolves to the current folder: said as what it is, not as a folder.
+  if (positionals[0] === "") throw new CliUsageError("audit verify", "FILE is empty: name the audit log to verify");
+  if (values["key-file"] === "") throw new CliUsageError("audit verify", "--key-file needs the FILE of a key");
   let anchor: AuditAnchor | undefined;
   if (values.anchor !== undefined) {
     try {
@@ -53,10 +56,12 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     }
   }
   const keyFile = values["key-file"];
-  const key = keyFile === undefined ? undefined : await keyOption(resolve(context.cwd, keyFile));
   const file = resolve(context.cwd, positionals[0] as string);
+  let key: Uint8Array | undefined;
   let result;
   try {
+    // A missing key file is a usage error; one that cannot be read is reported as the log would be.
+    key = keyFile === undefined ? undefined : await keyOption(resolve(context.cwd, keyFile));
     result = await verifyAuditLog(file, {
       ...(anchor ? { anchor } : {}),
       ...(key ? { key } : {}),
@@ -71,8 +76,8 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       }
       return EXIT.failed;
     }
-    // With --json, a log that cannot be read is reported on stdout too, so a
-    // script always has a document to parse; the exit code stays that of I/O.
+    // With --json, a log (or key file) that cannot be read is reported on stdout
+    // too, so a script always has a document to parse; the exit code stays that of I/O.
     if (values.json && error instanceof LoopctlError && !context.signal?.aborted) {
       context.stdout.write(json({ ok: false, file, error: error.code, message: error.message }));
       return EXIT.io;
