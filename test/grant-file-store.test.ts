@@ -132,6 +132,7 @@ describe("FileGrantStore arguments", () => {
     await expectAbortedSignalFirst(s, (signal) => [
       ["resetCorrupt", () => s.resetCorrupt({ signal })],
       ["clear keeping a corrupt ledger aside", () => s.clear({ signal, corrupt: "keep-aside" })],
+      ["revokeTool", () => s.revokeTool(7 as never, { signal })],
     ]);
     expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
   });
@@ -147,6 +148,7 @@ describe("FileGrantStore arguments", () => {
       ["FileGrantStore.revoke", () => s.revoke(grantA.id, options)],
       ["FileGrantStore.clear", () => s.clear(options)],
       ["FileGrantStore.resetCorrupt", () => s.resetCorrupt(options)],
+      ["FileGrantStore.revokeTool", () => s.revokeTool("read", options)],
     ]);
     expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
     // The store still works: nothing was left waiting in its queue.
@@ -233,6 +235,30 @@ describe("FileGrantStore reads and writes", () => {
     expect((await store().load()).map((g) => g.id)).toEqual([grantB.id]);
   });
 
+  it("revokeTool removes every grant of one tool in one change, and writes nothing when it has none", async () => {
+    const s = store();
+    const reads = [grantA, new Grant("read", "deny", GrantScope.thisCall({ path: "/etc/shadow" }))];
+    for (const grant of [reads[0], grantB, reads[1]] as Grant[]) await s.save(grant);
+    expect((await s.revokeTool("read")).map((g) => g.id)).toEqual(reads.map((g) => g.id));
+    expect((await store().load()).map((g) => g.id)).toEqual([grantB.id]);
+    const before = lstatSync(s.ledgerPath, { bigint: true });
+    expect(await s.revokeTool("read")).toEqual([]);
+    expect(await s.revokeTool("Write")).toEqual([]);
+    const after = lstatSync(s.ledgerPath, { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([before.ino, before.mtimeNs]);
+    for (const tool of ["", 7, undefined]) {
+      await expect(s.revokeTool(tool as never)).rejects.toMatchObject({
+        code: "GRANT_CONFIG",
+        argument: "tool",
+        message: expect.stringContaining("FileGrantStore.revokeTool: tool must be a non-empty string") as unknown,
+      });
+    }
+    expect(await store().revokeTool("read")).toEqual([]);
+    rmSync(join(root, "grants"), { recursive: true });
+    expect(await store().revokeTool("write")).toEqual([]);
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("clear returns how many grants it removed and leaves an empty ledger", async () => {
     const s = store();
     await s.save(grantA);
@@ -287,7 +313,9 @@ describe("FileGrantStore fails closed", () => {
     const s = store();
     writeLedger(s, bytes);
     // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
-    for (const error of await Promise.all([s.load(), s.save(grantA), s.revoke(grantA.id), s.clear()].map(rejection))) {
+    for (const error of await Promise.all(
+      [s.load(), s.save(grantA), s.revoke(grantA.id), s.revokeTool("t"), s.clear()].map(rejection),
+    )) {
       expect(error).toBeInstanceOf(LedgerCorruptError);
       expect((error as LedgerCorruptError).code).toBe("LEDGER_CORRUPT");
       expect((error as LedgerCorruptError).path).toBe(s.ledgerPath);
