@@ -215,7 +215,8 @@ type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder
 async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): Promise<Seen> {
   let handle;
   try {
-    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, past every deadline.
+    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
@@ -229,6 +230,15 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
   try {
     try {
       stat = await handle.stat();
+    } catch (error) {
+      throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+    // Only this user can put anything there (the folder is checked first), and no writer makes anything
+    // but a regular file: whatever it is, it is left for a person to look at, never read or broken.
+    if (!stat.isFile()) throw new LedgerLockError(lockPath, "is not a regular file, so no writer made it; remove it");
+    try {
       text = await handle.readFile("utf8");
     } catch (error) {
       throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
@@ -277,7 +287,7 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
 async function sameLock(aside: string, judged: Stats, text: string): Promise<boolean> {
   let handle;
   try {
-    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW);
+    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return false;
   }
