@@ -504,6 +504,32 @@ describe("FileGrantStore lock", () => {
     }
   }
 
+  it.skipIf(!existsSync("/proc/self/fd"))(
+    "stores of one ledger in a process with thousands of open files wait for each other without a look at every file",
+    async () => {
+      // A server's sockets, say. A store that found another store of this thread holding the lock
+      // used to stat each of the process's open files on every retry, which kept the holder's own
+      // file operations waiting behind them: saves took seconds each, then failed with LedgerLockError.
+      const opened: number[] = [];
+      try {
+        for (let i = 0; i < 6000; i++) opened.push(fs.openSync("/dev/null", "r"));
+      } catch {
+        // The test needs no more than the process may open; fewer still shows the cost.
+      }
+      try {
+        const stores = [0, 1, 2, 3].map(() => store({ lockTimeoutMs: 5_000 }));
+        const grants = stores.flatMap((_, k) =>
+          Array.from({ length: 10 }, (_, i) => new Grant("t", "allow", GrantScope.thisCall({ k, i }))),
+        );
+        await Promise.all(grants.map((grant, i) => (stores[i % stores.length] as FileGrantStore).save(grant)));
+        expect((await store().load()).length).toBe(grants.length);
+      } finally {
+        for (const fd of opened) fs.closeSync(fd);
+      }
+    },
+    30_000,
+  );
+
   it("breaks a lock whose process died on this host", async () => {
     const s = store();
     const dead = spawnSync(process.execPath, ["-e", ""]).pid;
