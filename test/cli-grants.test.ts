@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { watch } from "node:fs";
 import { chmod, lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
@@ -124,6 +125,33 @@ describe("loopctl grants reset", () => {
     const none = await cli(["grants", "reset", "--tool", "Read", ...at()], { cwd: base });
     expect(none.stdout).toContain("removed 0 grants");
   });
+
+  it.skipIf(process.platform !== "linux")(
+    "replaces the ledger once with --tool, however many grants the tool has",
+    async () => {
+      const reads = Array.from({ length: 30 }, (_, i) => new Grant("read", "allow", GrantScope.thisCall({ i })));
+      const store = await seed(root, project, [...sampleGrants(), ...reads]);
+      const folder = dirname(store.ledgerPath);
+      const names: string[] = [];
+      let seen: () => void = () => undefined;
+      const sentinel = new Promise<void>((resolve) => (seen = resolve));
+      const watcher = watch(folder, (_, name) => {
+        if (name === "end") seen();
+        else if (name === "grants.json") names.push(name);
+      });
+      try {
+        const run = await cli(["grants", "reset", "--tool", "read", ...at()], { cwd: base });
+        expect(run.stdout).toBe(`removed 31 grants of tool "read" from ${store.ledgerPath}\n`);
+        // The watcher reports events in order: once it has seen this file, it has seen every replacement.
+        await writeFile(join(folder, "end"), "");
+        await sentinel;
+      } finally {
+        watcher.close();
+      }
+      expect(names).toEqual(["grants.json"]);
+      expect((await store.load()).map((g) => g.tool).sort()).toEqual(["shell", "write"]);
+    },
+  );
 });
 
 const REPAIR_HINT =

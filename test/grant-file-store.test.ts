@@ -132,6 +132,7 @@ describe("FileGrantStore arguments", () => {
     await expectAbortedSignalFirst(s, (signal) => [
       ["resetCorrupt", () => s.resetCorrupt({ signal })],
       ["clear keeping a corrupt ledger aside", () => s.clear({ signal, corrupt: "keep-aside" })],
+      ["revokeTool", () => s.revokeTool(7 as never, { signal })],
     ]);
     expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
   });
@@ -147,6 +148,7 @@ describe("FileGrantStore arguments", () => {
       ["FileGrantStore.revoke", () => s.revoke(grantA.id, options)],
       ["FileGrantStore.clear", () => s.clear(options)],
       ["FileGrantStore.resetCorrupt", () => s.resetCorrupt(options)],
+      ["FileGrantStore.revokeTool", () => s.revokeTool("read", options)],
     ]);
     expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
     // The store still works: nothing was left waiting in its queue.
@@ -233,6 +235,30 @@ describe("FileGrantStore reads and writes", () => {
     expect((await store().load()).map((g) => g.id)).toEqual([grantB.id]);
   });
 
+  it("revokeTool removes every grant of one tool in one change, and writes nothing when it has none", async () => {
+    const s = store();
+    const reads = [grantA, new Grant("read", "deny", GrantScope.thisCall({ path: "/etc/shadow" }))];
+    for (const grant of [reads[0], grantB, reads[1]] as Grant[]) await s.save(grant);
+    expect((await s.revokeTool("read")).map((g) => g.id)).toEqual(reads.map((g) => g.id));
+    expect((await store().load()).map((g) => g.id)).toEqual([grantB.id]);
+    const before = lstatSync(s.ledgerPath, { bigint: true });
+    expect(await s.revokeTool("read")).toEqual([]);
+    expect(await s.revokeTool("Write")).toEqual([]);
+    const after = lstatSync(s.ledgerPath, { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([before.ino, before.mtimeNs]);
+    for (const tool of ["", 7, undefined]) {
+      await expect(s.revokeTool(tool as never)).rejects.toMatchObject({
+        code: "GRANT_CONFIG",
+        argument: "tool",
+        message: expect.stringContaining("FileGrantStore.revokeTool: tool must be a non-empty string") as unknown,
+      });
+    }
+    expect(await store().revokeTool("read")).toEqual([]);
+    rmSync(join(root, "grants"), { recursive: true });
+    expect(await store().revokeTool("write")).toEqual([]);
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("clear returns how many grants it removed and leaves an empty ledger", async () => {
     const s = store();
     await s.save(grantA);
@@ -287,7 +313,9 @@ describe("FileGrantStore fails closed", () => {
     const s = store();
     writeLedger(s, bytes);
     // Started together, each with its handler attached at once, so none is ever an unhandled rejection.
-    for (const error of await Promise.all([s.load(), s.save(grantA), s.revoke(grantA.id), s.clear()].map(rejection))) {
+    for (const error of await Promise.all(
+      [s.load(), s.save(grantA), s.revoke(grantA.id), s.revokeTool("t"), s.clear()].map(rejection),
+    )) {
       expect(error).toBeInstanceOf(LedgerCorruptError);
       expect((error as LedgerCorruptError).code).toBe("LEDGER_CORRUPT");
       expect((error as LedgerCorruptError).path).toBe(s.ledgerPath);
@@ -475,6 +503,32 @@ describe("FileGrantStore lock", () => {
       utimesSync(s.lockPath, past, past);
     }
   }
+
+  it.skipIf(!existsSync("/proc/self/fd"))(
+    "stores of one ledger in a process with thousands of open files wait for each other without a look at every file",
+    async () => {
+      // A server's sockets, say. A store that found another store of this thread holding the lock
+      // used to stat each of the process's open files on every retry, which kept the holder's own
+      // file operations waiting behind them: saves took seconds each, then failed with LedgerLockError.
+      const opened: number[] = [];
+      try {
+        for (let i = 0; i < 6000; i++) opened.push(fs.openSync("/dev/null", "r"));
+      } catch {
+        // The test needs no more than the process may open; fewer still shows the cost.
+      }
+      try {
+        const stores = [0, 1, 2, 3].map(() => store({ lockTimeoutMs: 5_000 }));
+        const grants = stores.flatMap((_, k) =>
+          Array.from({ length: 10 }, (_, i) => new Grant("t", "allow", GrantScope.thisCall({ k, i }))),
+        );
+        await Promise.all(grants.map((grant, i) => (stores[i % stores.length] as FileGrantStore).save(grant)));
+        expect((await store().load()).length).toBe(grants.length);
+      } finally {
+        for (const fd of opened) fs.closeSync(fd);
+      }
+    },
+    30_000,
+  );
 
   it("breaks a lock whose process died on this host", async () => {
     const s = store();

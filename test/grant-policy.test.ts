@@ -7,6 +7,7 @@ import {
   CanonicalJsonError,
   FileGrantStore,
   Grant,
+  GrantConfigError,
   GrantPolicy,
   GrantRecordError,
   GrantScope,
@@ -103,6 +104,38 @@ describe("GrantPolicy.decide", () => {
     await expect(new GrantPolicy(new MemoryGrantStore()).decide({ ...read, name: "" }, {})).rejects.toBeInstanceOf(
       GrantRecordError,
     );
+  });
+
+  it("refuses a store that is not one when constructed, naming it, instead of a TypeError at the first decision", () => {
+    const methods = {
+      load: () => Promise.resolve([]),
+      save: (g: Grant) => Promise.resolve(g),
+      revoke: () => Promise.resolve(undefined),
+      clear: () => Promise.resolve(0),
+    };
+    const { clear: _, ...noClear } = methods;
+    for (const [value, shown] of [
+      [undefined, "undefined"],
+      [null, "null"],
+      ["grants.json", '"grants.json"'],
+      [{}, "an object"],
+      [noClear, "an object"],
+      [{ ...methods, load: [] }, "an object"],
+    ] as const) {
+      let error: unknown;
+      try {
+        new GrantPolicy(value as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, shown).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({
+        code: "GRANT_CONFIG",
+        argument: "store",
+        message: `GrantPolicy: store must be a GrantStore (load, save, revoke and clear as functions), got ${shown}`,
+      });
+    }
+    expect(() => new GrantPolicy(methods)).not.toThrow();
   });
 
   it("works over a store that offers no index", async () => {

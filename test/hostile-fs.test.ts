@@ -166,6 +166,32 @@ describe("a ledger that is not a regular file", () => {
   });
 });
 
+describe("a lock file that is not a regular file", () => {
+  it.each([
+    ["a FIFO", (path: string) => execFileSync("mkfifo", ["-m", "600", path])],
+    ["a folder", (path: string) => mkdirSync(path, { mode: 0o700 })],
+  ])("%s: a change fails at once with LedgerLockError naming it, never waits on it", async (_label, make) => {
+    const { root, project, store } = layout();
+    await store.save(grant);
+    make(store.lockPath);
+    const writer = new FileGrantStore(root, project, { lockTimeoutMs: 200 });
+    for (const op of [() => writer.save(new Grant("rm", "deny", GrantScope.thisTool())), () => writer.clear()]) {
+      // A read of a FIFO blocks until a writer opens it: bounded here so such a hang fails the test.
+      const outcome = await Promise.race([
+        op().then(
+          () => "settled",
+          (error: unknown) => error,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000).unref()),
+      ]);
+      expect(outcome).toBeInstanceOf(LedgerLockError);
+      expect(outcome).toMatchObject({ path: store.lockPath });
+      expect((outcome as Error).message).toContain("not a regular file");
+    }
+    expect((await store.load()).map((g) => g.id)).toEqual([grant.id]);
+  });
+});
+
 describe("permissions: a ledger tree open to others is refused or tightened with a warning", () => {
   let warnings: string[] = [];
   const onWarning = (warning: Error): void => {

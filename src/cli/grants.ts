@@ -1,6 +1,6 @@
 import { lstat } from "node:fs/promises";
 import { LoopctlError } from "../errors.js";
-import { GrantPolicy } from "../grant/index.js";
+import { FileGrantStore, GrantPolicy } from "../grant/index.js";
 import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
@@ -149,6 +149,9 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
     // reset of the whole project is the way out of one; a ledger file is read first,
     // so that a corrupt one is reported, never rewritten.
     if (values.tool === undefined && values.database !== undefined) return store.clear();
+    // One change for the whole tool: revoked one by one, each grant would rewrite the ledger.
+    if (values.tool !== undefined && store instanceof FileGrantStore)
+      return (await store.revokeTool(values.tool)).length;
     const grants = await store.load();
     if (values.tool === undefined) return grants.length === 0 ? 0 : store.clear();
     let count = 0;

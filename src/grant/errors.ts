@@ -92,7 +92,8 @@ export class LedgerLockError extends LoopctlError {
  * give every project so bound one shared ledger), or a `lockTimeoutMs` or
  * `staleLockMs` that is not a non-negative integer (NaN or a string would make
  * a save wait for the lock forever), a descriptor given to
- * `descriptorDigest` or `descriptorFingerprint` that is not an object, or
+ * `descriptorDigest` or `descriptorFingerprint` that is not an object, a
+ * `GrantPolicy` store without `load`, `save`, `revoke` and `clear`, or
  * call options of a built-in store or of `GrantPolicy` that are not an
  * object, or whose `signal` is not an `AbortSignal` or cannot be listened to
  * (the call rejects, before an aborted signal's reason).

@@ -405,6 +405,38 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
+   * Removes every grant of `tool` (matched exactly) in one change under the
+   * lock; resolves to them, in ledger order, or to an empty array (writing
+   * nothing) when there are none. The ledger is replaced once, however many
+   * grants go: revoking them one by one rewrites it once per grant.
+   *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty string.
+   * @throws {LedgerCorruptError} and leaves the file untouched when the ledger is corrupt.
+   */
+  async revokeTool(tool: string, options: StoreCallOptions = {}): Promise<Grant[]> {
+    const signal = callSignal("FileGrantStore.revokeTool", options);
+    if (typeof tool !== "string" || tool === "") {
+      throw new GrantConfigError(
+        "FileGrantStore.revokeTool",
+        "tool",
+        `must be a non-empty string, got ${shownValue(tool)}`,
+      );
+    }
+    const none: Grant[] = [];
+    return this.#locked(signal, none, async (lock) => {
+      const current = await this.#read(true);
+      const removed = current.grants.filter((g) => g.tool === tool);
+      if (removed.length > 0) {
+        await this.#write(
+          current.grants.filter((g) => g.tool !== tool),
+          lock,
+        );
+      }
+      return removed;
+    });
+  }
+
+  /**
    * Removes every grant; resolves to how many were removed (a missing or
    * already empty ledger is left as it is). A corrupt ledger is refused
    * unless `options.corrupt` is `"keep-aside"`, which moves it aside (see

@@ -15,6 +15,7 @@ import {
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
+import { processShared } from "../process-shared.js";
 import { LedgerLockError, shownValue } from "./errors.js";
 
 /** How long to wait for, and when to break, a ledger lock. */
@@ -126,6 +127,18 @@ function writtenHere(info: LockInfo, here: LockInfo): boolean {
 }
 
 /**
+ * The tokens of the {@link withLedgerLock} calls running in this thread, by
+ * every copy of loopctl in it, from before each creates its lock until after
+ * it has removed it. A lock bearing one is held: it needs no look through the
+ * process's open files ({@link openHere}, a stat per open file on every retry
+ * of every waiting store, which in a process with thousands of sockets kept
+ * the holder's own file operations waiting past the waiters' deadline).
+ */
+function callsHere(): Set<string> {
+  return processShared("loopctl.grant.ledgerLockCalls", () => new Set<string>());
+}
+
+/**
  * Whether the process that wrote `info` (on this host) still runs. A lock with
  * this process's pid was written by this process (another thread, or another
  * copy of this module: the ESM and CommonJS builds loaded side by side) unless
@@ -134,6 +147,7 @@ function writtenHere(info: LockInfo, here: LockInfo): boolean {
  * has it open any more (see {@link openHere}).
  */
 async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, lock: Stats): Promise<boolean> {
+  if (info.pid === process.pid && callsHere().has(info.token)) return true;
   if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
   const current = await startOf(info.pid);
   if (info.start !== undefined && current !== undefined) {
@@ -215,7 +229,8 @@ type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder
 async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): Promise<Seen> {
   let handle;
   try {
-    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, past every deadline.
+    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     if (errorCode(error) === "ENOENT") return GONE;
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
@@ -229,6 +244,15 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
   try {
     try {
       stat = await handle.stat();
+    } catch (error) {
+      throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
+        cause: error,
+      });
+    }
+    // Only this user can put anything there (the folder is checked first), and no writer makes anything
+    // but a regular file: whatever it is, it is left for a person to look at, never read or broken.
+    if (!stat.isFile()) throw new LedgerLockError(lockPath, "is not a regular file, so no writer made it; remove it");
+    try {
       text = await handle.readFile("utf8");
     } catch (error) {
       throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
@@ -277,7 +301,7 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
 async function sameLock(aside: string, judged: Stats, text: string): Promise<boolean> {
   let handle;
   try {
-    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW);
+    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return false;
   }
@@ -320,14 +344,34 @@ export async function withLedgerLock<T>(
     ...(start === undefined ? {} : { start }),
     ...place,
   };
+  const calls = callsHere();
+  calls.add(info.token);
+  try {
+    const lock = await acquire(lockPath, info, options);
+    try {
+      return await body({
+        async assertHeld() {
+          if (!(await isOurs(lockPath, lock)))
+            throw new LedgerLockError(lockPath, "was broken while this writer held it");
+        },
+      });
+    } finally {
+      await release(lockPath, lock);
+    }
+  } finally {
+    calls.delete(info.token);
+  }
+}
+
+/** Creates the lock with the record `info`, waiting for another holder and breaking an abandoned lock. */
+async function acquire(lockPath: string, info: LockInfo, options: LedgerLockOptions): Promise<FileHandle> {
   const deadline = Date.now() + options.timeoutMs;
   let backoff = 1;
-  let held: FileHandle | undefined;
   let waited = false;
   for (;;) {
     options.signal?.throwIfAborted();
-    held = await tryCreate(lockPath, info);
-    if (held !== undefined) break;
+    const held = await tryCreate(lockPath, info);
+    if (held !== undefined) return held;
     const seen = await breakIfStale(lockPath, options.staleMs, info);
     if (seen.type === "gone") continue;
     if (!waited) {
@@ -347,17 +391,6 @@ export async function withLedgerLock<T>(
       },
     );
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-  }
-  const lock = held;
-  try {
-    return await body({
-      async assertHeld() {
-        if (!(await isOurs(lockPath, lock)))
-          throw new LedgerLockError(lockPath, "was broken while this writer held it");
-      },
-    });
-  } finally {
-    await release(lockPath, held);
   }
 }
 

@@ -1,6 +1,6 @@
 import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
-import { GrantRecordError, shownValue } from "./errors.js";
+import { GrantConfigError, GrantRecordError, shownValue } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
 import { callSignal, type GrantStore, type StoreCallOptions } from "./store.js";
@@ -189,8 +189,24 @@ export function grantForAnswer(
 export class GrantPolicy {
   readonly #store: GrantStore;
 
-  /** @param store Where grants are read from and remembered to. */
+  /**
+   * @param store Where grants are read from and remembered to.
+   * @throws {GrantConfigError} naming `store` when it does not have `load`,
+   *   `save`, `revoke` and `clear` as functions.
+   */
   constructor(store: GrantStore) {
+    const methods = store as Partial<Record<keyof GrantStore, unknown>> | null;
+    if (
+      typeof methods !== "object" ||
+      methods === null ||
+      !(["load", "save", "revoke", "clear"] as const).every((name) => typeof methods[name] === "function")
+    ) {
+      throw new GrantConfigError(
+        "GrantPolicy",
+        "store",
+        `must be a GrantStore (load, save, revoke and clear as functions), got ${shownValue(store)}`,
+      );
+    }
     this.#store = store;
   }
 
