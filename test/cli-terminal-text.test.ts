@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { AuditSink } from "../src/audit/index.js";
 import { EXIT } from "../src/cli/index.js";
+import { table } from "../src/cli/format.js";
 import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
 import type { GrantRecord } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
@@ -142,5 +143,17 @@ describe("what the CLI prints about a name", () => {
     const missing = await cli(["audit", "verify", `no\u2066pe.jsonl`], { cwd: base });
     expect(missing.code).toBe(EXIT.failed);
     expectTerminalSafe(missing, "audit verify, missing");
+  });
+});
+
+describe("the CLI's tables", () => {
+  it("lays out a table of 200,000 rows (grants list of a large ledger) without overflowing the stack", () => {
+    const rows = Array.from({ length: 200_000 }, (_, i) => [`tool_${i}`, "allow", i === 7 ? "the longest note" : "-"]);
+    const text = table(["TOOL", "ACTION", "NOTE"], rows);
+    const lines = text.split("\n");
+    expect(lines).toHaveLength(200_002);
+    expect(lines[0]).toBe("TOOL         ACTION  NOTE");
+    expect(lines[8]).toBe("tool_7       allow   the longest note");
+    expect(lines[200_000]).toBe("tool_199999  allow   -");
   });
 });

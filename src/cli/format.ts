@@ -54,7 +54,9 @@ export function clip(text: string, max: number): string {
  */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const cells = rows.map((row) => row.map(printable));
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((row) => (row[i] ?? "").length)));
+  // A loop, not Math.max(...column): spreading a column of 120k rows overflows the stack.
+  const widths = headers.map((h) => h.length);
+  for (const row of cells) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
   const line = (row: readonly string[]): string =>
     row
       .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
