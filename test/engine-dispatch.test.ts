@@ -148,6 +148,51 @@ describe("permission middleware", () => {
     ]);
   });
 
+  /** What `mw` decides for `input` to the `write` tool: the id of the rule that decided. */
+  const decide = (mw: Middleware, input: unknown): string => {
+    let ruleId = "";
+    const context = {
+      deny: (d: { ruleId: string; message: string }) => ((ruleId = d.ruleId), { type: "refused", message: d.message }),
+      allow: (d: { ruleId: string }) => void (ruleId = d.ruleId),
+    } as unknown as Parameters<Middleware>[1];
+    void mw({ id: "c", name: "write", input }, context, () => Promise.resolve({ type: "ran", output: "" }));
+    return ruleId;
+  };
+
+  it("a glob's `?` is one character (an astral one too), `*` any run, line breaks included", () => {
+    const globs = permissionMiddleware({
+      rules: [
+        { id: "one", args: { path: "a?c" }, action: "deny" },
+        { id: "run", args: { path: "x*y*z" }, action: "deny" },
+      ],
+      defaultAction: "allow",
+    });
+    expect(["abc", "a😀c", "a\nc", "ac", "abbc", "a😀😀c"].map((path) => decide(globs, { path }))).toEqual([
+      "one",
+      "one",
+      "one",
+      "default",
+      "default",
+      "default",
+    ]);
+    expect(
+      ["xyz", "x\ny\nz", "xaybz", "xyzyz", "xzy", "xy", "axyz", "xyza"].map((path) => decide(globs, { path })),
+    ).toEqual(["run", "run", "run", "run", "default", "default", "default", "default"]);
+  });
+
+  it("a glob decides in time proportional to the argument: a long one the model wrote does not stall the process", () => {
+    const globs = permissionMiddleware({
+      rules: [{ id: "config", args: { path: "/srv/*/config/*.yaml" }, action: "deny" }],
+      defaultAction: "allow",
+    });
+    // Matched as a backtracking RegExp (`^\/srv\/.*\/config\/.*\.yaml$`), this took quadratic time: minutes.
+    const path = `/srv/${"/config/".repeat(64 * 1024)}x`;
+    const started = performance.now();
+    expect(decide(globs, { path })).toBe("default");
+    expect(decide(globs, { path: `${path}.yaml` })).toBe("config");
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
   it.each([
     [{ rules: [{ id: "", action: "deny" }] }, /id must be a non-empty string/],
     [

@@ -31,11 +31,54 @@ export interface PermissionOptions {
   readonly defaultAction?: "allow" | "deny";
 }
 
-function globToRegExp(glob: string): RegExp {
-  const body = [...glob]
-    .map((ch) => (ch === "*" ? ".*" : ch === "?" ? "." : ch.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")))
-    .join("");
-  return new RegExp(`^${body}$`, "su");
+/** In a compiled glob: `*`, any run of characters. */
+const ANY_RUN = -1;
+/** In a compiled glob: `?`, one character. */
+const ANY_ONE = -2;
+
+/** A glob as the code points it matches, `*` and `?` as {@link ANY_RUN} and {@link ANY_ONE}. */
+function compileGlob(glob: string): readonly number[] {
+  return [...glob].map((ch) => (ch === "*" ? ANY_RUN : ch === "?" ? ANY_ONE : (ch.codePointAt(0) as number)));
+}
+
+/** The index of the code point after the one at `i`. */
+function nextCodePoint(text: string, i: number): number {
+  const code = text.codePointAt(i) as number;
+  return i + (code > 0xffff ? 2 : 1);
+}
+
+/**
+ * Whether `glob` matches all of `text`, a character being a code point. Each
+ * `*` takes one more character only when what follows it fails, and only the
+ * last `*` is ever retried: time grows with the text times the glob, where a
+ * backtracking RegExp of the same glob takes the square of a long text (an
+ * argument the model wrote) and stalls the process.
+ */
+function globMatches(glob: readonly number[], text: string): boolean {
+  let g = 0;
+  let t = 0;
+  /** Where the glob goes on after its last `*` met, and where in `text` that `*` stops for now. */
+  let afterStar = -1;
+  let starEnd = 0;
+  while (t < text.length) {
+    const want = glob[g];
+    if (want === ANY_RUN) {
+      g += 1;
+      afterStar = g;
+      starEnd = t;
+    } else if (want !== undefined && (want === ANY_ONE || want === text.codePointAt(t))) {
+      g += 1;
+      t = nextCodePoint(text, t);
+    } else if (afterStar !== -1) {
+      starEnd = nextCodePoint(text, starEnd);
+      g = afterStar;
+      t = starEnd;
+    } else {
+      return false;
+    }
+  }
+  while (glob[g] === ANY_RUN) g += 1;
+  return g === glob.length;
 }
 
 /** `Array.isArray` narrows a typed array to `any[]`; this keeps its element type. */
@@ -55,7 +98,7 @@ function matchesValue(pattern: ArgPattern, value: unknown): boolean {
   }
   if (typeof pattern === "string") {
     if (typeof value !== "string") return false;
-    return /[*?]/.test(pattern) ? globToRegExp(pattern).test(value) : pattern === value;
+    return /[*?]/.test(pattern) ? globMatches(compileGlob(pattern), value) : pattern === value;
   }
   if (isPlainObject(pattern)) {
     if (!isPlainObject(value)) return false;
