@@ -32,7 +32,7 @@ import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
-import { isUuid, randomIdGen } from "./ids.js";
+import { checkedId, randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
@@ -341,9 +341,7 @@ export class Agent {
       throw new EngineConfigError("withIdGen", `the id generator failed: ${describeError(thrown)}`, { cause: thrown });
     }
     // The default generator's ids are UUIDs by construction.
-    if (idGen !== randomIdGen && !isUuid(id))
-      throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
-    return id;
+    return idGen === randomIdGen ? id : checkedId(id);
   }
 
   /** The tools of this turn: the array given, or what the source holds now. */
