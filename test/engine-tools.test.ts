@@ -103,6 +103,51 @@ describe("defineTool", () => {
     );
   });
 
+  it("a definition whose reads throw (a getter, a revoked proxy) is a ToolDefinitionError, what was thrown its cause", () => {
+    const bomb = new Error("getter bomb");
+    const fail = (): never => {
+      throw bomb;
+    };
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const definitions: [string, unknown][] = [
+      [
+        "",
+        {
+          get name(): never {
+            return fail();
+          },
+        },
+      ],
+      [
+        "t",
+        {
+          name: "t",
+          description: "",
+          input: z.object({}),
+          execute: noop,
+          get annotations(): never {
+            return fail();
+          },
+        },
+      ],
+      ["t", { name: "t", description: "", input: proxy, execute: noop }],
+      ["", proxy],
+    ];
+    for (const [tool, definition] of definitions) {
+      let thrown: unknown;
+      try {
+        defineTool(definition as never);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(ToolDefinitionError);
+      expect(thrown).toMatchObject({ tool });
+      expect((thrown as Error).message).toContain("the definition cannot be read: ");
+      expect((thrown as Error).cause).toBeDefined();
+    }
+  });
+
   it("refuses a zod 3 schema with a typed error naming the version", () => {
     const input = zod3.object({ path: zod3.string() });
     expect(() => defineTool({ name: "t", description: "", input: input as never, execute: noop })).toThrow(
