@@ -180,6 +180,18 @@ describe("permission middleware", () => {
     ).toEqual(["run", "run", "run", "run", "default", "default", "default", "default"]);
   });
 
+  it("an argument named __proto__ in a rule read from JSON is matched like any other, not dropped from the rule", () => {
+    const fromJson = permissionMiddleware({
+      rules: [JSON.parse('{"id":"safe-only","action":"allow","args":{"__proto__":"safe","mode":{"__proto__":1}}}')],
+      defaultAction: "deny",
+    });
+    const args = (text: string): unknown => JSON.parse(text);
+    expect(decide(fromJson, args('{"__proto__":"safe","mode":{"__proto__":1}}'))).toBe("safe-only");
+    expect(decide(fromJson, args('{"__proto__":"evil","mode":{"__proto__":1}}'))).toBe("default");
+    expect(decide(fromJson, args('{"__proto__":"safe","mode":{}}'))).toBe("default");
+    expect(decide(fromJson, { other: 1 })).toBe("default");
+  });
+
   it("a glob decides in time proportional to the argument: a long one the model wrote does not stall the process", () => {
     const globs = permissionMiddleware({
       rules: [{ id: "config", args: { path: "/srv/*/config/*.yaml" }, action: "deny" }],

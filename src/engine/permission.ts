@@ -130,7 +130,8 @@ function copyPattern(pattern: unknown, where: string): ArgPattern {
   if (pattern instanceof RegExp) return new RegExp(pattern.source, pattern.flags);
   if (pattern === null || ["string", "number", "boolean"].includes(typeof pattern)) return pattern as ArgPattern;
   if (isPlainObject(pattern)) {
-    const copy: Record<string, ArgPattern> = {};
+    // No prototype: a key named `__proto__` (a rule read from JSON) stays a key to match, not a prototype to set.
+    const copy = Object.create(null) as Record<string, ArgPattern>;
     for (const [key, sub] of Object.entries(pattern)) copy[key] = copyPattern(sub, `${where}.${key}`);
     return Object.freeze(copy);
   }
