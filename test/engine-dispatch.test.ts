@@ -227,6 +227,49 @@ describe("permission middleware", () => {
   });
 });
 
+describe("permission middleware options whose reads throw", () => {
+  const bomb = new Error("getter bomb");
+  const fail = (): never => {
+    throw bomb;
+  };
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  it.each([
+    [
+      {
+        get rules(): never {
+          return fail();
+        },
+      },
+    ],
+    [
+      {
+        rules: [
+          {
+            id: "a",
+            action: "deny",
+            get args(): never {
+              return fail();
+            },
+          },
+        ],
+      },
+    ],
+    [{ rules: [{ id: "a", action: "deny", args: { path: proxy } }] }],
+    [{ rules: [proxy] }],
+  ])("are an EngineConfigError naming permissionMiddleware, what was thrown its cause (%#)", (options) => {
+    let thrown: unknown;
+    try {
+      permissionMiddleware(options as never);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(EngineConfigError);
+    expect((thrown as Error).message).toMatch(/^permissionMiddleware: the options cannot be read: /);
+    expect((thrown as Error).cause).toBeDefined();
+  });
+});
+
 describe("middleware chain", () => {
   it("runs in the order added, after validation, on the frozen approved call; the tool's result comes back through it", async () => {
     const executed: unknown[] = [];

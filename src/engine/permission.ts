@@ -1,4 +1,4 @@
-import { EngineConfigError } from "./errors.js";
+import { EngineConfigError, describeError } from "./errors.js";
 import type { Middleware } from "./middleware.js";
 
 /**
@@ -138,29 +138,17 @@ function copyPattern(pattern: unknown, where: string): ArgPattern {
   throw new EngineConfigError("permissionMiddleware", `${where}: not a valid argument pattern`);
 }
 
-/**
- * Allow/deny rules by tool name and argument pattern, as dispatch middleware.
- * It runs after the park, so it holds whatever a human approved: a `deny`
- * refuses an approved call, and its record displaces the approval record.
- * Each decision is recorded with `ruleSource: "middleware"`, `ruleId` the
- * rule's id (`"default"` when no rule matched) and `matchedPattern` the rule's
- * pattern. The model receives `Permission denied by rule '<id>' for tool '<tool>'`.
- *
- * @throws {EngineConfigError} on a rule without an id, a duplicate id, an
- *   unknown action or an invalid pattern.
- *
- * @example
- * ```ts
- * const rules = permissionMiddleware({
- *   rules: [
- *     { id: "no-etc", tool: "write_file", args: { path: "/etc/*" }, action: "deny" },
- *     { id: "fs", tool: "*_file", action: "allow" },
- *   ],
- *   defaultAction: "deny",
- * });
- * ```
- */
-export function permissionMiddleware(options: PermissionOptions): Middleware {
+/** The rules as the middleware holds them: each checked, copied and compiled once. */
+interface Rules {
+  readonly compiled: readonly {
+    readonly rule: PermissionRule;
+    readonly pattern: string;
+    readonly matches: (name: string, input: unknown) => boolean;
+  }[];
+  readonly defaultAction: "allow" | "deny";
+}
+
+function compileRules(options: PermissionOptions): Rules {
   if (typeof options !== "object" || options === null || !isArray(options.rules)) {
     throw new EngineConfigError("permissionMiddleware", "options.rules must be an array");
   }
@@ -205,6 +193,43 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
     };
   });
 
+  return { compiled, defaultAction };
+}
+
+/**
+ * Allow/deny rules by tool name and argument pattern, as dispatch middleware.
+ * It runs after the park, so it holds whatever a human approved: a `deny`
+ * refuses an approved call, and its record displaces the approval record.
+ * Each decision is recorded with `ruleSource: "middleware"`, `ruleId` the
+ * rule's id (`"default"` when no rule matched) and `matchedPattern` the rule's
+ * pattern. The model receives `Permission denied by rule '<id>' for tool '<tool>'`.
+ *
+ * @throws {EngineConfigError} on a rule without an id, a duplicate id, an
+ *   unknown action or an invalid pattern.
+ *
+ * @example
+ * ```ts
+ * const rules = permissionMiddleware({
+ *   rules: [
+ *     { id: "no-etc", tool: "write_file", args: { path: "/etc/*" }, action: "deny" },
+ *     { id: "fs", tool: "*_file", action: "allow" },
+ *   ],
+ *   defaultAction: "deny",
+ * });
+ * ```
+ */
+export function permissionMiddleware(options: PermissionOptions): Middleware {
+  let rules: Rules;
+  try {
+    rules = compileRules(options);
+  } catch (error) {
+    if (error instanceof EngineConfigError) throw error;
+    // Options whose reads throw (a getter, a revoked proxy) are not rules either.
+    throw new EngineConfigError("permissionMiddleware", `the options cannot be read: ${describeError(error)}`, {
+      cause: error,
+    });
+  }
+  const { compiled, defaultAction } = rules;
   return (call, context, next) => {
     const hit = compiled.find((entry) => entry.matches(call.name, call.input));
     const action = hit?.rule.action ?? defaultAction;
