@@ -399,6 +399,79 @@ describe("the loop around the gate", () => {
     expect((error as Error).cause).toBe(down);
   });
 
+  it("agent options whose reads throw (a getter, a revoked proxy) are an EngineConfigError naming Agent, the thrown value its cause; a revoked input one naming Agent.run", async () => {
+    const bomb = new Error("getter bomb");
+    const fail = (): never => {
+      throw bomb;
+    };
+    const revoked = Proxy.revocable([], {});
+    revoked.revoke();
+    const model = new ScriptedModel([{ text: "never" }]);
+    const options: [string, unknown][] = [
+      [
+        "the options",
+        {
+          get model(): never {
+            return fail();
+          },
+          tools: [],
+        },
+      ],
+      [
+        "the model",
+        {
+          model: {
+            get generate(): never {
+              return fail();
+            },
+          },
+          tools: [],
+        },
+      ],
+      ["the tools", { model, tools: revoked.proxy }],
+      [
+        "a tool",
+        {
+          model,
+          tools: [
+            {
+              get check(): never {
+                return fail();
+              },
+            },
+          ],
+        },
+      ],
+      ["an entry", { model, tools: Object.defineProperty([], 0, { get: fail, enumerable: true }) }],
+      [
+        "the instructions",
+        {
+          model,
+          tools: [],
+          get instructions(): never {
+            return fail();
+          },
+        },
+      ],
+    ];
+    for (const [label, given] of options) {
+      let error: unknown;
+      try {
+        new Agent(given as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, label).toBeInstanceOf(EngineConfigError);
+      expect(error, label).toMatchObject({ option: "Agent" });
+      expect((error as Error).message, label).toMatch(/^Agent: the options cannot be read: /);
+      if (label !== "the tools") expect((error as Error).cause, label).toBe(bomb);
+    }
+    const run = await new Agent({ model, tools: [] }).run(revoked.proxy as never).catch((e: unknown) => e);
+    expect(run).toBeInstanceOf(EngineConfigError);
+    expect(run).toMatchObject({ option: "Agent.run" });
+    expect(model.requests).toEqual([]);
+  });
+
   it("earlier messages whose reads throw (a proxy, a getter) are an EngineConfigError naming the message", async () => {
     const fail = (): never => {
       throw new Error("getter bomb");

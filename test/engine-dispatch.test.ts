@@ -148,6 +148,63 @@ describe("permission middleware", () => {
     ]);
   });
 
+  /** What `mw` decides for `input` to the `write` tool: the id of the rule that decided. */
+  const decide = (mw: Middleware, input: unknown): string => {
+    let ruleId = "";
+    const context = {
+      deny: (d: { ruleId: string; message: string }) => ((ruleId = d.ruleId), { type: "refused", message: d.message }),
+      allow: (d: { ruleId: string }) => void (ruleId = d.ruleId),
+    } as unknown as Parameters<Middleware>[1];
+    void mw({ id: "c", name: "write", input }, context, () => Promise.resolve({ type: "ran", output: "" }));
+    return ruleId;
+  };
+
+  it("a glob's `?` is one character (an astral one too), `*` any run, line breaks included", () => {
+    const globs = permissionMiddleware({
+      rules: [
+        { id: "one", args: { path: "a?c" }, action: "deny" },
+        { id: "run", args: { path: "x*y*z" }, action: "deny" },
+      ],
+      defaultAction: "allow",
+    });
+    expect(["abc", "a😀c", "a\nc", "ac", "abbc", "a😀😀c"].map((path) => decide(globs, { path }))).toEqual([
+      "one",
+      "one",
+      "one",
+      "default",
+      "default",
+      "default",
+    ]);
+    expect(
+      ["xyz", "x\ny\nz", "xaybz", "xyzyz", "xzy", "xy", "axyz", "xyza"].map((path) => decide(globs, { path })),
+    ).toEqual(["run", "run", "run", "run", "default", "default", "default", "default"]);
+  });
+
+  it("an argument named __proto__ in a rule read from JSON is matched like any other, not dropped from the rule", () => {
+    const fromJson = permissionMiddleware({
+      rules: [JSON.parse('{"id":"safe-only","action":"allow","args":{"__proto__":"safe","mode":{"__proto__":1}}}')],
+      defaultAction: "deny",
+    });
+    const args = (text: string): unknown => JSON.parse(text);
+    expect(decide(fromJson, args('{"__proto__":"safe","mode":{"__proto__":1}}'))).toBe("safe-only");
+    expect(decide(fromJson, args('{"__proto__":"evil","mode":{"__proto__":1}}'))).toBe("default");
+    expect(decide(fromJson, args('{"__proto__":"safe","mode":{}}'))).toBe("default");
+    expect(decide(fromJson, { other: 1 })).toBe("default");
+  });
+
+  it("a glob decides in time proportional to the argument: a long one the model wrote does not stall the process", () => {
+    const globs = permissionMiddleware({
+      rules: [{ id: "config", args: { path: "/srv/*/config/*.yaml" }, action: "deny" }],
+      defaultAction: "allow",
+    });
+    // Matched as a backtracking RegExp (`^\/srv\/.*\/config\/.*\.yaml$`), this took quadratic time: minutes.
+    const path = `/srv/${"/config/".repeat(64 * 1024)}x`;
+    const started = performance.now();
+    expect(decide(globs, { path })).toBe("default");
+    expect(decide(globs, { path: `${path}.yaml` })).toBe("config");
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
   it.each([
     [{ rules: [{ id: "", action: "deny" }] }, /id must be a non-empty string/],
     [
@@ -167,6 +224,49 @@ describe("permission middleware", () => {
   ])("rejects invalid options with EngineConfigError (%#)", (options, message) => {
     expect(() => permissionMiddleware(options as never)).toThrow(EngineConfigError);
     expect(() => permissionMiddleware(options as never)).toThrow(message);
+  });
+});
+
+describe("permission middleware options whose reads throw", () => {
+  const bomb = new Error("getter bomb");
+  const fail = (): never => {
+    throw bomb;
+  };
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  it.each([
+    [
+      {
+        get rules(): never {
+          return fail();
+        },
+      },
+    ],
+    [
+      {
+        rules: [
+          {
+            id: "a",
+            action: "deny",
+            get args(): never {
+              return fail();
+            },
+          },
+        ],
+      },
+    ],
+    [{ rules: [{ id: "a", action: "deny", args: { path: proxy } }] }],
+    [{ rules: [proxy] }],
+  ])("are an EngineConfigError naming permissionMiddleware, what was thrown its cause (%#)", (options) => {
+    let thrown: unknown;
+    try {
+      permissionMiddleware(options as never);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(EngineConfigError);
+    expect((thrown as Error).message).toMatch(/^permissionMiddleware: the options cannot be read: /);
+    expect((thrown as Error).cause).toBeDefined();
   });
 });
 

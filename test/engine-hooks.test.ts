@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
-import { CancelledError, LoopManagers } from "../src/engine/index.js";
+import { Agent, CancelledError, LoopManagers } from "../src/engine/index.js";
 import type { Hook, HookContext, ToolCall } from "../src/engine/index.js";
 import { build, call, eventLog, readTool, script, shape } from "./support/engine-fixtures.js";
+import { ScriptedModel } from "../src/testing/index.js";
 
 const A = { path: "a.rs" };
 
@@ -272,5 +273,53 @@ describe("a failing seam fails closed", () => {
       content: "Permission denied: internal error for tool 'read'",
       isError: true,
     });
+  });
+
+  it("an id generator that gives no UUID at park time denies the call with one engine record naming it; no resolver sees the ask", async () => {
+    const hostile = {
+      toString(): string {
+        throw new Error("unprintable");
+      },
+    };
+    for (const [bad, said] of [
+      ["ask-3", '"ask-3"'],
+      [hostile, "an object"],
+    ] as const) {
+      let ids = 0;
+      const idGen = () => ((ids += 1), ids > 2 ? bad : `00000000-0000-4000-8000-00000000000${ids}`) as string;
+      const asked: unknown[] = [];
+      const executed: unknown[] = [];
+      const { agent } = build({
+        turns: script(call("c1", "read", A)),
+        tools: [readTool(executed)],
+        managers: new LoopManagers()
+          .withIdGen(idGen)
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+          .withAskResolver({ resolve: (ask) => (asked.push(ask), Promise.resolve({ type: "approve" })) }),
+      });
+      const result = await agent.run("go");
+      expect(asked).toEqual([]);
+      expect(executed).toEqual([]);
+      expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+        [
+          "deny",
+          "engine",
+          "engine",
+          `engine failure: withIdGen: the id generator must return UUID strings, got ${said}`,
+        ],
+      ]);
+    }
+  });
+
+  it("an id generator whose id cannot be printed is still an EngineConfigError naming withIdGen", () => {
+    const hostile = {
+      toString(): string {
+        throw new Error("unprintable");
+      },
+    };
+    const managers = new LoopManagers().withIdGen(() => hostile as unknown as string);
+    expect(() => new Agent({ model: new ScriptedModel([]), tools: [], managers })).toThrow(
+      "withIdGen: the id generator must return UUID strings, got an object",
+    );
   });
 });

@@ -88,6 +88,108 @@ describe("LoopManagers", () => {
   });
 });
 
+describe("LoopManagers arguments whose reads throw", () => {
+  const bomb = new Error("getter bomb");
+  const fail = (): never => {
+    throw bomb;
+  };
+  const revoked = (): never => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    return proxy as never;
+  };
+  const unreadable: [string, (m: LoopManagers) => unknown][] = [
+    [
+      "withAskResolver",
+      (m) =>
+        m.withAskResolver({
+          get resolve(): never {
+            return fail();
+          },
+        }),
+    ],
+    ["withAskResolver", (m) => m.withAskResolver(revoked())],
+    [
+      "withHook",
+      (m) =>
+        m.withHook({
+          get preToolUse(): never {
+            return fail();
+          },
+        }),
+    ],
+    ["withHook", (m) => m.withHook(revoked())],
+    [
+      "withClock",
+      (m) =>
+        m.withClock({
+          get now(): never {
+            return fail();
+          },
+        }),
+    ],
+    [
+      "withClock",
+      (m) =>
+        m.withClock({
+          now: () => 0,
+          get setTimeout(): never {
+            return fail();
+          },
+        }),
+    ],
+    [
+      "withGrantStore",
+      (m) =>
+        m.withGrantStore({
+          get load(): never {
+            return fail();
+          },
+        } as never),
+    ],
+    [
+      "withBudget",
+      (m) =>
+        m.withBudget({
+          get maxTurns(): never {
+            return fail();
+          },
+        }),
+    ],
+    [
+      "withLoopDetection",
+      (m) =>
+        m.withLoopDetection({
+          get maxRepeats(): never {
+            return fail();
+          },
+        }),
+    ],
+    [
+      "withCircuitBreaker",
+      (m) =>
+        m.withCircuitBreaker({
+          get failureThreshold(): never {
+            return fail();
+          },
+        } as never),
+    ],
+    ["withCircuitBreaker", (m) => m.withCircuitBreaker(revoked())],
+  ];
+  it.each(unreadable)("%s names itself, with what was thrown as cause (%#)", (option, apply) => {
+    let thrown: unknown;
+    try {
+      apply(new LoopManagers());
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(EngineConfigError);
+    expect((thrown as EngineConfigError).option).toBe(option);
+    expect((thrown as Error).message.startsWith(`${option}: the argument cannot be read: `)).toBe(true);
+    expect((thrown as Error).cause).toBeDefined();
+  });
+});
+
 describe("id generators", () => {
   it("randomIdGen yields distinct v4 UUIDs", () => {
     const ids = Array.from({ length: 50 }, randomIdGen);

@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { descriptorDigest, descriptorFingerprint } from "../src/grant/index.js";
 import { z as zod3 } from "zod3";
-import { Agent, EngineConfigError, LoopManagers, ToolDefinitionError, defineTool } from "../src/engine/index.js";
+import {
+  Agent,
+  EngineConfigError,
+  LoopDetectedError,
+  LoopManagers,
+  ToolDefinitionError,
+  defineTool,
+} from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 import { build, call, script } from "./support/engine-fixtures.js";
 
@@ -94,6 +101,51 @@ describe("defineTool", () => {
     expect(() => defineTool({ name: "t", description: "", input: [] as never, execute: noop })).toThrow(
       /zod 4 schema or a JSON Schema object/,
     );
+  });
+
+  it("a definition whose reads throw (a getter, a revoked proxy) is a ToolDefinitionError, what was thrown its cause", () => {
+    const bomb = new Error("getter bomb");
+    const fail = (): never => {
+      throw bomb;
+    };
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const definitions: [string, unknown][] = [
+      [
+        "",
+        {
+          get name(): never {
+            return fail();
+          },
+        },
+      ],
+      [
+        "t",
+        {
+          name: "t",
+          description: "",
+          input: z.object({}),
+          execute: noop,
+          get annotations(): never {
+            return fail();
+          },
+        },
+      ],
+      ["t", { name: "t", description: "", input: proxy, execute: noop }],
+      ["", proxy],
+    ];
+    for (const [tool, definition] of definitions) {
+      let thrown: unknown;
+      try {
+        defineTool(definition as never);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(ToolDefinitionError);
+      expect(thrown).toMatchObject({ tool });
+      expect((thrown as Error).message).toContain("the definition cannot be read: ");
+      expect((thrown as Error).cause).toBeDefined();
+    }
   });
 
   it("refuses a zod 3 schema with a typed error naming the version", () => {
@@ -225,6 +277,43 @@ describe("JSON Schema validation", () => {
     const { agent } = build({ turns: script(call("c1", "z", { s: "abc" })), tools: [tool2] });
     await agent.run("go");
     expect(seen).toEqual([{ n: 5, s: "ABC" }]);
+  });
+
+  it("a zod refinement or transform that throws refuses the arguments as invalid: the model is told why, and loop detection counts the call", async () => {
+    const executed: unknown[] = [];
+    const fetchTool = defineTool({
+      name: "fetch",
+      description: "",
+      // `new URL` throws on what is not a URL: zod passes the throw on.
+      input: z.object({ url: z.string().refine((v) => new URL(v).protocol === "https:") }),
+      execute: (input) => (executed.push(input), "ok"),
+    });
+    expect(() => fetchTool.check({ url: "not a url" })).not.toThrow();
+    expect(fetchTool.check({ url: "not a url" })).toEqual({ type: "invalid", problems: ["$: Invalid URL"] });
+    const asyncTool = defineTool({
+      name: "later",
+      description: "",
+      input: z.object({ n: z.number().refine(async () => true) }),
+      execute: noop,
+    });
+    expect(asyncTool.check({ n: 1 })).toMatchObject({ type: "invalid", problems: [expect.stringMatching(/^\$: /)] });
+
+    const bad = call("c1", "fetch", { url: "not a url" });
+    const { agent } = build({
+      turns: [{ toolCalls: [bad] }, { toolCalls: [{ ...bad, id: "c2" }] }, { text: "done" }],
+      tools: [fetchTool],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }),
+    });
+    const stopped = await agent.run("go").catch((error: unknown) => error);
+    expect(stopped).toBeInstanceOf(LoopDetectedError);
+    const { records, messages } = stopped as LoopDetectedError;
+    expect(records[0]).toMatchObject({ verdict: "deny", ruleId: "schema", ruleSource: "engine" });
+    expect(messages[2]).toMatchObject({
+      status: "refused",
+      content: "Invalid arguments for tool 'fetch': $: Invalid URL",
+    });
+    expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "loop_detector" });
+    expect(executed).toEqual([]);
   });
 });
 

@@ -32,7 +32,7 @@ import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
-import { isUuid, randomIdGen } from "./ids.js";
+import { checkedId, randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
@@ -181,6 +181,33 @@ function startingMessages(input: readonly Message[]): Message[] {
   });
 }
 
+/** `new Agent`'s options, each read once and checked. */
+function agentOptions(options: AgentOptions): {
+  model: Model;
+  tools: Toolset | ToolSource;
+  managers: LoopManagers;
+  instructions: string | undefined;
+} {
+  const { model, tools, managers = new LoopManagers(), instructions } = options;
+  if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
+    throw new EngineConfigError("Agent", "model must have a generate(request) method");
+  }
+  if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
+  if (instructions !== undefined && typeof instructions !== "string")
+    throw new EngineConfigError("Agent", "instructions must be a string");
+  const isSource =
+    typeof tools === "object" &&
+    tools !== null &&
+    !Array.isArray(tools) &&
+    typeof (tools as ToolSource).current === "function";
+  return {
+    model,
+    tools: isSource ? (tools as ToolSource) : toolset(tools as readonly Tool[]),
+    managers,
+    instructions,
+  };
+}
+
 /**
  * An agent loop around a {@link Gate}: asks the model for a turn, passes
  * every tool call it made through the gate, hands the results back, and
@@ -196,8 +223,9 @@ function startingMessages(input: readonly Message[]): Message[] {
  *
  * @throws {ToolDefinitionError} when two tools share a name.
  * @throws {EngineConfigError} on a missing model, tools that are neither an
- *   array nor a `ToolSource`, managers that are not a `LoopManagers`, or an
- *   id generator that does not return UUIDs.
+ *   array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
+ *   generator that does not return UUIDs, or options that cannot be read (a
+ *   getter that throws, a revoked proxy; `cause`: what was thrown).
  *
  * @example
  * ```ts
@@ -218,19 +246,16 @@ export class Agent {
   constructor(options: AgentOptions) {
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
-    const { model, tools, managers = new LoopManagers(), instructions } = options;
-    if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
-      throw new EngineConfigError("Agent", "model must have a generate(request) method");
+    let read: { model: Model; tools: Toolset | ToolSource; managers: LoopManagers; instructions: string | undefined };
+    try {
+      read = agentOptions(options);
+    } catch (thrown) {
+      if (thrown instanceof EngineConfigError || thrown instanceof ToolDefinitionError) throw thrown;
+      // Options whose reads throw (a getter, a revoked proxy) are not options either.
+      throw new EngineConfigError("Agent", `the options cannot be read: ${describeError(thrown)}`, { cause: thrown });
     }
-    if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
-    if (instructions !== undefined && typeof instructions !== "string")
-      throw new EngineConfigError("Agent", "instructions must be a string");
-    const isSource =
-      typeof tools === "object" &&
-      tools !== null &&
-      !Array.isArray(tools) &&
-      typeof (tools as ToolSource).current === "function";
-    this.#tools = isSource ? (tools as ToolSource) : toolset(tools as readonly Tool[]);
+    const { model, tools, managers, instructions } = read;
+    this.#tools = tools;
     this.#model = model;
     this.#settings = settingsOf(managers);
     this.#instructions = instructions;
@@ -248,14 +273,21 @@ export class Agent {
    * `ModelError` when the model throws or answers garbage.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
-   *   of messages, or `options.signal` is not an `AbortSignal` or cannot be
+   *   of messages or cannot be read, or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),
    *   or `options` cannot be read (a getter that throws; `cause`: what it threw).
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
+    let listed: boolean;
+    try {
+      listed = Array.isArray(input);
+    } catch (error) {
+      // A revoked proxy: not even its kind can be read.
+      throw new EngineConfigError("Agent.run", `messages cannot be read: ${describeError(error)}`, { cause: error });
+    }
     if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
-    else if (Array.isArray(input)) messages = startingMessages(input);
+    else if (listed) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
@@ -341,9 +373,7 @@ export class Agent {
       throw new EngineConfigError("withIdGen", `the id generator failed: ${describeError(thrown)}`, { cause: thrown });
     }
     // The default generator's ids are UUIDs by construction.
-    if (idGen !== randomIdGen && !isUuid(id))
-      throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${String(id)}`);
-    return id;
+    return idGen === randomIdGen ? id : checkedId(id);
   }
 
   /** The tools of this turn: the array given, or what the source holds now. */

@@ -7,6 +7,7 @@ import type { Hook, HookContext } from "./hooks.js";
 import { NOT_STARTED, dispatch } from "./dispatch.js";
 import type { DispatchResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
+import { checkedId } from "./ids.js";
 import { notify } from "./observer.js";
 import { park } from "./park.js";
 import { RecordSlot } from "./records-slot.js";
@@ -372,7 +373,8 @@ export class Attempt {
     }
     const { sessionId, runId, turn, callId } = this.#request;
     const ask = {
-      id: settings.idGen(),
+      // The resolver is handed a PendingAsk: an id that is no UUID fails the call here, as the generator's fault.
+      id: checkedId(settings.idGen()),
       sessionId,
       runId,
       turn,

@@ -9,6 +9,24 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** True for a UUID string (any version, either case). */
 export const isUuid = (value: unknown): value is string => typeof value === "string" && UUID.test(value);
 
+/**
+ * `id` as an id generator gave it, once it is known to be a UUID.
+ * @throws {EngineConfigError} naming `withIdGen` when it is anything else.
+ */
+export function checkedId(id: unknown): string {
+  if (isUuid(id)) return id;
+  // Printed without calling into it: an object whose toString throws is still the generator's fault.
+  const got =
+    typeof id === "string"
+      ? JSON.stringify(id)
+      : typeof id === "function"
+        ? "a function"
+        : typeof id === "object" && id !== null
+          ? "an object"
+          : String(id);
+  throw new EngineConfigError("withIdGen", `the id generator must return UUID strings, got ${got}`);
+}
+
 /** The default id generator: `crypto.randomUUID()`. */
 export const randomIdGen: IdGen = () => randomUUID();
 

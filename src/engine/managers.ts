@@ -4,7 +4,7 @@ import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
 import { systemClock } from "./clock.js";
 import type { Clock, ClockInput } from "./clock.js";
-import { EngineConfigError } from "./errors.js";
+import { EngineConfigError, describeError } from "./errors.js";
 import type { Hook } from "./hooks.js";
 import { randomIdGen } from "./ids.js";
 import type { IdGen } from "./ids.js";
@@ -73,6 +73,19 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
   return value;
 }
 
+/**
+ * Runs `read` over an argument from an untyped caller: what its reads throw
+ * (a getter, a revoked proxy) is an {@link EngineConfigError} naming `option`.
+ */
+function reading<T>(option: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof EngineConfigError) throw error;
+    throw new EngineConfigError(option, `the argument cannot be read: ${describeError(error)}`, { cause: error });
+  }
+}
+
 /** The settings of `managers`, for the engine's own modules. */
 export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
 
@@ -125,10 +138,12 @@ export class LoopManagers {
 
   /** Who answers asks. Without one, an ask is the headless denial (`ask_unresolved`). */
   withAskResolver(resolver: AskResolver): LoopManagers {
-    if (!isObject(resolver) || typeof resolver.resolve !== "function") {
-      throw new EngineConfigError("withAskResolver", "the resolver must have a resolve(ask, { signal }) method");
-    }
-    return this.#with({ askResolver: resolver });
+    return reading("withAskResolver", () => {
+      if (!isObject(resolver) || typeof resolver.resolve !== "function") {
+        throw new EngineConfigError("withAskResolver", "the resolver must have a resolve(ask, { signal }) method");
+      }
+      return this.#with({ askResolver: resolver });
+    });
   }
 
   /**
@@ -148,10 +163,12 @@ export class LoopManagers {
 
   /** Adds a pre-tool-use hook after the ones already added. */
   withHook(hook: Hook): LoopManagers {
-    if (!isObject(hook) || typeof hook.preToolUse !== "function") {
-      throw new EngineConfigError("withHook", "a hook must have a preToolUse(call, context) method");
-    }
-    return this.#with({ hooks: [...this.#settings.hooks, hook] });
+    return reading("withHook", () => {
+      if (!isObject(hook) || typeof hook.preToolUse !== "function") {
+        throw new EngineConfigError("withHook", "a hook must have a preToolUse(call, context) method");
+      }
+      return this.#with({ hooks: [...this.#settings.hooks, hook] });
+    });
   }
 
   /** Adds a dispatch middleware; the first added runs outermost. */
@@ -193,30 +210,32 @@ export class LoopManagers {
    * @default Date.now and the global timers
    */
   withClock(clock: ClockInput): LoopManagers {
-    if (!isObject(clock) || typeof clock.now !== "function") {
-      throw new EngineConfigError("withClock", "the clock must have a now() method");
-    }
-    const hasSet = typeof clock.setTimeout === "function";
-    const hasClear = typeof clock.clearTimeout === "function";
-    if (hasSet !== hasClear || (!hasSet && (clock.setTimeout !== undefined || clock.clearTimeout !== undefined))) {
-      throw new EngineConfigError("withClock", "setTimeout and clearTimeout must be functions given together");
-    }
-    const full: Clock = {
-      now: () => {
-        const ms: unknown = clock.now();
-        // Read as a clock that throws: a record never carries NaN, and the breaker never compares against it.
-        if (typeof ms !== "number" || !Number.isFinite(ms)) {
-          throw new EngineConfigError(
-            "withClock",
-            `now() must return a finite number of epoch ms, got ${typeof ms === "number" ? String(ms) : typeof ms}`,
-          );
-        }
-        return ms;
-      },
-      setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : (cb, ms) => systemClock.setTimeout(cb, ms),
-      clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : (handle) => systemClock.clearTimeout(handle),
-    };
-    return this.#with({ clock: full });
+    return reading("withClock", () => {
+      if (!isObject(clock) || typeof clock.now !== "function") {
+        throw new EngineConfigError("withClock", "the clock must have a now() method");
+      }
+      const hasSet = typeof clock.setTimeout === "function";
+      const hasClear = typeof clock.clearTimeout === "function";
+      if (hasSet !== hasClear || (!hasSet && (clock.setTimeout !== undefined || clock.clearTimeout !== undefined))) {
+        throw new EngineConfigError("withClock", "setTimeout and clearTimeout must be functions given together");
+      }
+      const full: Clock = {
+        now: () => {
+          const ms: unknown = clock.now();
+          // Read as a clock that throws: a record never carries NaN, and the breaker never compares against it.
+          if (typeof ms !== "number" || !Number.isFinite(ms)) {
+            throw new EngineConfigError(
+              "withClock",
+              `now() must return a finite number of epoch ms, got ${typeof ms === "number" ? String(ms) : typeof ms}`,
+            );
+          }
+          return ms;
+        },
+        setTimeout: hasSet ? (cb, ms) => clock.setTimeout!(cb, ms) : (cb, ms) => systemClock.setTimeout(cb, ms),
+        clearTimeout: hasClear ? (handle) => clock.clearTimeout!(handle) : (handle) => systemClock.clearTimeout(handle),
+      };
+      return this.#with({ clock: full });
+    });
   }
 
   /**
@@ -229,9 +248,11 @@ export class LoopManagers {
 
   /** Remembers answers given with `remember`, and decides asks from them ("ask once and remember"). */
   withGrantStore(store: GrantStore): LoopManagers {
-    const ok = isObject(store) && ["load", "save", "revoke", "clear"].every((m) => typeof store[m] === "function");
-    if (!ok) throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
-    return this.#with({ grantStore: store });
+    return reading("withGrantStore", () => {
+      const ok = isObject(store) && ["load", "save", "revoke", "clear"].every((m) => typeof store[m] === "function");
+      if (!ok) throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
+      return this.#with({ grantStore: store });
+    });
   }
 
   /**
@@ -240,14 +261,17 @@ export class LoopManagers {
    * @default { maxTurns: DEFAULT_MAX_TURNS } (20 model requests), no token limit
    */
   withBudget(budget: BudgetOptions): LoopManagers {
-    if (typeof budget !== "object" || budget === null)
-      throw new EngineConfigError("withBudget", "the budget must be an object");
-    const next: { maxTurns?: number; maxTokens?: number } = {};
-    if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
-    else if (budget.maxTurns !== undefined)
-      next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
-    if (budget.maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
-    return this.#with({ budget: Object.freeze(next) });
+    return reading("withBudget", () => {
+      if (typeof budget !== "object" || budget === null)
+        throw new EngineConfigError("withBudget", "the budget must be an object");
+      const next: { maxTurns?: number; maxTokens?: number } = {};
+      if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
+      else if (budget.maxTurns !== undefined)
+        next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
+      if (budget.maxTokens !== undefined)
+        next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
+      return this.#with({ budget: Object.freeze(next) });
+    });
   }
 
   /**
@@ -256,22 +280,26 @@ export class LoopManagers {
    * non-JSON arguments count too (see {@link LoopDetectionOptions}).
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
-    if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
-    return this.#with({
-      loopDetection: Object.freeze({
-        maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),
-      }),
+    return reading("withLoopDetection", () => {
+      if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
+      return this.#with({
+        loopDetection: Object.freeze({
+          maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),
+        }),
+      });
     });
   }
 
   /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one). */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
-    if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
-    return this.#with({
-      circuitBreaker: Object.freeze({
-        failureThreshold: positiveInteger("withCircuitBreaker", "failureThreshold", options.failureThreshold),
-        cooldownMs: nonNegative("withCircuitBreaker", "cooldownMs", options.cooldownMs, false),
-      }),
+    return reading("withCircuitBreaker", () => {
+      if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
+      return this.#with({
+        circuitBreaker: Object.freeze({
+          failureThreshold: positiveInteger("withCircuitBreaker", "failureThreshold", options.failureThreshold),
+          cooldownMs: nonNegative("withCircuitBreaker", "cooldownMs", options.cooldownMs, false),
+        }),
+      });
     });
   }
 }

@@ -1,4 +1,4 @@
-import { EngineConfigError } from "./errors.js";
+import { EngineConfigError, describeError } from "./errors.js";
 import type { Middleware } from "./middleware.js";
 
 /**
@@ -31,11 +31,54 @@ export interface PermissionOptions {
   readonly defaultAction?: "allow" | "deny";
 }
 
-function globToRegExp(glob: string): RegExp {
-  const body = [...glob]
-    .map((ch) => (ch === "*" ? ".*" : ch === "?" ? "." : ch.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")))
-    .join("");
-  return new RegExp(`^${body}$`, "su");
+/** In a compiled glob: `*`, any run of characters. */
+const ANY_RUN = -1;
+/** In a compiled glob: `?`, one character. */
+const ANY_ONE = -2;
+
+/** A glob as the code points it matches, `*` and `?` as {@link ANY_RUN} and {@link ANY_ONE}. */
+function compileGlob(glob: string): readonly number[] {
+  return [...glob].map((ch) => (ch === "*" ? ANY_RUN : ch === "?" ? ANY_ONE : (ch.codePointAt(0) as number)));
+}
+
+/** The index of the code point after the one at `i`. */
+function nextCodePoint(text: string, i: number): number {
+  const code = text.codePointAt(i) as number;
+  return i + (code > 0xffff ? 2 : 1);
+}
+
+/**
+ * Whether `glob` matches all of `text`, a character being a code point. Each
+ * `*` takes one more character only when what follows it fails, and only the
+ * last `*` is ever retried: time grows with the text times the glob, where a
+ * backtracking RegExp of the same glob takes the square of a long text (an
+ * argument the model wrote) and stalls the process.
+ */
+function globMatches(glob: readonly number[], text: string): boolean {
+  let g = 0;
+  let t = 0;
+  /** Where the glob goes on after its last `*` met, and where in `text` that `*` stops for now. */
+  let afterStar = -1;
+  let starEnd = 0;
+  while (t < text.length) {
+    const want = glob[g];
+    if (want === ANY_RUN) {
+      g += 1;
+      afterStar = g;
+      starEnd = t;
+    } else if (want !== undefined && (want === ANY_ONE || want === text.codePointAt(t))) {
+      g += 1;
+      t = nextCodePoint(text, t);
+    } else if (afterStar !== -1) {
+      starEnd = nextCodePoint(text, starEnd);
+      g = afterStar;
+      t = starEnd;
+    } else {
+      return false;
+    }
+  }
+  while (glob[g] === ANY_RUN) g += 1;
+  return g === glob.length;
 }
 
 /** `Array.isArray` narrows a typed array to `any[]`; this keeps its element type. */
@@ -55,7 +98,7 @@ function matchesValue(pattern: ArgPattern, value: unknown): boolean {
   }
   if (typeof pattern === "string") {
     if (typeof value !== "string") return false;
-    return /[*?]/.test(pattern) ? globToRegExp(pattern).test(value) : pattern === value;
+    return /[*?]/.test(pattern) ? globMatches(compileGlob(pattern), value) : pattern === value;
   }
   if (isPlainObject(pattern)) {
     if (!isPlainObject(value)) return false;
@@ -87,36 +130,25 @@ function copyPattern(pattern: unknown, where: string): ArgPattern {
   if (pattern instanceof RegExp) return new RegExp(pattern.source, pattern.flags);
   if (pattern === null || ["string", "number", "boolean"].includes(typeof pattern)) return pattern as ArgPattern;
   if (isPlainObject(pattern)) {
-    const copy: Record<string, ArgPattern> = {};
+    // No prototype: a key named `__proto__` (a rule read from JSON) stays a key to match, not a prototype to set.
+    const copy = Object.create(null) as Record<string, ArgPattern>;
     for (const [key, sub] of Object.entries(pattern)) copy[key] = copyPattern(sub, `${where}.${key}`);
     return Object.freeze(copy);
   }
   throw new EngineConfigError("permissionMiddleware", `${where}: not a valid argument pattern`);
 }
 
-/**
- * Allow/deny rules by tool name and argument pattern, as dispatch middleware.
- * It runs after the park, so it holds whatever a human approved: a `deny`
- * refuses an approved call, and its record displaces the approval record.
- * Each decision is recorded with `ruleSource: "middleware"`, `ruleId` the
- * rule's id (`"default"` when no rule matched) and `matchedPattern` the rule's
- * pattern. The model receives `Permission denied by rule '<id>' for tool '<tool>'`.
- *
- * @throws {EngineConfigError} on a rule without an id, a duplicate id, an
- *   unknown action or an invalid pattern.
- *
- * @example
- * ```ts
- * const rules = permissionMiddleware({
- *   rules: [
- *     { id: "no-etc", tool: "write_file", args: { path: "/etc/*" }, action: "deny" },
- *     { id: "fs", tool: "*_file", action: "allow" },
- *   ],
- *   defaultAction: "deny",
- * });
- * ```
- */
-export function permissionMiddleware(options: PermissionOptions): Middleware {
+/** The rules as the middleware holds them: each checked, copied and compiled once. */
+interface Rules {
+  readonly compiled: readonly {
+    readonly rule: PermissionRule;
+    readonly pattern: string;
+    readonly matches: (name: string, input: unknown) => boolean;
+  }[];
+  readonly defaultAction: "allow" | "deny";
+}
+
+function compileRules(options: PermissionOptions): Rules {
   if (typeof options !== "object" || options === null || !isArray(options.rules)) {
     throw new EngineConfigError("permissionMiddleware", "options.rules must be an array");
   }
@@ -161,6 +193,43 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
     };
   });
 
+  return { compiled, defaultAction };
+}
+
+/**
+ * Allow/deny rules by tool name and argument pattern, as dispatch middleware.
+ * It runs after the park, so it holds whatever a human approved: a `deny`
+ * refuses an approved call, and its record displaces the approval record.
+ * Each decision is recorded with `ruleSource: "middleware"`, `ruleId` the
+ * rule's id (`"default"` when no rule matched) and `matchedPattern` the rule's
+ * pattern. The model receives `Permission denied by rule '<id>' for tool '<tool>'`.
+ *
+ * @throws {EngineConfigError} on a rule without an id, a duplicate id, an
+ *   unknown action or an invalid pattern.
+ *
+ * @example
+ * ```ts
+ * const rules = permissionMiddleware({
+ *   rules: [
+ *     { id: "no-etc", tool: "write_file", args: { path: "/etc/*" }, action: "deny" },
+ *     { id: "fs", tool: "*_file", action: "allow" },
+ *   ],
+ *   defaultAction: "deny",
+ * });
+ * ```
+ */
+export function permissionMiddleware(options: PermissionOptions): Middleware {
+  let rules: Rules;
+  try {
+    rules = compileRules(options);
+  } catch (error) {
+    if (error instanceof EngineConfigError) throw error;
+    // Options whose reads throw (a getter, a revoked proxy) are not rules either.
+    throw new EngineConfigError("permissionMiddleware", `the options cannot be read: ${describeError(error)}`, {
+      cause: error,
+    });
+  }
+  const { compiled, defaultAction } = rules;
   return (call, context, next) => {
     const hit = compiled.find((entry) => entry.matches(call.name, call.input));
     const action = hit?.rule.action ?? defaultAction;

@@ -120,7 +120,22 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   if (typeof definition !== "object" || definition === null) {
     throw new ToolDefinitionError("", "the definition must be an object");
   }
-  const { name, description, input, execute, title, annotations, outputSchema } = definition;
+  // What the definition's reads throw (a getter, a revoked proxy) is the definition's fault, named as such.
+  const read = <T>(tool: string, get: () => T): T => {
+    try {
+      return get();
+    } catch (error) {
+      throw new ToolDefinitionError(tool, `the definition cannot be read: ${describeError(error)}`, { cause: error });
+    }
+  };
+  const name = read("", () => definition.name);
+  const { description, input, execute, title, annotations, outputSchema } = read(
+    typeof name === "string" ? name : "",
+    () => {
+      const { description, input, execute, title, annotations, outputSchema } = definition;
+      return { description, input, execute, title, annotations, outputSchema };
+    },
+  );
   if (typeof name !== "string" || !NAME.test(name)) {
     throw new ToolDefinitionError(
       String(name),
@@ -132,26 +147,35 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   if (title !== undefined && typeof title !== "string")
     throw new ToolDefinitionError(name, "the title must be a string");
 
+  const kind = read(name, () =>
+    isZodSchema(input)
+      ? "zod"
+      : isZod3Schema(input)
+        ? "zod3"
+        : typeof input === "object" && input !== null && !Array.isArray(input)
+          ? "json"
+          : "other",
+  );
   let inputSchema: JsonSchema;
   let check: Validator;
-  if (isZodSchema(input)) {
+  if (kind === "zod") {
     try {
       // The model writes the input side of the schema (before defaults and transforms).
-      inputSchema = z.toJSONSchema(input, { io: "input" });
+      inputSchema = z.toJSONSchema(input as z.ZodType, { io: "input" });
     } catch (error) {
       throw new ToolDefinitionError(name, `the zod schema has no JSON Schema form: ${describeError(error)}`, {
         cause: error,
       });
     }
-    check = zodValidator(input);
-  } else if (isZod3Schema(input)) {
+    check = zodValidator(input as z.ZodType);
+  } else if (kind === "zod3") {
     throw new ToolDefinitionError(
       name,
       'the input is a zod 3 schema; loopctl needs zod 4 (install zod@^4 and import from "zod")',
     );
-  } else if (typeof input === "object" && input !== null && !Array.isArray(input)) {
+  } else if (kind === "json") {
     try {
-      inputSchema = frozenJson(input);
+      inputSchema = frozenJson(input as JsonSchema);
       check = compileJsonSchema(inputSchema);
     } catch (error) {
       throw new ToolDefinitionError(name, `the input schema does not compile: ${describeError(error)}`, {

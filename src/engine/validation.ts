@@ -116,10 +116,20 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
     validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) };
 }
 
-/** Validates with zod itself: its refinements, defaults and transforms have no JSON Schema form. */
+/**
+ * Validates with zod itself: its refinements, defaults and transforms have no
+ * JSON Schema form. zod passes on what a refinement or transform throws (a
+ * `new URL` of what is not one), and throws for one that is async: the
+ * arguments are then refused with what was thrown, as any invalid ones.
+ */
 export function zodValidator(schema: z.ZodType): Validator {
   return (input) => {
-    const parsed = schema.safeParse(input);
+    let parsed: ReturnType<typeof schema.safeParse>;
+    try {
+      parsed = schema.safeParse(input);
+    } catch (error) {
+      return { type: "invalid", problems: [`$: ${describeError(error)}`] };
+    }
     if (parsed.success) return { type: "valid", value: parsed.data };
     return {
       type: "invalid",
