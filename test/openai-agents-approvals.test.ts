@@ -576,6 +576,38 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toHaveLength(1);
   });
 
+  it("settles a streamed run: waits for each stream to end, so every interruption is answered once and every approved call runs", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1.2"), deployTurn("c2", "1.3"), { text: "deployed both" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input, { stream: true }), "ship");
+    expect(result.interruptions).toEqual([]);
+    expect(result.finalOutput).toBe("deployed both");
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c2"]);
+    expect(s.executed).toEqual([
+      { env: "prod", version: "1.2" },
+      { env: "prod", version: "1.3" },
+    ]);
+    expect(s.records.map((r) => [r.verdict, r.argsDigest])).toEqual([
+      ["ask_allowed", argsDigest({ env: "prod", version: "1.2" })],
+      ["ask_allowed", argsDigest({ env: "prod", version: "1.3" })],
+    ]);
+
+    // Settling a streamed result by hand, resuming with streamed runs: the same.
+    const t = setup(() => ({ type: "approve" }));
+    const other = t.agent([deployTurn("c1", "2.0"), deployTurn("c2", "2.1"), { text: "deployed again" }]);
+    const interrupted = await t.runner.run(other.agent, "ship", { stream: true });
+    const settled = await t.approvals.settle(interrupted, (state) =>
+      t.runner.run(other.agent, state, { stream: true }),
+    );
+    expect(settled.finalOutput).toBe("deployed again");
+    expect(t.asks.map((a) => a.callId)).toEqual(["c1", "c2"]);
+    expect(t.executed).toHaveLength(2);
+    expect(t.records.map((r) => [r.verdict, r.argsDigest])).toEqual([
+      ["ask_allowed", argsDigest({ env: "prod", version: "2.0" })],
+      ["ask_allowed", argsDigest({ env: "prod", version: "2.1" })],
+    ]);
+  });
+
   it("typed errors for options and tools it cannot use", () => {
     expect(() => new AgentApprovals({} as never)).toThrow(AgentsConfigError);
     expect(() => new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: {} as never })).toThrow(

@@ -35,10 +35,26 @@ export interface AgentApprovalsOptions {
   readonly sessionId?: string;
 }
 
-/** What `settle` needs of a run's result: the SDK's `RunResult` (or a `StreamedRunResult` once completed). */
+/**
+ * What `settle` needs of a run's result: the SDK's `RunResult`, or a
+ * `StreamedRunResult` (`settle` waits for its `completed` before reading its
+ * interruptions).
+ */
 export interface InterruptedResult {
   readonly interruptions: readonly RunToolApprovalItem[];
   readonly state: RunState<any, any>;
+  /** A streamed run's end: its interruptions are known only once it settles. */
+  readonly completed?: PromiseLike<unknown>;
+}
+
+/**
+ * Waits for a streamed run to end (the SDK's `completed`, which settles
+ * whether or not its events are read): until then its interruptions read as
+ * none, and an approved call it runs later would find its approval gone.
+ */
+async function ended(result: InterruptedResult): Promise<void> {
+  const { completed } = result;
+  if (completed !== undefined) await completed;
 }
 
 type AnyFunctionTool = FunctionTool<any, any, any>;
@@ -237,7 +253,9 @@ export class AgentApprovals {
    * Answers every interruption of `result` through the gate, approves or
    * rejects it on `result.state`, resumes with `resume(state)`, and repeats
    * until a result has no interruptions; resolves with that result. Every
-   * interruption must be of a tool wrapped by this object.
+   * interruption must be of a tool wrapped by this object. A streamed result
+   * (`run(agent, input, { stream: true })`) is read once its `completed`
+   * settles: read its events in `resume` before returning it.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
    *   here, or under a call id another call of the turn or in flight has
@@ -250,6 +268,7 @@ export class AgentApprovals {
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
     let current = result;
+    await ended(current);
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       this.#checkCallIds(items);
@@ -274,6 +293,8 @@ export class AgentApprovals {
           else current.state.reject(item, { message: decision.message });
         });
         current = await resume(current.state);
+        // A streamed run executes the approved calls while it streams: they are still waited for here.
+        await ended(current);
       } finally {
         batch.abort();
         // An approved call the run did not execute still ends, with its record.
