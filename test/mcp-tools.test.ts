@@ -227,6 +227,22 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
   });
 
+  it("a server that announces a change after every listing: mcpTools, refresh() and calls each wait for one listing begun after they came, not for the announcements to stop", async () => {
+    const server = await startFixture("restless");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    await expect(toolset.refresh()).resolves.toEqual(toolset.tools);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "echo", input: { text: "still here" } }] },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages)).toMatchObject([{ callId: "c1", status: "ran", content: "still here" }]);
+    // The toolset kept following the announcements all along.
+    expect(server.lines.filter((l) => l === "listed").length).toBeGreaterThan(2);
+    toolset.close();
+  });
+
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
     const errors: McpServerError[] = [];
