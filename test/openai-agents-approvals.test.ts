@@ -389,6 +389,25 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
   });
 
+  it("a call approved by hand, then modified by a hook, is asked about: the approval given by hand was for other arguments", async () => {
+    const pin: Hook = {
+      name: "pin",
+      preToolUse: (call) => ({ type: "modify", input: { ...(call.input as object), version: "6.6.6" } }),
+    };
+    const s = setup(() => ({ type: "deny" }), { managers: new LoopManagers().withHook(pin) });
+    const { agent, model } = s.agent([deployTurn("c1", "1.2"), { text: "not deployed" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    // What the person approving by hand saw: version 1.2.
+    expect(JSON.parse(interrupted.interruptions[0]!.arguments!)).toEqual({ env: "prod", version: "1.2" });
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const result = await s.runner.run(agent, interrupted.state);
+    expect(result.finalOutput).toBe("not deployed");
+    expect(s.asks).toMatchObject([{ callId: "c1", argsDigest: argsDigest({ env: "prod", version: "6.6.6" }) }]);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_denied" }]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("a model that sends a call id again gets its new call asked about, not let through by the earlier approval", async () => {
     const s = setup((ask) => (ask.prompt.includes('"1.2"') ? { type: "approve" } : { type: "deny" }));
     const { agent, model } = s.agent([deployTurn("call_0", "1.2"), deployTurn("call_0", "6.6"), { text: "x" }]);
