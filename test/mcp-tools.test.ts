@@ -262,6 +262,28 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
   });
 
+  it("a call from a tool given before a failed listing is refused as unlisted, not as changed; once listing works again an unchanged tool is the same tool and runs", async () => {
+    const server = await startFixture("paged");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange, onError: () => {} });
+    const t0 = toolset.tools[0]!;
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    server.signal("SIGUSR1");
+    expect(await next()).toEqual([]);
+    const refused = await Promise.resolve(t0.execute({ n: 0 }, context)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect(refused).toMatchObject({ tool: "t0", changed: false });
+    expect((refused as Error).message).toMatch(
+      /^tool 't0' on MCP server 'paged': the server's tools could not be listed \(.*the tool registry is unavailable.*\); the call was not sent$/,
+    );
+    server.signal("SIGUSR2");
+    expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
+    // Nothing about t0 changed on the server: the tool given before is still current.
+    expect(toolset.tools[0]).toBe(t0);
+    await expect(Promise.resolve(t0.execute({ n: 0 }, context))).resolves.toBe("t0 ran");
+    expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called t0 {"n":0}']);
+  });
+
   it("an onChange that throws or rejects goes to onError as McpCallbackError; an onError that throws or rejects is dropped", async () => {
     const crashes: unknown[] = [];
     const crashed = (error: unknown): void => void crashes.push(error);

@@ -247,8 +247,9 @@ export class McpToolset implements ToolSource {
             : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
         this.#lastError = failure;
         if (this.#closed) return;
-        // The server said its tools changed and we cannot see how: offer none rather than stale ones.
-        this.#byName = new Map();
+        // The server said its tools changed and we cannot see how: offer none rather than stale ones
+        // (calls refuse while listing fails). The last tools listed stay known, so that a tool found
+        // unchanged once listing works again is the same tool, and its calls run.
         if (this.#tools.length > 0) this.#publish(Object.freeze([]));
         this.#report(failure);
       } finally {
@@ -365,6 +366,16 @@ export class McpToolset implements ToolSource {
       // approved against: wait for it, and run only what is still current.
       await this.#answer(this.#asked, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
+      const unlisted = this.#lastError;
+      if (unlisted !== undefined) {
+        throw new McpToolError(
+          server,
+          name,
+          `the server's tools could not be listed (${unlisted.message}); the call was not sent`,
+          false,
+          { cause: unlisted },
+        );
+      }
       if (this.#byName.get(name)?.tool !== self) {
         throw new McpToolError(
           server,
