@@ -243,6 +243,29 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a refresh asked for as the last listing ends (from onChange) lists again, and is not answered by the listing that just ended", async () => {
+    let listings = 0;
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "counting", version: "1.0.0" }),
+      listTools: async () => {
+        listings += 1;
+        return { tools: [{ name: `t${listings}`, inputSchema: { type: "object" } }] };
+      },
+      callTool: async () => ({ content: [] }),
+    };
+    const refreshed = deferred<readonly string[]>();
+    const toolset = await mcpTools(client as never, {
+      onChange: () => {
+        if (listings === 2) void toolset.refresh().then((tools) => refreshed.resolve(tools.map((t) => t.name)));
+      },
+    });
+    expect((await toolset.refresh()).map((t) => t.name)).toEqual(["t2"]);
+    expect(await refreshed.promise).toEqual(["t3"]);
+    expect(listings).toBe(3);
+    toolset.close();
+  });
+
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
     const errors: McpServerError[] = [];

@@ -210,9 +210,7 @@ export class McpToolset implements ToolSource {
     if (!this.#following) {
       this.#following = true;
       // It catches every failure of a listing itself (and reports it): nothing is left to reject.
-      void this.#follow().finally(() => {
-        this.#following = false;
-      });
+      void this.#follow();
     }
     return this.#asked;
   }
@@ -231,31 +229,36 @@ export class McpToolset implements ToolSource {
   }
 
   async #follow(): Promise<void> {
-    while (this.#dirty && !this.#closed) {
-      this.#dirty = false;
-      const asked = this.#asked;
-      let ended!: () => void;
-      this.#listingEnded = new Promise((resolve) => (ended = resolve));
-      try {
-        const listed = await this.#list();
-        if (!this.#closed) this.#install(listed);
-        this.#lastError = undefined;
-      } catch (error) {
-        const failure =
-          error instanceof McpServerError
-            ? error
-            : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
-        this.#lastError = failure;
-        if (this.#closed) return;
-        // The server said its tools changed and we cannot see how: offer none rather than stale ones
-        // (calls refuse while listing fails). The last tools listed stay known, so that a tool found
-        // unchanged once listing works again is the same tool, and its calls run.
-        if (this.#tools.length > 0) this.#publish(Object.freeze([]));
-        this.#report(failure);
-      } finally {
-        this.#answered = asked;
-        ended();
+    try {
+      while (this.#dirty && !this.#closed) {
+        this.#dirty = false;
+        const asked = this.#asked;
+        let ended!: () => void;
+        this.#listingEnded = new Promise((resolve) => (ended = resolve));
+        try {
+          const listed = await this.#list();
+          if (!this.#closed) this.#install(listed);
+          this.#lastError = undefined;
+        } catch (error) {
+          const failure =
+            error instanceof McpServerError
+              ? error
+              : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+          this.#lastError = failure;
+          if (this.#closed) return;
+          // The server said its tools changed and we cannot see how: offer none rather than stale ones
+          // (calls refuse while listing fails). The last tools listed stay known, so that a tool found
+          // unchanged once listing works again is the same tool, and its calls run.
+          if (this.#tools.length > 0) this.#publish(Object.freeze([]));
+          this.#report(failure);
+        } finally {
+          this.#answered = asked;
+          ended();
+        }
       }
+    } finally {
+      // In the same step as the loop's last look at #dirty: an ask made after it starts a new loop.
+      this.#following = false;
     }
   }
 
