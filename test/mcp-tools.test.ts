@@ -227,6 +227,45 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
   });
 
+  it("a server that announces a change after every listing: mcpTools, refresh() and calls each wait for one listing begun after they came, not for the announcements to stop", async () => {
+    const server = await startFixture("restless");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    await expect(toolset.refresh()).resolves.toEqual(toolset.tools);
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "echo", input: { text: "still here" } }] },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages)).toMatchObject([{ callId: "c1", status: "ran", content: "still here" }]);
+    // The toolset kept following the announcements all along.
+    expect(server.lines.filter((l) => l === "listed").length).toBeGreaterThan(2);
+    toolset.close();
+  });
+
+  it("a refresh asked for as the last listing ends (from onChange) lists again, and is not answered by the listing that just ended", async () => {
+    let listings = 0;
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "counting", version: "1.0.0" }),
+      listTools: async () => {
+        listings += 1;
+        return { tools: [{ name: `t${listings}`, inputSchema: { type: "object" } }] };
+      },
+      callTool: async () => ({ content: [] }),
+    };
+    const refreshed = deferred<readonly string[]>();
+    const toolset = await mcpTools(client as never, {
+      onChange: () => {
+        if (listings === 2) void toolset.refresh().then((tools) => refreshed.resolve(tools.map((t) => t.name)));
+      },
+    });
+    expect((await toolset.refresh()).map((t) => t.name)).toEqual(["t2"]);
+    expect(await refreshed.promise).toEqual(["t3"]);
+    expect(listings).toBe(3);
+    toolset.close();
+  });
+
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
     const errors: McpServerError[] = [];
@@ -244,6 +283,28 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     server.signal("SIGUSR2");
     expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
     expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+  });
+
+  it("a call from a tool given before a failed listing is refused as unlisted, not as changed; once listing works again an unchanged tool is the same tool and runs", async () => {
+    const server = await startFixture("paged");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange, onError: () => {} });
+    const t0 = toolset.tools[0]!;
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    server.signal("SIGUSR1");
+    expect(await next()).toEqual([]);
+    const refused = await Promise.resolve(t0.execute({ n: 0 }, context)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect(refused).toMatchObject({ tool: "t0", changed: false });
+    expect((refused as Error).message).toMatch(
+      /^tool 't0' on MCP server 'paged': the server's tools could not be listed \(.*the tool registry is unavailable.*\); the call was not sent$/,
+    );
+    server.signal("SIGUSR2");
+    expect((await next()).map((t) => t.name)).toEqual(["t0", "t1", "t2", "t3", "t4"]);
+    // Nothing about t0 changed on the server: the tool given before is still current.
+    expect(toolset.tools[0]).toBe(t0);
+    await expect(Promise.resolve(t0.execute({ n: 0 }, context))).resolves.toBe("t0 ran");
+    expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called t0 {"n":0}']);
   });
 
   it("an onChange that throws or rejects goes to onError as McpCallbackError; an onError that throws or rejects is dropped", async () => {

@@ -389,6 +389,25 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
   });
 
+  it("a call approved by hand, then modified by a hook, is asked about: the approval given by hand was for other arguments", async () => {
+    const pin: Hook = {
+      name: "pin",
+      preToolUse: (call) => ({ type: "modify", input: { ...(call.input as object), version: "6.6.6" } }),
+    };
+    const s = setup(() => ({ type: "deny" }), { managers: new LoopManagers().withHook(pin) });
+    const { agent, model } = s.agent([deployTurn("c1", "1.2"), { text: "not deployed" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    // What the person approving by hand saw: version 1.2.
+    expect(JSON.parse(interrupted.interruptions[0]!.arguments!)).toEqual({ env: "prod", version: "1.2" });
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const result = await s.runner.run(agent, interrupted.state);
+    expect(result.finalOutput).toBe("not deployed");
+    expect(s.asks).toMatchObject([{ callId: "c1", argsDigest: argsDigest({ env: "prod", version: "6.6.6" }) }]);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_denied" }]);
+    expect(shownResults(model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("a model that sends a call id again gets its new call asked about, not let through by the earlier approval", async () => {
     const s = setup((ask) => (ask.prompt.includes('"1.2"') ? { type: "approve" } : { type: "deny" }));
     const { agent, model } = s.agent([deployTurn("call_0", "1.2"), deployTurn("call_0", "6.6"), { text: "x" }]);
@@ -574,6 +593,38 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
     expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
     expect(s.asks).toHaveLength(1);
+  });
+
+  it("settles a streamed run: waits for each stream to end, so every interruption is answered once and every approved call runs", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1.2"), deployTurn("c2", "1.3"), { text: "deployed both" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input, { stream: true }), "ship");
+    expect(result.interruptions).toEqual([]);
+    expect(result.finalOutput).toBe("deployed both");
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c2"]);
+    expect(s.executed).toEqual([
+      { env: "prod", version: "1.2" },
+      { env: "prod", version: "1.3" },
+    ]);
+    expect(s.records.map((r) => [r.verdict, r.argsDigest])).toEqual([
+      ["ask_allowed", argsDigest({ env: "prod", version: "1.2" })],
+      ["ask_allowed", argsDigest({ env: "prod", version: "1.3" })],
+    ]);
+
+    // Settling a streamed result by hand, resuming with streamed runs: the same.
+    const t = setup(() => ({ type: "approve" }));
+    const other = t.agent([deployTurn("c1", "2.0"), deployTurn("c2", "2.1"), { text: "deployed again" }]);
+    const interrupted = await t.runner.run(other.agent, "ship", { stream: true });
+    const settled = await t.approvals.settle(interrupted, (state) =>
+      t.runner.run(other.agent, state, { stream: true }),
+    );
+    expect(settled.finalOutput).toBe("deployed again");
+    expect(t.asks.map((a) => a.callId)).toEqual(["c1", "c2"]);
+    expect(t.executed).toHaveLength(2);
+    expect(t.records.map((r) => [r.verdict, r.argsDigest])).toEqual([
+      ["ask_allowed", argsDigest({ env: "prod", version: "2.0" })],
+      ["ask_allowed", argsDigest({ env: "prod", version: "2.1" })],
+    ]);
   });
 
   it("typed errors for options and tools it cannot use", () => {

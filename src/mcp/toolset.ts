@@ -115,8 +115,15 @@ export class McpToolset implements ToolSource {
   /** The fingerprint each tool had when the toolset first saw it: a later one means it changed on the server. */
   readonly #firstSeen = new Map<string, string>();
   #problems: readonly McpToolProblem[] = Object.freeze([]);
-  #pending: Promise<void> | undefined;
+  /** Whether a listing is in progress, or due after the one in progress. */
+  #following = false;
   #dirty = false;
+  /** Listings asked for so far (each `list_changed`, each `refresh()`). */
+  #asked = 0;
+  /** The last of those asks the tools answer: a listing begun after it has ended. */
+  #answered = 0;
+  /** Settles when the listing in progress ends. */
+  #listingEnded: Promise<void> = Promise.resolve();
   #lastError: McpServerError | undefined;
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
@@ -173,8 +180,7 @@ export class McpToolset implements ToolSource {
    */
   async refresh(): Promise<readonly Tool[]> {
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
-    this.#changed();
-    await this.#pending;
+    await this.#answer(this.#changed());
     if (this.#lastError !== undefined) throw this.#lastError;
     return this.#tools;
   }
@@ -197,33 +203,62 @@ export class McpToolset implements ToolSource {
     this.close();
   }
 
-  /** Lists and installs the tools; settles when the toolset is current (or has failed closed). */
-  #changed(): void {
+  /** Asks for a listing (one is made after the one in progress, if any); returns the ask's number. */
+  #changed(): number {
     this.#dirty = true;
-    this.#pending ??= this.#follow().finally(() => {
-      this.#pending = undefined;
-    });
+    this.#asked += 1;
+    if (!this.#following) {
+      this.#following = true;
+      // It catches every failure of a listing itself (and reports it): nothing is left to reject.
+      void this.#follow();
+    }
+    return this.#asked;
+  }
+
+  /**
+   * Settles once a listing begun after ask number `asked` has ended (or the
+   * toolset closed): the tools are then as current as that ask wanted. Not
+   * once the server stops announcing changes, which a server that announces
+   * one with every listing never does.
+   */
+  async #answer(asked: number, signal?: AbortSignal): Promise<void> {
+    while (this.#answered < asked && !this.#closed) {
+      if (signal === undefined) await this.#listingEnded;
+      else await unlessAborted(this.#listingEnded, signal);
+    }
   }
 
   async #follow(): Promise<void> {
-    while (this.#dirty && !this.#closed) {
-      this.#dirty = false;
-      try {
-        const listed = await this.#list();
-        if (!this.#closed) this.#install(listed);
-        this.#lastError = undefined;
-      } catch (error) {
-        const failure =
-          error instanceof McpServerError
-            ? error
-            : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
-        this.#lastError = failure;
-        if (this.#closed) return;
-        // The server said its tools changed and we cannot see how: offer none rather than stale ones.
-        this.#byName = new Map();
-        if (this.#tools.length > 0) this.#publish(Object.freeze([]));
-        this.#report(failure);
+    try {
+      while (this.#dirty && !this.#closed) {
+        this.#dirty = false;
+        const asked = this.#asked;
+        let ended!: () => void;
+        this.#listingEnded = new Promise((resolve) => (ended = resolve));
+        try {
+          const listed = await this.#list();
+          if (!this.#closed) this.#install(listed);
+          this.#lastError = undefined;
+        } catch (error) {
+          const failure =
+            error instanceof McpServerError
+              ? error
+              : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+          this.#lastError = failure;
+          if (this.#closed) return;
+          // The server said its tools changed and we cannot see how: offer none rather than stale ones
+          // (calls refuse while listing fails). The last tools listed stay known, so that a tool found
+          // unchanged once listing works again is the same tool, and its calls run.
+          if (this.#tools.length > 0) this.#publish(Object.freeze([]));
+          this.#report(failure);
+        } finally {
+          this.#answered = asked;
+          ended();
+        }
       }
+    } finally {
+      // In the same step as the loop's last look at #dirty: an ask made after it starts a new loop.
+      this.#following = false;
     }
   }
 
@@ -332,8 +367,18 @@ export class McpToolset implements ToolSource {
     const execute = async (input: unknown, context: ToolContext): Promise<unknown> => {
       // A change the server announced before the call ran may be what the gate
       // approved against: wait for it, and run only what is still current.
-      if (this.#pending !== undefined) await unlessAborted(this.#pending, context.signal);
+      await this.#answer(this.#asked, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
+      const unlisted = this.#lastError;
+      if (unlisted !== undefined) {
+        throw new McpToolError(
+          server,
+          name,
+          `the server's tools could not be listed (${unlisted.message}); the call was not sent`,
+          false,
+          { cause: unlisted },
+        );
+      }
       if (this.#byName.get(name)?.tool !== self) {
         throw new McpToolError(
           server,

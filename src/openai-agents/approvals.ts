@@ -10,7 +10,7 @@ import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
 import { withApprovalHook } from "../engine/managers.js";
 import { cancelledBy } from "../engine/signals.js";
-import { GrantPolicy } from "../grant/index.js";
+import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
@@ -35,10 +35,26 @@ export interface AgentApprovalsOptions {
   readonly sessionId?: string;
 }
 
-/** What `settle` needs of a run's result: the SDK's `RunResult` (or a `StreamedRunResult` once completed). */
+/**
+ * What `settle` needs of a run's result: the SDK's `RunResult`, or a
+ * `StreamedRunResult` (`settle` waits for its `completed` before reading its
+ * interruptions).
+ */
 export interface InterruptedResult {
   readonly interruptions: readonly RunToolApprovalItem[];
   readonly state: RunState<any, any>;
+  /** A streamed run's end: its interruptions are known only once it settles. */
+  readonly completed?: PromiseLike<unknown>;
+}
+
+/**
+ * Waits for a streamed run to end (the SDK's `completed`, which settles
+ * whether or not its events are read): until then its interruptions read as
+ * none, and an approved call it runs later would find its approval gone.
+ */
+async function ended(result: InterruptedResult): Promise<void> {
+  const { completed } = result;
+  if (completed !== undefined) await completed;
 }
 
 type AnyFunctionTool = FunctionTool<any, any, any>;
@@ -158,14 +174,17 @@ export class AgentApprovals {
   readonly #approved = new Map<string, Approved>();
   /**
    * Per run context, the call ids the SDK interrupted here (this object's
-   * `needsApproval` said yes) whose approval no call has used yet. The SDK
-   * keeps approvals by call id for the whole run, and nothing of a run state
-   * can take one back: an approval on the run state lets one call through,
-   * for an interruption seen here. One this object did not see given (a
-   * state restored from `toString()`, another `AgentApprovals`) may have
-   * been used already, so the resolver is asked.
+   * `needsApproval` said yes) whose approval no call has used yet, each with
+   * the sha256 of the arguments it was interrupted with (what a person
+   * approving it on the run state saw). The SDK keeps approvals by call id
+   * for the whole run, and nothing of a run state can take one back: an
+   * approval on the run state lets one call through, for an interruption
+   * seen here, with those arguments (a hook's `modify` makes others, which
+   * are asked about). One this object did not see given (a state restored
+   * from `toString()`, another `AgentApprovals`) may have been used already,
+   * so the resolver is asked.
    */
-  readonly #unusedApprovals = new WeakMap<RunContext<any>, Set<string>>();
+  readonly #unusedApprovals = new WeakMap<RunContext<any>, Map<string, string | undefined>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -237,7 +256,9 @@ export class AgentApprovals {
    * Answers every interruption of `result` through the gate, approves or
    * rejects it on `result.state`, resumes with `resume(state)`, and repeats
    * until a result has no interruptions; resolves with that result. Every
-   * interruption must be of a tool wrapped by this object.
+   * interruption must be of a tool wrapped by this object. A streamed result
+   * (`run(agent, input, { stream: true })`) is read once its `completed`
+   * settles: read its events in `resume` before returning it.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
    *   here, or under a call id another call of the turn or in flight has
@@ -250,6 +271,7 @@ export class AgentApprovals {
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
     let current = result;
+    await ended(current);
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       this.#checkCallIds(items);
@@ -274,6 +296,8 @@ export class AgentApprovals {
           else current.state.reject(item, { message: decision.message });
         });
         current = await resume(current.state);
+        // A streamed run executes the approved calls while it streams: they are still waited for here.
+        await ended(current);
       } finally {
         batch.abort();
         // An approved call the run did not execute still ends, with its record.
@@ -387,8 +411,14 @@ export class AgentApprovals {
         return false;
       }
     }
-    // The SDK interrupts the run for this call: an approval it is given may let it through once.
-    this.#approvalsOf(context).add(callId ?? "");
+    // The SDK interrupts the run for this call: an approval it is given may let it through once, as shown.
+    let shown: string | undefined;
+    try {
+      shown = argsSha256(input);
+    } catch {
+      // Arguments without a JSON form: the gate refuses the call before anyone is asked.
+    }
+    this.#approvalsOf(context).set(callId ?? "", shown);
     return true;
   }
 
@@ -476,7 +506,8 @@ export class AgentApprovals {
 
   /**
    * The gate's resolver: a call the SDK's run state approved after its
-   * interruption here is approved, once; every other ask goes to the resolver.
+   * interruption here is approved, once, when it is asked about with the
+   * arguments it was interrupted with; every other ask goes to the resolver.
    */
   #resolve(
     callId: string,
@@ -484,19 +515,20 @@ export class AgentApprovals {
     options: Parameters<AskResolver["resolve"]>[1],
   ): Promise<AskResolution> {
     const entry = this.#inFlight.get(callId);
-    if (
-      entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true &&
-      this.#approvalsOf(entry.context).delete(callId)
-    )
-      return Promise.resolve({ type: "approve" });
+    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) {
+      const unused = this.#approvalsOf(entry.context);
+      const shown = unused.get(callId);
+      if (unused.delete(callId) && shown !== undefined && shown === ask.argsSha256)
+        return Promise.resolve({ type: "approve" });
+    }
     return this.#resolver.resolve(ask, options);
   }
 
-  /** The call ids interrupted on `context` whose approval no call has used yet. */
-  #approvalsOf(context: RunContext<any>): Set<string> {
+  /** The call ids interrupted on `context` whose approval no call has used yet, with the sha256 of their arguments. */
+  #approvalsOf(context: RunContext<any>): Map<string, string | undefined> {
     let unused = this.#unusedApprovals.get(context);
     if (unused === undefined) {
-      unused = new Set();
+      unused = new Map();
       this.#unusedApprovals.set(context, unused);
     }
     return unused;

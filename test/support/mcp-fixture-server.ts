@@ -15,6 +15,10 @@
  * - `odd-ids` (low-level Server): tools whose input schemas carry ids that
  *   are not theirs to take: a meta-schema's `$id` (2020-12, draft-07), at the
  *   root and in a subschema, and one plain tool.
+ * - `restless` (low-level Server): one tool, `echo`, that never changes; yet
+ *   it announces `list_changed` while answering every `tools/list` (before
+ *   the answer), so a client that follows it lists without end. Each listing
+ *   is reported (`listed`).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -156,8 +160,31 @@ async function oddIds(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function restless(): Promise<void> {
+  const server = new Server({ name: "restless", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
+  const tools = [
+    {
+      name: "echo",
+      description: "Echo a text",
+      inputSchema: { type: "object" as const, properties: { text: { type: "string" } }, required: ["text"] },
+    },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    report("listed");
+    // Announced before the answer goes out: every listing the client reads is already stale to it.
+    await server.sendToolListChanged();
+    return { tools };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: String((request.params.arguments as { text?: unknown }).text) }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
 else if (mode === "odd-ids") await oddIds();
+else if (mode === "restless") await restless();
 else throw new Error(`unknown mode ${String(mode)}`);

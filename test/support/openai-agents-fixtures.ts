@@ -48,9 +48,23 @@ export class FakeModel implements Model {
     };
   }
 
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<StreamEvent> {
-    throw new Error("the fake model does not stream");
+  /** A streamed run's turn: the same response, in one `response_done` event. */
+  async *getStreamedResponse(request: ModelRequest): AsyncIterable<StreamEvent> {
+    const { usage, output } = await this.getResponse(request);
+    yield {
+      type: "response_done",
+      response: {
+        id: `response_${this.inputs.length}`,
+        usage: {
+          requests: usage.requests,
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
+          totalTokens: usage.totalTokens,
+        },
+        // What getResponse made: model output items, the only items a FakeTurn makes.
+        output: output as Extract<StreamEvent, { type: "response_done" }>["response"]["output"],
+      },
+    };
   }
 }
 
