@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
+import type { GateDecision } from "../engine/records.js";
+import { describeError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
@@ -199,6 +201,29 @@ function checkShapes(options: ApprovalHandlerOptions): void {
   }
 }
 
+/**
+ * Subscribes `listener` to `records`, if it can be followed; returns the
+ * function that stops it.
+ * @throws {ServerConfigError} naming `records` when `subscribe()` throws or
+ * gives no function: `close()` could not stop it.
+ */
+function follow(records: RecordSource | undefined, listener: (record: GateDecision) => void): (() => void) | undefined {
+  if (records?.subscribe === undefined) return undefined;
+  let stop: unknown;
+  try {
+    stop = records.subscribe(listener);
+  } catch (error) {
+    throw new ServerConfigError("records", `subscribe() threw: ${describeError(error)}`, { cause: error });
+  }
+  if (typeof stop !== "function") {
+    throw new ServerConfigError(
+      "records",
+      `subscribe() must return the function that stops it, got ${stop === null ? "null" : typeof stop}`,
+    );
+  }
+  return stop as () => void;
+}
+
 function hasMethod(value: unknown, name: string): boolean {
   return (
     (typeof value === "object" || typeof value === "function") &&
@@ -246,6 +271,8 @@ class Handler {
       }
     };
     this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
+    // Before the board: a source refused here must not leave a board behind that takes asks nobody shows.
+    this.#stopRecords = follow(this.#records, (record) => this.#streams.send("record", record));
     if (options.approver !== undefined) {
       this.#board = new AskBoard(options.approver, () => this.#shownNow(), this.#onError);
       this.#board.subscribe((event) => {
@@ -253,7 +280,6 @@ class Handler {
         else this.#streams.send("settled", { id: event.id, ending: event.ending });
       });
     }
-    this.#stopRecords = this.#records?.subscribe?.((record) => this.#streams.send("record", record));
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -264,7 +290,12 @@ class Handler {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#streams.close();
-      this.#stopRecords?.();
+      try {
+        this.#stopRecords?.();
+      } catch (error) {
+        // The source's own failure: the board still lets go of the approver.
+        this.#onError(error);
+      }
       await this.#board?.close();
     })();
     return this.#closing;

@@ -12,8 +12,11 @@ export interface RecordSource {
   recent(limit: number): readonly GateDecision[] | Promise<readonly GateDecision[]>;
   /**
    * Optional: calls `listener` with each new decision as it lands; returns a
-   * function that stops it. With it the console shows decisions as they
-   * happen; without it the console reloads them every few seconds.
+   * function that stops it, which the server calls when it closes. With it
+   * the console shows decisions as they happen; without it the console
+   * reloads them every few seconds. The server subscribes when it is made,
+   * and refuses a source whose `subscribe` throws or returns no function
+   * (`ServerConfigError` naming `records`).
    */
   subscribe?(listener: (record: GateDecision) => void): () => void;
 }
