@@ -452,6 +452,27 @@ describe("the console's session cookie", () => {
     expect((await overTls("/", { cookie: set.split(";")[0] as string })).status).toBe(200);
   });
 
+  it("signs in behind a proxy that asks for a password of its own: an Authorization of another scheme is the proxy's, and the cookie still counts", async () => {
+    // nginx's auth_basic passes the browser's "Authorization: Basic …" on to the server behind it, on every request.
+    const { server, park } = await start();
+    const basic = { authorization: `Basic ${Buffer.from("ops:proxy-password").toString("base64")}` };
+    const login = await get(server, `?token=${server.token}`, basic);
+    expect(login.status).toBe(303);
+    const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
+    for (const path of ["", "console.js", "api/asks", "api/grants", "api/records"]) {
+      expect((await get(server, path, { ...basic, cookie })).status, path).toBe(200);
+    }
+    // Still the cookie's rules: a state-changing request must carry this server's Origin.
+    const { ask, parked } = await park();
+    expect((await answer(server, ask.id, { type: "approve" }, { ...basic, cookie })).status).toBe(403);
+    const own = { ...basic, cookie, origin: `http://127.0.0.1:${server.port}` };
+    expect((await answer(server, ask.id, { type: "approve" }, own)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    // Without the cookie another scheme proves nothing; a Bearer token is judged alone, the cookie beside it or not.
+    expect((await get(server, "api/asks", basic)).status).toBe(401);
+    expect((await get(server, "api/asks", { authorization: `Bearer ${server.token}x`, cookie })).status).toBe(401);
+  });
+
   it("refuses a wrong ?token= with 401 and sets no cookie", async () => {
     const { server } = await start();
     const reply = await get(server, `?token=${server.token.slice(1)}`);
