@@ -111,6 +111,11 @@ describe("createApprovalServer", () => {
       [{ token: "short" }, "token"],
       [{ token: "has spaces in it, sixteen+" }, "token"],
       [{ host: "0.0.0.0" }, "allowedHosts"],
+      // Other spellings of every address bind every address too.
+      [{ host: "0" }, "allowedHosts"],
+      [{ host: "0x0" }, "allowedHosts"],
+      [{ host: "::0" }, "allowedHosts"],
+      [{ host: "0:0:0:0:0:0:0:0" }, "allowedHosts"],
       [{ port: 70_000 }, "port"],
       [{ linkSecret: "tiny" }, "linkSecret"],
       [{ maxBodyBytes: 0 }, "maxBodyBytes"],
@@ -157,6 +162,14 @@ describe("createApprovalServer", () => {
     const allowedHosts = ["127.0.0.1:1"];
     expect(() => createApprovalHandler({ allowedHosts, approver: {} as never })).toThrow(/approver/);
     expect(() => createApprovalHandler({ allowedHosts, now: 5 as never })).toThrow(/now/);
+  });
+
+  it("listening on another spelling of every address, answers to allowedHosts and gives its URL from them", async () => {
+    const { server, auth } = await start({ host: "0", allowedHosts: ["approvals.example.com"] });
+    expect(server.url).toBe("http://approvals.example.com/");
+    const at = `http://127.0.0.1:${server.port}/api/asks`;
+    expect((await request(at, { headers: { ...auth, host: "approvals.example.com" } })).status).toBe(200);
+    expect((await request(at, { headers: { ...auth, host: `0:${server.port}` } })).status).toBe(421);
   });
 
   it("reports a port in use as a ServerListenError naming the address", async () => {
