@@ -76,6 +76,21 @@ describe("RecentRecords", () => {
     }
   });
 
+  it("refuses options that are not an object with a ServerConfigError naming them", () => {
+    for (const options of [null, 5, "capacity"]) {
+      const error = ((): unknown => {
+        try {
+          new RecentRecords(options as never);
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error, String(options)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
+    }
+  });
+
   it("as an engine observer behind the server: GET /api/records and a live record event for every decision of a real run", async () => {
     const records = new RecentRecords();
     const [channel, approver] = ApprovalChannel.pair(4);
@@ -283,6 +298,28 @@ describe("auditLogRecords", () => {
     expect(records.length).toBeLessThan(10);
     expect(records.at(-1)?.ts).toBe(100);
     expect(records.map((r) => r.ts)).toEqual(records.map((_, i) => 100 - records.length + 1 + i));
+  });
+
+  it("refuses a path that is not a non-empty string, and options that are not an object, naming them", () => {
+    const refusal = (make: () => unknown): unknown => {
+      try {
+        make();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    // An empty path would be the current folder, read as a log at every request.
+    for (const path of [undefined, null, 42, "", new URL("file:///tmp/log.jsonl")]) {
+      const error = refusal(() => auditLogRecords(path as never));
+      expect(error, String(path)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("path");
+    }
+    for (const options of [null, 5, "tail"]) {
+      const error = refusal(() => auditLogRecords("x.jsonl", options as never));
+      expect(error, String(options)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
+    }
   });
 
   it("refuses a tailBytes that is not a positive integer, and surfaces an unreadable log as a 503", async () => {

@@ -51,8 +51,11 @@ export class RecentRecords implements RecordSource {
   #start = 0;
   readonly #listeners = new Set<(record: GateDecision) => void>();
 
-  /** @throws {ServerConfigError} when `capacity` is not a positive integer. */
+  /** @throws {ServerConfigError} when `options` is not an object or `capacity` not a positive integer. */
   constructor(options: RecentRecordsOptions = {}) {
+    if (typeof options !== "object" || (options as unknown) === null) {
+      throw new ServerConfigError("options", `must be an object, got ${options === null ? "null" : typeof options}`);
+    }
     const capacity = options.capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new ServerConfigError("records.capacity", `must be a positive integer, got ${String(capacity)}`);
