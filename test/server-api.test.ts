@@ -692,6 +692,24 @@ describe("answers: POST /api/asks/:id", () => {
     expect(track(parked).outcome.state).toBe("pending");
   });
 
+  it("an answer carrying its ask, as the console sends it, is taken whatever the ask's size; the allowance is that ask, no more", async () => {
+    const { server, auth, park } = await start();
+    // A hook that shows a whole patch, or text that takes three bytes a character: over the 16384-byte default.
+    for (const prompt of [`Apply this patch?\n${"+ a line of the patch\n".repeat(1200)}`, "確認".repeat(4000)]) {
+      const { ask, parked } = await park(makeAsk(1, { prompt }));
+      expect(Buffer.byteLength(JSON.stringify({ type: "approve", ask }))).toBeGreaterThan(16_384);
+      const tooMuch = await answer(server, ask.id, { type: "deny", reason: "x".repeat(17_000), ask }, auth);
+      expect(tooMuch.status).toBe(413);
+      expect(track(parked).outcome.state).toBe("pending");
+      const reply = await answer(server, ask.id, { type: "approve", ask }, auth);
+      expect(reply.status).toBe(200);
+      await expect(parked).resolves.toEqual({ type: "approve" });
+    }
+    // Without an ask of that size waiting under the id, the limit is maxBodyBytes.
+    const unknown = await answer(server, makeAsk(2).id, { type: "deny", reason: "x".repeat(17_000) }, auth);
+    expect(unknown.status).toBe(413);
+  });
+
   it("200 concurrent answers racing for one ask: exactly one 200, every other a 409", async () => {
     const { server, auth, park } = await start();
     const { ask, parked } = await park();

@@ -60,7 +60,11 @@ export interface ApprovalHandlerOptions {
    * shows each ask's time left, counted from when it arrived here.
    */
   readonly askTimeoutMs?: number;
-  /** The largest request body accepted; a larger one gets 413. @default 16384 */
+  /**
+   * The largest request body accepted; a larger one gets 413. An answer may
+   * be larger by the size of the ask it carries (`"ask"`, as the console
+   * sends it), so that an ask of any size can be answered. @default 16384
+   */
   readonly maxBodyBytes?: number;
   /** How often an idle event stream gets a keep-alive comment, at most 2147483647 (about 24.8 days). @default 15000 */
   readonly heartbeatMs?: number;
@@ -403,7 +407,11 @@ class Handler {
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
-    const body = await readJson(req, this.#limits.maxBodyBytes);
+    // An answer may carry the ask it was made for, as the console's do: an ask whose prompt alone
+    // is over the limit must still be answerable, so the limit grows by the ask held under the id.
+    const held = this.#board?.get(id)?.ask;
+    const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
+    const body = await readJson(req, this.#limits.maxBodyBytes + allowance);
     const parsed = AskResolutionSchema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
