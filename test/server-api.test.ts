@@ -11,7 +11,13 @@ import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "l
 import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import type { GrantStore } from "loopctl/grant";
 import { LoopctlError } from "loopctl";
-import { ServerConfigError, ServerListenError, createApprovalHandler, createApprovalServer } from "loopctl/server";
+import {
+  ServerConfigError,
+  ServerListenError,
+  createApprovalHandler,
+  createApprovalServer,
+  signAnswerLink,
+} from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
@@ -1482,5 +1488,73 @@ describe("mounted under a path", () => {
     expect(reply.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not today" });
     expect((await request(`${base}/`)).text).toBe("the app");
+  });
+
+  it("in an Express app whose express.json() and express.urlencoded() read bodies first, takes what they read: an answer, a link's reason", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    const linkSecret = "a-link-secret-of-enough-length";
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+      linkSecret,
+    });
+    const app = express();
+    // An app's usual first lines: every body the app gets is parsed before any route sees it.
+    app.use(express.json());
+    app.use(express.urlencoded({ extended: false }));
+    app.use("/approvals", handler.handle);
+    server.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => server.close(() => resolve())),
+      () => handler.close(),
+      () => server.closeAllConnections(),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    const parkListed = async (ask: PendingAsk): Promise<{ parked: Promise<AskResolution> }> => {
+      const parked = channel.resolve(ask, { signal: new AbortController().signal });
+      await until(async () =>
+        (
+          (await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: { ask: PendingAsk }[] }
+        ).asks.some((view) => view.ask.id === ask.id),
+      );
+      return { parked };
+    };
+
+    const ask = makeAsk(1);
+    const { parked } = await parkListed(ask);
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "deny", reason: "not today", remember: "this_call", ask }),
+    });
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not today", remember: "this_call" });
+
+    // Still an answer's checks: a body that is no answer is a 400, and the ask stays parked.
+    const second = makeAsk(2);
+    const { parked: secondParked } = await parkListed(second);
+    const bad = await request(`${base}/approvals/api/asks/${second.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "maybe" }),
+    });
+    expect(bad.status).toBe(400);
+    expect(track(secondParked).outcome.state).toBe("pending");
+
+    // A link's confirmation form posts its reason urlencoded: the reason reaches the call.
+    const links = signAnswerLink(second, { secret: linkSecret, baseUrl: `${base}/approvals/`, ttlMs: 60_000 });
+    const denied = await request(links.deny, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+      body: "reason=the+numbers+are+wrong",
+    });
+    expect(denied.status).toBe(200);
+    await expect(secondParked).resolves.toEqual({ type: "deny", reason: "the numbers are wrong" });
   });
 });

@@ -15,7 +15,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
-import { bodyArriving, HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -533,7 +533,7 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"));
+    const form = await readForm(req, this.#limits.maxBodyBytes);
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
