@@ -1246,6 +1246,35 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(byId(grants, pinned.id)).toMatchObject({ pin: { type: "mismatch", kind: "fingerprint" } });
   });
 
+  it("a tool whose descriptor cannot be checked (a describeTool that throws, or gives a schema with no JSON form) shows its grants unchecked; the list still loads, onError is told", async () => {
+    const store = new MemoryGrantStore();
+    const pin = descriptorFingerprint(deploy);
+    const good = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const odd = await store.save(new Grant("search", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const broken = await store.save(new Grant("upload", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const unpinned = await store.save(new Grant("upload", "deny", GrantScope.thisCall({ path: "/" })));
+    const errors: unknown[] = [];
+    const { server, auth } = await start({
+      grants: store,
+      onError: (e) => errors.push(e),
+      describeTool: (name) => {
+        if (name === "deploy") return deploy;
+        // A schema object of a validation library, not JSON Schema: it has no canonical JSON form.
+        if (name === "search") return { ...deploy, name, inputSchema: { size: 10n } };
+        throw new Error("tool registry unavailable");
+      },
+    });
+    const reply = await get(server, "api/grants", auth);
+    expect(reply.status).toBe(200);
+    const grants = (reply.json as { grants: { id: string; pin: unknown }[] }).grants;
+    const pinOf = (id: string): unknown => grants.find((g) => g.id === id)?.pin;
+    expect(pinOf(good.id)).toEqual({ type: "match", kind: "fingerprint" });
+    expect(pinOf(odd.id)).toEqual({ type: "unchecked" });
+    expect(pinOf(broken.id)).toEqual({ type: "unchecked" });
+    expect(pinOf(unpinned.id)).toEqual({ type: "unpinned" });
+    expect(errors).toHaveLength(2);
+  });
+
   it("revokes by id: 200 with the grant, then 404; 404 for a malformed id; the store really lost it", async () => {
     const store = new MemoryGrantStore();
     const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));

@@ -455,7 +455,7 @@ class Handler {
   async #listGrants(res: ServerResponse): Promise<void> {
     if (this.#grants === undefined) return sendJson(res, 200, { available: false, grants: [] });
     const grants = await this.#useStore((store) => store.load());
-    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool)) });
+    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool, this.#onError)) });
   }
 
   async #revoke(res: ServerResponse, id: string): Promise<void> {
@@ -463,7 +463,7 @@ class Handler {
     if (!GRANT_ID.test(id)) throw new HttpError(404, "grant_unknown", "no such grant");
     const revoked = await this.#useStore((store) => store.revoke(id));
     if (revoked === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool) });
+    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool, this.#onError) });
   }
 
   async #useStore<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
