@@ -365,7 +365,7 @@ describe("the console's session cookie", () => {
     const { server, park } = await start();
     const login = await get(server, `?token=${server.token}`);
     expect(login.status).toBe(303);
-    expect(login.headers.location).toBe("/");
+    expect(new URL(login.headers.location ?? "", `${server.url}?token=${server.token}`).href).toBe(server.url);
     const setCookie = login.headers["set-cookie"]?.[0] ?? "";
     expect(setCookie).toMatch(/^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/$/);
     expect(setCookie).not.toContain(server.token);
@@ -490,6 +490,18 @@ describe("the console's session cookie", () => {
     // Without the cookie another scheme proves nothing; a Bearer token is judged alone, the cookie beside it or not.
     expect((await get(server, "api/asks", basic)).status).toBe(401);
     expect((await get(server, "api/asks", { authorization: `Bearer ${server.token}x`, cookie })).status).toBe(401);
+  });
+
+  it("behind a proxy that cuts a path prefix off without saying so, the login leads back to the page the browser asked for, not to the proxy's root", async () => {
+    // nginx: location /loopctl/ { proxy_pass http://127.0.0.1:<port>/; }: the server sees "/?token=…", and no originalUrl.
+    const { server } = await start({ allowedHosts: ["approvals.example.com"] });
+    const login = await get(server, `?token=${server.token}`, {
+      host: "approvals.example.com",
+      "x-forwarded-proto": "https",
+    });
+    expect(login.status).toBe(303);
+    const asked = `https://approvals.example.com/loopctl/?token=${server.token}`;
+    expect(new URL(login.headers.location ?? "", asked).href).toBe("https://approvals.example.com/loopctl/");
   });
 
   it("refuses a wrong ?token= with 401 and sets no cookie", async () => {

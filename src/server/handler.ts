@@ -394,8 +394,11 @@ class Handler {
     // The token leaves the address bar: back to the page's own path, in its slash form.
     const pathname = mountedPath(req);
     const page = pathname.endsWith("/") ? pathname : `${pathname}/`;
+    // Without a router's originalUrl the path here may be what a proxy left of a longer one
+    // ("/loopctl/?token=…" seen as "/?token=…"): "./" resolves against the address the browser used.
+    const known = typeof (req as { originalUrl?: unknown }).originalUrl === "string";
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
-      location: page,
+      location: known ? page : "./",
       "set-cookie": this.#access.sessionCookie(req, page),
     });
   }
