@@ -521,7 +521,7 @@ describe("verifyWebhookSignature", () => {
     }
   });
 
-  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, never accepting", () => {
+  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, or an unusable secret, never accepting", () => {
     const old = Date.UTC(2015, 0, 1);
     const header = sign(SECRET, old, body);
     const cases: [Partial<Parameters<typeof verifyWebhookSignature>[0]>, string][] = [
@@ -537,6 +537,11 @@ describe("verifyWebhookSignature", () => {
       [{ body: 42 as never, nowMs: old }, "body"],
       [{ body: null as never, nowMs: old }, "body"],
       [{ body: { type: "loopctl.ask" } as never, nowMs: old }, "body"],
+      // process.env.HOOK_SECRET unset or cut short: every delivery refused, with no word why.
+      [{ secret: undefined as never, nowMs: old }, "secret"],
+      [{ secret: "", nowMs: old }, "secret"],
+      [{ secret: "short", nowMs: old }, "secret"],
+      [{ secret: [1, 2, 3] as never, nowMs: old }, "secret"],
     ];
     for (const [options, option] of cases) {
       let error: unknown;
