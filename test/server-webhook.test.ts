@@ -395,6 +395,10 @@ describe("WebhookResolver fails closed", () => {
       ],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: -1 } }, "links.ttlMs"],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: undefined } }, "links.ttlMs"],
+      [{ url: "http://x/", secret: SECRET, capacity: -1 }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: 1.5 }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: "64" }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: Object.create(null) as unknown }, "capacity"],
     ] as const) {
       let error: unknown;
       try {

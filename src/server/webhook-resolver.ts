@@ -48,7 +48,7 @@ export interface WebhookResolverOptions {
    * URL as people reach it and its `linkSecret` (see `signAnswerLink`).
    */
   readonly links?: { readonly baseUrl: string | URL; readonly secret: string | Uint8Array; readonly ttlMs: number };
-  /** How many asks the inbox holds delivered but not yet taken by a server. @default 64 */
+  /** How many asks the inbox holds delivered but not yet taken by a server, a non-negative integer. @default 64 */
   readonly capacity?: number;
   /** The clock for signature timestamps and link expiry, epoch ms. @default Date.now */
   readonly now?: () => number;
@@ -138,7 +138,15 @@ export class WebhookResolver implements AskResolver, Disposable {
       linkBaseUrl(where, "links.baseUrl", links.baseUrl);
       linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
-    const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
+    const capacity: unknown = options.capacity ?? 64;
+    if (typeof capacity !== "number" || !Number.isSafeInteger(capacity) || capacity < 0) {
+      throw new ServerInputError(
+        where,
+        "capacity",
+        `must be a non-negative integer, got ${typeof capacity === "number" ? String(capacity) : typeof capacity}`,
+      );
+    }
+    const [channel, inbox] = ApprovalChannel.pair(capacity);
     this.#channel = channel;
     this.inbox = inbox;
     this.#url = url.href;
