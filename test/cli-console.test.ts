@@ -118,6 +118,7 @@ describe("loopctl console", () => {
         {},
         "loopctl console: --host 0.0.0.0 needs --allowed-host H: the names clients use to reach it",
       ],
+      [["--host", "0"], {}, "loopctl console: --host 0 needs --allowed-host H: the names clients use to reach it"],
       // An empty --host ("$HOST" unset) is not taken for every address, with or without --allowed-host.
       [["--host="], {}, "loopctl console: --host needs an address to listen on (H)"],
       [

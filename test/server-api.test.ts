@@ -11,7 +11,13 @@ import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "l
 import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import type { GrantStore } from "loopctl/grant";
 import { LoopctlError } from "loopctl";
-import { ServerConfigError, ServerListenError, createApprovalHandler, createApprovalServer } from "loopctl/server";
+import {
+  ServerConfigError,
+  ServerListenError,
+  createApprovalHandler,
+  createApprovalServer,
+  signAnswerLink,
+} from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
@@ -111,6 +117,11 @@ describe("createApprovalServer", () => {
       [{ token: "short" }, "token"],
       [{ token: "has spaces in it, sixteen+" }, "token"],
       [{ host: "0.0.0.0" }, "allowedHosts"],
+      // Other spellings of every address bind every address too.
+      [{ host: "0" }, "allowedHosts"],
+      [{ host: "0x0" }, "allowedHosts"],
+      [{ host: "::0" }, "allowedHosts"],
+      [{ host: "0:0:0:0:0:0:0:0" }, "allowedHosts"],
       [{ port: 70_000 }, "port"],
       [{ linkSecret: "tiny" }, "linkSecret"],
       [{ maxBodyBytes: 0 }, "maxBodyBytes"],
@@ -157,6 +168,14 @@ describe("createApprovalServer", () => {
     const allowedHosts = ["127.0.0.1:1"];
     expect(() => createApprovalHandler({ allowedHosts, approver: {} as never })).toThrow(/approver/);
     expect(() => createApprovalHandler({ allowedHosts, now: 5 as never })).toThrow(/now/);
+  });
+
+  it("listening on another spelling of every address, answers to allowedHosts and gives its URL from them", async () => {
+    const { server, auth } = await start({ host: "0", allowedHosts: ["approvals.example.com"] });
+    expect(server.url).toBe("http://approvals.example.com/");
+    const at = `http://127.0.0.1:${server.port}/api/asks`;
+    expect((await request(at, { headers: { ...auth, host: "approvals.example.com" } })).status).toBe(200);
+    expect((await request(at, { headers: { ...auth, host: `0:${server.port}` } })).status).toBe(421);
   });
 
   it("reports a port in use as a ServerListenError naming the address", async () => {
@@ -346,7 +365,7 @@ describe("the console's session cookie", () => {
     const { server, park } = await start();
     const login = await get(server, `?token=${server.token}`);
     expect(login.status).toBe(303);
-    expect(login.headers.location).toBe("/");
+    expect(new URL(login.headers.location ?? "", `${server.url}?token=${server.token}`).href).toBe(server.url);
     const setCookie = login.headers["set-cookie"]?.[0] ?? "";
     expect(setCookie).toMatch(/^loopctl_session_[0-9a-f]{12}=[A-Za-z0-9_-]+; HttpOnly; SameSite=Strict; Path=\/$/);
     expect(setCookie).not.toContain(server.token);
@@ -450,6 +469,39 @@ describe("the console's session cookie", () => {
     expect(set).toMatch(secureCookie);
     // The cookie logs the browser in there.
     expect((await overTls("/", { cookie: set.split(";")[0] as string })).status).toBe(200);
+  });
+
+  it("signs in behind a proxy that asks for a password of its own: an Authorization of another scheme is the proxy's, and the cookie still counts", async () => {
+    // nginx's auth_basic passes the browser's "Authorization: Basic …" on to the server behind it, on every request.
+    const { server, park } = await start();
+    const basic = { authorization: `Basic ${Buffer.from("ops:proxy-password").toString("base64")}` };
+    const login = await get(server, `?token=${server.token}`, basic);
+    expect(login.status).toBe(303);
+    const cookie = (login.headers["set-cookie"]?.[0] ?? "").split(";")[0] as string;
+    for (const path of ["", "console.js", "api/asks", "api/grants", "api/records"]) {
+      expect((await get(server, path, { ...basic, cookie })).status, path).toBe(200);
+    }
+    // Still the cookie's rules: a state-changing request must carry this server's Origin.
+    const { ask, parked } = await park();
+    expect((await answer(server, ask.id, { type: "approve" }, { ...basic, cookie })).status).toBe(403);
+    const own = { ...basic, cookie, origin: `http://127.0.0.1:${server.port}` };
+    expect((await answer(server, ask.id, { type: "approve" }, own)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    // Without the cookie another scheme proves nothing; a Bearer token is judged alone, the cookie beside it or not.
+    expect((await get(server, "api/asks", basic)).status).toBe(401);
+    expect((await get(server, "api/asks", { authorization: `Bearer ${server.token}x`, cookie })).status).toBe(401);
+  });
+
+  it("behind a proxy that cuts a path prefix off without saying so, the login leads back to the page the browser asked for, not to the proxy's root", async () => {
+    // nginx: location /loopctl/ { proxy_pass http://127.0.0.1:<port>/; }: the server sees "/?token=…", and no originalUrl.
+    const { server } = await start({ allowedHosts: ["approvals.example.com"] });
+    const login = await get(server, `?token=${server.token}`, {
+      host: "approvals.example.com",
+      "x-forwarded-proto": "https",
+    });
+    expect(login.status).toBe(303);
+    const asked = `https://approvals.example.com/loopctl/?token=${server.token}`;
+    expect(new URL(login.headers.location ?? "", asked).href).toBe("https://approvals.example.com/loopctl/");
   });
 
   it("refuses a wrong ?token= with 401 and sets no cookie", async () => {
@@ -656,6 +708,24 @@ describe("answers: POST /api/asks/:id", () => {
     socket.destroy();
     expect(reply).toMatch(/^HTTP\/1\.1 413 /);
     expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("an answer carrying its ask, as the console sends it, is taken whatever the ask's size; the allowance is that ask, no more", async () => {
+    const { server, auth, park } = await start();
+    // A hook that shows a whole patch, or text that takes three bytes a character: over the 16384-byte default.
+    for (const prompt of [`Apply this patch?\n${"+ a line of the patch\n".repeat(1200)}`, "確認".repeat(4000)]) {
+      const { ask, parked } = await park(makeAsk(1, { prompt }));
+      expect(Buffer.byteLength(JSON.stringify({ type: "approve", ask }))).toBeGreaterThan(16_384);
+      const tooMuch = await answer(server, ask.id, { type: "deny", reason: "x".repeat(17_000), ask }, auth);
+      expect(tooMuch.status).toBe(413);
+      expect(track(parked).outcome.state).toBe("pending");
+      const reply = await answer(server, ask.id, { type: "approve", ask }, auth);
+      expect(reply.status).toBe(200);
+      await expect(parked).resolves.toEqual({ type: "approve" });
+    }
+    // Without an ask of that size waiting under the id, the limit is maxBodyBytes.
+    const unknown = await answer(server, makeAsk(2).id, { type: "deny", reason: "x".repeat(17_000) }, auth);
+    expect(unknown.status).toBe(413);
   });
 
   it("200 concurrent answers racing for one ask: exactly one 200, every other a 409", async () => {
@@ -1188,6 +1258,35 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(byId(grants, pinned.id)).toMatchObject({ pin: { type: "mismatch", kind: "fingerprint" } });
   });
 
+  it("a tool whose descriptor cannot be checked (a describeTool that throws, or gives a schema with no JSON form) shows its grants unchecked; the list still loads, onError is told", async () => {
+    const store = new MemoryGrantStore();
+    const pin = descriptorFingerprint(deploy);
+    const good = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const odd = await store.save(new Grant("search", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const broken = await store.save(new Grant("upload", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const unpinned = await store.save(new Grant("upload", "deny", GrantScope.thisCall({ path: "/" })));
+    const errors: unknown[] = [];
+    const { server, auth } = await start({
+      grants: store,
+      onError: (e) => errors.push(e),
+      describeTool: (name) => {
+        if (name === "deploy") return deploy;
+        // A schema object of a validation library, not JSON Schema: it has no canonical JSON form.
+        if (name === "search") return { ...deploy, name, inputSchema: { size: 10n } };
+        throw new Error("tool registry unavailable");
+      },
+    });
+    const reply = await get(server, "api/grants", auth);
+    expect(reply.status).toBe(200);
+    const grants = (reply.json as { grants: { id: string; pin: unknown }[] }).grants;
+    const pinOf = (id: string): unknown => grants.find((g) => g.id === id)?.pin;
+    expect(pinOf(good.id)).toEqual({ type: "match", kind: "fingerprint" });
+    expect(pinOf(odd.id)).toEqual({ type: "unchecked" });
+    expect(pinOf(broken.id)).toEqual({ type: "unchecked" });
+    expect(pinOf(unpinned.id)).toEqual({ type: "unpinned" });
+    expect(errors).toHaveLength(2);
+  });
+
   it("revokes by id: 200 with the grant, then 404; 404 for a malformed id; the store really lost it", async () => {
     const store = new MemoryGrantStore();
     const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
@@ -1430,5 +1529,73 @@ describe("mounted under a path", () => {
     expect(reply.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not today" });
     expect((await request(`${base}/`)).text).toBe("the app");
+  });
+
+  it("in an Express app whose express.json() and express.urlencoded() read bodies first, takes what they read: an answer, a link's reason", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    const linkSecret = "a-link-secret-of-enough-length";
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+      linkSecret,
+    });
+    const app = express();
+    // An app's usual first lines: every body the app gets is parsed before any route sees it.
+    app.use(express.json());
+    app.use(express.urlencoded({ extended: false }));
+    app.use("/approvals", handler.handle);
+    server.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => server.close(() => resolve())),
+      () => handler.close(),
+      () => server.closeAllConnections(),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    const parkListed = async (ask: PendingAsk): Promise<{ parked: Promise<AskResolution> }> => {
+      const parked = channel.resolve(ask, { signal: new AbortController().signal });
+      await until(async () =>
+        (
+          (await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: { ask: PendingAsk }[] }
+        ).asks.some((view) => view.ask.id === ask.id),
+      );
+      return { parked };
+    };
+
+    const ask = makeAsk(1);
+    const { parked } = await parkListed(ask);
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "deny", reason: "not today", remember: "this_call", ask }),
+    });
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "not today", remember: "this_call" });
+
+    // Still an answer's checks: a body that is no answer is a 400, and the ask stays parked.
+    const second = makeAsk(2);
+    const { parked: secondParked } = await parkListed(second);
+    const bad = await request(`${base}/approvals/api/asks/${second.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "maybe" }),
+    });
+    expect(bad.status).toBe(400);
+    expect(track(secondParked).outcome.state).toBe("pending");
+
+    // A link's confirmation form posts its reason urlencoded: the reason reaches the call.
+    const links = signAnswerLink(second, { secret: linkSecret, baseUrl: `${base}/approvals/`, ttlMs: 60_000 });
+    const denied = await request(links.deny, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+      body: "reason=the+numbers+are+wrong",
+    });
+    expect(denied.status).toBe(200);
+    await expect(secondParked).resolves.toEqual({ type: "deny", reason: "the numbers are wrong" });
   });
 });

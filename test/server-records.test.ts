@@ -8,8 +8,10 @@ import { AuditSink } from "loopctl/audit";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
+import type { AskInbox, PendingAsk } from "loopctl/ask";
 import { RecentRecords, ServerConfigError, auditLogRecords, createApprovalServer } from "loopctl/server";
 import type { ApprovalServer, RecordSource } from "loopctl/server";
+import { makeAsk } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
 
 let dir: string;
@@ -71,6 +73,21 @@ describe("RecentRecords", () => {
   it("refuses a capacity that is not a positive integer", () => {
     for (const capacity of [0, -1, 1.5, Number.NaN]) {
       expect(() => new RecentRecords({ capacity })).toThrow(ServerConfigError);
+    }
+  });
+
+  it("refuses options that are not an object with a ServerConfigError naming them", () => {
+    for (const options of [null, 5, "capacity"]) {
+      const error = ((): unknown => {
+        try {
+          new RecentRecords(options as never);
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error, String(options)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
     }
   });
 
@@ -170,6 +187,90 @@ describe("GET /api/records", () => {
   });
 });
 
+describe("following a record source: subscribe()", () => {
+  /** The approver of a fresh channel, counting the asks taken from it through next(). */
+  function countedApprover(): { inbox: AskInbox; taken: () => number; park: (ask: PendingAsk) => void } {
+    const [channel, approver] = ApprovalChannel.pair(16);
+    cleanups.push(() => approver.close());
+    let taken = 0;
+    const inbox: AskInbox = {
+      next: (options) => {
+        taken++;
+        return approver.next(options);
+      },
+      resolve: (id, resolution) => approver.resolve(id, resolution),
+      ended: (id, options) => approver.ended(id, options),
+      close: () => approver.close(),
+    };
+    return {
+      inbox,
+      taken: () => taken,
+      park: (ask) => void channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined),
+    };
+  }
+
+  it("a subscribe() that throws or gives no stop function is refused when the server is made, and nothing is left taking asks", async () => {
+    const { inbox, taken, park } = countedApprover();
+    const sources: [string, RecordSource][] = [
+      [
+        "throws",
+        {
+          recent: () => [],
+          subscribe: () => {
+            throw new Error("bus down");
+          },
+        },
+      ],
+      // An EventEmitter's on() returns the emitter, not a function that stops the listener.
+      ["returns an object", { recent: () => [], subscribe: () => ({ off() {} }) as never }],
+      ["returns nothing", { recent: () => [], subscribe: () => undefined as never }],
+    ];
+    for (const [label, records] of sources) {
+      const error = await createApprovalServer({ approver: inbox, records }).then(
+        (server) => server.close().then(() => undefined),
+        (e: unknown) => e,
+      );
+      expect(error, label).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option, label).toBe("records");
+    }
+    // No server was made, so none of them took an ask or waits to: the next server gets every one.
+    expect(taken()).toBe(0);
+    const ask = makeAsk(1);
+    park(ask);
+    const server = await createApprovalServer({ approver: inbox });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    for (let i = 0; i < 2000; i++) {
+      const listed = (await request(`${server.url}api/asks`, { headers: auth })).json as {
+        asks: { ask: PendingAsk }[];
+      };
+      if (listed.asks.some((view) => view.ask.id === ask.id)) return;
+    }
+    throw new Error("the ask parked after the refused servers never reached the server made next");
+  });
+
+  it("close() settles, stops taking asks and reports the error when the source's stop function throws", async () => {
+    const { inbox, taken, park } = countedApprover();
+    const errors: unknown[] = [];
+    const stopFailed = new Error("unsubscribe failed");
+    const records: RecordSource = {
+      recent: () => [],
+      subscribe: () => () => {
+        throw stopFailed;
+      },
+    };
+    const server = await createApprovalServer({ approver: inbox, records, onError: (e) => errors.push(e) });
+    expect(taken()).toBe(1);
+    await server.close();
+    expect(errors).toContain(stopFailed);
+    // The board let go of the approver: an ask parked now is there for whoever takes it next.
+    const ask = makeAsk(2);
+    park(ask);
+    const next = await inbox.next({ signal: AbortSignal.timeout(5_000) });
+    expect(next?.id).toBe(ask.id);
+  });
+});
+
 describe("auditLogRecords", () => {
   it("reads the latest records of an audit log another sink writes, as they land", async () => {
     const path = join(dir, "gates.jsonl");
@@ -197,6 +298,28 @@ describe("auditLogRecords", () => {
     expect(records.length).toBeLessThan(10);
     expect(records.at(-1)?.ts).toBe(100);
     expect(records.map((r) => r.ts)).toEqual(records.map((_, i) => 100 - records.length + 1 + i));
+  });
+
+  it("refuses a path that is not a non-empty string, and options that are not an object, naming them", () => {
+    const refusal = (make: () => unknown): unknown => {
+      try {
+        make();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    // An empty path would be the current folder, read as a log at every request.
+    for (const path of [undefined, null, 42, "", new URL("file:///tmp/log.jsonl")]) {
+      const error = refusal(() => auditLogRecords(path as never));
+      expect(error, String(path)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("path");
+    }
+    for (const options of [null, 5, "tail"]) {
+      const error = refusal(() => auditLogRecords("x.jsonl", options as never));
+      expect(error, String(options)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
+    }
   });
 
   it("refuses a tailBytes that is not a positive integer, and surfaces an unreadable log as a 503", async () => {

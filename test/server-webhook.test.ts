@@ -395,6 +395,10 @@ describe("WebhookResolver fails closed", () => {
       ],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: -1 } }, "links.ttlMs"],
       [{ url: "http://x/", secret: SECRET, links: { ...links, ttlMs: undefined } }, "links.ttlMs"],
+      [{ url: "http://x/", secret: SECRET, capacity: -1 }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: 1.5 }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: "64" }, "capacity"],
+      [{ url: "http://x/", secret: SECRET, capacity: Object.create(null) as unknown }, "capacity"],
     ] as const) {
       let error: unknown;
       try {
@@ -521,7 +525,7 @@ describe("verifyWebhookSignature", () => {
     }
   });
 
-  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, never accepting", () => {
+  it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, or an unusable secret, never accepting", () => {
     const old = Date.UTC(2015, 0, 1);
     const header = sign(SECRET, old, body);
     const cases: [Partial<Parameters<typeof verifyWebhookSignature>[0]>, string][] = [
@@ -537,6 +541,11 @@ describe("verifyWebhookSignature", () => {
       [{ body: 42 as never, nowMs: old }, "body"],
       [{ body: null as never, nowMs: old }, "body"],
       [{ body: { type: "loopctl.ask" } as never, nowMs: old }, "body"],
+      // process.env.HOOK_SECRET unset or cut short: every delivery refused, with no word why.
+      [{ secret: undefined as never, nowMs: old }, "secret"],
+      [{ secret: "", nowMs: old }, "secret"],
+      [{ secret: "short", nowMs: old }, "secret"],
+      [{ secret: [1, 2, 3] as never, nowMs: old }, "secret"],
     ];
     for (const [options, option] of cases) {
       let error: unknown;

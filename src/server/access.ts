@@ -62,10 +62,15 @@ export class Access {
     return sameSecret(given, this.#token);
   }
 
-  /** Which credential the request carries, if a valid one. A bearer token wins over a cookie. */
+  /**
+   * Which credential the request carries, if a valid one. A bearer token is
+   * judged alone, a cookie beside it or not. An `Authorization` of another
+   * scheme is not for this server (a reverse proxy that asks for a password
+   * of its own passes the browser's `Basic` on): the cookie still counts.
+   */
   credential(req: IncomingMessage): Credential | undefined {
     const auth = req.headers.authorization;
-    if (auth !== undefined) {
+    if (auth !== undefined && /^Bearer(\s|$)/i.test(auth)) {
       const match = /^Bearer +(\S+)\s*$/i.exec(auth);
       return match !== null && sameSecret(match[1] as string, this.#token) ? "bearer" : undefined;
     }

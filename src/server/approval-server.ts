@@ -7,8 +7,9 @@ import { ServerConfigError, ServerListenError } from "./errors.js";
 /** Options of {@link createApprovalServer}: the handler's, plus where to listen. */
 export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "allowedHosts"> {
   /**
-   * The address to listen on. A wildcard (`0.0.0.0`, `::`) needs
-   * `allowedHosts`: the names clients reach it by.
+   * The address to listen on. A wildcard (`0.0.0.0`, `::`, or another
+   * spelling of every address, such as `0` or `::0`) needs `allowedHosts`:
+   * the names clients reach it by.
    * @default "127.0.0.1"
    */
   readonly host?: string;
@@ -42,6 +43,8 @@ export interface ApprovalServer {
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 const WILDCARD = new Set(["0.0.0.0", "::", ""]);
+/** What `address()` says of a socket bound to every address, however the host was spelled ("0", "::0", "0x0"). */
+const BOUND_EVERYWHERE = new Set(["0.0.0.0", "::", "::ffff:0.0.0.0"]);
 
 /**
  * Starts the approval API and the console (`GET /`) on a server of its own;
@@ -85,11 +88,19 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     server.once("error", (error) => reject(new ServerListenError(`${host}:${port}`, { cause: error })));
     server.listen(port, host, () => resolve());
   });
-  const bound = (server.address() as AddressInfo).port;
+  const { port: bound, address } = server.address() as AddressInfo;
+  const everywhere = WILDCARD.has(host) || BOUND_EVERYWHERE.has(address);
+  if (everywhere && extra.length === 0) {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    throw new ServerConfigError(
+      "allowedHosts",
+      `listening on ${host} binds every address (${address}): it needs allowedHosts, the names clients use to reach it`,
+    );
+  }
   const urlHost = host.includes(":") ? `[${host}]` : host;
   // A browser leaves the default port out of Host and Origin: on port 80 it sends "Host: localhost".
   const hostsOf = (name: string): string[] => (bound === 80 ? [`${name}:80`, name] : [`${name}:${bound}`]);
-  const names = LOOPBACK.has(host) ? ["127.0.0.1", "localhost", "[::1]"] : WILDCARD.has(host) ? [] : [urlHost];
+  const names = LOOPBACK.has(host) ? ["127.0.0.1", "localhost", "[::1]"] : everywhere ? [] : [urlHost];
   let handler;
   try {
     handler = createApprovalHandler({
@@ -101,9 +112,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     throw error;
   }
   server.on("request", handler.handle);
-  const url = WILDCARD.has(host)
-    ? `http://${extra[0] as string}/`
-    : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;
+  const url = everywhere ? `http://${extra[0] as string}/` : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;
   let closing: Promise<void> | undefined;
   return {
     url,

@@ -26,12 +26,22 @@ const LineSchema = z.object({ record: GateDecisionSchema });
  * (`loopctl audit verify` does); a line that does not parse is skipped. A log
  * that does not exist yet reads as empty.
  *
+ * @throws {ServerConfigError} naming `path`, `options` or `tailBytes` when
+ * one is unusable.
+ *
  * @example
  * ```ts
  * await createApprovalServer({ approver, records: auditLogRecords("audit/gates.jsonl") });
  * ```
  */
 export function auditLogRecords(path: string, options: AuditLogRecordsOptions = {}): RecordSource {
+  // An empty path would resolve to the current folder, read as a log at every request.
+  if (typeof path !== "string" || path === "") {
+    throw new ServerConfigError("path", `must be the audit log's path, a non-empty string, got ${kindOf(path)}`);
+  }
+  if (typeof options !== "object" || (options as unknown) === null) {
+    throw new ServerConfigError("options", `must be an object, got ${kindOf(options)}`);
+  }
   const file = resolve(path);
   const tailBytes = options.tailBytes ?? 1_048_576;
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
@@ -52,6 +62,10 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
       return records.reverse();
     },
   };
+}
+
+function kindOf(value: unknown): string {
+  return value === null ? "null" : typeof value === "string" ? JSON.stringify(value) : typeof value;
 }
 
 function parseLine(line: string): GateDecision | undefined {

@@ -36,16 +36,26 @@ function pinStatus(pin: string | null, descriptor: ToolDescriptor | undefined): 
   return { type: "mismatch", kind: "unknown_format" };
 }
 
-/** The view of `grant`, its pin checked against `describeTool(grant.tool)` when that knows the tool. */
+/**
+ * The view of `grant`, its pin checked against `describeTool(grant.tool)` when
+ * that knows the tool. A tool that cannot be checked (`describeTool` throws,
+ * or gives a descriptor with no canonical form, such as a schema object of a
+ * validation library) shows as `unchecked`, the fault going to `onError`: one
+ * such tool must not keep every grant from being listed and revoked.
+ */
 export function grantView(
   grant: Grant,
   describeTool: ((name: string) => ToolDescriptor | undefined) | undefined,
+  onError: (error: unknown) => void = () => undefined,
 ): GrantView {
-  let descriptor: ToolDescriptor | undefined;
-  try {
-    descriptor = describeTool?.(grant.tool);
-  } catch {
-    descriptor = undefined;
+  let pin: PinStatus = { type: "unpinned" };
+  if (grant.pinnedDescriptor !== null) {
+    try {
+      pin = pinStatus(grant.pinnedDescriptor, describeTool?.(grant.tool));
+    } catch (error) {
+      onError(error);
+      pin = { type: "unchecked" };
+    }
   }
   return {
     id: grant.id,
@@ -54,7 +64,7 @@ export function grantView(
     scope: grant.scope.type,
     args: grant.scope.type === "this_call" ? grant.scope.args : null,
     pinnedDescriptor: grant.pinnedDescriptor,
-    pin: pinStatus(grant.pinnedDescriptor, descriptor),
+    pin,
     createdAtMs: grant.createdAtMs,
     note: grant.note,
   };

@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
+import type { GateDecision } from "../engine/records.js";
+import { describeError } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
@@ -13,7 +15,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
-import { bodyArriving, HttpError, readBody, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -58,7 +60,11 @@ export interface ApprovalHandlerOptions {
    * shows each ask's time left, counted from when it arrived here.
    */
   readonly askTimeoutMs?: number;
-  /** The largest request body accepted; a larger one gets 413. @default 16384 */
+  /**
+   * The largest request body accepted; a larger one gets 413. An answer may
+   * be larger by the size of the ask it carries (`"ask"`, as the console
+   * sends it), so that an ask of any size can be answered. @default 16384
+   */
   readonly maxBodyBytes?: number;
   /** How often an idle event stream gets a keep-alive comment, at most 2147483647 (about 24.8 days). @default 15000 */
   readonly heartbeatMs?: number;
@@ -199,6 +205,29 @@ function checkShapes(options: ApprovalHandlerOptions): void {
   }
 }
 
+/**
+ * Subscribes `listener` to `records`, if it can be followed; returns the
+ * function that stops it.
+ * @throws {ServerConfigError} naming `records` when `subscribe()` throws or
+ * gives no function: `close()` could not stop it.
+ */
+function follow(records: RecordSource | undefined, listener: (record: GateDecision) => void): (() => void) | undefined {
+  if (records?.subscribe === undefined) return undefined;
+  let stop: unknown;
+  try {
+    stop = records.subscribe(listener);
+  } catch (error) {
+    throw new ServerConfigError("records", `subscribe() threw: ${describeError(error)}`, { cause: error });
+  }
+  if (typeof stop !== "function") {
+    throw new ServerConfigError(
+      "records",
+      `subscribe() must return the function that stops it, got ${stop === null ? "null" : typeof stop}`,
+    );
+  }
+  return stop as () => void;
+}
+
 function hasMethod(value: unknown, name: string): boolean {
   return (
     (typeof value === "object" || typeof value === "function") &&
@@ -246,6 +275,8 @@ class Handler {
       }
     };
     this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
+    // Before the board: a source refused here must not leave a board behind that takes asks nobody shows.
+    this.#stopRecords = follow(this.#records, (record) => this.#streams.send("record", record));
     if (options.approver !== undefined) {
       this.#board = new AskBoard(options.approver, () => this.#shownNow(), this.#onError);
       this.#board.subscribe((event) => {
@@ -253,7 +284,6 @@ class Handler {
         else this.#streams.send("settled", { id: event.id, ending: event.ending });
       });
     }
-    this.#stopRecords = this.#records?.subscribe?.((record) => this.#streams.send("record", record));
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
@@ -264,7 +294,12 @@ class Handler {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#streams.close();
-      this.#stopRecords?.();
+      try {
+        this.#stopRecords?.();
+      } catch (error) {
+        // The source's own failure: the board still lets go of the approver.
+        this.#onError(error);
+      }
       await this.#board?.close();
     })();
     return this.#closing;
@@ -359,8 +394,11 @@ class Handler {
     // The token leaves the address bar: back to the page's own path, in its slash form.
     const pathname = mountedPath(req);
     const page = pathname.endsWith("/") ? pathname : `${pathname}/`;
+    // Without a router's originalUrl the path here may be what a proxy left of a longer one
+    // ("/loopctl/?token=…" seen as "/?token=…"): "./" resolves against the address the browser used.
+    const known = typeof (req as { originalUrl?: unknown }).originalUrl === "string";
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
-      location: page,
+      location: known ? page : "./",
       "set-cookie": this.#access.sessionCookie(req, page),
     });
   }
@@ -372,7 +410,11 @@ class Handler {
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
-    const body = await readJson(req, this.#limits.maxBodyBytes);
+    // An answer may carry the ask it was made for, as the console's do: an ask whose prompt alone
+    // is over the limit must still be answerable, so the limit grows by the ask held under the id.
+    const held = this.#board?.get(id)?.ask;
+    const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
+    const body = await readJson(req, this.#limits.maxBodyBytes + allowance);
     const parsed = AskResolutionSchema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
@@ -416,7 +458,7 @@ class Handler {
   async #listGrants(res: ServerResponse): Promise<void> {
     if (this.#grants === undefined) return sendJson(res, 200, { available: false, grants: [] });
     const grants = await this.#useStore((store) => store.load());
-    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool)) });
+    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool, this.#onError)) });
   }
 
   async #revoke(res: ServerResponse, id: string): Promise<void> {
@@ -424,7 +466,7 @@ class Handler {
     if (!GRANT_ID.test(id)) throw new HttpError(404, "grant_unknown", "no such grant");
     const revoked = await this.#useStore((store) => store.revoke(id));
     if (revoked === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool) });
+    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool, this.#onError) });
   }
 
   async #useStore<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
@@ -494,7 +536,7 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = new URLSearchParams((await readBody(req, this.#limits.maxBodyBytes)).toString("utf8"));
+    const form = await readForm(req, this.#limits.maxBodyBytes);
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };

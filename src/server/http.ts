@@ -106,30 +106,67 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+function tooLarge(limit: number): HttpError {
+  return new HttpError(413, "body_too_large", `the body may be at most ${limit} bytes`);
+}
+
+/**
+ * What a middleware in front of the handler already read of the body, as
+ * `req.body` (Express's `express.json()`, `express.urlencoded()`,
+ * `express.text()`, `express.raw()`), once it has read the stream to its
+ * end: the stream then has nothing left to give.
+ */
+function readBefore(req: IncomingMessage): { readonly value: unknown } | undefined {
+  if (!req.readableEnded) return undefined;
+  const value = (req as { readonly body?: unknown }).body;
+  return value === undefined ? undefined : { value };
+}
+
 /**
  * Reads a request body of at most `limit` bytes. A declared or actual size
- * over the limit is a 413; the rest of such a body is not read.
+ * over the limit is a 413; the rest of such a body is not read. A body a
+ * middleware already read as text or bytes is taken from `req.body`.
  */
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > limit) {
-    throw new HttpError(413, "body_too_large", `the body may be at most ${limit} bytes`);
+  if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
+  const before = readBefore(req)?.value;
+  if (typeof before === "string" || before instanceof Uint8Array) {
+    const bytes = typeof before === "string" ? Buffer.from(before, "utf8") : Buffer.from(before);
+    if (bytes.length > limit) throw tooLarge(limit);
+    return bytes;
   }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > limit) throw new HttpError(413, "body_too_large", `the body may be at most ${limit} bytes`);
+    if (size > limit) throw tooLarge(limit);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
 }
 
-/** Reads a JSON body: 415 unless it is declared `application/json`, 400 unless it parses. */
+/** A value a middleware parsed the body into (JSON, a form), not text or bytes. */
+function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undefined {
+  const before = readBefore(req);
+  if (before === undefined || typeof before.value === "string" || before.value instanceof Uint8Array) return undefined;
+  return before;
+}
+
+/**
+ * Reads a JSON body: 415 unless it is declared `application/json`, 400 unless
+ * it parses. One a middleware already parsed (`express.json()`) is taken as
+ * parsed, held to `limit` as JSON.
+ */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
   const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
   if (type !== "application/json") {
     throw new HttpError(415, "unsupported_media_type", "send the body as application/json");
+  }
+  const parsed = parsedBefore(req);
+  if (parsed !== undefined) {
+    if (Buffer.byteLength(JSON.stringify(parsed.value) ?? "") > limit) throw tooLarge(limit);
+    return parsed.value;
   }
   const body = await readBody(req, limit);
   try {
@@ -137,4 +174,24 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
   } catch {
     throw new HttpError(400, "bad_request", "the body is not valid JSON");
   }
+}
+
+/**
+ * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's).
+ * One a middleware already parsed (`express.urlencoded()`) is taken as
+ * parsed: its text fields, held to `limit` as a form.
+ */
+export async function readForm(req: IncomingMessage, limit: number): Promise<URLSearchParams> {
+  const parsed = parsedBefore(req);
+  if (parsed !== undefined) {
+    const form = new URLSearchParams();
+    if (typeof parsed.value === "object" && parsed.value !== null) {
+      for (const [name, value] of Object.entries(parsed.value)) {
+        if (typeof value === "string") form.append(name, value);
+      }
+    }
+    if (Buffer.byteLength(form.toString()) > limit) throw tooLarge(limit);
+    return form;
+  }
+  return new URLSearchParams((await readBody(req, limit)).toString("utf8"));
 }

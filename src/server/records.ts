@@ -12,8 +12,11 @@ export interface RecordSource {
   recent(limit: number): readonly GateDecision[] | Promise<readonly GateDecision[]>;
   /**
    * Optional: calls `listener` with each new decision as it lands; returns a
-   * function that stops it. With it the console shows decisions as they
-   * happen; without it the console reloads them every few seconds.
+   * function that stops it, which the server calls when it closes. With it
+   * the console shows decisions as they happen; without it the console
+   * reloads them every few seconds. The server subscribes when it is made,
+   * and refuses a source whose `subscribe` throws or returns no function
+   * (`ServerConfigError` naming `records`).
    */
   subscribe?(listener: (record: GateDecision) => void): () => void;
 }
@@ -48,8 +51,11 @@ export class RecentRecords implements RecordSource {
   #start = 0;
   readonly #listeners = new Set<(record: GateDecision) => void>();
 
-  /** @throws {ServerConfigError} when `capacity` is not a positive integer. */
+  /** @throws {ServerConfigError} when `options` is not an object or `capacity` not a positive integer. */
   constructor(options: RecentRecordsOptions = {}) {
+    if (typeof options !== "object" || (options as unknown) === null) {
+      throw new ServerConfigError("options", `must be an object, got ${options === null ? "null" : typeof options}`);
+    }
     const capacity = options.capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new ServerConfigError("records.capacity", `must be a positive integer, got ${String(capacity)}`);

@@ -48,7 +48,7 @@ export interface WebhookResolverOptions {
    * URL as people reach it and its `linkSecret` (see `signAnswerLink`).
    */
   readonly links?: { readonly baseUrl: string | URL; readonly secret: string | Uint8Array; readonly ttlMs: number };
-  /** How many asks the inbox holds delivered but not yet taken by a server. @default 64 */
+  /** How many asks the inbox holds delivered but not yet taken by a server, a non-negative integer. @default 64 */
   readonly capacity?: number;
   /** The clock for signature timestamps and link expiry, epoch ms. @default Date.now */
   readonly now?: () => number;
@@ -138,7 +138,15 @@ export class WebhookResolver implements AskResolver, Disposable {
       linkBaseUrl(where, "links.baseUrl", links.baseUrl);
       linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
-    const [channel, inbox] = ApprovalChannel.pair(options.capacity ?? 64);
+    const capacity: unknown = options.capacity ?? 64;
+    if (typeof capacity !== "number" || !Number.isSafeInteger(capacity) || capacity < 0) {
+      throw new ServerInputError(
+        where,
+        "capacity",
+        `must be a non-negative integer, got ${typeof capacity === "number" ? String(capacity) : typeof capacity}`,
+      );
+    }
+    const [channel, inbox] = ApprovalChannel.pair(capacity);
     this.#channel = channel;
     this.inbox = inbox;
     this.#url = url.href;
@@ -333,9 +341,11 @@ export interface VerifyWebhookOptions {
  * delivery replayed is refused), and its HMAC matches the body, compared in
  * constant time. Returns true only if all hold.
  *
- * @throws {ServerInputError} for a body that is not a string or bytes, or a
+ * @throws {ServerInputError} for a body that is not a string or bytes, a
  * `toleranceMs` or `nowMs` that is not a finite non-negative number (a NaN
- * would turn the replay check off).
+ * would turn the replay check off), or a `secret` that is not a string or
+ * bytes of at least 16 bytes (an unset environment variable would refuse
+ * every delivery, with no word why).
  */
 export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
   const where = "verifyWebhookSignature";
@@ -357,8 +367,12 @@ export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
   if (!isFiniteNonNegative(nowMs)) {
     throw new ServerInputError(where, "nowMs", `must be a finite non-negative number, got ${String(nowMs)}`);
   }
+  // An unset or cut secret would refuse every delivery with no word why.
+  if (!isStrongSecret(options.secret)) {
+    throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
+  }
   const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(options.header ?? "");
-  if (match === null || !isStrongSecret(options.secret)) return false;
+  if (match === null) return false;
   const timestampMs = Number(match[1]);
   // Written so that anything not a number in range refuses.
   if (!(Math.abs(nowMs - timestampMs) <= toleranceMs)) return false;
