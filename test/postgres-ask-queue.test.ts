@@ -252,6 +252,62 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("close() racing an answer: an answer that landed first is the call's, never a true for a denied call", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // The row is locked, so the answer waits for it, and close()'s statements queue behind the answer.
+    const blocker = await db.pool.connect();
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      const answer = inbox.resolve(ask.id, { type: "approve", remember: "this_call" });
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE %' AND query LIKE $1",
+          [`%${db.schema}%`],
+        );
+        return rows.length > 0;
+      });
+      const closing = worker.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await blocker.query("ROLLBACK");
+      expect(await answer).toBe(true);
+      expect(await parked).toEqual({ type: "approve", remember: "this_call" });
+      await closing;
+      expect(await row(ask.id)).toMatchObject({ state: "answered" });
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      blocker.release();
+    }
+  });
+
+  it("close() that cannot reach the database still settles its parked calls, by the time its lease runs out", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 900,
+        onError: () => undefined,
+      });
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      proxy.stall();
+      void worker.close();
+      const outcome = await Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 5_000)),
+      ]);
+      expect(outcome).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("closing one inbox leaves the asks pending for the others", async () => {
     const worker = queue();
     const consoleQueue = queue();
