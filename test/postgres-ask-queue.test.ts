@@ -627,6 +627,39 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     }
   });
 
+  it("gives up a pooled connection that swallowed an insert: that park fails, and the asks parked after it reach the consoles", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The first insert is swallowed, with all that follows on its connection; every other connection passes.
+      proxy.stallConnectionOn(`INSERT INTO "${db.schema}".asks`);
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 1_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
+        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
+      const first = makeAsk(1);
+      const parkedFirst = park(worker, first).catch((error: unknown) => error);
+      await waitFor(() => proxy.swallowed.includes(first.id));
+      const second = makeAsk(2);
+      const parkedSecond = park(worker, second);
+      expect(await soon(inbox.next()).then((ask) => (typeof ask === "string" ? ask : ask?.id))).toBe(second.id);
+      expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+      expect(await soon(parkedSecond)).toEqual({ type: "approve" });
+      // The swallowed park fails (the engine denies it) once the statement had no reply for leaseMs.
+      expect(await soon(parkedFirst)).toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("no reply"),
+      });
+      expect(await row(first.id)).toBeUndefined();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("gives up a LISTEN that gets no reply and listens again once the network recovers: parked calls hear their answers", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

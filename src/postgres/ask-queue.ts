@@ -33,7 +33,8 @@ export interface PostgresAskQueueOptions {
    * within about 4/3 of this by any live queue, worker or console. A
    * statement on the listening connection (its `LISTEN` included) with no
    * reply for this long gives that connection up (it is made anew, and
-   * everything read again).
+   * everything read again); one on a pooled connection fails, and its
+   * connection is closed.
    * @default 15000
    */
   readonly leaseMs?: number;
@@ -241,9 +242,10 @@ export class PostgresAskQueue {
     this.#pool = pool;
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
-    this.#db = new Db(pool, this.#names);
-    this.#table = this.#names.table("asks");
     this.#leaseMs = positiveInteger("leaseMs", options.leaseMs, 15_000, 300, 600_000);
+    // A pooled connection that swallows a statement (an insert, say) must not hold up the ones after it.
+    this.#db = new Db(pool, this.#names, this.#leaseMs);
+    this.#table = this.#names.table("asks");
     this.#rereadMs = positiveInteger("rereadMs", options.rereadMs, 5_000, 50, 600_000);
     this.#keepEndedMs = positiveInteger("keepEndedMs", options.keepEndedMs, 86_400_000, 0, 365 * 86_400_000);
     if (options.onError !== undefined && typeof options.onError !== "function") {

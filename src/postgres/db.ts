@@ -173,11 +173,20 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 export class Db {
   readonly pool: PgPool;
   readonly names: SchemaNames;
+  readonly #replyMs: number | undefined;
   #checked: Promise<void> | undefined;
 
-  constructor(pool: PgPool, names: SchemaNames) {
+  /**
+   * With `replyMs`, a statement (or transaction) given a connection of the
+   * pool that has no reply within that long is given up: the call rejects
+   * and the connection is closed, not handed to the next caller. A network
+   * that swallows packets answers nothing and closes nothing, and a
+   * connection that swallowed one statement swallows the next.
+   */
+  constructor(pool: PgPool, names: SchemaNames, replyMs?: number) {
     this.pool = pool;
     this.names = names;
+    this.#replyMs = replyMs;
   }
 
   /**
@@ -187,7 +196,7 @@ export class Db {
    */
   async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
     const statement = prepared(sql, values);
-    if (signal === undefined) {
+    if (signal === undefined && this.#replyMs === undefined) {
       await this.#ready(operation);
       try {
         return normalize(await this.pool.query(statement));
@@ -314,6 +323,7 @@ export class Db {
     return new Promise<T>((resolve, reject) => {
       const state: ClientState = { aborted: false, committing: false, broken: false };
       let client: PgPoolClient | undefined;
+      let released = false;
       let settled = false;
       const settle = (fn: () => void): void => {
         if (settled) return;
@@ -346,6 +356,8 @@ export class Db {
           return;
         }
         let started = false;
+        const held = client;
+        let silent: NodeJS.Timeout | undefined;
         try {
           if (signal !== undefined && !backendPids.has(client)) {
             const result = await client.query("SELECT pg_backend_pid() AS pid");
@@ -353,6 +365,22 @@ export class Db {
           }
           if (state.aborted) return;
           started = true;
+          if (this.#replyMs !== undefined) {
+            const ms = this.#replyMs;
+            silent = setTimeout(() => {
+              state.broken = true;
+              settle(() =>
+                reject(
+                  queryFailure(operation, this.names, new Error(`no reply within ${ms} ms; the connection was closed`)),
+                ),
+              );
+              // Closing it fails what is still waiting on it, and the pool makes a new one.
+              released = true;
+              held.removeListener("error", onError);
+              held.release(true);
+            }, ms);
+            silent.unref();
+          }
           const value = await body(client, state);
           settle(() => resolve(value));
         } catch (error) {
@@ -360,9 +388,12 @@ export class Db {
           state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
           settle(() => reject(queryFailure(operation, this.names, connectionFailure(error, state.lost))));
         } finally {
-          client.removeListener("error", onError);
-          // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
-          client.release(state.broken || (started && state.aborted) ? true : undefined);
+          clearTimeout(silent);
+          if (!released) {
+            client.removeListener("error", onError);
+            // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
+            client.release(state.broken || (started && state.aborted) ? true : undefined);
+          }
         }
       })();
     });
