@@ -660,6 +660,35 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     }
   });
 
+  it("gives up a schema check that gets no reply: the parks waiting on it fail, and the next ones check again", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The first check of the schema's version is swallowed; every other connection passes.
+      proxy.stallConnectionOn(`FROM "${db.schema}".migrations`);
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 1_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
+        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
+      const first = makeAsk(1);
+      expect(await soon(park(worker, first).catch((error: unknown) => error))).toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("no reply"),
+      });
+      const second = makeAsk(2);
+      const parkedSecond = park(worker, second);
+      expect(await soon(inbox.next()).then((ask) => (typeof ask === "string" ? ask : ask?.id))).toBe(second.id);
+      expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+      expect(await soon(parkedSecond)).toEqual({ type: "approve" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("gives up a LISTEN that gets no reply and listens again once the network recovers: parked calls hear their answers", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

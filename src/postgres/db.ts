@@ -1,7 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
-import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
+import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
 import { unlisten } from "../abort-signal.js";
 
@@ -291,9 +291,9 @@ export class Db {
   async #checkVersion(operation: string): Promise<void> {
     let version: number;
     try {
-      const result = await this.pool.query(
-        `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`,
-      );
+      const sql = `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`;
+      // Every statement waits on this check: one swallowed by the network must not hold them all up.
+      const result = this.#replyMs === undefined ? await this.pool.query(sql) : await this.#replyIn(sql, this.#replyMs);
       version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
     } catch (error) {
       throw queryFailure(operation, this.names, error);
@@ -311,6 +311,28 @@ export class Db {
         operation,
         `schema ${this.names.quoted} is at version ${version}, this loopctl needs ${SCHEMA_VERSION}; run migrate(pool, { schema: ${JSON.stringify(this.names.name)} })`,
       );
+    }
+  }
+
+  /** `sql` on a connection of the pool, closed instead of handed on when it has no reply within `ms`. */
+  async #replyIn(sql: string, ms: number): Promise<PgResult> {
+    let lost: Error | undefined;
+    const onError = (error: Error): void => {
+      lost ??= error;
+    };
+    const client = await checkOut(this.pool, onError);
+    let broken = false;
+    try {
+      return await replyWithin(client.query(sql), ms, () => {
+        broken = true;
+        return new Error(`no reply within ${ms} ms; the connection was closed`);
+      });
+    } catch (error) {
+      broken ||= sqlState(error) === undefined;
+      throw connectionFailure(error, lost);
+    } finally {
+      client.removeListener("error", onError);
+      client.release(broken ? true : undefined);
     }
   }
 
