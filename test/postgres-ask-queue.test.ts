@@ -26,6 +26,8 @@ import {
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
+import { Db } from "../src/postgres/db.js";
+import { schemaNames } from "../src/postgres/schema.js";
 
 const db = usePostgres();
 
@@ -658,6 +660,28 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it("takes a reply that arrived while the process was too busy to read it, not for silence", async () => {
+    const statements = new Db(db.pool, schemaNames("test", db.schema), 300);
+    await statements.query("warming up", "SELECT 1");
+    const reply = statements.query("a reply read late", "SELECT pg_sleep(0.05) AS slept").then(
+      (rows) => rows.rowCount,
+      (error: unknown) => error,
+    );
+    // Sent by now and answered soon after, while the process cannot read: it is past its deadline when it can.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // Busy in the loop's check phase: the next turn runs its expired timers before it reads any I/O.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        const until = performance.now() + 600;
+        while (performance.now() < until) {
+          // busy
+        }
+        resolve();
+      }),
+    );
+    expect(await reply).toBe(1);
   });
 
   it("gives up a schema check that gets no reply: the parks waiting on it fail, and the next ones check again", async () => {

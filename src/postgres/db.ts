@@ -390,16 +390,24 @@ export class Db {
           if (this.#replyMs !== undefined) {
             const ms = this.#replyMs;
             silent = setTimeout(() => {
-              state.broken = true;
-              settle(() =>
-                reject(
-                  queryFailure(operation, this.names, new Error(`no reply within ${ms} ms; the connection was closed`)),
-                ),
-              );
-              // Closing it fails what is still waiting on it, and the pool makes a new one.
-              released = true;
-              held.removeListener("error", onError);
-              held.release(true);
+              // A reply that arrived while the process was too busy to read it wins: I/O is read once more first.
+              setImmediate(() => {
+                if (settled) return;
+                state.broken = true;
+                settle(() =>
+                  reject(
+                    queryFailure(
+                      operation,
+                      this.names,
+                      new Error(`no reply within ${ms} ms; the connection was closed`),
+                    ),
+                  ),
+                );
+                // Closing it fails what is still waiting on it, and the pool makes a new one.
+                released = true;
+                held.removeListener("error", onError);
+                held.release(true);
+              });
             }, ms);
             silent.unref();
           }
