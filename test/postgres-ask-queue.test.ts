@@ -26,6 +26,8 @@ import {
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
+import { Db } from "../src/postgres/db.js";
+import { schemaNames } from "../src/postgres/schema.js";
 
 const db = usePostgres();
 
@@ -249,6 +251,62 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     } finally {
       await blocker.query("ROLLBACK").catch(() => undefined);
       blocker.release();
+    }
+  });
+
+  it("close() racing an answer: an answer that landed first is the call's, never a true for a denied call", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // The row is locked, so the answer waits for it, and close()'s statements queue behind the answer.
+    const blocker = await db.pool.connect();
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      const answer = inbox.resolve(ask.id, { type: "approve", remember: "this_call" });
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE %' AND query LIKE $1",
+          [`%${db.schema}%`],
+        );
+        return rows.length > 0;
+      });
+      const closing = worker.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await blocker.query("ROLLBACK");
+      expect(await answer).toBe(true);
+      expect(await parked).toEqual({ type: "approve", remember: "this_call" });
+      await closing;
+      expect(await row(ask.id)).toMatchObject({ state: "answered" });
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      blocker.release();
+    }
+  });
+
+  it("close() that cannot reach the database still settles its parked calls, by the time its lease runs out", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 900,
+        onError: () => undefined,
+      });
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      proxy.stall();
+      void worker.close();
+      const outcome = await Promise.race([
+        parked,
+        new Promise<"still parked">((done) => setTimeout(() => done("still parked"), 5_000)),
+      ]);
+      expect(outcome).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    } finally {
+      await proxy.close();
     }
   });
 
@@ -566,6 +624,90 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       expect(await parked).toEqual({ type: "deny", reason: "elsewhere" });
       expect(await ending).toEqual({ type: "answered", verdict: "deny" });
       expect(errors.map((error) => (error as Error).message).join("\n")).toContain("no reply within 1000 ms");
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("gives up a pooled connection that swallowed an insert: that park fails, and the asks parked after it reach the consoles", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The first insert is swallowed, with all that follows on its connection; every other connection passes.
+      proxy.stallConnectionOn(`INSERT INTO "${db.schema}".asks`);
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 1_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
+        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
+      const first = makeAsk(1);
+      const parkedFirst = park(worker, first).catch((error: unknown) => error);
+      await waitFor(() => proxy.swallowed.includes(first.id));
+      const second = makeAsk(2);
+      const parkedSecond = park(worker, second);
+      expect(await soon(inbox.next()).then((ask) => (typeof ask === "string" ? ask : ask?.id))).toBe(second.id);
+      expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+      expect(await soon(parkedSecond)).toEqual({ type: "approve" });
+      // The swallowed park fails (the engine denies it) once the statement had no reply for leaseMs.
+      expect(await soon(parkedFirst)).toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("no reply"),
+      });
+      expect(await row(first.id)).toBeUndefined();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("takes a reply that arrived while the process was too busy to read it, not for silence", async () => {
+    const statements = new Db(db.pool, schemaNames("test", db.schema), 300);
+    await statements.query("warming up", "SELECT 1");
+    const reply = statements.query("a reply read late", "SELECT pg_sleep(0.05) AS slept").then(
+      (rows) => rows.rowCount,
+      (error: unknown) => error,
+    );
+    // Sent by now and answered soon after, while the process cannot read: it is past its deadline when it can.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // Busy in the loop's check phase: the next turn runs its expired timers before it reads any I/O.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        const until = performance.now() + 600;
+        while (performance.now() < until) {
+          // busy
+        }
+        resolve();
+      }),
+    );
+    expect(await reply).toBe(1);
+  });
+
+  it("gives up a schema check that gets no reply: the parks waiting on it fail, and the next ones check again", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The first check of the schema's version is swallowed; every other connection passes.
+      proxy.stallConnectionOn(`FROM "${db.schema}".migrations`);
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        leaseMs: 1_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
+        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
+      const first = makeAsk(1);
+      expect(await soon(park(worker, first).catch((error: unknown) => error))).toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("no reply"),
+      });
+      const second = makeAsk(2);
+      const parkedSecond = park(worker, second);
+      expect(await soon(inbox.next()).then((ask) => (typeof ask === "string" ? ask : ask?.id))).toBe(second.id);
+      expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+      expect(await soon(parkedSecond)).toEqual({ type: "approve" });
     } finally {
       await proxy.close();
     }

@@ -33,7 +33,8 @@ export interface PostgresAskQueueOptions {
    * within about 4/3 of this by any live queue, worker or console. A
    * statement on the listening connection (its `LISTEN` included) with no
    * reply for this long gives that connection up (it is made anew, and
-   * everything read again).
+   * everything read again); one on a pooled connection fails, and its
+   * connection is closed.
    * @default 15000
    */
   readonly leaseMs?: number;
@@ -241,9 +242,10 @@ export class PostgresAskQueue {
     this.#pool = pool;
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
-    this.#db = new Db(pool, this.#names);
-    this.#table = this.#names.table("asks");
     this.#leaseMs = positiveInteger("leaseMs", options.leaseMs, 15_000, 300, 600_000);
+    // A pooled connection that swallows a statement (an insert, say) must not hold up the ones after it.
+    this.#db = new Db(pool, this.#names, this.#leaseMs);
+    this.#table = this.#names.table("asks");
     this.#rereadMs = positiveInteger("rereadMs", options.rereadMs, 5_000, 50, 600_000);
     this.#keepEndedMs = positiveInteger("keepEndedMs", options.keepEndedMs, 86_400_000, 0, 365 * 86_400_000);
     if (options.onError !== undefined && typeof options.onError !== "function") {
@@ -317,8 +319,10 @@ export class PostgresAskQueue {
 
   /**
    * Closes the queue: every call still parked is denied
-   * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed`, every
-   * inbox is closed, the lease is given up and the connections are released.
+   * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed` (a call
+   * whose answer reached its row first, which its console was told landed,
+   * gets that answer instead), every inbox is closed, the lease is given up
+   * and the connections are released.
    * Resolves once that is done and every statement the queue had in flight
    * has finished, so the pool may be ended right after (failures go to
    * `onError`). Idempotent.
@@ -775,8 +779,12 @@ export class PostgresAskQueue {
   }
 
   #leaseLost(workerId: string, why: LeaseLoss): void {
-    // Run out while close() waited for its statements: close() denied the calls and gives the lease up.
-    if (this.#closing !== undefined) return;
+    if (this.#closing !== undefined) {
+      // Run out while close() waited for its statements: no answer can land now, and close() gives the lease up.
+      for (const entry of [...this.#parked.values()])
+        if (entry.workerId === workerId) this.#stopWaiting(entry, "closed");
+      return;
+    }
     this.#onError(
       new PostgresLeaseError(
         workerId,
@@ -792,18 +800,68 @@ export class PostgresAskQueue {
     }
   }
 
+  /**
+   * Closes the rows of the calls parked at `close()` and settles each call
+   * as its row ended: denied ({@link QUEUE_CLOSED_REASON}) when this closed
+   * it, else as the row says (an answer that landed first is the call's, so
+   * a console is never told `true` for a call that was denied). A call still
+   * parked when that cannot be learnt (the database failed) is denied, at
+   * the latest when the lease runs out: once it has, no answer can land.
+   */
+  async #closeRows(entries: readonly Parked[]): Promise<void> {
+    const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
+    try {
+      if (entries.length > 0 && !poolEnding(this.#pool)) {
+        const closed = await this.#db.query(
+          "PostgresAskQueue.close: closing parked asks",
+          `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
+           FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id)
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.worker_id = v.worker_id AND ${PENDING}
+           RETURNING a.id::text AS id`,
+          [entries.map((e) => e.id), entries.map((e) => e.workerId)],
+        );
+        const ids = new Set(closed.rows.map((raw) => String(raw["id"])));
+        for (const entry of parked()) {
+          if (ids.has(entry.id))
+            this.#settle(entry, () => entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON }));
+        }
+        // The others ended before this could close them: their rows say how.
+        const ended = parked();
+        if (ended.length > 0) {
+          const found = await this.#db.query(
+            "PostgresAskQueue.close: reading endings",
+            `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
+            [ended.map((e) => e.id)],
+          );
+          for (const raw of found.rows) this.#ended(raw);
+        }
+      }
+    } catch (error) {
+      this.#onError(error);
+    }
+    for (const entry of parked()) this.#stopWaiting(entry, "closed");
+  }
+
   async #shutDown(): Promise<void> {
     clearInterval(this.#heartbeat);
     clearInterval(this.#reread);
     for (const link of [...this.#links]) link.close();
     this.#links.clear();
-    for (const entry of [...this.#parked.values()]) this.#stopWaiting(entry, "closed");
+    // A call whose row is written is settled by the row, below: an answer may be landing on it now,
+    // and the database says which came first. The others are denied now (a row still being written
+    // is closed once it lands).
+    const written: Parked[] = [];
+    for (const entry of [...this.#parked.values()]) {
+      if (entry.inserted && entry.workerId !== undefined) written.push(entry);
+      else this.#stopWaiting(entry, "closed");
+    }
     // The LISTEN connection goes first: on a pool it leaves short, the statements awaited below may be
     // waiting for it. What ran on it (an endings read, a lease statement) is cut short, and moot:
-    // every call and inbox it served is settled.
+    // the calls it served are settled below, and the inboxes are closed.
     this.#listener.close();
     if (this.#started) {
       listeners.set(this.#pool, (listeners.get(this.#pool) ?? 1) - 1);
+      await this.#closeRows(written);
       // What is in flight finishes first (nothing new starts once closing): no statement of this
       // queue runs after close() resolves, and an insert that lands now still has its row closed.
       await Promise.all([

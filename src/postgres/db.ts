@@ -1,7 +1,7 @@
 import { LoopctlError } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
-import type { PgPool, PgPoolClient, PgQueryConfig } from "./pg.js";
+import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
 import { unlisten } from "../abort-signal.js";
 
@@ -173,11 +173,20 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 export class Db {
   readonly pool: PgPool;
   readonly names: SchemaNames;
+  readonly #replyMs: number | undefined;
   #checked: Promise<void> | undefined;
 
-  constructor(pool: PgPool, names: SchemaNames) {
+  /**
+   * With `replyMs`, a statement (or transaction) given a connection of the
+   * pool that has no reply within that long is given up: the call rejects
+   * and the connection is closed, not handed to the next caller. A network
+   * that swallows packets answers nothing and closes nothing, and a
+   * connection that swallowed one statement swallows the next.
+   */
+  constructor(pool: PgPool, names: SchemaNames, replyMs?: number) {
     this.pool = pool;
     this.names = names;
+    this.#replyMs = replyMs;
   }
 
   /**
@@ -187,7 +196,7 @@ export class Db {
    */
   async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
     const statement = prepared(sql, values);
-    if (signal === undefined) {
+    if (signal === undefined && this.#replyMs === undefined) {
       await this.#ready(operation);
       try {
         return normalize(await this.pool.query(statement));
@@ -282,9 +291,9 @@ export class Db {
   async #checkVersion(operation: string): Promise<void> {
     let version: number;
     try {
-      const result = await this.pool.query(
-        `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`,
-      );
+      const sql = `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`;
+      // Every statement waits on this check: one swallowed by the network must not hold them all up.
+      const result = this.#replyMs === undefined ? await this.pool.query(sql) : await this.#replyIn(sql, this.#replyMs);
       version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
     } catch (error) {
       throw queryFailure(operation, this.names, error);
@@ -305,6 +314,28 @@ export class Db {
     }
   }
 
+  /** `sql` on a connection of the pool, closed instead of handed on when it has no reply within `ms`. */
+  async #replyIn(sql: string, ms: number): Promise<PgResult> {
+    let lost: Error | undefined;
+    const onError = (error: Error): void => {
+      lost ??= error;
+    };
+    const client = await checkOut(this.pool, onError);
+    let broken = false;
+    try {
+      return await replyWithin(client.query(sql), ms, () => {
+        broken = true;
+        return new Error(`no reply within ${ms} ms; the connection was closed`);
+      });
+    } catch (error) {
+      broken ||= sqlState(error) === undefined;
+      throw connectionFailure(error, lost);
+    } finally {
+      client.removeListener("error", onError);
+      client.release(broken ? true : undefined);
+    }
+  }
+
   #withClient<T>(
     operation: string,
     signal: AbortSignal | undefined,
@@ -314,6 +345,7 @@ export class Db {
     return new Promise<T>((resolve, reject) => {
       const state: ClientState = { aborted: false, committing: false, broken: false };
       let client: PgPoolClient | undefined;
+      let released = false;
       let settled = false;
       const settle = (fn: () => void): void => {
         if (settled) return;
@@ -346,6 +378,8 @@ export class Db {
           return;
         }
         let started = false;
+        const held = client;
+        let silent: NodeJS.Timeout | undefined;
         try {
           if (signal !== undefined && !backendPids.has(client)) {
             const result = await client.query("SELECT pg_backend_pid() AS pid");
@@ -353,6 +387,30 @@ export class Db {
           }
           if (state.aborted) return;
           started = true;
+          if (this.#replyMs !== undefined) {
+            const ms = this.#replyMs;
+            silent = setTimeout(() => {
+              // A reply that arrived while the process was too busy to read it wins: I/O is read once more first.
+              setImmediate(() => {
+                if (settled) return;
+                state.broken = true;
+                settle(() =>
+                  reject(
+                    queryFailure(
+                      operation,
+                      this.names,
+                      new Error(`no reply within ${ms} ms; the connection was closed`),
+                    ),
+                  ),
+                );
+                // Closing it fails what is still waiting on it, and the pool makes a new one.
+                released = true;
+                held.removeListener("error", onError);
+                held.release(true);
+              });
+            }, ms);
+            silent.unref();
+          }
           const value = await body(client, state);
           settle(() => resolve(value));
         } catch (error) {
@@ -360,9 +418,12 @@ export class Db {
           state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
           settle(() => reject(queryFailure(operation, this.names, connectionFailure(error, state.lost))));
         } finally {
-          client.removeListener("error", onError);
-          // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
-          client.release(state.broken || (started && state.aborted) ? true : undefined);
+          clearTimeout(silent);
+          if (!released) {
+            client.removeListener("error", onError);
+            // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
+            client.release(state.broken || (started && state.aborted) ? true : undefined);
+          }
         }
       })();
     });
