@@ -86,6 +86,14 @@ async function parkAndApprove(
   return ask;
 }
 
+/** `promise`'s value, or "still waiting" when it takes over 6 s: a hang fails the assertion instead of the test's timeout. */
+function soon<T>(promise: Promise<T>): Promise<T | "still waiting"> {
+  return Promise.race([
+    promise,
+    new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000)),
+  ]);
+}
+
 describe("PostgresAskQueue: a worker and consoles in different places", () => {
   it("hands an ask to a console and its whole answer, remember included, back to the parked call, once", async () => {
     const worker = queue();
@@ -641,8 +649,6 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       });
       opened.push(worker);
       const inbox = queue().approver();
-      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
-        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
       const first = makeAsk(1);
       const parkedFirst = park(worker, first).catch((error: unknown) => error);
       await waitFor(() => proxy.swallowed.includes(first.id));
@@ -696,8 +702,6 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       });
       opened.push(worker);
       const inbox = queue().approver();
-      const soon = <T>(promise: Promise<T>): Promise<T | "still waiting"> =>
-        Promise.race([promise, new Promise<"still waiting">((done) => setTimeout(() => done("still waiting"), 6_000))]);
       const first = makeAsk(1);
       expect(await soon(park(worker, first).catch((error: unknown) => error))).toMatchObject({
         code: "POSTGRES_QUERY",
