@@ -78,6 +78,78 @@ describe("callPrompt", () => {
     );
   });
 
+  /** Indented JSON given as [indent, text] per line: its first `max` characters and its whole length. */
+  function render(lines: Iterable<readonly [number, string]>, max: number): { shown: string; length: number } {
+    let shown = "";
+    let length = -1;
+    for (const [indent, text] of lines) {
+      if (shown.length < max) shown += `${length === -1 ? "" : "\n"}${" ".repeat(indent)}${text}`;
+      length += 1 + indent + text.length;
+    }
+    return { shown: shown.slice(0, max), length };
+  }
+
+  it("cuts arguments nested ~1000 deep around 400k values (hundreds of millions of characters indented), saying exactly how many are left out", () => {
+    // {"a": {"a": … [0, 0, …] … }}, one line at a time.
+    function* lines(depth: number, count: number): Generator<readonly [number, string]> {
+      yield [0, "{"];
+      for (let level = 1; level < depth; level++) yield [2 * level, '"a": {'];
+      yield [2 * depth, '"a": ['];
+      for (let i = 0; i < count; i++) yield [2 * depth + 2, i < count - 1 ? "0," : "0"];
+      yield [2 * depth, "]"];
+      for (let level = depth - 1; level >= 0; level--) yield [2 * level, "}"];
+    }
+    const nest = (depth: number, count: number): unknown => {
+      let value: unknown = new Array<number>(count).fill(0);
+      for (let level = 0; level < depth; level++) value = { a: value };
+      return value;
+    };
+    const small = render(lines(3, 2), Number.MAX_SAFE_INTEGER);
+    expect(small.shown).toBe(JSON.stringify(nest(3, 2), null, 2));
+    expect(small.length).toBe(small.shown.length);
+
+    const { shown, length } = render(lines(990, 400_000), 2000);
+    expect(length).toBeGreaterThan(700_000_000);
+    const input = nest(990, 400_000);
+    expect(JSON.stringify(input).length).toBeLessThan(1_000_000);
+    expect(callPrompt({ name: "t" }, input)).toBe(
+      `Allow the tool "t" to run?\nArguments:\n${shown}\n… ${length - 2000} more characters not shown`,
+    );
+  }, 60_000);
+
+  it("renders arguments nested 20,000 deep (deeper than JSON.stringify walks), secrets redacted at the bottom", () => {
+    // [[[ … {"token": …} … ]]], one line at a time.
+    function* lines(depth: number, token: string): Generator<readonly [number, string]> {
+      for (let level = 0; level < depth; level++) yield [2 * level, "["];
+      yield [2 * depth, "{"];
+      yield [2 * depth + 2, `"token": ${JSON.stringify(token)}`];
+      yield [2 * depth, "}"];
+      for (let level = depth - 1; level >= 0; level--) yield [2 * level, "]"];
+    }
+    const depth = 20_000;
+    let input: unknown = { token: "t-1" };
+    for (let level = 0; level < depth; level++) input = [input];
+    for (const [redact, token] of [
+      [undefined, REDACTED],
+      [false, "t-1"],
+    ] as const) {
+      const { shown, length } = render(lines(depth, token), 50);
+      expect(callPrompt({ name: "t" }, input, { maxArgsChars: 50, ...(redact === undefined ? {} : { redact }) })).toBe(
+        `Allow the tool "t" to run?\nArguments:\n${shown}\n… ${length - 50} more characters not shown`,
+      );
+    }
+  }, 60_000);
+
+  it("refuses arguments that refer back to themselves with a TypeError naming where, redacted or not", () => {
+    const input: { items: unknown[] } = { items: [] };
+    input.items.push({ parent: input });
+    for (const redact of [undefined, false] as const) {
+      expect(() => callPrompt({ name: "t" }, input, redact === undefined ? {} : { redact })).toThrow(
+        new TypeError('callPrompt: the arguments refer back to themselves at $["items"][0]["parent"]'),
+      );
+    }
+  });
+
   it("never cuts inside a surrogate pair", () => {
     const prompt = callPrompt({ name: "t" }, "😀😀😀", { maxArgsChars: 3 });
     expect(prompt.split("Arguments:\n")[1]!.startsWith('"😀\n…')).toBe(true);
@@ -119,6 +191,22 @@ describe("callPrompt", () => {
         message: `callPrompt: options.maxArgsChars must be a positive integer, got ${shown}`,
       });
     }
+  });
+
+  it("for any JSON arguments and cap: exactly the indented JSON, secrets redacted, cut at the cap with the rest counted", () => {
+    const secrets = (key: string, value: unknown): unknown =>
+      key !== "" && redactSecretKeys([key], value) === REDACTED ? REDACTED : value;
+    fc.assert(
+      // Printable ASCII: nothing to escape as invisible, no surrogate pair to keep whole.
+      fc.property(fc.jsonValue({ stringUnit: "grapheme-ascii" }), fc.integer({ min: 1, max: 600 }), (value, max) => {
+        const whole = JSON.stringify(value, secrets, 2);
+        const kept = whole.slice(0, max);
+        const args = whole.length > max ? `${kept}\n… ${whole.length - max} more characters not shown` : whole;
+        expect(callPrompt({ name: "tool" }, value, { maxArgsChars: max })).toBe(
+          `Allow the tool "tool" to run?\nArguments:\n${args}`,
+        );
+      }),
+    );
   });
 
   it("for any JSON arguments: no secret value shown, nothing invisible, and never longer than the cap allows", () => {

@@ -579,6 +579,25 @@ describe("Gate.call", () => {
     expect((await call(run1)).type).toBe("ran");
   });
 
+  it("keeps the loop-detection counts of a run's 1024 most recently seen calls, so a run that lasts (calls without a runId) stays bounded", async () => {
+    const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
+    const call = (path: string): Promise<GateOutcome> =>
+      gate.call({ tool: readDescriptor, callId: "c", input: { path } }, ok);
+    const others = async (from: number, count: number): Promise<void> => {
+      for (let i = from; i < from + count; i++) expect((await call(`other-${i}`)).type).toBe("ran");
+    };
+    // Within the window the repeat is still caught, however long the run has gone on.
+    await others(0, 5000);
+    expect((await call("a")).type).toBe("ran");
+    await others(5000, 1023);
+    expect(await call("a")).toMatchObject({ type: "refused", stop: { code: "LOOP_DETECTED", repeats: 2 } });
+    // Past it, the call is forgotten: 1024 others came since.
+    expect((await call("b")).type).toBe("ran");
+    await others(6023, 1024);
+    expect((await call("b")).type).toBe("ran");
+    expect((await call("b")).type).toBe("refused");
+  }, 60_000);
+
   it("the circuit breaker's tool health lives in the gate, across runs", async () => {
     const gate = new Gate(
       new LoopManagers().withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1_000 }).withClock({ now: () => 0 }),

@@ -6,7 +6,8 @@ export type ArgsPath = readonly (string | number)[];
 /**
  * Decides what a person is shown for one value of a call's arguments: return
  * `value` itself to show it (objects and arrays are then walked further), or
- * anything else to show that instead (`"[redacted]"`).
+ * anything else to show that instead (`"[redacted]"`). `path` is one array
+ * that changes as the arguments are walked: copy it (`[...path]`) to keep it.
  */
 export type Redactor = (path: ArgsPath, value: unknown) => unknown;
 
@@ -20,7 +21,9 @@ export interface CallPromptOptions {
   readonly redact?: Redactor | false;
   /**
    * The most characters of rendered arguments shown; the rest is cut and the
-   * prompt says how much was left out.
+   * prompt says how many characters were left out. Only what is shown is
+   * kept: arguments whose indented JSON would be too long for a string
+   * (nested deep, every line indented) are still measured exactly.
    * @default 2000
    */
   readonly maxArgsChars?: number;
@@ -69,14 +72,159 @@ function cut(text: string, max: number): string {
   return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
 }
 
-function redacted(value: unknown, redact: Redactor, path: (string | number)[]): unknown {
-  const shown = redact(path, value);
-  if (shown !== value || typeof value !== "object" || value === null) return shown;
-  if (Array.isArray(value)) return value.map((item, index) => redacted(item, redact, [...path, index]));
-  // No prototype: an argument named `__proto__` stays a key and is shown like any other.
-  const out = Object.create(null) as Record<string, unknown>;
-  for (const [key, item] of Object.entries(value)) out[key] = redacted(item, redact, [...path, key]);
-  return out;
+/**
+ * Text kept up to a cap and measured beyond it: the arguments of a call can
+ * spell far more indented JSON than a string can hold (every line of a value
+ * nested a thousand deep starts with two thousand spaces), and all a prompt
+ * needs of the rest is its length.
+ */
+class CappedText {
+  readonly #pieces: string[] = [];
+  #room: number;
+  /** The whole text's length. */
+  length = 0;
+
+  constructor(cap: number) {
+    this.#room = cap;
+  }
+
+  /** The text up to the cap. */
+  get shown(): string {
+    return this.#pieces.join("");
+  }
+
+  add(piece: string): void {
+    this.length += piece.length;
+    if (this.#room <= 0) return;
+    const kept = piece.length <= this.#room ? piece : piece.slice(0, this.#room);
+    this.#pieces.push(kept);
+    this.#room -= kept.length;
+  }
+
+  /** A new line indented by `width` spaces. */
+  line(width: number): void {
+    this.add("\n");
+    this.length += width;
+    if (this.#room <= 0) return;
+    const kept = Math.min(width, this.#room);
+    this.#pieces.push(" ".repeat(kept));
+    this.#room -= kept;
+  }
+}
+
+/** An array or object being written: which child is next, and how many were written. */
+interface Frame {
+  readonly value: object;
+  /** The object's own keys, as `JSON.stringify` lists them; `null` for an array. */
+  readonly keys: readonly string[] | null;
+  readonly length: number;
+  /** Whether its children go through the redactor: not under a value the redactor gave. */
+  readonly redacting: boolean;
+  index: number;
+  written: number;
+}
+
+/** A value as `JSON.stringify` writes it, after the redactor; `undefined` when it has no JSON form. */
+type Read = { readonly value: unknown; readonly redacting: boolean } | undefined;
+
+/**
+ * Writes arguments as `JSON.stringify(value, null, 2)` would (`toJSON`,
+ * boxed primitives, members omitted or `null` alike), each value passed
+ * through the redactor first, into a {@link CappedText}. It walks with a
+ * stack of its own, so no nesting is too deep for it, and reads each value
+ * once, so its work follows the size of the arguments, not of their text.
+ */
+class ArgsWriter {
+  readonly #text: CappedText;
+  readonly #redact: Redactor | undefined;
+  readonly #stack: Frame[] = [];
+  /** The containers open, for the cycle check. */
+  readonly #open = new Set<object>();
+  /**
+   * The path of the value being read. One array, changed as the walk goes:
+   * a copy per value would cost each value its depth, a billion copies for
+   * a million values nested a thousand deep.
+   */
+  readonly #path: (string | number)[] = [];
+
+  constructor(text: CappedText, redact: Redactor | undefined) {
+    this.#text = text;
+    this.#redact = redact;
+  }
+
+  /** Writes `input`; `false` when it has no JSON form at all (`undefined`, a function). */
+  write(input: unknown): boolean {
+    const root = this.#read(input, "", this.#redact !== undefined);
+    if (root === undefined) return false;
+    this.#write(root);
+    const stack = this.#stack;
+    const text = this.#text;
+    while (stack.length > 0) {
+      const frame = stack[stack.length - 1] as Frame;
+      const depth = stack.length;
+      if (frame.index === frame.length) {
+        stack.pop();
+        this.#open.delete(frame.value);
+        if (frame.written === 0) {
+          text.add(frame.keys === null ? "[]" : "{}");
+        } else {
+          text.line(2 * depth - 2);
+          text.add(frame.keys === null ? "]" : "}");
+        }
+        continue;
+      }
+      const key = frame.keys === null ? frame.index : (frame.keys[frame.index] as string);
+      frame.index++;
+      this.#path.length = depth - 1;
+      this.#path.push(key);
+      const child = this.#read((frame.value as Record<string | number, unknown>)[key], key, frame.redacting);
+      // An object leaves out a member with no JSON form; an array writes null in its place.
+      if (child === undefined && frame.keys !== null) continue;
+      text.add(frame.written === 0 ? (frame.keys === null ? "[" : "{") : ",");
+      frame.written++;
+      text.line(2 * depth);
+      if (typeof key === "string") text.add(`${visible(JSON.stringify(key))}: `);
+      this.#write(child ?? { value: null, redacting: false });
+    }
+    return true;
+  }
+
+  /** Redacts a value, then reads it as `JSON.stringify` does: `toJSON` called, boxed primitives unboxed. */
+  #read(raw: unknown, key: string | number, redacting: boolean): Read {
+    let value = raw;
+    if (redacting && this.#redact !== undefined) {
+      value = this.#redact(this.#path, raw);
+      // What the redactor gives is shown as it is, never redacted again.
+      if (value !== raw) redacting = false;
+    }
+    if ((typeof value === "object" && value !== null) || typeof value === "bigint") {
+      const toJSON: unknown = (value as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === "function") value = (toJSON as (key: string) => unknown).call(value, String(key));
+    }
+    if (value instanceof Number) value = Number(value);
+    else if (value instanceof String) value = String(value);
+    else if (value instanceof Boolean || value instanceof BigInt) value = value.valueOf();
+    if (value === undefined || typeof value === "function" || typeof value === "symbol") return undefined;
+    return { value, redacting };
+  }
+
+  /** Writes a primitive's text, or opens an array or object on the stack. */
+  #write({ value, redacting }: NonNullable<Read>): void {
+    if (typeof value !== "object" || value === null) {
+      // A BigInt throws here, as JSON.stringify throws for it.
+      const json = JSON.stringify(value);
+      this.#text.add(typeof value === "string" ? visible(json) : json);
+      return;
+    }
+    if (this.#open.has(value)) {
+      const path = this.#path.map((segment) => `[${JSON.stringify(segment)}]`).join("");
+      throw new TypeError(`callPrompt: the arguments refer back to themselves at $${path}`);
+    }
+    this.#open.add(value);
+    const keys = Array.isArray(value) ? null : Object.keys(value);
+    const length = keys === null ? (value as unknown[]).length : keys.length;
+    this.#stack.push({ value, keys, length, redacting, index: 0, written: 0 });
+  }
 }
 
 /**
@@ -107,6 +255,8 @@ export function redactProblem(value: unknown): string | undefined {
  *
  * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive integer.
  * @throws whatever `redact` throws (inside a hook, that denies the call).
+ * @throws {TypeError} when the arguments contain themselves, naming where, or
+ *   hold a BigInt (as `JSON.stringify` does).
  *
  * @example
  * ```ts
@@ -125,11 +275,12 @@ export function callPrompt(
     typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
       ? ` (${quoteForPrompt(tool.title)})`
       : "";
-  const shown = redact === false ? input : redacted(input, redact, []);
-  let args = visible(JSON.stringify(shown, null, 2) ?? "(no arguments)");
-  if (args.length > maxArgsChars) {
+  const text = new CappedText(maxArgsChars);
+  if (!new ArgsWriter(text, redact === false ? undefined : redact).write(input)) text.add("(no arguments)");
+  let args = text.shown;
+  if (text.length > maxArgsChars) {
     const kept = cut(args, maxArgsChars);
-    args = `${kept}\n… ${args.length - kept.length} more characters not shown`;
+    args = `${kept}\n… ${text.length - kept.length} more characters not shown`;
   }
   return [`Allow the tool ${quoteForPrompt(tool.name)}${title} to run?`, ...notes, "Arguments:", args].join("\n");
 }

@@ -204,8 +204,9 @@ export let hasMiddleware!: (gate: Gate) => boolean;
  * `Agent` or in someone else's loop. One gate serves many calls and many
  * runs at once. It holds what outlives a call: the circuit breaker's tool
  * health, the grant policy, and loop-detection counts per `runId` (the
- * 1024 most recent runs; `endRun` forgets one; calls without a `runId` count
- * under the nil run, for the gate's lifetime).
+ * 1024 most recent runs, each with its 1024 most recently seen calls;
+ * `endRun` forgets one; calls without a `runId` count under the nil run, for
+ * the gate's lifetime).
  *
  * `call` runs the steps of one attempt in order: snapshot of the arguments →
  * validation → hooks → grants and the park → pre-detection → circuit breaker
