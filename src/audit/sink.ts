@@ -81,6 +81,9 @@ const NEWLINE = 0x0a;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
+/** Errors of writes that failed and were cut back: the log is as it was before them. */
+const undone = new WeakSet<AuditError>();
+
 /**
  * The files (`dev:ino`) open for appending in this process: one set for every
  * copy of loopctl the process loads (its ESM and CommonJS builds, a bundle),
@@ -127,9 +130,11 @@ function openFiles(): Set<string> {
  * verify, or that stops verifying (cut short, a line another writer forged),
  * is refused with {@link AuditCorruptError} and never appended to. A second
  * sink on a file already open in this process is refused with
- * {@link AuditBusyError}. After an I/O failure the sink refuses every later
- * append: a half-written line may be on disk, and lines after it would only
- * hide it.
+ * {@link AuditBusyError}. A write that fails part-way (disk full, file too
+ * large) is cut back to where it began, so the log stays one that verifies
+ * and later appends go on once there is room; after any other I/O failure,
+ * or when cutting back fails too, the sink refuses every later append: a
+ * half-written line may be on disk, and lines after it would only hide it.
  */
 export class AuditSink {
   /** The absolute path of the log file. */
@@ -355,7 +360,9 @@ export class AuditSink {
    *   sink's lock before it wrote (nothing was written).
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
    *   a line another writer added does not continue the chain); the sink then refuses later appends.
-   * @throws AuditIoError when writing failed (the sink then refuses later appends).
+   * @throws AuditIoError when writing failed. What was written of the failed lines is cut off
+   *   again and later appends may go on; when that fails too, or reading the log failed, the sink
+   *   refuses later appends.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
    *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
@@ -449,9 +456,10 @@ export class AuditSink {
           : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, {
               cause: thrown,
             });
-      // A lock not taken wrote nothing; anything else may have left the log
-      // in a state no later line should be written after.
-      if (!(error instanceof AuditLockError)) this.#dead = error;
+      // A lock not taken wrote nothing, and a failed write cut back left the
+      // log as it was; anything else may have left the log in a state no later
+      // line should be written after.
+      if (!(error instanceof AuditLockError) && !undone.has(error)) this.#dead = error;
       throw error;
     }
   }
@@ -557,13 +565,12 @@ export class AuditSink {
         { cause: error },
       );
     }
+    const start = this.#size;
     try {
       await writeAll(this.#handle, bytes);
       if (this.#fsync) await this.#handle.sync();
     } catch (error) {
-      throw new AuditIoError(this.path, `cannot append ${lines} to audit log ${this.path}: ${describe(error)}`, {
-        cause: error,
-      });
+      throw await this.#cutBack(start, lines, error);
     }
     this.#anchor = { seq, hash };
     this.#size += bytes.length;
@@ -579,6 +586,37 @@ export class AuditSink {
       }
     }
     return anchors;
+  }
+
+  /**
+   * Cuts the log back to `start`, where this sink's failed write of `lines`
+   * began (disk full, file too large, an I/O error), and returns the error to
+   * report. Runs under the lock, so every byte past `start` is this sink's.
+   * Part of the write may be on disk: a torn last line would make every
+   * writer refuse the log until someone repaired it by hand, and whole lines
+   * left there would hold records whose appends were rejected. When the cut
+   * (and, with `fsync`, its sync) succeeds the log is as it was before the
+   * write and later appends may go on; when it fails, the error is not marked
+   * so, and the sink refuses every later append.
+   */
+  async #cutBack(start: number, lines: string, failure: unknown): Promise<AuditIoError> {
+    const failed = `cannot append ${lines} to audit log ${this.path}: ${describe(failure)}`;
+    try {
+      await this.#handle.truncate(start);
+      if (this.#fsync) await this.#handle.sync();
+    } catch (error) {
+      return new AuditIoError(
+        this.path,
+        `${failed}; cutting the log back to the ${start} bytes before them failed too (${describe(error)}), ` +
+          "so it may end in a torn line and this sink appends no more",
+        { cause: failure },
+      );
+    }
+    const error = new AuditIoError(this.path, `${failed}; nothing of them was kept, the log is as it was`, {
+      cause: failure,
+    });
+    undone.add(error);
+    return error;
   }
 
   #lose(error: AuditError): AuditError {
