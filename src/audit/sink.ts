@@ -277,22 +277,30 @@ export class AuditSink {
    * Verifies the whole log (and its seal) and takes its end as this sink's
    * starting point. The log as it is found is read and verified before the
    * lock is taken, however long it is; under the lock only what other writers
-   * added meanwhile is, so that they never wait on a long log's verification.
+   * added meanwhile is, so that they never wait on a long log's verification
+   * (the whole log again only when it shrank meanwhile).
    */
   async #resume(anchor: AuditAnchor | undefined): Promise<void> {
     const key = this.#key;
-    const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
-    // A writer may be part-way through a line: the rest of it is read under the lock.
-    const whole = data.subarray(0, data.lastIndexOf(NEWLINE) + 1);
-    const read = verifyChain(
-      whole,
-      AUDIT_EMPTY_ANCHOR,
-      key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
-    );
-    if ("ok" in read) throw this.#corrupt(read.line, read.problem, read.message);
-    this.#anchor = read.anchor;
-    this.#size = whole.length;
+    const readWhole = async (cut: boolean): Promise<Chain> => {
+      const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
+      // A writer may be part-way through a line: the rest of it is read under the lock.
+      const whole = cut ? data.subarray(0, data.lastIndexOf(NEWLINE) + 1) : data;
+      const chain = verifyChain(
+        whole,
+        AUDIT_EMPTY_ANCHOR,
+        key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
+      );
+      if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
+      this.#anchor = chain.anchor;
+      this.#size = whole.length;
+      return chain;
+    };
+    let read = await readWhole(true);
     await this.#locked(async () => {
+      // A writer whose write failed cuts the log back under the lock, taking
+      // away whole lines of it this read may have seen: read the log again.
+      if ((await this.#handle.stat()).size < this.#size) read = await readWhole(false);
       const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined);
       const chain: Chain =
         added === undefined
