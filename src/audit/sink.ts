@@ -131,10 +131,11 @@ function openFiles(): Set<string> {
  * is refused with {@link AuditCorruptError} and never appended to. A second
  * sink on a file already open in this process is refused with
  * {@link AuditBusyError}. A write that fails part-way (disk full, file too
- * large) is cut back to where it began, so the log stays one that verifies
- * and later appends go on once there is room; after any other I/O failure,
- * or when cutting back fails too, the sink refuses every later append: a
- * half-written line may be on disk, and lines after it would only hide it.
+ * large), or whose seal cannot be replaced after it, is cut back to where it
+ * began, so the log stays one that verifies and later appends go on once
+ * there is room; after any other I/O failure, or when cutting back fails
+ * too, the sink refuses every later append: a half-written line may be on
+ * disk, and lines after it would only hide it.
  */
 export class AuditSink {
   /** The absolute path of the log file. */
@@ -578,37 +579,39 @@ export class AuditSink {
       await writeAll(this.#handle, bytes);
       if (this.#fsync) await this.#handle.sync();
     } catch (error) {
-      throw await this.#cutBack(start, lines, error);
+      throw await this.#cutBack(start, `cannot append ${lines} to audit log ${this.path}: ${describe(error)}`, error);
     }
-    this.#anchor = { seq, hash };
-    this.#size += bytes.length;
     if (this.#key !== undefined) {
       try {
-        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, this.#anchor), this.#fsync);
+        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, { seq, hash }), this.#fsync);
       } catch (error) {
-        throw new AuditIoError(
-          this.path,
-          `${lines} appended to audit log ${this.path} but the seal was not updated: ${describe(error)}`,
-          { cause: error },
+        // The old seal still stands (it is replaced by a rename, last), so
+        // cutting the lines off leaves the log and its seal as they were.
+        throw await this.#cutBack(
+          start,
+          `cannot append ${lines} to audit log ${this.path}: the seal could not be updated: ${describe(error)}`,
+          error,
         );
       }
     }
+    this.#anchor = { seq, hash };
+    this.#size += bytes.length;
     return anchors;
   }
 
   /**
-   * Cuts the log back to `start`, where this sink's failed write of `lines`
-   * began (disk full, file too large, an I/O error), and returns the error to
-   * report. Runs under the lock, so every byte past `start` is this sink's.
-   * Part of the write may be on disk: a torn last line would make every
-   * writer refuse the log until someone repaired it by hand, and whole lines
-   * left there would hold records whose appends were rejected. When the cut
-   * (and, with `fsync`, its sync) succeeds the log is as it was before the
-   * write and later appends may go on; when it fails, the error is not marked
-   * so, and the sink refuses every later append.
+   * Cuts the log back to `start`, where this sink's write began, after the
+   * write or the seal after it failed (disk full, file too large, an I/O
+   * error), and returns the error to report, `failed` saying what failed.
+   * Runs under the lock, so every byte past `start` is this sink's. Part of
+   * the write may be on disk: a torn last line would make every writer refuse
+   * the log until someone repaired it by hand, and whole lines left there
+   * would hold records whose appends were rejected. When the cut (and, with
+   * `fsync`, its sync) succeeds the log is as it was before the write and
+   * later appends may go on; when it fails, the error is not marked so, and
+   * the sink refuses every later append.
    */
-  async #cutBack(start: number, lines: string, failure: unknown): Promise<AuditIoError> {
-    const failed = `cannot append ${lines} to audit log ${this.path}: ${describe(failure)}`;
+  async #cutBack(start: number, failed: string, failure: unknown): Promise<AuditIoError> {
     try {
       await this.#handle.truncate(start);
       if (this.#fsync) await this.#handle.sync();
@@ -616,7 +619,7 @@ export class AuditSink {
       return new AuditIoError(
         this.path,
         `${failed}; cutting the log back to the ${start} bytes before them failed too (${describe(error)}), ` +
-          "so it may end in a torn line and this sink appends no more",
+          "so it may end in a torn line or in lines whose appends failed, and this sink appends no more",
         { cause: failure },
       );
     }
