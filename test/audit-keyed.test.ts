@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -199,6 +199,34 @@ describe("the keyed sink", () => {
     await expect(sink.append(gateRecord(9))).rejects.toBeInstanceOf(AuditCorruptError);
     await sink.close();
     expect(await readFile(path, "utf8")).toBe(textOf(linesOf(text).slice(0, 2)));
+  });
+
+  it("cuts its lines back when the seal cannot be updated, and goes on once it can", async () => {
+    const { path, text, seal } = await keyedLog(2);
+    const errors: string[] = [];
+    for (const fsync of [false, true]) {
+      const sink = await AuditSink.open(path, { key, fsync, onError: (error) => errors.push(error.code) });
+      // A folder where the seal's temporary file goes: creating it fails with EISDIR.
+      await mkdir(`${path}.seal.tmp`);
+      const error = await sink.append(gateRecord(3)).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "AUDIT_IO", path });
+      expect((error as Error).message).toMatch(
+        /^cannot append line 3 to audit log .*: the seal could not be updated: .*EISDIR.*; nothing of them was kept/,
+      );
+      expect(await readFile(path, "utf8")).toBe(text);
+      expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
+      await rmdir(`${path}.seal.tmp`);
+      await expect(sink.append(gateRecord(4))).resolves.toMatchObject({ seq: 3 });
+      await expect(sink.flush()).rejects.toBe(error);
+      await sink.close();
+      expect(await verifyAuditLog(path, { key })).toMatchObject({
+        ok: true,
+        records: [gateRecord(1), gateRecord(2), gateRecord(4)],
+      });
+      await writeFile(path, text);
+      await writeFile(`${path}.seal`, seal);
+    }
+    expect(errors).toEqual(["AUDIT_IO", "AUDIT_IO"]);
   });
 
   it("resumes a keyed chain after reopening, and seals it at its new end", async () => {

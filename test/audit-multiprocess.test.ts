@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { randomBytes } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
-import { mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, readFile, rm, truncate, unlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -134,6 +134,52 @@ describe("several processes appending to one audit log", () => {
       await sink.close();
       expect(errors).toEqual(["AUDIT_LOCK"]);
       expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1), gateRecord(3)] });
+    } finally {
+      holder.kill();
+    }
+  });
+});
+
+describe("a sink opening a log while another's write fails", () => {
+  it("reads the log again under the lock when the failed write was cut back meanwhile", async () => {
+    const path = join(dir, "cut-back.jsonl");
+    const sink = await AuditSink.open(path);
+    await sink.append(gateRecord(1));
+    await sink.append(gateRecord(2));
+    await sink.close();
+    const before = await readFile(path);
+    // What a writer of lines 3 and 4 has on disk when its write fails in line 4.
+    const copy = join(dir, "cut-back-copy.jsonl");
+    await writeFile(copy, before);
+    const other = await AuditSink.open(copy);
+    await other.append(gateRecord(3));
+    await other.append(gateRecord(4));
+    await other.close();
+    const written = (await readFile(copy)).subarray(before.length);
+    await appendFile(path, written.subarray(0, written.indexOf("\n") + 20));
+    const holder = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      const lock = `${path}.lock`;
+      await writeFile(
+        lock,
+        JSON.stringify({ pid: holder.pid, hostname: hostname(), createdAtMs: Date.now(), token: "held" }),
+      );
+      const opening = AuditSink.open(path, { lockTimeoutMs: 10_000 }).catch((e: unknown) => e);
+      // The opener reads the log (line 3 whole) before it waits for the lock;
+      // then the writer cuts its failed write off and lets the lock go.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await truncate(path, before.length);
+      await unlink(lock);
+      const opened = await opening;
+      expect(opened).toBeInstanceOf(AuditSink);
+      const reopened = opened as AuditSink;
+      expect(reopened.anchor.seq).toBe(2);
+      await expect(reopened.append(gateRecord(5))).resolves.toMatchObject({ seq: 3 });
+      await reopened.close();
+      expect(await verifyAuditLog(path)).toMatchObject({
+        ok: true,
+        records: [gateRecord(1), gateRecord(2), gateRecord(5)],
+      });
     } finally {
       holder.kill();
     }

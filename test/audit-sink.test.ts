@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -388,30 +389,106 @@ describe("AuditSink appends", () => {
 });
 
 describe("a write that fails mid-line", () => {
-  it("fails that append and every later one, reports them, and leaves a tail verify calls truncated", async () => {
-    const path = fresh();
-    const repo = fileURLToPath(new URL("..", import.meta.url));
-    // A file size limit of a few KiB (the unit of ulimit -f depends on the
-    // shell) makes one of the ~1 KiB lines fail part-way with EFBIG.
+  const repo = fileURLToPath(new URL("..", import.meta.url));
+  interface WriterReport {
+    outcomes: string[];
+    errors: string[];
+    flush: string;
+  }
+  // A file size limit of 8 blocks of 512 bytes (POSIX sh counts ulimit -f so)
+  // makes the fourth ~1 KiB line fail part-way with EFBIG, and leaves room
+  // for a line of under 500 bytes after the third.
+  const writeLimited = async (path: string, big: number, small: number, env: NodeJS.ProcessEnv = {}) => {
     const { stdout } = await promisify(execFile)(
       "/bin/sh",
-      ["-c", 'ulimit -f 8 && exec "$0" --import tsx test/support/cli-audit-writer.ts "$1" 12', process.execPath, path],
-      { cwd: repo },
+      [
+        "-c",
+        'ulimit -f 8 && exec "$0" --import tsx test/support/cli-audit-writer.ts "$1" "$2" "$3"',
+        process.execPath,
+        path,
+        String(big),
+        String(small),
+      ],
+      { cwd: repo, env: { ...process.env, ...env } },
     );
-    const report = JSON.parse(stdout) as { outcomes: string[]; errors: string[]; flush: string };
-    const landed = report.outcomes.indexOf("error:AUDIT_IO");
-    expect(landed).toBeGreaterThanOrEqual(1);
-    expect(report.outcomes).toEqual([
-      ...Array.from({ length: landed }, (_, i) => `ok:${i + 1}`),
-      ...Array.from({ length: 12 - landed }, () => "error:AUDIT_IO"),
-    ]);
-    expect(report.errors).toEqual(Array.from({ length: 12 - landed }, () => "AUDIT_IO"));
-    expect(report.flush).toMatch(new RegExp(`^AUDIT_IO: cannot append line ${landed + 1} to audit log .*: EFBIG`));
-    const result = await verifyAuditLog(path);
-    expect(result).toMatchObject({ ok: false, line: landed + 1, problem: "truncated" });
-    if (!result.ok) expect(result.records).toHaveLength(landed);
-    await expect(AuditSink.open(path)).rejects.toMatchObject({ code: "AUDIT_CORRUPT", problem: "truncated" });
-  });
+    return JSON.parse(stdout) as WriterReport;
+  };
+
+  it.each([
+    { name: "without a key", key: undefined, fsync: false },
+    { name: "with a key and fsync", key: randomBytes(32), fsync: true },
+  ])(
+    "fails that append, reports it, cuts the torn line off, and later appends continue ($name)",
+    async ({ key, fsync }) => {
+      const path = fresh();
+      const env = { LOOPCTL_TEST_AUDIT_FSYNC: fsync ? "1" : "0" };
+      const report = await writeLimited(
+        path,
+        12,
+        1,
+        key === undefined ? env : { ...env, LOOPCTL_TEST_AUDIT_KEY: key.toString("hex") },
+      );
+      const landed = report.outcomes.indexOf("error:AUDIT_IO");
+      expect(landed).toBeGreaterThanOrEqual(1);
+      // Every big line after the first failure fails too (the limit stays),
+      // and the small one after them lands right after the last good line.
+      expect(report.outcomes).toEqual([
+        ...Array.from({ length: landed }, (_, i) => `ok:${i + 1}`),
+        ...Array.from({ length: 12 - landed }, () => "error:AUDIT_IO"),
+        `ok:${landed + 1}`,
+      ]);
+      expect(report.errors).toEqual(Array.from({ length: 12 - landed }, () => "AUDIT_IO"));
+      expect(report.flush).toMatch(
+        new RegExp(`^AUDIT_IO: cannot append line ${landed + 1} to audit log .*: EFBIG.*; nothing of them was kept`),
+      );
+      const options = key === undefined ? {} : { key };
+      const records = [
+        ...Array.from({ length: landed }, (_, i) => gateRecord(i + 1, { reason: "z".repeat(700) })),
+        gateRecord(13),
+      ];
+      expect(await verifyAuditLog(path, options)).toMatchObject({ ok: true, records });
+      const sink = await AuditSink.open(path, options);
+      expect(await sink.append(gateRecord(14))).toMatchObject({ seq: landed + 2 });
+      await sink.close();
+      expect(await verifyAuditLog(path, options)).toMatchObject({ ok: true, records: [...records, gateRecord(14)] });
+    },
+  );
+
+  // Only root can make a file append-only (chattr +a), the one way to make
+  // cutting it back fail for real.
+  it.skipIf(process.getuid?.() !== 0)(
+    "refuses every later append when the torn line cannot be cut off, and the log stays refused",
+    async () => {
+      const path = fresh();
+      const first = await AuditSink.open(path);
+      await first.append(gateRecord(1));
+      await first.close();
+      await promisify(execFile)("chattr", ["+a", path]);
+      let report: WriterReport;
+      try {
+        report = await writeLimited(path, 12, 1);
+      } finally {
+        await promisify(execFile)("chattr", ["-a", path]);
+      }
+      const failed = report.outcomes.indexOf("error:AUDIT_IO");
+      expect(failed).toBeGreaterThanOrEqual(1);
+      expect(report.outcomes).toEqual([
+        ...Array.from({ length: failed }, (_, i) => `ok:${i + 2}`),
+        ...Array.from({ length: 13 - failed }, () => "error:AUDIT_IO"),
+      ]);
+      expect(report.errors).toEqual(Array.from({ length: 13 - failed }, () => "AUDIT_IO"));
+      expect(report.flush).toMatch(
+        new RegExp(
+          `^AUDIT_IO: cannot append line ${failed + 2} to audit log .*: EFBIG.*; ` +
+            "cutting the log back to the \\d+ bytes before them failed too \\(EPERM.*this sink appends no more",
+        ),
+      );
+      const result = await verifyAuditLog(path);
+      expect(result).toMatchObject({ ok: false, line: failed + 2, problem: "truncated" });
+      if (!result.ok) expect(result.records).toHaveLength(failed + 1);
+      await expect(AuditSink.open(path)).rejects.toMatchObject({ code: "AUDIT_CORRUPT", problem: "truncated" });
+    },
+  );
 });
 
 describe("auditObserver", () => {

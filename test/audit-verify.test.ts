@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { appendFileSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { mkdtemp, readFile, rm, truncate, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -370,6 +370,17 @@ describe("verifyAuditLog on the file system", () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error("stop waiting")), 5);
     await expect(verifyAuditLog(path, { signal: controller.signal })).rejects.toThrow("stop waiting");
+  });
+
+  it("reads the log again when the writer cuts back the line it was writing (its write failed)", async () => {
+    const path = join(dir, "cut-back.jsonl");
+    const fourth = original.lastIndexOf(0x0a, original.length - 2) + 1;
+    await writeFile(path, original.subarray(0, original.length - 40));
+    const verifying = verifyAuditLog(path);
+    setTimeout(() => void truncate(path, fourth), 20);
+    const result = await verifying;
+    expect(result).toMatchObject({ ok: true, records: { length: 4 } });
+    expect(result).toEqual(verifyAuditBytes(original.subarray(0, fourth)));
   });
 });
 

@@ -81,6 +81,9 @@ const NEWLINE = 0x0a;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
+/** Errors of writes that failed and were cut back: the log is as it was before them. */
+const undone = new WeakSet<AuditError>();
+
 /**
  * The files (`dev:ino`) open for appending in this process: one set for every
  * copy of loopctl the process loads (its ESM and CommonJS builds, a bundle),
@@ -127,9 +130,12 @@ function openFiles(): Set<string> {
  * verify, or that stops verifying (cut short, a line another writer forged),
  * is refused with {@link AuditCorruptError} and never appended to. A second
  * sink on a file already open in this process is refused with
- * {@link AuditBusyError}. After an I/O failure the sink refuses every later
- * append: a half-written line may be on disk, and lines after it would only
- * hide it.
+ * {@link AuditBusyError}. A write that fails part-way (disk full, file too
+ * large), or whose seal cannot be replaced after it, is cut back to where it
+ * began, so the log stays one that verifies and later appends go on once
+ * there is room; after any other I/O failure, or when cutting back fails
+ * too, the sink refuses every later append: a half-written line may be on
+ * disk, and lines after it would only hide it.
  */
 export class AuditSink {
   /** The absolute path of the log file. */
@@ -272,22 +278,30 @@ export class AuditSink {
    * Verifies the whole log (and its seal) and takes its end as this sink's
    * starting point. The log as it is found is read and verified before the
    * lock is taken, however long it is; under the lock only what other writers
-   * added meanwhile is, so that they never wait on a long log's verification.
+   * added meanwhile is, so that they never wait on a long log's verification
+   * (the whole log again only when it shrank meanwhile).
    */
   async #resume(anchor: AuditAnchor | undefined): Promise<void> {
     const key = this.#key;
-    const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
-    // A writer may be part-way through a line: the rest of it is read under the lock.
-    const whole = data.subarray(0, data.lastIndexOf(NEWLINE) + 1);
-    const read = verifyChain(
-      whole,
-      AUDIT_EMPTY_ANCHOR,
-      key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
-    );
-    if ("ok" in read) throw this.#corrupt(read.line, read.problem, read.message);
-    this.#anchor = read.anchor;
-    this.#size = whole.length;
+    const readWhole = async (cut: boolean): Promise<Chain> => {
+      const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
+      // A writer may be part-way through a line: the rest of it is read under the lock.
+      const whole = cut ? data.subarray(0, data.lastIndexOf(NEWLINE) + 1) : data;
+      const chain = verifyChain(
+        whole,
+        AUDIT_EMPTY_ANCHOR,
+        key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
+      );
+      if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
+      this.#anchor = chain.anchor;
+      this.#size = whole.length;
+      return chain;
+    };
+    let read = await readWhole(true);
     await this.#locked(async () => {
+      // A writer whose write failed cuts the log back under the lock, taking
+      // away whole lines of it this read may have seen: read the log again.
+      if ((await this.#handle.stat()).size < this.#size) read = await readWhole(false);
       const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined);
       const chain: Chain =
         added === undefined
@@ -355,7 +369,9 @@ export class AuditSink {
    *   sink's lock before it wrote (nothing was written).
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
    *   a line another writer added does not continue the chain); the sink then refuses later appends.
-   * @throws AuditIoError when writing failed (the sink then refuses later appends).
+   * @throws AuditIoError when writing failed. What was written of the failed lines is cut off
+   *   again and later appends may go on; when that fails too, or reading the log failed, the sink
+   *   refuses later appends.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
    *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
@@ -449,9 +465,10 @@ export class AuditSink {
           : new AuditIoError(this.path, `cannot append to audit log ${this.path}: ${describe(thrown)}`, {
               cause: thrown,
             });
-      // A lock not taken wrote nothing; anything else may have left the log
-      // in a state no later line should be written after.
-      if (!(error instanceof AuditLockError)) this.#dead = error;
+      // A lock not taken wrote nothing, and a failed write cut back left the
+      // log as it was; anything else may have left the log in a state no later
+      // line should be written after.
+      if (!(error instanceof AuditLockError) && !undone.has(error)) this.#dead = error;
       throw error;
     }
   }
@@ -557,28 +574,60 @@ export class AuditSink {
         { cause: error },
       );
     }
+    const start = this.#size;
     try {
       await writeAll(this.#handle, bytes);
       if (this.#fsync) await this.#handle.sync();
     } catch (error) {
-      throw new AuditIoError(this.path, `cannot append ${lines} to audit log ${this.path}: ${describe(error)}`, {
-        cause: error,
-      });
+      throw await this.#cutBack(start, `cannot append ${lines} to audit log ${this.path}: ${describe(error)}`, error);
     }
-    this.#anchor = { seq, hash };
-    this.#size += bytes.length;
     if (this.#key !== undefined) {
       try {
-        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, this.#anchor), this.#fsync);
+        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, { seq, hash }), this.#fsync);
       } catch (error) {
-        throw new AuditIoError(
-          this.path,
-          `${lines} appended to audit log ${this.path} but the seal was not updated: ${describe(error)}`,
-          { cause: error },
+        // The old seal still stands (it is replaced by a rename, last), so
+        // cutting the lines off leaves the log and its seal as they were.
+        throw await this.#cutBack(
+          start,
+          `cannot append ${lines} to audit log ${this.path}: the seal could not be updated: ${describe(error)}`,
+          error,
         );
       }
     }
+    this.#anchor = { seq, hash };
+    this.#size += bytes.length;
     return anchors;
+  }
+
+  /**
+   * Cuts the log back to `start`, where this sink's write began, after the
+   * write or the seal after it failed (disk full, file too large, an I/O
+   * error), and returns the error to report, `failed` saying what failed.
+   * Runs under the lock, so every byte past `start` is this sink's. Part of
+   * the write may be on disk: a torn last line would make every writer refuse
+   * the log until someone repaired it by hand, and whole lines left there
+   * would hold records whose appends were rejected. When the cut (and, with
+   * `fsync`, its sync) succeeds the log is as it was before the write and
+   * later appends may go on; when it fails, the error is not marked so, and
+   * the sink refuses every later append.
+   */
+  async #cutBack(start: number, failed: string, failure: unknown): Promise<AuditIoError> {
+    try {
+      await this.#handle.truncate(start);
+      if (this.#fsync) await this.#handle.sync();
+    } catch (error) {
+      return new AuditIoError(
+        this.path,
+        `${failed}; cutting the log back to the ${start} bytes before them failed too (${describe(error)}), ` +
+          "so it may end in a torn line or in lines whose appends failed, and this sink appends no more",
+        { cause: failure },
+      );
+    }
+    const error = new AuditIoError(this.path, `${failed}; nothing of them was kept, the log is as it was`, {
+      cause: failure,
+    });
+    undone.add(error);
+    return error;
   }
 
   #lose(error: AuditError): AuditError {

@@ -398,11 +398,19 @@ export function verifyVouched(
  * `data`, the log as read, which ends mid-line, with that line finished if a
  * writer finishes it within {@link TAIL_WAIT_MS}: what the file has gained
  * since, up to its last newline (a line begun after it is still being written
- * too). A line no one finishes stays cut short, and verification says so.
+ * too). A writer whose write failed cuts the log back to where the write
+ * began instead: the log is then read again as it is. A line no one finishes
+ * stays cut short, and verification says so.
  */
 async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal | undefined): Promise<Buffer> {
   for (let delay = 1, waited = 0; waited < TAIL_WAIT_MS; waited += delay, delay *= 2) {
     await sleep(delay, undefined, signal ? { signal } : {});
+    const size = (await handle.stat()).size;
+    if (size < data.length) {
+      data = await readFrom(handle, 0, size);
+      if (data.length === 0 || data[data.length - 1] === NEWLINE) return data;
+      continue;
+    }
     const more = await readFrom(handle, data.length, data.length);
     const end = more.lastIndexOf(NEWLINE);
     if (end >= 0) return Buffer.concat([data, more.subarray(0, end + 1)]);
@@ -417,7 +425,8 @@ async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal 
  * A log may be verified while writers append to it. With a key, the seal is
  * read first, so it never vouches for lines the log read after it lacks. A
  * last line found cut short is waited for, briefly, in case a writer is still
- * writing it; one no writer finishes is `"truncated"`.
+ * writing it (or cuts it off again, its write having failed: the log is then
+ * read again); one no writer finishes is `"truncated"`.
  *
  * What the chain detects without a key or an anchor: any edit of any byte, a
  * line removed anywhere but at the end, lines reordered or duplicated, a
