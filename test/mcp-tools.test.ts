@@ -1,6 +1,7 @@
 import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
@@ -523,6 +524,32 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       server: "fixture",
     });
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+  });
+
+  it("close() settles at once a call and a refresh waiting on a listing that does not end, with the errors they get after close, and cancels that listing", async () => {
+    const server = await startFixture("stalling");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const echo = toolset.tools[0]!;
+    server.signal("SIGUSR1");
+    await server.waitFor("listing stalled");
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const call = Promise.resolve(echo.execute({}, context)).catch((error: unknown) => error);
+    const refresh = toolset.refresh().catch((error: unknown) => error);
+    await flush();
+    toolset.close();
+    const settled = await Promise.race([Promise.all([call, refresh]), sleep(2_000).then(() => "still waiting")]);
+    expect(settled).not.toBe("still waiting");
+    const [refused, closed] = settled as unknown[];
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect(refused).toMatchObject({ server: "stalling", tool: "echo", changed: false });
+    expect((refused as Error).message).toBe(
+      "tool 'echo' on MCP server 'stalling': the toolset was closed; the call was not sent",
+    );
+    expect(closed).toBeInstanceOf(McpServerError);
+    expect((closed as Error).message).toBe("MCP server 'stalling': the toolset is closed");
+    // The toolset stopped following: the request it left unanswered is cancelled, not left to time out.
+    await server.waitFor("cancelled listing");
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
   });
 
   it("a server whose schemas take meta-schema ids affects none but its own tools: the next server's tools all work", async () => {

@@ -122,8 +122,11 @@ export class McpToolset implements ToolSource {
   #asked = 0;
   /** The last of those asks the tools answer: a listing begun after it has ended. */
   #answered = 0;
-  /** Settles when the listing in progress ends. */
+  /** Settles when the listing in progress ends, or the toolset closes. */
   #listingEnded: Promise<void> = Promise.resolve();
+  #endListing: () => void = () => {};
+  /** Aborted by `close()`: a listing in progress is cancelled on the server. */
+  readonly #stop = new AbortController();
   #lastError: McpServerError | undefined;
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
@@ -181,6 +184,7 @@ export class McpToolset implements ToolSource {
   async refresh(): Promise<readonly Tool[]> {
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     await this.#answer(this.#changed());
+    if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     if (this.#lastError !== undefined) throw this.#lastError;
     return this.#tools;
   }
@@ -188,14 +192,18 @@ export class McpToolset implements ToolSource {
   /**
    * Stops following the server: its notifications are no longer read, the
    * toolset has no tools, and calls to the tools it gave refuse to run (a
-   * toolset that no longer follows cannot know they are current). The
-   * client stays open: close it yourself.
+   * toolset that no longer follows cannot know they are current). A listing
+   * in progress is cancelled, and the calls and refreshes waiting for it
+   * are refused at once. The client stays open: close it yourself.
    */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#tools = Object.freeze([]);
     this.#byName = new Map();
+    // Waiters see the toolset closed now, not once the server answers (or the request times out).
+    this.#endListing();
+    this.#stop.abort(new McpServerError(this.#server, "the toolset was closed"));
     if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
   }
 
@@ -235,6 +243,7 @@ export class McpToolset implements ToolSource {
         const asked = this.#asked;
         let ended!: () => void;
         this.#listingEnded = new Promise((resolve) => (ended = resolve));
+        this.#endListing = ended;
         try {
           const listed = await this.#list();
           if (!this.#closed) this.#install(listed);
@@ -266,7 +275,8 @@ export class McpToolset implements ToolSource {
     const tools: McpTool[] = [];
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    const options = this.#options.timeoutMs === undefined ? undefined : { timeout: this.#options.timeoutMs };
+    const signal = this.#stop.signal;
+    const options = this.#options.timeoutMs === undefined ? { signal } : { signal, timeout: this.#options.timeoutMs };
     for (let page = 0; page < MAX_PAGES; page++) {
       let result: Awaited<ReturnType<McpClient["listTools"]>>;
       try {

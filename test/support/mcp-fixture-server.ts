@@ -19,6 +19,10 @@
  *   it announces `list_changed` while answering every `tools/list` (before
  *   the answer), so a client that follows it lists without end. Each listing
  *   is reported (`listed`).
+ * - `stalling` (low-level Server): one tool, `echo`. SIGUSR1 makes every
+ *   later `tools/list` go unanswered until the client cancels it, and
+ *   announces `list_changed`. Each such listing is reported when it starts
+ *   (`listing stalled`) and when cancelled (`cancelled listing`).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -182,9 +186,40 @@ async function restless(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function stalling(): Promise<void> {
+  const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
+  const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
+  let stalled = false;
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    if (!stalled) return { tools };
+    report("listing stalled");
+    await new Promise<void>((resolve) => {
+      extra.signal.addEventListener(
+        "abort",
+        () => {
+          report("cancelled listing");
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    return { tools };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: "echoed" }] };
+  });
+  process.on("SIGUSR1", () => {
+    stalled = true;
+    void server.sendToolListChanged();
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
 else if (mode === "odd-ids") await oddIds();
 else if (mode === "restless") await restless();
+else if (mode === "stalling") await stalling();
 else throw new Error(`unknown mode ${String(mode)}`);
