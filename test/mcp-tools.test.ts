@@ -267,6 +267,34 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a listing of more tools than a toolset takes, on one page or over several, fails with McpServerError naming the server and the limit", async () => {
+    const server = await startFixture("crowded 200000");
+    const crowded = await mcpTools(server.client).catch((error: unknown) => error);
+    expect(crowded).toBeInstanceOf(McpServerError);
+    expect(crowded).toMatchObject({ code: "MCP_SERVER", server: "crowded" });
+    expect((crowded as Error).message).toBe("MCP server 'crowded': tools/list gave more than 10000 tools");
+    expect((crowded as Error).cause).toBeUndefined();
+    let pages = 0;
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "pages", version: "1.0.0" }),
+      listTools: async () => {
+        pages += 1;
+        const tools = Array.from({ length: 4_000 }, (_, i) => ({
+          name: `p${pages}_${i}`,
+          inputSchema: { type: "object" },
+        }));
+        return { tools, nextCursor: String(pages) };
+      },
+      callTool: async () => ({ content: [] }),
+    };
+    await expect(mcpTools(client as never)).rejects.toThrow(
+      new McpServerError("pages", "tools/list gave more than 10000 tools"),
+    );
+    // The third page is the one that goes past the limit: no more pages are asked for.
+    expect(pages).toBe(3);
+  });
+
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
     const errors: McpServerError[] = [];

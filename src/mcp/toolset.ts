@@ -47,6 +47,13 @@ export interface McpToolProblem {
 /** Pages of `tools/list` read before the server is judged to be looping. */
 const MAX_PAGES = 1000;
 
+/**
+ * Tools a listing may give, over all its pages: far more than a model can be
+ * offered, and few enough that making them a toolset's tools (each schema
+ * compiled) holds the process up for seconds, not minutes.
+ */
+const MAX_TOOLS = 10_000;
+
 const LIST_CHANGED = "notifications/tools/list_changed";
 
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
@@ -287,7 +294,10 @@ export class McpToolset implements ToolSource {
       if (typeof result !== "object" || result === null || !Array.isArray(result.tools)) {
         throw new McpServerError(this.#server, "tools/list answered with something that is not a tool list");
       }
-      tools.push(...result.tools);
+      if (result.tools.length > MAX_TOOLS - tools.length)
+        throw new McpServerError(this.#server, `tools/list gave more than ${MAX_TOOLS} tools`);
+      // One by one: spread into a single call, a page of a few hundred thousand overflows the stack.
+      for (const tool of result.tools) tools.push(tool);
       const next = result.nextCursor;
       if (next === undefined) return tools;
       if (cursors.has(next))

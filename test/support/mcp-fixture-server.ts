@@ -19,6 +19,8 @@
  *   it announces `list_changed` while answering every `tools/list` (before
  *   the answer), so a client that follows it lists without end. Each listing
  *   is reported (`listed`).
+ * - `crowded <count>` (low-level Server): `count` tools (`t0`, `t1`, …), all
+ *   listed on one page.
  * - `stalling` (low-level Server): one tool, `echo`. SIGUSR1 makes every
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
@@ -186,6 +188,16 @@ async function restless(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function crowded(): Promise<void> {
+  const server = new Server({ name: "crowded", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = Array.from({ length: Number(process.argv[3]) }, (_, i) => ({
+    name: `t${i}`,
+    inputSchema: { type: "object" as const },
+  }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  await server.connect(new StdioServerTransport());
+}
+
 async function stalling(): Promise<void> {
   const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
   const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
@@ -222,4 +234,5 @@ else if (mode === "paged") await paged();
 else if (mode === "odd-ids") await oddIds();
 else if (mode === "restless") await restless();
 else if (mode === "stalling") await stalling();
+else if (mode === "crowded") await crowded();
 else throw new Error(`unknown mode ${String(mode)}`);
