@@ -83,7 +83,8 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       ["c5", "refused", "Invalid arguments for tool 'read_note': $.name: must be string"],
     ]);
     expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow", "allow", "deny"]);
-    // The invalid call never reached the server.
+    // The invalid call never reached the server (its line on stderr may come after the answer on stdout).
+    await server.waitFor('called read_note {"name":"todo"}');
     expect(server.lines.filter((l) => l.startsWith("called read_note"))).toEqual(['called read_note {"name":"todo"}']);
   });
 
@@ -333,6 +334,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // Nothing about t0 changed on the server: the tool given before is still current.
     expect(toolset.tools[0]).toBe(t0);
     await expect(Promise.resolve(t0.execute({ n: 0 }, context))).resolves.toBe("t0 ran");
+    await server.waitFor('called t0 {"n":0}');
     expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called t0 {"n":0}']);
   });
 
