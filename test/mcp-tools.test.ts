@@ -556,6 +556,24 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
   });
 
+  it("a toolset that lists page after page leaves no abort listener behind (no MaxListenersExceededWarning)", async () => {
+    const warnings: Error[] = [];
+    const listener = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", listener);
+    try {
+      // Twelve pages a listing, and twelve listings.
+      const server = await startFixture("crowded 12 1");
+      const toolset = await mcpTools(server.client);
+      for (let i = 1; i < 12; i++) await toolset.refresh();
+      expect(toolset.tools).toHaveLength(12);
+      await flush();
+      toolset.close();
+    } finally {
+      process.off("warning", listener);
+    }
+    expect(warnings.map((w) => w.name)).toEqual([]);
+  });
+
   it("close() settles at once a call and a refresh waiting on a listing that does not end, with the errors they get after close, and cancels that listing", async () => {
     const server = await startFixture("stalling");
     const toolset = await mcpTools(server.client, { onError: () => {} });

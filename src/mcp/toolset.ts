@@ -132,8 +132,8 @@ export class McpToolset implements ToolSource {
   /** Settles when the listing in progress ends, or the toolset closes. */
   #listingEnded: Promise<void> = Promise.resolve();
   #endListing: () => void = () => {};
-  /** Aborted by `close()`: a listing in progress is cancelled on the server. */
-  readonly #stop = new AbortController();
+  /** Aborted by `close()`: the `tools/list` request in flight, cancelled on the server. */
+  #request: AbortController | undefined;
   #lastError: McpServerError | undefined;
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
@@ -210,7 +210,7 @@ export class McpToolset implements ToolSource {
     this.#byName = new Map();
     // Waiters see the toolset closed now, not once the server answers (or the request times out).
     this.#endListing();
-    this.#stop.abort(new McpServerError(this.#server, "the toolset was closed"));
+    this.#request?.abort("the toolset was closed");
     if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
   }
 
@@ -282,14 +282,23 @@ export class McpToolset implements ToolSource {
     const tools: McpTool[] = [];
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    const signal = this.#stop.signal;
-    const options = this.#options.timeoutMs === undefined ? { signal } : { signal, timeout: this.#options.timeoutMs };
+    const { timeoutMs } = this.#options;
     for (let page = 0; page < MAX_PAGES; page++) {
+      if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+      // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
+      const request = new AbortController();
+      this.#request = request;
+      const { signal } = request;
       let result: Awaited<ReturnType<McpClient["listTools"]>>;
       try {
-        result = await this.#client.listTools(cursor === undefined ? undefined : { cursor }, options);
+        result = await this.#client.listTools(
+          cursor === undefined ? undefined : { cursor },
+          timeoutMs === undefined ? { signal } : { signal, timeout: timeoutMs },
+        );
       } catch (error) {
         throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
+      } finally {
+        this.#request = undefined;
       }
       if (typeof result !== "object" || result === null || !Array.isArray(result.tools)) {
         throw new McpServerError(this.#server, "tools/list answered with something that is not a tool list");

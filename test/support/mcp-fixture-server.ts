@@ -19,8 +19,8 @@
  *   it announces `list_changed` while answering every `tools/list` (before
  *   the answer), so a client that follows it lists without end. Each listing
  *   is reported (`listed`).
- * - `crowded <count>` (low-level Server): `count` tools (`t0`, `t1`, …), all
- *   listed on one page.
+ * - `crowded <count> [<per page>]` (low-level Server): `count` tools (`t0`,
+ *   `t1`, …), listed `per page` to a page (all on one page without it).
  * - `stalling` (low-level Server): one tool, `echo`. SIGUSR1 makes every
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
@@ -194,7 +194,12 @@ async function crowded(): Promise<void> {
     name: `t${i}`,
     inputSchema: { type: "object" as const },
   }));
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  const perPage = process.argv[4] === undefined ? tools.length : Number(process.argv[4]);
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+    const start = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
+    const next = start + perPage;
+    return { tools: tools.slice(start, next), ...(next < tools.length ? { nextCursor: String(next) } : {}) };
+  });
   await server.connect(new StdioServerTransport());
 }
 
