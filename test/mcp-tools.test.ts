@@ -1,7 +1,10 @@
 import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
+import { execFile } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
@@ -266,6 +269,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(await refreshed.promise).toEqual(["t3"]);
     expect(listings).toBe(3);
     toolset.close();
+  });
+
+  it("a server that lists new names without end costs what its current tools do; a tool still listed, or delisted but held by a caller, is still marked changed when it comes back changed", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/mcp-gc-child.ts"],
+      { cwd: root, timeout: 25_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    const { listed, names, changed } = JSON.parse(lines[lines.length - 1]!) as {
+      listed: number;
+      names: number;
+      changed: string[];
+    };
+    expect(listed).toBe(2_000);
+    // Of the names listed once each, the heap holds at most the ten the server lists now.
+    expect(names).toBeLessThanOrEqual(10);
+    expect(changed).toEqual(expect.arrayContaining(["stable", "held"]));
   });
 
   it("a listing of more tools than a toolset takes, on one page or over several, fails with McpServerError naming the server and the limit", async () => {

@@ -119,8 +119,17 @@ export class McpToolset implements ToolSource {
   readonly #transport: Transport;
   #tools: readonly Tool[] = Object.freeze([]);
   #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
-  /** The fingerprint each tool had when the toolset first saw it: a later one means it changed on the server. */
-  readonly #firstSeen = new Map<string, string>();
+  /**
+   * The fingerprint each tool had when the toolset first saw it (a later one means it changed on
+   * the server), kept while a tool of that name made here is alive (`live`): listed now, or held
+   * by a caller since, whose call may be approved against it. Not once all are gone, so that a
+   * server that lists new names without end costs what its current tools do.
+   */
+  readonly #firstSeen = new Map<string, { readonly fingerprint: string; live: number }>();
+  readonly #collected = new FinalizationRegistry<string>((name) => {
+    const seen = this.#firstSeen.get(name);
+    if (seen !== undefined && --seen.live === 0) this.#firstSeen.delete(name);
+  });
   #problems: readonly McpToolProblem[] = Object.freeze([]);
   /** Whether a listing is in progress, or due after the one in progress. */
   #following = false;
@@ -351,9 +360,12 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error });
         continue;
       }
-      const first = this.#firstSeen.get(name);
-      if (first === undefined) this.#firstSeen.set(name, fingerprint);
-      else if (first !== fingerprint) markChanged(tool.descriptor);
+      let first = this.#firstSeen.get(name);
+      if (first === undefined) this.#firstSeen.set(name, (first = { fingerprint, live: 0 }));
+      else if (first.fingerprint !== fingerprint) markChanged(tool.descriptor);
+      // By its descriptor, which the tool holds, and which a hook or an ask may hold without it.
+      first.live += 1;
+      this.#collected.register(tool.descriptor, name);
       byName.set(name, { tool, fingerprint });
     }
     this.#problems = Object.freeze(problems);

@@ -21,6 +21,10 @@
  *   is reported (`listed`).
  * - `crowded <count> [<per page>]` (low-level Server): `count` tools (`t0`,
  *   `t1`, …), listed `per page` to a page (all on one page without it).
+ * - `churning <n>` (low-level Server): each of its first `n` listings gives
+ *   `stable` and ten tools never listed before (`fresh<listing>_<i>`); the
+ *   first gives `held` and `dropped` too. Every later listing gives `stable`,
+ *   `held` and `dropped`, each with a new description.
  * - `stalling` (low-level Server): one tool, `echo`. SIGUSR1 makes every
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
@@ -203,6 +207,21 @@ async function crowded(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function churning(): Promise<void> {
+  const server = new Server({ name: "churning", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const churns = Number(process.argv[3]);
+  const tool = (name: string, description = name) => ({ name, description, inputSchema: { type: "object" as const } });
+  let listings = 0;
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    listings += 1;
+    if (listings > churns)
+      return { tools: ["stable", "held", "dropped"].map((name) => tool(name, `${name}, changed`)) };
+    const fresh = Array.from({ length: 10 }, (_, i) => tool(`fresh${listings}_${i}`));
+    return { tools: [tool("stable"), ...(listings === 1 ? [tool("held"), tool("dropped")] : []), ...fresh] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function stalling(): Promise<void> {
   const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
   const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
@@ -240,4 +259,5 @@ else if (mode === "odd-ids") await oddIds();
 else if (mode === "restless") await restless();
 else if (mode === "stalling") await stalling();
 else if (mode === "crowded") await crowded();
+else if (mode === "churning") await churning();
 else throw new Error(`unknown mode ${String(mode)}`);
