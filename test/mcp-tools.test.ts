@@ -2,6 +2,7 @@ import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotoc
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import { execFile } from "node:child_process";
+import { getEventListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -101,6 +102,18 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     controller.abort(new Error("user left"));
     await expect(running).rejects.toBeInstanceOf(CancelledError);
     await server.waitFor("cancelled slow");
+  });
+
+  it("calls leave no abort listener behind on the signal they were given, which outlives them (a run's, a gate caller's)", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const read = toolset.tools[0]!;
+    const signal = new AbortController().signal;
+    const context = { signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    for (let i = 0; i < 5; i++)
+      await expect(Promise.resolve(read.execute({ name: "todo" }, context))).resolves.toBe("buy milk");
+    expect(getEventListeners(signal, "abort")).toHaveLength(0);
+    toolset.close();
   });
 
   it("a call that gets no answer (a timeout, a server gone) fails with McpToolError naming the server and the tool, the MCP SDK's error as its cause", async () => {

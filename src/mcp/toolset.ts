@@ -3,6 +3,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
+import { unlisten } from "../abort-signal.js";
 import { describeError } from "../engine/errors.js";
 import { descriptorFingerprint } from "../grant/index.js";
 import { markChanged } from "./changed.js";
@@ -428,8 +429,14 @@ export class McpToolset implements ToolSource {
           true,
         );
       }
+      // A signal for this call alone, which follows the caller's: the MCP SDK never removes the abort
+      // listener it adds to a request's signal, and the caller's outlives the call (a run's, say).
+      const request = new AbortController();
+      const onAbort = (): void => request.abort(context.signal.reason);
+      context.signal.addEventListener("abort", onAbort, { once: true });
+      if (context.signal.aborted) onAbort();
       const options =
-        timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
+        timeoutMs === undefined ? { signal: request.signal } : { signal: request.signal, timeout: timeoutMs };
       let result: CallToolResult;
       try {
         result = (await this.#client.callTool(
@@ -441,6 +448,8 @@ export class McpToolset implements ToolSource {
         // A cancel is the gate's to report; anything else is the server's failure to answer, named as such.
         if (context.signal.aborted) throw error;
         throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
+      } finally {
+        unlisten(context.signal, onAbort);
       }
       if (result.isError === true)
         throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
