@@ -1,6 +1,11 @@
 import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
+import { execFile } from "node:child_process";
+import { getEventListeners } from "node:events";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
@@ -82,7 +87,8 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       ["c5", "refused", "Invalid arguments for tool 'read_note': $.name: must be string"],
     ]);
     expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow", "allow", "deny"]);
-    // The invalid call never reached the server.
+    // The invalid call never reached the server (its line on stderr may come after the answer on stdout).
+    await server.waitFor('called read_note {"name":"todo"}');
     expect(server.lines.filter((l) => l.startsWith("called read_note"))).toEqual(['called read_note {"name":"todo"}']);
   });
 
@@ -96,6 +102,18 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     controller.abort(new Error("user left"));
     await expect(running).rejects.toBeInstanceOf(CancelledError);
     await server.waitFor("cancelled slow");
+  });
+
+  it("calls leave no abort listener behind on the signal they were given, which outlives them (a run's, a gate caller's)", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const read = toolset.tools[0]!;
+    const signal = new AbortController().signal;
+    const context = { signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    for (let i = 0; i < 5; i++)
+      await expect(Promise.resolve(read.execute({ name: "todo" }, context))).resolves.toBe("buy milk");
+    expect(getEventListeners(signal, "abort")).toHaveLength(0);
+    toolset.close();
   });
 
   it("a call that gets no answer (a timeout, a server gone) fails with McpToolError naming the server and the tool, the MCP SDK's error as its cause", async () => {
@@ -266,6 +284,53 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a server that lists new names without end costs what its current tools do; a tool still listed, or delisted but held by a caller, is still marked changed when it comes back changed", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/mcp-gc-child.ts"],
+      { cwd: root, timeout: 25_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    const { listed, names, changed } = JSON.parse(lines[lines.length - 1]!) as {
+      listed: number;
+      names: number;
+      changed: string[];
+    };
+    expect(listed).toBe(2_000);
+    // Of the names listed once each, the heap holds at most the ten the server lists now.
+    expect(names).toBeLessThanOrEqual(10);
+    expect(changed).toEqual(expect.arrayContaining(["stable", "held"]));
+  });
+
+  it("a listing of more tools than a toolset takes, on one page or over several, fails with McpServerError naming the server and the limit", async () => {
+    const server = await startFixture("crowded 200000");
+    const crowded = await mcpTools(server.client).catch((error: unknown) => error);
+    expect(crowded).toBeInstanceOf(McpServerError);
+    expect(crowded).toMatchObject({ code: "MCP_SERVER", server: "crowded" });
+    expect((crowded as Error).message).toBe("MCP server 'crowded': tools/list gave more than 10000 tools");
+    expect((crowded as Error).cause).toBeUndefined();
+    let pages = 0;
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "pages", version: "1.0.0" }),
+      listTools: async () => {
+        pages += 1;
+        const tools = Array.from({ length: 4_000 }, (_, i) => ({
+          name: `p${pages}_${i}`,
+          inputSchema: { type: "object" },
+        }));
+        return { tools, nextCursor: String(pages) };
+      },
+      callTool: async () => ({ content: [] }),
+    };
+    await expect(mcpTools(client as never)).rejects.toThrow(
+      new McpServerError("pages", "tools/list gave more than 10000 tools"),
+    );
+    // The third page is the one that goes past the limit: no more pages are asked for.
+    expect(pages).toBe(3);
+  });
+
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
     const errors: McpServerError[] = [];
@@ -304,6 +369,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // Nothing about t0 changed on the server: the tool given before is still current.
     expect(toolset.tools[0]).toBe(t0);
     await expect(Promise.resolve(t0.execute({ n: 0 }, context))).resolves.toBe("t0 ran");
+    await server.waitFor('called t0 {"n":0}');
     expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called t0 {"n":0}']);
   });
 
@@ -523,6 +589,50 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       server: "fixture",
     });
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+  });
+
+  it("a toolset that lists page after page leaves no abort listener behind (no MaxListenersExceededWarning)", async () => {
+    const warnings: Error[] = [];
+    const listener = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", listener);
+    try {
+      // Twelve pages a listing, and twelve listings.
+      const server = await startFixture("crowded 12 1");
+      const toolset = await mcpTools(server.client);
+      for (let i = 1; i < 12; i++) await toolset.refresh();
+      expect(toolset.tools).toHaveLength(12);
+      await flush();
+      toolset.close();
+    } finally {
+      process.off("warning", listener);
+    }
+    expect(warnings.map((w) => w.name)).toEqual([]);
+  });
+
+  it("close() settles at once a call and a refresh waiting on a listing that does not end, with the errors they get after close, and cancels that listing", async () => {
+    const server = await startFixture("stalling");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const echo = toolset.tools[0]!;
+    server.signal("SIGUSR1");
+    await server.waitFor("listing stalled");
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const call = Promise.resolve(echo.execute({}, context)).catch((error: unknown) => error);
+    const refresh = toolset.refresh().catch((error: unknown) => error);
+    await flush();
+    toolset.close();
+    const settled = await Promise.race([Promise.all([call, refresh]), sleep(2_000).then(() => "still waiting")]);
+    expect(settled).not.toBe("still waiting");
+    const [refused, closed] = settled as unknown[];
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect(refused).toMatchObject({ server: "stalling", tool: "echo", changed: false });
+    expect((refused as Error).message).toBe(
+      "tool 'echo' on MCP server 'stalling': the toolset was closed; the call was not sent",
+    );
+    expect(closed).toBeInstanceOf(McpServerError);
+    expect((closed as Error).message).toBe("MCP server 'stalling': the toolset is closed");
+    // The toolset stopped following: the request it left unanswered is cancelled, not left to time out.
+    await server.waitFor("cancelled listing");
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
   });
 
   it("a server whose schemas take meta-schema ids affects none but its own tools: the next server's tools all work", async () => {

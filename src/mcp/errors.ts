@@ -2,8 +2,8 @@ import { LoopctlError } from "../errors.js";
 
 /**
  * An MCP server could not be read: listing its tools failed, it answered
- * with something that is not a tool list, or its pages never end. `code` is
- * `"MCP_SERVER"`; `server` names it.
+ * with something that is not a tool list, its pages never end, or it lists
+ * more than 10,000 tools. `code` is `"MCP_SERVER"`; `server` names it.
  */
 export class McpServerError extends LoopctlError {
   /** The server at fault (its name from the handshake, or the `server` option). */

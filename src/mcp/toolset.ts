@@ -3,6 +3,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
+import { unlisten } from "../abort-signal.js";
 import { describeError } from "../engine/errors.js";
 import { descriptorFingerprint } from "../grant/index.js";
 import { markChanged } from "./changed.js";
@@ -46,6 +47,13 @@ export interface McpToolProblem {
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
 const MAX_PAGES = 1000;
+
+/**
+ * Tools a listing may give, over all its pages: far more than a model can be
+ * offered, and few enough that making them a toolset's tools (each schema
+ * compiled) holds the process up for seconds, not minutes.
+ */
+const MAX_TOOLS = 10_000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 
@@ -112,8 +120,17 @@ export class McpToolset implements ToolSource {
   readonly #transport: Transport;
   #tools: readonly Tool[] = Object.freeze([]);
   #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
-  /** The fingerprint each tool had when the toolset first saw it: a later one means it changed on the server. */
-  readonly #firstSeen = new Map<string, string>();
+  /**
+   * The fingerprint each tool had when the toolset first saw it (a later one means it changed on
+   * the server), kept while a tool of that name made here is alive (`live`): listed now, or held
+   * by a caller since, whose call may be approved against it. Not once all are gone, so that a
+   * server that lists new names without end costs what its current tools do.
+   */
+  readonly #firstSeen = new Map<string, { readonly fingerprint: string; live: number }>();
+  readonly #collected = new FinalizationRegistry<string>((name) => {
+    const seen = this.#firstSeen.get(name);
+    if (seen !== undefined && --seen.live === 0) this.#firstSeen.delete(name);
+  });
   #problems: readonly McpToolProblem[] = Object.freeze([]);
   /** Whether a listing is in progress, or due after the one in progress. */
   #following = false;
@@ -122,8 +139,11 @@ export class McpToolset implements ToolSource {
   #asked = 0;
   /** The last of those asks the tools answer: a listing begun after it has ended. */
   #answered = 0;
-  /** Settles when the listing in progress ends. */
+  /** Settles when the listing in progress ends, or the toolset closes. */
   #listingEnded: Promise<void> = Promise.resolve();
+  #endListing: () => void = () => {};
+  /** Aborted by `close()`: the `tools/list` request in flight, cancelled on the server. */
+  #request: AbortController | undefined;
   #lastError: McpServerError | undefined;
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
@@ -181,6 +201,7 @@ export class McpToolset implements ToolSource {
   async refresh(): Promise<readonly Tool[]> {
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     await this.#answer(this.#changed());
+    if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     if (this.#lastError !== undefined) throw this.#lastError;
     return this.#tools;
   }
@@ -188,14 +209,18 @@ export class McpToolset implements ToolSource {
   /**
    * Stops following the server: its notifications are no longer read, the
    * toolset has no tools, and calls to the tools it gave refuse to run (a
-   * toolset that no longer follows cannot know they are current). The
-   * client stays open: close it yourself.
+   * toolset that no longer follows cannot know they are current). A listing
+   * in progress is cancelled, and the calls and refreshes waiting for it
+   * are refused at once. The client stays open: close it yourself.
    */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#tools = Object.freeze([]);
     this.#byName = new Map();
+    // Waiters see the toolset closed now, not once the server answers (or the request times out).
+    this.#endListing();
+    this.#request?.abort("the toolset was closed");
     if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
   }
 
@@ -235,6 +260,7 @@ export class McpToolset implements ToolSource {
         const asked = this.#asked;
         let ended!: () => void;
         this.#listingEnded = new Promise((resolve) => (ended = resolve));
+        this.#endListing = ended;
         try {
           const listed = await this.#list();
           if (!this.#closed) this.#install(listed);
@@ -266,18 +292,31 @@ export class McpToolset implements ToolSource {
     const tools: McpTool[] = [];
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    const options = this.#options.timeoutMs === undefined ? undefined : { timeout: this.#options.timeoutMs };
+    const { timeoutMs } = this.#options;
     for (let page = 0; page < MAX_PAGES; page++) {
+      if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+      // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
+      const request = new AbortController();
+      this.#request = request;
+      const { signal } = request;
       let result: Awaited<ReturnType<McpClient["listTools"]>>;
       try {
-        result = await this.#client.listTools(cursor === undefined ? undefined : { cursor }, options);
+        result = await this.#client.listTools(
+          cursor === undefined ? undefined : { cursor },
+          timeoutMs === undefined ? { signal } : { signal, timeout: timeoutMs },
+        );
       } catch (error) {
         throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
+      } finally {
+        this.#request = undefined;
       }
       if (typeof result !== "object" || result === null || !Array.isArray(result.tools)) {
         throw new McpServerError(this.#server, "tools/list answered with something that is not a tool list");
       }
-      tools.push(...result.tools);
+      if (result.tools.length > MAX_TOOLS - tools.length)
+        throw new McpServerError(this.#server, `tools/list gave more than ${MAX_TOOLS} tools`);
+      // One by one: spread into a single call, a page of a few hundred thousand overflows the stack.
+      for (const tool of result.tools) tools.push(tool);
       const next = result.nextCursor;
       if (next === undefined) return tools;
       if (cursors.has(next))
@@ -322,9 +361,12 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error });
         continue;
       }
-      const first = this.#firstSeen.get(name);
-      if (first === undefined) this.#firstSeen.set(name, fingerprint);
-      else if (first !== fingerprint) markChanged(tool.descriptor);
+      let first = this.#firstSeen.get(name);
+      if (first === undefined) this.#firstSeen.set(name, (first = { fingerprint, live: 0 }));
+      else if (first.fingerprint !== fingerprint) markChanged(tool.descriptor);
+      // By its descriptor, which the tool holds, and which a hook or an ask may hold without it.
+      first.live += 1;
+      this.#collected.register(tool.descriptor, name);
       byName.set(name, { tool, fingerprint });
     }
     this.#problems = Object.freeze(problems);
@@ -387,8 +429,14 @@ export class McpToolset implements ToolSource {
           true,
         );
       }
+      // A signal for this call alone, which follows the caller's: the MCP SDK never removes the abort
+      // listener it adds to a request's signal, and the caller's outlives the call (a run's, say).
+      const request = new AbortController();
+      const onAbort = (): void => request.abort(context.signal.reason);
+      context.signal.addEventListener("abort", onAbort, { once: true });
+      if (context.signal.aborted) onAbort();
       const options =
-        timeoutMs === undefined ? { signal: context.signal } : { signal: context.signal, timeout: timeoutMs };
+        timeoutMs === undefined ? { signal: request.signal } : { signal: request.signal, timeout: timeoutMs };
       let result: CallToolResult;
       try {
         result = (await this.#client.callTool(
@@ -400,6 +448,8 @@ export class McpToolset implements ToolSource {
         // A cancel is the gate's to report; anything else is the server's failure to answer, named as such.
         if (context.signal.aborted) throw error;
         throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
+      } finally {
+        unlisten(context.signal, onAbort);
       }
       if (result.isError === true)
         throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);

@@ -19,6 +19,16 @@
  *   it announces `list_changed` while answering every `tools/list` (before
  *   the answer), so a client that follows it lists without end. Each listing
  *   is reported (`listed`).
+ * - `crowded <count> [<per page>]` (low-level Server): `count` tools (`t0`,
+ *   `t1`, …), listed `per page` to a page (all on one page without it).
+ * - `churning <n>` (low-level Server): each of its first `n` listings gives
+ *   `stable` and ten tools never listed before (`fresh<listing>_<i>`); the
+ *   first gives `held` and `dropped` too. Every later listing gives `stable`,
+ *   `held` and `dropped`, each with a new description.
+ * - `stalling` (low-level Server): one tool, `echo`. SIGUSR1 makes every
+ *   later `tools/list` go unanswered until the client cancels it, and
+ *   announces `list_changed`. Each such listing is reported when it starts
+ *   (`listing stalled`) and when cancelled (`cancelled listing`).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -182,9 +192,72 @@ async function restless(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function crowded(): Promise<void> {
+  const server = new Server({ name: "crowded", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = Array.from({ length: Number(process.argv[3]) }, (_, i) => ({
+    name: `t${i}`,
+    inputSchema: { type: "object" as const },
+  }));
+  const perPage = process.argv[4] === undefined ? tools.length : Number(process.argv[4]);
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+    const start = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
+    const next = start + perPage;
+    return { tools: tools.slice(start, next), ...(next < tools.length ? { nextCursor: String(next) } : {}) };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
+async function churning(): Promise<void> {
+  const server = new Server({ name: "churning", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const churns = Number(process.argv[3]);
+  const tool = (name: string, description = name) => ({ name, description, inputSchema: { type: "object" as const } });
+  let listings = 0;
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    listings += 1;
+    if (listings > churns)
+      return { tools: ["stable", "held", "dropped"].map((name) => tool(name, `${name}, changed`)) };
+    const fresh = Array.from({ length: 10 }, (_, i) => tool(`fresh${listings}_${i}`));
+    return { tools: [tool("stable"), ...(listings === 1 ? [tool("held"), tool("dropped")] : []), ...fresh] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
+async function stalling(): Promise<void> {
+  const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
+  const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
+  let stalled = false;
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    if (!stalled) return { tools };
+    report("listing stalled");
+    await new Promise<void>((resolve) => {
+      extra.signal.addEventListener(
+        "abort",
+        () => {
+          report("cancelled listing");
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    return { tools };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: "echoed" }] };
+  });
+  process.on("SIGUSR1", () => {
+    stalled = true;
+    void server.sendToolListChanged();
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
 else if (mode === "odd-ids") await oddIds();
 else if (mode === "restless") await restless();
+else if (mode === "stalling") await stalling();
+else if (mode === "crowded") await crowded();
+else if (mode === "churning") await churning();
 else throw new Error(`unknown mode ${String(mode)}`);

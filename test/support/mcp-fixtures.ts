@@ -76,7 +76,15 @@ async function start(command: string, args: readonly string[], clientOptions?: C
 
 /** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
 export function startFixture(
-  mode: "mutable" | "paged" | "paged broken" | "odd-ids" | "restless",
+  mode:
+    | "mutable"
+    | "paged"
+    | "paged broken"
+    | "odd-ids"
+    | "restless"
+    | "stalling"
+    | `crowded ${number}`
+    | `crowded ${number} ${number}`,
   clientOptions?: ClientOptions,
 ): Promise<Started> {
   return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
