@@ -26,6 +26,7 @@ import {
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
+import type { TcpProxy } from "./support/tcp-proxy.js";
 import { Db } from "../src/postgres/db.js";
 import { schemaNames } from "../src/postgres/schema.js";
 
@@ -84,6 +85,17 @@ async function parkAndApprove(
   expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
   expect(await parked).toEqual({ type: "approve" });
   return ask;
+}
+
+/** A worker whose connections all go through `proxy`, with a 1 s lease; closed after the test. */
+function workerThrough(proxy: TcpProxy): PostgresAskQueue {
+  const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+    schema: db.schema,
+    leaseMs: 1_000,
+    onError: () => undefined,
+  });
+  opened.push(worker);
+  return worker;
 }
 
 /** `promise`'s value, or "still waiting" when it takes over 6 s: a hang fails the assertion instead of the test's timeout. */
@@ -642,12 +654,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     try {
       // The first insert is swallowed, with all that follows on its connection; every other connection passes.
       proxy.stallConnectionOn(`INSERT INTO "${db.schema}".asks`);
-      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
-        schema: db.schema,
-        leaseMs: 1_000,
-        onError: () => undefined,
-      });
-      opened.push(worker);
+      const worker = workerThrough(proxy);
       const inbox = queue().approver();
       const first = makeAsk(1);
       const parkedFirst = park(worker, first).catch((error: unknown) => error);
@@ -695,12 +702,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     try {
       // The first check of the schema's version is swallowed; every other connection passes.
       proxy.stallConnectionOn(`FROM "${db.schema}".migrations`);
-      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
-        schema: db.schema,
-        leaseMs: 1_000,
-        onError: () => undefined,
-      });
-      opened.push(worker);
+      const worker = workerThrough(proxy);
       const inbox = queue().approver();
       const first = makeAsk(1);
       expect(await soon(park(worker, first).catch((error: unknown) => error))).toMatchObject({
