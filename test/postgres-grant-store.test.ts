@@ -227,6 +227,25 @@ describe("PostgresGrantStore fails closed", () => {
     }
   }, 30_000);
 
+  it("gives up a statement that gets no reply within replyMs: the call rejects, and the next goes through on a new connection", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      await store().save(read);
+      const pool = db.newPool(2, { connectionString: proxy.url });
+      const silent = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema, replyMs: 500 });
+      // The first read of the project's grants is swallowed, with all that follows on its connection.
+      proxy.stallConnectionOn(`"${db.schema}".grants`);
+      const started = Date.now();
+      const error = await silent.covering("read", "{}").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresQueryError);
+      expect((error as Error).message).toContain("no reply within 500 ms");
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect((await silent.load()).map((g) => g.tool)).toEqual(["read"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
   const malformed: readonly [string, string, (id: string) => unknown[]][] = [
     ["its id is not the id of its rule", "'read', 'allow', NULL", () => []],
     ["its arguments are not JSON", "'write', 'allow', '{path:'", () => []],
@@ -324,6 +343,11 @@ describe("PostgresGrantStore fails closed", () => {
       PostgresConfigError,
     );
     expect(() => new PostgresGrantStore({} as never, { project: "p" })).toThrow(PostgresConfigError);
+    for (const replyMs of [0, 299, 600_001, 1.5, Number.NaN, "1000"]) {
+      expect(() => new PostgresGrantStore(db.pool, { project: "p", replyMs: replyMs as never })).toThrow(
+        /PostgresGrantStore: replyMs must be an integer from 300 to 600000/,
+      );
+    }
     for (const options of [null, undefined, "p"]) {
       expect(() => new PostgresGrantStore(db.pool, options as never)).toThrow(PostgresConfigError);
     }

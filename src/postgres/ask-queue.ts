@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
+import { Db, positiveInteger, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
 import { isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -104,17 +104,6 @@ function poolEnding(pool: PgPool): boolean {
 function poolMax(pool: PgPool): number | undefined {
   const max = (pool as { options?: { max?: unknown } }).options?.max;
   return typeof max === "number" && Number.isFinite(max) && max > 0 ? max : undefined;
-}
-
-function positiveInteger(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new PostgresConfigError(
-      "PostgresAskQueue",
-      `${name} must be an integer from ${min} to ${max}, got ${String(value)}`,
-    );
-  }
-  return value;
 }
 
 function isDuplicate(error: unknown): boolean {
@@ -242,12 +231,19 @@ export class PostgresAskQueue {
     this.#pool = pool;
     this.#names = schemaNames("PostgresAskQueue", options.schema);
     this.schema = this.#names.name;
-    this.#leaseMs = positiveInteger("leaseMs", options.leaseMs, 15_000, 300, 600_000);
+    this.#leaseMs = positiveInteger("PostgresAskQueue", "leaseMs", options.leaseMs, 15_000, 300, 600_000);
     // A pooled connection that swallows a statement (an insert, say) must not hold up the ones after it.
     this.#db = new Db(pool, this.#names, this.#leaseMs);
     this.#table = this.#names.table("asks");
-    this.#rereadMs = positiveInteger("rereadMs", options.rereadMs, 5_000, 50, 600_000);
-    this.#keepEndedMs = positiveInteger("keepEndedMs", options.keepEndedMs, 86_400_000, 0, 365 * 86_400_000);
+    this.#rereadMs = positiveInteger("PostgresAskQueue", "rereadMs", options.rereadMs, 5_000, 50, 600_000);
+    this.#keepEndedMs = positiveInteger(
+      "PostgresAskQueue",
+      "keepEndedMs",
+      options.keepEndedMs,
+      86_400_000,
+      0,
+      365 * 86_400_000,
+    );
     if (options.onError !== undefined && typeof options.onError !== "function") {
       throw new PostgresConfigError("PostgresAskQueue", "onError must be a function");
     }

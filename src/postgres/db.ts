@@ -103,6 +103,22 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
   );
 }
 
+/** `value` when it is an integer from `min` to `max`, `fallback` when it is undefined; else a PostgresConfigError of `where`. */
+export function positiveInteger(
+  where: string,
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new PostgresConfigError(where, `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
 /** Throws unless `pool` looks like a node-postgres pool. */
 export function requirePool(where: string, pool: unknown): PgPool {
   const p = pool as Partial<PgPool> | null;

@@ -1,7 +1,7 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal } from "../grant/store.js";
-import { Db, requirePool } from "./db.js";
+import { Db, positiveInteger, requirePool } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
@@ -25,6 +25,16 @@ export interface PostgresGrantStoreOptions {
    * @default "loopctl"
    */
   readonly schema?: string;
+  /**
+   * How long a statement (or a save's transaction) may go without a reply,
+   * in ms, from 300 to 600000. A connection that has none by then is taken
+   * for dead (a network that swallows packets answers nothing and closes
+   * nothing): the call rejects with PostgresQueryError, the engine denies
+   * the call it was deciding, and the connection is closed rather than handed
+   * to the next call.
+   * @default 15000
+   */
+  readonly replyMs?: number;
 }
 
 /** Options of one {@link PostgresGrantStore} call. */
@@ -92,8 +102,8 @@ export class PostgresGrantStore implements GrantStore {
 
   /**
    * @throws {PostgresConfigError} for a missing project, one holding text
-   *   PostgreSQL cannot store (U+0000, a lone surrogate), a bad schema name
-   *   or something that is not a node-postgres pool.
+   *   PostgreSQL cannot store (U+0000, a lone surrogate), a bad schema name,
+   *   a `replyMs` out of range or something that is not a node-postgres pool.
    */
   constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
     requirePool("PostgresGrantStore", pool);
@@ -107,7 +117,8 @@ export class PostgresGrantStore implements GrantStore {
     this.#names = schemaNames("PostgresGrantStore", options.schema);
     this.project = project;
     this.schema = this.#names.name;
-    this.#db = new Db(pool, this.#names);
+    const replyMs = positiveInteger("PostgresGrantStore", "replyMs", options.replyMs, 15_000, 300, 600_000);
+    this.#db = new Db(pool, this.#names, replyMs);
     this.#table = this.#names.table("grants");
   }
 
