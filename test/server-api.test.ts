@@ -110,6 +110,26 @@ describe("createApprovalServer", () => {
     expect(reply.json).toEqual({ ok: true, inbox: "ok" });
   });
 
+  it("answers HEAD as GET without the body (an uptime monitor's probe of /healthz), but never opens an event stream for it", async () => {
+    const { server } = await start();
+    const auth = { authorization: `Bearer ${server.token}` };
+    const health = await request(`${server.url}healthz`, { method: "HEAD" });
+    expect(health.status).toBe(200);
+    expect(health.text).toBe("");
+    expect(health.headers["content-type"]).toMatch(/^application\/json/);
+    for (const path of ["", "api/asks", "api/grants", "api/records"]) {
+      const head = await request(`${server.url}${path}`, { method: "HEAD", headers: auth });
+      const got = await get(server, path, auth);
+      expect([path, head.status, head.text]).toEqual([path, got.status, ""]);
+      expect(head.headers["content-type"]).toBe(got.headers["content-type"]);
+    }
+    // Without the token, HEAD is refused as GET is.
+    expect((await request(`${server.url}api/asks`, { method: "HEAD" })).status).toBe(401);
+    const stream = await request(`${server.url}api/asks/stream`, { method: "HEAD", headers: auth });
+    expect(stream.status).toBe(405);
+    expect(stream.headers["allow"]).toBe("GET");
+  });
+
   it("refuses unusable options with a ServerConfigError naming the option", async () => {
     const [, approver] = ApprovalChannel.pair(1);
     cleanups.push(() => approver.close());
@@ -355,7 +375,7 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     const { server, auth } = await start();
     const reply = await request(`${server.url}api/asks`, { method: "PUT", headers: auth });
     expect(reply.status).toBe(405);
-    expect(reply.headers["allow"]).toBe("GET");
+    expect(reply.headers["allow"]).toBe("GET, HEAD");
     expect((await get(server, "api/nothing", auth)).status).toBe(404);
   });
 });

@@ -346,13 +346,13 @@ class Handler {
   async #route(req: IncomingMessage, res: ServerResponse, path: string, url: URL, method: string): Promise<void> {
     const asset = Object.hasOwn(CONSOLE_FILES, path) ? CONSOLE_FILES[path] : undefined;
     if (asset !== undefined) {
-      allow(method, "GET");
+      allow(method, "GET", "HEAD");
       const file = (await consoleAssets()).get(path);
       if (file === undefined) throw new Error(`console file for ${path} not loaded`);
       return sendBody(res, 200, file.type, file.body);
     }
     if (path === "/api/asks") {
-      allow(method, "GET");
+      allow(method, "GET", "HEAD");
       return sendJson(res, 200, { asks: (this.#board?.list() ?? []).map((entry) => this.#askView(entry)) });
     }
     if (path === "/api/asks/stream") {
@@ -365,7 +365,7 @@ class Handler {
       return this.#answer(req, res, decodePart(askMatch[1] as string));
     }
     if (path === "/api/grants") {
-      allow(method, "GET");
+      allow(method, "GET", "HEAD");
       return this.#listGrants(res);
     }
     const grantMatch = GRANT_PATH.exec(path);
@@ -374,14 +374,14 @@ class Handler {
       return this.#revoke(res, decodePart(grantMatch[1] as string));
     }
     if (path === "/api/records") {
-      allow(method, "GET");
+      allow(method, "GET", "HEAD");
       return this.#listRecords(res, url);
     }
     throw new HttpError(404, "not_found", "no such route");
   }
 
   #health(res: ServerResponse, method: string): void {
-    allow(method, "GET");
+    allow(method, "GET", "HEAD");
     const inbox = this.#board?.health ?? "none";
     const ok = inbox === "ok" || inbox === "none";
     sendJson(res, ok ? 200 : 503, { ok, inbox });
@@ -701,6 +701,11 @@ function decodePart(part: string): string {
   }
 }
 
+/**
+ * Refuses `method` with 405 unless it is one of `methods`. A route that reads
+ * takes HEAD as GET (Node sends no body for it): an uptime monitor probes
+ * with HEAD. The event stream does not, lest a HEAD open one.
+ */
 function allow(method: string, ...methods: string[]): void {
   if (!methods.includes(method)) {
     throw new HttpError(405, "method_not_allowed", `use ${methods.join(" or ")}`, {
