@@ -9,6 +9,7 @@ import {
   ToolDefinitionError,
   attachTranscript,
   describeError,
+  readingConfig,
 } from "./errors.js";
 import { Gate, attemptThrough, gatedTool } from "./gate.js";
 import type { GateOutcome } from "./gate.js";
@@ -150,22 +151,10 @@ function frozenAssistant(
 
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
-  let entries: unknown[];
-  try {
-    entries = Array.from(input as readonly unknown[]);
-  } catch (thrown) {
-    throw new EngineConfigError("Agent.run", `messages cannot be read: ${describeError(thrown)}`, { cause: thrown });
-  }
+  const entries = readingConfig("Agent.run", "messages", () => Array.from(input as readonly unknown[]));
   return entries.map((raw, index): Message => {
-    let parsed: ReturnType<typeof MessageSchema.safeParse>;
-    try {
-      parsed = MessageSchema.safeParse(raw);
-    } catch (thrown) {
-      // A message whose reads throw (a proxy, a getter) is not a message either.
-      throw new EngineConfigError("Agent.run", `messages[${index}] cannot be read: ${describeError(thrown)}`, {
-        cause: thrown,
-      });
-    }
+    // A message whose reads throw (a proxy, a getter) is not a message either.
+    const parsed = readingConfig("Agent.run", `messages[${index}]`, () => MessageSchema.safeParse(raw));
     if (!parsed.success)
       throw new EngineConfigError(
         "Agent.run",
@@ -246,15 +235,8 @@ export class Agent {
   constructor(options: AgentOptions) {
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
-    let read: { model: Model; tools: Toolset | ToolSource; managers: LoopManagers; instructions: string | undefined };
-    try {
-      read = agentOptions(options);
-    } catch (thrown) {
-      if (thrown instanceof EngineConfigError || thrown instanceof ToolDefinitionError) throw thrown;
-      // Options whose reads throw (a getter, a revoked proxy) are not options either.
-      throw new EngineConfigError("Agent", `the options cannot be read: ${describeError(thrown)}`, { cause: thrown });
-    }
-    const { model, tools, managers, instructions } = read;
+    // Options whose reads throw (a getter, a revoked proxy) are not options either.
+    const { model, tools, managers, instructions } = readingConfig("Agent", "the options", () => agentOptions(options));
     this.#tools = tools;
     this.#model = model;
     this.#settings = settingsOf(managers);
@@ -279,24 +261,14 @@ export class Agent {
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
-    let listed: boolean;
-    try {
-      listed = Array.isArray(input);
-    } catch (error) {
-      // A revoked proxy: not even its kind can be read.
-      throw new EngineConfigError("Agent.run", `messages cannot be read: ${describeError(error)}`, { cause: error });
-    }
+    // A revoked proxy: not even its kind can be read.
+    const listed = readingConfig("Agent.run", "messages", () => Array.isArray(input));
     if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
     else if (listed) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
-    let signal: unknown;
-    try {
-      signal = options.signal;
-    } catch (error) {
-      throw new EngineConfigError("Agent.run", `the options cannot be read: ${describeError(error)}`, { cause: error });
-    }
+    const signal: unknown = readingConfig("Agent.run", "the options", () => options.signal);
     const caller = callerSignal("Agent.run", signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);

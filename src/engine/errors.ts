@@ -1,4 +1,4 @@
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, describeError } from "../errors.js";
 import type { Message } from "./model.js";
 import type { GateDecision } from "./records.js";
 
@@ -129,5 +129,20 @@ export class EngineConfigError extends LoopctlError {
   constructor(option: string, message: string, options?: ErrorOptions) {
     super("ENGINE_CONFIG", `${option}: ${message}`, options);
     this.option = option;
+  }
+}
+
+/**
+ * Runs `read` over what an untyped caller handed to `option`. A loopctl error
+ * it throws stands; anything else its reads throw (a getter, a revoked proxy)
+ * is an {@link EngineConfigError} naming `option`: "`what` cannot be read",
+ * with what was thrown as `cause`. Internal to the engine.
+ */
+export function readingConfig<T>(option: string, what: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof LoopctlError) throw error;
+    throw new EngineConfigError(option, `${what} cannot be read: ${describeError(error)}`, { cause: error });
   }
 }

@@ -4,7 +4,7 @@ import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
 import { systemClock } from "./clock.js";
 import type { Clock, ClockInput } from "./clock.js";
-import { EngineConfigError, describeError } from "./errors.js";
+import { EngineConfigError, readingConfig } from "./errors.js";
 import type { Hook } from "./hooks.js";
 import { randomIdGen } from "./ids.js";
 import type { IdGen } from "./ids.js";
@@ -73,19 +73,6 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
   return value;
 }
 
-/**
- * Runs `read` over an argument from an untyped caller: what its reads throw
- * (a getter, a revoked proxy) is an {@link EngineConfigError} naming `option`.
- */
-function reading<T>(option: string, read: () => T): T {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof EngineConfigError) throw error;
-    throw new EngineConfigError(option, `the argument cannot be read: ${describeError(error)}`, { cause: error });
-  }
-}
-
 /** The settings of `managers`, for the engine's own modules. */
 export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
 
@@ -138,7 +125,7 @@ export class LoopManagers {
 
   /** Who answers asks. Without one, an ask is the headless denial (`ask_unresolved`). */
   withAskResolver(resolver: AskResolver): LoopManagers {
-    return reading("withAskResolver", () => {
+    return readingConfig("withAskResolver", "the argument", () => {
       if (!isObject(resolver) || typeof resolver.resolve !== "function") {
         throw new EngineConfigError("withAskResolver", "the resolver must have a resolve(ask, { signal }) method");
       }
@@ -163,7 +150,7 @@ export class LoopManagers {
 
   /** Adds a pre-tool-use hook after the ones already added. */
   withHook(hook: Hook): LoopManagers {
-    return reading("withHook", () => {
+    return readingConfig("withHook", "the argument", () => {
       if (!isObject(hook) || typeof hook.preToolUse !== "function") {
         throw new EngineConfigError("withHook", "a hook must have a preToolUse(call, context) method");
       }
@@ -210,7 +197,7 @@ export class LoopManagers {
    * @default Date.now and the global timers
    */
   withClock(clock: ClockInput): LoopManagers {
-    return reading("withClock", () => {
+    return readingConfig("withClock", "the argument", () => {
       if (!isObject(clock) || typeof clock.now !== "function") {
         throw new EngineConfigError("withClock", "the clock must have a now() method");
       }
@@ -248,7 +235,7 @@ export class LoopManagers {
 
   /** Remembers answers given with `remember`, and decides asks from them ("ask once and remember"). */
   withGrantStore(store: GrantStore): LoopManagers {
-    return reading("withGrantStore", () => {
+    return readingConfig("withGrantStore", "the argument", () => {
       const ok = isObject(store) && ["load", "save", "revoke", "clear"].every((m) => typeof store[m] === "function");
       if (!ok) throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
       return this.#with({ grantStore: store });
@@ -261,7 +248,7 @@ export class LoopManagers {
    * @default { maxTurns: DEFAULT_MAX_TURNS } (20 model requests), no token limit
    */
   withBudget(budget: BudgetOptions): LoopManagers {
-    return reading("withBudget", () => {
+    return readingConfig("withBudget", "the argument", () => {
       if (typeof budget !== "object" || budget === null)
         throw new EngineConfigError("withBudget", "the budget must be an object");
       const next: { maxTurns?: number; maxTokens?: number } = {};
@@ -280,7 +267,7 @@ export class LoopManagers {
    * non-JSON arguments count too (see {@link LoopDetectionOptions}).
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
-    return reading("withLoopDetection", () => {
+    return readingConfig("withLoopDetection", "the argument", () => {
       if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
       return this.#with({
         loopDetection: Object.freeze({
@@ -292,7 +279,7 @@ export class LoopManagers {
 
   /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one). */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
-    return reading("withCircuitBreaker", () => {
+    return readingConfig("withCircuitBreaker", "the argument", () => {
       if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
       return this.#with({
         circuitBreaker: Object.freeze({

@@ -1,4 +1,4 @@
-import { EngineConfigError, describeError } from "./errors.js";
+import { EngineConfigError, readingConfig } from "./errors.js";
 import type { Middleware } from "./middleware.js";
 
 /**
@@ -219,17 +219,8 @@ function compileRules(options: PermissionOptions): Rules {
  * ```
  */
 export function permissionMiddleware(options: PermissionOptions): Middleware {
-  let rules: Rules;
-  try {
-    rules = compileRules(options);
-  } catch (error) {
-    if (error instanceof EngineConfigError) throw error;
-    // Options whose reads throw (a getter, a revoked proxy) are not rules either.
-    throw new EngineConfigError("permissionMiddleware", `the options cannot be read: ${describeError(error)}`, {
-      cause: error,
-    });
-  }
-  const { compiled, defaultAction } = rules;
+  // Options whose reads throw (a getter, a revoked proxy) are not rules either.
+  const { compiled, defaultAction } = readingConfig("permissionMiddleware", "the options", () => compileRules(options));
   return (call, context, next) => {
     const hit = compiled.find((entry) => entry.matches(call.name, call.input));
     const action = hit?.rule.action ?? defaultAction;
