@@ -1,5 +1,6 @@
 import type { AskResolver } from "../ask/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { isGrantStore } from "../grant/store.js";
 import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
 import { systemClock } from "./clock.js";
@@ -236,8 +237,8 @@ export class LoopManagers {
   /** Remembers answers given with `remember`, and decides asks from them ("ask once and remember"). */
   withGrantStore(store: GrantStore): LoopManagers {
     return readingConfig("withGrantStore", "the argument", () => {
-      const ok = isObject(store) && ["load", "save", "revoke", "clear"].every((m) => typeof store[m] === "function");
-      if (!ok) throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
+      if (!isGrantStore(store))
+        throw new EngineConfigError("withGrantStore", "the store must implement load, save, revoke and clear");
       return this.#with({ grantStore: store });
     });
   }

@@ -3,7 +3,7 @@ import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor 
 import { GrantConfigError, GrantRecordError, shownValue } from "./errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
-import { callSignal, type GrantStore, type StoreCallOptions } from "./store.js";
+import { callSignal, isGrantStore, type GrantStore, type StoreCallOptions } from "./store.js";
 
 /**
  * What the remembered grants say about one call:
@@ -195,12 +195,7 @@ export class GrantPolicy {
    *   `save`, `revoke` and `clear` as functions.
    */
   constructor(store: GrantStore) {
-    const methods = store as Partial<Record<keyof GrantStore, unknown>> | null;
-    if (
-      typeof methods !== "object" ||
-      methods === null ||
-      !(["load", "save", "revoke", "clear"] as const).every((name) => typeof methods[name] === "function")
-    ) {
+    if (!isGrantStore(store)) {
       throw new GrantConfigError(
         "GrantPolicy",
         "store",

@@ -43,6 +43,13 @@ export interface GrantStore {
   covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
 }
 
+/** Whether `value` has what every grant store has: `load`, `save`, `revoke` and `clear` as functions. */
+export function isGrantStore(value: unknown): value is GrantStore {
+  if (typeof value !== "object" || value === null) return false;
+  const methods = value as Partial<Record<keyof GrantStore, unknown>>;
+  return (["load", "save", "revoke", "clear"] as const).every((name) => typeof methods[name] === "function");
+}
+
 /**
  * @internal The signal of a store call's `options` from an untyped caller,
  * checked before anything else the call is given: the built-in stores listen
