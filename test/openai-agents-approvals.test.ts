@@ -1,4 +1,4 @@
-import { Agent, RunState, Runner, tool } from "@openai/agents";
+import { Agent, RunContext, RunState, Runner, tool } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -607,6 +607,43 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       ["deploy", "ask_allowed"],
       ["deploy", "ask_allowed"],
     ]);
+  });
+
+  it("runs that share one RunContext share its approvals: their calls under one id are a typed error, and none takes another's approval", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const runner = new Runner();
+    const deploy = approvals.tools([tools(executed).deploy]);
+    const context = new RunContext({});
+    const model = new FakeModel([deployTurn("call_0", "1"), deployTurn("call_0", "3"), { text: "deployed" }]);
+    const agent = new Agent({ name: "ops", model, tools: deploy });
+    let third: unknown;
+    const running = approvals.run(async (input) => {
+      // As the approved call_0 waits to resume, a run of the same agent on the same context sends its own call_0,
+      // with other arguments: the SDK finds it approved on the shared context.
+      if (typeof input !== "string") third = await runner.run(agent, "ship 3", { context }).catch((e: unknown) => e);
+      return runner.run(agent, input, { context });
+    }, "ship 1");
+    const asked = (await approver.next())!;
+    // Another run on the context, interrupted under the same id while the first call is asked about.
+    const otherModel = new FakeModel([deployTurn("call_0", "2"), { text: "x" }]);
+    const collided = (await approvals
+      .run(
+        (input) => runner.run(new Agent({ name: "ops", model: otherModel, tools: deploy }), input, { context }),
+        "ship 2",
+      )
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(collided).toBeInstanceOf(AgentsApprovalError);
+    expect(collided.message).toContain('"call_0"');
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(asked.id, { type: "approve" })).toBe(true);
+    const result = await running;
+    expect((third as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(result.finalOutput).toBe("deployed");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(approver.pending).toBe(0);
   });
 
   it("settles a streamed run: waits for each stream to end, so every interruption is answered once and every approved call runs", async () => {

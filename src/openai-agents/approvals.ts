@@ -80,6 +80,8 @@ interface Approved {
   readonly wrapped: Wrapped;
   /** The context of the run state it was approved on: only that run's resume may execute it. */
   readonly context: RunContext<any>;
+  /** The arguments as the model sent them in the interruption: only a call with exactly these may execute it. */
+  readonly arguments: string | undefined;
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
@@ -411,6 +413,7 @@ export class AgentApprovals {
             this.#approved.set(key, {
               wrapped,
               context,
+              arguments: item.arguments,
               input,
               signal: callSignal,
               done: { resolve, reject },
@@ -464,11 +467,12 @@ export class AgentApprovals {
     const key = callKey(runId, callId);
     const open = this.#approved.get(key);
     // The interruption's gate call, still open, if this is its call: of its tool, in the run whose state
-    // approved it, and which that state still says is approved.
+    // approved it, with the arguments it was interrupted with, and which that state still says is approved.
     if (
       open !== undefined &&
       open.wrapped === wrapped &&
       open.context === context &&
+      open.arguments === text &&
       context.isToolApproved({ toolName: descriptor.name, callId }) === true
     ) {
       // Run exactly what was approved.
