@@ -1,4 +1,4 @@
-import { Agent, RunState, Runner, tool } from "@openai/agents";
+import { Agent, RunContext, RunState, Runner, tool } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -463,7 +463,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(second.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
   });
 
-  it("calls that share a call id, in one turn or in two runs at once, are a typed error before anyone is asked", async () => {
+  it("calls that share a call id in one turn are a typed error before anyone is asked", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([
       {
@@ -482,29 +482,49 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toEqual([]);
     expect(s.executed).toEqual([]);
     expect(s.records).toEqual([]);
+  });
 
-    // Two runs at once whose models both call their deploy "call_0": each must run its own arguments.
-    const [channel, approver] = ApprovalChannel.pair(2);
-    const approvals = new AgentApprovals({ resolver: channel });
+  it("two runs at once whose models both number their call call_0: each is asked in its own run and takes its own answer", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver: channel,
+      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
     const executed: unknown[] = [];
     const runner = new Runner();
-    const agentFor = (version: string): Agent =>
-      new Agent({
-        name: "ops",
-        model: new FakeModel([deployTurn("call_0", version), { text: `deployed ${version}` }]),
-        tools: approvals.tools([tools(executed).deploy]),
-      });
-    const first = approvals.run((input) => runner.run(agentFor("1"), input), "go");
-    const asked = await approver.next();
-    const second = approvals.run((input) => runner.run(agentFor("2"), input), "go");
-    await expect(second).rejects.toBeInstanceOf(AgentsApprovalError);
-    expect(approver.resolve(asked!.id, { type: "approve" })).toBe(true);
-    expect((await first).finalOutput).toBe("deployed 1");
+    const deploy = approvals.tools([tools(executed).deploy]);
+    const first = new FakeModel([deployTurn("call_0", "1"), { text: "done 1" }]);
+    const second = new FakeModel([deployTurn("call_0", "2"), { text: "done 2" }]);
+    const running = [first, second].map((model) =>
+      approvals.run((input) => runner.run(new Agent({ name: "ops", model, tools: deploy }), input), "ship"),
+    );
+    const asks = [(await approver.next())!, (await approver.next())!];
+    const askOf = (version: string): PendingAsk =>
+      asks.find((ask) => ask.argsDigest === argsDigest({ env: "prod", version }))!;
+    expect(askOf("1")).toMatchObject({ callId: "call_0" });
+    expect(askOf("2")).toMatchObject({ callId: "call_0" });
+    expect(askOf("1").runId).not.toBe(askOf("2").runId);
+    // The second run's refusal comes first; neither answer reaches the other run's call.
+    expect(approver.resolve(askOf("2").id, { type: "deny" })).toBe(true);
+    expect(approver.resolve(askOf("1").id, { type: "approve" })).toBe(true);
+    const [one, two] = await Promise.all(running);
+    expect(one!.finalOutput).toBe("done 1");
+    expect(two!.finalOutput).toBe("done 2");
     expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(first)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(shownResults(second)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+    expect(records).toHaveLength(2);
+    expect(records).toContainEqual(
+      expect.objectContaining({ verdict: "ask_denied", argsDigest: argsDigest({ env: "prod", version: "2" }) }),
+    );
+    expect(records).toContainEqual(
+      expect.objectContaining({ verdict: "ask_allowed", argsDigest: argsDigest({ env: "prod", version: "1" }) }),
+    );
     expect(approver.pending).toBe(0);
   });
 
-  it("a call under a call id another run's call has in flight is a typed error: it cannot be checked apart from that call", async () => {
+  it("another run's call under the id of a call in flight is checked as its own call", async () => {
     const restarted: unknown[] = [];
     const restart = restartTool(restarted);
     // A hook that takes its time over a restart, then moves it to prod.
@@ -533,66 +553,97 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       "restart staging",
     );
     await inHook;
-    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
-    const second = (await runner
-      .run(new Agent({ name: "ops", model: reading, tools: approvals.tools([tools([]).status]) }), "status?")
-      .catch((e: unknown) => e)) as { error?: unknown };
-    expect(second.error).toBeInstanceOf(AgentsApprovalError);
-    expect(second.error).toMatchObject({ tool: "status", message: expect.stringContaining('"call_0"') as unknown });
-    expect(reading.inputs).toHaveLength(1);
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "green" }]);
+    const second = await runner.run(
+      new Agent({ name: "ops", model: reading, tools: approvals.tools([tools([]).status]) }),
+      "status?",
+    );
+    expect(second.finalOutput).toBe("green");
+    expect(shownResults(reading)).toEqual({ call_0: "staging is green" });
     release();
     expect((await first).finalOutput).toBe("ok");
+    // The restart, modified into prod, is still asked about as its own call.
     expect(asks).toMatchObject([{ tool: "restart", argsDigest: argsDigest({ env: "prod" }) }]);
     expect(restarted).toEqual([]);
     expect(shownResults(restarting)).toEqual({ call_0: "Permission denied by approver for tool 'restart'" });
   });
 
-  it("an approved call waiting for its run to resume is run by that run alone, not by another run's call under its id", async () => {
-    const s = setup(() => ({ type: "approve" }));
-    const { agent, model } = s.agent([deployTurn("call_0", "1"), { text: "deployed" }]);
-    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
-    const other = new Agent({ name: "ops", model: reading, tools: s.approvals.tools([tools([]).status]) });
-    let second: unknown;
-    const result = await s.approvals.run(async (input) => {
-      // Another run's status call, under the same id, runs while this run's deploy waits to resume.
-      if (typeof input !== "string") second = await s.runner.run(other, "status?").catch((e: unknown) => e);
-      return s.runner.run(agent, input);
-    }, "go");
-    expect((second as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
-    expect(reading.inputs).toHaveLength(1);
-    expect(result.finalOutput).toBe("deployed");
-    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
-    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
-    expect(s.asks).toHaveLength(1);
-    expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
-    expect(s.records).toHaveLength(1);
-  });
-
-  it("an approved call waiting for its run to resume is not taken by another run of the same tool whose state approved its id by hand", async () => {
+  it("an approved call waiting for its run to resume is run by that run alone; another run's calls under its id are their own", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { deploy, status } = tools(s.executed);
     const shared = s.approvals.tools([deploy, status]);
     const model = new FakeModel([deployTurn("call_0", "1"), { text: "deployed" }]);
     const agent = new Agent({ name: "ops", model, tools: shared });
+    const reading = new FakeModel([{ calls: [["call_0", "status", { env: "staging" }]] }, { text: "ok" }]);
     const otherModel = new FakeModel([deployTurn("call_0", "2"), { text: "deployed too" }]);
     const other = new Agent({ name: "ops", model: otherModel, tools: shared });
-    let second: unknown;
+    const seen: unknown[] = [];
     const result = await s.approvals.run(async (input) => {
       if (typeof input !== "string") {
-        // Another run of the same tool, interrupted under the same call id and approved by hand on its own state.
+        // While this run's approved deploy waits to resume: another run's status call under its id,
+        seen.push(
+          (await s.runner.run(new Agent({ name: "ops", model: reading, tools: shared }), "status?")).finalOutput,
+        );
+        // and another run of the same tool, interrupted under its id and approved by hand on its own state.
         const interrupted = await s.runner.run(other, "ship 2");
         interrupted.state.approve(interrupted.interruptions[0]!);
-        second = await s.runner.run(other, interrupted.state).catch((e: unknown) => e);
+        seen.push((await s.runner.run(other, interrupted.state)).finalOutput);
       }
       return s.runner.run(agent, input);
     }, "ship 1");
-    expect((second as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(seen).toEqual(["ok", "deployed too"]);
+    expect(shownResults(reading)).toEqual({ call_0: "staging is green" });
+    expect(shownResults(otherModel)).toEqual({ call_0: "deployed 2 to prod" });
     expect(result.finalOutput).toBe("deployed");
-    // The approved call ran once, in its own run; the other run's call never ran this one's arguments.
-    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
     expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
-    expect(s.records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+    // Each approved call ran once, with its own arguments; only the run settle answered asked anyone.
+    expect(s.executed).toEqual([
+      { env: "prod", version: "2" },
+      { env: "prod", version: "1" },
+    ]);
     expect(s.asks).toHaveLength(1);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["status", "allow"],
+      ["deploy", "ask_allowed"],
+      ["deploy", "ask_allowed"],
+    ]);
+  });
+
+  it("runs that share one RunContext share its approvals: their calls under one id are a typed error, and none takes another's approval", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const runner = new Runner();
+    const deploy = approvals.tools([tools(executed).deploy]);
+    const context = new RunContext({});
+    const model = new FakeModel([deployTurn("call_0", "1"), deployTurn("call_0", "3"), { text: "deployed" }]);
+    const agent = new Agent({ name: "ops", model, tools: deploy });
+    let third: unknown;
+    const running = approvals.run(async (input) => {
+      // As the approved call_0 waits to resume, a run of the same agent on the same context sends its own call_0,
+      // with other arguments: the SDK finds it approved on the shared context.
+      if (typeof input !== "string") third = await runner.run(agent, "ship 3", { context }).catch((e: unknown) => e);
+      return runner.run(agent, input, { context });
+    }, "ship 1");
+    const asked = (await approver.next())!;
+    // Another run on the context, interrupted under the same id while the first call is asked about.
+    const otherModel = new FakeModel([deployTurn("call_0", "2"), { text: "x" }]);
+    const collided = (await approvals
+      .run(
+        (input) => runner.run(new Agent({ name: "ops", model: otherModel, tools: deploy }), input, { context }),
+        "ship 2",
+      )
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(collided).toBeInstanceOf(AgentsApprovalError);
+    expect(collided.message).toContain('"call_0"');
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(asked.id, { type: "approve" })).toBe(true);
+    const result = await running;
+    expect((third as { error?: unknown }).error).toBeInstanceOf(AgentsApprovalError);
+    expect(result.finalOutput).toBe("deployed");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(approver.pending).toBe(0);
   });
 
   it("settles a streamed run: waits for each stream to end, so every interruption is answered once and every approved call runs", async () => {

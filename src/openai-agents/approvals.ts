@@ -8,7 +8,9 @@ import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
-import { withApprovalHook } from "../engine/managers.js";
+import { checkedId } from "../engine/ids.js";
+import type { IdGen } from "../engine/ids.js";
+import { settingsOf, withApprovalHook } from "../engine/managers.js";
 import { cancelledBy } from "../engine/signals.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
@@ -65,7 +67,7 @@ interface Wrapped {
   readonly descriptor: ToolDescriptor;
 }
 
-/** A gated call in progress: whose tool, and (while a tool runs) the run's context. */
+/** A gated call in progress: whose tool, and (while a tool runs) the run's context. Kept under {@link callKey}. */
 interface InFlight {
   readonly wrapped: Wrapped;
   readonly context: RunContext<any> | undefined;
@@ -73,11 +75,13 @@ interface InFlight {
   readonly wantsApproval: boolean | undefined;
 }
 
-/** An approved interruption whose gate call waits for the SDK to execute it on resume. */
+/** An approved interruption whose gate call waits for the SDK to execute it on resume. Kept under {@link callKey}. */
 interface Approved {
   readonly wrapped: Wrapped;
   /** The context of the run state it was approved on: only that run's resume may execute it. */
   readonly context: RunContext<any>;
+  /** The arguments as the model sent them in the interruption: only a call with exactly these may execute it. */
+  readonly arguments: string | undefined;
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
@@ -93,6 +97,15 @@ function parseArguments(text: string | undefined): unknown {
     // Not JSON: the gate refuses the call before anyone is asked about it.
     return undefined;
   }
+}
+
+/**
+ * Where a call's state is kept: under its run's id and its call id. The SDK's
+ * call ids are unique only within a run (some servers number calls `call_0`,
+ * `call_1`… afresh every turn), so two runs' calls under one id are two calls.
+ */
+function callKey(runId: string, callId: string): string {
+  return `${runId} ${callId}`;
 }
 
 function callIdOf(item: RunToolApprovalItem): string {
@@ -169,6 +182,14 @@ export class AgentApprovals {
   readonly #policy: GrantPolicy | undefined;
   readonly #prompt: Omit<CallPromptOptions, "notes">;
   readonly #sessionId: string | undefined;
+  readonly #idGen: IdGen;
+  /**
+   * The run id of each run's context. The SDK hands a run's tools and its
+   * `needsApproval` the run state's own `RunContext` (the object a resume
+   * carries on), so that object is the run: its calls are gated under this id,
+   * which the gate's hooks, asks and records carry.
+   */
+  readonly #runIds = new WeakMap<RunContext<any>, string>();
   readonly #wrapped = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
@@ -198,11 +219,12 @@ export class AgentApprovals {
     this.#resolver = resolver;
     this.#prompt = promptOptions(prompt);
     this.#sessionId = sessionId;
+    this.#idGen = settingsOf(managers).idGen;
     this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
     // The approval hook runs after the application's hooks, on the arguments they let through: a hook's
     // allow or modify never skips the approval the SDK (or the tool's needsApproval) requires.
     let parts = withApprovalHook(
-      managers.withAskResolver({ resolve: (ask, opts) => this.#resolve(ask.callId, ask, opts) }),
+      managers.withAskResolver({ resolve: (ask, opts) => this.#resolve(ask, opts) }),
       this.#approvalHook(),
     );
     if (grants !== undefined) parts = parts.withGrantStore(grants);
@@ -261,8 +283,9 @@ export class AgentApprovals {
    * settles: read its events in `resume` before returning it.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
-   *   here, or under a call id another call of the turn or in flight has
-   *   (before anyone is asked anything).
+   *   here, or under a call id another call of its run has, in the turn or
+   *   in flight (before anyone is asked anything). Other runs' calls under
+   *   the same id are their own.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
   async settle<R extends InterruptedResult>(
@@ -274,13 +297,14 @@ export class AgentApprovals {
     await ended(current);
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
-      this.#checkCallIds(items);
+      const context = current.state._context;
+      this.#checkCallIds(items, this.#runIdOf(context));
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
       const settled = await Promise.allSettled(
         items.map(({ item, wrapped }) =>
-          this.#decide(wrapped, item, current.state._context, signal).catch((error: unknown) => {
+          this.#decide(wrapped, item, context, signal).catch((error: unknown) => {
             batch.abort(error);
             throw error;
           }),
@@ -303,9 +327,9 @@ export class AgentApprovals {
         // An approved call the run did not execute still ends, with its record.
         for (const decision of decisions) {
           if (decision.type !== "approved") continue;
-          const open = this.#approved.get(decision.callId);
+          const open = this.#approved.get(decision.key);
           if (open !== undefined) {
-            this.#approved.delete(decision.callId);
+            this.#approved.delete(decision.key);
             open.done.reject(new AgentsApprovalError(decision.tool, "the run did not execute the approved call"));
           }
         }
@@ -316,18 +340,22 @@ export class AgentApprovals {
   }
 
   /**
-   * The SDK keeps approvals by call id: two calls under one id (a model that
-   * repeats an id in a turn, another run's call in flight) cannot be answered
-   * apart, and the approval of one would run the other.
+   * The SDK keeps a run's approvals by call id: two calls of one run under one
+   * id (a model that repeats an id in a turn, a call of the run still in
+   * flight, runs that share one `RunContext`) cannot be answered apart, and
+   * the approval of one would run the other. Other runs' calls are their own.
    */
-  #checkCallIds(items: readonly { readonly item: RunToolApprovalItem; readonly wrapped: Wrapped }[]): void {
+  #checkCallIds(
+    items: readonly { readonly item: RunToolApprovalItem; readonly wrapped: Wrapped }[],
+    runId: string,
+  ): void {
     const ids = new Set<string>();
     for (const { item, wrapped } of items) {
       const callId = callIdOf(item);
-      if (ids.has(callId) || this.#inFlight.has(callId))
+      if (ids.has(callId) || this.#inFlight.has(callKey(runId, callId)))
         throw new AgentsApprovalError(
           wrapped.descriptor.name,
-          `the call id ${JSON.stringify(callId)} is also another call's, in this turn or in flight; calls under one id cannot be answered apart`,
+          `the call id ${JSON.stringify(callId)} is also another call's of this run, in this turn or in flight; calls under one id cannot be answered apart`,
         );
       ids.add(callId);
     }
@@ -358,34 +386,44 @@ export class AgentApprovals {
     context: RunContext<any>,
     signal: AbortSignal | undefined,
   ): Promise<
-    | { type: "approved"; callId: string; tool: string; outcome: Promise<GateOutcome> }
+    | { type: "approved"; key: string; tool: string; outcome: Promise<GateOutcome> }
     | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
   > {
     const callId = callIdOf(item);
+    const runId = this.#runIdOf(context);
+    const key = callKey(runId, callId);
     const tool = wrapped.descriptor.name;
     let approved!: () => void;
     const entered = new Promise<"approved">((resolve) => {
       approved = () => resolve("approved");
     });
-    this.#inFlight.set(callId, { wrapped, context: undefined, wantsApproval: true });
+    this.#inFlight.set(key, { wrapped, context: undefined, wantsApproval: true });
     const outcome = this.gate
       .call(
         {
           tool: wrapped.descriptor,
           callId,
           input: parseArguments(item.arguments),
+          runId,
           ...(signal === undefined ? {} : { signal }),
           ...this.#session(),
         },
         (input, { signal: callSignal }) =>
           new Promise((resolve, reject) => {
-            this.#approved.set(callId, { wrapped, context, input, signal: callSignal, done: { resolve, reject } });
+            this.#approved.set(key, {
+              wrapped,
+              context,
+              arguments: item.arguments,
+              input,
+              signal: callSignal,
+              done: { resolve, reject },
+            });
             approved();
           }),
       )
-      .finally(() => this.#inFlight.delete(callId));
+      .finally(() => this.#inFlight.delete(key));
     const first = await Promise.race([entered, outcome]);
-    if (first === "approved") return { type: "approved", callId, tool, outcome };
+    if (first === "approved") return { type: "approved", key, tool, outcome };
     // Before its execute, a gate call can only end refused (or reject, on cancel).
     if (first.type !== "refused")
       throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
@@ -425,17 +463,20 @@ export class AgentApprovals {
   async #invoke(wrapped: Wrapped, context: RunContext<any>, text: string, details: Details): Promise<unknown> {
     const { original, descriptor } = wrapped;
     const callId = details?.toolCall?.callId ?? "";
-    const open = this.#approved.get(callId);
+    const runId = this.#runIdOf(context);
+    const key = callKey(runId, callId);
+    const open = this.#approved.get(key);
     // The interruption's gate call, still open, if this is its call: of its tool, in the run whose state
-    // approved it (another run's state may approve the same id), which still says it is approved.
+    // approved it, with the arguments it was interrupted with, and which that state still says is approved.
     if (
       open !== undefined &&
       open.wrapped === wrapped &&
       open.context === context &&
+      open.arguments === text &&
       context.isToolApproved({ toolName: descriptor.name, callId }) === true
     ) {
       // Run exactly what was approved.
-      this.#approved.delete(callId);
+      this.#approved.delete(key);
       this.#approvalsOf(context).delete(callId);
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
@@ -449,13 +490,14 @@ export class AgentApprovals {
         throw error;
       }
     }
-    // The gate's hook and resolver find a call by its id: another call under it, in flight, would be taken for this one.
-    if (this.#inFlight.has(callId))
+    // The gate's hook and resolver find a call by its run and its id: another call of the run under it, in flight
+    // (an approved one waiting for its resume included), would be taken for this one.
+    if (this.#inFlight.has(key))
       throw new AgentsApprovalError(
         descriptor.name,
-        `the call id ${JSON.stringify(callId)} is also another call's, in flight; calls under one id cannot be checked apart`,
+        `the call id ${JSON.stringify(callId)} is also another call's of this run, in flight; calls under one id cannot be checked apart`,
       );
-    this.#inFlight.set(callId, { wrapped, context, wantsApproval: undefined });
+    this.#inFlight.set(key, { wrapped, context, wantsApproval: undefined });
     let outcome: GateOutcome;
     try {
       outcome = await this.gate.call(
@@ -463,13 +505,14 @@ export class AgentApprovals {
           tool: descriptor,
           callId,
           input: parseArguments(text),
+          runId,
           ...(details?.signal === undefined ? {} : { signal: details.signal }),
           ...this.#session(),
         },
         (input, { signal }) => original.invoke(context, JSON.stringify(input), { ...details, signal }),
       );
     } finally {
-      this.#inFlight.delete(callId);
+      this.#inFlight.delete(key);
     }
     switch (outcome.type) {
       case "ran":
@@ -492,8 +535,8 @@ export class AgentApprovals {
   #approvalHook(): Hook {
     return {
       name: "openai-agents:needsApproval",
-      preToolUse: async (call) => {
-        const entry = this.#inFlight.get(call.id);
+      preToolUse: async (call, { runId }) => {
+        const entry = this.#inFlight.get(callKey(runId, call.id));
         if (entry === undefined) return { type: "allow" };
         const wants =
           entry.wantsApproval ?? (await entry.wrapped.original.needsApproval(entry.context!, call.input, call.id));
@@ -510,11 +553,11 @@ export class AgentApprovals {
    * arguments it was interrupted with; every other ask goes to the resolver.
    */
   #resolve(
-    callId: string,
     ask: Parameters<AskResolver["resolve"]>[0],
     options: Parameters<AskResolver["resolve"]>[1],
   ): Promise<AskResolution> {
-    const entry = this.#inFlight.get(callId);
+    const { callId } = ask;
+    const entry = this.#inFlight.get(callKey(ask.runId, callId));
     if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) {
       const unused = this.#approvalsOf(entry.context);
       const shown = unused.get(callId);
@@ -522,6 +565,16 @@ export class AgentApprovals {
         return Promise.resolve({ type: "approve" });
     }
     return this.#resolver.resolve(ask, options);
+  }
+
+  /** The run id calls on `context` are gated under (the managers' id generator makes it, once per run). */
+  #runIdOf(context: RunContext<any>): string {
+    let runId = this.#runIds.get(context);
+    if (runId === undefined) {
+      runId = checkedId(this.#idGen());
+      this.#runIds.set(context, runId);
+    }
+    return runId;
   }
 
   /** The call ids interrupted on `context` whose approval no call has used yet, with the sha256 of their arguments. */
