@@ -359,11 +359,11 @@ export class Agent {
     try {
       return this.#newId();
     } catch (thrown) {
-      // #newId fails only with an EngineConfigError naming withIdGen: the same words, now as a run stop.
+      // #newId fails only with an EngineConfigError naming its option: the same words, now as a run stop.
       const failure = thrown as EngineConfigError;
       throw new RunConfigError(
-        "withIdGen",
-        failure.message.slice("withIdGen: ".length),
+        failure.option,
+        failure.message.slice(`${failure.option}: `.length),
         failure.cause === undefined ? undefined : { cause: failure.cause },
       );
     }
