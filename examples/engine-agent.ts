@@ -99,7 +99,7 @@ try {
   await new Agent({ model: endless, tools: [readFile] }).run("read every note");
 } catch (error) {
   if (!(error instanceof RunStoppedError)) throw error;
-  // CancelledError, LoopDetectedError, BudgetExceededError or ModelError: what the run made is kept.
+  // CancelledError, LoopDetectedError, BudgetExceededError, ModelError or RunConfigError: what the run made is kept.
   const last = error.records.at(-1);
   console.log(`${error.name} ${error.code}: ${error.message}`);
   console.log(`kept ${error.records.length} records (the last: ${last?.verdict} ${last?.ruleId}) and ${error.messages.length} messages`);

@@ -814,8 +814,13 @@ describe("gateTools: streaming tools (async *execute)", () => {
     expect(records).toHaveLength(2);
     expect(records).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ tool: "lookup", verdict: "deny", ruleId: "no-keys", ruleSource: "middleware" }),
-        expect.objectContaining({ tool: "lookup", verdict: "allow" }),
+        // The tool ran: its record says so, and why its output was withheld.
+        expect.objectContaining({
+          tool: "lookup",
+          verdict: "allow",
+          reason: "output withheld by middleware rule 'no-keys'",
+        }),
+        expect.objectContaining({ tool: "lookup", verdict: "allow", reason: null }),
       ]),
     );
     expect(model.doStreamCalls[1]!.prompt.at(-1)?.content).toMatchObject([

@@ -7,6 +7,8 @@ import {
   EngineConfigError,
   LoopManagers,
   ModelError,
+  RunConfigError,
+  RunStoppedError,
   ToolDefinitionError,
   defineTool,
 } from "loopctl/engine";
@@ -149,9 +151,12 @@ describe("the loop around the gate", () => {
       "two:z",
     ]);
     tools = [echo("dup"), echo("dup")];
-    await expect(
-      new Agent({ model: new ScriptedModel([{ text: "x" }]), tools: source }).run("go"),
-    ).rejects.toBeInstanceOf(ToolDefinitionError);
+    const duplicate = await new Agent({ model: new ScriptedModel([{ text: "x" }]), tools: source })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect(duplicate).toBeInstanceOf(RunConfigError);
+    expect(duplicate).toMatchObject({ option: "ToolSource.current" });
+    expect((duplicate as Error).cause).toBeInstanceOf(ToolDefinitionError);
   });
 
   it(`stops at the default turn cap (${DEFAULT_MAX_TURNS} model requests) unless withBudget lifts it`, async () => {
@@ -370,7 +375,7 @@ describe("the loop around the gate", () => {
     ]);
   });
 
-  it("a ToolSource whose current() throws or returns no array stops the run with an EngineConfigError naming it", async () => {
+  it("a ToolSource whose current() throws or returns no array stops the run with a RunConfigError naming it", async () => {
     const down = new Error("server gone");
     const sources: [ToolSource, string][] = [
       [
@@ -388,8 +393,8 @@ describe("the loop around the gate", () => {
     for (const [source, said] of sources) {
       const model = new ScriptedModel([{ text: "never" }]);
       const error = await new Agent({ model, tools: source }).run("go").catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(EngineConfigError);
-      expect(error).toMatchObject({ option: "ToolSource.current" });
+      expect(error).toBeInstanceOf(RunConfigError);
+      expect(error).toMatchObject({ option: "ToolSource.current", code: "RUN_CONFIG" });
       expect((error as Error).message).toContain(said);
       expect(model.requests).toEqual([]);
     }
@@ -498,7 +503,7 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
-  it("an id generator that throws is an EngineConfigError naming withIdGen, from the constructor or the run", async () => {
+  it("an id generator that throws is an EngineConfigError naming withIdGen from the constructor, a RunConfigError from the run", async () => {
     const broken = new Error("no entropy");
     let left = 0;
     const idGen = (): string => {
@@ -514,8 +519,50 @@ describe("the loop around the gate", () => {
       const error = await Promise.resolve()
         .then(() => new Agent({ model: model(), tools: [readTool()], managers }).run("go"))
         .catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toBeInstanceOf(ids === 0 ? EngineConfigError : RunConfigError);
       expect(error).toMatchObject({ option: "withIdGen", cause: broken });
+      expect((error as Error).message).toBe("withIdGen: the id generator failed: no entropy");
+    }
+  });
+
+  it("a ToolSource or id generator that fails on a later turn stops the run keeping the records and transcript so far", async () => {
+    const executed: unknown[] = [];
+    const read = readTool(executed);
+    const down = new Error("server gone");
+    let reads = 0;
+    const source: ToolSource = {
+      current: () => {
+        reads += 1;
+        if (reads > 1) throw down;
+        return [read];
+      },
+    };
+    let ids = 0;
+    const idGen = (): string => {
+      ids += 1;
+      // The session id, the run id, the first call's id; the second turn's call finds it broken.
+      if (ids > 3) throw down;
+      return `00000000-0000-4000-8000-00000000000${ids}`;
+    };
+    const twoTurns = (): ScriptedModel =>
+      new ScriptedModel([
+        { toolCalls: [{ id: "", name: "read", input: { path: "a" } }] },
+        { toolCalls: [{ id: "", name: "read", input: { path: "b" } }] },
+        { text: "done" },
+      ]);
+    const runs: [string, Agent][] = [
+      ["ToolSource.current", new Agent({ model: twoTurns(), tools: source })],
+      ["withIdGen", new Agent({ model: twoTurns(), tools: [read], managers: new LoopManagers().withIdGen(idGen) })],
+    ];
+    for (const [option, agent] of runs) {
+      executed.length = 0;
+      const error = (await agent.run("go").catch((e: unknown) => e)) as RunConfigError;
+      expect(error).toBeInstanceOf(RunStoppedError);
+      expect(error).toBeInstanceOf(RunConfigError);
+      expect(error).toMatchObject({ option, code: "RUN_CONFIG", cause: down });
+      expect(executed).toEqual([{ path: "a" }]);
+      expect(error.records.map((r) => [r.tool, r.verdict])).toEqual([["read", "allow"]]);
+      expect(error.messages.map((m) => m.type)).toEqual(["user", "assistant", "tool_result"]);
     }
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { SyncAskResolver } from "../src/ask/index.js";
 import { argsDigest } from "../src/grant/index.js";
 import {
   BudgetExceededError,
@@ -13,7 +14,18 @@ import {
 } from "../src/engine/index.js";
 import type { DispatchResult, Middleware } from "../src/engine/index.js";
 import { ManualClock, ScriptExhaustedError } from "../src/testing/index.js";
-import { build, call, deferred, eventLog, readTool, script, shape, writeTool } from "./support/engine-fixtures.js";
+import {
+  askAll,
+  build,
+  call,
+  deferred,
+  until,
+  eventLog,
+  readTool,
+  script,
+  shape,
+  writeTool,
+} from "./support/engine-fixtures.js";
 
 const A = { path: "a.rs" };
 const lastResult = (model: { requests: { messages: readonly unknown[] }[] }, turn: number): unknown =>
@@ -365,6 +377,128 @@ describe("middleware chain", () => {
     const result = await agent.run("go");
     expect(executed).toEqual([]);
     expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "sneaky"]]);
+  });
+
+  const failed = (what: string): string => `Permission denied: middleware failed: ${what} for tool 'read'`;
+  const late: [
+    string,
+    (ctx: Parameters<Middleware>[1], next: () => Promise<DispatchResult>) => Promise<DispatchResult>,
+    { content: string; reason: string },
+  ][] = [
+    [
+      "denies",
+      async (ctx, next) => (await next(), ctx.deny({ ruleId: "late", message: "hidden", reason: "a key" })),
+      { content: "hidden", reason: "output withheld by middleware rule 'late': a key" },
+    ],
+    [
+      "denies while the tool still runs",
+      async (ctx, next) => (void next(), ctx.deny({ ruleId: "late", message: "hidden" })),
+      { content: "hidden", reason: "output withheld by middleware rule 'late'" },
+    ],
+    [
+      "throws",
+      async (_ctx, next) => {
+        await next();
+        throw new Error("audit service down");
+      },
+      { content: failed("audit service down"), reason: "output withheld: middleware failed: audit service down" },
+    ],
+    [
+      "returns something of its own",
+      async (_ctx, next) => (await next(), { type: "ran", output: "forged" }),
+      {
+        content: failed("returned something that is not the result of next() or deny()"),
+        reason: "output withheld: middleware failed: returned something that is not the result of next() or deny()",
+      },
+    ],
+    [
+      "calls next twice",
+      async (_ctx, next) => (await next(), next()),
+      {
+        content: "middleware called next twice for tool 'read'",
+        reason: "output withheld: middleware called next twice for tool 'read'",
+      },
+    ],
+  ];
+
+  it.each(late)(
+    "a middleware that %s after next() started the tool withholds its output, and the record still says the call ran",
+    async (_label, after, { content, reason }) => {
+      for (const approved of [false, true]) {
+        const executed: unknown[] = [];
+        const managers = new LoopManagers().withMiddleware((_c, ctx, next) => after(ctx, next));
+        const { agent, model } = build({
+          turns: script(call("c1", "read", A)),
+          tools: [readTool(executed)],
+          managers: approved ? managers.withHook(askAll()).withAskResolver(new SyncAskResolver(() => true)) : managers,
+        });
+        const result = await agent.run("go");
+        expect(executed).toEqual([A]);
+        expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+          approved ? ["ask_allowed", "ask", "ask_resolver", reason] : ["allow", "hook", "context", reason],
+        ]);
+        expect(lastResult(model, 1)).toMatchObject({ content, status: "refused", isError: true });
+      }
+    },
+  );
+
+  it("a middleware that withholds the output without waiting for the tool: the call ends when the tool has", async () => {
+    const finished = deferred<string>();
+    const log: string[] = [];
+    const slow = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: async () => {
+        const text = await finished.promise;
+        log.push("tool ended");
+        return text;
+      },
+    });
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [slow],
+      managers: new LoopManagers()
+        .withObserver({ onGate: ({ decision }) => void log.push(`record ${decision.verdict}`) })
+        .withMiddleware((_c, ctx, next) => (void next(), ctx.deny({ ruleId: "late", message: "hidden" }))),
+    });
+    const running = agent.run("go");
+    await until(() => true);
+    expect(log).toEqual([]);
+    finished.resolve("contents");
+    const result = await running;
+    expect(log).toEqual(["tool ended", "record allow"]);
+    expect(result.records[0]?.reason).toBe("output withheld by middleware rule 'late'");
+  });
+
+  it("a tool that failed and whose output a middleware withholds still counts as a failure for the breaker", async () => {
+    let calls = 0;
+    const broken = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: () => {
+        calls += 1;
+        throw new Error("disk gone");
+      },
+    });
+    const { agent, model } = build({
+      turns: script(call("c1", "read", A), call("c2", "read", A)),
+      tools: [broken],
+      managers: new LoopManagers()
+        .withCircuitBreaker({ failureThreshold: 1, cooldownMs: 60_000 })
+        .withMiddleware(async (_c, ctx, next) => (await next(), ctx.deny({ ruleId: "late", message: "hidden" }))),
+    });
+    const result = await agent.run("go");
+    expect(calls).toBe(1);
+    expect(model.requests[1]?.messages.slice(-2)).toMatchObject([
+      { callId: "c1", content: "hidden", status: "refused" },
+      { callId: "c2", content: "tool temporarily unavailable: circuit breaker open", status: "refused" },
+    ]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["allow", "hook", "output withheld by middleware rule 'late'"],
+      ["deny", "circuit_breaker", "tool temporarily unavailable: circuit breaker open"],
+    ]);
   });
 
   it("a run cancelled while a middleware waits never runs the tool when that middleware calls next() later", async () => {

@@ -380,6 +380,57 @@ describe("deadlines", () => {
     approver.close();
   });
 
+  it("an answer given the moment the deadline fires is refused (false): the ask ended expired", async () => {
+    const manual = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    let askId = "";
+    const told: boolean[] = [];
+    // The answer arrives right after the deadline's timer ran, before the engine's wait has gone on.
+    const clock = {
+      now: () => manual.now(),
+      setTimeout: (callback: () => void, ms: number) =>
+        manual.setTimeout(() => {
+          callback();
+          told.push(approver.resolve(askId, { type: "approve" }));
+        }, ms),
+      clearTimeout: (handle: unknown) => manual.clearTimeout(handle as never),
+    };
+    const executed: unknown[] = [];
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(clock).withAskTimeout(100),
+    });
+    const running = agent.run("go");
+    askId = (await approver.next())!.id;
+    await manual.advance(100);
+    const result = await running;
+    expect(told).toEqual([false]);
+    expect(executed).toEqual([]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["ask_expired"]);
+    expect(await approver.ended(askId)).toEqual({ type: "withdrawn", reason: "unknown" });
+    approver.close();
+  });
+
+  it("an answer given the moment a cancel fires is refused (false) when a deadline is set", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const controller = new AbortController();
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(channel).withClock(clock).withAskTimeout(100),
+    });
+    const running = agent.run("go", { signal: controller.signal }).catch((e: unknown) => e);
+    const ask = await approver.next();
+    controller.abort(new Error("stop"));
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    const error = (await running) as RunStoppedError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => r.verdict)).toEqual(["cancelled"]);
+    expect(clock.pendingTimers).toBe(0);
+    approver.close();
+  });
+
   it("an approval that arrives before the deadline wins and clears the timer", async () => {
     const clock = new ManualClock();
     const resolver = new ManualResolver();

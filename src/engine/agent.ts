@@ -5,6 +5,7 @@ import {
   CancelledError,
   EngineConfigError,
   ModelError,
+  RunConfigError,
   RunStoppedError,
   ToolDefinitionError,
   attachTranscript,
@@ -40,8 +41,9 @@ import type { Tool } from "./tool.js";
 /** A live set of tools, read at the start of every model turn (an MCP toolset is one). */
 export interface ToolSource {
   /**
-   * The tools now, synchronously. A throw, or anything but an array, stops
-   * the run with an `EngineConfigError` naming `ToolSource.current`.
+   * The tools now, synchronously. A throw, or anything but an array of
+   * tools, stops the run with a `RunConfigError` naming `ToolSource.current`
+   * (which keeps the run's records and transcript).
    */
   current(): readonly Tool[];
 }
@@ -251,8 +253,9 @@ export class Agent {
    *
    * Rejects with a {@link RunStoppedError} subclass (carrying the records
    * and transcript so far): `CancelledError` when `signal` aborts,
-   * `LoopDetectedError`, `BudgetExceededError` (the turn cap included), or
-   * `ModelError` when the model throws or answers garbage.
+   * `LoopDetectedError`, `BudgetExceededError` (the turn cap included),
+   * `ModelError` when the model throws or answers garbage, or
+   * `RunConfigError` when a `ToolSource` or the id generator fails.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
    *   of messages or cannot be read, or `options.signal` is not an `AbortSignal` or cannot be
@@ -273,7 +276,7 @@ export class Agent {
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);
     const settings = this.#settings;
-    const runId = this.#newId();
+    const runId = this.#runId();
     const records: GateDecision[] = [];
     const onRecord = (record: GateDecision): void => {
       records.push(record);
@@ -348,7 +351,29 @@ export class Agent {
     return idGen === randomIdGen ? id : checkedId(id);
   }
 
-  /** The tools of this turn: the array given, or what the source holds now. */
+  /**
+   * An id made during a run: a generator that fails there stops the run
+   * with a `RunConfigError`, which keeps what the run made.
+   */
+  #runId(): string {
+    try {
+      return this.#newId();
+    } catch (thrown) {
+      // #newId fails only with an EngineConfigError naming its option: the same words, now as a run stop.
+      const failure = thrown as EngineConfigError;
+      throw new RunConfigError(
+        failure.option,
+        failure.message.slice(`${failure.option}: `.length),
+        failure.cause === undefined ? undefined : { cause: failure.cause },
+      );
+    }
+  }
+
+  /**
+   * The tools of this turn: the array given, or what the source holds now.
+   * A source that fails stops the run with a `RunConfigError`, which keeps
+   * the records and transcript of the turns before.
+   */
   #toolsNow(): Toolset {
     const source = this.#tools;
     if (!("current" in source)) return source;
@@ -356,27 +381,21 @@ export class Agent {
     try {
       tools = source.current();
     } catch (thrown) {
-      throw new EngineConfigError("ToolSource.current", `the tool source failed: ${describeError(thrown)}`, {
+      throw new RunConfigError("ToolSource.current", `the tool source failed: ${describeError(thrown)}`, {
         cause: thrown,
       });
     }
     if (!Array.isArray(tools))
-      throw new EngineConfigError(
-        "ToolSource.current",
-        `current() must return an array of tools, got ${kindOf(tools)}`,
-      );
+      throw new RunConfigError("ToolSource.current", `current() must return an array of tools, got ${kindOf(tools)}`);
     try {
       return toolset(tools as readonly Tool[]);
     } catch (thrown) {
       // An array whose reads throw (a proxy, a getter) is not a list of tools either.
-      if (thrown instanceof ToolDefinitionError) throw thrown;
-      throw new EngineConfigError(
-        "ToolSource.current",
-        `the tools it returned cannot be read: ${describeError(thrown)}`,
-        {
-          cause: thrown,
-        },
-      );
+      const what =
+        thrown instanceof ToolDefinitionError
+          ? "the tools it returned are not valid"
+          : "the tools it returned cannot be read";
+      throw new RunConfigError("ToolSource.current", `${what}: ${describeError(thrown)}`, { cause: thrown });
     }
   }
 
@@ -424,7 +443,7 @@ export class Agent {
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
     const read = parsed.data.toolCalls.map((call) =>
-      readCall(call.id === "" ? `call_${this.#newId()}` : call.id, call.name, call.input),
+      readCall(call.id === "" ? `call_${this.#runId()}` : call.id, call.name, call.input),
     );
     const toolCalls = Object.freeze(read.map((r) => r.call));
     if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {

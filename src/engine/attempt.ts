@@ -456,6 +456,7 @@ export class Attempt {
             slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
           middlewareAllow: (d) =>
             slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+          outputWithheld: (reason) => slot.outputWithheld(reason),
         },
         run: () => this.#execute(call.input),
       }),

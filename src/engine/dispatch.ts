@@ -6,6 +6,8 @@ import type { ToolCall } from "./model.js";
 export interface DecisionSink {
   middlewareDeny(decision: MiddlewareDecision): void;
   middlewareAllow(decision: MiddlewareDecision): void;
+  /** The tool ran, but the chain refused its output (`reason`): the record says it ran, and why the output went. */
+  outputWithheld(reason: string): void;
 }
 
 /** What the chain gave, and how the tool itself ended if it ran (for the circuit breaker). */
@@ -36,6 +38,11 @@ export const NOT_STARTED: unique symbol = Symbol("not started");
  * denies and still calls `next`, calls `next` twice, returns something
  * else, calls `next` after the call was cancelled), the tool runs at most
  * once, only when no middleware denied, and only if `run` lets it start.
+ *
+ * Once the tool has started, nothing can make the call read as not run: a
+ * deny, a throw or a result other than the tool's withholds its output (the
+ * chain's result is the refusal) and goes to the sink as `outputWithheld`,
+ * never as a deny; the chain ends only when the tool has.
  */
 export async function dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
   const { call, middleware, sink, run } = request;
@@ -57,48 +64,77 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   const issued: DispatchResult[] = [];
   const issue = (result: DispatchResult): DispatchResult => (issued.push(result), result);
   let denied = false;
+  let execution: DispatchOutcome["execution"] = "none";
+  /** How the tool ended, once it has started. */
+  let ending: Promise<DispatchResult> | undefined;
+  /** The refusal that withholds the output of a tool that started, and its reason for the record. */
+  let withheld: { readonly result: DispatchResult; readonly reason: string } | undefined;
   const context: MiddlewareContext = {
     ...request.context,
     deny: (decision) => {
+      const refusal = issue({ type: "refused", message: decision.message });
+      if (ending !== undefined) {
+        const why = decision.reason ?? null;
+        withheld ??= {
+          result: refusal,
+          reason: `output withheld by middleware rule '${decision.ruleId}'${why === null ? "" : `: ${why}`}`,
+        };
+        return refusal;
+      }
       denied = true;
       sink.middlewareDeny(decision);
-      return issue({ type: "refused", message: decision.message });
+      return refusal;
     },
     allow: (decision) => sink.middlewareAllow(decision),
   };
   let ran = false;
-  let execution: DispatchOutcome["execution"] = "none";
+  const start = (): Promise<DispatchResult> | undefined => {
+    let started: unknown;
+    try {
+      started = run();
+    } catch (error) {
+      execution = "failed";
+      return Promise.resolve({ type: "failed", error });
+    }
+    if (started === NOT_STARTED) return undefined;
+    return Promise.resolve(started).then(
+      (output): DispatchResult => ((execution = "succeeded"), { type: "ran", output }),
+      (error: unknown): DispatchResult => ((execution = "failed"), { type: "failed", error }),
+    );
+  };
   const terminal = async (): Promise<DispatchResult> => {
     if (denied) return issue({ type: "refused", message: `Permission denied by middleware for tool '${tool}'` });
     if (ran) return issue({ type: "refused", message: `middleware called next twice for tool '${tool}'` });
     ran = true;
-    try {
-      const started = run();
-      if (started === NOT_STARTED) return issue(notStarted());
-      const output = await started;
-      execution = "succeeded";
-      return issue({ type: "ran", output });
-    } catch (error) {
-      execution = "failed";
-      return issue({ type: "failed", error });
-    }
+    ending = start();
+    return issue(ending === undefined ? notStarted() : await ending);
   };
   // Async, so a middleware that throws synchronously rejects like one that rejects.
   const link = async (index: number): Promise<DispatchResult> => {
     const mw = middleware[index];
     return mw === undefined ? terminal() : mw(call, context, () => link(index + 1));
   };
+  let result: DispatchResult;
   try {
-    const result = await link(0);
+    result = await link(0);
     if (!issued.includes(result)) throw new TypeError("returned something that is not the result of next() or deny()");
-    return { result, execution };
   } catch (error) {
     // A failing middleware must not let the call through, nor lose the refusal.
     const reason = `middleware failed: ${describeError(error)}`;
-    if (!denied) {
+    result = { type: "refused", message: `Permission denied: ${reason} for tool '${tool}'` };
+    if (ending !== undefined) withheld ??= { result, reason: `output withheld: ${reason}` };
+    else if (!denied) {
       denied = true;
       sink.middlewareDeny({ ruleId: "middleware", matchedPattern: null, reason });
     }
-    return { result: { type: "refused", message: `Permission denied: ${reason} for tool '${tool}'` }, execution };
   }
+  if (ending === undefined) return { result, execution };
+  // The tool started: the call ends when it has (a middleware may have returned without waiting for it).
+  const own = await ending;
+  // A refusal handed back instead of the tool's result (what a second `next()` gave) withholds it too.
+  if (withheld === undefined && result !== own && result.type === "refused")
+    withheld = { result, reason: `output withheld: ${result.message}` };
+  if (withheld === undefined) return { result: own, execution };
+  sink.outputWithheld(withheld.reason);
+  return { result: withheld.result, execution };
 }

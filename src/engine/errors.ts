@@ -103,6 +103,24 @@ export class ModelError extends RunStoppedError {
 }
 
 /**
+ * Something the agent was configured with failed during a run, after the
+ * run may have made records: a `ToolSource` whose `current()` throws or
+ * gives no valid list of tools, or an id generator that throws or gives no
+ * UUID. `code` is `"RUN_CONFIG"`; `option` names the seam at fault
+ * (`"ToolSource.current"`, `"withIdGen"`); `cause` is what it threw (or the
+ * `ToolDefinitionError` its tools made).
+ */
+export class RunConfigError extends RunStoppedError {
+  /** The seam at fault, such as `"ToolSource.current"`. */
+  readonly option: string;
+
+  constructor(option: string, message: string, options?: ErrorOptions) {
+    super("RUN_CONFIG", `${option}: ${message}`, options);
+    this.option = option;
+  }
+}
+
+/**
  * A tool definition (or a set of tools handed to an `Agent`) is invalid:
  * an empty or duplicate name, an unsupported JSON Schema keyword, a schema
  * that is not an object schema. `code` is `"TOOL_DEFINITION"`.

@@ -60,6 +60,7 @@ export {
   EngineConfigError,
   LoopDetectedError,
   ModelError,
+  RunConfigError,
   RunStoppedError,
   ToolDefinitionError,
 } from "./errors.js";

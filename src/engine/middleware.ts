@@ -34,7 +34,10 @@ export interface MiddlewareContext {
   readonly signal: AbortSignal;
   /**
    * Refuses the call: records a `deny` (which displaces any approval record)
-   * and returns the refusal to hand back instead of calling `next`.
+   * and returns the refusal to hand back instead of calling `next`. Once
+   * `next()` has started the tool, it withholds the tool's output instead:
+   * the model gets the refusal, and the record keeps the decision that let
+   * the call run, its `reason` saying the output was withheld.
    */
   deny(decision: MiddlewareDecision & { readonly message: string }): DispatchResult;
   /**
@@ -49,7 +52,9 @@ export interface MiddlewareContext {
  * the tool: call `next()` to continue, or return `context.deny(…)`. The call
  * is frozen and `next` takes no new one: the tool runs with exactly the
  * arguments that were validated, digested and approved. A middleware that
- * throws denies the call.
+ * throws denies the call. Once `next()` has started the tool, nothing makes
+ * the call read as not run: a deny, a throw or another result then only
+ * withholds the tool's output.
  */
 export type Middleware = (
   call: ToolCall,

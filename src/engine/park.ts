@@ -49,6 +49,12 @@ function judge(value: unknown): ParkOutcome {
  * (deadline or cancel) so the resolver can withdraw the ask. The clock's
  * timers fire asynchronously (see {@link Clock}), so an answer that is
  * already available when the deadline is set wins even at deadline 0.
+ *
+ * The resolver's signal aborts at the very moment the engine decides the
+ * deadline or the cancel, not once the wait has gone on: an answer given in
+ * between would otherwise reach a wait that has already ended (an
+ * `ApprovalChannel` would tell its approver `true` for a call refused as
+ * expired).
  */
 export async function park(request: ParkRequest): Promise<ParkOutcome> {
   const { ask, resolver, timeoutMs, clock, cancel } = request;
@@ -56,27 +62,51 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
   // Without a deadline the engine stops waiting only on cancel, when `signal`
-  // itself aborts; a deadline needs a signal of its own.
+  // itself aborts; a deadline needs a signal of its own, which follows `signal`.
   const stop = timeoutMs === undefined ? undefined : new AbortController();
+  /** Set by whichever of the answer, the deadline and the cancel came first. */
+  let ended = false;
+  const onCancel = (): void => {
+    if (ended) return;
+    ended = true;
+    stop?.abort(signal.reason);
+  };
+  if (stop !== undefined) signal.addEventListener("abort", onCancel, { once: true });
   let timer: unknown;
-  const waited = await cancel.race(
-    new Promise<ParkOutcome>((resolve) => {
-      // The deadline is armed before the ask is delivered: a clock that cannot
-      // arm it fails the park while no resolver holds the ask.
-      if (timeoutMs !== undefined) timer = clock.setTimeout(() => resolve({ type: "expired" }), timeoutMs);
-      let answer: Promise<unknown>;
-      try {
-        answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
-      } catch (error) {
-        answer = Promise.reject(error);
-      }
-      answer.then(
-        (value) => resolve(judge(value)),
-        (error: unknown) =>
-          resolve({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
-      );
-    }),
-  );
+  let waited: ParkOutcome | typeof CANCELLED;
+  try {
+    waited = await cancel.race(
+      new Promise<ParkOutcome>((resolve) => {
+        const end = (outcome: ParkOutcome): void => {
+          if (ended) return;
+          ended = true;
+          resolve(outcome);
+        };
+        // The deadline is armed before the ask is delivered: a clock that cannot
+        // arm it fails the park while no resolver holds the ask.
+        if (timeoutMs !== undefined) {
+          timer = clock.setTimeout(() => {
+            if (ended) return;
+            end({ type: "expired" });
+            stop?.abort(new Error(`ask ${ask.id} expired`));
+          }, timeoutMs);
+        }
+        let answer: Promise<unknown>;
+        try {
+          answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
+        } catch (error) {
+          answer = Promise.reject(error);
+        }
+        answer.then(
+          (value) => end(judge(value)),
+          (error: unknown) =>
+            end({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
+        );
+      }),
+    );
+  } finally {
+    if (stop !== undefined) signal.removeEventListener("abort", onCancel);
+  }
   if (timeoutMs !== undefined) {
     try {
       clock.clearTimeout(timer);
@@ -86,9 +116,5 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
       // else, nor keep the resolver from learning that the ask is withdrawn.
     }
   }
-  const outcome: ParkOutcome = waited === CANCELLED ? { type: "cancelled" } : waited;
-  if (outcome.type === "expired" || outcome.type === "cancelled") {
-    stop?.abort(signal.aborted ? signal.reason : new Error(`ask ${ask.id} expired`));
-  }
-  return outcome;
+  return waited === CANCELLED ? { type: "cancelled" } : waited;
 }

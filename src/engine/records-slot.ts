@@ -47,6 +47,7 @@ export class RecordSlot {
   #pending: { draft: RecordDraft; kind: PendingKind } | undefined;
   #middlewareDeny: RecordDraft | undefined;
   #middlewareAllow: RecordDraft | undefined;
+  #withheld: string | undefined;
   #record: GateDecision | undefined;
 
   constructor(tool: string, clock: Clock, emit: (decision: GateDecision) => void) {
@@ -99,13 +100,22 @@ export class RecordSlot {
     this.#middlewareAllow ??= draft;
   }
 
+  /**
+   * The tool ran but a middleware refused its output: the record keeps the
+   * decision that let it run, its `reason` saying why the output went.
+   */
+  outputWithheld(reason: string): void {
+    this.#withheld ??= reason;
+  }
+
   /** Dispatch returned: lands the deciding record. */
   settle(): void {
     const pending = this.#pending;
     if (this.#middlewareDeny !== undefined) return this.land(this.#middlewareDeny);
     if (pending === undefined) return;
-    if (pending.kind === "plain" && this.#middlewareAllow !== undefined) return this.land(this.#middlewareAllow);
-    this.land(pending.draft);
+    const decided =
+      pending.kind === "plain" && this.#middlewareAllow !== undefined ? this.#middlewareAllow : pending.draft;
+    this.land(this.#withheld === undefined ? decided : { ...decided, reason: this.#withheld });
   }
 
   /**
