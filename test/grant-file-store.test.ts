@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import fs from "node:fs";
 import {
   chmodSync,
@@ -529,6 +530,67 @@ describe("FileGrantStore lock", () => {
     },
     30_000,
   );
+
+  it("writers that all find one abandoned lock fail none of them, whichever breaks it", async () => {
+    // Each store judges the lock abandoned at about the same moment. A store that moved the lock
+    // aside to break it used to move the lock another store had just taken in its place, and put
+    // it back only afterwards: the new holder, checking its lock before its rename, failed.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    for (let round = 0; round < 20; round++) {
+      const stores = Array.from({ length: 8 }, () => store({ lockTimeoutMs: 10_000 }));
+      writeLock(
+        stores[0] as FileGrantStore,
+        JSON.stringify({ pid: dead, hostname: hostname(), createdAtMs: Date.now(), token: `t${round}` }),
+      );
+      const grants = stores.map((_, i) => new Grant("t", "allow", GrantScope.thisCall({ round, i })));
+      const results = await Promise.allSettled(grants.map((grant, i) => (stores[i] as FileGrantStore).save(grant)));
+      expect(results.filter((r) => r.status === "rejected")).toEqual([]);
+      expect(existsSync(store().lockPath)).toBe(false);
+    }
+    expect((await store().load()).length).toBe(20 * 8);
+    expect(readdirSync(join(store().ledgerPath, "..")).sort()).toEqual(["grants.json"]);
+  }, 60_000);
+
+  describe("a writer breaking an abandoned lock", () => {
+    const dead = (): number | undefined => spawnSync(process.execPath, ["-e", ""]).pid;
+
+    /** The claim a writer breaking the lock at `lockPath` makes first: named for that very file. */
+    function claimOf(lockPath: string): string {
+      const { dev, ino, mtimeMs } = statSync(lockPath);
+      const text = readFileSync(lockPath, "utf8");
+      const id = createHash("sha256").update(`${dev}:${ino}:${mtimeMs}:${text}`).digest("hex").slice(0, 16);
+      return `${lockPath}.break-${id}`;
+    }
+
+    it("takes over the claim of one that died while breaking it, leaving no file behind", async () => {
+      const s = store();
+      writeLock(s, JSON.stringify({ pid: dead(), hostname: hostname(), createdAtMs: Date.now(), token: "t" }));
+      const claim = claimOf(s.lockPath);
+      writeFileSync(claim, JSON.stringify({ pid: dead(), hostname: hostname(), createdAtMs: Date.now(), token: "c" }));
+      await s.save(grantA);
+      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+      expect(readdirSync(join(s.ledgerPath, ".."))).toEqual(["grants.json"]);
+    });
+
+    it("waits while a live writer is breaking it, and leaves both files alone", async () => {
+      const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+      try {
+        const s = store({ lockTimeoutMs: 100 });
+        const record = JSON.stringify({ pid: dead(), hostname: hostname(), createdAtMs: Date.now(), token: "t" });
+        writeLock(s, record);
+        const claim = claimOf(s.lockPath);
+        const claimed = JSON.stringify({ pid: breaker.pid, hostname: hostname(), createdAtMs: Date.now(), token: "c" });
+        writeFileSync(claim, claimed);
+        const error = await rejection(s.save(grantA));
+        expect(error).toBeInstanceOf(LedgerLockError);
+        expect((error as Error).message).toContain(`pid ${String(breaker.pid)}`);
+        expect(readFileSync(s.lockPath, "utf8")).toBe(record);
+        expect(readFileSync(claim, "utf8")).toBe(claimed);
+      } finally {
+        breaker.kill("SIGKILL");
+      }
+    });
+  });
 
   it("breaks a lock whose process died on this host", async () => {
     const s = store();

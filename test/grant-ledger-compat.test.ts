@@ -1,7 +1,8 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   FileGrantStore,
@@ -96,14 +97,64 @@ describe("ledger fixtures", () => {
     }
   });
 
-  it("writes the canonical spelling back for a record with unknown fields", async () => {
-    const store = storeWith(join(fixtures, "accept", "unknown-fields.json"));
+  it("keeps a record's unknown fields through saves of other records", async () => {
+    const fixture = join(fixtures, "accept", "unknown-fields.json");
+    const store = storeWith(fixture);
     const extra = new Grant("extra", "allow", GrantScope.thisTool());
     await store.save(extra);
+    expect(readFileSync(store.ledgerPath, "utf8")).toContain('"expires_at_ms":99,"origin":{"host":"x"}');
     await store.revoke(extra.id);
+    expect(readFileSync(store.ledgerPath, "utf8")).toBe(readFileSync(fixture, "utf8"));
+  });
+
+  it("writes a record a save replaces as the grant given, without the old record's unknown fields", async () => {
+    const store = storeWith(join(fixtures, "accept", "unknown-fields.json"));
+    const [loaded] = await store.load();
+    await store.save(loaded!.withNote("again"));
     expect(readFileSync(store.ledgerPath, "utf8")).toBe(
-      '[{"id":"514e4d9b0eda7cf2","tool":"read","verdict":"Allow","scope":"this_tool","pinned_descriptor":null,"created_at_ms":5,"note":null}]',
+      '[{"id":"514e4d9b0eda7cf2","tool":"read","verdict":"Allow","scope":"this_tool","pinned_descriptor":null,"created_at_ms":5,"note":"again"}]',
     );
+  });
+
+  it("keeps numbers JavaScript cannot hold exactly, and 1.0, in records a save does not change", async () => {
+    const store = storeWith(rustLedger);
+    const original =
+      '{"id":"0123456789abcdef","tool":"big","verdict":"Allow","scope":{"this_call":{"args":' +
+      '{"n":12345678901234567890,"x":1.0,"s":"a , ] } \\" [ {"}}},' +
+      '"pinned_descriptor":null,"created_at_ms":1.0,"note":null,"later":[1e400]}';
+    writeFileSync(store.ledgerPath, `[${original}]`);
+    const extra = new Grant("extra", "allow", GrantScope.thisTool());
+    await store.save(extra);
+    expect(readFileSync(store.ledgerPath, "utf8")).toBe(`[${original},${extra.toLedgerText()}]`);
+  });
+
+  it("keeps any JSON in an unknown field, compact or pretty-printed, through a save of another record", async () => {
+    const extra = new Grant("extra", "allow", GrantScope.thisTool());
+    await fc.assert(
+      fc.asyncProperty(fc.jsonValue(), fc.boolean(), async (value, pretty) => {
+        const store = storeWith(rustLedger);
+        const record = { id: "514e4d9b0eda7cf2", tool: "read", verdict: "Allow", scope: "this_tool", later: value };
+        writeFileSync(store.ledgerPath, JSON.stringify([record], null, pretty ? 2 : undefined));
+        await store.save(extra);
+        expect(readFileSync(store.ledgerPath, "utf8")).toBe(`[${JSON.stringify(record)},${extra.toLedgerText()}]`);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("writes a pretty-printed record back compact, its strings untouched", async () => {
+    const store = storeWith(rustLedger);
+    writeFileSync(
+      store.ledgerPath,
+      '[\n  {\n    "id": "0000000000000000",\n    "tool": "a b",\n    "verdict": "Deny",\n    "scope": "this_tool",\n    "x": [ 1, "\\" ] " ]\n  }\n]\n',
+    );
+    const [grant] = await store.load();
+    const extra = new Grant("extra", "allow", GrantScope.thisTool());
+    await store.save(extra);
+    expect(readFileSync(store.ledgerPath, "utf8")).toBe(
+      `[{"id":"0000000000000000","tool":"a b","verdict":"Deny","scope":"this_tool","x":[1,"\\" ] "]},${extra.toLedgerText()}]`,
+    );
+    expect((await store.load()).map((g) => g.id)).toEqual([grant!.id, extra.id]);
   });
 
   it.each(readdirSync(join(fixtures, "reject")))("rejects %s, naming the file, and keeps it", async (name) => {

@@ -117,7 +117,8 @@ export function descriptorFingerprint(descriptor: ToolDescriptor): string {
  * of `dir` that can be had: its realpath; else its parent's realpath joined
  * with its name (so a project bound before its folder existed keeps its
  * ledger once the folder is created); else the absolute path; else `dir` as
- * given.
+ * given. Letters are kept as given: on a case-insensitive file system two
+ * spellings of one folder that differ in case are two identities.
  *
  * @throws {GrantConfigError} when `dir` is not a non-empty string (an unset
  *   environment variable, say), which would otherwise give every such project one identity.

@@ -14,6 +14,7 @@ import {
 } from "./errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
+import { recordTexts } from "./record-texts.js";
 import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import {
   assertSameRule,
@@ -102,6 +103,12 @@ export interface ClearOptions extends StoreCallOptions {
 interface Snapshot {
   readonly key: string;
   readonly grants: readonly Grant[];
+  /**
+   * Each grant's record as the file holds it, written back as it is while the
+   * grant stays: fields of a newer version, which a read ignores, are not lost
+   * by this version's saves.
+   */
+  readonly texts: ReadonlyMap<Grant, string>;
   /** Built on the first decision that needs it: a save never does. */
   index: GrantIndex | undefined;
   /**
@@ -111,7 +118,13 @@ interface Snapshot {
   bytes: Buffer | undefined;
 }
 
-const EMPTY_SNAPSHOT: Snapshot = { key: "missing", grants: [], index: new GrantIndex([]), bytes: undefined };
+const EMPTY_SNAPSHOT: Snapshot = {
+  key: "missing",
+  grants: [],
+  texts: new Map(),
+  index: new GrantIndex([]),
+  bytes: undefined,
+};
 
 /**
  * How long after a file's mtime a later change is sure to get another mtime:
@@ -134,8 +147,7 @@ const TEMP_NAME = /^grants\.json\.tmp-[0-9a-f]{8}$/;
  * 2.5 ms instead of 8.7 ms per save, the rest being a 2 MB string and its
  * flattened copy for the collector.
  */
-function encodeLedger(grants: readonly Grant[]): Buffer {
-  const texts = grants.map((grant) => grant.toLedgerText());
+function encodeLedger(texts: readonly string[]): Buffer {
   let size = 2 + Math.max(texts.length - 1, 0);
   for (const text of texts) size += Buffer.byteLength(text, "utf8");
   const bytes = Buffer.allocUnsafe(size);
@@ -381,7 +393,7 @@ export class FileGrantStore implements GrantStore {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === grant.id);
       assertSameRule(current.grants[at], grant);
-      await this.#write([...current.grants.filter((_, i) => i !== at), grant], lock);
+      await this.#write([...current.grants.filter((_, i) => i !== at), grant], current, lock);
       return grant;
     });
   }
@@ -398,6 +410,7 @@ export class FileGrantStore implements GrantStore {
       if (found === undefined) return undefined;
       await this.#write(
         current.grants.filter((_, i) => i !== at),
+        current,
         lock,
       );
       return found;
@@ -429,6 +442,7 @@ export class FileGrantStore implements GrantStore {
       if (removed.length > 0) {
         await this.#write(
           current.grants.filter((g) => g.tool !== tool),
+          current,
           lock,
         );
       }
@@ -452,7 +466,7 @@ export class FileGrantStore implements GrantStore {
         await this.#moveAside();
         return 0;
       }
-      if (current.grants.length > 0) await this.#write([], lock);
+      if (current.grants.length > 0) await this.#write([], current, lock);
       return current.grants.length;
     });
   }
@@ -699,7 +713,7 @@ export class FileGrantStore implements GrantStore {
     }
     const snapshot: Snapshot = {
       key,
-      grants: this.#parse(bytes),
+      ...this.#parse(bytes),
       index: undefined,
       bytes: trusted ? undefined : bytes,
     };
@@ -707,7 +721,7 @@ export class FileGrantStore implements GrantStore {
     return snapshot;
   }
 
-  #parse(bytes: Buffer): Grant[] {
+  #parse(bytes: Buffer): Pick<Snapshot, "grants" | "texts"> {
     const path = this.ledgerPath;
     let text: string;
     try {
@@ -723,6 +737,7 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
     if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    const texts = recordTexts(text);
     const byId = new Map<string, { readonly grant: Grant; readonly at: number }>();
     value.forEach((record: unknown, i: number) => {
       let grant: Grant;
@@ -751,11 +766,18 @@ export class FileGrantStore implements GrantStore {
       }
       byId.set(grant.id, { grant, at: i });
     });
-    return [...byId.values()].map((entry) => entry.grant);
+    const kept = new Map<Grant, string>();
+    for (const { grant, at } of byId.values()) {
+      const record = texts[at];
+      if (record !== undefined) kept.set(grant, record);
+    }
+    return { grants: [...byId.values()].map((entry) => entry.grant), texts: kept };
   }
 
   /**
-   * Replaces the ledger with one holding `grants`, in that order. Called
+   * Replaces the ledger with one holding `grants`, in that order: a grant of
+   * `current` as its record was there, unknown fields, key order and numbers
+   * alike, any other in this version's spelling. Called
    * under the lock, right after {@link #read} found the ledger a regular file
    * or missing: nothing but this user can swap it since (its folders are
    * closed to others). The new ledger is written whole and synced under a
@@ -763,12 +785,13 @@ export class FileGrantStore implements GrantStore {
    * and the folder is synced, which is what makes the rename durable.
    * Temporary files left by writers that died holding the lock go first.
    */
-  async #write(grants: readonly Grant[], lock: HeldLock): Promise<void> {
+  async #write(grants: readonly Grant[], current: Snapshot, lock: HeldLock): Promise<void> {
     const path = this.ledgerPath;
     const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
     await this.#removeLeftovers();
-    const bytes = encodeLedger(grants);
+    const records = grants.map((grant) => current.texts.get(grant) ?? grant.toLedgerText());
+    const bytes = encodeLedger(records);
     try {
       await writeWhole(temp, bytes);
       // A writer robbed of its lock (only ever for its age, by another host)
@@ -783,7 +806,10 @@ export class FileGrantStore implements GrantStore {
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
     const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder()]);
     // Without it, the next read reparses. Its mtime is now: the next read compares the bytes.
-    if (stat !== undefined) this.#snapshot = { key: statKey(stat), grants, index: undefined, bytes };
+    if (stat !== undefined) {
+      const texts = new Map(grants.map((grant, i) => [grant, records[i] ?? grant.toLedgerText()]));
+      this.#snapshot = { key: statKey(stat), grants, texts, index: undefined, bytes };
+    }
   }
 
   /**

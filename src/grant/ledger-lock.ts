@@ -1,7 +1,6 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
 import {
-  link,
   lstat,
   open,
   readFile,
@@ -219,12 +218,25 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle |
   return handle;
 }
 
-/** What a look at a lock someone else created found. */
-type Seen = { readonly type: "gone" } | { readonly type: "held"; readonly holder: LockHolder | null };
+/**
+ * What a look at a lock someone else created found: it is gone (retry at
+ * once), it is held (by the holder its record names, or null while that
+ * record is being written), or it was abandoned and is now ours.
+ */
+type Seen =
+  | { readonly type: "gone" }
+  | { readonly type: "held"; readonly holder: LockHolder | null }
+  | { readonly type: "taken"; readonly handle: FileHandle };
+
+/** A lock judged abandoned: the file as it was seen, to tell it from any lock made since. */
+interface Abandoned {
+  readonly stat: Stats;
+  readonly text: string;
+}
 
 /**
- * Removes the lock at `lockPath` if it is abandoned (`"gone"`: retry at
- * once); otherwise says who holds it, or null when its record is not written yet.
+ * Takes the lock at `lockPath` over if it is abandoned; otherwise says who
+ * holds it (see {@link Seen}).
  */
 async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): Promise<Seen> {
   let handle;
@@ -272,46 +284,73 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
     await handle.close();
   }
   if (!stale) return { type: "held", holder: info === null ? null : { pid: info.pid, hostname: info.hostname } };
-
-  // Move the lock aside and check it is the very file judged stale: a plain
-  // unlink could remove a fresh lock another process created meanwhile.
-  const aside = `${lockPath}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
-  try {
-    await rename(lockPath, aside);
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return GONE;
-    throw new LedgerLockError(lockPath, "cannot remove an abandoned lock", { cause: error });
-  }
-  try {
-    if (await sameLock(aside, stat, text)) return GONE;
-    // A fresh lock was taken: put it back for its owner. link() never
-    // replaces a lock that yet another process may have created since.
-    await link(aside, lockPath).catch(() => undefined);
-    return { type: "held", holder: null };
-  } finally {
-    await unlink(aside).catch(() => undefined);
-  }
+  return takeOver(lockPath, { stat, text }, staleMs, here);
 }
 
 /**
- * Whether the file at `aside` is the lock judged stale. An inode number is no
- * proof: a fresh lock created since can get the freed inode back, so the
- * modification time and the bytes must match too.
+ * Replaces the abandoned lock at `lockPath` with one of ours, never any
+ * other lock. Removing it, by name or by moving it aside, cannot be made
+ * safe: a writer that judged it abandoned a moment after another, once that
+ * other has broken it and taken the lock, removes (or moves aside for a
+ * moment) the new holder's lock, and that holder then fails its check
+ * before its rename. So the right to replace this one lock goes to the one
+ * writer that creates its claim, `<lockPath>.break-<id of the lock>`
+ * (O_EXCL, holding our record), and that writer renames its claim over the
+ * lock once it has checked the lock is still the one judged. The lock
+ * cannot change meanwhile: only its holder (gone) or a claimant (us) moves
+ * it, and none can be created while it exists. A writer that finds the
+ * claim taken waits, or, when the claim's own writer died, takes the claim
+ * over the same way.
  */
-async function sameLock(aside: string, judged: Stats, text: string): Promise<boolean> {
+async function takeOver(lockPath: string, judged: Abandoned, staleMs: number, here: LockInfo): Promise<Seen> {
+  const claim = `${lockPath}.break-${lockId(judged)}`;
+  let handle = await tryCreate(claim, here);
+  if (handle === undefined) {
+    const seen = await breakIfStale(claim, staleMs, here);
+    if (seen.type !== "taken") return seen;
+    handle = seen.handle;
+  }
+  try {
+    if (await stillThere(lockPath, judged)) {
+      await rename(claim, lockPath);
+      return { type: "taken", handle };
+    }
+  } catch (error) {
+    await unlink(claim).catch(() => undefined);
+    await handle.close().catch(() => undefined);
+    throw new LedgerLockError(lockPath, "cannot replace an abandoned lock", { cause: error });
+  }
+  // Another writer took it over first, or its holder removed it: try again.
+  await unlink(claim).catch(() => undefined);
+  await handle.close().catch(() => undefined);
+  return GONE;
+}
+
+/** Names a judged lock in its claim's file name: the same for every writer that judged this very file. */
+function lockId(judged: Abandoned): string {
+  const { dev, ino, mtimeMs } = judged.stat;
+  return createHash("sha256").update(`${dev}:${ino}:${mtimeMs}:${judged.text}`).digest("hex").slice(0, 16);
+}
+
+/**
+ * Whether the file at `lockPath` is the lock judged abandoned. An inode
+ * number is no proof: a lock created since can get the freed inode back, so
+ * the modification time and the bytes must match too.
+ */
+async function stillThere(lockPath: string, judged: Abandoned): Promise<boolean> {
   let handle;
   try {
-    handle = await open(aside, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return false;
   }
   try {
-    const moved = await handle.stat();
+    const found = await handle.stat();
     return (
-      moved.ino === judged.ino &&
-      moved.dev === judged.dev &&
-      moved.mtimeMs === judged.mtimeMs &&
-      (await handle.readFile("utf8")) === text
+      found.ino === judged.stat.ino &&
+      found.dev === judged.stat.dev &&
+      found.mtimeMs === judged.stat.mtimeMs &&
+      (await handle.readFile("utf8")) === judged.text
     );
   } catch {
     return false;
@@ -373,6 +412,7 @@ async function acquire(lockPath: string, info: LockInfo, options: LedgerLockOpti
     const held = await tryCreate(lockPath, info);
     if (held !== undefined) return held;
     const seen = await breakIfStale(lockPath, options.staleMs, info);
+    if (seen.type === "taken") return seen.handle;
     if (seen.type === "gone") continue;
     if (!waited) {
       waited = true;
