@@ -888,6 +888,23 @@ describe("PostgresAskQueue: the re-read under LISTEN/NOTIFY", () => {
   });
 });
 
+describe("PostgresAskQueue: a parked call whose row is deleted", () => {
+  it("rejects with PostgresRowError within rereadMs, though a deleted row shows in no change", async () => {
+    const worker = queue({ rereadMs: 100 });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    const inbox = queue().approver();
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Several quiet re-reads first, so the deletion is met by the re-read of changes, not the first full one.
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [ask.id]);
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain("the row of this parked ask is gone");
+    expect(worker.parked).toBe(0);
+  });
+});
+
 describe("PostgresAskQueue: an insert that commits after it was given up", () => {
   /** A worker whose first insert is held in the network past its lease, and given up; its statements are `seen`. */
   const givenUp = async (proxy: TcpProxy, options: PostgresAskQueueOptions = {}) => {

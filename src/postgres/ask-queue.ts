@@ -825,7 +825,7 @@ export class PostgresAskQueue {
         consoles ? this.#readPending(["*"]) : undefined,
       ]);
     } else {
-      await this.#readChanges(since, lease, consoles);
+      await Promise.all([this.#readChanges(since, lease, consoles), this.#readGone()]);
     }
     if (this.#listens === listens && this.#closing === undefined && typeof mark === "string") this.#mark = mark;
   }
@@ -860,6 +860,32 @@ export class PostgresAskQueue {
       if (consoles) offered.push(this.#offered(raw));
     }
     this.#offer(offered);
+  }
+
+  /**
+   * Finds the parked calls whose row is gone (deleted by hand, say), which no
+   * change can show: a deleted row has no `changed_xid`. The reply names only
+   * the missing rows, so a queue whose rows are all there reads none; the
+   * lookups are one per call parked here, the work this process holds.
+   */
+  async #readGone(): Promise<void> {
+    const read = ++this.#endingReads;
+    const ids = [...this.#parked.values()].filter((p) => p.insertedAt < read).map((p) => p.id);
+    if (ids.length === 0) return;
+    const found = await this.#onListener(
+      "PostgresAskQueue: reading parked asks' rows",
+      `SELECT p.id::text AS id FROM unnest($1::uuid[]) AS p(id)
+       WHERE NOT EXISTS (SELECT 1 FROM ${this.#table} AS a WHERE a.id = p.id)`,
+      [ids],
+    );
+    for (const raw of found.rows) {
+      const id = String(raw["id"]);
+      const parked = this.#parked.get(id);
+      if (parked === undefined) continue;
+      this.#settle(parked, () =>
+        parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
+      );
+    }
   }
 
   /** A pending row of this worker's lease that no call here waits on, nor will. */
