@@ -669,7 +669,9 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
         code: "POSTGRES_QUERY",
         message: expect.stringContaining("no reply"),
       });
-      expect(await row(first.id)).toBeUndefined();
+      // Its row is written withdrawn, so the insert, should it still arrive, fails on the id.
+      await waitFor(async () => (await row(first.id))?.state === "withdrawn");
+      expect(await row(first.id)).toEqual({ state: "withdrawn", reason: "closed", resolution: null });
     } finally {
       await proxy.close();
     }
@@ -779,6 +781,178 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
     const results = await Promise.all(parked);
     expect(results.map((r) => r.type).sort()).toEqual(asks.map((_, n) => (n % 2 === 0 ? "approve" : "deny")).sort());
     expect(worker.parked).toBe(0);
+  });
+});
+
+/** A pool whose connections report each statement's text, values and how many rows it returned. */
+function watchedPool(seen: { text: string; values: unknown[]; rows: number }[], options: pg.PoolConfig = {}): pg.Pool {
+  const pool = db.newPool(4, options);
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+      const statement = config as { text?: string; values?: unknown[] } | string;
+      const text = typeof statement === "string" ? statement : (statement.text ?? "");
+      const values = typeof statement === "string" ? [] : (statement.values ?? []);
+      const result = query(config, ...rest);
+      if (result instanceof Promise) {
+        void result.then(
+          (done: { rows?: unknown[] }) => seen.push({ text, values, rows: done.rows?.length ?? 0 }),
+          () => undefined,
+        );
+      }
+      return result;
+    };
+  });
+  return pool;
+}
+
+/** Writes `count` pending asks of a worker whose lease holds for an hour, in one statement. */
+async function pendingAsks(count: number): Promise<PendingAsk[]> {
+  const workerId = randomUUID();
+  await db.pool.query(
+    `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'elsewhere', 1)`,
+    [workerId],
+  );
+  const asks = Array.from({ length: count }, (_, n) => makeAsk(n));
+  await db.pool.query(
+    `INSERT INTO "${db.schema}".asks (id, worker_id, ask) SELECT v.id, $2, v.ask FROM unnest($1::uuid[], $3::jsonb[]) AS v(id, ask)`,
+    [asks.map((a) => a.id), workerId, asks.map((a) => JSON.stringify(a))],
+  );
+  return asks;
+}
+
+describe("PostgresAskQueue: the re-read under LISTEN/NOTIFY", () => {
+  it("reads no row when nothing changed, however many asks wait: 2,000 pending cost what 1 does", async () => {
+    const waiting = await pendingAsks(2_000);
+    const seen: { text: string; values: unknown[]; rows: number }[] = [];
+    const consoleQueue = new PostgresAskQueue(watchedPool(seen), {
+      schema: db.schema,
+      rereadMs: 50,
+      onError: () => undefined,
+    });
+    opened.push(consoleQueue);
+    const inbox = consoleQueue.approver();
+    const delivered = await inbox.next();
+    expect(delivered?.id).toBe(waiting[0]!.id);
+    await waitFor(() => inbox.buffered === waiting.length - 1);
+    // The statement that reads what changed, sent once nothing could have changed.
+    const changeReads = (): typeof seen => seen.filter((s) => s.text.includes("a.changed_xid >= $1"));
+    await waitFor(() => changeReads().length >= 2);
+    const from = seen.length;
+    await waitFor(() => changeReads().filter((s) => seen.indexOf(s) >= from).length >= 5);
+    const quiet = seen.slice(from);
+    // Each re-read: a mark (one row), then the changes since it (none). No statement read a row of the 2,000
+    // (the reaper's lock is the other one-row reply).
+    const rowsRead = quiet
+      .filter((s) => !s.text.includes("pg_snapshot_xmin") && !s.text.includes("pg_try_advisory_xact_lock"))
+      .reduce((sum, s) => sum + s.rows, 0);
+    expect(rowsRead).toBe(0);
+    // On the server too, the read is an index range that finds nothing: it never scans the asks.
+    await db.pool.query(`ANALYZE "${db.schema}".asks`);
+    const last = changeReads().at(-1)!;
+    const { rows } = await db.pool.query<{ "QUERY PLAN": unknown }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${last.text}`,
+      last.values,
+    );
+    const plan = JSON.stringify(rows[0]!["QUERY PLAN"]);
+    expect(plan).not.toContain("Seq Scan");
+    expect(plan).toContain("asks_by_change");
+    expect(plan).not.toMatch(/"Actual Rows": [1-9]/);
+    expect(plan).not.toContain("Rows Removed by Filter");
+  });
+
+  it("recovers what missed notifications hid within rereadMs: a new ask, an ending, a parked call's answer", async () => {
+    const worker = queue({ rereadMs: 100 });
+    const inbox = queue({ rereadMs: 100 }).approver();
+    const first = makeAsk(1);
+    const parkedFirst = park(worker, first);
+    expect((await inbox.next())?.id).toBe(first.id);
+    // From here on no notification is sent at all: only the re-reads can carry anything.
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_new`);
+    await db.pool.query(`ALTER TABLE "${db.schema}".asks DISABLE TRIGGER asks_end`);
+    const second = makeAsk(2);
+    const parkedSecond = park(worker, second);
+    expect(await soon(inbox.next()).then((ask) => (typeof ask === "string" ? ask : ask?.id))).toBe(second.id);
+    // Buffered for the console, then answered elsewhere: dropped, never delivered.
+    const third = makeAsk(3);
+    const parkedThird = park(worker, third);
+    await waitFor(() => inbox.buffered === 1);
+    expect(await queue().approver().resolve(third.id, { type: "deny" })).toBe(true);
+    await waitFor(() => inbox.buffered === 0);
+    expect(await soon(parkedThird)).toEqual({ type: "deny" });
+    // Answers from the console reach the parked calls through the worker's re-read.
+    expect(await inbox.resolve(second.id, { type: "approve" })).toBe(true);
+    expect(await inbox.resolve(first.id, { type: "approve" })).toBe(true);
+    expect(await soon(Promise.all([parkedFirst, parkedSecond]))).toEqual([{ type: "approve" }, { type: "approve" }]);
+    expect(worker.parked).toBe(0);
+  });
+});
+
+describe("PostgresAskQueue: a parked call whose row is deleted", () => {
+  it("rejects with PostgresRowError within rereadMs, though a deleted row shows in no change", async () => {
+    const worker = queue({ rereadMs: 100 });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    const inbox = queue().approver();
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Several quiet re-reads first, so the deletion is met by the re-read of changes, not the first full one.
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [ask.id]);
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain("the row of this parked ask is gone");
+    expect(worker.parked).toBe(0);
+  });
+});
+
+describe("PostgresAskQueue: an insert that commits after it was given up", () => {
+  /** A worker whose first insert is held in the network past its lease, and given up; its statements are `seen`. */
+  const givenUp = async (proxy: TcpProxy, options: PostgresAskQueueOptions = {}) => {
+    const seen: { text: string; values: unknown[]; rows: number }[] = [];
+    proxy.holdConnectionOn(`INSERT INTO "${db.schema}".asks`);
+    const worker = new PostgresAskQueue(watchedPool(seen, { connectionString: proxy.url }), {
+      schema: db.schema,
+      leaseMs: 1_000,
+      onError: () => undefined,
+      ...options,
+    });
+    opened.push(worker);
+    const ask = makeAsk(1);
+    const outcome = await soon(park(worker, ask).catch((error: unknown) => error));
+    expect(outcome).toMatchObject({ code: "POSTGRES_QUERY", message: expect.stringContaining("no reply") });
+    // The withdrawal of the given-up ask has been to the server and back.
+    await waitFor(() => seen.some((s) => s.text.includes("'withdrawn'") && JSON.stringify(s.values).includes(ask.id)));
+    return { worker, ask };
+  };
+
+  it("ends as withdrawn: it never shows a console a pending ask nobody waits on", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { ask } = await givenUp(proxy);
+      await proxy.deliver();
+      expect(await row(ask.id)).toEqual({ state: "withdrawn", reason: "closed", resolution: null });
+      expect(await queue().approver().resolve(ask.id, { type: "approve" })).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("is withdrawn by its worker's re-read when it lands after the withdrawn row was purged", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { ask } = await givenUp(proxy, { keepEndedMs: 0, rereadMs: 100 });
+      await waitFor(async () => (await row(ask.id)) === undefined);
+      await proxy.deliver();
+      let landed: Awaited<ReturnType<typeof row>>;
+      // Read until it has ended (the reaper then purges it again at once).
+      await waitFor(async () => {
+        landed = await row(ask.id);
+        return landed !== undefined && landed.state !== "pending";
+      });
+      expect(landed).toEqual({ state: "withdrawn", reason: "closed", resolution: null });
+    } finally {
+      await proxy.close();
+    }
   });
 });
 

@@ -1,9 +1,13 @@
+import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
+import { makeAsk } from "./support/ask-fixtures.js";
+import { MIGRATIONS } from "../src/postgres/migrations.js";
+import { schemaNames } from "../src/postgres/schema.js";
 
 const db = usePostgres({ migrated: false });
 
@@ -21,7 +25,7 @@ describe("migrate", () => {
       schema: db.schema,
       from: 0,
       to: SCHEMA_VERSION,
-      applied: [1],
+      applied: [1, 2],
     });
     expect(await tables(db.schema)).toEqual(["asks", "grant_projects", "grants", "migrations", "workers"]);
     expect(await migrate(db.pool, { schema: db.schema })).toEqual({
@@ -31,7 +35,10 @@ describe("migrate", () => {
       applied: [],
     });
     const { rows } = await db.pool.query(`SELECT version, name FROM "${db.schema}".migrations`);
-    expect(rows).toEqual([{ version: 1, name: "grants, asks and worker leases" }]);
+    expect(rows).toEqual([
+      { version: 1, name: "grants, asks and worker leases" },
+      { version: 2, name: "asks stamped with the transaction that last changed them" },
+    ]);
   });
 
   it("is safe from 8 processes at once: one applies, the others find nothing to do", async () => {
@@ -41,10 +48,12 @@ describe("migrate", () => {
     await Promise.all(children.map((c) => c.ready));
     for (const child of children) child.send("go");
     const results = await Promise.all(children.map((c, i) => resultOf<MigrateResult>(c, `migrator ${i}`)));
-    expect(results.filter((r) => r.applied.length > 0)).toEqual([{ schema: db.schema, from: 0, to: 1, applied: [1] }]);
+    expect(results.filter((r) => r.applied.length > 0)).toEqual([
+      { schema: db.schema, from: 0, to: 2, applied: [1, 2] },
+    ]);
     expect(results.filter((r) => r.applied.length === 0)).toHaveLength(7);
-    const { rows } = await db.pool.query(`SELECT version FROM "${db.schema}".migrations`);
-    expect(rows).toEqual([{ version: 1 }]);
+    const { rows } = await db.pool.query(`SELECT version FROM "${db.schema}".migrations ORDER BY version`);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
   });
 
   it("a migrator whose network goes silent mid-transaction holds the lock only until the server ends its session", async () => {
@@ -63,7 +72,7 @@ describe("migrate", () => {
         migrate(db.pool, { schema: db.schema }),
         new Promise<"still blocked">((done) => setTimeout(() => done("still blocked"), 15_000)),
       ]);
-      expect(second).toEqual({ schema: db.schema, from: 0, to: SCHEMA_VERSION, applied: [1] });
+      expect(second).toEqual({ schema: db.schema, from: 0, to: SCHEMA_VERSION, applied: [1, 2] });
       await proxy.close();
       // Cut off by the proxy's end, the silent migrator fails: its work was rolled back by the server.
       expect(await silentOutcome).toBe("failed");
@@ -71,6 +80,38 @@ describe("migrate", () => {
       await proxy.close();
     }
   }, 30_000);
+
+  it("upgrades a schema at version 1, keeping its asks, which every later write stamps", async () => {
+    const names = schemaNames("test", db.schema);
+    await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
+    await db.pool.query(
+      `CREATE TABLE ${names.table("migrations")} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const [first] = MIGRATIONS;
+    for (const statement of first!.statements(names)) await db.pool.query(statement);
+    await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
+    const ask = makeAsk(1);
+    await db.pool.query(`INSERT INTO ${names.table("asks")} (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+      ask.id,
+      randomUUID(),
+      JSON.stringify(ask),
+    ]);
+
+    expect(await migrate(db.pool, { schema: db.schema })).toEqual({
+      schema: db.schema,
+      from: 1,
+      to: SCHEMA_VERSION,
+      applied: [2],
+    });
+    const stamp = async (): Promise<bigint> => {
+      const { rows } = await db.pool.query<{ x: string }>(`SELECT changed_xid::text AS x FROM ${names.table("asks")}`);
+      return BigInt(rows[0]!.x);
+    };
+    const before = await stamp();
+    // Any write, a hand-made one included, takes its transaction's id.
+    await db.pool.query(`UPDATE ${names.table("asks")} SET state = 'withdrawn', reason = 'closed', ended_at = now()`);
+    expect(await stamp()).toBeGreaterThan(before);
+  });
 
   it("refuses a schema a newer loopctl migrated, changing nothing", async () => {
     await migrate(db.pool, { schema: db.schema });

@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, positiveInteger, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
+import { Db, inDoubt, positiveInteger, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
 import { isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -39,8 +39,10 @@ export interface PostgresAskQueueOptions {
    */
   readonly leaseMs?: number;
   /**
-   * How often pending asks and endings are read again even without a
-   * notification: the safety net under `LISTEN/NOTIFY`, never the main path.
+   * How often the asks changed since the last read are read again even
+   * without a notification: the safety net under `LISTEN/NOTIFY`, never the
+   * main path. When nothing changed it costs one empty index range, however
+   * many asks wait.
    * @default 5000
    */
   readonly rereadMs?: number;
@@ -88,7 +90,16 @@ interface Parked {
   ended: "expired" | "cancelled" | "closed" | "abandoned" | undefined;
 }
 
-type Withdrawal = { readonly workerId: string; readonly reason: "expired" | "cancelled" | "closed" | "abandoned" };
+type Withdrawal = {
+  readonly workerId: string;
+  readonly reason: "expired" | "cancelled" | "closed" | "abandoned";
+  /**
+   * Set when the row's insert got no reply: it may commit later. The row is
+   * then written withdrawn if it is not there yet, so the late insert fails
+   * on its id instead of leaving a pending ask nobody waits on.
+   */
+  readonly unwritten?: PendingAsk;
+};
 
 const RECENT_MS = 60_000;
 
@@ -196,6 +207,18 @@ export class PostgresAskQueue {
   readonly #arrivals: Batch<string>;
   readonly #withdraw: Batch<string>;
   readonly #inserts: Batch<string>;
+  readonly #rereads: Batch<"changes">;
+  /** Ids whose insert is in flight: a pending row of this worker not parked here is not a stray while its insert is out. */
+  readonly #writing = new Set<string>();
+  /**
+   * The `xmin` of the snapshot of the last re-read that finished: every change
+   * it could not see was made by a transaction at or above it. Undefined
+   * until a re-read has read everything watched (again after `LISTEN`
+   * reconnects, and when nothing is watched).
+   */
+  #mark: string | undefined;
+  /** How many times `LISTEN` took hold: a re-read begun before the latest sets no mark. */
+  #listens = 0;
   /** Asks whose lease is taken, waiting for the next insert batch. */
   readonly #toInsert = new Map<string, Parked>();
   readonly #host: InboxHost;
@@ -207,7 +230,7 @@ export class PostgresAskQueue {
   #renewal: Promise<void> | undefined;
   /** The heartbeat's chores (withdrawals, the reaper) in flight, if they are: never two rounds at once. */
   #chores: Promise<void> | undefined;
-  #reread: NodeJS.Timeout | undefined;
+  #rereadTimer: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   #started = false;
   /** Ending reads begun so far. */
@@ -270,6 +293,7 @@ export class PostgresAskQueue {
     this.#arrivals = new Batch((ids) => this.#readPending(ids), this.#onError);
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
     this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
+    this.#rereads = new Batch(() => this.#reread(), this.#onError);
     this.#answers = new AnswerBatch(this.#db, (row) => this.#ended(row));
     this.#host = {
       db: this.#db,
@@ -351,8 +375,8 @@ export class PostgresAskQueue {
     this.#listener.start();
     this.#heartbeat = setInterval(() => this.#beat(), Math.max(1, Math.floor(this.#leaseMs / 3)));
     this.#heartbeat.unref();
-    this.#reread = setInterval(() => this.#resync(), this.#rereadMs);
-    this.#reread.unref();
+    this.#rereadTimer = setInterval(() => this.#rereads.add("changes"), this.#rereadMs);
+    this.#rereadTimer.unref();
   }
 
   #park(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
@@ -452,6 +476,7 @@ export class PostgresAskQueue {
       return entry !== undefined && entry.ended === undefined && entry.workerId !== undefined ? [entry] : [];
     });
     if (entries.length === 0) return;
+    for (const entry of entries) this.#writing.add(entry.id);
     try {
       await this.#db.query(
         "PostgresAskQueue.resolver: parking asks",
@@ -466,6 +491,8 @@ export class PostgresAskQueue {
       }
       for (const entry of entries) this.#insertFailed(entry, error);
       return;
+    } finally {
+      for (const entry of entries) this.#writing.delete(entry.id);
     }
     for (const entry of entries) {
       entry.inserted = true;
@@ -483,9 +510,13 @@ export class PostgresAskQueue {
 
   #insertFailed(entry: Parked, error: unknown): void {
     const duplicate = isDuplicate(error);
-    if (!duplicate && entry.workerId !== undefined) {
-      // The insert may have committed after all: make sure the row cannot be answered.
-      this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: "closed" });
+    if (!duplicate && entry.workerId !== undefined && inDoubt(error)) {
+      // The insert may commit after all, even after this: make sure its row cannot be answered.
+      this.#queueWithdrawal(entry.id, {
+        workerId: entry.workerId,
+        reason: entry.ended ?? "closed",
+        unwritten: entry.ask,
+      });
     }
     this.#settle(entry, () =>
       entry.reject(
@@ -526,6 +557,12 @@ export class PostgresAskQueue {
       const w = this.#withdrawals.get(id);
       return w === undefined ? [] : [{ id, w }];
     });
+    const unwritten = batch.filter((b) => b.w.unwritten !== undefined);
+    const written = batch.filter((b) => b.w.unwritten === undefined);
+    await Promise.all([this.#withdrawRows(written), this.#withdrawUnwritten(unwritten)]);
+  }
+
+  async #withdrawRows(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
     await this.#db.query(
       "PostgresAskQueue: closing withdrawn asks",
@@ -535,6 +572,30 @@ export class PostgresAskQueue {
       [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
     );
     // Written (or the ask already ended some other way): nothing left to retry.
+    for (const { id, w } of batch) if (this.#withdrawals.get(id) === w) this.#withdrawals.delete(id);
+  }
+
+  /**
+   * Withdraws the rows of inserts that got no reply, writing each one
+   * withdrawn if it is not there yet: an insert still on its way then fails
+   * on the id, and one that committed is closed.
+   */
+  async #withdrawUnwritten(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
+    if (batch.length === 0) return;
+    await this.#db.query(
+      "PostgresAskQueue: closing asks whose insert got no reply",
+      `INSERT INTO ${this.#table} AS a (id, worker_id, ask, state, reason, ended_at)
+       SELECT v.id, v.worker_id, v.ask, 'withdrawn', v.reason, now()
+       FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[]) AS v(id, worker_id, ask, reason)
+       ON CONFLICT (id) DO UPDATE SET state = 'withdrawn', reason = excluded.reason, ended_at = now()
+       WHERE a.worker_id = excluded.worker_id AND ${PENDING}`,
+      [
+        batch.map((b) => b.id),
+        batch.map((b) => b.w.workerId),
+        batch.map((b) => JSON.stringify(b.w.unwritten)),
+        batch.map((b) => b.w.reason),
+      ],
+    );
     for (const { id, w } of batch) if (this.#withdrawals.get(id) === w) this.#withdrawals.delete(id);
   }
 
@@ -697,32 +758,139 @@ export class PostgresAskQueue {
         : `SELECT a.id::text AS id, a.ask FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.seq`,
       all ? [] : [ids],
     );
-    const offered: Offered[] = found.rows.map((raw) => {
-      const id = String(raw["id"]);
-      try {
-        return { id, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
-      } catch (error) {
-        return { id, error: error as PostgresRowError };
-      }
-    });
+    this.#offer(found.rows.map((raw) => this.#offered(raw)));
+  }
+
+  #offered(raw: Record<string, unknown>): Offered {
+    const id = String(raw["id"]);
+    try {
+      return { id, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
+    } catch (error) {
+      return { id, error: error as PostgresRowError };
+    }
+  }
+
+  #offer(offered: readonly Offered[]): void {
+    if (offered.length === 0) return;
     for (const link of this.#links) link.offer(offered);
   }
 
   /**
-   * Reads again whatever a missed notification could have hidden: how every
-   * watched ask ended, and every pending ask for the inboxes. Runs when
-   * `LISTEN` (re)connects and every `rereadMs`.
+   * `LISTEN` took hold (again): whatever a missed notification could have
+   * hidden is read again, in full: how every watched ask ended, and every
+   * pending ask for the inboxes.
    */
   #resync(): void {
     if (this.#closing !== undefined) return;
-    for (const id of this.#parked.keys()) this.#endings.add(id);
-    for (const link of this.#links) for (const id of link.watched()) this.#endings.add(id);
-    if (this.#links.size > 0) this.#arrivals.add("*");
+    this.#listens += 1;
+    this.#mark = undefined;
+    this.#rereads.add("changes");
+  }
+
+  /**
+   * The safety net under `LISTEN/NOTIFY`, every `rereadMs` and when `LISTEN`
+   * (re)connects. The first time (and after a reconnect) it reads everything
+   * watched; after that only the rows a transaction changed that the
+   * previous re-read could not see ({@link PostgresAskQueue.#mark}), so a
+   * queue where nothing happened reads no row, however many asks wait. A
+   * re-read that fails sets no mark: the next one reads from the same point.
+   */
+  async #reread(): Promise<void> {
+    if (this.#closing !== undefined) return;
     const old = performance.now() - Math.max(RECENT_MS, 3 * this.#rereadMs);
     for (const [id, at] of this.#recent) {
       if (at >= old) break;
       this.#recent.delete(id);
     }
+    const lease = this.#lease.id;
+    const consoles = this.#links.size > 0;
+    if (!consoles && lease === undefined && this.#parked.size === 0) {
+      this.#mark = undefined;
+      return;
+    }
+    const listens = this.#listens;
+    const since = this.#mark;
+    // Taken before the rows are read: anything the reads below miss was written by a transaction at or above it.
+    const marked = await this.#onListener(
+      "PostgresAskQueue: re-reading asks",
+      "SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS mark",
+      [],
+    );
+    const mark = marked.rows[0]?.["mark"];
+    if (since === undefined) {
+      const watched = new Set(this.#parked.keys());
+      for (const link of this.#links) for (const id of link.watched()) watched.add(id);
+      await Promise.all([
+        watched.size > 0 ? this.#readEndings([...watched]) : undefined,
+        consoles ? this.#readPending(["*"]) : undefined,
+      ]);
+    } else {
+      await Promise.all([this.#readChanges(since, lease, consoles), this.#readGone()]);
+    }
+    if (this.#listens === listens && this.#closing === undefined && typeof mark === "string") this.#mark = mark;
+  }
+
+  /**
+   * Reads the rows changed since `since` (an `xmin`, see
+   * {@link PostgresAskQueue.#mark}): every inbox's (or, with none, only this
+   * worker's). Endings settle what waits on them, pending asks are offered to
+   * the inboxes, and a pending row of this worker that no call here waits on
+   * any more (its insert committed after it was given up) is withdrawn.
+   */
+  async #readChanges(since: string, lease: string | undefined, consoles: boolean): Promise<void> {
+    const found = await this.#onListener(
+      "PostgresAskQueue: reading changed asks",
+      consoles
+        ? `SELECT ${ENDING_COLUMNS}, CASE WHEN ${PENDING} THEN a.ask END AS ask FROM ${this.#table} AS a
+           WHERE a.changed_xid >= $1::xid8 ORDER BY a.seq`
+        : `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.changed_xid >= $1::xid8 AND a.worker_id = $2::uuid`,
+      consoles ? [since] : [since, lease],
+    );
+    const offered: Offered[] = [];
+    for (const raw of found.rows) {
+      if (raw["state"] !== "pending") {
+        this.#ended(raw);
+        continue;
+      }
+      const id = String(raw["id"]);
+      if (lease !== undefined && raw["worker_id"] === lease && this.#stray(id)) {
+        this.#queueWithdrawal(id, { workerId: lease, reason: "closed" });
+        continue;
+      }
+      if (consoles) offered.push(this.#offered(raw));
+    }
+    this.#offer(offered);
+  }
+
+  /**
+   * Finds the parked calls whose row is gone (deleted by hand, say), which no
+   * change can show: a deleted row has no `changed_xid`. The reply names only
+   * the missing rows, so a queue whose rows are all there reads none; the
+   * lookups are one per call parked here, the work this process holds.
+   */
+  async #readGone(): Promise<void> {
+    const read = ++this.#endingReads;
+    const ids = [...this.#parked.values()].filter((p) => p.insertedAt < read).map((p) => p.id);
+    if (ids.length === 0) return;
+    const found = await this.#onListener(
+      "PostgresAskQueue: reading parked asks' rows",
+      `SELECT p.id::text AS id FROM unnest($1::uuid[]) AS p(id)
+       WHERE NOT EXISTS (SELECT 1 FROM ${this.#table} AS a WHERE a.id = p.id)`,
+      [ids],
+    );
+    for (const raw of found.rows) {
+      const id = String(raw["id"]);
+      const parked = this.#parked.get(id);
+      if (parked === undefined) continue;
+      this.#settle(parked, () =>
+        parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
+      );
+    }
+  }
+
+  /** A pending row of this worker's lease that no call here waits on, nor will. */
+  #stray(id: string): boolean {
+    return !this.#parked.has(id) && !this.#writing.has(id) && !this.#withdrawals.has(id);
   }
 
   /**
@@ -840,7 +1008,7 @@ export class PostgresAskQueue {
 
   async #shutDown(): Promise<void> {
     clearInterval(this.#heartbeat);
-    clearInterval(this.#reread);
+    clearInterval(this.#rereadTimer);
     for (const link of [...this.#links]) link.close();
     this.#links.clear();
     // A call whose row is written is settled by the row, below: an answer may be landing on it now,
@@ -865,6 +1033,7 @@ export class PostgresAskQueue {
         this.#inserts.idle(),
         this.#endings.idle(),
         this.#arrivals.idle(),
+        this.#rereads.idle(),
         this.#answers.idle(),
       ]);
       await this.#withdraw.idle();

@@ -71,6 +71,17 @@ function sqlState(error: unknown): string | undefined {
 }
 
 /**
+ * True unless `error` (a failed statement's, as {@link queryFailure} made it)
+ * is the server's refusal of the statement itself, which therefore did not
+ * commit. No reply, a lost connection or a server going away leaves it
+ * unknown whether the statement committed, or will.
+ */
+export function inDoubt(error: unknown): boolean {
+  const state = sqlState((error as { cause?: unknown } | null)?.cause) ?? sqlState(error);
+  return state === undefined || /^(08|57|58|XX)/.test(state);
+}
+
+/**
  * The error to report for a statement that failed: when the driver's error
  * only says the connection is gone ("not queryable", "terminated
  * unexpectedly"), the connection's own `lost` error, which says why (the

@@ -38,6 +38,19 @@ export interface TcpProxy {
    * network that lost one connection, then recovered).
    */
   stallConnectionOn(text: string): void;
+  /**
+   * Holds back, from the bytes that hold `text` on, what the one connection
+   * whose client next sends `text` sends, until {@link TcpProxy.deliver}: a
+   * statement delayed in the network. The server's side of that connection
+   * stays open when its client gives up, so what was held still arrives.
+   */
+  holdConnectionOn(text: string): void;
+  /**
+   * Sends the server what {@link TcpProxy.holdConnectionOn} held, then closes
+   * that connection's server side if its client is gone (the server runs
+   * what it received first). Resolves once the server's side is closed.
+   */
+  deliver(): Promise<void>;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
   readonly swallowed: string;
   close(): Promise<void>;
@@ -51,6 +64,8 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   let connectionTrigger: string | undefined;
   const swallowed: Buffer[] = [];
   const stalledSockets = new WeakSet<Socket>();
+  let holdTrigger: string | undefined;
+  let held: { readonly chunks: Buffer[]; readonly upstream: Socket; clientGone: boolean } | undefined;
   const makeServer = (): Server =>
     createServer((client) => {
       const upstream = connect(Number(target.port || 5432), target.hostname);
@@ -60,7 +75,16 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         socket.on("close", () => sockets.delete(socket));
       }
       const swallowing = (): boolean => stalled || stalledSockets.has(client);
+      const holding = (): boolean => held !== undefined && held.upstream === upstream;
       client.on("data", (data: Buffer) => {
+        if (holdTrigger !== undefined && data.includes(holdTrigger, 0, "latin1")) {
+          holdTrigger = undefined;
+          held = { chunks: [], upstream, clientGone: false };
+        }
+        if (holding()) {
+          held?.chunks.push(data);
+          return;
+        }
         if (trigger !== undefined && data.includes(trigger, 0, "latin1")) stalled = true;
         if (connectionTrigger !== undefined && data.includes(connectionTrigger, 0, "latin1")) {
           connectionTrigger = undefined;
@@ -73,9 +97,12 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         if (!swallowing()) client.write(data);
       });
       // A stalled network carries no FIN either.
-      client.on("end", () => swallowing() || upstream.end());
+      client.on("end", () => swallowing() || holding() || upstream.end());
       upstream.on("end", () => swallowing() || client.end());
-      client.on("close", () => upstream.destroy());
+      client.on("close", () => {
+        if (held !== undefined && held.upstream === upstream) held.clientGone = true;
+        else upstream.destroy();
+      });
       upstream.on("close", () => client.destroy());
     });
   let server = makeServer();
@@ -103,6 +130,21 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     },
     stallConnectionOn: (text) => {
       connectionTrigger = text;
+    },
+    holdConnectionOn: (text) => {
+      holdTrigger = text;
+    },
+    deliver: async () => {
+      const what = held;
+      if (what === undefined) throw new Error("nothing is held");
+      held = undefined;
+      const closed = new Promise<void>((resolve) => {
+        if (what.upstream.destroyed) resolve();
+        else what.upstream.once("close", () => resolve());
+      });
+      for (const chunk of what.chunks) what.upstream.write(chunk);
+      if (what.clientGone) what.upstream.end();
+      await closed;
     },
     stallOpen: () => {
       for (const socket of sockets) stalledSockets.add(socket);
