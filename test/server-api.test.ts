@@ -1,9 +1,10 @@
 import { createServer, request as httpRequest } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
@@ -149,6 +150,10 @@ describe("createApprovalServer", () => {
       [{ heartbeatMs: 2_147_483_648 }, "heartbeatMs"],
       [{ heartbeatMs: 2_592_000_000 }, "heartbeatMs"],
       [{ askTimeoutMs: -1 }, "askTimeoutMs"],
+      [{ streamWriteTimeoutMs: 0 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: 1.5 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: 2_147_483_648 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: "30s" as never }, "streamWriteTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
       // A string is not spread into single-letter host names.
       [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
@@ -877,6 +882,113 @@ describe("the event stream: GET /api/asks/stream", () => {
     socket.destroy();
     await until(async () => (await status()) === 200);
     expect(await status()).toBe(200);
+  });
+});
+
+describe("a reader that stops reading", () => {
+  /** A handler on a server of the test's own, so the test can see how much its stream socket holds unsent. */
+  async function stalled(streamWriteTimeoutMs: number | undefined): Promise<{
+    readonly url: string;
+    readonly auth: Readonly<Record<string, string>>;
+    readonly socket: Promise<Socket>;
+    push(record: unknown): void;
+  }> {
+    let push: ((record: unknown) => void) | undefined;
+    const records = {
+      recent: () => Promise.resolve([]),
+      subscribe(listener: (record: never) => void) {
+        push = listener as (record: unknown) => void;
+        return () => undefined;
+      },
+    };
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({
+      allowedHosts: [`127.0.0.1:${port}`],
+      token,
+      maxStreams: 1,
+      records,
+      heartbeatMs: 3_600_000,
+      ...(streamWriteTimeoutMs === undefined ? {} : { streamWriteTimeoutMs }),
+    });
+    let opened!: (socket: Socket) => void;
+    const socket = new Promise<Socket>((resolve) => (opened = resolve));
+    app.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      opened(req.socket);
+      handler.handle(req, res);
+    });
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    return {
+      url: `http://127.0.0.1:${port}/api/asks/stream`,
+      auth: { authorization: `Bearer ${token}` },
+      socket,
+      push: (record) => (push as (record: unknown) => void)(record),
+    };
+  }
+
+  /** Sends records of 64 KiB until the kernel's buffers are full and the server holds some of them unsent. */
+  async function fill(socket: Socket, push: (record: unknown) => void): Promise<void> {
+    const padding = "x".repeat(65_536);
+    for (let i = 0; i < 2000; i++) {
+      push({ padding });
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      if (socket.writableLength > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (socket.writableLength > 0) return;
+      }
+    }
+    throw new Error("the stream never backed up");
+  }
+
+  async function statusAfter(url: string, auth: Readonly<Record<string, string>>): Promise<number> {
+    const reader = await openStream(url, auth);
+    if (reader.status === 200) cleanups.push(() => reader.close());
+    else reader.close();
+    return reader.status;
+  }
+
+  it("loses its stream once what was written has not drained for streamWriteTimeoutMs, and its slot is taken again", async () => {
+    const { url, auth, socket, push } = await stalled(150);
+    // A raw client that sends its request and never reads a byte of the reply.
+    const client = connect(Number(new URL(url).port), "127.0.0.1");
+    client.on("error", () => undefined);
+    cleanups.push(() => void client.destroy());
+    client.pause();
+    client.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: ${new URL(url).host}\r\nAuthorization: ${auth["authorization"]}\r\n\r\n`,
+    );
+    const held = await socket;
+    await fill(held, push);
+    // Less than the 1 MiB that cuts off a stream on the next write is waiting: only the deadline frees it.
+    expect(held.writableLength).toBeLessThan(1_048_576);
+    const stuckAt = Date.now();
+    expect(await statusAfter(url, auth)).toBe(503);
+    for (let i = 0; i < 200 && !held.destroyed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(held.destroyed).toBe(true);
+    expect(Date.now() - stuckAt).toBeGreaterThanOrEqual(100);
+    expect(await statusAfter(url, auth)).toBe(200);
+  });
+
+  it("keeps the stream of a reader that pauses for less than streamWriteTimeoutMs", async () => {
+    const { url, auth, socket, push } = await stalled(2_000);
+    const reader = await openStream(url, auth);
+    cleanups.push(() => reader.close());
+    const held = await socket;
+    await reader.next((e) => e.event === "heartbeat");
+    reader.pause();
+    await fill(held, push);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    reader.resume();
+    push({ last: true });
+    const last = await reader.next((e) => e.data === '{"last":true}');
+    expect(last.event).toBe("record");
+    expect(held.destroyed).toBe(false);
   });
 });
 

@@ -70,6 +70,13 @@ export interface ApprovalHandlerOptions {
   readonly heartbeatMs?: number;
   /** How many event streams may be open at once; more get 503. @default 64 */
   readonly maxStreams?: number;
+  /**
+   * How long what was written to an event stream may wait undrained (its
+   * reader stopped reading and the kernel's buffers are full) before the
+   * stream is cut off and its slot freed, at most 2147483647.
+   * @default 30000
+   */
+  readonly streamWriteTimeoutMs?: number;
   /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
   readonly onError?: (error: unknown) => void;
   /**
@@ -155,6 +162,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),
     heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000, MAX_TIMER_MS),
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
+    streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -240,6 +248,7 @@ interface Limits {
   readonly maxBodyBytes: number;
   readonly heartbeatMs: number;
   readonly maxStreams: number;
+  readonly streamWriteTimeoutMs: number;
 }
 
 class Handler {
@@ -274,7 +283,7 @@ class Handler {
         // A reporter that throws must not take a request down with it.
       }
     };
-    this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
+    this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs, limits.streamWriteTimeoutMs);
     // Before the board: a source refused here must not leave a board behind that takes asks nobody shows.
     this.#stopRecords = follow(this.#records, (record) => this.#streams.send("record", record));
     if (options.approver !== undefined) {
