@@ -992,6 +992,93 @@ describe("a reader that stops reading", () => {
   });
 });
 
+describe("slow clients of createApprovalServer", () => {
+  /** A raw connection that records what it receives and when the server closes it. */
+  function rawClient(port: number): { readonly socket: Socket; readonly closed: Promise<string> } {
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const closed = new Promise<string>((resolve) => socket.once("close", () => resolve(received)));
+    return { socket, closed };
+  }
+
+  /** Writes `text` a byte every 10 ms, then keeps sending one more header byte, until the socket closes. */
+  function trickle(socket: Socket, text: string, forever: string): void {
+    let i = 0;
+    const timer = setInterval(() => {
+      if (socket.destroyed) return clearInterval(timer);
+      socket.write(i < text.length ? (text[i] as string) : forever);
+      i++;
+    }, 10);
+    cleanups.push(() => clearInterval(timer));
+  }
+
+  it("cuts off a client that sends its headers a byte at a time for ever, after headersTimeoutMs", async () => {
+    const { server } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 });
+    const { socket, closed } = rawClient(server.port);
+    const began = Date.now();
+    trickle(socket, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Slow: `, "a");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(200);
+    expect(Date.now() - began).toBeLessThan(2_000);
+  });
+
+  it("cuts off a client that sends its body a byte at a time, after requestTimeoutMs", async () => {
+    const { server, park } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 300 });
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    const body = JSON.stringify({ type: "approve" }).padEnd(1_000, " ");
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n`,
+    );
+    const began = Date.now();
+    trickle(socket, body, "");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - began).toBeLessThan(2_000);
+    // Nothing was answered: the ask waits for a whole answer.
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("keeps an event stream open past requestTimeoutMs: its request is whole once its headers are in", async () => {
+    const { server, auth } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 150, heartbeatMs: 50 });
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    const began = Date.now();
+    while (Date.now() - began < 600) await stream.next((e) => e.event === "heartbeat");
+  });
+
+  it("refuses timeouts that are not positive integers, or headersTimeoutMs over requestTimeoutMs", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const cases: [Partial<ApprovalServerOptions>, string][] = [
+      [{ headersTimeoutMs: 0 }, "headersTimeoutMs"],
+      [{ headersTimeoutMs: Number.NaN }, "headersTimeoutMs"],
+      [{ requestTimeoutMs: -1 }, "requestTimeoutMs"],
+      [{ requestTimeoutMs: 2_147_483_648 }, "requestTimeoutMs"],
+      [{ keepAliveTimeoutMs: 0.5 }, "keepAliveTimeoutMs"],
+      [{ keepAliveTimeoutMs: "5s" as never }, "keepAliveTimeoutMs"],
+      [{ headersTimeoutMs: 20_000, requestTimeoutMs: 10_000 }, "headersTimeoutMs"],
+      // The default headersTimeoutMs is more than this.
+      [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],
+    ];
+    for (const [options, option] of cases) {
+      const error = await createApprovalServer({ approver, ...options }).then(
+        (server) => server.close().then(() => undefined),
+        (e: unknown) => e,
+      );
+      expect(error, option).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe(option);
+    }
+  });
+});
+
 describe("close()", () => {
   it("ends every stream and connection, settles its own work, and leaves the asks parked with their owner", async () => {
     const { server, auth, park, approver } = await start();

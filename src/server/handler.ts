@@ -15,6 +15,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
+import { positiveInteger } from "./options.js";
 import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
@@ -117,17 +118,6 @@ const MAX_RECORDS = 500;
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
-
-function positiveInteger(option: string, value: number | undefined, fallback: number, max?: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
-  }
-  if (max !== undefined && value > max) {
-    throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
-  }
-  return value;
-}
 
 /**
  * Makes the approval API, the console and the signed-link pages as one
