@@ -1100,6 +1100,51 @@ describe("close()", () => {
     expect(approver.pending).toBe(0);
   });
 
+  it("answers nothing for an answer whose body was still arriving when close() was called: 503", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    cleanups.push(() => approver.close());
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token });
+    app.on("request", handler.handle);
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const body = JSON.stringify({ type: "approve" });
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+    );
+    // The request has reached the handler, which is reading its body.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await handler.close();
+    socket.write(body.slice(5));
+    await until(() => received.includes("\r\n\r\n{"));
+    expect(received).toMatch(/^HTTP\/1\.1 503 /);
+    expect(received).toContain('"error":"closing"');
+    // The ask stays parked with the approver's owner, as close() promises.
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(approver.pending).toBe(1);
+  });
+
   it("stops asking the approver for asks: the pump's wait is released", async () => {
     let nextCalls = 0;
     let released = 0;

@@ -102,7 +102,8 @@ export interface ApprovalHandler {
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /**
    * Stops: ends every event stream, stops taking asks from the approver and
-   * answers later requests with 503. It neither answers nor closes the
+   * answers later requests with 503, as it does an answer whose body was
+   * still arriving. It neither answers nor closes the
    * approver: asks already taken stay parked with it, for its owner to
    * answer or to deny by closing it.
    */
@@ -446,6 +447,10 @@ class Handler {
 
   async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
+    // A body still arriving when close() was called: close() promises the asks it leaves are not answered.
+    if (this.#closing !== undefined) {
+      throw new HttpError(503, "closing", "the approval server is closing; nothing was answered");
+    }
     try {
       return await this.#board.answer(id, resolution, madeFor);
     } catch (error) {
