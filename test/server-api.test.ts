@@ -1267,6 +1267,48 @@ describe("any approver with the AskInbox shape", () => {
     await expect(second).resolves.toEqual({ type: "deny" });
   });
 
+  it("an answer whose inbox replies late settles only the ask it answered, not another call that took the id meanwhile", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let reply: Promise<void> = Promise.resolve();
+    // A remote queue: the answer lands at once, its reply comes back later.
+    const slow: AskInbox = {
+      ...asyncInbox(approver),
+      resolve: async (id, resolution) => {
+        const delivered = approver.resolve(id, resolution);
+        await reply;
+        return delivered;
+      },
+    };
+    const server = await createApprovalServer({ approver: slow });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<PendingAsk[]> =>
+      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const first = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const parked = channel.resolve(first, { signal: new AbortController().signal });
+    await until(async () => (await listed()).length === 1);
+
+    let send!: () => void;
+    reply = new Promise<void>((resolve) => (send = resolve));
+    const answered = answer(server, first.id, { type: "approve", ask: first }, auth);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    // Ids from a seeded generator repeat across runs: the same id, another call, handed out before the reply.
+    const next = { ...first, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(next, { signal: new AbortController().signal });
+    await until(async () => (await listed())[0]?.tool === "delete_file");
+    send();
+    expect((await answered).status).toBe(200);
+
+    // The second call still waits, and the console still shows it.
+    expect(await listed()).toEqual([next]);
+    expect(track(second).outcome.state).toBe("pending");
+    expect((await answer(server, next.id, { type: "deny", ask: next }, auth)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {
     const errors: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);

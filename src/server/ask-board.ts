@@ -95,7 +95,12 @@ export class AskBoard {
     }
     const delivered = await this.#inbox.resolve(id, resolution);
     if (delivered === true) {
-      this.#settle(id, { type: "answered", verdict: resolution.type });
+      // Only the entry the answer was sent to: while an inbox's reply was on its way, that call may
+      // have ended and another taken its id, and the board would hide a call still waiting. Any
+      // other is left to its watch, which sees it end.
+      if (entry !== undefined && this.#pending.get(id) === entry) {
+        this.#settle(id, { type: "answered", verdict: resolution.type });
+      }
       return { type: "delivered" };
     }
     if (this.#pending.has(id) || this.#ended.has(id)) return { type: "ended", ending: this.#ended.get(id) };
