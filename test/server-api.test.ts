@@ -1309,6 +1309,66 @@ describe("any approver with the AskInbox shape", () => {
     await expect(second).resolves.toEqual({ type: "deny" });
   });
 
+  it("a call handed out under an id the board still shows for an earlier call replaces it, so an answer made for the earlier one answers nothing", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let heard: Promise<void> = Promise.resolve();
+    // A remote inbox that learns of endings late (it polls), and hands out new calls at once.
+    const lagging: AskInbox = {
+      ...asyncInbox(approver),
+      ended: async (id, options) => {
+        const ending = await approver.ended(id, options);
+        await heard;
+        return ending;
+      },
+    };
+    const server = await createApprovalServer({ approver: lagging });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<PendingAsk[]> =>
+      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    let hear!: () => void;
+    heard = new Promise<void>((resolve) => (hear = resolve));
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const stop = new AbortController();
+    const first = channel.resolve(shown, { signal: stop.signal });
+    first.catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    stop.abort(new Error("run ended"));
+    await expect(first).rejects.toThrow("run ended");
+    // Ids from a seeded generator repeat across runs: the same id, another call, before the inbox heard the first end.
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    await until(async () => (await listed())[0]?.tool === "delete_file");
+
+    const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
+    expect(track(second).outcome.state).toBe("pending");
+    // The stream said the first ended, then showed the second.
+    expect((await stream.next((e) => e.event === "settled")).data).toBe(
+      JSON.stringify({ id: shown.id, ending: { type: "withdrawn", reason: "unknown" } }),
+    );
+    expect(
+      (
+        JSON.parse((await stream.next((e) => e.event === "ask" && e.data.includes("delete_file"))).data) as {
+          ask: PendingAsk;
+        }
+      ).ask,
+    ).toEqual(now);
+
+    // The first call's late ending takes nothing off the board.
+    hear();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await listed()).toEqual([now]);
+    expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {
     const errors: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
