@@ -1,9 +1,10 @@
 import { createServer, request as httpRequest } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
@@ -149,6 +150,10 @@ describe("createApprovalServer", () => {
       [{ heartbeatMs: 2_147_483_648 }, "heartbeatMs"],
       [{ heartbeatMs: 2_592_000_000 }, "heartbeatMs"],
       [{ askTimeoutMs: -1 }, "askTimeoutMs"],
+      [{ streamWriteTimeoutMs: 0 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: 1.5 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: 2_147_483_648 }, "streamWriteTimeoutMs"],
+      [{ streamWriteTimeoutMs: "30s" as never }, "streamWriteTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
       // A string is not spread into single-letter host names.
       [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
@@ -880,6 +885,200 @@ describe("the event stream: GET /api/asks/stream", () => {
   });
 });
 
+describe("a reader that stops reading", () => {
+  /** A handler on a server of the test's own, so the test can see how much its stream socket holds unsent. */
+  async function stalled(streamWriteTimeoutMs: number | undefined): Promise<{
+    readonly url: string;
+    readonly auth: Readonly<Record<string, string>>;
+    readonly socket: Promise<Socket>;
+    push(record: unknown): void;
+  }> {
+    let push: ((record: unknown) => void) | undefined;
+    const records = {
+      recent: () => Promise.resolve([]),
+      subscribe(listener: (record: never) => void) {
+        push = listener as (record: unknown) => void;
+        return () => undefined;
+      },
+    };
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({
+      allowedHosts: [`127.0.0.1:${port}`],
+      token,
+      maxStreams: 1,
+      records,
+      heartbeatMs: 3_600_000,
+      ...(streamWriteTimeoutMs === undefined ? {} : { streamWriteTimeoutMs }),
+    });
+    let opened!: (socket: Socket) => void;
+    const socket = new Promise<Socket>((resolve) => (opened = resolve));
+    app.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      opened(req.socket);
+      handler.handle(req, res);
+    });
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    return {
+      url: `http://127.0.0.1:${port}/api/asks/stream`,
+      auth: { authorization: `Bearer ${token}` },
+      socket,
+      push: (record) => (push as (record: unknown) => void)(record),
+    };
+  }
+
+  /** Sends records of 64 KiB until the kernel's buffers are full and the server holds some of them unsent. */
+  async function fill(socket: Socket, push: (record: unknown) => void): Promise<void> {
+    const padding = "x".repeat(65_536);
+    for (let i = 0; i < 2000; i++) {
+      push({ padding });
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      if (socket.writableLength > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (socket.writableLength > 0) return;
+      }
+    }
+    throw new Error("the stream never backed up");
+  }
+
+  async function statusAfter(url: string, auth: Readonly<Record<string, string>>): Promise<number> {
+    const reader = await openStream(url, auth);
+    if (reader.status === 200) cleanups.push(() => reader.close());
+    else reader.close();
+    return reader.status;
+  }
+
+  it("loses its stream once what was written has not drained for streamWriteTimeoutMs, and its slot is taken again", async () => {
+    const { url, auth, socket, push } = await stalled(150);
+    // A raw client that sends its request and never reads a byte of the reply.
+    const client = connect(Number(new URL(url).port), "127.0.0.1");
+    client.on("error", () => undefined);
+    cleanups.push(() => void client.destroy());
+    client.pause();
+    client.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: ${new URL(url).host}\r\nAuthorization: ${auth["authorization"]}\r\n\r\n`,
+    );
+    const held = await socket;
+    await fill(held, push);
+    // Less than the 1 MiB that cuts off a stream on the next write is waiting: only the deadline frees it.
+    expect(held.writableLength).toBeLessThan(1_048_576);
+    const stuckAt = Date.now();
+    expect(await statusAfter(url, auth)).toBe(503);
+    for (let i = 0; i < 200 && !held.destroyed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(held.destroyed).toBe(true);
+    expect(Date.now() - stuckAt).toBeGreaterThanOrEqual(100);
+    expect(await statusAfter(url, auth)).toBe(200);
+  });
+
+  it("keeps the stream of a reader that pauses for less than streamWriteTimeoutMs", async () => {
+    const { url, auth, socket, push } = await stalled(2_000);
+    const reader = await openStream(url, auth);
+    cleanups.push(() => reader.close());
+    const held = await socket;
+    await reader.next((e) => e.event === "heartbeat");
+    reader.pause();
+    await fill(held, push);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    reader.resume();
+    push({ last: true });
+    const last = await reader.next((e) => e.data === '{"last":true}');
+    expect(last.event).toBe("record");
+    expect(held.destroyed).toBe(false);
+  });
+});
+
+describe("slow clients of createApprovalServer", () => {
+  /** A raw connection that records what it receives and when the server closes it. */
+  function rawClient(port: number): { readonly socket: Socket; readonly closed: Promise<string> } {
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const closed = new Promise<string>((resolve) => socket.once("close", () => resolve(received)));
+    return { socket, closed };
+  }
+
+  /** Writes `text` a byte every 10 ms, then keeps sending one more header byte, until the socket closes. */
+  function trickle(socket: Socket, text: string, forever: string): void {
+    let i = 0;
+    const timer = setInterval(() => {
+      if (socket.destroyed) return clearInterval(timer);
+      socket.write(i < text.length ? (text[i] as string) : forever);
+      i++;
+    }, 10);
+    cleanups.push(() => clearInterval(timer));
+  }
+
+  it("cuts off a client that sends its headers a byte at a time for ever, after headersTimeoutMs", async () => {
+    const { server } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 });
+    const { socket, closed } = rawClient(server.port);
+    const began = Date.now();
+    trickle(socket, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Slow: `, "a");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(200);
+    expect(Date.now() - began).toBeLessThan(2_000);
+  });
+
+  it("cuts off a client that sends its body a byte at a time, after requestTimeoutMs", async () => {
+    const { server, park } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 300 });
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    const body = JSON.stringify({ type: "approve" }).padEnd(1_000, " ");
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n`,
+    );
+    const began = Date.now();
+    trickle(socket, body, "");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - began).toBeLessThan(2_000);
+    // Nothing was answered: the ask waits for a whole answer.
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("keeps an event stream open past requestTimeoutMs: its request is whole once its headers are in", async () => {
+    const { server, auth } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 150, heartbeatMs: 50 });
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    const began = Date.now();
+    while (Date.now() - began < 600) await stream.next((e) => e.event === "heartbeat");
+  });
+
+  it("refuses timeouts that are not positive integers, or headersTimeoutMs over requestTimeoutMs", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const cases: [Partial<ApprovalServerOptions>, string][] = [
+      [{ headersTimeoutMs: 0 }, "headersTimeoutMs"],
+      [{ headersTimeoutMs: Number.NaN }, "headersTimeoutMs"],
+      [{ requestTimeoutMs: -1 }, "requestTimeoutMs"],
+      [{ requestTimeoutMs: 2_147_483_648 }, "requestTimeoutMs"],
+      [{ keepAliveTimeoutMs: 0.5 }, "keepAliveTimeoutMs"],
+      [{ keepAliveTimeoutMs: "5s" as never }, "keepAliveTimeoutMs"],
+      [{ headersTimeoutMs: 20_000, requestTimeoutMs: 10_000 }, "headersTimeoutMs"],
+      // The default headersTimeoutMs is more than this.
+      [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],
+    ];
+    for (const [options, option] of cases) {
+      const error = await createApprovalServer({ approver, ...options }).then(
+        (server) => server.close().then(() => undefined),
+        (e: unknown) => e,
+      );
+      expect(error, option).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe(option);
+    }
+  });
+});
+
 describe("close()", () => {
   it("ends every stream and connection, settles its own work, and leaves the asks parked with their owner", async () => {
     const { server, auth, park, approver } = await start();
@@ -899,6 +1098,51 @@ describe("close()", () => {
     approver.close();
     await expect(b.parked).resolves.toMatchObject({ type: "deny" });
     expect(approver.pending).toBe(0);
+  });
+
+  it("answers nothing for an answer whose body was still arriving when close() was called: 503", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    cleanups.push(() => approver.close());
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const port = (app.address() as AddressInfo).port;
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token });
+    app.on("request", handler.handle);
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const body = JSON.stringify({ type: "approve" });
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+    );
+    // The request has reached the handler, which is reading its body.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await handler.close();
+    socket.write(body.slice(5));
+    await until(() => received.includes("\r\n\r\n{"));
+    expect(received).toMatch(/^HTTP\/1\.1 503 /);
+    expect(received).toContain('"error":"closing"');
+    // The ask stays parked with the approver's owner, as close() promises.
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(approver.pending).toBe(1);
   });
 
   it("stops asking the approver for asks: the pump's wait is released", async () => {
@@ -1019,6 +1263,108 @@ describe("any approver with the AskInbox shape", () => {
 
     release();
     await until(async () => (await listed()).length === 1);
+    expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
+  it("an answer whose inbox replies late settles only the ask it answered, not another call that took the id meanwhile", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let reply: Promise<void> = Promise.resolve();
+    // A remote queue: the answer lands at once, its reply comes back later.
+    const slow: AskInbox = {
+      ...asyncInbox(approver),
+      resolve: async (id, resolution) => {
+        const delivered = approver.resolve(id, resolution);
+        await reply;
+        return delivered;
+      },
+    };
+    const server = await createApprovalServer({ approver: slow });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<PendingAsk[]> =>
+      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const first = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const parked = channel.resolve(first, { signal: new AbortController().signal });
+    await until(async () => (await listed()).length === 1);
+
+    let send!: () => void;
+    reply = new Promise<void>((resolve) => (send = resolve));
+    const answered = answer(server, first.id, { type: "approve", ask: first }, auth);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    // Ids from a seeded generator repeat across runs: the same id, another call, handed out before the reply.
+    const next = { ...first, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(next, { signal: new AbortController().signal });
+    await until(async () => (await listed())[0]?.tool === "delete_file");
+    send();
+    expect((await answered).status).toBe(200);
+
+    // The second call still waits, and the console still shows it.
+    expect(await listed()).toEqual([next]);
+    expect(track(second).outcome.state).toBe("pending");
+    expect((await answer(server, next.id, { type: "deny", ask: next }, auth)).status).toBe(200);
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
+  it("a call handed out under an id the board still shows for an earlier call replaces it, so an answer made for the earlier one answers nothing", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let heard: Promise<void> = Promise.resolve();
+    // A remote inbox that learns of endings late (it polls), and hands out new calls at once.
+    const lagging: AskInbox = {
+      ...asyncInbox(approver),
+      ended: async (id, options) => {
+        const ending = await approver.ended(id, options);
+        await heard;
+        return ending;
+      },
+    };
+    const server = await createApprovalServer({ approver: lagging });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const listed = async (): Promise<PendingAsk[]> =>
+      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    let hear!: () => void;
+    heard = new Promise<void>((resolve) => (hear = resolve));
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const stop = new AbortController();
+    const first = channel.resolve(shown, { signal: stop.signal });
+    first.catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    stop.abort(new Error("run ended"));
+    await expect(first).rejects.toThrow("run ended");
+    // Ids from a seeded generator repeat across runs: the same id, another call, before the inbox heard the first end.
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    await until(async () => (await listed())[0]?.tool === "delete_file");
+
+    const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
+    expect(track(second).outcome.state).toBe("pending");
+    // The stream said the first ended, then showed the second.
+    expect((await stream.next((e) => e.event === "settled")).data).toBe(
+      JSON.stringify({ id: shown.id, ending: { type: "withdrawn", reason: "unknown" } }),
+    );
+    expect(
+      (
+        JSON.parse((await stream.next((e) => e.event === "ask" && e.data.includes("delete_file"))).data) as {
+          ask: PendingAsk;
+        }
+      ).ask,
+    ).toEqual(now);
+
+    // The first call's late ending takes nothing off the board.
+    hear();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await listed()).toEqual([now]);
     expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
     await expect(second).resolves.toEqual({ type: "deny" });
   });

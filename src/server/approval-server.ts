@@ -3,6 +3,8 @@ import type { AddressInfo } from "node:net";
 import { createApprovalHandler } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
 import { ServerConfigError, ServerListenError } from "./errors.js";
+import { positiveInteger } from "./options.js";
+import { MAX_TIMER_MS } from "./timers.js";
 
 /** Options of {@link createApprovalServer}: the handler's, plus where to listen. */
 export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "allowedHosts"> {
@@ -20,6 +22,20 @@ export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "all
    * reverse proxy's `"approvals.example.com"`.
    */
   readonly allowedHosts?: readonly string[];
+  /**
+   * How long a client has to send a request's headers, from when the
+   * connection opens or its previous request ends; one still sending them
+   * gets 408 and is disconnected. At most `requestTimeoutMs`. @default 10000
+   */
+  readonly headersTimeoutMs?: number;
+  /**
+   * How long a client has to send a whole request, headers and body; one
+   * still sending gets 408 and is disconnected. An event stream's request is
+   * whole once its headers are in, so streams stay open. @default 30000
+   */
+  readonly requestTimeoutMs?: number;
+  /** How long a kept-alive connection may sit idle between requests before it is closed. @default 5000 */
+  readonly keepAliveTimeoutMs?: number;
 }
 
 /** A running approval server. */
@@ -83,7 +99,22 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
       `listening on ${host || "every address"} needs allowedHosts: the names clients use to reach it`,
     );
   }
-  const server = createServer();
+  const headersTimeout = positiveInteger("headersTimeoutMs", options.headersTimeoutMs, 10_000, MAX_TIMER_MS);
+  const requestTimeout = positiveInteger("requestTimeoutMs", options.requestTimeoutMs, 30_000, MAX_TIMER_MS);
+  const keepAliveTimeout = positiveInteger("keepAliveTimeoutMs", options.keepAliveTimeoutMs, 5_000, MAX_TIMER_MS);
+  if (headersTimeout > requestTimeout) {
+    throw new ServerConfigError(
+      "headersTimeoutMs",
+      `must be at most requestTimeoutMs (${requestTimeout}), got ${headersTimeout}`,
+    );
+  }
+  const server = createServer({
+    headersTimeout,
+    requestTimeout,
+    keepAliveTimeout,
+    // Node checks the two timeouts only this often (30 s by default), so a bound of 10 s could hold for 40.
+    connectionsCheckingInterval: Math.min(1_000, headersTimeout),
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error) => reject(new ServerListenError(`${host}:${port}`, { cause: error })));
     server.listen(port, host, () => resolve());

@@ -95,7 +95,10 @@ export class AskBoard {
     }
     const delivered = await this.#inbox.resolve(id, resolution);
     if (delivered === true) {
-      this.#settle(id, { type: "answered", verdict: resolution.type });
+      // Only the entry the answer was sent to: while an inbox's reply was on its way, that call may
+      // have ended and another taken its id, and the board would hide a call still waiting. Any
+      // other is left to its watch, which sees it end.
+      if (entry !== undefined) this.#settle(entry, { type: "answered", verdict: resolution.type });
       return { type: "delivered" };
     }
     if (this.#pending.has(id) || this.#ended.has(id)) return { type: "ended", ending: this.#ended.get(id) };
@@ -152,21 +155,28 @@ export class AskBoard {
       return;
     }
     const ask: PendingAsk = parsed.data;
-    if (this.#pending.has(ask.id)) return;
+    const held = this.#pending.get(ask.id);
+    if (held !== undefined) {
+      if (askDigest(held.ask) === askDigest(ask)) return;
+      // An inbox holds one call per id: the one the board shows has ended, though its ended() has
+      // not said so yet. Shown on, an answer made for it would pass as made for this one.
+      this.#settle(held, UNREADABLE_ENDING);
+    }
     const entry: BoardEntry = { ask, receivedAtMs: this.#now() };
     // An id that ended can come back with another call behind it: it is pending again, not ended.
     this.#ended.delete(ask.id);
     this.#pending.set(ask.id, entry);
     this.#emit({ type: "ask", entry });
-    this.#track(this.#watch(ask.id));
+    this.#track(this.#watch(entry));
   }
 
-  async #watch(id: string): Promise<void> {
+  async #watch(entry: BoardEntry): Promise<void> {
+    const id = entry.ask.id;
     const signal = this.#stop.signal;
     for (let failures = 0; !signal.aborted;) {
       try {
         const ending: unknown = await this.#unlessClosed(this.#inbox.ended(id, { signal }));
-        this.#settle(id, this.#readEnding(id, ending));
+        this.#settle(entry, this.#readEnding(id, ending));
         return;
       } catch (error) {
         if (signal.aborted) return;
@@ -206,8 +216,11 @@ export class AskBoard {
     return UNREADABLE_ENDING;
   }
 
-  #settle(id: string, ending: AskEnding): void {
-    if (!this.#pending.delete(id)) return;
+  /** Takes `entry` off the board, if it is still the one shown under its id: another call may hold the id now. */
+  #settle(entry: BoardEntry, ending: AskEnding): void {
+    const id = entry.ask.id;
+    if (this.#pending.get(id) !== entry) return;
+    this.#pending.delete(id);
     this.#ended.set(id, ending);
     if (this.#ended.size > REMEMBERED_ENDINGS) {
       const oldest = this.#ended.keys().next();

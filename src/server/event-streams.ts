@@ -6,24 +6,40 @@ import { writeHead } from "./http.js";
 /** A stream that buffers more than this is a reader that stopped reading: it is cut off. */
 const MAX_BUFFERED_BYTES = 1_048_576;
 
+/** What is kept of one open stream. */
+interface Stream {
+  /** Writes handed to the socket that it has not yet passed to the kernel. */
+  unflushed: number;
+  /** Runs out when no write has drained for the write timeout while some are waiting. */
+  deadline: NodeJS.Timeout | undefined;
+  /** Stops watching the stream and gives its slot back. */
+  readonly drop: () => void;
+}
+
 /**
  * The open server-sent-event streams: each event is written to every one, and
  * {@link EventStreams.close} ends them all. Each stream starts with a
  * `heartbeat` event and gets one every `heartbeatMs`: it keeps proxies and
  * idle timeouts from closing the stream, and a page, which never sees an SSE
  * comment, can tell a server that went silent from one with nothing to say.
+ *
+ * A stream whose writes do not drain for `writeTimeoutMs` is cut off: its
+ * reader stopped reading and the kernel's buffers are full, and heartbeats
+ * alone would take days to reach the 1 MiB cap that otherwise frees its slot.
  */
 export class EventStreams {
-  readonly #streams = new Set<ServerResponse>();
+  readonly #streams = new Map<ServerResponse, Stream>();
   readonly #limit: number;
   readonly #heartbeatMs: number;
+  readonly #writeTimeoutMs: number;
   #timer: NodeJS.Timeout | undefined;
   #nextId = 1;
   #closed = false;
 
-  constructor(limit: number, heartbeatMs: number) {
+  constructor(limit: number, heartbeatMs: number, writeTimeoutMs: number) {
     this.#limit = limit;
     this.#heartbeatMs = heartbeatMs;
+    this.#writeTimeoutMs = writeTimeoutMs;
   }
 
   get size(): number {
@@ -51,19 +67,24 @@ export class EventStreams {
       "x-accel-buffering": "no",
       connection: "keep-alive",
     });
-    res.write("retry: 2000\n\n");
-    res.write(this.#heartbeat());
-    for (const [event, data] of first) res.write(this.#frame(event, data));
-    this.#streams.add(res);
     // A pipelined response queued behind another never gets the socket, so it never closes: watch the socket too.
     const drop = (): void => {
       stopWatching();
       socket.off("close", drop);
+      const stream = this.#streams.get(res);
+      if (stream === undefined) return;
+      clearTimeout(stream.deadline);
+      stream.deadline = undefined;
       this.#streams.delete(res);
       if (this.#streams.size === 0) this.#stopHeartbeat();
     };
     const stopWatching = finished(res, drop);
     socket.once("close", drop);
+    const stream: Stream = { unflushed: 0, deadline: undefined, drop };
+    this.#streams.set(res, stream);
+    this.#writeTo(res, stream, "retry: 2000\n\n");
+    this.#writeTo(res, stream, this.#heartbeat());
+    for (const [event, data] of first) this.#writeTo(res, stream, this.#frame(event, data));
     this.#startHeartbeat();
   }
 
@@ -72,12 +93,14 @@ export class EventStreams {
     this.#write(this.#frame(event, data));
   }
 
-  /** Ends every stream; later ones are refused. */
+  /** Ends every stream; later ones are refused. One whose end does not drain in time is cut off. */
   close(): void {
     this.#closed = true;
     this.#stopHeartbeat();
-    for (const res of this.#streams) res.end();
-    this.#streams.clear();
+    for (const [res, stream] of this.#streams) {
+      this.#arm(res, stream);
+      res.end();
+    }
   }
 
   #frame(event: string, data: unknown): string {
@@ -91,14 +114,39 @@ export class EventStreams {
   }
 
   #write(text: string): void {
-    for (const res of this.#streams) {
+    for (const [res, stream] of this.#streams) {
       if (res.writableLength > MAX_BUFFERED_BYTES) {
-        this.#streams.delete(res);
-        res.destroy();
+        this.#cut(res, stream);
         continue;
       }
-      res.write(text);
+      this.#writeTo(res, stream, text);
     }
+  }
+
+  #writeTo(res: ServerResponse, stream: Stream, text: string): void {
+    stream.unflushed++;
+    this.#arm(res, stream);
+    // Called once the socket has passed the text to the kernel (or failed): the reader is keeping up.
+    res.write(text, () => {
+      stream.unflushed--;
+      if (stream.unflushed > 0) stream.deadline?.refresh();
+      else {
+        clearTimeout(stream.deadline);
+        stream.deadline = undefined;
+      }
+    });
+  }
+
+  #arm(res: ServerResponse, stream: Stream): void {
+    if (stream.deadline !== undefined) return;
+    stream.deadline = setTimeout(() => this.#cut(res, stream), this.#writeTimeoutMs);
+    stream.deadline.unref();
+  }
+
+  /** Frees the slot itself: a response that never got its socket (pipelined) emits nothing when destroyed. */
+  #cut(res: ServerResponse, stream: Stream): void {
+    stream.drop();
+    res.destroy();
   }
 
   #startHeartbeat(): void {

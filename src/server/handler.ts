@@ -15,6 +15,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
+import { positiveInteger } from "./options.js";
 import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
 import type { RecordSource } from "./records.js";
@@ -70,6 +71,13 @@ export interface ApprovalHandlerOptions {
   readonly heartbeatMs?: number;
   /** How many event streams may be open at once; more get 503. @default 64 */
   readonly maxStreams?: number;
+  /**
+   * How long what was written to an event stream may wait undrained (its
+   * reader stopped reading and the kernel's buffers are full) before the
+   * stream is cut off and its slot freed, at most 2147483647.
+   * @default 30000
+   */
+  readonly streamWriteTimeoutMs?: number;
   /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
   readonly onError?: (error: unknown) => void;
   /**
@@ -94,7 +102,8 @@ export interface ApprovalHandler {
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
   /**
    * Stops: ends every event stream, stops taking asks from the approver and
-   * answers later requests with 503. It neither answers nor closes the
+   * answers later requests with 503, as it does an answer whose body was
+   * still arriving. It neither answers nor closes the
    * approver: asks already taken stay parked with it, for its owner to
    * answer or to deny by closing it.
    */
@@ -110,17 +119,6 @@ const MAX_RECORDS = 500;
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
-
-function positiveInteger(option: string, value: number | undefined, fallback: number, max?: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
-  }
-  if (max !== undefined && value > max) {
-    throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
-  }
-  return value;
-}
 
 /**
  * Makes the approval API, the console and the signed-link pages as one
@@ -155,6 +153,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),
     heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000, MAX_TIMER_MS),
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
+    streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -240,6 +239,7 @@ interface Limits {
   readonly maxBodyBytes: number;
   readonly heartbeatMs: number;
   readonly maxStreams: number;
+  readonly streamWriteTimeoutMs: number;
 }
 
 class Handler {
@@ -274,7 +274,7 @@ class Handler {
         // A reporter that throws must not take a request down with it.
       }
     };
-    this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs);
+    this.#streams = new EventStreams(limits.maxStreams, limits.heartbeatMs, limits.streamWriteTimeoutMs);
     // Before the board: a source refused here must not leave a board behind that takes asks nobody shows.
     this.#stopRecords = follow(this.#records, (record) => this.#streams.send("record", record));
     if (options.approver !== undefined) {
@@ -447,6 +447,10 @@ class Handler {
 
   async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
+    // A body still arriving when close() was called: close() promises the asks it leaves are not answered.
+    if (this.#closing !== undefined) {
+      throw new HttpError(503, "closing", "the approval server is closing; nothing was answered");
+    }
     try {
       return await this.#board.answer(id, resolution, madeFor);
     } catch (error) {

@@ -70,6 +70,10 @@ export interface SseReader {
   next(match?: (event: SseEvent) => boolean): Promise<SseEvent>;
   /** Resolves when the server ends the stream. */
   readonly ended: Promise<void>;
+  /** Stops reading from the socket, as a reader that hangs does: what the server sends waits in the buffers. */
+  pause(): void;
+  /** Reads again after {@link SseReader.pause}. */
+  resume(): void;
   close(): void;
 }
 
@@ -117,6 +121,8 @@ export function openStream(url: string, headers: Readonly<Record<string, string>
         headers: res.headers,
         ended,
         close: () => req.destroy(),
+        pause: () => void res.pause(),
+        resume: () => void res.resume(),
         async next(match = () => true) {
           for (;;) {
             const index = events.findIndex(match);
