@@ -222,7 +222,9 @@ export function verifyVouched(
  * however long it is.
  *
  * A log may be verified while writers append to it. With a key, the seal is
- * read first, so it never vouches for lines the log read after it lacks. A
+ * read first, so it never vouches for lines the log read after it lacks (a
+ * seal missing then and there once the log is read, as when its first writer
+ * is opening it, makes verification read both again, once). A
  * last line found cut short is waited for, briefly, in case a writer is still
  * writing it (or cuts it off again, its write having failed: the log is then
  * read again); one no writer finishes is `"truncated"`.
@@ -263,6 +265,8 @@ export async function verifyAuditLog(path: string, options?: AuditVerifyOptions)
 export interface VerifySeams {
   /** How many bytes are read at a time (`CHUNK_BYTES`). */
   readonly chunkBytes?: number;
+  /** Runs after the seal is read and before the log is, each time. */
+  readonly afterSeal?: () => Promise<void>;
 }
 
 /** {@link verifyAuditLog}, with its seams. */
@@ -282,22 +286,31 @@ export async function verifyLogFile(
   // A log read through a symbolic link has its seal beside the file the link
   // leads to; when the path cannot be resolved, opening it says why.
   const file = await realpath(path).catch(() => path);
-  // The seal before the log: a writer replaces the seal only after the lines
-  // it vouches for are written, so a seal read first never vouches for more
-  // than the log read next holds, however busy the writer is.
-  const seal = key === undefined ? null : await readSealFile(auditSealPath(file));
-  const outcome = await readLog(path, file, {
-    newCheck: () =>
-      new ChainCheck(AUDIT_EMPTY_ANCHOR, macCheck(key), {
-        records: options.records ?? true,
-        hashes: [anchor?.seq, sealSeq(key, seal)],
-      }),
-    signal,
-    chunkBytes: seams.chunkBytes,
-  });
-  signal?.throwIfAborted();
-  if ("ok" in outcome) return outcome;
-  return verifyVouched(outcome, anchor, key, seal);
+  const sealPath = auditSealPath(file);
+  for (let first = true; ; first = false) {
+    // The seal before the log: a writer replaces the seal only after the lines
+    // it vouches for are written, so a seal read first never vouches for more
+    // than the log read next holds, however busy the writer is.
+    const seal = key === undefined ? null : await readSealFile(sealPath);
+    await seams.afterSeal?.();
+    const outcome = await readLog(path, file, {
+      newCheck: () =>
+        new ChainCheck(AUDIT_EMPTY_ANCHOR, macCheck(key), {
+          records: options.records ?? true,
+          hashes: [anchor?.seq, sealSeq(key, seal)],
+        }),
+      signal,
+      chunkBytes: seams.chunkBytes,
+    });
+    signal?.throwIfAborted();
+    if ("ok" in outcome) return outcome;
+    // A keyed log's first writer seals it before its first line: a seal
+    // missing when read, and there once lines are, was written meanwhile, and
+    // the log had it before it had lines. Both are read again, in order, once.
+    const sealedSince =
+      first && key !== undefined && seal === null && outcome.anchor.seq > 0 && (await readSealFile(sealPath)) !== null;
+    if (!sealedSince) return verifyVouched(outcome, anchor, key, seal);
+  }
 }
 
 /** Opens the log at `file` (`path` as the caller named it) and checks its chain. */
