@@ -224,10 +224,13 @@ export function verifyVouched(
  * A log may be verified while writers append to it. With a key, the seal is
  * read first, so it never vouches for lines the log read after it lacks (a
  * seal missing then and there once the log is read, as when its first writer
- * is opening it, makes verification read both again, once). A
- * last line found cut short is waited for, briefly, in case a writer is still
- * writing it (or cuts it off again, its write having failed: the log is then
- * read again); one no writer finishes is `"truncated"`.
+ * is opening it, makes verification read both again, once). It takes no
+ * lock, so writers never wait for it: the result is the log as read, without
+ * the lines appended after, and with any lines of a failed write read before
+ * its writer cut them back. A last line found cut short is waited for,
+ * briefly, in case a writer is still writing it (or cuts it off again, its
+ * write having failed: the log is then read again); one no writer finishes is
+ * `"truncated"`.
  *
  * What the chain detects without a key or an anchor: any edit of any byte, a
  * line removed anywhere but at the end, lines reordered or duplicated, a
