@@ -12,6 +12,7 @@ import {
   verifyAuditBytes,
   verifyAuditLog,
 } from "../src/audit/index.js";
+import { verifyLogFile } from "../src/audit/verify.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 let dir: string;
@@ -107,6 +108,30 @@ describe("a keyed audit log", () => {
     const forged = forgedLine(2, first.hash, second.mac);
     await writeFile(path, textOf([lines[0] as string, forged]));
     expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 2, problem: "forged" });
+  });
+
+  it("verifies a log its first writer seals and writes to between the seal's read and the log's", async () => {
+    // The writer seals a new log before its first line: the seal, missing
+    // when read, was there before the lines the log read next holds.
+    const path = fresh();
+    let writes = 0;
+    const result = await verifyLogFile(
+      path,
+      { key },
+      {
+        afterSeal: async () => {
+          if (++writes > 1) return;
+          const sink = await AuditSink.open(path, { key });
+          await sink.append(gateRecord(1));
+          await sink.close();
+        },
+      },
+    );
+    expect(result).toMatchObject({ ok: true, anchor: { seq: 1 }, keyed: true, records: [gateRecord(1)] });
+
+    // A seal that stays missing is still unsealed.
+    await unlink(`${path}.seal`);
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 2, problem: "unsealed" });
   });
 
   it("reports a missing seal as unsealed, a tampered one as forged", async () => {

@@ -19,6 +19,8 @@ import {
   verifyAuditLog,
 } from "../src/audit/index.js";
 import type { AuditAnchor, AuditVerifyBytesOptions, AuditVerifyOptions } from "../src/audit/index.js";
+import { CHUNK_BYTES } from "../src/audit/chain-file.js";
+import { verifyLogFile } from "../src/audit/verify.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 300);
@@ -45,6 +47,9 @@ afterAll(async () => {
 const lines = (): string[] => original.toString("utf8").split("\n").slice(0, -1);
 const join_ = (ls: string[]): Buffer => Buffer.from(ls.map((l) => `${l}\n`).join(""), "utf8");
 const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex");
+/** The hash line `n` of a log's bytes carries. */
+const lineHashOf = (bytes: Buffer, n: number): string =>
+  (JSON.parse(bytes.toString("utf8").split("\n")[n - 1] as string) as { hash: string }).hash;
 
 describe("the audit line format", () => {
   it("chains each line to the previous one's hash, from the genesis value", () => {
@@ -381,6 +386,133 @@ describe("verifyAuditLog on the file system", () => {
     const result = await verifying;
     expect(result).toMatchObject({ ok: true, records: { length: 4 } });
     expect(result).toEqual(verifyAuditBytes(original.subarray(0, fourth)));
+  });
+});
+
+describe("verifyAuditLog reads the log a chunk at a time", () => {
+  /** The log's bytes with each kind of tampering, every one read to its end or re-read to tell it. */
+  const variants = (): Buffer[] => {
+    const ls = lines();
+    const forked = JSON.parse(ls[0] as string) as { record: { tool: string } };
+    forked.record.tool = "spliced";
+    const body = JSON.stringify({ ...forked, hash: undefined }).replace(/\}$/, "");
+    const forkedLine = `${body},"hash":"${sha256(`${body}}`)}"}`;
+    return [
+      original,
+      join_([...ls, ls[0] as string]), // line 1 again at the end: duplicated, told by reading line 1 again
+      join_([...ls, forkedLine]), // seq 1 again with other content: forked
+      join_([ls[0], ls[3], ls[1], ls[2], ls[4]] as string[]), // reordered, told by a later line
+      join_(ls.filter((_, i) => i !== 2)), // removed, told only at the end
+      Buffer.concat([original, Buffer.from("garbage\n")]),
+    ];
+  };
+
+  it("joins a line split across chunk borders wherever they fall, even inside a character: results as from memory", async () => {
+    const path = join(dir, "chunks.jsonl");
+    const snowman = original.indexOf(Buffer.from("☃"));
+    const firstLine = original.indexOf(0x0a) + 1;
+    const sizes = [1, 2, 3, 5, 64, snowman + 1, snowman + 2, firstLine - 1, firstLine, firstLine + 1, 4096];
+    expect(variants().map((bytes) => verifyAuditBytes(bytes, { anchor }))).toMatchObject([
+      { ok: true },
+      { problem: "duplicated", line: 6 },
+      { problem: "forked", line: 6 },
+      { problem: "reordered", line: 2 },
+      { problem: "removed", line: 3 },
+      { problem: "malformed", line: 6 },
+    ]);
+    for (const bytes of variants()) {
+      await writeFile(path, bytes);
+      const expected = verifyAuditBytes(bytes, { anchor });
+      for (const chunkBytes of sizes) {
+        expect(await verifyLogFile(path, { anchor }, { chunkBytes }), `${chunkBytes} bytes at a time`).toEqual(
+          expected,
+        );
+      }
+    }
+  });
+
+  it("property: any chunk size and any one-byte edit give the result the bytes give in memory", async () => {
+    const path = join(dir, "chunks-property.jsonl");
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: original.length + 1 }),
+        // Not the last byte: a log that loses its last newline is waited on, 250 ms a run.
+        fc.nat(original.length - 2),
+        fc.integer({ min: 0, max: 255 }),
+        async (chunkBytes, position, delta) => {
+          const copy = Buffer.from(original);
+          copy[position] = ((copy[position] as number) + delta) % 256;
+          await writeFile(path, copy);
+          expect(await verifyLogFile(path, {}, { chunkBytes })).toEqual(verifyAuditBytes(copy));
+        },
+      ),
+      { numRuns: Math.ceil(FUZZ_RUNS / 3) },
+    );
+  });
+
+  it("verifies a log several chunks long, keyed, against its seal and an anchor, holding no record when asked", async () => {
+    const path = join(dir, "long.jsonl");
+    const key = "k".repeat(32);
+    const sink = await AuditSink.open(path, { key });
+    const count = 3 * Math.ceil(CHUNK_BYTES / 400);
+    const appends = [];
+    for (let i = 1; i <= count; i++)
+      appends.push(sink.append(gateRecord(i, { reason: `r${i} ☃`.padEnd(40 + (i % 97), "é") })));
+    await Promise.all(appends);
+    const last = sink.anchor;
+    await sink.close();
+    const bytes = await readFile(path);
+    expect(bytes.length).toBeGreaterThan(2 * CHUNK_BYTES);
+    // Some line starts in one chunk and ends in the next.
+    const border = bytes.lastIndexOf(0x0a, CHUNK_BYTES - 1);
+    expect(bytes.indexOf(0x0a, CHUNK_BYTES)).toBeGreaterThan(CHUNK_BYTES);
+    expect(border).toBeLessThan(CHUNK_BYTES - 1);
+
+    const seal = await readFile(auditSealPath(path), "utf8");
+    const result = await verifyAuditLog(path, { key, anchor: { seq: 7, hash: lineHashOf(bytes, 7) } });
+    expect(result).toMatchObject({ ok: true, anchor: last, keyed: true, records: { length: count } });
+    expect(result).toEqual(verifyAuditBytes(bytes, { key, seal, anchor: { seq: 7, hash: lineHashOf(bytes, 7) } }));
+    expect(await verifyAuditLog(path, { key, records: false })).toEqual({
+      ok: true,
+      anchor: last,
+      keyed: true,
+      records: [],
+    });
+
+    // A line far back, repeated at the end: which of duplicated or forked it is, reading line 2 again tells.
+    const second = bytes.subarray(bytes.indexOf(0x0a) + 1, bytes.indexOf(0x0a, bytes.indexOf(0x0a) + 1) + 1);
+    await writeFile(path, Buffer.concat([bytes, second]));
+    expect(await verifyAuditLog(path, { records: false })).toMatchObject({
+      ok: false,
+      line: count + 1,
+      problem: "duplicated",
+      message: `line ${count + 1} duplicates line 2`,
+      records: [],
+    });
+    await expect(verifyAuditLog(path, { records: "no" as unknown as boolean })).rejects.toMatchObject({
+      code: "AUDIT_CONFIG",
+      option: "records",
+    });
+  });
+
+  it("reports a long log whose last line is cut as truncated at that line, its lines before it verified", async () => {
+    const path = join(dir, "long-cut.jsonl");
+    const sink = await AuditSink.open(path);
+    const appends = [];
+    for (let i = 1; i <= 400; i++) appends.push(sink.append(gateRecord(i)));
+    await Promise.all(appends);
+    await sink.close();
+    const bytes = await readFile(path);
+    expect(bytes.length).toBeGreaterThan(CHUNK_BYTES);
+    for (const cut of [bytes.length - 30, CHUNK_BYTES + 1]) {
+      const kept = bytes.subarray(0, cut);
+      await writeFile(path, kept);
+      const whole = kept.lastIndexOf(0x0a) + 1;
+      const line = kept.subarray(0, whole).toString("utf8").split("\n").length;
+      const expected = { ok: false, line, problem: "truncated", records: { length: line - 1 } };
+      expect(await verifyAuditLog(path)).toMatchObject(expected);
+      expect(await verifyLogFile(path, {}, { chunkBytes: 61 })).toMatchObject(expected);
+    }
   });
 });
 

@@ -28,8 +28,12 @@ import type { AuditKey } from "./key.js";
 import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor, encodeAuditLine } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
-import { verifyChain, verifyVouched } from "./verify.js";
-import type { AuditProblem, Chain, MacCheck } from "./verify.js";
+import { ChainCheck, verifyChain } from "./chain.js";
+import type { Chain, MacCheck } from "./chain.js";
+import { checkLogFile } from "./chain-file.js";
+import type { TailRule } from "./chain-file.js";
+import { sealSeq, verifyVouched } from "./verify.js";
+import type { AuditProblem } from "./verify.js";
 
 /** Options of {@link AuditSink.open}. */
 export interface AuditSinkOptions {
@@ -77,7 +81,6 @@ export interface AuditSinkOptions {
 export type AuditAppend = AuditAnchor;
 
 const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
-const NEWLINE = 0x0a;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
@@ -283,32 +286,41 @@ export class AuditSink {
    */
   async #resume(anchor: AuditAnchor | undefined): Promise<void> {
     const key = this.#key;
-    const readWhole = async (cut: boolean): Promise<Chain> => {
-      const data = await readFrom(this.#handle, 0, (await this.#handle.stat()).size);
-      // A writer may be part-way through a line: the rest of it is read under the lock.
-      const whole = cut ? data.subarray(0, data.lastIndexOf(NEWLINE) + 1) : data;
-      const chain = verifyChain(
-        whole,
-        AUDIT_EMPTY_ANCHOR,
-        key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
+    const sealPath = auditSealPath(this.path);
+    const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
+    // Of every line only the hashes the anchor and the seal vouch for are
+    // kept, so that opening a log holds no more of it however long it is.
+    const readWhole = async (tail: TailRule, seal: string | null): Promise<Chain> => {
+      const { outcome, bytes } = await checkLogFile(
+        this.#handle,
+        () => new ChainCheck(AUDIT_EMPTY_ANCHOR, macs, { records: false, hashes: [anchor?.seq, sealSeq(key, seal)] }),
+        { tail },
       );
-      if ("ok" in chain) throw this.#corrupt(chain.line, chain.problem, chain.message);
-      this.#anchor = chain.anchor;
-      this.#size = whole.length;
-      return chain;
+      if ("ok" in outcome) throw this.#corrupt(outcome.line, outcome.problem, outcome.message);
+      this.#anchor = outcome.anchor;
+      this.#size = bytes;
+      return outcome;
     };
-    let read = await readWhole(true);
+    // The seal found now is, but for a write meanwhile, the one found under the lock.
+    // A writer may be part-way through a line: the rest of it is read under the lock.
+    let read = await readWhole("cut", key === undefined ? null : await readSealFile(sealPath));
     await this.#locked(async () => {
+      const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
       // away whole lines of it this read may have seen: read the log again.
-      if ((await this.#handle.stat()).size < this.#size) read = await readWhole(false);
-      const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined);
-      const chain: Chain =
-        added === undefined
-          ? read
-          : { ...added, records: read.records, hashes: read.hashes.concat(added.hashes.slice(1)) };
-      const sealPath = auditSealPath(this.path);
-      const seal = await readSealFile(sealPath);
+      if ((await this.#handle.stat()).size < this.#size) read = await readWhole("strict", seal);
+      const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined, [
+        anchor?.seq,
+        sealSeq(key, seal),
+      ]);
+      let chain: Chain = added === undefined ? read : { ...added, hashes: new Map([...read.hashes, ...added.hashes]) };
+      const sealed = sealSeq(key, seal);
+      if (sealed !== undefined && sealed <= chain.anchor.seq && !chain.hashes.has(sealed)) {
+        // A seal replaced after the first read, vouching for a line before
+        // the log's end (its writer stopped before its next seal): read the
+        // log again, keeping that line's hash.
+        chain = await readWhole("strict", seal);
+      }
       const result = verifyVouched(chain, anchor, key, seal);
       if (!result.ok) throw this.#corrupt(result.line, result.problem, result.message);
       if (key === undefined && (result.keyed || seal !== null)) {
@@ -511,6 +523,7 @@ export class AuditSink {
    */
   async #catchUp(
     macs: MacCheck = this.#key === undefined ? { type: "none", keyed: false } : { type: "key", key: this.#key },
+    hashes: readonly (number | undefined)[] = [],
   ): Promise<Chain | undefined> {
     let size: number;
     let added: Buffer;
@@ -529,12 +542,16 @@ export class AuditSink {
       if (error instanceof AuditCorruptError) throw error;
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
-    const chain = verifyChain(added, this.#anchor, macs);
+    const chain = verifyChain(added, this.#anchor, macs, { records: false, hashes });
     if ("ok" in chain) {
       // The added lines alone cannot tell a copy of a line before them from a
       // spliced one; the whole chain can, and finds an earlier change first.
-      const whole = await readFrom(this.#handle, 0, size).then(
-        (data) => verifyChain(data, AUDIT_EMPTY_ANCHOR, macs),
+      const whole = await checkLogFile(
+        this.#handle,
+        () => new ChainCheck(AUDIT_EMPTY_ANCHOR, macs, { records: false, hashes: [] }),
+        { tail: "strict" },
+      ).then(
+        ({ outcome }) => outcome,
         () => chain,
       );
       const found = "ok" in whole ? whole : chain;

@@ -1,18 +1,14 @@
 import { constants } from "node:fs";
 import { open, realpath } from "node:fs/promises";
-import type { FileHandle } from "node:fs/promises";
-import { createHash } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
-import { z } from "zod";
-import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { shownValue } from "../grant/errors.js";
-import { zodIssuesLine } from "../zod-issues.js";
-import { duplicateMember } from "./duplicate-member.js";
+import { ChainCheck, verifyChain } from "./chain.js";
+import type { Chain, Failure, MacCheck } from "./chain.js";
+import { checkLogFile } from "./chain-file.js";
 import { AuditConfigError, AuditIoError, AuditPathError } from "./errors.js";
 import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
-import { describe, readFrom } from "./file-io.js";
-import { auditKeyBytes, lineMac, sameMac, sealMac } from "./key.js";
+import { describe } from "./file-io.js";
+import { auditKeyBytes, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
 import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor } from "./line.js";
 import type { AuditAnchor } from "./line.js";
@@ -46,7 +42,8 @@ export type AuditProblem =
 
 /**
  * The outcome of {@link verifyAuditLog}. On success, `records` are every
- * record in order, `anchor` is the log's last point (what a writer would
+ * record in order (none with {@link AuditVerifyOptions.records} `false`),
+ * `anchor` is the log's last point (what a writer would
  * have reported) and `keyed` says whether its lines carry MACs (checked only
  * when a key was given). On failure, `line` is 1-based, `message` says what
  * is wrong in words, and `records` holds the verified prefix before `line`.
@@ -82,6 +79,15 @@ export interface AuditVerifyOptions {
    * and trailing lines removed are all detected without an anchor.
    */
   readonly key?: AuditKey;
+  /**
+   * Whether to keep every record for the result's `records`. With `false`,
+   * `records` is empty, and what verification holds in memory stays the same
+   * however long the log: for a log whose records do not fit in memory. How
+   * many lines verified is still told: `anchor.seq` on success, `line - 1` on
+   * failure.
+   * @default true
+   */
+  readonly records?: boolean;
   /** Stops reading the file; the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
 }
@@ -94,204 +100,6 @@ export interface AuditVerifyBytesOptions {
   readonly key?: AuditKey;
   /** With a key: the seal file's content, or `null` (or absent) when there is none. */
   readonly seal?: string | null;
-}
-
-const Hex64Schema = z.string().regex(/^[0-9a-f]{64}$/);
-
-const LineSchema = z
-  .object({
-    seq: z.number().int().min(1),
-    prev: Hex64Schema,
-    record: GateDecisionSchema,
-    hash: Hex64Schema,
-    mac: Hex64Schema.optional(),
-  })
-  .strict();
-
-/** `,"hash":"…"` then, in a keyed log, `,"mac":"…"`, closing the line. */
-const TAIL_PATTERN = /,"hash":"([0-9a-f]{64})"(?:,"mac":"([0-9a-f]{64})")?\}$/;
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-const NEWLINE = 0x0a;
-/**
- * How long verification waits for a writer to finish the last line it found
- * cut short. A write reaches the file a page at a time, and the kernel may
- * pause a writer between pages for up to 200 ms when memory is short.
- */
-const TAIL_WAIT_MS = 250;
-
-type ParsedLine =
-  | {
-      readonly type: "line";
-      readonly seq: number;
-      readonly prev: string;
-      readonly hash: string;
-      readonly mac: string | undefined;
-      readonly computed: string;
-      readonly record: GateDecision;
-    }
-  | { readonly type: "malformed"; readonly why: string };
-
-function parseLine(bytes: Uint8Array): ParsedLine {
-  if (bytes.length === 0) return { type: "malformed", why: "it is empty" };
-  let text: string;
-  try {
-    text = utf8.decode(bytes);
-  } catch {
-    return { type: "malformed", why: "it is not valid UTF-8" };
-  }
-  // What an editor leaves in a log it saved: said as such, not as "not JSON".
-  if (text.startsWith("\uFEFF")) return { type: "malformed", why: "it starts with a byte order mark (U+FEFF)" };
-  if (text.endsWith("\r")) return { type: "malformed", why: "it ends with a carriage return (CRLF line endings)" };
-  const tail = TAIL_PATTERN.exec(text);
-  if (!tail || tail.index === 0) {
-    return { type: "malformed", why: 'it does not end with a "hash" member' };
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { type: "malformed", why: "it is not JSON" };
-  }
-  const duplicate = duplicateMember(text);
-  if (duplicate !== undefined) {
-    return {
-      type: "malformed",
-      why: `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
-    };
-  }
-  const parsed = LineSchema.safeParse(json);
-  if (!parsed.success) return { type: "malformed", why: zodIssuesLine(parsed.error, 1) };
-  if (parsed.data.hash !== tail[1] || parsed.data.mac !== tail[2]) {
-    return { type: "malformed", why: 'its last members are not its "hash" and "mac"' };
-  }
-  // The body is the line minus its hash (and mac) members: hash the raw
-  // bytes, never a re-serialization, so that any byte-level change is seen.
-  // The tail is ASCII, so its length in characters is its length in bytes.
-  const computed = createHash("sha256")
-    .update(bytes.subarray(0, bytes.length - tail[0].length))
-    .update("}")
-    .digest("hex");
-  return {
-    type: "line",
-    seq: parsed.data.seq,
-    prev: parsed.data.prev,
-    hash: parsed.data.hash,
-    mac: parsed.data.mac,
-    computed,
-    record: parsed.data.record,
-  };
-}
-
-function splitLines(data: Uint8Array): { lines: Uint8Array[]; tail: Uint8Array } {
-  const lines: Uint8Array[] = [];
-  let start = 0;
-  for (let i = data.indexOf(NEWLINE); i !== -1; i = data.indexOf(NEWLINE, start)) {
-    lines.push(data.subarray(start, i));
-    start = i + 1;
-  }
-  return { lines, tail: data.subarray(start) };
-}
-
-type Failure = Extract<AuditVerifyResult, { ok: false }>;
-
-/** How {@link verifyChain} checks MACs. */
-export type MacCheck =
-  | { readonly type: "key"; readonly key: Buffer }
-  /** No key: lines with and without a `mac` must not mix; `keyed` fixes which, when known. */
-  | { readonly type: "none"; readonly keyed: boolean | undefined };
-
-/** A verified run of lines: its records, where it ends, and whether its lines carry MACs. */
-export interface Chain {
-  readonly records: GateDecision[];
-  readonly anchor: AuditAnchor;
-  readonly keyed: boolean | undefined;
-  /** `hashes[i]` is the hash of line `start.seq + i` (`hashes[0]` is the start's). */
-  readonly hashes: readonly string[];
-}
-
-/**
- * Verifies the lines in `data` as the continuation of the chain at `start`
- * (the genesis for a whole log): each must carry the next `seq`, link to the
- * line before, match its own hash and, with a key, carry that key's MAC.
- * Line numbers in failures count from the log's first line.
- */
-export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck): Chain | Failure {
-  const { lines, tail } = splitLines(data);
-  const parsed = lines.map(parseLine);
-  const records: GateDecision[] = [];
-  const hashes: string[] = [start.hash];
-  let keyed = macs.type === "none" ? macs.keyed : true;
-  const fail = (line: number, problem: AuditProblem, message: string): Failure => ({
-    ok: false,
-    line,
-    problem,
-    message,
-    records,
-  });
-
-  for (const [index, entry] of parsed.entries()) {
-    const n = start.seq + index + 1;
-    if (entry.type === "malformed") {
-      return fail(n, "malformed", `line ${n} is malformed: ${entry.why}`);
-    }
-    if (entry.computed !== entry.hash) {
-      return fail(n, "edited", `line ${n} was edited: its content does not match its hash`);
-    }
-    if (entry.seq < n) {
-      const earlier = hashes[entry.seq - start.seq];
-      return earlier === entry.hash
-        ? fail(n, "duplicated", `line ${n} duplicates line ${entry.seq}`)
-        : fail(n, "forked", `line ${n} repeats seq ${entry.seq} with other content: the chain forked`);
-    }
-    if (entry.seq > n) {
-      const later = parsed
-        .slice(index + 1)
-        .some((other) => other.type === "line" && other.seq >= n && other.seq < entry.seq);
-      const missing = entry.seq - n;
-      return later
-        ? fail(n, "reordered", `line ${n} carries seq ${entry.seq}: lines were reordered`)
-        : fail(
-            n,
-            "removed",
-            `line ${n} carries seq ${entry.seq}: ${missing} line${missing === 1 ? "" : "s"} removed before it`,
-          );
-    }
-    if (entry.prev !== hashes[index]) {
-      return fail(
-        n,
-        "edited",
-        n === 1
-          ? "line 1 does not start the chain: its prev is not the genesis value"
-          : `line ${n} does not link to line ${n - 1}: one of them was rewritten`,
-      );
-    }
-    if (macs.type === "key") {
-      if (entry.mac === undefined) {
-        return fail(n, "forged", `line ${n} carries no mac: it was not written with this key`);
-      }
-      if (!sameMac(entry.mac, lineMac(macs.key, entry.hash))) {
-        return fail(n, "forged", `line ${n} has a mac not made with this key: forged, or another key`);
-      }
-    } else if (keyed !== undefined && keyed !== (entry.mac !== undefined)) {
-      return fail(
-        n,
-        "malformed",
-        keyed
-          ? `line ${n} carries no mac, unlike the lines before it`
-          : `line ${n} carries a mac, unlike the lines before it`,
-      );
-    }
-    keyed = entry.mac !== undefined;
-    records.push(entry.record);
-    hashes.push(entry.hash);
-  }
-
-  if (tail.length > 0) {
-    const n = start.seq + lines.length + 1;
-    return fail(n, "truncated", `line ${n} has no newline: the log was cut short mid-line`);
-  }
-  const seq = start.seq + lines.length;
-  return { records, anchor: { seq, hash: hashes[lines.length] as string }, keyed, hashes };
 }
 
 /**
@@ -319,19 +127,29 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
   const { anchor } = options;
   if (anchor !== undefined) assertAuditAnchor(anchor);
   const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
-  const chain = verifyChain(
-    data,
-    AUDIT_EMPTY_ANCHOR,
-    key === undefined ? { type: "none", keyed: undefined } : { type: "key", key },
-  );
+  const seal = options.seal ?? null;
+  const chain = verifyChain(data, AUDIT_EMPTY_ANCHOR, macCheck(key), {
+    records: true,
+    hashes: [anchor?.seq, sealSeq(key, seal)],
+  });
   if ("ok" in chain) return chain;
-  return verifyVouched(chain, anchor, key, options.seal ?? null);
+  return verifyVouched(chain, anchor, key, seal);
+}
+
+function macCheck(key: Buffer | undefined): MacCheck {
+  return key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
+}
+
+/** The `seq` the seal vouches for, whose hash verification keeps: with a key, when it is a seal. */
+export function sealSeq(key: Buffer | undefined, sealText: string | null): number | undefined {
+  return key === undefined || sealText === null ? undefined : parseSeal(sealText)?.seq;
 }
 
 /**
  * Checks a whole log's verified chain against what vouches for a point in
  * it: with a key, the seal (`sealText`, its file's text or `null`), and the
- * anchor, if any.
+ * anchor, if any. The chain must have kept the hashes of their `seq`s
+ * ({@link sealSeq}, the anchor's).
  */
 export function verifyVouched(
   chain: Chain,
@@ -359,7 +177,9 @@ export function verifyVouched(
           `${missing} trailing line${missing === 1 ? "" : "s"} removed`,
       );
     }
-    if (hashes[point.seq] !== point.hash) {
+    const hash = hashes.get(point.seq);
+    if (hash === undefined) throw new Error(`the hash of line ${point.seq} was not kept to check the ${what}`);
+    if (hash !== point.hash) {
       return fail(
         Math.max(point.seq, 1),
         "edited",
@@ -395,38 +215,22 @@ export function verifyVouched(
 }
 
 /**
- * `data`, the log as read, which ends mid-line, with that line finished if a
- * writer finishes it within {@link TAIL_WAIT_MS}: what the file has gained
- * since, up to its last newline (a line begun after it is still being written
- * too). A writer whose write failed cuts the log back to where the write
- * began instead: the log is then read again as it is. A line no one finishes
- * stays cut short, and verification says so.
- */
-async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal | undefined): Promise<Buffer> {
-  for (let delay = 1, waited = 0; waited < TAIL_WAIT_MS; waited += delay, delay *= 2) {
-    await sleep(delay, undefined, signal ? { signal } : {});
-    const size = (await handle.stat()).size;
-    if (size < data.length) {
-      data = await readFrom(handle, 0, size);
-      if (data.length === 0 || data[data.length - 1] === NEWLINE) return data;
-      continue;
-    }
-    const more = await readFrom(handle, data.length, data.length);
-    const end = more.lastIndexOf(NEWLINE);
-    if (end >= 0) return Buffer.concat([data, more.subarray(0, end + 1)]);
-  }
-  return data;
-}
-
-/**
  * Reads and verifies the audit log at `path` (see {@link AuditSink} for the
- * line format). Every content problem is a result value, never a throw.
+ * line format). Every content problem is a result value, never a throw. The
+ * file is read a chunk at a time and checked line by line, so a log of any
+ * length verifies; with `records: false` what is held of it stays the same
+ * however long it is.
  *
  * A log may be verified while writers append to it. With a key, the seal is
- * read first, so it never vouches for lines the log read after it lacks. A
- * last line found cut short is waited for, briefly, in case a writer is still
- * writing it (or cuts it off again, its write having failed: the log is then
- * read again); one no writer finishes is `"truncated"`.
+ * read first, so it never vouches for lines the log read after it lacks (a
+ * seal missing then and there once the log is read, as when its first writer
+ * is opening it, makes verification read both again, once). It takes no
+ * lock, so writers never wait for it: the result is the log as read, without
+ * the lines appended after, and with any lines of a failed write read before
+ * its writer cut them back. A last line found cut short is waited for,
+ * briefly, in case a writer is still writing it (or cuts it off again, its
+ * write having failed: the log is then read again); one no writer finishes is
+ * `"truncated"`.
  *
  * What the chain detects without a key or an anchor: any edit of any byte, a
  * line removed anywhere but at the end, lines reordered or duplicated, a
@@ -457,21 +261,71 @@ async function finishTail(handle: FileHandle, data: Buffer, signal: AbortSignal 
  *   its `cause.code` is `"ENOENT"`).
  */
 export async function verifyAuditLog(path: string, options?: AuditVerifyOptions): Promise<AuditVerifyResult> {
+  return verifyLogFile(path, options, {});
+}
+
+/** What tests set to drive {@link verifyLogFile} through its edges. */
+export interface VerifySeams {
+  /** How many bytes are read at a time (`CHUNK_BYTES`). */
+  readonly chunkBytes?: number;
+  /** Runs after the seal is read and before the log is, each time. */
+  readonly afterSeal?: () => Promise<void>;
+}
+
+/** {@link verifyAuditLog}, with its seams. */
+export async function verifyLogFile(
+  path: string,
+  options: AuditVerifyOptions | undefined,
+  seams: VerifySeams,
+): Promise<AuditVerifyResult> {
   assertPathArgument(path, "cannot verify an audit log");
   options = optionsArgument(options, `cannot verify audit log ${path}`);
   assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
-  const { signal, anchor, key } = options;
+  assertOptionType(options.records, "records", "boolean", `cannot verify audit log ${path}`);
+  const { signal, anchor } = options;
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
-  if (key !== undefined) auditKeyBytes(key);
+  const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
   // A log read through a symbolic link has its seal beside the file the link
   // leads to; when the path cannot be resolved, opening it says why.
   const file = await realpath(path).catch(() => path);
-  // The seal before the log: a writer replaces the seal only after the lines
-  // it vouches for are written, so a seal read first never vouches for more
-  // than the log read next holds, however busy the writer is.
-  const seal = key === undefined ? null : await readSealFile(auditSealPath(file));
-  let data: Buffer;
+  const sealPath = auditSealPath(file);
+  for (let first = true; ; first = false) {
+    // The seal before the log: a writer replaces the seal only after the lines
+    // it vouches for are written, so a seal read first never vouches for more
+    // than the log read next holds, however busy the writer is.
+    const seal = key === undefined ? null : await readSealFile(sealPath);
+    await seams.afterSeal?.();
+    const outcome = await readLog(path, file, {
+      newCheck: () =>
+        new ChainCheck(AUDIT_EMPTY_ANCHOR, macCheck(key), {
+          records: options.records ?? true,
+          hashes: [anchor?.seq, sealSeq(key, seal)],
+        }),
+      signal,
+      chunkBytes: seams.chunkBytes,
+    });
+    signal?.throwIfAborted();
+    if ("ok" in outcome) return outcome;
+    // A keyed log's first writer seals it before its first line: a seal
+    // missing when read, and there once lines are, was written meanwhile, and
+    // the log had it before it had lines. Both are read again, in order, once.
+    const sealedSince =
+      first && key !== undefined && seal === null && outcome.anchor.seq > 0 && (await readSealFile(sealPath)) !== null;
+    if (!sealedSince) return verifyVouched(outcome, anchor, key, seal);
+  }
+}
+
+/** Opens the log at `file` (`path` as the caller named it) and checks its chain. */
+async function readLog(
+  path: string,
+  file: string,
+  how: {
+    readonly newCheck: () => ChainCheck;
+    readonly signal: AbortSignal | undefined;
+    readonly chunkBytes: number | undefined;
+  },
+): Promise<Chain | Failure> {
   let handle;
   try {
     // O_NONBLOCK: a FIFO put in the log's place must not hang the verifier.
@@ -486,10 +340,14 @@ export async function verifyAuditLog(path: string, options?: AuditVerifyOptions)
     if (!stat.isFile()) {
       throw new AuditPathError(path, `audit log ${path} is not a regular file`);
     }
-    data = await handle.readFile(signal ? { signal } : {});
-    if (data.length > 0 && data[data.length - 1] !== NEWLINE) data = await finishTail(handle, data, signal);
+    const { outcome } = await checkLogFile(handle, how.newCheck, {
+      tail: "wait",
+      signal: how.signal,
+      chunkBytes: how.chunkBytes,
+    });
+    return outcome;
   } catch (error) {
-    if (signal?.aborted) throw signal.reason;
+    if (how.signal?.aborted) throw how.signal.reason;
     if (error instanceof AuditPathError) throw error;
     throw new AuditIoError(path, `cannot read audit log ${path}: ${describe(error)}`, {
       cause: error,
@@ -497,9 +355,4 @@ export async function verifyAuditLog(path: string, options?: AuditVerifyOptions)
   } finally {
     await handle.close().catch(() => undefined);
   }
-  signal?.throwIfAborted();
-  return verifyAuditBytes(data, {
-    ...(anchor !== undefined ? { anchor } : {}),
-    ...(key !== undefined ? { key, seal } : {}),
-  });
 }
