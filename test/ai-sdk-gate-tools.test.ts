@@ -1232,3 +1232,146 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     ]);
   });
 });
+
+describe("gateTools: the SDK's approval covers only the arguments the chat's user approved", () => {
+  /** A deploy tool the SDK's round trip approves (`needsApproval`), and the arguments it ran with. */
+  function approvalTool(needsApproval: boolean | ((input: { env: string; version: string }) => boolean) = true) {
+    const executed: unknown[] = [];
+    const deploy = tool({
+      description: "Deploy a version",
+      inputSchema: z.object({ env: z.string(), version: z.string() }),
+      needsApproval,
+      execute: async (input) => (executed.push(input), `deployed ${input.version} to ${input.env}`),
+    });
+    return { executed, deploy };
+  }
+
+  const toRc: Hook = {
+    name: "rc",
+    preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), version: "1.5-rc" } }),
+  };
+
+  /** The SDK's first round: the model calls deploy 1.4 to prod, and generateText stops with the approval request. */
+  async function approvedInChat(tools: ToolSet, model: MockLanguageModelV3) {
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    const request = first.content.find((part) => part.type === "tool-approval-request");
+    expect(request).toMatchObject({ toolCall: { toolCallId: "c1", input: { env: "prod", version: "1.4" } } });
+    return answering(first, request!.approvalId, true);
+  }
+
+  it("generateText: a hook's modify after the chat's approval is asked about as modified; the approver's deny keeps it from running", async () => {
+    const { executed, deploy } = approvalTool();
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc).withAskResolver(channel));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("not deployed")])],
+    });
+    const messages = await approvedInChat(tools, model);
+
+    const running = generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked).toMatchObject({ tool: "deploy", callId: "c1" });
+    expect(parked.prompt).toContain('"version": "1.5-rc"');
+    expect(parked.prompt).toContain("approved this call with other arguments");
+    expect(executed).toEqual([]);
+    approver.resolve(parked.id, { type: "deny", reason: "not what I approved" });
+    expect((await running).text).toBe("not deployed");
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied" }]);
+  });
+
+  it("generateText: approved again by loopctl's approver, the modified call runs with the arguments that approver saw", async () => {
+    const { executed, deploy } = approvalTool();
+    const resolver = new SyncAskResolver((a) => a.prompt.includes('"version": "1.5-rc"'));
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc).withAskResolver(resolver));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("deployed")])],
+    });
+    const messages = await approvedInChat(tools, model);
+    await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "prod", version: "1.5-rc" }]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+  });
+
+  it("generateText: with no resolver, the modified call is refused and its record says why", async () => {
+    const { executed, deploy } = approvalTool();
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("not deployed")])],
+    });
+    const messages = await approvedInChat(tools, model);
+    const result = await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(result.text).toBe("not deployed");
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_unresolved" }]);
+    expect(records[0]!.reason).toContain("approved this call with other arguments");
+    expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
+      { type: "tool-result", toolCallId: "c1", output: { type: "execution-denied" } },
+    ]);
+  });
+
+  it("a modify that leaves the arguments canonically equal runs on the chat's approval, without a second ask", async () => {
+    const { executed, deploy } = approvalTool();
+    const reordered: Hook = {
+      preToolUse: (c) => {
+        const { env, version } = c.input as { env: string; version: string };
+        return { type: "modify", input: { version, env } };
+      },
+    };
+    const { gate, records } = recordingGate(new LoopManagers().withHook(reordered).withAskResolver(neverAsked));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("deployed")])],
+    });
+    const messages = await approvedInChat(tools, model);
+    await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ version: "1.4", env: "prod" }]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "allow_modified" }]);
+  });
+
+  it("streamText: a hook's modify after the chat's approval does not run unasked", async () => {
+    const { executed, deploy } = approvalTool();
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doStream: [v3Stream([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3Stream([text("not deployed")])],
+    });
+    const first = streamText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    const request = (await first.content).find((part) => part.type === "tool-approval-request");
+    expect(request).toMatchObject({ toolCall: { toolCallId: "c1" } });
+    const messages: ModelMessage[] = [
+      { role: "user", content: "ship" },
+      ...(await first.response).messages,
+      { role: "tool", content: [{ type: "tool-approval-response", approvalId: request!.approvalId, approved: true }] },
+    ];
+    const second = streamText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(await second.text).toBe("not deployed");
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_unresolved" }]);
+  });
+
+  it("a call the SDK let through unasked, modified by a hook into one the tool's needsApproval wants approved, is asked about", async () => {
+    const { executed, deploy } = approvalTool((input) => input.env === "prod");
+    const toProd: Hook = { preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), env: "prod" } }) };
+    const asked: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asked.push(a), false));
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toProd).withAskResolver(resolver));
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("done")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools({ deploy }, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
+    expect(result.content.some((part) => part.type === "tool-approval-request")).toBe(false);
+    expect(executed).toEqual([]);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]!.prompt).toContain('"env": "prod"');
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied" }]);
+  });
+});

@@ -1,10 +1,18 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
 import { z } from "zod";
+import { callPrompt } from "../ask/index.js";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
-import type { ArgumentCheck, GateDecision, Tool as GateTool, ToolDescriptor } from "../engine/index.js";
+import type {
+  ArgumentCheck,
+  GateDecision,
+  GateOutcome,
+  Tool as GateTool,
+  Hook,
+  ToolDescriptor,
+} from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
-import { hasMiddleware } from "../engine/gate.js";
-import { frozenJson } from "../engine/snapshot.js";
+import { callWithApproval, hasMiddleware } from "../engine/gate.js";
+import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { AiSdkToolError } from "./errors.js";
@@ -358,6 +366,80 @@ function copiedFields(tool: object): PropertyDescriptorMap {
   return fields;
 }
 
+/**
+ * True when the SDK runs call `callId` because the chat's user approved it:
+ * the last of the messages the SDK hands `execute` answers, with an
+ * approval, an approval request for that call (as the SDK itself reads
+ * approvals, from the last message only).
+ */
+function approvedInChat(messages: unknown, callId: string): boolean {
+  if (!Array.isArray(messages)) return false;
+  type Part = {
+    readonly type?: unknown;
+    readonly approvalId?: unknown;
+    readonly approved?: unknown;
+    readonly toolCallId?: unknown;
+  };
+  const parts = (message: unknown, role: string): readonly Part[] => {
+    const { role: its, content } = (message ?? {}) as { role?: unknown; content?: unknown };
+    return its === role && Array.isArray(content) ? (content as readonly Part[]) : [];
+  };
+  const list = messages as readonly unknown[];
+  const approvals = new Set<unknown>();
+  for (const part of parts(list.at(-1), "tool"))
+    if (part?.type === "tool-approval-response" && part.approved === true) approvals.add(part.approvalId);
+  if (approvals.size === 0) return false;
+  return list.some((message) =>
+    parts(message, "assistant").some(
+      (part) => part?.type === "tool-approval-request" && part.toolCallId === callId && approvals.has(part.approvalId),
+    ),
+  );
+}
+
+/**
+ * The approval hook of one call of a tool with the SDK's own
+ * `needsApproval`, run after the gate's hooks whenever they allow or modify,
+ * on the arguments the call goes on with. The SDK's approval (or its
+ * `needsApproval` saying none was needed) was given for `input`, the
+ * arguments the SDK runs the call with: it covers those, compared
+ * canonically, and nothing else. Arguments a hook's `modify` changed are
+ * asked about as changed when the chat's user approved other ones, or when
+ * the tool's `needsApproval` wants them approved.
+ */
+function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOptions): Hook {
+  const { toolCallId, messages, experimental_context } = callOptions;
+  const approved = approvedInChat(messages, toolCallId);
+  // Read as the gate reads the arguments: without a JSON form, the gate refuses the call before any hook.
+  const read = snapshot(input);
+  const given = isSnapshot(read) ? read.argsSha256 : undefined;
+  return {
+    name: "ai-sdk:needsApproval",
+    preToolUse: async (call, { descriptor }) => {
+      const now = snapshot(call.input);
+      if (isSnapshot(now) && now.argsSha256 === given) return { type: "allow" };
+      if (approved) {
+        const notes = ["The chat's user approved this call with other arguments; a hook changed them to these."];
+        return { type: "ask", prompt: callPrompt(descriptor, call.input, { notes }) };
+      }
+      const needsApproval = shown.needsApproval as
+        | boolean
+        | ((
+            input: unknown,
+            options: { toolCallId: string; messages: unknown; experimental_context: unknown },
+          ) => unknown);
+      // As the SDK asks it: a method of the tool it reads, on the arguments the call would run with.
+      const wants =
+        typeof needsApproval === "function"
+          ? await needsApproval.call(shown, call.input, { toolCallId, messages, experimental_context })
+          : needsApproval;
+      // Read as the SDK reads the answer (a truthy one wants approval).
+      if (!wants) return { type: "allow" };
+      const notes = ["A hook changed this call's arguments to these, which the tool's needsApproval wants approved."];
+      return { type: "ask", prompt: callPrompt(descriptor, call.input, { notes }) };
+    },
+  };
+}
+
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
   return typeof output === "string"
@@ -401,7 +483,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   they are, and are not gated: their calls run in the client or at the
  *   provider, where no hook, ask, grant or record of the gate reaches them.
  *   A tool with the SDK's own `needsApproval` goes through the SDK's
- *   approval round trip first, then through the gate.
+ *   approval round trip first, then through the gate. The chat's approval
+ *   covers only the arguments the user approved (compared canonically): a
+ *   hook's `modify` that changes them is asked about as changed, through
+ *   the gate's resolver (without one, the call is refused), as is one that
+ *   makes a call `needsApproval` let through into one it wants approved.
  * - A gated tool is a copy of the tool on its prototype; its getters,
  *   setters and inherited methods run on the tool itself, so a class whose
  *   members read `#private` fields works as without the gate.
@@ -484,14 +570,22 @@ export function gateTools<TOOLS extends ToolSet>(
         input,
         ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }),
       };
-      const outcome = await gate.call(
-        { ...request, ...(sessionId === undefined ? {} : { sessionId }), ...(runId === undefined ? {} : { runId }) },
-        (approved, { signal }) => {
-          const result = execute.call(tool, approved, { ...callOptions, abortSignal: signal });
-          // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
-          return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
-        },
-      );
+      const full = {
+        ...request,
+        ...(sessionId === undefined ? {} : { sessionId }),
+        ...(runId === undefined ? {} : { runId }),
+      };
+      const runApproved = (approved: unknown, { signal }: { readonly signal: AbortSignal }): unknown => {
+        const result = execute.call(tool, approved, { ...callOptions, abortSignal: signal });
+        // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
+        return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
+      };
+      // Read as the SDK reads it, from the tool it runs: a tool with its own approval round trip.
+      const needsApproval: unknown = shown.needsApproval;
+      const outcome: GateOutcome =
+        needsApproval === undefined || needsApproval === null || needsApproval === false
+          ? await gate.call(full, runApproved)
+          : await callWithApproval(gate, full, runApproved, chatApproval(shown, input, callOptions));
       switch (outcome.type) {
         case "ran":
           return outcome.output;

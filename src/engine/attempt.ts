@@ -275,8 +275,9 @@ export class Attempt {
         break;
       }
     }
-    if (settings.approvalHook !== undefined) {
-      const approval = await this.#approval(settings.approvalHook, context);
+    for (const approvalHook of [settings.approvalHook, this.#request.approvalHook]) {
+      if (approvalHook === undefined) continue;
+      const approval = await this.#approval(approvalHook, context);
       if (approval !== undefined) return approval;
     }
     if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);

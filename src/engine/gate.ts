@@ -12,6 +12,7 @@ import { frozenJson } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
+import type { Hook } from "./hooks.js";
 import type { GateDecision } from "./records.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
@@ -187,6 +188,8 @@ export interface InternalRequest {
   readonly turn: number;
   readonly execute: GateExecute;
   readonly onRecord?: (record: GateDecision) => void;
+  /** This call's own approval hook, run after the managers' (see {@link callWithApproval}). */
+  readonly approvalHook?: Hook | undefined;
 }
 
 /** Runs one attempt through `gate`: for `Agent`. */
@@ -198,6 +201,21 @@ export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<Ga
  * would otherwise hand a streaming tool's values on as they come.
  */
 export let hasMiddleware!: (gate: Gate) => boolean;
+
+/**
+ * {@link Gate.call} with `approvalHook` as this call's approval hook: for an
+ * adapter whose SDK approved the call (or decides it needs approval) when
+ * the application made the gate (`loopctl/ai-sdk`); internal. Like the
+ * managers' approval hook, it runs after the hooks whenever they allow or
+ * modify, on the arguments the call goes on with, so no hook's `allow` or
+ * `modify` can skip the ask it raises.
+ */
+export let callWithApproval!: (
+  gate: Gate,
+  request: GateRequest,
+  execute: GateExecute,
+  approvalHook: Hook,
+) => Promise<GateOutcome>;
 
 /**
  * The approvals gate: every tool call loopctl gates passes through it, in
@@ -227,6 +245,7 @@ export class Gate {
   static {
     attemptThrough = (gate, request) => new Attempt(gate.#state, request).run();
     hasMiddleware = (gate) => gate.#state.settings.middleware.length > 0;
+    callWithApproval = (gate, request, execute, approvalHook) => gate.#call(request, execute, approvalHook);
   }
 
   /** @throws {EngineConfigError} when `managers` is not a `LoopManagers`. */
@@ -257,7 +276,11 @@ export class Gate {
    * record, which is its `records[0]`), or with `EngineConfigError` when the
    * request itself is malformed.
    */
-  async call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
+  call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
+    return this.#call(request, execute, undefined);
+  }
+
+  async #call(request: GateRequest, execute: GateExecute, approvalHook: Hook | undefined): Promise<GateOutcome> {
     if (typeof request !== "object" || request === null)
       throw new EngineConfigError("Gate.call", "the request must be { tool, callId, input, … }");
     if (typeof execute !== "function") throw new EngineConfigError("Gate.call", "execute must be a function");
@@ -290,6 +313,7 @@ export class Gate {
         runId,
         turn,
         execute,
+        approvalHook,
       }).run();
     } finally {
       if (signal !== undefined) release(signal);
