@@ -12,7 +12,7 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *
  * How `resolve()` settles:
  * - answered: resolves with the approver's resolution;
- * - `options.signal` aborts (deadline or cancel), before or during the wait:
+ * - `options.signal` aborts (the engine stopped waiting), before or during the wait:
  *   rejects with `signal.reason`; the ask is withdrawn and a later answer
  *   returns `false`. An ask whose signal was aborted before `resolve()` is
  *   never delivered;
