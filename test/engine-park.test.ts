@@ -15,7 +15,18 @@ import {
 } from "../src/engine/index.js";
 import type { RunStoppedError } from "../src/engine/index.js";
 import { ManualClock } from "../src/testing/index.js";
-import { askAll, build, call, deferred, eventLog, readTool, script, shape, until } from "./support/engine-fixtures.js";
+import {
+  askAll,
+  build,
+  call,
+  deferred,
+  eventLog,
+  flush,
+  readTool,
+  script,
+  shape,
+  until,
+} from "./support/engine-fixtures.js";
 import { ManualResolver, channelVariant, grantStoreVariant, syncVariant } from "./support/engine-resolvers.js";
 import type { ResolverVariant } from "./support/engine-resolvers.js";
 
@@ -822,6 +833,39 @@ describe("the park withdraws what its resolver left waiting", () => {
 });
 
 describe("ids", () => {
+  it("two gates whose id generators share a seed share a channel: a stale answer never runs the other's call", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const descriptor = { name: "write", description: "Write a file", inputSchema: { type: "object" } };
+    const gateWith = () =>
+      new Gate(
+        new LoopManagers()
+          .withHook(askAll())
+          .withAskResolver(channel)
+          .withAskTimeout(100)
+          .withClock(clock)
+          .withIdGen(seededIdGen("fixture")),
+      );
+    const first = gateWith().call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const shown = await approver.next();
+    await clock.advance(100);
+    expect((await first).record.verdict).toBe("ask_expired");
+    const executed: unknown[] = [];
+    const second = gateWith().call({ tool: descriptor, callId: "c1", input: { path: "/etc/passwd" } }, (input) =>
+      executed.push(input),
+    );
+    // The person answers the ask they were shown, which has ended, once the second call has asked.
+    await flush();
+    expect(approver.resolve(shown!.id, { type: "approve" })).toBe(false);
+    const outcome = await second;
+    expect(executed).toEqual([]);
+    expect(outcome.record.verdict).toBe("ask_denied");
+    expect(outcome.record.reason).toBe(
+      `ask resolver failed: ask ${shown!.id} already ended on this approval channel; ask ids must not be reused`,
+    );
+    approver.close();
+  });
+
   it("a seeded id generator makes runs reproducible: same session, run and ask ids", async () => {
     const once = async () => {
       const wired = syncVariant.wire(new LoopManagers().withHook(askAll()).withIdGen(seededIdGen(7)), () => ({

@@ -20,7 +20,9 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *   `{ type: "deny", reason: APPROVER_CLOSED_REASON }`;
  * - approver garbage-collected unclosed: resolves
  *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
- * - an ask id already parked here: rejects with a {@link DuplicateAskError};
+ * - an ask id already parked here, or that ended here (among the last 256
+ *   asks to end): rejects with a {@link DuplicateAskError}, so an answer
+ *   meant for the other ask never lands on this one;
  * - an ask that does not parse with {@link PendingAskSchema}, no
  *   `AbortSignal`, or one that cannot be listened to (its `addEventListener`
  *   throws): rejects with an {@link InvalidPendingAskError}; nothing is
