@@ -16,6 +16,7 @@ import {
   BAD_WAIT_OPTIONS,
   flush,
   makeAsk,
+  outliveEndings,
   track,
   unlistenableSignal,
   unlistenableRefusal,
@@ -244,6 +245,45 @@ describe("answers", () => {
     await expect(channel.resolve({ ...ask }, live())).rejects.toBeInstanceOf(DuplicateAskError);
     expect(approver.resolve(ask.id, approve)).toBe(true);
     await expect(first).resolves.toEqual(approve);
+    approver.close();
+  });
+
+  it.each(["answered", "withdrawn"])(
+    "refuses to park again an id that already ended (%s), so a stale answer to it never lands on the new ask",
+    async (ending) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const ask = makeAsk(0);
+      const stop = new AbortController();
+      const first = channel.resolve(ask, { signal: stop.signal }).catch((error: unknown) => error);
+      if (ending === "answered") expect(approver.resolve(ask.id, { type: "deny" })).toBe(true);
+      else stop.abort(new Error("expired"));
+      await first;
+      const again = track(channel.resolve(makeAsk(1, { id: ask.id, tool: "delete_file" }), live()));
+      await flush();
+      // The stale answer meant for the first ask finds nothing to approve.
+      expect(approver.resolve(ask.id, approve)).toBe(false);
+      expect(again.outcome.state).toBe("rejected");
+      const error = (again.outcome as { reason: DuplicateAskError }).reason;
+      expect(error).toBeInstanceOf(DuplicateAskError);
+      expect(error.code).toBe("ASK_DUPLICATE_ID");
+      expect(error.askId).toBe(ask.id);
+      expect(error.message).toBe(`ask ${ask.id} already ended on this approval channel; ask ids must not be reused`);
+      expect(channel.size).toBe(0);
+      expect(approver.buffered).toBe(0);
+      approver.close();
+    },
+  );
+
+  it("remembers an ended id among its last 256 endings only: past them the id parks again", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const first = channel.resolve(ask, live());
+    expect(approver.resolve(ask.id, { type: "deny" })).toBe(true);
+    await first;
+    await outliveEndings(channel);
+    const again = channel.resolve({ ...ask }, live());
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(again).resolves.toEqual(approve);
     approver.close();
   });
 });
@@ -490,7 +530,7 @@ describe("next({ signal })", () => {
       await expect(taking).rejects.toBeInstanceOf(InvalidApproverOptionsError);
       await expect(taking).rejects.toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "next", argument });
       await expect(taking).rejects.toThrow(`Approver.next: ${argument}`);
-      // The next ask is delivered, not handed to the rejected call, and its id is free again once it ends.
+      // The next ask is delivered, not handed to the rejected call, and nothing of it stays once it ends.
       const ask = makeAsk(0);
       const parked = channel.resolve(ask, live());
       expect(approver.buffered).toBe(1);
@@ -498,7 +538,7 @@ describe("next({ signal })", () => {
       expect(approver.resolve(ask.id, approve)).toBe(true);
       await expect(parked).resolves.toEqual(approve);
       expect(channel.size).toBe(0);
-      const again = channel.resolve({ ...ask }, live());
+      const again = channel.resolve(makeAsk(1), live());
       approver.close();
       await expect(again).resolves.toEqual({ type: "deny", reason: APPROVER_CLOSED_REASON });
     },

@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, PendingAskSchema, SyncAskResolver } from "../src/ask/index.js";
-import type { AskResolver } from "../src/ask/index.js";
+import type { AskResolver, PendingAsk } from "../src/ask/index.js";
 import { MemoryGrantStore, argsDigest } from "../src/grant/index.js";
 import {
   CancelledError,
@@ -15,7 +15,18 @@ import {
 } from "../src/engine/index.js";
 import type { RunStoppedError } from "../src/engine/index.js";
 import { ManualClock } from "../src/testing/index.js";
-import { askAll, build, call, deferred, eventLog, readTool, script, shape, until } from "./support/engine-fixtures.js";
+import {
+  askAll,
+  build,
+  call,
+  deferred,
+  eventLog,
+  flush,
+  readTool,
+  script,
+  shape,
+  until,
+} from "./support/engine-fixtures.js";
 import { ManualResolver, channelVariant, grantStoreVariant, syncVariant } from "./support/engine-resolvers.js";
 import type { ResolverVariant } from "./support/engine-resolvers.js";
 
@@ -444,7 +455,10 @@ describe("deadlines", () => {
     resolver.parked[0]?.answer({ type: "approve" });
     const result = await running;
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
-    expect(resolver.parked[0]?.signal.aborted).toBe(false);
+    // The park ended with the answer, not the deadline: the signal says so.
+    const signal = resolver.parked[0]?.signal;
+    expect(signal?.aborted).toBe(true);
+    expect((signal?.reason as Error).message).toBe(`ask ${resolver.parked[0]?.ask.id} was approved`);
     expect(clock.pendingTimers).toBe(0);
   });
 
@@ -755,7 +769,103 @@ describe("resolver failures deny", () => {
   });
 });
 
+describe("the park withdraws what its resolver left waiting", () => {
+  const descriptor = { name: "write", description: "Write a file", inputSchema: { type: "object" } };
+  const failures = {
+    throws: () => {
+      throw new Error("wrapper bug");
+    },
+    rejects: () => Promise.reject(new Error("wrapper bug")),
+    "answers garbage": () => Promise.resolve({ type: "maybe" } as never),
+  };
+  it.each(
+    Object.keys(failures).flatMap((how) => [
+      [how, "no deadline", undefined],
+      [how, "a deadline", 60_000],
+    ]) as [keyof typeof failures, string, number | undefined][],
+  )(
+    "a resolver that %s after parking its ask on a channel (%s): the ask is withdrawn, a late answer is false",
+    async (how, _label, deadline) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const seen: { ask: PendingAsk; signal: AbortSignal }[] = [];
+      const wrapper: AskResolver = {
+        resolve: (ask, options) => {
+          seen.push({ ask, signal: options.signal });
+          void channel.resolve(ask, options).catch(() => undefined);
+          return failures[how]();
+        },
+      };
+      const clock = new ManualClock();
+      let managers = new LoopManagers().withHook(askAll()).withAskResolver(wrapper).withClock(clock);
+      if (deadline !== undefined) managers = managers.withAskTimeout(deadline);
+      const executed: unknown[] = [];
+      const outcome = await new Gate(managers).call({ tool: descriptor, callId: "c1", input: A }, (input) =>
+        executed.push(input),
+      );
+      expect(outcome.record.verdict).toBe("ask_denied");
+      expect(seen[0]?.signal.aborted).toBe(true);
+      expect(channel.size).toBe(0);
+      expect(approver.resolve(seen[0]!.ask.id, { type: "approve" })).toBe(false);
+      expect(await approver.ended(seen[0]!.ask.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+      expect(executed).toEqual([]);
+      expect(clock.pendingTimers).toBe(0);
+      approver.close();
+    },
+  );
+
+  it("a resolver that asks two channels and takes the first answer: the other channel's ask is withdrawn", async () => {
+    const [first, firstApprover] = ApprovalChannel.pair(1);
+    const [second, secondApprover] = ApprovalChannel.pair(1);
+    const both: AskResolver = {
+      resolve: (ask, options) => Promise.race([first.resolve(ask, options), second.resolve(ask, options)]),
+    };
+    const gate = new Gate(new LoopManagers().withHook(askAll()).withAskResolver(both));
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const ask = await firstApprover.next();
+    expect(firstApprover.resolve(ask!.id, { type: "deny", reason: "no" })).toBe(true);
+    const outcome = await running;
+    expect(outcome.record.verdict).toBe("ask_denied");
+    expect(second.size).toBe(0);
+    expect(secondApprover.resolve(ask!.id, { type: "approve" })).toBe(false);
+    firstApprover.close();
+    secondApprover.close();
+  });
+});
+
 describe("ids", () => {
+  it("two gates whose id generators share a seed share a channel: a stale answer never runs the other's call", async () => {
+    const clock = new ManualClock();
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const descriptor = { name: "write", description: "Write a file", inputSchema: { type: "object" } };
+    const gateWith = () =>
+      new Gate(
+        new LoopManagers()
+          .withHook(askAll())
+          .withAskResolver(channel)
+          .withAskTimeout(100)
+          .withClock(clock)
+          .withIdGen(seededIdGen("fixture")),
+      );
+    const first = gateWith().call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const shown = await approver.next();
+    await clock.advance(100);
+    expect((await first).record.verdict).toBe("ask_expired");
+    const executed: unknown[] = [];
+    const second = gateWith().call({ tool: descriptor, callId: "c1", input: { path: "/etc/passwd" } }, (input) =>
+      executed.push(input),
+    );
+    // The person answers the ask they were shown, which has ended, once the second call has asked.
+    await flush();
+    expect(approver.resolve(shown!.id, { type: "approve" })).toBe(false);
+    const outcome = await second;
+    expect(executed).toEqual([]);
+    expect(outcome.record.verdict).toBe("ask_denied");
+    expect(outcome.record.reason).toBe(
+      `ask resolver failed: ask ${shown!.id} already ended on this approval channel; ask ids must not be reused`,
+    );
+    approver.close();
+  });
+
   it("a seeded id generator makes runs reproducible: same session, run and ask ids", async () => {
     const once = async () => {
       const wired = syncVariant.wire(new LoopManagers().withHook(askAll()).withIdGen(seededIdGen(7)), () => ({

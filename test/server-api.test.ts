@@ -20,7 +20,7 @@ import {
   signAnswerLink,
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
-import { makeAsk, track } from "./support/ask-fixtures.js";
+import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
@@ -626,13 +626,15 @@ describe("answers: POST /api/asks/:id", () => {
   });
 
   it("an answer carrying the ask it was given for is refused (409 ask_changed) when another call holds that id now", async () => {
-    const { server, auth, park } = await start();
+    const { server, auth, park, channel } = await start();
     // Ids from a seeded generator repeat across runs: the same id, another call.
     const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
     const stop = new AbortController();
     const first = await park(shown, stop.signal);
     stop.abort(new Error("run ended"));
     await expect(first.parked).rejects.toThrow("run ended");
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
     await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 0);
     const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = await park(now);
@@ -1250,12 +1252,16 @@ describe("any approver with the AskInbox shape", () => {
     await until(async () => (await listed()).length === 1);
     stop.abort(new Error("run ended"));
     await until(async () => (await listed()).length === 0);
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
+    await until(async () => (await listed()).length === 0);
+    const before = handedOut;
 
     let release!: () => void;
     hold = new Promise<void>((resolve) => (release = resolve));
     const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = channel.resolve(now, { signal: new AbortController().signal });
-    await until(() => handedOut === 2);
+    await until(() => handedOut === before + 1);
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
     expect(refused.status).toBe(409);
     expect(refused.json).toMatchObject({ error: "ask_ended", ending: { type: "withdrawn" } });

@@ -4,7 +4,7 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
-import { makeAsk, track } from "./support/ask-fixtures.js";
+import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
@@ -205,7 +205,9 @@ describe("a server with the same linkSecret", () => {
     const { approve, deny } = links();
     expect((await post(deny)).status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny" });
-    // Ids from a seeded generator repeat across runs: the same id, another call.
+    // Ids from a seeded generator repeat across runs: the same id, another call. A channel refuses an
+    // id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
     const now = { ...ask, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = channel.resolve(now, { signal: new AbortController().signal });
     second.catch(() => undefined);

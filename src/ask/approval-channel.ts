@@ -12,7 +12,7 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *
  * How `resolve()` settles:
  * - answered: resolves with the approver's resolution;
- * - `options.signal` aborts (deadline or cancel), before or during the wait:
+ * - `options.signal` aborts (the engine stopped waiting), before or during the wait:
  *   rejects with `signal.reason`; the ask is withdrawn and a later answer
  *   returns `false`. An ask whose signal was aborted before `resolve()` is
  *   never delivered;
@@ -20,7 +20,9 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./t
  *   `{ type: "deny", reason: APPROVER_CLOSED_REASON }`;
  * - approver garbage-collected unclosed: resolves
  *   `{ type: "deny", reason: APPROVER_DROPPED_REASON }`;
- * - an ask id already parked here: rejects with a {@link DuplicateAskError};
+ * - an ask id already parked here, or that ended here (among the last 256
+ *   asks to end): rejects with a {@link DuplicateAskError}, so an answer
+ *   meant for the other ask never lands on this one;
  * - an ask that does not parse with {@link PendingAskSchema}, no
  *   `AbortSignal`, or one that cannot be listened to (its `addEventListener`
  *   throws): rejects with an {@link InvalidPendingAskError}; nothing is

@@ -11,7 +11,7 @@ export const APPROVER_CLOSED_REASON = "approval channel closed";
 /** The denial reason given to asks denied because the approver was garbage-collected unclosed. */
 export const APPROVER_DROPPED_REASON = "approver dropped without close()";
 
-/** How many ended asks a channel remembers for `ended()` called after the fact. */
+/** How many ended asks a channel remembers, for `ended()` called after the fact and to refuse their ids again. */
 const REMEMBERED_ENDINGS = 256;
 
 const UNKNOWN_ENDING: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" });
@@ -98,6 +98,9 @@ export class ChannelCore {
       return Promise.resolve({ type: "deny", reason: this.#closedReason });
     }
     if (this.#parked.has(id)) return Promise.reject(new DuplicateAskError(id));
+    // An approver may still answer the ask that ended under this id (a console not yet refreshed, a
+    // signed link): that answer must never reach a different call.
+    if (this.#endings.has(id)) return Promise.reject(new DuplicateAskError(id, "ended"));
     return new Promise<AskResolution>((resolve, reject) => {
       const entry: Parked = {
         id,

@@ -68,16 +68,24 @@ export class InvalidCapacityError extends LoopctlError {
 }
 
 /**
- * An ask was parked on an {@link ApprovalChannel} while another ask with the
- * same id was still parked there. `code` is `"ASK_DUPLICATE_ID"`. The second
- * park rejects (the engine denies it); the first is untouched.
+ * An ask was parked on an {@link ApprovalChannel} under an id that another
+ * ask still parked there has, or that an ask which ended there had (among
+ * the last 256 to end): an answer meant for that one would otherwise land on
+ * this one. `code` is `"ASK_DUPLICATE_ID"`. The second park rejects (the
+ * engine denies it); the first is untouched.
  */
 export class DuplicateAskError extends LoopctlError {
-  /** The id that was already parked. */
+  /** The id that was already taken. */
   readonly askId: string;
 
-  constructor(askId: string) {
-    super("ASK_DUPLICATE_ID", `ask ${askId} is already parked on this approval channel`);
+  /** @param state - whether the ask that has the id is still `parked`, or has `ended`. */
+  constructor(askId: string, state: "parked" | "ended" = "parked") {
+    super(
+      "ASK_DUPLICATE_ID",
+      state === "parked"
+        ? `ask ${askId} is already parked on this approval channel`
+        : `ask ${askId} already ended on this approval channel; ask ids must not be reused`,
+    );
     this.askId = askId;
   }
 }

@@ -61,8 +61,11 @@ export type AskResolution = Readonly<z.infer<typeof AskResolutionSchema>>;
 /** Options the engine passes to {@link AskResolver.resolve}. */
 export interface ResolveOptions {
   /**
-   * Aborts when the engine stops waiting (deadline or cancel). A resolver
-   * must tolerate it; an answer given after it aborts is ignored.
+   * Aborts when the engine stops waiting, however the park ended: its
+   * deadline, a cancel, an answer, or the resolver's own failure (a throw, a
+   * rejection, an answer that is not an {@link AskResolution}). Whatever the
+   * resolver left waiting on it is then withdrawn. A resolver must tolerate
+   * it; an answer given after it aborts is ignored.
    */
   readonly signal: AbortSignal;
 }

@@ -45,67 +45,69 @@ function judge(value: unknown): ParkOutcome {
 /**
  * Parks one call: hands `ask` to the resolver and waits for the first of its
  * answer, the deadline, or a cancel. Clears its timer and listener on every
- * path, and aborts the resolver's signal when the engine stops waiting
- * (deadline or cancel) so the resolver can withdraw the ask. The clock's
- * timers fire asynchronously (see {@link Clock}), so an answer that is
- * already available when the deadline is set wins even at deadline 0.
+ * path. The resolver gets a signal of the park's own, which aborts the
+ * moment the park ends, however it ends: the deadline, a cancel, an answer,
+ * or a resolver that threw, rejected or answered something invalid. So
+ * whatever the resolver left waiting (an ask parked on a channel it wraps,
+ * the other channel of two it raced) is withdrawn, and an answer given there
+ * later returns `false` instead of `true` for a call that has ended. The
+ * clock's timers fire asynchronously (see {@link Clock}), so an answer that
+ * is already available when the deadline is set wins even at deadline 0.
  *
- * The resolver's signal aborts at the very moment the engine decides the
- * deadline or the cancel, not once the wait has gone on: an answer given in
- * between would otherwise reach a wait that has already ended (an
- * `ApprovalChannel` would tell its approver `true` for a call refused as
- * expired).
+ * The signal aborts at the very moment the engine decides the ending, not
+ * once the wait has gone on: an answer given in between would otherwise
+ * reach a wait that has already ended (an `ApprovalChannel` would tell its
+ * approver `true` for a call refused as expired).
  */
 export async function park(request: ParkRequest): Promise<ParkOutcome> {
   const { ask, resolver, timeoutMs, clock, cancel } = request;
   const signal = cancel.signal;
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
-  // Without a deadline the engine stops waiting only on cancel, when `signal`
-  // itself aborts; a deadline needs a signal of its own, which follows `signal`.
-  const stop = timeoutMs === undefined ? undefined : new AbortController();
+  const stop = new AbortController();
   /** Set by whichever of the answer, the deadline and the cancel came first. */
   let ended = false;
   const onCancel = (): void => {
     if (ended) return;
     ended = true;
-    stop?.abort(signal.reason);
+    stop.abort(signal.reason);
   };
-  if (stop !== undefined) signal.addEventListener("abort", onCancel, { once: true });
+  signal.addEventListener("abort", onCancel, { once: true });
   let timer: unknown;
   let waited: ParkOutcome | typeof CANCELLED;
   try {
     waited = await cancel.race(
       new Promise<ParkOutcome>((resolve) => {
-        const end = (outcome: ParkOutcome): void => {
+        const end = (outcome: ParkOutcome, why: string): void => {
           if (ended) return;
           ended = true;
           resolve(outcome);
+          stop.abort(new Error(`ask ${ask.id} ${why}`));
         };
         // The deadline is armed before the ask is delivered: a clock that cannot
         // arm it fails the park while no resolver holds the ask.
-        if (timeoutMs !== undefined) {
-          timer = clock.setTimeout(() => {
-            if (ended) return;
-            end({ type: "expired" });
-            stop?.abort(new Error(`ask ${ask.id} expired`));
-          }, timeoutMs);
-        }
+        if (timeoutMs !== undefined) timer = clock.setTimeout(() => end({ type: "expired" }, "expired"), timeoutMs);
         let answer: Promise<unknown>;
         try {
-          answer = Promise.resolve(resolver.resolve(ask, { signal: stop?.signal ?? signal }));
+          answer = Promise.resolve(resolver.resolve(ask, { signal: stop.signal }));
         } catch (error) {
           answer = Promise.reject(error);
         }
         answer.then(
-          (value) => end(judge(value)),
+          (value) => {
+            const outcome = judge(value);
+            end(outcome, outcome.type === "approved" ? "was approved" : "was refused");
+          },
           (error: unknown) =>
-            end({ type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` }),
+            end(
+              { type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` },
+              "was refused: its resolver failed",
+            ),
         );
       }),
     );
   } finally {
-    if (stop !== undefined) signal.removeEventListener("abort", onCancel);
+    signal.removeEventListener("abort", onCancel);
   }
   if (timeoutMs !== undefined) {
     try {

@@ -19,6 +19,26 @@ export function makeAsk(n: number, overrides: Partial<PendingAsk> = {}): Pending
   };
 }
 
+/** How many ended asks an `ApprovalChannel` remembers, refusing their ids if they are parked again. */
+export const REMEMBERED_ENDINGS = 256;
+
+/**
+ * Parks and withdraws as many throwaway asks on `channel` as it remembers
+ * endings, so it no longer remembers the asks that ended before: a channel
+ * long in use, on which an id that repeats (a seeded id generator started
+ * again) can be parked again.
+ */
+export async function outliveEndings(channel: {
+  resolve(ask: PendingAsk, options: { signal: AbortSignal }): Promise<unknown>;
+}): Promise<void> {
+  for (let n = 0; n < REMEMBERED_ENDINGS; n += 1) {
+    const stop = new AbortController();
+    const parked = channel.resolve(makeAsk(1_000 + n), { signal: stop.signal });
+    stop.abort(new Error("withdrawn"));
+    await parked.catch(() => undefined);
+  }
+}
+
 /** An options argument an untyped caller could pass to `next()` or `ended()`, and the argument it gets wrong. */
 export type BadWaitOptions = readonly [label: string, options: unknown, argument: "options" | "options.signal"];
 
