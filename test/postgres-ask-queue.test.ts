@@ -792,7 +792,7 @@ function watchedPool(seen: { text: string; values: unknown[]; rows: number }[], 
     (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
       const statement = config as { text?: string; values?: unknown[] } | string;
       const text = typeof statement === "string" ? statement : (statement.text ?? "");
-      const values = typeof statement === "string" ? [] : (statement.values ?? []);
+      const values = typeof statement === "string" ? (Array.isArray(rest[0]) ? rest[0] : []) : (statement.values ?? []);
       const result = query(config, ...rest);
       if (result instanceof Promise) {
         void result.then(
@@ -956,6 +956,97 @@ describe("PostgresAskQueue: an insert that commits after it was given up", () =>
   });
 });
 
+/** Every node of an `EXPLAIN (FORMAT JSON)` plan, its sub-plans and CTEs included. */
+function planNodes(node: Record<string, unknown>): Record<string, unknown>[] {
+  const children = (node["Plans"] as Record<string, unknown>[] | undefined) ?? [];
+  return [node, ...children.flatMap(planNodes)];
+}
+
+/** What one connection read of the asks table so far (the counters it has not sent to the server's totals yet). */
+async function asksCounters(
+  client: pg.PoolClient,
+): Promise<{ seq_scan: number; seq_tup_read: number; idx_tup_fetch: number }> {
+  const { rows } = await client.query<{ seq_scan: number; seq_tup_read: number; idx_tup_fetch: number }>(
+    `SELECT coalesce(seq_scan, 0)::int AS seq_scan, coalesce(seq_tup_read, 0)::int AS seq_tup_read,
+            coalesce(idx_tup_fetch, 0)::int AS idx_tup_fetch
+     FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+    [`"${db.schema}".asks`],
+  );
+  return rows[0]!;
+}
+
+/**
+ * Runs `run` on a connection of its own, in a transaction, and says what it read of the asks
+ * table: scans begun, rows read by them and rows fetched through an index, triggers' reads
+ * included. The transaction is committed when `commit` is true, else rolled back.
+ */
+async function readOfAsks<T>(
+  run: (client: pg.PoolClient) => Promise<T>,
+  commit = false,
+): Promise<{ result: T; read: { seq_scan: number; seq_tup_read: number; idx_tup_fetch: number } }> {
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const before = await asksCounters(client);
+    const result = await run(client);
+    const after = await asksCounters(client);
+    await client.query(commit ? "COMMIT" : "ROLLBACK");
+    return {
+      result,
+      read: {
+        seq_scan: after.seq_scan - before.seq_scan,
+        seq_tup_read: after.seq_tup_read - before.seq_tup_read,
+        idx_tup_fetch: after.idx_tup_fetch - before.idx_tup_fetch,
+      },
+    };
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+describe("PostgresAskQueue: the heartbeat's cost", () => {
+  it("reads none of the pending asks when no lease lapsed: 3,000 pending cost what none do", async () => {
+    await pendingAsks(3_000);
+    const seen: { text: string; values: unknown[]; rows: number }[] = [];
+    // A worker (it renews a lease) that runs the reaper every 100 ms.
+    const worker = new PostgresAskQueue(watchedPool(seen), {
+      schema: db.schema,
+      leaseMs: 300,
+      onError: () => undefined,
+    });
+    opened.push(worker);
+    void park(worker, makeAsk(3_000)).catch(() => undefined);
+    const heartbeat = (text: string): boolean =>
+      /WITH renewed AS|lease_until < now\(\)|ended_at < now\(\) -/.test(text) && !text.startsWith("INSERT");
+    await waitFor(() => seen.filter((s) => heartbeat(s.text)).length >= 9);
+    await db.pool.query(`ANALYZE "${db.schema}".asks`);
+    const statements = new Map(seen.filter((s) => heartbeat(s.text)).map((s) => [s.text, s]));
+    // The renewal, the reaper's closing of lapsed leases' asks, and its purge of old ended asks.
+    expect(statements.size).toBe(3);
+    for (const statement of statements.values()) {
+      const { result: plan, read } = await readOfAsks(async (client) => {
+        const { rows } = await client.query<{ "QUERY PLAN": { Plan: Record<string, unknown> }[] }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`,
+          statement.values,
+        );
+        return rows[0]!["QUERY PLAN"][0]!.Plan;
+      });
+      for (const node of planNodes(plan).filter((n) => n["Relation Name"] === "asks")) {
+        expect(node["Node Type"], statement.text).not.toBe("Seq Scan");
+        expect(node["Actual Rows"] ?? 0, statement.text).toBe(0);
+        expect(node["Rows Removed by Filter"] ?? 0, statement.text).toBe(0);
+      }
+      // Triggers included, nothing scanned the table; the index fetches are the planner's look at an
+      // index's ends for its estimates, a fixed few whatever waits.
+      expect(read, statement.text).toMatchObject({ seq_scan: 0, seq_tup_read: 0 });
+      expect(read.idx_tup_fetch, statement.text).toBeLessThan(10);
+    }
+  });
+});
+
 describe("PostgresAskQueue: worker leases", () => {
   it("takes no lease in a schema a newer loopctl migrated, even over its listening connection", async () => {
     await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
@@ -977,6 +1068,7 @@ describe("PostgresAskQueue: worker leases", () => {
   });
 
   it("closes the asks of a worker whose lease lapsed as abandoned; answers to them are refused", async () => {
+    const live = await pendingAsks(20);
     const consoleQueue = queue({ leaseMs: 600 });
     const inbox = consoleQueue.approver();
     // A worker that died: its lease ran out and nobody renews it.
@@ -996,6 +1088,40 @@ describe("PostgresAskQueue: worker leases", () => {
     expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
     const { rows } = await db.pool.query(`SELECT 1 FROM "${db.schema}".workers WHERE id = $1`, [dead]);
     expect(rows).toEqual([]);
+    // The asks of a worker whose lease holds stay pending.
+    for (const ask of live) expect(await row(ask.id)).toMatchObject({ state: "pending" });
+  });
+
+  it("finds a lapsed worker's asks through the index: the reaper reads them, not the others waiting", async () => {
+    await pendingAsks(3_000);
+    const dead = randomUUID();
+    const asks = [makeAsk(1), makeAsk(2)];
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'gone', 1)`,
+      [dead],
+    );
+    for (const ask of asks)
+      await db.pool.query(`INSERT INTO "${db.schema}".asks (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+        ask.id,
+        dead,
+        ask,
+      ]);
+    await db.pool.query(`UPDATE "${db.schema}".workers SET lease_until = now() - interval '1 second' WHERE id = $1`, [
+      dead,
+    ]);
+    // The reaper's statement, the closing of the asks included (a trigger of the deletion).
+    const { result, read } = await readOfAsks(
+      (client) => client.query(`DELETE FROM "${db.schema}".workers WHERE lease_until < now()`),
+      true,
+    );
+    expect(result.rowCount).toBe(1);
+    expect(read).toMatchObject({ seq_scan: 0, seq_tup_read: 0 });
+    expect(read.idx_tup_fetch).toBeLessThan(10);
+    for (const ask of asks) expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "abandoned" });
+    const { rows } = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${db.schema}".asks WHERE state = 'pending'`,
+    );
+    expect(rows[0]!.n).toBe(3_000);
   });
 
   it("denies the parked calls of a worker that finds its lease gone, and takes a new one for the next ask", async () => {
@@ -1007,7 +1133,14 @@ describe("PostgresAskQueue: worker leases", () => {
     expect((await inbox.next())?.id).toBe(ask.id);
     const lost = worker.workerId;
     await db.pool.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [lost]);
-    expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+    // The deletion closed the row at once: the call is denied by its ending or by the next renewal, whichever
+    // comes first, and that renewal reports the lease lost either way.
+    const denied = await parked;
+    expect([
+      { type: "deny", reason: LEASE_LOST_REASON },
+      { type: "deny", reason: "the ask was withdrawn: abandoned after its worker's lease lapsed" },
+    ]).toContainEqual(denied);
+    await waitFor(() => errors.some((e) => e instanceof PostgresLeaseError));
     expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({
       code: "POSTGRES_LEASE_LOST",
       workerId: lost,
@@ -1108,6 +1241,147 @@ describe("PostgresAskQueue: worker leases", () => {
       await reaperLock.query("SELECT pg_advisory_unlock_all()").catch(() => undefined);
       reaperLock.release();
     }
+  });
+});
+
+describe("PostgresAskQueue: an ask whose worker is gone", () => {
+  /** A worker row whose lease holds for an hour. */
+  const worker = async (): Promise<string> => {
+    const id = randomUUID();
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".workers (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'h', 1)`,
+      [id],
+    );
+    return id;
+  };
+  /** Writes `ask` pending under `workerId` as a worker does, and returns the row as written. */
+  const insert = async (client: pg.Pool | pg.ClientBase, ask: PendingAsk, workerId: string) => {
+    const { rows } = await client.query<{ state: string; reason: string | null }>(
+      `INSERT INTO "${db.schema}".asks (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])
+       RETURNING state, reason`,
+      [[ask.id], [workerId], [JSON.stringify(ask)]],
+    );
+    return rows[0];
+  };
+  const ABANDONED = { state: "withdrawn", reason: "abandoned", resolution: null };
+  /** True once the connection `pid` waits for a lock. */
+  const waitsForLock = async (pid: number): Promise<boolean> => {
+    const { rows } = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", [
+      pid,
+    ]);
+    return rows.length > 0;
+  };
+  const pidOf = async (client: pg.ClientBase): Promise<number> =>
+    (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+
+  it("is closed as abandoned when its worker's row is deleted by hand, at once, reaper or not", async () => {
+    const reaperLock = await db.pool.connect();
+    try {
+      await reaperLock.query("SELECT pg_advisory_lock(hashtext($1))", [`loopctl.reap:${db.schema}`]);
+      const gone = await worker();
+      const ask = makeAsk(1);
+      expect(await insert(db.pool, ask, gone)).toEqual({ state: "pending", reason: null });
+      const inbox = queue().approver();
+      expect((await inbox.next())?.id).toBe(ask.id);
+      await db.pool.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [gone]);
+      expect(await row(ask.id)).toEqual(ABANDONED);
+      expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    } finally {
+      await reaperLock.query("SELECT pg_advisory_unlock_all()").catch(() => undefined);
+      reaperLock.release();
+    }
+  });
+
+  it("is written abandoned when inserted under a worker id that has no row; a console never gets it", async () => {
+    const ask = makeAsk(1);
+    expect(await insert(db.pool, ask, randomUUID())).toEqual({ state: "withdrawn", reason: "abandoned" });
+    const inbox = queue().approver();
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
+    const later = makeAsk(2);
+    expect(await insert(db.pool, later, await worker())).toEqual({ state: "pending", reason: null });
+    expect((await inbox.next())?.id).toBe(later.id);
+  });
+
+  it("is written abandoned when its insert lands after its worker's lease was reaped", async () => {
+    const lapsed = await worker();
+    await db.pool.query(`UPDATE "${db.schema}".workers SET lease_until = now() - interval '1 second' WHERE id = $1`, [
+      lapsed,
+    ]);
+    // A live queue's reaper deletes the lapsed lease, then the worker's insert arrives.
+    queue({ leaseMs: 300 }).approver();
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(`SELECT 1 FROM "${db.schema}".workers WHERE id = $1`, [lapsed]);
+      return rows.length === 0;
+    });
+    const ask = makeAsk(1);
+    expect(await insert(db.pool, ask, lapsed)).toEqual({ state: "withdrawn", reason: "abandoned" });
+    expect(await row(ask.id)).toEqual(ABANDONED);
+  });
+
+  it("is abandoned when its insert and its worker's deletion run at once, whichever commits first", async () => {
+    const [writer, reaper] = [await db.pool.connect(), await db.pool.connect()];
+    try {
+      const [writerPid, reaperPid] = [await pidOf(writer), await pidOf(reaper)];
+      // The deletion first: the insert waits for it, then finds no worker.
+      const first = await worker();
+      await reaper.query("BEGIN");
+      await reaper.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [first]);
+      const ask = makeAsk(1);
+      let landed = false;
+      const inserted = insert(writer, ask, first).finally(() => {
+        landed = true;
+      });
+      await waitFor(async () => landed || (await waitsForLock(writerPid)));
+      await reaper.query("COMMIT");
+      expect(await inserted).toEqual({ state: "withdrawn", reason: "abandoned" });
+
+      // The insert first: the deletion waits for it, then closes the ask it wrote.
+      const second = await worker();
+      const next = makeAsk(2);
+      await writer.query("BEGIN");
+      expect(await insert(writer, next, second)).toEqual({ state: "pending", reason: null });
+      let deleted = false;
+      const deletion = reaper.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [second]).finally(() => {
+        deleted = true;
+      });
+      await waitFor(async () => deleted || (await waitsForLock(reaperPid)));
+      await writer.query("COMMIT");
+      await deletion;
+      expect(await row(next.id)).toEqual(ABANDONED);
+    } finally {
+      writer.release(true);
+      reaper.release(true);
+    }
+  });
+
+  it("is closed as abandoned however its worker goes: its id changed, the table truncated, the ask moved or revived by hand", async () => {
+    const [renamed, moved, revived, truncated] = [makeAsk(1), makeAsk(2), makeAsk(3), makeAsk(4)];
+    const first = await worker();
+    await insert(db.pool, renamed, first);
+    await db.pool.query(`UPDATE "${db.schema}".workers SET id = $2 WHERE id = $1`, [first, randomUUID()]);
+    expect(await row(renamed.id)).toEqual(ABANDONED);
+
+    const second = await worker();
+    await insert(db.pool, moved, second);
+    await db.pool.query(`UPDATE "${db.schema}".asks SET worker_id = $2 WHERE id = $1`, [moved.id, randomUUID()]);
+    expect(await row(moved.id)).toEqual(ABANDONED);
+
+    await insert(db.pool, revived, second);
+    await db.pool.query(`DELETE FROM "${db.schema}".workers WHERE id = $1`, [second]);
+    await db.pool.query(
+      `UPDATE "${db.schema}".asks SET state = 'pending', reason = NULL, ended_at = NULL WHERE id = $1`,
+      [revived.id],
+    );
+    expect(await row(revived.id)).toEqual(ABANDONED);
+
+    const live = makeAsk(5);
+    await insert(db.pool, truncated, await worker());
+    await insert(db.pool, live, await worker());
+    await db.pool.query(`TRUNCATE "${db.schema}".workers`);
+    expect(await row(truncated.id)).toEqual(ABANDONED);
+    expect(await row(live.id)).toEqual(ABANDONED);
   });
 });
 

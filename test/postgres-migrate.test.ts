@@ -37,7 +37,10 @@ describe("migrate", () => {
     const { rows } = await db.pool.query(`SELECT version, name FROM "${db.schema}".migrations`);
     expect(rows).toEqual([
       { version: 1, name: "grants, asks and worker leases" },
-      { version: 2, name: "asks stamped with the transaction that last changed them" },
+      {
+        version: 2,
+        name: "asks stamped with the transaction that last changed them, and closed when their worker goes",
+      },
     ]);
   });
 
@@ -81,7 +84,7 @@ describe("migrate", () => {
     }
   }, 30_000);
 
-  it("upgrades a schema at version 1, keeping its asks, which every later write stamps", async () => {
+  it("upgrades a schema at version 1, keeping its asks, which every later write stamps; one left without a worker is closed", async () => {
     const names = schemaNames("test", db.schema);
     await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
     await db.pool.query(
@@ -91,10 +94,22 @@ describe("migrate", () => {
     for (const statement of first!.statements(names)) await db.pool.query(statement);
     await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
     const ask = makeAsk(1);
+    const worker = randomUUID();
+    await db.pool.query(
+      `INSERT INTO ${names.table("workers")} (id, lease_until, host, pid) VALUES ($1, now() + interval '1 hour', 'h', 1)`,
+      [worker],
+    );
     await db.pool.query(`INSERT INTO ${names.table("asks")} (id, worker_id, ask) VALUES ($1, $2, $3)`, [
       ask.id,
-      randomUUID(),
+      worker,
       JSON.stringify(ask),
+    ]);
+    // Version 1 let an ask be written under a worker with no row; the reaper closed it later.
+    const orphan = makeAsk(2);
+    await db.pool.query(`INSERT INTO ${names.table("asks")} (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+      orphan.id,
+      randomUUID(),
+      JSON.stringify(orphan),
     ]);
 
     expect(await migrate(db.pool, { schema: db.schema })).toEqual({
@@ -103,14 +118,32 @@ describe("migrate", () => {
       to: SCHEMA_VERSION,
       applied: [2],
     });
+    const states = await db.pool.query(`SELECT id, state, reason FROM ${names.table("asks")} ORDER BY seq`);
+    expect(states.rows).toEqual([
+      { id: ask.id, state: "pending", reason: null },
+      { id: orphan.id, state: "withdrawn", reason: "abandoned" },
+    ]);
     const stamp = async (): Promise<bigint> => {
-      const { rows } = await db.pool.query<{ x: string }>(`SELECT changed_xid::text AS x FROM ${names.table("asks")}`);
+      const { rows } = await db.pool.query<{ x: string }>(
+        `SELECT changed_xid::text AS x FROM ${names.table("asks")} WHERE id = $1`,
+        [ask.id],
+      );
       return BigInt(rows[0]!.x);
     };
     const before = await stamp();
     // Any write, a hand-made one included, takes its transaction's id.
     await db.pool.query(`UPDATE ${names.table("asks")} SET state = 'withdrawn', reason = 'closed', ended_at = now()`);
     expect(await stamp()).toBeGreaterThan(before);
+    // From version 2 on, a worker's row going closes its pending asks.
+    const next = makeAsk(3);
+    await db.pool.query(`INSERT INTO ${names.table("asks")} (id, worker_id, ask) VALUES ($1, $2, $3)`, [
+      next.id,
+      worker,
+      JSON.stringify(next),
+    ]);
+    await db.pool.query(`DELETE FROM ${names.table("workers")} WHERE id = $1`, [worker]);
+    const closed = await db.pool.query(`SELECT state, reason FROM ${names.table("asks")} WHERE id = $1`, [next.id]);
+    expect(closed.rows).toEqual([{ state: "withdrawn", reason: "abandoned" }]);
   });
 
   it("refuses a schema a newer loopctl migrated, changing nothing", async () => {

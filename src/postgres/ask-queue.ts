@@ -1044,7 +1044,7 @@ export class PostgresAskQueue {
       } catch (error) {
         this.#onError(error);
       }
-      // With the lease gone, anything still pending of this worker is closed as abandoned by the next reaper.
+      // With the lease gone, anything still pending of this worker is closed as abandoned with it.
       await this.#lease.release().catch(this.#onError);
     }
   }

@@ -25,6 +25,20 @@ export interface Migration {
  * transaction its previous read could not see, which are all at or above
  * that read's snapshot `xmin`. Nothing changed costs one empty index range,
  * however many asks wait.
+ *
+ * Version 2 also closes an ask as `abandoned` the moment its worker's row
+ * goes, so the reaper only deletes lapsed leases and never looks for asks
+ * without a worker, which would mean visiting every pending one. A worker's
+ * row going (deleted, its id changed, the table truncated) closes its pending
+ * asks, found through an index of pending asks by worker. An ask written
+ * pending (inserted, or its worker or state changed) under a worker that has
+ * no row is written `abandoned` instead; the worker's row is locked
+ * `FOR KEY SHARE` for the check, as a foreign key would, so a deletion and an
+ * insert racing each other are ordered: the deletion waits for the insert and
+ * then closes its ask, or the insert waits for the deletion and then finds no
+ * worker. No foreign key: an ended ask outlives its worker. Answers and
+ * withdrawals set neither the worker nor `pending`, so they never run the
+ * check.
  */
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -85,7 +99,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 2,
-    name: "asks stamped with the transaction that last changed them",
+    name: "asks stamped with the transaction that last changed them, and closed when their worker goes",
     statements: (s) => [
       `ALTER TABLE ${s.table("asks")} ADD COLUMN changed_xid xid8 NOT NULL DEFAULT pg_current_xact_id()`,
       `CREATE INDEX asks_by_change ON ${s.table("asks")} (changed_xid)`,
@@ -97,6 +111,42 @@ export const MIGRATIONS: readonly Migration[] = [
       END $$`,
       `CREATE TRIGGER asks_stamp BEFORE INSERT OR UPDATE ON ${s.table("asks")}
         FOR EACH ROW EXECUTE FUNCTION ${s.quoted}.stamp_asks()`,
+      `CREATE INDEX asks_pending_by_worker ON ${s.table("asks")} (worker_id) WHERE state = 'pending'`,
+      // The asks a worker's row leaves behind when it goes.
+      `CREATE FUNCTION ${s.quoted}.abandon_asks() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'TRUNCATE' THEN
+          UPDATE ${s.table("asks")} SET state = 'withdrawn', reason = 'abandoned', ended_at = now()
+          WHERE state = 'pending';
+        ELSIF TG_OP = 'DELETE' OR OLD.id IS DISTINCT FROM NEW.id THEN
+          UPDATE ${s.table("asks")} SET state = 'withdrawn', reason = 'abandoned', ended_at = now()
+          WHERE worker_id = OLD.id AND state = 'pending';
+        END IF;
+        RETURN NULL;
+      END $$`,
+      `CREATE TRIGGER workers_gone AFTER DELETE OR UPDATE OF id ON ${s.table("workers")}
+        FOR EACH ROW EXECUTE FUNCTION ${s.quoted}.abandon_asks()`,
+      `CREATE TRIGGER workers_truncated AFTER TRUNCATE ON ${s.table("workers")}
+        FOR EACH STATEMENT EXECUTE FUNCTION ${s.quoted}.abandon_asks()`,
+      // A pending ask is only ever written under a worker that has a row, which then cannot go until it commits.
+      `CREATE FUNCTION ${s.quoted}.check_ask_worker() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM 1 FROM ${s.table("workers")} WHERE id = NEW.worker_id FOR KEY SHARE;
+        IF NOT FOUND THEN
+          NEW.state := 'withdrawn';
+          NEW.reason := 'abandoned';
+          NEW.ended_at := now();
+        END IF;
+        RETURN NEW;
+      END $$`,
+      `CREATE TRIGGER asks_worker_on_insert BEFORE INSERT ON ${s.table("asks")}
+        FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION ${s.quoted}.check_ask_worker()`,
+      `CREATE TRIGGER asks_worker_on_update BEFORE UPDATE OF state, worker_id ON ${s.table("asks")}
+        FOR EACH ROW WHEN (NEW.state = 'pending' AND (OLD.state <> 'pending' OR OLD.worker_id <> NEW.worker_id))
+        EXECUTE FUNCTION ${s.quoted}.check_ask_worker()`,
+      // Asks left without a worker before this version.
+      `UPDATE ${s.table("asks")} AS a SET state = 'withdrawn', reason = 'abandoned', ended_at = now()
+        WHERE a.state = 'pending' AND NOT EXISTS (SELECT 1 FROM ${s.table("workers")} AS w WHERE w.id = a.worker_id)`,
     ],
   },
 ];
