@@ -57,6 +57,8 @@ const MAX_TOOLS = 10_000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 
+const NONE: readonly Tool[] = Object.freeze([]);
+
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   const annotationTitle = (tool.annotations as { title?: unknown } | undefined)?.title;
   const title = tool.title ?? (typeof annotationTitle === "string" ? annotationTitle : undefined);
@@ -173,14 +175,17 @@ export class McpToolset implements ToolSource {
     transport.onmessage = this.#onMessage;
   }
 
-  /** The current tools (empty after a failed refresh, and after `close()`). */
+  /**
+   * The current tools (empty after a failed refresh, after `close()`, and once the client is no
+   * longer connected over the transport the toolset was made on).
+   */
   get tools(): readonly Tool[] {
-    return this.#tools;
+    return this.#detached() ? NONE : this.#tools;
   }
 
   /** The current tools: what an `Agent` reads at the start of each turn. */
   current(): readonly Tool[] {
-    return this.#tools;
+    return this.tools;
   }
 
   /** Tools the server lists that could not be offered (an unusable name or input schema), with why. */
@@ -226,6 +231,15 @@ export class McpToolset implements ToolSource {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+
+  /**
+   * Whether the client no longer speaks over the transport this toolset follows: it was closed
+   * (or its server went away), or connected anew, maybe to another server. The tools were listed
+   * from the server behind that transport, and its notifications are the ones followed.
+   */
+  #detached(): boolean {
+    return this.#client.transport !== this.#transport;
   }
 
   /** Asks for a listing (one is made after the one in progress, if any); returns the ask's number. */
@@ -295,6 +309,12 @@ export class McpToolset implements ToolSource {
     const { timeoutMs } = this.#options;
     for (let page = 0; page < MAX_PAGES; page++) {
       if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+      if (this.#detached()) {
+        throw new McpServerError(
+          this.#server,
+          "the client is no longer connected over the transport the toolset follows; make a new toolset",
+        );
+      }
       // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
       const request = new AbortController();
       this.#request = request;
@@ -411,6 +431,13 @@ export class McpToolset implements ToolSource {
       // approved against: wait for it, and run only what is still current.
       await this.#answer(this.#asked, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
+      if (this.#detached()) {
+        throw new McpToolError(
+          server,
+          name,
+          "the client is no longer connected over the transport the tool was listed from; the call was not sent",
+        );
+      }
       const unlisted = this.#lastError;
       if (unlisted !== undefined) {
         throw new McpToolError(
