@@ -591,6 +591,28 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
   });
 
+  it("toolsets made and closed on one client, each closed after the next is made, leave no handler of theirs on its transport", async () => {
+    const server = await startFixture("mutable");
+    const transport = server.client.transport!;
+    const clientHandler = transport.onmessage;
+    let previous = await mcpTools(server.client);
+    const handler = transport.onmessage;
+    for (let i = 0; i < 20; i++) {
+      const next = await mcpTools(server.client);
+      previous.close();
+      previous = next;
+      // One handler follows the transport for every toolset on it, not one more for each toolset made.
+      expect(transport.onmessage).toBe(handler);
+    }
+    const { onChange, next } = changes();
+    const last = await mcpTools(server.client, { onChange });
+    previous.close();
+    server.signal("SIGUSR2");
+    expect((await next())[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    last.close();
+    expect(transport.onmessage).toBe(clientHandler);
+  });
+
   it("a client connected anew (to a restarted or another server): the toolset made before sends it no call, lists nothing from it, and offers no tools", async () => {
     const first = await startFixture("paged");
     const errors: unknown[] = [];

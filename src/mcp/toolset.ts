@@ -88,6 +88,59 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
   }
 }
 
+/** One handler of ours on a transport, and what it tells of each `list_changed`. */
+interface Followers {
+  readonly handler: NonNullable<Transport["onmessage"]>;
+  readonly previous: Transport["onmessage"];
+  readonly listeners: Set<() => void>;
+}
+
+/**
+ * The toolsets following each transport. One handler serves them all: a
+ * handler for each toolset could only be taken off while nothing was set
+ * over it, so toolsets closed out of the order they were made in would pile
+ * up on the transport, each message passing through every one, each keeping
+ * its closed toolset.
+ */
+const following = new WeakMap<Transport, Followers>();
+
+/**
+ * Calls `listener` on each `list_changed` the transport brings, until the
+ * returned function is called. The client owns the transport's handler and
+ * may replace its own notification handlers at will; wrapping the transport
+ * composes with both, as the client itself composes with a handler set
+ * before it.
+ */
+function followListChanged(transport: Transport, listener: () => void): () => void {
+  let followers = following.get(transport);
+  if (followers === undefined) {
+    const previous = transport.onmessage;
+    const listeners = new Set<() => void>();
+    const handler: NonNullable<Transport["onmessage"]> = (message, extra) => {
+      try {
+        previous?.(message, extra);
+      } finally {
+        if ("method" in message && message.method === LIST_CHANGED && !("id" in message))
+          for (const changed of [...listeners]) changed();
+      }
+    };
+    followers = { handler, previous, listeners };
+    following.set(transport, followers);
+    transport.onmessage = handler;
+  }
+  const { listeners } = followers;
+  const ours = followers;
+  listeners.add(listener);
+  return () => {
+    listeners.delete(listener);
+    // The last to leave puts back what was there, unless something was set over ours since.
+    if (listeners.size === 0 && transport.onmessage === ours.handler) {
+      transport.onmessage = ours.previous;
+      following.delete(transport);
+    }
+  };
+}
+
 /** The default `onError`: a process warning, as loopctl's other background failures give. */
 function emitWarning(error: McpServerError | McpCallbackError): void {
   process.emitWarning(error.message, { type: "LoopctlWarning", code: "LOOPCTL_MCP" });
@@ -150,8 +203,7 @@ export class McpToolset implements ToolSource {
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
   #listed = false;
-  readonly #previous: Transport["onmessage"];
-  readonly #onMessage: NonNullable<Transport["onmessage"]>;
+  readonly #unfollow: () => void;
 
   /** Made by {@link mcpTools} (not exported as a value). */
   constructor(client: McpClient, transport: Transport, server: string, options: McpToolsOptions) {
@@ -159,20 +211,9 @@ export class McpToolset implements ToolSource {
     this.#transport = transport;
     this.#server = server;
     this.#options = options;
-    // The client owns the transport's handler and may replace its own
-    // notification handlers at will; wrapping the transport composes with
-    // both, as the client itself composes with a handler set before it.
-    this.#previous = transport.onmessage;
-    const previous = this.#previous;
-    this.#onMessage = (message, extra) => {
-      try {
-        previous?.(message, extra);
-      } finally {
-        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message))
-          this.#changed();
-      }
-    };
-    transport.onmessage = this.#onMessage;
+    this.#unfollow = followListChanged(transport, () => {
+      if (!this.#closed) this.#changed();
+    });
   }
 
   /**
@@ -226,7 +267,7 @@ export class McpToolset implements ToolSource {
     // Waiters see the toolset closed now, not once the server answers (or the request times out).
     this.#endListing();
     this.#request?.abort("the toolset was closed");
-    if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
+    this.#unfollow();
   }
 
   [Symbol.dispose](): void {
