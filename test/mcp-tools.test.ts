@@ -591,6 +591,32 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
   });
 
+  it("a client connected anew over the same transport (a stdio transport starts a new server process): the toolset made before sends it no call", async () => {
+    const server = await startFixture("paged");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const t0 = toolset.tools[0]!;
+    const transport = server.client.transport!;
+    await server.client.close();
+    await server.client.connect(transport);
+    await expect(server.client.callTool({ name: "t1", arguments: { n: 2 } })).resolves.toMatchObject({
+      content: [{ type: "text", text: "t1 ran" }],
+    });
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const refused = await Promise.resolve(t0.execute({ n: 1 }, context)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect((refused as Error).message).toBe(
+      "tool 't0' on MCP server 'paged': the client is no longer connected over the transport the tool was listed " +
+        "from; the call was not sent",
+    );
+    expect(toolset.current()).toEqual([]);
+    await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+    // A toolset made on the new connection works.
+    const fresh = await mcpTools(server.client);
+    await expect(Promise.resolve(fresh.tools[0]!.execute({ n: 3 }, context))).resolves.toBe("t0 ran");
+    fresh.close();
+    toolset.close();
+  });
+
   it("toolsets made and closed on one client, each closed after the next is made, leave no handler of theirs on its transport", async () => {
     const server = await startFixture("mutable");
     const transport = server.client.transport!;

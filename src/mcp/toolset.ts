@@ -88,11 +88,18 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
   }
 }
 
-/** One handler of ours on a transport, and what it tells of each `list_changed`. */
+/** What a toolset hears of its transport: each `list_changed`, and the connection's end. */
+interface Follower {
+  changed(): void;
+  closed(): void;
+}
+
+/** The handlers of ours on a transport, and the toolsets they tell. */
 interface Followers {
-  readonly handler: NonNullable<Transport["onmessage"]>;
-  readonly previous: Transport["onmessage"];
-  readonly listeners: Set<() => void>;
+  readonly onmessage: NonNullable<Transport["onmessage"]>;
+  readonly onclose: NonNullable<Transport["onclose"]>;
+  readonly previous: Pick<Transport, "onmessage" | "onclose">;
+  readonly listeners: Set<Follower>;
 }
 
 /**
@@ -105,39 +112,49 @@ interface Followers {
 const following = new WeakMap<Transport, Followers>();
 
 /**
- * Calls `listener` on each `list_changed` the transport brings, until the
- * returned function is called. The client owns the transport's handler and
- * may replace its own notification handlers at will; wrapping the transport
- * composes with both, as the client itself composes with a handler set
- * before it.
+ * Tells `listener` of each `list_changed` the transport brings, and of the
+ * end of its connection, until the returned function is called. The client
+ * owns the transport's handlers and may replace its own notification handlers
+ * at will; wrapping the transport's composes with both, as the client itself
+ * composes with handlers set before it.
  */
-function followListChanged(transport: Transport, listener: () => void): () => void {
+function followTransport(transport: Transport, listener: Follower): () => void {
   let followers = following.get(transport);
   if (followers === undefined) {
-    const previous = transport.onmessage;
-    const listeners = new Set<() => void>();
-    const handler: NonNullable<Transport["onmessage"]> = (message, extra) => {
+    const previous = { onmessage: transport.onmessage, onclose: transport.onclose };
+    const listeners = new Set<Follower>();
+    const onmessage: NonNullable<Transport["onmessage"]> = (message, extra) => {
       try {
-        previous?.(message, extra);
+        previous.onmessage?.(message, extra);
       } finally {
         if ("method" in message && message.method === LIST_CHANGED && !("id" in message))
-          for (const changed of [...listeners]) changed();
+          for (const follower of [...listeners]) follower.changed();
       }
     };
-    followers = { handler, previous, listeners };
+    const onclose = (): void => {
+      try {
+        previous.onclose?.();
+      } finally {
+        for (const follower of [...listeners]) follower.closed();
+      }
+    };
+    followers = { onmessage, onclose, previous, listeners };
     following.set(transport, followers);
-    transport.onmessage = handler;
+    transport.onmessage = onmessage;
+    transport.onclose = onclose;
   }
-  const { listeners } = followers;
   const ours = followers;
-  listeners.add(listener);
+  ours.listeners.add(listener);
   return () => {
-    listeners.delete(listener);
+    ours.listeners.delete(listener);
+    if (ours.listeners.size > 0 || following.get(transport) !== ours) return;
     // The last to leave puts back what was there, unless something was set over ours since.
-    if (listeners.size === 0 && transport.onmessage === ours.handler) {
-      transport.onmessage = ours.previous;
-      following.delete(transport);
-    }
+    let restored = true;
+    if (transport.onmessage === ours.onmessage) transport.onmessage = ours.previous.onmessage;
+    else restored = false;
+    if (transport.onclose === ours.onclose) transport.onclose = ours.previous.onclose;
+    else restored = false;
+    if (restored) following.delete(transport);
   };
 }
 
@@ -204,6 +221,8 @@ export class McpToolset implements ToolSource {
   /** Whether the tools were listed once: the first listing is not a change. */
   #listed = false;
   readonly #unfollow: () => void;
+  /** Whether the connection the tools were listed over has ended. */
+  #disconnected = false;
 
   /** Made by {@link mcpTools} (not exported as a value). */
   constructor(client: McpClient, transport: Transport, server: string, options: McpToolsOptions) {
@@ -211,8 +230,13 @@ export class McpToolset implements ToolSource {
     this.#transport = transport;
     this.#server = server;
     this.#options = options;
-    this.#unfollow = followListChanged(transport, () => {
-      if (!this.#closed) this.#changed();
+    this.#unfollow = followTransport(transport, {
+      changed: () => {
+        if (!this.#closed && !this.#disconnected) this.#changed();
+      },
+      closed: () => {
+        this.#disconnected = true;
+      },
     });
   }
 
@@ -275,12 +299,13 @@ export class McpToolset implements ToolSource {
   }
 
   /**
-   * Whether the client no longer speaks over the transport this toolset follows: it was closed
-   * (or its server went away), or connected anew, maybe to another server. The tools were listed
-   * from the server behind that transport, and its notifications are the ones followed.
+   * Whether the client no longer speaks over the connection this toolset follows: it was closed
+   * (or its server went away), or connected anew, maybe to another server, over another transport
+   * or the same one (a stdio transport starts a new process). The tools were listed from the
+   * server at the other end of that connection, and its notifications are the ones followed.
    */
   #detached(): boolean {
-    return this.#client.transport !== this.#transport;
+    return this.#disconnected || this.#client.transport !== this.#transport;
   }
 
   /** Asks for a listing (one is made after the one in progress, if any); returns the ask's number. */
