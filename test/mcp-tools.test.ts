@@ -15,7 +15,7 @@ import { MemoryGrantStore } from "loopctl/grant";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
-import { changes, startFixture } from "./support/mcp-fixtures.js";
+import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
 
@@ -589,6 +589,86 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       server: "fixture",
     });
     await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+  });
+
+  it("a client connected anew over the same transport (a stdio transport starts a new server process): the toolset made before sends it no call", async () => {
+    const server = await startFixture("paged");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const t0 = toolset.tools[0]!;
+    const transport = server.client.transport!;
+    await server.client.close();
+    await server.client.connect(transport);
+    await expect(server.client.callTool({ name: "t1", arguments: { n: 2 } })).resolves.toMatchObject({
+      content: [{ type: "text", text: "t1 ran" }],
+    });
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const refused = await Promise.resolve(t0.execute({ n: 1 }, context)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect((refused as Error).message).toBe(
+      "tool 't0' on MCP server 'paged': the client is no longer connected over the transport the tool was listed " +
+        "from; the call was not sent",
+    );
+    expect(toolset.current()).toEqual([]);
+    await expect(toolset.refresh()).rejects.toBeInstanceOf(McpServerError);
+    // A toolset made on the new connection works.
+    const fresh = await mcpTools(server.client);
+    await expect(Promise.resolve(fresh.tools[0]!.execute({ n: 3 }, context))).resolves.toBe("t0 ran");
+    fresh.close();
+    toolset.close();
+  });
+
+  it("toolsets made and closed on one client, each closed after the next is made, leave no handler of theirs on its transport", async () => {
+    const server = await startFixture("mutable");
+    const transport = server.client.transport!;
+    const clientHandler = transport.onmessage;
+    let previous = await mcpTools(server.client);
+    const handler = transport.onmessage;
+    for (let i = 0; i < 20; i++) {
+      const next = await mcpTools(server.client);
+      previous.close();
+      previous = next;
+      // One handler follows the transport for every toolset on it, not one more for each toolset made.
+      expect(transport.onmessage).toBe(handler);
+    }
+    const { onChange, next } = changes();
+    const last = await mcpTools(server.client, { onChange });
+    previous.close();
+    server.signal("SIGUSR2");
+    expect((await next())[1]!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    last.close();
+    expect(transport.onmessage).toBe(clientHandler);
+  });
+
+  it("a client connected anew (to a restarted or another server): the toolset made before sends it no call, lists nothing from it, and offers no tools", async () => {
+    const first = await startFixture("paged");
+    const errors: unknown[] = [];
+    const toolset = await mcpTools(first.client, { onError: (error) => void errors.push(error) });
+    const t0 = toolset.tools[0]!;
+    expect(t0.name).toBe("t0");
+    const second = await reconnectFixture(first, "paged");
+    // The same client answers for another server now, whose tools this toolset never listed.
+    await expect(second.client.callTool({ name: "t1", arguments: { n: 2 } })).resolves.toMatchObject({
+      content: [{ type: "text", text: "t1 ran" }],
+    });
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const refused = await Promise.resolve(t0.execute({ n: 1 }, context)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(McpToolError);
+    expect(refused).toMatchObject({ server: "paged", tool: "t0", changed: false });
+    expect((refused as Error).message).toBe(
+      "tool 't0' on MCP server 'paged': the client is no longer connected over the transport the tool was listed " +
+        "from; the call was not sent",
+    );
+    expect(toolset.tools).toEqual([]);
+    expect(toolset.current()).toEqual([]);
+    const refresh = await toolset.refresh().catch((error: unknown) => error);
+    expect(refresh).toBeInstanceOf(McpServerError);
+    expect((refresh as Error).message).toBe(
+      "MCP server 'paged': the client is no longer connected over the transport the toolset follows; make a new " +
+        "toolset",
+    );
+    expect(toolset.tools).toEqual([]);
+    expect(second.lines.filter((line) => line.startsWith("called"))).toEqual(['called t1 {"n":2}']);
+    toolset.close();
   });
 
   it("a toolset that lists page after page leaves no abort listener behind (no MaxListenersExceededWarning)", async () => {

@@ -2,8 +2,9 @@ import { LoopctlError } from "../errors.js";
 
 /**
  * An MCP server could not be read: listing its tools failed, it answered
- * with something that is not a tool list, its pages never end, or it lists
- * more than 10,000 tools. `code` is `"MCP_SERVER"`; `server` names it.
+ * with something that is not a tool list, its pages never end, it lists
+ * more than 10,000 tools, or the client is no longer connected over the
+ * transport the toolset follows. `code` is `"MCP_SERVER"`; `server` names it.
  */
 export class McpServerError extends LoopctlError {
   /** The server at fault (its name from the handshake, or the `server` option). */
@@ -20,9 +21,10 @@ export class McpServerError extends LoopctlError {
  * `isError`, `tools/call` got no answer (a timeout, a closed connection, a
  * protocol error; the MCP SDK's error is the `cause`), the server's tools
  * could not be listed when the call was to be sent (the `McpServerError` is
- * the `cause`), or the tool changed on the server (`changed`) while the call
- * was on its way, so what was approved is not what would run. The model reads
- * the message. `code` is `"MCP_TOOL"`.
+ * the `cause`), the tool changed on the server (`changed`) while the call
+ * was on its way, so what was approved is not what would run, or the toolset
+ * was closed or its client is no longer connected over the transport the tool
+ * was listed from. The model reads the message. `code` is `"MCP_TOOL"`.
  */
 export class McpToolError extends LoopctlError {
   /** The server the tool lives on. */

@@ -57,6 +57,8 @@ const MAX_TOOLS = 10_000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 
+const NONE: readonly Tool[] = Object.freeze([]);
+
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   const annotationTitle = (tool.annotations as { title?: unknown } | undefined)?.title;
   const title = tool.title ?? (typeof annotationTitle === "string" ? annotationTitle : undefined);
@@ -84,6 +86,76 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
+}
+
+/** What a toolset hears of its transport: each `list_changed`, and the connection's end. */
+interface Follower {
+  changed(): void;
+  closed(): void;
+}
+
+/** The handlers of ours on a transport, and the toolsets they tell. */
+interface Followers {
+  readonly onmessage: NonNullable<Transport["onmessage"]>;
+  readonly onclose: NonNullable<Transport["onclose"]>;
+  readonly previous: Pick<Transport, "onmessage" | "onclose">;
+  readonly listeners: Set<Follower>;
+}
+
+/**
+ * The toolsets following each transport. One handler serves them all: a
+ * handler for each toolset could only be taken off while nothing was set
+ * over it, so toolsets closed out of the order they were made in would pile
+ * up on the transport, each message passing through every one, each keeping
+ * its closed toolset.
+ */
+const following = new WeakMap<Transport, Followers>();
+
+/**
+ * Tells `listener` of each `list_changed` the transport brings, and of the
+ * end of its connection, until the returned function is called. The client
+ * owns the transport's handlers and may replace its own notification handlers
+ * at will; wrapping the transport's composes with both, as the client itself
+ * composes with handlers set before it.
+ */
+function followTransport(transport: Transport, listener: Follower): () => void {
+  let followers = following.get(transport);
+  if (followers === undefined) {
+    const previous = { onmessage: transport.onmessage, onclose: transport.onclose };
+    const listeners = new Set<Follower>();
+    const onmessage: NonNullable<Transport["onmessage"]> = (message, extra) => {
+      try {
+        previous.onmessage?.(message, extra);
+      } finally {
+        if ("method" in message && message.method === LIST_CHANGED && !("id" in message))
+          for (const follower of [...listeners]) follower.changed();
+      }
+    };
+    const onclose = (): void => {
+      try {
+        previous.onclose?.();
+      } finally {
+        for (const follower of [...listeners]) follower.closed();
+      }
+    };
+    followers = { onmessage, onclose, previous, listeners };
+    following.set(transport, followers);
+    transport.onmessage = onmessage;
+    transport.onclose = onclose;
+  }
+  const ours = followers;
+  ours.listeners.add(listener);
+  return () => {
+    ours.listeners.delete(listener);
+    if (ours.listeners.size > 0 || following.get(transport) !== ours) return;
+    // The last to leave puts back what was there, unless something was set over ours since.
+    let restored = true;
+    if (transport.onmessage === ours.onmessage) transport.onmessage = ours.previous.onmessage;
+    else restored = false;
+    if (transport.onclose === ours.onclose) transport.onclose = ours.previous.onclose;
+    else restored = false;
+    if (restored) following.delete(transport);
+  };
 }
 
 /** The default `onError`: a process warning, as loopctl's other background failures give. */
@@ -148,8 +220,9 @@ export class McpToolset implements ToolSource {
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
   #listed = false;
-  readonly #previous: Transport["onmessage"];
-  readonly #onMessage: NonNullable<Transport["onmessage"]>;
+  readonly #unfollow: () => void;
+  /** Whether the connection the tools were listed over has ended. */
+  #disconnected = false;
 
   /** Made by {@link mcpTools} (not exported as a value). */
   constructor(client: McpClient, transport: Transport, server: string, options: McpToolsOptions) {
@@ -157,30 +230,27 @@ export class McpToolset implements ToolSource {
     this.#transport = transport;
     this.#server = server;
     this.#options = options;
-    // The client owns the transport's handler and may replace its own
-    // notification handlers at will; wrapping the transport composes with
-    // both, as the client itself composes with a handler set before it.
-    this.#previous = transport.onmessage;
-    const previous = this.#previous;
-    this.#onMessage = (message, extra) => {
-      try {
-        previous?.(message, extra);
-      } finally {
-        if (!this.#closed && "method" in message && message.method === LIST_CHANGED && !("id" in message))
-          this.#changed();
-      }
-    };
-    transport.onmessage = this.#onMessage;
+    this.#unfollow = followTransport(transport, {
+      changed: () => {
+        if (!this.#closed && !this.#disconnected) this.#changed();
+      },
+      closed: () => {
+        this.#disconnected = true;
+      },
+    });
   }
 
-  /** The current tools (empty after a failed refresh, and after `close()`). */
+  /**
+   * The current tools (empty after a failed refresh, after `close()`, and once the client is no
+   * longer connected over the transport the toolset was made on).
+   */
   get tools(): readonly Tool[] {
-    return this.#tools;
+    return this.#detached() ? NONE : this.#tools;
   }
 
   /** The current tools: what an `Agent` reads at the start of each turn. */
   current(): readonly Tool[] {
-    return this.#tools;
+    return this.tools;
   }
 
   /** Tools the server lists that could not be offered (an unusable name or input schema), with why. */
@@ -221,11 +291,21 @@ export class McpToolset implements ToolSource {
     // Waiters see the toolset closed now, not once the server answers (or the request times out).
     this.#endListing();
     this.#request?.abort("the toolset was closed");
-    if (this.#transport.onmessage === this.#onMessage) this.#transport.onmessage = this.#previous;
+    this.#unfollow();
   }
 
   [Symbol.dispose](): void {
     this.close();
+  }
+
+  /**
+   * Whether the client no longer speaks over the connection this toolset follows: it was closed
+   * (or its server went away), or connected anew, maybe to another server, over another transport
+   * or the same one (a stdio transport starts a new process). The tools were listed from the
+   * server at the other end of that connection, and its notifications are the ones followed.
+   */
+  #detached(): boolean {
+    return this.#disconnected || this.#client.transport !== this.#transport;
   }
 
   /** Asks for a listing (one is made after the one in progress, if any); returns the ask's number. */
@@ -295,6 +375,12 @@ export class McpToolset implements ToolSource {
     const { timeoutMs } = this.#options;
     for (let page = 0; page < MAX_PAGES; page++) {
       if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+      if (this.#detached()) {
+        throw new McpServerError(
+          this.#server,
+          "the client is no longer connected over the transport the toolset follows; make a new toolset",
+        );
+      }
       // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
       const request = new AbortController();
       this.#request = request;
@@ -411,6 +497,13 @@ export class McpToolset implements ToolSource {
       // approved against: wait for it, and run only what is still current.
       await this.#answer(this.#asked, context.signal);
       if (this.#closed) throw new McpToolError(server, name, "the toolset was closed; the call was not sent");
+      if (this.#detached()) {
+        throw new McpToolError(
+          server,
+          name,
+          "the client is no longer connected over the transport the tool was listed from; the call was not sent",
+        );
+      }
       const unlisted = this.#lastError;
       if (unlisted !== undefined) {
         throw new McpToolError(

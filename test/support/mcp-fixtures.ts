@@ -42,9 +42,13 @@ afterEach(async () => {
   for (const { pid } of started) expect(isAlive(pid), `server process ${pid} still alive`).toBe(false);
 });
 
-async function start(command: string, args: readonly string[], clientOptions?: ClientOptions): Promise<Started> {
+async function start(
+  command: string,
+  args: readonly string[],
+  clientOptions?: ClientOptions,
+  client = new Client({ name: "loopctl-tests", version: "1.0.0" }, clientOptions),
+): Promise<Started> {
   const transport = new StdioClientTransport({ command, args: [...args], cwd: root, stderr: "pipe" });
-  const client = new Client({ name: "loopctl-tests", version: "1.0.0" }, clientOptions);
   const lines: string[] = [];
   const waiters: { line: string; resolve: () => void }[] = [];
   let partial = "";
@@ -74,20 +78,25 @@ async function start(command: string, args: readonly string[], clientOptions?: C
   };
 }
 
+type FixtureMode =
+  | "mutable"
+  | "paged"
+  | "paged broken"
+  | "odd-ids"
+  | "restless"
+  | "stalling"
+  | `crowded ${number}`
+  | `crowded ${number} ${number}`;
+
 /** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
-export function startFixture(
-  mode:
-    | "mutable"
-    | "paged"
-    | "paged broken"
-    | "odd-ids"
-    | "restless"
-    | "stalling"
-    | `crowded ${number}`
-    | `crowded ${number} ${number}`,
-  clientOptions?: ClientOptions,
-): Promise<Started> {
+export function startFixture(mode: FixtureMode, clientOptions?: ClientOptions): Promise<Started> {
   return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
+}
+
+/** Closes `started`'s client (its server ends) and connects that same client to a new fixture server in `mode`. */
+export async function reconnectFixture(started: Started, mode: FixtureMode): Promise<Started> {
+  await started.client.close();
+  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], undefined, started.client);
 }
 
 /** `@modelcontextprotocol/server-filesystem` from npm, allowed only `dir`. */
