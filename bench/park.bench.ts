@@ -1,7 +1,7 @@
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import type { BenchModule, Row } from "./lib/harness.js";
 import { failedRow, measuredRow, paired, ratioTarget, timeTogether, unavailableRows } from "./lib/harness.js";
-import { BENCH_ASK } from "./lib/fixtures.js";
+import { BENCH_ASK, BENCH_ASKS } from "./lib/fixtures.js";
 import { loadModule } from "./lib/load.js";
 
 const ASK: PendingAsk = BENCH_ASK;
@@ -37,11 +37,12 @@ const park: BenchModule = {
     if (!loaded.ok) return unavailableRows(this.id, NAMES, loaded.reason);
     const { ApprovalChannel, SyncAskResolver } = loaded.mod;
     const [channel, approver] = ApprovalChannel.pair(16);
-    // The ask id is reusable: an id is only refused while it is still parked.
+    // Ids taken in turn: the channel refuses one among the last 256 that ended on it.
     const shared = new AbortController().signal;
     let approved = 0;
+    let turn = 0;
     const roundTrip = async (signal: AbortSignal): Promise<void> => {
-      const parked = channel.resolve(ASK, { signal });
+      const parked = channel.resolve(BENCH_ASKS[turn++ % BENCH_ASKS.length]!, { signal });
       const ask = await approver.next();
       if (ask === undefined || !approver.resolve(ask.id, APPROVE)) throw new Error("the approver lost the ask");
       if ((await parked).type === "approve") approved++;

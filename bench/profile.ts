@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { BENCH_ASK, largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
+import { BENCH_ASK, BENCH_ASKS, largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
 import { benchSource, describeSource } from "./lib/build.js";
 import { loadModule, loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";
@@ -44,9 +44,10 @@ const SCENARIOS: Record<string, Scenario> = {
     const { ApprovalChannel } = await need("ask", ["ApprovalChannel"]);
     const [channel, approver] = ApprovalChannel.pair(16);
     const signal = new AbortController().signal;
-    const ask = BENCH_ASK;
+    let turn = 0;
     return async () => {
-      const parked = channel.resolve(ask, { signal });
+      // Ids taken in turn: the channel refuses one among the last 256 that ended on it.
+      const parked = channel.resolve(BENCH_ASKS[turn++ % BENCH_ASKS.length]!, { signal });
       const taken = await approver.next();
       approver.resolve(taken!.id, { type: "approve" });
       await parked;

@@ -25,6 +25,16 @@ export const BENCH_ASK: PendingAsk = {
   prompt: "Write the release notes?",
 };
 
+/**
+ * `BENCH_ASK` under ids of its own, to be taken in turn: a channel refuses an
+ * id among the last 256 that ended on it, so a round trip per ask needs more
+ * ids than that. Built once, so no round trip pays for making its id.
+ */
+export const BENCH_ASKS: readonly PendingAsk[] = Array.from({ length: 1024 }, (_, n) => ({
+  ...BENCH_ASK,
+  id: `00000000-0000-4000-8000-${(n + 1).toString(16).padStart(12, "0")}`,
+}));
+
 /** About 200 bytes of JSON: a file write with a few options. */
 export function smallArgs(): Record<string, unknown> {
   return {
