@@ -1301,6 +1301,8 @@ describe("any approver with the AskInbox shape", () => {
     reply = new Promise<void>((resolve) => (send = resolve));
     const answered = answer(server, first.id, { type: "approve", ask: first }, auth);
     await expect(parked).resolves.toEqual({ type: "approve" });
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
     // Ids from a seeded generator repeat across runs: the same id, another call, handed out before the reply.
     const next = { ...first, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = channel.resolve(next, { signal: new AbortController().signal });
@@ -1318,12 +1320,13 @@ describe("any approver with the AskInbox shape", () => {
   it("a call handed out under an id the board still shows for an earlier call replaces it, so an answer made for the earlier one answers nothing", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     let heard: Promise<void> = Promise.resolve();
-    // A remote inbox that learns of endings late (it polls), and hands out new calls at once.
+    // A remote inbox that learns of the first call's ending late (it polls), and hands out new calls at once.
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
     const lagging: AskInbox = {
       ...asyncInbox(approver),
       ended: async (id, options) => {
         const ending = await approver.ended(id, options);
-        await heard;
+        if (id === shown.id) await heard;
         return ending;
       },
     };
@@ -1339,13 +1342,14 @@ describe("any approver with the AskInbox shape", () => {
     cleanups.push(() => stream.close());
     let hear!: () => void;
     heard = new Promise<void>((resolve) => (hear = resolve));
-    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
     const stop = new AbortController();
     const first = channel.resolve(shown, { signal: stop.signal });
     first.catch(() => undefined);
     await until(async () => (await listed()).length === 1);
     stop.abort(new Error("run ended"));
     await expect(first).rejects.toThrow("run ended");
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
     // Ids from a seeded generator repeat across runs: the same id, another call, before the inbox heard the first end.
     const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
     const second = channel.resolve(now, { signal: new AbortController().signal });
@@ -1356,7 +1360,7 @@ describe("any approver with the AskInbox shape", () => {
     expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
     expect(track(second).outcome.state).toBe("pending");
     // The stream said the first ended, then showed the second.
-    expect((await stream.next((e) => e.event === "settled")).data).toBe(
+    expect((await stream.next((e) => e.event === "settled" && e.data.includes(shown.id))).data).toBe(
       JSON.stringify({ id: shown.id, ending: { type: "withdrawn", reason: "unknown" } }),
     );
     expect(
