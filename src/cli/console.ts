@@ -1,13 +1,12 @@
 import { resolve } from "node:path";
 import type { AskInbox } from "../ask/index.js";
-import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
-import { connect, redacted } from "./grant-source.js";
+import { connect, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -85,9 +84,8 @@ interface Sources {
 async function openSources(values: ConsoleValues, context: CliContext): Promise<Sources> {
   if (values.database === undefined) {
     if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
-    if (values.project === "") throw new CliUsageError("console", "--project needs a folder (DIR)");
-    const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
-    const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
+    // The grants commands' ledger: the same refusals, its warnings one plain line on stderr.
+    const store = openFileStore("console", values, context);
     return {
       inbox: undefined,
       grants: store,
