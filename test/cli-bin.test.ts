@@ -117,6 +117,30 @@ describe("the loopctl bin refuses what names no file it can use", () => {
     expect(await stray.load()).toEqual([grant]);
     expect(await real.load()).toEqual([grant]);
   });
+
+  it("console --audit naming a folder or a FIFO exits 4 before serving anything", async () => {
+    const folder = join(dir, "audit-folder");
+    await mkdir(folder, { recursive: true });
+    const fifo = join(dir, "audit-fifo");
+    await run("mkfifo", [fifo]);
+    for (const audit of [folder, fifo]) {
+      const child = spawn(
+        process.execPath,
+        ["--import", tsx, bin, "console", "--root", join(dir, "console-root"), "--audit", audit],
+        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      // A console that started anyway is stopped, and the test then fails on its exit code and output.
+      const timer = setTimeout(() => child.kill("SIGINT"), 8_000);
+      const [code] = (await once(child, "close")) as [number];
+      clearTimeout(timer);
+      expect({ code, stdout }, audit).toEqual({ code: 4, stdout: "" });
+      expect(stderr).toBe(`loopctl: audit log ${audit} is not a regular file [AUDIT_PATH]\n`);
+    }
+  });
 });
 
 describe("the loopctl console through the real bin", () => {

@@ -1,4 +1,6 @@
+import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
+import { AuditIoError, AuditPathError } from "../audit/index.js";
 import type { AskInbox } from "../ask/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
@@ -150,6 +152,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
 
+  if (audit !== undefined) await checkAuditLog(audit);
   const source = await openSources(values, context);
   try {
     const server = await serve({
@@ -175,6 +178,22 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     return EXIT.ok;
   } finally {
     await source.close();
+  }
+}
+
+/**
+ * Refuses an `--audit` that exists and is not a regular file (exit 4, as
+ * `audit verify` refuses it): a folder would fail every request for records,
+ * and a FIFO would hang each one until a writer came. A log not there yet is
+ * fine: its agent may not have written it.
+ */
+async function checkAuditLog(file: string): Promise<void> {
+  const found = await stat(file).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return undefined;
+    throw new AuditIoError(file, `audit log ${file}: cannot read (${error.code ?? error.message})`, { cause: error });
+  });
+  if (found !== undefined && !found.isFile()) {
+    throw new AuditPathError(file, `audit log ${file} is not a regular file`);
   }
 }
 
