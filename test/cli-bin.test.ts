@@ -182,3 +182,22 @@ describe("the loopctl console through the real bin", () => {
       expect(line).toMatch(/^loopctl: warning: grant ledger path .* made owner-only \(mode 700\)$/);
   });
 });
+
+describe("loopctl grants reset --tool through the real bin", () => {
+  it("matches the name exactly, and names the grants a name differing in case left in force", async () => {
+    const root = join(dir, "reset-case-root");
+    const project = join(dir, "reset-case-project");
+    await mkdir(project, { recursive: true });
+    const deploy = new Grant("deploy", "allow", GrantScope.thisTool());
+    const store = await seed(root, project, [deploy]);
+    const result = await loopctl(["grants", "reset", "--tool", "Deploy", "--root", root, "--project", project]);
+    expect(result).toEqual({
+      code: 0,
+      stdout: `removed 0 grants of tool "Deploy" from ${store.ledgerPath}\n`,
+      stderr: 'loopctl grants reset: the name matches exactly; grants of "deploy" are left in force\n',
+    });
+    expect(await store.load()).toEqual([deploy]);
+    const none = await loopctl(["grants", "reset", "--tool", "other", "--root", root, "--project", project]);
+    expect(none).toMatchObject({ code: 0, stderr: "" });
+  });
+});
