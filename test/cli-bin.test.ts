@@ -1,16 +1,18 @@
 import { execFile, spawn } from "node:child_process";
 import { once } from "node:events";
 import { closeSync, existsSync, openSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditSink } from "../src/audit/index.js";
 import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { seed } from "./support/cli-grants-fixtures.js";
+import { request } from "./support/http-client.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
@@ -26,10 +28,13 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const loopctl = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+/** tsx by its file, so that the bin runs in any folder. */
+const tsx = pathToFileURL(join(repo, "node_modules", "tsx", "dist", "loader.mjs")).href;
+
+const loopctl = async (args: string[], cwd = repo): Promise<{ code: number; stdout: string; stderr: string }> => {
   try {
-    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", bin, ...args], {
-      cwd: repo,
+    const { stdout, stderr } = await run(process.execPath, ["--import", tsx, bin, ...args], {
+      cwd,
       env: { ...process.env, XDG_STATE_HOME: join(dir, "state") },
     });
     return { code: 0, stdout, stderr };
@@ -85,4 +90,114 @@ describe("the loopctl bin", () => {
       }
     },
   );
+});
+
+describe("the loopctl bin refuses what names no file it can use", () => {
+  it('an empty --root ("$UNSET") is refused instead of meaning the current folder', async () => {
+    // A grant root laid out in the current folder: with --root "" the commands used it, and
+    // `grants reset` said "removed 0 grants" while the grants under the real root stayed.
+    const here = join(dir, "empty-root");
+    const project = join(dir, "empty-root-project");
+    await mkdir(project, { recursive: true });
+    const grant = new Grant("read", "allow", GrantScope.thisTool());
+    const stray = await seed(here, project, [grant]);
+    const real = await seed(join(dir, "state", "loopctl", "grants"), project, [grant]);
+    for (const argv of [
+      ["grants", "list", "--root", "", "--project", project, "--json"],
+      ["grants", "reset", "--root=", "--project", project],
+      ["grants", "revoke", grant.id, "--root", "", "--project", project],
+      ["grants", "explain", "--tool", "read", "--args", "{}", "--root", "", "--project", project],
+      ["grants", "repair", "--root", "", "--project", project],
+      ["console", "--root", "", "--project", project, "--port", "0"],
+    ]) {
+      const result = await loopctl(argv, here);
+      expect(result, argv.join(" ")).toMatchObject({ code: 2, stdout: "" });
+      expect(result.stderr, argv.join(" ")).toContain("--root needs a folder (DIR)");
+    }
+    expect(await stray.load()).toEqual([grant]);
+    expect(await real.load()).toEqual([grant]);
+  });
+
+  it("console --audit naming a folder or a FIFO exits 4 before serving anything", async () => {
+    const folder = join(dir, "audit-folder");
+    await mkdir(folder, { recursive: true });
+    const fifo = join(dir, "audit-fifo");
+    await run("mkfifo", [fifo]);
+    for (const audit of [folder, fifo]) {
+      const child = spawn(
+        process.execPath,
+        ["--import", tsx, bin, "console", "--root", join(dir, "console-root"), "--audit", audit],
+        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      // A console that started anyway is stopped, and the test then fails on its exit code and output.
+      const timer = setTimeout(() => child.kill("SIGINT"), 8_000);
+      const [code] = (await once(child, "close")) as [number];
+      clearTimeout(timer);
+      expect({ code, stdout }, audit).toEqual({ code: 4, stdout: "" });
+      expect(stderr).toBe(`loopctl: audit log ${audit} is not a regular file [AUDIT_PATH]\n`);
+    }
+  });
+});
+
+describe("the loopctl console through the real bin", () => {
+  it("says a ledger warning as one plain loopctl line, as the grants commands do", async () => {
+    const root = join(dir, "console-warn-root");
+    const project = join(dir, "console-warn-project");
+    await mkdir(project, { recursive: true });
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    const store = await seed(root, project, [grant]);
+    // Folders others can read: the console's revoke makes them owner-only and says so.
+    for (const folder of [join(root, "projects"), dirname(store.ledgerPath)]) await chmod(folder, 0o755);
+    const child = spawn(process.execPath, ["--import", tsx, bin, "console", "--root", root, "--project", project], {
+      cwd: repo,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const url = await new Promise<string>((found, failed) => {
+      child.stdout.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+        const match = /^open (\S+)$/m.exec(stdout);
+        if (match) found(match[1] as string);
+      });
+      child.on("close", () => failed(new Error(`the console ended: ${stdout}${stderr}`)));
+    });
+    const base = url.slice(0, url.indexOf("?"));
+    const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+    const reply = await request(`${base}api/grants/${grant.id}`, { method: "DELETE", headers: auth });
+    child.kill("SIGINT");
+    const [code] = (await once(child, "close")) as [number];
+    expect(reply.status).toBe(200);
+    expect(await store.load()).toEqual([]);
+    expect(code).toBe(0);
+    const lines = stderr.split("\n");
+    expect(lines.pop()).toBe("");
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines)
+      expect(line).toMatch(/^loopctl: warning: grant ledger path .* made owner-only \(mode 700\)$/);
+  });
+});
+
+describe("loopctl grants reset --tool through the real bin", () => {
+  it("matches the name exactly, and names the grants a name differing in case left in force", async () => {
+    const root = join(dir, "reset-case-root");
+    const project = join(dir, "reset-case-project");
+    await mkdir(project, { recursive: true });
+    const deploy = new Grant("deploy", "allow", GrantScope.thisTool());
+    const store = await seed(root, project, [deploy]);
+    const result = await loopctl(["grants", "reset", "--tool", "Deploy", "--root", root, "--project", project]);
+    expect(result).toEqual({
+      code: 0,
+      stdout: `removed 0 grants of tool "Deploy" from ${store.ledgerPath}\n`,
+      stderr: 'loopctl grants reset: the name matches exactly; grants of "deploy" are left in force\n',
+    });
+    expect(await store.load()).toEqual([deploy]);
+    const none = await loopctl(["grants", "reset", "--tool", "other", "--root", root, "--project", project]);
+    expect(none).toMatchObject({ code: 0, stderr: "" });
+  });
 });

@@ -396,12 +396,12 @@ describe("modes and warnings", () => {
     expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o755, 0o755, 0o644]);
   });
 
-  it('grants list --root "" leaves the current folder as it is', async () => {
+  it("grants list --root . leaves the current folder as it is", async () => {
     const here = join(base, "here");
     await mkdir(here, { mode: 0o755 });
     await chmod(here, 0o755);
     await openTree(here);
-    const run = await cli(["grants", "list", "--root", "", "--project", project, "--json"], { cwd: here });
+    const run = await cli(["grants", "list", "--root", ".", "--project", project, "--json"], { cwd: here });
     expect(run.code).toBe(EXIT.ok);
     expect((JSON.parse(run.stdout) as { grants: unknown[] }).grants).toHaveLength(3);
     expect(await modeOf(here)).toBe(0o755);

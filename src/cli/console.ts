@@ -1,13 +1,14 @@
+import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
+import { AuditIoError, AuditPathError } from "../audit/index.js";
 import type { AskInbox } from "../ask/index.js";
-import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
-import { connect, redacted } from "./grant-source.js";
+import { connect, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -85,9 +86,8 @@ interface Sources {
 async function openSources(values: ConsoleValues, context: CliContext): Promise<Sources> {
   if (values.database === undefined) {
     if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
-    if (values.project === "") throw new CliUsageError("console", "--project needs a folder (DIR)");
-    const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
-    const store = new FileGrantStore(root, resolve(context.cwd, values.project ?? "."));
+    // The grants commands' ledger: the same refusals, its warnings one plain line on stderr.
+    const store = openFileStore("console", values, context);
     return {
       inbox: undefined,
       grants: store,
@@ -152,6 +152,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
 
+  if (audit !== undefined) await checkAuditLog(audit);
   const source = await openSources(values, context);
   try {
     const server = await serve({
@@ -177,6 +178,22 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     return EXIT.ok;
   } finally {
     await source.close();
+  }
+}
+
+/**
+ * Refuses an `--audit` that exists and is not a regular file (exit 4, as
+ * `audit verify` refuses it): a folder would fail every request for records,
+ * and a FIFO would hang each one until a writer came. A log not there yet is
+ * fine: its agent may not have written it.
+ */
+async function checkAuditLog(file: string): Promise<void> {
+  const found = await stat(file).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return undefined;
+    throw new AuditIoError(file, `audit log ${file}: cannot read (${error.code ?? error.message})`, { cause: error });
+  });
+  if (found !== undefined && !found.isFile()) {
+    throw new AuditPathError(file, `audit log ${file} is not a regular file`);
   }
 }
 

@@ -76,6 +76,8 @@ function checkUrl(command: string, url: string): void {
 export function openFileStore(command: string, values: StoreValues, context: CliContext): FileGrantStore {
   // An empty --project ("$UNSET") would otherwise resolve to the current folder: another project's grants.
   if (values.project === "") throw new CliUsageError(command, "--project needs a folder (DIR)");
+  // So would an empty --root: a grant root laid out wherever the command happens to run.
+  if (values.root === "") throw new CliUsageError(command, "--root needs a folder (DIR)");
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
   return new FileGrantStore(root, resolve(context.cwd, values.project ?? "."), {
     onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),

@@ -162,7 +162,33 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   });
   const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
   context.stdout.write(`removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(location)}\n`);
+  if (removed === 0 && values.tool !== undefined) await nameNearTools("grants reset", values, values.tool, context);
   return EXIT.ok;
+}
+
+/**
+ * After a `--tool` that matched nothing, names the tools of the ledger that
+ * differ from it only in case (the name matches exactly, so `Deploy` leaves
+ * the grants of `deploy` in force), on stderr.
+ */
+async function nameNearTools(
+  command: string,
+  values: Parameters<typeof openStore>[1],
+  tool: string,
+  context: CliContext,
+): Promise<void> {
+  let grants: Grant[];
+  try {
+    ({ value: grants } = await withStore(command, values, context, (store) => store.load()));
+  } catch {
+    return; // only a hint: the reset itself is done and reported
+  }
+  const near = [...new Set(grants.map((g) => g.tool))].filter((t) => t.toLowerCase() === tool.toLowerCase());
+  if (near.length === 0) return;
+  context.stderr.write(
+    `loopctl ${command}: the name matches exactly; grants of ${near.map((t) => printable(JSON.stringify(t))).join(", ")} ` +
+      "are left in force\n",
+  );
 }
 
 /**
