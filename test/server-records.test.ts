@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,8 +40,11 @@ function decision(n: number, verdict: GateDecision["verdict"] = "allow"): GateDe
   };
 }
 
-async function serve(records: RecordSource): Promise<{ server: ApprovalServer; auth: Record<string, string> }> {
-  const server = await createApprovalServer({ records });
+async function serve(
+  records: RecordSource,
+  options: { onError?: (error: unknown) => void } = {},
+): Promise<{ server: ApprovalServer; auth: Record<string, string> }> {
+  const server = await createApprovalServer({ records, ...options });
   cleanups.push(() => server.close());
   return { server, auth: { authorization: `Bearer ${server.token}` } };
 }
@@ -329,5 +333,19 @@ describe("auditLogRecords", () => {
     await import("node:fs/promises").then((fs) => fs.mkdir(folder));
     const { server, auth } = await serve(auditLogRecords(folder));
     expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(503);
+  });
+
+  it("a FIFO put where the log was, after the server started, is a 503 naming it, not a request that waits for a writer", async () => {
+    const path = join(dir, "swapped.jsonl");
+    const errors: unknown[] = [];
+    const { server, auth } = await serve(auditLogRecords(path), { onError: (e) => void errors.push(e) });
+    expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(200);
+    execFileSync("mkfifo", [path]);
+    const answered = await Promise.race([
+      request(`${server.url}api/records`, { headers: auth }).then((r) => r.status),
+      new Promise((done) => setTimeout(() => done("still waiting"), 3_000)),
+    ]);
+    expect(answered).toBe(503);
+    expect(String((errors[0] as Error).message)).toContain(`${path} is not a regular file`);
   });
 });

@@ -1,3 +1,4 @@
+import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { resolve } from "node:path";
 import { z } from "zod";
@@ -77,16 +78,23 @@ function parseLine(line: string): GateDecision | undefined {
   }
 }
 
+/**
+ * The last `tailBytes` of `file`. Opened without blocking and read only if
+ * it is a regular file: a FIFO put in the log's place would hold the open
+ * (and the request) until something writes to it.
+ */
 async function readTail(file: string, tailBytes: number): Promise<string> {
   let handle;
   try {
-    handle = await open(file, "r");
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
     throw error;
   }
   try {
-    const { size } = await handle.stat();
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new Error(`the audit log ${file} is not a regular file`);
+    const { size } = stat;
     const length = Math.min(size, tailBytes);
     const buffer = Buffer.alloc(length);
     let read = 0;
