@@ -27,6 +27,20 @@ describe("loopctl grants list", () => {
     expect(JSON.parse(asJson.stdout)).toEqual({ ledger: new FileGrantStore(root, project).ledgerPath, grants: [] });
   });
 
+  it("warns on stderr when --project names no folder, and still lists (or resets) the grants kept under that path", async () => {
+    const gone = join(base, "deleted-project");
+    await seed(root, gone, [sampleGrants()[0] as Grant]);
+    const run = await cli(["grants", "list", "--root", root, "--project", gone], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stderr).toBe(
+      `loopctl: warning: the project folder ${gone} does not exist; these are the grants kept under that path\n`,
+    );
+    expect(run.stdout).toContain("1 grant");
+    const reset = await cli(["grants", "reset", "--root", root, "--project", gone], { cwd: base });
+    expect(reset.code).toBe(EXIT.ok);
+    expect(reset.stderr).toContain("does not exist");
+  });
+
   it("prints a table of every grant", async () => {
     const grants = sampleGrants();
     await seed(root, project, grants);
@@ -251,6 +265,7 @@ describe("loopctl grants repair", () => {
     expect(await readFile(store.ledgerPath)).toEqual(before);
     await store.clear();
     const other = join(base, "elsewhere");
+    await mkdir(other);
     const none = await cli(["grants", "repair", "--root", root, "--project", other], { cwd: base });
     expect(none.code).toBe(EXIT.failed);
     expect(none.stderr).toBe(

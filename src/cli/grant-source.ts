@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
@@ -79,7 +80,15 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
   // So would an empty --root: a grant root laid out wherever the command happens to run.
   if (values.root === "") throw new CliUsageError(command, "--root needs a folder (DIR)");
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
-  return new FileGrantStore(root, resolve(context.cwd, values.project ?? "."), {
+  const project = resolve(context.cwd, values.project ?? ".");
+  // Not refused: the grants of a project whose folder was deleted (or not made yet) are still its own.
+  // But a mistyped --project would read as "no grants" and reset as "removed 0", as if all were well.
+  if (!existsSync(project)) {
+    context.stderr.write(
+      `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path\n`,
+    );
+  }
+  return new FileGrantStore(root, project, {
     onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
     onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
   });
