@@ -19,6 +19,7 @@
  * Usage: npm run demo -- [--root DIR] [--workdir DIR] [--project DIR]
  *        [--interactive | --scripted | --console [--port N]] [--ask-timeout MS] [--reset]
  */
+import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { inspect, parseArgs } from "node:util";
 import { ApprovalChannel } from "loopctl/ask";
@@ -136,6 +137,8 @@ async function main(out: Output): Promise<number> {
   const workspace = await openWorkspace(options.workdir);
   const defaultProject = resolve(DEFAULT_PROJECT);
   const projectDir = resolve(options.project ?? (options.workdir === undefined ? defaultProject : workspace.dir));
+  // The demo's own project folder is made, so the command it prints at the end finds the project it names.
+  if (projectDir === defaultProject) await mkdir(projectDir, { recursive: true });
   const store = new FileGrantStore(options.root, projectDir);
   try {
     if (options.reset) out.line(forgotLine(await store.clear()));
