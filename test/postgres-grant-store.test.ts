@@ -10,7 +10,13 @@ import {
   descriptorFingerprint,
 } from "loopctl/grant";
 import type { ToolDescriptor } from "loopctl/grant";
-import { PostgresConfigError, PostgresGrantStore, PostgresQueryError, PostgresRowError } from "loopctl/postgres";
+import {
+  PostgresConfigError,
+  PostgresGrantStore,
+  PostgresQueryError,
+  PostgresRowError,
+  migrate,
+} from "loopctl/postgres";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
@@ -205,6 +211,41 @@ describe("PostgresGrantStore under GrantPolicy", () => {
     expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "deny", grant: deny });
     await elsewhere.revoke(deny.id);
     expect((await policy.decide(WRITE, { path: "README.md" })).type).toBe("allow");
+  });
+});
+
+describe("PostgresGrantStore when the database goes back in time", () => {
+  const WRITE_README = { path: "README.md" };
+
+  it("forgets the grants it held once the project's versions start again (the schema dropped and migrated anew)", async () => {
+    const mine = store();
+    const policy = new GrantPolicy(mine);
+    await policy.remember(WRITE, WRITE_README, "allow", "this_call", { nowMs: 1 });
+    await mine.save(read);
+    expect((await policy.decide(WRITE, WRITE_README)).type).toBe("allow");
+
+    await db.pool.query(`DROP SCHEMA ${db.schema} CASCADE`);
+    await migrate(db.pool, { schema: db.schema });
+    expect(await policy.decide(WRITE, WRITE_README)).toEqual({ type: "ask", reason: "no_grant" });
+    expect(await mine.load()).toEqual([]);
+  });
+
+  it("sees a revocation made after a restore that lost the last change it read, though the head is back where it was", async () => {
+    const mine = store();
+    const elsewhere = store("acme/shop", db.newPool());
+    const policy = new GrantPolicy(mine);
+    const allowed = await policy.remember(WRITE, WRITE_README, "allow", "this_call", { nowMs: 1 });
+    await elsewhere.save(read);
+    expect((await policy.decide(WRITE, WRITE_README)).type).toBe("allow");
+
+    // A restore (or a failover to a replica) that lost the save of `read`, version 2.
+    await db.pool.query(`DELETE FROM ${db.schema}.grants WHERE project = $1 AND id = $2`, ["acme/shop", read.id]);
+    await db.pool.query(`UPDATE ${db.schema}.grant_projects SET version = 1 WHERE project = $1`, ["acme/shop"]);
+    // The revocation takes version 2 again.
+    expect((await store("acme/shop", db.newPool()).revoke(allowed.id))?.id).toBe(allowed.id);
+
+    expect(await policy.decide(WRITE, WRITE_README)).toEqual({ type: "ask", reason: "no_grant" });
+    expect(await mine.load()).toEqual([]);
   });
 });
 

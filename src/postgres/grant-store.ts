@@ -97,8 +97,15 @@ export class PostgresGrantStore implements GrantStore {
   readonly #names: SchemaNames;
   readonly #table: string;
   /** The project's live grants, oldest change first, as of {@link #version}. */
-  readonly #index = new LiveGrantIndex();
+  #index = new LiveGrantIndex();
   #version = 0;
+  /**
+   * The id of a row that had version {@link #version} when it was read: its
+   * version can only have grown since, unless the database went back in time.
+   */
+  #witness: string | undefined;
+  /** Counts the times the grants held were dropped, so a read begun before cannot apply its rows after. */
+  #generation = 0;
 
   /**
    * @throws {PostgresConfigError} for a missing project, one holding text
@@ -254,31 +261,56 @@ export class PostgresGrantStore implements GrantStore {
    * Brings the in-memory grants up to the database's current version: the
    * head version and the rows changed above the one held, read in one
    * statement (one snapshot). Malformed rows throw before anything is applied.
+   *
+   * Versions only grow, and a row's version with them. A head below the
+   * version held, or a row read at that version now below it or gone, means
+   * the database went back in time (the schema dropped and migrated again, a
+   * restore, a failover that lost commits): the versions it hands out again
+   * would name changes already counted, and a revocation made then would
+   * never be read. The grants held are dropped and read again from scratch.
    */
   async #refresh(operation: string, signal: AbortSignal | undefined): Promise<void> {
-    const from = this.#version;
-    const result = await this.#db.query(
-      operation,
-      `SELECT head.version::text AS head, ${GRANT_COLUMNS}
-       FROM (SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head
-       LEFT JOIN ${this.#table} AS g ON g.project = $1 AND g.version > $2
-       ORDER BY g.version`,
-      [this.project, from],
-      signal,
-    );
-    const head = Number(result.rows[0]?.["head"] ?? 0);
-    // A concurrent refresh may have got further while this one was in flight.
-    if (head <= this.#version) return;
-    const changed: GrantRow[] = [];
-    for (const raw of result.rows) {
-      if (raw["id"] !== null) changed.push(this.#parse(raw));
+    for (;;) {
+      const generation = this.#generation;
+      const from = this.#version;
+      const witness = this.#witness ?? null;
+      const result = await this.#db.query(
+        operation,
+        `SELECT head.version::text AS head, held.held, ${GRANT_COLUMNS}
+         FROM (SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head
+         CROSS JOIN (SELECT $3::text IS NULL OR EXISTS (
+           SELECT 1 FROM ${this.#table} WHERE project = $1 AND id = $3 AND version >= $2) AS held) AS held
+         LEFT JOIN ${this.#table} AS g ON g.project = $1 AND g.version > $2
+         ORDER BY g.version`,
+        [this.project, from, witness],
+        signal,
+      );
+      // Dropped while this read was in flight: its rows are relative to grants no longer held.
+      if (generation !== this.#generation) continue;
+      const first = result.rows[0];
+      const head = Number(first?.["head"] ?? 0);
+      if (head < from || first?.["held"] !== true) {
+        this.#index = new LiveGrantIndex();
+        this.#version = 0;
+        this.#witness = undefined;
+        this.#generation++;
+        continue;
+      }
+      // A concurrent refresh may have got further while this one was in flight.
+      if (head <= this.#version) return;
+      const changed: GrantRow[] = [];
+      for (const raw of result.rows) {
+        if (raw["id"] !== null) changed.push(this.#parse(raw));
+      }
+      for (const row of changed) {
+        if (row.version <= this.#version) continue;
+        if (row.grant === undefined) this.#index.remove(row.id);
+        else this.#index.put(row.grant);
+      }
+      this.#version = head;
+      this.#witness = changed.findLast((row) => row.version === head)?.id;
+      return;
     }
-    for (const row of changed) {
-      if (row.version <= this.#version) continue;
-      if (row.grant === undefined) this.#index.remove(row.id);
-      else this.#index.put(row.grant);
-    }
-    this.#version = head;
   }
 
   #parse(raw: Record<string, unknown>): GrantRow {
