@@ -522,6 +522,8 @@ describe("the loop around the gate", () => {
       expect(error).toBeInstanceOf(ids === 0 ? EngineConfigError : RunConfigError);
       expect(error).toMatchObject({ option: "withIdGen", cause: broken });
       expect((error as Error).message).toBe("withIdGen: the id generator failed: no entropy");
+      // Stopped before its first turn, the run still carries its transcript: the input it was given.
+      if (ids > 0) expect((error as RunConfigError).messages).toEqual([{ type: "user", text: "go" }]);
     }
   });
 

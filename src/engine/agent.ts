@@ -276,7 +276,14 @@ export class Agent {
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
     const shown = readOnlyView(messages);
     const settings = this.#settings;
-    const runId = this.#runId();
+    let runId: string;
+    try {
+      runId = this.#runId();
+    } catch (thrown) {
+      // Stopped before its first turn: its transcript so far is the input it was given.
+      if (thrown instanceof RunStoppedError) attachTranscript(thrown, [], messages);
+      throw thrown;
+    }
     const records: GateDecision[] = [];
     const onRecord = (record: GateDecision): void => {
       records.push(record);
