@@ -8,6 +8,7 @@ import {
   streamText,
   tool,
   validateUIMessages,
+  zodSchema,
 } from "ai";
 import type { ModelMessage, ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
@@ -655,6 +656,115 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(isToolRefusal(outcome)).toBe(true);
     expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema" }]);
     expect(records[0]!.reason).toMatch(/\$\.phone: /);
+    expect(executed).toEqual([]);
+  });
+});
+
+describe("gateTools: a hook's modify and a schema that checks asynchronously", () => {
+  /** A hook that changes every call's `n` to `to`. */
+  const setN = (to: number): Hook => ({ preToolUse: () => ({ type: "modify", input: { n: to } }) });
+  const shape = z.object({ n: z.number() });
+  const positive = shape.refine(async ({ n }) => n > 0, "n must be positive");
+  /** A Standard Schema (not zod) whose validate answers only asynchronously; n === 13 makes it throw. */
+  const standard = {
+    "~standard": {
+      version: 1,
+      vendor: "hand-made",
+      validate: async (value: unknown) => {
+        const n = (value as { n?: unknown } | null)?.n;
+        if (n === 13) throw new Error("validator exploded");
+        return typeof n === "number" && n > 0
+          ? { value: { n } }
+          : { issues: [{ message: "n must be positive", path: ["n"] }] };
+      },
+      jsonSchema: { input: () => ({ type: "object", properties: { n: { type: "number" } }, required: ["n"] }) },
+    },
+  } as const;
+  const schemas = {
+    "a zod schema with an async refinement": positive,
+    "the same wrapped by the SDK's zodSchema()": zodSchema(positive),
+    "a Standard Schema whose validate is async": standard,
+    "the SDK's jsonSchema() with an async validate": jsonSchema<{ n: number }>(
+      { type: "object", properties: { n: { type: "number" } }, required: ["n"] },
+      {
+        validate: async (value) =>
+          typeof (value as { n?: unknown }).n === "number" && (value as { n: number }).n > 0
+            ? { success: true, value: value as { n: number } }
+            : { success: false, error: new Error("n must be positive") },
+      },
+    ),
+  };
+
+  async function run(inputSchema: unknown, hook: Hook, n = 2) {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate(new LoopManagers().withHook(hook));
+    const tools = gateTools(
+      {
+        count: tool({
+          description: "Counts",
+          inputSchema: inputSchema as typeof shape,
+          execute: async (input) => (executed.push(input), "counted"),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "count", { n })]), v3([text("done")])] });
+    const result = await generateText({ model, tools, prompt: "count", stopWhen: stepCountIs(2) });
+    const sent = (model.doGenerateCalls[1]!.prompt.at(-1)!.content as { type: string; output?: unknown }[]).find(
+      (part) => part.type === "tool-result",
+    );
+    return { executed, records, result, sent };
+  }
+
+  for (const [name, inputSchema] of Object.entries(schemas)) {
+    it(`${name}: a modify it rejects is refused before the tool runs, and the model reads why`, async () => {
+      const { executed, records, result, sent } = await run(inputSchema, setN(-5));
+      expect(executed).toEqual([]);
+      expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema", ruleSource: "engine" }]);
+      expect(records[0]!.reason).toMatch(/^invalid arguments from hook .*: \$.*n must be positive/);
+      expect(isToolRefusal(result.steps[0]!.toolResults[0]!.output)).toBe(true);
+      expect(sent).toMatchObject({
+        output: { type: "execution-denied", reason: expect.stringMatching(/^Invalid arguments for tool 'count': /) },
+      });
+    });
+
+    it(`${name}: a modify it accepts runs with exactly those arguments`, async () => {
+      const { executed, records, result } = await run(inputSchema, setN(7));
+      expect(executed).toEqual([{ n: 7 }]);
+      expect(records).toMatchObject([{ verdict: "allow_modified" }]);
+      expect(result.steps[0]!.toolResults).toMatchObject([{ toolCallId: "c1", output: "counted" }]);
+    });
+  }
+
+  it("a validator that throws on the modified arguments refuses the call (fail closed)", async () => {
+    const { executed, records, sent } = await run(standard, setN(13));
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema", ruleSource: "engine" }]);
+    expect(records[0]!.reason).toMatch(/validator exploded/);
+    expect(sent).toMatchObject({ output: { type: "execution-denied" } });
+  });
+
+  it("a cancel while the modified arguments are being checked ends the call cancelled, not run", async () => {
+    const executed: unknown[] = [];
+    let checking!: () => void;
+    const started = new Promise<void>((resolve) => (checking = resolve));
+    // The check of the changed arguments ({ n: 7 }) never answers.
+    const stuck = shape.refine(async ({ n }) => {
+      if (n !== 7) return true;
+      checking();
+      return new Promise<boolean>(() => {});
+    });
+    const { gate, records } = recordingGate(new LoopManagers().withHook(setN(7)));
+    const tools = gateTools(
+      { count: tool({ description: "", inputSchema: stuck, execute: async (input) => (executed.push(input), 1) }) },
+      gate,
+    );
+    const controller = new AbortController();
+    const running = tools.count.execute!({ n: 2 }, { toolCallId: "c1", messages: [], abortSignal: controller.signal });
+    await started;
+    controller.abort(new Error("user left"));
+    await expect(running).rejects.toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "cancelled", ruleId: "cancel" }]);
     expect(executed).toEqual([]);
   });
 });

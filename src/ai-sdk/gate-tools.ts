@@ -11,7 +11,7 @@ import type {
   ToolDescriptor,
 } from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
-import { callWithApproval, hasMiddleware } from "../engine/gate.js";
+import { callWithApproval, checkChangedWith, hasMiddleware } from "../engine/gate.js";
 import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
@@ -158,7 +158,8 @@ function problemsOf(issues: readonly StandardIssue[]): string[] {
  * validates it (its JSON Schema may carry formats no JSON Schema validator
  * knows, such as zod's `cuid` or `e164`). A schema that checks only
  * asynchronously (an async refinement) leaves the gate's synchronous step to
- * its JSON Schema; the SDK has run the full check before `execute`.
+ * its JSON Schema: the SDK has run the full check on the model's arguments
+ * before `execute`, and a hook's changed ones get it from {@link sdkCheck}.
  */
 function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateTool {
   let json: ((input: unknown) => ArgumentCheck) | undefined;
@@ -200,12 +201,51 @@ function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateT
   });
 }
 
+/** The SDK's own check of a tool's input (`asSchema(inputSchema).validate`): it may answer only asynchronously. */
+type SdkValidate = (value: unknown) => unknown;
+
+/** The problems in what an SDK `validate` failed with: zod's issues, a Standard Schema's (its cause), or its message. */
+function problemsOfFailure(error: unknown): string[] {
+  const listed = (value: unknown): value is readonly StandardIssue[] =>
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((issue) => typeof (issue as { message?: unknown } | null)?.message === "string");
+  try {
+    const { issues, cause } = (error ?? {}) as { issues?: unknown; cause?: unknown };
+    if (listed(issues)) return problemsOf(issues);
+    if (listed(cause)) return problemsOf(cause);
+  } catch {
+    // An error whose fields cannot be read is described by its message.
+  }
+  return [`$: ${describeError(error)}`];
+}
+
+/**
+ * Checks arguments a hook's `modify` changed as the SDK checked the model's
+ * before calling `execute`: with the tool's own `validate`, awaited, so an
+ * async refinement or an async Standard Schema holds. A `validate` that
+ * throws or rejects refuses them (the gate says why); so does an answer
+ * that is neither a success nor a failure.
+ */
+function sdkCheck(validate: SdkValidate): (input: unknown) => Promise<ArgumentCheck> {
+  return async (input) => {
+    const result = (await validate(input)) as { success?: unknown; error?: unknown } | null | undefined;
+    if (result?.success === true) return { type: "valid", value: input };
+    if (result?.success === false) return { type: "invalid", problems: problemsOfFailure(result.error) };
+    throw new TypeError("its validate answered neither success nor failure");
+  };
+}
+
 async function describe(name: string, tool: Shown): Promise<GateTool | ToolDescriptor> {
   let inputSchema: unknown;
+  let validate: SdkValidate | undefined;
   try {
-    // The JSON Schema the model is shown, made as generateText makes it.
+    // The JSON Schema the model is shown, and the check of its input, made as generateText makes them.
     const { asSchema } = await import("ai");
-    inputSchema = await asSchema(tool.inputSchema).jsonSchema;
+    const schema = asSchema(tool.inputSchema) as { jsonSchema: unknown; validate?: unknown };
+    const check = schema.validate;
+    if (typeof check === "function") validate = (value) => check.call(schema, value);
+    inputSchema = await schema.jsonSchema;
   } catch (error) {
     throw new AiSdkToolError(name, "its input schema has no JSON Schema form", { cause: error });
   }
@@ -215,15 +255,20 @@ async function describe(name: string, tool: Shown): Promise<GateTool | ToolDescr
     inputSchema,
   };
   if (typeof tool.title === "string") descriptor.title = tool.title;
-  // Any other schema (the SDK's jsonSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
-  if (!isStandardSchema(tool.inputSchema)) return descriptor;
-  let frozen: ToolDescriptor;
-  try {
-    frozen = frozenJson(descriptor);
-  } catch (error) {
-    throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
+  let described: GateTool | ToolDescriptor;
+  // Any other schema (the SDK's jsonSchema(), zodSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
+  if (!isStandardSchema(tool.inputSchema)) described = descriptor;
+  else {
+    let frozen: ToolDescriptor;
+    try {
+      frozen = frozenJson(descriptor);
+    } catch (error) {
+      throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
+    }
+    described = standardTool(frozen, tool.inputSchema);
   }
-  return standardTool(frozen, tool.inputSchema);
+  // A hook's changed arguments never met the SDK's check: the gate runs it on them before the call goes on.
+  return validate === undefined ? described : checkChangedWith(described, sdkCheck(validate));
 }
 
 /** The descriptor of `tool` as gated under `name`, made of the fields of `shown`, the gated copy the SDK reads. */
@@ -476,7 +521,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   the tool's own schema.
  * - The gate validates the arguments with the tool's own schema when it is a
  *   Standard Schema (zod, valibot, ArkType), as the SDK does, else against
- *   its JSON Schema.
+ *   its JSON Schema. Arguments a hook's `modify` changed go through the
+ *   tool's own check as the SDK runs it (its `validate`, awaited: an async
+ *   refinement holds) before the call goes on; what it rejects, or a
+ *   validator that throws, refuses the call as invalid arguments.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first.
  * - Tools without `execute` (client-side or provider-executed) are left as

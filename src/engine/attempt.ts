@@ -17,6 +17,7 @@ import { CANCELLED, cancelledBy } from "./signals.js";
 import type { Cancel } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { Snapshot } from "./snapshot.js";
+import type { ArgumentCheck } from "./validation.js";
 
 /** Exact texts the model receives (those of docs/records.md, and the engine's own endings). */
 export const TEXTS = {
@@ -251,7 +252,7 @@ export class Attempt {
           );
         }
         this.#use(read);
-        const checked = tool.check(read.value);
+        const checked = await this.#checkChanged(read.value);
         if (checked.type === "invalid") {
           return this.#refuse(
             draft(
@@ -282,6 +283,23 @@ export class Attempt {
     }
     if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.beforeExecution);
     return undefined;
+  }
+
+  /**
+   * 3a. Validates arguments a hook's `modify` changed: with the tool's own
+   * check of changed arguments when it has one (which may be asynchronous),
+   * else with its `check`. A check that throws or rejects refuses them.
+   */
+  async #checkChanged(value: unknown): Promise<ArgumentCheck> {
+    const tool = this.#request.tool!;
+    const check = tool.checkChanged;
+    if (check === undefined) return tool.check(value);
+    try {
+      return await this.#wait(Promise.resolve(check(value)), CANCELS.deciding);
+    } catch (error) {
+      if (error === this.#cancelled) throw error;
+      return { type: "invalid", problems: [`$: the tool's input schema failed: ${describeError(error)}`] };
+    }
   }
 
   /**

@@ -70,6 +70,12 @@ export interface GatedTool {
   readonly name: string;
   readonly descriptor: ToolDescriptor;
   readonly check: (input: unknown) => ArgumentCheck;
+  /**
+   * Checks arguments a hook's `modify` changed, in place of `check`, when
+   * the tool's own validation may answer only asynchronously (see
+   * {@link checkChangedWith}).
+   */
+  readonly checkChanged: ((input: unknown) => PromiseLike<ArgumentCheck>) | undefined;
   /** Why the descriptor's input schema does not compile, if it does not: every call is refused. */
   readonly broken: string | undefined;
 }
@@ -78,6 +84,24 @@ export interface GatedTool {
 const RUNS_KEPT = 1024;
 
 const prepared = new WeakMap<object, GatedTool>();
+
+const changedChecks = new WeakMap<object, (input: unknown) => PromiseLike<ArgumentCheck>>();
+
+/**
+ * Gives `tool` (a Tool or a descriptor, before the gate first sees it) the
+ * check of arguments a hook's `modify` changed: for an adapter whose SDK
+ * validates a call's own arguments with the tool's schema, which may answer
+ * only asynchronously, before handing them to the gate, so the gate's
+ * synchronous `check` cannot stand in for it on arguments a hook changed.
+ * What it rejects with, or throws, refuses the call. Internal.
+ */
+export function checkChangedWith<T extends Tool | ToolDescriptor>(
+  tool: T,
+  check: (input: unknown) => PromiseLike<ArgumentCheck>,
+): T {
+  changedChecks.set(tool, check);
+  return tool;
+}
 
 /**
  * The calls in flight on each caller's signal share one cancel, so that one
@@ -125,7 +149,13 @@ export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
 function prepare(tool: Tool | ToolDescriptor): GatedTool {
   let gated: GatedTool;
   if (isTool(tool)) {
-    gated = { name: tool.name, descriptor: tool.descriptor, check: (input) => tool.check(input), broken: undefined };
+    gated = {
+      name: tool.name,
+      descriptor: tool.descriptor,
+      check: (input) => tool.check(input),
+      checkChanged: changedChecks.get(tool),
+      broken: undefined,
+    };
   } else {
     const shape = tool as Partial<ToolDescriptor> | null;
     if (
@@ -161,7 +191,7 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     } catch (error) {
       broken = describeError(error);
     }
-    gated = { name: descriptor.name, descriptor, check, broken };
+    gated = { name: descriptor.name, descriptor, check, checkChanged: changedChecks.get(tool), broken };
   }
   return gated;
 }
