@@ -726,3 +726,109 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
   });
 });
+
+/**
+ * An outer agent whose one tool is an inner agent's `asTool` (with structured input when `parameters`
+ * is set: the SDK then runs the inner agent on a fork of the outer run's context, a new fork on resume),
+ * the inner agent's deploy wrapped by `s.approvals`.
+ */
+function nested(
+  s: Setup,
+  innerTurns: readonly FakeTurn[],
+  asTool: Partial<Parameters<Agent["asTool"]>[0]> = { parameters: z.object({ input: z.string() }) },
+) {
+  const innerModel = new FakeModel(innerTurns);
+  const { deploy } = tools(s.executed);
+  const inner = new Agent({ name: "deployer", model: innerModel, tools: s.approvals.tools([deploy]) });
+  const outerModel = new FakeModel([{ calls: [["o1", "deployer", { input: "ship" }]] }, { text: "outer done" }]);
+  const outer = new Agent({
+    name: "lead",
+    model: outerModel,
+    tools: [
+      inner.asTool({ toolName: "deployer", toolDescription: "Deploys", ...asTool } as Parameters<Agent["asTool"]>[0]),
+    ],
+  });
+  return { outer, innerModel, outerModel };
+}
+
+/** A setup whose `outcomes` lists each gate call's outcome (`ran`, `failed`, `refused`) as it ends. */
+function setupWithOutcomes(answer: (ask: PendingAsk) => AskResolution): Setup & { readonly outcomes: string[] } {
+  const outcomes: string[] = [];
+  const managers = new LoopManagers().withObserver({ onToolPost: ({ outcome }) => outcomes.push(outcome.type) });
+  return { ...setup(answer, { managers }), outcomes };
+}
+
+describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asTool)", () => {
+  for (const [kind, asTool] of [
+    ["structured input (a forked context)", { parameters: z.object({ input: z.string() }) }],
+    ["text input (the outer context)", {}],
+  ] as const) {
+    it(`with ${kind}: the nested call is asked about once and runs once, with the approved arguments`, async () => {
+      const s = setupWithOutcomes(() => ({ type: "approve" }));
+      const { outer, innerModel, outerModel } = nested(s, [deployTurn("c1", "1.2"), { text: "inner done" }], asTool);
+      const first = await s.runner.run(outer, "go");
+      expect(first.interruptions.map((i) => [i.name, i.agent.name])).toEqual([["deploy", "deployer"]]);
+      const result = await s.approvals.settle(first, (state) => s.runner.run(outer, state));
+      expect(result.finalOutput).toBe("outer done");
+      expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+      expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+      expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+      expect(s.outcomes).toEqual(["ran"]);
+      expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
+      expect(shownResults(outerModel)).toEqual({ o1: "inner done" });
+    });
+  }
+
+  it("a later nested call under the approved call id, with other arguments, is asked about and runs only if approved", async () => {
+    const s = setup((ask) => (ask.argsSha256 === s.asks[0]!.argsSha256 ? { type: "approve" } : { type: "deny" }));
+    const { outer, innerModel } = nested(s, [deployTurn("c1", "1.2"), deployTurn("c1", "1.3"), { text: "inner done" }]);
+    const result = await s.approvals.run((input) => s.runner.run(outer, input), "go");
+    expect(result.finalOutput).toBe("outer done");
+    expect(s.asks.map((a) => [a.tool, a.callId, a.runId === s.asks[0]!.runId])).toEqual([
+      ["deploy", "c1", true],
+      ["deploy", "c1", true],
+    ]);
+    expect(s.asks[1]!.prompt).toContain('"version": "1.3"');
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_denied"]);
+    expect(shownResults(innerModel)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("another run's nested call under the same id and arguments takes nothing of this run's approval", async () => {
+    const s = setupWithOutcomes(() => ({ type: "approve" }));
+    const a = nested(s, [deployTurn("c1", "1.2"), { text: "a done" }]);
+    const b = nested(s, [deployTurn("c1", "1.2"), { text: "b done" }]);
+    const firstA = await s.runner.run(a.outer, "go");
+    const firstB = await s.runner.run(b.outer, "go");
+    const [resultA, resultB] = await Promise.all([
+      s.approvals.settle(firstA, (state) => s.runner.run(a.outer, state)),
+      s.approvals.settle(firstB, (state) => s.runner.run(b.outer, state)),
+    ]);
+    expect([resultA.finalOutput, resultB.finalOutput]).toEqual(["outer done", "outer done"]);
+    expect(s.asks).toHaveLength(2);
+    expect(new Set(s.asks.map((ask) => ask.runId)).size).toBe(2);
+    expect(s.executed).toEqual([
+      { env: "prod", version: "1.2" },
+      { env: "prod", version: "1.2" },
+    ]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+    expect(s.outcomes).toEqual(["ran", "ran"]);
+  });
+
+  for (const [kind, asTool] of [["runOptions.context", { runOptions: { context: { tenant: "acme" } } }]] as const)
+    it(`a nested run resumed on a context of its own (${kind}) is asked about again, and runs once`, async () => {
+      const s = setupWithOutcomes(() => ({ type: "approve" }));
+      const { outer, innerModel } = nested(s, [deployTurn("c1", "1.2"), { text: "inner done" }], asTool);
+      const result = await s.approvals.run((input) => s.runner.run(outer, input), "go");
+      expect(result.finalOutput).toBe("outer done");
+      expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([
+        ["deploy", "c1"],
+        ["deploy", "c1"],
+      ]);
+      expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+      // The first approval ends unexecuted; the call that ran was approved on its own ask.
+      expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+      expect(s.outcomes).toEqual(["ran"]);
+      expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
+    });
+});

@@ -78,8 +78,8 @@ interface InFlight {
 /** An approved interruption whose gate call waits for the SDK to execute it on resume. Kept under {@link callKey}. */
 interface Approved {
   readonly wrapped: Wrapped;
-  /** The context of the run state it was approved on: only that run's resume may execute it. */
-  readonly context: RunContext<any>;
+  /** The run ({@link runOf}) of the run state it was approved on: only that run's resume may execute it. */
+  readonly run: object;
   /** The arguments as the model sent them in the interruption: only a call with exactly these may execute it. */
   readonly arguments: string | undefined;
   readonly input: unknown;
@@ -106,6 +106,20 @@ function parseArguments(text: string | undefined): unknown {
  */
 function callKey(runId: string, callId: string): string {
   return `${runId} ${callId}`;
+}
+
+/**
+ * The run a `RunContext` belongs to: its `usage`, the one aggregate the SDK
+ * shares between a run's context and every context it forks for the nested
+ * run of an agent used as a tool (`agent.asTool()` with structured input runs
+ * the agent on a fork of the caller's context, and a new fork when the run
+ * resumes; each fork shares the caller's approvals and usage), and keeps when
+ * a run resumes. Every other run has a `usage` of its own (the SDK makes one
+ * with every `RunContext`, and one for a state restored from its text).
+ */
+function runOf(context: RunContext<any>): object {
+  const usage: unknown = (context as { usage?: unknown }).usage;
+  return typeof usage === "object" && usage !== null ? usage : context;
 }
 
 function callIdOf(item: RunToolApprovalItem): string {
@@ -184,17 +198,18 @@ export class AgentApprovals {
   readonly #sessionId: string | undefined;
   readonly #idGen: IdGen;
   /**
-   * The run id of each run's context. The SDK hands a run's tools and its
-   * `needsApproval` the run state's own `RunContext` (the object a resume
-   * carries on), so that object is the run: its calls are gated under this id,
-   * which the gate's hooks, asks and records carry.
+   * The run id of each run ({@link runOf}). The SDK hands a run's tools and
+   * its `needsApproval` the run state's own `RunContext` (the object a resume
+   * carries on), or for an agent tool's nested run a fork of it that shares
+   * its usage: its calls are gated under this id, which the gate's hooks,
+   * asks and records carry.
    */
-  readonly #runIds = new WeakMap<RunContext<any>, string>();
+  readonly #runIds = new WeakMap<object, string>();
   readonly #wrapped = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
-   * Per run context, the call ids the SDK interrupted here (this object's
+   * Per run ({@link runOf}), the call ids the SDK interrupted here (this object's
    * `needsApproval` said yes) whose approval no call has used yet, each with
    * the sha256 of the arguments it was interrupted with (what a person
    * approving it on the run state saw). The SDK keeps approvals by call id
@@ -205,7 +220,7 @@ export class AgentApprovals {
    * from `toString()`, another `AgentApprovals`) may have been used already,
    * so the resolver is asked.
    */
-  readonly #unusedApprovals = new WeakMap<RunContext<any>, Map<string, string | undefined>>();
+  readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -412,7 +427,7 @@ export class AgentApprovals {
           new Promise((resolve, reject) => {
             this.#approved.set(key, {
               wrapped,
-              context,
+              run: runOf(context),
               arguments: item.arguments,
               input,
               signal: callSignal,
@@ -471,7 +486,7 @@ export class AgentApprovals {
     if (
       open !== undefined &&
       open.wrapped === wrapped &&
-      open.context === context &&
+      open.run === runOf(context) &&
       open.arguments === text &&
       context.isToolApproved({ toolName: descriptor.name, callId }) === true
     ) {
@@ -569,20 +584,22 @@ export class AgentApprovals {
 
   /** The run id calls on `context` are gated under (the managers' id generator makes it, once per run). */
   #runIdOf(context: RunContext<any>): string {
-    let runId = this.#runIds.get(context);
+    const run = runOf(context);
+    let runId = this.#runIds.get(run);
     if (runId === undefined) {
       runId = checkedId(this.#idGen());
-      this.#runIds.set(context, runId);
+      this.#runIds.set(run, runId);
     }
     return runId;
   }
 
-  /** The call ids interrupted on `context` whose approval no call has used yet, with the sha256 of their arguments. */
+  /** The call ids interrupted in `context`'s run whose approval no call has used yet, with the sha256 of their arguments. */
   #approvalsOf(context: RunContext<any>): Map<string, string | undefined> {
-    let unused = this.#unusedApprovals.get(context);
+    const run = runOf(context);
+    let unused = this.#unusedApprovals.get(run);
     if (unused === undefined) {
       unused = new Map();
-      this.#unusedApprovals.set(context, unused);
+      this.#unusedApprovals.set(run, unused);
     }
     return unused;
   }
