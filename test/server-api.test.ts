@@ -67,6 +67,22 @@ async function start(options: Partial<ApprovalServerOptions> = {}): Promise<Star
   };
 }
 
+/** A server over `inbox` (an approver's own channel, wrapped), closed after the test, and what its board lists. */
+async function serveInbox(
+  inbox: AskInbox,
+  approver: { close(): void },
+): Promise<{ server: ApprovalServer; auth: Record<string, string>; listed: () => Promise<PendingAsk[]> }> {
+  const server = await createApprovalServer({ approver: inbox });
+  cleanups.push(
+    () => approver.close(),
+    () => server.close(),
+  );
+  const auth = { authorization: `Bearer ${server.token}` };
+  const listed = async (): Promise<PendingAsk[]> =>
+    ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+  return { server, auth, listed };
+}
+
 function get(server: ApprovalServer, path: string, headers: Readonly<Record<string, string>> = {}): Promise<Reply> {
   return request(`${server.url}${path}`, { headers });
 }
@@ -1236,14 +1252,7 @@ describe("any approver with the AskInbox shape", () => {
         return ask;
       },
     };
-    const server = await createApprovalServer({ approver: late });
-    cleanups.push(
-      () => approver.close(),
-      () => server.close(),
-    );
-    const auth = { authorization: `Bearer ${server.token}` };
-    const listed = async (): Promise<PendingAsk[]> =>
-      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const { server, auth, listed } = await serveInbox(late, approver);
     // Ids from a seeded generator repeat across runs: the same id, another call.
     const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
     const stop = new AbortController();
@@ -1285,14 +1294,7 @@ describe("any approver with the AskInbox shape", () => {
         return delivered;
       },
     };
-    const server = await createApprovalServer({ approver: slow });
-    cleanups.push(
-      () => approver.close(),
-      () => server.close(),
-    );
-    const auth = { authorization: `Bearer ${server.token}` };
-    const listed = async (): Promise<PendingAsk[]> =>
-      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const { server, auth, listed } = await serveInbox(slow, approver);
     const first = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
     const parked = channel.resolve(first, { signal: new AbortController().signal });
     await until(async () => (await listed()).length === 1);
@@ -1330,14 +1332,7 @@ describe("any approver with the AskInbox shape", () => {
         return ending;
       },
     };
-    const server = await createApprovalServer({ approver: lagging });
-    cleanups.push(
-      () => approver.close(),
-      () => server.close(),
-    );
-    const auth = { authorization: `Bearer ${server.token}` };
-    const listed = async (): Promise<PendingAsk[]> =>
-      ((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask);
+    const { server, auth, listed } = await serveInbox(lagging, approver);
     const stream = await openStream(`${server.url}api/asks/stream`, auth);
     cleanups.push(() => stream.close());
     let hear!: () => void;
