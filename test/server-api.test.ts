@@ -83,6 +83,33 @@ async function serveInbox(
   return { server, auth, listed };
 }
 
+/** What `createApprovalServer(options)` rejects with, checked to be a ServerConfigError naming `option`. */
+async function refusedOption(options: ApprovalServerOptions, option: string): Promise<unknown> {
+  const error = await createApprovalServer(options).then(
+    (server) => server.close().then(() => undefined),
+    (e: unknown) => e,
+  );
+  expect(error, option).toBeInstanceOf(ServerConfigError);
+  expect((error as ServerConfigError).option).toBe(option);
+  return error;
+}
+
+/** A raw connection that records what it receives (so far: `received()`) and when the server closes it. */
+function rawClient(port: number): {
+  readonly socket: Socket;
+  readonly closed: Promise<string>;
+  readonly received: () => string;
+} {
+  const socket = connect(port, "127.0.0.1");
+  socket.on("error", () => undefined);
+  cleanups.push(() => void socket.destroy());
+  let received = "";
+  socket.setEncoding("utf8");
+  socket.on("data", (chunk: string) => (received += chunk));
+  const closed = new Promise<string>((resolve) => socket.once("close", () => resolve(received)));
+  return { socket, closed, received: () => received };
+}
+
 function get(server: ApprovalServer, path: string, headers: Readonly<Record<string, string>> = {}): Promise<Reply> {
   return request(`${server.url}${path}`, { headers });
 }
@@ -186,12 +213,7 @@ describe("createApprovalServer", () => {
       [{ records: { recent: () => [], subscribe: true } as never }, "records"],
     ];
     for (const [options, option] of cases) {
-      const error = await createApprovalServer({ approver, ...options }).then(
-        (server) => server.close().then(() => undefined),
-        (e: unknown) => e,
-      );
-      expect(error, option).toBeInstanceOf(ServerConfigError);
-      expect((error as ServerConfigError).option).toBe(option);
+      const error = await refusedOption({ approver, ...options }, option);
       expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
       expect(error).toBeInstanceOf(LoopctlError);
     }
@@ -1011,18 +1033,6 @@ describe("a reader that stops reading", () => {
 });
 
 describe("slow clients of createApprovalServer", () => {
-  /** A raw connection that records what it receives and when the server closes it. */
-  function rawClient(port: number): { readonly socket: Socket; readonly closed: Promise<string> } {
-    const socket = connect(port, "127.0.0.1");
-    socket.on("error", () => undefined);
-    cleanups.push(() => void socket.destroy());
-    let received = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (chunk: string) => (received += chunk));
-    const closed = new Promise<string>((resolve) => socket.once("close", () => resolve(received)));
-    return { socket, closed };
-  }
-
   /** Writes `text` a byte every 10 ms, then keeps sending one more header byte, until the socket closes. */
   function trickle(socket: Socket, text: string, forever: string): void {
     let i = 0;
@@ -1086,14 +1096,7 @@ describe("slow clients of createApprovalServer", () => {
       // The default headersTimeoutMs is more than this.
       [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],
     ];
-    for (const [options, option] of cases) {
-      const error = await createApprovalServer({ approver, ...options }).then(
-        (server) => server.close().then(() => undefined),
-        (e: unknown) => e,
-      );
-      expect(error, option).toBeInstanceOf(ServerConfigError);
-      expect((error as ServerConfigError).option).toBe(option);
-    }
+    for (const [options, option] of cases) await refusedOption({ approver, ...options }, option);
   });
 });
 
@@ -1140,12 +1143,7 @@ describe("close()", () => {
         ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
           .length === 1,
     );
-    const socket = connect(port, "127.0.0.1");
-    socket.on("error", () => undefined);
-    cleanups.push(() => void socket.destroy());
-    let received = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (chunk: string) => (received += chunk));
+    const { socket, received } = rawClient(port);
     const body = JSON.stringify({ type: "approve" });
     socket.write(
       `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n` +
@@ -1155,9 +1153,9 @@ describe("close()", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     await handler.close();
     socket.write(body.slice(5));
-    await until(() => received.includes("\r\n\r\n{"));
-    expect(received).toMatch(/^HTTP\/1\.1 503 /);
-    expect(received).toContain('"error":"closing"');
+    await until(() => received().includes("\r\n\r\n{"));
+    expect(received()).toMatch(/^HTTP\/1\.1 503 /);
+    expect(received()).toContain('"error":"closing"');
     // The ask stays parked with the approver's owner, as close() promises.
     expect(track(parked).outcome.state).toBe("pending");
     expect(approver.pending).toBe(1);
