@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { BENCH_ASK, BENCH_ASKS, largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
+import { BENCH_ASKS, largeArgs, smallArgs, textOfBytes } from "./lib/fixtures.js";
 import { benchSource, describeSource } from "./lib/build.js";
 import { loadModule, loadModules } from "./lib/load.js";
 import { loopctlRoundTrip, ROUND_TRIP_EXPORTS } from "./lib/loopctl-round-trip.js";

@@ -404,7 +404,7 @@ describe("deadlines", () => {
           callback();
           told.push(approver.resolve(askId, { type: "approve" }));
         }, ms),
-      clearTimeout: (handle: unknown) => manual.clearTimeout(handle as never),
+      clearTimeout: (handle: unknown) => manual.clearTimeout(handle),
     };
     const executed: unknown[] = [];
     const { agent } = build({
