@@ -377,6 +377,30 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("a resume that drops the approval (a state restored from text saved before it) is a typed error: asked once, never run", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    const saved = interrupted.state.toString();
+    // Bounded: were the interruption asked about again on every resume, the third resume fails the test.
+    let resumes = 0;
+    const error = await s.approvals
+      .settle(interrupted, async () => {
+        if (++resumes > 2) throw new Error("resumed more than twice");
+        return s.runner.run(agent, await RunState.fromString(agent, saved));
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect((error as AgentsApprovalError).message).toMatch(/^tool 'deploy': the call "c1" was approved/);
+    expect(resumes).toBe(1);
+    expect(s.asks).toHaveLength(1);
+    expect(s.executed).toEqual([]);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
+  }, 10_000);
+
   it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
     const s = setup(() => Promise.reject(new Error("nobody should be asked")));
     const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
@@ -814,6 +838,34 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
     expect(s.outcomes).toEqual(["ran", "ran"]);
   });
+
+  it("a nested run resumed from its serialized state (preferSerialized) that lost the approval is a typed error: asked once, never run", async () => {
+    const s = setupWithOutcomes(() => ({ type: "approve" }));
+    const { outer, innerModel } = nested(s, [deployTurn("c1", "1.2"), { text: "inner done" }], {
+      parameters: z.object({ input: z.string() }),
+      resumeState: { contextStrategy: "preferSerialized" },
+    });
+    // Bounded: were the interruption asked about again on every resume, the third resume fails the test.
+    let resumes = 0;
+    const settled = s.approvals.run((input) => {
+      if (input instanceof RunState && ++resumes > 2) throw new Error("resumed more than twice");
+      return s.runner.run(outer, input);
+    }, "go");
+    const error = await settled.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect((error as AgentsApprovalError).tool).toBe("deploy");
+    expect((error as AgentsApprovalError).message).toMatch(/did not carry the approval into the resumed run/);
+    expect(resumes).toBe(1);
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.executed).toEqual([]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+    // The approval ends unexecuted (its one record); the tool never ran.
+    expect(s.outcomes).toEqual([]);
+    expect(shownResults(innerModel)).toEqual({});
+  }, 10_000);
 
   for (const [kind, asTool] of [["runOptions.context", { runOptions: { context: { tenant: "acme" } } }]] as const)
     it(`a nested run resumed on a context of its own (${kind}) is asked about again, and runs once`, async () => {

@@ -301,6 +301,9 @@ export class AgentApprovals {
    *   here, or under a call id another call of its run has, in the turn or
    *   in flight (before anyone is asked anything). Other runs' calls under
    *   the same id are their own.
+   * @throws {AgentsApprovalError} for an interruption for a call this settle
+   *   approved that the resumed run did not execute (same tool, call id and
+   *   arguments): the resume lost the approval, so it is not asked again.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
   async settle<R extends InterruptedResult>(
@@ -309,11 +312,17 @@ export class AgentApprovals {
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
     let current = result;
+    /**
+     * The approved calls a resume of this settle did not execute, by call id: a resume may carry the run
+     * on another `RunContext` (a state restored from text), which is another run id here.
+     */
+    const unexecuted = new Map<string, Pick<Approved, "wrapped" | "arguments">>();
     await ended(current);
     while (current.interruptions.length > 0) {
       const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       const context = current.state._context;
       this.#checkCallIds(items, this.#runIdOf(context));
+      this.#checkNotApprovedBefore(items, unexecuted);
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
@@ -345,6 +354,7 @@ export class AgentApprovals {
           const open = this.#approved.get(decision.key);
           if (open !== undefined) {
             this.#approved.delete(decision.key);
+            unexecuted.set(decision.callId, { wrapped: open.wrapped, arguments: open.arguments });
             open.done.reject(new AgentsApprovalError(decision.tool, "the run did not execute the approved call"));
           }
         }
@@ -376,6 +386,27 @@ export class AgentApprovals {
     }
   }
 
+  /**
+   * An interruption for a call this settle approved, which the resumed run did
+   * not execute but interrupted for again (same tool, call id and arguments):
+   * the SDK did not carry the approval into the resumed run, so asking again
+   * would go on for as long as someone approves. It fails before anyone is asked.
+   */
+  #checkNotApprovedBefore(
+    items: readonly { readonly item: RunToolApprovalItem; readonly wrapped: Wrapped }[],
+    unexecuted: ReadonlyMap<string, Pick<Approved, "wrapped" | "arguments">>,
+  ): void {
+    for (const { item, wrapped } of items) {
+      const callId = callIdOf(item);
+      const before = unexecuted.get(callId);
+      if (before?.wrapped === wrapped && before.arguments === item.arguments)
+        throw new AgentsApprovalError(
+          wrapped.descriptor.name,
+          `the call ${JSON.stringify(callId)} was approved, and the resumed run interrupted for it again without executing it: the SDK did not carry the approval into the resumed run (an agent tool with resumeState: { contextStrategy: "preferSerialized" } resumes its nested run from its state serialized before the approval, as does a resume from a state saved before it); it is not asked about again`,
+        );
+    }
+  }
+
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     const name = item.name ?? "";
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
@@ -401,7 +432,7 @@ export class AgentApprovals {
     context: RunContext<any>,
     signal: AbortSignal | undefined,
   ): Promise<
-    | { type: "approved"; key: string; tool: string; outcome: Promise<GateOutcome> }
+    | { type: "approved"; key: string; callId: string; tool: string; outcome: Promise<GateOutcome> }
     | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
   > {
     const callId = callIdOf(item);
@@ -438,7 +469,7 @@ export class AgentApprovals {
       )
       .finally(() => this.#inFlight.delete(key));
     const first = await Promise.race([entered, outcome]);
-    if (first === "approved") return { type: "approved", key, tool, outcome };
+    if (first === "approved") return { type: "approved", key, callId, tool, outcome };
     // Before its execute, a gate call can only end refused (or reject, on cancel).
     if (first.type !== "refused")
       throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
