@@ -219,7 +219,12 @@ describe("loopctl audit verify", () => {
     for (const [argv, message] of cases) {
       const run = await cli(argv, { cwd: dir });
       expect(run.code, argv.join(" ")).toBe(EXIT.usage);
-      expect(run.stdout).toBe("");
+      // With --json, the error is also the one document on stdout.
+      if (argv.includes("--json")) {
+        expect(JSON.parse(run.stdout)).toMatchObject({ error: "USAGE", message: expect.stringMatching(message) });
+      } else {
+        expect(run.stdout).toBe("");
+      }
       expect(run.stderr).toMatch(message);
       expect(run.stderr).toMatch(/Run 'loopctl audit( verify)? --help' for usage\.\n$/);
     }

@@ -111,7 +111,11 @@ describe("the loopctl bin refuses what names no file it can use", () => {
       ["console", "--root", "", "--project", project, "--port", "0"],
     ]) {
       const result = await loopctl(argv, here);
-      expect(result, argv.join(" ")).toMatchObject({ code: 2, stdout: "" });
+      expect(result.code, argv.join(" ")).toBe(2);
+      // With --json, the refusal is also the one document on stdout.
+      expect(result.stdout, argv.join(" ")).toEqual(
+        argv.includes("--json") ? expect.stringContaining('"message": "--root needs a folder (DIR)"') : "",
+      );
       expect(result.stderr, argv.join(" ")).toContain("--root needs a folder (DIR)");
     }
     expect(await stray.load()).toEqual([grant]);
@@ -199,5 +203,94 @@ describe("loopctl grants reset --tool through the real bin", () => {
     expect(await store.load()).toEqual([deploy]);
     const none = await loopctl(["grants", "reset", "--tool", "other", "--root", root, "--project", project]);
     expect(none).toMatchObject({ code: 0, stderr: "" });
+  });
+});
+
+describe("--json usage errors through the real bin", () => {
+  /** The one JSON document a usage error prints on stdout with --json, and its stderr lines kept. */
+  const usage = async (args: string[], message: string | RegExp, command: string): Promise<void> => {
+    const result = await loopctl(args, dir);
+    const shown = args.join(" ");
+    expect(result.code, shown).toBe(2);
+    expect(JSON.parse(result.stdout), shown).toEqual({
+      error: "USAGE",
+      message: typeof message === "string" ? message : expect.stringMatching(message),
+      hint: `run '${command} --help' for usage`,
+    });
+    const [line, help, ...rest] = result.stderr.split("\n");
+    expect(line, shown).toEqual(
+      typeof message === "string" ? `${command}: ${message}` : expect.stringMatching(`^${command}: `),
+    );
+    expect([help, ...rest], shown).toEqual([`Run '${command} --help' for usage.`, ""]);
+  };
+
+  it("prints one JSON error document on stdout for a grants list line that fails to parse", async () => {
+    const root = join(dir, "json-usage-root");
+    await usage(["grants", "list", "--json", "--bogus"], 'unknown option "--bogus"', "loopctl grants list");
+    await usage(
+      ["grants", "list", "--jsno", "--json"],
+      'unknown option "--jsno"; did you mean --json?',
+      "loopctl grants list",
+    );
+    await usage(["grants", "list", "--json", "--project"], "--project needs a value", "loopctl grants list");
+    await usage(
+      ["grants", "list", "--root", root, "--root", root, "--json"],
+      "--root given twice; give it once",
+      "loopctl grants list",
+    );
+  });
+
+  it("prints one for a value or argument refused after parsing", async () => {
+    await usage(["grants", "list", "--json", "--project", ""], "--project needs a folder (DIR)", "loopctl grants list");
+    await usage(["grants", "list", "--root=", "--json"], "--root needs a folder (DIR)", "loopctl grants list");
+    await usage(["grants", "list", "--json", "extra"], 'unexpected argument "extra"', "loopctl grants list");
+  });
+
+  it("prints one for grants explain and audit verify", async () => {
+    const root = join(dir, "json-usage-root");
+    await usage(["grants", "explain", "--json", "--tool", "read"], "missing --args JSON", "loopctl grants explain");
+    await usage(
+      ["grants", "explain", "--root", root, "--tool", "read", "--args", "{", "--json"],
+      /^--args is not valid JSON: /,
+      "loopctl grants explain",
+    );
+    await usage(["audit", "verify", "--json"], "missing the FILE to verify", "loopctl audit verify");
+    await usage(["audit", "verify", "log.jsonl", "--anchor", "nope", "--json"], /^--anchor: /, "loopctl audit verify");
+  });
+
+  it("counts --json where the line fails before its command is known", async () => {
+    await usage(
+      ["grants", "lsit", "--json"],
+      'unknown command "grants lsit"; did you mean "grants list"?',
+      "loopctl grants",
+    );
+    await usage(["--json"], 'unknown option "--json"', "loopctl");
+    await usage(["grants", "reset", "--json"], 'unknown option "--json"', "loopctl grants reset");
+  });
+
+  it("counts a --json the command refuses as another option's value, and not one written as a value", async () => {
+    // Refused as --tool's value (a dash-led value is written --tool=-x), so it is the option.
+    await usage(
+      ["grants", "explain", "--tool", "--json", "--args", "{}"],
+      "--tool needs a value; to give one starting with a dash, write --tool=--json",
+      "loopctl grants explain",
+    );
+    // Written as a value, or after "--" (a file named --json): no document, only the stderr line.
+    for (const args of [
+      ["grants", "explain", "--tool=--json", "--args", "{"],
+      ["audit", "verify", "--anchor", "nope", "--", "--json"],
+      ["audit", "verify", "--anchor=--json", "log.jsonl"],
+    ]) {
+      const result = await loopctl(args, dir);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stdout, args.join(" ")).toBe("");
+      expect(result.stderr, args.join(" ")).toMatch(/^loopctl (grants explain|audit verify): --(args|anchor)/);
+    }
+  });
+
+  it("keeps --help on stdout as text, exit 0, with --json among the arguments", async () => {
+    const result = await loopctl(["grants", "list", "--json", "--help"], dir);
+    expect(result).toMatchObject({ code: 0, stderr: "" });
+    expect(result.stdout).toMatch(/^loopctl grants list: /);
   });
 });

@@ -303,7 +303,7 @@ describe("usage", () => {
       [["grants"], /^loopctl grants:/],
       [["grants", "nope"], /unknown command "grants nope"/],
       [["frobnicate"], /unknown command "frobnicate"/],
-      [["--json"], /unknown option "--json"/],
+      [["--jsn"], /unknown option "--jsn"/],
       [["grants", "list", "extra"], /loopctl grants list: unexpected argument "extra"/],
       [["grants", "list", "--bogus"], /unknown option "--bogus"\n/],
       [["grants", "list", "-x"], /unknown option "-x"\n/],

@@ -24,7 +24,8 @@ export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
  * The exit codes, as `loopctl --help` documents them.
  * - 0: done (a log verified, a grant revoked, a list printed)
  * - 1: a negative answer: an audit log failed verification, a file or grant id was not found
- * - 2: usage error (unknown command or option, missing or malformed argument)
+ * - 2: usage error (unknown command or option, missing or malformed argument); with `--json`,
+ *   also `{"error": "USAGE", "message", "hint"}` on stdout
  * - 3: a grant ledger is corrupt (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
  * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})
@@ -51,6 +52,21 @@ export class CliUsageError extends Error {
     this.name = "CliUsageError";
     this.command = command;
   }
+}
+
+/**
+ * Whether `argv` asks for JSON: `--json` (or `--json=…`) anywhere before a
+ * `--`, whatever else the line holds, so that a line that fails to parse is
+ * still answered in JSON. A separate `--json` is never another option's value
+ * here (a value starting with a dash is refused unless written `--tool=--json`),
+ * so it counts after one too; after `--` it is a positional (a file named `--json`).
+ */
+export function asksForJson(argv: readonly string[]): boolean {
+  for (const arg of argv) {
+    if (arg === "--") return false;
+    if (arg === "--json" || arg.startsWith("--json=")) return true;
+  }
+  return false;
 }
 
 /**

@@ -3,7 +3,8 @@ import { ISSUES_URL } from "./context.js";
 const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
-  2  usage error (unknown command or option, missing or malformed argument)
+  2  usage error (unknown command or option, missing or malformed argument);
+     with --json, also {"error": "USAGE", "message", "hint"} on stdout
   3  the grant ledger is corrupt (see grants repair), or a database row is
      malformed (see grants reset); reported, never rewritten
   4  I/O, lock or database error (unreadable file, refused path, ledger lock

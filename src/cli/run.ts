@@ -1,10 +1,10 @@
 import { LoopctlError } from "../errors.js";
 import { auditVerify } from "./audit.js";
 import { consoleCommand } from "./console.js";
-import { CliUsageError, EXIT, ISSUES_URL } from "./context.js";
+import { asksForJson, CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { exitCodeOf, hintFor } from "./failure.js";
-import { printable } from "./format.js";
+import { json, printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
@@ -27,14 +27,16 @@ const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg ===
 /**
  * Runs `loopctl` with `argv` (the arguments after the program name) and
  * resolves to the exit code. Never rejects: every failure is written to
- * `context.stderr` and mapped to an exit code (see `loopctl --help`).
+ * `context.stderr` and mapped to an exit code (see `loopctl --help`). With
+ * `--json` among the arguments, a usage error is also printed on stdout as
+ * `{"error": "USAGE", "message", "hint"}`, even when the line failed to parse.
  */
 export async function runCli(argv: readonly string[], context: CliContext): Promise<ExitCode> {
   try {
     return await dispatch(argv, context);
   } catch (error) {
     try {
-      return report(error, context);
+      return report(error, context, asksForJson(argv));
     } catch {
       // stderr itself failed (a closed pipe): the exit code is all that is left.
       return EXIT.internal;
@@ -81,9 +83,13 @@ function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
   return code;
 }
 
-function report(error: unknown, context: CliContext): ExitCode {
+function report(error: unknown, context: CliContext, asJson: boolean): ExitCode {
   if (error instanceof CliUsageError) {
     const prefix = error.command === "" ? "loopctl" : `loopctl ${error.command}`;
+    // A script that passed --json parses stdout: it gets a document there too, not an empty string.
+    if (asJson) {
+      context.stdout.write(json({ error: "USAGE", message: error.message, hint: `run '${prefix} --help' for usage` }));
+    }
     context.stderr.write(`${prefix}: ${printable(error.message)}\n` + `Run '${prefix} --help' for usage.\n`);
     return EXIT.usage;
   }
