@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidPendingAskError } from "loopctl/ask";
+import { DuplicateAskError, InvalidPendingAskError } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
@@ -191,6 +191,73 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
   });
 });
 
+describe("WebhookResolver refuses a duplicate ask id before anything is POSTed", () => {
+  it("refuses an id still parked, or among the last endings, with DuplicateAskError and no delivery; a new ask is posted once and answered through its link", async () => {
+    const hook = await receiver(() => 202);
+    const app = createServer();
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(app.address() as AddressInfo).port}/`;
+    const posted: string[] = [];
+    const webhook = resolver(hook.url, {
+      links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 },
+      // A wrapper that does not pass the signal on: a POST once started reaches the receiver.
+      fetch: (input, init) => {
+        const { signal: _dropped, ...rest } = init ?? {};
+        posted.push(WebhookDeliverySchema.parse(JSON.parse(rest.body as string)).ask.id);
+        return fetch(input, rest);
+      },
+    });
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [new URL(base).host],
+    });
+    app.on("request", handler.handle);
+    cleanups.push(
+      () => new Promise<void>((resolve) => app.close(() => resolve())),
+      () => handler.close(),
+      () => app.closeAllConnections(),
+    );
+    const follow = async (link: string): Promise<void> => {
+      expect((await request(link)).status).toBe(200);
+      const form = { "content-type": "application/x-www-form-urlencoded" };
+      expect((await request(link, { method: "POST", headers: form, body: "" })).status).toBe(200);
+    };
+
+    const first = makeAsk(1);
+    const answer = webhook.resolve(first, live());
+    const delivered = await hook.next();
+    expect(delivered.delivery.ask.id).toBe(first.id);
+
+    // Another call under the same id while the first is parked: refused, nobody pinged about it.
+    const other = makeAsk(2, { id: first.id, argsDigest: "fedcba9876543210" });
+    const parked = await webhook.resolve(other, live()).catch((e: unknown) => e);
+    expect(parked).toBeInstanceOf(DuplicateAskError);
+    expect(parked).toMatchObject({ code: "ASK_DUPLICATE_ID", askId: first.id });
+    expect(webhook.inbox.pending).toBe(1);
+
+    await follow(delivered.delivery.links?.approve ?? "");
+    await expect(answer).resolves.toEqual({ type: "approve" });
+
+    // The same id once it ended: refused too, still without a delivery.
+    const ended = await webhook.resolve(other, live()).catch((e: unknown) => e);
+    expect(ended).toBeInstanceOf(DuplicateAskError);
+    expect((ended as DuplicateAskError).message).toContain("already ended");
+    expect(webhook.inbox.pending).toBe(0);
+
+    // A new ask is posted once, and its own link answers it.
+    const next = makeAsk(3);
+    const nextAnswer = webhook.resolve(next, live());
+    const nextDelivered = await hook.next();
+    expect(nextDelivered.delivery.ask.id).toBe(next.id);
+    await follow(nextDelivered.delivery.links?.approve ?? "");
+    await expect(nextAnswer).resolves.toEqual({ type: "approve" });
+    expect(posted).toEqual([first.id, next.id]);
+    // Deliveries are received in the order they were POSTed: none came in between.
+    expect(hook.deliveries.map((got) => got.delivery.ask.id)).toEqual([first.id, next.id]);
+  });
+});
+
 describe("WebhookResolver fails closed", () => {
   it("denies when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
     for (const [n, status] of [500, 404, 400].entries()) {
@@ -202,6 +269,7 @@ describe("WebhookResolver fails closed", () => {
         reason: `webhook answered HTTP ${status}`,
       });
       expect(webhook.inbox.pending).toBe(0);
+      expect(hook.deliveries).toHaveLength(1);
       await expect(webhook.inbox.ended(ask.id)).resolves.toEqual({ type: "withdrawn", reason: "unknown" });
       expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(false);
     }

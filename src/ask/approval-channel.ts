@@ -63,7 +63,10 @@ export class ApprovalChannel implements AskResolver {
     return [new ApprovalChannel(core), pairedApprover(core)];
   }
 
-  /** Asks parked here and awaiting an answer. */
+  /**
+   * Asks parked here and awaiting an answer. A parked ask counts as soon as
+   * `resolve()` returns; a refused one never does.
+   */
   get size(): number {
     return this.#core.pending;
   }

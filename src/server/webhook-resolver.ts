@@ -72,7 +72,9 @@ class DeliveryFailed extends Error {}
  * answer already came. When the engine's signal aborts (deadline, cancel),
  * the POST and the wait are abandoned and the promise rejects with the
  * signal's reason. `close()` denies every ask still waiting, and later ones
- * at once without a delivery.
+ * at once without a delivery. An ask whose id is still waiting here, or is
+ * among the last 256 to end here, rejects with a `DuplicateAskError`, without
+ * a delivery: the ask is put in the inbox first, and POSTed only once it is there.
  *
  * @example
  * ```ts
@@ -180,10 +182,15 @@ export class WebhookResolver implements AskResolver, Disposable {
       throw new InvalidPendingAskError("options.signal cannot be listened to", { cause: error });
     }
     try {
+      const before = this.#channel.size;
       const answered = this.#channel.resolve(parsed.data, { signal: wait.signal });
-      void this.#deliver(parsed.data, post.signal).then((failure) => {
-        if (failure !== undefined) wait.abort(failure);
-      });
+      // Posted only once the channel took the ask (it parks before resolve() returns): one it refused,
+      // an id still parked or among its last endings, is nobody's to be asked about.
+      if (this.#channel.size > before) {
+        void this.#deliver(parsed.data, post.signal).then((failure) => {
+          if (failure !== undefined) wait.abort(failure);
+        });
+      }
       try {
         return await answered;
       } catch (error) {
