@@ -3,7 +3,7 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
-import { makeAsk } from "../support/ask-fixtures.js";
+import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { launch, press, screenshot } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
@@ -191,6 +191,9 @@ describe("an ask id that comes back with another call behind it", () => {
     await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
     stop.abort(new Error("run ended"));
     await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
     const waiting = park(channel, after);
     await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
     proxy.restore();
@@ -226,6 +229,9 @@ describe("an ask id that comes back with another call behind it", () => {
     // heartbeat is not due): the old card is still up, and live, when Approve is pressed.
     proxy.stall();
     stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
     await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
     const waiting = park(channel, after);
     await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
