@@ -2041,13 +2041,26 @@ describe("PostgresApprover: next() and ended() check their options before anythi
   });
 });
 
-/** Terminates every connection of one application, its listening one included. */
+/**
+ * Terminates every connection of one application, its listening one included, and waits until
+ * their server processes are gone: `pg_terminate_backend` only signals them, and a statement sent
+ * meanwhile on one of them would fail with the termination instead of finding it dead.
+ */
 async function terminate(application: string): Promise<void> {
-  const { rows } = await db.pool.query<{ n: number }>(
-    "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1",
+  const { rows } = await db.pool.query<{ pid: number }>(
+    "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
     [application],
   );
-  expect(rows[0]?.n).toBeGreaterThan(0);
+  const pids = rows.map((r) => r.pid);
+  const killed = await db.pool.query<{ n: number }>(
+    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM unnest($1::int[]) AS pid",
+    [pids],
+  );
+  expect(killed.rows[0]?.n).toBeGreaterThan(0);
+  await waitFor(async () => {
+    const alive = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids]);
+    return alive.rows.length === 0;
+  });
 }
 
 async function connections(application: string): Promise<number> {
