@@ -4,7 +4,7 @@ import { createServer as createHttpsServer, request as httpsRequest } from "node
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
-import type { AddressInfo, Socket } from "node:net";
+import type { Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
@@ -21,6 +21,7 @@ import {
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
@@ -496,15 +497,10 @@ describe("the console's session cookie", () => {
     const key = Buffer.from("a pre-shared key of 32 bytes....");
     const tls = { ciphers: "PSK", maxVersion: "TLSv1.2" } as const;
     const app = createHttpsServer({ ...tls, pskCallback: () => key });
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
     app.on("request", handler.handle);
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(stopping(app, handler));
     const overTls = (path: string, headers: Readonly<Record<string, string>> = {}): Promise<Reply> =>
       new Promise((resolve, reject) => {
         // node:https passes TLS options through, though its RequestOptions type leaves pskCallback out.
@@ -866,8 +862,7 @@ describe("the event stream: GET /api/asks/stream", () => {
 
   it("a stream whose client left before the handler was reached takes no slot", async () => {
     const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const token = "a-token-of-twenty-chars";
     const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token, maxStreams: 1 });
     let arrived!: () => void;
@@ -884,11 +879,7 @@ describe("the event stream: GET /api/asks/stream", () => {
       });
       arrived();
     });
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(stopping(app, handler));
     const url = `http://127.0.0.1:${port}/api/asks/stream`;
     const auth = { authorization: `Bearer ${token}` };
     const gone = httpRequest(url, { headers: auth, agent: false });
@@ -942,8 +933,7 @@ describe("a reader that stops reading", () => {
       },
     };
     const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const token = "a-token-of-twenty-chars";
     const handler = createApprovalHandler({
       allowedHosts: [`127.0.0.1:${port}`],
@@ -959,11 +949,7 @@ describe("a reader that stops reading", () => {
       opened(req.socket);
       handler.handle(req, res);
     });
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(stopping(app, handler));
     return {
       url: `http://127.0.0.1:${port}/api/asks/stream`,
       auth: { authorization: `Bearer ${token}` },
@@ -1125,16 +1111,11 @@ describe("close()", () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     cleanups.push(() => approver.close());
     const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const token = "a-token-of-twenty-chars";
     const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`], token });
     app.on("request", handler.handle);
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(stopping(app, handler));
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
     const auth = { authorization: `Bearer ${token}` };
@@ -1705,8 +1686,7 @@ describe("createApprovalHandler in an existing node:http app", () => {
   it("serves under a mount path, answers to the app's Host, and logs in to the mounted page", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const handler = createApprovalHandler({
       approver,
       allowedHosts: [`127.0.0.1:${port}`],
@@ -1723,12 +1703,7 @@ describe("createApprovalHandler in an existing node:http app", () => {
         res.writeHead(200).end("the app");
       }
     });
-    cleanups.push(
-      () => approver.close(),
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(() => approver.close(), stopping(app, handler));
     const base = `http://127.0.0.1:${port}`;
     const login = await request(`${base}/approvals?token=a-token-of-twenty-chars`);
     expect(login.status).toBe(303);
@@ -1762,8 +1737,7 @@ describe("mounted under a path", () => {
     strip: (url: string) => string,
   ): Promise<{ base: string; handler: ReturnType<typeof createApprovalHandler> }> {
     const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const port = (app.address() as AddressInfo).port;
+    const { port } = await listen(app);
     const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token: "a-token-of-twenty-chars" });
     app.on("request", (req, res) => {
       const url = req.url ?? "/";
@@ -1772,11 +1746,7 @@ describe("mounted under a path", () => {
       Object.assign(req, { originalUrl: url, url: rest.startsWith("/") ? rest : `/${rest}` });
       handler.handle(req, res);
     });
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    cleanups.push(stopping(app, handler));
     return { base: `http://127.0.0.1:${port}`, handler };
   }
 
@@ -1837,8 +1807,7 @@ describe("mounted under a path", () => {
   it("works mounted in a real Express app: app.use('/approvals', handler.handle)", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { port } = await listen(server);
     const handler = createApprovalHandler({
       approver,
       allowedHosts: [`127.0.0.1:${port}`],
@@ -1848,12 +1817,7 @@ describe("mounted under a path", () => {
     app.get("/", (_req, res) => res.send("the app"));
     app.use("/approvals", handler.handle);
     server.on("request", app);
-    cleanups.push(
-      () => approver.close(),
-      () => new Promise<void>((resolve) => server.close(() => resolve())),
-      () => handler.close(),
-      () => server.closeAllConnections(),
-    );
+    cleanups.push(() => approver.close(), stopping(server, handler));
     const base = `http://127.0.0.1:${port}`;
     const bare = await request(`${base}/approvals`);
     expect(bare.status).toBe(308);
@@ -1903,8 +1867,7 @@ describe("mounted under a path", () => {
   it("in an Express app whose express.json() and express.urlencoded() read bodies first, takes what they read: an answer, a link's reason", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { port } = await listen(server);
     const linkSecret = "a-link-secret-of-enough-length";
     const handler = createApprovalHandler({
       approver,
@@ -1918,12 +1881,7 @@ describe("mounted under a path", () => {
     app.use(express.urlencoded({ extended: false }));
     app.use("/approvals", handler.handle);
     server.on("request", app);
-    cleanups.push(
-      () => approver.close(),
-      () => new Promise<void>((resolve) => server.close(() => resolve())),
-      () => handler.close(),
-      () => server.closeAllConnections(),
-    );
+    cleanups.push(() => approver.close(), stopping(server, handler));
     const base = `http://127.0.0.1:${port}`;
     const auth = { authorization: "Bearer a-token-of-twenty-chars" };
     const parkListed = async (ask: PendingAsk): Promise<{ parked: Promise<AskResolution> }> => {

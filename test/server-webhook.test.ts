@@ -21,6 +21,7 @@ import {
 import type { WebhookDelivery } from "loopctl/server";
 import { makeAsk, stuckController, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
+import { listen, stopping } from "./support/http-mount.js";
 
 const SECRET = "webhook-secret-of-enough-length";
 const LINK_SECRET = "link-secret-of-enough-length-too";
@@ -100,6 +101,27 @@ function resolver(url: string, extra: Partial<ConstructorParameters<typeof Webho
   return r;
 }
 
+/**
+ * A resolver posting to `url` with signed answer links to a handler serving its inbox. The links
+ * must name the server before the resolver exists: it listens first, and the handler is mounted after.
+ */
+async function linkedResolver(
+  url: string,
+  extra: Partial<ConstructorParameters<typeof WebhookResolver>[0]> = {},
+): Promise<{ webhook: WebhookResolver; base: string }> {
+  const app = createServer();
+  const { base } = await listen(app);
+  const webhook = resolver(url, { links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 }, ...extra });
+  const handler = createApprovalHandler({
+    approver: webhook.inbox,
+    linkSecret: LINK_SECRET,
+    allowedHosts: [new URL(base).host],
+  });
+  app.on("request", handler.handle);
+  cleanups.push(stopping(app, handler));
+  return { webhook, base };
+}
+
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 
 describe("WebhookResolver with an approval server serving its inbox", () => {
@@ -155,22 +177,7 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
 
   it("puts signed answer links in the delivery when given links; following one answers", async () => {
     const hook = await receiver(() => 200);
-    // The links must name the server before the resolver exists: listen first, mount the handler after.
-    const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const base = `http://127.0.0.1:${(app.address() as AddressInfo).port}/`;
-    const webhook = resolver(hook.url, { links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 } });
-    const handler = createApprovalHandler({
-      approver: webhook.inbox,
-      linkSecret: LINK_SECRET,
-      allowedHosts: [new URL(base).host],
-    });
-    app.on("request", handler.handle);
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
+    const { webhook, base } = await linkedResolver(hook.url);
     const ask = makeAsk(1);
     const answer = webhook.resolve(ask, live());
     const got = await hook.next();
@@ -194,12 +201,8 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
 describe("WebhookResolver refuses a duplicate ask id before anything is POSTed", () => {
   it("refuses an id still parked, or among the last endings, with DuplicateAskError and no delivery; a new ask is posted once and answered through its link", async () => {
     const hook = await receiver(() => 202);
-    const app = createServer();
-    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-    const base = `http://127.0.0.1:${(app.address() as AddressInfo).port}/`;
     const posted: string[] = [];
-    const webhook = resolver(hook.url, {
-      links: { baseUrl: base, secret: LINK_SECRET, ttlMs: 60_000 },
+    const { webhook } = await linkedResolver(hook.url, {
       // A wrapper that does not pass the signal on: a POST once started reaches the receiver.
       fetch: (input, init) => {
         const { signal: _dropped, ...rest } = init ?? {};
@@ -207,17 +210,6 @@ describe("WebhookResolver refuses a duplicate ask id before anything is POSTed",
         return fetch(input, rest);
       },
     });
-    const handler = createApprovalHandler({
-      approver: webhook.inbox,
-      linkSecret: LINK_SECRET,
-      allowedHosts: [new URL(base).host],
-    });
-    app.on("request", handler.handle);
-    cleanups.push(
-      () => new Promise<void>((resolve) => app.close(() => resolve())),
-      () => handler.close(),
-      () => app.closeAllConnections(),
-    );
     const follow = async (link: string): Promise<void> => {
       expect((await request(link)).status).toBe(200);
       const form = { "content-type": "application/x-www-form-urlencoded" };
