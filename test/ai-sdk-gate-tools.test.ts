@@ -736,6 +736,43 @@ describe("gateTools: a hook's modify and a schema that checks asynchronously", (
     });
   }
 
+  it("a modify the tool's schema would change (a default, a transform) is refused: the tool never gets arguments its schema did not make", async () => {
+    const executed: unknown[] = [];
+    // A safe default: a call that does not say otherwise is a dry run. The hook leaves dryRun out.
+    const { gate, records } = recordingGate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "modify", input: { env: "PROD" } }) }),
+    );
+    const inputSchema = z.object({ env: z.string().toLowerCase(), dryRun: z.boolean().default(true) });
+    const tools = gateTools(
+      { deploy: tool({ description: "Deploys", inputSchema, execute: async (input) => (executed.push(input), "ok") }) },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging" })]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools, prompt: "deploy", stopWhen: stepCountIs(2) });
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema", ruleSource: "engine" }]);
+    expect(records[0]!.reason).toMatch(/^invalid arguments from hook .*the tool's schema changes them/);
+    expect(isToolRefusal(result.steps[0]!.toolResults[0]!.output)).toBe(true);
+
+    // A modify that gives the arguments as the schema makes them runs with exactly those.
+    const { gate: exact } = recordingGate(
+      new LoopManagers().withHook({
+        preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), env: "prod" } }),
+      }),
+    );
+    const again = gateTools(
+      { deploy: tool({ description: "Deploys", inputSchema, execute: async (input) => (executed.push(input), "ok") }) },
+      exact,
+    );
+    const next = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging" })]), v3([text("done")])],
+    });
+    await generateText({ model: next, tools: again, prompt: "deploy", stopWhen: stepCountIs(2) });
+    expect(executed).toEqual([{ env: "prod", dryRun: true }]);
+  });
+
   it("a validator that throws on the modified arguments refuses the call (fail closed)", async () => {
     const { executed, records, sent } = await run(standard, setN(13));
     expect(executed).toEqual([]);

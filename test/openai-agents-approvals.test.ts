@@ -377,6 +377,29 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("an approved call the run never executes ends as the tool's failure (AgentsApprovalError), seen by onToolPost; nothing reads it as cancelled", async () => {
+    const ended: { type: string; error?: unknown; verdict: string }[] = [];
+    const managers = new LoopManagers().withObserver({
+      onToolPost: ({ outcome }) =>
+        ended.push({
+          type: outcome.type,
+          verdict: outcome.record.verdict,
+          ...(outcome.type === "failed" ? { error: outcome.error } : {}),
+        }),
+    });
+    const s = setup(() => ({ type: "approve" }), { managers });
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    await expect(s.approvals.settle(interrupted, () => Promise.reject(new Error("resume failed")))).rejects.toThrow(
+      "resume failed",
+    );
+    expect(ended).toMatchObject([{ type: "failed", verdict: "ask_allowed" }]);
+    expect(ended[0]!.error).toBeInstanceOf(AgentsApprovalError);
+    expect((ended[0]!.error as AgentsApprovalError).message).toMatch(/the run did not execute the approved call/);
+    expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
+    expect(s.executed).toEqual([]);
+  });
+
   it("a resume that drops the approval (a state restored from text saved before it) is a typed error: asked once, never run", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
@@ -862,8 +885,8 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
     expect(s.executed).toEqual([]);
     expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
-    // The approval ends unexecuted (its one record); the tool never ran.
-    expect(s.outcomes).toEqual([]);
+    // The approval ends unexecuted (its one record, the tool's failure to observers); the tool never ran.
+    expect(s.outcomes).toEqual(["failed"]);
     expect(shownResults(innerModel)).toEqual({});
   }, 10_000);
 
@@ -878,9 +901,9 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
         ["deploy", "c1"],
       ]);
       expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
-      // The first approval ends unexecuted; the call that ran was approved on its own ask.
+      // The first approval ends unexecuted, once the resumed run is over; the call that ran was approved on its own ask.
       expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
-      expect(s.outcomes).toEqual(["ran"]);
+      expect(s.outcomes).toEqual(["ran", "failed"]);
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
 });

@@ -201,6 +201,9 @@ function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateT
   });
 }
 
+const CHANGED_BY_SCHEMA =
+  "$: the tool's schema changes them (a default, a transform, a key it strips): give them as the schema makes them";
+
 /** The SDK's own check of a tool's input (`asSchema(inputSchema).validate`): it may answer only asynchronously. */
 type SdkValidate = (value: unknown) => unknown;
 
@@ -225,12 +228,22 @@ function problemsOfFailure(error: unknown): string[] {
  * before calling `execute`: with the tool's own `validate`, awaited, so an
  * async refinement or an async Standard Schema holds. A `validate` that
  * throws or rejects refuses them (the gate says why); so does an answer
- * that is neither a success nor a failure.
+ * that is neither a success nor a failure, and one whose output differs
+ * from them (the tool would run with arguments its schema did not make).
  */
 function sdkCheck(validate: SdkValidate): (input: unknown) => Promise<ArgumentCheck> {
   return async (input) => {
-    const result = (await validate(input)) as { success?: unknown; error?: unknown } | null | undefined;
-    if (result?.success === true) return { type: "valid", value: input };
+    const result = (await validate(input)) as
+      { success?: unknown; value?: unknown; error?: unknown } | null | undefined;
+    if (result?.success === true) {
+      // The SDK runs a tool with its schema's output, and the gate runs exactly what was approved: only
+      // arguments the schema leaves as they are can be both (as the SDK itself holds approved inputs to).
+      const made = snapshot(result.value);
+      const given = snapshot(input);
+      return isSnapshot(made) && isSnapshot(given) && made.argsSha256 === given.argsSha256
+        ? { type: "valid", value: input }
+        : { type: "invalid", problems: [CHANGED_BY_SCHEMA] };
+    }
     if (result?.success === false) return { type: "invalid", problems: problemsOfFailure(result.error) };
     throw new TypeError("its validate answered neither success nor failure");
   };

@@ -347,8 +347,9 @@ export class AgentApprovals {
         // A streamed run executes the approved calls while it streams: they are still waited for here.
         await ended(current);
       } finally {
-        batch.abort();
-        // An approved call the run did not execute still ends, with its record.
+        // An approved call the run did not execute still ends, with its record: as the tool's failure, which
+        // its gate call must see before the batch's abort below would end it as cancelled (no onToolPost).
+        const ending: Promise<GateOutcome>[] = [];
         for (const decision of decisions) {
           if (decision.type !== "approved") continue;
           const open = this.#approved.get(decision.key);
@@ -356,8 +357,11 @@ export class AgentApprovals {
             this.#approved.delete(decision.key);
             unexecuted.set(decision.callId, { wrapped: open.wrapped, arguments: open.arguments });
             open.done.reject(new AgentsApprovalError(decision.tool, "the run did not execute the approved call"));
+            ending.push(decision.outcome);
           }
         }
+        await Promise.allSettled(ending);
+        batch.abort();
         await Promise.allSettled(decisions.map((decision) => decision.outcome));
       }
     }
