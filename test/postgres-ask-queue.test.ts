@@ -581,6 +581,26 @@ describe("PostgresApprover: a statement whose server process is terminated (57P0
     });
   });
 
+  it("resolve sends answers given together again together: each lands once", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    const worker = queue({ rereadMs: 600_000 });
+    const other = makeAsk(2);
+    const parkedOther = park(worker, other);
+    await waitFor(async () => (await row(other.id)) !== undefined);
+    try {
+      await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      // Given in one turn: one statement for both.
+      const answers = [inbox.resolve(ask.id, { type: "approve" }), inbox.resolve(other.id, { type: "deny" })];
+      for (const answer of answers) answer.catch(() => undefined);
+      await terminateWaiting(app, "UPDATE");
+      await locker.query("ROLLBACK");
+      expect(await Promise.all(answers)).toEqual([true, true]);
+    } finally {
+      locker.release();
+    }
+    expect(await Promise.all([parked, parkedOther])).toEqual([{ type: "approve" }, { type: "deny" }]);
+  });
+
   it("resolve gives false when, meanwhile, another answer ended the ask differently", async () => {
     const { app, inbox, ask, parked, locker } = await consoleAndLocker();
     try {
