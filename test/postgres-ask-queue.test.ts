@@ -543,6 +543,114 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
   });
 });
 
+describe("PostgresApprover: a statement whose server process is terminated (57P01)", () => {
+  /**
+   * A worker, a console whose connections carry `app`, one ask parked and taken, and a connection
+   * of the test's own in an open transaction, to hold what the console's next statement waits for.
+   */
+  const consoleAndLocker = async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }, app).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const locker = await db.pool.connect();
+    await locker.query("BEGIN");
+    return { app, inbox, ask, parked, locker };
+  };
+  const answerRow = (resolution: AskResolution): string =>
+    `UPDATE "${db.schema}".asks SET state = 'answered', resolution = '${JSON.stringify(resolution)}'::jsonb, ended_at = now() WHERE id = $1`;
+
+  it("resolve sends the answer again on another connection: it lands once, and the call gets it", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    try {
+      await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      const answer = inbox.resolve(ask.id, { type: "approve", remember: "this_call" });
+      answer.catch(() => undefined);
+      await terminateWaiting(app, "UPDATE");
+      await locker.query("ROLLBACK");
+      expect(await answer).toBe(true);
+    } finally {
+      locker.release();
+    }
+    expect(await parked).toEqual({ type: "approve", remember: "this_call" });
+    expect(await row(ask.id)).toMatchObject({
+      state: "answered",
+      resolution: { type: "approve", remember: "this_call" },
+    });
+  });
+
+  it("resolve sends answers given together again together: each lands once", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    const worker = queue({ rereadMs: 600_000 });
+    const other = makeAsk(2);
+    const parkedOther = park(worker, other);
+    await waitFor(async () => (await row(other.id)) !== undefined);
+    try {
+      await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      // Given in one turn: one statement for both.
+      const answers = [inbox.resolve(ask.id, { type: "approve" }), inbox.resolve(other.id, { type: "deny" })];
+      for (const answer of answers) answer.catch(() => undefined);
+      await terminateWaiting(app, "UPDATE");
+      await locker.query("ROLLBACK");
+      expect(await Promise.all(answers)).toEqual([true, true]);
+    } finally {
+      locker.release();
+    }
+    expect(await Promise.all([parked, parkedOther])).toEqual([{ type: "approve" }, { type: "deny" }]);
+  });
+
+  it("resolve gives false when, meanwhile, another answer ended the ask differently", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    try {
+      await locker.query(answerRow({ type: "deny", reason: "other" }), [ask.id]);
+      const answer = inbox.resolve(ask.id, { type: "approve" });
+      answer.catch(() => undefined);
+      await terminateWaiting(app, "UPDATE");
+      await locker.query("COMMIT");
+      expect(await answer).toBe(false);
+    } finally {
+      locker.release();
+    }
+    expect(await parked).toEqual({ type: "deny", reason: "other" });
+  });
+
+  it("resolve rejects, never true, when the ask was answered exactly as this answer: whose landed is unknown", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    let answer: Promise<boolean>;
+    try {
+      await locker.query(answerRow({ type: "approve" }), [ask.id]);
+      answer = inbox.resolve(ask.id, { type: "approve" });
+      answer.catch(() => undefined);
+      await terminateWaiting(app, "UPDATE");
+      await locker.query("COMMIT");
+    } finally {
+      locker.release();
+    }
+    await expect(answer).rejects.toThrow(/57P01/);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
+  });
+
+  it("ended() reads again on another connection", async () => {
+    const { app, inbox, ask, parked, locker } = await consoleAndLocker();
+    expect(await inbox.resolve(ask.id, { type: "deny" })).toBe(true);
+    expect(await parked).toEqual({ type: "deny" });
+    let ending: Promise<unknown>;
+    try {
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN ACCESS EXCLUSIVE MODE`);
+      ending = inbox.ended(ask.id);
+      ending.catch(() => undefined);
+      await terminateWaiting(app, "resolution, reason FROM");
+      await locker.query("ROLLBACK");
+    } finally {
+      locker.release();
+    }
+    expect(await ending).toEqual({ type: "answered", verdict: "deny" });
+  });
+});
+
 describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
     const errors: unknown[] = [];
@@ -2061,6 +2169,27 @@ async function terminate(application: string): Promise<void> {
     const alive = await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids]);
     return alive.rows.length === 0;
   });
+}
+
+/**
+ * Terminates the server process of one application's connection whose statement (its text holding
+ * `text`) waits for a lock, once there is one, and waits until the process is gone.
+ */
+async function terminateWaiting(application: string, text: string): Promise<void> {
+  let pid: number | undefined;
+  await waitFor(async () => {
+    const { rows } = await db.pool.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND strpos(query, $2) > 0",
+      [application, text],
+    );
+    pid = rows[0]?.pid;
+    return pid !== undefined;
+  });
+  const { rows } = await db.pool.query<{ done: boolean }>("SELECT pg_terminate_backend($1) AS done", [pid]);
+  expect(rows[0]?.done).toBe(true);
+  await waitFor(
+    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid])).rows.length === 0,
+  );
 }
 
 async function connections(application: string): Promise<number> {

@@ -1,5 +1,6 @@
 import type { AskResolution } from "../ask/index.js";
-import type { Db } from "./db.js";
+import { sessionEnded } from "./db.js";
+import type { Db, Rows } from "./db.js";
 
 /**
  * "The ask is still pending", as statements that pick asks by id spell it.
@@ -77,35 +78,93 @@ export class AnswerBatch {
   }
 
   async #write(answers: readonly Answer[]): Promise<void> {
-    const names = this.#db.names;
-    let landed: Map<string, Record<string, unknown>>;
+    let result: Rows;
     try {
-      const leaseHolds = `EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`;
-      const [only] = answers;
-      // One answer (a person at a console) takes the plainer statement: its plan is cached
-      // and reused, where the batch's is made anew for each execution.
-      const result =
-        answers.length === 1 && only !== undefined
-          ? await this.#db.query(
-              "PostgresApprover.resolve",
-              `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
-               WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
-               RETURNING ${ENDING_COLUMNS}`,
-              [only.id, JSON.stringify(only.resolution)],
-            )
-          : await this.#db.query(
-              "PostgresApprover.resolve",
-              `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-               FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
-               WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
-               RETURNING ${ENDING_COLUMNS}`,
-              [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
-            );
-      landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
+      result = await this.#update(answers);
     } catch (error) {
-      for (const answer of answers) answer.reject(error);
+      if (!sessionEnded(error)) {
+        for (const answer of answers) answer.reject(error);
+        return;
+      }
+      await this.#writeAgain(answers, error);
       return;
     }
+    this.#settle(answers, result);
+  }
+
+  /**
+   * The answers' statement failed with the server ending its session: it did
+   * not commit and never will, or it committed visibly before the error came
+   * (see {@link sessionEnded}). It is sent once more on another connection,
+   * where `WHERE state = 'pending'` lets it land only if no answer did. An
+   * answer it does not land is read back: an ask that ended otherwise
+   * (withdrawn, answered differently) gives `false`; one answered exactly so,
+   * or gone, may be this answer's first statement or another console's
+   * identical answer, which cannot be told apart, and rejects with the first
+   * error, as before.
+   */
+  async #writeAgain(answers: readonly Answer[], first: unknown): Promise<void> {
+    const names = this.#db.names;
+    let landed: Map<string, Record<string, unknown>>;
+    let found: Map<string, Record<string, unknown>>;
+    try {
+      const result = await this.#update(answers);
+      landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
+      const rest = answers.filter((a) => !landed.has(a.id));
+      const read =
+        rest.length === 0
+          ? { rows: [] }
+          : await this.#db.read(
+              "PostgresApprover.resolve",
+              `SELECT a.id::text AS id, a.state, a.resolution = v.resolution AS same
+               FROM ${names.table("asks")} AS a JOIN unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution) ON a.id = v.id
+               WHERE a.id = ANY($1::uuid[])`,
+              [rest.map((a) => a.id), rest.map((a) => JSON.stringify(a.resolution))],
+            );
+      found = new Map(read.rows.map((r) => [String(r["id"]), r]));
+    } catch {
+      for (const answer of answers) answer.reject(first);
+      return;
+    }
+    for (const answer of answers) {
+      const row = landed.get(answer.id);
+      if (row !== undefined) {
+        this.#landed(row);
+        answer.resolve(true);
+        continue;
+      }
+      const now = found.get(answer.id);
+      if (now === undefined || (now["state"] === "answered" && now["same"] === true)) answer.reject(first);
+      else answer.resolve(false);
+    }
+  }
+
+  #update(answers: readonly Answer[]): Promise<Rows> {
+    const names = this.#db.names;
+    const leaseHolds = `EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`;
+    const [only] = answers;
+    // One answer (a person at a console) takes the plainer statement: its plan is cached
+    // and reused, where the batch's is made anew for each execution.
+    return answers.length === 1 && only !== undefined
+      ? this.#db.query(
+          "PostgresApprover.resolve",
+          `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
+           WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
+           RETURNING ${ENDING_COLUMNS}`,
+          [only.id, JSON.stringify(only.resolution)],
+        )
+      : this.#db.query(
+          "PostgresApprover.resolve",
+          `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
+           FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+           RETURNING ${ENDING_COLUMNS}`,
+          [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
+        );
+  }
+
+  #settle(answers: readonly Answer[], result: Rows): void {
+    const landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
     for (const answer of answers) {
       const row = landed.get(answer.id);
       if (row !== undefined) this.#landed(row);

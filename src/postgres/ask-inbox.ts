@@ -170,7 +170,10 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
    *   `jsonb` cannot store (U+0000, a lone surrogate); nothing is written.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
-   *   reached: the answer may not have landed, so check `ended()`.
+   *   reached: the answer may not have landed, so check `ended()`. An answer
+   *   whose connection the server was ending (`57P01`, `57P02`, `57P03`) is
+   *   sent once more on another first, and rejects only when the ask was
+   *   answered exactly so, by it or by another console's identical answer.
    */
   async resolve(askId: string, resolution: AskResolution): Promise<boolean> {
     const answer = parseAnswer(askId, resolution);
@@ -215,7 +218,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     set.add(waiter);
     const names = this.#host.db.names;
     try {
-      const found = await this.#host.db.query(
+      const found = await this.#host.db.read(
         "PostgresApprover.ended",
         `SELECT id::text AS id, state, resolution, reason FROM ${names.table("asks")} WHERE id = $1`,
         [id],

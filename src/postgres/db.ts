@@ -71,6 +71,59 @@ function sqlState(error: unknown): string | undefined {
 }
 
 /**
+ * SQLSTATEs of a server ending the session: `57P01` admin_shutdown (`pg_terminate_backend`, a
+ * fast or immediate shutdown), `57P02` crash_shutdown, `57P03` cannot_connect_now (a server
+ * starting up or shutting down refuses the connection).
+ */
+const SESSION_ENDED = new Set(["57P01", "57P02", "57P03"]);
+
+/** A statement (or transaction) given up for want of a reply: its connection was closed. */
+class NoReplyError extends Error {}
+
+/**
+ * True when `error` (a failed statement's, as {@link Db} made it) is the
+ * server ending the session ({@link SESSION_ENDED}), as the statement's own
+ * error or as the connection's, heard before the statement's reply: the
+ * statement did not commit and never will, or it committed and the commit
+ * was visible to every other session before this error was sent.
+ *
+ * Why: `57P03` comes only while a connection starts, before any statement.
+ * `57P01` as an error (not a notice) is raised where the backend handles its
+ * termination signal, which it never does while committing (interrupts are
+ * held from the commit record to the end of the transaction's visibility): a
+ * transaction not committed by then is rolled back as the backend exits. A
+ * crash or an immediate shutdown reports `57P01`/`57P02` only as a warning
+ * and then drops the connection (a lost connection, no SQLSTATE), as does a
+ * backend whose synchronous-replication wait is cut short after a local
+ * commit; neither is taken for this.
+ */
+export function sessionEnded(error: unknown): boolean {
+  const state = sqlState((error as { cause?: unknown } | null)?.cause) ?? sqlState(error);
+  return state !== undefined && SESSION_ENDED.has(state);
+}
+
+/**
+ * True when `error` (a failed statement's, as {@link Db} made it) says the
+ * connection was lost or the server ended the session, not that the server
+ * refused the statement or did not reply in time: a read that failed so may
+ * be sent again on another connection.
+ */
+export function connectionLost(error: unknown): boolean {
+  if (!(error instanceof PostgresQueryError) || error.code !== "POSTGRES_QUERY") return false;
+  const cause = error.cause;
+  if (cause instanceof NoReplyError) return false;
+  const state = sqlState(cause);
+  return state === undefined ? cause instanceof Error : state.startsWith("08") || SESSION_ENDED.has(state);
+}
+
+/** True when a connection whose statement failed with `error` cannot be used again. */
+function unusable(error: unknown): boolean {
+  if (error instanceof LoopctlError) return false;
+  const state = sqlState(error);
+  return state === undefined || state.startsWith("08") || SESSION_ENDED.has(state);
+}
+
+/**
  * True unless `error` (a failed statement's, as {@link queryFailure} made it)
  * is the server's refusal of the statement itself, which therefore did not
  * commit. No reply, a lost connection or a server going away leaves it
@@ -235,6 +288,22 @@ export class Db {
   }
 
   /**
+   * A statement that changes nothing, as {@link Db.query} runs it, sent once
+   * more on another connection when the first failed with its connection
+   * ({@link connectionLost}): a pooled connection whose server process was
+   * being terminated, say. Not after no reply within `replyMs`, which would
+   * double the wait, nor after the caller's signal aborted.
+   */
+  async read(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
+    try {
+      return await this.query(operation, sql, values, signal);
+    } catch (error) {
+      if (signal?.aborted === true || !connectionLost(error)) throw error;
+      return this.query(operation, sql, values, signal);
+    }
+  }
+
+  /**
    * One statement on `client` when given (a connection held for another
    * purpose, idle most of the time), else as {@link Db.query} does.
    */
@@ -352,10 +421,10 @@ export class Db {
     try {
       return await replyWithin(client.query(sql), ms, () => {
         broken = true;
-        return new Error(`no reply within ${ms} ms; the connection was closed`);
+        return new NoReplyError(`no reply within ${ms} ms; the connection was closed`);
       });
     } catch (error) {
-      broken ||= sqlState(error) === undefined;
+      broken ||= unusable(error);
       throw connectionFailure(error, lost);
     } finally {
       client.removeListener("error", onError);
@@ -426,7 +495,7 @@ export class Db {
                     queryFailure(
                       operation,
                       this.names,
-                      new Error(`no reply within ${ms} ms; the connection was closed`),
+                      new NoReplyError(`no reply within ${ms} ms; the connection was closed`),
                     ),
                   ),
                 );
@@ -441,8 +510,8 @@ export class Db {
           const value = await body(client, state);
           settle(() => resolve(value));
         } catch (error) {
-          // No SQLSTATE and not ours: the connection itself failed.
-          state.broken ||= !(error instanceof LoopctlError) && sqlState(error) === undefined;
+          // No SQLSTATE and not ours, or the server ending the session: the connection itself failed.
+          state.broken ||= unusable(error);
           settle(() => reject(queryFailure(operation, this.names, connectionFailure(error, state.lost))));
         } finally {
           clearTimeout(silent);
