@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
-import { Agent, CancelledError, LoopManagers } from "loopctl/engine";
+import { Agent, CancelledError, Gate, LoopManagers } from "loopctl/engine";
 import type { GateOutcome, Hook, Message } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError, mcpTools } from "loopctl/mcp";
@@ -713,6 +713,113 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // The toolset stopped following: the request it left unanswered is cancelled, not left to time out.
     await server.waitFor("cancelled listing");
     expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+  });
+
+  it("close() settles a gated call in flight at once, as a failure whose result is unknown, and cancels it on the server; the record is the approval", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const slow = toolset.tools.find((t) => t.name === "slow")!;
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(new SyncAskResolver(() => true)));
+    const call = gate.call({ tool: slow, callId: "c1", input: {} }, (input, { signal }) =>
+      slow.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
+    );
+    await server.waitFor("called slow {}");
+    toolset.close();
+    const settled = await Promise.race([call, sleep(2_000).then(() => "still waiting" as const)]);
+    expect(settled).not.toBe("still waiting");
+    const outcome = settled as GateOutcome;
+    expect(outcome.type).toBe("failed");
+    // The call was approved and started: its one record is the approval, not a refusal nor a run.
+    expect(outcome.record).toMatchObject({ tool: "slow", verdict: "ask_allowed", ruleId: "ask" });
+    const error = (outcome as { readonly error: unknown }).error;
+    expect(error).toBeInstanceOf(McpToolError);
+    expect(error).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "slow", changed: false });
+    expect((error as Error).message).toBe(
+      "tool 'slow' on MCP server 'fixture': the toolset was closed while the call was in flight: it was " +
+        "cancelled on the server, and whether it took effect there is unknown",
+    );
+    // notifications/cancelled reached the server, which stopped the work.
+    await server.waitFor("cancelled slow");
+  });
+
+  it("close() settles a call in flight at once even over a client whose callTool ignores its signal", async () => {
+    const sent: unknown[] = [];
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "deaf", version: "1.0.0" }),
+      listTools: async () => ({ tools: [{ name: "wait", inputSchema: { type: "object" } }] }),
+      callTool: (params: unknown) => (sent.push(params), new Promise(() => {})),
+    };
+    const toolset = await mcpTools(client as never);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const call = Promise.resolve(toolset.tools[0]!.execute({}, context)).catch((error: unknown) => error);
+    await until(() => sent.length === 1);
+    toolset.close();
+    const settled = await Promise.race([call, sleep(2_000).then(() => "still waiting")]);
+    expect(settled).toBeInstanceOf(McpToolError);
+    expect((settled as Error).message).toBe(
+      "tool 'wait' on MCP server 'deaf': the toolset was closed while the call was in flight: it was " +
+        "cancelled on the server, and whether it took effect there is unknown",
+    );
+  });
+
+  it("a call whose signal aborted before it was sent is not sent, rejects with the signal's reason, and leaves no rejection unhandled", async () => {
+    const crashes: unknown[] = [];
+    const crashed = (error: unknown): void => void crashes.push(error);
+    process.on("unhandledRejection", crashed);
+    try {
+      const server = await startFixture("mutable");
+      const toolset = await mcpTools(server.client);
+      const read = toolset.tools[0]!;
+      const controller = new AbortController();
+      const reason = new Error("the user left");
+      controller.abort(reason);
+      const context = { signal: controller.signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+      const refused = await Promise.resolve(read.execute({ name: "todo" }, context)).catch((error: unknown) => error);
+      expect(refused).toBe(reason);
+      await sleep(100);
+      expect(crashes).toEqual([]);
+      // A round trip after the call ended: a tools/call sent before it would have been reported by now.
+      await server.client.callTool({ name: "fail", arguments: {} });
+      await server.waitFor("called fail {}");
+      expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(["called fail {}"]);
+      toolset.close();
+    } finally {
+      process.off("unhandledRejection", crashed);
+    }
+  });
+
+  it("a call parked for approval when the toolset closes is never sent, whatever the answer", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client);
+    const remove = toolset.tools.find((t) => t.name === "delete_note")!;
+    const parked = deferred<PendingAsk>();
+    const answer = deferred<void>();
+    const resolver: AskResolver = {
+      async resolve(a) {
+        parked.resolve(a);
+        await answer.promise;
+        return { type: "approve" };
+      },
+    };
+    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(resolver));
+    const call = gate.call({ tool: remove, callId: "c1", input: { name: "todo" } }, (input, { signal }) =>
+      remove.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
+    );
+    await parked.promise;
+    toolset.close();
+    answer.resolve();
+    const outcome = await call;
+    expect(outcome.type).toBe("failed");
+    expect(outcome.record).toMatchObject({ verdict: "ask_allowed" });
+    expect((outcome as { readonly error: unknown }).error).toMatchObject({
+      code: "MCP_TOOL",
+      message: "tool 'delete_note' on MCP server 'fixture': the toolset was closed; the call was not sent",
+    });
+    // A round trip after the call ended: a tools/call sent before it would have been reported by now.
+    await server.client.callTool({ name: "read_note", arguments: { name: "todo" } });
+    await server.waitFor('called read_note {"name":"todo"}');
+    expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called read_note {"name":"todo"}']);
   });
 
   it("a server whose schemas take meta-schema ids affects none but its own tools: the next server's tools all work", async () => {

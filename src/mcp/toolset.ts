@@ -74,7 +74,7 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
 }
 
 /** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
-async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<void> {
+async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   signal.throwIfAborted();
   let onAbort!: () => void;
   const abort = new Promise<never>((_, reject) => {
@@ -82,7 +82,7 @@ async function unlessAborted(work: Promise<void>, signal: AbortSignal): Promise<
     signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
-    await Promise.race([work, abort]);
+    return await Promise.race([work, abort]);
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
@@ -216,6 +216,8 @@ export class McpToolset implements ToolSource {
   #endListing: () => void = () => {};
   /** Aborted by `close()`: the `tools/list` request in flight, cancelled on the server. */
   #request: AbortController | undefined;
+  /** Aborted by `close()`: the `tools/call` requests in flight, each cancelled on the server. Each leaves when it ends. */
+  readonly #calls = new Set<AbortController>();
   #lastError: McpServerError | undefined;
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
@@ -281,7 +283,9 @@ export class McpToolset implements ToolSource {
    * toolset has no tools, and calls to the tools it gave refuse to run (a
    * toolset that no longer follows cannot know they are current). A listing
    * in progress is cancelled, and the calls and refreshes waiting for it
-   * are refused at once. The client stays open: close it yourself.
+   * are refused at once. Calls already sent are cancelled on the server and
+   * fail at once with `McpToolError` (whether they took effect is unknown).
+   * The client stays open: close it yourself.
    */
   close(): void {
     if (this.#closed) return;
@@ -291,6 +295,8 @@ export class McpToolset implements ToolSource {
     // Waiters see the toolset closed now, not once the server answers (or the request times out).
     this.#endListing();
     this.#request?.abort("the toolset was closed");
+    for (const call of [...this.#calls]) call.abort("the toolset was closed");
+    this.#calls.clear();
     this.#unfollow();
   }
 
@@ -522,26 +528,41 @@ export class McpToolset implements ToolSource {
           true,
         );
       }
-      // A signal for this call alone, which follows the caller's: the MCP SDK never removes the abort
-      // listener it adds to a request's signal, and the caller's outlives the call (a run's, say).
+      // A signal for this call alone, which follows the caller's and the toolset's (`close()`): the MCP SDK
+      // never removes the abort listener it adds to a request's signal, and the caller's outlives the call.
       const request = new AbortController();
       const onAbort = (): void => request.abort(context.signal.reason);
       context.signal.addEventListener("abort", onAbort, { once: true });
       if (context.signal.aborted) onAbort();
+      this.#calls.add(request);
       const options =
         timeoutMs === undefined ? { signal: request.signal } : { signal: request.signal, timeout: timeoutMs };
       let result: CallToolResult;
       try {
-        result = (await this.#client.callTool(
+        // Not sent at all once cancelled: the race below would leave the request's own rejection unhandled.
+        request.signal.throwIfAborted();
+        const sent = this.#client.callTool(
           { name: remote, arguments: input as Record<string, unknown> },
           undefined,
           options,
-        )) as CallToolResult;
+        );
+        // Raced against the signal too: a client that does not honour it must not hold the call past a close.
+        result = (await unlessAborted(Promise.resolve(sent), request.signal)) as CallToolResult;
       } catch (error) {
         // A cancel is the gate's to report; anything else is the server's failure to answer, named as such.
         if (context.signal.aborted) throw error;
+        if (request.signal.aborted) {
+          // Only close() aborts the call apart from the caller: it was sent, so it may have taken effect.
+          throw new McpToolError(
+            server,
+            name,
+            "the toolset was closed while the call was in flight: it was cancelled on the server, and whether it " +
+              "took effect there is unknown",
+          );
+        }
         throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
       } finally {
+        this.#calls.delete(request);
         unlisten(context.signal, onAbort);
       }
       if (result.isError === true)
