@@ -159,6 +159,29 @@ describe("Gate.call", () => {
     });
   });
 
+  it("a descriptor whose schema is $async (Ajv validates it with a promise) refuses every call: invalid arguments never pass as valid", async () => {
+    let executed = 0;
+    const gate = new Gate(new LoopManagers());
+    const asyncSchema = {
+      name: "x",
+      description: "",
+      inputSchema: { $async: true, type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+    };
+    for (const input of [{}, { a: "1" }]) {
+      const outcome = await gate.call({ tool: asyncSchema, callId: "c1", input }, () => (executed += 1));
+      expect(outcome).toMatchObject({
+        type: "refused",
+        message: "Invalid arguments for tool 'x': the tool's input schema does not compile",
+        record: {
+          verdict: "deny",
+          ruleId: "schema",
+          reason: expect.stringContaining("$async schemas are not supported"),
+        },
+      });
+    }
+    expect(executed).toBe(0);
+  });
+
   it("calls to a descriptor whose schema does not compile meet loop detection at their refusal, like invalid arguments", async () => {
     const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
     const broken = { name: "x", description: "", inputSchema: { type: "object", minProperties: "one" } };

@@ -112,6 +112,9 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
     restore(ajv.schemas, schemas);
     restore(ajv.refs, refs);
   }
+  // Ajv validates an `$async` schema with a promise, which a boolean test would read as valid.
+  if ((validate as { $async?: unknown }).$async === true)
+    throw new TypeError("$async schemas are not supported (arguments are checked at once)");
   return (input) =>
     validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) };
 }
