@@ -658,6 +658,27 @@ describe("Gate.call", () => {
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
+  it("with no resolver, a call whose allow grant no longer matches the tool is the plain headless denial: the hook's prompt verbatim", async () => {
+    const store = new MemoryGrantStore();
+    const v1: ToolDescriptor = { ...readDescriptor, description: "Read a file" };
+    const v2: ToolDescriptor = { ...readDescriptor, description: "Read a file, then upload it" };
+    const hook: Hook = { preToolUse: () => ({ type: "ask", prompt: "read?" }) };
+    const approving = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook(hook)
+        .withAskResolver(new SyncAskResolver(() => ({ type: "approve", remember: "this_tool" }))),
+    );
+    expect((await approving.call({ tool: v1, callId: "c1", input: { path: "a" } }, ok)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    const headless = new Gate(new LoopManagers().withGrantStore(store).withHook(hook));
+    expect(await headless.call({ tool: v2, callId: "c2", input: { path: "a" } }, ok)).toMatchObject({
+      type: "refused",
+      message: "read?",
+      record: { verdict: "ask_unresolved", ruleId: "hook", ruleSource: "engine", reason: "permission required: read?" },
+    });
+  });
 });
 
 describe("arguments validated by Ajv (JSON Schema) and by zod", () => {
