@@ -159,6 +159,29 @@ describe("Gate.call", () => {
     });
   });
 
+  it("a descriptor whose schema is $async (Ajv validates it with a promise) refuses every call: invalid arguments never pass as valid", async () => {
+    let executed = 0;
+    const gate = new Gate(new LoopManagers());
+    const asyncSchema = {
+      name: "x",
+      description: "",
+      inputSchema: { $async: true, type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+    };
+    for (const input of [{}, { a: "1" }]) {
+      const outcome = await gate.call({ tool: asyncSchema, callId: "c1", input }, () => (executed += 1));
+      expect(outcome).toMatchObject({
+        type: "refused",
+        message: "Invalid arguments for tool 'x': the tool's input schema does not compile",
+        record: {
+          verdict: "deny",
+          ruleId: "schema",
+          reason: expect.stringContaining("$async schemas are not supported"),
+        },
+      });
+    }
+    expect(executed).toBe(0);
+  });
+
   it("calls to a descriptor whose schema does not compile meet loop detection at their refusal, like invalid arguments", async () => {
     const gate = new Gate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
     const broken = { name: "x", description: "", inputSchema: { type: "object", minProperties: "one" } };
@@ -634,6 +657,27 @@ describe("Gate.call", () => {
     expect((await gate.call({ tool: v2, callId: "c3", input: { path: "b" } }, ok)).record.verdict).toBe("ask_allowed");
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
+  });
+  it("with no resolver, a call whose allow grant no longer matches the tool is the plain headless denial: the hook's prompt verbatim", async () => {
+    const store = new MemoryGrantStore();
+    const v1: ToolDescriptor = { ...readDescriptor, description: "Read a file" };
+    const v2: ToolDescriptor = { ...readDescriptor, description: "Read a file, then upload it" };
+    const hook: Hook = { preToolUse: () => ({ type: "ask", prompt: "read?" }) };
+    const approving = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook(hook)
+        .withAskResolver(new SyncAskResolver(() => ({ type: "approve", remember: "this_tool" }))),
+    );
+    expect((await approving.call({ tool: v1, callId: "c1", input: { path: "a" } }, ok)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    const headless = new Gate(new LoopManagers().withGrantStore(store).withHook(hook));
+    expect(await headless.call({ tool: v2, callId: "c2", input: { path: "a" } }, ok)).toMatchObject({
+      type: "refused",
+      message: "read?",
+      record: { verdict: "ask_unresolved", ruleId: "hook", ruleSource: "engine", reason: "permission required: read?" },
+    });
   });
 });
 

@@ -212,3 +212,19 @@ describe("a long-lived caller signal", () => {
     expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
   });
 });
+
+describe("many distinct tools", () => {
+  it("a gate keeps none of the input schemas it compiled for descriptors no one holds any more, beyond its validator's last few", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/schema-gc-child.ts"],
+      { cwd: root, timeout: 60_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    const { tools, reachable } = JSON.parse(lines[lines.length - 1]!) as { tools: number; reachable: number };
+    expect(tools).toBe(1_000);
+    // A shared validator compiles 128 schemas before a fresh one replaces it: those of the current one may stay.
+    expect(reachable).toBeLessThanOrEqual(128);
+  }, 90_000);
+});

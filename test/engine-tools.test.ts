@@ -77,6 +77,7 @@ describe("defineTool", () => {
     ],
     [{ type: "array" }, /must describe an object/],
     [{ properties: {} }, /must describe an object/],
+    [{ $async: true, type: "object", required: ["a"] }, /does not compile: \$async schemas are not supported/],
   ])("refuses a JSON Schema Ajv cannot compile, naming the tool (%#)", (input, message) => {
     expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(ToolDefinitionError);
     expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(message);

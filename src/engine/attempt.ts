@@ -414,7 +414,8 @@ export class Attempt {
       case "cancelled":
         throw this.#cancelledAt(CANCELS.parked);
       case "unresolved":
-        return this.#refuse(draft("ask_unresolved", "hook", "engine", `permission required: ${askPrompt}`), askPrompt);
+        // No approver to tell that the tool changed: the old headless denial, the hook's prompt verbatim.
+        return this.#refuse(draft("ask_unresolved", "hook", "engine", `permission required: ${prompt}`), prompt);
       case "expired":
         return this.#refuse(draft("ask_expired", "hook", "engine", "ask expired unanswered"), TEXTS.expired(tool.name));
       case "denied":

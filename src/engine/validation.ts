@@ -46,19 +46,35 @@ interface SharedAjv {
   readonly ajv: Ajv;
   readonly schemas: Readonly<Record<string, unknown>>;
   readonly refs: Readonly<Record<string, unknown>>;
+  /** Schemas compiled with it so far. */
+  compiles: number;
 }
+
+/**
+ * How many schemas one shared validator compiles before a fresh one takes
+ * its place. Ajv's code generator keeps every value a compile used (the
+ * schema, the validate function) in a scope of its instance, which
+ * `removeSchema` does not empty: a process that sees many tools would keep
+ * them all. A fresh validator costs a meta-schema compile (some tens of ms),
+ * a few hundredths of that per schema here; a validate function already
+ * made does not need the instance that made it.
+ */
+const COMPILES_PER_VALIDATOR = 128;
 
 let ajv2020: SharedAjv | undefined;
 let ajv07: SharedAjv | undefined;
 
+const fresh = (shared: SharedAjv | undefined): shared is SharedAjv =>
+  shared !== undefined && shared.compiles < COMPILES_PER_VALIDATOR;
+
 function validatorFor(schema: Readonly<Record<string, unknown>>): SharedAjv {
   const declared = schema["$schema"];
   if (declared === undefined || (typeof declared === "string" && DRAFT_2020.test(declared))) {
-    ajv2020 ??= pristine(new Ajv2020(OPTIONS));
+    if (!fresh(ajv2020)) ajv2020 = pristine(new Ajv2020(OPTIONS));
     return ajv2020;
   }
   if (typeof declared === "string" && DRAFT_07.test(declared)) {
-    ajv07 ??= pristine(new Ajv(OPTIONS));
+    if (!fresh(ajv07)) ajv07 = pristine(new Ajv(OPTIONS));
     return ajv07;
   }
   throw new TypeError(`$schema ${JSON.stringify(declared)} is not supported (JSON Schema draft 2020-12 or draft-07)`);
@@ -66,7 +82,7 @@ function validatorFor(schema: Readonly<Record<string, unknown>>): SharedAjv {
 
 function pristine(ajv: Ajv): SharedAjv {
   addFormats(ajv);
-  return { ajv, schemas: { ...ajv.schemas }, refs: { ...ajv.refs } };
+  return { ajv, schemas: { ...ajv.schemas }, refs: { ...ajv.refs }, compiles: 0 };
 }
 
 /** Puts `table` back to exactly `known`: what a compile added goes, what it removed or replaced comes back. */
@@ -95,7 +111,9 @@ function at(error: ErrorObject): string {
  *   format, an unresolvable `$ref`, an unsupported `$schema`. The caller names the tool.
  */
 export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Validator {
-  const { ajv, schemas, refs } = validatorFor(schema);
+  const shared = validatorFor(schema);
+  const { ajv, schemas, refs } = shared;
+  shared.compiles += 1;
   let validate: ValidateFunction;
   try {
     validate = ajv.compile(schema);
@@ -112,6 +130,9 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
     restore(ajv.schemas, schemas);
     restore(ajv.refs, refs);
   }
+  // Ajv validates an `$async` schema with a promise, which a boolean test would read as valid.
+  if ((validate as { $async?: unknown }).$async === true)
+    throw new TypeError("$async schemas are not supported (arguments are checked at once)");
   return (input) =>
     validate(input) ? { type: "valid", value: input } : { type: "invalid", problems: (validate.errors ?? []).map(at) };
 }
