@@ -1,3 +1,4 @@
+import { LoopctlError } from "../errors.js";
 import { EXIT } from "./context.js";
 import { printable } from "./format.js";
 import { runCli } from "./run.js";
@@ -20,10 +21,30 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
+/**
+ * The current folder, read when a command needs it: one deleted under the
+ * shell is an I/O error (exit 4) of that command, in JSON too with --json,
+ * not a stack trace before any command ran.
+ */
+function currentFolder(): string {
+  try {
+    return process.cwd();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "unknown";
+    throw new LoopctlError(
+      "CWD_UNAVAILABLE",
+      `the current folder cannot be read (${code}): was it deleted? run loopctl in a folder that exists`,
+      { cause: error },
+    );
+  }
+}
+
 // The bin stays thin: everything testable lives in runCli.
 process.exitCode = await runCli(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   env: process.env,
-  cwd: process.cwd(),
+  get cwd() {
+    return currentFolder();
+  },
 });
