@@ -1,5 +1,12 @@
 import { lstat } from "node:fs/promises";
-import { FileGrantStore, GrantPolicy } from "../grant/index.js";
+import {
+  argsDigest,
+  CanonicalJsonError,
+  descriptorDigest,
+  descriptorFingerprint,
+  FileGrantStore,
+  GrantPolicy,
+} from "../grant/index.js";
 import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
@@ -231,6 +238,16 @@ function jsonOption(command: string, option: string, text: string): unknown {
   }
 }
 
+/** Runs `digest` over an option's value, its lack of a canonical JSON form a usage error naming `option`. */
+function canonicalOption(option: string, digest: () => unknown): void {
+  try {
+    digest();
+  } catch (error) {
+    if (error instanceof CanonicalJsonError) throw new CliUsageError("grants explain", `${option}: ${error.message}`);
+    throw error;
+  }
+}
+
 /**
  * `--descriptor`: `{"description", "inputSchema"}`, and the `"title"`,
  * `"annotations"` and `"outputSchema"` a tool may have (a pin covers them),
@@ -311,6 +328,12 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   if (values.args === undefined) throw new CliUsageError("grants explain", "missing --args JSON");
   const callArgs = jsonOption("grants explain", "--args", values.args);
   const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
+  // Checked before the grants are read, each naming its option: the policy digests a descriptor
+  // only for a pinned grant, where its refusal would have been said as one of --args.
+  canonicalOption("--args", () => argsDigest(callArgs));
+  if (descriptor !== undefined) {
+    canonicalOption("--descriptor", () => [descriptorFingerprint(descriptor), descriptorDigest(descriptor)]);
+  }
   const tool = values.tool;
   const { location, value: explanation } = await withStore(
     "grants explain",
