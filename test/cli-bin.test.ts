@@ -94,6 +94,30 @@ describe("the loopctl bin", () => {
   );
 });
 
+describe("the loopctl bin with a stderr nobody reads", () => {
+  it("still does its work and prints its one JSON document on stdout", async () => {
+    const root = join(dir, "stderr-gone-root");
+    const grant = new Grant("read", "allow", GrantScope.thisTool());
+    const missing = join(dir, "stderr-gone-project");
+    const store = await seed(root, missing, [grant]);
+    // The missing project folder is warned about on stderr, whose reader is gone: EPIPE.
+    const child = spawn(
+      process.execPath,
+      ["--import", tsx, bin, "grants", "list", "--json", "--root", root, "--project", missing],
+      {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    child.stderr.destroy();
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const [code] = (await once(child, "close")) as [number];
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ ledger: store.ledgerPath, grants: [grant.toJSON()] });
+  });
+});
+
 describe("the loopctl bin refuses what names no file it can use", () => {
   it('an empty --root ("$UNSET") is refused instead of meaning the current folder', async () => {
     // A grant root laid out in the current folder: with --root "" the commands used it, and
