@@ -189,6 +189,19 @@ describe("loopctl audit verify", () => {
     });
   });
 
+  it("prints JSON with --json when the verify is stopped, exit 4 and the stderr line as without", async () => {
+    const signal = AbortSignal.abort(new Error("shutting down"));
+    const run = await cli(["audit", "verify", "gates.jsonl", "--json"], { cwd: dir, signal });
+    expect(run.code).toBe(EXIT.io);
+    expect(JSON.parse(run.stdout)).toEqual({
+      ok: false,
+      file: join(dir, "gates.jsonl"),
+      error: "STOPPED",
+      message: "stopped: Error: shutting down",
+    });
+    expect(run.stderr).toBe("loopctl: stopped: Error: shutting down\n");
+  });
+
   it("never lets a file name drive the terminal", async () => {
     const run = await cli(["audit", "verify", "evil\u001b[2J.jsonl"], { cwd: dir });
     expect(run.code).toBe(EXIT.failed);

@@ -13,6 +13,8 @@ import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { seed } from "./support/cli-grants-fixtures.js";
 import { request } from "./support/http-client.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
@@ -92,6 +94,30 @@ describe("the loopctl bin", () => {
   );
 });
 
+describe("the loopctl bin with a stderr nobody reads", () => {
+  it("still does its work and prints its one JSON document on stdout", async () => {
+    const root = join(dir, "stderr-gone-root");
+    const grant = new Grant("read", "allow", GrantScope.thisTool());
+    const missing = join(dir, "stderr-gone-project");
+    const store = await seed(root, missing, [grant]);
+    // The missing project folder is warned about on stderr, whose reader is gone: EPIPE.
+    const child = spawn(
+      process.execPath,
+      ["--import", tsx, bin, "grants", "list", "--json", "--root", root, "--project", missing],
+      {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    child.stderr.destroy();
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const [code] = (await once(child, "close")) as [number];
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ ledger: store.ledgerPath, grants: [grant.toJSON()] });
+  });
+});
+
 describe("the loopctl bin refuses what names no file it can use", () => {
   it('an empty --root ("$UNSET") is refused instead of meaning the current folder', async () => {
     // A grant root laid out in the current folder: with --root "" the commands used it, and
@@ -144,6 +170,47 @@ describe("the loopctl bin refuses what names no file it can use", () => {
       expect({ code, stdout }, audit).toEqual({ code: 4, stdout: "" });
       expect(stderr).toBe(`loopctl: audit log ${audit} is not a regular file [AUDIT_PATH]\n`);
     }
+  });
+});
+
+describe("the loopctl bin in a current folder deleted under it", () => {
+  // Bundled, as the package builds it: tsx itself cannot start without a current folder.
+  let bundle: Bundle | undefined;
+  afterAll(() => bundle?.dispose());
+
+  /** Runs the bundled bin from a folder that the shell removes just before starting it. */
+  const inDeletedFolder = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+    bundle ??= await bundleChild("../../src/cli/main.ts");
+    const gone = await mkdtemp(join(dir, "gone-"));
+    const script = 'cd "$1" && rmdir "$1" && shift && exec "$@"';
+    try {
+      const { stdout, stderr } = await run("sh", ["-c", script, "sh", gone, process.execPath, bundle.path, ...args]);
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const e = error as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+
+  const message = "the current folder cannot be read (ENOENT): was it deleted? run loopctl in a folder that exists";
+
+  it("exits 4 naming the current folder, in one JSON document with --json, not a stack trace", async () => {
+    const root = join(dir, "gone-root");
+    for (const args of [
+      ["grants", "list", "--json", "--root", root],
+      ["grants", "explain", "--tool", "read", "--args", "{}", "--json"],
+      ["audit", "verify", "gates.jsonl", "--json"],
+    ]) {
+      const result = await inDeletedFolder(args);
+      expect(result.code, args.join(" ")).toBe(4);
+      expect(JSON.parse(result.stdout), args.join(" ")).toEqual({ error: "CWD_UNAVAILABLE", message });
+      expect(result.stderr, args.join(" ")).toBe(`loopctl: ${message} [CWD_UNAVAILABLE]\n`);
+    }
+    expect(await inDeletedFolder(["grants", "reset", "--root", root])).toEqual({
+      code: 4,
+      stdout: "",
+      stderr: `loopctl: ${message} [CWD_UNAVAILABLE]\n`,
+    });
   });
 });
 

@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
@@ -112,6 +112,32 @@ describe("loopctl grants explain", () => {
     const badTitle = await cli([...base_, "--descriptor", JSON.stringify({ ...shown, title: 5 })], { cwd: base });
     expect(badTitle.code).toBe(EXIT.usage);
     expect(badTitle.stderr).toMatch(/--descriptor: title must be a string/);
+  });
+
+  it("names --descriptor, not --args, when the descriptor has no canonical JSON form", async () => {
+    // Only a pinned grant makes the policy digest the descriptor: the refusal must not depend on one.
+    const pins = [
+      [],
+      [new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(descriptorFingerprint(write))],
+      [new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor("0123456789abcdef")],
+    ];
+    for (const grants of pins) {
+      await rm(root, { recursive: true, force: true });
+      await seed(root, project, grants);
+      // Written as text: 1e400 parses to Infinity, which has no JSON form.
+      for (const bad of [
+        '{"description": "d", "inputSchema": {"max": 1e400}}',
+        '{"description": "d", "inputSchema": {}, "annotations": {"weight": -1e400}}',
+      ]) {
+        const argv = ["grants", "explain", "--tool", "write", "--args", "{}", "--descriptor", bad];
+        const run = await cli([...argv, ...at()], { cwd: base });
+        expect(run.code, bad).toBe(EXIT.usage);
+        expect(run.stderr).toMatch(/^loopctl grants explain: --descriptor: cannot write canonical JSON at .*Infinity/);
+      }
+    }
+    const args = await cli(["grants", "explain", "--tool", "write", "--args", '{"n":1e400}', ...at()], { cwd: base });
+    expect(args.code).toBe(EXIT.usage);
+    expect(args.stderr).toMatch(/^loopctl grants explain: --args: cannot write canonical JSON at \$\.n: Infinity/);
   });
 
   it("reports a corrupt ledger with exit 3 and leaves it byte-identical", async () => {

@@ -387,6 +387,28 @@ describe("usage", () => {
     expect(both).toBe(EXIT.internal);
   });
 
+  it("with --json, prints an unexpected error (exit 5) as one JSON document on stdout", async () => {
+    // The warning about a missing project folder fails to reach stderr: an error no command expects.
+    let stdout = "";
+    const failing = {
+      write: (): never => {
+        throw new Error("EIO: stderr is gone");
+      },
+    };
+    const code = await runCli(["grants", "list", "--json", "--root", root, "--project", join(base, "gone")], {
+      stdout: { write: (chunk: string) => (stdout += chunk) },
+      stderr: failing,
+      env: {},
+      cwd: base,
+    });
+    expect(code).toBe(EXIT.internal);
+    expect(JSON.parse(stdout)).toEqual({
+      error: "INTERNAL",
+      message: "EIO: stderr is gone",
+      hint: "a bug: please report it at https://github.com/loopctl/loopctl/issues",
+    });
+  });
+
   it("prints the version", async () => {
     const run = await cli(["--version"], { cwd: base });
     expect(run).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });

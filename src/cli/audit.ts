@@ -12,6 +12,7 @@ import { LoopctlError } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
+import { errorDocument } from "./failure.js";
 import { HELP } from "./help.js";
 
 /** The key in `--key-file`; a file that cannot serve as one is a usage error. */
@@ -80,9 +81,10 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     }
     // With --json, a log (or key file) that cannot be read is reported on stdout
     // too, so a script always has a document to parse; the exit code stays that of I/O.
-    if (values.json && error instanceof LoopctlError && !context.signal?.aborted) {
-      context.stdout.write(json({ ok: false, file, error: error.code, message: error.message }));
-      return EXIT.io;
+    // So is any other failure but a usage error (said as one), stderr and exit code then as without --json.
+    if (values.json && !(error instanceof CliUsageError)) {
+      context.stdout.write(json({ ok: false, file, ...errorDocument(error, context.signal) }));
+      if (error instanceof LoopctlError && !context.signal?.aborted) return EXIT.io;
     }
     throw error;
   }

@@ -25,7 +25,8 @@ export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
  * - 0: done (a log verified, a grant revoked, a list printed)
  * - 1: a negative answer: an audit log failed verification, a file or grant id was not found
  * - 2: usage error (unknown command or option, missing or malformed argument); with `--json`,
- *   also `{"error": "USAGE", "message", "hint"}` on stdout
+ *   also `{"error": "USAGE", "message", "hint"}` on stdout (every other failure is one document
+ *   there too: `{"error": <code>, "message", "hint"?}`, `"INTERNAL"` for exit 5)
  * - 3: a grant ledger is corrupt (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
  * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})

@@ -1,5 +1,5 @@
-import { LoopctlError } from "../errors.js";
-import { EXIT } from "./context.js";
+import { describeError, LoopctlError } from "../errors.js";
+import { EXIT, ISSUES_URL } from "./context.js";
 import type { ExitCode } from "./context.js";
 
 /** The exit code of a typed error: 3 for grants that cannot be read as grants, else 4. */
@@ -35,4 +35,24 @@ export function hintFor(error: LoopctlError): string | undefined {
         "version goes unseen by the stores already running"
       : "fix or delete that row in the database")
   );
+}
+
+/**
+ * What `--json` prints on stdout for an error the command did not answer
+ * itself, so a script always has one document to parse: `{"error", "message",
+ * "hint"?}`, as a usage error's. `error` is the typed error's code, `"STOPPED"`
+ * when `signal` stopped the command, `"INTERNAL"` for an unexpected error (a
+ * bug, exit 5). A command adds what it knows in front (`ledger`, or `ok` and
+ * `file`). Usage errors are not passed here: they have their own hint.
+ */
+export function errorDocument(
+  error: unknown,
+  signal: AbortSignal | undefined,
+): { error: string; message: string; hint?: string } {
+  if (signal?.aborted) return { error: "STOPPED", message: `stopped: ${String(signal.reason)}` };
+  if (error instanceof LoopctlError) {
+    const hint = hintFor(error);
+    return { error: error.code, message: error.message, ...(hint === undefined ? {} : { hint }) };
+  }
+  return { error: "INTERNAL", message: describeError(error), hint: `a bug: please report it at ${ISSUES_URL}` };
 }

@@ -1,11 +1,17 @@
 import { lstat } from "node:fs/promises";
-import { LoopctlError } from "../errors.js";
-import { FileGrantStore, GrantPolicy } from "../grant/index.js";
+import {
+  argsDigest,
+  CanonicalJsonError,
+  descriptorDigest,
+  descriptorFingerprint,
+  FileGrantStore,
+  GrantPolicy,
+} from "../grant/index.js";
 import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
-import { hintFor } from "./failure.js";
+import { errorDocument } from "./failure.js";
 import { openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
@@ -16,10 +22,10 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 
 /**
  * Runs `work` on the store the options name and closes it after; says where
- * the grants live. With `asJson`, a store that cannot be read is reported on
- * stdout too, as `{"ledger", "error", "message", "hint"?}`, so a script
- * always has a document to parse; stderr and the exit code (3 or 4) say it
- * as they do without `--json`.
+ * the grants live. With `asJson`, a failure of `work` (grants that cannot be
+ * read, an unexpected error) is reported on stdout too, as `{"ledger",
+ * "error", "message", "hint"?}`, so a script always has a document to parse;
+ * stderr and the exit code (3, 4 or 5) say it as they do without `--json`.
  */
 async function withStore<T>(
   command: string,
@@ -32,16 +38,9 @@ async function withStore<T>(
   try {
     return { location: opened.location, value: await work(opened.store) };
   } catch (error) {
-    if (asJson && error instanceof LoopctlError && !context.signal?.aborted) {
-      const hint = hintFor(error);
-      context.stdout.write(
-        json({
-          ledger: opened.location,
-          error: error.code,
-          message: error.message,
-          ...(hint === undefined ? {} : { hint }),
-        }),
-      );
+    // A usage error found while at work (--args that have no canonical form) is said as one.
+    if (asJson && !(error instanceof CliUsageError)) {
+      context.stdout.write(json({ ledger: opened.location, ...errorDocument(error, context.signal) }));
     }
     throw error;
   } finally {
@@ -239,6 +238,16 @@ function jsonOption(command: string, option: string, text: string): unknown {
   }
 }
 
+/** Runs `digest` over an option's value, its lack of a canonical JSON form a usage error naming `option`. */
+function canonicalOption(option: string, digest: () => unknown): void {
+  try {
+    digest();
+  } catch (error) {
+    if (error instanceof CanonicalJsonError) throw new CliUsageError("grants explain", `${option}: ${error.message}`);
+    throw error;
+  }
+}
+
 /**
  * `--descriptor`: `{"description", "inputSchema"}`, and the `"title"`,
  * `"annotations"` and `"outputSchema"` a tool may have (a pin covers them),
@@ -319,6 +328,12 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   if (values.args === undefined) throw new CliUsageError("grants explain", "missing --args JSON");
   const callArgs = jsonOption("grants explain", "--args", values.args);
   const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
+  // Checked before the grants are read, each naming its option: the policy digests a descriptor
+  // only for a pinned grant, where its refusal would have been said as one of --args.
+  canonicalOption("--args", () => argsDigest(callArgs));
+  if (descriptor !== undefined) {
+    canonicalOption("--descriptor", () => [descriptorFingerprint(descriptor), descriptorDigest(descriptor)]);
+  }
   const tool = values.tool;
   const { location, value: explanation } = await withStore(
     "grants explain",

@@ -1,3 +1,4 @@
+import { LoopctlError } from "../errors.js";
 import { EXIT } from "./context.js";
 import { printable } from "./format.js";
 import { runCli } from "./run.js";
@@ -6,18 +7,36 @@ import { runCli } from "./run.js";
 // error worth a stack trace: stop quietly, as other command-line tools do.
 // Output that cannot be written (a full disk, an I/O error) is exit 4, said
 // in one line on stderr when stderr still works, never a stack trace.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
-    if (stream === process.stdout) {
-      try {
-        process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
-      } catch {
-        // stderr failed too: the exit code is all that is left
-      }
-    }
-    process.exit(EXIT.io);
-  });
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  try {
+    process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
+  } catch {
+    // stderr failed too: the exit code is all that is left
+  }
+  process.exit(EXIT.io);
+});
+// Warnings and errors that cannot be said are lost, but the command goes on:
+// stopped there, it would end before its work and before the result on stdout
+// (with --json, the one document a script reads), as if nothing had happened.
+process.stderr.on("error", () => undefined);
+
+/**
+ * The current folder, read when a command needs it: one deleted under the
+ * shell is an I/O error (exit 4) of that command, in JSON too with --json,
+ * not a stack trace before any command ran.
+ */
+function currentFolder(): string {
+  try {
+    return process.cwd();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "unknown";
+    throw new LoopctlError(
+      "CWD_UNAVAILABLE",
+      `the current folder cannot be read (${code}): was it deleted? run loopctl in a folder that exists`,
+      { cause: error },
+    );
+  }
 }
 
 // The bin stays thin: everything testable lives in runCli.
@@ -25,5 +44,7 @@ process.exitCode = await runCli(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   env: process.env,
-  cwd: process.cwd(),
+  get cwd() {
+    return currentFolder();
+  },
 });

@@ -1,9 +1,9 @@
-import { LoopctlError } from "../errors.js";
+import { describeError, LoopctlError } from "../errors.js";
 import { auditVerify } from "./audit.js";
 import { consoleCommand } from "./console.js";
 import { asksForJson, CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
-import { exitCodeOf, hintFor } from "./failure.js";
+import { errorDocument, exitCodeOf, hintFor } from "./failure.js";
 import { json, printable } from "./format.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
@@ -28,15 +28,35 @@ const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg ===
  * Runs `loopctl` with `argv` (the arguments after the program name) and
  * resolves to the exit code. Never rejects: every failure is written to
  * `context.stderr` and mapped to an exit code (see `loopctl --help`). With
- * `--json` among the arguments, a usage error is also printed on stdout as
+ * `--json` among the arguments, every exit prints one JSON document on stdout:
+ * the command's result, or its error, such as a usage error's
  * `{"error": "USAGE", "message", "hint"}`, even when the line failed to parse.
  */
 export async function runCli(argv: readonly string[], context: CliContext): Promise<ExitCode> {
+  const asJson = asksForJson(argv);
+  // Whether a document is on stdout yet: a command prints its own (its result, or an error with
+  // what it knows, such as the ledger); any other error is printed as one when nothing was.
+  let printed = false;
+  const tracked: CliContext = {
+    stdout: {
+      write: (chunk: string) => {
+        printed = true;
+        return context.stdout.write(chunk);
+      },
+    },
+    stderr: context.stderr,
+    env: context.env,
+    // Read when a command needs it, not before: the bin's current folder may be gone.
+    get cwd() {
+      return context.cwd;
+    },
+    ...(context.signal === undefined ? {} : { signal: context.signal }),
+  };
   try {
-    return await dispatch(argv, context);
+    return await dispatch(argv, tracked);
   } catch (error) {
     try {
-      return report(error, context, asksForJson(argv));
+      return report(error, context, asJson && !printed);
     } catch {
       // stderr itself failed (a closed pipe): the exit code is all that is left.
       return EXIT.internal;
@@ -93,6 +113,7 @@ function report(error: unknown, context: CliContext, asJson: boolean): ExitCode 
     context.stderr.write(`${prefix}: ${printable(error.message)}\n` + `Run '${prefix} --help' for usage.\n`);
     return EXIT.usage;
   }
+  if (asJson) context.stdout.write(json(errorDocument(error, context.signal)));
   if (context.signal?.aborted) {
     context.stderr.write(`loopctl: stopped: ${printable(String(context.signal.reason))}\n`);
     return EXIT.io;
@@ -104,7 +125,8 @@ function report(error: unknown, context: CliContext, asJson: boolean): ExitCode 
     if (hint !== undefined) context.stderr.write(`loopctl: ${hint}\n`);
     return exitCodeOf(error);
   }
-  const detail = error instanceof Error ? error.message : String(error);
-  context.stderr.write(`loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(detail)}\n`);
+  context.stderr.write(
+    `loopctl: unexpected error (a bug: please report it at ${ISSUES_URL}): ${printable(describeError(error))}\n`,
+  );
   return EXIT.internal;
 }
