@@ -1,4 +1,4 @@
-import type { AskResolution } from "../ask/index.js";
+import type { AskResolution, PendingAsk } from "../ask/index.js";
 import type { Db } from "./db.js";
 
 /**
@@ -16,6 +16,8 @@ export const PENDING = "a.ended_at IS NULL";
 interface Answer {
   readonly id: string;
   readonly resolution: AskResolution;
+  /** The ask the answer was made for, when it says: the row must still hold exactly that ask. */
+  readonly ask: PendingAsk | undefined;
   readonly resolve: (landed: boolean) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -47,10 +49,13 @@ export class AnswerBatch {
     this.#landed = landed;
   }
 
-  /** Resolves `true` when this answer ended the ask, `false` when it had already ended (or never was). */
-  land(id: string, resolution: AskResolution): Promise<boolean> {
+  /**
+   * Resolves `true` when this answer ended the ask, `false` when it had already ended (or never
+   * was), or when `ask` is given and the row holds another ask under that id.
+   */
+  land(id: string, resolution: AskResolution, ask?: PendingAsk): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
-      this.#queue.push({ id, resolution, resolve, reject });
+      this.#queue.push({ id, resolution, ask, resolve, reject });
       if (this.#running) return;
       this.#running = true;
       this.#draining = new Promise<void>((done) => queueMicrotask(() => void this.#drain().finally(done)));
@@ -89,17 +94,18 @@ export class AnswerBatch {
           ? await this.#db.query(
               "PostgresApprover.resolve",
               `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
-               WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
+               WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds} AND ($3::jsonb IS NULL OR a.ask = $3::jsonb)
                RETURNING ${ENDING_COLUMNS}`,
-              [only.id, JSON.stringify(only.resolution)],
+              [only.id, JSON.stringify(only.resolution), askJson(only)],
             )
           : await this.#db.query(
               "PostgresApprover.resolve",
               `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-               FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
+               FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask)
                WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+                 AND (v.ask IS NULL OR a.ask = v.ask)
                RETURNING ${ENDING_COLUMNS}`,
-              [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
+              [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution)), answers.map(askJson)],
             );
       landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
     } catch (error) {
@@ -112,4 +118,9 @@ export class AnswerBatch {
       answer.resolve(row !== undefined);
     }
   }
+}
+
+/** The ask an answer must find in its row, as `jsonb` compares it (fields in any order); null for any ask. */
+function askJson(answer: Answer): string | null {
+  return answer.ask === undefined ? null : JSON.stringify(answer.ask);
 }

@@ -9,7 +9,7 @@ import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
-import { askDigest } from "./ask-digest.js";
+import { askDigest } from "../ask/ask-digest.js";
 import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
