@@ -1428,6 +1428,26 @@ describe("any approver with the AskInbox shape", () => {
     expect(given).toEqual([[]]);
   });
 
+  it("504 answer_unconfirmed once answerTimeoutMs passes with the approver's resolve unsettled; the request ends", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const stuck: AskInbox = { ...asyncInbox(approver), resolve: () => new Promise<boolean>(() => undefined) };
+    const server = await createApprovalServer({ approver: stuck, answerTimeoutMs: 200 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const reply = await answer(server, ask.id, { type: "approve" }, auth);
+    expect(reply.status).toBe(504);
+    expect(reply.json).toEqual({ error: "answer_unconfirmed", message: expect.any(String) as string });
+    expect(track(parked).outcome.state).toBe("pending");
+    await refusedOption({ answerTimeoutMs: 0 }, "answerTimeoutMs");
+  });
+
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {
     const errors: unknown[] = [];
     const [channel, approver] = ApprovalChannel.pair(4);
