@@ -10,6 +10,7 @@ import {
   InvalidCapacityError,
   InvalidPendingAskError,
   LoopctlError,
+  askDigest,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
 import {
@@ -284,6 +285,55 @@ describe("answers", () => {
     const again = channel.resolve({ ...ask }, live());
     expect(approver.resolve(ask.id, approve)).toBe(true);
     await expect(again).resolves.toEqual(approve);
+    approver.close();
+  });
+});
+
+describe("answers made for one ask (askDigest)", () => {
+  it("reach the ask parked under the id only when it is the ask they were made for", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const shown = makeAsk(0, { tool: "read_file", prompt: "Read notes.txt?" });
+    const first = channel.resolve(shown, live());
+    expect(approver.resolve(shown.id, { type: "deny" }, { askDigest: askDigest(shown) })).toBe(true);
+    await expect(first).resolves.toEqual({ type: "deny" });
+    await outliveEndings(channel);
+    // Ids from a seeded generator repeat across runs: the same id, another call.
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, live());
+    expect(approver.resolve(shown.id, approve, { askDigest: askDigest(shown) })).toBe(false);
+    // Every field counts, the optional argsSha256 too.
+    expect(approver.resolve(now.id, approve, { askDigest: askDigest({ ...now, argsSha256: "a".repeat(64) }) })).toBe(
+      false,
+    );
+    expect(track(second).outcome.state).toBe("pending");
+    expect(approver.resolve(now.id, { type: "deny" }, {})).toBe(true);
+    await expect(second).resolves.toEqual({ type: "deny" });
+    approver.close();
+  });
+
+  it("refuses options that are not an object, or a digest that is not 64 lowercase hex digits, with InvalidApproverOptionsError; the ask stays parked", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    for (const [label, options, argument] of [
+      ["null as the options", null, "options"],
+      ["a string as the options", "abc", "options"],
+      ["a number as the digest", { askDigest: 7 }, "options.askDigest"],
+      ["an upper-case digest", { askDigest: askDigest(ask).toUpperCase() }, "options.askDigest"],
+      ["the args digest", { askDigest: ask.argsDigest }, "options.askDigest"],
+    ] as const) {
+      let error: unknown;
+      try {
+        approver.resolve(ask.id, approve, options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, label).toBeInstanceOf(InvalidApproverOptionsError);
+      expect(error, label).toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "resolve", argument });
+    }
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(approver.resolve(ask.id, approve, { askDigest: askDigest(ask) })).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
     approver.close();
   });
 });

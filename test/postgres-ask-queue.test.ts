@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidApproverOptionsError, InvalidAskResolutionError } from "loopctl/ask";
+import { InvalidApproverOptionsError, InvalidAskResolutionError, askDigest } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import {
   LEASE_LOST_REASON,
@@ -123,6 +123,58 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       resolution: { type: "approve", remember: "this_tool" },
     });
     expect(worker.parked).toBe(0);
+  });
+
+  it("lands an answer made for one ask (askDigest) only on a row holding that ask: not on another call that took its id after its row was purged", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const first = park(worker, shown);
+    expect(await inbox.next()).toEqual(shown);
+    expect(await inbox.resolve(shown.id, { type: "deny" }, { askDigest: askDigest(shown) })).toBe(true);
+    expect(await first).toEqual({ type: "deny" });
+    // The reaper purges ended rows after keepEndedMs; a seeded id generator then parks the id again.
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = park(worker, now);
+    await waitFor(async () => (await row(now.id))?.state === "pending");
+
+    expect(await inbox.resolve(shown.id, { type: "approve" }, { askDigest: askDigest(shown) })).toBe(false);
+    expect(await row(now.id)).toMatchObject({ state: "pending" });
+    // Answers given at once go in one statement, each held to its own ask.
+    const other = makeAsk(2);
+    const third = park(worker, other);
+    await waitFor(async () => (await row(other.id))?.state === "pending");
+    const [wrong, right] = await Promise.all([
+      inbox.resolve(now.id, { type: "approve" }, { askDigest: askDigest({ ...now, argsSha256: "a".repeat(64) }) }),
+      inbox.resolve(other.id, { type: "approve" }, { askDigest: askDigest(other) }),
+    ]);
+    expect([wrong, right]).toEqual([false, true]);
+    expect(await third).toEqual({ type: "approve" });
+    expect(await row(now.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
+    expect(await second).toEqual({ type: "deny" });
+  });
+
+  it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits, writing nothing", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect(await inbox.next()).toEqual(ask);
+    for (const [options, argument] of [
+      [null, "options"],
+      [{ askDigest: ask.argsDigest }, "options.askDigest"],
+    ] as const) {
+      const error: unknown = await inbox
+        .resolve(ask.id, { type: "approve" }, options as never)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidApproverOptionsError);
+      expect(error).toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "resolve", argument });
+    }
+    expect(await row(ask.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(ask.id, { type: "approve" }, { askDigest: askDigest(ask) })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
   });
 
   it("shows every pending ask to every console, including asks parked before it opened, and takes one answer", async () => {

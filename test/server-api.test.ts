@@ -7,7 +7,7 @@ import { connect } from "node:net";
 import type { Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
-import { ApprovalChannel } from "loopctl/ask";
+import { ApprovalChannel, askDigest } from "loopctl/ask";
 import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import type { GrantStore } from "loopctl/grant";
@@ -1351,6 +1351,101 @@ describe("any approver with the AskInbox shape", () => {
     expect(await listed()).toEqual([now]);
     expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
     await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
+  it("an inbox that heard of neither the ending nor the new call under the id is passed the ask's digest, and the channel's approver refuses an answer made for the ended call (409)", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    // A remote inbox that learns of endings late and hands the next call out late (it polls), and
+    // passes the server's answer on as it came, options and all.
+    let heard: Promise<void> = new Promise(() => undefined);
+    let handOut!: () => void;
+    const handedOut = new Promise<void>((resolve) => (handOut = resolve));
+    const given: unknown[] = [];
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const lagging: AskInbox = {
+      next: async (options) => {
+        const ask = await approver.next(options);
+        if (ask?.tool === "delete_file") await handedOut;
+        return ask;
+      },
+      resolve: (id, resolution, options) => {
+        given.push(options);
+        return approver.resolve(id, resolution, options);
+      },
+      ended: async (id, options) => {
+        const ending = await approver.ended(id, options);
+        if (id === shown.id) await heard;
+        return ending;
+      },
+      close: () => approver.close(),
+    };
+    const { server, auth, listed } = await serveInbox(lagging, approver);
+    const stop = new AbortController();
+    const first = channel.resolve(shown, { signal: stop.signal });
+    first.catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    stop.abort(new Error("run ended"));
+    await expect(first).rejects.toThrow("run ended");
+    // A channel refuses an id among its last endings: past them, the id parks again.
+    await outliveEndings(channel);
+    // Ids from a seeded generator repeat across runs: the same id, another call, not yet handed out.
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = channel.resolve(now, { signal: new AbortController().signal });
+    second.catch(() => undefined);
+    expect(await listed()).toEqual([shown]);
+
+    const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
+    expect(given).toEqual([{ askDigest: askDigest(shown) }]);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: "ask_ended" });
+    expect(track(second).outcome.state).toBe("pending");
+
+    // Once the inbox hands the new call out, an answer made for it reaches it.
+    heard = Promise.resolve();
+    handOut();
+    await until(async () => (await listed())[0]?.tool === "delete_file");
+    expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
+    expect(given.at(-1)).toEqual({ askDigest: askDigest(now) });
+    await expect(second).resolves.toEqual({ type: "deny" });
+  });
+
+  it("an answer that names no ask passes no digest: an inbox that takes two arguments is served as before", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const given: unknown[][] = [];
+    const inbox: AskInbox = {
+      ...asyncInbox(approver),
+      resolve: (...args: unknown[]) => {
+        given.push(args.slice(2));
+        return approver.resolve(args[0] as string, args[1] as AskResolution);
+      },
+    };
+    const { server, auth, listed } = await serveInbox(inbox, approver);
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    await until(async () => (await listed()).length === 1);
+    expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    expect(given).toEqual([[]]);
+  });
+
+  it("504 answer_unconfirmed once answerTimeoutMs passes with the approver's resolve unsettled; the request ends", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const stuck: AskInbox = { ...asyncInbox(approver), resolve: () => new Promise<boolean>(() => undefined) };
+    const server = await createApprovalServer({ approver: stuck, answerTimeoutMs: 200 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const reply = await answer(server, ask.id, { type: "approve" }, auth);
+    expect(reply.status).toBe(504);
+    expect(reply.json).toEqual({ error: "answer_unconfirmed", message: expect.any(String) as string });
+    expect(track(parked).outcome.state).toBe("pending");
+    await refusedOption({ answerTimeoutMs: 0 }, "answerTimeoutMs");
   });
 
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {

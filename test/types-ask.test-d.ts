@@ -1,6 +1,14 @@
 import { describe, expectTypeOf, it } from "vitest";
-import { ApprovalChannel, Approver, AskResolutionSchema, PendingAskSchema, SyncAskResolver } from "loopctl/ask";
+import {
+  ApprovalChannel,
+  Approver,
+  AskResolutionSchema,
+  PendingAskSchema,
+  SyncAskResolver,
+  askDigest,
+} from "loopctl/ask";
 import type {
+  AnswerOptions,
   AskEnding,
   AskInbox,
   AskResolution,
@@ -95,10 +103,24 @@ describe("AskResolver", () => {
 describe("AskInbox", () => {
   it("has next, resolve, ended and close", () => {
     expectTypeOf<AskInbox["next"]>().returns.toEqualTypeOf<Promise<PendingAsk | undefined>>();
-    expectTypeOf<AskInbox["resolve"]>().parameters.toEqualTypeOf<[askId: string, resolution: AskResolution]>();
+    expectTypeOf<AskInbox["resolve"]>().parameters.toEqualTypeOf<
+      [askId: string, resolution: AskResolution, options?: AnswerOptions]
+    >();
+    expectTypeOf<AnswerOptions>().toEqualTypeOf<{ readonly askDigest?: string }>();
+    expectTypeOf(askDigest).toEqualTypeOf<(ask: PendingAsk) => string>();
     expectTypeOf<AskInbox["resolve"]>().returns.toEqualTypeOf<boolean | Promise<boolean>>();
     expectTypeOf<AskInbox["ended"]>().returns.toEqualTypeOf<Promise<AskEnding>>();
     expectTypeOf<AskInbox["close"]>().returns.toEqualTypeOf<void | Promise<void>>();
+  });
+
+  it("is still met by an inbox whose resolve takes only the id and the answer", () => {
+    const inbox = {
+      next: (): Promise<PendingAsk | undefined> => Promise.resolve(undefined),
+      resolve: (_askId: string, _resolution: AskResolution): boolean => false,
+      ended: (): Promise<AskEnding> => Promise.resolve({ type: "withdrawn", reason: "unknown" }),
+      close: (): void => undefined,
+    };
+    expectTypeOf(inbox).toExtend<AskInbox>();
   });
 
   it("tells how an ask ended", () => {

@@ -2,8 +2,8 @@ import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.
 import type { ChannelCore } from "./channel-core.js";
 import { ApproverConstructorError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
-import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
-import { waitSignal } from "./wait-options.js";
+import type { AnswerOptions, AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
+import { answerDigest, waitSignal } from "./wait-options.js";
 
 /** Options for {@link Approver.next}. */
 export interface NextOptions {
@@ -124,11 +124,19 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * second answer, or an ask whose wait already ended (deadline, cancel,
    * close). A `false` answer is dropped: nothing queues.
    *
+   * With `options.askDigest` (the `askDigest(ask)` of the ask the answer was
+   * made for), also `false` when the ask parked under `askId` is another
+   * one: the call that ended under that id may have been followed by a new
+   * call with the same id, and the answer must not reach it.
+   *
    * @throws {InvalidAskResolutionError} if `resolution` is not a valid
    * {@link AskResolution} (checked before anything else; the ask stays parked).
+   * @throws {InvalidApproverOptionsError} if `options` is not an object or
+   * `options.askDigest` is not 64 lowercase hex digits (the ask stays parked).
    */
-  resolve(askId: string, resolution: AskResolution): boolean {
-    return this.#core.answer(askId, parseResolution(askId, resolution));
+  resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): boolean {
+    const answer = parseResolution(askId, resolution);
+    return this.#core.answer(askId, answer, answerDigest(options));
   }
 
   /**

@@ -1,4 +1,5 @@
 import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { askDigest } from "./ask-digest.js";
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
 import { listenWhileWaiting } from "./wait-options.js";
@@ -150,9 +151,11 @@ export class ChannelCore {
     });
   }
 
-  answer(askId: string, resolution: AskResolution): boolean {
+  /** Answers the ask parked under `askId`; given `madeFor`, only if it is the ask with that {@link askDigest}. */
+  answer(askId: string, resolution: AskResolution, madeFor?: string): boolean {
     const entry = this.#parked.get(askId);
     if (entry === undefined) return false;
+    if (madeFor !== undefined && askDigest(entry.ask) !== madeFor) return false;
     this.#settle(entry, resolution, resolution.type === "approve" ? ANSWERED_APPROVE : ANSWERED_DENY);
     return true;
   }

@@ -120,9 +120,10 @@ export class InvalidPendingAskError extends LoopctlError {
  * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
  * approver) was given options that are not an object, or a `signal` that is
  * not an `AbortSignal` or cannot be listened to (its `addEventListener`
- * throws; `cause`: what it threw). `code` is `"ASK_OPTIONS_INVALID"`;
- * `argument` names the argument at fault. The call rejects with it and
- * leaves nothing waiting.
+ * throws; `cause`: what it threw); or `resolve` was given options that are
+ * not an object, or an `askDigest` that is not 64 lowercase hex digits.
+ * `code` is `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault.
+ * The call fails with it, leaves nothing waiting and answers nothing.
  *
  * @example
  * ```ts
@@ -133,13 +134,13 @@ export class InvalidPendingAskError extends LoopctlError {
  */
 export class InvalidApproverOptionsError extends LoopctlError {
   /** The method that was called. */
-  readonly method: "next" | "ended";
+  readonly method: "next" | "ended" | "resolve";
   /** The argument at fault. */
-  readonly argument: "options" | "options.signal";
+  readonly argument: "options" | "options.signal" | "options.askDigest";
 
   constructor(
-    method: "next" | "ended",
-    argument: "options" | "options.signal",
+    method: "next" | "ended" | "resolve",
+    argument: "options" | "options.signal" | "options.askDigest",
     detail: string,
     options?: ErrorOptions,
   ) {

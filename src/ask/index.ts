@@ -1,5 +1,6 @@
 export { NIL_UUID, PendingAskSchema, AskResolutionSchema } from "./types.js";
 export type {
+  AnswerOptions,
   AskEnding,
   AskInbox,
   WithdrawnReason,
@@ -9,6 +10,7 @@ export type {
   RememberScope,
   ResolveOptions,
 } from "./types.js";
+export { askDigest } from "./ask-digest.js";
 export { SyncAskResolver } from "./sync-resolver.js";
 export type { SyncAskCallback } from "./sync-resolver.js";
 export { ApprovalChannel } from "./approval-channel.js";

@@ -100,6 +100,18 @@ export const AskEndingSchema = z.discriminatedUnion("type", [
  */
 export type AskEnding = Readonly<z.infer<typeof AskEndingSchema>>;
 
+/** Options for {@link AskInbox.resolve}. */
+export interface AnswerOptions {
+  /**
+   * The `askDigest(ask)` of the ask the answer was made for (the one the
+   * person saw). Given it, the answer reaches the call waiting under the id
+   * only if that call's ask has this digest: an id can come back with another
+   * call behind it, and an answer made for the one that ended must not land
+   * on the new one.
+   */
+  readonly askDigest?: string;
+}
+
 /**
  * What an approval server or console needs from an approver: the channel's
  * {@link Approver}, or any other source of asks (a queue, a webhook inbox).
@@ -107,8 +119,16 @@ export type AskEnding = Readonly<z.infer<typeof AskEndingSchema>>;
 export interface AskInbox {
   /** The next ask to answer, waiting for one; `undefined` once the inbox is closed. */
   next(options?: { signal?: AbortSignal }): Promise<PendingAsk | undefined>;
-  /** Answers an ask by id; `true` only if the answer reached a call still waiting for it. */
-  resolve(askId: string, resolution: AskResolution): boolean | Promise<boolean>;
+  /**
+   * Answers an ask by id; `true` only if the answer reached a call still
+   * waiting for it. With `options.askDigest` (the approval server passes it
+   * whenever it knows which ask the answer was made for), `false` also when
+   * the call waiting under that id is not that ask: an inbox of your own
+   * should check it (`askDigest(waiting) === options.askDigest`), since an
+   * inbox that ignores it lets such an answer reach whichever call holds the
+   * id.
+   */
+  resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): boolean | Promise<boolean>;
   /** Resolves once the ask has ended, however it ended; an unknown or already-ended id resolves at once. */
   ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding>;
   /** Stops the inbox; what happens to asks still waiting is the implementation's to document. */

@@ -62,3 +62,37 @@ export function listenWhileWaiting(
     throw new InvalidApproverOptionsError(method, "options.signal", "cannot be listened to", { cause: error });
   }
 }
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/**
+ * The `askDigest` of an approver's `resolve()` options argument from an
+ * untyped caller: `undefined` when none is given.
+ *
+ * @throws {InvalidApproverOptionsError} naming the argument at fault: options
+ *   that are not an object, or a digest that is not 64 lowercase hex digits
+ *   (no ask has it, so the answer could only be refused, and silently).
+ */
+export function answerDigest(options: unknown): string | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidApproverOptionsError(
+      "resolve",
+      "options",
+      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  let digest: unknown;
+  try {
+    digest = (options as { askDigest?: unknown }).askDigest;
+  } catch (error) {
+    throw new InvalidApproverOptionsError("resolve", "options", "could not be read", { cause: error });
+  }
+  if (digest === undefined) return undefined;
+  if (typeof digest === "string" && SHA256.test(digest)) return digest;
+  throw new InvalidApproverOptionsError(
+    "resolve",
+    "options.askDigest",
+    `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? JSON.stringify(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}`,
+  );
+}

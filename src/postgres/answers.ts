@@ -17,6 +17,11 @@ export const PENDING = "a.ended_at IS NULL";
 interface Answer {
   readonly id: string;
   readonly resolution: AskResolution;
+  /**
+   * The ask the answer was made for, when it says, as the row's own `jsonb` text: the row must
+   * still hold exactly that ask (compared as `jsonb`, so nothing a parse dropped or rounded counts).
+   */
+  readonly ask: string | undefined;
   readonly resolve: (landed: boolean) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -48,10 +53,13 @@ export class AnswerBatch {
     this.#landed = landed;
   }
 
-  /** Resolves `true` when this answer ended the ask, `false` when it had already ended (or never was). */
-  land(id: string, resolution: AskResolution): Promise<boolean> {
+  /**
+   * Resolves `true` when this answer ended the ask, `false` when it had already ended (or never
+   * was), or when `ask` is given and the row holds another ask under that id.
+   */
+  land(id: string, resolution: AskResolution, ask?: string): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
-      this.#queue.push({ id, resolution, resolve, reject });
+      this.#queue.push({ id, resolution, ask, resolve, reject });
       if (this.#running) return;
       this.#running = true;
       this.#draining = new Promise<void>((done) => queueMicrotask(() => void this.#drain().finally(done)));
@@ -149,17 +157,22 @@ export class AnswerBatch {
       ? this.#db.query(
           "PostgresApprover.resolve",
           `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
-           WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds}
+           WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds} AND ($3::jsonb IS NULL OR a.ask = $3::jsonb)
            RETURNING ${ENDING_COLUMNS}`,
-          [only.id, JSON.stringify(only.resolution)],
+          [only.id, JSON.stringify(only.resolution), only.ask ?? null],
         )
       : this.#db.query(
           "PostgresApprover.resolve",
           `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-           FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, resolution)
+           FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask)
            WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+             AND (v.ask IS NULL OR a.ask = v.ask)
            RETURNING ${ENDING_COLUMNS}`,
-          [answers.map((a) => a.id), answers.map((a) => JSON.stringify(a.resolution))],
+          [
+            answers.map((a) => a.id),
+            answers.map((a) => JSON.stringify(a.resolution)),
+            answers.map((a) => a.ask ?? null),
+          ],
         );
   }
 

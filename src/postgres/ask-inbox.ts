@@ -1,8 +1,10 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
 import { unlisten } from "../abort-signal.js";
-import { listenWhileWaiting, waitSignal } from "../ask/wait-options.js";
-import type { AskResolution, PendingAsk } from "../ask/index.js";
-import { UUID, askEnding, parseEndRow } from "./ask-rows.js";
+import { askDigest } from "../ask/ask-digest.js";
+import { answerDigest, listenWhileWaiting, waitSignal } from "../ask/wait-options.js";
+import type { AnswerOptions, AskResolution, PendingAsk } from "../ask/index.js";
+import { PENDING } from "./answers.js";
+import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
 import type { Db } from "./db.js";
 import { unstorableText } from "./jsonb.js";
@@ -33,8 +35,11 @@ export interface InboxHost {
   endedRecently(id: string): boolean;
   /** Reads how `id` ended as soon as possible (a notification may have been missed). */
   watch(id: string): void;
-  /** Lands an answer (`UPDATE … WHERE state = 'pending'`); true when it ended the ask. */
-  answer(id: string, resolution: AskResolution): Promise<boolean>;
+  /**
+   * Lands an answer (`UPDATE … WHERE state = 'pending'`); true when it ended the ask. Given `ask`,
+   * only while the row holds that ask.
+   */
+  answer(id: string, resolution: AskResolution, ask: string | undefined): Promise<boolean>;
   attach(link: InboxLink): void;
   detach(link: InboxLink): void;
 }
@@ -69,7 +74,10 @@ const UNKNOWN: AskEnding = Object.freeze({ type: "withdrawn", reason: "unknown" 
  *   {@link PostgresRowError} naming it; the following call goes on.
  * - `resolve()` is `UPDATE … WHERE state = 'pending'` on a row whose
  *   worker's lease still holds: `true` only when this answer ended the ask.
- *   A late, duplicate, unknown or abandoned ask gives `false`.
+ *   A late, duplicate, unknown or abandoned ask gives `false`. Given
+ *   `options.askDigest`, the row must hold the ask with that digest: a row
+ *   of another call under the id (the ended one's row purged, the id parked
+ *   again) gives `false`.
  * - `ended()` resolves with how an ask ended, at once when it already has
  *   (or was never parked: `{ withdrawn, "unknown" }`).
  *
@@ -164,21 +172,31 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   }
 
   /**
-   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed.
+   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed,
+   * and, given `options.askDigest`, when the pending row under `askId` holds
+   * another ask (or one that cannot be read).
    *
    * @throws {InvalidAskResolutionError} (as a rejection) when `resolution` is
    *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
    *   `jsonb` cannot store (U+0000, a lone surrogate); nothing is written.
+   * @throws {InvalidApproverOptionsError} (as a rejection) when `options` is
+   *   not an object or `options.askDigest` is not 64 lowercase hex digits.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`. An answer
    *   whose connection the server was ending (`57P01`, `57P02`, `57P03`) is
    *   sent once more on another first, and rejects only when the ask was
    *   answered exactly so, by it or by another console's identical answer.
    */
-  async resolve(askId: string, resolution: AskResolution): Promise<boolean> {
+  async resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): Promise<boolean> {
     const answer = parseAnswer(askId, resolution);
+    const madeFor = answerDigest(options);
     if (this.#closed || typeof askId !== "string" || !UUID.test(askId)) return false;
-    return this.#host.answer(askId.toLowerCase(), answer);
+    const id = askId.toLowerCase();
+    if (madeFor === undefined) return this.#host.answer(id, answer, undefined);
+    const pending = await this.#pendingAsk(id);
+    if (pending === undefined || askDigest(pending.ask) !== madeFor) return false;
+    // The row must still hold this ask when the answer lands: read and write are two statements.
+    return this.#host.answer(id, answer, pending.stored);
   }
 
   /**
@@ -247,6 +265,29 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     if (this.#closed) return;
     this.#host.detach(this.#link);
     this.#shut();
+  }
+
+  /**
+   * The ask of the pending row `id`, and the row's `jsonb` as its text (what the answer's
+   * statement compares, so that fields a parse drops or numbers it rounds still match);
+   * undefined when there is none or it cannot be read.
+   */
+  async #pendingAsk(id: string): Promise<{ ask: PendingAsk; stored: string } | undefined> {
+    const names = this.#host.db.names;
+    const found = await this.#host.db.query(
+      "PostgresApprover.resolve",
+      `SELECT a.id::text AS id, a.ask, a.ask::text AS stored FROM ${names.table("asks")} AS a
+       WHERE a.id = $1 AND ${PENDING}`,
+      [id],
+    );
+    const raw = found.rows[0];
+    if (raw === undefined || typeof raw["stored"] !== "string") return undefined;
+    try {
+      return { ask: parseAskRow(`${names.name}.asks`, raw), stored: raw["stored"] };
+    } catch {
+      // Unreadable, it is no ask anyone was shown: the answer is refused, as one for another ask.
+      return undefined;
+    }
   }
 
   /** Yields asks as {@link PostgresApprover.next} delivers them, until the inbox closes. */

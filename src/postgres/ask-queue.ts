@@ -299,7 +299,7 @@ export class PostgresAskQueue {
       db: this.#db,
       endedRecently: (id) => this.#recent.has(id),
       watch: (id) => this.#endings.add(id),
-      answer: (id, resolution) => this.#answer(id, resolution),
+      answer: (id, resolution, ask) => this.#answer(id, resolution, ask),
       attach: (link) => this.#links.add(link),
       detach: (link) => this.#links.delete(link),
     };
@@ -630,12 +630,12 @@ export class PostgresAskQueue {
    * is known not to have ended the ask (another answer or a withdrawal won,
    * or the statement failed): when it did, its returned row was the news.
    */
-  async #answer(id: string, resolution: AskResolution): Promise<boolean> {
+  async #answer(id: string, resolution: AskResolution, ask: string | undefined): Promise<boolean> {
     const answering = this.#answering.get(id) ?? { inFlight: 0, heard: false };
     answering.inFlight += 1;
     this.#answering.set(id, answering);
     try {
-      return await this.#answers.land(id, resolution);
+      return await this.#answers.land(id, resolution, ask);
     } finally {
       answering.inFlight -= 1;
       if (answering.inFlight === 0) {

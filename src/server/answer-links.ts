@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { PendingAskSchema } from "../ask/types.js";
 import type { PendingAsk } from "../ask/types.js";
-import { askDigest } from "./ask-digest.js";
+import { askDigest } from "../ask/ask-digest.js";
 import { ServerInputError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
 import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";

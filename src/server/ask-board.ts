@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 import { AskEndingSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
-import { askDigest } from "./ask-digest.js";
+import { askDigest } from "../ask/ask-digest.js";
 
 /** An ask the board holds, with when it arrived (epoch ms). */
 export interface BoardEntry {
@@ -82,7 +82,9 @@ export class AskBoard {
    * only while this board holds that very ask: it is `changed` when the ask
    * pending under that id is another one, and `ended` or `unknown` when the
    * board holds none (the inbox may hold another call under that id that it
-   * has not handed out).
+   * has not handed out). `madeFor` goes on to the inbox as `askDigest`, so
+   * an inbox that holds another call under the id by now, though the board
+   * has not heard the first one end, refuses it too.
    * @throws whatever the inbox's `resolve` throws (a lost database, say).
    */
   async answer(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
@@ -93,7 +95,9 @@ export class AskBoard {
       }
       if (askDigest(entry.ask) !== madeFor) return { type: "changed", entry };
     }
-    const delivered = await this.#inbox.resolve(id, resolution);
+    const delivered = await (madeFor === undefined
+      ? this.#inbox.resolve(id, resolution)
+      : this.#inbox.resolve(id, resolution, { askDigest: madeFor }));
     if (delivered === true) {
       // Only the entry the answer was sent to: while an inbox's reply was on its way, that call may
       // have ended and another taken its id, and the board would hide a call still waiting. Any

@@ -88,8 +88,9 @@ export class EventStreams {
     this.#startHeartbeat();
   }
 
+  /** Writes the event to every open stream; after {@link EventStreams.close}, nothing (the streams are ending). */
   send(event: string, data: unknown): void {
-    if (this.#streams.size === 0) return;
+    if (this.#closed || this.#streams.size === 0) return;
     this.#write(this.#frame(event, data));
   }
 

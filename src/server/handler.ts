@@ -9,7 +9,7 @@ import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
-import { askDigest } from "./ask-digest.js";
+import { askDigest } from "../ask/ask-digest.js";
 import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
@@ -78,6 +78,14 @@ export interface ApprovalHandlerOptions {
    * @default 30000
    */
   readonly streamWriteTimeoutMs?: number;
+  /**
+   * How long an answer waits for the approver's `resolve` to say whether it
+   * reached the call, at most 2147483647. One that has not said by then gets
+   * `504 answer_unconfirmed`, and the request ends: the answer may still
+   * land, so the ask's ending (the event stream, a 409 on a second try) tells.
+   * @default 30000
+   */
+  readonly answerTimeoutMs?: number;
   /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
   readonly onError?: (error: unknown) => void;
   /**
@@ -154,6 +162,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     heartbeatMs: positiveInteger("heartbeatMs", options.heartbeatMs, 15_000, MAX_TIMER_MS),
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
     streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
+    answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -240,6 +249,7 @@ interface Limits {
   readonly heartbeatMs: number;
   readonly maxStreams: number;
   readonly streamWriteTimeoutMs: number;
+  readonly answerTimeoutMs: number;
 }
 
 class Handler {
@@ -451,12 +461,28 @@ class Handler {
     if (this.#closing !== undefined) {
       throw new HttpError(503, "closing", "the approval server is closing; nothing was answered");
     }
+    const answering = this.#board.answer(id, resolution, madeFor);
+    let timer: NodeJS.Timeout | undefined;
+    // A resolve that never settles must not hold the request open for ever; it may still land, so
+    // the reply says the outcome is not known, never that nothing was answered.
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), this.#limits.answerTimeoutMs);
+    });
     try {
-      return await this.#board.answer(id, resolution, madeFor);
+      const outcome = await Promise.race([answering, late]);
+      if (outcome !== "late") return outcome;
     } catch (error) {
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
+    } finally {
+      clearTimeout(timer);
     }
+    answering.catch((error: unknown) => this.#onError(error));
+    throw new HttpError(
+      504,
+      "answer_unconfirmed",
+      "the approver did not say in time whether the answer reached the call; it may still: check the ask before answering again",
+    );
   }
 
   async #listGrants(res: ServerResponse): Promise<void> {
