@@ -392,7 +392,7 @@ export class FileGrantStore implements GrantStore {
     return this.#locked(signal, "create", async (lock) => {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === grant.id);
-      assertSameRule(current.grants[at], grant);
+      assertSameRule(current.grants[at], grant, `grant ledger ${this.ledgerPath}`);
       await this.#write([...current.grants.filter((_, i) => i !== at), grant], current, lock);
       return grant;
     });
