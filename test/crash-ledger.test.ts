@@ -1,7 +1,17 @@
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawn, spawnSync } from "node:child_process";
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { hostname, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileGrantStore } from "../src/grant/index.js";
@@ -359,4 +369,54 @@ describe("a writer stopped (SIGSTOP) while it holds the lock", () => {
     await store.save(denyGrant("next"));
     expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
   });
+});
+
+describe("a writer killed (SIGKILL) between its claim to break an abandoned lock and its rename", () => {
+  const killPoint = fileURLToPath(new URL("./support/claim-kill-point.mjs", import.meta.url));
+  const CLAIM = /^grants\.json\.lock\.break-[0-9a-f]{16}$/;
+
+  it("leaves a claim that a later writer removes once it is older than the stale bound, never before", async () => {
+    const { root, project } = freshRoot();
+    const store = new FileGrantStore(root, project);
+    await store.save(ownGrant("seed", 0));
+    const dir = dirname(store.ledgerPath);
+    // A lock whose process died: every writer that finds it breaks it.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    writeFileSync(store.lockPath, JSON.stringify({ pid: dead, hostname: hostname(), createdAtMs: 1, token: "t" }), {
+      mode: 0o600,
+    });
+    const child = spawn(process.execPath, ["--import", killPoint, writer!.path, "churn", root, project, "killed"], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const said: string[] = [];
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => said.push(...chunk.split("\n").filter(Boolean)));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const exit = new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_, signal) => resolve(signal)));
+    try {
+      // It has judged the lock abandoned and is about to claim it; another writer breaks it first.
+      await expect.poll(() => said, { timeout: 30_000 }).toContain("claiming");
+      await store.save(ownGrant("first", 0));
+      child.stdin.end("go\n");
+      // Its claim made, it finds the lock changed, and dies before removing the claim.
+      expect(await exit).toBe("SIGKILL");
+    } finally {
+      child.kill("SIGKILL");
+    }
+    expect(said, stderr).toEqual(["ready", "claiming", "killed"]);
+    const claims = readdirSync(dir).filter((name) => CLAIM.test(name));
+    expect(claims).toHaveLength(1);
+    const claim = join(dir, claims[0]!);
+    expect((JSON.parse(readFileSync(claim, "utf8")) as { pid: number }).pid).toBe(child.pid);
+
+    // Younger than the stale bound (30 s): left alone, and in nobody's way.
+    await store.save(ownGrant("second", 0));
+    expect(existsSync(claim)).toBe(true);
+    // Once older, the next writer removes it.
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(claim, past, past);
+    await store.save(ownGrant("third", 0));
+    expect(readdirSync(dir)).toEqual(["grants.json"]);
+    expect((await store.load()).map((g) => g.note)).toEqual(["seed#0", "first#0", "second#0", "third#0"]);
+  }, 60_000);
 });

@@ -592,6 +592,65 @@ describe("FileGrantStore lock", () => {
     });
   });
 
+  describe("a claim left beside the lock", () => {
+    const dead = (): number | undefined => spawnSync(process.execPath, ["-e", ""]).pid;
+    const claimName = (n: number): string => `grants.json.lock.break-${n.toString(16).padStart(16, "0")}`;
+    const age = (path: string, ms: number): void => {
+      const past = new Date(Date.now() - ms);
+      utimesSync(path, past, past);
+    };
+
+    it("is removed by the next change once older than the stale bound and its writer is gone", async () => {
+      const s = store({ staleLockMs: 5_000 });
+      await s.save(grantA);
+      const dir = join(s.ledgerPath, "..");
+      const record = (pid: number | undefined, host = hostname()): string =>
+        JSON.stringify({ pid, hostname: host, createdAtMs: Date.now(), token: "c" });
+      const claims = {
+        dead: [claimName(1), record(dead())],
+        unwritten: [claimName(2), ""],
+        otherHost: [claimName(3), record(1, "another-host")],
+        // A claim on a claim, made by a writer taking over one whose writer died.
+        nested: [`${claimName(4)}.break-${"0".repeat(15)}5`, record(dead())],
+      };
+      for (const [name, text] of Object.values(claims)) writeFileSync(join(dir, name as string), text as string);
+      await s.save(grantB);
+      // Younger than the bound: all kept.
+      expect(readdirSync(dir).length).toBe(5);
+      for (const [name] of Object.values(claims)) age(join(dir, name as string), 6_000);
+      await s.revoke(grantB.id);
+      expect(readdirSync(dir)).toEqual(["grants.json"]);
+      expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+    });
+
+    it("is never removed while its writer runs on this host, however old, nor is a file of any other name", async () => {
+      const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+      try {
+        const s = store({ staleLockMs: 1_000 });
+        await s.save(grantA);
+        const dir = join(s.ledgerPath, "..");
+        const live = JSON.stringify({ pid: breaker.pid, hostname: hostname(), createdAtMs: 1, token: "c" });
+        const deadRecord = JSON.stringify({ pid: dead(), hostname: hostname(), createdAtMs: 1, token: "c" });
+        const kept = {
+          [claimName(1)]: live,
+          "grants.json.lock.break-notahexid": deadRecord,
+          "grants.json.lock.break-00000000000000001.bak": deadRecord,
+          "grants.json.lock.breakage": deadRecord,
+          "other.lock.break-0000000000000001": deadRecord,
+        };
+        for (const [name, text] of Object.entries(kept)) {
+          writeFileSync(join(dir, name), text);
+          age(join(dir, name), 3_600_000);
+        }
+        await s.save(grantB);
+        expect(readdirSync(dir).sort()).toEqual(["grants.json", ...Object.keys(kept)].sort());
+        for (const [name, text] of Object.entries(kept)) expect(readFileSync(join(dir, name), "utf8")).toBe(text);
+      } finally {
+        breaker.kill("SIGKILL");
+      }
+    });
+  });
+
   it("breaks a lock whose process died on this host", async () => {
     const s = store();
     const dead = spawnSync(process.execPath, ["-e", ""]).pid;

@@ -43,6 +43,7 @@ describe("a save whose id is taken by a different rule", () => {
     expect(error).toBeInstanceOf(GrantIdCollisionError);
     expect((error as InstanceType<typeof GrantIdCollisionError>).code).toBe("GRANT_ID_COLLISION");
     expect((error as Error).message).toContain(denyRm.id);
+    expect((error as Error).message).toContain(`grant ledger ${store.ledgerPath}`);
     expect(await readFile(store.ledgerPath)).toEqual(before);
     expect((await store.load()).map((g) => [g.id, g.covers("shell", { cmd: "BJKS_Ubr3rL" })])).toEqual([
       [denyRm.id, true],

@@ -142,10 +142,15 @@ export class GrantIdCollisionError extends LoopctlError {
   /** The contested grant id. */
   readonly id: string;
 
-  constructor(id: string, stored: string, incoming: string) {
+  /**
+   * @param where The store holding the id, for the message (`grant ledger <path>`); omitted when
+   *   there is nothing to name.
+   */
+  constructor(id: string, stored: string, incoming: string, where?: string) {
     super(
       "GRANT_ID_COLLISION",
-      `grant id ${id} is already taken by a different rule (stored ${stored}, new ${incoming}); refusing to replace it`,
+      `grant id ${id}${where === undefined ? "" : ` in ${where}`} is already taken by a different rule ` +
+        `(stored ${stored}, new ${incoming}); refusing to replace it`,
     );
     this.id = id;
   }

@@ -392,7 +392,7 @@ export class FileGrantStore implements GrantStore {
     return this.#locked(signal, "create", async (lock) => {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === grant.id);
-      assertSameRule(current.grants[at], grant);
+      assertSameRule(current.grants[at], grant, `grant ledger ${this.ledgerPath}`);
       await this.#write([...current.grants.filter((_, i) => i !== at), grant], current, lock);
       return grant;
     });
@@ -789,7 +789,7 @@ export class FileGrantStore implements GrantStore {
     const path = this.ledgerPath;
     const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
-    await this.#removeLeftovers();
+    await this.#removeLeftovers(lock);
     const records = grants.map((grant) => current.texts.get(grant) ?? grant.toLedgerText());
     const bytes = encodeLedger(records);
     try {
@@ -817,13 +817,15 @@ export class FileGrantStore implements GrantStore {
    * user) beside the ledger. Called under the lock, which every writer holds
    * from before it creates one until after it renames it: what is there now
    * was left by a writer killed mid-write, or by one whose lock was broken,
-   * which then fails its check before the rename.
+   * which then fails its check before the rename. Removes the abandoned
+   * claims to break the lock too (see {@link HeldLock.removeAbandonedClaims}).
    */
-  async #removeLeftovers(): Promise<void> {
+  async #removeLeftovers(lock: HeldLock): Promise<void> {
     const names = await readdir(this.#dir).catch(() => []);
     const uid = process.getuid?.();
-    await Promise.all(
-      names
+    await Promise.all([
+      lock.removeAbandonedClaims(names),
+      ...names
         .filter((name) => TEMP_NAME.test(name))
         .map(async (name) => {
           const path = join(this.#dir, name);
@@ -831,7 +833,7 @@ export class FileGrantStore implements GrantStore {
           if (found?.isFile() === true && (uid === undefined || found.uid === uid))
             await unlink(path).catch(() => undefined);
         }),
-    );
+    ]);
   }
 
   /**

@@ -12,6 +12,7 @@ import {
   type FileHandle,
 } from "node:fs/promises";
 import { hostname } from "node:os";
+import { basename, dirname, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { processShared } from "../process-shared.js";
@@ -239,12 +240,30 @@ interface Abandoned {
  * holds it (see {@link Seen}).
  */
 async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): Promise<Seen> {
+  const found = await judge(lockPath, staleMs, here);
+  if (found.type !== "abandoned") return found;
+  return takeOver(lockPath, found.judged, staleMs, here);
+}
+
+/** What a look at a lock (or a claim) found: gone, held (see {@link Seen}), or abandoned as it was seen. */
+type Judged =
+  | { readonly type: "gone" }
+  | { readonly type: "held"; readonly holder: LockHolder | null }
+  | { readonly type: "abandoned"; readonly judged: Abandoned };
+
+/**
+ * Whether the lock (or claim) at `lockPath` is abandoned: its writer's
+ * process is gone on this host, or it is another host's and older than
+ * `staleMs`, or its record was never written and it is older than that or
+ * than the time a writer needs to write it.
+ */
+async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise<Judged> {
   let handle;
   try {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, past every deadline.
     handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
-    if (errorCode(error) === "ENOENT") return GONE;
+    if (errorCode(error) === "ENOENT") return { type: "gone" };
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
       cause: error,
     });
@@ -284,7 +303,7 @@ async function breakIfStale(lockPath: string, staleMs: number, here: LockInfo): 
     await handle.close();
   }
   if (!stale) return { type: "held", holder: info === null ? null : { pid: info.pid, hostname: info.hostname } };
-  return takeOver(lockPath, { stat, text }, staleMs, here);
+  return { type: "abandoned", judged: { stat, text } };
 }
 
 /**
@@ -393,6 +412,7 @@ export async function withLedgerLock<T>(
           if (!(await isOurs(lockPath, lock)))
             throw new LedgerLockError(lockPath, "was broken while this writer held it");
         },
+        removeAbandonedClaims: (names) => removeAbandonedClaims(lockPath, names, options.staleMs, info),
       });
     } finally {
       await release(lockPath, lock);
@@ -441,6 +461,56 @@ export interface HeldLock {
    * created: it may not be when a lock from another host was broken for its age.
    */
   assertHeld(): Promise<void>;
+  /**
+   * Removes the claims to break a lock (`<lock>.break-<16 hex>`, see
+   * {@link withLedgerLock}) among `names`, the files in the lock's folder,
+   * that were abandoned: older than the stale bound and their writer gone,
+   * as for a lock. A writer that dies between making its claim and renaming
+   * it over the lock (or removing it, once it finds the lock changed) leaves
+   * one, which nothing else would ever remove. One whose writer runs is
+   * left alone, however old. Never fails: a claim it cannot judge or remove
+   * is left for the next writer.
+   */
+  removeAbandonedClaims(names: readonly string[]): Promise<void>;
+}
+
+/**
+ * Whether `name` is a claim on the lock named `lockName` or, once taken over,
+ * on such a claim: `<lockName>.break-<16 hex>`, the suffix repeated.
+ */
+function isClaimName(lockName: string, name: string): boolean {
+  return name.startsWith(`${lockName}.`) && /^(\.break-[0-9a-f]{16})+$/.test(name.slice(lockName.length));
+}
+
+/**
+ * See {@link HeldLock.removeAbandonedClaims}. Runs under the lock, so no
+ * claim judged here is for a lock that is still there (unless the lock held
+ * is another host's, broken for its age): its writer, were it alive, would
+ * find the lock changed and remove it itself. A claim taken over between its
+ * judgment and its removal is told apart by {@link stillThere}.
+ */
+async function removeAbandonedClaims(
+  lockPath: string,
+  names: readonly string[],
+  staleMs: number,
+  here: LockInfo,
+): Promise<void> {
+  const dir = dirname(lockPath);
+  const lockName = basename(lockPath);
+  await Promise.all(
+    names
+      .filter((name) => isClaimName(lockName, name))
+      .map(async (name) => {
+        const path = join(dir, name);
+        try {
+          const found = await judge(path, staleMs, here);
+          if (found.type !== "abandoned" || Date.now() - found.judged.stat.mtimeMs <= staleMs) return;
+          if (await stillThere(path, found.judged)) await unlink(path);
+        } catch {
+          // Not a regular file, unreadable, or gone meanwhile: left as it is.
+        }
+      }),
+  );
 }
 
 /**

@@ -126,9 +126,9 @@ export function sameRule(a: Grant, b: Grant): boolean {
  *
  * @throws {GrantIdCollisionError} when the id belongs to a different rule.
  */
-export function assertSameRule(stored: Grant | undefined, incoming: Grant): void {
+export function assertSameRule(stored: Grant | undefined, incoming: Grant, where?: string): void {
   if (stored === undefined || sameRule(stored, incoming)) return;
-  throw new GrantIdCollisionError(incoming.id, describeRule(stored), describeRule(incoming));
+  throw new GrantIdCollisionError(incoming.id, describeRule(stored), describeRule(incoming), where);
 }
 
 /**
