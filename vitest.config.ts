@@ -1,4 +1,3 @@
-import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import SummaryReporter from "./test/support/summary-reporter.js";
@@ -21,10 +20,6 @@ export default defineConfig({
     // Type tests (`npm run test:types`, run by .ci/run): tsc checks them and the source they import,
     // and each failing assertion fails its test. `npm run typecheck` checks them too.
     typecheck: { include: ["test/**/*.test-d.ts"], tsconfig: "test/tsconfig.types.json" },
-    // Most of the suite's time waits on child processes, sockets, PostgreSQL and timers rather than on a
-    // core, so one test file runs per core. vitest's default leaves a core to itself, which on a 2-core
-    // machine runs the files one at a time.
-    maxWorkers: availableParallelism(),
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ["default", new SummaryReporter()],
