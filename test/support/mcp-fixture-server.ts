@@ -1,6 +1,6 @@
 /**
  * An MCP server for the tests, written with the MCP SDK, spoken to over
- * stdio: `node --import tsx test/support/mcp-fixture-server.ts <mode>`.
+ * stdio: `node --import tsx test/support/mcp-fixture-server.ts <mode>` (mcp-fixtures.ts runs it bundled).
  * It reports on stderr, one line each, every call that reaches a tool
  * (`called <tool> <json args>`) and every cancel (`cancelled <tool>`).
  *

@@ -3,11 +3,11 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { afterEach, expect } from "vitest";
+import { afterAll, afterEach, expect } from "vitest";
 import type { Tool } from "loopctl/engine";
+import { bundleChild, type Bundle } from "./reliability-bundle.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
-const fixture = fileURLToPath(new URL("./mcp-fixture-server.ts", import.meta.url));
 const filesystemServer = createRequire(import.meta.url).resolve(
   "@modelcontextprotocol/server-filesystem/dist/index.js",
 );
@@ -33,6 +33,20 @@ export function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+// The fixture server is bundled once per test file, so that each of the many servers the tests start
+// loads in a fraction of the time tsx takes to compile it.
+let bundled: Promise<Bundle> | undefined;
+afterAll(async () => {
+  const bundle = await bundled;
+  bundled = undefined;
+  bundle?.dispose();
+});
+
+async function fixtureArgs(mode: FixtureMode): Promise<string[]> {
+  bundled ??= bundleChild("mcp-fixture-server.ts");
+  return [(await bundled).path, ...mode.split(" ")];
 }
 
 // No server outlives its test: each is closed, and its process checked gone.
@@ -89,14 +103,14 @@ type FixtureMode =
   | `crowded ${number} ${number}`;
 
 /** The fixture server (see mcp-fixture-server.ts) in `mode`, its client made with `clientOptions`. */
-export function startFixture(mode: FixtureMode, clientOptions?: ClientOptions): Promise<Started> {
-  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], clientOptions);
+export async function startFixture(mode: FixtureMode, clientOptions?: ClientOptions): Promise<Started> {
+  return start(process.execPath, await fixtureArgs(mode), clientOptions);
 }
 
 /** Closes `started`'s client (its server ends) and connects that same client to a new fixture server in `mode`. */
 export async function reconnectFixture(started: Started, mode: FixtureMode): Promise<Started> {
   await started.client.close();
-  return start(process.execPath, ["--import", "tsx", fixture, ...mode.split(" ")], undefined, started.client);
+  return start(process.execPath, await fixtureArgs(mode), undefined, started.client);
 }
 
 /** `@modelcontextprotocol/server-filesystem` from npm, allowed only `dir`. */
