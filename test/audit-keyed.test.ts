@@ -12,6 +12,7 @@ import {
   verifyAuditBytes,
   verifyAuditLog,
 } from "../src/audit/index.js";
+import { openSink } from "../src/audit/sink.js";
 import { verifyLogFile } from "../src/audit/verify.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
@@ -252,6 +253,58 @@ describe("the keyed sink", () => {
       await writeFile(`${path}.seal`, seal);
     }
     expect(errors).toEqual(["AUDIT_IO", "AUDIT_IO"]);
+  });
+
+  it("opens a log whose seal moved, between its read and the lock, to a line before the end it read", async () => {
+    // Seals as the writer left them after each line, and one of another log under the same key.
+    const seals = async (path: string, offset: number): Promise<string[]> => {
+      const sink = await AuditSink.open(path, { key });
+      const left = [];
+      for (let i = 1; i <= 5; i++) {
+        await sink.append(gateRecord(i + offset));
+        left.push(await readFile(`${path}.seal`, "utf8"));
+      }
+      await sink.close();
+      return left;
+    };
+    const path = fresh();
+    const [, , at3, at4] = await seals(path, 0);
+    const [, , , otherAt4] = await seals(fresh(), 100);
+    const text = await readFile(path, "utf8");
+    // The opener reads the seal at line 3 (its writer, and the next, crashed before sealing lines
+    // 4 and 5), then all five lines; before it has the lock, a seal at line 4 is put in place.
+    for (const [moved, outcome] of [
+      [at4 as string, { seq: 5 }],
+      [otherAt4 as string, { line: 4, problem: "edited" }],
+    ] as const) {
+      await writeFile(path, text);
+      await writeFile(`${path}.seal`, at3 as string);
+      let ran = false;
+      const opened = await openSink(
+        path,
+        { key },
+        {
+          beforeLock: async () => {
+            ran = true;
+            await writeFile(`${path}.seal`, moved);
+          },
+        },
+      ).catch((e: unknown) => e);
+      expect(ran).toBe(true);
+      if ("seq" in outcome) {
+        // Line 4's hash was not kept by the first read: the log is read again, under the lock.
+        expect(opened).toBeInstanceOf(AuditSink);
+        const sink = opened as AuditSink;
+        expect(sink.anchor.seq).toBe(5);
+        await expect(sink.append(gateRecord(6))).resolves.toMatchObject({ seq: 6 });
+        await sink.close();
+        expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 6 } });
+      } else {
+        expect(opened).toBeInstanceOf(AuditCorruptError);
+        expect(opened).toMatchObject({ ...outcome, message: expect.stringContaining("does not match the seal") });
+        expect(await readFile(path, "utf8")).toBe(text);
+      }
+    }
   });
 
   it("resumes a keyed chain after reopening, and seals it at its new end", async () => {

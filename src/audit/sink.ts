@@ -102,6 +102,15 @@ function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
 
+/** What tests set to drive {@link AuditSink.open} through its edges. */
+export interface SinkSeams {
+  /** Runs after opening reads the log and before it takes the lock. */
+  readonly beforeLock?: () => Promise<void>;
+}
+
+/** {@link AuditSink.open}, with its seams. */
+export let openSink: (path: string, options: AuditSinkOptions | undefined, seams: SinkSeams) => Promise<AuditSink>;
+
 /**
  * An append-only, hash-chained JSONL log of {@link GateDecision} records.
  *
@@ -201,6 +210,14 @@ export class AuditSink {
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
   static async open(path: string, options?: AuditSinkOptions): Promise<AuditSink> {
+    return AuditSink.#open(path, options, {});
+  }
+
+  static {
+    openSink = (path, options, seams) => AuditSink.#open(path, options, seams);
+  }
+
+  static async #open(path: string, options: AuditSinkOptions | undefined, seams: SinkSeams): Promise<AuditSink> {
     assertPathArgument(path, "cannot open an audit log");
     const abs = resolve(path);
     options = optionsArgument(options, `cannot open audit log ${abs}`);
@@ -263,7 +280,7 @@ export class AuditSink {
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const sink = new AuditSink(abs, handle, fileKey, key, options);
-      await sink.#resume(options.anchor);
+      await sink.#resume(options.anchor, seams);
       if (!before && options.fsync) await syncFolder(dirname(abs));
       return sink;
     } catch (error) {
@@ -290,7 +307,7 @@ export class AuditSink {
    * added meanwhile is, so that they never wait on a long log's verification
    * (the whole log again only when it shrank meanwhile).
    */
-  async #resume(anchor: AuditAnchor | undefined): Promise<void> {
+  async #resume(anchor: AuditAnchor | undefined, seams: SinkSeams): Promise<void> {
     const key = this.#key;
     const sealPath = auditSealPath(this.path);
     const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
@@ -310,6 +327,7 @@ export class AuditSink {
     // The seal found now is, but for a write meanwhile, the one found under the lock.
     // A writer may be part-way through a line: the rest of it is read under the lock.
     let read = await readWhole("cut", key === undefined ? null : await readSealFile(sealPath));
+    await seams.beforeLock?.();
     await this.#locked(async () => {
       const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
