@@ -1,7 +1,10 @@
+import { execFile } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { chmod, mkdir, mkdtemp, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { chmod, mkdir, mkdtemp, open, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AUDIT_KEY_MIN_BYTES,
@@ -253,6 +256,37 @@ describe("the keyed sink", () => {
       await writeFile(`${path}.seal`, seal);
     }
     expect(errors).toEqual(["AUDIT_IO", "AUDIT_IO"]);
+  });
+
+  it("fails an append, not hangs it holding the lock, when a FIFO is where the seal's temporary file goes", async () => {
+    const { path, text, seal } = await keyedLog(2);
+    const sink = await AuditSink.open(path, { key, lockTimeoutMs: 100 });
+    await promisify(execFile)("mkfifo", [`${path}.seal.tmp`]);
+    // With no reader, opening it to write waited for one for good, holding the log's lock.
+    const error = await Promise.race([
+      sink.append(gateRecord(3)).catch((e: unknown) => e),
+      new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+    ]);
+    expect(error).toMatchObject({ code: "AUDIT_IO", path });
+    expect((error as Error).message).toMatch(
+      /^cannot append line 3 to audit log .*: the seal could not be updated: .*ENXIO.*; nothing of them was kept/,
+    );
+    expect(await readFile(path, "utf8")).toBe(text);
+    expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
+    // Held open for reading, it is opened, and refused as no regular file.
+    const reader = await open(`${path}.seal.tmp`, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const again = await sink.append(gateRecord(4)).catch((e: unknown) => e);
+      expect(again).toMatchObject({ code: "AUDIT_IO", path });
+      expect((again as Error).message).toMatch(/the seal could not be updated: .*is not a regular file/);
+    } finally {
+      await reader.close();
+    }
+    expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
+    await unlink(`${path}.seal.tmp`);
+    await expect(sink.append(gateRecord(5))).resolves.toMatchObject({ seq: 3 });
+    await sink.close();
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
   });
 
   it("opens a log whose seal moved, between its read and the lock, to a line before the end it read", async () => {
