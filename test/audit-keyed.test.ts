@@ -376,5 +376,8 @@ describe("readAuditKeyFile", () => {
     const short = join(dir, "short.key");
     await writeFile(short, "abc\n", { mode: 0o600 });
     await expect(readAuditKeyFile(short)).rejects.toBeInstanceOf(AuditKeyError);
+    await expect(readAuditKeyFile(short)).rejects.toThrow(
+      `audit key file ${short}: an audit key must be at least 16 bytes, got 3`,
+    );
   });
 });
