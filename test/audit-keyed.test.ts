@@ -1,7 +1,10 @@
+import { execFile } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { chmod, mkdir, mkdtemp, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { chmod, mkdir, mkdtemp, open, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AUDIT_KEY_MIN_BYTES,
@@ -12,6 +15,7 @@ import {
   verifyAuditBytes,
   verifyAuditLog,
 } from "../src/audit/index.js";
+import { openSink } from "../src/audit/sink.js";
 import { verifyLogFile } from "../src/audit/verify.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 
@@ -254,6 +258,89 @@ describe("the keyed sink", () => {
     expect(errors).toEqual(["AUDIT_IO", "AUDIT_IO"]);
   });
 
+  it("fails an append, not hangs it holding the lock, when a FIFO is where the seal's temporary file goes", async () => {
+    const { path, text, seal } = await keyedLog(2);
+    const sink = await AuditSink.open(path, { key, lockTimeoutMs: 100 });
+    await promisify(execFile)("mkfifo", [`${path}.seal.tmp`]);
+    // With no reader, opening it to write waited for one for good, holding the log's lock.
+    const error = await Promise.race([
+      sink.append(gateRecord(3)).catch((e: unknown) => e),
+      new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+    ]);
+    expect(error).toMatchObject({ code: "AUDIT_IO", path });
+    expect((error as Error).message).toMatch(
+      /^cannot append line 3 to audit log .*: the seal could not be updated: .*ENXIO.*; nothing of them was kept/,
+    );
+    expect(await readFile(path, "utf8")).toBe(text);
+    expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
+    // Held open for reading, it is opened, and refused as no regular file.
+    const reader = await open(`${path}.seal.tmp`, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const again = await sink.append(gateRecord(4)).catch((e: unknown) => e);
+      expect(again).toMatchObject({ code: "AUDIT_IO", path });
+      expect((again as Error).message).toMatch(/the seal could not be updated: .*is not a regular file/);
+    } finally {
+      await reader.close();
+    }
+    expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
+    await unlink(`${path}.seal.tmp`);
+    await expect(sink.append(gateRecord(5))).resolves.toMatchObject({ seq: 3 });
+    await sink.close();
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+  });
+
+  it("opens a log whose seal moved, between its read and the lock, to a line before the end it read", async () => {
+    // Seals as the writer left them after each line, and one of another log under the same key.
+    const seals = async (path: string, offset: number): Promise<string[]> => {
+      const sink = await AuditSink.open(path, { key });
+      const left = [];
+      for (let i = 1; i <= 5; i++) {
+        await sink.append(gateRecord(i + offset));
+        left.push(await readFile(`${path}.seal`, "utf8"));
+      }
+      await sink.close();
+      return left;
+    };
+    const path = fresh();
+    const [, , at3, at4] = await seals(path, 0);
+    const [, , , otherAt4] = await seals(fresh(), 100);
+    const text = await readFile(path, "utf8");
+    // The opener reads the seal at line 3 (its writer, and the next, crashed before sealing lines
+    // 4 and 5), then all five lines; before it has the lock, a seal at line 4 is put in place.
+    for (const [moved, outcome] of [
+      [at4 as string, { seq: 5 }],
+      [otherAt4 as string, { line: 4, problem: "edited" }],
+    ] as const) {
+      await writeFile(path, text);
+      await writeFile(`${path}.seal`, at3 as string);
+      let ran = false;
+      const opened = await openSink(
+        path,
+        { key },
+        {
+          beforeLock: async () => {
+            ran = true;
+            await writeFile(`${path}.seal`, moved);
+          },
+        },
+      ).catch((e: unknown) => e);
+      expect(ran).toBe(true);
+      if ("seq" in outcome) {
+        // Line 4's hash was not kept by the first read: the log is read again, under the lock.
+        expect(opened).toBeInstanceOf(AuditSink);
+        const sink = opened as AuditSink;
+        expect(sink.anchor.seq).toBe(5);
+        await expect(sink.append(gateRecord(6))).resolves.toMatchObject({ seq: 6 });
+        await sink.close();
+        expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: true, anchor: { seq: 6 } });
+      } else {
+        expect(opened).toBeInstanceOf(AuditCorruptError);
+        expect(opened).toMatchObject({ ...outcome, message: expect.stringContaining("does not match the seal") });
+        expect(await readFile(path, "utf8")).toBe(text);
+      }
+    }
+  });
+
   it("resumes a keyed chain after reopening, and seals it at its new end", async () => {
     const { path } = await keyedLog(2);
     const sink = await AuditSink.open(path, { key });
@@ -289,5 +376,8 @@ describe("readAuditKeyFile", () => {
     const short = join(dir, "short.key");
     await writeFile(short, "abc\n", { mode: 0o600 });
     await expect(readAuditKeyFile(short)).rejects.toBeInstanceOf(AuditKeyError);
+    await expect(readAuditKeyFile(short)).rejects.toThrow(
+      `audit key file ${short}: an audit key must be at least 16 bytes, got 3`,
+    );
   });
 });

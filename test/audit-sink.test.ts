@@ -22,6 +22,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
+  AUDIT_LINE_MAX_BYTES,
   AuditBusyError,
   AuditClosedError,
   AuditConfigError,
@@ -341,6 +342,36 @@ describe("AuditSink appends", () => {
     await expect(sink.flush()).rejects.toBe(error);
     await sink.close();
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
+  });
+
+  it("rejects a record whose line could pass AUDIT_LINE_MAX_BYTES, which verification would refuse, and lands the longest that fits", async () => {
+    const path = fresh();
+    const key = randomBytes(32);
+    const onError = vi.fn();
+    const sink = await AuditSink.open(path, { key, onError });
+    // The widest line around a record: the largest seq, its hashes and a mac.
+    const frame = '{"seq":9007199254740991,"prev":"","record":,"hash":"","mac":""}'.length + 3 * 64;
+    const sized = (bytes: number): GateDecision => {
+      const record = gateRecord(1, { reason: "é" });
+      const pad = bytes - Buffer.byteLength(JSON.stringify(record));
+      return { ...record, reason: `é${"x".repeat(pad)}` };
+    };
+    const longest = sized(AUDIT_LINE_MAX_BYTES - frame);
+    expect(Buffer.byteLength(JSON.stringify(longest))).toBe(AUDIT_LINE_MAX_BYTES - frame);
+    const error = await sink.append(sized(AUDIT_LINE_MAX_BYTES - frame + 1)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuditRecordError);
+    expect((error as AuditRecordError).message).toBe(
+      `a record of ${AUDIT_LINE_MAX_BYTES - frame + 1} bytes of JSON, not written to ${path}: a line of the log ` +
+        `holds at most ${AUDIT_LINE_MAX_BYTES - frame} bytes of record (AUDIT_LINE_MAX_BYTES, ${AUDIT_LINE_MAX_BYTES}, ` +
+        "with its seq and hashes)",
+    );
+    expect(onError).toHaveBeenCalledWith(error);
+    expect((await stat(path)).size).toBe(0);
+    await expect(sink.append(longest)).resolves.toMatchObject({ seq: 1 });
+    await sink.close();
+    const result = await verifyAuditLog(path, { key });
+    expect(result.ok).toBe(true);
+    expect(result.records[0]?.reason === longest.reason).toBe(true);
   });
 
   it("rejects a record that throws when read, and reports it, never throwing itself", async () => {

@@ -1,13 +1,17 @@
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { appendFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, truncate, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AUDIT_EMPTY_ANCHOR,
   AUDIT_GENESIS,
+  AUDIT_LINE_MAX_BYTES,
   AuditIoError,
   auditSealPath,
   AuditPathError,
@@ -514,6 +518,94 @@ describe("verifyAuditLog reads the log a chunk at a time", () => {
       expect(await verifyLogFile(path, {}, { chunkBytes: 61 })).toMatchObject(expected);
     }
   });
+});
+
+describe("a line longer than AUDIT_LINE_MAX_BYTES", () => {
+  /** `original`'s first `n` lines, then a line `n + 1` that continues them and is `length` bytes long. */
+  const withLineOf = (n: number, length: number): Buffer => {
+    const before = lines().slice(0, n);
+    const prev = (JSON.parse(before[n - 1] as string) as { hash: string }).hash;
+    const frame = (reason: string): string =>
+      `{"seq":${n + 1},"prev":"${prev}","record":${JSON.stringify(gateRecord(n + 1, { reason }))}`;
+    const hashMember = `,"hash":"${"0".repeat(64)}"}`;
+    const body = frame("x".repeat(length - Buffer.byteLength(frame("") + hashMember)));
+    return Buffer.concat([join_(before), Buffer.from(`${body},"hash":"${sha256(`${body}}`)}"}\n`)]);
+  };
+
+  it("verifies a line of exactly the limit, and reports one byte more malformed at its line and offset, as from memory", async () => {
+    expect(AUDIT_LINE_MAX_BYTES).toBe(4 * 1024 * 1024);
+    const path = join(dir, "longest-line.jsonl");
+    const longest = withLineOf(2, AUDIT_LINE_MAX_BYTES);
+    expect(longest.length - longest.lastIndexOf(0x0a, longest.length - 2) - 2).toBe(AUDIT_LINE_MAX_BYTES);
+    const tooLong = withLineOf(2, AUDIT_LINE_MAX_BYTES + 1);
+    const offset = join_(lines().slice(0, 2)).length;
+    expect(verifyAuditBytes(longest)).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    const expected = {
+      ok: false,
+      line: 3,
+      problem: "malformed",
+      message:
+        `line 3 is malformed: it is longer than AUDIT_LINE_MAX_BYTES (${AUDIT_LINE_MAX_BYTES} bytes) ` +
+        `from byte ${offset} on, which no line of this format is; the rest of it was not read`,
+      records: [gateRecord(1, { reason: null }), gateRecord(2, { reason: null })],
+    };
+    expect(verifyAuditBytes(tooLong)).toEqual(expected);
+    // Without its newline, and with lines after it, the same.
+    expect(verifyAuditBytes(tooLong.subarray(0, tooLong.length - 1))).toEqual(expected);
+    expect(verifyAuditBytes(Buffer.concat([tooLong, original.subarray(offset)]))).toEqual(expected);
+    for (const bytes of [longest, tooLong]) {
+      await writeFile(path, bytes);
+      for (const chunkBytes of [CHUNK_BYTES, 1000, AUDIT_LINE_MAX_BYTES + 7]) {
+        expect(await verifyLogFile(path, {}, { chunkBytes })).toEqual(verifyAuditBytes(bytes));
+      }
+    }
+    // A sink opens the longest line's log and goes on after it; the one past the limit it refuses.
+    await writeFile(path, longest);
+    const sink = await AuditSink.open(path);
+    await expect(sink.append(gateRecord(4))).resolves.toMatchObject({ seq: 4 });
+    await sink.close();
+    await writeFile(path, tooLong);
+    await expect(AuditSink.open(path)).rejects.toMatchObject({
+      code: "AUDIT_CORRUPT",
+      path,
+      line: 3,
+      problem: "malformed",
+      message: `audit log ${path} does not verify, refusing to append: ${expected.message}`,
+    });
+    expect((await readFile(path)).equals(tooLong)).toBe(true);
+  });
+
+  it("a gigabyte without a newline is reported after the limit, with memory flat: verified, opened and added under a sink", async () => {
+    const size = 1024 * 1024 * 1024;
+    const path = join(dir, "huge-line.jsonl");
+    const added = join(dir, "huge-added.jsonl");
+    // Two lines, then zeros to 1 GiB (a sparse file: quick to make and to read).
+    await writeFile(path, join_(lines().slice(0, 2)));
+    await truncate(path, size);
+    const script = fileURLToPath(new URL("./support/audit-huge-line.ts", import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      "--import",
+      "tsx",
+      script,
+      path,
+      added,
+      String(size),
+    ]);
+    const report = JSON.parse(stdout) as Record<string, unknown> & { addedAt: number; maxRssBytes: number };
+    const message = (line: number, offset: number): string =>
+      `line ${line} is malformed: it is longer than AUDIT_LINE_MAX_BYTES (${AUDIT_LINE_MAX_BYTES} bytes) ` +
+      `from byte ${offset} on, which no line of this format is; the rest of it was not read`;
+    const twoLines = join_(lines().slice(0, 2)).length;
+    expect(report).toMatchObject({
+      verified: { ok: false, line: 3, problem: "malformed", message: message(3, twoLines), records: [] },
+      opened: { code: "AUDIT_CORRUPT", line: 3, problem: "malformed" },
+      appended: { code: "AUDIT_CORRUPT", line: 2, problem: "malformed" },
+    });
+    expect((report["opened"] as { message: string }).message).toContain(message(3, twoLines));
+    expect((report["appended"] as { message: string }).message).toContain(message(2, report.addedAt));
+    // Before, each of the three held the whole gigabyte; now a line is held up to the limit, no more.
+    expect(report.maxRssBytes).toBeLessThan(size / 4);
+  }, 60_000);
 });
 
 describe("property: every tampering of one kind is detected", () => {

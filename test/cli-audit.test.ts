@@ -143,7 +143,7 @@ describe("loopctl audit verify", () => {
         "open.key",
         /--key-file: audit key file .*open\.key is readable or writable by others \(mode 644\); chmod 600 it/,
       ],
-      ["short.key", /--key-file: an audit key must be at least 16 bytes, got 3/],
+      ["short.key", /--key-file: audit key file .*short\.key: an audit key must be at least 16 bytes, got 3/],
       ["missing.key", /--key-file: .*missing\.key: no such file/],
     ];
     for (const [file, message] of cases) {

@@ -1,9 +1,13 @@
 import type { FileHandle } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { NEWLINE, lineHash } from "./chain.js";
-import type { Chain, ChainCheck, Failure } from "./chain.js";
+import type { Chain, ChainCheck, Failure, LineVisitor } from "./chain.js";
+import { AUDIT_LINE_MAX_BYTES } from "./line.js";
 
-/** How much of a log is read at a time: what verifying it holds of it, but for a line longer than this. */
+/**
+ * How much of a log is read at a time: what verifying it holds of it, but
+ * for a line longer than this (up to {@link AUDIT_LINE_MAX_BYTES}).
+ */
 export const CHUNK_BYTES = 64 * 1024;
 
 /**
@@ -26,14 +30,20 @@ export interface CheckFileOptions {
   readonly signal?: AbortSignal | undefined;
   /** @default CHUNK_BYTES */
   readonly chunkBytes?: number | undefined;
+  /** Where the lines to check start: the end of the lines the check continues from. @default 0 */
+  readonly from?: number | undefined;
 }
 
 /** Where a read of the log has got to: the next byte to read, and the line begun before it. */
 class Cursor {
-  position = 0;
+  position: number;
   #pieces: Buffer[] = [];
   /** How many bytes of a line not yet ended were read. */
   partial = 0;
+
+  constructor(from: number) {
+    this.position = from;
+  }
 
   /** Bytes up to the end of the last whole line read. */
   get whole(): number {
@@ -41,16 +51,18 @@ class Cursor {
   }
 
   /**
-   * Reads from `position` to the file's end, calling `each` with every whole
-   * line (without its newline) until it returns `false`; a line split across
-   * reads is joined first. Resolves whether `each` stopped it, and how many
-   * lines it was given.
+   * Reads from `position` to the file's end, handing every whole line
+   * (without its newline) to `visitor` until it returns `false`; a line split
+   * across reads is joined first. A line that grows past
+   * {@link AUDIT_LINE_MAX_BYTES} goes to `visitor.oversized` and ends the
+   * read, with or without a newline after it: no more of it is held. Resolves
+   * whether the read was stopped, and how many lines it handed on.
    */
   async read(
     handle: FileHandle,
     chunkBytes: number,
     signal: AbortSignal | undefined,
-    each: (line: Buffer) => boolean,
+    visitor: LineVisitor,
   ): Promise<{ readonly stopped: boolean; readonly lines: number }> {
     let lines = 0;
     for (;;) {
@@ -58,10 +70,15 @@ class Cursor {
       const buffer = Buffer.allocUnsafe(chunkBytes);
       const { bytesRead } = await handle.read(buffer, 0, chunkBytes, this.position);
       if (bytesRead === 0) return { stopped: false, lines };
+      const at = this.position;
       this.position += bytesRead;
       const chunk = buffer.subarray(0, bytesRead);
       let start = 0;
       for (let i = chunk.indexOf(NEWLINE); i !== -1; i = chunk.indexOf(NEWLINE, start)) {
+        if (this.partial + i - start > AUDIT_LINE_MAX_BYTES) {
+          visitor.oversized(at + start - this.partial);
+          return { stopped: true, lines };
+        }
         let line = chunk.subarray(start, i);
         if (this.partial > 0) {
           line = Buffer.concat([...this.#pieces, line]);
@@ -70,9 +87,13 @@ class Cursor {
         }
         start = i + 1;
         lines += 1;
-        if (!each(line)) return { stopped: true, lines };
+        if (!visitor.line(line)) return { stopped: true, lines };
       }
       if (start < chunk.length) {
+        if (this.partial + chunk.length - start > AUDIT_LINE_MAX_BYTES) {
+          visitor.oversized(at + start - this.partial);
+          return { stopped: true, lines };
+        }
         this.#pieces.push(chunk.subarray(start));
         this.partial += chunk.length - start;
       }
@@ -88,17 +109,19 @@ class Cursor {
 }
 
 /**
- * Verifies the log open at `handle` from its first byte, a chunk at a time,
- * with the checks `newCheck` makes: what it holds of the file is a chunk and
- * the line under way, however long the log. Resolves the outcome and how
- * many bytes of whole lines it covers. File system errors are thrown as they
- * come, an abort as the signal's reason.
+ * Verifies the log open at `handle` from byte `from` (its first, by default)
+ * to its end, a chunk at a time, with the checks `newCheck` makes: what it
+ * holds of the file is a chunk and the line under way (a line longer than
+ * {@link AUDIT_LINE_MAX_BYTES} is reported at that, and not read further),
+ * however long the log. Resolves the outcome and the byte where the whole
+ * lines it covers end. File system errors are thrown as they come, an abort
+ * as the signal's reason.
  *
  * With `tail: "wait"`, a last line found cut short is waited for, up to
  * {@link TAIL_WAIT_MS}: the lines a writer finishes meanwhile are taken (a
  * line begun after them is still being written too). A writer whose write
  * failed cuts the log back to where its write began instead: when that takes
- * away lines already checked, the log is checked again from the start, as it
+ * away lines already checked, the log is checked again from `from`, as it
  * is then.
  */
 export async function checkLogFile(
@@ -108,10 +131,11 @@ export async function checkLogFile(
 ): Promise<{ readonly outcome: Chain | Failure; readonly bytes: number }> {
   const { signal, tail } = options;
   const chunkBytes = options.chunkBytes ?? CHUNK_BYTES;
+  const from = options.from ?? 0;
   let check = newCheck();
-  let cursor = new Cursor();
+  let cursor = new Cursor(from);
   const readOn = (): Promise<{ readonly stopped: boolean; readonly lines: number }> =>
-    cursor.read(handle, chunkBytes, signal, (line) => check.line(line));
+    cursor.read(handle, chunkBytes, signal, check);
   const finish = async (): Promise<{ readonly outcome: Chain | Failure; readonly bytes: number }> => {
     const outcome = check.end(tail === "cut" ? 0 : cursor.partial);
     if (!("type" in outcome)) return { outcome, bytes: cursor.whole };
@@ -119,10 +143,13 @@ export async function checkLogFile(
     // tells; it is read again rather than every hash kept on the way.
     let earlier: string | undefined;
     let index = 0;
-    await new Cursor().read(handle, chunkBytes, signal, (line) => {
-      index += 1;
-      if (index === outcome.index) earlier = lineHash(line);
-      return index < outcome.index;
+    await new Cursor(from).read(handle, chunkBytes, signal, {
+      line(line) {
+        index += 1;
+        if (index === outcome.index) earlier = lineHash(line);
+        return index < outcome.index;
+      },
+      oversized: () => undefined,
     });
     return { outcome: check.repeated(earlier), bytes: cursor.whole };
   };
@@ -139,7 +166,7 @@ export async function checkLogFile(
         continue;
       }
       check = newCheck();
-      cursor = new Cursor();
+      cursor = new Cursor(from);
       const again = await readOn();
       if (again.stopped || cursor.partial === 0) return finish();
       continue;

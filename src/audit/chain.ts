@@ -5,6 +5,7 @@ import type { GateDecision } from "../engine/records.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "./duplicate-member.js";
 import { lineMac, sameMac } from "./key.js";
+import { AUDIT_LINE_MAX_BYTES } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import type { AuditProblem, AuditVerifyResult } from "./verify.js";
 
@@ -96,6 +97,17 @@ export function lineHash(bytes: Uint8Array): string | undefined {
 
 export type Failure = Extract<AuditVerifyResult, { ok: false }>;
 
+/**
+ * What a reader of a log hands each line to: `line` every line up to
+ * {@link AUDIT_LINE_MAX_BYTES} (its bytes without the newline), until it
+ * returns `false`; `oversized` the first line longer than that, with where it
+ * starts, after which nothing more is read.
+ */
+export interface LineVisitor {
+  line(bytes: Uint8Array): boolean;
+  oversized(offset: number): void;
+}
+
 /** How {@link ChainCheck} checks MACs. */
 export type MacCheck =
   | { readonly type: "key"; readonly key: Buffer }
@@ -139,7 +151,7 @@ export interface Repeat {
  * chain, the hashes asked for, and the records only when asked for. Line
  * numbers in failures count from the log's first line.
  */
-export class ChainCheck {
+export class ChainCheck implements LineVisitor {
   readonly #start: AuditAnchor;
   readonly #macs: MacCheck;
   readonly #records: GateDecision[] = [];
@@ -239,6 +251,23 @@ export class ChainCheck {
     return true;
   }
 
+  /**
+   * The next line is longer than {@link AUDIT_LINE_MAX_BYTES}, from byte
+   * `offset` of the log on: no line of this format is, and the rest of it is
+   * not read. After a skipped `seq` the lines are read only to tell reordered
+   * lines from removed ones, and the outcome stays that.
+   */
+  oversized(offset: number): void {
+    if (this.#failure !== undefined || this.#repeat !== undefined || this.#gap !== undefined) return;
+    const n = this.#seq + 1;
+    this.#fail(
+      n,
+      "malformed",
+      `line ${n} is malformed: it is longer than AUDIT_LINE_MAX_BYTES (${AUDIT_LINE_MAX_BYTES} bytes) ` +
+        `from byte ${offset} on, which no line of this format is; the rest of it was not read`,
+    );
+  }
+
   #repeated(line: number, seq: number, hash: string, earlier: string | null): false {
     return earlier === hash
       ? this.#fail(line, "duplicated", `line ${line} duplicates line ${seq}`)
@@ -293,15 +322,22 @@ export class ChainCheck {
 }
 
 /**
- * Calls `each` with every line in `data` (without its newline) until it
- * returns `false`; returns how many bytes follow the last newline.
+ * Hands every line in `data` to `visitor` (see {@link LineVisitor}); returns
+ * how many bytes follow the last newline.
  */
-function eachLine(data: Uint8Array, each: (line: Uint8Array, index: number) => boolean): number {
+function eachLine(data: Uint8Array, visitor: LineVisitor): number {
   let start = 0;
-  let index = 0;
   for (let i = data.indexOf(NEWLINE); i !== -1; i = data.indexOf(NEWLINE, start)) {
-    if (!each(data.subarray(start, i), ++index)) return 0;
+    if (i - start > AUDIT_LINE_MAX_BYTES) {
+      visitor.oversized(start);
+      return 0;
+    }
+    if (!visitor.line(data.subarray(start, i))) return 0;
     start = i + 1;
+  }
+  if (data.length - start > AUDIT_LINE_MAX_BYTES) {
+    visitor.oversized(start);
+    return 0;
   }
   return data.length - start;
 }
@@ -312,12 +348,17 @@ function eachLine(data: Uint8Array, each: (line: Uint8Array, index: number) => b
  */
 export function verifyChain(data: Uint8Array, start: AuditAnchor, macs: MacCheck, keep: ChainKeep): Chain | Failure {
   const check = new ChainCheck(start, macs, keep);
-  const outcome = check.end(eachLine(data, (line) => check.line(line)));
+  const outcome = check.end(eachLine(data, check));
   if (!("type" in outcome)) return outcome;
   let earlier: string | undefined;
-  eachLine(data, (line, index) => {
-    if (index === outcome.index) earlier = lineHash(line);
-    return index < outcome.index;
+  let index = 0;
+  eachLine(data, {
+    line(line) {
+      index += 1;
+      if (index === outcome.index) earlier = lineHash(line);
+      return index < outcome.index;
+    },
+    oversized: () => undefined,
   });
   return check.repeated(earlier);
 }

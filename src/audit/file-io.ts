@@ -21,20 +21,6 @@ export async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<v
   }
 }
 
-/** The bytes of the file from `start` up to `end`, or to its end if it has grown. */
-export async function readFrom(handle: FileHandle, start: number, end: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let position = start;
-  for (;;) {
-    const buffer = Buffer.alloc(Math.max(64 * 1024, end - position));
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
-    if (bytesRead === 0) break;
-    chunks.push(buffer.subarray(0, bytesRead));
-    position += bytesRead;
-  }
-  return Buffer.concat(chunks);
-}
-
 /** fsyncs `folder`, so that a file created or renamed in it survives a power cut. */
 export async function syncFolder(folder: string): Promise<void> {
   let dir: FileHandle | undefined;

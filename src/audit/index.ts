@@ -7,7 +7,13 @@ export type { AuditProblem, AuditVerifyBytesOptions, AuditVerifyOptions, AuditVe
 export { AUDIT_KEY_MIN_BYTES, readAuditKeyFile } from "./key.js";
 export type { AuditKey } from "./key.js";
 export { auditSealPath } from "./seal.js";
-export { AUDIT_EMPTY_ANCHOR, AUDIT_GENESIS, formatAuditAnchor, parseAuditAnchor } from "./line.js";
+export {
+  AUDIT_EMPTY_ANCHOR,
+  AUDIT_GENESIS,
+  AUDIT_LINE_MAX_BYTES,
+  formatAuditAnchor,
+  parseAuditAnchor,
+} from "./line.js";
 export type { AuditAnchor } from "./line.js";
 export {
   AuditAnchorError,

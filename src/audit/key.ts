@@ -37,7 +37,7 @@ export function auditKeyBytes(key: AuditKey): Buffer {
  * On POSIX the file must not be readable or writable by group or others.
  *
  * @throws AuditConfigError when `path` is not a non-empty string.
- * @throws AuditKeyError when the file is open to others or the key too short.
+ * @throws AuditKeyError naming the file when it is open to others or the key too short.
  * @throws AuditIoError when the file cannot be read (`cause.code` says why).
  */
 export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
@@ -65,7 +65,11 @@ export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
   }
   let end = bytes.length;
   if (bytes[end - 1] === 0x0a) end -= bytes[end - 2] === 0x0d ? 2 : 1;
-  return auditKeyBytes(bytes.subarray(0, end));
+  try {
+    return auditKeyBytes(bytes.subarray(0, end));
+  } catch (error) {
+    throw new AuditKeyError(`audit key file ${path}: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 /** The `mac` of the line whose `hash` is `hash`: HMAC-SHA256 over `loopctl-audit-line:<hash>`. */

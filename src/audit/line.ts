@@ -21,6 +21,23 @@ export interface AuditAnchor {
   readonly hash: string;
 }
 
+/**
+ * The longest line, in bytes without its newline, that the log may hold:
+ * 4 MiB. A record is a few hundred bytes of JSON, so no writer comes near
+ * it; a longer line (a corrupt or hostile file, gigabytes without a newline)
+ * is reported `"malformed"` as soon as it passes the limit, without reading
+ * the rest of it, so that verifying or opening any file holds at most this
+ * much of one line. {@link AuditSink.append} refuses a record whose line
+ * could be longer.
+ */
+export const AUDIT_LINE_MAX_BYTES: number = 4 * 1024 * 1024;
+
+/** The most bytes a line takes besides its record's JSON: the widest `seq`, then `prev`, `hash` and `mac`. */
+const LINE_FRAME_MAX_BYTES = '{"seq":,"prev":"","record":,"hash":"","mac":""}'.length + 16 + 3 * 64;
+
+/** The most bytes a record's JSON may take, so that its line fits in {@link AUDIT_LINE_MAX_BYTES}. */
+export const RECORD_MAX_BYTES: number = AUDIT_LINE_MAX_BYTES - LINE_FRAME_MAX_BYTES;
+
 /** The empty log's anchor. */
 export const AUDIT_EMPTY_ANCHOR: AuditAnchor = Object.freeze({ seq: 0, hash: AUDIT_GENESIS });
 

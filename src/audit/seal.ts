@@ -79,7 +79,8 @@ export async function readSealFile(path: string): Promise<string | null> {
 /**
  * Replaces the seal file with `text`: written to `<seal>.tmp` (owner-only,
  * never through a link), then renamed over the seal, so a reader sees the
- * old seal or the new one, never half of one. Callers hold the log's lock,
+ * old seal or the new one, never half of one. Anything at `<seal>.tmp` but
+ * a regular file (a FIFO, a folder) fails it. Callers hold the log's lock,
  * so one temporary name serves every writer, and a crashed writer's leftover
  * is simply overwritten.
  * @throws AuditIoError when any step fails.
@@ -88,7 +89,14 @@ export async function writeSealFile(path: string, text: string, fsync: boolean):
   const temporary = `${path}.tmp`;
   let handle: FileHandle | undefined;
   try {
-    handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW, 0o600);
+    // O_NONBLOCK: a FIFO put there must not hold the writer, and the log's
+    // lock with it, until someone reads it; one that opens is no seal either.
+    handle = await open(
+      temporary,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW | (constants.O_NONBLOCK ?? 0),
+      0o600,
+    );
+    if (!(await handle.stat()).isFile()) throw new Error(`${temporary} is not a regular file`);
     await writeAll(handle, Buffer.from(text, "utf8"));
     if (fsync) await handle.sync();
     await handle.close();

@@ -22,14 +22,20 @@ import {
 import type { AuditError } from "./errors.js";
 import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { processShared } from "../process-shared.js";
-import { describe, readFrom, syncFolder, writeAll } from "./file-io.js";
+import { describe, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
 import type { AuditKey } from "./key.js";
-import { AUDIT_EMPTY_ANCHOR, assertAuditAnchor, encodeAuditLine } from "./line.js";
+import {
+  AUDIT_EMPTY_ANCHOR,
+  AUDIT_LINE_MAX_BYTES,
+  RECORD_MAX_BYTES,
+  assertAuditAnchor,
+  encodeAuditLine,
+} from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
-import { ChainCheck, verifyChain } from "./chain.js";
-import type { Chain, MacCheck } from "./chain.js";
+import { ChainCheck } from "./chain.js";
+import type { Chain, Failure, MacCheck } from "./chain.js";
 import { checkLogFile } from "./chain-file.js";
 import type { TailRule } from "./chain-file.js";
 import { sealSeq, verifyVouched } from "./verify.js";
@@ -95,6 +101,15 @@ const undone = new WeakSet<AuditError>();
 function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
+
+/** What tests set to drive {@link AuditSink.open} through its edges. */
+export interface SinkSeams {
+  /** Runs after opening reads the log and before it takes the lock. */
+  readonly beforeLock?: () => Promise<void>;
+}
+
+/** {@link AuditSink.open}, with its seams. */
+export let openSink: (path: string, options: AuditSinkOptions | undefined, seams: SinkSeams) => Promise<AuditSink>;
 
 /**
  * An append-only, hash-chained JSONL log of {@link GateDecision} records.
@@ -195,6 +210,14 @@ export class AuditSink {
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
   static async open(path: string, options?: AuditSinkOptions): Promise<AuditSink> {
+    return AuditSink.#open(path, options, {});
+  }
+
+  static {
+    openSink = (path, options, seams) => AuditSink.#open(path, options, seams);
+  }
+
+  static async #open(path: string, options: AuditSinkOptions | undefined, seams: SinkSeams): Promise<AuditSink> {
     assertPathArgument(path, "cannot open an audit log");
     const abs = resolve(path);
     options = optionsArgument(options, `cannot open audit log ${abs}`);
@@ -257,7 +280,7 @@ export class AuditSink {
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const sink = new AuditSink(abs, handle, fileKey, key, options);
-      await sink.#resume(options.anchor);
+      await sink.#resume(options.anchor, seams);
       if (!before && options.fsync) await syncFolder(dirname(abs));
       return sink;
     } catch (error) {
@@ -284,7 +307,7 @@ export class AuditSink {
    * added meanwhile is, so that they never wait on a long log's verification
    * (the whole log again only when it shrank meanwhile).
    */
-  async #resume(anchor: AuditAnchor | undefined): Promise<void> {
+  async #resume(anchor: AuditAnchor | undefined, seams: SinkSeams): Promise<void> {
     const key = this.#key;
     const sealPath = auditSealPath(this.path);
     const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
@@ -304,6 +327,7 @@ export class AuditSink {
     // The seal found now is, but for a write meanwhile, the one found under the lock.
     // A writer may be part-way through a line: the rest of it is read under the lock.
     let read = await readWhole("cut", key === undefined ? null : await readSealFile(sealPath));
+    await seams.beforeLock?.();
     await this.#locked(async () => {
       const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
@@ -376,7 +400,8 @@ export class AuditSink {
    * made while a write is under way go out together in the next one (one
    * lock, one write, one seal). Resolves once the line is written (and
    * synced, with `fsync`).
-   * @throws AuditRecordError when `record` is not a valid GateDecision.
+   * @throws AuditRecordError when `record` is not a valid GateDecision, or its line would be longer
+   *   than `AUDIT_LINE_MAX_BYTES`.
    * @throws AuditLockError when another process held the log's lock too long, or broke this
    *   sink's lock before it wrote (nothing was written).
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
@@ -404,7 +429,17 @@ export class AuditSink {
       new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${why}`, { cause });
     try {
       const parsed = GateDecisionSchema.safeParse(record);
-      return parsed.success ? parsed.data : refuse(zodIssuesLine(parsed.error, 1), parsed.error);
+      if (!parsed.success) return refuse(zodIssuesLine(parsed.error, 1), parsed.error);
+      // Verification reports a line longer than AUDIT_LINE_MAX_BYTES as
+      // malformed: a log this sink wrote must never hold one.
+      const bytes = Buffer.byteLength(JSON.stringify(parsed.data), "utf8");
+      if (bytes > RECORD_MAX_BYTES) {
+        return new AuditRecordError(
+          `a record of ${bytes} bytes of JSON, not written to ${this.path}: a line of the log holds at ` +
+            `most ${RECORD_MAX_BYTES} bytes of record (AUDIT_LINE_MAX_BYTES, ${AUDIT_LINE_MAX_BYTES}, with its seq and hashes)`,
+        );
+      }
+      return parsed.data;
     } catch (error) {
       // A getter that throws, a revoked Proxy: safeParse lets that through.
       return refuse(`reading it threw: ${describe(error)}`, error);
@@ -525,10 +560,10 @@ export class AuditSink {
     macs: MacCheck = this.#key === undefined ? { type: "none", keyed: false } : { type: "key", key: this.#key },
     hashes: readonly (number | undefined)[] = [],
   ): Promise<Chain | undefined> {
-    let size: number;
-    let added: Buffer;
+    let outcome: Chain | Failure;
+    let end: number;
     try {
-      size = (await this.#handle.stat()).size;
+      const size = (await this.#handle.stat()).size;
       if (size < this.#size) {
         throw this.#corrupt(
           this.#anchor.seq,
@@ -537,29 +572,36 @@ export class AuditSink {
         );
       }
       if (size === this.#size) return undefined;
-      added = await readFrom(this.#handle, this.#size, size);
+      // Read as verification reads: a chunk at a time, so that however much
+      // was added (a line gigabytes long, without a newline) this holds no
+      // more than a line of it.
+      ({ outcome, bytes: end } = await checkLogFile(
+        this.#handle,
+        () => new ChainCheck(this.#anchor, macs, { records: false, hashes }),
+        { tail: "strict", from: this.#size },
+      ));
     } catch (error) {
       if (error instanceof AuditCorruptError) throw error;
       throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
     }
-    const chain = verifyChain(added, this.#anchor, macs, { records: false, hashes });
-    if ("ok" in chain) {
+    if ("ok" in outcome) {
       // The added lines alone cannot tell a copy of a line before them from a
       // spliced one; the whole chain can, and finds an earlier change first.
+      const failure = outcome;
       const whole = await checkLogFile(
         this.#handle,
         () => new ChainCheck(AUDIT_EMPTY_ANCHOR, macs, { records: false, hashes: [] }),
         { tail: "strict" },
       ).then(
-        ({ outcome }) => outcome,
-        () => chain,
+        (checked) => checked.outcome,
+        () => failure,
       );
-      const found = "ok" in whole ? whole : chain;
+      const found = "ok" in whole ? whole : failure;
       throw this.#corrupt(found.line, found.problem, found.message);
     }
-    this.#anchor = chain.anchor;
-    this.#size += added.length;
-    return chain;
+    this.#anchor = outcome.anchor;
+    this.#size = end;
+    return outcome;
   }
 
   /**

@@ -16,7 +16,8 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
 
 /**
  * What verification found wrong, at the first line where it shows:
- * - `"malformed"`: not a line this format produces (bad UTF-8, bad JSON, a
+ * - `"malformed"`: not a line this format produces (longer than
+ *   {@link AUDIT_LINE_MAX_BYTES}, bad UTF-8, bad JSON, a
  *   member twice in one object, a missing or extra field of the line (a
  *   record's unknown fields are read past), an invalid record,
  *   an empty line, a line without a `mac` among lines with one, a byte order
@@ -219,7 +220,8 @@ export function verifyVouched(
  * line format). Every content problem is a result value, never a throw. The
  * file is read a chunk at a time and checked line by line, so a log of any
  * length verifies; with `records: false` what is held of it stays the same
- * however long it is.
+ * however long it is. A line longer than {@link AUDIT_LINE_MAX_BYTES} is
+ * `"malformed"` once that much of it is read, and is not read further.
  *
  * A log may be verified while writers append to it. With a key, the seal is
  * read first, so it never vouches for lines the log read after it lacks (a
