@@ -1,8 +1,11 @@
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import type { AddressInfo, Socket } from "node:net";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
+import type { CliContext } from "../src/cli/index.js";
+import { useStore } from "../src/cli/grants.js";
 import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { cli } from "./support/cli-harness.js";
@@ -158,6 +161,54 @@ describe("loopctl grants … --database URL --project NAME", () => {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => silent.close(resolve));
     }
+  });
+
+  it("a pool that fails to close leaves the command's own error, or its result, and is one warning line", async () => {
+    await seeded();
+    const captured = (): CliContext & { out: string; err: string } => {
+      const context = {
+        out: "",
+        err: "",
+        stdout: { write: (chunk: string) => (context.out += chunk) },
+        stderr: { write: (chunk: string) => (context.err += chunk) },
+        env: {},
+        cwd: "/",
+      };
+      return context;
+    };
+    // Each pool is ended by the work itself, so the store's close (a second end()) rejects for real.
+    const opened = () => {
+      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+      const store = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema });
+      return { pool, store, location: "the test database", close: () => pool.end() };
+    };
+    const warning = "loopctl: warning: could not close the test database: Called end on pool more than once\n";
+
+    const failing = opened();
+    const failed = captured();
+    const error = await useStore(
+      failing,
+      failed,
+      async (store) => {
+        await failing.pool.end();
+        return store.load();
+      },
+      true,
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(/Cannot use a pool after calling end on the pool/);
+    expect(JSON.parse(failed.out)).toMatchObject({ ledger: "the test database", error: "POSTGRES_QUERY" });
+    expect(failed.err).toBe(warning);
+
+    const working = opened();
+    const worked = captured();
+    const { value } = await useStore(working, worked, async (store) => {
+      const grants = await store.load();
+      await working.pool.end();
+      return grants;
+    });
+    expect(value.map((g) => g.id)).toEqual([read.id, rm.id, write.id]);
+    expect(worked.err).toBe(warning);
   });
 
   it("reports a malformed row as corrupt, naming it, and changes nothing", async () => {

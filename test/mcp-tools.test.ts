@@ -142,6 +142,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const slow = toolset.tools.find((t) => t.name === "slow")!;
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const failed = Promise.resolve(slow.execute({}, context)).catch((error: unknown) => error);
+    await server.waitFor("called slow {}");
+    process.kill(server.pid, "SIGKILL");
+    const error = await failed;
+    expect(error).toBeInstanceOf(McpToolError);
+    expect(error).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "slow", changed: false });
+    expect((error as Error).cause).toBeInstanceOf(McpError);
+    expect((error as Error).message).toBe(
+      "tool 'slow' on MCP server 'fixture': the connection to the server ended while the call was in flight " +
+        "(MCP error -32000: Connection closed): whether it took effect there is unknown",
+    );
+    toolset.close();
+  });
+
   it("follows list_changed without replacing the application's notification handlers, set before or after it", async () => {
     const server = await startFixture("mutable");
     const seen: string[] = [];

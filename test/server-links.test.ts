@@ -423,6 +423,35 @@ describe("a refused link's page says what happened", () => {
     expect(shown(broken).title).toBe("Something went wrong");
     expect(track(parked).outcome.state).toBe("pending");
   });
+
+  it("an answer the approver does not confirm within answerTimeoutMs: sent, not confirmed, and how to find out", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const stuck: AskInbox = {
+      next: (options) => approver.next(options),
+      ended: (id, options) => approver.ended(id, options),
+      resolve: () => new Promise<boolean>(() => undefined),
+      close: () => approver.close(),
+    };
+    const server = await createApprovalServer({ approver: stuck, linkSecret: SECRET, answerTimeoutMs: 200 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(async () => (await listed(server)) === 1);
+    const reply = await post(signAnswerLink(ask, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    expect(reply.status).toBe(504);
+    expect(shown(reply)).toEqual({
+      title: "Answer not confirmed",
+      text:
+        "your answer was sent, but the approver did not confirm in time that it reached the call; it may still. " +
+        "The console, or this link opened again, shows whether the ask has ended: answer again only if it is " +
+        "still waiting",
+    });
+    expect(track(parked).outcome.state).toBe("pending");
+  });
 });
 
 /**

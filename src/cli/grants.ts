@@ -1,4 +1,5 @@
 import { lstat } from "node:fs/promises";
+import { describeError } from "../errors.js";
 import {
   argsDigest,
   CanonicalJsonError,
@@ -13,6 +14,7 @@ import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
 import { errorDocument } from "./failure.js";
 import { openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
+import type { OpenedStore } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
 
@@ -22,10 +24,7 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 
 /**
  * Runs `work` on the store the options name and closes it after; says where
- * the grants live. With `asJson`, a failure of `work` (grants that cannot be
- * read, an unexpected error) is reported on stdout too, as `{"ledger",
- * "error", "message", "hint"?}`, so a script always has a document to parse;
- * stderr and the exit code (3, 4 or 5) say it as they do without `--json`.
+ * the grants live. See {@link useStore}.
  */
 async function withStore<T>(
   command: string,
@@ -34,7 +33,25 @@ async function withStore<T>(
   work: (store: GrantStore) => Promise<T>,
   asJson = false,
 ): Promise<{ location: string; value: T }> {
-  const opened = await openStore(command, values, context);
+  return useStore(await openStore(command, values, context), context, work, asJson);
+}
+
+/**
+ * Runs `work` on the opened store and closes it after; says where the grants
+ * live. With `asJson`, a failure of `work` (grants that cannot be read, an
+ * unexpected error) is reported on stdout too, as `{"ledger", "error",
+ * "message", "hint"?}`, so a script always has a document to parse; stderr
+ * and the exit code (3, 4 or 5) say it as they do without `--json`. A store
+ * that fails to close (a database pool) is one warning line on stderr: the
+ * work is done by then, its changes made and its result or its own error the
+ * one to report.
+ */
+export async function useStore<T>(
+  opened: OpenedStore,
+  context: CliContext,
+  work: (store: GrantStore) => Promise<T>,
+  asJson = false,
+): Promise<{ location: string; value: T }> {
   try {
     return { location: opened.location, value: await work(opened.store) };
   } catch (error) {
@@ -44,7 +61,13 @@ async function withStore<T>(
     }
     throw error;
   } finally {
-    await opened.close();
+    try {
+      await opened.close();
+    } catch (error) {
+      context.stderr.write(
+        `loopctl: warning: could not close ${printable(opened.location)}: ${printable(describeError(error))}\n`,
+      );
+    }
   }
 }
 

@@ -560,6 +560,17 @@ export class McpToolset implements ToolSource {
               "took effect there is unknown",
           );
         }
+        if (this.#detached()) {
+          // The connection ended (the transport's close is heard before the SDK's rejection is): the request was sent.
+          throw new McpToolError(
+            server,
+            name,
+            `the connection to the server ended while the call was in flight (${describeError(error)}): whether it ` +
+              "took effect there is unknown",
+            false,
+            { cause: error },
+          );
+        }
         throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
       } finally {
         this.#calls.delete(request);

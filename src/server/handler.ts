@@ -570,7 +570,19 @@ class Handler {
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
-    const outcome = await this.#deliver(check.askId, resolution, check.askDigest);
+    const outcome = await this.#deliver(check.askId, resolution, check.askDigest).catch((error: unknown) => {
+      // A person reads this one: where to look, rather than the API's "check the ask".
+      if (error instanceof HttpError && error.code === "answer_unconfirmed") {
+        throw new HttpError(
+          error.status,
+          error.code,
+          "your answer was sent, but the approver did not confirm in time that it reached the call; it may still. " +
+            "The console, or this link opened again, shows whether the ask has ended: answer again only if it " +
+            "is still waiting",
+        );
+      }
+      throw error;
+    });
     switch (outcome.type) {
       case "delivered":
         return sendPage(

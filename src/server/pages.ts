@@ -101,6 +101,7 @@ const REFUSAL_TITLES: Readonly<Record<string, string>> = {
   ask_ended: "Ask already ended",
   ask_unknown: "Ask not found",
   approver_unavailable: "Approver unavailable",
+  answer_unconfirmed: "Answer not confirmed",
 };
 
 /** The heading of `error`'s page: its own title, else the one for its code. */
