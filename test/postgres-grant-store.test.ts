@@ -354,6 +354,34 @@ describe("PostgresGrantStore fails closed", () => {
     expect((await store().load()).map((g) => g.id)).toEqual([read.id]);
   });
 
+  it("names the project and the schema in a query error, whether the server is unreachable or refuses a statement", async () => {
+    const project = 'acme "shop"';
+    const unreachable = new PostgresGrantStore(
+      db.newPool(1, { connectionString: "postgres://nobody@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 }),
+      { project, schema: db.schema },
+    );
+    const refused = store(project);
+    await refused.save(read);
+    // A statement the server refuses: the project's next save breaks a constraint added by hand.
+    await db.pool.query(
+      `ALTER TABLE "${db.schema}".grants ADD CONSTRAINT no_boom CHECK (note IS DISTINCT FROM 'boom')`,
+    );
+    const calls: [string, () => Promise<unknown>][] = [
+      ["PostgresGrantStore.load", () => unreachable.load()],
+      ["PostgresGrantStore.covering", () => unreachable.covering("read", "{}")],
+      ["PostgresGrantStore.save", () => unreachable.save(read)],
+      ["PostgresGrantStore.revoke", () => unreachable.revoke(read.id)],
+      ["PostgresGrantStore.clear", () => unreachable.clear()],
+      ["PostgresGrantStore.save", () => refused.save(deployProd.withNote("boom"))],
+    ];
+    for (const [operation, call] of calls) {
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresQueryError);
+      expect(error).toMatchObject({ code: "POSTGRES_QUERY", operation });
+      expect((error as Error).message).toContain(`${operation}: project "acme \\"shop\\"" in schema "${db.schema}": `);
+    }
+  });
+
   it("says the schema needs migrating when it does not exist", async () => {
     const s = new PostgresGrantStore(db.pool, { project: "p", schema: "loopctl_never_migrated" });
     const error = await s.load().catch((e: unknown) => e);
