@@ -22,7 +22,9 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 
 /**
  * Runs `work` on the store the options name and closes it after; says where
- * the grants live. With `asJson`, a failure of `work` (grants that cannot be
+ * the grants live. With `--database`, then warns (unless `warnNearProjects`
+ * is false) of projects whose names differ from `--project` only in case or
+ * surrounding spaces, when `--project` never held a grant. With `asJson`, a failure of `work` (grants that cannot be
  * read, an unexpected error) is reported on stdout too, as `{"ledger",
  * "error", "message", "hint"?}`, so a script always has a document to parse;
  * stderr and the exit code (3, 4 or 5) say it as they do without `--json`.
@@ -33,10 +35,17 @@ async function withStore<T>(
   context: CliContext,
   work: (store: GrantStore) => Promise<T>,
   asJson = false,
+  warnNearProjects = true,
 ): Promise<{ location: string; value: T }> {
   const opened = await openStore(command, values, context);
   try {
-    return { location: opened.location, value: await work(opened.store) };
+    const value = await work(opened.store);
+    if (warnNearProjects && opened.nearProjectsWarning !== undefined) {
+      // Only a hint: the command's work is done and reported whatever it finds.
+      const warning = await opened.nearProjectsWarning().catch(() => undefined);
+      if (warning !== undefined) context.stderr.write(`loopctl: warning: ${printable(warning)}\n`);
+    }
+    return { location: opened.location, value };
   } catch (error) {
     // A usage error found while at work (--args that have no canonical form) is said as one.
     if (asJson && !(error instanceof CliUsageError)) {
@@ -178,7 +187,7 @@ async function nameNearTools(
 ): Promise<void> {
   let grants: Grant[];
   try {
-    ({ value: grants } = await withStore(command, values, context, (store) => store.load()));
+    ({ value: grants } = await withStore(command, values, context, (store) => store.load(), false, false));
   } catch {
     return; // only a hint: the reset itself is done and reported
   }
