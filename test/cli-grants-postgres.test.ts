@@ -88,6 +88,30 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(JSON.parse(run.stdout)).toMatchObject({ decision: { type: "deny", grant: rm.id } });
   });
 
+  it("warns when the project never held a grant but names differing only in case or surrounding spaces did", async () => {
+    const near = await seeded("Acme/Shop");
+    await new PostgresGrantStore(db.pool, { project: " acme/shop\t", schema: db.schema }).save(read);
+    const warning =
+      `loopctl: warning: project "acme/shop" never held a grant in schema ${db.schema}; the name matches exactly, ` +
+      `and " acme/shop\\t", "Acme/Shop" (differing in case or surrounding spaces) are other projects, left as they are\n`;
+    for (const argv of [
+      ["grants", "list", ...at()],
+      ["grants", "list", ...at(), "--json"],
+      ["grants", "reset", ...at()],
+      ["grants", "reset", "--tool", "shell", ...at()],
+      ["grants", "revoke", rm.id, ...at()],
+      ["grants", "explain", "--tool", "shell", "--args", '{"cmd":"rm -rf /"}', ...at()],
+    ]) {
+      const run = await cli(argv, { cwd: "/" });
+      expect(run.stderr.split(warning).length - 1, argv.join(" ")).toBe(1);
+    }
+    expect(await near.load()).toHaveLength(3);
+    // Said only of a project the database has never seen that has such neighbours.
+    for (const project of ["Acme/Shop", "acme/blog"]) {
+      expect(await cli(["grants", "list", ...at(project)], { cwd: "/" })).toMatchObject({ code: EXIT.ok, stderr: "" });
+    }
+  });
+
   it("refuses options that do not go together, with a usage error", async () => {
     const cases: [string[], string][] = [
       [["grants", "list", "--database", DATABASE_URL], "--database needs --project NAME"],

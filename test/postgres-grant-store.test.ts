@@ -191,6 +191,64 @@ describe("PostgresGrantStore's lookup index", () => {
   });
 });
 
+describe("PostgresGrantStore: a decision's cost on the server", () => {
+  it("reads the changes since its version through the index, custom plan or generic, whatever the project holds", async () => {
+    const count = 20_000;
+    const grants = Array.from({ length: count }, (_, i) => new Grant("write", "allow", GrantScope.thisCall({ i })));
+    for (const project of ["acme/shop", "acme/other"]) {
+      await db.pool.query(
+        `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, created_at_ms, version)
+         SELECT $1, v.id, 'write', 'allow', v.args, 0, v.n FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS v(id, args, n)`,
+        [project, grants.map((g) => g.id), grants.map((g) => g.canonicalArgs)],
+      );
+      await db.pool.query(`INSERT INTO "${db.schema}".grant_projects (project, version) VALUES ($1, $2)`, [
+        project,
+        count,
+      ]);
+    }
+    await db.pool.query(`ANALYZE "${db.schema}".grants`);
+    const seen: string[][] = [];
+    const pool = db.newPool(2);
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        const statement = config as { text?: unknown; values?: unknown[] };
+        if (typeof statement.text === "string" && statement.text.includes("head.version")) {
+          seen.push([statement.text, ...(statement.values ?? []).map(String)]);
+        }
+        return query(config, ...rest);
+      };
+    });
+    const s = store("acme/shop", pool);
+    expect(await s.covering("write", canonicalJson({ i: 7 }))).toHaveLength(1);
+    await store().save(read);
+    expect(await s.covering("read", "{}")).toHaveLength(1);
+    const [text, ...values] = seen.at(-1)!;
+    expect(values).toEqual(["acme/shop", String(count), grants.at(-1)!.id]);
+    const client = await db.pool.connect();
+    try {
+      await client.query(`PREPARE refresh_probe AS ${text!}`);
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE refresh_probe(${values.map((v) => client.escapeLiteral(v)).join(", ")})`,
+        );
+        const plan = JSON.stringify(rows[0]!["QUERY PLAN"]);
+        expect(plan, mode).not.toContain("Seq Scan");
+        expect(plan, mode).toContain("grants_by_version");
+        expect(plan, mode).toContain("grants_pkey");
+        expect(plan, mode).toContain("grant_projects_pkey");
+        // One changed row read: the grant saved since, not the 40,000 of the two projects.
+        const read = [...plan.matchAll(/"Actual Rows": (\d+)/g)].map((m) => Number(m[1]));
+        expect(Math.max(...read), mode).toBeLessThanOrEqual(1);
+      }
+    } finally {
+      await client.query("DEALLOCATE ALL; RESET plan_cache_mode").catch(() => undefined);
+      client.release();
+    }
+  }, 60_000);
+});
+
 describe("PostgresGrantStore under GrantPolicy", () => {
   it("decides deny over allow, re-asks a changed tool, and sees a revocation made by another process at once", async () => {
     const mine = store();
@@ -352,6 +410,34 @@ describe("PostgresGrantStore fails closed", () => {
     expect(await running.covering("deploy", deployProd.canonicalArgs!)).toEqual([]);
     expect((await running.load()).map((g) => g.id)).toEqual([read.id]);
     expect((await store().load()).map((g) => g.id)).toEqual([read.id]);
+  });
+
+  it("names the project and the schema in a query error, whether the server is unreachable or refuses a statement", async () => {
+    const project = 'acme "shop"';
+    const unreachable = new PostgresGrantStore(
+      db.newPool(1, { connectionString: "postgres://nobody@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 }),
+      { project, schema: db.schema },
+    );
+    const refused = store(project);
+    await refused.save(read);
+    // A statement the server refuses: the project's next save breaks a constraint added by hand.
+    await db.pool.query(
+      `ALTER TABLE "${db.schema}".grants ADD CONSTRAINT no_boom CHECK (note IS DISTINCT FROM 'boom')`,
+    );
+    const calls: [string, () => Promise<unknown>][] = [
+      ["PostgresGrantStore.load", () => unreachable.load()],
+      ["PostgresGrantStore.covering", () => unreachable.covering("read", "{}")],
+      ["PostgresGrantStore.save", () => unreachable.save(read)],
+      ["PostgresGrantStore.revoke", () => unreachable.revoke(read.id)],
+      ["PostgresGrantStore.clear", () => unreachable.clear()],
+      ["PostgresGrantStore.save", () => refused.save(deployProd.withNote("boom"))],
+    ];
+    for (const [operation, call] of calls) {
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresQueryError);
+      expect(error).toMatchObject({ code: "POSTGRES_QUERY", operation });
+      expect((error as Error).message).toContain(`${operation}: project "acme \\"shop\\"" in schema "${db.schema}": `);
+    }
   });
 
   it("says the schema needs migrating when it does not exist", async () => {

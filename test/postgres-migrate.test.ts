@@ -152,6 +152,42 @@ describe("migrate", () => {
     await expect(migrate(db.pool, { schema: db.schema })).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
   });
 
+  it("refuses a schema whose migrations table is another tool's, naming it and its columns, and changes nothing", async () => {
+    for (const columns of [
+      "id serial PRIMARY KEY, timestamp bigint NOT NULL, name text NOT NULL",
+      "version bigint PRIMARY KEY, dirty boolean NOT NULL",
+    ]) {
+      await db.pool.query(`DROP SCHEMA IF EXISTS "${db.schema}" CASCADE`);
+      await db.pool.query(`CREATE SCHEMA "${db.schema}"`);
+      await db.pool.query(`CREATE TABLE "${db.schema}".migrations (${columns})`);
+      await db.pool.query(`INSERT INTO "${db.schema}".migrations DEFAULT VALUES`).catch(() => undefined);
+      const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresConfigError);
+      expect((error as Error).message).toContain(
+        `migrate: schema "${db.schema}" holds a migrations table that is not loopctl's`,
+      );
+      expect((error as Error).message).not.toContain("run migrate");
+      expect(await tables(db.schema)).toEqual(["migrations"]);
+    }
+  });
+
+  it("says what is missing when a migrated schema lost a table, instead of asking for the migrate that failed", async () => {
+    const names = schemaNames("test", db.schema);
+    await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
+    await db.pool.query(
+      `CREATE TABLE ${names.table("migrations")} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const [first] = MIGRATIONS;
+    for (const statement of first!.statements(names)) await db.pool.query(statement);
+    await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
+    await db.pool.query(`DROP TABLE ${names.table("asks")}`);
+    const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "POSTGRES_QUERY", operation: `migrate(${db.schema})` });
+    expect((error as Error).message).toContain(`schema "${db.schema}" is at version 1 but lacks what it holds`);
+    expect((error as Error).message).toContain(`relation "${db.schema}.asks" does not exist`);
+    expect((error as Error).message).not.toContain("run migrate");
+  });
+
   it("rejects a schema name that is not a lowercase identifier", async () => {
     for (const schema of ["", "Loopctl", "a-b", 'x"; DROP SCHEMA public; --', "a".repeat(49)]) {
       await expect(migrate(db.pool, { schema })).rejects.toBeInstanceOf(PostgresConfigError);

@@ -23,7 +23,16 @@ export interface OpenedStore {
   readonly location: string;
   /** Releases what the store holds (a database pool). */
   close(): Promise<void>;
+  /**
+   * With `--database`: a warning when the project never held a grant in the
+   * schema while projects whose names differ from it only in case or
+   * surrounding spaces did (a mistyped `--project` reads as "no grants").
+   */
+  nearProjectsWarning?(): Promise<string | undefined>;
 }
+
+/** The spaces a project name may carry around it by mistake (PostgreSQL's `btrim` set). */
+const SURROUNDING_SPACES = " \t\n\r\f\v";
 
 interface StoreValues {
   readonly project?: string | undefined;
@@ -111,16 +120,36 @@ export async function openStore(command: string, values: StoreValues, context: C
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
   const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  const { schemaNames } = await import("../postgres/schema.js");
   const pool = await connect(command, values.database, context.env);
+  const project = values.project;
   try {
     const store = new PostgresGrantStore(pool, {
-      project: values.project,
+      project,
       ...(values.schema === undefined ? {} : { schema: values.schema }),
     });
+    const projects = schemaNames(command, store.schema).table("grant_projects");
     return {
       store,
-      location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(values.project)})`,
+      location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(project)})`,
       close: () => pool.end(),
+      nearProjectsWarning: async () => {
+        // Every project that ever held a grant has a row here (kept when its grants are revoked).
+        const { rows } = await pool.query(
+          `SELECT p.project FROM ${projects} AS p
+           WHERE NOT EXISTS (SELECT 1 FROM ${projects} WHERE project = $1)
+             AND lower(btrim(p.project, $2)) = lower(btrim($1, $2))
+           ORDER BY p.project COLLATE "C" LIMIT 5`,
+          [project, SURROUNDING_SPACES],
+        );
+        const near = rows.map((row) => String((row as { project?: unknown }).project));
+        if (near.length === 0) return undefined;
+        return (
+          `project ${JSON.stringify(project)} never held a grant in schema ${store.schema}; the name matches exactly, ` +
+          `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
+          "are other projects, left as they are"
+        );
+      },
     };
   } catch (error) {
     await pool.end();

@@ -32,28 +32,38 @@ async function withStore<T>(
   context: CliContext,
   work: (store: GrantStore) => Promise<T>,
   asJson = false,
+  warnNearProjects = true,
 ): Promise<{ location: string; value: T }> {
-  return useStore(await openStore(command, values, context), context, work, asJson);
+  return useStore(await openStore(command, values, context), context, work, asJson, warnNearProjects);
 }
 
 /**
  * Runs `work` on the opened store and closes it after; says where the grants
- * live. With `asJson`, a failure of `work` (grants that cannot be read, an
- * unexpected error) is reported on stdout too, as `{"ledger", "error",
- * "message", "hint"?}`, so a script always has a document to parse; stderr
- * and the exit code (3, 4 or 5) say it as they do without `--json`. A store
- * that fails to close (a database pool) is one warning line on stderr: the
- * work is done by then, its changes made and its result or its own error the
- * one to report.
+ * live. With `--database`, then warns (unless `warnNearProjects` is false)
+ * of projects whose names differ from `--project` only in case or
+ * surrounding spaces, when `--project` never held a grant. With `asJson`, a
+ * failure of `work` (grants that cannot be read, an unexpected error) is
+ * reported on stdout too, as `{"ledger", "error", "message", "hint"?}`, so
+ * a script always has a document to parse; stderr and the exit code (3, 4 or
+ * 5) say it as they do without `--json`. A store that fails to close (a
+ * database pool) is one warning line on stderr: the work is done by then,
+ * its changes made and its result or its own error the one to report.
  */
 export async function useStore<T>(
   opened: OpenedStore,
   context: CliContext,
   work: (store: GrantStore) => Promise<T>,
   asJson = false,
+  warnNearProjects = true,
 ): Promise<{ location: string; value: T }> {
   try {
-    return { location: opened.location, value: await work(opened.store) };
+    const value = await work(opened.store);
+    if (warnNearProjects && opened.nearProjectsWarning !== undefined) {
+      // Only a hint: the command's work is done and reported whatever it finds.
+      const warning = await opened.nearProjectsWarning().catch(() => undefined);
+      if (warning !== undefined) context.stderr.write(`loopctl: warning: ${printable(warning)}\n`);
+    }
+    return { location: opened.location, value };
   } catch (error) {
     // A usage error found while at work (--args that have no canonical form) is said as one.
     if (asJson && !(error instanceof CliUsageError)) {
@@ -201,7 +211,7 @@ async function nameNearTools(
 ): Promise<void> {
   let grants: Grant[];
   try {
-    ({ value: grants } = await withStore(command, values, context, (store) => store.load()));
+    ({ value: grants } = await withStore(command, values, context, (store) => store.load(), false, false));
   } catch {
     return; // only a hint: the reset itself is done and reported
   }

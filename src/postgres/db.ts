@@ -144,8 +144,12 @@ export function connectionFailure(error: unknown, lost: Error | undefined): unkn
   return lost !== undefined && !(error instanceof LoopctlError) && sqlState(error) === undefined ? lost : error;
 }
 
-/** The driver's error as a {@link PostgresQueryError} naming the operation; loopctl's own errors pass through. */
-export function queryFailure(operation: string, schema: SchemaNames, error: unknown): Error {
+/**
+ * The driver's error as a {@link PostgresQueryError} naming the operation,
+ * and `subject` (what it was done to, e.g. a project in a schema) when
+ * given; loopctl's own errors pass through.
+ */
+export function queryFailure(operation: string, schema: SchemaNames, error: unknown, subject?: string): Error {
   if (error instanceof LoopctlError) return error;
   const state = sqlState(error);
   const message = error instanceof Error ? error.message : String(error);
@@ -160,7 +164,7 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
   return new PostgresQueryError(
     "POSTGRES_QUERY",
     operation,
-    `${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`,
+    `${subject === undefined ? "" : `${subject}: `}${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`,
     {
       cause: error,
     },
@@ -254,6 +258,8 @@ export class Db {
   readonly pool: PgPool;
   readonly names: SchemaNames;
   readonly #replyMs: number | undefined;
+  /** What the statements are about, named in their errors (e.g. a project in a schema). */
+  readonly #subject: string | undefined;
   #checked: Promise<void> | undefined;
 
   /**
@@ -262,11 +268,19 @@ export class Db {
    * and the connection is closed, not handed to the next caller. A network
    * that swallows packets answers nothing and closes nothing, and a
    * connection that swallowed one statement swallows the next.
+   *
+   * With `subject` (e.g. `project "acme/shop" in schema "loopctl"`), a
+   * statement that fails says what it was about as well as what was being done.
    */
-  constructor(pool: PgPool, names: SchemaNames, replyMs?: number) {
+  constructor(pool: PgPool, names: SchemaNames, replyMs?: number, subject?: string) {
     this.pool = pool;
     this.names = names;
     this.#replyMs = replyMs;
+    this.#subject = subject;
+  }
+
+  #failure(operation: string, error: unknown): Error {
+    return queryFailure(operation, this.names, error, this.#subject);
   }
 
   /**
@@ -281,7 +295,7 @@ export class Db {
       try {
         return normalize(await this.pool.query(statement));
       } catch (error) {
-        throw queryFailure(operation, this.names, error);
+        throw this.#failure(operation, error);
       }
     }
     return this.#withClient(operation, signal, (client) => client.query(statement).then(normalize));
@@ -313,7 +327,7 @@ export class Db {
     try {
       return normalize(await client.query(prepared(sql, values)));
     } catch (error) {
-      throw queryFailure(operation, this.names, error);
+      throw this.#failure(operation, error);
     }
   }
 
@@ -392,7 +406,7 @@ export class Db {
       const result = this.#replyMs === undefined ? await this.pool.query(sql) : await this.#replyIn(sql, this.#replyMs);
       version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
     } catch (error) {
-      throw queryFailure(operation, this.names, error);
+      throw this.#failure(operation, error);
     }
     if (version > SCHEMA_VERSION) {
       throw new PostgresQueryError(
@@ -470,7 +484,7 @@ export class Db {
           if (state.aborted) return;
           client = await checkOut(this.pool, onError);
         } catch (error) {
-          settle(() => reject(queryFailure(operation, this.names, error)));
+          settle(() => reject(this.#failure(operation, error)));
           return;
         }
         let started = false;
@@ -492,11 +506,7 @@ export class Db {
                 state.broken = true;
                 settle(() =>
                   reject(
-                    queryFailure(
-                      operation,
-                      this.names,
-                      new NoReplyError(`no reply within ${ms} ms; the connection was closed`),
-                    ),
+                    this.#failure(operation, new NoReplyError(`no reply within ${ms} ms; the connection was closed`)),
                   ),
                 );
                 // Closing it fails what is still waiting on it, and the pool makes a new one.
@@ -512,7 +522,7 @@ export class Db {
         } catch (error) {
           // No SQLSTATE and not ours, or the server ending the session: the connection itself failed.
           state.broken ||= unusable(error);
-          settle(() => reject(queryFailure(operation, this.names, connectionFailure(error, state.lost))));
+          settle(() => reject(this.#failure(operation, connectionFailure(error, state.lost))));
         } finally {
           clearTimeout(silent);
           if (!released) {

@@ -4,8 +4,9 @@ import { LoopctlError } from "../errors.js";
  * `loopctl/postgres` was given something it cannot work with: a schema name
  * that is not a plain lowercase identifier, a project that is not a
  * non-empty string (or holds U+0000 or a lone surrogate, which PostgreSQL
- * cannot store as given), a lease or interval out of range, or an object that
- * is not a node-postgres pool. `code` is `"POSTGRES_CONFIG"`.
+ * cannot store as given), a lease or interval out of range, an object that
+ * is not a node-postgres pool, or a schema for {@link migrate} whose
+ * `migrations` table is another tool's. `code` is `"POSTGRES_CONFIG"`.
  */
 export class PostgresConfigError extends LoopctlError {
   constructor(where: string, problem: string) {

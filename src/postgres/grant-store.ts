@@ -80,7 +80,8 @@ function describeRule(tool: string, verdict: string, args: string | null): strin
  * Fail closed: a row that is not a grant (a mismatched id, arguments that are
  * not JSON) is a {@link PostgresRowError} naming it, and the store answers
  * nothing until it is repaired; an unreachable server is a
- * {@link PostgresQueryError}; the engine denies on either.
+ * {@link PostgresQueryError} naming the project and the schema; the engine
+ * denies on either.
  *
  * @example
  * ```ts
@@ -125,7 +126,7 @@ export class PostgresGrantStore implements GrantStore {
     this.project = project;
     this.schema = this.#names.name;
     const replyMs = positiveInteger("PostgresGrantStore", "replyMs", options.replyMs, 15_000, 300, 600_000);
-    this.#db = new Db(pool, this.#names, replyMs);
+    this.#db = new Db(pool, this.#names, replyMs, `project ${JSON.stringify(project)} in schema ${this.#names.quoted}`);
     this.#table = this.#names.table("grants");
   }
 

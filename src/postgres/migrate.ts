@@ -1,5 +1,5 @@
 import { BEGIN, checkOut, connectionFailure, queryFailure, requireOptions, requirePool } from "./db.js";
-import { PostgresQueryError } from "./errors.js";
+import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
 import { schemaNames } from "./schema.js";
@@ -35,10 +35,12 @@ export interface MigrateResult {
  * until the server ends its session, 5 s idle in the transaction
  * (`idle_in_transaction_session_timeout`), as every loopctl transaction does.
  *
- * @throws {PostgresConfigError} for a bad schema name, pool or options.
+ * @throws {PostgresConfigError} for a bad schema name, pool or options, or
+ *   a schema whose `migrations` table is another tool's (nothing is changed).
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
  *   loopctl migrated the schema (nothing is changed), `"POSTGRES_QUERY"`
- *   when a statement fails (nothing is changed: the transaction rolls back).
+ *   when a statement fails, or the schema lacks an object its version made
+ *   (nothing is changed: the transaction rolls back).
  *
  * @example
  * ```ts
@@ -61,6 +63,8 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     lost ??= error;
   };
   let client: PgPoolClient;
+  /** The version the schema was found at, once read. */
+  let atVersion: number | undefined;
   try {
     client = await checkOut(pool, onError);
   } catch (error) {
@@ -79,10 +83,26 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
           applied_at timestamptz NOT NULL DEFAULT now()
         )`,
       );
+      // A schema shared with another tool may hold its migrations table: never read or write that as ours.
+      const shape = await client.query(
+        `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) AS columns,
+           count(*) FILTER (WHERE (attname, atttypid) IN (('version', 'integer'::regtype), ('name', 'text'::regtype))) AS ours
+         FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`,
+        [names.table("migrations")],
+      );
+      const columns = shape.rows[0] as { columns?: unknown; ours?: unknown } | undefined;
+      if (Number(columns?.ours) !== 2) {
+        throw new PostgresConfigError(
+          "migrate",
+          `schema ${names.quoted} holds a migrations table that is not loopctl's (${String(columns?.columns)}); ` +
+            "give loopctl a schema of its own (options.schema)",
+        );
+      }
       const found = await client.query(
         `SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`,
       );
       const from = Number((found.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
+      atVersion = from;
       if (from > SCHEMA_VERSION) {
         throw new PostgresQueryError(
           "POSTGRES_SCHEMA_TOO_NEW",
@@ -109,7 +129,18 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
       throw error;
     }
   } catch (error) {
-    throw queryFailure(operation, names, connectionFailure(error, lost));
+    const failure = queryFailure(operation, names, connectionFailure(error, lost));
+    // Not "run migrate": this is migrate. A schema at a version lacks an object that version made.
+    if (failure instanceof PostgresQueryError && failure.code === "POSTGRES_NOT_MIGRATED") {
+      throw new PostgresQueryError(
+        "POSTGRES_QUERY",
+        operation,
+        `schema ${names.quoted} is at version ${atVersion ?? 0} but lacks what it holds (${(error as Error).message}); ` +
+          "it was changed by hand: restore it, or drop it and migrate again",
+        { cause: error },
+      );
+    }
+    throw failure;
   } finally {
     client.removeListener("error", onError);
     client.release(broken ? true : undefined);
