@@ -1086,6 +1086,85 @@ describe("slow clients of createApprovalServer", () => {
   });
 });
 
+describe("requests Node cannot parse, refused by createApprovalServer", () => {
+  /** The status line, headers (lower-cased names) and body of the one reply in `received`. */
+  function parseReply(received: string): { status: string; headers: Map<string, string>; json: unknown } {
+    const end = received.indexOf("\r\n\r\n");
+    expect(end, received).toBeGreaterThan(0);
+    const [status = "", ...lines] = received.slice(0, end).split("\r\n");
+    const headers = new Map(
+      lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]),
+    );
+    const body = received.slice(end + 4);
+    expect(Buffer.byteLength(body)).toBe(Number(headers.get("content-length")));
+    return { status, headers, json: JSON.parse(body) as unknown };
+  }
+
+  /** A refusal as the server's own: JSON with a code and message, the security headers, and the connection closed. */
+  function expectRefusal(received: string, status: number, error: string, message: RegExp): void {
+    const reply = parseReply(received);
+    expect(reply.status).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(reply.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(reply.headers.get("connection")).toBe("close");
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(reply.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(reply.json).toEqual({ error, message: expect.stringMatching(message) as unknown });
+  }
+
+  it("answers headers over Node's limit with 431 and a JSON error that names the limit", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
+    expectRefusal(await closed, 431, "headers_too_large", /at most 16384 bytes/);
+  });
+
+  it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Bad: a\u0001b\r\n\r\n`);
+    expectRefusal(await closed, 400, "bad_request", /not valid HTTP\/1\.1 \(HPE_INVALID_HEADER_TOKEN\)/);
+  });
+
+  it("answers an answer whose chunked body breaks off into garbage with 400 JSON, and answers nothing", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Transfer-Encoding: chunked\r\n\r\n5\r\n{"typ\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write("zz\r\nnot a chunk\r\n");
+    expectRefusal(await closed, 400, "bad_request", /HPE_INVALID_CHUNK_SIZE/);
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("answers a request whose headers never finish with 408 JSON", async () => {
+    const { server } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 200 });
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n`);
+    expectRefusal(await closed, 408, "request_timeout", /did not arrive in time/);
+  });
+
+  it("writes nothing more on a connection whose reply has begun, and goes on serving", async () => {
+    const { server, auth } = await start();
+    const { socket, closed } = rawClient(server.port);
+    // A 413 goes out while the body is on its way; the garbage after it must not add a second reply.
+    socket.write(
+      `POST /api/asks/x HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: 100000\r\n\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write("\r\nGARBAGE\r\n\r\n");
+    const received = await closed;
+    expect(received.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    expect(received).toMatch(/^HTTP\/1\.1 413 /);
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
+  });
+});
+
 describe("close()", () => {
   it("ends every stream and connection, settles its own work, and leaves the asks parked with their owner", async () => {
     const { server, auth, park, approver } = await start();
