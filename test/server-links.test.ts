@@ -186,6 +186,27 @@ describe("a server with the same linkSecret", () => {
     expect(page.text).toContain('name="reason"');
   });
 
+  it("marks characters that render as nothing though they are no format character, as the CLI escapes them", async () => {
+    // A Hangul filler, a combining grapheme joiner, and text smuggled in variation selectors
+    // (U+E0100 onwards, one byte each) after an emoji: none shows, all are default-ignorable.
+    const smuggled = [..."rm -rf"].map((c) => String.fromCodePoint(0xe0100 + c.charCodeAt(0) - 16)).join("");
+    const { links } = await setup(`Read\u3164 the file\u034f? \u{1f600}${smuggled}\ud800`);
+    const page = await request(links().approve);
+    const marks = [...page.text.matchAll(/<span class="hidden-char"[^>]*>(U\+[0-9A-F]+)<\/span>/g)].map((m) => m[1]);
+    expect(marks).toEqual([
+      "U+3164",
+      "U+034F",
+      "U+E0162",
+      "U+E015D",
+      "U+E0110",
+      "U+E011D",
+      "U+E0162",
+      "U+E0156",
+      "U+D800",
+    ]);
+    expect(page.text).not.toMatch(/\p{Default_Ignorable_Code_Point}/u);
+  });
+
   it("POST answers once: 200, then 409 for the same link replayed and for its opposite", async () => {
     const { links, parked } = await setup();
     const { approve, deny } = links();

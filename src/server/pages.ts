@@ -37,11 +37,14 @@ function page(title: string, body: string): string {
 
 /**
  * A character that renders as nothing or reorders the text around it (a bidi
- * control, a zero-width or tag character, any other control) could make an
- * ask read as something else: each is shown as a mark naming its code point,
- * as the console shows it. A prompt keeps its line breaks and tabs.
+ * control, a zero-width or tag character, any other control, and every other
+ * default-ignorable one: Hangul fillers, variation selectors, which can spell
+ * out a message nobody sees) could make an ask read as something else; a lone
+ * surrogate shows as U+FFFD, so two names would look alike. Each is shown as a
+ * mark naming its code point, as the console shows it and the CLI escapes it.
+ * A prompt keeps its line breaks and tabs.
  */
-const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|\p{Cs}/gu;
 
 function showHtml(text: string, keepLines = false): string {
   return escapeHtml(text).replace(HIDDEN, (char) => {
