@@ -1147,6 +1147,28 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     expectRefusal(await closed, 408, "request_timeout", /did not arrive in time/);
   });
 
+  it("a client that hangs up mid-answer, or whose body breaks off into garbage, is no fault to report to onError", async () => {
+    const errors: unknown[] = [];
+    const { server, park, auth } = await start({ onError: (e) => errors.push(e) });
+    const { ask, parked } = await park();
+    const head =
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+      `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n`;
+    const gone = rawClient(server.port);
+    gone.socket.write(`${head}Content-Length: 100\r\n\r\n{"type":`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    gone.socket.destroy();
+    const garbled = rawClient(server.port);
+    garbled.socket.write(`${head}Transfer-Encoding: chunked\r\n\r\n5\r\n{"typ\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    garbled.socket.write("zz\r\n");
+    await Promise.all([gone.closed, garbled.closed]);
+    // The server still serves, and the ask waits for a whole answer.
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(errors).toEqual([]);
+  });
+
   it("writes nothing more on a connection whose reply has begun, and goes on serving", async () => {
     const { server, auth } = await start();
     const { socket, closed } = rawClient(server.port);

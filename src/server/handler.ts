@@ -86,7 +86,11 @@ export interface ApprovalHandlerOptions {
    * @default 30000
    */
   readonly answerTimeoutMs?: number;
-  /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
+  /**
+   * Receives errors the handler recovers from (an approver or store failing,
+   * a bug behind a 500); not a client's own failure, such as hanging up
+   * mid-request. @default ignore
+   */
   readonly onError?: (error: unknown) => void;
   /**
    * The clock for ages, deadlines and link expiry, epoch ms. While it throws
@@ -622,6 +626,12 @@ class Handler {
   }
 
   #fail(req: IncomingMessage, res: ServerResponse, error: unknown, audience: Audience): void {
+    // The request's own stream failed (the client hung up, or Node could not parse the rest of
+    // the body and answered it): no fault of the server's, and nobody is left to answer.
+    if (error !== undefined && req.errored === error) {
+      res.destroy();
+      return;
+    }
     const known =
       error instanceof HttpError
         ? error
