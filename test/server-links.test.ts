@@ -269,6 +269,32 @@ describe("a server with the same linkSecret", () => {
     expect(track(parked).outcome.state).toBe("pending");
   });
 
+  it("a link that expires while its POST's body is still arriving answers nothing: 410 once the body is in", async () => {
+    let clock = 1_000_000;
+    const { server, links, parked } = await setup(undefined, { now: () => clock });
+    const link = new URL(links({ ttlMs: 1_000, nowMs: clock }).approve);
+    const body = "reason=";
+    const socket = connect(server.port, "127.0.0.1");
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write(
+      `POST ${link.pathname}${link.search} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n` +
+        `Connection: close\r\n\r\n`,
+    );
+    // The link is checked, current, on its headers; it runs out before its body is all in.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    clock += 2_000;
+    socket.write(body);
+    await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 410 /);
+    expect(received).toContain("this answer link has expired; nothing was answered");
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
   it("a server whose clock gives no number answers no link: an expired one is not taken for current", async () => {
     const errors: unknown[] = [];
     const { links, parked } = await setup(undefined, {

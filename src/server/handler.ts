@@ -543,15 +543,7 @@ class Handler {
       );
     }
     // Checked before the body is read: a link that is not signed, or no longer current, costs no more than its URL.
-    const nowMs: unknown = this.#now();
-    // A clock that gives no number would make every link current (NaN is never past an expiry).
-    if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
-      throw new ServerConfigError(
-        "now",
-        `now() returned ${typeof nowMs === "number" ? String(nowMs) : typeof nowMs}, not epoch ms: answer links cannot be checked`,
-      );
-    }
-    const check = checkAnswerLink(url.searchParams, this.#linkKey, nowMs);
+    const check = checkAnswerLink(url.searchParams, this.#linkKey, this.#linkNow());
     if (check.type === "invalid") {
       throw new HttpError(
         403,
@@ -559,8 +551,7 @@ class Handler {
         "this answer link is not valid: it was altered or signed with another secret; nothing was answered",
       );
     }
-    if (check.type === "expired")
-      throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
+    if (check.type === "expired") throw linkExpired();
     if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw askEnded(ended);
@@ -571,6 +562,8 @@ class Handler {
       });
     }
     const form = await readForm(req, this.#limits.maxBodyBytes);
+    // And again once it is in: a body sent slowly must not carry a link past its expiry.
+    if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
@@ -592,6 +585,22 @@ class Handler {
       default:
         return assertNever(outcome);
     }
+  }
+
+  /**
+   * The time a link's expiry is judged by.
+   * @throws {ServerConfigError} for a clock that gives no finite number,
+   * which would make every link current (NaN is never past an expiry).
+   */
+  #linkNow(): number {
+    const nowMs: unknown = this.#now();
+    if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
+      throw new ServerConfigError(
+        "now",
+        `now() returned ${typeof nowMs === "number" ? String(nowMs) : typeof nowMs}, not epoch ms: answer links cannot be checked`,
+      );
+    }
+    return nowMs;
   }
 
   /**
@@ -678,6 +687,10 @@ function sendPage(
 function askEnded(ending: AskEnding | undefined): HttpError {
   const { title, text } = endedText(ending);
   return new HttpError(409, "ask_ended", text, { title });
+}
+
+function linkExpired(): HttpError {
+  return new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
 }
 
 /** A link's refusal for an ask whose id another call holds now: the link was signed for the earlier one. */
