@@ -425,6 +425,22 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
 });
 
 describe("the console's session cookie", () => {
+  it("/?token= opened from another site's page sets the same cookie on a page that moves on to the console by itself", async () => {
+    const { server } = await start();
+    const plain = await get(server, `?token=${server.token}`);
+    const login = await get(server, `?token=${server.token}`, { "sec-fetch-site": "cross-site" });
+    expect(login.status).toBe(200);
+    expect(login.headers["set-cookie"]).toEqual(plain.headers["set-cookie"]);
+    expect(login.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(login.headers["content-security-policy"]).toContain("script-src 'self'");
+    expect(login.headers["content-security-policy"]).toContain("frame-ancestors 'none'");
+    expect(login.text).toContain('<meta http-equiv="refresh" content="0;url=./">');
+    expect(login.text).not.toContain(server.token);
+    expect(login.text).not.toContain("<script");
+    // A wrong token from another site is still refused.
+    expect((await get(server, "?token=wrong-token-0123456789", { "sec-fetch-site": "cross-site" })).status).toBe(401);
+  });
+
   it("/?token= sets an HttpOnly, SameSite=Strict cookie and redirects to / so the token leaves the address bar", async () => {
     const { server, park } = await start();
     const login = await get(server, `?token=${server.token}`);

@@ -17,7 +17,7 @@ import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
 import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
-import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
+import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -411,10 +411,16 @@ class Handler {
     // Without a router's originalUrl the path here may be what a proxy left of a longer one
     // ("/loopctl/?token=…" seen as "/?token=…"): "./" resolves against the address the browser used.
     const known = typeof (req as { originalUrl?: unknown }).originalUrl === "string";
-    sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
-      location: known ? page : "./",
-      "set-cookie": this.#access.sessionCookie(req, page),
-    });
+    const location = known ? page : "./";
+    const cookie = this.#access.sessionCookie(req, page);
+    if (req.headers["sec-fetch-site"] === "cross-site") {
+      // Opened from a chat or mail page: the console is reached by a navigation of this site's own.
+      return sendBody(res, 200, "text/html; charset=utf-8", signInPage(location), {
+        "set-cookie": cookie,
+        "content-security-policy": PAGE_CSP,
+      });
+    }
+    sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", { location, "set-cookie": cookie });
   }
 
   #stream(req: IncomingMessage, res: ServerResponse): void {

@@ -26,11 +26,11 @@ const STYLE_HASH = createHash("sha256").update(PAGE_STYLE).digest("base64");
 /** The policy of the server's own pages: the console's, plus their one inline style. */
 export const PAGE_CSP = CONTENT_SECURITY_POLICY.replace("style-src 'self'", `style-src 'sha256-${STYLE_HASH}'`);
 
-function page(title: string, body: string): string {
+function page(title: string, body: string, head = ""): string {
   return (
     `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
     `<meta name="viewport" content="width=device-width,initial-scale=1">` +
-    `<meta name="referrer" content="same-origin"><title>${escapeHtml(title)}</title>` +
+    `<meta name="referrer" content="same-origin">${head}<title>${escapeHtml(title)}</title>` +
     `<style>${PAGE_STYLE}</style></head><body><main>${body}</main></body></html>`
   );
 }
@@ -76,6 +76,21 @@ export function confirmPage(verdict: LinkVerdict, askId: string, ask: PendingAsk
     `<h1>${word} this call?</h1>${askDetails(ask, askId)}` +
       (ask === undefined ? `<p>This server does not list the ask as waiting; it may have ended.</p>` : "") +
       `<form method="post">${reason}<button type="submit" class="${verdict}">${word}</button></form>`,
+  );
+}
+
+/**
+ * What the console's login link answers when another site's page opened it:
+ * a page that moves on to the console at once (no script needed). A redirect
+ * would not do: a browser sends no `SameSite=Strict` cookie along a redirect
+ * chain another site began, and the console would refuse the link just clicked.
+ */
+export function signInPage(location: string): string {
+  const to = escapeHtml(location);
+  return page(
+    "Signing in",
+    `<h1>Signing in</h1><p><a href="${to}">Open the console</a></p>`,
+    `<meta http-equiv="refresh" content="0;url=${to}">`,
   );
 }
 

@@ -168,3 +168,36 @@ describe("a hostile page in the console's browser", () => {
     expect(parked.outcome.state).toBe("pending");
   });
 });
+
+describe("the console link opened from another site", () => {
+  it("a click on it in a chat or mail page signs in: the console loads live, the token gone from the address bar", async () => {
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const server = await createApprovalServer({ approver });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const parked = track(channel.resolve(makeAsk(1), { signal: new AbortController().signal }));
+    const chat = await hostilePage("localhost", `<!doctype html><a id="go" href="${server.consoleUrl}">console</a>`);
+    const page = await browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(chat);
+    await page.click("#go");
+    await expect
+      .poll(
+        () =>
+          page
+            .locator("#status")
+            .textContent({ timeout: 500 })
+            .catch(() => null),
+        { timeout: 10_000 },
+      )
+      .toBe("Live");
+    await page.locator("#asks .ask").waitFor();
+    expect(page.url()).toBe(server.url);
+    // Back goes to the chat, not to the address with the token in it.
+    await page.goBack();
+    expect(page.url()).toBe(chat);
+    expect(parked.outcome.state).toBe("pending");
+  });
+});
