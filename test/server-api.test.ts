@@ -270,6 +270,22 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(rebound.status).toBe(421);
   });
 
+  it("421 for an absolute-form target naming another host: it, not Host, names the host meant", async () => {
+    const { server } = await start();
+    const send = async (target: string): Promise<string> => {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          `Authorization: Bearer ${server.token}\r\nConnection: close\r\n\r\n`,
+      );
+      return (await closed).split("\r\n")[0] ?? "";
+    };
+    expect(await send("http://evil.example/api/asks")).toBe("HTTP/1.1 421 Misdirected Request");
+    expect(await send(`http://evil.example:${server.port}/healthz`)).toBe("HTTP/1.1 421 Misdirected Request");
+    expect(await send(`http://localhost:${server.port}/api/asks`)).toBe("HTTP/1.1 200 OK");
+    expect(await send(`http://127.0.0.1:${server.port}/healthz`)).toBe("HTTP/1.1 200 OK");
+  });
+
   it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
     let started: Started;
     try {
