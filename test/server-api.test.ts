@@ -270,6 +270,22 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(rebound.status).toBe(421);
   });
 
+  it("421 for an absolute-form target naming another host: it, not Host, names the host meant", async () => {
+    const { server } = await start();
+    const send = async (target: string): Promise<string> => {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          `Authorization: Bearer ${server.token}\r\nConnection: close\r\n\r\n`,
+      );
+      return (await closed).split("\r\n")[0] ?? "";
+    };
+    expect(await send("http://evil.example/api/asks")).toBe("HTTP/1.1 421 Misdirected Request");
+    expect(await send(`http://evil.example:${server.port}/healthz`)).toBe("HTTP/1.1 421 Misdirected Request");
+    expect(await send(`http://localhost:${server.port}/api/asks`)).toBe("HTTP/1.1 200 OK");
+    expect(await send(`http://127.0.0.1:${server.port}/healthz`)).toBe("HTTP/1.1 200 OK");
+  });
+
   it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
     let started: Started;
     try {
@@ -425,6 +441,22 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
 });
 
 describe("the console's session cookie", () => {
+  it("/?token= opened from another site's page sets the same cookie on a page that moves on to the console by itself", async () => {
+    const { server } = await start();
+    const plain = await get(server, `?token=${server.token}`);
+    const login = await get(server, `?token=${server.token}`, { "sec-fetch-site": "cross-site" });
+    expect(login.status).toBe(200);
+    expect(login.headers["set-cookie"]).toEqual(plain.headers["set-cookie"]);
+    expect(login.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(login.headers["content-security-policy"]).toContain("script-src 'self'");
+    expect(login.headers["content-security-policy"]).toContain("frame-ancestors 'none'");
+    expect(login.text).toContain('<meta http-equiv="refresh" content="0;url=./">');
+    expect(login.text).not.toContain(server.token);
+    expect(login.text).not.toContain("<script");
+    // A wrong token from another site is still refused.
+    expect((await get(server, "?token=wrong-token-0123456789", { "sec-fetch-site": "cross-site" })).status).toBe(401);
+  });
+
   it("/?token= sets an HttpOnly, SameSite=Strict cookie and redirects to / so the token leaves the address bar", async () => {
     const { server, park } = await start();
     const login = await get(server, `?token=${server.token}`);
@@ -1083,6 +1115,107 @@ describe("slow clients of createApprovalServer", () => {
       [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],
     ];
     for (const [options, option] of cases) await refusedOption({ approver, ...options }, option);
+  });
+});
+
+describe("requests Node cannot parse, refused by createApprovalServer", () => {
+  /** The status line, headers (lower-cased names) and body of the one reply in `received`. */
+  function parseReply(received: string): { status: string; headers: Map<string, string>; json: unknown } {
+    const end = received.indexOf("\r\n\r\n");
+    expect(end, received).toBeGreaterThan(0);
+    const [status = "", ...lines] = received.slice(0, end).split("\r\n");
+    const headers = new Map(
+      lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]),
+    );
+    const body = received.slice(end + 4);
+    expect(Buffer.byteLength(body)).toBe(Number(headers.get("content-length")));
+    return { status, headers, json: JSON.parse(body) as unknown };
+  }
+
+  /** A refusal as the server's own: JSON with a code and message, the security headers, and the connection closed. */
+  function expectRefusal(received: string, status: number, error: string, message: RegExp): void {
+    const reply = parseReply(received);
+    expect(reply.status).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(reply.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(reply.headers.get("connection")).toBe("close");
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(reply.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(reply.json).toEqual({ error, message: expect.stringMatching(message) as unknown });
+  }
+
+  it("answers headers over Node's limit with 431 and a JSON error that names the limit", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
+    expectRefusal(await closed, 431, "headers_too_large", /at most 16384 bytes/);
+  });
+
+  it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Bad: a\u0001b\r\n\r\n`);
+    expectRefusal(await closed, 400, "bad_request", /not valid HTTP\/1\.1 \(HPE_INVALID_HEADER_TOKEN\)/);
+  });
+
+  it("answers an answer whose chunked body breaks off into garbage with 400 JSON, and answers nothing", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Transfer-Encoding: chunked\r\n\r\n5\r\n{"typ\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write("zz\r\nnot a chunk\r\n");
+    expectRefusal(await closed, 400, "bad_request", /HPE_INVALID_CHUNK_SIZE/);
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("answers a request whose headers never finish with 408 JSON", async () => {
+    const { server } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 200 });
+    const { socket, closed } = rawClient(server.port);
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n`);
+    expectRefusal(await closed, 408, "request_timeout", /did not arrive in time/);
+  });
+
+  it("a client that hangs up mid-answer, or whose body breaks off into garbage, is no fault to report to onError", async () => {
+    const errors: unknown[] = [];
+    const { server, park, auth } = await start({ onError: (e) => errors.push(e) });
+    const { ask, parked } = await park();
+    const head =
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+      `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n`;
+    const gone = rawClient(server.port);
+    gone.socket.write(`${head}Content-Length: 100\r\n\r\n{"type":`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    gone.socket.destroy();
+    const garbled = rawClient(server.port);
+    garbled.socket.write(`${head}Transfer-Encoding: chunked\r\n\r\n5\r\n{"typ\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    garbled.socket.write("zz\r\n");
+    await Promise.all([gone.closed, garbled.closed]);
+    // The server still serves, and the ask waits for a whole answer.
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
+    expect(track(parked).outcome.state).toBe("pending");
+    expect(errors).toEqual([]);
+  });
+
+  it("writes nothing more on a connection whose reply has begun, and goes on serving", async () => {
+    const { server, auth } = await start();
+    const { socket, closed } = rawClient(server.port);
+    // A 413 goes out while the body is on its way; the garbage after it must not add a second reply.
+    socket.write(
+      `POST /api/asks/x HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: 100000\r\n\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write("\r\nGARBAGE\r\n\r\n");
+    const received = await closed;
+    expect(received.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    expect(received).toMatch(/^HTTP\/1\.1 413 /);
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
   });
 });
 

@@ -186,6 +186,27 @@ describe("a server with the same linkSecret", () => {
     expect(page.text).toContain('name="reason"');
   });
 
+  it("marks characters that render as nothing though they are no format character, as the CLI escapes them", async () => {
+    // A Hangul filler, a combining grapheme joiner, and text smuggled in variation selectors
+    // (U+E0100 onwards, one byte each) after an emoji: none shows, all are default-ignorable.
+    const smuggled = [..."rm -rf"].map((c) => String.fromCodePoint(0xe0100 + c.charCodeAt(0) - 16)).join("");
+    const { links } = await setup(`Read\u3164 the file\u034f? \u{1f600}${smuggled}\ud800`);
+    const page = await request(links().approve);
+    const marks = [...page.text.matchAll(/<span class="hidden-char"[^>]*>(U\+[0-9A-F]+)<\/span>/g)].map((m) => m[1]);
+    expect(marks).toEqual([
+      "U+3164",
+      "U+034F",
+      "U+E0162",
+      "U+E015D",
+      "U+E0110",
+      "U+E011D",
+      "U+E0162",
+      "U+E0156",
+      "U+D800",
+    ]);
+    expect(page.text).not.toMatch(/\p{Default_Ignorable_Code_Point}/u);
+  });
+
   it("POST answers once: 200, then 409 for the same link replayed and for its opposite", async () => {
     const { links, parked } = await setup();
     const { approve, deny } = links();
@@ -245,6 +266,32 @@ describe("a server with the same linkSecret", () => {
     const reply = await post(old.approve);
     expect(reply.status).toBe(410);
     expect(reply.text).toContain("expired");
+    expect(track(parked).outcome.state).toBe("pending");
+  });
+
+  it("a link that expires while its POST's body is still arriving answers nothing: 410 once the body is in", async () => {
+    let clock = 1_000_000;
+    const { server, links, parked } = await setup(undefined, { now: () => clock });
+    const link = new URL(links({ ttlMs: 1_000, nowMs: clock }).approve);
+    const body = "reason=";
+    const socket = connect(server.port, "127.0.0.1");
+    cleanups.push(() => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write(
+      `POST ${link.pathname}${link.search} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n` +
+        `Connection: close\r\n\r\n`,
+    );
+    // The link is checked, current, on its headers; it runs out before its body is all in.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    clock += 2_000;
+    socket.write(body);
+    await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 410 /);
+    expect(received).toContain("this answer link has expired; nothing was answered");
     expect(track(parked).outcome.state).toBe("pending");
   });
 

@@ -51,10 +51,21 @@ export class Access {
     this.cookieName = `loopctl_session_${id}`;
   }
 
-  /** The Host header names one of the allowed hosts. */
+  /**
+   * The Host header names one of the allowed hosts, and so does an
+   * absolute-form target (`GET http://name/path`, as clients send to a
+   * proxy): such a target, not Host, names the host meant (RFC 9112, 3.2.2).
+   */
   hostAllowed(req: IncomingMessage): boolean {
     const host = req.headers.host;
-    return host !== undefined && this.#hosts.has(host.toLowerCase());
+    if (host === undefined || !this.#hosts.has(host.toLowerCase())) return false;
+    const target = req.url ?? "/";
+    if (target.startsWith("/") || target === "*") return true;
+    try {
+      return this.#hosts.has(new URL(target).host.toLowerCase());
+    } catch {
+      return false;
+    }
   }
 
   /** `?token=` of the console's login URL. */

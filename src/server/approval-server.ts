@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { createApprovalHandler } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
 import { ServerConfigError, ServerListenError } from "./errors.js";
+import { refuseUnreadable } from "./http.js";
 import { positiveInteger } from "./options.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
@@ -143,6 +144,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     throw error;
   }
   server.on("request", handler.handle);
+  server.on("clientError", refuseUnreadable);
   const url = everywhere ? `http://${extra[0] as string}/` : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;
   let closing: Promise<void> | undefined;
   return {

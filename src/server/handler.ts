@@ -17,7 +17,7 @@ import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
 import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
-import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle } from "./pages.js";
+import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -86,7 +86,11 @@ export interface ApprovalHandlerOptions {
    * @default 30000
    */
   readonly answerTimeoutMs?: number;
-  /** Receives errors the handler recovers from (an approver or store failing, a bug behind a 500). @default ignore */
+  /**
+   * Receives errors the handler recovers from (an approver or store failing,
+   * a bug behind a 500); not a client's own failure, such as hanging up
+   * mid-request. @default ignore
+   */
   readonly onError?: (error: unknown) => void;
   /**
    * The clock for ages, deadlines and link expiry, epoch ms. While it throws
@@ -407,10 +411,16 @@ class Handler {
     // Without a router's originalUrl the path here may be what a proxy left of a longer one
     // ("/loopctl/?token=…" seen as "/?token=…"): "./" resolves against the address the browser used.
     const known = typeof (req as { originalUrl?: unknown }).originalUrl === "string";
-    sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", {
-      location: known ? page : "./",
-      "set-cookie": this.#access.sessionCookie(req, page),
-    });
+    const location = known ? page : "./";
+    const cookie = this.#access.sessionCookie(req, page);
+    if (req.headers["sec-fetch-site"] === "cross-site") {
+      // Opened from a chat or mail page: the console is reached by a navigation of this site's own.
+      return sendBody(res, 200, "text/html; charset=utf-8", signInPage(location), {
+        "set-cookie": cookie,
+        "content-security-policy": PAGE_CSP,
+      });
+    }
+    sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", { location, "set-cookie": cookie });
   }
 
   #stream(req: IncomingMessage, res: ServerResponse): void {
@@ -539,15 +549,7 @@ class Handler {
       );
     }
     // Checked before the body is read: a link that is not signed, or no longer current, costs no more than its URL.
-    const nowMs: unknown = this.#now();
-    // A clock that gives no number would make every link current (NaN is never past an expiry).
-    if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
-      throw new ServerConfigError(
-        "now",
-        `now() returned ${typeof nowMs === "number" ? String(nowMs) : typeof nowMs}, not epoch ms: answer links cannot be checked`,
-      );
-    }
-    const check = checkAnswerLink(url.searchParams, this.#linkKey, nowMs);
+    const check = checkAnswerLink(url.searchParams, this.#linkKey, this.#linkNow());
     if (check.type === "invalid") {
       throw new HttpError(
         403,
@@ -555,8 +557,7 @@ class Handler {
         "this answer link is not valid: it was altered or signed with another secret; nothing was answered",
       );
     }
-    if (check.type === "expired")
-      throw new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
+    if (check.type === "expired") throw linkExpired();
     if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw askEnded(ended);
@@ -567,6 +568,8 @@ class Handler {
       });
     }
     const form = await readForm(req, this.#limits.maxBodyBytes);
+    // And again once it is in: a body sent slowly must not carry a link past its expiry.
+    if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
     const reason = (form.get("reason") ?? "").trim().slice(0, 500);
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
@@ -603,6 +606,22 @@ class Handler {
   }
 
   /**
+   * The time a link's expiry is judged by.
+   * @throws {ServerConfigError} for a clock that gives no finite number,
+   * which would make every link current (NaN is never past an expiry).
+   */
+  #linkNow(): number {
+    const nowMs: unknown = this.#now();
+    if (typeof nowMs !== "number" || !Number.isFinite(nowMs)) {
+      throw new ServerConfigError(
+        "now",
+        `now() returned ${typeof nowMs === "number" ? String(nowMs) : typeof nowMs}, not epoch ms: answer links cannot be checked`,
+      );
+    }
+    return nowMs;
+  }
+
+  /**
    * The time for ages and deadlines, which are only shown: a clock that
    * throws or gives no finite number is reported and the system time used,
    * so it neither stops the board taking asks nor hides them. Links, which
@@ -634,6 +653,12 @@ class Handler {
   }
 
   #fail(req: IncomingMessage, res: ServerResponse, error: unknown, audience: Audience): void {
+    // The request's own stream failed (the client hung up, or Node could not parse the rest of
+    // the body and answered it): no fault of the server's, and nobody is left to answer.
+    if (error !== undefined && req.errored === error) {
+      res.destroy();
+      return;
+    }
     const known =
       error instanceof HttpError
         ? error
@@ -680,6 +705,10 @@ function sendPage(
 function askEnded(ending: AskEnding | undefined): HttpError {
   const { title, text } = endedText(ending);
   return new HttpError(409, "ask_ended", text, { title });
+}
+
+function linkExpired(): HttpError {
+  return new HttpError(410, "link_expired", "this answer link has expired; nothing was answered");
 }
 
 /** A link's refusal for an ask whose id another call holds now: the link was signed for the earlier one. */

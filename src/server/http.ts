@@ -1,4 +1,6 @@
+import { maxHeaderSize, STATUS_CODES } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 
 /**
  * The page may load its own script, style and API and nothing else; no
@@ -88,6 +90,54 @@ export function sendError(res: ServerResponse, error: HttpError, headers: Readon
     { error: error.code, message: error.message },
     { ...error.headers, ...headers, ...close },
   );
+}
+
+/**
+ * What Node's own refusal of a request it could not read (`clientError`:
+ * headers over its limit, text that is not HTTP, a request too slow) says,
+ * as the handler's refusals say it: `{ error, message }` with the security
+ * headers. Node's default sends a bare status line, which names nothing.
+ */
+function unreadable(error: NodeJS.ErrnoException): HttpError {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return new HttpError(
+        431,
+        "headers_too_large",
+        `the request line and headers may be at most ${maxHeaderSize} bytes in all`,
+      );
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return new HttpError(413, "body_too_large", "the body's chunk extensions are over Node's limit");
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return new HttpError(408, "request_timeout", "the request's headers or body did not arrive in time");
+    default: {
+      const code = typeof error.code === "string" && /^HPE_[A-Z_]+$/.test(error.code) ? ` (${error.code})` : "";
+      return new HttpError(400, "bad_request", `the request is not valid HTTP/1.1${code}`);
+    }
+  }
+}
+
+/**
+ * A `clientError` listener for a `node:http` server: answers as Node would
+ * (only where no reply has begun on the connection, then closes it), but
+ * with a JSON error that names the problem.
+ */
+export function refuseUnreadable(error: NodeJS.ErrnoException, socket: Duplex): void {
+  // Node's own test: a reply already under way on this connection must not get another in its midst.
+  const inFlight = (socket as { readonly _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && error.code !== "ECONNRESET" && inFlight?.headersSent !== true) {
+    const refusal = unreadable(error);
+    const body = JSON.stringify({ error: refusal.code, message: refusal.message });
+    const headers = {
+      ...SECURITY_HEADERS,
+      "content-type": "application/json; charset=utf-8",
+      "content-length": String(Buffer.byteLength(body)),
+      connection: "close",
+    };
+    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+    socket.write(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ""}\r\n${head.join("")}\r\n${body}`);
+  }
+  socket.destroy();
 }
 
 /**

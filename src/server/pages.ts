@@ -26,22 +26,25 @@ const STYLE_HASH = createHash("sha256").update(PAGE_STYLE).digest("base64");
 /** The policy of the server's own pages: the console's, plus their one inline style. */
 export const PAGE_CSP = CONTENT_SECURITY_POLICY.replace("style-src 'self'", `style-src 'sha256-${STYLE_HASH}'`);
 
-function page(title: string, body: string): string {
+function page(title: string, body: string, head = ""): string {
   return (
     `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
     `<meta name="viewport" content="width=device-width,initial-scale=1">` +
-    `<meta name="referrer" content="same-origin"><title>${escapeHtml(title)}</title>` +
+    `<meta name="referrer" content="same-origin">${head}<title>${escapeHtml(title)}</title>` +
     `<style>${PAGE_STYLE}</style></head><body><main>${body}</main></body></html>`
   );
 }
 
 /**
  * A character that renders as nothing or reorders the text around it (a bidi
- * control, a zero-width or tag character, any other control) could make an
- * ask read as something else: each is shown as a mark naming its code point,
- * as the console shows it. A prompt keeps its line breaks and tabs.
+ * control, a zero-width or tag character, any other control, and every other
+ * default-ignorable one: Hangul fillers, variation selectors, which can spell
+ * out a message nobody sees) could make an ask read as something else; a lone
+ * surrogate shows as U+FFFD, so two names would look alike. Each is shown as a
+ * mark naming its code point, as the console shows it and the CLI escapes it.
+ * A prompt keeps its line breaks and tabs.
  */
-const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|\p{Cs}/gu;
 
 function showHtml(text: string, keepLines = false): string {
   return escapeHtml(text).replace(HIDDEN, (char) => {
@@ -73,6 +76,21 @@ export function confirmPage(verdict: LinkVerdict, askId: string, ask: PendingAsk
     `<h1>${word} this call?</h1>${askDetails(ask, askId)}` +
       (ask === undefined ? `<p>This server does not list the ask as waiting; it may have ended.</p>` : "") +
       `<form method="post">${reason}<button type="submit" class="${verdict}">${word}</button></form>`,
+  );
+}
+
+/**
+ * What the console's login link answers when another site's page opened it:
+ * a page that moves on to the console at once (no script needed). A redirect
+ * would not do: a browser sends no `SameSite=Strict` cookie along a redirect
+ * chain another site began, and the console would refuse the link just clicked.
+ */
+export function signInPage(location: string): string {
+  const to = escapeHtml(location);
+  return page(
+    "Signing in",
+    `<h1>Signing in</h1><p><a href="${to}">Open the console</a></p>`,
+    `<meta http-equiv="refresh" content="0;url=${to}">`,
   );
 }
 

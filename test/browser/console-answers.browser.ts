@@ -519,6 +519,41 @@ describe("text that would render as something it is not", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
 
+  it("characters that render as nothing though they are no format character are marked too, in every panel", async () => {
+    // A Hangul filler reads as nothing in "deploy", and variation selectors after an emoji carry
+    // a message nobody sees (one byte each, U+E0100 onwards): all are default-ignorable.
+    const tool = "dep\u3164loy";
+    const prompt = `Fine \u{1f600}\u{e0162}\u{e015d}\u034f?`;
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant(tool, "allow", GrantScope.thisTool()));
+    const records = new RecentRecords();
+    records.onGate({ turn: 0, callId: "c1", decision: gateRecord(1, { tool, reason: "no\ufe0f" }) });
+    const { channel, page } = await liveConsole({ grants, records });
+    const ask = makeAsk(1, { tool, prompt });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    const text = (selector: string) => card.locator(selector).evaluate((el) => el.textContent ?? "");
+    expect(await text(".tool")).toBe("depU+3164loy");
+    expect(await text(".prompt")).toBe("Fine \u{1f600}U+E0162U+E015DU+034F?");
+    const row = page.locator("#grants tbody tr");
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.locator("td").nth(0).textContent()).toBe("depU+3164loy");
+    const record = page.locator("#records tbody tr");
+    await expect.poll(() => record.count()).toBe(1);
+    expect(await record.locator("td").nth(4).textContent()).toBe("noU+FE0F");
+    const everything = await page.evaluate(() => {
+      const doc = (globalThis as unknown as TextGlobals).document;
+      const labels = [...doc.querySelectorAll("[aria-label], [title]")].map(
+        (el) => `${el.getAttribute("aria-label") ?? ""}${el.getAttribute("title") ?? ""}`,
+      );
+      return [doc.body.textContent ?? "", ...labels].join("\n");
+    });
+    expect(everything).not.toMatch(/\p{Default_Ignorable_Code_Point}/u);
+    await press(card, "Deny");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+
   it("a signed link's confirmation page shows the same marks", async () => {
     const secret = "link-secret-for-the-browser-test";
     const { channel, server, page } = await consoleWith({ linkSecret: secret });

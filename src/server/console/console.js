@@ -44,10 +44,12 @@
   }
 
   // A character that renders as nothing or reorders the text around it (a bidi control, a
-  // zero-width or tag character, any other control) could make what is asked read as
-  // something else: "gpj.exe" behind a right-to-left override reads as "exe.jpg". Each one
-  // is shown as a mark naming its code point instead. Prompts keep their line breaks and tabs.
-  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+  // zero-width or tag character, any other control, and every other default-ignorable one:
+  // Hangul fillers, variation selectors, which can spell out a message nobody sees) could make
+  // what is asked read as something else: "gpj.exe" behind a right-to-left override reads as
+  // "exe.jpg". A lone surrogate shows as U+FFFD, so two names would look alike. Each one is
+  // shown as a mark naming its code point instead. Prompts keep their line breaks and tabs.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|\p{Cs}/u;
 
   function codePoint(char) {
     return `U+${char.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;

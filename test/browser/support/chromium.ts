@@ -31,7 +31,9 @@ export interface Browser {
  * Starts Chromium headless with a fresh --user-data-dir. Fails with the way
  * to install Chromium when it is missing, rather than skipping.
  */
-export async function launch(options: { javaScriptEnabled?: boolean } = {}): Promise<Browser> {
+export async function launch(
+  options: { javaScriptEnabled?: boolean; args?: readonly string[] } = {},
+): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(
       `Chromium was not found at ${CHROMIUM}. The browser tests drive a real Chromium through playwright-core.\n` +
@@ -43,7 +45,7 @@ export async function launch(options: { javaScriptEnabled?: boolean } = {}): Pro
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: FLAGS,
+    args: [...FLAGS, ...(options.args ?? [])],
     javaScriptEnabled: options.javaScriptEnabled ?? true,
   });
   return {
