@@ -249,6 +249,98 @@ describe("PostgresGrantStore: a decision's cost on the server", () => {
   }, 60_000);
 });
 
+describe("PostgresGrantStore: revoked rows cost storage only", () => {
+  /** The most rows any node of the plan of `text` reads, custom plan or generic, and the plan. */
+  async function rowsRead(text: string, values: unknown[], mode: string): Promise<{ most: number; plan: string }> {
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(`SET LOCAL plan_cache_mode = ${mode}`);
+      await client.query(`PREPARE growth_probe AS ${text}`);
+      const { rows } = await client.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE growth_probe(${values.map((v) => client.escapeLiteral(String(v))).join(", ")})`,
+      );
+      let most = 0;
+      const visit = (node: Record<string, unknown>): void => {
+        const read =
+          Number(node["Actual Rows"] ?? 0) * Number(node["Actual Loops"] ?? 1) +
+          Number(node["Rows Removed by Filter"] ?? 0) +
+          Number(node["Rows Removed by Index Recheck"] ?? 0);
+        most = Math.max(most, read);
+        for (const child of (node["Plans"] ?? []) as Record<string, unknown>[]) visit(child);
+      };
+      const [top] = rows[0]!["QUERY PLAN"] as { Plan: Record<string, unknown> }[];
+      visit(top!.Plan);
+      return { most, plan: JSON.stringify(top) };
+    } finally {
+      await client.query("ROLLBACK; DEALLOCATE ALL").catch(() => undefined);
+      client.release();
+    }
+  }
+
+  it("a new store's first load and clear() read the live grants alone, however many the project revoked", async () => {
+    const revoked = 20_000;
+    const live = 10;
+    const grants = Array.from(
+      { length: live + revoked },
+      (_, i) => new Grant("write", "allow", GrantScope.thisCall({ i })),
+    );
+    // The live grants first, then the revocations: the head version is a tombstone's.
+    for (const [project, liveCount] of [
+      ["acme/shop", live],
+      ["acme/other", live + revoked],
+    ] as const) {
+      await db.pool.query(
+        `INSERT INTO "${db.schema}".grants (project, id, tool, verdict, args, created_at_ms, version, revoked)
+         SELECT $1, v.id, 'write', 'allow', v.args, 0, v.n, v.n > $4
+         FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS v(id, args, n)`,
+        [project, grants.map((g) => g.id), grants.map((g) => g.canonicalArgs), liveCount],
+      );
+      await db.pool.query(`INSERT INTO "${db.schema}".grant_projects (project, version) VALUES ($1, $2)`, [
+        project,
+        grants.length,
+      ]);
+    }
+    await db.pool.query(`ANALYZE "${db.schema}".grants`);
+    const seen: string[][] = [];
+    const pool = db.newPool(2);
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        // A statement comes as a config object, or (in a transaction) as its text and its values.
+        const statement = typeof config === "string" ? { text: config, values: rest[0] as unknown[] } : config;
+        const { text, values } = statement as { text?: unknown; values?: unknown[] };
+        if (typeof text === "string") seen.push([text, ...(values ?? []).map(String)]);
+        return query(config, ...rest);
+      };
+    });
+    const liveGrants = grants.slice(0, live);
+
+    expect(await store("acme/shop", pool).load()).toEqual(liveGrants);
+    const [load, ...loadValues] = seen.find(([text]) => text!.includes("head.version"))!;
+    // clear()'s statement, taken from another project's, so that acme/shop's rows stay as they were.
+    await store("acme/probe").save(read);
+    expect(await store("acme/probe", pool).clear()).toBe(1);
+    const [clear, ...clearValues] = seen.find(([text]) => text!.includes("SET revoked = true"))!;
+
+    for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+      for (const [what, text, values] of [
+        ["first load", load!, loadValues],
+        ["clear()", clear!, clearValues],
+      ] as const) {
+        // $1 is the project.
+        const { most, plan } = await rowsRead(text, ["acme/shop", ...values.slice(1)], mode);
+        expect(plan, `${what}, ${mode}`).not.toContain("Seq Scan");
+        expect(plan, `${what}, ${mode}`).toContain("grants_live");
+        // The ten live grants, not the 20,000 tombstones nor the other project's rows.
+        expect(most, `${what}, ${mode}: ${plan}`).toBeLessThanOrEqual(live);
+      }
+    }
+    expect(await store().clear()).toBe(live);
+    expect(await store().load()).toEqual([]);
+  }, 60_000);
+});
+
 describe("PostgresGrantStore under GrantPolicy", () => {
   it("decides deny over allow, re-asks a changed tool, and sees a revocation made by another process at once", async () => {
     const mine = store();
@@ -304,6 +396,25 @@ describe("PostgresGrantStore when the database goes back in time", () => {
 
     expect(await policy.decide(WRITE, WRITE_README)).toEqual({ type: "ask", reason: "no_grant" });
     expect(await mine.load()).toEqual([]);
+  });
+
+  it("notices it even when the head it first read was a revocation, whose row that read skips", async () => {
+    const elsewhere = store("acme/shop", db.newPool());
+    await elsewhere.save(read);
+    await elsewhere.save(writeReadme);
+    await elsewhere.revoke(writeReadme.id);
+    const mine = store();
+    expect(await mine.load()).toEqual([read]);
+
+    // A restore that lost the revocation, version 3; another process then revokes `read` at version 3 again.
+    await db.pool.query(`UPDATE ${db.schema}.grants SET revoked = false, version = 2 WHERE project = $1 AND id = $2`, [
+      "acme/shop",
+      writeReadme.id,
+    ]);
+    await db.pool.query(`UPDATE ${db.schema}.grant_projects SET version = 2 WHERE project = $1`, ["acme/shop"]);
+    expect((await store("acme/shop", db.newPool()).revoke(read.id))?.id).toBe(read.id);
+
+    expect(await mine.load()).toEqual([writeReadme]);
   });
 });
 

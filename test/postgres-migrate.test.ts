@@ -25,7 +25,7 @@ describe("migrate", () => {
       schema: db.schema,
       from: 0,
       to: SCHEMA_VERSION,
-      applied: [1, 2],
+      applied: [1, 2, 3],
     });
     expect(await tables(db.schema)).toEqual(["asks", "grant_projects", "grants", "migrations", "workers"]);
     expect(await migrate(db.pool, { schema: db.schema })).toEqual({
@@ -41,6 +41,7 @@ describe("migrate", () => {
         version: 2,
         name: "asks stamped with the transaction that last changed them, and closed when their worker goes",
       },
+      { version: 3, name: "live grants indexed apart from revoked ones" },
     ]);
   });
 
@@ -52,11 +53,11 @@ describe("migrate", () => {
     for (const child of children) child.send("go");
     const results = await Promise.all(children.map((c, i) => resultOf<MigrateResult>(c, `migrator ${i}`)));
     expect(results.filter((r) => r.applied.length > 0)).toEqual([
-      { schema: db.schema, from: 0, to: 2, applied: [1, 2] },
+      { schema: db.schema, from: 0, to: 3, applied: [1, 2, 3] },
     ]);
     expect(results.filter((r) => r.applied.length === 0)).toHaveLength(7);
     const { rows } = await db.pool.query(`SELECT version FROM "${db.schema}".migrations ORDER BY version`);
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
   });
 
   it("a migrator whose network goes silent mid-transaction holds the lock only until the server ends its session", async () => {
@@ -75,7 +76,7 @@ describe("migrate", () => {
         migrate(db.pool, { schema: db.schema }),
         new Promise<"still blocked">((done) => setTimeout(() => done("still blocked"), 15_000)),
       ]);
-      expect(second).toEqual({ schema: db.schema, from: 0, to: SCHEMA_VERSION, applied: [1, 2] });
+      expect(second).toEqual({ schema: db.schema, from: 0, to: SCHEMA_VERSION, applied: [1, 2, 3] });
       await proxy.close();
       // Cut off by the proxy's end, the silent migrator fails: its work was rolled back by the server.
       expect(await silentOutcome).toBe("failed");
@@ -116,7 +117,7 @@ describe("migrate", () => {
       schema: db.schema,
       from: 1,
       to: SCHEMA_VERSION,
-      applied: [2],
+      applied: [2, 3],
     });
     const states = await db.pool.query(`SELECT id, state, reason FROM ${names.table("asks")} ORDER BY seq`);
     expect(states.rows).toEqual([

@@ -68,7 +68,9 @@ function describeRule(tool: string, verdict: string, args: string | null): strin
  * Concurrent saves, revokes and clears from any number of processes lose
  * nothing: each is one transaction that takes the project's next version
  * under the project's row lock. A revoked grant leaves a tombstone row, so
- * every other process's cache learns of the revocation.
+ * every other process's cache learns of the revocation. Tombstones are kept
+ * for good and cost storage only: a new store's first read and `clear()`
+ * read the live grants alone, through an index of them.
  *
  * Decisions stay flat as the project grows: the store keeps every grant of
  * the project in memory with a lookup index, and each `load()` or
@@ -263,6 +265,10 @@ export class PostgresGrantStore implements GrantStore {
    * head version and the rows changed above the one held, read in one
    * statement (one snapshot). Malformed rows throw before anything is applied.
    *
+   * Holding nothing, it reads the live grants alone (through `grants_live`)
+   * and builds the index afresh: a tombstone only ever removes a grant held,
+   * and the project may keep far more of them than it has grants.
+   *
    * Versions only grow, and a row's version with them. A head below the
    * version held, or a row read at that version now below it or gone, means
    * the database went back in time (the schema dropped and migrated again, a
@@ -271,21 +277,36 @@ export class PostgresGrantStore implements GrantStore {
    * never be read. The grants held are dropped and read again from scratch.
    */
   async #refresh(operation: string, signal: AbortSignal | undefined): Promise<void> {
+    const headOf = `(SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head`;
     for (;;) {
       const generation = this.#generation;
       const from = this.#version;
       const witness = this.#witness ?? null;
-      const result = await this.#db.query(
-        operation,
-        `SELECT head.version::text AS head, held.held, ${GRANT_COLUMNS}
-         FROM (SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head
-         CROSS JOIN (SELECT $3::text IS NULL OR EXISTS (
-           SELECT 1 FROM ${this.#table} WHERE project = $1 AND id = $3 AND version >= $2) AS held) AS held
-         LEFT JOIN ${this.#table} AS g ON g.project = $1 AND g.version > $2
-         ORDER BY g.version`,
-        [this.project, from, witness],
-        signal,
-      );
+      const result =
+        from === 0
+          ? await this.#db.query(
+              operation,
+              // The witness is any row at the head version, a tombstone as likely as not.
+              `SELECT head.version::text AS head, true AS held,
+                 (SELECT w.id FROM ${this.#table} AS w WHERE w.project = $1 AND w.version = head.version LIMIT 1) AS witness,
+                 ${GRANT_COLUMNS}
+               FROM ${headOf}
+               LEFT JOIN ${this.#table} AS g ON g.project = $1 AND NOT g.revoked
+               ORDER BY g.version`,
+              [this.project],
+              signal,
+            )
+          : await this.#db.query(
+              operation,
+              `SELECT head.version::text AS head, held.held, ${GRANT_COLUMNS}
+               FROM ${headOf}
+               CROSS JOIN (SELECT $3::text IS NULL OR EXISTS (
+                 SELECT 1 FROM ${this.#table} WHERE project = $1 AND id = $3 AND version >= $2) AS held) AS held
+               LEFT JOIN ${this.#table} AS g ON g.project = $1 AND g.version > $2
+               ORDER BY g.version`,
+              [this.project, from, witness],
+              signal,
+            );
       // Dropped while this read was in flight: its rows are relative to grants no longer held.
       if (generation !== this.#generation) continue;
       const first = result.rows[0];
@@ -303,13 +324,22 @@ export class PostgresGrantStore implements GrantStore {
       for (const raw of result.rows) {
         if (raw["id"] !== null) changed.push(this.#parse(raw));
       }
-      for (const row of changed) {
-        if (row.version <= this.#version) continue;
-        if (row.grant === undefined) this.#index.remove(row.id);
-        else this.#index.put(row.grant);
+      if (from === 0) {
+        // A whole snapshot: it replaces what a concurrent refresh may have got to, which it cannot revoke from.
+        const index = new LiveGrantIndex();
+        for (const row of changed) if (row.grant !== undefined) index.put(row.grant);
+        this.#index = index;
+        const id = first?.["witness"];
+        this.#witness = typeof id === "string" ? id : undefined;
+      } else {
+        for (const row of changed) {
+          if (row.version <= this.#version) continue;
+          if (row.grant === undefined) this.#index.remove(row.id);
+          else this.#index.put(row.grant);
+        }
+        this.#witness = changed.findLast((row) => row.version === head)?.id;
       }
       this.#version = head;
-      this.#witness = changed.findLast((row) => row.version === head)?.id;
       return;
     }
   }

@@ -48,7 +48,7 @@ export interface MigrateResult {
  * import { migrate } from "loopctl/postgres";
  *
  * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
- * await migrate(pool); // { schema: "loopctl", from: 0, to: 2, applied: [1, 2] } the first time
+ * await migrate(pool); // { schema: "loopctl", from: 0, to: 3, applied: [1, 2, 3] } the first time
  * ```
  */
 export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<MigrateResult> {
