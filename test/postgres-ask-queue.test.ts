@@ -11,6 +11,7 @@ import {
   PostgresLeaseError,
   PostgresRowError,
   QUEUE_CLOSED_REASON,
+  SCHEMA_VERSION,
 } from "loopctl/postgres";
 import type { PostgresAskQueueOptions } from "loopctl/postgres";
 import { z } from "zod";
@@ -1225,6 +1226,55 @@ describe("PostgresAskQueue: worker leases", () => {
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".workers`);
     expect(rows[0]).toEqual({ n: 0 });
     expect(await rowCount()).toBe(0);
+  });
+
+  it("closes itself, writing nothing more, once a newer loopctl migrates the schema under it", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ leaseMs: 600, onError: (error) => errors.push(error) });
+    const consoleErrors: unknown[] = [];
+    const consoleQueue = queue({ leaseMs: 600, onError: (error) => consoleErrors.push(error) });
+    const inbox = consoleQueue.approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect(await soon(inbox.next()).then((next) => (typeof next === "string" ? next : next?.id))).toBe(ask.id);
+    const workerId = worker.workerId;
+    // A newer loopctl's migrate, as this one reads versions: the next row of the migrations table.
+    await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES ($1, 'from the future')`, [
+      SCHEMA_VERSION + 1,
+    ]);
+    const tooNew = { code: "POSTGRES_SCHEMA_TOO_NEW", message: expect.stringContaining(`"${db.schema}"`) as unknown };
+    // Within a heartbeat (a third of leaseMs): the call is denied, the queue is closed, and says why.
+    expect(await soon(parked)).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(worker.closed).toBe(true);
+    expect(errors).toEqual([expect.objectContaining(tooNew)]);
+    await waitFor(() => consoleQueue.closed);
+    expect(await soon(inbox.next())).toBeUndefined();
+    expect(consoleErrors).toEqual([expect.objectContaining(tooNew)]);
+    // Nothing was written into the newer schema: the row is left pending under a lease left to lapse.
+    expect(await row(ask.id)).toEqual({ state: "pending", reason: null, resolution: null });
+    const { rows } = await db.pool.query(`SELECT id::text FROM "${db.schema}".workers`);
+    expect(rows).toEqual([{ id: workerId }]);
+    expect(await park(worker, makeAsk(2))).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    expect(await row(ask.id)).toEqual({ state: "pending", reason: null, resolution: null });
+  });
+
+  it("names its schema in a query error", async () => {
+    const q = new PostgresAskQueue(
+      db.newPool(2, { connectionString: "postgres://nobody@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 }),
+      { schema: db.schema, onError: () => undefined },
+    );
+    opened.push(q);
+    const parkFailure = await park(q, makeAsk(1)).catch((error: unknown) => error);
+    const answerFailure = await q
+      .approver()
+      .resolve(makeAsk(1).id, { type: "approve" })
+      .catch((error: unknown) => error);
+    for (const error of [parkFailure, answerFailure]) {
+      expect(error).toMatchObject({ code: "POSTGRES_QUERY" });
+      expect((error as Error).message).toMatch(/^Postgres(AskQueue|Approver)/);
+      expect((error as Error).message).toContain(`: schema "${db.schema}": `);
+    }
   });
 
   it("closes the asks of a worker whose lease lapsed as abandoned; answers to them are refused", async () => {

@@ -15,6 +15,7 @@ import {
   PostgresGrantStore,
   PostgresQueryError,
   PostgresRowError,
+  SCHEMA_VERSION,
   migrate,
 } from "loopctl/postgres";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
@@ -563,6 +564,41 @@ describe("PostgresGrantStore fails closed", () => {
   it("refuses a schema a newer loopctl migrated", async () => {
     await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES (999, 'from the future')`);
     await expect(store().load()).rejects.toMatchObject({ code: "POSTGRES_SCHEMA_TOO_NEW" });
+  });
+
+  it("stops deciding and writing once a newer loopctl migrates the schema under it, writing nothing more", async () => {
+    const decider = store();
+    const writers = { save: store(), revoke: store(), clear: store() };
+    await decider.save(read);
+    await writers.save.save(deployProd);
+    await writers.revoke.save(writeReadme);
+    expect(await decider.covering("read", "{}")).toHaveLength(1);
+    expect(await writers.clear.load()).toHaveLength(3);
+    // A newer loopctl's migrate, as this one reads versions: the next row of the migrations table.
+    await db.pool.query(`INSERT INTO "${db.schema}".migrations (version, name) VALUES ($1, 'from the future')`, [
+      SCHEMA_VERSION + 1,
+    ]);
+    const tooNew = (operation: string): object => ({
+      code: "POSTGRES_SCHEMA_TOO_NEW",
+      operation,
+      message: expect.stringContaining(`is at version ${SCHEMA_VERSION + 1}`) as unknown,
+    });
+    // The next decision's own statement finds it, and so does every call after it.
+    await expect(decider.covering("read", "{}")).rejects.toMatchObject(tooNew("PostgresGrantStore.covering"));
+    await expect(decider.load()).rejects.toMatchObject(tooNew("PostgresGrantStore.load"));
+    await expect(decider.save(writeReadme.withNote("late"))).rejects.toMatchObject(tooNew("PostgresGrantStore.save"));
+    // Stores that last wrote before the migration find it in their next write's transaction.
+    await expect(writers.save.save(read.withNote("late"))).rejects.toMatchObject(tooNew("PostgresGrantStore.save"));
+    await expect(writers.revoke.revoke(writeReadme.id)).rejects.toMatchObject(tooNew("PostgresGrantStore.revoke"));
+    await expect(writers.clear.clear()).rejects.toMatchObject(tooNew("PostgresGrantStore.clear"));
+    const { rows } = await db.pool.query(
+      `SELECT id, note, revoked, version::int AS version FROM "${db.schema}".grants ORDER BY version`,
+    );
+    expect(rows).toEqual([
+      { id: read.id, note: null, revoked: false, version: 1 },
+      { id: deployProd.id, note: null, revoked: false, version: 2 },
+      { id: writeReadme.id, note: null, revoked: false, version: 3 },
+    ]);
   });
 
   it("refuses a project PostgreSQL cannot store as given (U+0000, a lone surrogate) with PostgresConfigError", async () => {

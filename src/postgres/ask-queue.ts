@@ -7,7 +7,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, inDoubt, positiveInteger, queryFailure, replyWithin, requireOptions, requirePool } from "./db.js";
+import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool } from "./db.js";
 import { isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -55,7 +55,9 @@ export interface PostgresAskQueueOptions {
    * Receives what goes wrong in the background: a dropped notification
    * connection (it reconnects), a failed heartbeat (retried while the lease
    * holds), a lost lease (its parked calls were denied), a pool whose every
-   * connection the queues on it hold for `LISTEN`.
+   * connection the queues on it hold for `LISTEN`, a schema a newer loopctl
+   * migrated under the queue (`POSTGRES_SCHEMA_TOO_NEW`, found by a
+   * heartbeat: the queue closes itself, writing nothing more there).
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
@@ -256,7 +258,7 @@ export class PostgresAskQueue {
     this.schema = this.#names.name;
     this.#leaseMs = positiveInteger("PostgresAskQueue", "leaseMs", options.leaseMs, 15_000, 300, 600_000);
     // A pooled connection that swallows a statement (an insert, say) must not hold up the ones after it.
-    this.#db = new Db(pool, this.#names, this.#leaseMs);
+    this.#db = new Db(pool, this.#names, this.#leaseMs, `schema ${this.#names.quoted}`);
     this.#table = this.#names.table("asks");
     this.#rereadMs = positiveInteger("PostgresAskQueue", "rereadMs", options.rereadMs, 5_000, 50, 600_000);
     this.#keepEndedMs = positiveInteger(
@@ -281,8 +283,7 @@ export class PostgresAskQueue {
     this.#listener = new NotificationListener(pool, this.#names.channel, this.#leaseMs, {
       notify: (payload) => this.#notified(payload),
       listening: () => this.#resync(),
-      error: (error) =>
-        this.#onError(queryFailure(`PostgresAskQueue: listening on ${this.#names.channel}`, this.#names, error)),
+      error: (error) => this.#onError(this.#db.failure(`PostgresAskQueue: listening on ${this.#names.channel}`, error)),
     });
     this.#lease = new WorkerLease(this.#db, this.#leaseMs, {
       lost: (id, why) => this.#leaseLost(id, why),
@@ -553,6 +554,8 @@ export class PostgresAskQueue {
   }
 
   async #writeWithdrawals(ids: string[]): Promise<void> {
+    // A newer loopctl migrated the schema: this one writes nothing there (the queue is closing).
+    if (this.#db.tooNew) return;
     const batch = ids.flatMap((id) => {
       const w = this.#withdrawals.get(id);
       return w === undefined ? [] : [{ id, w }];
@@ -701,7 +704,7 @@ export class PostgresAskQueue {
         `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
       );
       this.#listener.drop(client, error);
-      return queryFailure(operation, this.#names, error);
+      return this.#db.failure(operation, error);
     });
   }
 
@@ -916,7 +919,11 @@ export class PostgresAskQueue {
       await renewed;
       if (this.#closing !== undefined) return;
       for (const id of this.#withdrawals.keys()) this.#withdraw.add(id);
-      await reap(this.#db, this.#keepEndedMs).catch(this.#onError);
+      await reap(this.#db, this.#keepEndedMs).catch((error: unknown) => {
+        this.#onError(error);
+        // The reaper's transaction reads the schema's version first: a newer loopctl migrated it under this queue.
+        if (this.#db.tooNew) void this.close();
+      });
     })().finally(() => {
       this.#chores = undefined;
     });
@@ -975,7 +982,7 @@ export class PostgresAskQueue {
   async #closeRows(entries: readonly Parked[]): Promise<void> {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
     try {
-      if (entries.length > 0 && !poolEnding(this.#pool)) {
+      if (entries.length > 0 && !poolEnding(this.#pool) && !this.#db.tooNew) {
         const closed = await this.#db.query(
           "PostgresAskQueue.close: closing parked asks",
           `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
@@ -1037,8 +1044,9 @@ export class PostgresAskQueue {
         this.#answers.idle(),
       ]);
       await this.#withdraw.idle();
-      // Nothing more can be written through an ended pool: rows left pending are closed as abandoned once the lease lapses.
-      if (poolEnding(this.#pool)) return;
+      // Nothing more can be written through an ended pool, nor into a schema a newer loopctl migrated:
+      // rows left pending are closed as abandoned once the lease lapses.
+      if (poolEnding(this.#pool) || this.#db.tooNew) return;
       try {
         await this.#writeWithdrawals([...this.#withdrawals.keys()]);
       } catch (error) {

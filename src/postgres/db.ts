@@ -26,6 +26,20 @@ const backendPids = new WeakMap<PgPoolClient, number>();
 /** One name per statement text in this process: a name must never stand for two texts on a connection. */
 const statementNames = new Map<string, string>();
 
+/**
+ * The name {@link migrate} locks (`pg_advisory_xact_lock(hashtext(…))`) for
+ * the whole of its transaction; loopctl's transactions lock it shared.
+ * Every version of loopctl must keep it.
+ */
+export function migrateLockKey(names: SchemaNames): string {
+  return `loopctl.migrate:${names.name}`;
+}
+
+/** The schema's version: the highest applied, 0 when none is. */
+export function versionQuery(names: SchemaNames): string {
+  return `SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`;
+}
+
 /** How long a transaction's session may sit idle, waiting for its client, before the server ends it. */
 const IDLE_IN_TRANSACTION_MS = 5_000;
 
@@ -250,7 +264,9 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 /**
  * Statements against one schema through one pool: errors become
  * {@link PostgresQueryError}s naming the operation, the schema's version is
- * checked once before first use, and a statement whose caller's signal
+ * checked once before first use (and again by every transaction, and by the
+ * statements that read it along with their work: a newer loopctl's version
+ * found then refuses every statement after), and a statement whose caller's signal
  * aborts is cancelled on the server (`pg_cancel_backend`) while the caller
  * is rejected at once with the signal's reason.
  */
@@ -261,6 +277,14 @@ export class Db {
   /** What the statements are about, named in their errors (e.g. a project in a schema). */
   readonly #subject: string | undefined;
   #checked: Promise<void> | undefined;
+  /** The version of a newer loopctl found in the schema since the check: every statement is refused from then on. */
+  #newer: number | undefined;
+  /**
+   * Opens a transaction that first checks the schema's version, in the same
+   * round trip: under a shared lock on the name `migrate` locks exclusively,
+   * so no migration commits between that check and the transaction's end.
+   */
+  readonly #begin: string;
 
   /**
    * With `replyMs`, a statement (or transaction) given a connection of the
@@ -277,6 +301,42 @@ export class Db {
     this.names = names;
     this.#replyMs = replyMs;
     this.#subject = subject;
+    this.#begin = `${BEGIN}; SELECT pg_advisory_xact_lock_shared(hashtext('${migrateLockKey(names)}')); ${versionQuery(names)}`;
+  }
+
+  /** True once a newer loopctl's version was found in the schema: every statement is refused. */
+  get tooNew(): boolean {
+    return this.#newer !== undefined;
+  }
+
+  /**
+   * `error` as a {@link PostgresQueryError} naming `operation` and what the
+   * statements are about; loopctl's own errors pass through.
+   */
+  failure(operation: string, error: unknown): Error {
+    return this.#failure(operation, error);
+  }
+
+  /**
+   * Takes note of the schema's version as a statement read it along with
+   * its own work (`coalesce(max(version), 0)` of the migrations table).
+   *
+   * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
+   *   loopctl migrated the schema since the first check; so does every
+   *   statement from then on.
+   */
+  sawVersion(operation: string, version: number): void {
+    if (version <= SCHEMA_VERSION) return;
+    this.#newer ??= version;
+    throw this.#tooNewError(operation, version);
+  }
+
+  #tooNewError(operation: string, version: number): PostgresQueryError {
+    return new PostgresQueryError(
+      "POSTGRES_SCHEMA_TOO_NEW",
+      operation,
+      `schema ${this.names.quoted} is at version ${version}, newer than the ${SCHEMA_VERSION} this loopctl knows; upgrade loopctl`,
+    );
   }
 
   #failure(operation: string, error: unknown): Error {
@@ -349,7 +409,14 @@ export class Db {
             state.broken = true;
           },
         );
-      await run(BEGIN);
+      if (state.aborted) throw new Error("aborted");
+      const opened = (await client.query(this.#begin)) as unknown as PgResult | PgResult[];
+      const checked = Array.isArray(opened) ? opened.at(-1) : opened;
+      const version = Number((checked?.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
+      if (version > SCHEMA_VERSION) {
+        await rollback();
+        this.sawVersion(operation, version);
+      }
       let result: T;
       let abandoned = false;
       try {
@@ -391,6 +458,7 @@ export class Db {
   }
 
   #ready(operation: string): Promise<void> {
+    if (this.#newer !== undefined) return Promise.reject(this.#tooNewError(operation, this.#newer));
     this.#checked ??= this.#checkVersion(operation).catch((error: unknown) => {
       this.#checked = undefined;
       throw error;
@@ -401,20 +469,14 @@ export class Db {
   async #checkVersion(operation: string): Promise<void> {
     let version: number;
     try {
-      const sql = `SELECT coalesce(max(version), 0)::int AS version FROM ${this.names.table("migrations")}`;
+      const sql = versionQuery(this.names);
       // Every statement waits on this check: one swallowed by the network must not hold them all up.
       const result = this.#replyMs === undefined ? await this.pool.query(sql) : await this.#replyIn(sql, this.#replyMs);
       version = Number((result.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
     } catch (error) {
       throw this.#failure(operation, error);
     }
-    if (version > SCHEMA_VERSION) {
-      throw new PostgresQueryError(
-        "POSTGRES_SCHEMA_TOO_NEW",
-        operation,
-        `schema ${this.names.quoted} is at version ${version}, newer than the ${SCHEMA_VERSION} this loopctl knows; upgrade loopctl`,
-      );
-    }
+    if (version > SCHEMA_VERSION) throw this.#tooNewError(operation, version);
     if (version < SCHEMA_VERSION) {
       throw new PostgresQueryError(
         "POSTGRES_NOT_MIGRATED",

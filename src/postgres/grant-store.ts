@@ -1,7 +1,7 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal } from "../grant/store.js";
-import { Db, positiveInteger, requirePool } from "./db.js";
+import { Db, positiveInteger, requirePool, versionQuery } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
@@ -277,7 +277,8 @@ export class PostgresGrantStore implements GrantStore {
    * never be read. The grants held are dropped and read again from scratch.
    */
   async #refresh(operation: string, signal: AbortSignal | undefined): Promise<void> {
-    const headOf = `(SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version) AS head`;
+    const headOf = `(SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version,
+      (${versionQuery(this.#names)}) AS schema_version) AS head`;
     for (;;) {
       const generation = this.#generation;
       const from = this.#version;
@@ -287,7 +288,7 @@ export class PostgresGrantStore implements GrantStore {
           ? await this.#db.query(
               operation,
               // The witness is any row at the head version, a tombstone as likely as not.
-              `SELECT head.version::text AS head, true AS held,
+              `SELECT head.version::text AS head, head.schema_version, true AS held,
                  (SELECT w.id FROM ${this.#table} AS w WHERE w.project = $1 AND w.version = head.version LIMIT 1) AS witness,
                  ${GRANT_COLUMNS}
                FROM ${headOf}
@@ -298,7 +299,7 @@ export class PostgresGrantStore implements GrantStore {
             )
           : await this.#db.query(
               operation,
-              `SELECT head.version::text AS head, held.held, ${GRANT_COLUMNS}
+              `SELECT head.version::text AS head, head.schema_version, held.held, ${GRANT_COLUMNS}
                FROM ${headOf}
                CROSS JOIN (SELECT $3::text IS NULL OR EXISTS (
                  SELECT 1 FROM ${this.#table} WHERE project = $1 AND id = $3 AND version >= $2) AS held) AS held
@@ -310,6 +311,8 @@ export class PostgresGrantStore implements GrantStore {
       // Dropped while this read was in flight: its rows are relative to grants no longer held.
       if (generation !== this.#generation) continue;
       const first = result.rows[0];
+      // Read in the same snapshot as the grants: none read from a schema a newer loopctl migrated is used.
+      this.#db.sawVersion(operation, Number(first?.["schema_version"] ?? 0));
       const head = Number(first?.["head"] ?? 0);
       if (head < from || first?.["held"] !== true) {
         this.#index = new LiveGrantIndex();

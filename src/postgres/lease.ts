@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { queryFailure } from "./db.js";
 import type { Db } from "./db.js";
 import type { PgPoolClient } from "./pg.js";
 
@@ -206,7 +205,7 @@ export class WorkerLease {
     let cut: ((error: Error) => void) | undefined;
     // Throws the driver's own errors: a pooled connection that failed is then closed, not handed on.
     const send = async (client: PgPoolClient): Promise<Sent> => {
-      if (late !== undefined) throw queryFailure(operation, this.#db.names, late);
+      if (late !== undefined) throw this.#db.failure(operation, late);
       const sent = performance.now();
       const reply = client.query(sql, values);
       const given = new Promise<never>((_, reject) => {
@@ -221,7 +220,7 @@ export class WorkerLease {
         ? this.#db.session(operation, send)
         : this.#db.ready(operation).then(() =>
             send(direct).catch((error: unknown) => {
-              throw queryFailure(operation, this.#db.names, error);
+              throw this.#db.failure(operation, error);
             }),
           );
     if (deadline === Number.POSITIVE_INFINITY) return running;
@@ -235,7 +234,7 @@ export class WorkerLease {
           cut(late);
           if (direct !== undefined) this.#host.broken(direct, late);
         }
-        reject(queryFailure(operation, this.#db.names, late));
+        reject(this.#db.failure(operation, late));
       }, wait);
       timer.unref();
       running.then(

@@ -1,4 +1,13 @@
-import { BEGIN, checkOut, connectionFailure, queryFailure, requireOptions, requirePool } from "./db.js";
+import {
+  BEGIN,
+  checkOut,
+  connectionFailure,
+  migrateLockKey,
+  queryFailure,
+  requireOptions,
+  requirePool,
+  versionQuery,
+} from "./db.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
@@ -74,7 +83,7 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     await client.query(BEGIN);
     try {
       // Serializes every migrate() of this schema, from any process, until COMMIT.
-      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${names.name}`]);
+      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [migrateLockKey(names)]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${names.quoted}`);
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${names.table("migrations")} (
@@ -98,9 +107,7 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
             "give loopctl a schema of its own (options.schema)",
         );
       }
-      const found = await client.query(
-        `SELECT coalesce(max(version), 0)::int AS version FROM ${names.table("migrations")}`,
-      );
+      const found = await client.query(versionQuery(names));
       const from = Number((found.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
       atVersion = from;
       if (from > SCHEMA_VERSION) {
