@@ -1,9 +1,14 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
 import { ScriptedModel } from "loopctl/testing";
 import { EXIT } from "../src/cli/index.js";
+import type { CliContext } from "../src/cli/index.js";
+import { CliUsageError } from "../src/cli/context.js";
+import { serveConsole } from "../src/cli/console.js";
+import type { ConsoleSources } from "../src/cli/console.js";
 import { cli } from "./support/cli-harness.js";
 import { startConsole } from "./support/console-run.js";
 import { openStream, request } from "./support/http-client.js";
@@ -120,5 +125,53 @@ describe("loopctl console --database URL", () => {
     const schema = await cli(["console", "--schema", "loopctl"], { cwd: "/" });
     expect(schema.code).toBe(EXIT.usage);
     expect(schema.stderr).toContain("--schema needs --database");
+  });
+  it("a pool that fails to close leaves the console's own error, or its stop, and is one warning line", async () => {
+    const captured = (signal?: AbortSignal): CliContext & { out: string; err: string } => {
+      const context = {
+        out: "",
+        err: "",
+        stdout: { write: (chunk: string) => (context.out += chunk) },
+        stderr: { write: (chunk: string) => (context.err += chunk) },
+        env: {},
+        cwd: "/",
+        ...(signal === undefined ? {} : { signal }),
+      };
+      return context;
+    };
+    // Sources over a pool, as the command opens with --database; the test ends each pool first, so
+    // the console's close (a second end()) rejects for real.
+    const opened = (): ConsoleSources & { pool: pg.Pool } => {
+      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+      return {
+        pool,
+        inbox: undefined,
+        grants: new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema }),
+        describe: "the test database\n",
+        location: "the test database",
+        close: () => pool.end(),
+      };
+    };
+    const warning = "loopctl: warning: could not close the test database: Called end on pool more than once\n";
+    const settings = { audit: undefined, host: undefined, allowedHosts: undefined, port: 0, token: undefined };
+
+    const failing = opened();
+    await failing.pool.end();
+    const failed = captured();
+    const error = await serveConsole(failing, { ...settings, host: "0.0.0.0" }, failed).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CliUsageError);
+    expect((error as Error).message).toContain("--host 0.0.0.0 needs --allowed-host H");
+    expect(failed.err).toBe(warning);
+
+    const stop = new AbortController();
+    const working = opened();
+    await working.pool.end();
+    const worked = captured(stop.signal);
+    const served = serveConsole(working, settings, worked);
+    await expect.poll(() => worked.out).toContain("open http");
+    stop.abort();
+    expect(await served).toBe(EXIT.ok);
+    expect(worked.out).toContain("loopctl console: stopped");
+    expect(worked.err).toBe(warning);
   });
 });

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import type { PgPool } from "../postgres/index.js";
+import { describeError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
 import type { CliContext } from "./context.js";
@@ -29,6 +30,24 @@ export interface OpenedStore {
    * surrounding spaces did (a mistyped `--project` reads as "no grants").
    */
   nearProjectsWarning?(): Promise<string | undefined>;
+}
+
+/**
+ * Closes what a command opened (a database pool), its work done or failed. A
+ * failure to close is one warning line on stderr naming `opened.location`:
+ * the command's own result or error, and so its exit code, stand.
+ */
+export async function closeOrWarn(
+  opened: { readonly location: string; close(): Promise<void> },
+  context: CliContext,
+): Promise<void> {
+  try {
+    await opened.close();
+  } catch (error) {
+    context.stderr.write(
+      `loopctl: warning: could not close ${printable(opened.location)}: ${printable(describeError(error))}\n`,
+    );
+  }
 }
 
 /** The spaces a project name may carry around it by mistake (PostgreSQL's `btrim` set). */
