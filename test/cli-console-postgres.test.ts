@@ -2,6 +2,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
 import { ScriptedModel } from "loopctl/testing";
 import { EXIT } from "../src/cli/index.js";
@@ -95,6 +96,33 @@ describe("loopctl console --database URL", () => {
       await worker.close();
     }
     expect(console.output()).toContain("loopctl console: stopped");
+  });
+
+  it("warns at start when --project never held a grant but names differing only in case or surrounding spaces did", async () => {
+    const read = new Grant("read", "allow", GrantScope.thisTool());
+    for (const project of ["Acme/Shop", " acme/shop\t"]) {
+      await new PostgresGrantStore(db.pool, { project, schema: db.schema }).save(read);
+    }
+    const warning =
+      `loopctl: warning: project "acme/shop" never held a grant in schema ${db.schema}; the name matches exactly, ` +
+      `and " acme/shop\\t", "Acme/Shop" (differing in case or surrounding spaces) are other projects, left as they are\n`;
+    for (const [project, warned] of [
+      ["acme/shop", 1],
+      ["Acme/Shop", 0],
+      ["acme/blog", 0],
+    ] as const) {
+      const args = ["--database", DATABASE_URL, "--schema", db.schema, "--project", project, "--port", "0"];
+      const console = startConsole("/", args);
+      try {
+        expect(await console.printed).toMatch(/^http/);
+      } finally {
+        console.stop.abort();
+        expect(await console.done).toBe(EXIT.ok);
+      }
+      const output = console.output();
+      expect(output.split(warning).length - 1, project).toBe(warned);
+      expect(output.replace(warning, ""), project).not.toContain("warning");
+    }
   });
 
   it("fails on a schema that is not migrated, as the grants commands do, instead of serving", async () => {

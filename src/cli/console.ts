@@ -8,7 +8,7 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
-import { closeOrWarn, connect, openFileStore, redacted } from "./grant-source.js";
+import { closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -126,6 +126,11 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
     });
     const project = values.project;
     const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
+    if (project !== undefined) {
+      // Only a hint, as for the grants commands: a mistyped --project would show "no grants".
+      const warning = await nearProjectsWarning("console", pool, queue.schema, project).catch(() => undefined);
+      if (warning !== undefined) context.stderr.write(`loopctl: warning: ${printable(warning)}\n`);
+    }
     const where = `${redacted(values.database)} (schema ${queue.schema})`;
     return {
       inbox: queue.approver(),
