@@ -1,9 +1,15 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
 import { ScriptedModel } from "loopctl/testing";
 import { EXIT } from "../src/cli/index.js";
+import type { CliContext } from "../src/cli/index.js";
+import { CliUsageError } from "../src/cli/context.js";
+import { serveConsole } from "../src/cli/console.js";
+import type { ConsoleSources } from "../src/cli/console.js";
 import { cli } from "./support/cli-harness.js";
 import { startConsole } from "./support/console-run.js";
 import { openStream, request } from "./support/http-client.js";
@@ -92,6 +98,33 @@ describe("loopctl console --database URL", () => {
     expect(console.output()).toContain("loopctl console: stopped");
   });
 
+  it("warns at start when --project never held a grant but names differing only in case or surrounding spaces did", async () => {
+    const read = new Grant("read", "allow", GrantScope.thisTool());
+    for (const project of ["Acme/Shop", " acme/shop\t"]) {
+      await new PostgresGrantStore(db.pool, { project, schema: db.schema }).save(read);
+    }
+    const warning =
+      `loopctl: warning: project "acme/shop" never held a grant in schema ${db.schema}; the name matches exactly, ` +
+      `and " acme/shop\\t", "Acme/Shop" (differing in case or surrounding spaces) are other projects, left as they are\n`;
+    for (const [project, warned] of [
+      ["acme/shop", 1],
+      ["Acme/Shop", 0],
+      ["acme/blog", 0],
+    ] as const) {
+      const args = ["--database", DATABASE_URL, "--schema", db.schema, "--project", project, "--port", "0"];
+      const console = startConsole("/", args);
+      try {
+        expect(await console.printed).toMatch(/^http/);
+      } finally {
+        console.stop.abort();
+        expect(await console.done).toBe(EXIT.ok);
+      }
+      const output = console.output();
+      expect(output.split(warning).length - 1, project).toBe(warned);
+      expect(output.replace(warning, ""), project).not.toContain("warning");
+    }
+  });
+
   it("fails on a schema that is not migrated, as the grants commands do, instead of serving", async () => {
     const run = await cli(
       ["console", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p", "--port", "0"],
@@ -120,5 +153,53 @@ describe("loopctl console --database URL", () => {
     const schema = await cli(["console", "--schema", "loopctl"], { cwd: "/" });
     expect(schema.code).toBe(EXIT.usage);
     expect(schema.stderr).toContain("--schema needs --database");
+  });
+  it("a pool that fails to close leaves the console's own error, or its stop, and is one warning line", async () => {
+    const captured = (signal?: AbortSignal): CliContext & { out: string; err: string } => {
+      const context = {
+        out: "",
+        err: "",
+        stdout: { write: (chunk: string) => (context.out += chunk) },
+        stderr: { write: (chunk: string) => (context.err += chunk) },
+        env: {},
+        cwd: "/",
+        ...(signal === undefined ? {} : { signal }),
+      };
+      return context;
+    };
+    // Sources over a pool, as the command opens with --database; the test ends each pool first, so
+    // the console's close (a second end()) rejects for real.
+    const opened = (): ConsoleSources & { pool: pg.Pool } => {
+      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+      return {
+        pool,
+        inbox: undefined,
+        grants: new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema }),
+        describe: "the test database\n",
+        location: "the test database",
+        close: () => pool.end(),
+      };
+    };
+    const warning = "loopctl: warning: could not close the test database: Called end on pool more than once\n";
+    const settings = { audit: undefined, host: undefined, allowedHosts: undefined, port: 0, token: undefined };
+
+    const failing = opened();
+    await failing.pool.end();
+    const failed = captured();
+    const error = await serveConsole(failing, { ...settings, host: "0.0.0.0" }, failed).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CliUsageError);
+    expect((error as Error).message).toContain("--host 0.0.0.0 needs --allowed-host H");
+    expect(failed.err).toBe(warning);
+
+    const stop = new AbortController();
+    const working = opened();
+    await working.pool.end();
+    const worked = captured(stop.signal);
+    const served = serveConsole(working, settings, worked);
+    await expect.poll(() => worked.out).toContain("open http");
+    stop.abort();
+    expect(await served).toBe(EXIT.ok);
+    expect(worked.out).toContain("loopctl console: stopped");
+    expect(worked.err).toBe(warning);
   });
 });

@@ -8,7 +8,7 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { printable } from "./format.js";
-import { connect, openFileStore, redacted } from "./grant-source.js";
+import { closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -68,13 +68,25 @@ const OPTIONS = {
 type ConsoleValues = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>["values"];
 
 /** Where the console's asks and grants come from, and what to say about them. */
-interface Sources {
+export interface ConsoleSources {
   /** The inbox the console serves, or undefined for a console over grants and records only. */
   readonly inbox: AskInbox | undefined;
   readonly grants: GrantStore | undefined;
   /** Lines for the banner. */
   readonly describe: string;
+  /** Where they are, for a warning: the ledger file, or the database and schema. */
+  readonly location: string;
+  /** Releases what they hold (the queue and its database pool). */
   close(): Promise<void>;
+}
+
+/** What the console serves besides its sources, from the command line. */
+export interface ConsoleSettings {
+  readonly audit: string | undefined;
+  readonly host: string | undefined;
+  readonly allowedHosts: readonly string[] | undefined;
+  readonly port: number;
+  readonly token: string | undefined;
 }
 
 /**
@@ -83,7 +95,7 @@ interface Sources {
  * ledger. With `--database`, the Postgres queue every worker parks on, and
  * the project's grants shared there.
  */
-async function openSources(values: ConsoleValues, context: CliContext): Promise<Sources> {
+async function openSources(values: ConsoleValues, context: CliContext): Promise<ConsoleSources> {
   if (values.database === undefined) {
     if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
     // The grants commands' ledger: the same refusals, its warnings one plain line on stderr.
@@ -92,6 +104,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
       inbox: undefined,
       grants: store,
       describe: `no ask queue: grants and records only\n  grants  ${printable(store.ledgerPath)}\n`,
+      location: store.ledgerPath,
       close: async () => undefined,
     };
   }
@@ -113,6 +126,11 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
     });
     const project = values.project;
     const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
+    if (project !== undefined) {
+      // Only a hint, as for the grants commands: a mistyped --project would show "no grants".
+      const warning = await nearProjectsWarning("console", pool, queue.schema, project).catch(() => undefined);
+      if (warning !== undefined) context.stderr.write(`loopctl: warning: ${printable(warning)}\n`);
+    }
     const where = `${redacted(values.database)} (schema ${queue.schema})`;
     return {
       inbox: queue.approver(),
@@ -120,6 +138,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
       describe:
         `the asks of every worker parked on ${printable(where)}\n` +
         (project === undefined ? "" : `  grants  project ${printable(JSON.stringify(project))}\n`),
+      location: where,
       close: async () => {
         await queue.close();
         await pool.end();
@@ -153,13 +172,28 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const allowedHosts = values["allowed-host"];
 
   if (audit !== undefined) await checkAuditLog(audit);
-  const source = await openSources(values, context);
+  const settings = { audit, host: values.host, allowedHosts, port, token };
+  return serveConsole(await openSources(values, context), settings, context);
+}
+
+/**
+ * Serves the console over `source` until `context.signal` aborts (without
+ * one, until SIGINT or SIGTERM), then closes `source`. A failure to close it
+ * (a database pool that will not end) is one warning line on stderr: the
+ * console's own result or error, and so its exit code, stand.
+ */
+export async function serveConsole(
+  source: ConsoleSources,
+  settings: ConsoleSettings,
+  context: CliContext,
+): Promise<ExitCode> {
+  const { audit, host, allowedHosts, port, token } = settings;
   try {
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
       ...(audit === undefined ? {} : { records: auditLogRecords(audit) }),
-      ...(values.host === undefined ? {} : { host: values.host }),
+      ...(host === undefined ? {} : { host }),
       ...(allowedHosts === undefined ? {} : { allowedHosts }),
       port,
       ...(token === undefined ? {} : { token }),
@@ -177,7 +211,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     context.stdout.write("loopctl console: stopped\n");
     return EXIT.ok;
   } finally {
-    await source.close();
+    await closeOrWarn(source, context);
   }
 }
 

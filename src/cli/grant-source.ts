@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import type { PgPool } from "../postgres/index.js";
+import { describeError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
 import type { CliContext } from "./context.js";
@@ -29,6 +30,24 @@ export interface OpenedStore {
    * surrounding spaces did (a mistyped `--project` reads as "no grants").
    */
   nearProjectsWarning?(): Promise<string | undefined>;
+}
+
+/**
+ * Closes what a command opened (a database pool), its work done or failed. A
+ * failure to close is one warning line on stderr naming `opened.location`:
+ * the command's own result or error, and so its exit code, stand.
+ */
+export async function closeOrWarn(
+  opened: { readonly location: string; close(): Promise<void> },
+  context: CliContext,
+): Promise<void> {
+  try {
+    await opened.close();
+  } catch (error) {
+    context.stderr.write(
+      `loopctl: warning: could not close ${printable(opened.location)}: ${printable(describeError(error))}\n`,
+    );
+  }
 }
 
 /** The spaces a project name may carry around it by mistake (PostgreSQL's `btrim` set). */
@@ -120,7 +139,6 @@ export async function openStore(command: string, values: StoreValues, context: C
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
   const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
-  const { schemaNames } = await import("../postgres/schema.js");
   const pool = await connect(command, values.database, context.env);
   const project = values.project;
   try {
@@ -128,34 +146,47 @@ export async function openStore(command: string, values: StoreValues, context: C
       project,
       ...(values.schema === undefined ? {} : { schema: values.schema }),
     });
-    const projects = schemaNames(command, store.schema).table("grant_projects");
     return {
       store,
       location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(project)})`,
       close: () => pool.end(),
-      nearProjectsWarning: async () => {
-        // Every project that ever held a grant has a row here (kept when its grants are revoked).
-        const { rows } = await pool.query(
-          `SELECT p.project FROM ${projects} AS p
-           WHERE NOT EXISTS (SELECT 1 FROM ${projects} WHERE project = $1)
-             AND lower(btrim(p.project, $2)) = lower(btrim($1, $2))
-           ORDER BY p.project COLLATE "C" LIMIT 5`,
-          [project, SURROUNDING_SPACES],
-        );
-        const near = rows.map((row) => String((row as { project?: unknown }).project));
-        if (near.length === 0) return undefined;
-        return (
-          `project ${JSON.stringify(project)} never held a grant in schema ${store.schema}; the name matches exactly, ` +
-          `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
-          "are other projects, left as they are"
-        );
-      },
+      nearProjectsWarning: () => nearProjectsWarning(command, pool, store.schema, project),
     };
   } catch (error) {
     await pool.end();
     if (error instanceof PostgresConfigError) throw new CliUsageError(command, error.message);
     throw error;
   }
+}
+
+/**
+ * A warning when `project` never held a grant in `schema` while projects
+ * whose names differ from it only in case or surrounding spaces did (a
+ * mistyped `--project` reads as "no grants"), naming up to five of them.
+ */
+export async function nearProjectsWarning(
+  command: string,
+  pool: PgPool,
+  schema: string,
+  project: string,
+): Promise<string | undefined> {
+  const { schemaNames } = await import("../postgres/schema.js");
+  const projects = schemaNames(command, schema).table("grant_projects");
+  // Every project that ever held a grant has a row here (kept when its grants are revoked).
+  const { rows } = await pool.query(
+    `SELECT p.project FROM ${projects} AS p
+     WHERE NOT EXISTS (SELECT 1 FROM ${projects} WHERE project = $1)
+       AND lower(btrim(p.project, $2)) = lower(btrim($1, $2))
+     ORDER BY p.project COLLATE "C" LIMIT 5`,
+    [project, SURROUNDING_SPACES],
+  );
+  const near = rows.map((row) => String((row as { project?: unknown }).project));
+  if (near.length === 0) return undefined;
+  return (
+    `project ${JSON.stringify(project)} never held a grant in schema ${schema}; the name matches exactly, ` +
+    `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
+    "are other projects, left as they are"
+  );
 }
 
 /** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */

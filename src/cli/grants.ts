@@ -1,5 +1,4 @@
 import { lstat } from "node:fs/promises";
-import { describeError } from "../errors.js";
 import {
   argsDigest,
   CanonicalJsonError,
@@ -13,7 +12,7 @@ import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
 import { errorDocument } from "./failure.js";
-import { openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
+import { closeOrWarn, openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import type { OpenedStore } from "./grant-source.js";
 import { HELP } from "./help.js";
 import type { HelpTopic } from "./help.js";
@@ -71,13 +70,7 @@ export async function useStore<T>(
     }
     throw error;
   } finally {
-    try {
-      await opened.close();
-    } catch (error) {
-      context.stderr.write(
-        `loopctl: warning: could not close ${printable(opened.location)}: ${printable(describeError(error))}\n`,
-      );
-    }
+    await closeOrWarn(opened, context);
   }
 }
 

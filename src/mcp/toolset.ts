@@ -45,6 +45,21 @@ export interface McpToolProblem {
   readonly error: unknown;
 }
 
+/** The MCP SDK's `ErrorCode.RequestTimeout`, which it rejects a request with when its time limit passes. */
+const REQUEST_TIMEOUT = -32001;
+
+/**
+ * For the MCP SDK's timeout of a request, how long it waited (`within 300 ms`,
+ * or `in time` when it does not say); undefined for any other error.
+ */
+function timeoutOf(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const { code, data } = error as { code?: unknown; data?: unknown };
+  if (code !== REQUEST_TIMEOUT) return undefined;
+  const ms = (data as { timeout?: unknown } | undefined)?.timeout;
+  return typeof ms === "number" && Number.isFinite(ms) ? `within ${ms} ms` : "in time";
+}
+
 /** Pages of `tools/list` read before the server is judged to be looping. */
 const MAX_PAGES = 1000;
 
@@ -567,6 +582,18 @@ export class McpToolset implements ToolSource {
             name,
             `the connection to the server ended while the call was in flight (${describeError(error)}): whether it ` +
               "took effect there is unknown",
+            false,
+            { cause: error },
+          );
+        }
+        const timedOut = timeoutOf(error);
+        if (timedOut !== undefined) {
+          // The MCP SDK gave up waiting and sent notifications/cancelled: the request was sent.
+          throw new McpToolError(
+            server,
+            name,
+            `the server did not answer ${timedOut} (${describeError(error)}): the call was cancelled on the server, ` +
+              "and whether it took effect there is unknown",
             false,
             { cause: error },
           );
