@@ -7,6 +7,7 @@ import {
   SyncAskResolver,
 } from "../src/index.js";
 import type { AskResolution, PendingAsk } from "../src/ask/index.js";
+import { ParkSignal } from "../src/ask/park-signal.js";
 import { makeAsk } from "./support/ask-fixtures.js";
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
@@ -91,6 +92,25 @@ describe("SyncAskResolver", () => {
     controller.abort(reason);
     await expect(resolver.resolve(makeAsk(0), { signal: controller.signal })).rejects.toBe(reason);
     expect(calls).toBe(0);
+  });
+
+  it("respects a park that has already ended: rejects with its signal's reason and never consults the callback", async () => {
+    let calls = 0;
+    const resolver = new SyncAskResolver(() => {
+      calls += 1;
+      return true;
+    });
+    const ask = makeAsk(0);
+    const expired = new ParkSignal(ask.id);
+    expired.end("expired");
+    await expect(resolver.resolve(ask, expired.options)).rejects.toThrow(`ask ${ask.id} expired`);
+    const cancelled = new ParkSignal(ask.id);
+    const reason = new Error("stop");
+    cancelled.cancelled(reason);
+    await expect(resolver.resolve(ask, cancelled.options)).rejects.toBe(reason);
+    expect(calls).toBe(0);
+    await expect(resolver.resolve(ask, new ParkSignal(ask.id).options)).resolves.toEqual({ type: "approve" });
+    expect(calls).toBe(1);
   });
 
   it("rejects a missing callback at construction with InvalidAskCallbackError", () => {

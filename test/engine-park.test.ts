@@ -832,6 +832,86 @@ describe("the park withdraws what its resolver left waiting", () => {
   });
 });
 
+describe("the resolver's signal, read late", () => {
+  const descriptor = { name: "write", description: "Write a file", inputSchema: { type: "object" } };
+  type Ending = "approved" | "refused" | "failed" | "expired" | "cancelled";
+  const stopped = new Error("stop");
+  /** Parks one call whose resolver reads nothing until the park has ended, then hands back its options. */
+  async function parkEnded(ending: Ending): Promise<{ ask: PendingAsk; options: { signal: AbortSignal } }> {
+    let held: { ask: PendingAsk; options: { signal: AbortSignal } } | undefined;
+    const never = new Promise<never>(() => undefined);
+    const resolver: AskResolver = {
+      resolve: (ask, options) => {
+        held = { ask, options };
+        if (ending === "approved") return Promise.resolve({ type: "approve" });
+        if (ending === "refused") return Promise.resolve({ type: "deny" });
+        if (ending === "failed") return Promise.reject(new Error("down"));
+        return never;
+      },
+    };
+    const clock = new ManualClock();
+    const managers = new LoopManagers()
+      .withHook(askAll())
+      .withAskResolver(resolver)
+      .withClock(clock)
+      .withAskTimeout(100);
+    const controller = new AbortController();
+    const running = new Gate(managers)
+      .call({ tool: descriptor, callId: "c1", input: A, signal: controller.signal }, () => "ran")
+      .catch((e: unknown) => e);
+    await until(() => held !== undefined);
+    if (ending === "expired") await clock.advance(100);
+    if (ending === "cancelled") controller.abort(stopped);
+    await running;
+    return held!;
+  }
+
+  it.each([
+    ["approved", "was approved"],
+    ["refused", "was refused"],
+    ["failed", "was refused: its resolver failed"],
+    ["expired", "expired"],
+  ] as const)(
+    "%s: the signal comes back already aborted, its reason naming the ask and the ending",
+    async (ending, why) => {
+      const { ask, options } = await parkEnded(ending);
+      const signal = options.signal;
+      expect(signal).toBeInstanceOf(AbortSignal);
+      expect(signal.aborted).toBe(true);
+      expect(signal.reason).toBeInstanceOf(Error);
+      expect((signal.reason as Error).message).toBe(`ask ${ask.id} ${why}`);
+      expect(options.signal).toBe(signal);
+    },
+  );
+
+  it("cancelled: the signal comes back already aborted with the cancel's reason", async () => {
+    const { options } = await parkEnded("cancelled");
+    expect(options.signal.aborted).toBe(true);
+    expect(options.signal.reason).toBe(stopped);
+  });
+
+  it("a copy of the options made during the park carries a signal that aborts when the park ends", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const copies: { signal: AbortSignal }[] = [];
+    const wrapper: AskResolver = {
+      resolve: (ask, options) => {
+        const copy = { ...options };
+        copies.push(copy);
+        expect(copy.signal.aborted).toBe(false);
+        return channel.resolve(ask, copy);
+      },
+    };
+    const managers = new LoopManagers().withHook(askAll()).withAskResolver(wrapper);
+    const running = new Gate(managers).call({ tool: descriptor, callId: "c1", input: A }, () => "ran");
+    const ask = await approver.next();
+    expect(approver.resolve(ask!.id, { type: "approve" })).toBe(true);
+    expect((await running).record.verdict).toBe("ask_allowed");
+    expect(copies[0]?.signal.aborted).toBe(true);
+    expect((copies[0]?.signal.reason as Error).message).toBe(`ask ${ask!.id} was approved`);
+    approver.close();
+  });
+});
+
 describe("ids", () => {
   it("two gates whose id generators share a seed share a channel: a stale answer never runs the other's call", async () => {
     const clock = new ManualClock();

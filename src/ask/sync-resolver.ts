@@ -1,4 +1,5 @@
 import { AskCallbackError, InvalidAskCallbackError, InvalidAskResolutionError } from "./errors.js";
+import { waitEnded } from "./park-signal.js";
 import { parseResolution } from "./resolution.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
@@ -52,8 +53,8 @@ export class SyncAskResolver implements AskResolver {
   }
 
   #resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    const signal = (options as ResolveOptions | undefined)?.signal;
-    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    // A park's signal is made only when read: asking whether the park ended does not make it.
+    if (waitEnded(options)) return Promise.reject(options.signal.reason);
     let answer: unknown;
     try {
       answer = this.#decide(ask);

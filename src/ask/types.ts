@@ -65,7 +65,8 @@ export interface ResolveOptions {
    * deadline, a cancel, an answer, or the resolver's own failure (a throw, a
    * rejection, an answer that is not an {@link AskResolution}). Whatever the
    * resolver left waiting on it is then withdrawn. A resolver must tolerate
-   * it; an answer given after it aborts is ignored.
+   * it; an answer given after it aborts is ignored. The engine makes it when
+   * it is first read; read after the park ended, it is already aborted.
    */
   readonly signal: AbortSignal;
 }

@@ -1,5 +1,6 @@
 import { AskResolutionSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk } from "../ask/index.js";
+import { ParkSignal } from "../ask/park-signal.js";
 import type { Clock } from "./clock.js";
 import { describeError } from "./errors.js";
 import { CANCELLED } from "./signals.js";
@@ -54,6 +55,9 @@ function judge(value: unknown): ParkOutcome {
  * clock's timers fire asynchronously (see {@link Clock}), so an answer that
  * is already available when the deadline is set wins even at deadline 0.
  *
+ * The signal is made only if the resolver reads it (a resolver that answers
+ * at once need not), and read after the park ended it is already aborted.
+ *
  * The signal aborts at the very moment the engine decides the ending, not
  * once the wait has gone on: an answer given in between would otherwise
  * reach a wait that has already ended (an `ApprovalChannel` would tell its
@@ -64,13 +68,11 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   const signal = cancel.signal;
   if (signal.aborted) return { type: "cancelled" };
   if (resolver === undefined) return { type: "unresolved" };
-  const stop = new AbortController();
-  /** Set by whichever of the answer, the deadline and the cancel came first. */
-  let ended = false;
+  /** Ended by whichever of the answer, the deadline and the cancel came first; its signal is made when the resolver reads it. */
+  const stop = new ParkSignal(ask.id);
   const onCancel = (): void => {
-    if (ended) return;
-    ended = true;
-    stop.abort(signal.reason);
+    if (stop.ended) return;
+    stop.cancelled(signal.reason);
   };
   signal.addEventListener("abort", onCancel, { once: true });
   let timer: unknown;
@@ -79,17 +81,16 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
     waited = await cancel.race(
       new Promise<ParkOutcome>((resolve) => {
         const end = (outcome: ParkOutcome, why: string): void => {
-          if (ended) return;
-          ended = true;
+          if (stop.ended) return;
           resolve(outcome);
-          stop.abort(new Error(`ask ${ask.id} ${why}`));
+          stop.end(why);
         };
         // The deadline is armed before the ask is delivered: a clock that cannot
         // arm it fails the park while no resolver holds the ask.
         if (timeoutMs !== undefined) timer = clock.setTimeout(() => end({ type: "expired" }, "expired"), timeoutMs);
         let answer: Promise<unknown>;
         try {
-          answer = Promise.resolve(resolver.resolve(ask, { signal: stop.signal }));
+          answer = Promise.resolve(resolver.resolve(ask, stop.options));
         } catch (error) {
           answer = Promise.reject(error);
         }

@@ -1,0 +1,71 @@
+import type { ResolveOptions } from "./types.js";
+
+/** Where a park's options keep their {@link ParkSignal}. */
+const PARK = Symbol("loopctl.park");
+
+/**
+ * The signal the engine hands a resolver for one park, made only when the
+ * resolver first reads `options.signal`: a resolver that answers without
+ * reading it costs no controller and nothing to abort. Once made, it aborts
+ * the moment the park ends, however it ends; made after that, it comes back
+ * already aborted, with the same reason. The reason is the cancel's own when
+ * a cancel ended the park, otherwise an `Error` saying which ask ended and
+ * how (`ask <id> expired`, `ask <id> was approved`, …). Internal.
+ */
+export class ParkSignal {
+  readonly #askId: string;
+  #controller: AbortController | undefined;
+  #ending: { readonly reason: unknown } | { readonly why: string } | undefined;
+  /** What the resolver gets: `signal` is an own, enumerable getter, so a copy (`{ ...options }`) still has it. */
+  readonly options: ResolveOptions;
+
+  constructor(askId: string) {
+    this.#askId = askId;
+    const signal = (): AbortSignal => this.#signal();
+    this.options = {
+      get signal(): AbortSignal {
+        return signal();
+      },
+      [PARK]: this,
+    } as ResolveOptions;
+  }
+
+  /** Whether the park has ended. */
+  get ended(): boolean {
+    return this.#ending !== undefined;
+  }
+
+  /** The park ended with the cancel: the signal aborts with the cancel's reason. */
+  cancelled(reason: unknown): void {
+    this.#ending = { reason };
+    this.#controller?.abort(reason);
+  }
+
+  /** The park ended as `why` says (`"expired"`, `"was approved"`, …): the signal aborts with an error saying so. */
+  end(why: string): void {
+    this.#ending = { why };
+    this.#controller?.abort(this.#reason());
+  }
+
+  #reason(): unknown {
+    const ending = this.#ending!;
+    return "reason" in ending ? ending.reason : new Error(`ask ${this.#askId} ${ending.why}`);
+  }
+
+  #signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#ending !== undefined) this.#controller.abort(this.#reason());
+    }
+    return this.#controller.signal;
+  }
+}
+
+/**
+ * Whether the wait `options` came with has already ended: for a park's
+ * options, known without making its signal; otherwise `options.signal.aborted`.
+ */
+export function waitEnded(options: ResolveOptions | undefined): boolean {
+  const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
+  return park instanceof ParkSignal ? park.ended : options?.signal?.aborted === true;
+}
