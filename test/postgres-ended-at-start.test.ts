@@ -38,7 +38,7 @@ describe("Postgres: a connection the server ends as it starts", () => {
     const result = await run("transaction");
     expect(result.ended).toBe(1);
     expect(result.first).toMatch(
-      /^PostgresQueryError: PostgresGrantStore\.save: terminating connection .*\[SQLSTATE 57P01\]$/,
+      /^PostgresQueryError: PostgresGrantStore\.save: project "p" in schema "[a-z0-9_]+": terminating connection .*\[SQLSTATE 57P01\]$/,
     );
     expect(result.second).toBe("ok");
     expect(result["grants"]).toBe("saved once");
