@@ -84,6 +84,30 @@ async function serveInbox(
   return { server, auth, listed };
 }
 
+/**
+ * Parks `shown` on `channel`, waits until the board lists it, ends its call, and parks another
+ * call under the same id (ids from a seeded generator repeat across runs) once the channel has
+ * forgotten the first ending.
+ */
+async function endThenReuse(
+  channel: ApprovalChannel,
+  shown: PendingAsk,
+  listed: () => Promise<PendingAsk[]>,
+): Promise<{ now: PendingAsk; second: Promise<AskResolution> }> {
+  const stop = new AbortController();
+  const first = channel.resolve(shown, { signal: stop.signal });
+  first.catch(() => undefined);
+  await until(async () => (await listed()).length === 1);
+  stop.abort(new Error("run ended"));
+  await expect(first).rejects.toThrow("run ended");
+  // A channel refuses an id among its last endings: past them, the id parks again.
+  await outliveEndings(channel);
+  const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+  const second = channel.resolve(now, { signal: new AbortController().signal });
+  second.catch(() => undefined);
+  return { now, second };
+}
+
 /** What `createApprovalServer(options)` rejects with, checked to be a ServerConfigError naming `option`. */
 async function refusedOption(options: ApprovalServerOptions, option: string): Promise<unknown> {
   const error = await createApprovalServer(options).then(
@@ -1449,17 +1473,8 @@ describe("any approver with the AskInbox shape", () => {
     cleanups.push(() => stream.close());
     let hear!: () => void;
     heard = new Promise<void>((resolve) => (hear = resolve));
-    const stop = new AbortController();
-    const first = channel.resolve(shown, { signal: stop.signal });
-    first.catch(() => undefined);
-    await until(async () => (await listed()).length === 1);
-    stop.abort(new Error("run ended"));
-    await expect(first).rejects.toThrow("run ended");
-    // A channel refuses an id among its last endings: past them, the id parks again.
-    await outliveEndings(channel);
-    // Ids from a seeded generator repeat across runs: the same id, another call, before the inbox heard the first end.
-    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
-    const second = channel.resolve(now, { signal: new AbortController().signal });
+    // The same id, another call, before the inbox heard the first end.
+    const { now, second } = await endThenReuse(channel, shown, listed);
     await until(async () => (await listed())[0]?.tool === "delete_file");
 
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
@@ -1513,18 +1528,8 @@ describe("any approver with the AskInbox shape", () => {
       close: () => approver.close(),
     };
     const { server, auth, listed } = await serveInbox(lagging, approver);
-    const stop = new AbortController();
-    const first = channel.resolve(shown, { signal: stop.signal });
-    first.catch(() => undefined);
-    await until(async () => (await listed()).length === 1);
-    stop.abort(new Error("run ended"));
-    await expect(first).rejects.toThrow("run ended");
-    // A channel refuses an id among its last endings: past them, the id parks again.
-    await outliveEndings(channel);
-    // Ids from a seeded generator repeat across runs: the same id, another call, not yet handed out.
-    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
-    const second = channel.resolve(now, { signal: new AbortController().signal });
-    second.catch(() => undefined);
+    // The same id, another call, not yet handed out.
+    const { now, second } = await endThenReuse(channel, shown, listed);
     expect(await listed()).toEqual([shown]);
 
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);

@@ -46,6 +46,30 @@ async function setup(
   };
 }
 
+/** A server over a channel's approver whose `resolve` is `resolve`, with one ask parked and listed. */
+async function serveParked(
+  resolve: AskInbox["resolve"],
+  options: Partial<Parameters<typeof createApprovalServer>[0]> = {},
+): Promise<{ server: ApprovalServer; ask: PendingAsk; parked: Promise<AskResolution> }> {
+  const [channel, approver] = ApprovalChannel.pair(4);
+  const inbox: AskInbox = {
+    next: (next) => approver.next(next),
+    ended: (id, ended) => approver.ended(id, ended),
+    resolve,
+    close: () => approver.close(),
+  };
+  const server = await createApprovalServer({ approver: inbox, linkSecret: SECRET, ...options });
+  cleanups.push(
+    () => approver.close(),
+    () => server.close(),
+  );
+  const ask = makeAsk(1);
+  const parked = channel.resolve(ask, { signal: new AbortController().signal });
+  parked.catch(() => undefined);
+  await until(async () => (await listed(server)) === 1);
+  return { server, ask, parked };
+}
+
 const post = (url: string, headers: Record<string, string> = {}, body = ""): Promise<Reply> =>
   request(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, body });
 
@@ -441,22 +465,9 @@ describe("a refused link's page says what happened", () => {
   });
 
   it("an approver that fails, or a clock that gives no time: the server's fault, and nothing answered", async () => {
-    const [channel, approver] = ApprovalChannel.pair(4);
-    const failing: AskInbox = {
-      next: (options) => approver.next(options),
-      ended: (id, options) => approver.ended(id, options),
-      resolve: () => Promise.reject(new Error("the queue's database is gone")),
-      close: () => approver.close(),
-    };
-    const server = await createApprovalServer({ approver: failing, linkSecret: SECRET, onError: () => undefined });
-    cleanups.push(
-      () => approver.close(),
-      () => server.close(),
-    );
-    const ask = makeAsk(1);
-    const parked = channel.resolve(ask, { signal: new AbortController().signal });
-    parked.catch(() => undefined);
-    await until(async () => (await listed(server)) === 1);
+    const { server, ask, parked } = await serveParked(() => Promise.reject(new Error("the queue's database is gone")), {
+      onError: () => undefined,
+    });
     const reply = await post(signAnswerLink(ask, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 }).approve);
     expect(reply.status).toBe(503);
     expect(shown(reply)).toEqual({
@@ -472,22 +483,9 @@ describe("a refused link's page says what happened", () => {
   });
 
   it("an answer the approver does not confirm within answerTimeoutMs: sent, not confirmed, and how to find out", async () => {
-    const [channel, approver] = ApprovalChannel.pair(4);
-    const stuck: AskInbox = {
-      next: (options) => approver.next(options),
-      ended: (id, options) => approver.ended(id, options),
-      resolve: () => new Promise<boolean>(() => undefined),
-      close: () => approver.close(),
-    };
-    const server = await createApprovalServer({ approver: stuck, linkSecret: SECRET, answerTimeoutMs: 200 });
-    cleanups.push(
-      () => approver.close(),
-      () => server.close(),
-    );
-    const ask = makeAsk(1);
-    const parked = channel.resolve(ask, { signal: new AbortController().signal });
-    parked.catch(() => undefined);
-    await until(async () => (await listed(server)) === 1);
+    const { server, ask, parked } = await serveParked(() => new Promise<boolean>(() => undefined), {
+      answerTimeoutMs: 200,
+    });
     const reply = await post(signAnswerLink(ask, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 }).approve);
     expect(reply.status).toBe(504);
     expect(shown(reply)).toEqual({
