@@ -6,11 +6,10 @@ import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
 import { ScriptedModel } from "loopctl/testing";
 import { EXIT } from "../src/cli/index.js";
-import type { CliContext } from "../src/cli/index.js";
 import { CliUsageError } from "../src/cli/context.js";
 import { serveConsole } from "../src/cli/console.js";
 import type { ConsoleSources } from "../src/cli/console.js";
-import { cli } from "./support/cli-harness.js";
+import { capturedContext, cli } from "./support/cli-harness.js";
 import { startConsole } from "./support/console-run.js";
 import { openStream, request } from "./support/http-client.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
@@ -155,18 +154,6 @@ describe("loopctl console --database URL", () => {
     expect(schema.stderr).toContain("--schema needs --database");
   });
   it("a pool that fails to close leaves the console's own error, or its stop, and is one warning line", async () => {
-    const captured = (signal?: AbortSignal): CliContext & { out: string; err: string } => {
-      const context = {
-        out: "",
-        err: "",
-        stdout: { write: (chunk: string) => (context.out += chunk) },
-        stderr: { write: (chunk: string) => (context.err += chunk) },
-        env: {},
-        cwd: "/",
-        ...(signal === undefined ? {} : { signal }),
-      };
-      return context;
-    };
     // Sources over a pool, as the command opens with --database; the test ends each pool first, so
     // the console's close (a second end()) rejects for real.
     const opened = (): ConsoleSources & { pool: pg.Pool } => {
@@ -185,7 +172,7 @@ describe("loopctl console --database URL", () => {
 
     const failing = opened();
     await failing.pool.end();
-    const failed = captured();
+    const failed = capturedContext();
     const error = await serveConsole(failing, { ...settings, host: "0.0.0.0" }, failed).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CliUsageError);
     expect((error as Error).message).toContain("--host 0.0.0.0 needs --allowed-host H");
@@ -194,7 +181,7 @@ describe("loopctl console --database URL", () => {
     const stop = new AbortController();
     const working = opened();
     await working.pool.end();
-    const worked = captured(stop.signal);
+    const worked = capturedContext(stop.signal);
     const served = serveConsole(working, settings, worked);
     await expect.poll(() => worked.out).toContain("open http");
     stop.abort();

@@ -4,11 +4,10 @@ import type { AddressInfo, Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { EXIT } from "../src/cli/index.js";
-import type { CliContext } from "../src/cli/index.js";
 import { useStore } from "../src/cli/grants.js";
 import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
-import { cli } from "./support/cli-harness.js";
+import { capturedContext, cli } from "./support/cli-harness.js";
 import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
 
 const db = usePostgres();
@@ -189,17 +188,6 @@ describe("loopctl grants … --database URL --project NAME", () => {
 
   it("a pool that fails to close leaves the command's own error, or its result, and is one warning line", async () => {
     await seeded();
-    const captured = (): CliContext & { out: string; err: string } => {
-      const context = {
-        out: "",
-        err: "",
-        stdout: { write: (chunk: string) => (context.out += chunk) },
-        stderr: { write: (chunk: string) => (context.err += chunk) },
-        env: {},
-        cwd: "/",
-      };
-      return context;
-    };
     // Each pool is ended by the work itself, so the store's close (a second end()) rejects for real.
     const opened = () => {
       const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
@@ -209,7 +197,7 @@ describe("loopctl grants … --database URL --project NAME", () => {
     const warning = "loopctl: warning: could not close the test database: Called end on pool more than once\n";
 
     const failing = opened();
-    const failed = captured();
+    const failed = capturedContext();
     const error = await useStore(
       failing,
       failed,
@@ -225,7 +213,7 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(failed.err).toBe(warning);
 
     const working = opened();
-    const worked = captured();
+    const worked = capturedContext();
     const { value } = await useStore(working, worked, async (store) => {
       const grants = await store.load();
       await working.pool.end();

@@ -8,6 +8,20 @@ export interface CliRun {
   readonly stderr: string;
 }
 
+/** A context for calling a command's parts directly: what they write is kept in `out` and `err`. */
+export function capturedContext(signal?: AbortSignal): CliContext & { out: string; err: string } {
+  const context = {
+    out: "",
+    err: "",
+    stdout: { write: (chunk: string) => (context.out += chunk) },
+    stderr: { write: (chunk: string) => (context.err += chunk) },
+    env: {},
+    cwd: "/",
+    ...(signal === undefined ? {} : { signal }),
+  };
+  return context;
+}
+
 /** Runs `loopctl argv…` in-process with captured streams. */
 export async function cli(
   argv: readonly string[],
