@@ -38,6 +38,23 @@ function store(project = "acme/shop", pool = db.pool): PostgresGrantStore {
   return new PostgresGrantStore(pool, { project, schema: db.schema });
 }
 
+/** A pool of two that records every statement its connections send, as `[text, ...values]`. */
+function recordingPool(): { pool: ReturnType<typeof db.newPool>; seen: string[][] } {
+  const seen: string[][] = [];
+  const pool = db.newPool(2);
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+      // A statement comes as a config object, or (in a transaction) as its text and its values.
+      const statement = typeof config === "string" ? { text: config, values: rest[0] as unknown[] } : config;
+      const { text, values } = statement as { text?: unknown; values?: unknown[] };
+      if (typeof text === "string") seen.push([text, ...(values ?? []).map(String)]);
+      return query(config, ...rest);
+    };
+  });
+  return { pool, seen };
+}
+
 describe("PostgresGrantStore: the GrantStore contract", () => {
   it("starts empty, and saves, loads, revokes and clears with the ledger's semantics", async () => {
     const s = store();
@@ -208,23 +225,13 @@ describe("PostgresGrantStore: a decision's cost on the server", () => {
       ]);
     }
     await db.pool.query(`ANALYZE "${db.schema}".grants`);
-    const seen: string[][] = [];
-    const pool = db.newPool(2);
-    pool.on("connect", (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
-        const statement = config as { text?: unknown; values?: unknown[] };
-        if (typeof statement.text === "string" && statement.text.includes("head.version")) {
-          seen.push([statement.text, ...(statement.values ?? []).map(String)]);
-        }
-        return query(config, ...rest);
-      };
-    });
+    const { pool, seen: sent } = recordingPool();
+    const seen = (): string[][] => sent.filter(([text]) => text!.includes("head.version"));
     const s = store("acme/shop", pool);
     expect(await s.covering("write", canonicalJson({ i: 7 }))).toHaveLength(1);
     await store().save(read);
     expect(await s.covering("read", "{}")).toHaveLength(1);
-    const [text, ...values] = seen.at(-1)!;
+    const [text, ...values] = seen().at(-1)!;
     expect(values).toEqual(["acme/shop", String(count), grants.at(-1)!.id]);
     const client = await db.pool.connect();
     try {
@@ -303,18 +310,7 @@ describe("PostgresGrantStore: revoked rows cost storage only", () => {
       ]);
     }
     await db.pool.query(`ANALYZE "${db.schema}".grants`);
-    const seen: string[][] = [];
-    const pool = db.newPool(2);
-    pool.on("connect", (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
-        // A statement comes as a config object, or (in a transaction) as its text and its values.
-        const statement = typeof config === "string" ? { text: config, values: rest[0] as unknown[] } : config;
-        const { text, values } = statement as { text?: unknown; values?: unknown[] };
-        if (typeof text === "string") seen.push([text, ...(values ?? []).map(String)]);
-        return query(config, ...rest);
-      };
-    });
+    const { pool, seen } = recordingPool();
     const liveGrants = grants.slice(0, live);
 
     expect(await store("acme/shop", pool).load()).toEqual(liveGrants);

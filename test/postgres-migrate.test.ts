@@ -8,6 +8,7 @@ import { startProxy } from "./support/tcp-proxy.js";
 import { makeAsk } from "./support/ask-fixtures.js";
 import { MIGRATIONS } from "../src/postgres/migrations.js";
 import { schemaNames } from "../src/postgres/schema.js";
+import type { SchemaNames } from "../src/postgres/schema.js";
 
 const db = usePostgres({ migrated: false });
 
@@ -17,6 +18,19 @@ async function tables(schema: string): Promise<string[]> {
     [schema],
   );
   return rows.map((r) => r.name);
+}
+
+/** The test's schema as migrate's version 1 left it, made by hand from that version's statements. */
+async function schemaAtVersionOne(): Promise<SchemaNames> {
+  const names = schemaNames("test", db.schema);
+  await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
+  await db.pool.query(
+    `CREATE TABLE ${names.table("migrations")} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const [first] = MIGRATIONS;
+  for (const statement of first!.statements(names)) await db.pool.query(statement);
+  await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
+  return names;
 }
 
 describe("migrate", () => {
@@ -86,14 +100,7 @@ describe("migrate", () => {
   }, 30_000);
 
   it("upgrades a schema at version 1, keeping its asks, which every later write stamps; one left without a worker is closed", async () => {
-    const names = schemaNames("test", db.schema);
-    await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
-    await db.pool.query(
-      `CREATE TABLE ${names.table("migrations")} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const [first] = MIGRATIONS;
-    for (const statement of first!.statements(names)) await db.pool.query(statement);
-    await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
+    const names = await schemaAtVersionOne();
     const ask = makeAsk(1);
     const worker = randomUUID();
     await db.pool.query(
@@ -173,14 +180,7 @@ describe("migrate", () => {
   });
 
   it("says what is missing when a migrated schema lost a table, instead of asking for the migrate that failed", async () => {
-    const names = schemaNames("test", db.schema);
-    await db.pool.query(`CREATE SCHEMA ${names.quoted}`);
-    await db.pool.query(
-      `CREATE TABLE ${names.table("migrations")} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const [first] = MIGRATIONS;
-    for (const statement of first!.statements(names)) await db.pool.query(statement);
-    await db.pool.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES (1, $1)`, [first!.name]);
+    const names = await schemaAtVersionOne();
     await db.pool.query(`DROP TABLE ${names.table("asks")}`);
     const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "POSTGRES_QUERY", operation: `migrate(${db.schema})` });
