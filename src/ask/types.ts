@@ -3,7 +3,8 @@ import { z } from "zod";
 // Spelled out rather than /i so the generated JSON Schema pattern accepts what zod accepts.
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DIGEST16 = /^[0-9a-f]{16}$/;
-const SHA256 = /^[0-9a-f]{64}$/;
+/** 64 lowercase hex digits: a SHA-256 as `argsSha256` and `askDigest` write it. */
+export const SHA256 = /^[0-9a-f]{64}$/;
 
 /** The nil UUID, used as `runId` when an ask is raised outside any run. */
 export const NIL_UUID = "00000000-0000-0000-0000-000000000000";

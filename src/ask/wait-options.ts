@@ -1,4 +1,5 @@
 import { InvalidApproverOptionsError } from "./errors.js";
+import { SHA256 } from "./types.js";
 
 /**
  * The `signal` of an approver's `next()` or `ended()` options argument (an
@@ -62,8 +63,6 @@ export function listenWhileWaiting(
     throw new InvalidApproverOptionsError(method, "options.signal", "cannot be listened to", { cause: error });
   }
 }
-
-const SHA256 = /^[0-9a-f]{64}$/;
 
 /**
  * The `askDigest` of an approver's `resolve()` options argument from an
