@@ -28,6 +28,7 @@ import {
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
+import { AnswerBatch } from "../src/postgres/answers.js";
 import { Db } from "../src/postgres/db.js";
 import { schemaNames } from "../src/postgres/schema.js";
 
@@ -155,6 +156,78 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await row(now.id)).toMatchObject({ state: "pending" });
     expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
     expect(await second).toEqual({ type: "deny" });
+  });
+
+  /**
+   * Runs `answer` while another session holds the row of `ask` locked: the answer reads the row, its UPDATE waits
+   * for the lock (seen in pg_stat_activity under `app`), and meanwhile the row comes to hold `changed`, still pending.
+   */
+  async function changedUnderAnswer<T>(app: string, ask: PendingAsk, changed: PendingAsk, answer: () => Promise<T>) {
+    const other = await db.pool.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ask.id]);
+      const answered = answer();
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%UPDATE%'`,
+          [app],
+        );
+        return rows.length === 1;
+      });
+      await other.query(`UPDATE "${db.schema}".asks SET ask = $2::jsonb WHERE id = $1`, [
+        ask.id,
+        JSON.stringify(changed),
+      ]);
+      await other.query("COMMIT");
+      return await answered;
+    } finally {
+      other.release();
+    }
+  }
+
+  it("lands an answer made for one ask (askDigest) on no row whose ask changed between the answer's read and its write", async () => {
+    const app = `${db.schema}-answers`;
+    const worker = queue();
+    const inbox = queue({}, app).approver();
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const parked = park(worker, shown);
+    await waitFor(async () => (await row(shown.id))?.state === "pending");
+    const changed = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+
+    const landed = changedUnderAnswer(app, shown, changed, () =>
+      inbox.resolve(shown.id, { type: "approve" }, { askDigest: askDigest(shown) }),
+    );
+    expect(await landed).toBe(false);
+    expect(await row(shown.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(shown.id, { type: "deny" }, { askDigest: askDigest(changed) })).toBe(true);
+    expect(await parked).toEqual({ type: "deny" });
+  });
+
+  it("lands answers given at once, each held to the ask it was made for: one whose row's ask changed under the batch does not land", async () => {
+    const app = `${db.schema}-batch`;
+    const worker = queue();
+    const asks = [makeAsk(1), makeAsk(2)];
+    const parked = asks.map((ask) => park(worker, ask));
+    await waitFor(async () => (await Promise.all(asks.map((ask) => row(ask.id)))).every((r) => r?.state === "pending"));
+    const { rows } = await db.pool.query<{ id: string; stored: string }>(
+      `SELECT id::text AS id, ask::text AS stored FROM "${db.schema}".asks WHERE id = ANY($1::uuid[])`,
+      [asks.map((ask) => ask.id)],
+    );
+    const stored = new Map(rows.map((r) => [r.id, r.stored]));
+    // Two answers in one tick go in one statement: its form for a batch, the one a busy console sends.
+    const answers = new AnswerBatch(
+      new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema), 10_000),
+      () => undefined,
+    );
+    const second = asks[1]!;
+    const changed = { ...second, prompt: "Delete the whole home folder?" };
+    const landed = await changedUnderAnswer(app, second, changed, () =>
+      Promise.all(asks.map((ask) => answers.land(ask.id, { type: "approve" }, stored.get(ask.id)))),
+    );
+    expect(landed).toEqual([true, false]);
+    expect(await parked[0]).toEqual({ type: "approve" });
+    expect(await row(second.id)).toMatchObject({ state: "pending" });
   });
 
   it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits, writing nothing", async () => {
@@ -779,8 +852,7 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("gives up a listening connection that stops answering (a black hole) for a console too: ended() still hears the ending", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
-      // Idle pooled connections close at once: when the network stalls, only the listening one is open.
-      const pool = db.newPool(3, { connectionString: proxy.url, idleTimeoutMillis: 1 });
+      const pool = db.newPool(3, { connectionString: proxy.url });
       const errors: unknown[] = [];
       const consoleQueue = new PostgresAskQueue(pool, {
         schema: db.schema,
@@ -794,10 +866,11 @@ describe("PostgresAskQueue: a dropped LISTEN connection", () => {
       const ask = makeAsk(1);
       const parked = park(worker, ask);
       expect((await inbox.next())?.id).toBe(ask.id);
-      await waitFor(() => pool.totalCount === 1);
-      proxy.stallOpen();
+      // The network swallows the listening connection from the read of endings on (only that read over the
+      // listener names these columns so), whatever else went out over it first.
+      proxy.stallConnectionOn(`a.reason FROM "${db.schema}".asks AS a`);
       const ending = inbox.ended(ask.id);
-      // ended() reads the row over the pool first (a new connection, which passes): answered only once that read
+      // ended() reads the row over the pool first (the pool's connections pass): answered only once that read
       // found it pending and the watch that follows went out over the stalled listener, the ending can reach
       // this console in no other way than by giving that connection up.
       await waitFor(() => proxy.swallowed.includes(ask.id));
