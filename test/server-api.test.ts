@@ -20,7 +20,7 @@ import {
   signAnswerLink,
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
-import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { flush, makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -858,6 +858,42 @@ describe("answers: POST /api/asks/:id", () => {
     expect(statuses.filter((s) => s === 409)).toHaveLength(199);
     const winner = replies.findIndex((r) => r.status === 200);
     await expect(parked).resolves.toEqual(winner % 2 === 0 ? { type: "approve" } : { type: "deny" });
+  });
+
+  it("400 body_not_utf8 for a body that is not valid UTF-8, sent as raw bytes over the socket; nothing is answered", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const watched = track(parked);
+    const bad: [string, Buffer][] = [
+      ["a broken two-byte sequence", Buffer.from([0xc3, 0x28])],
+      ["a lone 0xFF", Buffer.from([0xff])],
+      ["an overlong '/'", Buffer.from([0xc0, 0xaf])],
+      ["an overlong three-byte '/'", Buffer.from([0xe0, 0x80, 0xaf])],
+      ["a surrogate encoded as UTF-8", Buffer.from([0xed, 0xa0, 0x80])],
+      ["a sequence cut short", Buffer.from([0xe2, 0x82])],
+    ];
+    for (const [label, bytes] of bad) {
+      const body = Buffer.concat([Buffer.from('{"type":"deny","reason":"no '), bytes, Buffer.from('"}')]);
+      for (const framing of ["length", "chunked"] as const) {
+        const reply = await request(`${server.url}api/asks/${ask.id}`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          ...(framing === "length" ? { body } : { chunks: [body.subarray(0, 27), body.subarray(27)] }),
+        });
+        expect([label, framing, reply.status, reply.json]).toEqual([
+          label,
+          framing,
+          400,
+          { error: "body_not_utf8", message: "the request body is not valid UTF-8" },
+        ]);
+        await flush();
+        expect(watched.outcome.state, label).toBe("pending");
+      }
+    }
+    // Still pending and answerable: a reason in valid UTF-8 arrives as it was written.
+    const reply = await answer(server, ask.id, { type: "deny", reason: "no, café ☕ closed" }, auth);
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "no, café ☕ closed" });
   });
 });
 
