@@ -1178,6 +1178,70 @@ describe("slow clients of createApprovalServer", () => {
   });
 });
 
+describe("maxConnections: the cap on open connections of createApprovalServer", () => {
+  /** Sends a kept-alive `GET /healthz` on `client` and waits for its `count`th reply (or the connection's close). */
+  async function probe(client: ReturnType<typeof rawClient>, port: number, count = 1): Promise<void> {
+    const replied = new Promise<void>((resolve) => {
+      const check = (): void => {
+        if ((client.received().match(/\{"ok":true/g) ?? []).length >= count) resolve();
+      };
+      client.socket.on("data", check);
+      client.socket.once("close", () => resolve());
+    });
+    client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+    await replied;
+    expect(client.received().match(/HTTP\/1\.1 200 /g)).toHaveLength(count);
+  }
+
+  /** A raw connection that has had one kept-alive `GET /healthz` answered: the server holds it open. */
+  async function held(port: number): Promise<ReturnType<typeof rawClient>> {
+    const client = rawClient(port);
+    await probe(client, port);
+    return client;
+  }
+
+  it("closes every connection over the cap at once, unread, and serves again once held ones close", async () => {
+    const { server, auth } = await start({ maxConnections: 3 });
+    const kept = [await held(server.port), await held(server.port), await held(server.port)];
+    const over = Array.from({ length: 5 }, () => rawClient(server.port));
+    for (const client of over) {
+      client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    }
+    // Each is closed by the server without a byte of reply; the held ones stay open.
+    expect(await Promise.all(over.map((client) => client.closed))).toEqual(["", "", "", "", ""]);
+    expect(kept.map((client) => client.socket.destroyed)).toEqual([false, false, false]);
+    await probe(kept[0] as ReturnType<typeof rawClient>, server.port, 2);
+    for (const client of kept) client.socket.destroy();
+    await Promise.all(kept.map((client) => client.closed));
+    // The server counts a connection gone once it sees it close: from then on it serves again.
+    for (let tries = 0; ; tries++) {
+      const client = rawClient(server.port);
+      client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nConnection: close\r\n\r\n`);
+      if ((await client.closed).startsWith("HTTP/1.1 200 ")) break;
+      expect(tries).toBeLessThan(100);
+    }
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
+  });
+
+  it("allows 1000 connections by default", async () => {
+    const { server } = await start();
+    const kept = await Promise.all(Array.from({ length: 1000 }, () => held(server.port)));
+    const over = rawClient(server.port);
+    over.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    expect(await over.closed).toBe("");
+    for (const client of kept) client.socket.destroy();
+  });
+
+  it("refuses a maxConnections that is not a positive integer, naming it", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    for (const maxConnections of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "1000", null]) {
+      const error = await refusedOption({ approver, maxConnections: maxConnections as never }, "maxConnections");
+      expect((error as Error).message).toMatch(/^approval server option maxConnections: must be a positive integer/);
+    }
+  });
+});
+
 describe("requests Node cannot parse, refused by createApprovalServer", () => {
   /** The status line, headers (lower-cased names) and body of the one reply in `received`. */
   function parseReply(received: string): { status: string; headers: Map<string, string>; json: unknown } {
