@@ -2197,6 +2197,55 @@ describe("mounted under a path", () => {
     expect((await request(`${base}/`)).text).toBe("the app");
   });
 
+  it("mounted bare, or behind express.raw(), which hands it the bytes, refuses a body that is not UTF-8 and answers nothing", async () => {
+    for (const mount of ["node:http", "express.raw()"] as const) {
+      const [channel, approver] = ApprovalChannel.pair(4);
+      const server = createServer();
+      const { port } = await listen(server);
+      const handler = createApprovalHandler({
+        approver,
+        allowedHosts: [`127.0.0.1:${port}`],
+        token: "a-token-of-twenty-chars",
+      });
+      if (mount === "node:http") {
+        server.on("request", handler.handle);
+      } else {
+        const app = express();
+        app.use(express.raw({ type: "application/json" }));
+        app.use(handler.handle);
+        server.on("request", app);
+      }
+      cleanups.push(() => approver.close(), stopping(server, handler));
+      const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+      const ask = makeAsk(1);
+      const parked = channel.resolve(ask, { signal: new AbortController().signal });
+      const watched = track(parked);
+      await until(
+        async () =>
+          ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+            .length === 1,
+      );
+      const send = (body: Buffer): Promise<Reply> =>
+        request(`http://127.0.0.1:${port}/api/asks/${ask.id}`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body,
+        });
+      const reply = await send(
+        Buffer.from([...Buffer.from('{"type":"deny","reason":"no '), 0xff, ...Buffer.from('"}')]),
+      );
+      expect([mount, reply.status, reply.json]).toEqual([
+        mount,
+        400,
+        { error: "body_not_utf8", message: "the request body is not valid UTF-8" },
+      ]);
+      await flush();
+      expect(watched.outcome.state, mount).toBe("pending");
+      expect((await send(Buffer.from('{"type":"deny","reason":"no ☕"}'))).status, mount).toBe(200);
+      await expect(parked, mount).resolves.toEqual({ type: "deny", reason: "no ☕" });
+    }
+  });
+
   it("in an Express app whose express.json() and express.urlencoded() read bodies first, takes what they read: an answer, a link's reason", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const server = createServer();
