@@ -20,7 +20,7 @@ import {
   signAnswerLink,
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
-import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { flush, makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -859,6 +859,42 @@ describe("answers: POST /api/asks/:id", () => {
     const winner = replies.findIndex((r) => r.status === 200);
     await expect(parked).resolves.toEqual(winner % 2 === 0 ? { type: "approve" } : { type: "deny" });
   });
+
+  it("400 body_not_utf8 for a body that is not valid UTF-8, sent as raw bytes over the socket; nothing is answered", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const watched = track(parked);
+    const bad: [string, Buffer][] = [
+      ["a broken two-byte sequence", Buffer.from([0xc3, 0x28])],
+      ["a lone 0xFF", Buffer.from([0xff])],
+      ["an overlong '/'", Buffer.from([0xc0, 0xaf])],
+      ["an overlong three-byte '/'", Buffer.from([0xe0, 0x80, 0xaf])],
+      ["a surrogate encoded as UTF-8", Buffer.from([0xed, 0xa0, 0x80])],
+      ["a sequence cut short", Buffer.from([0xe2, 0x82])],
+    ];
+    for (const [label, bytes] of bad) {
+      const body = Buffer.concat([Buffer.from('{"type":"deny","reason":"no '), bytes, Buffer.from('"}')]);
+      for (const framing of ["length", "chunked"] as const) {
+        const reply = await request(`${server.url}api/asks/${ask.id}`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          ...(framing === "length" ? { body } : { chunks: [body.subarray(0, 27), body.subarray(27)] }),
+        });
+        expect([label, framing, reply.status, reply.json]).toEqual([
+          label,
+          framing,
+          400,
+          { error: "body_not_utf8", message: "the request body is not valid UTF-8" },
+        ]);
+        await flush();
+        expect(watched.outcome.state, label).toBe("pending");
+      }
+    }
+    // Still pending and answerable: a reason in valid UTF-8 arrives as it was written.
+    const reply = await answer(server, ask.id, { type: "deny", reason: "no, café ☕ closed" }, auth);
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "no, café ☕ closed" });
+  });
 });
 
 describe("the event stream: GET /api/asks/stream", () => {
@@ -1139,6 +1175,70 @@ describe("slow clients of createApprovalServer", () => {
       [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],
     ];
     for (const [options, option] of cases) await refusedOption({ approver, ...options }, option);
+  });
+});
+
+describe("maxConnections: the cap on open connections of createApprovalServer", () => {
+  /** Sends a kept-alive `GET /healthz` on `client` and waits for its `count`th reply (or the connection's close). */
+  async function probe(client: ReturnType<typeof rawClient>, port: number, count = 1): Promise<void> {
+    const replied = new Promise<void>((resolve) => {
+      const check = (): void => {
+        if ((client.received().match(/\{"ok":true/g) ?? []).length >= count) resolve();
+      };
+      client.socket.on("data", check);
+      client.socket.once("close", () => resolve());
+    });
+    client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+    await replied;
+    expect(client.received().match(/HTTP\/1\.1 200 /g)).toHaveLength(count);
+  }
+
+  /** A raw connection that has had one kept-alive `GET /healthz` answered: the server holds it open. */
+  async function held(port: number): Promise<ReturnType<typeof rawClient>> {
+    const client = rawClient(port);
+    await probe(client, port);
+    return client;
+  }
+
+  it("closes every connection over the cap at once, unread, and serves again once held ones close", async () => {
+    const { server, auth } = await start({ maxConnections: 3 });
+    const kept = [await held(server.port), await held(server.port), await held(server.port)];
+    const over = Array.from({ length: 5 }, () => rawClient(server.port));
+    for (const client of over) {
+      client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    }
+    // Each is closed by the server without a byte of reply; the held ones stay open.
+    expect(await Promise.all(over.map((client) => client.closed))).toEqual(["", "", "", "", ""]);
+    expect(kept.map((client) => client.socket.destroyed)).toEqual([false, false, false]);
+    await probe(kept[0] as ReturnType<typeof rawClient>, server.port, 2);
+    for (const client of kept) client.socket.destroy();
+    await Promise.all(kept.map((client) => client.closed));
+    // The server counts a connection gone once it sees it close: from then on it serves again.
+    for (let tries = 0; ; tries++) {
+      const client = rawClient(server.port);
+      client.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nConnection: close\r\n\r\n`);
+      if ((await client.closed).startsWith("HTTP/1.1 200 ")) break;
+      expect(tries).toBeLessThan(100);
+    }
+    expect((await get(server, "api/asks", auth)).status).toBe(200);
+  });
+
+  it("allows 1000 connections by default", async () => {
+    const { server } = await start();
+    const kept = await Promise.all(Array.from({ length: 1000 }, () => held(server.port)));
+    const over = rawClient(server.port);
+    over.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    expect(await over.closed).toBe("");
+    for (const client of kept) client.socket.destroy();
+  });
+
+  it("refuses a maxConnections that is not a positive integer, naming it", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    for (const maxConnections of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "1000", null]) {
+      const error = await refusedOption({ approver, maxConnections: maxConnections as never }, "maxConnections");
+      expect((error as Error).message).toMatch(/^approval server option maxConnections: must be a positive integer/);
+    }
   });
 });
 
@@ -2095,6 +2195,55 @@ describe("mounted under a path", () => {
     expect(reply.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not today" });
     expect((await request(`${base}/`)).text).toBe("the app");
+  });
+
+  it("mounted bare, or behind express.raw(), which hands it the bytes, refuses a body that is not UTF-8 and answers nothing", async () => {
+    for (const mount of ["node:http", "express.raw()"] as const) {
+      const [channel, approver] = ApprovalChannel.pair(4);
+      const server = createServer();
+      const { port } = await listen(server);
+      const handler = createApprovalHandler({
+        approver,
+        allowedHosts: [`127.0.0.1:${port}`],
+        token: "a-token-of-twenty-chars",
+      });
+      if (mount === "node:http") {
+        server.on("request", handler.handle);
+      } else {
+        const app = express();
+        app.use(express.raw({ type: "application/json" }));
+        app.use(handler.handle);
+        server.on("request", app);
+      }
+      cleanups.push(() => approver.close(), stopping(server, handler));
+      const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+      const ask = makeAsk(1);
+      const parked = channel.resolve(ask, { signal: new AbortController().signal });
+      const watched = track(parked);
+      await until(
+        async () =>
+          ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+            .length === 1,
+      );
+      const send = (body: Buffer): Promise<Reply> =>
+        request(`http://127.0.0.1:${port}/api/asks/${ask.id}`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body,
+        });
+      const reply = await send(
+        Buffer.from([...Buffer.from('{"type":"deny","reason":"no '), 0xff, ...Buffer.from('"}')]),
+      );
+      expect([mount, reply.status, reply.json]).toEqual([
+        mount,
+        400,
+        { error: "body_not_utf8", message: "the request body is not valid UTF-8" },
+      ]);
+      await flush();
+      expect(watched.outcome.state, mount).toBe("pending");
+      expect((await send(Buffer.from('{"type":"deny","reason":"no ☕"}'))).status, mount).toBe(200);
+      await expect(parked, mount).resolves.toEqual({ type: "deny", reason: "no ☕" });
+    }
   });
 
   it("in an Express app whose express.json() and express.urlencoded() read bodies first, takes what they read: an answer, a link's reason", async () => {

@@ -4,7 +4,7 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
-import { makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { flush, makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
@@ -281,6 +281,38 @@ describe("a server with the same linkSecret", () => {
     const reply = await post(links().deny, {}, "reason=not+on+a+Friday");
     expect(reply.status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
+  });
+
+  it("a reason that is not valid UTF-8, in raw bytes or in %-escapes, is refused with 400 and answers nothing", async () => {
+    const { links, parked } = await setup();
+    const watched = track(parked);
+    const bodies: [string, Buffer][] = [
+      ["raw 0xC3 0x28", Buffer.from([...Buffer.from("reason=no "), 0xc3, 0x28])],
+      ["a raw lone 0xFF", Buffer.from([...Buffer.from("reason=no "), 0xff])],
+      ["a raw overlong '/'", Buffer.from([...Buffer.from("reason=no "), 0xc0, 0xaf])],
+      ["%C3%28", Buffer.from("reason=no+%C3%28")],
+      ["a lone %FF", Buffer.from("reason=no+%ff")],
+      ["an overlong %C0%AF", Buffer.from("reason=no+%C0%AF")],
+      ["a sequence split by &", Buffer.from("reason=no+%C3&x=%A9")],
+    ];
+    for (const [label, body] of bodies) {
+      const reply = await request(links().deny, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body,
+      });
+      expect([label, reply.status, shown(reply)]).toEqual([
+        label,
+        400,
+        { title: "Not valid UTF-8", text: "the request body is not valid UTF-8" },
+      ]);
+      await flush();
+      expect(watched.outcome.state, label).toBe("pending");
+    }
+    // A stray % that escapes nothing is text, as a browser's form never sends it but URLSearchParams reads it.
+    const reply = await post(links().deny, {}, "reason=caf%C3%A9+100%+%E2%98%95");
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "café 100% ☕" });
   });
 
   it("an expired link is refused with 410 and answers nothing", async () => {

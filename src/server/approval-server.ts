@@ -37,6 +37,13 @@ export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "all
   readonly requestTimeoutMs?: number;
   /** How long a kept-alive connection may sit idle between requests before it is closed. @default 5000 */
   readonly keepAliveTimeoutMs?: number;
+  /**
+   * How many connections may be open at once, event streams and idle
+   * kept-alive ones included. One over the cap is closed as soon as it is
+   * accepted, before a byte of it is read (Node's `server.maxConnections`);
+   * once held ones close, new ones are served again. @default 1000
+   */
+  readonly maxConnections?: number;
 }
 
 /** A running approval server. */
@@ -103,6 +110,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   const headersTimeout = positiveInteger("headersTimeoutMs", options.headersTimeoutMs, 10_000, MAX_TIMER_MS);
   const requestTimeout = positiveInteger("requestTimeoutMs", options.requestTimeoutMs, 30_000, MAX_TIMER_MS);
   const keepAliveTimeout = positiveInteger("keepAliveTimeoutMs", options.keepAliveTimeoutMs, 5_000, MAX_TIMER_MS);
+  const maxConnections = positiveInteger("maxConnections", options.maxConnections, 1_000);
   if (headersTimeout > requestTimeout) {
     throw new ServerConfigError(
       "headersTimeoutMs",
@@ -116,6 +124,9 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     // Node checks the two timeouts only this often (30 s by default), so a bound of 10 s could hold for 40.
     connectionsCheckingInterval: Math.min(1_000, headersTimeout),
   });
+  // Idle connections time out, but a client could still open thousands at once: past the cap Node
+  // destroys each new one on accept.
+  server.maxConnections = maxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error) => reject(new ServerListenError(`${host}:${port}`, { cause: error })));
     server.listen(port, host, () => resolve());

@@ -143,6 +143,11 @@ type Audience = "page" | "api";
  * `Origin` is present and not this server's, or that has only the cookie and
  * no `Origin` → 403.
  *
+ * Mounted in a server of your own, that server's limits are the ones that
+ * hold: set its timeouts (`headersTimeout`, `requestTimeout`) and its cap on
+ * open connections (`server.maxConnections`), which `createApprovalServer`
+ * sets from its own options.
+ *
  * @throws {ServerConfigError} for an unusable option.
  *
  * @example

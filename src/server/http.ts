@@ -196,6 +196,47 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** Throws on bytes that are not UTF-8 (a broken or overlong sequence, an encoded surrogate); keeps a BOM as text. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function notUtf8(): HttpError {
+  return new HttpError(400, "body_not_utf8", "the request body is not valid UTF-8");
+}
+
+/**
+ * `bytes` as text. A lenient decode would turn what is not UTF-8 into
+ * U+FFFD, and an answer would land with text nobody wrote: refused instead.
+ */
+function utf8Text(bytes: Uint8Array): string {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw notUtf8();
+  }
+}
+
+const HEX = /^[0-9A-Fa-f]{2}$/;
+
+/**
+ * A form body's bytes with its `%XX` escapes decoded, as URLSearchParams
+ * decodes them (a `%` that escapes nothing stays as it is). Separators are
+ * ASCII, so this is UTF-8 exactly when every name and value is.
+ */
+function unescapedForm(bytes: Buffer): Buffer {
+  const out = Buffer.alloc(bytes.length);
+  let n = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i] as number;
+    if (byte === 0x25 && HEX.test(bytes.toString("latin1", i + 1, i + 3))) {
+      out[n++] = Number.parseInt(bytes.toString("latin1", i + 1, i + 3), 16);
+      i += 2;
+    } else {
+      out[n++] = byte;
+    }
+  }
+  return out.subarray(0, n);
+}
+
 /** A value a middleware parsed the body into (JSON, a form), not text or bytes. */
 function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undefined {
   const before = readBefore(req);
@@ -205,7 +246,7 @@ function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undef
 
 /**
  * Reads a JSON body: 415 unless it is declared `application/json`, 400 unless
- * it parses. One a middleware already parsed (`express.json()`) is taken as
+ * it is UTF-8 (`body_not_utf8`) and parses. One a middleware already parsed (`express.json()`) is taken as
  * parsed, held to `limit` as JSON.
  */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
@@ -218,16 +259,18 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     if (Buffer.byteLength(JSON.stringify(parsed.value) ?? "") > limit) throw tooLarge(limit);
     return parsed.value;
   }
-  const body = await readBody(req, limit);
+  const text = utf8Text(await readBody(req, limit));
   try {
-    return JSON.parse(body.toString("utf8")) as unknown;
+    return JSON.parse(text) as unknown;
   } catch {
     throw new HttpError(400, "bad_request", "the body is not valid JSON");
   }
 }
 
 /**
- * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's).
+ * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's):
+ * 400 `body_not_utf8` unless its bytes, and its `%XX` escapes once decoded,
+ * are UTF-8.
  * One a middleware already parsed (`express.urlencoded()`) is taken as
  * parsed: its text fields, held to `limit` as a form.
  */
@@ -243,5 +286,9 @@ export async function readForm(req: IncomingMessage, limit: number): Promise<URL
     if (Buffer.byteLength(form.toString()) > limit) throw tooLarge(limit);
     return form;
   }
-  return new URLSearchParams((await readBody(req, limit)).toString("utf8"));
+  const body = await readBody(req, limit);
+  const text = utf8Text(body);
+  // URLSearchParams decodes an escape that is not UTF-8 to U+FFFD as well.
+  utf8Text(unescapedForm(body));
+  return new URLSearchParams(text);
 }

@@ -111,6 +111,7 @@ const REFUSAL_TITLES: Readonly<Record<string, string>> = {
   method_not_allowed: "Method not allowed",
   misdirected_request: "Wrong address",
   body_too_large: "Too much sent",
+  body_not_utf8: "Not valid UTF-8",
   closing: "Server closing",
   links_disabled: "Links not taken here",
   link_invalid: "Link not valid",
