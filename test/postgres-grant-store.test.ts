@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -624,6 +625,79 @@ describe("PostgresGrantStore fails closed", () => {
   });
 });
 
+describe("PostgresGrantStore: a read whose connection the server ended (57P01)", () => {
+  it("reads again on another connection when the pooled one it took was terminated while idle", async () => {
+    const app = `${db.schema}-reader`;
+    const pool = db.newPool(1, { application_name: app });
+    const reader = store("acme/shop", pool);
+    await store().save(read);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id]);
+    await store().save(deployProd);
+    // Terminated, and the read sent at once: on the pooled connection, before this process hears the end.
+    expect(terminateIdleNow(app)).toBe(1);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id, deployProd.id]);
+    await store().save(writeReadme);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect(await reader.covering("write", writeReadme.canonicalArgs!)).toHaveLength(1);
+    // A new store's first read checks the schema's version first, on the same kind of connection.
+    const fresh = store("acme/shop", pool);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect((await fresh.load()).map((g) => g.id)).toEqual([read.id, deployProd.id, writeReadme.id]);
+  });
+
+  it("rejects with the error naming the project and the schema when the second read is ended too, and reads no third time", async () => {
+    const app = `${db.schema}-reader`;
+    const pool = db.newPool(1, { application_name: app });
+    const reader = store("acme/shop", pool);
+    await store().save(read);
+    expect(await reader.load()).toHaveLength(1);
+    // The read sent again waits behind this lock, where it is terminated as well.
+    const locker = await db.pool.connect();
+    let error: unknown;
+    try {
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".grants IN ACCESS EXCLUSIVE MODE`);
+      expect(terminateIdleNow(app)).toBe(1);
+      const loading = reader.load().catch((e: unknown) => e);
+      await terminateWaiting(app);
+      error = await loading;
+      expect(await lockWaiters(db.schema, "grants")).toBe(0);
+    } finally {
+      await locker.query("ROLLBACK");
+      locker.release();
+    }
+    expect(error).toBeInstanceOf(PostgresQueryError);
+    expect(error).toMatchObject({ code: "POSTGRES_QUERY", operation: "PostgresGrantStore.load" });
+    expect((error as Error).message).toContain(
+      `PostgresGrantStore.load: project "acme/shop" in schema "${db.schema}": terminating connection`,
+    );
+    expect((error as Error).message).toContain("[SQLSTATE 57P01]");
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id]);
+  });
+
+  it("reads once only when the server refuses the read: nothing but an ended session is read again", async () => {
+    const pool = db.newPool(1, { options: "-c lock_timeout=200" });
+    let checkouts = 0;
+    pool.on("acquire", () => checkouts++);
+    const reader = store("acme/shop", pool);
+    expect(await reader.load()).toEqual([]);
+    const locker = await db.pool.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".grants IN ACCESS EXCLUSIVE MODE`);
+      checkouts = 0;
+      await expect(reader.load()).rejects.toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("[SQLSTATE 55P03]") as unknown,
+      });
+      expect(checkouts).toBe(1);
+    } finally {
+      await locker.query("ROLLBACK");
+      locker.release();
+    }
+  });
+});
+
 describe("PostgresGrantStore with an AbortSignal", () => {
   it("rejects at once with the reason, and writes nothing, when the signal is already aborted", async () => {
     const s = store();
@@ -685,12 +759,55 @@ describe("PostgresGrantStore with an AbortSignal", () => {
   });
 });
 
-async function lockWaiters(schema: string): Promise<number> {
+async function lockWaiters(schema: string, table = "grant_projects"): Promise<number> {
   const { rows } = await db.pool.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-    [`%"${schema}".grant_projects%`],
+    [`%"${schema}".${table}%`],
   );
   return rows[0]?.n ?? 0;
+}
+
+/**
+ * Terminates the idle connections of one application and waits until their server processes are
+ * gone, blocking this process meanwhile: it hears nothing of the ends, so a statement sent right
+ * after goes to a pooled connection the server already ended, as one can in production.
+ * Returns how many were terminated.
+ */
+function terminateIdleNow(application: string): number {
+  const script = `
+    const pg = require("pg");
+    (async () => {
+      const client = new pg.Client({ connectionString: process.argv[1] });
+      await client.connect();
+      const { rows } = await client.query(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'", [process.argv[2]]);
+      const pids = rows.map((r) => r.pid);
+      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
+      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids])).rows.length > 0)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      await client.end();
+      process.stdout.write(String(pids.length));
+    })();`;
+  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
+  if (done.status !== 0) throw new Error(`terminating ${application}'s connections failed: ${done.stderr}`);
+  return Number(done.stdout);
+}
+
+/** Terminates the connection of one application whose statement waits for a lock, once there is one, and waits until it is gone. */
+async function terminateWaiting(application: string): Promise<void> {
+  let pid: number | undefined;
+  await waitFor(async () => {
+    const { rows } = await db.pool.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+      [application],
+    );
+    pid = rows[0]?.pid;
+    return pid !== undefined;
+  });
+  await db.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+  await waitFor(
+    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid])).rows.length === 0,
+  );
 }
 
 async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {

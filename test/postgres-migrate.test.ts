@@ -179,6 +179,57 @@ describe("migrate", () => {
     }
   });
 
+  it("refuses a schema holding a table of one of loopctl's names that it did not create, naming both, and creates nothing", async () => {
+    for (const table of ["grants", "asks"]) {
+      await db.pool.query(`DROP SCHEMA IF EXISTS "${db.schema}" CASCADE`);
+      await db.pool.query(`CREATE SCHEMA "${db.schema}"`);
+      await db.pool.query(`CREATE TABLE "${db.schema}".${table} (id serial PRIMARY KEY, owner text NOT NULL)`);
+      await db.pool.query(`INSERT INTO "${db.schema}".${table} (owner) VALUES ('the user')`);
+      const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresConfigError);
+      expect(error).toMatchObject({ code: "POSTGRES_CONFIG" });
+      expect((error as Error).message).toBe(
+        `migrate: schema "${db.schema}" holds a table "${table}" that loopctl did not create; ` +
+          "give loopctl a schema of its own (options.schema)",
+      );
+      // One transaction: the tables made before the collision, and the migrations table, are gone with it.
+      expect(await tables(db.schema)).toEqual([table]);
+      const { rows } = await db.pool.query(`SELECT owner FROM "${db.schema}".${table}`);
+      expect(rows).toEqual([{ owner: "the user" }]);
+    }
+  });
+
+  it("refuses a schema holding a function of one of loopctl's names, naming it, and creates nothing", async () => {
+    await db.pool.query(`CREATE SCHEMA "${db.schema}"`);
+    await db.pool.query(`CREATE FUNCTION "${db.schema}".notify_asks() RETURNS int LANGUAGE sql AS 'SELECT 1'`);
+    const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresConfigError);
+    expect((error as Error).message).toBe(
+      `migrate: schema "${db.schema}" holds a function notify_asks() that loopctl did not create; ` +
+        "give loopctl a schema of its own (options.schema)",
+    );
+    expect(await tables(db.schema)).toEqual([]);
+  });
+
+  it("refuses an upgrade into a schema where a later version's index name is taken, naming it, and applies no version", async () => {
+    await schemaAtVersionOne();
+    await db.pool.query(`CREATE TABLE "${db.schema}".grants_live (note text)`);
+    const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresConfigError);
+    expect((error as Error).message).toContain(
+      `schema "${db.schema}" holds a table "grants_live" that loopctl did not create`,
+    );
+    const { rows } = await db.pool.query<{ version: number }>(
+      `SELECT max(version)::int AS version FROM "${db.schema}".migrations`,
+    );
+    expect(rows[0]?.version).toBe(1);
+    const changed = await db.pool.query(
+      `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'asks' AND column_name = 'changed_xid'`,
+      [db.schema],
+    );
+    expect(changed.rows).toEqual([]);
+  });
+
   it("says what is missing when a migrated schema lost a table, instead of asking for the migrate that failed", async () => {
     const names = await schemaAtVersionOne();
     await db.pool.query(`DROP TABLE ${names.table("asks")}`);

@@ -363,16 +363,24 @@ export class Db {
 
   /**
    * A statement that changes nothing, as {@link Db.query} runs it, sent once
-   * more on another connection when the first failed with its connection
-   * ({@link connectionLost}): a pooled connection whose server process was
-   * being terminated, say. Not after no reply within `replyMs`, which would
-   * double the wait, nor after the caller's signal aborted.
+   * more on another connection when the first failed in a way `again` says
+   * may pass there: by default with its connection ({@link connectionLost}),
+   * a pooled connection whose server process was being terminated, say;
+   * {@link sessionEnded} for the server ending the session alone. Not after
+   * no reply within `replyMs`, which would double the wait, nor after the
+   * caller's signal aborted. A second failure rejects as the first would.
    */
-  async read(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
+  async read(
+    operation: string,
+    sql: string,
+    values: unknown[] = [],
+    signal?: AbortSignal,
+    again: (error: unknown) => boolean = connectionLost,
+  ): Promise<Rows> {
     try {
       return await this.query(operation, sql, values, signal);
     } catch (error) {
-      if (signal?.aborted === true || !connectionLost(error)) throw error;
+      if (signal?.aborted === true || !again(error)) throw error;
       return this.query(operation, sql, values, signal);
     }
   }

@@ -6,7 +6,9 @@ import { LoopctlError } from "../errors.js";
  * non-empty string (or holds U+0000 or a lone surrogate, which PostgreSQL
  * cannot store as given), a lease or interval out of range, an object that
  * is not a node-postgres pool, or a schema for {@link migrate} whose
- * `migrations` table is another tool's. `code` is `"POSTGRES_CONFIG"`.
+ * `migrations` table is another tool's, or that holds a table (index,
+ * function) of one of loopctl's names that loopctl did not create.
+ * `code` is `"POSTGRES_CONFIG"`.
  */
 export class PostgresConfigError extends LoopctlError {
   constructor(where: string, problem: string) {

@@ -1,7 +1,7 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal } from "../grant/store.js";
-import { Db, positiveInteger, requirePool, versionQuery } from "./db.js";
+import { Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow } from "./grant-rows.js";
@@ -83,7 +83,9 @@ function describeRule(tool: string, verdict: string, args: string | null): strin
  * not JSON) is a {@link PostgresRowError} naming it, and the store answers
  * nothing until it is repaired; an unreachable server is a
  * {@link PostgresQueryError} naming the project and the schema; the engine
- * denies on either.
+ * denies on either. A read whose session the server ended (SQLSTATE `57P01`,
+ * `57P02`, `57P03`: a pooled connection terminated while idle, a restart) is
+ * sent once more on another connection, and rejects only if that fails too.
  *
  * @example
  * ```ts
@@ -279,13 +281,17 @@ export class PostgresGrantStore implements GrantStore {
   async #refresh(operation: string, signal: AbortSignal | undefined): Promise<void> {
     const headOf = `(SELECT coalesce((SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1), 0) AS version,
       (${versionQuery(this.#names)}) AS schema_version) AS head`;
+    // A read changes nothing: one whose session the server ended (a pooled connection terminated
+    // while idle, say) is sent once more on another connection. Not one that could not connect or
+    // lost its connection otherwise: against a server that is down, that would double the wait
+    // before the call is denied.
     for (;;) {
       const generation = this.#generation;
       const from = this.#version;
       const witness = this.#witness ?? null;
       const result =
         from === 0
-          ? await this.#db.query(
+          ? await this.#db.read(
               operation,
               // The witness is any row at the head version, a tombstone as likely as not.
               `SELECT head.version::text AS head, head.schema_version, true AS held,
@@ -296,8 +302,9 @@ export class PostgresGrantStore implements GrantStore {
                ORDER BY g.version`,
               [this.project],
               signal,
+              sessionEnded,
             )
-          : await this.#db.query(
+          : await this.#db.read(
               operation,
               `SELECT head.version::text AS head, head.schema_version, held.held, ${GRANT_COLUMNS}
                FROM ${headOf}
@@ -307,6 +314,7 @@ export class PostgresGrantStore implements GrantStore {
                ORDER BY g.version`,
               [this.project, from, witness],
               signal,
+              sessionEnded,
             );
       // Dropped while this read was in flight: its rows are relative to grants no longer held.
       if (generation !== this.#generation) continue;

@@ -12,6 +12,7 @@ import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient } from "./pg.js";
 import { schemaNames } from "./schema.js";
+import type { SchemaNames } from "./schema.js";
 
 /** Options for {@link migrate}. */
 export interface MigrateOptions {
@@ -44,8 +45,11 @@ export interface MigrateResult {
  * until the server ends its session, 5 s idle in the transaction
  * (`idle_in_transaction_session_timeout`), as every loopctl transaction does.
  *
- * @throws {PostgresConfigError} for a bad schema name, pool or options, or
- *   a schema whose `migrations` table is another tool's (nothing is changed).
+ * @throws {PostgresConfigError} for a bad schema name, pool or options, a
+ *   schema whose `migrations` table is another tool's, or a schema that
+ *   already holds a table (index, function) of a name loopctl would create,
+ *   which loopctl did not create: the user's own `grants`, say. The error
+ *   names the schema and the table; nothing is changed.
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
  *   loopctl migrated the schema (nothing is changed), `"POSTGRES_QUERY"`
  *   when a statement fails, or the schema lacks an object its version made
@@ -74,6 +78,8 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
   let client: PgPoolClient;
   /** The version the schema was found at, once read. */
   let atVersion: number | undefined;
+  /** What a migration statement failed to create because the schema already holds something of its name. */
+  let taken: Taken | undefined;
   try {
     client = await checkOut(pool, onError);
   } catch (error) {
@@ -120,7 +126,14 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
       const applied: number[] = [];
       for (const migration of MIGRATIONS) {
         if (migration.version <= from) continue;
-        for (const statement of migration.statements(names)) await client.query(statement);
+        for (const statement of migration.statements(names)) {
+          try {
+            await client.query(statement);
+          } catch (error) {
+            taken = takenName(statement, error);
+            throw error;
+          }
+        }
         await client.query(`INSERT INTO ${names.table("migrations")} (version, name) VALUES ($1, $2)`, [
           migration.version,
           migration.name,
@@ -136,6 +149,13 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
       throw error;
     }
   } catch (error) {
+    if (taken !== undefined) {
+      throw new PostgresConfigError(
+        "migrate",
+        `schema ${names.quoted} holds ${broken ? taken.kind : await kindOf(client, names, taken)} ${taken.what} ` +
+          "that loopctl did not create; give loopctl a schema of its own (options.schema)",
+      );
+    }
     const failure = queryFailure(operation, names, connectionFailure(error, lost));
     // Not "run migrate": this is migrate. A schema at a version lacks an object that version made.
     if (failure instanceof PostgresQueryError && failure.code === "POSTGRES_NOT_MIGRATED") {
@@ -151,5 +171,59 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
   } finally {
     client.removeListener("error", onError);
     client.release(broken ? true : undefined);
+  }
+}
+
+/** A name a migration statement wanted, found taken: what it is, and how to say it. */
+interface Taken {
+  /** `"grants"`, or `notify_asks()` for a function. */
+  readonly what: string;
+  /** The relation's name alone, to look up what holds it; undefined for a function. */
+  readonly relation: string | undefined;
+  /** What to call it when what holds the name cannot be looked up. */
+  readonly kind: string;
+}
+
+/**
+ * The name `statement` (one of loopctl's `CREATE TABLE`, `CREATE INDEX` or
+ * `CREATE FUNCTION`) failed to create because the schema already holds
+ * something of that name (SQLSTATE `42P07` duplicate_table, which indexes and
+ * views share with tables, or `42723` duplicate_function): never loopctl's,
+ * as a version records everything it created and none of them is applied.
+ */
+function takenName(statement: string, error: unknown): Taken | undefined {
+  const state = (error as { code?: unknown } | null)?.code;
+  const created = /^CREATE (?:UNIQUE )?(TABLE|INDEX|FUNCTION) (?:"[^"]+"\.)?([a-z_][a-z0-9_]*)/.exec(statement);
+  if (created === null) return undefined;
+  const [, kind, name = ""] = created;
+  if (kind === "FUNCTION")
+    return state === "42723" ? { what: `${name}()`, relation: undefined, kind: "a function" } : undefined;
+  return state === "42P07" ? { what: JSON.stringify(name), relation: name, kind: "a relation" } : undefined;
+}
+
+const RELATION_KINDS: Readonly<Record<string, string>> = {
+  r: "a table",
+  p: "a table",
+  f: "a foreign table",
+  v: "a view",
+  m: "a materialized view",
+  i: "an index",
+  I: "an index",
+  S: "a sequence",
+  c: "a composite type",
+};
+
+/** What holds `taken`'s name in the schema (`"a table"`, `"an index"`), read after the migration's rollback. */
+async function kindOf(client: PgPoolClient, names: SchemaNames, taken: Taken): Promise<string> {
+  if (taken.relation === undefined) return taken.kind;
+  try {
+    const found = await client.query(
+      "SELECT relkind FROM pg_class WHERE relnamespace = $1::regnamespace AND relname = $2",
+      [names.quoted, taken.relation],
+    );
+    const relkind = (found.rows[0] as { relkind?: unknown } | undefined)?.relkind;
+    return (typeof relkind === "string" ? RELATION_KINDS[relkind] : undefined) ?? taken.kind;
+  } catch {
+    return taken.kind;
   }
 }
