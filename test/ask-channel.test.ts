@@ -18,6 +18,7 @@ import {
   flush,
   makeAsk,
   outliveEndings,
+  outcomeNow,
   track,
   unlistenableSignal,
   unlistenableRefusal,
@@ -305,7 +306,7 @@ describe("answers made for one ask (askDigest)", () => {
     expect(approver.resolve(now.id, approve, { askDigest: askDigest({ ...now, argsSha256: "a".repeat(64) }) })).toBe(
       false,
     );
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
     expect(approver.resolve(now.id, { type: "deny" }, {})).toBe(true);
     await expect(second).resolves.toEqual({ type: "deny" });
     approver.close();
@@ -331,7 +332,7 @@ describe("answers made for one ask (askDigest)", () => {
       expect(error, label).toBeInstanceOf(InvalidApproverOptionsError);
       expect(error, label).toMatchObject({ code: "ASK_OPTIONS_INVALID", method: "resolve", argument });
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect(approver.resolve(ask.id, approve, { askDigest: askDigest(ask) })).toBe(true);
     await expect(parked).resolves.toEqual(approve);
     approver.close();

@@ -20,7 +20,7 @@ import {
   signAnswerLink,
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
-import { flush, makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -423,7 +423,7 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       headers: { ...auth, origin: "https://evil.example" },
     });
     expect(revoke.status).toBe(403);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     // Reading is not state-changing: a GET from elsewhere with the token is served (CORS keeps its reply from a page).
     expect((await get(server, "api/asks", { ...auth, origin: "https://evil.example" })).status).toBe(200);
   });
@@ -452,7 +452,7 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       expect(reply.split("\r\n")[0]).toBe(`HTTP/1.1 ${status}`);
       expect(reply.toLowerCase()).toContain("\r\nconnection: close\r\n");
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("405 with Allow for a known path and the wrong method", async () => {
@@ -732,11 +732,11 @@ describe("answers: POST /api/asks/:id", () => {
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
     expect(refused.status).toBe(409);
     expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
-    expect(track(second.parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(second.parked)).state).toBe("pending");
     // Every field counts, the optional argsSha256 too.
     const withSha = { ...now, argsSha256: "a".repeat(64) };
     expect((await answer(server, now.id, { type: "approve", ask: withSha }, auth)).status).toBe(409);
-    expect(track(second.parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(second.parked)).state).toBe("pending");
     // The ask as it is now, or none at all, answers.
     expect((await answer(server, now.id, { type: "deny", ask: now }, auth)).status).toBe(200);
     await expect(second.parked).resolves.toEqual({ type: "deny" });
@@ -754,7 +754,7 @@ describe("answers: POST /api/asks/:id", () => {
       expect(reply.status, label).toBe(400);
       expect(reply.json, label).toMatchObject({ error: "bad_request" });
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("404 for an ask it never saw, a malformed id, or a server without an approver", async () => {
@@ -790,7 +790,7 @@ describe("answers: POST /api/asks/:id", () => {
       body: "type=approve",
     });
     expect(form.status).toBe(415);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
   });
 
@@ -824,7 +824,7 @@ describe("answers: POST /api/asks/:id", () => {
     await replied;
     socket.destroy();
     expect(reply).toMatch(/^HTTP\/1\.1 413 /);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("an answer carrying its ask, as the console sends it, is taken whatever the ask's size; the allowance is that ask, no more", async () => {
@@ -835,7 +835,7 @@ describe("answers: POST /api/asks/:id", () => {
       expect(Buffer.byteLength(JSON.stringify({ type: "approve", ask }))).toBeGreaterThan(16_384);
       const tooMuch = await answer(server, ask.id, { type: "deny", reason: "x".repeat(17_000), ask }, auth);
       expect(tooMuch.status).toBe(413);
-      expect(track(parked).outcome.state).toBe("pending");
+      expect((await outcomeNow(parked)).state).toBe("pending");
       const reply = await answer(server, ask.id, { type: "approve", ask }, auth);
       expect(reply.status).toBe(200);
       await expect(parked).resolves.toEqual({ type: "approve" });
@@ -1149,7 +1149,7 @@ describe("slow clients of createApprovalServer", () => {
     expect(received).toMatch(/^HTTP\/1\.1 408 /);
     expect(Date.now() - began).toBeLessThan(2_000);
     // Nothing was answered: the ask waits for a whole answer.
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("keeps an event stream open past requestTimeoutMs: its request is whole once its headers are in", async () => {
@@ -1293,7 +1293,7 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     socket.write("zz\r\nnot a chunk\r\n");
     expectRefusal(await closed, 400, "bad_request", /HPE_INVALID_CHUNK_SIZE/);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("answers a request whose headers never finish with 408 JSON", async () => {
@@ -1321,7 +1321,7 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     await Promise.all([gone.closed, garbled.closed]);
     // The server still serves, and the ask waits for a whole answer.
     expect((await get(server, "api/asks", auth)).status).toBe(200);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect(errors).toEqual([]);
   });
 
@@ -1354,7 +1354,7 @@ describe("close()", () => {
     await server.close();
     await expect(request(`${server.url}healthz`)).rejects.toThrow(/ECONNREFUSED/);
     // The server answered nothing: its asks wait for the approver's owner.
-    expect(track(a.parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(a.parked)).state).toBe("pending");
     expect(approver.pending).toBe(2);
     expect(approver.resolve(a.ask.id, { type: "approve" })).toBe(true);
     await expect(a.parked).resolves.toEqual({ type: "approve" });
@@ -1395,7 +1395,7 @@ describe("close()", () => {
     expect(received()).toMatch(/^HTTP\/1\.1 503 /);
     expect(received()).toContain('"error":"closing"');
     // The ask stays parked with the approver's owner, as close() promises.
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect(approver.pending).toBe(1);
   });
 
@@ -1510,7 +1510,7 @@ describe("any approver with the AskInbox shape", () => {
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
     expect(refused.status).toBe(409);
     expect(refused.json).toMatchObject({ error: "ask_ended", ending: { type: "withdrawn" } });
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
 
     release();
     await until(async () => (await listed()).length === 1);
@@ -1550,7 +1550,7 @@ describe("any approver with the AskInbox shape", () => {
 
     // The second call still waits, and the console still shows it.
     expect(await listed()).toEqual([next]);
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
     expect((await answer(server, next.id, { type: "deny", ask: next }, auth)).status).toBe(200);
     await expect(second).resolves.toEqual({ type: "deny" });
   });
@@ -1580,7 +1580,7 @@ describe("any approver with the AskInbox shape", () => {
     const refused = await answer(server, shown.id, { type: "approve", ask: shown }, auth);
     expect(refused.status).toBe(409);
     expect(refused.json).toMatchObject({ error: "ask_changed", ask: { ask: now } });
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
     // The stream said the first ended, then showed the second.
     expect((await stream.next((e) => e.event === "settled" && e.data.includes(shown.id))).data).toBe(
       JSON.stringify({ id: shown.id, ending: { type: "withdrawn", reason: "unknown" } }),
@@ -1636,7 +1636,7 @@ describe("any approver with the AskInbox shape", () => {
     expect(given).toEqual([{ askDigest: askDigest(shown) }]);
     expect(refused.status).toBe(409);
     expect(refused.json).toMatchObject({ error: "ask_ended" });
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
 
     // Once the inbox hands the new call out, an answer made for it reaches it.
     heard = Promise.resolve();
@@ -1682,7 +1682,7 @@ describe("any approver with the AskInbox shape", () => {
     const reply = await answer(server, ask.id, { type: "approve" }, auth);
     expect(reply.status).toBe(504);
     expect(reply.json).toEqual({ error: "answer_unconfirmed", message: expect.any(String) as string });
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     await refusedOption({ answerTimeoutMs: 0 }, "answerTimeoutMs");
   });
 
@@ -2295,7 +2295,7 @@ describe("mounted under a path", () => {
       body: JSON.stringify({ type: "maybe" }),
     });
     expect(bad.status).toBe(400);
-    expect(track(secondParked).outcome.state).toBe("pending");
+    expect((await outcomeNow(secondParked)).state).toBe("pending");
 
     // A link's confirmation form posts its reason urlencoded: the reason reaches the call.
     const links = signAnswerLink(second, { secret: linkSecret, baseUrl: `${base}/approvals/`, ttlMs: 60_000 });

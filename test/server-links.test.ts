@@ -4,7 +4,7 @@ import { ApprovalChannel } from "loopctl/ask";
 import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
-import { flush, makeAsk, outliveEndings, track } from "./support/ask-fixtures.js";
+import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
@@ -195,7 +195,7 @@ describe("a server with the same linkSecret", () => {
       expect(page.headers["content-security-policy"]).toMatch(/style-src 'sha256-[A-Za-z0-9+/]+=*'/);
       expect(page.text).not.toContain("<script");
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("shows the ask's text as text on the confirmation page", async () => {
@@ -268,7 +268,7 @@ describe("a server with the same linkSecret", () => {
       expect(reply.text).not.toContain("Delete the whole home folder?");
       expect(reply.text).not.toContain("<form");
     }
-    expect(track(second).outcome.state).toBe("pending");
+    expect((await outcomeNow(second)).state).toBe("pending");
     // The call's own links answer it.
     const fresh = signAnswerLink(now, { secret: SECRET, baseUrl: server.url, ttlMs: 60_000 });
     expect((await request(fresh.approve)).text).toContain("Delete the whole home folder?");
@@ -322,7 +322,7 @@ describe("a server with the same linkSecret", () => {
     const reply = await post(old.approve);
     expect(reply.status).toBe(410);
     expect(reply.text).toContain("expired");
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("a link that expires while its POST's body is still arriving answers nothing: 410 once the body is in", async () => {
@@ -348,7 +348,7 @@ describe("a server with the same linkSecret", () => {
     await closed;
     expect(received).toMatch(/^HTTP\/1\.1 410 /);
     expect(received).toContain("this answer link has expired; nothing was answered");
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("a server whose clock gives no number answers no link: an expired one is not taken for current", async () => {
@@ -360,7 +360,7 @@ describe("a server with the same linkSecret", () => {
     const old = links({ ttlMs: 1000, nowMs: Date.now() - 60_000 });
     expect((await request(old.approve)).status).toBe(500);
     expect((await post(old.approve)).status).toBe(500);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect(String(errors[0])).toContain("now() returned NaN");
   });
 
@@ -389,7 +389,7 @@ describe("a server with the same linkSecret", () => {
       expect((await request(link)).status, link).toBe(403);
       expect((await post(link)).status, link).toBe(403);
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect((await post(deny)).status).toBe(200);
     await expect(parked).resolves.toEqual({ type: "deny" });
   });
@@ -401,7 +401,7 @@ describe("a server with the same linkSecret", () => {
     expect((await post(approve, { origin: "https://evil.example" })).status).toBe(403);
     expect((await post(approve, {}, `reason=${"x".repeat(20_000)}`)).status).toBe(413);
     expect((await request(approve, { method: "PUT" })).status).toBe(405);
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     expect((await post(approve, { origin: `http://127.0.0.1:${server.port}` })).status).toBe(200);
   });
 
@@ -483,7 +483,7 @@ describe("a refused link's page says what happened", () => {
       expect(shown(reply).title).toBe(title);
       expect(shown(reply).text).toContain(text);
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
 
     const [, approver] = ApprovalChannel.pair(1);
     const plain = await createApprovalServer({ approver });
@@ -511,7 +511,7 @@ describe("a refused link's page says what happened", () => {
     const broken = await request(links().approve);
     expect(broken.status).toBe(500);
     expect(shown(broken).title).toBe("Something went wrong");
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
   it("an answer the approver does not confirm within answerTimeoutMs: sent, not confirmed, and how to find out", async () => {
@@ -527,7 +527,7 @@ describe("a refused link's page says what happened", () => {
         "The console, or this link opened again, shows whether the ask has ended: answer again only if it is " +
         "still waiting",
     });
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 });
 
@@ -581,7 +581,7 @@ describe("a link that is not signed, or not current, is refused before its body 
         expect(reply).toContain(status.startsWith("410") ? "<h1>Link expired</h1>" : "<h1>Link not valid</h1>");
       }
     }
-    expect(track(parked).outcome.state).toBe("pending");
+    expect((await outcomeNow(parked)).state).toBe("pending");
     // A signed, current link still has its body read, bounded, and answers.
     expect((await post(approve, {}, `reason=${"x".repeat(20_000)}`)).status).toBe(413);
     expect((await post(approve)).status).toBe(200);

@@ -103,6 +103,17 @@ export function track<T>(promise: Promise<T>): Tracked<T> {
   return tracked;
 }
 
+/**
+ * How `promise` stands once every reaction queued by now has run (one
+ * macrotask turn): `track(promise).outcome` read at once is always pending,
+ * whatever the promise did.
+ */
+export async function outcomeNow<T>(promise: Promise<T>): Promise<Outcome<T>> {
+  const tracked = track(promise);
+  await flush();
+  return tracked.outcome;
+}
+
 /** Lets every queued promise reaction run (one macrotask turn), no wall clock involved. */
 export function flush(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
