@@ -12,6 +12,7 @@ import { AuditSink } from "../src/audit/index.js";
 import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { seed } from "./support/cli-grants-fixtures.js";
+import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
@@ -354,10 +355,34 @@ describe("--json usage errors through the real bin", () => {
       expect(result.stderr, args.join(" ")).toMatch(/^loopctl (grants explain|audit verify): --(args|anchor)/);
     }
   });
+});
 
-  it("keeps --help on stdout as text, exit 0, with --json among the arguments", async () => {
-    const result = await loopctl(["grants", "list", "--json", "--help"], dir);
+describe("--help with --json through the real bin", () => {
+  it("prints the help as one JSON document, {command, help}, exit 0", async () => {
+    for (const [args, command] of [
+      [["--help", "--json"], "loopctl"],
+      [["-h", "--json"], "loopctl"],
+      [["grants", "--help", "--json"], "loopctl grants"],
+      [["audit", "-h", "--json"], "loopctl audit"],
+      [["grants", "list", "--json", "--help"], "loopctl grants list"],
+      [["grants", "explain", "--help", "--json"], "loopctl grants explain"],
+      [["audit", "verify", "-h", "--json"], "loopctl audit verify"],
+    ] as const) {
+      const shown = args.join(" ");
+      const text = await cli(
+        args.filter((arg) => arg !== "--json"),
+        { cwd: dir },
+      );
+      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+      const result = await loopctl([...args], dir);
+      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+    }
+  });
+
+  it("keeps the help as text after a --, where --json is a positional", async () => {
+    const result = await loopctl(["audit", "verify", "--help", "--", "--json"], dir);
     expect(result).toMatchObject({ code: 0, stderr: "" });
-    expect(result.stdout).toMatch(/^loopctl grants list: /);
+    expect(result.stdout).toMatch(/^loopctl audit verify: /);
   });
 });
