@@ -95,6 +95,43 @@ describe("the loopctl bin", () => {
   );
 });
 
+describe("the loopctl bin with a stdout nobody reads", () => {
+  it("exits 4, quietly, when the reader of its stdout pipe is gone (EPIPE)", async () => {
+    const root = join(dir, "stdout-gone-root");
+    const project = join(dir, "stdout-gone-project");
+    await mkdir(project, { recursive: true });
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisTool())]);
+    for (const args of [["--help"], ["grants", "list", "--root", root, "--project", project]]) {
+      const child = spawn(process.execPath, ["--import", tsx, bin, ...args], {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      // Gone before the child writes a byte: its first write fails with EPIPE.
+      child.stdout.destroy();
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = (await once(child, "close")) as [number];
+      // Not 0: the output was not delivered. Not a line either: `loopctl … | head` stays quiet.
+      expect({ code, stderr }, args.join(" ")).toEqual({ code: 4, stderr: "" });
+    }
+  });
+
+  it("exits 4 with one line when its stdout cannot be written to (EBADF)", async () => {
+    // stdout open for reading only: every write fails with EBADF.
+    const child = spawn("sh", ["-c", 'exec "$@" 1</dev/null', "sh", process.execPath, "--import", tsx, bin, "--help"], {
+      cwd: repo,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(child, "close")) as [number];
+    expect({ code, stderr }).toEqual({
+      code: 4,
+      stderr: "loopctl: cannot write the output: EBADF: bad file descriptor, write\n",
+    });
+  });
+});
+
 describe("the loopctl bin with a stderr nobody reads", () => {
   it("still does its work and prints its one JSON document on stdout", async () => {
     const root = join(dir, "stderr-gone-root");

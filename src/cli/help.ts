@@ -9,8 +9,9 @@ const EXIT_CODES = `Exit codes:
      with --json, also {"error": "USAGE", "message", "hint"} on stdout
   3  the grant ledger is corrupt (see grants repair), or a database row is
      malformed (see grants reset); reported, never rewritten
-  4  I/O, lock or database error (unreadable file, refused path, ledger lock
-     busy, unreachable or unmigrated database)
+  4  I/O, lock or database error (unreadable file, output that cannot be
+     written, refused path, ledger lock busy, unreachable or unmigrated
+     database)
   5  unexpected error (a bug: please report it at
      ${ISSUES_URL})
 `;
