@@ -12,6 +12,7 @@ import { AuditSink } from "../src/audit/index.js";
 import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { seed } from "./support/cli-grants-fixtures.js";
+import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
@@ -92,6 +93,43 @@ describe("the loopctl bin", () => {
       }
     },
   );
+});
+
+describe("the loopctl bin with a stdout nobody reads", () => {
+  it("exits 4, quietly, when the reader of its stdout pipe is gone (EPIPE)", async () => {
+    const root = join(dir, "stdout-gone-root");
+    const project = join(dir, "stdout-gone-project");
+    await mkdir(project, { recursive: true });
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisTool())]);
+    for (const args of [["--help"], ["grants", "list", "--root", root, "--project", project]]) {
+      const child = spawn(process.execPath, ["--import", tsx, bin, ...args], {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      // Gone before the child writes a byte: its first write fails with EPIPE.
+      child.stdout.destroy();
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = (await once(child, "close")) as [number];
+      // Not 0: the output was not delivered. Not a line either: `loopctl … | head` stays quiet.
+      expect({ code, stderr }, args.join(" ")).toEqual({ code: 4, stderr: "" });
+    }
+  });
+
+  it("exits 4 with one line when its stdout cannot be written to (EBADF)", async () => {
+    // stdout open for reading only: every write fails with EBADF.
+    const child = spawn("sh", ["-c", 'exec "$@" 1</dev/null', "sh", process.execPath, "--import", tsx, bin, "--help"], {
+      cwd: repo,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(child, "close")) as [number];
+    expect({ code, stderr }).toEqual({
+      code: 4,
+      stderr: "loopctl: cannot write the output: EBADF: bad file descriptor, write\n",
+    });
+  });
 });
 
 describe("the loopctl bin with a stderr nobody reads", () => {
@@ -354,10 +392,34 @@ describe("--json usage errors through the real bin", () => {
       expect(result.stderr, args.join(" ")).toMatch(/^loopctl (grants explain|audit verify): --(args|anchor)/);
     }
   });
+});
 
-  it("keeps --help on stdout as text, exit 0, with --json among the arguments", async () => {
-    const result = await loopctl(["grants", "list", "--json", "--help"], dir);
+describe("--help with --json through the real bin", () => {
+  it("prints the help as one JSON document, {command, help}, exit 0", async () => {
+    for (const [args, command] of [
+      [["--help", "--json"], "loopctl"],
+      [["-h", "--json"], "loopctl"],
+      [["grants", "--help", "--json"], "loopctl grants"],
+      [["audit", "-h", "--json"], "loopctl audit"],
+      [["grants", "list", "--json", "--help"], "loopctl grants list"],
+      [["grants", "explain", "--help", "--json"], "loopctl grants explain"],
+      [["audit", "verify", "-h", "--json"], "loopctl audit verify"],
+    ] as const) {
+      const shown = args.join(" ");
+      const text = await cli(
+        args.filter((arg) => arg !== "--json"),
+        { cwd: dir },
+      );
+      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+      const result = await loopctl([...args], dir);
+      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+    }
+  });
+
+  it("keeps the help as text after a --, where --json is a positional", async () => {
+    const result = await loopctl(["audit", "verify", "--help", "--", "--json"], dir);
     expect(result).toMatchObject({ code: 0, stderr: "" });
-    expect(result.stdout).toMatch(/^loopctl grants list: /);
+    expect(result.stdout).toMatch(/^loopctl audit verify: /);
   });
 });

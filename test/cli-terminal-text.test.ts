@@ -146,6 +146,102 @@ describe("what the CLI prints about a name", () => {
   });
 });
 
+/**
+ * Display columns of the sample text below, counted here apart from the CLI:
+ * CJK, Hangul, fullwidth forms and emoji take two, combining marks none.
+ */
+const columns = (text: string): number => {
+  let n = 0;
+  for (const c of text) {
+    if (/\p{M}/u.test(c)) continue;
+    const wide =
+      /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\uff01-\uff60\uffe0-\uffe6\u{1f300}-\u{1f64f}\u{1f680}-\u{1f6ff}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]/u;
+    n += wide.test(c) ? 2 : 1;
+  }
+  return n;
+};
+
+describe("the CLI's tables with wide characters", () => {
+  it("pads cells by display width: wide characters take two columns, combining marks none", () => {
+    const rows = [
+      ["漢字", "a"], // CJK ideographs: 2 each
+      ["ab", "b"],
+      ["cafe\u0301", "c"], // e + combining acute: 1
+      ["🚀", "d"], // emoji: 2
+      ["Ａｂ", "e"], // fullwidth forms: 2 each
+      ["ｶﾅ", "f"], // halfwidth katakana: 1 each
+      ["한", "g"], // a Hangul syllable: 2
+      ["\u{20000}", "h"], // CJK Extension B, beyond the BMP: 2
+      ["👍🏽", "i"], // an emoji with its skin tone: drawn as one, 2
+    ];
+    expect(table(["TOOL", "NOTE"], rows).split("\n")).toEqual([
+      "TOOL  NOTE",
+      "漢字  a",
+      "ab    b",
+      "cafe\u0301  c",
+      "🚀    d",
+      "Ａｂ  e",
+      "ｶﾅ    f",
+      "한    g",
+      "\u{20000}    h",
+      "👍🏽    i",
+      "",
+    ]);
+  });
+
+  it("counts an escaped invisible character as the escape it is printed as", () => {
+    expect(
+      table(
+        ["A", "B"],
+        [
+          ["x\u200by", "1"],
+          ["abcdefghi", "2"],
+        ],
+      ).split("\n"),
+    ).toEqual(["A          B", "x\\u200by   1", "abcdefghi  2", ""]);
+  });
+
+  it("lines up every column of grants list whatever the names, scopes and notes hold", async () => {
+    const tools = ["翻訳", "ｶﾀｶﾅ", "Ｆｕｌｌ", "🚀launch", "cafe\u0301", "한국어", "read", "d\u200beploy"];
+    await seed(
+      root,
+      project,
+      tools.map((tool, i) =>
+        new Grant(
+          tool,
+          i % 2 === 0 ? "allow" : "deny",
+          i % 3 === 0 ? GrantScope.thisTool() : GrantScope.thisCall({ path: `文書/報告${i}.txt` }),
+        ).withNote(`理由 ${tool}`),
+      ),
+    );
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    const [, ...lines] = run.stdout.trimEnd().split("\n");
+    const rows = lines.slice(0, -1);
+    expect(rows).toHaveLength(tools.length + 1);
+    // Where each column starts, in display columns: every cell is a run without two spaces in a row.
+    const starts = rows.map((line) => {
+      const found: number[] = [];
+      for (const match of line.matchAll(/(?:^|(?<= {2}))\S/g)) found.push(columns(line.slice(0, match.index)));
+      return found;
+    });
+    expect(starts[0]).toHaveLength(7);
+    for (const [i, row] of starts.entries()) expect(row, rows[i]).toEqual(starts[0]);
+  });
+
+  it("clips a long scope to its width without cutting a character in two", async () => {
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisCall({ p: "😀".repeat(40) }))]);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expectTerminalSafe(run, "grants list");
+    const row = run.stdout.split("\n")[2] as string;
+    const scope = /this_call \S+/.exec(row)?.[0] as string;
+    expect(scope).toMatch(/^this_call \{"p":"(😀)+…$/u);
+    expect(columns(scope)).toBeLessThanOrEqual("this_call ".length + 48);
+    expect(columns(scope)).toBeGreaterThanOrEqual("this_call ".length + 47);
+  });
+});
+
 describe("the CLI's tables", () => {
   it("lays out a table of 200,000 rows (grants list of a large ledger) without overflowing the stack", () => {
     const rows = Array.from({ length: 200_000 }, (_, i) => [`tool_${i}`, "allow", i === 7 ? "the longest note" : "-"]);

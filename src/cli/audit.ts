@@ -13,7 +13,7 @@ import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
 import { errorDocument } from "./failure.js";
-import { HELP } from "./help.js";
+import { printHelp } from "./help.js";
 
 /** The key in `--key-file`; a file that cannot serve as one is a usage error. */
 async function keyOption(file: string): Promise<Uint8Array> {
@@ -36,10 +36,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     json: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   });
-  if (values.help) {
-    context.stdout.write(HELP["audit verify"]);
-    return EXIT.ok;
-  }
+  if (values.help) return printHelp("audit verify", context, values.json);
   if (positionals.length === 0) throw new CliUsageError("audit verify", "missing the FILE to verify");
   if (positionals.length > 1) {
     throw new CliUsageError("audit verify", `unexpected argument ${JSON.stringify(positionals[1])}`);

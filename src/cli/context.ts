@@ -28,7 +28,8 @@ export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
  *   also `{"error": "USAGE", "message", "hint"}` on stdout (every other failure is one document
  *   there too: `{"error": <code>, "message", "hint"?}`, `"INTERNAL"` for exit 5)
  * - 3: a grant ledger is corrupt (reported, never rewritten)
- * - 4: an I/O or lock error (unreadable file, refused path, ledger lock busy)
+ * - 4: an I/O or lock error (unreadable file, output that cannot be written, refused path,
+ *   ledger lock busy)
  * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})
  */
 export const EXIT = {

@@ -1,3 +1,5 @@
+import { clipToWidth, displayWidth, padToWidth } from "./width.js";
+
 /**
  * What must never reach a terminal raw, because it rewrites the screen or
  * hides in a name: controls (C0, DEL, C1; escape sequences start with one),
@@ -43,23 +45,29 @@ export function json(value: unknown): string {
   return `${text}\n`;
 }
 
-/** Shortens `text` to `max` characters, marking the cut with an ellipsis. */
+/**
+ * Shortens `text` to `max` display columns, marking the cut with an
+ * ellipsis; a character is never cut in two (see {@link clipToWidth}).
+ */
 export function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`;
+  return clipToWidth(text, max);
 }
 
 /**
  * Lays rows out as a left-aligned table with a header line and two spaces
- * between columns. Cells are made printable first.
+ * between columns. Cells are made printable first, then padded by the columns
+ * they take on a terminal ({@link displayWidth}: a CJK character or an emoji
+ * takes two, a combining mark none), not by their length in UTF-16 code units,
+ * so every column starts at the same column on every line.
  */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const cells = rows.map((row) => row.map(printable));
   // A loop, not Math.max(...column): spreading a column of 120k rows overflows the stack.
-  const widths = headers.map((h) => h.length);
-  for (const row of cells) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  const widths = headers.map(displayWidth);
+  for (const row of cells) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, displayWidth(cell))));
   const line = (row: readonly string[]): string =>
     row
-      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .map((cell, i) => (i === row.length - 1 ? cell : padToWidth(cell, widths[i] ?? 0)))
       .join("  ")
       .trimEnd();
   return [line(headers), ...cells.map(line)].map((l) => `${l}\n`).join("");

@@ -14,8 +14,7 @@ import { clip, json, printable, table, timestamp } from "./format.js";
 import { errorDocument } from "./failure.js";
 import { closeOrWarn, openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import type { OpenedStore } from "./grant-source.js";
-import { HELP } from "./help.js";
-import type { HelpTopic } from "./help.js";
+import { printHelp } from "./help.js";
 
 const LOCATION_OPTIONS = STORE_OPTIONS;
 
@@ -80,11 +79,6 @@ function noPositionals(command: string, positionals: readonly string[]): void {
   }
 }
 
-function helpFor(topic: HelpTopic, context: CliContext): ExitCode {
-  context.stdout.write(HELP[topic]);
-  return EXIT.ok;
-}
-
 /** How a grant's scope reads in a table: `this_tool`, or `this_call <canonical args>`. */
 export function scopeText(grant: Grant, max = 48): string {
   return grant.scope.type === "this_tool" ? "this_tool" : `this_call ${clip(grant.canonicalArgs ?? "", max)}`;
@@ -101,7 +95,7 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
     ...LOCATION_OPTIONS,
     json: { type: "boolean", default: false },
   });
-  if (values.help) return helpFor("grants list", context);
+  if (values.help) return printHelp("grants list", context, values.json);
   noPositionals("grants list", positionals);
   const { location, value: grants } = await withStore(
     "grants list",
@@ -140,7 +134,7 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
 /** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */
 async function revoke(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS);
-  if (values.help) return helpFor("grants revoke", context);
+  if (values.help) return printHelp("grants revoke", context, false);
   const [id, extra] = positionals;
   if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
   if (extra !== undefined) throw new CliUsageError("grants revoke", `unexpected argument ${JSON.stringify(extra)}`);
@@ -166,7 +160,7 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
     ...LOCATION_OPTIONS,
     tool: { type: "string" },
   });
-  if (values.help) return helpFor("grants reset", context);
+  if (values.help) return printHelp("grants reset", context, false);
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
   const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
@@ -223,7 +217,7 @@ async function nameNearTools(
  */
 async function repair(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("grants repair", args, LOCATION_OPTIONS);
-  if (values.help) return helpFor("grants repair", context);
+  if (values.help) return printHelp("grants repair", context, false);
   noPositionals("grants repair", positionals);
   if (values.database !== undefined) {
     throw new CliUsageError(
@@ -346,7 +340,7 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
     descriptor: { type: "string" },
     json: { type: "boolean", default: false },
   });
-  if (values.help) return helpFor("grants explain", context);
+  if (values.help) return printHelp("grants explain", context, values.json);
   noPositionals("grants explain", positionals);
   if (values.tool === undefined || values.tool === "") {
     throw new CliUsageError("grants explain", "missing --tool NAME");

@@ -1,4 +1,6 @@
-import { ISSUES_URL } from "./context.js";
+import { EXIT, ISSUES_URL } from "./context.js";
+import type { CliContext, ExitCode } from "./context.js";
+import { json } from "./format.js";
 
 const EXIT_CODES = `Exit codes:
   0  done
@@ -7,8 +9,9 @@ const EXIT_CODES = `Exit codes:
      with --json, also {"error": "USAGE", "message", "hint"} on stdout
   3  the grant ledger is corrupt (see grants repair), or a database row is
      malformed (see grants reset); reported, never rewritten
-  4  I/O, lock or database error (unreadable file, refused path, ledger lock
-     busy, unreachable or unmigrated database)
+  4  I/O, lock or database error (unreadable file, output that cannot be
+     written, refused path, ledger lock busy, unreachable or unmigrated
+     database)
   5  unexpected error (a bug: please report it at
      ${ISSUES_URL})
 `;
@@ -50,7 +53,8 @@ Usage:
 
 Every grants command also takes --database URL --project NAME [--schema NAME]:
 the grants every worker shares in PostgreSQL (loopctl/postgres) instead of a
-ledger file. Every command takes --help (-h).
+ledger file. Every command takes --help (-h); with --json, the help is printed
+as one JSON document, {"command", "help"}.
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.
@@ -182,3 +186,15 @@ ${EXIT_CODES}`,
 
 /** A command that has a help text. */
 export type HelpTopic = keyof typeof HELP;
+
+/**
+ * Prints the help a command was asked for (`--help`, `-h`) on stdout, exit 0:
+ * as text, or with `asJson` (a `--json` on the line) as one document,
+ * `{"command": "loopctl grants list", "help": <the text>}`, since with
+ * `--json` every exit prints exactly one JSON document there.
+ */
+export function printHelp(topic: HelpTopic, context: CliContext, asJson: boolean): ExitCode {
+  const command = topic === "" ? "loopctl" : `loopctl ${topic}`;
+  context.stdout.write(asJson ? json({ command, help: HELP[topic] }) : HELP[topic]);
+  return EXIT.ok;
+}

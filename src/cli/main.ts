@@ -3,12 +3,14 @@ import { EXIT } from "./context.js";
 import { printable } from "./format.js";
 import { runCli } from "./run.js";
 
-// A reader that goes away early (`loopctl grants list | head -1`) is not an
-// error worth a stack trace: stop quietly, as other command-line tools do.
-// Output that cannot be written (a full disk, an I/O error) is exit 4, said
-// in one line on stderr when stderr still works, never a stack trace.
+// Output that cannot be written is exit 4, never a stack trace, and never 0:
+// a script must not take output that was not delivered for a command done.
+// A reader that goes away early (`loopctl grants list | head -1`) is said by
+// the exit code alone, quietly, as other command-line tools killed by SIGPIPE
+// are; any other failure (a full disk, EBADF) in one line on stderr when
+// stderr still works.
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  if (error.code === "EPIPE") process.exit(EXIT.io);
   try {
     process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
   } catch {

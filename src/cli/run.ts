@@ -5,7 +5,7 @@ import { asksForJson, CliUsageError, EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { errorDocument, exitCodeOf, hintFor } from "./failure.js";
 import { json, printable } from "./format.js";
-import { HELP } from "./help.js";
+import { HELP, printHelp } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
 import { unknownCommand, unknownOption } from "./suggest.js";
@@ -29,8 +29,9 @@ const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg ===
  * resolves to the exit code. Never rejects: every failure is written to
  * `context.stderr` and mapped to an exit code (see `loopctl --help`). With
  * `--json` among the arguments, every exit prints one JSON document on stdout:
- * the command's result, or its error, such as a usage error's
- * `{"error": "USAGE", "message", "hint"}`, even when the line failed to parse.
+ * the command's result, its help (`{"command", "help"}`), or its error, such
+ * as a usage error's `{"error": "USAGE", "message", "hint"}`, even when the
+ * line failed to parse.
  */
 export async function runCli(argv: readonly string[], context: CliContext): Promise<ExitCode> {
   const asJson = asksForJson(argv);
@@ -67,7 +68,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
 async function dispatch(argv: readonly string[], context: CliContext): Promise<ExitCode> {
   const [group, sub, ...rest] = argv;
   if (group === undefined || isHelp(group)) {
-    return help("", context, group === undefined ? EXIT.usage : EXIT.ok);
+    return group === undefined ? usageHelp("", context) : printHelp("", context, asksForJson(argv));
   }
   if (group === "--version" || group === "-v") {
     if (argv.length > 1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[1])}`);
@@ -84,7 +85,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     );
   }
   if (sub === undefined || isHelp(sub)) {
-    return help(group, context, sub === undefined ? EXIT.usage : EXIT.ok);
+    return sub === undefined ? usageHelp(group, context) : printHelp(group, context, asksForJson(argv));
   }
   const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
@@ -97,10 +98,10 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   return command(rest, context);
 }
 
-function help(topic: HelpTopic, context: CliContext, code: ExitCode): ExitCode {
-  // Asked for: the help goes to stdout. Given for lack of a command: it is a usage error.
-  (code === EXIT.ok ? context.stdout : context.stderr).write(HELP[topic]);
-  return code;
+/** The help given for lack of a command: a usage error, on stderr. Asked for, it is {@link printHelp}. */
+function usageHelp(topic: HelpTopic, context: CliContext): ExitCode {
+  context.stderr.write(HELP[topic]);
+  return EXIT.usage;
 }
 
 function report(error: unknown, context: CliContext, asJson: boolean): ExitCode {
