@@ -919,6 +919,11 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       option: "prefix",
     });
     await expect(mcpTools(server.client, { timeoutMs: -1 })).rejects.toMatchObject({ option: "timeoutMs" });
+    // More than a timer can wait (2^31 - 1 ms): it would fire at once, and every request would time out.
+    await expect(mcpTools(server.client, { timeoutMs: 2 ** 31 })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "timeoutMs",
+    });
     const before = server.client.transport!.onmessage;
     await expect(mcpTools(server.client, { server: "registry" })).rejects.toMatchObject({
       code: "MCP_SERVER",

@@ -35,7 +35,7 @@ export interface McpToolsOptions {
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
-  /** The time limit of each `tools/list` and `tools/call` request, in ms. @default 60 s (the MCP SDK's) */
+  /** The time limit of each `tools/list` and `tools/call` request, in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's) */
   readonly timeoutMs?: number;
 }
 
@@ -50,6 +50,9 @@ const REQUEST_TIMEOUT = -32001;
 
 /** The MCP SDK's default time limit of a request (`DEFAULT_REQUEST_TIMEOUT_MSEC`), which loopctl passes itself. */
 const DEFAULT_TIMEOUT_MS = 60_000;
+
+/** The longest a timer waits (2^31 - 1 ms); the MCP SDK times requests with one. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
 
 /**
  * Whether `error` is the MCP SDK's own timeout of a request given `limit` ms, once loopctl's
@@ -686,8 +689,9 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   ] as const) {
     if (value !== undefined && typeof value !== "function") throw new McpConfigError(option, "must be a function");
   }
-  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0))
-    throw new McpConfigError("timeoutMs", "must be a positive integer");
+  // A timer asked to wait longer than 2^31 - 1 ms fires after 1 ms: every request would time out at once.
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS))
+    throw new McpConfigError("timeoutMs", `must be a positive integer of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
   const name = server ?? client.getServerVersion()?.name ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {
