@@ -144,6 +144,30 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a server that answers tools/call with an error of code -32001 (the code of the MCP SDK's own timeout) is reported as that server's error, not as a timeout, even one shaped as the SDK's", async () => {
+    const server = await startFixture("erring");
+    const toolset = await mcpTools(server.client, { timeoutMs: 300 });
+    const failWith = toolset.tools[0]!;
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const answers = [
+      { code: -32001, message: "the upstream registry timed out" },
+      // Word for word what the MCP SDK rejects with when the 300 ms the toolset set pass, sent back well before.
+      { code: -32001, message: "Request timed out", data: { timeout: 300 } },
+    ];
+    for (const answer of answers) {
+      const error = await Promise.resolve(failWith.execute(answer, context)).catch((e: unknown) => e);
+      await server.waitFor(`called fail_with ${JSON.stringify(answer)}`);
+      expect(error).toBeInstanceOf(McpToolError);
+      expect(error).toMatchObject({ code: "MCP_TOOL", server: "erring", tool: "fail_with", changed: false });
+      expect((error as Error).cause).toBeInstanceOf(McpError);
+      expect((error as Error).cause).toMatchObject({ code: -32001, data: answer.data });
+      expect((error as Error).message).toBe(
+        `tool 'fail_with' on MCP server 'erring': tools/call failed: MCP error -32001: ${answer.message}`,
+      );
+    }
+    toolset.close();
+  });
+
   it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client, { onError: () => {} });
@@ -895,6 +919,11 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       option: "prefix",
     });
     await expect(mcpTools(server.client, { timeoutMs: -1 })).rejects.toMatchObject({ option: "timeoutMs" });
+    // More than a timer can wait (2^31 - 1 ms): it would fire at once, and every request would time out.
+    await expect(mcpTools(server.client, { timeoutMs: 2 ** 31 })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "timeoutMs",
+    });
     const before = server.client.transport!.onmessage;
     await expect(mcpTools(server.client, { server: "registry" })).rejects.toMatchObject({
       code: "MCP_SERVER",

@@ -18,13 +18,14 @@ export class McpServerError extends LoopctlError {
 
 /**
  * A call to an MCP tool did not produce a result: the server answered with
- * `isError`, `tools/call` got no answer (a timeout, a closed connection, a
- * protocol error; the MCP SDK's error is the `cause`), the server's tools
- * could not be listed when the call was to be sent (the `McpServerError` is
- * the `cause`), the tool changed on the server (`changed`) while the call
- * was on its way, so what was approved is not what would run, or the toolset
- * was closed or its client is no longer connected over the transport the tool
- * was listed from. The model reads the message. `code` is `"MCP_TOOL"`.
+ * `isError` or with a JSON-RPC error, or `tools/call` got no answer (a
+ * timeout, a closed connection, a protocol error; the MCP SDK's error is the
+ * `cause`), the server's tools could not be listed when the call was to be
+ * sent (the `McpServerError` is the `cause`), the tool changed on the server
+ * (`changed`) while the call was on its way, so what was approved is not what
+ * would run, or the toolset was closed or its client is no longer connected
+ * over the transport the tool was listed from. The model reads the message.
+ * `code` is `"MCP_TOOL"`.
  */
 export class McpToolError extends LoopctlError {
   /** The server the tool lives on. */

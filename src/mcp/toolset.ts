@@ -35,7 +35,7 @@ export interface McpToolsOptions {
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
-  /** The time limit of each `tools/list` and `tools/call` request, in ms. @default the MCP SDK's (60 s) */
+  /** The time limit of each `tools/list` and `tools/call` request, in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's) */
   readonly timeoutMs?: number;
 }
 
@@ -48,16 +48,25 @@ export interface McpToolProblem {
 /** The MCP SDK's `ErrorCode.RequestTimeout`, which it rejects a request with when its time limit passes. */
 const REQUEST_TIMEOUT = -32001;
 
+/** The MCP SDK's default time limit of a request (`DEFAULT_REQUEST_TIMEOUT_MSEC`), which loopctl passes itself. */
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+/** The longest a timer waits (2^31 - 1 ms); the MCP SDK times requests with one. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
 /**
- * For the MCP SDK's timeout of a request, how long it waited (`within 300 ms`,
- * or `in time` when it does not say); undefined for any other error.
+ * Whether `error` is the MCP SDK's own timeout of a request given `limit` ms, once loopctl's
+ * timer of that length, set just before the request, has fired (`expired`). The SDK rejects with
+ * `McpError(RequestTimeout, "Request timed out", { timeout })`; a server's JSON-RPC error reply
+ * becomes an `McpError` of whatever code, message and data the server chose, -32001 and
+ * `{ timeout }` included, so the code or shape alone cannot tell them apart. The time can: the
+ * SDK arms its timer of the same length right after loopctl's, and timers of one length fire in
+ * the order they were set, so the SDK's cannot have fired while loopctl's had not.
  */
-function timeoutOf(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
+function isSdkTimeout(error: unknown, limit: number, expired: boolean): boolean {
+  if (!expired || typeof error !== "object" || error === null) return false;
   const { code, data } = error as { code?: unknown; data?: unknown };
-  if (code !== REQUEST_TIMEOUT) return undefined;
-  const ms = (data as { timeout?: unknown } | undefined)?.timeout;
-  return typeof ms === "number" && Number.isFinite(ms) ? `within ${ms} ms` : "in time";
+  return code === REQUEST_TIMEOUT && (data as { timeout?: unknown } | undefined)?.timeout === limit;
 }
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
@@ -550,17 +559,21 @@ export class McpToolset implements ToolSource {
       context.signal.addEventListener("abort", onAbort, { once: true });
       if (context.signal.aborted) onAbort();
       this.#calls.add(request);
-      const options =
-        timeoutMs === undefined ? { signal: request.signal } : { signal: request.signal, timeout: timeoutMs };
+      const limit = timeoutMs ?? DEFAULT_TIMEOUT_MS;
+      let expired = false;
+      let deadline: ReturnType<typeof setTimeout> | undefined;
       let result: CallToolResult;
       try {
         // Not sent at all once cancelled: the race below would leave the request's own rejection unhandled.
         request.signal.throwIfAborted();
-        const sent = this.#client.callTool(
-          { name: remote, arguments: input as Record<string, unknown> },
-          undefined,
-          options,
-        );
+        // Set in the same step as callTool sets the SDK's timer of the same length, and before it (see isSdkTimeout).
+        deadline = setTimeout(() => {
+          expired = true;
+        }, limit);
+        const sent = this.#client.callTool({ name: remote, arguments: input as Record<string, unknown> }, undefined, {
+          signal: request.signal,
+          timeout: limit,
+        });
         // Raced against the signal too: a client that does not honour it must not hold the call past a close.
         result = (await unlessAborted(Promise.resolve(sent), request.signal)) as CallToolResult;
       } catch (error) {
@@ -586,13 +599,12 @@ export class McpToolset implements ToolSource {
             { cause: error },
           );
         }
-        const timedOut = timeoutOf(error);
-        if (timedOut !== undefined) {
+        if (isSdkTimeout(error, limit, expired)) {
           // The MCP SDK gave up waiting and sent notifications/cancelled: the request was sent.
           throw new McpToolError(
             server,
             name,
-            `the server did not answer ${timedOut} (${describeError(error)}): the call was cancelled on the server, ` +
+            `the server did not answer within ${limit} ms (${describeError(error)}): the call was cancelled on the server, ` +
               "and whether it took effect there is unknown",
             false,
             { cause: error },
@@ -600,6 +612,7 @@ export class McpToolset implements ToolSource {
         }
         throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
       } finally {
+        clearTimeout(deadline);
         this.#calls.delete(request);
         unlisten(context.signal, onAbort);
       }
@@ -676,8 +689,9 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   ] as const) {
     if (value !== undefined && typeof value !== "function") throw new McpConfigError(option, "must be a function");
   }
-  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0))
-    throw new McpConfigError("timeoutMs", "must be a positive integer");
+  // A timer asked to wait longer than 2^31 - 1 ms fires after 1 ms: every request would time out at once.
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS))
+    throw new McpConfigError("timeoutMs", `must be a positive integer of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
   const name = server ?? client.getServerVersion()?.name ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {

@@ -29,6 +29,9 @@
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
  *   (`listing stalled`) and when cancelled (`cancelled listing`).
+ * - `erring` (low-level Server): one tool, `fail_with`, that answers every
+ *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
+ *   of its arguments, as they are.
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -252,6 +255,29 @@ async function stalling(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function erring(): Promise<void> {
+  const server = new Server({ name: "erring", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = [
+    {
+      name: "fail_with",
+      description: "Answers with the JSON-RPC error it is given",
+      inputSchema: {
+        type: "object" as const,
+        properties: { code: { type: "integer" }, message: { type: "string" }, data: {} },
+        required: ["code", "message"],
+      },
+    },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const args = (request.params.arguments ?? {}) as { code: number; message: string; data?: unknown };
+    report(`called ${request.params.name} ${JSON.stringify(args)}`);
+    // Not an McpError, whose message the SDK prefixes with "MCP error <code>: ": the reply carries these as they are.
+    throw Object.assign(new Error(args.message), { code: args.code, data: args.data });
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
@@ -260,4 +286,5 @@ else if (mode === "restless") await restless();
 else if (mode === "stalling") await stalling();
 else if (mode === "crowded") await crowded();
 else if (mode === "churning") await churning();
+else if (mode === "erring") await erring();
 else throw new Error(`unknown mode ${String(mode)}`);

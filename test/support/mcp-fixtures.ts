@@ -99,6 +99,7 @@ type FixtureMode =
   | "odd-ids"
   | "restless"
   | "stalling"
+  | "erring"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
