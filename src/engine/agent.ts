@@ -12,8 +12,8 @@ import {
   describeError,
   readingConfig,
 } from "./errors.js";
-import { Gate, attemptThrough, gatedTool } from "./gate.js";
-import type { GateOutcome } from "./gate.js";
+import { Gate, agentTool, attemptThrough } from "./gate.js";
+import type { GateOutcome, GatedTool } from "./gate.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import { MessageSchema, ModelResponseSchema } from "./model.js";
@@ -42,8 +42,9 @@ import type { Tool } from "./tool.js";
 export interface ToolSource {
   /**
    * The tools now, synchronously. A throw, or anything but an array of
-   * tools, stops the run with a `RunConfigError` naming `ToolSource.current`
-   * (which keeps the run's records and transcript).
+   * tools (two sharing a name, one whose `name` is not its
+   * `descriptor.name`), stops the run with a `RunConfigError` naming
+   * `ToolSource.current` (which keeps the run's records and transcript).
    */
   current(): readonly Tool[];
 }
@@ -81,26 +82,38 @@ export interface RunResult {
   readonly runId: string;
 }
 
+/** A tool of one turn: the tool, and the gate's view of it (its descriptor, read once). */
+interface TurnTool {
+  readonly tool: Tool;
+  readonly gated: GatedTool;
+}
+
 /** The tools of one turn, by name, and what the model is shown of them. */
 interface Toolset {
-  readonly byName: ReadonlyMap<string, Tool>;
+  readonly byName: ReadonlyMap<string, TurnTool>;
   readonly descriptors: readonly ToolDescriptor[];
 }
 
+/**
+ * The tools of one turn, checked: each a tool whose name is its descriptor's
+ * name (the name the model calls it by, the records and asks show, and the
+ * grants are kept under), no two sharing one.
+ */
 function toolset(tools: readonly Tool[]): Toolset {
   if (!Array.isArray(tools))
     throw new EngineConfigError("Agent", "tools must be an array or a ToolSource ({ current(): Tool[] })");
-  const byName = new Map<string, Tool>();
+  const byName = new Map<string, TurnTool>();
   for (const tool of tools as readonly unknown[]) {
     if (!isTool(tool)) {
       const name = (tool as { name?: unknown } | null)?.name;
       throw new ToolDefinitionError(typeof name === "string" ? name : "", "not a tool made by defineTool");
     }
-    if (byName.has(tool.name))
-      throw new ToolDefinitionError(tool.name, "the name is used by another tool of this agent");
-    byName.set(tool.name, tool);
+    const gated = agentTool(tool);
+    if (byName.has(gated.name))
+      throw new ToolDefinitionError(gated.name, "the name is used by another tool of this agent");
+    byName.set(gated.name, { tool, gated });
   }
-  return { byName, descriptors: Object.freeze([...byName.values()].map((tool) => tool.descriptor)) };
+  return { byName, descriptors: Object.freeze([...byName.values()].map(({ gated }) => gated.descriptor)) };
 }
 
 /** What `value` is, for an error message. */
@@ -212,7 +225,9 @@ function agentOptions(options: AgentOptions): {
  * observers are handed one read-only view of the transcript, so a turn
  * costs the same however long the transcript is.
  *
- * @throws {ToolDefinitionError} when two tools share a name.
+ * @throws {ToolDefinitionError} when two tools share a name, or a tool made
+ *   by hand is named otherwise than its descriptor (or has no descriptor
+ *   with a non-empty name): the message names the tool and both names.
  * @throws {EngineConfigError} on a missing model, tools that are neither an
  *   array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
  *   generator that does not return UUIDs, or options that cannot be read (a
@@ -488,10 +503,11 @@ export class Agent {
         const index = next;
         next += 1;
         const call = calls[index]!;
-        const tool = tools.byName.get(call.name);
+        const found = tools.byName.get(call.name);
+        const tool = found?.tool;
         try {
           const outcome = await attemptThrough(this.gate, {
-            tool: tool === undefined ? undefined : gatedTool(tool),
+            tool: found?.gated,
             name: call.name,
             callId: call.id,
             // Observers see the call as the model sent it; the gate goes on from the reading.

@@ -3,7 +3,7 @@ import { GrantPolicy } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { Attempt } from "./attempt.js";
 import { CircuitBreaker } from "./breaker.js";
-import { EngineConfigError, describeError } from "./errors.js";
+import { EngineConfigError, ToolDefinitionError, describeError } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
 import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
@@ -14,7 +14,7 @@ import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import type { Hook } from "./hooks.js";
 import type { GateDecision } from "./records.js";
-import { isTool } from "./tool.js";
+import { isTool, toolDescriptorOf } from "./tool.js";
 import type { Tool } from "./tool.js";
 import { compileJsonSchema } from "./validation.js";
 import type { ArgumentCheck } from "./validation.js";
@@ -130,18 +130,30 @@ function release(signal: AbortSignal): void {
 
 /**
  * The gate's view of `tool`, made once per tool object.
- * @throws {EngineConfigError} when `tool` is neither a Tool nor a descriptor, or cannot be read (a proxy, a getter that throws).
+ * @throws {EngineConfigError} naming `Gate.call` when `tool` is neither a
+ *   Tool nor a descriptor, is a Tool whose name is not its descriptor's (or
+ *   whose descriptor is not one; `cause`: the {@link ToolDefinitionError}),
+ *   or cannot be read (a proxy, a getter that throws).
  */
 export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
-  const known = prepared.get(tool);
-  if (known !== undefined) return known;
-  let gated: GatedTool;
   try {
-    gated = prepare(tool);
+    return agentTool(tool);
   } catch (error) {
     if (error instanceof EngineConfigError) throw error;
+    if (error instanceof ToolDefinitionError) throw new EngineConfigError("Gate.call", error.message, { cause: error });
     throw new EngineConfigError("Gate.call", `the tool cannot be read: ${describeError(error)}`, { cause: error });
   }
+}
+
+/**
+ * {@link gatedTool} for `Agent`: a Tool whose name is not its descriptor's
+ * throws its {@link ToolDefinitionError} as is; what its reads throw is
+ * thrown as is. Internal.
+ */
+export function agentTool(tool: Tool | ToolDescriptor): GatedTool {
+  const known = prepared.get(tool);
+  if (known !== undefined) return known;
+  const gated = prepare(tool);
   prepared.set(tool, gated);
   return gated;
 }
@@ -149,9 +161,11 @@ export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
 function prepare(tool: Tool | ToolDescriptor): GatedTool {
   let gated: GatedTool;
   if (isTool(tool)) {
+    // Read once, and checked: a tool whose name is not its descriptor's is refused here.
+    const descriptor = toolDescriptorOf(tool);
     gated = {
-      name: tool.name,
-      descriptor: tool.descriptor,
+      name: descriptor.name,
+      descriptor,
       check: (input) => tool.check(input),
       checkChanged: changedChecks.get(tool),
       broken: undefined,

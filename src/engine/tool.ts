@@ -46,6 +46,10 @@ export interface ToolDefinition<Input> {
 
 /** A defined tool: its descriptor plus validation and execution. */
 export interface Tool {
+  /**
+   * The tool's name: always `descriptor.name` (the engine refuses a tool made
+   * by hand whose two names differ; see {@link toolDescriptorOf}).
+   */
   readonly name: string;
   /** What the model sees and what grants pin: deeply frozen. */
   readonly descriptor: ToolDescriptor;
@@ -90,6 +94,55 @@ export function isTool(value: unknown): value is Tool {
     typeof tool?.check === "function" &&
     typeof tool.execute === "function"
   );
+}
+
+/**
+ * The descriptor of a {@link Tool} as the engine holds it: a deeply frozen
+ * JSON copy, read once. Its name must be the tool's name: the model calls a
+ * tool by its descriptor's name, records, asks and hooks name the tool, and
+ * grants are looked up and pinned by the descriptor, so a hand-made tool
+ * whose two names differ would let a grant remembered for one tool decide
+ * calls of another. `defineTool` always makes the two the same. Internal.
+ *
+ * @throws {ToolDefinitionError} naming the tool (and, when they differ, both
+ *   names) when the descriptor is not an object with a non-empty string
+ *   name, is not JSON, or is named otherwise than the tool.
+ */
+export function toolDescriptorOf(tool: Tool): ToolDescriptor {
+  const name: unknown = tool.name;
+  const given: unknown = tool.descriptor;
+  const shown = typeof name === "string" ? name : "";
+  if (typeof given !== "object" || given === null || Array.isArray(given)) {
+    throw new ToolDefinitionError(shown, "its descriptor must be an object { name, description, inputSchema }");
+  }
+  const descriptorName: unknown = (given as { name?: unknown }).name;
+  if (typeof descriptorName !== "string" || descriptorName === "") {
+    throw new ToolDefinitionError(shown, "its descriptor must have a non-empty string name");
+  }
+  if (name !== descriptorName) {
+    throw new ToolDefinitionError(
+      shown,
+      `the name ${typeof name === "string" ? `'${name}'` : `(a ${typeof name})`} differs from its descriptor's name '${descriptorName}': ` +
+        "a tool must be named as its descriptor is (grants are kept under the descriptor's name, records under the tool's)",
+    );
+  }
+  // A frozen descriptor whose name is a plain value (defineTool's, an adapter's) keeps that name for
+  // good, and is kept as it is: others may know it by identity. Any other is copied once, deeply frozen,
+  // so that renaming it in place later cannot part the two names.
+  const own = Object.getOwnPropertyDescriptor(given, "name");
+  if (Object.isFrozen(given) && own !== undefined && "value" in own && own.value === name)
+    return given as ToolDescriptor;
+  let descriptor: ToolDescriptor;
+  try {
+    descriptor = frozenJson(given as ToolDescriptor);
+  } catch (error) {
+    throw new ToolDefinitionError(shown, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
+  }
+  // Read twice (the check, the copy): a getter that answers otherwise the second time is caught here.
+  if (descriptor.name !== name) {
+    throw new ToolDefinitionError(shown, `its descriptor's name changed while it was read ('${descriptor.name}')`);
+  }
+  return descriptor;
 }
 
 /**
