@@ -10,7 +10,7 @@ import {
   validateUIMessages,
   zodSchema,
 } from "ai";
-import type { ModelMessage, ToolSet, UIMessage } from "ai";
+import type { JSONSchema7, ModelMessage, ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -19,8 +19,8 @@ import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { AiSdkToolError, gateTools, isToolRefusal } from "loopctl/ai-sdk";
 import type { ToolRefusal } from "loopctl/ai-sdk";
 import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
-import type { GateDecision, Hook, Middleware } from "loopctl/engine";
-import { MemoryGrantStore } from "loopctl/grant";
+import type { GateDecision, Hook, Middleware, ToolDescriptor } from "loopctl/engine";
+import { MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
 
@@ -468,6 +468,117 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(asks).toHaveLength(4);
     await run("c7");
     expect(asks).toHaveLength(4);
+  });
+
+  it("a JSON Schema edited in place (jsonSchema()'s object, or tool.inputSchema.jsonSchema) is described again: the ask, the validation and the grant follow what the model is shown", async () => {
+    const store = new MemoryGrantStore();
+    /** The descriptor each call's hook saw: the one its ask shows, and its grant is pinned to. */
+    const seen: ToolDescriptor[] = [];
+    const asking: Hook = {
+      preToolUse: (c, { descriptor }) => (seen.push(descriptor), { type: "ask", prompt: `Run ${c.name}?` }),
+    };
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const { gate, records } = recordingGate(
+      new LoopManagers().withHook(asking).withAskResolver(resolver).withGrantStore(store),
+    );
+    const executed: unknown[] = [];
+    const schema: JSONSchema7 & { properties: NonNullable<JSONSchema7["properties"]> } = {
+      type: "object",
+      properties: { path: { type: "string" } },
+      required: ["path"],
+    };
+    const tools = {
+      remove: tool({
+        description: "Remove a file",
+        inputSchema: jsonSchema<Record<string, unknown>>(schema),
+        execute: async (input) => (executed.push(input), "removed"),
+      }),
+    };
+    /** Runs one call; gives the input schema the model was shown, as the SDK sent it. */
+    const run = async (id: string, input: unknown): Promise<unknown> => {
+      let shown = "";
+      const model = new MockLanguageModelV3({
+        doGenerate: async (options) => {
+          const sent = options.tools?.find((t) => t.name === "remove");
+          shown = JSON.stringify(sent?.type === "function" ? sent.inputSchema : undefined);
+          return v3([call(id, "remove", input)]);
+        },
+      });
+      await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(1) });
+      return JSON.parse(shown);
+    };
+    const pins = async (): Promise<(string | null)[]> => (await store.load()).map((g) => g.pinnedDescriptor);
+    await run("c1", { path: "a" });
+    await run("c2", { path: "b" });
+    expect(asks).toHaveLength(1);
+    expect(await pins()).toEqual([descriptorFingerprint(seen[0]!)]);
+
+    // The object handed to jsonSchema() gains a property: the model is shown it at once.
+    schema.properties["recursive"] = { type: "boolean", description: "Remove a whole directory tree" };
+    const shown = await run("c3", { path: "/", recursive: true });
+    expect(shown).toHaveProperty("properties.recursive");
+    // The grant given for the old schema does not decide the call: it is asked about, showing what the model saw.
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    expect(seen.at(-1)!.inputSchema).toEqual(shown);
+    expect(records).toHaveLength(3);
+    expect(records.at(-1)).toMatchObject({ tool: "remove", verdict: "ask_allowed" });
+    expect(await pins()).toEqual([descriptorFingerprint(seen.at(-1)!)]);
+    await run("c4", { path: "c", recursive: false });
+    expect(asks).toHaveLength(2);
+
+    // An edit through the tool the SDK reads (its schema's own JSON Schema object): validated as the model is told.
+    const own = (await asSchema(tools.remove.inputSchema).jsonSchema) as { additionalProperties?: boolean };
+    own.additionalProperties = false;
+    expect(await run("c5", { path: "d", force: true })).toMatchObject({ additionalProperties: false });
+    expect(records.at(-1)).toMatchObject({ tool: "remove", verdict: "deny", ruleId: "schema" });
+    await run("c6", { path: "e" });
+    expect(asks).toHaveLength(3);
+    expect(seen.at(-1)!.inputSchema).toMatchObject({ additionalProperties: false });
+    expect(executed).toEqual([
+      { path: "a" },
+      { path: "b" },
+      { path: "/", recursive: true },
+      { path: "c", recursive: false },
+      { path: "e" },
+    ]);
+  });
+
+  it("a JSON Schema that comes as a promise is compared as it resolves; one edited into no JSON at all refuses the call, and the tool never runs", async () => {
+    const asks: PendingAsk[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const gate = new Gate(
+      new LoopManagers().withHook(ask).withAskResolver(resolver).withGrantStore(new MemoryGrantStore()),
+    );
+    const executed: unknown[] = [];
+    const schema: JSONSchema7 & { properties: NonNullable<JSONSchema7["properties"]> } = {
+      type: "object",
+      properties: { path: { type: "string" } },
+    };
+    const { remove } = gateTools(
+      {
+        remove: tool({
+          description: "Remove a file",
+          inputSchema: jsonSchema<Record<string, unknown>>(() => Promise.resolve(schema)),
+          execute: async (input) => (executed.push(input), "removed"),
+        }),
+      },
+      gate,
+    );
+    const run = (id: string, input: Record<string, unknown>): Promise<unknown> =>
+      Promise.resolve(remove.execute!(input, { toolCallId: id, messages: [] }));
+    await run("c1", { path: "a" });
+    await run("c2", { path: "b" });
+    expect(asks).toHaveLength(1);
+    schema.properties["recursive"] = { type: "boolean" };
+    await run("c3", { path: "/", recursive: true });
+    expect(asks).toHaveLength(2);
+    // A schema the SDK could not send either (it holds itself): refused, never run on the old descriptor's grant.
+    schema.properties["self"] = schema;
+    await expect(run("c4", { path: "c" })).rejects.toBeInstanceOf(AiSdkToolError);
+    expect(asks).toHaveLength(2);
+    expect(executed).toEqual([{ path: "a" }, { path: "b" }, { path: "/", recursive: true }]);
   });
 
   it("the descriptor is read from the gated tool the model is shown: a set made before the tool changed in place shows and pins the old one", async () => {

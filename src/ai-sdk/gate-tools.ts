@@ -107,10 +107,27 @@ function refusalText(tool: string, output: unknown): string | undefined {
  * the SDK shows the model those fields as they are at each request, so a
  * gated tool changed in place (a new description, title or input schema) is
  * described again, and a grant pinned to the old descriptor no longer
- * matches it.
+ * matches it. So is a JSON Schema object edited in place (the object handed
+ * to `jsonSchema()`, say): the SDK sends the model its JSON text as it is at
+ * each request, so each call compares that text with the one described.
  */
 interface Described extends Shown {
-  readonly made: Promise<GateTool | ToolDescriptor>;
+  readonly made: Promise<Made>;
+  /** The tool of {@link made}: what each call with the same fields is handed. */
+  readonly tool: Promise<GateTool | ToolDescriptor>;
+  /** What {@link made} resolved to, once it has: a call compares its schema's text with it without waiting. */
+  settled?: Made;
+}
+
+/** What {@link describe} made of a tool's fields. */
+interface Made {
+  readonly tool: GateTool | ToolDescriptor;
+  /**
+   * The JSON text of the JSON Schema described, as the SDK sends it; none
+   * for a Standard Schema, which the gate validates with itself and the SDK
+   * turns into JSON Schema afresh at each request.
+   */
+  readonly schemaText: string | undefined;
 }
 
 /** The fields of a tool the model is shown, and the gate describes. */
@@ -249,16 +266,54 @@ function sdkCheck(validate: SdkValidate): (input: unknown) => Promise<ArgumentCh
   };
 }
 
-async function describe(name: string, tool: Shown): Promise<GateTool | ToolDescriptor> {
+/** The SDK's `asSchema`, once `describe` has loaded it (before any call compares a schema's text). */
+let sdkAsSchema: ((schema: Tool["inputSchema"]) => { jsonSchema: unknown; validate?: unknown }) | undefined;
+
+/** The JSON text of `value`, or undefined when it has none (which describes the tool again, and fails there). */
+function jsonText(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * True when the JSON Schema of `inputSchema`, as the SDK reads it at a
+ * request, is still the one `made` was described from: compared by its JSON
+ * text, which is what the SDK sends the model. A schema that cannot be read
+ * is not the same (the tool is described again, and fails there).
+ */
+function sameSchema(made: Made, inputSchema: Tool["inputSchema"]): boolean | Promise<boolean> {
+  if (made.schemaText === undefined) return true;
+  let read: unknown;
+  try {
+    read = sdkAsSchema!(inputSchema).jsonSchema;
+  } catch {
+    return false;
+  }
+  if (!isThenable(read)) return jsonText(read) === made.schemaText;
+  return Promise.resolve(read).then(
+    (value) => jsonText(value) === made.schemaText,
+    () => false,
+  );
+}
+
+async function describe(name: string, tool: Shown): Promise<Made> {
   let inputSchema: unknown;
   let validate: SdkValidate | undefined;
+  let schemaText: string | undefined;
+  const standard = isStandardSchema(tool.inputSchema);
   try {
     // The JSON Schema the model is shown, and the check of its input, made as generateText makes them.
     const { asSchema } = await import("ai");
+    sdkAsSchema = asSchema as typeof sdkAsSchema;
     const schema = asSchema(tool.inputSchema) as { jsonSchema: unknown; validate?: unknown };
     const check = schema.validate;
     if (typeof check === "function") validate = (value) => check.call(schema, value);
     inputSchema = await schema.jsonSchema;
+    // In the same turn as the descriptor below freezes the schema: both are of one and the same object state.
+    if (!standard) schemaText = JSON.stringify(inputSchema);
   } catch (error) {
     throw new AiSdkToolError(name, "its input schema has no JSON Schema form", { cause: error });
   }
@@ -268,20 +323,20 @@ async function describe(name: string, tool: Shown): Promise<GateTool | ToolDescr
     inputSchema,
   };
   if (typeof tool.title === "string") descriptor.title = tool.title;
-  let described: GateTool | ToolDescriptor;
-  // Any other schema (the SDK's jsonSchema(), zodSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
-  if (!isStandardSchema(tool.inputSchema)) described = descriptor;
-  else {
-    let frozen: ToolDescriptor;
-    try {
-      frozen = frozenJson(descriptor);
-    } catch (error) {
-      throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
-    }
-    described = standardTool(frozen, tool.inputSchema);
+  // Frozen now, not when the gate first reads it: the schema object may be edited in place meanwhile.
+  let frozen: ToolDescriptor;
+  try {
+    frozen = frozenJson(descriptor);
+  } catch (error) {
+    throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
   }
+  // Any other schema (the SDK's jsonSchema(), zodSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
+  const described = standard ? standardTool(frozen, tool.inputSchema as StandardSchema) : frozen;
   // A hook's changed arguments never met the SDK's check: the gate runs it on them before the call goes on.
-  return validate === undefined ? described : checkChangedWith(described, sdkCheck(validate));
+  return {
+    tool: validate === undefined ? described : checkChangedWith(described, sdkCheck(validate)),
+    schemaText,
+  };
 }
 
 /** The descriptor of `tool` as gated under `name`, made of the fields of `shown`, the gated copy the SDK reads. */
@@ -299,16 +354,40 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
     known.title === title &&
     known.inputSchema === inputSchema
   ) {
-    return known.made;
+    // The same schema object may hold another JSON Schema now (edited in place): the model is shown that one.
+    const again = (): Promise<GateTool | ToolDescriptor> =>
+      describedAgain(byName, name, { description, title, inputSchema });
+    const { settled } = known;
+    if (settled !== undefined) {
+      const same = sameSchema(settled, inputSchema);
+      if (same === true) return known.tool;
+      if (same === false) return again();
+      return same.then((yes) => (yes ? settled.tool : again()));
+    }
+    return known.made.then(async (made) => ((await sameSchema(made, inputSchema)) ? made.tool : again()));
   }
-  const made = describe(name, { description, title, inputSchema });
-  const entry: Described = { description, title, inputSchema, made };
-  // A failure is not cached: the next call tries again (and is refused again if it fails again).
-  made.catch(() => {
-    if (byName.get(name) === entry) byName.delete(name);
-  });
+  return describedAgain(byName, name, { description, title, inputSchema });
+}
+
+function describedAgain(
+  byName: Map<string, Described>,
+  name: string,
+  shown: Shown,
+): Promise<GateTool | ToolDescriptor> {
+  const made = describe(name, shown);
+  const tool = made.then((it) => it.tool);
+  const entry: Described = { ...shown, made, tool };
+  made.then(
+    (it) => {
+      entry.settled = it;
+    },
+    () => {
+      // A failure is not cached: the next call tries again (and is refused again if it fails again).
+      if (byName.get(name) === entry) byName.delete(name);
+    },
+  );
   byName.set(name, entry);
-  return made;
+  return tool;
 }
 
 /** The mark the AI SDK puts on its own schema objects (`jsonSchema()`, `zodSchema()`): global, so it holds across copies. */
@@ -539,7 +618,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   refinement holds) before the call goes on; what it rejects, or a
  *   validator that throws, refuses the call as invalid arguments.
  * - Each tool's descriptor is made once per tool object and name, so calling
- *   `gateTools` per run costs no schema work after the first.
+ *   `gateTools` per run costs no schema work after the first. A JSON Schema
+ *   (not a Standard Schema) is compared by its JSON text at each call: one
+ *   edited in place is described again, so the ask, the validation and the
+ *   grant's pin follow what the SDK shows the model.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are, and are not gated: their calls run in the client or at the
  *   provider, where no hook, ask, grant or record of the gate reaches them.
