@@ -400,6 +400,56 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  for (const [answer, verdict, ran] of [
+    ["approve", "ask_allowed", true],
+    ["deny", "ask_denied", false],
+  ] as const)
+    it(`a settle retried after its resume failed (${answer}) resumes with the answer already given: one ask`, async () => {
+      const s = setupWithOutcomes(() => ({ type: answer }));
+      const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "done" }]);
+      const interrupted = await s.runner.run(agent, "go");
+      let failures = 1;
+      const resume = (state: typeof interrupted.state) =>
+        failures-- > 0 ? Promise.reject(new Error("model unreachable")) : s.runner.run(agent, state);
+      await expect(s.approvals.settle(interrupted, resume)).rejects.toThrow("model unreachable");
+      // The resume failed before the run moved on: the interruption is still the result's, its answer on the state.
+      expect(interrupted.interruptions).toHaveLength(1);
+      const result = await s.approvals.settle(interrupted, resume);
+      expect(result.finalOutput).toBe("done");
+      expect(s.asks).toHaveLength(1);
+      expect(s.executed).toEqual(ran ? [{ env: "prod", version: "1" }] : []);
+      expect(shownResults(model)).toEqual({
+        c1: ran ? "deployed 1 to prod" : "Permission denied by approver for tool 'deploy'",
+      });
+      // An approval: its record when the first settle ended (unexecuted), and the call that ran on the retry.
+      // A refusal: its one record.
+      expect(s.records.map((r) => r.verdict)).toEqual(ran ? [verdict, verdict] : [verdict]);
+      expect(s.outcomes).toEqual(ran ? ["failed", "ran"] : ["refused"]);
+    });
+
+  it("two settles at once over one interruption: the second is a typed error before anyone is asked again", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const model = new FakeModel([deployTurn("c1", "1"), { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools(executed).deploy]) });
+    const runner = new Runner();
+    const interrupted = await runner.run(agent, "go");
+    const first = approvals.settle(interrupted, (state) => runner.run(agent, state));
+    const asked = (await approver.next())!;
+    await expect(approvals.settle(interrupted, (state) => runner.run(agent, state))).rejects.toBeInstanceOf(
+      AgentsApprovalError,
+    );
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(asked.id, { type: "approve" })).toBe(true);
+    expect((await first).finalOutput).toBe("done");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    // Settled again once done: nothing is left to answer, nobody is asked.
+    expect((await approvals.settle(interrupted, (state) => runner.run(agent, state))).finalOutput).toBe("done");
+    expect(approver.pending).toBe(0);
+    expect(executed).toHaveLength(1);
+  });
+
   it("a resume that drops the approval (a state restored from text saved before it) is a typed error: asked once, never run", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
