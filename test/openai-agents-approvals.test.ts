@@ -940,6 +940,33 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(shownResults(innerModel)).toEqual({});
   }, 10_000);
 
+  it("a settle retried after its resume failed, whose resumed run lost the answer again (preferSerialized), is a typed error: asked once, never run", async () => {
+    const s = setupWithOutcomes(() => ({ type: "approve" }));
+    const { outer } = nested(s, [deployTurn("c1", "1.2"), { text: "inner done" }], {
+      parameters: z.object({ input: z.string() }),
+      resumeState: { contextStrategy: "preferSerialized" },
+    });
+    const interrupted = await s.runner.run(outer, "go");
+    let resumes = 0;
+    const resume = (state: typeof interrupted.state) => {
+      if (++resumes === 1) return Promise.reject(new Error("model unreachable"));
+      // Bounded: were the interruption resumed with (or asked about) again on every resume, the fourth fails the test.
+      if (resumes > 3) throw new Error("resumed more than three times");
+      return s.runner.run(outer, state);
+    };
+    await expect(s.approvals.settle(interrupted, resume)).rejects.toThrow("model unreachable");
+    const error = await s.approvals.settle(interrupted, resume).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect((error as AgentsApprovalError).message).toMatch(/did not carry the answer into the resumed run/);
+    expect(resumes).toBe(2);
+    expect(s.asks).toHaveLength(1);
+    expect(s.executed).toEqual([]);
+    expect(s.outcomes).toEqual(["failed"]);
+  }, 10_000);
+
   for (const [kind, asTool] of [["runOptions.context", { runOptions: { context: { tenant: "acme" } } }]] as const)
     it(`a nested run resumed on a context of its own (${kind}) is asked about again, and runs once`, async () => {
       const s = setupWithOutcomes(() => ({ type: "approve" }));
