@@ -284,6 +284,42 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(bad.model)).toEqual({ c9: "Tool execution was not approved." });
   });
 
+  for (const stream of [false, true])
+    it(`arguments that are JSON but not an object${stream ? " (streamed)" : ""}: the SDK interrupts, settle refuses without asking, the tool never runs`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const { agent, model } = s.agent([
+        {
+          calls: [
+            ["c1", "deploy", "[1, 2]"],
+            ["c2", "deploy", '{"env": "prod"'],
+            // A tool that needs no approval: wrapped, its needsApproval is a function too.
+            ["c3", "status", "7"],
+          ],
+        },
+        { text: "sorry" },
+      ]);
+      const first = stream ? await s.runner.run(agent, "go", { stream: true }) : await s.runner.run(agent, "go");
+      if ("completed" in first) await first.completed;
+      // The SDK asks a wrapped tool's needsApproval nothing about arguments it cannot inspect: it interrupts for them.
+      expect(first.interruptions.map((i) => (i.rawItem as { callId?: string }).callId)).toEqual(["c1", "c2", "c3"]);
+      const result = await s.approvals.settle(first, (state) =>
+        stream ? s.runner.run(agent, state, { stream: true }) : s.runner.run(agent, state),
+      );
+      expect(result.finalOutput).toBe("sorry");
+      expect(s.asks).toEqual([]);
+      expect(s.executed).toEqual([]);
+      expect(s.records.map((r) => [r.verdict, r.ruleId]).sort()).toEqual([
+        ["deny", "invalid_arguments"],
+        ["deny", "schema"],
+        ["deny", "schema"],
+      ]);
+      expect(shownResults(model)).toEqual({
+        c1: "Invalid arguments for tool 'deploy': $: must be object",
+        c2: "Tool execution was not approved.",
+        c3: "Invalid arguments for tool 'status': $: must be object",
+      });
+    });
+
   it("fails closed on a grant store that fails: the call is refused where it runs, without an interruption, and nobody is asked", async () => {
     const down = (): Promise<never> => Promise.reject(new Error("disk gone"));
     const store = new MemoryGrantStore();
@@ -400,6 +436,56 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  for (const [answer, verdict, ran] of [
+    ["approve", "ask_allowed", true],
+    ["deny", "ask_denied", false],
+  ] as const)
+    it(`a settle retried after its resume failed (${answer}) resumes with the answer already given: one ask`, async () => {
+      const s = setupWithOutcomes(() => ({ type: answer }));
+      const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "done" }]);
+      const interrupted = await s.runner.run(agent, "go");
+      let failures = 1;
+      const resume = (state: typeof interrupted.state) =>
+        failures-- > 0 ? Promise.reject(new Error("model unreachable")) : s.runner.run(agent, state);
+      await expect(s.approvals.settle(interrupted, resume)).rejects.toThrow("model unreachable");
+      // The resume failed before the run moved on: the interruption is still the result's, its answer on the state.
+      expect(interrupted.interruptions).toHaveLength(1);
+      const result = await s.approvals.settle(interrupted, resume);
+      expect(result.finalOutput).toBe("done");
+      expect(s.asks).toHaveLength(1);
+      expect(s.executed).toEqual(ran ? [{ env: "prod", version: "1" }] : []);
+      expect(shownResults(model)).toEqual({
+        c1: ran ? "deployed 1 to prod" : "Permission denied by approver for tool 'deploy'",
+      });
+      // An approval: its record when the first settle ended (unexecuted), and the call that ran on the retry.
+      // A refusal: its one record.
+      expect(s.records.map((r) => r.verdict)).toEqual(ran ? [verdict, verdict] : [verdict]);
+      expect(s.outcomes).toEqual(ran ? ["failed", "ran"] : ["refused"]);
+    });
+
+  it("two settles at once over one interruption: the second is a typed error before anyone is asked again", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const approvals = new AgentApprovals({ resolver: channel });
+    const executed: unknown[] = [];
+    const model = new FakeModel([deployTurn("c1", "1"), { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools(executed).deploy]) });
+    const runner = new Runner();
+    const interrupted = await runner.run(agent, "go");
+    const first = approvals.settle(interrupted, (state) => runner.run(agent, state));
+    const asked = (await approver.next())!;
+    await expect(approvals.settle(interrupted, (state) => runner.run(agent, state))).rejects.toBeInstanceOf(
+      AgentsApprovalError,
+    );
+    expect(approver.pending).toBe(1);
+    expect(approver.resolve(asked.id, { type: "approve" })).toBe(true);
+    expect((await first).finalOutput).toBe("done");
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    // Settled again once done: nothing is left to answer, nobody is asked.
+    expect((await approvals.settle(interrupted, (state) => runner.run(agent, state))).finalOutput).toBe("done");
+    expect(approver.pending).toBe(0);
+    expect(executed).toHaveLength(1);
+  });
+
   it("a resume that drops the approval (a state restored from text saved before it) is a typed error: asked once, never run", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
@@ -508,6 +594,72 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(after.executed).toEqual([]);
     expect(after.records).toMatchObject([{ verdict: "ask_denied" }]);
     expect(shownResults(second.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("a run state restored from text in settle's resume is another run: its approved call is asked about again, and runs once", async () => {
+    const s = setupWithOutcomes(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "done" }]);
+    const result = await s.approvals.run(
+      async (input) =>
+        s.runner.run(agent, input instanceof RunState ? await RunState.fromString(agent, input.toString()) : input),
+      "go",
+    );
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c1"]);
+    expect(s.asks[0]!.runId).not.toBe(s.asks[1]!.runId);
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1 to prod" });
+    // The approval given on the state before it was saved ends unexecuted; the restored run's call ran on its own ask.
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+    expect(s.outcomes).toEqual(["ran", "failed"]);
+  });
+
+  it("an approval saved with the run state is not let through when the state is restored, by the same AgentApprovals or another", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const { agent } = s.agent([deployTurn("c1", "1")]);
+    const interrupted = await s.runner.run(agent, "go");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const saved = interrupted.state.toString();
+    for (const t of [s, setup(() => ({ type: "deny" }))]) {
+      const again = t.agent([{ text: "x" }]);
+      const restored = await RunState.fromString(again.agent, saved);
+      await t.runner.run(again.agent, restored);
+      expect(t.asks.map((a) => a.callId)).toEqual(["c1"]);
+      expect(t.executed).toEqual([]);
+      expect(shownResults(again.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+      t.asks.length = 0;
+    }
+  });
+
+  it("a handoff's wrapped tool is asked about once and runs once in the run that handed off", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent: deployer, model } = s.agent([deployTurn("c1", "1"), { text: "deployed" }]);
+    const lead = new Agent({
+      name: "lead",
+      model: new FakeModel([{ calls: [["h1", `transfer_to_${deployer.name}`, {}]] }]),
+      handoffs: [deployer],
+    });
+    const result = await s.approvals.run((input) => s.runner.run(lead, input), "go");
+    expect(result.finalOutput).toBe("deployed");
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(shownResults(model)).toMatchObject({ c1: "deployed 1 to prod" });
+  });
+
+  it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
+    const s = setup((ask) =>
+      ask.argsDigest === argsDigest({ env: "prod", version: "1" }) ? { type: "approve" } : { type: "deny" },
+    );
+    const runs = ["1", "2"].map((version) => s.agent([deployTurn("call_0", version), { text: `done ${version}` }]));
+    const results = await Promise.all(
+      runs.map(({ agent }) => s.approvals.run((input) => s.runner.run(agent, input, { stream: true }), "ship")),
+    );
+    expect(results.map((r) => r.finalOutput)).toEqual(["done 1", "done 2"]);
+    expect(new Set(s.asks.map((a) => a.runId)).size).toBe(2);
+    expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(shownResults(runs[0]!.model)).toEqual({ call_0: "deployed 1 to prod" });
+    expect(shownResults(runs[1]!.model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
   });
 
   it("calls that share a call id in one turn are a typed error before anyone is asked", async () => {
@@ -888,6 +1040,33 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     // The approval ends unexecuted (its one record, the tool's failure to observers); the tool never ran.
     expect(s.outcomes).toEqual(["failed"]);
     expect(shownResults(innerModel)).toEqual({});
+  }, 10_000);
+
+  it("a settle retried after its resume failed, whose resumed run lost the answer again (preferSerialized), is a typed error: asked once, never run", async () => {
+    const s = setupWithOutcomes(() => ({ type: "approve" }));
+    const { outer } = nested(s, [deployTurn("c1", "1.2"), { text: "inner done" }], {
+      parameters: z.object({ input: z.string() }),
+      resumeState: { contextStrategy: "preferSerialized" },
+    });
+    const interrupted = await s.runner.run(outer, "go");
+    let resumes = 0;
+    const resume = (state: typeof interrupted.state) => {
+      if (++resumes === 1) return Promise.reject(new Error("model unreachable"));
+      // Bounded: were the interruption resumed with (or asked about) again on every resume, the fourth fails the test.
+      if (resumes > 3) throw new Error("resumed more than three times");
+      return s.runner.run(outer, state);
+    };
+    await expect(s.approvals.settle(interrupted, resume)).rejects.toThrow("model unreachable");
+    const error = await s.approvals.settle(interrupted, resume).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect((error as AgentsApprovalError).message).toMatch(/did not carry the answer into the resumed run/);
+    expect(resumes).toBe(2);
+    expect(s.asks).toHaveLength(1);
+    expect(s.executed).toEqual([]);
+    expect(s.outcomes).toEqual(["failed"]);
   }, 10_000);
 
   for (const [kind, asTool] of [["runOptions.context", { runOptions: { context: { tenant: "acme" } } }]] as const)

@@ -87,6 +87,13 @@ interface Approved {
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
 }
 
+/** An answer `settle` applied to a run state (see `#given`). */
+interface Given {
+  readonly wrapped: Wrapped;
+  readonly arguments: string | undefined;
+  readonly approved: boolean;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function parseArguments(text: string | undefined): unknown {
@@ -116,6 +123,9 @@ function callKey(runId: string, callId: string): string {
  * resumes; each fork shares the caller's approvals and usage), and keeps when
  * a run resumes. Every other run has a `usage` of its own (the SDK makes one
  * with every `RunContext`, and one for a state restored from its text).
+ * `@openai/agents` 0.14 has no run id that survives `toString()`: a state
+ * restored from text is another run here, so nothing given before carries
+ * over to it and its calls are asked about (fail closed).
  */
 function runOf(context: RunContext<any>): object {
   const usage: unknown = (context as { usage?: unknown }).usage;
@@ -221,6 +231,14 @@ export class AgentApprovals {
    * so the resolver is asked.
    */
   readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
+  /**
+   * Per run ({@link runOf}), the answers `settle` applied to its run state, by
+   * call id: of which tool, for which arguments, approved or refused. A later
+   * `settle` over the same interruption (a retry after its `resume` failed)
+   * finds the answer on the state and resumes with it, without asking again.
+   * A state restored from text is another run here: its interruptions are asked about.
+   */
+  readonly #given = new WeakMap<object, Map<string, Given>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -297,13 +315,18 @@ export class AgentApprovals {
    * (`run(agent, input, { stream: true })`) is read once its `completed`
    * settles: read its events in `resume` before returning it.
    *
+   * Called again over an interruption a `settle` already answered on the
+   * same run state (a retry after `resume` threw), it asks nobody: it
+   * resumes with the answer the state carries.
+   *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
    *   here, or under a call id another call of its run has, in the turn or
    *   in flight (before anyone is asked anything). Other runs' calls under
    *   the same id are their own.
    * @throws {AgentsApprovalError} for an interruption for a call this settle
-   *   approved that the resumed run did not execute (same tool, call id and
-   *   arguments): the resume lost the approval, so it is not asked again.
+   *   approved, or resumed with an answer given before, that the resumed run
+   *   did not execute (same tool, call id and arguments): the resume lost the
+   *   answer, so it is not asked again.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    */
   async settle<R extends InterruptedResult>(
@@ -317,12 +340,27 @@ export class AgentApprovals {
      * on another `RunContext` (a state restored from text), which is another run id here.
      */
     const unexecuted = new Map<string, Pick<Approved, "wrapped" | "arguments">>();
+    /** The calls this settle resumed with an answer given before (a retry), by call id: each is resumed with once. */
+    const resumedWith = new Set<string>();
     await ended(current);
     while (current.interruptions.length > 0) {
-      const items = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
+      const all = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       const context = current.state._context;
-      this.#checkCallIds(items, this.#runIdOf(context));
-      this.#checkNotApprovedBefore(items, unexecuted);
+      this.#checkCallIds(all, this.#runIdOf(context));
+      this.#checkNotApprovedBefore(all, unexecuted);
+      // Interruptions answered before on this run state (a settle retried after its resume failed) resume with
+      // that answer: nobody is asked again. The rest are decided.
+      const answered = all.filter(({ item, wrapped }) => this.#answeredBefore(context, item, wrapped));
+      for (const { item, wrapped } of answered) {
+        const callId = callIdOf(item);
+        if (resumedWith.has(callId))
+          throw new AgentsApprovalError(
+            wrapped.descriptor.name,
+            `the call ${JSON.stringify(callId)} was answered, and the resumed run interrupted for it again: the SDK did not carry the answer into the resumed run; it is not asked about again`,
+          );
+        resumedWith.add(callId);
+      }
+      const items = all.filter((entry) => !answered.includes(entry));
       // One signal for the batch: if one decision fails, the others stop waiting too.
       const batch = new AbortController();
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
@@ -338,10 +376,12 @@ export class AgentApprovals {
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
         if (failed !== undefined) throw failed.reason;
+        const given = this.#givenOf(context);
         decisions.forEach((decision, i) => {
-          const { item } = items[i]!;
+          const { item, wrapped } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
+          given.set(callIdOf(item), { wrapped, arguments: item.arguments, approved: decision.type === "approved" });
         });
         current = await resume(current.state);
         // A streamed run executes the approved calls while it streams: they are still waited for here.
@@ -409,6 +449,32 @@ export class AgentApprovals {
           `the call ${JSON.stringify(callId)} was approved, and the resumed run interrupted for it again without executing it: the SDK did not carry the approval into the resumed run (an agent tool with resumeState: { contextStrategy: "preferSerialized" } resumes its nested run from its state serialized before the approval, as does a resume from a state saved before it); it is not asked about again`,
         );
     }
+  }
+
+  /**
+   * Whether a `settle` answered this interruption on this run state before
+   * (same tool, call id and arguments) and the state still carries that
+   * answer: a retry after a failed `resume` resumes with it.
+   */
+  #answeredBefore(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
+    const callId = callIdOf(item);
+    const given = this.#given.get(runOf(context))?.get(callId);
+    return (
+      given !== undefined &&
+      given.wrapped === wrapped &&
+      given.arguments === item.arguments &&
+      context.isToolApproved({ toolName: wrapped.descriptor.name, callId }) === given.approved
+    );
+  }
+
+  #givenOf(context: RunContext<any>): Map<string, Given> {
+    const run = runOf(context);
+    let given = this.#given.get(run);
+    if (given === undefined) {
+      given = new Map();
+      this.#given.set(run, given);
+    }
+    return given;
   }
 
   #wrappedFor(item: RunToolApprovalItem): Wrapped {

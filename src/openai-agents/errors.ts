@@ -5,7 +5,8 @@ import { LoopctlError } from "../errors.js";
  * did not wrap (so no loopctl decision can be made for it), a call under a
  * call id another call of its run has, in the turn or in flight (the SDK
  * approves a run's calls by id, so they cannot be told apart), an approved call the run never executed, an
- * interruption for an approved call that the resumed run did not execute (the approval was lost), or a
+ * interruption for an approved call (or one resumed with an earlier answer) that the resumed run did not
+ * execute (the answer was lost), or a
  * refused call of a tool whose output schema leaves no room for a refusal
  * text. `code` is `"OPENAI_AGENTS_APPROVAL"`;
  * `tool` names the tool.
