@@ -417,6 +417,30 @@ describe("--help with --json through the real bin", () => {
     }
   });
 
+  it("prints the help as JSON for the commands that take no --json of their own too", async () => {
+    // The top-level help says every command takes --help, and with --json prints it as JSON.
+    for (const [args, command] of [
+      [["grants", "revoke", "--help", "--json"], "loopctl grants revoke"],
+      [["grants", "reset", "--json", "-h"], "loopctl grants reset"],
+      [["grants", "repair", "--help", "--json"], "loopctl grants repair"],
+      [["console", "--help", "--json"], "loopctl console"],
+    ] as const) {
+      const shown = args.join(" ");
+      const text = await cli(
+        args.filter((arg) => arg !== "--json"),
+        { cwd: dir },
+      );
+      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+      const result = await cli([...args], { cwd: dir });
+      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+    }
+    // Without --help, such a command still refuses --json.
+    const refused = await cli(["grants", "revoke", "abc", "--json"], { cwd: dir });
+    expect(refused.code).toBe(2);
+    expect(JSON.parse(refused.stdout)).toMatchObject({ error: "USAGE", message: 'unknown option "--json"' });
+  });
+
   it("keeps the help as text after a --, where --json is a positional", async () => {
     const result = await loopctl(["audit", "verify", "--help", "--", "--json"], dir);
     expect(result).toMatchObject({ code: 0, stderr: "" });
