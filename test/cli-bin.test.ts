@@ -116,6 +116,23 @@ describe("the loopctl bin with a stdout nobody reads", () => {
     }
   });
 
+  it("keeps the exit code of a command that failed when the reader of its stdout is gone (EPIPE)", async () => {
+    for (const [args, failed] of [
+      [["grants", "list", "--bogus", "--json"], 2],
+      [["audit", "verify", join(dir, "no-such.log"), "--json"], 1],
+    ] as const) {
+      const child = spawn(process.execPath, ["--import", tsx, bin, ...args], {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      child.stdout.destroy();
+      child.stderr.resume();
+      const [code] = (await once(child, "close")) as [number];
+      // Its failure, not an I/O error: a script must still tell a usage error or a failed check from a lost reader.
+      expect(code, args.join(" ")).toBe(failed);
+    }
+  });
+
   it("exits 4 with one line when its stdout cannot be written to (EBADF)", async () => {
     // stdout open for reading only: every write fails with EBADF.
     const child = spawn("sh", ["-c", 'exec "$@" 1</dev/null', "sh", process.execPath, "--import", tsx, bin, "--help"], {
