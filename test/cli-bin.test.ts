@@ -116,6 +116,23 @@ describe("the loopctl bin with a stdout nobody reads", () => {
     }
   });
 
+  it("keeps the exit code of a command that failed when the reader of its stdout is gone (EPIPE)", async () => {
+    for (const [args, failed] of [
+      [["grants", "list", "--bogus", "--json"], 2],
+      [["audit", "verify", join(dir, "no-such.log"), "--json"], 1],
+    ] as const) {
+      const child = spawn(process.execPath, ["--import", tsx, bin, ...args], {
+        cwd: repo,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      child.stdout.destroy();
+      child.stderr.resume();
+      const [code] = (await once(child, "close")) as [number];
+      // Its failure, not an I/O error: a script must still tell a usage error or a failed check from a lost reader.
+      expect(code, args.join(" ")).toBe(failed);
+    }
+  });
+
   it("exits 4 with one line when its stdout cannot be written to (EBADF)", async () => {
     // stdout open for reading only: every write fails with EBADF.
     const child = spawn("sh", ["-c", 'exec "$@" 1</dev/null', "sh", process.execPath, "--import", tsx, bin, "--help"], {
@@ -415,6 +432,30 @@ describe("--help with --json through the real bin", () => {
       expect(result, shown).toMatchObject({ code: 0, stderr: "" });
       expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
     }
+  });
+
+  it("prints the help as JSON for the commands that take no --json of their own too", async () => {
+    // The top-level help says every command takes --help, and with --json prints it as JSON.
+    for (const [args, command] of [
+      [["grants", "revoke", "--help", "--json"], "loopctl grants revoke"],
+      [["grants", "reset", "--json", "-h"], "loopctl grants reset"],
+      [["grants", "repair", "--help", "--json"], "loopctl grants repair"],
+      [["console", "--help", "--json"], "loopctl console"],
+    ] as const) {
+      const shown = args.join(" ");
+      const text = await cli(
+        args.filter((arg) => arg !== "--json"),
+        { cwd: dir },
+      );
+      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+      const result = await cli([...args], { cwd: dir });
+      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+    }
+    // Without --help, such a command still refuses --json.
+    const refused = await cli(["grants", "revoke", "abc", "--json"], { cwd: dir });
+    expect(refused.code).toBe(2);
+    expect(JSON.parse(refused.stdout)).toMatchObject({ error: "USAGE", message: 'unknown option "--json"' });
   });
 
   it("keeps the help as text after a --, where --json is a positional", async () => {

@@ -240,6 +240,19 @@ describe("the CLI's tables with wide characters", () => {
     expect(columns(scope)).toBeLessThanOrEqual("this_call ".length + 48);
     expect(columns(scope)).toBeGreaterThanOrEqual("this_call ".length + 47);
   });
+
+  it("clips a scope of invisible characters by the escapes it is printed as", async () => {
+    // Each zero width space is printed as \u200b: six columns, not none.
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisCall({ p: "\u200b".repeat(5_000) }))]);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expectTerminalSafe(run, "grants list");
+    const row = run.stdout.split("\n")[2] as string;
+    const scope = /this_call \S+/.exec(row)?.[0] as string;
+    expect(scope).toMatch(/^this_call \{"p":"(\\u200b)+…$/u);
+    expect(scope.length).toBeLessThanOrEqual("this_call ".length + 48);
+    expect(scope.length).toBeGreaterThanOrEqual("this_call ".length + 48 - 6);
+  });
 });
 
 describe("the CLI's tables", () => {

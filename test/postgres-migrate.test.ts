@@ -199,6 +199,25 @@ describe("migrate", () => {
     }
   });
 
+  it("refuses a schema holding a type of one of loopctl's table names (an enum, a domain), naming it, and creates nothing", async () => {
+    for (const [made, table] of [
+      ["AS ENUM ('pending', 'done')", "asks"],
+      ["AS text", "grants"],
+    ] as const) {
+      await db.pool.query(`DROP SCHEMA IF EXISTS "${db.schema}" CASCADE`);
+      await db.pool.query(`CREATE SCHEMA "${db.schema}"`);
+      const kind = made.startsWith("AS ENUM") ? "TYPE" : "DOMAIN";
+      await db.pool.query(`CREATE ${kind} "${db.schema}".${table} ${made}`);
+      const error = await migrate(db.pool, { schema: db.schema }).catch((e: unknown) => e);
+      expect(error, table).toBeInstanceOf(PostgresConfigError);
+      expect((error as Error).message).toBe(
+        `migrate: schema "${db.schema}" holds a type "${table}" that loopctl did not create; ` +
+          "give loopctl a schema of its own (options.schema)",
+      );
+      expect(await tables(db.schema)).toEqual([]);
+    }
+  });
+
   it("refuses a schema holding a function of one of loopctl's names, naming it, and creates nothing", async () => {
     await db.pool.query(`CREATE SCHEMA "${db.schema}"`);
     await db.pool.query(`CREATE FUNCTION "${db.schema}".notify_asks() RETURNS int LANGUAGE sql AS 'SELECT 1'`);

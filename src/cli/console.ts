@@ -5,9 +5,9 @@ import type { AskInbox } from "../ask/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
-import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
+import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
-import { printable } from "./format.js";
+import { json, printable } from "./format.js";
 import { closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
@@ -155,7 +155,8 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
 export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
   if (values.help) {
-    context.stdout.write(CONSOLE_HELP);
+    const asJson = asksForJson(args);
+    context.stdout.write(asJson ? json({ command: "loopctl console", help: CONSOLE_HELP }) : CONSOLE_HELP);
     return EXIT.ok;
   }
   if (positionals.length > 0)

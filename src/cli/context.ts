@@ -83,9 +83,18 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
 ): { values: ParsedValues<T>; positionals: string[] } {
   // A first, lenient pass finds unknown options, so the error can name the one meant.
   const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
+  // Every command's --help takes --json (the help as one JSON document), also one with no --json of its own.
+  const helpAsked = Object.hasOwn(options, "help") && tokens.some((t) => t.kind === "option" && t.name === "help");
+  const helpJson = new Set<number>();
   const seen = new Set<string>();
   for (const token of tokens) {
     if (token.kind !== "option") continue;
+    if (helpAsked && token.name === "json" && !Object.hasOwn(options, "json") && token.rawName === "--json") {
+      if (token.value === undefined) {
+        helpJson.add(token.index);
+        continue;
+      }
+    }
     if (!Object.hasOwn(options, token.name)) {
       throw new CliUsageError(command, unknownOption(token.rawName, Object.keys(options)));
     }
@@ -107,7 +116,8 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
     seen.add(token.name);
   }
   try {
-    const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+    const kept = args.filter((_, index) => !helpJson.has(index));
+    const parsed = parseArgs({ args: kept, options, allowPositionals: true, strict: true });
     return { values: parsed.values, positionals: parsed.positionals };
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;

@@ -1,4 +1,4 @@
-import { clipToWidth, displayWidth, padToWidth } from "./width.js";
+import { ESCAPED, clipToWidth, displayWidth, padToWidth } from "./width.js";
 
 /**
  * What must never reach a terminal raw, because it rewrites the screen or
@@ -9,7 +9,7 @@ import { clipToWidth, displayWidth, padToWidth } from "./width.js";
  * fillers, the combining grapheme joiner…), line and paragraph separators,
  * and lone surrogates (printed as U+FFFD, so two names would look alike).
  */
-const UNSAFE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]|\p{Cs}/gu;
+const UNSAFE = new RegExp(ESCAPED, "gu");
 
 const hex4 = (unit: number): string => `\\u${unit.toString(16).padStart(4, "0")}`;
 

@@ -8,7 +8,7 @@ import {
   GrantPolicy,
 } from "../grant/index.js";
 import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
-import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
+import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
 import { errorDocument } from "./failure.js";
@@ -134,7 +134,7 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
 /** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */
 async function revoke(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS);
-  if (values.help) return printHelp("grants revoke", context, false);
+  if (values.help) return printHelp("grants revoke", context, asksForJson(args));
   const [id, extra] = positionals;
   if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
   if (extra !== undefined) throw new CliUsageError("grants revoke", `unexpected argument ${JSON.stringify(extra)}`);
@@ -160,7 +160,7 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
     ...LOCATION_OPTIONS,
     tool: { type: "string" },
   });
-  if (values.help) return printHelp("grants reset", context, false);
+  if (values.help) return printHelp("grants reset", context, asksForJson(args));
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
   const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
@@ -217,7 +217,7 @@ async function nameNearTools(
  */
 async function repair(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("grants repair", args, LOCATION_OPTIONS);
-  if (values.help) return printHelp("grants repair", context, false);
+  if (values.help) return printHelp("grants repair", context, asksForJson(args));
   noPositionals("grants repair", positionals);
   if (values.database !== undefined) {
     throw new CliUsageError(

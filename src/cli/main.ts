@@ -5,18 +5,24 @@ import { runCli } from "./run.js";
 
 // Output that cannot be written is exit 4, never a stack trace, and never 0:
 // a script must not take output that was not delivered for a command done.
+// A command that had already failed keeps its own code (a usage error, a
+// failed check): the failure, not the lost output, is what a script acts on.
 // A reader that goes away early (`loopctl grants list | head -1`) is said by
 // the exit code alone, quietly, as other command-line tools killed by SIGPIPE
 // are; any other failure (a full disk, EBADF) in one line on stderr when
 // stderr still works.
+const outputLost = (): never => {
+  const failed = process.exitCode;
+  process.exit(typeof failed === "number" && failed !== EXIT.ok ? failed : EXIT.io);
+};
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code === "EPIPE") process.exit(EXIT.io);
+  if (error.code === "EPIPE") outputLost();
   try {
     process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
   } catch {
     // stderr failed too: the exit code is all that is left
   }
-  process.exit(EXIT.io);
+  outputLost();
 });
 // Warnings and errors that cannot be said are lost, but the command goes on:
 // stopped there, it would end before its work and before the result on stdout

@@ -9,6 +9,25 @@
  */
 const ZERO_WIDTH = /^[\p{Mn}\p{Me}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u1160-\u11ff\ud7b0-\ud7ff]$/u;
 
+/**
+ * The code points {@link printable} shows as an escape (`\u200b`,
+ * `\u{e0064}`): controls, format characters, other default-ignorables, bidi
+ * controls, line and paragraph separators, and lone surrogates. Kept here so
+ * that {@link clipToWidth}, which cuts text before it is made printable,
+ * counts each as the escape it will be printed as.
+ *
+ * @see printable in format.ts
+ */
+export const ESCAPED = String.raw`[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]|\p{Cs}`;
+
+const ESCAPED_ONE = new RegExp(`^(?:${ESCAPED})$`, "u");
+
+/** The columns of the escape {@link printable} shows `c` as: `\u200b`, or `\u{e0064}` beyond the BMP. */
+function escapeWidth(c: string): number {
+  const point = c.codePointAt(0) as number;
+  return point > 0xffff ? 4 + point.toString(16).length : 6;
+}
+
 const ASCII = /^[\x20-\x7e]*$/;
 
 /** A skin tone after an emoji that takes it: drawn with that emoji, in its two columns. */
@@ -96,19 +115,33 @@ export function displayWidth(text: string): number {
   return width;
 }
 
+/** The columns `c` takes once {@link printable} has printed it. */
+function printedWidth(c: string, previous: string | undefined): number {
+  return ESCAPED_ONE.test(c) ? escapeWidth(c) : codePointWidth(c, previous);
+}
+
 /**
- * `text` cut to at most `max` columns, the cut marked with an ellipsis (one
- * column), whole code points kept (a surrogate pair is never split) together
- * with the marks that combine with the last one kept.
+ * `text` cut to at most `max` columns as {@link printable} will print it
+ * (each code point it escapes counted as its escape, and never cut in two),
+ * the cut marked with an ellipsis (one column), whole code points kept (a
+ * surrogate pair is never split) together with the marks that combine with
+ * the last one kept.
  */
 export function clipToWidth(text: string, max: number): string {
-  if (displayWidth(text) <= max) return text;
+  let whole = 0;
+  let previous: string | undefined;
+  for (const c of text) {
+    whole += printedWidth(c, previous);
+    previous = c;
+    if (whole > max) break;
+  }
+  if (whole <= max) return text;
   const room = Math.max(0, max - 1);
   let width = 0;
   let kept = "";
-  let previous: string | undefined;
+  previous = undefined;
   for (const c of text) {
-    const w = codePointWidth(c, previous);
+    const w = printedWidth(c, previous);
     if (width + w > room) break;
     width += w;
     kept += c;

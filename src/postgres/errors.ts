@@ -7,7 +7,7 @@ import { LoopctlError } from "../errors.js";
  * cannot store as given), a lease or interval out of range, an object that
  * is not a node-postgres pool, or a schema for {@link migrate} whose
  * `migrations` table is another tool's, or that holds a table (index,
- * function) of one of loopctl's names that loopctl did not create.
+ * function, type) of one of loopctl's names that loopctl did not create.
  * `code` is `"POSTGRES_CONFIG"`.
  */
 export class PostgresConfigError extends LoopctlError {

@@ -47,7 +47,7 @@ export interface MigrateResult {
  *
  * @throws {PostgresConfigError} for a bad schema name, pool or options, a
  *   schema whose `migrations` table is another tool's, or a schema that
- *   already holds a table (index, function) of a name loopctl would create,
+ *   already holds a table (index, function, type) of a name loopctl would create,
  *   which loopctl did not create: the user's own `grants`, say. The error
  *   names the schema and the table; nothing is changed.
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
@@ -178,7 +178,7 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
 interface Taken {
   /** `"grants"`, or `notify_asks()` for a function. */
   readonly what: string;
-  /** The relation's name alone, to look up what holds it; undefined for a function. */
+  /** The relation's name alone, to look up what holds it; undefined for a function or a type. */
   readonly relation: string | undefined;
   /** What to call it when what holds the name cannot be looked up. */
   readonly kind: string;
@@ -188,7 +188,8 @@ interface Taken {
  * The name `statement` (one of loopctl's `CREATE TABLE`, `CREATE INDEX` or
  * `CREATE FUNCTION`) failed to create because the schema already holds
  * something of that name (SQLSTATE `42P07` duplicate_table, which indexes and
- * views share with tables, or `42723` duplicate_function): never loopctl's,
+ * views share with tables, `42710` duplicate_object for a type of a table's
+ * name, or `42723` duplicate_function): never loopctl's,
  * as a version records everything it created and none of them is applied.
  */
 function takenName(statement: string, error: unknown): Taken | undefined {
@@ -198,6 +199,8 @@ function takenName(statement: string, error: unknown): Taken | undefined {
   const [, kind, name = ""] = created;
   if (kind === "FUNCTION")
     return state === "42723" ? { what: `${name}()`, relation: undefined, kind: "a function" } : undefined;
+  // A table makes a type of its name: a type (an enum, a domain) of that name is 42710 duplicate_object.
+  if (kind === "TABLE" && state === "42710") return { what: JSON.stringify(name), relation: undefined, kind: "a type" };
   return state === "42P07" ? { what: JSON.stringify(name), relation: name, kind: "a relation" } : undefined;
 }
 
