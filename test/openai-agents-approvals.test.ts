@@ -320,6 +320,115 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       });
     });
 
+  /** A tool that wants approval only for prod, keeping every input its own needsApproval was asked about. */
+  const watchedRestart = (restarted: unknown[], seen: unknown[]) =>
+    tool({
+      name: "restart",
+      description: "Restart a service",
+      parameters: z.object({ env: z.string() }),
+      needsApproval: async (_context, input) => (seen.push(input), input.env === "prod"),
+      execute: async (input) => (restarted.push(input), `restarted ${input.env}`),
+    });
+
+  for (const stream of [false, true])
+    it(`an object call that fails the tool's schema${stream ? " (streamed)" : ""} is not interrupted: the gate refuses it where it runs, with its one record`, async () => {
+      const s = setup(() => Promise.reject(new Error("nobody should be asked")));
+      const restarted: unknown[] = [];
+      const seen: unknown[] = [];
+      const model = new FakeModel([
+        {
+          calls: [
+            // deploy always needs approval; restart's own needsApproval would say yes to "prod" too.
+            ["c1", "deploy", { env: 5, version: "1.2" }],
+            ["c2", "restart", { env: ["prod"] }],
+          ],
+        },
+        { text: "fixed the arguments" },
+      ]);
+      const agent = new Agent({
+        name: "ops",
+        model,
+        tools: s.approvals.tools([tools(s.executed).deploy, watchedRestart(restarted, seen)]),
+      });
+      const direct = stream ? await s.runner.run(agent, "go", { stream: true }) : await s.runner.run(agent, "go");
+      if ("completed" in direct) await direct.completed;
+      expect(direct.interruptions).toEqual([]);
+      expect(direct.finalOutput).toBe("fixed the arguments");
+      expect(s.executed).toEqual([]);
+      expect(restarted).toEqual([]);
+      expect(s.asks).toEqual([]);
+      // The tool's own needsApproval is never asked about arguments that can never run.
+      expect(seen).toEqual([]);
+      expect(s.records.map((r) => [r.tool, r.verdict, r.ruleId, r.ruleSource]).sort()).toEqual([
+        ["deploy", "deny", "schema", "engine"],
+        ["restart", "deny", "schema", "engine"],
+      ]);
+      expect(shownResults(model)).toEqual({
+        c1: "Invalid arguments for tool 'deploy': $.env: must be string",
+        c2: "Invalid arguments for tool 'restart': $.env: must be string",
+      });
+    });
+
+  it("a tool whose input schema the gate cannot compile is never interrupted for: every call is refused where it runs", async () => {
+    const s = setup(() => Promise.reject(new Error("nobody should be asked")));
+    const ran: unknown[] = [];
+    const model = new FakeModel([{ calls: [["c1", "tag", { name: "v1" }]] }, { text: "could not" }]);
+    const tag = tool({
+      name: "tag",
+      description: "Tag a release",
+      // A format the gate's validator does not know: it refuses to guess, so no call can pass.
+      parameters: {
+        type: "object" as const,
+        properties: { name: { type: "string", format: "release-tag" } },
+        required: ["name"],
+        additionalProperties: false as const,
+      },
+      needsApproval: true,
+      execute: async (input) => (ran.push(input), "tagged"),
+    });
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([tag]) });
+    const direct = await s.runner.run(agent, "tag it");
+    expect(direct.interruptions).toEqual([]);
+    expect(direct.finalOutput).toBe("could not");
+    expect(ran).toEqual([]);
+    expect(s.asks).toEqual([]);
+    expect(s.records).toMatchObject([{ tool: "tag", verdict: "deny", ruleId: "schema" }]);
+    expect(shownResults(model)).toEqual({
+      c1: "Invalid arguments for tool 'tag': the tool's input schema does not compile",
+    });
+  });
+
+  it("a valid call still interrupts as before, and its tool's needsApproval sees its arguments", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const restarted: unknown[] = [];
+    const seen: unknown[] = [];
+    const model = new FakeModel([
+      {
+        calls: [
+          ["c1", "restart", { env: "prod" }],
+          ["c2", "restart", { env: "dev" }],
+        ],
+      },
+      { text: "restarted" },
+    ]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([watchedRestart(restarted, seen)]) });
+    const interrupted = await s.runner.run(agent, "restart");
+    expect(interrupted.interruptions.map((i) => (i.rawItem as { callId?: string }).callId)).toEqual(["c1"]);
+    // Asked by the SDK, and for the call that runs without an interruption by the gate again, where it runs.
+    expect(new Set(seen.map((input) => JSON.stringify(input)))).toEqual(new Set(['{"env":"prod"}', '{"env":"dev"}']));
+    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+    expect(result.finalOutput).toBe("restarted");
+    expect(restarted.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([
+      { env: "dev" },
+      { env: "prod" },
+    ]);
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(s.records.map((r) => [r.verdict, r.argsDigest]).sort()).toEqual([
+      ["allow", argsDigest({ env: "dev" })],
+      ["ask_allowed", argsDigest({ env: "prod" })],
+    ]);
+  });
+
   it("fails closed on a grant store that fails: the call is refused where it runs, without an interruption, and nobody is asked", async () => {
     const down = (): Promise<never> => Promise.reject(new Error("disk gone"));
     const store = new MemoryGrantStore();

@@ -8,10 +8,12 @@ import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
 import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
+import { gatedTool } from "../engine/gate.js";
 import { checkedId } from "../engine/ids.js";
 import type { IdGen } from "../engine/ids.js";
 import { settingsOf, withApprovalHook } from "../engine/managers.js";
 import { cancelledBy } from "../engine/signals.js";
+import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
@@ -132,6 +134,28 @@ function runOf(context: RunContext<any>): object {
   return typeof usage === "object" && usage !== null ? usage : context;
 }
 
+/**
+ * Whether the gate refuses `input` for failing the tool's schema (its `deny`
+ * with `ruleId: "schema"`, before any hook, grant or ask): a call that can
+ * never run, not worth an interruption. The check is the gate's own,
+ * compiled once per descriptor and shared with its calls. Arguments that
+ * pass it are read no further here; ones that fail it are read as the gate
+ * reads them (its snapshot) and checked again, so `true` always means the
+ * gate refuses them (arguments the snapshot cannot read it refuses as
+ * `invalid_arguments`). A descriptor the gate cannot use is left to it.
+ */
+function failsSchema(wrapped: Wrapped, input: unknown): boolean {
+  try {
+    const gated = gatedTool(wrapped.descriptor);
+    if (gated.broken !== undefined) return true;
+    if (gated.check(input).type === "valid") return false;
+    const read = snapshot(input);
+    return !isSnapshot(read) || gated.check(read.value).type === "invalid";
+  } catch {
+    return false;
+  }
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -174,7 +198,9 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
  * - **Grants decide `needsApproval`.** When a tool's own `needsApproval`
  *   says yes, a covering allow grant means no approval is needed and a
  *   covering deny refuses without interrupting (the model reads the
- *   refusal); otherwise the run is interrupted.
+ *   refusal); otherwise the run is interrupted. Arguments that fail the
+ *   tool's input schema never interrupt (nor reach the tool's own
+ *   `needsApproval`): the gate refuses them where the tool runs.
  * - **Interruptions are answered through the gate.** `settle` passes each
  *   one through `gate.call`: hooks, grants, the ask (your resolver gets a
  *   `PendingAsk` whose prompt shows the tool and its arguments), and the
@@ -546,13 +572,19 @@ export class AgentApprovals {
     return { type: "refused", message: first.message, outcome };
   }
 
-  /** The SDK asks whether a call needs approval: when the tool says yes, remembered grants may answer first. */
+  /**
+   * The SDK asks whether a call needs approval: arguments that fail the
+   * tool's schema need none (the gate refuses them where the tool runs); when
+   * the tool says yes, remembered grants may answer first.
+   */
   async #needsApproval(
     wrapped: Wrapped,
     context: RunContext<any>,
     input: unknown,
     callId: string | undefined,
   ): Promise<boolean> {
+    // Fail closed: the SDK then invokes the wrapped tool, whose gate call refuses them before its hooks and execute.
+    if (failsSchema(wrapped, input)) return false;
     const wants = await wrapped.original.needsApproval(context, input, callId);
     if (!wants) return false;
     if (this.#policy !== undefined) {
