@@ -53,8 +53,8 @@ Usage:
 
 Every grants command also takes --database URL --project NAME [--schema NAME]:
 the grants every worker shares in PostgreSQL (loopctl/postgres) instead of a
-ledger file. Every command takes --help (-h); with --json, the help is printed
-as one JSON document, {"command", "help"}.
+ledger file. Every command takes --help (-h); with --json on either side of
+it, the help is printed as one JSON document, {"command", "help"}.
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.
