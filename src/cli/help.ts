@@ -49,6 +49,7 @@ Usage:
   loopctl console         [--port N] [--host H] [--allowed-host H]...
                           [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
+                          [--max-connections N]
   loopctl --version
 
 Every grants command also takes --database URL --project NAME [--schema NAME]:
