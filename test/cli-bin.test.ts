@@ -466,6 +466,9 @@ describe("--help with --json through the real bin", () => {
       [["audit", "--json", "-h"], "loopctl audit"],
       [["grants", "revoke", "--json", "--help"], "loopctl grants revoke"],
       [["console", "--json", "--help"], "loopctl console"],
+      // After the group's first word too, as a command counts it after a positional.
+      [["--help", "grants", "--json"], "loopctl"],
+      [["grants", "-h", "list", "--json"], "loopctl grants"],
     ] as const) {
       const shown = args.join(" ");
       const text = await cli(

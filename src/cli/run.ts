@@ -102,9 +102,9 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
  * Whether a command group (`loopctl`, `loopctl grants`) is asked for its help,
  * read as a command reads its own: `--help` (`-h`) among the options before
  * the group's first word (and before a `--`), with `--json` on either side of
- * it for the help as one JSON document. Any other option there is refused
- * whichever side of `--help` it is on, as a command refuses one; the words
- * after it are not read.
+ * it, anywhere before a `--`, for the help as one JSON document. Any other
+ * option before the first word is refused whichever side of `--help` it is on,
+ * as a command refuses one; the words from the first on are not read.
  */
 function helpAsked(
   topic: HelpTopic,
@@ -118,7 +118,7 @@ function helpAsked(
   const version = (option: string): boolean => topic === "" && (option === "--version" || option === "-v");
   const other = options.find((option) => !isHelp(option) && option !== "--json" && !version(option));
   if (other !== undefined) throw new CliUsageError(topic, unknownOption(other, [...known, "json"]));
-  return { asJson: options.includes("--json") };
+  return { asJson: asksForJson(words) };
 }
 
 /** The help given for lack of a command: a usage error, on stderr. Asked for, it is {@link printHelp}. */
