@@ -458,7 +458,57 @@ describe("--help with --json through the real bin", () => {
     expect(JSON.parse(refused.stdout)).toMatchObject({ error: "USAGE", message: 'unknown option "--json"' });
   });
 
+  it("takes --json on either side of --help, for a command group as for a command", async () => {
+    for (const [args, command] of [
+      [["--json", "--help"], "loopctl"],
+      [["--json", "-h"], "loopctl"],
+      [["grants", "--json", "--help"], "loopctl grants"],
+      [["audit", "--json", "-h"], "loopctl audit"],
+      [["grants", "revoke", "--json", "--help"], "loopctl grants revoke"],
+      [["console", "--json", "--help"], "loopctl console"],
+      // After the group's first word too, as a command counts it after a positional.
+      [["--help", "grants", "--json"], "loopctl"],
+      [["grants", "-h", "list", "--json"], "loopctl grants"],
+    ] as const) {
+      const shown = args.join(" ");
+      const text = await cli(
+        args.filter((arg) => arg !== "--json"),
+        { cwd: dir },
+      );
+      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+      const result = await loopctl([...args], dir);
+      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+    }
+  });
+
+  it("refuses an unknown option beside a group's --help whichever side it is on", async () => {
+    for (const [args, command] of [
+      [["--bogus", "--help"], "loopctl"],
+      [["--help", "--bogus"], "loopctl"],
+      [["grants", "--bogus", "-h"], "loopctl grants"],
+      [["grants", "-h", "--bogus"], "loopctl grants"],
+    ] as const) {
+      const shown = args.join(" ");
+      const result = await cli([...args], { cwd: dir });
+      expect(result, shown).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `${command}: unknown option "--bogus"\nRun '${command} --help' for usage.\n`,
+      });
+    }
+  });
+
   it("keeps the help as text after a --, where --json is a positional", async () => {
+    for (const args of [
+      ["--help", "--", "--json"],
+      ["grants", "--help", "--", "--json"],
+    ]) {
+      const result = await cli(args, { cwd: dir });
+      expect(result, args.join(" ")).toMatchObject({ code: 0, stderr: "" });
+      expect(result.stdout, args.join(" ")).toMatch(/^loopctl(?: grants)?: /);
+    }
+
     const result = await loopctl(["audit", "verify", "--help", "--", "--json"], dir);
     expect(result).toMatchObject({ code: 0, stderr: "" });
     expect(result.stdout).toMatch(/^loopctl audit verify: /);

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +13,21 @@ import { request } from "./support/http-client.js";
 import { startConsole } from "./support/console-run.js";
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
+const bin = join(repo, "src", "cli", "main.ts");
+
+/** The console URL a bin child prints; rejects if it exits first. */
+function printedUrl(child: ReturnType<typeof spawn>): Promise<string> {
+  let out = "";
+  return new Promise<string>((resolve, reject) => {
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+      const match = /^open (\S+)$/m.exec(out);
+      if (match) resolve(match[1] as string);
+    });
+    child.stderr?.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")));
+    child.once("exit", () => reject(new Error(`exited early: ${out}`)));
+  });
+}
 let dir: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "loopctl-cli-console-"));
@@ -153,6 +169,7 @@ describe("loopctl console", () => {
       "loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]\n                  [--root DIR] [--audit FILE]",
     );
     expect(help.stdout).toContain("--allowed-host H");
+    expect(help.stdout).toContain("--max-connections N");
     expect(help.stdout).toContain("loopctl console --database URL [--project NAME] [--schema NAME]");
     expect(help.stdout).toContain("LOOPCTL_CONSOLE_TOKEN");
     const top = (await cli(["--help"], { cwd: dir })).stdout;
@@ -167,8 +184,70 @@ describe("loopctl console", () => {
       "--database",
       "--schema",
       "--audit",
+      "--max-connections",
     ])
       expect(usage).toMatch(new RegExp(`\\[${flag} `));
+  });
+
+  it("--max-connections caps the open connections of the real bin's server: one over is closed unread", async () => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", bin, "console", "--max-connections", "2", "--root", join(dir, "r7")],
+      { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      const port = Number(new URL(await printedUrl(child)).port);
+      /** A raw connection, its `reply` everything received once the server closes it. */
+      const open = (): { write: (text: string) => void; received: () => string; reply: Promise<string> } => {
+        const socket = connect(port, "127.0.0.1");
+        socket.on("error", () => undefined);
+        let received = "";
+        socket.setEncoding("utf8");
+        socket.on("data", (chunk: string) => (received += chunk));
+        const reply = new Promise<string>((resolve) => socket.once("close", () => resolve(received)));
+        // Closed when the console stops, at the latest.
+        void exited.then(() => socket.destroy());
+        return { write: (text) => socket.write(text), received: () => received, reply };
+      };
+      const healthz = `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+      /** Sends a kept-alive request on `client` and waits for its `count`th reply. */
+      const answered = async (client: ReturnType<typeof open>, count: number): Promise<void> => {
+        client.write(healthz);
+        for (let tries = 0; (client.received().match(/HTTP\/1\.1 200 /g) ?? []).length < count; tries++) {
+          expect(tries, "a held connection is answered").toBeLessThan(500);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      };
+      const held = [open(), open()];
+      for (const client of held) await answered(client, 1);
+      const over = open();
+      over.write(healthz);
+      expect(await over.reply).toBe("");
+      // The two held ones are still served.
+      for (const client of held) await answered(client, 2);
+    } finally {
+      child.kill("SIGINT");
+    }
+    expect(await exited).toBe(0);
+  }, 60_000);
+
+  it("refuses a --max-connections that is not an integer of at least 1, naming it (exit 2)", async () => {
+    for (const value of ["0", "-1", "1.5", "two", "", " 3", "1e3", "0x10", "9007199254740993"]) {
+      const result = await cli(["console", `--max-connections=${value}`, "--root", join(dir, "r8")], { cwd: dir });
+      expect(result, value).toEqual({
+        code: 2,
+        stdout: "",
+        stderr:
+          `loopctl console: --max-connections must be an integer of at least 1, got ${JSON.stringify(value)}\n` +
+          "Run 'loopctl console --help' for usage.\n",
+      });
+    }
+    const missing = await cli(["console", "--max-connections"], { cwd: dir });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe(
+      "loopctl console: --max-connections needs a value\nRun 'loopctl console --help' for usage.\n",
+    );
   });
 
   it("the real bin serves until SIGINT, then exits 0", async () => {

@@ -21,9 +21,10 @@ export const CONSOLE_HELP = `loopctl console: the approval console in your brows
 
 Usage:
   loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]
-                  [--root DIR] [--audit FILE]
+                  [--root DIR] [--audit FILE] [--max-connections N]
   loopctl console --database URL [--project NAME] [--schema NAME] [--port N]
                   [--host H] [--allowed-host H]... [--audit FILE]
+                  [--max-connections N]
 
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
@@ -46,6 +47,9 @@ Options:
 ${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
   --schema NAME   with --database: loopctl's schema (default: loopctl)
   --audit FILE    show the latest decisions of this audit log
+  --max-connections N  how many connections may be open at once, event
+                  streams and idle kept-alive ones included; one over is
+                  closed unread until held ones close (default: 1000)
   -h, --help      show this help
 
 Environment:
@@ -62,6 +66,7 @@ const OPTIONS = {
   audit: { type: "string" },
   database: { type: "string" },
   schema: { type: "string" },
+  "max-connections": { type: "string" },
   help: { type: "boolean", short: "h", default: false },
 } as const;
 
@@ -87,6 +92,8 @@ export interface ConsoleSettings {
   readonly allowedHosts: readonly string[] | undefined;
   readonly port: number;
   readonly token: string | undefined;
+  /** How many connections may be open at once; the server's default (1000) when undefined. */
+  readonly maxConnections?: number | undefined;
 }
 
 /**
@@ -151,7 +158,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
 }
 
-/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--allowed-host H]… [--project …] [--root DIR] [--audit FILE]`. */
+/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--allowed-host H]… [--project …] [--root DIR] [--audit FILE] [--max-connections N]`. */
 export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
   if (values.help) {
@@ -165,6 +172,15 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   if (!/^\d{1,5}$/.test(values.port ?? "0") || port > 65_535) {
     throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
   }
+  const cap = values["max-connections"];
+  const maxConnections = cap === undefined ? undefined : Number(cap);
+  // Digits only, as for --port: Number() would take "", " 3", "1e3" and "0x10".
+  if (cap !== undefined && (!/^\d+$/.test(cap) || !Number.isSafeInteger(maxConnections) || Number(cap) < 1)) {
+    throw new CliUsageError(
+      "console",
+      `--max-connections must be an integer of at least 1, got ${JSON.stringify(cap)}`,
+    );
+  }
   if (values.audit === "") throw new CliUsageError("console", "--audit needs the FILE of an audit log");
   // The server takes "" for every address: an unset "$HOST" must not open the console to the network.
   if (values.host === "") throw new CliUsageError("console", "--host needs an address to listen on (H)");
@@ -173,7 +189,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const allowedHosts = values["allowed-host"];
 
   if (audit !== undefined) await checkAuditLog(audit);
-  const settings = { audit, host: values.host, allowedHosts, port, token };
+  const settings = { audit, host: values.host, allowedHosts, port, token, maxConnections };
   return serveConsole(await openSources(values, context), settings, context);
 }
 
@@ -188,7 +204,7 @@ export async function serveConsole(
   settings: ConsoleSettings,
   context: CliContext,
 ): Promise<ExitCode> {
-  const { audit, host, allowedHosts, port, token } = settings;
+  const { audit, host, allowedHosts, port, token, maxConnections } = settings;
   try {
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
@@ -198,6 +214,7 @@ export async function serveConsole(
       ...(allowedHosts === undefined ? {} : { allowedHosts }),
       port,
       ...(token === undefined ? {} : { token }),
+      ...(maxConnections === undefined ? {} : { maxConnections }),
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
@@ -236,6 +253,7 @@ async function checkAuditLog(file: string): Promise<void> {
 const SOURCE_OF: Readonly<Record<string, string>> = {
   allowedHosts: "--allowed-host",
   host: "--host",
+  maxConnections: "--max-connections",
   port: "--port",
   token: "LOOPCTL_CONSOLE_TOKEN",
 };

@@ -49,12 +49,13 @@ Usage:
   loopctl console         [--port N] [--host H] [--allowed-host H]...
                           [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
+                          [--max-connections N]
   loopctl --version
 
 Every grants command also takes --database URL --project NAME [--schema NAME]:
 the grants every worker shares in PostgreSQL (loopctl/postgres) instead of a
-ledger file. Every command takes --help (-h); with --json, the help is printed
-as one JSON document, {"command", "help"}.
+ledger file. Every command takes --help (-h); with --json on either side of
+it, the help is printed as one JSON document, {"command", "help"}.
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.

@@ -67,9 +67,9 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
 
 async function dispatch(argv: readonly string[], context: CliContext): Promise<ExitCode> {
   const [group, sub, ...rest] = argv;
-  if (group === undefined || isHelp(group)) {
-    return group === undefined ? usageHelp("", context) : printHelp("", context, asksForJson(argv));
-  }
+  if (group === undefined) return usageHelp("", context);
+  const help = helpAsked("", argv, ["help", "version"]);
+  if (help !== undefined) return printHelp("", context, help.asJson);
   if (group === "--version" || group === "-v") {
     if (argv.length > 1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[1])}`);
     context.stdout.write(`${packageVersion()}\n`);
@@ -84,9 +84,9 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
         : unknownCommand("", group, [...Object.keys(GROUPS), "console"]),
     );
   }
-  if (sub === undefined || isHelp(sub)) {
-    return sub === undefined ? usageHelp(group, context) : printHelp(group, context, asksForJson(argv));
-  }
+  if (sub === undefined) return usageHelp(group, context);
+  const groupHelp = helpAsked(group, argv.slice(1), ["help"]);
+  if (groupHelp !== undefined) return printHelp(group, context, groupHelp.asJson);
   const table = GROUPS[group];
   const command = Object.hasOwn(table, sub) ? table[sub] : undefined;
   if (!command) {
@@ -96,6 +96,29 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     );
   }
   return command(rest, context);
+}
+
+/**
+ * Whether a command group (`loopctl`, `loopctl grants`) is asked for its help,
+ * read as a command reads its own: `--help` (`-h`) among the options before
+ * the group's first word (and before a `--`), with `--json` on either side of
+ * it, anywhere before a `--`, for the help as one JSON document. Any other
+ * option before the first word is refused whichever side of `--help` it is on,
+ * as a command refuses one; the words from the first on are not read.
+ */
+function helpAsked(
+  topic: HelpTopic,
+  words: readonly string[],
+  known: readonly string[],
+): { asJson: boolean } | undefined {
+  const end = words.findIndex((word) => word === "--" || !word.startsWith("-"));
+  const options = end === -1 ? words : words.slice(0, end);
+  if (!options.some(isHelp)) return undefined;
+  // At the top, a --version beside --help is a known option: the help is what is printed.
+  const version = (option: string): boolean => topic === "" && (option === "--version" || option === "-v");
+  const other = options.find((option) => !isHelp(option) && option !== "--json" && !version(option));
+  if (other !== undefined) throw new CliUsageError(topic, unknownOption(other, [...known, "json"]));
+  return { asJson: asksForJson(words) };
 }
 
 /** The help given for lack of a command: a usage error, on stderr. Asked for, it is {@link printHelp}. */
