@@ -411,6 +411,26 @@ describe("--json usage errors through the real bin", () => {
   });
 });
 
+/**
+ * `args` (a `--help` line with `--json`) run through `run` prints `{command, help}` on stdout, exit 0, where `help`
+ * is the text the same line without `--json` prints.
+ */
+async function expectJsonHelp(
+  args: readonly string[],
+  command: string,
+  run: (line: string[]) => Promise<{ code: number; stdout: string; stderr: string }>,
+): Promise<void> {
+  const shown = args.join(" ");
+  const text = await cli(
+    args.filter((arg) => arg !== "--json"),
+    { cwd: dir },
+  );
+  expect(text, shown).toMatchObject({ code: 0, stderr: "" });
+  const result = await run([...args]);
+  expect(result, shown).toMatchObject({ code: 0, stderr: "" });
+  expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+}
+
 describe("--help with --json through the real bin", () => {
   it("prints the help as one JSON document, {command, help}, exit 0", async () => {
     for (const [args, command] of [
@@ -422,15 +442,7 @@ describe("--help with --json through the real bin", () => {
       [["grants", "explain", "--help", "--json"], "loopctl grants explain"],
       [["audit", "verify", "-h", "--json"], "loopctl audit verify"],
     ] as const) {
-      const shown = args.join(" ");
-      const text = await cli(
-        args.filter((arg) => arg !== "--json"),
-        { cwd: dir },
-      );
-      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
-      const result = await loopctl([...args], dir);
-      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
-      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+      await expectJsonHelp(args, command, (line) => loopctl(line, dir));
     }
   });
 
@@ -442,15 +454,7 @@ describe("--help with --json through the real bin", () => {
       [["grants", "repair", "--help", "--json"], "loopctl grants repair"],
       [["console", "--help", "--json"], "loopctl console"],
     ] as const) {
-      const shown = args.join(" ");
-      const text = await cli(
-        args.filter((arg) => arg !== "--json"),
-        { cwd: dir },
-      );
-      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
-      const result = await cli([...args], { cwd: dir });
-      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
-      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+      await expectJsonHelp(args, command, (line) => cli(line, { cwd: dir }));
     }
     // Without --help, such a command still refuses --json.
     const refused = await cli(["grants", "revoke", "abc", "--json"], { cwd: dir });
@@ -470,15 +474,7 @@ describe("--help with --json through the real bin", () => {
       [["--help", "grants", "--json"], "loopctl"],
       [["grants", "-h", "list", "--json"], "loopctl grants"],
     ] as const) {
-      const shown = args.join(" ");
-      const text = await cli(
-        args.filter((arg) => arg !== "--json"),
-        { cwd: dir },
-      );
-      expect(text, shown).toMatchObject({ code: 0, stderr: "" });
-      const result = await loopctl([...args], dir);
-      expect(result, shown).toMatchObject({ code: 0, stderr: "" });
-      expect(JSON.parse(result.stdout), shown).toEqual({ command, help: text.stdout });
+      await expectJsonHelp(args, command, (line) => loopctl(line, dir));
     }
   });
 
