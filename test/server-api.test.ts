@@ -6,7 +6,7 @@ import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
 import type { Socket } from "node:net";
 import express from "express";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ApprovalChannel, askDigest } from "loopctl/ask";
 import type { Approver, AskEnding, AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
@@ -1221,6 +1221,40 @@ describe("maxConnections: the cap on open connections of createApprovalServer", 
       expect(tries).toBeLessThan(100);
     }
     expect((await get(server, "api/asks", auth)).status).toBe(200);
+  });
+
+  it("tells onError that connections were closed over the cap: at once, and a burst in one report, not one a connection", async () => {
+    const errors: unknown[] = [];
+    const { server } = await start({ maxConnections: 1, onError: (error) => errors.push(error) });
+    const kept = await held(server.port);
+    // The minute between reports on a clock of the test's own; the sockets run on the real one.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const over = Array.from({ length: 5 }, () => rawClient(server.port));
+      expect(await Promise.all(over.map((client) => client.closed))).toEqual(["", "", "", "", ""]);
+      const said = (): string[] => errors.map((error) => (error as Error).message);
+      // Said once, at the first: the other four go into the next report, a minute on.
+      expect(said()).toEqual([
+        "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
+      ]);
+      vi.advanceTimersByTime(59_999);
+      expect(said()).toHaveLength(1);
+      vi.advanceTimersByTime(1);
+      expect(said().slice(1)).toEqual([
+        "4 more connections were closed unread in the last minute: maxConnections (1) were open",
+      ]);
+      // A quiet minute says nothing; the next drop is said at once again.
+      vi.advanceTimersByTime(60_000);
+      expect(said()).toHaveLength(2);
+      expect(await rawClient(server.port).closed).toBe("");
+      expect(said().slice(2)).toEqual([
+        "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
+    kept.socket.destroy();
+    await kept.closed;
   });
 
   it("allows 1000 connections by default", async () => {

@@ -41,7 +41,8 @@ export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "all
    * How many connections may be open at once, event streams and idle
    * kept-alive ones included. One over the cap is closed as soon as it is
    * accepted, before a byte of it is read (Node's `server.maxConnections`);
-   * once held ones close, new ones are served again. @default 1000
+   * once held ones close, new ones are served again. `onError` is told of
+   * the first at once, of the rest together a minute later. @default 1000
    */
   readonly maxConnections?: number;
 }
@@ -127,6 +128,8 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   // Idle connections time out, but a client could still open thousands at once: past the cap Node
   // destroys each new one on accept.
   server.maxConnections = maxConnections;
+  const dropped = dropReports(maxConnections, options.onError);
+  server.on("drop", () => dropped.drop());
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error) => reject(new ServerListenError(`${host}:${port}`, { cause: error })));
     server.listen(port, host, () => resolve());
@@ -165,12 +168,67 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     port: bound,
     close() {
       closing ??= (async () => {
+        dropped.stop();
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         await handler.close();
         server.closeAllConnections();
         await closed;
       })();
       return closing;
+    },
+  };
+}
+
+/** How often at most `onError` hears of connections closed over the cap: a flood is one report a minute. */
+const DROP_REPORT_MS = 60_000;
+
+/**
+ * Tells `onError` of the connections Node closed unread over `maxConnections`
+ * (its `drop` event): the first at once, those after it together once a
+ * minute has passed, so that a flood of connections is not a flood of reports.
+ */
+function dropReports(
+  maxConnections: number,
+  onError: ((error: unknown) => void) | undefined,
+): { drop(): void; stop(): void } {
+  let unsaid = 0;
+  let quiet: NodeJS.Timeout | undefined;
+  const report = (message: string): void => {
+    try {
+      onError?.(new Error(message));
+    } catch {
+      // A reporter that throws must not take the server down with it.
+    }
+  };
+  const nextWindow = (): void => {
+    quiet = setTimeout(() => {
+      quiet = undefined;
+      if (unsaid === 0) return;
+      const count = unsaid;
+      unsaid = 0;
+      report(
+        `${count === 1 ? "another connection was" : `${count} more connections were`} closed unread in the last ` +
+          `minute: maxConnections (${maxConnections}) were open`,
+      );
+      nextWindow();
+    }, DROP_REPORT_MS);
+    quiet.unref();
+  };
+  return {
+    drop() {
+      if (quiet !== undefined) {
+        unsaid += 1;
+        return;
+      }
+      report(
+        `a connection was closed unread: maxConnections (${maxConnections}) were open; more closed in the next ` +
+          "minute are told together then",
+      );
+      nextWindow();
+    },
+    stop() {
+      clearTimeout(quiet);
+      quiet = undefined;
     },
   };
 }
