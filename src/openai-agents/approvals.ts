@@ -156,6 +156,14 @@ function failsSchema(wrapped: Wrapped, input: unknown): boolean {
   }
 }
 
+/** The entry of `context`'s run ({@link runOf}) in `byRun`, made empty the first time it is asked for. */
+function ofRun<V>(byRun: WeakMap<object, Map<string, V>>, context: RunContext<any>): Map<string, V> {
+  const run = runOf(context);
+  let entry = byRun.get(run);
+  if (entry === undefined) byRun.set(run, (entry = new Map<string, V>()));
+  return entry;
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -494,13 +502,7 @@ export class AgentApprovals {
   }
 
   #givenOf(context: RunContext<any>): Map<string, Given> {
-    const run = runOf(context);
-    let given = this.#given.get(run);
-    if (given === undefined) {
-      given = new Map();
-      this.#given.set(run, given);
-    }
-    return given;
+    return ofRun(this.#given, context);
   }
 
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
@@ -728,13 +730,7 @@ export class AgentApprovals {
 
   /** The call ids interrupted in `context`'s run whose approval no call has used yet, with the sha256 of their arguments. */
   #approvalsOf(context: RunContext<any>): Map<string, string | undefined> {
-    const run = runOf(context);
-    let unused = this.#unusedApprovals.get(run);
-    if (unused === undefined) {
-      unused = new Map();
-      this.#unusedApprovals.set(run, unused);
-    }
-    return unused;
+    return ofRun(this.#unusedApprovals, context);
   }
 
   #session(): { sessionId?: string } {
