@@ -128,26 +128,18 @@ function printedWidth(c: string, previous: string | undefined): number {
  * the last one kept.
  */
 export function clipToWidth(text: string, max: number): string {
-  let whole = 0;
-  let previous: string | undefined;
-  for (const c of text) {
-    whole += printedWidth(c, previous);
-    previous = c;
-    if (whole > max) break;
-  }
-  if (whole <= max) return text;
   const room = Math.max(0, max - 1);
   let width = 0;
   let kept = "";
-  previous = undefined;
+  let previous: string | undefined;
   for (const c of text) {
-    const w = printedWidth(c, previous);
-    if (width + w > room) break;
-    width += w;
-    kept += c;
+    width += printedWidth(c, previous);
     previous = c;
+    if (width > max) return `${kept}…`;
+    // Widths only grow: once a code point no longer fits beside the ellipsis, none after it does.
+    if (width <= room) kept += c;
   }
-  return `${kept}…`;
+  return text;
 }
 
 /** `text` followed by spaces up to `width` columns. */
