@@ -19,23 +19,24 @@ export class InvalidAskResolutionError extends LoopctlError {
   readonly askId: string;
 
   constructor(askId: unknown, detail: string, options?: ErrorOptions) {
-    const id = askIdText(askId);
+    const id = printed(askId);
     super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${id}: ${detail}`, options);
     this.askId = id;
   }
 }
 
 /**
- * An ask id from an untyped caller as text. A symbol has no implicit string
- * form and an object's `toString` may throw: naming the id must never turn
- * the caller's typed error into a `TypeError`.
+ * A value from an untyped caller (an ask id, a capacity) as text. A symbol
+ * has no implicit string form and an object's `toString` may throw or be
+ * missing: naming the value must never turn the caller's typed error into a
+ * `TypeError`.
  */
-function askIdText(askId: unknown): string {
-  if (typeof askId === "string") return askId;
+function printed(value: unknown): string {
+  if (typeof value === "string") return value;
   try {
-    return String(askId);
+    return String(value);
   } catch {
-    return `(an unprintable ${typeof askId})`;
+    return `(an unprintable ${typeof value})`;
   }
 }
 
@@ -62,7 +63,7 @@ export class InvalidCapacityError extends LoopctlError {
   readonly capacity: unknown;
 
   constructor(capacity: unknown) {
-    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${String(capacity)}`);
+    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${printed(capacity)}`);
     this.capacity = capacity;
   }
 }
