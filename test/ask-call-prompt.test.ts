@@ -210,6 +210,24 @@ describe("callPrompt", () => {
     }
   });
 
+  it("refuses a redact that is not a function or false, and notes that are not an array of strings, with InvalidCallPromptOptionsError naming them", () => {
+    for (const [options, argument, message] of [
+      [{ redact: true }, "options.redact", "callPrompt: options.redact must be a function or false"],
+      [{ redact: "keys" }, "options.redact", "callPrompt: options.redact must be a function or false"],
+      [{ notes: "check the path" }, "options.notes", "callPrompt: options.notes must be an array of strings"],
+      [{ notes: ["ok", 5] }, "options.notes", "callPrompt: options.notes must be an array of strings"],
+    ] as const) {
+      let error: unknown;
+      try {
+        callPrompt({ name: "t" }, { a: 1 }, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
+      expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument, message });
+    }
+  });
+
   it("for any JSON arguments and cap: exactly the indented JSON, secrets redacted, cut at the cap with the rest counted", () => {
     const secrets = (key: string, value: unknown): unknown =>
       key !== "" && redactSecretKeys([key], value) === REDACTED ? REDACTED : value;

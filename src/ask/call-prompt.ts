@@ -260,7 +260,8 @@ export function redactProblem(value: unknown): string | undefined {
  * person sees of them: build it from the same arguments the call runs with
  * (a hook's `call.input`).
  *
- * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive integer.
+ * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive
+ *   integer, `redact` not a function or `false`, or `notes` not an array of strings.
  * @throws whatever `redact` throws (inside a hook, that denies the call).
  * @throws {TypeError} when the arguments contain themselves, naming where, or
  *   hold a BigInt (as `JSON.stringify` does).
@@ -278,6 +279,12 @@ export function callPrompt(
   const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
   const problem = maxArgsCharsProblem(maxArgsChars);
   if (problem !== undefined) throw new InvalidCallPromptOptionsError("options.maxArgsChars", problem);
+  const redactFault = redactProblem(redact);
+  if (redactFault !== undefined) throw new InvalidCallPromptOptionsError("options.redact", redactFault);
+  // A string would be spread into one line per character.
+  if (!Array.isArray(notes) || !notes.every((note) => typeof note === "string")) {
+    throw new InvalidCallPromptOptionsError("options.notes", "must be an array of strings");
+  }
   const title =
     typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
       ? ` (${quoteForPrompt(tool.title)})`

@@ -153,7 +153,8 @@ export class InvalidApproverOptionsError extends LoopctlError {
 
 /**
  * {@link callPrompt} was given options it cannot render with: a
- * `maxArgsChars` that is not a positive integer. `code` is
+ * `maxArgsChars` that is not a positive integer, a `redact` that is not a
+ * function or `false`, or `notes` that are not an array of strings. `code` is
  * `"ASK_PROMPT_OPTIONS_INVALID"`; `argument` names the option at fault.
  *
  * @example
@@ -164,9 +165,9 @@ export class InvalidApproverOptionsError extends LoopctlError {
  */
 export class InvalidCallPromptOptionsError extends LoopctlError {
   /** The option at fault. */
-  readonly argument: "options.maxArgsChars";
+  readonly argument: "options.maxArgsChars" | "options.redact" | "options.notes";
 
-  constructor(argument: "options.maxArgsChars", detail: string) {
+  constructor(argument: "options.maxArgsChars" | "options.redact" | "options.notes", detail: string) {
     super("ASK_PROMPT_OPTIONS_INVALID", `callPrompt: ${argument} ${detail}`);
     this.argument = argument;
   }
