@@ -166,6 +166,23 @@ describe("callPrompt", () => {
     expect(prompt).toContain("\\u2028");
   });
 
+  it("escapes every other hidden character too: C1 controls, tag characters, variation selectors, format characters", () => {
+    // U+0085 and U+009B are C1 controls (U+009B starts a terminal escape sequence); U+E0041.. are tag
+    // characters, which spell a message nobody sees; U+FE0F and U+034F are default-ignorable; U+FFF9
+    // and U+1D173 are format characters.
+    const hidden = "\u007f\u0085\u009b\u034f\ufe0f\ufff9\u{1d173}\u{e0041}\u{e0042}";
+    const prompt = callPrompt({ name: `run${hidden}`, title: `safe${hidden}` }, { [`k${hidden}`]: `v${hidden}` });
+    expect(prompt).not.toMatch(/(?!\n)[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}]/u);
+    // Each shown as JSON escapes (a surrogate pair beyond the BMP), so the arguments still parse to what runs.
+    const args = prompt.split("Arguments:\n")[1]!;
+    expect(JSON.parse(args)).toEqual({ [`k${hidden}`]: `v${hidden}` });
+    expect(prompt).toContain("\\u009b");
+    expect(prompt).toContain("\\udb40\\udc41");
+    expect(quoteForPrompt(`x${hidden}`)).toBe(
+      '"x\\u007f\\u0085\\u009b\\u034f\\ufe0f\\ufff9\\ud834\\udd73\\udb40\\udc41\\udb40\\udc42"',
+    );
+  });
+
   it("bounds a name or title from a server", () => {
     expect(quoteForPrompt("x".repeat(500))).toBe(JSON.stringify(`${"x".repeat(200)}…`));
   });
@@ -190,6 +207,24 @@ describe("callPrompt", () => {
         argument: "options.maxArgsChars",
         message: `callPrompt: options.maxArgsChars must be a positive integer, got ${shown}`,
       });
+    }
+  });
+
+  it("refuses a redact that is not a function or false, and notes that are not an array of strings, with InvalidCallPromptOptionsError naming them", () => {
+    for (const [options, argument, message] of [
+      [{ redact: true }, "options.redact", "callPrompt: options.redact must be a function or false"],
+      [{ redact: "keys" }, "options.redact", "callPrompt: options.redact must be a function or false"],
+      [{ notes: "check the path" }, "options.notes", "callPrompt: options.notes must be an array of strings"],
+      [{ notes: ["ok", 5] }, "options.notes", "callPrompt: options.notes must be an array of strings"],
+    ] as const) {
+      let error: unknown;
+      try {
+        callPrompt({ name: "t" }, { a: 1 }, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
+      expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument, message });
     }
   });
 

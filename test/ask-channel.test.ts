@@ -118,6 +118,34 @@ describe("ApprovalChannel.pair", () => {
       expect((error as InvalidCapacityError).message).toContain(String(capacity));
     },
   );
+
+  it.each([
+    ["a null-prototype object", Object.create(null) as object, "(an unprintable object)"],
+    [
+      "an object whose toString throws",
+      {
+        toString: (): never => {
+          throw new Error("no");
+        },
+      },
+      "(an unprintable object)",
+    ],
+  ])(
+    "rejects %s as capacity with InvalidCapacityError, never a TypeError from naming it",
+    (_label, capacity, shown) => {
+      let error: unknown;
+      try {
+        ApprovalChannel.pair(capacity as unknown as number);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(InvalidCapacityError);
+      expect((error as InvalidCapacityError).capacity).toBe(capacity);
+      expect((error as InvalidCapacityError).message).toBe(
+        `approval channel capacity must be a non-negative integer, got ${shown}`,
+      );
+    },
+  );
 });
 
 describe("answers", () => {

@@ -73,6 +73,9 @@ describe("LoopManagers", () => {
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 0 })],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 0, cooldownMs: 1 })],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: -1 })],
+    // Values with no string form: naming them must not turn the typed error into a TypeError.
+    ["withAskTimeout", (m) => m.withAskTimeout(Object.create(null) as never)],
+    ["withMaxConcurrency", (m) => m.withMaxConcurrency({ toString: () => ({}) } as never)],
   ];
   it.each(bad)("%s rejects invalid arguments with an EngineConfigError naming it (%#)", (option, apply) => {
     let thrown: unknown;

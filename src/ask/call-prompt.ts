@@ -48,16 +48,23 @@ export function redactSecretKeys(path: ArgsPath, value: unknown): unknown {
 }
 
 /**
- * Characters that render as nothing or reorder the text around them (bidi
- * controls, zero-width characters, line separators): shown as `\uXXXX` so an
- * argument cannot make a person read something other than what runs.
+ * Characters that render as nothing, reorder the text around them or drive a
+ * terminal: controls (DEL, C1: JSON already escapes C0), format characters
+ * (zero-width characters, bidi controls, tag characters), every other
+ * default-ignorable code point (variation selectors, Hangul fillers…), line
+ * and paragraph separators. The same set the CLI and the approval console
+ * escape, so an argument cannot make a person (or, with no resolver, the
+ * model) read something other than what runs.
  */
-const INVISIBLE =
-  // eslint-disable-next-line no-misleading-character-class -- every member is one code point, matched on its own
-  /[\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0]/g;
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]/gu;
 
-function visible(text: string): string {
-  return text.replace(INVISIBLE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
+/** Escapes {@link INVISIBLE} in JSON text as `\uXXXX` (a surrogate pair of them beyond the BMP), so it still parses to the same string. */
+function visible(json: string): string {
+  return json.replace(INVISIBLE, (char) => {
+    let escaped = "";
+    for (let i = 0; i < char.length; i++) escaped += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
+    return escaped;
+  });
 }
 
 /** A server- or model-supplied name or title, quoted and bounded, for one line of a prompt. */
@@ -253,7 +260,8 @@ export function redactProblem(value: unknown): string | undefined {
  * person sees of them: build it from the same arguments the call runs with
  * (a hook's `call.input`).
  *
- * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive integer.
+ * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive
+ *   integer, `redact` not a function or `false`, or `notes` not an array of strings.
  * @throws whatever `redact` throws (inside a hook, that denies the call).
  * @throws {TypeError} when the arguments contain themselves, naming where, or
  *   hold a BigInt (as `JSON.stringify` does).
@@ -271,6 +279,12 @@ export function callPrompt(
   const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
   const problem = maxArgsCharsProblem(maxArgsChars);
   if (problem !== undefined) throw new InvalidCallPromptOptionsError("options.maxArgsChars", problem);
+  const redactFault = redactProblem(redact);
+  if (redactFault !== undefined) throw new InvalidCallPromptOptionsError("options.redact", redactFault);
+  // A string would be spread into one line per character.
+  if (!Array.isArray(notes) || !notes.every((note) => typeof note === "string")) {
+    throw new InvalidCallPromptOptionsError("options.notes", "must be an array of strings");
+  }
   const title =
     typeof tool.title === "string" && tool.title !== "" && tool.title !== tool.name
       ? ` (${quoteForPrompt(tool.title)})`

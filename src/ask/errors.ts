@@ -19,23 +19,24 @@ export class InvalidAskResolutionError extends LoopctlError {
   readonly askId: string;
 
   constructor(askId: unknown, detail: string, options?: ErrorOptions) {
-    const id = askIdText(askId);
+    const id = printed(askId);
     super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${id}: ${detail}`, options);
     this.askId = id;
   }
 }
 
 /**
- * An ask id from an untyped caller as text. A symbol has no implicit string
- * form and an object's `toString` may throw: naming the id must never turn
- * the caller's typed error into a `TypeError`.
+ * A value from an untyped caller (an ask id, a capacity) as text. A symbol
+ * has no implicit string form and an object's `toString` may throw or be
+ * missing: naming the value must never turn the caller's typed error into a
+ * `TypeError`.
  */
-function askIdText(askId: unknown): string {
-  if (typeof askId === "string") return askId;
+function printed(value: unknown): string {
+  if (typeof value === "string") return value;
   try {
-    return String(askId);
+    return String(value);
   } catch {
-    return `(an unprintable ${typeof askId})`;
+    return `(an unprintable ${typeof value})`;
   }
 }
 
@@ -62,7 +63,7 @@ export class InvalidCapacityError extends LoopctlError {
   readonly capacity: unknown;
 
   constructor(capacity: unknown) {
-    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${String(capacity)}`);
+    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${printed(capacity)}`);
     this.capacity = capacity;
   }
 }
@@ -152,7 +153,8 @@ export class InvalidApproverOptionsError extends LoopctlError {
 
 /**
  * {@link callPrompt} was given options it cannot render with: a
- * `maxArgsChars` that is not a positive integer. `code` is
+ * `maxArgsChars` that is not a positive integer, a `redact` that is not a
+ * function or `false`, or `notes` that are not an array of strings. `code` is
  * `"ASK_PROMPT_OPTIONS_INVALID"`; `argument` names the option at fault.
  *
  * @example
@@ -163,9 +165,9 @@ export class InvalidApproverOptionsError extends LoopctlError {
  */
 export class InvalidCallPromptOptionsError extends LoopctlError {
   /** The option at fault. */
-  readonly argument: "options.maxArgsChars";
+  readonly argument: "options.maxArgsChars" | "options.redact" | "options.notes";
 
-  constructor(argument: "options.maxArgsChars", detail: string) {
+  constructor(argument: "options.maxArgsChars" | "options.redact" | "options.notes", detail: string) {
     super("ASK_PROMPT_OPTIONS_INVALID", `callPrompt: ${argument} ${detail}`);
     this.argument = argument;
   }
