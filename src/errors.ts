@@ -66,3 +66,16 @@ export function describeError(error: unknown): string {
     return "unprintable error";
   }
 }
+
+/**
+ * @internal A value as an argument error shows it: strings quoted, numbers
+ * as they are, objects by their type. It never calls the value's own
+ * `toString`, which may be missing or throw.
+ */
+export function shownValue(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
+    return String(value);
+  }
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
+}

@@ -78,3 +78,80 @@ describe("LoopctlError", () => {
     });
   });
 });
+
+describe("typed option errors naming a value with no string form", () => {
+  // String() of these throws: naming them must not turn the typed error into a TypeError.
+  const unprintable = [
+    Object.create(null) as object,
+    {
+      toString: () => {
+        throw new Error("no");
+      },
+    },
+  ];
+
+  it.each(unprintable.map((value, i) => [i, value]))(
+    "keep their class and name the option (value %i)",
+    async (_, value) => {
+      const { defineTool, EngineConfigError, LoopManagers, ToolDefinitionError } =
+        await import("../src/engine/index.js");
+      const { ApprovalChannel } = await import("../src/ask/index.js");
+      const { createApprovalHandler, ServerConfigError } = await import("../src/server/index.js");
+      const { PostgresAskQueue, PostgresConfigError } = await import("../src/postgres/index.js");
+      const { verifyAuditBytes, AuditAnchorError } = await import("../src/audit/index.js");
+      const pg = await import("pg");
+      const { z } = await import("zod");
+      const [, approver] = ApprovalChannel.pair(1);
+      const pool = new pg.default.Pool({ max: 4 });
+      const cases: [string, () => unknown, abstract new (...args: never[]) => Error, RegExp][] = [
+        [
+          "defineTool name",
+          () => defineTool({ name: value as never, description: "d", input: z.object({}), execute: () => 1 }),
+          ToolDefinitionError,
+          /the name must be/,
+        ],
+        ["LoopManagers", () => new LoopManagers().withAskTimeout(value as never), EngineConfigError, /must be/],
+        [
+          "server maxBodyBytes",
+          () => createApprovalHandler({ approver, allowedHosts: ["localhost"], maxBodyBytes: value as never }),
+          ServerConfigError,
+          /maxBodyBytes/,
+        ],
+        [
+          "server askTimeoutMs",
+          () => createApprovalHandler({ approver, allowedHosts: ["localhost"], askTimeoutMs: value as never }),
+          ServerConfigError,
+          /askTimeoutMs/,
+        ],
+        [
+          "PostgresAskQueue leaseMs",
+          () => new PostgresAskQueue(pool, { leaseMs: value as never }),
+          PostgresConfigError,
+          /leaseMs/,
+        ],
+        [
+          "audit anchor",
+          () => verifyAuditBytes(new Uint8Array(), { anchor: { seq: 1n, hash: value } as never }),
+          AuditAnchorError,
+          /audit anchor/,
+        ],
+      ];
+      const wrong: string[] = [];
+      try {
+        for (const [what, make, type, message] of cases) {
+          let thrown: unknown;
+          try {
+            make();
+          } catch (error) {
+            thrown = error;
+          }
+          const typed = thrown instanceof type && message.test(thrown.message);
+          if (!typed) wrong.push(`${what}: ${String(thrown)}`);
+        }
+        expect(wrong).toEqual([]);
+      } finally {
+        await pool.end();
+      }
+    },
+  );
+});

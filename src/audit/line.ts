@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { shownValue } from "../errors.js";
 import type { GateDecision } from "../engine/records.js";
 import { AuditAnchorError } from "./errors.js";
 import { lineMac } from "./key.js";
@@ -83,8 +84,17 @@ export function assertAuditAnchor(value: unknown): asserts value is AuditAnchor 
     HEX64.test(anchor.hash);
   if (!ok) {
     throw new AuditAnchorError(
-      `audit anchor ${JSON.stringify(value) ?? String(value)} is not { seq: a non-negative integer, hash: 64 lowercase hex }`,
+      `audit anchor ${shownAnchor(value)} is not { seq: a non-negative integer, hash: 64 lowercase hex }`,
     );
+  }
+}
+
+/** An anchor as its error shows it: its JSON, or its type where it has none (a BigInt, a cycle, a throwing getter). */
+function shownAnchor(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? shownValue(value);
+  } catch {
+    return shownValue(value);
   }
 }
 

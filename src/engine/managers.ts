@@ -1,5 +1,6 @@
 import type { AskResolver } from "../ask/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { shownValue } from "../errors.js";
 import { isGrantStore } from "../grant/store.js";
 import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
@@ -55,14 +56,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;
 }
 
-/** A rejected number as the message shows it; any other value by its type, whose string form may not exist or may throw. */
-function shownNumber(value: unknown): string {
-  return typeof value === "number" ? String(value) : typeof value;
-}
-
 function positiveInteger(option: string, field: string, value: unknown): number {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
-    throw new EngineConfigError(option, `${field} must be a positive integer, got ${shownNumber(value)}`);
+    throw new EngineConfigError(option, `${field} must be a positive integer, got ${shownValue(value)}`);
   }
   return value;
 }
@@ -73,7 +69,7 @@ function nonNegative(option: string, field: string, value: unknown, integer: boo
   if (!ok) {
     throw new EngineConfigError(
       option,
-      `${field} must be a non-negative ${integer ? "integer" : "finite number"}, got ${shownNumber(value)}`,
+      `${field} must be a non-negative ${integer ? "integer" : "finite number"}, got ${shownValue(value)}`,
     );
   }
   return value;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { shownValue } from "../errors.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { ToolDefinitionError, describeError } from "./errors.js";
@@ -191,7 +192,7 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
   );
   if (typeof name !== "string" || !NAME.test(name)) {
     throw new ToolDefinitionError(
-      String(name),
+      typeof name === "string" ? name : shownValue(name),
       "the name must be 1-128 characters without whitespace or control characters",
     );
   }

@@ -1,4 +1,5 @@
 import { LoopctlError } from "../errors.js";
+export { shownValue } from "../errors.js";
 
 /**
  * A value cannot be written as canonical JSON: NaN, ±Infinity, a BigInt, a
@@ -109,15 +110,6 @@ export class GrantConfigError extends LoopctlError {
     super("GRANT_CONFIG", `${where}: ${argument} ${problem}`);
     this.argument = argument;
   }
-}
-
-/** @internal A value as an argument error shows it: strings quoted, numbers as they are, objects by their type. */
-export function shownValue(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
-    return String(value);
-  }
-  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
@@ -196,7 +196,7 @@ export function positiveInteger(
 ): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new PostgresConfigError(where, `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    throw new PostgresConfigError(where, `${name} must be an integer from ${min} to ${max}, got ${shownValue(value)}`);
   }
   return value;
 }

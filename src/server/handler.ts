@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import type { GateDecision } from "../engine/records.js";
-import { describeError } from "../errors.js";
+import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { Access } from "./access.js";
@@ -164,7 +164,10 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     throw new ServerConfigError("linkSecret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
   }
   if (options.askTimeoutMs !== undefined && (!Number.isSafeInteger(options.askTimeoutMs) || options.askTimeoutMs < 0)) {
-    throw new ServerConfigError("askTimeoutMs", `must be a non-negative integer, got ${String(options.askTimeoutMs)}`);
+    throw new ServerConfigError(
+      "askTimeoutMs",
+      `must be a non-negative integer, got ${shownValue(options.askTimeoutMs)}`,
+    );
   }
   const handler = new Handler(options, access, {
     maxBodyBytes: positiveInteger("maxBodyBytes", options.maxBodyBytes, 16_384),

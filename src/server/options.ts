@@ -1,3 +1,4 @@
+import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
 
 /**
@@ -7,7 +8,7 @@ import { ServerConfigError } from "./errors.js";
 export function positiveInteger(option: string, value: number | undefined, fallback: number, max?: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < 1) {
-    throw new ServerConfigError(option, `must be a positive integer, got ${String(value)}`);
+    throw new ServerConfigError(option, `must be a positive integer, got ${shownValue(value)}`);
   }
   if (max !== undefined && value > max) {
     throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
