@@ -572,17 +572,23 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     const worker = queue({ rereadMs: 600_000 });
     const pool = db.newPool(4);
     const endingReads: string[] = [];
+    let marksRead = 0;
     pool.on("connect", (client) => {
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
         const text = typeof config === "string" ? config : (config as { text?: string } | null)?.text;
         if (text?.includes("a.worker_id::text AS worker_id") && text.startsWith("SELECT")) endingReads.push(text);
-        return query(config, ...rest);
+        const result = query(config, ...rest);
+        if (text?.includes("pg_snapshot_xmin") && result instanceof Promise) void result.then(() => (marksRead += 1));
+        return result;
       };
     });
     const consoleQueue = new PostgresAskQueue(pool, { schema: db.schema, rereadMs: 600_000, onError: () => undefined });
     opened.push(consoleQueue);
     const inbox = consoleQueue.approver();
+    // The re-read once LISTEN takes hold reads the endings of every ask then delivered, as it must (a
+    // notification may have been missed before it): let it pass first, so what follows is answers only.
+    await waitFor(() => marksRead > 0);
     for (let n = 0; n < 20; n++) {
       const ask = await parkAndApprove(worker, inbox, n);
       expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
@@ -1443,7 +1449,8 @@ describe("PostgresAskQueue: worker leases", () => {
     try {
       await reaperLock.query("SELECT pg_advisory_lock(hashtext($1))", [`loopctl.reap:${db.schema}`]);
       const errors: unknown[] = [];
-      const worker = queue({ leaseMs: 600, onError: (e) => errors.push(e) });
+      // Renewed every second: a stall of two seconds, not one under a busy machine's load, loses it here first.
+      const worker = queue({ leaseMs: 3_000, onError: (e) => errors.push(e) });
       const inbox = queue({ leaseMs: 600_000 }).approver();
       const ask = makeAsk(1);
       const parked = park(worker, ask);
