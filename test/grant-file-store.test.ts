@@ -14,12 +14,14 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  truncateSync,
   unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { open, type FileHandle } from "node:fs/promises";
+import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -39,6 +41,7 @@ import {
 import { isRoot, unmet } from "./support/precondition.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
+const { MAX_STRING_LENGTH } = bufferConstants;
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
 let root: string;
@@ -351,6 +354,25 @@ describe("FileGrantStore fails closed", () => {
     expect(aside).toMatch(/grants\.json\.corrupt-\d+-[0-9a-f]+$/);
     expect(readFileSync(aside as string, "utf8")).toBe("[");
     expect(await s.load()).toEqual([]);
+  });
+
+  it("refuses a ledger too large to read as LEDGER_IO naming the file and its size, never as corrupt, and keeps it", async () => {
+    const s = store();
+    writeLedger(s, "");
+    // Sparse: one byte more than the longest string this JavaScript engine can make of it.
+    truncateSync(s.ledgerPath, MAX_STRING_LENGTH + 1);
+    for (const error of await Promise.all(
+      [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear({ corrupt: "keep-aside" }), s.resetCorrupt()].map(
+        rejection,
+      ),
+    )) {
+      expect(error).toBeInstanceOf(LedgerIoError);
+      expect((error as LedgerIoError).code).toBe("LEDGER_IO");
+      expect((error as LedgerIoError).path).toBe(s.ledgerPath);
+      expect((error as Error).message).toContain(`${MAX_STRING_LENGTH + 1} bytes`);
+    }
+    expect(statSync(s.ledgerPath).size).toBe(MAX_STRING_LENGTH + 1);
+    expect(readdirSync(join(s.ledgerPath, "..")).sort()).toEqual(["grants.json"]);
   });
 
   it("never reads or writes through a symlinked ledger", async () => {
