@@ -806,6 +806,18 @@ describe("FileGrantStore lock", () => {
     expect((await s.load()).length).toBe(1);
   });
 
+  it("does not break a lock whose record is still being written for a stale bound shorter than that takes", async () => {
+    // A writer between creating its lock and writing its record: it runs, so a small staleLockMs,
+    // which is for other hosts' locks, must not rob it (its save would fail, and maybe the robber's too).
+    const s = store({ lockTimeoutMs: 100, staleLockMs: 1 });
+    writeLock(s, "", 1_000);
+    const error = await rejection(s.save(grantA));
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect((error as LedgerLockError).path).toBe(s.lockPath);
+    expect(readFileSync(s.lockPath, "utf8")).toBe("");
+    expect(existsSync(s.ledgerPath)).toBe(false);
+  });
+
   it("breaks an abandoned unwritten lock", async () => {
     const s = store();
     writeLock(s, "", 60_000);

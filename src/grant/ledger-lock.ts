@@ -254,8 +254,8 @@ type Judged =
 /**
  * Whether the lock (or claim) at `lockPath` is abandoned: its writer's
  * process is gone on this host, or it is another host's and older than
- * `staleMs`, or its record was never written and it is older than that or
- * than the time a writer needs to write it.
+ * `staleMs`, or its record was never written and it is older than the time a
+ * writer needs to write it.
  */
 async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise<Judged> {
   let handle;
@@ -296,7 +296,9 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
     // lock (paused, swapped out): it would go on to rename its ledger over the
     // next writer's. Another host's processes cannot be seen: age decides there.
     // The handle stays open meanwhile, so the lock's inode cannot be reused.
-    if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
+    // An unwritten record says nothing of its writer, which may be running: only the time a
+    // writer needs to write it decides, never a stale bound meant for other hosts' locks.
+    if (info === null) stale = ageMs > UNWRITTEN_GRACE_MS;
     else if (writtenHere(info, here)) stale = !(await holderAlive(info, lockPath, handle, stat));
     else stale = ageMs > staleMs;
   } finally {
