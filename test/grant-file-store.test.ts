@@ -683,6 +683,50 @@ describe("FileGrantStore lock", () => {
   });
 
   it.skipIf(!existsSync("/proc/self/ns/pid"))(
+    "breaks a lock whose process died but was never reaped (a zombie holds no file and never runs again)",
+    async () => {
+      // The background child exits once stdin closes; its parent, replaced by `sleep` by then, never waits for it.
+      const parent = spawn("sh", ["-c", "exec 3<&0; { read x <&3; } & echo $!; exec sleep 1000"], {
+        stdio: ["pipe", "pipe", "ignore"],
+      });
+      try {
+        let out = "";
+        for await (const chunk of parent.stdout.setEncoding("utf8")) {
+          out += chunk as string;
+          if (out.includes("\n")) break;
+        }
+        const pid = Number(out.trim());
+        while (readFileSync(`/proc/${parent.pid}/comm`, "utf8") !== "sleep\n") {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        parent.stdin.end();
+        let fields: string[] = [];
+        do {
+          await new Promise((resolve) => setImmediate(resolve));
+          const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+          fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        } while (fields[0] !== "Z");
+        const s = store({ lockTimeoutMs: 300 });
+        const record = {
+          pid,
+          hostname: hostname(),
+          createdAtMs: Date.now(),
+          token: "t",
+          start: fields[19],
+          boot: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim(),
+          pidNamespace: readlinkSync("/proc/self/ns/pid"),
+        };
+        writeLock(s, JSON.stringify(record));
+        await s.save(grantA);
+        expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+        expect(existsSync(s.lockPath)).toBe(false);
+      } finally {
+        parent.kill("SIGKILL");
+      }
+    },
+  );
+
+  it.skipIf(!existsSync("/proc/self/ns/pid"))(
     "takes a lock with this host name from another PID namespace or boot (a container given the same name) for another host's: age decides, not its pid",
     async () => {
       const dead = spawnSync(process.execPath, ["-e", ""]).pid;

@@ -93,10 +93,21 @@ function parseLock(text: string): LockInfo | null {
  * `undefined` where there is no /proc or no such process.
  */
 async function startOf(pid: number): Promise<string | undefined> {
+  return (await procStat(pid))?.start;
+}
+
+/**
+ * The state (field 3: `R`, `S`, … `Z` for a zombie) and start time (field 22)
+ * of the process `pid` from /proc/<pid>/stat; `undefined` where there is none.
+ */
+async function procStat(
+  pid: number,
+): Promise<{ readonly state: string | undefined; readonly start: string | undefined } | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may hold spaces and parentheses; the fields after the last ")" cannot.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0], start: fields[19] };
   } catch {
     return undefined;
   }
@@ -149,7 +160,11 @@ function callsHere(): Set<string> {
 async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, lock: Stats): Promise<boolean> {
   if (info.pid === process.pid && callsHere().has(info.token)) return true;
   if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
-  const current = await startOf(info.pid);
+  const proc = await procStat(info.pid);
+  // A zombie (or a process being reaped) has exited: it holds no file and never runs again, though
+  // its pid answers signals until its parent waits for it, which some never do.
+  if (proc?.state === "Z" || proc?.state === "X") return false;
+  const current = proc?.start;
   if (info.start !== undefined && current !== undefined) {
     if (info.start !== current) return false;
   } else if (info.pid === process.pid && info.createdAtMs < Date.now() - process.uptime() * 1_000) {
