@@ -14,12 +14,14 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  truncateSync,
   unlinkSync,
   utimesSync,
   writeFileSync,
 } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { open, type FileHandle } from "node:fs/promises";
+import { constants as bufferConstants } from "node:buffer";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -39,6 +41,7 @@ import {
 import { isRoot, unmet } from "./support/precondition.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
+const { MAX_STRING_LENGTH } = bufferConstants;
 const RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 30);
 
 let root: string;
@@ -353,6 +356,25 @@ describe("FileGrantStore fails closed", () => {
     expect(await s.load()).toEqual([]);
   });
 
+  it("refuses a ledger too large to read as LEDGER_IO naming the file and its size, never as corrupt, and keeps it", async () => {
+    const s = store();
+    writeLedger(s, "");
+    // Sparse: one byte more than the longest string this JavaScript engine can make of it.
+    truncateSync(s.ledgerPath, MAX_STRING_LENGTH + 1);
+    for (const error of await Promise.all(
+      [s.load(), s.save(grantA), s.revoke(grantA.id), s.clear({ corrupt: "keep-aside" }), s.resetCorrupt()].map(
+        rejection,
+      ),
+    )) {
+      expect(error).toBeInstanceOf(LedgerIoError);
+      expect((error as LedgerIoError).code).toBe("LEDGER_IO");
+      expect((error as LedgerIoError).path).toBe(s.ledgerPath);
+      expect((error as Error).message).toContain(`${MAX_STRING_LENGTH + 1} bytes`);
+    }
+    expect(statSync(s.ledgerPath).size).toBe(MAX_STRING_LENGTH + 1);
+    expect(readdirSync(join(s.ledgerPath, "..")).sort()).toEqual(["grants.json"]);
+  });
+
   it("never reads or writes through a symlinked ledger", async () => {
     const s = store();
     const target = join(root, "elsewhere.json");
@@ -661,6 +683,50 @@ describe("FileGrantStore lock", () => {
   });
 
   it.skipIf(!existsSync("/proc/self/ns/pid"))(
+    "breaks a lock whose process died but was never reaped (a zombie holds no file and never runs again)",
+    async () => {
+      // The background child exits once stdin closes; its parent, replaced by `sleep` by then, never waits for it.
+      const parent = spawn("sh", ["-c", "exec 3<&0; { read x <&3; } & echo $!; exec sleep 1000"], {
+        stdio: ["pipe", "pipe", "ignore"],
+      });
+      try {
+        let out = "";
+        for await (const chunk of parent.stdout.setEncoding("utf8")) {
+          out += chunk as string;
+          if (out.includes("\n")) break;
+        }
+        const pid = Number(out.trim());
+        while (readFileSync(`/proc/${parent.pid}/comm`, "utf8") !== "sleep\n") {
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        parent.stdin.end();
+        let fields: string[] = [];
+        do {
+          await new Promise((resolve) => setImmediate(resolve));
+          const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+          fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        } while (fields[0] !== "Z");
+        const s = store({ lockTimeoutMs: 300 });
+        const record = {
+          pid,
+          hostname: hostname(),
+          createdAtMs: Date.now(),
+          token: "t",
+          start: fields[19],
+          boot: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim(),
+          pidNamespace: readlinkSync("/proc/self/ns/pid"),
+        };
+        writeLock(s, JSON.stringify(record));
+        await s.save(grantA);
+        expect((await s.load()).map((g) => g.id)).toEqual([grantA.id]);
+        expect(existsSync(s.lockPath)).toBe(false);
+      } finally {
+        parent.kill("SIGKILL");
+      }
+    },
+  );
+
+  it.skipIf(!existsSync("/proc/self/ns/pid"))(
     "takes a lock with this host name from another PID namespace or boot (a container given the same name) for another host's: age decides, not its pid",
     async () => {
       const dead = spawnSync(process.execPath, ["-e", ""]).pid;
@@ -782,6 +848,18 @@ describe("FileGrantStore lock", () => {
     writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }), 60_000);
     await s.save(grantA);
     expect((await s.load()).length).toBe(1);
+  });
+
+  it("does not break a lock whose record is still being written for a stale bound shorter than that takes", async () => {
+    // A writer between creating its lock and writing its record: it runs, so a small staleLockMs,
+    // which is for other hosts' locks, must not rob it (its save would fail, and maybe the robber's too).
+    const s = store({ lockTimeoutMs: 100, staleLockMs: 1 });
+    writeLock(s, "", 1_000);
+    const error = await rejection(s.save(grantA));
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect((error as LedgerLockError).path).toBe(s.lockPath);
+    expect(readFileSync(s.lockPath, "utf8")).toBe("");
+    expect(existsSync(s.ledgerPath)).toBe(false);
   });
 
   it("breaks an abandoned unwritten lock", async () => {

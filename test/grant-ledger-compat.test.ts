@@ -157,6 +157,17 @@ describe("ledger fixtures", () => {
     expect((await store.load()).map((g) => g.id)).toEqual([grant!.id, extra.id]);
   });
 
+  it("reads and keeps a pretty-printed record holding a string of millions of characters", async () => {
+    // Within canonicalJson's 32 MiB: a grant this library itself can save, then pretty-printed by `jq .`.
+    const store = storeWith(rustLedger);
+    const deny = new Grant("write", "deny", GrantScope.thisCall({ content: "x".repeat(9_000_000) }));
+    writeFileSync(store.ledgerPath, JSON.stringify([deny.toJSON()], null, 2));
+    expect((await store.load()).map((g) => g.id)).toEqual([deny.id]);
+    const extra = new Grant("extra", "allow", GrantScope.thisTool());
+    await store.save(extra);
+    expect(readFileSync(store.ledgerPath, "utf8")).toBe(`[${deny.toLedgerText()},${extra.toLedgerText()}]`);
+  });
+
   it.each(readdirSync(join(fixtures, "reject")))("rejects %s, naming the file, and keeps it", async (name) => {
     const store = storeWith(join(fixtures, "reject", name));
     const before = readFileSync(store.ledgerPath);

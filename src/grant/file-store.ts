@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from "node:buffer";
 import { randomBytes } from "node:crypto";
 import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
@@ -229,6 +230,8 @@ const POSIX_PERMISSIONS = process.platform !== "win32";
 const GROUP_OTHER_BITS = 0o077;
 const GROUP_OTHER_WRITE = 0o022;
 const STICKY = 0o1000;
+
+const { MAX_STRING_LENGTH } = bufferConstants;
 
 /** What a call does to the ledger: read it, change it, or change it creating it if missing. */
 type Access = "read" | "write" | "create";
@@ -698,6 +701,14 @@ export class FileGrantStore implements GrantStore {
       if (!opened.isFile()) throw this.#notRegular();
       // Judged on the opened file: a check by path could be sent elsewhere by a swap.
       this.#openToOthers(path, opened, false);
+      // Past the longest string the engine makes it cannot be decoded: that says nothing of its content.
+      if (opened.size > BigInt(MAX_STRING_LENGTH)) {
+        throw new LedgerIoError(
+          "LEDGER_IO",
+          path,
+          `is ${opened.size} bytes, more than the ${MAX_STRING_LENGTH} a grant ledger can be read at; left as it is`,
+        );
+      }
       bytes = await handle.readFile();
     } catch (error) {
       if (error instanceof LedgerIoError) throw error;

@@ -93,10 +93,21 @@ function parseLock(text: string): LockInfo | null {
  * `undefined` where there is no /proc or no such process.
  */
 async function startOf(pid: number): Promise<string | undefined> {
+  return (await procStat(pid))?.start;
+}
+
+/**
+ * The state (field 3: `R`, `S`, … `Z` for a zombie) and start time (field 22)
+ * of the process `pid` from /proc/<pid>/stat; `undefined` where there is none.
+ */
+async function procStat(
+  pid: number,
+): Promise<{ readonly state: string | undefined; readonly start: string | undefined } | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may hold spaces and parentheses; the fields after the last ")" cannot.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0], start: fields[19] };
   } catch {
     return undefined;
   }
@@ -149,7 +160,11 @@ function callsHere(): Set<string> {
 async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, lock: Stats): Promise<boolean> {
   if (info.pid === process.pid && callsHere().has(info.token)) return true;
   if (info.pid !== process.pid && !pidAlive(info.pid)) return false;
-  const current = await startOf(info.pid);
+  const proc = await procStat(info.pid);
+  // A zombie (or a process being reaped) has exited: it holds no file and never runs again, though
+  // its pid answers signals until its parent waits for it, which some never do.
+  if (proc?.state === "Z" || proc?.state === "X") return false;
+  const current = proc?.start;
   if (info.start !== undefined && current !== undefined) {
     if (info.start !== current) return false;
   } else if (info.pid === process.pid && info.createdAtMs < Date.now() - process.uptime() * 1_000) {
@@ -254,8 +269,8 @@ type Judged =
 /**
  * Whether the lock (or claim) at `lockPath` is abandoned: its writer's
  * process is gone on this host, or it is another host's and older than
- * `staleMs`, or its record was never written and it is older than that or
- * than the time a writer needs to write it.
+ * `staleMs`, or its record was never written and it is older than the time a
+ * writer needs to write it.
  */
 async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise<Judged> {
   let handle;
@@ -296,7 +311,9 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
     // lock (paused, swapped out): it would go on to rename its ledger over the
     // next writer's. Another host's processes cannot be seen: age decides there.
     // The handle stays open meanwhile, so the lock's inode cannot be reused.
-    if (info === null) stale = ageMs > Math.min(staleMs, UNWRITTEN_GRACE_MS);
+    // An unwritten record says nothing of its writer, which may be running: only the time a
+    // writer needs to write it decides, never a stale bound meant for other hosts' locks.
+    if (info === null) stale = ageMs > UNWRITTEN_GRACE_MS;
     else if (writtenHere(info, here)) stale = !(await holderAlive(info, lockPath, handle, stat));
     else stale = ageMs > staleMs;
   } finally {

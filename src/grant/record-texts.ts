@@ -10,12 +10,29 @@ const TAB = 0x09;
 const LINE_FEED = 0x0a;
 const CARRIAGE_RETURN = 0x0d;
 
-/** A JSON string, or a run of the whitespace JSON allows between tokens. */
-const STRING_OR_SPACE = /("(?:[^"\\]|\\.)*")|[ \t\n\r]+/g;
+function isSpace(c: number): boolean {
+  return c === SPACE || c === TAB || c === LINE_FEED || c === CARRIAGE_RETURN;
+}
 
-/** `text` (one JSON value) without the whitespace between its tokens; its strings as they are. */
+/**
+ * `text` (one JSON value) without the whitespace between its tokens; its
+ * strings as they are. A scan rather than a regular expression: a regex
+ * matching a string of about 8 million characters overflows the stack.
+ */
 function compact(text: string): string {
-  return text.replace(STRING_OR_SPACE, (_, string?: string) => string ?? "");
+  const pieces: string[] = [];
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) i = stringEnd(text, i);
+    else if (isSpace(c)) {
+      pieces.push(text.slice(start, i));
+      while (i + 1 < text.length && isSpace(text.charCodeAt(i + 1))) i++;
+      start = i + 1;
+    }
+  }
+  pieces.push(text.slice(start));
+  return pieces.join("");
 }
 
 /**
@@ -47,7 +64,7 @@ export function recordTexts(text: string): string[] {
       // The array's end; `[]` (or `[ ]`) has no element before it.
       if (depth === 0 && text.slice(start, i).trim() !== "") push(i);
     } else if (c === COMMA && depth === 1) push(i);
-    else if (c === SPACE || c === TAB || c === LINE_FEED || c === CARRIAGE_RETURN) spaced = true;
+    else if (isSpace(c)) spaced = true;
   }
   return texts;
 }
