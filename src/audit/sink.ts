@@ -102,6 +102,16 @@ function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
 
+/** A chain check that keeps the last line it was handed (its bytes, not a copy), to find it again later. */
+class LastLineCheck extends ChainCheck {
+  last: Uint8Array | undefined;
+
+  override line(bytes: Uint8Array): boolean {
+    this.last = bytes;
+    return super.line(bytes);
+  }
+}
+
 /** What tests set to drive {@link AuditSink.open} through its edges. */
 export interface SinkSeams {
   /** Runs after opening reads the log and before it takes the lock. */
@@ -305,7 +315,7 @@ export class AuditSink {
    * starting point. The log as it is found is read and verified before the
    * lock is taken, however long it is; under the lock only what other writers
    * added meanwhile is, so that they never wait on a long log's verification
-   * (the whole log again only when it shrank meanwhile).
+   * (the whole log again only when the line it read last is no longer at its end).
    */
   async #resume(anchor: AuditAnchor | undefined, seams: SinkSeams): Promise<void> {
     const key = this.#key;
@@ -313,15 +323,22 @@ export class AuditSink {
     const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
     // Of every line only the hashes the anchor and the seal vouch for are
     // kept, so that opening a log holds no more of it however long it is.
+    let last: Uint8Array | undefined;
     const readWhole = async (tail: TailRule, seal: string | null): Promise<Chain> => {
+      let check: LastLineCheck | undefined;
       const { outcome, bytes } = await checkLogFile(
         this.#handle,
-        () => new ChainCheck(AUDIT_EMPTY_ANCHOR, macs, { records: false, hashes: [anchor?.seq, sealSeq(key, seal)] }),
+        () =>
+          (check = new LastLineCheck(AUDIT_EMPTY_ANCHOR, macs, {
+            records: false,
+            hashes: [anchor?.seq, sealSeq(key, seal)],
+          })),
         { tail },
       );
       if ("ok" in outcome) throw this.#corrupt(outcome.line, outcome.problem, outcome.message);
       this.#anchor = outcome.anchor;
       this.#size = bytes;
+      last = check?.last;
       return outcome;
     };
     // The seal found now is, but for a write meanwhile, the one found under the lock.
@@ -331,8 +348,10 @@ export class AuditSink {
     await this.#locked(async () => {
       const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
-      // away whole lines of it this read may have seen: read the log again.
-      if ((await this.#handle.stat()).size < this.#size) read = await readWhole("strict", seal);
+      // away whole lines of it this read may have seen, and other writers may
+      // have written other lines in their place since: unless the log still
+      // holds, where this read ended, the line it read last, read it again.
+      if (!(await this.#endsWith(this.#size, last))) read = await readWhole("strict", seal);
       const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined, [
         anchor?.seq,
         sealSeq(key, seal),
@@ -356,6 +375,18 @@ export class AuditSink {
         await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
       }
     });
+  }
+
+  /** Whether the file holds `line` (`undefined`: no line) and its newline right before byte `end`. */
+  async #endsWith(end: number, line: Uint8Array | undefined): Promise<boolean> {
+    if (line === undefined) return end === 0;
+    // The byte before it too: the line must start a line, not end a longer one.
+    const start = end - line.length - 1;
+    const before = start > 0 ? 1 : 0;
+    const expected = Buffer.concat([before ? Buffer.from("\n") : Buffer.alloc(0), line, Buffer.from("\n")]);
+    const found = Buffer.alloc(expected.length);
+    const { bytesRead } = await this.#handle.read(found, 0, found.length, start - before);
+    return bytesRead === found.length && found.equals(expected);
   }
 
   #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
