@@ -32,6 +32,8 @@ export interface CheckFileOptions {
   readonly chunkBytes?: number | undefined;
   /** Where the lines to check start: the end of the lines the check continues from. @default 0 */
   readonly from?: number | undefined;
+  /** Runs each time, with `tail: "wait"`, before the log is looked at again (tests). */
+  readonly whileWaiting?: (() => Promise<void>) | undefined;
 }
 
 /** Where a read of the log has got to: the next byte to read, and the line begun before it. */
@@ -100,12 +102,24 @@ class Cursor {
     }
   }
 
+  /** The line begun and not yet ended: where it starts, and its bytes read so far. */
+  begun(): { readonly at: number; readonly bytes: Buffer } {
+    return { at: this.whole, bytes: Buffer.concat(this.#pieces) };
+  }
+
   /** Forgets all but the first `keep` bytes of the line begun, the file having been cut back there. */
   cutPartial(keep: number): void {
     this.#pieces = keep === 0 ? [] : [Buffer.concat(this.#pieces).subarray(0, keep)];
     this.position -= this.partial - keep;
     this.partial = keep;
   }
+}
+
+/** Whether the file at `handle` still holds `part.bytes` at `part.at`. */
+async function holds(handle: FileHandle, part: { readonly at: number; readonly bytes: Buffer }): Promise<boolean> {
+  const found = Buffer.alloc(part.bytes.length);
+  const { bytesRead } = await handle.read(found, 0, found.length, part.at);
+  return bytesRead === found.length && found.equals(part.bytes);
 }
 
 /**
@@ -121,8 +135,9 @@ class Cursor {
  * {@link TAIL_WAIT_MS}: the lines a writer finishes meanwhile are taken (a
  * line begun after them is still being written too). A writer whose write
  * failed cuts the log back to where its write began instead: when that takes
- * away lines already checked, the log is checked again from `from`, as it
- * is then.
+ * away lines already checked, or the line cut short is no longer there
+ * (another writer wrote other lines in its place meanwhile), the log is
+ * checked again from `from`, as it is then.
  */
 export async function checkLogFile(
   handle: FileHandle,
@@ -154,10 +169,19 @@ export async function checkLogFile(
     return { outcome: check.repeated(earlier), bytes: cursor.whole };
   };
 
+  /** Checks the log again from `from`, as it is now; whether it ends in a line cut short to wait for. */
+  const readAgain = async (): Promise<boolean> => {
+    check = newCheck();
+    cursor = new Cursor(from);
+    const again = await readOn();
+    return !again.stopped && cursor.partial > 0;
+  };
+
   const first = await readOn();
   if (first.stopped || cursor.partial === 0 || tail !== "wait") return finish();
   for (let delay = 1, waited = 0; waited < TAIL_WAIT_MS; waited += delay, delay *= 2) {
     await sleep(delay, undefined, signal ? { signal } : {});
+    await options.whileWaiting?.();
     const size = (await handle.stat()).size;
     if (size < cursor.position) {
       if (size >= cursor.whole) {
@@ -165,13 +189,18 @@ export async function checkLogFile(
         if (cursor.partial === 0) return finish();
         continue;
       }
-      check = newCheck();
-      cursor = new Cursor(from);
-      const again = await readOn();
-      if (again.stopped || cursor.partial === 0) return finish();
+      if (!(await readAgain())) return finish();
       continue;
     }
+    const begun = cursor.begun();
     const more = await readOn();
+    // The writer of the line cut short may have cut its write back since, and another writer
+    // written other lines in its place, the log no smaller than before: what was read on is then
+    // theirs, joined to a line no longer there.
+    if (!(await holds(handle, begun))) {
+      if (!(await readAgain())) return finish();
+      continue;
+    }
     if (more.stopped) return finish();
     if (more.lines > 0) {
       cursor.cutPartial(0);

@@ -272,6 +272,8 @@ export interface VerifySeams {
   readonly chunkBytes?: number;
   /** Runs after the seal is read and before the log is, each time. */
   readonly afterSeal?: () => Promise<void>;
+  /** Runs each time a last line found cut short is to be looked at again. */
+  readonly whileWaiting?: () => Promise<void>;
 }
 
 /** {@link verifyAuditLog}, with its seams. */
@@ -306,6 +308,7 @@ export async function verifyLogFile(
         }),
       signal,
       chunkBytes: seams.chunkBytes,
+      whileWaiting: seams.whileWaiting,
     });
     signal?.throwIfAborted();
     if ("ok" in outcome) return outcome;
@@ -326,6 +329,7 @@ async function readLog(
     readonly newCheck: () => ChainCheck;
     readonly signal: AbortSignal | undefined;
     readonly chunkBytes: number | undefined;
+    readonly whileWaiting: (() => Promise<void>) | undefined;
   },
 ): Promise<Chain | Failure> {
   let handle;
@@ -346,6 +350,7 @@ async function readLog(
       tail: "wait",
       signal: how.signal,
       chunkBytes: how.chunkBytes,
+      whileWaiting: how.whileWaiting,
     });
     return outcome;
   } catch (error) {
