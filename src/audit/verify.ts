@@ -274,6 +274,8 @@ export interface VerifySeams {
   readonly afterSeal?: () => Promise<void>;
   /** Runs each time a last line found cut short is to be looked at again. */
   readonly whileWaiting?: () => Promise<void>;
+  /** Runs each time a read of the log reaches its end, before the next read. */
+  readonly afterEnd?: () => Promise<void>;
 }
 
 /** {@link verifyAuditLog}, with its seams. */
@@ -309,6 +311,7 @@ export async function verifyLogFile(
       signal,
       chunkBytes: seams.chunkBytes,
       whileWaiting: seams.whileWaiting,
+      afterEnd: seams.afterEnd,
     });
     signal?.throwIfAborted();
     if ("ok" in outcome) return outcome;
@@ -330,6 +333,7 @@ async function readLog(
     readonly signal: AbortSignal | undefined;
     readonly chunkBytes: number | undefined;
     readonly whileWaiting: (() => Promise<void>) | undefined;
+    readonly afterEnd: (() => Promise<void>) | undefined;
   },
 ): Promise<Chain | Failure> {
   let handle;
@@ -351,6 +355,7 @@ async function readLog(
       signal: how.signal,
       chunkBytes: how.chunkBytes,
       whileWaiting: how.whileWaiting,
+      afterEnd: how.afterEnd,
     });
     return outcome;
   } catch (error) {
