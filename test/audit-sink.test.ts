@@ -485,6 +485,29 @@ describe("a write that fails mid-line", () => {
     },
   );
 
+  it("says why the lock file could not be written when no byte more fits (a full disk, a file size limit)", async () => {
+    const path = fresh();
+    const seed = await AuditSink.open(path);
+    await seed.append(gateRecord(1));
+    await seed.close();
+    const before = await readFile(path);
+    const script =
+      `import(${JSON.stringify(pathToFileURL(join(repo, "src/audit/index.ts")).href)})` +
+      ".then(({ AuditSink }) => AuditSink.open(process.argv[1]))" +
+      '.then(() => console.log("opened"), (e) => console.log(`${e.code}: ${e.message}`));';
+    // No write may grow any file (ulimit -f 0): the lock's record is the first write opening makes.
+    const { stdout } = await promisify(execFile)(
+      "/bin/sh",
+      ["-c", 'ulimit -f 0 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, script, path],
+      { cwd: repo },
+    );
+    expect(stdout.trim()).toBe(
+      `AUDIT_LOCK: cannot lock audit log ${path} (${path}.lock): cannot write the lock file (EFBIG)`,
+    );
+    expect(await readFile(path)).toEqual(before);
+    await expect(lstat(`${path}.lock`)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
   // Only root can make a file append-only (chattr +a), the one way to make
   // cutting it back fail for real.
   it.skipIf(process.getuid?.() !== 0)(
