@@ -374,6 +374,26 @@ describe("AuditSink appends", () => {
     expect(result.records[0]?.reason === longest.reason).toBe(true);
   });
 
+  it("lands appends made together whose lines pass the longest string the runtime can hold, and goes on", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    // About 4 MiB each: the 129 made while the first is written are more than 512 MiB of lines together.
+    const reason = "z".repeat(AUDIT_LINE_MAX_BYTES - 1_000);
+    const appends = Array.from({ length: 130 }, (_, i) => sink.append(gateRecord(i + 1, { reason })));
+    const outcomes = await Promise.all(
+      appends.map((p) =>
+        p.then(
+          (a) => a.seq,
+          (e: { code: string }) => e.code,
+        ),
+      ),
+    );
+    expect(outcomes).toEqual(Array.from({ length: 130 }, (_, i) => i + 1));
+    await expect(sink.append(gateRecord(131))).resolves.toMatchObject({ seq: 131 });
+    await sink.close();
+    expect(await verifyAuditLog(path, { records: false })).toMatchObject({ ok: true, anchor: { seq: 131 } });
+  }, 120_000);
+
   it("rejects a record that throws when read, and reports it, never throwing itself", async () => {
     const path = fresh();
     const onError = vi.fn();

@@ -90,6 +90,13 @@ const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
+/**
+ * The most bytes of records one write takes. Appends made together beyond it
+ * go out in the writes after it: one string of all their lines could pass the
+ * longest string the runtime holds (512 MiB), and one write holds all of it.
+ */
+const BATCH_MAX_BYTES = 64 * 1024 * 1024;
+
 /** Errors of writes that failed and were cut back: the log is as it was before them. */
 const undone = new WeakSet<AuditError>();
 
@@ -178,8 +185,12 @@ export class AuditSink {
   /** How many bytes of the file have been verified (or written) by this sink. */
   #size: number;
   /** Appends waiting for the next write. */
-  #pending: { record: GateDecision; resolve: (anchor: AuditAppend) => void; reject: (error: AuditError) => void }[] =
-    [];
+  #pending: {
+    record: GateDecision;
+    bytes: number;
+    resolve: (anchor: AuditAppend) => void;
+    reject: (error: AuditError) => void;
+  }[] = [];
   /** The loop writing pending appends, while it runs. */
   #draining: Promise<void> | undefined;
   #dead: AuditError | undefined;
@@ -449,13 +460,13 @@ export class AuditSink {
     const parsed = this.#parse(record);
     if (parsed instanceof AuditRecordError) return Promise.reject(this.#lose(parsed));
     return new Promise((resolve, reject) => {
-      this.#pending.push({ record: parsed, resolve, reject });
+      this.#pending.push({ ...parsed, resolve, reject });
       this.#draining ??= this.#drain();
     });
   }
 
-  /** `record` as the schema reads it, or why it is not a GateDecision. */
-  #parse(record: unknown): GateDecision | AuditRecordError {
+  /** `record` as the schema reads it and the bytes of its JSON, or why it is not a GateDecision. */
+  #parse(record: unknown): { record: GateDecision; bytes: number } | AuditRecordError {
     const refuse = (why: string, cause: unknown): AuditRecordError =>
       new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${why}`, { cause });
     try {
@@ -470,7 +481,7 @@ export class AuditSink {
             `most ${RECORD_MAX_BYTES} bytes of record (AUDIT_LINE_MAX_BYTES, ${AUDIT_LINE_MAX_BYTES}, with its seq and hashes)`,
         );
       }
-      return parsed.data;
+      return { record: parsed.data, bytes };
     } catch (error) {
       // A getter that throws, a revoked Proxy: safeParse lets that through.
       return refuse(`reading it threw: ${describe(error)}`, error);
@@ -514,7 +525,13 @@ export class AuditSink {
   /** Writes the pending appends, a batch at a time, until none is left. */
   async #drain(): Promise<void> {
     while (this.#pending.length > 0) {
-      const batch = this.#pending.splice(0);
+      let take = 1;
+      let bytes = (this.#pending[0] as { bytes: number }).bytes;
+      for (let next = this.#pending[take]; next !== undefined && bytes + next.bytes <= BATCH_MAX_BYTES;) {
+        bytes += next.bytes;
+        next = this.#pending[++take];
+      }
+      const batch = this.#pending.splice(0, take);
       try {
         const anchors = await this.#write(batch.map((append) => append.record));
         batch.forEach((append, i) => append.resolve(anchors[i] as AuditAppend));
