@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
+import { openSink } from "../src/audit/sink.js";
 import type { AuditVerifyResult } from "../src/audit/index.js";
 import { resultOf, startChild } from "./support/child-process.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
@@ -182,6 +183,57 @@ describe("a sink opening a log while another's write fails", () => {
       });
     } finally {
       holder.kill();
+    }
+  });
+
+  it("reads the log again under the lock when the failed write was cut back and other lines written in its place", async () => {
+    // Lines 1 and 2, then what another writer's write of line 3 put there before it failed (its
+    // seal, say, could not be replaced), and the lines a third writer wrote once it was cut back.
+    const base = join(dir, "replaced-base.jsonl");
+    const seed = await AuditSink.open(base);
+    await seed.append(gateRecord(1));
+    await seed.append(gateRecord(2));
+    await seed.close();
+    const before = await readFile(base);
+    const linesAfter = async (name: string, records: number[]): Promise<Buffer> => {
+      const copy = join(dir, name);
+      await writeFile(copy, before);
+      const other = await AuditSink.open(copy);
+      for (const i of records) await other.append(gateRecord(i));
+      await other.close();
+      return (await readFile(copy)).subarray(before.length);
+    };
+    const failed = await linesAfter("replaced-failed.jsonl", [3]);
+    // One line as long as the failed one, then two lines.
+    for (const [n, records] of [
+      [1, [5]],
+      [2, [5, 7]],
+    ] as const) {
+      const path = join(dir, `replaced-${n}.jsonl`);
+      const written = await linesAfter(`replaced-${n}-other.jsonl`, [...records]);
+      await writeFile(path, Buffer.concat([before, failed]));
+      let ran = false;
+      const opened = await openSink(
+        path,
+        {},
+        {
+          beforeLock: async () => {
+            ran = true;
+            await truncate(path, before.length);
+            await appendFile(path, written);
+          },
+        },
+      ).catch((e: unknown) => e);
+      expect(ran).toBe(true);
+      expect(opened).toBeInstanceOf(AuditSink);
+      const sink = opened as AuditSink;
+      expect(sink.anchor.seq).toBe(2 + n);
+      await expect(sink.append(gateRecord(9))).resolves.toMatchObject({ seq: 3 + n });
+      await sink.close();
+      expect(await verifyAuditLog(path)).toMatchObject({
+        ok: true,
+        records: [1, 2, ...records, 9].map((i) => gateRecord(i)),
+      });
     }
   });
 });

@@ -374,6 +374,26 @@ describe("AuditSink appends", () => {
     expect(result.records[0]?.reason === longest.reason).toBe(true);
   });
 
+  it("lands appends made together whose lines pass the longest string the runtime can hold, and goes on", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    // About 4 MiB each: the 129 made while the first is written are more than 512 MiB of lines together.
+    const reason = "z".repeat(AUDIT_LINE_MAX_BYTES - 1_000);
+    const appends = Array.from({ length: 130 }, (_, i) => sink.append(gateRecord(i + 1, { reason })));
+    const outcomes = await Promise.all(
+      appends.map((p) =>
+        p.then(
+          (a) => a.seq,
+          (e: { code: string }) => e.code,
+        ),
+      ),
+    );
+    expect(outcomes).toEqual(Array.from({ length: 130 }, (_, i) => i + 1));
+    await expect(sink.append(gateRecord(131))).resolves.toMatchObject({ seq: 131 });
+    await sink.close();
+    expect(await verifyAuditLog(path, { records: false })).toMatchObject({ ok: true, anchor: { seq: 131 } });
+  }, 120_000);
+
   it("rejects a record that throws when read, and reports it, never throwing itself", async () => {
     const path = fresh();
     const onError = vi.fn();
@@ -484,6 +504,29 @@ describe("a write that fails mid-line", () => {
       expect(await verifyAuditLog(path, options)).toMatchObject({ ok: true, records: [...records, gateRecord(14)] });
     },
   );
+
+  it("says why the lock file could not be written when no byte more fits (a full disk, a file size limit)", async () => {
+    const path = fresh();
+    const seed = await AuditSink.open(path);
+    await seed.append(gateRecord(1));
+    await seed.close();
+    const before = await readFile(path);
+    const script =
+      `import(${JSON.stringify(pathToFileURL(join(repo, "src/audit/index.ts")).href)})` +
+      ".then(({ AuditSink }) => AuditSink.open(process.argv[1]))" +
+      '.then(() => console.log("opened"), (e) => console.log(`${e.code}: ${e.message}`));';
+    // No write may grow any file (ulimit -f 0): the lock's record is the first write opening makes.
+    const { stdout } = await promisify(execFile)(
+      "/bin/sh",
+      ["-c", 'ulimit -f 0 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, script, path],
+      { cwd: repo },
+    );
+    expect(stdout.trim()).toBe(
+      `AUDIT_LOCK: cannot lock audit log ${path} (${path}.lock): cannot write the lock file (EFBIG)`,
+    );
+    expect(await readFile(path)).toEqual(before);
+    await expect(lstat(`${path}.lock`)).rejects.toMatchObject({ code: "ENOENT" });
+  });
 
   // Only root can make a file append-only (chattr +a), the one way to make
   // cutting it back fail for real.

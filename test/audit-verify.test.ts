@@ -391,6 +391,63 @@ describe("verifyAuditLog on the file system", () => {
     expect(result).toMatchObject({ ok: true, records: { length: 4 } });
     expect(result).toEqual(verifyAuditBytes(original.subarray(0, fourth)));
   });
+
+  it("reads the log again when the writer cuts back the line it was writing and another writes other lines in its place", async () => {
+    const path = join(dir, "cut-back-rewritten.jsonl");
+    const third = original.indexOf(0x0a, original.indexOf(0x0a) + 1) + 1;
+    // What another writer, whose write then fails, puts after line 2: part of its line 3.
+    const copy = join(dir, "cut-back-rewritten-other.jsonl");
+    await writeFile(copy, original.subarray(0, third));
+    const other = await AuditSink.open(copy);
+    await other.append(gateRecord(30));
+    await other.close();
+    const torn = (await readFile(copy)).subarray(third, third + 150);
+    await writeFile(path, Buffer.concat([original.subarray(0, third), torn]));
+    let looks = 0;
+    const result = await verifyLogFile(
+      path,
+      {},
+      {
+        whileWaiting: async () => {
+          // Between two looks at the line cut short, its writer cuts it back and
+          // the next writer writes lines 3 to 5.
+          if (++looks > 1) return;
+          await truncate(path, third);
+          appendFileSync(path, original.subarray(third));
+        },
+      },
+    );
+    expect(looks).toBeGreaterThan(0);
+    expect(result).toEqual(verifyAuditBytes(original));
+  });
+
+  it("reads the log again when, after it read to the end, the lines there were cut back and other lines written in their place", async () => {
+    const path = join(dir, "cut-back-whole-rewritten.jsonl");
+    const third = original.indexOf(0x0a, original.indexOf(0x0a) + 1) + 1;
+    // Another writer's line 3, whole: its write fails after it (the seal, say) and is cut back.
+    const copy = join(dir, "cut-back-whole-rewritten-other.jsonl");
+    await writeFile(copy, original.subarray(0, third));
+    const other = await AuditSink.open(copy);
+    await other.append(gateRecord(30));
+    await other.close();
+    await writeFile(path, await readFile(copy));
+    let ends = 0;
+    const result = await verifyLogFile(
+      path,
+      {},
+      {
+        afterEnd: async () => {
+          // Between the read that reached the end and the next, that line is cut back and the
+          // next writer writes lines 3 to 5.
+          if (++ends > 1) return;
+          await truncate(path, third);
+          appendFileSync(path, original.subarray(third));
+        },
+      },
+    );
+    expect(ends).toBeGreaterThan(0);
+    expect(result).toEqual(verifyAuditBytes(original));
+  });
 });
 
 describe("verifyAuditLog reads the log a chunk at a time", () => {

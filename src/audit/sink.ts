@@ -90,6 +90,13 @@ const NO_FOLLOW = constants.O_NOFOLLOW ?? 0;
 /** A lock older than this was left by a writer that hung or died elsewhere; appends hold it for milliseconds. */
 const STALE_LOCK_MS = 30_000;
 
+/**
+ * The most bytes of records one write takes. Appends made together beyond it
+ * go out in the writes after it: one string of all their lines could pass the
+ * longest string the runtime holds (512 MiB), and one write holds all of it.
+ */
+const BATCH_MAX_BYTES = 64 * 1024 * 1024;
+
 /** Errors of writes that failed and were cut back: the log is as it was before them. */
 const undone = new WeakSet<AuditError>();
 
@@ -100,6 +107,16 @@ const undone = new WeakSet<AuditError>();
  */
 function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
+}
+
+/** A chain check that keeps the last line it was handed (its bytes, not a copy), to find it again later. */
+class LastLineCheck extends ChainCheck {
+  last: Uint8Array | undefined;
+
+  override line(bytes: Uint8Array): boolean {
+    this.last = bytes;
+    return super.line(bytes);
+  }
 }
 
 /** What tests set to drive {@link AuditSink.open} through its edges. */
@@ -168,8 +185,12 @@ export class AuditSink {
   /** How many bytes of the file have been verified (or written) by this sink. */
   #size: number;
   /** Appends waiting for the next write. */
-  #pending: { record: GateDecision; resolve: (anchor: AuditAppend) => void; reject: (error: AuditError) => void }[] =
-    [];
+  #pending: {
+    record: GateDecision;
+    bytes: number;
+    resolve: (anchor: AuditAppend) => void;
+    reject: (error: AuditError) => void;
+  }[] = [];
   /** The loop writing pending appends, while it runs. */
   #draining: Promise<void> | undefined;
   #dead: AuditError | undefined;
@@ -305,7 +326,7 @@ export class AuditSink {
    * starting point. The log as it is found is read and verified before the
    * lock is taken, however long it is; under the lock only what other writers
    * added meanwhile is, so that they never wait on a long log's verification
-   * (the whole log again only when it shrank meanwhile).
+   * (the whole log again only when the line it read last is no longer at its end).
    */
   async #resume(anchor: AuditAnchor | undefined, seams: SinkSeams): Promise<void> {
     const key = this.#key;
@@ -313,15 +334,22 @@ export class AuditSink {
     const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
     // Of every line only the hashes the anchor and the seal vouch for are
     // kept, so that opening a log holds no more of it however long it is.
+    let last: Uint8Array | undefined;
     const readWhole = async (tail: TailRule, seal: string | null): Promise<Chain> => {
+      let check: LastLineCheck | undefined;
       const { outcome, bytes } = await checkLogFile(
         this.#handle,
-        () => new ChainCheck(AUDIT_EMPTY_ANCHOR, macs, { records: false, hashes: [anchor?.seq, sealSeq(key, seal)] }),
+        () =>
+          (check = new LastLineCheck(AUDIT_EMPTY_ANCHOR, macs, {
+            records: false,
+            hashes: [anchor?.seq, sealSeq(key, seal)],
+          })),
         { tail },
       );
       if ("ok" in outcome) throw this.#corrupt(outcome.line, outcome.problem, outcome.message);
       this.#anchor = outcome.anchor;
       this.#size = bytes;
+      last = check?.last;
       return outcome;
     };
     // The seal found now is, but for a write meanwhile, the one found under the lock.
@@ -331,8 +359,10 @@ export class AuditSink {
     await this.#locked(async () => {
       const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
-      // away whole lines of it this read may have seen: read the log again.
-      if ((await this.#handle.stat()).size < this.#size) read = await readWhole("strict", seal);
+      // away whole lines of it this read may have seen, and other writers may
+      // have written other lines in their place since: unless the log still
+      // holds, where this read ended, the line it read last, read it again.
+      if (!(await this.#endsWith(this.#size, last))) read = await readWhole("strict", seal);
       const added = await this.#catchUp(key === undefined ? { type: "none", keyed: read.keyed } : undefined, [
         anchor?.seq,
         sealSeq(key, seal),
@@ -356,6 +386,18 @@ export class AuditSink {
         await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
       }
     });
+  }
+
+  /** Whether the file holds `line` (`undefined`: no line) and its newline right before byte `end`. */
+  async #endsWith(end: number, line: Uint8Array | undefined): Promise<boolean> {
+    if (line === undefined) return end === 0;
+    // The byte before it too: the line must start a line, not end a longer one.
+    const start = end - line.length - 1;
+    const before = start > 0 ? 1 : 0;
+    const expected = Buffer.concat([before ? Buffer.from("\n") : Buffer.alloc(0), line, Buffer.from("\n")]);
+    const found = Buffer.alloc(expected.length);
+    const { bytesRead } = await this.#handle.read(found, 0, found.length, start - before);
+    return bytesRead === found.length && found.equals(expected);
   }
 
   #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
@@ -418,13 +460,13 @@ export class AuditSink {
     const parsed = this.#parse(record);
     if (parsed instanceof AuditRecordError) return Promise.reject(this.#lose(parsed));
     return new Promise((resolve, reject) => {
-      this.#pending.push({ record: parsed, resolve, reject });
+      this.#pending.push({ ...parsed, resolve, reject });
       this.#draining ??= this.#drain();
     });
   }
 
-  /** `record` as the schema reads it, or why it is not a GateDecision. */
-  #parse(record: unknown): GateDecision | AuditRecordError {
+  /** `record` as the schema reads it and the bytes of its JSON, or why it is not a GateDecision. */
+  #parse(record: unknown): { record: GateDecision; bytes: number } | AuditRecordError {
     const refuse = (why: string, cause: unknown): AuditRecordError =>
       new AuditRecordError(`not a GateDecision, not written to ${this.path}: ${why}`, { cause });
     try {
@@ -439,7 +481,7 @@ export class AuditSink {
             `most ${RECORD_MAX_BYTES} bytes of record (AUDIT_LINE_MAX_BYTES, ${AUDIT_LINE_MAX_BYTES}, with its seq and hashes)`,
         );
       }
-      return parsed.data;
+      return { record: parsed.data, bytes };
     } catch (error) {
       // A getter that throws, a revoked Proxy: safeParse lets that through.
       return refuse(`reading it threw: ${describe(error)}`, error);
@@ -483,7 +525,13 @@ export class AuditSink {
   /** Writes the pending appends, a batch at a time, until none is left. */
   async #drain(): Promise<void> {
     while (this.#pending.length > 0) {
-      const batch = this.#pending.splice(0);
+      let take = 1;
+      let bytes = (this.#pending[0] as { bytes: number }).bytes;
+      for (let next = this.#pending[take]; next !== undefined && bytes + next.bytes <= BATCH_MAX_BYTES;) {
+        bytes += next.bytes;
+        next = this.#pending[++take];
+      }
+      const batch = this.#pending.splice(0, take);
       try {
         const anchors = await this.#write(batch.map((append) => append.record));
         batch.forEach((append, i) => append.resolve(anchors[i] as AuditAppend));

@@ -272,6 +272,10 @@ export interface VerifySeams {
   readonly chunkBytes?: number;
   /** Runs after the seal is read and before the log is, each time. */
   readonly afterSeal?: () => Promise<void>;
+  /** Runs each time a last line found cut short is to be looked at again. */
+  readonly whileWaiting?: () => Promise<void>;
+  /** Runs each time a read of the log reaches its end, before the next read. */
+  readonly afterEnd?: () => Promise<void>;
 }
 
 /** {@link verifyAuditLog}, with its seams. */
@@ -306,6 +310,8 @@ export async function verifyLogFile(
         }),
       signal,
       chunkBytes: seams.chunkBytes,
+      whileWaiting: seams.whileWaiting,
+      afterEnd: seams.afterEnd,
     });
     signal?.throwIfAborted();
     if ("ok" in outcome) return outcome;
@@ -326,6 +332,8 @@ async function readLog(
     readonly newCheck: () => ChainCheck;
     readonly signal: AbortSignal | undefined;
     readonly chunkBytes: number | undefined;
+    readonly whileWaiting: (() => Promise<void>) | undefined;
+    readonly afterEnd: (() => Promise<void>) | undefined;
   },
 ): Promise<Chain | Failure> {
   let handle;
@@ -346,6 +354,8 @@ async function readLog(
       tail: "wait",
       signal: how.signal,
       chunkBytes: how.chunkBytes,
+      whileWaiting: how.whileWaiting,
+      afterEnd: how.afterEnd,
     });
     return outcome;
   } catch (error) {

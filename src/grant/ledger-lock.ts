@@ -229,7 +229,9 @@ async function tryCreate(lockPath: string, info: LockInfo): Promise<FileHandle |
     // Removed before it is closed: a lock of this process that no thread has open counts as abandoned.
     await unlink(lockPath).catch(() => undefined);
     await handle.close().catch(() => undefined);
-    throw new LedgerLockError(lockPath, "cannot write the lock file", { cause: failure });
+    throw new LedgerLockError(lockPath, `cannot write the lock file (${errorCode(failure) ?? "error"})`, {
+      cause: failure,
+    });
   }
   return handle;
 }
