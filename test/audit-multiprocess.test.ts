@@ -5,26 +5,38 @@ import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { appendFile, mkdtemp, readFile, rm, truncate, unlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
 import { openSink } from "../src/audit/sink.js";
 import type { AuditVerifyResult } from "../src/audit/index.js";
 import { resultOf, startChild } from "./support/child-process.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
-const writerScript = fileURLToPath(new URL("./support/audit-append-writer.ts", import.meta.url));
-const steadyWriterScript = fileURLToPath(new URL("./support/audit-steady-writer.ts", import.meta.url));
 const WRITERS = 4;
 const EACH = 40;
 
 let dir: string;
+// The writer children, bundled once: each starts with plain node instead of loading tsx.
+let writer: Bundle | undefined;
+let steadyWriter: Bundle | undefined;
+let writerScript: string;
+let steadyWriterScript: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "loopctl-audit-processes-"));
+  [writer, steadyWriter] = await Promise.all([
+    bundleChild("audit-append-writer.ts"),
+    bundleChild("audit-steady-writer.ts"),
+  ]);
+  writerScript = writer.path;
+  steadyWriterScript = steadyWriter.path;
 });
 
 afterAll(async () => {
+  writer?.dispose();
+  steadyWriter?.dispose();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -35,13 +47,9 @@ afterAll(async () => {
  */
 async function appendConcurrently(path: string, keyFile?: string): Promise<string[][]> {
   const children = Array.from({ length: WRITERS }, (_, w) =>
-    spawn(
-      process.execPath,
-      ["--import", "tsx", writerScript, path, String(w), String(EACH), ...(keyFile ? [keyFile] : [])],
-      {
-        stdio: ["pipe", "pipe", "inherit"],
-      },
-    ),
+    spawn(process.execPath, [writerScript, path, String(w), String(EACH), ...(keyFile ? [keyFile] : [])], {
+      stdio: ["pipe", "pipe", "inherit"],
+    }),
   );
   const outputs = children.map((child) => {
     let text = "";
@@ -251,11 +259,9 @@ describe("a sink opening a long log", () => {
       await Promise.all(Array.from({ length: 20_000 }, (_, i) => seed.append(gateRecord(i))));
       await seed.close();
       const sink = await AuditSink.open(path, { ...options, lockTimeoutMs: 250 });
-      const opener = spawn(
-        process.execPath,
-        ["--import", "tsx", writerScript, path, "opener", "1", ...(keyed ? [keyFile] : [])],
-        { stdio: ["pipe", "pipe", "inherit"] },
-      );
+      const opener = spawn(process.execPath, [writerScript, path, "opener", "1", ...(keyed ? [keyFile] : [])], {
+        stdio: ["pipe", "pipe", "inherit"],
+      });
       const exited = once(opener, "exit");
       let output = "";
       opener.stdout.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));

@@ -23,12 +23,12 @@ interface Writer {
   go(): void;
 }
 
-function startWriter(root: string, project: string, seed: number): Writer {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", "test/support/grant-writer.ts", root, project, String(PER_WRITER), String(seed)],
-    { cwd: repo, stdio: ["pipe", "pipe", "pipe"] },
-  );
+/** Starts test/support/grant-writer.ts, bundled as `writer`. */
+function startWriter(writer: Bundle, root: string, project: string, seed: number): Writer {
+  const child = spawn(process.execPath, [writer.path, root, project, String(PER_WRITER), String(seed)], {
+    cwd: repo,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   let markReady: () => void = () => undefined;
@@ -60,10 +60,17 @@ const root = mkdtempSync(join(tmpdir(), "loopctl-multi-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe("FileGrantStore across processes", () => {
+  // Bundled once: each writer starts with plain node instead of loading tsx.
+  let writer: Bundle | undefined;
+  beforeAll(async () => {
+    writer = await bundleChild("grant-writer.ts");
+  });
+  afterAll(() => writer?.dispose());
+
   it("loses no grant and no revocation when several processes write at once", async () => {
     const project = join(root, "project");
     const grantsRoot = join(root, "grants");
-    const writers = Array.from({ length: WRITERS }, (_, seed) => startWriter(grantsRoot, project, seed));
+    const writers = Array.from({ length: WRITERS }, (_, seed) => startWriter(writer!, grantsRoot, project, seed));
     await Promise.all(writers.map((w) => w.ready));
     for (const writer of writers) writer.go();
     const outcomes = await Promise.all(writers.map((w) => w.done));

@@ -1,8 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AskResolution } from "loopctl/ask";
 import { Grant, GrantScope } from "loopctl/grant";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 const db = usePostgres();
 const WORKERS = 4;
@@ -49,6 +51,17 @@ function expectedGrant(tool: string, n: number, resolution: AskResolution): Gran
 }
 
 describe("workers and consoles in separate processes over one database", () => {
+  // The children, bundled once: each starts with plain node instead of loading tsx.
+  let approver: Bundle | undefined;
+  let agentWorker: Bundle | undefined;
+  beforeAll(async () => {
+    [approver, agentWorker] = await Promise.all([bundleChild("pg-approver.ts"), bundleChild("pg-agent-worker.ts")]);
+  });
+  afterAll(() => {
+    approver?.dispose();
+    agentWorker?.dispose();
+  });
+
   it(
     `${WORKERS} workers × ${RUNS * CALLS} asks, 2 consoles answering at random, one worker SIGKILLed: ` +
       "every ask ends once, nothing unapproved runs, no grant is lost",
@@ -56,10 +69,10 @@ describe("workers and consoles in separate processes over one database", () => {
       const s = `"${db.schema}"`;
       await db.pool.query(`CREATE TABLE ${s}.executions (call_id text NOT NULL, worker integer NOT NULL)`);
       const consoles = [0, 1].map((seed) =>
-        startChild("test/support/pg-approver.ts", [DATABASE_URL, db.schema, String(seed), VICTIM_UNANSWERED]),
+        startChild(approver!.path, [DATABASE_URL, db.schema, String(seed), VICTIM_UNANSWERED]),
       );
       const workers = Array.from({ length: WORKERS }, (_, w) =>
-        startChild("test/support/pg-agent-worker.ts", [
+        startChild(agentWorker!.path, [
           DATABASE_URL,
           db.schema,
           String(w),

@@ -1,8 +1,16 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 const db = usePostgres({ migrated: false });
+// The child, bundled once: each case starts it with plain node instead of loading tsx.
+let child: Bundle | undefined;
+beforeAll(async () => {
+  child = await bundleChild("pg-ended-at-start.ts");
+});
+afterAll(() => child?.dispose());
 
 interface Result {
   readonly scenario: string;
@@ -19,10 +27,7 @@ interface Result {
  * and `resultOf` would reject with its exit code and stderr.
  */
 function run(scenario: string): Promise<Result> {
-  return resultOf<Result>(
-    startChild("test/support/pg-ended-at-start.ts", [scenario, DATABASE_URL, db.schema]),
-    scenario,
-  );
+  return resultOf<Result>(startChild(child!.path, [scenario, DATABASE_URL, db.schema]), scenario);
 }
 
 describe("Postgres: a connection the server ends as it starts", () => {

@@ -1,22 +1,25 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 const db = usePostgres();
 const WRITERS = 8;
 const PER_WRITER = 50;
 
 describe("PostgresGrantStore across processes", () => {
+  // Bundled once: each writer starts with plain node instead of loading tsx.
+  let writer: Bundle | undefined;
+  beforeAll(async () => {
+    writer = await bundleChild("pg-grant-writer.ts");
+  });
+  afterAll(() => writer?.dispose());
+
   it(`loses nothing and resurrects nothing with ${WRITERS} processes × ${PER_WRITER} saves and revokes`, async () => {
     const writers = Array.from({ length: WRITERS }, (_, seed) =>
-      startChild("test/support/pg-grant-writer.ts", [
-        DATABASE_URL,
-        db.schema,
-        "shared",
-        String(PER_WRITER),
-        String(seed),
-      ]),
+      startChild(writer!.path, [DATABASE_URL, db.schema, "shared", String(PER_WRITER), String(seed)]),
     );
     await Promise.all(writers.map((w) => w.ready));
     for (const writer of writers) writer.send("go");

@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { makeAsk } from "./support/ask-fixtures.js";
 import { MIGRATIONS } from "../src/postgres/migrations.js";
@@ -34,6 +36,13 @@ async function schemaAtVersionOne(): Promise<SchemaNames> {
 }
 
 describe("migrate", () => {
+  // The migrator child, bundled once: each starts with plain node instead of loading tsx.
+  let migrator: Bundle | undefined;
+  beforeAll(async () => {
+    migrator = await bundleChild("pg-migrate-child.ts");
+  });
+  afterAll(() => migrator?.dispose());
+
   it("creates loopctl's tables in their own schema, records the version, and is idempotent", async () => {
     expect(await migrate(db.pool, { schema: db.schema })).toEqual({
       schema: db.schema,
@@ -60,9 +69,7 @@ describe("migrate", () => {
   });
 
   it("is safe from 8 processes at once: one applies, the others find nothing to do", async () => {
-    const children = Array.from({ length: 8 }, () =>
-      startChild("test/support/pg-migrate-child.ts", [DATABASE_URL, db.schema]),
-    );
+    const children = Array.from({ length: 8 }, () => startChild(migrator!.path, [DATABASE_URL, db.schema]));
     await Promise.all(children.map((c) => c.ready));
     for (const child of children) child.send("go");
     const results = await Promise.all(children.map((c, i) => resultOf<MigrateResult>(c, `migrator ${i}`)));

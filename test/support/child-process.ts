@@ -25,9 +25,13 @@ export interface Child {
   kill(signal: NodeJS.Signals): void;
 }
 
-/** Starts `node --import tsx <script> ...args` in the repository. */
+/**
+ * Starts `node --import tsx <script> ...args` in the repository, or `node <script> ...args` for a
+ * script bundled already (an `.mjs` file, see bundleChild).
+ */
 export function startChild(script: string, args: readonly string[], env: Record<string, string> = {}): Child {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+  const loader = script.endsWith(".mjs") ? [] : ["--import", "tsx"];
+  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [...loader, script, ...args], {
     cwd: repo,
     stdio: ["pipe", "pipe", "pipe"],
     env: { ...process.env, ...env },

@@ -1,7 +1,7 @@
 // Bundles a child-process entry point once (esbuild, which tsup brings) so each
 // child starts in tens of milliseconds instead of loading tsx: the fault matrix
 // and the crash tests start hundreds of children.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,8 +16,27 @@ export interface Bundle {
 /** Bundles `test/support/<entry>` into a private temporary folder. */
 export async function bundleChild(entry: string): Promise<Bundle> {
   const dir = mkdtempSync(join(tmpdir(), "loopctl-child-"));
-  const source = fileURLToPath(new URL(`./${entry}`, import.meta.url));
   const path = join(dir, `${basename(entry, ".ts")}.mjs`);
+  await bundleTo(fileURLToPath(new URL(`./${entry}`, import.meta.url)), path);
+  return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * Bundles the loopctl bin (`src/cli/main.ts`) into a private temporary folder laid out as the package
+ * ships it: the bin at `dist/cli.js`, the console's files in `dist/server/console/`, and a copy of the
+ * package's package.json at the top, the manifest `loopctl --version` finds by walking up from the bin.
+ */
+export async function bundleCli(): Promise<Bundle> {
+  const dir = mkdtempSync(join(tmpdir(), "loopctl-cli-"));
+  const path = join(dir, "dist", "cli.js");
+  const repo = (file: string): string => fileURLToPath(new URL(`../../${file}`, import.meta.url));
+  await bundleTo(repo("src/cli/main.ts"), path);
+  cpSync(repo("src/server/console"), join(dir, "dist", "server", "console"), { recursive: true });
+  copyFileSync(repo("package.json"), join(dir, "package.json"));
+  return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+async function bundleTo(source: string, path: string): Promise<void> {
   await build({
     entryPoints: [source],
     bundle: true,
@@ -36,7 +55,6 @@ export async function bundleChild(entry: string): Promise<Bundle> {
       ].join(" "),
     },
   });
-  return { path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 /** A subpath of `src` built twice, as the package ships it: an ES module and a CommonJS module. */
