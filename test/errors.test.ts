@@ -96,14 +96,64 @@ describe("typed option errors naming a value with no string form", () => {
       const { defineTool, EngineConfigError, LoopManagers, ToolDefinitionError } =
         await import("../src/engine/index.js");
       const { ApprovalChannel } = await import("../src/ask/index.js");
-      const { createApprovalHandler, ServerConfigError } = await import("../src/server/index.js");
+      const {
+        auditLogRecords,
+        createApprovalHandler,
+        createApprovalServer,
+        RecentRecords,
+        ServerConfigError,
+        ServerInputError,
+        WebhookResolver,
+      } = await import("../src/server/index.js");
+      const { AiSdkModelError, AiSdkToolError, fromLanguageModel, gateTools } = await import("../src/ai-sdk/index.js");
+      const { AgentApprovals, AgentsConfigError } = await import("../src/openai-agents/index.js");
+      const { Gate } = await import("../src/engine/index.js");
+      const { MockLanguageModelV3 } = await import("ai/test");
       const { PostgresAskQueue, PostgresConfigError } = await import("../src/postgres/index.js");
       const { verifyAuditBytes, AuditAnchorError } = await import("../src/audit/index.js");
       const pg = await import("pg");
       const { z } = await import("zod");
-      const [, approver] = ApprovalChannel.pair(1);
+      const [approverResolver, approver] = ApprovalChannel.pair(1);
       const pool = new pg.default.Pool({ max: 4 });
+      const secret = "s".repeat(32);
       const cases: [string, () => unknown, abstract new (...args: never[]) => Error, RegExp][] = [
+        ["server port", () => createApprovalServer({ approver, port: value as never }), ServerConfigError, /port/],
+        [
+          "RecentRecords capacity",
+          () => new RecentRecords({ capacity: value as never }),
+          ServerConfigError,
+          /capacity/,
+        ],
+        [
+          "auditLogRecords tailBytes",
+          () => auditLogRecords("audit.jsonl", { tailBytes: value as never }),
+          ServerConfigError,
+          /tailBytes/,
+        ],
+        [
+          "WebhookResolver timeoutMs",
+          () => new WebhookResolver({ url: "https://example.com/hook", secret, timeoutMs: value as never }),
+          ServerInputError,
+          /timeoutMs/,
+        ],
+        [
+          "fromLanguageModel refusals",
+          () => fromLanguageModel(new MockLanguageModelV3(), { refusals: value as never }),
+          AiSdkModelError,
+          /refusals/,
+        ],
+        [
+          "gateTools refusals",
+          () => gateTools({}, new Gate(new LoopManagers()), { refusals: value as never }),
+          AiSdkToolError,
+          /refusals/,
+        ],
+        [
+          "AgentApprovals sessionId",
+          () => new AgentApprovals({ resolver: approverResolver, sessionId: value as never }),
+          AgentsConfigError,
+          /sessionId/,
+        ],
         [
           "defineTool name",
           () => defineTool({ name: value as never, description: "d", input: z.object({}), execute: () => 1 }),
@@ -141,7 +191,7 @@ describe("typed option errors naming a value with no string form", () => {
         for (const [what, make, type, message] of cases) {
           let thrown: unknown;
           try {
-            make();
+            await make();
           } catch (error) {
             thrown = error;
           }

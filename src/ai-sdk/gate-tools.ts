@@ -15,6 +15,7 @@ import { callWithApproval, checkChangedWith, hasMiddleware } from "../engine/gat
 import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
+import { shownValue } from "../errors.js";
 import { AiSdkToolError } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -661,7 +662,7 @@ export function gateTools<TOOLS extends ToolSet>(
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text")
-    throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${String(mode)}`);
+    throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${shownValue(mode)}`);
   for (const [option, id] of [
     ["sessionId", sessionId],
     ["runId", runId],

@@ -1,5 +1,6 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions } from "@ai-sdk/provider";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
+import { shownValue } from "../errors.js";
 import { AiSdkModelError } from "./errors.js";
 import { toFunctionTools, toPrompt } from "./prompt.js";
 import type { RefusalOutput } from "./prompt.js";
@@ -79,7 +80,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
   if (refusals !== "execution-denied" && refusals !== "error-text") {
-    throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${String(refusals)}`);
+    throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
   }
   return {
     async generate(request: ModelRequest): Promise<ModelResponse> {

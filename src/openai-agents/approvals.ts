@@ -16,6 +16,7 @@ import { cancelledBy } from "../engine/signals.js";
 import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
 /** Options of {@link AgentApprovals}. */
@@ -281,8 +282,8 @@ export class AgentApprovals {
     if (typeof resolver?.resolve !== "function")
       throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
     if (!(managers instanceof LoopManagers)) throw new AgentsConfigError("managers", "must be a LoopManagers");
-    if (sessionId !== undefined && !UUID.test(sessionId))
-      throw new AgentsConfigError("sessionId", `must be a UUID, got ${String(sessionId)}`);
+    if (sessionId !== undefined && (typeof sessionId !== "string" || !UUID.test(sessionId)))
+      throw new AgentsConfigError("sessionId", `must be a UUID, got ${shownValue(sessionId)}`);
     this.#resolver = resolver;
     this.#prompt = promptOptions(prompt);
     this.#sessionId = sessionId;

@@ -1,5 +1,6 @@
 import { PendingAskSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
+import { describeError } from "../errors.js";
 import { PostgresApprover } from "./ask-inbox.js";
 import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
@@ -391,7 +392,7 @@ export class PostgresAskQueue {
         new PostgresAskError(
           "POSTGRES_ASK_INVALID",
           undefined,
-          `the ask or its options could not be read (${String(error)})`,
+          `the ask or its options could not be read (${describeError(error)})`,
         ),
       );
     }

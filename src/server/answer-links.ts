@@ -2,6 +2,7 @@ import { timingSafeEqual } from "node:crypto";
 import { PendingAskSchema } from "../ask/types.js";
 import type { PendingAsk } from "../ask/types.js";
 import { askDigest } from "../ask/ask-digest.js";
+import { shownValue } from "../errors.js";
 import { ServerInputError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
 import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -102,7 +103,7 @@ export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): Ans
   const ttlMs = linkTtlMs(where, "ttlMs", options.ttlMs);
   const nowMs = options.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs < 0) {
-    throw new ServerInputError(where, "nowMs", `must be a non-negative integer, got ${String(nowMs)}`);
+    throw new ServerInputError(where, "nowMs", `must be a non-negative integer, got ${shownValue(nowMs)}`);
   }
   const base = linkBaseUrl(where, "baseUrl", options.baseUrl);
   const key = secretBytes(options.secret);
@@ -138,7 +139,7 @@ export function linkBaseUrl(where: string, option: string, baseUrl: unknown): UR
  */
 export function linkTtlMs(where: string, option: string, ttlMs: unknown): number {
   if (typeof ttlMs !== "number" || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
-    throw new ServerInputError(where, option, `must be a positive integer of milliseconds, got ${String(ttlMs)}`);
+    throw new ServerInputError(where, option, `must be a positive integer of milliseconds, got ${shownValue(ttlMs)}`);
   }
   return ttlMs;
 }

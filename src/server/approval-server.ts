@@ -1,5 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { shownValue } from "../errors.js";
 import { createApprovalHandler } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
 import { ServerConfigError, ServerListenError } from "./errors.js";
@@ -94,7 +95,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   const port = options.port ?? 0;
   if (typeof host !== "string") throw new ServerConfigError("host", "must be a string");
   if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) {
-    throw new ServerConfigError("port", `must be an integer from 0 to 65535, got ${String(port)}`);
+    throw new ServerConfigError("port", `must be an integer from 0 to 65535, got ${shownValue(port)}`);
   }
   const given: unknown = options.allowedHosts ?? [];
   // Checked before it is spread: a string would become one host name per letter.

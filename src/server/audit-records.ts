@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
+import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
 import type { RecordSource } from "./records.js";
 
@@ -46,7 +47,7 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   const file = resolve(path);
   const tailBytes = options.tailBytes ?? 1_048_576;
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
-    throw new ServerConfigError("tailBytes", `must be a positive integer, got ${String(tailBytes)}`);
+    throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);
   }
   return {
     async recent(limit: number): Promise<GateDecision[]> {

@@ -1,5 +1,6 @@
 import type { GateDecision } from "../engine/records.js";
 import type { GateEvent } from "../engine/observer.js";
+import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
 
 /**
@@ -58,7 +59,7 @@ export class RecentRecords implements RecordSource {
     }
     const capacity = options.capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
-      throw new ServerConfigError("records.capacity", `must be a positive integer, got ${String(capacity)}`);
+      throw new ServerConfigError("records.capacity", `must be a positive integer, got ${shownValue(capacity)}`);
     }
     this.#capacity = capacity;
   }

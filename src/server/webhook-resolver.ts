@@ -7,6 +7,7 @@ import { InvalidPendingAskError } from "../ask/errors.js";
 import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
+import { shownValue } from "../errors.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
@@ -117,7 +118,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       throw new ServerInputError(
         where,
         "timeoutMs",
-        `must be a positive integer of milliseconds, at most ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
+        `must be a positive integer of milliseconds, at most ${MAX_TIMER_MS}, got ${shownValue(timeoutMs)}`,
       );
     }
     const doFetch = options.fetch ?? globalThis.fetch;
@@ -254,7 +255,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       const nowMs: unknown = this.#now();
       if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
         return new DeliveryFailed(
-          `webhook not delivered: the resolver's now() returned ${String(nowMs)}, not epoch ms`,
+          `webhook not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
         );
       }
       const links =
@@ -367,12 +368,12 @@ export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
     throw new ServerInputError(
       where,
       "toleranceMs",
-      `must be a finite non-negative number, got ${String(toleranceMs)}`,
+      `must be a finite non-negative number, got ${shownValue(toleranceMs)}`,
     );
   }
   const nowMs: unknown = options.nowMs ?? Date.now();
   if (!isFiniteNonNegative(nowMs)) {
-    throw new ServerInputError(where, "nowMs", `must be a finite non-negative number, got ${String(nowMs)}`);
+    throw new ServerInputError(where, "nowMs", `must be a finite non-negative number, got ${shownValue(nowMs)}`);
   }
   // An unset or cut secret would refuse every delivery with no word why.
   if (!isStrongSecret(options.secret)) {
