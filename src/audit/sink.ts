@@ -21,6 +21,7 @@ import {
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
 import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { foldersMade } from "../folders-made.js";
 import { processShared } from "../process-shared.js";
 import { describe, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
@@ -269,9 +270,11 @@ export class AuditSink {
     if (before && !before.isFile()) {
       throw new AuditPathError(abs, `audit log ${abs} is not a regular file`);
     }
+    // The folders made for the log: with fsync, their parents are synced too.
+    let made: string[] = [];
     if (!before) {
       try {
-        await mkdir(dirname(abs), { recursive: true, mode: 0o700 });
+        made = foldersMade(dirname(abs), await mkdir(dirname(abs), { recursive: true, mode: 0o700 }));
       } catch (error) {
         throw new AuditIoError(abs, `cannot create the folder of audit log ${abs}: ${describe(error)}`, {
           cause: error,
@@ -309,7 +312,9 @@ export class AuditSink {
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
       const sink = new AuditSink(abs, handle, fileKey, key, options, seams.now ?? (() => performance.now()));
       await sink.#resume(options.anchor, seams);
-      if (!before && options.fsync) await syncFolder(dirname(abs));
+      if (!before && options.fsync) {
+        for (const folder of [...made.map((folder) => dirname(folder)), dirname(abs)]) await syncFolder(folder);
+      }
       return sink;
     } catch (error) {
       if (fileKey !== undefined) openFiles().delete(fileKey);
