@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { randomBytes } from "node:crypto";
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, renameSync, utimesSync, writeFileSync } from "node:fs";
 import { appendFile, mkdtemp, readFile, rm, truncate, unlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditLockError, AuditSink, verifyAuditLog } from "../src/audit/index.js";
 import { openSink } from "../src/audit/sink.js";
@@ -363,6 +363,64 @@ describe("a log verified while another process appends to it", () => {
       expect(failures, keyed ? "keyed" : "plain").toEqual([]);
       const result = await verifyAuditLog(path, keyed ? { key } : {});
       expect(result).toMatchObject({ ok: true, anchor: { seq: appended } });
+    }
+  });
+});
+
+describe("claims to break the log's lock left beside it", () => {
+  const claim = (path: string, n: number): string => `${path}.lock.break-${n.toString(16).padStart(16, "0")}`;
+  const record = (pid: number | undefined): string =>
+    JSON.stringify({ pid, hostname: hostname(), createdAtMs: Date.now(), token: "c" });
+  const age = (path: string): void => {
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(path, past, past);
+  };
+
+  it("are removed at the next open, and by appends at most every 30 s, once abandoned; a live breaker's stays", async () => {
+    // A writer killed while breaking an abandoned lock leaves its claim (see crash-ledger.test.ts):
+    // these are written as such a writer leaves them, one of them by a writer that still runs.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const path = join(dir, "claims.jsonl");
+      const seed = await AuditSink.open(path);
+      await seed.append(gateRecord(1));
+      await seed.close();
+      const [abandoned, live, young] = [claim(path, 1), claim(path, 2), claim(path, 3)];
+      writeFileSync(abandoned, record(dead), { mode: 0o600 });
+      const liveRecord = record(breaker.pid);
+      writeFileSync(live, liveRecord, { mode: 0o600 });
+      writeFileSync(young, record(dead), { mode: 0o600 });
+      age(abandoned);
+      age(live);
+
+      let now = 0;
+      const sink = await openSink(path, undefined, { now: () => now });
+      // Older than the stale bound (30 s) and its writer gone: removed. Younger, or its writer running: kept.
+      expect(existsSync(abandoned)).toBe(false);
+      expect(readFileSync(live, "utf8")).toBe(liveRecord);
+      expect(existsSync(young)).toBe(true);
+
+      age(young);
+      await sink.append(gateRecord(2));
+      // The folder is read again only once a claim made since the last look could have come of age.
+      expect(existsSync(young)).toBe(true);
+      now += 30_000;
+      await sink.append(gateRecord(3));
+      expect(existsSync(young)).toBe(false);
+      expect(existsSync(live)).toBe(true);
+      await sink.close();
+      expect(
+        readdirSync(dir)
+          .filter((name) => name.startsWith(basename(path)))
+          .sort(),
+      ).toEqual([basename(path), basename(live)]);
+      expect(await verifyAuditLog(path)).toMatchObject({
+        ok: true,
+        records: [gateRecord(1), gateRecord(2), gateRecord(3)],
+      });
+    } finally {
+      breaker.kill("SIGKILL");
     }
   });
 });

@@ -1,5 +1,5 @@
 import { constants } from "node:fs";
-import { lstat, mkdir, open } from "node:fs/promises";
+import { lstat, mkdir, open, readdir } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
@@ -21,6 +21,7 @@ import {
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
 import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { foldersMade } from "../folders-made.js";
 import { processShared } from "../process-shared.js";
 import { describe, syncFolder, writeAll } from "./file-io.js";
 import { auditKeyBytes } from "./key.js";
@@ -123,6 +124,8 @@ class LastLineCheck extends ChainCheck {
 export interface SinkSeams {
   /** Runs after opening reads the log and before it takes the lock. */
   readonly beforeLock?: () => Promise<void>;
+  /** The clock that spaces the sink's looks for abandoned claims; `performance.now` by default. */
+  readonly now?: () => number;
 }
 
 /** {@link AuditSink.open}, with its seams. */
@@ -181,6 +184,9 @@ export class AuditSink {
   readonly #key: Buffer | undefined;
   readonly #lockTimeoutMs: number;
   readonly #onError: ((error: AuditError) => void) | undefined;
+  readonly #now: () => number;
+  /** When this sink last looked for abandoned claims beside the log, by {@link #now}. */
+  #claimsSweptAt: number | undefined;
   #anchor: AuditAnchor;
   /** How many bytes of the file have been verified (or written) by this sink. */
   #size: number;
@@ -204,6 +210,7 @@ export class AuditSink {
     fileKey: string,
     key: Buffer | undefined,
     options: AuditSinkOptions,
+    now: () => number,
   ) {
     this.path = path;
     this.#handle = handle;
@@ -214,6 +221,7 @@ export class AuditSink {
     this.#fsync = options.fsync ?? false;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#onError = options.onError;
+    this.#now = now;
   }
 
   /**
@@ -262,9 +270,11 @@ export class AuditSink {
     if (before && !before.isFile()) {
       throw new AuditPathError(abs, `audit log ${abs} is not a regular file`);
     }
+    // The folders made for the log: with fsync, their parents are synced too.
+    let made: string[] = [];
     if (!before) {
       try {
-        await mkdir(dirname(abs), { recursive: true, mode: 0o700 });
+        made = foldersMade(dirname(abs), await mkdir(dirname(abs), { recursive: true, mode: 0o700 }));
       } catch (error) {
         throw new AuditIoError(abs, `cannot create the folder of audit log ${abs}: ${describe(error)}`, {
           cause: error,
@@ -300,9 +310,11 @@ export class AuditSink {
       openFiles().add(id);
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
-      const sink = new AuditSink(abs, handle, fileKey, key, options);
+      const sink = new AuditSink(abs, handle, fileKey, key, options, seams.now ?? (() => performance.now()));
       await sink.#resume(options.anchor, seams);
-      if (!before && options.fsync) await syncFolder(dirname(abs));
+      if (!before && options.fsync) {
+        for (const folder of [...made.map((folder) => dirname(folder)), dirname(abs)]) await syncFolder(folder);
+      }
       return sink;
     } catch (error) {
       if (fileKey !== undefined) openFiles().delete(fileKey);
@@ -356,7 +368,8 @@ export class AuditSink {
     // A writer may be part-way through a line: the rest of it is read under the lock.
     let read = await readWhole("cut", key === undefined ? null : await readSealFile(sealPath));
     await seams.beforeLock?.();
-    await this.#locked(async () => {
+    await this.#locked(async (lock) => {
+      await this.#removeAbandonedClaims(lock);
       const seal = await readSealFile(sealPath);
       // A writer whose write failed cuts the log back under the lock, taking
       // away whole lines of it this read may have seen, and other writers may
@@ -425,6 +438,23 @@ export class AuditSink {
       }
       throw error;
     }
+  }
+
+  /**
+   * Removes the claims to break the log's lock (`<log>.lock.break-<16 hex>`)
+   * that writers killed while breaking an abandoned lock left beside the log,
+   * once they are abandoned (see {@link HeldLock.removeAbandonedClaims}): a
+   * live breaker's stays. Runs under the lock, when the sink opens and then at
+   * most once every {@link STALE_LOCK_MS}, the age a claim must reach first, so
+   * that appends do not each read a folder that may hold many rotated logs.
+   * Never fails.
+   */
+  async #removeAbandonedClaims(lock: HeldLock): Promise<void> {
+    const now = this.#now();
+    if (this.#claimsSweptAt !== undefined && now - this.#claimsSweptAt < STALE_LOCK_MS) return;
+    this.#claimsSweptAt = now;
+    const names = await readdir(dirname(this.path)).catch(() => []);
+    await lock.removeAbandonedClaims(names);
   }
 
   /**
@@ -546,6 +576,7 @@ export class AuditSink {
     if (this.#dead) throw this.#dead;
     try {
       return await this.#locked(async (lock) => {
+        await this.#removeAbandonedClaims(lock);
         await this.#assertAtPath();
         await this.#catchUp();
         return this.#appendLines(records, lock);

@@ -3,7 +3,8 @@ import { randomBytes } from "node:crypto";
 import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
-import { isAbsolute, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
 import {
   GrantConfigError,
@@ -316,6 +317,8 @@ export class FileGrantStore implements GrantStore {
   readonly #onLockWait: ((wait: LedgerLockWait) => void) | undefined;
   #snapshot: Snapshot | undefined;
   #queue: Promise<unknown> = Promise.resolve();
+  /** The folders this store made whose parents the next folder sync syncs too (see {@link #syncFolder}). */
+  #madeFolders: string[] = [];
 
   /**
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
@@ -582,7 +585,8 @@ export class FileGrantStore implements GrantStore {
   async #makeFolder(path: string, isRoot: boolean): Promise<Stats> {
     try {
       // Only the root's own parents are created recursively; beneath it each folder is made alone.
-      await mkdir(path, { recursive: isRoot, mode: 0o700 });
+      const first = await mkdir(path, { recursive: isRoot, mode: 0o700 });
+      this.#madeFolders.push(...(isRoot ? foldersMade(path, first) : [path]));
     } catch (error) {
       if (errorCode(error) !== "EEXIST") {
         throw new LedgerIoError("LEDGER_IO", path, `cannot create the ledger folder (${errorCode(error) ?? "error"})`, {
@@ -849,23 +853,38 @@ export class FileGrantStore implements GrantStore {
 
   /**
    * Syncs the ledger's folder: without this a power cut may bring the old
-   * ledger back. Some platforms and file systems cannot fsync a folder; the
-   * rename itself still happened then. Any other failure rejects the change
-   * with an error that says it is in effect (a reload sees it), so nobody
-   * retries a revoke that happened or trusts a grant to outlive a crash.
+   * ledger back. The parents of the folders this store made since its last
+   * sync are synced too, once: a new folder is an entry in its parent, and
+   * without it a power cut may take the folder, ledger and all, away (the
+   * root's parents may lead through symbolic links the caller set up, so
+   * they are followed). Some platforms and file systems cannot fsync a
+   * folder; the rename itself still happened then. Any other failure rejects
+   * the change with an error that says it is in effect (a reload sees it), so
+   * nobody retries a revoke that happened or trusts a grant to outlive a crash.
    */
   async #syncFolder(): Promise<void> {
+    const parents = this.#madeFolders.map((made) => dirname(made));
+    this.#madeFolders = [];
+    await this.#syncOne(this.#dir, constants.O_NOFOLLOW, "its folder");
+    for (const parent of new Set(parents)) await this.#syncOne(parent, 0, "a folder holding a folder made for it");
+  }
+
+  /**
+   * Syncs the folder `path`, opened with the extra `flags`; `what` it is to
+   * the ledger names it in the error (see {@link #syncFolder}).
+   */
+  async #syncOne(path: string, flags: number, what: string): Promise<void> {
     let folder: FileHandle | undefined;
     try {
-      folder = await open(this.#dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      folder = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | flags);
       await folder.sync();
     } catch (error) {
       const code = errorCode(error);
       if (folder === undefined || !["EINVAL", "ENOTSUP", "EISDIR", "EPERM", "EBADF"].includes(code ?? "")) {
         throw new LedgerIoError(
           "LEDGER_IO",
-          this.#dir,
-          `the ledger was replaced, but its folder cannot be synced (${code ?? "error"}): the change is in effect and may not survive a power cut`,
+          path,
+          `the ledger was replaced, but ${what} cannot be synced (${code ?? "error"}): the change is in effect and may not survive a power cut`,
           { cause: error },
         );
       }

@@ -4,19 +4,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
-import { bundleGrantBuilds, type GrantBuilds } from "./reliability-bundle.js";
+import { bundleBuilds, type Builds, type GrantBuilds } from "./reliability-bundle.js";
 
-/** What {@link useGrantShim} sets up; its fields are filled in before the describe's tests run. */
-export interface GrantShim {
+/** What {@link useShim} sets up; its fields are filled in before the describe's tests run. */
+export interface Shim<B extends Builds = Builds> {
   /** A scratch folder of the describe's own, removed after it. */
   dir: string;
-  /** The bundled grant module for a child process to import. */
-  builds: GrantBuilds;
+  /** The bundled module for a child process to import. */
+  builds: B;
   /** The built shim to give a child as LD_PRELOAD, or undefined when it cannot be built here. */
   shim: string | undefined;
   /** Why there is no shim, for the test's precondition. */
   why: string;
 }
+
+/** What {@link useGrantShim} sets up. */
+export type GrantShim = Shim<GrantBuilds>;
 
 /**
  * Builds the C shim `test/support/native/<name>.c` (loaded with LD_PRELOAD by
@@ -24,10 +27,15 @@ export interface GrantShim {
  * describe; the scratch folder goes after it.
  */
 export function useGrantShim(name: string): GrantShim {
-  const setup = { why: "" } as GrantShim;
+  return useShim(name, "grant");
+}
+
+/** {@link useGrantShim}, bundling `loopctl/<subpath>`. */
+export function useShim(name: string, subpath: "audit" | "grant"): Shim {
+  const setup = { why: "" } as Shim;
   beforeAll(async () => {
     setup.dir = mkdtempSync(join(tmpdir(), `loopctl-${name}-`));
-    setup.builds = await bundleGrantBuilds();
+    setup.builds = await bundleBuilds(subpath);
     const source = fileURLToPath(new URL(`./native/${name}.c`, import.meta.url));
     const out = join(setup.dir, `${name}.so`);
     const cc = spawnSync("cc", ["-shared", "-fPIC", "-o", out, source, "-ldl"], { encoding: "utf8" });
