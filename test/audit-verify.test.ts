@@ -392,17 +392,22 @@ describe("verifyAuditLog on the file system", () => {
     expect(result).toEqual(verifyAuditBytes(original.subarray(0, fourth)));
   });
 
+  /** Where line 3 of `original` starts, and the log another writer makes by appending its own line 3 after line 2. */
+  const otherLineThree = async (name: string): Promise<{ third: number; other: Buffer }> => {
+    const third = original.indexOf(0x0a, original.indexOf(0x0a) + 1) + 1;
+    const copy = join(dir, name);
+    await writeFile(copy, original.subarray(0, third));
+    const sink = await AuditSink.open(copy);
+    await sink.append(gateRecord(30));
+    await sink.close();
+    return { third, other: await readFile(copy) };
+  };
+
   it("reads the log again when the writer cuts back the line it was writing and another writes other lines in its place", async () => {
     const path = join(dir, "cut-back-rewritten.jsonl");
-    const third = original.indexOf(0x0a, original.indexOf(0x0a) + 1) + 1;
     // What another writer, whose write then fails, puts after line 2: part of its line 3.
-    const copy = join(dir, "cut-back-rewritten-other.jsonl");
-    await writeFile(copy, original.subarray(0, third));
-    const other = await AuditSink.open(copy);
-    await other.append(gateRecord(30));
-    await other.close();
-    const torn = (await readFile(copy)).subarray(third, third + 150);
-    await writeFile(path, Buffer.concat([original.subarray(0, third), torn]));
+    const { third, other } = await otherLineThree("cut-back-rewritten-other.jsonl");
+    await writeFile(path, other.subarray(0, third + 150));
     let looks = 0;
     const result = await verifyLogFile(
       path,
@@ -423,14 +428,9 @@ describe("verifyAuditLog on the file system", () => {
 
   it("reads the log again when, after it read to the end, the lines there were cut back and other lines written in their place", async () => {
     const path = join(dir, "cut-back-whole-rewritten.jsonl");
-    const third = original.indexOf(0x0a, original.indexOf(0x0a) + 1) + 1;
     // Another writer's line 3, whole: its write fails after it (the seal, say) and is cut back.
-    const copy = join(dir, "cut-back-whole-rewritten-other.jsonl");
-    await writeFile(copy, original.subarray(0, third));
-    const other = await AuditSink.open(copy);
-    await other.append(gateRecord(30));
-    await other.close();
-    await writeFile(path, await readFile(copy));
+    const { third, other } = await otherLineThree("cut-back-whole-rewritten-other.jsonl");
+    await writeFile(path, other);
     let ends = 0;
     const result = await verifyLogFile(
       path,
