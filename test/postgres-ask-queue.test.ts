@@ -643,7 +643,8 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
     const errors = { worker: [] as unknown[], console: [] as unknown[] };
     const app = (name: string): string => `${db.schema}-${name}`;
-    const worker = new PostgresAskQueue(db.newPool(4, { application_name: app("worker") }), {
+    const workerStatements: { text: string; values: unknown[]; rows: number }[] = [];
+    const worker = new PostgresAskQueue(watchedPool(workerStatements, { application_name: app("worker") }), {
       schema: db.schema,
       rereadMs: 600_000,
       onError: (e) => errors.worker.push(e),
@@ -658,6 +659,10 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     const ask = makeAsk(1);
     const parked = park(worker, ask);
     expect((await inbox.next())?.id).toBe(ask.id);
+    // The console's LISTEN is in place (with this rereadMs, only it brings the console asks), but
+    // nothing above waits for the worker's, which under load may still be connecting: a connection not
+    // yet there is not cut, and then nothing here would be lost. Cut once it has taken hold.
+    await waitFor(() => workerStatements.some((s) => s.text.startsWith("LISTEN")));
 
     // Answered while the worker is cut off: the notification is lost with its connection.
     await terminate(app("worker"));
