@@ -19,6 +19,17 @@ const { FileGrantStore, Grant, GrantScope } = await import(esm);
 await new FileGrantStore(root, project).save(new Grant("write", "allow", GrantScope.thisTool()));
 `;
 
+// The first save fails its first folder sync (the shim's LOOPCTL_FSYNC_FAIL_FIRST); the second must
+// still sync the parents of the folders the first one made.
+const GRANT_RETRY_CHILD = `
+const [, esm, root, project] = process.argv;
+const { FileGrantStore, Grant, GrantScope } = await import(esm);
+const store = new FileGrantStore(root, project);
+const failed = await store.save(new Grant("write", "allow", GrantScope.thisTool())).then(() => "saved", (e) => e.code);
+if (failed !== "LEDGER_IO") throw new Error("the first save did not fail its folder sync: " + failed);
+await store.save(new Grant("read", "allow", GrantScope.thisTool()));
+`;
+
 const AUDIT_CHILD = `
 const [, esm, path, fsync, record] = process.argv;
 const { AuditSink } = await import(esm);
@@ -34,6 +45,7 @@ function syncedBy(
   setup: { builds: { esm: string }; shim: string | undefined; dir: string },
   script: string,
   args: string[],
+  env: Record<string, string> = {},
 ): string[] {
   const log = join(setup.dir, `fsyncs-${Math.random().toString(16).slice(2)}.log`);
   const child = spawnSync(
@@ -41,7 +53,7 @@ function syncedBy(
     ["--input-type=module", "-e", script, pathToFileURL(setup.builds.esm).href, ...args],
     {
       encoding: "utf8",
-      env: { ...process.env, LD_PRELOAD: setup.shim, LOOPCTL_FSYNC_LOG: log },
+      env: { ...process.env, ...env, LD_PRELOAD: setup.shim, LOOPCTL_FSYNC_LOG: log },
     },
   );
   expect(child.status, child.stderr).toBe(0);
@@ -69,6 +81,19 @@ describe("FileGrantStore syncs the parent of each folder it creates", () => {
     // Nothing new: the ledger's folder alone.
     expect(syncedBy(setup, GRANT_CHILD, [root, project])).toEqual([dir]);
     rmSync(join(base, "state"), { recursive: true });
+  });
+
+  it("on a later save when the sync of the save that created them failed", (ctx) => {
+    if (setup.shim === undefined) unmet(ctx, setup.why);
+    const base = realpathSync(setup.dir);
+    const root = join(base, "retry", "grants");
+    const project = join(base, "retry-project");
+    mkdirSync(project);
+    const dir = join(root, "projects", projectIdentity(project));
+
+    const synced = syncedBy(setup, GRANT_RETRY_CHILD, [root, project], { LOOPCTL_FSYNC_FAIL_FIRST: "1" });
+    expect([...new Set(synced)].sort()).toEqual([base, join(base, "retry"), root, join(root, "projects"), dir].sort());
+    rmSync(join(base, "retry"), { recursive: true });
   });
 });
 

@@ -854,7 +854,7 @@ export class FileGrantStore implements GrantStore {
   /**
    * Syncs the ledger's folder: without this a power cut may bring the old
    * ledger back. The parents of the folders this store made since its last
-   * sync are synced too, once: a new folder is an entry in its parent, and
+   * successful sync are synced too: a new folder is an entry in its parent, and
    * without it a power cut may take the folder, ledger and all, away (the
    * root's parents may lead through symbolic links the caller set up, so
    * they are followed). Some platforms and file systems cannot fsync a
@@ -863,10 +863,13 @@ export class FileGrantStore implements GrantStore {
    * nobody retries a revoke that happened or trusts a grant to outlive a crash.
    */
   async #syncFolder(): Promise<void> {
-    const parents = this.#madeFolders.map((made) => dirname(made));
-    this.#madeFolders = [];
     await this.#syncOne(this.#dir, constants.O_NOFOLLOW, "its folder");
-    for (const parent of new Set(parents)) await this.#syncOne(parent, 0, "a folder holding a folder made for it");
+    const made = this.#madeFolders;
+    for (const parent of new Set(made.map((folder) => dirname(folder)))) {
+      await this.#syncOne(parent, 0, "a folder holding a folder made for it");
+    }
+    // Forgotten only once synced: after a failed sync, the next change's sync tries them again.
+    this.#madeFolders = this.#madeFolders.filter((folder) => !made.includes(folder));
   }
 
   /**
