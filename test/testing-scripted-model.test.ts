@@ -91,6 +91,15 @@ describe("ScriptedModel", () => {
     (response.toolCalls[0]!.input as { a: number }).a = 2;
     expect(turns[0]!.toolCalls[0]!.input).toEqual({ a: 1 });
   });
+
+  it("refuses a turn that is neither an object nor a function, naming it, when made", () => {
+    expect(() => new ScriptedModel([{ text: "a" }, null as never])).toThrow(
+      new TypeError("ScriptedModel: turn 2 must be an object or a function, got null"),
+    );
+    expect(() => new ScriptedModel(["hi" as never])).toThrow(
+      new TypeError("ScriptedModel: turn 1 must be an object or a function, got a string"),
+    );
+  });
 });
 
 describe("ManualClock", () => {
@@ -141,6 +150,15 @@ describe("ManualClock", () => {
     await Promise.all([clock.advance(100), clock.advance(10)]);
     expect(seen).toEqual([1_150]);
     expect(clock.now()).toBe(1_200);
+  });
+
+  it("fires a timer set for NaN ms at the next advance, as the global timers fire it at once", async () => {
+    const clock = new ManualClock(5);
+    const fired: number[] = [];
+    clock.setTimeout(() => fired.push(clock.now()), Number.NaN);
+    await clock.advance(0);
+    expect(fired).toEqual([5]);
+    expect(clock.pendingTimers).toBe(0);
   });
 
   it("rejects a negative advance", async () => {

@@ -34,7 +34,8 @@ export class ManualClock implements Clock {
 
   setTimeout(callback: () => void, ms: number): TimerHandle {
     this.#seq += 1;
-    this.#timers.set(this.#seq, { at: this.#now + Math.max(0, ms), callback });
+    // As the global timers do, a delay that is not a number (NaN) is no delay.
+    this.#timers.set(this.#seq, { at: this.#now + (Number.isNaN(ms) ? 0 : Math.max(0, ms)), callback });
     return this.#seq;
   }
 

@@ -76,6 +76,11 @@ export class ScriptedModel implements Model {
     const given: unknown = turns;
     if (!Array.isArray(given)) throw new TypeError("ScriptedModel needs an array of turns");
     this.#turns = [...turns];
+    this.#turns.forEach((turn: unknown, index) => {
+      if (typeof turn === "function" || (typeof turn === "object" && turn !== null)) return;
+      const got = turn === null ? "null" : turn === undefined ? "undefined" : `a ${typeof turn}`;
+      throw new TypeError(`ScriptedModel: turn ${index + 1} must be an object or a function, got ${got}`);
+    });
   }
 
   /** Turns not played yet. */
