@@ -97,7 +97,7 @@ describe("ScriptedModel", () => {
       new TypeError("ScriptedModel: turn 2 must be an object or a function, got null"),
     );
     expect(() => new ScriptedModel(["hi" as never])).toThrow(
-      new TypeError("ScriptedModel: turn 1 must be an object or a function, got a string"),
+      new TypeError('ScriptedModel: turn 1 must be an object or a function, got "hi"'),
     );
   });
 });

@@ -1,4 +1,4 @@
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import type { Message, Model, ModelRequest, ModelResponse, ToolCall, Usage } from "../engine/index.js";
 
@@ -78,8 +78,7 @@ export class ScriptedModel implements Model {
     this.#turns = [...turns];
     this.#turns.forEach((turn: unknown, index) => {
       if (typeof turn === "function" || (typeof turn === "object" && turn !== null)) return;
-      const got = turn === null ? "null" : turn === undefined ? "undefined" : `a ${typeof turn}`;
-      throw new TypeError(`ScriptedModel: turn ${index + 1} must be an object or a function, got ${got}`);
+      throw new TypeError(`ScriptedModel: turn ${index + 1} must be an object or a function, got ${shownValue(turn)}`);
     });
   }
 
