@@ -640,6 +640,49 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     expect(await parked).toEqual({ type: "deny", reason: "other" });
   });
 
+  it("sends one statement at a time on its listening connection: ending reads, re-reads and lease renewals wait their turn", async () => {
+    // node-postgres queues statements sent together on one connection, but warns that pg 9 will not
+    // (DeprecationWarning, in the user's process): the listening connection carries three kinds of them.
+    let inFlight = 0;
+    let most = 0;
+    const pool = db.newPool(4);
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      const outstanding = new Set<unknown>();
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        const result = query(...args);
+        if (result instanceof Promise) {
+          outstanding.add(result);
+          most = Math.max(most, outstanding.size);
+          inFlight += 1;
+          const done = (): void => {
+            outstanding.delete(result);
+            inFlight -= 1;
+          };
+          void result.then(done, done);
+        }
+        return result;
+      };
+    });
+    const worker = new PostgresAskQueue(pool, {
+      schema: db.schema,
+      rereadMs: 50,
+      leaseMs: 300,
+      onError: () => undefined,
+    });
+    opened.push(worker);
+    const inbox = queue({ rereadMs: 50 }).approver();
+    for (let round = 0; round < 10; round++) {
+      const asks = Array.from({ length: 20 }, (_, n) => makeAsk(round * 20 + n));
+      const parked = asks.map((ask) => park(worker, ask));
+      for (let n = 0; n < asks.length; n++) await inbox.next();
+      await Promise.all(asks.map((ask) => inbox.resolve(ask.id, { type: "approve" })));
+      expect(await Promise.all(parked)).toEqual(asks.map(() => ({ type: "approve" })));
+    }
+    await waitFor(() => inFlight === 0);
+    expect(most).toBe(1);
+  });
+
   it("reconnects a terminated listener and re-reads: no parked call and no new ask is stranded", async () => {
     const errors = { worker: [] as unknown[], console: [] as unknown[] };
     const app = (name: string): string => `${db.schema}-${name}`;

@@ -261,6 +261,25 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === "function";
 }
 
+/** The last statement sent on each connection held outside the pool (the listening one). */
+const lastSent = new WeakMap<PgPoolClient, Promise<unknown>>();
+
+/**
+ * Sends with `send` on `client` once every statement sent on it before has
+ * its reply. node-postgres queues statements sent together on one connection
+ * itself, but warns that it will stop (pg 9) with a DeprecationWarning in the
+ * user's process; the listening connection carries the queue's reads of
+ * endings, its re-reads and the lease's renewals, which may come together.
+ */
+export function inTurn<T>(client: PgPoolClient, send: () => Promise<T>): Promise<T> {
+  const sent = (lastSent.get(client) ?? Promise.resolve()).then(send, send);
+  lastSent.set(
+    client,
+    sent.catch(() => undefined),
+  );
+  return sent;
+}
+
 /**
  * Statements against one schema through one pool: errors become
  * {@link PostgresQueryError}s naming the operation, the schema's version is
@@ -387,13 +406,14 @@ export class Db {
 
   /**
    * One statement on `client` when given (a connection held for another
-   * purpose, idle most of the time), else as {@link Db.query} does.
+   * purpose, idle most of the time; sent in its turn, see {@link inTurn}),
+   * else as {@link Db.query} does.
    */
   async queryOn(client: PgPoolClient | undefined, operation: string, sql: string, values: unknown[]): Promise<Rows> {
     if (client === undefined) return this.query(operation, sql, values);
     await this.#ready(operation);
     try {
-      return normalize(await client.query(prepared(sql, values)));
+      return normalize(await inTurn(client, () => client.query(prepared(sql, values))));
     } catch (error) {
       throw this.#failure(operation, error);
     }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
+import { inTurn } from "./db.js";
 import type { Db } from "./db.js";
 import type { PgPoolClient } from "./pg.js";
 
@@ -219,7 +220,7 @@ export class WorkerLease {
       direct === undefined
         ? this.#db.session(operation, send)
         : this.#db.ready(operation).then(() =>
-            send(direct).catch((error: unknown) => {
+            inTurn(direct, () => send(direct)).catch((error: unknown) => {
               throw this.#db.failure(operation, error);
             }),
           );
