@@ -1,5 +1,5 @@
 import { isAbortSignal } from "../abort-signal.js";
-import { shownValue } from "../grant/errors.js";
+import { shownValue } from "../errors.js";
 import { AuditConfigError } from "./errors.js";
 
 /**

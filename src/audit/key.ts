@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { shownValue } from "../grant/errors.js";
+import { shownValue } from "../errors.js";
 import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditKeyError } from "./errors.js";
 

@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
 import { open, realpath } from "node:fs/promises";
 import type { GateDecision } from "../engine/records.js";
-import { shownValue } from "../grant/errors.js";
+import { shownValue } from "../errors.js";
 import { ChainCheck, verifyChain } from "./chain.js";
 import type { Chain, Failure, MacCheck } from "./chain.js";
 import { checkLogFile } from "./chain-file.js";

@@ -2,7 +2,8 @@ import { hash } from "node:crypto";
 import { realpathSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { canonicalJson } from "./canonical.js";
-import { GrantConfigError, shownValue } from "./errors.js";
+import { GrantConfigError } from "./errors.js";
+import { shownValue } from "../errors.js";
 import { fnv1a64 } from "./fnv.js";
 
 /**

@@ -1,5 +1,4 @@
 import { LoopctlError } from "../errors.js";
-export { shownValue } from "../errors.js";
 
 /**
  * A value cannot be written as canonical JSON: NaN, ±Infinity, a BigInt, a

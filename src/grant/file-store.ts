@@ -6,14 +6,8 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
-import {
-  GrantConfigError,
-  GrantRecordError,
-  LedgerCorruptError,
-  LedgerIoError,
-  LedgerLockError,
-  shownValue,
-} from "./errors.js";
+import { GrantConfigError, GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
+import { shownValue } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 import { recordTexts } from "./record-texts.js";

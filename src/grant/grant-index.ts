@@ -1,4 +1,5 @@
-import { GrantRecordError, shownValue } from "./errors.js";
+import { GrantRecordError } from "./errors.js";
+import { shownValue } from "../errors.js";
 import type { Grant } from "./grant.js";
 import type { GrantStore, StoreCallOptions } from "./store.js";
 

@@ -2,7 +2,8 @@ import { z } from "zod";
 import { zodIssuesLine } from "../zod-issues.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
-import { CanonicalJsonError, GrantRecordError, shownValue } from "./errors.js";
+import { CanonicalJsonError, GrantRecordError } from "./errors.js";
+import { shownValue } from "../errors.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
 export type GrantVerdict = "allow" | "deny";

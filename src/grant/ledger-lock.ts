@@ -16,7 +16,8 @@ import { basename, dirname, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { processShared } from "../process-shared.js";
-import { LedgerLockError, shownValue } from "./errors.js";
+import { LedgerLockError } from "./errors.js";
+import { shownValue } from "../errors.js";
 
 /** How long to wait for, and when to break, a ledger lock. */
 export interface LedgerLockOptions {

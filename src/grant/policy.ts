@@ -1,6 +1,7 @@
 import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
-import { GrantConfigError, GrantRecordError, shownValue } from "./errors.js";
+import { GrantConfigError, GrantRecordError } from "./errors.js";
+import { shownValue } from "../errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
 import { callSignal, isGrantStore, type GrantStore, type StoreCallOptions } from "./store.js";

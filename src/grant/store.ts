@@ -1,7 +1,8 @@
 import { isAbortSignal } from "../abort-signal.js";
 import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
-import { GrantConfigError, GrantIdCollisionError, GrantRecordError, shownValue } from "./errors.js";
+import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
+import { shownValue } from "../errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
