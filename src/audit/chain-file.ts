@@ -141,7 +141,10 @@ class Cursor {
 const NEWLINE_BYTE = Buffer.from([NEWLINE]);
 
 /** Whether the file at `handle` still holds `part.bytes` at `part.at`. */
-async function holds(handle: FileHandle, part: { readonly at: number; readonly bytes: Buffer }): Promise<boolean> {
+export async function holds(
+  handle: FileHandle,
+  part: { readonly at: number; readonly bytes: Buffer },
+): Promise<boolean> {
   const found = Buffer.alloc(part.bytes.length);
   const { bytesRead } = await handle.read(found, 0, found.length, part.at);
   return bytesRead === found.length && found.equals(part.bytes);

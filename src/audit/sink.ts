@@ -35,9 +35,9 @@ import {
 } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
-import { ChainCheck } from "./chain.js";
+import { ChainCheck, NEWLINE } from "./chain.js";
 import type { Chain, Failure, MacCheck } from "./chain.js";
-import { checkLogFile } from "./chain-file.js";
+import { checkLogFile, holds } from "./chain-file.js";
 import type { TailRule } from "./chain-file.js";
 import { sealSeq, verifyVouched } from "./verify.js";
 import type { AuditProblem } from "./verify.js";
@@ -406,11 +406,9 @@ export class AuditSink {
     if (line === undefined) return end === 0;
     // The byte before it too: the line must start a line, not end a longer one.
     const start = end - line.length - 1;
-    const before = start > 0 ? 1 : 0;
-    const expected = Buffer.concat([before ? Buffer.from("\n") : Buffer.alloc(0), line, Buffer.from("\n")]);
-    const found = Buffer.alloc(expected.length);
-    const { bytesRead } = await this.#handle.read(found, 0, found.length, start - before);
-    return bytesRead === found.length && found.equals(expected);
+    const newline = Buffer.from([NEWLINE]);
+    const bytes = start > 0 ? Buffer.concat([newline, line, newline]) : Buffer.concat([line, newline]);
+    return holds(this.#handle, { at: start > 0 ? start - 1 : start, bytes });
   }
 
   #corrupt(line: number, problem: AuditProblem, message: string): AuditCorruptError {
