@@ -120,7 +120,7 @@ describe("ApprovalChannel.pair", () => {
   );
 
   it.each([
-    ["a null-prototype object", Object.create(null) as object, "(an unprintable object)"],
+    ["a null-prototype object", Object.create(null) as object, "an object"],
     [
       "an object whose toString throws",
       {
@@ -128,7 +128,7 @@ describe("ApprovalChannel.pair", () => {
           throw new Error("no");
         },
       },
-      "(an unprintable object)",
+      "an object",
     ],
   ])(
     "rejects %s as capacity with InvalidCapacityError, never a TypeError from naming it",

@@ -1,4 +1,4 @@
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 
 /**
  * A resolution that is not a valid {@link AskResolution}: passed to
@@ -26,7 +26,7 @@ export class InvalidAskResolutionError extends LoopctlError {
 }
 
 /**
- * A value from an untyped caller (an ask id, a capacity) as text. A symbol
+ * An ask id from an untyped caller as text. A symbol
  * has no implicit string form and an object's `toString` may throw or be
  * missing: naming the value must never turn the caller's typed error into a
  * `TypeError`.
@@ -63,7 +63,10 @@ export class InvalidCapacityError extends LoopctlError {
   readonly capacity: unknown;
 
   constructor(capacity: unknown) {
-    super("ASK_CAPACITY_INVALID", `approval channel capacity must be a non-negative integer, got ${printed(capacity)}`);
+    super(
+      "ASK_CAPACITY_INVALID",
+      `approval channel capacity must be a non-negative integer, got ${shownValue(capacity)}`,
+    );
     this.capacity = capacity;
   }
 }
