@@ -39,18 +39,19 @@ export const ENDING_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id,
  */
 export class AnswerBatch {
   readonly #db: Db;
-  readonly #landed: (row: Record<string, unknown>) => void;
+  readonly #landing: () => (row: Record<string, unknown>) => void;
   readonly #queue: Answer[] = [];
   #running = false;
   #draining: Promise<void> = Promise.resolve();
 
   /**
-   * `landed` is given the row of every ask an answer ended, as the UPDATE
+   * `landing` is called as each statement is sent; what it returns is given
+   * the row of every ask that statement's answers ended, as the UPDATE
    * returned it ({@link ENDING_COLUMNS}): what the database confirmed.
    */
-  constructor(db: Db, landed: (row: Record<string, unknown>) => void) {
+  constructor(db: Db, landing: () => (row: Record<string, unknown>) => void) {
     this.#db = db;
-    this.#landed = landed;
+    this.#landing = landing;
   }
 
   /**
@@ -86,6 +87,7 @@ export class AnswerBatch {
   }
 
   async #write(answers: readonly Answer[]): Promise<void> {
+    const landing = this.#landing();
     let result: Rows;
     try {
       result = await this.#update(answers);
@@ -97,7 +99,7 @@ export class AnswerBatch {
       await this.#writeAgain(answers, error);
       return;
     }
-    this.#settle(answers, result);
+    this.#settle(answers, result, landing);
   }
 
   /**
@@ -113,6 +115,7 @@ export class AnswerBatch {
    */
   async #writeAgain(answers: readonly Answer[], first: unknown): Promise<void> {
     const names = this.#db.names;
+    const landing = this.#landing();
     let landed: Map<string, Record<string, unknown>>;
     let found: Map<string, Record<string, unknown>>;
     try {
@@ -137,7 +140,7 @@ export class AnswerBatch {
     for (const answer of answers) {
       const row = landed.get(answer.id);
       if (row !== undefined) {
-        this.#landed(row);
+        landing(row);
         answer.resolve(true);
         continue;
       }
@@ -176,11 +179,11 @@ export class AnswerBatch {
         );
   }
 
-  #settle(answers: readonly Answer[], result: Rows): void {
+  #settle(answers: readonly Answer[], result: Rows, landing: (row: Record<string, unknown>) => void): void {
     const landed = new Map(result.rows.map((r) => [String(r["id"]), r]));
     for (const answer of answers) {
       const row = landed.get(answer.id);
-      if (row !== undefined) this.#landed(row);
+      if (row !== undefined) landing(row);
       answer.resolve(row !== undefined);
     }
   }

@@ -87,8 +87,14 @@ interface Parked {
   workerId: string | undefined;
   /** Its row is in the table. */
   inserted: boolean;
-  /** How many ending reads had begun when the insert came back: only later ones must find the row. */
+  /**
+   * How many reads of rows had begun when the insert came back: only later
+   * ones must find its row, and only later ones can hold it. A row an earlier
+   * read brings back is another ask's that had this id (purged since).
+   */
   insertedAt: number;
+  /** A read begun before the insert came back found its id ended: read it again once the insert is back. */
+  readAgain: boolean;
   /** How the wait ended here, when it did before the row was written. */
   ended: "expired" | "cancelled" | "closed" | "abandoned" | undefined;
 }
@@ -236,7 +242,7 @@ export class PostgresAskQueue {
   #rereadTimer: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
   #started = false;
-  /** Ending reads begun so far. */
+  /** Reads of rows begun so far: see {@link Parked.insertedAt}. */
   #endingReads = 0;
 
   /**
@@ -296,7 +302,10 @@ export class PostgresAskQueue {
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
     this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
     this.#rereads = new Batch(() => this.#reread(), this.#onError);
-    this.#answers = new AnswerBatch(this.#db, (row) => this.#ended(row));
+    this.#answers = new AnswerBatch(this.#db, () => {
+      const read = ++this.#endingReads;
+      return (row) => this.#ended(row, read);
+    });
     this.#host = {
       db: this.#db,
       endedRecently: (id) => this.#recent.has(id),
@@ -433,6 +442,7 @@ export class PostgresAskQueue {
         workerId: undefined,
         inserted: false,
         insertedAt: Number.POSITIVE_INFINITY,
+        readAgain: false,
         ended: undefined,
       };
       // Listen before registering: if listening throws, the park rejects and nothing is left parked.
@@ -499,6 +509,7 @@ export class PostgresAskQueue {
     for (const entry of entries) {
       entry.inserted = true;
       entry.insertedAt = this.#endingReads;
+      if (entry.readAgain) this.#endings.add(entry.id);
       if (entry.ended !== undefined && entry.workerId !== undefined) {
         this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: entry.ended });
       }
@@ -622,10 +633,11 @@ export class PostgresAskQueue {
 
   /** `id` ended, a notification says (or said while this process answered it): read its row, if anyone here waits on it. */
   #heardEnding(id: string): void {
-    // Known to have ended here already (this process answered it): nothing more to learn.
-    if (this.#closing !== undefined || this.#recent.has(id)) return;
+    if (this.#closing !== undefined) return;
     // A parked ask may be answered before its insert's reply arrives here: read it whatever the flag says.
-    if (this.#links.size > 0 || this.#parked.has(id)) this.#endings.add(id);
+    // Parked here, it has not ended for this call, though an earlier ask with its id did (purged since).
+    // Only the inboxes know an ask that ended here already (this process answered it): nothing more to learn.
+    if (this.#parked.has(id) || (this.#links.size > 0 && !this.#recent.has(id))) this.#endings.add(id);
   }
 
   /**
@@ -673,7 +685,7 @@ export class PostgresAskQueue {
     const seen = new Set<string>();
     for (const raw of found.rows) {
       seen.add(String(raw["id"]));
-      this.#ended(raw);
+      this.#ended(raw, read);
     }
     for (const id of ids) {
       if (seen.has(id)) continue;
@@ -714,20 +726,19 @@ export class PostgresAskQueue {
    * read back or returned by the answer that ended it: the call parked on its
    * row here, and every inbox of this process.
    */
-  #ended(raw: Record<string, unknown>): void {
+  #ended(raw: Record<string, unknown>, read: number): void {
     const id = String(raw["id"]);
     let row: RowEnding;
     try {
       row = parseEndRow(`${this.#names.name}.asks`, raw);
     } catch (error) {
-      this.#failRow(id, raw["worker_id"], error);
+      this.#failRow(id, raw["worker_id"], read, error);
       for (const link of this.#links) link.fail(id, error as PostgresRowError);
       return;
     }
     if (row.type === "pending") return;
-    const parked = this.#parked.get(id);
-    // Only the row this worker wrote: another worker's row with the same id is never its answer.
-    if (parked !== undefined && parked.workerId !== undefined && raw["worker_id"] === parked.workerId) {
+    const parked = this.#holder(id, raw["worker_id"], read);
+    if (parked !== undefined) {
       this.#settle(parked, () =>
         row.type === "answered"
           ? parked.resolve(row.resolution)
@@ -737,9 +748,27 @@ export class PostgresAskQueue {
     this.#dispatch(id, askEnding(row));
   }
 
-  #failRow(id: string, workerId: unknown, error: unknown): void {
+  #failRow(id: string, workerId: unknown, read: number, error: unknown): void {
+    const parked = this.#holder(id, workerId, read);
+    if (parked !== undefined) this.#settle(parked, () => parked.reject(error));
+  }
+
+  /**
+   * The call parked here whose row a read (begun as the `read`th) brought
+   * back as `id` of `workerId`: only the row this worker wrote (another
+   * worker's row with the same id is never its answer), and only one written
+   * before that read began. A read begun earlier may hold an earlier ask's
+   * row with this id (purged since), never the answer of the call that took
+   * the id again, or this call's, answered before its insert's reply came:
+   * its row is read again once the insert is known written.
+   */
+  #holder(id: string, workerId: unknown, read: number): Parked | undefined {
     const parked = this.#parked.get(id);
-    if (parked !== undefined && parked.workerId === workerId) this.#settle(parked, () => parked.reject(error));
+    if (parked === undefined || parked.workerId === undefined || parked.workerId !== workerId) return undefined;
+    if (parked.insertedAt < read) return parked;
+    if (parked.inserted) this.#endings.add(id);
+    else parked.readAgain = true;
+    return undefined;
   }
 
   /** Tells every inbox of this process that `id` ended. */
@@ -842,6 +871,7 @@ export class PostgresAskQueue {
    * any more (its insert committed after it was given up) is withdrawn.
    */
   async #readChanges(since: string, lease: string | undefined, consoles: boolean): Promise<void> {
+    const read = ++this.#endingReads;
     const found = await this.#onListener(
       "PostgresAskQueue: reading changed asks",
       consoles
@@ -853,7 +883,7 @@ export class PostgresAskQueue {
     const offered: Offered[] = [];
     for (const raw of found.rows) {
       if (raw["state"] !== "pending") {
-        this.#ended(raw);
+        this.#ended(raw, read);
         continue;
       }
       const id = String(raw["id"]);
@@ -874,18 +904,19 @@ export class PostgresAskQueue {
    */
   async #readGone(): Promise<void> {
     const read = ++this.#endingReads;
-    const ids = [...this.#parked.values()].filter((p) => p.insertedAt < read).map((p) => p.id);
-    if (ids.length === 0) return;
+    const asked = new Map([...this.#parked].filter(([, p]) => p.insertedAt < read));
+    if (asked.size === 0) return;
     const found = await this.#onListener(
       "PostgresAskQueue: reading parked asks' rows",
       `SELECT p.id::text AS id FROM unnest($1::uuid[]) AS p(id)
        WHERE NOT EXISTS (SELECT 1 FROM ${this.#table} AS a WHERE a.id = p.id)`,
-      [ids],
+      [[...asked.keys()]],
     );
     for (const raw of found.rows) {
       const id = String(raw["id"]);
-      const parked = this.#parked.get(id);
-      if (parked === undefined) continue;
+      const parked = asked.get(id);
+      // Still the call this read asked about: one that took its id since may have no row yet.
+      if (parked === undefined || this.#parked.get(id) !== parked) continue;
       this.#settle(parked, () =>
         parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
       );
@@ -1000,12 +1031,13 @@ export class PostgresAskQueue {
         // The others ended before this could close them: their rows say how.
         const ended = parked();
         if (ended.length > 0) {
+          const read = ++this.#endingReads;
           const found = await this.#db.query(
             "PostgresAskQueue.close: reading endings",
             `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
             [ended.map((e) => e.id)],
           );
-          for (const raw of found.rows) this.#ended(raw);
+          for (const raw of found.rows) this.#ended(raw, read);
         }
       }
     } catch (error) {

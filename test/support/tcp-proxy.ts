@@ -51,6 +51,16 @@ export interface TcpProxy {
    * what it received first). Resolves once the server's side is closed.
    */
   deliver(): Promise<void>;
+  /**
+   * Holds back what the server sends on the one connection whose client next
+   * sends bytes holding `text` (those bytes reach the server), from then
+   * until {@link TcpProxy.pass}: replies delayed in the network.
+   */
+  holdRepliesOn(text: string): void;
+  /** Whether a connection is held now, by {@link TcpProxy.holdConnectionOn} or {@link TcpProxy.holdRepliesOn}. */
+  readonly holding: boolean;
+  /** Sends on what is held, either way, and lets that connection pass as before. */
+  pass(): void;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
   readonly swallowed: string;
   close(): Promise<void>;
@@ -66,6 +76,8 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   const stalledSockets = new WeakSet<Socket>();
   let holdTrigger: string | undefined;
   let held: { readonly chunks: Buffer[]; readonly upstream: Socket; clientGone: boolean } | undefined;
+  let repliesTrigger: string | undefined;
+  let repliesHeld: { readonly chunks: Buffer[]; readonly upstream: Socket; readonly client: Socket } | undefined;
   const makeServer = (): Server =>
     createServer((client) => {
       const upstream = connect(Number(target.port || 5432), target.hostname);
@@ -81,6 +93,10 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
           holdTrigger = undefined;
           held = { chunks: [], upstream, clientGone: false };
         }
+        if (repliesTrigger !== undefined && data.includes(repliesTrigger, 0, "latin1")) {
+          repliesTrigger = undefined;
+          repliesHeld = { chunks: [], upstream, client };
+        }
         if (holding()) {
           held?.chunks.push(data);
           return;
@@ -94,7 +110,8 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         else upstream.write(data);
       });
       upstream.on("data", (data: Buffer) => {
-        if (!swallowing()) client.write(data);
+        if (repliesHeld !== undefined && repliesHeld.upstream === upstream) repliesHeld.chunks.push(data);
+        else if (!swallowing()) client.write(data);
       });
       // A stalled network carries no FIN either.
       client.on("end", () => swallowing() || holding() || upstream.end());
@@ -145,6 +162,23 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
       for (const chunk of what.chunks) what.upstream.write(chunk);
       if (what.clientGone) what.upstream.end();
       await closed;
+    },
+    holdRepliesOn: (text) => {
+      repliesTrigger = text;
+    },
+    get holding() {
+      return held !== undefined || repliesHeld !== undefined;
+    },
+    pass: () => {
+      if (held !== undefined) {
+        for (const chunk of held.chunks) held.upstream.write(chunk);
+        if (held.clientGone) held.upstream.end();
+        held = undefined;
+      }
+      if (repliesHeld !== undefined) {
+        for (const chunk of repliesHeld.chunks) repliesHeld.client.write(chunk);
+        repliesHeld = undefined;
+      }
     },
     stallOpen: () => {
       for (const socket of sockets) stalledSockets.add(socket);
