@@ -62,6 +62,28 @@ describe("Gate.call", () => {
     });
   });
 
+  it("reads the arguments before onToolPre, as Agent does: an observer that changes the model's object changes nothing that runs", async () => {
+    const input = { path: "a.rs" };
+    const changing = {
+      onToolPre: ({ call }: { call: { input: unknown } }) => {
+        (call.input as { path: string }).path = "/etc/shadow";
+      },
+    };
+    const asks: PendingAsk[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withObserver(changing)
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "read?" }) })
+        .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), true))),
+    );
+    const seen: unknown[] = [];
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input }, (args) => (seen.push(args), "ok"));
+    expect(input.path).toBe("/etc/shadow");
+    expect(seen).toEqual([{ path: "a.rs" }]);
+    expect(asks.map((ask) => ask.argsDigest)).toEqual([argsDigest({ path: "a.rs" })]);
+    expect(outcome.record).toMatchObject({ verdict: "ask_allowed", argsDigest: argsDigest({ path: "a.rs" }) });
+  });
+
   it("a Tool from defineTool works the same as its bare descriptor", async () => {
     const tool = defineTool({
       name: "read",

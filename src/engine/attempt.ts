@@ -16,7 +16,7 @@ import type { GateDecision } from "./records.js";
 import { CANCELLED, cancelledBy } from "./signals.js";
 import type { Cancel } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
-import type { Snapshot } from "./snapshot.js";
+import type { NotJson, Snapshot } from "./snapshot.js";
 import type { ArgumentCheck } from "./validation.js";
 
 /** Exact texts the model receives (those of docs/records.md, and the engine's own endings). */
@@ -103,6 +103,12 @@ export class Attempt {
   readonly #request: InternalRequest;
   readonly #slot: RecordSlot;
   readonly #cancel: Cancel;
+  /**
+   * The arguments as the gate read them, once, before anything outside the
+   * gate runs: an `onToolPre` observer that changes the model's object in
+   * place must not change what is decided and run.
+   */
+  readonly #read: Snapshot | NotJson;
   /** The arguments the call goes on with (the snapshot, or a hook's modified one). */
   #args: Snapshot = { value: undefined, argsDigest: "", argsSha256: "" };
   #call: ToolCall;
@@ -115,6 +121,7 @@ export class Attempt {
     this.#gate = gate;
     this.#request = request;
     this.#cancel = request.cancel;
+    this.#read = request.read ?? snapshot(request.input);
     this.#call = Object.freeze({ id: request.callId, name: request.name, input: request.input });
     this.#slot = new RecordSlot(request.name, gate.settings.clock, (record) => {
       request.onRecord?.(record);
@@ -159,9 +166,9 @@ export class Attempt {
     return decided ?? this.#preDetect() ?? this.#breaker() ?? this.#dispatch();
   }
 
-  /** 1. Reads the arguments once into a frozen JSON copy; anything else is refused here. */
+  /** 1. Goes on with the frozen JSON copy of the arguments read when the attempt began; anything else is refused here. */
   #snapshot(): Ending | undefined {
-    const read = this.#request.read ?? snapshot(this.#request.input);
+    const read = this.#read;
     if (isSnapshot(read)) this.#use(read);
     const tool = this.#request.tool;
     // Calls refused before the hooks never reach pre-detection after the park,
