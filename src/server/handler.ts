@@ -578,7 +578,7 @@ class Handler {
     const form = await readForm(req, this.#limits.maxBodyBytes);
     // And again once it is in: a body sent slowly must not carry a link past its expiry.
     if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
-    const reason = (form.get("reason") ?? "").trim().slice(0, 500);
+    const reason = cutReason((form.get("reason") ?? "").trim());
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
     const outcome = await this.#deliver(check.askId, resolution, check.askDigest).catch((error: unknown) => {
@@ -707,6 +707,20 @@ function sendPage(
     "content-security-policy": PAGE_CSP,
     ...(status === 413 ? { connection: "close" } : {}),
   });
+}
+
+/** The most of a link's deny reason that is kept, in UTF-16 units, as the page's `maxlength` counts them. */
+const MAX_LINK_REASON = 500;
+
+/**
+ * A link's deny reason, cut to {@link MAX_LINK_REASON} (a client may ignore
+ * the page's `maxlength`), never inside a character: half of a surrogate
+ * pair would reach the call and its records as U+FFFD, text nobody wrote,
+ * and a Postgres queue would refuse the whole answer for it.
+ */
+function cutReason(text: string): string {
+  const cut = text.slice(0, MAX_LINK_REASON);
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
 /** A link's refusal for an ask that already ended, saying how, as far as the server saw it. */
