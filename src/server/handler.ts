@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { InvalidAskResolutionError } from "../ask/errors.js";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import type { GateDecision } from "../engine/records.js";
@@ -490,6 +491,11 @@ class Handler {
       const outcome = await Promise.race([answering, late]);
       if (outcome !== "late") return outcome;
     } catch (error) {
+      // The answer itself, refused by the approver's own rules (a Postgres queue cannot store U+0000
+      // or a lone surrogate): the client's to fix, not the approver failing.
+      if (error instanceof InvalidAskResolutionError) {
+        throw new HttpError(400, "bad_request", `not an answer: ${error.message}; nothing was answered`);
+      }
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
     } finally {
