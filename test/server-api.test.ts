@@ -357,6 +357,33 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(errors).toEqual([]);
   });
 
+  it("a target that a URL parser would read a host from (//name/…, or a backslash for a slash) is refused with 400, not served as the path after that host", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    // Sent as written: a URL string would be normalized first.
+    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (body += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    // A router in front of the handler (a proxy's ACL, an Express guard on /api) sees these as other
+    // paths than /api/asks and /healthz; the handler must not serve them as those.
+    for (const path of ["//evil.example/api/asks", "/\\evil.example/api/asks", "/api\\asks", "//x/healthz"]) {
+      const reply = await raw(path, { ...auth, host });
+      expect(reply.status, path).toBe(400);
+      expect(JSON.parse(reply.body), path).toMatchObject({ error: "bad_request" });
+    }
+    // A backslash in the query is the query's own.
+    expect((await raw("/api/records?limit=5&x=a\\b", { ...auth, host })).status).toBe(200);
+    expect(errors).toEqual([]);
+  });
+
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
     const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
     for (const host of [

@@ -762,8 +762,17 @@ function mountedPath(req: IncomingMessage): string {
   return target.pathname.replace(/^[/\\]+/, "/");
 }
 
-/** A request target as a URL, or undefined when it is none (`//` is a host-relative URL with no host). */
+/**
+ * A request target as a URL, or undefined when it is none (`//` is a
+ * host-relative URL with no host). Nor is a path that begins with two
+ * slashes or holds a backslash (a slash to a URL parser): `//name/api/asks`
+ * would be read as host `name` and path `/api/asks`, another route than the
+ * one the request names, and than a proxy or router in front of the handler
+ * saw.
+ */
 function parseTarget(target: string): URL | undefined {
+  const path = target.split("?", 1)[0] as string;
+  if (target.startsWith("/") && (path.startsWith("//") || path.includes("\\"))) return undefined;
   try {
     return new URL(target, "http://localhost");
   } catch {
