@@ -374,7 +374,13 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       });
     // A router in front of the handler (a proxy's ACL, an Express guard on /api) sees these as other
     // paths than /api/asks and /healthz; the handler must not serve them as those.
-    for (const path of ["//evil.example/api/asks", "/\\evil.example/api/asks", "/api\\asks", "//x/healthz"]) {
+    for (const path of [
+      "//evil.example/api/asks",
+      "/\\evil.example/api/asks",
+      "/api\\asks",
+      "//x/healthz",
+      `http://${host}/api\\asks`,
+    ]) {
       const reply = await raw(path, { ...auth, host });
       expect(reply.status, path).toBe(400);
       expect(JSON.parse(reply.body), path).toMatchObject({ error: "bad_request" });

@@ -772,7 +772,7 @@ function mountedPath(req: IncomingMessage): string {
  */
 function parseTarget(target: string): URL | undefined {
   const path = target.split("?", 1)[0] as string;
-  if (target.startsWith("/") && (path.startsWith("//") || path.includes("\\"))) return undefined;
+  if (path.startsWith("//") || path.includes("\\")) return undefined;
   try {
     return new URL(target, "http://localhost");
   } catch {
