@@ -21,6 +21,7 @@ import {
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
+import { startChild } from "./support/child-process.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -1751,6 +1752,20 @@ describe("any approver with the AskInbox shape", () => {
     expect(reply.json).toEqual({ error: "answer_unconfirmed", message: expect.any(String) as string });
     expect((await outcomeNow(parked)).state).toBe("pending");
     await refusedOption({ answerTimeoutMs: 0 }, "answerTimeoutMs");
+  });
+
+  it("an answer whose client went while the approver's resolve hangs does not keep the process alive once the server closed", async () => {
+    // answerTimeoutMs is 10 minutes there: a timer for it would hold the process that long.
+    const child = startChild("test/support/server-hung-answer.ts", []);
+    await child.waitForLine((line) => line === "closed");
+    let timer: NodeJS.Timeout | undefined;
+    const exit = await Promise.race([
+      child.exited,
+      new Promise<"still running">((resolve) => (timer = setTimeout(() => resolve("still running"), 5_000))),
+    ]);
+    clearTimeout(timer);
+    if (exit === "still running") child.kill("SIGKILL");
+    expect(exit).toMatchObject({ code: 0 });
   });
 
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {

@@ -484,8 +484,11 @@ class Handler {
     let timer: NodeJS.Timeout | undefined;
     // A resolve that never settles must not hold the request open for ever; it may still land, so
     // the reply says the outcome is not known, never that nothing was answered.
+    // Unref'd: while the client waits, its connection keeps the process alive; once it went and the
+    // server closed, a resolve that never settles must not hold the process for answerTimeoutMs.
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), this.#limits.answerTimeoutMs);
+      timer.unref();
     });
     try {
       const outcome = await Promise.race([answering, late]);
