@@ -21,6 +21,7 @@ import {
 } from "loopctl/server";
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
+import { startChild } from "./support/child-process.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -354,6 +355,39 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
       expect(reply.status).toBe(400);
       expect(JSON.parse(reply.body)).toMatchObject({ error: "bad_request" });
     }
+    expect(errors).toEqual([]);
+  });
+
+  it("a target that a URL parser would read a host from (//name/…, or a backslash for a slash) is refused with 400, not served as the path after that host", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    // Sent as written: a URL string would be normalized first.
+    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => (body += chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    // A router in front of the handler (a proxy's ACL, an Express guard on /api) sees these as other
+    // paths than /api/asks and /healthz; the handler must not serve them as those.
+    for (const path of [
+      "//evil.example/api/asks",
+      "/\\evil.example/api/asks",
+      "/api\\asks",
+      "//x/healthz",
+      `http://${host}/api\\asks`,
+    ]) {
+      const reply = await raw(path, { ...auth, host });
+      expect(reply.status, path).toBe(400);
+      expect(JSON.parse(reply.body), path).toMatchObject({ error: "bad_request" });
+    }
+    // A backslash in the query is the query's own.
+    expect((await raw("/api/records?limit=5&x=a\\b", { ...auth, host })).status).toBe(200);
     expect(errors).toEqual([]);
   });
 
@@ -1718,6 +1752,20 @@ describe("any approver with the AskInbox shape", () => {
     expect(reply.json).toEqual({ error: "answer_unconfirmed", message: expect.any(String) as string });
     expect((await outcomeNow(parked)).state).toBe("pending");
     await refusedOption({ answerTimeoutMs: 0 }, "answerTimeoutMs");
+  });
+
+  it("an answer whose client went while the approver's resolve hangs does not keep the process alive once the server closed", async () => {
+    // answerTimeoutMs is 10 minutes there: a timer for it would hold the process that long.
+    const child = startChild("test/support/server-hung-answer.ts", []);
+    await child.waitForLine((line) => line === "closed");
+    let timer: NodeJS.Timeout | undefined;
+    const exit = await Promise.race([
+      child.exited,
+      new Promise<"still running">((resolve) => (timer = setTimeout(() => resolve("still running"), 5_000))),
+    ]);
+    clearTimeout(timer);
+    if (exit === "still running") child.kill("SIGKILL");
+    expect(exit).toMatchObject({ code: 0 });
   });
 
   it("503 without details when the approver fails to take an answer, and reports the error to onError", async () => {

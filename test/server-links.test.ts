@@ -283,6 +283,15 @@ describe("a server with the same linkSecret", () => {
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
   });
 
+  it("a reason cut to 500 characters is never cut inside a character: no half of one reaches the call", async () => {
+    const { links, parked } = await setup();
+    // Sent by a client that ignores the page's maxlength: the 500th UTF-16 unit is the first half of 😀.
+    const reason = `${"a".repeat(499)}\u{1F600} and more`;
+    const reply = await post(links().deny, {}, `reason=${encodeURIComponent(reason)}`);
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "a".repeat(499) });
+  });
+
   it("a reason that is not valid UTF-8, in raw bytes or in %-escapes, is refused with 400 and answers nothing", async () => {
     const { links, parked } = await setup();
     const watched = track(parked);

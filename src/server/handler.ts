@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { InvalidAskResolutionError } from "../ask/errors.js";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import type { GateDecision } from "../engine/records.js";
@@ -483,13 +484,21 @@ class Handler {
     let timer: NodeJS.Timeout | undefined;
     // A resolve that never settles must not hold the request open for ever; it may still land, so
     // the reply says the outcome is not known, never that nothing was answered.
+    // Unref'd: while the client waits, its connection keeps the process alive; once it went and the
+    // server closed, a resolve that never settles must not hold the process for answerTimeoutMs.
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), this.#limits.answerTimeoutMs);
+      timer.unref();
     });
     try {
       const outcome = await Promise.race([answering, late]);
       if (outcome !== "late") return outcome;
     } catch (error) {
+      // The answer itself, refused by the approver's own rules (a Postgres queue cannot store U+0000
+      // or a lone surrogate): the client's to fix, not the approver failing.
+      if (error instanceof InvalidAskResolutionError) {
+        throw new HttpError(400, "bad_request", `not an answer: ${error.message}; nothing was answered`);
+      }
       this.#onError(error);
       throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
     } finally {
@@ -578,7 +587,7 @@ class Handler {
     const form = await readForm(req, this.#limits.maxBodyBytes);
     // And again once it is in: a body sent slowly must not carry a link past its expiry.
     if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
-    const reason = (form.get("reason") ?? "").trim().slice(0, 500);
+    const reason = cutReason((form.get("reason") ?? "").trim());
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
     const outcome = await this.#deliver(check.askId, resolution, check.askDigest).catch((error: unknown) => {
@@ -709,6 +718,20 @@ function sendPage(
   });
 }
 
+/** The most of a link's deny reason that is kept, in UTF-16 units, as the page's `maxlength` counts them. */
+const MAX_LINK_REASON = 500;
+
+/**
+ * A link's deny reason, cut to {@link MAX_LINK_REASON} (a client may ignore
+ * the page's `maxlength`), never inside a character: half of a surrogate
+ * pair would reach the call and its records as U+FFFD, text nobody wrote,
+ * and a Postgres queue would refuse the whole answer for it.
+ */
+function cutReason(text: string): string {
+  const cut = text.slice(0, MAX_LINK_REASON);
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 /** A link's refusal for an ask that already ended, saying how, as far as the server saw it. */
 function askEnded(ending: AskEnding | undefined): HttpError {
   const { title, text } = endedText(ending);
@@ -742,8 +765,17 @@ function mountedPath(req: IncomingMessage): string {
   return target.pathname.replace(/^[/\\]+/, "/");
 }
 
-/** A request target as a URL, or undefined when it is none (`//` is a host-relative URL with no host). */
+/**
+ * A request target as a URL, or undefined when it is none (`//` is a
+ * host-relative URL with no host). Nor is a path that begins with two
+ * slashes or holds a backslash (a slash to a URL parser): `//name/api/asks`
+ * would be read as host `name` and path `/api/asks`, another route than the
+ * one the request names, and than a proxy or router in front of the handler
+ * saw.
+ */
 function parseTarget(target: string): URL | undefined {
+  const path = target.split("?", 1)[0] as string;
+  if (path.startsWith("//") || path.includes("\\")) return undefined;
   try {
     return new URL(target, "http://localhost");
   } catch {
