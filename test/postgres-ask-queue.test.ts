@@ -325,6 +325,59 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("hands a console a pending ask once, and no ending for it, when a read of rows begun before its row was written finds none after the console was handed it", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    const app = `${db.schema}-unwritten`;
+    const locker = await db.pool.connect();
+    try {
+      // A worker and a console on one queue, as in one process.
+      const shared = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url, application_name: app }), {
+        schema: db.schema,
+        rereadMs: 600_000,
+        leaseMs: 30_000,
+        onError: () => undefined,
+      });
+      opened.push(shared);
+      const inbox = shared.approver();
+      await parkAndApprove(shared, inbox, 1);
+      // The call's row cannot be written yet: the table is locked against inserts.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      const ask = makeAsk(2);
+      const parked = park(shared, ask);
+      await waitFor(() => waitsOnLock(app, "INSERT INTO"));
+      // LISTEN is made anew, and the re-read that follows asks after the parked call's row: none yet.
+      // Its reply is held in the network.
+      proxy.holdRepliesOn(ask.id);
+      const { rows } = await db.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type IS DISTINCT FROM 'Lock'`,
+        [app],
+      );
+      await db.pool.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [rows.map((r) => r.pid)]);
+      await waitFor(() => proxy.holding);
+      await locker.query("COMMIT");
+      await waitFor(async () => (await row(ask.id))?.state === "pending");
+      // Another inbox opens: the pending asks are read, and offered to every inbox of the queue.
+      shared.approver();
+      expect(await soon(inbox.next())).toEqual(ask);
+      const ending = inbox.ended(ask.id);
+      // The reply saying no row has that id arrives, then the notification of the row's insert.
+      proxy.pass();
+      const later = makeAsk(3);
+      const parkedLater = park(shared, later);
+      expect(await soon(inbox.next())).toEqual(later);
+      expect(await queue().approver().resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await soon(parked)).toEqual({ type: "approve" });
+      expect(await soon(ending)).toEqual({ type: "answered", verdict: "approve" });
+      expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+      expect(await soon(parkedLater)).toEqual({ type: "deny" });
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+      await proxy.close();
+    }
+  });
+
   /**
    * Runs `answer` while another session holds the row of `ask` locked: the answer reads the row, its UPDATE waits
    * for the lock (seen in pg_stat_activity under `app`), and meanwhile the row comes to hold `changed`, still pending.
