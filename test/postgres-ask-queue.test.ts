@@ -9,6 +9,7 @@ import {
   PostgresAskQueue,
   PostgresConfigError,
   PostgresLeaseError,
+  PostgresQueryError,
   PostgresRowError,
   QUEUE_CLOSED_REASON,
   SCHEMA_VERSION,
@@ -2509,6 +2510,43 @@ describe("PostgresApprover: next() and ended() check their options before anythi
       { type: "answered", verdict: "approve" },
       { type: "answered", verdict: "approve" },
     ]);
+  });
+
+  it("ended() whose own read fails rejects alone: a wait on that ask begun before goes on, and hears its ending", async () => {
+    const app = `${db.schema}-ended-read`;
+    const worker = queue();
+    const inbox = queue({ leaseMs: 30_000 }, app).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const before = inbox.ended(ask.id);
+    before.catch(() => undefined);
+    // Its read is done: the ask is pending, and the call waits for its ending.
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND strpos(query, $2) > 0`,
+        [app, "id, state, resolution, reason FROM"],
+      );
+      return rows.length > 0;
+    });
+    const locker = await db.pool.connect();
+    try {
+      // The next ended() cannot read the row: its statement waits on a lock, and its connection, then
+      // the one it is sent again on, is terminated.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN ACCESS EXCLUSIVE MODE`);
+      const failed = inbox.ended(ask.id);
+      failed.catch(() => undefined);
+      await terminateWaiting(app, "id, state, resolution, reason FROM");
+      await terminateWaiting(app, "id, state, resolution, reason FROM");
+      await expect(failed).rejects.toBeInstanceOf(PostgresQueryError);
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
+    expect(await queue().approver().resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    expect(await soon(before)).toEqual({ type: "answered", verdict: "approve" });
   });
 
   it("next() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause, and takes no ask", async () => {
