@@ -451,6 +451,34 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await row(second.id)).toMatchObject({ state: "pending" });
   });
 
+  it("lands no answer made for one ask (askDigest) whose inbox closed while the answer read the row: false, and the ask stays pending", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const worker = queue();
+      const consoleQueue = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        onError: () => undefined,
+      });
+      opened.push(consoleQueue);
+      const inbox = consoleQueue.approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect(await inbox.next()).toEqual(ask);
+      // The answer reads the row first; the reply is held in the network.
+      proxy.holdRepliesOn(ask.id);
+      const answered = inbox.resolve(ask.id, { type: "approve" }, { askDigest: askDigest(ask) });
+      await waitFor(() => proxy.holding);
+      await consoleQueue.close();
+      proxy.pass();
+      expect(await soon(answered)).toBe(false);
+      expect(await row(ask.id)).toMatchObject({ state: "pending" });
+      expect(await queue().approver().resolve(ask.id, { type: "deny" })).toBe(true);
+      expect(await soon(parked)).toEqual({ type: "deny" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits, writing nothing", async () => {
     const worker = queue();
     const inbox = queue().approver();

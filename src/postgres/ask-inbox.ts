@@ -172,9 +172,11 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   }
 
   /**
-   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed,
-   * and, given `options.askDigest`, when the pending row under `askId` holds
-   * another ask (or one that cannot be read).
+   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed
+   * (by itself or by its queue), also when it closes while an answer given
+   * with `options.askDigest` still reads the row: that answer is never sent.
+   * Given `options.askDigest`, also `false` when the pending row under
+   * `askId` holds another ask (or one that cannot be read).
    *
    * @throws {InvalidAskResolutionError} (as a rejection) when `resolution` is
    *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
@@ -194,7 +196,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     const id = askId.toLowerCase();
     if (madeFor === undefined) return this.#host.answer(id, answer, undefined);
     const pending = await this.#pendingAsk(id);
-    if (pending === undefined || askDigest(pending.ask) !== madeFor) return false;
+    // Closed while the row was read: close() has resolved, and no answer of this inbox lands after it.
+    if (this.#closed || pending === undefined || askDigest(pending.ask) !== madeFor) return false;
     // The row must still hold this ask when the answer lands: read and write are two statements.
     return this.#host.answer(id, answer, pending.stored);
   }
