@@ -9,6 +9,7 @@ import {
   PostgresAskQueue,
   PostgresConfigError,
   PostgresLeaseError,
+  PostgresQueryError,
   PostgresRowError,
   QUEUE_CLOSED_REASON,
   SCHEMA_VERSION,
@@ -325,6 +326,59 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("hands a console a pending ask once, and no ending for it, when a read of rows begun before its row was written finds none after the console was handed it", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    const app = `${db.schema}-unwritten`;
+    const locker = await db.pool.connect();
+    try {
+      // A worker and a console on one queue, as in one process.
+      const shared = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url, application_name: app }), {
+        schema: db.schema,
+        rereadMs: 600_000,
+        leaseMs: 30_000,
+        onError: () => undefined,
+      });
+      opened.push(shared);
+      const inbox = shared.approver();
+      await parkAndApprove(shared, inbox, 1);
+      // The call's row cannot be written yet: the table is locked against inserts.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      const ask = makeAsk(2);
+      const parked = park(shared, ask);
+      await waitFor(() => waitsOnLock(app, "INSERT INTO"));
+      // LISTEN is made anew, and the re-read that follows asks after the parked call's row: none yet.
+      // Its reply is held in the network.
+      proxy.holdRepliesOn(ask.id);
+      const { rows } = await db.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type IS DISTINCT FROM 'Lock'`,
+        [app],
+      );
+      await db.pool.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [rows.map((r) => r.pid)]);
+      await waitFor(() => proxy.holding);
+      await locker.query("COMMIT");
+      await waitFor(async () => (await row(ask.id))?.state === "pending");
+      // Another inbox opens: the pending asks are read, and offered to every inbox of the queue.
+      shared.approver();
+      expect(await soon(inbox.next())).toEqual(ask);
+      const ending = inbox.ended(ask.id);
+      // The reply saying no row has that id arrives, then the notification of the row's insert.
+      proxy.pass();
+      const later = makeAsk(3);
+      const parkedLater = park(shared, later);
+      expect(await soon(inbox.next())).toEqual(later);
+      expect(await queue().approver().resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await soon(parked)).toEqual({ type: "approve" });
+      expect(await soon(ending)).toEqual({ type: "answered", verdict: "approve" });
+      expect(await inbox.resolve(later.id, { type: "deny" })).toBe(true);
+      expect(await soon(parkedLater)).toEqual({ type: "deny" });
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+      await proxy.close();
+    }
+  });
+
   /**
    * Runs `answer` while another session holds the row of `ask` locked: the answer reads the row, its UPDATE waits
    * for the lock (seen in pg_stat_activity under `app`), and meanwhile the row comes to hold `changed`, still pending.
@@ -395,6 +449,34 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(landed).toEqual([true, false]);
     expect(await parked[0]).toEqual({ type: "approve" });
     expect(await row(second.id)).toMatchObject({ state: "pending" });
+  });
+
+  it("lands no answer made for one ask (askDigest) whose inbox closed while the answer read the row: false, and the ask stays pending", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const worker = queue();
+      const consoleQueue = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        onError: () => undefined,
+      });
+      opened.push(consoleQueue);
+      const inbox = consoleQueue.approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect(await inbox.next()).toEqual(ask);
+      // The answer reads the row first; the reply is held in the network.
+      proxy.holdRepliesOn(ask.id);
+      const answered = inbox.resolve(ask.id, { type: "approve" }, { askDigest: askDigest(ask) });
+      await waitFor(() => proxy.holding);
+      await consoleQueue.close();
+      proxy.pass();
+      expect(await soon(answered)).toBe(false);
+      expect(await row(ask.id)).toMatchObject({ state: "pending" });
+      expect(await queue().approver().resolve(ask.id, { type: "deny" })).toBe(true);
+      expect(await soon(parked)).toEqual({ type: "deny" });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits, writing nothing", async () => {
@@ -2456,6 +2538,43 @@ describe("PostgresApprover: next() and ended() check their options before anythi
       { type: "answered", verdict: "approve" },
       { type: "answered", verdict: "approve" },
     ]);
+  });
+
+  it("ended() whose own read fails rejects alone: a wait on that ask begun before goes on, and hears its ending", async () => {
+    const app = `${db.schema}-ended-read`;
+    const worker = queue();
+    const inbox = queue({ leaseMs: 30_000 }, app).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const before = inbox.ended(ask.id);
+    before.catch(() => undefined);
+    // Its read is done: the ask is pending, and the call waits for its ending.
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND strpos(query, $2) > 0`,
+        [app, "id, state, resolution, reason FROM"],
+      );
+      return rows.length > 0;
+    });
+    const locker = await db.pool.connect();
+    try {
+      // The next ended() cannot read the row: its statement waits on a lock, and its connection, then
+      // the one it is sent again on, is terminated.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN ACCESS EXCLUSIVE MODE`);
+      const failed = inbox.ended(ask.id);
+      failed.catch(() => undefined);
+      await terminateWaiting(app, "id, state, resolution, reason FROM");
+      await terminateWaiting(app, "id, state, resolution, reason FROM");
+      await expect(failed).rejects.toBeInstanceOf(PostgresQueryError);
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
+    expect(await queue().approver().resolve(ask.id, approve)).toBe(true);
+    expect(await parked).toEqual(approve);
+    expect(await soon(before)).toEqual({ type: "answered", verdict: "approve" });
   });
 
   it("next() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause, and takes no ask", async () => {

@@ -6,7 +6,7 @@ import type { AnswerOptions, AskResolution, PendingAsk } from "../ask/index.js";
 import { PENDING } from "./answers.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { AskEnding, AskInbox } from "../ask/index.js";
-import type { Db } from "./db.js";
+import type { Db, Rows } from "./db.js";
 import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
 
@@ -172,9 +172,11 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   }
 
   /**
-   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed,
-   * and, given `options.askDigest`, when the pending row under `askId` holds
-   * another ask (or one that cannot be read).
+   * See {@link AskInbox.resolve}. Resolves `false` once the inbox is closed
+   * (by itself or by its queue), also when it closes while an answer given
+   * with `options.askDigest` still reads the row: that answer is never sent.
+   * Given `options.askDigest`, also `false` when the pending row under
+   * `askId` holds another ask (or one that cannot be read).
    *
    * @throws {InvalidAskResolutionError} (as a rejection) when `resolution` is
    *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
@@ -194,7 +196,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     const id = askId.toLowerCase();
     if (madeFor === undefined) return this.#host.answer(id, answer, undefined);
     const pending = await this.#pendingAsk(id);
-    if (pending === undefined || askDigest(pending.ask) !== madeFor) return false;
+    // Closed while the row was read: close() has resolved, and no answer of this inbox lands after it.
+    if (this.#closed || pending === undefined || askDigest(pending.ask) !== madeFor) return false;
     // The row must still hold this ask when the answer lands: read and write are two statements.
     return this.#host.answer(id, answer, pending.stored);
   }
@@ -206,6 +209,10 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * object or `options.signal` is not an `AbortSignal`, or cannot be listened
    * to when the call has to wait (its `addEventListener` throws); nothing
    * then waits.
+   *
+   * Rejects with a `PostgresQueryError` when its read of the row
+   * fails (sent again once after a lost connection); that call alone: the
+   * other `ended()` calls on the ask wait on.
    */
   async ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding> {
     const signal = waitSignal("ended", options);
@@ -235,14 +242,26 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     if (set === undefined) this.#waiters.set(id, (set = new Set()));
     set.add(waiter);
     const names = this.#host.db.names;
+    let found: Rows;
     try {
-      const found = await this.#host.db.read(
+      found = await this.#host.db.read(
         "PostgresApprover.ended",
         `SELECT id::text AS id, state, resolution, reason FROM ${names.table("asks")} WHERE id = $1`,
         [id],
         signal,
       );
-      const raw = found.rows[0];
+    } catch (error) {
+      // This call's read failed (or its own signal cut it short, and its waiter has rejected already):
+      // it alone rejects. The others on this id wait on: their own reads found the ask pending.
+      if (!signal?.aborted) {
+        this.#unwait(id, waiter);
+        unlisten(signal, waiter.onAbort);
+        reject(error);
+      }
+      return ending;
+    }
+    const raw = found.rows[0];
+    try {
       if (raw === undefined) this.#end(id, UNKNOWN);
       else {
         const row = parseEndRow(`${names.name}.asks`, raw);
@@ -250,8 +269,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         else this.#end(id, askEnding(row));
       }
     } catch (error) {
-      // Cut short by this call's own signal: its waiter has rejected already, and the others wait on.
-      if (!signal?.aborted) this.#fail(id, error);
+      // The row cannot be read: every call waiting on it hears so.
+      this.#fail(id, error);
     }
     return ending;
   }

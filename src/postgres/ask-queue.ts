@@ -691,7 +691,9 @@ export class PostgresAskQueue {
       if (seen.has(id)) continue;
       const parked = this.#parked.get(id);
       // A read that began before the insert came back may not see the row yet; only a later one proves it gone.
-      if (parked !== undefined && parked.insertedAt < read) {
+      // It tells the inboxes nothing either: one may have been handed the row since, read by a later read.
+      if (parked !== undefined && parked.insertedAt >= read) continue;
+      if (parked !== undefined) {
         this.#settle(parked, () =>
           parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
         );
