@@ -1195,3 +1195,29 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
 });
+
+describe("AgentApprovals: the gate's middleware on an approved call", () => {
+  /** A middleware that lets every call run, then withholds its output. */
+  const withholding = new LoopManagers().withMiddleware(async (_call, context, next) => {
+    const result = await next();
+    return result.type === "ran" ? context.deny({ ruleId: "no-output", message: "The output was withheld" }) : result;
+  });
+
+  for (const [kind, turn, ran, verdict] of [
+    ["interrupted, approved and run on resume", deployTurn("c1", "1.2"), "deploy", "ask_allowed"],
+    ["run without an interruption", { calls: [["c1", "status", { env: "prod" }]] }, "status", "allow"],
+  ] as const)
+    it(`a call ${kind}: the model reads what the middleware passed, not the tool's own output`, async () => {
+      const outcomes: string[] = [];
+      const managers = withholding.withObserver({ onToolPost: ({ outcome }) => outcomes.push(outcome.type) });
+      const s = setup(() => ({ type: "approve" }), { managers });
+      const { agent, model } = s.agent([turn, { text: "done" }]);
+      const result = await s.approvals.run((input) => s.runner.run(agent, input), "go");
+      expect(result.finalOutput).toBe("done");
+      if (ran === "deploy") expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+      expect(shownResults(model)).toEqual({ c1: "The output was withheld" });
+      expect(outcomes).toEqual(["refused"]);
+      expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([[ran, verdict]]);
+      expect(s.records[0]!.reason).toMatch(/withheld/);
+    });
+});

@@ -88,6 +88,8 @@ interface Approved {
   readonly input: unknown;
   readonly signal: AbortSignal;
   readonly done: { resolve(value: unknown): void; reject(error: unknown): void };
+  /** The interruption's gate call: how it ends once `done` settled (its middleware may still refuse the output). */
+  readonly outcome: () => Promise<GateOutcome>;
 }
 
 /** An answer `settle` applied to a run state (see `#given`). */
@@ -562,6 +564,7 @@ export class AgentApprovals {
               input,
               signal: callSignal,
               done: { resolve, reject },
+              outcome: () => outcome,
             });
             approved();
           }),
@@ -633,13 +636,12 @@ export class AgentApprovals {
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
-        const output: unknown = await original.invoke(context, JSON.stringify(open.input), { ...details, signal });
-        open.done.resolve(output);
-        return output;
+        open.done.resolve(await original.invoke(context, JSON.stringify(open.input), { ...details, signal }));
       } catch (error) {
         open.done.reject(error);
-        throw error;
       }
+      // What the gate made of it (its middleware may withhold the output), as for a call run without an interruption.
+      return this.#answer(wrapped, await open.outcome());
     }
     // The gate's hook and resolver find a call by its run and its id: another call of the run under it, in flight
     // (an approved one waiting for its resume included), would be taken for this one.
@@ -665,6 +667,11 @@ export class AgentApprovals {
     } finally {
       this.#inFlight.delete(key);
     }
+    return this.#answer(wrapped, outcome);
+  }
+
+  /** What the SDK gets for a call the gate ended with `outcome`: the tool's output, its error, or the refusal. */
+  #answer({ original, descriptor }: Wrapped, outcome: GateOutcome): unknown {
     switch (outcome.type) {
       case "ran":
         return outcome.output;
