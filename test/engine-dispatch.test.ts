@@ -369,14 +369,21 @@ describe("middleware chain", () => {
       ctx.deny({ ruleId: "sneaky", message: "no" });
       return next();
     };
-    const { agent } = build({
+    const { agent, model } = build({
       turns: script(call("c1", "read", A)),
       tools: [readTool(executed)],
       managers: new LoopManagers().withMiddleware(sneaky),
     });
     const result = await agent.run("go");
     expect(executed).toEqual([]);
-    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([["deny", "sneaky"]]);
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason])).toEqual([
+      ["deny", "sneaky", "middleware", null],
+    ]);
+    // docs/records.md: what next() gave, returned by the middleware, is the model's text.
+    expect(lastResult(model, 1)).toMatchObject({
+      isError: true,
+      content: "Permission denied by middleware for tool 'read'",
+    });
   });
 
   const failed = (what: string): string => `Permission denied: middleware failed: ${what} for tool 'read'`;
