@@ -272,6 +272,23 @@ describe("loopctl grants repair", () => {
       `loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`,
     );
   });
+
+  it("refuses --schema without --database, leaving a corrupt ledger where it is", async () => {
+    // Meant for the database and left without --database, it must not move the project's ledger file aside.
+    const garbage = '[{"id":"x",';
+    const ledger = await plantLedger(garbage);
+    for (const argv of [
+      ["grants", "repair", ...at(), "--schema", "loopctl"],
+      ["grants", "repair", ...at(), "--schema="],
+    ]) {
+      const run = await cli(argv, { cwd: base });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.usage, stdout: "" });
+      expect(run.stderr).toBe(
+        "loopctl grants repair: --schema needs --database\nRun 'loopctl grants repair --help' for usage.\n",
+      );
+      expect(await readFile(ledger, "utf8")).toBe(garbage);
+    }
+  });
 });
 
 describe("a ledger swapped for a symbolic link", () => {

@@ -104,8 +104,8 @@ export interface ConsoleSettings {
  */
 async function openSources(values: ConsoleValues, context: CliContext): Promise<ConsoleSources> {
   if (values.database === undefined) {
-    if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
-    // The grants commands' ledger: the same refusals, its warnings one plain line on stderr.
+    // The grants commands' ledger: the same refusals (--schema needs --database), its warnings one
+    // plain line on stderr.
     const store = openFileStore("console", values, context);
     return {
       inbox: undefined,

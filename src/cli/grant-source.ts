@@ -101,8 +101,14 @@ function checkUrl(command: string, url: string): void {
   }
 }
 
-/** The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its warnings are one plain line each. */
+/**
+ * The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its
+ * warnings are one plain line each. A `--schema` (which needs `--database`)
+ * is a usage error.
+ */
 export function openFileStore(command: string, values: StoreValues, context: CliContext): FileGrantStore {
+  // A --schema meant for a database would otherwise be dropped, and the ledger file acted on instead.
+  if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
   // An empty --project ("$UNSET") would otherwise resolve to the current folder: another project's grants.
   if (values.project === "") throw new CliUsageError(command, "--project needs a folder (DIR)");
   // So would an empty --root: a grant root laid out wherever the command happens to run.
@@ -129,7 +135,6 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
  */
 export async function openStore(command: string, values: StoreValues, context: CliContext): Promise<OpenedStore> {
   if (values.database === undefined) {
-    if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
     const store = openFileStore(command, values, context);
     return { store, location: store.ledgerPath, close: () => Promise.resolve() };
   }
