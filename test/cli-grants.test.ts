@@ -140,6 +140,18 @@ describe("loopctl grants reset", () => {
     expect(none.stdout).toContain("removed 0 grants");
   });
 
+  it("says a warning about the project folder once, when a --tool that matched nothing is checked for near names", async () => {
+    const gone = join(base, "deleted-project");
+    await seed(root, gone, [new Grant("Deploy", "allow", GrantScope.thisTool())]);
+    const run = await cli(["grants", "reset", "--tool", "deploy", "--root", root, "--project", gone], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toContain("removed 0 grants");
+    expect(run.stderr).toBe(
+      `loopctl: warning: the project folder ${gone} does not exist; these are the grants kept under that path\n` +
+        'loopctl grants reset: the name matches exactly; grants of "Deploy" are left in force\n',
+    );
+  });
+
   it.skipIf(process.platform !== "linux")(
     "replaces the ledger once with --tool, however many grants the tool has",
     async () => {
