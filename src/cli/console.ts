@@ -8,7 +8,7 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
-import { closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
+import { checkSchema, closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -120,6 +120,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
   const { Db } = await import("../postgres/db.js");
   const { schemaNames } = await import("../postgres/schema.js");
+  await checkSchema("console", values.schema);
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {

@@ -143,6 +143,7 @@ export async function openStore(command: string, values: StoreValues, context: C
   if (values.project === undefined || values.project === "") {
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
+  await checkSchema(command, values.schema);
   const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
   const pool = await connect(command, values.database, context.env);
   const project = values.project;
@@ -192,6 +193,24 @@ export async function nearProjectsWarning(
     `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
     "are other projects, left as they are"
   );
+}
+
+/**
+ * Refuses a `--schema` that is not a schema name loopctl takes, as a usage
+ * error naming the option (not the class or command it is passed on to),
+ * before any connection is made.
+ */
+export async function checkSchema(command: string, schema: string | undefined): Promise<void> {
+  if (schema === undefined) return;
+  const { schemaNames } = await import("../postgres/schema.js");
+  try {
+    schemaNames("--schema", schema);
+  } catch (error) {
+    if ((error as { code?: unknown } | null)?.code === "POSTGRES_CONFIG") {
+      throw new CliUsageError(command, (error as Error).message);
+    }
+    throw error;
+  }
 }
 
 /** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */
