@@ -362,6 +362,13 @@ describe("usage", () => {
       [["grants", "lsit"], 'unknown command "grants lsit"; did you mean "grants list"?'],
       [["grant", "list"], 'unknown command "grant"; did you mean "grants"?'],
       [["--verison"], 'unknown option "--verison"; did you mean --version?'],
+      // A long option written with one dash is named as written, not as the letter the parser stopped at.
+      [["grants", "list", "-project", "."], 'unknown option "-project"; did you mean --project?'],
+      [["grants", "reset", "-tool=read"], 'unknown option "-tool"; did you mean --tool?'],
+      [["audit", "verify", "-json", "log"], 'unknown option "-json"; did you mean --json?'],
+      [["console", "-port", "8080"], 'unknown option "-port"; did you mean --port?'],
+      [["-version"], 'unknown option "-version"; did you mean --version?'],
+      [["grants", "-help"], 'unknown option "-help"; did you mean --help?'],
     ];
     for (const [argv, message] of cases) {
       const run = await cli(argv, { cwd: base });
