@@ -402,6 +402,18 @@ describe("usage", () => {
     }
   });
 
+  it("lists as an option only what the command takes: repair, which refuses --database, does not offer it", async () => {
+    const repair = await cli(["grants", "repair", "--help"], { cwd: base });
+    const options = repair.stdout.slice(repair.stdout.indexOf("\nOptions:\n"), repair.stdout.indexOf("\nExit codes:"));
+    expect(options).toContain("--project DIR");
+    expect(options).not.toMatch(/^ {2}--(database|schema)\b/m);
+    const refused = await cli(["grants", "repair", "--database", "postgres://h/db", "--project", "p"], { cwd: base });
+    expect(refused.code).toBe(EXIT.usage);
+    const top = await cli(["--help"], { cwd: base });
+    expect(top.stdout).not.toContain("Every grants command also takes --database");
+    expect(top.stdout).toContain("Every grants command but repair also takes --database");
+  });
+
   it("resolves to exit 5, never rejects, when its output streams fail", async () => {
     const broken = {
       write: (): never => {
