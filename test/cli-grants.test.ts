@@ -41,6 +41,34 @@ describe("loopctl grants list", () => {
     expect(reset.stderr).toContain("does not exist");
   });
 
+  it("warns when a --root or --project starting with a ~ the shell left as it is names no folder", async () => {
+    // bash expands ~ in --root ~/x, not in --root=~/x: that is a folder named ~ in the current folder.
+    const grants = sampleGrants();
+    await seed(root, project, grants);
+    const here = join(base, "~", "grants");
+    for (const command of [
+      ["grants", "list"],
+      ["grants", "reset", "--tool", "read"],
+    ]) {
+      const run = await cli([...command, "--root=~/grants", "--project", project], { cwd: base });
+      expect(run.code, command.join(" ")).toBe(EXIT.ok);
+      expect(run.stderr).toBe(
+        `loopctl: warning: the grant root ${here} does not exist: the shell leaves a ~ after = as it is ` +
+          "(--root=~/…); write --root ~/… or $HOME/…\n",
+      );
+    }
+    const gone = await cli(["grants", "list", "--root", root, "--project=~/app"], { cwd: base });
+    expect(gone.stderr).toBe(
+      `loopctl: warning: the project folder ${join(base, "~", "app")} does not exist; these are the grants kept ` +
+        "under that path; the shell leaves a ~ after = as it is (--project=~/…); write --project ~/… or $HOME/…\n",
+    );
+    // A folder named ~ that exists is taken as it is, with no warning.
+    await mkdir(here, { recursive: true });
+    const made = await cli(["grants", "list", "--root=~/grants", "--project", project], { cwd: base });
+    expect(made).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(await new FileGrantStore(root, project).load()).toHaveLength(grants.length);
+  });
+
   it("prints a table of every grant", async () => {
     const grants = sampleGrants();
     await seed(root, project, grants);

@@ -101,6 +101,10 @@ function checkUrl(command: string, url: string): void {
   }
 }
 
+/** What to say of a path option starting with a `~`: a shell expands it in `--root ~/x`, not in `--root=~/x`. */
+const unexpandedTilde = (option: string): string =>
+  `the shell leaves a ~ after = as it is (${option}=~/…); write ${option} ~/… or $HOME/…`;
+
 /**
  * The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its
  * warnings are one plain line each. A `--schema` (which needs `--database`)
@@ -115,11 +119,19 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
   if (values.root === "") throw new CliUsageError(command, "--root needs a folder (DIR)");
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
   const project = resolve(context.cwd, values.project ?? ".");
+  // A root not made yet is not said (no grant saved there so far), unless it starts with a ~ the
+  // shell did not expand (--root=~/x): a folder named ~ here, where every command finds no grants.
+  if (values.root !== undefined && values.root.startsWith("~") && !existsSync(root)) {
+    context.stderr.write(
+      `loopctl: warning: the grant root ${printable(root)} does not exist: ${unexpandedTilde("--root")}\n`,
+    );
+  }
   // Not refused: the grants of a project whose folder was deleted (or not made yet) are still its own.
   // But a mistyped --project would read as "no grants" and reset as "removed 0", as if all were well.
   if (!existsSync(project)) {
+    const tilde = values.project?.startsWith("~") === true ? `; ${unexpandedTilde("--project")}` : "";
     context.stderr.write(
-      `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path\n`,
+      `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path${tilde}\n`,
     );
   }
   return new FileGrantStore(root, project, {
