@@ -102,7 +102,7 @@ function checkUrl(command: string, url: string): void {
 }
 
 /** What to say of a path option starting with a `~`: a shell expands it in `--root ~/x`, not in `--root=~/x`. */
-const unexpandedTilde = (option: string): string =>
+export const unexpandedTilde = (option: string): string =>
   `the shell leaves a ~ after = as it is (${option}=~/…); write ${option} ~/… or $HOME/…`;
 
 /**
