@@ -647,6 +647,36 @@ describe("command lines that say something other than they seem", () => {
     expect(audit.stderr).toContain("--audit needs the FILE of an audit log");
   });
 
+  it("an option written before its command is said to go after it, not called unknown", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const cases: [string[], string][] = [
+      [
+        ["grants", "--project", project, "reset"],
+        'loopctl grants: "--project" goes after the command: loopctl grants reset --project …',
+      ],
+      [
+        ["grants", "--root=/x", "list"],
+        'loopctl grants: "--root" goes after the command: loopctl grants list --root …',
+      ],
+      [["--json", "grants", "list"], 'loopctl: "--json" goes after the command: loopctl grants list --json …'],
+      [["--json", "console"], 'loopctl: "--json" goes after the command: loopctl console --json …'],
+      [["--json", "grants"], 'loopctl: "--json" goes after the command: loopctl grants --json …'],
+      [
+        ["audit", "--json", "verify", "x"],
+        'loopctl audit: "--json" goes after the command: loopctl audit verify --json …',
+      ],
+      // No command after it: an option the group does not take, as before.
+      [["grants", "--project", "list2"], 'loopctl grants: unknown option "--project"'],
+      [["grants", "--", "list"], 'loopctl grants: unknown option "--"'],
+    ];
+    for (const [argv, line] of cases) {
+      const run = await cli(argv, { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr.split("\n")[0], argv.join(" ")).toBe(line);
+    }
+    expect(await store.load()).toHaveLength(3);
+  });
+
   it("an unknown option after a command group is named as an option", async () => {
     const run = await cli(["grants", "--hepl"], { cwd: base });
     expect(run.code).toBe(EXIT.usage);
