@@ -74,6 +74,18 @@ describe("loopctl console", () => {
     await expect(request(`${base}healthz`)).rejects.toThrow(/ECONNREFUSED/);
   });
 
+  it("warns when an --audit starting with a ~ the shell left as it is names no file", async () => {
+    // bash expands ~ in --audit ~/x, not in --audit=~/x: a log under a folder named ~ here, never written.
+    const run = startConsole(dir, ["--root", join(dir, "r-tilde"), "--audit=~/gates.jsonl"]);
+    expect(await run.printed).not.toBe("");
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+    expect(run.output()).toContain(
+      `loopctl: warning: the audit log ${join(dir, "~", "gates.jsonl")} does not exist: the shell leaves a ~ ` +
+        "after = as it is (--audit=~/…); write --audit ~/… or $HOME/…\n",
+    );
+  });
+
   it("takes its token from LOOPCTL_CONSOLE_TOKEN", async () => {
     const run = startConsole(dir, ["--root", join(dir, "r2")], {
       LOOPCTL_CONSOLE_TOKEN: "a-console-token-of-enough-length",

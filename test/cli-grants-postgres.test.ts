@@ -128,6 +128,23 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("names --schema, not the class it is passed on to, when it is not a schema name", async () => {
+    const cases: [string[], string][] = [
+      [["grants", "list"], "loopctl grants list"],
+      [["grants", "reset", "--tool", "t"], "loopctl grants reset"],
+      [["console"], "loopctl console"],
+    ];
+    for (const [command, prefix] of cases) {
+      const argv = [...command, "--database", DATABASE_URL, "--project", "p", "--schema", "Bad Name"];
+      const run = await cli(argv, { cwd: "/" });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.usage, stdout: "" });
+      expect(run.stderr).toBe(
+        `${prefix}: --schema: schema must be a lowercase identifier of at most 48 characters ` +
+          `([a-z_][a-z0-9_]*), got "Bad Name"\nRun '${prefix} --help' for usage.\n`,
+      );
+    }
+  });
+
   it("reports an unmigrated schema and an unreachable server as database errors, naming them", async () => {
     const unmigrated = await cli(
       ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"],

@@ -41,6 +41,34 @@ describe("loopctl grants list", () => {
     expect(reset.stderr).toContain("does not exist");
   });
 
+  it("warns when a --root or --project starting with a ~ the shell left as it is names no folder", async () => {
+    // bash expands ~ in --root ~/x, not in --root=~/x: that is a folder named ~ in the current folder.
+    const grants = sampleGrants();
+    await seed(root, project, grants);
+    const here = join(base, "~", "grants");
+    for (const command of [
+      ["grants", "list"],
+      ["grants", "reset", "--tool", "read"],
+    ]) {
+      const run = await cli([...command, "--root=~/grants", "--project", project], { cwd: base });
+      expect(run.code, command.join(" ")).toBe(EXIT.ok);
+      expect(run.stderr).toBe(
+        `loopctl: warning: the grant root ${here} does not exist: the shell leaves a ~ after = as it is ` +
+          "(--root=~/…); write --root ~/… or $HOME/…\n",
+      );
+    }
+    const gone = await cli(["grants", "list", "--root", root, "--project=~/app"], { cwd: base });
+    expect(gone.stderr).toBe(
+      `loopctl: warning: the project folder ${join(base, "~", "app")} does not exist; these are the grants kept ` +
+        "under that path; the shell leaves a ~ after = as it is (--project=~/…); write --project ~/… or $HOME/…\n",
+    );
+    // A folder named ~ that exists is taken as it is, with no warning.
+    await mkdir(here, { recursive: true });
+    const made = await cli(["grants", "list", "--root=~/grants", "--project", project], { cwd: base });
+    expect(made).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(await new FileGrantStore(root, project).load()).toHaveLength(grants.length);
+  });
+
   it("prints a table of every grant", async () => {
     const grants = sampleGrants();
     await seed(root, project, grants);
@@ -138,6 +166,18 @@ describe("loopctl grants reset", () => {
     expect((await store.load()).map((g) => g.tool).sort()).toEqual(["shell", "write"]);
     const none = await cli(["grants", "reset", "--tool", "Read", ...at()], { cwd: base });
     expect(none.stdout).toContain("removed 0 grants");
+  });
+
+  it("says a warning about the project folder once, when a --tool that matched nothing is checked for near names", async () => {
+    const gone = join(base, "deleted-project");
+    await seed(root, gone, [new Grant("Deploy", "allow", GrantScope.thisTool())]);
+    const run = await cli(["grants", "reset", "--tool", "deploy", "--root", root, "--project", gone], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toContain("removed 0 grants");
+    expect(run.stderr).toBe(
+      `loopctl: warning: the project folder ${gone} does not exist; these are the grants kept under that path\n` +
+        'loopctl grants reset: the name matches exactly; grants of "Deploy" are left in force\n',
+    );
   });
 
   it.skipIf(process.platform !== "linux")(
@@ -272,6 +312,23 @@ describe("loopctl grants repair", () => {
       `loopctl grants repair: no ledger at ${new FileGrantStore(root, other).ledgerPath}; nothing to repair\n`,
     );
   });
+
+  it("refuses --schema without --database, leaving a corrupt ledger where it is", async () => {
+    // Meant for the database and left without --database, it must not move the project's ledger file aside.
+    const garbage = '[{"id":"x",';
+    const ledger = await plantLedger(garbage);
+    for (const argv of [
+      ["grants", "repair", ...at(), "--schema", "loopctl"],
+      ["grants", "repair", ...at(), "--schema="],
+    ]) {
+      const run = await cli(argv, { cwd: base });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.usage, stdout: "" });
+      expect(run.stderr).toBe(
+        "loopctl grants repair: --schema needs --database\nRun 'loopctl grants repair --help' for usage.\n",
+      );
+      expect(await readFile(ledger, "utf8")).toBe(garbage);
+    }
+  });
 });
 
 describe("a ledger swapped for a symbolic link", () => {
@@ -333,6 +390,13 @@ describe("usage", () => {
       [["grants", "lsit"], 'unknown command "grants lsit"; did you mean "grants list"?'],
       [["grant", "list"], 'unknown command "grant"; did you mean "grants"?'],
       [["--verison"], 'unknown option "--verison"; did you mean --version?'],
+      // A long option written with one dash is named as written, not as the letter the parser stopped at.
+      [["grants", "list", "-project", "."], 'unknown option "-project"; did you mean --project?'],
+      [["grants", "reset", "-tool=read"], 'unknown option "-tool"; did you mean --tool?'],
+      [["audit", "verify", "-json", "log"], 'unknown option "-json"; did you mean --json?'],
+      [["console", "-port", "8080"], 'unknown option "-port"; did you mean --port?'],
+      [["-version"], 'unknown option "-version"; did you mean --version?'],
+      [["grants", "-help"], 'unknown option "-help"; did you mean --help?'],
     ];
     for (const [argv, message] of cases) {
       const run = await cli(argv, { cwd: base });
@@ -364,6 +428,18 @@ describe("usage", () => {
         expect(run.stderr).toBe("");
       }
     }
+  });
+
+  it("lists as an option only what the command takes: repair, which refuses --database, does not offer it", async () => {
+    const repair = await cli(["grants", "repair", "--help"], { cwd: base });
+    const options = repair.stdout.slice(repair.stdout.indexOf("\nOptions:\n"), repair.stdout.indexOf("\nExit codes:"));
+    expect(options).toContain("--project DIR");
+    expect(options).not.toMatch(/^ {2}--(database|schema)\b/m);
+    const refused = await cli(["grants", "repair", "--database", "postgres://h/db", "--project", "p"], { cwd: base });
+    expect(refused.code).toBe(EXIT.usage);
+    const top = await cli(["--help"], { cwd: base });
+    expect(top.stdout).not.toContain("Every grants command also takes --database");
+    expect(top.stdout).toContain("Every grants command but repair also takes --database");
   });
 
   it("resolves to exit 5, never rejects, when its output streams fail", async () => {
@@ -569,6 +645,36 @@ describe("command lines that say something other than they seem", () => {
     const audit = await cli(["console", "--audit=", "--root", root, "--port", "0"], { cwd: project });
     expect(audit).toMatchObject({ code: EXIT.usage, stdout: "" });
     expect(audit.stderr).toContain("--audit needs the FILE of an audit log");
+  });
+
+  it("an option written before its command is said to go after it, not called unknown", async () => {
+    const store = await seed(root, project, sampleGrants());
+    const cases: [string[], string][] = [
+      [
+        ["grants", "--project", project, "reset"],
+        'loopctl grants: "--project" goes after the command: loopctl grants reset --project …',
+      ],
+      [
+        ["grants", "--root=/x", "list"],
+        'loopctl grants: "--root" goes after the command: loopctl grants list --root …',
+      ],
+      [["--json", "grants", "list"], 'loopctl: "--json" goes after the command: loopctl grants list --json …'],
+      [["--json", "console"], 'loopctl: "--json" goes after the command: loopctl console --json …'],
+      [["--json", "grants"], 'loopctl: "--json" goes after the command: loopctl grants --json …'],
+      [
+        ["audit", "--json", "verify", "x"],
+        'loopctl audit: "--json" goes after the command: loopctl audit verify --json …',
+      ],
+      // No command after it: an option the group does not take, as before.
+      [["grants", "--project", "list2"], 'loopctl grants: unknown option "--project"'],
+      [["grants", "--", "list"], 'loopctl grants: unknown option "--"'],
+    ];
+    for (const [argv, line] of cases) {
+      const run = await cli(argv, { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr.split("\n")[0], argv.join(" ")).toBe(line);
+    }
+    expect(await store.load()).toHaveLength(3);
   });
 
   it("an unknown option after a command group is named as an option", async () => {

@@ -8,7 +8,15 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
-import { closeOrWarn, connect, nearProjectsWarning, openFileStore, redacted } from "./grant-source.js";
+import {
+  checkSchema,
+  closeOrWarn,
+  connect,
+  nearProjectsWarning,
+  openFileStore,
+  redacted,
+  unexpandedTilde,
+} from "./grant-source.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -104,8 +112,8 @@ export interface ConsoleSettings {
  */
 async function openSources(values: ConsoleValues, context: CliContext): Promise<ConsoleSources> {
   if (values.database === undefined) {
-    if (values.schema !== undefined) throw new CliUsageError("console", "--schema needs --database");
-    // The grants commands' ledger: the same refusals, its warnings one plain line on stderr.
+    // The grants commands' ledger: the same refusals (--schema needs --database), its warnings one
+    // plain line on stderr.
     const store = openFileStore("console", values, context);
     return {
       inbox: undefined,
@@ -120,6 +128,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
   const { Db } = await import("../postgres/db.js");
   const { schemaNames } = await import("../postgres/schema.js");
+  await checkSchema("console", values.schema);
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
@@ -188,7 +197,13 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
 
-  if (audit !== undefined) await checkAuditLog(audit);
+  // A log not there yet is served as it comes, unless the path starts with a ~ the shell did not
+  // expand (--audit=~/x): a log under a folder named ~ here, which its agent never writes.
+  if (audit !== undefined && !(await checkAuditLog(audit)) && values.audit?.startsWith("~") === true) {
+    context.stderr.write(
+      `loopctl: warning: the audit log ${printable(audit)} does not exist: ${unexpandedTilde("--audit")}\n`,
+    );
+  }
   const settings = { audit, host: values.host, allowedHosts, port, token, maxConnections };
   return serveConsole(await openSources(values, context), settings, context);
 }
@@ -237,9 +252,9 @@ export async function serveConsole(
  * Refuses an `--audit` that exists and is not a regular file (exit 4, as
  * `audit verify` refuses it): a folder would fail every request for records,
  * and a FIFO would hang each one until a writer came. A log not there yet is
- * fine: its agent may not have written it.
+ * fine: its agent may not have written it. Resolves to whether it exists.
  */
-async function checkAuditLog(file: string): Promise<void> {
+async function checkAuditLog(file: string): Promise<boolean> {
   const found = await stat(file).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return undefined;
     throw new AuditIoError(file, `audit log ${file}: cannot read (${error.code ?? error.message})`, { cause: error });
@@ -247,6 +262,7 @@ async function checkAuditLog(file: string): Promise<void> {
   if (found !== undefined && !found.isFile()) {
     throw new AuditPathError(file, `audit log ${file} is not a regular file`);
   }
+  return found !== undefined;
 }
 
 /** Where a server option the console passes on comes from on its command line. */

@@ -96,7 +96,10 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
       }
     }
     if (!Object.hasOwn(options, token.name)) {
-      throw new CliUsageError(command, unknownOption(token.rawName, Object.keys(options)));
+      throw new CliUsageError(
+        command,
+        unknownOption(writtenOption(token.rawName, args[token.index]), Object.keys(options)),
+      );
     }
     const option = options[token.name] as { type: string; multiple?: boolean };
     if (option.type !== "string") continue;
@@ -126,6 +129,20 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
     }
     throw error;
   }
+}
+
+/**
+ * The unknown option as the command line wrote it: a long name written with
+ * one dash (`-project`) is read by the parser as a group of letters, and
+ * would be named by the first unknown one (`-p`), which nobody typed. Such
+ * an argument is named whole, up to an `=`.
+ */
+function writtenOption(rawName: string, written: string | undefined): string {
+  if (rawName.startsWith("--") || written === undefined || written.startsWith("--") || written.length <= 2) {
+    return rawName;
+  }
+  const name = written.split("=")[0] as string;
+  return name.length > 2 ? name : written;
 }
 
 type ParseArgsOptionsConfig = NonNullable<Parameters<typeof parseArgs>[0]>["options"] & object;

@@ -101,19 +101,37 @@ function checkUrl(command: string, url: string): void {
   }
 }
 
-/** The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its warnings are one plain line each. */
+/** What to say of a path option starting with a `~`: a shell expands it in `--root ~/x`, not in `--root=~/x`. */
+export const unexpandedTilde = (option: string): string =>
+  `the shell leaves a ~ after = as it is (${option}=~/…); write ${option} ~/… or $HOME/…`;
+
+/**
+ * The ledger file `--project DIR`/`--root DIR` (or their defaults) name; its
+ * warnings are one plain line each. A `--schema` (which needs `--database`)
+ * is a usage error.
+ */
 export function openFileStore(command: string, values: StoreValues, context: CliContext): FileGrantStore {
+  // A --schema meant for a database would otherwise be dropped, and the ledger file acted on instead.
+  if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
   // An empty --project ("$UNSET") would otherwise resolve to the current folder: another project's grants.
   if (values.project === "") throw new CliUsageError(command, "--project needs a folder (DIR)");
   // So would an empty --root: a grant root laid out wherever the command happens to run.
   if (values.root === "") throw new CliUsageError(command, "--root needs a folder (DIR)");
   const root = resolve(context.cwd, values.root ?? FileGrantStore.defaultRoot(context.env));
   const project = resolve(context.cwd, values.project ?? ".");
+  // A root not made yet is not said (no grant saved there so far), unless it starts with a ~ the
+  // shell did not expand (--root=~/x): a folder named ~ here, where every command finds no grants.
+  if (values.root !== undefined && values.root.startsWith("~") && !existsSync(root)) {
+    context.stderr.write(
+      `loopctl: warning: the grant root ${printable(root)} does not exist: ${unexpandedTilde("--root")}\n`,
+    );
+  }
   // Not refused: the grants of a project whose folder was deleted (or not made yet) are still its own.
   // But a mistyped --project would read as "no grants" and reset as "removed 0", as if all were well.
   if (!existsSync(project)) {
+    const tilde = values.project?.startsWith("~") === true ? `; ${unexpandedTilde("--project")}` : "";
     context.stderr.write(
-      `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path\n`,
+      `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path${tilde}\n`,
     );
   }
   return new FileGrantStore(root, project, {
@@ -129,7 +147,6 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
  */
 export async function openStore(command: string, values: StoreValues, context: CliContext): Promise<OpenedStore> {
   if (values.database === undefined) {
-    if (values.schema !== undefined) throw new CliUsageError(command, "--schema needs --database");
     const store = openFileStore(command, values, context);
     return { store, location: store.ledgerPath, close: () => Promise.resolve() };
   }
@@ -138,6 +155,7 @@ export async function openStore(command: string, values: StoreValues, context: C
   if (values.project === undefined || values.project === "") {
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
+  await checkSchema(command, values.schema);
   const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
   const pool = await connect(command, values.database, context.env);
   const project = values.project;
@@ -187,6 +205,24 @@ export async function nearProjectsWarning(
     `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
     "are other projects, left as they are"
   );
+}
+
+/**
+ * Refuses a `--schema` that is not a schema name loopctl takes, as a usage
+ * error naming the option (not the class or command it is passed on to),
+ * before any connection is made.
+ */
+export async function checkSchema(command: string, schema: string | undefined): Promise<void> {
+  if (schema === undefined) return;
+  const { schemaNames } = await import("../postgres/schema.js");
+  try {
+    schemaNames("--schema", schema);
+  } catch (error) {
+    if ((error as { code?: unknown } | null)?.code === "POSTGRES_CONFIG") {
+      throw new CliUsageError(command, (error as Error).message);
+    }
+    throw error;
+  }
 }
 
 /** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */

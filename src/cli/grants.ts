@@ -163,51 +163,51 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
   if (values.help) return printHelp("grants reset", context, asksForJson(args));
   noPositionals("grants reset", positionals);
   if (values.tool === "") throw new CliUsageError("grants reset", "--tool needs a tool name");
+  const tool = values.tool;
   const { location, value: removed } = await withStore("grants reset", values, context, async (store) => {
     // Rows in a database are each marked revoked and kept, a malformed one too, so a
     // reset of the whole project is the way out of one; a ledger file is read first,
     // so that a corrupt one is reported, never rewritten.
-    if (values.tool === undefined && values.database !== undefined) return store.clear();
+    if (tool === undefined && values.database !== undefined) return { count: await store.clear(), near: [] };
     // One change for the whole tool: revoked one by one, each grant would rewrite the ledger.
-    if (values.tool !== undefined && store instanceof FileGrantStore)
-      return (await store.revokeTool(values.tool)).length;
-    const grants = await store.load();
-    if (values.tool === undefined) return grants.length === 0 ? 0 : store.clear();
-    let count = 0;
-    for (const grant of grants) {
-      if (grant.tool === values.tool && (await store.revoke(grant.id)) !== undefined) count++;
-    }
-    return count;
+    const count =
+      tool !== undefined && store instanceof FileGrantStore
+        ? (await store.revokeTool(tool)).length
+        : await resetLoaded(store, tool);
+    return { count, near: count === 0 && tool !== undefined ? await nearTools(store, tool) : [] };
   });
-  const what = values.tool === undefined ? "" : ` of tool ${printable(JSON.stringify(values.tool))}`;
-  context.stdout.write(`removed ${removed} grant${removed === 1 ? "" : "s"}${what} from ${printable(location)}\n`);
-  if (removed === 0 && values.tool !== undefined) await nameNearTools("grants reset", values, values.tool, context);
+  const what = tool === undefined ? "" : ` of tool ${printable(JSON.stringify(tool))}`;
+  const { count, near } = removed;
+  context.stdout.write(`removed ${count} grant${count === 1 ? "" : "s"}${what} from ${printable(location)}\n`);
+  if (near.length > 0) {
+    context.stderr.write(
+      `loopctl grants reset: the name matches exactly; grants of ${near.map((t) => printable(JSON.stringify(t))).join(", ")} ` +
+        "are left in force\n",
+    );
+  }
   return EXIT.ok;
 }
 
-/**
- * After a `--tool` that matched nothing, names the tools of the ledger that
- * differ from it only in case (the name matches exactly, so `Deploy` leaves
- * the grants of `deploy` in force), on stderr.
- */
-async function nameNearTools(
-  command: string,
-  values: Parameters<typeof openStore>[1],
-  tool: string,
-  context: CliContext,
-): Promise<void> {
-  let grants: Grant[];
-  try {
-    ({ value: grants } = await withStore(command, values, context, (store) => store.load(), false, false));
-  } catch {
-    return; // only a hint: the reset itself is done and reported
+/** Removes every loaded grant, or those of `tool`; resolves to how many were removed. */
+async function resetLoaded(store: GrantStore, tool: string | undefined): Promise<number> {
+  const grants = await store.load();
+  if (tool === undefined) return grants.length === 0 ? 0 : store.clear();
+  let count = 0;
+  for (const grant of grants) {
+    if (grant.tool === tool && (await store.revoke(grant.id)) !== undefined) count++;
   }
-  const near = [...new Set(grants.map((g) => g.tool))].filter((t) => t.toLowerCase() === tool.toLowerCase());
-  if (near.length === 0) return;
-  context.stderr.write(
-    `loopctl ${command}: the name matches exactly; grants of ${near.map((t) => printable(JSON.stringify(t))).join(", ")} ` +
-      "are left in force\n",
-  );
+  return count;
+}
+
+/**
+ * After a `--tool` that matched nothing, the tools of the store whose names
+ * differ from it only in case (the name matches exactly, so `Deploy` leaves
+ * the grants of `deploy` in force), read from the same store; none when it
+ * cannot be read: this is only a hint, the reset itself is done.
+ */
+async function nearTools(store: GrantStore, tool: string): Promise<string[]> {
+  const grants = await store.load().catch(() => []);
+  return [...new Set(grants.map((g) => g.tool))].filter((t) => t.toLowerCase() === tool.toLowerCase());
 }
 
 /**

@@ -16,13 +16,19 @@ const EXIT_CODES = `Exit codes:
      ${ISSUES_URL})
 `;
 
-/** The --project/--root/--database lines, their descriptions starting at column `at`. */
-function projectOptions(at: number): string {
+/**
+ * The --project/--root lines, and unless `database` is false the
+ * --database/--schema ones, their descriptions starting at column `at`.
+ */
+function projectOptions(at: number, database = true): string {
   const pad = (flag: string): string => `  ${flag}`.padEnd(at);
-  return (
+  const file =
     `${pad("--project DIR")}the project whose ledger to use (default: this folder)\n` +
     `${pad("--root DIR")}the grant store root (default: $XDG_STATE_HOME/loopctl/\n` +
-    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n` +
+    `${" ".repeat(at)}grants, else ~/.local/state/loopctl/grants)\n`;
+  if (!database) return file;
+  return (
+    file +
     `${pad("--database URL")}use the grants shared in PostgreSQL instead\n` +
     `${" ".repeat(at)}(loopctl/postgres); --project NAME then names the\n` +
     `${" ".repeat(at)}project there (required)\n` +
@@ -52,10 +58,11 @@ Usage:
                           [--max-connections N]
   loopctl --version
 
-Every grants command also takes --database URL --project NAME [--schema NAME]:
-the grants every worker shares in PostgreSQL (loopctl/postgres) instead of a
-ledger file. Every command takes --help (-h); with --json on either side of
-it, the help is printed as one JSON document, {"command", "help"}.
+Every grants command but repair also takes --database URL --project NAME
+[--schema NAME]: the grants every worker shares in PostgreSQL
+(loopctl/postgres) instead of a ledger file. Every command takes --help
+(-h); with --json on either side of it, the help is printed as one JSON
+document, {"command", "help"}.
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.
@@ -152,7 +159,7 @@ statement). Running stores read only rows above the version they hold, so
 an edit or a DELETE that keeps the row's version never reaches them.
 
 Options:
-${PROJECT_OPTIONS}  -h, --help     show this help
+${projectOptions(17, false)}  -h, --help     show this help
 
 ${EXIT_CODES}`,
   audit: `loopctl audit: the hash-chained audit log of gate decisions.

@@ -80,7 +80,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
     throw new CliUsageError(
       "",
       group.startsWith("-")
-        ? unknownOption(group, ["help", "version"])
+        ? optionBeforeCommand("", group, argv.slice(1), ["help", "version"])
         : unknownCommand("", group, [...Object.keys(GROUPS), "console"]),
     );
   }
@@ -92,10 +92,42 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   if (!command) {
     throw new CliUsageError(
       group,
-      sub.startsWith("-") ? unknownOption(sub, ["help"]) : unknownCommand(group, sub, Object.keys(table)),
+      sub.startsWith("-")
+        ? optionBeforeCommand(group, sub, rest, ["help"])
+        : unknownCommand(group, sub, Object.keys(table)),
     );
   }
   return command(rest, context);
+}
+
+/** The commands a topic's first word may be: the groups and `console` at the top, else the group's. */
+function commandsOf(topic: "" | Group): readonly string[] {
+  return topic === "" ? [...Object.keys(GROUPS), "console"] : Object.keys(GROUPS[topic]);
+}
+
+/**
+ * What to say of `option`, written where `topic`'s command word belongs:
+ * when one of its commands follows (before a `--`), that the option goes
+ * after it (`"--project" goes after the command: loopctl grants list
+ * --project …`), for the option is likely that command's own; else that
+ * `topic` knows no such option (`known`: its own).
+ */
+function optionBeforeCommand(
+  topic: "" | Group,
+  option: string,
+  rest: readonly string[],
+  known: readonly string[],
+): string {
+  const end = rest.indexOf("--");
+  const words = end === -1 ? rest : rest.slice(0, end);
+  const at = words.findIndex((word) => commandsOf(topic).includes(word));
+  const command = words[at];
+  if (option === "--" || command === undefined) return unknownOption(option, known);
+  const path = [topic, command].filter((word) => word !== "");
+  const next = words[at + 1];
+  if (topic === "" && isGroup(command) && next !== undefined && commandsOf(command).includes(next)) path.push(next);
+  const name = option.split("=")[0] as string;
+  return `${JSON.stringify(name)} goes after the command: loopctl ${path.join(" ")} ${name} …`;
 }
 
 /**

@@ -46,9 +46,18 @@ export function nearest(word: string, candidates: readonly string[]): string | u
   return best;
 }
 
-/** `unknown option "--roto"`, with `; did you mean --root?` when one of `options` (long names) is near. */
+/**
+ * `unknown option "--roto"`, with `; did you mean --root?` when one of
+ * `options` (long names) is near; a long name written with one dash
+ * (`-project`) is matched too.
+ */
 export function unknownOption(rawName: string, options: readonly string[]): string {
-  const meant = rawName.startsWith("--") ? nearest(rawName.slice(2), options) : undefined;
+  const word = rawName.startsWith("--")
+    ? rawName.slice(2)
+    : rawName.startsWith("-") && rawName.length > 2
+      ? rawName.slice(1)
+      : undefined;
+  const meant = word === undefined ? undefined : nearest(word, options);
   return `unknown option ${JSON.stringify(rawName)}${meant === undefined ? "" : `; did you mean --${meant}?`}`;
 }
 
