@@ -435,6 +435,38 @@ describe("PostgresGrantStore fails closed", () => {
     }
   }, 30_000);
 
+  it("a save whose transaction fails as it opens (its wait for migrate's lock cut short) hands its connection back rolled back, not in a failed transaction", async () => {
+    const pool = db.newPool(1, { options: "-c lock_timeout=200" });
+    const s = store("acme/shop", pool);
+    await s.save(read);
+    // A migrate holds the schema's lock: the save's shared lock waits, and lock_timeout ends the wait.
+    const migrator = await db.pool.connect();
+    try {
+      await migrator.query("BEGIN");
+      await migrator.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${db.schema}`]);
+      await expect(s.save(deployProd)).rejects.toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("[SQLSTATE 55P03]") as unknown,
+      });
+    } finally {
+      await migrator.query("ROLLBACK");
+      migrator.release();
+    }
+    // The pool's one connection serves the next decision, and the pool's other users, as before.
+    expect((await s.covering("read", "{}")).map((g) => g.id)).toEqual([read.id]);
+    expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    expect((await s.save(deployProd)).id).toBe(deployProd.id);
+  });
+
+  it("a save whose schema went away since its first check hands its connection back rolled back, not in a failed transaction", async () => {
+    const pool = db.newPool(1);
+    const s = store("acme/shop", pool);
+    await s.save(read);
+    await db.pool.query(`ALTER TABLE "${db.schema}".migrations RENAME TO migrations_gone`);
+    await expect(s.save(deployProd)).rejects.toMatchObject({ code: "POSTGRES_NOT_MIGRATED" });
+    expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+  });
+
   it("gives up a statement that gets no reply within replyMs: the call rejects, and the next goes through on a new connection", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

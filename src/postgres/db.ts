@@ -438,8 +438,18 @@ export class Db {
           },
         );
       if (state.aborted) throw new Error("aborted");
-      const opened = (await client.query(this.#begin)) as unknown as PgResult | PgResult[];
-      const checked = Array.isArray(opened) ? opened.at(-1) : opened;
+      let opened: unknown;
+      try {
+        opened = await client.query(this.#begin);
+      } catch (error) {
+        // A statement after its BEGIN failed (the wait for migrate's lock cut short by lock_timeout, the
+        // migrations table gone): the session is left in the failed transaction, which every statement
+        // the pool's next user sends on it would meet. It goes back to the pool rolled back, or closed.
+        await rollback();
+        throw error;
+      }
+      const results = opened as PgResult | PgResult[];
+      const checked = Array.isArray(results) ? results.at(-1) : results;
       const version = Number((checked?.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
       if (version > SCHEMA_VERSION) {
         await rollback();
