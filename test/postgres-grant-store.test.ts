@@ -435,6 +435,27 @@ describe("PostgresGrantStore fails closed", () => {
     }
   }, 30_000);
 
+  it("loses no save made while another process's write holds the project, on a database whose transactions default to serializable", async () => {
+    const serializable = db.newPool(2, { options: "-c default_transaction_isolation=serializable" });
+    const s = store("acme/shop", serializable);
+    await s.save(read);
+    // Another process's write to the project, not yet committed: the save waits for the project's row.
+    const writer = await db.pool.connect();
+    let saving: Promise<unknown>;
+    try {
+      await writer.query("BEGIN");
+      await writer.query(`UPDATE "${db.schema}".grant_projects SET version = version WHERE project = 'acme/shop'`);
+      saving = s.save(deployProd).catch((e: unknown) => e);
+      await waitFor(async () => (await lockWaiters(db.schema)) > 0);
+      await writer.query("COMMIT");
+    } finally {
+      await writer.query("ROLLBACK").catch(() => undefined);
+      writer.release();
+    }
+    expect(await saving).toBe(deployProd);
+    expect((await store().load()).map((g) => g.id)).toEqual([read.id, deployProd.id]);
+  });
+
   it("a save whose transaction fails as it opens (its wait for migrate's lock cut short) hands its connection back rolled back, not in a failed transaction", async () => {
     const pool = db.newPool(1, { options: "-c lock_timeout=200" });
     const s = store("acme/shop", pool);

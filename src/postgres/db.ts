@@ -48,8 +48,15 @@ const IDLE_IN_TRANSACTION_MS = 5_000;
  * that swallows packets) would hold its locks (a project's row, the
  * reaper's, a migration's) for as long as the server keeps its session: the
  * server ends such a session instead, once idle in the transaction this long.
+ *
+ * READ COMMITTED whatever the database or role defaults to: each statement
+ * must see what committed before it, the writes and the migration that ran
+ * while it waited for the lock taken before it. Under REPEATABLE READ or
+ * SERIALIZABLE the snapshot is taken as that wait begins: a grant's save
+ * after another's would fail with a serialization error, and a migrate after
+ * another would find the tables without the rows that record them.
  */
-export const BEGIN = `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
+export const BEGIN = `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
 
 /**
  * `reply`, a statement's, unless none comes within `ms`: a network that
