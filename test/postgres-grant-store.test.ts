@@ -507,6 +507,53 @@ describe("PostgresGrantStore fails closed", () => {
     }
   }, 30_000);
 
+  it("gives up within replyMs a call with a signal whose connection swallows its first statement", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      await store().save(read);
+      const pool = db.newPool(2, { connectionString: proxy.url });
+      const silent = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema, replyMs: 500 });
+      // A call with a signal first asks its connection for the server process to cancel it on: swallowed.
+      proxy.stallConnectionOn("pg_backend_pid");
+      const { signal } = new AbortController();
+      const started = Date.now();
+      const outcome = await Promise.race([
+        silent.covering("read", "{}", { signal }).catch((e: unknown) => e),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+      ]);
+      expect(outcome).toBeInstanceOf(PostgresQueryError);
+      expect((outcome as Error).message).toContain("no reply within 500 ms");
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect((await silent.load({ signal })).map((g) => g.tool)).toEqual(["read"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it("gives its connection up within replyMs when its signal aborted a call whose connection swallows everything", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      await store().save(read);
+      // One connection: a call that kept it would hold up every call after it.
+      const pool = db.newPool(1, { connectionString: proxy.url });
+      const silent = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema, replyMs: 500 });
+      proxy.stallConnectionOn(`"${db.schema}".grants`);
+      const controller = new AbortController();
+      const reading = silent.covering("read", "{}", { signal: controller.signal });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const reason = new Error("the run was cancelled");
+      controller.abort(reason);
+      await expect(reading).rejects.toBe(reason);
+      const outcome = await Promise.race([
+        silent.load().then((grants) => grants.map((g) => g.tool)),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+      ]);
+      expect(outcome).toEqual(["read"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
   const malformed: readonly [string, string, (id: string) => unknown[]][] = [
     ["its id is not the id of its rule", "'read', 'allow', NULL", () => []],
     ["its arguments are not JSON", "'write', 'allow', '{path:'", () => []],

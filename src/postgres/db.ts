@@ -598,25 +598,22 @@ export class Db {
         const held = client;
         let silent: NodeJS.Timeout | undefined;
         try {
-          if (signal !== undefined && !backendPids.has(client)) {
-            const result = await client.query("SELECT pg_backend_pid() AS pid");
-            backendPids.set(client, Number((result.rows[0] as { pid?: unknown } | undefined)?.pid));
-          }
-          if (state.aborted) return;
-          started = true;
+          // From the first statement on, the pid's included: one swallowed by the network is given up too.
           if (this.#replyMs !== undefined) {
             const ms = this.#replyMs;
             silent = setTimeout(() => {
               // A reply that arrived while the process was too busy to read it wins: I/O is read once more first.
               setImmediate(() => {
-                if (settled) return;
+                if (released) return;
                 state.broken = true;
                 settle(() =>
                   reject(
                     this.#failure(operation, new NoReplyError(`no reply within ${ms} ms; the connection was closed`)),
                   ),
                 );
-                // Closing it fails what is still waiting on it, and the pool makes a new one.
+                // Closing it fails what is still waiting on it, and the pool makes a new one. So it is
+                // after an abort, which settled the call already: a statement the cancel did not reach
+                // (its reply swallowed) would otherwise keep the connection from the pool for good.
                 released = true;
                 held.removeListener("error", onError);
                 held.release(true);
@@ -624,6 +621,12 @@ export class Db {
             }, ms);
             silent.unref();
           }
+          if (signal !== undefined && !backendPids.has(client)) {
+            const result = await client.query("SELECT pg_backend_pid() AS pid");
+            backendPids.set(client, Number((result.rows[0] as { pid?: unknown } | undefined)?.pid));
+          }
+          if (state.aborted) return;
+          started = true;
           const value = await body(client, state);
           settle(() => resolve(value));
         } catch (error) {
@@ -633,6 +636,7 @@ export class Db {
         } finally {
           clearTimeout(silent);
           if (!released) {
+            released = true;
             client.removeListener("error", onError);
             // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
             client.release(state.broken || (started && state.aborted) ? true : undefined);
