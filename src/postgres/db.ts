@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { LoopctlError, shownValue } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
@@ -23,7 +24,12 @@ const MISSING_OBJECT = new Set(["42P01", "3F000", "42883", "42703"]);
 
 const backendPids = new WeakMap<PgPoolClient, number>();
 
-/** One name per statement text in this process: a name must never stand for two texts on a connection. */
+/**
+ * The name each statement text is prepared under. A name must never stand for two texts on a
+ * connection, and the pool's connections may carry the statements of another copy of loopctl in
+ * the process too (the ESM build beside the CommonJS one, another version): the name is a digest
+ * of the text, so every copy gives one text the same name, and two texts two names.
+ */
 const statementNames = new Map<string, string>();
 
 /**
@@ -80,7 +86,7 @@ export async function replyWithin<T>(reply: Promise<T>, ms: number, silent: () =
 function prepared(text: string, values: unknown[]): PgQueryConfig {
   let name = statementNames.get(text);
   if (name === undefined) {
-    name = `loopctl_${statementNames.size + 1}`;
+    name = `loopctl_${createHash("sha256").update(text).digest("hex").slice(0, 32)}`;
     statementNames.set(text, name);
   }
   return { name, text, values };
