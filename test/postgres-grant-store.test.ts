@@ -435,6 +435,59 @@ describe("PostgresGrantStore fails closed", () => {
     }
   }, 30_000);
 
+  it("loses no save made while another process's write holds the project, on a database whose transactions default to serializable", async () => {
+    const serializable = db.newPool(2, { options: "-c default_transaction_isolation=serializable" });
+    const s = store("acme/shop", serializable);
+    await s.save(read);
+    // Another process's write to the project, not yet committed: the save waits for the project's row.
+    const writer = await db.pool.connect();
+    let saving: Promise<unknown>;
+    try {
+      await writer.query("BEGIN");
+      await writer.query(`UPDATE "${db.schema}".grant_projects SET version = version WHERE project = 'acme/shop'`);
+      saving = s.save(deployProd).catch((e: unknown) => e);
+      await waitFor(async () => (await lockWaiters(db.schema)) > 0);
+      await writer.query("COMMIT");
+    } finally {
+      await writer.query("ROLLBACK").catch(() => undefined);
+      writer.release();
+    }
+    expect(await saving).toBe(deployProd);
+    expect((await store().load()).map((g) => g.id)).toEqual([read.id, deployProd.id]);
+  });
+
+  it("a save whose transaction fails as it opens (its wait for migrate's lock cut short) hands its connection back rolled back, not in a failed transaction", async () => {
+    const pool = db.newPool(1, { options: "-c lock_timeout=200" });
+    const s = store("acme/shop", pool);
+    await s.save(read);
+    // A migrate holds the schema's lock: the save's shared lock waits, and lock_timeout ends the wait.
+    const migrator = await db.pool.connect();
+    try {
+      await migrator.query("BEGIN");
+      await migrator.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${db.schema}`]);
+      await expect(s.save(deployProd)).rejects.toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining("[SQLSTATE 55P03]") as unknown,
+      });
+    } finally {
+      await migrator.query("ROLLBACK");
+      migrator.release();
+    }
+    // The pool's one connection serves the next decision, and the pool's other users, as before.
+    expect((await s.covering("read", "{}")).map((g) => g.id)).toEqual([read.id]);
+    expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    expect((await s.save(deployProd)).id).toBe(deployProd.id);
+  });
+
+  it("a save whose schema went away since its first check hands its connection back rolled back, not in a failed transaction", async () => {
+    const pool = db.newPool(1);
+    const s = store("acme/shop", pool);
+    await s.save(read);
+    await db.pool.query(`ALTER TABLE "${db.schema}".migrations RENAME TO migrations_gone`);
+    await expect(s.save(deployProd)).rejects.toMatchObject({ code: "POSTGRES_NOT_MIGRATED" });
+    expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+  });
+
   it("gives up a statement that gets no reply within replyMs: the call rejects, and the next goes through on a new connection", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
@@ -449,6 +502,53 @@ describe("PostgresGrantStore fails closed", () => {
       expect((error as Error).message).toContain("no reply within 500 ms");
       expect(Date.now() - started).toBeLessThan(10_000);
       expect((await silent.load()).map((g) => g.tool)).toEqual(["read"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it("gives up within replyMs a call with a signal whose connection swallows its first statement", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      await store().save(read);
+      const pool = db.newPool(2, { connectionString: proxy.url });
+      const silent = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema, replyMs: 500 });
+      // A call with a signal first asks its connection for the server process to cancel it on: swallowed.
+      proxy.stallConnectionOn("pg_backend_pid");
+      const { signal } = new AbortController();
+      const started = Date.now();
+      const outcome = await Promise.race([
+        silent.covering("read", "{}", { signal }).catch((e: unknown) => e),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+      ]);
+      expect(outcome).toBeInstanceOf(PostgresQueryError);
+      expect((outcome as Error).message).toContain("no reply within 500 ms");
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect((await silent.load({ signal })).map((g) => g.tool)).toEqual(["read"]);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it("gives its connection up within replyMs when its signal aborted a call whose connection swallows everything", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      await store().save(read);
+      // One connection: a call that kept it would hold up every call after it.
+      const pool = db.newPool(1, { connectionString: proxy.url });
+      const silent = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema, replyMs: 500 });
+      proxy.stallConnectionOn(`"${db.schema}".grants`);
+      const controller = new AbortController();
+      const reading = silent.covering("read", "{}", { signal: controller.signal });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const reason = new Error("the run was cancelled");
+      controller.abort(reason);
+      await expect(reading).rejects.toBe(reason);
+      const outcome = await Promise.race([
+        silent.load().then((grants) => grants.map((g) => g.tool)),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+      ]);
+      expect(outcome).toEqual(["read"]);
     } finally {
       await proxy.close();
     }

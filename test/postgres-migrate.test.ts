@@ -81,6 +81,38 @@ describe("migrate", () => {
     expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
   });
 
+  it("is safe at once on a database whose transactions default to serializable: the later migrator finds nothing to do", async () => {
+    const app = `${db.schema}-migrator`;
+    const options = { application_name: app, options: "-c default_transaction_isolation=serializable" };
+    const holder = await db.pool.connect();
+    let results: PromiseSettledResult<MigrateResult>[];
+    try {
+      // Both migrators begin while the schema's lock is held, so both wait for it from before either commits.
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${db.schema}`]);
+      const migrating = Promise.allSettled([
+        migrate(db.newPool(1, options), { schema: db.schema }),
+        migrate(db.newPool(1, options), { schema: db.schema }),
+      ]);
+      for (let waiting = 0; waiting < 2; await new Promise((resolve) => setTimeout(resolve, 10))) {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'advisory'",
+          [app],
+        );
+        waiting = rows[0]?.n ?? 0;
+      }
+      await holder.query("COMMIT");
+      results = await migrating;
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+    }
+    expect(results.map((r) => (r.status === "fulfilled" ? r.value.applied : String(r.reason))).sort()).toEqual([
+      [],
+      [1, 2, 3],
+    ]);
+  });
+
   it("a migrator whose network goes silent mid-transaction holds the lock only until the server ends its session", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { LoopctlError, shownValue } from "../errors.js";
 import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
@@ -23,7 +24,12 @@ const MISSING_OBJECT = new Set(["42P01", "3F000", "42883", "42703"]);
 
 const backendPids = new WeakMap<PgPoolClient, number>();
 
-/** One name per statement text in this process: a name must never stand for two texts on a connection. */
+/**
+ * The name each statement text is prepared under. A name must never stand for two texts on a
+ * connection, and the pool's connections may carry the statements of another copy of loopctl in
+ * the process too (the ESM build beside the CommonJS one, another version): the name is a digest
+ * of the text, so every copy gives one text the same name, and two texts two names.
+ */
 const statementNames = new Map<string, string>();
 
 /**
@@ -48,8 +54,15 @@ const IDLE_IN_TRANSACTION_MS = 5_000;
  * that swallows packets) would hold its locks (a project's row, the
  * reaper's, a migration's) for as long as the server keeps its session: the
  * server ends such a session instead, once idle in the transaction this long.
+ *
+ * READ COMMITTED whatever the database or role defaults to: each statement
+ * must see what committed before it, the writes and the migration that ran
+ * while it waited for the lock taken before it. Under REPEATABLE READ or
+ * SERIALIZABLE the snapshot is taken as that wait begins: a grant's save
+ * after another's would fail with a serialization error, and a migrate after
+ * another would find the tables without the rows that record them.
  */
-export const BEGIN = `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
+export const BEGIN = `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`;
 
 /**
  * `reply`, a statement's, unless none comes within `ms`: a network that
@@ -73,7 +86,7 @@ export async function replyWithin<T>(reply: Promise<T>, ms: number, silent: () =
 function prepared(text: string, values: unknown[]): PgQueryConfig {
   let name = statementNames.get(text);
   if (name === undefined) {
-    name = `loopctl_${statementNames.size + 1}`;
+    name = `loopctl_${createHash("sha256").update(text).digest("hex").slice(0, 32)}`;
     statementNames.set(text, name);
   }
   return { name, text, values };
@@ -438,8 +451,18 @@ export class Db {
           },
         );
       if (state.aborted) throw new Error("aborted");
-      const opened = (await client.query(this.#begin)) as unknown as PgResult | PgResult[];
-      const checked = Array.isArray(opened) ? opened.at(-1) : opened;
+      let opened: unknown;
+      try {
+        opened = await client.query(this.#begin);
+      } catch (error) {
+        // A statement after its BEGIN failed (the wait for migrate's lock cut short by lock_timeout, the
+        // migrations table gone): the session is left in the failed transaction, which every statement
+        // the pool's next user sends on it would meet. It goes back to the pool rolled back, or closed.
+        await rollback();
+        throw error;
+      }
+      const results = opened as PgResult | PgResult[];
+      const checked = Array.isArray(results) ? results.at(-1) : results;
       const version = Number((checked?.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
       if (version > SCHEMA_VERSION) {
         await rollback();
@@ -581,25 +604,22 @@ export class Db {
         const held = client;
         let silent: NodeJS.Timeout | undefined;
         try {
-          if (signal !== undefined && !backendPids.has(client)) {
-            const result = await client.query("SELECT pg_backend_pid() AS pid");
-            backendPids.set(client, Number((result.rows[0] as { pid?: unknown } | undefined)?.pid));
-          }
-          if (state.aborted) return;
-          started = true;
+          // From the first statement on, the pid's included: one swallowed by the network is given up too.
           if (this.#replyMs !== undefined) {
             const ms = this.#replyMs;
             silent = setTimeout(() => {
               // A reply that arrived while the process was too busy to read it wins: I/O is read once more first.
               setImmediate(() => {
-                if (settled) return;
+                if (released) return;
                 state.broken = true;
                 settle(() =>
                   reject(
                     this.#failure(operation, new NoReplyError(`no reply within ${ms} ms; the connection was closed`)),
                   ),
                 );
-                // Closing it fails what is still waiting on it, and the pool makes a new one.
+                // Closing it fails what is still waiting on it, and the pool makes a new one. So it is
+                // after an abort, which settled the call already: a statement the cancel did not reach
+                // (its reply swallowed) would otherwise keep the connection from the pool for good.
                 released = true;
                 held.removeListener("error", onError);
                 held.release(true);
@@ -607,6 +627,12 @@ export class Db {
             }, ms);
             silent.unref();
           }
+          if (signal !== undefined && !backendPids.has(client)) {
+            const result = await client.query("SELECT pg_backend_pid() AS pid");
+            backendPids.set(client, Number((result.rows[0] as { pid?: unknown } | undefined)?.pid));
+          }
+          if (state.aborted) return;
+          started = true;
           const value = await body(client, state);
           settle(() => resolve(value));
         } catch (error) {
@@ -616,6 +642,7 @@ export class Db {
         } finally {
           clearTimeout(silent);
           if (!released) {
+            released = true;
             client.removeListener("error", onError);
             // A connection left mid-transaction or mid-cancel is closed rather than handed to the next caller.
             client.release(state.broken || (started && state.aborted) ? true : undefined);
