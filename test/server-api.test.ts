@@ -162,6 +162,24 @@ async function until(check: () => boolean | Promise<boolean>): Promise<void> {
   throw new Error("condition never held");
 }
 
+/** A GET of `path` sent as written (a URL string would be normalized first). */
+function rawGet(
+  port: number,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: "127.0.0.1", port, path, headers, agent: false }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 describe("createApprovalServer", () => {
   it("binds 127.0.0.1 on a free port and prints a ?token= console URL with a random token", async () => {
     const { server } = await start();
@@ -336,18 +354,7 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
   it("a request target that is no path gets 400, after the Host check; nothing reaches onError", async () => {
     const errors: unknown[] = [];
     const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
-    // Sent as written: a URL string would be normalized first.
-    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
-      new Promise((resolve, reject) => {
-        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
-          let body = "";
-          res.setEncoding("utf8");
-          res.on("data", (chunk: string) => (body += chunk));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        });
-        req.on("error", reject);
-        req.end();
-      });
+    const raw = (path: string, headers: Readonly<Record<string, string>>) => rawGet(server.port, path, headers);
     expect(await raw("//", { host: "evil.example" })).toMatchObject({ status: 421 });
     expect(await raw("//", { ...auth, host: "evil.example" })).toMatchObject({ status: 421 });
     for (const headers of [{ host }, { ...auth, host }]) {
@@ -361,18 +368,7 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
   it("a target that a URL parser would read a host from (//name/…, or a backslash for a slash) is refused with 400, not served as the path after that host", async () => {
     const errors: unknown[] = [];
     const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
-    // Sent as written: a URL string would be normalized first.
-    const raw = (path: string, headers: Readonly<Record<string, string>>): Promise<{ status: number; body: string }> =>
-      new Promise((resolve, reject) => {
-        const req = httpRequest({ host: "127.0.0.1", port: server.port, path, headers, agent: false }, (res) => {
-          let body = "";
-          res.setEncoding("utf8");
-          res.on("data", (chunk: string) => (body += chunk));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        });
-        req.on("error", reject);
-        req.end();
-      });
+    const raw = (path: string, headers: Readonly<Record<string, string>>) => rawGet(server.port, path, headers);
     // A router in front of the handler (a proxy's ACL, an Express guard on /api) sees these as other
     // paths than /api/asks and /healthz; the handler must not serve them as those.
     for (const path of [
