@@ -180,6 +180,25 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     return { worker, inbox };
   }
 
+  /**
+   * Gives up `first`, the call parked on `shown`, by `cancel`; purges its row; parks on `worker` the
+   * call that takes its id again, and waits for that call's row.
+   */
+  async function takeIdAgain(
+    worker: PostgresAskQueue,
+    shown: PendingAsk,
+    cancel: AbortController,
+    first: Promise<AskResolution>,
+  ): Promise<{ now: PendingAsk; second: Promise<AskResolution> }> {
+    cancel.abort(new Error("the run ended"));
+    await expect(first).rejects.toThrow("the run ended");
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = park(worker, now);
+    await waitFor(async () => (await row(now.id))?.state === "pending");
+    return { now, second };
+  }
+
   /** Whether the connection of `app` ran a statement that holds `text`, started after `ask`'s row ended. */
   async function ranAfterEnding(app: string, text: string, ask: PendingAsk): Promise<boolean> {
     const { rows } = await db.pool.query(
@@ -257,12 +276,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       proxy.holdRepliesOn(shown.id);
       expect(await inbox.resolve(shown.id, { type: "approve" })).toBe(true);
       await waitFor(async () => proxy.holding && (await ranAfterEnding(app, "a.id = ANY", shown)));
-      cancel.abort(new Error("the run ended"));
-      await expect(first).rejects.toThrow("the run ended");
-      await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
-      const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
-      const second = park(worker, now);
-      await waitFor(async () => (await row(now.id))?.state === "pending");
+      const { now, second } = await takeIdAgain(worker, shown, cancel, first);
       // The old row's approval arrives now; then the new ask is denied, and its ending read after.
       proxy.pass();
       expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
@@ -291,12 +305,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       proxy.holdRepliesOn(shown.id);
       const landed = inbox.resolve(shown.id, { type: "approve" });
       await waitFor(async () => proxy.holding && (await row(shown.id))?.state === "answered");
-      cancel.abort(new Error("the run ended"));
-      await expect(first).rejects.toThrow("the run ended");
-      await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
-      const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
-      const second = park(queueOnProxy, now);
-      await waitFor(async () => (await row(now.id))?.state === "pending");
+      const { now, second } = await takeIdAgain(queueOnProxy, shown, cancel, first);
       proxy.pass();
       expect(await landed).toBe(true);
       expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
