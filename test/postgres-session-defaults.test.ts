@@ -4,7 +4,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
-import { PostgresAskQueue } from "loopctl/postgres";
+import { Grant, GrantScope } from "loopctl/grant";
+import { PostgresAskQueue, PostgresGrantStore, PostgresQueryError, migrate } from "loopctl/postgres";
 import type { PostgresAskQueueOptions } from "loopctl/postgres";
 import { makeAsk } from "./support/ask-fixtures.js";
 import { usePostgres } from "./support/postgres.js";
@@ -139,5 +140,60 @@ describe.each(["serializable", "repeatable read"])("a pool whose transactions de
     await worker.close();
     expect(errors).toEqual([]);
     expect(await answeredRow(ask.id)).toEqual({ state: "answered", resolution: { type: "approve" } });
+  });
+});
+
+describe("a pool whose transactions default to read-only (a standby's pool, say)", () => {
+  it("fails parks, answers and saves with a typed error saying the connections are read-only, approving nothing", async () => {
+    const readOnly = "-c default_transaction_read_only=on";
+    const worker = queue("loopctl_worker", readOnly);
+    const ask = makeAsk(1);
+    const refused = await park(worker, ask).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PostgresQueryError);
+    expect((refused as PostgresQueryError).code).toBe("POSTGRES_QUERY");
+    expect(String(refused)).toMatch(/read-only.*default_transaction_read_only.*writable/);
+    expect(worker.parked).toBe(0);
+
+    const writable = queue("loopctl_worker2");
+    const other = makeAsk(2);
+    const parked = park(writable, other);
+    const inbox = queue("loopctl_console", readOnly).approver();
+    expect((await inbox.next())?.id).toBe(other.id);
+    const answer = await inbox.resolve(other.id, { type: "approve" }).catch((error: unknown) => error);
+    expect(answer).toBeInstanceOf(PostgresQueryError);
+    expect(String(answer)).toMatch(/PostgresApprover\.resolve: .*read-only.*default_transaction_read_only/);
+    expect(await answeredRow(other.id)).toEqual({ state: "pending", resolution: null });
+
+    const store = new PostgresGrantStore(db.newPool(2, { options: readOnly }), { project: "acme", schema: db.schema });
+    expect(await store.load()).toEqual([]);
+    const saved = await store.save(new Grant("read", "allow", GrantScope.thisTool())).catch((error: unknown) => error);
+    expect(saved).toBeInstanceOf(PostgresQueryError);
+    expect(String(saved)).toMatch(
+      /PostgresGrantStore\.save: project "acme" .*read-only.*default_transaction_read_only/,
+    );
+
+    await expect(migrate(db.newPool(2, { options: readOnly }), { schema: db.schema })).rejects.toThrow(
+      /read-only.*default_transaction_read_only/,
+    );
+
+    await writable.close();
+    expect(await parked).toMatchObject({ type: "deny" });
+  });
+});
+
+describe("a pool whose search_path is empty", () => {
+  it("parks, answers, saves and loads: every name loopctl uses is qualified", async () => {
+    const session = "-c search_path=";
+    const worker = queue("loopctl_worker", session);
+    const inbox = queue("loopctl_console", session).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    const store = new PostgresGrantStore(db.newPool(2, { options: session }), { project: "acme", schema: db.schema });
+    const grant = new Grant("read", "allow", GrantScope.thisTool());
+    await store.save(grant);
+    expect((await store.load()).map((g) => g.id)).toEqual([grant.id]);
   });
 });

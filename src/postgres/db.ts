@@ -193,10 +193,15 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
       { cause: error },
     );
   }
+  // 25006 read_only_sql_transaction: the pool's connections cannot write, whatever the statement.
+  const why =
+    state === "25006"
+      ? "; the pool's connections are read-only (default_transaction_read_only is on, or the server is a standby): give loopctl a pool of writable connections to the primary"
+      : "";
   return new PostgresQueryError(
     "POSTGRES_QUERY",
     operation,
-    `${subject === undefined ? "" : `${subject}: `}${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`,
+    `${subject === undefined ? "" : `${subject}: `}${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}${why}`,
     {
       cause: error,
     },
