@@ -97,6 +97,11 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
+/** True when `error` (a failed statement's, as {@link Db} made it) is a serialization failure (`40001`). */
+function serializationFailure(error: unknown): boolean {
+  return sqlState((error as { cause?: unknown } | null)?.cause) === "40001";
+}
+
 /**
  * SQLSTATEs of a server ending the session: `57P01` admin_shutdown (`pg_terminate_backend`, a
  * fast or immediate shutdown), `57P02` crash_shutdown, `57P03` cannot_connect_now (a server
@@ -188,10 +193,15 @@ export function queryFailure(operation: string, schema: SchemaNames, error: unkn
       { cause: error },
     );
   }
+  // 25006 read_only_sql_transaction: the pool's connections cannot write, whatever the statement.
+  const why =
+    state === "25006"
+      ? "; the pool's connections are read-only (default_transaction_read_only is on, or the server is a standby): give loopctl a pool of writable connections to the primary"
+      : "";
   return new PostgresQueryError(
     "POSTGRES_QUERY",
     operation,
-    `${subject === undefined ? "" : `${subject}: `}${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}`,
+    `${subject === undefined ? "" : `${subject}: `}${message}${state === undefined ? "" : ` [SQLSTATE ${state}]`}${why}`,
     {
       cause: error,
     },
@@ -379,8 +389,24 @@ export class Db {
    * One statement, outside any transaction, prepared once per connection:
    * the statements here run on every decision, park and answer, and planning
    * them anew each time cost as much as running them.
+   *
+   * Such a statement runs at the isolation level the session defaults to.
+   * At `REPEATABLE READ` or `SERIALIZABLE` one that waited for a row another
+   * statement changed (two answers to one ask, an answer and a withdrawal)
+   * fails with a serialization error (`40001`) where `READ COMMITTED` would
+   * have read the row again: it did not commit, and it is sent once more,
+   * with a snapshot that sees the change (an answer then finds the ask ended).
    */
   async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
+    try {
+      return await this.#statement(operation, sql, values, signal);
+    } catch (error) {
+      if (signal?.aborted === true || !serializationFailure(error)) throw error;
+      return this.#statement(operation, sql, values, signal);
+    }
+  }
+
+  async #statement(operation: string, sql: string, values: unknown[], signal: AbortSignal | undefined): Promise<Rows> {
     const statement = prepared(sql, values);
     if (signal === undefined && this.#replyMs === undefined) {
       await this.#ready(operation);
