@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
+import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { launch, press, screenshot } from "./support/chromium.js";
@@ -30,9 +31,13 @@ const DISGUISE = "read_file\nparked 2 s ago · 4 min left\nRead README.md? Harml
 const LONG_PROMPT = `Drop every table in production?${"\n".repeat(400)}${DISGUISE}`;
 const LONG_TOOL = `drop_database${"_".repeat(20_000)}`;
 
-async function server(linkSecret?: string) {
+async function server(linkSecret?: string, grants?: MemoryGrantStore) {
   const [channel, approver] = ApprovalChannel.pair(8);
-  const made = await createApprovalServer({ approver, ...(linkSecret === undefined ? {} : { linkSecret }) });
+  const made = await createApprovalServer({
+    approver,
+    ...(linkSecret === undefined ? {} : { linkSecret }),
+    ...(grants === undefined ? {} : { grants }),
+  });
   cleanups.push(
     () => approver.close(),
     () => made.close(),
@@ -94,5 +99,24 @@ describe("text long enough to push what runs off the screen", () => {
       await screenshot(page, `link-long-text-${ask.turn}-400`);
       expect(answer()).toBeUndefined();
     }
+  });
+});
+
+describe("remembered answers whose arguments are long", () => {
+  it("two grants whose arguments differ only far along show apart, each in full: a revoke takes the one meant", async () => {
+    const path = `/srv/site/${"a".repeat(120)}`;
+    const grants = new MemoryGrantStore();
+    const harmless = new Grant("write_file", "allow", GrantScope.thisCall({ path: `${path}/index.html` }));
+    const harmful = new Grant("write_file", "allow", GrantScope.thisCall({ path: `${path}/../../../etc/passwd` }));
+    await grants.save(harmless);
+    await grants.save(harmful);
+    const { server: made } = await server(undefined, grants);
+    const page = await browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(made.consoleUrl);
+    const covers = (grant: Grant) => page.locator(`#grants tr[data-grant-id="${grant.id}"] td`).nth(2).textContent();
+    await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
+    expect(await covers(harmless)).toBe(`these arguments: ${JSON.stringify({ path: `${path}/index.html` })}`);
+    expect(await covers(harmful)).toBe(`these arguments: ${JSON.stringify({ path: `${path}/../../../etc/passwd` })}`);
   });
 });
