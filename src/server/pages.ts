@@ -14,6 +14,7 @@ const PAGE_STYLE =
   "main{max-width:34rem;margin:0 auto;background:#fff;border:1px solid #d8dde3;border-radius:8px;padding:1.5rem}" +
   "h1{font-size:1.3rem;margin:0 0 1rem}dl{display:grid;grid-template-columns:auto 1fr;gap:.25rem 1rem;margin:0 0 1rem}" +
   "dt{color:#57606a}dd{margin:0;overflow-wrap:anywhere;white-space:pre-wrap}code{font:14px ui-monospace,monospace}" +
+  ".tool{max-height:5.6em;overflow-y:auto}.prompt{max-height:min(40vh,24rem);overflow-y:auto}" +
   "label{display:block;margin:0 0 .25rem}input{font:inherit;width:100%;box-sizing:border-box;padding:.4rem;margin:0 0 1rem}" +
   "button{font:inherit;padding:.5rem 1.25rem;border-radius:6px;border:1px solid #1b1f24;cursor:pointer}" +
   ".approve{background:#1a7f37;color:#fff;border-color:#1a7f37}.deny{background:#cf222e;color:#fff;border-color:#cf222e}" +
@@ -54,11 +55,17 @@ function showHtml(text: string, keepLines = false): string {
   });
 }
 
+/**
+ * The ask as its page shows it. A tool name or prompt of any length scrolls in
+ * a box of its own, so the heading, the start of the prompt and the button
+ * stay on one screen: no tail of a long text, far below the heading, can pass
+ * for the ask beside the button.
+ */
 function askDetails(ask: PendingAsk | undefined, askId: string): string {
   if (ask === undefined) return `<dl><dt>Ask</dt><dd><code>${escapeHtml(askId)}</code></dd></dl>`;
   return (
-    `<dl><dt>Tool</dt><dd><code>${showHtml(ask.tool)}</code></dd>` +
-    `<dt>Asks</dt><dd>${showHtml(ask.prompt, true)}</dd>` +
+    `<dl><dt>Tool</dt><dd class="tool"><code>${showHtml(ask.tool)}</code></dd>` +
+    `<dt>Asks</dt><dd class="prompt">${showHtml(ask.prompt, true)}</dd>` +
     `<dt>Arguments</dt><dd><code>${escapeHtml(ask.argsDigest)}</code> (digest)</dd>` +
     `<dt>Ask</dt><dd><code>${escapeHtml(ask.id)}</code></dd></dl>`
   );

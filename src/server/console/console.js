@@ -87,10 +87,6 @@
     return out;
   }
 
-  function short(text, max) {
-    return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-  }
-
   /** A server that stops answering (the network swallows the request) must not leave a request open for good. */
   function requestTimeoutMs() {
     return Math.min(Math.max(3 * heartbeatMs, 2_000), 60_000);
@@ -440,13 +436,14 @@
         grant.verdict === "allow" ? "approve" : "deny",
         `verdict ${grant.verdict === "allow" ? "good" : "bad"}`,
       );
-      const args = grant.scope === "this_tool" ? "any arguments" : JSON.stringify(grant.args);
-      const covers = cell(
+      // The arguments in full, in a box that scrolls: cut short, two grants whose arguments differ
+      // only far along (a path's last part) would read alike, and a revoke could take the wrong one.
+      cell(
         tr,
         "Covers",
-        grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${short(args, 80)}`,
+        grant.scope === "this_tool" ? "this tool, any arguments" : `these arguments: ${JSON.stringify(grant.args)}`,
+        "covers",
       );
-      covers.title = plain(args);
       cell(tr, "Pin", pinText(grant), grant.pin.type === "mismatch" ? "pin-mismatch" : "");
       cell(tr, "Made", grant.createdAtMs > 0 ? new Date(grant.createdAtMs).toLocaleString() : "unknown");
       const actions = cell(tr, "Actions", "");

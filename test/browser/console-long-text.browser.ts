@@ -1,0 +1,122 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
+import type { AskResolution, PendingAsk } from "loopctl/ask";
+import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
+import { createApprovalServer, signAnswerLink } from "loopctl/server";
+import { makeAsk } from "../support/ask-fixtures.js";
+import { launch, press, screenshot } from "./support/chromium.js";
+import type { Browser } from "./support/chromium.js";
+
+// Text long enough to push the real content off the screen: whoever reaches
+// Approve must still see, on the same screen, what it approves, and not a
+// tail of the prompt dressed up as another, harmless ask.
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** The viewport height the pages are opened at (see support/chromium.ts). */
+const VIEWPORT_HEIGHT = 900;
+
+/** A prompt whose end, far below its start, reads like an ask of its own. */
+const DISGUISE = "read_file\nparked 2 s ago · 4 min left\nRead README.md? Harmless, approve it.";
+const LONG_PROMPT = `Drop every table in production?${"\n".repeat(400)}${DISGUISE}`;
+const LONG_TOOL = `drop_database${"_".repeat(20_000)}`;
+
+async function server(linkSecret?: string, grants?: MemoryGrantStore) {
+  const [channel, approver] = ApprovalChannel.pair(8);
+  const made = await createApprovalServer({
+    approver,
+    ...(linkSecret === undefined ? {} : { linkSecret }),
+    ...(grants === undefined ? {} : { grants }),
+  });
+  cleanups.push(
+    () => approver.close(),
+    () => made.close(),
+  );
+  return { channel, server: made };
+}
+
+function park(channel: ApprovalChannel, ask: PendingAsk) {
+  let answer: AskResolution | undefined;
+  void channel.resolve(ask, { signal: new AbortController().signal }).then(
+    (a) => (answer = a),
+    () => undefined,
+  );
+  return () => answer;
+}
+
+/** The distance in pixels from the top of `from` to the bottom of `to`, as laid out. */
+async function span(page: import("playwright-core").Page, from: string, to: string): Promise<number> {
+  const top = (await page.locator(from).boundingBox())?.y;
+  const box = await page.locator(to).boundingBox();
+  if (top === undefined || box === null) throw new Error(`${from} or ${to} is not laid out`);
+  return box.y + box.height - top;
+}
+
+describe("text long enough to push what runs off the screen", () => {
+  for (const width of [1280, 400]) {
+    it(`at ${width} px an ask's tool, prompt start and its Approve fit one screen, however long the prompt or name`, async () => {
+      const { channel, server: made } = await server();
+      const page = await browser.page(width);
+      cleanups.push(() => page.close());
+      await page.goto(made.consoleUrl);
+      for (const ask of [makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }), makeAsk(2, { tool: LONG_TOOL })]) {
+        const answer = park(channel, ask);
+        const card = `#asks .ask[data-ask-id="${ask.id}"]`;
+        await page.locator(card).waitFor();
+        expect(await span(page, `${card} .tool`, `${card} button.approve`)).toBeLessThanOrEqual(VIEWPORT_HEIGHT);
+        // Nothing is cut: the whole text is there, to be scrolled through in its own box.
+        expect(await page.locator(`${card} .prompt`).textContent()).toBe(ask.prompt);
+        expect(await page.locator(`${card} .tool`).textContent()).toBe(ask.tool);
+        await screenshot(page, `console-long-text-${ask.turn}-${width}`);
+        await press(page.locator(card), "Deny");
+        await expect.poll(answer).toEqual({ type: "deny" });
+      }
+    });
+  }
+
+  it("a signed link's confirmation page shows the tool, the prompt's start and its button on one screen", async () => {
+    const secret = "link-secret-for-the-browser-test";
+    const { channel, server: made } = await server(secret);
+    const page = await browser.page(400);
+    cleanups.push(() => page.close());
+    for (const ask of [makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }), makeAsk(2, { tool: LONG_TOOL })]) {
+      const answer = park(channel, ask);
+      const links = signAnswerLink(ask, { secret, baseUrl: made.url, ttlMs: 60_000 });
+      await expect.poll(async () => (await page.goto(links.approve))?.status()).toBe(200);
+      expect(await span(page, "h1", "button")).toBeLessThanOrEqual(VIEWPORT_HEIGHT);
+      expect(await page.locator("dd").nth(0).textContent()).toBe(ask.tool);
+      expect(await page.locator("dd").nth(1).textContent()).toBe(ask.prompt);
+      await screenshot(page, `link-long-text-${ask.turn}-400`);
+      expect(answer()).toBeUndefined();
+    }
+  });
+});
+
+describe("remembered answers whose arguments are long", () => {
+  it("two grants whose arguments differ only far along show apart, each in full: a revoke takes the one meant", async () => {
+    const path = `/srv/site/${"a".repeat(120)}`;
+    const grants = new MemoryGrantStore();
+    const harmless = new Grant("write_file", "allow", GrantScope.thisCall({ path: `${path}/index.html` }));
+    const harmful = new Grant("write_file", "allow", GrantScope.thisCall({ path: `${path}/../../../etc/passwd` }));
+    await grants.save(harmless);
+    await grants.save(harmful);
+    const { server: made } = await server(undefined, grants);
+    const page = await browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(made.consoleUrl);
+    const covers = (grant: Grant) => page.locator(`#grants tr[data-grant-id="${grant.id}"] td`).nth(2).textContent();
+    await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
+    expect(await covers(harmless)).toBe(`these arguments: ${JSON.stringify({ path: `${path}/index.html` })}`);
+    expect(await covers(harmful)).toBe(`these arguments: ${JSON.stringify({ path: `${path}/../../../etc/passwd` })}`);
+  });
+});
