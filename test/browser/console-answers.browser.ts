@@ -435,6 +435,44 @@ describe("a card that moves", () => {
     expect((await grants.load()).map((g) => g.id)).toEqual([lower.id]);
   });
 
+  it("a press as the window comes back to the front is held: a pop-up closed under a double-click approves nothing", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { channel, page } = await liveConsole({ grants });
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    const row = page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await card.and(page.locator("li:not([data-held])")).waitFor();
+    await row.and(page.locator("tr:not([data-held])")).waitFor();
+    const toFront = (): Promise<unknown> =>
+      page.evaluate(() => {
+        const g = globalThis as unknown as { dispatchEvent(event: Event): boolean };
+        g.dispatchEvent(new Event("focus"));
+      });
+
+    // The window comes back to the front (what covered it closed) as the second press of a double-click lands.
+    await toFront();
+    await card.getByRole("button", { name: "Approve" }).click();
+    await expect
+      .poll(() => card.locator(".result").textContent())
+      .toBe("This page came to the front just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+    // The card's note moved the rows below it: they hold still first.
+    await row.and(page.locator("tr:not([data-held])")).waitFor();
+    await toFront();
+    await row.getByRole("button", { name: /^Revoke/ }).click();
+    await expect
+      .poll(() => row.locator(".row-note").textContent())
+      .toBe("This page came to the front just now: look again, then press.");
+    expect((await grants.load()).map((g) => g.id)).toEqual([grant.id]);
+
+    // Once the page has been in front a moment, the press answers.
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("a key press is not held: the focus is on the button already, put there by the person", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1);

@@ -9,7 +9,7 @@
   const template = $("ask-template");
   const status = $("status");
   const announce = $("announce");
-  /** id -> { ask, li, receivedLocal, ageMs, timeLeftMs, top, left, holdTimer } */
+  /** id -> { ask, li, receivedLocal, ageMs, timeLeftMs, top, left, holdTimer, heldWhy } */
   const cards = new Map();
   let cardSerial = 0;
   let liveRecords = false;
@@ -149,8 +149,9 @@
 
   // A place is what the page remembers of an element that takes presses: where it was last seen
   // (document-relative) and the timer of its hold.
-  function hold(place, el) {
-    el.dataset.held = "";
+  function hold(place, el, why = "") {
+    el.dataset.held = why;
+    place.heldWhy = why;
     clearTimeout(place.holdTimer);
     place.holdTimer = setTimeout(() => {
       place.holdTimer = null;
@@ -172,6 +173,26 @@
   function noteLayout() {
     for (const card of cards.values()) notePlace(card, card.li);
     for (const row of grantRows.values()) notePlace(row, row.tr);
+  }
+
+  /** Holds every card and grant row, each as if it had just appeared; `why` goes in its data-held. */
+  function holdAll(why) {
+    for (const card of cards.values()) hold(card, card.li, why);
+    for (const row of grantRows.values()) hold(row, row.tr, why);
+  }
+
+  // A window that comes to the front again (a pop-up over it closed, its tab chosen again) may come
+  // under a press already on its way, aimed at what covered it: every card and row is held.
+  window.addEventListener("focus", () => holdAll("front"));
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") holdAll("front");
+  });
+
+  /** What a refused press says of `el`, by why it was held. */
+  function heldText(el, what) {
+    return el.dataset.held === "front"
+      ? "This page came to the front just now: look again, then press."
+      : `This ${what} moved just now: look again, then press.`;
   }
 
   /**
@@ -245,7 +266,7 @@
       holdPointer(button, li, () => {
         const result = li.querySelector(".result");
         result.classList.add("error");
-        result.textContent = "This card moved just now: look again, then press.";
+        result.textContent = heldText(li, "card");
         heading.focus({ preventScroll: true });
       });
     }
@@ -394,7 +415,7 @@
   // since the list that load reads may predate what prompted the request.
   let grantsRefresh = null;
   let grantsAgain = false;
-  /** grant id -> { tr, top, left, holdTimer }: a row rebuilt at the same place is not held. */
+  /** grant id -> { tr, top, left, holdTimer, heldWhy }: a row rebuilt at the same place is not held. */
   const grantRows = new Map();
   function refreshGrants() {
     if (grantsRefresh) {
@@ -459,8 +480,12 @@
       const note = document.createElement("span");
       note.className = "row-note";
       holdPointer(button, tr, () => {
-        note.textContent = "This row moved just now: look again, then press.";
-        say(`Not revoked: the row for ${plain(grant.tool)} moved just now. Look again, then press.`);
+        note.textContent = heldText(tr, "row");
+        say(
+          tr.dataset.held === "front"
+            ? "Not revoked: the page came to the front just now. Look again, then press."
+            : `Not revoked: the row for ${plain(grant.tool)} moved just now. Look again, then press.`,
+        );
         $("grants-title").focus({ preventScroll: true });
       });
       button.addEventListener("click", () => void revoke(grant, button));
@@ -468,7 +493,7 @@
       rows.push(tr);
       const row = grantRows.get(grant.id) ?? { top: undefined, left: undefined, holdTimer: null };
       row.tr = tr;
-      if (row.holdTimer !== null) hold(row, tr);
+      if (row.holdTimer !== null) hold(row, tr, row.heldWhy);
       seen.set(grant.id, row);
     }
     for (const [id, row] of grantRows) if (!seen.has(id)) clearTimeout(row.holdTimer);

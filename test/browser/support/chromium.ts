@@ -104,8 +104,8 @@ export function focusedText(page: Page): Promise<string | null | undefined> {
  * Clicks the button `name` of an ask's card (`card` is the card or anything inside it) with the
  * mouse, once the card has held still: a card that moved or appeared within the last second
  * refuses a pointer press (`data-held` is set on it meanwhile). A card can still move between
- * that wait and the click (another card leaving); the page then says so on the card instead of
- * sending, and the press is made again, as a person would, up to five times.
+ * that wait and the click (another card leaving, the window coming to the front); the page then says
+ * so on the card instead of sending, and the press is made again, as a person would, up to five times.
  */
 export async function press(card: Locator, name: string): Promise<void> {
   const li = card.locator("xpath=ancestor-or-self::li[contains(concat(' ', @class, ' '), ' ask ')]");
@@ -117,6 +117,6 @@ export async function press(card: Locator, name: string): Promise<void> {
       .locator(".result")
       .textContent({ timeout: 1_000 })
       .catch(() => null);
-    if (attempt === 5 || result === null || !result.includes("moved just now")) return;
+    if (attempt === 5 || result === null || !result.includes("just now: look again")) return;
   }
 }
