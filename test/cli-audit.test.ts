@@ -153,6 +153,18 @@ describe("loopctl audit verify", () => {
     }
   });
 
+  it("says, refusing a --key-file starting with a ~ the shell left as it is, how to write it", async () => {
+    // bash expands ~ in --key-file ~/k, not in --key-file=~/k: that is a file under a folder named ~ here.
+    const run = await cli(["audit", "verify", "gates.jsonl", "--key-file=~/audit.key"], { cwd: dir });
+    expect(run.code).toBe(EXIT.usage);
+    expect(run.stderr).toContain(
+      `--key-file: ${join(dir, "~", "audit.key")}: no such file; the shell leaves a ~ after = as it is ` +
+        "(--key-file=~/…); write --key-file ~/… or $HOME/…\n",
+    );
+    const plain = await cli(["audit", "verify", "gates.jsonl", "--key-file", "missing.key"], { cwd: dir });
+    expect(plain.stderr).toContain(`--key-file: ${join(dir, "missing.key")}: no such file\n`);
+  });
+
   it("exits 1 for a missing file, 4 for a folder", async () => {
     const missing = await cli(["audit", "verify", "nope.jsonl"], { cwd: dir });
     expect(missing.code).toBe(EXIT.failed);

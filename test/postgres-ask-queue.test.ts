@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type pg from "pg";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { InvalidApproverOptionsError, InvalidAskResolutionError, askDigest } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
@@ -2459,6 +2459,25 @@ describe("PostgresAskQueue fails closed", () => {
     expect(() => new PostgresAskQueue(db.pool, { schema: "x y" })).toThrow(PostgresConfigError);
     for (const options of [null, "loopctl", 1]) {
       expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
+  });
+
+  it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    const connected = new pg.Client({ connectionString: DATABASE_URL });
+    await connected.connect();
+    const checkedOut = await db.pool.connect();
+    try {
+      for (const given of [client, connected, checkedOut]) {
+        const make = (): unknown => new PostgresAskQueue(given, { schema: db.schema });
+        expect(make).toThrow(PostgresConfigError);
+        expect(make).toThrow(
+          /^PostgresAskQueue: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+        );
+      }
+    } finally {
+      checkedOut.release();
+      await connected.end();
     }
   });
 });

@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import fc from "fast-check";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   Grant,
@@ -721,6 +722,25 @@ describe("PostgresGrantStore fails closed", () => {
     }
     for (const options of [null, undefined, "p"]) {
       expect(() => new PostgresGrantStore(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
+  });
+
+  it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    const connected = new pg.Client({ connectionString: DATABASE_URL });
+    await connected.connect();
+    const checkedOut = await db.pool.connect();
+    try {
+      for (const given of [client, connected, checkedOut]) {
+        const make = (): unknown => new PostgresGrantStore(given, { project: "p", schema: db.schema });
+        expect(make).toThrow(PostgresConfigError);
+        expect(make).toThrow(
+          /^PostgresGrantStore: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+        );
+      }
+    } finally {
+      checkedOut.release();
+      await connected.end();
     }
   });
 });

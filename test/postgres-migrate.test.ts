@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
@@ -191,6 +192,26 @@ describe("migrate", () => {
     await db.pool.query(`DELETE FROM ${names.table("workers")} WHERE id = $1`, [worker]);
     const closed = await db.pool.query(`SELECT state, reason FROM ${names.table("asks")} WHERE id = $1`, [next.id]);
     expect(closed.rows).toEqual([{ state: "withdrawn", reason: "abandoned" }]);
+  });
+
+  it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool, and creates nothing", async () => {
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    const connected = new pg.Client({ connectionString: DATABASE_URL });
+    await connected.connect();
+    const checkedOut = await db.pool.connect();
+    try {
+      for (const given of [client, connected, checkedOut]) {
+        const error = await migrate(given as never, { schema: db.schema }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(PostgresConfigError);
+        expect((error as Error).message).toMatch(
+          /^migrate: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+        );
+      }
+    } finally {
+      checkedOut.release();
+      await connected.end();
+    }
+    expect(await tables(db.schema)).toEqual([]);
   });
 
   it("refuses a schema a newer loopctl migrated, changing nothing", async () => {

@@ -180,6 +180,27 @@ describe("signAnswerLink", () => {
       expect((error as ServerInputError).code).toBe("SERVER_INPUT_INVALID");
     }
   });
+
+  it("refuses a baseUrl with a user name or password without repeating it: it would be in every chat or mail message that carries a link", () => {
+    for (const baseUrl of [
+      "https://bot:hunter2-secret@approvals.example.com/",
+      "https://hunter2-secret@approvals.example.com/",
+      "https://:hunter2-secret@approvals.example.com/",
+      new URL("https://bot:hunter2-secret@approvals.example.com/"),
+    ]) {
+      let error: unknown;
+      try {
+        signAnswerLink(makeAsk(1), { secret: SECRET, baseUrl, ttlMs: 1000 });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, String(baseUrl)).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe("baseUrl");
+      expect((error as ServerInputError).message).toBe(
+        "signAnswerLink: baseUrl must not carry a user name or password: it would be in every link sent",
+      );
+    }
+  });
 });
 
 describe("a server with the same linkSecret", () => {

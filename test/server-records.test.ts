@@ -157,7 +157,9 @@ describe("GET /api/records", () => {
       ).records.map((r) => r.ts);
     expect(await ts("")).toHaveLength(50);
     expect(await ts("?limit=3")).toEqual([58, 59, 60]);
-    for (const bad of ["0", "501", "abc", "2.5", "-1"]) {
+    expect(await ts("?limit=003")).toEqual([58, 59, 60]);
+    // Decimal digits only: Number() would read these as 100, 16, 5, 5 and 5.
+    for (const bad of ["0", "501", "abc", "2.5", "-1", "1e2", "0x10", "%2B5", "%205", "5.0", ""]) {
       expect((await request(`${server.url}api/records?limit=${bad}`, { headers: auth })).status, bad).toBe(400);
     }
   });

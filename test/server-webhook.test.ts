@@ -495,6 +495,31 @@ describe("WebhookResolver fails closed", () => {
     }
   });
 
+  it("refuses a links.baseUrl with a user name or password without repeating it: it would be in every link each delivery carries", () => {
+    for (const baseUrl of [
+      "https://bot:hunter2-secret@approvals.example.com/",
+      "https://hunter2-secret@approvals.example.com/",
+      "https://:hunter2-secret@approvals.example.com/",
+      new URL("https://bot:hunter2-secret@approvals.example.com/"),
+    ]) {
+      let error: unknown;
+      try {
+        new WebhookResolver({
+          url: "http://127.0.0.1:1/",
+          secret: SECRET,
+          links: { baseUrl, secret: LINK_SECRET, ttlMs: 60_000 },
+        });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, String(baseUrl)).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe("links.baseUrl");
+      expect((error as ServerInputError).message).toBe(
+        "WebhookResolver: links.baseUrl must not carry a user name or password: it would be in every link sent",
+      );
+    }
+  });
+
   it("refuses a signal that only inherits from AbortSignal with InvalidPendingAskError, without a delivery", async () => {
     let posts = 0;
     const webhook = new WebhookResolver({

@@ -13,16 +13,20 @@ import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
 import { errorDocument } from "./failure.js";
+import { unexpandedTilde } from "./grant-source.js";
 import { printHelp } from "./help.js";
 
-/** The key in `--key-file`; a file that cannot serve as one is a usage error. */
-async function keyOption(file: string): Promise<Uint8Array> {
+/** The key in `--key-file` (`given`, as typed); a file that cannot serve as one is a usage error. */
+async function keyOption(given: string, cwd: string): Promise<Uint8Array> {
+  const file = resolve(cwd, given);
   try {
     return await readAuditKeyFile(file);
   } catch (error) {
     if (error instanceof AuditKeyError) throw new CliUsageError("audit verify", `--key-file: ${error.message}`);
     if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
-      throw new CliUsageError("audit verify", `--key-file: ${file}: no such file`);
+      // A file under a folder named ~ here: the shell expands ~ in --key-file ~/k, not in --key-file=~/k.
+      const tilde = given.startsWith("~") ? `; ${unexpandedTilde("--key-file")}` : "";
+      throw new CliUsageError("audit verify", `--key-file: ${file}: no such file${tilde}`);
     }
     throw error;
   }
@@ -59,7 +63,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   let result;
   try {
     // A missing key file is a usage error; one that cannot be read is reported as the log would be.
-    key = keyFile === undefined ? undefined : await keyOption(resolve(context.cwd, keyFile));
+    key = keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd);
     // Only the count of records is printed: none are kept, so that a log of any length verifies.
     result = await verifyAuditLog(file, {
       records: false,

@@ -224,11 +224,29 @@ export function positiveInteger(
   return value;
 }
 
-/** Throws unless `pool` looks like a node-postgres pool. */
+/**
+ * Throws unless `pool` looks like a node-postgres pool. A `pg.Client` has a
+ * pool's `query` and `connect` too, but it is one connection: `connect` opens
+ * it once and fails the next time, so a store given one would fail at its
+ * first transaction. It is told apart by what every node-postgres client
+ * (`pg.Client`, the native one, a connection checked out of a pool) carries
+ * and a pool does not: its `connectionParameters`, or a checked-out
+ * connection's `release`.
+ */
 export function requirePool(where: string, pool: unknown): PgPool {
-  const p = pool as Partial<PgPool> | null;
+  const p = pool as (Partial<PgPool> & { connectionParameters?: unknown; release?: unknown }) | null;
   if (typeof p !== "object" || p === null || typeof p.query !== "function" || typeof p.connect !== "function") {
     throw new PostgresConfigError(where, "pool must be a node-postgres Pool (with query and connect)");
+  }
+  if (
+    (typeof p.connectionParameters === "object" && p.connectionParameters !== null) ||
+    typeof p.release === "function"
+  ) {
+    throw new PostgresConfigError(
+      where,
+      "pool must be a node-postgres Pool (new pg.Pool(...)), not a Client: a Client is one connection, " +
+        "and loopctl checks connections out of a pool and gives them back",
+    );
   }
   return pool as PgPool;
 }

@@ -5,7 +5,8 @@ import { LoopctlError } from "../errors.js";
  * that is not a plain lowercase identifier, a project that is not a
  * non-empty string (or holds U+0000 or a lone surrogate, which PostgreSQL
  * cannot store as given), a lease or interval out of range, an object that
- * is not a node-postgres pool, or a schema for {@link migrate} whose
+ * is not a node-postgres pool (a `pg.Client` is one connection, not a pool),
+ * or a schema for {@link migrate} whose
  * `migrations` table is another tool's, or that holds a table (index,
  * function, type) of one of loopctl's names that loopctl did not create.
  * `code` is `"POSTGRES_CONFIG"`.

@@ -123,10 +123,15 @@ export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): Ans
 /**
  * A links' base URL as links are made under it: http(s), the path ending in
  * a slash, no query or fragment.
- * @throws {ServerInputError} naming `option` (`where` is the caller).
+ * @throws {ServerInputError} naming `option` (`where` is the caller), for a
+ * URL with a user name or password too: every link, and so every chat or
+ * mail message that carries one, would hold it.
  */
 export function linkBaseUrl(where: string, option: string, baseUrl: unknown): URL {
   const base = httpUrl(where, option, baseUrl);
+  if (base.username !== "" || base.password !== "") {
+    throw new ServerInputError(where, option, "must not carry a user name or password: it would be in every link sent");
+  }
   if (!base.pathname.endsWith("/")) base.pathname = `${base.pathname}/`;
   base.search = "";
   base.hash = "";

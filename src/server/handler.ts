@@ -129,6 +129,7 @@ const GRANT_PATH = /^\/api\/grants\/([^/]+)$/;
 const GRANT_ID = /^[0-9a-f]{16}$/;
 const DEFAULT_RECORDS = 50;
 const MAX_RECORDS = 500;
+const DIGITS = /^[0-9]+$/;
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
@@ -539,9 +540,14 @@ class Handler {
 
   async #listRecords(res: ServerResponse, url: URL): Promise<void> {
     const text = url.searchParams.get("limit");
-    const limit = text === null ? DEFAULT_RECORDS : Number(text);
+    // Decimal digits only: Number() also reads "1e2", "0x10" and " 5" as integers.
+    const limit = text === null ? DEFAULT_RECORDS : DIGITS.test(text) ? Number(text) : Number.NaN;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_RECORDS) {
-      throw new HttpError(400, "bad_request", `limit must be an integer from 1 to ${MAX_RECORDS}`);
+      throw new HttpError(
+        400,
+        "bad_request",
+        `limit must be a whole number from 1 to ${MAX_RECORDS}, in decimal digits`,
+      );
     }
     if (this.#records === undefined) return sendJson(res, 200, { available: false, live: false, records: [] });
     let records;
