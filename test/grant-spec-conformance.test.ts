@@ -416,7 +416,67 @@ describe("section 6: digests", () => {
     const outcome = await gate.call({ tool, callId: "c1", input: {} }, () => "ran");
     expect(outcome).toMatchObject({
       type: "refused",
-      record: { verdict: "deny", ruleId: "grant", matchedPattern: deny.id },
+      record: { verdict: "deny", ruleId: "grant", ruleSource: "context", matchedPattern: deny.id },
+    });
+  });
+});
+
+describe("section 4 and 6 together: hostile values through the ledger", () => {
+  it("orders lone surrogates among keys by code point", () => {
+    expect(canonicalJson({ "\u{1F600}": 0, "\uFFFF": 1, "\uE000": 2, "\uD800": 3, "\uDC00": 4 })).toBe(
+      '{"\\ud800":3,"\\udc00":4,"\uE000":2,"\uFFFF":1,"\u{1F600}":0}',
+    );
+  });
+
+  it("a grant with lone surrogates, U+2028, __proto__, -0, 1e21 and 5e-324 survives the file ledger with its id", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopctl-conf-"));
+    try {
+      const args = JSON.parse('{"__proto__":{"constructor":-0},"n":[1e21,5e-324],"s":"\\ud800\u2028"}') as unknown;
+      const g = new Grant("t\udfff\u2028", "deny", GrantScope.thisCall(args)).withNote("\u2029\ud83d");
+      expect(g.id).toBe(
+        fnv(
+          '{"scope":{"this_call":{"args":{"__proto__":{"constructor":0},"n":[1e+21,5e-324],"s":"\\ud800\u2028"}}},' +
+            '"tool":"t\\udfff\u2028","verdict":"Deny"}',
+        ),
+      );
+      const store = new FileGrantStore(dir, join(dir, "p"));
+      await store.save(g);
+      const text = readFileSync(store.ledgerPath, "utf8");
+      expect(text).toContain('"tool":"t\\udfff\u2028"');
+      expect(text).toContain('"args":{"__proto__":{"constructor":0},"n":[1e+21,5e-324],"s":"\\ud800\u2028"}');
+      expect(text).toContain('"note":"\u2029\\ud83d"');
+      const [back] = await new FileGrantStore(dir, join(dir, "p")).load();
+      expect(back?.id).toBe(g.id);
+      expect(back?.tool).toBe("t\udfff\u2028");
+      expect(back?.note).toBe("\u2029\ud83d");
+      expect(back?.covers("t\udfff\u2028", args)).toBe(true);
+      expect(back?.toLedgerText()).toBe(g.toLedgerText());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("section 4: the policy above the store", () => {
+  const read = { name: "read", description: "Read a file", inputSchema: { type: "object" } };
+
+  it("deny wins over allow whatever the scope; a changed pin asks again", async () => {
+    const pinned = descriptorFingerprint(read);
+    const policy = new GrantPolicy(
+      new MemoryGrantStore([
+        new Grant("read", "allow", GrantScope.thisCall({ p: 1 })).withPinnedDescriptor(pinned),
+        new Grant("read", "deny", GrantScope.thisTool()),
+      ]),
+    );
+    await expect(policy.decide(read, { p: 1 })).resolves.toMatchObject({ type: "deny" });
+    const allowOnly = new GrantPolicy(
+      new MemoryGrantStore([new Grant("read", "allow", GrantScope.thisCall({ p: 1 })).withPinnedDescriptor(pinned)]),
+    );
+    await expect(allowOnly.decide(read, { p: 1 })).resolves.toMatchObject({ type: "allow" });
+    await expect(allowOnly.decide(read, { p: 2 })).resolves.toEqual({ type: "ask", reason: "no_grant" });
+    await expect(allowOnly.decide({ ...read, title: "Read" }, { p: 1 })).resolves.toMatchObject({
+      type: "ask",
+      reason: "tool_changed",
     });
   });
 });
