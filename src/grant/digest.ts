@@ -69,48 +69,55 @@ export function argsSha256(args: unknown): string {
 }
 
 /**
- * The original's shape; `title`, `annotations` and `outputSchema` join it
- * only when present, so a descriptor without them keeps the text (and the
- * pins) it always had.
+ * The canonical text a descriptor is hashed over: the original's shape
+ * (`name`, `description`, `schema`). With `extended`, `title`, `annotations`
+ * and `outputSchema` join it when present, so a descriptor without them
+ * keeps the text (and the pins) it always had.
  */
-function descriptorText(descriptor: ToolDescriptor, where: string): string {
+function descriptorText(descriptor: ToolDescriptor, where: string, extended: boolean): string {
   if (typeof descriptor !== "object" || descriptor === null) {
     throw new GrantConfigError(where, "descriptor", `must be an object, got ${shownValue(descriptor)}`);
   }
-  const { name, description, inputSchema, title, annotations, outputSchema } = descriptor;
+  const { name, description, inputSchema } = descriptor;
   const text: Record<string, unknown> = {
     name,
     description,
     schema: { tool: name, description, input_schema: inputSchema },
   };
-  if (title !== undefined) text["title"] = title;
-  if (annotations !== undefined) text["annotations"] = annotations;
-  if (outputSchema !== undefined) text["output_schema"] = outputSchema;
+  if (extended) {
+    const { title, annotations, outputSchema } = descriptor;
+    if (title !== undefined) text["title"] = title;
+    if (annotations !== undefined) text["annotations"] = annotations;
+    if (outputSchema !== undefined) text["output_schema"] = outputSchema;
+  }
   return canonicalJson(text);
 }
 
 /**
- * The original's 16-hex descriptor digest, used to honour pins in old ledgers.
+ * The original's 16-hex descriptor digest, used to honour pins in old ledgers:
+ * FNV-1a 64 over the original's shape only (`name`, `description`,
+ * `inputSchema`), so a tool digests as the original digested it whatever
+ * `title`, `annotations` or `outputSchema` it also has.
  * FNV-1a is not collision resistant: new pins use {@link descriptorFingerprint}.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
  * @throws {GrantConfigError} when `descriptor` is not an object.
  */
 export function descriptorDigest(descriptor: ToolDescriptor): string {
-  return digest16(descriptorText(descriptor, "descriptorDigest"));
+  return digest16(descriptorText(descriptor, "descriptorDigest", false));
 }
 
 /**
  * `"sha256:"` + 64 lowercase hex over the same canonical text as
- * {@link descriptorDigest}: the pin this library writes. It covers the
- * descriptor's `title`, `annotations` and `outputSchema` when present, so a
+ * {@link descriptorDigest}, with the descriptor's `title`, `annotations` and
+ * `outputSchema` added when present: the pin this library writes, so a
  * tool whose annotations alone changed is asked about again.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
  * @throws {GrantConfigError} when `descriptor` is not an object.
  */
 export function descriptorFingerprint(descriptor: ToolDescriptor): string {
-  return `sha256:${sha256Hex(descriptorText(descriptor, "descriptorFingerprint"))}`;
+  return `sha256:${sha256Hex(descriptorText(descriptor, "descriptorFingerprint", true))}`;
 }
 
 /**
