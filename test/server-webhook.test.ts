@@ -496,6 +496,32 @@ describe("WebhookResolver fails closed", () => {
     }
   });
 
+  it("signs links with the links.secret and links.baseUrl it was given, even if the caller changes those objects later", async () => {
+    const hook = await receiver(() => 200);
+    const app = createServer();
+    const { base } = await listen(app);
+    const baseUrl = new URL(base);
+    const secret = new TextEncoder().encode(LINK_SECRET);
+    const webhook = resolver(hook.url, { links: { baseUrl, secret, ttlMs: 60_000 } });
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [baseUrl.host],
+    });
+    app.on("request", handler.handle);
+    cleanups.push(stopping(app, handler));
+    // Key material wiped once handed over, and the URL object reused for something else.
+    secret.fill(0);
+    baseUrl.host = "elsewhere.example";
+    const answer = webhook.resolve(makeAsk(1), live());
+    const got = await hook.next();
+    const approve = got.delivery.links?.approve ?? "";
+    expect(approve.startsWith(`${base}answer?`)).toBe(true);
+    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" };
+    expect((await request(approve, form)).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "approve" });
+  });
+
   it("refuses a links.secret equal to secret, as a string or bytes, without repeating it: the receiver, which holds secret, could sign its own answer links", async () => {
     for (const secret of [LINK_SECRET, new TextEncoder().encode(LINK_SECRET)]) {
       let error: unknown;

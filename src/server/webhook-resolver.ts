@@ -165,8 +165,16 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
+    // Copies of what was checked: a URL object or key bytes the caller changes later must not move
+    // the links elsewhere or sign them with other bytes.
     this.#links =
-      links === undefined ? undefined : { baseUrl: links.baseUrl, secret: links.secret, ttlMs: links.ttlMs };
+      links === undefined
+        ? undefined
+        : {
+            baseUrl: linkBaseUrl(where, "links.baseUrl", links.baseUrl).href,
+            secret: secretBytes(links.secret),
+            ttlMs: links.ttlMs,
+          };
     this.#now = now;
   }
 
