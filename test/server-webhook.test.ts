@@ -16,6 +16,7 @@ import {
   WebhookResolver,
   createApprovalHandler,
   createApprovalServer,
+  signAnswerLink,
   verifyWebhookSignature,
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
@@ -493,6 +494,66 @@ describe("WebhookResolver fails closed", () => {
       expect((error as ServerInputError).option).toBe("url");
       expect((error as ServerInputError).message).not.toContain("hunter2");
     }
+  });
+
+  it("signs links with the links.secret and links.baseUrl it was given, even if the caller changes those objects later", async () => {
+    const hook = await receiver(() => 200);
+    const app = createServer();
+    const { base } = await listen(app);
+    const baseUrl = new URL(base);
+    const secret = new TextEncoder().encode(LINK_SECRET);
+    const webhook = resolver(hook.url, { links: { baseUrl, secret, ttlMs: 60_000 } });
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [baseUrl.host],
+    });
+    app.on("request", handler.handle);
+    cleanups.push(stopping(app, handler));
+    // Key material wiped once handed over, and the URL object reused for something else.
+    secret.fill(0);
+    baseUrl.host = "elsewhere.example";
+    const answer = webhook.resolve(makeAsk(1), live());
+    const got = await hook.next();
+    const approve = got.delivery.links?.approve ?? "";
+    expect(approve.startsWith(`${base}answer?`)).toBe(true);
+    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" };
+    expect((await request(approve, form)).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "approve" });
+  });
+
+  it("refuses a links.secret equal to secret, as a string or bytes, without repeating it: the receiver, which holds secret, could sign its own answer links", async () => {
+    for (const secret of [LINK_SECRET, new TextEncoder().encode(LINK_SECRET)]) {
+      let error: unknown;
+      try {
+        new WebhookResolver({
+          url: "http://127.0.0.1:1/",
+          secret,
+          links: { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 },
+        });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe("links.secret");
+      expect((error as Error).message).not.toContain(LINK_SECRET);
+    }
+    // What it would allow: a receiver that knows the link secret signs an approval of its own, with
+    // an expiry of its choosing, and the approval server takes it.
+    const hook = await receiver(() => 200);
+    const { webhook } = await linkedResolver(hook.url);
+    const ask = makeAsk(1);
+    const answer = webhook.resolve(ask, live());
+    const got = await hook.next();
+    const forged = signAnswerLink(got.delivery.ask, {
+      secret: LINK_SECRET,
+      baseUrl: new URL(".", got.delivery.links?.approve ?? "").href,
+      ttlMs: 365 * 24 * 3_600_000,
+    });
+    expect(forged.expiresAtMs).toBeGreaterThan(got.delivery.links?.expiresAtMs ?? Infinity);
+    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" };
+    expect((await request(forged.approve, form)).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "approve" });
   });
 
   it("refuses a links.baseUrl with a user name or password without repeating it: it would be in every link each delivery carries", () => {

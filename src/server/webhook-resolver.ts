@@ -138,6 +138,15 @@ export class WebhookResolver implements AskResolver, Disposable {
           `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`,
         );
       }
+      // The receiver holds `secret` to verify deliveries: with the same bytes it could sign answer
+      // links of its own, for any verdict and any expiry, and approve asks long after their links lapse.
+      if (secretBytes(links.secret).equals(secretBytes(options.secret))) {
+        throw new ServerInputError(
+          where,
+          "links.secret",
+          "must differ from secret: the webhook's receiver holds secret, and could sign answer links with it",
+        );
+      }
       linkBaseUrl(where, "links.baseUrl", links.baseUrl);
       linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
@@ -156,8 +165,16 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
+    // Copies of what was checked: a URL object or key bytes the caller changes later must not move
+    // the links elsewhere or sign them with other bytes.
     this.#links =
-      links === undefined ? undefined : { baseUrl: links.baseUrl, secret: links.secret, ttlMs: links.ttlMs };
+      links === undefined
+        ? undefined
+        : {
+            baseUrl: linkBaseUrl(where, "links.baseUrl", links.baseUrl).href,
+            secret: secretBytes(links.secret),
+            ttlMs: links.ttlMs,
+          };
     this.#now = now;
   }
 
