@@ -332,4 +332,61 @@ describe("one record per gate decision, the same in observers and in the audit l
     expect(logged.map((r) => r.argsDigest)).toEqual(ran.map((input) => argsDigest(input)));
     expect(new Set(ran.map((input) => JSON.stringify(input)))).toEqual(new Set(['{"env":"a"}', '{"env":"b"}']));
   });
+
+  it("records whose texts would not fit an audit line still land in it, cut, the same as observers get", async () => {
+    const huge = "x".repeat(5_000_000);
+    const ran: unknown[] = [];
+    // A middleware whose error echoes the tool's output, after the tool ran.
+    const checking: Middleware = async (_call, _context, next) => {
+      const result = await next();
+      throw new Error(`the output failed its check: ${JSON.stringify(result)}`);
+    };
+    const s = await setup((m) => m.withMiddleware(checking));
+    const outcome = await s.gate.call({ tool: deploy, callId: "c1", input: PROD }, () => {
+      ran.push(PROD);
+      return huge;
+    });
+    // The model still reads the whole refusal; the record keeps the head of it.
+    expect(outcome.type).toBe("refused");
+    expect(outcome.type === "refused" && outcome.message.length).toBeGreaterThan(5_000_000);
+    const blocking = await setup((m) =>
+      m.withHook({ name: "guard", preToolUse: () => ({ type: "block", reason: `refused: ${huge}` }) }),
+    );
+    await blocking.gate.call({ tool: { ...deploy, name: `deploy${huge}` }, callId: "c2", input: PROD }, () => "ran");
+    for (const s_ of [s, blocking]) {
+      const logged = await s_.logged();
+      expect(s_.sinkErrors).toEqual([]);
+      expect(logged).toEqual(s_.seen);
+      expect(logged).toHaveLength(1);
+    }
+    expect(ran).toEqual([PROD]);
+    // Compared by parts: a failure message showing a 16 KiB text helps nobody.
+    const [withheld] = s.seen;
+    expect(withheld!.verdict).toBe("allow");
+    const reason = withheld!.reason!;
+    expect(reason.startsWith('output withheld: middleware failed: the output failed its check: {"type":"ran"')).toBe(
+      true,
+    );
+    const cut =
+      `output withheld: middleware failed: the output failed its check: ${JSON.stringify({ type: "ran", output: huge })}`
+        .length - 16_384;
+    expect(reason.slice(16_384)).toBe(`… [${cut} characters cut]`);
+    const [blocked] = blocking.seen;
+    expect(blocked!.verdict).toBe("deny");
+    expect(blocked!.reason!.slice(0, 16_384)).toBe(`refused: ${huge}`.slice(0, 16_384));
+    expect(blocked!.reason!.slice(16_384)).toBe(`… [${9 + 5_000_000 - 16_384} characters cut]`);
+    expect(blocked!.tool.slice(0, 16_384)).toBe(`deploy${huge}`.slice(0, 16_384));
+    expect(blocked!.tool.slice(16_384)).toBe(`… [${6 + 5_000_000 - 16_384} characters cut]`);
+    expect(blocked!.ruleId).toBe("hook");
+  });
+
+  it("a cut never leaves half of a character", async () => {
+    const s = await setup((m) =>
+      m.withHook({ preToolUse: () => ({ type: "block", reason: `${"a".repeat(16_383)}${"😀".repeat(10)}` }) }),
+    );
+    await s.gate.call({ tool: deploy, callId: "c1", input: PROD }, () => "ran");
+    const logged = await s.logged();
+    expect(logged).toEqual(s.seen);
+    expect(logged[0]!.reason).toBe(`${"a".repeat(16_383)}… [20 characters cut]`);
+  });
 });
