@@ -1,8 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AuditSink, auditObserver, verifyAuditLog } from "../src/audit/index.js";
+import { AuditClosedError, AuditPathError, AuditSink, auditObserver, verifyAuditLog } from "../src/audit/index.js";
 import type { AuditError } from "../src/audit/index.js";
 import { CancelledError, Gate, LoopManagers } from "../src/engine/index.js";
 import type { GateDecision, GateOutcome, Hook, Middleware } from "../src/engine/index.js";
@@ -388,5 +388,36 @@ describe("one record per gate decision, the same in observers and in the audit l
     const logged = await s.logged();
     expect(logged).toEqual(s.seen);
     expect(logged[0]!.reason).toBe(`${"a".repeat(16_383)}… [20 characters cut]`);
+  });
+});
+
+describe("an audit log that cannot take the record does not hold the call back", () => {
+  it("a sink whose write fails, or that was closed while the call was in flight: the call ends as decided, the loss is reported", async () => {
+    for (const failing of ["moved aside", "closed"] as const) {
+      const path = join(dir, `failing-${++logs}.jsonl`);
+      const sinkErrors: unknown[] = [];
+      const sink = await AuditSink.open(path, { onError: (error) => sinkErrors.push(error) });
+      const seen: GateDecision[] = [];
+      const gate = new Gate(
+        new LoopManagers()
+          .withObserver(auditObserver(sink))
+          .withObserver({ onGate: ({ decision }) => void seen.push(decision) }),
+      );
+      const release = deferred<void>();
+      const call = gate.call({ tool: deploy, callId: "c1", input: PROD }, async () => {
+        await release.promise;
+        return "ran";
+      });
+      if (failing === "moved aside") await rename(path, `${path}.old`);
+      else await sink.close();
+      release.resolve();
+      expect(await call).toMatchObject({ type: "ran", output: "ran", record: seen[0] });
+      expect(said(seen)).toEqual([["allow", "hook", "context", null]]);
+      const flushed: unknown = await sink.flush().catch((error: unknown) => error);
+      expect(flushed).toBe(sinkErrors[0]);
+      expect(sinkErrors).toHaveLength(1);
+      expect(sinkErrors[0]).toBeInstanceOf(failing === "closed" ? AuditClosedError : AuditPathError);
+      await sink.close();
+    }
   });
 });
