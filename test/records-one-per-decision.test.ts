@@ -4,12 +4,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditClosedError, AuditPathError, AuditSink, auditObserver, verifyAuditLog } from "../src/audit/index.js";
 import type { AuditError } from "../src/audit/index.js";
-import { CancelledError, Gate, LoopManagers } from "../src/engine/index.js";
+import { Agent, CancelledError, Gate, LoopManagers, ModelError, defineTool } from "../src/engine/index.js";
 import type { GateDecision, GateOutcome, Hook, Middleware } from "../src/engine/index.js";
 import type { AskResolver } from "../src/ask/index.js";
 import { MemoryGrantStore, argsDigest, argsSha256 } from "../src/grant/index.js";
 import type { ToolDescriptor } from "../src/grant/index.js";
-import { ManualClock } from "../src/testing/index.js";
+import { ManualClock, ScriptedModel } from "../src/testing/index.js";
+import { z } from "zod";
 import { deferred } from "./support/engine-fixtures.js";
 
 let dir: string;
@@ -419,5 +420,57 @@ describe("an audit log that cannot take the record does not hold the call back",
       expect(sinkErrors[0]).toBeInstanceOf(failing === "closed" ? AuditClosedError : AuditPathError);
       await sink.close();
     }
+  });
+});
+
+describe("calls an Agent run never hands the gate", () => {
+  it("have no record: the calls after the one a cancel ended, and a turn whose calls share an id", async () => {
+    const controller = new AbortController();
+    const ran: number[] = [];
+    const count = defineTool({
+      name: "count",
+      description: "Count",
+      input: z.object({ n: z.number() }),
+      execute: ({ n }) => {
+        ran.push(n);
+        if (n === 2) {
+          controller.abort();
+          return never();
+        }
+        return "counted";
+      },
+    });
+    const turn = (...ids: string[]) => ({
+      toolCalls: ids.map((id, n) => ({ id, name: "count", input: { n: n + 1 } })),
+    });
+    const path = join(dir, `agent-${++logs}.jsonl`);
+    const sink = await AuditSink.open(path);
+    const seen: GateDecision[] = [];
+    const run = (model: ScriptedModel, signal?: AbortSignal) =>
+      new Agent({
+        model,
+        tools: [count],
+        managers: new LoopManagers()
+          .withObserver(auditObserver(sink))
+          .withObserver({ onGate: ({ decision }) => void seen.push(decision) }),
+      })
+        .run("count", signal === undefined ? {} : { signal })
+        .catch((error: unknown) => error);
+    const cancelled = await run(new ScriptedModel([turn("c1", "c2", "c3"), { text: "done" }]), controller.signal);
+    expect(cancelled).toBeInstanceOf(CancelledError);
+    expect(ran).toEqual([1, 2]);
+    expect((cancelled as CancelledError).records.map((r) => [r.verdict, r.reason])).toEqual([
+      ["allow", null],
+      ["cancelled", "cancelled during execution"],
+    ]);
+    const shared = await run(new ScriptedModel([turn("same", "same"), { text: "done" }]));
+    expect(shared).toBeInstanceOf(ModelError);
+    expect((shared as ModelError).records).toEqual([]);
+    expect(ran).toEqual([1, 2]);
+    await sink.flush();
+    await sink.close();
+    const verified = await verifyAuditLog(path, { anchor: sink.anchor });
+    expect(verified.ok && verified.records).toEqual(seen);
+    expect(seen).toHaveLength(2);
   });
 });
