@@ -381,6 +381,33 @@ describe("one record per gate decision, the same in observers and in the audit l
     expect(blocked!.ruleId).toBe("hook");
   });
 
+  it("a model that calls a tool by a name of megabytes still leaves its one record in the audit log", async () => {
+    const path = join(dir, `agent-${++logs}.jsonl`);
+    const sink = await AuditSink.open(path);
+    const seen: GateDecision[] = [];
+    const name = "n".repeat(5_000_000);
+    const result = await new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name, input: {} }] }, { text: "done" }]),
+      tools: [],
+      managers: new LoopManagers()
+        .withObserver(auditObserver(sink))
+        .withObserver({ onGate: ({ decision }) => void seen.push(decision) }),
+    }).run("go");
+    await sink.flush();
+    await sink.close();
+    const verified = await verifyAuditLog(path, { anchor: sink.anchor });
+    expect(verified.ok && verified.records).toEqual(seen);
+    expect(result.records).toEqual(seen);
+    expect(seen.map((r) => [r.verdict, r.ruleId, r.tool.length, r.reason!.length])).toEqual([
+      [
+        "deny",
+        "unknown_tool",
+        16_384 + `… [${5_000_000 - 16_384} characters cut]`.length,
+        16_384 + `… [${5_000_016 - 16_384} characters cut]`.length,
+      ],
+    ]);
+  });
+
   it("a cut never leaves half of a character", async () => {
     const s = await setup((m) =>
       m.withHook({ preToolUse: () => ({ type: "block", reason: `${"a".repeat(16_383)}${"😀".repeat(10)}` }) }),
