@@ -769,6 +769,37 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(records[0]!.reason).toMatch(/\$\.phone: /);
     expect(executed).toEqual([]);
   });
+
+  it("a call the SDK refuses before execute (unknown tool, input that fails its schema or is not JSON) never reaches the gate", async () => {
+    const hooked: string[] = [];
+    const { executed, records, gate, tools } = harness(
+      new LoopManagers().withHook({ preToolUse: (c) => (hooked.push(c.id), { type: "allow" }) }),
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          call("c1", "deploy", { env: 3, version: "1.2" }),
+          call("c2", "undeploy", { env: "prod" }),
+          call("c3", "deploy", "{not json"),
+          call("c4", "deploy", { env: "prod", version: "1.2" }),
+        ]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools(tools, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
+    expect(
+      result.steps[0]!.content.filter((part) => part.type === "tool-error").map((part) => part.toolCallId),
+    ).toEqual(["c1", "c2", "c3"]);
+    // Only the call the SDK let through met the gate: one hook run, one record.
+    expect(hooked).toEqual(["c4"]);
+    expect(records).toMatchObject([{ tool: "deploy", verdict: "allow" }]);
+    expect(executed).toEqual([{ env: "prod", version: "1.2" }]);
+  });
 });
 
 describe("gateTools: a hook's modify and a schema that checks asynchronously", () => {

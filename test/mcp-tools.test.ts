@@ -288,6 +288,8 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       },
     ]);
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
+    // Its one record is the decision that let it go on; the outcome, not the record, says it was not sent.
+    expect(result.records.map((r) => [r.tool, r.verdict, r.ruleId])).toEqual([["delete_note", "ask_allowed", "ask"]]);
   });
 
   it("a server that announces a change after every listing: mcpTools, refresh() and calls each wait for one listing begun after they came, not for the announcements to stop", async () => {

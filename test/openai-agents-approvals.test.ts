@@ -919,7 +919,11 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("runs that share one RunContext share its approvals: their calls under one id are a typed error, and none takes another's approval", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
-    const approvals = new AgentApprovals({ resolver: channel });
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver: channel,
+      managers: new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
     const executed: unknown[] = [];
     const runner = new Runner();
     const deploy = approvals.tools([tools(executed).deploy]);
@@ -952,6 +956,10 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(executed).toEqual([{ env: "prod", version: "1" }]);
     expect(shownResults(model)).toEqual({ call_0: "deployed 1 to prod" });
     expect(approver.pending).toBe(0);
+    // The calls refused for their id never reached the gate: the one call that did has the one record.
+    expect(records.map((r) => [r.tool, r.verdict, r.argsDigest])).toEqual([
+      ["deploy", "ask_allowed", argsDigest({ env: "prod", version: "1" })],
+    ]);
   });
 
   it("settles a streamed run: waits for each stream to end, so every interruption is answered once and every approved call runs", async () => {

@@ -24,6 +24,27 @@ export function timestamp(clock: Clock): number {
 }
 
 /**
+ * The most UTF-16 units of each text of a record (`tool`, `ruleId`,
+ * `matchedPattern`, `reason`) that are kept. Records carry text others wrote
+ * (a hook's reason or prompt, an error's message, which may echo the
+ * arguments or the tool's output), and a line of the audit log holds at most
+ * 4 MiB: a text cut to this bound keeps every record within it (each unit is
+ * at most 6 bytes of JSON), so the record lands there as it lands everywhere.
+ */
+export const RECORD_TEXT_MAX = 16_384;
+
+/**
+ * `text` as a record keeps it: whole up to {@link RECORD_TEXT_MAX} units,
+ * else its head (never half a surrogate pair) and how many units were cut.
+ */
+export function recordText(text: string): string {
+  if (text.length <= RECORD_TEXT_MAX) return text;
+  let head = text.slice(0, RECORD_TEXT_MAX);
+  if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
+  return `${head}… [${text.length - head.length} characters cut]`;
+}
+
+/**
  * How a provisional record yields to later gates:
  * - `plain`: a hook had no objection; any later decision replaces it;
  * - `modified`: a hook rewrote the input; a middleware allow keeps it, a deny or an exit replaces it;
@@ -73,14 +94,14 @@ export class RecordSlot {
     // Read the time before marking the slot landed.
     const ts = timestamp(this.#clock);
     const record: GateDecision = Object.freeze({
-      tool: this.#tool,
+      tool: recordText(this.#tool),
       argsDigest: this.#argsDigest,
       argsSha256: this.#argsSha256,
       verdict: draft.verdict,
-      ruleId: draft.ruleId,
+      ruleId: recordText(draft.ruleId),
       ruleSource: draft.ruleSource,
-      matchedPattern: draft.matchedPattern,
-      reason: draft.reason,
+      matchedPattern: draft.matchedPattern === null ? null : recordText(draft.matchedPattern),
+      reason: draft.reason === null ? null : recordText(draft.reason),
       ts,
     });
     this.#record = record;
