@@ -26,7 +26,7 @@ import {
   unlistenableSignal,
   unlistenableRefusal,
 } from "./support/ask-fixtures.js";
-import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
 import { AnswerBatch } from "../src/postgres/answers.js";
@@ -2463,22 +2463,13 @@ describe("PostgresAskQueue fails closed", () => {
   });
 
   it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    const connected = new pg.Client({ connectionString: DATABASE_URL });
-    await connected.connect();
-    const checkedOut = await db.pool.connect();
-    try {
-      for (const given of [client, connected, checkedOut]) {
-        const make = (): unknown => new PostgresAskQueue(given, { schema: db.schema });
-        expect(make).toThrow(PostgresConfigError);
-        expect(make).toThrow(
-          /^PostgresAskQueue: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
-        );
-      }
-    } finally {
-      checkedOut.release();
-      await connected.end();
-    }
+    await withEachNonPool(db.pool, (given) => {
+      const make = (): unknown => new PostgresAskQueue(given as never, { schema: db.schema });
+      expect(make).toThrow(PostgresConfigError);
+      expect(make).toThrow(
+        /^PostgresAskQueue: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+      );
+    });
   });
 });
 

@@ -1,6 +1,5 @@
 import { spawnSync } from "node:child_process";
 import fc from "fast-check";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   Grant,
@@ -20,7 +19,7 @@ import {
   SCHEMA_VERSION,
   migrate,
 } from "loopctl/postgres";
-import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
@@ -726,22 +725,13 @@ describe("PostgresGrantStore fails closed", () => {
   });
 
   it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    const connected = new pg.Client({ connectionString: DATABASE_URL });
-    await connected.connect();
-    const checkedOut = await db.pool.connect();
-    try {
-      for (const given of [client, connected, checkedOut]) {
-        const make = (): unknown => new PostgresGrantStore(given, { project: "p", schema: db.schema });
-        expect(make).toThrow(PostgresConfigError);
-        expect(make).toThrow(
-          /^PostgresGrantStore: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
-        );
-      }
-    } finally {
-      checkedOut.release();
-      await connected.end();
-    }
+    await withEachNonPool(db.pool, (given) => {
+      const make = (): unknown => new PostgresGrantStore(given as never, { project: "p", schema: db.schema });
+      expect(make).toThrow(PostgresConfigError);
+      expect(make).toThrow(
+        /^PostgresGrantStore: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+      );
+    });
   });
 });
 

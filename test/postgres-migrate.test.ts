@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
-import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
 import { startProxy } from "./support/tcp-proxy.js";
@@ -195,22 +194,13 @@ describe("migrate", () => {
   });
 
   it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool, and creates nothing", async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    const connected = new pg.Client({ connectionString: DATABASE_URL });
-    await connected.connect();
-    const checkedOut = await db.pool.connect();
-    try {
-      for (const given of [client, connected, checkedOut]) {
-        const error = await migrate(given as never, { schema: db.schema }).catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(PostgresConfigError);
-        expect((error as Error).message).toMatch(
-          /^migrate: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
-        );
-      }
-    } finally {
-      checkedOut.release();
-      await connected.end();
-    }
+    await withEachNonPool(db.pool, async (given) => {
+      const error = await migrate(given as never, { schema: db.schema }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresConfigError);
+      expect((error as Error).message).toMatch(
+        /^migrate: pool must be a node-postgres Pool \(new pg\.Pool\(\.\.\.\)\), not a Client/,
+      );
+    });
     expect(await tables(db.schema)).toEqual([]);
   });
 

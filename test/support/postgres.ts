@@ -96,3 +96,20 @@ function makePool(max: number, options: pg.PoolConfig = {}): pg.Pool {
   pool.on("error", () => undefined);
   return pool;
 }
+
+/**
+ * Runs `check` with each node-postgres object that is not a pool: a Client not connected, a
+ * connected one, and a connection checked out of `pool`; each is closed or given back after.
+ */
+export async function withEachNonPool(pool: pg.Pool, check: (given: unknown) => Promise<void> | void): Promise<void> {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  const connected = new pg.Client({ connectionString: DATABASE_URL });
+  await connected.connect();
+  const checkedOut = await pool.connect();
+  try {
+    for (const given of [client, connected, checkedOut]) await check(given);
+  } finally {
+    checkedOut.release();
+    await connected.end();
+  }
+}
