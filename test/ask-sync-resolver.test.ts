@@ -113,6 +113,29 @@ describe("SyncAskResolver", () => {
     expect(calls).toBe(1);
   });
 
+  it("honours the signal of a copy of a park's options that replaces it: a wrapper's aborted signal is never answered", async () => {
+    let calls = 0;
+    const resolver = new SyncAskResolver(() => {
+      calls += 1;
+      return true;
+    });
+    const ask = makeAsk(0);
+    const park = new ParkSignal(ask.id);
+    const killSwitch = new AbortController();
+    const reason = new Error("approvals stopped");
+    killSwitch.abort(reason);
+    await expect(resolver.resolve(ask, { ...park.options, signal: killSwitch.signal })).rejects.toBe(reason);
+    await expect(resolver.resolve(ask, Object.assign({}, park.options, { signal: killSwitch.signal }))).rejects.toBe(
+      reason,
+    );
+    expect(calls).toBe(0);
+    // A copy that keeps the park's signal still ends with the park.
+    const copy = { ...park.options };
+    park.end("expired");
+    await expect(resolver.resolve(ask, copy)).rejects.toThrow(`ask ${ask.id} expired`);
+    expect(calls).toBe(0);
+  });
+
   it("rejects a missing callback at construction with InvalidAskCallbackError", () => {
     expect(() => new SyncAskResolver(undefined as unknown as () => boolean)).toThrow(InvalidAskCallbackError);
     expect(() => new SyncAskResolver(undefined as unknown as () => boolean)).toThrow(/got undefined/);

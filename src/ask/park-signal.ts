@@ -16,18 +16,25 @@ export class ParkSignal {
   readonly #askId: string;
   #controller: AbortController | undefined;
   #ending: { readonly reason: unknown } | { readonly why: string } | undefined;
-  /** What the resolver gets: `signal` is an own, enumerable getter, so a copy (`{ ...options }`) still has it. */
+  /**
+   * What the resolver gets: `signal` is an own, enumerable getter, so a copy
+   * (`{ ...options }`) still has it. The park itself is not enumerable: a
+   * copy that replaces `signal` is judged by the signal it carries.
+   */
   readonly options: ResolveOptions;
 
   constructor(askId: string) {
     this.#askId = askId;
     const signal = (): AbortSignal => this.#signal();
-    this.options = {
-      get signal(): AbortSignal {
-        return signal();
+    this.options = Object.defineProperty(
+      {
+        get signal(): AbortSignal {
+          return signal();
+        },
       },
-      [PARK]: this,
-    } as ResolveOptions;
+      PARK,
+      { value: this },
+    );
   }
 
   /** Whether the park has ended. */
@@ -62,8 +69,9 @@ export class ParkSignal {
 }
 
 /**
- * Whether the wait `options` came with has already ended: for a park's
- * options, known without making its signal; otherwise `options.signal.aborted`.
+ * Whether the wait `options` came with has already ended: for a park's own
+ * options, known without making its signal; otherwise (a copy included,
+ * which may carry a signal of its own) `options.signal.aborted`.
  */
 export function waitEnded(options: ResolveOptions | undefined): boolean {
   const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
