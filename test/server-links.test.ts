@@ -5,7 +5,7 @@ import type { AskInbox, AskResolution, PendingAsk } from "loopctl/ask";
 import { ServerInputError, createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
 import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
-import { request } from "./support/http-client.js";
+import { BASE_URLS_WITH_CREDENTIALS, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
 
 const SECRET = "link-secret-of-at-least-32-bytes!";
@@ -182,12 +182,7 @@ describe("signAnswerLink", () => {
   });
 
   it("refuses a baseUrl with a user name or password without repeating it: it would be in every chat or mail message that carries a link", () => {
-    for (const baseUrl of [
-      "https://bot:hunter2-secret@approvals.example.com/",
-      "https://hunter2-secret@approvals.example.com/",
-      "https://:hunter2-secret@approvals.example.com/",
-      new URL("https://bot:hunter2-secret@approvals.example.com/"),
-    ]) {
+    for (const baseUrl of BASE_URLS_WITH_CREDENTIALS) {
       let error: unknown;
       try {
         signAnswerLink(makeAsk(1), { secret: SECRET, baseUrl, ttlMs: 1000 });

@@ -21,7 +21,7 @@ import {
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
 import { makeAsk, stuckController, track } from "./support/ask-fixtures.js";
-import { request } from "./support/http-client.js";
+import { BASE_URLS_WITH_CREDENTIALS, request } from "./support/http-client.js";
 import { listen, stopping } from "./support/http-mount.js";
 
 const SECRET = "webhook-secret-of-enough-length";
@@ -557,12 +557,7 @@ describe("WebhookResolver fails closed", () => {
   });
 
   it("refuses a links.baseUrl with a user name or password without repeating it: it would be in every link each delivery carries", () => {
-    for (const baseUrl of [
-      "https://bot:hunter2-secret@approvals.example.com/",
-      "https://hunter2-secret@approvals.example.com/",
-      "https://:hunter2-secret@approvals.example.com/",
-      new URL("https://bot:hunter2-secret@approvals.example.com/"),
-    ]) {
+    for (const baseUrl of BASE_URLS_WITH_CREDENTIALS) {
       let error: unknown;
       try {
         new WebhookResolver({

@@ -136,3 +136,11 @@ export function openStream(url: string, headers: Readonly<Record<string, string>
     req.end();
   });
 }
+
+/** Base URLs for links that carry a user name or password (which every link would then carry). */
+export const BASE_URLS_WITH_CREDENTIALS: readonly (string | URL)[] = [
+  "https://bot:hunter2-secret@approvals.example.com/",
+  "https://hunter2-secret@approvals.example.com/",
+  "https://:hunter2-secret@approvals.example.com/",
+  new URL("https://bot:hunter2-secret@approvals.example.com/"),
+];
