@@ -351,6 +351,19 @@ describe("verifyAuditLog on the file system", () => {
     }
   });
 
+  it("refuses a key of the wrong type without showing it: a key of digits read as a number stays secret", async () => {
+    // A config reader turns a key of digits into a number; its value must not reach a log of errors.
+    const secret = 4_815_162_342_108_151;
+    for (const call of [
+      () => verifyAuditLog(logPath, { key: secret as unknown as string }),
+      () => verifyAuditBytes(original, { key: secret as unknown as string }),
+    ]) {
+      const error = await (async () => call())().catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "AUDIT_KEY" });
+      expect((error as Error).message).toBe("an audit key must be a string or a Uint8Array, got a number");
+      expect(String((error as Error).stack)).not.toContain(String(secret).slice(0, 8));
+    }
+  });
   it("rejects with the signal's reason when aborted", async () => {
     const controller = new AbortController();
     controller.abort(new Error("stop"));
