@@ -187,6 +187,14 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     expect(lastOnly).toMatchObject({ ok: false, line: 5, problem: "malformed" });
   });
 
+  it("trailing whitespace after a line's last member, named as such rather than as a missing hash", () => {
+    for (const space of [" ", "\t", "  \t"]) {
+      const padded = verifyAuditBytes(join_(lines().map((l, i) => (i === 1 ? `${l}${space}` : l))));
+      expect(padded).toMatchObject({ ok: false, line: 2, problem: "malformed" });
+      if (!padded.ok) expect(padded.message).toBe("line 2 is malformed: it ends with whitespace after its last member");
+    }
+  });
+
   it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
     // JSON.parse keeps the last of two members; a reader that keeps the first would see another record.
     const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
