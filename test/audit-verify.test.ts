@@ -187,6 +187,14 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     expect(lastOnly).toMatchObject({ ok: false, line: 5, problem: "malformed" });
   });
 
+  it("trailing whitespace after a line's last member, named as such rather than as a missing hash", () => {
+    for (const space of [" ", "\t", "  \t"]) {
+      const padded = verifyAuditBytes(join_(lines().map((l, i) => (i === 1 ? `${l}${space}` : l))));
+      expect(padded).toMatchObject({ ok: false, line: 2, problem: "malformed" });
+      if (!padded.ok) expect(padded.message).toBe("line 2 is malformed: it ends with whitespace after its last member");
+    }
+  });
+
   it("a line with a member twice, at any depth and however the key is spelled, re-hashed by the forger", () => {
     // JSON.parse keeps the last of two members; a reader that keeps the first would see another record.
     const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
@@ -351,6 +359,19 @@ describe("verifyAuditLog on the file system", () => {
     }
   });
 
+  it("refuses a key of the wrong type without showing it: a key of digits read as a number stays secret", async () => {
+    // A config reader turns a key of digits into a number; its value must not reach a log of errors.
+    const secret = 4_815_162_342_108_151;
+    for (const call of [
+      () => verifyAuditLog(logPath, { key: secret as unknown as string }),
+      () => verifyAuditBytes(original, { key: secret as unknown as string }),
+    ]) {
+      const error = await (async () => call())().catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "AUDIT_KEY" });
+      expect((error as Error).message).toBe("an audit key must be a string or a Uint8Array, got a number");
+      expect(String((error as Error).stack)).not.toContain(String(secret).slice(0, 8));
+    }
+  });
   it("rejects with the signal's reason when aborted", async () => {
     const controller = new AbortController();
     controller.abort(new Error("stop"));

@@ -49,6 +49,10 @@ function parseLine(bytes: Uint8Array): ParsedLine {
   // What an editor leaves in a log it saved: said as such, not as "not JSON".
   if (text.startsWith("\uFEFF")) return { type: "malformed", why: "it starts with a byte order mark (U+FEFF)" };
   if (text.endsWith("\r")) return { type: "malformed", why: "it ends with a carriage return (CRLF line endings)" };
+  // JSON allows it, but no writer leaves it, and the line does end with its "hash" member.
+  if (text.endsWith(" ") || text.endsWith("\t")) {
+    return { type: "malformed", why: "it ends with whitespace after its last member" };
+  }
   const tail = TAIL_PATTERN.exec(text);
   if (!tail || tail.index === 0) {
     return { type: "malformed", why: 'it does not end with a "hash" member' };

@@ -1,7 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { shownValue } from "../errors.js";
 import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditKeyError } from "./errors.js";
 
@@ -21,8 +20,11 @@ export type AuditKey = Uint8Array | string;
  */
 export function auditKeyBytes(key: AuditKey): Buffer {
   // Buffer.from would take an array of numbers too, each one cut to a byte.
+  // Only the type is shown: a number may be the secret itself (a key of digits a config reader parsed).
   if (typeof key !== "string" && !(key instanceof Uint8Array)) {
-    throw new AuditKeyError(`an audit key must be a string or a Uint8Array, got ${shownValue(key)}`);
+    const shown =
+      key === null || key === undefined ? String(key) : typeof key === "object" ? "an object" : `a ${typeof key}`;
+    throw new AuditKeyError(`an audit key must be a string or a Uint8Array, got ${shown}`);
   }
   const bytes = typeof key === "string" ? Buffer.from(key, "utf8") : Buffer.from(key);
   if (bytes.length < AUDIT_KEY_MIN_BYTES) {

@@ -21,7 +21,7 @@ import { auditSealPath, parseSeal, readSealFile } from "./seal.js";
  *   member twice in one object, a missing or extra field of the line (a
  *   record's unknown fields are read past), an invalid record,
  *   an empty line, a line without a `mac` among lines with one, a byte order
- *   mark, a CRLF line ending).
+ *   mark, a CRLF line ending, whitespace at its end).
  * - `"edited"`: the line's content does not match its own hash, or it does
  *   not link to the line before it (one of the two was rewritten and
  *   re-hashed), or the line an anchor or the seal vouches for differs from it.
