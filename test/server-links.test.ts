@@ -529,7 +529,7 @@ describe("a refused link's page says what happened", () => {
     expect(reply.status).toBe(503);
     expect(shown(reply)).toEqual({
       title: "Approver unavailable",
-      text: "the approver could not take the answer; nothing was answered",
+      text: "the approver failed before saying whether the answer reached the call; it may have: check the ask before answering again",
     });
 
     const { links } = await setup(undefined, { now: () => Number.NaN, onError: () => undefined });

@@ -5,7 +5,8 @@ import { createApprovalServer, signAnswerLink } from "loopctl/server";
 import type { ApprovalServer } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
-import { usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres();
 const SECRET = "link-secret-of-at-least-32-bytes!";
@@ -87,5 +88,68 @@ describe("an approval server over a Postgres queue", () => {
     expect(reply.text).toContain("reason holds U+0000");
     expect(errors).toEqual([]);
     expect(watched.settlements).toBe(0);
+  });
+
+  it("never says nothing was answered when the database connection drops after the answer landed", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    cleanups.push(() => proxy.close());
+    const worker = queue();
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+      schema: db.schema,
+      onError: () => undefined,
+    });
+    cleanups.push(() => consoleQueue.close());
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({
+      approver: consoleQueue.approver(),
+      onError: (error) => errors.push(error),
+    });
+    cleanups.push(() => server.close());
+    const ask = makeAsk(1);
+    const parked = worker.resolver.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    const auth = { authorization: `Bearer ${server.token}` };
+    for (let i = 0; ; i++) {
+      const reply = await request(`${server.url}api/asks`, { headers: auth });
+      if ((reply.json as { asks: unknown[] }).asks.length === 1) break;
+      if (i > 500) throw new Error("the ask never reached the server");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // The approval reaches the database and commits; the reply that says so is held in the network.
+    // Held on the answer's own statement, not on the id: the console also reads the row to watch it.
+    proxy.holdRepliesOn('{"type":"approve"}');
+    const answering = request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    for (let i = 0; ; i++) {
+      const { rows } = await db.pool.query<{ state: string }>(`SELECT state FROM "${db.schema}".asks WHERE id = $1`, [
+        ask.id,
+      ]);
+      if (proxy.holding && rows[0]?.state === "answered") break;
+      if (i > 500) throw new Error("the answer never landed");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // The network drops: the console never hears how its answer went.
+    await proxy.cut();
+    const reply = await answering;
+    await expect(parked).resolves.toEqual({ type: "approve" });
+    // The call was approved: the reply must not tell the client nothing was answered.
+    expect(reply.json).not.toMatchObject({ message: expect.stringContaining("nothing was answered") as string });
+    expect(reply.status).toBe(503);
+    expect(reply.json).toEqual({
+      error: "approver_unavailable",
+      message: expect.stringContaining("it may have: check the ask before answering again") as string,
+    });
+    // A second try, once the network is back, tells: the ask ended.
+    await proxy.restore();
+    const again = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "deny" }),
+    });
+    expect(again.status).toBe(409);
+    expect(again.json).toMatchObject({ error: "ask_ended" });
   });
 });

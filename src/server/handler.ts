@@ -500,8 +500,14 @@ class Handler {
       if (error instanceof InvalidAskResolutionError) {
         throw new HttpError(400, "bad_request", `not an answer: ${error.message}; nothing was answered`);
       }
+      // A failure is not a refusal: a database connection lost after the answer committed fails
+      // the call as well, so the reply never says the answer did not land.
       this.#onError(error);
-      throw new HttpError(503, "approver_unavailable", "the approver could not take the answer; nothing was answered");
+      throw new HttpError(
+        503,
+        "approver_unavailable",
+        "the approver failed before saying whether the answer reached the call; it may have: check the ask before answering again",
+      );
     } finally {
       clearTimeout(timer);
     }
