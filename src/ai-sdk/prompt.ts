@@ -58,6 +58,8 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
     );
   const content: AssistantContent = [];
   const shown = new Set<string>();
+  // The model's own calls, in the order the transcript holds them (the order the model sent them).
+  let position = 0;
   for (const part of parsed.data.parts) {
     let mapped: AssistantContentPart;
     switch (part.type) {
@@ -73,16 +75,19 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
         mapped = { type: "file", mediaType: part.mediaType, data: part.data };
         break;
       case "tool-call": {
-        shown.add(part.toolCallId);
+        let id = part.toolCallId;
+        if (part.providerExecuted !== true) {
+          const own = message.toolCalls[position];
+          position += 1;
+          // A call the model sent without an id was given one by the run: its result carries that id.
+          if (id === "" && own !== undefined && own.name === part.toolName) id = own.id;
+        }
+        shown.add(id);
         // The transcript's own call is what ran (or was refused); the part keeps what the model sent when it was not JSON.
-        const input = inputs.has(part.toolCallId)
-          ? inputs.get(part.toolCallId)
-          : part.invalidInput === true
-            ? undefined
-            : part.input;
+        const input = inputs.has(id) ? inputs.get(id) : part.invalidInput === true ? undefined : part.input;
         const call = {
           type: "tool-call" as const,
-          toolCallId: part.toolCallId,
+          toolCallId: id,
           toolName: part.toolName,
           input: replayInput(input),
         };

@@ -60,6 +60,14 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
   if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
     throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
   }
+  if (result.finishReason?.unified === "error") {
+    // The provider says the turn failed: not an answer, and none of its calls are the model's to make.
+    const raw = result.finishReason.raw;
+    throw new AiSdkModelError(
+      model,
+      `the provider ended the turn with finish reason error${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}`,
+    );
+  }
   let text: string | undefined;
   const toolCalls: ToolCall[] = [];
   const parts: AiSdkAssistantPart[] = [];

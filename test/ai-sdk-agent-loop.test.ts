@@ -1,0 +1,89 @@
+import type { LanguageModelV3Prompt } from "@ai-sdk/provider";
+import { MockLanguageModelV3 } from "ai/test";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { AiSdkModelError, fromLanguageModel } from "loopctl/ai-sdk";
+import { Agent, LoopManagers, ModelError, defineTool } from "loopctl/engine";
+import type { Message } from "loopctl/engine";
+import { call, text, v3 } from "./support/ai-sdk-fixtures.js";
+
+const read = defineTool({
+  name: "read",
+  description: "Read a file",
+  input: z.object({ path: z.string() }),
+  execute: ({ path }) => `contents of ${path}`,
+});
+const allow = () => new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) });
+const prompts = (model: MockLanguageModelV3): LanguageModelV3Prompt[] => model.doGenerateCalls.map((c) => c.prompt);
+
+/** Every tool call of a prompt, and every tool result, by id. */
+function callsAndResults(prompt: LanguageModelV3Prompt): { calls: string[]; results: string[] } {
+  const calls: string[] = [];
+  const results: string[] = [];
+  for (const message of prompt) {
+    if (message.role === "assistant")
+      for (const part of message.content) if (part.type === "tool-call") calls.push(part.toolCallId);
+    if (message.role === "tool")
+      for (const part of message.content) if (part.type === "tool-result") results.push(part.toolCallId);
+  }
+  return { calls, results };
+}
+
+describe("fromLanguageModel: the Agent loop on an AI SDK model", () => {
+  it("a call the model sent without an id goes back once, under the id its result carries", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([text("reading"), call("", "read", { path: "a" }), call("", "read", { path: "b" })]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    const ran = (result.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls.map((c) => c.id);
+    expect(ran).toHaveLength(2);
+    expect(ran.every((id) => id !== "")).toBe(true);
+    const second = prompts(model)[1]!;
+    expect(callsAndResults(second)).toEqual({ calls: ran, results: ran });
+    expect(second[1]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "text", text: "reading" },
+        { type: "tool-call", toolCallId: ran[0], toolName: "read", input: { path: "a" } },
+        { type: "tool-call", toolCallId: ran[1], toolName: "read", input: { path: "b" } },
+      ],
+    });
+  });
+});
+
+describe("fromLanguageModel: a turn the provider reports as failed", () => {
+  it("a result whose finish reason is error stops the run with a ModelError naming the model, not an empty answer", async () => {
+    const model = new MockLanguageModelV3({
+      provider: "acme",
+      modelId: "m1",
+      doGenerate: [
+        v3([call("c1", "read", { path: "a" })]),
+        v3([], { finishReason: { unified: "error", raw: "server_error" } }),
+      ],
+    });
+    const run = new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    const error = await run.catch((thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(ModelError);
+    const stopped = error as ModelError;
+    expect(stopped.cause).toBeInstanceOf(AiSdkModelError);
+    expect((stopped.cause as AiSdkModelError).model).toBe("acme/m1");
+    expect(stopped.message).toContain("finish reason error");
+    expect(stopped.message).toContain("server_error");
+    // What ran before stays in the transcript the error carries.
+    expect(stopped.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(stopped.messages.map((m) => m.type)).toEqual(["user", "assistant", "tool_result"]);
+  });
+
+  it("a turn cut short (length, content-filter) is still the model's answer", async () => {
+    for (const unified of ["length", "content-filter", "other"] as const) {
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([text("partial")], { finishReason: { unified, raw: undefined } })],
+      });
+      const result = await new Agent({ model: fromLanguageModel(model), tools: [read] }).run("go");
+      expect(result.text).toBe("partial");
+    }
+  });
+});
