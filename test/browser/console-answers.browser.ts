@@ -163,6 +163,41 @@ describe("an answer whose reply goes missing", () => {
       .toBe("This ask already ended: approved. This answer changed nothing.");
     expect(posts).toBe(2);
   });
+
+  it("an approver that failed after the answer may have landed is not reported as nothing answered", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    proxy.forwardTo(server.port);
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1);
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The answer reaches the approver, which then fails (a database connection lost after the answer
+    // committed): the page gets the server's 503 for that, and nothing on the stream meanwhile.
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      proxy.stall();
+      await route.fetch({ url: `${server.url}api/asks/${ask.id}` });
+      return route.fulfill({
+        status: 503,
+        contentType: "application/json",
+        body: JSON.stringify({
+          error: "approver_unavailable",
+          message:
+            "the approver failed before saying whether the answer reached the call; it may have: check the ask before answering again",
+        }),
+      });
+    });
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    const result = card.locator(".result");
+    await expect.poll(() => result.textContent()).not.toBe("Sending…");
+    expect(await result.textContent()).not.toContain("Not answered");
+    expect(await result.textContent()).toContain("Not confirmed (503)");
+  });
 });
 
 describe("an ask id that comes back with another call behind it", () => {

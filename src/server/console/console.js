@@ -372,11 +372,16 @@
     }
     if (reply.status === 401) signedOut();
     // No reply is not "not answered": the request may have reached the server before the
-    // connection went. Trying again is safe, since an ask takes one answer.
+    // connection went. Nor is an approver that failed or did not say in time (503, 504): the
+    // answer may have reached the call. Trying again is safe, since an ask takes one answer.
+    const error = reply.body && reply.body.error;
+    const message = (reply.body && reply.body.message) || "unexpected reply";
     result.textContent =
       reply.status === 0
         ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
-        : `Not answered (${reply.status}): ${(reply.body && reply.body.message) || "unexpected reply"}`;
+        : error === "approver_unavailable" || error === "answer_unconfirmed"
+          ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
+          : `Not answered (${reply.status}): ${message}`;
     delete li.dataset.sending;
     paint(li);
   }
