@@ -46,6 +46,20 @@ async function liveConsole(options: Parameters<typeof consoleWith>[0] = {}) {
   return opened;
 }
 
+/**
+ * A live console whose page reaches the server through a TCP proxy (closed after the test), so a
+ * test can make the network go quiet under the page while the server and the test talk directly.
+ */
+async function consoleBehindProxy(options: Parameters<typeof consoleWith>[0] = {}) {
+  const proxy = await startTcpProxy();
+  cleanups.push(() => proxy.close());
+  const opened = await consoleWith({ ...options, allowedHosts: [`127.0.0.1:${proxy.port}`] });
+  proxy.forwardTo(opened.server.port);
+  await opened.page.goto(`http://127.0.0.1:${proxy.port}/?token=${opened.server.token}`);
+  await expect.poll(() => opened.page.locator("#status").textContent()).toBe("Live");
+  return { ...opened, proxy };
+}
+
 /** Parks `ask` on `channel`; the promise settles with the answer, or stays pending. */
 function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortController().signal) {
   let answer: AskResolution | undefined;
@@ -127,12 +141,7 @@ describe("the console's answer controls", () => {
 
 describe("an answer whose reply goes missing", () => {
   it("a lost reply is not reported as nothing answered, and the retry says how the ask ended", async () => {
-    const proxy = await startTcpProxy();
-    cleanups.push(() => proxy.close());
-    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
-    proxy.forwardTo(server.port);
-    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -165,12 +174,7 @@ describe("an answer whose reply goes missing", () => {
   });
 
   it("an approver that failed after the answer may have landed is not reported as nothing answered", async () => {
-    const proxy = await startTcpProxy();
-    cleanups.push(() => proxy.close());
-    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
-    proxy.forwardTo(server.port);
-    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -202,12 +206,7 @@ describe("an answer whose reply goes missing", () => {
 
 describe("an ask id that comes back with another call behind it", () => {
   it("after a reconnect, a card whose ask changed under the same id shows the new ask, not the old text", async () => {
-    const proxy = await startTcpProxy();
-    cleanups.push(() => proxy.close());
-    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
-    proxy.forwardTo(server.port);
-    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { proxy, channel, server, page } = await consoleBehindProxy();
     // Ids from a seeded generator repeat across runs: the same id, another call.
     const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
     const after = {
@@ -242,12 +241,7 @@ describe("an ask id that comes back with another call behind it", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
   it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
-    const proxy = await startTcpProxy();
-    cleanups.push(() => proxy.close());
-    const { channel, server, page } = await consoleWith({ allowedHosts: [`127.0.0.1:${proxy.port}`] });
-    proxy.forwardTo(server.port);
-    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { proxy, channel, server, page } = await consoleBehindProxy();
     const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
     const after = {
       ...before,
@@ -289,15 +283,7 @@ describe("an ask id that comes back with another call behind it", () => {
 
 describe("a page that cannot be sure what is pending", () => {
   it("a stream that goes silent without closing makes every card stale, with no Approve or Deny, until the page has caught up", async () => {
-    const proxy = await startTcpProxy();
-    cleanups.push(() => proxy.close());
-    const { channel, server, page } = await consoleWith({
-      heartbeatMs: 300,
-      allowedHosts: [`127.0.0.1:${proxy.port}`],
-    });
-    proxy.forwardTo(server.port);
-    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const { proxy, channel, server, page } = await consoleBehindProxy({ heartbeatMs: 300 });
     const stop = new AbortController();
     const ending = makeAsk(1, { prompt: "ends while the page hears nothing" });
     const staying = makeAsk(2, { prompt: "still waiting" });
