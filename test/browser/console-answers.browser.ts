@@ -1,29 +1,19 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
-import { launch, press, screenshot } from "./support/chromium.js";
+import { press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
-import type { Browser } from "./support/chromium.js";
 
 // What the person at the console sees is what gets answered: keys that land
 // on a control the person did not mean, text that renders as something it is
 // not, and replies that go missing.
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-});
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const chromium = useBrowser();
+const { cleanups } = chromium;
 
 /** A server over a fresh channel, and a page signed in to it and live. */
 async function consoleWith(options: Omit<Parameters<typeof createApprovalServer>[0], "approver"> = {}) {
@@ -33,7 +23,7 @@ async function consoleWith(options: Omit<Parameters<typeof createApprovalServer>
     () => approver.close(),
     () => server.close(),
   );
-  const page = await browser.page(1280);
+  const page = await chromium.browser.page(1280);
   cleanups.push(() => page.close());
   return { channel, approver, server, page };
 }

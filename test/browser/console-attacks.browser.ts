@@ -1,30 +1,20 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { createApprovalServer } from "loopctl/server";
 import { makeAsk, track } from "../support/ask-fixtures.js";
-import { launch } from "./support/chromium.js";
-import type { Browser } from "./support/chromium.js";
+import { useBrowser } from "./support/chromium.js";
 
 // Another web page open in the browser of the person at the console: what it can
 // make that browser do to the console it is signed in to. The hardest case is a
 // page on the same host name at another port (a dev server, say): it is the
 // same site, so the browser sends the SameSite=Strict cookie with its requests.
 
-let browser: Browser;
-beforeAll(async () => {
-  // rebind.test resolves to this machine, as a name an attacker rebinds to 127.0.0.1 would.
-  browser = await launch({ args: ["--host-resolver-rules=MAP rebind.test 127.0.0.1"] });
-});
-afterAll(async () => {
-  await browser?.close();
-});
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+// rebind.test resolves to this machine, as a name an attacker rebinds to 127.0.0.1 would.
+const chromium = useBrowser({ args: ["--host-resolver-rules=MAP rebind.test 127.0.0.1"] });
+const { cleanups } = chromium;
 
 /** A server with one parked ask and one grant, and a page signed in to its console. */
 async function signedIn() {
@@ -39,7 +29,7 @@ async function signedIn() {
   );
   const ask = makeAsk(1);
   const parked = track(channel.resolve(ask, { signal: new AbortController().signal }));
-  const page = await browser.page(1280);
+  const page = await chromium.browser.page(1280);
   cleanups.push(() => page.close());
   await page.goto(server.consoleUrl);
   await page.locator("#asks .ask").waitFor();
@@ -115,7 +105,7 @@ describe("a hostile page in the console's browser", () => {
           `<input name='{"type":"approve","x":"' value='"}'></form><iframe name="sink"></iframe>` +
           `<script>${script}</script></body>`,
       );
-      const attacker = await browser.page(1280);
+      const attacker = await chromium.browser.page(1280);
       cleanups.push(() => attacker.close());
       await attacker.goto(hostile);
       await expect.poll(() => attacker.evaluate(() => (globalThis as unknown as Results).done)).toBe(true);
@@ -152,7 +142,7 @@ describe("a hostile page in the console's browser", () => {
   it("a name rebound to this machine gets 421 for the console, the API and the stream, token or not", async () => {
     const { server, ask, parked } = await signedIn();
     const rebound = `http://rebind.test:${server.port}/`;
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     cleanups.push(() => page.close());
     for (const path of [`?token=${server.token}`, "", "api/asks", "api/asks/stream"]) {
       const response = await page.goto(`${rebound}${path}`);
@@ -179,7 +169,7 @@ describe("the console link opened from another site", () => {
     );
     const parked = track(channel.resolve(makeAsk(1), { signal: new AbortController().signal }));
     const chat = await hostilePage("localhost", `<!doctype html><a id="go" href="${server.consoleUrl}">console</a>`);
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     cleanups.push(() => page.close());
     await page.goto(chat);
     await page.click("#go");

@@ -1,27 +1,17 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk } from "../support/ask-fixtures.js";
-import { launch, press, screenshot } from "./support/chromium.js";
-import type { Browser } from "./support/chromium.js";
+import { press, screenshot, useBrowser } from "./support/chromium.js";
 
 // Text long enough to push the real content off the screen: whoever reaches
 // Approve must still see, on the same screen, what it approves, and not a
 // tail of the prompt dressed up as another, harmless ask.
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-});
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const chromium = useBrowser();
+const { cleanups } = chromium;
 
 /** The viewport height the pages are opened at (see support/chromium.ts). */
 const VIEWPORT_HEIGHT = 900;
@@ -66,7 +56,7 @@ describe("text long enough to push what runs off the screen", () => {
   for (const width of [1280, 400]) {
     it(`at ${width} px an ask's tool, prompt start and its Approve fit one screen, however long the prompt or name`, async () => {
       const { channel, server: made } = await server();
-      const page = await browser.page(width);
+      const page = await chromium.browser.page(width);
       cleanups.push(() => page.close());
       await page.goto(made.consoleUrl);
       for (const ask of [makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }), makeAsk(2, { tool: LONG_TOOL })]) {
@@ -87,7 +77,7 @@ describe("text long enough to push what runs off the screen", () => {
   it("a signed link's confirmation page shows the tool, the prompt's start and its button on one screen", async () => {
     const secret = "link-secret-for-the-browser-test";
     const { channel, server: made } = await server(secret);
-    const page = await browser.page(400);
+    const page = await chromium.browser.page(400);
     cleanups.push(() => page.close());
     for (const ask of [makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }), makeAsk(2, { tool: LONG_TOOL })]) {
       const answer = park(channel, ask);
@@ -111,7 +101,7 @@ describe("remembered answers whose arguments are long", () => {
     await grants.save(harmless);
     await grants.save(harmful);
     const { server: made } = await server(undefined, grants);
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     cleanups.push(() => page.close());
     await page.goto(made.consoleUrl);
     const covers = (grant: Grant) => page.locator(`#grants tr[data-grant-id="${grant.id}"] td`).nth(2).textContent();

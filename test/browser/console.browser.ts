@@ -5,7 +5,7 @@ import express from "express";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
@@ -15,23 +15,18 @@ import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerL
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
-import { focusedText, launch, overflowsSideways, pngWidth, press, screenshot } from "./support/chromium.js";
-import type { Browser, PageGlobals } from "./support/chromium.js";
+import { focusedText, launch, overflowsSideways, pngWidth, press, screenshot, useBrowser } from "./support/chromium.js";
+import type { PageGlobals } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 
-let browser: Browser;
+const chromium = useBrowser();
+const { cleanups } = chromium;
 let dir: string;
 beforeAll(async () => {
-  browser = await launch();
   dir = await mkdtemp(join(tmpdir(), "loopctl-console-browser-"));
 });
 afterAll(async () => {
-  await browser?.close();
   await rm(dir, { recursive: true, force: true });
-});
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
 const deploy = defineTool({
@@ -64,7 +59,7 @@ describe("the console in Chromium", () => {
       () => server.close(),
     );
 
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     await page.goto(server.consoleUrl);
     // The token was exchanged for the cookie: it is not in the address bar.
     expect(page.url()).toBe(server.url);
@@ -137,7 +132,7 @@ describe("the console in Chromium", () => {
       () => approver.close(),
       () => server.close(),
     );
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
     const dialogs: string[] = [];
@@ -181,7 +176,7 @@ describe("the console in Chromium", () => {
       () => approver.close(),
       () => server.close(),
     );
-    const page = await browser.page(400);
+    const page = await chromium.browser.page(400);
     await page.goto(server.consoleUrl);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
     const stop = new AbortController();
@@ -224,7 +219,7 @@ describe("the console in Chromium", () => {
     channel.resolve(makeAsk(2), { signal: new AbortController().signal }).catch(() => undefined);
 
     for (const width of [400, 1280]) {
-      const page = await browser.page(width);
+      const page = await chromium.browser.page(width);
       await page.goto(server.consoleUrl);
       await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
       await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
@@ -246,7 +241,7 @@ describe("the console in Chromium", () => {
       () => server.close(),
       () => proxy.close(),
     );
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
 
@@ -320,14 +315,14 @@ describe("the console in Chromium", () => {
       () => handler.close(),
       () => http.closeAllConnections(),
     );
-    const page = await browser.page(1280);
+    const page = await chromium.browser.page(1280);
     await page.goto(`http://127.0.0.1:${port}/tools/approvals?token=${handler.token}`);
     expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
     await page.goto(`http://127.0.0.1:${port}/tools/approvals`);
     expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
     // Cookies ignore ports: the other tests' servers left theirs (Path=/) in this browser.
-    const session = (await browser.context.cookies()).filter(
+    const session = (await chromium.browser.context.cookies()).filter(
       (cookie) => cookie.name.startsWith("loopctl_session_") && cookie.path !== "/",
     );
     expect(session.map((cookie) => cookie.path)).toEqual(["/tools/approvals/"]);

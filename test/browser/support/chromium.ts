@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import type { BrowserContext, Locator, Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll } from "vitest";
 
 /** The Chromium the browser tests drive: Debian's, unless LOOPCTL_CHROMIUM names another. */
 export const CHROMIUM = process.env["LOOPCTL_CHROMIUM"] ?? "/usr/bin/chromium";
@@ -25,6 +26,34 @@ export interface Browser {
   readonly context: BrowserContext;
   page(width?: number): Promise<Page>;
   close(): Promise<void>;
+}
+
+/**
+ * One Chromium for the tests of a file, launched before them and closed after, and the cleanups a
+ * test registers, run after it, last first.
+ */
+export function useBrowser(options: Parameters<typeof launch>[0] = {}): {
+  readonly browser: Browser;
+  readonly cleanups: (() => Promise<void> | void)[];
+} {
+  let browser: Browser | undefined;
+  const cleanups: (() => Promise<void> | void)[] = [];
+  beforeAll(async () => {
+    browser = await launch(options);
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  return {
+    get browser(): Browser {
+      if (browser === undefined) throw new Error("the browser is launched before the tests, not while the file loads");
+      return browser;
+    },
+    cleanups,
+  };
 }
 
 /**
