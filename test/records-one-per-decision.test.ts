@@ -95,19 +95,33 @@ async function ended(outcome: Promise<GateOutcome>): Promise<GateOutcome | Cance
 
 const said = (records: readonly GateDecision[]) => records.map((r) => [r.verdict, r.ruleId, r.ruleSource, r.reason]);
 
+/**
+ * Calls `deploy` through `s` and cancels the call once it waits; checks that it rejects with
+ * `CancelledError` and that the log holds what the observers saw, and resolves to those records as
+ * `said` gives them. `cancelled` runs after the cancel (a held lookup let go, say).
+ */
+async function cancelWhileWaiting(
+  s: Setup,
+  execute: (input: unknown) => unknown = () => "ran",
+  cancelled: () => void = () => undefined,
+): Promise<unknown[][]> {
+  const controller = new AbortController();
+  const call = ended(s.gate.call({ tool: deploy, callId: "c1", input: PROD, signal: controller.signal }, execute));
+  await macrotask();
+  controller.abort();
+  expect(await call).toBeInstanceOf(CancelledError);
+  cancelled();
+  const logged = await s.logged();
+  expect(logged).toEqual(s.seen);
+  return said(logged);
+}
+
 describe("one record per gate decision, the same in observers and in the audit log", () => {
   it("a cancel while the hooks run", async () => {
     const s = await setup((m) => m.withHook({ preToolUse: () => never() }));
-    const controller = new AbortController();
-    const call = ended(
-      s.gate.call({ tool: deploy, callId: "c1", input: PROD, signal: controller.signal }, () => "ran"),
-    );
-    await macrotask();
-    controller.abort();
-    expect(await call).toBeInstanceOf(CancelledError);
-    const logged = await s.logged();
-    expect(logged).toEqual(s.seen);
-    expect(said(logged)).toEqual([["cancelled", "cancel", "engine", "cancelled before the gate decided"]]);
+    expect(await cancelWhileWaiting(s)).toEqual([
+      ["cancelled", "cancel", "engine", "cancelled before the gate decided"],
+    ]);
   });
 
   it("a cancel while the grants are looked up, before the hooks' allow runs and before an ask parks", async () => {
@@ -129,17 +143,13 @@ describe("one record per gate decision, the same in observers and in the audit l
           m.withGrantStore(new SlowStore()).withAskResolver(resolver(async () => ({ type: "approve" }))),
         ),
       );
-      const controller = new AbortController();
-      const call = ended(
-        s.gate.call({ tool: deploy, callId: "c1", input: PROD, signal: controller.signal }, (input) => ran.push(input)),
-      );
-      await macrotask();
-      controller.abort();
-      expect(await call).toBeInstanceOf(CancelledError);
-      lookup.resolve();
-      const logged = await s.logged();
-      expect(logged).toEqual(s.seen);
-      expect(said(logged)).toEqual([expected]);
+      expect(
+        await cancelWhileWaiting(
+          s,
+          (input) => ran.push(input),
+          () => lookup.resolve(),
+        ),
+      ).toEqual([expected]);
     }
     expect(ran).toEqual([]);
   });
@@ -147,16 +157,9 @@ describe("one record per gate decision, the same in observers and in the audit l
   it("a cancel while parked, after the approval, and while the tool runs", async () => {
     {
       const s = await setup((m) => m.withHook(askAll).withAskResolver(resolver(() => never())));
-      const controller = new AbortController();
-      const call = ended(
-        s.gate.call({ tool: deploy, callId: "c1", input: PROD, signal: controller.signal }, () => "ran"),
-      );
-      await macrotask();
-      controller.abort();
-      expect(await call).toBeInstanceOf(CancelledError);
-      const logged = await s.logged();
-      expect(logged).toEqual(s.seen);
-      expect(said(logged)).toEqual([["cancelled", "hook", "engine", "cancelled while awaiting approval"]]);
+      expect(await cancelWhileWaiting(s)).toEqual([
+        ["cancelled", "hook", "engine", "cancelled while awaiting approval"],
+      ]);
     }
     {
       // Approved, then cancelled in a middleware before next(): the approval is the record, nothing ran.
