@@ -596,7 +596,17 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = await readForm(req, this.#limits.maxBodyBytes);
+    const form = await readForm(req, this.#limits.maxBodyBytes).catch((error: unknown) => {
+      if (error instanceof HttpError && error.code === "unsupported_media_type") {
+        throw new HttpError(
+          error.status,
+          error.code,
+          "send the reason as application/x-www-form-urlencoded, as the link's page does; nothing was answered",
+          { title: "Not a form" },
+        );
+      }
+      throw error;
+    });
     // And again once it is in: a body sent slowly must not carry a link past its expiry.
     if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
     const reason = cutReason((form.get("reason") ?? "").trim());
