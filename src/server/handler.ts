@@ -444,7 +444,15 @@ class Handler {
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
     const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
-    const body = await readJson(req, this.#limits.maxBodyBytes + allowance);
+    const body = await readJson(req, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
+      // An ask that ended just before its answer came (the run cancelled as Approve was pressed) no
+      // longer gives the allowance: its answer, carrying it, is late, not too large.
+      const ending = held === undefined ? this.#board?.ending(id) : undefined;
+      if (error instanceof HttpError && error.code === "body_too_large" && ending !== undefined) {
+        throw new HttpError(409, "ask_ended", "the ask already ended", { body: { ending } });
+      }
+      throw error;
+    });
     const parsed = AskResolutionSchema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];

@@ -27,6 +27,8 @@ export interface HttpErrorOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** The heading of its page, where it differs by more than the code (how an ask ended). */
   readonly title?: string;
+  /** More fields of its JSON body, besides `error` and `message` (how an ask ended). */
+  readonly body?: Readonly<Record<string, unknown>>;
 }
 
 /** An expected failure with its status and a stable error code; its message is safe to send. */
@@ -35,6 +37,7 @@ export class HttpError extends Error {
   readonly code: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly title: string | undefined;
+  readonly body: Readonly<Record<string, unknown>>;
 
   constructor(status: number, code: string, message: string, options: HttpErrorOptions = {}) {
     super(message);
@@ -42,6 +45,7 @@ export class HttpError extends Error {
     this.code = code;
     this.headers = options.headers ?? {};
     this.title = options.title;
+    this.body = options.body ?? {};
   }
 }
 
@@ -87,7 +91,7 @@ export function sendError(res: ServerResponse, error: HttpError, headers: Readon
   sendJson(
     res,
     error.status,
-    { error: error.code, message: error.message },
+    { error: error.code, message: error.message, ...error.body },
     { ...error.headers, ...headers, ...close },
   );
 }
