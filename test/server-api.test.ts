@@ -875,6 +875,35 @@ describe("answers: POST /api/asks/:id", () => {
     expect(unknown.status).toBe(413);
   });
 
+  it("an answer carrying a large ask that ended just before it arrived gets 409 ask_ended, not 413", async () => {
+    const { server, auth, park } = await start();
+    const run = new AbortController();
+    const { ask } = await park(makeAsk(1, { prompt: `Apply this patch?\n${"+ a line\n".repeat(3000)}` }), run.signal);
+    // The agent's run is cancelled as the person presses Approve: the console's answer carries the ask it shows.
+    run.abort();
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 0);
+    for (const body of [
+      { type: "approve", ask },
+      { type: "deny", reason: "x".repeat(17_000), ask },
+    ]) {
+      const reply = await answer(server, ask.id, body, auth);
+      expect(reply.status).toBe(409);
+      expect(reply.json).toEqual({
+        error: "ask_ended",
+        message: "the ask already ended",
+        ending: { type: "withdrawn", reason: "unknown" },
+      });
+    }
+    // An ask the server never saw keeps the plain limit.
+    const unknown = await answer(
+      server,
+      makeAsk(2).id,
+      { type: "approve", ask: makeAsk(2, { prompt: ask.prompt }) },
+      auth,
+    );
+    expect(unknown.status).toBe(413);
+  });
+
   it("200 concurrent answers racing for one ask: exactly one 200, every other a 409", async () => {
     const { server, auth, park } = await start();
     const { ask, parked } = await park();

@@ -299,6 +299,47 @@ describe("a server with the same linkSecret", () => {
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
   });
 
+  it("a reason sent as anything but a form is refused with 415 and answers nothing, not read as no reason", async () => {
+    const { links, parked } = await setup();
+    const watched = track(parked);
+    const bodies: [string, string][] = [
+      ["application/json", JSON.stringify({ reason: "not on a Friday" })],
+      [
+        "multipart/form-data; boundary=b",
+        '--b\r\nContent-Disposition: form-data; name="reason"\r\n\r\nnot on a Friday\r\n--b--\r\n',
+      ],
+      ["text/plain", "reason=not on a Friday"],
+    ];
+    for (const [type, body] of bodies) {
+      const reply = await request(links().deny, { method: "POST", headers: { "content-type": type }, body });
+      expect([type, reply.status, shown(reply)]).toEqual([
+        type,
+        415,
+        {
+          title: "Not a form",
+          text: "send the reason as application/x-www-form-urlencoded, as the link's page does; nothing was answered",
+        },
+      ]);
+      await flush();
+      expect(watched.outcome.state, type).toBe("pending");
+    }
+    // A POST with no body needs no type (fetch(link, { method: "POST" })), and a form's may name its charset.
+    const reply = await post(
+      links().deny,
+      { "content-type": "Application/X-WWW-Form-Urlencoded; charset=UTF-8" },
+      "reason=no",
+    );
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "no" });
+  });
+
+  it("an approve link POSTed with no body and no Content-Type answers", async () => {
+    const { links, parked } = await setup();
+    const reply = await request(links().approve, { method: "POST" });
+    expect(reply.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("a reason cut to 500 characters is never cut inside a character: no half of one reaches the call", async () => {
     const { links, parked } = await setup();
     // Sent by a client that ignores the page's maxlength: the 500th UTF-16 unit is the first half of 😀.

@@ -444,7 +444,15 @@ class Handler {
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
     const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
-    const body = await readJson(req, this.#limits.maxBodyBytes + allowance);
+    const body = await readJson(req, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
+      // An ask that ended just before its answer came (the run cancelled as Approve was pressed) no
+      // longer gives the allowance: its answer, carrying it, is late, not too large.
+      const ending = held === undefined ? this.#board?.ending(id) : undefined;
+      if (error instanceof HttpError && error.code === "body_too_large" && ending !== undefined) {
+        throw new HttpError(409, "ask_ended", "the ask already ended", { body: { ending } });
+      }
+      throw error;
+    });
     const parsed = AskResolutionSchema.safeParse(body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
@@ -596,7 +604,17 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = await readForm(req, this.#limits.maxBodyBytes);
+    const form = await readForm(req, this.#limits.maxBodyBytes).catch((error: unknown) => {
+      if (error instanceof HttpError && error.code === "unsupported_media_type") {
+        throw new HttpError(
+          error.status,
+          error.code,
+          "send the reason as application/x-www-form-urlencoded, as the link's page does; nothing was answered",
+          { title: "Not a form" },
+        );
+      }
+      throw error;
+    });
     // And again once it is in: a body sent slowly must not carry a link past its expiry.
     if (this.#linkNow() > check.expiresAtMs) throw linkExpired();
     const reason = cutReason((form.get("reason") ?? "").trim());

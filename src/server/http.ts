@@ -27,6 +27,8 @@ export interface HttpErrorOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** The heading of its page, where it differs by more than the code (how an ask ended). */
   readonly title?: string;
+  /** More fields of its JSON body, besides `error` and `message` (how an ask ended). */
+  readonly body?: Readonly<Record<string, unknown>>;
 }
 
 /** An expected failure with its status and a stable error code; its message is safe to send. */
@@ -35,6 +37,7 @@ export class HttpError extends Error {
   readonly code: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly title: string | undefined;
+  readonly body: Readonly<Record<string, unknown>>;
 
   constructor(status: number, code: string, message: string, options: HttpErrorOptions = {}) {
     super(message);
@@ -42,6 +45,7 @@ export class HttpError extends Error {
     this.code = code;
     this.headers = options.headers ?? {};
     this.title = options.title;
+    this.body = options.body ?? {};
   }
 }
 
@@ -87,7 +91,7 @@ export function sendError(res: ServerResponse, error: HttpError, headers: Readon
   sendJson(
     res,
     error.status,
-    { error: error.code, message: error.message },
+    { error: error.code, message: error.message, ...error.body },
     { ...error.headers, ...headers, ...close },
   );
 }
@@ -237,6 +241,11 @@ function unescapedForm(bytes: Buffer): Buffer {
   return out.subarray(0, n);
 }
 
+/** The request's `Content-Type` without its parameters (`charset`), lowercased; "" when it has none. */
+function mediaType(req: IncomingMessage): string {
+  return (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
 /** A value a middleware parsed the body into (JSON, a form), not text or bytes. */
 function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undefined {
   const before = readBefore(req);
@@ -250,8 +259,7 @@ function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undef
  * parsed, held to `limit` as JSON.
  */
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
-  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
-  if (type !== "application/json") {
+  if (mediaType(req) !== "application/json") {
     throw new HttpError(415, "unsupported_media_type", "send the body as application/json");
   }
   const parsed = parsedBefore(req);
@@ -270,7 +278,8 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
 /**
  * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's):
  * 400 `body_not_utf8` unless its bytes, and its `%XX` escapes once decoded,
- * are UTF-8.
+ * are UTF-8; 415 for a body of another type (JSON, multipart, text), which
+ * read as a form would lose its fields. An empty body needs no type.
  * One a middleware already parsed (`express.urlencoded()`) is taken as
  * parsed: its text fields, held to `limit` as a form.
  */
@@ -287,6 +296,9 @@ export async function readForm(req: IncomingMessage, limit: number): Promise<URL
     return form;
   }
   const body = await readBody(req, limit);
+  if (body.length > 0 && mediaType(req) !== "application/x-www-form-urlencoded") {
+    throw new HttpError(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded");
+  }
   const text = utf8Text(body);
   // URLSearchParams decodes an escape that is not UTF-8 to U+FFFD as well.
   utf8Text(unescapedForm(body));
