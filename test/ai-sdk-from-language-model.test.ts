@@ -382,6 +382,22 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(result.usage).toEqual({ inputTokens: 10 + 10, outputTokens: 6 + 5 });
   });
 
+  it("usage: a missing input total counts the tokens written to the cache too (total = noCache + cacheRead + cacheWrite)", async () => {
+    // As Anthropic reports a turn that writes the prompt to its cache: most input tokens are cache writes.
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([text("done")], {
+          usage: {
+            inputTokens: { total: undefined, noCache: 5, cacheRead: 20, cacheWrite: 1000 },
+            outputTokens: { total: undefined, text: 3, reasoning: undefined },
+          },
+        }),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    expect(result.usage).toEqual({ inputTokens: 1025, outputTokens: 3 });
+  });
+
   it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
     const started = deferred<AbortSignal>();
     const model = new MockLanguageModelV3({

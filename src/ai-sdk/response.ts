@@ -27,12 +27,15 @@ function total(parts: readonly (number | undefined)[]): number | undefined {
 
 /**
  * Token usage: a total a provider leaves undefined is the sum of the parts it
- * did report; when it reports nothing on either side the turn has no usage
- * (a budget then counts nothing for it, rather than a made-up figure).
+ * did report (input: the uncached tokens, those read from the cache and those
+ * written to it, three disjoint counts); when it reports nothing on either
+ * side the turn has no usage (a budget then counts nothing for it, rather
+ * than a made-up figure).
  */
 export function toUsage(usage: LanguageModelV3Usage | undefined): Usage | undefined {
   if (usage === undefined) return undefined;
-  const input = total([usage.inputTokens?.total]) ?? total([usage.inputTokens?.noCache, usage.inputTokens?.cacheRead]);
+  const { inputTokens: given } = usage;
+  const input = total([given?.total]) ?? total([given?.noCache, given?.cacheRead, given?.cacheWrite]);
   const output = total([usage.outputTokens?.total]) ?? total([usage.outputTokens?.text, usage.outputTokens?.reasoning]);
   if (input === undefined && output === undefined) return undefined;
   return { inputTokens: input ?? 0, outputTokens: output ?? 0 };
