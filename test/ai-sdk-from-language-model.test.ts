@@ -491,6 +491,33 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     }
   });
 
+  it("an assistant turn with nothing to send back is left out of the next request, as the AI SDK leaves it out", async () => {
+    // Providers reject a message without content (Anthropic: "all messages must have non-empty content").
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([text("")], { finishReason: { unified: "content-filter", raw: "refusal" } }),
+        v3([text("ok")]),
+        v3([text("ok")]),
+      ],
+    });
+    const agent = new Agent({ model: fromLanguageModel(model), tools: tools() });
+    const first = await agent.run("go");
+    await agent.run([...first.messages, { type: "user", text: "again" }]);
+    await agent.run([
+      { type: "user", text: "hi" },
+      { type: "assistant", text: "", toolCalls: [] },
+      { type: "user", text: "and?" },
+    ]);
+    expect(prompts(model)[1]).toEqual([
+      { role: "user", content: [{ type: "text", text: "go" }] },
+      { role: "user", content: [{ type: "text", text: "again" }] },
+    ]);
+    expect(prompts(model)[2]).toEqual([
+      { role: "user", content: [{ type: "text", text: "hi" }] },
+      { role: "user", content: [{ type: "text", text: "and?" }] },
+    ]);
+  });
+
   it("a transcript from elsewhere (no providerData) goes as text and tool calls", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
     await new Agent({ model: fromLanguageModel(model), tools: [] }).run([
