@@ -474,6 +474,32 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(model.doGenerateCalls).toHaveLength(0);
   });
 
+  it("a result part that is not what V3 says it is stops the run with an AiSdkModelError naming it, before any call of that turn runs", async () => {
+    const malformed: [string, unknown][] = [
+      ["text", { type: "text" }],
+      ["reasoning", { type: "reasoning", text: 5 }],
+      ["file", { type: "file", mediaType: "image/png" }],
+      ["tool-result", { type: "tool-result", toolCallId: "p1", toolName: "web_search" }],
+      ["providerMetadata", { type: "text", text: "hi", providerMetadata: { acme: "not an object" } }],
+    ];
+    for (const [name, part] of malformed) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3([part as never, call("c1", "read", { path: "a.txt" })]), v3([text("done")])],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, name).toBeInstanceOf(ModelError);
+      expect(error.cause, name).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, name).toMatch(/^model acme\/m1: content\[0\]/);
+      expect(executed, name).toEqual([]);
+      expect(model.doGenerateCalls, name).toHaveLength(1);
+    }
+  });
+
   it("options and settings that are not objects are typed errors naming the model", () => {
     const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
     for (const options of [null, "fast", { settings: null }, { settings: "temperature=0" }, { settings: [0.2] }]) {
