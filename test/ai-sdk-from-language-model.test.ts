@@ -382,6 +382,22 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(result.usage).toEqual({ inputTokens: 10 + 10, outputTokens: 6 + 5 });
   });
 
+  it("usage: a missing input total counts the tokens written to the cache too (total = noCache + cacheRead + cacheWrite)", async () => {
+    // As Anthropic reports a turn that writes the prompt to its cache: most input tokens are cache writes.
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([text("done")], {
+          usage: {
+            inputTokens: { total: undefined, noCache: 5, cacheRead: 20, cacheWrite: 1000 },
+            outputTokens: { total: undefined, text: 3, reasoning: undefined },
+          },
+        }),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: tools() }).run("go");
+    expect(result.usage).toEqual({ inputTokens: 1025, outputTokens: 3 });
+  });
+
   it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
     const started = deferred<AbortSignal>();
     const model = new MockLanguageModelV3({
@@ -458,6 +474,32 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(model.doGenerateCalls).toHaveLength(0);
   });
 
+  it("a result part that is not what V3 says it is stops the run with an AiSdkModelError naming it, before any call of that turn runs", async () => {
+    const malformed: [string, unknown][] = [
+      ["text", { type: "text" }],
+      ["reasoning", { type: "reasoning", text: 5 }],
+      ["file", { type: "file", mediaType: "image/png" }],
+      ["tool-result", { type: "tool-result", toolCallId: "p1", toolName: "web_search" }],
+      ["providerMetadata", { type: "text", text: "hi", providerMetadata: { acme: "not an object" } }],
+    ];
+    for (const [name, part] of malformed) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3([part as never, call("c1", "read", { path: "a.txt" })]), v3([text("done")])],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, name).toBeInstanceOf(ModelError);
+      expect(error.cause, name).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, name).toMatch(/^model acme\/m1: content\[0\]/);
+      expect(executed, name).toEqual([]);
+      expect(model.doGenerateCalls, name).toHaveLength(1);
+    }
+  });
+
   it("options and settings that are not objects are typed errors naming the model", () => {
     const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
     for (const options of [null, "fast", { settings: null }, { settings: "temperature=0" }, { settings: [0.2] }]) {
@@ -473,6 +515,33 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
         message: expect.stringMatching(/(options|settings) must be an object/),
       });
     }
+  });
+
+  it("an assistant turn with nothing to send back is left out of the next request, as the AI SDK leaves it out", async () => {
+    // Providers reject a message without content (Anthropic: "all messages must have non-empty content").
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([text("")], { finishReason: { unified: "content-filter", raw: "refusal" } }),
+        v3([text("ok")]),
+        v3([text("ok")]),
+      ],
+    });
+    const agent = new Agent({ model: fromLanguageModel(model), tools: tools() });
+    const first = await agent.run("go");
+    await agent.run([...first.messages, { type: "user", text: "again" }]);
+    await agent.run([
+      { type: "user", text: "hi" },
+      { type: "assistant", text: "", toolCalls: [] },
+      { type: "user", text: "and?" },
+    ]);
+    expect(prompts(model)[1]).toEqual([
+      { role: "user", content: [{ type: "text", text: "go" }] },
+      { role: "user", content: [{ type: "text", text: "again" }] },
+    ]);
+    expect(prompts(model)[2]).toEqual([
+      { role: "user", content: [{ type: "text", text: "hi" }] },
+      { role: "user", content: [{ type: "text", text: "and?" }] },
+    ]);
   });
 
   it("a transcript from elsewhere (no providerData) goes as text and tool calls", async () => {

@@ -52,7 +52,7 @@ function nameOf(model: unknown): string {
  * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3` or
  *   `options` (or its `settings`) is not an object, and
  *   (from `generate`) when it answers with something that is not a V3
- *   result, or with finish reason `error` (the provider's failed turn, never
+ *   result (or holds a part that is not a V3 part), or with finish reason `error` (the provider's failed turn, never
  *   an empty answer). A `doGenerate` that throws rejects with its own error; `Agent`
  *   reports either as a `ModelError`.
  *

@@ -128,8 +128,8 @@ function resultOutput(message: ToolResultMessage, refusals: RefusalOutput): Lang
 
 /**
  * The V3 prompt for one turn: `instructions` as the system message, user
- * text, assistant turns with their parts (from `providerData`), and each run
- * of tool results as one tool message.
+ * text, assistant turns with their parts (from `providerData`; a turn with
+ * none is left out), and each run of tool results as one tool message.
  */
 export function toPrompt(
   instructions: string | undefined,
@@ -145,9 +145,13 @@ export function toPrompt(
       case "user":
         prompt.push({ role: "user", content: [{ type: "text", text: message.text }] });
         break;
-      case "assistant":
-        prompt.push({ role: "assistant", content: assistantContent(message, index) });
+      case "assistant": {
+        const content = assistantContent(message, index);
+        // A turn with nothing to send back (an empty answer) is left out, as the AI SDK leaves it out of
+        // its own messages: providers reject a message without content.
+        if (content.length > 0) prompt.push({ role: "assistant", content });
         break;
+      }
       case "tool_result":
         if (tools === undefined) {
           tools = [];

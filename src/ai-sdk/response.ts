@@ -1,6 +1,7 @@
 import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3Usage } from "@ai-sdk/provider";
 import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
 import { AiSdkModelError } from "./errors.js";
+import { AiSdkProviderDataSchema } from "./provider-data.js";
 import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
 
 type Json = Extract<AiSdkAssistantPart, { type: "tool-call" }>["input"];
@@ -27,12 +28,15 @@ function total(parts: readonly (number | undefined)[]): number | undefined {
 
 /**
  * Token usage: a total a provider leaves undefined is the sum of the parts it
- * did report; when it reports nothing on either side the turn has no usage
- * (a budget then counts nothing for it, rather than a made-up figure).
+ * did report (input: the uncached tokens, those read from the cache and those
+ * written to it, three disjoint counts); when it reports nothing on either
+ * side the turn has no usage (a budget then counts nothing for it, rather
+ * than a made-up figure).
  */
 export function toUsage(usage: LanguageModelV3Usage | undefined): Usage | undefined {
   if (usage === undefined) return undefined;
-  const input = total([usage.inputTokens?.total]) ?? total([usage.inputTokens?.noCache, usage.inputTokens?.cacheRead]);
+  const { inputTokens: given } = usage;
+  const input = total([given?.total]) ?? total([given?.noCache, given?.cacheRead, given?.cacheWrite]);
   const output = total([usage.outputTokens?.total]) ?? total([usage.outputTokens?.text, usage.outputTokens?.reasoning]);
   if (input === undefined && output === undefined) return undefined;
   return { inputTokens: input ?? 0, outputTokens: output ?? 0 };
@@ -44,10 +48,11 @@ function withOptions<T extends object>(part: T, metadata: unknown): T {
     : { ...part, providerOptions: metadata as AiSdkAssistantPart["providerOptions"] };
 }
 
-function base64(data: string | Uint8Array): string {
-  return typeof data === "string"
-    ? data
-    : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64");
+function base64(data: string | Uint8Array): string | undefined {
+  if (typeof data === "string") return data;
+  return data instanceof Uint8Array
+    ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("base64")
+    : undefined;
 }
 
 /**
@@ -71,6 +76,8 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
   let text: string | undefined;
   const toolCalls: ToolCall[] = [];
   const parts: AiSdkAssistantPart[] = [];
+  /** The index in `result.content` of each of `parts`: a part that does not parse is named by it. */
+  const from: number[] = [];
   (result.content as readonly unknown[]).forEach((raw, index) => {
     const part = raw as LanguageModelV3Content;
     switch (part?.type) {
@@ -81,11 +88,13 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
       case "reasoning":
         parts.push(withOptions({ type: "reasoning", text: part.text }, part.providerMetadata));
         break;
-      case "file":
-        parts.push(
-          withOptions({ type: "file", mediaType: part.mediaType, data: base64(part.data) }, part.providerMetadata),
-        );
+      case "file": {
+        const data = base64(part.data);
+        if (data === undefined)
+          throw new AiSdkModelError(model, `content[${index}] is a file whose data is neither base64 text nor bytes`);
+        parts.push(withOptions({ type: "file", mediaType: part.mediaType, data }, part.providerMetadata));
         break;
+      }
       case "tool-call": {
         if (
           typeof part.toolCallId !== "string" ||
@@ -135,6 +144,7 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
           `content[${index}] has an unknown type ${JSON.stringify((raw as { type?: unknown } | null)?.type)}`,
         );
     }
+    while (from.length < parts.length) from.push(index);
   });
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };
   if (result.providerMetadata !== undefined)
@@ -149,6 +159,23 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
     throw new AiSdkModelError(model, "the result's metadata or provider-executed results are not JSON", {
       cause: error,
     });
+  }
+  // Checked here, before any of the turn's calls runs, as the next turn would read it: a part V3 does
+  // not allow is the model's fault, not a transcript's.
+  const parsed = AiSdkProviderDataSchema.safeParse(providerData);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const [field, at, ...rest] = issue?.path ?? [];
+    const where =
+      field === "parts" && typeof at === "number"
+        ? `content[${from[at] ?? at}] (a ${parts[at]?.type ?? "part"}) is not a V3 part`
+        : "the result's providerMetadata is not V3 provider metadata";
+    const path = (field === "parts" ? rest : [at, ...rest]).filter((key) => key !== undefined).map(String);
+    throw new AiSdkModelError(
+      model,
+      `${where}: ${issue?.message ?? "invalid"}${path.length === 0 ? "" : ` at ${path.join(".")}`}`,
+      { cause: parsed.error },
+    );
   }
   const response: { text?: string; toolCalls: ToolCall[]; usage?: Usage; providerData: AiSdkProviderData } = {
     toolCalls,
