@@ -143,6 +143,41 @@ describe.each(stores)("ask once and remember, with a %s", (_name, makeStore) => 
     });
   });
 
+  const clocks: [string, () => number, number | undefined][] = [
+    ["fractional", () => 1_700_000_000_000.75, 1_700_000_000_000],
+    ["before the epoch", () => -5, 0],
+    [
+      "throwing",
+      () => {
+        throw new Error("clock broken");
+      },
+      undefined,
+    ],
+  ];
+  it.each(clocks)("an answer given with remember is saved under a %s clock", async (_clock, now, createdAtMs) => {
+    const store = makeStore();
+    const errors: unknown[] = [];
+    const { agent } = build({
+      turns: script(call("c1", "read", A), call("c2", "read", B)),
+      managers: new LoopManagers()
+        .withHook(askAll())
+        .withAskResolver(new SyncAskResolver(() => ({ type: "approve", remember: "this_tool" })))
+        .withGrantStore(store)
+        .withClock({ now })
+        .withObserver({ onGrantError: (e) => errors.push(e) }),
+    });
+    const result = await agent.run("go");
+    expect(errors).toEqual([]);
+    const saved = await store.load();
+    expect(saved.map((g) => [g.tool, g.verdict, g.scope.type])).toEqual([["read", "allow", "this_tool"]]);
+    if (createdAtMs !== undefined) expect(saved[0]?.createdAtMs).toBe(createdAtMs);
+    else expect(Number.isSafeInteger(saved[0]?.createdAtMs)).toBe(true);
+    expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["ask_allowed", "ask"],
+      ["allow", "grant"],
+    ]);
+  });
+
   it("a changed tool (the rug-pull) is asked about again, and the prompt says so", async () => {
     const store = makeStore();
     const v1 = readTool();

@@ -195,6 +195,13 @@ describe("canonicalJson", () => {
     expect(canonicalJson([new Number(1), new String("s"), new Boolean(false)])).toBe('[1,"s",false]');
   });
 
+  it("refuses an invalid Date, which JSON.stringify writes as a silent null", () => {
+    expectCanonicalError(new Date(Number.NaN), "$");
+    expectCanonicalError({ at: new Date("not a date") }, "$.at");
+    expect(() => canonicalJson([new Date(Number.NaN)])).toThrow(/invalid Date/);
+    expect(canonicalJson({ at: null })).toBe('{"at":null}');
+  });
+
   it("omits undefined object properties like JSON.stringify", () => {
     expect(canonicalJson({ a: undefined, b: 1 })).toBe('{"b":1}');
   });

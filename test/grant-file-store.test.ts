@@ -311,6 +311,18 @@ describe("FileGrantStore fails closed", () => {
     ["an array of non-records", "[1]"],
     ["a bad record", '[{"id":"x","tool":"t","verdict":"Maybe","scope":"this_tool"}]'],
     ["invalid UTF-8", Buffer.from([0x5b, 0xff, 0x5d])],
+    [
+      "a record with a member twice",
+      '[{"id":"x","tool":"t","verdict":"Deny","scope":"this_tool","pinned_descriptor":null,"created_at_ms":0,"note":null,"verdict":"Allow"}]',
+    ],
+    [
+      "a record with a member twice, once spelled with an escape",
+      '[{"id":"x","tool":"t","verdict":"Deny","scope":"this_tool","pinned_descriptor":null,"created_at_ms":0,"note":null,"verd\\u0069ct":"Allow"}]',
+    ],
+    [
+      "arguments with a member twice",
+      '[{"id":"x","tool":"t","verdict":"Allow","scope":{"this_call":{"args":{"path":"a.rs","path":"b.rs"}}},"pinned_descriptor":null,"created_at_ms":0,"note":null}]',
+    ],
   ];
 
   it.each(corrupt)("refuses %s with LedgerCorruptError naming the file, and never overwrites it", async (_, bytes) => {
@@ -327,6 +339,17 @@ describe("FileGrantStore fails closed", () => {
     }
     expect(readFileSync(s.ledgerPath)).toEqual(Buffer.from(bytes));
     expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it("names the record, the member and where it sits when a member occurs twice, which JSON.parse would hide", async () => {
+    const s = store();
+    writeLedger(
+      s,
+      `[${grantA.toLedgerText()},{"id":"x","tool":"t","verdict":"Allow","scope":{"this_call":{"args":{"p":{"q":1,"q":2}}}}}]`,
+    );
+    const error = await rejection(s.load());
+    expect(error).toBeInstanceOf(LedgerCorruptError);
+    expect((error as Error).message).toContain('record 1 has member "q" twice, at [1].scope.this_call.args.p.q');
   });
 
   it("keeps a corrupt ledger aside on request, owner-only with its bytes, then starts afresh", async () => {

@@ -28,9 +28,16 @@ export function duplicateMember(text: string): { readonly key: string; readonly 
     const top = scopes[scopes.length - 1];
     if (c === 0x22 /* " */) {
       const start = i;
-      for (i++; text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c /* \ */) i++;
+      let escaped = false;
+      for (i++; text.charCodeAt(i) !== 0x22; i++) {
+        if (text.charCodeAt(i) === 0x5c /* \ */) {
+          escaped = true;
+          i++;
+        }
+      }
       if (top?.type === "object" && top.expectKey) {
-        const key = JSON.parse(text.slice(start, i + 1)) as string;
+        // Only a key with an escape needs decoding; the others are their own text.
+        const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
         top.key = key;
         top.expectKey = false;
         if (top.keys.has(key)) return { key, path: pathOf(scopes) };

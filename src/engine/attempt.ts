@@ -1,5 +1,6 @@
 import type { AskResolution } from "../ask/index.js";
 import { BREAKER_OPEN_TEXT } from "./breaker.js";
+import type { Clock } from "./clock.js";
 import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
 import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
 import { runHooks } from "./hooks.js";
@@ -10,7 +11,7 @@ import type { ToolCall } from "./model.js";
 import { checkedId } from "./ids.js";
 import { notify } from "./observer.js";
 import { park } from "./park.js";
-import { RecordSlot } from "./records-slot.js";
+import { RecordSlot, timestamp } from "./records-slot.js";
 import type { RecordDraft } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, cancelledBy } from "./signals.js";
@@ -49,6 +50,18 @@ const CANCELS = {
 } as const;
 
 type Step = (typeof CANCELS)[keyof typeof CANCELS];
+
+/**
+ * A remembered answer's `createdAtMs`: the clock's time as whole epoch ms.
+ * A grant holds a non-negative integer; a clock that gives a fraction, a time
+ * before the epoch or past the safe integers, or throws, must not cost the
+ * human's answer its grant, so such a time is floored, or read as 0
+ * ("unknown"), and a throwing clock falls back as a record's `ts` does.
+ */
+function grantTime(clock: Clock): number {
+  const whole = Math.floor(timestamp(clock));
+  return Number.isSafeInteger(whole) && whole >= 0 ? whole : 0;
+}
 
 const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
   switch (ending.type) {
@@ -527,7 +540,7 @@ export class Attempt {
     try {
       // Never past a cancel: a store whose save never returns must not hold the call.
       await this.#cancel.race(
-        grantPolicy.remember(tool.descriptor, this.#args.value, verdict, scope, { nowMs: settings.clock.now() }),
+        grantPolicy.remember(tool.descriptor, this.#args.value, verdict, scope, { nowMs: grantTime(settings.clock) }),
       );
     } catch (error) {
       this.#observe("onGrantError", { turn: this.#request.turn, callId: this.#request.callId, error });

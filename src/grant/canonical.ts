@@ -1,4 +1,4 @@
-import { isProxy } from "node:util/types";
+import { isDate, isProxy } from "node:util/types";
 import { CanonicalJsonError } from "./errors.js";
 
 /**
@@ -371,6 +371,10 @@ class Writer {
       } catch (error) {
         throw new Fault("toJSON() threw", { cause: error });
       }
+      // Date's own toJSON gives null for a time of NaN: the date would be lost, not written.
+      if (value === null && isDate(input) && Number.isNaN(Date.prototype.getTime.call(input))) {
+        throw new Fault("an invalid Date has no JSON form");
+      }
     }
     if (typeof value === "object" && value !== null && !isProxy(value)) {
       // A plain object or array (the shape of almost all arguments) cannot be
@@ -548,8 +552,8 @@ function codePointOrder(keys: readonly string[]): number[] | null {
  * where the limit was crossed.
  *
  * @throws {CanonicalJsonLimitError} past a limit, naming the path where it was crossed.
- * @throws {CanonicalJsonError} for NaN, ±Infinity, a BigInt, a function, a
- * symbol, `undefined` at the top or inside an array, an array hole, a cycle,
+ * @throws {CanonicalJsonError} for NaN, ±Infinity, an invalid Date, a BigInt,
+ * a function, a symbol, `undefined` at the top or inside an array, an array hole, a cycle,
  * a Map/Set/typed array, any other object that is not plain data; the message
  * names the path to the value.
  * @example

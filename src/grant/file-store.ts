@@ -4,6 +4,7 @@ import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
+import { duplicateMember } from "../audit/duplicate-member.js";
 import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
 import { GrantConfigError, GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
@@ -746,6 +747,17 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
     if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    // JSON.parse keeps the last of two members; another reader (the original
+    // included) keeps the first or refuses the record, so the ledger would
+    // read as one grant here and another there.
+    const twice = duplicateMember(text);
+    if (twice !== undefined) {
+      const record = /^\[(\d+)\]/.exec(twice.path)?.[1] ?? "?";
+      throw new LedgerCorruptError(
+        path,
+        `record ${record} has member ${JSON.stringify(twice.key)} twice, at ${twice.path}`,
+      );
+    }
     const texts = recordTexts(text);
     const byId = new Map<string, { readonly grant: Grant; readonly at: number }>();
     value.forEach((record: unknown, i: number) => {
