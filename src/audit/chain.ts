@@ -3,7 +3,7 @@ import { z } from "zod";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { zodIssuesLine } from "../zod-issues.js";
-import { duplicateMember } from "./duplicate-member.js";
+import { duplicateMember } from "../duplicate-member.js";
 import { lineMac, sameMac } from "./key.js";
 import { AUDIT_LINE_MAX_BYTES } from "./line.js";
 import type { AuditAnchor } from "./line.js";

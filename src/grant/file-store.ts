@@ -4,7 +4,7 @@ import { constants, type BigIntStats, type Stats } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { duplicateMember } from "../audit/duplicate-member.js";
+import { duplicateMember } from "../duplicate-member.js";
 import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
 import { GrantConfigError, GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
