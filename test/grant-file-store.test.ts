@@ -193,6 +193,19 @@ describe("FileGrantStore arguments", () => {
 });
 
 describe("FileGrantStore reads and writes", () => {
+  it("revoke refuses an id that is not a string (a Grant passed for its id) with GrantConfigError, changing nothing", async () => {
+    const s = store();
+    await s.save(grantA);
+    const before = readFileSync(s.ledgerPath, "utf8");
+    for (const id of [grantA, undefined, 7]) {
+      const error: unknown = await s.revoke(id as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ argument: "id" });
+      expect((error as Error).message).toMatch(/^FileGrantStore\.revoke: id must be a string, got /);
+    }
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(before);
+  });
+
   it("loads a missing ledger as empty, and revoke/clear on it create nothing", async () => {
     const s = store();
     expect(await s.load()).toEqual([]);

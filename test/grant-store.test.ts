@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   Grant,
+  GrantConfigError,
   GrantPolicy,
   GrantRecordError,
   GrantScope,
@@ -32,6 +33,17 @@ describe("MemoryGrantStore", () => {
     expect(await store.revoke(allowRead.id)).toBe(allowRead);
     expect(await store.revoke(allowRead.id)).toBeUndefined();
     expect(await store.load()).toEqual([denyWrite]);
+  });
+
+  it("revoke refuses an id that is not a string (a Grant passed for its id) with GrantConfigError, removing nothing", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    for (const id of [allowRead, undefined, 7]) {
+      const error: unknown = await store.revoke(id as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ argument: "id" });
+      expect((error as Error).message).toMatch(/^MemoryGrantStore\.revoke: id must be a string, got /);
+    }
+    expect(await store.load()).toEqual([allowRead]);
   });
 
   it("clear resolves to how many grants it removed", async () => {

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   Grant,
+  GrantConfigError,
   GrantPolicy,
   MemoryGrantStore,
   GrantRecordError,
@@ -86,6 +87,18 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
     expect(await s.clear()).toBe(2);
     expect(await s.clear()).toBe(0);
     expect(await s.load()).toEqual([]);
+  });
+
+  it("revoke refuses an id that is not a string (a Grant passed for its id) with GrantConfigError, changing nothing", async () => {
+    const s = store();
+    await s.save(read);
+    for (const id of [read, undefined, 7]) {
+      const error: unknown = await s.revoke(id as never).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ argument: "id" });
+      expect((error as Error).message).toMatch(/^PostgresGrantStore\.revoke: id must be a string, got /);
+    }
+    expect((await s.load()).map((g) => g.id)).toEqual([read.id]);
   });
 
   it("replaces a re-granted rule instead of adding one, moving it last, with the new metadata", async () => {
@@ -839,8 +852,9 @@ describe("PostgresGrantStore with an AbortSignal", () => {
     const signal = AbortSignal.abort(reason);
     for (const id of ["\u0000", `${read.id}\ud800`, 7 as never, null as never]) {
       await expect(s.revoke(id, { signal })).rejects.toBe(reason);
-      // Without the abort, such an id names no stored grant, as in the other stores.
-      expect(await s.revoke(id)).toBeUndefined();
+      // Without the abort, text it cannot store names no stored grant, and what is not text is refused, as in the other stores.
+      if (typeof id === "string") expect(await s.revoke(id)).toBeUndefined();
+      else await expect(s.revoke(id)).rejects.toBeInstanceOf(GrantConfigError);
     }
     await expect(s.save(read.toJSON() as never, { signal })).rejects.toBe(reason);
     await expectAbortedSignalFirst(s);

@@ -16,6 +16,7 @@ import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } 
 import {
   assertSameRule,
   callSignal,
+  revokedId,
   describeRule,
   requireGrant,
   sameRule,
@@ -404,7 +405,9 @@ export class FileGrantStore implements GrantStore {
    * `undefined` (writing nothing) when no such grant is stored.
    */
   async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
-    return this.#locked(callSignal("FileGrantStore.revoke", options), undefined, async (lock) => {
+    const signal = callSignal("FileGrantStore.revoke", options);
+    revokedId("FileGrantStore.revoke", id);
+    return this.#locked(signal, undefined, async (lock) => {
       const current = await this.#read(true);
       const at = current.grants.findIndex((g) => g.id === id);
       const found = current.grants[at];

@@ -52,6 +52,18 @@ export function isGrantStore(value: unknown): value is GrantStore {
 }
 
 /**
+ * The id a `revoke` was given, refused unless it is a string: a Grant (or
+ * anything else) passed for its id would otherwise name no grant and revoke
+ * nothing without a word.
+ *
+ * @throws {GrantConfigError} naming `where` and `id`.
+ */
+export function revokedId(where: string, id: unknown): string {
+  if (typeof id !== "string") throw new GrantConfigError(where, "id", `must be a string, got ${shownValue(id)}`);
+  return id;
+}
+
+/**
  * @internal The signal of a store call's `options` from an untyped caller,
  * checked before anything else the call is given: the built-in stores listen
  * on it while they wait (their own earlier calls, the ledger's lock, a
@@ -185,10 +197,13 @@ export class MemoryGrantStore implements GrantStore {
     });
   }
 
-  /** Removes the grant with `id`, if stored. */
+  /**
+   * Removes the grant with `id`, if stored.
+   * @throws {GrantConfigError} (as a rejection) when `id` is not a string.
+   */
   revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
     return this.#call("MemoryGrantStore.revoke", options, () => {
-      const grant = this.#grants.get(id);
+      const grant = this.#grants.get(revokedId("MemoryGrantStore.revoke", id));
       if (grant !== undefined) {
         this.#grants.delete(id);
         this.#index = undefined;

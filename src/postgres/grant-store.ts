@@ -1,6 +1,6 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
-import { callSignal } from "../grant/store.js";
+import { callSignal, revokedId } from "../grant/store.js";
 import { Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
@@ -213,7 +213,7 @@ export class PostgresGrantStore implements GrantStore {
     const operation = "PostgresGrantStore.revoke";
     const signal = callSignal(operation, options);
     // An id PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
-    if (typeof id !== "string" || unstorableText(id) !== undefined) return undefined;
+    if (unstorableText(revokedId(operation, id)) !== undefined) return undefined;
     return this.#db.transaction(operation, signal, async (tx) => {
       const revoked = await this.#bumped(
         tx,
