@@ -905,6 +905,19 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     pagedTools.close();
   });
 
+  it("a prefix no tool name can start with (whitespace, a control character, too long) is an McpConfigError, not a toolset with no tools", async () => {
+    const server = await startFixture("mutable");
+    for (const prefix of ["fs ", "fs\n", "\u0000", "p".repeat(128)]) {
+      await expect(mcpTools(server.client, { prefix })).rejects.toMatchObject({ code: "MCP_CONFIG", option: "prefix" });
+    }
+    // The longest prefix that leaves room for a name still works.
+    const toolset = await mcpTools(server.client, { prefix: "p".repeat(120) });
+    // Only names the prefix makes longer than 128 characters are problems, each named.
+    expect(toolset.problems.map((p) => [...p.tool].length > 128)).not.toContain(false);
+    expect(toolset.tools.map((t) => t.name)).toContain(`${"p".repeat(120)}stats`);
+    toolset.close();
+  });
+
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
     const server = await startFixture("paged broken");
     await expect(

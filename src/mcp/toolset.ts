@@ -81,6 +81,12 @@ const MAX_TOOLS = 10_000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 
+/** The longest tool name the engine takes, in characters (code points). */
+const MAX_NAME_LENGTH = 128;
+
+/** A prefix that leaves room for a name of one character, and that no tool name could be made with. */
+const PREFIX = /^[^\s\p{Cc}]{0,127}$/u;
+
 const NONE: readonly Tool[] = Object.freeze([]);
 
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
@@ -680,6 +686,12 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
   const { prefix, server, onChange, onError, result, timeoutMs } = options;
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
+  // Every tool would otherwise be a problem, and the toolset offer none without saying why.
+  if (prefix !== undefined && !PREFIX.test(prefix))
+    throw new McpConfigError(
+      "prefix",
+      `must be at most ${MAX_NAME_LENGTH - 1} characters without whitespace or control characters (a tool's name is at most ${MAX_NAME_LENGTH}, without either), got ${JSON.stringify(prefix)}`,
+    );
   if (server !== undefined && (typeof server !== "string" || server === ""))
     throw new McpConfigError("server", "must be a non-empty string");
   for (const [option, value] of [
