@@ -103,6 +103,20 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   return descriptor;
 }
 
+/**
+ * Hands every tool of a listing read over several pages to the MCP SDK
+ * client's cache of what `tools/list` said. The client checks a tool's result
+ * against its output schema (and refuses to call a tool that requires a task)
+ * by that cache, which each `listTools` call replaces with its own page's
+ * tools: after a paged listing, only the last page's tools would be checked.
+ * The cache has no public setter in `@modelcontextprotocol/sdk` 1.x; a client
+ * without it is left as it is.
+ */
+function cacheListed(client: McpClient, tools: readonly McpTool[]): void {
+  const cache: unknown = (client as { cacheToolMetadata?: unknown }).cacheToolMetadata;
+  if (typeof cache === "function") cache.call(client, tools);
+}
+
 /** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
 async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   signal.throwIfAborted();
@@ -440,7 +454,10 @@ export class McpToolset implements ToolSource {
       // One by one: spread into a single call, a page of a few hundred thousand overflows the stack.
       for (const tool of result.tools) tools.push(tool);
       const next = result.nextCursor;
-      if (next === undefined) return tools;
+      if (next === undefined) {
+        if (page > 0) cacheListed(this.#client, tools);
+        return tools;
+      }
       if (cursors.has(next))
         throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
       cursors.add(next);
