@@ -92,6 +92,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(server.lines.filter((l) => l.startsWith("called read_note"))).toEqual(['called read_note {"name":"todo"}']);
   });
 
+  it("a result checked against the tool's output schema on every page of tools/list, not only the last: one that does not match, or has no structured content, is a failed call", async () => {
+    const server = await startFixture("structured");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["first", "last"]);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    for (const tool of toolset.tools) {
+      await expect(Promise.resolve(tool.execute({ give: "right" }, context))).resolves.toBe('{"count":1}');
+      for (const give of ["wrong", "none"]) {
+        const error: unknown = await Promise.resolve(tool.execute({ give }, context)).then(
+          (output) => output,
+          (e: unknown) => e,
+        );
+        expect(error, `${tool.name} giving ${give}`).toBeInstanceOf(McpToolError);
+        expect((error as McpToolError).message).toMatch(/output schema|structured content/);
+      }
+    }
+    toolset.close();
+  });
+
   it("passes the call's signal to callTool: a cancelled run cancels the request on the server", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client);
@@ -903,6 +922,19 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     ]);
     oddTools.close();
     pagedTools.close();
+  });
+
+  it("a prefix no tool name can start with (whitespace, a control character, too long) is an McpConfigError, not a toolset with no tools", async () => {
+    const server = await startFixture("mutable");
+    for (const prefix of ["fs ", "fs\n", "\u0000", "p".repeat(128)]) {
+      await expect(mcpTools(server.client, { prefix })).rejects.toMatchObject({ code: "MCP_CONFIG", option: "prefix" });
+    }
+    // The longest prefix that leaves room for a name still works.
+    const toolset = await mcpTools(server.client, { prefix: "p".repeat(120) });
+    // Only names the prefix makes longer than 128 characters are problems, each named.
+    expect(toolset.problems.map((p) => [...p.tool].length > 128)).not.toContain(false);
+    expect(toolset.tools.map((t) => t.name)).toContain(`${"p".repeat(120)}stats`);
+    toolset.close();
   });
 
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {

@@ -492,6 +492,29 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(executed).toEqual([]);
   });
 
+  it("run() with a signal already aborted starts no run: CancelledError, the agent never called, nothing runs", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([
+      { calls: [["c1", "status", { env: "prod" }]] },
+      deployTurn("c2", "1"),
+      { text: "x" },
+    ]);
+    let started = 0;
+    const reason = new Error("user left");
+    const error: unknown = await s.approvals
+      .run((input) => (started++, s.runner.run(agent, input)), "go", { signal: AbortSignal.abort(reason) })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(CancelledError);
+    expect((error as CancelledError).cause).toBe(reason);
+    expect(started).toBe(0);
+    expect(model.inputs).toEqual([]);
+    expect(s.records).toEqual([]);
+    expect(s.asks).toEqual([]);
+  });
+
   it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
     const { approvals, records, executed, agent, runner, controller } = cancellable({
       resolve: async () => ({ type: "approve" }),

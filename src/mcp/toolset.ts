@@ -81,6 +81,12 @@ const MAX_TOOLS = 10_000;
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 
+/** The longest tool name the engine takes, in characters (code points). */
+const MAX_NAME_LENGTH = 128;
+
+/** A prefix that leaves room for a name of one character, and that no tool name could be made with. */
+const PREFIX = /^[^\s\p{Cc}]{0,127}$/u;
+
 const NONE: readonly Tool[] = Object.freeze([]);
 
 function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
@@ -95,6 +101,20 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   if (tool.annotations !== undefined) descriptor.annotations = tool.annotations;
   if (tool.outputSchema !== undefined) descriptor.outputSchema = tool.outputSchema;
   return descriptor;
+}
+
+/**
+ * Hands every tool of a listing read over several pages to the MCP SDK
+ * client's cache of what `tools/list` said. The client checks a tool's result
+ * against its output schema (and refuses to call a tool that requires a task)
+ * by that cache, which each `listTools` call replaces with its own page's
+ * tools: after a paged listing, only the last page's tools would be checked.
+ * The cache has no public setter in `@modelcontextprotocol/sdk` 1.x; a client
+ * without it is left as it is.
+ */
+function cacheListed(client: McpClient, tools: readonly McpTool[]): void {
+  const cache: unknown = (client as { cacheToolMetadata?: unknown }).cacheToolMetadata;
+  if (typeof cache === "function") cache.call(client, tools);
 }
 
 /** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
@@ -434,7 +454,10 @@ export class McpToolset implements ToolSource {
       // One by one: spread into a single call, a page of a few hundred thousand overflows the stack.
       for (const tool of result.tools) tools.push(tool);
       const next = result.nextCursor;
-      if (next === undefined) return tools;
+      if (next === undefined) {
+        if (page > 0) cacheListed(this.#client, tools);
+        return tools;
+      }
       if (cursors.has(next))
         throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
       cursors.add(next);
@@ -680,6 +703,12 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
   const { prefix, server, onChange, onError, result, timeoutMs } = options;
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
+  // Every tool would otherwise be a problem, and the toolset offer none without saying why.
+  if (prefix !== undefined && !PREFIX.test(prefix))
+    throw new McpConfigError(
+      "prefix",
+      `must be at most ${MAX_NAME_LENGTH - 1} characters without whitespace or control characters (a tool's name is at most ${MAX_NAME_LENGTH}, without either), got ${JSON.stringify(prefix)}`,
+    );
   if (server !== undefined && (typeof server !== "string" || server === ""))
     throw new McpConfigError("server", "must be a non-empty string");
   for (const [option, value] of [

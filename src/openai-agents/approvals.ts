@@ -329,7 +329,10 @@ export class AgentApprovals {
 
   /**
    * Runs an agent to the end: `runAgent(input)`, then {@link settle} with
-   * `runAgent` as the way to resume.
+   * `runAgent` as the way to resume. With `signal` already aborted, nothing
+   * is run: it rejects with `CancelledError` (the signal's reason its
+   * `cause`). Pass the signal to the SDK's run in `runAgent` too, for the
+   * turns before and between interruptions.
    *
    * @example
    * ```ts
@@ -341,6 +344,9 @@ export class AgentApprovals {
     input: string | AgentInputItem[],
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
+    // A run cancelled before it starts does not start: its tools that need no approval would run.
+    const { signal } = options;
+    if (signal?.aborted === true) throw cancelledBy(signal, "the run was cancelled before it started");
     return this.settle(await runAgent(input), runAgent, options);
   }
 

@@ -29,6 +29,10 @@
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
  *   (`listing stalled`) and when cancelled (`cancelled listing`).
+ * - `structured` (low-level Server): `first` and `last`, listed one per page,
+ *   each with an output schema (`{ count: number }`, required). A call's
+ *   `give` argument picks its result: `right` (`{ count: 1 }`), `wrong`
+ *   (`{ count: "many" }`) or `none` (text without structured content).
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
@@ -210,6 +214,31 @@ async function crowded(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function structured(): Promise<void> {
+  const server = new Server({ name: "structured", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = ["first", "last"].map((name) => ({
+    name,
+    inputSchema: { type: "object" as const, properties: { give: { type: "string" } }, required: ["give"] },
+    outputSchema: {
+      type: "object" as const,
+      properties: { count: { type: "number" } },
+      required: ["count"],
+    },
+  }));
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+    const start = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
+    return { tools: tools.slice(start, start + 1), ...(start + 1 < tools.length ? { nextCursor: "1" } : {}) };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { give } = request.params.arguments as { give: string };
+    report(`called ${request.params.name} ${JSON.stringify({ give })}`);
+    if (give === "none") return { content: [{ type: "text", text: "no structure" }] };
+    const count = give === "right" ? 1 : "many";
+    return { content: [{ type: "text", text: JSON.stringify({ count }) }], structuredContent: { count } };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function churning(): Promise<void> {
   const server = new Server({ name: "churning", version: "1.0.0" }, { capabilities: { tools: {} } });
   const churns = Number(process.argv[3]);
@@ -287,4 +316,5 @@ else if (mode === "stalling") await stalling();
 else if (mode === "crowded") await crowded();
 else if (mode === "churning") await churning();
 else if (mode === "erring") await erring();
+else if (mode === "structured") await structured();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -100,6 +100,7 @@ type FixtureMode =
   | "restless"
   | "stalling"
   | "erring"
+  | "structured"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
