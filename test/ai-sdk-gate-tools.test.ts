@@ -14,7 +14,7 @@ import type { JSONSchema7, ModelMessage, ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
+import { ApprovalChannel, SyncAskResolver, callPrompt } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { AiSdkToolError, gateTools, isToolRefusal } from "loopctl/ai-sdk";
 import type { ToolRefusal } from "loopctl/ai-sdk";
@@ -1519,6 +1519,114 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([
       { type: "tool-result", toolCallId: "c1", output: { type: "text", value: "report: all green" } },
     ]);
+  });
+});
+
+describe('gateTools: provider-defined tools (type "provider") with an execute', () => {
+  /** A provider tool as a provider's factory makes it (`anthropic.tools.bash_20241022({ execute })`). */
+  const bash = (id: `${string}.${string}`, args: Record<string, unknown>, ran: unknown[]) =>
+    tool({
+      type: "provider",
+      id,
+      args,
+      inputSchema: z.object({ command: z.string() }),
+      execute: async (input: { command: string }) => (ran.push(input), "ok"),
+    });
+
+  /** A gate whose hook asks (its prompt by callPrompt) and remembers every answer for the tool. */
+  function remembering() {
+    const asks: PendingAsk[] = [];
+    const seen: ToolDescriptor[] = [];
+    const resolver = new SyncAskResolver((a) => (asks.push(a), { type: "approve", remember: "this_tool" }));
+    const asking: Hook = {
+      preToolUse: (c, { descriptor }) => (
+        seen.push(descriptor),
+        { type: "ask", prompt: callPrompt(descriptor, c.input) }
+      ),
+    };
+    const gate = new Gate(
+      new LoopManagers().withHook(asking).withAskResolver(resolver).withGrantStore(new MemoryGrantStore()),
+    );
+    const run = async (tools: ToolSet, id: string): Promise<void> => {
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call(id, "bash", { command: "ls" })]), v3([text("x")])],
+      });
+      await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(2) });
+    };
+    return { asks, seen, run };
+  }
+
+  it("a grant remembered for a provider tool covers it unchanged, and not the same tool with another id or other args", async () => {
+    const ran: unknown[] = [];
+    const { asks, seen, run } = remembering();
+    await run({ bash: bash("anthropic.bash_20241022", {}, ran) }, "c1");
+    await run({ bash: bash("anthropic.bash_20241022", {}, ran) }, "c2");
+    expect(asks).toHaveLength(1);
+    await run({ bash: bash("anthropic.bash_20250124", {}, ran) }, "c3");
+    expect(asks).toHaveLength(2);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    expect(asks[1]!.prompt).toContain(`("anthropic.bash_20250124")`);
+    await run({ bash: bash("anthropic.bash_20250124", {}, ran) }, "c4");
+    expect(asks).toHaveLength(2);
+    await run({ bash: bash("anthropic.bash_20250124", { maxOutput: 10 }, ran) }, "c5");
+    expect(asks).toHaveLength(3);
+    expect(asks[2]!.prompt).toContain("changed since this was last answered");
+    expect(ran).toHaveLength(5);
+    // What the model is given is the tool's id and args: the descriptor (and so the pin) carries them.
+    expect(seen[0]!.annotations).toEqual({ "ai-sdk.providerTool": { id: "anthropic.bash_20241022", args: {} } });
+    // The person asked is told which provider tool it is.
+    expect(asks[0]!.prompt).toContain(`Allow the tool "bash" ("anthropic.bash_20241022") to run?`);
+  });
+
+  it("a provider tool whose id or args are changed in place is described again: its old grant no longer decides", async () => {
+    const ran: unknown[] = [];
+    const { asks, run } = remembering();
+    const tools = { bash: bash("anthropic.bash_20241022", { root: "/srv" }, ran) };
+    const own = tools.bash as { id: string; args: Record<string, unknown> };
+    await run(tools, "c1");
+    await run(tools, "c2");
+    expect(asks).toHaveLength(1);
+    own.args["root"] = "/";
+    await run(tools, "c3");
+    expect(asks).toHaveLength(2);
+    await run(tools, "c4");
+    expect(asks).toHaveLength(2);
+    own.id = "anthropic.bash_20250124";
+    await run(tools, "c5");
+    expect(asks).toHaveLength(3);
+    expect(asks[2]!.prompt).toContain(`("anthropic.bash_20250124")`);
+    expect(ran).toHaveLength(5);
+  });
+
+  it("a provider tool with a title of its own keeps it; a tool that is not a provider tool gets no annotations (its pin is as before)", async () => {
+    const ran: unknown[] = [];
+    const { asks, seen, run } = remembering();
+    await run({ bash: { ...bash("anthropic.bash_20241022", {}, ran), title: "Shell" } }, "c1");
+    expect(asks[0]!.prompt).toContain(`Allow the tool "bash" ("Shell") to run?`);
+    expect(seen[0]).toMatchObject({
+      title: "Shell",
+      annotations: { "ai-sdk.providerTool": { id: "anthropic.bash_20241022" } },
+    });
+    const plain = tool({
+      description: "Run a command",
+      inputSchema: z.object({ command: z.string() }),
+      execute: async () => "ok",
+    });
+    await run({ bash: plain }, "c2");
+    expect(Object.keys(seen[1]!).sort()).toEqual(["description", "inputSchema", "name"]);
+    expect(seen[1]).not.toHaveProperty("annotations");
+  });
+
+  it("a provider tool whose args are not JSON refuses its calls with AiSdkToolError; the tool does not run", async () => {
+    const ran: unknown[] = [];
+    const args: Record<string, unknown> = {};
+    args["self"] = args;
+    const execute = gateTools({ bash: bash("anthropic.bash_20241022", args, ran) }, new Gate(new LoopManagers())).bash
+      .execute!;
+    await expect(
+      Promise.resolve(execute({ command: "ls" }, { toolCallId: "c1", messages: [] })),
+    ).rejects.toBeInstanceOf(AiSdkToolError);
+    expect(ran).toEqual([]);
   });
 });
 

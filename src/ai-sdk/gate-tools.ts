@@ -136,6 +136,35 @@ interface Shown {
   readonly description: Tool["description"];
   readonly title: Tool["title"];
   readonly inputSchema: Tool["inputSchema"];
+  /** A provider tool's `id` and `args`, as read at the call; none for any other tool. */
+  readonly provider: ProviderShown | undefined;
+}
+
+/**
+ * A provider tool's `{ id, args }` as read at one call: a JSON copy and the
+ * sha256 of its canonical text (compared at each call, so args edited in
+ * place are seen), or why they have no JSON form.
+ */
+type ProviderShown = { readonly value: unknown; readonly argsSha256: string } | { readonly problem: string };
+
+/**
+ * The key of a provider tool's descriptor `annotations` that holds its `id`
+ * and `args`: what the SDK gives the model for it, and what decides what it
+ * does, so a grant's pin covers them.
+ */
+const PROVIDER_TOOL_ANNOTATION = "ai-sdk.providerTool";
+
+/** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
+function providerOf(tool: Tool): ProviderShown | undefined {
+  if (tool.type !== "provider") return undefined;
+  const read = snapshot({ id: tool.id, args: tool.args });
+  return isSnapshot(read) ? { value: read.value, argsSha256: read.argsSha256 } : read;
+}
+
+/** True when two reads of a provider tool's `id` and `args` are the same JSON (one with none is never the same). */
+function sameProvider(a: ProviderShown | undefined, b: ProviderShown | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return "argsSha256" in a && "argsSha256" in b && a.argsSha256 === b.argsSha256;
 }
 
 const descriptors = new WeakMap<object, Map<string, Described>>();
@@ -318,12 +347,28 @@ async function describe(name: string, tool: Shown): Promise<Made> {
   } catch (error) {
     throw new AiSdkToolError(name, "its input schema has no JSON Schema form", { cause: error });
   }
-  const descriptor: { name: string; description: string; inputSchema: unknown; title?: string } = {
+  const descriptor: {
+    name: string;
+    description: string;
+    inputSchema: unknown;
+    title?: string;
+    annotations?: Record<string, unknown>;
+  } = {
     name,
     description: tool.description ?? "",
     inputSchema,
   };
   if (typeof tool.title === "string") descriptor.title = tool.title;
+  const { provider } = tool;
+  if (provider !== undefined) {
+    if ("problem" in provider)
+      throw new AiSdkToolError(name, `its provider tool id and args are not JSON: ${provider.problem}`);
+    // What the SDK gives the model for a provider tool (its description is not sent): the pin covers it.
+    descriptor.annotations = { [PROVIDER_TOOL_ANNOTATION]: provider.value };
+    // The ask names the provider tool (callPrompt shows the title) unless the tool has a title of its own.
+    const { id } = provider.value as { id?: unknown };
+    if (descriptor.title === undefined && typeof id === "string") descriptor.title = id;
+  }
   // Frozen now, not when the gate first reads it: the schema object may be edited in place meanwhile.
   let frozen: ToolDescriptor;
   try {
@@ -349,15 +394,17 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
   }
   const known = byName.get(name);
   const { description, title, inputSchema } = shown;
+  const provider = providerOf(shown);
   if (
     known !== undefined &&
     known.description === description &&
     known.title === title &&
-    known.inputSchema === inputSchema
+    known.inputSchema === inputSchema &&
+    sameProvider(known.provider, provider)
   ) {
     // The same schema object may hold another JSON Schema now (edited in place): the model is shown that one.
     const again = (): Promise<GateTool | ToolDescriptor> =>
-      describedAgain(byName, name, { description, title, inputSchema });
+      describedAgain(byName, name, { description, title, inputSchema, provider });
     const { settled } = known;
     if (settled !== undefined) {
       const same = sameSchema(settled, inputSchema);
@@ -367,7 +414,7 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
     }
     return known.made.then(async (made) => ((await sameSchema(made, inputSchema)) ? made.tool : again()));
   }
-  return describedAgain(byName, name, { description, title, inputSchema });
+  return describedAgain(byName, name, { description, title, inputSchema, provider });
 }
 
 function describedAgain(
@@ -623,6 +670,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   (not a Standard Schema) is compared by its JSON text at each call: one
  *   edited in place is described again, so the ask, the validation and the
  *   grant's pin follow what the SDK shows the model.
+ * - A provider-defined tool (`type: "provider"`) with an `execute` is
+ *   described with the `id` and `args` the SDK gives the model for it, read
+ *   at each call (`annotations: { "ai-sdk.providerTool": { id, args } }`,
+ *   and its `id` as title unless it has its own): another version or other
+ *   `args` are asked about again.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are, and are not gated: their calls run in the client or at the
  *   provider, where no hook, ask, grant or record of the gate reaches them.
@@ -640,7 +692,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   object of tools, a tool is not an object or has an `execute` or
  *   `toModelOutput` that is not a function, or an option is malformed; and
  *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
- *   its input schema has no JSON Schema form.
+ *   its input schema has no JSON Schema form, or a provider tool's `id` and
+ *   `args` have no JSON form.
  *
  * @example
  * ```ts
