@@ -25,6 +25,7 @@ import {
   stuckController,
   unlistenableSignal,
   unlistenableRefusal,
+  unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
@@ -2384,6 +2385,34 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
     expect(await parked).toEqual({ type: "approve" });
     expect(await rowCount()).toBe(1);
+  });
+
+  it("ends a park whose signal aborts with a reason that cannot be read with PostgresAskError; its row is withdrawn", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const trap = new Error("reason unreadable");
+    const refusal = (ask: PendingAsk): Record<string, unknown> => ({
+      code: "POSTGRES_ASK_INVALID",
+      askId: ask.id,
+      message: `ask ${ask.id}: options.signal aborted, and its reason could not be read`,
+      cause: trap,
+    });
+    const first = makeAsk(1);
+    const before = unreadableReasonSignal(trap);
+    before.controller.abort();
+    await expect(park(worker, first, before.signal)).rejects.toMatchObject(refusal(first));
+    expect(worker.parked).toBe(0);
+    const ask = makeAsk(2);
+    const during = unreadableReasonSignal(trap);
+    const parked = park(worker, ask, during.signal);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    during.controller.abort();
+    const error = await parked.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresAskError);
+    expect(error).toMatchObject(refusal(ask));
+    expect(worker.parked).toBe(0);
+    await waitFor(async () => (await row(ask.id))?.state === "withdrawn");
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
   });
 
   it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
