@@ -2625,6 +2625,40 @@ describe("PostgresApprover: next() and ended() check their options before anythi
     expect(await soon(before)).toEqual({ type: "answered", verdict: "approve" });
   });
 
+  it.each(["next", "ended"] as const)(
+    "%s() given a signal whose reason cannot be read rejects with InvalidApproverOptionsError when it aborts, before or during the wait",
+    async (method) => {
+      const worker = queue();
+      const inbox = queue().approver();
+      const trap = new Error("reason unreadable");
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      // next() waits only when nothing is ready: the ask is taken first (and its row is written).
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const refusal = {
+        code: "ASK_OPTIONS_INVALID",
+        method,
+        argument: "options.signal",
+        message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
+        cause: trap,
+      };
+      const call = (signal: AbortSignal): Promise<unknown> =>
+        method === "next" ? inbox.next({ signal }) : inbox.ended(ask.id, { signal });
+      const before = unreadableReasonSignal(trap);
+      before.controller.abort();
+      await expect(call(before.signal)).rejects.toMatchObject(refusal);
+      const during = unreadableReasonSignal(trap);
+      const waiting = call(during.signal).catch((e: unknown) => e);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      during.controller.abort();
+      const error = await waiting;
+      expect(error).toBeInstanceOf(InvalidApproverOptionsError);
+      expect(error).toMatchObject(refusal);
+      expect(await inbox.resolve(ask.id, approve)).toBe(true);
+      expect(await parked).toEqual(approve);
+    },
+  );
+
   it("next() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause, and takes no ask", async () => {
     const worker = queue();
     const inbox = queue().approver();

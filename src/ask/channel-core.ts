@@ -1,8 +1,8 @@
 import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { askDigest } from "./ask-digest.js";
-import { DuplicateAskError, InvalidApproverOptionsError, InvalidPendingAskError } from "./errors.js";
+import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
-import { listenWhileWaiting } from "./wait-options.js";
+import { listenWhileWaiting, waitReason } from "./wait-options.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 
@@ -245,18 +245,10 @@ export class ChannelCore {
   }
 }
 
-const UNREADABLE_REASON = "aborted, and its reason could not be read";
-
 /** What a park on `signal` rejects with once it aborted: its reason, or the typed error when that cannot be read. */
 function parkReason(signal: AbortSignal): unknown {
-  return abortReason(signal, (cause) => new InvalidPendingAskError(`options.signal ${UNREADABLE_REASON}`, { cause }));
-}
-
-/** What a waiting `next()` or `ended()` rejects with once `signal` aborted; as {@link parkReason}. */
-function waitReason(method: "next" | "ended", signal: AbortSignal | undefined): unknown {
-  if (signal === undefined) return undefined;
   return abortReason(
     signal,
-    (cause) => new InvalidApproverOptionsError(method, "options.signal", UNREADABLE_REASON, { cause }),
+    (cause) => new InvalidPendingAskError("options.signal aborted, and its reason could not be read", { cause }),
   );
 }
