@@ -23,3 +23,18 @@ export function unlisten(signal: AbortSignal | undefined, onAbort: () => void): 
     // Nothing to undo, and nobody to tell: the wait it served has settled.
   }
 }
+
+/**
+ * What `signal` aborted with, for a wait on it to reject with. A signal whose
+ * `reason` cannot be read (a getter of the caller's that throws) gives
+ * `unreadable(what it threw)` instead: the wait must still settle, with an
+ * error that names the signal, and the throw must not escape from an abort
+ * listener, where nothing catches it.
+ */
+export function abortReason(signal: AbortSignal, unreadable: (cause: unknown) => Error): unknown {
+  try {
+    return signal.reason;
+  } catch (error) {
+    return unreadable(error);
+  }
+}

@@ -22,6 +22,7 @@ import {
   track,
   unlistenableSignal,
   unlistenableRefusal,
+  unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
 
 const approve: AskResolution = { type: "approve" };
@@ -714,4 +715,81 @@ describe("next({ signal })", () => {
     expect(listeners(controller.signal)).toBe(0);
     approver.close();
   });
+});
+
+describe("a signal whose reason cannot be read", () => {
+  const trap = new Error("reason unreadable");
+
+  it("aborting it ends the park with a typed error: nothing is left parked or waiting", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const { controller, signal } = unreadableReasonSignal(trap);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, { signal });
+    const ended = approver.ended(ask.id);
+    controller.abort();
+    expect(await outcomeNow(parked)).toMatchObject({ state: "rejected" });
+    await expect(parked).rejects.toBeInstanceOf(InvalidPendingAskError);
+    await expect(parked).rejects.toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal aborted, and its reason could not be read",
+      cause: trap,
+    });
+    expect(await outcomeNow(ended)).toEqual({ state: "fulfilled", value: { type: "withdrawn", reason: "unknown" } });
+    await expect(ended).resolves.toEqual({ type: "withdrawn", reason: "unknown" });
+    expect(channel.size).toBe(0);
+    expect(approver.buffered).toBe(0);
+    expect(approver.resolve(ask.id, approve)).toBe(false);
+    approver.close();
+  });
+
+  it("an ask parked on it already aborted is refused with the same typed error", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const { controller, signal } = unreadableReasonSignal(trap);
+    controller.abort();
+    await expect(channel.resolve(makeAsk(0), { signal })).rejects.toMatchObject({
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal aborted, and its reason could not be read",
+      cause: trap,
+    });
+    expect(channel.size).toBe(0);
+    approver.close();
+  });
+
+  it.each(["next", "ended"] as const)(
+    "%s() given it rejects with a typed error when it aborts, before or during the wait",
+    async (method) => {
+      const [channel, approver] = ApprovalChannel.pair(1);
+      const ask = makeAsk(0);
+      const parked = channel.resolve(ask, live());
+      // next() waits only when nothing is buffered: the ask is taken first.
+      if (method === "next") expect(await approver.next()).toEqual(ask);
+      const refusal = {
+        code: "ASK_OPTIONS_INVALID",
+        method,
+        argument: "options.signal",
+        message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
+        cause: trap,
+      };
+      const before = unreadableReasonSignal(trap);
+      before.controller.abort();
+      const call = (signal: AbortSignal): Promise<unknown> =>
+        method === "next" ? approver.next({ signal }) : approver.ended(ask.id, { signal });
+      await expect(call(before.signal)).rejects.toMatchObject(refusal);
+      const during = unreadableReasonSignal(trap);
+      const waiting = call(during.signal);
+      await flush();
+      during.controller.abort();
+      expect(await outcomeNow(waiting)).toMatchObject({ state: "rejected" });
+      await expect(waiting).rejects.toBeInstanceOf(InvalidApproverOptionsError);
+      await expect(waiting).rejects.toMatchObject(refusal);
+      // The ask is untouched, and the next ask goes to the next taker.
+      expect(approver.resolve(ask.id, approve)).toBe(true);
+      await expect(parked).resolves.toEqual(approve);
+      const next = approver.next();
+      const second = makeAsk(1);
+      void channel.resolve(second, live());
+      await expect(next).resolves.toEqual(second);
+      approver.close();
+    },
+  );
 });

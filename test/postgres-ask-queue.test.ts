@@ -25,6 +25,7 @@ import {
   stuckController,
   unlistenableSignal,
   unlistenableRefusal,
+  unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
@@ -2386,6 +2387,34 @@ describe("PostgresAskQueue fails closed", () => {
     expect(await rowCount()).toBe(1);
   });
 
+  it("ends a park whose signal aborts with a reason that cannot be read with PostgresAskError; its row is withdrawn", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const trap = new Error("reason unreadable");
+    const refusal = (ask: PendingAsk): Record<string, unknown> => ({
+      code: "POSTGRES_ASK_INVALID",
+      askId: ask.id,
+      message: `ask ${ask.id}: options.signal aborted, and its reason could not be read`,
+      cause: trap,
+    });
+    const first = makeAsk(1);
+    const before = unreadableReasonSignal(trap);
+    before.controller.abort();
+    await expect(park(worker, first, before.signal)).rejects.toMatchObject(refusal(first));
+    expect(worker.parked).toBe(0);
+    const ask = makeAsk(2);
+    const during = unreadableReasonSignal(trap);
+    const parked = park(worker, ask, during.signal);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    during.controller.abort();
+    const error = await parked.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PostgresAskError);
+    expect(error).toMatchObject(refusal(ask));
+    expect(worker.parked).toBe(0);
+    await waitFor(async () => (await row(ask.id))?.state === "withdrawn");
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+  });
+
   it("refuses an ask or an answer holding text jsonb cannot store (U+0000, a lone surrogate) alone, never its batch", async () => {
     const worker = queue();
     const inbox = queue().approver();
@@ -2595,6 +2624,40 @@ describe("PostgresApprover: next() and ended() check their options before anythi
     expect(await parked).toEqual(approve);
     expect(await soon(before)).toEqual({ type: "answered", verdict: "approve" });
   });
+
+  it.each(["next", "ended"] as const)(
+    "%s() given a signal whose reason cannot be read rejects with InvalidApproverOptionsError when it aborts, before or during the wait",
+    async (method) => {
+      const worker = queue();
+      const inbox = queue().approver();
+      const trap = new Error("reason unreadable");
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      // next() waits only when nothing is ready: the ask is taken first (and its row is written).
+      expect((await inbox.next())?.id).toBe(ask.id);
+      const refusal = {
+        code: "ASK_OPTIONS_INVALID",
+        method,
+        argument: "options.signal",
+        message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
+        cause: trap,
+      };
+      const call = (signal: AbortSignal): Promise<unknown> =>
+        method === "next" ? inbox.next({ signal }) : inbox.ended(ask.id, { signal });
+      const before = unreadableReasonSignal(trap);
+      before.controller.abort();
+      await expect(call(before.signal)).rejects.toMatchObject(refusal);
+      const during = unreadableReasonSignal(trap);
+      const waiting = call(during.signal).catch((e: unknown) => e);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      during.controller.abort();
+      const error = await waiting;
+      expect(error).toBeInstanceOf(InvalidApproverOptionsError);
+      expect(error).toMatchObject(refusal);
+      expect(await inbox.resolve(ask.id, approve)).toBe(true);
+      expect(await parked).toEqual(approve);
+    },
+  );
 
   it("next() with a signal it cannot listen to rejects with InvalidApproverOptionsError, that failure its cause, and takes no ask", async () => {
     const worker = queue();

@@ -20,7 +20,7 @@ import {
   verifyWebhookSignature,
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
-import { makeAsk, stuckController, track } from "./support/ask-fixtures.js";
+import { makeAsk, stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { BASE_URLS_WITH_CREDENTIALS, request } from "./support/http-client.js";
 import { listen, stopping } from "./support/http-mount.js";
 
@@ -622,6 +622,34 @@ describe("WebhookResolver fails closed", () => {
     expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(true);
     expect(await parked).toEqual({ type: "approve" });
     expect(posts).toBe(1);
+    webhook.close();
+  });
+
+  it("ends with InvalidPendingAskError when a signal whose reason cannot be read aborts, before or during the wait", async () => {
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => Promise.resolve(new Response(null, { status: 204 })),
+    });
+    const trap = new Error("reason unreadable");
+    const refusal = {
+      code: "ASK_INVALID",
+      message: "cannot park on the approval channel: options.signal aborted, and its reason could not be read",
+      cause: trap,
+    };
+    const before = unreadableReasonSignal(trap);
+    before.controller.abort();
+    await expect(webhook.resolve(makeAsk(1), { signal: before.signal })).rejects.toMatchObject(refusal);
+    const during = unreadableReasonSignal(trap);
+    const ask = makeAsk(2);
+    const parked = webhook.resolve(ask, { signal: during.signal });
+    expect((await webhook.inbox.next())?.id).toBe(ask.id);
+    during.controller.abort();
+    const error = await parked.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidPendingAskError);
+    expect(error).toMatchObject(refusal);
+    expect(webhook.inbox.pending).toBe(0);
+    expect(webhook.inbox.resolve(ask.id, { type: "approve" })).toBe(false);
     webhook.close();
   });
 

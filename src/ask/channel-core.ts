@@ -1,8 +1,8 @@
-import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { askDigest } from "./ask-digest.js";
 import { DuplicateAskError, InvalidPendingAskError } from "./errors.js";
 import { LinkedQueue } from "./linked-queue.js";
-import { listenWhileWaiting } from "./wait-options.js";
+import { listenWhileWaiting, waitReason } from "./wait-options.js";
 import type { QueueNode } from "./linked-queue.js";
 import type { AskEnding, AskResolution, PendingAsk } from "./types.js";
 
@@ -94,7 +94,7 @@ export class ChannelCore {
     }
     const id = ask.id;
     // A cancel that fired before the park wins: the ask is never delivered.
-    if (signal.aborted) return Promise.reject(signal.reason);
+    if (signal.aborted) return Promise.reject(parkReason(signal));
     if (this.#closedReason !== undefined) {
       return Promise.resolve({ type: "deny", reason: this.#closedReason });
     }
@@ -128,7 +128,7 @@ export class ChannelCore {
 
   take(signal: AbortSignal | undefined): Promise<PendingAsk | undefined> {
     if (this.#closedReason !== undefined) return Promise.resolve(undefined);
-    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    if (signal?.aborted === true) return Promise.reject(waitReason("next", signal));
     const entry = this.#untaken.shift();
     if (entry !== undefined) {
       entry.node = undefined;
@@ -138,7 +138,7 @@ export class ChannelCore {
       let node: QueueNode<Taker> | undefined;
       const onAbort = (): void => {
         if (node !== undefined) this.#takers.remove(node);
-        reject(signal?.reason);
+        reject(waitReason("next", signal));
       };
       // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
       try {
@@ -161,7 +161,7 @@ export class ChannelCore {
   }
 
   ended(askId: string, signal: AbortSignal | undefined): Promise<AskEnding> {
-    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    if (signal?.aborted === true) return Promise.reject(waitReason("ended", signal));
     const entry = this.#parked.get(askId);
     if (entry === undefined) return Promise.resolve(this.#endings.get(askId) ?? UNKNOWN_ENDING);
     return new Promise<AskEnding>((resolve, reject) => {
@@ -171,7 +171,7 @@ export class ChannelCore {
         signal,
         onAbort: () => {
           entry.watchers?.delete(watcher);
-          reject(signal?.reason);
+          reject(waitReason("ended", signal));
         },
       };
       // Listen before registering: if listening throws, the call rejects and no watcher is left behind.
@@ -207,7 +207,7 @@ export class ChannelCore {
     }
     unlisten(entry.signal, entry.onAbort);
     this.#remember(entry.id, ending);
-    if (resolution === undefined) entry.reject(entry.signal.reason);
+    if (resolution === undefined) entry.reject(parkReason(entry.signal));
     else entry.resolve(resolution);
     if (entry.watchers === undefined) return;
     for (const watcher of entry.watchers) {
@@ -235,7 +235,7 @@ export class ChannelCore {
           taker.resolve(ask);
           return true;
         }
-        taker.reject(taker.signal.reason);
+        taker.reject(waitReason("next", taker.signal));
       } catch (error) {
         // A signal whose reads throw fails its own taker only; this runs inside a park, which must not stop half-made.
         taker.reject(error);
@@ -243,4 +243,12 @@ export class ChannelCore {
     }
     return false;
   }
+}
+
+/** What a park on `signal` rejects with once it aborted: its reason, or the typed error when that cannot be read. */
+function parkReason(signal: AbortSignal): unknown {
+  return abortReason(
+    signal,
+    (cause) => new InvalidPendingAskError("options.signal aborted, and its reason could not be read", { cause }),
+  );
 }

@@ -111,7 +111,8 @@ export class InvalidAskCallbackError extends LoopctlError {
  * An {@link ApprovalChannel} was asked to park something that does not parse
  * as a {@link PendingAsk} (the message names the fields at fault), without
  * an `AbortSignal`, or with one that cannot be listened to (`cause`: what it
- * threw). `code` is `"ASK_INVALID"`. The park rejects (the engine denies it)
+ * threw) or whose `reason` cannot be read once it aborts (`cause`: what its
+ * getter threw). `code` is `"ASK_INVALID"`. The park rejects (the engine denies it)
  * and nothing is parked.
  */
 export class InvalidPendingAskError extends LoopctlError {
@@ -124,7 +125,8 @@ export class InvalidPendingAskError extends LoopctlError {
  * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
  * approver) was given options that are not an object, or a `signal` that is
  * not an `AbortSignal` or cannot be listened to (its `addEventListener`
- * throws; `cause`: what it threw); or `resolve` was given options that are
+ * throws; `cause`: what it threw), or that aborted with a `reason` that
+ * cannot be read (`cause`: what its getter threw); or `resolve` was given options that are
  * not an object, or an `askDigest` that is not 64 lowercase hex digits.
  * `code` is `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault.
  * The call fails with it, leaves nothing waiting and answers nothing.

@@ -1,3 +1,4 @@
+import { abortReason } from "../abort-signal.js";
 import { InvalidApproverOptionsError } from "./errors.js";
 import { SHA256 } from "./types.js";
 
@@ -93,5 +94,20 @@ export function answerDigest(options: unknown): string | undefined {
     "resolve",
     "options.askDigest",
     `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? JSON.stringify(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}`,
+  );
+}
+
+/**
+ * What a waiting `next()` or `ended()` rejects with once `signal` aborted:
+ * its reason, or, when that cannot be read (a getter that throws), an
+ * {@link InvalidApproverOptionsError} naming `options.signal`, so the call
+ * still settles and nothing is thrown from its abort listener.
+ */
+export function waitReason(method: "next" | "ended", signal: AbortSignal | undefined): unknown {
+  if (signal === undefined) return undefined;
+  return abortReason(
+    signal,
+    (cause) =>
+      new InvalidApproverOptionsError(method, "options.signal", "aborted, and its reason could not be read", { cause }),
   );
 }

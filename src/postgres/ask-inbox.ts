@@ -1,7 +1,7 @@
 import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js";
 import { unlisten } from "../abort-signal.js";
 import { askDigest } from "../ask/ask-digest.js";
-import { answerDigest, listenWhileWaiting, waitSignal } from "../ask/wait-options.js";
+import { answerDigest, listenWhileWaiting, waitReason, waitSignal } from "../ask/wait-options.js";
 import type { AnswerOptions, AskResolution, PendingAsk } from "../ask/index.js";
 import { PENDING } from "./answers.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
@@ -146,7 +146,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
       return Promise.reject(error);
     }
     if (this.#closed) return Promise.resolve(undefined);
-    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    if (signal?.aborted === true) return Promise.reject(waitReason("next", signal));
     const taken = this.#take();
     if (taken !== undefined) return "error" in taken ? Promise.reject(taken.error) : Promise.resolve(taken.ask);
     return new Promise<PendingAsk | undefined>((resolve, reject) => {
@@ -157,7 +157,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         onAbort: () => {
           const at = this.#takers.indexOf(taker);
           if (at >= 0) this.#takers.splice(at, 1);
-          reject(signal?.reason);
+          reject(waitReason("next", signal));
         },
       };
       // Listen before joining the line: if listening throws, the call rejects and no taker is left behind.
@@ -217,7 +217,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   async ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding> {
     const signal = waitSignal("ended", options);
     if (this.#closed) return CLOSED;
-    if (signal?.aborted === true) throw signal.reason;
+    if (signal?.aborted === true) throw waitReason("ended", signal);
     if (typeof askId !== "string" || !UUID.test(askId)) return UNKNOWN;
     const id = askId.toLowerCase();
     // Waiting before reading: an ending that lands while the row is read still reaches the waiter.
@@ -233,7 +233,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
       signal,
       onAbort: () => {
         this.#unwait(id, waiter);
-        reject(signal?.reason);
+        reject(waitReason("ended", signal));
       },
     };
     // Listen before registering: if listening throws, the call rejects and no waiter is left behind.

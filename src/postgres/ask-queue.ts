@@ -9,7 +9,7 @@ import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool } from "./db.js";
-import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
 import { WorkerLease } from "./lease.js";
@@ -136,6 +136,22 @@ function emitWarning(error: unknown): void {
 }
 
 /** expired for the engine's deadline, cancelled for anything else that stopped the wait. */
+/**
+ * What a park on `signal` rejects with once it aborted: its reason, or, when
+ * that cannot be read (a getter that throws), a {@link PostgresAskError}
+ * naming the signal, so the park still settles and nothing is thrown from
+ * its abort listener.
+ */
+function parkReason(askId: string, signal: AbortSignal): unknown {
+  return abortReason(
+    signal,
+    (cause) =>
+      new PostgresAskError("POSTGRES_ASK_INVALID", askId, "options.signal aborted, and its reason could not be read", {
+        cause,
+      }),
+  );
+}
+
 function withdrawReason(reason: unknown): "expired" | "cancelled" {
   const named = reason as { name?: unknown; message?: unknown } | null;
   if (typeof named === "object" && named !== null) {
@@ -422,7 +438,7 @@ export class PostgresAskQueue {
       );
     }
     // A cancel that fired before the park wins: the ask is never written.
-    if (signal.aborted) return Promise.reject(signal.reason);
+    if (signal.aborted) return Promise.reject(parkReason(pending.id, signal));
     if (this.#closing !== undefined) return Promise.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON });
     const id = pending.id.toLowerCase();
     if (this.#parked.has(id)) {
@@ -438,7 +454,7 @@ export class PostgresAskQueue {
         signal,
         resolve,
         reject,
-        onAbort: () => this.#stopWaiting(entry, withdrawReason(signal.reason)),
+        onAbort: () => this.#stopWaiting(entry, withdrawReason(parkReason(pending.id, signal))),
         workerId: undefined,
         inserted: false,
         insertedAt: Number.POSITIVE_INFINITY,
@@ -547,7 +563,7 @@ export class PostgresAskQueue {
     this.#settle(entry, () =>
       reason === "closed"
         ? entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON })
-        : entry.reject(entry.signal.reason),
+        : entry.reject(parkReason(entry.ask.id, entry.signal)),
     );
   }
 

@@ -4,7 +4,7 @@ import { PostgresConfigError, PostgresQueryError } from "./errors.js";
 import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
-import { unlisten } from "../abort-signal.js";
+import { abortReason, unlisten } from "../abort-signal.js";
 
 /** A statement runner inside one transaction. */
 export interface Tx {
@@ -608,7 +608,7 @@ export class Db {
     signal: AbortSignal | undefined,
     body: (client: PgPoolClient, state: ClientState) => Promise<T>,
   ): Promise<T> {
-    if (signal?.aborted === true) return Promise.reject(signal.reason as Error);
+    if (signal?.aborted === true) return Promise.reject(stopReason(operation, signal));
     return new Promise<T>((resolve, reject) => {
       const state: ClientState = { aborted: false, committing: false, broken: false };
       let client: PgPoolClient | undefined;
@@ -626,7 +626,7 @@ export class Db {
         const pid = client === undefined ? undefined : backendPids.get(client);
         // Stops a statement that is waiting (for a lock, say) so its connection and locks are freed now.
         if (pid !== undefined) this.pool.query("SELECT pg_cancel_backend($1)", [pid]).catch(() => undefined);
-        settle(() => reject(signal?.reason));
+        settle(() => reject(signal === undefined ? undefined : stopReason(operation, signal)));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       // A connection that drops while checked out reports it as an event too, which nothing else
@@ -707,4 +707,17 @@ interface ClientState {
 
 function normalize(result: { readonly rows: unknown[]; readonly rowCount: number | null }): Rows {
   return { rows: result.rows as Record<string, unknown>[], rowCount: result.rowCount ?? 0 };
+}
+
+/**
+ * What a statement cut short by `signal` rejects with: its reason, or, when
+ * that cannot be read (a getter that throws), a {@link PostgresConfigError}
+ * naming the signal, so the statement still settles and nothing is thrown
+ * from its abort listener.
+ */
+function stopReason(operation: string, signal: AbortSignal): unknown {
+  return abortReason(
+    signal,
+    () => new PostgresConfigError(operation, "options.signal aborted, and its reason could not be read"),
+  );
 }

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
-import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
@@ -182,7 +182,13 @@ export class WebhookResolver implements AskResolver, Disposable {
   async resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
     const signal: unknown = (options as ResolveOptions | undefined)?.signal;
     if (!isAbortSignal(signal)) throw new InvalidPendingAskError("options.signal must be an AbortSignal");
-    if (signal.aborted) throw signal.reason;
+    // A reason that cannot be read (a getter that throws) is said as the signal's fault, not thrown from a listener.
+    const reason = (): unknown =>
+      abortReason(
+        signal,
+        (cause) => new InvalidPendingAskError("options.signal aborted, and its reason could not be read", { cause }),
+      );
+    if (signal.aborted) throw reason();
     const parsed = PendingAskSchema.safeParse(ask);
     if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${parsed.error.message}`);
     if (this.#channel.closed) return this.#channel.resolve(parsed.data, { signal });
@@ -191,8 +197,9 @@ export class WebhookResolver implements AskResolver, Disposable {
     const wait = new AbortController();
     const post = new AbortController();
     const onAbort = (): void => {
-      wait.abort(signal.reason);
-      post.abort(signal.reason);
+      const why = reason();
+      wait.abort(why);
+      post.abort(why);
     };
     try {
       signal.addEventListener("abort", onAbort, { once: true });
@@ -212,7 +219,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       try {
         return await answered;
       } catch (error) {
-        if (signal.aborted) throw signal.reason;
+        if (signal.aborted) throw reason();
         if (error instanceof DeliveryFailed) return { type: "deny", reason: error.message };
         throw error;
       }

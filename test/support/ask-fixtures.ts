@@ -53,6 +53,23 @@ export function unlistenableSignal(error = new Error("cannot listen")): AbortSig
   return signal;
 }
 
+/**
+ * A real AbortSignal whose `reason` getter throws `error`, and its controller: it passes every check, and
+ * aborts as any other, but what it aborted with cannot be read.
+ */
+export function unreadableReasonSignal(error = new Error("reason unreadable")): {
+  readonly controller: AbortController;
+  readonly signal: AbortSignal;
+} {
+  const controller = new AbortController();
+  Object.defineProperty(controller.signal, "reason", {
+    get: () => {
+      throw error;
+    },
+  });
+  return { controller, signal: controller.signal };
+}
+
 /** How `next()` or `ended()` of any approver refuses a signal whose `addEventListener` threw `cause`. */
 export function unlistenableRefusal(method: "next" | "ended", cause: Error): Record<string, unknown> {
   return {
