@@ -7,10 +7,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { SyncAskResolver } from "loopctl/ask";
+import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
-import { Agent, CancelledError, Gate, LoopManagers } from "loopctl/engine";
-import type { GateOutcome, Hook, Message } from "loopctl/engine";
+import { Agent, CancelledError, Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
+import type { GateDecision, GateOutcome, Hook, Message } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
@@ -108,6 +108,73 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
         expect((error as McpToolError).message).toMatch(/output schema|structured content/);
       }
     }
+    toolset.close();
+  });
+
+  it("a result is checked against the tool's output schema by loopctl itself, not by the MCP SDK client's cache of tools/list", async () => {
+    const server = await startFixture("structured");
+    // A client that keeps no tool metadata checks no result itself.
+    (server.client as unknown as { cacheToolMetadata: (tools: unknown) => void }).cacheToolMetadata = () => {};
+    const toolset = await mcpTools(server.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const outcome = (tool: string, give: string): Promise<unknown> =>
+      Promise.resolve(toolset.tools.find((t) => t.name === tool)!.execute({ give }, context)).catch(
+        (error: unknown) => error,
+      );
+    for (const tool of ["first", "last"]) {
+      await expect(outcome(tool, "right")).resolves.toBe('{"count":1}');
+      const wrong = await outcome(tool, "wrong");
+      expect(wrong).toBeInstanceOf(McpToolError);
+      expect(wrong).toMatchObject({ code: "MCP_TOOL", server: "structured", tool, changed: false });
+      expect((wrong as Error).message).toBe(
+        `tool '${tool}' on MCP server 'structured': tools/call failed: MCP error -32602: Structured content ` +
+          "does not match the tool's output schema: $.count: must be number",
+      );
+      const none = await outcome(tool, "none");
+      expect(none).toBeInstanceOf(McpToolError);
+      expect((none as Error).message).toBe(
+        `tool '${tool}' on MCP server 'structured': tools/call failed: MCP error -32600: Tool ${tool} has an ` +
+          "output schema but did not return structured content",
+      );
+    }
+    toolset.close();
+  });
+
+  it("a tool whose output schema does not compile is a problem, not a tool whose results go unchecked", async () => {
+    const client = {
+      transport: {},
+      getServerVersion: () => ({ name: "odd", version: "1.0.0" }),
+      listTools: async () => ({
+        tools: [
+          { name: "fine", inputSchema: { type: "object" }, outputSchema: { type: "object" } },
+          { name: "odd", inputSchema: { type: "object" }, outputSchema: { type: "object", madeUp: true } },
+        ],
+      }),
+      callTool: async () => ({ content: [] }),
+    };
+    const toolset = await mcpTools(client as never);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["fine"]);
+    expect(toolset.problems).toHaveLength(1);
+    expect(toolset.problems[0]!.tool).toBe("odd");
+    expect(toolset.problems[0]!.error).toBeInstanceOf(ToolDefinitionError);
+    expect((toolset.problems[0]!.error as Error).message).toMatch(
+      /^tool 'odd': the output schema does not compile: .*madeUp/,
+    );
+    toolset.close();
+  });
+
+  it("an isError result's text is cut in the error as a record cuts a text: 16,384 UTF-16 units at most, never half a character", async () => {
+    const server = await startFixture("structured");
+    const toolset = await mcpTools(server.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const error: unknown = await Promise.resolve(toolset.tools[0]!.execute({ give: "long-error" }, context)).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(McpToolError);
+    // The server's text: 16,383 units, then a character of two units across the bound, then four more.
+    expect((error as Error).message).toBe(
+      `tool 'first' on MCP server 'structured': the server answered with an error: ${"x".repeat(16_383)}… [6 characters cut]`,
+    );
     toolset.close();
   });
 
@@ -862,37 +929,83 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     }
   });
 
-  it("a call parked for approval when the toolset closes is never sent, whatever the answer", async () => {
+  it("a call parked for approval when the toolset closes ends refused at once, its ask withdrawn: one record, nothing sent, a later answer refused", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client);
     const remove = toolset.tools.find((t) => t.name === "delete_note")!;
-    const parked = deferred<PendingAsk>();
-    const answer = deferred<void>();
-    const resolver: AskResolver = {
-      async resolve(a) {
-        parked.resolve(a);
-        await answer.promise;
-        return { type: "approve" };
-      },
-    };
-    const gate = new Gate(new LoopManagers().withHook(ask).withAskResolver(resolver));
-    const call = gate.call({ tool: remove, callId: "c1", input: { name: "todo" } }, (input, { signal }) =>
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const records: GateDecision[] = [];
+    const managers = new LoopManagers()
+      .withHook(ask)
+      .withAskResolver(channel)
+      .withObserver({ onGate: ({ decision }) => void records.push(decision) });
+    const call = new Gate(managers).call({ tool: remove, callId: "c1", input: { name: "todo" } }, (input, { signal }) =>
       remove.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
     );
-    await parked.promise;
+    const parked = (await approver.next()) as PendingAsk;
     toolset.close();
-    answer.resolve();
-    const outcome = await call;
-    expect(outcome.type).toBe("failed");
-    expect(outcome.record).toMatchObject({ verdict: "ask_allowed" });
-    expect((outcome as { readonly error: unknown }).error).toMatchObject({
-      code: "MCP_TOOL",
-      message: "tool 'delete_note' on MCP server 'fixture': the toolset was closed; the call was not sent",
+    const settled = await Promise.race([call, sleep(2_000).then(() => "still waiting" as const)]);
+    expect(settled).not.toBe("still waiting");
+    const outcome = settled as GateOutcome;
+    const why = "MCP server 'fixture': the toolset was closed; the call was not sent";
+    expect(outcome).toMatchObject({
+      type: "refused",
+      message: `Tool 'delete_note' was withdrawn while awaiting approval: ${why}`,
     });
+    expect(records).toEqual([outcome.record]);
+    expect(outcome.record).toMatchObject({
+      tool: "delete_note",
+      verdict: "deny",
+      ruleId: "tool_withdrawn",
+      ruleSource: "engine",
+      reason: `tool withdrawn while awaiting approval: ${why}`,
+    });
+    // Nothing is left parked: the approver can no longer approve the call.
+    expect(approver.pending).toBe(0);
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(false);
+    await expect(approver.ended(parked.id)).resolves.toMatchObject({ type: "withdrawn" });
     // A round trip after the call ended: a tools/call sent before it would have been reported by now.
     await server.client.callTool({ name: "read_note", arguments: { name: "todo" } });
     await server.waitFor('called read_note {"name":"todo"}');
     expect(server.lines.filter((l) => l.startsWith("called"))).toEqual(['called read_note {"name":"todo"}']);
+    expect(records).toHaveLength(1);
+  });
+
+  it("a call parked for approval when the server process dies ends refused, its ask withdrawn; a call of the toolset's tools parked later is refused without asking", async () => {
+    const server = await startFixture("mutable");
+    const toolset = await mcpTools(server.client, { onError: () => {} });
+    const remove = toolset.tools.find((t) => t.name === "delete_note")!;
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const records: GateDecision[] = [];
+    const managers = new LoopManagers()
+      .withHook(ask)
+      .withAskResolver(channel)
+      .withObserver({ onGate: ({ decision }) => void records.push(decision) });
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] },
+      { toolCalls: [{ id: "c2", name: "delete_note", input: { name: "todo" } }] },
+      { text: "done" },
+    ]);
+    // The run offers the tools it was given, not the toolset (which has none once its server is gone).
+    const running = new Agent({ model, tools: [remove], managers }).run("go");
+    const parked = (await approver.next()) as PendingAsk;
+    process.kill(server.pid, "SIGKILL");
+    const result = await Promise.race([running, sleep(5_000).then(() => "still waiting" as const)]);
+    expect(result).not.toBe("still waiting");
+    const why = "MCP server 'fixture': the connection to the server ended; the call was not sent";
+    const { messages } = result as Exclude<typeof result, string>;
+    expect(results(messages).map((m) => [m.callId, m.status, m.content])).toEqual([
+      ["c1", "refused", `Tool 'delete_note' was withdrawn while awaiting approval: ${why}`],
+      ["c2", "refused", `Tool 'delete_note' was withdrawn while awaiting approval: ${why}`],
+    ]);
+    expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["deny", "tool_withdrawn", `tool withdrawn while awaiting approval: ${why}`],
+      ["deny", "tool_withdrawn", `tool withdrawn while awaiting approval: ${why}`],
+    ]);
+    expect(approver.pending).toBe(0);
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(false);
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+    toolset.close();
   });
 
   it("a server whose schemas take meta-schema ids affects none but its own tools: the next server's tools all work", async () => {

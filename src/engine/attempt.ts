@@ -32,6 +32,7 @@ export const TEXTS = {
   notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
   invalid: (tool: string, problems: readonly string[]) =>
     `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
+  withdrawn: (tool: string, reason: string) => `Tool '${tool}' was withdrawn while awaiting approval: ${reason}`,
   toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
   toolChanged: (prompt: string, tool: string) =>
@@ -429,6 +430,7 @@ export class Attempt {
       timeoutMs: settings.askTimeoutMs,
       clock: settings.clock,
       cancel: this.#cancel,
+      withdrawn: tool.withdrawn,
     });
     switch (outcome.type) {
       case "cancelled":
@@ -436,6 +438,11 @@ export class Attempt {
       case "unresolved":
         // No approver to tell that the tool changed: the old headless denial, the hook's prompt verbatim.
         return this.#refuse(draft("ask_unresolved", "hook", "engine", `permission required: ${prompt}`), prompt);
+      case "withdrawn":
+        return this.#refuse(
+          draft("deny", "tool_withdrawn", "engine", `tool withdrawn while awaiting approval: ${outcome.reason}`),
+          TEXTS.withdrawn(tool.name, outcome.reason),
+        );
       case "expired":
         return this.#refuse(draft("ask_expired", "hook", "engine", "ask expired unanswered"), TEXTS.expired(tool.name));
       case "denied":

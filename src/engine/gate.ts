@@ -78,6 +78,8 @@ export interface GatedTool {
   readonly checkChanged: ((input: unknown) => PromiseLike<ArgumentCheck>) | undefined;
   /** Why the descriptor's input schema does not compile, if it does not: every call is refused. */
   readonly broken: string | undefined;
+  /** Aborts once the tool's calls can no longer be sent (see {@link withdrawnWith}). */
+  readonly withdrawn: AbortSignal | undefined;
 }
 
 /** Runs whose loop-detection counts a gate keeps (the least recently used go first). */
@@ -100,6 +102,22 @@ export function checkChangedWith<T extends Tool | ToolDescriptor>(
   check: (input: unknown) => PromiseLike<ArgumentCheck>,
 ): T {
   changedChecks.set(tool, check);
+  return tool;
+}
+
+const withdrawals = new WeakMap<object, AbortSignal>();
+
+/**
+ * Gives `tool` (a Tool or a descriptor, before the gate first sees it) a
+ * signal that aborts once its calls can no longer be sent: for an adapter
+ * whose tools live on a connection that may end (an MCP toolset closed, its
+ * server gone). A call of it parked for approval then ends refused, its ask
+ * withdrawn, instead of waiting for an answer that could only let it fail;
+ * one that reaches the park after the signal aborted is refused without
+ * asking. The signal's reason is the refusal's. Internal.
+ */
+export function withdrawnWith<T extends Tool | ToolDescriptor>(tool: T, signal: AbortSignal): T {
+  withdrawals.set(tool, signal);
   return tool;
 }
 
@@ -169,6 +187,7 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
       check: (input) => tool.check(input),
       checkChanged: changedChecks.get(tool),
       broken: undefined,
+      withdrawn: withdrawals.get(tool),
     };
   } else {
     const shape = tool as Partial<ToolDescriptor> | null;
@@ -205,7 +224,14 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     } catch (error) {
       broken = describeError(error);
     }
-    gated = { name: descriptor.name, descriptor, check, checkChanged: changedChecks.get(tool), broken };
+    gated = {
+      name: descriptor.name,
+      descriptor,
+      check,
+      checkChanged: changedChecks.get(tool),
+      broken,
+      withdrawn: withdrawals.get(tool),
+    };
   }
   return gated;
 }

@@ -12,6 +12,7 @@ export type ParkOutcome =
   | { readonly type: "denied"; readonly resolution: AskResolution | undefined; readonly reason: string }
   | { readonly type: "expired" }
   | { readonly type: "unresolved" }
+  | { readonly type: "withdrawn"; readonly reason: string }
   | { readonly type: "cancelled" };
 
 /** What {@link park} needs. */
@@ -22,6 +23,8 @@ export interface ParkRequest {
   readonly clock: Clock;
   /** The call's cancel. */
   readonly cancel: Cancel;
+  /** Aborts once the tool's calls can no longer be sent: the park then ends `withdrawn`. */
+  readonly withdrawn?: AbortSignal | undefined;
 }
 
 /** The record reason when an approver refuses (with its own reason appended, if it gave one). */
@@ -64,9 +67,11 @@ function judge(value: unknown): ParkOutcome {
  * approver `true` for a call refused as expired).
  */
 export async function park(request: ParkRequest): Promise<ParkOutcome> {
-  const { ask, resolver, timeoutMs, clock, cancel } = request;
+  const { ask, resolver, timeoutMs, clock, cancel, withdrawn } = request;
   const signal = cancel.signal;
   if (signal.aborted) return { type: "cancelled" };
+  // Nobody is asked about a call that could no longer be sent.
+  if (withdrawn?.aborted === true) return { type: "withdrawn", reason: describeError(withdrawn.reason) };
   if (resolver === undefined) return { type: "unresolved" };
   /** Ended by whichever of the answer, the deadline and the cancel came first; its signal is made when the resolver reads it. */
   const stop = new ParkSignal(ask.id);
@@ -75,6 +80,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
     stop.cancelled(signal.reason);
   };
   signal.addEventListener("abort", onCancel, { once: true });
+  let onWithdrawn: (() => void) | undefined;
   let timer: unknown;
   let waited: ParkOutcome | typeof CANCELLED;
   try {
@@ -88,6 +94,14 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
         // The deadline is armed before the ask is delivered: a clock that cannot
         // arm it fails the park while no resolver holds the ask.
         if (timeoutMs !== undefined) timer = clock.setTimeout(() => end({ type: "expired" }, "expired"), timeoutMs);
+        if (withdrawn !== undefined) {
+          onWithdrawn = () =>
+            end(
+              { type: "withdrawn", reason: describeError(withdrawn.reason) },
+              "was withdrawn: the call can no longer be sent",
+            );
+          withdrawn.addEventListener("abort", onWithdrawn, { once: true });
+        }
         let answer: Promise<unknown>;
         try {
           answer = Promise.resolve(resolver.resolve(ask, stop.options));
@@ -109,6 +123,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
     );
   } finally {
     signal.removeEventListener("abort", onCancel);
+    if (onWithdrawn !== undefined) withdrawn?.removeEventListener("abort", onWithdrawn);
   }
   if (timeoutMs !== undefined) {
     try {

@@ -1,10 +1,15 @@
+import { setMaxListeners } from "node:events";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
 import { unlisten } from "../abort-signal.js";
-import { describeError } from "../engine/errors.js";
+import { ToolDefinitionError, describeError } from "../engine/errors.js";
+import { withdrawnWith } from "../engine/gate.js";
+import { recordText } from "../engine/records-slot.js";
+import { compileJsonSchema } from "../engine/validation.js";
+import type { Validator } from "../engine/validation.js";
 import { descriptorFingerprint } from "../grant/index.js";
 import { markChanged } from "./changed.js";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
@@ -105,12 +110,12 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
 
 /**
  * Hands every tool of a listing read over several pages to the MCP SDK
- * client's cache of what `tools/list` said. The client checks a tool's result
- * against its output schema (and refuses to call a tool that requires a task)
- * by that cache, which each `listTools` call replaces with its own page's
- * tools: after a paged listing, only the last page's tools would be checked.
- * The cache has no public setter in `@modelcontextprotocol/sdk` 1.x; a client
- * without it is left as it is.
+ * client's cache of what `tools/list` said, which each `listTools` call
+ * replaces with its own page's tools. The client refuses to call a tool that
+ * requires a task, and checks results against output schemas, by that cache;
+ * loopctl checks results itself (see `#define`), so this only keeps the
+ * client's own checks consistent over pages. The cache has no public setter
+ * in `@modelcontextprotocol/sdk` 1.x; a client without it is left as it is.
  */
 function cacheListed(client: McpClient, tools: readonly McpTool[]): void {
   const cache: unknown = (client as { cacheToolMetadata?: unknown }).cacheToolMetadata;
@@ -263,6 +268,11 @@ export class McpToolset implements ToolSource {
   /** Aborted by `close()`: the `tools/call` requests in flight, each cancelled on the server. Each leaves when it ends. */
   readonly #calls = new Set<AbortController>();
   #lastError: McpServerError | undefined;
+  /**
+   * Aborted once no call of the toolset's tools can be sent again (`close()`, or the connection
+   * ended): a call parked for approval is then refused, its ask withdrawn.
+   */
+  readonly #withdrawn = new AbortController();
   #closed = false;
   /** Whether the tools were listed once: the first listing is not a change. */
   #listed = false;
@@ -276,12 +286,15 @@ export class McpToolset implements ToolSource {
     this.#transport = transport;
     this.#server = server;
     this.#options = options;
+    // One listener for each call parked for approval, however many a wave of calls parks at once.
+    setMaxListeners(0, this.#withdrawn.signal);
     this.#unfollow = followTransport(transport, {
       changed: () => {
         if (!this.#closed && !this.#disconnected) this.#changed();
       },
       closed: () => {
         this.#disconnected = true;
+        this.#withdraw("the connection to the server ended; the call was not sent");
       },
     });
   }
@@ -341,7 +354,13 @@ export class McpToolset implements ToolSource {
     this.#request?.abort("the toolset was closed");
     for (const call of [...this.#calls]) call.abort("the toolset was closed");
     this.#calls.clear();
+    this.#withdraw("the toolset was closed; the call was not sent");
     this.#unfollow();
+  }
+
+  /** Ends the calls of the toolset's tools that wait for approval: none of them could be sent now. */
+  #withdraw(why: string): void {
+    if (!this.#withdrawn.signal.aborted) this.#withdrawn.abort(new McpServerError(this.#server, why));
   }
 
   [Symbol.dispose](): void {
@@ -544,6 +563,17 @@ export class McpToolset implements ToolSource {
   #define(name: string, remote: string, descriptor: ToolDescriptor): Tool {
     const server = this.#server;
     const { result: render, timeoutMs } = this.#options;
+    let checkOutput: Validator | undefined;
+    if (descriptor.outputSchema !== undefined) {
+      // Compiled here, once per descriptor: a result is checked by loopctl, whatever the client checks.
+      try {
+        checkOutput = compileJsonSchema(descriptor.outputSchema as Readonly<Record<string, unknown>>);
+      } catch (error) {
+        throw new ToolDefinitionError(name, `the output schema does not compile: ${describeError(error)}`, {
+          cause: error,
+        });
+      }
+    }
     let self: Tool | undefined;
     const execute = async (input: unknown, context: ToolContext): Promise<unknown> => {
       // A change the server announced before the call ran may be what the gate
@@ -639,23 +669,47 @@ export class McpToolset implements ToolSource {
         this.#calls.delete(request);
         unlisten(context.signal, onAbort);
       }
+      // Cut as a record cuts a text: the message lands in records and goes back to the model.
       if (result.isError === true)
-        throw new McpToolError(server, name, `the server answered with an error: ${resultText(result)}`);
+        throw new McpToolError(server, name, `the server answered with an error: ${recordText(resultText(result))}`);
+      if (checkOutput !== undefined) {
+        // The texts the MCP SDK client gives when it checks (it does only for tools it knows of).
+        const structured = result.structuredContent;
+        if (structured === undefined) {
+          throw new McpToolError(
+            server,
+            name,
+            `tools/call failed: MCP error -32600: Tool ${remote} has an output schema but did not return structured content`,
+          );
+        }
+        const checked = checkOutput(structured);
+        if (checked.type === "invalid") {
+          throw new McpToolError(
+            server,
+            name,
+            "tools/call failed: MCP error -32602: Structured content does not match the tool's output schema: " +
+              recordText(checked.problems.join("; ")),
+          );
+        }
+      }
       return render === undefined ? resultText(result) : render(result, name);
     };
-    self = defineTool({
-      name,
-      description: descriptor.description,
-      input: descriptor.inputSchema as Readonly<Record<string, unknown>>,
-      ...(descriptor.title === undefined ? {} : { title: descriptor.title }),
-      ...(descriptor.annotations === undefined
-        ? {}
-        : { annotations: descriptor.annotations as Readonly<Record<string, unknown>> }),
-      ...(descriptor.outputSchema === undefined
-        ? {}
-        : { outputSchema: descriptor.outputSchema as Readonly<Record<string, unknown>> }),
-      execute,
-    });
+    self = withdrawnWith(
+      defineTool({
+        name,
+        description: descriptor.description,
+        input: descriptor.inputSchema as Readonly<Record<string, unknown>>,
+        ...(descriptor.title === undefined ? {} : { title: descriptor.title }),
+        ...(descriptor.annotations === undefined
+          ? {}
+          : { annotations: descriptor.annotations as Readonly<Record<string, unknown>> }),
+        ...(descriptor.outputSchema === undefined
+          ? {}
+          : { outputSchema: descriptor.outputSchema as Readonly<Record<string, unknown>> }),
+        execute,
+      }),
+      this.#withdrawn.signal,
+    );
     return self;
   }
 }

@@ -32,7 +32,9 @@
  * - `structured` (low-level Server): `first` and `last`, listed one per page,
  *   each with an output schema (`{ count: number }`, required). A call's
  *   `give` argument picks its result: `right` (`{ count: 1 }`), `wrong`
- *   (`{ count: "many" }`) or `none` (text without structured content).
+ *   (`{ count: "many" }`), `none` (text without structured content) or
+ *   `long-error` (`isError`, a text of 16,389 UTF-16 units whose units
+ *   16,384 and 16,385 are one character).
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
@@ -233,6 +235,8 @@ async function structured(): Promise<void> {
     const { give } = request.params.arguments as { give: string };
     report(`called ${request.params.name} ${JSON.stringify({ give })}`);
     if (give === "none") return { content: [{ type: "text", text: "no structure" }] };
+    if (give === "long-error")
+      return { isError: true, content: [{ type: "text", text: `${"x".repeat(16_383)}\u{1F600}tail` }] };
     const count = give === "right" ? 1 : "many";
     return { content: [{ type: "text", text: JSON.stringify({ count }) }], structuredContent: { count } };
   });
