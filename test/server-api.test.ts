@@ -1537,6 +1537,77 @@ describe("close()", () => {
   });
 });
 
+describe("an approver that catches up after the server starts: AskInbox.caughtUp", () => {
+  /** An inbox over a channel's approver whose caughtUp() resolves when the test says. */
+  function lateInbox(approver: Approver): { inbox: AskInbox; catchUp: () => void } {
+    let catchUp!: () => void;
+    const caught = new Promise<void>((resolve) => (catchUp = resolve));
+    return {
+      inbox: {
+        next: (options) => approver.next(options),
+        resolve: (id, resolution, options) => approver.resolve(id, resolution, options),
+        ended: (id, options) => approver.ended(id, options),
+        caughtUp: () => caught,
+        close: () => approver.close(),
+      },
+      catchUp,
+    };
+  }
+
+  it("answers GET /api/asks and opens the event stream only once the approver has caught up", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { inbox, catchUp } = lateInbox(approver);
+    const { server, auth } = await serveInbox(inbox, approver);
+    const ask = makeAsk(1);
+    channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    const list = get(server, "api/asks", auth);
+    const stream = openStream(`${server.url}api/asks/stream`, auth);
+    const listed = track(list);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(listed.settlements).toBe(0);
+    catchUp();
+    const reply = await list;
+    expect(reply.status).toBe(200);
+    expect((reply.json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask.id)).toEqual([ask.id]);
+    const opened = await stream;
+    expect(JSON.parse((await opened.next((e) => e.event === "ask")).data)).toMatchObject({ ask: { id: ask.id } });
+    opened.close();
+  });
+
+  it("gives 503 inbox_catching_up when the approver has not caught up within catchUpTimeoutMs", async () => {
+    const [, approver] = ApprovalChannel.pair(4);
+    const { inbox } = lateInbox(approver);
+    const server = await createApprovalServer({ approver: inbox, catchUpTimeoutMs: 100 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    for (const reply of [
+      await get(server, "api/asks", auth),
+      await get(server, "api/asks/stream", auth),
+      await answer(server, makeAsk(1).id, { type: "approve" }, auth),
+    ]) {
+      expect(reply.status).toBe(503);
+      expect(reply.headers["retry-after"]).toBe("1");
+      expect(reply.json).toEqual({
+        error: "inbox_catching_up",
+        message: expect.stringContaining("has not yet handed out the asks already pending") as string,
+      });
+    }
+  });
+
+  it("refuses an approver whose caughtUp is not a method", async () => {
+    const [, approver] = ApprovalChannel.pair(4);
+    cleanups.push(() => approver.close());
+    const inbox = { ...lateInbox(approver).inbox, caughtUp: true } as unknown as AskInbox;
+    await expect(createApprovalServer({ approver: inbox })).rejects.toMatchObject({
+      code: "SERVER_CONFIG_INVALID",
+      option: "approver",
+    });
+  });
+});
+
 describe("any approver with the AskInbox shape", () => {
   /** An inbox whose resolve is async, as a database-backed queue's is. */
   function asyncInbox(approver: Approver): AskInbox {

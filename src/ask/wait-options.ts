@@ -8,7 +8,7 @@ import { SHA256 } from "./types.js";
  *
  * @throws {InvalidApproverOptionsError} naming the argument at fault.
  */
-export function waitSignal(method: "next" | "ended", options: unknown): AbortSignal | undefined {
+export function waitSignal(method: "next" | "ended" | "caughtUp", options: unknown): AbortSignal | undefined {
   if (options === undefined) return undefined;
   if (typeof options !== "object" || options === null) {
     throw new InvalidApproverOptionsError(
@@ -53,7 +53,7 @@ export function waitSignal(method: "next" | "ended", options: unknown): AbortSig
  *   what it threw): the call must then reject and leave nothing waiting.
  */
 export function listenWhileWaiting(
-  method: "next" | "ended",
+  method: "next" | "ended" | "caughtUp",
   signal: AbortSignal | undefined,
   onAbort: () => void,
 ): void {

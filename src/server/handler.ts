@@ -88,6 +88,15 @@ export interface ApprovalHandlerOptions {
    */
   readonly answerTimeoutMs?: number;
   /**
+   * How long a request that reads or answers the pending asks (`GET
+   * /api/asks`, the event stream, an answer, an answer link) waits, while the
+   * server starts, for the approver to hand out the asks already pending in
+   * it (`AskInbox.caughtUp`, which a Postgres queue's approver has): until
+   * then the list would miss them. One still waiting after this gets `503
+   * inbox_catching_up`. At most 2147483647. @default 10000
+   */
+  readonly catchUpTimeoutMs?: number;
+  /**
    * Receives errors the handler recovers from (an approver or store failing,
    * a bug behind a 500); not a client's own failure, such as hanging up
    * mid-request. @default ignore
@@ -177,6 +186,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
     streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
     answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
+    catchUpTimeoutMs: positiveInteger("catchUpTimeoutMs", options.catchUpTimeoutMs, 10_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -207,6 +217,10 @@ function checkShapes(options: ApprovalHandlerOptions): void {
         "approver",
         `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}`,
       );
+    }
+    const caughtUp = (approver as { caughtUp?: unknown }).caughtUp;
+    if (caughtUp !== undefined && typeof caughtUp !== "function") {
+      throw new ServerConfigError("approver", `caughtUp must be a method or absent, got ${typeof caughtUp}`);
     }
   }
   if (grants !== undefined && !(hasMethod(grants, "load") && hasMethod(grants, "revoke"))) {
@@ -264,6 +278,7 @@ interface Limits {
   readonly maxStreams: number;
   readonly streamWriteTimeoutMs: number;
   readonly answerTimeoutMs: number;
+  readonly catchUpTimeoutMs: number;
 }
 
 class Handler {
@@ -377,6 +392,7 @@ class Handler {
     }
     if (path === "/api/asks") {
       allow(method, "GET", "HEAD");
+      await this.#caughtUp();
       return sendJson(res, 200, { asks: (this.#board?.list() ?? []).map((entry) => this.#askView(entry)) });
     }
     if (path === "/api/asks/stream") {
@@ -402,6 +418,25 @@ class Handler {
       return this.#listRecords(res, url);
     }
     throw new HttpError(404, "not_found", "no such route");
+  }
+
+  /**
+   * Waits, while the server starts, until the board holds every ask already
+   * pending in the approver: a list read before would leave them out, and a
+   * console would drop their cards (and what was typed in them) as ended.
+   * @throws {HttpError} 503 `inbox_catching_up` when it has not within `catchUpTimeoutMs`.
+   */
+  async #caughtUp(): Promise<void> {
+    if (this.#board === undefined || this.#board.caughtUp) return;
+    if (await this.#board.whenCaughtUp(this.#limits.catchUpTimeoutMs)) return;
+    if (this.#closing !== undefined) throw new HttpError(503, "closing", "the approval server is closing");
+    throw new HttpError(
+      503,
+      "inbox_catching_up",
+      "the approver has not yet handed out the asks already pending in it, so the list of pending asks " +
+        "would be incomplete; try again shortly",
+      { headers: { "retry-after": "1" } },
+    );
   }
 
   #health(res: ServerResponse, method: string): void {
@@ -433,13 +468,18 @@ class Handler {
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", { location, "set-cookie": cookie });
   }
 
-  #stream(req: IncomingMessage, res: ServerResponse): void {
+  async #stream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
+    await this.#caughtUp();
+    // Checked again: close() may have come, or other streams taken the slots, while this one waited.
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     const first = (this.#board?.list() ?? []).map((entry) => ["ask", this.#askView(entry)] as const);
     this.#streams.open(req, res, first);
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
+    // Until then the board may not hold the ask yet, and the answer would be refused as for no such ask.
+    await this.#caughtUp();
     // An answer may carry the ask it was made for, as the console's do: an ask whose prompt alone
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
@@ -595,6 +635,7 @@ class Handler {
       );
     }
     if (check.type === "expired") throw linkExpired();
+    await this.#caughtUp();
     if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw askEnded(ended);
