@@ -97,6 +97,13 @@ export interface ApprovalHandlerOptions {
    */
   readonly catchUpTimeoutMs?: number;
   /**
+   * How long `close()` lets answers already passed to the approver finish:
+   * each gets its reply (200, 409…) and `close()` resolves after them. One
+   * the approver has not settled by then gets `504 answer_unconfirmed` (it
+   * may still land). At most 2147483647. @default 5000
+   */
+  readonly closeGraceMs?: number;
+  /**
    * Receives errors the handler recovers from (an approver or store failing,
    * a bug behind a 500); not a client's own failure, such as hanging up
    * mid-request. @default ignore
@@ -187,6 +194,7 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
     answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
     catchUpTimeoutMs: positiveInteger("catchUpTimeoutMs", options.catchUpTimeoutMs, 10_000, MAX_TIMER_MS),
+    closeGraceMs: positiveInteger("closeGraceMs", options.closeGraceMs, 5_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -279,6 +287,7 @@ interface Limits {
   readonly streamWriteTimeoutMs: number;
   readonly answerTimeoutMs: number;
   readonly catchUpTimeoutMs: number;
+  readonly closeGraceMs: number;
 }
 
 class Handler {
@@ -294,6 +303,12 @@ class Handler {
   readonly #now: () => number;
   readonly #onError: (error: unknown) => void;
   readonly #stopRecords: (() => void) | undefined;
+  /** Every request being served, until its reply is written (or it failed). */
+  readonly #serving = new Map<IncomingMessage, Promise<void>>();
+  /** The requests whose answer was passed to the approver: close() lets them finish. */
+  readonly #delivering = new Set<IncomingMessage>();
+  /** Aborts when close()'s grace runs out: answers still waiting on the approver are replied to at once. */
+  readonly #graceOver = new AbortController();
   #closing: Promise<void> | undefined;
 
   constructor(options: ApprovalHandlerOptions, access: Access, limits: Limits) {
@@ -327,7 +342,13 @@ class Handler {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     let audience: Audience = "api";
-    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(req, res, error, audience));
+    const served = this.#serve(req, res, (a) => (audience = a))
+      .catch((error: unknown) => this.#fail(req, res, error, audience))
+      .finally(() => {
+        this.#serving.delete(req);
+        this.#delivering.delete(req);
+      });
+    this.#serving.set(req, served);
   }
 
   close(): Promise<void> {
@@ -339,9 +360,32 @@ class Handler {
         // The source's own failure: the board still lets go of the approver.
         this.#onError(error);
       }
+      await this.#answersSettled();
       await this.#board?.close();
     })();
     return this.#closing;
+  }
+
+  /**
+   * Waits for the answers already passed to the approver to be replied to,
+   * up to `closeGraceMs`; then those still waiting on it are told it did not
+   * confirm (504), which they are at once.
+   */
+  async #answersSettled(): Promise<void> {
+    const replied = (): Promise<unknown> =>
+      Promise.all([...this.#delivering].flatMap((req) => this.#serving.get(req) ?? []));
+    if (this.#delivering.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<"over">((resolve) => {
+      timer = setTimeout(() => resolve("over"), this.#limits.closeGraceMs);
+    });
+    try {
+      if ((await Promise.race([replied(), grace])) !== "over") return;
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#graceOver.abort();
+    await replied();
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
@@ -500,7 +544,7 @@ class Handler {
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
     const shown = shownAsk(body, id);
-    const outcome = await this.#deliver(id, parsed.data, shown === undefined ? undefined : askDigest(shown));
+    const outcome = await this.#deliver(req, id, parsed.data, shown === undefined ? undefined : askDigest(shown));
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
@@ -523,25 +567,40 @@ class Handler {
     }
   }
 
-  async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
+  /**
+   * Passes `req`'s answer to the board, within `answerTimeoutMs`; once it is
+   * passed, close() lets the request finish (up to `closeGraceMs`).
+   */
+  async #deliver(
+    req: IncomingMessage,
+    id: string,
+    resolution: AskResolution,
+    madeFor?: string,
+  ): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
     // A body still arriving when close() was called: close() promises the asks it leaves are not answered.
     if (this.#closing !== undefined) {
       throw new HttpError(503, "closing", "the approval server is closing; nothing was answered");
     }
+    this.#delivering.add(req);
     const answering = this.#board.answer(id, resolution, madeFor);
     let timer: NodeJS.Timeout | undefined;
+    const graceOver = this.#graceOver.signal;
+    let onGraceOver: (() => void) | undefined;
     // A resolve that never settles must not hold the request open for ever; it may still land, so
     // the reply says the outcome is not known, never that nothing was answered.
     // Unref'd: while the client waits, its connection keeps the process alive; once it went and the
     // server closed, a resolve that never settles must not hold the process for answerTimeoutMs.
-    const late = new Promise<"late">((resolve) => {
+    const late = new Promise<"late" | "closed">((resolve) => {
       timer = setTimeout(() => resolve("late"), this.#limits.answerTimeoutMs);
       timer.unref();
+      onGraceOver = () => resolve("closed");
+      graceOver.addEventListener("abort", onGraceOver, { once: true });
     });
+    let outcome: AnswerOutcome | "late" | "closed";
     try {
-      const outcome = await Promise.race([answering, late]);
-      if (outcome !== "late") return outcome;
+      outcome = await Promise.race([answering, late]);
+      if (outcome !== "late" && outcome !== "closed") return outcome;
     } catch (error) {
       // The answer itself, refused by the approver's own rules (a Postgres queue cannot store U+0000
       // or a lone surrogate): the client's to fix, not the approver failing.
@@ -558,8 +617,17 @@ class Handler {
       );
     } finally {
       clearTimeout(timer);
+      if (onGraceOver !== undefined) graceOver.removeEventListener("abort", onGraceOver);
     }
     answering.catch((error: unknown) => this.#onError(error));
+    if (outcome === "closed") {
+      throw new HttpError(
+        504,
+        "answer_unconfirmed",
+        "the approval server closed before the approver said whether the answer reached the call; it may still: " +
+          "check the ask before answering again",
+      );
+    }
     throw new HttpError(
       504,
       "answer_unconfirmed",
@@ -661,7 +729,7 @@ class Handler {
     const reason = cutReason((form.get("reason") ?? "").trim());
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
-    const outcome = await this.#deliver(check.askId, resolution, check.askDigest).catch((error: unknown) => {
+    const outcome = await this.#deliver(req, check.askId, resolution, check.askDigest).catch((error: unknown) => {
       // A person reads this one: where to look, rather than the API's "check the ask".
       if (error instanceof HttpError && error.code === "answer_unconfirmed") {
         throw new HttpError(
