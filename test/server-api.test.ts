@@ -1492,6 +1492,89 @@ describe("close()", () => {
     expect(approver.pending).toBe(1);
   });
 
+  /** A server over a channel's approver whose resolve waits until the test lets it go on. */
+  async function heldAnswers(): Promise<{
+    server: ApprovalServer;
+    ask: PendingAsk;
+    parked: Promise<AskResolution>;
+    resolving: () => number;
+    release: () => void;
+  }> {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let resolving = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const inbox: AskInbox = {
+      next: (o) => approver.next(o),
+      resolve: async (id, resolution, o) => {
+        resolving += 1;
+        await held;
+        return approver.resolve(id, resolution, o);
+      },
+      ended: (id, o) => approver.ended(id, o),
+      close: () => approver.close(),
+    };
+    const { server, listed } = await serveInbox(inbox, approver);
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    return { server, ask, parked, resolving: () => resolving, release };
+  }
+
+  it("lets an answer already passed to the approver finish: it gets its 200, and close() resolves after it", async () => {
+    const { server, ask, parked, resolving, release } = await heldAnswers();
+    const auth = { authorization: `Bearer ${server.token}` };
+    const replying = answer(server, ask.id, { type: "approve" }, auth);
+    await until(() => resolving() === 1);
+    let released = false;
+    const closing = server.close().then(() => released);
+    const watched = track(closing);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(watched.settlements).toBe(0);
+    // New connections are refused meanwhile.
+    await expect(get(server, "api/asks", auth)).rejects.toThrow(/ECONNREFUSED|ECONNRESET/);
+    released = true;
+    release();
+    const reply = await replying;
+    expect(reply.status).toBe(200);
+    expect(reply.json).toEqual({ delivered: true });
+    // Resolved only once the answer had settled and been replied to.
+    await expect(closing).resolves.toBe(true);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("gives an answer the approver has not settled within closeGraceMs 504 answer_unconfirmed, then resolves", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let resolving = 0;
+    const inbox: AskInbox = {
+      next: (o) => approver.next(o),
+      resolve: () => {
+        resolving += 1;
+        return new Promise<boolean>(() => undefined);
+      },
+      ended: (id, o) => approver.ended(id, o),
+      close: () => approver.close(),
+    };
+    const server = await createApprovalServer({ approver: inbox, closeGraceMs: 100 });
+    cleanups.push(() => approver.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const replying = answer(server, ask.id, { type: "approve" }, auth);
+    await until(() => resolving === 1);
+    const started = performance.now();
+    await server.close();
+    expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+    const reply = await replying;
+    expect(reply.status).toBe(504);
+    expect(reply.json).toEqual({
+      error: "answer_unconfirmed",
+      message: expect.stringContaining("closed before the approver said") as string,
+    });
+  });
+
   it("stops asking the approver for asks: the pump's wait is released", async () => {
     let nextCalls = 0;
     let released = 0;
@@ -1534,6 +1617,77 @@ describe("close()", () => {
           .length === 1,
     );
     await server.close();
+  });
+});
+
+describe("an approver that catches up after the server starts: AskInbox.caughtUp", () => {
+  /** An inbox over a channel's approver whose caughtUp() resolves when the test says. */
+  function lateInbox(approver: Approver): { inbox: AskInbox; catchUp: () => void } {
+    let catchUp!: () => void;
+    const caught = new Promise<void>((resolve) => (catchUp = resolve));
+    return {
+      inbox: {
+        next: (options) => approver.next(options),
+        resolve: (id, resolution, options) => approver.resolve(id, resolution, options),
+        ended: (id, options) => approver.ended(id, options),
+        caughtUp: () => caught,
+        close: () => approver.close(),
+      },
+      catchUp,
+    };
+  }
+
+  it("answers GET /api/asks and opens the event stream only once the approver has caught up", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { inbox, catchUp } = lateInbox(approver);
+    const { server, auth } = await serveInbox(inbox, approver);
+    const ask = makeAsk(1);
+    channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    const list = get(server, "api/asks", auth);
+    const stream = openStream(`${server.url}api/asks/stream`, auth);
+    const listed = track(list);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(listed.settlements).toBe(0);
+    catchUp();
+    const reply = await list;
+    expect(reply.status).toBe(200);
+    expect((reply.json as { asks: { ask: PendingAsk }[] }).asks.map((v) => v.ask.id)).toEqual([ask.id]);
+    const opened = await stream;
+    expect(JSON.parse((await opened.next((e) => e.event === "ask")).data)).toMatchObject({ ask: { id: ask.id } });
+    opened.close();
+  });
+
+  it("gives 503 inbox_catching_up when the approver has not caught up within catchUpTimeoutMs", async () => {
+    const [, approver] = ApprovalChannel.pair(4);
+    const { inbox } = lateInbox(approver);
+    const server = await createApprovalServer({ approver: inbox, catchUpTimeoutMs: 100 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    for (const reply of [
+      await get(server, "api/asks", auth),
+      await get(server, "api/asks/stream", auth),
+      await answer(server, makeAsk(1).id, { type: "approve" }, auth),
+    ]) {
+      expect(reply.status).toBe(503);
+      expect(reply.headers["retry-after"]).toBe("1");
+      expect(reply.json).toEqual({
+        error: "inbox_catching_up",
+        message: expect.stringContaining("has not yet handed out the asks already pending") as string,
+      });
+    }
+  });
+
+  it("refuses an approver whose caughtUp is not a method", async () => {
+    const [, approver] = ApprovalChannel.pair(4);
+    cleanups.push(() => approver.close());
+    const inbox = { ...lateInbox(approver).inbox, caughtUp: true } as unknown as AskInbox;
+    await expect(createApprovalServer({ approver: inbox })).rejects.toMatchObject({
+      code: "SERVER_CONFIG_INVALID",
+      option: "approver",
+    });
   });
 });
 

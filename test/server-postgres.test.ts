@@ -152,4 +152,23 @@ describe("an approval server over a Postgres queue", () => {
     expect(again.status).toBe(409);
     expect(again.json).toMatchObject({ error: "ask_ended" });
   });
+  it("lists the asks already parked in the database from its first request, never an empty list", async () => {
+    const worker = queue();
+    const asks = [makeAsk(1), makeAsk(2), makeAsk(3)];
+    for (const ask of asks)
+      worker.resolver.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    // Parked: their rows are written, as a server started now finds them.
+    for (let i = 0; ; i++) {
+      const rows = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".asks WHERE state = 'pending'`);
+      if ((rows.rows[0] as { n: number }).n === asks.length) break;
+      if (i > 500) throw new Error("the asks were never written");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const server = await createApprovalServer({ approver: queue().approver(), onError: () => undefined });
+    cleanups.push(() => server.close());
+    const reply = await request(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } });
+    expect(reply.status).toBe(200);
+    const listed = (reply.json as { asks: { ask: PendingAsk }[] }).asks.map((view) => view.ask.id);
+    expect(listed).toEqual(asks.map((ask) => ask.id));
+  });
 });

@@ -122,8 +122,8 @@ export class InvalidPendingAskError extends LoopctlError {
 }
 
 /**
- * `next` or `ended` of an {@link Approver} (or of a Postgres queue's
- * approver) was given options that are not an object, or a `signal` that is
+ * `next` or `ended` of an {@link Approver} (or `next`, `ended` or `caughtUp`
+ * of a Postgres queue's approver) was given options that are not an object, or a `signal` that is
  * not an `AbortSignal` or cannot be listened to (its `addEventListener`
  * throws; `cause`: what it threw), or that aborted with a `reason` that
  * cannot be read (`cause`: what its getter threw); or `resolve` was given options that are
@@ -140,12 +140,12 @@ export class InvalidPendingAskError extends LoopctlError {
  */
 export class InvalidApproverOptionsError extends LoopctlError {
   /** The method that was called. */
-  readonly method: "next" | "ended" | "resolve";
+  readonly method: "next" | "ended" | "caughtUp" | "resolve";
   /** The argument at fault. */
   readonly argument: "options" | "options.signal" | "options.askDigest";
 
   constructor(
-    method: "next" | "ended" | "resolve",
+    method: "next" | "ended" | "caughtUp" | "resolve",
     argument: "options" | "options.signal" | "options.askDigest",
     detail: string,
     options?: ErrorOptions,

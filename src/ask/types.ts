@@ -133,6 +133,17 @@ export interface AskInbox {
   resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): boolean | Promise<boolean>;
   /** Resolves once the ask has ended, however it ended; an unknown or already-ended id resolves at once. */
   ended(askId: string, options?: { signal?: AbortSignal }): Promise<AskEnding>;
+  /**
+   * Optional, for an inbox that learns of the asks already pending some time
+   * after it is made (a database read): resolves once `next()` has handed out
+   * every ask that was pending when the inbox was made (those that ended
+   * first excepted) and has been called again since the last of them, so a
+   * consumer that takes asks one `next()` at a time holds them all. Resolves
+   * at once when that is so already, or once the inbox is closed; rejects
+   * with the signal's reason if it aborts first. An inbox without it is
+   * taken to hold nothing it has not handed out (the channel's `Approver`).
+   */
+  caughtUp?(options?: { signal?: AbortSignal }): Promise<void>;
   /** Stops the inbox; what happens to asks still waiting is the implementation's to document. */
   close(): void | Promise<void>;
 }

@@ -9,7 +9,7 @@ import { SHA256 } from "./types.js";
  *
  * @throws {InvalidApproverOptionsError} naming the argument at fault.
  */
-export function waitSignal(method: "next" | "ended", options: unknown): AbortSignal | undefined {
+export function waitSignal(method: "next" | "ended" | "caughtUp", options: unknown): AbortSignal | undefined {
   if (options === undefined) return undefined;
   if (typeof options !== "object" || options === null) {
     throw new InvalidApproverOptionsError(
@@ -54,7 +54,7 @@ export function waitSignal(method: "next" | "ended", options: unknown): AbortSig
  *   what it threw): the call must then reject and leave nothing waiting.
  */
 export function listenWhileWaiting(
-  method: "next" | "ended",
+  method: "next" | "ended" | "caughtUp",
   signal: AbortSignal | undefined,
   onAbort: () => void,
 ): void {
@@ -103,7 +103,7 @@ export function answerDigest(options: unknown): string | undefined {
  * {@link InvalidApproverOptionsError} naming `options.signal`, so the call
  * still settles and nothing is thrown from its abort listener.
  */
-export function waitReason(method: "next" | "ended", signal: AbortSignal | undefined): unknown {
+export function waitReason(method: "next" | "ended" | "caughtUp", signal: AbortSignal | undefined): unknown {
   if (signal === undefined) return undefined;
   return abortReason(
     signal,

@@ -24,6 +24,12 @@ export interface InboxLink {
   fail(id: string, error: PostgresRowError): void;
   /** Ids whose ending this inbox waits for (buffered and delivered asks, and `ended()` calls). */
   watched(): Iterable<string>;
+  /**
+   * A read of every pending row, begun after this link was attached, has
+   * been offered: the asks pending when the inbox was made are in its buffer
+   * or handed out.
+   */
+  readAll(): void;
   /** The queue closed. */
   close(): void;
 }
@@ -99,6 +105,20 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   readonly #delivered = new Set<string>();
   readonly #takers: Taker[] = [];
   readonly #waiters = new Map<string, Set<Waiter>>();
+  /**
+   * The asks the first full read left buffered, until `next()` hands them out
+   * or they end; undefined until that read is offered.
+   */
+  #backlog: Set<string> | undefined;
+  /** An ask was handed out and `next()` has not been called since: its consumer may not hold it yet. */
+  #handedOut = false;
+  #caughtUp = false;
+  readonly #catchingUp = new Set<{
+    resolve: () => void;
+    reject: (reason: unknown) => void;
+    onAbort: () => void;
+    signal: AbortSignal | undefined;
+  }>();
   #closed = false;
 
   /** @internal Use `queue.approver()`. */
@@ -112,9 +132,15 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         this.#ready.delete(id);
         this.#delivered.delete(id);
         this.#fail(id, error);
+        this.#checkCaughtUp();
       },
       // Buffered asks too: one that ended while no notification could reach this process is dropped, not delivered.
       watched: () => [...this.#ready.keys(), ...this.#delivered, ...this.#waiters.keys()],
+      readAll: () => {
+        if (this.#closed || this.#backlog !== undefined) return;
+        this.#backlog = new Set(this.#ready.keys());
+        this.#checkCaughtUp();
+      },
       close: () => this.#shut(),
     };
     host.attach(this.#link);
@@ -147,6 +173,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     }
     if (this.#closed) return Promise.resolve(undefined);
     if (signal?.aborted === true) return Promise.reject(waitReason("next", signal));
+    // Called again: the consumer took what was handed out before.
+    this.#handedOut = false;
+    this.#checkCaughtUp();
     const taken = this.#take();
     if (taken !== undefined) return "error" in taken ? Promise.reject(taken.error) : Promise.resolve(taken.ask);
     return new Promise<PendingAsk | undefined>((resolve, reject) => {
@@ -168,6 +197,47 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
         return;
       }
       this.#takers.push(taker);
+    });
+  }
+
+  /**
+   * See {@link AskInbox.caughtUp}: resolves once a read of every pending row,
+   * begun after this inbox was made, has come back and `next()` has handed
+   * out each ask it found still pending, and has been called again since.
+   * Until `LISTEN` is in place and that read succeeds (it is tried again
+   * every `rereadMs`), it waits. Resolves at once once closed.
+   *
+   * Rejects with the signal's reason if it aborts first; with an
+   * {@link InvalidApproverOptionsError} if `options` is not an object or
+   * `options.signal` is not an `AbortSignal`, or cannot be listened to when
+   * the call has to wait.
+   */
+  caughtUp(options?: { signal?: AbortSignal }): Promise<void> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = waitSignal("caughtUp", options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (this.#closed || this.#caughtUp) return Promise.resolve();
+    if (signal?.aborted === true) return Promise.reject(waitReason("caughtUp", signal));
+    return new Promise<void>((resolve, reject) => {
+      const wait = {
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          this.#catchingUp.delete(wait);
+          reject(waitReason("caughtUp", signal));
+        },
+      };
+      try {
+        listenWhileWaiting("caughtUp", signal, wait.onAbort);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      this.#catchingUp.add(wait);
     });
   }
 
@@ -320,6 +390,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
       if (this.#host.endedRecently(id)) continue;
       // An unreadable row too: its error is delivered once, not again at every re-read that finds it pending.
       this.#delivered.add(id);
+      this.#handedOut = true;
       return offered;
     }
     return undefined;
@@ -349,6 +420,25 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     this.#ready.delete(id);
     this.#delivered.delete(id);
     this.#settleWaiters(id, (waiter) => waiter.resolve(ending));
+    this.#checkCaughtUp();
+  }
+
+  /** Settles the `caughtUp()` calls once the first full read's asks are all handed out and taken. */
+  #checkCaughtUp(): void {
+    const backlog = this.#backlog;
+    if (this.#caughtUp || backlog === undefined) return;
+    for (const id of backlog) if (!this.#ready.has(id)) backlog.delete(id);
+    if (backlog.size > 0 || this.#handedOut) return;
+    this.#caughtUp = true;
+    this.#settleCatchingUp();
+  }
+
+  #settleCatchingUp(): void {
+    for (const wait of this.#catchingUp) {
+      unlisten(wait.signal, wait.onAbort);
+      wait.resolve();
+    }
+    this.#catchingUp.clear();
   }
 
   #fail(id: string, error: unknown): void {
@@ -381,6 +471,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
       taker.resolve(undefined);
     }
     for (const id of [...this.#waiters.keys()]) this.#end(id, CLOSED);
+    // Nothing more will be handed out.
+    this.#settleCatchingUp();
   }
 }
 

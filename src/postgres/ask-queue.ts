@@ -797,11 +797,17 @@ export class PostgresAskQueue {
     for (const link of this.#links) link.end(id, ending);
   }
 
-  /** Reads pending rows (`"*"`: all of them) and offers them to every inbox. */
+  /**
+   * Reads pending rows (`"*"`: all of them) and offers them to every inbox;
+   * a read of all of them then tells each inbox attached before it began
+   * that it has read everything pending.
+   */
   async #readPending(ids: string[]): Promise<void> {
     if (this.#closing !== undefined) return;
     if (this.#links.size === 0) return;
     const all = ids.includes("*");
+    // Taken before the statement is sent: its snapshot holds every row pending when these attached.
+    const attached = all ? [...this.#links] : [];
     const found = await this.#db.query(
       "PostgresAskQueue: reading pending asks",
       all
@@ -810,6 +816,7 @@ export class PostgresAskQueue {
       all ? [] : [ids],
     );
     this.#offer(found.rows.map((raw) => this.#offered(raw)));
+    for (const link of attached) if (this.#links.has(link)) link.readAll();
   }
 
   #offered(raw: Record<string, unknown>): Offered {

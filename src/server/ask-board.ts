@@ -48,6 +48,8 @@ export class AskBoard {
   readonly #stop = new AbortController();
   readonly #tasks = new Set<Promise<void>>();
   #health: InboxHealth = "ok";
+  #caughtUp = false;
+  readonly #onCaughtUp = new Set<() => void>();
 
   constructor(inbox: AskInbox, now: () => number, onError: (error: unknown) => void) {
     this.#inbox = inbox;
@@ -56,10 +58,44 @@ export class AskBoard {
     // One listener per watched ask: many asks at once are normal, not a leak.
     setMaxListeners(0, this.#stop.signal);
     this.#track(this.#pump());
+    this.#track(this.#catchUp());
   }
 
   get health(): InboxHealth {
     return this.#health;
+  }
+
+  /**
+   * Whether the board holds every ask that was pending in the inbox when it
+   * started ({@link AskInbox.caughtUp}): until then {@link AskBoard.list} may
+   * miss some.
+   */
+  get caughtUp(): boolean {
+    return this.#caughtUp;
+  }
+
+  /**
+   * Resolves true once the board has caught up, or false if `timeoutMs`
+   * passes (or the board closes) first.
+   */
+  whenCaughtUp(timeoutMs: number): Promise<boolean> {
+    if (this.#caughtUp) return Promise.resolve(true);
+    if (this.#stop.signal.aborted) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const done = (caught: boolean): void => {
+        clearTimeout(timer);
+        this.#onCaughtUp.delete(onCaughtUp);
+        this.#stop.signal.removeEventListener("abort", onClose);
+        resolve(caught);
+      };
+      const onCaughtUp = (): void => done(true);
+      const onClose = (): void => done(false);
+      // Unref'd: a request waiting here keeps the process alive through its connection.
+      const timer = setTimeout(() => done(false), timeoutMs);
+      timer.unref();
+      this.#onCaughtUp.add(onCaughtUp);
+      this.#stop.signal.addEventListener("abort", onClose, { once: true });
+    });
   }
 
   /** The asks waiting for an answer, in arrival order. */
@@ -129,6 +165,34 @@ export class AskBoard {
     while (this.#tasks.size > 0) await Promise.all([...this.#tasks]);
   }
 
+  /**
+   * Waits for the inbox's `caughtUp()`, if it has one (retried like `next()`
+   * when it fails), and then for nothing: an inbox without it holds nothing
+   * it has not handed out.
+   */
+  async #catchUp(): Promise<void> {
+    const signal = this.#stop.signal;
+    for (let failures = 0; !signal.aborted && !this.#caughtUp;) {
+      try {
+        if (typeof this.#inbox.caughtUp === "function") {
+          await this.#unlessClosed(Promise.resolve(this.#inbox.caughtUp({ signal })));
+        }
+        this.#markCaughtUp();
+        return;
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#onError(error);
+        if (!(await this.#pause(failures++))) return;
+      }
+    }
+  }
+
+  #markCaughtUp(): void {
+    if (this.#caughtUp) return;
+    this.#caughtUp = true;
+    for (const listener of [...this.#onCaughtUp]) listener();
+  }
+
   async #pump(): Promise<void> {
     const signal = this.#stop.signal;
     for (let failures = 0; !signal.aborted;) {
@@ -146,6 +210,8 @@ export class AskBoard {
       this.#health = "ok";
       if (ask === undefined) {
         this.#health = "closed";
+        // Closed, it hands out nothing more: what the board holds is all there is.
+        this.#markCaughtUp();
         return;
       }
       this.#add(ask);

@@ -88,6 +88,22 @@ export interface ApprovalHandlerOptions {
    */
   readonly answerTimeoutMs?: number;
   /**
+   * How long a request that reads or answers the pending asks (`GET
+   * /api/asks`, the event stream, an answer, an answer link) waits, while the
+   * server starts, for the approver to hand out the asks already pending in
+   * it (`AskInbox.caughtUp`, which a Postgres queue's approver has): until
+   * then the list would miss them. One still waiting after this gets `503
+   * inbox_catching_up`. At most 2147483647. @default 10000
+   */
+  readonly catchUpTimeoutMs?: number;
+  /**
+   * How long `close()` lets answers already passed to the approver finish:
+   * each gets its reply (200, 409…) and `close()` resolves after them. One
+   * the approver has not settled by then gets `504 answer_unconfirmed` (it
+   * may still land). At most 2147483647. @default 5000
+   */
+  readonly closeGraceMs?: number;
+  /**
    * Receives errors the handler recovers from (an approver or store failing,
    * a bug behind a 500); not a client's own failure, such as hanging up
    * mid-request. @default ignore
@@ -177,6 +193,8 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     maxStreams: positiveInteger("maxStreams", options.maxStreams, 64),
     streamWriteTimeoutMs: positiveInteger("streamWriteTimeoutMs", options.streamWriteTimeoutMs, 30_000, MAX_TIMER_MS),
     answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
+    catchUpTimeoutMs: positiveInteger("catchUpTimeoutMs", options.catchUpTimeoutMs, 10_000, MAX_TIMER_MS),
+    closeGraceMs: positiveInteger("closeGraceMs", options.closeGraceMs, 5_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -207,6 +225,10 @@ function checkShapes(options: ApprovalHandlerOptions): void {
         "approver",
         `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}`,
       );
+    }
+    const caughtUp = (approver as { caughtUp?: unknown }).caughtUp;
+    if (caughtUp !== undefined && typeof caughtUp !== "function") {
+      throw new ServerConfigError("approver", `caughtUp must be a method or absent, got ${typeof caughtUp}`);
     }
   }
   if (grants !== undefined && !(hasMethod(grants, "load") && hasMethod(grants, "revoke"))) {
@@ -264,6 +286,8 @@ interface Limits {
   readonly maxStreams: number;
   readonly streamWriteTimeoutMs: number;
   readonly answerTimeoutMs: number;
+  readonly catchUpTimeoutMs: number;
+  readonly closeGraceMs: number;
 }
 
 class Handler {
@@ -279,6 +303,12 @@ class Handler {
   readonly #now: () => number;
   readonly #onError: (error: unknown) => void;
   readonly #stopRecords: (() => void) | undefined;
+  /** Every request being served, until its reply is written (or it failed). */
+  readonly #serving = new Map<IncomingMessage, Promise<void>>();
+  /** The requests whose answer was passed to the approver: close() lets them finish. */
+  readonly #delivering = new Set<IncomingMessage>();
+  /** Aborts when close()'s grace runs out: answers still waiting on the approver are replied to at once. */
+  readonly #graceOver = new AbortController();
   #closing: Promise<void> | undefined;
 
   constructor(options: ApprovalHandlerOptions, access: Access, limits: Limits) {
@@ -312,7 +342,13 @@ class Handler {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     let audience: Audience = "api";
-    this.#serve(req, res, (a) => (audience = a)).catch((error: unknown) => this.#fail(req, res, error, audience));
+    const served = this.#serve(req, res, (a) => (audience = a))
+      .catch((error: unknown) => this.#fail(req, res, error, audience))
+      .finally(() => {
+        this.#serving.delete(req);
+        this.#delivering.delete(req);
+      });
+    this.#serving.set(req, served);
   }
 
   close(): Promise<void> {
@@ -324,9 +360,32 @@ class Handler {
         // The source's own failure: the board still lets go of the approver.
         this.#onError(error);
       }
+      await this.#answersSettled();
       await this.#board?.close();
     })();
     return this.#closing;
+  }
+
+  /**
+   * Waits for the answers already passed to the approver to be replied to,
+   * up to `closeGraceMs`; then those still waiting on it are told it did not
+   * confirm (504), which they are at once.
+   */
+  async #answersSettled(): Promise<void> {
+    const replied = (): Promise<unknown> =>
+      Promise.all([...this.#delivering].flatMap((req) => this.#serving.get(req) ?? []));
+    if (this.#delivering.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<"over">((resolve) => {
+      timer = setTimeout(() => resolve("over"), this.#limits.closeGraceMs);
+    });
+    try {
+      if ((await Promise.race([replied(), grace])) !== "over") return;
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#graceOver.abort();
+    await replied();
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
@@ -377,6 +436,7 @@ class Handler {
     }
     if (path === "/api/asks") {
       allow(method, "GET", "HEAD");
+      await this.#caughtUp();
       return sendJson(res, 200, { asks: (this.#board?.list() ?? []).map((entry) => this.#askView(entry)) });
     }
     if (path === "/api/asks/stream") {
@@ -402,6 +462,25 @@ class Handler {
       return this.#listRecords(res, url);
     }
     throw new HttpError(404, "not_found", "no such route");
+  }
+
+  /**
+   * Waits, while the server starts, until the board holds every ask already
+   * pending in the approver: a list read before would leave them out, and a
+   * console would drop their cards (and what was typed in them) as ended.
+   * @throws {HttpError} 503 `inbox_catching_up` when it has not within `catchUpTimeoutMs`.
+   */
+  async #caughtUp(): Promise<void> {
+    if (this.#board === undefined || this.#board.caughtUp) return;
+    if (await this.#board.whenCaughtUp(this.#limits.catchUpTimeoutMs)) return;
+    if (this.#closing !== undefined) throw new HttpError(503, "closing", "the approval server is closing");
+    throw new HttpError(
+      503,
+      "inbox_catching_up",
+      "the approver has not yet handed out the asks already pending in it, so the list of pending asks " +
+        "would be incomplete; try again shortly",
+      { headers: { "retry-after": "1" } },
+    );
   }
 
   #health(res: ServerResponse, method: string): void {
@@ -433,13 +512,18 @@ class Handler {
     sendBody(res, 303, "text/plain; charset=utf-8", "logged in\n", { location, "set-cookie": cookie });
   }
 
-  #stream(req: IncomingMessage, res: ServerResponse): void {
+  async #stream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
+    await this.#caughtUp();
+    // Checked again: close() may have come, or other streams taken the slots, while this one waited.
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     const first = (this.#board?.list() ?? []).map((entry) => ["ask", this.#askView(entry)] as const);
     this.#streams.open(req, res, first);
   }
 
   async #answer(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
+    // Until then the board may not hold the ask yet, and the answer would be refused as for no such ask.
+    await this.#caughtUp();
     // An answer may carry the ask it was made for, as the console's do: an ask whose prompt alone
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
@@ -460,7 +544,7 @@ class Handler {
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
     }
     const shown = shownAsk(body, id);
-    const outcome = await this.#deliver(id, parsed.data, shown === undefined ? undefined : askDigest(shown));
+    const outcome = await this.#deliver(req, id, parsed.data, shown === undefined ? undefined : askDigest(shown));
     switch (outcome.type) {
       case "delivered":
         return sendJson(res, 200, { delivered: true });
@@ -483,25 +567,40 @@ class Handler {
     }
   }
 
-  async #deliver(id: string, resolution: AskResolution, madeFor?: string): Promise<AnswerOutcome> {
+  /**
+   * Passes `req`'s answer to the board, within `answerTimeoutMs`; once it is
+   * passed, close() lets the request finish (up to `closeGraceMs`).
+   */
+  async #deliver(
+    req: IncomingMessage,
+    id: string,
+    resolution: AskResolution,
+    madeFor?: string,
+  ): Promise<AnswerOutcome> {
     if (this.#board === undefined) return { type: "unknown" };
     // A body still arriving when close() was called: close() promises the asks it leaves are not answered.
     if (this.#closing !== undefined) {
       throw new HttpError(503, "closing", "the approval server is closing; nothing was answered");
     }
+    this.#delivering.add(req);
     const answering = this.#board.answer(id, resolution, madeFor);
     let timer: NodeJS.Timeout | undefined;
+    const graceOver = this.#graceOver.signal;
+    let onGraceOver: (() => void) | undefined;
     // A resolve that never settles must not hold the request open for ever; it may still land, so
     // the reply says the outcome is not known, never that nothing was answered.
     // Unref'd: while the client waits, its connection keeps the process alive; once it went and the
     // server closed, a resolve that never settles must not hold the process for answerTimeoutMs.
-    const late = new Promise<"late">((resolve) => {
+    const late = new Promise<"late" | "closed">((resolve) => {
       timer = setTimeout(() => resolve("late"), this.#limits.answerTimeoutMs);
       timer.unref();
+      onGraceOver = () => resolve("closed");
+      graceOver.addEventListener("abort", onGraceOver, { once: true });
     });
+    let outcome: AnswerOutcome | "late" | "closed";
     try {
-      const outcome = await Promise.race([answering, late]);
-      if (outcome !== "late") return outcome;
+      outcome = await Promise.race([answering, late]);
+      if (outcome !== "late" && outcome !== "closed") return outcome;
     } catch (error) {
       // The answer itself, refused by the approver's own rules (a Postgres queue cannot store U+0000
       // or a lone surrogate): the client's to fix, not the approver failing.
@@ -518,8 +617,17 @@ class Handler {
       );
     } finally {
       clearTimeout(timer);
+      if (onGraceOver !== undefined) graceOver.removeEventListener("abort", onGraceOver);
     }
     answering.catch((error: unknown) => this.#onError(error));
+    if (outcome === "closed") {
+      throw new HttpError(
+        504,
+        "answer_unconfirmed",
+        "the approval server closed before the approver said whether the answer reached the call; it may still: " +
+          "check the ask before answering again",
+      );
+    }
     throw new HttpError(
       504,
       "answer_unconfirmed",
@@ -595,6 +703,7 @@ class Handler {
       );
     }
     if (check.type === "expired") throw linkExpired();
+    await this.#caughtUp();
     if (method === "GET") {
       const ended = this.#board?.ending(check.askId);
       if (ended !== undefined) throw askEnded(ended);
@@ -620,7 +729,7 @@ class Handler {
     const reason = cutReason((form.get("reason") ?? "").trim());
     const resolution: AskResolution =
       check.verdict === "approve" ? { type: "approve" } : reason === "" ? { type: "deny" } : { type: "deny", reason };
-    const outcome = await this.#deliver(check.askId, resolution, check.askDigest).catch((error: unknown) => {
+    const outcome = await this.#deliver(req, check.askId, resolution, check.askDigest).catch((error: unknown) => {
       // A person reads this one: where to look, rather than the API's "check the ask".
       if (error instanceof HttpError && error.code === "answer_unconfirmed") {
         throw new HttpError(
