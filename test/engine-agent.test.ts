@@ -503,6 +503,44 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
+  it("earlier messages that do not pair calls with results are an EngineConfigError naming the message", async () => {
+    const user: Message = { type: "user", text: "hi" };
+    const asked = (...ids: string[]): Message => ({
+      type: "assistant",
+      toolCalls: ids.map((id) => ({ id, name: "read", input: { path: "a" } })),
+    });
+    const result = (callId: string, tool = "read"): Message => ({
+      type: "tool_result",
+      callId,
+      tool,
+      content: "a",
+      status: "ran",
+      isError: false,
+    });
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [readTool()] });
+    for (const [input, said] of [
+      [[user, result("c9")], "messages[1] is the result of no earlier call ('c9')"],
+      [[user, asked("c1"), result("c1"), result("c1")], "messages[3] is a second result of call 'c1'"],
+      [
+        [user, asked("c1"), result("c1", "write")],
+        "messages[2] is the result of call 'c1' of tool 'read', not of 'write'",
+      ],
+      [[user, asked("c1"), result("c1"), asked("c1")], "messages[3] reuses the id of an earlier call ('c1')"],
+      [[user, asked("c1", "c1")], "messages[1] reuses the id of an earlier call ('c1')"],
+      [[user, asked("c1", "c2"), result("c1"), asked("c3")], "messages[1]: call 'c2' has no result before messages[3]"],
+    ] as const) {
+      const error = await agent.run(input).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain(said);
+    }
+    expect(model.requests).toEqual([]);
+    // A stopped run's transcript (its last turn's calls not all answered) goes on, as does a user message after it.
+    const stopped = await agent.run([user, asked("c1", "c2"), result("c1"), { type: "user", text: "go on" }]);
+    expect(stopped.text).toBe("never");
+  });
+
   it("an id generator that throws is an EngineConfigError naming withIdGen from the constructor, a RunConfigError from the run", async () => {
     const broken = new Error("no entropy");
     let left = 0;
