@@ -503,6 +503,38 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
+  it("a call id the run already holds (an earlier turn's, or a starting message's) gets a fresh one: results pair with calls", async () => {
+    const earlier: Message[] = [
+      { type: "user", text: "read a" },
+      { type: "assistant", toolCalls: [{ id: "c0", name: "read", input: { path: "a" } }] },
+      { type: "tool_result", callId: "c0", tool: "read", content: "a", status: "ran", isError: false },
+      { type: "user", text: "go on" },
+    ];
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c0", name: "read", input: { path: "b" } }] },
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "c" } }] },
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "d" } }] },
+      { text: "done" },
+    ]);
+    const agent = new Agent({ model, tools: [readTool()] });
+    const result = await agent.run(earlier);
+    const ids = result.messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : []));
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(4);
+    expect(ids[2]).toBe("c1");
+    expect(ids[1]).toMatch(/^call_/);
+    expect(ids[3]).toMatch(/^call_/);
+    const results = result.messages.flatMap((m) => (m.type === "tool_result" ? [m.callId] : []));
+    expect(results).toEqual(ids);
+    expect(result.records).toHaveLength(3);
+    // The run's own transcript goes on as earlier messages.
+    const again = new ScriptedModel([{ text: "still done" }]);
+    const resumed = await new Agent({ model: again, tools: [readTool()] }).run(
+      JSON.parse(JSON.stringify(result.messages)) as Message[],
+    );
+    expect(resumed.text).toBe("still done");
+  });
+
   it("earlier messages that do not pair calls with results are an EngineConfigError naming the message", async () => {
     const user: Message = { type: "user", text: "hi" };
     const asked = (...ids: string[]): Message => ({

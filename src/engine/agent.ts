@@ -352,6 +352,8 @@ export class Agent {
       caller === undefined ? Cancel.owned(settings.maxConcurrency > 1) : Cancel.listening(caller, "Agent.run");
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
+    // The ids of every call in the transcript: a call of this run never takes one of them.
+    const callIds = new Set(messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : [])));
     try {
       for (;;) {
         if (cancel.aborted) throw cancelledBy(cancel.signal);
@@ -378,7 +380,7 @@ export class Agent {
         }
         const turn = turns;
         const tools = this.#toolsNow();
-        const { response, reads } = await this.#generate(turn, shown, tools, cancel);
+        const { response, reads } = await this.#generate(turn, shown, tools, cancel, callIds);
         turns += 1;
         if (response.usage !== undefined) {
           usage = {
@@ -469,6 +471,7 @@ export class Agent {
     messages: readonly Message[],
     tools: Toolset,
     cancel: Cancel,
+    callIds: Set<string>,
   ): Promise<{ response: ModelResponse; reads: readonly ReadArguments[] }> {
     const settings = this.#settings;
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", {
@@ -506,13 +509,18 @@ export class Agent {
       });
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
-    const read = parsed.data.toolCalls.map((call) =>
-      readCall(call.id === "" ? `call_${this.#runId()}` : call.id, call.name, call.input),
-    );
-    const toolCalls = Object.freeze(read.map((r) => r.call));
-    if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
+    const sent = parsed.data.toolCalls;
+    const given = sent.map((call) => call.id).filter((id) => id !== "");
+    if (given.length > 1 && new Set(given).size !== given.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
+    // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:
+    // a result must answer exactly one call.
+    const read = sent.map((call) =>
+      readCall(call.id === "" || callIds.has(call.id) ? `call_${this.#runId()}` : call.id, call.name, call.input),
+    );
+    for (const { call } of read) callIds.add(call.id);
+    const toolCalls = Object.freeze(read.map((r) => r.call));
     const { text, usage, providerData } = parsed.data;
     // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
     const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });
