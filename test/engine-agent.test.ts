@@ -290,6 +290,29 @@ describe("the loop around the gate", () => {
     expect([result, stopped].map((run) => run.settlements)).toEqual([1, 1]);
   });
 
+  it("a cancel that comes while the turn is being prepared (the tool source, an observer) asks the model nothing", async () => {
+    for (const where of ["source", "observer"] as const) {
+      const controller = new AbortController();
+      const model = new ScriptedModel([{ text: "never" }]);
+      const source: ToolSource = {
+        current: () => {
+          if (where === "source") controller.abort();
+          return [readTool()];
+        },
+      };
+      const managers = new LoopManagers().withObserver({
+        onModelRequest: () => {
+          if (where === "observer") controller.abort();
+        },
+      });
+      const error = await new Agent({ model, tools: source, managers })
+        .run("go", { signal: controller.signal })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CancelledError);
+      expect(model.requests).toEqual([]);
+    }
+  });
+
   it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {
     const inner = new CancelledError("a nested run was cancelled");
     const model = { generate: async () => Promise.reject(inner) };

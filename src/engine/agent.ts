@@ -484,6 +484,8 @@ export class Agent {
       this.#instructions === undefined
         ? { messages, tools: tools.descriptors, signal }
         : { instructions: this.#instructions, messages, tools: tools.descriptors, signal };
+    // A cancel that came while the turn was prepared (the tool source, an observer) sends no request.
+    if (cancel.aborted) throw cancelledBy(signal);
     let raw: unknown;
     try {
       raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
