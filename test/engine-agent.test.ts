@@ -583,7 +583,6 @@ describe("the loop around the gate", () => {
       ],
       [[user, asked("c1"), result("c1"), asked("c1")], "messages[3] reuses the id of an earlier call ('c1')"],
       [[user, asked("c1", "c1")], "messages[1] reuses the id of an earlier call ('c1')"],
-      [[user, asked("c1", "c2"), result("c1"), asked("c3")], "messages[1]: call 'c2' has no result before messages[3]"],
     ] as const) {
       const error = await agent.run(input).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(EngineConfigError);
@@ -591,8 +590,8 @@ describe("the loop around the gate", () => {
       expect((error as Error).message).toContain(said);
     }
     expect(model.requests).toEqual([]);
-    // A stopped run's transcript (its last turn's calls not all answered) goes on, as does a user message after it.
-    const stopped = await agent.run([user, asked("c1", "c2"), result("c1"), { type: "user", text: "go on" }]);
+    // A stopped run's transcript (a turn's calls not all answered) goes on, however often.
+    const stopped = await agent.run([user, asked("c1", "c2"), result("c1"), asked("c3"), { type: "user", text: "go" }]);
     expect(stopped.text).toBe("never");
   });
 

@@ -165,31 +165,22 @@ function frozenAssistant(
 }
 
 /**
- * Checks that earlier messages pair each call with its result, as a
- * provider requires: every result answers one earlier call (of the same
- * tool), once; no two calls share an id; and every call of an assistant
- * message is answered before the next assistant message (the last one's
- * calls may be left open: a stopped run's transcript ends so).
+ * Checks that earlier messages pair each result with its call: every result
+ * answers one earlier call (of the same tool), once, and no two calls share
+ * an id. A call may be left without a result: a stopped run leaves the calls
+ * it did not decide so.
  * @throws {EngineConfigError} naming the message at fault.
  */
 function checkPairing(messages: readonly Message[]): void {
   const fault = (text: string): EngineConfigError => new EngineConfigError("Agent.run", text);
   /** Every call so far, by id: its tool, and whether its result came. */
   const calls = new Map<string, { readonly tool: string; answered: boolean }>();
-  /** The last assistant message with calls, and those of its calls not answered yet. */
-  let open: { readonly index: number; readonly ids: Set<string> } | undefined;
   messages.forEach((message, index) => {
     if (message.type === "assistant") {
-      const [unanswered] = open?.ids ?? [];
-      if (open !== undefined && unanswered !== undefined)
-        throw fault(`messages[${open.index}]: call '${unanswered}' has no result before messages[${index}]`);
-      const ids = new Set<string>();
       for (const call of message.toolCalls) {
         if (calls.has(call.id)) throw fault(`messages[${index}] reuses the id of an earlier call ('${call.id}')`);
         calls.set(call.id, { tool: call.name, answered: false });
-        ids.add(call.id);
       }
-      open = { index, ids };
     } else if (message.type === "tool_result") {
       const call = calls.get(message.callId);
       if (call === undefined) throw fault(`messages[${index}] is the result of no earlier call ('${message.callId}')`);
@@ -199,7 +190,6 @@ function checkPairing(messages: readonly Message[]): void {
           `messages[${index}] is the result of call '${message.callId}' of tool '${call.tool}', not of '${message.tool}'`,
         );
       call.answered = true;
-      open?.ids.delete(message.callId);
     }
   });
 }
