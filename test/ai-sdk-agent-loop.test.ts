@@ -54,6 +54,28 @@ describe("fromLanguageModel: the Agent loop on an AI SDK model", () => {
   });
 });
 
+describe("fromLanguageModel: a model that numbers its calls anew each turn", () => {
+  it("a call whose id an earlier turn's call has goes back once, under the fresh id its result carries", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("call_0", "read", { path: "a" })]),
+        v3([call("call_0", "read", { path: "b" })]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    const ids = result.messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : []));
+    expect(ids[0]).toBe("call_0");
+    expect(ids[1]).not.toBe("call_0");
+    const last = prompts(model)[2]!;
+    expect(callsAndResults(last)).toEqual({ calls: ids, results: ids });
+    expect(last[3]).toMatchObject({
+      role: "assistant",
+      content: [{ type: "tool-call", toolCallId: ids[1], toolName: "read", input: { path: "b" } }],
+    });
+  });
+});
+
 describe("fromLanguageModel: a turn the provider reports as failed", () => {
   it("a result whose finish reason is error stops the run with a ModelError naming the model, not an empty answer", async () => {
     const model = new MockLanguageModelV3({

@@ -290,6 +290,29 @@ describe("the loop around the gate", () => {
     expect([result, stopped].map((run) => run.settlements)).toEqual([1, 1]);
   });
 
+  it("a cancel that comes while the turn is being prepared (the tool source, an observer) asks the model nothing", async () => {
+    for (const where of ["source", "observer"] as const) {
+      const controller = new AbortController();
+      const model = new ScriptedModel([{ text: "never" }]);
+      const source: ToolSource = {
+        current: () => {
+          if (where === "source") controller.abort();
+          return [readTool()];
+        },
+      };
+      const managers = new LoopManagers().withObserver({
+        onModelRequest: () => {
+          if (where === "observer") controller.abort();
+        },
+      });
+      const error = await new Agent({ model, tools: source, managers })
+        .run("go", { signal: controller.signal })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CancelledError);
+      expect(model.requests).toEqual([]);
+    }
+  });
+
   it("a model that throws a CancelledError of its own, with the run's signal live, is a ModelError, not a cancel", async () => {
     const inner = new CancelledError("a nested run was cancelled");
     const model = { generate: async () => Promise.reject(inner) };
@@ -501,6 +524,75 @@ describe("the loop around the gate", () => {
       expect((error as Error).message).toContain(said);
     }
     expect(model.requests).toEqual([]);
+  });
+
+  it("a call id the run already holds (an earlier turn's, or a starting message's) gets a fresh one: results pair with calls", async () => {
+    const earlier: Message[] = [
+      { type: "user", text: "read a" },
+      { type: "assistant", toolCalls: [{ id: "c0", name: "read", input: { path: "a" } }] },
+      { type: "tool_result", callId: "c0", tool: "read", content: "a", status: "ran", isError: false },
+      { type: "user", text: "go on" },
+    ];
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c0", name: "read", input: { path: "b" } }] },
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "c" } }] },
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "d" } }] },
+      { text: "done" },
+    ]);
+    const agent = new Agent({ model, tools: [readTool()] });
+    const result = await agent.run(earlier);
+    const ids = result.messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : []));
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(4);
+    expect(ids[2]).toBe("c1");
+    expect(ids[1]).toMatch(/^call_/);
+    expect(ids[3]).toMatch(/^call_/);
+    const results = result.messages.flatMap((m) => (m.type === "tool_result" ? [m.callId] : []));
+    expect(results).toEqual(ids);
+    expect(result.records).toHaveLength(3);
+    // The run's own transcript goes on as earlier messages.
+    const again = new ScriptedModel([{ text: "still done" }]);
+    const resumed = await new Agent({ model: again, tools: [readTool()] }).run(
+      JSON.parse(JSON.stringify(result.messages)) as Message[],
+    );
+    expect(resumed.text).toBe("still done");
+  });
+
+  it("earlier messages that do not pair calls with results are an EngineConfigError naming the message", async () => {
+    const user: Message = { type: "user", text: "hi" };
+    const asked = (...ids: string[]): Message => ({
+      type: "assistant",
+      toolCalls: ids.map((id) => ({ id, name: "read", input: { path: "a" } })),
+    });
+    const result = (callId: string, tool = "read"): Message => ({
+      type: "tool_result",
+      callId,
+      tool,
+      content: "a",
+      status: "ran",
+      isError: false,
+    });
+    const model = new ScriptedModel([{ text: "never" }]);
+    const agent = new Agent({ model, tools: [readTool()] });
+    for (const [input, said] of [
+      [[user, result("c9")], "messages[1] is the result of no earlier call ('c9')"],
+      [[user, asked("c1"), result("c1"), result("c1")], "messages[3] is a second result of call 'c1'"],
+      [
+        [user, asked("c1"), result("c1", "write")],
+        "messages[2] is the result of call 'c1' of tool 'read', not of 'write'",
+      ],
+      [[user, asked("c1"), result("c1"), asked("c1")], "messages[3] reuses the id of an earlier call ('c1')"],
+      [[user, asked("c1", "c1")], "messages[1] reuses the id of an earlier call ('c1')"],
+    ] as const) {
+      const error = await agent.run(input).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain(said);
+    }
+    expect(model.requests).toEqual([]);
+    // A stopped run's transcript (a turn's calls not all answered) goes on, however often.
+    const stopped = await agent.run([user, asked("c1", "c2"), result("c1"), asked("c3"), { type: "user", text: "go" }]);
+    expect(stopped.text).toBe("never");
   });
 
   it("an id generator that throws is an EngineConfigError naming withIdGen from the constructor, a RunConfigError from the run", async () => {

@@ -79,8 +79,9 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
         if (part.providerExecuted !== true) {
           const own = message.toolCalls[position];
           position += 1;
-          // A call the model sent without an id was given one by the run: its result carries that id.
-          if (id === "" && own !== undefined && own.name === part.toolName) id = own.id;
+          // A call the model sent without an id, or with one an earlier call had, was given one by the run:
+          // its result carries that id.
+          if (!inputs.has(id) && own !== undefined && own.name === part.toolName) id = own.id;
         }
         shown.add(id);
         // The transcript's own call is what ran (or was refused); the part keeps what the model sent when it was not JSON.

@@ -164,10 +164,40 @@ function frozenAssistant(
   return Object.freeze(message);
 }
 
+/**
+ * Checks that earlier messages pair each result with its call: every result
+ * answers one earlier call (of the same tool), once, and no two calls share
+ * an id. A call may be left without a result: a stopped run leaves the calls
+ * it did not decide so.
+ * @throws {EngineConfigError} naming the message at fault.
+ */
+function checkPairing(messages: readonly Message[]): void {
+  const fault = (text: string): EngineConfigError => new EngineConfigError("Agent.run", text);
+  /** Every call so far, by id: its tool, and whether its result came. */
+  const calls = new Map<string, { readonly tool: string; answered: boolean }>();
+  messages.forEach((message, index) => {
+    if (message.type === "assistant") {
+      for (const call of message.toolCalls) {
+        if (calls.has(call.id)) throw fault(`messages[${index}] reuses the id of an earlier call ('${call.id}')`);
+        calls.set(call.id, { tool: call.name, answered: false });
+      }
+    } else if (message.type === "tool_result") {
+      const call = calls.get(message.callId);
+      if (call === undefined) throw fault(`messages[${index}] is the result of no earlier call ('${message.callId}')`);
+      if (call.answered) throw fault(`messages[${index}] is a second result of call '${message.callId}'`);
+      if (call.tool !== message.tool)
+        throw fault(
+          `messages[${index}] is the result of call '${message.callId}' of tool '${call.tool}', not of '${message.tool}'`,
+        );
+      call.answered = true;
+    }
+  });
+}
+
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
   const entries = readingConfig("Agent.run", "messages", () => Array.from(input as readonly unknown[]));
-  return entries.map((raw, index): Message => {
+  const messages = entries.map((raw, index): Message => {
     // A message whose reads throw (a proxy, a getter) is not a message either.
     const parsed = readingConfig("Agent.run", `messages[${index}]`, () => MessageSchema.safeParse(raw));
     if (!parsed.success)
@@ -183,6 +213,8 @@ function startingMessages(input: readonly Message[]): Message[] {
       message.providerData,
     );
   });
+  checkPairing(messages);
+  return messages;
 }
 
 /** `new Agent`'s options, each read once and checked. */
@@ -310,6 +342,8 @@ export class Agent {
       caller === undefined ? Cancel.owned(settings.maxConcurrency > 1) : Cancel.listening(caller, "Agent.run");
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
+    // The ids of every call in the transcript: a call of this run never takes one of them.
+    const callIds = new Set(messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : [])));
     try {
       for (;;) {
         if (cancel.aborted) throw cancelledBy(cancel.signal);
@@ -336,7 +370,7 @@ export class Agent {
         }
         const turn = turns;
         const tools = this.#toolsNow();
-        const { response, reads } = await this.#generate(turn, shown, tools, cancel);
+        const { response, reads } = await this.#generate(turn, shown, tools, cancel, callIds);
         turns += 1;
         if (response.usage !== undefined) {
           usage = {
@@ -427,6 +461,7 @@ export class Agent {
     messages: readonly Message[],
     tools: Toolset,
     cancel: Cancel,
+    callIds: Set<string>,
   ): Promise<{ response: ModelResponse; reads: readonly ReadArguments[] }> {
     const settings = this.#settings;
     notify(settings.observers, settings.observerErrorHandler, "onModelRequest", {
@@ -439,6 +474,8 @@ export class Agent {
       this.#instructions === undefined
         ? { messages, tools: tools.descriptors, signal }
         : { instructions: this.#instructions, messages, tools: tools.descriptors, signal };
+    // A cancel that came while the turn was prepared (the tool source, an observer) sends no request.
+    if (cancel.aborted) throw cancelledBy(signal);
     let raw: unknown;
     try {
       raw = await cancel.race(Promise.resolve(this.#model.generate(request)));
@@ -464,13 +501,18 @@ export class Agent {
       });
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
-    const read = parsed.data.toolCalls.map((call) =>
-      readCall(call.id === "" ? `call_${this.#runId()}` : call.id, call.name, call.input),
-    );
-    const toolCalls = Object.freeze(read.map((r) => r.call));
-    if (toolCalls.length > 1 && new Set(toolCalls.map((call) => call.id)).size !== toolCalls.length) {
+    const sent = parsed.data.toolCalls;
+    const given = sent.map((call) => call.id).filter((id) => id !== "");
+    if (given.length > 1 && new Set(given).size !== given.length) {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
+    // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:
+    // a result must answer exactly one call.
+    const read = sent.map((call) =>
+      readCall(call.id === "" || callIds.has(call.id) ? `call_${this.#runId()}` : call.id, call.name, call.input),
+    );
+    for (const { call } of read) callIds.add(call.id);
+    const toolCalls = Object.freeze(read.map((r) => r.call));
     const { text, usage, providerData } = parsed.data;
     // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
     const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });

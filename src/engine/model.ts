@@ -7,8 +7,9 @@ const tokenCount = z.number().int().nonnegative();
 export const ToolCallSchema = z.object({ id: z.string(), name: z.string(), input: z.unknown() });
 
 /**
- * A tool call as the model emits it. An empty `id` is replaced by one the
- * engine generates before the call is gated.
+ * A tool call as the model emits it. An empty `id`, or one a call earlier in
+ * the transcript has, is replaced by one the engine generates before the
+ * call is gated.
  */
 export type ToolCall = Readonly<z.infer<typeof ToolCallSchema>>;
 
