@@ -8,9 +8,10 @@ import { describe, expect, it } from "vitest";
 // with the project's compiler settings, so a renamed export, option, field or
 // method on a page fails here. Blocks are excerpts: a name a block uses without
 // importing it is imported from the loopctl module that exports it, and any
-// other free name (a value the page made earlier, such as `approver`) is
-// declared `any`. A free PascalCase name must be a loopctl export, so a
-// class or type a page names that no longer exists is reported, not hidden.
+// other free name is declared with the type the pages give it (DECLARED: a
+// value a page made earlier, such as `approver` or `gate`), so a call on it is
+// checked too. Only the reader's own objects (READERS) are `any`; a free name
+// on neither list fails, so a new one is typed here before a page can use it.
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
 
@@ -53,14 +54,75 @@ const NODE: Record<string, string> = {
   join: "node:path",
   z: "zod",
 };
+const type = (module: string, name: string): string => `import("${module}").${name}`;
+/** Free names for values a page made earlier, or that any loop has: their types, as the pages use them. */
+const DECLARED: Record<string, string> = {
+  approver: type("loopctl/ask", "Approver"),
+  channel: type("loopctl/ask", "ApprovalChannel"),
+  ask: type("loopctl/ask", "PendingAsk"),
+  gate: type("loopctl/engine", "Gate"),
+  managers: type("loopctl/engine", "LoopManagers"),
+  agent: type("loopctl/engine", "Agent"),
+  model: type("loopctl/engine", "Model"),
+  result: type("loopctl/engine", "RunResult"),
+  descriptor: type("loopctl/engine", "ToolDescriptor"),
+  tools: `readonly ${type("loopctl/engine", "Tool")}[]`,
+  deploy: type("loopctl/engine", "Tool"),
+  readFile: type("loopctl/engine", "Tool"),
+  readLog: type("loopctl/engine", "Tool"),
+  writeFile: type("loopctl/engine", "Tool"),
+  status: type("loopctl/engine", "Tool"),
+  guard: type("loopctl/engine", "Hook"),
+  myHook: type("loopctl/engine", "Hook"),
+  writesAsk: type("loopctl/engine", "Hook"),
+  askBeforeWrites: type("loopctl/engine", "Hook"),
+  store: type("loopctl/grant", "GrantStore"),
+  grants: type("loopctl/grant", "GrantStore"),
+  records: type("loopctl/server", "RecentRecords"),
+  audit: type("loopctl/audit", "AuditSink"),
+  ui: "Promise<void>",
+  signal: "AbortSignal",
+  turn: "number",
+  runId: "string",
+  sessionId: "string",
+  root: "string",
+  dir: "string",
+  LINK_SECRET: "string",
+  HOOK_SECRET: "string",
+};
+/** Where a page's free names are another SDK's objects: the blocks it covers, and their types there. */
+const CONTEXTS: readonly {
+  readonly blocks: string;
+  readonly applies: (b: Block) => boolean;
+  readonly names: Record<string, string>;
+}[] = [
+  {
+    blocks: 'an AI SDK loop\'s (importing from "ai")',
+    applies: (b) => b.code.includes(' from "ai";'),
+    names: { model: type("ai", "LanguageModel"), deploy: type("ai", "Tool"), readLog: type("ai", "Tool") },
+  },
+  {
+    blocks: 'an OpenAI Agents SDK loop\'s (importing from "@openai/agents")',
+    applies: (b) => b.code.includes(' from "@openai/agents";'),
+    names: { deploy: type("@openai/agents", "FunctionTool"), readLog: type("@openai/agents", "FunctionTool") },
+  },
+  {
+    blocks: "your-own-loop.md's, whose tool is a bare descriptor",
+    applies: (b) => b.page === "docs/your-own-loop.md",
+    names: { writeFile: type("loopctl/engine", "ToolDescriptor") },
+  },
+];
+/**
+ * Free names for the reader's own objects (their model API's tool call, tool
+ * registry, UI and app): `any`, as nothing of loopctl's.
+ */
+const READERS = new Set(["call", "runTheTool", "registry", "askTheHuman", "isFrozenAccount", "app"]);
 /** Diagnostics an excerpt may have that say nothing about the API. */
 const EXCUSED = new Set([
   2307, // a provider package the reader installs (`@ai-sdk/openai`), not a dependency here
   2390, // a signature sketch (gate.md's `class Gate { call(…): …; }`) has no bodies
   2391,
   4111, // `process.env.X`: this project's noPropertyAccessFromIndexSignature, not the reader's
-  7006, // a callback's parameter, untyped only because its callee is a free name declared `any`
-  7031,
 ]);
 const FREE_NAME = new Set([2304, 2552, 18004]);
 
@@ -142,19 +204,32 @@ describe("the README's and docs' ts blocks type-check against the current API", 
       free.set(d.file.fileName, (free.get(d.file.fileName) ?? new Set()).add(name));
     }
     const unknown: string[] = [];
+    const used = new Set<number>();
+    const readers = new Set<string>();
     const preludeLines = blocks.map((b, i) => {
       const names = [...(free.get(fileOf(i)) ?? [])];
+      const contexts = CONTEXTS.flatMap((c, j) => (c.applies(b) ? [j] : []));
       const prelude = names.map((name) => {
         const owner = owners.get(name);
         if (owner !== undefined) return `import ${owner.value ? "" : "type "}{ ${name} } from "${owner.from}";`;
         if (NODE[name] !== undefined) return `import { ${name} } from "${NODE[name]}";`;
-        if (/^[A-Z][a-z]/.test(name)) unknown.push(`${b.page}:${b.line}: ${name} is no loopctl export`);
+        const context = contexts.find((j) => CONTEXTS[j]?.names[name] !== undefined);
+        if (context !== undefined) used.add(context);
+        const declared = context === undefined ? DECLARED[name] : CONTEXTS[context]?.names[name];
+        if (declared !== undefined) return `declare const ${name}: ${declared};`;
+        if (READERS.has(name)) {
+          readers.add(name);
+          return `declare const ${name}: any;`;
+        }
+        unknown.push(`${b.page}:${b.line}: ${name} is no loopctl export and not declared here`);
         return `declare const ${name}: any;`;
       });
       sources.set(fileOf(i), `${prelude.join("\n")}\n${b.code}\nexport {};\n`);
       return prelude.length;
     });
     expect(unknown).toEqual([]);
+    expect([...READERS].filter((name) => !readers.has(name)).map((name) => `${name}: no page uses it`)).toEqual([]);
+    expect(CONTEXTS.filter((_, j) => !used.has(j)).map((c) => `no free name of ${c.blocks} blocks`)).toEqual([]);
 
     const second = compile(sources);
     const problems = diagnosticsOf(second)
