@@ -96,8 +96,15 @@ describe("the loop around the gate", () => {
     ]);
     const result = await new Agent({ model, tools: [readTool()] }).run("go");
     const shown = model.requests[1]!.messages[1] as Extract<Message, { type: "assistant" }>;
-    expect(shown.providerData).toBe(reasoning);
-    expect(result.messages[1]).toMatchObject({ providerData: reasoning });
+    // The run keeps a frozen copy of what the model sent: the same value, which nobody can change.
+    expect(shown.providerData).toEqual({ encrypted: "opaque-blob", items: [1, 2] });
+    expect(Object.isFrozen(shown.providerData)).toBe(true);
+    expect(Object.isFrozen((shown.providerData as typeof reasoning).items)).toBe(true);
+    expect(result.messages[1]).toMatchObject({ providerData: { encrypted: "opaque-blob", items: [1, 2] } });
+    expect((result.messages[1] as Extract<Message, { type: "assistant" }>).providerData).toBe(shown.providerData);
+    reasoning.items.push(3);
+    reasoning.encrypted = "changed";
+    expect(shown.providerData).toEqual({ encrypted: "opaque-blob", items: [1, 2] });
     expect(result.messages.at(-1)).not.toHaveProperty("providerData");
   });
 

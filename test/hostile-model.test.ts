@@ -2,7 +2,14 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "../src/ask/index.js";
-import { Agent, LoopDetectedError, LoopManagers, ModelError, RunStoppedError } from "../src/engine/index.js";
+import {
+  Agent,
+  EngineConfigError,
+  LoopDetectedError,
+  LoopManagers,
+  ModelError,
+  RunStoppedError,
+} from "../src/engine/index.js";
 import type { Model, ModelResponse, RunResult, ToolCall } from "../src/engine/index.js";
 import { LoopctlError } from "../src/errors.js";
 import { argsDigest } from "../src/grant/index.js";
@@ -222,6 +229,80 @@ describe("a model that calls tools badly gets error results, never a crash", () 
       expect(error).toBeInstanceOf(ModelError);
       expect((error as ModelError).code).toBe("MODEL_ERROR");
       expect(executed).toEqual([]);
+    },
+  );
+
+  /** providerData that has no JSON form, and where the refusal names it. */
+  const notJson: [string, () => unknown, string][] = [
+    ["a function", () => ({ id: "r", f: () => 1 }), "$.f"],
+    ["a BigInt", () => ({ tokens: [1n] }), "$.tokens[0]"],
+    ["NaN", () => ({ score: Number.NaN }), "$.score"],
+    ["a Map", () => ({ items: new Map([["a", 1]]) }), "$.items"],
+    ["undefined inside an array", () => ({ items: [1, undefined] }), "$.items[1]"],
+    [
+      "a cycle",
+      () => {
+        const cyclic: Record<string, unknown> = { id: "r" };
+        cyclic["self"] = cyclic;
+        return cyclic;
+      },
+      "$.self: a cycle",
+    ],
+    [
+      "nesting past the limit",
+      () => {
+        let deep: unknown = "a";
+        for (let i = 0; i < DEPTH; i++) deep = [deep];
+        return deep;
+      },
+      "deep",
+    ],
+    ["an object whose reads throw", () => bomb(), "getter bomb"],
+    [
+      "a cycle back to the top, through an object two keys share",
+      () => {
+        const shared: Record<string, unknown> = { id: "s" };
+        const data = { a: shared, b: shared, c: { d: shared } };
+        shared["up"] = data;
+        return data;
+      },
+      "$.a.up: a cycle",
+    ],
+  ];
+
+  it.each(notJson)(
+    "a model answer whose providerData is not JSON (%s) is a ModelError naming the turn, and no tool runs",
+    async (_label, providerData, where) => {
+      const executed: unknown[] = [];
+      const agent = new Agent({
+        model: new ScriptedModel([
+          { toolCalls: [{ id: "c0", name: "read", input: { path: "a" } }] },
+          () => ({ toolCalls: [{ id: "c1", name: "read", input: { path: "b" } }], providerData: providerData() }),
+        ]),
+        tools: tools(executed),
+      });
+      const error = await agent.run("go").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ModelError);
+      expect((error as ModelError).message).toContain("the model answered turn 1 with providerData that is not JSON");
+      expect((error as ModelError).message).toContain(where);
+      expect(executed).toEqual([{ path: "a" }]);
+      expect((error as ModelError).messages).toHaveLength(3);
+    },
+  );
+
+  it.each(notJson)(
+    "starting messages whose providerData is not JSON (%s) are refused, naming the message",
+    async (_label, providerData, where) => {
+      const model = new ScriptedModel([{ text: "done" }]);
+      const run = new Agent({ model, tools: tools([]) }).run([
+        { type: "user", text: "hi" },
+        { type: "assistant", text: "hello", toolCalls: [], providerData: providerData() },
+      ]);
+      const error = await run.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect((error as EngineConfigError).message).toContain("messages[1].providerData is not JSON");
+      expect((error as EngineConfigError).message).toContain(where);
+      expect(model.requests).toEqual([]);
     },
   );
 

@@ -32,7 +32,7 @@ import { readOnlyView } from "./read-only-view.js";
 import { timestamp } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
 import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
-import { isSnapshot, snapshot } from "./snapshot.js";
+import { isSnapshot, keptJson, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { checkedId, randomIdGen } from "./ids.js";
 import { isTool } from "./tool.js";
@@ -207,10 +207,18 @@ function startingMessages(input: readonly Message[]): Message[] {
       );
     const message = parsed.data;
     if (message.type !== "assistant") return message;
+    // The caller's own object stays the caller's: the run keeps a frozen copy, taken once.
+    let providerData: unknown;
+    if (message.providerData !== undefined) {
+      const kept = keptJson(message.providerData);
+      if (!("value" in kept))
+        throw new EngineConfigError("Agent.run", `messages[${index}].providerData is not JSON: ${kept.problem}`);
+      providerData = kept.value;
+    }
     return frozenAssistant(
       message.text,
       message.toolCalls.map((call) => readCall(call.id, call.name, call.input).call),
-      message.providerData,
+      providerData,
     );
   });
   checkPairing(messages);
@@ -500,6 +508,14 @@ export class Agent {
         cause: parsed.error,
       });
     }
+    // Copied and frozen once, this turn's only: later turns show the model what it sent, whoever holds its object.
+    let providerData: unknown;
+    if (parsed.data.providerData !== undefined) {
+      const kept = keptJson(parsed.data.providerData);
+      if (!("value" in kept))
+        throw new ModelError(`the model answered turn ${turn} with providerData that is not JSON: ${kept.problem}`);
+      providerData = kept.value;
+    }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
     const sent = parsed.data.toolCalls;
     const given = sent.map((call) => call.id).filter((id) => id !== "");
@@ -513,7 +529,7 @@ export class Agent {
     );
     for (const { call } of read) callIds.add(call.id);
     const toolCalls = Object.freeze(read.map((r) => r.call));
-    const { text, usage, providerData } = parsed.data;
+    const { text, usage } = parsed.data;
     // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.
     const response: ModelResponse = Object.freeze({ text, toolCalls, usage, providerData });
     notify(settings.observers, settings.observerErrorHandler, "onModelResponse", { turn, response });

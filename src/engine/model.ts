@@ -65,6 +65,7 @@ export type UserMessage = Extract<Message, { type: "user" }>;
 /**
  * One model turn: optional text, the tool calls it made (possibly none), and
  * `providerData`, whatever the model adapter attached, handed back unchanged.
+ * In a run, `providerData` is a deeply frozen JSON copy, taken once.
  */
 export type AssistantMessage = Extract<Message, { type: "assistant" }>;
 /**
@@ -89,6 +90,8 @@ export const ModelResponseSchema = z.object({
  * The model's answer for one turn. No tool calls ends the run.
  * `providerData` is opaque: it is kept on the assistant message and shown to
  * the model again with the transcript (a provider's reasoning items, ids…).
+ * It must be JSON: the run keeps a deeply frozen JSON copy, taken when the
+ * answer comes in, and refuses anything else with a `ModelError`.
  */
 export type ModelResponse = Readonly<z.infer<typeof ModelResponseSchema>>;
 

@@ -1,4 +1,4 @@
-import { canonicalJson, digest16 } from "../grant/index.js";
+import { CANONICAL_JSON_MAX_DEPTH, canonicalJson, digest16 } from "../grant/index.js";
 import { sha256Hex } from "../grant/digest.js";
 import { describeError } from "./errors.js";
 
@@ -51,4 +51,82 @@ export function frozenJson<T>(value: T): T {
 
 export function isSnapshot(read: Snapshot | NotJson): read is Snapshot {
   return "value" in read;
+}
+
+/** A value refused by {@link keptJson}: where it is, and what it is. */
+class NotJsonValue extends Error {}
+
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+/** What a value that has no JSON form is, for a message. */
+function notJsonKind(value: unknown): string | undefined {
+  switch (typeof value) {
+    case "function":
+      return "a function";
+    case "symbol":
+      return "a symbol";
+    case "bigint":
+      return "a BigInt";
+    case "number":
+      return Number.isFinite(value) ? undefined : `${value}`;
+    case "object": {
+      if (value === null || Array.isArray(value)) return undefined;
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto === Object.prototype || proto === null) return undefined;
+      const name: unknown = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+      return `${typeof name === "string" && name !== "" ? `a ${name}` : "an object"}, not plain data`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * `value` as JSON keeps it, read once, with its keys in the order given:
+ * `JSON.parse(JSON.stringify(value))`, deeply frozen. `toJSON` is honoured
+ * and object properties whose value is `undefined` are left out, as JSON does;
+ * anything JSON would change or cannot write (a function, a symbol, a
+ * BigInt, NaN or ±Infinity, `undefined` or a hole inside an array, a Map or
+ * other object that is not plain data, a cycle, more than
+ * `CANONICAL_JSON_MAX_DEPTH` levels of nesting, a read that throws) is
+ * refused, the problem naming its path. The cost is that of the value, once.
+ */
+export function keptJson(value: unknown): { readonly value: unknown } | NotJson {
+  // Where each container reached so far sits, and how deep.
+  const at = new Map<object, { readonly path: string; readonly depth: number }>();
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, function (this: unknown, key: string, item: unknown): unknown {
+      const holder = at.get(this as object);
+      const path =
+        holder === undefined
+          ? "$"
+          : holder.path +
+            (Array.isArray(this) ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
+      const depth = holder === undefined ? 0 : holder.depth + 1;
+      if (item === undefined) {
+        if (holder !== undefined && !Array.isArray(this)) return undefined;
+        throw new NotJsonValue(`${path}: undefined${holder === undefined ? "" : " inside an array (or a hole)"}`);
+      }
+      const kind = notJsonKind(item);
+      if (kind !== undefined) throw new NotJsonValue(`${path}: ${kind}`);
+      if (typeof item === "object" && item !== null) {
+        if (depth >= CANONICAL_JSON_MAX_DEPTH)
+          throw new NotJsonValue(`${path}: nested too deep (more than ${CANONICAL_JSON_MAX_DEPTH} levels)`);
+        // An object met before at a path this one goes on from holds this one: a cycle.
+        const before = at.get(item)?.path;
+        if (before !== undefined && path.startsWith(before) && /^[.[]/.test(path.slice(before.length)))
+          throw new NotJsonValue(`${path}: a cycle (the object at ${before})`);
+        at.set(item, { path, depth });
+      }
+      return item;
+    });
+  } catch (error) {
+    // A read that throws (a getter, a proxy) is passed on as it is.
+    return { problem: describeError(error) };
+  }
+  if (text === undefined) return { problem: "$: has no JSON form" };
+  const copy: unknown = JSON.parse(text);
+  deepFreeze(copy);
+  return { value: copy };
 }
