@@ -7,7 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
+import { ApprovalChannel, SyncAskResolver, type Approver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
 import type { GateDecision, GateOutcome, Hook, Message } from "loopctl/engine";
@@ -18,6 +18,17 @@ import { deferred, flush, until } from "./support/engine-fixtures.js";
 import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
+
+/** Managers whose hook asks about every call, the approver that gets the asks, and the records that land. */
+function askingManagers(): { approver: Approver; records: GateDecision[]; managers: LoopManagers } {
+  const [channel, approver] = ApprovalChannel.pair(4);
+  const records: GateDecision[] = [];
+  const managers = new LoopManagers()
+    .withHook(ask)
+    .withAskResolver(channel)
+    .withObserver({ onGate: ({ decision }) => void records.push(decision) });
+  return { approver, records, managers };
+}
 
 const results = (messages: readonly Message[]) => messages.filter((m) => m.type === "tool_result");
 
@@ -933,12 +944,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client);
     const remove = toolset.tools.find((t) => t.name === "delete_note")!;
-    const [channel, approver] = ApprovalChannel.pair(4);
-    const records: GateDecision[] = [];
-    const managers = new LoopManagers()
-      .withHook(ask)
-      .withAskResolver(channel)
-      .withObserver({ onGate: ({ decision }) => void records.push(decision) });
+    const { approver, records, managers } = askingManagers();
     const call = new Gate(managers).call({ tool: remove, callId: "c1", input: { name: "todo" } }, (input, { signal }) =>
       remove.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
     );
@@ -975,12 +981,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client, { onError: () => {} });
     const remove = toolset.tools.find((t) => t.name === "delete_note")!;
-    const [channel, approver] = ApprovalChannel.pair(4);
-    const records: GateDecision[] = [];
-    const managers = new LoopManagers()
-      .withHook(ask)
-      .withAskResolver(channel)
-      .withObserver({ onGate: ({ decision }) => void records.push(decision) });
+    const { approver, records, managers } = askingManagers();
     const model = new ScriptedModel([
       { toolCalls: [{ id: "c1", name: "delete_note", input: { name: "todo" } }] },
       { toolCalls: [{ id: "c2", name: "delete_note", input: { name: "todo" } }] },
