@@ -303,6 +303,49 @@ describe("Gate.call", () => {
     ]);
   });
 
+  it("a cancel that comes after execute settled does not make the call read as cancelled: it resolves with what the tool gave", async () => {
+    const controller = new AbortController();
+    const returned = deferred<void>();
+    const gate = new Gate(new LoopManagers());
+    const calling = gate.call(
+      { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+      () => Promise.resolve().then(() => (returned.resolve(), "contents")),
+    );
+    await returned.promise;
+    controller.abort();
+    const outcome = await calling;
+    expect(outcome).toMatchObject({ type: "ran", output: "contents", record: { verdict: "allow", ruleId: "hook" } });
+  });
+
+  it("a tool that settled while a middleware still held its output: the decision that let it run, the output withheld", async () => {
+    const controller = new AbortController();
+    const held = deferred<void>();
+    const gate = new Gate(
+      new LoopManagers().withMiddleware(async (_call, _context, next) => {
+        const result = await next();
+        await new Promise<never>(() => undefined);
+        return result;
+      }),
+    );
+    const calling = gate.call(
+      { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+      () => Promise.resolve().then(() => (held.resolve(), "contents")),
+    );
+    await held.promise;
+    await flush();
+    controller.abort();
+    const outcome = await calling;
+    expect(outcome.type).toBe("refused");
+    expect(outcome).toMatchObject({
+      message: "Tool 'read' ran, but its output was withheld: the run was cancelled",
+      record: {
+        verdict: "allow",
+        ruleId: "hook",
+        reason: "output withheld: the run was cancelled before middleware returned",
+      },
+    });
+  });
+
   /** One call on `signal` that must end cancelled: its error, and how many times the tool ran. */
   async function callCancelled(gate: Gate, signal: AbortSignal): Promise<{ error: CancelledError; executed: number }> {
     let executed = 0;

@@ -5,7 +5,8 @@ import { ApprovalChannel } from "../src/ask/index.js";
 import type { PendingAsk } from "../src/ask/index.js";
 import { CancelledError, LoopDetectedError, LoopManagers, defineTool } from "../src/engine/index.js";
 import { ManualResolver } from "./support/engine-resolvers.js";
-import { askAll, build, call, deferred, eventLog, script, until } from "./support/engine-fixtures.js";
+import { askAll, build, call, deferred, eventLog, flush, script, until } from "./support/engine-fixtures.js";
+import type { Deferred } from "./support/engine-fixtures.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 40);
 
@@ -187,5 +188,123 @@ describe("parallel dispatch", () => {
       ),
       { numRuns: FUZZ_RUNS },
     );
+  });
+});
+
+describe("a cancel after a tool returned", () => {
+  /** `echo`, resolving `returned` with its value just before it returns it. */
+  function signallingTool(returned: Deferred<string>, executed: string[]) {
+    return defineTool({
+      name: "echo",
+      description: "echo",
+      input: z.object({ v: z.string() }),
+      execute: async ({ v }) => {
+        await Promise.resolve();
+        executed.push(v);
+        returned.resolve(v);
+        return v;
+      },
+    });
+  }
+
+  const askFor = (id: string) => ({
+    preToolUse: (c: { id: string }) =>
+      c.id === id ? { type: "ask" as const, prompt: "?" } : { type: "allow" as const },
+  });
+
+  it("a call whose tool returned is never recorded cancelled, and its result is in the transcript", async () => {
+    const resolver = new ManualResolver();
+    const controller = new AbortController();
+    const returned = deferred<string>();
+    const executed: string[] = [];
+    const { agent } = build({
+      turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
+      tools: [signallingTool(returned, executed)],
+      managers: new LoopManagers().withHook(askFor("b")).withAskResolver(resolver).withMaxConcurrency(2),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    await returned.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(executed).toEqual(["A"]);
+    // In emission order: the parked call's cancel lands before the dispatch of the one that ran returns.
+    expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["cancelled", "hook"],
+      ["allow", "hook"],
+    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
+      { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false },
+    ]);
+  });
+
+  it("an approved call whose tool returned keeps its ask_allowed record and its result", async () => {
+    const resolver = new ManualResolver();
+    const controller = new AbortController();
+    const returned = deferred<string>();
+    const executed: string[] = [];
+    const { agent } = build({
+      turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
+      tools: [signallingTool(returned, executed)],
+      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(2),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    await until(() => resolver.parked.length === 2);
+    resolver.parked.find((p) => p.ask.callId === "a")?.answer({ type: "approve" });
+    await returned.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(executed).toEqual(["A"]);
+    expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["cancelled", "hook"],
+      ["ask_allowed", "ask"],
+    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
+      { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false },
+    ]);
+  });
+
+  it("a tool that returned while a middleware still held its output: the record says it ran, the output is withheld", async () => {
+    const resolver = new ManualResolver();
+    const controller = new AbortController();
+    const returned = deferred<string>();
+    const executed: string[] = [];
+    const never = deferred<void>();
+    const { agent } = build({
+      turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
+      tools: [signallingTool(returned, executed)],
+      managers: new LoopManagers()
+        .withHook(askFor("b"))
+        .withAskResolver(resolver)
+        .withMaxConcurrency(2)
+        // After the tool, this middleware waits on something that never comes.
+        .withMiddleware(async (_call, _context, next) => {
+          const result = await next();
+          await never.promise;
+          return result;
+        }),
+    });
+    const running = agent.run("go", { signal: controller.signal });
+    await returned.promise;
+    await flush();
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(executed).toEqual(["A"]);
+    expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+      ["allow", "hook", "output withheld: the run was cancelled before middleware returned"],
+      ["cancelled", "hook", "cancelled while awaiting approval"],
+    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
+      {
+        type: "tool_result",
+        callId: "a",
+        tool: "echo",
+        content: "Tool 'echo' ran, but its output was withheld: the run was cancelled",
+        status: "refused",
+        isError: true,
+      },
+    ]);
   });
 });

@@ -576,10 +576,10 @@ export class Agent {
             runId,
             turn,
             onRecord,
-            execute: async (input, options) =>
-              toContent(
-                await tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId }),
-              ),
+            // The tool's own result, so the gate sees the moment it settles; made content after that.
+            execute: (input, options) =>
+              tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId }),
+            output: toContent,
           });
           outcomes[index] = outcome;
           if (outcome.type === "refused" && outcome.stop !== undefined) {

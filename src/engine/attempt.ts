@@ -32,6 +32,7 @@ export const TEXTS = {
   notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
   invalid: (tool: string, problems: readonly string[]) =>
     `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
+  cancelledAfterRun: (tool: string) => `Tool '${tool}' ran, but its output was withheld: the run was cancelled`,
   withdrawn: (tool: string, reason: string) => `Tool '${tool}' was withdrawn while awaiting approval: ${reason}`,
   toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
@@ -88,6 +89,11 @@ const dispatchEnding = (tool: string, result: DispatchResult): Ending => {
   }
 };
 
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === "object" || typeof value === "function") &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === "function";
+
 const draft = (
   verdict: RecordDraft["verdict"],
   ruleId: string,
@@ -130,6 +136,12 @@ export class Attempt {
   #cancelled: CancelledError | undefined;
   /** How dispatch ended, once it has: a tool that ran is reported as it ended, whatever throws afterwards. */
   #dispatched: Ending | undefined;
+  /**
+   * How the tool itself ended, once it has: watched on what `execute`
+   * returned, not on the chain after it, so a tool that settled before a
+   * cancel came is known to have run.
+   */
+  #toolEnded: "succeeded" | "failed" | undefined;
 
   constructor(gate: GateState, request: InternalRequest) {
     this.#gate = gate;
@@ -484,31 +496,45 @@ export class Attempt {
     const slot = this.#slot;
     const signal = this.#cancel.signal;
     const call: ToolCall = Object.freeze({ id: callId, name, input: this.#args.value });
-    const dispatched = await this.#wait(
-      dispatch({
-        call,
-        middleware: settings.middleware,
-        context: {
-          turn,
-          callId,
-          sessionId,
-          runId,
-          descriptor: this.#request.tool!.descriptor,
-          argsDigest: this.#args.argsDigest,
-          argsSha256: this.#args.argsSha256,
-          signal,
-        },
-        sink: {
-          middlewareDeny: (d) =>
-            slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
-          middlewareAllow: (d) =>
-            slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
-          outputWithheld: (reason) => slot.outputWithheld(reason),
-        },
-        run: () => this.#execute(call.input),
-      }),
-      CANCELS.executing,
-    );
+    const work = dispatch({
+      call,
+      middleware: settings.middleware,
+      context: {
+        turn,
+        callId,
+        sessionId,
+        runId,
+        descriptor: this.#request.tool!.descriptor,
+        argsDigest: this.#args.argsDigest,
+        argsSha256: this.#args.argsSha256,
+        signal,
+      },
+      sink: {
+        middlewareDeny: (d) =>
+          slot.middlewareDeny(draft("deny", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+        middlewareAllow: (d) =>
+          slot.middlewareAllow(draft("allow", d.ruleId, "middleware", d.reason ?? null, d.matchedPattern ?? null)),
+        outputWithheld: (reason) => slot.outputWithheld(reason),
+      },
+      run: () => this.#execute(call.input),
+    });
+    const raced = await this.#cancel.race(work);
+    let dispatched: Awaited<typeof work>;
+    if (raced !== CANCELLED) dispatched = raced;
+    else if (this.#toolEnded === undefined) throw this.#cancelledAt(CANCELS.executing);
+    else if (settings.middleware.length === 0) {
+      // The tool settled before the cancel came: the call ran, and without middleware its
+      // ending follows within a few jobs. It is the call's ending, never a cancel.
+      dispatched = await work;
+    } else {
+      // The tool ran, but a middleware had not returned when the cancel came: what it would have done
+      // with the output is unknown, so the output is withheld; the record is the decision that let it run.
+      dispatched = {
+        result: { type: "refused", message: TEXTS.cancelledAfterRun(name) },
+        execution: this.#toolEnded,
+      };
+      slot.outputWithheld("output withheld: the run was cancelled before middleware returned");
+    }
     // A cancel the start of `execute` saw has landed its record: the attempt ends with it.
     if (this.#cancelled !== undefined) throw this.#cancelled;
     this.#dispatched = dispatchEnding(name, dispatched.result);
@@ -535,7 +561,27 @@ export class Attempt {
       this.#cancelledAt(CANCELS.executing);
       return NOT_STARTED;
     }
-    return this.#request.execute(input, { signal: this.#cancel.signal });
+    const { execute, output } = this.#request;
+    let started: unknown;
+    try {
+      started = execute(input, { signal: this.#cancel.signal });
+    } catch (error) {
+      this.#toolEnded = "failed";
+      throw error;
+    }
+    if (!isThenable(started)) {
+      this.#toolEnded = "succeeded";
+      return output === undefined ? started : output(started);
+    }
+    // The first reaction on the tool's own promise: it runs before any job a later cancel queues.
+    const watched = Promise.resolve(started).then(
+      (value) => ((this.#toolEnded ??= "succeeded"), value),
+      (error: unknown) => {
+        this.#toolEnded ??= "failed";
+        throw error;
+      },
+    );
+    return output === undefined ? watched : watched.then(output);
   }
 
   /** Saves an answer given with `remember` as a grant, before the record lands. A failed save never changes the answer. */

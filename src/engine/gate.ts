@@ -257,6 +257,12 @@ export interface InternalRequest {
   readonly runId: string;
   readonly turn: number;
   readonly execute: GateExecute;
+  /**
+   * Turns what `execute` gave into the outcome's `output` (a throw is the
+   * tool's failure). `execute` then hands back the tool's own result, so
+   * the gate sees the moment the tool itself settles.
+   */
+  readonly output?: ((value: unknown) => unknown) | undefined;
   readonly onRecord?: (record: GateDecision) => void;
   /** This call's own approval hook, run after the managers' (see {@link callWithApproval}). */
   readonly approvalHook?: Hook | undefined;
