@@ -447,6 +447,8 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(changed).toEqual(expect.arrayContaining(["stable", "held"]));
   });
 
+  // A page of 200,000 tools (past where spreading one page overflowed the stack) takes seconds to send
+  // and parse, more on a loaded machine: this case has a time limit of its own.
   it("a listing of more tools than a toolset takes, on one page or over several, fails with McpServerError naming the server and the limit", async () => {
     const server = await startFixture("crowded 200000");
     const crowded = await mcpTools(server.client).catch((error: unknown) => error);
@@ -473,7 +475,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
     // The third page is the one that goes past the limit: no more pages are asked for.
     expect(pages).toBe(3);
-  });
+  }, 120_000);
 
   it("a refresh that fails leaves no tools (fail closed) and reports it; the next list_changed restores them", async () => {
     const server = await startFixture("paged");
