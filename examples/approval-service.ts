@@ -29,17 +29,21 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
 }
 
+type Deliver = (answer: AskResolution) => void;
+
 /**
  * POST /asks              a PendingAsk; the response is its AskResolution, once answered
  * POST /asks/<id>/answer  an AskResolution for that ask; 200 if it reached a waiting ask, else 404
  */
 export async function startApprovalService(onAsk: (ask: PendingAsk, serviceUrl: string) => void): Promise<ApprovalService> {
-  const waiting = new Map<string, (answer: AskResolution) => void>();
+  const waiting = new Map<string, Deliver>();
   const idleWaiters: Array<() => void> = [];
-  const forget = (id: string): boolean => {
-    const known = waiting.delete(id);
+  /** Forgets the ask `id` if `deliver` is still what answers it; false if it is not. */
+  const forget = (id: string, deliver: Deliver | undefined): boolean => {
+    if (deliver === undefined || waiting.get(id) !== deliver) return false;
+    waiting.delete(id);
     if (waiting.size === 0) for (const wake of idleWaiters.splice(0)) wake();
-    return known;
+    return true;
   };
   let url = "";
   const server: Server = createServer((req, res) => {
@@ -48,17 +52,21 @@ export async function startApprovalService(onAsk: (ask: PendingAsk, serviceUrl: 
         const answerPath = /^\/asks\/([0-9a-f-]{36})\/answer$/.exec(req.url ?? "");
         if (req.method === "POST" && req.url === "/asks") {
           const ask = PendingAskSchema.parse(await readJson(req));
-          waiting.set(ask.id, (answer) => send(res, 200, answer));
-          // The engine gave up (deadline, cancel): forget the ask, so a late answer gets 404.
+          const deliver: Deliver = (answer) => send(res, 200, answer);
+          // A resolver retrying after a dropped connection sends the same ask again: the newest request is answered.
+          waiting.set(ask.id, deliver);
+          // The engine gave up (deadline, cancel): forget the ask, so a late answer gets 404; but only while this
+          // request is the one waiting, so an older request closing leaves the ask sent again after it.
           res.on("close", () => {
-            if (forget(ask.id)) console.log(`service: ask ${ask.id.slice(0, 8)} withdrawn, the engine stopped waiting`);
+            if (forget(ask.id, deliver)) console.log(`service: ask ${ask.id.slice(0, 8)} withdrawn, the engine stopped waiting`);
           });
           console.log(`service: ask ${ask.id.slice(0, 8)} for ${ask.tool}: "${ask.prompt}"`);
           onAsk(ask, url);
         } else if (req.method === "POST" && answerPath !== null) {
           const answer: AskResolution = AskResolutionSchema.parse(await readJson(req));
-          const deliver = waiting.get(answerPath[1] ?? "");
-          forget(answerPath[1] ?? "");
+          const id = answerPath[1] ?? "";
+          const deliver = waiting.get(id);
+          forget(id, deliver);
           deliver?.(answer);
           send(res, deliver === undefined ? 404 : 200, { delivered: deliver !== undefined });
         } else {
