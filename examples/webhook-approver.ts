@@ -1,19 +1,18 @@
 // Asks posted as JSON over real HTTP to an approval service that answers by ask
-// id. The service (node:http on 127.0.0.1, port 0) holds each POST /asks open
-// until someone answers it with POST /asks/<id>/answer; here a reviewer
-// process-in-miniature does that over HTTP too. The engine side is an
-// AskResolver whose resolve() posts the PendingAsk and awaits the answer,
-// honours the AbortSignal, and fails closed on any error.
+// id. The service (examples/approval-service.ts: node:http on 127.0.0.1,
+// port 0) holds each POST /asks open until someone answers it with
+// POST /asks/<id>/answer; here a reviewer process-in-miniature does that over
+// HTTP too. The engine side is an AskResolver whose resolve() posts the
+// PendingAsk and awaits the answer, honours the AbortSignal, and fails closed
+// on any error.
 // Run: npx tsx examples/webhook-approver.ts
-import { createServer } from "node:http";
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { z } from "zod";
-import { AskResolutionSchema, PendingAskSchema } from "loopctl/ask";
+import { AskResolutionSchema } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
+import { startApprovalService } from "./approval-service.js";
 
 // ---------------------------------------------------------------------------
 // The engine side: an AskResolver that asks over HTTP.
@@ -54,83 +53,7 @@ function deny(reason: string): AskResolution {
 }
 
 // ---------------------------------------------------------------------------
-// The approval service: what would run elsewhere, behind a dashboard or chat bot.
-
-interface ApprovalService {
-  readonly url: string;
-  /** Resolves once no ask is waiting for an answer (answered, or withdrawn by the engine). */
-  idle(): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > 64 * 1024) throw new Error("body too large");
-    chunks.push(chunk);
-  }
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
-}
-
-/**
- * POST /asks              a PendingAsk; the response is its AskResolution, once answered
- * POST /asks/<id>/answer  an AskResolution for that ask; 200 if it reached a waiting ask, else 404
- */
-async function startApprovalService(onAsk: (ask: PendingAsk, serviceUrl: string) => void): Promise<ApprovalService> {
-  const waiting = new Map<string, (answer: AskResolution) => void>();
-  const idleWaiters: Array<() => void> = [];
-  const forget = (id: string): boolean => {
-    const known = waiting.delete(id);
-    if (waiting.size === 0) for (const wake of idleWaiters.splice(0)) wake();
-    return known;
-  };
-  let url = "";
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      try {
-        const answerPath = /^\/asks\/([0-9a-f-]{36})\/answer$/.exec(req.url ?? "");
-        if (req.method === "POST" && req.url === "/asks") {
-          const ask = PendingAskSchema.parse(await readJson(req));
-          waiting.set(ask.id, (answer) => send(res, 200, answer));
-          // The engine gave up (deadline, cancel): forget the ask, so a late answer gets 404.
-          res.on("close", () => {
-            if (forget(ask.id)) console.log(`service: ask ${ask.id.slice(0, 8)} withdrawn, the engine stopped waiting`);
-          });
-          console.log(`service: ask ${ask.id.slice(0, 8)} for ${ask.tool}: "${ask.prompt}"`);
-          onAsk(ask, url);
-        } else if (req.method === "POST" && answerPath !== null) {
-          const answer: AskResolution = AskResolutionSchema.parse(await readJson(req));
-          const deliver = waiting.get(answerPath[1] ?? "");
-          forget(answerPath[1] ?? "");
-          deliver?.(answer);
-          send(res, deliver === undefined ? 404 : 200, { delivered: deliver !== undefined });
-        } else {
-          send(res, 404, { error: "not found" });
-        }
-      } catch (error) {
-        send(res, 400, { error: error instanceof Error ? error.message : String(error) });
-      }
-    })();
-  });
-  server.listen(0, "127.0.0.1");
-  await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url,
-    idle: () => (waiting.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
-}
+// The reviewer, behind the approval service's dashboard or chat bot.
 
 /**
  * The reviewer: answers each ask by id over HTTP. Refunds yes, account

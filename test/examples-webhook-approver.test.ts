@@ -2,6 +2,9 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import type { PendingAsk } from "loopctl/ask";
+import { startApprovalService } from "../examples/approval-service.js";
+import { makeAsk } from "./support/ask-fixtures.js";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -39,5 +42,46 @@ describe("examples/webhook-approver.ts", () => {
       "offline record: ask_denied export_customers",
     ]);
     for (const line of offline) expect(line).toContain("(denied by approver: approval service unreachable");
+  });
+
+  it("answers the newest request for an ask id: a re-sent ask outlives the first connection closing", async () => {
+    const seen: PendingAsk[] = [];
+    const service = await startApprovalService((ask) => seen.push(ask));
+    try {
+      const ask = makeAsk(1);
+      const post = (signal?: AbortSignal): Promise<Response> =>
+        fetch(`${service.url}/asks`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(ask),
+          ...(signal === undefined ? {} : { signal }),
+        });
+      const until = async (count: number): Promise<void> => {
+        for (let i = 0; seen.length < count; i++) {
+          if (i > 400) throw new Error(`the service never saw ask #${count}`);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      };
+      // A resolver whose connection dropped sends the same ask again; the first connection then closes.
+      const dropped = new AbortController();
+      const first = post(dropped.signal).catch(() => "dropped");
+      await until(1);
+      const resent = post();
+      await until(2);
+      dropped.abort();
+      expect(await first).toBe("dropped");
+      // Time for the service to see the first connection close before the answer comes.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const answered = await fetch(`${service.url}/asks/${ask.id}/answer`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ type: "approve" }),
+      });
+      expect(await answered.json()).toEqual({ delivered: true });
+      expect(await (await resent).json()).toEqual({ type: "approve" });
+      await service.idle();
+    } finally {
+      await service.close();
+    }
   });
 });

@@ -1680,6 +1680,18 @@ describe("an approver that catches up after the server starts: AskInbox.caughtUp
     }
   });
 
+  it("says catching_up on /healthz (503) until the approver has caught up, then ok", async () => {
+    const [, approver] = ApprovalChannel.pair(4);
+    const { inbox, catchUp } = lateInbox(approver);
+    const { server } = await serveInbox(inbox, approver);
+    const waiting = await get(server, "healthz");
+    expect(waiting.status).toBe(503);
+    expect(waiting.json).toEqual({ ok: false, inbox: "catching_up" });
+    catchUp();
+    await until(async () => (await get(server, "healthz")).status === 200);
+    expect((await get(server, "healthz")).json).toEqual({ ok: true, inbox: "ok" });
+  });
+
   it("refuses an approver whose caughtUp is not a method", async () => {
     const [, approver] = ApprovalChannel.pair(4);
     cleanups.push(() => approver.close());

@@ -171,4 +171,31 @@ describe("an approval server over a Postgres queue", () => {
     const listed = (reply.json as { asks: { ask: PendingAsk }[] }).asks.map((view) => view.ask.id);
     expect(listed).toEqual(asks.map((ask) => ask.id));
   });
+
+  it("says catching_up on /healthz until the queue's approver has read the asks already pending", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    cleanups.push(() => proxy.close());
+    // Until LISTEN is in place the approver cannot have caught up: its reply is held in the network.
+    proxy.holdRepliesOn("LISTEN");
+    const consoleQueue = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+      schema: db.schema,
+      onError: () => undefined,
+    });
+    cleanups.push(() => consoleQueue.close());
+    const server = await createApprovalServer({ approver: consoleQueue.approver(), onError: () => undefined });
+    cleanups.push(() => server.close());
+    for (let i = 0; !proxy.holding; i++) {
+      if (i > 500) throw new Error("LISTEN was never sent");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const waiting = await request(`${server.url}healthz`);
+    expect(waiting.status).toBe(503);
+    expect(waiting.json).toEqual({ ok: false, inbox: "catching_up" });
+    proxy.pass();
+    for (let i = 0; (await request(`${server.url}healthz`)).status !== 200; i++) {
+      if (i > 500) throw new Error("the approver never caught up");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect((await request(`${server.url}healthz`)).json).toEqual({ ok: true, inbox: "ok" });
+  });
 });

@@ -23,7 +23,7 @@ export type AnswerOutcome =
   | { readonly type: "unknown" };
 
 /** How the board's link to its inbox is doing, for `/healthz`. */
-export type InboxHealth = "ok" | "failing" | "closed";
+export type InboxHealth = "ok" | "catching_up" | "failing" | "closed";
 
 /** How many ended ask ids the board remembers, to answer 409 rather than 404 for them. */
 const REMEMBERED_ENDINGS = 1024;
@@ -47,7 +47,7 @@ export class AskBoard {
   readonly #listeners = new Set<(event: BoardEvent) => void>();
   readonly #stop = new AbortController();
   readonly #tasks = new Set<Promise<void>>();
-  #health: InboxHealth = "ok";
+  #health: Exclude<InboxHealth, "catching_up"> = "ok";
   #caughtUp = false;
   readonly #onCaughtUp = new Set<() => void>();
 
@@ -61,8 +61,13 @@ export class AskBoard {
     this.#track(this.#catchUp());
   }
 
+  /**
+   * `catching_up` while `next()` works but the board has not yet caught up
+   * ({@link AskBoard.caughtUp}): a failing or closed inbox says more, and a
+   * closed one has handed out all it held.
+   */
   get health(): InboxHealth {
-    return this.#health;
+    return this.#health === "ok" && !this.#caughtUp ? "catching_up" : this.#health;
   }
 
   /**
