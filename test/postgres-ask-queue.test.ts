@@ -1845,6 +1845,47 @@ describe("PostgresAskQueue: worker leases", () => {
       reaperLock.release();
     }
   });
+  it("two consoles answering the same asks at once, in opposite orders, never deadlock: each ask takes one answer, no answer fails", async () => {
+    const worker = queue({ leaseMs: 600_000, rereadMs: 600_000 });
+    const asks = Array.from({ length: 40 }, (_, n) => makeAsk(n));
+    const parks = asks.map((ask) => park(worker, ask));
+    await waitFor(async () => (await rowCount()) === asks.length);
+    const ids = asks.map((ask) => ask.id).sort();
+    const apps = [`${db.schema}-up`, `${db.schema}-down`];
+    const [up, down] = apps.map((app) => queue({ rereadMs: 600_000 }, app).approver());
+    // A row in the middle held: each console's batch gets as far as it, and both wait there at once.
+    const locker = await db.pool.connect();
+    let answers: Promise<PromiseSettledResult<boolean>[]>;
+    try {
+      await locker.query("BEGIN");
+      await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ids[ids.length / 2]]);
+      // Each console's answers given in one turn: one statement each.
+      answers = Promise.allSettled([
+        ...ids.map((id) => up!.resolve(id, { type: "approve" })),
+        ...[...ids].reverse().map((id) => down!.resolve(id, { type: "deny", reason: "no" })),
+      ]);
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = ANY($1) AND wait_event_type = 'Lock'",
+          [apps],
+        );
+        return rows.length === 2;
+      });
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
+    const settled = await answers;
+    expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+    const landed = settled.map((s) => (s.status === "fulfilled" ? s.value : undefined));
+    // Each ask's two answers: exactly one landed.
+    for (let i = 0; i < ids.length; i++) expect(landed[i] !== landed[2 * ids.length - 1 - i]).toBe(true);
+    const calls = await Promise.all(parks);
+    for (const [i, ask] of asks.entries()) {
+      const up = landed[ids.indexOf(ask.id)] === true;
+      expect(calls[i]).toEqual(up ? { type: "approve" } : { type: "deny", reason: "no" });
+    }
+  });
 });
 
 describe("PostgresAskQueue: an ask whose worker is gone", () => {

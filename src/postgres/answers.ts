@@ -164,11 +164,19 @@ export class AnswerBatch {
            RETURNING ${ENDING_COLUMNS}`,
           [only.id, JSON.stringify(only.resolution), only.ask ?? null],
         )
-      : this.#db.query(
+      : // The batch locks its rows in the order of their ids before it changes any (`locked`): two
+        // processes answering overlapping sets of asks at once, in whatever order, then take their locks
+        // in one order, and neither can hold a row the other has while waiting for one the other holds
+        // (a deadlock, which the server would end by failing one of the two statements). The UPDATE
+        // alone locks them in the order its plan meets them: that of the array, say, through a join.
+        this.#db.query(
           "PostgresApprover.resolve",
-          `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-           FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask)
-           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+          `WITH locked AS MATERIALIZED (
+             SELECT a.id FROM ${names.table("asks")} AS a
+             WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.id FOR NO KEY UPDATE)
+           UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
+           FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask), locked AS l
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND ${PENDING} AND ${leaseHolds}
              AND (v.ask IS NULL OR a.ask = v.ask)
            RETURNING ${ENDING_COLUMNS}`,
           [
