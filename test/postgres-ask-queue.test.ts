@@ -1886,6 +1886,68 @@ describe("PostgresAskQueue: worker leases", () => {
       expect(calls[i]).toEqual(up ? { type: "approve" } : { type: "deny", reason: "no" });
     }
   });
+  it.each(["console", "worker"])(
+    "a worker closing its calls while a console answers them in another order (the %s waiting first): neither fails on a deadlock, each call gets what its row says",
+    async (first) => {
+      const errors: unknown[] = [];
+      const apps = [`${db.schema}-worker`, `${db.schema}-console`];
+      const worker = queue({ leaseMs: 600_000, rereadMs: 600_000, onError: (error) => errors.push(error) }, apps[0]);
+      // Parked in descending order of id: close() closes them in that order, the console's batch in ascending.
+      const asks = Array.from({ length: 40 }, (_, n) => makeAsk(n)).sort((a, b) => (a.id < b.id ? 1 : -1));
+      const parks = asks.map((ask) => park(worker, ask));
+      await waitFor(async () => (await rowCount()) === asks.length);
+      const ids = asks.map((ask) => ask.id).sort();
+      const inbox = queue({ rereadMs: 600_000 }, apps[1]).approver();
+      const waiting = async (app: string): Promise<boolean> => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [app],
+        );
+        return rows.length > 0;
+      };
+      const locker = await db.pool.connect();
+      let answers: Promise<PromiseSettledResult<boolean>[]> = Promise.resolve([]);
+      let closed: Promise<void> = Promise.resolve();
+      try {
+        await locker.query("BEGIN");
+        await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ids[ids.length / 2]]);
+        const answer = (): void => {
+          answers = Promise.allSettled(ids.map((id) => inbox.resolve(id, { type: "approve" })));
+        };
+        const close = (): void => {
+          closed = worker.close();
+        };
+        // Whichever waits for the held row first gets it first, and the other is the one to find the deadlock.
+        for (const [start, app] of first === "console"
+          ? ([
+              [answer, apps[1]!],
+              [close, apps[0]!],
+            ] as const)
+          : ([
+              [close, apps[0]!],
+              [answer, apps[1]!],
+            ] as const)) {
+          start();
+          await waitFor(() => waiting(app));
+        }
+      } finally {
+        await locker.query("ROLLBACK").catch(() => undefined);
+        locker.release();
+      }
+      const settled = await answers;
+      await closed;
+      expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+      expect(errors).toEqual([]);
+      const landed = new Map(ids.map((id, i) => [id, (settled[i] as PromiseFulfilledResult<boolean>).value]));
+      const calls = await Promise.all(parks);
+      for (const [i, ask] of asks.entries()) {
+        expect(calls[i]).toEqual(
+          landed.get(ask.id) === true ? { type: "approve" } : { type: "deny", reason: QUEUE_CLOSED_REASON },
+        );
+        expect((await row(ask.id))?.state).toBe(landed.get(ask.id) === true ? "answered" : "withdrawn");
+      }
+    },
+  );
 });
 
 describe("PostgresAskQueue: an ask whose worker is gone", () => {
