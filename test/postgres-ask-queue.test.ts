@@ -1948,6 +1948,40 @@ describe("PostgresAskQueue: worker leases", () => {
       }
     },
   );
+  it("sends a single statement the server ended to break a deadlock once more: it lands, no 40P01 reaches the caller", async () => {
+    await db.pool.query(`CREATE TABLE "${db.schema}".pair (id int PRIMARY KEY, n int NOT NULL)`);
+    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0)`);
+    const app = `${db.schema}-deadlock`;
+    const statements = new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema));
+    const other = await db.pool.connect();
+    let sent: Promise<unknown>;
+    try {
+      await other.query("BEGIN");
+      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 1`);
+      // Locks row 2, then waits for row 1.
+      sent = statements.query(
+        "test",
+        `WITH l AS MATERIALIZED (SELECT id FROM "${db.schema}".pair ORDER BY id DESC FOR UPDATE)
+         UPDATE "${db.schema}".pair SET n = n + 10 WHERE id IN (SELECT id FROM l)`,
+      );
+      sent.catch(() => undefined);
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [app],
+        );
+        return rows.length > 0;
+      });
+      // Waits for row 2: a deadlock, which the statement (waiting longer) finds, and is ended for.
+      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 2`);
+      await other.query("COMMIT");
+    } finally {
+      other.release();
+    }
+    expect(await sent).toMatchObject({ rowCount: 2 });
+    const { rows } = await db.pool.query(`SELECT n FROM "${db.schema}".pair ORDER BY id`);
+    expect(rows).toEqual([{ n: 11 }, { n: 11 }]);
+  });
 });
 
 describe("PostgresAskQueue: an ask whose worker is gone", () => {
