@@ -1845,6 +1845,143 @@ describe("PostgresAskQueue: worker leases", () => {
       reaperLock.release();
     }
   });
+  it("two consoles answering the same asks at once, in opposite orders, never deadlock: each ask takes one answer, no answer fails", async () => {
+    const worker = queue({ leaseMs: 600_000, rereadMs: 600_000 });
+    const asks = Array.from({ length: 40 }, (_, n) => makeAsk(n));
+    const parks = asks.map((ask) => park(worker, ask));
+    await waitFor(async () => (await rowCount()) === asks.length);
+    const ids = asks.map((ask) => ask.id).sort();
+    const apps = [`${db.schema}-up`, `${db.schema}-down`];
+    const [up, down] = apps.map((app) => queue({ rereadMs: 600_000 }, app).approver());
+    // A row in the middle held: each console's batch gets as far as it, and both wait there at once.
+    const locker = await db.pool.connect();
+    let answers: Promise<PromiseSettledResult<boolean>[]>;
+    try {
+      await locker.query("BEGIN");
+      await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ids[ids.length / 2]]);
+      // Each console's answers given in one turn: one statement each.
+      answers = Promise.allSettled([
+        ...ids.map((id) => up!.resolve(id, { type: "approve" })),
+        ...[...ids].reverse().map((id) => down!.resolve(id, { type: "deny", reason: "no" })),
+      ]);
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = ANY($1) AND wait_event_type = 'Lock'",
+          [apps],
+        );
+        return rows.length === 2;
+      });
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
+    }
+    const settled = await answers;
+    expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+    const landed = settled.map((s) => (s.status === "fulfilled" ? s.value : undefined));
+    // Each ask's two answers: exactly one landed.
+    for (let i = 0; i < ids.length; i++) expect(landed[i] !== landed[2 * ids.length - 1 - i]).toBe(true);
+    const calls = await Promise.all(parks);
+    for (const [i, ask] of asks.entries()) {
+      const up = landed[ids.indexOf(ask.id)] === true;
+      expect(calls[i]).toEqual(up ? { type: "approve" } : { type: "deny", reason: "no" });
+    }
+  });
+  it.each(["console", "worker"])(
+    "a worker closing its calls while a console answers them in another order (the %s waiting first): neither fails on a deadlock, each call gets what its row says",
+    async (first) => {
+      const errors: unknown[] = [];
+      const apps = [`${db.schema}-worker`, `${db.schema}-console`];
+      const worker = queue({ leaseMs: 600_000, rereadMs: 600_000, onError: (error) => errors.push(error) }, apps[0]);
+      // Parked in descending order of id: close() closes them in that order, the console's batch in ascending.
+      const asks = Array.from({ length: 40 }, (_, n) => makeAsk(n)).sort((a, b) => (a.id < b.id ? 1 : -1));
+      const parks = asks.map((ask) => park(worker, ask));
+      await waitFor(async () => (await rowCount()) === asks.length);
+      const ids = asks.map((ask) => ask.id).sort();
+      const inbox = queue({ rereadMs: 600_000 }, apps[1]).approver();
+      const waiting = async (app: string): Promise<boolean> => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [app],
+        );
+        return rows.length > 0;
+      };
+      const locker = await db.pool.connect();
+      let answers: Promise<PromiseSettledResult<boolean>[]> = Promise.resolve([]);
+      let closed: Promise<void> = Promise.resolve();
+      try {
+        await locker.query("BEGIN");
+        await locker.query(`SELECT 1 FROM "${db.schema}".asks WHERE id = $1 FOR UPDATE`, [ids[ids.length / 2]]);
+        const answer = (): void => {
+          answers = Promise.allSettled(ids.map((id) => inbox.resolve(id, { type: "approve" })));
+        };
+        const close = (): void => {
+          closed = worker.close();
+        };
+        // Whichever waits for the held row first gets it first, and the other is the one to find the deadlock.
+        for (const [start, app] of first === "console"
+          ? ([
+              [answer, apps[1]!],
+              [close, apps[0]!],
+            ] as const)
+          : ([
+              [close, apps[0]!],
+              [answer, apps[1]!],
+            ] as const)) {
+          start();
+          await waitFor(() => waiting(app));
+        }
+      } finally {
+        await locker.query("ROLLBACK").catch(() => undefined);
+        locker.release();
+      }
+      const settled = await answers;
+      await closed;
+      expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+      expect(errors).toEqual([]);
+      const landed = new Map(ids.map((id, i) => [id, (settled[i] as PromiseFulfilledResult<boolean>).value]));
+      const calls = await Promise.all(parks);
+      for (const [i, ask] of asks.entries()) {
+        expect(calls[i]).toEqual(
+          landed.get(ask.id) === true ? { type: "approve" } : { type: "deny", reason: QUEUE_CLOSED_REASON },
+        );
+        expect((await row(ask.id))?.state).toBe(landed.get(ask.id) === true ? "answered" : "withdrawn");
+      }
+    },
+  );
+  it("sends a single statement the server ended to break a deadlock once more: it lands, no 40P01 reaches the caller", async () => {
+    await db.pool.query(`CREATE TABLE "${db.schema}".pair (id int PRIMARY KEY, n int NOT NULL)`);
+    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0)`);
+    const app = `${db.schema}-deadlock`;
+    const statements = new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema));
+    const other = await db.pool.connect();
+    let sent: Promise<unknown>;
+    try {
+      await other.query("BEGIN");
+      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 1`);
+      // Locks row 2, then waits for row 1.
+      sent = statements.query(
+        "test",
+        `WITH l AS MATERIALIZED (SELECT id FROM "${db.schema}".pair ORDER BY id DESC FOR UPDATE)
+         UPDATE "${db.schema}".pair SET n = n + 10 WHERE id IN (SELECT id FROM l)`,
+      );
+      sent.catch(() => undefined);
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [app],
+        );
+        return rows.length > 0;
+      });
+      // Waits for row 2: a deadlock, which the statement (waiting longer) finds, and is ended for.
+      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 2`);
+      await other.query("COMMIT");
+    } finally {
+      other.release();
+    }
+    expect(await sent).toMatchObject({ rowCount: 2 });
+    const { rows } = await db.pool.query(`SELECT n FROM "${db.schema}".pair ORDER BY id`);
+    expect(rows).toEqual([{ n: 11 }, { n: 11 }]);
+  });
 });
 
 describe("PostgresAskQueue: an ask whose worker is gone", () => {

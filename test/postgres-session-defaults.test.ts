@@ -141,6 +141,40 @@ describe.each(["serializable", "repeatable read"])("a pool whose transactions de
     expect(errors).toEqual([]);
     expect(await answeredRow(ask.id)).toEqual({ state: "answered", resolution: { type: "approve" } });
   });
+  it("renews a worker's lease whose row another transaction changed while the renewal waited: the lease holds, no error", async () => {
+    const errors: unknown[] = [];
+    const worker = queue("loopctl_worker", session, { leaseMs: 3_000, onError: (error) => errors.push(error) });
+    const inbox = queue("loopctl_console").approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    const { rows } = await db.pool.query<{ id: string; until: Date }>(
+      `SELECT w.id::text AS id, w.lease_until AS until FROM "${db.schema}".workers AS w
+       JOIN "${db.schema}".asks AS a ON a.worker_id = w.id WHERE a.id = $1`,
+      [ask.id],
+    );
+    const lease = rows[0]!;
+    const holder = await db.pool.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`UPDATE "${db.schema}".workers SET lease_until = lease_until WHERE id = $1`, [lease.id]);
+      // The next heartbeat's renewal waits for the row, then finds it changed under its snapshot.
+      await waitFor(async () => (await waitingForLock("loopctl_worker")) === 1);
+      await holder.query("COMMIT");
+    } finally {
+      holder.release();
+    }
+    await waitFor(async () => {
+      const now = await db.pool.query<{ until: Date }>(
+        `SELECT lease_until AS until FROM "${db.schema}".workers WHERE id = $1`,
+        [lease.id],
+      );
+      return (now.rows[0]?.until.getTime() ?? 0) > lease.until.getTime();
+    });
+    expect(errors).toEqual([]);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
 });
 
 describe("a pool whose transactions default to read-only (a standby's pool, say)", () => {

@@ -14,6 +14,20 @@ import type { Db, Rows } from "./db.js";
  */
 export const PENDING = "a.ended_at IS NULL";
 
+/**
+ * The `WITH` clause of a statement that ends several asks at once (`$1`, a `uuid[]` of their ids):
+ * `locked`, their pending rows, locked in the order of their ids before the statement changes any.
+ * Every such statement (a console's answers, a worker's withdrawals, `close()`) takes its locks so,
+ * so two of them in two processes, over overlapping sets of asks given in whatever order, take them
+ * in one order: neither can hold a row the other has while waiting for one the other holds (a
+ * deadlock, which the server would end by failing one of the two, `40P01`). An UPDATE alone locks
+ * its rows in the order its plan meets them: that of the array, say, through a join.
+ */
+export function lockedInOrder(table: string): string {
+  return `WITH locked AS MATERIALIZED (
+    SELECT a.id FROM ${table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.id FOR NO KEY UPDATE)`;
+}
+
 interface Answer {
   readonly id: string;
   readonly resolution: AskResolution;
@@ -164,11 +178,13 @@ export class AnswerBatch {
            RETURNING ${ENDING_COLUMNS}`,
           [only.id, JSON.stringify(only.resolution), only.ask ?? null],
         )
-      : this.#db.query(
+      : // Its rows locked in the order of their ids first: two consoles' batches cannot deadlock.
+        this.#db.query(
           "PostgresApprover.resolve",
-          `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
-           FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask)
-           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND ${PENDING} AND ${leaseHolds}
+          `${lockedInOrder(names.table("asks"))}
+           UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = v.resolution, ended_at = now()
+           FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask), locked AS l
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND ${PENDING} AND ${leaseHolds}
              AND (v.ask IS NULL OR a.ask = v.ask)
            RETURNING ${ENDING_COLUMNS}`,
           [

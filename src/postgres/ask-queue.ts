@@ -6,7 +6,7 @@ import type { InboxHost, InboxLink, Offered } from "./ask-inbox.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
 import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
-import { AnswerBatch, ENDING_COLUMNS, PENDING } from "./answers.js";
+import { AnswerBatch, ENDING_COLUMNS, PENDING, lockedInOrder } from "./answers.js";
 import { Batch } from "./batch.js";
 import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool } from "./db.js";
 import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
@@ -597,9 +597,11 @@ export class PostgresAskQueue {
     if (batch.length === 0) return;
     await this.#db.query(
       "PostgresAskQueue: closing withdrawn asks",
-      `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
-       FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason)
-       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.worker_id = v.worker_id AND ${PENDING}`,
+      // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
+      `${lockedInOrder(this.#table)}
+       UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
+       FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason), locked AS l
+       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}`,
       [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
     );
     // Written (or the ask already ended some other way): nothing left to retry.
@@ -618,6 +620,7 @@ export class PostgresAskQueue {
       `INSERT INTO ${this.#table} AS a (id, worker_id, ask, state, reason, ended_at)
        SELECT v.id, v.worker_id, v.ask, 'withdrawn', v.reason, now()
        FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[]) AS v(id, worker_id, ask, reason)
+       ORDER BY v.id
        ON CONFLICT (id) DO UPDATE SET state = 'withdrawn', reason = excluded.reason, ended_at = now()
        WHERE a.worker_id = excluded.worker_id AND ${PENDING}`,
       [
@@ -1042,9 +1045,11 @@ export class PostgresAskQueue {
       if (entries.length > 0 && !poolEnding(this.#pool) && !this.#db.tooNew) {
         const closed = await this.#db.query(
           "PostgresAskQueue.close: closing parked asks",
-          `UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
-           FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id)
-           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.worker_id = v.worker_id AND ${PENDING}
+          // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
+          `${lockedInOrder(this.#table)}
+           UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
+           FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id), locked AS l
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
            RETURNING a.id::text AS id`,
           [entries.map((e) => e.id), entries.map((e) => e.workerId)],
         );

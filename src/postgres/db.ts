@@ -97,9 +97,16 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-/** True when `error` (a failed statement's, as {@link Db} made it) is a serialization failure (`40001`). */
-function serializationFailure(error: unknown): boolean {
-  return sqlState((error as { cause?: unknown } | null)?.cause) === "40001";
+/**
+ * True when `error` (a failed statement's, as {@link Db} made it, or the driver's own) is the
+ * server failing the statement for its conflict with another transaction: a serialization failure
+ * (`40001`) or a deadlock (`40P01`, the one of the two transactions the server chose to end). A
+ * statement sent alone (no BEGIN around it) is its own transaction: it was rolled back whole, and
+ * may be sent once more.
+ */
+export function conflictFailure(error: unknown): boolean {
+  const state = sqlState((error as { cause?: unknown } | null)?.cause) ?? sqlState(error);
+  return state === "40001" || state === "40P01";
 }
 
 /**
@@ -414,12 +421,17 @@ export class Db {
    * fails with a serialization error (`40001`) where `READ COMMITTED` would
    * have read the row again: it did not commit, and it is sent once more,
    * with a snapshot that sees the change (an answer then finds the ask ended).
+   * So is one the server ended to break a deadlock (`40P01`): loopctl's own
+   * statements that change several asks lock them in one order (see
+   * `lockedInOrder`), but another transaction may take the same rows in
+   * another (the closing of a lapsed worker's asks, a statement run by hand).
+   * Rolled back whole, it takes its locks again, behind the other's.
    */
   async query(operation: string, sql: string, values: unknown[] = [], signal?: AbortSignal): Promise<Rows> {
     try {
       return await this.#statement(operation, sql, values, signal);
     } catch (error) {
-      if (signal?.aborted === true || !serializationFailure(error)) throw error;
+      if (signal?.aborted === true || !conflictFailure(error)) throw error;
       return this.#statement(operation, sql, values, signal);
     }
   }

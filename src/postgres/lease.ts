@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { inTurn } from "./db.js";
+import { conflictFailure, inTurn } from "./db.js";
 import type { Db } from "./db.js";
 import type { PgPoolClient } from "./pg.js";
 
@@ -207,12 +207,21 @@ export class WorkerLease {
     // Throws the driver's own errors: a pooled connection that failed is then closed, not handed on.
     const send = async (client: PgPoolClient): Promise<Sent> => {
       if (late !== undefined) throw this.#db.failure(operation, late);
-      const sent = performance.now();
-      const reply = client.query(sql, values);
       const given = new Promise<never>((_, reject) => {
         cut = reject;
       });
-      const result = await Promise.race([reply, given]);
+      let sent = performance.now();
+      let result;
+      try {
+        result = await Promise.race([client.query(sql, values), given]);
+      } catch (error) {
+        // A serialization failure or a deadlock rolled the statement back whole (it runs alone): it is sent
+        // once more, as every single statement is (see Db.query), and the lease counts from then. Left
+        // failed, a renewal would wait for the next heartbeat, and near the lease's end it would lose it.
+        if (late !== undefined || !conflictFailure(error)) throw error;
+        sent = performance.now();
+        result = await Promise.race([client.query(sql, values), given]);
+      }
       return { rows: result.rows as Record<string, unknown>[], sent };
     };
     // The listening connection skips the pool, not the schema's version check (the pool does it).
