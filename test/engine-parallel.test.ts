@@ -212,7 +212,17 @@ describe("a cancel after a tool returned", () => {
       c.id === id ? { type: "ask" as const, prompt: "?" } : { type: "allow" as const },
   });
 
-  it("a call whose tool returned is never recorded cancelled, and its result is in the transcript", async () => {
+  const RAN_A = { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false };
+
+  /**
+   * Runs calls `a` and `b` of `echo` at once under the managers `setUp` makes (given the resolver
+   * they ask), waits for `before`, then for `a`'s tool to return and for `after`, and cancels the
+   * run: what it rejected with, and the values the tool ran with.
+   */
+  async function cancelledOnceAReturned(
+    setUp: (resolver: ManualResolver) => LoopManagers,
+    { before, after }: { before?: (resolver: ManualResolver) => Promise<void>; after?: () => Promise<void> } = {},
+  ): Promise<{ error: CancelledError; executed: string[] }> {
     const resolver = new ManualResolver();
     const controller = new AbortController();
     const returned = deferred<string>();
@@ -220,77 +230,65 @@ describe("a cancel after a tool returned", () => {
     const { agent } = build({
       turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
       tools: [signallingTool(returned, executed)],
-      managers: new LoopManagers().withHook(askFor("b")).withAskResolver(resolver).withMaxConcurrency(2),
+      managers: setUp(resolver),
     });
     const running = agent.run("go", { signal: controller.signal });
+    await before?.(resolver);
     await returned.promise;
+    await after?.();
     controller.abort();
     const error = (await running.catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
+    return { error, executed };
+  }
+
+  it("a call whose tool returned is never recorded cancelled, and its result is in the transcript", async () => {
+    const { error, executed } = await cancelledOnceAReturned((resolver) =>
+      new LoopManagers().withHook(askFor("b")).withAskResolver(resolver).withMaxConcurrency(2),
+    );
     expect(executed).toEqual(["A"]);
     // In emission order: the parked call's cancel lands before the dispatch of the one that ran returns.
     expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
       ["cancelled", "hook"],
       ["allow", "hook"],
     ]);
-    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
-      { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false },
-    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A]);
   });
 
   it("an approved call whose tool returned keeps its ask_allowed record and its result", async () => {
-    const resolver = new ManualResolver();
-    const controller = new AbortController();
-    const returned = deferred<string>();
-    const executed: string[] = [];
-    const { agent } = build({
-      turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
-      tools: [signallingTool(returned, executed)],
-      managers: new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(2),
-    });
-    const running = agent.run("go", { signal: controller.signal });
-    await until(() => resolver.parked.length === 2);
-    resolver.parked.find((p) => p.ask.callId === "a")?.answer({ type: "approve" });
-    await returned.promise;
-    controller.abort();
-    const error = (await running.catch((e: unknown) => e)) as CancelledError;
-    expect(error).toBeInstanceOf(CancelledError);
+    const { error, executed } = await cancelledOnceAReturned(
+      (resolver) => new LoopManagers().withHook(askAll()).withAskResolver(resolver).withMaxConcurrency(2),
+      {
+        before: async (resolver) => {
+          await until(() => resolver.parked.length === 2);
+          resolver.parked.find((p) => p.ask.callId === "a")?.answer({ type: "approve" });
+        },
+      },
+    );
     expect(executed).toEqual(["A"]);
     expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
       ["cancelled", "hook"],
       ["ask_allowed", "ask"],
     ]);
-    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
-      { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false },
-    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A]);
   });
 
   it("a tool that returned while a middleware still held its output: the record says it ran, the output is withheld", async () => {
-    const resolver = new ManualResolver();
-    const controller = new AbortController();
-    const returned = deferred<string>();
-    const executed: string[] = [];
     const never = deferred<void>();
-    const { agent } = build({
-      turns: script(call("a", "echo", { v: "A" }), call("b", "echo", { v: "B" })),
-      tools: [signallingTool(returned, executed)],
-      managers: new LoopManagers()
-        .withHook(askFor("b"))
-        .withAskResolver(resolver)
-        .withMaxConcurrency(2)
-        // After the tool, this middleware waits on something that never comes.
-        .withMiddleware(async (_call, _context, next) => {
-          const result = await next();
-          await never.promise;
-          return result;
-        }),
-    });
-    const running = agent.run("go", { signal: controller.signal });
-    await returned.promise;
-    await flush();
-    controller.abort();
-    const error = (await running.catch((e: unknown) => e)) as CancelledError;
-    expect(error).toBeInstanceOf(CancelledError);
+    const { error, executed } = await cancelledOnceAReturned(
+      (resolver) =>
+        new LoopManagers()
+          .withHook(askFor("b"))
+          .withAskResolver(resolver)
+          .withMaxConcurrency(2)
+          // After the tool, this middleware waits on something that never comes.
+          .withMiddleware(async (_call, _context, next) => {
+            const result = await next();
+            await never.promise;
+            return result;
+          }),
+      { after: flush },
+    );
     expect(executed).toEqual(["A"]);
     expect(error.records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
       ["allow", "hook", "output withheld: the run was cancelled before middleware returned"],
