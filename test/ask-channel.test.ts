@@ -22,6 +22,7 @@ import {
   track,
   unlistenableSignal,
   unlistenableRefusal,
+  unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
 
@@ -763,13 +764,7 @@ describe("a signal whose reason cannot be read", () => {
       const parked = channel.resolve(ask, live());
       // next() waits only when nothing is buffered: the ask is taken first.
       if (method === "next") expect(await approver.next()).toEqual(ask);
-      const refusal = {
-        code: "ASK_OPTIONS_INVALID",
-        method,
-        argument: "options.signal",
-        message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
-        cause: trap,
-      };
+      const refusal = unreadableReasonRefusal(method, trap);
       const before = unreadableReasonSignal(trap);
       before.controller.abort();
       const call = (signal: AbortSignal): Promise<unknown> =>

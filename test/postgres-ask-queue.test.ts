@@ -25,6 +25,7 @@ import {
   stuckController,
   unlistenableSignal,
   unlistenableRefusal,
+  unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
@@ -2772,13 +2773,7 @@ describe("PostgresApprover: next() and ended() check their options before anythi
       const parked = park(worker, ask);
       // next() waits only when nothing is ready: the ask is taken first (and its row is written).
       expect((await inbox.next())?.id).toBe(ask.id);
-      const refusal = {
-        code: "ASK_OPTIONS_INVALID",
-        method,
-        argument: "options.signal",
-        message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
-        cause: trap,
-      };
+      const refusal = unreadableReasonRefusal(method, trap);
       const call = (signal: AbortSignal): Promise<unknown> =>
         method === "next" ? inbox.next({ signal }) : inbox.ended(ask.id, { signal });
       const before = unreadableReasonSignal(trap);

@@ -81,6 +81,17 @@ export function unlistenableRefusal(method: "next" | "ended", cause: Error): Rec
   };
 }
 
+/** How `next()` or `ended()` of any approver refuses a signal that aborted with a `reason` whose getter threw `cause`. */
+export function unreadableReasonRefusal(method: "next" | "ended", cause: Error): Record<string, unknown> {
+  return {
+    code: "ASK_OPTIONS_INVALID",
+    method,
+    argument: "options.signal",
+    message: `Approver.${method}: options.signal aborted, and its reason could not be read`,
+    cause,
+  };
+}
+
 /** Each is rejected by a call that has to wait (a signal is listened to only then). */
 export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
   ["null as the options", null, "options"],
