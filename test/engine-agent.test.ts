@@ -5,6 +5,7 @@ import {
   CancelledError,
   DEFAULT_MAX_TURNS,
   EngineConfigError,
+  LoopDetectedError,
   LoopManagers,
   ModelError,
   RunConfigError,
@@ -665,5 +666,144 @@ describe("the loop around the gate", () => {
       expect(error.records.map((r) => [r.tool, r.verdict])).toEqual([["read", "allow"]]);
       expect(error.messages.map((m) => m.type)).toEqual(["user", "assistant", "tool_result"]);
     }
+  });
+});
+
+describe("a stopped run's transcript answers every call it holds", () => {
+  const notRun = (callId: string, tool: string) => ({
+    type: "tool_result",
+    callId,
+    tool,
+    content: `Tool '${tool}' did not run: the run stopped before it`,
+    status: "refused",
+    isError: true,
+  });
+
+  it("a call the stop came before did not run, and a run resumed from the transcript shows the model every call answered", async () => {
+    const executed: unknown[] = [];
+    const read = readTool(executed);
+    // The second call of the turn is the third `a.md`: loop detection stops the run before `b.md` is tried.
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "a.md" } }] },
+      {
+        toolCalls: [
+          { id: "c2", name: "read", input: { path: "a.md" } },
+          { id: "c3", name: "read", input: { path: "a.md" } },
+          { id: "c4", name: "read", input: { path: "b.md" } },
+        ],
+      },
+    ]);
+    const managers = new LoopManagers().withLoopDetection({ maxRepeats: 2 });
+    const error = (await new Agent({ model, tools: [read], managers })
+      .run("go")
+      .catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(executed).toEqual([{ path: "a.md" }, { path: "a.md" }]);
+    // One record per decision: the call never tried has none.
+    expect(error.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["allow", "hook"],
+      ["allow", "hook"],
+      ["deny", "loop_detector"],
+    ]);
+    const results = error.messages.filter((m) => m.type === "tool_result");
+    expect(results.map((m) => [m.callId, m.status])).toEqual([
+      ["c1", "ran"],
+      ["c2", "ran"],
+      ["c3", "refused"],
+      ["c4", "refused"],
+    ]);
+    expect(results.at(-1)).toEqual(notRun("c4", "read"));
+
+    // Stored as JSON and resumed: the model is shown each call with its one result, and only new calls run.
+    const stored = JSON.parse(JSON.stringify(error.messages)) as Message[];
+    const later = new ScriptedModel([
+      { toolCalls: [{ id: "c5", name: "read", input: { path: "b.md" } }] },
+      { text: "done" },
+    ]);
+    const resumed = await new Agent({ model: later, tools: [read] }).run([...stored, { type: "user", text: "go on" }]);
+    expect(resumed.text).toBe("done");
+    expect(executed).toEqual([{ path: "a.md" }, { path: "a.md" }, { path: "b.md" }]);
+    const shown = later.requests[0]!.messages;
+    const calls = shown.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : []));
+    expect(shown.flatMap((m) => (m.type === "tool_result" ? [m.callId] : []))).toEqual(calls);
+  });
+
+  it("a call whose tool was still running at the cancel may have done its work; the ones not started did not run", async () => {
+    const started = deferred<void>();
+    const slow = defineTool({
+      name: "deploy",
+      description: "deploys, and does not stop when asked",
+      input: z.object({ v: z.string() }),
+      execute: async () => {
+        started.resolve();
+        await new Promise<never>(() => {});
+      },
+    });
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "d1", name: "deploy", input: { v: "1" } },
+          { id: "d2", name: "deploy", input: { v: "2" } },
+        ],
+      },
+    ]);
+    const controller = new AbortController();
+    const running = new Agent({ model, tools: [slow] }).run("go", { signal: controller.signal });
+    await started.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.tool, r.verdict, r.reason])).toEqual([
+      ["deploy", "cancelled", "cancelled during execution"],
+    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([
+      {
+        type: "tool_result",
+        callId: "d1",
+        tool: "deploy",
+        content: "Tool 'deploy' was still running when the run stopped: it may have done some or all of its work",
+        status: "failed",
+        isError: true,
+      },
+      notRun("d2", "deploy"),
+    ]);
+  });
+
+  it("a call parked for approval when another call stops the run did not run", async () => {
+    const executed: unknown[] = [];
+    const askForB = {
+      preToolUse: (c: { id: string }) =>
+        c.id === "b" ? { type: "ask" as const, prompt: "?" } : { type: "allow" as const },
+    };
+    // The resolver never answers; beside the parked `b`, `a` runs, and its repeat is a loop that stops the run.
+    const managers = new LoopManagers()
+      .withHook(askForB)
+      .withAskResolver({ resolve: () => new Promise(() => {}) })
+      .withMaxConcurrency(2)
+      .withLoopDetection({ maxRepeats: 1 });
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "b", name: "read", input: { path: "b.md" } },
+          { id: "a", name: "read", input: { path: "a.md" } },
+          { id: "a2", name: "read", input: { path: "a.md" } },
+        ],
+      },
+    ]);
+    const error = (await new Agent({ model, tools: [readTool(executed)], managers })
+      .run("go")
+      .catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(executed).toEqual([{ path: "a.md" }]);
+    expect(error.records.map((r) => [r.verdict, r.reason]).sort()).toEqual([
+      ["allow", null],
+      ["cancelled", "cancelled while awaiting approval"],
+      ["deny", `dispatch refused before execution: ${error.message}`],
+    ]);
+    expect(error.messages.filter((m) => m.type === "tool_result").map((m) => [m.callId, m.status, m.content])).toEqual([
+      ["b", "refused", "Tool 'read' did not run: the run stopped before it"],
+      ["a", "ran", "contents of a.md"],
+      ["a2", "refused", `dispatch refused before execution: ${error.message}`],
+    ]);
   });
 });

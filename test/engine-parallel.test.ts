@@ -213,6 +213,15 @@ describe("a cancel after a tool returned", () => {
   });
 
   const RAN_A = { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false };
+  // The parked call never ran: its result says so, so the transcript pairs every call.
+  const NOT_RUN_B = {
+    type: "tool_result",
+    callId: "b",
+    tool: "echo",
+    content: "Tool 'echo' did not run: the run stopped before it",
+    status: "refused",
+    isError: true,
+  };
 
   /**
    * Runs calls `a` and `b` of `echo` at once under the managers `setUp` makes (given the resolver
@@ -252,7 +261,7 @@ describe("a cancel after a tool returned", () => {
       ["cancelled", "hook"],
       ["allow", "hook"],
     ]);
-    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A, NOT_RUN_B]);
   });
 
   it("an approved call whose tool returned keeps its ask_allowed record and its result", async () => {
@@ -270,7 +279,7 @@ describe("a cancel after a tool returned", () => {
       ["cancelled", "hook"],
       ["ask_allowed", "ask"],
     ]);
-    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A]);
+    expect(error.messages.filter((m) => m.type === "tool_result")).toEqual([RAN_A, NOT_RUN_B]);
   });
 
   it("a tool that returned while a middleware still held its output: the record says it ran, the output is withheld", async () => {
@@ -303,6 +312,7 @@ describe("a cancel after a tool returned", () => {
         status: "refused",
         isError: true,
       },
+      NOT_RUN_B,
     ]);
   });
 });

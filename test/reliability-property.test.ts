@@ -406,9 +406,22 @@ function checkRun(plan: RunPlan, observed: Observed, clock: ManualClock, runSign
     }
   }
 
+  // Every call the model made has exactly one result after it, so the kept transcript can be sent back to a
+  // provider; the calls a cancel came before say they did not run.
+  const calls = observed.messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : []));
+  const answered = observed.messages.flatMap((m) => (m.type === "tool_result" ? [m.callId] : []));
+  expect(answered).toEqual(calls);
+  const stoppedBefore = "Tool 'act' did not run: the run stopped before it";
+  for (const message of observed.messages) {
+    if (message.type !== "tool_result" || message.content !== stoppedBefore) continue;
+    expect(observed.outcome).toBe("cancelled");
+    expect(message.status).toBe("refused");
+    expect(observed.executed).not.toContain(message.callId);
+  }
+
   // What the model was told, for every call that ended with a result.
   for (const message of observed.messages) {
-    if (message.type !== "tool_result") continue;
+    if (message.type !== "tool_result" || message.content === stoppedBefore) continue;
     const verdict = gates.find((g) => g[1] === message.callId)?.[2];
     const byGrant = records[gates.findIndex((g) => g[1] === message.callId)]?.ruleId === "grant";
     if (byGrant && verdict === "deny")

@@ -1,5 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { ToolDescriptor } from "../grant/index.js";
+import { TEXTS } from "./attempt.js";
 import { checkBudget } from "./budget.js";
 import {
   CancelledError,
@@ -25,6 +26,7 @@ import type {
   ModelResponse,
   ToolCall,
   ToolResultMessage,
+  ToolResultStatus,
   Usage,
 } from "./model.js";
 import { notify } from "./observer.js";
@@ -540,7 +542,8 @@ export class Agent {
    * Runs one turn's calls through the gate, at most `maxConcurrency` at a
    * time. The first call that ends the run (a loop stop) aborts the run's
    * cancel, which cancels the calls still running; results come back in call
-   * order, without the cancelled calls.
+   * order, one for every call: a call the stop ended without an outcome gets
+   * one saying it did not run, or may have.
    */
   async #wave(
     calls: readonly ToolCall[],
@@ -554,6 +557,8 @@ export class Agent {
     const { sessionId } = this;
     const signal = cancel.signal;
     const outcomes: (GateOutcome | undefined)[] = calls.map(() => undefined);
+    // Whether each call's tool was started: a call the stop interrupts may have done its work only then.
+    const started = calls.map(() => false);
     let stop: RunStoppedError | undefined;
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -577,8 +582,10 @@ export class Agent {
             turn,
             onRecord,
             // The tool's own result, so the gate sees the moment it settles; made content after that.
-            execute: (input, options) =>
-              tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId }),
+            execute: (input, options) => {
+              started[index] = true;
+              return tool!.execute(input, { signal: options.signal, callId: call.id, turn, sessionId, runId });
+            },
             output: toContent,
           });
           outcomes[index] = outcome;
@@ -602,12 +609,23 @@ export class Agent {
       await Promise.all(Array.from({ length: workers }, worker));
     }
     if (stop === undefined && signal.aborted) stop = cancelledBy(signal);
+    // Every call gets its result, so a transcript the stop keeps pairs each call as providers require: a call
+    // the stop came before did not run (refused); one whose tool had started and not returned may have (failed).
     const results: ToolResultMessage[] = [];
     outcomes.forEach((outcome, index) => {
-      if (outcome === undefined) return;
       const call = calls[index]!;
-      const content = outcome.type === "ran" ? (outcome.output as string) : outcome.message;
-      const status = outcome.type;
+      let content: string;
+      let status: ToolResultStatus;
+      if (outcome !== undefined) {
+        content = outcome.type === "ran" ? (outcome.output as string) : outcome.message;
+        status = outcome.type;
+      } else if (started[index]) {
+        content = TEXTS.stoppedWhileRunning(call.name);
+        status = "failed";
+      } else {
+        content = TEXTS.stoppedBeforeRun(call.name);
+        status = "refused";
+      }
       results.push(
         Object.freeze({
           type: "tool_result",

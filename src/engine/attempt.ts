@@ -33,6 +33,9 @@ export const TEXTS = {
   invalid: (tool: string, problems: readonly string[]) =>
     `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
   cancelledAfterRun: (tool: string) => `Tool '${tool}' ran, but its output was withheld: the run was cancelled`,
+  stoppedBeforeRun: (tool: string) => `Tool '${tool}' did not run: the run stopped before it`,
+  stoppedWhileRunning: (tool: string) =>
+    `Tool '${tool}' was still running when the run stopped: it may have done some or all of its work`,
   withdrawn: (tool: string, reason: string) => `Tool '${tool}' was withdrawn while awaiting approval: ${reason}`,
   toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
