@@ -169,8 +169,8 @@ function frozenAssistant(
 /**
  * Checks that earlier messages pair each result with its call: every result
  * answers one earlier call (of the same tool), once, and no two calls share
- * an id. A call may be left without a result: a stopped run leaves the calls
- * it did not decide so.
+ * an id. A call may be left without a result (a transcript of the caller's
+ * own); the model is shown it as it is.
  * @throws {EngineConfigError} naming the message at fault.
  */
 function checkPairing(messages: readonly Message[]): void {
