@@ -1,4 +1,5 @@
-import { Agent, RunContext, RunState, Runner, tool } from "@openai/agents";
+import { Agent, RunContext, RunState, Runner, tool, toolNamespace } from "@openai/agents";
+import type { ModelRequest, ModelResponse } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -1251,4 +1252,85 @@ describe("AgentApprovals: the gate's middleware on an approved call", () => {
       expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([[ran, verdict]]);
       expect(s.records[0]!.reason).toMatch(/withheld/);
     });
+});
+
+/** A FakeModel whose calls to `namespace.name` are sent as the Responses API sends a namespaced call. */
+class NamespacedModel extends FakeModel {
+  override async getResponse(request: ModelRequest): Promise<ModelResponse> {
+    const response = await super.getResponse(request);
+    return {
+      ...response,
+      output: response.output.map((item) => {
+        if (item.type !== "function_call" || !item.name.includes(".")) return item;
+        const [namespace, name] = item.name.split(".") as [string, string];
+        return { ...item, name, namespace };
+      }),
+    };
+  }
+}
+
+describe("AgentApprovals: tools grouped by toolNamespace()", () => {
+  /** One `deploy` tool in each of the namespaces `staging` and `prod`, alike but for where they deploy. */
+  function namespaced(executed: string[]) {
+    const deploy = (where: string) =>
+      tool({
+        name: "deploy",
+        description: "Deploy a version",
+        parameters: z.object({ version: z.string() }),
+        needsApproval: true,
+        execute: async ({ version }) => (executed.push(`${where} ${version}`), `deployed ${version} to ${where}`),
+      });
+    return [
+      ...toolNamespace({ name: "staging", description: "The staging cluster", tools: [deploy("staging")] }),
+      ...toolNamespace({ name: "prod", description: "The production cluster", tools: [deploy("prod")] }),
+    ];
+  }
+
+  it("an interruption of a namespaced tool is asked about under its qualified name, and the approved call runs once", async () => {
+    const executed: string[] = [];
+    const s = setup(() => ({ type: "approve" }));
+    const model = new NamespacedModel([{ calls: [["c1", "prod.deploy", { version: "1.2" }]] }, { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools(namespaced(executed)) });
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(result.finalOutput).toBe("done");
+    expect(executed).toEqual(["prod 1.2"]);
+    expect(s.asks).toMatchObject([{ tool: "prod.deploy", callId: "c1" }]);
+    expect(s.asks[0]!.prompt).toContain('Allow the tool "prod.deploy" to run?');
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+  });
+
+  it("a grant remembered for a tool of one namespace does not cover the tool of the same name in another", async () => {
+    const executed: string[] = [];
+    const store = new MemoryGrantStore();
+    // Staging's deploy needs no approval of the SDK's; a hook asks about it, and the answer is remembered.
+    const askStaging: Hook = {
+      preToolUse: (call) => (call.name === "prod.deploy" ? { type: "allow" } : { type: "ask", prompt: "staging?" }),
+    };
+    const s = setup(() => ({ type: "approve", remember: "this_tool" }), {
+      store,
+      managers: new LoopManagers().withHook(askStaging),
+    });
+    const [staging, prod] = namespaced(executed);
+    const model = new NamespacedModel([
+      { calls: [["c1", "staging.deploy", { version: "1.2" }]] },
+      { text: "on staging" },
+      { calls: [["c2", "prod.deploy", { version: "1.2" }]] },
+      { text: "on prod" },
+    ]);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: s.approvals.tools([{ ...staging!, needsApproval: async () => false }, prod!]),
+    });
+    const first = await s.runner.run(agent, "ship to staging");
+    expect(first.interruptions).toEqual([]);
+    expect(executed).toEqual(["staging 1.2"]);
+    expect(s.asks).toHaveLength(1);
+
+    const second = await s.runner.run(agent, "ship to prod");
+    expect(second.interruptions.map((i) => i.name)).toEqual(["prod.deploy"]);
+    expect(executed).toEqual(["staging 1.2"]);
+    expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
+  });
 });

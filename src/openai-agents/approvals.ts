@@ -67,7 +67,10 @@ type Details = Parameters<AnyFunctionTool["invoke"]>[2];
 
 interface Wrapped {
   readonly original: AnyFunctionTool;
+  /** Named by the tool's qualified name (`prod.deploy` for `deploy` in the namespace `prod`). */
   readonly descriptor: ToolDescriptor;
+  /** The name the SDK keeps the tool's approvals under (see {@link approvalKeyOf}). */
+  readonly approvalKey: string;
 }
 
 /** A gated call in progress: whose tool, and (while a tool runs) the run's context. Kept under {@link callKey}. */
@@ -165,6 +168,29 @@ function ofRun<V>(byRun: WeakMap<object, Map<string, V>>, context: RunContext<an
   let entry = byRun.get(run);
   if (entry === undefined) byRun.set(run, (entry = new Map<string, V>()));
   return entry;
+}
+
+/**
+ * The namespace `toolNamespace()` gave a function tool, if any. The SDK keeps
+ * it under a symbol of its own (`Symbol("functionToolNamespace")`, not
+ * exported), copied onto the wrapped tool with the tool's other properties.
+ */
+function namespaceOf(tool: AnyFunctionTool): string | undefined {
+  for (const key of Object.getOwnPropertySymbols(tool)) {
+    if (key.description !== "functionToolNamespace") continue;
+    const value: unknown = (tool as unknown as Record<symbol, unknown>)[key];
+    return typeof value === "string" && value.length > 0 ? value : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The name the SDK keeps a tool's approvals under, as `isToolApproved` takes
+ * it: a namespaced tool's approvals are kept under its state key
+ * (`["namespaced","prod","deploy"]`), which its bare name does not reach.
+ */
+function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): string {
+  return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
 }
 
 function callIdOf(item: RunToolApprovalItem): string {
@@ -312,9 +338,16 @@ export class AgentApprovals {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrapped.has(tool)) return tool;
+    // Tools of one name in two namespaces are two tools: asked about, pinned and recorded under their qualified names.
+    const namespace = namespaceOf(tool);
     const wrapped: Wrapped = {
       original: tool,
-      descriptor: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
+      descriptor: {
+        name: namespace === undefined ? tool.name : `${namespace}.${tool.name}`,
+        description: tool.description,
+        inputSchema: tool.parameters,
+      },
+      approvalKey: approvalKeyOf(tool, namespace),
     };
     const gated: T = {
       ...tool,
@@ -506,7 +539,7 @@ export class AgentApprovals {
       given !== undefined &&
       given.wrapped === wrapped &&
       given.arguments === item.arguments &&
-      context.isToolApproved({ toolName: wrapped.descriptor.name, callId }) === given.approved
+      context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === given.approved
     );
   }
 
@@ -515,9 +548,10 @@ export class AgentApprovals {
   }
 
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
+    // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
-      (t) => (t as { name?: unknown }).name === name,
+      (t) => (this.#wrapped.get(t)?.descriptor.name ?? (t as { name?: unknown }).name) === name,
     );
     const wrapped = tool === undefined ? undefined : this.#wrapped.get(tool);
     if (wrapped === undefined)
@@ -633,7 +667,7 @@ export class AgentApprovals {
       open.wrapped === wrapped &&
       open.run === runOf(context) &&
       open.arguments === text &&
-      context.isToolApproved({ toolName: descriptor.name, callId }) === true
+      context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === true
     ) {
       // Run exactly what was approved.
       this.#approved.delete(key);
@@ -722,7 +756,7 @@ export class AgentApprovals {
   ): Promise<AskResolution> {
     const { callId } = ask;
     const entry = this.#inFlight.get(callKey(ask.runId, callId));
-    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) {
+    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.approvalKey, callId }) === true) {
       const unused = this.#approvalsOf(entry.context);
       const shown = unused.get(callId);
       if (unused.delete(callId) && shown !== undefined && shown === ask.argsSha256)
