@@ -1270,67 +1270,86 @@ class NamespacedModel extends FakeModel {
 }
 
 describe("AgentApprovals: tools grouped by toolNamespace()", () => {
-  /** One `deploy` tool in each of the namespaces `staging` and `prod`, alike but for where they deploy. */
-  function namespaced(executed: string[]) {
-    const deploy = (where: string) =>
+  type Order = "namespaced, then wrapped" | "wrapped, then namespaced";
+
+  /**
+   * One `deploy` tool in each of the namespaces `staging` and `prod`, alike but for where they deploy,
+   * wrapped by `approvals` before or after `toolNamespace()`. Staging's needs no approval of the SDK's
+   * when `stagingNeedsApproval` is false.
+   */
+  function namespaced(executed: string[], approvals: AgentApprovals, order: Order, stagingNeedsApproval = true) {
+    const deploy = (where: string, needsApproval: boolean) =>
       tool({
         name: "deploy",
         description: "Deploy a version",
         parameters: z.object({ version: z.string() }),
-        needsApproval: true,
+        needsApproval,
         execute: async ({ version }) => (executed.push(`${where} ${version}`), `deployed ${version} to ${where}`),
       });
+    const group = (name: string, description: string, needsApproval: boolean) =>
+      order === "namespaced, then wrapped"
+        ? approvals.tools(toolNamespace({ name, description, tools: [deploy(name, needsApproval)] }))
+        : toolNamespace({ name, description, tools: approvals.tools([deploy(name, needsApproval)]) });
     return [
-      ...toolNamespace({ name: "staging", description: "The staging cluster", tools: [deploy("staging")] }),
-      ...toolNamespace({ name: "prod", description: "The production cluster", tools: [deploy("prod")] }),
+      ...group("staging", "The staging cluster", stagingNeedsApproval),
+      ...group("prod", "The production cluster", true),
     ];
   }
 
-  it("an interruption of a namespaced tool is asked about under its qualified name, and the approved call runs once", async () => {
+  it("a wrapped tool put in a namespace and wrapped again is gated once: one ask, one record", async () => {
     const executed: string[] = [];
     const s = setup(() => ({ type: "approve" }));
+    const [deploy] = namespaced(executed, s.approvals, "wrapped, then namespaced").slice(1);
     const model = new NamespacedModel([{ calls: [["c1", "prod.deploy", { version: "1.2" }]] }, { text: "done" }]);
-    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools(namespaced(executed)) });
-    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
-    expect(result.finalOutput).toBe("done");
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([deploy!]) });
+    await s.approvals.run((input) => s.runner.run(agent, input), "ship");
     expect(executed).toEqual(["prod 1.2"]);
-    expect(s.asks).toMatchObject([{ tool: "prod.deploy", callId: "c1" }]);
-    expect(s.asks[0]!.prompt).toContain('Allow the tool "prod.deploy" to run?');
-    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
-    expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
-  });
-
-  it("a grant remembered for a tool of one namespace does not cover the tool of the same name in another", async () => {
-    const executed: string[] = [];
-    const store = new MemoryGrantStore();
-    // Staging's deploy needs no approval of the SDK's; a hook asks about it, and the answer is remembered.
-    const askStaging: Hook = {
-      preToolUse: (call) => (call.name === "prod.deploy" ? { type: "allow" } : { type: "ask", prompt: "staging?" }),
-    };
-    const s = setup(() => ({ type: "approve", remember: "this_tool" }), {
-      store,
-      managers: new LoopManagers().withHook(askStaging),
-    });
-    const [staging, prod] = namespaced(executed);
-    const model = new NamespacedModel([
-      { calls: [["c1", "staging.deploy", { version: "1.2" }]] },
-      { text: "on staging" },
-      { calls: [["c2", "prod.deploy", { version: "1.2" }]] },
-      { text: "on prod" },
-    ]);
-    const agent = new Agent({
-      name: "ops",
-      model,
-      tools: s.approvals.tools([{ ...staging!, needsApproval: async () => false }, prod!]),
-    });
-    const first = await s.runner.run(agent, "ship to staging");
-    expect(first.interruptions).toEqual([]);
-    expect(executed).toEqual(["staging 1.2"]);
     expect(s.asks).toHaveLength(1);
-
-    const second = await s.runner.run(agent, "ship to prod");
-    expect(second.interruptions.map((i) => i.name)).toEqual(["prod.deploy"]);
-    expect(executed).toEqual(["staging 1.2"]);
-    expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
   });
+
+  for (const order of ["namespaced, then wrapped", "wrapped, then namespaced"] as const) {
+    it(`(${order}) an interruption of a namespaced tool is asked about under its qualified name, and the approved call runs once`, async () => {
+      const executed: string[] = [];
+      const s = setup(() => ({ type: "approve" }));
+      const model = new NamespacedModel([{ calls: [["c1", "prod.deploy", { version: "1.2" }]] }, { text: "done" }]);
+      const agent = new Agent({ name: "ops", model, tools: namespaced(executed, s.approvals, order) });
+      const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+      expect(result.finalOutput).toBe("done");
+      expect(executed).toEqual(["prod 1.2"]);
+      expect(s.asks).toMatchObject([{ tool: "prod.deploy", callId: "c1" }]);
+      expect(s.asks[0]!.prompt).toContain('Allow the tool "prod.deploy" to run?');
+      expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
+      expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+    });
+
+    it(`(${order}) a grant remembered for a tool of one namespace does not cover the tool of the same name in another`, async () => {
+      const executed: string[] = [];
+      const store = new MemoryGrantStore();
+      // Staging's deploy needs no approval of the SDK's; a hook asks about it, and the answer is remembered.
+      const askStaging: Hook = {
+        preToolUse: (call) => (call.name === "prod.deploy" ? { type: "allow" } : { type: "ask", prompt: "staging?" }),
+      };
+      const s = setup(() => ({ type: "approve", remember: "this_tool" }), {
+        store,
+        managers: new LoopManagers().withHook(askStaging),
+      });
+      const model = new NamespacedModel([
+        { calls: [["c1", "staging.deploy", { version: "1.2" }]] },
+        { text: "on staging" },
+        { calls: [["c2", "prod.deploy", { version: "1.2" }]] },
+        { text: "on prod" },
+      ]);
+      const agent = new Agent({ name: "ops", model, tools: namespaced(executed, s.approvals, order, false) });
+      const first = await s.runner.run(agent, "ship to staging");
+      expect(first.interruptions).toEqual([]);
+      expect(executed).toEqual(["staging 1.2"]);
+      expect(s.asks).toHaveLength(1);
+
+      const second = await s.runner.run(agent, "ship to prod");
+      expect(second.interruptions.map((i) => i.name)).toEqual(["prod.deploy"]);
+      expect(executed).toEqual(["staging 1.2"]);
+      expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
+    });
+  }
 });

@@ -193,6 +193,19 @@ function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): st
   return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
 }
 
+/** How `original` is gated in `namespace`: tools of one name in two namespaces are asked about, pinned and recorded apart. */
+function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wrapped {
+  return {
+    original,
+    descriptor: {
+      name: namespace === undefined ? original.name : `${namespace}.${original.name}`,
+      description: original.description,
+      inputSchema: original.parameters,
+    },
+    approvalKey: approvalKeyOf(original, namespace),
+  };
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -279,6 +292,8 @@ export class AgentApprovals {
    */
   readonly #runIds = new WeakMap<object, string>();
   readonly #wrapped = new WeakMap<object, Wrapped>();
+  /** The tool each wrapped tool's `invoke` gates: how a copy of a wrapped tool (`toolNamespace()` makes them) is known. */
+  readonly #byInvoke = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
@@ -337,25 +352,24 @@ export class AgentApprovals {
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
-    if (this.#wrapped.has(tool)) return tool;
-    // Tools of one name in two namespaces are two tools: asked about, pinned and recorded under their qualified names.
-    const namespace = namespaceOf(tool);
-    const wrapped: Wrapped = {
-      original: tool,
-      descriptor: {
-        name: namespace === undefined ? tool.name : `${namespace}.${tool.name}`,
-        description: tool.description,
-        inputSchema: tool.parameters,
-      },
-      approvalKey: approvalKeyOf(tool, namespace),
-    };
+    if (this.#wrappedOf(tool) !== undefined) return tool;
+    const wrapped = wrappedAs(tool, namespaceOf(tool));
+    // The SDK calls them as methods of the tool it runs: a copy of this one that toolNamespace() put in a
+    // namespace is another tool, gated under its own qualified name.
+    const needsApproval = (self: unknown, context: RunContext<any>, input: unknown, callId?: string) =>
+      this.#needsApproval(this.#wrappedOf(self) ?? wrapped, context, input, callId);
+    const invoke = (self: unknown, context: RunContext<any>, input: string, details?: Details) =>
+      this.#invoke(this.#wrappedOf(self) ?? wrapped, context, input, details);
     const gated: T = {
       ...tool,
-      needsApproval: (context: RunContext<any>, input: unknown, callId?: string) =>
-        this.#needsApproval(wrapped, context, input, callId),
-      invoke: (context: RunContext<any>, input: string, details?: Details) =>
-        this.#invoke(wrapped, context, input, details),
+      needsApproval(this: unknown, context: RunContext<any>, input: unknown, callId?: string) {
+        return needsApproval(this, context, input, callId);
+      },
+      invoke(this: unknown, context: RunContext<any>, input: string, details?: Details) {
+        return invoke(this, context, input, details);
+      },
     };
+    this.#byInvoke.set(gated.invoke, wrapped);
     this.#wrapped.set(gated, wrapped);
     return gated;
   }
@@ -547,13 +561,28 @@ export class AgentApprovals {
     return ofRun(this.#given, context);
   }
 
+  /**
+   * What `tool` gates, if it is a tool wrapped here or a copy of one (`toolNamespace()` copies the tools it
+   * is given, with their properties, into a namespace): a copy is gated under its own namespace.
+   */
+  #wrappedOf(tool: unknown): Wrapped | undefined {
+    if (typeof tool !== "object" || tool === null) return undefined;
+    const known = this.#wrapped.get(tool);
+    if (known !== undefined) return known;
+    const base = this.#byInvoke.get((tool as { invoke?: object }).invoke ?? {});
+    if (base === undefined || !isFunctionTool(tool)) return undefined;
+    const copy = wrappedAs(base.original, namespaceOf(tool));
+    this.#wrapped.set(tool, copy);
+    return copy;
+  }
+
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
-      (t) => (this.#wrapped.get(t)?.descriptor.name ?? (t as { name?: unknown }).name) === name,
+      (t) => (this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) === name,
     );
-    const wrapped = tool === undefined ? undefined : this.#wrapped.get(tool);
+    const wrapped = tool === undefined ? undefined : this.#wrappedOf(tool);
     if (wrapped === undefined)
       throw new AgentsApprovalError(
         name,
