@@ -1,4 +1,4 @@
-import { Agent, RunContext, RunState, Runner, tool, toolNamespace } from "@openai/agents";
+import { Agent, RunContext, RunState, Runner, Usage, hostedMcpTool, tool, toolNamespace } from "@openai/agents";
 import type { ModelRequest, ModelResponse } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -464,6 +464,46 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(error).toBeInstanceOf(AgentsApprovalError);
     expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "raw" });
     expect(s.asks).toEqual([]);
+  });
+
+  it("an interruption for a hosted MCP call named like a wrapped tool is a typed error: nobody is asked, and no record lands for the wrapped tool", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const approvalRequest = {
+      type: "hosted_tool_call" as const,
+      name: "mcp_approval_request",
+      status: "completed" as const,
+      providerData: {
+        type: "mcp_approval_request",
+        server_label: "ops",
+        name: "deploy",
+        id: "mcpr_1",
+        arguments: JSON.stringify({ env: "prod", version: "1.2" }),
+      },
+    };
+    const model = new FakeModel([{ text: "not deployed" }]);
+    const scripted = model.getResponse.bind(model);
+    let requested = false;
+    model.getResponse = async (request) =>
+      requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
+    const { deploy } = tools(s.executed);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [
+        hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
+        ...s.approvals.tools([deploy]),
+      ],
+    });
+    const interrupted = await s.runner.run(agent, "ship");
+    expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([["hosted_tool_call", "deploy"]]);
+    const error = (await s.approvals
+      .settle(interrupted, (state) => s.runner.run(agent, state))
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "deploy" });
+    expect(error.message).toMatch(/hosted_tool_call/);
+    expect(s.asks).toEqual([]);
+    expect(s.records).toEqual([]);
   });
 
   /** One deploy call on a runner of its own, its records and executions kept, and a controller to cancel with. */

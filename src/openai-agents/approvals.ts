@@ -579,6 +579,13 @@ export class AgentApprovals {
   #wrappedFor(item: RunToolApprovalItem): Wrapped {
     // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
+    // A hosted MCP, shell, computer or apply-patch call may bear a wrapped tool's name; it is not that tool's call.
+    const { type } = item.rawItem as { type?: unknown };
+    if (type !== "function_call")
+      throw new AgentsApprovalError(
+        name,
+        `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
+      );
     const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
       (t) => (this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) === name,
     );
