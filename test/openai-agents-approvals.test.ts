@@ -1266,6 +1266,32 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
       expect(s.outcomes).toEqual(["ran", "failed"]);
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
+
+  it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);
+    const inner = new Agent({
+      name: "deployer",
+      model: innerModel,
+      tools: s.approvals.tools([tools(s.executed).deploy]),
+    });
+    const outer = new Agent({
+      name: "lead",
+      model: new FakeModel([{ calls: [["o1", "deployer", { input: "ship" }]] }, { text: "outer done" }]),
+      tools: s.approvals.tools([
+        inner.asTool({ toolName: "deployer", toolDescription: "Deploys", parameters: z.object({ input: z.string() }) }),
+      ]),
+    });
+    const first = await s.runner.run(outer, "go");
+    const restored = await RunState.fromString(outer, first.state.toString());
+    expect(restored.getInterruptions().map((i) => [i.name, i.agent.name])).toEqual([["deploy", "deployer"]]);
+    const resumed = await s.runner.run(outer, restored);
+    const result = await s.approvals.settle(resumed, (state) => s.runner.run(outer, state));
+    expect(result.finalOutput).toBe("outer done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
+  });
 });
 
 describe("AgentApprovals: the gate's middleware on an approved call", () => {

@@ -222,6 +222,14 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
 }
 
 /**
+ * Whether `tool` is an agent's `asTool()`: the SDK gives those, and no other
+ * function tool, an `on(event, handler)` for the nested run's events.
+ */
+function isAgentTool(tool: AnyFunctionTool): boolean {
+  return typeof (tool as { on?: unknown }).on === "function";
+}
+
+/**
  * The prompt options as `callPrompt` takes them, checked here so that no ask
  * finds them unusable later (its hook would throw, and every call be denied).
  */
@@ -348,12 +356,19 @@ export class AgentApprovals {
     return tools.map((tool: unknown) => (isFunctionTool(tool) ? this.tool(tool) : tool)) as unknown as T;
   }
 
-  /** Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate. */
+  /**
+   * Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate.
+   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity).
+   */
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrappedOf(tool) !== undefined) return tool;
-    const wrapped = wrappedAs(tool, namespaceOf(tool));
+    // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
+    // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
+    const inPlace = isAgentTool(tool);
+    const original: T = inPlace ? { ...tool } : tool;
+    const wrapped = wrappedAs(original, namespaceOf(tool));
     // The SDK calls them as methods of the tool it runs: a copy of this one that toolNamespace() put in a
     // namespace is another tool, gated under its own qualified name.
     const needsApproval = (self: unknown, context: RunContext<any>, input: unknown, callId?: string) =>
@@ -370,6 +385,11 @@ export class AgentApprovals {
       },
     };
     this.#byInvoke.set(gated.invoke, wrapped);
+    if (inPlace) {
+      Object.assign(tool, { needsApproval: gated.needsApproval, invoke: gated.invoke });
+      this.#wrapped.set(tool, wrapped);
+      return tool;
+    }
     this.#wrapped.set(gated, wrapped);
     return gated;
   }
