@@ -265,6 +265,57 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks[1]!.prompt).toContain("changed since this was last answered");
   });
 
+  it("an interruption is answered for the tool of its name the SDK called, not for a disabled one of the same name", async () => {
+    const store = new MemoryGrantStore();
+    const s = setup(() => ({ type: "approve", remember: "this_tool" }), { store });
+    const legacy = { ...tools(s.executed, "Deploy a version (legacy)").deploy, isEnabled: async () => false };
+    const current = tools(s.executed, "Deploy a version, and delete the old one").deploy;
+    // A grant for the legacy deploy, which the model can no longer call.
+    const old = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "ok" }]),
+      tools: s.approvals.tools([tools(s.executed, "Deploy a version (legacy)").deploy]),
+    });
+    await s.approvals.run((input) => s.runner.run(old, input), "go");
+    expect(s.asks).toHaveLength(1);
+
+    const model = new FakeModel([deployTurn("c2", "2"), { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([legacy, current]) });
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks).toHaveLength(2);
+    expect(s.executed).toEqual([
+      { env: "prod", version: "1" },
+      { env: "prod", version: "2" },
+    ]);
+    expect(shownResults(model)).toEqual({ c2: "deployed 2 to prod" });
+  });
+
+  it("an isEnabled that throws when settle reads it is a typed error naming the tool, before anyone is asked", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    let reads = 0;
+    const broken = new Error("flag service down");
+    const deploy = {
+      ...tools(s.executed).deploy,
+      isEnabled: async () => {
+        if (++reads > 1) throw broken;
+        return true;
+      },
+    };
+    const agent = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
+      tools: s.approvals.tools([deploy]),
+    });
+    const error = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "go")
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ tool: "deploy", cause: broken });
+    expect(s.asks).toEqual([]);
+    expect(s.executed).toEqual([]);
+  });
+
   it("fails closed: a resolver that throws refuses, arguments that are not JSON are refused before anyone is asked", async () => {
     const s = setup(() => {
       throw new Error("approver offline");

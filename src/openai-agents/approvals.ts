@@ -222,6 +222,25 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
 }
 
 /**
+ * Whether the SDK offers `tool` to the model in this run, as it decides it:
+ * its `isEnabled`, a boolean or a function of the run's context and agent.
+ */
+async function isEnabled(tool: object, context: RunContext<any>, agent: unknown): Promise<boolean> {
+  const enabled: unknown = (tool as { isEnabled?: unknown }).isEnabled;
+  if (typeof enabled === "boolean") return enabled;
+  if (typeof enabled !== "function") return true;
+  try {
+    return Boolean(await (enabled as (context: unknown, agent: unknown) => unknown)(context, agent));
+  } catch (error) {
+    throw new AgentsApprovalError(
+      String((tool as { name?: unknown }).name),
+      "its isEnabled threw: which tool the run called cannot be told",
+      { cause: error },
+    );
+  }
+}
+
+/**
  * Whether `tool` is an agent's `asTool()`: the SDK gives those, and no other
  * function tool, an `on(event, handler)` for the nested run's events.
  */
@@ -454,8 +473,10 @@ export class AgentApprovals {
     const resumedWith = new Set<string>();
     await ended(current);
     while (current.interruptions.length > 0) {
-      const all = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       const context = current.state._context;
+      const all = await Promise.all(
+        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, context) })),
+      );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
       // Interruptions answered before on this run state (a settle retried after its resume failed) resume with
@@ -596,7 +617,7 @@ export class AgentApprovals {
     return copy;
   }
 
-  #wrappedFor(item: RunToolApprovalItem): Wrapped {
+  async #wrappedFor(item: RunToolApprovalItem, context: RunContext<any>): Promise<Wrapped> {
     // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
     // A hosted MCP, shell, computer or apply-patch call may bear a wrapped tool's name; it is not that tool's call.
@@ -606,9 +627,16 @@ export class AgentApprovals {
         name,
         `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
       );
-    const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
-      (t) => (this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) === name,
-    );
+    // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
+    // tools come after its MCP servers', and the last of a name wins). A disabled one of the name is another tool.
+    const tools = (item.agent?.tools as readonly object[] | undefined) ?? [];
+    let tool: object | undefined;
+    for (const t of [...tools].reverse()) {
+      if ((this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) !== name) continue;
+      if ((t as { type?: unknown }).type === "function" && !(await isEnabled(t, context, item.agent))) continue;
+      tool = t;
+      break;
+    }
     const wrapped = tool === undefined ? undefined : this.#wrappedOf(tool);
     if (wrapped === undefined)
       throw new AgentsApprovalError(
