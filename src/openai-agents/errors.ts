@@ -9,6 +9,8 @@ import { LoopctlError } from "../errors.js";
  * approves a run's calls by id, so they cannot be told apart), an approved call the run never executed, an
  * interruption for an approved call (or one resumed with an earlier answer) that the resumed run did not
  * execute (the answer was lost), or a
+ * tool whose `isEnabled` threw while `settle` looked for the tool an
+ * interruption is for, or a
  * refused call of a tool whose output schema leaves no room for a refusal
  * text. `code` is `"OPENAI_AGENTS_APPROVAL"`;
  * `tool` names the tool.
