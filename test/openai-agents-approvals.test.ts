@@ -1,4 +1,5 @@
-import { Agent, RunContext, RunState, Runner, tool } from "@openai/agents";
+import { Agent, RunContext, RunState, Runner, Usage, hostedMcpTool, tool, toolNamespace } from "@openai/agents";
+import type { ModelRequest, ModelResponse } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -264,6 +265,57 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks[1]!.prompt).toContain("changed since this was last answered");
   });
 
+  it("an interruption is answered for the tool of its name the SDK called, not for a disabled one of the same name", async () => {
+    const store = new MemoryGrantStore();
+    const s = setup(() => ({ type: "approve", remember: "this_tool" }), { store });
+    const legacy = { ...tools(s.executed, "Deploy a version (legacy)").deploy, isEnabled: async () => false };
+    const current = tools(s.executed, "Deploy a version, and delete the old one").deploy;
+    // A grant for the legacy deploy, which the model can no longer call.
+    const old = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "ok" }]),
+      tools: s.approvals.tools([tools(s.executed, "Deploy a version (legacy)").deploy]),
+    });
+    await s.approvals.run((input) => s.runner.run(old, input), "go");
+    expect(s.asks).toHaveLength(1);
+
+    const model = new FakeModel([deployTurn("c2", "2"), { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([legacy, current]) });
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks).toHaveLength(2);
+    expect(s.executed).toEqual([
+      { env: "prod", version: "1" },
+      { env: "prod", version: "2" },
+    ]);
+    expect(shownResults(model)).toEqual({ c2: "deployed 2 to prod" });
+  });
+
+  it("an isEnabled that throws when settle reads it is a typed error naming the tool, before anyone is asked", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    let reads = 0;
+    const broken = new Error("flag service down");
+    const deploy = {
+      ...tools(s.executed).deploy,
+      isEnabled: async () => {
+        if (++reads > 1) throw broken;
+        return true;
+      },
+    };
+    const agent = new Agent({
+      name: "ops",
+      model: new FakeModel([deployTurn("c1", "1"), { text: "x" }]),
+      tools: s.approvals.tools([deploy]),
+    });
+    const error = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "go")
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ tool: "deploy", cause: broken });
+    expect(s.asks).toEqual([]);
+    expect(s.executed).toEqual([]);
+  });
+
   it("fails closed: a resolver that throws refuses, arguments that are not JSON are refused before anyone is asked", async () => {
     const s = setup(() => {
       throw new Error("approver offline");
@@ -463,6 +515,46 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(error).toBeInstanceOf(AgentsApprovalError);
     expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "raw" });
     expect(s.asks).toEqual([]);
+  });
+
+  it("an interruption for a hosted MCP call named like a wrapped tool is a typed error: nobody is asked, and no record lands for the wrapped tool", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const approvalRequest = {
+      type: "hosted_tool_call" as const,
+      name: "mcp_approval_request",
+      status: "completed" as const,
+      providerData: {
+        type: "mcp_approval_request",
+        server_label: "ops",
+        name: "deploy",
+        id: "mcpr_1",
+        arguments: JSON.stringify({ env: "prod", version: "1.2" }),
+      },
+    };
+    const model = new FakeModel([{ text: "not deployed" }]);
+    const scripted = model.getResponse.bind(model);
+    let requested = false;
+    model.getResponse = async (request) =>
+      requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
+    const { deploy } = tools(s.executed);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [
+        hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
+        ...s.approvals.tools([deploy]),
+      ],
+    });
+    const interrupted = await s.runner.run(agent, "ship");
+    expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([["hosted_tool_call", "deploy"]]);
+    const error = (await s.approvals
+      .settle(interrupted, (state) => s.runner.run(agent, state))
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "deploy" });
+    expect(error.message).toMatch(/hosted_tool_call/);
+    expect(s.asks).toEqual([]);
+    expect(s.records).toEqual([]);
   });
 
   /** One deploy call on a runner of its own, its records and executions kept, and a controller to cancel with. */
@@ -1225,6 +1317,32 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
       expect(s.outcomes).toEqual(["ran", "failed"]);
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
+
+  it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);
+    const inner = new Agent({
+      name: "deployer",
+      model: innerModel,
+      tools: s.approvals.tools([tools(s.executed).deploy]),
+    });
+    const outer = new Agent({
+      name: "lead",
+      model: new FakeModel([{ calls: [["o1", "deployer", { input: "ship" }]] }, { text: "outer done" }]),
+      tools: s.approvals.tools([
+        inner.asTool({ toolName: "deployer", toolDescription: "Deploys", parameters: z.object({ input: z.string() }) }),
+      ]),
+    });
+    const first = await s.runner.run(outer, "go");
+    const restored = await RunState.fromString(outer, first.state.toString());
+    expect(restored.getInterruptions().map((i) => [i.name, i.agent.name])).toEqual([["deploy", "deployer"]]);
+    const resumed = await s.runner.run(outer, restored);
+    const result = await s.approvals.settle(resumed, (state) => s.runner.run(outer, state));
+    expect(result.finalOutput).toBe("outer done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
+  });
 });
 
 describe("AgentApprovals: the gate's middleware on an approved call", () => {
@@ -1251,4 +1369,104 @@ describe("AgentApprovals: the gate's middleware on an approved call", () => {
       expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([[ran, verdict]]);
       expect(s.records[0]!.reason).toMatch(/withheld/);
     });
+});
+
+/** A FakeModel whose calls to `namespace.name` are sent as the Responses API sends a namespaced call. */
+class NamespacedModel extends FakeModel {
+  override async getResponse(request: ModelRequest): Promise<ModelResponse> {
+    const response = await super.getResponse(request);
+    return {
+      ...response,
+      output: response.output.map((item) => {
+        if (item.type !== "function_call" || !item.name.includes(".")) return item;
+        const [namespace, name] = item.name.split(".") as [string, string];
+        return { ...item, name, namespace };
+      }),
+    };
+  }
+}
+
+describe("AgentApprovals: tools grouped by toolNamespace()", () => {
+  type Order = "namespaced, then wrapped" | "wrapped, then namespaced";
+
+  /**
+   * One `deploy` tool in each of the namespaces `staging` and `prod`, alike but for where they deploy,
+   * wrapped by `approvals` before or after `toolNamespace()`. Staging's needs no approval of the SDK's
+   * when `stagingNeedsApproval` is false.
+   */
+  function namespaced(executed: string[], approvals: AgentApprovals, order: Order, stagingNeedsApproval = true) {
+    const deploy = (where: string, needsApproval: boolean) =>
+      tool({
+        name: "deploy",
+        description: "Deploy a version",
+        parameters: z.object({ version: z.string() }),
+        needsApproval,
+        execute: async ({ version }) => (executed.push(`${where} ${version}`), `deployed ${version} to ${where}`),
+      });
+    const group = (name: string, description: string, needsApproval: boolean) =>
+      order === "namespaced, then wrapped"
+        ? approvals.tools(toolNamespace({ name, description, tools: [deploy(name, needsApproval)] }))
+        : toolNamespace({ name, description, tools: approvals.tools([deploy(name, needsApproval)]) });
+    return [
+      ...group("staging", "The staging cluster", stagingNeedsApproval),
+      ...group("prod", "The production cluster", true),
+    ];
+  }
+
+  it("a wrapped tool put in a namespace and wrapped again is gated once: one ask, one record", async () => {
+    const executed: string[] = [];
+    const s = setup(() => ({ type: "approve" }));
+    const [deploy] = namespaced(executed, s.approvals, "wrapped, then namespaced").slice(1);
+    const model = new NamespacedModel([{ calls: [["c1", "prod.deploy", { version: "1.2" }]] }, { text: "done" }]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([deploy!]) });
+    await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(executed).toEqual(["prod 1.2"]);
+    expect(s.asks).toHaveLength(1);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
+  });
+
+  for (const order of ["namespaced, then wrapped", "wrapped, then namespaced"] as const) {
+    it(`(${order}) an interruption of a namespaced tool is asked about under its qualified name, and the approved call runs once`, async () => {
+      const executed: string[] = [];
+      const s = setup(() => ({ type: "approve" }));
+      const model = new NamespacedModel([{ calls: [["c1", "prod.deploy", { version: "1.2" }]] }, { text: "done" }]);
+      const agent = new Agent({ name: "ops", model, tools: namespaced(executed, s.approvals, order) });
+      const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+      expect(result.finalOutput).toBe("done");
+      expect(executed).toEqual(["prod 1.2"]);
+      expect(s.asks).toMatchObject([{ tool: "prod.deploy", callId: "c1" }]);
+      expect(s.asks[0]!.prompt).toContain('Allow the tool "prod.deploy" to run?');
+      expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["prod.deploy", "ask_allowed"]]);
+      expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+    });
+
+    it(`(${order}) a grant remembered for a tool of one namespace does not cover the tool of the same name in another`, async () => {
+      const executed: string[] = [];
+      const store = new MemoryGrantStore();
+      // Staging's deploy needs no approval of the SDK's; a hook asks about it, and the answer is remembered.
+      const askStaging: Hook = {
+        preToolUse: (call) => (call.name === "prod.deploy" ? { type: "allow" } : { type: "ask", prompt: "staging?" }),
+      };
+      const s = setup(() => ({ type: "approve", remember: "this_tool" }), {
+        store,
+        managers: new LoopManagers().withHook(askStaging),
+      });
+      const model = new NamespacedModel([
+        { calls: [["c1", "staging.deploy", { version: "1.2" }]] },
+        { text: "on staging" },
+        { calls: [["c2", "prod.deploy", { version: "1.2" }]] },
+        { text: "on prod" },
+      ]);
+      const agent = new Agent({ name: "ops", model, tools: namespaced(executed, s.approvals, order, false) });
+      const first = await s.runner.run(agent, "ship to staging");
+      expect(first.interruptions).toEqual([]);
+      expect(executed).toEqual(["staging 1.2"]);
+      expect(s.asks).toHaveLength(1);
+
+      const second = await s.runner.run(agent, "ship to prod");
+      expect(second.interruptions.map((i) => i.name)).toEqual(["prod.deploy"]);
+      expect(executed).toEqual(["staging 1.2"]);
+      expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
+    });
+  }
 });

@@ -67,7 +67,10 @@ type Details = Parameters<AnyFunctionTool["invoke"]>[2];
 
 interface Wrapped {
   readonly original: AnyFunctionTool;
+  /** Named by the tool's qualified name (`prod.deploy` for `deploy` in the namespace `prod`). */
   readonly descriptor: ToolDescriptor;
+  /** The name the SDK keeps the tool's approvals under (see {@link approvalKeyOf}). */
+  readonly approvalKey: string;
 }
 
 /** A gated call in progress: whose tool, and (while a tool runs) the run's context. Kept under {@link callKey}. */
@@ -167,6 +170,42 @@ function ofRun<V>(byRun: WeakMap<object, Map<string, V>>, context: RunContext<an
   return entry;
 }
 
+/**
+ * The namespace `toolNamespace()` gave a function tool, if any. The SDK keeps
+ * it under a symbol of its own (`Symbol("functionToolNamespace")`, not
+ * exported), copied onto the wrapped tool with the tool's other properties.
+ */
+function namespaceOf(tool: AnyFunctionTool): string | undefined {
+  for (const key of Object.getOwnPropertySymbols(tool)) {
+    if (key.description !== "functionToolNamespace") continue;
+    const value: unknown = (tool as unknown as Record<symbol, unknown>)[key];
+    return typeof value === "string" && value.length > 0 ? value : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The name the SDK keeps a tool's approvals under, as `isToolApproved` takes
+ * it: a namespaced tool's approvals are kept under its state key
+ * (`["namespaced","prod","deploy"]`), which its bare name does not reach.
+ */
+function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): string {
+  return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
+}
+
+/** How `original` is gated in `namespace`: tools of one name in two namespaces are asked about, pinned and recorded apart. */
+function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wrapped {
+  return {
+    original,
+    descriptor: {
+      name: namespace === undefined ? original.name : `${namespace}.${original.name}`,
+      description: original.description,
+      inputSchema: original.parameters,
+    },
+    approvalKey: approvalKeyOf(original, namespace),
+  };
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -180,6 +219,33 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
     typeof tool.invoke === "function" &&
     typeof tool.name === "string"
   );
+}
+
+/**
+ * Whether the SDK offers `tool` to the model in this run, as it decides it:
+ * its `isEnabled`, a boolean or a function of the run's context and agent.
+ */
+async function isEnabled(tool: object, context: RunContext<any>, agent: unknown): Promise<boolean> {
+  const enabled: unknown = (tool as { isEnabled?: unknown }).isEnabled;
+  if (typeof enabled === "boolean") return enabled;
+  if (typeof enabled !== "function") return true;
+  try {
+    return Boolean(await (enabled as (context: unknown, agent: unknown) => unknown)(context, agent));
+  } catch (error) {
+    throw new AgentsApprovalError(
+      String((tool as { name?: unknown }).name),
+      "its isEnabled threw: which tool the run called cannot be told",
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Whether `tool` is an agent's `asTool()`: the SDK gives those, and no other
+ * function tool, an `on(event, handler)` for the nested run's events.
+ */
+function isAgentTool(tool: AnyFunctionTool): boolean {
+  return typeof (tool as { on?: unknown }).on === "function";
 }
 
 /**
@@ -253,6 +319,8 @@ export class AgentApprovals {
    */
   readonly #runIds = new WeakMap<object, string>();
   readonly #wrapped = new WeakMap<object, Wrapped>();
+  /** The tool each wrapped tool's `invoke` gates: how a copy of a wrapped tool (`toolNamespace()` makes them) is known. */
+  readonly #byInvoke = new WeakMap<object, Wrapped>();
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
@@ -307,22 +375,40 @@ export class AgentApprovals {
     return tools.map((tool: unknown) => (isFunctionTool(tool) ? this.tool(tool) : tool)) as unknown as T;
   }
 
-  /** Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate. */
+  /**
+   * Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate.
+   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity).
+   */
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
-    if (this.#wrapped.has(tool)) return tool;
-    const wrapped: Wrapped = {
-      original: tool,
-      descriptor: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
-    };
+    if (this.#wrappedOf(tool) !== undefined) return tool;
+    // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
+    // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
+    const inPlace = isAgentTool(tool);
+    const original: T = inPlace ? { ...tool } : tool;
+    const wrapped = wrappedAs(original, namespaceOf(tool));
+    // The SDK calls them as methods of the tool it runs: a copy of this one that toolNamespace() put in a
+    // namespace is another tool, gated under its own qualified name.
+    const needsApproval = (self: unknown, context: RunContext<any>, input: unknown, callId?: string) =>
+      this.#needsApproval(this.#wrappedOf(self) ?? wrapped, context, input, callId);
+    const invoke = (self: unknown, context: RunContext<any>, input: string, details?: Details) =>
+      this.#invoke(this.#wrappedOf(self) ?? wrapped, context, input, details);
     const gated: T = {
       ...tool,
-      needsApproval: (context: RunContext<any>, input: unknown, callId?: string) =>
-        this.#needsApproval(wrapped, context, input, callId),
-      invoke: (context: RunContext<any>, input: string, details?: Details) =>
-        this.#invoke(wrapped, context, input, details),
+      needsApproval(this: unknown, context: RunContext<any>, input: unknown, callId?: string) {
+        return needsApproval(this, context, input, callId);
+      },
+      invoke(this: unknown, context: RunContext<any>, input: string, details?: Details) {
+        return invoke(this, context, input, details);
+      },
     };
+    this.#byInvoke.set(gated.invoke, wrapped);
+    if (inPlace) {
+      Object.assign(tool, { needsApproval: gated.needsApproval, invoke: gated.invoke });
+      this.#wrapped.set(tool, wrapped);
+      return tool;
+    }
     this.#wrapped.set(gated, wrapped);
     return gated;
   }
@@ -387,8 +473,10 @@ export class AgentApprovals {
     const resumedWith = new Set<string>();
     await ended(current);
     while (current.interruptions.length > 0) {
-      const all = current.interruptions.map((item) => ({ item, wrapped: this.#wrappedFor(item) }));
       const context = current.state._context;
+      const all = await Promise.all(
+        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, context) })),
+      );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
       // Interruptions answered before on this run state (a settle retried after its resume failed) resume with
@@ -506,7 +594,7 @@ export class AgentApprovals {
       given !== undefined &&
       given.wrapped === wrapped &&
       given.arguments === item.arguments &&
-      context.isToolApproved({ toolName: wrapped.descriptor.name, callId }) === given.approved
+      context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === given.approved
     );
   }
 
@@ -514,12 +602,42 @@ export class AgentApprovals {
     return ofRun(this.#given, context);
   }
 
-  #wrappedFor(item: RunToolApprovalItem): Wrapped {
+  /**
+   * What `tool` gates, if it is a tool wrapped here or a copy of one (`toolNamespace()` copies the tools it
+   * is given, with their properties, into a namespace): a copy is gated under its own namespace.
+   */
+  #wrappedOf(tool: unknown): Wrapped | undefined {
+    if (typeof tool !== "object" || tool === null) return undefined;
+    const known = this.#wrapped.get(tool);
+    if (known !== undefined) return known;
+    const base = this.#byInvoke.get((tool as { invoke?: object }).invoke ?? {});
+    if (base === undefined || !isFunctionTool(tool)) return undefined;
+    const copy = wrappedAs(base.original, namespaceOf(tool));
+    this.#wrapped.set(tool, copy);
+    return copy;
+  }
+
+  async #wrappedFor(item: RunToolApprovalItem, context: RunContext<any>): Promise<Wrapped> {
+    // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
-    const tool = (item.agent?.tools as readonly object[] | undefined)?.find(
-      (t) => (t as { name?: unknown }).name === name,
-    );
-    const wrapped = tool === undefined ? undefined : this.#wrapped.get(tool);
+    // A hosted MCP, shell, computer or apply-patch call may bear a wrapped tool's name; it is not that tool's call.
+    const { type } = item.rawItem as { type?: unknown };
+    if (type !== "function_call")
+      throw new AgentsApprovalError(
+        name,
+        `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
+      );
+    // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
+    // tools come after its MCP servers', and the last of a name wins). A disabled one of the name is another tool.
+    const tools = (item.agent?.tools as readonly object[] | undefined) ?? [];
+    let tool: object | undefined;
+    for (const t of [...tools].reverse()) {
+      if ((this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) !== name) continue;
+      if ((t as { type?: unknown }).type === "function" && !(await isEnabled(t, context, item.agent))) continue;
+      tool = t;
+      break;
+    }
+    const wrapped = tool === undefined ? undefined : this.#wrappedOf(tool);
     if (wrapped === undefined)
       throw new AgentsApprovalError(
         name,
@@ -633,7 +751,7 @@ export class AgentApprovals {
       open.wrapped === wrapped &&
       open.run === runOf(context) &&
       open.arguments === text &&
-      context.isToolApproved({ toolName: descriptor.name, callId }) === true
+      context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === true
     ) {
       // Run exactly what was approved.
       this.#approved.delete(key);
@@ -722,7 +840,7 @@ export class AgentApprovals {
   ): Promise<AskResolution> {
     const { callId } = ask;
     const entry = this.#inFlight.get(callKey(ask.runId, callId));
-    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.descriptor.name, callId }) === true) {
+    if (entry?.context?.isToolApproved({ toolName: entry.wrapped.approvalKey, callId }) === true) {
       const unused = this.#approvalsOf(entry.context);
       const shown = unused.get(callId);
       if (unused.delete(callId) && shown !== undefined && shown === ask.argsSha256)

@@ -2,11 +2,15 @@ import { LoopctlError } from "../errors.js";
 
 /**
  * `AgentApprovals` cannot do what it was asked: an interruption for a tool it
- * did not wrap (so no loopctl decision can be made for it), a call under a
+ * did not wrap, or for a call that is not a function call (a hosted MCP
+ * approval request, a shell or computer call: no loopctl decision can be made
+ * for it), a call under a
  * call id another call of its run has, in the turn or in flight (the SDK
  * approves a run's calls by id, so they cannot be told apart), an approved call the run never executed, an
  * interruption for an approved call (or one resumed with an earlier answer) that the resumed run did not
  * execute (the answer was lost), or a
+ * tool whose `isEnabled` threw while `settle` looked for the tool an
+ * interruption is for, or a
  * refused call of a tool whose output schema leaves no room for a refusal
  * text. `code` is `"OPENAI_AGENTS_APPROVAL"`;
  * `tool` names the tool.
