@@ -37,7 +37,8 @@ import { GATE_VERDICTS, RULE_SOURCES } from "../src/engine/index.js";
 import type { AuditSinkOptions } from "../src/audit/index.js";
 import type { GateDecision } from "../src/engine/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
-import { bundleBuilds } from "./support/reliability-bundle.js";
+import { bundleBuilds, bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 25);
 
@@ -446,16 +447,24 @@ describe("a write that fails mid-line", () => {
     errors: string[];
     flush: string;
   }
+  // The writer bundled once, so that each child starts without loading tsx.
+  let writer: Bundle | undefined;
+  beforeAll(async () => {
+    writer = await bundleChild("cli-audit-writer.ts");
+  });
+  afterAll(() => writer?.dispose());
   // A file size limit of 8 blocks of 512 bytes (POSIX sh counts ulimit -f so)
   // makes the fourth ~1 KiB line fail part-way with EFBIG, and leaves room
   // for a line of under 500 bytes after the third.
   const writeLimited = async (path: string, big: number, small: number, env: NodeJS.ProcessEnv = {}) => {
+    if (writer === undefined) throw new Error("the writer is not bundled");
     const { stdout } = await promisify(execFile)(
       "/bin/sh",
       [
         "-c",
-        'ulimit -f 8 && exec "$0" --import tsx test/support/cli-audit-writer.ts "$1" "$2" "$3"',
+        'ulimit -f 8 && exec "$0" "$1" "$2" "$3" "$4"',
         process.execPath,
+        writer.path,
         path,
         String(big),
         String(small),
@@ -511,16 +520,23 @@ describe("a write that fails mid-line", () => {
     await seed.append(gateRecord(1));
     await seed.close();
     const before = await readFile(path);
-    const script =
-      `import(${JSON.stringify(pathToFileURL(join(repo, "src/audit/index.ts")).href)})` +
-      ".then(({ AuditSink }) => AuditSink.open(process.argv[1]))" +
-      '.then(() => console.log("opened"), (e) => console.log(`${e.code}: ${e.message}`));';
-    // No write may grow any file (ulimit -f 0): the lock's record is the first write opening makes.
-    const { stdout } = await promisify(execFile)(
-      "/bin/sh",
-      ["-c", 'ulimit -f 0 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, script, path],
-      { cwd: repo },
-    );
+    // loopctl/audit built as the package ships it, so that the child starts without loading tsx.
+    const builds = await bundleBuilds("audit");
+    let stdout: string;
+    try {
+      const script =
+        `import(${JSON.stringify(pathToFileURL(builds.esm).href)})` +
+        ".then(({ AuditSink }) => AuditSink.open(process.argv[1]))" +
+        '.then(() => console.log("opened"), (e) => console.log(`${e.code}: ${e.message}`));';
+      // No write may grow any file (ulimit -f 0): the lock's record is the first write opening makes.
+      ({ stdout } = await promisify(execFile)(
+        "/bin/sh",
+        ["-c", 'ulimit -f 0 && exec "$0" --input-type=module -e "$1" "$2"', process.execPath, script, path],
+        { cwd: repo },
+      ));
+    } finally {
+      builds.dispose();
+    }
     expect(stdout.trim()).toBe(
       `AUDIT_LOCK: cannot lock audit log ${path} (${path}.lock): cannot write the lock file (EFBIG)`,
     );

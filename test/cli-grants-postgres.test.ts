@@ -8,9 +8,10 @@ import { useStore } from "../src/cli/grants.js";
 import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { capturedContext, cli } from "./support/cli-harness.js";
-import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
+import { DATABASE_URL, redacted } from "./support/postgres.js";
+import { usePostgresPrefetched } from "./support/postgres-prefetch.js";
 
-const db = usePostgres();
+const db = usePostgresPrefetched();
 
 const read = new Grant("read", "allow", GrantScope.thisTool()).withCreatedAtMs(Date.UTC(2026, 0, 2, 3, 4, 5));
 const rm = new Grant("shell", "deny", GrantScope.thisCall({ cmd: "rm -rf /" }));

@@ -6,6 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { bundleChild } from "./support/reliability-bundle.js";
+import type { Bundle } from "./support/reliability-bundle.js";
 
 // Each test starts real processes; on a busy machine node + tsx startup alone can take seconds.
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 120_000 });
@@ -34,6 +36,26 @@ function exec(file: string, args: readonly string[], input = "", env: NodeJS.Pro
  */
 function demo(args: string[], input = ""): Promise<Exit> {
   return exec(process.execPath, ["--import", "tsx", "demo/release-assistant.ts", ...args], input);
+}
+
+/**
+ * The demo's own source bundled once (esbuild, as the tests' child processes are), so that the runs
+ * that check what the demo does, not how npm starts it, start without loading tsx; the runs below
+ * that check `npm run demo` itself (its two runs sharing a ledger, `| head`, the printed commands) go
+ * through tsx and npm.
+ */
+let bundled: Promise<Bundle> | undefined;
+
+/** The bundled demo's path, bundled at the first call. */
+async function demoBundle(): Promise<string> {
+  // The entry is resolved from test/support, where bundleChild looks.
+  bundled ??= bundleChild("../../demo/release-assistant.ts");
+  return (await bundled).path;
+}
+
+/** {@link demo}, run from the bundle: the same source, the same folder, the same stdin. */
+async function demoBundled(args: string[], input = ""): Promise<Exit> {
+  return exec(process.execPath, [await demoBundle(), ...args], input);
 }
 
 /** The lines of `text` wider than 80 columns (none, if the output fits a terminal). */
@@ -72,13 +94,14 @@ beforeAll(async () => {
   })();
 });
 afterAll(async () => {
+  (await bundled)?.dispose();
   await rm(root, { recursive: true, force: true });
 });
 
 describe("npm run demo --workdir", () => {
   it("acts on the named folder: the changelog and the staging deploy ran, production did not", async () => {
     const work = join(root, "work");
-    const result = await demo(["--root", join(root, "state-2"), "--workdir", work, "--ask-timeout", "200"]);
+    const result = await demoBundled(["--root", join(root, "state-2"), "--workdir", work, "--ask-timeout", "200"]);
     expect(result.code).toBe(0);
     expect(readFileSync(join(work, "CHANGELOG.md"), "utf8")).toContain("## 1.4.0\n\n- Faster cold start");
     expect(JSON.parse(readFileSync(join(work, "deploys", "staging.json"), "utf8"))).toMatchObject({ version: "1.4.0" });
@@ -87,7 +110,7 @@ describe("npm run demo --workdir", () => {
   });
 
   it("rejects a bad flag with a message and exit 1", async () => {
-    const result = await demo(["--ask-timeout", "soon"]);
+    const result = await demoBundled(["--ask-timeout", "soon"]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("--ask-timeout must be a non-negative integer");
   });
@@ -106,7 +129,7 @@ describe("npm run demo --workdir", () => {
   });
 
   it("prints help within 80 columns", async () => {
-    const result = await demo(["--help"]);
+    const result = await demoBundled(["--help"]);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("--root DIR");
     expect(tooWide(result.stdout)).toEqual([]);
@@ -116,7 +139,7 @@ describe("npm run demo --workdir", () => {
 describe("npm run demo --interactive (answers typed on stdin)", () => {
   it("takes each answer from the terminal approver and remembers the ones asked to, within 80 columns", async () => {
     const state = join(root, "state-3");
-    const result = await demo(["--root", state, "--interactive"], "always-tool\nmaybe\ny\nnever-call\nn\n");
+    const result = await demoBundled(["--root", state, "--interactive"], "always-tool\nmaybe\ny\nnever-call\nn\n");
     expect(result.code).toBe(0);
     const out = result.stdout;
     expect(out).toContain("approver   you, at this terminal");
@@ -134,7 +157,10 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
 
   it("narrates what happened: approving production deploys it, and nothing is tried without checks", async () => {
     const work = join(root, "work-approve");
-    const result = await demo(["--root", join(root, "state-6"), "--workdir", work, "--interactive"], "y\ny\ny\n");
+    const result = await demoBundled(
+      ["--root", join(root, "state-6"), "--workdir", work, "--interactive"],
+      "y\ny\ny\n",
+    );
     expect(result.code).toBe(0);
     const out = result.stdout;
     expect(out).toContain("assistant> Staging runs 1.4.0. Production next.");
@@ -154,7 +180,10 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
 
   it("narrates a refusal as one, and says what the retry without checks did", async () => {
     const work = join(root, "work-refuse");
-    const result = await demo(["--root", join(root, "state-7"), "--workdir", work, "--interactive"], "n\ny\nn\ny\n");
+    const result = await demoBundled(
+      ["--root", join(root, "state-7"), "--workdir", work, "--interactive"],
+      "n\ny\nn\ny\n",
+    );
     expect(result.code).toBe(0);
     const out = flat(result.stdout);
     expect(out).toContain(
@@ -171,7 +200,7 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
   });
 
   it("fails closed when the input ends: the waiting ask and every later one are denied", async () => {
-    const result = await demo(["--root", join(root, "state-4"), "--interactive"], "");
+    const result = await demoBundled(["--root", join(root, "state-4"), "--interactive"], "");
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("input ended: denying this ask and every later one");
     expect(result.stdout).toContain("denied by approver: approval channel closed");
@@ -187,16 +216,7 @@ describe("npm run demo --interactive (answers typed on stdin)", () => {
     const work = join(root, "work-cancel");
     const child = spawn(
       process.execPath,
-      [
-        "--import",
-        "tsx",
-        "demo/release-assistant.ts",
-        "--root",
-        join(root, "state-5"),
-        "--workdir",
-        work,
-        "--interactive",
-      ],
+      [await demoBundle(), "--root", join(root, "state-5"), "--workdir", work, "--interactive"],
       { cwd: repo, stdio: ["pipe", "pipe", "pipe"] },
     );
     let out = "";
