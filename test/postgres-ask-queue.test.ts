@@ -2484,6 +2484,10 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(worker.resolver.resolve({ id: "x" } as PendingAsk, { signal })).rejects.toMatchObject({
       code: "POSTGRES_ASK_INVALID",
     });
+    // One line, naming the fields at fault.
+    await expect(worker.resolver.resolve({ ...makeAsk(1), turn: -1 }, { signal })).rejects.toThrow(
+      /: not a pending ask: turn: Too small: expected number to be >=0$/,
+    );
     await expect(worker.resolver.resolve(makeAsk(1), undefined as never)).rejects.toBeInstanceOf(PostgresAskError);
     const ask = makeAsk(2);
     const parked = park(worker, ask);
