@@ -265,6 +265,18 @@ describe("createApprovalServer", () => {
     await slow.close();
   });
 
+  it("refuses the resolver half of a pair as the approver, saying which half goes where", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const error = await createApprovalServer({ approver: channel as never }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerConfigError);
+    expect((error as Error).message).toBe(
+      "approval server option approver: must be an AskInbox; it lacks next(), ended() " +
+        "(a resolver, the half the engine takes? pass the approver: the second of ApprovalChannel.pair(), " +
+        "a queue's approver(), a WebhookResolver's inbox)",
+    );
+    approver.close();
+  });
+
   it("refuses a missing options object with a ServerConfigError, server and handler alike", async () => {
     const error = await createApprovalServer(undefined as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ServerConfigError);
