@@ -3,12 +3,12 @@
 // text, a run that goes on from a stored transcript, and the turn cap.
 // No hooks here, so every valid call runs: examples/engine-guards.ts adds them.
 // Run: npx tsx examples/engine-agent.ts
+// #region tools
 import { z } from "zod";
 import { Agent, RunStoppedError, defineTool } from "loopctl/engine";
 import type { Message, Model, ModelRequest, ModelResponse } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 
-// #region tools
 // A zod 4 schema: zod validates (refinements, defaults and transforms hold) and the tool gets zod's output.
 const readFile = defineTool({
   name: "read_file",

@@ -1,11 +1,11 @@
 // loopctl's gate in a loop of your own: the model's tool calls go through
 // gate.call, which validates, asks and records; you run the tool only when it
 // says so. Run: npx tsx examples/gate-in-your-loop.ts
+// #region readme
 import { SyncAskResolver } from "loopctl/ask";
 import { Gate, LoopManagers } from "loopctl/engine";
 import type { ToolDescriptor } from "loopctl/engine";
 
-// #region readme
 // Tools as your own loop describes them (an MCP server's, an SDK's): plain descriptors.
 const deploy: ToolDescriptor = {
   name: "deploy",

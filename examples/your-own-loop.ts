@@ -3,19 +3,21 @@
 // a FileGrantStore, every record appended to an audit log; then the grant
 // policy on its own, for a loop that asks people in its own way.
 // Run: npx tsx examples/your-own-loop.ts
-import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-
-const dir = await mkdtemp(join(tmpdir(), "loopctl-own-loop-"));
+import { rm } from "node:fs/promises";
 
 // #region gate
+import { randomUUID } from "node:crypto";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ApprovalChannel } from "loopctl/ask";
 import { AuditSink, auditObserver, verifyAuditLog } from "loopctl/audit";
 import { Gate, LoopManagers } from "loopctl/engine";
 import type { ToolDescriptor } from "loopctl/engine";
 import { FileGrantStore } from "loopctl/grant";
+
+// Where the grants and the audit log go (a real program: FileGrantStore.defaultRoot() and a log of its own).
+const dir = await mkdtemp(join(tmpdir(), "loopctl-own-loop-"));
 
 // The tool as your loop (or the model's API) describes it.
 const writeFile: ToolDescriptor = {

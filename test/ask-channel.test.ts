@@ -220,6 +220,19 @@ describe("answers", () => {
     approver.close();
   });
 
+  it("an invalid answer is refused in one line naming the field at fault, not zod's issue list", () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    void channel.resolve(ask, live());
+    expect(() => approver.resolve(ask.id, { type: "approve", remember: "forever" } as never)).toThrow(
+      new InvalidAskResolutionError(ask.id, 'remember: Invalid option: expected one of "this_call"|"this_tool"'),
+    );
+    expect(() => approver.resolve(ask.id, { type: "maybe" } as never)).toThrow(
+      `invalid resolution for ask ${ask.id}: type: Invalid discriminator value. Expected 'approve' | 'deny'`,
+    );
+    approver.close();
+  });
+
   it.each([
     ["a number", 5, "5"],
     ["an empty string", "", ""],

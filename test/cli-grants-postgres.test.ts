@@ -146,6 +146,18 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("says the way out of an unmigrated schema: the --schema the workers use, or migrate; the CLI creates nothing", async () => {
+    const argv = ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"];
+    const hint =
+      "the CLI creates no tables: pass the --schema your workers migrated (without --schema: loopctl), " +
+      "or create this one with migrate(pool, { schema }) from loopctl/postgres";
+    const run = await cli(argv, { cwd: "/" });
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toContain(`[POSTGRES_NOT_MIGRATED]\nloopctl: ${hint}\n`);
+    const asJson = await cli([...argv, "--json"], { cwd: "/" });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ error: "POSTGRES_NOT_MIGRATED", hint });
+  });
+
   it("reports an unmigrated schema and an unreachable server as database errors, naming them", async () => {
     const unmigrated = await cli(
       ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"],

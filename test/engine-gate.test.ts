@@ -463,6 +463,16 @@ describe("Gate.call", () => {
     expect(() => new Gate({} as never)).toThrow(EngineConfigError);
   });
 
+  it("a sessionId or runId that is not a UUID is refused naming that field and the value given", async () => {
+    const gate = new Gate(new LoopManagers());
+    await expect(gate.call({ tool: readDescriptor, callId: "c", input: {}, runId: "run-1" }, ok)).rejects.toThrow(
+      'Gate.call: runId must be a UUID, got "run-1"',
+    );
+    await expect(
+      gate.call({ tool: readDescriptor, callId: "c", input: {}, sessionId: 7 as never, runId: "run-1" }, ok),
+    ).rejects.toThrow("Gate.call: sessionId must be a UUID, got 7");
+  });
+
   it("a request or tool whose reads throw (a proxy, a getter) is an EngineConfigError naming Gate.call, not the raw error", async () => {
     const gate = new Gate(new LoopManagers());
     const trap = new Error("trap");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { SyncAskResolver } from "../src/ask/index.js";
+import { ApprovalChannel, SyncAskResolver } from "../src/ask/index.js";
 import {
   Agent,
   DEFAULT_MAX_TURNS,
@@ -88,6 +88,19 @@ describe("LoopManagers", () => {
     expect((thrown as EngineConfigError).code).toBe("ENGINE_CONFIG");
     expect((thrown as EngineConfigError).option).toBe(option);
     expect((thrown as Error).message.startsWith(`${option}: `)).toBe(true);
+  });
+
+  it("withAskResolver refuses the approver half of a pair, saying which half goes where", () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const message =
+      "withAskResolver: got an approver (it has next() and ended()), the half that answers asks: " +
+      "pass the resolver half here (the channel, the first of ApprovalChannel.pair(); a queue's " +
+      "resolver, not its approver()) and give the approver to your UI";
+    expect(() => new LoopManagers().withAskResolver(approver as never)).toThrow(
+      new EngineConfigError("withAskResolver", message.slice("withAskResolver: ".length)),
+    );
+    expect(() => new LoopManagers().withAskResolver(channel)).not.toThrow();
+    approver.close();
   });
 });
 

@@ -2486,6 +2486,10 @@ describe("PostgresAskQueue fails closed", () => {
     await expect(worker.resolver.resolve({ id: "x" } as PendingAsk, { signal })).rejects.toMatchObject({
       code: "POSTGRES_ASK_INVALID",
     });
+    // One line, naming the fields at fault.
+    await expect(worker.resolver.resolve({ ...makeAsk(1), turn: -1 }, { signal })).rejects.toThrow(
+      /: not a pending ask: turn: Too small: expected number to be >=0$/,
+    );
     await expect(worker.resolver.resolve(makeAsk(1), undefined as never)).rejects.toBeInstanceOf(PostgresAskError);
     const ask = makeAsk(2);
     const parked = park(worker, ask);
@@ -2597,8 +2601,9 @@ describe("PostgresAskQueue fails closed", () => {
 
   it("refuses a malformed answer, and treats bad or unknown ids as nothing to answer", async () => {
     const inbox = queue().approver();
-    await expect(inbox.resolve(randomUUID(), { type: "maybe" } as never)).rejects.toBeInstanceOf(
-      InvalidAskResolutionError,
+    const id = randomUUID();
+    await expect(inbox.resolve(id, { type: "maybe" } as never)).rejects.toThrow(
+      new InvalidAskResolutionError(id, "type: Invalid discriminator value. Expected 'approve' | 'deny'"),
     );
     expect(await inbox.resolve("not-a-uuid", { type: "approve" })).toBe(false);
     expect(await inbox.resolve(randomUUID(), { type: "approve" })).toBe(false);

@@ -265,6 +265,18 @@ describe("createApprovalServer", () => {
     await slow.close();
   });
 
+  it("refuses the resolver half of a pair as the approver, saying which half goes where", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const error = await createApprovalServer({ approver: channel as never }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerConfigError);
+    expect((error as Error).message).toBe(
+      "approval server option approver: must be an AskInbox; it lacks next(), ended() " +
+        "(a resolver, the half the engine takes? pass the approver: the second of ApprovalChannel.pair(), " +
+        "a queue's approver(), a WebhookResolver's inbox)",
+    );
+    approver.close();
+  });
+
   it("refuses a missing options object with a ServerConfigError, server and handler alike", async () => {
     const error = await createApprovalServer(undefined as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ServerConfigError);
@@ -2017,6 +2029,26 @@ describe("any approver with the AskInbox shape", () => {
     };
     return { inbox, asks, resolved, release };
   }
+
+  it("reports something handed out that is not a PendingAsk in one line naming the field at fault, and skips it", async () => {
+    const good = makeAsk(2);
+    const queue: unknown[] = [{ ...makeAsk(1), turn: -1 }, good];
+    const never = new Promise<never>(() => undefined);
+    const inbox: AskInbox = {
+      next: () => (queue.length === 0 ? never : Promise.resolve(queue.shift() as PendingAsk)),
+      resolve: () => false,
+      ended: () => never,
+      close: () => undefined,
+    };
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({ approver: inbox, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    expect(errors.map(String)).toEqual([
+      "Error: the approver handed out something that is not a PendingAsk: turn: Too small: expected number to be >=0",
+    ]);
+  });
 
   it("shows an ending it cannot read as ended for a reason not known, on the stream and in the API, and reports it", async () => {
     const throwing = {

@@ -576,6 +576,23 @@ describe("WebhookResolver fails closed", () => {
     }
   });
 
+  it("refuses what is not a PendingAsk in one line naming the field at fault, without a delivery", async () => {
+    let posts = 0;
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => ((posts += 1), Promise.resolve(new Response(null, { status: 204 }))),
+    });
+    const error = await webhook
+      .resolve({ ...makeAsk(1), turn: -1 }, { signal: new AbortController().signal })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidPendingAskError);
+    expect((error as Error).message).toBe(
+      "cannot park on the approval channel: not a PendingAsk: turn: Too small: expected number to be >=0",
+    );
+    expect(posts).toBe(0);
+  });
+
   it("refuses a signal that only inherits from AbortSignal with InvalidPendingAskError, without a delivery", async () => {
     let posts = 0;
     const webhook = new WebhookResolver({

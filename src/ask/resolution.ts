@@ -2,6 +2,7 @@ import { isProxy } from "node:util/types";
 import { InvalidAskResolutionError } from "./errors.js";
 import { AskResolutionSchema } from "./types.js";
 import type { AskResolution } from "./types.js";
+import { zodIssuesLine } from "../zod-issues.js";
 
 /**
  * The two constant answers, `{ type: "approve" }` and `{ type: "deny" }`
@@ -42,7 +43,7 @@ export function parseResolution(askId: string, value: unknown): AskResolution {
     throw new InvalidAskResolutionError(askId, "the resolution could not be read", { cause: error });
   }
   if (!parsed.success) {
-    throw new InvalidAskResolutionError(askId, parsed.error.message, { cause: parsed.error });
+    throw new InvalidAskResolutionError(askId, zodIssuesLine(parsed.error), { cause: parsed.error });
   }
   const data = parsed.data;
   const remember = data.remember === undefined ? {} : { remember: data.remember };

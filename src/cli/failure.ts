@@ -8,7 +8,7 @@ export function exitCodeOf(error: LoopctlError): ExitCode {
 }
 
 /**
- * The way out of an exit 3, for people: a corrupt ledger file is moved aside
+ * The way out of an exit 3, or of a schema not migrated, for people: a corrupt ledger file is moved aside
  * by `grants repair`; a malformed row in PostgreSQL is not a file. An asks row
  * is fixed or deleted in the database. A grants row is forgotten with the rest
  * of the project's grants by `grants reset`, or revoked alone at the project's
@@ -21,6 +21,13 @@ export function hintFor(error: LoopctlError): string | undefined {
     return (
       "run 'loopctl grants repair' with the same --project and --root to move it aside " +
       "(its bytes kept) and start a fresh ledger"
+    );
+  }
+  // A console or a grants command pointed at the wrong schema would otherwise be told to migrate it.
+  if (error.code === "POSTGRES_NOT_MIGRATED") {
+    return (
+      "the CLI creates no tables: pass the --schema your workers migrated (without --schema: loopctl), " +
+      "or create this one with migrate(pool, { schema }) from loopctl/postgres"
     );
   }
   if (error.code !== "POSTGRES_ROW_MALFORMED") return undefined;

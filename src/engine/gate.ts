@@ -1,5 +1,6 @@
 import { NIL_UUID } from "../ask/index.js";
 import { GrantPolicy } from "../grant/index.js";
+import { shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { Attempt } from "./attempt.js";
 import { CircuitBreaker } from "./breaker.js";
@@ -371,8 +372,11 @@ export class Gate {
     const { callId, sessionId, runId, turn } = fields;
     if (typeof callId !== "string") throw new EngineConfigError("Gate.call", "callId must be a string");
     const signal = callerSignal("Gate.call", fields.signal);
-    if (!isUuid(sessionId) || !isUuid(runId))
-      throw new EngineConfigError("Gate.call", "sessionId and runId must be UUIDs");
+    for (const [field, id] of [
+      ["sessionId", sessionId],
+      ["runId", runId],
+    ] as const)
+      if (!isUuid(id)) throw new EngineConfigError("Gate.call", `${field} must be a UUID, got ${shownValue(id)}`);
     if (!Number.isSafeInteger(turn) || turn < 0)
       throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(fields.tool);

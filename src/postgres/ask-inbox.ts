@@ -9,6 +9,7 @@ import type { AskEnding, AskInbox } from "../ask/index.js";
 import type { Db, Rows } from "./db.js";
 import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
+import { zodIssuesLine } from "../zod-issues.js";
 
 /** A pending row as offered to an inbox: the ask, or why its row could not be read. */
 export type Offered =
@@ -484,7 +485,7 @@ function parseAnswer(askId: string, resolution: unknown): AskResolution {
   } catch (error) {
     throw new InvalidAskResolutionError(askId, "the resolution could not be read", { cause: error });
   }
-  if (!parsed.success) throw new InvalidAskResolutionError(askId, parsed.error.message, { cause: parsed.error });
+  if (!parsed.success) throw new InvalidAskResolutionError(askId, zodIssuesLine(parsed.error), { cause: parsed.error });
   const { type, remember } = parsed.data;
   const keep = remember === undefined ? {} : { remember };
   if (type === "approve") return { type, ...keep };

@@ -20,6 +20,7 @@ import { unstorableText } from "./jsonb.js";
 import { reap } from "./reaper.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
+import { zodIssuesLine } from "../zod-issues.js";
 
 /** Options for {@link PostgresAskQueue}. */
 export interface PostgresAskQueueOptions {
@@ -424,7 +425,7 @@ export class PostgresAskQueue {
     if (!parsed.success) {
       const id = typeof (ask as { id?: unknown } | null)?.id === "string" ? (ask as { id: string }).id : undefined;
       return Promise.reject(
-        new PostgresAskError("POSTGRES_ASK_INVALID", id, `not a pending ask: ${parsed.error.message}`),
+        new PostgresAskError("POSTGRES_ASK_INVALID", id, `not a pending ask: ${zodIssuesLine(parsed.error)}`),
       );
     }
     const pending = parsed.data;

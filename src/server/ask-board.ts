@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AskEndingSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import { askDigest } from "../ask/ask-digest.js";
+import { zodIssuesLine } from "../zod-issues.js";
 
 /** An ask the board holds, with when it arrived (epoch ms). */
 export interface BoardEntry {
@@ -226,7 +227,9 @@ export class AskBoard {
   #add(value: PendingAsk): void {
     const parsed = PendingAskSchema.safeParse(value);
     if (!parsed.success) {
-      this.#onError(new Error(`the approver handed out something that is not a PendingAsk: ${parsed.error.message}`));
+      this.#onError(
+        new Error(`the approver handed out something that is not a PendingAsk: ${zodIssuesLine(parsed.error)}`),
+      );
       return;
     }
     const ask: PendingAsk = parsed.data;

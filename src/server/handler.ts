@@ -221,9 +221,15 @@ function checkShapes(options: ApprovalHandlerOptions): void {
   if (approver !== undefined) {
     const missing = ["next", "resolve", "ended"].filter((name) => !hasMethod(approver, name));
     if (missing.length > 0) {
+      // The engine's half of a pair has resolve() alone: the likely mix-up, so say which half goes here.
+      const resolverHalf =
+        missing.includes("next") && !missing.includes("resolve")
+          ? " (a resolver, the half the engine takes? pass the approver: the second of ApprovalChannel.pair(), " +
+            "a queue's approver(), a WebhookResolver's inbox)"
+          : "";
       throw new ServerConfigError(
         "approver",
-        `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}`,
+        `must be an AskInbox; it lacks ${missing.map((name) => `${name}()`).join(", ")}${resolverHalf}`,
       );
     }
     const caughtUp = (approver as { caughtUp?: unknown }).caughtUp;

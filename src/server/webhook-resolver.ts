@@ -13,6 +13,7 @@ import { ServerInputError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
+import { zodIssuesLine } from "../zod-issues.js";
 
 /** The header a webhook delivery's signature travels in: `t=<epoch ms>,v1=<hex HMAC-SHA256>`. */
 export const WEBHOOK_SIGNATURE_HEADER = "loopctl-signature";
@@ -190,7 +191,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       );
     if (signal.aborted) throw reason();
     const parsed = PendingAskSchema.safeParse(ask);
-    if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${parsed.error.message}`);
+    if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${zodIssuesLine(parsed.error)}`);
     if (this.#channel.closed) return this.#channel.resolve(parsed.data, { signal });
 
     // The wait ends on the engine's abort, or on a failed delivery; the POST ends on either, or once answered.
