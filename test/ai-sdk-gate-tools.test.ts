@@ -1772,3 +1772,47 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied" }]);
   });
 });
+
+describe("gateTools: what the model reads of a call a hook modified", () => {
+  it("the tool's toModelOutput gets the arguments the tool ran with, not the model's; a later call under the same id gets its own", async () => {
+    const toRc: Hook = {
+      preToolUse: (c) =>
+        (c.input as { version: string }).version === "1.4"
+          ? { type: "modify", input: { ...(c.input as object), version: "1.5-rc" } }
+          : { type: "allow" },
+    };
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc));
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy a version",
+          inputSchema: z.object({ version: z.string() }),
+          execute: async (input) => (executed.push(input), { ok: true }),
+          toModelOutput: ({ input }) => ({ type: "text", value: `deployed ${input.version}` }),
+        }),
+      },
+      gate,
+    );
+    // A model that numbers its calls anew each step: the second step's c1 is another call.
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "deploy", { version: "1.4" })]),
+        v3([call("c1", "deploy", { version: "2.0" })]),
+        v3([text("done")]),
+      ],
+    });
+    await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ version: "1.5-rc" }, { version: "2.0" }]);
+    expect(records.map((r) => r.verdict)).toEqual(["allow_modified", "allow"]);
+    const outputs = (n: number) =>
+      model.doGenerateCalls[n]!.prompt.flatMap((message) =>
+        message.role === "tool" ? message.content.map((part) => part.type === "tool-result" && part.output) : [],
+      );
+    expect(outputs(1)).toEqual([{ type: "text", value: "deployed 1.5-rc" }]);
+    expect(outputs(2)).toEqual([
+      { type: "text", value: "deployed 1.5-rc" },
+      { type: "text", value: "deployed 2.0" },
+    ]);
+  });
+});

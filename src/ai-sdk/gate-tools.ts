@@ -625,6 +625,54 @@ function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOpt
   };
 }
 
+/** The arguments a call a hook's `modify` changed ran with, and what it gave, for the tool's `toModelOutput`. */
+interface RanWith {
+  /** `argsSha256` of the arguments the SDK called `execute` with (the model's). */
+  readonly given: string;
+  readonly input: unknown;
+  readonly output: unknown;
+}
+
+/** Calls per gated tool whose changed arguments {@link rememberRan} keeps (the least recent go first). */
+const RAN_KEPT = 1024;
+
+/**
+ * Keeps the arguments call `callId` ran with when a hook's `modify` changed
+ * them, so the tool's `toModelOutput` describes the call that ran; forgets
+ * an earlier call of the same id (a model that numbers its calls anew).
+ */
+function rememberRan(
+  modified: Map<string, RanWith>,
+  callId: string,
+  given: unknown,
+  ran: { readonly input: unknown } | undefined,
+  output: unknown,
+): void {
+  modified.delete(callId);
+  if (ran === undefined) return;
+  const before = snapshot(given);
+  const after = snapshot(ran.input);
+  if (!isSnapshot(before) || !isSnapshot(after) || before.argsSha256 === after.argsSha256) return;
+  modified.set(callId, { given: before.argsSha256, input: ran.input, output });
+  if (modified.size > RAN_KEPT) modified.delete(modified.keys().next().value as string);
+}
+
+/**
+ * `options` for the tool's own `toModelOutput`, with the arguments the call
+ * ran with when a hook's `modify` changed them (the SDK hands it the
+ * model's): only for the result of that call, the same output of the same
+ * model arguments.
+ */
+function withRanInput<T extends { readonly toolCallId: string; readonly input: unknown; readonly output: unknown }>(
+  modified: Map<string, RanWith>,
+  options: T,
+): T {
+  const ran = modified.get(options.toolCallId);
+  if (ran === undefined || !Object.is(ran.output, options.output)) return options;
+  const given = snapshot(options.input);
+  return isSnapshot(given) && given.argsSha256 === ran.given ? { ...options, input: ran.input } : options;
+}
+
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
   return typeof output === "string"
@@ -664,7 +712,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   its JSON Schema. Arguments a hook's `modify` changed go through the
  *   tool's own check as the SDK runs it (its `validate`, awaited: an async
  *   refinement holds) before the call goes on; what it rejects, or a
- *   validator that throws, refuses the call as invalid arguments.
+ *   validator that throws, refuses the call as invalid arguments. The
+ *   tool's own `toModelOutput` is handed the arguments the call ran with.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first. A JSON Schema
  *   (not a Standard Schema) is compared by its JSON text at each call: one
@@ -751,6 +800,9 @@ export function gateTools<TOOLS extends ToolSet>(
           output: unknown;
         }) => ToolResultOutput | PromiseLike<ToolResultOutput>)
       | undefined;
+    // The arguments each call a hook's modify changed ran with, by toolCallId: the SDK hands toModelOutput
+    // the model's, and the model must read of the call that ran.
+    const modified = new Map<string, RanWith>();
     /** One call through the gate: the tool's output, or a {@link ToolRefusal}; a failure throws the tool's error. */
     const run = async (
       input: unknown,
@@ -772,7 +824,9 @@ export function gateTools<TOOLS extends ToolSet>(
         ...(sessionId === undefined ? {} : { sessionId }),
         ...(runId === undefined ? {} : { runId }),
       };
+      let ran: { readonly input: unknown } | undefined;
       const runApproved = (approved: unknown, { signal }: { readonly signal: AbortSignal }): unknown => {
+        ran = { input: approved };
         const result = execute.call(tool, approved, { ...callOptions, abortSignal: signal });
         // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
         return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
@@ -785,6 +839,7 @@ export function gateTools<TOOLS extends ToolSet>(
           : await callWithApproval(gate, full, runApproved, chatApproval(shown, input, callOptions));
       switch (outcome.type) {
         case "ran":
+          rememberRan(modified, callId, input, ran, outcome.output);
           return outcome.output;
         case "failed":
           throw outcome.error;
@@ -840,8 +895,9 @@ export function gateTools<TOOLS extends ToolSet>(
             : { type: "error-text", value: refused };
         }
         const { output } = modelOptions;
+        if (toModelOutput === undefined) return defaultModelOutput(output);
         // On the tool, as the SDK calls it (a method may read `this`), as `execute` is.
-        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
+        return toModelOutput.call(tool, withRanInput(modified, modelOptions));
       },
     };
     // On the tool's own prototype, with what it inherits: a spread would drop a class's needsApproval,
