@@ -1250,6 +1250,26 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     );
   });
 
+  it("under the SDK's activeTools, a call to constructor finds what the SDK's filtered copy inherits: it has no execute, so nothing runs and no record lands", async () => {
+    const { executed, records, gate, tools } = harness();
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "constructor", { env: "c", version: "3" })]), v3([text("done")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools({ deploy: tools.deploy }, gate),
+      activeTools: ["deploy"],
+      prompt: "go",
+      stopWhen: stepCountIs(3),
+    });
+    // The SDK copies the active tools into a plain object: the call is a client-side one, left unanswered.
+    expect(result.steps).toHaveLength(1);
+    expect(result.steps[0]!.content).toEqual([
+      expect.objectContaining({ type: "tool-call", toolCallId: "c1", toolName: "constructor" }),
+    ]);
+    expect([executed, records]).toEqual([[], []]);
+  });
+
   it("streamText: a cancel while a call is parked ends the stream with the abort, lands one cancelled record, and ends the ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
