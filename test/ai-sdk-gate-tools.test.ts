@@ -752,6 +752,69 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema" });
   });
 
+  it("a schema with its own check whose JSON Schema Ajv cannot compile (zodSchema(), an async refinement) runs on that check; arguments it refuses are refused", async () => {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate();
+    const tools = gateTools(
+      {
+        wrapped: tool({
+          description: "zodSchema()",
+          inputSchema: zodSchema(ids),
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+        refined: tool({
+          description: "an async refinement",
+          inputSchema: ids.refine(async ({ id }) => id !== "cjld2cjxh0000qzrmn831i7rx", "that record is gone"),
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "wrapped", good), call("c2", "refined", good)]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools, prompt: "look", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([
+      { toolCallId: "c1", output: "found" },
+      { toolCallId: "c2", output: "found" },
+    ]);
+    expect(executed).toEqual([good, good]);
+    expect(records).toMatchObject([{ verdict: "allow" }, { verdict: "allow" }]);
+
+    // Arguments that reach the gate without the SDK's check (a direct call) still fail closed.
+    for (const [name, input] of [
+      ["wrapped", { ...good, id: "not a cuid" }],
+      ["refined", { ...good, id: "cjld2cjxh0000qzrmn831i7rx" }],
+    ] as const) {
+      const outcome = await tools[name].execute!(input, { toolCallId: `direct-${name}`, messages: [] });
+      expect(isToolRefusal(outcome)).toBe(true);
+    }
+    expect(records.slice(2)).toMatchObject([
+      { verdict: "deny", ruleId: "schema" },
+      { verdict: "deny", ruleId: "schema" },
+    ]);
+    expect(executed).toHaveLength(2);
+  });
+
+  it("a cancel while the tool's own check runs ahead of the gate ends the call cancelled, with its one record; the tool never runs", async () => {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate();
+    const stuck = z.object({ n: z.number() }).refine(() => new Promise<boolean>(() => {}));
+    const tools = gateTools(
+      { count: tool({ description: "", inputSchema: stuck, execute: async ({ n }) => (executed.push(n), n) }) },
+      gate,
+    );
+    const controller = new AbortController();
+    const pending = Promise.resolve(
+      tools.count.execute!({ n: 1 }, { toolCallId: "c1", messages: [], abortSignal: controller.signal }),
+    );
+    await flush();
+    controller.abort();
+    await expect(pending).rejects.toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "cancelled" }]);
+    expect(executed).toEqual([]);
+  });
+
   it("a hook's modify is validated by the tool's own schema too", async () => {
     const executed: unknown[] = [];
     const { gate, records } = recordingGate(
