@@ -752,6 +752,69 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema" });
   });
 
+  it("a schema with its own check whose JSON Schema Ajv cannot compile (zodSchema(), an async refinement) runs on that check; arguments it refuses are refused", async () => {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate();
+    const tools = gateTools(
+      {
+        wrapped: tool({
+          description: "zodSchema()",
+          inputSchema: zodSchema(ids),
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+        refined: tool({
+          description: "an async refinement",
+          inputSchema: ids.refine(async ({ id }) => id !== "cjld2cjxh0000qzrmn831i7rx", "that record is gone"),
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+      },
+      gate,
+    );
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "wrapped", good), call("c2", "refined", good)]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools, prompt: "look", stopWhen: stepCountIs(2) });
+    expect(result.steps[0]!.toolResults).toMatchObject([
+      { toolCallId: "c1", output: "found" },
+      { toolCallId: "c2", output: "found" },
+    ]);
+    expect(executed).toEqual([good, good]);
+    expect(records).toMatchObject([{ verdict: "allow" }, { verdict: "allow" }]);
+
+    // Arguments that reach the gate without the SDK's check (a direct call) still fail closed.
+    for (const [name, input] of [
+      ["wrapped", { ...good, id: "not a cuid" }],
+      ["refined", { ...good, id: "cjld2cjxh0000qzrmn831i7rx" }],
+    ] as const) {
+      const outcome = await tools[name].execute!(input, { toolCallId: `direct-${name}`, messages: [] });
+      expect(isToolRefusal(outcome)).toBe(true);
+    }
+    expect(records.slice(2)).toMatchObject([
+      { verdict: "deny", ruleId: "schema" },
+      { verdict: "deny", ruleId: "schema" },
+    ]);
+    expect(executed).toHaveLength(2);
+  });
+
+  it("a cancel while the tool's own check runs ahead of the gate ends the call cancelled, with its one record; the tool never runs", async () => {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate();
+    const stuck = z.object({ n: z.number() }).refine(() => new Promise<boolean>(() => {}));
+    const tools = gateTools(
+      { count: tool({ description: "", inputSchema: stuck, execute: async ({ n }) => (executed.push(n), n) }) },
+      gate,
+    );
+    const controller = new AbortController();
+    const pending = Promise.resolve(
+      tools.count.execute!({ n: 1 }, { toolCallId: "c1", messages: [], abortSignal: controller.signal }),
+    );
+    await flush();
+    controller.abort();
+    await expect(pending).rejects.toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "cancelled" }]);
+    expect(executed).toEqual([]);
+  });
+
   it("a hook's modify is validated by the tool's own schema too", async () => {
     const executed: unknown[] = [];
     const { gate, records } = recordingGate(
@@ -1248,6 +1311,26 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(result.steps[1]!.content).toContainEqual(
       expect.objectContaining({ type: "tool-error", toolName: "constructor" }),
     );
+  });
+
+  it("under the SDK's activeTools, a call to constructor finds what the SDK's filtered copy inherits: it has no execute, so nothing runs and no record lands", async () => {
+    const { executed, records, gate, tools } = harness();
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "constructor", { env: "c", version: "3" })]), v3([text("done")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools({ deploy: tools.deploy }, gate),
+      activeTools: ["deploy"],
+      prompt: "go",
+      stopWhen: stepCountIs(3),
+    });
+    // The SDK copies the active tools into a plain object: the call is a client-side one, left unanswered.
+    expect(result.steps).toHaveLength(1);
+    expect(result.steps[0]!.content).toEqual([
+      expect.objectContaining({ type: "tool-call", toolCallId: "c1", toolName: "constructor" }),
+    ]);
+    expect([executed, records]).toEqual([[], []]);
   });
 
   it("streamText: a cancel while a call is parked ends the stream with the abort, lands one cancelled record, and ends the ask", async () => {
@@ -1770,5 +1853,49 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     expect(asked).toHaveLength(1);
     expect(asked[0]!.prompt).toContain('"env": "prod"');
     expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_denied" }]);
+  });
+});
+
+describe("gateTools: what the model reads of a call a hook modified", () => {
+  it("the tool's toModelOutput gets the arguments the tool ran with, not the model's; a later call under the same id gets its own", async () => {
+    const toRc: Hook = {
+      preToolUse: (c) =>
+        (c.input as { version: string }).version === "1.4"
+          ? { type: "modify", input: { ...(c.input as object), version: "1.5-rc" } }
+          : { type: "allow" },
+    };
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toRc));
+    const tools = gateTools(
+      {
+        deploy: tool({
+          description: "Deploy a version",
+          inputSchema: z.object({ version: z.string() }),
+          execute: async (input) => (executed.push(input), { ok: true }),
+          toModelOutput: ({ input }) => ({ type: "text", value: `deployed ${input.version}` }),
+        }),
+      },
+      gate,
+    );
+    // A model that numbers its calls anew each step: the second step's c1 is another call.
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "deploy", { version: "1.4" })]),
+        v3([call("c1", "deploy", { version: "2.0" })]),
+        v3([text("done")]),
+      ],
+    });
+    await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ version: "1.5-rc" }, { version: "2.0" }]);
+    expect(records.map((r) => r.verdict)).toEqual(["allow_modified", "allow"]);
+    const outputs = (n: number) =>
+      model.doGenerateCalls[n]!.prompt.flatMap((message) =>
+        message.role === "tool" ? message.content.map((part) => part.type === "tool-result" && part.output) : [],
+      );
+    expect(outputs(1)).toEqual([{ type: "text", value: "deployed 1.5-rc" }]);
+    expect(outputs(2)).toEqual([
+      { type: "text", value: "deployed 1.5-rc" },
+      { type: "text", value: "deployed 2.0" },
+    ]);
   });
 });

@@ -131,6 +131,25 @@ interface Made {
   readonly schemaText: string | undefined;
 }
 
+/**
+ * The tool's own check (its `validate`, as the SDK runs it), run on a
+ * call's arguments before the gate sees them, and the arguments it passed
+ * for the calls in flight (by `argsSha256`, a count per call): the gate's
+ * synchronous check takes them as valid. A schema whose own check is only
+ * asynchronous (`zodSchema()`, an async refinement) is otherwise checked by
+ * its JSON Schema there, which Ajv may not compile (zod's `cuid`, `e164`…
+ * formats): every call would be refused although the SDK's check passed it.
+ */
+interface Ahead {
+  /** The schema's own synchronous check (a Standard Schema's), when it has one: what it answers needs nothing ahead. */
+  readonly sync: ((input: unknown) => ArgumentCheck | undefined) | undefined;
+  readonly check: (input: unknown) => Promise<ArgumentCheck>;
+  readonly passed: Map<string, number>;
+}
+
+/** The {@link Ahead} of each gate tool made for a schema with its own check. */
+const aheadOf = new WeakMap<object, Ahead>();
+
 /** The fields of a tool the model is shown, and the gate describes. */
 interface Shown {
   readonly description: Tool["description"];
@@ -200,15 +219,19 @@ function problemsOf(issues: readonly StandardIssue[]): string[] {
 }
 
 /**
- * The gate's view of a tool whose input schema is a Standard Schema: the
- * descriptor the model was shown, validated by the schema itself, as the SDK
- * validates it (its JSON Schema may carry formats no JSON Schema validator
- * knows, such as zod's `cuid` or `e164`). A schema that checks only
- * asynchronously (an async refinement) leaves the gate's synchronous step to
- * its JSON Schema: the SDK has run the full check on the model's arguments
- * before `execute`, and a hook's changed ones get it from {@link sdkCheck}.
+ * The gate's view of a tool whose input schema has a check of its own: the
+ * descriptor the model was shown, validated by `ownCheck` when it answers
+ * synchronously (a Standard Schema's `validate`: zod, valibot, ArkType, as
+ * the SDK validates it; its JSON Schema may carry formats no JSON Schema
+ * validator knows, such as zod's `cuid` or `e164`). Arguments the tool's
+ * check passed ahead of the gate ({@link Ahead}) are valid; the rest are
+ * checked by the JSON Schema.
  */
-function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateTool {
+function checkedTool(
+  descriptor: ToolDescriptor,
+  ownCheck: ((input: unknown) => ArgumentCheck | undefined) | undefined,
+  passed: ReadonlyMap<string, number>,
+): GateTool {
   let json: ((input: unknown) => ArgumentCheck) | undefined;
   const byJsonSchema = (input: unknown): ArgumentCheck => {
     if (json === undefined) {
@@ -227,25 +250,40 @@ function standardTool(descriptor: ToolDescriptor, schema: StandardSchema): GateT
     descriptorDigest: descriptorDigest(descriptor),
     descriptorFingerprint: descriptorFingerprint(descriptor),
     check(input: unknown): ArgumentCheck {
-      let result: StandardResult | PromiseLike<StandardResult>;
-      try {
-        result = schema["~standard"].validate(input);
-      } catch (error) {
-        return { type: "invalid", problems: [`$: ${describeError(error)}`] };
-      }
-      if (isThenable(result)) {
-        Promise.resolve(result).catch(() => {});
-        return byJsonSchema(input);
-      }
-      return result.issues === undefined
-        ? { type: "valid", value: input }
-        : { type: "invalid", problems: problemsOf(result.issues) };
+      const own = ownCheck?.(input);
+      if (own !== undefined) return own;
+      const read = snapshot(input);
+      if (isSnapshot(read) && passed.has(read.argsSha256)) return { type: "valid", value: input };
+      return byJsonSchema(input);
     },
     execute(): never {
       // The gate runs the call through the execute handed to gate.call, never through this.
       throw new AiSdkToolError(descriptor.name, "runs only through its gated execute");
     },
   });
+}
+
+/**
+ * A Standard Schema's own check, when it answers synchronously; undefined
+ * when it answers only asynchronously (an async refinement), which leaves
+ * the arguments to the check run ahead of the gate.
+ */
+function standardCheck(schema: StandardSchema): (input: unknown) => ArgumentCheck | undefined {
+  return (input) => {
+    let result: StandardResult | PromiseLike<StandardResult>;
+    try {
+      result = schema["~standard"].validate(input);
+    } catch (error) {
+      return { type: "invalid", problems: [`$: ${describeError(error)}`] };
+    }
+    if (isThenable(result)) {
+      Promise.resolve(result).catch(() => {});
+      return undefined;
+    }
+    return result.issues === undefined
+      ? { type: "valid", value: input }
+      : { type: "invalid", problems: problemsOf(result.issues) };
+  };
 }
 
 const CHANGED_BY_SCHEMA =
@@ -376,13 +414,17 @@ async function describe(name: string, tool: Shown): Promise<Made> {
   } catch (error) {
     throw new AiSdkToolError(name, `its descriptor is not JSON: ${describeError(error)}`, { cause: error });
   }
-  // Any other schema (the SDK's jsonSchema(), zodSchema(), a lazy one) is JSON Schema to the gate, which compiles it.
-  const described = standard ? standardTool(frozen, tool.inputSchema as StandardSchema) : frozen;
+  // A schema without a check of its own (the SDK's jsonSchema() without validate) is JSON Schema to the gate,
+  // which compiles it.
+  if (validate === undefined && !standard) return { tool: frozen, schemaText };
+  const passed = new Map<string, number>();
+  const own = standard ? standardCheck(tool.inputSchema as StandardSchema) : undefined;
+  const described = checkedTool(frozen, own, passed);
+  if (validate === undefined) return { tool: described, schemaText };
+  const check = sdkCheck(validate);
+  aheadOf.set(described, { sync: own, check, passed });
   // A hook's changed arguments never met the SDK's check: the gate runs it on them before the call goes on.
-  return {
-    tool: validate === undefined ? described : checkChangedWith(described, sdkCheck(validate)),
-    schemaText,
-  };
+  return { tool: checkChangedWith(described, check), schemaText };
 }
 
 /** The descriptor of `tool` as gated under `name`, made of the fields of `shown`, the gated copy the SDK reads. */
@@ -625,6 +667,95 @@ function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOpt
   };
 }
 
+/**
+ * Runs the tool's own check ({@link Ahead}) on a call's arguments before
+ * the gate sees them; when it passes them, they count as passed until the
+ * returned function is called (once the gate has answered). A check that
+ * fails, throws, or is cut short by a cancel vouches for nothing: the gate
+ * then checks the arguments itself (and a cancel ends the call there).
+ */
+async function checkAhead(
+  ahead: Ahead | undefined,
+  input: unknown,
+  signal: AbortSignal | undefined,
+): Promise<(() => void) | undefined> {
+  if (ahead === undefined || signal?.aborted === true) return undefined;
+  // A check that answers synchronously answers the gate's first step itself.
+  if (ahead.sync?.(input) !== undefined) return undefined;
+  const read = snapshot(input);
+  if (!isSnapshot(read)) return undefined;
+  let onAbort: (() => void) | undefined;
+  const cancelled = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+  let checked: ArgumentCheck | undefined;
+  try {
+    checked = await Promise.race([ahead.check(read.value), cancelled]);
+  } catch {
+    checked = undefined;
+  } finally {
+    if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+  }
+  if (checked?.type !== "valid") return undefined;
+  const { passed } = ahead;
+  const key = read.argsSha256;
+  passed.set(key, (passed.get(key) ?? 0) + 1);
+  return () => {
+    const left = (passed.get(key) ?? 1) - 1;
+    if (left > 0) passed.set(key, left);
+    else passed.delete(key);
+  };
+}
+
+/** The arguments a call a hook's `modify` changed ran with, and what it gave, for the tool's `toModelOutput`. */
+interface RanWith {
+  /** `argsSha256` of the arguments the SDK called `execute` with (the model's). */
+  readonly given: string;
+  readonly input: unknown;
+  readonly output: unknown;
+}
+
+/** Calls per gated tool whose changed arguments {@link rememberRan} keeps (the least recent go first). */
+const RAN_KEPT = 1024;
+
+/**
+ * Keeps the arguments call `callId` ran with when a hook's `modify` changed
+ * them, so the tool's `toModelOutput` describes the call that ran; forgets
+ * an earlier call of the same id (a model that numbers its calls anew).
+ */
+function rememberRan(
+  modified: Map<string, RanWith>,
+  callId: string,
+  given: unknown,
+  ran: { readonly input: unknown } | undefined,
+  output: unknown,
+): void {
+  modified.delete(callId);
+  if (ran === undefined) return;
+  const before = snapshot(given);
+  const after = snapshot(ran.input);
+  if (!isSnapshot(before) || !isSnapshot(after) || before.argsSha256 === after.argsSha256) return;
+  modified.set(callId, { given: before.argsSha256, input: ran.input, output });
+  if (modified.size > RAN_KEPT) modified.delete(modified.keys().next().value as string);
+}
+
+/**
+ * `options` for the tool's own `toModelOutput`, with the arguments the call
+ * ran with when a hook's `modify` changed them (the SDK hands it the
+ * model's): only for the result of that call, the same output of the same
+ * model arguments.
+ */
+function withRanInput<T extends { readonly toolCallId: string; readonly input: unknown; readonly output: unknown }>(
+  modified: Map<string, RanWith>,
+  options: T,
+): T {
+  const ran = modified.get(options.toolCallId);
+  if (ran === undefined || !Object.is(ran.output, options.output)) return options;
+  const given = snapshot(options.input);
+  return isSnapshot(given) && given.argsSha256 === ran.given ? { ...options, input: ran.input } : options;
+}
+
 /** What the SDK sends the model for an output when a tool has no `toModelOutput` of its own. */
 function defaultModelOutput(output: unknown): ToolResultOutput {
   return typeof output === "string"
@@ -661,10 +792,13 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   the tool's own schema.
  * - The gate validates the arguments with the tool's own schema when it is a
  *   Standard Schema (zod, valibot, ArkType), as the SDK does, else against
- *   its JSON Schema. Arguments a hook's `modify` changed go through the
+ *   its JSON Schema; a schema whose own check answers only asynchronously
+ *   (`zodSchema()`, an async refinement) has it run, awaited, just before
+ *   the gate, and what it passes is valid there. Arguments a hook's `modify` changed go through the
  *   tool's own check as the SDK runs it (its `validate`, awaited: an async
  *   refinement holds) before the call goes on; what it rejects, or a
- *   validator that throws, refuses the call as invalid arguments.
+ *   validator that throws, refuses the call as invalid arguments. The
+ *   tool's own `toModelOutput` is handed the arguments the call ran with.
  * - Each tool's descriptor is made once per tool object and name, so calling
  *   `gateTools` per run costs no schema work after the first. A JSON Schema
  *   (not a Standard Schema) is compared by its JSON text at each call: one
@@ -751,6 +885,9 @@ export function gateTools<TOOLS extends ToolSet>(
           output: unknown;
         }) => ToolResultOutput | PromiseLike<ToolResultOutput>)
       | undefined;
+    // The arguments each call a hook's modify changed ran with, by toolCallId: the SDK hands toModelOutput
+    // the model's, and the model must read of the call that ran.
+    const modified = new Map<string, RanWith>();
     /** One call through the gate: the tool's output, or a {@link ToolRefusal}; a failure throws the tool's error. */
     const run = async (
       input: unknown,
@@ -772,19 +909,28 @@ export function gateTools<TOOLS extends ToolSet>(
         ...(sessionId === undefined ? {} : { sessionId }),
         ...(runId === undefined ? {} : { runId }),
       };
+      let ran: { readonly input: unknown } | undefined;
       const runApproved = (approved: unknown, { signal }: { readonly signal: AbortSignal }): unknown => {
+        ran = { input: approved };
         const result = execute.call(tool, approved, { ...callOptions, abortSignal: signal });
         // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
         return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
       };
       // Read as the SDK reads it, from the tool it runs: a tool with its own approval round trip.
       const needsApproval: unknown = shown.needsApproval;
-      const outcome: GateOutcome =
-        needsApproval === undefined || needsApproval === null || needsApproval === false
-          ? await gate.call(full, runApproved)
-          : await callWithApproval(gate, full, runApproved, chatApproval(shown, input, callOptions));
+      const vouched = await checkAhead(aheadOf.get(descriptor), input, callOptions.abortSignal);
+      let outcome: GateOutcome;
+      try {
+        outcome =
+          needsApproval === undefined || needsApproval === null || needsApproval === false
+            ? await gate.call(full, runApproved)
+            : await callWithApproval(gate, full, runApproved, chatApproval(shown, input, callOptions));
+      } finally {
+        vouched?.();
+      }
       switch (outcome.type) {
         case "ran":
+          rememberRan(modified, callId, input, ran, outcome.output);
           return outcome.output;
         case "failed":
           throw outcome.error;
@@ -840,8 +986,9 @@ export function gateTools<TOOLS extends ToolSet>(
             : { type: "error-text", value: refused };
         }
         const { output } = modelOptions;
+        if (toModelOutput === undefined) return defaultModelOutput(output);
         // On the tool, as the SDK calls it (a method may read `this`), as `execute` is.
-        return toModelOutput === undefined ? defaultModelOutput(output) : toModelOutput.call(tool, modelOptions);
+        return toModelOutput.call(tool, withRanInput(modified, modelOptions));
       },
     };
     // On the tool's own prototype, with what it inherits: a spread would drop a class's needsApproval,
