@@ -8,10 +8,9 @@ import { useStore } from "../src/cli/grants.js";
 import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { capturedContext, cli } from "./support/cli-harness.js";
-import { DATABASE_URL, redacted } from "./support/postgres.js";
-import { usePostgresPrefetched } from "./support/postgres-prefetch.js";
+import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
 
-const db = usePostgresPrefetched();
+const db = usePostgres({ prefetch: true });
 
 const read = new Grant("read", "allow", GrantScope.thisTool()).withCreatedAtMs(Date.UTC(2026, 0, 2, 3, 4, 5));
 const rm = new Grant("shell", "deny", GrantScope.thisCall({ cmd: "rm -rf /" }));

@@ -28,8 +28,7 @@ import {
   unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
-import { DATABASE_URL, withEachNonPool } from "./support/postgres.js";
-import { usePostgresPrefetched } from "./support/postgres-prefetch.js";
+import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
 import { AnswerBatch } from "../src/postgres/answers.js";
@@ -37,7 +36,7 @@ import { Db } from "../src/postgres/db.js";
 import { schemaNames } from "../src/postgres/schema.js";
 
 // Its tests mostly wait (on leases, re-reads, a network gone quiet): the next schema migrates meanwhile.
-const db = usePostgresPrefetched();
+const db = usePostgres({ prefetch: true });
 
 /**
  * A queue on a pool of its own (as another process would have), closed after the test; its

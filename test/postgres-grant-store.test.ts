@@ -20,12 +20,11 @@ import {
   SCHEMA_VERSION,
   migrate,
 } from "loopctl/postgres";
-import { DATABASE_URL, withEachNonPool } from "./support/postgres.js";
-import { usePostgresPrefetched } from "./support/postgres-prefetch.js";
+import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
-const db = usePostgresPrefetched();
+const db = usePostgres({ prefetch: true });
 
 const read = new Grant("read", "allow", GrantScope.thisTool());
 const deployProd = new Grant("deploy", "deny", GrantScope.thisCall({ env: "production", version: "1.4.0" }));

@@ -54,9 +54,15 @@ export interface PostgresFixture {
 /**
  * Hooks for a test file: skips each test (with the reason) when no server
  * answers; otherwise gives each test a schema of its own, migrated unless
- * `migrated` is false, dropped after the test with everything in it.
+ * `migrated` is false, dropped after the test with everything in it. With
+ * `prefetch`, for files of many tests, the next test's schema is migrated
+ * while this one runs, and migrations and drops go through connections of
+ * their own (a test's use of `pool` never waits on them), so no test but the
+ * first waits for a migration.
  */
-export function usePostgres(options: { readonly migrated?: boolean } = {}): PostgresFixture {
+export function usePostgres(
+  options: { readonly migrated?: boolean; readonly prefetch?: boolean } = {},
+): PostgresFixture {
   let pool: pg.Pool | undefined;
   let schema = "";
   const extra: pg.Pool[] = [];
@@ -74,18 +80,36 @@ export function usePostgres(options: { readonly migrated?: boolean } = {}): Post
       return made;
     },
   };
+  let admin: pg.Pool | undefined;
+  const adminPool = (): pg.Pool => (options.prefetch === true ? (admin ??= makePool(2)) : fixture.pool);
+  /** The next test's schema, being migrated (prefetch only); a failed migration fails that test's beforeEach. */
+  let next: Promise<string> | undefined;
+  const prepare = async (): Promise<string> => {
+    const name = freshSchema();
+    if (options.migrated !== false) await migrate(adminPool(), { schema: name });
+    return name;
+  };
   beforeEach(async (context) => {
     if (unavailable !== undefined) context.skip(unavailable);
-    schema = freshSchema();
-    if (options.migrated !== false) await migrate(fixture.pool, { schema });
+    const ready = next ?? prepare();
+    next = undefined;
+    schema = await ready;
+    if (options.prefetch === true) {
+      next = prepare();
+      next.catch(() => undefined);
+    }
   });
   afterEach(async () => {
     if (unavailable !== undefined) return;
     await Promise.all(extra.splice(0).map((p) => p.end().catch(() => undefined)));
-    await fixture.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await adminPool().query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   });
   afterAll(async () => {
+    // The schema made for a test that never came.
+    const unused = await next?.catch(() => undefined);
+    if (unused !== undefined) await adminPool().query(`DROP SCHEMA IF EXISTS "${unused}" CASCADE`);
     await pool?.end();
+    await admin?.end();
   });
   return fixture;
 }
