@@ -16,7 +16,7 @@ import {
 import type { Message, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { stuckController, track } from "./support/ask-fixtures.js";
-import { deferred, flush, readTool, until } from "./support/engine-fixtures.js";
+import { deferred, flush, notRunResult, readTool, until } from "./support/engine-fixtures.js";
 
 const echo = (name: string): Tool =>
   defineTool({
@@ -670,15 +670,6 @@ describe("the loop around the gate", () => {
 });
 
 describe("a stopped run's transcript answers every call it holds", () => {
-  const notRun = (callId: string, tool: string) => ({
-    type: "tool_result",
-    callId,
-    tool,
-    content: `Tool '${tool}' did not run: the run stopped before it`,
-    status: "refused",
-    isError: true,
-  });
-
   it("a call the stop came before did not run, and a run resumed from the transcript shows the model every call answered", async () => {
     const executed: unknown[] = [];
     const read = readTool(executed);
@@ -712,7 +703,7 @@ describe("a stopped run's transcript answers every call it holds", () => {
       ["c3", "refused"],
       ["c4", "refused"],
     ]);
-    expect(results.at(-1)).toEqual(notRun("c4", "read"));
+    expect(results.at(-1)).toEqual(notRunResult("c4", "read"));
 
     // Stored as JSON and resumed: the model is shown each call with its one result, and only new calls run.
     const stored = JSON.parse(JSON.stringify(error.messages)) as Message[];
@@ -765,7 +756,7 @@ describe("a stopped run's transcript answers every call it holds", () => {
         status: "failed",
         isError: true,
       },
-      notRun("d2", "deploy"),
+      notRunResult("d2", "deploy"),
     ]);
   });
 

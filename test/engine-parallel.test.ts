@@ -5,7 +5,17 @@ import { ApprovalChannel } from "../src/ask/index.js";
 import type { PendingAsk } from "../src/ask/index.js";
 import { CancelledError, LoopDetectedError, LoopManagers, defineTool } from "../src/engine/index.js";
 import { ManualResolver } from "./support/engine-resolvers.js";
-import { askAll, build, call, deferred, eventLog, flush, script, until } from "./support/engine-fixtures.js";
+import {
+  askAll,
+  build,
+  call,
+  deferred,
+  eventLog,
+  flush,
+  notRunResult,
+  script,
+  until,
+} from "./support/engine-fixtures.js";
 import type { Deferred } from "./support/engine-fixtures.js";
 
 const FUZZ_RUNS = Number(process.env["LOOPCTL_FUZZ_RUNS"] ?? 40);
@@ -214,14 +224,7 @@ describe("a cancel after a tool returned", () => {
 
   const RAN_A = { type: "tool_result", callId: "a", tool: "echo", content: "A", status: "ran", isError: false };
   // The parked call never ran: its result says so, so the transcript pairs every call.
-  const NOT_RUN_B = {
-    type: "tool_result",
-    callId: "b",
-    tool: "echo",
-    content: "Tool 'echo' did not run: the run stopped before it",
-    status: "refused",
-    isError: true,
-  };
+  const NOT_RUN_B = notRunResult("b", "echo");
 
   /**
    * Runs calls `a` and `b` of `echo` at once under the managers `setUp` makes (given the resolver

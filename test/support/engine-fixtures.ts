@@ -35,6 +35,18 @@ export async function until(condition: () => boolean, rounds = 200): Promise<voi
   throw new Error("condition never held");
 }
 
+/** The result a stopped run gives a call whose tool it stopped before. */
+export function notRunResult(callId: string, tool: string) {
+  return {
+    type: "tool_result",
+    callId,
+    tool,
+    content: `Tool '${tool}' did not run: the run stopped before it`,
+    status: "refused",
+    isError: true,
+  } as const;
+}
+
 /** A `read` tool that records what it executed. */
 export function readTool(executed: unknown[] = []): Tool {
   return defineTool({
