@@ -18,7 +18,7 @@ import { ApprovalChannel, SyncAskResolver, callPrompt } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { AiSdkToolError, gateTools, isToolRefusal } from "loopctl/ai-sdk";
 import type { ToolRefusal } from "loopctl/ai-sdk";
-import { CancelledError, Gate, LoopManagers } from "loopctl/engine";
+import { CancelledError, Gate, LoopManagers, permissionMiddleware } from "loopctl/engine";
 import type { GateDecision, Hook, Middleware, ToolDescriptor } from "loopctl/engine";
 import { MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
@@ -1739,6 +1739,111 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     return answering(first, request!.approvalId, true);
   }
 
+  /** What a call's record holds besides its digests and time. */
+  const decided = (r: GateDecision) => ({
+    verdict: r.verdict,
+    ruleId: r.ruleId,
+    ruleSource: r.ruleSource,
+    matchedPattern: r.matchedPattern,
+    reason: r.reason,
+  });
+  const CHAT_APPROVED = {
+    verdict: "allow",
+    ruleId: "ai-sdk.needsApproval",
+    ruleSource: "context",
+    matchedPattern: null,
+    reason: "approved in the chat: a tool-approval-response in the messages",
+  };
+
+  it("a call the chat's user approved, which no hook objected to, is recorded as approved in the chat", async () => {
+    const { executed, deploy } = approvalTool();
+    const { gate, records } = recordingGate(new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) }));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("deployed")])],
+    });
+    const messages = await approvedInChat(tools, model);
+    await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "prod", version: "1.4" }]);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toEqual({
+      tool: "deploy",
+      argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
+      argsSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      ...CHAT_APPROVED,
+      ts: expect.any(Number),
+    });
+  });
+
+  it("the chat's approval is held like a grant's allow: a rule's allow keeps it, a rule's deny displaces it, a stop keeps it", async () => {
+    const run = async (managers: LoopManagers) => {
+      const { executed, deploy } = approvalTool();
+      const { gate, records } = recordingGate(managers);
+      const tools = gateTools({ deploy }, gate);
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("done")])],
+      });
+      const messages = await approvedInChat(tools, model);
+      await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+      return { executed, records: records.map(decided) };
+    };
+    const rules = (defaultAction: "allow" | "deny") =>
+      new LoopManagers().withMiddleware(permissionMiddleware({ rules: [], defaultAction }));
+    expect(await run(rules("allow"))).toEqual({
+      executed: [{ env: "prod", version: "1.4" }],
+      records: [CHAT_APPROVED],
+    });
+    expect(await run(rules("deny"))).toEqual({
+      executed: [],
+      records: [
+        {
+          verdict: "deny",
+          ruleId: "default",
+          ruleSource: "middleware",
+          matchedPattern: null,
+          reason: "denied by rule 'default'",
+        },
+      ],
+    });
+
+    // The same approved call a second time, past loop detection's limit: the stop keeps the chat's approval.
+    const { executed, deploy } = approvalTool();
+    const { gate, records } = recordingGate(new LoopManagers().withLoopDetection({ maxRepeats: 1 }));
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "deploy", { env: "prod", version: "1.4" })]),
+        v3([text("done")]),
+        v3([text("stopped")]),
+      ],
+    });
+    const messages = await approvedInChat(tools, model);
+    await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "prod", version: "1.4" }]);
+    expect(records.map(decided)).toEqual([CHAT_APPROVED, CHAT_APPROVED]);
+    expect(model.doGenerateCalls[2]!.prompt.at(-1)?.content).toMatchObject([
+      {
+        type: "tool-result",
+        toolCallId: "c1",
+        output: { type: "execution-denied", reason: expect.stringMatching(/^dispatch refused before execution: /) },
+      },
+    ]);
+  });
+
+  it("a call the tool's needsApproval let through unasked keeps the plain record: nobody approved it", async () => {
+    const { executed, deploy } = approvalTool((input) => input.env === "prod");
+    const { gate, records } = recordingGate();
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("done")])],
+    });
+    await generateText({ model, tools: gateTools({ deploy }, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "staging", version: "1.4" }]);
+    expect(records.map(decided)).toEqual([
+      { verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+    ]);
+  });
+
   it("generateText: a hook's modify after the chat's approval is asked about as modified; the approver's deny keeps it from running", async () => {
     const { executed, deploy } = approvalTool();
     const [channel, approver] = ApprovalChannel.pair(4);
@@ -1772,7 +1877,9 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     const messages = await approvedInChat(tools, model);
     await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
     expect(executed).toEqual([{ env: "prod", version: "1.5-rc" }]);
-    expect(records).toMatchObject([{ tool: "deploy", verdict: "ask_allowed" }]);
+    expect(records.map(decided)).toEqual([
+      { verdict: "ask_allowed", ruleId: "ask", ruleSource: "ask_resolver", matchedPattern: null, reason: null },
+    ]);
   });
 
   it("generateText: with no resolver, the modified call is refused and its record says why", async () => {
@@ -1809,7 +1916,15 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     const messages = await approvedInChat(tools, model);
     await generateText({ model, tools, messages, stopWhen: stepCountIs(3) });
     expect(executed).toEqual([{ version: "1.4", env: "prod" }]);
-    expect(records).toMatchObject([{ tool: "deploy", verdict: "allow_modified" }]);
+    expect(records.map(decided)).toEqual([
+      {
+        verdict: "allow_modified",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: expect.stringMatching(/^input modified by hook #0 \(original args [0-9a-f]{16}\)$/),
+      },
+    ]);
   });
 
   it("streamText: a hook's modify after the chat's approval does not run unasked", async () => {

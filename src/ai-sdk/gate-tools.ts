@@ -12,6 +12,7 @@ import type {
 } from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
 import { callWithApproval, checkChangedWith, hasMiddleware } from "../engine/gate.js";
+import { approvedAllow } from "../engine/hooks.js";
 import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
@@ -624,6 +625,18 @@ function approvedInChat(messages: unknown, callId: string): boolean {
 }
 
 /**
+ * What approved a call the chat's user approved with these arguments: its
+ * record says so (`ai-sdk.needsApproval`), and on what it rests, the
+ * messages the application handed the SDK (a chat's come from its client).
+ * A call `needsApproval` let through unasked keeps the plain allow: nobody
+ * approved it.
+ */
+const CHAT_APPROVED = {
+  ruleId: "ai-sdk.needsApproval",
+  reason: "approved in the chat: a tool-approval-response in the messages",
+} as const;
+
+/**
  * The approval hook of one call of a tool with the SDK's own
  * `needsApproval`, run after the gate's hooks whenever they allow or modify,
  * on the arguments the call goes on with. The SDK's approval (or its
@@ -643,7 +656,8 @@ function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOpt
     name: "ai-sdk:needsApproval",
     preToolUse: async (call, { descriptor }) => {
       const now = snapshot(call.input);
-      if (isSnapshot(now) && now.argsSha256 === given) return { type: "allow" };
+      if (isSnapshot(now) && now.argsSha256 === given)
+        return approved ? approvedAllow(CHAT_APPROVED) : { type: "allow" };
       if (approved) {
         const notes = ["The chat's user approved this call with other arguments; a hook changed them to these."];
         return { type: "ask", prompt: callPrompt(descriptor, call.input, { notes }) };
@@ -817,7 +831,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   covers only the arguments the user approved (compared canonically): a
  *   hook's `modify` that changes them is asked about as changed, through
  *   the gate's resolver (without one, the call is refused), as is one that
- *   makes a call `needsApproval` let through into one it wants approved.
+ *   makes a call `needsApproval` let through into one it wants approved. A
+ *   call that runs on the chat's approval (no hook objected, the arguments
+ *   those approved) is recorded `allow` with `ruleId: "ai-sdk.needsApproval"`
+ *   and the reason `approved in the chat: a tool-approval-response in the
+ *   messages`: it rests on the messages the application passed.
  * - A gated tool is a copy of the tool on its prototype; its getters,
  *   setters and inherited methods run on the tool itself, so a class whose
  *   members read `#private` fields works as without the gate.

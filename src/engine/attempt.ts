@@ -3,8 +3,8 @@ import { BREAKER_OPEN_TEXT } from "./breaker.js";
 import type { Clock } from "./clock.js";
 import { CancelledError, LoopDetectedError, describeError } from "./errors.js";
 import type { GateOutcome, GateState, InternalRequest } from "./gate.js";
-import { runHooks } from "./hooks.js";
-import type { Hook, HookContext } from "./hooks.js";
+import { approvedByOf, runHooks } from "./hooks.js";
+import type { ApprovedBy, Hook, HookContext } from "./hooks.js";
 import { NOT_STARTED, dispatch } from "./dispatch.js";
 import type { DispatchResult } from "./middleware.js";
 import type { ToolCall } from "./model.js";
@@ -344,7 +344,17 @@ export class Attempt {
    */
   async #approval(hook: Hook, context: HookContext): Promise<Ending | string | undefined> {
     const tool = this.#request.tool!;
-    const outcome = await this.#wait(runHooks([hook], this.#call, context), CANCELS.deciding);
+    // The hook's own answer, before parsing makes a copy of it: an allow that says what approved the call.
+    let approvedBy: ApprovedBy | undefined;
+    const watched: Hook = {
+      ...(hook.name === undefined ? {} : { name: hook.name }),
+      preToolUse: async (call, hookContext) => {
+        const answer = await hook.preToolUse(call, hookContext);
+        approvedBy = approvedByOf(answer);
+        return answer;
+      },
+    };
+    const outcome = await this.#wait(runHooks([watched], this.#call, context), CANCELS.deciding);
     switch (outcome.type) {
       case "cancelled":
         throw this.#cancelledAt(CANCELS.deciding);
@@ -356,6 +366,10 @@ export class Attempt {
     const decision = outcome.decision;
     switch (decision.type) {
       case "allow":
+        // Held like a grant's allow (a middleware deny displaces it, an exit keeps it), and only in place of a
+        // plain allow: a hook's modification keeps its own record.
+        if (approvedBy !== undefined)
+          this.#slot.holdOverPlain(draft("allow", approvedBy.ruleId, "context", approvedBy.reason), "approved");
         return undefined;
       case "ask":
         return decision.prompt;

@@ -43,6 +43,31 @@ export interface Hook {
   preToolUse(call: ToolCall, context: HookContext): HookDecision | Promise<HookDecision>;
 }
 
+/** What an approval hook's allow says approved the call: its record's `ruleId` and `reason`. */
+export interface ApprovedBy {
+  readonly ruleId: string;
+  readonly reason: string;
+}
+
+const approvals = new WeakMap<object, ApprovedBy>();
+
+/**
+ * An `allow` for an adapter's approval hook (see `callWithApproval`) that
+ * says what approved the call, so its record says so instead of "no hook
+ * objected". Only this module's objects carry it: a hook cannot claim an
+ * approval by the shape of its answer. Internal.
+ */
+export function approvedAllow(by: ApprovedBy): HookDecision {
+  const decision: HookDecision = Object.freeze({ type: "allow" });
+  approvals.set(decision, Object.freeze({ ruleId: by.ruleId, reason: by.reason }));
+  return decision;
+}
+
+/** What `decision` says approved the call, when it is an {@link approvedAllow}. Internal. */
+export function approvedByOf(decision: unknown): ApprovedBy | undefined {
+  return typeof decision === "object" && decision !== null ? approvals.get(decision) : undefined;
+}
+
 /** The combined verdict of the hook chain. */
 export type HookOutcome =
   | { readonly type: "decided"; readonly decision: HookDecision; readonly hook: string }

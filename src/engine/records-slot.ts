@@ -113,6 +113,11 @@ export class RecordSlot {
     this.#pending = { draft, kind };
   }
 
+  /** Holds `draft` in place of a plain "no hook objected" allow only; any other held decision keeps its record. */
+  holdOverPlain(draft: RecordDraft, kind: PendingKind): void {
+    if (this.#pending?.kind === "plain") this.#pending = { draft, kind };
+  }
+
   middlewareDeny(draft: RecordDraft): void {
     this.#middlewareDeny ??= draft;
   }
