@@ -257,14 +257,16 @@ export class Attempt {
     const { settings } = this.#gate;
     const { turn, callId, sessionId, runId } = this.#request;
     const tool = this.#request.tool!;
-    const context: HookContext = {
+    // Frozen, as the call is: every hook after one that writes to it, the adapters' approval hooks
+    // included, reads the gate's values (a run id changed here would hide the call from one).
+    const context: HookContext = Object.freeze({
       turn,
       callId,
       sessionId,
       runId,
       descriptor: tool.descriptor,
       signal: this.#cancel.signal,
-    };
+    });
     const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
     if (hooks.type === "cancelled") throw this.#cancelledAt(CANCELS.deciding);
     if (hooks.type === "failed")
