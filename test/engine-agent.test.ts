@@ -14,7 +14,7 @@ import {
   defineTool,
   seededIdGen,
 } from "loopctl/engine";
-import type { Message, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
+import type { Message, Middleware, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { stuckController, track } from "./support/ask-fixtures.js";
 import { deferred, flush, notRunResult, readTool, until } from "./support/engine-fixtures.js";
@@ -814,6 +814,34 @@ describe("a stopped run's transcript answers every call it holds", () => {
       },
       notRunResult("d2", "deploy"),
     ]);
+  });
+
+  it("a cancel while a middleware has not returned: the record says during execution, the transcript that the tool did not run", async () => {
+    const executed: unknown[] = [];
+    const entered = deferred<void>();
+    const release = deferred<void>();
+    const slow: Middleware = async (_call, _context, next) => {
+      entered.resolve();
+      await release.promise;
+      return next();
+    };
+    const model = new ScriptedModel([{ toolCalls: [{ id: "m1", name: "read", input: { path: "a" } }] }]);
+    const controller = new AbortController();
+    const running = new Agent({
+      model,
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(slow),
+    }).run("go", { signal: controller.signal });
+    await entered.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
+    expect(error.messages.at(-1)).toEqual(notRunResult("m1", "read"));
+    // The middleware's late next() starts nothing.
+    release.resolve();
+    await flush();
+    expect(executed).toEqual([]);
   });
 
   it("a call parked for approval when another call stops the run did not run", async () => {
