@@ -68,16 +68,19 @@ function grantTime(clock: Clock): number {
   return Number.isSafeInteger(whole) && whole >= 0 ? whole : 0;
 }
 
+/** The outcome, frozen: `onToolPost` observers see it before the loop acts on it, and none may change it. */
 const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
   switch (ending.type) {
     case "ran":
-      return { type: "ran", output: ending.output, record };
+      return Object.freeze({ type: "ran", output: ending.output, record });
     case "failed":
-      return { type: "failed", error: ending.error, message: ending.message, record };
+      return Object.freeze({ type: "failed", error: ending.error, message: ending.message, record });
     case "refused":
-      return ending.stop === undefined
-        ? { type: "refused", message: ending.message, record }
-        : { type: "refused", message: ending.message, record, stop: ending.stop };
+      return Object.freeze(
+        ending.stop === undefined
+          ? { type: "refused", message: ending.message, record }
+          : { type: "refused", message: ending.message, record, stop: ending.stop },
+      );
   }
 };
 
