@@ -12,11 +12,14 @@ import {
   RunStoppedError,
   ToolDefinitionError,
   defineTool,
+  seededIdGen,
 } from "loopctl/engine";
-import type { Message, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
+import type { Message, Middleware, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { stuckController, track } from "./support/ask-fixtures.js";
 import { deferred, flush, notRunResult, readTool, until } from "./support/engine-fixtures.js";
+
+const call = (id: string, input: unknown) => ({ id, name: "read", input });
 
 const echo = (name: string): Tool =>
   defineTool({
@@ -206,6 +209,59 @@ describe("the loop around the gate", () => {
     expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.callId)).toEqual(
       calls.map((c) => c.id),
     );
+  });
+
+  it("a generated call id is one no other call of the transcript holds, not even one the model gave in the same turn", async () => {
+    // A seeded generator's ids can be known in advance: the session id, the run id, then the first call's.
+    const ahead = seededIdGen("known");
+    ahead();
+    ahead();
+    const next = `call_${ahead()}`;
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "", name: "read", input: { path: "a" } },
+          { id: next, name: "read", input: { path: "b" } },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const managers = new LoopManagers().withIdGen(seededIdGen("known"));
+    const result = await new Agent({ model, tools: [readTool()], managers }).run("go");
+    const ids = (result.messages[1] as Extract<Message, { type: "assistant" }>).toolCalls.map((c) => c.id);
+    expect(ids[1]).toBe(next);
+    expect(ids[0]).toMatch(/^call_[0-9a-f-]{36}$/);
+    expect(ids[0]).not.toBe(next);
+    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.callId)).toEqual(ids);
+    // The transcript is one the agent goes on from.
+    const later = new ScriptedModel([{ text: "again" }]);
+    expect((await new Agent({ model: later, tools: [readTool()] }).run(result.messages)).text).toBe("again");
+  });
+
+  it("an id generator that repeats an id stops the run with a RunConfigError naming withIdGen, before the calls run", async () => {
+    const executed: unknown[] = [];
+    const same = "00000000-0000-4000-8000-000000000001";
+    // In one turn, and across turns (its first call took the id the second turn's is given again).
+    for (const turns of [
+      [{ toolCalls: [call("", { path: "a" }), call("", { path: "b" })] }],
+      [{ toolCalls: [call("", { path: "a" })] }, { toolCalls: [call("", { path: "b" })] }],
+    ]) {
+      executed.length = 0;
+      const model = new ScriptedModel([...turns, { text: "done" }]);
+      const managers = new LoopManagers().withIdGen(() => same);
+      const error = (await new Agent({ model, tools: [readTool(executed)], managers })
+        .run("go")
+        .catch((e: unknown) => e)) as RunConfigError;
+      expect(error).toBeInstanceOf(RunConfigError);
+      expect(error).toMatchObject({ option: "withIdGen", code: "RUN_CONFIG" });
+      expect(error.message).toBe(
+        `withIdGen: the id generator gave an id it had given before ('${same}'): it must give a fresh UUID each call`,
+      );
+      expect(executed).toEqual(turns.length === 1 ? [] : [{ path: "a" }]);
+      // What the run kept is a transcript it goes on from: each call it holds has its one result.
+      const later = new ScriptedModel([{ text: "again" }]);
+      expect((await new Agent({ model: later, tools: [readTool()] }).run(error.messages)).text).toBe("again");
+    }
   });
 
   it("refuses run options it cannot use with an EngineConfigError naming Agent.run, before the model is asked", async () => {
@@ -758,6 +814,34 @@ describe("a stopped run's transcript answers every call it holds", () => {
       },
       notRunResult("d2", "deploy"),
     ]);
+  });
+
+  it("a cancel while a middleware has not returned: the record says during execution, the transcript that the tool did not run", async () => {
+    const executed: unknown[] = [];
+    const entered = deferred<void>();
+    const release = deferred<void>();
+    const slow: Middleware = async (_call, _context, next) => {
+      entered.resolve();
+      await release.promise;
+      return next();
+    };
+    const model = new ScriptedModel([{ toolCalls: [{ id: "m1", name: "read", input: { path: "a" } }] }]);
+    const controller = new AbortController();
+    const running = new Agent({
+      model,
+      tools: [readTool(executed)],
+      managers: new LoopManagers().withMiddleware(slow),
+    }).run("go", { signal: controller.signal });
+    await entered.promise;
+    controller.abort();
+    const error = (await running.catch((e: unknown) => e)) as CancelledError;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error.records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
+    expect(error.messages.at(-1)).toEqual(notRunResult("m1", "read"));
+    // The middleware's late next() starts nothing.
+    release.resolve();
+    await flush();
+    expect(executed).toEqual([]);
   });
 
   it("a call parked for approval when another call stops the run did not run", async () => {

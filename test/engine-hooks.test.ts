@@ -147,6 +147,56 @@ describe("pre-tool-use hooks", () => {
     expect(context?.signal).toBeInstanceOf(AbortSignal);
   });
 
+  it("the context is frozen too: a hook that writes to it fails, and the hooks after it see the gate's values", async () => {
+    const executed: unknown[] = [];
+    const seen: HookContext[] = [];
+    const writer: Hook = {
+      name: "writer",
+      preToolUse: (_c, ctx) => {
+        (ctx as { runId: string }).runId = "00000000-0000-0000-0000-000000000000";
+        return { type: "allow" };
+      },
+    };
+    const quiet: Hook = {
+      name: "quiet",
+      preToolUse: (_c, ctx) => {
+        try {
+          (ctx as { callId: string }).callId = "elsewhere";
+        } catch {
+          // Strict code is told; the context stays as the gate made it either way.
+        }
+        seen.push(ctx);
+        return { type: "allow" };
+      },
+    };
+    const watcher: Hook = { preToolUse: (_c, ctx) => (seen.push({ ...ctx }), { type: "allow" }) };
+    const run = async (hooks: Hook[]) => {
+      const managers = hooks.reduce((m, h) => m.withHook(h), new LoopManagers());
+      const { agent } = build({ turns: script(call("c1", "read", A)), tools: [readTool(executed)], managers });
+      return agent.run("go");
+    };
+    const failed = await run([writer, watcher]);
+    expect(executed).toEqual([]);
+    expect(failed.records.map(shape)).toEqual([
+      {
+        tool: "read",
+        argsDigest: argsDigest(A),
+        verdict: "deny",
+        ruleId: "hook",
+        ruleSource: "context",
+        matchedPattern: null,
+        reason: expect.stringMatching(/^hook writer failed: .*runId/),
+      },
+    ]);
+    expect(seen).toEqual([]);
+    const ran = await run([quiet, watcher]);
+    expect(executed).toEqual([A]);
+    expect(seen.map((ctx) => [ctx.callId, ctx.runId])).toEqual([
+      ["c1", ran.runId],
+      ["c1", ran.runId],
+    ]);
+  });
+
   const failing: [string, Hook, RegExp][] = [
     [
       "throws",

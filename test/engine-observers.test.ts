@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "../src/ask/index.js";
-import { LoopManagers } from "../src/engine/index.js";
+import { LoopDetectedError, LoopManagers } from "../src/engine/index.js";
 import type { Observer, ObserverEventName } from "../src/engine/index.js";
 import { askAll, build, call, eventLog, readTool, script } from "./support/engine-fixtures.js";
 
@@ -134,5 +134,55 @@ describe("observers", () => {
     expect(result.text).toBe("the model's answer");
     expect(result.messages.at(-1)).toEqual({ type: "assistant", text: "the model's answer", toolCalls: [] });
     expect(reported).toEqual(["onModelResponse:TypeError"]);
+  });
+
+  it("onToolPost cannot change the outcome the run acts on: the tool's output and a loop stop stand", async () => {
+    const reported: string[] = [];
+    const tamper: Observer = {
+      onToolPost: ({ outcome }) => {
+        const writable = outcome as { type: string; output?: unknown; stop?: unknown };
+        try {
+          if (writable.type === "ran") writable.output = "forged";
+        } finally {
+          delete writable.stop;
+        }
+      },
+    };
+    const { agent } = build({
+      turns: [{ toolCalls: [call("c1", "read", A), call("c2", "read", A)] }, { text: "went on" }],
+      managers: new LoopManagers()
+        .withLoopDetection({ maxRepeats: 1 })
+        .withObserver(tamper)
+        .withObserverErrorHandler((error, event) => reported.push(`${event}:${(error as Error).name}`)),
+    });
+    const error = (await agent.run("go").catch((e: unknown) => e)) as LoopDetectedError;
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    const results = error.messages.filter((m) => m.type === "tool_result");
+    expect(results.map((m) => [m.callId, m.status, m.content])).toEqual([
+      ["c1", "ran", "contents of a.rs"],
+      ["c2", "refused", `dispatch refused before execution: ${error.message}`],
+    ]);
+    expect(reported).toEqual(["onToolPost:TypeError", "onToolPost:TypeError"]);
+  });
+
+  it("an observer cannot change what the observers after it receive: the audit sees the record that landed", async () => {
+    const seen: unknown[] = [];
+    const reported: string[] = [];
+    const forge: Observer = {
+      onGate: (event) => {
+        (event as { decision: unknown }).decision = { ...event.decision, verdict: "deny" };
+      },
+    };
+    const { agent } = build({
+      turns: script(call("c1", "read", A)),
+      managers: new LoopManagers()
+        .withObserver(forge)
+        .withObserver({ onGate: ({ decision }) => seen.push(decision) })
+        .withObserverErrorHandler((error, event) => reported.push(`${event}:${(error as Error).name}`)),
+    });
+    const result = await agent.run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(seen).toEqual(result.records);
+    expect(reported).toEqual(["onGate:TypeError"]);
   });
 });

@@ -197,6 +197,27 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(two.model)).toEqual({ c2: "deployed 1.2.1 to prod" });
   });
 
+  it("a hook that writes to its context never skips the approval the SDK required", async () => {
+    // Writing another run id into the context would have hidden the call from the adapter's approval hook.
+    const sloppy: Hook = {
+      name: "sloppy",
+      preToolUse: (_call, context) => {
+        try {
+          (context as { runId: string }).runId = "00000000-0000-0000-0000-000000000000";
+        } catch {
+          // Refused: the context is the gate's.
+        }
+        return { type: "allow" };
+      },
+    };
+    const refused = setup(() => ({ type: "deny" }), { managers: new LoopManagers().withHook(sloppy) });
+    const one = refused.agent([deployTurn("c1", "1.2"), { text: "not deployed" }]);
+    await refused.approvals.run((input) => refused.runner.run(one.agent, input), "ship");
+    expect(refused.executed).toEqual([]);
+    expect(refused.asks).toMatchObject([{ callId: "c1" }]);
+    expect(refused.records).toMatchObject([{ verdict: "ask_denied" }]);
+  });
+
   it("a hook's block refuses an interrupted call without asking anyone", async () => {
     const freeze: Hook = { preToolUse: () => ({ type: "block", reason: "release freeze" }) };
     const s = setup(() => Promise.reject(new Error("nobody should be asked")), {

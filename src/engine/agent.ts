@@ -436,6 +436,29 @@ export class Agent {
   }
 
   /**
+   * A generated call id no call of the transcript holds (`taken`, which it
+   * joins): a model may have given the id a seeded generator gives next. A
+   * generator that gives an id it gave before stops the run with a
+   * `RunConfigError`, as one that fails does.
+   */
+  #callId(taken: Set<string>): string {
+    const drawn = new Set<string>();
+    for (;;) {
+      const id = `call_${this.#runId()}`;
+      if (!taken.has(id)) {
+        taken.add(id);
+        return id;
+      }
+      if (drawn.has(id))
+        throw new RunConfigError(
+          "withIdGen",
+          `the id generator gave an id it had given before ('${id.slice("call_".length)}'): it must give a fresh UUID each call`,
+        );
+      drawn.add(id);
+    }
+  }
+
+  /**
    * The tools of this turn: the array given, or what the source holds now.
    * A source that fails stops the run with a `RunConfigError`, which keeps
    * the records and transcript of the turns before.
@@ -525,11 +548,14 @@ export class Agent {
       throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
     }
     // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:
-    // a result must answer exactly one call.
-    const read = sent.map((call) =>
-      readCall(call.id === "" || callIds.has(call.id) ? `call_${this.#runId()}` : call.id, call.name, call.input),
+    // a result must answer exactly one call. The ids kept are taken first, so a generated id takes none of them.
+    const keeps = sent.map((call) => call.id !== "" && !callIds.has(call.id));
+    sent.forEach((call, index) => {
+      if (keeps[index]) callIds.add(call.id);
+    });
+    const read = sent.map((call, index) =>
+      readCall(keeps[index] ? call.id : this.#callId(callIds), call.name, call.input),
     );
-    for (const { call } of read) callIds.add(call.id);
     const toolCalls = Object.freeze(read.map((r) => r.call));
     const { text, usage } = parsed.data;
     // Frozen before any observer sees it: the run acts on this answer, and no observer may change it.

@@ -68,16 +68,19 @@ function grantTime(clock: Clock): number {
   return Number.isSafeInteger(whole) && whole >= 0 ? whole : 0;
 }
 
+/** The outcome, frozen: `onToolPost` observers see it before the loop acts on it, and none may change it. */
 const withRecord = (ending: Ending, record: GateDecision): GateOutcome => {
   switch (ending.type) {
     case "ran":
-      return { type: "ran", output: ending.output, record };
+      return Object.freeze({ type: "ran", output: ending.output, record });
     case "failed":
-      return { type: "failed", error: ending.error, message: ending.message, record };
+      return Object.freeze({ type: "failed", error: ending.error, message: ending.message, record });
     case "refused":
-      return ending.stop === undefined
-        ? { type: "refused", message: ending.message, record }
-        : { type: "refused", message: ending.message, record, stop: ending.stop };
+      return Object.freeze(
+        ending.stop === undefined
+          ? { type: "refused", message: ending.message, record }
+          : { type: "refused", message: ending.message, record, stop: ending.stop },
+      );
   }
 };
 
@@ -257,14 +260,16 @@ export class Attempt {
     const { settings } = this.#gate;
     const { turn, callId, sessionId, runId } = this.#request;
     const tool = this.#request.tool!;
-    const context: HookContext = {
+    // Frozen, as the call is: every hook after one that writes to it, the adapters' approval hooks
+    // included, reads the gate's values (a run id changed here would hide the call from one).
+    const context: HookContext = Object.freeze({
       turn,
       callId,
       sessionId,
       runId,
       descriptor: tool.descriptor,
       signal: this.#cancel.signal,
-    };
+    });
     const hooks = await this.#wait(runHooks(settings.hooks, this.#call, context), CANCELS.deciding);
     if (hooks.type === "cancelled") throw this.#cancelledAt(CANCELS.deciding);
     if (hooks.type === "failed")

@@ -68,13 +68,19 @@ export type ObserverEventName = keyof Observer;
 /** Receives errors thrown by observers. */
 export type ObserverErrorHandler = (error: unknown, event: ObserverEventName) => void;
 
-/** Calls `event` on every observer, isolating each one's failures. */
+/**
+ * Calls `event` on every observer, isolating each one's failures. They share
+ * one frozen payload: no observer changes what the ones after it receive
+ * (an audit observer logs the record that landed).
+ */
 export function notify<K extends ObserverEventName>(
   observers: readonly Observer[],
   onError: ObserverErrorHandler | undefined,
   event: K,
   payload: Parameters<NonNullable<Observer[K]>>[0],
 ): void {
+  if (observers.length === 0) return;
+  Object.freeze(payload);
   for (const observer of observers) {
     const report = (error: unknown): void => {
       try {
