@@ -1121,6 +1121,9 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
     const hosted = { type: "hosted_tool", name: "web_search" };
     expect(approvals.tools([hosted])[0]).toBe(hosted);
+    expect(() => approvals.tools("deploy" as never)).toThrow(
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option: "tools" }),
+    );
   });
 
   it("refuses an approver given as the resolver, and grants that are not a GrantStore, naming the option", () => {
