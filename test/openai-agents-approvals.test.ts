@@ -1142,6 +1142,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(() => approvals.tool({ type: "hosted_tool", name: "web" } as never)).toThrow(AgentsConfigError);
     const hosted = { type: "hosted_tool", name: "web_search" };
     expect(approvals.tools([hosted])[0]).toBe(hosted);
+    expect(() => approvals.tools("deploy" as never)).toThrow(
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option: "tools" }),
+    );
+  });
+
+  it("refuses an approver given as the resolver, and grants that are not a GrantStore, naming the option", () => {
+    const refused = (options: unknown): unknown => {
+      try {
+        new AgentApprovals(options as never);
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    };
+    const [channel, approver] = ApprovalChannel.pair(1);
+    // An approver has resolve(id, answer): taken for the resolver, it would deny every ask, nobody asked.
+    const wrongHalf = refused({ resolver: approver });
+    expect(wrongHalf).toBeInstanceOf(AgentsConfigError);
+    expect(wrongHalf).toMatchObject({ code: "OPENAI_AGENTS_CONFIG", option: "resolver" });
+    expect((wrongHalf as Error).message).toMatch(/^resolver: got an approver .*the first of ApprovalChannel\.pair\(\)/);
+    for (const grants of [{}, null, "grants.json", { load: () => [], save: () => undefined }]) {
+      const error = refused({ resolver: channel, grants });
+      expect(error).toBeInstanceOf(AgentsConfigError);
+      expect(error).toMatchObject({ code: "OPENAI_AGENTS_CONFIG", option: "grants" });
+      expect((error as Error).message).toMatch(
+        /^grants: must be a GrantStore \(load, save, revoke and clear as functions\), got /,
+      );
+    }
+    expect(refused({ resolver: channel, grants: new MemoryGrantStore() })).toBeUndefined();
+    approver.close();
   });
 
   it("refuses prompt options callPrompt cannot use when constructed, with AgentsConfigError naming the option", () => {

@@ -711,6 +711,39 @@ describe("verifyWebhookSignature", () => {
     }
   });
 
+  it("takes the header as node:http gives it, and refuses one sent more than once (an array)", async () => {
+    const now = Date.now();
+    const header = sign(SECRET, now, body);
+    // A repeated header is two claims, not one signature: never accepted, even when each copy is valid.
+    for (const repeated of [[header], [header, header], [header, sign(`${SECRET}!`, now, body)]]) {
+      expect(verifyWebhookSignature({ secret: SECRET, header: repeated, body, nowMs: now })).toBe(false);
+    }
+    const seen: boolean[] = [];
+    const receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", () => {
+        seen.push(
+          verifyWebhookSignature({
+            secret: SECRET,
+            header: req.headers[WEBHOOK_SIGNATURE_HEADER],
+            body: Buffer.concat(chunks),
+          }),
+        );
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`;
+      await fetch(url, { method: "POST", body, headers: { [WEBHOOK_SIGNATURE_HEADER]: header } });
+      await fetch(url, { method: "POST", body });
+    } finally {
+      receiver.close();
+    }
+    expect(seen).toEqual([true, false]);
+  });
+
   it("throws a ServerInputError for a tolerance or clock that is not a finite non-negative number, or an unusable secret, never accepting", () => {
     const old = Date.UTC(2015, 0, 1);
     const header = sign(SECRET, old, body);

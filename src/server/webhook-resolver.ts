@@ -358,8 +358,11 @@ function signatureHeader(key: Uint8Array, timestampMs: number, body: string): st
 export interface VerifyWebhookOptions {
   /** The secret the resolver signs with. */
   readonly secret: string | Uint8Array;
-  /** The `loopctl-signature` header as received. */
-  readonly header: string | null | undefined;
+  /**
+   * The `loopctl-signature` header as received: `req.headers[WEBHOOK_SIGNATURE_HEADER]` of a
+   * `node:http` request will do. A header sent more than once (an array) never verifies.
+   */
+  readonly header: string | readonly string[] | null | undefined;
   /** The request body exactly as received (before any JSON parsing). */
   readonly body: string | Uint8Array;
   /** How far the timestamp may be from `nowMs`, finite and non-negative. @default {@link WEBHOOK_TOLERANCE_MS} (5 minutes) */
@@ -404,7 +407,10 @@ export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
   if (!isStrongSecret(options.secret)) {
     throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
   }
-  const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(options.header ?? "");
+  // Only one header is one signature: an array (the header sent twice) would otherwise be read as its text.
+  const header: unknown = options.header;
+  if (typeof header !== "string") return false;
+  const match = /^t=(\d{1,16}),v1=([0-9a-f]{64})$/.exec(header);
   if (match === null) return false;
   const timestampMs = Number(match[1]);
   // Written so that anything not a number in range refuses.
