@@ -1,4 +1,5 @@
 import type { AskResolver } from "../ask/index.js";
+import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import type { GrantStore } from "../grant/index.js";
 import { shownValue } from "../errors.js";
 import { isGrantStore } from "../grant/store.js";
@@ -131,16 +132,8 @@ export class LoopManagers {
       if (!isObject(resolver) || typeof resolver.resolve !== "function") {
         throw new EngineConfigError("withAskResolver", "the resolver must have a resolve(ask, { signal }) method");
       }
-      // An approver's resolve(id, answer) would take every ask for an invalid answer: each call denied, nobody asked.
-      const inbox = resolver as { next?: unknown; ended?: unknown };
-      if (typeof inbox.next === "function" && typeof inbox.ended === "function") {
-        throw new EngineConfigError(
-          "withAskResolver",
-          "got an approver (it has next() and ended()), the half that answers asks: pass the resolver half here " +
-            "(the channel, the first of ApprovalChannel.pair(); a queue's resolver, not its approver()) and give " +
-            "the approver to your UI",
-        );
-      }
+      const wrongHalf = approverGivenAsResolver(resolver);
+      if (wrongHalf !== undefined) throw new EngineConfigError("withAskResolver", wrongHalf);
       return this.#with({ askResolver: resolver });
     });
   }

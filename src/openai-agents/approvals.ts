@@ -17,6 +17,7 @@ import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { isGrantStore } from "../grant/store.js";
+import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import { shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
@@ -352,15 +353,8 @@ export class AgentApprovals {
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
     if (typeof resolver?.resolve !== "function")
       throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
-    // An approver's resolve(id, answer) would take every ask for an invalid answer: each call denied, nobody asked.
-    const inbox = resolver as { next?: unknown; ended?: unknown };
-    if (typeof inbox.next === "function" && typeof inbox.ended === "function")
-      throw new AgentsConfigError(
-        "resolver",
-        "got an approver (it has next() and ended()), the half that answers asks: pass the resolver half here " +
-          "(the channel, the first of ApprovalChannel.pair(); a queue's resolver, not its approver()) and give " +
-          "the approver to your UI",
-      );
+    const wrongHalf = approverGivenAsResolver(resolver);
+    if (wrongHalf !== undefined) throw new AgentsConfigError("resolver", wrongHalf);
     if (grants !== undefined && !isGrantStore(grants))
       throw new AgentsConfigError(
         "grants",
