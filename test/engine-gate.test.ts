@@ -270,6 +270,27 @@ describe("Gate.call", () => {
     approver.close();
   });
 
+  it("a caller signal aborted before the call wins over arguments the gate would refuse: CancelledError, one cancelled record", async () => {
+    const cycle: Record<string, unknown> = {};
+    cycle["self"] = cycle;
+    for (const input of [{ path: 7 }, cycle]) {
+      const records: GateDecision[] = [];
+      const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+      let executed = 0;
+      const signal = AbortSignal.abort(new Error("gone before"));
+      const error = (await gate
+        .call({ tool: readDescriptor, callId: "c1", input, signal }, () => (executed += 1))
+        .catch((e: unknown) => e)) as CancelledError;
+      expect(error).toBeInstanceOf(CancelledError);
+      expect(error.cause).toEqual(new Error("gone before"));
+      expect(records.map((r) => [r.verdict, r.ruleId, r.reason])).toEqual([
+        ["cancelled", "cancel", "cancelled before the gate decided"],
+      ]);
+      expect(error.records).toEqual(records);
+      expect(executed).toBe(0);
+    }
+  });
+
   it("a middleware that calls next() after the cancel never runs the tool: one cancelled record, and next() refuses", async () => {
     const controller = new AbortController();
     const entered = deferred<void>();

@@ -191,6 +191,8 @@ export class Attempt {
   }
 
   async #steps(): Promise<Ending> {
+    // A cancel that came before the call wins over any refusal of it: the caller gave the call up.
+    if (this.#cancel.aborted) throw this.#cancelledAt(CANCELS.deciding);
     const early = this.#snapshot() ?? this.#validate();
     if (early !== undefined) return early;
     const hooks = await this.#hooks();
