@@ -264,6 +264,43 @@ describe("the loop around the gate", () => {
     }
   });
 
+  it("a run id the generator gives again while that run still runs stops the new run with a RunConfigError; the first goes on", async () => {
+    const ids = ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"];
+    let drawn = 0;
+    // The session id, then the same run id each time.
+    const idGen = (): string => ids[Math.min(drawn++, 1)]!;
+    const release = deferred<void>();
+    const slow = defineTool({
+      name: "slow",
+      description: "waits",
+      input: z.object({}),
+      execute: async () => {
+        await release.promise;
+        return "done";
+      },
+    });
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "s1", name: "slow", input: {} }] },
+      { text: "first done" },
+      { text: "third done" },
+    ]);
+    const agent = new Agent({ model, tools: [slow], managers: new LoopManagers().withIdGen(idGen) });
+    const first = agent.run("go");
+    await until(() => model.requests.length === 1);
+    const second = (await agent.run("also").catch((e: unknown) => e)) as RunConfigError;
+    expect(second).toBeInstanceOf(RunConfigError);
+    expect(second).toMatchObject({ option: "withIdGen", code: "RUN_CONFIG" });
+    expect(second.message).toBe(
+      `withIdGen: the id generator gave the id of a run still running ('${ids[1]}'): it must give a fresh UUID each call`,
+    );
+    expect(second.messages).toEqual([{ type: "user", text: "also" }]);
+    expect(model.requests).toHaveLength(1);
+    release.resolve();
+    await expect(first).resolves.toMatchObject({ text: "first done", runId: ids[1] });
+    // Once that run has ended, its id is free again.
+    await expect(agent.run("again")).resolves.toMatchObject({ text: "third done", runId: ids[1] });
+  });
+
   it("refuses run options it cannot use with an EngineConfigError naming Agent.run, before the model is asked", async () => {
     const model = new ScriptedModel([{ text: "never" }]);
     const agent = new Agent({ model, tools: [] });

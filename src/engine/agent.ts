@@ -290,6 +290,8 @@ export class Agent {
   readonly #tools: Toolset | ToolSource;
   readonly #settings: ManagerSettings;
   readonly #instructions: string | undefined;
+  /** The ids of this agent's runs still running: loop counts are kept per run id, so no two may share one. */
+  readonly #liveRuns = new Set<string>();
 
   constructor(options: AgentOptions) {
     if (typeof options !== "object" || options === null)
@@ -336,6 +338,11 @@ export class Agent {
     let runId: string;
     try {
       runId = this.#runId();
+      if (this.#liveRuns.has(runId))
+        throw new RunConfigError(
+          "withIdGen",
+          `the id generator gave the id of a run still running ('${runId}'): it must give a fresh UUID each call`,
+        );
     } catch (thrown) {
       // Stopped before its first turn: its transcript so far is the input it was given.
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, [], messages);
@@ -354,6 +361,8 @@ export class Agent {
     let turns = 0;
     // The ids of every call in the transcript: a call of this run never takes one of them.
     const callIds = new Set(messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : [])));
+    const liveRuns = this.#liveRuns;
+    liveRuns.add(runId);
     try {
       for (;;) {
         if (cancel.aborted) throw cancelledBy(cancel.signal);
@@ -402,6 +411,7 @@ export class Agent {
     } finally {
       cancel.dispose();
       this.gate.endRun(runId);
+      liveRuns.delete(runId);
     }
   }
 
