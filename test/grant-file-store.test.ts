@@ -1058,7 +1058,9 @@ describe("FileGrantStore path and permission checks", () => {
       )) {
         expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
         expect((error as LedgerIoError).path).toBe(path);
-        expect((error as Error).message).toContain("is owned by uid 65534, not by this user (uid 0)");
+        expect((error as Error).message).toBe(
+          `${index === 3 ? "grant ledger" : "grant ledger folder"} ${path}: is owned by uid 65534, not by this user (uid 0)`,
+        );
       }
       expect(readFileSync(paths[3] as string)).toEqual(bytes);
       expect(existsSync(s.lockPath)).toBe(false);
@@ -1096,7 +1098,9 @@ describe("FileGrantStore path and permission checks", () => {
       expect(error).toBeInstanceOf(LedgerIoError);
       expect((error as LedgerIoError).code).toBe("LEDGER_PERMISSIONS");
       expect((error as LedgerIoError).path).toBe(path);
-      expect((error as Error).message).toContain(path);
+      // The folder at fault is named as a folder, the ledger as the ledger.
+      const expected = `${index === 3 ? "grant ledger" : "grant ledger folder"} ${path}: is writable by group or others (mode ${mode.toString(8)})`;
+      expect((error as Error).message.slice(0, expected.length)).toBe(expected);
     }
     expect(modeOf(path)).toBe(mode);
     expect(readFileSync(paths[3] as string)).toEqual(bytes);

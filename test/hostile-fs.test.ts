@@ -244,6 +244,7 @@ describe("permissions: a ledger tree open to others is refused or tightened with
       chmodSync(l.root, Number.parseInt(mode, 8));
       const error = await refused(l.store.save(grant));
       expect(error.code).toBe("LEDGER_PERMISSIONS");
+      expect(error.message).toContain(`grant ledger folder ${l.root}: is writable by group or others (mode ${mode})`);
       expect(error.message).toContain("chmod go-w");
       expect(walk(l.root).map((e) => e.path)).toEqual(["."]);
     },

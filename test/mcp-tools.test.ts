@@ -634,6 +634,42 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(seen[2]![2]).toMatch(/^MCP server 'paged': tools\/list failed: .*the tool registry is unavailable/);
   });
 
+  it("without an onError, a refresh() that fails rejects and is not also a process warning; with one, onError still gets it", async () => {
+    const seen: Error[] = [];
+    const listener = (w: Error): void => void seen.push(w);
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
+    process.on("warning", listener);
+    try {
+      const server = await startFixture("paged");
+      const toolset = await mcpTools(server.client);
+      const reported: unknown[] = [];
+      const handled = await mcpTools(server.client, { onError: (error) => void reported.push(error) });
+      await server.client.close();
+      const message =
+        "MCP server 'paged': the client is no longer connected over the transport the toolset follows; make a new " +
+        "toolset";
+      for (const failed of [toolset, handled]) {
+        const refused = await failed.refresh().catch((error: unknown) => error);
+        expect(refused).toBeInstanceOf(McpServerError);
+        expect((refused as Error).message).toBe(message);
+      }
+      // Two refreshes at once, both waiting on the one listing: each rejects, and still no warning.
+      const both = await Promise.all([toolset.refresh(), toolset.refresh()].map((p) => p.catch((e: unknown) => e)));
+      for (const refused of both) expect((refused as Error).message).toBe(message);
+      await until(() => reported.length === 1);
+      await flush();
+      await flush();
+      expect((reported[0] as Error).message).toBe(message);
+      toolset.close();
+      handled.close();
+    } finally {
+      process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
+    }
+    expect(seen.map((w) => w.message)).toEqual([]);
+  });
+
   it("an onError that throws on a failed refresh is dropped: the toolset still fails closed, and the process goes on", async () => {
     const crashes: unknown[] = [];
     const crashed = (error: unknown): void => void crashes.push(error);

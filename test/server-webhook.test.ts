@@ -5,7 +5,6 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
 import { DuplicateAskError, InvalidPendingAskError } from "loopctl/ask";
-import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
@@ -16,6 +15,7 @@ import {
   WebhookResolver,
   createApprovalHandler,
   createApprovalServer,
+  WebhookDeliveryError,
   signAnswerLink,
   verifyWebhookSignature,
 } from "loopctl/server";
@@ -252,14 +252,17 @@ describe("WebhookResolver refuses a duplicate ask id before anything is POSTed",
 });
 
 describe("WebhookResolver fails closed", () => {
-  it("denies when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
+  it("fails with WebhookDeliveryError when the receiver answers other than 2xx, and withdraws the ask from the inbox", async () => {
     for (const [n, status] of [500, 404, 400].entries()) {
       const hook = await receiver(() => status);
       const webhook = resolver(hook.url);
       const ask = makeAsk(n);
-      await expect(webhook.resolve(ask, live())).resolves.toEqual({
-        type: "deny",
-        reason: `webhook answered HTTP ${status}`,
+      const failed = webhook.resolve(ask, live());
+      await expect(failed).rejects.toBeInstanceOf(WebhookDeliveryError);
+      await expect(failed).rejects.toMatchObject({
+        name: "WebhookDeliveryError",
+        code: "WEBHOOK_DELIVERY_FAILED",
+        message: `webhook answered HTTP ${status}`,
       });
       expect(webhook.inbox.pending).toBe(0);
       expect(hook.deliveries).toHaveLength(1);
@@ -268,26 +271,70 @@ describe("WebhookResolver fails closed", () => {
     }
   });
 
-  it("denies when the receiver cannot be reached", async () => {
+  it("an agent's call whose delivery failed ends as a resolver failure, not a person's denial, and never runs", async () => {
+    const hook = await receiver(() => 500);
+    const webhook = resolver(hook.url);
+    const ran: string[] = [];
+    const deploy = defineTool({
+      name: "deploy",
+      description: "Deploy",
+      input: z.object({ env: z.string() }),
+      execute: ({ env }) => {
+        ran.push(env);
+        return "ok";
+      },
+    });
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] },
+      { text: "done" },
+    ]);
+    const agent = new Agent({
+      model,
+      tools: [deploy],
+      managers: new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) })
+        .withAskResolver(webhook),
+    });
+    const result = await agent.run("ship it");
+    expect(ran).toEqual([]);
+    expect(result.records).toHaveLength(1);
+    expect(result.records[0]).toMatchObject({
+      tool: "deploy",
+      verdict: "ask_denied",
+      ruleId: "ask",
+      ruleSource: "ask_resolver",
+      reason: "ask resolver failed: webhook answered HTTP 500",
+    });
+    expect(JSON.stringify(model.requests[1])).toContain("Permission denied by approver for tool 'deploy'");
+    // Nothing is left on the inbox for a console to answer.
+    expect(webhook.inbox.pending).toBe(0);
+    const [got] = hook.deliveries;
+    await expect(webhook.inbox.ended(got?.delivery.ask.id ?? "")).resolves.toEqual({
+      type: "withdrawn",
+      reason: "unknown",
+    });
+  });
+
+  it("fails with WebhookDeliveryError when the receiver cannot be reached", async () => {
     const hook = await receiver(() => 200);
     const url = hook.url;
     await cleanups.pop()?.();
     const webhook = resolver(url);
-    const answer = await webhook.resolve(makeAsk(1), live());
-    expect(answer.type).toBe("deny");
-    expect((answer as { reason: string }).reason).toMatch(/^webhook unreachable: fetch failed \(.*ECONNREFUSED/);
+    const failed = webhook.resolve(makeAsk(1), live());
+    await expect(failed).rejects.toBeInstanceOf(WebhookDeliveryError);
+    await expect(failed).rejects.toThrow(/^webhook unreachable: fetch failed \(.*ECONNREFUSED/);
   });
 
-  it("denies when the receiver does not answer within timeoutMs, and abandons the request", async () => {
+  it("fails when the receiver does not answer within timeoutMs, and abandons the request", async () => {
     const hook = await receiver(() => undefined);
     const webhook = resolver(hook.url, { timeoutMs: 100 });
     const answer = webhook.resolve(makeAsk(1), live());
     const got = await hook.next();
-    await expect(answer).resolves.toEqual({ type: "deny", reason: "webhook did not answer within 100 ms" });
+    await expect(answer).rejects.toThrow(new WebhookDeliveryError("webhook did not answer within 100 ms"));
     await got.aborted;
   });
 
-  it("denies at timeoutMs even through a fetch that ignores the signal, and its late end goes nowhere", async () => {
+  it("fails at timeoutMs even through a fetch that ignores the signal, and its late end goes nowhere", async () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
     process.on("unhandledRejection", onUnhandled);
@@ -306,28 +353,27 @@ describe("WebhookResolver fails closed", () => {
     });
     const first = webhook.resolve(makeAsk(1), live());
     const held = await hook.next();
-    await expect(first).resolves.toEqual({ type: "deny", reason: "webhook did not answer within 100 ms" });
+    await expect(first).rejects.toThrow(new WebhookDeliveryError("webhook did not answer within 100 ms"));
     expect(webhook.inbox.pending).toBe(0);
     held.res.destroy();
     await expect(late[0]).rejects.toThrow("fetch failed");
 
     const second = webhook.resolve(makeAsk(2), live());
     const answered = await hook.next();
-    await expect(second).resolves.toMatchObject({ type: "deny" });
+    await expect(second).rejects.toBeInstanceOf(WebhookDeliveryError);
     answered.res.writeHead(200).end("accepted, too late");
     expect((await late[1])?.status).toBe(200);
     await new Promise((resolve) => setImmediate(resolve));
     expect(unhandled).toEqual([]);
   });
 
-  it("denies on a redirect rather than following it", async () => {
+  it("fails on a redirect rather than following it", async () => {
     const hook = await receiver((got) => {
       got.res.setHeader("location", "http://127.0.0.1:1/");
       return 307;
     });
     const webhook = resolver(hook.url);
-    const answer = await webhook.resolve(makeAsk(1), live());
-    expect(answer.type).toBe("deny");
+    await expect(webhook.resolve(makeAsk(1), live())).rejects.toBeInstanceOf(WebhookDeliveryError);
   });
 
   it("an answer that came first wins over a delivery that fails after it", async () => {
@@ -370,26 +416,24 @@ describe("WebhookResolver fails closed", () => {
     expect(hook.deliveries).toHaveLength(1);
   });
 
-  it("denies without a delivery when its clock gives no epoch ms", async () => {
+  it("fails without a delivery when its clock gives no epoch ms", async () => {
     const hook = await receiver((got) => (got.verified ? 202 : 401));
     const webhook = resolver(hook.url, { now: () => Number.NaN });
-    await expect(webhook.resolve(makeAsk(1), live())).resolves.toEqual({
-      type: "deny",
-      reason: "webhook not delivered: the resolver's now() returned NaN, not epoch ms",
-    });
+    await expect(webhook.resolve(makeAsk(1), live())).rejects.toThrow(
+      new WebhookDeliveryError("webhook not delivered: the resolver's now() returned NaN, not epoch ms"),
+    );
     const broken = resolver(hook.url, {
       now: () => {
         throw new Error("clock unavailable");
       },
     });
-    await expect(broken.resolve(makeAsk(2), live())).resolves.toEqual({
-      type: "deny",
-      reason: "webhook not delivered: clock unavailable",
-    });
+    await expect(broken.resolve(makeAsk(2), live())).rejects.toThrow(
+      new WebhookDeliveryError("webhook not delivered: clock unavailable"),
+    );
     expect(hook.deliveries).toHaveLength(0);
   });
 
-  it("denies when its fetch or clock throws an error that cannot be printed, leaving nothing unhandled", async () => {
+  it("fails when its fetch or clock throws an error that cannot be printed, leaving nothing unhandled", async () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
     process.on("unhandledRejection", onUnhandled);
@@ -401,19 +445,17 @@ describe("WebhookResolver fails closed", () => {
       },
     });
     const fetching = resolver("http://127.0.0.1:9/hook", { fetch: () => Promise.reject(hostile) });
-    await expect(fetching.resolve(makeAsk(1), live())).resolves.toEqual({
-      type: "deny",
-      reason: "webhook unreachable: unprintable error",
-    });
+    await expect(fetching.resolve(makeAsk(1), live())).rejects.toThrow(
+      new WebhookDeliveryError("webhook unreachable: unprintable error"),
+    );
     const clock = resolver("http://127.0.0.1:9/hook", {
       now: () => {
         throw hostile;
       },
     });
-    await expect(clock.resolve(makeAsk(2), live())).resolves.toEqual({
-      type: "deny",
-      reason: "webhook not delivered: unprintable error",
-    });
+    await expect(clock.resolve(makeAsk(2), live())).rejects.toThrow(
+      new WebhookDeliveryError("webhook not delivered: unprintable error"),
+    );
     await new Promise((resolve) => setImmediate(resolve));
     expect(unhandled).toEqual([]);
   });
@@ -427,8 +469,9 @@ describe("WebhookResolver fails closed", () => {
         return fetch(input, init);
       },
     });
-    const answer: AskResolution = await webhook.resolve(makeAsk(1), live());
-    expect(answer.type).toBe("deny");
+    await expect(webhook.resolve(makeAsk(1), live())).rejects.toThrow(
+      new WebhookDeliveryError("webhook answered HTTP 500"),
+    );
     expect(urls).toEqual([hook.url]);
   });
 

@@ -58,13 +58,22 @@ export class LedgerIoError extends LoopctlError {
   /** The file or folder at fault. */
   readonly path: string;
 
+  /**
+   * @param options.folder `path` is a folder on the ledger's path (the root,
+   *   `projects`, `projects/<id>`), not the ledger: the message then says
+   *   `grant ledger folder <path>: …` rather than `grant ledger <path>: …`.
+   */
   constructor(
     code: "LEDGER_IO" | "LEDGER_NOT_REGULAR_FILE" | "LEDGER_UNSAFE_PATH" | "LEDGER_PERMISSIONS",
     path: string,
     problem: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { readonly folder?: boolean },
   ) {
-    super(code, `grant ledger ${path}: ${problem}`, options);
+    super(
+      code,
+      `${options?.folder === true ? "grant ledger folder" : "grant ledger"} ${path}: ${problem}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
     this.path = path;
   }
 }

@@ -559,7 +559,7 @@ export class FileGrantStore implements GrantStore {
       }
       if (found.isSymbolicLink()) throw this.#unsafePath(path, "is a symlink; refusing to follow it");
       if (!found.isDirectory()) throw this.#unsafePath(path, "is not a folder");
-      if (this.#openToOthers(path, found, i === 0) && access !== "read" && i > 0) {
+      if (this.#openToOthers(path, found, i === 0 ? "root" : "folder") && access !== "read" && i > 0) {
         await this.#tighten(path, found.mode & 0o777);
       }
     }
@@ -574,8 +574,9 @@ export class FileGrantStore implements GrantStore {
       const code = errorCode(error);
       // ENOTDIR: a file sits where a folder above should be; the check of that folder names it.
       if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect the ledger folder (${code ?? "error"})`, {
+      throw new LedgerIoError("LEDGER_IO", path, `cannot inspect it (${code ?? "error"})`, {
         cause: error,
+        folder: true,
       });
     }
   }
@@ -587,13 +588,16 @@ export class FileGrantStore implements GrantStore {
       this.#madeFolders.push(...(isRoot ? foldersMade(path, first) : [path]));
     } catch (error) {
       if (errorCode(error) !== "EEXIST") {
-        throw new LedgerIoError("LEDGER_IO", path, `cannot create the ledger folder (${errorCode(error) ?? "error"})`, {
+        throw new LedgerIoError("LEDGER_IO", path, `cannot create it (${errorCode(error) ?? "error"})`, {
           cause: error,
+          folder: true,
         });
       }
     }
     const made = await this.#inspectFolder(path, isRoot);
-    if (made === undefined) throw new LedgerIoError("LEDGER_IO", path, "the ledger folder vanished as it was created");
+    if (made === undefined) {
+      throw new LedgerIoError("LEDGER_IO", path, "vanished as it was created", { folder: true });
+    }
     return made;
   }
 
@@ -603,12 +607,16 @@ export class FileGrantStore implements GrantStore {
    * A root folder writable by all but sticky (like /tmp) is accepted: nobody
    * can remove or rename what this user made in it.
    */
-  #openToOthers(path: string, found: OwnerAndMode, isRoot: boolean): boolean {
+  #openToOthers(path: string, found: OwnerAndMode, what: "root" | "folder" | "ledger"): boolean {
     if (!POSIX_PERMISSIONS) return false;
+    const isRoot = what === "root";
+    const folder = what !== "ledger";
     const uid = process.getuid?.();
     const owner = Number(found.uid);
     if (uid !== undefined && owner !== uid && owner !== 0) {
-      throw new LedgerIoError("LEDGER_PERMISSIONS", path, `is owned by uid ${owner}, not by this user (uid ${uid})`);
+      throw new LedgerIoError("LEDGER_PERMISSIONS", path, `is owned by uid ${owner}, not by this user (uid ${uid})`, {
+        folder,
+      });
     }
     const mode = Number(found.mode) & 0o777;
     if ((mode & GROUP_OTHER_WRITE) !== 0 && !(isRoot && (Number(found.mode) & STICKY) !== 0)) {
@@ -616,6 +624,7 @@ export class FileGrantStore implements GrantStore {
         "LEDGER_PERMISSIONS",
         path,
         `is writable by group or others (mode ${octal(mode)}), so its grants may have been planted; check it, then run chmod go-w on it`,
+        { folder },
       );
     }
     return (mode & GROUP_OTHER_BITS) !== 0;
@@ -628,6 +637,7 @@ export class FileGrantStore implements GrantStore {
     } catch (error) {
       throw new LedgerIoError("LEDGER_IO", path, `cannot make it owner-only (${errorCode(error) ?? "error"})`, {
         cause: error,
+        folder: true,
       });
     }
     const warning: LedgerWarning = {
@@ -646,7 +656,9 @@ export class FileGrantStore implements GrantStore {
   }
 
   #unsafePath(path: string, problem: string): LedgerIoError {
-    return new LedgerIoError("LEDGER_UNSAFE_PATH", path, `${problem}; refusing to use the ledger ${this.ledgerPath}`);
+    return new LedgerIoError("LEDGER_UNSAFE_PATH", path, `${problem}; refusing to use the ledger ${this.ledgerPath}`, {
+      folder: true,
+    });
   }
 
   #notRegular(): LedgerIoError {
@@ -702,7 +714,7 @@ export class FileGrantStore implements GrantStore {
       opened = await handle.stat({ bigint: true });
       if (!opened.isFile()) throw this.#notRegular();
       // Judged on the opened file: a check by path could be sent elsewhere by a swap.
-      this.#openToOthers(path, opened, false);
+      this.#openToOthers(path, opened, "ledger");
       // Past the longest string the engine makes it cannot be decoded: that says nothing of its content.
       if (opened.size > BigInt(MAX_STRING_LENGTH)) {
         throw new LedgerIoError(

@@ -35,7 +35,8 @@ export interface McpToolsOptions {
    * Called with `McpServerError` when a refresh failed (the toolset then has no tools until one
    * succeeds: fail closed), and with `McpCallbackError` when `onChange` threw. What it throws,
    * or a promise it returns rejects with, is dropped.
-   * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_MCP") with the error's message
+   * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_MCP") with the error's message,
+   * except for a failed listing a `refresh()` was waiting for: that call rejects with it, and no warning repeats it
    */
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
@@ -260,6 +261,8 @@ export class McpToolset implements ToolSource {
   #asked = 0;
   /** The last of those asks the tools answer: a listing begun after it has ended. */
   #answered = 0;
+  /** The asks made by `refresh()` calls still waiting: a listing that answers one fails to a caller who awaits it. */
+  readonly #awaited = new Set<number>();
   /** Settles when the listing in progress ends, or the toolset closes. */
   #listingEnded: Promise<void> = Promise.resolve();
   #endListing: () => void = () => {};
@@ -325,11 +328,19 @@ export class McpToolset implements ToolSource {
   /**
    * Lists the server's tools again now (a `list_changed` does this by
    * itself). Resolves with the new tools; rejects with `McpServerError`
-   * when listing fails, and the toolset then has no tools.
+   * when listing fails, and the toolset then has no tools. The failure goes
+   * to `onError` too, if one was given; without one it is not also emitted
+   * as a process warning, as the failure of a listing nobody awaits is.
    */
   async refresh(): Promise<readonly Tool[]> {
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
-    await this.#answer(this.#changed());
+    const asked = this.#changed();
+    this.#awaited.add(asked);
+    try {
+      await this.#answer(asked);
+    } finally {
+      this.#awaited.delete(asked);
+    }
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     if (this.#lastError !== undefined) throw this.#lastError;
     return this.#tools;
@@ -407,6 +418,7 @@ export class McpToolset implements ToolSource {
       while (this.#dirty && !this.#closed) {
         this.#dirty = false;
         const asked = this.#asked;
+        const before = this.#answered;
         let ended!: () => void;
         this.#listingEnded = new Promise((resolve) => (ended = resolve));
         this.#endListing = ended;
@@ -425,7 +437,11 @@ export class McpToolset implements ToolSource {
           // (calls refuse while listing fails). The last tools listed stay known, so that a tool found
           // unchanged once listing works again is the same tool, and its calls run.
           if (this.#tools.length > 0) this.#publish(Object.freeze([]));
-          this.#report(failure);
+          // A refresh() this listing answers rejects with the failure: its caller has it, and needs no warning too.
+          this.#report(
+            failure,
+            [...this.#awaited].some((ask) => ask > before && ask <= asked),
+          );
         } finally {
           this.#answered = asked;
           ended();
@@ -547,10 +563,13 @@ export class McpToolset implements ToolSource {
     }
   }
 
-  /** Hands `error` to `onError`, or to a process warning when none was given. */
-  #report(error: McpServerError | McpCallbackError): void {
+  /**
+   * Hands `error` to `onError`, or to a process warning when none was given
+   * and no caller receives it otherwise (`received`: a `refresh()` rejects with it).
+   */
+  #report(error: McpServerError | McpCallbackError, received = false): void {
     // Before the first listing, mcpTools rejects with the failure itself: no warning repeats it.
-    if (this.#options.onError === undefined && !this.#listed) return;
+    if (this.#options.onError === undefined && (!this.#listed || received)) return;
     const onError = this.#options.onError ?? emitWarning;
     callLater(
       () => onError(error),

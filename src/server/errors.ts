@@ -52,3 +52,18 @@ export class ServerListenError extends LoopctlError {
     this.address = address;
   }
 }
+
+/**
+ * A {@link WebhookResolver} could not deliver an ask: the webhook answered
+ * other than 2xx, could not be reached, did not answer within `timeoutMs`, or
+ * no delivery could be made (a clock giving no epoch ms). `resolve` rejects
+ * with it, so the engine ends the call as a failed resolver (an `ask_denied`
+ * record with reason `ask resolver failed: <message>`), never as a person's
+ * denial. `code` is `"WEBHOOK_DELIVERY_FAILED"`; `message` says what failed,
+ * e.g. `webhook answered HTTP 500`.
+ */
+export class WebhookDeliveryError extends LoopctlError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("WEBHOOK_DELIVERY_FAILED", message, options);
+  }
+}

@@ -27,4 +27,4 @@ export {
 } from "./webhook-resolver.js";
 export type { VerifyWebhookOptions, WebhookDelivery, WebhookResolverOptions } from "./webhook-resolver.js";
 export { CONTENT_SECURITY_POLICY } from "./http.js";
-export { ServerConfigError, ServerInputError, ServerListenError } from "./errors.js";
+export { ServerConfigError, ServerInputError, ServerListenError, WebhookDeliveryError } from "./errors.js";

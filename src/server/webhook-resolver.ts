@@ -9,7 +9,7 @@ import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
 import { shownValue } from "../errors.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
-import { ServerInputError } from "./errors.js";
+import { ServerInputError, WebhookDeliveryError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -39,8 +39,8 @@ export interface WebhookResolverOptions {
   /** The secret deliveries are signed with; the receiver verifies with the same one (at least 16 bytes). */
   readonly secret: string | Uint8Array;
   /**
-   * How long the receiver has to accept a delivery (any 2xx); after that the
-   * ask is denied. At most 2147483647 (about 24.8 days). @default 10000
+   * How long the receiver has to accept a delivery (any 2xx); after that
+   * `resolve` rejects with a `WebhookDeliveryError`. At most 2147483647 (about 24.8 days). @default 10000
    */
   readonly timeoutMs?: number;
   /** The `fetch` to POST with; `timeoutMs` holds even if it ignores the signal. @default globalThis.fetch */
@@ -56,9 +56,6 @@ export interface WebhookResolverOptions {
   readonly now?: () => number;
 }
 
-/** Why a delivery failed; the ask is then denied with it. */
-class DeliveryFailed extends Error {}
-
 /**
  * An {@link AskResolver} for agents whose approvers are elsewhere: each ask
  * is POSTed, signed, to a webhook (a chat bot, a paging service, a ticket
@@ -70,8 +67,10 @@ class DeliveryFailed extends Error {}
  * `loopctl-signature: t=<epoch ms>,v1=<hex>`, the HMAC-SHA256 of
  * `` `${t}.${body}` `` under `secret` ({@link verifyWebhookSignature} checks
  * one). Fail-closed: a network failure, a reply other than 2xx, or no reply
- * within `timeoutMs` denies the ask (with the cause as reason), unless an
- * answer already came. When the engine's signal aborts (deadline, cancel),
+ * within `timeoutMs` makes `resolve` reject with a {@link WebhookDeliveryError}
+ * saying so, unless an answer already came: the engine refuses the call as a
+ * failed resolver (`ask resolver failed: <cause>`), not as a person's denial,
+ * and the ask is withdrawn from the inbox. When the engine's signal aborts (deadline, cancel),
  * the POST and the wait are abandoned and the promise rejects with the
  * signal's reason. `close()` denies every ask still waiting, and later ones
  * at once without a delivery. An ask whose id is still waiting here, or is
@@ -103,7 +102,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       throw new ServerInputError(where, "options", "must be an object");
     }
     const url = httpUrl(where, "url", options.url);
-    // fetch refuses such a URL with an error that repeats it, which would become every ask's denial reason.
+    // fetch refuses such a URL with an error that repeats it, which would become every ask's failure reason.
     if (url.username !== "" || url.password !== "") {
       throw new ServerInputError(
         where,
@@ -221,7 +220,8 @@ export class WebhookResolver implements AskResolver, Disposable {
         return await answered;
       } catch (error) {
         if (signal.aborted) throw reason();
-        if (error instanceof DeliveryFailed) return { type: "deny", reason: error.message };
+        // A delivery failure is the resolver's, not a person's denial: it rejects, and the engine
+        // ends the call as a failed resolver (still refused, never run).
         throw error;
       }
     } finally {
@@ -241,10 +241,10 @@ export class WebhookResolver implements AskResolver, Disposable {
   }
 
   /** POSTs the ask; resolves `undefined` once a 2xx came back, else the failure (never rejects). */
-  async #deliver(ask: PendingAsk, signal: AbortSignal): Promise<DeliveryFailed | undefined> {
+  async #deliver(ask: PendingAsk, signal: AbortSignal): Promise<WebhookDeliveryError | undefined> {
     if (signal.aborted) return undefined;
     const delivery = this.#delivery(ask);
-    if (delivery instanceof DeliveryFailed) return delivery;
+    if (delivery instanceof WebhookDeliveryError) return delivery;
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), this.#timeoutMs);
     const both = AbortSignal.any([signal, timeout.signal]);
@@ -264,22 +264,23 @@ export class WebhookResolver implements AskResolver, Disposable {
       const response = await unlessAborted(posted, both);
       release(response);
       if (response.status >= 200 && response.status < 300) return undefined;
-      return new DeliveryFailed(`webhook answered HTTP ${response.status}`);
+      return new WebhookDeliveryError(`webhook answered HTTP ${response.status}`);
     } catch (error) {
       if (signal.aborted) return undefined;
-      if (timeout.signal.aborted) return new DeliveryFailed(`webhook did not answer within ${this.#timeoutMs} ms`);
-      return new DeliveryFailed(`webhook unreachable: ${describe(error)}`);
+      if (timeout.signal.aborted)
+        return new WebhookDeliveryError(`webhook did not answer within ${this.#timeoutMs} ms`);
+      return new WebhookDeliveryError(`webhook unreachable: ${describe(error)}`, { cause: error });
     } finally {
       clearTimeout(timer);
     }
   }
 
   /** The body and signature header of the ask's delivery, or why none could be made. */
-  #delivery(ask: PendingAsk): { readonly body: string; readonly signature: string } | DeliveryFailed {
+  #delivery(ask: PendingAsk): { readonly body: string; readonly signature: string } | WebhookDeliveryError {
     try {
       const nowMs: unknown = this.#now();
       if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
-        return new DeliveryFailed(
+        return new WebhookDeliveryError(
           `webhook not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
         );
       }
@@ -295,8 +296,8 @@ export class WebhookResolver implements AskResolver, Disposable {
       const body = JSON.stringify({ type: "loopctl.ask", ask, links } satisfies WebhookDelivery);
       return { body, signature: signatureHeader(this.#key, nowMs, body) };
     } catch (error) {
-      // The options were checked when the resolver was made; whatever fails here must still deny.
-      return new DeliveryFailed(`webhook not delivered: ${describe(error)}`);
+      // The options were checked when the resolver was made; whatever fails here must still refuse the call.
+      return new WebhookDeliveryError(`webhook not delivered: ${describe(error)}`, { cause: error });
     }
   }
 }
@@ -334,7 +335,7 @@ function release(response: Response): void {
   }
 }
 
-/** An error's message, and its cause's, for a denial's reason. Never throws: a caller's fetch or clock may throw anything. */
+/** An error's message, and its cause's, for a delivery failure's message. Never throws: a caller's fetch or clock may throw anything. */
 function describe(error: unknown): string {
   let cause = "";
   try {
