@@ -362,6 +362,31 @@ describe("readAuditKeyFile", () => {
     expect(Buffer.from(await readAuditKeyFile(raw)).equals(key)).toBe(true);
   });
 
+  it("reads a raw key whole, a last byte 0x0a included; a key of text without its newline", async () => {
+    // One random 32-byte key in 256 ends in 0x0a: before, the file gave 31 bytes of it and the log
+    // its writer made with the key verified as forged.
+    const raw = join(dir, "raw-newline.key");
+    const bytes = Buffer.concat([randomBytes(30), Buffer.from([0x00, 0x0a])]);
+    await writeFile(raw, bytes, { mode: 0o600 });
+    expect(Buffer.from(await readAuditKeyFile(raw)).equals(bytes)).toBe(true);
+    const crlf = Buffer.concat([randomBytes(29), Buffer.from([0xff, 0x0d, 0x0a])]);
+    await writeFile(raw, crlf, { mode: 0o600 });
+    expect(Buffer.from(await readAuditKeyFile(raw)).equals(crlf)).toBe(true);
+    const log = fresh();
+    const sink = await AuditSink.open(log, { key: bytes });
+    await sink.append(gateRecord(1));
+    await sink.close();
+    await writeFile(raw, bytes, { mode: 0o600 });
+    expect(await verifyAuditLog(log, { key: await readAuditKeyFile(raw) })).toMatchObject({ ok: true, keyed: true });
+    for (const [text, read] of [
+      ["a passphrase, spelled å\r\n", "a passphrase, spelled å"],
+      [`${"ab".repeat(16)}\n`, "ab".repeat(16)],
+    ]) {
+      await writeFile(raw, text as string, { mode: 0o600 });
+      expect(Buffer.from(await readAuditKeyFile(raw)).toString("utf8")).toBe(read);
+    }
+  });
+
   it("refuses a path that is not a non-empty string with a typed error naming it", async () => {
     for (const path of [undefined, "", 7]) {
       await expect(readAuditKeyFile(path as string)).rejects.toMatchObject({ code: "AUDIT_CONFIG", option: "path" });

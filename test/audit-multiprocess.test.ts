@@ -149,6 +149,38 @@ describe("several processes appending to one audit log", () => {
   });
 });
 
+describe("a sink without a key on a log another process starts keyed", () => {
+  it("refuses to append once the log has a seal, and the keyed writer's lines go on", async () => {
+    // Both find the log empty; the keyed writer seals it when it opens, and from then on the log is keyed.
+    const path = join(dir, "keyed-later.jsonl");
+    const key = randomBytes(32);
+    const keyFile = join(dir, "keyed-later.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    const errors: unknown[] = [];
+    const plain = await AuditSink.open(path, { onError: (error) => errors.push(error) });
+    const child = spawn(process.execPath, [writerScript, path, "k", "2", keyFile], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let text = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => (text += chunk));
+    const exited = once(child, "exit");
+    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
+    const before = await readFile(path);
+    await expect(plain.append(gateRecord(1, { tool: "plain_1" }))).rejects.toMatchObject({ code: "AUDIT_KEY" });
+    expect(await readFile(path)).toEqual(before);
+    await expect(plain.append(gateRecord(2))).rejects.toMatchObject({ code: "AUDIT_KEY" });
+    expect(errors).toHaveLength(2);
+    await plain.close();
+    child.stdin.end("go\n");
+    expect(await exited).toEqual([0, null]);
+    expect(JSON.parse(text.slice("ready\n".length))).toEqual({ outcomes: ["ok:1", "ok:2"] });
+    const result = await verifyAuditLog(path, { key });
+    expect(result.ok, result.ok ? "" : result.message).toBe(true);
+    expect(result.ok && result.records.map((r) => r.tool)).toEqual(["wk_1", "wk_2"]);
+  });
+});
+
 describe("a sink opening a log while another's write fails", () => {
   it("reads the log again under the lock when the failed write was cut back meanwhile", async () => {
     const path = join(dir, "cut-back.jsonl");

@@ -134,6 +134,17 @@ describe("loopctl audit verify", () => {
     expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
   });
 
+  it("verifies with a --key-file of raw bytes whose last byte is 0x0a, as the writer's key", async () => {
+    const key = Buffer.concat([randomBytes(30), Buffer.from([0x00, 0x0a])]);
+    await writeFile(join(dir, "raw.key"), key, { mode: 0o600 });
+    const sink = await AuditSink.open(join(dir, "raw-keyed.jsonl"), { key });
+    await sink.append(gateRecord(1));
+    await sink.close();
+    const run = await cli(["audit", "verify", "raw-keyed.jsonl", "--key-file", "raw.key", "--json"], { cwd: dir });
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, records: 1, keyed: true, authenticated: true });
+    expect(run.code).toBe(EXIT.ok);
+  });
+
   it("refuses a key file others can read, a short one, and a missing one, as usage errors", async () => {
     await writeFile(join(dir, "open.key"), randomBytes(32));
     await chmod(join(dir, "open.key"), 0o644);

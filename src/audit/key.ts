@@ -34,8 +34,10 @@ export function auditKeyBytes(key: AuditKey): Buffer {
 }
 
 /**
- * Reads a key file as the CLI's `--key-file` does: its bytes, without one
- * trailing newline (so `openssl rand -hex 32 > audit.key` works as it is).
+ * Reads a key file as the CLI's `--key-file` does: its bytes, and of a key
+ * file of text (UTF-8 without control characters, as hex or base64 is) the
+ * text without one trailing newline, so `openssl rand -hex 32 > audit.key`
+ * works as it is; a file of raw bytes is read whole, a last byte 0x0a included.
  * On POSIX the file must not be readable or writable by group or others.
  *
  * @throws AuditConfigError when `path` is not a non-empty string.
@@ -65,12 +67,30 @@ export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
       `audit key file ${path} is readable or writable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
     );
   }
-  let end = bytes.length;
-  if (bytes[end - 1] === 0x0a) end -= bytes[end - 2] === 0x0d ? 2 : 1;
   try {
-    return auditKeyBytes(bytes.subarray(0, end));
+    return auditKeyBytes(withoutTextNewline(bytes));
   } catch (error) {
     throw new AuditKeyError(`audit key file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** A control character (C0, DEL, C1), which no key of text (hex, base64, a passphrase) holds. */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * A key file's bytes without one trailing newline (`\n` or `\r\n`) when the
+ * rest is text, as `openssl rand -hex 32 > audit.key` or an editor leaves it;
+ * a file of raw bytes is the key whole. One random key in 256 ends in 0x0a,
+ * and taking that byte off made it another key than its writer's.
+ */
+function withoutTextNewline(bytes: Buffer): Buffer {
+  if (bytes[bytes.length - 1] !== 0x0a) return bytes;
+  const text = bytes.subarray(0, bytes.length - (bytes[bytes.length - 2] === 0x0d ? 2 : 1));
+  try {
+    return CONTROL.test(utf8.decode(text)) ? bytes : text;
+  } catch {
+    return bytes;
   }
 }
 

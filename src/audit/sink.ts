@@ -481,6 +481,8 @@ export class AuditSink {
    *   refuses later appends.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
    *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
+   * @throws AuditKeyError when this sink has no key and a writer with one sealed the log, still
+   *   empty, since it opened: nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
    */
   append(record: GateDecision): Promise<AuditAppend> {
@@ -576,6 +578,7 @@ export class AuditSink {
       return await this.#locked(async (lock) => {
         await this.#removeAbandonedClaims(lock);
         await this.#assertAtPath();
+        if (this.#key === undefined && this.#anchor.seq === 0) await this.#assertUnsealed();
         await this.#catchUp();
         return this.#appendLines(records, lock);
       });
@@ -583,6 +586,7 @@ export class AuditSink {
       const error =
         thrown instanceof AuditCorruptError ||
         thrown instanceof AuditIoError ||
+        thrown instanceof AuditKeyError ||
         thrown instanceof AuditLockError ||
         thrown instanceof AuditPathError
           ? thrown
@@ -623,6 +627,23 @@ export class AuditSink {
         this.path,
         `audit log ${this.path} was moved, replaced or removed while this sink had it open; ` +
           "nothing more is written through it (close it, and open the log again)",
+      );
+    }
+  }
+
+  /**
+   * Checks, for a sink without a key on a log still empty, that no writer
+   * with a key has sealed the log since: a keyed writer that opened it empty
+   * sealed it before any line, and a line without a `mac` would then start a
+   * log that is keyed from its seal on. Runs under the lock; a log with lines
+   * is checked line by line instead ({@link AuditSink.#catchUp}).
+   * @throws AuditKeyError when the log has a seal.
+   */
+  async #assertUnsealed(): Promise<void> {
+    if ((await readSealFile(auditSealPath(this.path))) !== null) {
+      throw new AuditKeyError(
+        `audit log ${this.path} was sealed by a writer with a key since this sink opened it without one; ` +
+          "nothing is written through it (open the log with its key)",
       );
     }
   }

@@ -184,8 +184,9 @@ beside the log (FILE.seal) are then checked.
 
 Options:
   --anchor SEQ:HASH  also check the log against this anchor
-  --key-file F       the key the log was written with (its bytes, one trailing
-                     newline ignored; the file must be private to its owner)
+  --key-file F       the key the log was written with (its bytes; of a key of
+                     text, one trailing newline ignored; the file must be
+                     private to its owner)
   --json             print the result as JSON
   -h, --help         show this help
 
