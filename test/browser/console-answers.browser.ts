@@ -64,6 +64,10 @@ function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortContr
 const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
 
+/** How far the page can still scroll down, in px: 0 once it is scrolled to its end. */
+const scrollLeft = (page: import("playwright-core").Page) =>
+  page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
+
 describe("the console's answer controls", () => {
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
     const { channel, page } = await liveConsole();
@@ -363,6 +367,65 @@ describe("a card that moves", () => {
     // Once it has held still, the same press answers it.
     await cardOf(page, lower).and(still).waitFor();
     await page.mouse.click(x, y);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a card that dropped under the pointer as the page scrolled back, the list's last card gone, does not take the click meant for that one", async () => {
+    const { channel, page } = await liveConsole();
+    const stop = new AbortController();
+    const tall = Array.from({ length: 40 }, (_, i) => `step ${i + 1}`).join("\n");
+    park(channel, makeAsk(1, { prompt: tall }));
+    const upper = makeAsk(2, { prompt: `Drop the production database?\n${tall}` });
+    const waiting = park(channel, upper);
+    const last = makeAsk(3, { prompt: `Run the tests?\n${tall}` });
+    park(channel, last, stop.signal);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(3);
+    // The person has scrolled to the end of the list, to the last card.
+    await page.mouse.move(5, 450);
+    await page.mouse.wheel(0, 10_000);
+    await expect.poll(() => scrollLeft(page)).toBe(0);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    const box = await cardOf(page, last).getByRole("button", { name: "Approve" }).boundingBox();
+    if (box === null) throw new Error("the last card's Approve has no box");
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    const upperTop = async () =>
+      ((await cardOf(page, upper).boundingBox())?.y ?? NaN) + (await page.evaluate<number>("scrollY"));
+    const upperOnPage = await upperTop();
+
+    // The last ask ends as the person reaches for its Approve: the page, shorter by a card, scrolls
+    // back by a card's height, and the card above drops into its place without moving on the page.
+    stop.abort(new Error("run ended"));
+    await cardOf(page, last).waitFor({ state: "detached" });
+    expect(await upperTop()).toBe(upperOnPage);
+    const under = await cardOf(page, upper).getByRole("button", { name: "Approve" }).boundingBox();
+    if (under === null) throw new Error("the upper card's Approve has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    const result = () =>
+      page.evaluate<string>(`document.querySelector('[data-ask-id="${upper.id}"] .result')?.textContent ?? "answered"`);
+    await expect.poll(result).toBe("This card moved just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+
+    // Once it has held still, the same press answers it.
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await page.mouse.click(x, y);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a scroll the person makes holds nothing: a press right after a wheel scroll answers", async () => {
+    const { channel, page } = await liveConsole();
+    const tall = Array.from({ length: 40 }, (_, i) => `step ${i + 1}`).join("\n");
+    park(channel, makeAsk(1, { prompt: tall }));
+    const last = makeAsk(2, { prompt: `Run the tests?\n${tall}` });
+    const waiting = park(channel, last);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await page.mouse.move(5, 450);
+    await page.mouse.wheel(0, 10_000);
+    await expect.poll(() => scrollLeft(page)).toBe(0);
+    const box = await cardOf(page, last).getByRole("button", { name: "Approve" }).boundingBox();
+    if (box === null) throw new Error("the last card's Approve has no box");
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 

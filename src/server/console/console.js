@@ -169,8 +169,64 @@
     hold(place, el);
   }
 
+  // A scroll the person did not make moves every card under the pointer though none moved on the
+  // page: a list scrolled to its end scrolls back by a card's height when its last card goes, so
+  // the card above drops into its place, and a heading given the focus is scrolled to. A scroll
+  // that follows a wheel, a touch or a scrolling key within this long is the person's own.
+  const OWN_SCROLL_MS = 1000;
+  const SCROLL_KEYS = new Set([
+    "ArrowUp",
+    "ArrowDown",
+    "ArrowLeft",
+    "ArrowRight",
+    "PageUp",
+    "PageDown",
+    "Home",
+    "End",
+    " ",
+  ]);
+  let ownScrollAt = -Infinity;
+  let seenScroll = { x: window.scrollX, y: window.scrollY };
+  const ownScroll = () => {
+    ownScrollAt = performance.now();
+  };
+  window.addEventListener("wheel", ownScroll, { capture: true, passive: true });
+  window.addEventListener("touchmove", ownScroll, { capture: true, passive: true });
+  window.addEventListener(
+    "keydown",
+    (event) => {
+      // In a control, these keys move a caret or a choice, or press a button: they scroll nothing.
+      const control = event.target instanceof Element && event.target.closest("input, button, select, textarea");
+      if (SCROLL_KEYS.has(event.key) && !control) ownScroll();
+    },
+    { capture: true },
+  );
+
+  /**
+   * Holds every card and grant row if the page scrolled since it was last looked at, unless the
+   * person scrolled it; `changed` says the page itself has just changed, which such a scroll follows,
+   * whatever the person did just before.
+   */
+  function noteScroll(changed = false) {
+    const x = window.scrollX;
+    const y = window.scrollY;
+    if (x === seenScroll.x && y === seenScroll.y) return;
+    seenScroll = { x, y };
+    if (changed || performance.now() - ownScrollAt > OWN_SCROLL_MS) holdAll("");
+  }
+  window.addEventListener("scroll", () => noteScroll(), { passive: true });
+  // Read once the page has changed, before anything else runs: a press already on its way is judged
+  // by the scroll the change made.
+  new MutationObserver(() => noteScroll(true)).observe(document.body, {
+    subtree: true,
+    childList: true,
+    attributes: true,
+    characterData: true,
+  });
+
   /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
+    noteScroll(true);
     for (const card of cards.values()) notePlace(card, card.li);
     for (const row of grantRows.values()) notePlace(row, row.tr);
   }
