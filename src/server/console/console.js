@@ -403,7 +403,9 @@
     } catch {
       reply = { status: 0, body: null };
     }
-    if (reply.status === 200) {
+    // Only the server's own word is an answer: a proxy in front of it (its sign-in page, once its own
+    // session ended) can reply 200 with a page of its own, having passed nothing on.
+    if (reply.status === 200 && reply.body !== null && reply.body.delivered === true) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
       if (cards.get(ask.id)?.li === li) removeAsk(ask.id, { type: "answered", verdict });
       void refreshGrants();
@@ -435,9 +437,11 @@
     result.textContent =
       reply.status === 0
         ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
-        : error === "approver_unavailable" || error === "answer_unconfirmed"
-          ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
-          : `Not answered (${reply.status}): ${message}`;
+        : reply.status === 200
+          ? "Not confirmed: the reply was not the approval server's (a proxy in front of it may want you to sign in again), so the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
+          : error === "approver_unavailable" || error === "answer_unconfirmed"
+            ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
+            : `Not answered (${reply.status}): ${message}`;
     delete li.dataset.sending;
     paint(li);
   }
@@ -574,7 +578,12 @@
     } catch {
       reply = { status: 0, body: null };
     }
-    if (reply.status === 200 || reply.status === 404) {
+    // The server's own word only: a proxy's page (200 or 404) is no revoke.
+    const gone =
+      reply.body !== null &&
+      ((reply.status === 200 && reply.body.revoked !== undefined) ||
+        (reply.status === 404 && reply.body.error === "grant_unknown"));
+    if (gone) {
       say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
       await refreshGrants();
       // Onto the heading, never the next row's Revoke: a second key press meant for the row that
@@ -584,7 +593,13 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    say(`Could not revoke the grant for ${plain(grant.tool)} (${reply.status || "server unreachable"}).`);
+    const why =
+      reply.status === 0
+        ? "server unreachable"
+        : reply.body === null || reply.status === 200 || reply.status === 404
+          ? "the reply was not the approval server's"
+          : reply.status;
+    say(`Could not revoke the grant for ${plain(grant.tool)} (${why}).`);
   }
 
   // ---- records ------------------------------------------------------------
