@@ -1,8 +1,11 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import express from "express";
 import { describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
-import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { press, screenshot, useBrowser } from "./support/chromium.js";
@@ -63,6 +66,14 @@ function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortContr
 
 const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
+
+/** The text of the result line of `ask`'s card, without waiting: "no card" once the card is gone. */
+const resultOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
+  page.evaluate<string>(`document.querySelector('[data-ask-id="${ask.id}"] .result')?.textContent ?? "no card"`);
+
+/** How far the page can still scroll down, in px: 0 once it is scrolled to its end. */
+const scrollLeft = (page: import("playwright-core").Page) =>
+  page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
 
 describe("the console's answer controls", () => {
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
@@ -130,6 +141,64 @@ describe("the console's answer controls", () => {
 });
 
 describe("an answer whose reply goes missing", () => {
+  it("a reply that is not the server's (a sign-in page from a proxy in front) is not taken for an answer or a revoke", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const http = createServer();
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const port = (http.address() as AddressInfo).port;
+    const handler = createApprovalHandler({ approver, grants, allowedHosts: [`127.0.0.1:${port}`] });
+    // A single sign-on proxy in front of the console: once its own session ends, it answers every
+    // request with its sign-in page, 200 and HTML, and passes nothing on.
+    let signedOut = false;
+    const app = express();
+    app.use("/approvals", (_req, res, next) => {
+      if (signedOut) res.status(200).type("html").send("<!doctype html><title>Sign in</title><form></form>");
+      else next();
+    });
+    app.use("/approvals", handler.handle);
+    http.on("request", app);
+    cleanups.push(
+      () => approver.close(),
+      () => new Promise<void>((resolve) => http.close(() => resolve())),
+      () => handler.close(),
+      () => http.closeAllConnections(),
+    );
+    const page = await chromium.browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(`http://127.0.0.1:${port}/approvals/?token=${handler.token}`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy to production?" });
+    const waiting = park(channel, ask);
+    await cardOf(page, ask).waitFor();
+    await page.locator("#grants tbody tr").waitFor();
+
+    signedOut = true;
+    await press(cardOf(page, ask), "Approve");
+    await expect.poll(() => resultOf(page, ask)).toMatch(/^Not confirmed: the reply was not the approval server's/);
+    expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+
+    // As a person would: pressed again while the row is held for having moved (the card above grew).
+    for (let attempt = 0; attempt < 5; attempt++) {
+      await expect.poll(() => page.locator("#grants tr[data-held]").count()).toBe(0);
+      await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
+      await expect.poll(() => page.locator("#announce").textContent()).not.toMatch(/^New ask/);
+      if (!(await page.locator("#announce").textContent())?.startsWith("Not revoked")) break;
+    }
+    await expect
+      .poll(() => page.locator("#announce").textContent())
+      .toMatch(/^Could not revoke the grant for deploy \(the reply was not the approval server's\)/);
+    expect((await grants.load()).map((g) => g.id)).toEqual([grant.id]);
+
+    // Once through again, the same press answers.
+    signedOut = false;
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("a lost reply is not reported as nothing answered, and the retry says how the ask ended", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1);
@@ -363,6 +432,63 @@ describe("a card that moves", () => {
     // Once it has held still, the same press answers it.
     await cardOf(page, lower).and(still).waitFor();
     await page.mouse.click(x, y);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a card that dropped under the pointer as the page scrolled back, the list's last card gone, does not take the click meant for that one", async () => {
+    const { channel, page } = await liveConsole();
+    const stop = new AbortController();
+    const tall = Array.from({ length: 40 }, (_, i) => `step ${i + 1}`).join("\n");
+    park(channel, makeAsk(1, { prompt: tall }));
+    const upper = makeAsk(2, { prompt: `Drop the production database?\n${tall}` });
+    const waiting = park(channel, upper);
+    const last = makeAsk(3, { prompt: `Run the tests?\n${tall}` });
+    park(channel, last, stop.signal);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(3);
+    // The person has scrolled to the end of the list, to the last card.
+    await page.mouse.move(5, 450);
+    await page.mouse.wheel(0, 10_000);
+    await expect.poll(() => scrollLeft(page)).toBe(0);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    const box = await cardOf(page, last).getByRole("button", { name: "Approve" }).boundingBox();
+    if (box === null) throw new Error("the last card's Approve has no box");
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    const upperTop = async () =>
+      ((await cardOf(page, upper).boundingBox())?.y ?? NaN) + (await page.evaluate<number>("scrollY"));
+    const upperOnPage = await upperTop();
+
+    // The last ask ends as the person reaches for its Approve: the page, shorter by a card, scrolls
+    // back by a card's height, and the card above drops into its place without moving on the page.
+    stop.abort(new Error("run ended"));
+    await cardOf(page, last).waitFor({ state: "detached" });
+    expect(await upperTop()).toBe(upperOnPage);
+    const under = await cardOf(page, upper).getByRole("button", { name: "Approve" }).boundingBox();
+    if (under === null) throw new Error("the upper card's Approve has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    await expect.poll(() => resultOf(page, upper)).toBe("This card moved just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+
+    // Once it has held still, the same press answers it.
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await page.mouse.click(x, y);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a scroll the person makes holds nothing: a press right after a wheel scroll answers", async () => {
+    const { channel, page } = await liveConsole();
+    const tall = Array.from({ length: 40 }, (_, i) => `step ${i + 1}`).join("\n");
+    park(channel, makeAsk(1, { prompt: tall }));
+    const last = makeAsk(2, { prompt: `Run the tests?\n${tall}` });
+    const waiting = park(channel, last);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await page.mouse.move(5, 450);
+    await page.mouse.wheel(0, 10_000);
+    await expect.poll(() => scrollLeft(page)).toBe(0);
+    const box = await cardOf(page, last).getByRole("button", { name: "Approve" }).boundingBox();
+    if (box === null) throw new Error("the last card's Approve has no box");
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 

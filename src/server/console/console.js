@@ -169,8 +169,64 @@
     hold(place, el);
   }
 
+  // A scroll the person did not make moves every card under the pointer though none moved on the
+  // page: a list scrolled to its end scrolls back by a card's height when its last card goes, so
+  // the card above drops into its place, and a heading given the focus is scrolled to. A scroll
+  // that follows a wheel, a touch or a scrolling key within this long is the person's own.
+  const OWN_SCROLL_MS = 1000;
+  const SCROLL_KEYS = new Set([
+    "ArrowUp",
+    "ArrowDown",
+    "ArrowLeft",
+    "ArrowRight",
+    "PageUp",
+    "PageDown",
+    "Home",
+    "End",
+    " ",
+  ]);
+  let ownScrollAt = -Infinity;
+  let seenScroll = { x: window.scrollX, y: window.scrollY };
+  const ownScroll = () => {
+    ownScrollAt = performance.now();
+  };
+  window.addEventListener("wheel", ownScroll, { capture: true, passive: true });
+  window.addEventListener("touchmove", ownScroll, { capture: true, passive: true });
+  window.addEventListener(
+    "keydown",
+    (event) => {
+      // In a control, these keys move a caret or a choice, or press a button: they scroll nothing.
+      const control = event.target instanceof Element && event.target.closest("input, button, select, textarea");
+      if (SCROLL_KEYS.has(event.key) && !control) ownScroll();
+    },
+    { capture: true },
+  );
+
+  /**
+   * Holds every card and grant row if the page scrolled since it was last looked at, unless the
+   * person scrolled it; `changed` says the page itself has just changed, which such a scroll follows,
+   * whatever the person did just before.
+   */
+  function noteScroll(changed = false) {
+    const x = window.scrollX;
+    const y = window.scrollY;
+    if (x === seenScroll.x && y === seenScroll.y) return;
+    seenScroll = { x, y };
+    if (changed || performance.now() - ownScrollAt > OWN_SCROLL_MS) holdAll("");
+  }
+  window.addEventListener("scroll", () => noteScroll(), { passive: true });
+  // Read once the page has changed, before anything else runs: a press already on its way is judged
+  // by the scroll the change made.
+  new MutationObserver(() => noteScroll(true)).observe(document.body, {
+    subtree: true,
+    childList: true,
+    attributes: true,
+    characterData: true,
+  });
+
   /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
+    noteScroll(true);
     for (const card of cards.values()) notePlace(card, card.li);
     for (const row of grantRows.values()) notePlace(row, row.tr);
   }
@@ -347,7 +403,9 @@
     } catch {
       reply = { status: 0, body: null };
     }
-    if (reply.status === 200) {
+    // Only the server's own word is an answer: a proxy in front of it (its sign-in page, once its own
+    // session ended) can reply 200 with a page of its own, having passed nothing on.
+    if (reply.status === 200 && reply.body !== null && reply.body.delivered === true) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
       if (cards.get(ask.id)?.li === li) removeAsk(ask.id, { type: "answered", verdict });
       void refreshGrants();
@@ -379,9 +437,11 @@
     result.textContent =
       reply.status === 0
         ? "No reply from the server: the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
-        : error === "approver_unavailable" || error === "answer_unconfirmed"
-          ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
-          : `Not answered (${reply.status}): ${message}`;
+        : reply.status === 200
+          ? "Not confirmed: the reply was not the approval server's (a proxy in front of it may want you to sign in again), so the answer may not have arrived. Try again; an answer that did arrive is not taken twice."
+          : error === "approver_unavailable" || error === "answer_unconfirmed"
+            ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
+            : `Not answered (${reply.status}): ${message}`;
     delete li.dataset.sending;
     paint(li);
   }
@@ -518,7 +578,12 @@
     } catch {
       reply = { status: 0, body: null };
     }
-    if (reply.status === 200 || reply.status === 404) {
+    // The server's own word only: a proxy's page (200 or 404) is no revoke.
+    const gone =
+      reply.body !== null &&
+      ((reply.status === 200 && reply.body.revoked !== undefined) ||
+        (reply.status === 404 && reply.body.error === "grant_unknown"));
+    if (gone) {
       say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
       await refreshGrants();
       // Onto the heading, never the next row's Revoke: a second key press meant for the row that
@@ -528,7 +593,13 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    say(`Could not revoke the grant for ${plain(grant.tool)} (${reply.status || "server unreachable"}).`);
+    const why =
+      reply.status === 0
+        ? "server unreachable"
+        : reply.body === null || reply.status === 200 || reply.status === 404
+          ? "the reply was not the approval server's"
+          : reply.status;
+    say(`Could not revoke the grant for ${plain(grant.tool)} (${why}).`);
   }
 
   // ---- records ------------------------------------------------------------
