@@ -125,6 +125,34 @@ async function linkedResolver(
 
 const live = (): { signal: AbortSignal } => ({ signal: new AbortController().signal });
 
+/**
+ * An agent whose model calls `deploy` for production once, a hook asking about every call, and
+ * `resolver` answering; `ran` holds each env the tool ran for, `model` what the model was shown.
+ */
+function deployingAgent(resolver: WebhookResolver): { agent: Agent; model: ScriptedModel; ran: string[] } {
+  const ran: string[] = [];
+  const deploy = defineTool({
+    name: "deploy",
+    description: "Deploy",
+    input: z.object({ env: z.string() }),
+    execute: ({ env }) => {
+      ran.push(env);
+      return "ok";
+    },
+  });
+  const ask: Hook = { preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) };
+  const model = new ScriptedModel([
+    { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] },
+    { text: "done" },
+  ]);
+  const agent = new Agent({
+    model,
+    tools: [deploy],
+    managers: new LoopManagers().withHook(ask).withAskResolver(resolver),
+  });
+  return { agent, model, ran };
+}
+
 describe("WebhookResolver with an approval server serving its inbox", () => {
   it("an agent's ask is POSTed signed, and the answer sent to the server's API resumes the run", async () => {
     let serverUrl = "";
@@ -144,25 +172,7 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
     serverUrl = server.url;
     token = server.token;
 
-    const ran: string[] = [];
-    const deploy = defineTool({
-      name: "deploy",
-      description: "Deploy",
-      input: z.object({ env: z.string() }),
-      execute: ({ env }) => {
-        ran.push(env);
-        return "ok";
-      },
-    });
-    const ask: Hook = { preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) };
-    const agent = new Agent({
-      model: new ScriptedModel([
-        { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] },
-        { text: "done" },
-      ]),
-      tools: [deploy],
-      managers: new LoopManagers().withHook(ask).withAskResolver(webhook),
-    });
+    const { agent, ran } = deployingAgent(webhook);
     const result = await agent.run("ship it");
     expect(ran).toEqual(["production"]);
     expect(result.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
@@ -274,27 +284,7 @@ describe("WebhookResolver fails closed", () => {
   it("an agent's call whose delivery failed ends as a resolver failure, not a person's denial, and never runs", async () => {
     const hook = await receiver(() => 500);
     const webhook = resolver(hook.url);
-    const ran: string[] = [];
-    const deploy = defineTool({
-      name: "deploy",
-      description: "Deploy",
-      input: z.object({ env: z.string() }),
-      execute: ({ env }) => {
-        ran.push(env);
-        return "ok";
-      },
-    });
-    const model = new ScriptedModel([
-      { toolCalls: [{ id: "c1", name: "deploy", input: { env: "production" } }] },
-      { text: "done" },
-    ]);
-    const agent = new Agent({
-      model,
-      tools: [deploy],
-      managers: new LoopManagers()
-        .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy to production?" }) })
-        .withAskResolver(webhook),
-    });
+    const { agent, model, ran } = deployingAgent(webhook);
     const result = await agent.run("ship it");
     expect(ran).toEqual([]);
     expect(result.records).toHaveLength(1);
