@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import {
   asSchema,
   convertToModelMessages,
@@ -2012,5 +2013,84 @@ describe("gateTools: what the model reads of a call a hook modified", () => {
       { type: "text", value: "deployed 1.5-rc" },
       { type: "text", value: "deployed 2.0" },
     ]);
+  });
+});
+
+describe("gateTools: a call refused as the tool cannot be described as the model is shown it lands its one record", () => {
+  const SHA256 = (json: string): string => createHash("sha256").update(json).digest("hex");
+
+  /** One generateText step whose model, once the SDK has sent it the tools, breaks them in place (`edit`) and calls `name`. */
+  async function stepBreaking(tools: ToolSet, name: string, edit: () => void) {
+    const { gate, records } = recordingGate();
+    const model = new MockLanguageModelV3({
+      doGenerate: async () => (edit(), v3([call("c1", name, { command: "ls" })])),
+    });
+    const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(1) });
+    return { records, content: result.steps[0]!.content };
+  }
+
+  it("an input schema edited into one with no JSON Schema form: one deny record, AiSdkToolError to the SDK, never run", async () => {
+    const ran: unknown[] = [];
+    const schema: JSONSchema7 & { properties: NonNullable<JSONSchema7["properties"]> } = {
+      type: "object",
+      properties: { command: { type: "string" } },
+    };
+    const shell = tool({
+      description: "Run a command",
+      inputSchema: jsonSchema<{ command: string }>(schema),
+      execute: async (input) => (ran.push(input), "ok"),
+    });
+    const { records, content } = await stepBreaking({ shell }, "shell", () => {
+      schema.properties["self"] = schema;
+    });
+    expect(ran).toEqual([]);
+    const error = content.find((part) => part.type === "tool-error")?.error;
+    expect(error).toBeInstanceOf(AiSdkToolError);
+    expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool: "shell" });
+    expect(records).toEqual([
+      {
+        tool: "shell",
+        argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
+        argsSha256: SHA256('{"command":"ls"}'),
+        verdict: "deny",
+        ruleId: "schema",
+        ruleSource: "engine",
+        matchedPattern: null,
+        reason: "gateTools refused the call: tool 'shell': its input schema has no JSON Schema form",
+        ts: expect.any(Number),
+      },
+    ]);
+  });
+
+  it("a provider tool whose args were edited into something that is not JSON: one deny record, AiSdkToolError, never run", async () => {
+    const ran: unknown[] = [];
+    const args: Record<string, unknown> = {};
+    const bash = tool({
+      type: "provider",
+      id: "anthropic.bash_20241022",
+      args,
+      inputSchema: z.object({ command: z.string() }),
+      execute: async (input: { command: string }) => (ran.push(input), "ok"),
+    });
+    const { records, content } = await stepBreaking({ bash }, "bash", () => {
+      args["self"] = args;
+    });
+    expect(ran).toEqual([]);
+    const error = content.find((part) => part.type === "tool-error")?.error;
+    expect(error).toBeInstanceOf(AiSdkToolError);
+    expect(records).toEqual([
+      {
+        tool: "bash",
+        argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
+        argsSha256: SHA256('{"command":"ls"}'),
+        verdict: "deny",
+        ruleId: "schema",
+        ruleSource: "engine",
+        matchedPattern: null,
+        reason: `gateTools refused the call: ${(error as Error).message}`,
+        ts: expect.any(Number),
+      },
+    ]);
+    expect((error as Error).message).toMatch(/^tool 'bash': its provider tool id and args are not JSON: /);
   });
 });

@@ -11,7 +11,7 @@ import type {
   ToolDescriptor,
 } from "../engine/index.js";
 import { describeError } from "../engine/errors.js";
-import { callWithApproval, checkChangedWith, hasMiddleware } from "../engine/gate.js";
+import { callWithApproval, checkChangedWith, hasMiddleware, refusedWith } from "../engine/gate.js";
 import { approvedAllow } from "../engine/hooks.js";
 import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
@@ -845,7 +845,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   `toModelOutput` that is not a function, or an option is malformed; and
  *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
  *   its input schema has no JSON Schema form, or a provider tool's `id` and
- *   `args` have no JSON form.
+ *   `args` have no JSON form (the call is refused through the gate first, so
+ *   its one `deny` record lands; the tool does not run).
  *
  * @example
  * ```ts
@@ -914,8 +915,20 @@ export function gateTools<TOOLS extends ToolSet>(
     ): Promise<unknown> => {
       const callId = callOptions?.toolCallId;
       if (typeof callId !== "string") throw new AiSdkToolError(name, "called without a toolCallId");
+      let refusal: AiSdkToolError | undefined;
       // The fields the model was shown: the gated copy's, which the SDK reads (changes to `tool` do not reach it).
-      const descriptor = await descriptorOf(name, tool, shown);
+      let descriptor: GateTool | ToolDescriptor;
+      try {
+        descriptor = await descriptorOf(name, tool, shown);
+      } catch (error) {
+        if (!(error instanceof AiSdkToolError)) throw error;
+        // Refused as the gate refuses any call, so its one record lands (and observers see it), then thrown.
+        descriptor = refusedWith(
+          { name, description: "", inputSchema: {} },
+          `gateTools refused the call: ${error.message}`,
+        );
+        refusal = error;
+      }
       const request = {
         tool: descriptor,
         callId,
@@ -946,6 +959,7 @@ export function gateTools<TOOLS extends ToolSet>(
       } finally {
         vouched?.();
       }
+      if (refusal !== undefined) throw refusal;
       switch (outcome.type) {
         case "ran":
           rememberRan(modified, callId, input, ran, outcome.output);

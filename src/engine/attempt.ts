@@ -236,7 +236,7 @@ export class Attempt {
       return (
         this.#preDetect() ??
         this.#refuse(
-          draft("deny", "schema", "engine", `the tool's input schema does not compile: ${tool.broken}`),
+          draft("deny", "schema", "engine", tool.broken),
           TEXTS.invalid(tool.name, [`the tool's input schema does not compile`]),
         )
       );

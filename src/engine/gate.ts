@@ -77,7 +77,10 @@ export interface GatedTool {
    * {@link checkChangedWith}).
    */
   readonly checkChanged: ((input: unknown) => PromiseLike<ArgumentCheck>) | undefined;
-  /** Why the descriptor's input schema does not compile, if it does not: every call is refused. */
+  /**
+   * Why every call of the tool is refused, as its record says (its input
+   * schema does not compile, or an adapter refused to describe it), if so.
+   */
   readonly broken: string | undefined;
   /** Aborts once the tool's calls can no longer be sent (see {@link withdrawnWith}). */
   readonly withdrawn: AbortSignal | undefined;
@@ -104,6 +107,20 @@ export function checkChangedWith<T extends Tool | ToolDescriptor>(
 ): T {
   changedChecks.set(tool, check);
   return tool;
+}
+
+const refusedTools = new WeakMap<object, string>();
+
+/**
+ * Gives `descriptor` (before the gate first sees it) the reason every call
+ * of it is refused for, before any hook or approver sees it: for an adapter
+ * that refuses a call because it cannot describe the tool as its SDK shows
+ * it, so that the refusal lands its record (`deny`, `schema`, `engine`,
+ * with `reason` as its reason) like any other. Internal.
+ */
+export function refusedWith<T extends ToolDescriptor>(descriptor: T, reason: string): T {
+  refusedTools.set(descriptor, reason);
+  return descriptor;
 }
 
 const withdrawals = new WeakMap<object, AbortSignal>();
@@ -215,15 +232,18 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
       );
     }
     let check: GatedTool["check"] = () => ({ type: "invalid", problems: [] });
-    let broken: string | undefined;
-    try {
-      const schema = descriptor.inputSchema;
-      if (typeof schema !== "boolean" && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
-        throw new TypeError("the input schema must be a JSON Schema object");
+    // An adapter's refusal stands in for the schema's own: nothing of that descriptor is compiled.
+    let broken = refusedTools.get(tool);
+    if (broken === undefined) {
+      try {
+        const schema = descriptor.inputSchema;
+        if (typeof schema !== "boolean" && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
+          throw new TypeError("the input schema must be a JSON Schema object");
+        }
+        check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
+      } catch (error) {
+        broken = `the tool's input schema does not compile: ${describeError(error)}`;
       }
-      check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
-    } catch (error) {
-      broken = describeError(error);
     }
     gated = {
       name: descriptor.name,
