@@ -232,6 +232,86 @@ describe("an answer whose reply goes missing", () => {
     expect(posts).toBe(2);
   });
 
+  it.each([
+    ["confirmed", "Ask for deploy ended: approved"],
+    [
+      "lost",
+      "Ask for deploy ended: ended while the page was not connected. Your answer: No reply from the server: the answer may not have arrived.",
+    ],
+  ])(
+    "an answer whose reply comes after the stream dropped and the page caught up is told (%s), not taken for an ask that ended unseen",
+    async (outcome, told) => {
+      const { proxy, channel, server, page } = await consoleBehindProxy();
+      const ask = makeAsk(1, { tool: "deploy" });
+      const waiting = park(channel, ask);
+      const card = cardOf(page, ask);
+      await card.waitFor();
+      // Every announcement the page makes, in order.
+      await page.evaluate(`(() => {
+      const announce = document.getElementById("announce");
+      window.said = [];
+      new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+    })()`);
+      const said = () => page.evaluate<string[]>("window.said");
+
+      // The stream drops as the answer leaves; the server takes it, and its reply is held up until
+      // the page has reconnected and re-read the pending list, where the ask no longer is.
+      let release = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      await page.route("**/api/asks/*", async (route) => {
+        if (route.request().method() !== "POST") return route.fallback();
+        proxy.cut();
+        const response = await route.fetch({ url: `${server.url}api/asks/${ask.id}` });
+        await released;
+        return outcome === "lost" ? route.abort("connectionreset") : route.fulfill({ response });
+      });
+      await press(card, "Approve");
+      await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+      await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+      proxy.restore();
+      await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+      // The card waits for the reply to its answer, instead of going as an ask that ended unseen.
+      expect(await resultOf(page, ask)).toBe("Sending…");
+
+      release();
+      await expect.poll(async () => (await said()).some((text) => text.startsWith(told))).toBe(true);
+      expect(await card.count()).toBe(0);
+      // Nothing said the ask ended unseen before the reply told what became of the answer.
+      const announced = await said();
+      expect(announced.findIndex((text) => text.includes("not connected"))).toBe(
+        outcome === "lost" ? announced.length - 1 : -1,
+      );
+    },
+  );
+
+  it("an answer confirmed after its card went on the ask's end heard on the stream is still told as this page's own", async () => {
+    const { channel, page } = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      const response = await route.fetch();
+      await released;
+      return route.fulfill({ response });
+    });
+    await press(card, "Deny");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+    await expect.poll(() => card.count()).toBe(0);
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: denied");
+    release();
+    await expect
+      .poll(() => page.locator("#announce").textContent())
+      .toBe("Your answer for deploy arrived. Denied: the call is refused.");
+  });
+
   it("an approver that failed after the answer may have landed is not reported as nothing answered", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1);

@@ -9,7 +9,7 @@
   const template = $("ask-template");
   const status = $("status");
   const announce = $("announce");
-  /** id -> { ask, li, receivedLocal, ageMs, timeLeftMs, top, left, holdTimer, heldWhy } */
+  /** id -> { ask, li, receivedLocal, ageMs, timeLeftMs, top, left, holdTimer, heldWhy, endedUnseen } */
   const cards = new Map();
   let cardSerial = 0;
   let liveRecords = false;
@@ -344,7 +344,7 @@
     );
   }
 
-  function removeAsk(id, ending) {
+  function removeAsk(id, ending, note = "") {
     const card = cards.get(id);
     if (card === undefined) return;
     const focused = card.li.contains(document.activeElement);
@@ -355,7 +355,7 @@
     layoutChanged();
     updateCount();
     const tool = card.li.querySelector(".tool").textContent;
-    say(`Ask for ${tool} ended: ${describeEnding(ending)}`);
+    say(`Ask for ${tool} ended: ${describeEnding(ending)}${note}`);
     // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
     // must not answer another one the person has not read yet.
     if (focused) (neighbour ? neighbour.querySelector(".tool") : $("asks-title")).focus();
@@ -403,11 +403,16 @@
     } catch {
       reply = { status: 0, body: null };
     }
+    // The card may have gone meanwhile (its end heard on the stream): the outcome is then told all the
+    // same. One the pending list no longer had on a reconnect waited for this reply (endedUnseen).
+    const card = cards.get(ask.id);
+    const shown = card !== undefined && card.li === li ? card : undefined;
     // Only the server's own word is an answer: a proxy in front of it (its sign-in page, once its own
     // session ended) can reply 200 with a page of its own, having passed nothing on.
     if (reply.status === 200 && reply.body !== null && reply.body.delivered === true) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
-      if (cards.get(ask.id)?.li === li) removeAsk(ask.id, { type: "answered", verdict });
+      if (shown) removeAsk(ask.id, { type: "answered", verdict });
+      else say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
       void refreshGrants();
       return;
     }
@@ -442,6 +447,9 @@
           : error === "approver_unavailable" || error === "answer_unconfirmed"
             ? `Not confirmed (${reply.status}): ${message}. Try again; an answer that did arrive is not taken twice.`
             : `Not answered (${reply.status}): ${message}`;
+    // The pending list no longer had this ask when the page re-read it: the card goes now, saying
+    // what became of the answer.
+    if (shown && shown.endedUnseen) return removeAsk(ask.id, "offline", `. Your answer: ${result.textContent}`);
     delete li.dataset.sending;
     paint(li);
   }
@@ -716,8 +724,10 @@
       return;
     }
     const pending = new Set(reply.body.asks.map((view) => view.ask.id));
-    for (const id of [...cards.keys()]) {
-      if (!pending.has(id) && !mine.added.has(id)) removeAsk(id, "offline");
+    for (const [id, card] of [...cards]) {
+      card.endedUnseen = !pending.has(id) && !mine.added.has(id);
+      // A card with an answer of this page on its way stays until the reply tells what became of it.
+      if (card.endedUnseen && card.li.dataset.sending === undefined) removeAsk(id, "offline");
     }
     for (const view of reply.body.asks) {
       if (!mine.settled.has(view.ask.id)) addAsk(view);
