@@ -134,6 +134,15 @@ describe("loopctl audit verify", () => {
     expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
   });
 
+  it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified", async () => {
+    await writeFile(join(dir, "empty.key"), randomBytes(32), { mode: 0o600 });
+    await writeFile(join(dir, "empty.jsonl"), "");
+    const run = await cli(["audit", "verify", "empty.jsonl", "--key-file", "empty.key"], { cwd: dir });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run.stdout).toContain("0 records, chain intact (no line yet: nothing for the key to check)");
+    expect(run.stdout).not.toContain("seal verified");
+  });
+
   it("verifies with a --key-file of raw bytes whose last byte is 0x0a, as the writer's key", async () => {
     const key = Buffer.concat([randomBytes(30), Buffer.from([0x00, 0x0a])]);
     await writeFile(join(dir, "raw.key"), key, { mode: 0o600 });

@@ -118,9 +118,12 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   if (result.ok) {
     const { seq, hash } = result.anchor;
     const count = `${verified} record${verified === 1 ? "" : "s"}`;
+    // An empty log may have no seal yet (a keyed writer seals it as it starts it): the key checked nothing.
     const checked =
       key !== undefined
-        ? ", every line's mac and the seal verified with the key"
+        ? seq === 0
+          ? " (no line yet: nothing for the key to check)"
+          : ", every line's mac and the seal verified with the key"
         : result.keyed
           ? " (its lines carry MACs: pass --key-file to check them and the seal)"
           : "";
