@@ -153,9 +153,11 @@ describe("an answer whose reply goes missing", () => {
     // A single sign-on proxy in front of the console: once its own session ends, it answers every
     // request with its sign-in page, 200 and HTML, and passes nothing on.
     let signedOut = false;
+    // Or a page of its own with another status, as some proxies answer a conflict or a block.
+    let proxyStatus = 200;
     const app = express();
     app.use("/approvals", (_req, res, next) => {
-      if (signedOut) res.status(200).type("html").send("<!doctype html><title>Sign in</title><form></form>");
+      if (signedOut) res.status(proxyStatus).type("html").send("<!doctype html><title>Sign in</title><form></form>");
       else next();
     });
     app.use("/approvals", handler.handle);
@@ -180,6 +182,13 @@ describe("an answer whose reply goes missing", () => {
     await expect.poll(() => resultOf(page, ask)).toMatch(/^Not confirmed: the reply was not the approval server's/);
     expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
     expect(waiting.answer()).toBeUndefined();
+    // A 409 that is not the server's is no "already ended": the card stays, to be answered again.
+    proxyStatus = 409;
+    await press(cardOf(page, ask), "Approve");
+    await expect.poll(() => resultOf(page, ask)).toMatch(/^Not answered \(409\)/);
+    expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+    proxyStatus = 200;
 
     // As a person would: pressed again while the row is held for having moved (the card above grew).
     for (let attempt = 0; attempt < 5; attempt++) {

@@ -424,8 +424,9 @@
       fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
       return;
     }
-    if (reply.status === 409) {
-      const ending = reply.body && reply.body.ending;
+    // The server's own 409 only: a proxy's page with that status ended nothing.
+    if (reply.status === 409 && reply.body && reply.body.error === "ask_ended") {
+      const ending = reply.body.ending;
       const how = ending ? `: ${describeEnding(ending)}` : "";
       result.textContent = `This ask already ended${how}. This answer changed nothing.`;
       setTimeout(() => {
