@@ -2026,8 +2026,23 @@ describe("gateTools: a call refused as the tool cannot be described as the model
       doGenerate: async () => (edit(), v3([call("c1", name, { command: "ls" })])),
     });
     const result = await generateText({ model, tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(1) });
-    return { records, content: result.steps[0]!.content };
+    const error = result.steps[0]!.content.find((part) => part.type === "tool-error")?.error;
+    expect(error).toBeInstanceOf(AiSdkToolError);
+    return { records, error: error as AiSdkToolError };
   }
+
+  /** The one record of a call of `name` (arguments `{ command: "ls" }`) refused before the gate, for `reason`. */
+  const refusedRecord = (name: string, reason: string) => ({
+    tool: name,
+    argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
+    argsSha256: SHA256('{"command":"ls"}'),
+    verdict: "deny",
+    ruleId: "schema",
+    ruleSource: "engine",
+    matchedPattern: null,
+    reason: `gateTools refused the call: ${reason}`,
+    ts: expect.any(Number),
+  });
 
   it("an input schema edited into one with no JSON Schema form: one deny record, AiSdkToolError to the SDK, never run", async () => {
     const ran: unknown[] = [];
@@ -2040,26 +2055,12 @@ describe("gateTools: a call refused as the tool cannot be described as the model
       inputSchema: jsonSchema<{ command: string }>(schema),
       execute: async (input) => (ran.push(input), "ok"),
     });
-    const { records, content } = await stepBreaking({ shell }, "shell", () => {
+    const { records, error } = await stepBreaking({ shell }, "shell", () => {
       schema.properties["self"] = schema;
     });
     expect(ran).toEqual([]);
-    const error = content.find((part) => part.type === "tool-error")?.error;
-    expect(error).toBeInstanceOf(AiSdkToolError);
     expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool: "shell" });
-    expect(records).toEqual([
-      {
-        tool: "shell",
-        argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
-        argsSha256: SHA256('{"command":"ls"}'),
-        verdict: "deny",
-        ruleId: "schema",
-        ruleSource: "engine",
-        matchedPattern: null,
-        reason: "gateTools refused the call: tool 'shell': its input schema has no JSON Schema form",
-        ts: expect.any(Number),
-      },
-    ]);
+    expect(records).toEqual([refusedRecord("shell", "tool 'shell': its input schema has no JSON Schema form")]);
   });
 
   it("a provider tool whose args were edited into something that is not JSON: one deny record, AiSdkToolError, never run", async () => {
@@ -2072,25 +2073,11 @@ describe("gateTools: a call refused as the tool cannot be described as the model
       inputSchema: z.object({ command: z.string() }),
       execute: async (input: { command: string }) => (ran.push(input), "ok"),
     });
-    const { records, content } = await stepBreaking({ bash }, "bash", () => {
+    const { records, error } = await stepBreaking({ bash }, "bash", () => {
       args["self"] = args;
     });
     expect(ran).toEqual([]);
-    const error = content.find((part) => part.type === "tool-error")?.error;
-    expect(error).toBeInstanceOf(AiSdkToolError);
-    expect(records).toEqual([
-      {
-        tool: "bash",
-        argsDigest: expect.stringMatching(/^[0-9a-f]{16}$/),
-        argsSha256: SHA256('{"command":"ls"}'),
-        verdict: "deny",
-        ruleId: "schema",
-        ruleSource: "engine",
-        matchedPattern: null,
-        reason: `gateTools refused the call: ${(error as Error).message}`,
-        ts: expect.any(Number),
-      },
-    ]);
-    expect((error as Error).message).toMatch(/^tool 'bash': its provider tool id and args are not JSON: /);
+    expect(records).toEqual([refusedRecord("bash", error.message)]);
+    expect(error.message).toMatch(/^tool 'bash': its provider tool id and args are not JSON: /);
   });
 });
