@@ -797,6 +797,31 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(executed).toHaveLength(2);
   });
 
+  it("an abortSignal whose removeEventListener throws does not fail a call whose own check ran ahead of the gate", async () => {
+    const executed: unknown[] = [];
+    const { gate, records } = recordingGate();
+    const tools = gateTools(
+      {
+        refined: tool({
+          description: "an async refinement",
+          inputSchema: ids.refine(async () => true),
+          execute: async (input) => (executed.push(input), "found"),
+        }),
+      },
+      gate,
+    );
+    const abortSignal = new AbortController().signal;
+    Object.defineProperty(abortSignal, "removeEventListener", {
+      value: () => {
+        throw new Error("this signal keeps its listeners");
+      },
+    });
+    const output = await tools.refined.execute!(good, { toolCallId: "c1", messages: [], abortSignal });
+    expect(output).toBe("found");
+    expect(executed).toEqual([good]);
+    expect(records).toMatchObject([{ verdict: "allow" }]);
+  });
+
   it("a cancel while the tool's own check runs ahead of the gate ends the call cancelled, with its one record; the tool never runs", async () => {
     const executed: unknown[] = [];
     const { gate, records } = recordingGate();

@@ -10,6 +10,7 @@ import type {
   Hook,
   ToolDescriptor,
 } from "../engine/index.js";
+import { unlisten } from "../abort-signal.js";
 import { describeError } from "../engine/errors.js";
 import { callWithApproval, checkChangedWith, hasMiddleware, refusedWith } from "../engine/gate.js";
 import { approvedAllow } from "../engine/hooks.js";
@@ -709,7 +710,7 @@ async function checkAhead(
   } catch {
     checked = undefined;
   } finally {
-    if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+    if (onAbort !== undefined) unlisten(signal, onAbort);
   }
   if (checked?.type !== "valid") return undefined;
   const { passed } = ahead;
