@@ -1,15 +1,13 @@
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
-import express from "express";
 import { describe, expect, it } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
 import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
-import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
+import { consoleInExpress } from "./support/express-console.js";
 
 // What the person at the console sees is what gets answered: keys that land
 // on a control the person did not mean, text that renders as something it is
@@ -146,28 +144,19 @@ describe("an answer whose reply goes missing", () => {
     const grants = new MemoryGrantStore();
     const grant = new Grant("deploy", "allow", GrantScope.thisTool());
     await grants.save(grant);
-    const http = createServer();
-    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-    const port = (http.address() as AddressInfo).port;
-    const handler = createApprovalHandler({ approver, grants, allowedHosts: [`127.0.0.1:${port}`] });
     // A single sign-on proxy in front of the console: once its own session ends, it answers every
     // request with its sign-in page, 200 and HTML, and passes nothing on.
     let signedOut = false;
     // Or a page of its own with another status, as some proxies answer a conflict or a block.
     let proxyStatus = 200;
-    const app = express();
-    app.use("/approvals", (_req, res, next) => {
-      if (signedOut) res.status(proxyStatus).type("html").send("<!doctype html><title>Sign in</title><form></form>");
-      else next();
+    const { port, handler, closers } = await consoleInExpress({ approver, grants }, (app, mounted) => {
+      app.use("/approvals", (_req, res, next) => {
+        if (signedOut) res.status(proxyStatus).type("html").send("<!doctype html><title>Sign in</title><form></form>");
+        else next();
+      });
+      app.use("/approvals", mounted.handle);
     });
-    app.use("/approvals", handler.handle);
-    http.on("request", app);
-    cleanups.push(
-      () => approver.close(),
-      () => new Promise<void>((resolve) => http.close(() => resolve())),
-      () => handler.close(),
-      () => http.closeAllConnections(),
-    );
+    cleanups.push(() => approver.close(), ...closers);
     const page = await chromium.browser.page(1280);
     cleanups.push(() => page.close());
     await page.goto(`http://127.0.0.1:${port}/approvals/?token=${handler.token}`);

@@ -1,7 +1,4 @@
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
-import express from "express";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
@@ -11,13 +8,14 @@ import type { AskResolution } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
 import { FileGrantStore, Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
-import { RecentRecords, createApprovalHandler, createApprovalServer, signAnswerLink } from "loopctl/server";
+import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { ScriptedModel } from "loopctl/testing";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { focusedText, launch, overflowsSideways, pngWidth, press, screenshot, useBrowser } from "./support/chromium.js";
 import type { PageGlobals } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
+import { consoleInExpress } from "./support/express-console.js";
 
 const chromium = useBrowser();
 const { cleanups } = chromium;
@@ -295,26 +293,15 @@ describe("the console in Chromium", () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const grants = new MemoryGrantStore();
     await grants.save(new Grant("deploy", "allow", GrantScope.thisTool()));
-    const http = createServer();
-    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-    const port = (http.address() as AddressInfo).port;
-    const handler = createApprovalHandler({
-      approver,
-      grants,
-      records: { recent: () => [gateRecord(0)] },
-      allowedHosts: [`127.0.0.1:${port}`],
-    });
-    const app = express();
-    app.use("/tools/approvals", handler.handle);
-    // Another app on the same host: what cookies the browser sends it.
-    app.get("/tools/other", (req, res) => res.type("text/plain").send(req.headers.cookie ?? ""));
-    http.on("request", app);
-    cleanups.push(
-      () => approver.close(),
-      () => new Promise<void>((resolve) => http.close(() => resolve())),
-      () => handler.close(),
-      () => http.closeAllConnections(),
+    const { port, handler, closers } = await consoleInExpress(
+      { approver, grants, records: { recent: () => [gateRecord(0)] } },
+      (app, mounted) => {
+        app.use("/tools/approvals", mounted.handle);
+        // Another app on the same host: what cookies the browser sends it.
+        app.get("/tools/other", (req, res) => res.type("text/plain").send(req.headers.cookie ?? ""));
+      },
     );
+    cleanups.push(() => approver.close(), ...closers);
     const page = await chromium.browser.page(1280);
     await page.goto(`http://127.0.0.1:${port}/tools/approvals?token=${handler.token}`);
     expect(page.url()).toBe(`http://127.0.0.1:${port}/tools/approvals/`);
