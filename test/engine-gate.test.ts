@@ -31,6 +31,7 @@ const readDescriptor: ToolDescriptor = {
 };
 
 const ok = (input: unknown): string => `ran ${JSON.stringify(input)}`;
+const RUN_ID = "00000000-0000-4000-8000-0000000000aa";
 
 describe("Gate.call", () => {
   it("runs an allowed call once, with the frozen snapshot of the arguments, and resolves ran with its one record", async () => {
@@ -275,11 +276,17 @@ describe("Gate.call", () => {
     cycle["self"] = cycle;
     for (const input of [{ path: 7 }, cycle]) {
       const records: GateDecision[] = [];
-      const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+      let posts = 0;
+      const gate = new Gate(
+        new LoopManagers()
+          .withLoopDetection({ maxRepeats: 1 })
+          .withObserver({ onGate: ({ decision }) => records.push(decision), onToolPost: () => (posts += 1) }),
+      );
       let executed = 0;
       const signal = AbortSignal.abort(new Error("gone before"));
+      const live = { tool: readDescriptor, callId: "c1", input, runId: RUN_ID };
       const error = (await gate
-        .call({ tool: readDescriptor, callId: "c1", input, signal }, () => (executed += 1))
+        .call({ ...live, signal }, () => (executed += 1))
         .catch((e: unknown) => e)) as CancelledError;
       expect(error).toBeInstanceOf(CancelledError);
       expect(error.cause).toEqual(new Error("gone before"));
@@ -288,6 +295,14 @@ describe("Gate.call", () => {
       ]);
       expect(error.records).toEqual(records);
       expect(executed).toBe(0);
+      // As for any cancel, onToolPost does not fire.
+      expect(posts).toBe(0);
+      // Loop detection counted nothing for it: the same call, live, is its first and is refused as such.
+      await expect(gate.call(live, () => (executed += 1))).resolves.toMatchObject({
+        type: "refused",
+        record: { verdict: "deny", ruleId: input === cycle ? "invalid_arguments" : "schema" },
+      });
+      expect(posts).toBe(1);
     }
   });
 
