@@ -188,10 +188,14 @@ function namespaceOf(tool: AnyFunctionTool): string | undefined {
 
 /**
  * The name the SDK keeps a tool's approvals under, as `isToolApproved` takes
- * it: a namespaced tool's approvals are kept under its state key
- * (`["namespaced","prod","deploy"]`), which its bare name does not reach.
+ * it: its state key. A namespaced tool's (`["namespaced","prod","deploy"]`)
+ * and a top-level tool's loaded by tool search (`deferLoading`:
+ * `["deferred_top_level","deploy"]`) are not reached by the bare name, which
+ * an ordinary tool's approvals are kept under.
  */
 function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): string {
+  if ((namespace === undefined && tool.deferLoading === true) || namespace === tool.name)
+    return JSON.stringify(["deferred_top_level", tool.name]);
   return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
 }
 
@@ -240,6 +244,17 @@ async function isEnabled(tool: object, context: RunContext<any>, agent: unknown)
       { cause: error },
     );
   }
+}
+
+/**
+ * The tools a client tool search (`toolSearchTool({ execution: "client", execute })`) loaded into the run of
+ * `state` for `agent`, which the agent's own `tools` do not list: the SDK keeps them on the run state, per agent.
+ */
+function loadedTools(state: RunState<any, any>, agent: unknown): readonly object[] {
+  const read = (state as { getToolSearchRuntimeTools?: unknown }).getToolSearchRuntimeTools;
+  if (agent === undefined || typeof read !== "function") return [];
+  const loaded: unknown = read.call(state, agent);
+  return Array.isArray(loaded) ? (loaded as object[]) : [];
 }
 
 /**
@@ -482,9 +497,10 @@ export class AgentApprovals {
     const resumedWith = new Set<string>();
     await ended(current);
     while (current.interruptions.length > 0) {
-      const context = current.state._context;
+      const { state } = current;
+      const context = state._context;
       const all = await Promise.all(
-        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, context) })),
+        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, state) })),
       );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
@@ -626,7 +642,8 @@ export class AgentApprovals {
     return copy;
   }
 
-  async #wrappedFor(item: RunToolApprovalItem, context: RunContext<any>): Promise<Wrapped> {
+  async #wrappedFor(item: RunToolApprovalItem, state: RunState<any, any>): Promise<Wrapped> {
+    const context = state._context;
     // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
     // A hosted MCP, shell, computer or apply-patch call may bear a wrapped tool's name; it is not that tool's call.
@@ -637,8 +654,9 @@ export class AgentApprovals {
         `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
       );
     // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
-    // tools come after its MCP servers', and the last of a name wins). A disabled one of the name is another tool.
-    const tools = (item.agent?.tools as readonly object[] | undefined) ?? [];
+    // tools come after its MCP servers', the tools a client tool search loaded into this run after them, and the
+    // last of a name wins). A disabled one of the name is another tool.
+    const tools = [...((item.agent?.tools as readonly object[] | undefined) ?? []), ...loadedTools(state, item.agent)];
     let tool: object | undefined;
     for (const t of [...tools].reverse()) {
       if ((this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) !== name) continue;
