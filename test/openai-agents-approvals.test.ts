@@ -1157,6 +1157,56 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
   });
 
+  it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
+    const { deploy } = tools([]);
+    const hosted = hostedMcpTool({ serverLabel: "docs", serverUrl: "https://example.com/mcp" });
+    const search = toolSearchTool();
+    const kept = approvals.tools([hosted, search]);
+    expect(kept[0]).toBe(hosted);
+    expect(kept[1]).toBe(search);
+    for (const [entries, said] of [
+      [[null], "tools[0]: must be a tool of @openai/agents, got null"],
+      [[deploy, 42], "tools[1]: must be a tool of @openai/agents, got 42"],
+      [[undefined], "tools[0]: must be a tool of @openai/agents, got undefined"],
+      [
+        [deploy, deploy, { name: "deploy" }],
+        "tools[2]: must be a tool of @openai/agents, got an object without a type",
+      ],
+      [[{ type: "web_search" }], 'tools[0]: must be a tool of @openai/agents, got an object of type "web_search"'],
+      [
+        [{ type: "function", name: "deploy" }],
+        'tools[0]: must be a tool of @openai/agents, got an object of type "function" that is no function tool made by tool()',
+      ],
+      [["deploy"], 'tools[0]: must be a tool of @openai/agents, got "deploy"'],
+    ] as const) {
+      let error: unknown;
+      try {
+        approvals.tools(entries as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, said).toBeInstanceOf(AgentsConfigError);
+      expect(error, said).toMatchObject({ option: said.slice(0, said.indexOf(":")) });
+      expect((error as Error).message, said).toContain(said);
+    }
+    const bomb = new Error("getter bomb");
+    const hostile = {
+      get type(): never {
+        throw bomb;
+      },
+    };
+    let error: unknown;
+    try {
+      approvals.tools([deploy, hostile]);
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(AgentsConfigError);
+    expect(error).toMatchObject({ option: "tools[1]", cause: bomb });
+    expect((error as Error).message).toBe("tools[1]: cannot be read: getter bomb");
+  });
+
   it("refuses an approver given as the resolver, and grants that are not a GrantStore, naming the option", () => {
     const refused = (options: unknown): unknown => {
       try {

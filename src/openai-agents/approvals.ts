@@ -18,7 +18,7 @@ import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
-import { shownValue } from "../errors.js";
+import { describeError, shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
 /** Options of {@link AgentApprovals}. */
@@ -227,6 +227,25 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
   );
 }
 
+/** The kinds of tool of `@openai/agents` 0.14 besides function tools, which `tools()` returns as they are. */
+const OTHER_TOOL_TYPES: ReadonlySet<unknown> = new Set(["hosted_tool", "computer", "shell", "apply_patch"]);
+
+/**
+ * What `value` is, when it is no tool of the SDK (a function tool is checked by {@link isFunctionTool} first):
+ * `undefined` for a hosted, computer, shell or apply-patch tool.
+ */
+function notATool(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return shownValue(value);
+  if (Array.isArray(value)) return "an array";
+  const { type, name } = value as { type?: unknown; name?: unknown };
+  if (type === undefined) return "an object without a type";
+  if (typeof type !== "string") return `an object whose type is ${shownValue(type)}`;
+  if (type === "function") return `an object of type "function" that is no function tool made by tool()`;
+  if (!OTHER_TOOL_TYPES.has(type)) return `an object of type ${JSON.stringify(type)}`;
+  if (typeof name !== "string") return `an object of type ${JSON.stringify(type)} without a name`;
+  return undefined;
+}
+
 /**
  * Whether the SDK offers `tool` to the model in this run, as it decides it:
  * its `isEnabled`, a boolean or a function of the run's context and agent.
@@ -393,10 +412,28 @@ export class AgentApprovals {
     this.gate = new Gate(parts);
   }
 
-  /** Wraps every function tool of `tools` (others are returned as they are). */
+  /**
+   * Wraps every function tool of `tools`; the SDK's other tools (hosted, computer, shell, apply-patch) are
+   * returned as they are.
+   * @throws {AgentsConfigError} when `tools` is not an array, or one of its entries is not a tool of the SDK
+   *   (`null`, a number, a plain object): `option` names the entry (`tools[1]`), the message what it is.
+   */
   tools<T extends readonly unknown[]>(tools: T): T {
     if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
-    return tools.map((tool: unknown) => (isFunctionTool(tool) ? this.tool(tool) : tool)) as unknown as T;
+    return tools.map((tool: unknown, index) => {
+      let problem: string | undefined;
+      try {
+        if (isFunctionTool(tool)) return this.tool(tool);
+        problem = notATool(tool);
+      } catch (error) {
+        if (error instanceof AgentsConfigError) throw error;
+        // An entry whose reads throw (a getter, a revoked proxy) is no tool either.
+        throw new AgentsConfigError(`tools[${index}]`, `cannot be read: ${describeError(error)}`, { cause: error });
+      }
+      if (problem !== undefined)
+        throw new AgentsConfigError(`tools[${index}]`, `must be a tool of @openai/agents, got ${problem}`);
+      return tool;
+    }) as unknown as T;
   }
 
   /**
