@@ -684,6 +684,16 @@ describe("the loop around the gate", () => {
       ],
       [[user, asked("c1"), result("c1"), asked("c1")], "messages[3] reuses the id of an earlier call ('c1')"],
       [[user, asked("c1", "c1")], "messages[1] reuses the id of an earlier call ('c1')"],
+      [[user, asked("c1")], "messages[1]: call 'c1' of tool 'read' has no result after it"],
+      [[user, asked("c1", "c2"), result("c1")], "messages[1]: call 'c2' of tool 'read' has no result after it"],
+      [
+        [user, asked("c1", "c2"), result("c1"), asked("c3"), result("c3")],
+        "messages[1]: call 'c2' of tool 'read' has no result before messages[3]",
+      ],
+      [
+        [user, asked("c1"), user, result("c1")],
+        "messages[1]: call 'c1' of tool 'read' has no result before messages[2]",
+      ],
     ] as const) {
       const error = await agent.run(input).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(EngineConfigError);
@@ -691,9 +701,9 @@ describe("the loop around the gate", () => {
       expect((error as Error).message).toContain(said);
     }
     expect(model.requests).toEqual([]);
-    // A stopped run's transcript (a turn's calls not all answered) goes on, however often.
-    const stopped = await agent.run([user, asked("c1", "c2"), result("c1"), asked("c3"), { type: "user", text: "go" }]);
-    expect(stopped.text).toBe("never");
+    // Every call answered right after its message, in any order, goes on.
+    const paired = await agent.run([user, asked("c1", "c2"), result("c2"), result("c1"), { type: "user", text: "go" }]);
+    expect(paired.text).toBe("never");
   });
 
   it("an id generator that throws is an EngineConfigError naming withIdGen from the constructor, a RunConfigError from the run", async () => {

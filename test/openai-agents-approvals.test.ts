@@ -1,4 +1,14 @@
-import { Agent, RunContext, RunState, Runner, Usage, hostedMcpTool, tool, toolNamespace } from "@openai/agents";
+import {
+  Agent,
+  RunContext,
+  RunState,
+  Runner,
+  Usage,
+  hostedMcpTool,
+  tool,
+  toolNamespace,
+  toolSearchTool,
+} from "@openai/agents";
 import type { ModelRequest, ModelResponse } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -1147,6 +1157,56 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
   });
 
+  it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
+    const { deploy } = tools([]);
+    const hosted = hostedMcpTool({ serverLabel: "docs", serverUrl: "https://example.com/mcp" });
+    const search = toolSearchTool();
+    const kept = approvals.tools([hosted, search]);
+    expect(kept[0]).toBe(hosted);
+    expect(kept[1]).toBe(search);
+    for (const [entries, said] of [
+      [[null], "tools[0]: must be a tool of @openai/agents, got null"],
+      [[deploy, 42], "tools[1]: must be a tool of @openai/agents, got 42"],
+      [[undefined], "tools[0]: must be a tool of @openai/agents, got undefined"],
+      [
+        [deploy, deploy, { name: "deploy" }],
+        "tools[2]: must be a tool of @openai/agents, got an object without a type",
+      ],
+      [[{ type: "web_search" }], 'tools[0]: must be a tool of @openai/agents, got an object of type "web_search"'],
+      [
+        [{ type: "function", name: "deploy" }],
+        'tools[0]: must be a tool of @openai/agents, got an object of type "function" that is no function tool made by tool()',
+      ],
+      [["deploy"], 'tools[0]: must be a tool of @openai/agents, got "deploy"'],
+    ] as const) {
+      let error: unknown;
+      try {
+        approvals.tools(entries as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, said).toBeInstanceOf(AgentsConfigError);
+      expect(error, said).toMatchObject({ option: said.slice(0, said.indexOf(":")) });
+      expect((error as Error).message, said).toContain(said);
+    }
+    const bomb = new Error("getter bomb");
+    const hostile = {
+      get type(): never {
+        throw bomb;
+      },
+    };
+    let error: unknown;
+    try {
+      approvals.tools([deploy, hostile]);
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(AgentsConfigError);
+    expect(error).toMatchObject({ option: "tools[1]", cause: bomb });
+    expect((error as Error).message).toBe("tools[1]: cannot be read: getter bomb");
+  });
+
   it("refuses an approver given as the resolver, and grants that are not a GrantStore, naming the option", () => {
     const refused = (options: unknown): unknown => {
       try {
@@ -1520,4 +1580,85 @@ describe("AgentApprovals: tools grouped by toolNamespace()", () => {
       expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
     });
   }
+});
+
+describe("AgentApprovals: tools loaded at run time by tool search", () => {
+  /** A deploy tool hidden until tool search loads it, recording what it deployed in `executed`. */
+  const deferred = (executed: unknown[]) =>
+    tool({
+      name: "deploy",
+      description: "Deploy a version",
+      parameters: z.object({ env: z.string() }),
+      needsApproval: true,
+      deferLoading: true,
+      execute: async (input) => (executed.push(input), `deployed to ${input.env}`),
+    });
+  /** The model searches for `deploy`, calls it, then ends. */
+  const turns: readonly FakeTurn[] = [
+    {
+      output: [
+        {
+          type: "tool_search_call",
+          id: "ts_1",
+          callId: "ts_1",
+          execution: "client",
+          arguments: { paths: ["deploy"] },
+          status: "completed",
+        },
+      ],
+    },
+    { calls: [["c1", "deploy", { env: "prod" }]] },
+    { text: "done" },
+  ];
+
+  it("a wrapped tool with deferLoading, loaded by the built-in client tool search, is asked about once and runs once", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const executed: unknown[] = [];
+    const model = new FakeModel(turns);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [toolSearchTool({ execution: "client" }), ...s.approvals.tools([deferred(executed)])],
+    });
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(executed).toEqual([{ env: "prod" }]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+    expect(shownResults(model)).toEqual({ c1: "deployed to prod" });
+  });
+
+  it("a wrapped tool a client tool search's execute loads into the run, listed nowhere on the agent, is asked about once and runs once", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const executed: unknown[] = [];
+    const [deploy] = s.approvals.tools([deferred(executed)]);
+    const model = new FakeModel(turns);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [toolSearchTool({ execution: "client", execute: () => [deploy] })],
+    });
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(executed).toEqual([{ env: "prod" }]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+  });
+
+  it("a tool a client tool search loads that these approvals did not wrap is a typed error: nobody asked, nothing run", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const executed: unknown[] = [];
+    const model = new FakeModel(turns);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [toolSearchTool({ execution: "client", execute: () => [deferred(executed)] })],
+    });
+    const error = await s.approvals.run((input) => s.runner.run(agent, input), "ship").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ tool: "deploy" });
+    expect(s.asks).toEqual([]);
+    expect(executed).toEqual([]);
+    expect(s.records).toEqual([]);
+  });
 });

@@ -167,22 +167,43 @@ function frozenAssistant(
 }
 
 /**
- * Checks that earlier messages pair each result with its call: every result
- * answers one earlier call (of the same tool), once, and no two calls share
- * an id. A call may be left without a result (a transcript of the caller's
- * own); the model is shown it as it is.
- * @throws {EngineConfigError} naming the message at fault.
+ * Checks that earlier messages pair each call with its result, as a
+ * provider requires: every result answers one earlier call (of the same
+ * tool), once; no two calls share an id; and every call of an assistant
+ * message is answered by the `tool_result` messages right after it (in any
+ * order), before any other message or the end. The calls of a transcript
+ * are history (a run does not carry them out), so a call without a result
+ * has no meaning a run could give it: a provider would refuse the request.
+ * @throws {EngineConfigError} naming the message at fault (and the call).
  */
 function checkPairing(messages: readonly Message[]): void {
   const fault = (text: string): EngineConfigError => new EngineConfigError("Agent.run", text);
   /** Every call so far, by id: its tool, and whether its result came. */
   const calls = new Map<string, { readonly tool: string; answered: boolean }>();
+  /** The last assistant message's calls not answered yet, by id (their tool), and its index. */
+  let open: { readonly index: number; readonly calls: Map<string, string> } | undefined;
+  const close = (before: number | undefined): void => {
+    const first = open?.calls.entries().next();
+    if (open === undefined || first === undefined || first.done === true) return;
+    const [id, tool] = first.value;
+    const where = before === undefined ? "after it" : `before messages[${before}]`;
+    throw fault(
+      `messages[${open.index}]: call '${id}' of tool '${tool}' has no result ${where} (each call needs a tool_result right after its assistant message)`,
+    );
+  };
   messages.forEach((message, index) => {
+    if (message.type !== "tool_result") {
+      close(index);
+      open = undefined;
+    }
     if (message.type === "assistant") {
+      const unanswered = new Map<string, string>();
       for (const call of message.toolCalls) {
         if (calls.has(call.id)) throw fault(`messages[${index}] reuses the id of an earlier call ('${call.id}')`);
         calls.set(call.id, { tool: call.name, answered: false });
+        unanswered.set(call.id, call.name);
       }
+      open = { index, calls: unanswered };
     } else if (message.type === "tool_result") {
       const call = calls.get(message.callId);
       if (call === undefined) throw fault(`messages[${index}] is the result of no earlier call ('${message.callId}')`);
@@ -192,8 +213,10 @@ function checkPairing(messages: readonly Message[]): void {
           `messages[${index}] is the result of call '${message.callId}' of tool '${call.tool}', not of '${message.tool}'`,
         );
       call.answered = true;
+      open?.calls.delete(message.callId);
     }
   });
+  close(undefined);
 }
 
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
@@ -317,7 +340,9 @@ export class Agent {
    * `RunConfigError` when a `ToolSource` or the id generator fails.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
-   *   of messages or cannot be read, or `options.signal` is not an `AbortSignal` or cannot be
+   *   of messages or cannot be read, or its calls and results do not pair up
+   *   (a call without a result right after its message, a result of no
+   *   earlier call, two calls sharing an id: the message names the index and call), or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),
    *   or `options` cannot be read (a getter that throws; `cause`: what it threw).
    */

@@ -18,7 +18,7 @@ import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
-import { shownValue } from "../errors.js";
+import { describeError, shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
 /** Options of {@link AgentApprovals}. */
@@ -188,10 +188,14 @@ function namespaceOf(tool: AnyFunctionTool): string | undefined {
 
 /**
  * The name the SDK keeps a tool's approvals under, as `isToolApproved` takes
- * it: a namespaced tool's approvals are kept under its state key
- * (`["namespaced","prod","deploy"]`), which its bare name does not reach.
+ * it: its state key. A namespaced tool's (`["namespaced","prod","deploy"]`)
+ * and a top-level tool's loaded by tool search (`deferLoading`:
+ * `["deferred_top_level","deploy"]`) are not reached by the bare name, which
+ * an ordinary tool's approvals are kept under.
  */
 function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): string {
+  if ((namespace === undefined && tool.deferLoading === true) || namespace === tool.name)
+    return JSON.stringify(["deferred_top_level", tool.name]);
   return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
 }
 
@@ -223,6 +227,25 @@ function isFunctionTool(value: unknown): value is AnyFunctionTool {
   );
 }
 
+/** The kinds of tool of `@openai/agents` 0.14 besides function tools, which `tools()` returns as they are. */
+const OTHER_TOOL_TYPES: ReadonlySet<unknown> = new Set(["hosted_tool", "computer", "shell", "apply_patch"]);
+
+/**
+ * What `value` is, when it is no tool of the SDK (a function tool is checked by {@link isFunctionTool} first):
+ * `undefined` for a hosted, computer, shell or apply-patch tool.
+ */
+function notATool(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return shownValue(value);
+  if (Array.isArray(value)) return "an array";
+  const { type, name } = value as { type?: unknown; name?: unknown };
+  if (type === undefined) return "an object without a type";
+  if (typeof type !== "string") return `an object whose type is ${shownValue(type)}`;
+  if (type === "function") return `an object of type "function" that is no function tool made by tool()`;
+  if (!OTHER_TOOL_TYPES.has(type)) return `an object of type ${JSON.stringify(type)}`;
+  if (typeof name !== "string") return `an object of type ${JSON.stringify(type)} without a name`;
+  return undefined;
+}
+
 /**
  * Whether the SDK offers `tool` to the model in this run, as it decides it:
  * its `isEnabled`, a boolean or a function of the run's context and agent.
@@ -240,6 +263,17 @@ async function isEnabled(tool: object, context: RunContext<any>, agent: unknown)
       { cause: error },
     );
   }
+}
+
+/**
+ * The tools a client tool search (`toolSearchTool({ execution: "client", execute })`) loaded into the run of
+ * `state` for `agent`, which the agent's own `tools` do not list: the SDK keeps them on the run state, per agent.
+ */
+function loadedTools(state: RunState<any, any>, agent: unknown): readonly object[] {
+  const read = (state as { getToolSearchRuntimeTools?: unknown }).getToolSearchRuntimeTools;
+  if (agent === undefined || typeof read !== "function") return [];
+  const loaded: unknown = read.call(state, agent);
+  return Array.isArray(loaded) ? (loaded as object[]) : [];
 }
 
 /**
@@ -378,10 +412,28 @@ export class AgentApprovals {
     this.gate = new Gate(parts);
   }
 
-  /** Wraps every function tool of `tools` (others are returned as they are). */
+  /**
+   * Wraps every function tool of `tools`; the SDK's other tools (hosted, computer, shell, apply-patch) are
+   * returned as they are.
+   * @throws {AgentsConfigError} when `tools` is not an array, or one of its entries is not a tool of the SDK
+   *   (`null`, a number, a plain object): `option` names the entry (`tools[1]`), the message what it is.
+   */
   tools<T extends readonly unknown[]>(tools: T): T {
     if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
-    return tools.map((tool: unknown) => (isFunctionTool(tool) ? this.tool(tool) : tool)) as unknown as T;
+    return tools.map((tool: unknown, index) => {
+      let problem: string | undefined;
+      try {
+        if (isFunctionTool(tool)) return this.tool(tool);
+        problem = notATool(tool);
+      } catch (error) {
+        if (error instanceof AgentsConfigError) throw error;
+        // An entry whose reads throw (a getter, a revoked proxy) is no tool either.
+        throw new AgentsConfigError(`tools[${index}]`, `cannot be read: ${describeError(error)}`, { cause: error });
+      }
+      if (problem !== undefined)
+        throw new AgentsConfigError(`tools[${index}]`, `must be a tool of @openai/agents, got ${problem}`);
+      return tool;
+    }) as unknown as T;
   }
 
   /**
@@ -482,9 +534,10 @@ export class AgentApprovals {
     const resumedWith = new Set<string>();
     await ended(current);
     while (current.interruptions.length > 0) {
-      const context = current.state._context;
+      const { state } = current;
+      const context = state._context;
       const all = await Promise.all(
-        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, context) })),
+        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, state) })),
       );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
@@ -626,7 +679,8 @@ export class AgentApprovals {
     return copy;
   }
 
-  async #wrappedFor(item: RunToolApprovalItem, context: RunContext<any>): Promise<Wrapped> {
+  async #wrappedFor(item: RunToolApprovalItem, state: RunState<any, any>): Promise<Wrapped> {
+    const context = state._context;
     // The item names a namespaced tool by its qualified name, as the wrapped tool's descriptor does.
     const name = item.name ?? "";
     // A hosted MCP, shell, computer or apply-patch call may bear a wrapped tool's name; it is not that tool's call.
@@ -637,8 +691,9 @@ export class AgentApprovals {
         `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
       );
     // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
-    // tools come after its MCP servers', and the last of a name wins). A disabled one of the name is another tool.
-    const tools = (item.agent?.tools as readonly object[] | undefined) ?? [];
+    // tools come after its MCP servers', the tools a client tool search loaded into this run after them, and the
+    // last of a name wins). A disabled one of the name is another tool.
+    const tools = [...((item.agent?.tools as readonly object[] | undefined) ?? []), ...loadedTools(state, item.agent)];
     let tool: object | undefined;
     for (const t of [...tools].reverse()) {
       if ((this.#wrappedOf(t)?.descriptor.name ?? (t as { name?: unknown }).name) !== name) continue;

@@ -3,8 +3,14 @@ import type { AgentInputItem, Model, ModelRequest, ModelResponse, StreamEvent } 
 
 setTracingDisabled(true);
 
-/** One scripted model turn: function calls (`[callId, tool, arguments]`, arguments as JSON text or a value), or final text. */
-export type FakeTurn = { readonly calls: readonly (readonly [string, string, unknown])[] } | { readonly text: string };
+/**
+ * One scripted model turn: function calls (`[callId, tool, arguments]`, arguments as JSON text or a value), final
+ * text, or output items as the SDK takes them (a `tool_search_call`, say).
+ */
+export type FakeTurn =
+  | { readonly calls: readonly (readonly [string, string, unknown])[] }
+  | { readonly text: string }
+  | { readonly output: ModelResponse["output"] };
 
 /**
  * A model for the SDK's own Runner: plays `turns` in order, one per model
@@ -23,6 +29,7 @@ export class FakeModel implements Model {
     this.inputs.push(Array.isArray(request.input) ? [...request.input] : [{ role: "user", content: request.input }]);
     const turn = this.#turns.shift();
     if (turn === undefined) throw new Error("the fake model has no more turns");
+    if ("output" in turn) return { usage: new Usage(), output: [...turn.output] };
     if ("text" in turn) {
       return {
         usage: new Usage(),
