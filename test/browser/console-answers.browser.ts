@@ -62,6 +62,32 @@ function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortContr
   return { parked, answer: () => answer };
 }
 
+/** How many ended asks the server's board remembers, answering 409 ask_ended for them. */
+const BOARD_ENDINGS = 1024;
+
+/**
+ * Takes as many asks through `server`'s board as it remembers endings, each parked on `channel`,
+ * listed by the server and withdrawn, so the server no longer knows the asks that ended before.
+ */
+async function outliveBoardEndings(channel: ApprovalChannel, server: { url: string; token: string }) {
+  const listed = async () =>
+    (
+      (await (
+        await fetch(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } })
+      ).json()) as {
+        asks: unknown[];
+      }
+    ).asks.length;
+  const batch = 8;
+  for (let n = 0; n < BOARD_ENDINGS; n += batch) {
+    const stop = new AbortController();
+    for (let i = 0; i < batch; i++) park(channel, makeAsk(10_000 + n + i), stop.signal);
+    while ((await listed()) < batch) await new Promise((resolve) => setTimeout(resolve, 2));
+    stop.abort(new Error("withdrawn"));
+    while ((await listed()) > 0) await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
 
@@ -175,6 +201,12 @@ describe("an answer whose reply goes missing", () => {
     proxyStatus = 409;
     await press(cardOf(page, ask), "Approve");
     await expect.poll(() => resultOf(page, ask)).toMatch(/^Not answered \(409\)/);
+    expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+    // Nor is a proxy's 404 page the server's word that it no longer knows the ask.
+    proxyStatus = 404;
+    await press(cardOf(page, ask), "Approve");
+    await expect.poll(() => resultOf(page, ask)).toMatch(/^Not answered \(404\)/);
     expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
     expect(waiting.answer()).toBeUndefined();
     proxyStatus = 200;
@@ -308,6 +340,35 @@ describe("an answer whose reply goes missing", () => {
     await expect
       .poll(() => page.locator("#announce").textContent())
       .toBe("Your answer for deploy arrived. Denied: the call is refused.");
+  });
+
+  it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {
+    const { proxy, channel, server, page } = await consoleBehindProxy();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const stop = new AbortController();
+    park(channel, ask, stop.signal);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The page stops hearing the stream (not yet for long enough to notice), the ask ends, and the
+    // server forgets its ending under a thousand later ones: it knows nothing of this id any more.
+    proxy.stall();
+    stop.abort(new Error("deadline"));
+    await outliveBoardEndings(channel, server);
+    let posts = 0;
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      posts += 1;
+      return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${ask.id}` }) });
+    });
+    await press(card, "Approve");
+    await expect
+      .poll(() => resultOf(page, ask))
+      .toBe("The server no longer knows this ask: it ended, and nothing was answered.");
+    // Not to be answered again: its buttons stay off until the card goes, saying why.
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(false);
+    await expect.poll(() => card.count(), { timeout: 10_000 }).toBe(0);
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: the server no longer knows it");
+    expect(posts).toBe(1);
   });
 
   it("an approver that failed after the answer may have landed is not reported as nothing answered", async () => {

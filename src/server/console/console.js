@@ -363,6 +363,7 @@
 
   function describeEnding(ending) {
     if (ending === "offline") return "ended while the page was not connected";
+    if (ending === "unknown") return "the server no longer knows it";
     if (!ending) return "ended";
     if (ending.type === "answered") return ending.verdict === "approve" ? "approved" : "denied";
     switch (ending.reason) {
@@ -431,6 +432,15 @@
       result.textContent = `This ask already ended${how}. This answer changed nothing.`;
       setTimeout(() => {
         if (cards.get(ask.id)?.li === li) removeAsk(ask.id, ending);
+      }, 4000);
+      return;
+    }
+    // The server's own 404 only: it no longer knows this ask (it ended long ago, or the server restarted),
+    // so no answer here can reach it. A proxy's 404 page says nothing of the ask.
+    if (reply.status === 404 && reply.body && reply.body.error === "ask_unknown") {
+      result.textContent = "The server no longer knows this ask: it ended, and nothing was answered.";
+      setTimeout(() => {
+        if (cards.get(ask.id)?.li === li) removeAsk(ask.id, "unknown");
       }, 4000);
       return;
     }
