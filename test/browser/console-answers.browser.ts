@@ -438,6 +438,46 @@ describe("an ask id that comes back with another call behind it", () => {
     await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
+  it("a call just like the one that ended unseen, parked under its id, shows its own age and deadline, not the old call's", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    // The server's clock, which ages and deadlines are counted by.
+    let clock = Date.now();
+    const { channel, server, page } = await consoleWith({
+      allowedHosts: [`127.0.0.1:${proxy.port}`],
+      askTimeoutMs: 600_000,
+      now: () => clock,
+    });
+    proxy.forwardTo(server.port);
+    const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy to production?" });
+    const stop = new AbortController();
+    park(channel, ask, stop.signal);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([ask.id]);
+    clock += 540_000;
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await expect.poll(() => card.locator(".left").textContent()).toMatch(/^(1 min 0 s|5\d s) left$/);
+
+    // While the page is away, the call ends and another just like it (the same id, tool, prompt and
+    // arguments: a seeded run started again) parks, with the whole deadline ahead of it.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    await outliveEndings(channel);
+    const waiting = park(channel, ask);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([ask.id]);
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+
+    await expect.poll(() => card.locator(".left").textContent()).toMatch(/^(10 min 0 s|9 min 5\d s) left$/);
+    expect(await card.locator(".age").textContent()).toMatch(/^parked \d+ s ago$/);
+    expect(await page.locator("#asks .ask").count()).toBe(1);
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });

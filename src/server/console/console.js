@@ -289,7 +289,16 @@
   function addAsk(view) {
     const ask = view.ask;
     const existing = cards.get(ask.id);
-    if (existing !== undefined && sameAsk(existing.ask, ask)) return;
+    if (existing !== undefined && sameAsk(existing.ask, ask)) {
+      // The same ask sent again (a reconnect re-sends the pending ones; or it ended unseen and a
+      // call just like it parked under the id): the card and what was typed in it stay, but its
+      // age and deadline are the server's latest word.
+      existing.receivedLocal = Date.now();
+      existing.ageMs = view.ageMs;
+      existing.timeLeftMs = view.timeLeftMs;
+      tick();
+      return;
+    }
     const li = template.content.firstElementChild.cloneNode(true);
     const serial = ++cardSerial;
     li.dataset.askId = ask.id;
