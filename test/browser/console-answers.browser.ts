@@ -318,12 +318,22 @@ describe("an answer whose reply goes missing", () => {
     },
   );
 
-  it("an answer confirmed after its card went on the ask's end heard on the stream is still told as this page's own", async () => {
+  it("an answer confirmed after its card went on the ask's end heard on the stream is told once, by that end", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1, { tool: "deploy" });
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
     await card.waitFor();
+    // Every announcement the page makes from here on, in order.
+    await page.evaluate(`(() => {
+      const announce = document.getElementById("announce");
+      window.said = [];
+      new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+    })()`);
     let release = () => {};
     const released = new Promise<void>((resolve) => (release = resolve));
     await page.route("**/api/asks/*", async (route) => {
@@ -336,10 +346,11 @@ describe("an answer whose reply goes missing", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
     await expect.poll(() => card.count()).toBe(0);
     expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: denied");
+    // A confirmed answer reloads the grants once its outcome is told: then the reply has been read.
+    const told = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
     release();
-    await expect
-      .poll(() => page.locator("#announce").textContent())
-      .toBe("Your answer for deploy arrived. Denied: the call is refused.");
+    await told;
+    expect(await page.evaluate<string[]>("window.said")).toEqual(["Ask for deploy ended: denied"]);
   });
 
   it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {

@@ -353,9 +353,14 @@
     );
   }
 
+  // The ending told for a card that went while an answer of this page was on its way (its end heard
+  // on the stream first): the answer's confirmation, when it comes, is not told a second time.
+  const toldWhileSending = new WeakMap();
+
   function removeAsk(id, ending, note = "") {
     const card = cards.get(id);
     if (card === undefined) return;
+    if (card.li.dataset.sending !== undefined) toldWhileSending.set(card.li, ending);
     const focused = card.li.contains(document.activeElement);
     const neighbour = card.li.nextElementSibling || card.li.previousElementSibling;
     card.li.remove();
@@ -421,8 +426,12 @@
     // session ended) can reply 200 with a page of its own, having passed nothing on.
     if (reply.status === 200 && reply.body !== null && reply.body.delivered === true) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
+      const told = toldWhileSending.get(li);
       if (shown) removeAsk(ask.id, { type: "answered", verdict });
-      else say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+      // Its ending, heard on the stream before this reply, was told already as this answer.
+      else if (!(told && told.type === "answered" && told.verdict === verdict)) {
+        say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+      }
       void refreshGrants();
       return;
     }
