@@ -100,8 +100,31 @@ const scrollLeft = (page: import("playwright-core").Page) =>
   page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
 
 describe("the console's answer controls", () => {
+  it("offers the remember choices only when the server has a grant store to keep them in", async () => {
+    const bare = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(bare.channel, ask);
+    const card = cardOf(bare.page, ask);
+    await card.waitFor();
+    // The grants list has told the page the server has no store.
+    await expect.poll(() => bare.page.locator("#grants-panel").isHidden()).toBe(true);
+    expect(await card.getByRole("group", { name: "Remember this answer" }).isVisible()).toBe(false);
+    expect(await card.getByLabel("Always for this tool").isVisible()).toBe(false);
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+
+    const kept = await liveConsole({ grants: new MemoryGrantStore() });
+    const second = makeAsk(2, { tool: "deploy" });
+    const remembered = park(kept.channel, second);
+    const keptCard = cardOf(kept.page, second);
+    await keptCard.getByRole("group", { name: "Remember this answer" }).waitFor();
+    await keptCard.getByLabel("Always for this tool").check();
+    await press(keptCard, "Approve");
+    await expect(remembered.parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
+  });
+
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
-    const { channel, page } = await liveConsole();
+    const { channel, page } = await liveConsole({ grants: new MemoryGrantStore() });
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -124,7 +147,7 @@ describe("the console's answer controls", () => {
   });
 
   it("when the focused ask ends elsewhere, focus goes to the next ask's heading, not to a button that would answer it", async () => {
-    const { channel, approver, page } = await liveConsole();
+    const { channel, approver, page } = await liveConsole({ grants: new MemoryGrantStore() });
     const [first, second, third] = [makeAsk(1, { tool: "t1" }), makeAsk(2, { tool: "t2" }), makeAsk(3, { tool: "t3" })];
     const stop = new AbortController();
     park(channel, first, stop.signal);

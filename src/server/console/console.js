@@ -13,6 +13,9 @@
   const cards = new Map();
   let cardSerial = 0;
   let liveRecords = false;
+  // Whether the server has a grant store to keep a remembered answer in (its grants list says):
+  // until it has said so, the remember choices are not offered, and no answer carries one.
+  let canRemember = false;
   // How often the server promised to say something on the stream (its first event tells).
   let heartbeatMs = 15_000;
   // While the page is not sure that what it shows is what is pending (the stream went quiet or
@@ -143,6 +146,15 @@
   function paintAll() {
     for (const card of cards.values()) paint(card.li);
     layoutChanged();
+  }
+
+  /** Offers a card's remember choices only while the server can keep what they choose. */
+  function paintRemember(li) {
+    const fieldset = li.querySelector(".remember");
+    if (fieldset.hidden === !canRemember) return;
+    fieldset.hidden = !canRemember;
+    // A choice hidden is no choice: what the card shows is what an answer sends.
+    if (!canRemember) li.querySelector('.remember input[value=""]').checked = true;
   }
 
   // ---- cards that move ----------------------------------------------------
@@ -314,6 +326,7 @@
     heading.id = `ask-${serial}-tool`;
     article.setAttribute("aria-labelledby", heading.id);
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
+    paintRemember(li);
     const form = li.querySelector("form");
     form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
@@ -396,7 +409,7 @@
 
   async function answer(ask, li, verdict) {
     const result = li.querySelector(".result");
-    const remember = li.querySelector('input[type="radio"]:checked');
+    const remember = li.querySelector(".remember").hidden ? null : li.querySelector('input[type="radio"]:checked');
     const reason = li.querySelector(".reason").value.trim();
     // The ask rides along: the server refuses the answer if another call holds this id by now.
     const body = { type: verdict, ask };
@@ -546,6 +559,11 @@
     const panel = $("grants-panel");
     if (reply.status !== 200 || !reply.body) return;
     panel.hidden = reply.body.available === false;
+    if (canRemember !== (reply.body.available === true)) {
+      canRemember = reply.body.available === true;
+      for (const card of cards.values()) paintRemember(card.li);
+      layoutChanged();
+    }
     const tbody = $("grants").querySelector("tbody");
     const rows = [];
     const seen = new Map();
