@@ -62,6 +62,32 @@ function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortContr
   return { parked, answer: () => answer };
 }
 
+/** How many ended asks the server's board remembers, answering 409 ask_ended for them. */
+const BOARD_ENDINGS = 1024;
+
+/**
+ * Takes as many asks through `server`'s board as it remembers endings, each parked on `channel`,
+ * listed by the server and withdrawn, so the server no longer knows the asks that ended before.
+ */
+async function outliveBoardEndings(channel: ApprovalChannel, server: { url: string; token: string }) {
+  const listed = async () =>
+    (
+      (await (
+        await fetch(`${server.url}api/asks`, { headers: { authorization: `Bearer ${server.token}` } })
+      ).json()) as {
+        asks: unknown[];
+      }
+    ).asks.length;
+  const batch = 8;
+  for (let n = 0; n < BOARD_ENDINGS; n += batch) {
+    const stop = new AbortController();
+    for (let i = 0; i < batch; i++) park(channel, makeAsk(10_000 + n + i), stop.signal);
+    while ((await listed()) < batch) await new Promise((resolve) => setTimeout(resolve, 2));
+    stop.abort(new Error("withdrawn"));
+    while ((await listed()) > 0) await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
 
@@ -74,8 +100,31 @@ const scrollLeft = (page: import("playwright-core").Page) =>
   page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
 
 describe("the console's answer controls", () => {
+  it("offers the remember choices only when the server has a grant store to keep them in", async () => {
+    const bare = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(bare.channel, ask);
+    const card = cardOf(bare.page, ask);
+    await card.waitFor();
+    // The grants list has told the page the server has no store.
+    await expect.poll(() => bare.page.locator("#grants-panel").isHidden()).toBe(true);
+    expect(await card.getByRole("group", { name: "Remember this answer" }).isVisible()).toBe(false);
+    expect(await card.getByLabel("Always for this tool").isVisible()).toBe(false);
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+
+    const kept = await liveConsole({ grants: new MemoryGrantStore() });
+    const second = makeAsk(2, { tool: "deploy" });
+    const remembered = park(kept.channel, second);
+    const keptCard = cardOf(kept.page, second);
+    await keptCard.getByRole("group", { name: "Remember this answer" }).waitFor();
+    await keptCard.getByLabel("Always for this tool").check();
+    await press(keptCard, "Approve");
+    await expect(remembered.parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
+  });
+
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
-    const { channel, page } = await liveConsole();
+    const { channel, page } = await liveConsole({ grants: new MemoryGrantStore() });
     const ask = makeAsk(1);
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
@@ -98,7 +147,7 @@ describe("the console's answer controls", () => {
   });
 
   it("when the focused ask ends elsewhere, focus goes to the next ask's heading, not to a button that would answer it", async () => {
-    const { channel, approver, page } = await liveConsole();
+    const { channel, approver, page } = await liveConsole({ grants: new MemoryGrantStore() });
     const [first, second, third] = [makeAsk(1, { tool: "t1" }), makeAsk(2, { tool: "t2" }), makeAsk(3, { tool: "t3" })];
     const stop = new AbortController();
     park(channel, first, stop.signal);
@@ -175,6 +224,12 @@ describe("an answer whose reply goes missing", () => {
     proxyStatus = 409;
     await press(cardOf(page, ask), "Approve");
     await expect.poll(() => resultOf(page, ask)).toMatch(/^Not answered \(409\)/);
+    expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+    // Nor is a proxy's 404 page the server's word that it no longer knows the ask.
+    proxyStatus = 404;
+    await press(cardOf(page, ask), "Approve");
+    await expect.poll(() => resultOf(page, ask)).toMatch(/^Not answered \(404\)/);
     expect(await cardOf(page, ask).getByRole("button", { name: "Approve" }).isEnabled()).toBe(true);
     expect(waiting.answer()).toBeUndefined();
     proxyStatus = 200;
@@ -286,12 +341,22 @@ describe("an answer whose reply goes missing", () => {
     },
   );
 
-  it("an answer confirmed after its card went on the ask's end heard on the stream is still told as this page's own", async () => {
+  it("an answer confirmed after its card went on the ask's end heard on the stream is told once, by that end", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1, { tool: "deploy" });
     const waiting = park(channel, ask);
     const card = cardOf(page, ask);
     await card.waitFor();
+    // Every announcement the page makes from here on, in order.
+    await page.evaluate(`(() => {
+      const announce = document.getElementById("announce");
+      window.said = [];
+      new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+    })()`);
     let release = () => {};
     const released = new Promise<void>((resolve) => (release = resolve));
     await page.route("**/api/asks/*", async (route) => {
@@ -304,10 +369,40 @@ describe("an answer whose reply goes missing", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
     await expect.poll(() => card.count()).toBe(0);
     expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: denied");
+    // A confirmed answer reloads the grants once its outcome is told: then the reply has been read.
+    const told = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
     release();
+    await told;
+    expect(await page.evaluate<string[]>("window.said")).toEqual(["Ask for deploy ended: denied"]);
+  });
+
+  it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {
+    const { proxy, channel, server, page } = await consoleBehindProxy();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const stop = new AbortController();
+    park(channel, ask, stop.signal);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The page stops hearing the stream (not yet for long enough to notice), the ask ends, and the
+    // server forgets its ending under a thousand later ones: it knows nothing of this id any more.
+    proxy.stall();
+    stop.abort(new Error("deadline"));
+    await outliveBoardEndings(channel, server);
+    let posts = 0;
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      posts += 1;
+      return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${ask.id}` }) });
+    });
+    await press(card, "Approve");
     await expect
-      .poll(() => page.locator("#announce").textContent())
-      .toBe("Your answer for deploy arrived. Denied: the call is refused.");
+      .poll(() => resultOf(page, ask))
+      .toBe("The server no longer knows this ask: it ended, and nothing was answered.");
+    // Not to be answered again: its buttons stay off until the card goes, saying why.
+    expect(await card.getByRole("button", { name: "Approve" }).isEnabled()).toBe(false);
+    await expect.poll(() => card.count(), { timeout: 10_000 }).toBe(0);
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: the server no longer knows it");
+    expect(posts).toBe(1);
   });
 
   it("an approver that failed after the answer may have landed is not reported as nothing answered", async () => {
@@ -377,6 +472,46 @@ describe("an ask id that comes back with another call behind it", () => {
     await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
+  it("a call just like the one that ended unseen, parked under its id, shows its own age and deadline, not the old call's", async () => {
+    const proxy = await startTcpProxy();
+    cleanups.push(() => proxy.close());
+    // The server's clock, which ages and deadlines are counted by.
+    let clock = Date.now();
+    const { channel, server, page } = await consoleWith({
+      allowedHosts: [`127.0.0.1:${proxy.port}`],
+      askTimeoutMs: 600_000,
+      now: () => clock,
+    });
+    proxy.forwardTo(server.port);
+    const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy to production?" });
+    const stop = new AbortController();
+    park(channel, ask, stop.signal);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([ask.id]);
+    clock += 540_000;
+    await page.goto(`http://127.0.0.1:${proxy.port}/?token=${server.token}`);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await expect.poll(() => card.locator(".left").textContent()).toMatch(/^(1 min 0 s|5\d s) left$/);
+
+    // While the page is away, the call ends and another just like it (the same id, tool, prompt and
+    // arguments: a seeded run started again) parks, with the whole deadline ahead of it.
+    proxy.cut();
+    await expect.poll(() => page.locator("#status").textContent()).not.toBe("Live");
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    await outliveEndings(channel);
+    const waiting = park(channel, ask);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([ask.id]);
+    proxy.restore();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 20_000 }).toBe("Live");
+
+    await expect.poll(() => card.locator(".left").textContent()).toMatch(/^(10 min 0 s|9 min 5\d s) left$/);
+    expect(await card.locator(".age").textContent()).toMatch(/^parked \d+ s ago$/);
+    expect(await page.locator("#asks .ask").count()).toBe(1);
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });

@@ -232,7 +232,11 @@ describe("the console in Chromium", () => {
   it("after the event stream drops and reconnects, pending asks stay as they were (no duplicates); what ended meanwhile goes, what came shows", async () => {
     const proxy = await startTcpProxy();
     const [channel, approver] = ApprovalChannel.pair(8);
-    const server = await createApprovalServer({ approver, allowedHosts: [`127.0.0.1:${proxy.port}`] });
+    const server = await createApprovalServer({
+      approver,
+      grants: new MemoryGrantStore(),
+      allowedHosts: [`127.0.0.1:${proxy.port}`],
+    });
     proxy.forwardTo(server.port);
     cleanups.push(
       () => approver.close(),

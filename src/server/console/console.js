@@ -13,6 +13,9 @@
   const cards = new Map();
   let cardSerial = 0;
   let liveRecords = false;
+  // Whether the server has a grant store to keep a remembered answer in (its grants list says):
+  // until it has said so, the remember choices are not offered, and no answer carries one.
+  let canRemember = false;
   // How often the server promised to say something on the stream (its first event tells).
   let heartbeatMs = 15_000;
   // While the page is not sure that what it shows is what is pending (the stream went quiet or
@@ -143,6 +146,15 @@
   function paintAll() {
     for (const card of cards.values()) paint(card.li);
     layoutChanged();
+  }
+
+  /** Offers a card's remember choices only while the server can keep what they choose. */
+  function paintRemember(li) {
+    const fieldset = li.querySelector(".remember");
+    if (fieldset.hidden === !canRemember) return;
+    fieldset.hidden = !canRemember;
+    // A choice hidden is no choice: what the card shows is what an answer sends.
+    if (!canRemember) li.querySelector('.remember input[value=""]').checked = true;
   }
 
   // ---- cards that move ----------------------------------------------------
@@ -289,7 +301,16 @@
   function addAsk(view) {
     const ask = view.ask;
     const existing = cards.get(ask.id);
-    if (existing !== undefined && sameAsk(existing.ask, ask)) return;
+    if (existing !== undefined && sameAsk(existing.ask, ask)) {
+      // The same ask sent again (a reconnect re-sends the pending ones; or it ended unseen and a
+      // call just like it parked under the id): the card and what was typed in it stay, but its
+      // age and deadline are the server's latest word.
+      existing.receivedLocal = Date.now();
+      existing.ageMs = view.ageMs;
+      existing.timeLeftMs = view.timeLeftMs;
+      tick();
+      return;
+    }
     const li = template.content.firstElementChild.cloneNode(true);
     const serial = ++cardSerial;
     li.dataset.askId = ask.id;
@@ -305,6 +326,7 @@
     heading.id = `ask-${serial}-tool`;
     article.setAttribute("aria-labelledby", heading.id);
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
+    paintRemember(li);
     const form = li.querySelector("form");
     form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
@@ -344,9 +366,14 @@
     );
   }
 
+  // The ending told for a card that went while an answer of this page was on its way (its end heard
+  // on the stream first): the answer's confirmation, when it comes, is not told a second time.
+  const toldWhileSending = new WeakMap();
+
   function removeAsk(id, ending, note = "") {
     const card = cards.get(id);
     if (card === undefined) return;
+    if (card.li.dataset.sending !== undefined) toldWhileSending.set(card.li, ending);
     const focused = card.li.contains(document.activeElement);
     const neighbour = card.li.nextElementSibling || card.li.previousElementSibling;
     card.li.remove();
@@ -363,6 +390,7 @@
 
   function describeEnding(ending) {
     if (ending === "offline") return "ended while the page was not connected";
+    if (ending === "unknown") return "the server no longer knows it";
     if (!ending) return "ended";
     if (ending.type === "answered") return ending.verdict === "approve" ? "approved" : "denied";
     switch (ending.reason) {
@@ -381,7 +409,7 @@
 
   async function answer(ask, li, verdict) {
     const result = li.querySelector(".result");
-    const remember = li.querySelector('input[type="radio"]:checked');
+    const remember = li.querySelector(".remember").hidden ? null : li.querySelector('input[type="radio"]:checked');
     const reason = li.querySelector(".reason").value.trim();
     // The ask rides along: the server refuses the answer if another call holds this id by now.
     const body = { type: verdict, ask };
@@ -411,8 +439,12 @@
     // session ended) can reply 200 with a page of its own, having passed nothing on.
     if (reply.status === 200 && reply.body !== null && reply.body.delivered === true) {
       result.textContent = verdict === "approve" ? "Approved: the call goes ahead." : "Denied: the call is refused.";
+      const told = toldWhileSending.get(li);
       if (shown) removeAsk(ask.id, { type: "answered", verdict });
-      else say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+      // Its ending, heard on the stream before this reply, was told already as this answer.
+      else if (!(told && told.type === "answered" && told.verdict === verdict)) {
+        say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+      }
       void refreshGrants();
       return;
     }
@@ -431,6 +463,15 @@
       result.textContent = `This ask already ended${how}. This answer changed nothing.`;
       setTimeout(() => {
         if (cards.get(ask.id)?.li === li) removeAsk(ask.id, ending);
+      }, 4000);
+      return;
+    }
+    // The server's own 404 only: it no longer knows this ask (it ended long ago, or the server restarted),
+    // so no answer here can reach it. A proxy's 404 page says nothing of the ask.
+    if (reply.status === 404 && reply.body && reply.body.error === "ask_unknown") {
+      result.textContent = "The server no longer knows this ask: it ended, and nothing was answered.";
+      setTimeout(() => {
+        if (cards.get(ask.id)?.li === li) removeAsk(ask.id, "unknown");
       }, 4000);
       return;
     }
@@ -518,6 +559,11 @@
     const panel = $("grants-panel");
     if (reply.status !== 200 || !reply.body) return;
     panel.hidden = reply.body.available === false;
+    if (canRemember !== (reply.body.available === true)) {
+      canRemember = reply.body.available === true;
+      for (const card of cards.values()) paintRemember(card.li);
+      layoutChanged();
+    }
     const tbody = $("grants").querySelector("tbody");
     const rows = [];
     const seen = new Map();
