@@ -679,7 +679,8 @@ describe("the console's session cookie", () => {
 
 describe("answers: POST /api/asks/:id", () => {
   it("200 when the answer reaches the parked call, with remember passed on; the ask leaves the list", async () => {
-    const { server, auth, park } = await start({ grants: new MemoryGrantStore() });
+    // A server without a grant store passes remember on: the engine keeps it, if it has a store.
+    const { server, auth, park } = await start();
     const { ask, parked } = await park();
     const listed = (await get(server, "api/asks", auth)).json as {
       asks: { ask: PendingAsk; ageMs: number; timeLeftMs: null }[];
@@ -692,28 +693,6 @@ describe("answers: POST /api/asks/:id", () => {
     expect(reply.json).toEqual({ delivered: true });
     await expect(parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
     expect(((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks).toEqual([]);
-  });
-
-  it("400 remember_unavailable for an answer with remember on a server without a grant store; nothing is answered", async () => {
-    const { server, auth, park } = await start();
-    const { ask, parked } = await park();
-    const watched = track(parked);
-    for (const remember of ["this_call", "this_tool"]) {
-      const reply = await answer(server, ask.id, { type: "approve", remember, ask }, auth);
-      expect(reply.status, remember).toBe(400);
-      expect(reply.json, remember).toEqual({
-        error: "remember_unavailable",
-        message:
-          "this server has no grant store, so it cannot keep a remembered answer: answer without remember; " +
-          "nothing was answered",
-      });
-    }
-    await flush();
-    expect(watched.outcome.state).toBe("pending");
-    expect(((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks).toHaveLength(1);
-    // Without remember, the same answer goes through.
-    expect((await answer(server, ask.id, { type: "approve", ask }, auth)).status).toBe(200);
-    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
   it("shows the time left when told the agent's deadline", async () => {

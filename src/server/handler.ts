@@ -35,9 +35,9 @@ export interface ApprovalHandlerOptions {
   readonly approver?: AskInbox;
   /**
    * The grant store to list and revoke grants in: the one the engine
-   * remembers answers in. Without it an answer that carries `remember` is
-   * refused (`400 remember_unavailable`) and the console offers no remember
-   * choice.
+   * remembers answers in. Without it the console offers no remember choice
+   * (an answer that carries `remember` is still passed on: the engine keeps
+   * it if it has a store).
    */
   readonly grants?: GrantStore;
   /** Where recent gate decisions are read from ({@link RecentRecords}, {@link auditLogRecords}). */
@@ -553,16 +553,6 @@ class Handler {
       const issue = parsed.error.issues[0];
       const where = issue === undefined || issue.path.length === 0 ? "the body" : issue.path.join(".");
       throw new HttpError(400, "bad_request", `not an answer: ${where}: ${issue?.message ?? "invalid"}`);
-    }
-    // Remembered answers live in the grant store: a server without one would show the person an
-    // "always" it cannot list or revoke, and their agent may keep nothing at all.
-    if (parsed.data.remember !== undefined && this.#grants === undefined) {
-      throw new HttpError(
-        400,
-        "remember_unavailable",
-        "this server has no grant store, so it cannot keep a remembered answer: answer without remember; " +
-          "nothing was answered",
-      );
     }
     const shown = shownAsk(body, id);
     const outcome = await this.#deliver(req, id, parsed.data, shown === undefined ? undefined : askDigest(shown));
