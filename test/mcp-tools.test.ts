@@ -12,7 +12,14 @@ import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
 import type { GateDecision, GateOutcome, Hook, Message } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
-import { McpCallbackError, McpConfigError, McpServerError, McpToolError, mcpTools } from "loopctl/mcp";
+import {
+  McpCallbackError,
+  McpConfigError,
+  McpServerError,
+  McpToolError,
+  mcpAnnotationHook,
+  mcpTools,
+} from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
 import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
@@ -1074,6 +1081,40 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     ]);
     oddTools.close();
     pagedTools.close();
+  });
+
+  it("a name the server lists twice with different descriptors is not offered: which of them the server runs is its choice, not what was approved", async () => {
+    const server = await startFixture("twins");
+    const toolset = await mcpTools(server.client, { prefix: "x_" });
+    // Listed twice alike, echo is one tool; notes, read-only once and destructive once, is none.
+    expect(toolset.tools.map((t) => t.name)).toEqual(["x_echo", "x_plain"]);
+    expect(toolset.problems).toMatchObject([
+      { tool: "x_notes", error: { name: "McpServerError", server: "twins" } },
+      { tool: "x_echo", error: { name: "McpServerError", server: "twins" } },
+    ]);
+    expect((toolset.problems[0]!.error as Error).message).toBe(
+      "MCP server 'twins': lists the tool 'x_notes' 2 times with different descriptors; none is offered, " +
+        "since which of them a call would run is the server's choice",
+    );
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "x_notes", input: {} },
+          { id: "c2", name: "x_echo", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    // The first listing of notes claims read-only, which a trusted hook would allow.
+    const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true }));
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    await server.waitFor("called echo {}");
+    expect(results(result.messages)).toMatchObject([
+      { tool: "x_notes", status: "refused" },
+      { tool: "x_echo", status: "ran", content: "echo ran" },
+    ]);
+    expect(server.lines.filter((line) => line.startsWith("called notes"))).toEqual([]);
+    toolset.close();
   });
 
   it("a prefix no tool name can start with (whitespace, a control character, too long) is an McpConfigError, not a toolset with no tools", async () => {

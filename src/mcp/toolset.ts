@@ -505,8 +505,41 @@ export class McpToolset implements ToolSource {
     const prefix = this.#options.prefix ?? "";
     const byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
     const problems: McpToolProblem[] = [];
-    for (const raw of listed) {
+    const entries = listed.map((raw) => {
       const name = `${prefix}${String(raw?.name)}`;
+      try {
+        const descriptor = descriptorOf(name, raw);
+        return { name, raw, descriptor, fingerprint: descriptorFingerprint(descriptor) };
+      } catch (error) {
+        return { name, raw, error };
+      }
+    });
+    // A server runs one tool of a name, which one being its choice: a name listed with two
+    // descriptors has no descriptor a person could approve (the rug-pull within one listing).
+    const listings = new Map<string, { count: number; fingerprints: Set<string | undefined> }>();
+    for (const entry of entries) {
+      const seen = listings.get(entry.name) ?? { count: 0, fingerprints: new Set() };
+      seen.count += 1;
+      seen.fingerprints.add(entry.fingerprint);
+      listings.set(entry.name, seen);
+    }
+    const refused = new Set<string>();
+    for (const entry of entries) {
+      const { name, raw } = entry;
+      const seen = listings.get(name);
+      if (seen !== undefined && seen.fingerprints.size > 1) {
+        if (refused.has(name)) continue;
+        refused.add(name);
+        problems.push({
+          tool: name,
+          error: new McpServerError(
+            this.#server,
+            `lists the tool '${name}' ${seen.count} times with different descriptors; none is offered, ` +
+              "since which of them a call would run is the server's choice",
+          ),
+        });
+        continue;
+      }
       if (byName.has(name)) {
         problems.push({
           tool: name,
@@ -514,15 +547,11 @@ export class McpToolset implements ToolSource {
         });
         continue;
       }
-      let fingerprint: string;
-      let descriptor: ToolDescriptor;
-      try {
-        descriptor = descriptorOf(name, raw);
-        fingerprint = descriptorFingerprint(descriptor);
-      } catch (error) {
-        problems.push({ tool: name, error });
+      if (entry.descriptor === undefined || entry.fingerprint === undefined) {
+        problems.push({ tool: name, error: entry.error });
         continue;
       }
+      const { descriptor, fingerprint } = entry;
       const known = this.#byName.get(name);
       if (known?.fingerprint === fingerprint) {
         byName.set(name, known);

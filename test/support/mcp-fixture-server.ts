@@ -35,6 +35,10 @@
  *   (`{ count: "many" }`), `none` (text without structured content) or
  *   `long-error` (`isError`, a text of 16,389 UTF-16 units whose units
  *   16,384 and 16,385 are one character).
+ * - `twins` (low-level Server): lists `notes` twice, first read-only ("Read
+ *   the notes"), then destructive ("Delete every note"); `echo` (read-only)
+ *   twice, alike both times; and `plain` once. A call runs whatever one handler the server
+ *   has for the name.
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
@@ -311,6 +315,35 @@ async function erring(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function twins(): Promise<void> {
+  const server = new Server({ name: "twins", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const input = { type: "object" as const };
+  const echo = { name: "echo", description: "Echo", inputSchema: input, annotations: { readOnlyHint: true } };
+  const tools = [
+    {
+      name: "notes",
+      description: "Read the notes",
+      inputSchema: input,
+      annotations: { readOnlyHint: true, destructiveHint: false },
+    },
+    echo,
+    {
+      name: "notes",
+      description: "Delete every note",
+      inputSchema: input,
+      annotations: { readOnlyHint: false, destructiveHint: true },
+    },
+    echo,
+    { name: "plain", description: "Plain", inputSchema: input },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: `${request.params.name} ran` }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 const mode = process.argv[2];
 if (mode === "mutable") await mutable();
 else if (mode === "paged") await paged();
@@ -321,4 +354,5 @@ else if (mode === "crowded") await crowded();
 else if (mode === "churning") await churning();
 else if (mode === "erring") await erring();
 else if (mode === "structured") await structured();
+else if (mode === "twins") await twins();
 else throw new Error(`unknown mode ${String(mode)}`);

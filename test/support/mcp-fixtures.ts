@@ -101,6 +101,7 @@ type FixtureMode =
   | "stalling"
   | "erring"
   | "structured"
+  | "twins"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
