@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir } from "node:fs/promises";
+import { lstat, mkdir, open, readdir, unlink } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { LedgerLockError } from "../grant/errors.js";
@@ -34,7 +34,14 @@ import {
   encodeAuditLine,
 } from "./line.js";
 import type { AuditAnchor } from "./line.js";
-import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
+import {
+  auditSealPath,
+  encodeSeal,
+  isSealTemporaryName,
+  readSealFile,
+  sealTemporaryPath,
+  writeSealFile,
+} from "./seal.js";
 import { ChainCheck, NEWLINE } from "./chain.js";
 import type { Chain, Failure, MacCheck } from "./chain.js";
 import { checkLogFile, holds } from "./chain-file.js";
@@ -126,6 +133,8 @@ export interface SinkSeams {
   readonly beforeLock?: () => Promise<void>;
   /** The clock that spaces the sink's looks for abandoned claims; `performance.now` by default. */
   readonly now?: () => number;
+  /** The path of the seal's next temporary file (`sealPath` being the seal's); a fresh random one by default. */
+  readonly sealTemporary?: (sealPath: string) => string;
 }
 
 /** {@link AuditSink.open}, with its seams. */
@@ -185,6 +194,7 @@ export class AuditSink {
   readonly #lockTimeoutMs: number;
   readonly #onError: ((error: AuditError) => void) | undefined;
   readonly #now: () => number;
+  readonly #sealTemporary: (sealPath: string) => string;
   /** When this sink last looked for abandoned claims beside the log, by {@link #now}. */
   #claimsSweptAt: number | undefined;
   #anchor: AuditAnchor;
@@ -210,7 +220,7 @@ export class AuditSink {
     fileKey: string,
     key: Buffer | undefined,
     options: AuditSinkOptions,
-    now: () => number,
+    seams: SinkSeams,
   ) {
     this.path = path;
     this.#handle = handle;
@@ -221,7 +231,8 @@ export class AuditSink {
     this.#fsync = options.fsync ?? false;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#onError = options.onError;
-    this.#now = now;
+    this.#now = seams.now ?? (() => performance.now());
+    this.#sealTemporary = seams.sealTemporary ?? sealTemporaryPath;
   }
 
   /**
@@ -310,7 +321,7 @@ export class AuditSink {
       openFiles().add(id);
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
-      const sink = new AuditSink(abs, handle, fileKey, key, options, seams.now ?? (() => performance.now()));
+      const sink = new AuditSink(abs, handle, fileKey, key, options, seams);
       await sink.#resume(options.anchor, seams);
       if (!before && options.fsync) {
         for (const folder of [...made.map((folder) => dirname(folder)), dirname(abs)]) await syncFolder(folder);
@@ -396,7 +407,7 @@ export class AuditSink {
       // A keyed log gets its seal before its first line, so that a seal gone
       // missing later always means it was removed.
       if (key !== undefined && seal === null) {
-        await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
+        await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync, this.#sealTemporary(sealPath));
       }
     });
   }
@@ -442,7 +453,9 @@ export class AuditSink {
    * Removes the claims to break the log's lock (`<log>.lock.break-<16 hex>`)
    * that writers killed while breaking an abandoned lock left beside the log,
    * once they are abandoned (see {@link HeldLock.removeAbandonedClaims}): a
-   * live breaker's stays. Runs under the lock, when the sink opens and then at
+   * live breaker's stays, and the seal's temporary files (`<log>.seal.tmp-<24 hex>`)
+   * writers that died while replacing the seal left, once as old as an abandoned
+   * lock. Runs under the lock, when the sink opens and then at
    * most once every {@link STALE_LOCK_MS}, the age a claim must reach first, so
    * that appends do not each read a folder that may hold many rotated logs.
    * Never fails.
@@ -451,8 +464,19 @@ export class AuditSink {
     const now = this.#now();
     if (this.#claimsSweptAt !== undefined && now - this.#claimsSweptAt < STALE_LOCK_MS) return;
     this.#claimsSweptAt = now;
-    const names = await readdir(dirname(this.path)).catch(() => []);
+    const folder = dirname(this.path);
+    const names = await readdir(folder).catch(() => []);
     await lock.removeAbandonedClaims(names);
+    // A writer holds the lock while it replaces the seal, for milliseconds: a
+    // temporary file of the seal as old as an abandoned lock is one a writer
+    // that died mid-replace left behind.
+    const seal = basename(auditSealPath(this.path));
+    for (const name of names) {
+      if (!isSealTemporaryName(seal, name)) continue;
+      const file = join(folder, name);
+      const found = await lstat(file).catch(() => undefined);
+      if (found && Date.now() - found.mtimeMs > STALE_LOCK_MS) await unlink(file).catch(() => undefined);
+    }
   }
 
   /**
@@ -740,7 +764,8 @@ export class AuditSink {
     }
     if (this.#key !== undefined) {
       try {
-        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, { seq, hash }), this.#fsync);
+        const sealPath = auditSealPath(this.path);
+        await writeSealFile(sealPath, encodeSeal(this.#key, { seq, hash }), this.#fsync, this.#sealTemporary(sealPath));
       } catch (error) {
         // The old seal still stands (it is replaced by a rename, last), so
         // cutting the lines off leaves the log and its seal as they were.
