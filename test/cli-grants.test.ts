@@ -606,6 +606,14 @@ describe("command lines that say something other than they seem", () => {
         ["console", "--port", "-1"],
         "loopctl console: --port needs a value; to give one starting with a dash, write --port=-1\n",
       ],
+      [
+        ["audit", "verify", "log.jsonl", "--json=false"],
+        'loopctl audit verify: --json takes no value, got "false": write --json, or leave it out\n',
+      ],
+      [
+        ["grants", "list", "--help=1"],
+        'loopctl grants list: --help takes no value, got "1": write --help, or leave it out\n',
+      ],
     ];
     for (const [argv, line] of cases) {
       const run = await cli(argv, { cwd: base });
