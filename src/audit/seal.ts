@@ -113,8 +113,6 @@ export async function writeSealFile(
   try {
     handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NO_FOLLOW, 0o600);
     created = true;
-    // Exactly owner-only, whatever the umask and the folder's default ACL made of the mode asked for.
-    await handle.chmod(0o600);
     await writeAll(handle, Buffer.from(text, "utf8"));
     if (fsync) await handle.sync();
     await handle.close();
