@@ -1,9 +1,25 @@
 import { execFile } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { chmod, mkdir, mkdtemp, open, readFile, rm, rmdir, symlink, unlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  link,
+  mkdir,
+  mkdtemp,
+  open,
+  readFile,
+  readdir,
+  rename,
+  rm,
+  rmdir,
+  stat,
+  symlink,
+  unlink,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -234,13 +250,17 @@ describe("the keyed sink", () => {
     const { path, text, seal } = await keyedLog(2);
     const errors: string[] = [];
     for (const fsync of [false, true]) {
-      const sink = await AuditSink.open(path, { key, fsync, onError: (error) => errors.push(error.code) });
-      // A folder where the seal's temporary file goes: creating it fails with EISDIR.
+      const sink = await openSink(
+        path,
+        { key, fsync, onError: (error) => errors.push(error.code) },
+        { sealTemporary: (sealPath) => `${sealPath}.tmp` },
+      );
+      // A folder where the seal's temporary file goes: creating it fails with EEXIST.
       await mkdir(`${path}.seal.tmp`);
       const error = await sink.append(gateRecord(3)).catch((e: unknown) => e);
       expect(error).toMatchObject({ code: "AUDIT_IO", path });
       expect((error as Error).message).toMatch(
-        /^cannot append line 3 to audit log .*: the seal could not be updated: .*EISDIR.*; nothing of them was kept/,
+        /^cannot append line 3 to audit log .*: the seal could not be updated: .*EEXIST.*; nothing of them was kept/,
       );
       expect(await readFile(path, "utf8")).toBe(text);
       expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
@@ -258,9 +278,71 @@ describe("the keyed sink", () => {
     expect(errors).toEqual(["AUDIT_IO", "AUDIT_IO"]);
   });
 
+  it("writes the seal through no file planted at a name beside it: a hard link or a symbolic link to a file elsewhere stays untouched", async () => {
+    const outside = await mkdtemp(join(tmpdir(), "loopctl-audit-outside-"));
+    try {
+      const victim = join(outside, "victim.txt");
+      await writeFile(victim, "not the seal\n");
+      const { path } = await keyedLog(1);
+      const folder = join(dir, `planted-${++counter}`);
+      await mkdir(folder);
+      const log = join(folder, "gates.jsonl");
+      await writeFile(log, await readFile(path));
+      await writeFile(`${log}.seal`, await readFile(`${path}.seal`));
+      // At the name the seal's temporary file had, which anyone who can write the folder knew.
+      await link(victim, `${log}.seal.tmp`);
+      const planted = (await readdir(folder)).sort();
+      const sink = await AuditSink.open(log, { key });
+      await expect(sink.append(gateRecord(2))).resolves.toMatchObject({ seq: 2 });
+      await unlink(`${log}.seal.tmp`);
+      await symlink(join(outside, "made-by-the-writer"), `${log}.seal.tmp`);
+      await expect(sink.append(gateRecord(3))).resolves.toMatchObject({ seq: 3 });
+      await sink.close();
+      expect(await readFile(victim, "utf8")).toBe("not the seal\n");
+      expect((await stat(victim)).nlink).toBe(1);
+      expect(await readdir(outside)).toEqual(["victim.txt"]);
+      // Nothing is left beside the log but what was there: no temporary file either.
+      expect((await readdir(folder)).sort()).toEqual(planted);
+      expect((await stat(`${log}.seal`)).mode & 0o777).toBe(0o600);
+      expect(await verifyAuditLog(log, { key })).toMatchObject({ ok: true, anchor: { seq: 3 } });
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("removes the seal's temporary file when the seal cannot be replaced, and one a dead writer left once it is old", async () => {
+    const { path, text, seal } = await keyedLog(2);
+    const temporaries = async (): Promise<string[]> =>
+      (await readdir(dir)).filter((name) => name.startsWith(`${basename(path)}.seal.tmp`)).sort();
+    const sink = await AuditSink.open(path, { key });
+    // A folder in the seal's place: the rename over it fails, after the temporary file was written.
+    await rename(`${path}.seal`, `${path}.seal.kept`);
+    await mkdir(`${path}.seal`);
+    await writeFile(join(`${path}.seal`, "x"), "");
+    const error = await sink.append(gateRecord(3)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "AUDIT_IO", path });
+    expect((error as Error).message).toMatch(/the seal could not be updated: .*; nothing of them was kept/);
+    expect(await temporaries()).toEqual([]);
+    expect(await readFile(path, "utf8")).toBe(text);
+    await sink.close();
+    await rm(`${path}.seal`, { recursive: true });
+    await rename(`${path}.seal.kept`, `${path}.seal`);
+
+    const old = `${path}.seal.tmp-${"a".repeat(24)}`;
+    const recent = `${path}.seal.tmp-${"b".repeat(24)}`;
+    const other = `${path}.seal.tmp-mine`;
+    for (const name of [old, recent, other]) await writeFile(name, seal, { mode: 0o600 });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    await utimes(old, hourAgo, hourAgo);
+    await utimes(other, hourAgo, hourAgo);
+    const reopened = await AuditSink.open(path, { key });
+    await reopened.close();
+    expect(await temporaries()).toEqual([basename(recent), basename(other)].sort());
+  });
+
   it("fails an append, not hangs it holding the lock, when a FIFO is where the seal's temporary file goes", async () => {
     const { path, text, seal } = await keyedLog(2);
-    const sink = await AuditSink.open(path, { key, lockTimeoutMs: 100 });
+    const sink = await openSink(path, { key, lockTimeoutMs: 100 }, { sealTemporary: (sealPath) => `${sealPath}.tmp` });
     await promisify(execFile)("mkfifo", [`${path}.seal.tmp`]);
     // With no reader, opening it to write waited for one for good, holding the log's lock.
     const error = await Promise.race([
@@ -269,16 +351,16 @@ describe("the keyed sink", () => {
     ]);
     expect(error).toMatchObject({ code: "AUDIT_IO", path });
     expect((error as Error).message).toMatch(
-      /^cannot append line 3 to audit log .*: the seal could not be updated: .*ENXIO.*; nothing of them was kept/,
+      /^cannot append line 3 to audit log .*: the seal could not be updated: .*EEXIST.*; nothing of them was kept/,
     );
     expect(await readFile(path, "utf8")).toBe(text);
     expect(await readFile(`${path}.seal`, "utf8")).toBe(seal);
-    // Held open for reading, it is opened, and refused as no regular file.
+    // Held open for reading, it is not opened to write either: the name is taken.
     const reader = await open(`${path}.seal.tmp`, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const again = await sink.append(gateRecord(4)).catch((e: unknown) => e);
       expect(again).toMatchObject({ code: "AUDIT_IO", path });
-      expect((again as Error).message).toMatch(/the seal could not be updated: .*is not a regular file/);
+      expect((again as Error).message).toMatch(/the seal could not be updated: .*EEXIST/);
     } finally {
       await reader.close();
     }

@@ -134,13 +134,22 @@ describe("loopctl audit verify", () => {
     expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
   });
 
-  it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified", async () => {
+  it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified, in JSON too", async () => {
     await writeFile(join(dir, "empty.key"), randomBytes(32), { mode: 0o600 });
     await writeFile(join(dir, "empty.jsonl"), "");
     const run = await cli(["audit", "verify", "empty.jsonl", "--key-file", "empty.key"], { cwd: dir });
     expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
     expect(run.stdout).toContain("0 records, chain intact (no line yet: nothing for the key to check)");
     expect(run.stdout).not.toContain("seal verified");
+    const asJson = await cli(["audit", "verify", "empty.jsonl", "--key-file", "empty.key", "--json"], { cwd: dir });
+    expect(asJson.code).toBe(EXIT.ok);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({
+      ok: true,
+      file: join(dir, "empty.jsonl"),
+      records: 0,
+      anchor: { seq: 0, hash: "0".repeat(64) },
+      authenticated: false,
+    });
   });
 
   it("verifies with a --key-file of raw bytes whose last byte is 0x0a, as the writer's key", async () => {

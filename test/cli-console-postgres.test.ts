@@ -132,6 +132,8 @@ describe("loopctl console --database URL", () => {
     expect(run.code).toBe(EXIT.io);
     expect(run.stderr).toContain("[POSTGRES_NOT_MIGRATED]");
     expect(run.stderr).toContain('schema "loopctl_never_there" is not migrated');
+    // Named once, as the grants commands name theirs: not "loopctl: loopctl console: …".
+    expect(run.stderr.startsWith('loopctl: PostgresAskQueue: schema "loopctl_never_there" is not migrated')).toBe(true);
     expect(run.stdout).not.toContain("open http");
     const unreachable = await cli(
       ["console", "--database", "postgres://nobody:secret@127.0.0.1:1/none", "--port", "0"],

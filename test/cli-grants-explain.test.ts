@@ -114,6 +114,41 @@ describe("loopctl grants explain", () => {
     expect(badTitle.stderr).toMatch(/--descriptor: title must be a string/);
   });
 
+  it("warns of a --descriptor member no pin covers (a misspelt outputSchema), which the check leaves out", async () => {
+    const annotated: ToolDescriptor = { ...write, outputSchema: { type: "object" } };
+    const pinned = new Grant("write", "allow", GrantScope.thisTool()).withPinnedDescriptor(
+      descriptorFingerprint(annotated),
+    );
+    await seed(root, project, [pinned]);
+    const misspelt = JSON.stringify({ ...JSON.parse(writeJson), outputschema: { type: "object" }, _meta: {} });
+    const run = await cli(["grants", "explain", "--tool", "write", "--args", "{}", "--descriptor", misspelt, ...at()], {
+      cwd: base,
+    });
+    expect(run.code).toBe(EXIT.ok);
+    expect(run.stdout).toContain("decision: ask");
+    expect(run.stderr).toBe(
+      'loopctl: warning: --descriptor: "outputschema" and "_meta" are not part of a tool\'s pin and were left out ' +
+        "(it covers description, inputSchema, title, annotations and outputSchema)\n",
+    );
+    const named = await cli(
+      [
+        "grants",
+        "explain",
+        "--tool",
+        "write",
+        "--args",
+        "{}",
+        "--json",
+        "--descriptor",
+        JSON.stringify(annotated),
+        ...at(),
+      ],
+      { cwd: base },
+    );
+    expect(named).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(JSON.parse(named.stdout)).toMatchObject({ decision: { type: "allow", grant: pinned.id } });
+  });
+
   it("names --descriptor, not --args, when the descriptor has no canonical JSON form", async () => {
     // Only a pinned grant makes the policy digest the descriptor: the refusal must not depend on one.
     const pins = [

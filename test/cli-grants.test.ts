@@ -41,6 +41,23 @@ describe("loopctl grants list", () => {
     expect(reset.stderr).toContain("does not exist");
   });
 
+  it("warns on stderr when --project names a file, as the ledger itself would be named by mistake", async () => {
+    const store = await seed(root, project, [sampleGrants()[0] as Grant]);
+    const ledger = store.ledgerPath;
+    const before = await readFile(ledger, "utf8");
+    for (const command of [
+      ["grants", "list"],
+      ["grants", "reset"],
+    ]) {
+      const run = await cli([...command, "--root", root, "--project", ledger], { cwd: base });
+      expect(run.code, command.join(" ")).toBe(EXIT.ok);
+      expect(run.stderr, command.join(" ")).toBe(
+        `loopctl: warning: the project folder ${ledger} is a file, not a folder; these are the grants kept under that path\n`,
+      );
+    }
+    expect(await readFile(ledger, "utf8")).toBe(before);
+  });
+
   it("warns when a --root or --project starting with a ~ the shell left as it is names no folder", async () => {
     // bash expands ~ in --root ~/x, not in --root=~/x: that is a folder named ~ in the current folder.
     const grants = sampleGrants();
@@ -605,6 +622,14 @@ describe("command lines that say something other than they seem", () => {
       [
         ["console", "--port", "-1"],
         "loopctl console: --port needs a value; to give one starting with a dash, write --port=-1\n",
+      ],
+      [
+        ["audit", "verify", "log.jsonl", "--json=false"],
+        'loopctl audit verify: --json takes no value, got "false": write --json, or leave it out\n',
+      ],
+      [
+        ["grants", "list", "--help=1"],
+        'loopctl grants list: --help takes no value, got "1": write --help, or leave it out\n',
       ],
     ];
     for (const [argv, line] of cases) {

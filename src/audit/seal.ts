@@ -1,5 +1,6 @@
 import { constants } from "node:fs";
-import { open, rename } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { open, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { FileHandle } from "node:fs/promises";
 import { assertPathArgument } from "./arguments.js";
@@ -76,27 +77,42 @@ export async function readSealFile(path: string): Promise<string | null> {
   }
 }
 
+/** `<seal>.tmp-<24 hex>`: the names of the seal's temporary files, beside it. */
+const TEMPORARY_SUFFIX = /^\.tmp-[0-9a-f]{24}$/;
+
 /**
- * Replaces the seal file with `text`: written to `<seal>.tmp` (owner-only,
- * never through a link), then renamed over the seal, so a reader sees the
- * old seal or the new one, never half of one. Anything at `<seal>.tmp` but
- * a regular file (a FIFO, a folder) fails it. Callers hold the log's lock,
- * so one temporary name serves every writer, and a crashed writer's leftover
- * is simply overwritten.
+ * A fresh name for a temporary file of the seal at `path`, beside it: random,
+ * so that no one who can write the folder can put a file or a link there first.
+ */
+export function sealTemporaryPath(path: string): string {
+  return `${path}.tmp-${randomBytes(12).toString("hex")}`;
+}
+
+/** Whether `name`, in the seal's folder, is one of the seal's temporary files (`sealName` being the seal's). */
+export function isSealTemporaryName(sealName: string, name: string): boolean {
+  return name.startsWith(sealName) && TEMPORARY_SUFFIX.test(name.slice(sealName.length));
+}
+
+/**
+ * Replaces the seal file with `text`: written to a temporary file beside it
+ * (`temporary`, a fresh random name by default) created for this write alone
+ * (`O_EXCL`, never through a link, owner-only), then renamed over the seal,
+ * so a reader sees the old seal or the new one, never half of one. A name
+ * that is taken fails it, whatever is there: nothing already at the name is
+ * written. When a step fails the temporary file is removed again.
  * @throws AuditIoError when any step fails.
  */
-export async function writeSealFile(path: string, text: string, fsync: boolean): Promise<void> {
-  const temporary = `${path}.tmp`;
+export async function writeSealFile(
+  path: string,
+  text: string,
+  fsync: boolean,
+  temporary: string = sealTemporaryPath(path),
+): Promise<void> {
   let handle: FileHandle | undefined;
+  let created = false;
   try {
-    // O_NONBLOCK: a FIFO put there must not hold the writer, and the log's
-    // lock with it, until someone reads it; one that opens is no seal either.
-    handle = await open(
-      temporary,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW | (constants.O_NONBLOCK ?? 0),
-      0o600,
-    );
-    if (!(await handle.stat()).isFile()) throw new Error(`${temporary} is not a regular file`);
+    handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NO_FOLLOW, 0o600);
+    created = true;
     await writeAll(handle, Buffer.from(text, "utf8"));
     if (fsync) await handle.sync();
     await handle.close();
@@ -104,6 +120,7 @@ export async function writeSealFile(path: string, text: string, fsync: boolean):
     await rename(temporary, path);
   } catch (error) {
     await handle?.close().catch(() => undefined);
+    if (created) await unlink(temporary).catch(() => undefined);
     throw new AuditIoError(path, `cannot write audit seal ${path}: ${describe(error)}`, { cause: error });
   }
   if (fsync) await syncFolder(dirname(path));

@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir } from "node:fs/promises";
+import { lstat, mkdir, open, readdir, unlink } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { LedgerLockError } from "../grant/errors.js";
@@ -34,7 +34,14 @@ import {
   encodeAuditLine,
 } from "./line.js";
 import type { AuditAnchor } from "./line.js";
-import { auditSealPath, encodeSeal, readSealFile, writeSealFile } from "./seal.js";
+import {
+  auditSealPath,
+  encodeSeal,
+  isSealTemporaryName,
+  readSealFile,
+  sealTemporaryPath,
+  writeSealFile,
+} from "./seal.js";
 import { ChainCheck, NEWLINE } from "./chain.js";
 import type { Chain, Failure, MacCheck } from "./chain.js";
 import { checkLogFile, holds } from "./chain-file.js";
@@ -110,6 +117,22 @@ function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
 
+/**
+ * Refuses a log with more than one name: the lock that keeps its writers to
+ * one chain is a file beside the name (`<log>.lock`), so writers through two
+ * hard links would each take their own and fork the chain, and each name
+ * would have its own seal.
+ * @throws AuditPathError when the file has another hard link.
+ */
+function assertOneLink(path: string, links: number): void {
+  if (links > 1) {
+    throw new AuditPathError(
+      path,
+      `audit log ${path} has ${links} hard links; refusing to write a log other names could lead to`,
+    );
+  }
+}
+
 /** A chain check that keeps the last line it was handed (its bytes, not a copy), to find it again later. */
 class LastLineCheck extends ChainCheck {
   last: Uint8Array | undefined;
@@ -126,6 +149,8 @@ export interface SinkSeams {
   readonly beforeLock?: () => Promise<void>;
   /** The clock that spaces the sink's looks for abandoned claims; `performance.now` by default. */
   readonly now?: () => number;
+  /** The path of the seal's next temporary file (`sealPath` being the seal's); a fresh random one by default. */
+  readonly sealTemporary?: (sealPath: string) => string;
 }
 
 /** {@link AuditSink.open}, with its seams. */
@@ -155,7 +180,8 @@ export let openSink: (path: string, options: AuditSinkOptions | undefined, seams
  *
  * The file is opened once, `O_APPEND | O_CREAT`, mode `0600` (tightened to
  * `0600` if it already exists wider), never through a symbolic link; a
- * missing folder is created `0700`. Every write takes a lock file beside
+ * missing folder is created `0700`; a file with another hard link is
+ * refused, at open and at every write. Every write takes a lock file beside
  * the log (`<log>.lock`), reads what other processes appended since, checks
  * it continues the chain, and only then, if the lock is still its own, writes
  * its lines after theirs: any number of processes can write one log and the
@@ -185,6 +211,7 @@ export class AuditSink {
   readonly #lockTimeoutMs: number;
   readonly #onError: ((error: AuditError) => void) | undefined;
   readonly #now: () => number;
+  readonly #sealTemporary: (sealPath: string) => string;
   /** When this sink last looked for abandoned claims beside the log, by {@link #now}. */
   #claimsSweptAt: number | undefined;
   #anchor: AuditAnchor;
@@ -210,7 +237,7 @@ export class AuditSink {
     fileKey: string,
     key: Buffer | undefined,
     options: AuditSinkOptions,
-    now: () => number,
+    seams: SinkSeams,
   ) {
     this.path = path;
     this.#handle = handle;
@@ -221,7 +248,8 @@ export class AuditSink {
     this.#fsync = options.fsync ?? false;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
     this.#onError = options.onError;
-    this.#now = now;
+    this.#now = seams.now ?? (() => performance.now());
+    this.#sealTemporary = seams.sealTemporary ?? sealTemporaryPath;
   }
 
   /**
@@ -232,7 +260,8 @@ export class AuditSink {
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
    *   keyed and no key is given.
-   * @throws AuditPathError when `path` is a symbolic link or not a regular file.
+   * @throws AuditPathError when `path` is a symbolic link, not a regular file, or a file with
+   *   another hard link.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
    * @throws AuditLockError when another process holds the log's lock too long.
@@ -305,12 +334,13 @@ export class AuditSink {
       if (before && (before.ino !== stat.ino || before.dev !== stat.dev)) {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
+      assertOneLink(abs, stat.nlink);
       const id = `${stat.dev}:${stat.ino}`;
       if (openFiles().has(id)) throw new AuditBusyError(abs);
       openFiles().add(id);
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
-      const sink = new AuditSink(abs, handle, fileKey, key, options, seams.now ?? (() => performance.now()));
+      const sink = new AuditSink(abs, handle, fileKey, key, options, seams);
       await sink.#resume(options.anchor, seams);
       if (!before && options.fsync) {
         for (const folder of [...made.map((folder) => dirname(folder)), dirname(abs)]) await syncFolder(folder);
@@ -396,7 +426,7 @@ export class AuditSink {
       // A keyed log gets its seal before its first line, so that a seal gone
       // missing later always means it was removed.
       if (key !== undefined && seal === null) {
-        await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync);
+        await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync, this.#sealTemporary(sealPath));
       }
     });
   }
@@ -442,7 +472,9 @@ export class AuditSink {
    * Removes the claims to break the log's lock (`<log>.lock.break-<16 hex>`)
    * that writers killed while breaking an abandoned lock left beside the log,
    * once they are abandoned (see {@link HeldLock.removeAbandonedClaims}): a
-   * live breaker's stays. Runs under the lock, when the sink opens and then at
+   * live breaker's stays, and the seal's temporary files (`<log>.seal.tmp-<24 hex>`)
+   * writers that died while replacing the seal left, once as old as an abandoned
+   * lock. Runs under the lock, when the sink opens and then at
    * most once every {@link STALE_LOCK_MS}, the age a claim must reach first, so
    * that appends do not each read a folder that may hold many rotated logs.
    * Never fails.
@@ -451,8 +483,19 @@ export class AuditSink {
     const now = this.#now();
     if (this.#claimsSweptAt !== undefined && now - this.#claimsSweptAt < STALE_LOCK_MS) return;
     this.#claimsSweptAt = now;
-    const names = await readdir(dirname(this.path)).catch(() => []);
+    const folder = dirname(this.path);
+    const names = await readdir(folder).catch(() => []);
     await lock.removeAbandonedClaims(names);
+    // A writer holds the lock while it replaces the seal, for milliseconds: a
+    // temporary file of the seal as old as an abandoned lock is one a writer
+    // that died mid-replace left behind.
+    const seal = basename(auditSealPath(this.path));
+    for (const name of names) {
+      if (!isSealTemporaryName(seal, name)) continue;
+      const file = join(folder, name);
+      const found = await lstat(file).catch(() => undefined);
+      if (found && Date.now() - found.mtimeMs > STALE_LOCK_MS) await unlink(file).catch(() => undefined);
+    }
   }
 
   /**
@@ -480,7 +523,8 @@ export class AuditSink {
    *   again and later appends may go on; when that fails too, or reading the log failed, the sink
    *   refuses later appends.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
-   *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
+   *   aside, replaced, removed), or the file got another hard link: nothing was written, and the
+   *   sink refuses later appends.
    * @throws AuditKeyError when this sink has no key and a writer with one sealed the log, still
    *   empty, since it opened: nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
@@ -605,8 +649,9 @@ export class AuditSink {
    * Checks that the log's path still leads to the file this sink has open.
    * Runs under the lock. A file moved aside (rotated), replaced or removed
    * would take the lines, or lose them with its last handle, while the log at
-   * the path went on without them and no append failed.
-   * @throws AuditPathError when it does not.
+   * the path went on without them and no append failed. A file with another
+   * hard link is refused too (see {@link assertOneLink}).
+   * @throws AuditPathError when it does not, or the file has another hard link.
    */
   async #assertAtPath(): Promise<void> {
     let mine;
@@ -629,6 +674,7 @@ export class AuditSink {
           "nothing more is written through it (close it, and open the log again)",
       );
     }
+    assertOneLink(this.path, mine.nlink);
   }
 
   /**
@@ -740,7 +786,8 @@ export class AuditSink {
     }
     if (this.#key !== undefined) {
       try {
-        await writeSealFile(auditSealPath(this.path), encodeSeal(this.#key, { seq, hash }), this.#fsync);
+        const sealPath = auditSealPath(this.path);
+        await writeSealFile(sealPath, encodeSeal(this.#key, { seq, hash }), this.#fsync, this.#sealTemporary(sealPath));
       } catch (error) {
         // The old seal still stands (it is replaced by a rename, last), so
         // cutting the lines off leaves the log and its seal as they were.

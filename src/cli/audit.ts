@@ -101,7 +101,8 @@ export async function auditVerify(args: readonly string[], context: CliContext):
               records: verified,
               anchor: result.anchor,
               keyed: result.keyed,
-              authenticated: key !== undefined,
+              // As the text says: an empty log leaves the key nothing to check.
+              authenticated: key !== undefined && result.anchor.seq > 0,
             }
           : {
               ok: false,

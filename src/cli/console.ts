@@ -134,7 +134,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   try {
     // Checked before anything is served, so an unmigrated schema or an unreachable server fails
     // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
-    await new Db(pool, schemaNames("console", values.schema)).ready("loopctl console");
+    await new Db(pool, schemaNames("console", values.schema)).ready("PostgresAskQueue");
     const queue = new PostgresAskQueue(pool, {
       ...schema,
       onError: (error) =>

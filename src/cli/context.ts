@@ -102,7 +102,16 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
       );
     }
     const option = options[token.name] as { type: string; multiple?: boolean };
-    if (option.type !== "string") continue;
+    if (option.type !== "string") {
+      // parseArgs says "Option '--json' does not take an argument": said as every other refusal is.
+      if (token.value !== undefined) {
+        throw new CliUsageError(
+          command,
+          `${token.rawName} takes no value, got ${JSON.stringify(token.value)}: write ${token.rawName}, or leave it out`,
+        );
+      }
+      continue;
+    }
     // parseArgs's own messages for these run over three lines; say it in one, with the way to pass a dash.
     if (token.value === undefined) throw new CliUsageError(command, `--${token.name} needs a value`);
     if (token.inlineValue !== true && token.value.startsWith("-")) {

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
@@ -128,10 +128,22 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
   }
   // Not refused: the grants of a project whose folder was deleted (or not made yet) are still its own.
   // But a mistyped --project would read as "no grants" and reset as "removed 0", as if all were well.
-  if (!existsSync(project)) {
+  let found;
+  try {
+    found = statSync(project, { throwIfNoEntry: false });
+  } catch {
+    // A path through a file (ENOTDIR) or a folder it may not search (EACCES): no folder it can see.
+    found = undefined;
+  }
+  if (found === undefined) {
     const tilde = values.project?.startsWith("~") === true ? `; ${unexpandedTilde("--project")}` : "";
     context.stderr.write(
       `loopctl: warning: the project folder ${printable(project)} does not exist; these are the grants kept under that path${tilde}\n`,
+    );
+  } else if (!found.isDirectory()) {
+    // Such as the ledger itself, named where its project's folder goes.
+    context.stderr.write(
+      `loopctl: warning: the project folder ${printable(project)} is a file, not a folder; these are the grants kept under that path\n`,
     );
   }
   return new FileGrantStore(root, project, {

@@ -268,12 +268,15 @@ function canonicalOption(option: string, digest: () => unknown): void {
   }
 }
 
+/** The members of a `--descriptor` that are read: what a pin covers, and the tool's name. */
+const DESCRIPTOR_MEMBERS = new Set(["name", "description", "inputSchema", "title", "annotations", "outputSchema"]);
+
 /**
  * `--descriptor`: `{"description", "inputSchema"}`, and the `"title"`,
  * `"annotations"` and `"outputSchema"` a tool may have (a pin covers them),
  * and optionally `"name"`, which must be the tool.
  */
-function descriptorOption(tool: string, text: string): ToolDescriptor {
+function descriptorOption(tool: string, text: string, context: CliContext): ToolDescriptor {
   const value = jsonOption("grants explain", "--descriptor", text);
   const d = value as {
     name?: unknown;
@@ -303,6 +306,17 @@ function descriptorOption(tool: string, text: string): ToolDescriptor {
   }
   if (d.title !== undefined && typeof d.title !== "string") {
     throw new CliUsageError("grants explain", "--descriptor: title must be a string");
+  }
+  // Not refused (a tool's whole MCP listing, `_meta` and all, is fine to paste), but said: a
+  // misspelt member is left out of the check, and the tool would read as changed.
+  const left = Object.keys(d).filter((member) => !DESCRIPTOR_MEMBERS.has(member));
+  if (left.length > 0) {
+    const names = left.map((member) => printable(JSON.stringify(member)));
+    const listed = names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
+    context.stderr.write(
+      `loopctl: warning: --descriptor: ${listed} ${left.length === 1 ? "is" : "are"} not part of a tool's pin and ` +
+        `${left.length === 1 ? "was" : "were"} left out (it covers description, inputSchema, title, annotations and outputSchema)\n`,
+    );
   }
   return {
     name: tool,
@@ -347,7 +361,8 @@ async function explain(args: readonly string[], context: CliContext): Promise<Ex
   }
   if (values.args === undefined) throw new CliUsageError("grants explain", "missing --args JSON");
   const callArgs = jsonOption("grants explain", "--args", values.args);
-  const descriptor = values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor);
+  const descriptor =
+    values.descriptor === undefined ? undefined : descriptorOption(values.tool, values.descriptor, context);
   // Checked before the grants are read, each naming its option: the policy digests a descriptor
   // only for a pinned grant, where its refusal would have been said as one of --args.
   canonicalOption("--args", () => argsDigest(callArgs));
