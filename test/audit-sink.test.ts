@@ -6,7 +6,6 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   appendFile,
   chmod,
-  link,
   lstat,
   mkdir,
   mkdtemp,
@@ -164,37 +163,6 @@ describe("AuditSink files", () => {
       if (change !== "removed") expect(await readFile(aside, "utf8"), change).toBe(before);
       if (change === "replaced") expect(await readFile(path, "utf8"), change).toBe("");
     }
-  });
-
-  it("refuses a log with another hard link, whose writers through the other name would take another lock", async () => {
-    const path = fresh();
-    const other = `${path}.other`;
-    const errors: unknown[] = [];
-    const sink = await AuditSink.open(path, { onError: (e) => errors.push(e) });
-    await sink.append(gateRecord(1));
-    const before = await readFile(path, "utf8");
-    await link(path, other);
-    // Before, each name had its lock (`<name>.lock`), so writers through the two forked the chain.
-    for (const name of [other, path]) {
-      const error = await AuditSink.open(name).catch((e: unknown) => e);
-      expect(error, name).toBeInstanceOf(AuditPathError);
-      expect(error, name).toMatchObject({ code: "AUDIT_PATH", path: name });
-      expect((error as Error).message, name).toBe(
-        `audit log ${name} has 2 hard links; refusing to write a log other names could lead to`,
-      );
-    }
-    const error = await sink.append(gateRecord(2)).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(AuditPathError);
-    expect((error as Error).message).toBe(
-      `audit log ${path} has 2 hard links; refusing to write a log other names could lead to`,
-    );
-    expect(errors).toEqual([error]);
-    await sink.close();
-    expect(await readFile(path, "utf8")).toBe(before);
-    await unlink(other);
-    const reopened = await AuditSink.open(path);
-    await expect(reopened.append(gateRecord(2))).resolves.toMatchObject({ seq: 2 });
-    await reopened.close();
   });
 
   it("refuses a log that ends before the anchor it is given", async () => {

@@ -117,22 +117,6 @@ function openFiles(): Set<string> {
   return processShared("loopctl.audit.openFiles", () => new Set<string>());
 }
 
-/**
- * Refuses a log with more than one name: the lock that keeps its writers to
- * one chain is a file beside the name (`<log>.lock`), so writers through two
- * hard links would each take their own and fork the chain, and each name
- * would have its own seal.
- * @throws AuditPathError when the file has another hard link.
- */
-function assertOneLink(path: string, links: number): void {
-  if (links > 1) {
-    throw new AuditPathError(
-      path,
-      `audit log ${path} has ${links} hard links; refusing to write a log other names could lead to`,
-    );
-  }
-}
-
 /** A chain check that keeps the last line it was handed (its bytes, not a copy), to find it again later. */
 class LastLineCheck extends ChainCheck {
   last: Uint8Array | undefined;
@@ -180,8 +164,7 @@ export let openSink: (path: string, options: AuditSinkOptions | undefined, seams
  *
  * The file is opened once, `O_APPEND | O_CREAT`, mode `0600` (tightened to
  * `0600` if it already exists wider), never through a symbolic link; a
- * missing folder is created `0700`; a file with another hard link is
- * refused, at open and at every write. Every write takes a lock file beside
+ * missing folder is created `0700`. Every write takes a lock file beside
  * the log (`<log>.lock`), reads what other processes appended since, checks
  * it continues the chain, and only then, if the lock is still its own, writes
  * its lines after theirs: any number of processes can write one log and the
@@ -260,8 +243,7 @@ export class AuditSink {
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
    *   keyed and no key is given.
-   * @throws AuditPathError when `path` is a symbolic link, not a regular file, or a file with
-   *   another hard link.
+   * @throws AuditPathError when `path` is a symbolic link or not a regular file.
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
    * @throws AuditLockError when another process holds the log's lock too long.
@@ -334,7 +316,6 @@ export class AuditSink {
       if (before && (before.ino !== stat.ino || before.dev !== stat.dev)) {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
-      assertOneLink(abs, stat.nlink);
       const id = `${stat.dev}:${stat.ino}`;
       if (openFiles().has(id)) throw new AuditBusyError(abs);
       openFiles().add(id);
@@ -523,8 +504,7 @@ export class AuditSink {
    *   again and later appends may go on; when that fails too, or reading the log failed, the sink
    *   refuses later appends.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
-   *   aside, replaced, removed), or the file got another hard link: nothing was written, and the
-   *   sink refuses later appends.
+   *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditKeyError when this sink has no key and a writer with one sealed the log, still
    *   empty, since it opened: nothing was written, and the sink refuses later appends.
    * @throws AuditClosedError after {@link AuditSink.close}.
@@ -649,9 +629,8 @@ export class AuditSink {
    * Checks that the log's path still leads to the file this sink has open.
    * Runs under the lock. A file moved aside (rotated), replaced or removed
    * would take the lines, or lose them with its last handle, while the log at
-   * the path went on without them and no append failed. A file with another
-   * hard link is refused too (see {@link assertOneLink}).
-   * @throws AuditPathError when it does not, or the file has another hard link.
+   * the path went on without them and no append failed.
+   * @throws AuditPathError when it does not.
    */
   async #assertAtPath(): Promise<void> {
     let mine;
@@ -674,7 +653,6 @@ export class AuditSink {
           "nothing more is written through it (close it, and open the log again)",
       );
     }
-    assertOneLink(this.path, mine.nlink);
   }
 
   /**
