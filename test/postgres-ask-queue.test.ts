@@ -1952,15 +1952,32 @@ describe("PostgresAskQueue: worker leases", () => {
   );
   it("sends a single statement the server ended to break a deadlock once more: it lands, no 40P01 reaches the caller", async () => {
     await db.pool.query(`CREATE TABLE "${db.schema}".pair (id int PRIMARY KEY, n int NOT NULL)`);
-    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0)`);
+    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0), (3, 0)`);
     const app = `${db.schema}-deadlock`;
     const statements = new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema));
+    // The server ends the transaction whose own wait finds the deadlock, once, deadlock_timeout after
+    // that wait began. So the other transaction never looks (its deadlock_timeout is an hour), and the
+    // statement's last wait, the one that closes the circle, begins only once the other already waits
+    // on it: the statement alone finds the deadlock, however slow the machine.
+    const gate = await db.pool.connect();
     const other = await db.pool.connect();
-    let sent: Promise<unknown>;
+    const lockWaits = async (pid: number): Promise<boolean> => {
+      const { rows } = await db.pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+        [pid],
+      );
+      return rows.length > 0;
+    };
+    let sent: Promise<unknown> = Promise.resolve();
+    let updated: Promise<unknown> = Promise.resolve();
+    let failed: unknown;
     try {
+      await gate.query("BEGIN");
+      await gate.query(`SELECT 1 FROM "${db.schema}".pair WHERE id = 2 FOR UPDATE`);
       await other.query("BEGIN");
+      await other.query("SET LOCAL deadlock_timeout = '1h'");
       await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 1`);
-      // Locks row 2, then waits for row 1.
+      // Locks row 3, then waits for row 2 (the gate's), then for row 1 (the other's).
       sent = statements.query(
         "test",
         `WITH l AS MATERIALIZED (SELECT id FROM "${db.schema}".pair ORDER BY id DESC FOR UPDATE)
@@ -1974,15 +1991,26 @@ describe("PostgresAskQueue: worker leases", () => {
         );
         return rows.length > 0;
       });
-      // Waits for row 2: a deadlock, which the statement (waiting longer) finds, and is ended for.
-      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 2`);
+      // Waits for row 3, the statement's.
+      const { rows } = await other.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+      updated = other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 3`);
+      updated.catch(() => undefined);
+      await waitFor(() => lockWaits(rows[0]!.pid));
+      // The statement takes row 2 and waits for row 1: the deadlock, which only the statement looks for.
+      await gate.query("ROLLBACK");
+      await updated;
       await other.query("COMMIT");
+    } catch (error) {
+      failed = error;
+      throw error;
     } finally {
-      other.release();
+      // A connection left in a transaction goes, not back to the file's pool.
+      gate.release(failed instanceof Error ? failed : undefined);
+      other.release(failed instanceof Error ? failed : undefined);
     }
-    expect(await sent).toMatchObject({ rowCount: 2 });
+    expect(await sent).toMatchObject({ rowCount: 3 });
     const { rows } = await db.pool.query(`SELECT n FROM "${db.schema}".pair ORDER BY id`);
-    expect(rows).toEqual([{ n: 11 }, { n: 11 }]);
+    expect(rows).toEqual([{ n: 11 }, { n: 10 }, { n: 11 }]);
   });
 });
 
