@@ -2234,6 +2234,35 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     }
   });
 
+  it("denies a parked call for a lost lease only once no answer can land: a renewal that landed without its reply is counted", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { inbox, ask, parked, lease } = await parkedThrough(proxy.url, { connectionTimeoutMillis: 500 });
+      const leaseUntil = async (): Promise<number> => {
+        const { rows } = await db.pool.query<{ t: Date }>(
+          `SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`,
+          [lease],
+        );
+        return rows[0]?.t.getTime() ?? 0;
+      };
+      // The next renewal reaches the server and commits; its reply never reaches the worker.
+      proxy.holdRepliesOn("WITH renewed AS");
+      const before = await leaseUntil();
+      await waitFor(async () => (await leaseUntil()) > before);
+      await proxy.cut();
+      let denied = false;
+      void parked.then(() => (denied = true));
+      // Answered once the worker denied its call: the answer must not land, or the console is told
+      // true for a call that was denied.
+      await waitFor(() => denied);
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+      expect((await row(ask.id))?.state).not.toBe("answered");
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("denies a parked call when the lease runs out though its renewal hangs (a black hole), sending one renewal, not a pile", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
