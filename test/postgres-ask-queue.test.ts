@@ -717,6 +717,33 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("close() that finds the database gone denies its parked calls only once no answer can land on them", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // A long lease: the database keeps it well after close() fails to reach it.
+      const worker = new PostgresAskQueue(
+        db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 }),
+        {
+          schema: db.schema,
+          leaseMs: 3_000,
+          onError: () => undefined,
+        },
+      );
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      await proxy.cut();
+      const closing = worker.close();
+      expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      // The call was denied: an answer now must not land, or the console is told true for it.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+      await closing;
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("closing one inbox leaves the asks pending for the others", async () => {
     const worker = queue();
     const consoleQueue = queue();

@@ -370,7 +370,9 @@ export class PostgresAskQueue {
    * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed` (a call
    * whose answer reached its row first, which its console was told landed,
    * gets that answer instead), every inbox is closed, the lease is given up
-   * and the connections are released.
+   * and the connections are released. A call whose row cannot be closed (the
+   * database is unreachable, the pool ended) is denied once its lease has
+   * surely lapsed on the database, when no answer can land on it any more.
    * Resolves once that is done and every statement the queue had in flight
    * has finished, so the pool may be ended right after (failures go to
    * `onError`). Idempotent.
@@ -1037,8 +1039,8 @@ export class PostgresAskQueue {
    * as its row ended: denied ({@link QUEUE_CLOSED_REASON}) when this closed
    * it, else as the row says (an answer that landed first is the call's, so
    * a console is never told `true` for a call that was denied). A call still
-   * parked when that cannot be learnt (the database failed) is denied, at
-   * the latest when the lease runs out: once it has, no answer can land.
+   * parked when that cannot be learnt (the database failed) is denied once
+   * its lease has surely lapsed on the database: from then on no answer can land.
    */
   async #closeRows(entries: readonly Parked[]): Promise<void> {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
@@ -1073,6 +1075,15 @@ export class PostgresAskQueue {
       }
     } catch (error) {
       this.#onError(error);
+    }
+    // What became of these rows is unknown (the database failed, or was not asked): an answer may
+    // land on them while their lease holds there, so they are denied once it has surely lapsed.
+    const unknown = parked();
+    if (unknown.length > 0) {
+      const lapsesBy = Math.max(...unknown.map((entry) => this.#lease.lapsesBy(entry.workerId)));
+      while (performance.now() < lapsesBy && parked().length > 0) {
+        await new Promise((done) => setTimeout(done, Math.ceil(lapsesBy - performance.now())));
+      }
     }
     for (const entry of parked()) this.#stopWaiting(entry, "closed");
   }

@@ -62,6 +62,8 @@ export class WorkerLease {
   #repliedAt = 0;
   /** Renewals sent since that reply: each may have landed, its reply lost, and pushed the lease further. */
   #unanswered = 0;
+  /** Leases lost while unreachable whose host is not told yet, with when they surely lapse on the database. */
+  readonly #losing = new Map<string, number>();
 
   constructor(db: Db, leaseMs: number, host: LeaseHost) {
     this.#db = db;
@@ -72,6 +74,17 @@ export class WorkerLease {
   /** The id of the lease held now, if any. */
   get id(): string | undefined {
     return this.#id;
+  }
+
+  /**
+   * The `performance.now()` time by which the lease `id` surely lapsed on the database, after
+   * which no answer lands on its asks: 0 for a lease not held nor being lost (given up, or found
+   * lapsed by the database).
+   */
+  lapsesBy(id: string | undefined): number {
+    if (id === undefined) return 0;
+    if (id === this.#id) return this.#repliedAt + (this.#unanswered + 1) * this.#leaseMs;
+    return this.#losing.get(id) ?? 0;
   }
 
   /** True while the lease surely holds. */
@@ -199,15 +212,17 @@ export class WorkerLease {
   #lose(why: LeaseLoss): void {
     const id = this.#id;
     if (id === undefined) return;
-    this.#id = undefined;
     clearTimeout(this.#expiry);
-    const lapsesBy = this.#repliedAt + (this.#unanswered + 1) * this.#leaseMs;
+    const lapsesBy = this.lapsesBy(id);
+    this.#id = undefined;
     const tell = (): void => {
       const wait = Math.ceil(lapsesBy - performance.now());
       if (why === "lapsed" || wait <= 0) {
+        this.#losing.delete(id);
         this.#host.lost(id, why);
         return;
       }
+      this.#losing.set(id, lapsesBy);
       // A timer may fire a fraction of a millisecond early: it then waits again.
       setTimeout(tell, wait).unref();
     };
