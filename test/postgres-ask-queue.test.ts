@@ -2261,6 +2261,24 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     }
   });
 
+  it("reports an answer that landed while the worker was cut off, before its lease lapsed there: its call was denied", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { errors, inbox, ask, parked, lease } = await parkedThrough(proxy.url, { connectionTimeoutMillis: 500 });
+      await proxy.cut();
+      // The lease still holds on the database: the answer lands, and the console is told so.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      await proxy.restore();
+      await waitFor(() => errors.some((e) => e instanceof PostgresLeaseError && e.message.includes(ask.id)));
+      const said = errors.find((e) => e instanceof PostgresLeaseError && e.message.includes(ask.id));
+      expect(said).toMatchObject({ workerId: lease, code: "POSTGRES_LEASE_LOST" });
+      expect((said as Error).message).toContain(`ask ${ask.id} was answered (approve)`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("denies a parked call for a lost lease only once no answer can land: a renewal that landed without its reply is counted", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
