@@ -717,6 +717,33 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("close() that finds the database gone denies its parked calls only once no answer can land on them", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // A long lease: the database keeps it well after close() fails to reach it.
+      const worker = new PostgresAskQueue(
+        db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 }),
+        {
+          schema: db.schema,
+          leaseMs: 3_000,
+          onError: () => undefined,
+        },
+      );
+      const inbox = queue().approver();
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      expect((await inbox.next())?.id).toBe(ask.id);
+      await proxy.cut();
+      const closing = worker.close();
+      expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+      // The call was denied: an answer now must not land, or the console is told true for it.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+      await closing;
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("closing one inbox leaves the asks pending for the others", async () => {
     const worker = queue();
     const consoleQueue = queue();
@@ -1952,15 +1979,32 @@ describe("PostgresAskQueue: worker leases", () => {
   );
   it("sends a single statement the server ended to break a deadlock once more: it lands, no 40P01 reaches the caller", async () => {
     await db.pool.query(`CREATE TABLE "${db.schema}".pair (id int PRIMARY KEY, n int NOT NULL)`);
-    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0)`);
+    await db.pool.query(`INSERT INTO "${db.schema}".pair VALUES (1, 0), (2, 0), (3, 0)`);
     const app = `${db.schema}-deadlock`;
     const statements = new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema));
+    // The server ends the transaction whose own wait finds the deadlock, once, deadlock_timeout after
+    // that wait began. So the other transaction never looks (its deadlock_timeout is an hour), and the
+    // statement's last wait, the one that closes the circle, begins only once the other already waits
+    // on it: the statement alone finds the deadlock, however slow the machine.
+    const gate = await db.pool.connect();
     const other = await db.pool.connect();
-    let sent: Promise<unknown>;
+    const lockWaits = async (pid: number): Promise<boolean> => {
+      const { rows } = await db.pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+        [pid],
+      );
+      return rows.length > 0;
+    };
+    let sent: Promise<unknown> = Promise.resolve();
+    let updated: Promise<unknown> = Promise.resolve();
+    let failed: unknown;
     try {
+      await gate.query("BEGIN");
+      await gate.query(`SELECT 1 FROM "${db.schema}".pair WHERE id = 2 FOR UPDATE`);
       await other.query("BEGIN");
+      await other.query("SET LOCAL deadlock_timeout = '1h'");
       await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 1`);
-      // Locks row 2, then waits for row 1.
+      // Locks row 3, then waits for row 2 (the gate's), then for row 1 (the other's).
       sent = statements.query(
         "test",
         `WITH l AS MATERIALIZED (SELECT id FROM "${db.schema}".pair ORDER BY id DESC FOR UPDATE)
@@ -1974,15 +2018,26 @@ describe("PostgresAskQueue: worker leases", () => {
         );
         return rows.length > 0;
       });
-      // Waits for row 2: a deadlock, which the statement (waiting longer) finds, and is ended for.
-      await other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 2`);
+      // Waits for row 3, the statement's.
+      const { rows } = await other.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+      updated = other.query(`UPDATE "${db.schema}".pair SET n = n + 1 WHERE id = 3`);
+      updated.catch(() => undefined);
+      await waitFor(() => lockWaits(rows[0]!.pid));
+      // The statement takes row 2 and waits for row 1: the deadlock, which only the statement looks for.
+      await gate.query("ROLLBACK");
+      await updated;
       await other.query("COMMIT");
+    } catch (error) {
+      failed = error;
+      throw error;
     } finally {
-      other.release();
+      // A connection left in a transaction goes, not back to the file's pool.
+      gate.release(failed instanceof Error ? failed : undefined);
+      other.release(failed instanceof Error ? failed : undefined);
     }
-    expect(await sent).toMatchObject({ rowCount: 2 });
+    expect(await sent).toMatchObject({ rowCount: 3 });
     const { rows } = await db.pool.query(`SELECT n FROM "${db.schema}".pair ORDER BY id`);
-    expect(rows).toEqual([{ n: 11 }, { n: 11 }]);
+    expect(rows).toEqual([{ n: 11 }, { n: 10 }, { n: 11 }]);
   });
 });
 
@@ -2201,6 +2256,53 @@ describe("PostgresAskQueue when the worker loses the database", () => {
       // Meanwhile, on the database's clock, the lease lapsed and a live queue closed the ask.
       expect(await inbox.ended(ask.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
       expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("reports an answer that landed while the worker was cut off, before its lease lapsed there: its call was denied", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { errors, inbox, ask, parked, lease } = await parkedThrough(proxy.url, { connectionTimeoutMillis: 500 });
+      await proxy.cut();
+      // The lease still holds on the database: the answer lands, and the console is told so.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      await proxy.restore();
+      await waitFor(() => errors.some((e) => e instanceof PostgresLeaseError && e.message.includes(ask.id)));
+      const said = errors.find((e) => e instanceof PostgresLeaseError && e.message.includes(ask.id));
+      expect(said).toMatchObject({ workerId: lease, code: "POSTGRES_LEASE_LOST" });
+      expect((said as Error).message).toContain(`ask ${ask.id} was answered (approve)`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("denies a parked call for a lost lease only once no answer can land: a renewal that landed without its reply is counted", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const { inbox, ask, parked, lease } = await parkedThrough(proxy.url, { connectionTimeoutMillis: 500 });
+      const leaseUntil = async (): Promise<number> => {
+        const { rows } = await db.pool.query<{ t: Date }>(
+          `SELECT lease_until AS t FROM "${db.schema}".workers WHERE id = $1`,
+          [lease],
+        );
+        return rows[0]?.t.getTime() ?? 0;
+      };
+      // The next renewal reaches the server and commits; its reply never reaches the worker.
+      proxy.holdRepliesOn("WITH renewed AS");
+      const before = await leaseUntil();
+      await waitFor(async () => (await leaseUntil()) > before);
+      await proxy.cut();
+      let denied = false;
+      void parked.then(() => (denied = true));
+      // Answered once the worker denied its call: the answer must not land, or the console is told
+      // true for a call that was denied.
+      await waitFor(() => denied);
+      expect(await parked).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+      expect((await row(ask.id))?.state).not.toBe("answered");
     } finally {
       await proxy.close();
     }

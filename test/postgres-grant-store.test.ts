@@ -592,6 +592,36 @@ describe("PostgresGrantStore fails closed", () => {
     });
   }
 
+  it("refuses a project whose versions a hand edit put past 2^53, where they stop being told apart: a later revocation is never read as already held", async () => {
+    const running = store();
+    await running.save(read);
+    await running.save(deployProd);
+    // A row's version past 2^53 - 1: the row is named.
+    await db.pool.query(`UPDATE "${db.schema}".grants SET version = 9007199254740993 WHERE id = $1`, [deployProd.id]);
+    const rowError = await store()
+      .load()
+      .catch((e: unknown) => e);
+    expect(rowError).toBeInstanceOf(PostgresRowError);
+    expect(rowError).toMatchObject({ key: deployProd.id });
+    expect((rowError as Error).message).toContain("9007199254740993");
+    await db.pool.query(`UPDATE "${db.schema}".grants SET version = 2 WHERE id = $1`, [deployProd.id]);
+    // The project's version at 2^53: the next, 2^53 + 1, would read as 2^53 again in a JavaScript number.
+    await db.pool.query(`UPDATE "${db.schema}".grant_projects SET version = 9007199254740992`);
+    const headError = await running.load().catch((e: unknown) => e);
+    expect(headError).toBeInstanceOf(PostgresRowError);
+    expect(headError).toMatchObject({ table: `${db.schema}.grant_projects`, key: "acme/shop" });
+    expect((headError as Error).message).toContain("9007199254740992");
+    await expect(store().load()).rejects.toBeInstanceOf(PostgresRowError);
+    // Revoked at 2^53 + 1 by another process: no store decides from the grant it held.
+    await store()
+      .revoke(read.id)
+      .catch(() => undefined);
+    await expect(running.covering("read", "{}")).rejects.toBeInstanceOf(PostgresRowError);
+    await expect(
+      new GrantPolicy(running).decide({ name: "read", description: "", inputSchema: {} }, {}),
+    ).rejects.toBeInstanceOf(PostgresRowError);
+  });
+
   it("reads a revoked row as the tombstone it is, whatever else the row holds, so clear() repairs a malformed row", async () => {
     const running = store();
     await running.save(read);

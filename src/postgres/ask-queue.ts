@@ -56,7 +56,9 @@ export interface PostgresAskQueueOptions {
   /**
    * Receives what goes wrong in the background: a dropped notification
    * connection (it reconnects), a failed heartbeat (retried while the lease
-   * holds), a lost lease (its parked calls were denied), a pool whose every
+   * holds), a lost lease (its parked calls were denied), and for each of those
+   * calls whose row an answer reached first, unheard, a `PostgresLeaseError`
+   * naming the ask (its console was told the answer landed), a pool whose every
    * connection the queues on it hold for `LISTEN`, a schema a newer loopctl
    * migrated under the queue (`POSTGRES_SCHEMA_TOO_NEW`, found by a
    * heartbeat: the queue closes itself, writing nothing more there).
@@ -370,7 +372,9 @@ export class PostgresAskQueue {
    * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed` (a call
    * whose answer reached its row first, which its console was told landed,
    * gets that answer instead), every inbox is closed, the lease is given up
-   * and the connections are released.
+   * and the connections are released. A call whose row cannot be closed (the
+   * database is unreachable, the pool ended) is denied once its lease has
+   * surely lapsed on the database, when no answer can land on it any more.
    * Resolves once that is done and every statement the queue had in flight
    * has finished, so the pool may be ended right after (failures go to
    * `onError`). Idempotent.
@@ -596,17 +600,47 @@ export class PostgresAskQueue {
 
   async #withdrawRows(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
-    await this.#db.query(
+    const closed = await this.#db.query(
       "PostgresAskQueue: closing withdrawn asks",
       // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
       `${lockedInOrder(this.#table)}
        UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
        FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason), locked AS l
-       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}`,
+       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
+       RETURNING a.id::text AS id`,
       [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
     );
     // Written (or the ask already ended some other way): nothing left to retry.
     for (const { id, w } of batch) if (this.#withdrawals.get(id) === w) this.#withdrawals.delete(id);
+    const written = new Set(closed.rows.map((raw) => String(raw["id"])));
+    const abandoned = batch.filter((b) => b.w.reason === "abandoned" && !written.has(b.id));
+    if (abandoned.length > 0) await this.#answeredUnheard(abandoned);
+  }
+
+  /**
+   * Says which of the calls denied for a lost lease had an answer land on their row first, while
+   * the lease still held on the database and the worker could not hear it: its console was told
+   * the answer landed, but the call did not run.
+   */
+  async #answeredUnheard(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
+    const found = await this.#db.query(
+      "PostgresAskQueue: reading the answers of calls denied for a lost lease",
+      `SELECT a.id::text AS id, a.worker_id::text AS worker_id, a.resolution->>'type' AS verdict
+       FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND a.state = 'answered'`,
+      [batch.map((b) => b.id)],
+    );
+    for (const raw of found.rows) {
+      const id = String(raw["id"]);
+      const workerId = String(raw["worker_id"]);
+      if (!batch.some((b) => b.id === id && b.w.workerId === workerId)) continue;
+      this.#onError(
+        new PostgresLeaseError(
+          workerId,
+          `was lost after ask ${id} was answered (${String(raw["verdict"])}) on the database, which this worker ` +
+            "did not hear in time: its console was told the answer landed",
+        ),
+      );
+    }
   }
 
   /**
@@ -1037,8 +1071,8 @@ export class PostgresAskQueue {
    * as its row ended: denied ({@link QUEUE_CLOSED_REASON}) when this closed
    * it, else as the row says (an answer that landed first is the call's, so
    * a console is never told `true` for a call that was denied). A call still
-   * parked when that cannot be learnt (the database failed) is denied, at
-   * the latest when the lease runs out: once it has, no answer can land.
+   * parked when that cannot be learnt (the database failed) is denied once
+   * its lease has surely lapsed on the database: from then on no answer can land.
    */
   async #closeRows(entries: readonly Parked[]): Promise<void> {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
@@ -1073,6 +1107,15 @@ export class PostgresAskQueue {
       }
     } catch (error) {
       this.#onError(error);
+    }
+    // What became of these rows is unknown (the database failed, or was not asked): an answer may
+    // land on them while their lease holds there, so they are denied once it has surely lapsed.
+    const unknown = parked();
+    if (unknown.length > 0) {
+      const lapsesBy = Math.max(...unknown.map((entry) => this.#lease.lapsesBy(entry.workerId)));
+      while (performance.now() < lapsesBy && parked().length > 0) {
+        await new Promise((done) => setTimeout(done, Math.ceil(lapsesBy - performance.now())));
+      }
     }
     for (const entry of parked()) this.#stopWaiting(entry, "closed");
   }

@@ -91,7 +91,9 @@ export class PostgresAskError extends LoopctlError {
  * A worker lost its lease: the database could not be reached to renew it in
  * time, or it lapsed and its asks were closed as abandoned. Every call parked
  * under it was denied; the next ask takes a new lease. Reported to the
- * queue's `onError`. `code` is `"POSTGRES_LEASE_LOST"`.
+ * queue's `onError`, and again for each such call whose row an answer had
+ * reached unheard (the message names the ask and the verdict), once the
+ * worker reaches the database. `code` is `"POSTGRES_LEASE_LOST"`.
  */
 export class PostgresLeaseError extends LoopctlError {
   /** The lost lease's worker id. */

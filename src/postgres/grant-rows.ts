@@ -2,7 +2,19 @@ import { z } from "zod";
 import { Grant } from "../grant/index.js";
 import { PostgresRowError } from "./errors.js";
 
-const VersionSchema = z.string().regex(/^\d+$/, "must be a non-negative integer");
+/**
+ * A bigint column read as text. Past 2^53 - 1 a JavaScript number no longer tells neighbouring
+ * values apart: a version there would read as one already held, and the change it names would
+ * never be applied. Only a hand edit gets there (versions count changes), so it is refused.
+ */
+const VersionSchema = z
+  .string()
+  .regex(/^\d+$/, "must be a non-negative integer")
+  .superRefine((text, ctx) => {
+    if (!Number.isSafeInteger(Number(text))) {
+      ctx.addIssue({ code: "custom", message: `${text} is past ${Number.MAX_SAFE_INTEGER} (2^53 - 1)` });
+    }
+  });
 
 /**
  * What a tombstone needs: its id and version. The rest of a revoked row is
@@ -33,6 +45,22 @@ export interface GrantRow {
   readonly id: string;
   readonly version: number;
   readonly grant: Grant | undefined;
+}
+
+/**
+ * Reads a project's head version (`grant_projects.version` as text, `null` for a project with no row yet).
+ *
+ * @throws {PostgresRowError} naming the table and the project when it is not an integer from 0 to 2^53 - 1.
+ */
+export function parseHeadVersion(table: string, project: string, raw: unknown): number {
+  if (raw === null || raw === undefined) return 0;
+  const parsed = VersionSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new PostgresRowError(table, project, `version: ${parsed.error.issues.map((i) => i.message).join("; ")}`, {
+      cause: parsed.error,
+    });
+  }
+  return Number(parsed.data);
 }
 
 /** The columns a grant is written as: `[tool, verdict, args, pinned_descriptor, created_at_ms, note]`. */

@@ -4,7 +4,7 @@ import { callSignal, revokedId } from "../grant/store.js";
 import { Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
-import { grantColumns, parseGrantRow } from "./grant-rows.js";
+import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
 import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
@@ -321,7 +321,7 @@ export class PostgresGrantStore implements GrantStore {
       const first = result.rows[0];
       // Read in the same snapshot as the grants: none read from a schema a newer loopctl migrated is used.
       this.#db.sawVersion(operation, Number(first?.["schema_version"] ?? 0));
-      const head = Number(first?.["head"] ?? 0);
+      const head = parseHeadVersion(`${this.#names.name}.grant_projects`, this.project, first?.["head"] ?? null);
       if (head < from || first?.["held"] !== true) {
         this.#index = new LiveGrantIndex();
         this.#version = 0;

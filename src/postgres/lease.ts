@@ -30,7 +30,9 @@ interface Sent {
  * successful renewal, which is never later than the database's.
  *
  * That view runs on its own clock: a timer loses the lease the moment it can
- * no longer surely hold, whatever a renewal in flight is doing. A renewal
+ * no longer surely hold, whatever a renewal in flight is doing. Its calls are
+ * denied later, once the lease surely lapsed on the database as well (see
+ * `#lose`): until then an answer may still land on their rows. A renewal
  * that has no reply by then (a network that swallows packets sends no FIN or
  * RST to say so) is given up and its connection closed, and there is never
  * more than one renewal in flight, so renewals cannot pile up behind a hung one.
@@ -56,6 +58,12 @@ export class WorkerLease {
   #renewing: Promise<void> | undefined;
   /** Given up for good: a lease taken after this is never used. */
   #released = false;
+  /** `performance.now()` when the last lease statement that succeeded replied: the database ran it before. */
+  #repliedAt = 0;
+  /** Renewals sent since that reply: each may have landed, its reply lost, and pushed the lease further. */
+  #unanswered = 0;
+  /** Leases lost while unreachable whose host is not told yet, with when they surely lapse on the database. */
+  readonly #losing = new Map<string, number>();
 
   constructor(db: Db, leaseMs: number, host: LeaseHost) {
     this.#db = db;
@@ -66,6 +74,17 @@ export class WorkerLease {
   /** The id of the lease held now, if any. */
   get id(): string | undefined {
     return this.#id;
+  }
+
+  /**
+   * The `performance.now()` time by which the lease `id` surely lapsed on the database, after
+   * which no answer lands on its asks: 0 for a lease not held nor being lost (given up, or found
+   * lapsed by the database).
+   */
+  lapsesBy(id: string | undefined): number {
+    if (id === undefined) return 0;
+    if (id === this.#id) return this.#repliedAt + (this.#unanswered + 1) * this.#leaseMs;
+    return this.#losing.get(id) ?? 0;
   }
 
   /** True while the lease surely holds. */
@@ -118,6 +137,7 @@ export class WorkerLease {
     const id = this.#id;
     if (id === undefined) return;
     const workers = this.#db.names.table("workers");
+    this.#unanswered++;
     try {
       const { rows, sent } = await this.#run(
         "PostgresAskQueue: renewing the worker lease",
@@ -170,6 +190,8 @@ export class WorkerLease {
   /** The lease surely holds for `leaseMs` from `sent`. */
   #holdFrom(sent: number): void {
     this.#validUntil = sent + this.#leaseMs;
+    this.#repliedAt = performance.now();
+    this.#unanswered = 0;
     this.#watch();
   }
 
@@ -180,12 +202,31 @@ export class WorkerLease {
     this.#expiry.unref();
   }
 
+  /**
+   * Stops using the lease. Lapsed (the database said so), its asks are closed already and the host
+   * hears at once. Unreachable, the lease may still hold on the database: the last renewal that
+   * replied set it to end by `leaseMs` after that reply, and each renewal sent since may have
+   * landed with its reply lost, pushing it up to `leaseMs` further, but only while it held. Answers
+   * land only while it holds; the host, which denies the lease's calls, hears once it cannot.
+   */
   #lose(why: LeaseLoss): void {
     const id = this.#id;
     if (id === undefined) return;
-    this.#id = undefined;
     clearTimeout(this.#expiry);
-    this.#host.lost(id, why);
+    const lapsesBy = this.lapsesBy(id);
+    this.#id = undefined;
+    const tell = (): void => {
+      const wait = Math.ceil(lapsesBy - performance.now());
+      if (why === "lapsed" || wait <= 0) {
+        this.#losing.delete(id);
+        this.#host.lost(id, why);
+        return;
+      }
+      this.#losing.set(id, lapsesBy);
+      // A timer may fire a fraction of a millisecond early: it then waits again.
+      setTimeout(tell, wait).unref();
+    };
+    tell();
   }
 
   /**

@@ -101,17 +101,65 @@ export function usePostgres(
   });
   afterEach(async () => {
     if (unavailable !== undefined) return;
-    await Promise.all(extra.splice(0).map((p) => p.end().catch(() => undefined)));
-    await adminPool().query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    // A test that failed half-way may have left a connection checked out, or in a transaction
+    // holding locks in its schema: the schema is dropped all the same.
+    try {
+      await Promise.all(extra.splice(0).map((p) => endSoon(p)));
+    } finally {
+      await dropSchema(adminPool(), schema);
+    }
   });
   afterAll(async () => {
     // The schema made for a test that never came.
     const unused = await next?.catch(() => undefined);
-    if (unused !== undefined) await adminPool().query(`DROP SCHEMA IF EXISTS "${unused}" CASCADE`);
-    await pool?.end();
-    await admin?.end();
+    if (unused !== undefined) await dropSchema(adminPool(), unused);
+    if (pool !== undefined) await endSoon(pool);
+    if (admin !== undefined) await endSoon(admin);
   });
   return fixture;
+}
+
+/** Ends `pool`, waiting at most 5 s for connections a failed test never gave back. */
+async function endSoon(pool: pg.Pool): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    pool.end().catch(() => undefined),
+    new Promise<void>((done) => {
+      timer = setTimeout(done, 5_000);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+/**
+ * Drops `schema` with everything in it. When a connection a failed test left behind holds a lock in
+ * it past 5 s, the connections holding locks in the schema are terminated and the drop made again.
+ */
+export async function dropSchema(admin: pg.Pool, schema: string): Promise<void> {
+  const client = await admin.connect();
+  try {
+    try {
+      await client.query("BEGIN");
+      await client.query("SET LOCAL lock_timeout = '5s'");
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await client.query("COMMIT");
+      return;
+    } catch (error) {
+      await client.query("ROLLBACK");
+      if ((error as { code?: unknown }).code !== "55P03") throw error;
+    }
+    await client.query(
+      `SELECT pg_terminate_backend(pid) FROM (
+         SELECT DISTINCT l.pid FROM pg_locks l
+         JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()
+       ) holders`,
+      [schema],
+    );
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    client.release();
+  }
 }
 
 function makePool(max: number, options: pg.PoolConfig = {}): pg.Pool {
