@@ -341,6 +341,45 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(await send(`http://127.0.0.1:${server.port}/healthz`)).toBe("HTTP/1.1 200 OK");
   });
 
+  it("400 for a Host or an Authorization header sent twice: Node keeps the first, a proxy in front may have judged the other", async () => {
+    const errors: unknown[] = [];
+    const { server, host } = await start({ onError: (e) => errors.push(e) });
+    const send = async (headers: string): Promise<{ status: string; body: string }> => {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(`GET /api/asks HTTP/1.1\r\n${headers}Connection: close\r\n\r\n`);
+      const text = await closed;
+      return { status: text.split("\r\n")[0] ?? "", body: text.slice(text.indexOf("\r\n\r\n") + 4) };
+    };
+    const bearer = `Authorization: Bearer ${server.token}\r\n`;
+    for (const headers of [
+      `Host: ${host}\r\nHost: evil.example\r\n${bearer}`,
+      `Host: ${host}\r\nHost: ${host}\r\n${bearer}`,
+      `Host: evil.example\r\nHost: ${host}\r\n${bearer}`,
+    ]) {
+      const reply = await send(headers);
+      expect(reply.status, headers).toBe("HTTP/1.1 400 Bad Request");
+      expect(JSON.parse(reply.body), headers).toMatchObject({
+        error: "bad_request",
+        message: expect.stringContaining("Host"),
+      });
+    }
+    for (const headers of [
+      `Host: ${host}\r\n${bearer}Authorization: Bearer wrong-token-0123456789\r\n`,
+      `Host: ${host}\r\nAuthorization: Bearer wrong-token-0123456789\r\n${bearer}`,
+      `Host: ${host}\r\n${bearer}${bearer}`,
+    ]) {
+      const reply = await send(headers);
+      expect(reply.status, headers).toBe("HTTP/1.1 400 Bad Request");
+      expect(JSON.parse(reply.body), headers).toMatchObject({
+        error: "bad_request",
+        message: expect.stringContaining("Authorization"),
+      });
+    }
+    // Once each, as before.
+    expect((await send(`Host: ${host}\r\n${bearer}`)).status).toBe("HTTP/1.1 200 OK");
+    expect(errors).toEqual([]);
+  });
+
   it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
     let started: Started;
     try {
