@@ -168,9 +168,11 @@ type Audience = "page" | "api";
  * `Origin` → 403.
  *
  * Mounted in a server of your own, that server's limits are the ones that
- * hold: set its timeouts (`headersTimeout`, `requestTimeout`) and its cap on
- * open connections (`server.maxConnections`), which `createApprovalServer`
- * sets from its own options.
+ * hold: set its timeouts (`headersTimeout`, `requestTimeout`, and a socket
+ * timeout, `server.setTimeout`, longer than `answerTimeoutMs`,
+ * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
+ * replies) and its cap on open connections (`server.maxConnections`), which
+ * `createApprovalServer` sets from its own options.
  *
  * @throws {ServerConfigError} for an unusable option.
  *
