@@ -341,6 +341,45 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(await send(`http://127.0.0.1:${server.port}/healthz`)).toBe("HTTP/1.1 200 OK");
   });
 
+  it("400 for a Host or an Authorization header sent twice: Node keeps the first, a proxy in front may have judged the other", async () => {
+    const errors: unknown[] = [];
+    const { server, host } = await start({ onError: (e) => errors.push(e) });
+    const send = async (headers: string): Promise<{ status: string; body: string }> => {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(`GET /api/asks HTTP/1.1\r\n${headers}Connection: close\r\n\r\n`);
+      const text = await closed;
+      return { status: text.split("\r\n")[0] ?? "", body: text.slice(text.indexOf("\r\n\r\n") + 4) };
+    };
+    const bearer = `Authorization: Bearer ${server.token}\r\n`;
+    for (const headers of [
+      `Host: ${host}\r\nHost: evil.example\r\n${bearer}`,
+      `Host: ${host}\r\nHost: ${host}\r\n${bearer}`,
+      `Host: evil.example\r\nHost: ${host}\r\n${bearer}`,
+    ]) {
+      const reply = await send(headers);
+      expect(reply.status, headers).toBe("HTTP/1.1 400 Bad Request");
+      expect(JSON.parse(reply.body), headers).toMatchObject({
+        error: "bad_request",
+        message: expect.stringContaining("Host"),
+      });
+    }
+    for (const headers of [
+      `Host: ${host}\r\n${bearer}Authorization: Bearer wrong-token-0123456789\r\n`,
+      `Host: ${host}\r\nAuthorization: Bearer wrong-token-0123456789\r\n${bearer}`,
+      `Host: ${host}\r\n${bearer}${bearer}`,
+    ]) {
+      const reply = await send(headers);
+      expect(reply.status, headers).toBe("HTTP/1.1 400 Bad Request");
+      expect(JSON.parse(reply.body), headers).toMatchObject({
+        error: "bad_request",
+        message: expect.stringContaining("Authorization"),
+      });
+    }
+    // Once each, as before.
+    expect((await send(`Host: ${host}\r\n${bearer}`)).status).toBe("HTTP/1.1 200 OK");
+    expect(errors).toEqual([]);
+  });
+
   it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
     let started: Started;
     try {
@@ -1232,6 +1271,69 @@ describe("slow clients of createApprovalServer", () => {
     while (Date.now() - began < 600) await stream.next((e) => e.event === "heartbeat");
   });
 
+  it("cuts off a client that sends requests and never reads the replies, once they have waited undrained for writeTimeoutMs", async () => {
+    const { server, park } = await start({
+      headersTimeoutMs: 100,
+      requestTimeoutMs: 200,
+      keepAliveTimeoutMs: 60_000,
+      writeTimeoutMs: 300,
+    });
+    await park({ ...makeAsk(1), prompt: "x".repeat(1_000_000) });
+    const { socket, closed, received } = rawClient(server.port);
+    // Pipelined requests, read by Node whole, whose replies fill the kernel's buffers: Node stops
+    // reading more, every timeout for reading a request is behind it, and without a bound on the
+    // replies the connection is held for ever, one of maxConnections. (Without the token, many
+    // more requests for small refusals do the same.)
+    socket.pause();
+    const sent = 20;
+    socket.write(
+      `GET /api/asks HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`.repeat(
+        sent,
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // A paused socket hears nothing of the close until it reads what came before it.
+    socket.resume();
+    const outcome = await Promise.race([
+      closed.then(() => "closed"),
+      new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => "still open"),
+    ]);
+    expect(outcome).toBe("closed");
+    expect(received().match(/HTTP\/1\.1 200 /g)?.length ?? 0).toBeLessThan(sent);
+  });
+
+  it("keeps a connection whose reply waits on the approver, or whose stream is quiet, past writeTimeoutMs: nothing waits undrained", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let catchUp!: () => void;
+    const caught = new Promise<void>((resolve) => (catchUp = resolve));
+    const inbox: AskInbox = {
+      next: (options) => approver.next(options),
+      resolve: (id, resolution, options) => approver.resolve(id, resolution, options),
+      ended: (id, options) => approver.ended(id, options),
+      caughtUp: () => caught,
+      close: () => approver.close(),
+    };
+    const server = await createApprovalServer({ approver: inbox, writeTimeoutMs: 100, heartbeatMs: 60_000 });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const auth = { authorization: `Bearer ${server.token}` };
+    const ask = makeAsk(1);
+    channel.resolve(ask, { signal: new AbortController().signal }).catch(() => undefined);
+    const list = get(server, "api/asks", auth);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    catchUp();
+    expect((await list).status).toBe(200);
+    const stream = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => stream.close());
+    await stream.next((e) => e.event === "ask");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const settled = stream.next((e) => e.event === "settled");
+    expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
+    expect(JSON.parse((await settled).data)).toMatchObject({ id: ask.id });
+  });
+
   it("refuses timeouts that are not positive integers, or headersTimeoutMs over requestTimeoutMs", async () => {
     const [, approver] = ApprovalChannel.pair(1);
     cleanups.push(() => approver.close());
@@ -1242,6 +1344,8 @@ describe("slow clients of createApprovalServer", () => {
       [{ requestTimeoutMs: 2_147_483_648 }, "requestTimeoutMs"],
       [{ keepAliveTimeoutMs: 0.5 }, "keepAliveTimeoutMs"],
       [{ keepAliveTimeoutMs: "5s" as never }, "keepAliveTimeoutMs"],
+      [{ writeTimeoutMs: 0 }, "writeTimeoutMs"],
+      [{ writeTimeoutMs: 2_147_483_648 }, "writeTimeoutMs"],
       [{ headersTimeoutMs: 20_000, requestTimeoutMs: 10_000 }, "headersTimeoutMs"],
       // The default headersTimeoutMs is more than this.
       [{ requestTimeoutMs: 1_000 }, "headersTimeoutMs"],

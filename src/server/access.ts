@@ -3,6 +3,18 @@ import type { IncomingMessage } from "node:http";
 import { ServerConfigError } from "./errors.js";
 import { MIN_SECRET_BYTES, sameSecret } from "./secrets.js";
 
+/**
+ * How many times `name` (lowercase) appears among the request's headers.
+ * Node keeps only the first `Host` or `Authorization` of a request that sends
+ * one twice, where a proxy or filter in front may have judged the other.
+ */
+export function headerCount(req: IncomingMessage, name: string): number {
+  let count = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === name) count++;
+  return count;
+}
+
 /** How a request proved it may use the API. */
 export type Credential = "bearer" | "cookie";
 

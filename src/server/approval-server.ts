@@ -1,5 +1,5 @@
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
 import { createApprovalHandler } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
@@ -38,6 +38,16 @@ export interface ApprovalServerOptions extends Omit<ApprovalHandlerOptions, "all
   readonly requestTimeoutMs?: number;
   /** How long a kept-alive connection may sit idle between requests before it is closed. @default 5000 */
   readonly keepAliveTimeoutMs?: number;
+  /**
+   * How long a reply may wait on a client that stopped reading it (what was
+   * written sits undrained, none of it taken) before the connection is
+   * closed, at most 2147483647. Without it a client that sends requests and
+   * never reads the replies holds its connection for ever, past every timeout
+   * for reading requests. A reply still being made (an answer waiting on the
+   * approver) or a quiet event stream is not waiting on the client, and is
+   * kept. @default 30000
+   */
+  readonly writeTimeoutMs?: number;
   /**
    * How many connections may be open at once, event streams and idle
    * kept-alive ones included. One over the cap is closed as soon as it is
@@ -113,6 +123,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   const requestTimeout = positiveInteger("requestTimeoutMs", options.requestTimeoutMs, 30_000, MAX_TIMER_MS);
   const keepAliveTimeout = positiveInteger("keepAliveTimeoutMs", options.keepAliveTimeoutMs, 5_000, MAX_TIMER_MS);
   const maxConnections = positiveInteger("maxConnections", options.maxConnections, 1_000);
+  const writeTimeout = positiveInteger("writeTimeoutMs", options.writeTimeoutMs, 30_000, MAX_TIMER_MS);
   if (headersTimeout > requestTimeout) {
     throw new ServerConfigError(
       "headersTimeoutMs",
@@ -129,6 +140,8 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   // Idle connections time out, but a client could still open thousands at once: past the cap Node
   // destroys each new one on accept.
   server.maxConnections = maxConnections;
+  // A socket with no traffic for this long says so; only one with a reply stuck undrained is cut.
+  server.setTimeout(writeTimeout, stalledOrIdle);
   const dropped = dropReports(maxConnections, options.onError);
   server.on("drop", () => dropped.drop());
   await new Promise<void>((resolve, reject) => {
@@ -178,6 +191,19 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
       return closing;
     },
   };
+}
+
+/**
+ * A connection's `timeout` (no byte read or written for `writeTimeoutMs`, or
+ * a kept-alive one idle past `keepAliveTimeout`): a listener here replaces
+ * Node's own, which closes every such connection. Closed when a reply waits
+ * undrained (its reader stopped reading: pipelined requests then go unread,
+ * and no request timeout runs) or none is under way (Node's idle keep-alive
+ * close); kept while a reply is still being made, or a stream is quiet.
+ */
+function stalledOrIdle(socket: Socket): void {
+  const inFlight = (socket as { readonly _httpMessage?: unknown })._httpMessage;
+  if (socket.writableLength > 0 || inFlight === null || inFlight === undefined) socket.destroy();
 }
 
 /** How often at most `onError` hears of connections closed over the cap: a flood is one report a minute. */

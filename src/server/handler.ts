@@ -7,7 +7,7 @@ import type { GateDecision } from "../engine/records.js";
 import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
-import { Access } from "./access.js";
+import { Access, headerCount } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
 import { askDigest } from "../ask/ask-digest.js";
@@ -160,16 +160,19 @@ type Audience = "page" | "api";
  * request handler, to mount in an existing `node:http` server or an
  * Express-style app (see `createApprovalServer` for a server of its own).
  *
- * Every request is checked in this order: a `Host` not in `allowedHosts` →
- * 421; then (except `/healthz` and signed links, which carry their own
- * HMAC) a missing or wrong token → 401; then a state-changing request whose
- * `Origin` is present and not this server's, or that has only the cookie and
- * no `Origin` → 403.
+ * Every request is checked in this order: a `Host` sent twice → 400, a
+ * `Host` not in `allowedHosts` → 421; then (except `/healthz` and signed
+ * links, which carry their own HMAC) an `Authorization` sent twice → 400, a
+ * missing or wrong token → 401; then a state-changing request whose `Origin`
+ * is present and not this server's, or that has only the cookie and no
+ * `Origin` → 403.
  *
  * Mounted in a server of your own, that server's limits are the ones that
- * hold: set its timeouts (`headersTimeout`, `requestTimeout`) and its cap on
- * open connections (`server.maxConnections`), which `createApprovalServer`
- * sets from its own options.
+ * hold: set its timeouts (`headersTimeout`, `requestTimeout`, and a socket
+ * timeout, `server.setTimeout`, longer than `answerTimeoutMs`,
+ * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
+ * replies) and its cap on open connections (`server.maxConnections`), which
+ * `createApprovalServer` sets from its own options.
  *
  * @throws {ServerConfigError} for an unusable option.
  *
@@ -402,6 +405,9 @@ class Handler {
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
     const url = parseTarget(req.url ?? "/");
     if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
+    // RFC 9112, 3.2: a request with two Host header lines is refused (400); Node would answer the first.
+    if (headerCount(req, "host") > 1)
+      throw new HttpError(400, "bad_request", "the request has more than one Host header");
     if (!this.#access.hostAllowed(req)) {
       throw new HttpError(421, "misdirected_request", "this server does not answer to that Host");
     }
@@ -422,6 +428,10 @@ class Handler {
       }
     }
 
+    // Node keeps the first of two; a proxy in front may have checked, or added, the other.
+    if (headerCount(req, "authorization") > 1) {
+      throw new HttpError(400, "bad_request", "the request has more than one Authorization header");
+    }
     const credential = this.#access.credential(req);
     if (credential === undefined) {
       throw new HttpError(
