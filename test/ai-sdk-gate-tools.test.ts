@@ -2106,3 +2106,101 @@ describe("gateTools: a call refused as the tool cannot be described as the model
     expect(error.message).toMatch(/^tool 'bash': its provider tool id and args are not JSON: /);
   });
 });
+
+describe("gateTools: each call's arguments are read once and checked once per check", () => {
+  /** Arguments whose one field is a getter that counts its reads. */
+  function counted(): { input: { text: string }; reads: () => number } {
+    let reads = 0;
+    const input = {
+      get text(): string {
+        reads++;
+        return "hi";
+      },
+    };
+    return { input, reads: () => reads };
+  }
+
+  it("the model's arguments are read once per call: the tool's check, the hooks, the approval hook, the record and the tool all go on with that read", async () => {
+    const allow: Hook = { preToolUse: () => ({ type: "allow" }) };
+    const modify: Hook = { preToolUse: () => ({ type: "modify", input: { text: "changed" } }) };
+    const executed: unknown[] = [];
+    const inputSchema = z.object({ text: z.string() });
+    const execute = async (input: { text: string }) => (executed.push(input), input.text);
+    const cases = [
+      ["no hook", new LoopManagers(), tool({ description: "Echo", inputSchema, execute })],
+      ["a hook that allows", new LoopManagers().withHook(allow), tool({ description: "Echo", inputSchema, execute })],
+      [
+        "a hook that modifies",
+        new LoopManagers().withHook(modify),
+        tool({ description: "Echo", inputSchema, execute }),
+      ],
+      [
+        "the SDK's needsApproval",
+        new LoopManagers(),
+        tool({ description: "Echo", inputSchema, execute, needsApproval: () => false }),
+      ],
+    ] as const;
+    for (const [name, managers, echo] of cases) {
+      const { gate, records } = recordingGate(managers);
+      const tools = gateTools({ echo }, gate);
+      const { input, reads } = counted();
+      const output = await tools.echo.execute!(input, { toolCallId: "c1", messages: [] });
+      expect(isToolRefusal(output), name).toBe(false);
+      expect(records, name).toHaveLength(1);
+      expect(reads(), name).toBe(1);
+    }
+    expect(executed).toEqual([{ text: "hi" }, { text: "hi" }, { text: "changed" }, { text: "hi" }]);
+  });
+
+  /** A Standard Schema (not zod) of `{ n: number }` whose validate counts its runs, answering at once or as a promise. */
+  function countingSchema(answers: "sync" | "async") {
+    const runs: unknown[] = [];
+    const check = (value: unknown) => {
+      runs.push(value);
+      const n = (value as { n?: unknown } | null)?.n;
+      return typeof n === "number" && n > 0 ? { value } : { issues: [{ message: "n must be positive", path: ["n"] }] };
+    };
+    const schema = {
+      "~standard": {
+        version: 1,
+        vendor: "hand-made",
+        validate: (value: unknown) => (answers === "sync" ? check(value) : Promise.resolve().then(() => check(value))),
+        jsonSchema: { input: () => ({ type: "object", properties: { n: { type: "number" } }, required: ["n"] }) },
+      },
+    } as const;
+    return { schema, runs };
+  }
+
+  for (const answers of ["sync", "async"] as const) {
+    it(`a schema whose own check answers ${answers === "sync" ? "at once" : "only asynchronously"} checks each call's arguments once, and a hook's changed arguments once more`, async () => {
+      const { schema, runs } = countingSchema(answers);
+      const executed: unknown[] = [];
+      const count = tool({
+        description: "Counts",
+        inputSchema: schema as unknown as z.ZodType<{ n: number }>,
+        execute: async (input: { n: number }) => (executed.push(input), input.n),
+      });
+      const { gate, records } = recordingGate();
+      const tools = gateTools({ count }, gate);
+      expect(await tools.count.execute!({ n: 2 }, { toolCallId: "c1", messages: [] })).toBe(2);
+      expect(runs).toEqual([{ n: 2 }]);
+      // What the check refuses is refused after that one run (what an asynchronous check does not pass is
+      // checked by the JSON Schema, without running the check again).
+      const refused = await tools.count.execute!({ n: "two" } as never, { toolCallId: "c2", messages: [] });
+      expect(isToolRefusal(refused)).toBe(true);
+      expect(runs).toEqual([{ n: 2 }, { n: "two" }]);
+      expect(records[1]).toMatchObject({ verdict: "deny", ruleId: "schema" });
+      if (answers === "sync") expect(records[1]!.reason).toBe("invalid arguments: $.n: n must be positive");
+
+      runs.length = 0;
+      const { gate: modifying, records: modified } = recordingGate(
+        new LoopManagers().withHook({ preToolUse: () => ({ type: "modify", input: { n: 7 } }) }),
+      );
+      const changed = gateTools({ count }, modifying);
+      expect(await changed.count.execute!({ n: 2 }, { toolCallId: "c3", messages: [] })).toBe(7);
+      expect(runs).toEqual([{ n: 2 }, { n: 7 }]);
+      expect(modified).toMatchObject([{ verdict: "allow_modified" }]);
+      expect(executed).toEqual([{ n: 2 }, { n: 7 }]);
+    });
+  }
+});

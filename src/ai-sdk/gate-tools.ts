@@ -2,19 +2,13 @@ import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
 import { z } from "zod";
 import { callPrompt } from "../ask/index.js";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
-import type {
-  ArgumentCheck,
-  GateDecision,
-  GateOutcome,
-  Tool as GateTool,
-  Hook,
-  ToolDescriptor,
-} from "../engine/index.js";
+import type { ArgumentCheck, GateDecision, Tool as GateTool, Hook, ToolDescriptor } from "../engine/index.js";
 import { unlisten } from "../abort-signal.js";
 import { describeError } from "../engine/errors.js";
-import { callWithApproval, checkChangedWith, hasMiddleware, refusedWith } from "../engine/gate.js";
+import { callFor, checkChangedWith, hasMiddleware, refusedWith } from "../engine/gate.js";
 import { approvedAllow } from "../engine/hooks.js";
 import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
+import type { NotJson, Snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { shownValue } from "../errors.js";
@@ -134,19 +128,19 @@ interface Made {
 }
 
 /**
- * The tool's own check (its `validate`, as the SDK runs it), run on a
- * call's arguments before the gate sees them, and the arguments it passed
- * for the calls in flight (by `argsSha256`, a count per call): the gate's
- * synchronous check takes them as valid. A schema whose own check is only
- * asynchronous (`zodSchema()`, an async refinement) is otherwise checked by
- * its JSON Schema there, which Ajv may not compile (zod's `cuid`, `e164`…
- * formats): every call would be refused although the SDK's check passed it.
+ * The tool's own check, run once on a call's arguments (the gate's read of
+ * them) before the gate sees them; the gate's validation takes its answer.
+ * A Standard Schema's `validate` answers at once or as a promise; any other
+ * schema's is the SDK's `validate`, awaited. A schema whose own check is
+ * only asynchronous (`zodSchema()`, an async refinement) would otherwise be
+ * checked by its JSON Schema, which Ajv may not compile (zod's `cuid`,
+ * `e164`… formats): every call would be refused although the SDK's check
+ * passed it. What an asynchronous check does not pass is checked by the
+ * JSON Schema (`json`).
  */
 interface Ahead {
-  /** The schema's own synchronous check (a Standard Schema's), when it has one: what it answers needs nothing ahead. */
-  readonly sync: ((input: unknown) => ArgumentCheck | undefined) | undefined;
-  readonly check: (input: unknown) => Promise<ArgumentCheck>;
-  readonly passed: Map<string, number>;
+  readonly check: (input: unknown) => ArgumentCheck | Promise<ArgumentCheck>;
+  readonly json: (input: unknown) => ArgumentCheck;
 }
 
 /** The {@link Ahead} of each gate tool made for a schema with its own check. */
@@ -220,22 +214,10 @@ function problemsOf(issues: readonly StandardIssue[]): string[] {
   });
 }
 
-/**
- * The gate's view of a tool whose input schema has a check of its own: the
- * descriptor the model was shown, validated by `ownCheck` when it answers
- * synchronously (a Standard Schema's `validate`: zod, valibot, ArkType, as
- * the SDK validates it; its JSON Schema may carry formats no JSON Schema
- * validator knows, such as zod's `cuid` or `e164`). Arguments the tool's
- * check passed ahead of the gate ({@link Ahead}) are valid; the rest are
- * checked by the JSON Schema.
- */
-function checkedTool(
-  descriptor: ToolDescriptor,
-  ownCheck: ((input: unknown) => ArgumentCheck | undefined) | undefined,
-  passed: ReadonlyMap<string, number>,
-): GateTool {
+/** The check of a descriptor's JSON Schema, compiled at its first use; one that does not compile refuses everything. */
+function jsonSchemaCheck(descriptor: ToolDescriptor): (input: unknown) => ArgumentCheck {
   let json: ((input: unknown) => ArgumentCheck) | undefined;
-  const byJsonSchema = (input: unknown): ArgumentCheck => {
+  return (input) => {
     if (json === undefined) {
       try {
         json = compileJsonSchema(descriptor.inputSchema as Readonly<Record<string, unknown>>);
@@ -246,6 +228,22 @@ function checkedTool(
     }
     return json(input);
   };
+}
+
+/**
+ * The gate's view of a tool whose input schema has a check of its own: the
+ * descriptor the model was shown, validated by `ownCheck` when it answers
+ * synchronously (a Standard Schema's `validate`: zod, valibot, ArkType, as
+ * the SDK validates it; its JSON Schema may carry formats no JSON Schema
+ * validator knows, such as zod's `cuid` or `e164`), else by its JSON Schema
+ * (`byJsonSchema`). A call whose arguments the tool's check ran on ahead of
+ * the gate ({@link Ahead}) hands the gate that answer instead.
+ */
+function checkedTool(
+  descriptor: ToolDescriptor,
+  ownCheck: ((input: unknown) => ArgumentCheck | Promise<ArgumentCheck>) | undefined,
+  byJsonSchema: (input: unknown) => ArgumentCheck,
+): GateTool {
   return Object.freeze({
     name: descriptor.name,
     descriptor,
@@ -253,9 +251,10 @@ function checkedTool(
     descriptorFingerprint: descriptorFingerprint(descriptor),
     check(input: unknown): ArgumentCheck {
       const own = ownCheck?.(input);
-      if (own !== undefined) return own;
-      const read = snapshot(input);
-      if (isSnapshot(read) && passed.has(read.argsSha256)) return { type: "valid", value: input };
+      if (own === undefined) return byJsonSchema(input);
+      if (!isThenable(own)) return own;
+      // Only asynchronous: not waited for here (the check ahead of the gate waits for it).
+      own.catch(() => {});
       return byJsonSchema(input);
     },
     execute(): never {
@@ -266,11 +265,12 @@ function checkedTool(
 }
 
 /**
- * A Standard Schema's own check, when it answers synchronously; undefined
- * when it answers only asynchronously (an async refinement), which leaves
- * the arguments to the check run ahead of the gate.
+ * A Standard Schema's own check, run once: its answer when it answers
+ * synchronously; when it answers only asynchronously (an async
+ * refinement), the promise of its answer as the SDK reads it (see
+ * {@link sdkCheck}), which rejects when the schema's `validate` does.
  */
-function standardCheck(schema: StandardSchema): (input: unknown) => ArgumentCheck | undefined {
+function standardCheck(schema: StandardSchema): (input: unknown) => ArgumentCheck | Promise<ArgumentCheck> {
   return (input) => {
     let result: StandardResult | PromiseLike<StandardResult>;
     try {
@@ -278,14 +278,31 @@ function standardCheck(schema: StandardSchema): (input: unknown) => ArgumentChec
     } catch (error) {
       return { type: "invalid", problems: [`$: ${describeError(error)}`] };
     }
-    if (isThenable(result)) {
-      Promise.resolve(result).catch(() => {});
-      return undefined;
+    if (!isThenable(result)) {
+      return result.issues === undefined
+        ? { type: "valid", value: input }
+        : { type: "invalid", problems: problemsOf(result.issues) };
     }
-    return result.issues === undefined
-      ? { type: "valid", value: input }
-      : { type: "invalid", problems: problemsOf(result.issues) };
+    return Promise.resolve(result).then((answer) =>
+      answer.issues === undefined
+        ? unchanged(input, answer.value)
+        : { type: "invalid", problems: problemsOf(answer.issues) },
+    );
   };
+}
+
+/**
+ * Valid when the schema's output is `input` as it is (canonically): the SDK
+ * runs a tool with its schema's output, and the gate runs exactly what was
+ * approved, so only arguments the schema leaves as they are can be both (as
+ * the SDK itself holds approved inputs to).
+ */
+function unchanged(input: unknown, output: unknown): ArgumentCheck {
+  const made = snapshot(output);
+  const given = snapshot(input);
+  return isSnapshot(made) && isSnapshot(given) && made.argsSha256 === given.argsSha256
+    ? { type: "valid", value: input }
+    : { type: "invalid", problems: [CHANGED_BY_SCHEMA] };
 }
 
 const CHANGED_BY_SCHEMA =
@@ -322,15 +339,7 @@ function sdkCheck(validate: SdkValidate): (input: unknown) => Promise<ArgumentCh
   return async (input) => {
     const result = (await validate(input)) as
       { success?: unknown; value?: unknown; error?: unknown } | null | undefined;
-    if (result?.success === true) {
-      // The SDK runs a tool with its schema's output, and the gate runs exactly what was approved: only
-      // arguments the schema leaves as they are can be both (as the SDK itself holds approved inputs to).
-      const made = snapshot(result.value);
-      const given = snapshot(input);
-      return isSnapshot(made) && isSnapshot(given) && made.argsSha256 === given.argsSha256
-        ? { type: "valid", value: input }
-        : { type: "invalid", problems: [CHANGED_BY_SCHEMA] };
-    }
+    if (result?.success === true) return unchanged(input, result.value);
     if (result?.success === false) return { type: "invalid", problems: problemsOfFailure(result.error) };
     throw new TypeError("its validate answered neither success nor failure");
   };
@@ -419,12 +428,12 @@ async function describe(name: string, tool: Shown): Promise<Made> {
   // A schema without a check of its own (the SDK's jsonSchema() without validate) is JSON Schema to the gate,
   // which compiles it.
   if (validate === undefined && !standard) return { tool: frozen, schemaText };
-  const passed = new Map<string, number>();
   const own = standard ? standardCheck(tool.inputSchema as StandardSchema) : undefined;
-  const described = checkedTool(frozen, own, passed);
+  const json = jsonSchemaCheck(frozen);
+  const described = checkedTool(frozen, own, json);
   if (validate === undefined) return { tool: described, schemaText };
   const check = sdkCheck(validate);
-  aheadOf.set(described, { sync: own, check, passed });
+  aheadOf.set(described, { check: own ?? check, json });
   // A hook's changed arguments never met the SDK's check: the gate runs it on them before the call goes on.
   return { tool: checkChangedWith(described, check), schemaText };
 }
@@ -641,17 +650,16 @@ const CHAT_APPROVED = {
  * The approval hook of one call of a tool with the SDK's own
  * `needsApproval`, run after the gate's hooks whenever they allow or modify,
  * on the arguments the call goes on with. The SDK's approval (or its
- * `needsApproval` saying none was needed) was given for `input`, the
- * arguments the SDK runs the call with: it covers those, compared
+ * `needsApproval` saying none was needed) was given for the arguments the
+ * SDK runs the call with (`read`, as the gate read them): it covers those, compared
  * canonically, and nothing else. Arguments a hook's `modify` changed are
  * asked about as changed when the chat's user approved other ones, or when
  * the tool's `needsApproval` wants them approved.
  */
-function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOptions): Hook {
+function chatApproval(shown: Tool, read: Snapshot | NotJson, callOptions: ToolExecutionOptions): Hook {
   const { toolCallId, messages, experimental_context } = callOptions;
   const approved = approvedInChat(messages, toolCallId);
-  // Read as the gate reads the arguments: without a JSON form, the gate refuses the call before any hook.
-  const read = snapshot(input);
+  // The gate's read of the arguments: without a JSON form, the gate refuses the call before any hook.
   const given = isSnapshot(read) ? read.argsSha256 : undefined;
   return {
     name: "ai-sdk:needsApproval",
@@ -683,22 +691,20 @@ function chatApproval(shown: Tool, input: unknown, callOptions: ToolExecutionOpt
 }
 
 /**
- * Runs the tool's own check ({@link Ahead}) on a call's arguments before
- * the gate sees them; when it passes them, they count as passed until the
- * returned function is called (once the gate has answered). A check that
- * fails, throws, or is cut short by a cancel vouches for nothing: the gate
- * then checks the arguments itself (and a cancel ends the call there).
+ * Runs the tool's own check ({@link Ahead}) once on a call's arguments as
+ * the gate read them, before the gate sees them: its answer is the gate's
+ * validation of them. What an asynchronous check does not pass (it fails
+ * or throws) is answered by the JSON Schema, as the gate would check it. A
+ * cancel while it runs answers nothing: the gate ends the call cancelled.
  */
 async function checkAhead(
   ahead: Ahead | undefined,
-  input: unknown,
+  read: Snapshot | NotJson,
   signal: AbortSignal | undefined,
-): Promise<(() => void) | undefined> {
-  if (ahead === undefined || signal?.aborted === true) return undefined;
-  // A check that answers synchronously answers the gate's first step itself.
-  if (ahead.sync?.(input) !== undefined) return undefined;
-  const read = snapshot(input);
-  if (!isSnapshot(read)) return undefined;
+): Promise<ArgumentCheck | undefined> {
+  if (ahead === undefined || !isSnapshot(read) || signal?.aborted === true) return undefined;
+  const answer = ahead.check(read.value);
+  if (!isThenable(answer)) return answer;
   let onAbort: (() => void) | undefined;
   const cancelled = new Promise<undefined>((resolve) => {
     onAbort = () => resolve(undefined);
@@ -706,21 +712,15 @@ async function checkAhead(
   });
   let checked: ArgumentCheck | undefined;
   try {
-    checked = await Promise.race([ahead.check(read.value), cancelled]);
+    checked = await Promise.race([answer, cancelled]);
+    // Cut short by a cancel: the gate ends the call cancelled.
+    if (checked === undefined) return undefined;
   } catch {
-    checked = undefined;
+    // A check that throws or rejects passes nothing.
   } finally {
     if (onAbort !== undefined) unlisten(signal, onAbort);
   }
-  if (checked?.type !== "valid") return undefined;
-  const { passed } = ahead;
-  const key = read.argsSha256;
-  passed.set(key, (passed.get(key) ?? 0) + 1);
-  return () => {
-    const left = (passed.get(key) ?? 1) - 1;
-    if (left > 0) passed.set(key, left);
-    else passed.delete(key);
-  };
+  return checked?.type === "valid" ? checked : ahead.json(read.value);
 }
 
 /** The arguments a call a hook's `modify` changed ran with, and what it gave, for the tool's `toModelOutput`. */
@@ -742,16 +742,16 @@ const RAN_KEPT = 1024;
 function rememberRan(
   modified: Map<string, RanWith>,
   callId: string,
-  given: unknown,
+  given: Snapshot | NotJson,
   ran: { readonly input: unknown } | undefined,
   output: unknown,
 ): void {
   modified.delete(callId);
-  if (ran === undefined) return;
-  const before = snapshot(given);
+  // The gate hands execute its own read of the arguments unless a hook's modify changed them.
+  if (ran === undefined || !isSnapshot(given) || ran.input === given.value) return;
   const after = snapshot(ran.input);
-  if (!isSnapshot(before) || !isSnapshot(after) || before.argsSha256 === after.argsSha256) return;
-  modified.set(callId, { given: before.argsSha256, input: ran.input, output });
+  if (!isSnapshot(after) || given.argsSha256 === after.argsSha256) return;
+  modified.set(callId, { given: given.argsSha256, input: ran.input, output });
   if (modified.size > RAN_KEPT) modified.delete(modified.keys().next().value as string);
 }
 
@@ -935,9 +935,6 @@ export function gateTools<TOOLS extends ToolSet>(
         callId,
         input,
         ...(callOptions.abortSignal === undefined ? {} : { signal: callOptions.abortSignal }),
-      };
-      const full = {
-        ...request,
         ...(sessionId === undefined ? {} : { sessionId }),
         ...(runId === undefined ? {} : { runId }),
       };
@@ -950,20 +947,18 @@ export function gateTools<TOOLS extends ToolSet>(
       };
       // Read as the SDK reads it, from the tool it runs: a tool with its own approval round trip.
       const needsApproval: unknown = shown.needsApproval;
-      const vouched = await checkAhead(aheadOf.get(descriptor), input, callOptions.abortSignal);
-      let outcome: GateOutcome;
-      try {
-        outcome =
-          needsApproval === undefined || needsApproval === null || needsApproval === false
-            ? await gate.call(full, runApproved)
-            : await callWithApproval(gate, full, runApproved, chatApproval(shown, input, callOptions));
-      } finally {
-        vouched?.();
-      }
+      // The gate's one read of the arguments: the tool's own check, the approval hook and the record all go on with it.
+      const read = snapshot(input);
+      const checked = await checkAhead(aheadOf.get(descriptor), read, callOptions.abortSignal);
+      const approvalHook =
+        needsApproval === undefined || needsApproval === null || needsApproval === false
+          ? undefined
+          : chatApproval(shown, read, callOptions);
+      const outcome = await callFor(gate, request, runApproved, { approvalHook, read, checked });
       if (refusal !== undefined) throw refusal;
       switch (outcome.type) {
         case "ran":
-          rememberRan(modified, callId, input, ran, outcome.output);
+          rememberRan(modified, callId, read, ran, outcome.output);
           return outcome.output;
         case "failed":
           throw outcome.error;

@@ -241,7 +241,7 @@ export class Attempt {
         )
       );
     }
-    const checked = tool.check(this.#args.value);
+    const checked = this.#request.checked ?? tool.check(this.#args.value);
     if (checked.type === "invalid") {
       return (
         this.#preDetect() ??

@@ -285,8 +285,10 @@ export interface InternalRequest {
    */
   readonly output?: ((value: unknown) => unknown) | undefined;
   readonly onRecord?: (record: GateDecision) => void;
-  /** This call's own approval hook, run after the managers' (see {@link callWithApproval}). */
+  /** This call's own approval hook, run after the managers' (see {@link AdapterCall}). */
   readonly approvalHook?: Hook | undefined;
+  /** The tool's check of `read`'s value, run already (see {@link AdapterCall}): taken in place of `tool.check`. */
+  readonly checked?: ArgumentCheck | undefined;
 }
 
 /** Runs one attempt through `gate`: for `Agent`. */
@@ -299,19 +301,32 @@ export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<Ga
  */
 export let hasMiddleware!: (gate: Gate) => boolean;
 
-/**
- * {@link Gate.call} with `approvalHook` as this call's approval hook: for an
- * adapter whose SDK approved the call (or decides it needs approval) when
- * the application made the gate (`loopctl/ai-sdk`); internal. Like the
- * managers' approval hook, it runs after the hooks whenever they allow or
- * modify, on the arguments the call goes on with, so no hook's `allow` or
- * `modify` can skip the ask it raises.
- */
-export let callWithApproval!: (
+/** What an adapter hands {@link callFor} besides the request. Internal. */
+export interface AdapterCall {
+  /**
+   * This call's own approval hook: for an adapter whose SDK approved the
+   * call (or decides it needs approval) when the application made the gate
+   * (`loopctl/ai-sdk`). Like the managers' approval hook, it runs after the
+   * hooks whenever they allow or modify, on the arguments the call goes on
+   * with, so no hook's `allow` or `modify` can skip the ask it raises.
+   */
+  readonly approvalHook?: Hook | undefined;
+  /** The request's `input` as the adapter read it (a `snapshot`): the gate goes on with that read, not a new one. */
+  readonly read?: Snapshot | NotJson | undefined;
+  /**
+   * The tool's check of `read`'s value, when the adapter ran it ahead of
+   * the gate: the gate's validation takes it in place of running the check
+   * again (arguments a hook changes are checked as always).
+   */
+  readonly checked?: ArgumentCheck | undefined;
+}
+
+/** {@link Gate.call} with what an adapter adds ({@link AdapterCall}); internal. */
+export let callFor!: (
   gate: Gate,
   request: GateRequest,
   execute: GateExecute,
-  approvalHook: Hook,
+  extra: AdapterCall,
 ) => Promise<GateOutcome>;
 
 /**
@@ -342,7 +357,7 @@ export class Gate {
   static {
     attemptThrough = (gate, request) => new Attempt(gate.#state, request).run();
     hasMiddleware = (gate) => gate.#state.settings.middleware.length > 0;
-    callWithApproval = (gate, request, execute, approvalHook) => gate.#call(request, execute, approvalHook);
+    callFor = (gate, request, execute, extra) => gate.#call(request, execute, extra);
   }
 
   /** @throws {EngineConfigError} when `managers` is not a `LoopManagers`. */
@@ -374,10 +389,10 @@ export class Gate {
    * request itself is malformed.
    */
   call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
-    return this.#call(request, execute, undefined);
+    return this.#call(request, execute, {});
   }
 
-  async #call(request: GateRequest, execute: GateExecute, approvalHook: Hook | undefined): Promise<GateOutcome> {
+  async #call(request: GateRequest, execute: GateExecute, extra: AdapterCall): Promise<GateOutcome> {
     if (typeof request !== "object" || request === null)
       throw new EngineConfigError("Gate.call", "the request must be { tool, callId, input, … }");
     if (typeof execute !== "function") throw new EngineConfigError("Gate.call", "execute must be a function");
@@ -413,7 +428,9 @@ export class Gate {
         runId,
         turn,
         execute,
-        approvalHook,
+        approvalHook: extra.approvalHook,
+        read: extra.read,
+        checked: extra.checked,
       }).run();
     } finally {
       if (signal !== undefined) release(signal);

@@ -52,7 +52,7 @@ export interface ApprovedBy {
 const approvals = new WeakMap<object, ApprovedBy>();
 
 /**
- * An `allow` for an adapter's approval hook (see `callWithApproval`) that
+ * An `allow` for an adapter's approval hook (see `callFor`) that
  * says what approved the call, so its record says so instead of "no hook
  * objected". Only this module's objects carry it: a hook cannot claim an
  * approval by the shape of its answer. Internal.
