@@ -228,3 +228,18 @@ describe("many distinct tools", () => {
     expect(reachable).toBeLessThanOrEqual(128);
   }, 90_000);
 });
+
+describe("a circuit breaker on a gate whose tools keep changing", () => {
+  it("keeps the failures of its 1024 most recently failed tools, not of every tool that ever failed last", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/breaker-gc-child.ts"],
+      { cwd: root, timeout: 60_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    const { tools, names } = JSON.parse(lines[lines.length - 1]!) as { tools: number; names: number };
+    expect(tools).toBe(5_000);
+    expect(names).toBeLessThanOrEqual(1024);
+  }, 90_000);
+});
