@@ -211,6 +211,17 @@ describe("a long-lived caller signal", () => {
     const lines = stdout.trim().split("\n");
     expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
   });
+
+  it("keeps nothing of a finished call whose tool listened to its signal and never stopped: each call has a signal of its own", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/gate-gc-child.ts", "listening"],
+      { cwd: root, timeout: 20_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
+  });
 });
 
 describe("many distinct tools", () => {
