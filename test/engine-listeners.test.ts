@@ -211,6 +211,17 @@ describe("a long-lived caller signal", () => {
     const lines = stdout.trim().split("\n");
     expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
   });
+
+  it("keeps nothing of a finished call whose tool listened to its signal and never stopped: each call has a signal of its own", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/gate-gc-child.ts", "listening"],
+      { cwd: root, timeout: 20_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
+  });
 });
 
 describe("many distinct tools", () => {
@@ -226,5 +237,20 @@ describe("many distinct tools", () => {
     expect(tools).toBe(1_000);
     // A shared validator compiles 128 schemas before a fresh one replaces it: those of the current one may stay.
     expect(reachable).toBeLessThanOrEqual(128);
+  }, 90_000);
+});
+
+describe("a circuit breaker on a gate whose tools keep changing", () => {
+  it("keeps the failures of its 1024 most recently failed tools, not of every tool that ever failed last", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/breaker-gc-child.ts"],
+      { cwd: root, timeout: 60_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    const { tools, names } = JSON.parse(lines[lines.length - 1]!) as { tools: number; names: number };
+    expect(tools).toBe(5_000);
+    expect(names).toBeLessThanOrEqual(1024);
   }, 90_000);
 });

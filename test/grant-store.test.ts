@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   Grant,
   GrantConfigError,
@@ -108,6 +108,31 @@ describe("MemoryGrantStore", () => {
       ["GrantPolicy.remember", () => policy.remember(read, {}, "deny", "this_tool", options)],
     ]);
     expect(await store.load()).toEqual([allowRead]);
+  });
+
+  it("a decision after a save or a revoke reads the grants it changed, not every grant stored", async () => {
+    const GRANTS = 2_000;
+    const store = new MemoryGrantStore();
+    const policy = new GrantPolicy(store);
+    const tool = { name: "read", description: "", inputSchema: {} };
+    // Every grant the store indexes has its canonical arguments read once: counting the reads counts that work.
+    const reads = vi.spyOn(Grant.prototype, "canonicalArgs", "get");
+    try {
+      for (let i = 0; i < GRANTS; i++) {
+        await store.save(new Grant("read", "allow", GrantScope.thisCall({ path: `f${i}` })));
+        expect(await policy.decide(tool, { path: `f${i}` })).toMatchObject({ type: "allow" });
+      }
+      for (let i = 0; i < GRANTS; i += 2) {
+        await store.revoke(new Grant("read", "allow", GrantScope.thisCall({ path: `f${i}` })).id);
+        expect(await policy.decide(tool, { path: `f${i}` })).toMatchObject({ type: "ask", reason: "no_grant" });
+        expect(await policy.decide(tool, { path: `f${i + 1}` })).toMatchObject({ type: "allow" });
+      }
+      // A handful per save, revoke and decision; a rebuild of the whole index after each change reads millions.
+      expect(reads.mock.calls.length).toBeLessThan(20 * GRANTS);
+    } finally {
+      reads.mockRestore();
+    }
+    expect(await store.load()).toHaveLength(GRANTS / 2);
   });
 
   it("refuses to save something that is not a Grant", async () => {

@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import {
   Agent,
   RunContext,
@@ -1661,4 +1664,17 @@ describe("AgentApprovals: tools loaded at run time by tool search", () => {
     expect(executed).toEqual([]);
     expect(s.records).toEqual([]);
   });
+});
+
+describe("runs that have ended", () => {
+  it("leave nothing in the gate: once a run is collected, its loop-detection counts are forgotten", async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "test/support/openai-runs-gc-child.ts"],
+      { cwd: root, timeout: 60_000 },
+    );
+    const lines = stdout.trim().split("\n");
+    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ runs: 300, detectors: 0 });
+  }, 90_000);
 });

@@ -143,7 +143,7 @@ export function withdrawnWith<T extends Tool | ToolDescriptor>(tool: T, signal: 
  * The calls in flight on each caller's signal share one cancel, so that one
  * signal gets one listener from the gate however many calls it cancels (a
  * wide wave of parallel calls must not trip Node's listener warning), and
- * none once they have ended.
+ * none once they have ended. Each call follows it with a cancel of its own.
  */
 const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; calls: number }>();
 
@@ -415,8 +415,10 @@ export class Gate {
     if (!Number.isSafeInteger(turn) || turn < 0)
       throw new EngineConfigError("Gate.call", "turn must be a non-negative integer");
     const tool = gatedTool(fields.tool);
-    // A call nothing can cancel still hands its hooks, resolver and tool a signal.
-    const cancel = signal === undefined ? Cancel.owned(false) : cancelFor(signal);
+    // A call nothing can cancel still hands its hooks, resolver and tool a signal. One the caller can
+    // cancel follows the cancel its signal's calls share, with a signal of its own: what its tool leaves
+    // listening on it goes with the call, not with the last of the calls in flight on the caller's signal.
+    const cancel = signal === undefined ? Cancel.owned(false) : Cancel.listening(cancelFor(signal).signal, "Gate.call");
     try {
       return await new Attempt(this.#state, {
         tool,
@@ -433,6 +435,7 @@ export class Gate {
         checked: extra.checked,
       }).run();
     } finally {
+      cancel.dispose();
       if (signal !== undefined) release(signal);
     }
   }

@@ -32,23 +32,38 @@ export class GrantIndex {
   readonly #byTool = new Map<string, ToolEntry>();
 
   constructor(grants: Iterable<Grant>) {
-    for (const grant of grants) {
-      let entry = this.#byTool.get(grant.tool);
-      if (entry === undefined) {
-        entry = { thisTool: { allow: undefined, deny: undefined }, thisCall: new Map() };
-        this.#byTool.set(grant.tool, entry);
-      }
-      const key = grant.canonicalArgs;
-      let slots = entry.thisTool;
-      if (key !== null) {
-        slots = entry.thisCall.get(key) ?? { allow: undefined, deny: undefined };
-        entry.thisCall.set(key, slots);
-      }
-      slots[grant.verdict] = grant;
-    }
+    for (const grant of grants) this.put(grant);
   }
 
-  /** The grants covering a call of `tool` whose canonical args text is `canonicalArgs`. */
+  /** Indexes `grant`, in the place of the grant of its slot (its id's, as ids are unique per slot). */
+  put(grant: Grant): void {
+    let entry = this.#byTool.get(grant.tool);
+    if (entry === undefined) {
+      entry = { thisTool: { allow: undefined, deny: undefined }, thisCall: new Map() };
+      this.#byTool.set(grant.tool, entry);
+    }
+    const key = grant.canonicalArgs;
+    let slots = entry.thisTool;
+    if (key !== null) {
+      slots = entry.thisCall.get(key) ?? { allow: undefined, deny: undefined };
+      entry.thisCall.set(key, slots);
+    }
+    slots[grant.verdict] = grant;
+  }
+
+  /** Takes `grant` (by its id) out of its slot, if it holds it; what is left empty goes too. */
+  remove(grant: Grant): void {
+    const entry = this.#byTool.get(grant.tool);
+    if (entry === undefined) return;
+    const key = grant.canonicalArgs;
+    const slots = key === null ? entry.thisTool : entry.thisCall.get(key);
+    if (slots === undefined || slots[grant.verdict]?.id !== grant.id) return;
+    slots[grant.verdict] = undefined;
+    if (key !== null && slots.allow === undefined && slots.deny === undefined) entry.thisCall.delete(key);
+    if (entry.thisCall.size === 0 && entry.thisTool.allow === undefined && entry.thisTool.deny === undefined)
+      this.#byTool.delete(grant.tool);
+  }
+
   lookup(tool: string, canonicalArgs: string): CoveringGrants {
     const entry = this.#byTool.get(tool);
     if (entry === undefined) return { thisCall: EMPTY, thisTool: EMPTY };

@@ -150,7 +150,7 @@ export function assertSameRule(stored: Grant | undefined, incoming: Grant, where
  */
 export class MemoryGrantStore implements GrantStore {
   readonly #grants = new Map<string, Grant>();
-  /** Rebuilt on the first decision after a change. */
+  /** Built on the first decision, then kept up to date by each change: a change costs the same with 10 grants or 100k. */
   #index: GrantIndex | undefined;
 
   /**
@@ -172,7 +172,7 @@ export class MemoryGrantStore implements GrantStore {
     }
   }
 
-  /** The grants covering a call (see {@link GrantStore.covering}), from an index rebuilt after each change. */
+  /** The grants covering a call (see {@link GrantStore.covering}), from an index that each change updates. */
   covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
     return this.#call("MemoryGrantStore.covering", options, () => {
       this.#index ??= new GrantIndex(this.#grants.values());
@@ -192,7 +192,7 @@ export class MemoryGrantStore implements GrantStore {
       assertSameRule(this.#grants.get(grant.id), grant);
       this.#grants.delete(grant.id);
       this.#grants.set(grant.id, grant);
-      this.#index = undefined;
+      this.#index?.put(grant);
       return grant;
     });
   }
@@ -206,7 +206,7 @@ export class MemoryGrantStore implements GrantStore {
       const grant = this.#grants.get(revokedId("MemoryGrantStore.revoke", id));
       if (grant !== undefined) {
         this.#grants.delete(id);
-        this.#index = undefined;
+        this.#index?.remove(grant);
       }
       return grant;
     });

@@ -354,6 +354,11 @@ export class AgentApprovals {
    * asks and records carry.
    */
   readonly #runIds = new WeakMap<object, string>();
+  /**
+   * Ends a run's id on the gate once its run ({@link runOf}) is collected: nothing tells
+   * this object a run of the SDK is over, and the gate would keep its loop-detection counts.
+   */
+  readonly #runsEnded = new FinalizationRegistry<string>((runId) => this.gate.endRun(runId));
   readonly #wrapped = new WeakMap<object, Wrapped>();
   /** The tool each wrapped tool's `invoke` gates: how a copy of a wrapped tool (`toolNamespace()` makes them) is known. */
   readonly #byInvoke = new WeakMap<object, Wrapped>();
@@ -920,6 +925,7 @@ export class AgentApprovals {
     if (runId === undefined) {
       runId = checkedId(this.#idGen());
       this.#runIds.set(run, runId);
+      this.#runsEnded.register(run, runId);
     }
     return runId;
   }

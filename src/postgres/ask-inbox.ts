@@ -428,7 +428,12 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   #checkCaughtUp(): void {
     const backlog = this.#backlog;
     if (this.#caughtUp || backlog === undefined) return;
-    for (const id of backlog) if (!this.#ready.has(id)) backlog.delete(id);
+    // In the order they were read, which is the order next() hands them out in: those up to the first
+    // still buffered are gone (handed out or ended), and each is looked at once, not at every next().
+    for (const id of backlog) {
+      if (this.#ready.has(id)) break;
+      backlog.delete(id);
+    }
     if (backlog.size > 0 || this.#handedOut) return;
     this.#caughtUp = true;
     this.#settleCatchingUp();

@@ -1,7 +1,9 @@
-// Run as: node --expose-gc --import tsx test/support/gate-gc-child.ts
+// Run as: node --expose-gc --import tsx test/support/gate-gc-child.ts [listening]
 // Makes sequential gate calls on one caller signal while another call on it
 // stays in flight, forces collection, and prints as one JSON line how many of
-// the finished calls' outputs are still reachable.
+// the finished calls' outputs are still reachable. With `listening`, each
+// call's tool listens to the signal it is given, holding its output, and
+// never stops: as a tool that kills its child process on abort does.
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { Gate, LoopManagers } from "../../src/engine/index.js";
 import type { ToolDescriptor } from "../../src/engine/index.js";
@@ -10,6 +12,7 @@ const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error("run with --expose-gc");
 
 const CALLS = 2_000;
+const listening = process.argv[2] === "listening";
 const tool: ToolDescriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
 const gate = new Gate(
   new LoopManagers().withHook({ preToolUse: () => ({ type: "allow" }) }).withMiddleware((_call, _ctx, next) => next()),
@@ -30,11 +33,15 @@ const held = gate.call(
 async function finishedCalls(): Promise<WeakRef<object>[]> {
   const outputs: WeakRef<object>[] = [];
   for (let i = 0; i < CALLS; i++) {
-    const outcome = await gate.call({ tool, callId: `c${i}`, input: {}, signal: caller.signal }, () => {
-      const output = { i };
-      outputs.push(new WeakRef(output));
-      return output;
-    });
+    const outcome = await gate.call(
+      { tool, callId: `c${i}`, input: {}, signal: caller.signal },
+      (_input, { signal }) => {
+        const output = { i };
+        outputs.push(new WeakRef(output));
+        if (listening) signal.addEventListener("abort", () => void output, { once: true });
+        return output;
+      },
+    );
     if (outcome.type !== "ran") throw new Error(`call ${i} ended ${outcome.type}`);
   }
   return outputs;
