@@ -300,12 +300,16 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       });
       opened.push(queueOnProxy);
       const inbox = queueOnProxy.approver();
+      // Past its first re-read (which reads every parked ask's row): no read of it sees the approval below.
+      await parkAndApprove(queueOnProxy, inbox, 3);
       const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
       const cancel = new AbortController();
       const first = park(queueOnProxy, shown, cancel.signal);
       expect(await inbox.next()).toEqual(shown);
-      // The approval lands; the reply that says so is held in the network.
-      proxy.holdRepliesOn(shown.id);
+      // The approval lands; the reply that says so is held in the network. It is held by what the
+      // approval alone sends, its resolution: a read that names the ask (the one the notification
+      // of its row sends, say) may still be on its way, and must pass.
+      proxy.holdRepliesOn(JSON.stringify({ type: "approve" }));
       const landed = inbox.resolve(shown.id, { type: "approve" });
       await waitFor(async () => proxy.holding && (await row(shown.id))?.state === "answered");
       const { now, second } = await takeIdAgain(queueOnProxy, shown, cancel, first);
