@@ -300,12 +300,16 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       });
       opened.push(queueOnProxy);
       const inbox = queueOnProxy.approver();
+      // Past its first re-read (which reads every parked ask's row): no read of it sees the approval below.
+      await parkAndApprove(queueOnProxy, inbox, 3);
       const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
       const cancel = new AbortController();
       const first = park(queueOnProxy, shown, cancel.signal);
       expect(await inbox.next()).toEqual(shown);
-      // The approval lands; the reply that says so is held in the network.
-      proxy.holdRepliesOn(shown.id);
+      // The approval lands; the reply that says so is held in the network. It is held by what the
+      // approval alone sends, its resolution: a read that names the ask (the one the notification
+      // of its row sends, say) may still be on its way, and must pass.
+      proxy.holdRepliesOn(JSON.stringify({ type: "approve" }));
       const landed = inbox.resolve(shown.id, { type: "approve" });
       await waitFor(async () => proxy.holding && (await row(shown.id))?.state === "answered");
       const { now, second } = await takeIdAgain(queueOnProxy, shown, cancel, first);
@@ -314,6 +318,47 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
       expect(await soon(second)).toEqual({ type: "deny" });
     } finally {
+      await proxy.close();
+    }
+  });
+
+  it("closes with a call's withdrawal only the row that call wrote: not that of a call that took its id after its row was purged, its withdrawal arriving after", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    const app = `${db.schema}-withdrawn`;
+    const locker = await db.pool.connect();
+    try {
+      const { worker, inbox } = await warmWorker(proxy, app, 600_000);
+      const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+      const cancel = new AbortController();
+      const first = park(worker, shown, cancel.signal);
+      await waitFor(async () => (await row(shown.id))?.state === "pending");
+      // The call is given up; the statement that withdraws its row is held in the network.
+      proxy.holdConnectionOn("cancelled");
+      cancel.abort(new Error("the run ended"));
+      await expect(first).rejects.toThrow("the run ended");
+      await waitFor(() => proxy.holding);
+      // The row goes (as the reaper purges an ended one); a seeded id generator parks the id again.
+      await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
+      const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+      const second = park(worker, now);
+      await waitFor(async () => (await row(now.id))?.state === "pending");
+      // The withdrawal arrives now, and waits on the table until the test has let it run.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      proxy.pass();
+      await waitFor(() => waitsOnLock(app, "reason = v.reason"));
+      await locker.query("COMMIT");
+      // Read under the same lock: after the withdrawal, which was waiting for it first.
+      await locker.query("BEGIN");
+      await locker.query(`LOCK TABLE "${db.schema}".asks IN SHARE MODE`);
+      const { rows } = await locker.query(`SELECT state, reason FROM "${db.schema}".asks WHERE id = $1`, [now.id]);
+      await locker.query("COMMIT");
+      expect(rows).toEqual([{ state: "pending", reason: null }]);
+      expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
+      expect(await soon(second)).toEqual({ type: "deny" });
+    } finally {
+      await locker.query("ROLLBACK").catch(() => undefined);
+      locker.release();
       await proxy.close();
     }
   });

@@ -91,6 +91,12 @@ interface Parked {
   /** Its row is in the table. */
   inserted: boolean;
   /**
+   * The row's `seq`, once its insert came back: the row this call wrote. A
+   * withdrawal names it, so it closes that row only, never one a later call
+   * that took the id again wrote after this one's was purged.
+   */
+  seq: string | undefined;
+  /**
    * How many reads of rows had begun when the insert came back: only later
    * ones must find its row, and only later ones can hold it. A row an earlier
    * read brings back is another ask's that had this id (purged since).
@@ -105,13 +111,22 @@ interface Parked {
 type Withdrawal = {
   readonly workerId: string;
   readonly reason: "expired" | "cancelled" | "closed" | "abandoned";
-  /**
-   * Set when the row's insert got no reply: it may commit later. The row is
-   * then written withdrawn if it is not there yet, so the late insert fails
-   * on its id instead of leaving a pending ask nobody waits on.
-   */
-  readonly unwritten?: PendingAsk;
-};
+} & (
+  | {
+      /** The `seq` of the row to close: that row alone, not a later one with its id. */
+      readonly seq: string;
+      readonly unwritten?: undefined;
+    }
+  | {
+      readonly seq?: undefined;
+      /**
+       * Set when the row's insert got no reply: it may commit later. The row is
+       * then written withdrawn if it is not there yet, so the late insert fails
+       * on its id instead of leaving a pending ask nobody waits on.
+       */
+      readonly unwritten: PendingAsk;
+    }
+);
 
 const RECENT_MS = 60_000;
 
@@ -462,6 +477,7 @@ export class PostgresAskQueue {
         onAbort: () => this.#stopWaiting(entry, withdrawReason(parkReason(pending.id, signal))),
         workerId: undefined,
         inserted: false,
+        seq: undefined,
         insertedAt: Number.POSITIVE_INFINITY,
         readAgain: false,
         ended: undefined,
@@ -510,10 +526,12 @@ export class PostgresAskQueue {
     });
     if (entries.length === 0) return;
     for (const entry of entries) this.#writing.add(entry.id);
+    let written: Rows;
     try {
-      await this.#db.query(
+      written = await this.#db.query(
         "PostgresAskQueue.resolver: parking asks",
-        `INSERT INTO ${this.#table} (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])`,
+        `INSERT INTO ${this.#table} (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])
+         RETURNING id::text AS id, seq::text AS seq`,
         [entries.map((e) => e.id), entries.map((e) => e.workerId), entries.map((e) => JSON.stringify(e.ask))],
       );
     } catch (error) {
@@ -527,12 +545,14 @@ export class PostgresAskQueue {
     } finally {
       for (const entry of entries) this.#writing.delete(entry.id);
     }
+    const seqs = new Map(written.rows.map((raw) => [String(raw["id"]), String(raw["seq"])]));
     for (const entry of entries) {
       entry.inserted = true;
+      entry.seq = seqs.get(entry.id);
       entry.insertedAt = this.#endingReads;
       if (entry.readAgain) this.#endings.add(entry.id);
-      if (entry.ended !== undefined && entry.workerId !== undefined) {
-        this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: entry.ended });
+      if (entry.ended !== undefined && entry.workerId !== undefined && entry.seq !== undefined) {
+        this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason: entry.ended, seq: entry.seq });
       }
     }
   }
@@ -563,8 +583,8 @@ export class PostgresAskQueue {
   #stopWaiting(entry: Parked, reason: "expired" | "cancelled" | "closed"): void {
     if (this.#parked.get(entry.id) !== entry) return;
     entry.ended = reason;
-    if (entry.inserted && entry.workerId !== undefined)
-      this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason });
+    if (entry.inserted && entry.workerId !== undefined && entry.seq !== undefined)
+      this.#queueWithdrawal(entry.id, { workerId: entry.workerId, reason, seq: entry.seq });
     this.#settle(entry, () =>
       reason === "closed"
         ? entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON })
@@ -603,12 +623,20 @@ export class PostgresAskQueue {
     const closed = await this.#db.query(
       "PostgresAskQueue: closing withdrawn asks",
       // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
+      // Each closes the row its call wrote (its seq): a later call that took the id again under the same
+      // lease, once that row was purged, has a row of its own, which this must leave pending.
       `${lockedInOrder(this.#table)}
        UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = v.reason, ended_at = now()
-       FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, worker_id, reason), locked AS l
-       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
+       FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) AS v(id, worker_id, reason, seq), locked AS l
+       WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id
+         AND a.seq = v.seq AND ${PENDING}
        RETURNING a.id::text AS id`,
-      [batch.map((b) => b.id), batch.map((b) => b.w.workerId), batch.map((b) => b.w.reason)],
+      [
+        batch.map((b) => b.id),
+        batch.map((b) => b.w.workerId),
+        batch.map((b) => b.w.reason),
+        batch.map((b) => b.w.seq ?? null),
+      ],
     );
     // Written (or the ask already ended some other way): nothing left to retry.
     for (const { id, w } of batch) if (this.#withdrawals.get(id) === w) this.#withdrawals.delete(id);
@@ -938,9 +966,10 @@ export class PostgresAskQueue {
     const found = await this.#onListener(
       "PostgresAskQueue: reading changed asks",
       consoles
-        ? `SELECT ${ENDING_COLUMNS}, CASE WHEN ${PENDING} THEN a.ask END AS ask FROM ${this.#table} AS a
+        ? `SELECT ${ENDING_COLUMNS}, a.seq::text AS seq, CASE WHEN ${PENDING} THEN a.ask END AS ask FROM ${this.#table} AS a
            WHERE a.changed_xid >= $1::xid8 ORDER BY a.seq`
-        : `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.changed_xid >= $1::xid8 AND a.worker_id = $2::uuid`,
+        : `SELECT ${ENDING_COLUMNS}, a.seq::text AS seq FROM ${this.#table} AS a
+           WHERE a.changed_xid >= $1::xid8 AND a.worker_id = $2::uuid`,
       consoles ? [since] : [since, lease],
     );
     const offered: Offered[] = [];
@@ -951,7 +980,7 @@ export class PostgresAskQueue {
       }
       const id = String(raw["id"]);
       if (lease !== undefined && raw["worker_id"] === lease && this.#stray(id)) {
-        this.#queueWithdrawal(id, { workerId: lease, reason: "closed" });
+        this.#queueWithdrawal(id, { workerId: lease, reason: "closed", seq: String(raw["seq"]) });
         continue;
       }
       if (consoles) offered.push(this.#offered(raw));
@@ -1060,7 +1089,8 @@ export class PostgresAskQueue {
     for (const entry of [...this.#parked.values()]) {
       if (entry.workerId !== workerId) continue;
       // Denied here, so closed there too (retried on each heartbeat): no answer may land on it and say true.
-      if (entry.inserted) this.#queueWithdrawal(entry.id, { workerId, reason: "abandoned" });
+      if (entry.inserted && entry.seq !== undefined)
+        this.#queueWithdrawal(entry.id, { workerId, reason: "abandoned", seq: entry.seq });
       entry.ended = "abandoned";
       this.#settle(entry, () => entry.resolve({ type: "deny", reason: LEASE_LOST_REASON }));
     }
