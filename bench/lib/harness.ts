@@ -84,6 +84,7 @@ interface MeasureOptions {
   readonly min_samples: number;
   readonly max_samples?: number;
   readonly warmup_samples: number;
+  readonly warmup_threshold: number;
   readonly batch_threshold?: number;
   readonly batch_samples?: number;
   readonly now?: () => number;
@@ -107,17 +108,30 @@ function mitataOptions(ctx: BenchContext, options: PairOptions): MeasureOptions 
   // so a sample always spans far more than the clock's own cost.
   const batching =
     options.batch === false ? { batch_threshold: 0 } : heavy ? { batch_threshold: 5e6, batch_samples: 32 } : {};
+  // mitata skips its warm-up, and so never batches, when the first call takes over 0.5 ms: a
+  // collection of the garbage the measurement before left did that, so a call of a few µs was timed
+  // one to a sample, each sample reading the CPU clock (1 µs steps, a few µs to read) and coming out
+  // µs high. The warm-up always runs; whether to batch is decided on its calls.
+  const warmup = { warmup_threshold: Number.POSITIVE_INFINITY };
   if (ctx.quick) {
     return {
       min_cpu_time: 15e6,
       min_samples: 3,
       max_samples: heavy ? 5 : 200,
       warmup_samples: 1,
+      ...warmup,
       ...batching,
       ...clock,
     };
   }
-  return { min_cpu_time: heavy ? 150e6 : 80e6, min_samples: heavy ? 8 : 12, warmup_samples: 4, ...batching, ...clock };
+  return {
+    min_cpu_time: heavy ? 150e6 : 80e6,
+    min_samples: heavy ? 8 : 12,
+    warmup_samples: 4,
+    ...warmup,
+    ...batching,
+    ...clock,
+  };
 }
 
 export interface PairOptions {
