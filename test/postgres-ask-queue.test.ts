@@ -762,6 +762,36 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("close() while a call's row is being written leaves the call to its row: an answer that lands on it first is the call's", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url }), {
+        schema: db.schema,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const ask = makeAsk(1, { prompt: `Run the migration ${randomUUID()}?` });
+      // The row goes in; the reply that says so is held in the network (only the insert sends the prompt).
+      proxy.holdRepliesOn(ask.prompt);
+      const parked = park(worker, ask);
+      let settled = false;
+      void parked.then(() => (settled = true));
+      expect((await inbox.next())?.id).toBe(ask.id);
+      await waitFor(() => proxy.holding);
+      const closing = worker.close();
+      // A console answers the row it sees: the answer lands, so the call must not be denied.
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(settled).toBe(false);
+      proxy.pass();
+      expect(await parked).toEqual({ type: "approve" });
+      await closing;
+      expect((await row(ask.id))?.state).toBe("answered");
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("close() that finds the database gone denies its parked calls only once no answer can land on them", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

@@ -386,7 +386,8 @@ export class PostgresAskQueue {
    * Closes the queue: every call still parked is denied
    * ({@link QUEUE_CLOSED_REASON}) and its row closed as `closed` (a call
    * whose answer reached its row first, which its console was told landed,
-   * gets that answer instead), every inbox is closed, the lease is given up
+   * gets that answer instead; so does one whose row was still being written,
+   * once its insert's reply is in), every inbox is closed, the lease is given up
    * and the connections are released. A call whose row cannot be closed (the
    * database is unreachable, the pool ended) is denied once its lease has
    * surely lapsed on the database, when no answer can land on it any more.
@@ -1156,11 +1157,14 @@ export class PostgresAskQueue {
     for (const link of [...this.#links]) link.close();
     this.#links.clear();
     // A call whose row is written is settled by the row, below: an answer may be landing on it now,
-    // and the database says which came first. The others are denied now (a row still being written
-    // is closed once it lands).
+    // and the database says which came first. So is one whose row is being written: the row may be in
+    // the table already, where a console can answer it before this hears of it. The others are denied
+    // now (their rows are never written).
     const written: Parked[] = [];
+    const writing: Parked[] = [];
     for (const entry of [...this.#parked.values()]) {
       if (entry.inserted && entry.workerId !== undefined) written.push(entry);
+      else if (this.#writing.has(entry.id)) writing.push(entry);
       else this.#stopWaiting(entry, "closed");
     }
     // The LISTEN connection goes first: on a pool it leaves short, the statements awaited below may be
@@ -1169,6 +1173,12 @@ export class PostgresAskQueue {
     this.#listener.close();
     if (this.#started) {
       listeners.set(this.#pool, (listeners.get(this.#pool) ?? 1) - 1);
+      if (writing.length > 0) {
+        // Their inserts' replies first: a row that went in joins the written ones (one that failed
+        // settled its call, and one whose reply is lost had its row queued to be closed).
+        await this.#inserts.idle();
+        for (const entry of writing) if (entry.inserted && this.#parked.get(entry.id) === entry) written.push(entry);
+      }
       await this.#closeRows(written);
       // What is in flight finishes first (nothing new starts once closing): no statement of this
       // queue runs after close() resolves, and an insert that lands now still has its row closed.
