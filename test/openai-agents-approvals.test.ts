@@ -1614,6 +1614,15 @@ describe("AgentApprovals: tools loaded at run time by tool search", () => {
     { text: "done" },
   ];
 
+  /** Runs `agent` on "ship" with these approvals: deploy c1 asked about once, approved, run once, recorded once. */
+  async function expectAskedOnceRanOnce(s: ReturnType<typeof setup>, agent: Agent, executed: unknown[]): Promise<void> {
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(executed).toEqual([{ env: "prod" }]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+  }
+
   it("a wrapped tool with deferLoading, loaded by the built-in client tool search, is asked about once and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const executed: unknown[] = [];
@@ -1623,11 +1632,7 @@ describe("AgentApprovals: tools loaded at run time by tool search", () => {
       model,
       tools: [toolSearchTool({ execution: "client" }), ...s.approvals.tools([deferred(executed)])],
     });
-    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
-    expect(result.finalOutput).toBe("done");
-    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
-    expect(executed).toEqual([{ env: "prod" }]);
-    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+    await expectAskedOnceRanOnce(s, agent, executed);
     expect(shownResults(model)).toEqual({ c1: "deployed to prod" });
   });
 
@@ -1641,11 +1646,7 @@ describe("AgentApprovals: tools loaded at run time by tool search", () => {
       model,
       tools: [toolSearchTool({ execution: "client", execute: () => [deploy] })],
     });
-    const result = await s.approvals.run((input) => s.runner.run(agent, input), "ship");
-    expect(result.finalOutput).toBe("done");
-    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
-    expect(executed).toEqual([{ env: "prod" }]);
-    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+    await expectAskedOnceRanOnce(s, agent, executed);
   });
 
   it("a tool a client tool search loads that these approvals did not wrap is a typed error: nobody asked, nothing run", async () => {

@@ -5,6 +5,7 @@ import { Grant, GrantScope, MemoryGrantStore } from "loopctl/grant";
 import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/server";
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
+import type { Page } from "playwright-core";
 import { press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 import { consoleInExpress } from "./support/express-console.js";
@@ -52,6 +53,20 @@ async function consoleBehindProxy(options: Parameters<typeof consoleWith>[0] = {
 }
 
 /** Parks `ask` on `channel`; the promise settles with the answer, or stays pending. */
+/** Records every announcement the page makes from now on; the function returned reads them, in order. */
+async function recordAnnouncements(page: Page): Promise<() => Promise<string[]>> {
+  await page.evaluate(`(() => {
+    const announce = document.getElementById("announce");
+    window.said = [];
+    new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
+      childList: true,
+      characterData: true,
+      subtree: true,
+    });
+  })()`);
+  return () => page.evaluate<string[]>("window.said");
+}
+
 function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortController().signal) {
   let answer: AskResolution | undefined;
   const parked = channel.resolve(ask, { signal });
@@ -300,16 +315,7 @@ describe("an answer whose reply goes missing", () => {
       const card = cardOf(page, ask);
       await card.waitFor();
       // Every announcement the page makes, in order.
-      await page.evaluate(`(() => {
-      const announce = document.getElementById("announce");
-      window.said = [];
-      new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
-        childList: true,
-        characterData: true,
-        subtree: true,
-      });
-    })()`);
-      const said = () => page.evaluate<string[]>("window.said");
+      const said = await recordAnnouncements(page);
 
       // The stream drops as the answer leaves; the server takes it, and its reply is held up until
       // the page has reconnected and re-read the pending list, where the ask no longer is.
@@ -348,15 +354,7 @@ describe("an answer whose reply goes missing", () => {
     const card = cardOf(page, ask);
     await card.waitFor();
     // Every announcement the page makes from here on, in order.
-    await page.evaluate(`(() => {
-      const announce = document.getElementById("announce");
-      window.said = [];
-      new MutationObserver(() => window.said.push(announce.textContent)).observe(announce, {
-        childList: true,
-        characterData: true,
-        subtree: true,
-      });
-    })()`);
+    const said = await recordAnnouncements(page);
     let release = () => {};
     const released = new Promise<void>((resolve) => (release = resolve));
     await page.route("**/api/asks/*", async (route) => {
@@ -373,7 +371,7 @@ describe("an answer whose reply goes missing", () => {
     const told = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
     release();
     await told;
-    expect(await page.evaluate<string[]>("window.said")).toEqual(["Ask for deploy ended: denied"]);
+    expect(await said()).toEqual(["Ask for deploy ended: denied"]);
   });
 
   it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {
