@@ -64,6 +64,7 @@ export class GrantIndex {
       this.#byTool.delete(grant.tool);
   }
 
+  /** The grants covering a call of `tool` whose canonical args text is `canonicalArgs`. */
   lookup(tool: string, canonicalArgs: string): CoveringGrants {
     const entry = this.#byTool.get(tool);
     if (entry === undefined) return { thisCall: EMPTY, thisTool: EMPTY };
