@@ -1,4 +1,5 @@
 import { getEventListeners } from "node:events";
+import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import {
   APPROVER_CLOSED_REASON,
@@ -597,6 +598,53 @@ describe("close and dispose", () => {
     expect(await approver.next()).toEqual(asks[1]);
     approver.resolve(asks[1]!.id, { type: "deny" });
     expect(await Promise.all(parked)).toEqual([approve, { type: "deny" }]);
+    approver.close();
+  });
+
+  it("an iterator stopped while it waits for an ask (return(), a stream over it destroyed) ends at once and takes no ask: the next consumer gets it", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const iterator = approver[Symbol.asyncIterator]();
+    const waiting = iterator.next();
+    const ended = { state: "fulfilled", value: { done: true, value: undefined } };
+    await expect(outcomeNow(iterator.return(undefined))).resolves.toEqual(ended);
+    await expect(outcomeNow(waiting)).resolves.toEqual(ended);
+    await expect(iterator.next()).resolves.toEqual({ done: true, value: undefined });
+
+    // A Node stream over the approver, destroyed while it waits: it closes, and leaves the ask to others.
+    const stream = Readable.from(approver);
+    const streamed: PendingAsk[] = [];
+    stream.on("data", (ask: PendingAsk) => streamed.push(ask));
+    await flush();
+    const closed = new Promise<void>((resolve) => stream.once("close", resolve));
+    stream.destroy();
+    await closed;
+
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    await flush();
+    expect(streamed).toEqual([]);
+    expect(approver.buffered).toBe(1);
+    expect(await approver.next()).toEqual(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
+
+  it("an iterator's throw() ends it like return(), rejecting with what was thrown, and takes no ask", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const iterator = approver[Symbol.asyncIterator]();
+    const waiting = iterator.next();
+    const thrown = new Error("stop");
+    await expect(outcomeNow(iterator.throw(thrown))).resolves.toEqual({ state: "rejected", reason: thrown });
+    await expect(outcomeNow(waiting)).resolves.toEqual({
+      state: "fulfilled",
+      value: { done: true, value: undefined },
+    });
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    expect(await approver.next()).toEqual(ask);
+    approver.resolve(ask.id, approve);
+    await expect(parked).resolves.toEqual(approve);
     approver.close();
   });
 

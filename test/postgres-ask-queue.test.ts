@@ -835,6 +835,22 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await staying.resolve(ask.id, { type: "approve" })).toBe(true);
     expect(await parked).toEqual({ type: "approve" });
   });
+
+  it("an inbox's iterator stopped while it waits for an ask ends at once and takes no ask: the inbox's next() gets it", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const iterator = inbox[Symbol.asyncIterator]();
+    const waiting = iterator.next();
+    let stopped = false;
+    void iterator.return(undefined).then(() => (stopped = true));
+    await waitFor(() => stopped, 2_000);
+    expect(await waiting).toEqual({ done: true, value: undefined });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect(await inbox.next()).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
 });
 
 describe("PostgresAskQueue with the engine", () => {

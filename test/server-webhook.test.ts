@@ -626,6 +626,48 @@ describe("WebhookResolver fails closed", () => {
     expect(posts).toBe(0);
   });
 
+  it("refuses an ask or options it cannot read (a proxy, a getter that throws) with InvalidPendingAskError carrying what was thrown, without a delivery", async () => {
+    let posts = 0;
+    const webhook = new WebhookResolver({
+      url: "http://127.0.0.1:1/",
+      secret: SECRET,
+      fetch: () => ((posts += 1), Promise.resolve(new Response(null, { status: 204 }))),
+    });
+    const trap = new Error("unreadable");
+    const unreadable = new Proxy(
+      {},
+      {
+        get() {
+          throw trap;
+        },
+      },
+    );
+    const throwingId = Object.defineProperty({ ...makeAsk(1) }, "id", {
+      enumerable: true,
+      get() {
+        throw trap;
+      },
+    });
+    const throwingSignal = Object.defineProperty({}, "signal", {
+      get() {
+        throw trap;
+      },
+    });
+    for (const [label, call] of [
+      ["a proxy as the ask", () => webhook.resolve(unreadable as never, live())],
+      ["an ask whose id getter throws", () => webhook.resolve(throwingId, live())],
+      ["a proxy as the options", () => webhook.resolve(makeAsk(2), unreadable as never)],
+      ["options whose signal getter throws", () => webhook.resolve(makeAsk(3), throwingSignal as never)],
+    ] as const) {
+      const error = await call().catch((e: unknown) => e);
+      expect(error, label).toBeInstanceOf(InvalidPendingAskError);
+      expect(error, label).toMatchObject({ code: "ASK_INVALID", cause: trap });
+    }
+    expect(webhook.inbox.pending).toBe(0);
+    expect(posts).toBe(0);
+    webhook.close();
+  });
+
   it("refuses a signal that only inherits from AbortSignal with InvalidPendingAskError, without a delivery", async () => {
     let posts = 0;
     const webhook = new WebhookResolver({

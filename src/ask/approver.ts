@@ -2,6 +2,7 @@ import { APPROVER_CLOSED_REASON, APPROVER_DROPPED_REASON } from "./channel-core.
 import type { ChannelCore } from "./channel-core.js";
 import { ApproverConstructorError } from "./errors.js";
 import { parseResolution } from "./resolution.js";
+import { takeIterator } from "./take-iterator.js";
 import type { AnswerOptions, AskEnding, AskInbox, AskResolution, PendingAsk } from "./types.js";
 import { answerDigest, waitSignal } from "./wait-options.js";
 
@@ -183,10 +184,13 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
 
   /**
    * Yields asks in park order until the approver is closed. Leaving the loop
-   * early does not close the approver.
+   * early does not close the approver. Stopping the iterator (`return()`,
+   * as `break` does, or `throw()`) ends it at once, even while it waits for
+   * an ask, and takes no ask: a stream over the approver that is destroyed
+   * leaves the next ask to the next consumer.
    */
-  async *[Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
-    for (let ask = await this.next(); ask !== undefined; ask = await this.next()) yield ask;
+  [Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
+    return takeIterator((signal) => this.#core.take(signal));
   }
 }
 

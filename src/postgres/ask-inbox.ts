@@ -2,6 +2,7 @@ import { AskResolutionSchema, InvalidAskResolutionError } from "../ask/index.js"
 import { unlisten } from "../abort-signal.js";
 import { askDigest } from "../ask/ask-digest.js";
 import { answerDigest, listenWhileWaiting, waitReason, waitSignal } from "../ask/wait-options.js";
+import { takeIterator } from "../ask/take-iterator.js";
 import type { AnswerOptions, AskResolution, PendingAsk } from "../ask/index.js";
 import { PENDING } from "./answers.js";
 import { UUID, askEnding, parseAskRow, parseEndRow } from "./ask-rows.js";
@@ -380,9 +381,14 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
     }
   }
 
-  /** Yields asks as {@link PostgresApprover.next} delivers them, until the inbox closes. */
-  async *[Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
-    for (let ask = await this.next(); ask !== undefined; ask = await this.next()) yield ask;
+  /**
+   * Yields asks as {@link PostgresApprover.next} delivers them, until the
+   * inbox closes. Stopping the iterator (`return()`, as `break` does, or
+   * `throw()`) ends it at once, even while it waits for an ask, and takes no
+   * ask: the next `next()` gets it.
+   */
+  [Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
+    return takeIterator((signal) => this.next({ signal }));
   }
 
   #take(): Offered | undefined {

@@ -76,6 +76,9 @@ export interface WebhookResolverOptions {
  * at once without a delivery. An ask whose id is still waiting here, or is
  * among the last 256 to end here, rejects with a `DuplicateAskError`, without
  * a delivery: the ask is put in the inbox first, and POSTed only once it is there.
+ * An ask that is not a {@link PendingAsk}, or an ask or options that cannot
+ * be read (a proxy, a getter that throws), rejects with an
+ * `InvalidPendingAskError`, without a delivery.
  *
  * @example
  * ```ts
@@ -180,7 +183,13 @@ export class WebhookResolver implements AskResolver, Disposable {
 
   /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
   async resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
-    const signal: unknown = (options as ResolveOptions | undefined)?.signal;
+    let signal: unknown;
+    try {
+      signal = (options as ResolveOptions | undefined)?.signal;
+    } catch (error) {
+      // A proxy or a throwing getter handed in by an untyped caller: still its invalid options, typed.
+      throw new InvalidPendingAskError("the options could not be read", { cause: error });
+    }
     if (!isAbortSignal(signal)) throw new InvalidPendingAskError("options.signal must be an AbortSignal");
     // A reason that cannot be read (a getter that throws) is said as the signal's fault, not thrown from a listener.
     const reason = (): unknown =>
@@ -189,7 +198,12 @@ export class WebhookResolver implements AskResolver, Disposable {
         (cause) => new InvalidPendingAskError("options.signal aborted, and its reason could not be read", { cause }),
       );
     if (signal.aborted) throw reason();
-    const parsed = PendingAskSchema.safeParse(ask);
+    let parsed: ReturnType<typeof PendingAskSchema.safeParse>;
+    try {
+      parsed = PendingAskSchema.safeParse(ask);
+    } catch (error) {
+      throw new InvalidPendingAskError("the ask could not be read", { cause: error });
+    }
     if (!parsed.success) throw new InvalidPendingAskError(`not a PendingAsk: ${zodIssuesLine(parsed.error)}`);
     if (this.#channel.closed) return this.#channel.resolve(parsed.data, { signal });
 
