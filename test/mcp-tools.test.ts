@@ -396,6 +396,35 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(result.records.map((r) => [r.tool, r.verdict, r.ruleId])).toEqual([["delete_note", "ask_allowed", "ask"]]);
   });
 
+  it("a call approved after the server stopped listing its tool is not sent, and the model reads that the tool is gone, not that it changed", async () => {
+    const server = await startFixture("mutable");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    const { approver, records, managers } = askingManagers();
+    const rich = toolset.tools.find((t) => t.name === "rich")!;
+    const running = new Gate(managers).call({ tool: rich, callId: "c1", input: {} }, (input, { signal }) =>
+      rich.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
+    );
+    const parked = (await approver.next()) as PendingAsk;
+    // The first two changes leave `rich` as it was; the third removes it.
+    for (let change = 0; change < 3; change++) {
+      server.signal("SIGUSR2");
+      await next();
+    }
+    expect(toolset.tools.map((t) => t.name)).not.toContain("rich");
+    approver.resolve(parked.id, { type: "approve" });
+    const outcome = (await running) as Extract<GateOutcome, { type: "failed" }>;
+    expect(outcome.type).toBe("failed");
+    expect(outcome.error).toBeInstanceOf(McpToolError);
+    expect(outcome.error).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "rich", changed: true });
+    expect(outcome.message).toBe(
+      "Tool 'rich' failed: tool 'rich' on MCP server 'fixture': the server no longer offers the tool; the call was not sent",
+    );
+    expect(server.lines.some((l) => l.startsWith("called rich"))).toBe(false);
+    expect(records.map((r) => [r.tool, r.verdict])).toEqual([["rich", "ask_allowed"]]);
+    toolset.close();
+  });
+
   it("a server that announces a change after every listing: mcpTools, refresh() and calls each wait for one listing begun after they came, not for the announcements to stop", async () => {
     const server = await startFixture("restless");
     const toolset = await mcpTools(server.client);
