@@ -181,6 +181,36 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("over the MCP SDK client: an isError result whose structured content does not match the output schema fails with the client's -32602 text, not the server's", async () => {
+    const server = await startFixture("structured");
+    const toolset = await mcpTools(server.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const error: unknown = await Promise.resolve(toolset.tools[0]!.execute({ give: "error-wrong" }, context)).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(McpToolError);
+    expect((error as Error).message).toBe(
+      "tool 'first' on MCP server 'structured': tools/call failed: MCP error -32602: Structured content does not " +
+        "match the tool's output schema: data/count must be number",
+    );
+    toolset.close();
+  });
+
+  it("over the MCP SDK client: an output schema only loopctl's validator refuses is a problem of its tool; one the client's cannot compile fails the whole listing, closed", async () => {
+    const lenient = await startFixture("odd-output unknown-keyword");
+    const toolset = await mcpTools(lenient.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["fine"]);
+    expect(toolset.problems.map((p) => p.tool)).toEqual(["odd"]);
+    expect(toolset.problems[0]!.error).toBeInstanceOf(ToolDefinitionError);
+    toolset.close();
+    // The client compiles every output schema of a listing in listTools() itself, and throws there.
+    const invalid = await startFixture("odd-output invalid");
+    const failed: unknown = await mcpTools(invalid.client).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(McpServerError);
+    expect(failed).toMatchObject({ code: "MCP_SERVER", server: "odd-output" });
+    expect((failed as Error).message).toMatch(/^MCP server 'odd-output': tools\/list failed: .*nonsense/);
+  });
+
   it("an isError result's text is cut in the error as a record cuts a text: 16,384 UTF-16 units at most, never half a character", async () => {
     const server = await startFixture("structured");
     const toolset = await mcpTools(server.client);
