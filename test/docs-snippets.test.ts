@@ -79,6 +79,7 @@ const DECLARED: Record<string, string> = {
   store: type("loopctl/grant", "GrantStore"),
   grants: type("loopctl/grant", "GrantStore"),
   records: type("loopctl/server", "RecentRecords"),
+  vetted: type("loopctl/mcp", "McpToolset"),
   audit: type("loopctl/audit", "AuditSink"),
   ui: "Promise<void>",
   signal: "AbortSignal",

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, Gate, LoopManagers } from "loopctl/engine";
-import type { HookDecision, ToolDescriptor } from "loopctl/engine";
+import type { Hook, HookDecision, ToolDescriptor } from "loopctl/engine";
 import { McpConfigError, mcpAnnotationHook, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 import { changes, startFilesystem, startFixture } from "./support/mcp-fixtures.js";
@@ -223,6 +223,49 @@ describe("mcpAnnotationHook on real servers", () => {
     ]);
     expect(asks[0]!.prompt).toContain("This tool changed on the server since it was first listed.");
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
+  });
+
+  it("trust is the hook's, not a server's: a trusted hook believes every server's claims, and one that routes by the vetted toolset's descriptors trusts that server alone", async () => {
+    const vetted = await startFixture("mutable");
+    const other = await startFixture("twins");
+    const mine = await mcpTools(vetted.client, { prefix: "mine_" });
+    const theirs = await mcpTools(other.client, { prefix: "other_" });
+    const tools = { current: () => [...mine.current(), ...theirs.current()] };
+    const run = async (hook: Hook): Promise<[string, string][]> => {
+      const managers = new LoopManagers().withHook(hook).withAskResolver(new SyncAskResolver(() => false));
+      const model = new ScriptedModel([
+        {
+          toolCalls: [
+            { id: "c1", name: "mine_read_note", input: { name: "todo" } },
+            { id: "c2", name: "other_echo", input: {} },
+          ],
+        },
+        { text: "ok" },
+      ]);
+      const result = await new Agent({ model, tools, managers }).run("go");
+      return result.records.map((r) => [r.tool, r.verdict]);
+    };
+    // `other_echo` claims to be read-only: a trusted hook takes the claim, whoever makes it.
+    expect(await run(mcpAnnotationHook({ trusted: true }))).toEqual([
+      ["mine_read_note", "allow"],
+      ["other_echo", "allow"],
+    ]);
+    const trusted = mcpAnnotationHook({ trusted: true });
+    const untrusted = mcpAnnotationHook();
+    const routed: Hook = {
+      name: "mcp",
+      preToolUse: (call, context) =>
+        (mine.tools.some((tool) => tool.descriptor === context.descriptor) ? trusted : untrusted).preToolUse(
+          call,
+          context,
+        ),
+    };
+    expect(await run(routed)).toEqual([
+      ["mine_read_note", "allow"],
+      ["other_echo", "ask_denied"],
+    ]);
+    mine.close();
+    theirs.close();
   });
 });
 

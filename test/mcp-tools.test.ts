@@ -181,6 +181,36 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("over the MCP SDK client: an isError result whose structured content does not match the output schema fails with the client's -32602 text, not the server's", async () => {
+    const server = await startFixture("structured");
+    const toolset = await mcpTools(server.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const error: unknown = await Promise.resolve(toolset.tools[0]!.execute({ give: "error-wrong" }, context)).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(McpToolError);
+    expect((error as Error).message).toBe(
+      "tool 'first' on MCP server 'structured': tools/call failed: MCP error -32602: Structured content does not " +
+        "match the tool's output schema: data/count must be number",
+    );
+    toolset.close();
+  });
+
+  it("over the MCP SDK client: an output schema only loopctl's validator refuses is a problem of its tool; one the client's cannot compile fails the whole listing, closed", async () => {
+    const lenient = await startFixture("odd-output unknown-keyword");
+    const toolset = await mcpTools(lenient.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["fine"]);
+    expect(toolset.problems.map((p) => p.tool)).toEqual(["odd"]);
+    expect(toolset.problems[0]!.error).toBeInstanceOf(ToolDefinitionError);
+    toolset.close();
+    // The client compiles every output schema of a listing in listTools() itself, and throws there.
+    const invalid = await startFixture("odd-output invalid");
+    const failed: unknown = await mcpTools(invalid.client).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(McpServerError);
+    expect(failed).toMatchObject({ code: "MCP_SERVER", server: "odd-output" });
+    expect((failed as Error).message).toMatch(/^MCP server 'odd-output': tools\/list failed: .*nonsense/);
+  });
+
   it("an isError result's text is cut in the error as a record cuts a text: 16,384 UTF-16 units at most, never half a character", async () => {
     const server = await startFixture("structured");
     const toolset = await mcpTools(server.client);
@@ -394,6 +424,35 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
     // Its one record is the decision that let it go on; the outcome, not the record, says it was not sent.
     expect(result.records.map((r) => [r.tool, r.verdict, r.ruleId])).toEqual([["delete_note", "ask_allowed", "ask"]]);
+  });
+
+  it("a call approved after the server stopped listing its tool is not sent, and the model reads that the tool is gone, not that it changed", async () => {
+    const server = await startFixture("mutable");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    const { approver, records, managers } = askingManagers();
+    const rich = toolset.tools.find((t) => t.name === "rich")!;
+    const running = new Gate(managers).call({ tool: rich, callId: "c1", input: {} }, (input, { signal }) =>
+      rich.execute(input, { signal, callId: "c1", turn: 0, sessionId: "", runId: "" }),
+    );
+    const parked = (await approver.next()) as PendingAsk;
+    // The first two changes leave `rich` as it was; the third removes it.
+    for (let change = 0; change < 3; change++) {
+      server.signal("SIGUSR2");
+      await next();
+    }
+    expect(toolset.tools.map((t) => t.name)).not.toContain("rich");
+    approver.resolve(parked.id, { type: "approve" });
+    const outcome = (await running) as Extract<GateOutcome, { type: "failed" }>;
+    expect(outcome.type).toBe("failed");
+    expect(outcome.error).toBeInstanceOf(McpToolError);
+    expect(outcome.error).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "rich", changed: true });
+    expect(outcome.message).toBe(
+      "Tool 'rich' failed: tool 'rich' on MCP server 'fixture': the server no longer offers the tool; the call was not sent",
+    );
+    expect(server.lines.some((l) => l.startsWith("called rich"))).toBe(false);
+    expect(records.map((r) => [r.tool, r.verdict])).toEqual([["rich", "ask_allowed"]]);
+    toolset.close();
   });
 
   it("a server that announces a change after every listing: mcpTools, refresh() and calls each wait for one listing begun after they came, not for the announcements to stop", async () => {

@@ -11,7 +11,8 @@ export interface McpAnnotationHookOptions {
    * Whether the server's annotations may decide: with `true`, a tool that
    * says it is read-only and not destructive runs without asking (unless it
    * changed on the server since it was first listed). Only for a server you
-   * run or vet: any server can claim anything.
+   * run or vet: any server can claim anything. It applies to every tool the
+   * hook sees, whichever server lists it.
    * @default false
    */
   readonly trusted?: boolean;

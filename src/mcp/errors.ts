@@ -23,8 +23,9 @@ export class McpServerError extends LoopctlError {
  * `cause`), the server's tools could not be listed when the call was to be
  * sent (the `McpServerError` is the `cause`), the tool changed on the server
  * (`changed`) while the call was on its way, so what was approved is not what
- * would run, or the toolset was closed or its client is no longer connected
- * over the transport the tool was listed from. The model reads the message.
+ * would run, or the server stopped offering it (`changed` too), or the
+ * toolset was closed or its client is no longer connected over the transport
+ * the tool was listed from. The model reads the message.
  * `code` is `"MCP_TOOL"`.
  */
 export class McpToolError extends LoopctlError {
@@ -32,7 +33,7 @@ export class McpToolError extends LoopctlError {
   readonly server: string;
   /** The tool, as loopctl names it (with the prefix). */
   readonly tool: string;
-  /** True when the call was stopped because the tool changed on the server. */
+  /** True when the call was stopped because the tool changed on the server, or the server stopped offering it. */
   readonly changed: boolean;
 
   constructor(server: string, tool: string, message: string, changed = false, options?: ErrorOptions) {

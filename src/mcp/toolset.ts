@@ -645,11 +645,15 @@ export class McpToolset implements ToolSource {
           { cause: unlisted },
         );
       }
-      if (this.#byName.get(name)?.tool !== self) {
+      const current = this.#byName.get(name)?.tool;
+      if (current !== self) {
+        // Gone from the listing (or listed in a form that cannot be offered): calling again cannot help.
         throw new McpToolError(
           server,
           name,
-          "the tool changed on the server before the call ran; the call was not sent and needs a new decision",
+          current === undefined
+            ? "the server no longer offers the tool; the call was not sent"
+            : "the tool changed on the server before the call ran; the call was not sent and needs a new decision",
           true,
         );
       }

@@ -102,6 +102,8 @@ type FixtureMode =
   | "erring"
   | "structured"
   | "twins"
+  | "odd-output unknown-keyword"
+  | "odd-output invalid"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
