@@ -673,6 +673,24 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
         message: expect.stringMatching(/options must be an object/),
       });
     }
+    // A Map or a Set has no tools as its own keys: gated, it would be an empty tool set, and every call the SDK's
+    // no-such-tool error.
+    for (const [collection, kind] of [
+      [new Map([["deploy", tools.deploy]]), "a Map"],
+      [new Set([tools.deploy]), "a Set"],
+    ] as const) {
+      expect(fault(() => gateTools(collection as never, gate))).toMatchObject({
+        code: "AI_SDK_TOOL",
+        tool: "*",
+        message: expect.stringContaining(`an object of tools, not ${kind}`),
+      });
+    }
+    // A tool the gate could never describe (its name is empty): refused here, not at each of its calls without a record.
+    expect(fault(() => gateTools({ "": tools.deploy } as never, gate))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      tool: "",
+      message: expect.stringMatching(/a tool's name must not be empty/),
+    });
     const uuidLike = { toString: () => "00000000-0000-4000-8000-000000000000" };
     expect(fault(() => gateTools(tools, gate, { sessionId: uuidLike } as never))).toMatchObject({
       code: "AI_SDK_TOOL",

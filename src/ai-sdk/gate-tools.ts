@@ -842,8 +842,9 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   members read `#private` fields works as without the gate.
  *
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
- *   object of tools, a tool is not an object or has an `execute` or
- *   `toModelOutput` that is not a function, or an option is malformed; and
+ *   object of tools (an array, a `Map` or a `Set`), a tool is not an object
+ *   or has an `execute` or `toModelOutput` that is not a function, a tool
+ *   with an `execute` has an empty name, or an option is malformed; and
  *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
  *   its input schema has no JSON Schema form, or a provider tool's `id` and
  *   `args` have no JSON form (the call is refused through the gate first, so
@@ -865,6 +866,12 @@ export function gateTools<TOOLS extends ToolSet>(
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
   if (Array.isArray(tools))
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet: an object of tools, not an array");
+  // Neither holds its tools as its own keys, where the SDK looks them up by name.
+  if (tools instanceof Map || tools instanceof Set)
+    throw new AiSdkToolError(
+      "*",
+      `tools must be an AI SDK ToolSet: an object of tools, not ${tools instanceof Map ? "a Map" : "a Set"}`,
+    );
   if (typeof options !== "object" || options === null)
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
@@ -896,6 +903,8 @@ export function gateTools<TOOLS extends ToolSet>(
       continue;
     }
     if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
+    // The gate names every call's tool and record: a tool without a name could only fail at each call, unrecorded.
+    if (name === "") throw new AiSdkToolError(name, "a tool's name must not be empty (the key it has in the tool set)");
     if (tool.toModelOutput !== undefined && typeof tool.toModelOutput !== "function")
       throw new AiSdkToolError(name, "toModelOutput must be a function");
     const toModelOutput = tool.toModelOutput as
