@@ -1305,6 +1305,51 @@ describe("gateTools: streaming tools (async *execute)", () => {
 });
 
 describe("gateTools: descriptors, cancels under streamText, the SDK's needsApproval", () => {
+  it("a tool set gateTools made, gated again by the same gate (per run, with the run's runId), is gated once: one ask, one record, under the new runId", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    // Made once, where the app starts; each request then gates it for its own run.
+    const shared = gateTools(tools, gate);
+    const runId = "6f1c2a9e-5d4b-4c3a-9e8f-7a6b5c4d3e2f";
+    const running = generateText({
+      model: new MockLanguageModelV3({
+        doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })]), v3([text("done")])],
+      }),
+      tools: gateTools(shared, gate, { runId }),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked).toMatchObject({ callId: "c1", runId });
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length > 0 || approver.pending > 0);
+    await flush();
+    // Nobody is asked a second time about the call just approved.
+    expect(approver.pending).toBe(0);
+    expect((await running).text).toBe("done");
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    // The gated set itself is left as it was; gated again, a copy keeps what was set on it since.
+    shared.deploy.description = "Deploy a version, carefully";
+    const again = gateTools(shared, gate).deploy;
+    expect(again).not.toBe(shared.deploy);
+    expect(again.description).toBe("Deploy a version, carefully");
+  });
+
+  it("a tool set gated by one gate, gated again by another, passes through both: each gate decides, with its own record", async () => {
+    const inner = recordingGate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "inner says no" }) }),
+    );
+    const outer = recordingGate();
+    const { executed, tools } = harness();
+    const execute = gateTools(gateTools(tools, inner.gate), outer.gate).deploy.execute!;
+    const output = await execute({ env: "prod", version: "1" }, { toolCallId: "c1", messages: [] });
+    expect(isToolRefusal(output)).toBe(true);
+    expect(executed).toEqual([]);
+    expect(inner.records.map((r) => r.verdict)).toEqual(["deny"]);
+    expect(outer.records.map((r) => r.verdict)).toEqual(["allow"]);
+  });
+
   it("makes each tool's descriptor once per name: runs share it, and one tool object under two names is two tools to the gate", async () => {
     const seen: object[] = [];
     const managers = new LoopManagers().withMiddleware(
