@@ -877,6 +877,37 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(executed).toEqual([]);
   });
 
+  it("a JSON Schema with a keyword Ajv does not know (OpenAPI's example, an x- extension) has every call refused, naming the keyword; the tool never runs", async () => {
+    const { gate, records } = recordingGate();
+    const executed: unknown[] = [];
+    const search = (property: Record<string, unknown>) =>
+      tool({
+        description: "Search",
+        inputSchema: jsonSchema<{ q: string }>({ type: "object", properties: { q: { type: "string", ...property } } }),
+        execute: async (input) => (executed.push(input), "found"),
+      });
+    const tools = gateTools({ openapi: search({ example: "release" }), vendor: search({ "x-order": 1 }) }, gate);
+    for (const name of ["openapi", "vendor"] as const) {
+      const output = await tools[name].execute!({ q: "x" }, { toolCallId: name, messages: [] });
+      expect(isToolRefusal(output)).toBe(true);
+    }
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([
+      {
+        tool: "openapi",
+        verdict: "deny",
+        ruleId: "schema",
+        reason: expect.stringContaining('unknown keyword: "example"'),
+      },
+      {
+        tool: "vendor",
+        verdict: "deny",
+        ruleId: "schema",
+        reason: expect.stringContaining('unknown keyword: "x-order"'),
+      },
+    ]);
+  });
+
   it("a call the SDK refuses before execute (unknown tool, input that fails its schema or is not JSON) never reaches the gate", async () => {
     const hooked: string[] = [];
     const { executed, records, gate, tools } = harness(
