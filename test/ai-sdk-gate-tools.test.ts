@@ -1367,6 +1367,23 @@ describe("gateTools: descriptors, cancels under streamText, the SDK's needsAppro
     expect(again.description).toBe("Deploy a version, carefully");
   });
 
+  it("a gated tool spread into a tool of its own ({ ...gated, description }), gated again by the same gate, is gated once too", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const shared = gateTools(tools, gate);
+    const deploy = { ...shared.deploy, description: "Deploy a version to staging only" };
+    const execute = gateTools({ deploy }, gate).deploy.execute!;
+    const running = Promise.resolve(execute({ env: "staging", version: "2" }, { toolCallId: "c1", messages: [] }));
+    const parked = (await approver.next()) as PendingAsk;
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length > 0 || approver.pending > 0);
+    await flush();
+    expect(approver.pending).toBe(0);
+    expect(await running).toEqual({ deployed: "2 to staging" });
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(executed).toEqual([{ env: "staging", version: "2" }]);
+  });
+
   it("a tool set gated by one gate, gated again by another, passes through both: each gate decides, with its own record", async () => {
     const inner = recordingGate(
       new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "inner says no" }) }),

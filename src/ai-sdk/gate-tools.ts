@@ -67,9 +67,8 @@ type ModelOutputOf = (options: {
 }) => ToolResultOutput | PromiseLike<ToolResultOutput>;
 
 /**
- * What each gated tool was made of: the gate, the tool and the fields of it
- * the gated copy stands in front of, and the gated fields themselves (a copy
- * whose `execute` was set anew since is not this gate's any more).
+ * What a gated `execute` was made for: the gate, the tool and the fields of
+ * it the gated copy stands in front of, and the gated fields themselves.
  */
 interface Origin {
   readonly gate: Gate;
@@ -80,7 +79,11 @@ interface Origin {
   readonly gated: { readonly execute: unknown; readonly toModelOutput: unknown; readonly outputSchema?: unknown };
 }
 
-/** The {@link Origin} of each tool {@link gateTools} made. */
+/**
+ * The {@link Origin} of each `execute` {@link gateTools} made, by that
+ * function: a tool carrying it (the gated copy, or an object spread from
+ * it) is that gate's.
+ */
 const origins = new WeakMap<object, Origin>();
 
 const refusals = new WeakSet<object>();
@@ -920,13 +923,15 @@ export function gateTools<TOOLS extends ToolSet>(
         name,
         `not an AI SDK tool (an object from tool()), got ${given === null ? "null" : typeof given}`,
       );
-    // A tool this gate gated already (a set made once, gated again per run): gated again from the tool it
-    // was made of, so the gate decides each call once, with these options. Another gate's stays in front.
-    const origin = origins.get(given);
-    const again = origin !== undefined && origin.gate === gate && given.execute === origin.gated.execute;
+    // A tool this gate gated already (a set made once, gated again per run; a gated tool spread into one
+    // of your own): gated again from the tool it was made of, so the gate decides each call once, with
+    // these options. Another gate's stays in front.
+    const carried: unknown = given.execute;
+    const origin = typeof carried === "function" ? origins.get(carried) : undefined;
+    const again = origin !== undefined && origin.gate === gate;
     /** The tool itself: what `execute` and `toModelOutput` run on, and what its descriptor is made for. */
     const tool = again ? origin.tool : given;
-    const execute = (again ? origin.execute : given.execute) as
+    const execute = (again ? origin.execute : carried) as
       ((input: unknown, options: ToolExecutionOptions) => unknown) | null | undefined;
     // The SDK treats a null execute as none: such a tool is the client's or the provider's to run.
     if (execute === undefined || execute === null) {
@@ -1064,7 +1069,7 @@ export function gateTools<TOOLS extends ToolSet>(
     for (const [key, value] of Object.entries(gatedFields))
       fields[key] = { value, writable: true, enumerable: true, configurable: true };
     const shown = Object.create(Object.getPrototypeOf(given) as object | null, fields) as Tool;
-    origins.set(shown, { gate, tool, execute, toModelOutput, outputSchema, gated: gatedFields });
+    origins.set(gatedFields.execute, { gate, tool, execute, toModelOutput, outputSchema, gated: gatedFields });
     gated[name] = shown;
   }
   return gated as GatedTools<TOOLS>;
