@@ -673,6 +673,24 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
         message: expect.stringMatching(/options must be an object/),
       });
     }
+    // A Map or a Set has no tools as its own keys: gated, it would be an empty tool set, and every call the SDK's
+    // no-such-tool error.
+    for (const [collection, kind] of [
+      [new Map([["deploy", tools.deploy]]), "a Map"],
+      [new Set([tools.deploy]), "a Set"],
+    ] as const) {
+      expect(fault(() => gateTools(collection as never, gate))).toMatchObject({
+        code: "AI_SDK_TOOL",
+        tool: "*",
+        message: expect.stringContaining(`an object of tools, not ${kind}`),
+      });
+    }
+    // A tool the gate could never describe (its name is empty): refused here, not at each of its calls without a record.
+    expect(fault(() => gateTools({ "": tools.deploy } as never, gate))).toMatchObject({
+      code: "AI_SDK_TOOL",
+      tool: "",
+      message: expect.stringMatching(/a tool's name must not be empty/),
+    });
     const uuidLike = { toString: () => "00000000-0000-4000-8000-000000000000" };
     expect(fault(() => gateTools(tools, gate, { sessionId: uuidLike } as never))).toMatchObject({
       code: "AI_SDK_TOOL",
@@ -857,6 +875,37 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(records).toMatchObject([{ verdict: "deny", ruleId: "schema" }]);
     expect(records[0]!.reason).toMatch(/\$\.phone: /);
     expect(executed).toEqual([]);
+  });
+
+  it("a JSON Schema with a keyword Ajv does not know (OpenAPI's example, an x- extension) has every call refused, naming the keyword; the tool never runs", async () => {
+    const { gate, records } = recordingGate();
+    const executed: unknown[] = [];
+    const search = (property: Record<string, unknown>) =>
+      tool({
+        description: "Search",
+        inputSchema: jsonSchema<{ q: string }>({ type: "object", properties: { q: { type: "string", ...property } } }),
+        execute: async (input) => (executed.push(input), "found"),
+      });
+    const tools = gateTools({ openapi: search({ example: "release" }), vendor: search({ "x-order": 1 }) }, gate);
+    for (const name of ["openapi", "vendor"] as const) {
+      const output = await tools[name].execute!({ q: "x" }, { toolCallId: name, messages: [] });
+      expect(isToolRefusal(output)).toBe(true);
+    }
+    expect(executed).toEqual([]);
+    expect(records).toMatchObject([
+      {
+        tool: "openapi",
+        verdict: "deny",
+        ruleId: "schema",
+        reason: expect.stringContaining('unknown keyword: "example"'),
+      },
+      {
+        tool: "vendor",
+        verdict: "deny",
+        ruleId: "schema",
+        reason: expect.stringContaining('unknown keyword: "x-order"'),
+      },
+    ]);
   });
 
   it("a call the SDK refuses before execute (unknown tool, input that fails its schema or is not JSON) never reaches the gate", async () => {
@@ -1287,6 +1336,68 @@ describe("gateTools: streaming tools (async *execute)", () => {
 });
 
 describe("gateTools: descriptors, cancels under streamText, the SDK's needsApproval", () => {
+  it("a tool set gateTools made, gated again by the same gate (per run, with the run's runId), is gated once: one ask, one record, under the new runId", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    // Made once, where the app starts; each request then gates it for its own run.
+    const shared = gateTools(tools, gate);
+    const runId = "6f1c2a9e-5d4b-4c3a-9e8f-7a6b5c4d3e2f";
+    const running = generateText({
+      model: new MockLanguageModelV3({
+        doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })]), v3([text("done")])],
+      }),
+      tools: gateTools(shared, gate, { runId }),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
+    const parked = (await approver.next()) as PendingAsk;
+    expect(parked).toMatchObject({ callId: "c1", runId });
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length > 0 || approver.pending > 0);
+    await flush();
+    // Nobody is asked a second time about the call just approved.
+    expect(approver.pending).toBe(0);
+    expect((await running).text).toBe("done");
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(executed).toEqual([{ env: "prod", version: "1" }]);
+    // The gated set itself is left as it was; gated again, a copy keeps what was set on it since.
+    shared.deploy.description = "Deploy a version, carefully";
+    const again = gateTools(shared, gate).deploy;
+    expect(again).not.toBe(shared.deploy);
+    expect(again.description).toBe("Deploy a version, carefully");
+  });
+
+  it("a gated tool spread into a tool of its own ({ ...gated, description }), gated again by the same gate, is gated once too", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const shared = gateTools(tools, gate);
+    const deploy = { ...shared.deploy, description: "Deploy a version to staging only" };
+    const execute = gateTools({ deploy }, gate).deploy.execute!;
+    const running = Promise.resolve(execute({ env: "staging", version: "2" }, { toolCallId: "c1", messages: [] }));
+    const parked = (await approver.next()) as PendingAsk;
+    expect(approver.resolve(parked.id, { type: "approve" })).toBe(true);
+    await until(() => records.length > 0 || approver.pending > 0);
+    await flush();
+    expect(approver.pending).toBe(0);
+    expect(await running).toEqual({ deployed: "2 to staging" });
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(executed).toEqual([{ env: "staging", version: "2" }]);
+  });
+
+  it("a tool set gated by one gate, gated again by another, passes through both: each gate decides, with its own record", async () => {
+    const inner = recordingGate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "inner says no" }) }),
+    );
+    const outer = recordingGate();
+    const { executed, tools } = harness();
+    const execute = gateTools(gateTools(tools, inner.gate), outer.gate).deploy.execute!;
+    const output = await execute({ env: "prod", version: "1" }, { toolCallId: "c1", messages: [] });
+    expect(isToolRefusal(output)).toBe(true);
+    expect(executed).toEqual([]);
+    expect(inner.records.map((r) => r.verdict)).toEqual(["deny"]);
+    expect(outer.records.map((r) => r.verdict)).toEqual(["allow"]);
+  });
+
   it("makes each tool's descriptor once per name: runs share it, and one tool object under two names is two tools to the gate", async () => {
     const seen: object[] = [];
     const managers = new LoopManagers().withMiddleware(

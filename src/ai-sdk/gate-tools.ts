@@ -59,6 +59,33 @@ export type GatedTools<TOOLS extends ToolSet> = {
 /** What a tool's `toModelOutput` returns (the SDK does not export the type by name). */
 type ToolResultOutput = Awaited<ReturnType<NonNullable<Tool["toModelOutput"]>>>;
 
+/** A tool's `toModelOutput`, as a gated tool calls it. */
+type ModelOutputOf = (options: {
+  toolCallId: string;
+  input: unknown;
+  output: unknown;
+}) => ToolResultOutput | PromiseLike<ToolResultOutput>;
+
+/**
+ * What a gated `execute` was made for: the gate, the tool and the fields of
+ * it the gated copy stands in front of, and the gated fields themselves.
+ */
+interface Origin {
+  readonly gate: Gate;
+  readonly tool: Tool;
+  readonly execute: (input: unknown, options: ToolExecutionOptions) => unknown;
+  readonly toModelOutput: ModelOutputOf | undefined;
+  readonly outputSchema: Tool["outputSchema"];
+  readonly gated: { readonly execute: unknown; readonly toModelOutput: unknown; readonly outputSchema?: unknown };
+}
+
+/**
+ * The {@link Origin} of each `execute` {@link gateTools} made, by that
+ * function: a tool carrying it (the gated copy, or an object spread from
+ * it) is that gate's.
+ */
+const origins = new WeakMap<object, Origin>();
+
 const refusals = new WeakSet<object>();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -842,8 +869,9 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   members read `#private` fields works as without the gate.
  *
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
- *   object of tools, a tool is not an object or has an `execute` or
- *   `toModelOutput` that is not a function, or an option is malformed; and
+ *   object of tools (an array, a `Map` or a `Set`), a tool is not an object
+ *   or has an `execute` or `toModelOutput` that is not a function, a tool
+ *   with an `execute` has an empty name, or an option is malformed; and
  *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
  *   its input schema has no JSON Schema form, or a provider tool's `id` and
  *   `args` have no JSON form (the call is refused through the gate first, so
@@ -865,6 +893,12 @@ export function gateTools<TOOLS extends ToolSet>(
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet (an object of tools)");
   if (Array.isArray(tools))
     throw new AiSdkToolError("*", "tools must be an AI SDK ToolSet: an object of tools, not an array");
+  // Neither holds its tools as its own keys, where the SDK looks them up by name.
+  if (tools instanceof Map || tools instanceof Set)
+    throw new AiSdkToolError(
+      "*",
+      `tools must be an AI SDK ToolSet: an object of tools, not ${tools instanceof Map ? "a Map" : "a Set"}`,
+    );
   if (typeof options !== "object" || options === null)
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
@@ -883,28 +917,37 @@ export function gateTools<TOOLS extends ToolSet>(
   // No prototype: a tool named `__proto__` is a key like any other, and a
   // model's call to `constructor` or `toString` finds no tool.
   const gated = Object.create(null) as Record<string, Tool>;
-  for (const [name, tool] of Object.entries(tools as Record<string, Tool>)) {
-    if (typeof tool !== "object" || tool === null)
+  for (const [name, given] of Object.entries(tools as Record<string, Tool>)) {
+    if (typeof given !== "object" || given === null)
       throw new AiSdkToolError(
         name,
-        `not an AI SDK tool (an object from tool()), got ${tool === null ? "null" : typeof tool}`,
+        `not an AI SDK tool (an object from tool()), got ${given === null ? "null" : typeof given}`,
       );
-    const execute = tool.execute as ((input: unknown, options: ToolExecutionOptions) => unknown) | null | undefined;
+    // A tool this gate gated already (a set made once, gated again per run; a gated tool spread into one
+    // of your own): gated again from the tool it was made of, so the gate decides each call once, with
+    // these options. Another gate's stays in front.
+    const carried: unknown = given.execute;
+    const origin = typeof carried === "function" ? origins.get(carried) : undefined;
+    const again = origin !== undefined && origin.gate === gate;
+    /** The tool itself: what `execute` and `toModelOutput` run on, and what its descriptor is made for. */
+    const tool = again ? origin.tool : given;
+    const execute = (again ? origin.execute : carried) as
+      ((input: unknown, options: ToolExecutionOptions) => unknown) | null | undefined;
     // The SDK treats a null execute as none: such a tool is the client's or the provider's to run.
     if (execute === undefined || execute === null) {
-      gated[name] = tool;
+      gated[name] = given;
       continue;
     }
     if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
-    if (tool.toModelOutput !== undefined && typeof tool.toModelOutput !== "function")
+    // The gate names every call's tool and record: a tool without a name could only fail at each call, unrecorded.
+    if (name === "") throw new AiSdkToolError(name, "a tool's name must not be empty (the key it has in the tool set)");
+    const ownModelOutput: unknown =
+      again && given.toModelOutput === origin.gated.toModelOutput ? origin.toModelOutput : given.toModelOutput;
+    if (ownModelOutput !== undefined && typeof ownModelOutput !== "function")
       throw new AiSdkToolError(name, "toModelOutput must be a function");
-    const toModelOutput = tool.toModelOutput as
-      | ((options: {
-          toolCallId: string;
-          input: unknown;
-          output: unknown;
-        }) => ToolResultOutput | PromiseLike<ToolResultOutput>)
-      | undefined;
+    const toModelOutput = ownModelOutput as ModelOutputOf | undefined;
+    const outputSchema =
+      again && given.outputSchema === origin.gated.outputSchema ? origin.outputSchema : given.outputSchema;
     // The arguments each call a hook's modify changed ran with, by toolCallId: the SDK hands toModelOutput
     // the model's, and the model must read of the call that ran.
     const modified = new Map<string, RanWith>();
@@ -976,7 +1019,7 @@ export function gateTools<TOOLS extends ToolSet>(
     const ignore = (): void => {};
     const streams = preliminary && isAsyncGeneratorFunction(execute);
     const gatedFields = {
-      ...(tool.outputSchema == null ? {} : { outputSchema: withRefusals(name, tool.outputSchema) }),
+      ...(outputSchema == null ? {} : { outputSchema: withRefusals(name, outputSchema) }),
       execute: streams
         ? async function* (input: unknown, callOptions: ToolExecutionOptions): AsyncGenerator<unknown, void> {
             // The tool's yields reach the SDK as they come (its preliminary results); the last is its output.
@@ -1021,10 +1064,12 @@ export function gateTools<TOOLS extends ToolSet>(
     };
     // On the tool's own prototype, with what it inherits: a spread would drop a class's needsApproval,
     // and the call would skip the SDK's round trip.
-    const fields = copiedFields(tool);
+    // Copied from the tool handed in: a gated copy keeps what was set on it since.
+    const fields = copiedFields(given);
     for (const [key, value] of Object.entries(gatedFields))
       fields[key] = { value, writable: true, enumerable: true, configurable: true };
-    const shown = Object.create(Object.getPrototypeOf(tool) as object | null, fields) as Tool;
+    const shown = Object.create(Object.getPrototypeOf(given) as object | null, fields) as Tool;
+    origins.set(gatedFields.execute, { gate, tool, execute, toModelOutput, outputSchema, gated: gatedFields });
     gated[name] = shown;
   }
   return gated as GatedTools<TOOLS>;
