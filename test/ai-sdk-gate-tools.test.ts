@@ -877,7 +877,7 @@ describe("gateTools: validation by the tool's own schema", () => {
     expect(executed).toEqual([]);
   });
 
-  it("a JSON Schema with a keyword Ajv does not know (OpenAPI's example, an x- extension) has every call refused, naming the keyword; the tool never runs", async () => {
+  it("a JSON Schema with OpenAPI's example or an x- extension runs (annotations); one with a keyword Ajv does not know has every call refused, naming it", async () => {
     const { gate, records } = recordingGate();
     const executed: unknown[] = [];
     const search = (property: Record<string, unknown>) =>
@@ -886,24 +886,22 @@ describe("gateTools: validation by the tool's own schema", () => {
         inputSchema: jsonSchema<{ q: string }>({ type: "object", properties: { q: { type: "string", ...property } } }),
         execute: async (input) => (executed.push(input), "found"),
       });
-    const tools = gateTools({ openapi: search({ example: "release" }), vendor: search({ "x-order": 1 }) }, gate);
-    for (const name of ["openapi", "vendor"] as const) {
-      const output = await tools[name].execute!({ q: "x" }, { toolCallId: name, messages: [] });
-      expect(isToolRefusal(output)).toBe(true);
-    }
-    expect(executed).toEqual([]);
+    const tools = gateTools(
+      { openapi: search({ example: "release" }), vendor: search({ "x-order": 1 }), typo: search({ maxLenght: 3 }) },
+      gate,
+    );
+    for (const name of ["openapi", "vendor"] as const)
+      expect(await tools[name].execute!({ q: "x" }, { toolCallId: name, messages: [] })).toBe("found");
+    expect(isToolRefusal(await tools.typo.execute!({ q: "x" }, { toolCallId: "typo", messages: [] }))).toBe(true);
+    expect(executed).toEqual([{ q: "x" }, { q: "x" }]);
     expect(records).toMatchObject([
+      { tool: "openapi", verdict: "allow" },
+      { tool: "vendor", verdict: "allow" },
       {
-        tool: "openapi",
+        tool: "typo",
         verdict: "deny",
         ruleId: "schema",
-        reason: expect.stringContaining('unknown keyword: "example"'),
-      },
-      {
-        tool: "vendor",
-        verdict: "deny",
-        ruleId: "schema",
-        reason: expect.stringContaining('unknown keyword: "x-order"'),
+        reason: expect.stringContaining('unknown keyword: "maxLenght"'),
       },
     ]);
   });

@@ -83,6 +83,33 @@ describe("defineTool", () => {
     expect(() => defineTool({ name: "t", description: "", input, execute: noop })).toThrow(message);
   });
 
+  it("takes OpenAPI's example and x- extensions as annotations: they constrain nothing, every other keyword still counts", () => {
+    const annotated = defineTool({
+      name: "search",
+      description: "",
+      input: {
+        type: "object",
+        "x-order": ["q"],
+        properties: {
+          q: { type: "string", maxLength: 5, example: "release", "x-ui-widget": "text" },
+          n: { type: "integer", "x-stainless-const": true, $comment: "a page" },
+        },
+        required: ["q"],
+        additionalProperties: false,
+      },
+      execute: noop,
+    });
+    expect(annotated.check({ q: "abc", n: 2 })).toEqual({ type: "valid", value: { q: "abc", n: 2 } });
+    expect(annotated.check({ q: "too long" })).toMatchObject({ type: "invalid" });
+    expect(annotated.check({ q: "a", n: 1.5 })).toMatchObject({ type: "invalid" });
+    expect(annotated.check({ q: "a", "x-order": 1 })).toMatchObject({ type: "invalid" });
+    // Near misses are no extensions: still unknown keywords, still refused.
+    for (const keyword of ["x", "x_order", "X-order", "examples-x", "xorder"])
+      expect(() =>
+        defineTool({ name: "t", description: "", input: { type: "object", [keyword]: 1 }, execute: noop }),
+      ).toThrow(`strict mode: unknown keyword: "${keyword}"`);
+  });
+
   it("rejects a zod schema that is not an object, or has no JSON Schema form", () => {
     expect(() => defineTool({ name: "t", description: "", input: z.string(), execute: noop })).toThrow(
       /must describe an object/,

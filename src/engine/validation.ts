@@ -23,7 +23,8 @@ const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
 /**
  * Unknown keywords and formats are refused when the schema is compiled: a
  * constraint the validator skipped would let arguments through that the
- * tool's author meant to refuse. Nothing rewrites the arguments (no
+ * tool's author meant to refuse. Annotations that constrain nothing are not
+ * refused: OpenAPI's `example` and vendor extensions (`x-…`). Nothing rewrites the arguments (no
  * defaults, coercion or removal): the snapshot the gate validates is frozen.
  */
 const OPTIONS: Options = {
@@ -82,7 +83,30 @@ function validatorFor(schema: Readonly<Record<string, unknown>>): SharedAjv {
 
 function pristine(ajv: Ajv): SharedAjv {
   addFormats(ajv);
+  ajv.addKeyword("example");
   return { ajv, schemas: { ...ajv.schemas }, refs: { ...ajv.refs }, compiles: 0 };
+}
+
+/**
+ * A vendor extension's name: `x-` and a name, as OpenAPI writes them. Like
+ * OpenAPI's `example`, it annotates and constrains nothing, so it is taken
+ * as a known keyword; every other unknown keyword is still refused.
+ */
+const EXTENSION = /^x-[A-Za-z0-9_$:-]+$/;
+
+/** Makes the vendor extensions `schema` uses known to `ajv` (kept by it: they constrain nothing anywhere). */
+function knowExtensions(ajv: Ajv, schema: unknown): void {
+  const seen = new Set<object>();
+  const open: unknown[] = [schema];
+  while (open.length > 0) {
+    const value = open.pop();
+    if (typeof value !== "object" || value === null || seen.has(value)) continue;
+    seen.add(value);
+    for (const [key, member] of Object.entries(value)) {
+      if (EXTENSION.test(key) && ajv.getKeyword(key) === false) ajv.addKeyword(key);
+      open.push(member);
+    }
+  }
 }
 
 /** Puts `table` back to exactly `known`: what a compile added goes, what it removed or replaced comes back. */
@@ -116,6 +140,7 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
   shared.compiles += 1;
   let validate: ValidateFunction;
   try {
+    knowExtensions(ajv, schema);
     validate = ajv.compile(schema);
   } catch (error) {
     throw new TypeError(describeError(error), { cause: error });
