@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -749,6 +750,22 @@ describe("PostgresGrantStore fails closed", () => {
     }
     await store("acme\ufffd").save(read);
     expect(await store("acme\ufffd").load()).toHaveLength(1);
+  });
+
+  it("takes a project of up to 2048 bytes of UTF-8, the most the grants' index holds whatever the text; a longer one is a PostgresConfigError", async () => {
+    // Random hex does not compress: past about 2.7 KB PostgreSQL refuses it as an index key, so such a store
+    // could read but never save.
+    const hex = (bytes: number) => randomBytes(bytes / 2).toString("hex");
+    const longest = `${hex(2044)}\u00e9\u00e9`;
+    expect(Buffer.byteLength(longest)).toBe(2048);
+    await store(longest).save(read);
+    expect((await store(longest).load()).map((g) => g.id)).toEqual([read.id]);
+    for (const project of [`${hex(2044)}\u00e9\u00e9x`, hex(3000), "\u{1f600}".repeat(513)]) {
+      expect(() => new PostgresGrantStore(db.pool, { project, schema: db.schema })).toThrow(PostgresConfigError);
+      expect(() => new PostgresGrantStore(db.pool, { project, schema: db.schema })).toThrow(
+        `PostgresGrantStore: options.project is ${Buffer.byteLength(project)} bytes of UTF-8; at most 2048`,
+      );
+    }
   });
 
   it("rejects bad options with a typed error", () => {

@@ -16,7 +16,8 @@ import type { SchemaNames } from "./schema.js";
 export interface PostgresGrantStoreOptions {
   /**
    * The project whose grants this store reads and writes: any non-empty
-   * string, e.g. a repository URL or `projectIdentity(dir)`. Every process
+   * string of at most 2048 bytes of UTF-8, e.g. a repository URL or
+   * `projectIdentity(dir)`. Every process
    * that names the same project in the same schema shares its grants.
    */
   readonly project: string;
@@ -56,6 +57,9 @@ const GRANT_COLUMNS =
 function describeRule(tool: string, verdict: string, args: string | null): string {
   return `${verdict} '${tool}' ${args === null ? "this_tool" : `this_call ${args}`}`;
 }
+
+/** The longest project name, in bytes of UTF-8, that every index of the grants takes, compressed or not. */
+const MAX_PROJECT_BYTES = 2048;
 
 /**
  * A {@link GrantStore} shared by every process that reaches the database:
@@ -114,7 +118,8 @@ export class PostgresGrantStore implements GrantStore {
 
   /**
    * @throws {PostgresConfigError} for a missing project, one holding text
-   *   PostgreSQL cannot store (U+0000, a lone surrogate), a bad schema name,
+   *   PostgreSQL cannot store (U+0000, a lone surrogate) or longer than 2048
+   *   bytes of UTF-8, a bad schema name,
    *   a `replyMs` out of range or something that is not a node-postgres pool.
    */
   constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
@@ -126,6 +131,13 @@ export class PostgresGrantStore implements GrantStore {
     // A lone surrogate would be stored as U+FFFD: two such projects would share one project's grants.
     const unstorable = unstorableText(project, "options.project");
     if (unstorable !== undefined) throw new PostgresConfigError("PostgresGrantStore", unstorable);
+    // A key of the grants' indexes: past about 2.7 KB that does not compress, PostgreSQL refuses every save.
+    const bytes = Buffer.byteLength(project);
+    if (bytes > MAX_PROJECT_BYTES)
+      throw new PostgresConfigError(
+        "PostgresGrantStore",
+        `options.project is ${bytes} bytes of UTF-8; at most ${MAX_PROJECT_BYTES} (it is a key of the grants' indexes)`,
+      );
     this.#names = schemaNames("PostgresGrantStore", options.schema);
     this.project = project;
     this.schema = this.#names.name;
