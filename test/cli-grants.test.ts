@@ -631,6 +631,11 @@ describe("command lines that say something other than they seem", () => {
         ["grants", "list", "--help=1"],
         'loopctl grants list: --help takes no value, got "1": write --help, or leave it out\n',
       ],
+      // Before any command word too, where the group reads its own options.
+      [["--version=1"], 'loopctl: --version takes no value, got "1": write --version, or leave it out\n'],
+      [["--help=yes"], 'loopctl: --help takes no value, got "yes": write --help, or leave it out\n'],
+      [["grants", "--help="], 'loopctl grants: --help takes no value, got "": write --help, or leave it out\n'],
+      [["--json=1", "--help"], 'loopctl: --json takes no value, got "1": write --json, or leave it out\n'],
     ];
     for (const [argv, line] of cases) {
       const run = await cli(argv, { cwd: base });

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { unknownOption } from "./suggest.js";
+import { takesNoValue, unknownOption } from "./suggest.js";
 
 /** Where the CLI writes: `process.stdout`/`process.stderr` or a test's capture. */
 export interface CliOutput {
@@ -105,10 +105,7 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
     if (option.type !== "string") {
       // parseArgs says "Option '--json' does not take an argument": said as every other refusal is.
       if (token.value !== undefined) {
-        throw new CliUsageError(
-          command,
-          `${token.rawName} takes no value, got ${JSON.stringify(token.value)}: write ${token.rawName}, or leave it out`,
-        );
+        throw new CliUsageError(command, takesNoValue(token.rawName, token.value));
       }
       continue;
     }

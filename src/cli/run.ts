@@ -8,7 +8,7 @@ import { json, printable } from "./format.js";
 import { HELP, printHelp } from "./help.js";
 import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
-import { unknownCommand, unknownOption } from "./suggest.js";
+import { unknownCommand, unknownFlag } from "./suggest.js";
 import { packageVersion } from "./version.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
@@ -122,7 +122,7 @@ function optionBeforeCommand(
   const words = end === -1 ? rest : rest.slice(0, end);
   const at = words.findIndex((word) => commandsOf(topic).includes(word));
   const command = words[at];
-  if (option === "--" || command === undefined) return unknownOption(option, known);
+  if (option === "--" || command === undefined) return unknownFlag(option, known);
   const path = [topic, command].filter((word) => word !== "");
   const next = words[at + 1];
   if (topic === "" && isGroup(command) && next !== undefined && commandsOf(command).includes(next)) path.push(next);
@@ -149,7 +149,7 @@ function helpAsked(
   // At the top, a --version beside --help is a known option: the help is what is printed.
   const version = (option: string): boolean => topic === "" && (option === "--version" || option === "-v");
   const other = options.find((option) => !isHelp(option) && option !== "--json" && !version(option));
-  if (other !== undefined) throw new CliUsageError(topic, unknownOption(other, [...known, "json"]));
+  if (other !== undefined) throw new CliUsageError(topic, unknownFlag(other, [...known, "json"]));
   return { asJson: asksForJson(words) };
 }
 

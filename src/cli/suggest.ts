@@ -46,6 +46,24 @@ export function nearest(word: string, candidates: readonly string[]): string | u
   return best;
 }
 
+/** `--json takes no value, got "1": write --json, or leave it out`, for a flag written with a value. */
+export function takesNoValue(flag: string, value: string): string {
+  return `${flag} takes no value, got ${JSON.stringify(value)}: write ${flag}, or leave it out`;
+}
+
+/**
+ * What to say of `rawName`, written where only the flags `flags` (long
+ * names, none taking a value) are known: that a flag takes no value, when it
+ * is one of them written with one (`--version=1`), else {@link unknownOption}.
+ */
+export function unknownFlag(rawName: string, flags: readonly string[]): string {
+  const equals = rawName.indexOf("=");
+  const name = rawName.slice(0, equals);
+  if (rawName.startsWith("--") && equals > 2 && flags.includes(name.slice(2)))
+    return takesNoValue(name, rawName.slice(equals + 1));
+  return unknownOption(rawName, flags);
+}
+
 /**
  * `unknown option "--roto"`, with `; did you mean --root?` when one of
  * `options` (long names) is near; a long name written with one dash
