@@ -162,6 +162,29 @@ describe("descriptor digests", () => {
     }
   });
 
+  it("refuses a Tool in place of its descriptor, rather than pin the name alone", () => {
+    // A Tool from defineTool has a name but no description or inputSchema of its own: hashed
+    // as a descriptor it would give one pin for every version of the tool, so a tool changed
+    // behind a grant would still match it.
+    const asTool = { name: "read", descriptor: tool, check: () => ({ type: "valid" }), execute: () => "" };
+    for (const [where, digest] of [
+      ["descriptorDigest", descriptorDigest],
+      ["descriptorFingerprint", descriptorFingerprint],
+    ] as const) {
+      let error: unknown;
+      try {
+        digest(asTool as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
+      expect((error as Error).message).toBe(
+        `${where}: descriptor must have a string description, got undefined (for a Tool, pass tool.descriptor)`,
+      );
+    }
+  });
+
   it("changes when any part of the descriptor changes", () => {
     const changed = [
       { ...tool, name: "Read" },

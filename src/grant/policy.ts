@@ -137,6 +137,12 @@ function requireDescriptor(descriptor: ToolDescriptor, where: string): void {
   ) {
     throw new GrantRecordError(`${where}: the tool descriptor must have a non-empty name`);
   }
+  // A Tool in its place (it has a name, but no description of its own) would be pinned by its name alone.
+  if (typeof descriptor.description !== "string") {
+    throw new GrantRecordError(
+      `${where}: the tool descriptor must have a string description (for a Tool, pass tool.descriptor)`,
+    );
+  }
 }
 
 /**
@@ -181,10 +187,10 @@ export function grantForAnswer(
  *
  * @example
  * const policy = new GrantPolicy(new FileGrantStore(FileGrantStore.defaultRoot(), process.cwd()));
- * const decision = await policy.decide(tool, args);
+ * const decision = await policy.decide(tool.descriptor, args);
  * if (decision.type === "ask") {
  *   // ask a person, then:
- *   await policy.remember(tool, args, "allow", "this_call");
+ *   await policy.remember(tool.descriptor, args, "allow", "this_call");
  * }
  */
 export class GrantPolicy {
