@@ -49,6 +49,9 @@ describe("a Tool passed in place of its descriptor", () => {
     await expect(policy.decide(asTool as never, args)).rejects.toThrow(message);
     await expect(policy.decide(asTool as never, args)).rejects.toBeInstanceOf(GrantRecordError);
     await expect(policy.remember(asTool as never, args, "allow", "this_tool")).rejects.toThrow(message);
+    await expect(policy.remember(asTool as never, args, "allow", "this_tool")).rejects.toThrow(
+      /^GrantPolicy\.remember: /,
+    );
     await expect(policy.explain("read", args, asTool as never)).rejects.toThrow(message);
     expect(() => grantForAnswer(asTool as never, args, "allow", "this_tool", 0)).toThrow(message);
     expect(await store.load()).toEqual([]);

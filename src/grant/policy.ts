@@ -252,6 +252,7 @@ export class GrantPolicy {
     options: RememberOptions = {},
   ): Promise<Grant> {
     const signal = callSignal("GrantPolicy.remember", options);
+    requireDescriptor(descriptor, "GrantPolicy.remember");
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
     return this.#store.save(grant, { signal });
   }
