@@ -180,9 +180,14 @@ describe("descriptor digests", () => {
       expect(error).toBeInstanceOf(GrantConfigError);
       expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
       expect((error as Error).message).toBe(
-        `${where}: descriptor must have a string description, got undefined (for a Tool, pass tool.descriptor)`,
+        `${where}: descriptor has neither a description nor an inputSchema, so only its name would be pinned (for a Tool, pass tool.descriptor)`,
       );
     }
+  });
+
+  it("pins a descriptor that has a description or an inputSchema, even without the other", () => {
+    expect(descriptorFingerprint({ name: "read", inputSchema: { type: "object" } } as never)).toMatch(/^sha256:/);
+    expect(descriptorFingerprint({ name: "read", description: "Read" } as never)).toMatch(/^sha256:/);
   });
 
   it("changes when any part of the descriptor changes", () => {

@@ -45,7 +45,8 @@ describe("a Tool passed in place of its descriptor", () => {
     const asTool = { name: "read", descriptor: read, check: () => ({ type: "valid" }), execute: () => "" };
     const store = new MemoryGrantStore();
     const policy = new GrantPolicy(store);
-    const message = /the tool descriptor must have a string description \(for a Tool, pass tool\.descriptor\)/;
+    const message =
+      /the tool descriptor has neither a description nor an inputSchema, so only its name would be pinned \(for a Tool, pass tool\.descriptor\)/;
     await expect(policy.decide(asTool as never, args)).rejects.toThrow(message);
     await expect(policy.decide(asTool as never, args)).rejects.toBeInstanceOf(GrantRecordError);
     await expect(policy.remember(asTool as never, args, "allow", "this_tool")).rejects.toThrow(message);

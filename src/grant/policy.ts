@@ -137,10 +137,10 @@ function requireDescriptor(descriptor: ToolDescriptor, where: string): void {
   ) {
     throw new GrantRecordError(`${where}: the tool descriptor must have a non-empty name`);
   }
-  // A Tool in its place (it has a name, but no description of its own) would be pinned by its name alone.
-  if (typeof descriptor.description !== "string") {
+  // A Tool in its place (a name, but neither a description nor an input schema of its own) would be pinned by its name alone.
+  if (descriptor.description === undefined && descriptor.inputSchema === undefined) {
     throw new GrantRecordError(
-      `${where}: the tool descriptor must have a string description (for a Tool, pass tool.descriptor)`,
+      `${where}: the tool descriptor has neither a description nor an inputSchema, so only its name would be pinned (for a Tool, pass tool.descriptor)`,
     );
   }
 }
