@@ -111,6 +111,15 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("names a single near project as one project", async () => {
+    await seeded("Acme/Shop");
+    const run = await cli(["grants", "list", ...at()], { cwd: "/" });
+    expect(run.stderr).toBe(
+      `loopctl: warning: project "acme/shop" never held a grant in schema ${db.schema}; the name matches exactly, ` +
+        `and "Acme/Shop" (differing in case or surrounding spaces) is another project, left as it is\n`,
+    );
+  });
+
   it("refuses options that do not go together, with a usage error", async () => {
     const cases: [string[], string][] = [
       [["grants", "list", "--database", DATABASE_URL], "--database needs --project NAME"],

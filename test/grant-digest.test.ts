@@ -162,6 +162,34 @@ describe("descriptor digests", () => {
     }
   });
 
+  it("refuses a Tool in place of its descriptor, rather than pin the name alone", () => {
+    // A Tool from defineTool has a name but no description or inputSchema of its own: hashed
+    // as a descriptor it would give one pin for every version of the tool, so a tool changed
+    // behind a grant would still match it.
+    const asTool = { name: "read", descriptor: tool, check: () => ({ type: "valid" }), execute: () => "" };
+    for (const [where, digest] of [
+      ["descriptorDigest", descriptorDigest],
+      ["descriptorFingerprint", descriptorFingerprint],
+    ] as const) {
+      let error: unknown;
+      try {
+        digest(asTool as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
+      expect((error as Error).message).toBe(
+        `${where}: descriptor has neither a description nor an inputSchema, so only its name would be pinned (for a Tool, pass tool.descriptor)`,
+      );
+    }
+  });
+
+  it("pins a descriptor that has a description or an inputSchema, even without the other", () => {
+    expect(descriptorFingerprint({ name: "read", inputSchema: { type: "object" } } as never)).toMatch(/^sha256:/);
+    expect(descriptorFingerprint({ name: "read", description: "Read" } as never)).toMatch(/^sha256:/);
+  });
+
   it("changes when any part of the descriptor changes", () => {
     const changed = [
       { ...tool, name: "Read" },

@@ -40,6 +40,25 @@ async function decide(grants: Grant[], descriptor = read, callArgs: unknown = ar
   return new GrantPolicy(new MemoryGrantStore(grants)).decide(descriptor, callArgs);
 }
 
+describe("a Tool passed in place of its descriptor", () => {
+  it("is refused by decide, remember, explain and grantForAnswer, never pinned by its name alone", async () => {
+    const asTool = { name: "read", descriptor: read, check: () => ({ type: "valid" }), execute: () => "" };
+    const store = new MemoryGrantStore();
+    const policy = new GrantPolicy(store);
+    const message =
+      /the tool descriptor has neither a description nor an inputSchema, so only its name would be pinned \(for a Tool, pass tool\.descriptor\)/;
+    await expect(policy.decide(asTool as never, args)).rejects.toThrow(message);
+    await expect(policy.decide(asTool as never, args)).rejects.toBeInstanceOf(GrantRecordError);
+    await expect(policy.remember(asTool as never, args, "allow", "this_tool")).rejects.toThrow(message);
+    await expect(policy.remember(asTool as never, args, "allow", "this_tool")).rejects.toThrow(
+      /^GrantPolicy\.remember: /,
+    );
+    await expect(policy.explain("read", args, asTool as never)).rejects.toThrow(message);
+    expect(() => grantForAnswer(asTool as never, args, "allow", "this_tool", 0)).toThrow(message);
+    expect(await store.load()).toEqual([]);
+  });
+});
+
 describe("GrantPolicy.decide", () => {
   it("asks when no grant covers the call", async () => {
     expect(await decide([])).toEqual({ type: "ask", reason: "no_grant" });

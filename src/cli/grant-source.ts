@@ -215,7 +215,7 @@ export async function nearProjectsWarning(
   return (
     `project ${JSON.stringify(project)} never held a grant in schema ${schema}; the name matches exactly, ` +
     `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
-    "are other projects, left as they are"
+    (near.length === 1 ? "is another project, left as it is" : "are other projects, left as they are")
   );
 }
 

@@ -79,6 +79,15 @@ function descriptorText(descriptor: ToolDescriptor, where: string, extended: boo
     throw new GrantConfigError(where, "descriptor", `must be an object, got ${shownValue(descriptor)}`);
   }
   const { name, description, inputSchema } = descriptor;
+  // A Tool has a name but neither a description nor an input schema of its own: hashed, it would
+  // pin the name alone, and a tool changed behind its grant would still match the pin.
+  if (description === undefined && inputSchema === undefined) {
+    throw new GrantConfigError(
+      where,
+      "descriptor",
+      "has neither a description nor an inputSchema, so only its name would be pinned (for a Tool, pass tool.descriptor)",
+    );
+  }
   const text: Record<string, unknown> = {
     name,
     description,
@@ -101,7 +110,9 @@ function descriptorText(descriptor: ToolDescriptor, where: string, extended: boo
  * FNV-1a is not collision resistant: new pins use {@link descriptorFingerprint}.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
- * @throws {GrantConfigError} when `descriptor` is not an object.
+ * @throws {GrantConfigError} when `descriptor` is not an object, or has
+ *   neither a `description` nor an `inputSchema` (a `Tool` passed in place
+ *   of `tool.descriptor`).
  */
 export function descriptorDigest(descriptor: ToolDescriptor): string {
   return digest16(descriptorText(descriptor, "descriptorDigest", false));
@@ -114,7 +125,9 @@ export function descriptorDigest(descriptor: ToolDescriptor): string {
  * tool whose annotations alone changed is asked about again.
  *
  * @throws {CanonicalJsonError} when the input schema has no JSON form.
- * @throws {GrantConfigError} when `descriptor` is not an object.
+ * @throws {GrantConfigError} when `descriptor` is not an object, or has
+ *   neither a `description` nor an `inputSchema` (a `Tool` passed in place
+ *   of `tool.descriptor`).
  */
 export function descriptorFingerprint(descriptor: ToolDescriptor): string {
   return `sha256:${sha256Hex(descriptorText(descriptor, "descriptorFingerprint", true))}`;

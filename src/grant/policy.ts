@@ -137,6 +137,12 @@ function requireDescriptor(descriptor: ToolDescriptor, where: string): void {
   ) {
     throw new GrantRecordError(`${where}: the tool descriptor must have a non-empty name`);
   }
+  // A Tool in its place (a name, but neither a description nor an input schema of its own) would be pinned by its name alone.
+  if (descriptor.description === undefined && descriptor.inputSchema === undefined) {
+    throw new GrantRecordError(
+      `${where}: the tool descriptor has neither a description nor an inputSchema, so only its name would be pinned (for a Tool, pass tool.descriptor)`,
+    );
+  }
 }
 
 /**
@@ -181,10 +187,10 @@ export function grantForAnswer(
  *
  * @example
  * const policy = new GrantPolicy(new FileGrantStore(FileGrantStore.defaultRoot(), process.cwd()));
- * const decision = await policy.decide(tool, args);
+ * const decision = await policy.decide(tool.descriptor, args);
  * if (decision.type === "ask") {
  *   // ask a person, then:
- *   await policy.remember(tool, args, "allow", "this_call");
+ *   await policy.remember(tool.descriptor, args, "allow", "this_call");
  * }
  */
 export class GrantPolicy {
@@ -246,6 +252,7 @@ export class GrantPolicy {
     options: RememberOptions = {},
   ): Promise<Grant> {
     const signal = callSignal("GrantPolicy.remember", options);
+    requireDescriptor(descriptor, "GrantPolicy.remember");
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
     return this.#store.save(grant, { signal });
   }
