@@ -821,6 +821,38 @@ describe("a card that moves", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a button that slid under the pointer within its own card, as the card's stale note went, does not take the click meant for what was there", async () => {
+    const { proxy, channel, page } = await consoleBehindProxy();
+    const ask = makeAsk(1, { prompt: "Delete the release branch?" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.and(page.locator("li:not([data-held])")).waitFor();
+
+    // The page loses touch: the card shows its stale note, and the person goes for the reason field to deny.
+    proxy.cut();
+    await expect.poll(() => card.getAttribute("class")).toBe("ask stale");
+    await expect.poll(() => card.locator(".stale-note").isVisible()).toBe(true);
+    const box = await card.locator(".reason").boundingBox();
+    if (box === null) throw new Error("the reason field has no box");
+    const [x, y] = [box.x + 20, box.y + 10];
+    const cardTop = (await card.boundingBox())?.y;
+
+    // The page catches up as the person clicks: the note goes, and Approve rises under the pointer.
+    proxy.restore();
+    await expect.poll(() => card.locator(".stale-note").isVisible(), { timeout: 20_000 }).toBe(false);
+    expect((await card.boundingBox())?.y).toBe(cardTop);
+    const under = await card.getByRole("button", { name: "Approve" }).boundingBox();
+    if (under === null) throw new Error("Approve has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    await expect.poll(() => resultOf(page, ask)).toBe("This card moved just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+
+    // Once it has held still, a press on Approve answers.
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("a key press is not held: the focus is on the button already, put there by the person", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1);

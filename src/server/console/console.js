@@ -171,13 +171,21 @@
     }, HOLD_MS);
   }
 
-  function notePlace(place, el) {
+  /**
+   * Holds `el` if it, or `inner` (where its buttons are), is not where it was last seen: a card
+   * that stays put while what is above its buttons in it grows or shrinks (its stale note going,
+   * the remember choices coming) moves Approve under a pointer aimed at the reason field.
+   */
+  function notePlace(place, el, inner = el) {
     const rect = el.getBoundingClientRect();
     const top = rect.top + window.scrollY;
     const left = rect.left + window.scrollX;
-    if (top === place.top && left === place.left) return;
+    const innerRect = inner.getBoundingClientRect();
+    const offset = `${innerRect.top - rect.top},${innerRect.left - rect.left}`;
+    if (top === place.top && left === place.left && offset === place.offset) return;
     place.top = top;
     place.left = left;
+    place.offset = offset;
     hold(place, el);
   }
 
@@ -239,7 +247,7 @@
   /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
     noteScroll(true);
-    for (const card of cards.values()) notePlace(card, card.li);
+    for (const card of cards.values()) notePlace(card, card.li, card.li.querySelector(".buttons"));
     for (const row of grantRows.values()) notePlace(row, row.tr);
   }
 
