@@ -589,6 +589,23 @@ describe("a page that cannot be sure what is pending", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a page signed out while its stream is open stops following the server: every card goes stale, with no Approve or Deny", async () => {
+    const { channel, page } = await liveConsole();
+    const ask = makeAsk(1, { prompt: "Deploy to production?" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The session cookie goes (cleared with the browser's data); the stream opened with it stays open.
+    await page.context().clearCookies();
+    await press(card, "Deny");
+    await expect.poll(() => page.locator("#status").textContent()).toMatch(/^Signed out/);
+    expect(await card.getAttribute("class")).toBe("ask stale");
+    expect(await card.locator(".stale-note").isVisible()).toBe(true);
+    expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+    expect(await card.getByRole("button", { name: "Deny" }).isDisabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+  });
+
   it("an answer whose request gets no reply at all ends on its own, says the answer may not have arrived, and can be sent again", async () => {
     const { channel, page } = await liveConsole({ heartbeatMs: 300 });
     const ask = makeAsk(1);

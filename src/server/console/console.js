@@ -718,12 +718,20 @@
   // When the stream last said anything (a heartbeat included), or was opened.
   let lastHeard = 0;
 
+  /** The server refused the page's session: it hears nothing more, so every card goes stale for good. */
   function signedOut() {
     if (stream) stream.close();
     stream = null;
+    sync = null;
     clearTimeout(reconnectTimer);
     reconnectTimer = null;
     setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
+    if (offline) return;
+    offline = true;
+    paintAll();
+    if (cards.size > 0) {
+      say("Signed out: the asks shown may not be up to date. Open the console link again to answer them.");
+    }
   }
 
   /** The page can no longer tell what is pending: every card goes stale until the list is re-read. */
