@@ -110,6 +110,10 @@ const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
 const resultOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.evaluate<string>(`document.querySelector('[data-ask-id="${ask.id}"] .result')?.textContent ?? "no card"`);
 
+/** The class of the element that has the keyboard focus. */
+const focusedClass = (page: import("playwright-core").Page) =>
+  page.evaluate<string | undefined>("document.activeElement?.className");
+
 /** How far the page can still scroll down, in px: 0 once it is scrolled to its end. */
 const scrollLeft = (page: import("playwright-core").Page) =>
   page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
@@ -136,6 +140,31 @@ describe("the console's answer controls", () => {
     await keptCard.getByLabel("Always for this tool").check();
     await press(keptCard, "Approve");
     await expect(remembered.parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
+  });
+
+  it("a tool name too long for its box is reached with Tab and scrolled from the keyboard to its end", async () => {
+    const { channel, page } = await liveConsole();
+    const tool = `read_file${"_".repeat(20_000)}_and_wipe_the_disk`;
+    const ask = makeAsk(1, { tool, prompt: "Read it?" });
+    park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    const name = card.locator(".tool");
+    // From the page's start, once the card is laid out, Tab reaches the name's box before the card's controls.
+    await card.and(page.locator("li:not([data-held])")).waitFor();
+    await page.keyboard.press("Tab");
+    expect(await focusedClass(page)).toBe("skip");
+    await page.keyboard.press("Tab");
+    expect(await focusedClass(page)).toBe("tool");
+    await page.keyboard.press("End");
+    await expect
+      .poll(() => name.evaluate((el) => Math.ceil(el.scrollTop + el.clientHeight) >= el.scrollHeight))
+      .toBe(true);
+    // A short name takes no tab stop.
+    const short = makeAsk(2, { tool: "deploy" });
+    park(channel, short);
+    await cardOf(page, short).waitFor();
+    await expect.poll(() => cardOf(page, short).locator(".tool").getAttribute("tabindex")).toBe("-1");
   });
 
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {

@@ -247,7 +247,14 @@
   /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
     noteScroll(true);
-    for (const card of cards.values()) notePlace(card, card.li, card.li.querySelector(".buttons"));
+    for (const card of cards.values()) {
+      notePlace(card, card.li, card.li.querySelector(".buttons"));
+      // A name too long for its box scrolls: the keyboard must reach the box to scroll it. A
+      // heading that does not scroll takes no tab stop, though the page may still focus it.
+      const heading = card.li.querySelector(".tool");
+      const tabIndex = heading.scrollHeight > heading.clientHeight ? 0 : -1;
+      if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
+    }
     for (const row of grantRows.values()) notePlace(row, row.tr);
   }
 
