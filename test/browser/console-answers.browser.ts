@@ -167,6 +167,22 @@ describe("the console's answer controls", () => {
     await expect.poll(() => cardOf(page, short).locator(".tool").getAttribute("tabindex")).toBe("-1");
   });
 
+  it("each card's Approve and Deny are described by the tool they answer, so a list of the page's buttons tells them apart", async () => {
+    const { channel, page } = await liveConsole();
+    park(channel, makeAsk(1, { tool: "deploy" }));
+    park(channel, makeAsk(2, { tool: "drop_database" }));
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    const cdp = await page.context().newCDPSession(page);
+    const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as {
+      nodes: { role?: { value?: string }; name?: { value?: string }; description?: { value?: string } }[];
+    };
+    const buttons = nodes
+      .filter((node) => node.role?.value === "button" && /^(Approve|Deny)$/.test(node.name?.value ?? ""))
+      .map((node) => `${node.name?.value} — ${node.description?.value ?? ""}`);
+    expect(buttons).toEqual(["Approve — deploy", "Deny — deploy", "Approve — drop_database", "Deny — drop_database"]);
+    await cdp.detach();
+  });
+
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
     const { channel, page } = await liveConsole({ grants: new MemoryGrantStore() });
     const ask = makeAsk(1);

@@ -344,6 +344,8 @@
     paintRemember(li);
     const form = li.querySelector("form");
     form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
+    // Read out of context (a list of the page's buttons), each Approve and Deny names its ask's tool.
+    for (const button of li.querySelectorAll("button")) button.setAttribute("aria-describedby", heading.id);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
     // only a press on a button itself answers.
     form.addEventListener("keydown", (event) => {
