@@ -649,6 +649,32 @@ describe("a page that cannot be sure what is pending", () => {
     expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
     expect(await card.getByRole("button", { name: "Deny" }).isDisabled()).toBe(true);
     expect(waiting.answer()).toBeUndefined();
+    // Catching up will not bring Approve and Deny back: the card and the announcement say what will.
+    expect(await card.locator(".stale-note").textContent()).toMatch(/^Signed out: .*open the console link/);
+    expect(await page.locator("#announce").textContent()).toMatch(/^Signed out: .*Open the console link/);
+  });
+
+  it("a page whose server restarted with another token says it is signed out, on its cards too, not that it will catch up", async () => {
+    const [channel, approver] = ApprovalChannel.pair(8);
+    let server = await createApprovalServer({ approver });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const page = await chromium.browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(server.consoleUrl);
+    const ask = makeAsk(1);
+    park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await server.close();
+    server = await createApprovalServer({ approver, port: server.port });
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toMatch(/^Signed out/);
+    expect(await card.getAttribute("class")).toBe("ask stale");
+    expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+    expect(await card.locator(".stale-note").textContent()).toMatch(/^Signed out: .*open the console link/);
+    expect(await page.locator("#announce").textContent()).toMatch(/^Signed out: .*Open the console link/);
   });
 
   it("an answer whose request gets no reply at all ends on its own, says the answer may not have arrived, and can be sent again", async () => {

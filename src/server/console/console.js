@@ -135,10 +135,19 @@
     }
   }
 
+  // Once the server has signed the page out, catching up brings nothing back: the link does.
+  let signedOutNow = false;
+  const STALE_NOTE = template.content.querySelector(".stale-note").textContent;
+  const SIGNED_OUT_NOTE =
+    "Signed out: the page no longer hears from the server, and this ask may have ended meanwhile. To answer it, open the console link (with ?token=) that the server printed.";
+
   /** A card's buttons answer only while the page is up to date and no answer of its own is on its way. */
   function paint(li) {
     li.classList.toggle("stale", offline);
-    li.querySelector(".stale-note").hidden = !offline;
+    const note = li.querySelector(".stale-note");
+    note.hidden = !offline;
+    const text = signedOutNow ? SIGNED_OUT_NOTE : STALE_NOTE;
+    if (note.textContent !== text) note.textContent = text;
     const sending = li.dataset.sending !== undefined;
     for (const button of li.querySelectorAll("button")) button.disabled = offline || sending;
   }
@@ -735,8 +744,9 @@
     clearTimeout(reconnectTimer);
     reconnectTimer = null;
     setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
-    if (offline) return;
+    if (offline && signedOutNow) return;
     offline = true;
+    signedOutNow = true;
     paintAll();
     if (cards.size > 0) {
       say("Signed out: the asks shown may not be up to date. Open the console link again to answer them.");
@@ -759,6 +769,7 @@
 
   function caughtUp() {
     setStatus("live", "Live");
+    signedOutNow = false;
     if (!offline) return;
     offline = false;
     paintAll();
