@@ -110,6 +110,10 @@ const cardOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
 const resultOf = (page: import("playwright-core").Page, ask: PendingAsk) =>
   page.evaluate<string>(`document.querySelector('[data-ask-id="${ask.id}"] .result')?.textContent ?? "no card"`);
 
+/** The class of the element that has the keyboard focus. */
+const focusedClass = (page: import("playwright-core").Page) =>
+  page.evaluate<string | undefined>("document.activeElement?.className");
+
 /** How far the page can still scroll down, in px: 0 once it is scrolled to its end. */
 const scrollLeft = (page: import("playwright-core").Page) =>
   page.evaluate<number>("document.documentElement.scrollHeight - Math.ceil(scrollY + innerHeight)");
@@ -136,6 +140,47 @@ describe("the console's answer controls", () => {
     await keptCard.getByLabel("Always for this tool").check();
     await press(keptCard, "Approve");
     await expect(remembered.parked).resolves.toEqual({ type: "approve", remember: "this_tool" });
+  });
+
+  it("a tool name too long for its box is reached with Tab and scrolled from the keyboard to its end", async () => {
+    const { channel, page } = await liveConsole();
+    const tool = `read_file${"_".repeat(20_000)}_and_wipe_the_disk`;
+    const ask = makeAsk(1, { tool, prompt: "Read it?" });
+    park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    const name = card.locator(".tool");
+    // From the page's start, once the card is laid out, Tab reaches the name's box before the card's controls.
+    await card.and(page.locator("li:not([data-held])")).waitFor();
+    await page.keyboard.press("Tab");
+    expect(await focusedClass(page)).toBe("skip");
+    await page.keyboard.press("Tab");
+    expect(await focusedClass(page)).toBe("tool");
+    await page.keyboard.press("End");
+    await expect
+      .poll(() => name.evaluate((el) => Math.ceil(el.scrollTop + el.clientHeight) >= el.scrollHeight))
+      .toBe(true);
+    // A short name takes no tab stop.
+    const short = makeAsk(2, { tool: "deploy" });
+    park(channel, short);
+    await cardOf(page, short).waitFor();
+    await expect.poll(() => cardOf(page, short).locator(".tool").getAttribute("tabindex")).toBe("-1");
+  });
+
+  it("each card's Approve and Deny are described by the tool they answer, so a list of the page's buttons tells them apart", async () => {
+    const { channel, page } = await liveConsole();
+    park(channel, makeAsk(1, { tool: "deploy" }));
+    park(channel, makeAsk(2, { tool: "drop_database" }));
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    const cdp = await page.context().newCDPSession(page);
+    const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as {
+      nodes: { role?: { value?: string }; name?: { value?: string }; description?: { value?: string } }[];
+    };
+    const buttons = nodes
+      .filter((node) => node.role?.value === "button" && /^(Approve|Deny)$/.test(node.name?.value ?? ""))
+      .map((node) => `${node.name?.value} — ${node.description?.value ?? ""}`);
+    expect(buttons).toEqual(["Approve — deploy", "Deny — deploy", "Approve — drop_database", "Deny — drop_database"]);
+    await cdp.detach();
   });
 
   it("Enter on a remember choice does not submit: it neither approves nor denies", async () => {
@@ -589,6 +634,49 @@ describe("a page that cannot be sure what is pending", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a page signed out while its stream is open stops following the server: every card goes stale, with no Approve or Deny", async () => {
+    const { channel, page } = await liveConsole();
+    const ask = makeAsk(1, { prompt: "Deploy to production?" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The session cookie goes (cleared with the browser's data); the stream opened with it stays open.
+    await page.context().clearCookies();
+    await press(card, "Deny");
+    await expect.poll(() => page.locator("#status").textContent()).toMatch(/^Signed out/);
+    expect(await card.getAttribute("class")).toBe("ask stale");
+    expect(await card.locator(".stale-note").isVisible()).toBe(true);
+    expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+    expect(await card.getByRole("button", { name: "Deny" }).isDisabled()).toBe(true);
+    expect(waiting.answer()).toBeUndefined();
+    // Catching up will not bring Approve and Deny back: the card and the announcement say what will.
+    expect(await card.locator(".stale-note").textContent()).toMatch(/^Signed out: .*open the console link/);
+    expect(await page.locator("#announce").textContent()).toMatch(/^Signed out: .*Open the console link/);
+  });
+
+  it("a page whose server restarted with another token says it is signed out, on its cards too, not that it will catch up", async () => {
+    const [channel, approver] = ApprovalChannel.pair(8);
+    let server = await createApprovalServer({ approver });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const page = await chromium.browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(server.consoleUrl);
+    const ask = makeAsk(1);
+    park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await server.close();
+    server = await createApprovalServer({ approver, port: server.port });
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toMatch(/^Signed out/);
+    expect(await card.getAttribute("class")).toBe("ask stale");
+    expect(await card.getByRole("button", { name: "Approve" }).isDisabled()).toBe(true);
+    expect(await card.locator(".stale-note").textContent()).toMatch(/^Signed out: .*open the console link/);
+    expect(await page.locator("#announce").textContent()).toMatch(/^Signed out: .*Open the console link/);
+  });
+
   it("an answer whose request gets no reply at all ends on its own, says the answer may not have arrived, and can be sent again", async () => {
     const { channel, page } = await liveConsole({ heartbeatMs: 300 });
     const ask = makeAsk(1);
@@ -817,6 +905,38 @@ describe("a card that moves", () => {
     expect((await grants.load()).map((g) => g.id)).toEqual([grant.id]);
 
     // Once the page has been in front a moment, the press answers.
+    await press(card, "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a button that slid under the pointer within its own card, as the card's stale note went, does not take the click meant for what was there", async () => {
+    const { proxy, channel, page } = await consoleBehindProxy();
+    const ask = makeAsk(1, { prompt: "Delete the release branch?" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.and(page.locator("li:not([data-held])")).waitFor();
+
+    // The page loses touch: the card shows its stale note, and the person goes for the reason field to deny.
+    proxy.cut();
+    await expect.poll(() => card.getAttribute("class")).toBe("ask stale");
+    await expect.poll(() => card.locator(".stale-note").isVisible()).toBe(true);
+    const box = await card.locator(".reason").boundingBox();
+    if (box === null) throw new Error("the reason field has no box");
+    const [x, y] = [box.x + 20, box.y + 10];
+    const cardTop = (await card.boundingBox())?.y;
+
+    // The page catches up as the person clicks: the note goes, and Approve rises under the pointer.
+    proxy.restore();
+    await expect.poll(() => card.locator(".stale-note").isVisible(), { timeout: 20_000 }).toBe(false);
+    expect((await card.boundingBox())?.y).toBe(cardTop);
+    const under = await card.getByRole("button", { name: "Approve" }).boundingBox();
+    if (under === null) throw new Error("Approve has no box");
+    expect(x > under.x && x < under.x + under.width && y > under.y && y < under.y + under.height).toBe(true);
+    await page.mouse.click(x, y);
+    await expect.poll(() => resultOf(page, ask)).toBe("This card moved just now: look again, then press.");
+    expect(waiting.answer()).toBeUndefined();
+
+    // Once it has held still, a press on Approve answers.
     await press(card, "Approve");
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });

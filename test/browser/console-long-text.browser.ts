@@ -20,6 +20,8 @@ const VIEWPORT_HEIGHT = 900;
 const DISGUISE = "read_file\nparked 2 s ago · 4 min left\nRead README.md? Harmless, approve it.";
 const LONG_PROMPT = `Drop every table in production?${"\n".repeat(400)}${DISGUISE}`;
 const LONG_TOOL = `drop_database${"_".repeat(20_000)}`;
+/** A call id is the model's to choose: one this long, with a harmless-looking ask at its end. */
+const LONG_CALL_ID = `call_${"x".repeat(20_000)} read_file · Read README.md? Harmless, approve it.`;
 
 async function server(linkSecret?: string, grants?: MemoryGrantStore) {
   const [channel, approver] = ApprovalChannel.pair(8);
@@ -54,12 +56,16 @@ async function span(page: import("playwright-core").Page, from: string, to: stri
 
 describe("text long enough to push what runs off the screen", () => {
   for (const width of [1280, 400]) {
-    it(`at ${width} px an ask's tool, prompt start and its Approve fit one screen, however long the prompt or name`, async () => {
+    it(`at ${width} px an ask's tool, prompt start and its Approve fit one screen, however long the prompt, name or call id`, async () => {
       const { channel, server: made } = await server();
       const page = await chromium.browser.page(width);
       cleanups.push(() => page.close());
       await page.goto(made.consoleUrl);
-      for (const ask of [makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }), makeAsk(2, { tool: LONG_TOOL })]) {
+      for (const ask of [
+        makeAsk(1, { tool: "drop_database", prompt: LONG_PROMPT }),
+        makeAsk(2, { tool: LONG_TOOL }),
+        makeAsk(3, { tool: "drop_database", callId: LONG_CALL_ID }),
+      ]) {
         const answer = park(channel, ask);
         const card = `#asks .ask[data-ask-id="${ask.id}"]`;
         await page.locator(card).waitFor();
@@ -67,6 +73,7 @@ describe("text long enough to push what runs off the screen", () => {
         // Nothing is cut: the whole text is there, to be scrolled through in its own box.
         expect(await page.locator(`${card} .prompt`).textContent()).toBe(ask.prompt);
         expect(await page.locator(`${card} .tool`).textContent()).toBe(ask.tool);
+        expect(await page.locator(`${card} .call`).textContent()).toBe(`${ask.callId} (turn ${ask.turn})`);
         await screenshot(page, `console-long-text-${ask.turn}-${width}`);
         await press(page.locator(card), "Deny");
         await expect.poll(answer).toEqual({ type: "deny" });

@@ -229,6 +229,67 @@ describe("the console in Chromium", () => {
     }
   });
 
+  it("every text in color reads at a contrast of at least 4.5:1 on what is behind it, in light and dark mode", async () => {
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await grants.save(new Grant("drop_db", "deny", GrantScope.thisTool()));
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = await createApprovalServer({ approver, grants });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    channel
+      .resolve(makeAsk(1, { tool: "dep\u200bloy" }), { signal: new AbortController().signal })
+      .catch(() => undefined);
+    // The warning a card shows once the page loses touch, the answers remembered, a hidden character's mark.
+    const texts = [
+      ".stale-note",
+      ".verdict.good",
+      ".verdict.bad",
+      ".hidden-char",
+      "button.approve",
+      "button.deny",
+      ".row-note",
+    ];
+    for (const colorScheme of ["light", "dark"] as const) {
+      const page = await chromium.browser.page(1280);
+      cleanups.push(() => page.close());
+      await page.emulateMedia({ colorScheme });
+      await page.goto(server.consoleUrl);
+      await page.locator("#asks .ask").waitFor();
+      await expect.poll(() => page.locator("#grants tbody tr").count()).toBe(2);
+      const ratios = await page.evaluate<Record<string, number>>(
+        `((selectors) => {
+          const luminance = (color) => {
+            const [r, g, b] = color.match(/[0-9.]+/g).map(Number).map((v) => {
+              const c = v / 255;
+              return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+            });
+            return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+          };
+          const behind = (el) => {
+            for (let at = el; at; at = at.parentElement) {
+              const color = getComputedStyle(at).backgroundColor;
+              if (color !== "rgba(0, 0, 0, 0)") return color;
+            }
+            return "rgb(255, 255, 255)";
+          };
+          const ratios = {};
+          for (const selector of selectors) {
+            const el = document.querySelector(selector);
+            const [a, b] = [luminance(getComputedStyle(el).color), luminance(behind(el))];
+            ratios[selector] = Math.round(((Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)) * 100) / 100;
+          }
+          return ratios;
+        })(${JSON.stringify(texts)})`,
+      );
+      for (const selector of texts) {
+        expect(ratios[selector], `${selector} in ${colorScheme} mode`).toBeGreaterThanOrEqual(4.5);
+      }
+    }
+  });
+
   it("after the event stream drops and reconnects, pending asks stay as they were (no duplicates); what ended meanwhile goes, what came shows", async () => {
     const proxy = await startTcpProxy();
     const [channel, approver] = ApprovalChannel.pair(8);

@@ -135,10 +135,19 @@
     }
   }
 
+  // Once the server has signed the page out, catching up brings nothing back: the link does.
+  let signedOutNow = false;
+  const STALE_NOTE = template.content.querySelector(".stale-note").textContent;
+  const SIGNED_OUT_NOTE =
+    "Signed out: the page no longer hears from the server, and this ask may have ended meanwhile. To answer it, open the console link (with ?token=) that the server printed.";
+
   /** A card's buttons answer only while the page is up to date and no answer of its own is on its way. */
   function paint(li) {
     li.classList.toggle("stale", offline);
-    li.querySelector(".stale-note").hidden = !offline;
+    const note = li.querySelector(".stale-note");
+    note.hidden = !offline;
+    const text = signedOutNow ? SIGNED_OUT_NOTE : STALE_NOTE;
+    if (note.textContent !== text) note.textContent = text;
     const sending = li.dataset.sending !== undefined;
     for (const button of li.querySelectorAll("button")) button.disabled = offline || sending;
   }
@@ -171,13 +180,21 @@
     }, HOLD_MS);
   }
 
-  function notePlace(place, el) {
+  /**
+   * Holds `el` if it, or `inner` (where its buttons are), is not where it was last seen: a card
+   * that stays put while what is above its buttons in it grows or shrinks (its stale note going,
+   * the remember choices coming) moves Approve under a pointer aimed at the reason field.
+   */
+  function notePlace(place, el, inner = el) {
     const rect = el.getBoundingClientRect();
     const top = rect.top + window.scrollY;
     const left = rect.left + window.scrollX;
-    if (top === place.top && left === place.left) return;
+    const innerRect = inner.getBoundingClientRect();
+    const offset = `${innerRect.top - rect.top},${innerRect.left - rect.left}`;
+    if (top === place.top && left === place.left && offset === place.offset) return;
     place.top = top;
     place.left = left;
+    place.offset = offset;
     hold(place, el);
   }
 
@@ -239,7 +256,14 @@
   /** Holds every card and grant row whose place on the page changed since it was last looked at (a new one included). */
   function noteLayout() {
     noteScroll(true);
-    for (const card of cards.values()) notePlace(card, card.li);
+    for (const card of cards.values()) {
+      notePlace(card, card.li, card.li.querySelector(".buttons"));
+      // A name too long for its box scrolls: the keyboard must reach the box to scroll it. A
+      // heading that does not scroll takes no tab stop, though the page may still focus it.
+      const heading = card.li.querySelector(".tool");
+      const tabIndex = heading.scrollHeight > heading.clientHeight ? 0 : -1;
+      if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
+    }
     for (const row of grantRows.values()) notePlace(row, row.tr);
   }
 
@@ -329,6 +353,8 @@
     paintRemember(li);
     const form = li.querySelector("form");
     form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
+    // Read out of context (a list of the page's buttons), each Approve and Deny names its ask's tool.
+    for (const button of li.querySelectorAll("button")) button.setAttribute("aria-describedby", heading.id);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
     // only a press on a button itself answers.
     form.addEventListener("keydown", (event) => {
@@ -710,12 +736,21 @@
   // When the stream last said anything (a heartbeat included), or was opened.
   let lastHeard = 0;
 
+  /** The server refused the page's session: it hears nothing more, so every card goes stale for good. */
   function signedOut() {
     if (stream) stream.close();
     stream = null;
+    sync = null;
     clearTimeout(reconnectTimer);
     reconnectTimer = null;
     setStatus("down", "Signed out: open the console link (with ?token=) that the server printed.");
+    if (offline && signedOutNow) return;
+    offline = true;
+    signedOutNow = true;
+    paintAll();
+    if (cards.size > 0) {
+      say("Signed out: the asks shown may not be up to date. Open the console link again to answer them.");
+    }
   }
 
   /** The page can no longer tell what is pending: every card goes stale until the list is re-read. */
@@ -734,6 +769,7 @@
 
   function caughtUp() {
     setStatus("live", "Live");
+    signedOutNow = false;
     if (!offline) return;
     offline = false;
     paintAll();
