@@ -905,6 +905,33 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toMatchObject({ c1: "deployed 1 to prod" });
   });
 
+  for (const stream of [false, true])
+    it(`one wrapped tool in two agents: after a handoff, the other agent's call under the same id and arguments is asked about and runs${stream ? " (streamed)" : ""}`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+      // A model that numbers its calls afresh each turn: the second agent's call is c1 again, with the same arguments.
+      const secondModel = new FakeModel([deployTurn("c1", "1"), { text: "deployed again" }]);
+      const second = new Agent({ name: "second", model: secondModel, tools: [deploy] });
+      const first = new Agent({
+        name: "first",
+        model: new FakeModel([deployTurn("c1", "1"), { calls: [["h1", "transfer_to_second", {}]] }]),
+        tools: [deploy],
+        handoffs: [second],
+      });
+      const result = await s.approvals.run(
+        (input) => (stream ? s.runner.run(first, input, { stream: true }) : s.runner.run(first, input)),
+        "go",
+      );
+      expect(result.finalOutput).toBe("deployed again");
+      expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c1"]);
+      expect(s.executed).toEqual([
+        { env: "prod", version: "1" },
+        { env: "prod", version: "1" },
+      ]);
+      expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+      expect(shownResults(secondModel)).toMatchObject({ c1: "deployed 1 to prod" });
+    });
+
   it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
     const s = setup((ask) =>
       ask.argsDigest === argsDigest({ env: "prod", version: "1" }) ? { type: "approve" } : { type: "deny" },

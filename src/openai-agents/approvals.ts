@@ -100,6 +100,11 @@ interface Approved {
 /** An answer `settle` applied to a run state (see `#given`). */
 interface Given {
   readonly wrapped: Wrapped;
+  /**
+   * The agent whose call it was: the SDK keeps a function call's approvals per agent, so one tool in two
+   * agents (a handoff's) may see the same call id and arguments in another agent's call, which is another call.
+   */
+  readonly agent: unknown;
   readonly arguments: string | undefined;
   readonly approved: boolean;
 }
@@ -579,7 +584,12 @@ export class AgentApprovals {
           const { item, wrapped } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
-          given.set(callIdOf(item), { wrapped, arguments: item.arguments, approved: decision.type === "approved" });
+          given.set(callIdOf(item), {
+            wrapped,
+            agent: item.agent,
+            arguments: item.arguments,
+            approved: decision.type === "approved",
+          });
         });
         current = await resume(current.state);
         // A streamed run executes the approved calls while it streams: they are still waited for here.
@@ -651,7 +661,7 @@ export class AgentApprovals {
 
   /**
    * Whether a `settle` answered this interruption on this run state before
-   * (same tool, call id and arguments) and the state still carries that
+   * (same tool, agent, call id and arguments) and the state still carries that
    * answer: a retry after a failed `resume` resumes with it.
    */
   #answeredBefore(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
@@ -660,6 +670,7 @@ export class AgentApprovals {
     return (
       given !== undefined &&
       given.wrapped === wrapped &&
+      given.agent === item.agent &&
       given.arguments === item.arguments &&
       context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === given.approved
     );
