@@ -1187,6 +1187,35 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
   });
 
+  it("run and settle refuse what is not a run's result, or a way to run, with AgentsConfigError naming it; an approved call ends with its one record", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    // A block body that forgets its return: the run's result is undefined.
+    await expect(s.approvals.run(() => undefined as never, "go")).rejects.toEqual(
+      config("runAgent", /^runAgent: must resolve with .*RunResult.*, got undefined$/),
+    );
+    await expect(s.approvals.run("run" as never, "go")).rejects.toEqual(config("runAgent", /must be a function/));
+    await expect(s.approvals.settle(undefined as never, () => s.runner.run(agent, "go"))).rejects.toEqual(
+      config("result", /got undefined$/),
+    );
+    await expect(s.approvals.settle({ state: {} } as never, () => s.runner.run(agent, "go"))).rejects.toEqual(
+      config("result", /interruptions/),
+    );
+    const interrupted = await s.runner.run(agent, "go");
+    await expect(s.approvals.settle(interrupted, undefined as never)).rejects.toEqual(
+      config("resume", /must be a function/),
+    );
+    expect(s.asks).toEqual([]);
+    await expect(s.approvals.settle(interrupted, async () => undefined as never)).rejects.toEqual(
+      config("resume", /got undefined$/),
+    );
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(s.executed).toEqual([]);
+  });
+
   it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {
     const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
     const { deploy } = tools([]);

@@ -64,6 +64,27 @@ async function ended(result: InterruptedResult): Promise<void> {
   if (completed !== undefined) await completed;
 }
 
+/**
+ * `result`, checked to be a run's result (`from` names where it came from:
+ * `runAgent`, `resume`, or settle's `result`), once a streamed one has ended:
+ * an object with its `interruptions` an array and its `state` an object.
+ * Something else (a function with a block body that forgets its `return`
+ * gives `undefined`) is an `AgentsConfigError` naming `from`.
+ */
+async function endedResult<R extends InterruptedResult>(result: R, from: string): Promise<R> {
+  const verb = from === "result" ? "be" : "resolve with";
+  const expected = `${verb} the run's result (the SDK's RunResult or StreamedRunResult: { interruptions, state })`;
+  if (typeof result !== "object" || result === null)
+    throw new AgentsConfigError(from, `must ${expected}, got ${shownValue(result)}`);
+  await ended(result);
+  const { interruptions, state } = result as { interruptions?: unknown; state?: unknown };
+  if (!Array.isArray(interruptions))
+    throw new AgentsConfigError(from, `must ${expected}, got an object whose interruptions are not an array`);
+  if (typeof state !== "object" || state === null)
+    throw new AgentsConfigError(from, `must ${expected}, got an object whose state is not a RunState`);
+  return result;
+}
+
 type AnyFunctionTool = FunctionTool<any, any, any>;
 type Details = Parameters<AnyFunctionTool["invoke"]>[2];
 
@@ -491,6 +512,9 @@ export class AgentApprovals {
    * `cause`). Pass the signal to the SDK's run in `runAgent` too, for the
    * turns before and between interruptions.
    *
+   * @throws {AgentsConfigError} (`option: "runAgent"`) when `runAgent` is
+   *   not a function, or resolves with something that is no run's result.
+   *
    * @example
    * ```ts
    * const result = await approvals.run((input) => run(agent, input), "ship 1.4");
@@ -501,10 +525,12 @@ export class AgentApprovals {
     input: string | AgentInputItem[],
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
+    if (typeof runAgent !== "function")
+      throw new AgentsConfigError("runAgent", `must be a function that runs the agent, got ${shownValue(runAgent)}`);
     // A run cancelled before it starts does not start: its tools that need no approval would run.
     const { signal } = options;
     if (signal?.aborted === true) throw cancelledBy(signal, "the run was cancelled before it started");
-    return this.settle(await runAgent(input), runAgent, options);
+    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, options, "runAgent");
   }
 
   /**
@@ -528,11 +554,27 @@ export class AgentApprovals {
    *   did not execute (same tool, call id and arguments): the resume lost the
    *   answer, so it is not asked again.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
+   * @throws {AgentsConfigError} when `resume` is not a function, or `result`
+   *   (or what `resume` resolves with) is no run's result: `option` is
+   *   `"resume"` or `"result"` (an approved call `resume` did not run ends
+   *   with its one record).
    */
   async settle<R extends InterruptedResult>(
     result: R,
     resume: (state: R["state"]) => Promise<R>,
     options: { readonly signal?: AbortSignal } = {},
+  ): Promise<R> {
+    if (typeof resume !== "function")
+      throw new AgentsConfigError("resume", `must be a function that resumes the run, got ${shownValue(resume)}`);
+    return this.#settle(await endedResult(result, "result"), resume, options, "resume");
+  }
+
+  /** {@link settle} on a result already checked and ended; `resumedBy` names `resume` in its errors. */
+  async #settle<R extends InterruptedResult>(
+    result: R,
+    resume: (state: R["state"]) => Promise<R>,
+    options: { readonly signal?: AbortSignal },
+    resumedBy: string,
   ): Promise<R> {
     let current = result;
     /**
@@ -542,7 +584,6 @@ export class AgentApprovals {
     const unexecuted = new Map<string, Pick<Approved, "wrapped" | "arguments">>();
     /** The calls this settle resumed with an answer given before (a retry), by call id: each is resumed with once. */
     const resumedWith = new Set<string>();
-    await ended(current);
     while (current.interruptions.length > 0) {
       const { state } = current;
       const context = state._context;
@@ -591,9 +632,8 @@ export class AgentApprovals {
             approved: decision.type === "approved",
           });
         });
-        current = await resume(current.state);
         // A streamed run executes the approved calls while it streams: they are still waited for here.
-        await ended(current);
+        current = await endedResult(await resume(current.state), resumedBy);
       } finally {
         // An approved call the run did not execute still ends, with its record: as the tool's failure, which
         // its gate call must see before the batch's abort below would end it as cancelled (no onToolPost).
