@@ -872,6 +872,41 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.outcomes).toEqual(["ran", "failed"]);
   });
 
+  for (const edited of ["the interruption", "the call the run executes"] as const)
+    it(`a saved run state edited to other arguments (${edited}): the approved call does not run, and the error says why`, async () => {
+      const s = setupWithOutcomes(() => ({ type: "approve" }));
+      const before = s.agent([deployTurn("c1", "1")]);
+      const saved = JSON.parse((await s.runner.run(before.agent, "go")).state.toString()) as {
+        currentStep: { data: { interruptions: { rawItem: { arguments: string } }[] } };
+        generatedItems: { type: string; rawItem: { arguments: string } }[];
+        lastProcessedResponse: { functions: { toolCall: { arguments: string } }[] };
+      };
+      const other = JSON.stringify({ env: "prod", version: "6.6.6" });
+      if (edited === "the interruption") {
+        for (const item of [
+          ...saved.currentStep.data.interruptions,
+          ...saved.generatedItems.filter((i) => i.type === "tool_approval_item"),
+        ])
+          item.rawItem.arguments = other;
+      } else saved.lastProcessedResponse.functions[0]!.toolCall.arguments = other;
+      const after = s.agent([{ text: "x" }]);
+      const state = await RunState.fromString(after.agent, JSON.stringify(saved));
+      const error = (await s.approvals
+        .settle({ state, interruptions: state.getInterruptions() }, (resumed) => s.runner.run(after.agent, resumed))
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as { error?: unknown };
+      expect(error.error).toBeInstanceOf(AgentsApprovalError);
+      expect((error.error as AgentsApprovalError).message).toMatch(
+        /^tool 'deploy': the run executed the call "c1" with arguments other than the ones approved in its interruption/,
+      );
+      expect(s.asks).toHaveLength(1);
+      expect(s.executed).toEqual([]);
+      expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+      expect(s.outcomes).toEqual(["failed"]);
+    });
+
   it("an approval saved with the run state is not let through when the state is restored, by the same AgentApprovals or another", async () => {
     const s = setup(() => ({ type: "deny" }));
     const { agent } = s.agent([deployTurn("c1", "1")]);

@@ -887,6 +887,13 @@ export class AgentApprovals {
       // What the gate made of it (its middleware may withhold the output), as for a call run without an interruption.
       return this.#answer(wrapped, await open.outcome());
     }
+    // The approved call's id, in its run, with other arguments (a run state edited between its interruption and
+    // its resume, or its approval and its execution): nobody approved these, and the approved ones do not run.
+    if (open !== undefined && open.wrapped === wrapped && open.run === runOf(context) && open.arguments !== text)
+      throw new AgentsApprovalError(
+        descriptor.name,
+        `the run executed the call ${JSON.stringify(callId)} with arguments other than the ones approved in its interruption; it does not run`,
+      );
     // The gate's hook and resolver find a call by its run and its id: another call of the run under it, in flight
     // (an approved one waiting for its resume included), would be taken for this one.
     if (this.#inFlight.has(key))
