@@ -768,6 +768,49 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
   }, 10_000);
 
+  it("settle leaves an interruption answered by hand on the RunState to that answer: nobody is asked, one record at most", async () => {
+    // Approved by hand: a resolver that would deny is not asked, and its refusal never meets the approval.
+    const approved = setup(() => ({ type: "deny" }));
+    const one = approved.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    const first = await approved.runner.run(one.agent, "go");
+    first.state.approve(first.interruptions[0]!);
+    expect((await approved.approvals.settle(first, (state) => approved.runner.run(one.agent, state))).finalOutput).toBe(
+      "ok",
+    );
+    expect(approved.asks).toEqual([]);
+    expect(approved.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(approved.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(shownResults(one.model)).toEqual({ c1: "deployed 1 to prod" });
+
+    // Rejected by hand: a resolver that would approve is not asked; the tool never runs.
+    const rejected = setup(() => ({ type: "approve" }));
+    const two = rejected.agent([deployTurn("c1", "1"), { text: "not deployed" }]);
+    const second = await rejected.runner.run(two.agent, "go");
+    second.state.reject(second.interruptions[0]!, { message: "no deploys today" });
+    expect(
+      (await rejected.approvals.settle(second, (state) => rejected.runner.run(two.agent, state))).finalOutput,
+    ).toBe("not deployed");
+    expect(rejected.asks).toEqual([]);
+    expect(rejected.executed).toEqual([]);
+    expect(rejected.records).toEqual([]);
+    expect(shownResults(two.model)).toEqual({ c1: "no deploys today" });
+
+    // Approved by hand on a state restored from text (or saved with an approval written in): this object never saw
+    // the run interrupted, so the resolver is asked when the call runs, once, and its refusal holds.
+    const restored = setup(() => ({ type: "deny" }));
+    const three = restored.agent([{ text: "not deployed" }]);
+    const saved = (await restored.runner.run(restored.agent([deployTurn("c1", "1")]).agent, "go")).state.toString();
+    const state = await RunState.fromString(three.agent, saved);
+    state.approve(state.getInterruptions()[0]!);
+    await restored.approvals.settle({ state, interruptions: state.getInterruptions() }, (resumed) =>
+      restored.runner.run(three.agent, resumed),
+    );
+    expect(restored.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(restored.executed).toEqual([]);
+    expect(restored.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
+    expect(shownResults(three.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
     const s = setup(() => Promise.reject(new Error("nobody should be asked")));
     const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);

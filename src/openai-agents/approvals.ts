@@ -190,6 +190,21 @@ function failsSchema(wrapped: Wrapped, input: unknown): boolean {
   }
 }
 
+/**
+ * Whether `context` (a run state's) carries an answer for the interruption `item` of `wrapped`: for the agent
+ * whose call it is, as the SDK reads it when the run resumes (it keeps a function call's approvals per agent;
+ * `isToolApproved` takes the agent, though its declared type does not say so). A call approved that way runs
+ * through the gate as one approved by hand (see the resolver); one rejected never reaches it.
+ */
+function answeredOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
+  const scoped = context as unknown as {
+    isToolApproved(approval: { toolName: string; callId: string; agent: unknown }): boolean | undefined;
+  };
+  return (
+    scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent }) !== undefined
+  );
+}
+
 /** The entry of `context`'s run ({@link runOf}) in `byRun`, made empty the first time it is asked for. */
 function ofRun<V>(byRun: WeakMap<object, Map<string, V>>, context: RunContext<any>): Map<string, V> {
   const run = runOf(context);
@@ -543,7 +558,9 @@ export class AgentApprovals {
    *
    * Called again over an interruption a `settle` already answered on the
    * same run state (a retry after `resume` threw), it asks nobody: it
-   * resumes with the answer the state carries.
+   * resumes with the answer the state carries. So it does for an
+   * interruption answered by hand on the state (`state.approve`,
+   * `state.reject`): a refusal could not take back an approval there.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
    *   here, or under a call id another call of its run has, in the turn or
@@ -592,9 +609,13 @@ export class AgentApprovals {
       );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
-      // Interruptions answered before on this run state (a settle retried after its resume failed) resume with
-      // that answer: nobody is asked again. The rest are decided.
-      const answered = all.filter(({ item, wrapped }) => this.#answeredBefore(context, item, wrapped));
+      // Interruptions answered before on this run state (a settle retried after its resume failed), or answered by
+      // hand on it (state.approve or state.reject), resume with that answer: nobody is asked, since an answer
+      // settle applied could not take the state's back (the SDK lets an approval win over a refusal). The rest are
+      // decided.
+      const answered = all.filter(
+        ({ item, wrapped }) => this.#answeredBefore(context, item, wrapped) || answeredOn(context, item, wrapped),
+      );
       for (const { item, wrapped } of answered) {
         const callId = callIdOf(item);
         if (resumedWith.has(callId))
