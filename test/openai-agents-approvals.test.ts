@@ -768,6 +768,49 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }]);
   }, 10_000);
 
+  it("settle leaves an interruption answered by hand on the RunState to that answer: nobody is asked, one record at most", async () => {
+    // Approved by hand: a resolver that would deny is not asked, and its refusal never meets the approval.
+    const approved = setup(() => ({ type: "deny" }));
+    const one = approved.agent([deployTurn("c1", "1"), { text: "ok" }]);
+    const first = await approved.runner.run(one.agent, "go");
+    first.state.approve(first.interruptions[0]!);
+    expect((await approved.approvals.settle(first, (state) => approved.runner.run(one.agent, state))).finalOutput).toBe(
+      "ok",
+    );
+    expect(approved.asks).toEqual([]);
+    expect(approved.executed).toEqual([{ env: "prod", version: "1" }]);
+    expect(approved.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(shownResults(one.model)).toEqual({ c1: "deployed 1 to prod" });
+
+    // Rejected by hand: a resolver that would approve is not asked; the tool never runs.
+    const rejected = setup(() => ({ type: "approve" }));
+    const two = rejected.agent([deployTurn("c1", "1"), { text: "not deployed" }]);
+    const second = await rejected.runner.run(two.agent, "go");
+    second.state.reject(second.interruptions[0]!, { message: "no deploys today" });
+    expect(
+      (await rejected.approvals.settle(second, (state) => rejected.runner.run(two.agent, state))).finalOutput,
+    ).toBe("not deployed");
+    expect(rejected.asks).toEqual([]);
+    expect(rejected.executed).toEqual([]);
+    expect(rejected.records).toEqual([]);
+    expect(shownResults(two.model)).toEqual({ c1: "no deploys today" });
+
+    // Approved by hand on a state restored from text (or saved with an approval written in): this object never saw
+    // the run interrupted, so the resolver is asked when the call runs, once, and its refusal holds.
+    const restored = setup(() => ({ type: "deny" }));
+    const three = restored.agent([{ text: "not deployed" }]);
+    const saved = (await restored.runner.run(restored.agent([deployTurn("c1", "1")]).agent, "go")).state.toString();
+    const state = await RunState.fromString(three.agent, saved);
+    state.approve(state.getInterruptions()[0]!);
+    await restored.approvals.settle({ state, interruptions: state.getInterruptions() }, (resumed) =>
+      restored.runner.run(three.agent, resumed),
+    );
+    expect(restored.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(restored.executed).toEqual([]);
+    expect(restored.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
+    expect(shownResults(three.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
     const s = setup(() => Promise.reject(new Error("nobody should be asked")));
     const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
@@ -872,6 +915,41 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.outcomes).toEqual(["ran", "failed"]);
   });
 
+  for (const edited of ["the interruption", "the call the run executes"] as const)
+    it(`a saved run state edited to other arguments (${edited}): the approved call does not run, and the error says why`, async () => {
+      const s = setupWithOutcomes(() => ({ type: "approve" }));
+      const before = s.agent([deployTurn("c1", "1")]);
+      const saved = JSON.parse((await s.runner.run(before.agent, "go")).state.toString()) as {
+        currentStep: { data: { interruptions: { rawItem: { arguments: string } }[] } };
+        generatedItems: { type: string; rawItem: { arguments: string } }[];
+        lastProcessedResponse: { functions: { toolCall: { arguments: string } }[] };
+      };
+      const other = JSON.stringify({ env: "prod", version: "6.6.6" });
+      if (edited === "the interruption") {
+        for (const item of [
+          ...saved.currentStep.data.interruptions,
+          ...saved.generatedItems.filter((i) => i.type === "tool_approval_item"),
+        ])
+          item.rawItem.arguments = other;
+      } else saved.lastProcessedResponse.functions[0]!.toolCall.arguments = other;
+      const after = s.agent([{ text: "x" }]);
+      const state = await RunState.fromString(after.agent, JSON.stringify(saved));
+      const error = (await s.approvals
+        .settle({ state, interruptions: state.getInterruptions() }, (resumed) => s.runner.run(after.agent, resumed))
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as { error?: unknown };
+      expect(error.error).toBeInstanceOf(AgentsApprovalError);
+      expect((error.error as AgentsApprovalError).message).toMatch(
+        /^tool 'deploy': the run executed the call "c1" with arguments other than the ones approved in its interruption/,
+      );
+      expect(s.asks).toHaveLength(1);
+      expect(s.executed).toEqual([]);
+      expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+      expect(s.outcomes).toEqual(["failed"]);
+    });
+
   it("an approval saved with the run state is not let through when the state is restored, by the same AgentApprovals or another", async () => {
     const s = setup(() => ({ type: "deny" }));
     const { agent } = s.agent([deployTurn("c1", "1")]);
@@ -904,6 +982,33 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
     expect(shownResults(model)).toMatchObject({ c1: "deployed 1 to prod" });
   });
+
+  for (const stream of [false, true])
+    it(`one wrapped tool in two agents: after a handoff, the other agent's call under the same id and arguments is asked about and runs${stream ? " (streamed)" : ""}`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+      // A model that numbers its calls afresh each turn: the second agent's call is c1 again, with the same arguments.
+      const secondModel = new FakeModel([deployTurn("c1", "1"), { text: "deployed again" }]);
+      const second = new Agent({ name: "second", model: secondModel, tools: [deploy] });
+      const first = new Agent({
+        name: "first",
+        model: new FakeModel([deployTurn("c1", "1"), { calls: [["h1", "transfer_to_second", {}]] }]),
+        tools: [deploy],
+        handoffs: [second],
+      });
+      const result = await s.approvals.run(
+        (input) => (stream ? s.runner.run(first, input, { stream: true }) : s.runner.run(first, input)),
+        "go",
+      );
+      expect(result.finalOutput).toBe("deployed again");
+      expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c1"]);
+      expect(s.executed).toEqual([
+        { env: "prod", version: "1" },
+        { env: "prod", version: "1" },
+      ]);
+      expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed"]);
+      expect(shownResults(secondModel)).toMatchObject({ c1: "deployed 1 to prod" });
+    });
 
   it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
     const s = setup((ask) =>
@@ -1158,6 +1263,35 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(() => approvals.tools("deploy" as never)).toThrow(
       expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option: "tools" }),
     );
+  });
+
+  it("run and settle refuse what is not a run's result, or a way to run, with AgentsConfigError naming it; an approved call ends with its one record", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    // A block body that forgets its return: the run's result is undefined.
+    await expect(s.approvals.run(() => undefined as never, "go")).rejects.toEqual(
+      config("runAgent", /^runAgent: must resolve with .*RunResult.*, got undefined$/),
+    );
+    await expect(s.approvals.run("run" as never, "go")).rejects.toEqual(config("runAgent", /must be a function/));
+    await expect(s.approvals.settle(undefined as never, () => s.runner.run(agent, "go"))).rejects.toEqual(
+      config("result", /got undefined$/),
+    );
+    await expect(s.approvals.settle({ state: {} } as never, () => s.runner.run(agent, "go"))).rejects.toEqual(
+      config("result", /interruptions/),
+    );
+    const interrupted = await s.runner.run(agent, "go");
+    await expect(s.approvals.settle(interrupted, undefined as never)).rejects.toEqual(
+      config("resume", /must be a function/),
+    );
+    expect(s.asks).toEqual([]);
+    await expect(s.approvals.settle(interrupted, async () => undefined as never)).rejects.toEqual(
+      config("resume", /got undefined$/),
+    );
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed"]);
+    expect(s.executed).toEqual([]);
   });
 
   it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {

@@ -64,6 +64,27 @@ async function ended(result: InterruptedResult): Promise<void> {
   if (completed !== undefined) await completed;
 }
 
+/**
+ * `result`, checked to be a run's result (`from` names where it came from:
+ * `runAgent`, `resume`, or settle's `result`), once a streamed one has ended:
+ * an object with its `interruptions` an array and its `state` an object.
+ * Something else (a function with a block body that forgets its `return`
+ * gives `undefined`) is an `AgentsConfigError` naming `from`.
+ */
+async function endedResult<R extends InterruptedResult>(result: R, from: string): Promise<R> {
+  const verb = from === "result" ? "be" : "resolve with";
+  const expected = `${verb} the run's result (the SDK's RunResult or StreamedRunResult: { interruptions, state })`;
+  if (typeof result !== "object" || result === null)
+    throw new AgentsConfigError(from, `must ${expected}, got ${shownValue(result)}`);
+  await ended(result);
+  const { interruptions, state } = result as { interruptions?: unknown; state?: unknown };
+  if (!Array.isArray(interruptions))
+    throw new AgentsConfigError(from, `must ${expected}, got an object whose interruptions are not an array`);
+  if (typeof state !== "object" || state === null)
+    throw new AgentsConfigError(from, `must ${expected}, got an object whose state is not a RunState`);
+  return result;
+}
+
 type AnyFunctionTool = FunctionTool<any, any, any>;
 type Details = Parameters<AnyFunctionTool["invoke"]>[2];
 
@@ -100,6 +121,11 @@ interface Approved {
 /** An answer `settle` applied to a run state (see `#given`). */
 interface Given {
   readonly wrapped: Wrapped;
+  /**
+   * The agent whose call it was: the SDK keeps a function call's approvals per agent, so one tool in two
+   * agents (a handoff's) may see the same call id and arguments in another agent's call, which is another call.
+   */
+  readonly agent: unknown;
   readonly arguments: string | undefined;
   readonly approved: boolean;
 }
@@ -162,6 +188,21 @@ function failsSchema(wrapped: Wrapped, input: unknown): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether `context` (a run state's) carries an answer for the interruption `item` of `wrapped`: for the agent
+ * whose call it is, as the SDK reads it when the run resumes (it keeps a function call's approvals per agent;
+ * `isToolApproved` takes the agent, though its declared type does not say so). A call approved that way runs
+ * through the gate as one approved by hand (see the resolver); one rejected never reaches it.
+ */
+function answeredOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
+  const scoped = context as unknown as {
+    isToolApproved(approval: { toolName: string; callId: string; agent: unknown }): boolean | undefined;
+  };
+  return (
+    scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent }) !== undefined
+  );
 }
 
 /** The entry of `context`'s run ({@link runOf}) in `byRun`, made empty the first time it is asked for. */
@@ -486,6 +527,9 @@ export class AgentApprovals {
    * `cause`). Pass the signal to the SDK's run in `runAgent` too, for the
    * turns before and between interruptions.
    *
+   * @throws {AgentsConfigError} (`option: "runAgent"`) when `runAgent` is
+   *   not a function, or resolves with something that is no run's result.
+   *
    * @example
    * ```ts
    * const result = await approvals.run((input) => run(agent, input), "ship 1.4");
@@ -496,10 +540,12 @@ export class AgentApprovals {
     input: string | AgentInputItem[],
     options: { readonly signal?: AbortSignal } = {},
   ): Promise<R> {
+    if (typeof runAgent !== "function")
+      throw new AgentsConfigError("runAgent", `must be a function that runs the agent, got ${shownValue(runAgent)}`);
     // A run cancelled before it starts does not start: its tools that need no approval would run.
     const { signal } = options;
     if (signal?.aborted === true) throw cancelledBy(signal, "the run was cancelled before it started");
-    return this.settle(await runAgent(input), runAgent, options);
+    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, options, "runAgent");
   }
 
   /**
@@ -512,7 +558,9 @@ export class AgentApprovals {
    *
    * Called again over an interruption a `settle` already answered on the
    * same run state (a retry after `resume` threw), it asks nobody: it
-   * resumes with the answer the state carries.
+   * resumes with the answer the state carries. So it does for an
+   * interruption answered by hand on the state (`state.approve`,
+   * `state.reject`): a refusal could not take back an approval there.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
    *   here, or under a call id another call of its run has, in the turn or
@@ -523,11 +571,27 @@ export class AgentApprovals {
    *   did not execute (same tool, call id and arguments): the resume lost the
    *   answer, so it is not asked again.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
+   * @throws {AgentsConfigError} when `resume` is not a function, or `result`
+   *   (or what `resume` resolves with) is no run's result: `option` is
+   *   `"resume"` or `"result"` (an approved call `resume` did not run ends
+   *   with its one record).
    */
   async settle<R extends InterruptedResult>(
     result: R,
     resume: (state: R["state"]) => Promise<R>,
     options: { readonly signal?: AbortSignal } = {},
+  ): Promise<R> {
+    if (typeof resume !== "function")
+      throw new AgentsConfigError("resume", `must be a function that resumes the run, got ${shownValue(resume)}`);
+    return this.#settle(await endedResult(result, "result"), resume, options, "resume");
+  }
+
+  /** {@link settle} on a result already checked and ended; `resumedBy` names `resume` in its errors. */
+  async #settle<R extends InterruptedResult>(
+    result: R,
+    resume: (state: R["state"]) => Promise<R>,
+    options: { readonly signal?: AbortSignal },
+    resumedBy: string,
   ): Promise<R> {
     let current = result;
     /**
@@ -537,7 +601,6 @@ export class AgentApprovals {
     const unexecuted = new Map<string, Pick<Approved, "wrapped" | "arguments">>();
     /** The calls this settle resumed with an answer given before (a retry), by call id: each is resumed with once. */
     const resumedWith = new Set<string>();
-    await ended(current);
     while (current.interruptions.length > 0) {
       const { state } = current;
       const context = state._context;
@@ -546,9 +609,13 @@ export class AgentApprovals {
       );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
-      // Interruptions answered before on this run state (a settle retried after its resume failed) resume with
-      // that answer: nobody is asked again. The rest are decided.
-      const answered = all.filter(({ item, wrapped }) => this.#answeredBefore(context, item, wrapped));
+      // Interruptions answered before on this run state (a settle retried after its resume failed), or answered by
+      // hand on it (state.approve or state.reject), resume with that answer: nobody is asked, since an answer
+      // settle applied could not take the state's back (the SDK lets an approval win over a refusal). The rest are
+      // decided.
+      const answered = all.filter(
+        ({ item, wrapped }) => this.#answeredBefore(context, item, wrapped) || answeredOn(context, item, wrapped),
+      );
       for (const { item, wrapped } of answered) {
         const callId = callIdOf(item);
         if (resumedWith.has(callId))
@@ -579,11 +646,15 @@ export class AgentApprovals {
           const { item, wrapped } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
-          given.set(callIdOf(item), { wrapped, arguments: item.arguments, approved: decision.type === "approved" });
+          given.set(callIdOf(item), {
+            wrapped,
+            agent: item.agent,
+            arguments: item.arguments,
+            approved: decision.type === "approved",
+          });
         });
-        current = await resume(current.state);
         // A streamed run executes the approved calls while it streams: they are still waited for here.
-        await ended(current);
+        current = await endedResult(await resume(current.state), resumedBy);
       } finally {
         // An approved call the run did not execute still ends, with its record: as the tool's failure, which
         // its gate call must see before the batch's abort below would end it as cancelled (no onToolPost).
@@ -651,7 +722,7 @@ export class AgentApprovals {
 
   /**
    * Whether a `settle` answered this interruption on this run state before
-   * (same tool, call id and arguments) and the state still carries that
+   * (same tool, agent, call id and arguments) and the state still carries that
    * answer: a retry after a failed `resume` resumes with it.
    */
   #answeredBefore(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
@@ -660,6 +731,7 @@ export class AgentApprovals {
     return (
       given !== undefined &&
       given.wrapped === wrapped &&
+      given.agent === item.agent &&
       given.arguments === item.arguments &&
       context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === given.approved
     );
@@ -836,6 +908,13 @@ export class AgentApprovals {
       // What the gate made of it (its middleware may withhold the output), as for a call run without an interruption.
       return this.#answer(wrapped, await open.outcome());
     }
+    // The approved call's id, in its run, with other arguments (a run state edited between its interruption and
+    // its resume, or its approval and its execution): nobody approved these, and the approved ones do not run.
+    if (open !== undefined && open.wrapped === wrapped && open.run === runOf(context) && open.arguments !== text)
+      throw new AgentsApprovalError(
+        descriptor.name,
+        `the run executed the call ${JSON.stringify(callId)} with arguments other than the ones approved in its interruption; it does not run`,
+      );
     // The gate's hook and resolver find a call by its run and its id: another call of the run under it, in flight
     // (an approved one waiting for its resume included), would be taken for this one.
     if (this.#inFlight.has(key))

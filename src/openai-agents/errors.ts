@@ -6,7 +6,8 @@ import { LoopctlError } from "../errors.js";
  * approval request, a shell or computer call: no loopctl decision can be made
  * for it), a call under a
  * call id another call of its run has, in the turn or in flight (the SDK
- * approves a run's calls by id, so they cannot be told apart), an approved call the run never executed, an
+ * approves a run's calls by id, so they cannot be told apart), an approved call the run executed with
+ * other arguments than the ones approved, an approved call the run never executed, an
  * interruption for an approved call (or one resumed with an earlier answer) that the resumed run did not
  * execute (the answer was lost), or a
  * tool whose `isEnabled` threw while `settle` looked for the tool an
