@@ -145,17 +145,24 @@ describe("descriptor digests", () => {
     expect(descriptorFingerprint(tool)).toMatch(/^sha256:[0-9a-f]{64}$/);
   });
 
-  it.each([null, undefined, "read", 5])("refuses a descriptor that is %s with GrantConfigError naming it", (bad) => {
-    for (const [where, digest] of [
-      ["descriptorDigest", descriptorDigest],
-      ["descriptorFingerprint", descriptorFingerprint],
-    ] as const) {
-      let error: unknown;
+  /** Each digest of a descriptor by its function's name, and what it threw for `value`. */
+  const refusalsOf = (value: unknown): [string, unknown][] =>
+    (
+      [
+        ["descriptorDigest", descriptorDigest],
+        ["descriptorFingerprint", descriptorFingerprint],
+      ] as const
+    ).map(([where, digest]) => {
       try {
-        digest(bad as never);
-      } catch (e) {
-        error = e;
+        digest(value as never);
+      } catch (error) {
+        return [where, error];
       }
+      return [where, undefined];
+    });
+
+  it.each([null, undefined, "read", 5])("refuses a descriptor that is %s with GrantConfigError naming it", (bad) => {
+    for (const [where, error] of refusalsOf(bad)) {
       expect(error).toBeInstanceOf(GrantConfigError);
       expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
       expect((error as Error).message).toMatch(new RegExp(`^${where}: descriptor must be an object, got `));
@@ -167,16 +174,7 @@ describe("descriptor digests", () => {
     // as a descriptor it would give one pin for every version of the tool, so a tool changed
     // behind a grant would still match it.
     const asTool = { name: "read", descriptor: tool, check: () => ({ type: "valid" }), execute: () => "" };
-    for (const [where, digest] of [
-      ["descriptorDigest", descriptorDigest],
-      ["descriptorFingerprint", descriptorFingerprint],
-    ] as const) {
-      let error: unknown;
-      try {
-        digest(asTool as never);
-      } catch (e) {
-        error = e;
-      }
+    for (const [where, error] of refusalsOf(asTool)) {
       expect(error).toBeInstanceOf(GrantConfigError);
       expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "descriptor" });
       expect((error as Error).message).toBe(

@@ -181,19 +181,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
-  it("over the MCP SDK client: an isError result whose structured content does not match the output schema fails with the client's -32602 text, not the server's", async () => {
+  /** What the "structured" fixture's first tool fails with when asked to `give` one of its failures. */
+  async function structuredFailure(give: string): Promise<unknown> {
     const server = await startFixture("structured");
     const toolset = await mcpTools(server.client);
     const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
-    const error: unknown = await Promise.resolve(toolset.tools[0]!.execute({ give: "error-wrong" }, context)).catch(
-      (e: unknown) => e,
-    );
+    try {
+      return await Promise.resolve(toolset.tools[0]!.execute({ give }, context)).catch((e: unknown) => e);
+    } finally {
+      toolset.close();
+    }
+  }
+
+  it("over the MCP SDK client: an isError result whose structured content does not match the output schema fails with the client's -32602 text, not the server's", async () => {
+    const error = await structuredFailure("error-wrong");
     expect(error).toBeInstanceOf(McpToolError);
     expect((error as Error).message).toBe(
       "tool 'first' on MCP server 'structured': tools/call failed: MCP error -32602: Structured content does not " +
         "match the tool's output schema: data/count must be number",
     );
-    toolset.close();
   });
 
   it("over the MCP SDK client: an output schema only loopctl's validator refuses is a problem of its tool; one the client's cannot compile fails the whole listing, closed", async () => {
@@ -212,18 +218,12 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
   });
 
   it("an isError result's text is cut in the error as a record cuts a text: 16,384 UTF-16 units at most, never half a character", async () => {
-    const server = await startFixture("structured");
-    const toolset = await mcpTools(server.client);
-    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
-    const error: unknown = await Promise.resolve(toolset.tools[0]!.execute({ give: "long-error" }, context)).catch(
-      (e: unknown) => e,
-    );
+    const error = await structuredFailure("long-error");
     expect(error).toBeInstanceOf(McpToolError);
     // The server's text: 16,383 units, then a character of two units across the bound, then four more.
     expect((error as Error).message).toBe(
       `tool 'first' on MCP server 'structured': the server answered with an error: ${"x".repeat(16_383)}… [6 characters cut]`,
     );
-    toolset.close();
   });
 
   it("passes the call's signal to callTool: a cancelled run cancels the request on the server", async () => {
