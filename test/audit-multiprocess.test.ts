@@ -456,3 +456,41 @@ describe("claims to break the log's lock left beside it", () => {
     }
   });
 });
+
+describe("a log rotated by copytruncate while a sink has it open", () => {
+  it("refuses the open sink's next append once another process wrote a fresh log of the same length in its place", async () => {
+    const path = join(dir, "copytruncate.jsonl");
+    const errors: unknown[] = [];
+    const sink = await AuditSink.open(path, { onError: (error) => errors.push(error) });
+    await sink.append(gateRecord(1, { tool: "wp_1" }));
+    // logrotate's copytruncate: the log copied aside, then cut to nothing in place (the same file).
+    writeFileSync(`${path}.1`, readFileSync(path));
+    await truncate(path, 0);
+    // Another process starts the log afresh: its line 1 is as long as the one cut away.
+    const child = spawn(process.execPath, [writerScript, path, "r", "1"], { stdio: ["pipe", "pipe", "inherit"] });
+    let text = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => (text += chunk));
+    const exited = once(child, "exit");
+    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
+    child.stdin.end("go\n");
+    expect(await exited).toEqual([0, null]);
+    expect(JSON.parse(text.slice("ready\n".length))).toEqual({ outcomes: ["ok:1"] });
+    const fresh = await readFile(path);
+    expect(fresh.length).toBe(readFileSync(`${path}.1`).length);
+
+    // Before, the sizes matching, the sink took the log for the one it left and wrote its
+    // line 2 after the other process's line 1, linked to the line cut away: the log no longer verified.
+    await expect(sink.append(gateRecord(2, { tool: "wp_2" }))).rejects.toMatchObject({
+      code: "AUDIT_CORRUPT",
+      line: 1,
+      problem: "edited",
+      message: expect.stringContaining("cut back or rewritten"),
+    });
+    await expect(sink.append(gateRecord(3))).rejects.toMatchObject({ code: "AUDIT_CORRUPT" });
+    expect(errors).toHaveLength(2);
+    await sink.close();
+    expect(await readFile(path)).toEqual(fresh);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1, { tool: "wr_1" })] });
+  });
+});

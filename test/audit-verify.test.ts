@@ -113,6 +113,31 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     if (!result.ok) expect(result.message).toMatch(/does not link to line 2/);
   });
 
+  it("names a line's hostile member without a control character in the message", () => {
+    // The file holds only JSON escapes; the message a sink's onError (console.error) prints must too.
+    const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
+    const record = JSON.stringify(gateRecord(1));
+    const member = rehash(
+      `{"seq":1,"prev":"${AUDIT_GENESIS}","\\u001b]0;x\\u0007\\u009b2J\\u202e":1,"record":${record}`,
+    );
+    const result = verifyAuditBytes(Buffer.from(`${member}\n`));
+    expect(result).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!result.ok) {
+      expect(result.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/u);
+      expect(result.message).toContain("\\u001b]0;x\\u0007\\u009b2J\\u202e");
+    }
+    // A member twice, named with a C1 control (which JSON.stringify leaves as it is) and a bidi override.
+    const twice = rehash(
+      `{"seq":1,"prev":"${AUDIT_GENESIS}","record":${record.slice(0, -1)},"\\u009b2J\\u202e":1,"\\u009b2J\\u202e":2}`,
+    );
+    const duplicate = verifyAuditBytes(Buffer.from(`${twice}\n`));
+    expect(duplicate).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+    if (!duplicate.ok) {
+      expect(duplicate.message).toContain("twice");
+      expect(duplicate.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/u);
+    }
+  });
+
   it("a removed line, first or middle", () => {
     const middle = lines().filter((_, i) => i !== 2);
     expect(verifyAuditBytes(join_(middle))).toMatchObject({ ok: false, line: 3, problem: "removed" });

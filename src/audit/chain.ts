@@ -38,6 +38,19 @@ type ParsedLine =
     }
   | { readonly type: "malformed"; readonly why: string };
 
+/** Controls (C0, DEL, C1: escape sequences start with one) and bidi controls, which reorder what a terminal shows. */
+const UNSHOWN = /[\p{Cc}\p{Bidi_Control}]/gu;
+
+/**
+ * Text quoting a line (a member's name) with every control and bidi control
+ * written as a `\uXXXX` escape, as the file holds it: JSON.parse decodes
+ * those escapes, and a message that a sink's `onError` prints must not carry
+ * an escape sequence the log did not.
+ */
+function shown(text: string): string {
+  return text.replace(UNSHOWN, (c) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, "0")}`);
+}
+
 function parseLine(bytes: Uint8Array): ParsedLine {
   if (bytes.length === 0) return { type: "malformed", why: "it is empty" };
   let text: string;
@@ -67,11 +80,13 @@ function parseLine(bytes: Uint8Array): ParsedLine {
   if (duplicate !== undefined) {
     return {
       type: "malformed",
-      why: `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
+      why: shown(
+        `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
+      ),
     };
   }
   const parsed = LineSchema.safeParse(json);
-  if (!parsed.success) return { type: "malformed", why: zodIssuesLine(parsed.error, 1) };
+  if (!parsed.success) return { type: "malformed", why: shown(zodIssuesLine(parsed.error, 1)) };
   if (parsed.data.hash !== tail[1] || parsed.data.mac !== tail[2]) {
     return { type: "malformed", why: 'its last members are not its "hash" and "mac"' };
   }

@@ -105,6 +105,9 @@ const STALE_LOCK_MS = 30_000;
  */
 const BATCH_MAX_BYTES = 64 * 1024 * 1024;
 
+/** How many bytes end a line from its `hash` on: `,"hash":"<64 hex>","mac":"<64 hex>"}` and its newline. */
+const ANCHOR_TAIL_BYTES = ',"hash":"","mac":""}\n'.length + 2 * 64;
+
 /** Errors of writes that failed and were cut back: the log is as it was before them. */
 const undone = new WeakSet<AuditError>();
 
@@ -412,6 +415,24 @@ export class AuditSink {
     });
   }
 
+  /**
+   * Whether the file still ends, at this sink's end ({@link #size}), with the
+   * `hash` (and any `mac`) of the line this sink's anchor names: that hash
+   * commits to the line and every line before it. An empty log ends anywhere.
+   */
+  async #endsWithAnchor(): Promise<boolean> {
+    if (this.#size === 0) return true;
+    const at = Math.max(0, this.#size - ANCHOR_TAIL_BYTES);
+    const found = Buffer.alloc(this.#size - at);
+    const { bytesRead } = await this.#handle.read(found, 0, found.length, at);
+    const tail = found.subarray(0, bytesRead).toString("latin1");
+    const hash = `,"hash":"${this.#anchor.hash}"`;
+    return (
+      bytesRead === found.length &&
+      (tail.endsWith(`${hash}}\n`) || new RegExp(`${hash},"mac":"[0-9a-f]{64}"\\}\n$`).test(tail))
+    );
+  }
+
   /** Whether the file holds `line` (`undefined`: no line) and its newline right before byte `end`. */
   async #endsWith(end: number, line: Uint8Array | undefined): Promise<boolean> {
     if (line === undefined) return end === 0;
@@ -691,6 +712,17 @@ export class AuditSink {
           this.#anchor.seq,
           "removed",
           `the log shrank from ${this.#size} to ${size} bytes since this sink last read it`,
+        );
+      }
+      // A log cut back and written again since (logrotate's copytruncate, then
+      // another process starting it afresh) may have reached or passed this
+      // sink's end again: its last line must still end there.
+      if (!(await this.#endsWithAnchor())) {
+        throw this.#corrupt(
+          this.#anchor.seq,
+          "edited",
+          `line ${this.#anchor.seq} is no longer where this sink last read or wrote it: ` +
+            "the log was cut back or rewritten since (rotated by copytruncate?)",
         );
       }
       if (size === this.#size) return undefined;
