@@ -469,6 +469,24 @@ describe("readAuditKeyFile", () => {
     }
   });
 
+  it("reads a key from a pipe (a FIFO whose writer comes later, as `--key-file <(pass show key)` gives), kept off the disk", async () => {
+    const fifo = join(dir, "key.fifo");
+    await promisify(execFile)("mkfifo", ["-m", "600", fifo]);
+    const hex = randomBytes(32).toString("hex");
+    // The writer opens the pipe after the read began, and writes in two pieces.
+    const writer = promisify(execFile)("sh", [
+      "-c",
+      `sleep 0.2; { printf %s ${hex.slice(0, 10)}; sleep 0.1; echo ${hex.slice(10)}; } > "$0"`,
+      fifo,
+    ]);
+    const [read] = await Promise.all([readAuditKeyFile(fifo), writer]);
+    expect(Buffer.from(read).toString()).toBe(hex);
+    // A pipe others may write is refused as a file others may write is, before its writer is waited for.
+    const open = join(dir, "open.fifo");
+    await promisify(execFile)("mkfifo", ["-m", "622", open]);
+    await expect(readAuditKeyFile(open)).rejects.toThrow(/readable or writable by others.*chmod 600/);
+  });
+
   it("refuses a path that is not a non-empty string with a typed error naming it", async () => {
     for (const path of [undefined, "", 7]) {
       await expect(readAuditKeyFile(path as string)).rejects.toMatchObject({ code: "AUDIT_CONFIG", option: "path" });

@@ -8,6 +8,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { randomBytes } from "node:crypto";
 import { AuditSink } from "../src/audit/index.js";
 import { Grant, GrantScope } from "../src/grant/index.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
@@ -77,6 +78,24 @@ describe("the loopctl bin", () => {
     const result = await loopctl(["audit", "verify", path, "--json"]);
     expect(result.code).toBe(1);
     expect(JSON.parse(result.stdout)).toMatchObject({ ok: false, line: 1, problem: "edited" });
+  });
+
+  it("verifies a keyed log with the key read from a shell's process substitution, --key-file <(…), never on the disk", async () => {
+    const path = join(dir, "keyed-gates.jsonl");
+    const hex = randomBytes(32).toString("hex");
+    const sink = await AuditSink.open(path, { key: hex });
+    await sink.append(gateRecord(1));
+    await sink.close();
+    // bash hands the bin a pipe, /dev/fd/N, with the key's writer on its other end.
+    const { stdout } = await run("bash", [
+      "-c",
+      `"$0" "$1" audit verify "$2" --json --key-file <(echo "$3")`,
+      process.execPath,
+      bin,
+      path,
+      hex,
+    ]);
+    expect(JSON.parse(stdout)).toMatchObject({ ok: true, records: 1, keyed: true, authenticated: true });
   });
 
   it.runIf(existsSync("/dev/full"))(

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditKeyError } from "./errors.js";
 
@@ -38,22 +38,30 @@ export function auditKeyBytes(key: AuditKey): Buffer {
  * file of text (UTF-8 without control characters, as hex or base64 is) the
  * text without one trailing newline, so `openssl rand -hex 32 > audit.key`
  * works as it is; a file of raw bytes is read whole, a last byte 0x0a included.
- * On POSIX the file must not be readable or writable by group or others.
+ * A pipe is read too, to its end, its writer awaited (`--key-file <(pass show
+ * audit-key)`, a FIFO): the key need never be on the disk.
+ * On POSIX the file or pipe must not be readable or writable by group or others.
  *
  * @throws AuditConfigError when `path` is not a non-empty string.
- * @throws AuditKeyError naming the file when it is open to others or the key too short.
+ * @throws AuditKeyError naming the file when it is neither a regular file nor
+ *   a pipe, is open to others, or the key is too short.
  * @throws AuditIoError when the file cannot be read (`cause.code` says why).
  */
 export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
   assertPathArgument(path, "cannot read an audit key file");
   let bytes: Buffer;
-  let mode: number;
   try {
-    const handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+    // A pipe is opened to wait for its writer, once its mode is known to keep others out; anything else is opened
+    // without waiting (a FIFO put in a file's place meanwhile is then refused below, not waited on).
+    const found = await stat(path);
+    const pipe = found.isFIFO();
+    if (pipe) refuseOpenToOthers(path, found.mode);
+    const handle = await open(path, constants.O_RDONLY | (pipe ? 0 : (constants.O_NONBLOCK ?? 0)));
     try {
-      const stat = await handle.stat();
-      if (!stat.isFile()) throw new AuditKeyError(`audit key file ${path} is not a regular file`);
-      mode = stat.mode;
+      const opened = await handle.stat();
+      if (!opened.isFile() && !(pipe && opened.isFIFO()))
+        throw new AuditKeyError(`audit key file ${path} is neither a regular file nor a pipe`);
+      refuseOpenToOthers(path, opened.mode);
       bytes = await handle.readFile();
     } finally {
       await handle.close().catch(() => undefined);
@@ -62,15 +70,19 @@ export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
     if (error instanceof AuditKeyError) throw error;
     throw new AuditIoError(path, `cannot read audit key file ${path}: ${(error as Error).message}`, { cause: error });
   }
-  if (process.platform !== "win32" && (mode & 0o077) !== 0) {
-    throw new AuditKeyError(
-      `audit key file ${path} is readable or writable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
-    );
-  }
   try {
     return auditKeyBytes(withoutTextNewline(bytes));
   } catch (error) {
     throw new AuditKeyError(`audit key file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** Refuses a key file (or pipe) of `mode` that group or others may read or write (POSIX). */
+function refuseOpenToOthers(path: string, mode: number): void {
+  if (process.platform !== "win32" && (mode & 0o077) !== 0) {
+    throw new AuditKeyError(
+      `audit key file ${path} is readable or writable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
+    );
   }
 }
 
