@@ -591,6 +591,171 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.records).toEqual([]);
   });
 
+  /**
+   * A turn in which the model sends a hosted MCP server's approval request (`mcpr_1`, for the server `ops`'s tool
+   * `deploy`) and a call `c1` of the wrapped `deploy`, then ends with text; the agent has both tools.
+   */
+  const hostedAndGated = (s: Setup) => {
+    const model = new FakeModel([
+      {
+        output: [
+          {
+            type: "hosted_tool_call",
+            name: "mcp_approval_request",
+            status: "completed",
+            providerData: {
+              type: "mcp_approval_request",
+              server_label: "ops",
+              name: "deploy",
+              id: "mcpr_1",
+              arguments: JSON.stringify({ env: "prod", version: "9.9" }),
+            },
+          },
+          {
+            type: "function_call",
+            callId: "c1",
+            name: "deploy",
+            arguments: JSON.stringify({ env: "prod", version: "1.2" }),
+            status: "completed",
+          },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const { deploy } = tools(s.executed);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [
+        hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
+        ...s.approvals.tools([deploy]),
+      ],
+    });
+    return { model, agent };
+  };
+
+  /** The answers to hosted MCP approval requests the model was shown in its last request, by request id. */
+  const hostedAnswers = (model: FakeModel): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (const item of model.inputs.at(-1) ?? []) {
+      if (item.type !== "hosted_tool_call" || item.name !== "mcp_approval_response") continue;
+      const data = item.providerData as { approval_request_id: string; approve: boolean };
+      out[data.approval_request_id] = data.approve;
+    }
+    return out;
+  };
+
+  it("a hosted MCP approval answered by hand on the RunState is left to that answer: settle asks only about the function call of the turn, and resumes", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { model, agent } = hostedAndGated(s);
+    const interrupted = await s.runner.run(agent, "ship");
+    expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([
+      ["function_call", "deploy"],
+      ["hosted_tool_call", "deploy"],
+    ]);
+    interrupted.state.approve(interrupted.interruptions.find((i) => i.rawItem.type === "hosted_tool_call")!);
+    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.records).toEqual([
+      expect.objectContaining({
+        tool: "deploy",
+        verdict: "ask_allowed",
+        argsDigest: argsDigest({ env: "prod", version: "1.2" }),
+      }),
+    ]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+    expect(hostedAnswers(model)).toEqual({ mcpr_1: true });
+  });
+
+  it("a hosted MCP approval nobody answered on the RunState makes settle throw before anyone is asked: nothing of the turn is decided or resumed", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { model, agent } = hostedAndGated(s);
+    const interrupted = await s.runner.run(agent, "ship");
+    let resumed = 0;
+    const error = (await s.approvals
+      .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)))
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "deploy" });
+    expect(error.message).toMatch(/hosted_tool_call.*answer it on the RunState/);
+    expect(s.asks).toEqual([]);
+    expect(s.records).toEqual([]);
+    expect(resumed).toBe(0);
+    expect(s.executed).toEqual([]);
+    expect(model.inputs).toHaveLength(1);
+    // Nothing was applied to the state: the function call is still unanswered there.
+    expect(interrupted.state._context.isToolApproved({ toolName: "deploy", callId: "c1" })).toBeUndefined();
+  });
+
+  it("a hosted MCP approval rejected by hand on the RunState is left to that refusal: settle resumes and the hosted call does not run", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { model, agent } = hostedAndGated(s);
+    const interrupted = await s.runner.run(agent, "ship");
+    interrupted.state.reject(
+      interrupted.interruptions.find((i) => i.rawItem.type === "hosted_tool_call")!,
+      {
+        message: "not from here",
+      },
+    );
+    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.records).toEqual([
+      expect.objectContaining({
+        tool: "deploy",
+        verdict: "ask_allowed",
+        argsDigest: argsDigest({ env: "prod", version: "1.2" }),
+      }),
+    ]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    // The server is told the request was refused: it does not run the call.
+    expect(hostedAnswers(model)).toEqual({ mcpr_1: false });
+  });
+
+  it("a turn whose only interruption is a hosted MCP approval answered by hand resumes with nobody asked; a resume that interrupts for it again throws instead of resuming for ever", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const approvalRequest = {
+      type: "hosted_tool_call" as const,
+      name: "mcp_approval_request",
+      status: "completed" as const,
+      providerData: {
+        type: "mcp_approval_request",
+        server_label: "ops",
+        name: "deploy",
+        id: "mcpr_1",
+        arguments: "{}",
+      },
+    };
+    const model = new FakeModel([{ output: [approvalRequest] }, { text: "done" }, { output: [approvalRequest] }]);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" })],
+    });
+    const interrupted = await s.runner.run(agent, "ship");
+    interrupted.state.approve(interrupted.interruptions[0]!);
+    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+    expect(result.finalOutput).toBe("done");
+    expect(hostedAnswers(model)).toEqual({ mcpr_1: true });
+    expect(s.asks).toEqual([]);
+    expect(s.records).toEqual([]);
+
+    // A resume that hands back the interrupted turn as it was (its answer never read): resuming again would never end.
+    const again = await s.runner.run(agent, "ship again");
+    again.state.reject(again.interruptions[0]!);
+    let resumed = 0;
+    const error = (await s.approvals
+      .settle(again, () => (resumed++, Promise.resolve(again)))
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ code: "OPENAI_AGENTS_APPROVAL", tool: "deploy" });
+    expect(error.message).toMatch(/interrupted again/);
+    expect(resumed).toBe(1);
+    expect(s.asks).toEqual([]);
+  });
+
   /** One deploy call on a runner of its own, its records and executions kept, and a controller to cancel with. */
   const cancellable = (resolver: AskResolver) => {
     const records: GateDecision[] = [];

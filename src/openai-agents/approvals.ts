@@ -205,6 +205,42 @@ function answeredOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped
   );
 }
 
+/**
+ * Where the SDK keeps the answer to an interruption that is no function call (a hosted MCP server's approval
+ * request, a shell, computer or apply-patch call), as it reads it when the run resumes: not per agent, under a
+ * hosted MCP request's tool name and its id (its `id`, else its provider data's), or under a shell's, computer's or
+ * apply-patch's tool name and its call id (its `callId`, else its `id`). `undefined` for an item without an id the
+ * SDK could read an answer under.
+ */
+function otherApprovalKey(item: RunToolApprovalItem): { toolName: string; callId: string } | undefined {
+  const raw = item.rawItem as {
+    type?: unknown;
+    name?: unknown;
+    callId?: unknown;
+    id?: unknown;
+    providerData?: { id?: unknown };
+  };
+  const hosted = raw.type === "hosted_tool_call";
+  const toolName: unknown = hosted ? raw.name : (item.toolName ?? raw.name);
+  const callId: unknown = hosted
+    ? (raw.id ?? raw.providerData?.id)
+    : typeof raw.callId === "string"
+      ? raw.callId
+      : raw.id;
+  if (typeof toolName !== "string" || typeof callId !== "string" || callId === "") return undefined;
+  return { toolName, callId };
+}
+
+/** The answer `context` (a run state's) carries for an interruption that is no function call ({@link otherApprovalKey}). */
+function otherAnswerOn(context: RunContext<any>, item: RunToolApprovalItem): boolean | undefined {
+  const key = otherApprovalKey(item);
+  if (key === undefined) return undefined;
+  const unscoped = context as unknown as {
+    isToolApproved(approval: { toolName: string; callId: string; functionTool: false }): boolean | undefined;
+  };
+  return unscoped.isToolApproved({ ...key, functionTool: false });
+}
+
 /** The entry of `context`'s run ({@link runOf}) in `byRun`, made empty the first time it is asked for. */
 function ofRun<V>(byRun: WeakMap<object, Map<string, V>>, context: RunContext<any>): Map<string, V> {
   const run = runOf(context);
@@ -552,7 +588,12 @@ export class AgentApprovals {
    * Answers every interruption of `result` through the gate, approves or
    * rejects it on `result.state`, resumes with `resume(state)`, and repeats
    * until a result has no interruptions; resolves with that result. Every
-   * interruption must be of a tool wrapped by this object. A streamed result
+   * interruption must be of a tool wrapped by this object, or one these
+   * approvals do not gate (a hosted MCP server's approval request, a shell,
+   * computer or apply-patch call) answered by hand on the state before
+   * (`state.approve`, `state.reject`): that one is left to its answer, as
+   * the SDK reads it when it resumes, while the turn's function calls are
+   * decided as usual. A streamed result
    * (`run(agent, input, { stream: true })`) is read once its `completed`
    * settles: read its events in `resume` before returning it.
    *
@@ -563,13 +604,15 @@ export class AgentApprovals {
    * `state.reject`): a refusal could not take back an approval there.
    *
    * @throws {AgentsApprovalError} for an interruption of a tool not wrapped
-   *   here, or under a call id another call of its run has, in the turn or
+   *   here, for one these approvals do not gate that the state does not
+   *   answer, or under a call id another call of its run has, in the turn or
    *   in flight (before anyone is asked anything). Other runs' calls under
    *   the same id are their own.
    * @throws {AgentsApprovalError} for an interruption for a call this settle
    *   approved, or resumed with an answer given before, that the resumed run
-   *   did not execute (same tool, call id and arguments): the resume lost the
-   *   answer, so it is not asked again.
+   *   did not execute (same tool, call id and arguments), or for one these
+   *   approvals do not gate that this settle resumed with its answer on the
+   *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
    * @throws {CancelledError} when `signal` aborts while an ask waits.
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
    *   (or what `resume` resolves with) is no run's result: `option` is
@@ -601,11 +644,30 @@ export class AgentApprovals {
     const unexecuted = new Map<string, Pick<Approved, "wrapped" | "arguments">>();
     /** The calls this settle resumed with an answer given before (a retry), by call id: each is resumed with once. */
     const resumedWith = new Set<string>();
+    /** The interruptions these approvals do not gate that this settle resumed with their answer on the state. */
+    const leftToState = new Set<string>();
     while (current.interruptions.length > 0) {
       const { state } = current;
       const context = state._context;
+      // An interruption these approvals do not gate (a hosted MCP request, a shell, computer or apply-patch call)
+      // that the state answers (by hand) is left to that answer; one it does not answer throws below, before
+      // anyone is asked about the turn's other calls.
+      const gated: RunToolApprovalItem[] = [];
+      for (const item of current.interruptions) {
+        if (item.rawItem.type === "function_call" || otherAnswerOn(context, item) === undefined) {
+          gated.push(item);
+          continue;
+        }
+        const left = JSON.stringify([item.rawItem.type, otherApprovalKey(item)]);
+        if (leftToState.has(left))
+          throw new AgentsApprovalError(
+            item.name ?? "",
+            `the run was interrupted again for a call of type ${JSON.stringify(item.rawItem.type)} that its state answers, after resuming with that answer: the resumed run did not take it; it is not resumed again`,
+          );
+        leftToState.add(left);
+      }
       const all = await Promise.all(
-        current.interruptions.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, state) })),
+        gated.map(async (item) => ({ item, wrapped: await this.#wrappedFor(item, state) })),
       );
       this.#checkCallIds(all, this.#runIdOf(context));
       this.#checkNotApprovedBefore(all, unexecuted);
@@ -765,7 +827,7 @@ export class AgentApprovals {
     if (type !== "function_call")
       throw new AgentsApprovalError(
         name,
-        `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself`,
+        `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself (state.approve(item) or state.reject(item)) before settle, which then leaves it to that answer`,
       );
     // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
     // tools come after its MCP servers', the tools a client tool search loaded into this run after them, and the
