@@ -49,7 +49,31 @@ describe("loopctl audit verify", () => {
       anchor,
       keyed: false,
       authenticated: false,
+      sealBeside: false,
     });
+  });
+
+  it("without --key-file, says so when a seal lies beside a log whose lines carry no MACs (MACs stripped and lines hashed again)", async () => {
+    const key = randomBytes(32);
+    await writeFile(join(dir, "downgrade.key"), key, { mode: 0o600 });
+    const keyed = await AuditSink.open(join(dir, "downgraded.jsonl"), { key });
+    await keyed.append(gateRecord(1));
+    await keyed.close();
+    // One who may write the log but has no key writes it again without MACs, and leaves the seal.
+    const plain = await AuditSink.open(join(dir, "plain.jsonl"));
+    await plain.append(gateRecord(1, { tool: "tool_forged" }));
+    await plain.close();
+    await writeFile(join(dir, "downgraded.jsonl"), await readFile(join(dir, "plain.jsonl")));
+    const unchecked = await cli(["audit", "verify", "downgraded.jsonl"], { cwd: dir });
+    expect(unchecked.code).toBe(EXIT.ok);
+    expect(unchecked.stdout).toContain(
+      "1 record, chain intact (a seal lies beside it, as a keyed writer leaves one, though no line carries a MAC: pass --key-file to check the log against it)",
+    );
+    const asJson = await cli(["audit", "verify", "downgraded.jsonl", "--json"], { cwd: dir });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, keyed: false, authenticated: false, sealBeside: true });
+    // With the key, the downgrade fails.
+    const checked = await cli(["audit", "verify", "downgraded.jsonl", "--key-file", "downgrade.key"], { cwd: dir });
+    expect(checked.code).toBe(EXIT.failed);
   });
 
   it("fails with exit 1, naming the line and the problem, for each tampering", async () => {

@@ -1,8 +1,10 @@
+import { lstat } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
   AuditAnchorError,
   AuditIoError,
   AuditKeyError,
+  auditSealPath,
   parseAuditAnchor,
   readAuditKeyFile,
   verifyAuditLog,
@@ -91,6 +93,9 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   }
   // The lines verified: every line of a log that verifies, those before the line named of one that does not.
   const verified = result.ok ? result.anchor.seq : result.line - 1;
+  // A seal beside lines that carry no MAC: a keyed writer left it, and the lines may have been written again
+  // without the key (MACs stripped, hashed anew), which only the key can tell. Said, not judged: it may be stale.
+  const sealBeside = result.ok && key === undefined && (await exists(auditSealPath(file)));
   if (values.json) {
     context.stdout.write(
       json(
@@ -103,6 +108,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
               keyed: result.keyed,
               // As the text says: an empty log leaves the key nothing to check.
               authenticated: key !== undefined && result.anchor.seq > 0,
+              sealBeside,
             }
           : {
               ok: false,
@@ -127,7 +133,9 @@ export async function auditVerify(args: readonly string[], context: CliContext):
           : ", every line's mac and the seal verified with the key"
         : result.keyed
           ? " (its lines carry MACs: pass --key-file to check them and the seal)"
-          : "";
+          : sealBeside
+            ? " (a seal lies beside it, as a keyed writer leaves one, though no line carries a MAC: pass --key-file to check the log against it)"
+            : "";
     context.stdout.write(`ok: ${printable(file)}: ${count}, chain intact${checked}\nanchor: ${seq}:${hash}\n`);
     return EXIT.ok;
   }
@@ -136,4 +144,14 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       `the ${verified} line${verified === 1 ? "" : "s"} before it verified\n`,
   );
   return EXIT.failed;
+}
+
+/** Whether anything is at `path` (a link included), as far as this process can tell. */
+async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
