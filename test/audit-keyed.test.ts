@@ -487,6 +487,20 @@ describe("readAuditKeyFile", () => {
     await expect(readAuditKeyFile(open)).rejects.toThrow(/readable or writable by others.*chmod 600/);
   });
 
+  it("refuses a key file of more than 64 KiB, and a pipe that never ends, without reading it whole", async () => {
+    const big = join(dir, "big.key");
+    await writeFile(big, "a".repeat(64 * 1024 + 1), { mode: 0o600 });
+    await expect(readAuditKeyFile(big)).rejects.toThrow(`audit key file ${big} holds more than 65536 bytes`);
+    const most = join(dir, "most.key");
+    await writeFile(most, "a".repeat(64 * 1024), { mode: 0o600 });
+    expect((await readAuditKeyFile(most)).length).toBe(64 * 1024);
+    const endless = join(dir, "endless.fifo");
+    await promisify(execFile)("mkfifo", ["-m", "600", endless]);
+    const writer = promisify(execFile)("sh", ["-c", 'yes > "$0" 2>/dev/null || true', endless]);
+    await expect(readAuditKeyFile(endless)).rejects.toBeInstanceOf(AuditKeyError);
+    await writer;
+  });
+
   it("refuses a path that is not a non-empty string with a typed error naming it", async () => {
     for (const path of [undefined, "", 7]) {
       await expect(readAuditKeyFile(path as string)).rejects.toMatchObject({ code: "AUDIT_CONFIG", option: "path" });

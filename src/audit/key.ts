@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
 import { open, stat } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { assertPathArgument } from "./arguments.js";
 import { AuditIoError, AuditKeyError } from "./errors.js";
 
@@ -62,7 +63,7 @@ export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
       if (!opened.isFile() && !(pipe && opened.isFIFO()))
         throw new AuditKeyError(`audit key file ${path} is neither a regular file nor a pipe`);
       refuseOpenToOthers(path, opened.mode);
-      bytes = await handle.readFile();
+      bytes = await readAtMost(handle, path);
     } finally {
       await handle.close().catch(() => undefined);
     }
@@ -74,6 +75,26 @@ export async function readAuditKeyFile(path: string): Promise<Uint8Array> {
     return auditKeyBytes(withoutTextNewline(bytes));
   } catch (error) {
     throw new AuditKeyError(`audit key file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * The most a key file may hold, in bytes: far more than any key (32 random
+ * bytes, as hex 64), and little enough that a file named by mistake (the log
+ * itself) or a pipe that never ends (`<(yes)`) is refused, not read whole.
+ */
+const KEY_FILE_MAX_BYTES = 64 * 1024;
+
+/** What `handle` holds, to its end, refused once it holds more than {@link KEY_FILE_MAX_BYTES}. */
+async function readAtMost(handle: FileHandle, path: string): Promise<Buffer> {
+  const buffer = Buffer.alloc(KEY_FILE_MAX_BYTES + 1);
+  let length = 0;
+  for (;;) {
+    const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+    if (bytesRead === 0) return buffer.subarray(0, length);
+    length += bytesRead;
+    if (length > KEY_FILE_MAX_BYTES)
+      throw new AuditKeyError(`audit key file ${path} holds more than ${KEY_FILE_MAX_BYTES} bytes; is it the key?`);
   }
 }
 
