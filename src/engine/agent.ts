@@ -37,6 +37,7 @@ import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
 import { isSnapshot, keptJson, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { checkedId, randomIdGen } from "./ids.js";
+import { zodIssuesLine } from "../zod-issues.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
@@ -564,9 +565,10 @@ export class Agent {
       });
     }
     if (!parsed.success) {
-      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, {
-        cause: parsed.error,
-      });
+      throw new ModelError(
+        `the model answered turn ${turn} with something that is not a model response: ${zodIssuesLine(parsed.error)}`,
+        { cause: parsed.error },
+      );
     }
     // Copied and frozen once, this turn's only: later turns show the model what it sent, whoever holds its object.
     let providerData: unknown;
@@ -578,9 +580,12 @@ export class Agent {
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
     const sent = parsed.data.toolCalls;
-    const given = sent.map((call) => call.id).filter((id) => id !== "");
-    if (given.length > 1 && new Set(given).size !== given.length) {
-      throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
+    const given = new Set<string>();
+    for (const { id } of sent) {
+      if (id === "") continue;
+      if (given.has(id))
+        throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id ('${id}')`);
+      given.add(id);
     }
     // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:
     // a result must answer exactly one call. The ids kept are taken first, so a generated id takes none of them.
