@@ -12,6 +12,9 @@ import { ScriptedModel } from "../src/testing/index.js";
 
 const WAVE = 32;
 
+/** Settles a model turn a test holds back. */
+type Deferred = () => void;
+
 /** The process warnings emitted during each test of the enclosing describe. */
 function collectWarnings(): Error[] {
   const warnings: Error[] = [];
@@ -197,6 +200,43 @@ describe("a wide wave of Gate.call on one caller signal", () => {
     }
     expect(asks.map((ask) => approver.resolve(ask.id, { type: "approve" }))).not.toContain(true);
     expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+  });
+});
+
+describe("many runs on one caller signal", () => {
+  const warnings = collectWarnings();
+
+  it(`${WAVE} runs of one agent on one shutdown signal: one listener on it, no MaxListenersExceededWarning, none left after; its cancel stops them all`, async () => {
+    for (const cancel of [false, true]) {
+      const shutdown = new AbortController();
+      const answers: Deferred[] = [];
+      const model = {
+        generate: () =>
+          new Promise<{ text: string; toolCalls: [] }>((resolve) => {
+            answers.push(() => resolve({ text: "ok", toolCalls: [] }));
+          }),
+      };
+      const agent = new Agent({ model, tools: [] });
+      const runs = Array.from({ length: WAVE }, () =>
+        agent.run("go", { signal: shutdown.signal }).catch((e: unknown) => e),
+      );
+      while (answers.length < WAVE) await new Promise((resolve) => setImmediate(resolve));
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(1);
+      const reason = new Error("shutting down");
+      if (cancel) shutdown.abort(reason);
+      else for (const answer of answers) answer();
+      const ended = await Promise.all(runs);
+      await new Promise((resolve) => setImmediate(resolve));
+
+      for (const end of ended) {
+        if (cancel) {
+          expect(end).toBeInstanceOf(CancelledError);
+          expect((end as CancelledError).cause).toBe(reason);
+        } else expect(end).toMatchObject({ text: "ok" });
+      }
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(0);
+    }
   });
 });
 

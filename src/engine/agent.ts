@@ -33,7 +33,7 @@ import { notify } from "./observer.js";
 import { readOnlyView } from "./read-only-view.js";
 import { timestamp } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
-import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
+import { CANCELLED, Cancel, callerSignal, cancelledBy, followShared } from "./signals.js";
 import { isSnapshot, keptJson, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { checkedId, randomIdGen } from "./ids.js";
@@ -381,8 +381,9 @@ export class Agent {
     // One controller per run, aborted by the caller's cancel or by a call
     // that ends the run while others of its wave still run. When neither can
     // happen (no caller signal, one call at a time), its waits need no race.
-    const cancel =
-      caller === undefined ? Cancel.owned(settings.maxConcurrency > 1) : Cancel.listening(caller, "Agent.run");
+    // The runs in flight on one caller signal (a server's shutdown signal) give it one listener between them.
+    const followed = caller === undefined ? undefined : followShared(caller, "Agent.run");
+    const cancel = followed?.cancel ?? Cancel.owned(settings.maxConcurrency > 1);
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     // The ids of every call in the transcript: a call of this run never takes one of them.
@@ -435,7 +436,8 @@ export class Agent {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      cancel.dispose();
+      if (followed === undefined) cancel.dispose();
+      else followed.release();
       this.gate.endRun(runId);
       liveRuns.delete(runId);
     }
