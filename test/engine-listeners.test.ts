@@ -80,6 +80,7 @@ describe("a wide wave of parallel calls shares its signals without warnings", ()
 });
 
 describe("one AbortController per run", () => {
+  const warnings = collectWarnings();
   function signalTool(seen: AbortSignal[]) {
     return defineTool({
       name: "probe",
@@ -122,6 +123,25 @@ describe("one AbortController per run", () => {
     expect(hooks).toEqual(seen);
     expect(seen.every((s) => !s.aborted)).toBe(true);
     expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("a run's one signal takes the listeners of every call of a long run, one call at a time: no MaxListenersExceededWarning", async () => {
+    for (const caller of [undefined, new AbortController()]) {
+      const seen: AbortSignal[] = [];
+      const turns = Array.from({ length: WAVE }, (_, i) => ({
+        toolCalls: [{ id: `c${i}`, name: "probe", input: {} }],
+      }));
+      const agent = new Agent({
+        model: new ScriptedModel([...turns, { text: "done" }]),
+        tools: [signalTool(seen)],
+        managers: new LoopManagers().withBudget({ maxTurns: Infinity }),
+      });
+      await agent.run("go", caller === undefined ? {} : { signal: caller.signal });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(seen).toHaveLength(WAVE);
+      expect(new Set(seen).size).toBe(1);
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    }
   });
 
   it("a caller's cancel aborts the run's signal, which the tool in flight sees, with the caller's reason", async () => {

@@ -384,6 +384,9 @@ export class Agent {
     // The runs in flight on one caller signal (a server's shutdown signal) give it one listener between them.
     const followed = caller === undefined ? undefined : followShared(caller, "Agent.run");
     const cancel = followed?.cancel ?? Cancel.owned(settings.maxConcurrency > 1);
+    // Every call of the run, and its tool, may listen to the run's one signal, over every turn, one at a
+    // time or a wide wave at once: a long run is normal, not a leak. The listeners go with the run.
+    setMaxListeners(0, cancel.signal);
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     // The ids of every call in the transcript: a call of this run never takes one of them.
@@ -671,11 +674,7 @@ export class Agent {
     };
     const workers = Math.min(this.#settings.maxConcurrency, calls.length);
     if (workers === 1) await worker();
-    else {
-      // Every call in flight, and its tool, may listen to the run's signal: a wide wave is normal, not a leak.
-      setMaxListeners(0, signal);
-      await Promise.all(Array.from({ length: workers }, worker));
-    }
+    else await Promise.all(Array.from({ length: workers }, worker));
     if (stop === undefined && signal.aborted) stop = cancelledBy(signal);
     // Every call gets its result, so a transcript the stop keeps pairs each call as providers require: a call
     // the stop came before did not run (refused); one whose tool had started and not returned may have (failed).
