@@ -109,3 +109,50 @@ describe("fromLanguageModel: a turn the provider reports as failed", () => {
     }
   });
 });
+
+describe("fromLanguageModel: arguments nested past what a transcript keeps", () => {
+  it("a call whose JSON arguments nest too deep is refused by the gate, as arguments that are not JSON are; the run goes on", async () => {
+    for (const depth of [998, 1001, 5000]) {
+      const nested = `{"path":"a","deep":${"[".repeat(depth)}${"]".repeat(depth)}}`;
+      const model = new MockLanguageModelV3({
+        doGenerate: [v3([call("c1", "read", nested), call("c2", "read", { path: "b" })]), v3([text("done")])],
+      });
+      const executed: unknown[] = [];
+      const tool = defineTool({
+        name: "read",
+        description: "Read a file",
+        input: z.object({ path: z.string() }).passthrough(),
+        execute: ({ path }) => (executed.push(path), `contents of ${path}`),
+      });
+      const result = await new Agent({ model: fromLanguageModel(model), tools: [tool], managers: allow() }).run("go");
+      expect(result.text).toBe("done");
+      expect(executed).toEqual(["b"]);
+      expect(result.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+        ["deny", "invalid_arguments"],
+        ["allow", "hook"],
+      ]);
+      const results = result.messages.filter((m) => m.type === "tool_result");
+      expect(results.map((m) => [m.callId, m.status])).toEqual([
+        ["c1", "refused"],
+        ["c2", "ran"],
+      ]);
+      // The call goes back to the provider as an invalid one does, with arguments {}.
+      expect(callsAndResults(prompts(model)[1]!)).toEqual({ calls: ["c1", "c2"], results: ["c1", "c2"] });
+      expect(prompts(model)[1]![1]).toMatchObject({
+        role: "assistant",
+        content: [{ type: "tool-call", toolCallId: "c1", input: {} }, { toolCallId: "c2" }],
+      });
+    }
+    // Nested as deep as a transcript keeps, the arguments go through.
+    const deep = `{"path":"a","deep":${"[".repeat(990)}${"]".repeat(990)}}`;
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", "read", deep)]), v3([text("done")])] });
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }).passthrough(),
+      execute: ({ path }) => `contents of ${path}`,
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [tool], managers: allow() }).run("go");
+    expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.status)).toEqual(["ran"]);
+  });
+});

@@ -861,6 +861,19 @@ describe("model answers the engine refuses", () => {
     await expect(agent.run("go")).rejects.toThrow(/two tool calls sharing an id/);
   });
 
+  it("the ModelError names what is wrong with the answer: the field and the problem, or the id two calls share", async () => {
+    const noId = build({ turns: [() => ({ toolCalls: [{ name: "read", input: A }] }) as never] });
+    await expect(noId.agent.run("go")).rejects.toThrow(
+      "the model answered turn 0 with something that is not a model response: toolCalls.0.id: Invalid input: expected string, received undefined",
+    );
+    const shared = build({
+      turns: [{ toolCalls: [call("c1", "read", A), call("c7", "read", A), call("c7", "read", A)] }],
+    });
+    await expect(shared.agent.run("go")).rejects.toThrow(
+      "the model answered turn 0 with two tool calls sharing an id ('c7')",
+    );
+  });
+
   it("an id generator that does not return UUIDs is refused when the agent is built", async () => {
     const { Agent } = await import("../src/engine/index.js");
     const { ScriptedModel } = await import("../src/testing/index.js");

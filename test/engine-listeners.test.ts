@@ -12,6 +12,9 @@ import { ScriptedModel } from "../src/testing/index.js";
 
 const WAVE = 32;
 
+/** Settles a model turn a test holds back. */
+type Deferred = () => void;
+
 /** The process warnings emitted during each test of the enclosing describe. */
 function collectWarnings(): Error[] {
   const warnings: Error[] = [];
@@ -77,6 +80,7 @@ describe("a wide wave of parallel calls shares its signals without warnings", ()
 });
 
 describe("one AbortController per run", () => {
+  const warnings = collectWarnings();
   function signalTool(seen: AbortSignal[]) {
     return defineTool({
       name: "probe",
@@ -119,6 +123,25 @@ describe("one AbortController per run", () => {
     expect(hooks).toEqual(seen);
     expect(seen.every((s) => !s.aborted)).toBe(true);
     expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("a run's one signal takes the listeners of every call of a long run, one call at a time: no MaxListenersExceededWarning", async () => {
+    for (const caller of [undefined, new AbortController()]) {
+      const seen: AbortSignal[] = [];
+      const turns = Array.from({ length: WAVE }, (_, i) => ({
+        toolCalls: [{ id: `c${i}`, name: "probe", input: {} }],
+      }));
+      const agent = new Agent({
+        model: new ScriptedModel([...turns, { text: "done" }]),
+        tools: [signalTool(seen)],
+        managers: new LoopManagers().withBudget({ maxTurns: Infinity }),
+      });
+      await agent.run("go", caller === undefined ? {} : { signal: caller.signal });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(seen).toHaveLength(WAVE);
+      expect(new Set(seen).size).toBe(1);
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+    }
   });
 
   it("a caller's cancel aborts the run's signal, which the tool in flight sees, with the caller's reason", async () => {
@@ -197,6 +220,43 @@ describe("a wide wave of Gate.call on one caller signal", () => {
     }
     expect(asks.map((ask) => approver.resolve(ask.id, { type: "approve" }))).not.toContain(true);
     expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+  });
+});
+
+describe("many runs on one caller signal", () => {
+  const warnings = collectWarnings();
+
+  it(`${WAVE} runs of one agent on one shutdown signal: one listener on it, no MaxListenersExceededWarning, none left after; its cancel stops them all`, async () => {
+    for (const cancel of [false, true]) {
+      const shutdown = new AbortController();
+      const answers: Deferred[] = [];
+      const model = {
+        generate: () =>
+          new Promise<{ text: string; toolCalls: [] }>((resolve) => {
+            answers.push(() => resolve({ text: "ok", toolCalls: [] }));
+          }),
+      };
+      const agent = new Agent({ model, tools: [] });
+      const runs = Array.from({ length: WAVE }, () =>
+        agent.run("go", { signal: shutdown.signal }).catch((e: unknown) => e),
+      );
+      while (answers.length < WAVE) await new Promise((resolve) => setImmediate(resolve));
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(1);
+      const reason = new Error("shutting down");
+      if (cancel) shutdown.abort(reason);
+      else for (const answer of answers) answer();
+      const ended = await Promise.all(runs);
+      await new Promise((resolve) => setImmediate(resolve));
+
+      for (const end of ended) {
+        if (cancel) {
+          expect(end).toBeInstanceOf(CancelledError);
+          expect((end as CancelledError).cause).toBe(reason);
+        } else expect(end).toMatchObject({ text: "ok" });
+      }
+      expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning")).toEqual([]);
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(0);
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3Usage } from "@ai-sdk/provider";
 import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { CANONICAL_JSON_MAX_DEPTH } from "../grant/index.js";
 import { AiSdkModelError } from "./errors.js";
 import { AiSdkProviderDataSchema } from "./provider-data.js";
 import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
@@ -7,18 +8,39 @@ import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
 type Json = Extract<AiSdkAssistantPart, { type: "tool-call" }>["input"];
 
 /**
+ * How deep a call's parsed arguments may nest: they are kept at
+ * `providerData.parts[i].input`, three levels down a transcript that holds at
+ * most {@link CANONICAL_JSON_MAX_DEPTH} levels.
+ */
+const ARGUMENTS_MAX_DEPTH = CANONICAL_JSON_MAX_DEPTH - 3;
+
+/** Whether parsed JSON holds an array or object `limit` levels below its top (read without recursion). */
+function nestsPast(value: unknown, limit: number): boolean {
+  const open: (readonly [unknown, number])[] = [[value, 0]];
+  for (let next = open.pop(); next !== undefined; next = open.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== "object" || item === null) continue;
+    if (depth >= limit) return true;
+    for (const member of Object.values(item)) open.push([member, depth + 1]);
+  }
+  return false;
+}
+
+/**
  * The arguments of a tool call, parsed from the JSON text V3 carries. Empty
- * text is no arguments (`{}`), as the AI SDK reads it. Text that is not JSON
- * yields no arguments at all: the gate refuses such a call before anyone sees
- * it, and the model reads why.
+ * text is no arguments (`{}`), as the AI SDK reads it. Text that is not JSON,
+ * or JSON nested deeper than a transcript keeps, yields no arguments at all:
+ * the gate refuses such a call before anyone sees it, and the model reads why.
  */
 function parseArguments(text: string): { readonly ok: true; readonly value: Json } | { readonly ok: false } {
   if (text.trim() === "") return { ok: true, value: {} };
+  let value: unknown;
   try {
-    return { ok: true, value: JSON.parse(text) as Json };
+    value = JSON.parse(text);
   } catch {
     return { ok: false };
   }
+  return nestsPast(value, ARGUMENTS_MAX_DEPTH) ? { ok: false } : { ok: true, value: value as Json };
 }
 
 function total(parts: readonly (number | undefined)[]): number | undefined {

@@ -33,10 +33,11 @@ import { notify } from "./observer.js";
 import { readOnlyView } from "./read-only-view.js";
 import { timestamp } from "./records-slot.js";
 import type { GateDecision } from "./records.js";
-import { CANCELLED, Cancel, callerSignal, cancelledBy } from "./signals.js";
+import { CANCELLED, Cancel, callerSignal, cancelledBy, followShared } from "./signals.js";
 import { isSnapshot, keptJson, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { checkedId, randomIdGen } from "./ids.js";
+import { zodIssuesLine } from "../zod-issues.js";
 import { isTool } from "./tool.js";
 import type { Tool } from "./tool.js";
 
@@ -380,8 +381,12 @@ export class Agent {
     // One controller per run, aborted by the caller's cancel or by a call
     // that ends the run while others of its wave still run. When neither can
     // happen (no caller signal, one call at a time), its waits need no race.
-    const cancel =
-      caller === undefined ? Cancel.owned(settings.maxConcurrency > 1) : Cancel.listening(caller, "Agent.run");
+    // The runs in flight on one caller signal (a server's shutdown signal) give it one listener between them.
+    const followed = caller === undefined ? undefined : followShared(caller, "Agent.run");
+    const cancel = followed?.cancel ?? Cancel.owned(settings.maxConcurrency > 1);
+    // Every call of the run, and its tool, may listen to the run's one signal, over every turn, one at a
+    // time or a wide wave at once: a long run is normal, not a leak. The listeners go with the run.
+    setMaxListeners(0, cancel.signal);
     let usage: Usage = { inputTokens: 0, outputTokens: 0 };
     let turns = 0;
     // The ids of every call in the transcript: a call of this run never takes one of them.
@@ -434,7 +439,8 @@ export class Agent {
       if (thrown instanceof RunStoppedError) attachTranscript(thrown, records, messages);
       throw thrown;
     } finally {
-      cancel.dispose();
+      if (followed === undefined) cancel.dispose();
+      else followed.release();
       this.gate.endRun(runId);
       liveRuns.delete(runId);
     }
@@ -564,9 +570,10 @@ export class Agent {
       });
     }
     if (!parsed.success) {
-      throw new ModelError(`the model answered turn ${turn} with something that is not a model response`, {
-        cause: parsed.error,
-      });
+      throw new ModelError(
+        `the model answered turn ${turn} with something that is not a model response: ${zodIssuesLine(parsed.error)}`,
+        { cause: parsed.error },
+      );
     }
     // Copied and frozen once, this turn's only: later turns show the model what it sent, whoever holds its object.
     let providerData: unknown;
@@ -578,9 +585,12 @@ export class Agent {
     }
     // A model that gives no id (some providers do not) gets one; results are matched to calls by it.
     const sent = parsed.data.toolCalls;
-    const given = sent.map((call) => call.id).filter((id) => id !== "");
-    if (given.length > 1 && new Set(given).size !== given.length) {
-      throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id`);
+    const given = new Set<string>();
+    for (const { id } of sent) {
+      if (id === "") continue;
+      if (given.has(id))
+        throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id ('${id}')`);
+      given.add(id);
     }
     // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:
     // a result must answer exactly one call. The ids kept are taken first, so a generated id takes none of them.
@@ -664,11 +674,7 @@ export class Agent {
     };
     const workers = Math.min(this.#settings.maxConcurrency, calls.length);
     if (workers === 1) await worker();
-    else {
-      // Every call in flight, and its tool, may listen to the run's signal: a wide wave is normal, not a leak.
-      setMaxListeners(0, signal);
-      await Promise.all(Array.from({ length: workers }, worker));
-    }
+    else await Promise.all(Array.from({ length: workers }, worker));
     if (stop === undefined && signal.aborted) stop = cancelledBy(signal);
     // Every call gets its result, so a transcript the stop keeps pairs each call as providers require: a call
     // the stop came before did not run (refused); one whose tool had started and not returned may have (failed).

@@ -8,7 +8,7 @@ import { EngineConfigError, ToolDefinitionError, describeError } from "./errors.
 import type { RunStoppedError } from "./errors.js";
 import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
-import { Cancel, callerSignal } from "./signals.js";
+import { Cancel, callerSignal, followShared } from "./signals.js";
 import { frozenJson } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { LoopManagers, settingsOf } from "./managers.js";
@@ -137,31 +137,6 @@ const withdrawals = new WeakMap<object, AbortSignal>();
 export function withdrawnWith<T extends Tool | ToolDescriptor>(tool: T, signal: AbortSignal): T {
   withdrawals.set(tool, signal);
   return tool;
-}
-
-/**
- * The calls in flight on each caller's signal share one cancel, so that one
- * signal gets one listener from the gate however many calls it cancels (a
- * wide wave of parallel calls must not trip Node's listener warning), and
- * none once they have ended. Each call follows it with a cancel of its own.
- */
-const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; calls: number }>();
-
-function cancelFor(signal: AbortSignal): Cancel {
-  let entry = sharing.get(signal);
-  if (entry === undefined) {
-    entry = { cancel: Cancel.listening(signal, "Gate.call"), calls: 0 };
-    sharing.set(signal, entry);
-  }
-  entry.calls += 1;
-  return entry.cancel;
-}
-
-function release(signal: AbortSignal): void {
-  const entry = sharing.get(signal);
-  if (entry === undefined || --entry.calls > 0) return;
-  entry.cancel.dispose();
-  sharing.delete(signal);
 }
 
 /**
@@ -418,7 +393,8 @@ export class Gate {
     // A call nothing can cancel still hands its hooks, resolver and tool a signal. One the caller can
     // cancel follows the cancel its signal's calls share, with a signal of its own: what its tool leaves
     // listening on it goes with the call, not with the last of the calls in flight on the caller's signal.
-    const cancel = signal === undefined ? Cancel.owned(false) : Cancel.listening(cancelFor(signal).signal, "Gate.call");
+    const followed = signal === undefined ? undefined : followShared(signal, "Gate.call");
+    const cancel = followed?.cancel ?? Cancel.owned(false);
     try {
       return await new Attempt(this.#state, {
         tool,
@@ -435,8 +411,8 @@ export class Gate {
         checked: extra.checked,
       }).run();
     } finally {
-      cancel.dispose();
-      if (signal !== undefined) release(signal);
+      if (followed === undefined) cancel.dispose();
+      else followed.release();
     }
   }
 

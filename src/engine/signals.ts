@@ -139,3 +139,44 @@ export class Cancel {
     for (const cancelled of waiting) cancelled();
   }
 }
+
+/**
+ * The cancel that follows each caller's signal, shared by every call and run
+ * in flight on it, and how many of them follow it: one signal gets one
+ * listener from the engine however many calls and runs it cancels (a server's
+ * one shutdown signal over many runs, a wide wave of parallel calls must not
+ * trip Node's listener warning), and none once they have all ended.
+ */
+const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; users: number }>();
+
+/**
+ * A cancel of its own that follows `signal` through the cancel every call and
+ * run in flight on it shares: what its user's tools leave listening on it goes
+ * with that user, not with the last one in flight on the caller's signal.
+ * `release` it once, when its user has ended (it disposes the cancel).
+ * @throws {EngineConfigError} naming `where` when `signal` cannot be listened
+ *   to (its `addEventListener` throws; `cause`: what it threw).
+ */
+export function followShared(signal: AbortSignal, where: SignalTaker): { readonly cancel: Cancel; release(): void } {
+  let entry = sharing.get(signal);
+  if (entry === undefined) {
+    entry = { cancel: Cancel.listening(signal, where), users: 0 };
+    sharing.set(signal, entry);
+  }
+  entry.users += 1;
+  const shared = entry;
+  const cancel = Cancel.listening(shared.cancel.signal, where);
+  let released = false;
+  return {
+    cancel,
+    release: () => {
+      if (released) return;
+      released = true;
+      cancel.dispose();
+      shared.users -= 1;
+      if (shared.users > 0) return;
+      shared.cancel.dispose();
+      if (sharing.get(signal) === shared) sharing.delete(signal);
+    },
+  };
+}
