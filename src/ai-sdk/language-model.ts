@@ -41,9 +41,10 @@ function nameOf(model: unknown): string {
  * `error-text`); the run's signal is the request's `abortSignal`. The model's
  * client tool calls are handed to the gate with their JSON arguments parsed:
  * arguments that are not JSON (or nest deeper than a transcript keeps) are
- * refused by the gate, the model reads why, and the call goes back to the provider with arguments `{}` (as the AI
- * SDK replays an invalid call). Provider-executed calls and their results, reasoning, files and
- * provider metadata are kept in the assistant message's `providerData`
+ * refused by the gate, the model reads why, and the call goes back to the
+ * provider with arguments `{}` (as the AI SDK replays an invalid call).
+ * Provider-executed calls and their results, reasoning, files and provider
+ * metadata are kept in the assistant message's `providerData`
  * (JSON) and sent back as they came; loopctl neither runs nor approves a
  * provider-executed call (an error result goes back as `error-json`, and
  * empty text parts are left out, as the AI SDK does). Usage totals a provider leaves undefined are the
