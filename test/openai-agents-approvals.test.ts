@@ -645,29 +645,38 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     return out;
   };
 
-  it("a hosted MCP approval answered by hand on the RunState is left to that answer: settle asks only about the function call of the turn, and resumes", async () => {
-    const s = setup(() => ({ type: "approve" }));
-    const { model, agent } = hostedAndGated(s);
-    const interrupted = await s.runner.run(agent, "ship");
-    expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([
-      ["function_call", "deploy"],
-      ["hosted_tool_call", "deploy"],
-    ]);
-    interrupted.state.approve(interrupted.interruptions.find((i) => i.rawItem.type === "hosted_tool_call")!);
-    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
-    expect(result.finalOutput).toBe("done");
-    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
-    expect(s.records).toEqual([
-      expect.objectContaining({
-        tool: "deploy",
-        verdict: "ask_allowed",
-        argsDigest: argsDigest({ env: "prod", version: "1.2" }),
-      }),
-    ]);
-    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
-    expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
-    expect(hostedAnswers(model)).toEqual({ mcpr_1: true });
-  });
+  it.each([
+    ["approved", true],
+    ["rejected", false],
+  ] as const)(
+    "a hosted MCP approval %s by hand on the RunState is left to that answer: settle asks only about the function call of the turn, resumes, and the server is told the answer",
+    async (_, approve) => {
+      const s = setup(() => ({ type: "approve" }));
+      const { model, agent } = hostedAndGated(s);
+      const interrupted = await s.runner.run(agent, "ship");
+      expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([
+        ["function_call", "deploy"],
+        ["hosted_tool_call", "deploy"],
+      ]);
+      const hosted = interrupted.interruptions.find((i) => i.rawItem.type === "hosted_tool_call")!;
+      if (approve) interrupted.state.approve(hosted);
+      else interrupted.state.reject(hosted, { message: "not from here" });
+      const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+      expect(result.finalOutput).toBe("done");
+      expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+      expect(s.records).toEqual([
+        expect.objectContaining({
+          tool: "deploy",
+          verdict: "ask_allowed",
+          argsDigest: argsDigest({ env: "prod", version: "1.2" }),
+        }),
+      ]);
+      expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+      expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+      // A refused request is not run by the server.
+      expect(hostedAnswers(model)).toEqual({ mcpr_1: approve });
+    },
+  );
 
   it("a hosted MCP approval nobody answered on the RunState makes settle throw before anyone is asked: nothing of the turn is decided or resumed", async () => {
     const s = setup(() => ({ type: "approve" }));
@@ -687,31 +696,6 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(model.inputs).toHaveLength(1);
     // Nothing was applied to the state: the function call is still unanswered there.
     expect(interrupted.state._context.isToolApproved({ toolName: "deploy", callId: "c1" })).toBeUndefined();
-  });
-
-  it("a hosted MCP approval rejected by hand on the RunState is left to that refusal: settle resumes and the hosted call does not run", async () => {
-    const s = setup(() => ({ type: "approve" }));
-    const { model, agent } = hostedAndGated(s);
-    const interrupted = await s.runner.run(agent, "ship");
-    interrupted.state.reject(
-      interrupted.interruptions.find((i) => i.rawItem.type === "hosted_tool_call")!,
-      {
-        message: "not from here",
-      },
-    );
-    const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
-    expect(result.finalOutput).toBe("done");
-    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
-    expect(s.records).toEqual([
-      expect.objectContaining({
-        tool: "deploy",
-        verdict: "ask_allowed",
-        argsDigest: argsDigest({ env: "prod", version: "1.2" }),
-      }),
-    ]);
-    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
-    // The server is told the request was refused: it does not run the call.
-    expect(hostedAnswers(model)).toEqual({ mcpr_1: false });
   });
 
   it("a turn whose only interruption is a hosted MCP approval answered by hand resumes with nobody asked; a resume that interrupts for it again throws instead of resuming for ever", async () => {
