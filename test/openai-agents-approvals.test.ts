@@ -108,6 +108,22 @@ const deployTurn = (callId: string, version: string): FakeTurn => ({
   calls: [[callId, "deploy", { env: "prod", version }]],
 });
 
+/** The output item a hosted MCP server's approval request for its `deploy` (id `mcpr_1`) is, with `args`. */
+function mcpApprovalRequest(args: string) {
+  return {
+    type: "hosted_tool_call" as const,
+    name: "mcp_approval_request",
+    status: "completed" as const,
+    providerData: {
+      type: "mcp_approval_request",
+      server_label: "ops",
+      name: "deploy",
+      id: "mcpr_1",
+      arguments: args,
+    },
+  };
+}
+
 describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", () => {
   it("an interrupted run is answered by the resolver, remembered, and the next run is decided by the grant without an interruption", async () => {
     const store = new MemoryGrantStore();
@@ -553,18 +569,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("an interruption for a hosted MCP call named like a wrapped tool is a typed error: nobody is asked, and no record lands for the wrapped tool", async () => {
     const s = setup(() => ({ type: "approve" }));
-    const approvalRequest = {
-      type: "hosted_tool_call" as const,
-      name: "mcp_approval_request",
-      status: "completed" as const,
-      providerData: {
-        type: "mcp_approval_request",
-        server_label: "ops",
-        name: "deploy",
-        id: "mcpr_1",
-        arguments: JSON.stringify({ env: "prod", version: "1.2" }),
-      },
-    };
+    const approvalRequest = mcpApprovalRequest(JSON.stringify({ env: "prod", version: "1.2" }));
     const model = new FakeModel([{ text: "not deployed" }]);
     const scripted = model.getResponse.bind(model);
     let requested = false;
@@ -599,18 +604,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     const model = new FakeModel([
       {
         output: [
-          {
-            type: "hosted_tool_call",
-            name: "mcp_approval_request",
-            status: "completed",
-            providerData: {
-              type: "mcp_approval_request",
-              server_label: "ops",
-              name: "deploy",
-              id: "mcpr_1",
-              arguments: JSON.stringify({ env: "prod", version: "9.9" }),
-            },
-          },
+          mcpApprovalRequest(JSON.stringify({ env: "prod", version: "9.9" })),
           {
             type: "function_call",
             callId: "c1",
@@ -700,18 +694,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
 
   it("a turn whose only interruption is a hosted MCP approval answered by hand resumes with nobody asked; a resume that interrupts for it again throws instead of resuming for ever", async () => {
     const s = setup(() => ({ type: "approve" }));
-    const approvalRequest = {
-      type: "hosted_tool_call" as const,
-      name: "mcp_approval_request",
-      status: "completed" as const,
-      providerData: {
-        type: "mcp_approval_request",
-        server_label: "ops",
-        name: "deploy",
-        id: "mcpr_1",
-        arguments: "{}",
-      },
-    };
+    const approvalRequest = mcpApprovalRequest("{}");
     const model = new FakeModel([{ output: [approvalRequest] }, { text: "done" }, { output: [approvalRequest] }]);
     const agent = new Agent({
       name: "ops",
