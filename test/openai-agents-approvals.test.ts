@@ -108,6 +108,19 @@ const deployTurn = (callId: string, version: string): FakeTurn => ({
   calls: [[callId, "deploy", { env: "prod", version }]],
 });
 
+/** An agent `ops` on `model` with the hosted MCP server `ops` (every call approved first) and the wrapped `deploy`. */
+function hostedAndWrapped(s: Setup, model: FakeModel): Agent {
+  const { deploy } = tools(s.executed);
+  return new Agent({
+    name: "ops",
+    model,
+    tools: [
+      hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
+      ...s.approvals.tools([deploy]),
+    ],
+  });
+}
+
 /** The output item a hosted MCP server's approval request for its `deploy` (id `mcpr_1`) is, with `args`. */
 function mcpApprovalRequest(args: string) {
   return {
@@ -575,15 +588,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     let requested = false;
     model.getResponse = async (request) =>
       requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
-    const { deploy } = tools(s.executed);
-    const agent = new Agent({
-      name: "ops",
-      model,
-      tools: [
-        hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
-        ...s.approvals.tools([deploy]),
-      ],
-    });
+    const agent = hostedAndWrapped(s, model);
     const interrupted = await s.runner.run(agent, "ship");
     expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([["hosted_tool_call", "deploy"]]);
     const error = (await s.approvals
@@ -616,15 +621,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       },
       { text: "done" },
     ]);
-    const { deploy } = tools(s.executed);
-    const agent = new Agent({
-      name: "ops",
-      model,
-      tools: [
-        hostedMcpTool({ serverLabel: "ops", serverUrl: "https://mcp.example", requireApproval: "always" }),
-        ...s.approvals.tools([deploy]),
-      ],
-    });
+    const agent = hostedAndWrapped(s, model);
     return { model, agent };
   };
 
