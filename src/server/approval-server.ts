@@ -140,6 +140,9 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   // Idle connections time out, but a client could still open thousands at once: past the cap Node
   // destroys each new one on accept.
   server.maxConnections = maxConnections;
+  // Every header line is kept (maxHeaderSize still bounds them): past Node's default count it drops
+  // the rest unseen, and a second Host or Authorization among them would escape the handler's check.
+  server.maxHeadersCount = 0;
   // A socket with no traffic for this long says so; only one with a reply stuck undrained is cut.
   server.setTimeout(writeTimeout, stalledOrIdle);
   const dropped = dropReports(maxConnections, options.onError);
