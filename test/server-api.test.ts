@@ -1518,6 +1518,32 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     expectRefusal(await closed, 431, "headers_too_large", /at most 16384 bytes/);
   });
 
+  it("answers an Expect it cannot meet with 417 and a JSON error, with the security headers, and answers nothing", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    const body = JSON.stringify({ type: "approve" });
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Expect: 200-ok\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
+    expectRefusal(await closed, 417, "expectation_failed", /only Expect: 100-continue/);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+
+    // The one it meets, as before: the body is asked for, then answers.
+    const client = rawClient(server.port);
+    client.socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Expect: 100-continue\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+    );
+    await until(() => Promise.resolve(client.received().startsWith("HTTP/1.1 100 Continue\r\n")));
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/HTTP\/1\.1 200 OK/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {
     const { server } = await start();
     const { socket, closed } = rawClient(server.port);
