@@ -380,6 +380,40 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(errors).toEqual([]);
   });
 
+  it("sees a Host or an Authorization sent twice past a thousand other headers, which Node would drop unseen", async () => {
+    const { server, host } = await start();
+    const send = async (port: number, headers: string): Promise<{ status: string; body: string }> => {
+      const { socket, closed } = rawClient(port);
+      socket.write(`GET /api/asks HTTP/1.1\r\n${headers}Connection: close\r\n\r\n`);
+      const text = await closed;
+      return { status: text.split("\r\n")[0] ?? "", body: text.slice(text.indexOf("\r\n\r\n") + 4) };
+    };
+    // 2000 short headers fit in Node's 16 KiB; by default it keeps about the first thousand.
+    const filler = "x-f: 1\r\n".repeat(2000);
+    const bearer = `Authorization: Bearer ${server.token}\r\n`;
+    const twice = `Host: ${host}\r\n${bearer}${filler}Host: evil.example\r\n`;
+    expect((await send(server.port, twice)).status).toBe("HTTP/1.1 400 Bad Request");
+    const auth = `Host: ${host}\r\n${bearer}${filler}Authorization: Bearer wrong-token-0123456789\r\n`;
+    expect((await send(server.port, auth)).status).toBe("HTTP/1.1 400 Bad Request");
+    expect((await send(server.port, `Host: ${host}\r\n${bearer}${filler}`)).status).toBe("HTTP/1.1 200 OK");
+
+    // Mounted in a server of Node's defaults, which drops the headers past its count: what it could
+    // not see is refused, not judged by the first ones alone.
+    const app = createServer();
+    const { port } = await listen(app);
+    const token = "a-token-of-twenty-chars";
+    const handler = createApprovalHandler({ allowedHosts: [`127.0.0.1:${port}`], token });
+    app.on("request", handler.handle);
+    cleanups.push(stopping(app, handler));
+    const mounted = `Host: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n${filler}`;
+    const cut = await send(port, `${mounted}Host: evil.example\r\n`);
+    expect(cut.status).toBe("HTTP/1.1 431 Request Header Fields Too Large");
+    expect(JSON.parse(cut.body)).toMatchObject({ error: "too_many_headers", message: expect.stringMatching(/1000/) });
+    expect((await send(port, `Host: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n`)).status).toBe(
+      "HTTP/1.1 200 OK",
+    );
+  });
+
   it("on port 80 a browser's Host and Origin leave the port out: the bare loopback names are the server's too", async (context) => {
     let started: Started;
     try {
@@ -1482,6 +1516,32 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     const { socket, closed } = rawClient(server.port);
     socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
     expectRefusal(await closed, 431, "headers_too_large", /at most 16384 bytes/);
+  });
+
+  it("answers an Expect it cannot meet with 417 and a JSON error, with the security headers, and answers nothing", async () => {
+    const { server, park } = await start();
+    const { ask, parked } = await park();
+    const { socket, closed } = rawClient(server.port);
+    const body = JSON.stringify({ type: "approve" });
+    socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Expect: 200-ok\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
+    expectRefusal(await closed, 417, "expectation_failed", /only Expect: 100-continue/);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+
+    // The one it meets, as before: the body is asked for, then answers.
+    const client = rawClient(server.port);
+    client.socket.write(
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Type: application/json\r\n` +
+        `Expect: 100-continue\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+    );
+    await until(() => Promise.resolve(client.received().startsWith("HTTP/1.1 100 Continue\r\n")));
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/HTTP\/1\.1 200 OK/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
   it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {

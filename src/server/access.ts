@@ -15,6 +15,24 @@ export function headerCount(req: IncomingMessage, name: string): number {
   return count;
 }
 
+/** The header lines Node's parser keeps of a request by default (`maxHeadersCount` unset: 2000 names and values). */
+const NODE_DEFAULT_HEADER_LINES = 1000;
+
+/**
+ * How many header lines Node kept of the request, when that is all it
+ * keeps: under its default `maxHeadersCount` it drops the lines past about
+ * a thousand unseen, where a second `Host` or `Authorization` could hide
+ * from the checks. Undefined when the request is under it, or its server
+ * keeps every line (`maxHeadersCount: 0`, as `createApprovalServer` sets) or
+ * sets a count of its own.
+ */
+export function headersCut(req: IncomingMessage): number | undefined {
+  const server = (req.socket as { readonly server?: { readonly maxHeadersCount?: unknown } } | null)?.server;
+  const count = server?.maxHeadersCount;
+  if (count !== null && count !== undefined) return undefined;
+  return req.rawHeaders.length >= 2 * NODE_DEFAULT_HEADER_LINES ? NODE_DEFAULT_HEADER_LINES : undefined;
+}
+
 /** How a request proved it may use the API. */
 export type Credential = "bearer" | "cookie";
 

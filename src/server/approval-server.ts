@@ -1,10 +1,11 @@
 import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
 import { createApprovalHandler } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
 import { ServerConfigError, ServerListenError } from "./errors.js";
-import { refuseUnreadable } from "./http.js";
+import { HttpError, refuseUnreadable, sendError } from "./http.js";
 import { positiveInteger } from "./options.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
@@ -140,6 +141,9 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   // Idle connections time out, but a client could still open thousands at once: past the cap Node
   // destroys each new one on accept.
   server.maxConnections = maxConnections;
+  // Every header line is kept (maxHeaderSize still bounds them): past Node's default count it drops
+  // the rest unseen, and a second Host or Authorization among them would escape the handler's check.
+  server.maxHeadersCount = 0;
   // A socket with no traffic for this long says so; only one with a reply stuck undrained is cut.
   server.setTimeout(writeTimeout, stalledOrIdle);
   const dropped = dropReports(maxConnections, options.onError);
@@ -173,6 +177,7 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   }
   server.on("request", handler.handle);
   server.on("clientError", refuseUnreadable);
+  server.on("checkExpectation", refuseExpectation);
   const url = everywhere ? `http://${extra[0] as string}/` : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;
   let closing: Promise<void> | undefined;
   return {
@@ -204,6 +209,18 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
 function stalledOrIdle(socket: Socket): void {
   const inFlight = (socket as { readonly _httpMessage?: unknown })._httpMessage;
   if (socket.writableLength > 0 || inFlight === null || inFlight === undefined) socket.destroy();
+}
+
+/**
+ * A request whose `Expect` is not `100-continue` (Node's `checkExpectation`):
+ * refused, as Node would, but as the handler's refusals are, with the
+ * security headers and a JSON error; the connection closes, so its body is
+ * never read. Node's own 417 names nothing and keeps reading.
+ */
+function refuseExpectation(_req: IncomingMessage, res: ServerResponse): void {
+  sendError(res, new HttpError(417, "expectation_failed", "the server meets only Expect: 100-continue"), {
+    connection: "close",
+  });
 }
 
 /** How often at most `onError` hears of connections closed over the cap: a flood is one report a minute. */

@@ -7,7 +7,7 @@ import type { GateDecision } from "../engine/records.js";
 import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
-import { Access, headerCount } from "./access.js";
+import { Access, headerCount, headersCut } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
 import { askDigest } from "../ask/ask-digest.js";
@@ -160,7 +160,9 @@ type Audience = "page" | "api";
  * request handler, to mount in an existing `node:http` server or an
  * Express-style app (see `createApprovalServer` for a server of its own).
  *
- * Every request is checked in this order: a `Host` sent twice → 400, a
+ * Every request is checked in this order: more header lines than the
+ * server keeps (Node's default drops those past about a thousand, unseen) →
+ * 431, a `Host` sent twice → 400, a
  * `Host` not in `allowedHosts` → 421; then (except `/healthz` and signed
  * links, which carry their own HMAC) an `Authorization` sent twice → 400, a
  * missing or wrong token → 401; then a state-changing request whose `Origin`
@@ -171,8 +173,9 @@ type Audience = "page" | "api";
  * hold: set its timeouts (`headersTimeout`, `requestTimeout`, and a socket
  * timeout, `server.setTimeout`, longer than `answerTimeoutMs`,
  * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
- * replies) and its cap on open connections (`server.maxConnections`), which
- * `createApprovalServer` sets from its own options.
+ * replies), its cap on open connections (`server.maxConnections`), which
+ * `createApprovalServer` sets from its own options, and
+ * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it.
  *
  * @throws {ServerConfigError} for an unusable option.
  *
@@ -405,6 +408,14 @@ class Handler {
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
     const url = parseTarget(req.url ?? "/");
     if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
+    const kept = headersCut(req);
+    if (kept !== undefined) {
+      throw new HttpError(
+        431,
+        "too_many_headers",
+        `the request has more header lines than the ${kept} the server keeps; the rest would go unseen`,
+      );
+    }
     // RFC 9112, 3.2: a request with two Host header lines is refused (400); Node would answer the first.
     if (headerCount(req, "host") > 1)
       throw new HttpError(400, "bad_request", "the request has more than one Host header");
