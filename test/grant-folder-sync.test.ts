@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
-import { join } from "node:path";
+import { readdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { FileGrantStore, Grant, GrantScope } from "../src/grant/index.js";
@@ -17,6 +18,7 @@ const store = new FileGrantStore(root, project);
 const grant = new Grant("write", "allow", GrantScope.thisTool());
 try {
   if (op === "save") await store.save(grant);
+  else if (op === "repair") await store.resetCorrupt();
   else await store.revoke(grant.id);
   console.log(JSON.stringify({ ok: true }));
 } catch (error) {
@@ -34,7 +36,7 @@ interface Outcome {
 describe("FileGrantStore when the folder sync after the rename fails", () => {
   const setup = useGrantShim("fail-dir-fsync");
 
-  const run = (op: "save" | "revoke", root: string, project: string): Outcome => {
+  const run = (op: "save" | "revoke" | "repair", root: string, project: string): Outcome => {
     const child = spawnSync(
       process.execPath,
       ["--input-type=module", "-e", CHILD, pathToFileURL(setup.builds.esm).href, root, project, op],
@@ -53,6 +55,8 @@ describe("FileGrantStore when the folder sync after the rename fails", () => {
 
     const saved = run("save", root, project);
     expect(saved).toMatchObject({ ok: false, name: "LedgerIoError", code: "LEDGER_IO" });
+    // The folder is what failed, and is named as one.
+    expect(saved.message).toContain(`grant ledger folder ${dirname(store.ledgerPath)}: `);
     expect(saved.message).toContain("the ledger was replaced, but its folder cannot be synced (EIO)");
     expect(saved.message).toContain("the change is in effect and may not survive a power cut");
     expect((await store.load()).map((g) => g.id)).toEqual([grant.id]);
@@ -61,5 +65,26 @@ describe("FileGrantStore when the folder sync after the rename fails", () => {
     expect(revoked).toMatchObject({ ok: false, code: "LEDGER_IO" });
     expect(revoked.message).toContain("the change is in effect");
     expect(await store.load()).toEqual([]);
+  }, 30_000);
+
+  it("rejects a move aside of a corrupt ledger with LEDGER_IO naming where the ledger went, not as a replaced ledger", async (ctx) => {
+    if (setup.shim === undefined) unmet(ctx, setup.why);
+    const root = join(setup.dir, "aside-root");
+    const project = join(setup.dir, "aside-project");
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("write", "allow", GrantScope.thisTool()));
+    writeFileSync(store.ledgerPath, "not a ledger");
+
+    const repaired = run("repair", root, project);
+    expect(repaired).toMatchObject({ ok: false, name: "LedgerIoError", code: "LEDGER_IO" });
+    const aside = readdirSync(dirname(store.ledgerPath)).filter((name) => name.startsWith("grants.json.corrupt-"));
+    expect(aside).toHaveLength(1);
+    // The move happened: the message says so and where to, since a second repair finds no ledger to name it.
+    expect(repaired.message).toContain(
+      `the corrupt ledger was moved aside to ${join(dirname(store.ledgerPath), aside[0] ?? "")}, ` +
+        "but its folder cannot be synced (EIO): the move is in effect and may not survive a power cut",
+    );
+    expect(repaired.message).not.toContain("the ledger was replaced");
+    expect(await store.resetCorrupt()).toBeUndefined();
   }, 30_000);
 });

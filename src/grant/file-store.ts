@@ -882,12 +882,13 @@ export class FileGrantStore implements GrantStore {
    * folder; the rename itself still happened then. Any other failure rejects
    * the change with an error that says it is in effect (a reload sees it), so
    * nobody retries a revoke that happened or trusts a grant to outlive a crash.
+   * `done` says what the rename did, `effect` what is in effect.
    */
-  async #syncFolder(): Promise<void> {
-    await this.#syncOne(this.#dir, constants.O_NOFOLLOW, "its folder");
+  async #syncFolder(done = "the ledger was replaced", effect = "the change"): Promise<void> {
+    await this.#syncOne(this.#dir, constants.O_NOFOLLOW, "its folder", done, effect);
     const made = this.#madeFolders;
     for (const parent of new Set(made.map((folder) => dirname(folder)))) {
-      await this.#syncOne(parent, 0, "a folder holding a folder made for it");
+      await this.#syncOne(parent, 0, "a folder holding a folder made for it", done, effect);
     }
     // Forgotten only once synced: after a failed sync, the next change's sync tries them again.
     this.#madeFolders = this.#madeFolders.filter((folder) => !made.includes(folder));
@@ -895,9 +896,10 @@ export class FileGrantStore implements GrantStore {
 
   /**
    * Syncs the folder `path`, opened with the extra `flags`; `what` it is to
-   * the ledger names it in the error (see {@link #syncFolder}).
+   * the ledger names it in the error, `done` and `effect` say what is in
+   * effect (see {@link #syncFolder}).
    */
-  async #syncOne(path: string, flags: number, what: string): Promise<void> {
+  async #syncOne(path: string, flags: number, what: string, done: string, effect: string): Promise<void> {
     let folder: FileHandle | undefined;
     try {
       folder = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | flags);
@@ -908,8 +910,8 @@ export class FileGrantStore implements GrantStore {
         throw new LedgerIoError(
           "LEDGER_IO",
           path,
-          `the ledger was replaced, but ${what} cannot be synced (${code ?? "error"}): the change is in effect and may not survive a power cut`,
-          { cause: error },
+          `${done}, but ${what} cannot be synced (${code ?? "error"}): ${effect} is in effect and may not survive a power cut`,
+          { cause: error, folder: true },
         );
       }
     } finally {
@@ -929,7 +931,8 @@ export class FileGrantStore implements GrantStore {
       });
     }
     this.#snapshot = undefined;
-    await this.#syncFolder();
+    // A failure must still say where the ledger went: a second repair finds none to move.
+    await this.#syncFolder(`the corrupt ledger was moved aside to ${aside}`, "the move");
     return aside;
   }
 }
