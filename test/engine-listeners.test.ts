@@ -1,7 +1,4 @@
-import { execFile } from "node:child_process";
 import { getEventListeners } from "node:events";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel } from "../src/ask/index.js";
@@ -9,6 +6,7 @@ import type { PendingAsk } from "../src/ask/index.js";
 import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "../src/engine/index.js";
 import type { ToolCall } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
+import { gcChildResult } from "./support/child-process.js";
 
 const WAVE = 32;
 
@@ -262,38 +260,23 @@ describe("many runs on one caller signal", () => {
 
 describe("a long-lived caller signal", () => {
   it("keeps nothing of a finished call while other calls on it are in flight: the calls' outputs are collected", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/gate-gc-child.ts"],
-      { cwd: root, timeout: 20_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
+    expect(await gcChildResult("test/support/gate-gc-child.ts")).toEqual({ calls: 2_000, reachable: 0 });
   });
 
   it("keeps nothing of a finished call whose tool listened to its signal and never stopped: each call has a signal of its own", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/gate-gc-child.ts", "listening"],
-      { cwd: root, timeout: 20_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ calls: 2_000, reachable: 0 });
+    expect(await gcChildResult("test/support/gate-gc-child.ts", ["listening"])).toEqual({
+      calls: 2_000,
+      reachable: 0,
+    });
   });
 });
 
 describe("many distinct tools", () => {
   it("a gate keeps none of the input schemas it compiled for descriptors no one holds any more, beyond its validator's last few", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/schema-gc-child.ts"],
-      { cwd: root, timeout: 60_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    const { tools, reachable } = JSON.parse(lines[lines.length - 1]!) as { tools: number; reachable: number };
+    const { tools, reachable } = (await gcChildResult("test/support/schema-gc-child.ts", [], 60_000)) as {
+      tools: number;
+      reachable: number;
+    };
     expect(tools).toBe(1_000);
     // A shared validator compiles 128 schemas before a fresh one replaces it: those of the current one may stay.
     expect(reachable).toBeLessThanOrEqual(128);
@@ -302,14 +285,10 @@ describe("many distinct tools", () => {
 
 describe("a circuit breaker on a gate whose tools keep changing", () => {
   it("keeps the failures of its 1024 most recently failed tools, not of every tool that ever failed last", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/breaker-gc-child.ts"],
-      { cwd: root, timeout: 60_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    const { tools, names } = JSON.parse(lines[lines.length - 1]!) as { tools: number; names: number };
+    const { tools, names } = (await gcChildResult("test/support/breaker-gc-child.ts", [], 60_000)) as {
+      tools: number;
+      names: number;
+    };
     expect(tools).toBe(5_000);
     expect(names).toBeLessThanOrEqual(1024);
   }, 90_000);

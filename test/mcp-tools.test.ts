@@ -1,11 +1,8 @@
 import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
-import { execFile } from "node:child_process";
 import { getEventListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { ApprovalChannel, SyncAskResolver, type Approver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
@@ -21,6 +18,7 @@ import {
   mcpTools,
 } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
+import { gcChildResult } from "./support/child-process.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
 import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
 
@@ -495,14 +493,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
   });
 
   it("a server that lists new names without end costs what its current tools do; a tool still listed, or delisted but held by a caller, is still marked changed when it comes back changed", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/mcp-gc-child.ts"],
-      { cwd: root, timeout: 25_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    const { listed, names, changed } = JSON.parse(lines[lines.length - 1]!) as {
+    const { listed, names, changed } = (await gcChildResult("test/support/mcp-gc-child.ts", [], 25_000)) as {
       listed: number;
       names: number;
       changed: string[];

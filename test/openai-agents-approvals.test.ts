@@ -1,6 +1,3 @@
-import { execFile } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import {
   Agent,
   RunContext,
@@ -21,6 +18,7 @@ import { CancelledError, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { MemoryGrantStore, argsDigest } from "loopctl/grant";
 import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
+import { gcChildResult } from "./support/child-process.js";
 import { FakeModel, shownResults } from "./support/openai-agents-fixtures.js";
 import type { FakeTurn } from "./support/openai-agents-fixtures.js";
 
@@ -1932,13 +1930,9 @@ describe("AgentApprovals: tools loaded at run time by tool search", () => {
 
 describe("runs that have ended", () => {
   it("leave nothing in the gate: once a run is collected, its loop-detection counts are forgotten", async () => {
-    const root = fileURLToPath(new URL("..", import.meta.url));
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--expose-gc", "--import", "tsx", "test/support/openai-runs-gc-child.ts"],
-      { cwd: root, timeout: 60_000 },
-    );
-    const lines = stdout.trim().split("\n");
-    expect(JSON.parse(lines[lines.length - 1]!)).toEqual({ runs: 300, detectors: 0 });
+    expect(await gcChildResult("test/support/openai-runs-gc-child.ts", [], 60_000)).toEqual({
+      runs: 300,
+      detectors: 0,
+    });
   }, 90_000);
 });

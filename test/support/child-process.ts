@@ -3,10 +3,11 @@
  * is set up, waits for "go" on stdin, and prints one JSON line as its result
  * (or any number of lines the test reads as they come).
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -107,4 +108,21 @@ export async function waitForGo(): Promise<void> {
   const lines = createInterface({ input: process.stdin });
   await new Promise<void>((resolve) => lines.once("line", () => resolve()));
   lines.close();
+}
+
+/**
+ * Runs `node --expose-gc --import tsx <script> ...args` in the repository to its end (a child that
+ * collects garbage and measures what stays reachable) and resolves with the JSON of its last line.
+ */
+export async function gcChildResult(
+  script: string,
+  args: readonly string[] = [],
+  timeoutMs = 20_000,
+): Promise<unknown> {
+  const { stdout } = await promisify(execFile)(process.execPath, ["--expose-gc", "--import", "tsx", script, ...args], {
+    cwd: repo,
+    timeout: timeoutMs,
+  });
+  const lines = stdout.trim().split("\n");
+  return JSON.parse(lines[lines.length - 1]!) as unknown;
 }
