@@ -118,18 +118,6 @@ interface Approved {
   readonly outcome: () => Promise<GateOutcome>;
 }
 
-/** An answer `settle` applied to a run state (see `#given`). */
-interface Given {
-  readonly wrapped: Wrapped;
-  /**
-   * The agent whose call it was: the SDK keeps a function call's approvals per agent, so one tool in two
-   * agents (a handoff's) may see the same call id and arguments in another agent's call, which is another call.
-   */
-  readonly agent: unknown;
-  readonly arguments: string | undefined;
-  readonly approved: boolean;
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function parseArguments(text: string | undefined): unknown {
@@ -454,14 +442,6 @@ export class AgentApprovals {
    * so the resolver is asked.
    */
   readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
-  /**
-   * Per run ({@link runOf}), the answers `settle` applied to its run state, by
-   * call id: of which tool, for which arguments, approved or refused. A later
-   * `settle` over the same interruption (a retry after its `resume` failed)
-   * finds the answer on the state and resumes with it, without asking again.
-   * A state restored from text is another run here: its interruptions are asked about.
-   */
-  readonly #given = new WeakMap<object, Map<string, Given>>();
 
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
@@ -675,9 +655,7 @@ export class AgentApprovals {
       // hand on it (state.approve or state.reject), resume with that answer: nobody is asked, since an answer
       // settle applied could not take the state's back (the SDK lets an approval win over a refusal). The rest are
       // decided.
-      const answered = all.filter(
-        ({ item, wrapped }) => this.#answeredBefore(context, item, wrapped) || answeredOn(context, item, wrapped),
-      );
+      const answered = all.filter(({ item, wrapped }) => answeredOn(context, item, wrapped));
       for (const { item, wrapped } of answered) {
         const callId = callIdOf(item);
         if (resumedWith.has(callId))
@@ -703,17 +681,10 @@ export class AgentApprovals {
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
         if (failed !== undefined) throw failed.reason;
-        const given = this.#givenOf(context);
         decisions.forEach((decision, i) => {
-          const { item, wrapped } = items[i]!;
+          const { item } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
-          given.set(callIdOf(item), {
-            wrapped,
-            agent: item.agent,
-            arguments: item.arguments,
-            approved: decision.type === "approved",
-          });
         });
         // A streamed run executes the approved calls while it streams: they are still waited for here.
         current = await endedResult(await resume(current.state), resumedBy);
@@ -780,27 +751,6 @@ export class AgentApprovals {
           `the call ${JSON.stringify(callId)} was approved, and the resumed run interrupted for it again without executing it: the SDK did not carry the approval into the resumed run (an agent tool with resumeState: { contextStrategy: "preferSerialized" } resumes its nested run from its state serialized before the approval, as does a resume from a state saved before it); it is not asked about again`,
         );
     }
-  }
-
-  /**
-   * Whether a `settle` answered this interruption on this run state before
-   * (same tool, agent, call id and arguments) and the state still carries that
-   * answer: a retry after a failed `resume` resumes with it.
-   */
-  #answeredBefore(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
-    const callId = callIdOf(item);
-    const given = this.#given.get(runOf(context))?.get(callId);
-    return (
-      given !== undefined &&
-      given.wrapped === wrapped &&
-      given.agent === item.agent &&
-      given.arguments === item.arguments &&
-      context.isToolApproved({ toolName: wrapped.approvalKey, callId }) === given.approved
-    );
-  }
-
-  #givenOf(context: RunContext<any>): Map<string, Given> {
-    return ofRun(this.#given, context);
   }
 
   /**
