@@ -1613,6 +1613,104 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
   });
 });
 
+describe("Expect: 100-continue: the body is asked for only once every check has passed", () => {
+  /** Sends `head` (request line and headers, without the blank line) with `Expect: 100-continue`, holding the body back. */
+  function expecting(port: number, head: string, length: number): ReturnType<typeof rawClient> {
+    const client = rawClient(port);
+    client.socket.write(`${head}\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`);
+    return client;
+  }
+
+  it("refuses a request it will refuse without asking for its body: Host, token, Origin, method, route, size, type, link", async () => {
+    const secret = "link-secret-of-at-least-32-bytes!";
+    const { server, park } = await start({ linkSecret: secret, maxBodyBytes: 1_000 });
+    const { ask, parked } = await park();
+    const host = `Host: 127.0.0.1:${server.port}`;
+    const bearer = `Authorization: Bearer ${server.token}`;
+    const json = "Content-Type: application/json";
+    const signed = new URL(signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    const forged = `${signed.pathname}${signed.search.replace(/sig=[^&]+/, "sig=AAAA")}`;
+    const cases: [head: string, length: number, status: number][] = [
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\nHost: evil.example\r\n${bearer}\r\n${json}`, 20, 421],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${json}`, 20, 401],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\nAuthorization: Bearer wrong-token-000000\r\n${json}`, 20, 401],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}\r\nOrigin: http://evil.example`, 20, 403],
+      [`PUT /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 20, 405],
+      [`POST /api/nothing-here HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 20, 404],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 100_000, 413],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\nContent-Type: text/plain`, 20, 415],
+      [`POST ${forged} HTTP/1.1\r\n${host}\r\nContent-Type: application/x-www-form-urlencoded`, 20, 403],
+      [`POST ${signed.pathname}${signed.search} HTTP/1.1\r\n${host}\r\nContent-Type: text/plain`, 20, 415],
+    ];
+    for (const [head, length, status] of cases) {
+      const received = await expecting(server.port, head, length).closed;
+      // The refusal is the first thing sent, not 100 Continue: the client never uploads the body.
+      expect([head, received.slice(0, 12)]).toEqual([head, `HTTP/1.1 ${status}`]);
+      expect(received).toMatch(/\r\nconnection: close\r\n/i);
+    }
+    expect((await outcomeNow(parked)).state).toBe("pending");
+  });
+
+  it("asks for the body of a request that passed, then answers; a signed link's answer too", async () => {
+    const secret = "link-secret-of-at-least-32-bytes!";
+    const { server, park } = await start({ linkSecret: secret });
+    const host = `Host: 127.0.0.1:${server.port}`;
+    const first = await park(makeAsk(1));
+    const body = JSON.stringify({ type: "deny", reason: "not now" });
+    const client = expecting(
+      server.port,
+      `POST /api/asks/${first.ask.id} HTTP/1.1\r\n${host}\r\nAuthorization: Bearer ${server.token}\r\n` +
+        "Content-Type: application/json\r\nConnection: close",
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(first.parked).resolves.toEqual({ type: "deny", reason: "not now" });
+
+    const second = await park(makeAsk(2));
+    const link = new URL(signAnswerLink(second.ask, { secret, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    const viaLink = expecting(
+      server.port,
+      `POST ${link.pathname}${link.search} HTTP/1.1\r\n${host}\r\n` +
+        "Content-Type: application/x-www-form-urlencoded\r\nConnection: close",
+      0,
+    );
+    expect(await viaLink.closed).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    await expect(second.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("does the same for createApprovalHandler in a server that passes it checkContinue", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const app = createServer();
+    const { port } = await listen(app);
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    app.on("request", handler.handle);
+    app.on("checkContinue", handler.handle);
+    cleanups.push(() => approver.close(), stopping(app, handler));
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${handler.token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const head = `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json`;
+    expect((await expecting(port, head, 20).closed).slice(0, 12)).toBe("HTTP/1.1 401");
+    const body = JSON.stringify({ type: "approve" });
+    const client = expecting(
+      port,
+      `${head}\r\nAuthorization: Bearer ${handler.token}\r\nConnection: close`,
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+});
+
 describe("close()", () => {
   it("ends every stream and connection, settles its own work, and leaves the asks parked with their owner", async () => {
     const { server, auth, park, approver } = await start();

@@ -175,7 +175,11 @@ type Audience = "page" | "api";
  * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
  * replies), its cap on open connections (`server.maxConnections`), which
  * `createApprovalServer` sets from its own options, and
- * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it.
+ * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it. Pass it
+ * Node's `checkContinue` event as well (`server.on("checkContinue",
+ * handler.handle)`) where nothing before it reads the body: it then sends
+ * `100 Continue` only once a request has passed every check, so a refused
+ * one uploads no body.
  *
  * @throws {ServerConfigError} for an unusable option.
  *
@@ -560,7 +564,7 @@ class Handler {
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
     const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
-    const body = await readJson(req, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
+    const body = await readJson(req, res, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
       // An ask that ended just before its answer came (the run cancelled as Approve was pressed) no
       // longer gives the allowance: its answer, carrying it, is late, not too large.
       const ending = held === undefined ? this.#board?.ending(id) : undefined;
@@ -745,7 +749,7 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = await readForm(req, this.#limits.maxBodyBytes).catch((error: unknown) => {
+    const form = await readForm(req, res, this.#limits.maxBodyBytes).catch((error: unknown) => {
       if (error instanceof HttpError && error.code === "unsupported_media_type") {
         throw new HttpError(
           error.status,

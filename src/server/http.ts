@@ -176,12 +176,30 @@ function readBefore(req: IncomingMessage): { readonly value: unknown } | undefin
   return value === undefined ? undefined : { value };
 }
 
+/** Node's own test of an `Expect` header for `100-continue`. */
+const EXPECTS_CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/**
+ * Sends `100 Continue` to a client that waits for it before it sends the
+ * body (`Expect: 100-continue`), unless one went already: Node sends it
+ * before the `request` event, so before any check, unless the server passes
+ * its `checkContinue` event to the handler too, as `createApprovalServer`
+ * does. Called once every check has passed, just before the body is read: a
+ * request refused gets its refusal instead, and sends no body.
+ */
+function askForBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.complete || res.headersSent || !EXPECTS_CONTINUE.test(req.headers.expect ?? "")) return;
+  // Node's record of a 100 Continue written on this response (ServerResponse.writeContinue sets it).
+  if ((res as { readonly _sent100?: unknown })._sent100 === true) return;
+  res.writeContinue();
+}
+
 /**
  * Reads a request body of at most `limit` bytes. A declared or actual size
  * over the limit is a 413; the rest of such a body is not read. A body a
  * middleware already read as text or bytes is taken from `req.body`.
  */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+async function readBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
   const declared = req.headers["content-length"];
   if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
   const before = readBefore(req)?.value;
@@ -190,6 +208,7 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     if (bytes.length > limit) throw tooLarge(limit);
     return bytes;
   }
+  askForBody(req, res);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -258,7 +277,7 @@ function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undef
  * it is UTF-8 (`body_not_utf8`) and parses. One a middleware already parsed (`express.json()`) is taken as
  * parsed, held to `limit` as JSON.
  */
-export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+export async function readJson(req: IncomingMessage, res: ServerResponse, limit: number): Promise<unknown> {
   if (mediaType(req) !== "application/json") {
     throw new HttpError(415, "unsupported_media_type", "send the body as application/json");
   }
@@ -267,7 +286,7 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     if (Buffer.byteLength(JSON.stringify(parsed.value) ?? "") > limit) throw tooLarge(limit);
     return parsed.value;
   }
-  const text = utf8Text(await readBody(req, limit));
+  const text = utf8Text(await readBody(req, res, limit));
   try {
     return JSON.parse(text) as unknown;
   } catch {
@@ -279,11 +298,12 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
  * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's):
  * 400 `body_not_utf8` unless its bytes, and its `%XX` escapes once decoded,
  * are UTF-8; 415 for a body of another type (JSON, multipart, text), which
- * read as a form would lose its fields. An empty body needs no type.
+ * read as a form would lose its fields, before it is read when its length
+ * is declared. An empty body needs no type.
  * One a middleware already parsed (`express.urlencoded()`) is taken as
  * parsed: its text fields, held to `limit` as a form.
  */
-export async function readForm(req: IncomingMessage, limit: number): Promise<URLSearchParams> {
+export async function readForm(req: IncomingMessage, res: ServerResponse, limit: number): Promise<URLSearchParams> {
   const parsed = parsedBefore(req);
   if (parsed !== undefined) {
     const form = new URLSearchParams();
@@ -295,10 +315,12 @@ export async function readForm(req: IncomingMessage, limit: number): Promise<URL
     if (Buffer.byteLength(form.toString()) > limit) throw tooLarge(limit);
     return form;
   }
-  const body = await readBody(req, limit);
-  if (body.length > 0 && mediaType(req) !== "application/x-www-form-urlencoded") {
-    throw new HttpError(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded");
-  }
+  const notForm = (): HttpError =>
+    new HttpError(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded");
+  const isForm = mediaType(req) === "application/x-www-form-urlencoded";
+  if (!isForm && Number(req.headers["content-length"] ?? 0) > 0) throw notForm();
+  const body = await readBody(req, res, limit);
+  if (body.length > 0 && !isForm) throw notForm();
   const text = utf8Text(body);
   // URLSearchParams decodes an escape that is not UTF-8 to U+FFFD as well.
   utf8Text(unescapedForm(body));
