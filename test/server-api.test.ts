@@ -1297,6 +1297,46 @@ describe("slow clients of createApprovalServer", () => {
     expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
+  it("closes the connection once it has answered a request whose body, on a route that reads none, is still arriving", async () => {
+    const { server, auth } = await start({ headersTimeoutMs: 5_000, requestTimeoutMs: 10_000 });
+    const routes: [method: string, path: string, headers: Readonly<Record<string, string>>, status: number][] = [
+      ["GET", "/healthz", {}, 200],
+      ["HEAD", "/healthz", {}, 200],
+      ["GET", "/api/asks", auth, 200],
+      ["GET", "/api/grants", auth, 200],
+      ["GET", "/api/records", auth, 200],
+      ["DELETE", "/api/grants/0123456789abcdef", auth, 404],
+    ];
+    for (const [method, path, headers, status] of routes) {
+      const { socket, closed } = rawClient(server.port);
+      const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+      socket.write(
+        `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n${lines.join("")}Content-Length: 100000\r\n\r\n`,
+      );
+      const began = Date.now();
+      trickle(socket, "", "a");
+      const received = await closed;
+      // One reply, its own, then the connection ends: not held, reading the body, until requestTimeoutMs.
+      expect([path, received.match(/HTTP\/1\.1 \d{3}/g)]).toEqual([path, [`HTTP/1.1 ${status}`]]);
+      expect(received).toMatch(/\r\nconnection: close\r\n/i);
+      expect(Date.now() - began).toBeLessThan(3_000);
+    }
+  });
+
+  it("refuses an event stream whose request carries a body, and closes its connection", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Length: 100000\r\n\r\n`,
+    );
+    trickle(socket, "", "a");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 400 /);
+    expect(received).toMatch(/\r\nconnection: close\r\n/i);
+    expect(received).toContain('"error":"body_not_allowed"');
+  });
+
   it("keeps an event stream open past requestTimeoutMs: its request is whole once its headers are in", async () => {
     const { server, auth } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 150, heartbeatMs: 50 });
     const stream = await openStream(`${server.url}api/asks/stream`, auth);

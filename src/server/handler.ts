@@ -17,7 +17,7 @@ import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
-import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -549,6 +549,8 @@ class Handler {
   }
 
   async #stream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Never read, its body would keep the request unfinished, and requestTimeout would cut the stream.
+    if (declaresBody(req)) throw new HttpError(400, "body_not_allowed", "the event stream's request takes no body");
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     await this.#caughtUp();
     // Checked again: close() may have come, or other streams taken the slots, while this one waited.
@@ -860,12 +862,11 @@ class Handler {
       res.destroy();
       return;
     }
-    const close: Readonly<Record<string, string>> = bodyArriving(req) ? { connection: "close" } : {};
     if (audience === "page") {
-      sendPage(res, known.status, refusalTitle(known), known.message, { ...known.headers, ...close });
+      sendPage(res, known.status, refusalTitle(known), known.message, known.headers);
       return;
     }
-    sendError(res, known, close);
+    sendError(res, known);
   }
 }
 

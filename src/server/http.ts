@@ -49,13 +49,22 @@ export class HttpError extends Error {
   }
 }
 
-/** Writes the status, the security headers and `headers`; the body follows. */
+/**
+ * Writes the status, the security headers and `headers`; the body follows.
+ * A reply to a request whose body is still arriving (one the route never
+ * reads, or a refusal before it was read) closes the connection: kept
+ * alive, Node would read that body to its end, however slow or long, before
+ * the next request, and a body slower than `requestTimeout` would get a 408
+ * after the reply.
+ */
 export function writeHead(
   res: ServerResponse,
   status: number,
   headers: Readonly<Record<string, string | string[]>>,
 ): void {
-  res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
+  const req = res.req as IncomingMessage | undefined;
+  const close = req !== undefined && bodyArriving(req) ? { connection: "close" } : {};
+  res.writeHead(status, { ...SECURITY_HEADERS, ...headers, ...close });
 }
 
 export function sendJson(
@@ -94,6 +103,12 @@ export function sendError(res: ServerResponse, error: HttpError, headers: Readon
     { error: error.code, message: error.message, ...error.body },
     { ...error.headers, ...headers, ...close },
   );
+}
+
+/** The request says it has a body (`Transfer-Encoding`, or a `Content-Length` other than 0), arrived or not. */
+export function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
 /**
@@ -144,15 +159,9 @@ export function refuseUnreadable(error: NodeJS.ErrnoException, socket: Duplex): 
   socket.destroy();
 }
 
-/**
- * The request has a body that has not all arrived yet. A refusal sent now
- * closes the connection: on a connection kept alive Node would go on reading
- * that body, to its end however slow or long, before the next request.
- */
+/** The request has a body that has not all arrived yet: a reply sent now closes the connection ({@link writeHead}). */
 export function bodyArriving(req: IncomingMessage): boolean {
-  const length = req.headers["content-length"];
-  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
-  return hasBody && !req.complete;
+  return declaresBody(req) && !req.complete;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */
