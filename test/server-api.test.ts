@@ -1749,6 +1749,34 @@ describe("Expect: 100-continue: the body is asked for only once every check has 
     expect(await client.closed).toMatch(/\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
+
+  it("in a server that leaves checkContinue to Node, sends no second 100 Continue after Node's own", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const app = createServer();
+    const { port } = await listen(app);
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    app.on("request", handler.handle);
+    cleanups.push(() => approver.close(), stopping(app, handler));
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${handler.token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const body = JSON.stringify({ type: "approve" });
+    const client = expecting(
+      port,
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+        `Authorization: Bearer ${handler.token}\r\nConnection: close`,
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
 });
 
 describe("close()", () => {
