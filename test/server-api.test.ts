@@ -4,6 +4,7 @@ import { createServer as createHttpsServer, request as httpsRequest } from "node
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
 import type { Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -910,6 +911,43 @@ describe("answers: POST /api/asks/:id", () => {
     expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
   });
 
+  it("refuses a body in a coding it does not decode, saying so: 415 for a Content-Encoding, 501 for a transfer coding besides chunked", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const zipped = gzipSync(JSON.stringify({ type: "approve" }));
+    const headers = { ...auth, "content-type": "application/json" };
+    const encoded = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "content-encoding": "gzip" },
+      body: zipped,
+    });
+    expect([encoded.status, encoded.json]).toEqual([
+      415,
+      { error: "unsupported_content_encoding", message: expect.stringMatching(/Content-Encoding gzip/) as unknown },
+    ]);
+    const transferred = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "transfer-encoding": "gzip, chunked" },
+      chunks: [zipped],
+    });
+    expect([transferred.status, transferred.json]).toEqual([
+      501,
+      {
+        error: "unsupported_transfer_encoding",
+        message: expect.stringMatching(/Transfer-Encoding gzip, chunked/) as unknown,
+      },
+    ]);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    // The codings that change nothing are taken.
+    const plain = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "content-encoding": "identity", "transfer-encoding": "Chunked" },
+      chunks: [JSON.stringify({ type: "approve" })],
+    });
+    expect(plain.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("413 for a body over the limit, declared or streamed, without reading it all", async () => {
     const { server, auth, park } = await start({ maxBodyBytes: 1024 });
     const { ask, parked } = await park();
@@ -1679,6 +1717,7 @@ describe("Expect: 100-continue: the body is asked for only once every check has 
       [`POST /api/nothing-here HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 20, 404],
       [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 100_000, 413],
       [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\nContent-Type: text/plain`, 20, 415],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}\r\nContent-Encoding: br`, 20, 415],
       [`POST ${forged} HTTP/1.1\r\n${host}\r\nContent-Type: application/x-www-form-urlencoded`, 20, 403],
       [`POST ${signed.pathname}${signed.search} HTTP/1.1\r\n${host}\r\nContent-Type: text/plain`, 20, 415],
     ];

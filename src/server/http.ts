@@ -203,6 +203,38 @@ function askForBody(req: IncomingMessage, res: ServerResponse): void {
   res.writeContinue();
 }
 
+/** A header's value as a refusal quotes it: trimmed, and cut short. */
+function quoted(value: string): string {
+  const text = value.trim();
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
+/**
+ * Refuses a body in a coding the handler does not decode, which it would
+ * otherwise read as it came (compressed bytes as JSON or a form) and refuse
+ * as malformed: a `Content-Encoding` other than `identity` (415, RFC 9110,
+ * 15.5.16), a `Transfer-Encoding` other than `chunked`, which Node decodes
+ * (501, RFC 9112, 6.1).
+ */
+function checkCodings(req: IncomingMessage): void {
+  const content = req.headers["content-encoding"];
+  if (content !== undefined && !["", "identity"].includes(content.trim().toLowerCase())) {
+    throw new HttpError(
+      415,
+      "unsupported_content_encoding",
+      `the body's Content-Encoding ${quoted(content)} is not decoded here; send the body as it is`,
+    );
+  }
+  const transfer = req.headers["transfer-encoding"];
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== "chunked") {
+    throw new HttpError(
+      501,
+      "unsupported_transfer_encoding",
+      `the body's Transfer-Encoding ${quoted(transfer)} is not decoded here; send it chunked alone, or with Content-Length`,
+    );
+  }
+}
+
 /**
  * Reads a request body of at most `limit` bytes. A declared or actual size
  * over the limit is a 413; the rest of such a body is not read. A body a
@@ -217,6 +249,7 @@ async function readBody(req: IncomingMessage, res: ServerResponse, limit: number
     if (bytes.length > limit) throw tooLarge(limit);
     return bytes;
   }
+  checkCodings(req);
   askForBody(req, res);
   const chunks: Buffer[] = [];
   let size = 0;
