@@ -4,6 +4,7 @@ import { createServer as createHttpsServer, request as httpsRequest } from "node
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
 import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
 import type { Socket } from "node:net";
 import express from "express";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -910,6 +911,43 @@ describe("answers: POST /api/asks/:id", () => {
     expect((await answer(server, ask.id, { type: "approve" }, auth)).status).toBe(200);
   });
 
+  it("refuses a body in a coding it does not decode, saying so: 415 for a Content-Encoding, 501 for a transfer coding besides chunked", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const zipped = gzipSync(JSON.stringify({ type: "approve" }));
+    const headers = { ...auth, "content-type": "application/json" };
+    const encoded = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "content-encoding": "gzip" },
+      body: zipped,
+    });
+    expect([encoded.status, encoded.json]).toEqual([
+      415,
+      { error: "unsupported_content_encoding", message: expect.stringMatching(/Content-Encoding gzip/) as unknown },
+    ]);
+    const transferred = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "transfer-encoding": "gzip, chunked" },
+      chunks: [zipped],
+    });
+    expect([transferred.status, transferred.json]).toEqual([
+      501,
+      {
+        error: "unsupported_transfer_encoding",
+        message: expect.stringMatching(/Transfer-Encoding gzip, chunked/) as unknown,
+      },
+    ]);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    // The codings that change nothing are taken.
+    const plain = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...headers, "content-encoding": "identity", "transfer-encoding": "Chunked" },
+      chunks: [JSON.stringify({ type: "approve" })],
+    });
+    expect(plain.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("413 for a body over the limit, declared or streamed, without reading it all", async () => {
     const { server, auth, park } = await start({ maxBodyBytes: 1024 });
     const { ask, parked } = await park();
@@ -1297,6 +1335,46 @@ describe("slow clients of createApprovalServer", () => {
     expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
+  it("closes the connection once it has answered a request whose body, on a route that reads none, is still arriving", async () => {
+    const { server, auth } = await start({ headersTimeoutMs: 5_000, requestTimeoutMs: 10_000 });
+    const routes: [method: string, path: string, headers: Readonly<Record<string, string>>, status: number][] = [
+      ["GET", "/healthz", {}, 200],
+      ["HEAD", "/healthz", {}, 200],
+      ["GET", "/api/asks", auth, 200],
+      ["GET", "/api/grants", auth, 200],
+      ["GET", "/api/records", auth, 200],
+      ["DELETE", "/api/grants/0123456789abcdef", auth, 404],
+    ];
+    for (const [method, path, headers, status] of routes) {
+      const { socket, closed } = rawClient(server.port);
+      const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+      socket.write(
+        `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n${lines.join("")}Content-Length: 100000\r\n\r\n`,
+      );
+      const began = Date.now();
+      trickle(socket, "", "a");
+      const received = await closed;
+      // One reply, its own, then the connection ends: not held, reading the body, until requestTimeoutMs.
+      expect([path, received.match(/HTTP\/1\.1 \d{3}/g)]).toEqual([path, [`HTTP/1.1 ${status}`]]);
+      expect(received).toMatch(/\r\nconnection: close\r\n/i);
+      expect(Date.now() - began).toBeLessThan(3_000);
+    }
+  });
+
+  it("refuses an event stream whose request carries a body, and closes its connection", async () => {
+    const { server } = await start();
+    const { socket, closed } = rawClient(server.port);
+    socket.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+        `Authorization: Bearer ${server.token}\r\nContent-Length: 100000\r\n\r\n`,
+    );
+    trickle(socket, "", "a");
+    const received = await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 400 /);
+    expect(received).toMatch(/\r\nconnection: close\r\n/i);
+    expect(received).toContain('"error":"body_not_allowed"');
+  });
+
   it("keeps an event stream open past requestTimeoutMs: its request is whole once its headers are in", async () => {
     const { server, auth } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 150, heartbeatMs: 50 });
     const stream = await openStream(`${server.url}api/asks/stream`, auth);
@@ -1610,6 +1688,133 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     expect(received.match(/HTTP\/1\.1 /g)).toHaveLength(1);
     expect(received).toMatch(/^HTTP\/1\.1 413 /);
     expect((await get(server, "api/asks", auth)).status).toBe(200);
+  });
+});
+
+describe("Expect: 100-continue: the body is asked for only once every check has passed", () => {
+  /** Sends `head` (request line and headers, without the blank line) with `Expect: 100-continue`, holding the body back. */
+  function expecting(port: number, head: string, length: number): ReturnType<typeof rawClient> {
+    const client = rawClient(port);
+    client.socket.write(`${head}\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`);
+    return client;
+  }
+
+  it("refuses a request it will refuse without asking for its body: Host, token, Origin, method, route, size, type, link", async () => {
+    const secret = "link-secret-of-at-least-32-bytes!";
+    const { server, park } = await start({ linkSecret: secret, maxBodyBytes: 1_000 });
+    const { ask, parked } = await park();
+    const host = `Host: 127.0.0.1:${server.port}`;
+    const bearer = `Authorization: Bearer ${server.token}`;
+    const json = "Content-Type: application/json";
+    const signed = new URL(signAnswerLink(ask, { secret, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    const forged = `${signed.pathname}${signed.search.replace(/sig=[^&]+/, "sig=AAAA")}`;
+    const cases: [head: string, length: number, status: number][] = [
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\nHost: evil.example\r\n${bearer}\r\n${json}`, 20, 421],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${json}`, 20, 401],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\nAuthorization: Bearer wrong-token-000000\r\n${json}`, 20, 401],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}\r\nOrigin: http://evil.example`, 20, 403],
+      [`PUT /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 20, 405],
+      [`POST /api/nothing-here HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 20, 404],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}`, 100_000, 413],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\nContent-Type: text/plain`, 20, 415],
+      [`POST /api/asks/${ask.id} HTTP/1.1\r\n${host}\r\n${bearer}\r\n${json}\r\nContent-Encoding: br`, 20, 415],
+      [`POST ${forged} HTTP/1.1\r\n${host}\r\nContent-Type: application/x-www-form-urlencoded`, 20, 403],
+      [`POST ${signed.pathname}${signed.search} HTTP/1.1\r\n${host}\r\nContent-Type: text/plain`, 20, 415],
+    ];
+    for (const [head, length, status] of cases) {
+      const received = await expecting(server.port, head, length).closed;
+      // The refusal is the first thing sent, not 100 Continue: the client never uploads the body.
+      expect([head, received.slice(0, 12)]).toEqual([head, `HTTP/1.1 ${status}`]);
+      expect(received).toMatch(/\r\nconnection: close\r\n/i);
+    }
+    expect((await outcomeNow(parked)).state).toBe("pending");
+  });
+
+  it("asks for the body of a request that passed, then answers; a signed link's answer too", async () => {
+    const secret = "link-secret-of-at-least-32-bytes!";
+    const { server, park } = await start({ linkSecret: secret });
+    const host = `Host: 127.0.0.1:${server.port}`;
+    const first = await park(makeAsk(1));
+    const body = JSON.stringify({ type: "deny", reason: "not now" });
+    const client = expecting(
+      server.port,
+      `POST /api/asks/${first.ask.id} HTTP/1.1\r\n${host}\r\nAuthorization: Bearer ${server.token}\r\n` +
+        "Content-Type: application/json\r\nConnection: close",
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(first.parked).resolves.toEqual({ type: "deny", reason: "not now" });
+
+    const second = await park(makeAsk(2));
+    const link = new URL(signAnswerLink(second.ask, { secret, baseUrl: server.url, ttlMs: 60_000 }).approve);
+    const viaLink = expecting(
+      server.port,
+      `POST ${link.pathname}${link.search} HTTP/1.1\r\n${host}\r\n` +
+        "Content-Type: application/x-www-form-urlencoded\r\nConnection: close",
+      0,
+    );
+    expect(await viaLink.closed).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    await expect(second.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("does the same for createApprovalHandler in a server that passes it checkContinue", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const app = createServer();
+    const { port } = await listen(app);
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    app.on("request", handler.handle);
+    app.on("checkContinue", handler.handle);
+    cleanups.push(() => approver.close(), stopping(app, handler));
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${handler.token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const head = `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json`;
+    expect((await expecting(port, head, 20).closed).slice(0, 12)).toBe("HTTP/1.1 401");
+    const body = JSON.stringify({ type: "approve" });
+    const client = expecting(
+      port,
+      `${head}\r\nAuthorization: Bearer ${handler.token}\r\nConnection: close`,
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("in a server that leaves checkContinue to Node, sends no second 100 Continue after Node's own", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const app = createServer();
+    const { port } = await listen(app);
+    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
+    app.on("request", handler.handle);
+    cleanups.push(() => approver.close(), stopping(app, handler));
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    const auth = { authorization: `Bearer ${handler.token}` };
+    await until(
+      async () =>
+        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
+          .length === 1,
+    );
+    const body = JSON.stringify({ type: "approve" });
+    const client = expecting(
+      port,
+      `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+        `Authorization: Bearer ${handler.token}\r\nConnection: close`,
+      body.length,
+    );
+    await until(() => client.received() === "HTTP/1.1 100 Continue\r\n\r\n");
+    client.socket.write(body);
+    expect(await client.closed).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    await expect(parked).resolves.toEqual({ type: "approve" });
   });
 });
 

@@ -543,6 +543,7 @@ describe("a refused link's page says what happened", () => {
       [await post(links({ ttlMs: 1000, nowMs: Date.now() - 60_000 }).approve), 410, "Link expired", "expired"],
       [await post(stranger.approve), 404, "Ask not found", "does not know this ask"],
       [await post(approve, {}, `reason=${"x".repeat(100)}`), 413, "Too much sent", "at most 64 bytes"],
+      [await post(approve, { "content-encoding": "gzip" }, "reason=x"), 415, "Encoding not taken", "as it is"],
     ];
     for (const [reply, status, title, text] of cases) {
       expect(reply.status, title).toBe(status);

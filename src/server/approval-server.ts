@@ -176,6 +176,9 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
     throw error;
   }
   server.on("request", handler.handle);
+  // Without a listener here Node sends 100 Continue before the handler's checks run, and a client
+  // uploads a body only to have it refused; the handler sends it once they have passed.
+  server.on("checkContinue", handler.handle);
   server.on("clientError", refuseUnreadable);
   server.on("checkExpectation", refuseExpectation);
   const url = everywhere ? `http://${extra[0] as string}/` : `http://${urlHost}${bound === 80 ? "" : `:${bound}`}/`;

@@ -17,7 +17,7 @@ import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantView } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
-import { bodyArriving, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
+import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
 import type { RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
@@ -175,7 +175,11 @@ type Audience = "page" | "api";
  * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
  * replies), its cap on open connections (`server.maxConnections`), which
  * `createApprovalServer` sets from its own options, and
- * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it.
+ * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it. Pass it
+ * Node's `checkContinue` event as well (`server.on("checkContinue",
+ * handler.handle)`) where nothing before it reads the body: it then sends
+ * `100 Continue` only once a request has passed every check, so a refused
+ * one uploads no body.
  *
  * @throws {ServerConfigError} for an unusable option.
  *
@@ -545,6 +549,8 @@ class Handler {
   }
 
   async #stream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Never read, its body would keep the request unfinished, and requestTimeout would cut the stream.
+    if (declaresBody(req)) throw new HttpError(400, "body_not_allowed", "the event stream's request takes no body");
     if (this.#streams.full) throw new HttpError(503, "too_many_streams", "too many event streams are open");
     await this.#caughtUp();
     // Checked again: close() may have come, or other streams taken the slots, while this one waited.
@@ -560,7 +566,7 @@ class Handler {
     // is over the limit must still be answerable, so the limit grows by the ask held under the id.
     const held = this.#board?.get(id)?.ask;
     const allowance = held === undefined ? 0 : Buffer.byteLength(JSON.stringify(held));
-    const body = await readJson(req, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
+    const body = await readJson(req, res, this.#limits.maxBodyBytes + allowance).catch((error: unknown) => {
       // An ask that ended just before its answer came (the run cancelled as Approve was pressed) no
       // longer gives the allowance: its answer, carrying it, is late, not too large.
       const ending = held === undefined ? this.#board?.ending(id) : undefined;
@@ -745,7 +751,7 @@ class Handler {
         "content-security-policy": PAGE_CSP,
       });
     }
-    const form = await readForm(req, this.#limits.maxBodyBytes).catch((error: unknown) => {
+    const form = await readForm(req, res, this.#limits.maxBodyBytes).catch((error: unknown) => {
       if (error instanceof HttpError && error.code === "unsupported_media_type") {
         throw new HttpError(
           error.status,
@@ -856,12 +862,11 @@ class Handler {
       res.destroy();
       return;
     }
-    const close: Readonly<Record<string, string>> = bodyArriving(req) ? { connection: "close" } : {};
     if (audience === "page") {
-      sendPage(res, known.status, refusalTitle(known), known.message, { ...known.headers, ...close });
+      sendPage(res, known.status, refusalTitle(known), known.message, known.headers);
       return;
     }
-    sendError(res, known, close);
+    sendError(res, known);
   }
 }
 

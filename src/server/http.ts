@@ -49,13 +49,22 @@ export class HttpError extends Error {
   }
 }
 
-/** Writes the status, the security headers and `headers`; the body follows. */
+/**
+ * Writes the status, the security headers and `headers`; the body follows.
+ * A reply to a request whose body is still arriving (one the route never
+ * reads, or a refusal before it was read) closes the connection: kept
+ * alive, Node would read that body to its end, however slow or long, before
+ * the next request, and a body slower than `requestTimeout` would get a 408
+ * after the reply.
+ */
 export function writeHead(
   res: ServerResponse,
   status: number,
   headers: Readonly<Record<string, string | string[]>>,
 ): void {
-  res.writeHead(status, { ...SECURITY_HEADERS, ...headers });
+  const req = res.req as IncomingMessage | undefined;
+  const close = req !== undefined && bodyArriving(req) ? { connection: "close" } : {};
+  res.writeHead(status, { ...SECURITY_HEADERS, ...headers, ...close });
 }
 
 export function sendJson(
@@ -94,6 +103,12 @@ export function sendError(res: ServerResponse, error: HttpError, headers: Readon
     { error: error.code, message: error.message, ...error.body },
     { ...error.headers, ...headers, ...close },
   );
+}
+
+/** The request says it has a body (`Transfer-Encoding`, or a `Content-Length` other than 0), arrived or not. */
+export function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
 /**
@@ -144,15 +159,9 @@ export function refuseUnreadable(error: NodeJS.ErrnoException, socket: Duplex): 
   socket.destroy();
 }
 
-/**
- * The request has a body that has not all arrived yet. A refusal sent now
- * closes the connection: on a connection kept alive Node would go on reading
- * that body, to its end however slow or long, before the next request.
- */
+/** The request has a body that has not all arrived yet: a reply sent now closes the connection ({@link writeHead}). */
 export function bodyArriving(req: IncomingMessage): boolean {
-  const length = req.headers["content-length"];
-  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
-  return hasBody && !req.complete;
+  return declaresBody(req) && !req.complete;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */
@@ -176,12 +185,62 @@ function readBefore(req: IncomingMessage): { readonly value: unknown } | undefin
   return value === undefined ? undefined : { value };
 }
 
+/** Node's own test of an `Expect` header for `100-continue`. */
+const EXPECTS_CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/**
+ * Sends `100 Continue` to a client that waits for it before it sends the
+ * body (`Expect: 100-continue`), unless one went already: Node sends it
+ * before the `request` event, so before any check, unless the server passes
+ * its `checkContinue` event to the handler too, as `createApprovalServer`
+ * does. Called once every check has passed, just before the body is read: a
+ * request refused gets its refusal instead, and sends no body.
+ */
+function askForBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.complete || res.headersSent || !EXPECTS_CONTINUE.test(req.headers.expect ?? "")) return;
+  // Node's record of a 100 Continue written on this response (ServerResponse.writeContinue sets it).
+  if ((res as { readonly _sent100?: unknown })._sent100 === true) return;
+  res.writeContinue();
+}
+
+/** A header's value as a refusal quotes it: trimmed, and cut short. */
+function quoted(value: string): string {
+  const text = value.trim();
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
+/**
+ * Refuses a body in a coding the handler does not decode, which it would
+ * otherwise read as it came (compressed bytes as JSON or a form) and refuse
+ * as malformed: a `Content-Encoding` other than `identity` (415, RFC 9110,
+ * 15.5.16), a `Transfer-Encoding` other than `chunked`, which Node decodes
+ * (501, RFC 9112, 6.1).
+ */
+function checkCodings(req: IncomingMessage): void {
+  const content = req.headers["content-encoding"];
+  if (content !== undefined && !["", "identity"].includes(content.trim().toLowerCase())) {
+    throw new HttpError(
+      415,
+      "unsupported_content_encoding",
+      `the body's Content-Encoding ${quoted(content)} is not decoded here; send the body as it is`,
+    );
+  }
+  const transfer = req.headers["transfer-encoding"];
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== "chunked") {
+    throw new HttpError(
+      501,
+      "unsupported_transfer_encoding",
+      `the body's Transfer-Encoding ${quoted(transfer)} is not decoded here; send it chunked alone, or with Content-Length`,
+    );
+  }
+}
+
 /**
  * Reads a request body of at most `limit` bytes. A declared or actual size
  * over the limit is a 413; the rest of such a body is not read. A body a
  * middleware already read as text or bytes is taken from `req.body`.
  */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+async function readBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
   const declared = req.headers["content-length"];
   if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
   const before = readBefore(req)?.value;
@@ -190,6 +249,8 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     if (bytes.length > limit) throw tooLarge(limit);
     return bytes;
   }
+  checkCodings(req);
+  askForBody(req, res);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -258,7 +319,7 @@ function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undef
  * it is UTF-8 (`body_not_utf8`) and parses. One a middleware already parsed (`express.json()`) is taken as
  * parsed, held to `limit` as JSON.
  */
-export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+export async function readJson(req: IncomingMessage, res: ServerResponse, limit: number): Promise<unknown> {
   if (mediaType(req) !== "application/json") {
     throw new HttpError(415, "unsupported_media_type", "send the body as application/json");
   }
@@ -267,7 +328,7 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     if (Buffer.byteLength(JSON.stringify(parsed.value) ?? "") > limit) throw tooLarge(limit);
     return parsed.value;
   }
-  const text = utf8Text(await readBody(req, limit));
+  const text = utf8Text(await readBody(req, res, limit));
   try {
     return JSON.parse(text) as unknown;
   } catch {
@@ -279,11 +340,12 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
  * Reads an `application/x-www-form-urlencoded` body (a plain HTML form's):
  * 400 `body_not_utf8` unless its bytes, and its `%XX` escapes once decoded,
  * are UTF-8; 415 for a body of another type (JSON, multipart, text), which
- * read as a form would lose its fields. An empty body needs no type.
+ * read as a form would lose its fields, before it is read when its length
+ * is declared. An empty body needs no type.
  * One a middleware already parsed (`express.urlencoded()`) is taken as
  * parsed: its text fields, held to `limit` as a form.
  */
-export async function readForm(req: IncomingMessage, limit: number): Promise<URLSearchParams> {
+export async function readForm(req: IncomingMessage, res: ServerResponse, limit: number): Promise<URLSearchParams> {
   const parsed = parsedBefore(req);
   if (parsed !== undefined) {
     const form = new URLSearchParams();
@@ -295,10 +357,12 @@ export async function readForm(req: IncomingMessage, limit: number): Promise<URL
     if (Buffer.byteLength(form.toString()) > limit) throw tooLarge(limit);
     return form;
   }
-  const body = await readBody(req, limit);
-  if (body.length > 0 && mediaType(req) !== "application/x-www-form-urlencoded") {
-    throw new HttpError(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded");
-  }
+  const notForm = (): HttpError =>
+    new HttpError(415, "unsupported_media_type", "send the body as application/x-www-form-urlencoded");
+  const isForm = mediaType(req) === "application/x-www-form-urlencoded";
+  if (!isForm && Number(req.headers["content-length"] ?? 0) > 0) throw notForm();
+  const body = await readBody(req, res, limit);
+  if (body.length > 0 && !isForm) throw notForm();
   const text = utf8Text(body);
   // URLSearchParams decodes an escape that is not UTF-8 to U+FFFD as well.
   utf8Text(unescapedForm(body));

@@ -119,6 +119,8 @@ const REFUSAL_TITLES: Readonly<Record<string, string>> = {
   misdirected_request: "Wrong address",
   body_too_large: "Too much sent",
   body_not_utf8: "Not valid UTF-8",
+  unsupported_content_encoding: "Encoding not taken",
+  unsupported_transfer_encoding: "Encoding not taken",
   closing: "Server closing",
   links_disabled: "Links not taken here",
   link_invalid: "Link not valid",
