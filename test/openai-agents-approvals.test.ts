@@ -1696,6 +1696,42 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
 
+  it("an agent tool is gated by one AgentApprovals: passed again to it, it is gated once; another refuses it, naming it, and leaves it as it was", async () => {
+    const first = setup(() => ({ type: "approve" }));
+    const second = setup(() => ({ type: "approve" }));
+    const inner = new Agent({ name: "deployer", model: new FakeModel([{ text: "inner done" }]) });
+    const asTool = inner.asTool({ toolName: "deployer", toolDescription: "Deploys", needsApproval: true });
+    expect(first.approvals.tools([asTool])).toEqual([asTool]);
+    // Gated in place (the SDK knows an agent tool by identity): a second gate would stand in front of the first
+    // for every agent the tool is given to, and the two would take each other's answers for their own.
+    for (const [given, option] of [
+      [() => second.approvals.tools([asTool]), "tools[0]"],
+      [() => second.approvals.tool(asTool), "tool"],
+      [() => second.approvals.tools([{ ...asTool }]), "tools[0]"],
+    ] as const) {
+      const error = (() => {
+        try {
+          given();
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(AgentsConfigError);
+      expect(error).toMatchObject({ option });
+      expect((error as Error).message).toMatch(/agent tool .*deployer.* gated by another AgentApprovals/);
+    }
+    expect(first.approvals.tools([asTool])).toEqual([asTool]);
+    const outerModel = new FakeModel([{ calls: [["o1", "deployer", { input: "ship" }]] }, { text: "outer done" }]);
+    const outer = new Agent({ name: "lead", model: outerModel, tools: [asTool] });
+    const result = await first.approvals.run((input) => first.runner.run(outer, input), "go");
+    expect(result.finalOutput).toBe("outer done");
+    expect(first.asks.map((a) => [a.tool, a.callId])).toEqual([["deployer", "o1"]]);
+    expect(first.records.map((r) => [r.tool, r.verdict])).toEqual([["deployer", "ask_allowed"]]);
+    expect([second.asks, second.records]).toEqual([[], []]);
+    expect(shownResults(outerModel)).toEqual({ o1: "inner done" });
+  });
+
   it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);

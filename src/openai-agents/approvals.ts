@@ -349,6 +349,20 @@ function isAgentTool(tool: AnyFunctionTool): boolean {
   return typeof (tool as { on?: unknown }).on === "function";
 }
 
+/** The `invoke` of every tool an `AgentApprovals` gated: a tool carrying one (or a copy of one) is gated already. */
+const gatedInvokes = new WeakSet<object>();
+
+/**
+ * Why `tool` cannot be gated by an `AgentApprovals` that did not gate it: an agent tool gated in place by
+ * another one (or a copy of such a tool). The SDK knows an agent tool by identity, so it is gated where it
+ * is: a second gate would stand in front of the first for every agent it is given to, and each gate would take
+ * the approval the other's `settle` put on the run state for one given by hand. `undefined` for any other tool.
+ */
+function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
+  if (!isAgentTool(tool) || !gatedInvokes.has(tool.invoke)) return undefined;
+  return `the agent tool ${JSON.stringify(tool.name)} is gated by another AgentApprovals: an agent tool is gated in place (the SDK knows it by identity), by one AgentApprovals; make another with agent.asTool() for this one`;
+}
+
 /**
  * The prompt options as `callPrompt` takes them, checked here so that no ask
  * finds them unusable later (its hook would throw, and every call be denied).
@@ -478,14 +492,19 @@ export class AgentApprovals {
    * Wraps every function tool of `tools`; the SDK's other tools (hosted, computer, shell, apply-patch) are
    * returned as they are.
    * @throws {AgentsConfigError} when `tools` is not an array, or one of its entries is not a tool of the SDK
-   *   (`null`, a number, a plain object): `option` names the entry (`tools[1]`), the message what it is.
+   *   (`null`, a number, a plain object), or is an agent tool another `AgentApprovals` gated (see {@link tool}):
+   *   `option` names the entry (`tools[1]`), the message what it is.
    */
   tools<T extends readonly unknown[]>(tools: T): T {
     if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
     return tools.map((tool: unknown, index) => {
       let problem: string | undefined;
       try {
-        if (isFunctionTool(tool)) return this.tool(tool);
+        if (isFunctionTool(tool)) {
+          const elsewhere = this.#wrappedOf(tool) === undefined ? gatedElsewhere(tool) : undefined;
+          if (elsewhere !== undefined) throw new AgentsConfigError(`tools[${index}]`, elsewhere);
+          return this.tool(tool);
+        }
         problem = notATool(tool);
       } catch (error) {
         if (error instanceof AgentsConfigError) throw error;
@@ -500,12 +519,17 @@ export class AgentApprovals {
 
   /**
    * Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate.
-   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity).
+   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity). A tool
+   * gated here already is returned as it is: it is gated once.
+   * @throws {AgentsConfigError} (`option: "tool"`) for an agent tool another `AgentApprovals` gated (or a copy
+   *   of one): gated in place, it has one gate; make another with `agent.asTool()` for this one.
    */
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrappedOf(tool) !== undefined) return tool;
+    const elsewhere = gatedElsewhere(tool);
+    if (elsewhere !== undefined) throw new AgentsConfigError("tool", elsewhere);
     // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
     // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
     const inPlace = isAgentTool(tool);
@@ -527,6 +551,7 @@ export class AgentApprovals {
       },
     };
     this.#byInvoke.set(gated.invoke, wrapped);
+    gatedInvokes.add(gated.invoke);
     if (inPlace) {
       Object.assign(tool, { needsApproval: gated.needsApproval, invoke: gated.invoke });
       this.#wrapped.set(tool, wrapped);
