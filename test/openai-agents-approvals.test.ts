@@ -771,6 +771,42 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toEqual([]);
   });
 
+  it("settle with its signal aborted resumes nothing: a function call and a shell call answered by hand do not run", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const shelled: unknown[] = [];
+    const model = new FakeModel([
+      {
+        output: [
+          { type: "shell_call", callId: "k1", status: "completed", action: { commands: ["rm -rf build"] } },
+          {
+            type: "function_call",
+            callId: "c1",
+            name: "deploy",
+            arguments: '{"env":"prod","version":"1"}',
+            status: "completed",
+          },
+        ],
+      },
+      { text: "x" },
+    ]);
+    const shell = shellTool({
+      needsApproval: true,
+      shell: { run: async (action) => (shelled.push(action), { output: [] }) },
+    });
+    const agent = new Agent({ name: "ops", model, tools: [shell, ...s.approvals.tools([tools(s.executed).deploy])] });
+    const interrupted = await s.runner.run(agent, "go");
+    for (const item of interrupted.interruptions) interrupted.state.approve(item);
+    const reason = new Error("user left");
+    let resumed = 0;
+    const error: unknown = await s.approvals
+      .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)), { signal: AbortSignal.abort(reason) })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CancelledError);
+    expect((error as CancelledError).cause).toBe(reason);
+    expect([resumed, s.executed, shelled, s.asks, s.records]).toEqual([0, [], [], [], []]);
+    expect(model.inputs).toHaveLength(1);
+  });
+
   it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
     const { approvals, records, executed, agent, runner, controller } = cancellable({
       resolve: async () => ({ type: "approve" }),

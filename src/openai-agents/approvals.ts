@@ -618,7 +618,8 @@ export class AgentApprovals {
    *   did not execute (same tool, call id and arguments), or for one these
    *   approvals do not gate that this settle resumed with its answer on the
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
-   * @throws {CancelledError} when `signal` aborts while an ask waits.
+   * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
+   *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
    *   (or what `resume` resolves with) is no run's result: `option` is
    *   `"resume"` or `"result"` (an approved call `resume` did not run ends
@@ -706,6 +707,10 @@ export class AgentApprovals {
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
         if (failed !== undefined) throw failed.reason;
+        // Cancelled: nothing is applied or resumed. The resumed run would execute whatever the state approves,
+        // an answer given by hand included, and run() starts nothing once cancelled either.
+        if (options.signal?.aborted === true)
+          throw cancelledBy(options.signal, "the run was cancelled before it resumed");
         decisions.forEach((decision, i) => {
           const { item } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
