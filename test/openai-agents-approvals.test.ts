@@ -1460,6 +1460,40 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("a function tool gated by one AgentApprovals is refused by another, naming it; the tool as written can be given to each", async () => {
+    const first = setup(() => ({ type: "approve" }));
+    const second = setup(() => ({ type: "deny" }));
+    const { deploy } = tools(first.executed);
+    const [gated] = first.approvals.tools([deploy]);
+    // Both gates would read the one answer the SDK keeps for a call: the inner one would take the outer one's
+    // approval on the run state for one given by hand, its resolver never asked.
+    const error = (() => {
+      try {
+        second.approvals.tools([gated]);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(AgentsConfigError);
+    expect(error).toMatchObject({ option: "tools[0]" });
+    expect((error as Error).message).toMatch(/tool "deploy" is gated by another AgentApprovals/);
+    expect(() => second.approvals.tool(gated)).toThrow(AgentsConfigError);
+    // The tool as written, given to each: each run is asked about by its own gate, once.
+    for (const [s, answer] of [
+      [first, "deployed 1 to prod"],
+      [second, "Permission denied by approver for tool 'deploy'"],
+    ] as const) {
+      const model = new FakeModel([deployTurn("c1", "1"), { text: "x" }]);
+      const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([deploy]) });
+      await s.approvals.run((input) => s.runner.run(agent, input), "go");
+      expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+      expect(s.records).toHaveLength(1);
+      expect(shownResults(model)).toEqual({ c1: answer });
+    }
+    expect(first.executed).toEqual([{ env: "prod", version: "1" }]);
+  });
+
   it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {
     const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
     const { deploy } = tools([]);

@@ -353,14 +353,18 @@ function isAgentTool(tool: AnyFunctionTool): boolean {
 const gatedInvokes = new WeakSet<object>();
 
 /**
- * Why `tool` cannot be gated by an `AgentApprovals` that did not gate it: an agent tool gated in place by
- * another one (or a copy of such a tool). The SDK knows an agent tool by identity, so it is gated where it
- * is: a second gate would stand in front of the first for every agent it is given to, and each gate would take
- * the approval the other's `settle` put on the run state for one given by hand. `undefined` for any other tool.
+ * Why `tool` cannot be gated by an `AgentApprovals` that did not gate it: another one gated it (or it is a copy
+ * of a tool another one gated). The SDK keeps one answer per call on the run state, so two gates cannot decide a
+ * call apart: the inner one would take the approval the outer one's `settle` put there for one given by hand,
+ * its resolver never asked. An agent tool, gated in place, would moreover carry the second gate to every agent
+ * given it. `undefined` for a tool no `AgentApprovals` gated.
  */
 function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
-  if (!isAgentTool(tool) || !gatedInvokes.has(tool.invoke)) return undefined;
-  return `the agent tool ${JSON.stringify(tool.name)} is gated by another AgentApprovals: an agent tool is gated in place (the SDK knows it by identity), by one AgentApprovals; make another with agent.asTool() for this one`;
+  if (!gatedInvokes.has(tool.invoke)) return undefined;
+  const instead = isAgentTool(tool)
+    ? "make another with agent.asTool() for this one"
+    : "give this one the tool as written, not the other's gated copy";
+  return `the ${isAgentTool(tool) ? "agent tool" : "tool"} ${JSON.stringify(tool.name)} is gated by another AgentApprovals: the SDK keeps one answer per call, which two gates cannot decide apart; ${instead}`;
 }
 
 /**
@@ -492,7 +496,7 @@ export class AgentApprovals {
    * Wraps every function tool of `tools`; the SDK's other tools (hosted, computer, shell, apply-patch) are
    * returned as they are.
    * @throws {AgentsConfigError} when `tools` is not an array, or one of its entries is not a tool of the SDK
-   *   (`null`, a number, a plain object), or is an agent tool another `AgentApprovals` gated (see {@link tool}):
+   *   (`null`, a number, a plain object), or is a tool another `AgentApprovals` gated (see {@link tool}):
    *   `option` names the entry (`tools[1]`), the message what it is.
    */
   tools<T extends readonly unknown[]>(tools: T): T {
@@ -521,8 +525,9 @@ export class AgentApprovals {
    * Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate.
    * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity). A tool
    * gated here already is returned as it is: it is gated once.
-   * @throws {AgentsConfigError} (`option: "tool"`) for an agent tool another `AgentApprovals` gated (or a copy
-   *   of one): gated in place, it has one gate; make another with `agent.asTool()` for this one.
+   * @throws {AgentsConfigError} (`option: "tool"`) for a tool another `AgentApprovals` gated (or a copy of
+   *   one): the SDK keeps one answer per call, which two gates cannot decide apart. Give each `AgentApprovals`
+   *   the tool as written (for an agent tool, gated in place, one `agent.asTool()` each).
    */
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
