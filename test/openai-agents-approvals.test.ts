@@ -4,12 +4,15 @@ import {
   RunState,
   Runner,
   Usage,
+  applyPatchTool,
+  computerTool,
   hostedMcpTool,
+  shellTool,
   tool,
   toolNamespace,
   toolSearchTool,
 } from "@openai/agents";
-import type { ModelRequest, ModelResponse } from "@openai/agents";
+import type { Computer, ModelRequest, ModelResponse, RunToolApprovalItem } from "@openai/agents";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
@@ -768,6 +771,42 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks).toEqual([]);
   });
 
+  it("settle with its signal aborted resumes nothing: a function call and a shell call answered by hand do not run", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const shelled: unknown[] = [];
+    const model = new FakeModel([
+      {
+        output: [
+          { type: "shell_call", callId: "k1", status: "completed", action: { commands: ["rm -rf build"] } },
+          {
+            type: "function_call",
+            callId: "c1",
+            name: "deploy",
+            arguments: '{"env":"prod","version":"1"}',
+            status: "completed",
+          },
+        ],
+      },
+      { text: "x" },
+    ]);
+    const shell = shellTool({
+      needsApproval: true,
+      shell: { run: async (action) => (shelled.push(action), { output: [] }) },
+    });
+    const agent = new Agent({ name: "ops", model, tools: [shell, ...s.approvals.tools([tools(s.executed).deploy])] });
+    const interrupted = await s.runner.run(agent, "go");
+    for (const item of interrupted.interruptions) interrupted.state.approve(item);
+    const reason = new Error("user left");
+    let resumed = 0;
+    const error: unknown = await s.approvals
+      .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)), { signal: AbortSignal.abort(reason) })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CancelledError);
+    expect((error as CancelledError).cause).toBe(reason);
+    expect([resumed, s.executed, shelled, s.asks, s.records]).toEqual([0, [], [], [], []]);
+    expect(model.inputs).toHaveLength(1);
+  });
+
   it("a cancel after the approval, before the resumed run reaches the call: the call does not run", async () => {
     const { approvals, records, executed, agent, runner, controller } = cancellable({
       resolve: async () => ({ type: "approve" }),
@@ -1421,6 +1460,40 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("a function tool gated by one AgentApprovals is refused by another, naming it; the tool as written can be given to each", async () => {
+    const first = setup(() => ({ type: "approve" }));
+    const second = setup(() => ({ type: "deny" }));
+    const { deploy } = tools(first.executed);
+    const [gated] = first.approvals.tools([deploy]);
+    // Both gates would read the one answer the SDK keeps for a call: the inner one would take the outer one's
+    // approval on the run state for one given by hand, its resolver never asked.
+    const error = (() => {
+      try {
+        second.approvals.tools([gated]);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(AgentsConfigError);
+    expect(error).toMatchObject({ option: "tools[0]" });
+    expect((error as Error).message).toMatch(/tool "deploy" is gated by another AgentApprovals/);
+    expect(() => second.approvals.tool(gated)).toThrow(AgentsConfigError);
+    // The tool as written, given to each: each run is asked about by its own gate, once.
+    for (const [s, answer] of [
+      [first, "deployed 1 to prod"],
+      [second, "Permission denied by approver for tool 'deploy'"],
+    ] as const) {
+      const model = new FakeModel([deployTurn("c1", "1"), { text: "x" }]);
+      const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([deploy]) });
+      await s.approvals.run((input) => s.runner.run(agent, input), "go");
+      expect(s.asks.map((a) => a.callId)).toEqual(["c1"]);
+      expect(s.records).toHaveLength(1);
+      expect(shownResults(model)).toEqual({ c1: answer });
+    }
+    expect(first.executed).toEqual([{ env: "prod", version: "1" }]);
+  });
+
   it("tools() refuses an entry that is not a tool, naming its index and what it is, and keeps the SDK's other tools as they are", () => {
     const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true) });
     const { deploy } = tools([]);
@@ -1693,6 +1766,42 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
       expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
     });
 
+  it("an agent tool is gated by one AgentApprovals: passed again to it, it is gated once; another refuses it, naming it, and leaves it as it was", async () => {
+    const first = setup(() => ({ type: "approve" }));
+    const second = setup(() => ({ type: "approve" }));
+    const inner = new Agent({ name: "deployer", model: new FakeModel([{ text: "inner done" }]) });
+    const asTool = inner.asTool({ toolName: "deployer", toolDescription: "Deploys", needsApproval: true });
+    expect(first.approvals.tools([asTool])).toEqual([asTool]);
+    // Gated in place (the SDK knows an agent tool by identity): a second gate would stand in front of the first
+    // for every agent the tool is given to, and the two would take each other's answers for their own.
+    for (const [given, option] of [
+      [() => second.approvals.tools([asTool]), "tools[0]"],
+      [() => second.approvals.tool(asTool), "tool"],
+      [() => second.approvals.tools([{ ...asTool }]), "tools[0]"],
+    ] as const) {
+      const error = (() => {
+        try {
+          given();
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(AgentsConfigError);
+      expect(error).toMatchObject({ option });
+      expect((error as Error).message).toMatch(/agent tool .*deployer.* gated by another AgentApprovals/);
+    }
+    expect(first.approvals.tools([asTool])).toEqual([asTool]);
+    const outerModel = new FakeModel([{ calls: [["o1", "deployer", { input: "ship" }]] }, { text: "outer done" }]);
+    const outer = new Agent({ name: "lead", model: outerModel, tools: [asTool] });
+    const result = await first.approvals.run((input) => first.runner.run(outer, input), "go");
+    expect(result.finalOutput).toBe("outer done");
+    expect(first.asks.map((a) => [a.tool, a.callId])).toEqual([["deployer", "o1"]]);
+    expect(first.records.map((r) => [r.tool, r.verdict])).toEqual([["deployer", "ask_allowed"]]);
+    expect([second.asks, second.records]).toEqual([[], []]);
+    expect(shownResults(outerModel)).toEqual({ o1: "inner done" });
+  });
+
   it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);
@@ -1842,6 +1951,231 @@ describe("AgentApprovals: tools grouped by toolNamespace()", () => {
       expect(second.interruptions.map((i) => i.name)).toEqual(["prod.deploy"]);
       expect(executed).toEqual(["staging 1.2"]);
       expect((await store.load()).map((g) => g.tool)).toEqual(["staging.deploy"]);
+    });
+  }
+});
+
+describe("AgentApprovals: shell, computer and apply-patch calls answered by hand on the RunState", () => {
+  type Kind = "shell" | "apply_patch" | "computer";
+  const KINDS: readonly Kind[] = ["shell", "apply_patch", "computer"];
+  const named: Record<Kind, string> = { shell: "a shell", apply_patch: "an apply-patch", computer: "a computer" };
+
+  /** The SDK's tool of `kind`, every call wanting approval, recording what it did in `did`. */
+  function kindTool(kind: Kind, did: unknown[]) {
+    if (kind === "shell")
+      return shellTool({
+        needsApproval: true,
+        shell: {
+          run: async (action) => (
+            did.push(action),
+            { output: [{ stdout: "ran", stderr: "", outcome: { type: "exit", exitCode: 0 } }] }
+          ),
+        },
+      });
+    if (kind === "apply_patch")
+      return applyPatchTool({
+        needsApproval: true,
+        editor: {
+          createFile: async (operation) => (did.push(operation), { status: "completed", output: "ran" }),
+          updateFile: async (operation) => (did.push(operation), { status: "completed", output: "ran" }),
+          deleteFile: async (operation) => (did.push(operation), { status: "completed", output: "ran" }),
+        },
+      });
+    const none = () => undefined;
+    const computer: Computer = {
+      environment: "browser",
+      dimensions: [8, 8],
+      screenshot: () => "cmFu",
+      click: (x, y, button) => void did.push({ type: "click", x, y, button }),
+      doubleClick: none,
+      scroll: none,
+      type: none,
+      wait: none,
+      move: none,
+      keypress: none,
+      drag: none,
+    };
+    return computerTool({ needsApproval: true, computer });
+  }
+
+  /** The model's call `k1` of the tool of `kind`, and what the tool is given for it. */
+  function kindCall(kind: Kind) {
+    if (kind === "shell") {
+      const action = { commands: ["rm -rf build"] };
+      return { given: action, item: { type: "shell_call", callId: "k1", status: "completed", action } } as const;
+    }
+    if (kind === "apply_patch") {
+      const operation = { type: "create_file", path: "notes.txt", diff: "+ship it" } as const;
+      return {
+        given: operation,
+        item: { type: "apply_patch_call", callId: "k1", status: "completed", operation },
+      } as const;
+    }
+    const action = { type: "click", x: 1, y: 2, button: "left" } as const;
+    return { given: action, item: { type: "computer_call", callId: "k1", status: "completed", action } } as const;
+  }
+
+  /** What the model was shown for `k1` in its last request: the tool's output, or the rejection's text. */
+  function shownFor(model: FakeModel): string | undefined {
+    for (const item of model.inputs.at(-1) ?? []) {
+      const raw = item as { type: string; callId?: string; output?: unknown };
+      if (raw.callId !== "k1") continue;
+      if (raw.type === "shell_call_output") {
+        const [first] = raw.output as { stdout: string; stderr: string }[];
+        return first!.stdout || first!.stderr;
+      }
+      if (raw.type === "apply_patch_call_output") return raw.output as string;
+      if (raw.type === "computer_call_result") {
+        const output = raw.output as { data: string; providerData?: { message?: string } };
+        return output.providerData?.message ?? (output.data.endsWith("cmFu") ? "ran" : output.data);
+      }
+    }
+    return undefined;
+  }
+
+  /** The model's turn that calls the tool of `kind` (`k1`) and the wrapped `deploy` (`c1`). */
+  const bothTurn = (kind: Kind): FakeTurn => ({
+    output: [
+      kindCall(kind).item,
+      {
+        type: "function_call",
+        callId: "c1",
+        name: "deploy",
+        arguments: JSON.stringify({ env: "prod", version: "1.2" }),
+        status: "completed",
+      },
+    ],
+  });
+
+  /** An agent `ops` with the tool of `kind` and the wrapped `deploy`, on a model that plays `turns`. */
+  function kindAndDeploy(
+    s: Setup,
+    kind: Kind,
+    did: unknown[],
+    turns: readonly FakeTurn[] = [bothTurn(kind), { text: "done" }],
+  ) {
+    const model = new FakeModel(turns);
+    const agent = new Agent({
+      name: "ops",
+      model,
+      tools: [kindTool(kind, did), ...s.approvals.tools([tools(s.executed).deploy])],
+    });
+    return { agent, model };
+  }
+
+  const handItem = (interruptions: readonly RunToolApprovalItem[]) =>
+    interruptions.find((item) => item.rawItem.type !== "function_call")!;
+
+  /** The turn's function call was asked about once, approved, run once and recorded once. */
+  const expectDeployAskedOnce = (s: Setup) => {
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["deploy", "c1"]]);
+    expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([["deploy", "ask_allowed"]]);
+  };
+
+  for (const kind of KINDS) {
+    for (const approve of [true, false])
+      it(`${named[kind]} call ${approve ? "approved" : "rejected"} by hand is left to that answer: settle asks only about the turn's function call, and it runs only if approved`, async () => {
+        const s = setup(() => ({ type: "approve" }));
+        const did: unknown[] = [];
+        const { agent, model } = kindAndDeploy(s, kind, did);
+        const interrupted = await s.runner.run(agent, "go");
+        expect(interrupted.interruptions.map((i) => i.rawItem.type).sort()).toEqual(
+          ["function_call", kindCall(kind).item.type].sort(),
+        );
+        const item = handItem(interrupted.interruptions);
+        if (approve) interrupted.state.approve(item);
+        else interrupted.state.reject(item, { message: "not on this machine" });
+        const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state));
+        expect(result.finalOutput).toBe("done");
+        expectDeployAskedOnce(s);
+        expect(did).toEqual(approve ? [kindCall(kind).given] : []);
+        expect(shownFor(model)).toBe(approve ? "ran" : "not on this machine");
+        expect(shownResults(model)).toEqual({ c1: "deployed 1.2 to prod" });
+      });
+
+    it(`${named[kind]} call nobody answered on the RunState makes settle throw before anyone is asked: nothing is decided, resumed or run`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const did: unknown[] = [];
+      const { agent, model } = kindAndDeploy(s, kind, did);
+      const interrupted = await s.runner.run(agent, "go");
+      let resumed = 0;
+      const error = await s.approvals
+        .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AgentsApprovalError);
+      expect(error).toMatchObject({ tool: handItem(interrupted.interruptions).name });
+      expect((error as Error).message).toMatch(new RegExp(`"${kindCall(kind).item.type}".*answer it on the RunState`));
+      expect([resumed, s.asks, s.records, s.executed, did]).toEqual([0, [], [], [], []]);
+      expect(model.inputs).toHaveLength(1);
+    });
+
+    it(`${named[kind]} call approved by hand on a run state restored from text in another process is left to that answer; the function call is asked about there`, async () => {
+      const before = setup(() => Promise.reject(new Error("nobody should be asked")));
+      const saved = (await before.runner.run(kindAndDeploy(before, kind, []).agent, "go")).state.toString();
+      const after = setup(() => ({ type: "approve" }));
+      const did: unknown[] = [];
+      // The restored run goes on from its interruption: its model's next turn ends it.
+      const { agent } = kindAndDeploy(after, kind, did, [{ text: "done" }]);
+      const state = await RunState.fromString(agent, saved);
+      state.approve(handItem(state.getInterruptions()));
+      const result = await after.approvals.settle({ state, interruptions: state.getInterruptions() }, (resumed) =>
+        after.runner.run(agent, resumed),
+      );
+      expect((result as { finalOutput?: unknown }).finalOutput).toBe("done");
+      expectDeployAskedOnce(after);
+      expect(did).toEqual([kindCall(kind).given]);
+      expect(before.asks).toEqual([]);
+    });
+
+    it(`${named[kind]} call approved by hand on a streamed run is left to that answer, and runs once`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const did: unknown[] = [];
+      const { agent } = kindAndDeploy(s, kind, did);
+      const interrupted = await s.runner.run(agent, "go", { stream: true });
+      await interrupted.completed;
+      interrupted.state.approve(handItem(interrupted.interruptions));
+      const result = await s.approvals.settle(interrupted, (state) => s.runner.run(agent, state, { stream: true }));
+      expect(result.finalOutput).toBe("done");
+      expectDeployAskedOnce(s);
+      expect(did).toEqual([kindCall(kind).given]);
+    });
+
+    it(`${named[kind]} call of an agent used as a tool, approved by hand on the calling run's state, is left to that answer and runs once`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const did: unknown[] = [];
+      const { agent: inner } = kindAndDeploy(s, kind, did, [bothTurn(kind), { text: "inner done" }]);
+      const outerModel = new FakeModel([{ calls: [["o1", "ops", { input: "ship" }]] }, { text: "outer done" }]);
+      const outer = new Agent({
+        name: "lead",
+        model: outerModel,
+        tools: [inner.asTool({ toolName: "ops", toolDescription: "Ops", parameters: z.object({ input: z.string() }) })],
+      });
+      const interrupted = await s.runner.run(outer, "go");
+      expect(interrupted.interruptions.map((i) => i.agent.name)).toEqual(["ops", "ops"]);
+      interrupted.state.approve(handItem(interrupted.interruptions));
+      const result = await s.approvals.settle(interrupted, (state) => s.runner.run(outer, state));
+      expect(result.finalOutput).toBe("outer done");
+      expectDeployAskedOnce(s);
+      expect(did).toEqual([kindCall(kind).given]);
+      expect(shownResults(outerModel)).toEqual({ o1: "inner done" });
+    });
+
+    it(`${named[kind]} call answered by hand that the resumed run interrupts for again makes settle throw instead of resuming for ever`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      const did: unknown[] = [];
+      const model = new FakeModel([{ output: [kindCall(kind).item] }]);
+      const agent = new Agent({ name: "ops", model, tools: [kindTool(kind, did)] });
+      const interrupted = await s.runner.run(agent, "go");
+      interrupted.state.reject(interrupted.interruptions[0]!);
+      // A resume that hands back the interrupted turn as it was (its answer never read).
+      let resumed = 0;
+      const error = await s.approvals
+        .settle(interrupted, () => (resumed++, Promise.resolve(interrupted)))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AgentsApprovalError);
+      expect((error as Error).message).toMatch(/interrupted again/);
+      expect([resumed, s.asks, s.records, did]).toEqual([1, [], [], []]);
     });
   }
 });

@@ -349,6 +349,24 @@ function isAgentTool(tool: AnyFunctionTool): boolean {
   return typeof (tool as { on?: unknown }).on === "function";
 }
 
+/** The `invoke` of every tool an `AgentApprovals` gated: a tool carrying one (or a copy of one) is gated already. */
+const gatedInvokes = new WeakSet<object>();
+
+/**
+ * Why `tool` cannot be gated by an `AgentApprovals` that did not gate it: another one gated it (or it is a copy
+ * of a tool another one gated). The SDK keeps one answer per call on the run state, so two gates cannot decide a
+ * call apart: the inner one would take the approval the outer one's `settle` put there for one given by hand,
+ * its resolver never asked. An agent tool, gated in place, would moreover carry the second gate to every agent
+ * given it. `undefined` for a tool no `AgentApprovals` gated.
+ */
+function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
+  if (!gatedInvokes.has(tool.invoke)) return undefined;
+  const instead = isAgentTool(tool)
+    ? "make another with agent.asTool() for this one"
+    : "give this one the tool as written, not the other's gated copy";
+  return `the ${isAgentTool(tool) ? "agent tool" : "tool"} ${JSON.stringify(tool.name)} is gated by another AgentApprovals: the SDK keeps one answer per call, which two gates cannot decide apart; ${instead}`;
+}
+
 /**
  * The prompt options as `callPrompt` takes them, checked here so that no ask
  * finds them unusable later (its hook would throw, and every call be denied).
@@ -478,14 +496,19 @@ export class AgentApprovals {
    * Wraps every function tool of `tools`; the SDK's other tools (hosted, computer, shell, apply-patch) are
    * returned as they are.
    * @throws {AgentsConfigError} when `tools` is not an array, or one of its entries is not a tool of the SDK
-   *   (`null`, a number, a plain object): `option` names the entry (`tools[1]`), the message what it is.
+   *   (`null`, a number, a plain object), or is a tool another `AgentApprovals` gated (see {@link tool}):
+   *   `option` names the entry (`tools[1]`), the message what it is.
    */
   tools<T extends readonly unknown[]>(tools: T): T {
     if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
     return tools.map((tool: unknown, index) => {
       let problem: string | undefined;
       try {
-        if (isFunctionTool(tool)) return this.tool(tool);
+        if (isFunctionTool(tool)) {
+          const elsewhere = this.#wrappedOf(tool) === undefined ? gatedElsewhere(tool) : undefined;
+          if (elsewhere !== undefined) throw new AgentsConfigError(`tools[${index}]`, elsewhere);
+          return this.tool(tool);
+        }
         problem = notATool(tool);
       } catch (error) {
         if (error instanceof AgentsConfigError) throw error;
@@ -500,12 +523,18 @@ export class AgentApprovals {
 
   /**
    * Wraps one function tool: its `needsApproval` consults grants, and its calls pass through the gate.
-   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity).
+   * Returns a copy, but for an agent's `asTool()`, gated in place (the SDK knows it by identity). A tool
+   * gated here already is returned as it is: it is gated once.
+   * @throws {AgentsConfigError} (`option: "tool"`) for a tool another `AgentApprovals` gated (or a copy of
+   *   one): the SDK keeps one answer per call, which two gates cannot decide apart. Give each `AgentApprovals`
+   *   the tool as written (for an agent tool, gated in place, one `agent.asTool()` each).
    */
   tool<T extends AnyFunctionTool>(tool: T): T {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrappedOf(tool) !== undefined) return tool;
+    const elsewhere = gatedElsewhere(tool);
+    if (elsewhere !== undefined) throw new AgentsConfigError("tool", elsewhere);
     // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
     // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
     const inPlace = isAgentTool(tool);
@@ -527,6 +556,7 @@ export class AgentApprovals {
       },
     };
     this.#byInvoke.set(gated.invoke, wrapped);
+    gatedInvokes.add(gated.invoke);
     if (inPlace) {
       Object.assign(tool, { needsApproval: gated.needsApproval, invoke: gated.invoke });
       this.#wrapped.set(tool, wrapped);
@@ -593,7 +623,8 @@ export class AgentApprovals {
    *   did not execute (same tool, call id and arguments), or for one these
    *   approvals do not gate that this settle resumed with its answer on the
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
-   * @throws {CancelledError} when `signal` aborts while an ask waits.
+   * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
+   *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
    *   (or what `resume` resolves with) is no run's result: `option` is
    *   `"resume"` or `"result"` (an approved call `resume` did not run ends
@@ -681,6 +712,10 @@ export class AgentApprovals {
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
         if (failed !== undefined) throw failed.reason;
+        // Cancelled: nothing is applied or resumed. The resumed run would execute whatever the state approves,
+        // an answer given by hand included, and run() starts nothing once cancelled either.
+        if (options.signal?.aborted === true)
+          throw cancelledBy(options.signal, "the run was cancelled before it resumed");
         decisions.forEach((decision, i) => {
           const { item } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
