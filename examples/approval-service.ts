@@ -1,6 +1,7 @@
 // The approval service of examples/webhook-approver.ts: what would run
 // elsewhere, behind a dashboard or chat bot. It holds each POST /asks open
 // until someone answers that ask id with POST /asks/<id>/answer.
+// A module, not a program: run it through npx tsx examples/webhook-approver.ts.
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -844,6 +844,10 @@ describe("model failures", () => {
     expect(error).toBeInstanceOf(ModelError);
     expect(error.cause).toBeInstanceOf(ScriptExhaustedError);
     expect((error.cause as ScriptExhaustedError).code).toBe("SCRIPT_EXHAUSTED");
+    // One way of counting turns in the one message: the engine's, from 0.
+    expect(error.message).toBe(
+      "the model failed on turn 1: ScriptedModel: the script has only 1 turn(s), all of them played",
+    );
     expect(error.records.map((r) => r.verdict)).toEqual(["allow"]);
   });
 

@@ -209,17 +209,30 @@ describe("pre-tool-use hooks", () => {
       /^hook guard failed: guard bug$/,
     ],
     ["rejects", { preToolUse: () => Promise.reject(new Error("later bug")) }, /^hook #0 failed: later bug$/],
-    ["returns garbage", { preToolUse: () => ({ type: "maybe" }) as never }, /^hook #0 returned an invalid decision$/],
-    ["returns nothing", { preToolUse: () => undefined as never }, /^hook #0 returned an invalid decision$/],
+    [
+      "returns garbage",
+      { preToolUse: () => ({ type: "maybe" }) as never },
+      /^hook #0 returned an invalid decision: type: Invalid discriminator value\. Expected 'allow' \| 'block' \| 'ask' \| 'modify'$/,
+    ],
+    [
+      "returns nothing",
+      { preToolUse: () => undefined as never },
+      /^hook #0 returned an invalid decision: Invalid input: expected object, received undefined$/,
+    ],
     [
       "blocks without a reason",
       { preToolUse: () => ({ type: "block" }) as never },
-      /^hook #0 returned an invalid decision$/,
+      /^hook #0 returned an invalid decision: reason: Invalid input: expected string, received undefined$/,
     ],
     [
       "modifies without input",
       { preToolUse: () => ({ type: "modify" }) as never },
-      /^hook #0 returned an invalid decision$/,
+      /^hook #0 returned an invalid decision: input: Invalid input: expected nonoptional, received undefined$/,
+    ],
+    [
+      "asks with the prompt under another name",
+      { preToolUse: () => ({ type: "ask", message: "Run read?" }) as never },
+      /^hook #0 returned an invalid decision: prompt: Invalid input: expected string, received undefined$/,
     ],
     [
       "returns a decision whose read throws",

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ToolDescriptor } from "../grant/index.js";
+import { zodIssuesLine } from "../zod-issues.js";
 import { describeError } from "./errors.js";
 import type { ToolCall } from "./model.js";
 
@@ -96,8 +97,11 @@ export async function runHooks(hooks: readonly Hook[], call: ToolCall, context: 
     } catch {
       // A decision whose reads throw (a proxy, a getter) is as invalid as a malformed one.
     }
-    if (parsed?.success !== true)
-      return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision` };
+    if (parsed?.success !== true) {
+      // What is wrong, field by field, so a misnamed `prompt` or `reason` is found from the record.
+      const problem = parsed === undefined ? "" : `: ${zodIssuesLine(parsed.error)}`;
+      return { type: "failed", hook: name, reason: `hook ${name} returned an invalid decision${problem}` };
+    }
     if (parsed.data.type !== "allow") return { type: "decided", decision: parsed.data, hook: name };
   }
   return { type: "decided", decision: { type: "allow" }, hook: "" };

@@ -11,7 +11,8 @@ export class ScriptExhaustedError extends LoopctlError {
   readonly turns: number;
 
   constructor(turns: number) {
-    super("SCRIPT_EXHAUSTED", `ScriptedModel: asked for turn ${turns + 1} but the script has only ${turns} turn(s)`);
+    // No turn number: the engine's message around it counts turns from 0, the script's from 1.
+    super("SCRIPT_EXHAUSTED", `ScriptedModel: the script has only ${turns} turn(s), all of them played`);
     this.turns = turns;
   }
 }
