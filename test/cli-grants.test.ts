@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { watch } from "node:fs";
-import { chmod, lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -308,6 +308,44 @@ describe("a corrupt ledger", () => {
     const list = await cli(["grants", "list", ...at()], { cwd: base });
     expect(list.code).toBe(EXIT.ok);
     expect(list.stdout).toContain("no grants");
+  });
+});
+
+describe("a ledger in a later format", () => {
+  const later = '{"version":2,"grants":[]}';
+  const message = (ledger: string): string =>
+    `grant ledger ${ledger} is in ledger format version 2, which this version of loopctl cannot read ` +
+    "(it reads the JSON array of grant records); it was likely written by a newer loopctl: upgrade to use its grants";
+  const hint =
+    "the ledger is left as it is: upgrade loopctl ('loopctl --version' shows this one) to use its grants; " +
+    "'loopctl grants repair' never moves a ledger of a later format aside";
+
+  it("is reported with exit 3 by every command, repair included, pointing to an upgrade, and left where it is", async () => {
+    const ledger = await plantLedger(later);
+    for (const argv of [
+      ["grants", "list"],
+      ["grants", "revoke", "0123456789abcdef"],
+      ["grants", "reset"],
+      ["grants", "reset", "--tool", "read"],
+      ["grants", "explain", "--tool", "read", "--args", "{}"],
+      ["grants", "repair"],
+    ]) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
+      expect(run.stdout, argv.join(" ")).toBe("");
+      expect(run.stderr, argv.join(" ")).toBe(
+        `loopctl: ${message(ledger)} [LEDGER_UNKNOWN_FORMAT]\nloopctl: ${hint}\n`,
+      );
+      expect(await readFile(ledger, "utf8")).toBe(later);
+      expect(await readdir(dirname(ledger))).toEqual(["grants.json"]);
+    }
+  });
+
+  it("is reported as a JSON document with --json, naming the code and the upgrade", async () => {
+    const ledger = await plantLedger(later);
+    const run = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.corrupt);
+    expect(JSON.parse(run.stdout)).toEqual({ ledger, error: "LEDGER_UNKNOWN_FORMAT", message: message(ledger), hint });
   });
 });
 

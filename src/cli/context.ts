@@ -27,7 +27,7 @@ export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
  * - 2: usage error (unknown command or option, missing or malformed argument); with `--json`,
  *   also `{"error": "USAGE", "message", "hint"}` on stdout (every other failure is one document
  *   there too: `{"error": <code>, "message", "hint"?}`, `"INTERNAL"` for exit 5)
- * - 3: a grant ledger is corrupt (reported, never rewritten)
+ * - 3: a grant ledger is corrupt or in a later format (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, output that cannot be written, refused path,
  *   ledger lock busy)
  * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})

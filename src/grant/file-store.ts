@@ -7,7 +7,14 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { duplicateMember } from "../duplicate-member.js";
 import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
-import { GrantConfigError, GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
+import {
+  GrantConfigError,
+  GrantRecordError,
+  LedgerCorruptError,
+  LedgerFormatError,
+  LedgerIoError,
+  LedgerLockError,
+} from "./errors.js";
 import { shownValue } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
@@ -270,7 +277,9 @@ function settled(stat: BigIntStats, readAtMs: number): boolean {
  *
  * - Fail closed: a missing ledger is empty; an empty, unparseable or
  *   malformed one throws LedgerCorruptError and is never overwritten by
- *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`).
+ *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`). A
+ *   ledger in a later format (a JSON object with a `version`) throws
+ *   LedgerFormatError and is never overwritten or moved aside.
  * - Writes replace the file atomically (owner-only 0600 from creation,
  *   fsynced, folder fsynced after the rename); folders are created 0700; a
  *   ledger path that is a symlink or not a regular file is never read or
@@ -371,6 +380,7 @@ export class FileGrantStore implements GrantStore {
    * Every grant in the ledger, in file order.
    *
    * @throws {LedgerCorruptError} when the ledger exists but cannot be trusted.
+   * @throws {LedgerFormatError} when the ledger is in a later format (a newer loopctl's).
    * @throws {LedgerIoError} when it cannot be read, is not a regular file, or
    *   a folder on its path is a symlink or open to writes by others.
    */
@@ -479,7 +489,8 @@ export class FileGrantStore implements GrantStore {
    * When the ledger is corrupt, moves it to `grants.json.corrupt-<ms>-<hex>`
    * beside it (owner-only, bytes untouched) so the next save starts a fresh
    * ledger; resolves to that path. Resolves to `undefined` and changes
-   * nothing when the ledger is missing or sound.
+   * nothing when the ledger is missing or sound. A ledger in a later format
+   * is not corrupt: it is left where it is, and LedgerFormatError thrown.
    */
   async resetCorrupt(options: StoreCallOptions = {}): Promise<string | undefined> {
     return this.#locked(callSignal("FileGrantStore.resetCorrupt", options), undefined, async () => {
@@ -761,7 +772,13 @@ export class FileGrantStore implements GrantStore {
     } catch (error) {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
-    if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    if (!Array.isArray(value)) {
+      // A later format says so with a version: its grants are sound to the loopctl that wrote it.
+      if (typeof value === "object" && value !== null && Object.hasOwn(value, "version")) {
+        throw new LedgerFormatError(path, (value as { version: unknown }).version);
+      }
+      throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    }
     // JSON.parse keeps the last of two members; another reader (the original
     // included) keeps the first or refuses the record, so the ledger would
     // read as one grant here and another there.
