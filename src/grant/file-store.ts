@@ -225,6 +225,11 @@ function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): 
   });
 }
 
+/** `1 grant`, `2 grants`. */
+function grantCount(count: number): string {
+  return `${count} grant${count === 1 ? "" : "s"}`;
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
 }
@@ -458,6 +463,7 @@ export class FileGrantStore implements GrantStore {
           current.grants.filter((g) => g.tool !== tool),
           current,
           lock,
+          `the removal of ${grantCount(removed.length)} of tool ${JSON.stringify(tool)}`,
         );
       }
       return removed;
@@ -480,8 +486,9 @@ export class FileGrantStore implements GrantStore {
         await this.#moveAside();
         return 0;
       }
-      if (current.grants.length > 0) await this.#write([], current, lock);
-      return current.grants.length;
+      const count = current.grants.length;
+      if (count > 0) await this.#write([], current, lock, `the removal of the ledger's ${grantCount(count)}`);
+      return count;
     });
   }
 
@@ -836,9 +843,10 @@ export class FileGrantStore implements GrantStore {
    * closed to others). The new ledger is written whole and synced under a
    * temporary name, then renamed over the old one if the lock is still ours,
    * and the folder is synced, which is what makes the rename durable.
+   * `effect` says what the change did when that sync fails (see {@link #syncFolder}).
    * Temporary files left by writers that died holding the lock go first.
    */
-  async #write(grants: readonly Grant[], current: Snapshot, lock: HeldLock): Promise<void> {
+  async #write(grants: readonly Grant[], current: Snapshot, lock: HeldLock, effect?: string): Promise<void> {
     const path = this.ledgerPath;
     const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
@@ -857,7 +865,10 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
     }
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
-    const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder()]);
+    const [stat] = await Promise.all([
+      lstat(path, { bigint: true }).catch(() => undefined),
+      this.#syncFolder(undefined, effect),
+    ]);
     // Without it, the next read reparses. Its mtime is now: the next read compares the bytes.
     if (stat !== undefined) {
       const texts = new Map(grants.map((grant, i) => [grant, records[i] ?? grant.toLedgerText()]));
