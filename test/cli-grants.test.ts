@@ -165,6 +165,40 @@ describe("loopctl grants revoke", () => {
   });
 });
 
+describe("a record whose content was edited and its id kept", () => {
+  // The id is the digest of tool, verdict and scope: what the record holds now is what is listed,
+  // decided and revoked, under the id of that content, and the stored one is named to say so.
+  it("is listed, and revoked, under the id of its content; list and revoke both name the id the file holds", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const read = grants[0] as Grant;
+    const edited = new Grant("read", "deny", GrantScope.thisTool()).withCreatedAtMs(read.createdAtMs);
+    const text = await readFile(store.ledgerPath, "utf8");
+    await writeFile(store.ledgerPath, text.replace('"verdict":"Allow"', '"verdict":"Deny"'));
+    const said =
+      `record 0 of ${store.ledgerPath} holds id ${read.id}, but its tool, verdict and scope (deny read, this_tool) ` +
+      `are grant ${edited.id}: it is listed, decided and revoked as ${edited.id}`;
+
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain(`${edited.id}  read`);
+    expect(list.stdout).not.toContain(read.id);
+    expect(list.stderr).toBe(`loopctl: warning: ${said}\n`);
+    const asJson = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(asJson.stderr).toBe(`loopctl: warning: ${said}\n`);
+
+    const byStored = await cli(["grants", "revoke", read.id, ...at()], { cwd: base });
+    expect(byStored.code).toBe(EXIT.failed);
+    expect(byStored.stderr).toBe(`loopctl grants revoke: no grant ${read.id} in ${store.ledgerPath}; ${said}\n`);
+    expect((await store.load()).map((g) => g.id)).toContain(edited.id);
+
+    const byContent = await cli(["grants", "revoke", edited.id, ...at()], { cwd: base });
+    expect(byContent).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(byContent.stdout).toBe(`revoked ${edited.id} (deny read, this_tool)\n`);
+    expect((await store.load()).map((g) => g.id)).toEqual([(grants[1] as Grant).id, (grants[2] as Grant).id]);
+  });
+});
+
 describe("loopctl grants reset", () => {
   it("removes every grant", async () => {
     const store = await seed(root, project, sampleGrants());
