@@ -469,6 +469,29 @@ describe("usage", () => {
     }
   });
 
+  it("points a --tool given to list or revoke to the commands that take one", async () => {
+    const cases: [string[], string][] = [
+      [
+        ["grants", "list", "--tool", "read"],
+        'loopctl grants list: unknown option "--tool"; list shows the grants of every tool: ' +
+          "'loopctl grants explain --tool NAME --args JSON' shows those that decide one call of a tool, " +
+          "'loopctl grants reset --tool NAME' removes one tool's\n",
+      ],
+      [
+        ["grants", "revoke", "--tool=read"],
+        'loopctl grants revoke: unknown option "--tool"; revoke removes one grant by its ID: ' +
+          "'loopctl grants reset --tool NAME' removes every grant of one tool\n",
+      ],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr, argv.join(" ")).toBe(
+        `${message}Run '${argv.slice(0, 2).join(" ").replace(/^/, "loopctl ")} --help' for usage.\n`,
+      );
+    }
+  });
+
   it("suggests the option or command meant by a near miss", async () => {
     const cases: [string[], string][] = [
       [["grants", "list", "--roto", "x"], 'unknown option "--roto"; did you mean --root?'],

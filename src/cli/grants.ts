@@ -138,10 +138,16 @@ async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: str
 
 /** `loopctl grants list [--project DIR] [--root DIR] [--json]`. */
 async function list(args: readonly string[], context: CliContext): Promise<ExitCode> {
-  const { values, positionals } = parseCommandArgs("grants list", args, {
-    ...LOCATION_OPTIONS,
-    json: { type: "boolean", default: false },
-  });
+  const { values, positionals } = parseCommandArgs(
+    "grants list",
+    args,
+    { ...LOCATION_OPTIONS, json: { type: "boolean", default: false } },
+    {
+      tool:
+        "list shows the grants of every tool: 'loopctl grants explain --tool NAME --args JSON' shows those " +
+        "that decide one call of a tool, 'loopctl grants reset --tool NAME' removes one tool's",
+    },
+  );
   if (values.help) return printHelp("grants list", context, values.json);
   noPositionals("grants list", positionals);
   const { location, value } = await withStore(
@@ -182,7 +188,9 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
 
 /** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */
 async function revoke(args: readonly string[], context: CliContext): Promise<ExitCode> {
-  const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS);
+  const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS, {
+    tool: "revoke removes one grant by its ID: 'loopctl grants reset --tool NAME' removes every grant of one tool",
+  });
   if (values.help) return printHelp("grants revoke", context, asksForJson(args));
   const [id, extra] = positionals;
   if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
