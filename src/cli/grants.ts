@@ -104,8 +104,10 @@ async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: str
   const path = store.ledgerPath;
   let records: unknown;
   try {
-    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // The file may have been swapped since the store read it: a FIFO must not leave the command waiting.
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
+      if (!(await handle.stat()).isFile()) return [];
       records = JSON.parse(await handle.readFile("utf8"));
     } finally {
       await handle.close();
