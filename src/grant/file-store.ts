@@ -719,7 +719,8 @@ export class FileGrantStore implements GrantStore {
     const readAtMs = Date.now();
     let handle;
     try {
-      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      // O_NONBLOCK: a FIFO swapped in since the lstat opens at once, and the check below refuses it.
+      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       const code = errorCode(error);
       if (code === "ENOENT") return EMPTY_SNAPSHOT;
