@@ -326,6 +326,32 @@ describe("permissions: a ledger tree open to others is refused or tightened with
   });
 });
 
+describe("a ledger on a read-only file system", () => {
+  it("a revoke of an unknown id or a tool with no grants writes nothing and answers so; a change is a typed error naming the lock", async (context) => {
+    const disk = mkdtempSync(join(temp, "tmpfs-ro-"));
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
+    } catch (error) {
+      unmet(context, `mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
+    }
+    try {
+      const store = new FileGrantStore(join(disk, "root"), join(disk, "project"));
+      await store.save(grant);
+      const before = readFileSync(store.ledgerPath);
+      execFileSync("mount", ["-o", "remount,ro", disk], { stdio: "pipe" });
+      const reader = new FileGrantStore(join(disk, "root"), join(disk, "project"));
+      expect(await reader.revoke("0123456789abcdef")).toBeUndefined();
+      expect(await reader.revokeTool("read")).toEqual([]);
+      const error = await refused(reader.revoke(grant.id));
+      expect(error).toBeInstanceOf(LedgerLockError);
+      expect(error.message).toContain(`${reader.lockPath}: cannot create the lock file (EROFS)`);
+      expect(readFileSync(store.ledgerPath)).toEqual(before);
+    } finally {
+      execFileSync("umount", [disk]);
+    }
+  });
+});
+
 describe("a full disk", () => {
   it("a save that does not fit rejects with LEDGER_IO and leaves the previous ledger whole", async (context) => {
     const disk = mkdtempSync(join(temp, "tmpfs-"));

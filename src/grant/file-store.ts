@@ -422,18 +422,24 @@ export class FileGrantStore implements GrantStore {
   async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
     const signal = callSignal("FileGrantStore.revoke", options);
     revokedId("FileGrantStore.revoke", id);
-    return this.#locked(signal, undefined, async (lock) => {
-      const current = await this.#read(true);
-      const at = current.grants.findIndex((g) => g.id === id);
-      const found = current.grants[at];
-      if (found === undefined) return undefined;
-      await this.#write(
-        current.grants.filter((_, i) => i !== at),
-        current,
-        lock,
-      );
-      return found;
-    });
+    const absent = (ledger: Snapshot): boolean => !ledger.grants.some((g) => g.id === id);
+    return this.#locked(
+      signal,
+      undefined,
+      async (lock) => {
+        const current = await this.#read(true);
+        const at = current.grants.findIndex((g) => g.id === id);
+        const found = current.grants[at];
+        if (found === undefined) return undefined;
+        await this.#write(
+          current.grants.filter((_, i) => i !== at),
+          current,
+          lock,
+        );
+        return found;
+      },
+      absent,
+    );
   }
 
   /**
@@ -455,19 +461,25 @@ export class FileGrantStore implements GrantStore {
       );
     }
     const none: Grant[] = [];
-    return this.#locked(signal, none, async (lock) => {
-      const current = await this.#read(true);
-      const removed = current.grants.filter((g) => g.tool === tool);
-      if (removed.length > 0) {
-        await this.#write(
-          current.grants.filter((g) => g.tool !== tool),
-          current,
-          lock,
-          `the removal of ${grantCount(removed.length)} of tool ${JSON.stringify(tool)}`,
-        );
-      }
-      return removed;
-    });
+    const absent = (ledger: Snapshot): boolean => !ledger.grants.some((g) => g.tool === tool);
+    return this.#locked(
+      signal,
+      none,
+      async (lock) => {
+        const current = await this.#read(true);
+        const removed = current.grants.filter((g) => g.tool === tool);
+        if (removed.length > 0) {
+          await this.#write(
+            current.grants.filter((g) => g.tool !== tool),
+            current,
+            lock,
+            `the removal of ${grantCount(removed.length)} of tool ${JSON.stringify(tool)}`,
+          );
+        }
+        return removed;
+      },
+      absent,
+    );
   }
 
   /**
@@ -515,13 +527,24 @@ export class FileGrantStore implements GrantStore {
    * Runs `change` under the lock, after this store's earlier changes and
    * the folder checks. `missing` is what a change resolves to without
    * running when the ledger's folders do not exist; `"create"` makes them.
+   * `nothingToDo`, when given, is asked first of the ledger as read without
+   * the lock: if it says so, the call resolves to `missing` taking no lock
+   * and changing nothing (no folder made owner-only), so a revoke of what is
+   * not there answers on a read-only file system too. Another process's
+   * change made since is ordered after this call; a ledger that cannot be
+   * read goes to the locked path, which says why.
    */
   #locked<T>(
     signal: AbortSignal | undefined,
     missing: T | "create",
     change: (lock: HeldLock) => Promise<T>,
+    nothingToDo?: (ledger: Snapshot) => boolean,
   ): Promise<T> {
     return this.#serial(signal, async () => {
+      if (nothingToDo !== undefined && missing !== "create") {
+        const ledger = await this.#read().catch(() => undefined);
+        if (ledger !== undefined && nothingToDo(ledger)) return missing;
+      }
       if (!(await this.#secureFolders(missing === "create" ? "create" : "write"))) return missing as T;
       return withLedgerLock(this.lockPath, this.#lockOptions(signal), change);
     });
