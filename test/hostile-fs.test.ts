@@ -327,7 +327,7 @@ describe("permissions: a ledger tree open to others is refused or tightened with
 });
 
 describe("a ledger on a read-only file system", () => {
-  it("a revoke of an unknown id or a tool with no grants writes nothing and answers so; a change is a typed error naming the lock", async (context) => {
+  it("a revoke of an unknown id or a tool with no grants, or a clear of no grants, writes nothing and answers so; a change is a typed error naming the lock", async (context) => {
     const disk = mkdtempSync(join(temp, "tmpfs-ro-"));
     try {
       execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
@@ -338,7 +338,12 @@ describe("a ledger on a read-only file system", () => {
       const store = new FileGrantStore(join(disk, "root"), join(disk, "project"));
       await store.save(grant);
       const before = readFileSync(store.ledgerPath);
+      const emptied = new FileGrantStore(join(disk, "root"), join(disk, "emptied"));
+      await emptied.save(grant);
+      await emptied.revoke(grant.id);
       execFileSync("mount", ["-o", "remount,ro", disk], { stdio: "pipe" });
+      expect(await new FileGrantStore(join(disk, "root"), join(disk, "emptied")).clear()).toBe(0);
+      expect(readFileSync(emptied.ledgerPath, "utf8")).toBe("[]");
       const reader = new FileGrantStore(join(disk, "root"), join(disk, "project"));
       expect(await reader.revoke("0123456789abcdef")).toBeUndefined();
       expect(await reader.revokeTool("read")).toEqual([]);

@@ -489,19 +489,25 @@ export class FileGrantStore implements GrantStore {
    * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
    */
   async clear(options: ClearOptions = {}): Promise<number> {
-    return this.#locked(callSignal("FileGrantStore.clear", options), 0, async (lock) => {
-      let current: Snapshot;
-      try {
-        current = await this.#read(true);
-      } catch (error) {
-        if (!(error instanceof LedgerCorruptError && options.corrupt === "keep-aside")) throw error;
-        await this.#moveAside();
-        return 0;
-      }
-      const count = current.grants.length;
-      if (count > 0) await this.#write([], current, lock, `the removal of the ledger's ${grantCount(count)}`);
-      return count;
-    });
+    const empty = (ledger: Snapshot): boolean => ledger.grants.length === 0;
+    return this.#locked(
+      callSignal("FileGrantStore.clear", options),
+      0,
+      async (lock) => {
+        let current: Snapshot;
+        try {
+          current = await this.#read(true);
+        } catch (error) {
+          if (!(error instanceof LedgerCorruptError && options.corrupt === "keep-aside")) throw error;
+          await this.#moveAside();
+          return 0;
+        }
+        const count = current.grants.length;
+        if (count > 0) await this.#write([], current, lock, `the removal of the ledger's ${grantCount(count)}`);
+        return count;
+      },
+      empty,
+    );
   }
 
   /**
