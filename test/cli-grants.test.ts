@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { watch } from "node:fs";
-import { chmod, lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -165,6 +165,40 @@ describe("loopctl grants revoke", () => {
   });
 });
 
+describe("a record whose content was edited and its id kept", () => {
+  // The id is the digest of tool, verdict and scope: what the record holds now is what is listed,
+  // decided and revoked, under the id of that content, and the stored one is named to say so.
+  it("is listed, and revoked, under the id of its content; list and revoke both name the id the file holds", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const read = grants[0] as Grant;
+    const edited = new Grant("read", "deny", GrantScope.thisTool()).withCreatedAtMs(read.createdAtMs);
+    const text = await readFile(store.ledgerPath, "utf8");
+    await writeFile(store.ledgerPath, text.replace('"verdict":"Allow"', '"verdict":"Deny"'));
+    const said =
+      `record 0 of ${store.ledgerPath} holds id ${read.id}, but its tool, verdict and scope (deny read, this_tool) ` +
+      `are grant ${edited.id}: it is listed, decided and revoked as ${edited.id}`;
+
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain(`${edited.id}  read`);
+    expect(list.stdout).not.toContain(read.id);
+    expect(list.stderr).toBe(`loopctl: warning: ${said}\n`);
+    const asJson = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(asJson.stderr).toBe(`loopctl: warning: ${said}\n`);
+
+    const byStored = await cli(["grants", "revoke", read.id, ...at()], { cwd: base });
+    expect(byStored.code).toBe(EXIT.failed);
+    expect(byStored.stderr).toBe(`loopctl grants revoke: no grant ${read.id} in ${store.ledgerPath}; ${said}\n`);
+    expect((await store.load()).map((g) => g.id)).toContain(edited.id);
+
+    const byContent = await cli(["grants", "revoke", edited.id, ...at()], { cwd: base });
+    expect(byContent).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(byContent.stdout).toBe(`revoked ${edited.id} (deny read, this_tool)\n`);
+    expect((await store.load()).map((g) => g.id)).toEqual([(grants[1] as Grant).id, (grants[2] as Grant).id]);
+  });
+});
+
 describe("loopctl grants reset", () => {
   it("removes every grant", async () => {
     const store = await seed(root, project, sampleGrants());
@@ -311,6 +345,44 @@ describe("a corrupt ledger", () => {
   });
 });
 
+describe("a ledger in a later format", () => {
+  const later = '{"version":2,"grants":[]}';
+  const message = (ledger: string): string =>
+    `grant ledger ${ledger} is in ledger format version 2, which this version of loopctl cannot read ` +
+    "(it reads the JSON array of grant records); it was likely written by a newer loopctl: upgrade to use its grants";
+  const hint =
+    "the ledger is left as it is: upgrade loopctl ('loopctl --version' shows this one) to use its grants; " +
+    "'loopctl grants repair' never moves a ledger of a later format aside";
+
+  it("is reported with exit 3 by every command, repair included, pointing to an upgrade, and left where it is", async () => {
+    const ledger = await plantLedger(later);
+    for (const argv of [
+      ["grants", "list"],
+      ["grants", "revoke", "0123456789abcdef"],
+      ["grants", "reset"],
+      ["grants", "reset", "--tool", "read"],
+      ["grants", "explain", "--tool", "read", "--args", "{}"],
+      ["grants", "repair"],
+    ]) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.corrupt);
+      expect(run.stdout, argv.join(" ")).toBe("");
+      expect(run.stderr, argv.join(" ")).toBe(
+        `loopctl: ${message(ledger)} [LEDGER_UNKNOWN_FORMAT]\nloopctl: ${hint}\n`,
+      );
+      expect(await readFile(ledger, "utf8")).toBe(later);
+      expect(await readdir(dirname(ledger))).toEqual(["grants.json"]);
+    }
+  });
+
+  it("is reported as a JSON document with --json, naming the code and the upgrade", async () => {
+    const ledger = await plantLedger(later);
+    const run = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.corrupt);
+    expect(JSON.parse(run.stdout)).toEqual({ ledger, error: "LEDGER_UNKNOWN_FORMAT", message: message(ledger), hint });
+  });
+});
+
 describe("loopctl grants repair", () => {
   it("refuses to touch a sound ledger, and says there is nothing to repair when there is none", async () => {
     const store = await seed(root, project, sampleGrants());
@@ -394,6 +466,29 @@ describe("usage", () => {
       expect(run.code, argv.join(" ")).toBe(EXIT.usage);
       expect(run.stdout, argv.join(" ")).toBe("");
       expect(run.stderr, argv.join(" ")).toMatch(message);
+    }
+  });
+
+  it("points a --tool given to list or revoke to the commands that take one", async () => {
+    const cases: [string[], string][] = [
+      [
+        ["grants", "list", "--tool", "read"],
+        'loopctl grants list: unknown option "--tool"; list shows the grants of every tool: ' +
+          "'loopctl grants explain --tool NAME --args JSON' shows those that decide one call of a tool, " +
+          "'loopctl grants reset --tool NAME' removes one tool's\n",
+      ],
+      [
+        ["grants", "revoke", "--tool=read"],
+        'loopctl grants revoke: unknown option "--tool"; revoke removes one grant by its ID: ' +
+          "'loopctl grants reset --tool NAME' removes every grant of one tool\n",
+      ],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli([...argv, ...at()], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(run.stderr, argv.join(" ")).toBe(
+        `${message}Run '${argv.slice(0, 2).join(" ").replace(/^/, "loopctl ")} --help' for usage.\n`,
+      );
     }
   });
 

@@ -32,6 +32,7 @@ import {
   GrantPolicy,
   GrantScope,
   LedgerCorruptError,
+  LedgerFormatError,
   LedgerIoError,
   LedgerLockError,
   projectIdentity,
@@ -390,6 +391,36 @@ describe("FileGrantStore fails closed", () => {
     expect(aside).toMatch(/grants\.json\.corrupt-\d+-[0-9a-f]+$/);
     expect(readFileSync(aside as string, "utf8")).toBe("[");
     expect(await s.load()).toEqual([]);
+  });
+
+  it("refuses a ledger in a later format (an object with a version) as LedgerFormatError naming the file and the version, and never moves it aside", async () => {
+    const s = store({ now: () => 1234 });
+    const later = `{"version":2,"grants":[${grantA.toLedgerText()}]}`;
+    writeLedger(s, later);
+    for (const error of await Promise.all(
+      [
+        s.load(),
+        s.covering("read", "{}"),
+        s.save(grantA),
+        s.revoke(grantA.id),
+        s.revokeTool("read"),
+        s.clear(),
+        s.clear({ corrupt: "keep-aside" }),
+        s.resetCorrupt(),
+      ].map(rejection),
+    )) {
+      expect(error).toBeInstanceOf(LedgerFormatError);
+      expect(error).not.toBeInstanceOf(LedgerCorruptError);
+      expect((error as LedgerFormatError).code).toBe("LEDGER_UNKNOWN_FORMAT");
+      expect((error as LedgerFormatError).path).toBe(s.ledgerPath);
+      expect((error as LedgerFormatError).version).toBe(2);
+      expect((error as Error).message).toBe(
+        `grant ledger ${s.ledgerPath} is in ledger format version 2, which this version of loopctl cannot read ` +
+          "(it reads the JSON array of grant records); it was likely written by a newer loopctl: upgrade to use its grants",
+      );
+    }
+    expect(readFileSync(s.ledgerPath, "utf8")).toBe(later);
+    expect(readdirSync(join(s.ledgerPath, "..")).sort()).toEqual(["grants.json"]);
   });
 
   it("refuses a ledger too large to read as LEDGER_IO naming the file and its size, never as corrupt, and keeps it", async () => {

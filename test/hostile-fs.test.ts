@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
   chownSync,
@@ -14,6 +14,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FileGrantStore, Grant, GrantScope, LedgerIoError, LedgerLockError } from "../src/grant/index.js";
 import { LoopctlError } from "../src/errors.js";
@@ -21,6 +22,7 @@ import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
 import { walk } from "./support/reliability-files.js";
 import { isRoot, unmet } from "./support/precondition.js";
+import { useGrantShim } from "./support/native-shim.js";
 
 const temp = mkdtempSync(join(tmpdir(), "loopctl-hostile-fs-"));
 afterAll(() => rmSync(temp, { recursive: true, force: true }));
@@ -166,6 +168,44 @@ describe("a ledger that is not a regular file", () => {
   });
 });
 
+describe("a ledger swapped for a FIFO between the check of its path and its open", () => {
+  // A child loads through a libc shim (LD_PRELOAD) that swaps the ledger for a FIFO just before it
+  // is opened: the lstat before saw a regular file, so only the open itself can keep the read from
+  // waiting for a writer that never comes.
+  const setup = useGrantShim("fifo-at-open");
+  const CHILD = `
+const [, esm, root, project] = process.argv;
+const { FileGrantStore } = await import(esm);
+try {
+  await new FileGrantStore(root, project).load();
+  console.log(JSON.stringify({ ok: true }));
+} catch (error) {
+  console.log(JSON.stringify({ ok: false, code: error.code, message: error.message }));
+}
+`;
+
+  it("a load fails at once with LEDGER_NOT_REGULAR_FILE naming the ledger, never waits", async (ctx) => {
+    if (setup.shim === undefined) unmet(ctx, setup.why);
+    const root = join(setup.dir, "root");
+    const project = join(setup.dir, "project");
+    const store = new FileGrantStore(root, project);
+    await store.save(grant);
+    const child = spawnSync(
+      process.execPath,
+      ["--input-type=module", "-e", CHILD, pathToFileURL(setup.builds.esm).href, root, project],
+      { encoding: "utf8", env: { ...process.env, LD_PRELOAD: setup.shim }, timeout: 10_000 },
+    );
+    expect(child.signal, "the load waited on the FIFO").toBeNull();
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({
+      ok: false,
+      code: "LEDGER_NOT_REGULAR_FILE",
+      message: expect.stringContaining(store.ledgerPath),
+    });
+    expect(lstatSync(store.ledgerPath).isFIFO()).toBe(true);
+  }, 30_000);
+});
+
 describe("a lock file that is not a regular file", () => {
   it.each([
     ["a FIFO", (path: string) => execFileSync("mkfifo", ["-m", "600", path])],
@@ -283,6 +323,37 @@ describe("permissions: a ledger tree open to others is refused or tightened with
       [l.dir.slice(l.root.length + 1), "dir", "700"],
       [l.store.ledgerPath.slice(l.root.length + 1), "file", "600"],
     ]);
+  });
+});
+
+describe("a ledger on a read-only file system", () => {
+  it("a revoke of an unknown id or a tool with no grants, or a clear of no grants, writes nothing and answers so; a change is a typed error naming the lock", async (context) => {
+    const disk = mkdtempSync(join(temp, "tmpfs-ro-"));
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", disk], { stdio: "pipe" });
+    } catch (error) {
+      unmet(context, `mounting a 64 KB tmpfs is not permitted here: ${(error as Error).message.split("\n")[0] ?? ""}`);
+    }
+    try {
+      const store = new FileGrantStore(join(disk, "root"), join(disk, "project"));
+      await store.save(grant);
+      const before = readFileSync(store.ledgerPath);
+      const emptied = new FileGrantStore(join(disk, "root"), join(disk, "emptied"));
+      await emptied.save(grant);
+      await emptied.revoke(grant.id);
+      execFileSync("mount", ["-o", "remount,ro", disk], { stdio: "pipe" });
+      expect(await new FileGrantStore(join(disk, "root"), join(disk, "emptied")).clear()).toBe(0);
+      expect(readFileSync(emptied.ledgerPath, "utf8")).toBe("[]");
+      const reader = new FileGrantStore(join(disk, "root"), join(disk, "project"));
+      expect(await reader.revoke("0123456789abcdef")).toBeUndefined();
+      expect(await reader.revokeTool("read")).toEqual([]);
+      const error = await refused(reader.revoke(grant.id));
+      expect(error).toBeInstanceOf(LedgerLockError);
+      expect(error.message).toContain(`${reader.lockPath}: cannot create the lock file (EROFS)`);
+      expect(readFileSync(store.ledgerPath)).toEqual(before);
+    } finally {
+      execFileSync("umount", [disk]);
+    }
   });
 });
 

@@ -27,7 +27,7 @@ export const ISSUES_URL = "https://github.com/loopctl/loopctl/issues";
  * - 2: usage error (unknown command or option, missing or malformed argument); with `--json`,
  *   also `{"error": "USAGE", "message", "hint"}` on stdout (every other failure is one document
  *   there too: `{"error": <code>, "message", "hint"?}`, `"INTERNAL"` for exit 5)
- * - 3: a grant ledger is corrupt (reported, never rewritten)
+ * - 3: a grant ledger is corrupt or in a later format (reported, never rewritten)
  * - 4: an I/O or lock error (unreadable file, output that cannot be written, refused path,
  *   ledger lock busy)
  * - 5: an unexpected error (a bug: please report it at {@link ISSUES_URL})
@@ -74,12 +74,15 @@ export function asksForJson(argv: readonly string[]): boolean {
 /**
  * `parseArgs` in strict mode with positionals, its errors turned into
  * {@link CliUsageError}s that name `command`; an unknown option's names the
- * known one it is nearest to, if any.
+ * known one it is nearest to, if any, or what `elsewhere` says of it: an
+ * option another command takes, by its long name, and the sentence that
+ * points there.
  */
 export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   command: string,
   args: readonly string[],
   options: T,
+  elsewhere: Readonly<Record<string, string>> = {},
 ): { values: ParsedValues<T>; positionals: string[] } {
   // A first, lenient pass finds unknown options, so the error can name the one meant.
   const { tokens } = parseArgs({ args: [...args], options, allowPositionals: true, strict: false, tokens: true });
@@ -96,6 +99,9 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
       }
     }
     if (!Object.hasOwn(options, token.name)) {
+      const pointer =
+        token.rawName.startsWith("--") && Object.hasOwn(elsewhere, token.name) ? elsewhere[token.name] : undefined;
+      if (pointer !== undefined) throw new CliUsageError(command, `unknown option "${token.rawName}"; ${pointer}`);
       throw new CliUsageError(
         command,
         unknownOption(writtenOption(token.rawName, args[token.index]), Object.keys(options)),

@@ -2,14 +2,17 @@ import { describeError, LoopctlError } from "../errors.js";
 import { EXIT, ISSUES_URL } from "./context.js";
 import type { ExitCode } from "./context.js";
 
+/** The codes of grants that cannot be read as grants: a corrupt ledger, one of a later format, a malformed row. */
+const UNREADABLE_GRANTS = new Set(["LEDGER_CORRUPT", "LEDGER_UNKNOWN_FORMAT", "POSTGRES_ROW_MALFORMED"]);
+
 /** The exit code of a typed error: 3 for grants that cannot be read as grants, else 4. */
 export function exitCodeOf(error: LoopctlError): ExitCode {
-  return error.code === "LEDGER_CORRUPT" || error.code === "POSTGRES_ROW_MALFORMED" ? EXIT.corrupt : EXIT.io;
+  return UNREADABLE_GRANTS.has(error.code) ? EXIT.corrupt : EXIT.io;
 }
 
 /**
  * The way out of an exit 3, or of a schema not migrated, for people: a corrupt ledger file is moved aside
- * by `grants repair`; a malformed row in PostgreSQL is not a file. An asks row
+ * by `grants repair`; one of a later format is read by upgrading loopctl; a malformed row in PostgreSQL is not a file. An asks row
  * is fixed or deleted in the database. A grants row is forgotten with the rest
  * of the project's grants by `grants reset`, or revoked alone at the project's
  * next version: running stores read only the rows above the version they
@@ -21,6 +24,13 @@ export function hintFor(error: LoopctlError): string | undefined {
     return (
       "run 'loopctl grants repair' with the same --project and --root to move it aside " +
       "(its bytes kept) and start a fresh ledger"
+    );
+  }
+  // Its grants are sound to the loopctl that wrote it: moving it aside would lose them.
+  if (error.code === "LEDGER_UNKNOWN_FORMAT") {
+    return (
+      "the ledger is left as it is: upgrade loopctl ('loopctl --version' shows this one) to use its grants; " +
+      "'loopctl grants repair' never moves a ledger of a later format aside"
     );
   }
   // A console or a grants command pointed at the wrong schema would otherwise be told to migrate it.

@@ -1,13 +1,15 @@
-import { lstat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { lstat, open } from "node:fs/promises";
 import {
   argsDigest,
   CanonicalJsonError,
   descriptorDigest,
   descriptorFingerprint,
   FileGrantStore,
+  Grant,
   GrantPolicy,
 } from "../grant/index.js";
-import type { Grant, GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
+import type { GrantDecision, GrantStore, PinStatus, ToolDescriptor } from "../grant/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { clip, json, printable, table, timestamp } from "./format.js";
@@ -89,21 +91,76 @@ export function grantSummary(grant: Grant): string {
   return `${grant.id} (${grant.verdict} ${printable(grant.tool)}, ${printable(scopeText(grant, 80))})`;
 }
 
+/**
+ * For a ledger file, one sentence per record whose stored `id` is not the id
+ * of its tool, verdict and scope (edited by hand, the id kept; or written by
+ * another implementation spelling a number otherwise): grants are known by
+ * their content's id, which list shows and revoke takes, so the id the file
+ * holds is named beside it. Read again after the store read the ledger; only
+ * a hint, so none when it cannot be read.
+ */
+async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: string; readonly said: string }>> {
+  if (!(store instanceof FileGrantStore)) return [];
+  const path = store.ledgerPath;
+  let records: unknown;
+  try {
+    // The file may have been swapped since the store read it: a FIFO must not leave the command waiting.
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      if (!(await handle.stat()).isFile()) return [];
+      records = JSON.parse(await handle.readFile("utf8"));
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(records)) return [];
+  const found: Array<{ stored: string; said: string }> = [];
+  records.forEach((record: unknown, i) => {
+    const stored = (record as { id?: unknown } | null)?.id;
+    if (typeof stored !== "string") return;
+    let grant: Grant;
+    try {
+      grant = Grant.fromJSON(record);
+    } catch {
+      return;
+    }
+    if (grant.id === stored) return;
+    found.push({
+      stored,
+      said:
+        `record ${i} of ${printable(path)} holds id ${printable(JSON.stringify(stored).slice(1, -1))}, but its tool, ` +
+        `verdict and scope (${grant.verdict} ${printable(grant.tool)}, ${printable(scopeText(grant, 80))}) ` +
+        `are grant ${grant.id}: it is listed, decided and revoked as ${grant.id}`,
+    });
+  });
+  return found;
+}
+
 /** `loopctl grants list [--project DIR] [--root DIR] [--json]`. */
 async function list(args: readonly string[], context: CliContext): Promise<ExitCode> {
-  const { values, positionals } = parseCommandArgs("grants list", args, {
-    ...LOCATION_OPTIONS,
-    json: { type: "boolean", default: false },
-  });
+  const { values, positionals } = parseCommandArgs(
+    "grants list",
+    args,
+    { ...LOCATION_OPTIONS, json: { type: "boolean", default: false } },
+    {
+      tool:
+        "list shows the grants of every tool: 'loopctl grants explain --tool NAME --args JSON' shows those " +
+        "that decide one call of a tool, 'loopctl grants reset --tool NAME' removes one tool's",
+    },
+  );
   if (values.help) return printHelp("grants list", context, values.json);
   noPositionals("grants list", positionals);
-  const { location, value: grants } = await withStore(
+  const { location, value } = await withStore(
     "grants list",
     values,
     context,
-    (store) => store.load(),
+    async (store) => ({ grants: await store.load(), stale: await staleIds(store) }),
     values.json,
   );
+  const { grants, stale } = value;
+  for (const { said } of stale) context.stderr.write(`loopctl: warning: ${said}\n`);
   if (values.json) {
     context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
@@ -133,7 +190,9 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
 
 /** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */
 async function revoke(args: readonly string[], context: CliContext): Promise<ExitCode> {
-  const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS);
+  const { values, positionals } = parseCommandArgs("grants revoke", args, LOCATION_OPTIONS, {
+    tool: "revoke removes one grant by its ID: 'loopctl grants reset --tool NAME' removes every grant of one tool",
+  });
   if (values.help) return printHelp("grants revoke", context, asksForJson(args));
   const [id, extra] = positionals;
   if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
@@ -141,13 +200,19 @@ async function revoke(args: readonly string[], context: CliContext): Promise<Exi
   if (!GRANT_ID.test(id)) {
     throw new CliUsageError("grants revoke", `${JSON.stringify(id)} is not a grant id (16 lowercase hex digits)`);
   }
-  const { location, value: revoked } = await withStore("grants revoke", values, context, async (store) => {
+  const { location, value } = await withStore("grants revoke", values, context, async (store) => {
     // Loading first makes a corrupt ledger fail here, before any write is attempted.
     await store.load();
-    return store.revoke(id);
+    const revoked = await store.revoke(id);
+    // The id of a record edited by hand is the one its content gives: say so to one who took it from the file.
+    const stale = revoked === undefined ? (await staleIds(store)).filter((s) => s.stored === id) : [];
+    return { revoked, stale };
   });
+  const { revoked, stale } = value;
   if (revoked === undefined) {
-    context.stderr.write(`loopctl grants revoke: no grant ${id} in ${printable(location)}\n`);
+    context.stderr.write(
+      `loopctl grants revoke: no grant ${id} in ${printable(location)}${stale.map((s) => `; ${s.said}`).join("")}\n`,
+    );
     return EXIT.failed;
   }
   context.stdout.write(`revoked ${grantSummary(revoked)}\n`);

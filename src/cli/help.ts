@@ -7,8 +7,9 @@ const EXIT_CODES = `Exit codes:
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument);
      with --json, also {"error": "USAGE", "message", "hint"} on stdout
-  3  the grant ledger is corrupt (see grants repair), or a database row is
-     malformed (see grants reset); reported, never rewritten
+  3  the grant ledger is corrupt (see grants repair) or in a later format
+     (upgrade loopctl), or a database row is malformed (see grants reset);
+     reported, never rewritten
   4  I/O, lock or database error (unreadable file, output that cannot be
      written, refused path, ledger lock busy, unreachable or unmigrated
      database)
@@ -150,7 +151,8 @@ When the project's ledger cannot be read as grants (exit 3 from any other
 command), moves it to grants.json.corrupt-<ms>-<hex> beside it, owner-only
 and byte for byte, and says where. The next grant saved starts a fresh
 ledger; until then every gated call is asked about. A ledger that reads
-fine is never touched: that, or no ledger at all, exits 1.
+fine is never touched: that, or no ledger at all, exits 1. Nor is a ledger
+in a later format (a newer loopctl's, exit 3): upgrade loopctl to use it.
 
 Grants in PostgreSQL (--database) are rows, not a file: a malformed row is
 forgotten with the project's other grants by 'loopctl grants reset', or

@@ -42,6 +42,41 @@ export class LedgerCorruptError extends LoopctlError {
 }
 
 /**
+ * A grant ledger is in a format this version of loopctl does not know: its
+ * top level is a JSON object with a `version` member, the shape any later
+ * ledger format takes (the format read here, the original's, is a JSON array
+ * of grant records). It was most likely written by a newer loopctl, and its
+ * grants are sound there: upgrade to use them.
+ *
+ * Code `"LEDGER_UNKNOWN_FORMAT"`. Not a {@link LedgerCorruptError}: the file
+ * is never overwritten, deleted or moved aside, `resetCorrupt()` and
+ * `clear({ corrupt: "keep-aside" })` included.
+ */
+export class LedgerFormatError extends LoopctlError {
+  /** The ledger file at fault. */
+  readonly path: string;
+  /** The ledger's `version` member, as the file holds it (a JSON value). */
+  readonly version: unknown;
+
+  constructor(path: string, version: unknown) {
+    super(
+      "LEDGER_UNKNOWN_FORMAT",
+      `grant ledger ${path} is in ledger format version ${shownVersion(version)}, which this version of loopctl ` +
+        "cannot read (it reads the JSON array of grant records); it was likely written by a newer loopctl: " +
+        "upgrade to use its grants",
+    );
+    this.path = path;
+    this.version = version;
+  }
+}
+
+/** A ledger's `version` as a message shows it: its JSON text, a long one cut short. */
+function shownVersion(version: unknown): string {
+  const text = JSON.stringify(version) ?? String(version);
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/**
  * Reading or writing a grant ledger failed for a reason other than its
  * content, or its path cannot be trusted. Codes:
  * - `"LEDGER_IO"`: the file system failed (the ledger cannot be read, a full

@@ -7,7 +7,14 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { duplicateMember } from "../duplicate-member.js";
 import { foldersMade } from "../folders-made.js";
 import { projectIdentity, requireFolderPath } from "./digest.js";
-import { GrantConfigError, GrantRecordError, LedgerCorruptError, LedgerIoError, LedgerLockError } from "./errors.js";
+import {
+  GrantConfigError,
+  GrantRecordError,
+  LedgerCorruptError,
+  LedgerFormatError,
+  LedgerIoError,
+  LedgerLockError,
+} from "./errors.js";
 import { shownValue } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
@@ -218,6 +225,11 @@ function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): 
   });
 }
 
+/** `1 grant`, `2 grants`. */
+function grantCount(count: number): string {
+  return `${count} grant${count === 1 ? "" : "s"}`;
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
 }
@@ -270,7 +282,9 @@ function settled(stat: BigIntStats, readAtMs: number): boolean {
  *
  * - Fail closed: a missing ledger is empty; an empty, unparseable or
  *   malformed one throws LedgerCorruptError and is never overwritten by
- *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`).
+ *   `save`, `revoke` or `clear` (see `clear({ corrupt: "keep-aside" })`). A
+ *   ledger in a later format (a JSON object with a `version`) throws
+ *   LedgerFormatError and is never overwritten or moved aside.
  * - Writes replace the file atomically (owner-only 0600 from creation,
  *   fsynced, folder fsynced after the rename); folders are created 0700; a
  *   ledger path that is a symlink or not a regular file is never read or
@@ -371,6 +385,7 @@ export class FileGrantStore implements GrantStore {
    * Every grant in the ledger, in file order.
    *
    * @throws {LedgerCorruptError} when the ledger exists but cannot be trusted.
+   * @throws {LedgerFormatError} when the ledger is in a later format (a newer loopctl's).
    * @throws {LedgerIoError} when it cannot be read, is not a regular file, or
    *   a folder on its path is a symlink or open to writes by others.
    */
@@ -407,18 +422,24 @@ export class FileGrantStore implements GrantStore {
   async revoke(id: string, options: StoreCallOptions = {}): Promise<Grant | undefined> {
     const signal = callSignal("FileGrantStore.revoke", options);
     revokedId("FileGrantStore.revoke", id);
-    return this.#locked(signal, undefined, async (lock) => {
-      const current = await this.#read(true);
-      const at = current.grants.findIndex((g) => g.id === id);
-      const found = current.grants[at];
-      if (found === undefined) return undefined;
-      await this.#write(
-        current.grants.filter((_, i) => i !== at),
-        current,
-        lock,
-      );
-      return found;
-    });
+    const absent = (ledger: Snapshot): boolean => !ledger.grants.some((g) => g.id === id);
+    return this.#locked(
+      signal,
+      undefined,
+      async (lock) => {
+        const current = await this.#read(true);
+        const at = current.grants.findIndex((g) => g.id === id);
+        const found = current.grants[at];
+        if (found === undefined) return undefined;
+        await this.#write(
+          current.grants.filter((_, i) => i !== at),
+          current,
+          lock,
+        );
+        return found;
+      },
+      absent,
+    );
   }
 
   /**
@@ -440,18 +461,25 @@ export class FileGrantStore implements GrantStore {
       );
     }
     const none: Grant[] = [];
-    return this.#locked(signal, none, async (lock) => {
-      const current = await this.#read(true);
-      const removed = current.grants.filter((g) => g.tool === tool);
-      if (removed.length > 0) {
-        await this.#write(
-          current.grants.filter((g) => g.tool !== tool),
-          current,
-          lock,
-        );
-      }
-      return removed;
-    });
+    const absent = (ledger: Snapshot): boolean => !ledger.grants.some((g) => g.tool === tool);
+    return this.#locked(
+      signal,
+      none,
+      async (lock) => {
+        const current = await this.#read(true);
+        const removed = current.grants.filter((g) => g.tool === tool);
+        if (removed.length > 0) {
+          await this.#write(
+            current.grants.filter((g) => g.tool !== tool),
+            current,
+            lock,
+            `the removal of ${grantCount(removed.length)} of tool ${JSON.stringify(tool)}`,
+          );
+        }
+        return removed;
+      },
+      absent,
+    );
   }
 
   /**
@@ -461,25 +489,33 @@ export class FileGrantStore implements GrantStore {
    * {@link FileGrantStore.resetCorrupt}) and resolves to 0.
    */
   async clear(options: ClearOptions = {}): Promise<number> {
-    return this.#locked(callSignal("FileGrantStore.clear", options), 0, async (lock) => {
-      let current: Snapshot;
-      try {
-        current = await this.#read(true);
-      } catch (error) {
-        if (!(error instanceof LedgerCorruptError && options.corrupt === "keep-aside")) throw error;
-        await this.#moveAside();
-        return 0;
-      }
-      if (current.grants.length > 0) await this.#write([], current, lock);
-      return current.grants.length;
-    });
+    const empty = (ledger: Snapshot): boolean => ledger.grants.length === 0;
+    return this.#locked(
+      callSignal("FileGrantStore.clear", options),
+      0,
+      async (lock) => {
+        let current: Snapshot;
+        try {
+          current = await this.#read(true);
+        } catch (error) {
+          if (!(error instanceof LedgerCorruptError && options.corrupt === "keep-aside")) throw error;
+          await this.#moveAside();
+          return 0;
+        }
+        const count = current.grants.length;
+        if (count > 0) await this.#write([], current, lock, `the removal of the ledger's ${grantCount(count)}`);
+        return count;
+      },
+      empty,
+    );
   }
 
   /**
    * When the ledger is corrupt, moves it to `grants.json.corrupt-<ms>-<hex>`
    * beside it (owner-only, bytes untouched) so the next save starts a fresh
    * ledger; resolves to that path. Resolves to `undefined` and changes
-   * nothing when the ledger is missing or sound.
+   * nothing when the ledger is missing or sound. A ledger in a later format
+   * is not corrupt: it is left where it is, and LedgerFormatError thrown.
    */
   async resetCorrupt(options: StoreCallOptions = {}): Promise<string | undefined> {
     return this.#locked(callSignal("FileGrantStore.resetCorrupt", options), undefined, async () => {
@@ -497,13 +533,24 @@ export class FileGrantStore implements GrantStore {
    * Runs `change` under the lock, after this store's earlier changes and
    * the folder checks. `missing` is what a change resolves to without
    * running when the ledger's folders do not exist; `"create"` makes them.
+   * `nothingToDo`, when given, is asked first of the ledger as read without
+   * the lock: if it says so, the call resolves to `missing` taking no lock
+   * and changing nothing (no folder made owner-only), so a revoke of what is
+   * not there answers on a read-only file system too. Another process's
+   * change made since is ordered after this call; a ledger that cannot be
+   * read goes to the locked path, which says why.
    */
   #locked<T>(
     signal: AbortSignal | undefined,
     missing: T | "create",
     change: (lock: HeldLock) => Promise<T>,
+    nothingToDo?: (ledger: Snapshot) => boolean,
   ): Promise<T> {
     return this.#serial(signal, async () => {
+      if (nothingToDo !== undefined && missing !== "create") {
+        const ledger = await this.#read().catch(() => undefined);
+        if (ledger !== undefined && nothingToDo(ledger)) return missing;
+      }
       if (!(await this.#secureFolders(missing === "create" ? "create" : "write"))) return missing as T;
       return withLedgerLock(this.lockPath, this.#lockOptions(signal), change);
     });
@@ -701,7 +748,8 @@ export class FileGrantStore implements GrantStore {
     const readAtMs = Date.now();
     let handle;
     try {
-      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      // O_NONBLOCK: a FIFO swapped in since the lstat opens at once, and the check below refuses it.
+      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       const code = errorCode(error);
       if (code === "ENOENT") return EMPTY_SNAPSHOT;
@@ -761,7 +809,13 @@ export class FileGrantStore implements GrantStore {
     } catch (error) {
       throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
     }
-    if (!Array.isArray(value)) throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    if (!Array.isArray(value)) {
+      // A later format says so with a version: its grants are sound to the loopctl that wrote it.
+      if (typeof value === "object" && value !== null && Object.hasOwn(value, "version")) {
+        throw new LedgerFormatError(path, (value as { version: unknown }).version);
+      }
+      throw new LedgerCorruptError(path, "not a JSON array of grant records");
+    }
     // JSON.parse keeps the last of two members; another reader (the original
     // included) keeps the first or refuses the record, so the ledger would
     // read as one grant here and another there.
@@ -819,9 +873,10 @@ export class FileGrantStore implements GrantStore {
    * closed to others). The new ledger is written whole and synced under a
    * temporary name, then renamed over the old one if the lock is still ours,
    * and the folder is synced, which is what makes the rename durable.
+   * `effect` says what the change did when that sync fails (see {@link #syncFolder}).
    * Temporary files left by writers that died holding the lock go first.
    */
-  async #write(grants: readonly Grant[], current: Snapshot, lock: HeldLock): Promise<void> {
+  async #write(grants: readonly Grant[], current: Snapshot, lock: HeldLock, effect?: string): Promise<void> {
     const path = this.ledgerPath;
     const temp = `${path}.tmp-${randomBytes(4).toString("hex")}`;
     this.#snapshot = undefined;
@@ -840,7 +895,10 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerIoError("LEDGER_IO", path, `cannot write (${errorCode(error) ?? "error"})`, { cause: error });
     }
     // The stat that keys the cache is taken while the folder syncs; the rename is already done.
-    const [stat] = await Promise.all([lstat(path, { bigint: true }).catch(() => undefined), this.#syncFolder()]);
+    const [stat] = await Promise.all([
+      lstat(path, { bigint: true }).catch(() => undefined),
+      this.#syncFolder(undefined, effect),
+    ]);
     // Without it, the next read reparses. Its mtime is now: the next read compares the bytes.
     if (stat !== undefined) {
       const texts = new Map(grants.map((grant, i) => [grant, records[i] ?? grant.toLedgerText()]));

@@ -28,6 +28,7 @@ export {
   GrantIdCollisionError,
   GrantRecordError,
   LedgerCorruptError,
+  LedgerFormatError,
   LedgerIoError,
   LedgerLockError,
 } from "./errors.js";
