@@ -79,6 +79,8 @@ const DECLARED: Record<string, string> = {
   store: type("loopctl/grant", "GrantStore"),
   grants: type("loopctl/grant", "GrantStore"),
   records: type("loopctl/server", "RecentRecords"),
+  handler: type("loopctl/server", "ApprovalHandler"),
+  server: type("node:http", "Server"),
   vetted: type("loopctl/mcp", "McpToolset"),
   audit: type("loopctl/audit", "AuditSink"),
   ui: "Promise<void>",
