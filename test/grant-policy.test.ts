@@ -419,4 +419,17 @@ describe("GrantPolicy.explain", () => {
     expect(explanation.covering).toEqual([]);
     await expect(policy.explain("write", args, read)).rejects.toThrow(/'read', not 'write'/);
   });
+
+  it("refuses a tool that is not a name, naming the argument: a descriptor there would explain nothing", async () => {
+    const deny = grant("deny", GrantScope.thisTool(), descriptorFingerprint(read));
+    const policy = new GrantPolicy(new MemoryGrantStore([deny]));
+    for (const tool of [read, "", undefined, 7]) {
+      const error = await policy.explain(tool as never, args).catch((e: unknown) => e);
+      expect(error, JSON.stringify(tool) ?? "undefined").toBeInstanceOf(GrantConfigError);
+      expect((error as GrantConfigError).argument).toBe("tool");
+      expect((error as Error).message).toMatch(/^GrantPolicy\.explain: tool must be the tool's name/);
+    }
+    await expect(policy.explain(read as never, args, read)).rejects.toThrow(/pass descriptor\.name/);
+    expect((await policy.explain("read", args, read)).decision).toEqual({ type: "deny", grant: deny });
+  });
 });

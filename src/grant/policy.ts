@@ -262,10 +262,23 @@ export class GrantPolicy {
    * status, the deciding grant and readable lines. Without `descriptor` pins
    * cannot be checked, and `decision` is null when the outcome hinges on one.
    *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty
+   *   string: `explain` takes the tool's name, where `decide` and `remember`
+   *   take its descriptor.
    * @throws {GrantRecordError} when `descriptor` names another tool.
    * @throws {CanonicalJsonError} when `args` has no JSON form.
    */
   async explain(tool: string, args: unknown, descriptor?: ToolDescriptor): Promise<GrantExplanation> {
+    if (typeof tool !== "string" || tool === "") {
+      // A descriptor here (as decide and remember take) would be looked up as "[object Object]": no grant covers it.
+      const named = typeof tool === "object" && tool !== null && typeof (tool as { name?: unknown }).name === "string";
+      throw new GrantConfigError(
+        "GrantPolicy.explain",
+        "tool",
+        `must be the tool's name, a non-empty string, got ${shownValue(tool)}` +
+          (named ? " (for a descriptor, pass descriptor.name, and the descriptor as the third argument)" : ""),
+      );
+    }
     if (descriptor !== undefined) {
       requireDescriptor(descriptor, "GrantPolicy.explain");
       if (descriptor.name !== tool) {
