@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, symlink, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -74,6 +74,26 @@ describe("loopctl audit verify", () => {
     // With the key, the downgrade fails.
     const checked = await cli(["audit", "verify", "downgraded.jsonl", "--key-file", "downgrade.key"], { cwd: dir });
     expect(checked.code).toBe(EXIT.failed);
+  });
+
+  it("looks for that seal beside the file a symbolic link to the log leads to, where its writer left it", async () => {
+    const key = randomBytes(32);
+    await mkdir(join(dir, "rotated"));
+    const keyed = await AuditSink.open(join(dir, "rotated", "gates-1.jsonl"), { key });
+    await keyed.append(gateRecord(1));
+    await keyed.close();
+    const plain = await AuditSink.open(join(dir, "rotated", "plain.jsonl"));
+    await plain.append(gateRecord(1, { tool: "tool_forged" }));
+    await plain.close();
+    await writeFile(join(dir, "rotated", "gates-1.jsonl"), await readFile(join(dir, "rotated", "plain.jsonl")));
+    // The log as its operator names it: a link to this rotation's file, its seal beside the file.
+    await symlink(join("rotated", "gates-1.jsonl"), join(dir, "current.jsonl"));
+    const unchecked = await cli(["audit", "verify", "current.jsonl"], { cwd: dir });
+    expect(unchecked.code).toBe(EXIT.ok);
+    // Before, the note was looked for beside the link, and missing.
+    expect(unchecked.stdout).toContain("(a seal lies beside it, as a keyed writer leaves one");
+    const asJson = await cli(["audit", "verify", "current.jsonl", "--json"], { cwd: dir });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, keyed: false, sealBeside: true });
   });
 
   it("fails with exit 1, naming the line and the problem, for each tampering", async () => {

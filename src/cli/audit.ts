@@ -1,4 +1,4 @@
-import { lstat } from "node:fs/promises";
+import { lstat, realpath } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
   AuditAnchorError,
@@ -95,7 +95,9 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   const verified = result.ok ? result.anchor.seq : result.line - 1;
   // A seal beside lines that carry no MAC: a keyed writer left it, and the lines may have been written again
   // without the key (MACs stripped, hashed anew), which only the key can tell. Said, not judged: it may be stale.
-  const sealBeside = result.ok && key === undefined && (await exists(auditSealPath(file)));
+  // Beside the file a symbolic link leads to, as verification reads a key's seal and its writer leaves it.
+  const sealBeside =
+    result.ok && key === undefined && (await exists(auditSealPath(await realpath(file).catch(() => file))));
   if (values.json) {
     context.stdout.write(
       json(
