@@ -178,6 +178,33 @@ describe("loopctl audit verify", () => {
     expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
   });
 
+  it("says, checking a keyed log with --key-file, when its seal vouches for a line before its last", async () => {
+    const key = randomBytes(32);
+    const keyFile = join(dir, "stale.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    const log = join(dir, "stale.jsonl");
+    const sink = await AuditSink.open(log, { key });
+    await sink.append(gateRecord(1));
+    const earlySeal = await readFile(`${log}.seal`);
+    for (let i = 2; i <= 4; i++) await sink.append(gateRecord(i));
+    await sink.close();
+    const current = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });
+    expect(JSON.parse(current.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 4 });
+    // The seal as it was after line 1, put back (or left by a writer stopped before its next seal):
+    // lines 2-4 rest on their MACs alone, and cutting them off would not be told.
+    await writeFile(`${log}.seal`, earlySeal);
+    const text = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key"], { cwd: dir });
+    expect(text.code).toBe(EXIT.ok);
+    expect(text.stdout).toContain(
+      "4 records, chain intact, every line's mac verified with the key; the seal vouches for line 1 only: " +
+        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, or an older seal " +
+        "was put back), and lines cut off after line 1 would not be told",
+    );
+    expect(text.stdout).not.toContain("the seal verified");
+    const asJson = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 1 });
+  });
+
   it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified, in JSON too", async () => {
     await writeFile(join(dir, "empty.key"), randomBytes(32), { mode: 0o600 });
     await writeFile(join(dir, "empty.jsonl"), "");
