@@ -154,6 +154,40 @@ describe("a keyed audit log", () => {
     expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 2, problem: "unsealed" });
   });
 
+  it("verifies a log moved aside with its seal, and started afresh, between the seal's read and the log's", async () => {
+    // Rotation as the docs tell it: the log and its seal moved aside together, a new sink opened.
+    // The seal read was the old log's; the log read next is the new one.
+    const { path } = await keyedLog(3);
+    let rotations = 0;
+    const result = await verifyLogFile(
+      path,
+      { key },
+      {
+        afterSeal: async () => {
+          if (++rotations > 1) return;
+          await rename(path, `${path}.1`);
+          await rename(`${path}.seal`, `${path}.1.seal`);
+          const sink = await AuditSink.open(path, { key });
+          await sink.append(gateRecord(7));
+          await sink.close();
+        },
+      },
+    );
+    // Before, the old seal was held against the new log: "removed", 2 trailing lines.
+    expect(result).toMatchObject({ ok: true, anchor: { seq: 1 }, records: [gateRecord(7)] });
+
+    // A seal that stays ahead of its log is still removed lines, however often it is read.
+    const { path: cut } = await keyedLog(3);
+    await writeFile(cut, textOf(linesOf(await readFile(cut, "utf8")).slice(0, 1)));
+    let reads = 0;
+    expect(await verifyLogFile(cut, { key }, { afterSeal: async () => void (reads += 1) })).toMatchObject({
+      ok: false,
+      line: 2,
+      problem: "removed",
+    });
+    expect(reads).toBe(1);
+  });
+
   it("reports a missing seal as unsealed, a tampered one as forged", async () => {
     const { path, seal } = await keyedLog(2);
     await unlink(`${path}.seal`);

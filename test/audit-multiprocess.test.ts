@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, renameSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, readFileSync, readdirSync, renameSync, utimesSync, writeFileSync } from "node:fs";
 import { appendFile, mkdtemp, readFile, rm, truncate, unlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { basename, join } from "node:path";
@@ -492,5 +492,62 @@ describe("a log rotated by copytruncate while a sink has it open", () => {
     await sink.close();
     expect(await readFile(path)).toEqual(fresh);
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(1, { tool: "wr_1" })] });
+  });
+});
+
+describe("a log with two names (a hard link)", () => {
+  it("is refused by writers through either name, so that their two locks never fork its chain", async () => {
+    const path = join(dir, "linked.jsonl");
+    const other = join(dir, "linked-too.jsonl");
+    const sink = await AuditSink.open(path);
+    await sink.append(gateRecord(1, { tool: "wl_1" }));
+    await sink.close();
+    linkSync(path, other);
+    const before = await readFile(path);
+    // One writer through each name, appending at once: each would take the lock beside its own name.
+    const children = [path, other].map((name, w) =>
+      spawn(process.execPath, [writerScript, name, String(w), String(EACH)], { stdio: ["pipe", "pipe", "pipe"] }),
+    );
+    const outputs = await Promise.all(
+      children.map(async (child) => {
+        let text = "";
+        child.stdout.setEncoding("utf8");
+        child.stderr.setEncoding("utf8");
+        child.stdout.on("data", (chunk: string) => {
+          text += chunk;
+          if (chunk.includes("ready\n")) child.stdin.end("go\n");
+        });
+        child.stderr.on("data", (chunk: string) => (text += chunk));
+        const [code] = (await once(child, "exit")) as [number | null];
+        return { code, text };
+      }),
+    );
+    // Before, both opened, and their appends forked the chain: two lines carried the same seq.
+    for (const [i, { code, text }] of outputs.entries()) {
+      expect(code, text).not.toBe(0);
+      expect(text).not.toContain("ready");
+      expect(text).toContain(`audit log ${[path, other][i]} has 2 names (hard links) and is not opened`);
+    }
+    expect(await readFile(path)).toEqual(before);
+    expect(await verifyAuditLog(path)).toMatchObject({ ok: true, anchor: { seq: 1 } });
+
+    // A name added while a sink has the log open: its appends are refused, nothing written, until it is gone.
+    await unlink(other);
+    const errors: unknown[] = [];
+    const open = await AuditSink.open(path, { onError: (error) => errors.push(error) });
+    linkSync(path, other);
+    await expect(open.append(gateRecord(2, { tool: "wl_2" }))).rejects.toMatchObject({
+      code: "AUDIT_PATH",
+      message: expect.stringContaining("has 2 names (hard links) and is not written to"),
+    });
+    expect(await readFile(path)).toEqual(before);
+    await unlink(other);
+    await expect(open.append(gateRecord(3, { tool: "wl_3" }))).resolves.toMatchObject({ seq: 2 });
+    await open.close();
+    expect(errors).toHaveLength(1);
+    expect(await verifyAuditLog(path)).toMatchObject({
+      ok: true,
+      records: [gateRecord(1, { tool: "wl_1" }), gateRecord(3, { tool: "wl_3" })],
+    });
   });
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, symlink, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -74,6 +74,26 @@ describe("loopctl audit verify", () => {
     // With the key, the downgrade fails.
     const checked = await cli(["audit", "verify", "downgraded.jsonl", "--key-file", "downgrade.key"], { cwd: dir });
     expect(checked.code).toBe(EXIT.failed);
+  });
+
+  it("looks for that seal beside the file a symbolic link to the log leads to, where its writer left it", async () => {
+    const key = randomBytes(32);
+    await mkdir(join(dir, "rotated"));
+    const keyed = await AuditSink.open(join(dir, "rotated", "gates-1.jsonl"), { key });
+    await keyed.append(gateRecord(1));
+    await keyed.close();
+    const plain = await AuditSink.open(join(dir, "rotated", "plain.jsonl"));
+    await plain.append(gateRecord(1, { tool: "tool_forged" }));
+    await plain.close();
+    await writeFile(join(dir, "rotated", "gates-1.jsonl"), await readFile(join(dir, "rotated", "plain.jsonl")));
+    // The log as its operator names it: a link to this rotation's file, its seal beside the file.
+    await symlink(join("rotated", "gates-1.jsonl"), join(dir, "current.jsonl"));
+    const unchecked = await cli(["audit", "verify", "current.jsonl"], { cwd: dir });
+    expect(unchecked.code).toBe(EXIT.ok);
+    // Before, the note was looked for beside the link, and missing.
+    expect(unchecked.stdout).toContain("(a seal lies beside it, as a keyed writer leaves one");
+    const asJson = await cli(["audit", "verify", "current.jsonl", "--json"], { cwd: dir });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, keyed: false, sealBeside: true });
   });
 
   it("fails with exit 1, naming the line and the problem, for each tampering", async () => {
@@ -156,6 +176,33 @@ describe("loopctl audit verify", () => {
     const wrong = await cli(["audit", "verify", "keyed.jsonl", "--key-file", "other.key", "--json"], { cwd: dir });
     expect(wrong.code).toBe(EXIT.failed);
     expect(JSON.parse(wrong.stdout)).toMatchObject({ ok: false, line: 1, problem: "forged", verifiedRecords: 0 });
+  });
+
+  it("says, checking a keyed log with --key-file, when its seal vouches for a line before its last", async () => {
+    const key = randomBytes(32);
+    const keyFile = join(dir, "stale.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    const log = join(dir, "stale.jsonl");
+    const sink = await AuditSink.open(log, { key });
+    await sink.append(gateRecord(1));
+    const earlySeal = await readFile(`${log}.seal`);
+    for (let i = 2; i <= 4; i++) await sink.append(gateRecord(i));
+    await sink.close();
+    const current = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });
+    expect(JSON.parse(current.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 4 });
+    // The seal as it was after line 1, put back (or left by a writer stopped before its next seal):
+    // lines 2-4 rest on their MACs alone, and cutting them off would not be told.
+    await writeFile(`${log}.seal`, earlySeal);
+    const text = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key"], { cwd: dir });
+    expect(text.code).toBe(EXIT.ok);
+    expect(text.stdout).toContain(
+      "4 records, chain intact, every line's mac verified with the key; the seal vouches for line 1 only: " +
+        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, or an older seal " +
+        "was put back), and lines cut off after line 1 would not be told",
+    );
+    expect(text.stdout).not.toContain("the seal verified");
+    const asJson = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 1 });
   });
 
   it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified, in JSON too", async () => {

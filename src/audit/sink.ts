@@ -108,7 +108,19 @@ const BATCH_MAX_BYTES = 64 * 1024 * 1024;
 /** How many bytes end a line from its `hash` on: `,"hash":"<64 hex>","mac":"<64 hex>"}` and its newline. */
 const ANCHOR_TAIL_BYTES = ',"hash":"","mac":""}\n'.length + 2 * 64;
 
-/** Errors of writes that failed and were cut back: the log is as it was before them. */
+/**
+ * Why a log with `names` names (hard links) is refused. The lock is a file
+ * beside the name a writer opened: a writer through another name would take
+ * another lock, and two writers appending at once would fork the chain.
+ */
+function linkedMessage(path: string, names: number, refused: string): string {
+  return (
+    `audit log ${path} has ${names} names (hard links) and ${refused}: a writer through another name ` +
+    `would take another lock (${path}.lock is beside this one) and fork the chain; remove the other names`
+  );
+}
+
+/** Errors of writes that failed and were cut back, or wrote nothing: the log is as it was before them. */
 const undone = new WeakSet<AuditError>();
 
 /**
@@ -246,7 +258,8 @@ export class AuditSink {
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
    *   keyed and no key is given.
-   * @throws AuditPathError when `path` is a symbolic link or not a regular file.
+   * @throws AuditPathError when `path` is a symbolic link, not a regular file, or a file with
+   *   another name (a hard link).
    * @throws AuditCorruptError when the existing log does not verify (against
    *   `options.anchor`, and with a key against the key and its seal).
    * @throws AuditLockError when another process holds the log's lock too long.
@@ -319,6 +332,7 @@ export class AuditSink {
       if (before && (before.ino !== stat.ino || before.dev !== stat.dev)) {
         throw new AuditPathError(abs, `audit log ${abs} was replaced while being opened`);
       }
+      if (stat.nlink > 1) throw new AuditPathError(abs, linkedMessage(abs, stat.nlink, "is not opened"));
       const id = `${stat.dev}:${stat.ino}`;
       if (openFiles().has(id)) throw new AuditBusyError(abs);
       openFiles().add(id);
@@ -524,6 +538,8 @@ export class AuditSink {
    * @throws AuditIoError when writing failed. What was written of the failed lines is cut off
    *   again and later appends may go on; when that fails too, or reading the log failed, the sink
    *   refuses later appends.
+   * @throws AuditPathError when the log has another name (a hard link) meanwhile: nothing was
+   *   written, and later appends go on once it is gone.
    * @throws AuditPathError when the log's path no longer leads to the file this sink opened (moved
    *   aside, replaced, removed): nothing was written, and the sink refuses later appends.
    * @throws AuditKeyError when this sink has no key and a writer with one sealed the log, still
@@ -651,7 +667,7 @@ export class AuditSink {
    * Runs under the lock. A file moved aside (rotated), replaced or removed
    * would take the lines, or lose them with its last handle, while the log at
    * the path went on without them and no append failed.
-   * @throws AuditPathError when it does not.
+   * @throws AuditPathError when it does not, or when the file has another name (a hard link).
    */
   async #assertAtPath(): Promise<void> {
     let mine;
@@ -673,6 +689,12 @@ export class AuditSink {
         `audit log ${this.path} was moved, replaced or removed while this sink had it open; ` +
           "nothing more is written through it (close it, and open the log again)",
       );
+    }
+    if (mine.nlink > 1) {
+      // Nothing was written: once the other name is gone, the next append goes on.
+      const error = new AuditPathError(this.path, linkedMessage(this.path, mine.nlink, "is not written to"));
+      undone.add(error);
+      throw error;
     }
   }
 

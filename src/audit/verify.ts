@@ -226,7 +226,9 @@ export function verifyVouched(
  * A log may be verified while writers append to it. With a key, the seal is
  * read first, so it never vouches for lines the log read after it lacks (a
  * seal missing then and there once the log is read, as when its first writer
- * is opening it, makes verification read both again, once). It takes no
+ * is opening it, or another seal there once the log fails against the one
+ * read, as when the log and its seal were rotated meanwhile, makes
+ * verification read both again, once). It takes no
  * lock, so writers never wait for it: the result is the log as read, without
  * the lines appended after, and with any lines of a failed write read before
  * its writer cut them back. A last line found cut short is waited for,
@@ -320,7 +322,17 @@ export async function verifyLogFile(
     // the log had it before it had lines. Both are read again, in order, once.
     const sealedSince =
       first && key !== undefined && seal === null && outcome.anchor.seq > 0 && (await readSealFile(sealPath)) !== null;
-    if (!sealedSince) return verifyVouched(outcome, anchor, key, seal);
+    if (sealedSince) continue;
+    const result = verifyVouched(outcome, anchor, key, seal);
+    // A log moved aside with its seal (rotated) and started afresh between the two reads: the seal
+    // read was the old log's, and is no longer there. Both are read again, in order, once.
+    const replaced =
+      first &&
+      key !== undefined &&
+      seal !== null &&
+      !result.ok &&
+      (await readSealFile(sealPath).catch(() => seal)) !== seal;
+    if (!replaced) return result;
   }
 }
 

@@ -1,4 +1,4 @@
-import { lstat } from "node:fs/promises";
+import { lstat, realpath } from "node:fs/promises";
 import { resolve } from "node:path";
 import {
   AuditAnchorError,
@@ -13,6 +13,7 @@ import type { AuditAnchor } from "../audit/index.js";
 import { LoopctlError } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
+import { parseSeal, readSealFile } from "../audit/seal.js";
 import { json, printable } from "./format.js";
 import { errorDocument } from "./failure.js";
 import { unexpandedTilde } from "./grant-source.js";
@@ -95,7 +96,13 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   const verified = result.ok ? result.anchor.seq : result.line - 1;
   // A seal beside lines that carry no MAC: a keyed writer left it, and the lines may have been written again
   // without the key (MACs stripped, hashed anew), which only the key can tell. Said, not judged: it may be stale.
-  const sealBeside = result.ok && key === undefined && (await exists(auditSealPath(file)));
+  // Beside the file a symbolic link leads to, as verification reads a key's seal and its writer leaves it.
+  const sealBeside =
+    result.ok && key === undefined && (await exists(auditSealPath(await realpath(file).catch(() => file))));
+  // With a key, the line the seal vouches for, read again: a seal behind the log's end leaves the lines after it
+  // on their MACs alone (a writer stopped before its next seal, or an older seal put back), said as such.
+  const sealed = result.ok && key !== undefined && result.anchor.seq > 0 ? await sealedSeq(file) : undefined;
+  const behind = sealed !== undefined && result.ok && sealed < result.anchor.seq;
   if (values.json) {
     context.stdout.write(
       json(
@@ -109,6 +116,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
               // As the text says: an empty log leaves the key nothing to check.
               authenticated: key !== undefined && result.anchor.seq > 0,
               sealBeside,
+              ...(sealed === undefined ? {} : { sealed }),
             }
           : {
               ok: false,
@@ -130,7 +138,12 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       key !== undefined
         ? seq === 0
           ? " (no line yet: nothing for the key to check)"
-          : ", every line's mac and the seal verified with the key"
+          : behind
+            ? `, every line's mac verified with the key; the seal vouches for line ${sealed} only: ` +
+              `lines ${sealed + 1}${sealed + 1 === seq ? "" : `-${seq}`} rest on their MACs alone (a writer stopped ` +
+              "between its lines and its seal, or an older seal was put back), " +
+              `and lines cut off after line ${sealed} would not be told`
+            : ", every line's mac and the seal verified with the key"
         : result.keyed
           ? " (its lines carry MACs: pass --key-file to check them and the seal)"
           : sealBeside
@@ -144,6 +157,12 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       `the ${verified} line${verified === 1 ? "" : "s"} before it verified\n`,
   );
   return EXIT.failed;
+}
+
+/** The `seq` the seal of the log at `file` vouches for (beside the file a link leads to); `undefined` when unread. */
+async function sealedSeq(file: string): Promise<number | undefined> {
+  const text = await readSealFile(auditSealPath(await realpath(file).catch(() => file))).catch(() => null);
+  return text === null ? undefined : parseSeal(text)?.seq;
 }
 
 /** Whether anything is at `path` (a link included), as far as this process can tell. */
