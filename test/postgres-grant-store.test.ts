@@ -815,6 +815,23 @@ describe("PostgresGrantStore: a read whose connection the server ended (57P01)",
     expect((await fresh.load()).map((g) => g.id)).toEqual([read.id, deployProd.id, writeReadme.id]);
   });
 
+  it("reads again on another connection when the server ended the pooled one for idling (idle_session_timeout, 57P05)", async () => {
+    const app = `${db.schema}-idler`;
+    // The pool keeps its connections (no idleTimeoutMillis): the server's idle_session_timeout ends them first.
+    const pool = db.newPool(1, {
+      application_name: app,
+      options: "-c idle_session_timeout=200",
+      idleTimeoutMillis: 0,
+    });
+    const reader = store("acme/shop", pool);
+    await store().save(read);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id]);
+    await store().save(deployProd);
+    // Ended while this process is busy: it hears nothing of it, and the read goes to that connection.
+    waitUntilGone(app);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id, deployProd.id]);
+  });
+
   it("rejects with the error naming the project and the schema when the second read is ended too, and reads no third time", async () => {
     const app = `${db.schema}-reader`;
     const pool = db.newPool(1, { application_name: app });
@@ -962,6 +979,27 @@ function terminateIdleNow(application: string): number {
   const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
   if (done.status !== 0) throw new Error(`terminating ${application}'s connections failed: ${done.stderr}`);
   return Number(done.stdout);
+}
+
+/**
+ * Waits until the server has no connection of one application left (ended by the server's own
+ * timeouts, say), blocking this process meanwhile: it hears nothing of the ends.
+ */
+function waitUntilGone(application: string): void {
+  const script = `
+    const pg = require("pg");
+    (async () => {
+      const client = new pg.Client({ connectionString: process.argv[1] });
+      await client.connect();
+      const deadline = Date.now() + 10000;
+      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [process.argv[2]])).rows.length > 0) {
+        if (Date.now() > deadline) throw new Error("the connections of " + process.argv[2] + " never went");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await client.end();
+    })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
+  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
+  if (done.status !== 0) throw new Error(`waiting for ${application}'s connections to end failed: ${done.stderr}`);
 }
 
 /** Terminates the connection of one application whose statement waits for a lock, once there is one, and waits until it is gone. */

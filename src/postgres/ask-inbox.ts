@@ -257,7 +257,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    *   not an object or `options.askDigest` is not 64 lowercase hex digits.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`. An answer
-   *   whose connection the server was ending (`57P01`, `57P02`, `57P03`) is
+   *   whose connection the server was ending (`57P01`, `57P02`, `57P03`,
+   *   `57P05`) is
    *   sent once more on another first, and rejects only when the ask was
    *   answered exactly so, by it or by another console's identical answer.
    */

@@ -112,9 +112,10 @@ export function conflictFailure(error: unknown): boolean {
 /**
  * SQLSTATEs of a server ending the session: `57P01` admin_shutdown (`pg_terminate_backend`, a
  * fast or immediate shutdown), `57P02` crash_shutdown, `57P03` cannot_connect_now (a server
- * starting up or shutting down refuses the connection).
+ * starting up or shutting down refuses the connection), `57P05` idle_session_timeout (a pooled
+ * connection left idle longer than the server's `idle_session_timeout`).
  */
-const SESSION_ENDED = new Set(["57P01", "57P02", "57P03"]);
+const SESSION_ENDED = new Set(["57P01", "57P02", "57P03", "57P05"]);
 
 /** A statement (or transaction) given up for want of a reply: its connection was closed. */
 class NoReplyError extends Error {}
@@ -130,7 +131,9 @@ class NoReplyError extends Error {}
  * `57P01` as an error (not a notice) is raised where the backend handles its
  * termination signal, which it never does while committing (interrupts are
  * held from the commit record to the end of the transaction's visibility): a
- * transaction not committed by then is rolled back as the backend exits. A
+ * transaction not committed by then is rolled back as the backend exits.
+ * `57P05` is raised at that same place, by a timer that runs only while the
+ * session waits, idle, for its next statement. A
  * crash or an immediate shutdown reports `57P01`/`57P02` only as a warning
  * and then drops the connection (a lost connection, no SQLSTATE), as does a
  * backend whose synchronous-replication wait is cut short after a local
