@@ -1602,6 +1602,38 @@ describe("PostgresAskQueue: a parked call whose row is deleted", () => {
     expect((error as Error).message).toContain("the row of this parked ask is gone");
     expect(worker.parked).toBe(0);
   });
+
+  /** A call parked on `first` whose row is then moved by hand under the live lease of `second`. */
+  const movedUnder = async (first: PostgresAskQueue, second: PostgresAskQueue) => {
+    const ask = makeAsk(1);
+    const parked = park(first, ask);
+    const own = park(second, makeAsk(2));
+    own.catch(() => undefined);
+    await waitFor(async () => (await row(ask.id))?.state === "pending" && second.workerId !== undefined);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await db.pool.query(`UPDATE "${db.schema}".asks SET worker_id = $2 WHERE id = $1`, [ask.id, second.workerId]);
+    return { ask, parked };
+  };
+
+  it("rejects with PostgresRowError when its row comes to name another live worker and ends there: never left parked", async () => {
+    const worker = queue({ rereadMs: 600_000 });
+    // The other worker's re-read finds a pending row of its lease that no call of its waits on, and withdraws it.
+    const { ask, parked } = await movedUnder(worker, queue({ rereadMs: 100 }));
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain(`row ${ask.id} of ${db.schema}.asks is malformed`);
+    expect((error as Error).message).toContain("names another worker");
+    expect(worker.parked).toBe(0);
+  });
+
+  it("rejects with PostgresRowError within rereadMs when its row comes to name another live worker and stays pending", async () => {
+    const worker = queue({ rereadMs: 100 });
+    const { parked } = await movedUnder(worker, queue({ rereadMs: 600_000 }));
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain("names another worker");
+    expect(worker.parked).toBe(0);
+  });
 });
 
 describe("PostgresAskQueue: an insert that commits after it was given up", () => {

@@ -845,15 +845,30 @@ export class PostgresAskQueue {
    * before that read began. A read begun earlier may hold an earlier ask's
    * row with this id (purged since), never the answer of the call that took
    * the id again, or this call's, answered before its insert's reply came:
-   * its row is read again once the insert is known written.
+   * its row is read again once the insert is known written. Another worker's
+   * row read after that means the call's own row is gone (or was moved by
+   * hand): nothing will ever end it, so it is rejected.
    */
   #holder(id: string, workerId: unknown, read: number): Parked | undefined {
     const parked = this.#parked.get(id);
-    if (parked === undefined || parked.workerId === undefined || parked.workerId !== workerId) return undefined;
+    if (parked === undefined || parked.workerId === undefined) return undefined;
+    if (parked.workerId !== workerId) {
+      if (parked.insertedAt < read) this.#rowNotItsOwn(parked, workerId);
+      return undefined;
+    }
     if (parked.insertedAt < read) return parked;
     if (parked.inserted) this.#endings.add(id);
     else parked.readAgain = true;
     return undefined;
+  }
+
+  /** Rejects `parked`, whose row is gone (`workerId` null) or now names another worker: no answer of it can reach the call. */
+  #rowNotItsOwn(parked: Parked, workerId: unknown): void {
+    const problem =
+      typeof workerId === "string"
+        ? `the row of this parked ask names another worker (${workerId}), not the lease it was parked under (${String(parked.workerId)})`
+        : "the row of this parked ask is gone";
+    this.#settle(parked, () => parked.reject(new PostgresRowError(`${this.#names.name}.asks`, parked.id, problem)));
   }
 
   /** Tells every inbox of this process that `id` ended. */
@@ -991,28 +1006,30 @@ export class PostgresAskQueue {
 
   /**
    * Finds the parked calls whose row is gone (deleted by hand, say), which no
-   * change can show: a deleted row has no `changed_xid`. The reply names only
-   * the missing rows, so a queue whose rows are all there reads none; the
-   * lookups are one per call parked here, the work this process holds.
+   * change can show: a deleted row has no `changed_xid`; and those whose row
+   * now names another worker (moved by hand, or this one's row purged and its
+   * id parked again elsewhere), which the changes of this worker's lease do
+   * not show. The reply names only those rows, so a queue whose rows are all
+   * there reads none; the lookups are one per call parked here, the work this
+   * process holds.
    */
   async #readGone(): Promise<void> {
     const read = ++this.#endingReads;
-    const asked = new Map([...this.#parked].filter(([, p]) => p.insertedAt < read));
+    const asked = new Map([...this.#parked].filter(([, p]) => p.insertedAt < read && p.workerId !== undefined));
     if (asked.size === 0) return;
     const found = await this.#onListener(
       "PostgresAskQueue: reading parked asks' rows",
-      `SELECT p.id::text AS id FROM unnest($1::uuid[]) AS p(id)
-       WHERE NOT EXISTS (SELECT 1 FROM ${this.#table} AS a WHERE a.id = p.id)`,
-      [[...asked.keys()]],
+      `SELECT p.id::text AS id, a.worker_id::text AS worker_id FROM unnest($1::uuid[], $2::uuid[]) AS p(id, worker_id)
+       LEFT JOIN ${this.#table} AS a ON a.id = p.id
+       WHERE a.id IS NULL OR a.worker_id <> p.worker_id`,
+      [[...asked.keys()], [...asked.values()].map((p) => p.workerId)],
     );
     for (const raw of found.rows) {
       const id = String(raw["id"]);
       const parked = asked.get(id);
       // Still the call this read asked about: one that took its id since may have no row yet.
       if (parked === undefined || this.#parked.get(id) !== parked) continue;
-      this.#settle(parked, () =>
-        parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
-      );
+      this.#rowNotItsOwn(parked, raw["worker_id"]);
     }
   }
 
