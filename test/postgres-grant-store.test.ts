@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -21,7 +20,7 @@ import {
   SCHEMA_VERSION,
   migrate,
 } from "loopctl/postgres";
-import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
+import { DATABASE_URL, terminateIdleNow, usePostgres, waitUntilGone, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
@@ -953,53 +952,6 @@ async function lockWaiters(schema: string, table = "grant_projects"): Promise<nu
     [`%"${schema}".${table}%`],
   );
   return rows[0]?.n ?? 0;
-}
-
-/**
- * Terminates the idle connections of one application and waits until their server processes are
- * gone, blocking this process meanwhile: it hears nothing of the ends, so a statement sent right
- * after goes to a pooled connection the server already ended, as one can in production.
- * Returns how many were terminated.
- */
-function terminateIdleNow(application: string): number {
-  const script = `
-    const pg = require("pg");
-    (async () => {
-      const client = new pg.Client({ connectionString: process.argv[1] });
-      await client.connect();
-      const { rows } = await client.query(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'", [process.argv[2]]);
-      const pids = rows.map((r) => r.pid);
-      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
-      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids])).rows.length > 0)
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      await client.end();
-      process.stdout.write(String(pids.length));
-    })();`;
-  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
-  if (done.status !== 0) throw new Error(`terminating ${application}'s connections failed: ${done.stderr}`);
-  return Number(done.stdout);
-}
-
-/**
- * Waits until the server has no connection of one application left (ended by the server's own
- * timeouts, say), blocking this process meanwhile: it hears nothing of the ends.
- */
-function waitUntilGone(application: string): void {
-  const script = `
-    const pg = require("pg");
-    (async () => {
-      const client = new pg.Client({ connectionString: process.argv[1] });
-      await client.connect();
-      const deadline = Date.now() + 10000;
-      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [process.argv[2]])).rows.length > 0) {
-        if (Date.now() > deadline) throw new Error("the connections of " + process.argv[2] + " never went");
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      await client.end();
-    })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
-  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
-  if (done.status !== 0) throw new Error(`waiting for ${application}'s connections to end failed: ${done.stderr}`);
 }
 
 /** Terminates the connection of one application whose statement waits for a lock, once there is one, and waits until it is gone. */
