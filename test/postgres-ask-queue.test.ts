@@ -28,7 +28,7 @@ import {
   unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
-import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
+import { DATABASE_URL, terminateIdleNow, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
 import { AnswerBatch } from "../src/postgres/answers.js";
@@ -1207,6 +1207,28 @@ describe("PostgresApprover: a statement whose server process is terminated (57P0
       locker.release();
     }
     expect(await ending).toEqual({ type: "answered", verdict: "deny" });
+  });
+});
+
+describe("PostgresAskQueue: a park whose pooled connection the server ended (57P01)", () => {
+  it("sends the insert once more on another connection: the call parks, and its answer reaches it", async () => {
+    const app = `${db.schema}-parker`;
+    // One connection for LISTEN, one for statements: the insert takes the one the server ended.
+    const worker = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      onError: () => undefined,
+    });
+    opened.push(worker);
+    const inbox = queue().approver();
+    await parkAndApprove(worker, inbox, 1);
+    // Terminated, and the park sent at once: its insert goes to the pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const ask = makeAsk(2);
+    const parked = park(worker, ask);
+    parked.catch(() => undefined);
+    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
   });
 });
 

@@ -8,7 +8,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING, lockedInOrder } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool } from "./db.js";
+import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool, sessionEnded } from "./db.js";
 import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -527,14 +527,25 @@ export class PostgresAskQueue {
     });
     if (entries.length === 0) return;
     for (const entry of entries) this.#writing.add(entry.id);
-    let written: Rows;
-    try {
-      written = await this.#db.query(
+    const insert = (): Promise<Rows> =>
+      this.#db.query(
         "PostgresAskQueue.resolver: parking asks",
         `INSERT INTO ${this.#table} (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])
          RETURNING id::text AS id, seq::text AS seq`,
         [entries.map((e) => e.id), entries.map((e) => e.workerId), entries.map((e) => JSON.stringify(e.ask))],
       );
+    let written: Rows;
+    try {
+      // A pooled connection the server ended (pg_terminate_backend, idle_session_timeout) did not
+      // commit the insert, or did so visibly before the error (see sessionEnded): it is sent once more
+      // on another. Should that one fail on an id, the first may have landed: it fails as the first
+      // did, in doubt, so the rows are written withdrawn.
+      written = await insert().catch((first: unknown) => {
+        if (!sessionEnded(first)) throw first;
+        return insert().catch((second: unknown) => {
+          throw isDuplicate(second) ? first : second;
+        });
+      });
     } catch (error) {
       if (isDuplicate(error) && entries.length > 1) {
         // One id is taken: write them one by one, so only its ask fails.
