@@ -164,6 +164,24 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await soon(second)).toEqual({ type: "deny" });
   });
 
+  it("delivers an ask whose id an ask that ended moments before had, once that one's row was purged, to a console that saw the first end", async () => {
+    // No re-read comes during the test: the console hears of the second ask by its notification alone.
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const first = park(worker, shown);
+    expect(await inbox.next()).toEqual(shown);
+    expect(await inbox.resolve(shown.id, { type: "deny" })).toBe(true);
+    expect(await first).toEqual({ type: "deny" });
+    // The reaper purges ended rows after keepEndedMs; a seeded id generator then parks the id again.
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = park(worker, now);
+    expect(await soon(inbox.next())).toEqual(now);
+    expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
+    expect(await soon(second)).toEqual({ type: "deny" });
+  });
+
   /**
    * A worker whose connections go through `proxy` under `app`, past its
    * first ask: its first re-read (which reads every parked ask's row) is

@@ -237,8 +237,13 @@ export class PostgresAskQueue {
   readonly #parked = new Map<string, Parked>();
   readonly #links = new Set<InboxLink>();
   readonly #withdrawals = new Map<string, Withdrawal>();
-  /** Ids that ended lately, with when: a read begun before the ending may still show them pending. */
-  readonly #recent = new Map<string, number>();
+  /**
+   * Ids that ended lately, with when, and how many reads of pending rows had begun then: a read
+   * begun before the ending may still show them pending.
+   */
+  readonly #recent = new Map<string, { readonly at: number; readonly reads: number }>();
+  /** Reads of pending rows (those that offer asks to the inboxes) begun so far. */
+  #pendingReads = 0;
   /**
    * Ids this process is answering now, with how many of its answers are in
    * flight, and whether an ending was heard meanwhile: the answer's own
@@ -342,7 +347,10 @@ export class PostgresAskQueue {
     });
     this.#host = {
       db: this.#db,
-      endedRecently: (id) => this.#recent.has(id),
+      endedRecently: (id, read) => {
+        const ended = this.#recent.get(id);
+        return ended !== undefined && read <= ended.reads;
+      },
       watch: (id) => this.#endings.add(id),
       answer: (id, resolution, ask) => this.#answer(id, resolution, ask),
       attach: (link) => this.#links.add(link),
@@ -886,7 +894,7 @@ export class PostgresAskQueue {
   #dispatch(id: string, ending: AskEnding): void {
     // Deleted first so the map stays in time order, which the pruning relies on.
     this.#recent.delete(id);
-    this.#recent.set(id, performance.now());
+    this.#recent.set(id, { at: performance.now(), reads: this.#pendingReads });
     for (const link of this.#links) link.end(id, ending);
   }
 
@@ -901,6 +909,7 @@ export class PostgresAskQueue {
     const all = ids.includes("*");
     // Taken before the statement is sent: its snapshot holds every row pending when these attached.
     const attached = all ? [...this.#links] : [];
+    const read = ++this.#pendingReads;
     const found = await this.#db.query(
       "PostgresAskQueue: reading pending asks",
       all
@@ -908,16 +917,17 @@ export class PostgresAskQueue {
         : `SELECT a.id::text AS id, a.ask FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.seq`,
       all ? [] : [ids],
     );
-    this.#offer(found.rows.map((raw) => this.#offered(raw)));
+    this.#offer(found.rows.map((raw) => this.#offered(raw, read)));
     for (const link of attached) if (this.#links.has(link)) link.readAll();
   }
 
-  #offered(raw: Record<string, unknown>): Offered {
+  /** The pending row `raw`, found by the `read`th read of pending rows, as offered to the inboxes. */
+  #offered(raw: Record<string, unknown>, read: number): Offered {
     const id = String(raw["id"]);
     try {
-      return { id, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
+      return { id, read, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
     } catch (error) {
-      return { id, error: error as PostgresRowError };
+      return { id, read, error: error as PostgresRowError };
     }
   }
 
@@ -949,7 +959,7 @@ export class PostgresAskQueue {
   async #reread(): Promise<void> {
     if (this.#closing !== undefined) return;
     const old = performance.now() - Math.max(RECENT_MS, 3 * this.#rereadMs);
-    for (const [id, at] of this.#recent) {
+    for (const [id, { at }] of this.#recent) {
       if (at >= old) break;
       this.#recent.delete(id);
     }
@@ -990,6 +1000,7 @@ export class PostgresAskQueue {
    */
   async #readChanges(since: string, lease: string | undefined, consoles: boolean): Promise<void> {
     const read = ++this.#endingReads;
+    const pendingRead = ++this.#pendingReads;
     const found = await this.#onListener(
       "PostgresAskQueue: reading changed asks",
       consoles
@@ -1010,7 +1021,7 @@ export class PostgresAskQueue {
         this.#queueWithdrawal(id, { workerId: lease, reason: "closed", seq: String(raw["seq"]) });
         continue;
       }
-      if (consoles) offered.push(this.#offered(raw));
+      if (consoles) offered.push(this.#offered(raw, pendingRead));
     }
     this.#offer(offered);
   }
