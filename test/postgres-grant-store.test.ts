@@ -814,6 +814,26 @@ describe("PostgresGrantStore: a read whose connection the server ended (57P01)",
     expect((await fresh.load()).map((g) => g.id)).toEqual([read.id, deployProd.id, writeReadme.id]);
   });
 
+  it("saves, revokes and clears on another connection when the pooled one it took was ended while idle: nothing of the write ran", async () => {
+    const app = `${db.schema}-writer`;
+    const pool = db.newPool(1, { application_name: app });
+    const writer = store("acme/shop", pool);
+    await writer.save(read);
+    // Terminated, and each write sent at once: its BEGIN goes to the pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBe(1);
+    await writer.save(deployProd);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect((await writer.revoke(read.id))?.id).toBe(read.id);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect(await writer.clear()).toBe(1);
+    expect(await store().load()).toEqual([]);
+    const { rows } = await db.pool.query(
+      `SELECT version::int AS version FROM "${db.schema}".grant_projects WHERE project = 'acme/shop'`,
+    );
+    // One version per change: save, save, revoke, clear.
+    expect(rows).toEqual([{ version: 4 }]);
+  });
+
   it("reads again on another connection when the server ended the pooled one for idling (idle_session_timeout, 57P05)", async () => {
     const app = `${db.schema}-idler`;
     // The pool keeps its connections (no idleTimeoutMillis): the server's idle_session_timeout ends them first.

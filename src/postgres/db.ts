@@ -495,8 +495,30 @@ export class Db {
    * Runs `work` in one transaction. An abort before COMMIT is sent rolls it
    * back and rejects with the signal's reason; once COMMIT is on its way the
    * call waits for its outcome, because only then is it known.
+   *
+   * A transaction whose BEGIN met a session the server had ended (a pooled
+   * connection terminated while idle, or ended by `idle_session_timeout`:
+   * see {@link sessionEnded}) ran nothing, and committed nothing: it is run
+   * once more on another connection. Once begun, it is never run again.
    */
   async transaction<T>(operation: string, signal: AbortSignal | undefined, work: (tx: Tx) => Promise<T>): Promise<T> {
+    let begun = false;
+    try {
+      return await this.#transaction(operation, signal, work, () => {
+        begun = true;
+      });
+    } catch (error) {
+      if (begun || signal?.aborted === true || !sessionEnded(error)) throw error;
+      return this.#transaction(operation, signal, work, () => undefined);
+    }
+  }
+
+  async #transaction<T>(
+    operation: string,
+    signal: AbortSignal | undefined,
+    work: (tx: Tx) => Promise<T>,
+    began: () => void,
+  ): Promise<T> {
     return this.#withClient(operation, signal, async (client, state) => {
       const run = async (sql: string, values: unknown[] = []): Promise<Rows> => {
         if (state.aborted) throw new Error("aborted");
@@ -520,6 +542,7 @@ export class Db {
         await rollback();
         throw error;
       }
+      began();
       const results = opened as PgResult | PgResult[];
       const checked = Array.isArray(results) ? results.at(-1) : results;
       const version = Number((checked?.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
