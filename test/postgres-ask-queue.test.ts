@@ -28,7 +28,7 @@ import {
   unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
-import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
+import { DATABASE_URL, terminateIdleNow, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
 import { AnswerBatch } from "../src/postgres/answers.js";
@@ -160,6 +160,24 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect([wrong, right]).toEqual([false, true]);
     expect(await third).toEqual({ type: "approve" });
     expect(await row(now.id)).toMatchObject({ state: "pending" });
+    expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
+    expect(await soon(second)).toEqual({ type: "deny" });
+  });
+
+  it("delivers an ask whose id an ask that ended moments before had, once that one's row was purged, to a console that saw the first end", async () => {
+    // No re-read comes during the test: the console hears of the second ask by its notification alone.
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }).approver();
+    const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
+    const first = park(worker, shown);
+    expect(await inbox.next()).toEqual(shown);
+    expect(await inbox.resolve(shown.id, { type: "deny" })).toBe(true);
+    expect(await first).toEqual({ type: "deny" });
+    // The reaper purges ended rows after keepEndedMs; a seeded id generator then parks the id again.
+    await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [shown.id]);
+    const now = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
+    const second = park(worker, now);
+    expect(await soon(inbox.next())).toEqual(now);
     expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
     expect(await soon(second)).toEqual({ type: "deny" });
   });
@@ -1210,6 +1228,28 @@ describe("PostgresApprover: a statement whose server process is terminated (57P0
   });
 });
 
+describe("PostgresAskQueue: a park whose pooled connection the server ended (57P01)", () => {
+  it("sends the insert once more on another connection: the call parks, and its answer reaches it", async () => {
+    const app = `${db.schema}-parker`;
+    // One connection for LISTEN, one for statements: the insert takes the one the server ended.
+    const worker = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      onError: () => undefined,
+    });
+    opened.push(worker);
+    const inbox = queue().approver();
+    await parkAndApprove(worker, inbox, 1);
+    // Terminated, and the park sent at once: its insert goes to the pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const ask = makeAsk(2);
+    const parked = park(worker, ask);
+    parked.catch(() => undefined);
+    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+});
+
 describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
     const errors: unknown[] = [];
@@ -1600,6 +1640,38 @@ describe("PostgresAskQueue: a parked call whose row is deleted", () => {
     const error = await soon(parked.catch((e: unknown) => e));
     expect(error).toBeInstanceOf(PostgresRowError);
     expect((error as Error).message).toContain("the row of this parked ask is gone");
+    expect(worker.parked).toBe(0);
+  });
+
+  /** A call parked on `first` whose row is then moved by hand under the live lease of `second`. */
+  const movedUnder = async (first: PostgresAskQueue, second: PostgresAskQueue) => {
+    const ask = makeAsk(1);
+    const parked = park(first, ask);
+    const own = park(second, makeAsk(2));
+    own.catch(() => undefined);
+    await waitFor(async () => (await row(ask.id))?.state === "pending" && second.workerId !== undefined);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await db.pool.query(`UPDATE "${db.schema}".asks SET worker_id = $2 WHERE id = $1`, [ask.id, second.workerId]);
+    return { ask, parked };
+  };
+
+  it("rejects with PostgresRowError when its row comes to name another live worker and ends there: never left parked", async () => {
+    const worker = queue({ rereadMs: 600_000 });
+    // The other worker's re-read finds a pending row of its lease that no call of its waits on, and withdraws it.
+    const { ask, parked } = await movedUnder(worker, queue({ rereadMs: 100 }));
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain(`row ${ask.id} of ${db.schema}.asks is malformed`);
+    expect((error as Error).message).toContain("names another worker");
+    expect(worker.parked).toBe(0);
+  });
+
+  it("rejects with PostgresRowError within rereadMs when its row comes to name another live worker and stays pending", async () => {
+    const worker = queue({ rereadMs: 100 });
+    const { parked } = await movedUnder(worker, queue({ rereadMs: 600_000 }));
+    const error = await soon(parked.catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(PostgresRowError);
+    expect((error as Error).message).toContain("names another worker");
     expect(worker.parked).toBe(0);
   });
 });

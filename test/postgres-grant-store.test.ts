@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -21,7 +20,7 @@ import {
   SCHEMA_VERSION,
   migrate,
 } from "loopctl/postgres";
-import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
+import { DATABASE_URL, terminateIdleNow, usePostgres, waitUntilGone, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
@@ -815,6 +814,43 @@ describe("PostgresGrantStore: a read whose connection the server ended (57P01)",
     expect((await fresh.load()).map((g) => g.id)).toEqual([read.id, deployProd.id, writeReadme.id]);
   });
 
+  it("saves, revokes and clears on another connection when the pooled one it took was ended while idle: nothing of the write ran", async () => {
+    const app = `${db.schema}-writer`;
+    const pool = db.newPool(1, { application_name: app });
+    const writer = store("acme/shop", pool);
+    await writer.save(read);
+    // Terminated, and each write sent at once: its BEGIN goes to the pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBe(1);
+    await writer.save(deployProd);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect((await writer.revoke(read.id))?.id).toBe(read.id);
+    expect(terminateIdleNow(app)).toBe(1);
+    expect(await writer.clear()).toBe(1);
+    expect(await store().load()).toEqual([]);
+    const { rows } = await db.pool.query(
+      `SELECT version::int AS version FROM "${db.schema}".grant_projects WHERE project = 'acme/shop'`,
+    );
+    // One version per change: save, save, revoke, clear.
+    expect(rows).toEqual([{ version: 4 }]);
+  });
+
+  it("reads again on another connection when the server ended the pooled one for idling (idle_session_timeout, 57P05)", async () => {
+    const app = `${db.schema}-idler`;
+    // The pool keeps its connections (no idleTimeoutMillis): the server's idle_session_timeout ends them first.
+    const pool = db.newPool(1, {
+      application_name: app,
+      options: "-c idle_session_timeout=200",
+      idleTimeoutMillis: 0,
+    });
+    const reader = store("acme/shop", pool);
+    await store().save(read);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id]);
+    await store().save(deployProd);
+    // Ended while this process is busy: it hears nothing of it, and the read goes to that connection.
+    waitUntilGone(app);
+    expect((await reader.load()).map((g) => g.id)).toEqual([read.id, deployProd.id]);
+  });
+
   it("rejects with the error naming the project and the schema when the second read is ended too, and reads no third time", async () => {
     const app = `${db.schema}-reader`;
     const pool = db.newPool(1, { application_name: app });
@@ -936,32 +972,6 @@ async function lockWaiters(schema: string, table = "grant_projects"): Promise<nu
     [`%"${schema}".${table}%`],
   );
   return rows[0]?.n ?? 0;
-}
-
-/**
- * Terminates the idle connections of one application and waits until their server processes are
- * gone, blocking this process meanwhile: it hears nothing of the ends, so a statement sent right
- * after goes to a pooled connection the server already ended, as one can in production.
- * Returns how many were terminated.
- */
-function terminateIdleNow(application: string): number {
-  const script = `
-    const pg = require("pg");
-    (async () => {
-      const client = new pg.Client({ connectionString: process.argv[1] });
-      await client.connect();
-      const { rows } = await client.query(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'", [process.argv[2]]);
-      const pids = rows.map((r) => r.pid);
-      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
-      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids])).rows.length > 0)
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      await client.end();
-      process.stdout.write(String(pids.length));
-    })();`;
-  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
-  if (done.status !== 0) throw new Error(`terminating ${application}'s connections failed: ${done.stderr}`);
-  return Number(done.stdout);
 }
 
 /** Terminates the connection of one application whose statement waits for a lock, once there is one, and waits until it is gone. */

@@ -68,6 +68,35 @@ describe("migrate", () => {
     ]);
   });
 
+  it("finds nothing to do, creating nothing, as a role that may read the schema but create nothing in the database or in it", async () => {
+    await migrate(db.pool, { schema: db.schema });
+    // The roles a platform gives its workers: no CREATE on the database (PostgreSQL's default for
+    // a role that does not own it) nor on the schema, USAGE on it and the right to read the version.
+    const role = `${db.schema}_worker`;
+    await db.pool.query(`CREATE ROLE "${role}" NOLOGIN`);
+    const pool = db.newPool(2, { options: `-c role=${role}` });
+    try {
+      await db.pool.query(`GRANT USAGE ON SCHEMA "${db.schema}" TO "${role}"`);
+      await db.pool.query(`GRANT SELECT ON "${db.schema}".migrations TO "${role}"`);
+      const can = await pool.query(
+        `SELECT current_user AS name, has_database_privilege(current_database(), 'CREATE') AS database,
+           has_schema_privilege($1, 'CREATE') AS schema`,
+        [db.schema],
+      );
+      expect(can.rows[0]).toEqual({ name: role, database: false, schema: false });
+      expect(await migrate(pool, { schema: db.schema })).toEqual({
+        schema: db.schema,
+        from: SCHEMA_VERSION,
+        to: SCHEMA_VERSION,
+        applied: [],
+      });
+    } finally {
+      await pool.end();
+      await db.pool.query(`DROP OWNED BY "${role}"`);
+      await db.pool.query(`DROP ROLE "${role}"`);
+    }
+  });
+
   it("is safe from 8 processes at once: one applies, the others find nothing to do", async () => {
     const children = Array.from({ length: 8 }, () => startChild(migrator!.path, [DATABASE_URL, db.schema]));
     await Promise.all(children.map((c) => c.ready));

@@ -12,9 +12,13 @@ import { unstorableText } from "./jsonb.js";
 import type { PostgresRowError } from "./errors.js";
 import { zodIssuesLine } from "../zod-issues.js";
 
-/** A pending row as offered to an inbox: the ask, or why its row could not be read. */
-export type Offered =
-  { readonly id: string; readonly ask: PendingAsk } | { readonly id: string; readonly error: PostgresRowError };
+/**
+ * A pending row as offered to an inbox: the ask, or why its row could not be read; `read` numbers
+ * the read that found it, in the order reads of pending rows began (see {@link InboxHost.endedRecently}).
+ */
+export type Offered = { readonly id: string; readonly read: number } & (
+  { readonly ask: PendingAsk } | { readonly error: PostgresRowError }
+);
 
 /** What an inbox is told by its queue. */
 export interface InboxLink {
@@ -39,8 +43,12 @@ export interface InboxLink {
 /** What an inbox needs from its queue. */
 export interface InboxHost {
   readonly db: Db;
-  /** True when the ask ended a moment ago: a read that started earlier may still show it pending. */
-  endedRecently(id: string): boolean;
+  /**
+   * True when the ask ended a moment ago, after the `read`th read of pending rows began: that read
+   * may still show it pending. A read begun after the ending was heard that shows the id pending
+   * found another ask under it (the ended one's row purged, the id parked again).
+   */
+  endedRecently(id: string, read: number): boolean;
   /** Reads how `id` ended as soon as possible (a notification may have been missed). */
   watch(id: string): void;
   /**
@@ -257,7 +265,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    *   not an object or `options.askDigest` is not 64 lowercase hex digits.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`. An answer
-   *   whose connection the server was ending (`57P01`, `57P02`, `57P03`) is
+   *   whose connection the server was ending (`57P01`, `57P02`, `57P03`,
+   *   `57P05`) is
    *   sent once more on another first, and rejects only when the ask was
    *   answered exactly so, by it or by another console's identical answer.
    */
@@ -394,7 +403,7 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   #take(): Offered | undefined {
     for (const [id, offered] of this.#ready) {
       this.#ready.delete(id);
-      if (this.#host.endedRecently(id)) continue;
+      if (this.#host.endedRecently(id, offered.read)) continue;
       // An unreadable row too: its error is delivered once, not again at every re-read that finds it pending.
       this.#delivered.add(id);
       this.#handedOut = true;
@@ -406,7 +415,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
   #offer(rows: readonly Offered[]): void {
     if (this.#closed) return;
     for (const row of rows) {
-      if (this.#ready.has(row.id) || this.#delivered.has(row.id) || this.#host.endedRecently(row.id)) continue;
+      if (this.#ready.has(row.id) || this.#delivered.has(row.id) || this.#host.endedRecently(row.id, row.read))
+        continue;
       this.#ready.set(row.id, row);
     }
     while (this.#takers.length > 0 && this.#ready.size > 0) {

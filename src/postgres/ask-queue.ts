@@ -8,7 +8,7 @@ import type { RowEnding } from "./ask-rows.js";
 import type { AskEnding } from "../ask/index.js";
 import { AnswerBatch, ENDING_COLUMNS, PENDING, lockedInOrder } from "./answers.js";
 import { Batch } from "./batch.js";
-import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool } from "./db.js";
+import { Db, inDoubt, positiveInteger, replyWithin, requireOptions, requirePool, sessionEnded } from "./db.js";
 import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import type { Rows } from "./db.js";
 import { PostgresAskError, PostgresConfigError, PostgresLeaseError, PostgresRowError } from "./errors.js";
@@ -237,8 +237,13 @@ export class PostgresAskQueue {
   readonly #parked = new Map<string, Parked>();
   readonly #links = new Set<InboxLink>();
   readonly #withdrawals = new Map<string, Withdrawal>();
-  /** Ids that ended lately, with when: a read begun before the ending may still show them pending. */
-  readonly #recent = new Map<string, number>();
+  /**
+   * Ids that ended lately, with when, and how many reads of pending rows had begun then: a read
+   * begun before the ending may still show them pending.
+   */
+  readonly #recent = new Map<string, { readonly at: number; readonly reads: number }>();
+  /** Reads of pending rows (those that offer asks to the inboxes) begun so far. */
+  #pendingReads = 0;
   /**
    * Ids this process is answering now, with how many of its answers are in
    * flight, and whether an ending was heard meanwhile: the answer's own
@@ -342,7 +347,10 @@ export class PostgresAskQueue {
     });
     this.#host = {
       db: this.#db,
-      endedRecently: (id) => this.#recent.has(id),
+      endedRecently: (id, read) => {
+        const ended = this.#recent.get(id);
+        return ended !== undefined && read <= ended.reads;
+      },
       watch: (id) => this.#endings.add(id),
       answer: (id, resolution, ask) => this.#answer(id, resolution, ask),
       attach: (link) => this.#links.add(link),
@@ -527,14 +535,25 @@ export class PostgresAskQueue {
     });
     if (entries.length === 0) return;
     for (const entry of entries) this.#writing.add(entry.id);
-    let written: Rows;
-    try {
-      written = await this.#db.query(
+    const insert = (): Promise<Rows> =>
+      this.#db.query(
         "PostgresAskQueue.resolver: parking asks",
         `INSERT INTO ${this.#table} (id, worker_id, ask) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[])
          RETURNING id::text AS id, seq::text AS seq`,
         [entries.map((e) => e.id), entries.map((e) => e.workerId), entries.map((e) => JSON.stringify(e.ask))],
       );
+    let written: Rows;
+    try {
+      // A pooled connection the server ended (pg_terminate_backend, idle_session_timeout) did not
+      // commit the insert, or did so visibly before the error (see sessionEnded): it is sent once more
+      // on another. Should that one fail on an id, the first may have landed: it fails as the first
+      // did, in doubt, so the rows are written withdrawn.
+      written = await insert().catch((first: unknown) => {
+        if (!sessionEnded(first)) throw first;
+        return insert().catch((second: unknown) => {
+          throw isDuplicate(second) ? first : second;
+        });
+      });
     } catch (error) {
       if (isDuplicate(error) && entries.length > 1) {
         // One id is taken: write them one by one, so only its ask fails.
@@ -845,22 +864,37 @@ export class PostgresAskQueue {
    * before that read began. A read begun earlier may hold an earlier ask's
    * row with this id (purged since), never the answer of the call that took
    * the id again, or this call's, answered before its insert's reply came:
-   * its row is read again once the insert is known written.
+   * its row is read again once the insert is known written. Another worker's
+   * row read after that means the call's own row is gone (or was moved by
+   * hand): nothing will ever end it, so it is rejected.
    */
   #holder(id: string, workerId: unknown, read: number): Parked | undefined {
     const parked = this.#parked.get(id);
-    if (parked === undefined || parked.workerId === undefined || parked.workerId !== workerId) return undefined;
+    if (parked === undefined || parked.workerId === undefined) return undefined;
+    if (parked.workerId !== workerId) {
+      if (parked.insertedAt < read) this.#rowNotItsOwn(parked, workerId);
+      return undefined;
+    }
     if (parked.insertedAt < read) return parked;
     if (parked.inserted) this.#endings.add(id);
     else parked.readAgain = true;
     return undefined;
   }
 
+  /** Rejects `parked`, whose row is gone (`workerId` null) or now names another worker: no answer of it can reach the call. */
+  #rowNotItsOwn(parked: Parked, workerId: unknown): void {
+    const problem =
+      typeof workerId === "string"
+        ? `the row of this parked ask names another worker (${workerId}), not the lease it was parked under (${String(parked.workerId)})`
+        : "the row of this parked ask is gone";
+    this.#settle(parked, () => parked.reject(new PostgresRowError(`${this.#names.name}.asks`, parked.id, problem)));
+  }
+
   /** Tells every inbox of this process that `id` ended. */
   #dispatch(id: string, ending: AskEnding): void {
     // Deleted first so the map stays in time order, which the pruning relies on.
     this.#recent.delete(id);
-    this.#recent.set(id, performance.now());
+    this.#recent.set(id, { at: performance.now(), reads: this.#pendingReads });
     for (const link of this.#links) link.end(id, ending);
   }
 
@@ -875,6 +909,7 @@ export class PostgresAskQueue {
     const all = ids.includes("*");
     // Taken before the statement is sent: its snapshot holds every row pending when these attached.
     const attached = all ? [...this.#links] : [];
+    const read = ++this.#pendingReads;
     const found = await this.#db.query(
       "PostgresAskQueue: reading pending asks",
       all
@@ -882,16 +917,17 @@ export class PostgresAskQueue {
         : `SELECT a.id::text AS id, a.ask FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND ${PENDING} ORDER BY a.seq`,
       all ? [] : [ids],
     );
-    this.#offer(found.rows.map((raw) => this.#offered(raw)));
+    this.#offer(found.rows.map((raw) => this.#offered(raw, read)));
     for (const link of attached) if (this.#links.has(link)) link.readAll();
   }
 
-  #offered(raw: Record<string, unknown>): Offered {
+  /** The pending row `raw`, found by the `read`th read of pending rows, as offered to the inboxes. */
+  #offered(raw: Record<string, unknown>, read: number): Offered {
     const id = String(raw["id"]);
     try {
-      return { id, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
+      return { id, read, ask: parseAskRow(`${this.#names.name}.asks`, raw) };
     } catch (error) {
-      return { id, error: error as PostgresRowError };
+      return { id, read, error: error as PostgresRowError };
     }
   }
 
@@ -923,7 +959,7 @@ export class PostgresAskQueue {
   async #reread(): Promise<void> {
     if (this.#closing !== undefined) return;
     const old = performance.now() - Math.max(RECENT_MS, 3 * this.#rereadMs);
-    for (const [id, at] of this.#recent) {
+    for (const [id, { at }] of this.#recent) {
       if (at >= old) break;
       this.#recent.delete(id);
     }
@@ -964,6 +1000,7 @@ export class PostgresAskQueue {
    */
   async #readChanges(since: string, lease: string | undefined, consoles: boolean): Promise<void> {
     const read = ++this.#endingReads;
+    const pendingRead = ++this.#pendingReads;
     const found = await this.#onListener(
       "PostgresAskQueue: reading changed asks",
       consoles
@@ -984,35 +1021,37 @@ export class PostgresAskQueue {
         this.#queueWithdrawal(id, { workerId: lease, reason: "closed", seq: String(raw["seq"]) });
         continue;
       }
-      if (consoles) offered.push(this.#offered(raw));
+      if (consoles) offered.push(this.#offered(raw, pendingRead));
     }
     this.#offer(offered);
   }
 
   /**
    * Finds the parked calls whose row is gone (deleted by hand, say), which no
-   * change can show: a deleted row has no `changed_xid`. The reply names only
-   * the missing rows, so a queue whose rows are all there reads none; the
-   * lookups are one per call parked here, the work this process holds.
+   * change can show: a deleted row has no `changed_xid`; and those whose row
+   * now names another worker (moved by hand, or this one's row purged and its
+   * id parked again elsewhere), which the changes of this worker's lease do
+   * not show. The reply names only those rows, so a queue whose rows are all
+   * there reads none; the lookups are one per call parked here, the work this
+   * process holds.
    */
   async #readGone(): Promise<void> {
     const read = ++this.#endingReads;
-    const asked = new Map([...this.#parked].filter(([, p]) => p.insertedAt < read));
+    const asked = new Map([...this.#parked].filter(([, p]) => p.insertedAt < read && p.workerId !== undefined));
     if (asked.size === 0) return;
     const found = await this.#onListener(
       "PostgresAskQueue: reading parked asks' rows",
-      `SELECT p.id::text AS id FROM unnest($1::uuid[]) AS p(id)
-       WHERE NOT EXISTS (SELECT 1 FROM ${this.#table} AS a WHERE a.id = p.id)`,
-      [[...asked.keys()]],
+      `SELECT p.id::text AS id, a.worker_id::text AS worker_id FROM unnest($1::uuid[], $2::uuid[]) AS p(id, worker_id)
+       LEFT JOIN ${this.#table} AS a ON a.id = p.id
+       WHERE a.id IS NULL OR a.worker_id <> p.worker_id`,
+      [[...asked.keys()], [...asked.values()].map((p) => p.workerId)],
     );
     for (const raw of found.rows) {
       const id = String(raw["id"]);
       const parked = asked.get(id);
       // Still the call this read asked about: one that took its id since may have no row yet.
       if (parked === undefined || this.#parked.get(id) !== parked) continue;
-      this.#settle(parked, () =>
-        parked.reject(new PostgresRowError(`${this.#names.name}.asks`, id, "the row of this parked ask is gone")),
-      );
+      this.#rowNotItsOwn(parked, raw["worker_id"]);
     }
   }
 

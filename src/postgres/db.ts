@@ -112,9 +112,10 @@ export function conflictFailure(error: unknown): boolean {
 /**
  * SQLSTATEs of a server ending the session: `57P01` admin_shutdown (`pg_terminate_backend`, a
  * fast or immediate shutdown), `57P02` crash_shutdown, `57P03` cannot_connect_now (a server
- * starting up or shutting down refuses the connection).
+ * starting up or shutting down refuses the connection), `57P05` idle_session_timeout (a pooled
+ * connection left idle longer than the server's `idle_session_timeout`).
  */
-const SESSION_ENDED = new Set(["57P01", "57P02", "57P03"]);
+const SESSION_ENDED = new Set(["57P01", "57P02", "57P03", "57P05"]);
 
 /** A statement (or transaction) given up for want of a reply: its connection was closed. */
 class NoReplyError extends Error {}
@@ -130,7 +131,9 @@ class NoReplyError extends Error {}
  * `57P01` as an error (not a notice) is raised where the backend handles its
  * termination signal, which it never does while committing (interrupts are
  * held from the commit record to the end of the transaction's visibility): a
- * transaction not committed by then is rolled back as the backend exits. A
+ * transaction not committed by then is rolled back as the backend exits.
+ * `57P05` is raised at that same place, by a timer that runs only while the
+ * session waits, idle, for its next statement. A
  * crash or an immediate shutdown reports `57P01`/`57P02` only as a warning
  * and then drops the connection (a lost connection, no SQLSTATE), as does a
  * backend whose synchronous-replication wait is cut short after a local
@@ -492,8 +495,30 @@ export class Db {
    * Runs `work` in one transaction. An abort before COMMIT is sent rolls it
    * back and rejects with the signal's reason; once COMMIT is on its way the
    * call waits for its outcome, because only then is it known.
+   *
+   * A transaction whose BEGIN met a session the server had ended (a pooled
+   * connection terminated while idle, or ended by `idle_session_timeout`:
+   * see {@link sessionEnded}) ran nothing, and committed nothing: it is run
+   * once more on another connection. Once begun, it is never run again.
    */
   async transaction<T>(operation: string, signal: AbortSignal | undefined, work: (tx: Tx) => Promise<T>): Promise<T> {
+    let begun = false;
+    try {
+      return await this.#transaction(operation, signal, work, () => {
+        begun = true;
+      });
+    } catch (error) {
+      if (begun || signal?.aborted === true || !sessionEnded(error)) throw error;
+      return this.#transaction(operation, signal, work, () => undefined);
+    }
+  }
+
+  async #transaction<T>(
+    operation: string,
+    signal: AbortSignal | undefined,
+    work: (tx: Tx) => Promise<T>,
+    began: () => void,
+  ): Promise<T> {
     return this.#withClient(operation, signal, async (client, state) => {
       const run = async (sql: string, values: unknown[] = []): Promise<Rows> => {
         if (state.aborted) throw new Error("aborted");
@@ -517,6 +542,7 @@ export class Db {
         await rollback();
         throw error;
       }
+      began();
       const results = opened as PgResult | PgResult[];
       const checked = Array.isArray(results) ? results.at(-1) : results;
       const version = Number((checked?.rows[0] as { version?: unknown } | undefined)?.version ?? 0);

@@ -41,6 +41,9 @@ export interface MigrateResult {
  * transaction holding a transaction-scoped advisory lock on the schema's
  * name, so concurrent callers run one after another and the later ones find
  * nothing left to do. Each applied version is recorded in `<schema>.migrations`.
+ * On a schema already up to date it creates and writes nothing, so a role
+ * with only `USAGE` on the schema and `SELECT` on its `migrations` table may
+ * call it (a worker at start-up).
  * A migrator whose network goes silent mid-transaction holds the lock only
  * until the server ends its session, 5 s idle in the transaction
  * (`idle_in_transaction_session_timeout`), as every loopctl transaction does.
@@ -90,14 +93,26 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     try {
       // Serializes every migrate() of this schema, from any process, until COMMIT.
       await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [migrateLockKey(names)]);
-      await client.query(`CREATE SCHEMA IF NOT EXISTS ${names.quoted}`);
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${names.table("migrations")} (
-          version integer PRIMARY KEY,
-          name text NOT NULL,
-          applied_at timestamptz NOT NULL DEFAULT now()
-        )`,
+      // Created only when missing: `CREATE … IF NOT EXISTS` checks the privilege to create before it
+      // looks, so a role that may not create in the database or the schema (a worker's, migrating at
+      // start-up) would fail on a schema that is up to date.
+      const present = await client.query(
+        `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS schema,
+           EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+                   WHERE n.nspname = $1 AND c.relname = 'migrations') AS migrations`,
+        [names.name],
       );
+      const found = present.rows[0] as { schema?: unknown; migrations?: unknown } | undefined;
+      if (found?.schema !== true) await client.query(`CREATE SCHEMA IF NOT EXISTS ${names.quoted}`);
+      if (found?.migrations !== true) {
+        await client.query(
+          `CREATE TABLE IF NOT EXISTS ${names.table("migrations")} (
+            version integer PRIMARY KEY,
+            name text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+          )`,
+        );
+      }
       // A schema shared with another tool may hold its migrations table: never read or write that as ours.
       const shape = await client.query(
         `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) AS columns,
@@ -113,8 +128,8 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
             "give loopctl a schema of its own (options.schema)",
         );
       }
-      const found = await client.query(versionQuery(names));
-      const from = Number((found.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
+      const recorded = await client.query(versionQuery(names));
+      const from = Number((recorded.rows[0] as { version?: unknown } | undefined)?.version ?? 0);
       atVersion = from;
       if (from > SCHEMA_VERSION) {
         throw new PostgresQueryError(

@@ -4,6 +4,7 @@
  * server answers, every test that needs one is reported as skipped, with the
  * reason and the variable to set.
  */
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach, beforeEach } from "vitest";
@@ -184,4 +185,51 @@ export async function withEachNonPool(pool: pg.Pool, check: (given: unknown) => 
     checkedOut.release();
     await connected.end();
   }
+}
+
+/**
+ * Terminates the idle connections of one application and waits until their server processes are
+ * gone, blocking this process meanwhile: it hears nothing of the ends, so a statement sent right
+ * after goes to a pooled connection the server already ended, as one can in production.
+ * Returns how many were terminated.
+ */
+export function terminateIdleNow(application: string): number {
+  const script = `
+    const pg = require("pg");
+    (async () => {
+      const client = new pg.Client({ connectionString: process.argv[1] });
+      await client.connect();
+      const { rows } = await client.query(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'", [process.argv[2]]);
+      const pids = rows.map((r) => r.pid);
+      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
+      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids])).rows.length > 0)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      await client.end();
+      process.stdout.write(String(pids.length));
+    })();`;
+  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
+  if (done.status !== 0) throw new Error(`terminating ${application}'s connections failed: ${done.stderr}`);
+  return Number(done.stdout);
+}
+
+/**
+ * Waits until the server has no connection of one application left (ended by the server's own
+ * timeouts, say), blocking this process meanwhile: it hears nothing of the ends.
+ */
+export function waitUntilGone(application: string): void {
+  const script = `
+    const pg = require("pg");
+    (async () => {
+      const client = new pg.Client({ connectionString: process.argv[1] });
+      await client.connect();
+      const deadline = Date.now() + 10000;
+      while ((await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [process.argv[2]])).rows.length > 0) {
+        if (Date.now() > deadline) throw new Error("the connections of " + process.argv[2] + " never went");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await client.end();
+    })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
+  const done = spawnSync(process.execPath, ["-e", script, DATABASE_URL, application], { encoding: "utf8" });
+  if (done.status !== 0) throw new Error(`waiting for ${application}'s connections to end failed: ${done.stderr}`);
 }
