@@ -691,6 +691,44 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(seen[2]![2]).toMatch(/^MCP server 'paged': tools\/list failed: .*the tool registry is unavailable/);
   });
 
+  it("without an onError, a server that fails listing after listing gives one process warning, its name and message escaped, not a flood of raw terminal escapes", async () => {
+    const seen: Error[] = [];
+    const listener = (w: Error): void => void seen.push(w);
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
+    process.on("warning", listener);
+    const errors: unknown[] = [];
+    try {
+      const server = await startFixture("garbled");
+      const toolset = await mcpTools(server.client);
+      const withHandler = await mcpTools(server.client, { onError: (error) => void errors.push(error) });
+      expect(toolset.server).toBe("garbled\u001b[2J\u202e");
+      server.signal("SIGUSR1");
+      // Each failing listing announces a change: the toolsets list again and again, each time failing.
+      // Real round trips to another process: polled, not flushed.
+      while (server.lines.filter((line) => line === "listing failed").length < 10 || errors.length < 4) await sleep(10);
+      await flush();
+      expect(toolset.tools).toEqual([]);
+      withHandler.close();
+      toolset.close();
+    } finally {
+      process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
+    }
+    expect(seen.map((w) => [w.name, (w as NodeJS.ErrnoException).code, w.message])).toEqual([
+      [
+        "LoopctlWarning",
+        "LOOPCTL_MCP",
+        "MCP server 'garbled\\u001b[2J\\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\\u001b]52;c;cHduZWQ=\\u0007 again",
+      ],
+    ]);
+    // An onError gets every failure, as it came: the application decides what to show.
+    expect(errors[0]).toBeInstanceOf(McpServerError);
+    expect((errors[0] as Error).message).toBe(
+      "MCP server 'garbled\u001b[2J\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again",
+    );
+  });
+
   it("without an onError, a refresh() that fails rejects and is not also a process warning; with one, onError still gets it", async () => {
     const seen: Error[] = [];
     const listener = (w: Error): void => void seen.push(w);

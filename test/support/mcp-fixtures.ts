@@ -100,6 +100,7 @@ type FixtureMode =
   | "restless"
   | "stalling"
   | "erring"
+  | "garbled"
   | "structured"
   | "twins"
   | "odd-output unknown-keyword"
