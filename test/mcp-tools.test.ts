@@ -276,6 +276,23 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("timeoutMs bounds a whole listing, not each of its pages: a server that answers page after page just in time fails the listing once the limit passes", async () => {
+    // Twenty pages, each answered 100 ms after it was asked for: every request well within 400 ms.
+    const server = await startFixture("dripping 20 100");
+    const started = performance.now();
+    const error: unknown = await mcpTools(server.client, { timeoutMs: 400 }).catch((e: unknown) => e);
+    const took = performance.now() - started;
+    expect(error).toBeInstanceOf(McpServerError);
+    expect(error).toMatchObject({ code: "MCP_SERVER", server: "dripping" });
+    expect((error as Error).message).toMatch(/^MCP server 'dripping': tools\/list gave no last page within 400 ms/);
+    expect(took).toBeLessThan(1_500);
+    // A listing that ends in time is read whole.
+    const quick = await startFixture("dripping 3 10");
+    const toolset = await mcpTools(quick.client, { timeoutMs: 2_000 });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["t0", "t1", "t2"]);
+    toolset.close();
+  });
+
   it("a server that answers tools/call with an error of code -32001 (the code of the MCP SDK's own timeout) is reported as that server's error, not as a timeout, even one shaped as the SDK's", async () => {
     const server = await startFixture("erring");
     const toolset = await mcpTools(server.client, { timeoutMs: 300 });

@@ -43,7 +43,10 @@ export interface McpToolsOptions {
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
-  /** The time limit of each `tools/list` and `tools/call` request, in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's) */
+  /**
+   * The time limit of each `tools/call` request, and of each listing (every page of `tools/list`
+   * together), in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's for a request)
+   */
   readonly timeoutMs?: number;
 }
 
@@ -469,7 +472,10 @@ export class McpToolset implements ToolSource {
     const tools: McpTool[] = [];
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    const { timeoutMs } = this.#options;
+    // The limit is the listing's, not each page's: a server that answers page after page just in
+    // time would otherwise hold a listing (and the calls waiting for it) for MAX_PAGES times as long.
+    const limit = this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const started = performance.now();
     for (let page = 0; page < MAX_PAGES; page++) {
       if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
       if (this.#detached()) {
@@ -479,16 +485,21 @@ export class McpToolset implements ToolSource {
         );
       }
       // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
+      const left = Math.ceil(limit - (performance.now() - started));
+      const late = `tools/list gave no last page within ${limit} ms (${page} ${page === 1 ? "page" : "pages"} read)`;
+      if (left <= 0) throw new McpServerError(this.#server, late);
       const request = new AbortController();
       this.#request = request;
       const { signal } = request;
       let result: Awaited<ReturnType<McpClient["listTools"]>>;
       try {
-        result = await this.#client.listTools(
-          cursor === undefined ? undefined : { cursor },
-          timeoutMs === undefined ? { signal } : { signal, timeout: timeoutMs },
-        );
+        result = await this.#client.listTools(cursor === undefined ? undefined : { cursor }, {
+          signal,
+          timeout: left,
+        });
       } catch (error) {
+        // A server's own error shaped as the SDK's timeout is a failed listing either way.
+        if (page > 0 && isSdkTimeout(error, left, true)) throw new McpServerError(this.#server, late, { cause: error });
         throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
       } finally {
         this.#request = undefined;

@@ -48,6 +48,11 @@
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
+ * - `dripping <pages> <ms>` (low-level Server): `pages` tools (`t0`, `t1`, …),
+ *   one to a page, each page answered `ms` after it was asked for: every
+ *   request is answered well within a time limit longer than `ms`, the
+ *   listing as a whole only after `pages` times `ms`. Each page is reported
+ *   (`page <n>`).
  * - `garbled` (low-level Server): a server whose name in the handshake holds
  *   terminal escapes and a bidi override (`garbled\u001b[2J\u202e`), with one
  *   tool, `echo`. SIGUSR1 makes every later `tools/list` fail with an error
@@ -387,6 +392,22 @@ async function oddOutput(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function dripping(): Promise<void> {
+  const server = new Server({ name: "dripping", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const pages = Number(process.argv[3]);
+  const delay = Number(process.argv[4]);
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+    const page = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
+    report(`page ${page}`);
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    return {
+      tools: [{ name: `t${page}`, inputSchema: { type: "object" as const } }],
+      ...(page + 1 < pages ? { nextCursor: String(page + 1) } : {}),
+    };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function garbled(): Promise<void> {
   const server = new Server(
     { name: "garbled\u001b[2J\u202e", version: "1.0.0" },
@@ -420,4 +441,5 @@ else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
+else if (mode === "dripping") await dripping();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -101,6 +101,7 @@ type FixtureMode =
   | "stalling"
   | "erring"
   | "garbled"
+  | `dripping ${number} ${number}`
   | "structured"
   | "twins"
   | "odd-output unknown-keyword"
