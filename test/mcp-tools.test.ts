@@ -20,7 +20,7 @@ import {
 import { ScriptedModel } from "loopctl/testing";
 import { gcChildResult } from "./support/child-process.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
-import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
+import { changes, reconnectFixture, startFixture, startHttpFixture } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
 
@@ -334,6 +334,34 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
         "(MCP error -32000: Connection closed): whether it took effect there is unknown",
     );
     toolset.close();
+  });
+
+  it("over streamable HTTP: a change is followed; a server that dies ends no connection, so the toolset keeps its tools and only failing requests tell (a call in flight by timeoutMs at the latest, a later one at once)", async () => {
+    const server = await startHttpFixture();
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange, timeoutMs: 1_000 });
+    const [before] = toolset.tools;
+    expect(before!.descriptor.annotations).toEqual({ readOnlyHint: false, destructiveHint: true });
+    server.signal("SIGUSR2");
+    const [after] = await next();
+    expect(after!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    expect(after!.descriptorFingerprint).not.toBe(before!.descriptorFingerprint);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const inFlight = Promise.resolve(after!.execute({ hang: true }, context)).catch((e: unknown) => e);
+    while (!server.lines.includes('called remove {"hang":true}')) await sleep(10);
+    server.signal("SIGKILL");
+    // The request's own connection failing tells at once; once its answer had begun to stream, only timeoutMs does.
+    const error = await inFlight;
+    expect(error).toBeInstanceOf(McpToolError);
+    expect((error as Error).message).toMatch(
+      /^tool 'remove' on MCP server 'http': (the server did not answer within 1000 ms|tools\/call failed: )/,
+    );
+    expect(toolset.tools).toEqual([after]);
+    const later = await Promise.resolve(after!.execute({}, context)).catch((e: unknown) => e);
+    expect(later).toBeInstanceOf(McpToolError);
+    expect((later as Error).message).toMatch(/^tool 'remove' on MCP server 'http': tools\/call failed: /);
+    toolset.close();
+    await server.client.close();
   });
 
   it("follows list_changed without replacing the application's notification handlers, set before or after it", async () => {
