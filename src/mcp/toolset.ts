@@ -484,10 +484,10 @@ export class McpToolset implements ToolSource {
           "the client is no longer connected over the transport the toolset follows; make a new toolset",
         );
       }
-      // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
       const left = Math.ceil(limit - (performance.now() - started));
       const late = `tools/list gave no last page within ${limit} ms (${page} ${page === 1 ? "page" : "pages"} read)`;
       if (left <= 0) throw new McpServerError(this.#server, late);
+      // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
       const request = new AbortController();
       this.#request = request;
       const { signal } = request;
