@@ -20,7 +20,7 @@ import {
 import { ScriptedModel } from "loopctl/testing";
 import { gcChildResult } from "./support/child-process.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
-import { changes, reconnectFixture, startFixture } from "./support/mcp-fixtures.js";
+import { changes, reconnectFixture, startFixture, startHttpFixture } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
 
@@ -276,6 +276,23 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("timeoutMs bounds a whole listing, not each of its pages: a server that answers page after page just in time fails the listing once the limit passes", async () => {
+    // Twenty pages, each answered 100 ms after it was asked for: every request well within 400 ms.
+    const server = await startFixture("dripping 20 100");
+    const started = performance.now();
+    const error: unknown = await mcpTools(server.client, { timeoutMs: 400 }).catch((e: unknown) => e);
+    const took = performance.now() - started;
+    expect(error).toBeInstanceOf(McpServerError);
+    expect(error).toMatchObject({ code: "MCP_SERVER", server: "dripping" });
+    expect((error as Error).message).toMatch(/^MCP server 'dripping': tools\/list gave no last page within 400 ms/);
+    expect(took).toBeLessThan(1_500);
+    // A listing that ends in time is read whole.
+    const quick = await startFixture("dripping 3 10");
+    const toolset = await mcpTools(quick.client, { timeoutMs: 2_000 });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["t0", "t1", "t2"]);
+    toolset.close();
+  });
+
   it("a server that answers tools/call with an error of code -32001 (the code of the MCP SDK's own timeout) is reported as that server's error, not as a timeout, even one shaped as the SDK's", async () => {
     const server = await startFixture("erring");
     const toolset = await mcpTools(server.client, { timeoutMs: 300 });
@@ -317,6 +334,34 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
         "(MCP error -32000: Connection closed): whether it took effect there is unknown",
     );
     toolset.close();
+  });
+
+  it("over streamable HTTP: a change is followed; a server that dies ends no connection, so the toolset keeps its tools and only failing requests tell (a call in flight by timeoutMs at the latest, a later one at once)", async () => {
+    const server = await startHttpFixture();
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange, timeoutMs: 1_000 });
+    const [before] = toolset.tools;
+    expect(before!.descriptor.annotations).toEqual({ readOnlyHint: false, destructiveHint: true });
+    server.signal("SIGUSR2");
+    const [after] = await next();
+    expect(after!.descriptor.annotations).toEqual({ readOnlyHint: true, destructiveHint: false });
+    expect(after!.descriptorFingerprint).not.toBe(before!.descriptorFingerprint);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const inFlight = Promise.resolve(after!.execute({ hang: true }, context)).catch((e: unknown) => e);
+    while (!server.lines.includes('called remove {"hang":true}')) await sleep(10);
+    server.signal("SIGKILL");
+    // The request's own connection failing tells at once; once its answer had begun to stream, only timeoutMs does.
+    const error = await inFlight;
+    expect(error).toBeInstanceOf(McpToolError);
+    expect((error as Error).message).toMatch(
+      /^tool 'remove' on MCP server 'http': (the server did not answer within 1000 ms|tools\/call failed: )/,
+    );
+    expect(toolset.tools).toEqual([after]);
+    const later = await Promise.resolve(after!.execute({}, context)).catch((e: unknown) => e);
+    expect(later).toBeInstanceOf(McpToolError);
+    expect((later as Error).message).toMatch(/^tool 'remove' on MCP server 'http': tools\/call failed: /);
+    toolset.close();
+    await server.client.close();
   });
 
   it("follows list_changed without replacing the application's notification handlers, set before or after it", async () => {
@@ -689,6 +734,44 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(seen).toHaveLength(3);
     expect(seen[2]!.slice(0, 2)).toEqual(["LoopctlWarning", "LOOPCTL_MCP"]);
     expect(seen[2]![2]).toMatch(/^MCP server 'paged': tools\/list failed: .*the tool registry is unavailable/);
+  });
+
+  it("without an onError, a server that fails listing after listing gives one process warning, its name and message escaped, not a flood of raw terminal escapes", async () => {
+    const seen: Error[] = [];
+    const listener = (w: Error): void => void seen.push(w);
+    const printers = process.listeners("warning");
+    process.removeAllListeners("warning");
+    process.on("warning", listener);
+    const errors: unknown[] = [];
+    try {
+      const server = await startFixture("garbled");
+      const toolset = await mcpTools(server.client);
+      const withHandler = await mcpTools(server.client, { onError: (error) => void errors.push(error) });
+      expect(toolset.server).toBe("garbled\u001b[2J\u202e");
+      server.signal("SIGUSR1");
+      // Each failing listing announces a change: the toolsets list again and again, each time failing.
+      // Real round trips to another process: polled, not flushed.
+      while (server.lines.filter((line) => line === "listing failed").length < 10 || errors.length < 4) await sleep(10);
+      await flush();
+      expect(toolset.tools).toEqual([]);
+      withHandler.close();
+      toolset.close();
+    } finally {
+      process.off("warning", listener);
+      for (const printer of printers) process.on("warning", printer);
+    }
+    expect(seen.map((w) => [w.name, (w as NodeJS.ErrnoException).code, w.message])).toEqual([
+      [
+        "LoopctlWarning",
+        "LOOPCTL_MCP",
+        "MCP server 'garbled\\u001b[2J\\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\\u001b]52;c;cHduZWQ=\\u0007 again",
+      ],
+    ]);
+    // An onError gets every failure, as it came: the application decides what to show.
+    expect(errors[0]).toBeInstanceOf(McpServerError);
+    expect((errors[0] as Error).message).toBe(
+      "MCP server 'garbled\u001b[2J\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again",
+    );
   });
 
   it("without an onError, a refresh() that fails rejects and is not also a process warning; with one, onError still gets it", async () => {

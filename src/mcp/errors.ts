@@ -2,7 +2,8 @@ import { LoopctlError } from "../errors.js";
 
 /**
  * An MCP server could not be read: listing its tools failed, it answered
- * with something that is not a tool list, its pages never end, it lists
+ * with something that is not a tool list, its pages never end (or its
+ * last page does not come within the toolset's `timeoutMs`), it lists
  * more than 10,000 tools, or the client is no longer connected over the
  * transport the toolset follows. `code` is `"MCP_SERVER"`; `server` names it.
  */

@@ -5,6 +5,7 @@ import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
 import { unlisten } from "../abort-signal.js";
+import { printable } from "../cli/format.js";
 import { ToolDefinitionError, describeError } from "../engine/errors.js";
 import { withdrawnWith } from "../engine/gate.js";
 import { recordText } from "../engine/records-slot.js";
@@ -36,12 +37,16 @@ export interface McpToolsOptions {
    * succeeds: fail closed), and with `McpCallbackError` when `onChange` threw. What it throws,
    * or a promise it returns rejects with, is dropped.
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_MCP") with the error's message,
-   * except for a failed listing a `refresh()` was waiting for: that call rejects with it, and no warning repeats it
+   * control and invisible characters escaped, except for a failed listing a `refresh()` was waiting for: that call
+   * rejects with it, and no warning repeats it; failed listings warn once until a listing works again
    */
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
-  /** The time limit of each `tools/list` and `tools/call` request, in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's) */
+  /**
+   * The time limit of each `tools/call` request, and of each listing (every page of `tools/list`
+   * together), in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's for a request)
+   */
   readonly timeoutMs?: number;
 }
 
@@ -208,9 +213,13 @@ function followTransport(transport: Transport, listener: Follower): () => void {
   };
 }
 
-/** The default `onError`: a process warning, as loopctl's other background failures give. */
+/**
+ * The default `onError`: a process warning, as loopctl's other background failures give. Node
+ * prints it to stderr as it is, and it quotes the server (its name from the handshake, its error
+ * messages): what would drive a terminal or hide in the text is shown escaped.
+ */
 function emitWarning(error: McpServerError | McpCallbackError): void {
-  process.emitWarning(error.message, { type: "LoopctlWarning", code: "LOOPCTL_MCP" });
+  process.emitWarning(printable(error.message), { type: "LoopctlWarning", code: "LOOPCTL_MCP" });
 }
 
 /**
@@ -271,6 +280,11 @@ export class McpToolset implements ToolSource {
   /** Aborted by `close()`: the `tools/call` requests in flight, each cancelled on the server. Each leaves when it ends. */
   readonly #calls = new Set<AbortController>();
   #lastError: McpServerError | undefined;
+  /**
+   * Whether the default warning told of the failed listings since the last that worked: a server
+   * that fails listing after listing, announcing a change each time, is one warning, not a flood.
+   */
+  #warned = false;
   /**
    * Aborted once no call of the toolset's tools can be sent again (`close()`, or the connection
    * ended): a call parked for approval is then refused, its ask withdrawn.
@@ -426,6 +440,7 @@ export class McpToolset implements ToolSource {
           const listed = await this.#list();
           if (!this.#closed) this.#install(listed);
           this.#lastError = undefined;
+          this.#warned = false;
         } catch (error) {
           const failure =
             error instanceof McpServerError
@@ -457,7 +472,10 @@ export class McpToolset implements ToolSource {
     const tools: McpTool[] = [];
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    const { timeoutMs } = this.#options;
+    // The limit is the listing's, not each page's: a server that answers page after page just in
+    // time would otherwise hold a listing (and the calls waiting for it) for MAX_PAGES times as long.
+    const limit = this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const started = performance.now();
     for (let page = 0; page < MAX_PAGES; page++) {
       if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
       if (this.#detached()) {
@@ -466,17 +484,22 @@ export class McpToolset implements ToolSource {
           "the client is no longer connected over the transport the toolset follows; make a new toolset",
         );
       }
+      const left = Math.ceil(limit - (performance.now() - started));
+      const late = `tools/list gave no last page within ${limit} ms (${page} ${page === 1 ? "page" : "pages"} read)`;
+      if (left <= 0) throw new McpServerError(this.#server, late);
       // A signal for each request: the MCP SDK never removes the abort listener it adds to one.
       const request = new AbortController();
       this.#request = request;
       const { signal } = request;
       let result: Awaited<ReturnType<McpClient["listTools"]>>;
       try {
-        result = await this.#client.listTools(
-          cursor === undefined ? undefined : { cursor },
-          timeoutMs === undefined ? { signal } : { signal, timeout: timeoutMs },
-        );
+        result = await this.#client.listTools(cursor === undefined ? undefined : { cursor }, {
+          signal,
+          timeout: left,
+        });
       } catch (error) {
+        // A server's own error shaped as the SDK's timeout is a failed listing either way.
+        if (page > 0 && isSdkTimeout(error, left, true)) throw new McpServerError(this.#server, late, { cause: error });
         throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
       } finally {
         this.#request = undefined;
@@ -598,7 +621,13 @@ export class McpToolset implements ToolSource {
    */
   #report(error: McpServerError | McpCallbackError, received = false): void {
     // Before the first listing, mcpTools rejects with the failure itself: no warning repeats it.
-    if (this.#options.onError === undefined && (!this.#listed || received)) return;
+    if (this.#options.onError === undefined) {
+      if (!this.#listed || received) return;
+      if (error instanceof McpServerError) {
+        if (this.#warned) return;
+        this.#warned = true;
+      }
+    }
     const onError = this.#options.onError ?? emitWarning;
     callLater(
       () => onError(error),

@@ -3,6 +3,8 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { spawn } from "node:child_process";
 import { afterAll, afterEach, expect } from "vitest";
 import type { Tool } from "loopctl/engine";
 import { bundleChild, type Bundle } from "./reliability-bundle.js";
@@ -100,6 +102,9 @@ type FixtureMode =
   | "restless"
   | "stalling"
   | "erring"
+  | "garbled"
+  | "http"
+  | `dripping ${number} ${number}`
   | "structured"
   | "twins"
   | "odd-output unknown-keyword"
@@ -116,6 +121,43 @@ export async function startFixture(mode: FixtureMode, clientOptions?: ClientOpti
 export async function reconnectFixture(started: Started, mode: FixtureMode): Promise<Started> {
   await started.client.close();
   return start(process.execPath, await fixtureArgs(mode), undefined, started.client);
+}
+
+/** A server process spoken to over streamable HTTP, and the client connected to it. */
+export interface StartedHttp {
+  readonly client: Client;
+  /** Every line the server wrote to stderr so far. */
+  readonly lines: readonly string[];
+  signal(name: "SIGUSR2" | "SIGKILL"): void;
+}
+
+const httpServers: { kill(): void }[] = [];
+
+// Over HTTP the client's close does not end the server: each is killed after its test.
+afterEach(() => {
+  for (const server of httpServers.splice(0)) server.kill();
+});
+
+/** The fixture server in `http` mode, and a client connected to it over streamable HTTP. */
+export async function startHttpFixture(): Promise<StartedHttp> {
+  const child = spawn(process.execPath, await fixtureArgs("http"), { cwd: root, stdio: ["pipe", "ignore", "pipe"] });
+  httpServers.push({ kill: () => void child.kill("SIGKILL") });
+  const lines: string[] = [];
+  let partial = "";
+  const port = new Promise<string>((resolve, reject) => {
+    child.once("exit", () => reject(new Error("the http fixture server exited before listening")));
+    child.stderr.on("data", (chunk: Buffer) => {
+      const parts = (partial + chunk.toString("utf8")).split("\n");
+      partial = parts.pop() ?? "";
+      for (const line of parts) {
+        lines.push(line);
+        if (line.startsWith("port ")) resolve(line.slice(5));
+      }
+    });
+  });
+  const client = new Client({ name: "loopctl-tests", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${await port}/mcp`)));
+  return { client, lines, signal: (name) => void child.kill(name) };
 }
 
 /** `@modelcontextprotocol/server-filesystem` from npm, allowed only `dir`. */
