@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "loopctl/ask";
 import { AiSdkModelError, AiSdkProviderDataSchema, AiSdkTranscriptError, fromLanguageModel } from "loopctl/ai-sdk";
+import type { LanguageModelSettings } from "loopctl/ai-sdk";
 import { Agent, CancelledError, LoopManagers, ModelError, defineTool } from "loopctl/engine";
 import type { Message } from "loopctl/engine";
 import { USAGE, call, text, v3 } from "./support/ai-sdk-fixtures.js";
@@ -514,6 +515,116 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
         model: "acme/m1",
         message: expect.stringMatching(/(options|settings) must be an object/),
       });
+    }
+  });
+
+  it("an option outside settings, or a setting V3 does not take, is a typed error naming it", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const cases: [unknown, RegExp][] = [
+      [{ temperature: 0 }, /unknown option 'temperature'.*settings: \{ temperature \}/],
+      [{ settings: {}, maxOutputTokens: 64 }, /unknown option 'maxOutputTokens'/],
+      [{ refusal: "error-text" }, /unknown option 'refusal'/],
+      [{ settings: { temprature: 0 } }, /unknown setting 'temprature'/],
+      [{ settings: { tools: [] } }, /setting 'tools'.*each request/],
+      [{ settings: { prompt: [] } }, /setting 'prompt'.*each request/],
+      [{ settings: { abortSignal: new AbortController().signal } }, /setting 'abortSignal'.*each request/],
+    ];
+    for (const [options, message] of cases) {
+      let error: unknown;
+      try {
+        fromLanguageModel(model, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, JSON.stringify(options)).toBeInstanceOf(AiSdkModelError);
+      expect(error, JSON.stringify(options)).toMatchObject({
+        model: "acme/m1",
+        message: expect.stringMatching(message),
+      });
+    }
+    const every: LanguageModelSettings = {
+      maxOutputTokens: 64,
+      temperature: 0,
+      stopSequences: ["END"],
+      topP: 1,
+      topK: 40,
+      presencePenalty: 0,
+      frequencyPenalty: 0,
+      responseFormat: { type: "text" },
+      seed: 7,
+      toolChoice: { type: "auto" },
+      includeRawChunks: false,
+      headers: { "x-run": "1" },
+      providerOptions: { acme: { store: false } },
+    };
+    expect(() => fromLanguageModel(model, { settings: every, refusals: "error-text" })).not.toThrow();
+  });
+
+  it("a finish reason that is not V3's { unified, raw } stops the run with an AiSdkModelError naming finishReason", async () => {
+    const wrong: unknown[] = [
+      "error",
+      "stop",
+      undefined,
+      { unified: "finished", raw: "done" },
+      { unified: "stop", raw: 5 },
+    ];
+    for (const finishReason of wrong) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [
+          v3([call("c1", "read", { path: "a.txt" })], { finishReason: finishReason as never }),
+          v3([text("done")]),
+        ],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      const name = JSON.stringify(finishReason) ?? "undefined";
+      expect(error, name).toBeInstanceOf(ModelError);
+      expect(error.cause, name).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, name).toMatch(
+        /^model acme\/m1: finishReason(\.unified|\.raw)? /,
+      );
+      expect(executed, name).toEqual([]);
+    }
+  });
+
+  it("a client call sharing its id with a provider-executed call or result of the same turn stops the run, naming the id, before anything runs", async () => {
+    const providerCall = {
+      type: "tool-call",
+      toolCallId: "x1",
+      toolName: "web_search",
+      input: '{"query":"loopctl"}',
+      providerExecuted: true,
+    } as const;
+    const providerResult = {
+      type: "tool-result",
+      toolCallId: "x1",
+      toolName: "web_search",
+      result: { hits: 3 },
+    } as const;
+    const turns = [
+      [providerCall, providerResult, call("x1", "read", { path: "a.txt" })],
+      [call("x1", "read", { path: "a.txt" }), providerCall],
+      [providerResult, call("x1", "read", { path: "a.txt" })],
+    ];
+    for (const [i, content] of turns.entries()) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3(content), v3([text("done")])],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, String(i)).toBeInstanceOf(ModelError);
+      expect(error.cause, String(i)).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, String(i)).toMatch(/'x1'.*provider-executed/);
+      expect(executed, String(i)).toEqual([]);
+      expect(model.doGenerateCalls, String(i)).toHaveLength(1);
     }
   });
 

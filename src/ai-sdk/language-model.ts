@@ -23,6 +23,35 @@ export interface FromLanguageModelOptions {
   readonly refusals?: RefusalOutput;
 }
 
+/** The options {@link fromLanguageModel} takes; any other is refused, never ignored. */
+const OPTIONS: ReadonlySet<string> = new Set(["settings", "refusals"] satisfies (keyof FromLanguageModelOptions)[]);
+
+/** Every call setting V3 takes (`@ai-sdk/provider@3`'s `LanguageModelV3CallOptions` but the three set per request). */
+const SETTING_NAMES = [
+  "maxOutputTokens",
+  "temperature",
+  "stopSequences",
+  "topP",
+  "topK",
+  "presencePenalty",
+  "frequencyPenalty",
+  "responseFormat",
+  "seed",
+  "toolChoice",
+  "includeRawChunks",
+  "headers",
+  "providerOptions",
+] as const satisfies readonly (keyof LanguageModelSettings)[];
+// Does not compile once V3 takes a setting the list lacks: a new setting is then refused until listed.
+true satisfies [Exclude<keyof LanguageModelSettings, (typeof SETTING_NAMES)[number]>] extends [never] ? true : never;
+const SETTINGS: ReadonlySet<string> = new Set(SETTING_NAMES);
+
+/** Set by the adapter for each request, from the run: a setting of the same name would be overwritten or, for `tools`, leak into a turn without tools. */
+const PER_REQUEST: ReadonlySet<string> = new Set(["prompt", "tools", "abortSignal"] satisfies Exclude<
+  keyof LanguageModelV3CallOptions,
+  keyof LanguageModelSettings
+>[]);
+
 function nameOf(model: unknown): string {
   const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as {
     provider?: unknown;
@@ -50,10 +79,14 @@ function nameOf(model: unknown): string {
  * empty text parts are left out, as the AI SDK does). Usage totals a provider leaves undefined are the
  * sum of the parts it reported.
  *
- * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3` or
- *   `options` (or its `settings`) is not an object, and
+ * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3`,
+ *   `options` (or its `settings`) is not an object, or holds a key it does
+ *   not take (`{ temperature }` belongs under `settings`; a setting V3 does
+ *   not have is refused, never ignored), and
  *   (from `generate`) when it answers with something that is not a V3
- *   result (or holds a part that is not a V3 part), or with finish reason `error` (the provider's failed turn, never
+ *   result (or holds a part that is not a V3 part, a `finishReason` that is
+ *   not V3's `{ unified, raw }`, or a client call sharing its id with a
+ *   provider-executed call or result), or with finish reason `error` (the provider's failed turn, never
  *   an empty answer). A `doGenerate` that throws rejects with its own error; `Agent`
  *   reports either as a `ModelError`.
  *
@@ -78,9 +111,28 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   }
   if (typeof options !== "object" || options === null)
     throw new AiSdkModelError(name, `options must be an object, got ${options === null ? "null" : typeof options}`);
+  for (const key of Object.keys(options)) {
+    if (OPTIONS.has(key)) continue;
+    const hint = SETTINGS.has(key)
+      ? ` (call settings go under settings: { ${key} })`
+      : " (the options are settings and refusals)";
+    throw new AiSdkModelError(name, `unknown option '${key}'${hint}`);
+  }
   const { settings = {}, refusals = "execution-denied" } = options;
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
+  for (const key of Object.keys(settings)) {
+    if (PER_REQUEST.has(key))
+      throw new AiSdkModelError(
+        name,
+        `setting '${key}' is not a call setting: it is set from the run for each request`,
+      );
+    if (!SETTINGS.has(key))
+      throw new AiSdkModelError(
+        name,
+        `unknown setting '${key}' (V3 takes ${[...SETTINGS].join(", ")}; provider-specific ones go under providerOptions)`,
+      );
+  }
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
   }

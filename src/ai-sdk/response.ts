@@ -1,5 +1,11 @@
-import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3Usage } from "@ai-sdk/provider";
+import type {
+  LanguageModelV3Content,
+  LanguageModelV3FinishReason,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3Usage,
+} from "@ai-sdk/provider";
 import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { shownValue } from "../errors.js";
 import { CANONICAL_JSON_MAX_DEPTH } from "../grant/index.js";
 import { AiSdkModelError } from "./errors.js";
 import { AiSdkProviderDataSchema } from "./provider-data.js";
@@ -41,6 +47,31 @@ function parseArguments(text: string): { readonly ok: true; readonly value: Json
     return { ok: false };
   }
   return nestsPast(value, ARGUMENTS_MAX_DEPTH) ? { ok: false } : { ok: true, value: value as Json };
+}
+
+const FINISH_REASONS: ReadonlySet<unknown> = new Set([
+  "stop",
+  "length",
+  "content-filter",
+  "tool-calls",
+  "error",
+  "other",
+] satisfies LanguageModelV3FinishReason["unified"][]);
+
+/**
+ * What is wrong with a result's `finishReason`, if anything. V3's is an
+ * object; a V2-style string (`"error"` included) has no `unified` and would let
+ * a failed turn pass as an answer, so it is refused, not guessed at.
+ */
+function finishReasonFault(reason: unknown): string | undefined {
+  if (typeof reason !== "object" || reason === null)
+    return `finishReason is not V3's { unified, raw } object, got ${shownValue(reason)}`;
+  const { unified, raw } = reason as { unified?: unknown; raw?: unknown };
+  if (!FINISH_REASONS.has(unified))
+    return `finishReason.unified is not one of ${[...FINISH_REASONS].join(", ")}, got ${shownValue(unified)}`;
+  if (typeof raw !== "string" && raw !== undefined)
+    return `finishReason.raw is neither a string nor undefined, got ${shownValue(raw)}`;
+  return undefined;
 }
 
 function total(parts: readonly (number | undefined)[]): number | undefined {
@@ -87,7 +118,9 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
   if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
     throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
   }
-  if (result.finishReason?.unified === "error") {
+  const fault = finishReasonFault(result.finishReason);
+  if (fault !== undefined) throw new AiSdkModelError(model, fault);
+  if (result.finishReason.unified === "error") {
     // The provider says the turn failed: not an answer, and none of its calls are the model's to make.
     const raw = result.finishReason.raw;
     throw new AiSdkModelError(
@@ -168,11 +201,28 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
     }
     while (from.length < parts.length) from.push(index);
   });
+  // One id for a client call and a provider-executed call or result: the provider would be sent two calls
+  // (or two results) under it, and which result answers which call is anyone's guess. Refused, as the
+  // engine refuses two client calls sharing an id.
+  const providers = new Map<string, string>();
+  parts.forEach((part, at) => {
+    const provider = part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true);
+    if (provider && !providers.has(part.toolCallId))
+      providers.set(part.toolCallId, `the provider-executed ${part.type} at content[${from[at] ?? at}]`);
+  });
+  parts.forEach((part, at) => {
+    if (part.type !== "tool-call" || part.providerExecuted === true) return;
+    const other = providers.get(part.toolCallId);
+    if (other !== undefined)
+      throw new AiSdkModelError(
+        model,
+        `content[${from[at] ?? at}] is a tool call whose id '${part.toolCallId}' is also that of ${other}`,
+      );
+  });
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };
   if (result.providerMetadata !== undefined)
     kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
-  const reason = result.finishReason?.unified;
-  if (typeof reason === "string") kept.finishReason = reason;
+  kept.finishReason = result.finishReason.unified;
   let providerData: AiSdkProviderData;
   try {
     // Through JSON once, so what a stored transcript gives back is what the next turn sends.
