@@ -110,6 +110,57 @@ describe("fromLanguageModel: a turn the provider reports as failed", () => {
   });
 });
 
+describe("fromLanguageModel: tool calls of a turn the provider cut short", () => {
+  it("a turn ending in length, content-filter or other with client calls stops the run before any of them runs, as the AI SDK runs none of them", async () => {
+    for (const unified of ["length", "content-filter", "other"] as const) {
+      const executed: string[] = [];
+      const tool = defineTool({
+        name: "read",
+        description: "Read a file",
+        input: z.object({ path: z.string() }),
+        execute: ({ path }) => (executed.push(path), `contents of ${path}`),
+      });
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [
+          v3([call("c1", "read", { path: "a" })]),
+          v3([text("also"), call("c2", "read", { path: "b" })], { finishReason: { unified, raw: "cut" } }),
+          v3([text("done")]),
+        ],
+      });
+      const error = await new Agent({ model: fromLanguageModel(model), tools: [tool], managers: allow() })
+        .run("go")
+        .catch((thrown: unknown) => thrown);
+      expect(error, unified).toBeInstanceOf(ModelError);
+      const stopped = error as ModelError;
+      expect(stopped.cause, unified).toBeInstanceOf(AiSdkModelError);
+      expect((stopped.cause as AiSdkModelError).message, unified).toBe(
+        `model acme/m1: the provider ended the turn with finish reason ${unified} ("cut"), so its tool call 'c2' (read) is not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
+      );
+      // What ran before stays, with its record; the cut turn's call never ran.
+      expect(executed, unified).toEqual(["a"]);
+      expect(
+        stopped.records.map((r) => r.verdict),
+        unified,
+      ).toEqual(["allow"]);
+      expect(model.doGenerateCalls, unified).toHaveLength(2);
+    }
+  });
+
+  it("a turn ending in stop with client calls runs them, as the AI SDK does", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "read", { path: "a" })], { finishReason: { unified: "stop", raw: "end_turn" } }),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(result.text).toBe("done");
+  });
+});
+
 describe("fromLanguageModel: arguments nested past what a transcript keeps", () => {
   it("a call whose JSON arguments nest too deep is refused by the gate, as arguments that are not JSON are; the run goes on", async () => {
     for (const depth of [998, 1001, 5000]) {

@@ -87,7 +87,9 @@ function nameOf(model: unknown): string {
  *   result (or holds a part that is not a V3 part, a `finishReason` that is
  *   not V3's `{ unified, raw }`, or a client call sharing its id with a
  *   provider-executed call or result), or with finish reason `error` (the provider's failed turn, never
- *   an empty answer). A `doGenerate` that throws rejects with its own error; `Agent`
+ *   an empty answer), or with tool calls on a turn that ended in `length`,
+ *   `content-filter` or `other` (the AI SDK runs none of them; neither does
+ *   loopctl). A `doGenerate` that throws rejects with its own error; `Agent`
  *   reports either as a `ModelError`.
  *
  * @example

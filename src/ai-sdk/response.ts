@@ -219,10 +219,20 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
         `content[${from[at] ?? at}] is a tool call whose id '${part.toolCallId}' is also that of ${other}`,
       );
   });
+  const { unified, raw } = result.finishReason;
+  if (toolCalls.length > 0 && unified !== "stop" && unified !== "tool-calls") {
+    // Cut short (output limit, content filter, a reason the provider could not map): the AI SDK runs none
+    // of such a turn's calls, and neither does loopctl.
+    const calls = toolCalls.map((c) => `'${c.id}' (${c.name})`).join(", ");
+    throw new AiSdkModelError(
+      model,
+      `the provider ended the turn with finish reason ${unified}${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}, so its tool call${toolCalls.length === 1 ? "" : "s"} ${calls} ${toolCalls.length === 1 ? "is" : "are"} not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
+    );
+  }
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };
   if (result.providerMetadata !== undefined)
     kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
-  kept.finishReason = result.finishReason.unified;
+  kept.finishReason = unified;
   let providerData: AiSdkProviderData;
   try {
     // Through JSON once, so what a stored transcript gives back is what the next turn sends.
