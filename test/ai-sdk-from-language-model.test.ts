@@ -628,6 +628,41 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     }
   });
 
+  it("a stored transcript whose assistant message has a client call under the id of a provider-executed part is refused, never sent with the client call's arguments", async () => {
+    const providerCall = {
+      type: "tool-call",
+      toolCallId: "x1",
+      toolName: "web_search",
+      input: { query: "loopctl" },
+      providerExecuted: true,
+    };
+    const providerResult = { type: "tool-result", toolCallId: "x1", toolName: "web_search", result: { hits: 3 } };
+    const clientCall = { type: "tool-call", toolCallId: "x1", toolName: "read", input: { path: "secret" } };
+    for (const parts of [
+      [providerCall, providerResult, clientCall],
+      [providerResult, clientCall],
+    ]) {
+      const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      const stored: Message[] = [
+        { type: "user", text: "hi" },
+        {
+          type: "assistant",
+          toolCalls: [{ id: "x1", name: "read", input: { path: "secret" } }],
+          providerData: { type: "ai-sdk", parts },
+        },
+        { type: "tool_result", callId: "x1", tool: "read", content: "S", status: "ran", isError: false },
+        { type: "user", text: "again" },
+      ];
+      const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] })
+        .run(stored)
+        .catch((e: unknown) => e)) as ModelError;
+      expect(failed).toBeInstanceOf(ModelError);
+      expect(failed.cause).toBeInstanceOf(AiSdkTranscriptError);
+      expect(failed.cause).toMatchObject({ index: 1, message: expect.stringMatching(/'x1'.*provider-executed/) });
+      expect(model.doGenerateCalls).toHaveLength(0);
+    }
+  });
+
   it("an assistant turn with nothing to send back is left out of the next request, as the AI SDK leaves it out", async () => {
     // Providers reject a message without content (Anthropic: "all messages must have non-empty content").
     const model = new MockLanguageModelV3({
