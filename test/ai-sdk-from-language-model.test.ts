@@ -560,6 +560,34 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(() => fromLanguageModel(model, { settings: every, refusals: "error-text" })).not.toThrow();
   });
 
+  it("a call setting of the wrong kind is a typed error naming it, as generateText refuses it", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ temperature: "0" }, /setting 'temperature' must be a number, got "0"/],
+      [{ topP: null }, /setting 'topP' must be a number, got null/],
+      [{ topK: "40" }, /setting 'topK' must be a number/],
+      [{ presencePenalty: true }, /setting 'presencePenalty' must be a number, got true/],
+      [{ frequencyPenalty: "1" }, /setting 'frequencyPenalty' must be a number/],
+      [{ maxOutputTokens: 64.5 }, /setting 'maxOutputTokens' must be an integer >= 1, got 64.5/],
+      [{ maxOutputTokens: 0 }, /setting 'maxOutputTokens' must be an integer >= 1, got 0/],
+      [{ seed: "7" }, /setting 'seed' must be an integer, got "7"/],
+    ];
+    for (const [settings, message] of cases) {
+      let error: unknown;
+      try {
+        fromLanguageModel(model, { settings });
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, JSON.stringify(settings)).toBeInstanceOf(AiSdkModelError);
+      expect(error, JSON.stringify(settings)).toMatchObject({
+        model: "acme/m1",
+        message: expect.stringMatching(message),
+      });
+    }
+    expect(() => fromLanguageModel(model, { settings: { seed: -3, maxOutputTokens: 1 } })).not.toThrow();
+  });
+
   it("a finish reason that is not V3's { unified, raw } stops the run with an AiSdkModelError naming finishReason", async () => {
     const wrong: unknown[] = [
       "error",

@@ -52,6 +52,29 @@ const PER_REQUEST: ReadonlySet<string> = new Set(["prompt", "tools", "abortSigna
   keyof LanguageModelSettings
 >[]);
 
+/**
+ * What is wrong with the value of a numeric setting, if anything: the checks
+ * `generateText` makes of the same settings (`prepareCallSettings`), which a
+ * `doGenerate` called directly never meets.
+ */
+function settingFault(key: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  switch (key) {
+    case "temperature":
+    case "topP":
+    case "topK":
+    case "presencePenalty":
+    case "frequencyPenalty":
+      return typeof value === "number" ? undefined : "must be a number";
+    case "maxOutputTokens":
+      return Number.isInteger(value) && (value as number) >= 1 ? undefined : "must be an integer >= 1";
+    case "seed":
+      return Number.isInteger(value) ? undefined : "must be an integer";
+    default:
+      return undefined;
+  }
+}
+
 function nameOf(model: unknown): string {
   const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as {
     provider?: unknown;
@@ -82,7 +105,8 @@ function nameOf(model: unknown): string {
  * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3`,
  *   `options` (or its `settings`) is not an object, or holds a key it does
  *   not take (`{ temperature }` belongs under `settings`; a setting V3 does
- *   not have is refused, never ignored), and
+ *   not have is refused, never ignored), or a numeric setting of the wrong
+ *   kind (as `generateText` checks them), and
  *   (from `generate`) when it answers with something that is not a V3
  *   result (or holds a part that is not a V3 part, a `finishReason` that is
  *   not V3's `{ unified, raw }`, or a client call sharing its id with a
@@ -123,7 +147,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   const { settings = {}, refusals = "execution-denied" } = options;
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
-  for (const key of Object.keys(settings)) {
+  for (const [key, value] of Object.entries(settings)) {
     if (PER_REQUEST.has(key))
       throw new AiSdkModelError(
         name,
@@ -134,6 +158,8 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
         name,
         `unknown setting '${key}' (V3 takes ${[...SETTINGS].join(", ")}; provider-specific ones go under providerOptions)`,
       );
+    const fault = settingFault(key, value);
+    if (fault !== undefined) throw new AiSdkModelError(name, `setting '${key}' ${fault}, got ${shownValue(value)}`);
   }
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
