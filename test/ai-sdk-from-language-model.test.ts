@@ -482,6 +482,10 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       ["file", { type: "file", mediaType: "image/png" }],
       ["tool-result", { type: "tool-result", toolCallId: "p1", toolName: "web_search" }],
       ["providerMetadata", { type: "text", text: "hi", providerMetadata: { acme: "not an object" } }],
+      [
+        "providerExecuted",
+        { type: "tool-call", toolCallId: "p0", toolName: "read", input: '{"path":"b"}', providerExecuted: "true" },
+      ],
     ];
     for (const [name, part] of malformed) {
       const executed: unknown[] = [];

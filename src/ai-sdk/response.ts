@@ -161,6 +161,13 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
             `content[${index}] is a tool call without a string toolCallId, toolName and input`,
           );
         }
+        // Read as a flag, a "true" would make a call the provider ran the gate's to run again.
+        if (part.providerExecuted !== undefined && typeof part.providerExecuted !== "boolean") {
+          throw new AiSdkModelError(
+            model,
+            `content[${index}] is a tool call whose providerExecuted is not a boolean, got ${shownValue(part.providerExecuted)}`,
+          );
+        }
         const args = parseArguments(part.input);
         const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName };
         const kept = args.ok
