@@ -76,6 +76,31 @@ describe("fromLanguageModel: a model that numbers its calls anew each turn", () 
   });
 });
 
+describe("fromLanguageModel: ids a provider-executed part took in an earlier turn", () => {
+  it("a client call under the id of an earlier turn's provider-executed call goes back under an id of its own, as a reused id does", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: "{}", providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: { hits: 1 } },
+          call("c1", "read", { path: "a" }),
+        ]),
+        v3([call("ws1", "read", { path: "b" })]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow"]);
+    const last = prompts(model)[2]!;
+    const { calls, results } = callsAndResults(last);
+    expect(calls).toHaveLength(3);
+    expect(new Set(calls).size).toBe(3);
+    const renamed = calls[2]!;
+    expect(renamed).toMatch(/^call_/);
+    expect(results).toEqual(["c1", renamed]);
+  });
+});
+
 describe("fromLanguageModel: a turn the provider reports as failed", () => {
   it("a result whose finish reason is error stops the run with a ModelError naming the model, not an empty answer", async () => {
     const model = new MockLanguageModelV3({

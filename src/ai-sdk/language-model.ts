@@ -1,4 +1,4 @@
-import type { LanguageModelV3, LanguageModelV3CallOptions } from "@ai-sdk/provider";
+import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
 import { shownValue } from "../errors.js";
 import { AiSdkModelError } from "./errors.js";
@@ -73,6 +73,18 @@ function settingFault(key: string, value: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+/** The ids the provider-executed calls and results of a prompt's assistant turns hold. */
+function providerExecutedIds(prompt: LanguageModelV3Prompt): Set<string> {
+  const ids = new Set<string>();
+  for (const message of prompt) {
+    if (message.role !== "assistant") continue;
+    for (const part of message.content)
+      if (part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true))
+        ids.add(part.toolCallId);
+  }
+  return ids;
 }
 
 function nameOf(model: unknown): string {
@@ -173,7 +185,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
       };
       if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
       const result = await model.doGenerate(call);
-      return toModelResponse(name, result);
+      return toModelResponse(name, result, providerExecutedIds(call.prompt));
     },
   };
 }

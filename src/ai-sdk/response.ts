@@ -112,9 +112,15 @@ function base64(data: string | Uint8Array): string | undefined {
  * The engine's view of one V3 result: the text, the client tool calls the
  * gate decides, usage, and every part kept in `providerData` (reasoning,
  * metadata, provider-executed calls and their results, which the provider
- * ran and loopctl leaves alone).
+ * ran and loopctl leaves alone). `providerIds` are the ids the earlier
+ * turns' provider-executed parts hold: a client call under one of them gets
+ * an id of the run's.
  */
-export function toModelResponse(model: string, result: LanguageModelV3GenerateResult): ModelResponse {
+export function toModelResponse(
+  model: string,
+  result: LanguageModelV3GenerateResult,
+  providerIds: ReadonlySet<string> = new Set(),
+): ModelResponse {
   if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
     throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
   }
@@ -179,8 +185,12 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
             part.providerMetadata,
           ),
         );
-        if (part.providerExecuted !== true)
-          toolCalls.push({ id: part.toolCallId, name: part.toolName, input: args.ok ? args.value : undefined });
+        if (part.providerExecuted !== true) {
+          // An id an earlier turn's provider-executed part holds is handed over as none: the run gives the
+          // call one of its own, as it does a call whose id an earlier call had.
+          const id = providerIds.has(part.toolCallId) ? "" : part.toolCallId;
+          toolCalls.push({ id, name: part.toolName, input: args.ok ? args.value : undefined });
+        }
         break;
       }
       case "tool-result": {
