@@ -435,6 +435,22 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(model.doGenerateCalls[0]!.tools).toBeUndefined();
   });
 
+  it("a turn without tools is sent no toolChoice but none, as generateText sends none; a turn with tools gets it", async () => {
+    for (const toolChoice of [{ type: "required" }, { type: "auto" }, { type: "tool", toolName: "read" }] as const) {
+      const bare = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      await new Agent({ model: fromLanguageModel(bare, { settings: { toolChoice } }), tools: [] }).run("go");
+      expect(bare.doGenerateCalls[0]!.toolChoice, toolChoice.type).toBeUndefined();
+      const armed = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      await new Agent({ model: fromLanguageModel(armed, { settings: { toolChoice } }), tools: tools() }).run("go");
+      expect(armed.doGenerateCalls[0]!.toolChoice, toolChoice.type).toEqual(toolChoice);
+    }
+    const none = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    await new Agent({ model: fromLanguageModel(none, { settings: { toolChoice: { type: "none" } } }), tools: [] }).run(
+      "go",
+    );
+    expect(none.doGenerateCalls[0]!.toolChoice).toEqual({ type: "none" });
+  });
+
   it("fails closed with typed errors: not a V3 model, a result that is not one, a tampered transcript", async () => {
     expect(() => fromLanguageModel({ specificationVersion: "v2", provider: "p", modelId: "m" } as never)).toThrow(
       AiSdkModelError,

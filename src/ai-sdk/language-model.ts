@@ -11,7 +11,10 @@ export type LanguageModelSettings = Omit<LanguageModelV3CallOptions, "prompt" | 
 
 /** Options of {@link fromLanguageModel}. */
 export interface FromLanguageModelOptions {
-  /** Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …). */
+  /**
+   * Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …),
+   * except a `toolChoice` other than `none` on a turn that offers no tools, as `generateText` sends it.
+   */
   readonly settings?: LanguageModelSettings;
   /**
    * How the result of a refused call reaches the model: as V3's
@@ -184,6 +187,9 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
         abortSignal: request.signal,
       };
       if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
+      // As generateText sends it: without tools, a choice among them is none to make (providers reject
+      // one), and only "none" still says something.
+      else if (call.toolChoice !== undefined && call.toolChoice.type !== "none") delete call.toolChoice;
       const result = await model.doGenerate(call);
       return toModelResponse(name, result, providerExecutedIds(call.prompt));
     },
