@@ -591,6 +591,12 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       [{ maxOutputTokens: 64.5 }, /setting 'maxOutputTokens' must be an integer >= 1, got 64.5/],
       [{ maxOutputTokens: 0 }, /setting 'maxOutputTokens' must be an integer >= 1, got 0/],
       [{ seed: "7" }, /setting 'seed' must be an integer, got "7"/],
+      [
+        { toolChoice: null },
+        /setting 'toolChoice' must be \{ type: "auto" \| "none" \| "required" \} or \{ type: "tool", toolName \}, got null/,
+      ],
+      [{ toolChoice: "auto" }, /setting 'toolChoice' must be/],
+      [{ toolChoice: { type: "tool" } }, /setting 'toolChoice' must be/],
     ];
     for (const [settings, message] of cases) {
       let error: unknown;

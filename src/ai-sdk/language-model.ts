@@ -56,9 +56,10 @@ const PER_REQUEST: ReadonlySet<string> = new Set(["prompt", "tools", "abortSigna
 >[]);
 
 /**
- * What is wrong with the value of a numeric setting, if anything: the checks
- * `generateText` makes of the same settings (`prepareCallSettings`), which a
- * `doGenerate` called directly never meets.
+ * What is wrong with the value of a setting, if anything: for the numeric
+ * ones, the checks `generateText` makes of them (`prepareCallSettings`),
+ * which a `doGenerate` called directly never meets; `toolChoice` is read at
+ * each request, so it must be one V3 knows.
  */
 function settingFault(key: string, value: unknown): string | undefined {
   if (value === undefined) return undefined;
@@ -73,6 +74,16 @@ function settingFault(key: string, value: unknown): string | undefined {
       return Number.isInteger(value) && (value as number) >= 1 ? undefined : "must be an integer >= 1";
     case "seed":
       return Number.isInteger(value) ? undefined : "must be an integer";
+    case "toolChoice": {
+      const { type, toolName } = (typeof value === "object" && value !== null ? value : {}) as {
+        type?: unknown;
+        toolName?: unknown;
+      };
+      if (type === "auto" || type === "none" || type === "required") return undefined;
+      return type === "tool" && typeof toolName === "string"
+        ? undefined
+        : 'must be { type: "auto" | "none" | "required" } or { type: "tool", toolName }';
+    }
     default:
       return undefined;
   }
@@ -187,8 +198,8 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
         abortSignal: request.signal,
       };
       if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
-      // As generateText sends it: without tools, a choice among them is none to make (providers reject
-      // one), and only "none" still says something.
+      // As generateText sends it: without tools there is nothing to choose among (a provider that passes
+      // the choice on may reject it), and only "none" still says something.
       else if (call.toolChoice !== undefined && call.toolChoice.type !== "none") delete call.toolChoice;
       const result = await model.doGenerate(call);
       return toModelResponse(name, result, providerExecutedIds(call.prompt));
