@@ -76,6 +76,31 @@ describe("fromLanguageModel: a model that numbers its calls anew each turn", () 
   });
 });
 
+describe("fromLanguageModel: ids a provider-executed part took in an earlier turn", () => {
+  it("a client call under the id of an earlier turn's provider-executed call goes back under an id of its own, as a reused id does", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: "{}", providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: { hits: 1 } },
+          call("c1", "read", { path: "a" }),
+        ]),
+        v3([call("ws1", "read", { path: "b" })]),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow"]);
+    const last = prompts(model)[2]!;
+    const { calls, results } = callsAndResults(last);
+    expect(calls).toHaveLength(3);
+    expect(new Set(calls).size).toBe(3);
+    const renamed = calls[2]!;
+    expect(renamed).toMatch(/^call_/);
+    expect(results).toEqual(["c1", renamed]);
+  });
+});
+
 describe("fromLanguageModel: a turn the provider reports as failed", () => {
   it("a result whose finish reason is error stops the run with a ModelError naming the model, not an empty answer", async () => {
     const model = new MockLanguageModelV3({
@@ -107,6 +132,57 @@ describe("fromLanguageModel: a turn the provider reports as failed", () => {
       const result = await new Agent({ model: fromLanguageModel(model), tools: [read] }).run("go");
       expect(result.text).toBe("partial");
     }
+  });
+});
+
+describe("fromLanguageModel: tool calls of a turn the provider cut short", () => {
+  it("a turn ending in length, content-filter or other with client calls stops the run before any of them runs, as the AI SDK runs none of them", async () => {
+    for (const unified of ["length", "content-filter", "other"] as const) {
+      const executed: string[] = [];
+      const tool = defineTool({
+        name: "read",
+        description: "Read a file",
+        input: z.object({ path: z.string() }),
+        execute: ({ path }) => (executed.push(path), `contents of ${path}`),
+      });
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [
+          v3([call("c1", "read", { path: "a" })]),
+          v3([text("also"), call("c2", "read", { path: "b" })], { finishReason: { unified, raw: "cut" } }),
+          v3([text("done")]),
+        ],
+      });
+      const error = await new Agent({ model: fromLanguageModel(model), tools: [tool], managers: allow() })
+        .run("go")
+        .catch((thrown: unknown) => thrown);
+      expect(error, unified).toBeInstanceOf(ModelError);
+      const stopped = error as ModelError;
+      expect(stopped.cause, unified).toBeInstanceOf(AiSdkModelError);
+      expect((stopped.cause as AiSdkModelError).message, unified).toBe(
+        `model acme/m1: the provider ended the turn with finish reason ${unified} ("cut"), so its tool call 'c2' (read) is not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
+      );
+      // What ran before stays, with its record; the cut turn's call never ran.
+      expect(executed, unified).toEqual(["a"]);
+      expect(
+        stopped.records.map((r) => r.verdict),
+        unified,
+      ).toEqual(["allow"]);
+      expect(model.doGenerateCalls, unified).toHaveLength(2);
+    }
+  });
+
+  it("a turn ending in stop with client calls runs them, as the AI SDK does", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([call("c1", "read", { path: "a" })], { finishReason: { unified: "stop", raw: "end_turn" } }),
+        v3([text("done")]),
+      ],
+    });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow"]);
+    expect(result.text).toBe("done");
   });
 });
 

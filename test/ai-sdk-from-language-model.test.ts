@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SyncAskResolver } from "loopctl/ask";
 import { AiSdkModelError, AiSdkProviderDataSchema, AiSdkTranscriptError, fromLanguageModel } from "loopctl/ai-sdk";
+import type { LanguageModelSettings } from "loopctl/ai-sdk";
 import { Agent, CancelledError, LoopManagers, ModelError, defineTool } from "loopctl/engine";
 import type { Message } from "loopctl/engine";
 import { USAGE, call, text, v3 } from "./support/ai-sdk-fixtures.js";
@@ -434,6 +435,22 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(model.doGenerateCalls[0]!.tools).toBeUndefined();
   });
 
+  it("a turn without tools is sent no toolChoice but none, as generateText sends none; a turn with tools gets it", async () => {
+    for (const toolChoice of [{ type: "required" }, { type: "auto" }, { type: "tool", toolName: "read" }] as const) {
+      const bare = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      await new Agent({ model: fromLanguageModel(bare, { settings: { toolChoice } }), tools: [] }).run("go");
+      expect(bare.doGenerateCalls[0]!.toolChoice, toolChoice.type).toBeUndefined();
+      const armed = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      await new Agent({ model: fromLanguageModel(armed, { settings: { toolChoice } }), tools: tools() }).run("go");
+      expect(armed.doGenerateCalls[0]!.toolChoice, toolChoice.type).toEqual(toolChoice);
+    }
+    const none = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    await new Agent({ model: fromLanguageModel(none, { settings: { toolChoice: { type: "none" } } }), tools: [] }).run(
+      "go",
+    );
+    expect(none.doGenerateCalls[0]!.toolChoice).toEqual({ type: "none" });
+  });
+
   it("fails closed with typed errors: not a V3 model, a result that is not one, a tampered transcript", async () => {
     expect(() => fromLanguageModel({ specificationVersion: "v2", provider: "p", modelId: "m" } as never)).toThrow(
       AiSdkModelError,
@@ -481,6 +498,10 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       ["file", { type: "file", mediaType: "image/png" }],
       ["tool-result", { type: "tool-result", toolCallId: "p1", toolName: "web_search" }],
       ["providerMetadata", { type: "text", text: "hi", providerMetadata: { acme: "not an object" } }],
+      [
+        "providerExecuted",
+        { type: "tool-call", toolCallId: "p0", toolName: "read", input: '{"path":"b"}', providerExecuted: "true" },
+      ],
     ];
     for (const [name, part] of malformed) {
       const executed: unknown[] = [];
@@ -514,6 +535,185 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
         model: "acme/m1",
         message: expect.stringMatching(/(options|settings) must be an object/),
       });
+    }
+  });
+
+  it("an option outside settings, or a setting V3 does not take, is a typed error naming it", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const cases: [unknown, RegExp][] = [
+      [{ temperature: 0 }, /unknown option 'temperature'.*settings: \{ temperature \}/],
+      [{ settings: {}, maxOutputTokens: 64 }, /unknown option 'maxOutputTokens'/],
+      [{ refusal: "error-text" }, /unknown option 'refusal'/],
+      [{ settings: { temprature: 0 } }, /unknown setting 'temprature'/],
+      [{ settings: { tools: [] } }, /setting 'tools'.*each request/],
+      [{ settings: { prompt: [] } }, /setting 'prompt'.*each request/],
+      [{ settings: { abortSignal: new AbortController().signal } }, /setting 'abortSignal'.*each request/],
+    ];
+    for (const [options, message] of cases) {
+      let error: unknown;
+      try {
+        fromLanguageModel(model, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, JSON.stringify(options)).toBeInstanceOf(AiSdkModelError);
+      expect(error, JSON.stringify(options)).toMatchObject({
+        model: "acme/m1",
+        message: expect.stringMatching(message),
+      });
+    }
+    const every: LanguageModelSettings = {
+      maxOutputTokens: 64,
+      temperature: 0,
+      stopSequences: ["END"],
+      topP: 1,
+      topK: 40,
+      presencePenalty: 0,
+      frequencyPenalty: 0,
+      responseFormat: { type: "text" },
+      seed: 7,
+      toolChoice: { type: "auto" },
+      includeRawChunks: false,
+      headers: { "x-run": "1" },
+      providerOptions: { acme: { store: false } },
+    };
+    expect(() => fromLanguageModel(model, { settings: every, refusals: "error-text" })).not.toThrow();
+  });
+
+  it("a call setting of the wrong kind is a typed error naming it, as generateText refuses it", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ temperature: "0" }, /setting 'temperature' must be a number, got "0"/],
+      [{ topP: null }, /setting 'topP' must be a number, got null/],
+      [{ topK: "40" }, /setting 'topK' must be a number/],
+      [{ presencePenalty: true }, /setting 'presencePenalty' must be a number, got true/],
+      [{ frequencyPenalty: "1" }, /setting 'frequencyPenalty' must be a number/],
+      [{ maxOutputTokens: 64.5 }, /setting 'maxOutputTokens' must be an integer >= 1, got 64.5/],
+      [{ maxOutputTokens: 0 }, /setting 'maxOutputTokens' must be an integer >= 1, got 0/],
+      [{ seed: "7" }, /setting 'seed' must be an integer, got "7"/],
+      [
+        { toolChoice: null },
+        /setting 'toolChoice' must be \{ type: "auto" \| "none" \| "required" \} or \{ type: "tool", toolName \}, got null/,
+      ],
+      [{ toolChoice: "auto" }, /setting 'toolChoice' must be/],
+      [{ toolChoice: { type: "tool" } }, /setting 'toolChoice' must be/],
+    ];
+    for (const [settings, message] of cases) {
+      let error: unknown;
+      try {
+        fromLanguageModel(model, { settings });
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, JSON.stringify(settings)).toBeInstanceOf(AiSdkModelError);
+      expect(error, JSON.stringify(settings)).toMatchObject({
+        model: "acme/m1",
+        message: expect.stringMatching(message),
+      });
+    }
+    expect(() => fromLanguageModel(model, { settings: { seed: -3, maxOutputTokens: 1 } })).not.toThrow();
+  });
+
+  it("a finish reason that is not V3's { unified, raw } stops the run with an AiSdkModelError naming finishReason", async () => {
+    const wrong: unknown[] = [
+      "error",
+      "stop",
+      undefined,
+      { unified: "finished", raw: "done" },
+      { unified: "stop", raw: 5 },
+    ];
+    for (const finishReason of wrong) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [
+          v3([call("c1", "read", { path: "a.txt" })], { finishReason: finishReason as never }),
+          v3([text("done")]),
+        ],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      const name = JSON.stringify(finishReason) ?? "undefined";
+      expect(error, name).toBeInstanceOf(ModelError);
+      expect(error.cause, name).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, name).toMatch(
+        /^model acme\/m1: finishReason(\.unified|\.raw)? /,
+      );
+      expect(executed, name).toEqual([]);
+    }
+  });
+
+  it("a client call sharing its id with a provider-executed call or result of the same turn stops the run, naming the id, before anything runs", async () => {
+    const providerCall = {
+      type: "tool-call",
+      toolCallId: "x1",
+      toolName: "web_search",
+      input: '{"query":"loopctl"}',
+      providerExecuted: true,
+    } as const;
+    const providerResult = {
+      type: "tool-result",
+      toolCallId: "x1",
+      toolName: "web_search",
+      result: { hits: 3 },
+    } as const;
+    const turns = [
+      [providerCall, providerResult, call("x1", "read", { path: "a.txt" })],
+      [call("x1", "read", { path: "a.txt" }), providerCall],
+      [providerResult, call("x1", "read", { path: "a.txt" })],
+    ];
+    for (const [i, content] of turns.entries()) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3(content), v3([text("done")])],
+      });
+      const error = (await new Agent({ model: fromLanguageModel(model), tools: tools(executed) })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, String(i)).toBeInstanceOf(ModelError);
+      expect(error.cause, String(i)).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, String(i)).toMatch(/'x1'.*provider-executed/);
+      expect(executed, String(i)).toEqual([]);
+      expect(model.doGenerateCalls, String(i)).toHaveLength(1);
+    }
+  });
+
+  it("a stored transcript whose assistant message has a client call under the id of a provider-executed part is refused, never sent with the client call's arguments", async () => {
+    const providerCall = {
+      type: "tool-call",
+      toolCallId: "x1",
+      toolName: "web_search",
+      input: { query: "loopctl" },
+      providerExecuted: true,
+    };
+    const providerResult = { type: "tool-result", toolCallId: "x1", toolName: "web_search", result: { hits: 3 } };
+    const clientCall = { type: "tool-call", toolCallId: "x1", toolName: "read", input: { path: "secret" } };
+    for (const parts of [
+      [providerCall, providerResult, clientCall],
+      [providerResult, clientCall],
+    ]) {
+      const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+      const stored: Message[] = [
+        { type: "user", text: "hi" },
+        {
+          type: "assistant",
+          toolCalls: [{ id: "x1", name: "read", input: { path: "secret" } }],
+          providerData: { type: "ai-sdk", parts },
+        },
+        { type: "tool_result", callId: "x1", tool: "read", content: "S", status: "ran", isError: false },
+        { type: "user", text: "again" },
+      ];
+      const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] })
+        .run(stored)
+        .catch((e: unknown) => e)) as ModelError;
+      expect(failed).toBeInstanceOf(ModelError);
+      expect(failed.cause).toBeInstanceOf(AiSdkTranscriptError);
+      expect(failed.cause).toMatchObject({ index: 1, message: expect.stringMatching(/'x1'.*provider-executed/) });
+      expect(model.doGenerateCalls).toHaveLength(0);
     }
   });
 

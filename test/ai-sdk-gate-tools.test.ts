@@ -375,6 +375,40 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(model.doGenerateCalls).toHaveLength(1);
   });
 
+  it("the SDK's timeout counts the wait for an answer: an ask that outlasts stepMs (or streamText's chunkMs) is cancelled, with one record, and ends", async () => {
+    for (const [kind, timeout] of [
+      ["generateText", { stepMs: 50 }],
+      ["streamText", { chunkMs: 50 }],
+    ] as const) {
+      const [channel, approver] = ApprovalChannel.pair(4);
+      const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+      const content = [call("c1", "deploy", { env: "prod", version: "1" })];
+      const common = { tools: gateTools(tools, gate), prompt: "go", stopWhen: stepCountIs(3), timeout };
+      const ended =
+        kind === "generateText"
+          ? generateText({ ...common, model: new MockLanguageModelV3({ doGenerate: [v3(content)] }) }).then(
+              () => "resolved",
+              (error: unknown) => String(error),
+            )
+          : (async () => {
+              const result = streamText({
+                ...common,
+                model: new MockLanguageModelV3({ doStream: [v3Stream(content)] }),
+              });
+              const parts: string[] = [];
+              for await (const part of result.fullStream) parts.push(part.type);
+              return parts.at(-1);
+            })();
+      const parked = (await approver.next()) as PendingAsk;
+      expect(await ended, kind).toMatch(kind === "generateText" ? /Step timeout of 50ms exceeded/ : /^abort$/);
+      await until(() => records.length === 1);
+      expect(records, kind).toMatchObject([{ verdict: "cancelled" }]);
+      expect(await approver.ended(parked.id), kind).toMatchObject({ type: "withdrawn" });
+      expect(approver.resolve(parked.id, { type: "approve" }), kind).toBe(false);
+      expect(executed, kind).toEqual([]);
+    }
+  });
+
   it("a cancel while parked on generateText's last step: it resolves, the call a tool-error carrying the CancelledError; the tool never runs", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));

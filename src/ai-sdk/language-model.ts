@@ -1,4 +1,4 @@
-import type { LanguageModelV3, LanguageModelV3CallOptions } from "@ai-sdk/provider";
+import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
 import { shownValue } from "../errors.js";
 import { AiSdkModelError } from "./errors.js";
@@ -11,7 +11,10 @@ export type LanguageModelSettings = Omit<LanguageModelV3CallOptions, "prompt" | 
 
 /** Options of {@link fromLanguageModel}. */
 export interface FromLanguageModelOptions {
-  /** Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …). */
+  /**
+   * Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …),
+   * except a `toolChoice` other than `none` on a turn that offers no tools, as `generateText` sends it.
+   */
   readonly settings?: LanguageModelSettings;
   /**
    * How the result of a refused call reaches the model: as V3's
@@ -21,6 +24,81 @@ export interface FromLanguageModelOptions {
    * @default "execution-denied"
    */
   readonly refusals?: RefusalOutput;
+}
+
+/** The options {@link fromLanguageModel} takes; any other is refused, never ignored. */
+const OPTIONS: ReadonlySet<string> = new Set(["settings", "refusals"] satisfies (keyof FromLanguageModelOptions)[]);
+
+/** Every call setting V3 takes (`@ai-sdk/provider@3`'s `LanguageModelV3CallOptions` but the three set per request). */
+const SETTING_NAMES = [
+  "maxOutputTokens",
+  "temperature",
+  "stopSequences",
+  "topP",
+  "topK",
+  "presencePenalty",
+  "frequencyPenalty",
+  "responseFormat",
+  "seed",
+  "toolChoice",
+  "includeRawChunks",
+  "headers",
+  "providerOptions",
+] as const satisfies readonly (keyof LanguageModelSettings)[];
+// Does not compile once V3 takes a setting the list lacks: a new setting is then refused until listed.
+true satisfies [Exclude<keyof LanguageModelSettings, (typeof SETTING_NAMES)[number]>] extends [never] ? true : never;
+const SETTINGS: ReadonlySet<string> = new Set(SETTING_NAMES);
+
+/** Set by the adapter for each request, from the run: a setting of the same name would be overwritten or, for `tools`, leak into a turn without tools. */
+const PER_REQUEST: ReadonlySet<string> = new Set(["prompt", "tools", "abortSignal"] satisfies Exclude<
+  keyof LanguageModelV3CallOptions,
+  keyof LanguageModelSettings
+>[]);
+
+/**
+ * What is wrong with the value of a setting, if anything: for the numeric
+ * ones, the checks `generateText` makes of them (`prepareCallSettings`),
+ * which a `doGenerate` called directly never meets; `toolChoice` is read at
+ * each request, so it must be one V3 knows.
+ */
+function settingFault(key: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  switch (key) {
+    case "temperature":
+    case "topP":
+    case "topK":
+    case "presencePenalty":
+    case "frequencyPenalty":
+      return typeof value === "number" ? undefined : "must be a number";
+    case "maxOutputTokens":
+      return Number.isInteger(value) && (value as number) >= 1 ? undefined : "must be an integer >= 1";
+    case "seed":
+      return Number.isInteger(value) ? undefined : "must be an integer";
+    case "toolChoice": {
+      const { type, toolName } = (typeof value === "object" && value !== null ? value : {}) as {
+        type?: unknown;
+        toolName?: unknown;
+      };
+      if (type === "auto" || type === "none" || type === "required") return undefined;
+      return type === "tool" && typeof toolName === "string"
+        ? undefined
+        : 'must be { type: "auto" | "none" | "required" } or { type: "tool", toolName }';
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The ids the provider-executed calls and results of a prompt's assistant turns hold. */
+function providerExecutedIds(prompt: LanguageModelV3Prompt): Set<string> {
+  const ids = new Set<string>();
+  for (const message of prompt) {
+    if (message.role !== "assistant") continue;
+    for (const part of message.content)
+      if (part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true))
+        ids.add(part.toolCallId);
+  }
+  return ids;
 }
 
 function nameOf(model: unknown): string {
@@ -50,11 +128,18 @@ function nameOf(model: unknown): string {
  * empty text parts are left out, as the AI SDK does). Usage totals a provider leaves undefined are the
  * sum of the parts it reported.
  *
- * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3` or
- *   `options` (or its `settings`) is not an object, and
+ * @throws {AiSdkModelError} when `model` is not a `LanguageModelV3`,
+ *   `options` (or its `settings`) is not an object, or holds a key it does
+ *   not take (`{ temperature }` belongs under `settings`; a setting V3 does
+ *   not have is refused, never ignored), or a numeric setting of the wrong
+ *   kind (as `generateText` checks them), and
  *   (from `generate`) when it answers with something that is not a V3
- *   result (or holds a part that is not a V3 part), or with finish reason `error` (the provider's failed turn, never
- *   an empty answer). A `doGenerate` that throws rejects with its own error; `Agent`
+ *   result (or holds a part that is not a V3 part, a `finishReason` that is
+ *   not V3's `{ unified, raw }`, or a client call sharing its id with a
+ *   provider-executed call or result), or with finish reason `error` (the provider's failed turn, never
+ *   an empty answer), or with tool calls on a turn that ended in `length`,
+ *   `content-filter` or `other` (the AI SDK runs none of them; neither does
+ *   loopctl). A `doGenerate` that throws rejects with its own error; `Agent`
  *   reports either as a `ModelError`.
  *
  * @example
@@ -78,9 +163,30 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   }
   if (typeof options !== "object" || options === null)
     throw new AiSdkModelError(name, `options must be an object, got ${options === null ? "null" : typeof options}`);
+  for (const key of Object.keys(options)) {
+    if (OPTIONS.has(key)) continue;
+    const hint = SETTINGS.has(key)
+      ? ` (call settings go under settings: { ${key} })`
+      : " (the options are settings and refusals)";
+    throw new AiSdkModelError(name, `unknown option '${key}'${hint}`);
+  }
   const { settings = {}, refusals = "execution-denied" } = options;
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
+  for (const [key, value] of Object.entries(settings)) {
+    if (PER_REQUEST.has(key))
+      throw new AiSdkModelError(
+        name,
+        `setting '${key}' is not a call setting: it is set from the run for each request`,
+      );
+    if (!SETTINGS.has(key))
+      throw new AiSdkModelError(
+        name,
+        `unknown setting '${key}' (V3 takes ${[...SETTINGS].join(", ")}; provider-specific ones go under providerOptions)`,
+      );
+    const fault = settingFault(key, value);
+    if (fault !== undefined) throw new AiSdkModelError(name, `setting '${key}' ${fault}, got ${shownValue(value)}`);
+  }
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
   }
@@ -92,8 +198,11 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
         abortSignal: request.signal,
       };
       if (request.tools.length > 0) call.tools = toFunctionTools(request.tools);
+      // As generateText sends it: without tools there is nothing to choose among (a provider that passes
+      // the choice on may reject it), and only "none" still says something.
+      else if (call.toolChoice !== undefined && call.toolChoice.type !== "none") delete call.toolChoice;
       const result = await model.doGenerate(call);
-      return toModelResponse(name, result);
+      return toModelResponse(name, result, providerExecutedIds(call.prompt));
     },
   };
 }

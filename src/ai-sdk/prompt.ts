@@ -56,6 +56,16 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
       index,
       `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`,
     );
+  // A client call under the id of a provider-executed call or result: the provider would be sent two calls (or
+  // two results) under it, and the provider-executed call the client call's arguments.
+  for (const part of parsed.data.parts) {
+    const provider = part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true);
+    if (provider && inputs.has(part.toolCallId))
+      throw new AiSdkTranscriptError(
+        index,
+        `the tool call '${part.toolCallId}' has the id of a provider-executed ${part.type} of the same message`,
+      );
+  }
   const content: AssistantContent = [];
   const shown = new Set<string>();
   // The model's own calls, in the order the transcript holds them (the order the model sent them).

@@ -1,5 +1,11 @@
-import type { LanguageModelV3Content, LanguageModelV3GenerateResult, LanguageModelV3Usage } from "@ai-sdk/provider";
+import type {
+  LanguageModelV3Content,
+  LanguageModelV3FinishReason,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3Usage,
+} from "@ai-sdk/provider";
 import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
+import { shownValue } from "../errors.js";
 import { CANONICAL_JSON_MAX_DEPTH } from "../grant/index.js";
 import { AiSdkModelError } from "./errors.js";
 import { AiSdkProviderDataSchema } from "./provider-data.js";
@@ -43,6 +49,31 @@ function parseArguments(text: string): { readonly ok: true; readonly value: Json
   return nestsPast(value, ARGUMENTS_MAX_DEPTH) ? { ok: false } : { ok: true, value: value as Json };
 }
 
+const FINISH_REASONS: ReadonlySet<unknown> = new Set([
+  "stop",
+  "length",
+  "content-filter",
+  "tool-calls",
+  "error",
+  "other",
+] satisfies LanguageModelV3FinishReason["unified"][]);
+
+/**
+ * What is wrong with a result's `finishReason`, if anything. V3's is an
+ * object; a V2-style string (`"error"` included) has no `unified` and would let
+ * a failed turn pass as an answer, so it is refused, not guessed at.
+ */
+function finishReasonFault(reason: unknown): string | undefined {
+  if (typeof reason !== "object" || reason === null)
+    return `finishReason is not V3's { unified, raw } object, got ${shownValue(reason)}`;
+  const { unified, raw } = reason as { unified?: unknown; raw?: unknown };
+  if (!FINISH_REASONS.has(unified))
+    return `finishReason.unified is not one of ${[...FINISH_REASONS].join(", ")}, got ${shownValue(unified)}`;
+  if (typeof raw !== "string" && raw !== undefined)
+    return `finishReason.raw is neither a string nor undefined, got ${shownValue(raw)}`;
+  return undefined;
+}
+
 function total(parts: readonly (number | undefined)[]): number | undefined {
   const known = parts.filter((n): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0);
   return known.length === 0 ? undefined : known.reduce((sum, n) => sum + n, 0);
@@ -81,13 +112,21 @@ function base64(data: string | Uint8Array): string | undefined {
  * The engine's view of one V3 result: the text, the client tool calls the
  * gate decides, usage, and every part kept in `providerData` (reasoning,
  * metadata, provider-executed calls and their results, which the provider
- * ran and loopctl leaves alone).
+ * ran and loopctl leaves alone). `providerIds` are the ids the earlier
+ * turns' provider-executed parts hold: a client call under one of them gets
+ * an id of the run's.
  */
-export function toModelResponse(model: string, result: LanguageModelV3GenerateResult): ModelResponse {
+export function toModelResponse(
+  model: string,
+  result: LanguageModelV3GenerateResult,
+  providerIds: ReadonlySet<string> = new Set(),
+): ModelResponse {
   if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
     throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
   }
-  if (result.finishReason?.unified === "error") {
+  const fault = finishReasonFault(result.finishReason);
+  if (fault !== undefined) throw new AiSdkModelError(model, fault);
+  if (result.finishReason.unified === "error") {
     // The provider says the turn failed: not an answer, and none of its calls are the model's to make.
     const raw = result.finishReason.raw;
     throw new AiSdkModelError(
@@ -128,6 +167,13 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
             `content[${index}] is a tool call without a string toolCallId, toolName and input`,
           );
         }
+        // Read as a flag, a "true" would make a call the provider ran the gate's to run again.
+        if (part.providerExecuted !== undefined && typeof part.providerExecuted !== "boolean") {
+          throw new AiSdkModelError(
+            model,
+            `content[${index}] is a tool call whose providerExecuted is not a boolean, got ${shownValue(part.providerExecuted)}`,
+          );
+        }
         const args = parseArguments(part.input);
         const call = { type: "tool-call" as const, toolCallId: part.toolCallId, toolName: part.toolName };
         const kept = args.ok
@@ -139,8 +185,12 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
             part.providerMetadata,
           ),
         );
-        if (part.providerExecuted !== true)
-          toolCalls.push({ id: part.toolCallId, name: part.toolName, input: args.ok ? args.value : undefined });
+        if (part.providerExecuted !== true) {
+          // An id an earlier turn's provider-executed part holds is handed over as none: the run gives the
+          // call one of its own, as it does a call whose id an earlier call had.
+          const id = providerIds.has(part.toolCallId) ? "" : part.toolCallId;
+          toolCalls.push({ id, name: part.toolName, input: args.ok ? args.value : undefined });
+        }
         break;
       }
       case "tool-result": {
@@ -168,11 +218,38 @@ export function toModelResponse(model: string, result: LanguageModelV3GenerateRe
     }
     while (from.length < parts.length) from.push(index);
   });
+  // One id for a client call and a provider-executed call or result: the provider would be sent two calls
+  // (or two results) under it, and which result answers which call is anyone's guess. Refused, as the
+  // engine refuses two client calls sharing an id.
+  const providers = new Map<string, string>();
+  parts.forEach((part, at) => {
+    const provider = part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true);
+    if (provider && !providers.has(part.toolCallId))
+      providers.set(part.toolCallId, `the provider-executed ${part.type} at content[${from[at] ?? at}]`);
+  });
+  parts.forEach((part, at) => {
+    if (part.type !== "tool-call" || part.providerExecuted === true) return;
+    const other = providers.get(part.toolCallId);
+    if (other !== undefined)
+      throw new AiSdkModelError(
+        model,
+        `content[${from[at] ?? at}] is a tool call whose id '${part.toolCallId}' is also that of ${other}`,
+      );
+  });
+  const { unified, raw } = result.finishReason;
+  if (toolCalls.length > 0 && unified !== "stop" && unified !== "tool-calls") {
+    // Cut short (output limit, content filter, a reason the provider could not map): the AI SDK runs none
+    // of such a turn's calls, and neither does loopctl.
+    const calls = toolCalls.map((c) => `'${c.id}' (${c.name})`).join(", ");
+    throw new AiSdkModelError(
+      model,
+      `the provider ended the turn with finish reason ${unified}${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}, so its tool call${toolCalls.length === 1 ? "" : "s"} ${calls} ${toolCalls.length === 1 ? "is" : "are"} not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
+    );
+  }
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };
   if (result.providerMetadata !== undefined)
     kept.providerMetadata = result.providerMetadata as AiSdkProviderData["providerMetadata"];
-  const reason = result.finishReason?.unified;
-  if (typeof reason === "string") kept.finishReason = reason;
+  kept.finishReason = unified;
   let providerData: AiSdkProviderData;
   try {
     // Through JSON once, so what a stored transcript gives back is what the next turn sends.
