@@ -97,8 +97,23 @@ export class Cancel {
     return this.signal.aborted;
   }
 
+  /**
+   * Whether a job queued after the cancel came has run. Work that settled
+   * before the cancel has its reactions queued ahead of that job and reads
+   * `false`; work that settled because the cancel came (a tool rejecting, or
+   * returning, in its abort listener) has them queued behind it and reads
+   * `true`.
+   */
+  get heard(): boolean {
+    return this.#heard;
+  }
+
+  #heard = false;
+
   /** Aborts an owned signal with `reason`, ending every wait on it. */
   abort(reason: unknown): void {
+    // Queued before the signal's listeners run: see `heard`.
+    if (!this.aborted) queueMicrotask(() => (this.#heard = true));
     this.#controller?.abort(reason);
     this.#fire();
   }
