@@ -6,6 +6,7 @@ import {
   BudgetExceededError,
   CancelledError,
   EngineConfigError,
+  Gate,
   LoopDetectedError,
   LoopManagers,
   ModelError,
@@ -283,6 +284,28 @@ describe("permission middleware options whose reads throw", () => {
 });
 
 describe("middleware chain", () => {
+  it("a middleware's context is frozen like a hook's: one that writes to it fails (denies), and every middleware after it reads the gate's values", async () => {
+    const seen: unknown[] = [];
+    const writes: Middleware = (_call, context, next) => {
+      (context as { argsDigest: string }).argsDigest = "forged";
+      return next();
+    };
+    const reads: Middleware = (_call, context, next) => {
+      seen.push(context.argsDigest);
+      return next();
+    };
+    const tool = { name: "echo", description: "echo", inputSchema: { type: "object" } };
+    let executed = 0;
+    const outcome = await new Gate(new LoopManagers().withMiddleware(writes).withMiddleware(reads)).call(
+      { tool, callId: "c1", input: { a: 1 } },
+      () => (executed += 1),
+    );
+    expect(seen).toEqual([]);
+    expect(executed).toBe(0);
+    expect(outcome).toMatchObject({ type: "refused", record: { verdict: "deny", ruleId: "middleware" } });
+    expect(outcome.record.reason).toMatch(/^middleware failed: .*read only|^middleware failed: .*argsDigest/);
+    expect(argsDigest({ a: 1 })).toBe(outcome.record.argsDigest);
+  });
   it("runs in the order added, after validation, on the frozen approved call; the tool's result comes back through it", async () => {
     const executed: unknown[] = [];
     const order: string[] = [];

@@ -353,6 +353,44 @@ describe("Gate.call", () => {
     expect(outcome).toMatchObject({ type: "ran", output: "contents", record: { verdict: "allow", ruleId: "hook" } });
   });
 
+  it("a tool that ends because it heard the cancel (it rejects, or returns, in its abort listener) was still running: the call is cancelled, and the breaker is not told it failed", async () => {
+    for (const ends of ["rejects", "resolves"] as const) {
+      for (const withMiddleware of [false, true]) {
+        const controller = new AbortController();
+        const started = deferred<void>();
+        const records: GateDecision[] = [];
+        let managers = new LoopManagers()
+          .withCircuitBreaker({ failureThreshold: 1, cooldownMs: 60_000 })
+          .withObserver({ onGate: ({ decision }) => records.push(decision) });
+        if (withMiddleware) managers = managers.withMiddleware((_call, _context, next) => next());
+        const gate = new Gate(managers);
+        const calling = gate.call(
+          { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: controller.signal },
+          (_input, { signal }) =>
+            new Promise((resolve, reject) => {
+              started.resolve();
+              // As fetch and most APIs that take a signal do: they settle as the signal aborts.
+              signal.addEventListener(
+                "abort",
+                () => (ends === "rejects" ? reject(signal.reason) : resolve("partial")),
+                {
+                  once: true,
+                },
+              );
+            }),
+        );
+        await started.promise;
+        controller.abort(new Error("stop"));
+        const error = await calling.catch((e: unknown) => e);
+        expect(error, `${ends}, middleware: ${withMiddleware}`).toBeInstanceOf(CancelledError);
+        expect(records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled during execution"]]);
+        // The tool did not fail: the next call of it is not refused by an open breaker.
+        const next = await gate.call({ tool: readDescriptor, callId: "c2", input: { path: "b" } }, () => "ok");
+        expect(next.type, `${ends}, middleware: ${withMiddleware}`).toBe("ran");
+      }
+    }
+  });
+
   it("a tool that settled while a middleware still held its output: the decision that let it run, the output withheld", async () => {
     const controller = new AbortController();
     const held = deferred<void>();

@@ -7,6 +7,7 @@ import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "../src/en
 import type { ToolCall } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 import { gcChildResult } from "./support/child-process.js";
+import { deferred } from "./support/engine-fixtures.js";
 
 const WAVE = 32;
 
@@ -221,6 +222,57 @@ describe("a wide wave of Gate.call on one caller signal", () => {
   });
 });
 
+describe("a very wide wave of Gate.call on one caller signal", () => {
+  // Node's EventTarget looks through the listeners already on a signal each time one is added, so a
+  // signal that takes one listener per call in flight makes a wave of N calls cost O(N²).
+  it("no signal takes a listener per call in flight: 512 calls at once add at most a few to any one signal", async () => {
+    const descriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
+    const gate = new Gate(new LoopManagers());
+    const caller = new AbortController();
+    const release = deferred<undefined>();
+    let most = 0;
+    const add = EventTarget.prototype.addEventListener;
+    EventTarget.prototype.addEventListener = function (this: EventTarget, ...args: Parameters<typeof add>) {
+      add.apply(this, args);
+      if (this instanceof AbortSignal) most = Math.max(most, getEventListeners(this, "abort").length);
+    };
+    let calls: Promise<unknown>[];
+    try {
+      calls = Array.from({ length: 512 }, (_, i) =>
+        gate.call({ tool: descriptor, callId: `c${i}`, input: { i }, signal: caller.signal }, () => release.promise),
+      );
+    } finally {
+      EventTarget.prototype.addEventListener = add;
+    }
+    release.resolve(undefined);
+    const outcomes = await Promise.all(calls);
+
+    expect(outcomes.every((o) => (o as { type: string }).type === "ran")).toBe(true);
+    expect(most).toBeLessThanOrEqual(2);
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("the caller's cancel still reaches each of them, in the order they were made", async () => {
+    const descriptor = { name: "echo", description: "echo", inputSchema: { type: "object" } };
+    const gate = new Gate(new LoopManagers());
+    const caller = new AbortController();
+    const order: number[] = [];
+    const calls = Array.from({ length: 64 }, (_, i) =>
+      gate.call(
+        { tool: descriptor, callId: `c${i}`, input: { i }, signal: caller.signal },
+        (_input, { signal }) =>
+          new Promise(() => signal.addEventListener("abort", () => order.push(i), { once: true })),
+      ),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    caller.abort(new Error("stop"));
+    const settled = await Promise.allSettled(calls);
+
+    expect(settled.every((s) => s.status === "rejected" && s.reason instanceof CancelledError)).toBe(true);
+    expect(order).toEqual(Array.from({ length: 64 }, (_, i) => i));
+    expect(getEventListeners(caller.signal, "abort")).toHaveLength(0);
+  });
+});
 describe("many runs on one caller signal", () => {
   const warnings = collectWarnings();
 

@@ -2,6 +2,7 @@ import { ChannelCore } from "./channel-core.js";
 import { pairedApprover } from "./approver.js";
 import type { Approver } from "./approver.js";
 import { InvalidCapacityError, InvalidPendingAskError } from "./errors.js";
+import { answerNotice } from "./park-signal.js";
 import { parsePendingAsk } from "./pending-ask.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
@@ -81,7 +82,7 @@ export class ApprovalChannel implements AskResolver {
     try {
       // Untyped callers may omit `options`; the park turns that into a rejection.
       const signal: unknown = (options as ResolveOptions | undefined)?.signal;
-      return this.#core.park(parsePendingAsk(ask), signal);
+      return this.#core.park(parsePendingAsk(ask), signal, answerNotice(options));
     } catch (error) {
       if (error instanceof InvalidPendingAskError) return Promise.reject(error);
       // A proxy or a throwing getter handed in by an untyped caller: reject, never throw.

@@ -34,6 +34,8 @@ interface Parked {
   readonly resolve: (resolution: AskResolution) => void;
   readonly reject: (reason: unknown) => void;
   readonly onAbort: () => void;
+  /** Tells the engine's park of its answer at once, before the promise is read (see `answerNotice`). */
+  readonly noticeAnswer: ((resolution: AskResolution) => void) | undefined;
   /** Set while the ask is not yet taken by `next()` (delivered or in line). */
   node: QueueNode<Parked> | undefined;
   /** Callers of `ended()` waiting for this ask; made on first use. */
@@ -87,7 +89,7 @@ export class ChannelCore {
   }
 
   /** Parks `ask`, which the caller has checked against the schema; `signal` is still unchecked. */
-  park(ask: PendingAsk, signal: unknown): Promise<AskResolution> {
+  park(ask: PendingAsk, signal: unknown, noticeAnswer?: (resolution: AskResolution) => void): Promise<AskResolution> {
     // Untyped callers get a rejection (the engine's deny path), never a throw.
     if (!isAbortSignal(signal)) {
       return Promise.reject(new InvalidPendingAskError("options.signal must be an AbortSignal"));
@@ -111,6 +113,7 @@ export class ChannelCore {
         reject,
         // The engine aborts the same way for its deadline and for a cancel, so which it was is not known here.
         onAbort: () => this.#settle(entry, undefined, UNKNOWN_ENDING),
+        noticeAnswer,
         node: undefined,
         watchers: undefined,
       };
@@ -208,7 +211,11 @@ export class ChannelCore {
     unlisten(entry.signal, entry.onAbort);
     this.#remember(entry.id, ending);
     if (resolution === undefined) entry.reject(parkReason(entry.signal));
-    else entry.resolve(resolution);
+    else {
+      // The approver is told `true` for this answer: the park takes it now, before a cancel can come between.
+      entry.noticeAnswer?.(resolution);
+      entry.resolve(resolution);
+    }
     if (entry.watchers === undefined) return;
     for (const watcher of entry.watchers) {
       unlisten(watcher.signal, watcher.onAbort);

@@ -37,6 +37,14 @@ export class ParkSignal {
     );
   }
 
+  /**
+   * Told, synchronously, of an answer the resolver has accepted for the
+   * park (an `ApprovalChannel` whose approver was told `true`), so the
+   * answer is the park's even when a cancel or the deadline follows before
+   * the resolver's promise is read. Set by the engine. Internal.
+   */
+  onAnswer: ((resolution: unknown) => void) | undefined;
+
   /** Whether the park has ended. */
   get ended(): boolean {
     return this.#ending !== undefined;
@@ -76,4 +84,14 @@ export class ParkSignal {
 export function waitEnded(options: ResolveOptions | undefined): boolean {
   const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
   return park instanceof ParkSignal ? park.ended : options?.signal?.aborted === true;
+}
+
+/**
+ * The synchronous notice of an answer for the park `options` came with
+ * (see {@link ParkSignal.onAnswer}), if they are a park's own. Internal.
+ */
+export function answerNotice(options: ResolveOptions | undefined): ((resolution: unknown) => void) | undefined {
+  const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
+  if (!(park instanceof ParkSignal)) return undefined;
+  return (resolution) => park.onAnswer?.(resolution);
 }

@@ -597,11 +597,15 @@ export class Attempt {
       this.#toolEnded = "succeeded";
       return output === undefined ? started : output(started);
     }
-    // The first reaction on the tool's own promise: it runs before any job a later cancel queues.
+    // The first reaction on the tool's own promise: a tool that settled before the cancel came runs it before
+    // the cancel is heard; one that settled in answer to the cancel (in its abort listener) was still running.
     const watched = Promise.resolve(started).then(
-      (value) => ((this.#toolEnded ??= "succeeded"), value),
+      (value) => {
+        if (!this.#cancel.heard) this.#toolEnded ??= "succeeded";
+        return value;
+      },
       (error: unknown) => {
-        this.#toolEnded ??= "failed";
+        if (!this.#cancel.heard) this.#toolEnded ??= "failed";
         throw error;
       },
     );

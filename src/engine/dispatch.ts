@@ -69,7 +69,8 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   let ending: Promise<DispatchResult> | undefined;
   /** The refusal that withholds the output of a tool that started, and its reason for the record. */
   let withheld: { readonly result: DispatchResult; readonly reason: string } | undefined;
-  const context: MiddlewareContext = {
+  // Frozen, as a hook's is: every middleware after one that writes to it reads the gate's values.
+  const context: MiddlewareContext = Object.freeze<MiddlewareContext>({
     ...request.context,
     deny: (decision) => {
       const refusal = issue({ type: "refused", message: decision.message });
@@ -86,7 +87,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
       return refusal;
     },
     allow: (decision) => sink.middlewareAllow(decision),
-  };
+  });
   let ran = false;
   const start = (): Promise<DispatchResult> | undefined => {
     let started: unknown;

@@ -20,7 +20,7 @@ export interface MiddlewareDecision {
   readonly reason?: string | null;
 }
 
-/** What a middleware sees besides the call. */
+/** What a middleware sees besides the call; frozen, like a hook's context. */
 export interface MiddlewareContext {
   readonly turn: number;
   readonly callId: string;

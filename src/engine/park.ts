@@ -102,22 +102,22 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
             );
           withdrawn.addEventListener("abort", onWithdrawn, { once: true });
         }
+        const answered = (value: unknown): void => {
+          const outcome = judge(value);
+          end(outcome, outcome.type === "approved" ? "was approved" : "was refused");
+        };
+        stop.onAnswer = answered;
         let answer: Promise<unknown>;
         try {
           answer = Promise.resolve(resolver.resolve(ask, stop.options));
         } catch (error) {
           answer = Promise.reject(error);
         }
-        answer.then(
-          (value) => {
-            const outcome = judge(value);
-            end(outcome, outcome.type === "approved" ? "was approved" : "was refused");
-          },
-          (error: unknown) =>
-            end(
-              { type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` },
-              "was refused: its resolver failed",
-            ),
+        answer.then(answered, (error: unknown) =>
+          end(
+            { type: "denied", resolution: undefined, reason: `ask resolver failed: ${describeError(error)}` },
+            "was refused: its resolver failed",
+          ),
         );
       }),
     );

@@ -30,10 +30,11 @@ export const CANCELLED: unique symbol = Symbol("cancelled");
  *
  * - `Cancel.listening(signal, where)`: follows a caller's signal with one
  *   abort listener on it, until `dispose`. Its own `signal` aborts with the
- *   caller's reason and takes any number of listeners: the hooks, resolvers
- *   and tools of a wide wave of calls listen to it, never to the caller's.
- * - `Cancel.owned()`: a run's own controller, aborted only through
- *   {@link Cancel.abort}, so no listener is needed. `abortable: false` says
+ *   caller's reason and takes any number of listeners.
+ * - `Cancel.owned()`: a call's or a run's own controller, aborted only
+ *   through {@link Cancel.abort}, so no listener is needed ({@link followShared}
+ *   aborts those that follow a caller's signal): the hooks, resolvers and
+ *   tools of a wide wave of calls listen to their own, never to the caller's. `abortable: false` says
  *   nothing will ever call it (a run without a caller signal whose calls run
  *   one at a time): its waits are then plain awaits.
  *
@@ -58,11 +59,13 @@ export class Cancel {
   }
 
   /**
-   * Follows `signal`, which someone else aborts, until {@link Cancel.dispose}.
+   * Follows `signal`, which someone else aborts, until {@link Cancel.dispose};
+   * `onAborted` runs once it has aborted with it (not when `signal` had
+   * aborted already).
    * @throws {EngineConfigError} naming `where` when `signal` cannot be
    *   listened to (its `addEventListener` throws; `cause`: what it threw).
    */
-  static listening(signal: AbortSignal, where: SignalTaker): Cancel {
+  static listening(signal: AbortSignal, where: SignalTaker, onAborted?: () => void): Cancel {
     const cancel = Cancel.owned(true);
     setMaxListeners(0, cancel.signal);
     try {
@@ -71,7 +74,9 @@ export class Cancel {
       } else {
         // Heard only until `dispose`: a signal that refuses to give the listener up keeps it, and it must then do nothing.
         const onAbort = (): void => {
-          if (cancel.#following !== undefined) cancel.abort(signal.reason);
+          if (cancel.#following === undefined) return;
+          cancel.abort(signal.reason);
+          onAborted?.();
         };
         cancel.#following = { signal, onAbort };
         signal.addEventListener("abort", onAbort, { once: true });
@@ -92,8 +97,23 @@ export class Cancel {
     return this.signal.aborted;
   }
 
+  /**
+   * Whether a job queued after the cancel came has run. Work that settled
+   * before the cancel has its reactions queued ahead of that job and reads
+   * `false`; work that settled because the cancel came (a tool rejecting, or
+   * returning, in its abort listener) has them queued behind it and reads
+   * `true`.
+   */
+  get heard(): boolean {
+    return this.#heard;
+  }
+
+  #heard = false;
+
   /** Aborts an owned signal with `reason`, ending every wait on it. */
   abort(reason: unknown): void {
+    // Queued before the signal's listeners run: see `heard`.
+    if (!this.aborted) queueMicrotask(() => (this.#heard = true));
     this.#controller?.abort(reason);
     this.#fire();
   }
@@ -141,41 +161,51 @@ export class Cancel {
 }
 
 /**
- * The cancel that follows each caller's signal, shared by every call and run
- * in flight on it, and how many of them follow it: one signal gets one
- * listener from the engine however many calls and runs it cancels (a server's
- * one shutdown signal over many runs, a wide wave of parallel calls must not
- * trip Node's listener warning), and none once they have all ended.
+ * What follows each caller's signal: one listener on it, shared by every call
+ * and run in flight on it, and the cancels of those calls and runs. One signal
+ * gets one listener from the engine however many calls and runs it cancels (a
+ * server's one shutdown signal over many runs, a wide wave of parallel calls
+ * must not trip Node's listener warning), and none once they have all ended.
+ * The followers are kept in a set, not as listeners on a signal of ours: Node's
+ * `EventTarget` looks through the listeners already on a signal each time one
+ * is added, so a wave of N calls would cost O(N²).
  */
-const sharing = new WeakMap<AbortSignal, { readonly cancel: Cancel; users: number }>();
+const sharing = new WeakMap<AbortSignal, { readonly followers: Set<Cancel>; readonly source: Cancel }>();
 
 /**
- * A cancel of its own that follows `signal` through the cancel every call and
- * run in flight on it shares: what its user's tools leave listening on it goes
- * with that user, not with the last one in flight on the caller's signal.
- * `release` it once, when its user has ended (it disposes the cancel).
+ * A cancel of its own that follows `signal` through the one listener every call
+ * and run in flight on it shares: what its user's tools leave listening on it
+ * goes with that user, not with the last one in flight on the caller's signal.
+ * The followers abort in the order they began following. `release` it once,
+ * when its user has ended (it disposes the cancel).
  * @throws {EngineConfigError} naming `where` when `signal` cannot be listened
  *   to (its `addEventListener` throws; `cause`: what it threw).
  */
 export function followShared(signal: AbortSignal, where: SignalTaker): { readonly cancel: Cancel; release(): void } {
   let entry = sharing.get(signal);
   if (entry === undefined) {
-    entry = { cancel: Cancel.listening(signal, where), users: 0 };
+    const followers = new Set<Cancel>();
+    // A Cancel of its own only to hold the one listener: it aborts each follower, and is never raced.
+    const source = Cancel.listening(signal, where, () => {
+      for (const follower of [...followers]) follower.abort(source.signal.reason);
+    });
+    entry = { followers, source };
     sharing.set(signal, entry);
   }
-  entry.users += 1;
   const shared = entry;
-  const cancel = Cancel.listening(shared.cancel.signal, where);
+  const cancel = Cancel.owned(true);
+  setMaxListeners(0, cancel.signal);
+  if (shared.source.aborted) cancel.abort(shared.source.signal.reason);
+  shared.followers.add(cancel);
   let released = false;
   return {
     cancel,
     release: () => {
       if (released) return;
       released = true;
-      cancel.dispose();
-      shared.users -= 1;
-      if (shared.users > 0) return;
-      shared.cancel.dispose();
+      shared.followers.delete(cancel);
+      if (shared.followers.size > 0) return;
+      shared.source.dispose();
       if (sharing.get(signal) === shared) sharing.delete(signal);
     },
   };
