@@ -39,12 +39,11 @@ describe("Postgres: a connection the server ends as it starts", () => {
     expect(result.second).toBe("ok");
   });
 
-  it("fails a grant store's transaction with a PostgresQueryError; the save is then made once", async () => {
+  it("sends a grant store's transaction once more on another connection, as nothing of it ran: the save is made once", async () => {
     const result = await run("transaction");
     expect(result.ended).toBe(1);
-    expect(result.first).toMatch(
-      /^PostgresQueryError: PostgresGrantStore\.save: project "p" in schema "[a-z0-9_]+": terminating connection .*\[SQLSTATE 57P01\]$/,
-    );
+    // Its BEGIN met the ended session: no statement of it ran, so it is run again, not failed.
+    expect(result.first).toBe("ok");
     expect(result.second).toBe("ok");
     expect(result["grants"]).toBe("saved once");
   });

@@ -8,7 +8,7 @@ import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresAskQueue, PostgresGrantStore, PostgresQueryError, migrate } from "loopctl/postgres";
 import type { PostgresAskQueueOptions } from "loopctl/postgres";
 import { makeAsk } from "./support/ask-fixtures.js";
-import { usePostgres } from "./support/postgres.js";
+import { freshSchema, usePostgres } from "./support/postgres.js";
 
 const db = usePostgres();
 
@@ -206,7 +206,9 @@ describe("a pool whose transactions default to read-only (a standby's pool, say)
       /PostgresGrantStore\.save: project "acme" .*read-only.*default_transaction_read_only/,
     );
 
-    await expect(migrate(db.newPool(2, { options: readOnly }), { schema: db.schema })).rejects.toThrow(
+    // A schema up to date needs nothing written; one to make fails, saying why.
+    expect(await migrate(db.newPool(2, { options: readOnly }), { schema: db.schema })).toMatchObject({ applied: [] });
+    await expect(migrate(db.newPool(2, { options: readOnly }), { schema: freshSchema() })).rejects.toThrow(
       /read-only.*default_transaction_read_only/,
     );
 
