@@ -1759,13 +1759,14 @@ describe("Expect: 100-continue: the body is asked for only once every check has 
     await expect(second.parked).resolves.toEqual({ type: "approve" });
   });
 
-  it("does the same for createApprovalHandler in a server that passes it checkContinue", async () => {
+  /** `createApprovalHandler` in a server of the test's own, passed `checkContinue` or not, with one ask listed. */
+  async function handlerWithAsk(options: { readonly checkContinue: boolean }) {
     const [channel, approver] = ApprovalChannel.pair(4);
     const app = createServer();
     const { port } = await listen(app);
     const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
     app.on("request", handler.handle);
-    app.on("checkContinue", handler.handle);
+    if (options.checkContinue) app.on("checkContinue", handler.handle);
     cleanups.push(() => approver.close(), stopping(app, handler));
     const ask = makeAsk(1);
     const parked = channel.resolve(ask, { signal: new AbortController().signal });
@@ -1775,6 +1776,11 @@ describe("Expect: 100-continue: the body is asked for only once every check has 
         ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
           .length === 1,
     );
+    return { port, handler, ask, parked };
+  }
+
+  it("does the same for createApprovalHandler in a server that passes it checkContinue", async () => {
+    const { port, handler, ask, parked } = await handlerWithAsk({ checkContinue: true });
     const head = `POST /api/asks/${ask.id} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json`;
     expect((await expecting(port, head, 20).closed).slice(0, 12)).toBe("HTTP/1.1 401");
     const body = JSON.stringify({ type: "approve" });
@@ -1790,20 +1796,7 @@ describe("Expect: 100-continue: the body is asked for only once every check has 
   });
 
   it("in a server that leaves checkContinue to Node, sends no second 100 Continue after Node's own", async () => {
-    const [channel, approver] = ApprovalChannel.pair(4);
-    const app = createServer();
-    const { port } = await listen(app);
-    const handler = createApprovalHandler({ approver, allowedHosts: [`127.0.0.1:${port}`] });
-    app.on("request", handler.handle);
-    cleanups.push(() => approver.close(), stopping(app, handler));
-    const ask = makeAsk(1);
-    const parked = channel.resolve(ask, { signal: new AbortController().signal });
-    const auth = { authorization: `Bearer ${handler.token}` };
-    await until(
-      async () =>
-        ((await request(`http://127.0.0.1:${port}/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks
-          .length === 1,
-    );
+    const { port, handler, ask, parked } = await handlerWithAsk({ checkContinue: false });
     const body = JSON.stringify({ type: "approve" });
     const client = expecting(
       port,
