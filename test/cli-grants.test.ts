@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { watch } from "node:fs";
-import { chmod, lstat, mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { chmod, link, lstat, mkdir, readdir, readFile, symlink, unlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -380,6 +380,35 @@ describe("a ledger in a later format", () => {
     const run = await cli(["grants", "list", "--json", ...at()], { cwd: base });
     expect(run.code).toBe(EXIT.corrupt);
     expect(JSON.parse(run.stdout)).toEqual({ ledger, error: "LEDGER_UNKNOWN_FORMAT", message: message(ledger), hint });
+  });
+});
+
+describe("a ledger with two names (a hard link)", () => {
+  it("is reported with exit 4 by every command, repair included, and left as it is, corrupt or not", async () => {
+    for (const content of [JSON.stringify(sampleGrants().map((g) => g.toJSON())), '[{"id":"x",']) {
+      const ledger = await plantLedger(content);
+      const other = join(base, "grants-copy.json");
+      await link(ledger, other);
+      for (const argv of [
+        ["grants", "list"],
+        ["grants", "revoke", "0123456789abcdef"],
+        ["grants", "reset"],
+        ["grants", "repair"],
+      ]) {
+        const run = await cli([...argv, ...at()], { cwd: base });
+        expect(run.code, argv.join(" ")).toBe(EXIT.io);
+        expect(run.stdout, argv.join(" ")).toBe("");
+        expect(run.stderr, argv.join(" ")).toBe(
+          `loopctl: grant ledger ${ledger}: has 2 names (hard links); refusing to read or write it: a writer ` +
+            `through another name would take another lock (${ledger}.lock is beside this one) and the names ` +
+            "would part, losing changes; remove the other names (copy the ledger rather than link it) " +
+            "[LEDGER_UNSAFE_PATH]\n",
+        );
+        expect(await readFile(ledger, "utf8")).toBe(content);
+        expect((await readdir(dirname(ledger))).filter((name) => name !== "grants.json.lock")).toEqual(["grants.json"]);
+      }
+      await unlink(other);
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import {
   existsSync,
+  linkSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
@@ -419,4 +420,70 @@ describe("a writer killed (SIGKILL) between its claim to break an abandoned lock
     expect(readdirSync(dir)).toEqual(["grants.json"]);
     expect((await store.load()).map((g) => g.note)).toEqual(["seed#0", "first#0", "second#0", "third#0"]);
   }, 60_000);
+});
+
+describe("a ledger with two names (a hard link)", () => {
+  /** Runs the writer in `mode` for `project`; resolves once it printed "ready". */
+  function started(mode: string, root: string, project: string, tag: string) {
+    const child = spawn(process.execPath, [writer!.path, mode, root, project, tag], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let text = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
+    const exit = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    return {
+      ready: expect.poll(() => text, { timeout: 30_000 }).toContain("ready"),
+      go: () => child.stdin.end("go\n"),
+      done: exit.then((code) => ({ code, text })),
+    };
+  }
+
+  it("is refused by a save and a revoke through either name, so that neither change is lost", async () => {
+    const { root } = freshRoot();
+    const projectA = join(dirname(root), "project-a");
+    const projectB = join(dirname(root), "project-b");
+    const a = new FileGrantStore(root, projectA);
+    const b = new FileGrantStore(root, projectB);
+    const granted = ownGrant("shared", 0);
+    await a.save(granted);
+    await b.save(ownGrant("b", 1));
+    // project-b's ledger becomes a second name for project-a's: `ln project-a/grants.json project-b/grants.json`.
+    rmSync(b.ledgerPath);
+    linkSync(a.ledgerPath, b.ledgerPath);
+    const before = readFileSync(a.ledgerPath);
+
+    // One process saves through the first name while another revokes through the second.
+    const saver = started("deny", root, projectA, "saver");
+    const revoker = started("revoke", root, projectB, "shared");
+    await Promise.all([saver.ready, revoker.ready]);
+    saver.go();
+    revoker.go();
+    const outcomes = await Promise.all([saver.done, revoker.done]);
+
+    // Before, each took the lock beside its own name and renamed its ledger over that name alone:
+    // the names parted, one without the save and the other still holding the revoked grant.
+    expect(readFileSync(b.ledgerPath, "utf8")).toBe(readFileSync(a.ledgerPath, "utf8"));
+    for (const [i, { code, text }] of outcomes.entries()) {
+      const ledger = [a, b][i]!.ledgerPath;
+      expect(code, text).not.toBe(0);
+      expect(text).toContain(`grant ledger ${ledger}: has 2 names (hard links)`);
+      expect(text).not.toContain("saved");
+      expect(text).not.toContain("revoked");
+    }
+    expect(readFileSync(a.ledgerPath)).toEqual(before);
+    expect(readFileSync(b.ledgerPath)).toEqual(before);
+    for (const store of [a, b]) {
+      await expect(store.load()).rejects.toMatchObject({
+        code: "LEDGER_UNSAFE_PATH",
+        path: store.ledgerPath,
+        message: expect.stringContaining(`${store.ledgerPath}: has 2 names (hard links); refusing to read or write it`),
+      });
+    }
+
+    // Once the other name is gone, the ledger is read and written again.
+    rmSync(b.ledgerPath);
+    await expect(a.revoke(granted.id)).resolves.toEqual(granted);
+    expect(await a.load()).toEqual([]);
+  });
 });

@@ -84,7 +84,9 @@ function shownVersion(version: unknown): string {
  * - `"LEDGER_NOT_REGULAR_FILE"`: the ledger is a symlink, a folder, a FIFO…;
  *   it is never read or written through.
  * - `"LEDGER_UNSAFE_PATH"`: a folder beneath the root (`projects`,
- *   `projects/<id>`) is a symlink or not a folder; it is never followed.
+ *   `projects/<id>`) is a symlink or not a folder; it is never followed. Or
+ *   the ledger has another name (a hard link), through which a writer would
+ *   take another lock; it is never read or written.
  * - `"LEDGER_PERMISSIONS"`: a folder on the path or the ledger is owned by
  *   another user or writable by group or others, so its grants cannot be
  *   trusted.

@@ -303,7 +303,10 @@ function settled(stat: BigIntStats, readAtMs: number): boolean {
  *   writes the ledger as a new 0600 file; the root is never changed.
  * - Writers in any number of processes are serialized by the lock file
  *   `grants.json.lock`, and each change is a read-merge-write under it, so no
- *   grant or revocation is lost.
+ *   grant or revocation is lost. A ledger with another name (a hard link),
+ *   whose writers through that name would take the lock beside it, is never
+ *   read or written (`"LEDGER_UNSAFE_PATH"`): its link count is checked at
+ *   every read, and under the lock before every write.
  * - Parsed ledgers are cached by the file's identity (dev, ino, size, mtime,
  *   ctime), so repeated decisions do not reparse an unchanged file. That
  *   identity alone is trusted only for a ledger read more than 2 s after its
@@ -386,8 +389,9 @@ export class FileGrantStore implements GrantStore {
    *
    * @throws {LedgerCorruptError} when the ledger exists but cannot be trusted.
    * @throws {LedgerFormatError} when the ledger is in a later format (a newer loopctl's).
-   * @throws {LedgerIoError} when it cannot be read, is not a regular file, or
-   *   a folder on its path is a symlink or open to writes by others.
+   * @throws {LedgerIoError} when it cannot be read, is not a regular file, has
+   *   another name (a hard link), or a folder on its path is a symlink or open
+   *   to writes by others.
    */
   async load(options: StoreCallOptions = {}): Promise<Grant[]> {
     callSignal("FileGrantStore.load", options);
@@ -717,6 +721,23 @@ export class FileGrantStore implements GrantStore {
   }
 
   /**
+   * Refuses a ledger with `names` names (hard links). Its lock is a file
+   * beside the name a writer uses: a writer through another name would take
+   * another lock, and a change renamed over one name leaves the other on the
+   * old file, so changes through one name would be lost through the other (a
+   * save missing, a revoked grant still honoured).
+   */
+  #linked(names: bigint): LedgerIoError {
+    return new LedgerIoError(
+      "LEDGER_UNSAFE_PATH",
+      this.ledgerPath,
+      `has ${names} names (hard links); refusing to read or write it: a writer through another name ` +
+        `would take another lock (${this.lockPath} is beside this one) and the names would part, ` +
+        "losing changes; remove the other names (copy the ledger rather than link it)",
+    );
+  }
+
+  /**
    * The ledger as it is on disk, from the cache while its stat is unchanged
    * (a chmod or chown changes the stat too) and, for a snapshot its stat
    * cannot vouch for yet (see {@link settled}), while its bytes are too: they
@@ -742,6 +763,7 @@ export class FileGrantStore implements GrantStore {
       throw new LedgerIoError("LEDGER_IO", path, `cannot inspect (${errorCode(error) ?? "error"})`, { cause: error });
     }
     if (!stat.isFile()) throw this.#notRegular();
+    if (stat.nlink > 1n) throw this.#linked(stat.nlink);
     const cached = this.#snapshot;
     if (cached !== undefined && cached.bytes === undefined && cached.key === statKey(stat)) return cached;
 
@@ -761,6 +783,7 @@ export class FileGrantStore implements GrantStore {
     try {
       opened = await handle.stat({ bigint: true });
       if (!opened.isFile()) throw this.#notRegular();
+      if (opened.nlink > 1n) throw this.#linked(opened.nlink);
       // Judged on the opened file: a check by path could be sent elsewhere by a swap.
       this.#openToOthers(path, opened, "ledger");
       // Past the longest string the engine makes it cannot be decoded: that says nothing of its content.

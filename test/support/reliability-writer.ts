@@ -11,6 +11,9 @@
 //     prints "ready", waits for a line on stdin, then saves one deny grant
 //     with a stale-lock bound of 1 ms, printing "waiting <pid>" if it finds
 //     the lock held, then "saved <id>", and exits.
+//   node <bundle> revoke <root> <project> <tag>
+//     prints "ready", waits for a line on stdin, then revokes ownGrant(<tag>, 0),
+//     printing "revoked <id>" or "missing <id>", and exits.
 // Lines are written with writeSync so that a line the parent read is an
 // operation that had returned before the kill.
 import { writeSync } from "node:fs";
@@ -73,6 +76,13 @@ if (mode === "churn") {
   lines.close();
   const saved = await waiting.save(denyGrant(tag));
   say(`saved ${saved.id}`);
+} else if (mode === "revoke") {
+  const lines = createInterface({ input: process.stdin });
+  say("ready");
+  await new Promise<void>((resolve) => lines.once("line", () => resolve()));
+  lines.close();
+  const id = ownGrant(tag, 0).id;
+  say(`${(await store.revoke(id)) === undefined ? "missing" : "revoked"} ${id}`);
 } else {
   throw new Error(`unknown mode ${mode}`);
 }
