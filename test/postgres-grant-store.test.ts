@@ -553,7 +553,12 @@ describe("PostgresGrantStore fails closed", () => {
       proxy.stallConnectionOn(`"${db.schema}".grants`);
       const controller = new AbortController();
       const reading = silent.covering("read", "{}", { signal: controller.signal });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Aborted once its statement is swallowed, not after a set time: on a busy machine the statement may
+      // not have been sent by then, and the stall would take the next connection that sends one (load's).
+      for (let waited = 0; proxy.stalledConnections === 0; waited += 10) {
+        if (waited > 10_000) throw new Error("the read's statement never reached the proxy");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
       const reason = new Error("the run was cancelled");
       controller.abort(reason);
       await expect(reading).rejects.toBe(reason);

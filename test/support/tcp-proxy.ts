@@ -38,6 +38,8 @@ export interface TcpProxy {
    * network that lost one connection, then recovered).
    */
   stallConnectionOn(text: string): void;
+  /** How many connections {@link TcpProxy.stallConnectionOn} and {@link TcpProxy.stallOpen} have stalled. */
+  readonly stalledConnections: number;
   /**
    * Holds back, from the bytes that hold `text` on, what the one connection
    * whose client next sends `text` sends, until {@link TcpProxy.deliver}: a
@@ -74,6 +76,12 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
   let connectionTrigger: string | undefined;
   const swallowed: Buffer[] = [];
   const stalledSockets = new WeakSet<Socket>();
+  let stalledCount = 0;
+  const stallSocket = (socket: Socket): void => {
+    if (stalledSockets.has(socket)) return;
+    stalledSockets.add(socket);
+    stalledCount += 1;
+  };
   let holdTrigger: string | undefined;
   let held: { readonly chunks: Buffer[]; readonly upstream: Socket; clientGone: boolean } | undefined;
   let repliesTrigger: string | undefined;
@@ -104,7 +112,7 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
         if (trigger !== undefined && data.includes(trigger, 0, "latin1")) stalled = true;
         if (connectionTrigger !== undefined && data.includes(connectionTrigger, 0, "latin1")) {
           connectionTrigger = undefined;
-          stalledSockets.add(client);
+          stallSocket(client);
         }
         if (swallowing()) swallowed.push(data);
         else upstream.write(data);
@@ -181,7 +189,10 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
       }
     },
     stallOpen: () => {
-      for (const socket of sockets) stalledSockets.add(socket);
+      for (const socket of sockets) stallSocket(socket);
+    },
+    get stalledConnections() {
+      return stalledCount;
     },
     get swallowed() {
       return Buffer.concat(swallowed).toString("latin1");
