@@ -16,7 +16,8 @@ import {
 } from "loopctl/postgres";
 import type { PostgresAskQueueOptions } from "loopctl/postgres";
 import { z } from "zod";
-import { Agent, LoopManagers, defineTool } from "loopctl/engine";
+import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "loopctl/engine";
+import type { GateDecision } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
 import {
@@ -302,6 +303,51 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       proxy.pass();
       expect(await inbox.resolve(now.id, { type: "deny" }, { askDigest: askDigest(now) })).toBe(true);
       expect(await soon(second)).toEqual({ type: "deny" });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("an answer that lands on the row while the worker has not read it yet, then the call's cancel: the row keeps the answer the console was told landed, the call is cancelled and does not run", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    const app = `${db.schema}-told`;
+    try {
+      const { worker, inbox } = await warmWorker(proxy, app, 600_000);
+      const records: GateDecision[] = [];
+      const gate = new Gate(
+        new LoopManagers()
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy?" }) })
+          .withAskResolver(worker.resolver)
+          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+      );
+      const caller = new AbortController();
+      let executed = 0;
+      const calling = gate.call(
+        {
+          tool: { name: "deploy", description: "Deploy", inputSchema: { type: "object" } },
+          callId: "c1",
+          input: {},
+          signal: caller.signal,
+        },
+        () => (executed += 1),
+      );
+      const shown = (await inbox.next())!;
+      // The worker reads the row the approval ended; the reply is held in the network.
+      proxy.holdRepliesOn(shown.id);
+      expect(await inbox.resolve(shown.id, { type: "approve" })).toBe(true);
+      await waitFor(async () => proxy.holding && (await ranAfterEnding(app, "a.id = ANY", shown)));
+      // The engine owns the cancel: the call ends at once, without waiting on the database.
+      caller.abort();
+      const error = await calling.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CancelledError);
+      expect(executed).toBe(0);
+      expect(records.map((r) => r.verdict)).toEqual(["cancelled"]);
+      proxy.pass();
+      // The withdrawal that follows changes nothing: the row keeps the answer, and every console reads it.
+      await waitFor(() => ranAfterEnding(app, "SET state = 'withdrawn'", shown));
+      expect(await row(shown.id)).toMatchObject({ state: "answered", resolution: { type: "approve" } });
+      expect(await inbox.ended(shown.id)).toEqual({ type: "answered", verdict: "approve" });
+      expect(await inbox.resolve(shown.id, { type: "deny" })).toBe(false);
     } finally {
       await proxy.close();
     }

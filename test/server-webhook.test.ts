@@ -5,8 +5,8 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
 import { DuplicateAskError, InvalidPendingAskError } from "loopctl/ask";
-import { Agent, LoopManagers, defineTool } from "loopctl/engine";
-import type { Hook } from "loopctl/engine";
+import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "loopctl/engine";
+import type { GateDecision, Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import {
   ServerInputError,
@@ -206,6 +206,52 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
       ).status,
     ).toBe(200);
     await expect(answer).resolves.toEqual({ type: "deny", reason: "no" });
+  });
+  it("an answer the inbox was told landed (true) is the call's, even when the caller cancels in the same breath: ask_allowed or ask_denied, and the tool does not run", async () => {
+    const hook = await receiver(() => 200);
+    for (const [type, verdict] of [
+      ["approve", "ask_allowed"],
+      ["deny", "ask_denied"],
+    ] as const) {
+      const webhook = resolver(hook.url);
+      const records: GateDecision[] = [];
+      const gate = new Gate(
+        new LoopManagers()
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy?" }) })
+          .withAskResolver(webhook)
+          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+      );
+      const caller = new AbortController();
+      let executed = 0;
+      const calling = gate.call(
+        {
+          tool: { name: "deploy", description: "Deploy", inputSchema: { type: "object" } },
+          callId: "c1",
+          input: {},
+          signal: caller.signal,
+        },
+        () => (executed += 1),
+      );
+      const got = await hook.next();
+      expect(got.verified).toBe(true);
+      // What the approval server does with an answer; it replies 200 because this returned true.
+      expect(webhook.inbox.resolve(got.delivery.ask.id, { type })).toBe(true);
+      caller.abort();
+      const ended = await calling.catch((e: unknown) => e);
+      expect(executed).toBe(0);
+      expect(
+        records.map((r) => [r.verdict, r.ruleSource]),
+        type,
+      ).toEqual([[verdict, "ask_resolver"]]);
+      if (type === "approve") {
+        // An approved call that stopped: the run is cancelled.
+        expect(ended).toBeInstanceOf(CancelledError);
+        expect((ended as CancelledError).records).toEqual(records);
+      } else {
+        // A refused call has nothing left to cancel.
+        expect(ended).toMatchObject({ type: "refused", record: { verdict: "ask_denied" } });
+      }
+    }
   });
 });
 

@@ -3,6 +3,9 @@ import type { ResolveOptions } from "./types.js";
 /** Where a park's options keep their {@link ParkSignal}. */
 const PARK = Symbol("loopctl.park");
 
+/** Where options made by {@link passAnswerNotice} keep the notice they pass on. */
+const NOTICE = Symbol("loopctl.answerNotice");
+
 /**
  * The signal the engine hands a resolver for one park, made only when the
  * resolver first reads `options.signal`: a resolver that answers without
@@ -88,10 +91,29 @@ export function waitEnded(options: ResolveOptions | undefined): boolean {
 
 /**
  * The synchronous notice of an answer for the park `options` came with
- * (see {@link ParkSignal.onAnswer}), if they are a park's own. Internal.
+ * (see {@link ParkSignal.onAnswer}), if they are a park's own or carry its
+ * notice (see {@link passAnswerNotice}). Internal.
  */
 export function answerNotice(options: ResolveOptions | undefined): ((resolution: unknown) => void) | undefined {
-  const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
+  const held = options as { readonly [PARK]?: unknown; readonly [NOTICE]?: unknown } | undefined;
+  const passed = held?.[NOTICE];
+  if (typeof passed === "function") return passed as (resolution: unknown) => void;
+  const park = held?.[PARK];
   if (!(park instanceof ParkSignal)) return undefined;
   return (resolution) => park.onAnswer?.(resolution);
+}
+
+/**
+ * Options with a `signal` of their own that still carry `notice` (from
+ * {@link answerNotice}), for a resolver that parks on an `ApprovalChannel`
+ * under a signal of its own (`WebhookResolver`): the answer its approver is
+ * told landed is then the engine's park's at once, as for a channel the
+ * engine parks on itself. Internal.
+ */
+export function passAnswerNotice(
+  signal: AbortSignal,
+  notice: ((resolution: unknown) => void) | undefined,
+): ResolveOptions {
+  const options: ResolveOptions = { signal };
+  return notice === undefined ? options : Object.defineProperty(options, NOTICE, { value: notice });
 }

@@ -4,6 +4,7 @@ import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { ApprovalChannel } from "../ask/approval-channel.js";
 import type { Approver } from "../ask/approver.js";
 import { InvalidPendingAskError } from "../ask/errors.js";
+import { answerNotice, passAnswerNotice } from "../ask/park-signal.js";
 import { describeError } from "../engine/errors.js";
 import { PendingAskSchema } from "../ask/types.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/types.js";
@@ -184,8 +185,10 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** Delivers `ask` and waits for its answer; see the class notes for every outcome. */
   async resolve(ask: PendingAsk, options: ResolveOptions): Promise<AskResolution> {
     let signal: unknown;
+    let notice: ReturnType<typeof answerNotice>;
     try {
       signal = (options as ResolveOptions | undefined)?.signal;
+      notice = answerNotice(options);
     } catch (error) {
       // A proxy or a throwing getter handed in by an untyped caller: still its invalid options, typed.
       throw new InvalidPendingAskError("the options could not be read", { cause: error });
@@ -222,7 +225,8 @@ export class WebhookResolver implements AskResolver, Disposable {
     }
     try {
       const before = this.#channel.size;
-      const answered = this.#channel.resolve(parsed.data, { signal: wait.signal });
+      // The engine's park takes the answer as the inbox is told `true`, before a cancel can come between.
+      const answered = this.#channel.resolve(parsed.data, passAnswerNotice(wait.signal, notice));
       // Posted only once the channel took the ask (it parks before resolve() returns): one it refused,
       // an id still parked or among its last endings, is nobody's to be asked about.
       if (this.#channel.size > before) {
