@@ -13,10 +13,11 @@ import {
   permissionMiddleware,
   seededIdGen,
 } from "../src/engine/index.js";
-import type { GateDecision, RunStoppedError } from "../src/engine/index.js";
+import type { RunStoppedError } from "../src/engine/index.js";
 import { ManualClock } from "../src/testing/index.js";
 import {
   askAll,
+  askingCall,
   build,
   call,
   deferred,
@@ -594,30 +595,13 @@ describe("a clock whose timers fail", () => {
 describe("cancel", () => {
   it("an answer the approver was told reached the wait (true) is the call's, even when a cancel follows in the same breath: ask_allowed lands, the tool does not run", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
-    const records: GateDecision[] = [];
-    const gate = new Gate(
-      new LoopManagers()
-        .withHook({ preToolUse: () => ({ type: "ask", prompt: "p" }) })
-        .withAskResolver(channel)
-        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
-    );
-    const caller = new AbortController();
-    let executed = 0;
-    const calling = gate.call(
-      {
-        tool: { name: "echo", description: "echo", inputSchema: { type: "object" } },
-        callId: "c1",
-        input: {},
-        signal: caller.signal,
-      },
-      () => (executed += 1),
-    );
+    const { calling, caller, records, executed } = askingCall(channel, "echo");
     const ask = (await approver.next())!;
     expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
     caller.abort();
     const error = (await calling.catch((e: unknown) => e)) as CancelledError;
     expect(error).toBeInstanceOf(CancelledError);
-    expect(executed).toBe(0);
+    expect(executed()).toBe(0);
     expect(records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([["ask_allowed", "ask", "ask_resolver"]]);
     expect(error.records).toEqual(records);
   });

@@ -16,8 +16,7 @@ import {
 } from "loopctl/postgres";
 import type { PostgresAskQueueOptions } from "loopctl/postgres";
 import { z } from "zod";
-import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "loopctl/engine";
-import type { GateDecision } from "loopctl/engine";
+import { Agent, CancelledError, LoopManagers, defineTool } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import { PostgresGrantStore } from "loopctl/postgres";
 import {
@@ -29,6 +28,7 @@ import {
   unreadableReasonRefusal,
   unreadableReasonSignal,
 } from "./support/ask-fixtures.js";
+import { askingCall } from "./support/engine-fixtures.js";
 import { DATABASE_URL, terminateIdleNow, usePostgres, withEachNonPool } from "./support/postgres.js";
 import { startProxy } from "./support/tcp-proxy.js";
 import type { TcpProxy } from "./support/tcp-proxy.js";
@@ -313,24 +313,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const app = `${db.schema}-told`;
     try {
       const { worker, inbox } = await warmWorker(proxy, app, 600_000);
-      const records: GateDecision[] = [];
-      const gate = new Gate(
-        new LoopManagers()
-          .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy?" }) })
-          .withAskResolver(worker.resolver)
-          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
-      );
-      const caller = new AbortController();
-      let executed = 0;
-      const calling = gate.call(
-        {
-          tool: { name: "deploy", description: "Deploy", inputSchema: { type: "object" } },
-          callId: "c1",
-          input: {},
-          signal: caller.signal,
-        },
-        () => (executed += 1),
-      );
+      const { calling, caller, records, executed } = askingCall(worker.resolver);
       const shown = (await inbox.next())!;
       // The worker reads the row the approval ended; the reply is held in the network.
       proxy.holdRepliesOn(shown.id);
@@ -340,7 +323,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       caller.abort();
       const error = await calling.catch((e: unknown) => e);
       expect(error).toBeInstanceOf(CancelledError);
-      expect(executed).toBe(0);
+      expect(executed()).toBe(0);
       expect(records.map((r) => r.verdict)).toEqual(["cancelled"]);
       proxy.pass();
       // The withdrawal that follows changes nothing: the row keeps the answer, and every console reads it.

@@ -5,8 +5,8 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
 import { DuplicateAskError, InvalidPendingAskError } from "loopctl/ask";
-import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "loopctl/engine";
-import type { GateDecision, Hook } from "loopctl/engine";
+import { Agent, CancelledError, LoopManagers, defineTool } from "loopctl/engine";
+import type { Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import {
   ServerInputError,
@@ -20,6 +20,7 @@ import {
   verifyWebhookSignature,
 } from "loopctl/server";
 import type { WebhookDelivery } from "loopctl/server";
+import { askingCall } from "./support/engine-fixtures.js";
 import { makeAsk, stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { BASE_URLS_WITH_CREDENTIALS, request } from "./support/http-client.js";
 import { listen, stopping } from "./support/http-mount.js";
@@ -214,31 +215,14 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
       ["deny", "ask_denied"],
     ] as const) {
       const webhook = resolver(hook.url);
-      const records: GateDecision[] = [];
-      const gate = new Gate(
-        new LoopManagers()
-          .withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy?" }) })
-          .withAskResolver(webhook)
-          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
-      );
-      const caller = new AbortController();
-      let executed = 0;
-      const calling = gate.call(
-        {
-          tool: { name: "deploy", description: "Deploy", inputSchema: { type: "object" } },
-          callId: "c1",
-          input: {},
-          signal: caller.signal,
-        },
-        () => (executed += 1),
-      );
+      const { calling, caller, records, executed } = askingCall(webhook);
       const got = await hook.next();
       expect(got.verified).toBe(true);
       // What the approval server does with an answer; it replies 200 because this returned true.
       expect(webhook.inbox.resolve(got.delivery.ask.id, { type })).toBe(true);
       caller.abort();
       const ended = await calling.catch((e: unknown) => e);
-      expect(executed).toBe(0);
+      expect(executed()).toBe(0);
       expect(
         records.map((r) => [r.verdict, r.ruleSource]),
         type,

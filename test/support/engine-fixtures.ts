@@ -1,6 +1,7 @@
 import { z } from "zod";
-import { Agent, LoopManagers, defineTool } from "../../src/engine/index.js";
-import type { GateDecision, Observer, Tool, ToolCall } from "../../src/engine/index.js";
+import type { AskResolver } from "../../src/ask/index.js";
+import { Agent, Gate, LoopManagers, defineTool } from "../../src/engine/index.js";
+import type { GateDecision, GateOutcome, Observer, Tool, ToolCall } from "../../src/engine/index.js";
 import { ManualClock, ScriptedModel } from "../../src/testing/index.js";
 import type { ScriptedTurn } from "../../src/testing/index.js";
 
@@ -130,3 +131,38 @@ export function shape(record: GateDecision): Omit<GateDecision, "ts" | "argsSha2
 }
 
 export { ManualClock };
+
+/**
+ * One call through a `Gate` whose hook asks `resolver` about it, under a
+ * caller signal the test aborts: the call, its records as they land, and
+ * how many times its tool ran.
+ */
+export function askingCall(
+  resolver: AskResolver,
+  tool = "deploy",
+): {
+  readonly calling: Promise<GateOutcome>;
+  readonly caller: AbortController;
+  readonly records: GateDecision[];
+  executed(): number;
+} {
+  const records: GateDecision[] = [];
+  const gate = new Gate(
+    new LoopManagers()
+      .withHook({ preToolUse: () => ({ type: "ask", prompt: `${tool}?` }) })
+      .withAskResolver(resolver)
+      .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+  );
+  const caller = new AbortController();
+  let executed = 0;
+  const calling = gate.call(
+    {
+      tool: { name: tool, description: tool, inputSchema: { type: "object" } },
+      callId: "c1",
+      input: {},
+      signal: caller.signal,
+    },
+    () => (executed += 1),
+  );
+  return { calling, caller, records, executed: () => executed };
+}
