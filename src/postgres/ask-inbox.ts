@@ -266,9 +266,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`. An answer
    *   whose connection the server was ending (`57P01`, `57P02`, `57P03`,
-   *   `57P05`) is
-   *   sent once more on another first, and rejects only when the ask was
-   *   answered exactly so, by it or by another console's identical answer.
+   *   `57P05`) is sent once more on another first, and rejects only when the
+   *   ask was answered exactly so, by it or by another console's identical
+   *   answer.
    */
   async resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): Promise<boolean> {
     const answer = parseAnswer(askId, resolution);

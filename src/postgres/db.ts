@@ -133,11 +133,11 @@ class NoReplyError extends Error {}
  * held from the commit record to the end of the transaction's visibility): a
  * transaction not committed by then is rolled back as the backend exits.
  * `57P05` is raised at that same place, by a timer that runs only while the
- * session waits, idle, for its next statement. A
- * crash or an immediate shutdown reports `57P01`/`57P02` only as a warning
- * and then drops the connection (a lost connection, no SQLSTATE), as does a
- * backend whose synchronous-replication wait is cut short after a local
- * commit; neither is taken for this.
+ * session waits, idle, for its next statement. A crash or an immediate
+ * shutdown reports `57P01`/`57P02` only as a warning and then drops the
+ * connection (a lost connection, no SQLSTATE), as does a backend whose
+ * synchronous-replication wait is cut short after a local commit; neither is
+ * taken for this.
  */
 export function sessionEnded(error: unknown): boolean {
   const state = sqlState((error as { cause?: unknown } | null)?.cause) ?? sqlState(error);

@@ -89,10 +89,10 @@ const MAX_PROJECT_BYTES = 2048;
  * {@link PostgresQueryError} naming the project and the schema; the engine
  * denies on either. A read whose session the server ended (SQLSTATE `57P01`,
  * `57P02`, `57P03`, `57P05`: a pooled connection terminated while idle, or
- * ended by the server's `idle_session_timeout`, a restart) is
- * sent once more on another connection, and rejects only if that fails too;
- * so is a write whose transaction's `BEGIN` met such a session (nothing of
- * it ran), never one that began.
+ * ended by the server's `idle_session_timeout`, a restart) is sent once more
+ * on another connection, and rejects only if that fails too; so is a write
+ * whose transaction's `BEGIN` met such a session (nothing of it ran), never
+ * one that began.
  *
  * @example
  * ```ts
