@@ -173,6 +173,28 @@ describe("fromLanguageModel: tool calls of a turn the provider cut short", () =>
     }
   });
 
+  it("names a cut turn's call by the id the model sent, one an earlier provider-executed part holds included", async () => {
+    const model = new MockLanguageModelV3({
+      provider: "acme",
+      modelId: "m1",
+      doGenerate: [
+        v3([
+          { type: "tool-call", toolCallId: "ws1", toolName: "web_search", input: "{}", providerExecuted: true },
+          { type: "tool-result", toolCallId: "ws1", toolName: "web_search", result: { hits: 1 } },
+          call("c1", "read", { path: "a" }),
+        ]),
+        v3([call("ws1", "read", { path: "b" })], { finishReason: { unified: "length", raw: undefined } }),
+      ],
+    });
+    const error = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() })
+      .run("go")
+      .catch((thrown: unknown) => thrown);
+    expect((error as ModelError).cause).toBeInstanceOf(AiSdkModelError);
+    expect(((error as ModelError).cause as AiSdkModelError).message).toContain(
+      "so its tool call 'ws1' (read) is not run",
+    );
+  });
+
   it("a turn ending in stop with client calls runs them, as the AI SDK does", async () => {
     const model = new MockLanguageModelV3({
       doGenerate: [

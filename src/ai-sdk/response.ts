@@ -240,7 +240,12 @@ export function toModelResponse(
   if (toolCalls.length > 0 && unified !== "stop" && unified !== "tool-calls") {
     // Cut short (output limit, content filter, a reason the provider could not map): the AI SDK runs none
     // of such a turn's calls, and neither does loopctl.
-    const calls = toolCalls.map((c) => `'${c.id}' (${c.name})`).join(", ");
+    // Named by the ids the model sent: one an earlier provider-executed part holds is blank in `toolCalls`.
+    const calls = parts
+      .flatMap((p) =>
+        p.type === "tool-call" && p.providerExecuted !== true ? [`'${p.toolCallId}' (${p.toolName})`] : [],
+      )
+      .join(", ");
     throw new AiSdkModelError(
       model,
       `the provider ended the turn with finish reason ${unified}${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}, so its tool call${toolCalls.length === 1 ? "" : "s"} ${calls} ${toolCalls.length === 1 ? "is" : "are"} not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
