@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Socket } from "node:net";
 import pg from "pg";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { InvalidApproverOptionsError, InvalidAskResolutionError, askDigest } from "loopctl/ask";
@@ -843,18 +844,24 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
       // A long lease: the database keeps it well after close() fails to reach it.
-      const worker = new PostgresAskQueue(
-        db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 }),
-        {
-          schema: db.schema,
-          leaseMs: 3_000,
-          onError: () => undefined,
-        },
-      );
+      const pool = db.newPool(4, { connectionString: proxy.url, connectionTimeoutMillis: 500 });
+      const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 3_000, onError: () => undefined });
       const inbox = queue().approver();
-      const ask = makeAsk(1);
+      const ask = makeAsk(1, { prompt: `Run the migration ${randomUUID()}?` });
+      // The call must be parked (its insert confirmed to the worker) before the database goes: a
+      // console can see the row before the insert's reply reaches the worker.
+      proxy.holdRepliesOn(ask.prompt);
       const parked = park(worker, ask);
       expect((await inbox.next())?.id).toBe(ask.id);
+      await waitFor(() => proxy.holding);
+      const port = proxy.heldRepliesPort;
+      const inserted = new Promise<void>((done) =>
+        pool.on("release", (_error: unknown, client: pg.PoolClient) => {
+          if ((client as unknown as { connection: { stream: Socket } }).connection.stream.localPort === port) done();
+        }),
+      );
+      proxy.pass();
+      await inserted;
       await proxy.cut();
       const closing = worker.close();
       expect(await parked).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });

@@ -61,6 +61,11 @@ export interface TcpProxy {
   holdRepliesOn(text: string): void;
   /** Whether a connection is held now, by {@link TcpProxy.holdConnectionOn} or {@link TcpProxy.holdRepliesOn}. */
   readonly holding: boolean;
+  /**
+   * The local port of the client whose replies {@link TcpProxy.holdRepliesOn} holds now (a pg
+   * client's `connection.stream.localPort`), so a test can tell when that client has its reply.
+   */
+  readonly heldRepliesPort: number | undefined;
   /** Sends on what is held, either way, and lets that connection pass as before. */
   pass(): void;
   /** What clients sent since {@link TcpProxy.stall}, as latin1 text: it never reached the server. */
@@ -176,6 +181,9 @@ export async function startProxy(databaseUrl: string): Promise<TcpProxy> {
     },
     get holding() {
       return held !== undefined || repliesHeld !== undefined;
+    },
+    get heldRepliesPort() {
+      return repliesHeld?.client.remotePort;
     },
     pass: () => {
       if (held !== undefined) {
