@@ -1076,11 +1076,15 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     // (DeprecationWarning, in the user's process): the listening connection carries three kinds of them.
     let inFlight = 0;
     let most = 0;
+    let renewals = 0;
     const pool = db.newPool(4);
     pool.on("connect", (client) => {
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       const outstanding = new Set<unknown>();
       (client as { query: unknown }).query = (...args: unknown[]) => {
+        const [sql] = args;
+        const text = typeof sql === "string" ? sql : (sql as { text?: unknown } | undefined)?.text;
+        if (typeof text === "string" && text.includes("WITH renewed AS")) renewals += 1;
         const result = query(...args);
         if (result instanceof Promise) {
           outstanding.add(result);
@@ -1098,12 +1102,15 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     const worker = new PostgresAskQueue(pool, {
       schema: db.schema,
       rereadMs: 50,
-      leaseMs: 300,
+      // Renewed every 400 ms: often enough to meet the other statements, not so often that a busy
+      // machine lets it lapse (a lapsed lease denies the calls, and this test is not about that).
+      leaseMs: 1_200,
       onError: () => undefined,
     });
     opened.push(worker);
     const inbox = queue({ rereadMs: 50 }).approver();
-    for (let round = 0; round < 10; round++) {
+    // Rounds go on until the lease has been renewed a few times among them.
+    for (let round = 0; round < 10 || (renewals < 3 && round < 200); round++) {
       const asks = Array.from({ length: 20 }, (_, n) => makeAsk(round * 20 + n));
       const parked = asks.map((ask) => park(worker, ask));
       for (let n = 0; n < asks.length; n++) await inbox.next();
@@ -1111,6 +1118,7 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
       expect(await Promise.all(parked)).toEqual(asks.map(() => ({ type: "approve" })));
     }
     await waitFor(() => inFlight === 0);
+    expect(renewals).toBeGreaterThanOrEqual(3);
     expect(most).toBe(1);
   });
 
