@@ -1403,7 +1403,8 @@ describe("slow clients of createApprovalServer", () => {
         sent,
       ),
     );
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Ten times writeTimeoutMs: on a busy machine, making twenty 1 MB replies takes a while.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
     // A paused socket hears nothing of the close until it reads what came before it.
     socket.resume();
     const outcome = await Promise.race([
