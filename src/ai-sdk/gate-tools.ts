@@ -821,7 +821,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - A tool that throws throws as before (the SDK's `tool-error`); the gate's
  *   record says the call was allowed.
  * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
- *   the call's `cancelled` record: the step ends with that error.
+ *   the call's `cancelled` record: the step ends with that error. The SDK
+ *   aborts that signal only when the application's `abortSignal` (or its
+ *   `timeout`) does: a cancelled `streamText` stream aborts nothing, so abort
+ *   `abortSignal` when the client goes away, or its asks stay parked.
  * - A streaming tool (`async *execute`) starts only once the gate allowed
  *   it and runs inside the gate: its yields reach the SDK as they come (the
  *   SDK's preliminary results), and its last value is the output. When the
