@@ -737,6 +737,31 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     const clientSide = { description: "Answered by the UI", inputSchema: z.object({}), execute: null };
     expect(gateTools({ clientSide } as unknown as ToolSet, gate)["clientSide"]).toBe(clientSide);
   });
+
+  it("an option gateTools does not take is refused, naming it, never ignored: a misspelt runId would count every run's calls under the nil run", () => {
+    const { gate, tools } = harness();
+    for (const [options, message] of [
+      [{ runid: "00000000-0000-4000-8000-000000000000" }, "unknown option 'runid' (did you mean runId?)"],
+      [{ sessionID: "00000000-0000-4000-8000-000000000000" }, "unknown option 'sessionID' (did you mean sessionId?)"],
+      [{ refusal: "error-text" }, "unknown option 'refusal' (did you mean refusals?)"],
+      [
+        { signal: new AbortController().signal },
+        "unknown option 'signal' (the options are sessionId, runId and refusals)",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        gateTools(tools, gate, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(AiSdkToolError);
+      expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool: "*", message: `tool '*': ${message}` });
+    }
+    expect(() =>
+      gateTools(tools, gate, { runId: "00000000-0000-4000-8000-000000000000", refusals: "error-text" }),
+    ).not.toThrow();
+  });
 });
 
 describe("gateTools: validation by the tool's own schema", () => {

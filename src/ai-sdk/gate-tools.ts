@@ -90,6 +90,16 @@ const refusals = new WeakSet<object>();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** The options {@link gateTools} takes; any other is refused, never ignored. */
+const OPTIONS = ["sessionId", "runId", "refusals"] as const satisfies readonly (keyof GateToolsOptions)[];
+
+/** Why `key` is not an option: the option it was likely meant to be (another case, a plural), or the list. */
+function unknownOption(key: string): string {
+  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
+  const meant = OPTIONS.find((option) => plain(option) === plain(key));
+  return `unknown option '${key}' ${meant === undefined ? "(the options are sessionId, runId and refusals)" : `(did you mean ${meant}?)`}`;
+}
+
 /**
  * Parses a {@link ToolRefusal} that crossed a process boundary as JSON: a
  * chat's UI messages carry a refused call's output to the browser and back,
@@ -874,11 +884,12 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
  *   object of tools (an array, a `Map` or a `Set`), a tool is not an object
  *   or has an `execute` or `toModelOutput` that is not a function, a tool
- *   with an `execute` has an empty name, or an option is malformed; and
- *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
- *   its input schema has no JSON Schema form, or a provider tool's `id` and
- *   `args` have no JSON form (the call is refused through the gate first, so
- *   its one `deny` record lands; the tool does not run).
+ *   with an `execute` has an empty name, an option is malformed, or
+ *   `options` holds one it does not take (a misspelt `runId`; never
+ *   ignored); and (from a gated `execute`) when the SDK calls it without a
+ *   `toolCallId`, or its input schema has no JSON Schema form, or a provider
+ *   tool's `id` and `args` have no JSON form (the call is refused through the
+ *   gate first, so its one `deny` record lands; the tool does not run).
  *
  * @example
  * ```ts
@@ -904,6 +915,9 @@ export function gateTools<TOOLS extends ToolSet>(
     );
   if (typeof options !== "object" || options === null)
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
+  // A misspelt runId, ignored, would count every run's calls under the nil run.
+  for (const key of Object.keys(options))
+    if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key));
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text")
     throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${shownValue(mode)}`);
