@@ -762,6 +762,46 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
       gateTools(tools, gate, { runId: "00000000-0000-4000-8000-000000000000", refusals: "error-text" }),
     ).not.toThrow();
   });
+
+  it("a description that is not a string is refused: by gateTools, naming the tool, and at a call of a tool changed since, with the call's one record", async () => {
+    const { gate, records } = recordingGate();
+    const executed: unknown[] = [];
+    for (const inputSchema of [z.object({}), jsonSchema({ type: "object" })]) {
+      const given = { description: 42, inputSchema, execute: async () => (executed.push("ran"), "ran") };
+      expect(() => gateTools({ count: given } as never, gate)).toThrow(
+        new AiSdkToolError("count", "description must be a string, got 42"),
+      );
+    }
+    // Null is none, as the SDK reads it.
+    const none = { description: null, inputSchema: z.object({}), execute: async () => (executed.push("ran"), "ran") };
+    const plain = gateTools({ none } as never, gate) as unknown as Record<
+      string,
+      { execute: (...args: unknown[]) => unknown }
+    >;
+    expect(await plain["none"]!.execute({}, { toolCallId: "n1", messages: [] })).toBe("ran");
+    expect(records).toMatchObject([{ tool: "none", verdict: "allow" }]);
+    for (const inputSchema of [z.object({}), jsonSchema({ type: "object" })]) {
+      records.length = 0;
+      executed.length = 0;
+      const tools = gateTools(
+        { count: { description: "Counts", inputSchema, execute: async () => (executed.push("ran"), "ran") } },
+        gate,
+      );
+      (tools.count as { description: unknown }).description = 42;
+      await expect(tools.count.execute!({}, { toolCallId: "c1", messages: [] })).rejects.toThrow(
+        new AiSdkToolError("count", "description must be a string, got 42"),
+      );
+      expect(records).toMatchObject([
+        {
+          tool: "count",
+          verdict: "deny",
+          ruleId: "schema",
+          reason: "gateTools refused the call: tool 'count': description must be a string, got 42",
+        },
+      ]);
+      expect(executed).toEqual([]);
+    }
+  });
 });
 
 describe("gateTools: validation by the tool's own schema", () => {

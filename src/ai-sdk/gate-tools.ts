@@ -100,6 +100,13 @@ function unknownOption(key: string): string {
   return `unknown option '${key}' ${meant === undefined ? "(the options are sessionId, runId and refusals)" : `(did you mean ${meant}?)`}`;
 }
 
+/** Why a tool's `description` is not one the gate can show, if it is not: the SDK sends it to the model as text. */
+function descriptionFault(description: unknown): string | undefined {
+  return description === undefined || description === null || typeof description === "string"
+    ? undefined
+    : `description must be a string, got ${shownValue(description)}`;
+}
+
 /**
  * Parses a {@link ToolRefusal} that crossed a process boundary as JSON: a
  * chat's UI messages carry a refused call's output to the browser and back,
@@ -416,6 +423,9 @@ function sameSchema(made: Made, inputSchema: Tool["inputSchema"]): boolean | Pro
 }
 
 async function describe(name: string, tool: Shown): Promise<Made> {
+  // Set on the gated tool since gateTools checked it: refused at the call, with its record, as gateTools refuses it.
+  const badDescription = descriptionFault(tool.description);
+  if (badDescription !== undefined) throw new AiSdkToolError(name, badDescription);
   let inputSchema: unknown;
   let validate: SdkValidate | undefined;
   let schemaText: string | undefined;
@@ -884,12 +894,14 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
  *   object of tools (an array, a `Map` or a `Set`), a tool is not an object
  *   or has an `execute` or `toModelOutput` that is not a function, a tool
- *   with an `execute` has an empty name, an option is malformed, or
- *   `options` holds one it does not take (a misspelt `runId`; never
- *   ignored); and (from a gated `execute`) when the SDK calls it without a
- *   `toolCallId`, or its input schema has no JSON Schema form, or a provider
- *   tool's `id` and `args` have no JSON form (the call is refused through the
- *   gate first, so its one `deny` record lands; the tool does not run).
+ *   with an `execute` has an empty name or a `description` that is not a
+ *   string, an option is malformed, or `options` holds one it does not take
+ *   (a misspelt `runId`; never ignored); and (from a gated `execute`) when
+ *   the SDK calls it without a `toolCallId`, or its input schema has no JSON
+ *   Schema form, or a provider tool's `id` and `args` have no JSON form, or
+ *   its `description` was set to something that is not a string (the call is
+ *   refused through the gate first, so its one `deny` record lands; the tool
+ *   does not run).
  *
  * @example
  * ```ts
@@ -958,6 +970,8 @@ export function gateTools<TOOLS extends ToolSet>(
     if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
     // The gate names every call's tool and record: a tool without a name could only fail at each call, unrecorded.
     if (name === "") throw new AiSdkToolError(name, "a tool's name must not be empty (the key it has in the tool set)");
+    const badDescription = descriptionFault(given.description);
+    if (badDescription !== undefined) throw new AiSdkToolError(name, badDescription);
     const ownModelOutput: unknown =
       again && given.toModelOutput === origin.gated.toModelOutput ? origin.toModelOutput : given.toModelOutput;
     if (ownModelOutput !== undefined && typeof ownModelOutput !== "function")
