@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import { createServer, request as httpRequest } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import {
   asSchema,
   convertToModelMessages,
@@ -11,7 +14,7 @@ import {
   validateUIMessages,
   zodSchema,
 } from "ai";
-import type { JSONSchema7, ModelMessage, ToolSet, UIMessage } from "ai";
+import type { JSONSchema7, ModelMessage, ToolExecutionOptions, ToolSet, UIMessage } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -733,6 +736,71 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     // A tool without execute (null or absent) is still left as it is.
     const clientSide = { description: "Answered by the UI", inputSchema: z.object({}), execute: null };
     expect(gateTools({ clientSide } as unknown as ToolSet, gate)["clientSide"]).toBe(clientSide);
+  });
+
+  it("an option gateTools does not take is refused, naming it, never ignored: a misspelt runId would count every run's calls under the nil run", () => {
+    const { gate, tools } = harness();
+    for (const [options, message] of [
+      [{ runid: "00000000-0000-4000-8000-000000000000" }, "unknown option 'runid' (did you mean runId?)"],
+      [{ sessionID: "00000000-0000-4000-8000-000000000000" }, "unknown option 'sessionID' (did you mean sessionId?)"],
+      [{ refusal: "error-text" }, "unknown option 'refusal' (did you mean refusals?)"],
+      [
+        { signal: new AbortController().signal },
+        "unknown option 'signal' (the options are sessionId, runId and refusals)",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        gateTools(tools, gate, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(AiSdkToolError);
+      expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool: "*", message: `tool '*': ${message}` });
+    }
+    expect(() =>
+      gateTools(tools, gate, { runId: "00000000-0000-4000-8000-000000000000", refusals: "error-text" }),
+    ).not.toThrow();
+  });
+
+  it("a description that is not a string is refused: by gateTools, naming the tool, and at a call of a tool changed since, with the call's one record", async () => {
+    const { gate, records } = recordingGate();
+    const executed: unknown[] = [];
+    for (const inputSchema of [z.object({}), jsonSchema({ type: "object" })]) {
+      const given = { description: 42, inputSchema, execute: async () => (executed.push("ran"), "ran") };
+      expect(() => gateTools({ count: given } as never, gate)).toThrow(
+        new AiSdkToolError("count", "description must be a string, got 42"),
+      );
+    }
+    // Null is none, as the SDK reads it.
+    const none = { description: null, inputSchema: z.object({}), execute: async () => (executed.push("ran"), "ran") };
+    const plain = gateTools({ none } as never, gate) as unknown as Record<
+      string,
+      { execute: (...args: unknown[]) => unknown }
+    >;
+    expect(await plain["none"]!.execute({}, { toolCallId: "n1", messages: [] })).toBe("ran");
+    expect(records).toMatchObject([{ tool: "none", verdict: "allow" }]);
+    for (const inputSchema of [z.object({}), jsonSchema({ type: "object" })]) {
+      records.length = 0;
+      executed.length = 0;
+      const tools = gateTools(
+        { count: { description: "Counts", inputSchema, execute: async () => (executed.push("ran"), "ran") } },
+        gate,
+      );
+      (tools.count as { description: unknown }).description = 42;
+      await expect(tools.count.execute!({}, { toolCallId: "c1", messages: [] })).rejects.toThrow(
+        new AiSdkToolError("count", "description must be a string, got 42"),
+      );
+      expect(records).toMatchObject([
+        {
+          tool: "count",
+          verdict: "deny",
+          ruleId: "schema",
+          reason: "gateTools refused the call: tool 'count': description must be a string, got 42",
+        },
+      ]);
+      expect(executed).toEqual([]);
+    }
   });
 });
 
@@ -2386,4 +2454,218 @@ describe("gateTools: each call's arguments are read once and checked once per ch
       expect(executed).toEqual([{ n: 2 }, { n: 7 }]);
     });
   }
+});
+
+describe("gateTools: an application that walks away from a run while a call is parked", () => {
+  /** A gate that asks about every call through `approver`'s channel, and a tool that notes the signal each call got. */
+  function walkAwayHarness() {
+    const [channel, approver] = ApprovalChannel.pair(8);
+    const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
+    const gated = gateTools({ deploy: tools.deploy }, gate);
+    const signals: (AbortSignal | undefined)[] = [];
+    const deploy = {
+      ...gated.deploy,
+      execute: (input: { env: string; version: string }, options: ToolExecutionOptions) => {
+        signals.push(options.abortSignal);
+        return gated.deploy.execute!(input, options);
+      },
+    };
+    return { approver, executed, records, signals, tools: { deploy } };
+  }
+
+  type Consumer = "fullStream" | "textStream" | "toUIMessageStream()" | "toUIMessageStreamResponse()'s body";
+  const consumers: readonly Consumer[] = [
+    "fullStream",
+    "textStream",
+    "toUIMessageStream()",
+    "toUIMessageStreamResponse()'s body",
+  ];
+
+  for (const consumer of consumers) {
+    it(`streamText: cancelling ${consumer} tells the tool nothing; an abortSignal the application aborts then withdraws the ask, with one cancelled record`, async () => {
+      for (const given of [false, true]) {
+        const { approver, executed, records, signals, tools } = walkAwayHarness();
+        const walkedAway = new AbortController();
+        const model = new MockLanguageModelV3({
+          doStream: [v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]), v3Stream([text("never")])],
+        });
+        const result = streamText({
+          model,
+          tools,
+          prompt: "go",
+          stopWhen: stepCountIs(3),
+          ...(given ? { abortSignal: walkedAway.signal } : {}),
+        });
+        const stream: ReadableStream<unknown> =
+          consumer === "fullStream"
+            ? result.fullStream
+            : consumer === "textStream"
+              ? result.textStream
+              : consumer === "toUIMessageStream()"
+                ? result.toUIMessageStream()
+                : result.toUIMessageStreamResponse().body!;
+        const reader = stream.getReader();
+        const reading = reader.read().catch(() => undefined);
+        const parked = (await approver.next()) as PendingAsk;
+        await reader.cancel(new Error("the client went away"));
+        await reading;
+        await flush();
+        const label = `${consumer}, abortSignal ${given ? "given" : "not given"}`;
+        // The SDK: the cancelled stream is a branch of the result's own, which goes on; the tool's signal is
+        // the application's (none when it gave none), and the cancel aborts nothing.
+        expect(signals, label).toHaveLength(1);
+        if (given) expect(signals[0]?.aborted, label).toBe(false);
+        else expect(signals[0], label).toBeUndefined();
+        expect([approver.pending, records.length], label).toEqual([1, 0]);
+        if (given) {
+          walkedAway.abort(new Error("the client went away"));
+          expect(await approver.ended(parked.id), label).toEqual({ type: "withdrawn", reason: "unknown" });
+          await until(() => records.length === 1);
+          expect(records, label).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+          expect(approver.resolve(parked.id, { type: "approve" }), label).toBe(false);
+        } else {
+          // Nothing can withdraw it: it waits for an answer (or its deadline), and ends with that answer's record.
+          expect(approver.resolve(parked.id, { type: "deny", reason: "nobody is there" }), label).toBe(true);
+          await until(() => records.length === 1);
+          expect(records, label).toMatchObject([{ verdict: "ask_denied" }]);
+        }
+        await flush();
+        expect(records, label).toHaveLength(1);
+        expect(executed, label).toEqual([]);
+        expect(model.doStreamCalls, label).toHaveLength(1);
+      }
+    });
+  }
+
+  /** An HTTP server on a free local port whose handler is `handle`; closed by the returned function. */
+  async function serve(handle: (req: IncomingMessage, res: ServerResponse) => void): Promise<{
+    readonly url: string;
+    readonly close: () => Promise<void>;
+  }> {
+    const server = createServer(handle);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}/`,
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    };
+  }
+
+  /** A request whose response is read as it comes; `walkAway` destroys its socket, as a client that went away. */
+  function open(url: string): { readonly body: Promise<string>; readonly walkAway: () => void } {
+    let walkAway = (): void => {};
+    const body = new Promise<string>((resolve, reject) => {
+      const req = httpRequest(url, { method: "POST", agent: false });
+      walkAway = () => req.destroy();
+      req.on("error", () => resolve("(walked away)"));
+      req.on("response", (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => resolve(text));
+        res.on("error", reject);
+        res.on("aborted", () => resolve("(walked away)"));
+      });
+      req.end();
+    });
+    return { body, walkAway: () => walkAway() };
+  }
+
+  it("streamText over HTTP: a server that aborts abortSignal when the response closes withdraws the asks of a client that went away; one that stays is served as before", async () => {
+    const { approver, executed, records, tools } = walkAwayHarness();
+    const model = new MockLanguageModelV3({
+      doStream: [
+        v3Stream([call("s1", "deploy", { env: "prod", version: "1" })]),
+        v3Stream([text("shipped")]),
+        v3Stream([call("s2", "deploy", { env: "prod", version: "2" })]),
+        v3Stream([text("never")]),
+      ],
+    });
+    const server = await serve((_req, res) => {
+      const walkedAway = new AbortController();
+      res.once("close", () => walkedAway.abort(new Error("the client went away")));
+      void streamText({
+        model,
+        tools,
+        prompt: "ship",
+        abortSignal: walkedAway.signal,
+        stopWhen: stepCountIs(3),
+      }).pipeUIMessageStreamToResponse(res);
+    });
+    try {
+      // A client that stays: its call is approved and runs, and the response ends as without the signal.
+      const staying = open(server.url);
+      const first = (await approver.next()) as PendingAsk;
+      expect(approver.resolve(first.id, { type: "approve" })).toBe(true);
+      const body = await staying.body;
+      expect(body).toContain('"type":"tool-output-available"');
+      expect(body).toContain("shipped");
+      expect(body).toContain('"type":"finish"');
+      await flush();
+      expect(records).toMatchObject([{ verdict: "ask_allowed" }]);
+      expect(executed).toEqual([{ env: "prod", version: "1" }]);
+
+      // A client that goes away while its call is parked: the ask is withdrawn, one cancelled record, never run.
+      const leaving = open(server.url);
+      const second = (await approver.next()) as PendingAsk;
+      expect(second.callId).toBe("s2");
+      leaving.walkAway();
+      expect(await approver.ended(second.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+      await until(() => records.length === 2);
+      expect(records[1]).toMatchObject({
+        tool: "deploy",
+        verdict: "cancelled",
+        reason: "cancelled while awaiting approval",
+      });
+      expect(approver.resolve(second.id, { type: "approve" })).toBe(false);
+      await flush();
+      expect(records).toHaveLength(2);
+      expect(executed).toEqual([{ env: "prod", version: "1" }]);
+      expect(model.doStreamCalls).toHaveLength(3);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("generateText over HTTP: a handler that aborts abortSignal when the response closes withdraws the ask of a client that went away", async () => {
+    const { approver, executed, records, tools } = walkAwayHarness();
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1" })]), v3([text("never")])],
+    });
+    let ended: Promise<string> = Promise.resolve("no request");
+    const server = await serve((_req, res) => {
+      const walkedAway = new AbortController();
+      res.once("close", () => walkedAway.abort(new Error("the client went away")));
+      ended = generateText({
+        model,
+        tools,
+        prompt: "ship",
+        abortSignal: walkedAway.signal,
+        stopWhen: stepCountIs(3),
+      }).then(
+        (result) => (res.end(result.text), "resolved"),
+        (error: unknown) => (res.end(), String(error)),
+      );
+    });
+    try {
+      const leaving = open(server.url);
+      const parked = (await approver.next()) as PendingAsk;
+      leaving.walkAway();
+      expect(await approver.ended(parked.id)).toEqual({ type: "withdrawn", reason: "unknown" });
+      expect(await ended).toMatch(/the client went away/);
+      await until(() => records.length === 1);
+      expect(records).toMatchObject([
+        { tool: "deploy", verdict: "cancelled", reason: "cancelled while awaiting approval" },
+      ]);
+      expect(approver.resolve(parked.id, { type: "approve" })).toBe(false);
+      expect(executed).toEqual([]);
+      expect(model.doGenerateCalls).toHaveLength(1);
+    } finally {
+      await server.close();
+    }
+  });
 });

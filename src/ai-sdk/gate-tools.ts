@@ -90,6 +90,23 @@ const refusals = new WeakSet<object>();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** The options {@link gateTools} takes; any other is refused, never ignored. */
+const OPTIONS = ["sessionId", "runId", "refusals"] as const satisfies readonly (keyof GateToolsOptions)[];
+
+/** Why `key` is not an option: the option it was likely meant to be (another case, a plural), or the list. */
+function unknownOption(key: string): string {
+  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
+  const meant = OPTIONS.find((option) => plain(option) === plain(key));
+  return `unknown option '${key}' ${meant === undefined ? "(the options are sessionId, runId and refusals)" : `(did you mean ${meant}?)`}`;
+}
+
+/** Why a tool's `description` is not one the gate can show, if it is not: the SDK sends it to the model as text. */
+function descriptionFault(description: unknown): string | undefined {
+  return description === undefined || description === null || typeof description === "string"
+    ? undefined
+    : `description must be a string, got ${shownValue(description)}`;
+}
+
 /**
  * Parses a {@link ToolRefusal} that crossed a process boundary as JSON: a
  * chat's UI messages carry a refused call's output to the browser and back,
@@ -406,6 +423,9 @@ function sameSchema(made: Made, inputSchema: Tool["inputSchema"]): boolean | Pro
 }
 
 async function describe(name: string, tool: Shown): Promise<Made> {
+  // Set on the gated tool since gateTools checked it: refused at the call, with its record, as gateTools refuses it.
+  const badDescription = descriptionFault(tool.description);
+  if (badDescription !== undefined) throw new AiSdkToolError(name, badDescription);
   let inputSchema: unknown;
   let validate: SdkValidate | undefined;
   let schemaText: string | undefined;
@@ -821,7 +841,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * - A tool that throws throws as before (the SDK's `tool-error`); the gate's
  *   record says the call was allowed.
  * - A cancel (the SDK's `abortSignal`) rejects with `CancelledError` after
- *   the call's `cancelled` record: the step ends with that error.
+ *   the call's `cancelled` record: the step ends with that error. The SDK
+ *   aborts that signal only when the application's `abortSignal` (or its
+ *   `timeout`) does: a cancelled `streamText` stream aborts nothing, so abort
+ *   `abortSignal` when the client goes away, or its asks stay parked.
  * - A streaming tool (`async *execute`) starts only once the gate allowed
  *   it and runs inside the gate: its yields reach the SDK as they come (the
  *   SDK's preliminary results), and its last value is the output. When the
@@ -871,11 +894,14 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  * @throws {AiSdkToolError} when `gate` is not a `Gate`, `tools` is not an
  *   object of tools (an array, a `Map` or a `Set`), a tool is not an object
  *   or has an `execute` or `toModelOutput` that is not a function, a tool
- *   with an `execute` has an empty name, or an option is malformed; and
- *   (from a gated `execute`) when the SDK calls it without a `toolCallId`, or
- *   its input schema has no JSON Schema form, or a provider tool's `id` and
- *   `args` have no JSON form (the call is refused through the gate first, so
- *   its one `deny` record lands; the tool does not run).
+ *   with an `execute` has an empty name or a `description` that is not a
+ *   string, an option is malformed, or `options` holds one it does not take
+ *   (a misspelt `runId`; never ignored); and (from a gated `execute`) when
+ *   the SDK calls it without a `toolCallId`, or its input schema has no JSON
+ *   Schema form, or a provider tool's `id` and `args` have no JSON form, or
+ *   its `description` was set to something that is not a string (the call is
+ *   refused through the gate first, so its one `deny` record lands; the tool
+ *   does not run).
  *
  * @example
  * ```ts
@@ -901,6 +927,9 @@ export function gateTools<TOOLS extends ToolSet>(
     );
   if (typeof options !== "object" || options === null)
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
+  // A misspelt runId, ignored, would count every run's calls under the nil run.
+  for (const key of Object.keys(options))
+    if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key));
   const { sessionId, runId, refusals: mode = "execution-denied" } = options;
   if (mode !== "execution-denied" && mode !== "error-text")
     throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${shownValue(mode)}`);
@@ -941,6 +970,8 @@ export function gateTools<TOOLS extends ToolSet>(
     if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
     // The gate names every call's tool and record: a tool without a name could only fail at each call, unrecorded.
     if (name === "") throw new AiSdkToolError(name, "a tool's name must not be empty (the key it has in the tool set)");
+    const badDescription = descriptionFault(given.description);
+    if (badDescription !== undefined) throw new AiSdkToolError(name, badDescription);
     const ownModelOutput: unknown =
       again && given.toModelOutput === origin.gated.toModelOutput ? origin.toModelOutput : given.toModelOutput;
     if (ownModelOutput !== undefined && typeof ownModelOutput !== "function")
