@@ -369,6 +369,29 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(run.stdout).toContain("3 grants");
   });
 
+  it.skipIf(!overSocket)(
+    "takes a user before an empty host, as node-postgres does: ?host= naming the socket folder, or a socket:// URL",
+    async () => {
+      await seeded();
+      const user = `${local.username}:s3cret-user`;
+      const database = local.pathname.slice(1);
+      for (const [url, shown] of [
+        [
+          `postgres://${user}@/${database}?host=${socketDir}`,
+          `postgres://${local.username}:***@/${database}?host=${socketDir}`,
+        ],
+        [`socket://${user}@${socketDir}?db=${database}`, `socket://${local.username}:***@${socketDir}?db=${database}`],
+      ] as const) {
+        const argv = ["grants", "list", "--database", url, "--schema", db.schema, "--project", "acme/shop"];
+        const run = await cli(argv, { cwd: "/" });
+        expect(run, url).toMatchObject({ code: EXIT.ok, stderr: "" });
+        expect(run.stdout).toContain(`ledger: ${shown} (schema ${db.schema}, project "acme/shop")`);
+        expect(run.stdout).toContain("3 grants");
+        expect(run.stdout).not.toContain("s3cret");
+      }
+    },
+  );
+
   it("refuses a --database that is empty or not a PostgreSQL URL, naming the option", async () => {
     for (const [given, message] of [
       ["", "--database needs a URL"],

@@ -63,18 +63,41 @@ interface StoreValues {
 /** Query parameters node-postgres takes a secret from (`?password=`, `?sslpassword=`). */
 const SECRET_PARAM = /password/i;
 
+/** Stands for the empty host of a URL with a user before it while it is parsed (see {@link parseUrl}). */
+const EMPTY_HOST = "loopctl-empty-host";
+
+/**
+ * `url` parsed as node-postgres parses it: also one with a user before an
+ * empty host, which a URL parser refuses and node-postgres reads with a
+ * stand-in host (`postgres://me@/db?host=/var/run/postgresql`, libpq's form
+ * for a Unix socket, or `socket://me@/var/run/postgresql?db=db`); `empty`
+ * says so. `undefined` when it cannot be parsed either way.
+ */
+function parseUrl(url: string): { readonly parsed: URL; readonly empty: boolean } | undefined {
+  for (const [text, empty] of [
+    [url, false],
+    [url.replace("@/", `@${EMPTY_HOST}/`), true],
+  ] as const) {
+    try {
+      return { parsed: new URL(text), empty };
+    } catch {
+      // not a URL as it is: try the stand-in host, as node-postgres does
+    }
+  }
+  return undefined;
+}
+
 /** The URL without its passwords (in the userinfo or the query), for output. */
 export function redacted(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "***";
-    for (const name of [...parsed.searchParams.keys()]) {
-      if (SECRET_PARAM.test(name)) parsed.searchParams.set(name, "***");
-    }
-    return parsed.toString();
-  } catch {
-    return "<the --database URL>";
+  const read = parseUrl(url);
+  if (read === undefined) return "<the --database URL>";
+  const { parsed, empty } = read;
+  if (parsed.password !== "") parsed.password = "***";
+  for (const name of [...parsed.searchParams.keys()]) {
+    if (SECRET_PARAM.test(name)) parsed.searchParams.set(name, "***");
   }
+  const text = parsed.toString();
+  return empty ? text.replace(`@${EMPTY_HOST}/`, "@/") : text;
 }
 
 /** The schemes node-postgres reads a connection string of. */
@@ -87,10 +110,8 @@ const SCHEMES = new Set(["postgres:", "postgresql:", "socket:"]);
  */
 function checkUrl(command: string, url: string): void {
   if (url === "") throw new CliUsageError(command, "--database needs a URL: postgres://USER@HOST:PORT/DATABASE");
-  let scheme: string;
-  try {
-    scheme = new URL(url).protocol;
-  } catch {
+  const scheme = parseUrl(url)?.parsed.protocol;
+  if (scheme === undefined) {
     throw new CliUsageError(command, "--database: not a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)");
   }
   if (!SCHEMES.has(scheme)) {
