@@ -154,6 +154,33 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("names --project, not the class it is passed on to, when no project can be named so; before any connection", async () => {
+    const long = "p".repeat(2049);
+    // No server answers there: a refusal after connecting would be a database error (exit 4).
+    for (const database of [DATABASE_URL, "postgres://postgres@127.0.0.1:1/test"]) {
+      const cases: [string[], string, string][] = [
+        [["grants", "list"], "loopctl grants list", long],
+        [["grants", "reset", "--tool", "t"], "loopctl grants reset", long],
+        [["grants", "explain", "--tool", "t", "--args", "{}"], "loopctl grants explain", long],
+        [["console", "--port", "0"], "loopctl console", long],
+        [["console", "--port", "0"], "loopctl console", ""],
+      ];
+      for (const [command, prefix, project] of cases) {
+        const argv = [...command, "--database", database, "--schema", db.schema, `--project=${project}`];
+        const run = await cli(argv, { cwd: "/" });
+        const said =
+          project === ""
+            ? "--project needs the NAME of a project; leave it out to serve no grants"
+            : "--project is 2049 bytes of UTF-8; at most 2048 (it is a key of the grants' indexes)";
+        expect(run, `${prefix} ${JSON.stringify(project.slice(0, 3))} at ${database}`).toMatchObject({
+          code: EXIT.usage,
+          stdout: "",
+          stderr: `${prefix}: ${said}\nRun '${prefix} --help' for usage.\n`,
+        });
+      }
+    }
+  });
+
   it("says the way out of an unmigrated schema: the --schema the workers use, or migrate; the CLI creates nothing", async () => {
     const argv = ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"];
     const hint =

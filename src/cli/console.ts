@@ -14,6 +14,7 @@ import {
   connect,
   nearProjectsWarning,
   openFileStore,
+  postgresGrants,
   redacted,
   unexpandedTilde,
 } from "./grant-source.js";
@@ -125,13 +126,20 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
   if (values.root !== undefined)
     throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
-  const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
+  // Optional here, but an empty one ("$UNSET") must not pass for a project named so.
+  if (values.project === "") {
+    throw new CliUsageError("console", "--project needs the NAME of a project; leave it out to serve no grants");
+  }
+  const { PostgresAskQueue, PostgresConfigError } = await import("../postgres/index.js");
   const { Db } = await import("../postgres/db.js");
   const { schemaNames } = await import("../postgres/schema.js");
   await checkSchema("console", values.schema);
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
+    const project = values.project;
+    // Made before any connection, as the grants commands make theirs: a --project it refuses is a usage error.
+    const grants = project === undefined ? undefined : await postgresGrants("console", pool, project, values.schema);
     // Checked before anything is served, so an unmigrated schema or an unreachable server fails
     // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
     await new Db(pool, schemaNames("console", values.schema)).ready("PostgresAskQueue");
@@ -140,8 +148,6 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
-    const project = values.project;
-    const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
     if (project !== undefined) {
       // Only a hint, as for the grants commands: a mistyped --project would show "no grants".
       const warning = await nearProjectsWarning("console", pool, queue.schema, project).catch(() => undefined);

@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
-import type { PgPool } from "../postgres/index.js";
+import type { PgPool, PostgresGrantStore } from "../postgres/index.js";
 import { describeError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
@@ -189,14 +189,11 @@ export async function openStore(command: string, values: StoreValues, context: C
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
   await checkSchema(command, values.schema);
-  const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  const { PostgresConfigError } = await import("../postgres/index.js");
   const pool = await connect(command, values.database, context.env);
   const project = values.project;
   try {
-    const store = new PostgresGrantStore(pool, {
-      project,
-      ...(values.schema === undefined ? {} : { schema: values.schema }),
-    });
+    const store = await postgresGrants(command, pool, project, values.schema);
     return {
       store,
       location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(project)})`,
@@ -206,6 +203,28 @@ export async function openStore(command: string, values: StoreValues, context: C
   } catch (error) {
     await pool.end();
     if (error instanceof PostgresConfigError) throw new CliUsageError(command, error.message);
+    throw error;
+  }
+}
+
+/**
+ * The grants of `project` in PostgreSQL over `pool`, made before any
+ * connection: a `--project` the store refuses (longer than 2048 bytes of
+ * UTF-8) is a usage error naming `--project`, not the class it is passed on to.
+ */
+export async function postgresGrants(
+  command: string,
+  pool: PgPool,
+  project: string,
+  schema: string | undefined,
+): Promise<PostgresGrantStore> {
+  const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  try {
+    return new PostgresGrantStore(pool, { project, ...(schema === undefined ? {} : { schema }) });
+  } catch (error) {
+    if (error instanceof PostgresConfigError) {
+      throw new CliUsageError(command, error.message.replace(/^PostgresGrantStore: options\.project\b/, "--project"));
+    }
     throw error;
   }
 }
