@@ -8,6 +8,7 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
+import { EXIT_CODES } from "./help.js";
 import {
   checkSchema,
   closeOrWarn,
@@ -38,7 +39,7 @@ Usage:
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
 (grants), with their pins, and revokes them; with --audit it shows the latest
-decisions of an audit log. Stop it with Ctrl-C.
+decisions of an audit log. Stop it with Ctrl-C (or SIGTERM): exit 0.
 
 Without --database, asks are answered where an approver lives: an agent
 serving its own console with createApprovalServer. With --database, the
@@ -64,7 +65,8 @@ ${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
 Environment:
   LOOPCTL_CONSOLE_TOKEN  the token to accept, instead of a random one
                          (at least 16 characters of A-Z a-z 0-9 . _ ~ -)
-`;
+
+${EXIT_CODES}`;
 
 const OPTIONS = {
   port: { type: "string" },
