@@ -9,6 +9,7 @@ import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { capturedContext, cli } from "./support/cli-harness.js";
 import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres({ prefetch: true });
 
@@ -250,6 +251,24 @@ describe("loopctl grants … --database URL --project NAME", () => {
       await new Promise((resolve) => silent.close(resolve));
     }
   });
+
+  it("gives up the hint of near projects when its connection stops answering, after the stores' 15 s, and ends", async () => {
+    await seeded();
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The grants are read; the look for projects differing in case never arrives, nor does its reply.
+      proxy.stallConnectionOn("btrim(");
+      const started = Date.now();
+      const argv = ["grants", "list", "--database", proxy.url, "--schema", db.schema, "--project", "acme/shop"];
+      const run = await cli(argv, { cwd: "/" });
+      expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+      expect(run.stdout).toContain("3 grants");
+      expect(proxy.stalledConnections).toBe(1);
+      expect(Date.now() - started).toBeLessThan(25_000);
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
 
   it("a pool that fails to close leaves the command's own error, or its result, and is one warning line", async () => {
     await seeded();

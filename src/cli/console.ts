@@ -17,6 +17,7 @@ import {
   openFileStore,
   postgresGrants,
   redacted,
+  REPLY_MS,
   unexpandedTilde,
 } from "./grant-source.js";
 
@@ -144,7 +145,8 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
     const grants = project === undefined ? undefined : await postgresGrants("console", pool, project, values.schema);
     // Checked before anything is served, so an unmigrated schema or an unreachable server fails
     // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
-    await new Db(pool, schemaNames("console", values.schema)).ready("PostgresAskQueue");
+    // Within the queue's own bound on a reply: a server that stops answering once connected fails it too.
+    await new Db(pool, schemaNames("console", values.schema), REPLY_MS).ready("PostgresAskQueue");
     const queue = new PostgresAskQueue(pool, {
       ...schema,
       onError: (error) =>
