@@ -98,6 +98,32 @@ describe("the loopctl bin", () => {
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, records: 1, keyed: true, authenticated: true });
   });
 
+  it("says a library's process warning as one loopctl: warning line, not Node's block with its pid", async () => {
+    // node-postgres warns of what sslmode=require will mean in its next major version. No server
+    // listens on port 1: the command fails (exit 4) after the URL is read.
+    const url = "postgres://postgres@127.0.0.1:1/test?sslmode=require";
+    const result = await loopctl(["grants", "list", "--database", url, "--project", "p"]);
+    expect(result).toMatchObject({ code: 4, stdout: "" });
+    const lines = result.stderr.trimEnd().split("\n");
+    expect(
+      lines.filter((line) => !line.startsWith("loopctl: ")),
+      result.stderr,
+    ).toEqual([]);
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^loopctl: warning: SECURITY WARNING: The SSL modes .* are treated as aliases for 'verify-full'\. /,
+      ),
+    );
+    expect(result.stderr).not.toContain("--trace-warnings");
+    // Turned off (NODE_NO_WARNINGS=1, --no-warnings), it stays off.
+    const { stderr } = await run(process.execPath, [bin, "grants", "list", "--database", url, "--project", "p"], {
+      cwd: repo,
+      env: { ...process.env, XDG_STATE_HOME: join(dir, "state"), NODE_NO_WARNINGS: "1" },
+    }).catch((error: { stderr: string }) => error);
+    expect(stderr).not.toContain("warning");
+    expect(stderr).toContain("[POSTGRES_QUERY]");
+  });
+
   it.runIf(existsSync("/dev/full"))(
     "exits 4 with one line, not a stack trace, when its output cannot be written",
     async () => {

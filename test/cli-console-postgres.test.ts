@@ -13,6 +13,7 @@ import { capturedContext, cli } from "./support/cli-harness.js";
 import { startConsole } from "./support/console-run.js";
 import { openStream, request } from "./support/http-client.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres();
 
@@ -146,6 +147,26 @@ describe("loopctl console --database URL", () => {
     expect(unreachable.stderr).toContain("[POSTGRES_QUERY]");
     expect(unreachable.stderr).not.toContain("secret");
   });
+
+  it("fails (exit 4) when the server stops answering its check of the schema, after the stores' 15 s, instead of hanging", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The connection is made; the statement reading the schema's version never arrives.
+      proxy.stallConnectionOn("coalesce(max(version), 0)");
+      const started = Date.now();
+      const run = await cli(["console", "--database", proxy.url, "--schema", db.schema, "--port", "0"], {
+        cwd: "/",
+        signal: AbortSignal.timeout(35_000),
+      });
+      expect(run).toMatchObject({ code: EXIT.io });
+      expect(run.stderr).toContain("no reply within 15000 ms");
+      expect(run.stderr).toContain("[POSTGRES_QUERY]");
+      expect(run.stdout).not.toContain("open http");
+      expect(Date.now() - started).toBeLessThan(25_000);
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
 
   it("refuses --root and --schema where they cannot apply", async () => {
     const root = await cli(["console", "--database", DATABASE_URL, "--root", "/tmp/x"], { cwd: "/" });

@@ -9,6 +9,7 @@ import { Grant, GrantScope } from "loopctl/grant";
 import { PostgresGrantStore } from "loopctl/postgres";
 import { capturedContext, cli } from "./support/cli-harness.js";
 import { DATABASE_URL, redacted, usePostgres } from "./support/postgres.js";
+import { startProxy } from "./support/tcp-proxy.js";
 
 const db = usePostgres({ prefetch: true });
 
@@ -154,6 +155,33 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("names --project, not the class it is passed on to, when no project can be named so; before any connection", async () => {
+    const long = "p".repeat(2049);
+    // No server answers there: a refusal after connecting would be a database error (exit 4).
+    for (const database of [DATABASE_URL, "postgres://postgres@127.0.0.1:1/test"]) {
+      const cases: [string[], string, string][] = [
+        [["grants", "list"], "loopctl grants list", long],
+        [["grants", "reset", "--tool", "t"], "loopctl grants reset", long],
+        [["grants", "explain", "--tool", "t", "--args", "{}"], "loopctl grants explain", long],
+        [["console", "--port", "0"], "loopctl console", long],
+        [["console", "--port", "0"], "loopctl console", ""],
+      ];
+      for (const [command, prefix, project] of cases) {
+        const argv = [...command, "--database", database, "--schema", db.schema, `--project=${project}`];
+        const run = await cli(argv, { cwd: "/" });
+        const said =
+          project === ""
+            ? "--project needs the NAME of a project; leave it out to serve no grants"
+            : "--project is 2049 bytes of UTF-8; at most 2048 (it is a key of the grants' indexes)";
+        expect(run, `${prefix} ${JSON.stringify(project.slice(0, 3))} at ${database}`).toMatchObject({
+          code: EXIT.usage,
+          stdout: "",
+          stderr: `${prefix}: ${said}\nRun '${prefix} --help' for usage.\n`,
+        });
+      }
+    }
+  });
+
   it("says the way out of an unmigrated schema: the --schema the workers use, or migrate; the CLI creates nothing", async () => {
     const argv = ["grants", "list", "--database", DATABASE_URL, "--schema", "loopctl_never_there", "--project", "p"];
     const hint =
@@ -223,6 +251,24 @@ describe("loopctl grants … --database URL --project NAME", () => {
       await new Promise((resolve) => silent.close(resolve));
     }
   });
+
+  it("gives up the hint of near projects when its connection stops answering, after the stores' 15 s, and ends", async () => {
+    await seeded();
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      // The grants are read; the look for projects differing in case never arrives, nor does its reply.
+      proxy.stallConnectionOn("btrim(");
+      const started = Date.now();
+      const argv = ["grants", "list", "--database", proxy.url, "--schema", db.schema, "--project", "acme/shop"];
+      const run = await cli(argv, { cwd: "/" });
+      expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+      expect(run.stdout).toContain("3 grants");
+      expect(proxy.stalledConnections).toBe(1);
+      expect(Date.now() - started).toBeLessThan(25_000);
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
 
   it("a pool that fails to close leaves the command's own error, or its result, and is one warning line", async () => {
     await seeded();
@@ -368,6 +414,29 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
     expect(run.stdout).toContain("3 grants");
   });
+
+  it.skipIf(!overSocket)(
+    "takes a user before an empty host, as node-postgres does: ?host= naming the socket folder, or a socket:// URL",
+    async () => {
+      await seeded();
+      const user = `${local.username}:s3cret-user`;
+      const database = local.pathname.slice(1);
+      for (const [url, shown] of [
+        [
+          `postgres://${user}@/${database}?host=${socketDir}`,
+          `postgres://${local.username}:***@/${database}?host=${socketDir}`,
+        ],
+        [`socket://${user}@${socketDir}?db=${database}`, `socket://${local.username}:***@${socketDir}?db=${database}`],
+      ] as const) {
+        const argv = ["grants", "list", "--database", url, "--schema", db.schema, "--project", "acme/shop"];
+        const run = await cli(argv, { cwd: "/" });
+        expect(run, url).toMatchObject({ code: EXIT.ok, stderr: "" });
+        expect(run.stdout).toContain(`ledger: ${shown} (schema ${db.schema}, project "acme/shop")`);
+        expect(run.stdout).toContain("3 grants");
+        expect(run.stdout).not.toContain("s3cret");
+      }
+    },
+  );
 
   it("refuses a --database that is empty or not a PostgreSQL URL, naming the option", async () => {
     for (const [given, message] of [

@@ -557,6 +557,7 @@ describe("usage", () => {
       [["grants", "repair"], "loopctl grants repair:"],
       [["audit"], "loopctl audit:"],
       [["audit", "verify"], "loopctl audit verify:"],
+      [["console"], "loopctl console:"],
     ];
     for (const [argv, title] of commands) {
       for (const flag of ["--help", "-h"]) {
@@ -626,9 +627,12 @@ describe("usage", () => {
     });
   });
 
-  it("prints the version", async () => {
-    const run = await cli(["--version"], { cwd: base });
-    expect(run).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });
+  it("prints the version, for --version and -v alike, which the help names both", async () => {
+    for (const flag of ["--version", "-v"]) {
+      const run = await cli([flag], { cwd: base });
+      expect(run, flag).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });
+    }
+    expect((await cli(["--help"], { cwd: base })).stdout).toContain("\n  loopctl --version (-v)\n");
   });
 });
 

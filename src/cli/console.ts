@@ -8,13 +8,16 @@ import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json, printable } from "./format.js";
+import { EXIT_CODES } from "./help.js";
 import {
   checkSchema,
   closeOrWarn,
   connect,
   nearProjectsWarning,
   openFileStore,
+  postgresGrants,
   redacted,
+  REPLY_MS,
   unexpandedTilde,
 } from "./grant-source.js";
 
@@ -37,7 +40,7 @@ Usage:
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
 (grants), with their pins, and revokes them; with --audit it shows the latest
-decisions of an audit log. Stop it with Ctrl-C.
+decisions of an audit log. Stop it with Ctrl-C (or SIGTERM): exit 0.
 
 Without --database, asks are answered where an approver lives: an agent
 serving its own console with createApprovalServer. With --database, the
@@ -63,7 +66,8 @@ ${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
 Environment:
   LOOPCTL_CONSOLE_TOKEN  the token to accept, instead of a random one
                          (at least 16 characters of A-Z a-z 0-9 . _ ~ -)
-`;
+
+${EXIT_CODES}`;
 
 const OPTIONS = {
   port: { type: "string" },
@@ -125,23 +129,29 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
   if (values.root !== undefined)
     throw new CliUsageError("console", "--root is for a ledger file; it cannot go with --database");
-  const { PostgresAskQueue, PostgresConfigError, PostgresGrantStore } = await import("../postgres/index.js");
+  // Optional here, but an empty one ("$UNSET") must not pass for a project named so.
+  if (values.project === "") {
+    throw new CliUsageError("console", "--project needs the NAME of a project; leave it out to serve no grants");
+  }
+  const { PostgresAskQueue, PostgresConfigError } = await import("../postgres/index.js");
   const { Db } = await import("../postgres/db.js");
   const { schemaNames } = await import("../postgres/schema.js");
   await checkSchema("console", values.schema);
   const pool = await connect("console", values.database, context.env);
   const schema = values.schema === undefined ? {} : { schema: values.schema };
   try {
+    const project = values.project;
+    // Made before any connection, as the grants commands make theirs: a --project it refuses is a usage error.
+    const grants = project === undefined ? undefined : await postgresGrants("console", pool, project, values.schema);
     // Checked before anything is served, so an unmigrated schema or an unreachable server fails
     // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
-    await new Db(pool, schemaNames("console", values.schema)).ready("PostgresAskQueue");
+    // Within the queue's own bound on a reply: a server that stops answering once connected fails it too.
+    await new Db(pool, schemaNames("console", values.schema), REPLY_MS).ready("PostgresAskQueue");
     const queue = new PostgresAskQueue(pool, {
       ...schema,
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
-    const project = values.project;
-    const grants = project === undefined ? undefined : new PostgresGrantStore(pool, { project, ...schema });
     if (project !== undefined) {
       // Only a hint, as for the grants commands: a mistyped --project would show "no grants".
       const warning = await nearProjectsWarning("console", pool, queue.schema, project).catch(() => undefined);

@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
-import type { PgPool } from "../postgres/index.js";
+import type { PgPool, PostgresGrantStore } from "../postgres/index.js";
 import { describeError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
@@ -63,18 +63,41 @@ interface StoreValues {
 /** Query parameters node-postgres takes a secret from (`?password=`, `?sslpassword=`). */
 const SECRET_PARAM = /password/i;
 
+/** Stands for the empty host of a URL with a user before it while it is parsed (see {@link parseUrl}). */
+const EMPTY_HOST = "loopctl-empty-host";
+
+/**
+ * `url` parsed as node-postgres parses it: also one with a user before an
+ * empty host, which a URL parser refuses and node-postgres reads with a
+ * stand-in host (`postgres://me@/db?host=/var/run/postgresql`, libpq's form
+ * for a Unix socket, or `socket://me@/var/run/postgresql?db=db`); `empty`
+ * says so. `undefined` when it cannot be parsed either way.
+ */
+function parseUrl(url: string): { readonly parsed: URL; readonly empty: boolean } | undefined {
+  for (const [text, empty] of [
+    [url, false],
+    [url.replace("@/", `@${EMPTY_HOST}/`), true],
+  ] as const) {
+    try {
+      return { parsed: new URL(text), empty };
+    } catch {
+      // not a URL as it is: try the stand-in host, as node-postgres does
+    }
+  }
+  return undefined;
+}
+
 /** The URL without its passwords (in the userinfo or the query), for output. */
 export function redacted(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "***";
-    for (const name of [...parsed.searchParams.keys()]) {
-      if (SECRET_PARAM.test(name)) parsed.searchParams.set(name, "***");
-    }
-    return parsed.toString();
-  } catch {
-    return "<the --database URL>";
+  const read = parseUrl(url);
+  if (read === undefined) return "<the --database URL>";
+  const { parsed, empty } = read;
+  if (parsed.password !== "") parsed.password = "***";
+  for (const name of [...parsed.searchParams.keys()]) {
+    if (SECRET_PARAM.test(name)) parsed.searchParams.set(name, "***");
   }
+  const text = parsed.toString();
+  return empty ? text.replace(`@${EMPTY_HOST}/`, "@/") : text;
 }
 
 /** The schemes node-postgres reads a connection string of. */
@@ -87,10 +110,8 @@ const SCHEMES = new Set(["postgres:", "postgresql:", "socket:"]);
  */
 function checkUrl(command: string, url: string): void {
   if (url === "") throw new CliUsageError(command, "--database needs a URL: postgres://USER@HOST:PORT/DATABASE");
-  let scheme: string;
-  try {
-    scheme = new URL(url).protocol;
-  } catch {
+  const scheme = parseUrl(url)?.parsed.protocol;
+  if (scheme === undefined) {
     throw new CliUsageError(command, "--database: not a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)");
   }
   if (!SCHEMES.has(scheme)) {
@@ -168,14 +189,11 @@ export async function openStore(command: string, values: StoreValues, context: C
     throw new CliUsageError(command, "--database needs --project NAME: the project whose grants to use");
   }
   await checkSchema(command, values.schema);
-  const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  const { PostgresConfigError } = await import("../postgres/index.js");
   const pool = await connect(command, values.database, context.env);
   const project = values.project;
   try {
-    const store = new PostgresGrantStore(pool, {
-      project,
-      ...(values.schema === undefined ? {} : { schema: values.schema }),
-    });
+    const store = await postgresGrants(command, pool, project, values.schema);
     return {
       store,
       location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(project)})`,
@@ -185,6 +203,28 @@ export async function openStore(command: string, values: StoreValues, context: C
   } catch (error) {
     await pool.end();
     if (error instanceof PostgresConfigError) throw new CliUsageError(command, error.message);
+    throw error;
+  }
+}
+
+/**
+ * The grants of `project` in PostgreSQL over `pool`, made before any
+ * connection: a `--project` the store refuses (longer than 2048 bytes of
+ * UTF-8) is a usage error naming `--project`, not the class it is passed on to.
+ */
+export async function postgresGrants(
+  command: string,
+  pool: PgPool,
+  project: string,
+  schema: string | undefined,
+): Promise<PostgresGrantStore> {
+  const { PostgresGrantStore, PostgresConfigError } = await import("../postgres/index.js");
+  try {
+    return new PostgresGrantStore(pool, { project, ...(schema === undefined ? {} : { schema }) });
+  } catch (error) {
+    if (error instanceof PostgresConfigError) {
+      throw new CliUsageError(command, error.message.replace(/^PostgresGrantStore: options\.project\b/, "--project"));
+    }
     throw error;
   }
 }
@@ -201,16 +241,20 @@ export async function nearProjectsWarning(
   project: string,
 ): Promise<string | undefined> {
   const { schemaNames } = await import("../postgres/schema.js");
-  const projects = schemaNames(command, schema).table("grant_projects");
-  // Every project that ever held a grant has a row here (kept when its grants are revoked).
-  const { rows } = await pool.query(
+  const { Db } = await import("../postgres/db.js");
+  const names = schemaNames(command, schema);
+  const projects = names.table("grant_projects");
+  // Every project that ever held a grant has a row here (kept when its grants are revoked). Bounded
+  // as the stores' statements are: a connection that stops answering must not hang the command.
+  const { rows } = await new Db(pool, names, REPLY_MS).query(
+    command,
     `SELECT p.project FROM ${projects} AS p
      WHERE NOT EXISTS (SELECT 1 FROM ${projects} WHERE project = $1)
        AND lower(btrim(p.project, $2)) = lower(btrim($1, $2))
      ORDER BY p.project COLLATE "C" LIMIT 5`,
     [project, SURROUNDING_SPACES],
   );
-  const near = rows.map((row) => String((row as { project?: unknown }).project));
+  const near = rows.map((row) => String(row["project"]));
   if (near.length === 0) return undefined;
   return (
     `project ${JSON.stringify(project)} never held a grant in schema ${schema}; the name matches exactly, ` +
@@ -236,6 +280,13 @@ export async function checkSchema(command: string, schema: string | undefined): 
     throw error;
   }
 }
+
+/**
+ * How long a statement of the CLI's own waits for its reply, in milliseconds, before it fails and
+ * its connection is closed: the stores' own bound (`replyMs`, `leaseMs`), so a server that stops
+ * answering after the connection is made fails the command as it fails theirs, instead of hanging it.
+ */
+export const REPLY_MS = 15_000;
 
 /** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */
 const CONNECT_TIMEOUT_S = 10;

@@ -2,7 +2,8 @@ import { EXIT, ISSUES_URL } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { json } from "./format.js";
 
-const EXIT_CODES = `Exit codes:
+/** The exit codes, as every command's help ends with them. */
+export const EXIT_CODES = `Exit codes:
   0  done
   1  verification failed, or a file or grant id was not found
   2  usage error (unknown command or option, missing or malformed argument);
@@ -57,7 +58,7 @@ Usage:
                           [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
                           [--max-connections N]
-  loopctl --version
+  loopctl --version (-v)
 
 Every grants command but repair also takes --database URL --project NAME
 [--schema NAME]: the grants every worker shares in PostgreSQL

@@ -29,6 +29,23 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 // (with --json, the one document a script reads), as if nothing had happened.
 process.stderr.on("error", () => undefined);
 
+// A library's process warning (node-postgres's about an sslmode in the --database URL) is said as
+// loopctl says its own: one `loopctl: warning:` line on stderr, its control characters escaped, not
+// Node's block of lines with the process id and a hint to run node with --trace-warnings. Warnings
+// turned off (--no-warnings, NODE_NO_WARNINGS=1) leave Node no listener here, and stay off.
+if (process.listenerCount("warning") > 0) {
+  process.removeAllListeners("warning");
+  process.on("warning", (warning) => {
+    const kind = warning.name === "Warning" ? "" : `${warning.name}: `;
+    const text = warning.message
+      .split("\n")
+      .map((line) => line.trim())
+      .filter((line) => line !== "")
+      .join(" ");
+    process.stderr.write(`loopctl: warning: ${printable(kind + text)}\n`);
+  });
+}
+
 /**
  * The current folder, read when a command needs it: one deleted under the
  * shell is an I/O error (exit 4) of that command, in JSON too with --json,
