@@ -2683,6 +2683,108 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
   });
 });
 
+describe("a grant store that does not answer (a stalled network filesystem, a database that swallows packets)", () => {
+  /** A store whose `load` and `revoke` never settle; it keeps the signal of each call. */
+  function hungStore(): { store: GrantStore; signals: (AbortSignal | undefined)[] } {
+    const signals: (AbortSignal | undefined)[] = [];
+    const hang = <T>(options?: { signal?: AbortSignal | undefined }): Promise<T> => {
+      signals.push(options?.signal);
+      return new Promise<T>(() => undefined);
+    };
+    const store: GrantStore = {
+      load: (options) => hang(options),
+      save: (g) => Promise.resolve(g),
+      revoke: (_id, options) => hang(options),
+      clear: () => Promise.resolve(0),
+    };
+    return { store, signals };
+  }
+
+  /** `reply`, or "no reply" once `ms` pass without one. */
+  function within<T>(reply: Promise<T>, ms: number): Promise<T | "no reply"> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      reply,
+      new Promise<"no reply">((resolve) => (timer = setTimeout(() => resolve("no reply"), ms))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  it("a burst of grants requests gets 503 naming the store within grantsTimeoutMs, each call aborted, so answers still get in under maxConnections", async () => {
+    const errors: unknown[] = [];
+    const { store, signals } = hungStore();
+    const { server, auth, park } = await start({
+      grants: store,
+      grantsTimeoutMs: 300,
+      maxConnections: 4,
+      onError: (e) => errors.push(e),
+    });
+    const { ask, parked } = await park();
+    // As many as the cap allows, less one for the answer: a console polling a hung store opens more every few seconds.
+    const listings = Array.from({ length: 3 }, () => get(server, "api/grants", auth));
+    const revoking = request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    const replies = await within(Promise.all([...listings, revoking]), 5_000);
+    expect(replies).not.toBe("no reply");
+    const [listed, , , revoked] = replies as Reply[];
+    expect(listed?.status).toBe(503);
+    expect(listed?.json).toEqual({
+      error: "grants_unavailable",
+      message: "the grant store did not answer within 300 ms",
+    });
+    expect(revoked?.status).toBe(503);
+    expect(revoked?.json).toEqual({
+      error: "grants_unavailable",
+      message:
+        "the grant store did not answer within 300 ms; the grant may be revoked still: list the grants before revoking again",
+    });
+    // Each call was given a signal, aborted when the request stopped waiting.
+    expect(signals).toHaveLength(4);
+    expect(signals.every((signal) => signal?.aborted === true)).toBe(true);
+    expect(errors.map((e) => (e as Error).message)).toContain("the grant store did not answer within 300 ms");
+    // The connections are free again: the parked ask can be answered.
+    const answered = await within(answer(server, ask.id, { type: "approve" }, auth), 5_000);
+    expect(answered).not.toBe("no reply");
+    expect((answered as Reply).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("answers a parked ask while a grants request waits on the store", async () => {
+    const { store } = hungStore();
+    const { server, auth, park } = await start({ grants: store });
+    const { ask, parked } = await park();
+    const listing = get(server, "api/grants", auth);
+    listing.catch(() => undefined);
+    expect((await answer(server, ask.id, { type: "deny", reason: "no" }, auth)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "no" });
+  });
+
+  it("aborts the store's call once the client has gone, and tells onError nothing of it", async () => {
+    const errors: unknown[] = [];
+    const { store, signals } = hungStore();
+    const { server, auth } = await start({ grants: store, onError: (e) => errors.push(e) });
+    for (const [method, path] of [
+      ["GET", "api/grants"],
+      ["DELETE", "api/grants/0123456789abcdef"],
+    ] as const) {
+      const before = signals.length;
+      const req = httpRequest(`${server.url}${path}`, { method, headers: auth, agent: false });
+      req.on("error", () => undefined);
+      req.end();
+      await until(() => signals.length > before);
+      req.destroy();
+      await until(() => signals[before]?.aborted === true);
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it("refuses a grantsTimeoutMs that is not a positive integer of at most 2147483647, naming it", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    for (const grantsTimeoutMs of [0, -1, 1.5, Number.NaN, 2_147_483_648, "1000", null]) {
+      await refusedOption({ approver, grantsTimeoutMs } as unknown as ApprovalServerOptions, "grantsTimeoutMs");
+    }
+  });
+});
+
 describe("createApprovalHandler in an existing node:http app", () => {
   it("serves under a mount path, answers to the app's Host, and logs in to the mounted page", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
