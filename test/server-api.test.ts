@@ -473,6 +473,33 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(errors).toEqual([]);
   });
 
+  it("a target whose path holds a dot segment (/x/../api/asks, or %2e%2e) is refused with 400, not served as the path it resolves to", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    const raw = (path: string, headers: Readonly<Record<string, string>>) => rawGet(server.port, path, headers);
+    // A guard in front that sees "/public/../api/grants" as written (Express's req.path) lets it by as
+    // another route than the one the URL parser resolves it to.
+    for (const path of [
+      "/public/../api/grants",
+      "/public/%2e%2E/api/grants",
+      "/public/.%2e/api/grants",
+      "/api/./grants",
+      "/api/%2e/grants",
+      "/x/..",
+      "/%2e%2e/healthz",
+      `http://${host}/public/../api/grants`,
+    ]) {
+      const reply = await raw(path, { ...auth, host });
+      expect(reply.status, path).toBe(400);
+      expect(JSON.parse(reply.body), path).toMatchObject({ error: "bad_request" });
+    }
+    // Dots within a segment, or in the query, are the segment's and the query's own.
+    expect((await raw("/api/records?limit=5&x=/../a", { ...auth, host })).status).toBe(200);
+    expect((await raw("/api/asks/..x", { ...auth, host })).status).toBe(405);
+    expect((await raw("/...", { ...auth, host })).status).toBe(404);
+    expect(errors).toEqual([]);
+  });
+
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
     const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
     for (const host of [

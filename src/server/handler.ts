@@ -433,7 +433,7 @@ class Handler {
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
-    const url = parseTarget(req.url ?? "/");
+    const url = routeTarget(req.url ?? "/");
     if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
     const kept = headersCut(req);
     if (kept !== undefined) {
@@ -1007,6 +1007,20 @@ function mountedPath(req: IncomingMessage): string {
   const target = parseTarget(typeof original === "string" ? original : (req.url ?? "/"));
   if (target === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
   return target.pathname.replace(/^[/\\]+/, "/");
+}
+
+/** A path segment a URL parser resolves away: `.` or `..`, either dot written as itself or as `%2e`. */
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * The target a request is routed by, as {@link parseTarget} reads it, or
+ * undefined when it is none; nor is one whose path holds a dot segment:
+ * `/public/../api/grants` resolves to `/api/grants` (and `%2e%2e` is `..`
+ * to the parser), another route than the one a proxy or router in front of
+ * the handler saw.
+ */
+function routeTarget(target: string): URL | undefined {
+  return DOT_SEGMENT.test(target.split("?", 1)[0] as string) ? undefined : parseTarget(target);
 }
 
 /**
