@@ -1303,6 +1303,58 @@ describe("a reader that stops reading", () => {
     expect(await statusAfter(url, auth)).toBe(200);
   });
 
+  it("loses its stream once it is behind by over 1 MiB more than its largest write, long before streamWriteTimeoutMs", async () => {
+    const { url, auth, socket, push } = await stalled(600_000);
+    const client = connect(Number(new URL(url).port), "127.0.0.1");
+    client.on("error", () => undefined);
+    cleanups.push(() => void client.destroy());
+    client.pause();
+    client.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: ${new URL(url).host}\r\nAuthorization: ${auth["authorization"]}\r\n\r\n`,
+    );
+    const held = await socket;
+    const padding = "x".repeat(65_536);
+    let most = 0;
+    for (let i = 0; i < 4000 && !held.destroyed; i++) {
+      most = Math.max(most, held.writableLength);
+      push({ padding });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(held.destroyed).toBe(true);
+    // Cut at the first event past the cap: what the server held never grew far past it.
+    expect(most).toBeLessThan(1_048_576 + 3 * 65_600);
+    expect(await statusAfter(url, auth)).toBe(200);
+  });
+
+  it("keeps the stream of a reader still taking a large ask when the next event comes: one event's bytes are not a reader that stopped", async () => {
+    const { server, channel, auth } = await start();
+    // Larger than the kernel's buffers hold, so that much of it waits in the server's.
+    const large = { ...makeAsk(1), prompt: "x".repeat(8_000_000) };
+    channel.resolve(large, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const reader = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => reader.close());
+    // A reader on a slow link: it takes the opening asks for a while, far within streamWriteTimeoutMs.
+    reader.pause();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const next = makeAsk(2);
+    channel.resolve(next, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 2);
+    reader.resume();
+    const event = await reader.next((e) => e.event === "ask" && e.data.includes(next.id));
+    expect(JSON.parse(event.data)).toMatchObject({ ask: { id: next.id } });
+    // Once taken, a second large ask is one event more, not a reason to cut the stream either.
+    const again = { ...makeAsk(3), prompt: "y".repeat(8_000_000) };
+    channel.resolve(again, { signal: new AbortController().signal }).catch(() => undefined);
+    reader.pause();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const last = makeAsk(4);
+    channel.resolve(last, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 4);
+    reader.resume();
+    await reader.next((e) => e.event === "ask" && e.data.includes(last.id));
+  });
+
   it("keeps the stream of a reader that pauses for less than streamWriteTimeoutMs", async () => {
     const { url, auth, socket, push } = await stalled(2_000);
     const reader = await openStream(url, auth);
