@@ -3157,4 +3157,43 @@ describe("mounted under a path", () => {
     expect(denied.status).toBe(200);
     await expect(secondParked).resolves.toEqual({ type: "deny", reason: "the numbers are wrong" });
   });
+
+  it("behind express.json(), a body nested deeper than it can be measured is a 400, not a fault of the server's", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = createServer();
+    const { port } = await listen(server);
+    const errors: unknown[] = [];
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+      onError: (e) => errors.push(e),
+    });
+    const app = express();
+    app.use(express.json());
+    app.use("/approvals", handler.handle);
+    server.on("request", app);
+    cleanups.push(() => approver.close(), stopping(server, handler));
+    const base = `http://127.0.0.1:${port}`;
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(
+      async () =>
+        ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length ===
+        1,
+    );
+    // 20 KB, within express.json()'s 100 KB: it parses, and JSON.stringify runs out of stack on it.
+    const deep = `${"[".repeat(10_000)}${"]".repeat(10_000)}`;
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: `{"type":"approve","x":${deep}}`,
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.json).toMatchObject({ error: "bad_request" });
+    expect(errors).toEqual([]);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+  });
 });
