@@ -1218,6 +1218,34 @@ describe("the event stream: GET /api/asks/stream", () => {
   });
 });
 
+describe("many requests pipelined on one connection", () => {
+  it("a dozen event streams on one connection watch its close without a listener each: no leak warning, and every slot comes back", async () => {
+    const { server, auth } = await start({ maxStreams: 12 });
+    const warnings: Error[] = [];
+    const warned = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", warned);
+    cleanups.push(() => void process.off("warning", warned));
+    const { socket, closed } = rawClient(server.port);
+    const answered = new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    const head = `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(head.repeat(12));
+    await answered;
+    // Every slot is taken: eleven wait behind the first, which never ends.
+    await until(
+      async () => (await openStream(`${server.url}api/asks/stream`, auth).then((r) => (r.close(), r.status))) === 503,
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.map((warning) => warning.name)).not.toContain("MaxListenersExceededWarning");
+    socket.destroy();
+    await closed;
+    await until(async () => {
+      const reader = await openStream(`${server.url}api/asks/stream`, auth);
+      reader.close();
+      return reader.status === 200;
+    });
+  });
+});
+
 describe("a reader that stops reading", () => {
   /** A handler on a server of the test's own, so the test can see how much its stream socket holds unsent. */
   async function stalled(streamWriteTimeoutMs: number | undefined): Promise<{
@@ -2853,6 +2881,25 @@ describe("a grant store that does not answer (a stalled network filesystem, a da
       await until(() => signals[before]?.aborted === true);
     }
     expect(errors).toEqual([]);
+  });
+
+  it("aborts the store's calls of pipelined requests too once their connection closes, though their replies were queued behind the first", async () => {
+    const { store, signals } = hungStore();
+    const { server } = await start({ grants: store });
+    const warnings: Error[] = [];
+    const warned = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", warned);
+    cleanups.push(() => void process.off("warning", warned));
+    const { socket, closed } = rawClient(server.port);
+    const listing = `GET /api/grants HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(listing.repeat(12));
+    await until(() => signals.length === 12);
+    socket.destroy();
+    await closed;
+    await until(() => signals.every((signal) => signal?.aborted === true));
+    // Twelve waiting on one socket is not a leak of listeners on it.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.map((warning) => warning.name)).not.toContain("MaxListenersExceededWarning");
   });
 
   it("refuses a grantsTimeoutMs that is not a positive integer of at most 2147483647, naming it", async () => {

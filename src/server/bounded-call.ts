@@ -1,4 +1,5 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { onClose } from "./socket-close.js";
 
 /** How a call the handler made for a request (to the grant store, the record source) ended, for that request. */
 export type BoundedOutcome<T> =
@@ -33,8 +34,11 @@ export async function boundedCall<T>(
     stop({ type: "gone" });
     controller.abort(new DOMException("the client closed the connection before the reply", "AbortError"));
   };
-  if (res.destroyed || res.socket?.destroyed === true) return { type: "gone" };
+  // A pipelined request's reply, queued behind another, has no socket yet and hears nothing of its close.
+  const socket = (res.req as IncomingMessage | undefined)?.socket ?? null;
+  if (res.destroyed || res.socket?.destroyed === true || socket?.destroyed === true) return { type: "gone" };
   res.once("close", gone);
+  const unwatch = socket === null ? undefined : onClose(socket, gone);
   // Unref'd: while the client waits, its connection keeps the process alive; once it went, nothing should.
   const timer = setTimeout(() => {
     const reason = new DOMException(`${what} did not answer within ${timeoutMs} ms`, "TimeoutError");
@@ -54,5 +58,6 @@ export async function boundedCall<T>(
   } finally {
     clearTimeout(timer);
     res.off("close", gone);
+    unwatch?.();
   }
 }

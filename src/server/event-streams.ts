@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { finished } from "node:stream";
 import { writeHead } from "./http.js";
+import { onClose } from "./socket-close.js";
 
 /**
  * A stream that buffers more than this beyond its largest write (see
@@ -79,7 +80,7 @@ export class EventStreams {
     // A pipelined response queued behind another never gets the socket, so it never closes: watch the socket too.
     const drop = (): void => {
       stopWatching();
-      socket.off("close", drop);
+      unwatch();
       const stream = this.#streams.get(res);
       if (stream === undefined) return;
       clearTimeout(stream.deadline);
@@ -88,7 +89,7 @@ export class EventStreams {
       if (this.#streams.size === 0) this.#stopHeartbeat();
     };
     const stopWatching = finished(res, drop);
-    socket.once("close", drop);
+    const unwatch = onClose(socket, drop);
     const stream: Stream = { unflushed: 0, deadline: undefined, drop, largest: 0 };
     this.#streams.set(res, stream);
     this.#writeTo(res, stream, "retry: 2000\n\n");
