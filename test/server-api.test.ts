@@ -2790,6 +2790,49 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
   });
 });
 
+describe("a grant store that answers with something other than grants", () => {
+  it("503 grants_unavailable saying so, not a 500 as the server's own fault; onError names what came", async () => {
+    const errors: unknown[] = [];
+    let loaded: unknown = { grants: [] };
+    let revoked: unknown = "ok";
+    const odd: GrantStore = {
+      load: () => Promise.resolve(loaded as Grant[]),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.resolve(revoked as Grant),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: odd, onError: (e) => errors.push(e) });
+    for (const value of [{ grants: [] }, null, [{ id: "0123456789abcdef", tool: "deploy", verdict: "allow" }]]) {
+      loaded = value;
+      const reply = await get(server, "api/grants", auth);
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "grants_unavailable", message: "the grant store gave something other than grants" },
+      ]);
+    }
+    for (const value of ["ok", { id: "0123456789abcdef" }, null]) {
+      revoked = value;
+      const reply = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "grants_unavailable", message: "the grant store gave something other than grants" },
+      ]);
+    }
+    expect(errors).toHaveLength(6);
+    expect((errors[0] as Error).message).toContain("GrantStore.load");
+    expect((errors[3] as Error).message).toContain("GrantStore.revoke");
+    // A store that answers with grants is served as before.
+    loaded = [new Grant("deploy", "allow", GrantScope.thisTool())];
+    revoked = undefined;
+    expect((await get(server, "api/grants", auth)).status).toBe(200);
+    expect(
+      (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
+    ).toBe(404);
+  });
+});
+
 describe("a grant store that does not answer (a stalled network filesystem, a database that swallows packets)", () => {
   /** A store whose `load` and `revoke` never settle; it keeps the signal of each call. */
   function hungStore(): { store: GrantStore; signals: (AbortSignal | undefined)[] } {

@@ -7,6 +7,8 @@ import type { GateDecision } from "../engine/records.js";
 import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
+import { GrantRecordError } from "../grant/errors.js";
+import { Grant } from "../grant/grant.js";
 import { Access, headerCount, headersCut } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
@@ -700,9 +702,16 @@ class Handler {
     if (this.#grants === undefined) return sendJson(res, 200, { available: false, grants: [] });
     const loaded = await this.#useStore(res, "", (store, signal) => store.load({ signal }));
     if (loaded === undefined) return;
+    const grants: unknown = loaded.value;
+    if (!Array.isArray(grants))
+      throw this.#notGrants(`GrantStore.load resolved to ${shownValue(grants)}, not an array`);
+    const stray = grants.findIndex((grant) => !(grant instanceof Grant));
+    if (stray >= 0) {
+      throw this.#notGrants(`GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`);
+    }
     sendJson(res, 200, {
       available: true,
-      grants: loaded.value.map((g) => grantView(g, this.#describeTool, this.#onError)),
+      grants: (grants as Grant[]).map((g) => grantView(g, this.#describeTool, this.#onError)),
     });
   }
 
@@ -712,8 +721,21 @@ class Handler {
     const unsure = "; the grant may be revoked still: list the grants before revoking again";
     const revoked = await this.#useStore(res, unsure, (store, signal) => store.revoke(id, { signal }));
     if (revoked === undefined) return;
-    if (revoked.value === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    sendJson(res, 200, { revoked: grantView(revoked.value, this.#describeTool, this.#onError) });
+    const grant: unknown = revoked.value;
+    if (grant === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
+    if (!(grant instanceof Grant)) {
+      throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+    }
+    sendJson(res, 200, { revoked: grantView(grant, this.#describeTool, this.#onError) });
+  }
+
+  /**
+   * A store's answer that is not grants (a store of your own returning rows
+   * as they were read): its fault, told to `onError`, not the server's 500.
+   */
+  #notGrants(detail: string): HttpError {
+    this.#onError(new GrantRecordError(detail));
+    return new HttpError(503, "grants_unavailable", "the grant store gave something other than grants");
   }
 
   /**
