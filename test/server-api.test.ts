@@ -2745,6 +2745,35 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(errors).toHaveLength(2);
   });
 
+  it("checks each tool's pin once a listing, not once a grant: thousands of grants of one tool ask describeTool once", async () => {
+    const store = new MemoryGrantStore();
+    const pin = descriptorFingerprint(deploy);
+    for (let n = 0; n < 2_000; n++) {
+      await store.save(new Grant("deploy", "allow", GrantScope.thisCall({ n })).withPinnedDescriptor(pin));
+    }
+    await store.save(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const asked: string[] = [];
+    let current = deploy;
+    const { server, auth } = await withGrants(store, (name) => {
+      asked.push(name);
+      return name === "deploy" ? current : undefined;
+    });
+    const list = async (): Promise<{ tool: string; pin: unknown }[]> =>
+      ((await get(server, "api/grants", auth)).json as { grants: { tool: string; pin: unknown }[] }).grants;
+    let grants = await list();
+    expect(asked.sort()).toEqual(["deploy", "read"]);
+    expect(grants.filter((g) => g.tool === "deploy").every((g) => (g.pin as { type: string }).type === "match")).toBe(
+      true,
+    );
+    // Each listing asks again: the tool may have changed since.
+    current = changed;
+    grants = await list();
+    expect(asked).toHaveLength(4);
+    expect(
+      grants.filter((g) => g.tool === "deploy").every((g) => (g.pin as { type: string }).type === "mismatch"),
+    ).toBe(true);
+  });
+
   it("revokes by id: 200 with the grant, then 404; 404 for a malformed id; the store really lost it", async () => {
     const store = new MemoryGrantStore();
     const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));

@@ -18,7 +18,7 @@ import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
-import { grantView } from "./grant-view.js";
+import { grantViews } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
 import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
@@ -711,7 +711,7 @@ class Handler {
     }
     sendJson(res, 200, {
       available: true,
-      grants: (grants as Grant[]).map((g) => grantView(g, this.#describeTool, this.#onError)),
+      grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
     });
   }
 
@@ -726,7 +726,7 @@ class Handler {
     if (!(grant instanceof Grant)) {
       throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
     }
-    sendJson(res, 200, { revoked: grantView(grant, this.#describeTool, this.#onError) });
+    sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
   }
 
   /**
