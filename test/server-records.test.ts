@@ -271,6 +271,33 @@ describe("a record source that does not answer (an audit log on a stalled networ
   });
 });
 
+describe("a record source that answers with something other than a list", () => {
+  it("503 records_unavailable saying so, never a 200 whose records a page cannot read; onError names what came", async () => {
+    const errors: unknown[] = [];
+    let given: unknown = { records: [] };
+    const odd: RecordSource = { recent: () => given as GateDecision[] };
+    const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
+    for (const value of [{ records: [] }, null, "[]"]) {
+      given = value;
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+    expect(errors.map((e) => [(e as ServerConfigError).option, (e as Error).message])).toEqual([
+      ["records", "approval server option records: RecordSource.recent resolved to an object, not an array"],
+      ["records", "approval server option records: RecordSource.recent resolved to null, not an array"],
+      ["records", 'approval server option records: RecordSource.recent resolved to "[]", not an array'],
+    ]);
+    given = [decision(1)];
+    expect((await request(`${server.url}api/records`, { headers: auth })).json).toMatchObject({
+      records: [{ ts: 1 }],
+    });
+  });
+});
+
 describe("following a record source: subscribe()", () => {
   /** The approver of a fresh channel, counting the asks taken from it through next(). */
   function countedApprover(): { inbox: AskInbox; taken: () => number; park: (ask: PendingAsk) => void } {

@@ -791,12 +791,21 @@ class Handler {
       source.recent(limit, { signal }),
     );
     switch (outcome.type) {
-      case "answered":
-        return sendJson(res, 200, {
-          available: true,
-          live: typeof source.subscribe === "function",
-          records: outcome.value,
-        });
+      case "answered": {
+        const records: unknown = outcome.value;
+        if (!Array.isArray(records)) {
+          // Sent on, a page could not read it, and would go on showing the decisions it had.
+          this.#onError(
+            new ServerConfigError("records", `RecordSource.recent resolved to ${shownValue(records)}, not an array`),
+          );
+          throw new HttpError(
+            503,
+            "records_unavailable",
+            "the record source gave something other than a list of records",
+          );
+        }
+        return sendJson(res, 200, { available: true, live: typeof source.subscribe === "function", records });
+      }
       case "gone":
         return void res.destroy();
       case "late":
