@@ -473,6 +473,33 @@ describe("the checks, in order: Host (421), token (401), Origin (403)", () => {
     expect(errors).toEqual([]);
   });
 
+  it("a target whose path holds a dot segment (/x/../api/asks, or %2e%2e) is refused with 400, not served as the path it resolves to", async () => {
+    const errors: unknown[] = [];
+    const { server, auth, host } = await start({ onError: (e) => errors.push(e) });
+    const raw = (path: string, headers: Readonly<Record<string, string>>) => rawGet(server.port, path, headers);
+    // A guard in front that sees "/public/../api/grants" as written (Express's req.path) lets it by as
+    // another route than the one the URL parser resolves it to.
+    for (const path of [
+      "/public/../api/grants",
+      "/public/%2e%2E/api/grants",
+      "/public/.%2e/api/grants",
+      "/api/./grants",
+      "/api/%2e/grants",
+      "/x/..",
+      "/%2e%2e/healthz",
+      `http://${host}/public/../api/grants`,
+    ]) {
+      const reply = await raw(path, { ...auth, host });
+      expect(reply.status, path).toBe(400);
+      expect(JSON.parse(reply.body), path).toMatchObject({ error: "bad_request" });
+    }
+    // Dots within a segment, or in the query, are the segment's and the query's own.
+    expect((await raw("/api/records?limit=5&x=/../a", { ...auth, host })).status).toBe(200);
+    expect((await raw("/api/asks/..x", { ...auth, host })).status).toBe(405);
+    expect((await raw("/...", { ...auth, host })).status).toBe(404);
+    expect(errors).toEqual([]);
+  });
+
   it("answers to the loopback names of its port, and to allowedHosts", async () => {
     const { server, auth } = await start({ allowedHosts: ["approvals.example.com"] });
     for (const host of [
@@ -1191,6 +1218,34 @@ describe("the event stream: GET /api/asks/stream", () => {
   });
 });
 
+describe("many requests pipelined on one connection", () => {
+  it("a dozen event streams on one connection watch its close without a listener each: no leak warning, and every slot comes back", async () => {
+    const { server, auth } = await start({ maxStreams: 12 });
+    const warnings: Error[] = [];
+    const warned = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", warned);
+    cleanups.push(() => void process.off("warning", warned));
+    const { socket, closed } = rawClient(server.port);
+    const answered = new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    const head = `GET /api/asks/stream HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(head.repeat(12));
+    await answered;
+    // Every slot is taken: eleven wait behind the first, which never ends.
+    await until(
+      async () => (await openStream(`${server.url}api/asks/stream`, auth).then((r) => (r.close(), r.status))) === 503,
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.map((warning) => warning.name)).not.toContain("MaxListenersExceededWarning");
+    socket.destroy();
+    await closed;
+    await until(async () => {
+      const reader = await openStream(`${server.url}api/asks/stream`, auth);
+      reader.close();
+      return reader.status === 200;
+    });
+  });
+});
+
 describe("a reader that stops reading", () => {
   /** A handler on a server of the test's own, so the test can see how much its stream socket holds unsent. */
   async function stalled(streamWriteTimeoutMs: number | undefined): Promise<{
@@ -1274,6 +1329,58 @@ describe("a reader that stops reading", () => {
     expect(held.destroyed).toBe(true);
     expect(Date.now() - stuckAt).toBeGreaterThanOrEqual(100);
     expect(await statusAfter(url, auth)).toBe(200);
+  });
+
+  it("loses its stream once it is behind by over 1 MiB more than its largest write, long before streamWriteTimeoutMs", async () => {
+    const { url, auth, socket, push } = await stalled(600_000);
+    const client = connect(Number(new URL(url).port), "127.0.0.1");
+    client.on("error", () => undefined);
+    cleanups.push(() => void client.destroy());
+    client.pause();
+    client.write(
+      `GET /api/asks/stream HTTP/1.1\r\nHost: ${new URL(url).host}\r\nAuthorization: ${auth["authorization"]}\r\n\r\n`,
+    );
+    const held = await socket;
+    const padding = "x".repeat(65_536);
+    let most = 0;
+    for (let i = 0; i < 4000 && !held.destroyed; i++) {
+      most = Math.max(most, held.writableLength);
+      push({ padding });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(held.destroyed).toBe(true);
+    // Cut at the first event past the cap: what the server held never grew far past it.
+    expect(most).toBeLessThan(1_048_576 + 3 * 65_600);
+    expect(await statusAfter(url, auth)).toBe(200);
+  });
+
+  it("keeps the stream of a reader still taking a large ask when the next event comes: one event's bytes are not a reader that stopped", async () => {
+    const { server, channel, auth } = await start();
+    // Larger than the kernel's buffers hold, so that much of it waits in the server's.
+    const large = { ...makeAsk(1), prompt: "x".repeat(8_000_000) };
+    channel.resolve(large, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    const reader = await openStream(`${server.url}api/asks/stream`, auth);
+    cleanups.push(() => reader.close());
+    // A reader on a slow link: it takes the opening asks for a while, far within streamWriteTimeoutMs.
+    reader.pause();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const next = makeAsk(2);
+    channel.resolve(next, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 2);
+    reader.resume();
+    const event = await reader.next((e) => e.event === "ask" && e.data.includes(next.id));
+    expect(JSON.parse(event.data)).toMatchObject({ ask: { id: next.id } });
+    // Once taken, a second large ask is one event more, not a reason to cut the stream either.
+    const again = { ...makeAsk(3), prompt: "y".repeat(8_000_000) };
+    channel.resolve(again, { signal: new AbortController().signal }).catch(() => undefined);
+    reader.pause();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const last = makeAsk(4);
+    channel.resolve(last, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 4);
+    reader.resume();
+    await reader.next((e) => e.event === "ask" && e.data.includes(last.id));
   });
 
   it("keeps the stream of a reader that pauses for less than streamWriteTimeoutMs", async () => {
@@ -2639,6 +2746,35 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(errors).toHaveLength(2);
   });
 
+  it("checks each tool's pin once a listing, not once a grant: thousands of grants of one tool ask describeTool once", async () => {
+    const store = new MemoryGrantStore();
+    const pin = descriptorFingerprint(deploy);
+    for (let n = 0; n < 2_000; n++) {
+      await store.save(new Grant("deploy", "allow", GrantScope.thisCall({ n })).withPinnedDescriptor(pin));
+    }
+    await store.save(new Grant("read", "allow", GrantScope.thisTool()).withPinnedDescriptor(pin));
+    const asked: string[] = [];
+    let current = deploy;
+    const { server, auth } = await withGrants(store, (name) => {
+      asked.push(name);
+      return name === "deploy" ? current : undefined;
+    });
+    const list = async (): Promise<{ tool: string; pin: unknown }[]> =>
+      ((await get(server, "api/grants", auth)).json as { grants: { tool: string; pin: unknown }[] }).grants;
+    let grants = await list();
+    expect(asked.sort()).toEqual(["deploy", "read"]);
+    expect(grants.filter((g) => g.tool === "deploy").every((g) => (g.pin as { type: string }).type === "match")).toBe(
+      true,
+    );
+    // Each listing asks again: the tool may have changed since.
+    current = changed;
+    grants = await list();
+    expect(asked).toHaveLength(4);
+    expect(
+      grants.filter((g) => g.tool === "deploy").every((g) => (g.pin as { type: string }).type === "mismatch"),
+    ).toBe(true);
+  });
+
   it("revokes by id: 200 with the grant, then 404; 404 for a malformed id; the store really lost it", async () => {
     const store = new MemoryGrantStore();
     const grant = await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
@@ -2681,6 +2817,170 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(revoked.status).toBe(503);
     expect(revoked.text).not.toContain("boom");
     expect(errors).toHaveLength(2);
+  });
+});
+
+describe("a grant store that answers with something other than grants", () => {
+  it("503 grants_unavailable saying so, not a 500 as the server's own fault; onError names what came", async () => {
+    const errors: unknown[] = [];
+    let loaded: unknown = { grants: [] };
+    let revoked: unknown = "ok";
+    const odd: GrantStore = {
+      load: () => Promise.resolve(loaded as Grant[]),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.resolve(revoked as Grant),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: odd, onError: (e) => errors.push(e) });
+    for (const value of [{ grants: [] }, null, [{ id: "0123456789abcdef", tool: "deploy", verdict: "allow" }]]) {
+      loaded = value;
+      const reply = await get(server, "api/grants", auth);
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "grants_unavailable", message: "the grant store gave something other than grants" },
+      ]);
+    }
+    for (const value of ["ok", { id: "0123456789abcdef" }, null]) {
+      revoked = value;
+      const reply = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "grants_unavailable", message: "the grant store gave something other than grants" },
+      ]);
+    }
+    expect(errors).toHaveLength(6);
+    expect((errors[0] as Error).message).toContain("GrantStore.load");
+    expect((errors[3] as Error).message).toContain("GrantStore.revoke");
+    // A store that answers with grants is served as before.
+    loaded = [new Grant("deploy", "allow", GrantScope.thisTool())];
+    revoked = undefined;
+    expect((await get(server, "api/grants", auth)).status).toBe(200);
+    expect(
+      (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
+    ).toBe(404);
+  });
+});
+
+describe("a grant store that does not answer (a stalled network filesystem, a database that swallows packets)", () => {
+  /** A store whose `load` and `revoke` never settle; it keeps the signal of each call. */
+  function hungStore(): { store: GrantStore; signals: (AbortSignal | undefined)[] } {
+    const signals: (AbortSignal | undefined)[] = [];
+    const hang = <T>(options?: { signal?: AbortSignal | undefined }): Promise<T> => {
+      signals.push(options?.signal);
+      return new Promise<T>(() => undefined);
+    };
+    const store: GrantStore = {
+      load: (options) => hang(options),
+      save: (g) => Promise.resolve(g),
+      revoke: (_id, options) => hang(options),
+      clear: () => Promise.resolve(0),
+    };
+    return { store, signals };
+  }
+
+  /** `reply`, or "no reply" once `ms` pass without one. */
+  function within<T>(reply: Promise<T>, ms: number): Promise<T | "no reply"> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      reply,
+      new Promise<"no reply">((resolve) => (timer = setTimeout(() => resolve("no reply"), ms))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  it("a burst of grants requests gets 503 naming the store within grantsTimeoutMs, each call aborted, so answers still get in under maxConnections", async () => {
+    const errors: unknown[] = [];
+    const { store, signals } = hungStore();
+    const { server, auth, park } = await start({
+      grants: store,
+      grantsTimeoutMs: 300,
+      maxConnections: 4,
+      onError: (e) => errors.push(e),
+    });
+    const { ask, parked } = await park();
+    // As many as the cap allows, less one for the answer: a console polling a hung store opens more every few seconds.
+    const listings = Array.from({ length: 3 }, () => get(server, "api/grants", auth));
+    const revoking = request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    const replies = await within(Promise.all([...listings, revoking]), 5_000);
+    expect(replies).not.toBe("no reply");
+    const [listed, , , revoked] = replies as Reply[];
+    expect(listed?.status).toBe(503);
+    expect(listed?.json).toEqual({
+      error: "grants_unavailable",
+      message: "the grant store did not answer within 300 ms",
+    });
+    expect(revoked?.status).toBe(503);
+    expect(revoked?.json).toEqual({
+      error: "grants_unavailable",
+      message:
+        "the grant store did not answer within 300 ms; the grant may be revoked still: list the grants before revoking again",
+    });
+    // Each call was given a signal, aborted when the request stopped waiting.
+    expect(signals).toHaveLength(4);
+    expect(signals.every((signal) => signal?.aborted === true)).toBe(true);
+    expect(errors.map((e) => (e as Error).message)).toContain("the grant store did not answer within 300 ms");
+    // The connections are free again: the parked ask can be answered.
+    const answered = await within(answer(server, ask.id, { type: "approve" }, auth), 5_000);
+    expect(answered).not.toBe("no reply");
+    expect((answered as Reply).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("answers a parked ask while a grants request waits on the store", async () => {
+    const { store } = hungStore();
+    const { server, auth, park } = await start({ grants: store });
+    const { ask, parked } = await park();
+    const listing = get(server, "api/grants", auth);
+    listing.catch(() => undefined);
+    expect((await answer(server, ask.id, { type: "deny", reason: "no" }, auth)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny", reason: "no" });
+  });
+
+  it("aborts the store's call once the client has gone, and tells onError nothing of it", async () => {
+    const errors: unknown[] = [];
+    const { store, signals } = hungStore();
+    const { server, auth } = await start({ grants: store, onError: (e) => errors.push(e) });
+    for (const [method, path] of [
+      ["GET", "api/grants"],
+      ["DELETE", "api/grants/0123456789abcdef"],
+    ] as const) {
+      const before = signals.length;
+      const req = httpRequest(`${server.url}${path}`, { method, headers: auth, agent: false });
+      req.on("error", () => undefined);
+      req.end();
+      await until(() => signals.length > before);
+      req.destroy();
+      await until(() => signals[before]?.aborted === true);
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it("aborts the store's calls of pipelined requests too once their connection closes, though their replies were queued behind the first", async () => {
+    const { store, signals } = hungStore();
+    const { server } = await start({ grants: store });
+    const warnings: Error[] = [];
+    const warned = (warning: Error): void => void warnings.push(warning);
+    process.on("warning", warned);
+    cleanups.push(() => void process.off("warning", warned));
+    const { socket, closed } = rawClient(server.port);
+    const listing = `GET /api/grants HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAuthorization: Bearer ${server.token}\r\n\r\n`;
+    socket.write(listing.repeat(12));
+    await until(() => signals.length === 12);
+    socket.destroy();
+    await closed;
+    await until(() => signals.every((signal) => signal?.aborted === true));
+    // Twelve waiting on one socket is not a leak of listeners on it.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.map((warning) => warning.name)).not.toContain("MaxListenersExceededWarning");
+  });
+
+  it("refuses a grantsTimeoutMs that is not a positive integer of at most 2147483647, naming it", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    for (const grantsTimeoutMs of [0, -1, 1.5, Number.NaN, 2_147_483_648, "1000", null]) {
+      await refusedOption({ approver, grantsTimeoutMs } as unknown as ApprovalServerOptions, "grantsTimeoutMs");
+    }
   });
 });
 
@@ -2976,5 +3276,44 @@ describe("mounted under a path", () => {
     });
     expect(denied.status).toBe(200);
     await expect(secondParked).resolves.toEqual({ type: "deny", reason: "the numbers are wrong" });
+  });
+
+  it("behind express.json(), a body nested deeper than it can be measured is a 400, not a fault of the server's", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const server = createServer();
+    const { port } = await listen(server);
+    const errors: unknown[] = [];
+    const handler = createApprovalHandler({
+      approver,
+      allowedHosts: [`127.0.0.1:${port}`],
+      token: "a-token-of-twenty-chars",
+      onError: (e) => errors.push(e),
+    });
+    const app = express();
+    app.use(express.json());
+    app.use("/approvals", handler.handle);
+    server.on("request", app);
+    cleanups.push(() => approver.close(), stopping(server, handler));
+    const base = `http://127.0.0.1:${port}`;
+    const auth = { authorization: "Bearer a-token-of-twenty-chars" };
+    const ask = makeAsk(1);
+    const parked = channel.resolve(ask, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await until(
+      async () =>
+        ((await request(`${base}/approvals/api/asks`, { headers: auth })).json as { asks: unknown[] }).asks.length ===
+        1,
+    );
+    // 20 KB, within express.json()'s 100 KB: it parses, and JSON.stringify runs out of stack on it.
+    const deep = `${"[".repeat(10_000)}${"]".repeat(10_000)}`;
+    const reply = await request(`${base}/approvals/api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: `{"type":"approve","x":${deep}}`,
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.json).toMatchObject({ error: "bad_request" });
+    expect(errors).toEqual([]);
+    expect((await outcomeNow(parked)).state).toBe("pending");
   });
 });

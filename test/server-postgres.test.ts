@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { AskResolution, PendingAsk } from "loopctl/ask";
-import { PostgresAskQueue } from "loopctl/postgres";
+import { Grant, GrantScope } from "loopctl/grant";
+import { PostgresAskQueue, PostgresGrantStore } from "loopctl/postgres";
 import { createApprovalServer, signAnswerLink } from "loopctl/server";
-import type { ApprovalServer } from "loopctl/server";
+import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { makeAsk, track } from "./support/ask-fixtures.js";
 import { request } from "./support/http-client.js";
 import { DATABASE_URL, usePostgres } from "./support/postgres.js";
@@ -22,7 +23,7 @@ function queue(): PostgresAskQueue {
 }
 
 /** A server over a Postgres queue's approver, with one ask parked by a worker elsewhere and listed. */
-async function serveQueue(): Promise<{
+async function serveQueue(options: Partial<ApprovalServerOptions> = {}): Promise<{
   server: ApprovalServer;
   ask: PendingAsk;
   parked: Promise<AskResolution>;
@@ -34,6 +35,7 @@ async function serveQueue(): Promise<{
     approver: queue().approver(),
     linkSecret: SECRET,
     onError: (error) => errors.push(error),
+    ...options,
   });
   cleanups.push(() => server.close());
   const ask = makeAsk(1);
@@ -152,6 +154,46 @@ describe("an approval server over a Postgres queue", () => {
     expect(again.status).toBe(409);
     expect(again.json).toMatchObject({ error: "ask_ended" });
   });
+  it("a grant store whose database swallows every packet gets 503 within grantsTimeoutMs, and the queue's asks are still answered", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    cleanups.push(() => proxy.close());
+    // A reply bound far past the server's: the server's own bound is what answers the client.
+    const grants = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
+      project: "acme/shop",
+      schema: db.schema,
+      replyMs: 600_000,
+    });
+    await grants.save(new Grant("read", "allow", GrantScope.thisTool()));
+    const { server, ask, parked } = await serveQueue({ grants, grantsTimeoutMs: 500, maxConnections: 4 });
+    const auth = { authorization: `Bearer ${server.token}` };
+    expect((await request(`${server.url}api/grants`, { headers: auth })).status).toBe(200);
+    proxy.stall();
+    let timer: NodeJS.Timeout | undefined;
+    const listings = Promise.all(
+      Array.from({ length: 3 }, () => request(`${server.url}api/grants`, { headers: auth })),
+    );
+    const replies = await Promise.race([
+      listings,
+      new Promise<"no reply">((resolve) => (timer = setTimeout(() => resolve("no reply"), 10_000))),
+    ]);
+    clearTimeout(timer);
+    expect(replies).not.toBe("no reply");
+    for (const reply of replies as Awaited<typeof listings>) {
+      expect(reply.status).toBe(503);
+      expect(reply.json).toEqual({
+        error: "grants_unavailable",
+        message: "the grant store did not answer within 500 ms",
+      });
+    }
+    const answered = await request(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    expect(answered.status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("lists the asks already parked in the database from its first request, never an empty list", async () => {
     const worker = queue();
     const asks = [makeAsk(1), makeAsk(2), makeAsk(3)];

@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { request as httpRequest } from "node:http";
 import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -193,6 +194,110 @@ describe("GET /api/records", () => {
   });
 });
 
+describe("a record source that does not answer (an audit log on a stalled network filesystem)", () => {
+  it("503 naming the source within recordsTimeoutMs, its signal aborted; onError is told; a burst frees its connections", async () => {
+    const errors: unknown[] = [];
+    const signals: (AbortSignal | undefined)[] = [];
+    const hung: RecordSource = {
+      recent: (_limit, options) => {
+        signals.push(options?.signal);
+        return new Promise(() => undefined);
+      },
+    };
+    const server = await createApprovalServer({
+      records: hung,
+      recordsTimeoutMs: 300,
+      maxConnections: 3,
+      onError: (e) => errors.push(e),
+    });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    const all = Promise.all(Array.from({ length: 3 }, () => request(`${server.url}api/records`, { headers: auth })));
+    let timer: NodeJS.Timeout | undefined;
+    const replies = await Promise.race([
+      all,
+      new Promise<"no reply">((resolve) => (timer = setTimeout(() => resolve("no reply"), 5_000))),
+    ]);
+    clearTimeout(timer);
+    expect(replies).not.toBe("no reply");
+    for (const reply of replies as Awaited<typeof all>) {
+      expect(reply.status).toBe(503);
+      expect(reply.json).toEqual({
+        error: "records_unavailable",
+        message: "the record source did not answer within 300 ms",
+      });
+    }
+    expect(signals.map((signal) => signal?.aborted)).toEqual([true, true, true]);
+    expect(errors.map((e) => (e as Error).message)).toEqual(
+      Array.from({ length: 3 }, () => "the record source did not answer within 300 ms"),
+    );
+    expect((await request(`${server.url}healthz`)).status).toBe(200);
+  });
+
+  it("aborts the source's signal once the client has gone, and tells onError nothing of it", async () => {
+    const errors: unknown[] = [];
+    const signals: (AbortSignal | undefined)[] = [];
+    const hung: RecordSource = {
+      recent: (_limit, options) => {
+        signals.push(options?.signal);
+        return new Promise(() => undefined);
+      },
+    };
+    const { server, auth } = await serve(hung, { onError: (e) => void errors.push(e) });
+    const req = httpRequest(`${server.url}api/records`, { headers: auth, agent: false });
+    req.on("error", () => undefined);
+    req.end();
+    for (let i = 0; signals.length === 0; i++) {
+      expect(i).toBeLessThan(2_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    req.destroy();
+    for (let i = 0; signals[0]?.aborted !== true; i++) {
+      expect(i).toBeLessThan(2_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it("refuses a recordsTimeoutMs that is not a positive integer of at most 2147483647, naming it", async () => {
+    for (const recordsTimeoutMs of [0, -1, 1.5, Number.NaN, 2_147_483_648, "1000", null]) {
+      const error = await createApprovalServer({ records: new RecentRecords(), recordsTimeoutMs } as never).then(
+        (server) => server.close().then(() => undefined),
+        (e: unknown) => e,
+      );
+      expect(error, String(recordsTimeoutMs)).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("recordsTimeoutMs");
+    }
+  });
+});
+
+describe("a record source that answers with something other than a list", () => {
+  it("503 records_unavailable saying so, never a 200 whose records a page cannot read; onError names what came", async () => {
+    const errors: unknown[] = [];
+    let given: unknown = { records: [] };
+    const odd: RecordSource = { recent: () => given as GateDecision[] };
+    const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
+    for (const value of [{ records: [] }, null, "[]"]) {
+      given = value;
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+    expect(errors.map((e) => [(e as ServerConfigError).option, (e as Error).message])).toEqual([
+      ["records", "approval server option records: RecordSource.recent resolved to an object, not an array"],
+      ["records", "approval server option records: RecordSource.recent resolved to null, not an array"],
+      ["records", 'approval server option records: RecordSource.recent resolved to "[]", not an array'],
+    ]);
+    given = [decision(1)];
+    expect((await request(`${server.url}api/records`, { headers: auth })).json).toMatchObject({
+      records: [{ ts: 1 }],
+    });
+  });
+});
+
 describe("following a record source: subscribe()", () => {
   /** The approver of a fresh channel, counting the asks taken from it through next(). */
   function countedApprover(): { inbox: AskInbox; taken: () => number; park: (ask: PendingAsk) => void } {
@@ -335,6 +440,16 @@ describe("auditLogRecords", () => {
     await import("node:fs/promises").then((fs) => fs.mkdir(folder));
     const { server, auth } = await serve(auditLogRecords(folder));
     expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(503);
+  });
+
+  it("stops at the signal it is given: one aborted rejects with its reason, and nothing is read", async () => {
+    const path = join(dir, "signalled.jsonl");
+    await writeFile(path, `${JSON.stringify({ record: decision(1) })}\n`);
+    const source = auditLogRecords(path);
+    expect((await source.recent(10)).map((r) => r.ts)).toEqual([1]);
+    const reason = new Error("the request went");
+    await expect(source.recent(10, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect((await source.recent(10, { signal: new AbortController().signal })).map((r) => r.ts)).toEqual([1]);
   });
 
   it("a FIFO put where the log was, after the server started, is a 503 naming it, not a request that waits for a writer", async () => {

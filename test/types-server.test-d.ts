@@ -60,6 +60,20 @@ describe("records", () => {
     void new LoopManagers().withObserver(new RecentRecords({ capacity: 100 }));
     expectTypeOf(auditLogRecords).returns.toEqualTypeOf<RecordSource>();
   });
+
+  it("a source of your own may take the signal the server passes, or leave it", () => {
+    const withSignal: RecordSource = {
+      recent: async (_limit: number, options?: { readonly signal?: AbortSignal }) => {
+        options?.signal?.throwIfAborted();
+        return [];
+      },
+    };
+    const without: RecordSource = { recent: () => [] };
+    void createApprovalServer({ records: withSignal, recordsTimeoutMs: 5_000 });
+    void createApprovalServer({ records: without, grants: new MemoryGrantStore(), grantsTimeoutMs: 5_000 });
+    expectTypeOf<ApprovalServerOptions["grantsTimeoutMs"]>().toEqualTypeOf<number | undefined>();
+    expectTypeOf<ApprovalServerOptions["recordsTimeoutMs"]>().toEqualTypeOf<number | undefined>();
+  });
 });
 
 describe("signAnswerLink and WebhookResolver", () => {

@@ -50,8 +50,8 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
     throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);
   }
   return {
-    async recent(limit: number): Promise<GateDecision[]> {
-      const text = await readTail(file, tailBytes);
+    async recent(limit: number, callOptions?: { readonly signal?: AbortSignal }): Promise<GateDecision[]> {
+      const text = await readTail(file, tailBytes, callOptions?.signal);
       const lines = text.split("\n");
       // The first piece may be the end of a line cut by the window; whole lines parse, the rest is skipped.
       const records: GateDecision[] = [];
@@ -82,9 +82,11 @@ function parseLine(line: string): GateDecision | undefined {
 /**
  * The last `tailBytes` of `file`. Opened without blocking and read only if
  * it is a regular file: a FIFO put in the log's place would hold the open
- * (and the request) until something writes to it.
+ * (and the request) until something writes to it. Stops between reads once
+ * `signal` aborts (the request no longer waits), rejecting with its reason.
  */
-async function readTail(file: string, tailBytes: number): Promise<string> {
+async function readTail(file: string, tailBytes: number, signal: AbortSignal | undefined): Promise<string> {
+  signal?.throwIfAborted();
   let handle;
   try {
     handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
@@ -93,6 +95,7 @@ async function readTail(file: string, tailBytes: number): Promise<string> {
     throw error;
   }
   try {
+    signal?.throwIfAborted();
     const stat = await handle.stat();
     if (!stat.isFile()) throw new Error(`the audit log ${file} is not a regular file`);
     const { size } = stat;
@@ -100,6 +103,7 @@ async function readTail(file: string, tailBytes: number): Promise<string> {
     const buffer = Buffer.alloc(length);
     let read = 0;
     while (read < length) {
+      signal?.throwIfAborted();
       const { bytesRead } = await handle.read(buffer, read, length - read, size - length + read);
       if (bytesRead === 0) break;
       read += bytesRead;

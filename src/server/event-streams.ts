@@ -2,8 +2,12 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { finished } from "node:stream";
 import { writeHead } from "./http.js";
+import { onClose } from "./socket-close.js";
 
-/** A stream that buffers more than this is a reader that stopped reading: it is cut off. */
+/**
+ * A stream that buffers more than this beyond its largest write (see
+ * {@link Stream.largest}) is a reader that stopped reading: it is cut off.
+ */
 const MAX_BUFFERED_BYTES = 1_048_576;
 
 /** What is kept of one open stream. */
@@ -12,6 +16,12 @@ interface Stream {
   unflushed: number;
   /** Runs out when no write has drained for the write timeout while some are waiting. */
   deadline: NodeJS.Timeout | undefined;
+  /**
+   * The bytes of its largest write: the asks it opened with, or one event.
+   * A reader still taking one such (an ask with a prompt of megabytes, on a
+   * slow link) is behind by that much without having stopped.
+   */
+  largest: number;
   /** Stops watching the stream and gives its slot back. */
   readonly drop: () => void;
 }
@@ -70,7 +80,7 @@ export class EventStreams {
     // A pipelined response queued behind another never gets the socket, so it never closes: watch the socket too.
     const drop = (): void => {
       stopWatching();
-      socket.off("close", drop);
+      unwatch();
       const stream = this.#streams.get(res);
       if (stream === undefined) return;
       clearTimeout(stream.deadline);
@@ -79,12 +89,14 @@ export class EventStreams {
       if (this.#streams.size === 0) this.#stopHeartbeat();
     };
     const stopWatching = finished(res, drop);
-    socket.once("close", drop);
-    const stream: Stream = { unflushed: 0, deadline: undefined, drop };
+    const unwatch = onClose(socket, drop);
+    const stream: Stream = { unflushed: 0, deadline: undefined, drop, largest: 0 };
     this.#streams.set(res, stream);
     this.#writeTo(res, stream, "retry: 2000\n\n");
     this.#writeTo(res, stream, this.#heartbeat());
-    for (const [event, data] of first) this.#writeTo(res, stream, this.#frame(event, data));
+    const opening = first.map(([event, data]) => this.#frame(event, data));
+    stream.largest = opening.reduce((sum, frame) => sum + Buffer.byteLength(frame), 0);
+    for (const frame of opening) this.#writeTo(res, stream, frame);
     this.#startHeartbeat();
   }
 
@@ -115,11 +127,13 @@ export class EventStreams {
   }
 
   #write(text: string): void {
+    const bytes = Buffer.byteLength(text);
     for (const [res, stream] of this.#streams) {
-      if (res.writableLength > MAX_BUFFERED_BYTES) {
+      if (res.writableLength > MAX_BUFFERED_BYTES + stream.largest) {
         this.#cut(res, stream);
         continue;
       }
+      stream.largest = Math.max(stream.largest, bytes);
       this.#writeTo(res, stream, text);
     }
   }

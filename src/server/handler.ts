@@ -7,15 +7,18 @@ import type { GateDecision } from "../engine/records.js";
 import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
+import { GrantRecordError } from "../grant/errors.js";
+import { Grant } from "../grant/grant.js";
 import { Access, headerCount, headersCut } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
+import { boundedCall } from "./bounded-call.js";
 import { askDigest } from "../ask/ask-digest.js";
 import type { AnswerOutcome, BoardEntry } from "./ask-board.js";
 import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
-import { grantView } from "./grant-view.js";
+import { grantViews } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
 import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
@@ -102,6 +105,23 @@ export interface ApprovalHandlerOptions {
    */
   readonly catchUpTimeoutMs?: number;
   /**
+   * How long a request waits on the grant store (`GET /api/grants` for
+   * `load`, `DELETE /api/grants/:id` for `revoke`), at most 2147483647. One
+   * that has not answered by then gets `503 grants_unavailable` saying so,
+   * and the call's `signal` is aborted; so it is once the client goes. A
+   * store that never answers (a ledger on a stalled network filesystem, a
+   * database that swallows packets) then holds no request, nor its
+   * connection, for longer. @default 10000
+   */
+  readonly grantsTimeoutMs?: number;
+  /**
+   * How long `GET /api/records` waits on the record source's `recent`, at
+   * most 2147483647. One that has not answered by then gets `503
+   * records_unavailable` saying so, and the `signal` it was given is
+   * aborted; so it is once the client goes. @default 10000
+   */
+  readonly recordsTimeoutMs?: number;
+  /**
    * How long `close()` lets answers already passed to the approver finish:
    * each gets its reply (200, 409…) and `close()` resolves after them. One
    * the approver has not settled by then gets `504 answer_unconfirmed` (it
@@ -172,7 +192,8 @@ type Audience = "page" | "api";
  * Mounted in a server of your own, that server's limits are the ones that
  * hold: set its timeouts (`headersTimeout`, `requestTimeout`, and a socket
  * timeout, `server.setTimeout`, longer than `answerTimeoutMs`,
- * `catchUpTimeoutMs` and `heartbeatMs`, for a client that stops reading its
+ * `catchUpTimeoutMs`, `grantsTimeoutMs`, `recordsTimeoutMs` and
+ * `heartbeatMs`, for a client that stops reading its
  * replies), its cap on open connections (`server.maxConnections`), which
  * `createApprovalServer` sets from its own options, and
  * `server.maxHeadersCount = 0`, as `createApprovalServer` sets it. Pass it
@@ -210,6 +231,8 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
     catchUpTimeoutMs: positiveInteger("catchUpTimeoutMs", options.catchUpTimeoutMs, 10_000, MAX_TIMER_MS),
     closeGraceMs: positiveInteger("closeGraceMs", options.closeGraceMs, 5_000, MAX_TIMER_MS),
+    grantsTimeoutMs: positiveInteger("grantsTimeoutMs", options.grantsTimeoutMs, 10_000, MAX_TIMER_MS),
+    recordsTimeoutMs: positiveInteger("recordsTimeoutMs", options.recordsTimeoutMs, 10_000, MAX_TIMER_MS),
   });
   return {
     token,
@@ -309,6 +332,8 @@ interface Limits {
   readonly answerTimeoutMs: number;
   readonly catchUpTimeoutMs: number;
   readonly closeGraceMs: number;
+  readonly grantsTimeoutMs: number;
+  readonly recordsTimeoutMs: number;
 }
 
 class Handler {
@@ -410,7 +435,7 @@ class Handler {
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
-    const url = parseTarget(req.url ?? "/");
+    const url = routeTarget(req.url ?? "/");
     if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
     const kept = headersCut(req);
     if (kept !== undefined) {
@@ -675,26 +700,77 @@ class Handler {
 
   async #listGrants(res: ServerResponse): Promise<void> {
     if (this.#grants === undefined) return sendJson(res, 200, { available: false, grants: [] });
-    const grants = await this.#useStore((store) => store.load());
-    sendJson(res, 200, { available: true, grants: grants.map((g) => grantView(g, this.#describeTool, this.#onError)) });
+    const loaded = await this.#useStore(res, "", (store, signal) => store.load({ signal }));
+    if (loaded === undefined) return;
+    const grants: unknown = loaded.value;
+    if (!Array.isArray(grants))
+      throw this.#notGrants(`GrantStore.load resolved to ${shownValue(grants)}, not an array`);
+    const stray = grants.findIndex((grant) => !(grant instanceof Grant));
+    if (stray >= 0) {
+      throw this.#notGrants(`GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`);
+    }
+    sendJson(res, 200, {
+      available: true,
+      grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
+    });
   }
 
   async #revoke(res: ServerResponse, id: string): Promise<void> {
     if (this.#grants === undefined) throw new HttpError(404, "no_grant_store", "this server has no grant store");
     if (!GRANT_ID.test(id)) throw new HttpError(404, "grant_unknown", "no such grant");
-    const revoked = await this.#useStore((store) => store.revoke(id));
-    if (revoked === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    sendJson(res, 200, { revoked: grantView(revoked, this.#describeTool, this.#onError) });
+    const unsure = "; the grant may be revoked still: list the grants before revoking again";
+    const revoked = await this.#useStore(res, unsure, (store, signal) => store.revoke(id, { signal }));
+    if (revoked === undefined) return;
+    const grant: unknown = revoked.value;
+    if (grant === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
+    if (!(grant instanceof Grant)) {
+      throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+    }
+    sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
   }
 
-  async #useStore<T>(work: (store: GrantStore) => Promise<T>): Promise<T> {
-    try {
-      return await work(this.#grants as GrantStore);
-    } catch (error) {
-      this.#onError(error);
-      const code =
-        typeof (error as { code?: unknown } | null)?.code === "string" ? ` (${(error as { code: string }).code})` : "";
-      throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
+  /**
+   * A store's answer that is not grants (a store of your own returning rows
+   * as they were read): its fault, told to `onError`, not the server's 500.
+   */
+  #notGrants(detail: string): HttpError {
+    this.#onError(new GrantRecordError(detail));
+    return new HttpError(503, "grants_unavailable", "the grant store gave something other than grants");
+  }
+
+  /**
+   * `work`'s result, within `grantsTimeoutMs`; undefined when the client
+   * went first (its reply is dropped). `unsure` is added to the 503 of one
+   * that did not answer in time: a change may still be made.
+   */
+  async #useStore<T>(
+    res: ServerResponse,
+    unsure: string,
+    work: (store: GrantStore, signal: AbortSignal) => Promise<T>,
+  ): Promise<{ readonly value: T } | undefined> {
+    const outcome = await boundedCall(res, "the grant store", this.#limits.grantsTimeoutMs, (signal) =>
+      work(this.#grants as GrantStore, signal),
+    );
+    switch (outcome.type) {
+      case "answered":
+        return { value: outcome.value };
+      case "gone":
+        res.destroy();
+        return undefined;
+      case "late":
+        this.#onError(outcome.reason);
+        throw new HttpError(503, "grants_unavailable", `${outcome.reason.message}${unsure}`);
+      case "failed": {
+        const error = outcome.error;
+        this.#onError(error);
+        const code =
+          typeof (error as { code?: unknown } | null)?.code === "string"
+            ? ` (${(error as { code: string }).code})`
+            : "";
+        throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
+      }
+      default:
+        return assertNever(outcome);
     }
   }
 
@@ -710,14 +786,37 @@ class Handler {
       );
     }
     if (this.#records === undefined) return sendJson(res, 200, { available: false, live: false, records: [] });
-    let records;
-    try {
-      records = await this.#records.recent(limit);
-    } catch (error) {
-      this.#onError(error);
-      throw new HttpError(503, "records_unavailable", "the record source failed");
+    const source = this.#records;
+    const outcome = await boundedCall(res, "the record source", this.#limits.recordsTimeoutMs, (signal) =>
+      source.recent(limit, { signal }),
+    );
+    switch (outcome.type) {
+      case "answered": {
+        const records: unknown = outcome.value;
+        if (!Array.isArray(records)) {
+          // Sent on, a page could not read it, and would go on showing the decisions it had.
+          this.#onError(
+            new ServerConfigError("records", `RecordSource.recent resolved to ${shownValue(records)}, not an array`),
+          );
+          throw new HttpError(
+            503,
+            "records_unavailable",
+            "the record source gave something other than a list of records",
+          );
+        }
+        return sendJson(res, 200, { available: true, live: typeof source.subscribe === "function", records });
+      }
+      case "gone":
+        return void res.destroy();
+      case "late":
+        this.#onError(outcome.reason);
+        throw new HttpError(503, "records_unavailable", outcome.reason.message);
+      case "failed":
+        this.#onError(outcome.error);
+        throw new HttpError(503, "records_unavailable", "the record source failed");
+      default:
+        return assertNever(outcome);
     }
-    sendJson(res, 200, { available: true, live: typeof this.#records.subscribe === "function", records });
   }
 
   async #link(req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<void> {
@@ -939,6 +1038,20 @@ function mountedPath(req: IncomingMessage): string {
   const target = parseTarget(typeof original === "string" ? original : (req.url ?? "/"));
   if (target === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
   return target.pathname.replace(/^[/\\]+/, "/");
+}
+
+/** A path segment a URL parser resolves away: `.` or `..`, either dot written as itself or as `%2e`. */
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * The target a request is routed by, as {@link parseTarget} reads it, or
+ * undefined when it is none; nor is one whose path holds a dot segment:
+ * `/public/../api/grants` resolves to `/api/grants` (and `%2e%2e` is `..`
+ * to the parser), another route than the one a proxy or router in front of
+ * the handler saw.
+ */
+function routeTarget(target: string): URL | undefined {
+  return DOT_SEGMENT.test(target.split("?", 1)[0] as string) ? undefined : parseTarget(target);
 }
 
 /**

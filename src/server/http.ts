@@ -315,6 +315,20 @@ function parsedBefore(req: IncomingMessage): { readonly value: unknown } | undef
 }
 
 /**
+ * What a middleware parsed, as JSON again, to be measured. JSON.stringify
+ * recurses, so a body a parser took (express.json() parses 20 KB of
+ * nested brackets) may be too deep for it: that is the client's body, 400.
+ */
+function parsedJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? "";
+  } catch (error) {
+    if (error instanceof RangeError) throw new HttpError(400, "bad_request", "the body is nested too deeply");
+    throw error;
+  }
+}
+
+/**
  * Reads a JSON body: 415 unless it is declared `application/json`, 400 unless
  * it is UTF-8 (`body_not_utf8`) and parses. One a middleware already parsed (`express.json()`) is taken as
  * parsed, held to `limit` as JSON.
@@ -325,7 +339,7 @@ export async function readJson(req: IncomingMessage, res: ServerResponse, limit:
   }
   const parsed = parsedBefore(req);
   if (parsed !== undefined) {
-    if (Buffer.byteLength(JSON.stringify(parsed.value) ?? "") > limit) throw tooLarge(limit);
+    if (Buffer.byteLength(parsedJson(parsed.value)) > limit) throw tooLarge(limit);
     return parsed.value;
   }
   const text = utf8Text(await readBody(req, res, limit));

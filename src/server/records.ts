@@ -9,8 +9,16 @@ import { ServerConfigError } from "./errors.js";
  * ({@link auditLogRecords}), or anything else with this shape.
  */
 export interface RecordSource {
-  /** Up to `limit` of the latest decisions, oldest first. */
-  recent(limit: number): readonly GateDecision[] | Promise<readonly GateDecision[]>;
+  /**
+   * Up to `limit` of the latest decisions, oldest first. The server passes
+   * a `signal` that aborts once the request stops waiting (its client went,
+   * or `recordsTimeoutMs` passed): a source that waits on a disk or a
+   * database can stop then.
+   */
+  recent(
+    limit: number,
+    options?: { readonly signal?: AbortSignal },
+  ): readonly GateDecision[] | Promise<readonly GateDecision[]>;
   /**
    * Optional: calls `listener` with each new decision as it lands; returns a
    * function that stops it, which the server calls when it closes. With it
