@@ -710,14 +710,25 @@ class Handler {
       );
     }
     if (this.#records === undefined) return sendJson(res, 200, { available: false, live: false, records: [] });
+    const source = this.#records;
+    const live = typeof source.subscribe === "function";
     let records;
+    let audited;
     try {
-      records = await this.#records.recent(limit);
+      if (typeof source.audited === "function") audited = await source.audited(limit);
+      else records = await source.recent(limit);
     } catch (error) {
       this.#onError(error);
       throw new HttpError(503, "records_unavailable", "the record source failed");
     }
-    sendJson(res, 200, { available: true, live: typeof this.#records.subscribe === "function", records });
+    if (audited === undefined) return sendJson(res, 200, { available: true, live, records });
+    // Each decision carries its line's standing, so that no client shows a line the log cannot vouch for as one it does.
+    sendJson(res, 200, {
+      available: true,
+      live,
+      records: audited.records.map(({ record, seq, vouched }) => ({ ...record, audit: { seq, vouched } })),
+      audit: audited.check,
+    });
   }
 
   async #link(req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<void> {
