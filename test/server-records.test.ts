@@ -1,10 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFile, copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { appendFile, copyFile, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
 import { AuditSink, auditSealPath } from "loopctl/audit";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
@@ -13,6 +13,7 @@ import { ScriptedModel } from "loopctl/testing";
 import type { AskInbox, PendingAsk } from "loopctl/ask";
 import { RecentRecords, ServerConfigError, auditLogRecords, createApprovalServer } from "loopctl/server";
 import type { ApprovalServer, AuditLogCheck, RecordSource, RecordVouch } from "loopctl/server";
+import { ChainCheck } from "../src/audit/chain.js";
 import { encodeAuditLine } from "../src/audit/line.js";
 import { makeAsk } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
@@ -501,6 +502,49 @@ describe("auditLogRecords: what the log vouches for each decision served", () =>
     expect(after.audit).toMatchObject({ ok: false, problem: "forged", line: 401 });
     expect(after.records.at(-1)).toMatchObject({ ts: 401, audit: { vouched: "none" } });
     expect(after.records.at(-2)).toMatchObject({ ts: 400, audit: { vouched: "sealed" } });
+  });
+
+  it("a request checks only the lines appended since the one before, and still sees any line it read before edited, or the log replaced", async () => {
+    const { path, key } = await keyedLog("memo.jsonl", 200);
+    const source = auditLogRecords(path, { key });
+    const checked = vi.spyOn(ChainCheck.prototype, "line");
+    cleanups.push(() => checked.mockRestore());
+    expect((await source.audited(10)).check).toMatchObject({ ok: true, sealed: 200 });
+    expect(checked).toHaveBeenCalledTimes(200);
+    checked.mockClear();
+    const sink = await AuditSink.open(path, { key });
+    for (let n = 201; n <= 203; n++) await sink.append(decision(n));
+    const after = await source.audited(10);
+    // Opening the sink checked the log once (200 lines); the request, only the three new ones.
+    expect(checked).toHaveBeenCalledTimes(203);
+    expect(after.check).toMatchObject({ ok: true, sealed: 203, last: 203 });
+    expect(after.records.every((r) => r.vouched === "sealed")).toBe(true);
+
+    // A line read before, edited in place (its length kept): told at the next request, the whole window checked again.
+    const text = await readFile(path, "utf8");
+    await writeFile(path, text.replace('"tool":"tool_150"', '"tool":"tool_15X"'));
+    const edited = await served(source);
+    expect(edited.audit).toMatchObject({ ok: false, problem: "edited", line: 150 });
+    expect(edited.records.find((r) => r.audit.seq === 150)?.audit.vouched).toBe("none");
+    // The seal vouches for line 203, which the lines before 150 no longer link to: they rest on their MACs.
+    expect(edited.records.find((r) => r.audit.seq === 149)?.audit.vouched).toBe("mac");
+    // Lines appended after a failure stay unvouched, request after request.
+    await appendFile(path, "not a line\n");
+    expect((await source.audited(1)).records.map((r) => [r.seq, r.vouched])).toEqual([[203, "none"]]);
+    expect((await source.audited(500)).check).toMatchObject({ ok: false, problem: "edited", line: 150 });
+
+    // Put back as it was: vouched again. Moved aside and started afresh: the new log is checked as itself.
+    await writeFile(path, text);
+    expect((await source.audited(500)).check).toMatchObject({ ok: true, sealed: 203 });
+    await sink.close();
+    await rename(path, `${path}.1`);
+    await rename(auditSealPath(path), `${auditSealPath(path)}.1`);
+    const fresh = await AuditSink.open(path, { key });
+    await fresh.append(decision(1, "ask_allowed"));
+    await fresh.close();
+    const rotated = await source.audited(500);
+    expect(rotated.check).toMatchObject({ ok: true, sealed: 1, first: 1, last: 1, whole: true });
+    expect(rotated.records).toEqual([{ record: decision(1, "ask_allowed"), seq: 1, vouched: "sealed" }]);
   });
 
   it("a line being written (no newline yet) is not served, and the check says the log ends in one", async () => {

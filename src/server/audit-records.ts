@@ -84,6 +84,8 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
       throw new ServerConfigError("key", (error as Error).message, { cause: error });
     }
   }
+  // What the last request found, so that the next checks only the lines appended since (see checkTail).
+  let memo: Memo | undefined;
   const audited = async (limit: number): Promise<AuditedRecords> => {
     for (let first = true; ; first = false) {
       // The seal before the lines: a writer replaces it only after the lines it vouches for are
@@ -91,7 +93,9 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
       const sealPath = key === undefined ? undefined : await sealOf(file);
       const seal = sealPath === undefined ? null : await readSealFile(sealPath);
       const tail = await readTail(file, tailBytes);
-      const result = checkTail(tail, key, seal, limit);
+      const checked = checkTail(tail, key, seal, limit, memo);
+      memo = checked.memo;
+      const result = checked.result;
       if (key === undefined) {
         if (result.check.keyed || result.check.last === 0) return result;
         const sealBeside = await lstat(await sealOf(file)).then(
@@ -123,10 +127,12 @@ async function sealOf(file: string): Promise<string> {
   return auditSealPath(await realpath(file).catch(() => file));
 }
 
-/** The end of the log as read: its bytes, and whether they start at the log's first byte. */
+/** The end of the log as read: its bytes, where they start in it, and which file it was. */
 interface Tail {
   readonly bytes: Buffer;
-  readonly whole: boolean;
+  readonly offset: number;
+  readonly dev: number;
+  readonly ino: number;
 }
 
 /** What was found wrong in the lines read: the index of the first line it leaves unvouched. */
@@ -138,13 +144,39 @@ interface Found {
 }
 
 /**
- * Checks the whole lines in `tail` and reads their decisions; the last
- * `limit` of them are returned, each with its standing.
+ * The lines a request checked, kept for the next: their bytes, where each
+ * starts in the file, the `seq` before the first, and the chain's end when
+ * they passed or what failed (the offset of the line it failed at).
  */
-function checkTail(tail: Tail, key: Buffer | undefined, sealText: string | null, limit: number): AuditedRecords {
-  const { bytes } = tail;
+interface Memo {
+  readonly dev: number;
+  readonly ino: number;
+  readonly bytes: Buffer;
+  readonly starts: readonly number[];
+  readonly base: number;
+  readonly end: AuditAnchor | undefined;
+  readonly keyed: boolean | undefined;
+  readonly found: (Omit<Found, "index"> & { readonly at: number }) | undefined;
+}
+
+/**
+ * Checks the whole lines in `tail` and reads their decisions; the last
+ * `limit` of them are returned, each with its standing. Lines that `memo`
+ * checked, found byte for byte where they were (same file, same bytes), are
+ * not checked again: only the lines after them are, as the chain's
+ * continuation, so a request's checking costs what was appended since the
+ * last one. The seal is checked at every request.
+ */
+function checkTail(
+  tail: Tail,
+  key: Buffer | undefined,
+  sealText: string | null,
+  limit: number,
+  memo: Memo | undefined,
+): { readonly result: AuditedRecords; readonly memo: Memo | undefined } {
+  const { bytes, offset } = tail;
   let position = 0;
-  if (!tail.whole) {
+  if (offset > 0) {
     // The window starts a byte before its first line may: whatever comes before the first newline is cut.
     const newline = bytes.indexOf(0x0a);
     position = newline === -1 ? bytes.length : newline + 1;
@@ -153,70 +185,159 @@ function checkTail(tail: Tail, key: Buffer | undefined, sealText: string | null,
   const starts: number[] = [];
   for (let i = bytes.indexOf(0x0a, position); i !== -1; i = bytes.indexOf(0x0a, position)) {
     lines.push(bytes.subarray(position, i));
-    starts.push(position);
+    starts.push(offset + position);
     position = i + 1;
   }
-  const values = lines.map(parseJson);
-  const seqs = values.map((value) => {
-    const seq = value?.["seq"];
-    return typeof seq === "number" && Number.isSafeInteger(seq) && seq >= 0 ? seq : null;
-  });
+  const end = offset + position;
+  const head = lines.length === 0 ? undefined : parseJson(lines[0] as Buffer);
+  const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
+  const reused = reuse(memo, tail, starts, lines.length === 0 ? end : (starts[0] as number));
 
-  const start = tail.whole ? AUDIT_EMPTY_ANCHOR : startOf(values[0]);
+  let base: number;
   let found: Found | undefined;
-  let sealed: number | undefined;
-  if (start === undefined) {
-    if (lines.length > 0) {
-      found = {
-        problem: "malformed",
-        line: null,
-        message: "the first line read is malformed: it carries no seq and prev to check it by",
-        index: 0,
-      };
+  let chainEnd: AuditAnchor | undefined;
+  let keyed: boolean | undefined;
+  if (reused !== undefined) {
+    // The lines before `from` passed (or failed) as they did for the last request.
+    const { memo: last, skipped } = reused;
+    base = last.base + skipped;
+    const from = indexAt(starts, lastEnd(last));
+    keyed = last.keyed;
+    if (last.found !== undefined) {
+      found = { ...last.found, index: indexAt(starts, last.found.at) };
+    } else {
+      // Without a key, the lines after must carry a mac as the lines before did, or not.
+      const continued: MacCheck = macs.type === "key" ? macs : { type: "none", keyed };
+      const outcome = checkLines(lines.slice(from), starts.slice(from), last.end as AuditAnchor, continued);
+      if ("ok" in outcome) found = { ...outcome, index: clampIndex(outcome.line - base - 1, lines.length) };
+      else {
+        chainEnd = outcome.anchor;
+        keyed = outcome.keyed ?? keyed;
+      }
     }
   } else {
-    const unvouched = (line: number): number => Math.max(0, Math.min(line - start.seq - 1, lines.length));
-    const outcome = checkLines(lines, starts, start, key, sealText);
-    if ("ok" in outcome) {
-      found = {
-        problem: outcome.problem,
-        line: outcome.line,
-        message: outcome.message,
-        index: unvouched(outcome.line),
-      };
-      // The seal may still vouch for a line of those that verified before it: they are checked again, alone, for it.
-      const prefix = checkLines(lines.slice(0, found.index), starts, start, key, sealText);
-      if (key !== undefined && !("ok" in prefix)) {
-        const sealing = checkSeal(prefix, start, key, sealText);
-        if (!("problem" in sealing)) sealed = sealing.sealed;
+    const start = offset === 0 ? AUDIT_EMPTY_ANCHOR : startOf(head);
+    base = start?.seq ?? 0;
+    if (start === undefined) {
+      if (lines.length > 0) {
+        found = {
+          problem: "malformed",
+          line: null,
+          message: "the first line read is malformed: it carries no seq and prev to check it by",
+          index: 0,
+        };
       }
-    } else if (key !== undefined) {
-      const sealing = checkSeal(outcome, start, key, sealText);
-      if ("problem" in sealing) found = { ...sealing, index: unvouched(sealing.line) };
-      else sealed = sealing.sealed;
+    } else {
+      const outcome = checkLines(lines, starts, start, macs);
+      if ("ok" in outcome) found = { ...outcome, index: clampIndex(outcome.line - base - 1, lines.length) };
+      else {
+        chainEnd = outcome.anchor;
+        keyed = outcome.keyed;
+      }
     }
   }
 
+  // The hash of line `seq` among those that passed, or of the line before them.
+  const verified = found?.index ?? lines.length;
+  const hashAt = (seq: number): string | undefined => {
+    if (seq === base) return seq === 0 ? AUDIT_EMPTY_ANCHOR.hash : startOf(head)?.hash;
+    if (seq < base || seq > base + verified) return undefined;
+    return lineHash(lines[seq - base - 1] as Buffer);
+  };
+  let sealed: number | undefined;
+  if (key !== undefined) {
+    const sealing = checkSeal(key, sealText, found === undefined ? chainEnd : undefined, base + verified, hashAt);
+    if ("problem" in sealing) found = { ...sealing, index: clampIndex(sealing.line - base - 1, lines.length) };
+    else sealed = sealing.sealed;
+  }
+
+  const tailSeq = lines.length === 0 ? undefined : seqOf(parseJson(lines.at(-1) as Buffer));
   const check: AuditLogCheck = {
     by: key === undefined ? "chain" : "key",
     ok: found === undefined,
     ...(found === undefined ? {} : { problem: found.problem, line: found.line, message: found.message }),
-    first: seqs.find((seq) => seq !== null) ?? 0,
-    last: seqs.findLast((seq) => seq !== null) ?? 0,
-    whole: tail.whole,
-    keyed: values.some((value) => typeof value?.["mac"] === "string"),
+    first: seqOf(head) ?? 0,
+    last: tailSeq ?? 0,
+    whole: offset === 0,
+    keyed: typeof head?.["mac"] === "string",
     ...(sealed === undefined ? {} : { sealed }),
     partial: position < bytes.length,
   };
   const vouchedUpTo = found?.index ?? lines.length;
   const records: AuditedRecord[] = [];
   for (let i = lines.length - 1; i >= 0 && records.length < limit; i--) {
-    const parsed = LineSchema.safeParse(values[i]);
+    const value = parseJson(lines[i] as Buffer);
+    const parsed = LineSchema.safeParse(value);
     if (!parsed.success) continue;
-    const vouched = i >= vouchedUpTo ? "none" : vouch(key, seqs[i] ?? 0, sealed);
-    records.push({ record: parsed.data.record, seq: seqs[i] ?? null, vouched });
+    const vouched = i >= vouchedUpTo ? "none" : vouch(key, base + 1 + i, sealed);
+    records.push({ record: parsed.data.record, seq: seqOf(value) ?? null, vouched });
   }
-  return { records: records.reverse(), check };
+
+  // A failure found by the seal is looked at again at each request; one in the lines, once.
+  const chainFound = chainEnd === undefined && lines.length > 0 ? chainFailure(found, reused, starts, end) : undefined;
+  const next: Memo | undefined =
+    lines.length === 0 || (chainEnd === undefined && chainFound === undefined)
+      ? undefined
+      : {
+          dev: tail.dev,
+          ino: tail.ino,
+          bytes: bytes.subarray((starts[0] as number) - offset, position),
+          starts,
+          base,
+          end: chainEnd,
+          keyed,
+          found: chainFound,
+        };
+  return { result: { records: records.reverse(), check }, memo: next };
+}
+
+/** The failure in the lines themselves, to keep for the next request: the one reused, or the one found now. */
+function chainFailure(
+  found: Found | undefined,
+  reused: { readonly memo: Memo } | undefined,
+  starts: readonly number[],
+  end: number,
+): Memo["found"] {
+  if (reused?.memo.found !== undefined) return reused.memo.found;
+  if (found === undefined) return undefined;
+  return { problem: found.problem, line: found.line, message: found.message, at: starts[found.index] ?? end };
+}
+
+/** Where the lines `memo` checked end in the file. */
+function lastEnd(memo: Memo): number {
+  return (memo.starts[0] as number) + memo.bytes.length;
+}
+
+/**
+ * Whether the lines `memo` checked are still there, from `first` (where the
+ * lines read now start) to their end: the same file, the same bytes. Gives
+ * how many of its lines come before `first`.
+ */
+function reuse(
+  memo: Memo | undefined,
+  tail: Tail,
+  starts: readonly number[],
+  first: number,
+): { readonly memo: Memo; readonly skipped: number } | undefined {
+  if (memo === undefined || memo.dev !== tail.dev || memo.ino !== tail.ino || starts.length === 0) return undefined;
+  const memoStart = memo.starts[0] as number;
+  const memoEnd = lastEnd(memo);
+  const tailEnd = tail.offset + tail.bytes.length;
+  if (first < memoStart || first >= memoEnd || memoEnd > tailEnd) return undefined;
+  const skipped = memo.starts.indexOf(first);
+  if (skipped === -1) return undefined;
+  const here = tail.bytes.subarray(first - tail.offset, memoEnd - tail.offset);
+  return here.equals(memo.bytes.subarray(first - memoStart)) ? { memo, skipped } : undefined;
+}
+
+/** The index of the first line starting at or after `at`. */
+function indexAt(starts: readonly number[], at: number): number {
+  const index = starts.findIndex((start) => start >= at);
+  return index === -1 ? starts.length : index;
+}
+
+function clampIndex(index: number, length: number): number {
+  return Math.max(0, Math.min(index, length));
 }
 
 function vouch(key: Buffer | undefined, seq: number, sealed: number | undefined): RecordVouch {
@@ -224,17 +345,14 @@ function vouch(key: Buffer | undefined, seq: number, sealed: number | undefined)
   return sealed !== undefined && seq <= sealed ? "sealed" : "mac";
 }
 
-/** Checks `lines` as the chain's continuation at `from`; line numbers in failures are `seq`s. */
+/** Checks `lines` (starting at the file offsets `starts`) as the chain's continuation at `from`. */
 function checkLines(
   lines: readonly Buffer[],
   starts: readonly number[],
   from: AuditAnchor,
-  key: Buffer | undefined,
-  sealText: string | null,
+  macs: MacCheck,
 ): Chain | Failure {
-  const macs: MacCheck = key === undefined ? { type: "none", keyed: undefined } : { type: "key", key };
-  const sealSeq = key === undefined || sealText === null ? undefined : parseSeal(sealText)?.seq;
-  const check = new ChainCheck(from, macs, { records: false, hashes: [sealSeq] });
+  const check = new ChainCheck(from, macs, { records: false, hashes: [] });
   for (const [i, line] of lines.entries()) {
     if (line.length > AUDIT_LINE_MAX_BYTES) {
       check.oversized(starts[i] as number);
@@ -250,15 +368,18 @@ function checkLines(
 }
 
 /**
- * Checks the seal against the lines read: `{ sealed }` when it vouches for
- * one of them (or the line just before them), `{}` when for a line before
- * that (the lines read then rest on their MACs), or the problem found.
+ * Checks the seal against the lines that passed, up to `seq` `verifiedTo`
+ * (`end`, the chain's end, when every line read passed): `{ sealed }` when it
+ * vouches for one of them, `{}` when it vouches for a line before them (the
+ * lines read then rest on their MACs) or cannot be checked, or the problem
+ * found, only when every line passed: a failure in the lines comes first.
  */
 function checkSeal(
-  chain: Chain,
-  from: AuditAnchor,
   key: Buffer,
   sealText: string | null,
+  end: AuditAnchor | undefined,
+  verifiedTo: number,
+  hashAt: (seq: number) => string | undefined,
 ):
   | { readonly sealed?: number }
   | {
@@ -266,7 +387,12 @@ function checkSeal(
       readonly line: number;
       readonly message: string;
     } {
-  const last = chain.anchor.seq;
+  const seal = sealText === null ? undefined : parseSeal(sealText);
+  const valid = seal !== undefined && sameMac(seal.mac, sealMac(key, seal.seq, seal.hash));
+  if (end === undefined) {
+    return valid && seal.seq <= verifiedTo && hashAt(seal.seq) === seal.hash ? { sealed: seal.seq } : {};
+  }
+  const last = end.seq;
   const after = last + 1;
   if (sealText === null) {
     return last === 0
@@ -277,7 +403,6 @@ function checkSeal(
           message: "the log has no seal: lines removed from its end could not be told",
         };
   }
-  const seal = parseSeal(sealText);
   if (seal === undefined) {
     return {
       problem: "unsealed",
@@ -285,7 +410,7 @@ function checkSeal(
       message: "the seal is not a seal: lines removed from its end could not be told",
     };
   }
-  if (!sameMac(seal.mac, sealMac(key, seal.seq, seal.hash))) {
+  if (!valid) {
     return {
       problem: "forged",
       line: after,
@@ -302,8 +427,9 @@ function checkSeal(
         `${missing} trailing line${missing === 1 ? "" : "s"} removed`,
     };
   }
-  if (seal.seq < from.seq) return {};
-  if (chain.hashes.get(seal.seq) !== seal.hash) {
+  const hash = seal.seq === last ? end.hash : hashAt(seal.seq);
+  if (hash === undefined) return {};
+  if (hash !== seal.hash) {
     return {
       problem: "edited",
       line: Math.max(seal.seq, 1),
@@ -320,6 +446,11 @@ function startOf(value: Readonly<Record<string, unknown>> | undefined): AuditAnc
   if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1) return undefined;
   if (typeof prev !== "string" || !/^[0-9a-f]{64}$/.test(prev)) return undefined;
   return { seq: seq - 1, hash: prev };
+}
+
+function seqOf(value: Readonly<Record<string, unknown>> | undefined): number | undefined {
+  const seq = value?.["seq"];
+  return typeof seq === "number" && Number.isSafeInteger(seq) && seq >= 0 ? seq : undefined;
 }
 
 function parseJson(line: Buffer): Readonly<Record<string, unknown>> | undefined {
@@ -343,7 +474,8 @@ async function readTail(file: string, tailBytes: number): Promise<Tail> {
   try {
     handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { bytes: Buffer.alloc(0), whole: true };
+    if ((error as NodeJS.ErrnoException).code === "ENOENT")
+      return { bytes: Buffer.alloc(0), offset: 0, dev: 0, ino: 0 };
     throw error;
   }
   try {
@@ -359,7 +491,7 @@ async function readTail(file: string, tailBytes: number): Promise<Tail> {
       if (bytesRead === 0) break;
       read += bytesRead;
     }
-    return { bytes: buffer.subarray(0, read), whole: start === 0 };
+    return { bytes: buffer.subarray(0, read), offset: start, dev: stat.dev, ino: stat.ino };
   } finally {
     await handle.close();
   }
