@@ -97,6 +97,24 @@ describe("the console's audit log view", () => {
     );
   });
 
+  it("a standing the page does not know (another source's, an inherited name) is shown as vouched for by nothing", async () => {
+    const check = { by: "key", ok: true, first: 1, last: 3, whole: true, keyed: true, partial: false } as const;
+    const source: RecordSource = {
+      recent: () => [],
+      audited: () =>
+        Promise.resolve({
+          check,
+          records: [
+            { record: gateRecord(1), seq: 1, vouched: "sealed" },
+            { record: gateRecord(2), seq: 2, vouched: "constructor" as never },
+            { record: gateRecord(3), seq: 3, vouched: "trusted" as never },
+          ],
+        }),
+    };
+    const { log } = await consoleOver(source, 3);
+    expect([await log(0), await log(1), await log(2)]).toEqual(["NOT VOUCHED FOR", "NOT VOUCHED FOR", "sealed"]);
+  });
+
   it("records from an observer in the agent's process carry no log check: no Log column, no note", async () => {
     const records = new RecentRecords();
     records.onGate({ turn: 0, callId: "c1", decision: gateRecord(1) });

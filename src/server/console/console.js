@@ -738,7 +738,11 @@
       .reverse()
       .map((record) => {
         const tr = document.createElement("tr");
-        const vouched = audited ? (VOUCHED[record.audit?.vouched] ? record.audit.vouched : "none") : null;
+        const vouched = audited
+          ? Object.hasOwn(VOUCHED, record.audit?.vouched ?? "")
+            ? record.audit.vouched
+            : "none"
+          : null;
         cell(tr, "Time", clock(record.ts));
         cell(tr, "Tool", record.tool, "tool-name");
         const good = GOOD.has(record.verdict) ? "good" : "bad";
