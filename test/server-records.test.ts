@@ -481,6 +481,12 @@ describe("auditLogRecords: what the log vouches for each decision served", () =>
       [2, "mac"],
       [3, "mac"],
     ]);
+    // The log deleted under its seal: no decision to show, and the view says lines were removed.
+    await rm(cut);
+    expect(await served(auditLogRecords(cut, { key }))).toMatchObject({
+      records: [],
+      audit: { ok: false, problem: "removed", line: 1, first: 0, last: 0 },
+    });
   });
 
   it("reads only the end of a long log, and checks the lines there: one forged at the end is told, the cut first line skipped", async () => {
