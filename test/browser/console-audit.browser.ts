@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditSink } from "loopctl/audit";
 import { RecentRecords, auditLogRecords, createApprovalServer } from "loopctl/server";
 import type { RecordSource } from "loopctl/server";
+import type { GateDecision } from "loopctl/engine";
 import { encodeAuditLine } from "../../src/audit/line.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import { overflowsSideways, screenshot, useBrowser } from "./support/chromium.js";
@@ -113,6 +114,48 @@ describe("the console's audit log view", () => {
     };
     const { log } = await consoleOver(source, 3);
     expect([await log(0), await log(1), await log(2)]).toEqual(["NOT VOUCHED FOR", "NOT VOUCHED FOR", "sealed"]);
+  });
+
+  it("a reload of the records that fails says so above them, and what they show is said to be as last read", async () => {
+    const check = {
+      by: "key",
+      ok: true,
+      first: 1,
+      last: 1,
+      whole: true,
+      keyed: true,
+      sealed: 1,
+      partial: false,
+    } as const;
+    let fail = false;
+    let listener: ((record: GateDecision) => void) | undefined;
+    const source: RecordSource = {
+      recent: () => [],
+      audited: () =>
+        fail
+          ? Promise.reject(new Error("the seal is a folder now"))
+          : Promise.resolve({ check, records: [{ record: gateRecord(1), seq: 1, vouched: "sealed" as const }] }),
+      subscribe: (heard) => {
+        listener = heard;
+        return () => undefined;
+      },
+    };
+    const { page, log, note } = await consoleOver(source, 1);
+    expect(await log(0)).toBe("sealed");
+    expect(await note.getAttribute("data-state")).toBe("key");
+    await expect.poll(() => page.locator("#status").getAttribute("data-state")).toBe("live");
+    // A new decision: the page reads the list again, and this time the source fails.
+    fail = true;
+    listener?.(gateRecord(2));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("broken");
+    expect(await note.textContent()).toMatch(
+      /^The decisions could not be read again \(503\): those shown, and what was said of them, are as read at .+\. Checked with the key/,
+    );
+    expect(await log(0)).toBe("sealed");
+    // Read again: the note says what the check says.
+    fail = false;
+    listener?.(gateRecord(3));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("key");
   });
 
   it("records from an observer in the agent's process carry no log check: no Log column, no note", async () => {

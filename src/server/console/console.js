@@ -689,6 +689,9 @@
   const records = [];
   // The check of the audit log the records were read from, when they were (the server says).
   let auditCheck = null;
+  // Why the last reload of the records failed, while it has not succeeded since; and when they were read.
+  let recordsFailure = null;
+  let recordsReadAt = null;
 
   // What the log's checks vouch for a line, in words: what the "Log" column says, and its tooltip.
   const VOUCHED = {
@@ -762,8 +765,11 @@
     tbody.replaceChildren(...rows);
     $("records-log").hidden = !audited;
     const note = $("records-check");
-    note.hidden = !audited;
-    if (audited) {
+    note.hidden = !audited && recordsFailure === null;
+    if (recordsFailure !== null) {
+      note.dataset.state = "broken";
+      showText(note, audited ? `${recordsFailure} ${checkText(auditCheck)}` : recordsFailure);
+    } else if (audited) {
       note.dataset.state = auditCheck.ok === true ? (auditCheck.by === "key" ? "key" : "chain") : "broken";
       showText(note, checkText(auditCheck));
     }
@@ -779,7 +785,17 @@
       return;
     }
     if (reply.status === 401) return signedOut();
-    if (reply.status !== 200 || !reply.body) return;
+    if (reply.status !== 200 || !reply.body) {
+      // Never silently stale: what is shown, and what its log's check said, are as last read.
+      recordsFailure =
+        recordsReadAt === null
+          ? `The decisions could not be read (${reply.status}).`
+          : `The decisions could not be read again (${reply.status}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
+      renderRecords();
+      return;
+    }
+    recordsFailure = null;
+    recordsReadAt = Date.now();
     $("records-panel").hidden = reply.body.available === false;
     liveRecords = reply.body.live === true;
     auditCheck = reply.body.audit !== null && typeof reply.body.audit === "object" ? reply.body.audit : null;
