@@ -156,6 +156,26 @@ describe("the console's audit log view", () => {
     fail = false;
     listener?.(gateRecord(3));
     await expect.poll(() => note.getAttribute("data-state")).toBe("key");
+    // A status region is read out as its text is set: a reload that finds the same is not said again.
+    await page.evaluate(`(() => {
+      window.noteSet = 0;
+      new MutationObserver(() => (window.noteSet += 1)).observe(document.getElementById("records-check"), {
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+    })()`);
+    let reads = 0;
+    const counted = source.audited;
+    source.audited = (limit) => {
+      reads += 1;
+      return (counted as NonNullable<RecordSource["audited"]>)(limit);
+    };
+    listener?.(gateRecord(4));
+    listener?.(gateRecord(5));
+    await expect.poll(() => reads).toBeGreaterThanOrEqual(2);
+    await page.waitForTimeout(200);
+    expect(await page.evaluate<number>("window.noteSet")).toBe(0);
   });
 
   it("records from an observer in the agent's process carry no log check: no Log column, no note", async () => {

@@ -766,12 +766,18 @@
     $("records-log").hidden = !audited;
     const note = $("records-check");
     note.hidden = !audited && recordsFailure === null;
+    let said = null;
     if (recordsFailure !== null) {
       note.dataset.state = "broken";
-      showText(note, audited ? `${recordsFailure} ${checkText(auditCheck)}` : recordsFailure);
+      said = audited ? `${recordsFailure} ${checkText(auditCheck)}` : recordsFailure;
     } else if (audited) {
       note.dataset.state = auditCheck.ok === true ? (auditCheck.by === "key" ? "key" : "chain") : "broken";
-      showText(note, checkText(auditCheck));
+      said = checkText(auditCheck);
+    }
+    // A status region is read out when its text is set: set only when it says something new, not at every reload.
+    if (said !== null && note.dataset.said !== said) {
+      note.dataset.said = said;
+      showText(note, said);
     }
     $("records-empty").hidden = rows.length > 0;
     $("records").hidden = rows.length === 0;
