@@ -49,9 +49,11 @@ const LineSchema = z.object({ record: GateDecisionSchema });
  * reads it). `audited()` gives each decision its standing
  * ({@link RecordVouch}) and the check of the lines read; `recent()` the
  * decisions alone, as written, each line that reads as one (a line that does
- * not parse is skipped). The lines before those read are not checked at each
- * request: `loopctl audit verify` checks the whole log. A log that does not
- * exist yet reads as empty.
+ * not parse is skipped). The lines a request checked are not checked again by
+ * the next while they are still there byte for byte: only the lines appended
+ * since are. The lines before those read are not checked at each request:
+ * `loopctl audit verify` checks the whole log. A log that does not exist yet
+ * reads as empty.
  *
  * @throws {ServerConfigError} naming `path`, `options`, `tailBytes` or `key`
  * when one is unusable.
