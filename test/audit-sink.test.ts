@@ -55,6 +55,25 @@ afterAll(async () => {
 });
 
 describe("AuditSink files", () => {
+  it("a lock file far larger than any lock record, planted beside the log, is not read: the append fails naming it, memory flat", async () => {
+    const path = fresh();
+    const size = 256 * 1024 * 1024;
+    const script = fileURLToPath(new URL("./support/audit-huge-lock.ts", import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", script, path, String(size)]);
+    const report = JSON.parse(stdout) as { appended: { code?: string; message?: string }; maxRssBytes: number };
+    expect(report.appended).toEqual({
+      code: "AUDIT_LOCK",
+      message:
+        `cannot lock audit log ${path} (${path}.lock): is ${size} bytes, larger than any lock record, ` +
+        "so no writer made it; remove it",
+    });
+    // Nothing was written, and the planted file is left for a person to look at.
+    expect((await readFile(path, "utf8")).split("\n")).toHaveLength(2);
+    expect((await stat(`${path}.lock`)).size).toBe(size);
+    // Before, each look at the lock read it whole (and again as text) while it waited out its grace.
+    expect(report.maxRssBytes).toBeLessThan(size / 2);
+  }, 60_000);
+
   it("creates the log 0600 in a folder created 0700", async () => {
     const path = fresh();
     const sink = await AuditSink.open(path);

@@ -1,12 +1,14 @@
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
-import { mkdtemp, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { appendFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AuditSink } from "loopctl/audit";
+import { AuditSink, readAuditKeyFile } from "loopctl/audit";
 import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
+import { encodeAuditLine } from "../src/audit/line.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
@@ -62,7 +64,18 @@ describe("loopctl console", () => {
       grants: [{ id: grant.id, tool: "deploy", pin: { type: "unpinned" } }],
     });
     const records = await request(`${base}api/records`, { headers: auth });
-    expect(records.json).toEqual({ available: true, live: false, records: [gateRecord(1), gateRecord(2)] });
+    expect(records.json).toMatchObject({
+      available: true,
+      live: false,
+      records: [
+        { ...gateRecord(1), audit: { seq: 1, vouched: "chain" } },
+        { ...gateRecord(2), audit: { seq: 2, vouched: "chain" } },
+      ],
+      audit: { by: "chain", ok: true, first: 1, last: 2 },
+    });
+    expect(run.output()).toContain(
+      `audit   ${audit} (hash chain checked; no line authenticated without --audit-key-file)\n`,
+    );
     expect((await request(`${base}api/asks`, { headers: auth })).json).toEqual({ asks: [] });
     expect((await request(`${base}api/grants/${grant.id}`, { method: "DELETE", headers: auth })).status).toBe(200);
     expect(await store.load()).toEqual([]);
@@ -84,6 +97,46 @@ describe("loopctl console", () => {
       `loopctl: warning: the audit log ${join(dir, "~", "gates.jsonl")} does not exist: the shell leaves a ~ ` +
         "after = as it is (--audit=~/…); write --audit ~/… or $HOME/…\n",
     );
+  });
+
+  it("--audit-key-file checks each line's mac and the seal: a line appended without the key is served as vouched for by nothing", async () => {
+    const audit = join(dir, "keyed.jsonl");
+    const keyFile = join(dir, "audit.key");
+    await writeFile(keyFile, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
+    const key = await readAuditKeyFile(keyFile);
+    const sink = await AuditSink.open(audit, { key });
+    await sink.append(gateRecord(1));
+    await sink.close();
+    const last = JSON.parse(await readFile(audit, "utf8")) as { hash: string };
+    await appendFile(audit, encodeAuditLine(2, last.hash, gateRecord(2, { verdict: "ask_allowed" }), undefined).text);
+
+    const run = startConsole(dir, ["--root", join(dir, "r-key"), "--audit", audit, "--audit-key-file", keyFile]);
+    const url = await run.printed;
+    expect(run.output()).toContain(`audit   ${audit} (each line's mac and the seal checked with the key)\n`);
+    const base = url.slice(0, url.indexOf("?"));
+    const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+    expect((await request(`${base}api/records`, { headers: auth })).json).toMatchObject({
+      records: [
+        { tool: "tool_1", audit: { seq: 1, vouched: "sealed" } },
+        { tool: "tool_2", verdict: "ask_allowed", audit: { seq: 2, vouched: "none" } },
+      ],
+      audit: { by: "key", ok: false, problem: "forged", line: 2, sealed: 1 },
+    });
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+
+    for (const [args, line] of [
+      [["--audit-key-file", keyFile], "--audit-key-file is the key of the --audit log: give --audit FILE too"],
+      [["--audit", audit, "--audit-key-file="], "--audit-key-file needs the FILE of a key"],
+      [
+        ["--audit", audit, "--audit-key-file", join(dir, "none.key")],
+        `--audit-key-file: ${join(dir, "none.key")}: no such file`,
+      ],
+    ] as const) {
+      const result = await cli(["console", ...args, "--root", join(dir, "r-key")], { cwd: dir });
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toBe(`loopctl console: ${line}\nRun 'loopctl console --help' for usage.\n`);
+    }
   });
 
   it("takes its token from LOOPCTL_CONSOLE_TOKEN", async () => {
@@ -196,6 +249,7 @@ describe("loopctl console", () => {
       "--database",
       "--schema",
       "--audit",
+      "--audit-key-file",
       "--max-connections",
     ])
       expect(usage).toMatch(new RegExp(`\\[${flag} `));

@@ -1,18 +1,21 @@
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
-import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { appendFile, copyFile, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApprovalChannel } from "loopctl/ask";
-import { AuditSink } from "loopctl/audit";
+import { AuditSink, auditSealPath } from "loopctl/audit";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import type { AskInbox, PendingAsk } from "loopctl/ask";
 import { RecentRecords, ServerConfigError, auditLogRecords, createApprovalServer } from "loopctl/server";
-import type { ApprovalServer, RecordSource } from "loopctl/server";
+import type { ApprovalServer, AuditLogCheck, RecordSource, RecordVouch } from "loopctl/server";
+import { ChainCheck } from "../src/audit/chain.js";
+import { encodeAuditLine } from "../src/audit/line.js";
 import { makeAsk } from "./support/ask-fixtures.js";
 import { openStream, request } from "./support/http-client.js";
 
@@ -259,6 +262,27 @@ describe("a record source that does not answer (an audit log on a stalled networ
     expect(errors).toEqual([]);
   });
 
+  it("bounds an audited source as it bounds recent: 503 within recordsTimeoutMs, the signal it was given aborted", async () => {
+    const errors: unknown[] = [];
+    const signals: (AbortSignal | undefined)[] = [];
+    const hung: RecordSource = {
+      recent: () => [],
+      audited: (_limit, options) => {
+        signals.push(options?.signal);
+        return new Promise(() => undefined);
+      },
+    };
+    const server = await createApprovalServer({ records: hung, recordsTimeoutMs: 300, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const reply = await request(`${server.url}api/records`, { headers: { authorization: `Bearer ${server.token}` } });
+    expect([reply.status, reply.json]).toEqual([
+      503,
+      { error: "records_unavailable", message: "the record source did not answer within 300 ms" },
+    ]);
+    expect(signals.map((signal) => signal?.aborted)).toEqual([true]);
+    expect(errors).toHaveLength(1);
+  });
+
   it("refuses a recordsTimeoutMs that is not a positive integer of at most 2147483647, naming it", async () => {
     for (const recordsTimeoutMs of [0, -1, 1.5, Number.NaN, 2_147_483_648, "1000", null]) {
       const error = await createApprovalServer({ records: new RecentRecords(), recordsTimeoutMs } as never).then(
@@ -295,6 +319,27 @@ describe("a record source that answers with something other than a list", () => 
     expect((await request(`${server.url}api/records`, { headers: auth })).json).toMatchObject({
       records: [{ ts: 1 }],
     });
+  });
+
+  it("503 for an audited source whose answer holds no list of records, naming audited", async () => {
+    const errors: unknown[] = [];
+    let given: unknown = [];
+    const odd: RecordSource = { recent: () => [], audited: () => Promise.resolve(given as never) };
+    const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
+    for (const value of [[], null, { records: "none" }]) {
+      given = value;
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
+        JSON.stringify(value),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+    expect(errors.map((e) => (e as Error).message)).toEqual([
+      expect.stringContaining("RecordSource.audited resolved to"),
+      expect.stringContaining("RecordSource.audited resolved to null"),
+      expect.stringContaining("RecordSource.audited resolved to"),
+    ]);
   });
 });
 
@@ -464,5 +509,226 @@ describe("auditLogRecords", () => {
     ]);
     expect(answered).toBe(503);
     expect(String((errors[0] as Error).message)).toContain(`${path} is not a regular file`);
+  });
+});
+
+describe("auditLogRecords: what the log vouches for each decision served", () => {
+  type Served = GateDecision & { audit: { seq: number | null; vouched: RecordVouch } };
+  async function served(source: RecordSource): Promise<{ records: Served[]; audit: AuditLogCheck }> {
+    const { server, auth } = await serve(source);
+    const reply = await request(`${server.url}api/records?limit=500`, { headers: auth });
+    expect(reply.status).toBe(200);
+    return reply.json as { records: Served[]; audit: AuditLogCheck };
+  }
+  const standing = (records: Served[]): [number, RecordVouch][] => records.map((r) => [r.ts, r.audit.vouched]);
+
+  async function keyedLog(name: string, count: number): Promise<{ path: string; key: Buffer; lines: string[] }> {
+    const path = join(dir, name);
+    const key = randomBytes(32);
+    const sink = await AuditSink.open(path, { key });
+    for (let n = 1; n <= count; n++) await sink.append(decision(n, "deny"));
+    await sink.close();
+    return { path, key, lines: (await readFile(path, "utf8")).split("\n").slice(0, -1) };
+  }
+
+  /** A line as one who can write the log but holds no key makes it: the next seq, linked, hashed anew. */
+  function forged(lines: string[], record: GateDecision, mac: string | null): string {
+    const last = JSON.parse(lines.at(-1) as string) as { seq: number; hash: string };
+    const { text } = encodeAuditLine(last.seq + 1, last.hash, record, undefined);
+    return mac === null ? text : text.replace(/\}\n$/, `,"mac":"${mac}"}\n`);
+  }
+
+  it("with the key: an approval appended by one without it is served as vouched for by nothing, and the log as forged", async () => {
+    const { path, key, lines } = await keyedLog("forged.jsonl", 3);
+    expect(await served(auditLogRecords(path, { key }))).toMatchObject({
+      audit: { by: "key", ok: true, keyed: true, sealed: 3, first: 1, last: 3, whole: true, partial: false },
+    });
+    for (const mac of [null, "ab".repeat(32)]) {
+      await writeFile(path, `${lines.join("\n")}\n${forged(lines, decision(4, "ask_allowed"), mac)}`);
+      const { records, audit } = await served(auditLogRecords(path, { key }));
+      expect(standing(records)).toEqual([
+        [1, "sealed"],
+        [2, "sealed"],
+        [3, "sealed"],
+        [4, "none"],
+      ]);
+      expect(records[3]).toMatchObject({ verdict: "ask_allowed", audit: { seq: 4, vouched: "none" } });
+      expect(audit).toMatchObject({ by: "key", ok: false, problem: "forged", line: 4 });
+      expect(audit.message).toContain("line 4");
+    }
+  });
+
+  it("without a key: the chain is checked and says so; a line edited in place breaks it, and nothing after is vouched for", async () => {
+    const path = join(dir, "edited.jsonl");
+    const sink = await AuditSink.open(path);
+    for (let n = 1; n <= 5; n++) await sink.append(decision(n, "deny"));
+    await sink.close();
+    const intact = await served(auditLogRecords(path));
+    expect(standing(intact.records)).toEqual([1, 2, 3, 4, 5].map((n) => [n, "chain"]));
+    expect(intact.audit).toMatchObject({ by: "chain", ok: true, keyed: false, sealBeside: false });
+    // A denial turned into an approval by hand, the hash left as it was.
+    const text = await readFile(path, "utf8");
+    const lines = text.split("\n");
+    lines[2] = (lines[2] as string).replace('"verdict":"deny"', '"verdict":"ask_allowed"');
+    await writeFile(path, lines.join("\n"));
+    const { records, audit } = await served(auditLogRecords(path));
+    expect(standing(records)).toEqual([
+      [1, "chain"],
+      [2, "chain"],
+      [3, "none"],
+      [4, "none"],
+      [5, "none"],
+    ]);
+    expect(audit).toMatchObject({ by: "chain", ok: false, problem: "edited", line: 3 });
+  });
+
+  it("without the key, a keyed log's lines are not taken as authenticated: a line hashed anew without a mac breaks it", async () => {
+    const { path, lines } = await keyedLog("keyed-no-key.jsonl", 2);
+    await writeFile(path, `${lines.join("\n")}\n${forged(lines, decision(3, "ask_allowed"), null)}`);
+    const { records, audit } = await served(auditLogRecords(path));
+    expect(standing(records)).toEqual([
+      [1, "chain"],
+      [2, "chain"],
+      [3, "none"],
+    ]);
+    expect(audit).toMatchObject({ by: "chain", ok: false, problem: "malformed", line: 3, keyed: true });
+    // A keyed log written again whole without its MACs passes the chain: a seal beside it says to pass the key.
+    const unkeyed = join(dir, "stripped.jsonl");
+    let prev = "0".repeat(64);
+    let stripped = "";
+    for (let n = 1; n <= 2; n++) {
+      const line = encodeAuditLine(n, prev, decision(n, n === 2 ? "ask_allowed" : "deny"), undefined);
+      stripped += line.text;
+      prev = line.hash;
+    }
+    await writeFile(unkeyed, stripped);
+    await copyFile(auditSealPath(path), auditSealPath(unkeyed));
+    expect((await served(auditLogRecords(unkeyed))).audit).toMatchObject({ ok: true, keyed: false, sealBeside: true });
+  });
+
+  it("lines after the line the seal vouches for rest on their MACs: served as such, not as sealed", async () => {
+    const path = join(dir, "behind.jsonl");
+    const key = randomBytes(32);
+    const sink = await AuditSink.open(path, { key });
+    for (let n = 1; n <= 3; n++) await sink.append(decision(n));
+    const seal = await readFile(auditSealPath(path), "utf8");
+    for (let n = 4; n <= 5; n++) await sink.append(decision(n));
+    await sink.close();
+    await writeFile(auditSealPath(path), seal);
+    const { records, audit } = await served(auditLogRecords(path, { key }));
+    expect(standing(records)).toEqual([
+      [1, "sealed"],
+      [2, "sealed"],
+      [3, "sealed"],
+      [4, "mac"],
+      [5, "mac"],
+    ]);
+    expect(audit).toMatchObject({ ok: true, sealed: 3, last: 5 });
+    // Lines cut off the end under a seal that vouches for them: every line left is the key's, the log is not whole.
+    const cut = join(dir, "cut.jsonl");
+    const writer = await AuditSink.open(cut, { key });
+    for (let n = 1; n <= 5; n++) await writer.append(decision(n));
+    await writer.close();
+    await writeFile(cut, `${(await readFile(cut, "utf8")).split("\n").slice(0, 3).join("\n")}\n`);
+    const after = await served(auditLogRecords(cut, { key }));
+    expect(after.audit).toMatchObject({ ok: false, problem: "removed", line: 4, last: 3 });
+    expect(after.audit.message).toContain("2 trailing lines removed");
+    expect(standing(after.records)).toEqual([
+      [1, "mac"],
+      [2, "mac"],
+      [3, "mac"],
+    ]);
+    // The log deleted under its seal: no decision to show, and the view says lines were removed.
+    await rm(cut);
+    expect(await served(auditLogRecords(cut, { key }))).toMatchObject({
+      records: [],
+      audit: { ok: false, problem: "removed", line: 1, first: 0, last: 0 },
+    });
+  });
+
+  it("reads only the end of a long log, and checks the lines there: one forged at the end is told, the cut first line skipped", async () => {
+    const { path, key, lines } = await keyedLog("long.jsonl", 400);
+    const tailBytes = 4_000;
+    const source = auditLogRecords(path, { key, tailBytes });
+    const intact = await served(source);
+    expect(intact.audit).toMatchObject({ ok: true, whole: false, sealed: 400, last: 400 });
+    expect(intact.audit.first).toBeGreaterThan(380);
+    expect(intact.records.every((r) => r.audit.vouched === "sealed")).toBe(true);
+    expect(intact.records.map((r) => r.audit.seq)).toEqual(intact.records.map((_, i) => intact.audit.first + i));
+    // The window starts right at a line: that line is read whole, not skipped as a cut one.
+    const size = Buffer.byteLength(`${lines.join("\n")}\n`);
+    const last = Buffer.byteLength(`${lines.at(-1)}\n`);
+    expect((await served(auditLogRecords(path, { key, tailBytes: last }))).records.map((r) => r.ts)).toEqual([400]);
+    expect(size).toBeGreaterThan(30 * tailBytes);
+    await appendFile(path, forged(lines, decision(401, "ask_allowed"), null));
+    const after = await served(source);
+    expect(after.audit).toMatchObject({ ok: false, problem: "forged", line: 401 });
+    expect(after.records.at(-1)).toMatchObject({ ts: 401, audit: { vouched: "none" } });
+    expect(after.records.at(-2)).toMatchObject({ ts: 400, audit: { vouched: "sealed" } });
+  });
+
+  it("a request checks only the lines appended since the one before, and still sees any line it read before edited, or the log replaced", async () => {
+    const { path, key } = await keyedLog("memo.jsonl", 200);
+    const source = auditLogRecords(path, { key });
+    const checked = vi.spyOn(ChainCheck.prototype, "line");
+    cleanups.push(() => checked.mockRestore());
+    expect((await source.audited(10)).check).toMatchObject({ ok: true, sealed: 200 });
+    expect(checked).toHaveBeenCalledTimes(200);
+    checked.mockClear();
+    const sink = await AuditSink.open(path, { key });
+    for (let n = 201; n <= 203; n++) await sink.append(decision(n));
+    const after = await source.audited(10);
+    // Opening the sink checked the log once (200 lines); the request, only the three new ones.
+    expect(checked).toHaveBeenCalledTimes(203);
+    expect(after.check).toMatchObject({ ok: true, sealed: 203, last: 203 });
+    expect(after.records.every((r) => r.vouched === "sealed")).toBe(true);
+
+    // A line read before, edited in place (its length kept): told at the next request, the whole window checked again.
+    const text = await readFile(path, "utf8");
+    await writeFile(path, text.replace('"tool":"tool_150"', '"tool":"tool_15X"'));
+    const edited = await served(source);
+    expect(edited.audit).toMatchObject({ ok: false, problem: "edited", line: 150 });
+    expect(edited.records.find((r) => r.audit.seq === 150)?.audit.vouched).toBe("none");
+    // The seal vouches for line 203, which the lines before 150 no longer link to: they rest on their MACs.
+    expect(edited.records.find((r) => r.audit.seq === 149)?.audit.vouched).toBe("mac");
+    // Lines appended after a failure stay unvouched, request after request.
+    await appendFile(path, "not a line\n");
+    expect((await source.audited(1)).records.map((r) => [r.seq, r.vouched])).toEqual([[203, "none"]]);
+    expect((await source.audited(500)).check).toMatchObject({ ok: false, problem: "edited", line: 150 });
+
+    // Put back as it was: vouched again. Moved aside and started afresh: the new log is checked as itself.
+    await writeFile(path, text);
+    expect((await source.audited(500)).check).toMatchObject({ ok: true, sealed: 203 });
+    await sink.close();
+    await rename(path, `${path}.1`);
+    await rename(auditSealPath(path), `${auditSealPath(path)}.1`);
+    const fresh = await AuditSink.open(path, { key });
+    await fresh.append(decision(1, "ask_allowed"));
+    await fresh.close();
+    const rotated = await source.audited(500);
+    expect(rotated.check).toMatchObject({ ok: true, sealed: 1, first: 1, last: 1, whole: true });
+    expect(rotated.records).toEqual([{ record: decision(1, "ask_allowed"), seq: 1, vouched: "sealed" }]);
+  });
+
+  it("a line being written (no newline yet) is not served, and the check says the log ends in one", async () => {
+    const { path, key } = await keyedLog("partial.jsonl", 2);
+    await appendFile(path, '{"seq":3,"prev":"');
+    const { records, audit } = await served(auditLogRecords(path, { key }));
+    expect(records).toHaveLength(2);
+    expect(audit).toMatchObject({ ok: true, partial: true, sealed: 2 });
+  });
+
+  it("refuses a key that is not one with a ServerConfigError naming key, and never shows it", () => {
+    for (const key of [123456789, "short", new Uint8Array(4)]) {
+      let error: unknown;
+      try {
+        auditLogRecords("x.jsonl", { key: key as never });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("key");
+      expect((error as Error).message).not.toContain("123456789");
+    }
   });
 });

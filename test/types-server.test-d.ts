@@ -13,7 +13,14 @@ import {
   createApprovalServer,
   signAnswerLink,
 } from "loopctl/server";
-import type { AnswerLinks, ApprovalServer, ApprovalServerOptions, RecordSource } from "loopctl/server";
+import type {
+  AnswerLinks,
+  ApprovalServer,
+  ApprovalServerOptions,
+  AuditLogRecordSource,
+  AuditedRecords,
+  RecordSource,
+} from "loopctl/server";
 
 describe("createApprovalServer", () => {
   it("serves any AskInbox: the channel's approver or one of your own", () => {
@@ -58,7 +65,9 @@ describe("records", () => {
     expectTypeOf<RecentRecords>().toExtend<Observer>();
     expectTypeOf<RecentRecords>().toExtend<RecordSource>();
     void new LoopManagers().withObserver(new RecentRecords({ capacity: 100 }));
-    expectTypeOf(auditLogRecords).returns.toEqualTypeOf<RecordSource>();
+    expectTypeOf(auditLogRecords).returns.toEqualTypeOf<AuditLogRecordSource>();
+    expectTypeOf<AuditLogRecordSource>().toExtend<RecordSource>();
+    expectTypeOf<ReturnType<AuditLogRecordSource["audited"]>>().toEqualTypeOf<Promise<AuditedRecords>>();
   });
 
   it("a source of your own may take the signal the server passes, or leave it", () => {

@@ -19,17 +19,25 @@ import { errorDocument } from "./failure.js";
 import { unexpandedTilde } from "./grant-source.js";
 import { printHelp } from "./help.js";
 
-/** The key in `--key-file` (`given`, as typed); a file that cannot serve as one is a usage error. */
-async function keyOption(given: string, cwd: string): Promise<Uint8Array> {
+/**
+ * The key in a key file option (`given`, as typed; `flag` and `command` name
+ * it in refusals); a file that cannot serve as one is a usage error.
+ */
+export async function keyOption(
+  given: string,
+  cwd: string,
+  flag = "--key-file",
+  command = "audit verify",
+): Promise<Uint8Array> {
   const file = resolve(cwd, given);
   try {
     return await readAuditKeyFile(file);
   } catch (error) {
-    if (error instanceof AuditKeyError) throw new CliUsageError("audit verify", `--key-file: ${error.message}`);
+    if (error instanceof AuditKeyError) throw new CliUsageError(command, `${flag}: ${error.message}`);
     if (error instanceof AuditIoError && (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT") {
       // A file under a folder named ~ here: the shell expands ~ in --key-file ~/k, not in --key-file=~/k.
-      const tilde = given.startsWith("~") ? `; ${unexpandedTilde("--key-file")}` : "";
-      throw new CliUsageError("audit verify", `--key-file: ${file}: no such file${tilde}`);
+      const tilde = given.startsWith("~") ? `; ${unexpandedTilde(flag)}` : "";
+      throw new CliUsageError(command, `${flag}: ${file}: no such file${tilde}`);
     }
     throw error;
   }

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { AuditIoError, AuditPathError } from "../audit/index.js";
 import type { AskInbox } from "../ask/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
@@ -32,15 +33,17 @@ export const CONSOLE_HELP = `loopctl console: the approval console in your brows
 
 Usage:
   loopctl console [--port N] [--host H] [--allowed-host H]... [--project DIR]
-                  [--root DIR] [--audit FILE] [--max-connections N]
+                  [--root DIR] [--audit FILE] [--audit-key-file F]
+                  [--max-connections N]
   loopctl console --database URL [--project NAME] [--schema NAME] [--port N]
                   [--host H] [--allowed-host H]... [--audit FILE]
-                  [--max-connections N]
+                  [--audit-key-file F] [--max-connections N]
 
 Serves the console and its HTTP API, and prints a link with a one-time
 token to open in a browser. It lists the project's remembered answers
 (grants), with their pins, and revokes them; with --audit it shows the latest
-decisions of an audit log. Stop it with Ctrl-C (or SIGTERM): exit 0.
+decisions of an audit log, each with what the log's checks vouch for it.
+Stop it with Ctrl-C (or SIGTERM): exit 0.
 
 Without --database, asks are answered where an approver lives: an agent
 serving its own console with createApprovalServer. With --database, the
@@ -57,7 +60,12 @@ Options:
                   Any other Host is refused (DNS rebinding)
 ${PROJECT_LINES}  --database URL  serve the asks and grants shared in PostgreSQL
   --schema NAME   with --database: loopctl's schema (default: loopctl)
-  --audit FILE    show the latest decisions of this audit log
+  --audit FILE    show the latest decisions of this audit log, checking the
+                  lines read: their hashes and links (anyone who can write
+                  the log can make those)
+  --audit-key-file F  with --audit: the log's key, as audit verify's
+                  --key-file reads it; each line's MAC and the seal are
+                  checked too, so a line written without the key is told
   --max-connections N  how many connections may be open at once, event
                   streams and idle kept-alive ones included; one over is
                   closed unread until held ones close (default: 1000)
@@ -76,6 +84,7 @@ const OPTIONS = {
   project: { type: "string" },
   root: { type: "string" },
   audit: { type: "string" },
+  "audit-key-file": { type: "string" },
   database: { type: "string" },
   schema: { type: "string" },
   "max-connections": { type: "string" },
@@ -100,6 +109,8 @@ export interface ConsoleSources {
 /** What the console serves besides its sources, from the command line. */
 export interface ConsoleSettings {
   readonly audit: string | undefined;
+  /** The audit log's key (`--audit-key-file`), to check its lines' MACs and its seal. */
+  readonly auditKey?: Uint8Array | undefined;
   readonly host: string | undefined;
   readonly allowedHosts: readonly string[] | undefined;
   readonly port: number;
@@ -177,7 +188,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
   }
 }
 
-/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--allowed-host H]… [--project …] [--root DIR] [--audit FILE] [--max-connections N]`. */
+/** `loopctl console [--database URL [--schema NAME]] [--port N] [--host H] [--allowed-host H]… [--project …] [--root DIR] [--audit FILE [--audit-key-file F]] [--max-connections N]`. */
 export async function consoleCommand(args: readonly string[], context: CliContext): Promise<ExitCode> {
   const { values, positionals } = parseCommandArgs("console", args, OPTIONS);
   if (values.help) {
@@ -201,6 +212,11 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     );
   }
   if (values.audit === "") throw new CliUsageError("console", "--audit needs the FILE of an audit log");
+  const keyFile = values["audit-key-file"];
+  if (keyFile === "") throw new CliUsageError("console", "--audit-key-file needs the FILE of a key");
+  if (keyFile !== undefined && values.audit === undefined) {
+    throw new CliUsageError("console", "--audit-key-file is the key of the --audit log: give --audit FILE too");
+  }
   // The server takes "" for every address: an unset "$HOST" must not open the console to the network.
   if (values.host === "") throw new CliUsageError("console", "--host needs an address to listen on (H)");
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
@@ -214,7 +230,9 @@ export async function consoleCommand(args: readonly string[], context: CliContex
       `loopctl: warning: the audit log ${printable(audit)} does not exist: ${unexpandedTilde("--audit")}\n`,
     );
   }
-  const settings = { audit, host: values.host, allowedHosts, port, token, maxConnections };
+  const auditKey =
+    keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd, "--audit-key-file", "console");
+  const settings = { audit, auditKey, host: values.host, allowedHosts, port, token, maxConnections };
   return serveConsole(await openSources(values, context), settings, context);
 }
 
@@ -229,12 +247,14 @@ export async function serveConsole(
   settings: ConsoleSettings,
   context: CliContext,
 ): Promise<ExitCode> {
-  const { audit, host, allowedHosts, port, token, maxConnections } = settings;
+  const { audit, auditKey, host, allowedHosts, port, token, maxConnections } = settings;
   try {
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
-      ...(audit === undefined ? {} : { records: auditLogRecords(audit) }),
+      ...(audit === undefined
+        ? {}
+        : { records: auditLogRecords(audit, auditKey === undefined ? {} : { key: auditKey }) }),
       ...(host === undefined ? {} : { host }),
       ...(allowedHosts === undefined ? {} : { allowedHosts }),
       port,
@@ -245,7 +265,12 @@ export async function serveConsole(
     });
     context.stdout.write(
       `loopctl console: ${source.describe}` +
-        (audit === undefined ? "" : `  audit   ${printable(audit)}\n`) +
+        (audit === undefined
+          ? ""
+          : `  audit   ${printable(audit)}` +
+            (auditKey === undefined
+              ? " (hash chain checked; no line authenticated without --audit-key-file)\n"
+              : " (each line's mac and the seal checked with the key)\n")) +
         `open ${server.consoleUrl}\n` +
         "(Ctrl-C stops it)\n",
     );

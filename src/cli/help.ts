@@ -57,7 +57,7 @@ Usage:
   loopctl console         [--port N] [--host H] [--allowed-host H]...
                           [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
-                          [--max-connections N]
+                          [--audit-key-file F] [--max-connections N]
   loopctl --version (-v)
 
 Every grants command but repair also takes --database URL --project NAME

@@ -70,6 +70,11 @@ type LockInfo = z.infer<typeof LockInfoSchema>;
 // A creator writes its record right after the O_EXCL create; an empty or
 // unparseable lock older than this was left by a process that died in between.
 const UNWRITTEN_GRACE_MS = 2_000;
+/**
+ * Far more than any lock record (a pid, a host name, a token, a boot id, a
+ * namespace); a larger file is not one a writer made, and is not read.
+ */
+const LOCK_RECORD_MAX_BYTES = 64 * 1024;
 const MAX_BACKOFF_MS = 50;
 const GONE: Seen = { type: "gone" };
 
@@ -301,6 +306,14 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
     // Only this user can put anything there (the folder is checked first), and no writer makes anything
     // but a regular file: whatever it is, it is left for a person to look at, never read or broken.
     if (!stat.isFile()) throw new LedgerLockError(lockPath, "is not a regular file, so no writer made it; remove it");
+    // Read whole, a file of gigabytes (planted by anyone who can write the folder) would be held in
+    // memory twice at every look while an append waits for the lock.
+    if (stat.size > LOCK_RECORD_MAX_BYTES) {
+      throw new LedgerLockError(
+        lockPath,
+        `is ${stat.size} bytes, larger than any lock record, so no writer made it; remove it`,
+      );
+    }
     try {
       text = await handle.readFile("utf8");
     } catch (error) {
@@ -389,6 +402,7 @@ async function stillThere(lockPath: string, judged: Abandoned): Promise<boolean>
       found.ino === judged.stat.ino &&
       found.dev === judged.stat.dev &&
       found.mtimeMs === judged.stat.mtimeMs &&
+      found.size <= LOCK_RECORD_MAX_BYTES &&
       (await handle.readFile("utf8")) === judged.text
     );
   } catch {

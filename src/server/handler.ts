@@ -22,7 +22,7 @@ import { grantViews } from "./grant-view.js";
 import { positiveInteger } from "./options.js";
 import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
-import type { RecordSource } from "./records.js";
+import type { AuditedRecords, RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
@@ -787,16 +787,24 @@ class Handler {
     }
     if (this.#records === undefined) return sendJson(res, 200, { available: false, live: false, records: [] });
     const source = this.#records;
-    const outcome = await boundedCall(res, "the record source", this.#limits.recordsTimeoutMs, (signal) =>
-      source.recent(limit, { signal }),
+    const live = typeof source.subscribe === "function";
+    const outcome = await boundedCall(res, "the record source", this.#limits.recordsTimeoutMs, async (signal) =>
+      typeof source.audited === "function"
+        ? { method: "audited" as const, value: (await source.audited(limit, { signal })) as unknown }
+        : { method: "recent" as const, value: (await source.recent(limit, { signal })) as unknown },
     );
     switch (outcome.type) {
       case "answered": {
-        const records: unknown = outcome.value;
+        const { method, value } = outcome.value;
+        const audited = method === "audited" ? (value as Partial<AuditedRecords> | null | undefined) : undefined;
+        const records: unknown = method === "audited" ? audited?.records : value;
         if (!Array.isArray(records)) {
           // Sent on, a page could not read it, and would go on showing the decisions it had.
           this.#onError(
-            new ServerConfigError("records", `RecordSource.recent resolved to ${shownValue(records)}, not an array`),
+            new ServerConfigError(
+              "records",
+              `RecordSource.${method} resolved to ${shownValue(value)}, not ${method === "audited" ? "{ records: [...], check }" : "an array"}`,
+            ),
           );
           throw new HttpError(
             503,
@@ -804,7 +812,17 @@ class Handler {
             "the record source gave something other than a list of records",
           );
         }
-        return sendJson(res, 200, { available: true, live: typeof source.subscribe === "function", records });
+        if (audited === undefined) return sendJson(res, 200, { available: true, live, records });
+        // Each decision carries its line's standing, so that no client shows a line the log cannot vouch for as one it does.
+        return sendJson(res, 200, {
+          available: true,
+          live,
+          records: (records as AuditedRecords["records"]).map(({ record, seq, vouched }) => ({
+            ...record,
+            audit: { seq, vouched },
+          })),
+          audit: audited?.check,
+        });
       }
       case "gone":
         return void res.destroy();

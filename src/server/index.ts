@@ -13,9 +13,16 @@ export { createApprovalHandler } from "./handler.js";
 export type { ApprovalHandler, ApprovalHandlerOptions, AskView } from "./handler.js";
 export type { GrantView } from "./grant-view.js";
 export { RecentRecords } from "./records.js";
-export type { RecentRecordsOptions, RecordSource } from "./records.js";
+export type {
+  AuditLogCheck,
+  AuditedRecord,
+  AuditedRecords,
+  RecentRecordsOptions,
+  RecordSource,
+  RecordVouch,
+} from "./records.js";
 export { auditLogRecords } from "./audit-records.js";
-export type { AuditLogRecordsOptions } from "./audit-records.js";
+export type { AuditLogRecordSource, AuditLogRecordsOptions } from "./audit-records.js";
 export { signAnswerLink } from "./answer-links.js";
 export type { AnswerLinkOptions, AnswerLinks } from "./answer-links.js";
 export {

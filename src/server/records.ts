@@ -1,3 +1,4 @@
+import type { AuditProblem } from "../audit/verify.js";
 import type { GateDecision } from "../engine/records.js";
 import type { GateEvent } from "../engine/observer.js";
 import { shownValue } from "../errors.js";
@@ -28,6 +29,67 @@ export interface RecordSource {
    * (`ServerConfigError` naming `records`).
    */
   subscribe?(listener: (record: GateDecision) => void): () => void;
+  /**
+   * Optional: as `recent`, each decision with what its audit log vouches for
+   * it, and the check of the lines read ({@link auditLogRecords} has it).
+   * When there, `GET /api/records` serves it in place of `recent`, and the
+   * console shows each decision's standing. It is given the same `signal`.
+   */
+  audited?(limit: number, options?: { readonly signal?: AbortSignal }): Promise<AuditedRecords>;
+}
+
+/**
+ * What an audit log's checks vouch for one line:
+ * - `"sealed"`: checked with the key, and the seal vouches for it: written
+ *   by the key's holder, and not removable without that being told.
+ * - `"mac"`: checked with the key, after the line the seal vouches for (a
+ *   writer that stopped before its next seal, or the seal beyond the lines
+ *   read): written by the key's holder, but removing it would not be told.
+ * - `"chain"`: checked without a key: its hash and its link to the line
+ *   before hold, which anyone who can write the log can make of any line.
+ * - `"none"`: at or after the first line that failed the checks: nothing
+ *   vouches for it.
+ */
+export type RecordVouch = "sealed" | "mac" | "chain" | "none";
+
+/** A decision read from an audit log, with its line's `seq` (`null` when it carries none that reads) and standing. */
+export interface AuditedRecord {
+  readonly record: GateDecision;
+  readonly seq: number | null;
+  readonly vouched: RecordVouch;
+}
+
+/** How the lines read from an audit log were checked, and what was found. */
+export interface AuditLogCheck {
+  /** `"key"`: hashes, links, every line's MAC and the seal; `"chain"`: hashes and links alone. */
+  readonly by: "key" | "chain";
+  /** Whether the lines read passed every check. */
+  readonly ok: boolean;
+  /** The first problem found, as `verifyAuditLog` names them. */
+  readonly problem?: AuditProblem;
+  /** The `seq` of the line at which it was found (`null` when that line carries none). */
+  readonly line?: number | null;
+  /** The problem in words. */
+  readonly message?: string;
+  /** The `seq`s of the first and last lines read (both 0 when none was). */
+  readonly first: number;
+  readonly last: number;
+  /** Whether the lines read start at the log's first line (so line 1 was checked to start the chain). */
+  readonly whole: boolean;
+  /** Whether the lines carry MACs. Without the key they are not checked. */
+  readonly keyed: boolean;
+  /** With the key: the `seq` of the line the seal vouches for, once it is checked. */
+  readonly sealed?: number;
+  /** Without a key: whether a seal lies beside a log whose lines carry no MAC (pass the key to check it). */
+  readonly sealBeside?: boolean;
+  /** Whether the log ends in a line without its newline: one being written, or one cut short. */
+  readonly partial: boolean;
+}
+
+/** What {@link RecordSource.audited} resolves: the decisions, oldest first, and the check of the lines read. */
+export interface AuditedRecords {
+  readonly records: readonly AuditedRecord[];
+  readonly check: AuditLogCheck;
 }
 
 /** Options of {@link RecentRecords}. */

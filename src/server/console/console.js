@@ -687,22 +687,98 @@
 
   const GOOD = new Set(["allow", "allow_modified", "ask_allowed"]);
   const records = [];
+  // The check of the audit log the records were read from, when they were (the server says).
+  let auditCheck = null;
+  // Why the last reload of the records failed, while it has not succeeded since; and when they were read.
+  let recordsFailure = null;
+  let recordsReadAt = null;
+
+  // What the log's checks vouch for a line, in words: what the "Log" column says, and its tooltip.
+  const VOUCHED = {
+    sealed: ["sealed", "its mac is the key's, and the seal vouches for it"],
+    mac: ["key, not sealed", "its mac is the key's, but no seal vouches for it: removing it would not be told"],
+    chain: ["chain only", "its hash and link hold, which anyone who can write the log can make: no key checked it"],
+    none: ["NOT VOUCHED FOR", "it is at or after the line where the log failed its checks: it is shown as written"],
+  };
+
+  /** The check of the lines read, in words: what the records panel says above them. */
+  function checkText(check) {
+    const parts = [];
+    if (check.ok !== true) {
+      const message = typeof check.message === "string" ? check.message : "a line failed its checks";
+      parts.push(
+        `The audit log does not verify: ${message}. Decisions from that line on are shown as written, and nothing vouches for them.`,
+      );
+    } else if (check.by === "key") {
+      parts.push("Checked with the key: every line read carries the key's mac.");
+      if (Number.isSafeInteger(check.sealed) && check.sealed < check.last) {
+        parts.push(
+          `The seal vouches for line ${check.sealed} only: lines ${check.sealed + 1} to ${check.last} rest on their macs alone, and removing them would not be told.`,
+        );
+      }
+    } else {
+      parts.push(
+        "Hash chain checked, without the key: anyone who can write the log can write lines that pass, so no decision here is authenticated.",
+      );
+      if (check.keyed === true) parts.push("Its lines carry macs: give the console the log's key to check them.");
+      else if (check.sealBeside === true)
+        parts.push("A seal lies beside it, though no line carries a mac: give the console the log's key to check it.");
+    }
+    if (check.whole === false && check.first > 1) {
+      parts.push(`Lines before line ${check.first} were not read here; loopctl audit verify checks the whole log.`);
+    }
+    if (check.partial === true) {
+      parts.push("The log ends in a line without its newline: one being written, or one cut short.");
+    }
+    return parts.join(" ");
+  }
 
   function renderRecords() {
     const tbody = $("records").querySelector("tbody");
+    const audited = auditCheck !== null;
     const rows = records
       .slice()
       .reverse()
       .map((record) => {
         const tr = document.createElement("tr");
+        const vouched = audited
+          ? Object.hasOwn(VOUCHED, record.audit?.vouched ?? "")
+            ? record.audit.vouched
+            : "none"
+          : null;
         cell(tr, "Time", clock(record.ts));
         cell(tr, "Tool", record.tool, "tool-name");
-        cell(tr, "Verdict", record.verdict, `verdict ${GOOD.has(record.verdict) ? "good" : "bad"}`);
+        const good = GOOD.has(record.verdict) ? "good" : "bad";
+        // A verdict nothing vouches for is not shown in the colors of a decision that happened.
+        cell(tr, "Verdict", record.verdict, `verdict ${vouched === "none" ? "unvouched" : good}`);
         cell(tr, "Decided by", `${record.ruleId} (${record.ruleSource})`);
         cell(tr, "Reason", record.reason ?? "");
+        if (vouched !== null) {
+          const [text, why] = VOUCHED[vouched];
+          const seq = record.audit?.seq;
+          const td = cell(tr, "Log", text, `vouched vouched-${vouched}`);
+          td.title = `${Number.isSafeInteger(seq) ? `line ${seq}: ` : ""}${why}`;
+          if (vouched === "none") tr.classList.add("unvouched");
+        }
         return tr;
       });
     tbody.replaceChildren(...rows);
+    $("records-log").hidden = !audited;
+    const note = $("records-check");
+    note.hidden = !audited && recordsFailure === null;
+    let said = null;
+    if (recordsFailure !== null) {
+      note.dataset.state = "broken";
+      said = audited ? `${recordsFailure} ${checkText(auditCheck)}` : recordsFailure;
+    } else if (audited) {
+      note.dataset.state = auditCheck.ok === true ? (auditCheck.by === "key" ? "key" : "chain") : "broken";
+      said = checkText(auditCheck);
+    }
+    // A status region is read out when its text is set: set only when it says something new, not at every reload.
+    if (said !== null && note.dataset.said !== said) {
+      note.dataset.said = said;
+      showText(note, said);
+    }
     $("records-empty").hidden = rows.length > 0;
     $("records").hidden = rows.length === 0;
   }
@@ -715,14 +791,31 @@
       return;
     }
     if (reply.status === 401) return signedOut();
-    if (reply.status !== 200 || !reply.body) return;
+    if (reply.status !== 200 || !reply.body) {
+      // Never silently stale: what is shown, and what its log's check said, are as last read.
+      recordsFailure =
+        recordsReadAt === null
+          ? `The decisions could not be read (${reply.status}).`
+          : `The decisions could not be read again (${reply.status}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
+      renderRecords();
+      return;
+    }
+    recordsFailure = null;
+    recordsReadAt = Date.now();
     $("records-panel").hidden = reply.body.available === false;
     liveRecords = reply.body.live === true;
+    auditCheck = reply.body.audit !== null && typeof reply.body.audit === "object" ? reply.body.audit : null;
     records.splice(0, records.length, ...reply.body.records);
     renderRecords();
   }
 
   function addRecord(record) {
+    // A decision from an audit log is shown with what its checks vouch for it, which only the list says.
+    if (auditCheck !== null) {
+      void loadRecords();
+      void refreshGrants();
+      return;
+    }
     records.push(record);
     if (records.length > 50) records.shift();
     renderRecords();
