@@ -1263,6 +1263,83 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a signal aborted during the first listing rejects mcpTools at once with its reason, cancels the listing on the server, and leaves nothing on the transport", async () => {
+    const server = await startFixture("stalling stalled");
+    const transport = server.client.transport!;
+    const before = { onmessage: transport.onmessage, onclose: transport.onclose };
+    const shutdown = new AbortController();
+    const reason = new Error("shutting down");
+    const made = mcpTools(server.client, { signal: shutdown.signal, timeoutMs: 30_000 }).catch(
+      (error: unknown) => error,
+    );
+    await server.waitFor("listing stalled");
+    const started = performance.now();
+    shutdown.abort(reason);
+    const settled = await Promise.race([made, sleep(5_000).then(() => "still waiting")]);
+    expect(settled).toBe(reason);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    // The listing is cancelled on the server, not left to time out; no toolset follows the server.
+    await server.waitFor("cancelled listing");
+    expect(transport.onmessage).toBe(before.onmessage);
+    expect(transport.onclose).toBe(before.onclose);
+    expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(0);
+  });
+
+  it("a signal already aborted makes mcpTools reject with its reason without listing; one never aborted leaves no listener on it", async () => {
+    const server = await startFixture("stalling");
+    const transport = server.client.transport!;
+    const before = transport.onmessage;
+    const reason = new Error("gone");
+    await expect(mcpTools(server.client, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(transport.onmessage).toBe(before);
+    const live = new AbortController();
+    const toolset = await mcpTools(server.client, { signal: live.signal });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    expect(getEventListeners(live.signal, "abort")).toHaveLength(0);
+    // The signal was for the making of the toolset: aborting it later leaves the toolset as it is.
+    live.abort();
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    toolset.close();
+    expect(server.lines.filter((l) => l === "listing stalled")).toEqual([]);
+  });
+
+  it("refresh({ signal }): an abort stops the wait at once with its reason; the toolset goes on following, and the listing ends for it", async () => {
+    const server = await startFixture("stalling");
+    const errors: unknown[] = [];
+    const toolset = await mcpTools(server.client, { onError: (error) => void errors.push(error), timeoutMs: 30_000 });
+    await expect(toolset.refresh({ signal: AbortSignal.abort(new Error("early")) })).rejects.toThrow("early");
+    server.signal("SIGUSR1");
+    await server.waitFor("listing stalled");
+    const stop = new AbortController();
+    const refresh = toolset.refresh({ signal: stop.signal }).catch((error: unknown) => error);
+    await flush();
+    const reason = new Error("the request went away");
+    stop.abort(reason);
+    const settled = await Promise.race([refresh, sleep(2_000).then(() => "still waiting")]);
+    expect(settled).toBe(reason);
+    expect(getEventListeners(stop.signal, "abort")).toHaveLength(0);
+    // Only the wait was stopped: the listing, the toolset's, goes on until close() cancels it.
+    expect(server.lines).not.toContain("cancelled listing");
+    toolset.close();
+    await server.waitFor("cancelled listing");
+    expect(errors).toEqual([]);
+  });
+
+  it("a signal that is not an AbortSignal, or refresh options of the wrong kind, is an McpConfigError naming it", async () => {
+    const server = await startFixture("stalling");
+    await expect(mcpTools(server.client, { signal: {} as never })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "signal",
+    });
+    const toolset = await mcpTools(server.client);
+    await expect(toolset.refresh(null as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "options" });
+    await expect(toolset.refresh({ signal: "stop" as never })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "signal",
+    });
+    toolset.close();
+  });
+
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
     const server = await startFixture("paged broken");
     await expect(

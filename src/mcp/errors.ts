@@ -66,9 +66,9 @@ export class McpCallbackError extends LoopctlError {
 }
 
 /**
- * `mcpTools` or `mcpAnnotationHook` was given something it cannot use: a
- * client that is not connected, a prefix or option of the wrong kind. `code`
- * is `"MCP_CONFIG"`; the message names the option.
+ * `mcpTools`, `mcpAnnotationHook` or a toolset's `refresh()` was given
+ * something it cannot use: a client that is not connected, a prefix or option
+ * of the wrong kind. `code` is `"MCP_CONFIG"`; the message names the option.
  */
 export class McpConfigError extends LoopctlError {
   /** The option at fault. */

@@ -4,7 +4,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
-import { unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { printable } from "../cli/format.js";
 import { ToolDefinitionError, describeError } from "../engine/errors.js";
 import { withdrawnWith } from "../engine/gate.js";
@@ -48,6 +48,21 @@ export interface McpToolsOptions {
    * together), in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's for a request)
    */
   readonly timeoutMs?: number;
+  /**
+   * Stops the making of the toolset: aborted before `mcpTools` resolves, the first listing is
+   * cancelled on the server, nothing is left following the client, and `mcpTools` rejects with
+   * the signal's reason. Once the toolset is made it has no effect: `close()` the toolset.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link McpToolset.refresh}. */
+export interface McpRefreshOptions {
+  /**
+   * Stops the wait: `refresh()` rejects with the signal's reason at once. The listing is the
+   * toolset's (a `list_changed`, another `refresh()` may wait for it too), and goes on.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** A tool the server lists that loopctl cannot offer (its name or schema is unusable), and why. */
@@ -128,19 +143,37 @@ function cacheListed(client: McpClient, tools: readonly McpTool[]): void {
   if (typeof cache === "function") cache.call(client, tools);
 }
 
+/**
+ * What a wait on `signal` rejects with once it aborted: its reason, or, when that cannot be read
+ * (a getter that throws), an `McpConfigError` naming the signal, so the wait still settles.
+ */
+function reasonOf(signal: AbortSignal): unknown {
+  return abortReason(
+    signal,
+    (cause) => new McpConfigError("signal", "aborted, and its reason could not be read", { cause }),
+  );
+}
+
 /** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
 async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  signal.throwIfAborted();
+  if (signal.aborted) throw reasonOf(signal);
   let onAbort!: () => void;
   const abort = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
+    onAbort = () => reject(reasonOf(signal));
     signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
     return await Promise.race([work, abort]);
   } finally {
-    signal.removeEventListener("abort", onAbort);
+    unlisten(signal, onAbort);
   }
+}
+
+/** `signal` as an option takes it: undefined, or an AbortSignal (else an `McpConfigError` naming it). */
+function checkedSignal(signal: unknown): AbortSignal | undefined {
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw new McpConfigError("signal", "must be an AbortSignal or undefined");
+  return signal;
 }
 
 /** What a toolset hears of its transport: each `list_changed`, and the connection's end. */
@@ -345,13 +378,22 @@ export class McpToolset implements ToolSource {
    * when listing fails, and the toolset then has no tools. The failure goes
    * to `onError` too, if one was given; without one it is not also emitted
    * as a process warning, as the failure of a listing nobody awaits is.
+   * `signal` stops the wait (it rejects with the signal's reason), not the
+   * listing, which is the toolset's.
+   *
+   * @throws {McpConfigError} when `options` is not an object, or its `signal` not an AbortSignal.
    */
-  async refresh(): Promise<readonly Tool[]> {
+  async refresh(options?: McpRefreshOptions): Promise<readonly Tool[]> {
+    if (options !== undefined && (typeof options !== "object" || options === null))
+      throw new McpConfigError("options", "must be an object or undefined");
+    const signal = checkedSignal(options?.signal);
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+    // A cancel that came first asks for nothing.
+    if (signal?.aborted === true) throw reasonOf(signal);
     const asked = this.#changed();
     this.#awaited.add(asked);
     try {
-      await this.#answer(asked);
+      await this.#answer(asked, signal);
     } finally {
       this.#awaited.delete(asked);
     }
@@ -814,6 +856,7 @@ export class McpToolset implements ToolSource {
  *
  * @throws {McpConfigError} when the client is not connected or an option is wrong.
  * @throws {McpServerError} when the first listing fails.
+ * @throws the reason of `options.signal` when it aborts before the toolset is made.
  *
  * @example
  * ```ts
@@ -837,6 +880,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
   const { prefix, server, onChange, onError, result, timeoutMs } = options;
+  const signal = checkedSignal(options.signal);
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
   // Every tool would otherwise be a problem, and the toolset offer none without saying why.
   if (prefix !== undefined && !PREFIX.test(prefix))
@@ -856,10 +900,13 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   // A timer asked to wait longer than 2^31 - 1 ms fires after 1 ms: every request would time out at once.
   if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS))
     throw new McpConfigError("timeoutMs", `must be a positive integer of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
+  // A cancel that came first follows nothing and lists nothing.
+  if (signal?.aborted === true) throw reasonOf(signal);
   const name = server ?? client.getServerVersion()?.name ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {
-    await toolset.refresh();
+    // Closed on a cancel as on a failure: the listing is cancelled on the server, the transport let go.
+    await toolset.refresh(signal === undefined ? undefined : { signal });
     return toolset;
   } catch (error) {
     toolset.close();

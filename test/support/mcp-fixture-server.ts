@@ -30,6 +30,7 @@
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
  *   (`listing stalled`) and when cancelled (`cancelled listing`).
+ *   `stalling stalled` leaves every `tools/list` unanswered from the start.
  * - `structured` (low-level Server): `first` and `last`, listed one per page,
  *   each with an output schema (`{ count: number }`, required). A call's
  *   `give` argument picks its result: `right` (`{ count: 1 }`), `wrong`
@@ -302,7 +303,7 @@ async function churning(): Promise<void> {
 async function stalling(): Promise<void> {
   const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
   const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
-  let stalled = false;
+  let stalled = process.argv[3] === "stalled";
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
     if (!stalled) return { tools };
     report("listing stalled");

@@ -101,6 +101,7 @@ type FixtureMode =
   | "odd-ids"
   | "restless"
   | "stalling"
+  | "stalling stalled"
   | "erring"
   | "garbled"
   | "http"
