@@ -224,6 +224,85 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
   });
 
+  it("a result of more than maxResultBytes (default 1 MiB) of what the model reads is a failed call the model reads, with one record; it is not passed on", async () => {
+    const server = await startFixture("bulky");
+    const toolset = await mcpTools(server.client);
+    const MiB = 1_048_576;
+    const big = (id: string, bytes: number, as: string) => ({ id, name: "big", input: { bytes, as } });
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          big("c1", MiB, "text"),
+          big("c2", 2 * MiB, "text"),
+          big("c3", 2 * MiB, "structured"),
+          big("c4", 2 * MiB, "both"),
+          big("c5", 2 * MiB, "image"),
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    const read = results(result.messages);
+    expect(read.map((m) => [m.callId, m.status])).toEqual([
+      ["c1", "ran"],
+      ["c2", "failed"],
+      ["c3", "failed"],
+      ["c4", "ran"],
+      ["c5", "ran"],
+    ]);
+    expect(read[0]!.content).toBe("x".repeat(MiB));
+    expect(read[1]!.content).toBe(
+      "Tool 'big' failed: tool 'big' on MCP server 'bulky': the result is 2097152 bytes of text, more than " +
+        "maxResultBytes (1048576): the call ran on the server, and its result is not passed on",
+    );
+    // Structured content alone is read as JSON: {"data":"…"} is 11 bytes more than the data.
+    expect(read[2]!.content).toContain("the result is 2097163 bytes of text, more than maxResultBytes (1048576)");
+    // What the model does not read does not count: structured content beside text, an image's data.
+    expect(read[3]!.content).toBe("see the data");
+    expect(read[4]!.content).toBe("[image image/png, 2097152 bytes]");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow", "allow", "allow"]);
+    await server.waitFor('called big {"bytes":2097152,"as":"image"}');
+    expect(server.lines.filter((l) => l.startsWith("called big"))).toHaveLength(5);
+  });
+
+  it("maxResultBytes counts UTF-8 bytes of what the model reads, what a result option returns included", async () => {
+    const server = await startFixture("bulky");
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const outcome = (
+      toolset: { tools: readonly { execute: (input: never, c: typeof context) => unknown }[] },
+      input: object,
+    ) => Promise.resolve(toolset.tools[0]!.execute(input as never, context)).catch((error: unknown) => error);
+    const plain = await mcpTools(server.client, { maxResultBytes: 1000 });
+    await expect(outcome(plain, { bytes: 1000, as: "text", unit: "é" })).resolves.toBe("é".repeat(500));
+    const over = await outcome(plain, { bytes: 1002, as: "text", unit: "é" });
+    expect(over).toBeInstanceOf(McpToolError);
+    expect(over).toMatchObject({ server: "bulky", tool: "big", changed: false });
+    expect((over as Error).message).toContain("the result is 1002 bytes of text, more than maxResultBytes (1000)");
+    plain.close();
+    const summed = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: (result) => ({ blocks: result.content.length }),
+    });
+    await expect(outcome(summed, { bytes: 100_000, as: "text" })).resolves.toEqual({ blocks: 1 });
+    summed.close();
+    const whole = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: (result) => ({ whole: result.content }),
+    });
+    expect(await outcome(whole, { bytes: 1000, as: "text" })).toBeInstanceOf(McpToolError);
+    whole.close();
+  });
+
+  it("a maxResultBytes that is not a positive integer is an McpConfigError naming it", async () => {
+    const server = await startFixture("bulky");
+    for (const maxResultBytes of [0, -1, 1.5, Number.NaN, Infinity, "1000"]) {
+      await expect(mcpTools(server.client, { maxResultBytes: maxResultBytes as never })).rejects.toMatchObject({
+        code: "MCP_CONFIG",
+        option: "maxResultBytes",
+      });
+    }
+  });
+
   it("passes the call's signal to callTool: a cancelled run cancels the request on the server", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client);

@@ -44,6 +44,13 @@ export interface McpToolsOptions {
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /**
+   * The most a call's result may give the model, in bytes of UTF-8: of the text the model reads
+   * (the content blocks as text, or what `result` returns, a value other than a string as JSON).
+   * A result that gives more is a failed call (`McpToolError`), its text not passed on.
+   * @default 1048576 (1 MiB)
+   */
+  readonly maxResultBytes?: number;
+  /**
    * The time limit of each `tools/call` request, and of each listing (every page of `tools/list`
    * together), in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's for a request)
    */
@@ -93,6 +100,25 @@ function isSdkTimeout(error: unknown, limit: number, expired: boolean): boolean 
   if (!expired || typeof error !== "object" || error === null) return false;
   const { code, data } = error as { code?: unknown; data?: unknown };
   return code === REQUEST_TIMEOUT && (data as { timeout?: unknown } | undefined)?.timeout === limit;
+}
+
+/** The default `maxResultBytes`: 1 MiB of text, some 250,000 tokens, more than most models can read in one turn. */
+const DEFAULT_MAX_RESULT_BYTES = 1_048_576;
+
+/**
+ * The UTF-8 bytes of the text the model reads of `output` (what the engine gives it: a string as
+ * is, anything else as JSON), or undefined when it has no such text (the engine refuses it then).
+ */
+function outputBytes(output: unknown): number | undefined {
+  if (typeof output === "string") return Buffer.byteLength(output, "utf8");
+  if (output === undefined) return 0;
+  let text: unknown;
+  try {
+    text = JSON.stringify(output);
+  } catch {
+    return undefined;
+  }
+  return typeof text === "string" ? Buffer.byteLength(text, "utf8") : undefined;
 }
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
@@ -681,7 +707,7 @@ export class McpToolset implements ToolSource {
 
   #define(name: string, remote: string, descriptor: ToolDescriptor): Tool {
     const server = this.#server;
-    const { result: render, timeoutMs } = this.#options;
+    const { result: render, timeoutMs, maxResultBytes = DEFAULT_MAX_RESULT_BYTES } = this.#options;
     let checkOutput: Validator | undefined;
     if (descriptor.outputSchema !== undefined) {
       // Compiled here, once per descriptor: a result is checked by loopctl, whatever the client checks.
@@ -815,7 +841,18 @@ export class McpToolset implements ToolSource {
           );
         }
       }
-      return render === undefined ? resultText(result) : render(result, name);
+      const output = render === undefined ? resultText(result) : render(result, name);
+      // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
+      const bytes = outputBytes(output);
+      if (bytes !== undefined && bytes > maxResultBytes) {
+        throw new McpToolError(
+          server,
+          name,
+          `the result is ${bytes} bytes of text, more than maxResultBytes (${maxResultBytes}): the call ran on the ` +
+            "server, and its result is not passed on",
+        );
+      }
+      return output;
     };
     self = withdrawnWith(
       defineTool({
@@ -879,7 +916,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (transport === undefined)
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
-  const { prefix, server, onChange, onError, result, timeoutMs } = options;
+  const { prefix, server, onChange, onError, result, timeoutMs, maxResultBytes } = options;
   const signal = checkedSignal(options.signal);
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
   // Every tool would otherwise be a problem, and the toolset offer none without saying why.
@@ -900,6 +937,8 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   // A timer asked to wait longer than 2^31 - 1 ms fires after 1 ms: every request would time out at once.
   if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS))
     throw new McpConfigError("timeoutMs", `must be a positive integer of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
+  if (maxResultBytes !== undefined && (!Number.isSafeInteger(maxResultBytes) || maxResultBytes <= 0))
+    throw new McpConfigError("maxResultBytes", "must be a positive integer (bytes of UTF-8)");
   // A cancel that came first follows nothing and lists nothing.
   if (signal?.aborted === true) throw reasonOf(signal);
   const name = server ?? client.getServerVersion()?.name ?? "mcp";

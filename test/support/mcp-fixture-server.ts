@@ -58,6 +58,12 @@
  *   writes `port <n>` to stderr once listening. One tool, `remove`
  *   (destructive); a call with `{ "hang": true }` is never answered. SIGUSR2
  *   flips `remove` to read-only and announces `list_changed`.
+ * - `bulky` (low-level Server): one tool, `big`, whose result is as large as
+ *   asked: `{ bytes, as }` gives `bytes` UTF-8 bytes of `unit` (default `x`)
+ *   repeated (`bytes` must be a multiple of its size) as a text block
+ *   (`as: "text"`), as `structuredContent.data` with no content blocks
+ *   (`"structured"`), as that beside a short text block (`"both"`), or as an
+ *   image's base64 data (`"image"`).
  * - `garbled` (low-level Server): a server whose name in the handshake holds
  *   terminal escapes and a bidi override (`garbled\u001b[2J\u202e`), with one
  *   tool, `echo`. SIGUSR1 makes every later `tools/list` fail with an error
@@ -449,6 +455,32 @@ async function http(): Promise<void> {
   listener.listen(0, "127.0.0.1", () => report(`port ${(listener.address() as AddressInfo).port}`));
 }
 
+async function bulky(): Promise<void> {
+  const server = new Server({ name: "bulky", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = [
+    {
+      name: "big",
+      description: "Answers with as much as it is asked for",
+      inputSchema: {
+        type: "object" as const,
+        properties: { bytes: { type: "integer" }, as: { type: "string" }, unit: { type: "string" } },
+        required: ["bytes", "as"],
+      },
+    },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { bytes, as, unit = "x" } = request.params.arguments as { bytes: number; as: string; unit?: string };
+    report(`called ${request.params.name} ${JSON.stringify({ bytes, as })}`);
+    const data = unit.repeat(bytes / Buffer.byteLength(unit));
+    if (as === "text") return { content: [{ type: "text", text: data }] };
+    if (as === "structured") return { content: [], structuredContent: { data } };
+    if (as === "both") return { content: [{ type: "text", text: "see the data" }], structuredContent: { data } };
+    return { content: [{ type: "image", data: Buffer.from(data).toString("base64"), mimeType: "image/png" }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function garbled(): Promise<void> {
   const server = new Server(
     { name: "garbled\u001b[2J\u202e", version: "1.0.0" },
@@ -482,6 +514,7 @@ else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
+else if (mode === "bulky") await bulky();
 else if (mode === "dripping") await dripping();
 else if (mode === "http") await http();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -104,6 +104,7 @@ type FixtureMode =
   | "stalling stalled"
   | "erring"
   | "garbled"
+  | "bulky"
   | "http"
   | `dripping ${number} ${number}`
   | "structured"
