@@ -291,6 +291,17 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     });
     expect(await outcome(whole, { bytes: 1000, as: "text" })).toBeInstanceOf(McpToolError);
     whole.close();
+    // A result option that returns a promise is read for what it resolves to, as the engine reads it.
+    const later = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: async (result) => {
+        await flush();
+        return result.content.map((block) => (block.type === "text" ? block.text : "")).join("");
+      },
+    });
+    await expect(outcome(later, { bytes: 1000, as: "text" })).resolves.toBe("x".repeat(1000));
+    expect(await outcome(later, { bytes: 1001, as: "text" })).toBeInstanceOf(McpToolError);
+    later.close();
   });
 
   it("a maxResultBytes that is not a positive integer is an McpConfigError naming it", async () => {

@@ -45,7 +45,8 @@ export interface McpToolsOptions {
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /**
    * The most a call's result may give the model, in bytes of UTF-8: of the text the model reads
-   * (the content blocks as text, or what `result` returns, a value other than a string as JSON).
+   * (the content blocks as text, or what `result` returns or its promise resolves to, a value
+   * other than a string as JSON).
    * A result that gives more is a failed call (`McpToolError`), its text not passed on.
    * @default 1048576 (1 MiB)
    */
@@ -841,7 +842,8 @@ export class McpToolset implements ToolSource {
           );
         }
       }
-      const output = render === undefined ? resultText(result) : render(result, name);
+      // Awaited: a promise the result option returns is what the engine would read the text of.
+      const output: unknown = render === undefined ? resultText(result) : await render(result, name);
       // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
       const bytes = outputBytes(output);
       if (bytes !== undefined && bytes > maxResultBytes) {
