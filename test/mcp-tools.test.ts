@@ -407,6 +407,30 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a server's error reply is cut in the error as a record cuts a text, for a call and for a listing: a long one cannot flood the model", async () => {
+    const erring = await startFixture("erring");
+    const toolset = await mcpTools(erring.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const error = await Promise.resolve(
+      toolset.tools[0]!.execute({ code: -32000, message: "x".repeat(100_000) }, context),
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(McpToolError);
+    // "MCP error -32000: " is 18 units: 16,366 of the server's are kept, 83,634 cut.
+    expect((error as Error).message).toBe(
+      `tool 'fail_with' on MCP server 'erring': tools/call failed: MCP error -32000: ${"x".repeat(16_366)}… [83634 characters cut]`,
+    );
+    expect(((error as Error).cause as Error).message).toHaveLength(100_018);
+    toolset.close();
+    const paged = await startFixture("paged broken 100000");
+    const failed = await mcpTools(paged.client).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(McpServerError);
+    // The server's McpError says "MCP error -32603: …", and the client's adds as much again: 68 units before the
+    // filler, of which 16,316 are kept.
+    expect((failed as Error).message).toBe(
+      `MCP server 'paged': tools/list failed: MCP error -32603: MCP error -32603: the tool registry is unavailable${"y".repeat(16_316)}… [83684 characters cut]`,
+    );
+  });
+
   it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client, { onError: () => {} });

@@ -122,6 +122,14 @@ function outputBytes(output: unknown): number | undefined {
   return typeof text === "string" ? Buffer.byteLength(text, "utf8") : undefined;
 }
 
+/**
+ * What a request that failed says, cut as a record cuts a text: the server chooses an error
+ * reply's message, of any length, and it reaches the model (and `onError`) in the error's.
+ */
+function told(error: unknown): string {
+  return recordText(describeError(error));
+}
+
 /** Pages of `tools/list` read before the server is judged to be looping. */
 const MAX_PAGES = 1000;
 
@@ -514,7 +522,7 @@ export class McpToolset implements ToolSource {
           const failure =
             error instanceof McpServerError
               ? error
-              : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+              : new McpServerError(this.#server, `listing the tools failed: ${told(error)}`, { cause: error });
           this.#lastError = failure;
           if (this.#closed) return;
           // The server said its tools changed and we cannot see how: offer none rather than stale ones
@@ -569,7 +577,7 @@ export class McpToolset implements ToolSource {
       } catch (error) {
         // A server's own error shaped as the SDK's timeout is a failed listing either way.
         if (page > 0 && isSdkTimeout(error, left, true)) throw new McpServerError(this.#server, late, { cause: error });
-        throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
+        throw new McpServerError(this.#server, `tools/list failed: ${told(error)}`, { cause: error });
       } finally {
         this.#request = undefined;
       }
@@ -796,7 +804,7 @@ export class McpToolset implements ToolSource {
           throw new McpToolError(
             server,
             name,
-            `the connection to the server ended while the call was in flight (${describeError(error)}): whether it ` +
+            `the connection to the server ended while the call was in flight (${told(error)}): whether it ` +
               "took effect there is unknown",
             false,
             { cause: error },
@@ -807,13 +815,13 @@ export class McpToolset implements ToolSource {
           throw new McpToolError(
             server,
             name,
-            `the server did not answer within ${limit} ms (${describeError(error)}): the call was cancelled on the server, ` +
+            `the server did not answer within ${limit} ms (${told(error)}): the call was cancelled on the server, ` +
               "and whether it took effect there is unknown",
             false,
             { cause: error },
           );
         }
-        throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
+        throw new McpToolError(server, name, `tools/call failed: ${told(error)}`, false, { cause: error });
       } finally {
         clearTimeout(deadline);
         this.#calls.delete(request);

@@ -12,7 +12,8 @@
  *   3. `rich` is removed (the server no longer lists it).
  * - `paged` (low-level Server): five tools listed two per page. SIGUSR1 makes
  *   every later `tools/list` fail and announces `list_changed`; SIGUSR2 makes
- *   listing work again and announces it. `paged broken` starts failing.
+ *   listing work again and announces it. `paged broken` starts failing;
+ *   `paged broken <n>` with an error message `n` characters longer.
  * - `odd-ids` (low-level Server): tools whose input schemas carry ids that
  *   are not theirs to take: a meta-schema's `$id` (2020-12, draft-07), at the
  *   root and in a subschema, and one plain tool.
@@ -179,8 +180,9 @@ async function paged(): Promise<void> {
     inputSchema: { type: "object" as const, properties: { n: { type: "number" } }, required: ["n"] },
   }));
   let broken = process.argv[3] === "broken";
+  const filler = process.argv[4] === undefined ? "" : "y".repeat(Number(process.argv[4]));
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
-    if (broken) throw new McpError(ErrorCode.InternalError, "the tool registry is unavailable");
+    if (broken) throw new McpError(ErrorCode.InternalError, `the tool registry is unavailable${filler}`);
     const start = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
     const next = start + 2;
     return { tools: tools.slice(start, next), ...(next < tools.length ? { nextCursor: String(next) } : {}) };

@@ -98,6 +98,7 @@ type FixtureMode =
   | "mutable"
   | "paged"
   | "paged broken"
+  | `paged broken ${number}`
   | "odd-ids"
   | "restless"
   | "stalling"
