@@ -431,6 +431,25 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
   });
 
+  it("a server's name from the handshake is cut to 200 UTF-16 units in its errors: a long one cannot flood the model with every failed call", async () => {
+    const server = await startFixture("long-name 1000000");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.server).toBe(`${"n".repeat(200)}…`);
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "fail", input: {} }] }, { text: "done" }]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages).map((m) => [m.status, m.content])).toEqual([
+      [
+        "failed",
+        `Tool 'fail' failed: tool 'fail' on MCP server '${"n".repeat(200)}…': the server answered with an error: no`,
+      ],
+    ]);
+    toolset.close();
+    // A name the application gives is its own, and kept as it is.
+    const named = await mcpTools(server.client, { server: "x".repeat(300) });
+    expect(named.server).toBe("x".repeat(300));
+    named.close();
+  });
+
   it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client, { onError: () => {} });

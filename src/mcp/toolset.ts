@@ -23,7 +23,7 @@ export type McpClient = Pick<Client, "listTools" | "callTool" | "getServerVersio
 export interface McpToolsOptions {
   /** Put in front of every tool's name (`"fs_"` makes `read_file` `fs_read_file`); the server is called by its own name. @default "" */
   readonly prefix?: string;
-  /** The server's name in errors. @default the name it gave in the handshake */
+  /** The server's name in errors. @default the name it gave in the handshake (its first 200 UTF-16 units, then `…`) */
   readonly server?: string;
   /**
    * Called with the new tools after a `list_changed` (or `refresh()`) changed them, outside the
@@ -128,6 +128,20 @@ function outputBytes(output: unknown): number | undefined {
  */
 function told(error: unknown): string {
   return recordText(describeError(error));
+}
+
+/** The most UTF-16 units of a server's name from the handshake that its errors quote. */
+const MAX_SERVER_NAME = 200;
+
+/**
+ * A server's name from the handshake, as errors quote it: the server chooses it, of any length,
+ * and every error of its toolset (each failed call the model reads) begins with it. Longer than
+ * {@link MAX_SERVER_NAME}, its head (never half a surrogate pair) and `…`.
+ */
+function handshakeName(name: string | undefined): string | undefined {
+  if (typeof name !== "string" || name.length <= MAX_SERVER_NAME) return name;
+  const last = name.charCodeAt(MAX_SERVER_NAME - 1);
+  return `${name.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_SERVER_NAME - 1 : MAX_SERVER_NAME)}…`;
 }
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
@@ -951,7 +965,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
     throw new McpConfigError("maxResultBytes", "must be a positive integer (bytes of UTF-8)");
   // A cancel that came first follows nothing and lists nothing.
   if (signal?.aborted === true) throw reasonOf(signal);
-  const name = server ?? client.getServerVersion()?.name ?? "mcp";
+  const name = server ?? handshakeName(client.getServerVersion()?.name) ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {
     // Closed on a cancel as on a failure: the listing is cancelled on the server, the transport let go.

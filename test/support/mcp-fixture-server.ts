@@ -65,6 +65,9 @@
  *   (`as: "text"`), as `structuredContent.data` with no content blocks
  *   (`"structured"`), as that beside a short text block (`"both"`), or as an
  *   image's base64 data (`"image"`).
+ * - `long-name <n>` (low-level Server): a server whose name in the handshake
+ *   is `n` characters long (`n` repeated), with one tool, `fail`, that
+ *   answers every call with `isError`.
  * - `garbled` (low-level Server): a server whose name in the handshake holds
  *   terminal escapes and a bidi override (`garbled\u001b[2J\u202e`), with one
  *   tool, `echo`. SIGUSR1 makes every later `tools/list` fail with an error
@@ -483,6 +486,21 @@ async function bulky(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function longName(): Promise<void> {
+  const server = new Server(
+    { name: "n".repeat(Number(process.argv[3])), version: "1.0.0" },
+    { capabilities: { tools: {} } },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [{ name: "fail", description: "Always fails", inputSchema: { type: "object" as const } }],
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { isError: true, content: [{ type: "text", text: "no" }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function garbled(): Promise<void> {
   const server = new Server(
     { name: "garbled\u001b[2J\u202e", version: "1.0.0" },
@@ -517,6 +535,7 @@ else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
 else if (mode === "bulky") await bulky();
+else if (mode === "long-name") await longName();
 else if (mode === "dripping") await dripping();
 else if (mode === "http") await http();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -106,6 +106,7 @@ type FixtureMode =
   | "erring"
   | "garbled"
   | "bulky"
+  | `long-name ${number}`
   | "http"
   | `dripping ${number} ${number}`
   | "structured"
