@@ -450,6 +450,19 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     named.close();
   });
 
+  it("a listing whose cursor repeats fails with McpServerError quoting the cursor, a long one cut to 200 UTF-16 units", async () => {
+    const short = await startFixture("looping 3");
+    await expect(mcpTools(short.client)).rejects.toThrow(
+      new McpServerError("looping", 'tools/list gave the cursor "ccc" twice'),
+    );
+    const long = await startFixture("looping 1000000");
+    const failed = await mcpTools(long.client).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(McpServerError);
+    expect((failed as Error).message).toBe(
+      `MCP server 'looping': tools/list gave the cursor "${"c".repeat(200)}…" (1000000 characters) twice`,
+    );
+  });
+
   it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client, { onError: () => {} });

@@ -130,18 +130,28 @@ function told(error: unknown): string {
   return recordText(describeError(error));
 }
 
-/** The most UTF-16 units of a server's name from the handshake that its errors quote. */
-const MAX_SERVER_NAME = 200;
+/** The most UTF-16 units of a name or cursor the server chose that an error quotes. */
+const MAX_QUOTED = 200;
+
+/** `text` whole up to {@link MAX_QUOTED} units, else its head (never half a surrogate pair) and `…`. */
+function headOf(text: string): string {
+  if (text.length <= MAX_QUOTED) return text;
+  const last = text.charCodeAt(MAX_QUOTED - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_QUOTED - 1 : MAX_QUOTED)}…`;
+}
 
 /**
  * A server's name from the handshake, as errors quote it: the server chooses it, of any length,
- * and every error of its toolset (each failed call the model reads) begins with it. Longer than
- * {@link MAX_SERVER_NAME}, its head (never half a surrogate pair) and `…`.
+ * and every error of its toolset (each failed call the model reads) begins with it.
  */
 function handshakeName(name: string | undefined): string | undefined {
-  if (typeof name !== "string" || name.length <= MAX_SERVER_NAME) return name;
-  const last = name.charCodeAt(MAX_SERVER_NAME - 1);
-  return `${name.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_SERVER_NAME - 1 : MAX_SERVER_NAME)}…`;
+  return typeof name === "string" ? headOf(name) : name;
+}
+
+/** A cursor the server gave, quoted for an error: a long one by its head and its length. */
+function quotedCursor(cursor: string): string {
+  const quoted = JSON.stringify(headOf(cursor));
+  return cursor.length <= MAX_QUOTED ? quoted : `${quoted} (${cursor.length} characters)`;
 }
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
@@ -608,7 +618,7 @@ export class McpToolset implements ToolSource {
         return tools;
       }
       if (cursors.has(next))
-        throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
+        throw new McpServerError(this.#server, `tools/list gave the cursor ${quotedCursor(next)} twice`);
       cursors.add(next);
       cursor = next;
     }

@@ -65,6 +65,8 @@
  *   (`as: "text"`), as `structuredContent.data` with no content blocks
  *   (`"structured"`), as that beside a short text block (`"both"`), or as an
  *   image's base64 data (`"image"`).
+ * - `looping <n>` (low-level Server): every page of `tools/list` gives one
+ *   tool and the same next cursor, `n` characters long (`c` repeated).
  * - `long-name <n>` (low-level Server): a server whose name in the handshake
  *   is `n` characters long (`n` repeated), with one tool, `fail`, that
  *   answers every call with `isError`.
@@ -486,6 +488,16 @@ async function bulky(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function looping(): Promise<void> {
+  const server = new Server({ name: "looping", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const cursor = "c".repeat(Number(process.argv[3]));
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => ({
+    tools: [{ name: request.params?.cursor === undefined ? "t0" : "t1", inputSchema: { type: "object" as const } }],
+    nextCursor: cursor,
+  }));
+  await server.connect(new StdioServerTransport());
+}
+
 async function longName(): Promise<void> {
   const server = new Server(
     { name: "n".repeat(Number(process.argv[3])), version: "1.0.0" },
@@ -536,6 +548,7 @@ else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
 else if (mode === "bulky") await bulky();
 else if (mode === "long-name") await longName();
+else if (mode === "looping") await looping();
 else if (mode === "dripping") await dripping();
 else if (mode === "http") await http();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -107,6 +107,7 @@ type FixtureMode =
   | "garbled"
   | "bulky"
   | `long-name ${number}`
+  | `looping ${number}`
   | "http"
   | `dripping ${number} ${number}`
   | "structured"
