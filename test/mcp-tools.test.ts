@@ -1486,6 +1486,17 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("an object that is not an MCP SDK Client (no getServerVersion) is an McpConfigError naming the client, not a TypeError", async () => {
+    const server = await startFixture("stalling");
+    const { listTools, callTool } = server.client;
+    const partial = {
+      listTools: listTools.bind(server.client),
+      callTool: callTool.bind(server.client),
+      transport: server.client.transport,
+    };
+    await expect(mcpTools(partial as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "client" });
+  });
+
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {
     const server = await startFixture("paged broken");
     await expect(

@@ -942,7 +942,8 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
     typeof client !== "object" ||
     client === null ||
     typeof client.listTools !== "function" ||
-    typeof client.callTool !== "function"
+    typeof client.callTool !== "function" ||
+    typeof client.getServerVersion !== "function"
   ) {
     throw new McpConfigError("client", "must be an MCP SDK Client");
   }
