@@ -224,6 +224,96 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
   });
 
+  it("a result of more than maxResultBytes (default 1 MiB) of what the model reads is a failed call the model reads, with one record; it is not passed on", async () => {
+    const server = await startFixture("bulky");
+    const toolset = await mcpTools(server.client);
+    const MiB = 1_048_576;
+    const big = (id: string, bytes: number, as: string) => ({ id, name: "big", input: { bytes, as } });
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          big("c1", MiB, "text"),
+          big("c2", 2 * MiB, "text"),
+          big("c3", 2 * MiB, "structured"),
+          big("c4", 2 * MiB, "both"),
+          big("c5", 2 * MiB, "image"),
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    const read = results(result.messages);
+    expect(read.map((m) => [m.callId, m.status])).toEqual([
+      ["c1", "ran"],
+      ["c2", "failed"],
+      ["c3", "failed"],
+      ["c4", "ran"],
+      ["c5", "ran"],
+    ]);
+    expect(read[0]!.content).toBe("x".repeat(MiB));
+    expect(read[1]!.content).toBe(
+      "Tool 'big' failed: tool 'big' on MCP server 'bulky': the result is 2097152 bytes of text, more than " +
+        "maxResultBytes (1048576): the call ran on the server, and its result is not passed on",
+    );
+    // Structured content alone is read as JSON: {"data":"…"} is 11 bytes more than the data.
+    expect(read[2]!.content).toContain("the result is 2097163 bytes of text, more than maxResultBytes (1048576)");
+    // What the model does not read does not count: structured content beside text, an image's data.
+    expect(read[3]!.content).toBe("see the data");
+    expect(read[4]!.content).toBe("[image image/png, 2097152 bytes]");
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow", "allow", "allow"]);
+    await server.waitFor('called big {"bytes":2097152,"as":"image"}');
+    expect(server.lines.filter((l) => l.startsWith("called big"))).toHaveLength(5);
+  });
+
+  it("maxResultBytes counts UTF-8 bytes of what the model reads, what a result option returns included", async () => {
+    const server = await startFixture("bulky");
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const outcome = (
+      toolset: { tools: readonly { execute: (input: never, c: typeof context) => unknown }[] },
+      input: object,
+    ) => Promise.resolve(toolset.tools[0]!.execute(input as never, context)).catch((error: unknown) => error);
+    const plain = await mcpTools(server.client, { maxResultBytes: 1000 });
+    await expect(outcome(plain, { bytes: 1000, as: "text", unit: "é" })).resolves.toBe("é".repeat(500));
+    const over = await outcome(plain, { bytes: 1002, as: "text", unit: "é" });
+    expect(over).toBeInstanceOf(McpToolError);
+    expect(over).toMatchObject({ server: "bulky", tool: "big", changed: false });
+    expect((over as Error).message).toContain("the result is 1002 bytes of text, more than maxResultBytes (1000)");
+    plain.close();
+    const summed = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: (result) => ({ blocks: result.content.length }),
+    });
+    await expect(outcome(summed, { bytes: 100_000, as: "text" })).resolves.toEqual({ blocks: 1 });
+    summed.close();
+    const whole = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: (result) => ({ whole: result.content }),
+    });
+    expect(await outcome(whole, { bytes: 1000, as: "text" })).toBeInstanceOf(McpToolError);
+    whole.close();
+    // A result option that returns a promise is read for what it resolves to, as the engine reads it.
+    const later = await mcpTools(server.client, {
+      maxResultBytes: 1000,
+      result: async (result) => {
+        await flush();
+        return result.content.map((block) => (block.type === "text" ? block.text : "")).join("");
+      },
+    });
+    await expect(outcome(later, { bytes: 1000, as: "text" })).resolves.toBe("x".repeat(1000));
+    expect(await outcome(later, { bytes: 1001, as: "text" })).toBeInstanceOf(McpToolError);
+    later.close();
+  });
+
+  it("a maxResultBytes that is not a positive integer is an McpConfigError naming it", async () => {
+    const server = await startFixture("bulky");
+    for (const maxResultBytes of [0, -1, 1.5, Number.NaN, Infinity, "1000"]) {
+      await expect(mcpTools(server.client, { maxResultBytes: maxResultBytes as never })).rejects.toMatchObject({
+        code: "MCP_CONFIG",
+        option: "maxResultBytes",
+      });
+    }
+  });
+
   it("passes the call's signal to callTool: a cancelled run cancels the request on the server", async () => {
     const server = await startFixture("mutable");
     const toolset = await mcpTools(server.client);
@@ -315,6 +405,62 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       );
     }
     toolset.close();
+  });
+
+  it("a server's error reply is cut in the error as a record cuts a text, for a call and for a listing: a long one cannot flood the model", async () => {
+    const erring = await startFixture("erring");
+    const toolset = await mcpTools(erring.client);
+    const context = { signal: new AbortController().signal, callId: "x", turn: 0, sessionId: "", runId: "" };
+    const error = await Promise.resolve(
+      toolset.tools[0]!.execute({ code: -32000, message: "x".repeat(100_000) }, context),
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(McpToolError);
+    // "MCP error -32000: " is 18 units: 16,366 of the server's are kept, 83,634 cut.
+    expect((error as Error).message).toBe(
+      `tool 'fail_with' on MCP server 'erring': tools/call failed: MCP error -32000: ${"x".repeat(16_366)}… [83634 characters cut]`,
+    );
+    expect(((error as Error).cause as Error).message).toHaveLength(100_018);
+    toolset.close();
+    const paged = await startFixture("paged broken 100000");
+    const failed = await mcpTools(paged.client).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(McpServerError);
+    // The server's McpError says "MCP error -32603: …", and the client's adds as much again: 68 units before the
+    // filler, of which 16,316 are kept.
+    expect((failed as Error).message).toBe(
+      `MCP server 'paged': tools/list failed: MCP error -32603: MCP error -32603: the tool registry is unavailable${"y".repeat(16_316)}… [83684 characters cut]`,
+    );
+  });
+
+  it("a server's name from the handshake is cut to 200 UTF-16 units in its errors: a long one cannot flood the model with every failed call", async () => {
+    const server = await startFixture("long-name 1000000");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.server).toBe(`${"n".repeat(200)}…`);
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "fail", input: {} }] }, { text: "done" }]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages).map((m) => [m.status, m.content])).toEqual([
+      [
+        "failed",
+        `Tool 'fail' failed: tool 'fail' on MCP server '${"n".repeat(200)}…': the server answered with an error: no`,
+      ],
+    ]);
+    toolset.close();
+    // A name the application gives is its own, and kept as it is.
+    const named = await mcpTools(server.client, { server: "x".repeat(300) });
+    expect(named.server).toBe("x".repeat(300));
+    named.close();
+  });
+
+  it("a listing whose cursor repeats fails with McpServerError quoting the cursor, a long one cut to 200 UTF-16 units", async () => {
+    const short = await startFixture("looping 3");
+    await expect(mcpTools(short.client)).rejects.toThrow(
+      new McpServerError("looping", 'tools/list gave the cursor "ccc" twice'),
+    );
+    const long = await startFixture("looping 1000000");
+    const failed = await mcpTools(long.client).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(McpServerError);
+    expect((failed as Error).message).toBe(
+      `MCP server 'looping': tools/list gave the cursor "${"c".repeat(200)}…" (1000000 characters) twice`,
+    );
   });
 
   it("a call in flight when the connection drops (the server process killed) fails with McpToolError saying whether it took effect is unknown", async () => {
@@ -1261,6 +1407,94 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(toolset.problems.map((p) => [...p.tool].length > 128)).not.toContain(false);
     expect(toolset.tools.map((t) => t.name)).toContain(`${"p".repeat(120)}stats`);
     toolset.close();
+  });
+
+  it("a signal aborted during the first listing rejects mcpTools at once with its reason, cancels the listing on the server, and leaves nothing on the transport", async () => {
+    const server = await startFixture("stalling stalled");
+    const transport = server.client.transport!;
+    const before = { onmessage: transport.onmessage, onclose: transport.onclose };
+    const shutdown = new AbortController();
+    const reason = new Error("shutting down");
+    const made = mcpTools(server.client, { signal: shutdown.signal, timeoutMs: 30_000 }).catch(
+      (error: unknown) => error,
+    );
+    await server.waitFor("listing stalled");
+    const started = performance.now();
+    shutdown.abort(reason);
+    const settled = await Promise.race([made, sleep(5_000).then(() => "still waiting")]);
+    expect(settled).toBe(reason);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    // The listing is cancelled on the server, not left to time out; no toolset follows the server.
+    await server.waitFor("cancelled listing");
+    expect(transport.onmessage).toBe(before.onmessage);
+    expect(transport.onclose).toBe(before.onclose);
+    expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(0);
+  });
+
+  it("a signal already aborted makes mcpTools reject with its reason without listing; one never aborted leaves no listener on it", async () => {
+    const server = await startFixture("stalling");
+    const transport = server.client.transport!;
+    const before = transport.onmessage;
+    const reason = new Error("gone");
+    await expect(mcpTools(server.client, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(transport.onmessage).toBe(before);
+    const live = new AbortController();
+    const toolset = await mcpTools(server.client, { signal: live.signal });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    expect(getEventListeners(live.signal, "abort")).toHaveLength(0);
+    // The signal was for the making of the toolset: aborting it later leaves the toolset as it is.
+    live.abort();
+    expect(toolset.tools.map((t) => t.name)).toEqual(["echo"]);
+    toolset.close();
+    expect(server.lines.filter((l) => l === "listing stalled")).toEqual([]);
+  });
+
+  it("refresh({ signal }): an abort stops the wait at once with its reason; the toolset goes on following, and the listing ends for it", async () => {
+    const server = await startFixture("stalling");
+    const errors: unknown[] = [];
+    const toolset = await mcpTools(server.client, { onError: (error) => void errors.push(error), timeoutMs: 30_000 });
+    await expect(toolset.refresh({ signal: AbortSignal.abort(new Error("early")) })).rejects.toThrow("early");
+    server.signal("SIGUSR1");
+    await server.waitFor("listing stalled");
+    const stop = new AbortController();
+    const refresh = toolset.refresh({ signal: stop.signal }).catch((error: unknown) => error);
+    await flush();
+    const reason = new Error("the request went away");
+    stop.abort(reason);
+    const settled = await Promise.race([refresh, sleep(2_000).then(() => "still waiting")]);
+    expect(settled).toBe(reason);
+    expect(getEventListeners(stop.signal, "abort")).toHaveLength(0);
+    // Only the wait was stopped: the listing, the toolset's, goes on until close() cancels it.
+    expect(server.lines).not.toContain("cancelled listing");
+    toolset.close();
+    await server.waitFor("cancelled listing");
+    expect(errors).toEqual([]);
+  });
+
+  it("a signal that is not an AbortSignal, or refresh options of the wrong kind, is an McpConfigError naming it", async () => {
+    const server = await startFixture("stalling");
+    await expect(mcpTools(server.client, { signal: {} as never })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "signal",
+    });
+    const toolset = await mcpTools(server.client);
+    await expect(toolset.refresh(null as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "options" });
+    await expect(toolset.refresh({ signal: "stop" as never })).rejects.toMatchObject({
+      code: "MCP_CONFIG",
+      option: "signal",
+    });
+    toolset.close();
+  });
+
+  it("an object that is not an MCP SDK Client (no getServerVersion) is an McpConfigError naming the client, not a TypeError", async () => {
+    const server = await startFixture("stalling");
+    const { listTools, callTool } = server.client;
+    const partial = {
+      listTools: listTools.bind(server.client),
+      callTool: callTool.bind(server.client),
+      transport: server.client.transport,
+    };
+    await expect(mcpTools(partial as never)).rejects.toMatchObject({ code: "MCP_CONFIG", option: "client" });
   });
 
   it("typed errors: a client not connected, options of the wrong kind, a first listing that fails", async () => {

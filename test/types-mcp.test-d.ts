@@ -15,6 +15,13 @@ describe("mcpTools", () => {
     expectTypeOf<McpToolset["refresh"]>().returns.toEqualTypeOf<Promise<readonly Tool[]>>();
   });
 
+  it("takes a signal for the making of the toolset, and one for the wait of a refresh", async () => {
+    const toolset = await mcpTools(client, { signal: AbortSignal.timeout(5_000) });
+    expectTypeOf(toolset.refresh({ signal: AbortSignal.timeout(5_000) })).toEqualTypeOf<Promise<readonly Tool[]>>();
+    // @ts-expect-error a signal, not a time limit (that is timeoutMs)
+    void mcpTools(client, { signal: 5_000 });
+  });
+
   it("is what an Agent reads its tools from each turn", async () => {
     const model = {} as Model;
     void new Agent({ model, tools: await mcpTools(client) });

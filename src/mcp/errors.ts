@@ -19,7 +19,9 @@ export class McpServerError extends LoopctlError {
 
 /**
  * A call to an MCP tool did not produce a result: the server answered with
- * `isError` or with a JSON-RPC error, or `tools/call` got no answer (a
+ * `isError` or with a JSON-RPC error, or with a result that does not match
+ * the tool's output schema or gives the model more than `maxResultBytes`, or
+ * `tools/call` got no answer (a
  * timeout, a closed connection, a protocol error; the MCP SDK's error is the
  * `cause`), the server's tools could not be listed when the call was to be
  * sent (the `McpServerError` is the `cause`), the tool changed on the server
@@ -66,9 +68,9 @@ export class McpCallbackError extends LoopctlError {
 }
 
 /**
- * `mcpTools` or `mcpAnnotationHook` was given something it cannot use: a
- * client that is not connected, a prefix or option of the wrong kind. `code`
- * is `"MCP_CONFIG"`; the message names the option.
+ * `mcpTools`, `mcpAnnotationHook` or a toolset's `refresh()` was given
+ * something it cannot use: a client that is not connected, a prefix or option
+ * of the wrong kind. `code` is `"MCP_CONFIG"`; the message names the option.
  */
 export class McpConfigError extends LoopctlError {
   /** The option at fault. */

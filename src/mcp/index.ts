@@ -9,7 +9,7 @@
  * @packageDocumentation
  */
 export { mcpTools } from "./toolset.js";
-export type { McpClient, McpToolProblem, McpToolset, McpToolsOptions } from "./toolset.js";
+export type { McpClient, McpRefreshOptions, McpToolProblem, McpToolset, McpToolsOptions } from "./toolset.js";
 export { mcpAnnotationHook } from "./annotation-hook.js";
 export type { McpAnnotationHookOptions } from "./annotation-hook.js";
 export { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";

@@ -4,7 +4,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { defineTool } from "../engine/index.js";
 import type { Tool, ToolContext, ToolDescriptor, ToolSource } from "../engine/index.js";
-import { unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { printable } from "../cli/format.js";
 import { ToolDefinitionError, describeError } from "../engine/errors.js";
 import { withdrawnWith } from "../engine/gate.js";
@@ -23,7 +23,7 @@ export type McpClient = Pick<Client, "listTools" | "callTool" | "getServerVersio
 export interface McpToolsOptions {
   /** Put in front of every tool's name (`"fs_"` makes `read_file` `fs_read_file`); the server is called by its own name. @default "" */
   readonly prefix?: string;
-  /** The server's name in errors. @default the name it gave in the handshake */
+  /** The server's name in errors. @default the name it gave in the handshake (its first 200 UTF-16 units, then `…`) */
   readonly server?: string;
   /**
    * Called with the new tools after a `list_changed` (or `refresh()`) changed them, outside the
@@ -44,10 +44,33 @@ export interface McpToolsOptions {
   /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /**
+   * The most a call's result may give the model, in bytes of UTF-8: of the text the model reads
+   * (the content blocks as text, or what `result` returns or its promise resolves to, a value
+   * other than a string as JSON).
+   * A result that gives more is a failed call (`McpToolError`), its text not passed on.
+   * @default 1048576 (1 MiB)
+   */
+  readonly maxResultBytes?: number;
+  /**
    * The time limit of each `tools/call` request, and of each listing (every page of `tools/list`
    * together), in ms (at most 2^31 - 1). @default 60 s (the MCP SDK's for a request)
    */
   readonly timeoutMs?: number;
+  /**
+   * Stops the making of the toolset: aborted before `mcpTools` resolves, the first listing is
+   * cancelled on the server, nothing is left following the client, and `mcpTools` rejects with
+   * the signal's reason. Once the toolset is made it has no effect: `close()` the toolset.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link McpToolset.refresh}. */
+export interface McpRefreshOptions {
+  /**
+   * Stops the wait: `refresh()` rejects with the signal's reason at once. The listing is the
+   * toolset's (a `list_changed`, another `refresh()` may wait for it too), and goes on.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** A tool the server lists that loopctl cannot offer (its name or schema is unusable), and why. */
@@ -78,6 +101,57 @@ function isSdkTimeout(error: unknown, limit: number, expired: boolean): boolean 
   if (!expired || typeof error !== "object" || error === null) return false;
   const { code, data } = error as { code?: unknown; data?: unknown };
   return code === REQUEST_TIMEOUT && (data as { timeout?: unknown } | undefined)?.timeout === limit;
+}
+
+/** The default `maxResultBytes`: 1 MiB of text, some 250,000 tokens, more than most models can read in one turn. */
+const DEFAULT_MAX_RESULT_BYTES = 1_048_576;
+
+/**
+ * The UTF-8 bytes of the text the model reads of `output` (what the engine gives it: a string as
+ * is, anything else as JSON), or undefined when it has no such text (the engine refuses it then).
+ */
+function outputBytes(output: unknown): number | undefined {
+  if (typeof output === "string") return Buffer.byteLength(output, "utf8");
+  if (output === undefined) return 0;
+  let text: unknown;
+  try {
+    text = JSON.stringify(output);
+  } catch {
+    return undefined;
+  }
+  return typeof text === "string" ? Buffer.byteLength(text, "utf8") : undefined;
+}
+
+/**
+ * What a request that failed says, cut as a record cuts a text: the server chooses an error
+ * reply's message, of any length, and it reaches the model (and `onError`) in the error's.
+ */
+function told(error: unknown): string {
+  return recordText(describeError(error));
+}
+
+/** The most UTF-16 units of a name or cursor the server chose that an error quotes. */
+const MAX_QUOTED = 200;
+
+/** `text` whole up to {@link MAX_QUOTED} units, else its head (never half a surrogate pair) and `…`. */
+function headOf(text: string): string {
+  if (text.length <= MAX_QUOTED) return text;
+  const last = text.charCodeAt(MAX_QUOTED - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_QUOTED - 1 : MAX_QUOTED)}…`;
+}
+
+/**
+ * A server's name from the handshake, as errors quote it: the server chooses it, of any length,
+ * and every error of its toolset (each failed call the model reads) begins with it.
+ */
+function handshakeName(name: string | undefined): string | undefined {
+  return typeof name === "string" ? headOf(name) : name;
+}
+
+/** A cursor the server gave, quoted for an error: a long one by its head and its length. */
+function quotedCursor(cursor: string): string {
+  const quoted = JSON.stringify(headOf(cursor));
+  return cursor.length <= MAX_QUOTED ? quoted : `${quoted} (${cursor.length} characters)`;
 }
 
 /** Pages of `tools/list` read before the server is judged to be looping. */
@@ -128,19 +202,37 @@ function cacheListed(client: McpClient, tools: readonly McpTool[]): void {
   if (typeof cache === "function") cache.call(client, tools);
 }
 
+/**
+ * What a wait on `signal` rejects with once it aborted: its reason, or, when that cannot be read
+ * (a getter that throws), an `McpConfigError` naming the signal, so the wait still settles.
+ */
+function reasonOf(signal: AbortSignal): unknown {
+  return abortReason(
+    signal,
+    (cause) => new McpConfigError("signal", "aborted, and its reason could not be read", { cause }),
+  );
+}
+
 /** Waits for `work` unless `signal` aborts first (then rejects with its reason); leaves no listener behind. */
 async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  signal.throwIfAborted();
+  if (signal.aborted) throw reasonOf(signal);
   let onAbort!: () => void;
   const abort = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
+    onAbort = () => reject(reasonOf(signal));
     signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
     return await Promise.race([work, abort]);
   } finally {
-    signal.removeEventListener("abort", onAbort);
+    unlisten(signal, onAbort);
   }
+}
+
+/** `signal` as an option takes it: undefined, or an AbortSignal (else an `McpConfigError` naming it). */
+function checkedSignal(signal: unknown): AbortSignal | undefined {
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw new McpConfigError("signal", "must be an AbortSignal or undefined");
+  return signal;
 }
 
 /** What a toolset hears of its transport: each `list_changed`, and the connection's end. */
@@ -345,13 +437,22 @@ export class McpToolset implements ToolSource {
    * when listing fails, and the toolset then has no tools. The failure goes
    * to `onError` too, if one was given; without one it is not also emitted
    * as a process warning, as the failure of a listing nobody awaits is.
+   * `signal` stops the wait (it rejects with the signal's reason), not the
+   * listing, which is the toolset's.
+   *
+   * @throws {McpConfigError} when `options` is not an object, or its `signal` not an AbortSignal.
    */
-  async refresh(): Promise<readonly Tool[]> {
+  async refresh(options?: McpRefreshOptions): Promise<readonly Tool[]> {
+    if (options !== undefined && (typeof options !== "object" || options === null))
+      throw new McpConfigError("options", "must be an object or undefined");
+    const signal = checkedSignal(options?.signal);
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
+    // A cancel that came first asks for nothing.
+    if (signal?.aborted === true) throw reasonOf(signal);
     const asked = this.#changed();
     this.#awaited.add(asked);
     try {
-      await this.#answer(asked);
+      await this.#answer(asked, signal);
     } finally {
       this.#awaited.delete(asked);
     }
@@ -445,7 +546,7 @@ export class McpToolset implements ToolSource {
           const failure =
             error instanceof McpServerError
               ? error
-              : new McpServerError(this.#server, `listing the tools failed: ${describeError(error)}`, { cause: error });
+              : new McpServerError(this.#server, `listing the tools failed: ${told(error)}`, { cause: error });
           this.#lastError = failure;
           if (this.#closed) return;
           // The server said its tools changed and we cannot see how: offer none rather than stale ones
@@ -500,7 +601,7 @@ export class McpToolset implements ToolSource {
       } catch (error) {
         // A server's own error shaped as the SDK's timeout is a failed listing either way.
         if (page > 0 && isSdkTimeout(error, left, true)) throw new McpServerError(this.#server, late, { cause: error });
-        throw new McpServerError(this.#server, `tools/list failed: ${describeError(error)}`, { cause: error });
+        throw new McpServerError(this.#server, `tools/list failed: ${told(error)}`, { cause: error });
       } finally {
         this.#request = undefined;
       }
@@ -517,7 +618,7 @@ export class McpToolset implements ToolSource {
         return tools;
       }
       if (cursors.has(next))
-        throw new McpServerError(this.#server, `tools/list gave the cursor ${JSON.stringify(next)} twice`);
+        throw new McpServerError(this.#server, `tools/list gave the cursor ${quotedCursor(next)} twice`);
       cursors.add(next);
       cursor = next;
     }
@@ -639,7 +740,7 @@ export class McpToolset implements ToolSource {
 
   #define(name: string, remote: string, descriptor: ToolDescriptor): Tool {
     const server = this.#server;
-    const { result: render, timeoutMs } = this.#options;
+    const { result: render, timeoutMs, maxResultBytes = DEFAULT_MAX_RESULT_BYTES } = this.#options;
     let checkOutput: Validator | undefined;
     if (descriptor.outputSchema !== undefined) {
       // Compiled here, once per descriptor: a result is checked by loopctl, whatever the client checks.
@@ -727,7 +828,7 @@ export class McpToolset implements ToolSource {
           throw new McpToolError(
             server,
             name,
-            `the connection to the server ended while the call was in flight (${describeError(error)}): whether it ` +
+            `the connection to the server ended while the call was in flight (${told(error)}): whether it ` +
               "took effect there is unknown",
             false,
             { cause: error },
@@ -738,13 +839,13 @@ export class McpToolset implements ToolSource {
           throw new McpToolError(
             server,
             name,
-            `the server did not answer within ${limit} ms (${describeError(error)}): the call was cancelled on the server, ` +
+            `the server did not answer within ${limit} ms (${told(error)}): the call was cancelled on the server, ` +
               "and whether it took effect there is unknown",
             false,
             { cause: error },
           );
         }
-        throw new McpToolError(server, name, `tools/call failed: ${describeError(error)}`, false, { cause: error });
+        throw new McpToolError(server, name, `tools/call failed: ${told(error)}`, false, { cause: error });
       } finally {
         clearTimeout(deadline);
         this.#calls.delete(request);
@@ -773,7 +874,19 @@ export class McpToolset implements ToolSource {
           );
         }
       }
-      return render === undefined ? resultText(result) : render(result, name);
+      // Awaited: a promise the result option returns is what the engine would read the text of.
+      const output: unknown = render === undefined ? resultText(result) : await render(result, name);
+      // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
+      const bytes = outputBytes(output);
+      if (bytes !== undefined && bytes > maxResultBytes) {
+        throw new McpToolError(
+          server,
+          name,
+          `the result is ${bytes} bytes of text, more than maxResultBytes (${maxResultBytes}): the call ran on the ` +
+            "server, and its result is not passed on",
+        );
+      }
+      return output;
     };
     self = withdrawnWith(
       defineTool({
@@ -814,6 +927,7 @@ export class McpToolset implements ToolSource {
  *
  * @throws {McpConfigError} when the client is not connected or an option is wrong.
  * @throws {McpServerError} when the first listing fails.
+ * @throws the reason of `options.signal` when it aborts before the toolset is made.
  *
  * @example
  * ```ts
@@ -828,7 +942,8 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
     typeof client !== "object" ||
     client === null ||
     typeof client.listTools !== "function" ||
-    typeof client.callTool !== "function"
+    typeof client.callTool !== "function" ||
+    typeof client.getServerVersion !== "function"
   ) {
     throw new McpConfigError("client", "must be an MCP SDK Client");
   }
@@ -836,7 +951,8 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (transport === undefined)
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
-  const { prefix, server, onChange, onError, result, timeoutMs } = options;
+  const { prefix, server, onChange, onError, result, timeoutMs, maxResultBytes } = options;
+  const signal = checkedSignal(options.signal);
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
   // Every tool would otherwise be a problem, and the toolset offer none without saying why.
   if (prefix !== undefined && !PREFIX.test(prefix))
@@ -856,10 +972,15 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   // A timer asked to wait longer than 2^31 - 1 ms fires after 1 ms: every request would time out at once.
   if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS))
     throw new McpConfigError("timeoutMs", `must be a positive integer of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
-  const name = server ?? client.getServerVersion()?.name ?? "mcp";
+  if (maxResultBytes !== undefined && (!Number.isSafeInteger(maxResultBytes) || maxResultBytes <= 0))
+    throw new McpConfigError("maxResultBytes", "must be a positive integer (bytes of UTF-8)");
+  // A cancel that came first follows nothing and lists nothing.
+  if (signal?.aborted === true) throw reasonOf(signal);
+  const name = server ?? handshakeName(client.getServerVersion()?.name) ?? "mcp";
   const toolset = new McpToolset(client, transport, name, options);
   try {
-    await toolset.refresh();
+    // Closed on a cancel as on a failure: the listing is cancelled on the server, the transport let go.
+    await toolset.refresh(signal === undefined ? undefined : { signal });
     return toolset;
   } catch (error) {
     toolset.close();

@@ -12,7 +12,8 @@
  *   3. `rich` is removed (the server no longer lists it).
  * - `paged` (low-level Server): five tools listed two per page. SIGUSR1 makes
  *   every later `tools/list` fail and announces `list_changed`; SIGUSR2 makes
- *   listing work again and announces it. `paged broken` starts failing.
+ *   listing work again and announces it. `paged broken` starts failing;
+ *   `paged broken <n>` with an error message `n` characters longer.
  * - `odd-ids` (low-level Server): tools whose input schemas carry ids that
  *   are not theirs to take: a meta-schema's `$id` (2020-12, draft-07), at the
  *   root and in a subschema, and one plain tool.
@@ -30,6 +31,7 @@
  *   later `tools/list` go unanswered until the client cancels it, and
  *   announces `list_changed`. Each such listing is reported when it starts
  *   (`listing stalled`) and when cancelled (`cancelled listing`).
+ *   `stalling stalled` leaves every `tools/list` unanswered from the start.
  * - `structured` (low-level Server): `first` and `last`, listed one per page,
  *   each with an output schema (`{ count: number }`, required). A call's
  *   `give` argument picks its result: `right` (`{ count: 1 }`), `wrong`
@@ -57,6 +59,17 @@
  *   writes `port <n>` to stderr once listening. One tool, `remove`
  *   (destructive); a call with `{ "hang": true }` is never answered. SIGUSR2
  *   flips `remove` to read-only and announces `list_changed`.
+ * - `bulky` (low-level Server): one tool, `big`, whose result is as large as
+ *   asked: `{ bytes, as }` gives `bytes` UTF-8 bytes of `unit` (default `x`)
+ *   repeated (`bytes` must be a multiple of its size) as a text block
+ *   (`as: "text"`), as `structuredContent.data` with no content blocks
+ *   (`"structured"`), as that beside a short text block (`"both"`), or as an
+ *   image's base64 data (`"image"`).
+ * - `looping <n>` (low-level Server): every page of `tools/list` gives one
+ *   tool and the same next cursor, `n` characters long (`c` repeated).
+ * - `long-name <n>` (low-level Server): a server whose name in the handshake
+ *   is `n` characters long (`n` repeated), with one tool, `fail`, that
+ *   answers every call with `isError`.
  * - `garbled` (low-level Server): a server whose name in the handshake holds
  *   terminal escapes and a bidi override (`garbled\u001b[2J\u202e`), with one
  *   tool, `echo`. SIGUSR1 makes every later `tools/list` fail with an error
@@ -172,8 +185,9 @@ async function paged(): Promise<void> {
     inputSchema: { type: "object" as const, properties: { n: { type: "number" } }, required: ["n"] },
   }));
   let broken = process.argv[3] === "broken";
+  const filler = process.argv[4] === undefined ? "" : "y".repeat(Number(process.argv[4]));
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
-    if (broken) throw new McpError(ErrorCode.InternalError, "the tool registry is unavailable");
+    if (broken) throw new McpError(ErrorCode.InternalError, `the tool registry is unavailable${filler}`);
     const start = request.params?.cursor === undefined ? 0 : Number(request.params.cursor);
     const next = start + 2;
     return { tools: tools.slice(start, next), ...(next < tools.length ? { nextCursor: String(next) } : {}) };
@@ -302,7 +316,7 @@ async function churning(): Promise<void> {
 async function stalling(): Promise<void> {
   const server = new Server({ name: "stalling", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
   const tools = [{ name: "echo", description: "Echo a text", inputSchema: { type: "object" as const } }];
-  let stalled = false;
+  let stalled = process.argv[3] === "stalled";
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
     if (!stalled) return { tools };
     report("listing stalled");
@@ -448,6 +462,57 @@ async function http(): Promise<void> {
   listener.listen(0, "127.0.0.1", () => report(`port ${(listener.address() as AddressInfo).port}`));
 }
 
+async function bulky(): Promise<void> {
+  const server = new Server({ name: "bulky", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = [
+    {
+      name: "big",
+      description: "Answers with as much as it is asked for",
+      inputSchema: {
+        type: "object" as const,
+        properties: { bytes: { type: "integer" }, as: { type: "string" }, unit: { type: "string" } },
+        required: ["bytes", "as"],
+      },
+    },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { bytes, as, unit = "x" } = request.params.arguments as { bytes: number; as: string; unit?: string };
+    report(`called ${request.params.name} ${JSON.stringify({ bytes, as })}`);
+    const data = unit.repeat(bytes / Buffer.byteLength(unit));
+    if (as === "text") return { content: [{ type: "text", text: data }] };
+    if (as === "structured") return { content: [], structuredContent: { data } };
+    if (as === "both") return { content: [{ type: "text", text: "see the data" }], structuredContent: { data } };
+    return { content: [{ type: "image", data: Buffer.from(data).toString("base64"), mimeType: "image/png" }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
+async function looping(): Promise<void> {
+  const server = new Server({ name: "looping", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const cursor = "c".repeat(Number(process.argv[3]));
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => ({
+    tools: [{ name: request.params?.cursor === undefined ? "t0" : "t1", inputSchema: { type: "object" as const } }],
+    nextCursor: cursor,
+  }));
+  await server.connect(new StdioServerTransport());
+}
+
+async function longName(): Promise<void> {
+  const server = new Server(
+    { name: "n".repeat(Number(process.argv[3])), version: "1.0.0" },
+    { capabilities: { tools: {} } },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [{ name: "fail", description: "Always fails", inputSchema: { type: "object" as const } }],
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { isError: true, content: [{ type: "text", text: "no" }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function garbled(): Promise<void> {
   const server = new Server(
     { name: "garbled\u001b[2J\u202e", version: "1.0.0" },
@@ -481,6 +546,9 @@ else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
+else if (mode === "bulky") await bulky();
+else if (mode === "long-name") await longName();
+else if (mode === "looping") await looping();
 else if (mode === "dripping") await dripping();
 else if (mode === "http") await http();
 else throw new Error(`unknown mode ${String(mode)}`);

@@ -98,11 +98,16 @@ type FixtureMode =
   | "mutable"
   | "paged"
   | "paged broken"
+  | `paged broken ${number}`
   | "odd-ids"
   | "restless"
   | "stalling"
+  | "stalling stalled"
   | "erring"
   | "garbled"
+  | "bulky"
+  | `long-name ${number}`
+  | `looping ${number}`
   | "http"
   | `dripping ${number} ${number}`
   | "structured"
