@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import type { ConnectionOptions } from "node:tls";
+import { createRequire } from "node:module";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import type { Socket } from "node:net";
@@ -23,6 +24,7 @@ import {
 import type { ApprovalServer, ApprovalServerOptions } from "loopctl/server";
 import { flush, makeAsk, outcomeNow, outliveEndings, track } from "./support/ask-fixtures.js";
 import { startChild } from "./support/child-process.js";
+import { bundleGrantBuilds } from "./support/reliability-bundle.js";
 import { listen, stopping } from "./support/http-mount.js";
 import { openStream, request } from "./support/http-client.js";
 import type { Reply } from "./support/http-client.js";
@@ -2860,6 +2862,30 @@ describe("a grant store that answers with something other than grants", () => {
     expect(
       (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
     ).toBe(404);
+  });
+  it("lists and revokes grants made by another copy of loopctl (the CommonJS build beside this one), as the engine takes them", async () => {
+    const builds = await bundleGrantBuilds();
+    try {
+      const cjs = createRequire(import.meta.url)(builds.cjs) as typeof import("loopctl/grant");
+      expect(cjs.Grant).not.toBe(Grant);
+      const grant = new cjs.Grant("deploy", "allow", cjs.GrantScope.thisCall({ env: "staging" }));
+      const store: GrantStore = {
+        load: () => Promise.resolve([grant]),
+        save: (g) => Promise.resolve(g),
+        revoke: () => Promise.resolve(grant),
+        clear: () => Promise.resolve(0),
+      };
+      const { server, auth } = await start({ grants: store });
+      const listed = await get(server, "api/grants", auth);
+      expect([listed.status, listed.json]).toMatchObject([
+        200,
+        { available: true, grants: [{ id: grant.id, tool: "deploy", scope: "this_call", args: { env: "staging" } }] },
+      ]);
+      const revoked = await request(`${server.url}api/grants/${grant.id}`, { method: "DELETE", headers: auth });
+      expect([revoked.status, revoked.json]).toMatchObject([200, { revoked: { id: grant.id } }]);
+    } finally {
+      builds.dispose();
+    }
   });
 });
 

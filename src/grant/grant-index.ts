@@ -101,6 +101,24 @@ export async function coveringOf(
 }
 
 /**
+ * @internal Whether `value` is a grant by its shape: a `Grant`, or one from
+ * another copy of loopctl (the ESM build beside the CommonJS one), which
+ * `instanceof` would refuse.
+ */
+export function isGrantShaped(value: unknown): value is Grant {
+  const grant = value as Partial<Record<keyof Grant, unknown>> | null;
+  return (
+    typeof grant === "object" &&
+    grant !== null &&
+    typeof grant.id === "string" &&
+    typeof grant.tool === "string" &&
+    (grant.verdict === "allow" || grant.verdict === "deny") &&
+    (grant.canonicalArgs === null || typeof grant.canonicalArgs === "string") &&
+    (grant.pinnedDescriptor === null || typeof grant.pinnedDescriptor === "string")
+  );
+}
+
+/**
  * What a store's `load` or `covering` resolved to, checked to be grants by
  * their shape (a Grant from another copy of loopctl, the ESM build beside
  * the CommonJS one, is one too).
@@ -110,16 +128,7 @@ function storedGrants(value: unknown, method: "load" | "covering"): readonly Gra
     throw new GrantRecordError(`GrantStore.${method} resolved to ${shownValue(value)}, not an array of grants`);
   }
   for (const [i, item] of value.entries()) {
-    const grant = item as Partial<Record<keyof Grant, unknown>> | null;
-    if (
-      typeof grant !== "object" ||
-      grant === null ||
-      typeof grant.id !== "string" ||
-      typeof grant.tool !== "string" ||
-      (grant.verdict !== "allow" && grant.verdict !== "deny") ||
-      (grant.canonicalArgs !== null && typeof grant.canonicalArgs !== "string") ||
-      (grant.pinnedDescriptor !== null && typeof grant.pinnedDescriptor !== "string")
-    ) {
+    if (!isGrantShaped(item)) {
       throw new GrantRecordError(
         `GrantStore.${method} resolved to an array whose item ${i} is not a Grant (${shownValue(item)}); ` +
           "build stored records into grants with Grant.fromJSON",

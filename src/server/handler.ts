@@ -8,7 +8,8 @@ import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { GrantRecordError } from "../grant/errors.js";
-import { Grant } from "../grant/grant.js";
+import type { Grant } from "../grant/grant.js";
+import { isGrantShaped } from "../grant/grant-index.js";
 import { Access, headerCount, headersCut } from "./access.js";
 import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
@@ -705,7 +706,7 @@ class Handler {
     const grants: unknown = loaded.value;
     if (!Array.isArray(grants))
       throw this.#notGrants(`GrantStore.load resolved to ${shownValue(grants)}, not an array`);
-    const stray = grants.findIndex((grant) => !(grant instanceof Grant));
+    const stray = grants.findIndex((grant) => !listable(grant));
     if (stray >= 0) {
       throw this.#notGrants(`GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`);
     }
@@ -723,7 +724,7 @@ class Handler {
     if (revoked === undefined) return;
     const grant: unknown = revoked.value;
     if (grant === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    if (!(grant instanceof Grant)) {
+    if (!listable(grant)) {
       throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
     }
     sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
@@ -790,8 +791,8 @@ class Handler {
     const live = typeof source.subscribe === "function";
     const outcome = await boundedCall(res, "the record source", this.#limits.recordsTimeoutMs, async (signal) =>
       typeof source.audited === "function"
-        ? { method: "audited" as const, value: (await source.audited(limit, { signal })) as unknown }
-        : { method: "recent" as const, value: (await source.recent(limit, { signal })) as unknown },
+        ? { method: "audited" as const, value: await source.audited(limit, { signal }) }
+        : { method: "recent" as const, value: await source.recent(limit, { signal }) },
     );
     switch (outcome.type) {
       case "answered": {
@@ -1056,6 +1057,15 @@ function mountedPath(req: IncomingMessage): string {
   const target = parseTarget(typeof original === "string" ? original : (req.url ?? "/"));
   if (target === undefined) throw new HttpError(400, "bad_request", "the request target is not a valid path");
   return target.pathname.replace(/^[/\\]+/, "/");
+}
+
+/**
+ * Whether a store's answer is a grant the API can list: by its shape, as the
+ * engine takes grants, so one from another copy of loopctl (the ESM build
+ * beside the CommonJS one) is listed too, where `instanceof` would refuse it.
+ */
+function listable(grant: unknown): grant is Grant {
+  return isGrantShaped(grant) && typeof (grant.scope as Partial<Grant["scope"]> | undefined)?.type === "string";
 }
 
 /** A path segment a URL parser resolves away: `.` or `..`, either dot written as itself or as `%2e`. */
