@@ -494,6 +494,7 @@ describe("auditLogRecords", () => {
     expect((await source.recent(10)).map((r) => r.ts)).toEqual([1]);
     const reason = new Error("the request went");
     await expect(source.recent(10, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    await expect(source.audited(10, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     expect((await source.recent(10, { signal: new AbortController().signal })).map((r) => r.ts)).toEqual([1]);
   });
 

@@ -35,7 +35,8 @@ export interface AuditLogRecordsOptions {
 
 /** A {@link RecordSource} over an audit log, whose decisions come with what the log vouches for them. */
 export interface AuditLogRecordSource extends RecordSource {
-  audited(limit: number): Promise<AuditedRecords>;
+  recent(limit: number, options?: { readonly signal?: AbortSignal }): Promise<GateDecision[]>;
+  audited(limit: number, options?: { readonly signal?: AbortSignal }): Promise<AuditedRecords>;
 }
 
 const LineSchema = z.object({ record: GateDecisionSchema });
