@@ -209,6 +209,11 @@ describe("loopctl console", () => {
       ],
       [["--allowed-host", "bad/host"], {}, 'loopctl console: --allowed-host: "bad/host" is not a host or host:port'],
       [
+        ["--allowed-host", "approvals.example.com:99999"],
+        {},
+        'loopctl console: --allowed-host: "approvals.example.com:99999" has port 99999: a port is from 1 to 65535',
+      ],
+      [
         ["--host", "no-such-host.invalid"],
         {},
         "loopctl console: --host no-such-host.invalid: not an address of this machine to listen on (ENOTFOUND)",
