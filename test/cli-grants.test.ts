@@ -412,6 +412,31 @@ describe("a ledger with two names (a hard link)", () => {
   });
 });
 
+describe("a --root under a regular file", () => {
+  it("is refused with exit 4 by every command, as a --root that is the file, not read as no grants", async () => {
+    const file = join(base, "afile");
+    await writeFile(file, "x");
+    for (const at of [file, join(file, "x")]) {
+      for (const argv of [
+        ["grants", "list"],
+        ["grants", "revoke", "0123456789abcdef"],
+        ["grants", "reset"],
+        ["grants", "repair"],
+      ]) {
+        const run = await cli([...argv, "--root", at, "--project", project], { cwd: base });
+        expect(run.code, `${argv.join(" ")} --root ${at}`).toBe(EXIT.io);
+        expect(run.stdout, argv.join(" ")).toBe("");
+        expect(run.stderr, argv.join(" ")).toMatch(
+          new RegExp(
+            `^loopctl: grant ledger folder ${at}: (is not a folder|is under ${file}, which is a file, not a folder); refusing to use the ledger .* \\[LEDGER_UNSAFE_PATH\\]\n$`,
+          ),
+        );
+      }
+    }
+    expect(await readFile(file, "utf8")).toBe("x");
+  });
+});
+
 describe("loopctl grants repair", () => {
   it("refuses to touch a sound ledger, and says there is nothing to repair when there is none", async () => {
     const store = await seed(root, project, sampleGrants());
