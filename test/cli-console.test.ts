@@ -344,4 +344,33 @@ describe("loopctl console", () => {
     child.kill("SIGINT");
     expect(await exited).toBe(0);
   }, 60_000);
+
+  it("the real bin stopped as soon as the link shows exits 0, its stdout pipe's reader gone (console | tee, Ctrl-C) or not", async () => {
+    for (const [stop, gone] of [
+      ["SIGINT", true],
+      ["SIGTERM", true],
+      ["SIGINT", false],
+      ["SIGTERM", false],
+    ] as const) {
+      const child = spawn(
+        process.execPath,
+        ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "console", "--root", join(dir, "r8")],
+        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      let err = "";
+      child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString("utf8")));
+      await printedUrl(child);
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      // The reader goes first, as tee does on the Ctrl-C sent to the whole pipeline: the line saying
+      // the console stopped meets a pipe nobody reads (EPIPE).
+      if (gone) {
+        const closed = new Promise((resolve) => child.stdout.once("close", resolve));
+        child.stdout.destroy();
+        await closed;
+      }
+      child.kill(stop);
+      expect(await exited, `${stop}, reader gone: ${gone}`).toBe(0);
+      expect(err, stop).toBe("");
+    }
+  }, 60_000);
 });

@@ -263,6 +263,9 @@ export async function serveConsole(
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
+    // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
+    // other, not the signal's default end of the process.
+    const stop = stopped(context.signal);
     context.stdout.write(
       `loopctl console: ${source.describe}` +
         (audit === undefined
@@ -274,7 +277,8 @@ export async function serveConsole(
         `open ${server.consoleUrl}\n` +
         "(Ctrl-C stops it)\n",
     );
-    await stopped(context.signal);
+    await stop;
+    context.stopAsked?.();
     await server.close();
     context.stdout.write("loopctl console: stopped\n");
     return EXIT.ok;

@@ -52,6 +52,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
       return context.cwd;
     },
     ...(context.signal === undefined ? {} : { signal: context.signal }),
+    ...(context.stopAsked === undefined ? {} : { stopAsked: context.stopAsked }),
   };
   try {
     return await dispatch(argv, tracked);
