@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
-import { appendFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -188,6 +188,33 @@ describe("loopctl console", () => {
     for (const host of ["approvals.example", "evil.example"]) {
       expect((await request(`${base}healthz`, { headers: { host } })).status, host).toBe(421);
     }
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+  });
+
+  it("starts over a corrupt ledger, warning once as grants list says it, with the way out, and serves on", async () => {
+    const root = join(dir, "r10");
+    const project = join(dir, "p10");
+    await mkdir(project);
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await writeFile(store.ledgerPath, '[{"id":"x",');
+    const listed = await cli(["grants", "list", "--root", root, "--project", project], { cwd: dir });
+    expect(listed.code).toBe(3);
+    const [said, hint] = listed.stderr.split("\n");
+    expect(hint).toContain("loopctl grants repair");
+
+    const run = startConsole(dir, ["--root", root, "--project", project]);
+    const url = await run.printed;
+    expect(run.errors()).toBe(
+      `${(said as string).replace(/^loopctl: /, "loopctl: warning: ")}\n` +
+        `${hint as string}; the console serves asks meanwhile, and its grants fail until then\n`,
+    );
+    const base = url.slice(0, url.indexOf("?"));
+    const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+    expect((await request(`${base}healthz`)).status).toBe(200);
+    expect((await request(`${base}api/grants`, { headers: auth })).status).toBe(503);
+    expect(run.errors().split("grants repair").length - 1, "the hint is said once").toBe(1);
     run.stop.abort();
     expect(await run.done).toBe(0);
   });
