@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
-import { appendFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -192,6 +192,33 @@ describe("loopctl console", () => {
     expect(await run.done).toBe(0);
   });
 
+  it("starts over a corrupt ledger, warning once as grants list says it, with the way out, and serves on", async () => {
+    const root = join(dir, "r10");
+    const project = join(dir, "p10");
+    await mkdir(project);
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await writeFile(store.ledgerPath, '[{"id":"x",');
+    const listed = await cli(["grants", "list", "--root", root, "--project", project], { cwd: dir });
+    expect(listed.code).toBe(3);
+    const [said, hint] = listed.stderr.split("\n");
+    expect(hint).toContain("loopctl grants repair");
+
+    const run = startConsole(dir, ["--root", root, "--project", project]);
+    const url = await run.printed;
+    expect(run.errors()).toBe(
+      `${(said as string).replace(/^loopctl: /, "loopctl: warning: ")}\n` +
+        `${hint as string}; the console serves asks meanwhile, and its grants fail until then\n`,
+    );
+    const base = url.slice(0, url.indexOf("?"));
+    const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+    expect((await request(`${base}healthz`)).status).toBe(200);
+    expect((await request(`${base}api/grants`, { headers: auth })).status).toBe(503);
+    expect(run.errors().split("grants repair").length - 1, "the hint is said once").toBe(1);
+    run.stop.abort();
+    expect(await run.done).toBe(0);
+  });
+
   it("bad server options exit 2 with one line naming the flag: a wildcard or empty --host, a bad --allowed-host or --host, a short token", async () => {
     const cases: [args: string[], env: Record<string, string>, line: string][] = [
       [
@@ -208,6 +235,11 @@ describe("loopctl console", () => {
         "loopctl console: --host needs an address to listen on (H)",
       ],
       [["--allowed-host", "bad/host"], {}, 'loopctl console: --allowed-host: "bad/host" is not a host or host:port'],
+      [
+        ["--allowed-host", "approvals.example.com:99999"],
+        {},
+        'loopctl console: --allowed-host: "approvals.example.com:99999" has port 99999: a port is from 1 to 65535',
+      ],
       [
         ["--host", "no-such-host.invalid"],
         {},
@@ -338,5 +370,34 @@ describe("loopctl console", () => {
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     child.kill("SIGINT");
     expect(await exited).toBe(0);
+  }, 60_000);
+
+  it("the real bin stopped as soon as the link shows exits 0, its stdout pipe's reader gone (console | tee, Ctrl-C) or not", async () => {
+    for (const [stop, gone] of [
+      ["SIGINT", true],
+      ["SIGTERM", true],
+      ["SIGINT", false],
+      ["SIGTERM", false],
+    ] as const) {
+      const child = spawn(
+        process.execPath,
+        ["--import", "tsx", join(repo, "src", "cli", "main.ts"), "console", "--root", join(dir, "r8")],
+        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      let err = "";
+      child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString("utf8")));
+      await printedUrl(child);
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      // The reader goes first, as tee does on the Ctrl-C sent to the whole pipeline: the line saying
+      // the console stopped meets a pipe nobody reads (EPIPE).
+      if (gone) {
+        const closed = new Promise((resolve) => child.stdout.once("close", resolve));
+        child.stdout.destroy();
+        await closed;
+      }
+      child.kill(stop);
+      expect(await exited, `${stop}, reader gone: ${gone}`).toBe(0);
+      expect(err, stop).toBe("");
+    }
   }, 60_000);
 });

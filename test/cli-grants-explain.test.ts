@@ -175,6 +175,33 @@ describe("loopctl grants explain", () => {
     expect(args.stderr).toMatch(/^loopctl grants explain: --args: cannot write canonical JSON at \$\.n: Infinity/);
   });
 
+  it("cuts a long path to the value without a canonical form, keeping its head and saying its depth", async () => {
+    const deep = `${'{"a":'.repeat(300)}1e400${"}".repeat(300)}`;
+    const long = `{${JSON.stringify("k".repeat(5000))}:1e400}`;
+    const cases: [args: string, line: RegExp][] = [
+      [deep, /^--args: cannot write canonical JSON at \$(\.a){39}… \(300 levels deep\): Infinity has no JSON form$/],
+      [long, /^--args: cannot write canonical JSON at \$\.k{77}… \(1 level deep\): Infinity has no JSON form$/],
+      // Past the depth limit: the path of the value at which the limit was met, as long as the limit.
+      [
+        "[".repeat(5000) + "]".repeat(5000),
+        /^--args: cannot write canonical JSON at \$(\[0\]){26}… \(\d+ levels deep\): nesting deeper than \d+ levels$/,
+      ],
+      ['{"a":{"b":[1e400]}}', /^--args: cannot write canonical JSON at \$\.a\.b\[0\]: Infinity has no JSON form$/],
+    ];
+    for (const [text, line] of cases) {
+      for (const json of [false, true]) {
+        const argv = ["grants", "explain", "--tool", "write", "--args", text, ...at(), ...(json ? ["--json"] : [])];
+        const run = await cli(argv, { cwd: base });
+        expect(run.code).toBe(EXIT.usage);
+        const [said, hint] = run.stderr.split("\n");
+        expect(said?.replace(/^loopctl grants explain: /, "")).toMatch(line);
+        expect(said?.length).toBeLessThan(200);
+        expect(hint).toBe("Run 'loopctl grants explain --help' for usage.");
+        if (json) expect((JSON.parse(run.stdout) as { message: string }).message).toMatch(line);
+      }
+    }
+  });
+
   it("reports a corrupt ledger with exit 3 and leaves it byte-identical", async () => {
     const ledger = new FileGrantStore(root, project).ledgerPath;
     await mkdir(dirname(ledger), { recursive: true, mode: 0o700 });

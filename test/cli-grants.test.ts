@@ -412,6 +412,31 @@ describe("a ledger with two names (a hard link)", () => {
   });
 });
 
+describe("a --root under a regular file", () => {
+  it("is refused with exit 4 by every command, as a --root that is the file, not read as no grants", async () => {
+    const file = join(base, "afile");
+    await writeFile(file, "x");
+    for (const at of [file, join(file, "x")]) {
+      for (const argv of [
+        ["grants", "list"],
+        ["grants", "revoke", "0123456789abcdef"],
+        ["grants", "reset"],
+        ["grants", "repair"],
+      ]) {
+        const run = await cli([...argv, "--root", at, "--project", project], { cwd: base });
+        expect(run.code, `${argv.join(" ")} --root ${at}`).toBe(EXIT.io);
+        expect(run.stdout, argv.join(" ")).toBe("");
+        expect(run.stderr, argv.join(" ")).toMatch(
+          new RegExp(
+            `^loopctl: grant ledger folder ${at}: (is not a folder|is under ${file}, which is a file, not a folder); refusing to use the ledger .* \\[LEDGER_UNSAFE_PATH\\]\n$`,
+          ),
+        );
+      }
+    }
+    expect(await readFile(file, "utf8")).toBe("x");
+  });
+});
+
 describe("loopctl grants repair", () => {
   it("refuses to touch a sound ledger, and says there is nothing to repair when there is none", async () => {
     const store = await seed(root, project, sampleGrants());
@@ -632,7 +657,32 @@ describe("usage", () => {
       const run = await cli([flag], { cwd: base });
       expect(run, flag).toEqual({ code: EXIT.ok, stdout: "0.1.0\n", stderr: "" });
     }
-    expect((await cli(["--help"], { cwd: base })).stdout).toContain("\n  loopctl --version (-v)\n");
+    expect((await cli(["--help"], { cwd: base })).stdout).toContain("\n  loopctl --version (-v) [--json]\n");
+  });
+
+  it("prints the version as one JSON document with --json on either side, as the help is", async () => {
+    for (const argv of [
+      ["--version", "--json"],
+      ["--json", "--version"],
+      ["-v", "--json"],
+      ["--json", "-v"],
+    ]) {
+      const run = await cli(argv, { cwd: base });
+      expect(run, argv.join(" ")).toEqual({ code: EXIT.ok, stdout: '{\n  "version": "0.1.0"\n}\n', stderr: "" });
+    }
+    for (const [argv, message] of [
+      [["--version", "--json", "x"], 'unexpected argument "x"'],
+      [["--json", "--version", "--bogus"], 'unexpected argument "--bogus"'],
+      [["--version", "--json=1"], 'unexpected argument "--json=1"'],
+    ] as const) {
+      const run = await cli([...argv], { cwd: base });
+      expect(run.code, argv.join(" ")).toBe(EXIT.usage);
+      expect(JSON.parse(run.stdout), argv.join(" ")).toEqual({
+        error: "USAGE",
+        message,
+        hint: "run 'loopctl --help' for usage",
+      });
+    }
   });
 });
 
@@ -770,6 +820,24 @@ describe("command lines that say something other than they seem", () => {
       expect(run.code, argv.join(" ")).toBe(EXIT.usage);
       expect(run.stderr.split("\n")[0]).toBe(line.trimEnd());
       expect(run.stderr).not.toContain("\\u000a");
+    }
+  });
+
+  it("a flag given twice means what it means once, as --help and --json always did: only a value can differ", async () => {
+    await seed(root, project, sampleGrants());
+    const once = await cli(["grants", "list", "--json", ...at()], { cwd: base });
+    expect(once.code).toBe(EXIT.ok);
+    expect(await cli(["grants", "list", "--json", "--json", ...at()], { cwd: base })).toEqual(once);
+    const help = await cli(["grants", "list", "--help"], { cwd: base });
+    expect(await cli(["grants", "list", "--help", "-h"], { cwd: base })).toEqual(help);
+    for (const argv of [
+      ["--version", "--version"],
+      ["-v", "--version"],
+      ["-v", "-v", "--json", "--json"],
+    ]) {
+      const run = await cli(argv, { cwd: base });
+      expect(run, argv.join(" ")).toMatchObject({ code: EXIT.ok, stderr: "" });
+      expect(run.stdout, argv.join(" ")).toMatch(/^(0\.1\.0\n|\{\n {2}"version": "0\.1\.0"\n\}\n)$/);
     }
   });
 

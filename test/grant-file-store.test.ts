@@ -1157,6 +1157,24 @@ describe("FileGrantStore path and permission checks", () => {
     expect(readdirSync(elsewhere)).toEqual([]);
   });
 
+  it("refuses a root under a regular file with LEDGER_UNSAFE_PATH naming the file, as a root that is one", async () => {
+    const file = join(root, "afile");
+    writeFileSync(file, "x");
+    for (const at of [file, join(file, "x"), join(file, "x", "y")]) {
+      const s = new FileGrantStore(at, project);
+      for (const error of await Promise.all(
+        [s.load(), s.save(grantA), s.revoke(grantA.id), s.revokeTool("t"), s.clear(), s.resetCorrupt()].map(rejection),
+      )) {
+        expect((error as LedgerIoError).code, at).toBe("LEDGER_UNSAFE_PATH");
+        expect((error as LedgerIoError).path, at).toBe(at);
+        expect((error as Error).message, at).toContain(
+          at === file ? "is not a folder" : `is under ${file}, which is a file, not a folder`,
+        );
+      }
+    }
+    expect(readFileSync(file, "utf8")).toBe("x");
+  });
+
   it("follows a root that is itself a symlink (the caller's choice)", async () => {
     const real = join(root, "real-root");
     mkdirSync(real, { mode: 0o700 });

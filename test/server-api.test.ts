@@ -245,6 +245,12 @@ describe("createApprovalServer", () => {
       [{ streamWriteTimeoutMs: 2_147_483_648 }, "streamWriteTimeoutMs"],
       [{ streamWriteTimeoutMs: "30s" as never }, "streamWriteTimeoutMs"],
       [{ allowedHosts: ["bad host/"] }, "allowedHosts"],
+      // A port no client can reach the server on: the console's link would be unusable.
+      [{ allowedHosts: ["approvals.example.com:99999"] }, "allowedHosts"],
+      [{ allowedHosts: ["approvals.example.com:65536"] }, "allowedHosts"],
+      [{ allowedHosts: ["approvals.example.com:0"] }, "allowedHosts"],
+      [{ allowedHosts: ["[::1]:00000"] }, "allowedHosts"],
+      [{ allowedHosts: ["approvals.example.com:８０"] }, "allowedHosts"],
       // A string is not spread into single-letter host names.
       [{ allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
       [{ host: "0.0.0.0", allowedHosts: "approvals.example.com" as never }, "allowedHosts"],
@@ -264,6 +270,12 @@ describe("createApprovalServer", () => {
       expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
       expect(error).toBeInstanceOf(LoopctlError);
     }
+    const port = await refusedOption({ approver, allowedHosts: ["approvals.example.com:99999"] }, "allowedHosts");
+    expect((port as Error).message).toBe(
+      'approval server option allowedHosts: "approvals.example.com:99999" has port 99999: a port is from 1 to 65535',
+    );
+    const highest = await createApprovalServer({ approver, allowedHosts: ["approvals.example.com:65535", "b:1"] });
+    await highest.close();
     const slow = await createApprovalServer({ approver, heartbeatMs: 2_147_483_647 });
     await slow.close();
   });

@@ -2,12 +2,14 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { AuditIoError, AuditPathError } from "../audit/index.js";
 import type { AskInbox } from "../ask/index.js";
+import { LoopctlError } from "../errors.js";
 import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
+import { exitCodeOf, hintFor } from "./failure.js";
 import { json, printable } from "./format.js";
 import { EXIT_CODES } from "./help.js";
 import {
@@ -249,6 +251,7 @@ export async function serveConsole(
 ): Promise<ExitCode> {
   const { audit, auditKey, host, allowedHosts, port, token, maxConnections } = settings;
   try {
+    if (source.grants !== undefined) await warnUnreadableGrants(source.grants, context);
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
@@ -263,6 +266,9 @@ export async function serveConsole(
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
+    // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
+    // other, not the signal's default end of the process.
+    const stop = stopped(context.signal);
     context.stdout.write(
       `loopctl console: ${source.describe}` +
         (audit === undefined
@@ -274,12 +280,33 @@ export async function serveConsole(
         `open ${server.consoleUrl}\n` +
         "(Ctrl-C stops it)\n",
     );
-    await stopped(context.signal);
+    await stop;
+    context.stopAsked?.();
     await server.close();
     context.stdout.write("loopctl console: stopped\n");
     return EXIT.ok;
   } finally {
     await closeOrWarn(source, context);
+  }
+}
+
+/**
+ * Says once, before the link, what `grants list` would refuse the grants
+ * for (a corrupt ledger, one of a later format, a malformed row) with the
+ * same way out. Not a refusal: asks must still be answerable, and each
+ * request for the grants says it again. Any other failure is left to those
+ * requests.
+ */
+async function warnUnreadableGrants(grants: GrantStore, context: CliContext): Promise<void> {
+  try {
+    await grants.load(context.signal === undefined ? {} : { signal: context.signal });
+  } catch (error) {
+    if (!(error instanceof LoopctlError) || exitCodeOf(error) !== EXIT.corrupt) return;
+    context.stderr.write(`loopctl: warning: ${printable(error.message)} [${error.code}]\n`);
+    const hint = hintFor(error);
+    context.stderr.write(
+      `loopctl: ${hint === undefined ? "" : `${hint}; `}the console serves asks meanwhile, and its grants fail until then\n`,
+    );
   }
 }
 

@@ -15,6 +15,12 @@ export interface CliContext {
   readonly cwd: string;
   /** Stops reading files; the command then fails with exit code 4. */
   readonly signal?: AbortSignal;
+  /**
+   * Told when the user stops a command that runs until stopped (`console`,
+   * by Ctrl-C or SIGTERM): what it writes after, such as the line saying it
+   * stopped, is a courtesy, and output lost then leaves its exit code as it is.
+   */
+  readonly stopAsked?: () => void;
 }
 
 /** Where to report a bug: the project's issue tracker (the package's `bugs.url`). */

@@ -328,9 +328,40 @@ function canonicalOption(option: string, digest: () => unknown): void {
   try {
     digest();
   } catch (error) {
-    if (error instanceof CanonicalJsonError) throw new CliUsageError("grants explain", `${option}: ${error.message}`);
+    if (error instanceof CanonicalJsonError) {
+      throw new CliUsageError(
+        "grants explain",
+        `${option}: cannot write canonical JSON at ${shownPath(error.jsonPath)}: ${error.problem}`,
+      );
+    }
     throw error;
   }
+}
+
+/** The most columns of a JSONPath an error line spells out, its cut included. */
+const MAX_PATH_COLUMNS = 80;
+
+/** One step of a JSONPath as canonical JSON writes it: `.name`, `[2]` or `["a b"]`. */
+const PATH_SEGMENT = /\.[A-Za-z_$][A-Za-z0-9_$]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\]/gy;
+
+/**
+ * `path` whole when short, else its head, in whole steps where one fits, and
+ * its depth: a value nested thousands of levels deep would spell out a path
+ * of kilobytes (`$[0][0]…`), and a long member name as many.
+ */
+function shownPath(path: string): string {
+  if (path.length <= MAX_PATH_COLUMNS) return path;
+  let depth = 0;
+  let head = "$";
+  let whole = true;
+  PATH_SEGMENT.lastIndex = 1;
+  for (let step = PATH_SEGMENT.exec(path); step !== null; step = PATH_SEGMENT.exec(path)) {
+    depth++;
+    if (whole && head.length + step[0].length < MAX_PATH_COLUMNS) head += step[0];
+    else whole = false;
+  }
+  const cut = head === "$" ? clip(path, MAX_PATH_COLUMNS) : `${head}…`;
+  return `${cut} (${depth} ${depth === 1 ? "level" : "levels"} deep)`;
 }
 
 /** The members of a `--descriptor` that are read: what a pin covers, and the tool's name. */

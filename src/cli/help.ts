@@ -58,13 +58,14 @@ Usage:
                           [--project DIR] [--root DIR]
                           [--database URL [--schema NAME]] [--audit FILE]
                           [--audit-key-file F] [--max-connections N]
-  loopctl --version (-v)
+  loopctl --version (-v) [--json]
 
 Every grants command but repair also takes --database URL --project NAME
 [--schema NAME]: the grants every worker shares in PostgreSQL
 (loopctl/postgres) instead of a ledger file. Every command takes --help
 (-h); with --json on either side of it, the help is printed as one JSON
-document, {"command", "help"}.
+document, {"command", "help"}, as --version prints {"version"}. An option
+that takes a value is given once; a flag given twice means it once.
 
 ${EXIT_CODES}`,
   grants: `loopctl grants: the approvals remembered for a project.

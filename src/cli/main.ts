@@ -11,11 +11,16 @@ import { runCli } from "./run.js";
 // the exit code alone, quietly, as other command-line tools killed by SIGPIPE
 // are; any other failure (a full disk, EBADF) in one line on stderr when
 // stderr still works.
+// Once the user stops a command that runs until stopped (`console | tee log`, then Ctrl-C, which
+// ends tee too), the line saying it stopped may meet a pipe nobody reads: its work is done and the
+// stop was asked for, so the command ends as it would have, its exit code its own.
+let stopAsked = false;
 const outputLost = (): never => {
   const failed = process.exitCode;
   process.exit(typeof failed === "number" && failed !== EXIT.ok ? failed : EXIT.io);
 };
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (stopAsked) return;
   if (error.code === "EPIPE") outputLost();
   try {
     process.stderr.write(`loopctl: cannot write the output: ${printable(error.message)}\n`);
@@ -71,5 +76,8 @@ process.exitCode = await runCli(process.argv.slice(2), {
   env: process.env,
   get cwd() {
     return currentFolder();
+  },
+  stopAsked: () => {
+    stopAsked = true;
   },
 });

@@ -23,6 +23,7 @@ type Group = keyof typeof GROUPS;
 const isGroup = (word: string): word is Group => Object.hasOwn(GROUPS, word);
 
 const isHelp = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
+const isVersion = (arg: string | undefined): boolean => arg === "--version" || arg === "-v";
 
 /**
  * Runs `loopctl` with `argv` (the arguments after the program name) and
@@ -52,6 +53,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
       return context.cwd;
     },
     ...(context.signal === undefined ? {} : { signal: context.signal }),
+    ...(context.stopAsked === undefined ? {} : { stopAsked: context.stopAsked }),
   };
   try {
     return await dispatch(argv, tracked);
@@ -70,9 +72,14 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   if (group === undefined) return usageHelp("", context);
   const help = helpAsked("", argv, ["help", "version"]);
   if (help !== undefined) return printHelp("", context, help.asJson);
-  if (group === "--version" || group === "-v") {
-    if (argv.length > 1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[1])}`);
-    context.stdout.write(`${packageVersion()}\n`);
+  // --version (-v) with --json on either side of it, as --help takes it; a flag given twice means
+  // what it means once (only an option's value could differ).
+  const leading = argv.findIndex((arg) => !isVersion(arg) && arg !== "--json");
+  const flags = leading === -1 ? argv : argv.slice(0, leading);
+  if (flags.some(isVersion)) {
+    if (leading !== -1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[leading])}`);
+    const version = packageVersion();
+    context.stdout.write(asksForJson(argv) ? json({ version }) : `${version}\n`);
     return EXIT.ok;
   }
   if (group === "console") return consoleCommand(argv.slice(1), context);

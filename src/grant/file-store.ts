@@ -230,6 +230,15 @@ function grantCount(count: number): string {
   return `${count} grant${count === 1 ? "" : "s"}`;
 }
 
+/** The nearest existing path above `path`, when it is not a folder (the file that makes `path` ENOTDIR). */
+async function fileAbove(path: string): Promise<string | undefined> {
+  for (let above = dirname(path); ; above = dirname(above)) {
+    const found = await stat(above).catch(() => undefined);
+    if (found !== undefined) return found.isDirectory() ? undefined : above;
+    if (dirname(above) === above) return undefined;
+  }
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | null)?.code;
 }
@@ -604,6 +613,12 @@ export class FileGrantStore implements GrantStore {
     const stats = await Promise.all(folders.map((path, i) => this.#inspectFolder(path, i === 0)));
     for (const [i, path] of folders.entries()) {
       let found = stats[i];
+      if (found === undefined && i === 0) {
+        // Nothing checks the folders above the root: one that is a file makes the root a path that
+        // can never be a folder, to be refused as a root that is a file is, not read as no grants.
+        const file = await fileAbove(path);
+        if (file !== undefined) throw this.#unsafePath(path, `is under ${file}, which is a file, not a folder`);
+      }
       if (found === undefined) {
         if (access !== "create") return false;
         found = await this.#makeFolder(path, i === 0);

@@ -37,7 +37,9 @@ export function headersCut(req: IncomingMessage): number | undefined {
 export type Credential = "bearer" | "cookie";
 
 const TOKEN_TEXT = /^[A-Za-z0-9._~-]+$/;
-const HOST_TEXT = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/;
+const HOST_TEXT = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]+))?$/;
+/** The highest TCP port. */
+const MAX_PORT = 65_535;
 
 /**
  * Who may talk to the server: the Host names it answers to (against DNS
@@ -65,8 +67,18 @@ export class Access {
     }
     const hosts = allowedHosts.map((host: unknown) => {
       const text = typeof host === "string" ? host.toLowerCase() : "";
-      if (!HOST_TEXT.test(text)) {
+      const match = HOST_TEXT.exec(text);
+      if (match === null) {
         throw new ServerConfigError("allowedHosts", `${JSON.stringify(host)} is not a host or host:port`);
+      }
+      // No client reaches a server on another port, so a Host naming one is never sent: the
+      // console would print a link nobody can open.
+      const port = match[2];
+      if (port !== undefined && (port.length > 5 || Number(port) < 1 || Number(port) > MAX_PORT)) {
+        throw new ServerConfigError(
+          "allowedHosts",
+          `${JSON.stringify(host)} has port ${port.length > 12 ? `${port.slice(0, 12)}…` : port}: a port is from 1 to ${MAX_PORT}`,
+        );
       }
       return text;
     });

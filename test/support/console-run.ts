@@ -6,7 +6,13 @@ export function startConsole(
   dir: string,
   args: string[],
   env: Record<string, string> = {},
-): { printed: Promise<string>; stop: AbortController; done: Promise<number>; output: () => string } {
+): {
+  printed: Promise<string>;
+  stop: AbortController;
+  done: Promise<number>;
+  output: () => string;
+  errors: () => string;
+} {
   let stdout = "";
   let stderr = "";
   let found!: (url: string) => void;
@@ -27,5 +33,5 @@ export function startConsole(
   };
   const done = runCli(["console", ...args], context);
   void done.then(() => found(""));
-  return { printed, stop, done, output: () => stdout + stderr };
+  return { printed, stop, done, output: () => stdout + stderr, errors: () => stderr };
 }
