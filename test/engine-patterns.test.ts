@@ -1,0 +1,226 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { Gate, LoopManagers, ToolDefinitionError, defineTool } from "loopctl/engine";
+import type { GateOutcome } from "loopctl/engine";
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * Validates every input against `pattern` at once: each input is a property
+ * name, under `patternProperties` its value must be `true`, else `false`. The
+ * expected object says what native `RegExp` (with `u`, as JSON Schema reads a
+ * pattern) answers, so the call runs only when the gate agrees on every input.
+ */
+async function agrees(pattern: string, inputs: readonly string[]): Promise<GateOutcome> {
+  const gate = new Gate(new LoopManagers());
+  const native = new RegExp(pattern, "u");
+  const input = Object.fromEntries(inputs.map((text) => [text, native.test(text)]));
+  const inputSchema = {
+    type: "object",
+    patternProperties: { [pattern]: { const: true } },
+    additionalProperties: { const: false },
+  };
+  return gate.call({ tool: { name: "match", description: "", inputSchema }, callId: "c1", input }, () => "ran");
+}
+
+const SAMPLES = [
+  "",
+  "a",
+  "aa",
+  "ab",
+  "abc",
+  "A",
+  "Z9",
+  "a\n",
+  "\na",
+  "a\r",
+  "a\u2028b",
+  "a b",
+  "a\tb",
+  "a\u00a0b",
+  "a\u000bb",
+  "a\ufeffb",
+  "héllo",
+  "ſ",
+  "\u212a",
+  "😀",
+  "a😀b",
+  "\ud83d",
+  "x\ude00",
+  "123",
+  "12-34",
+  "٣",
+  "foo_bar",
+  "foo-bar.baz",
+  "user@example.com",
+  "https://a.example/x?y=1",
+  "[]",
+  "a.b",
+  "a/b",
+  "a\\b",
+  "{}",
+  "Ωmega",
+  "Привет",
+  "\u0000",
+  "\u0007",
+  "\b",
+];
+
+/** Every BMP code point (lone surrogates included) and some astral ones, one to a string. */
+const EVERY_CHARACTER = [
+  ...Array.from({ length: 0x10000 }, (_, code) => String.fromCharCode(code)),
+  ...[0x10000, 0x1f600, 0x1d400, 0x20000, 0xe0001, 0x10ffff].map((code) => String.fromCodePoint(code)),
+];
+
+describe("schema patterns run in linear time", () => {
+  it("a pattern that backtracks exponentially, in `pattern` or a `patternProperties` key, is checked at once (it hung the process before)", async () => {
+    for (const keyword of ["pattern", "patternProperties"]) {
+      const started = Date.now();
+      const { stdout } = await run(process.execPath, ["--import", "tsx", "test/support/pattern-child.ts", keyword], {
+        cwd: repo,
+        timeout: 20_000,
+        killSignal: "SIGKILL",
+      });
+      expect(Date.now() - started).toBeLessThan(20_000);
+      const outcome = JSON.parse(stdout) as { type: string; reason: string };
+      expect(outcome.type).toBe("refused");
+      expect(outcome.reason).toMatch(
+        keyword === "pattern" ? /must match pattern "\^\(a\+\)\+\$"/ : /must NOT have additional property/,
+      );
+    }
+  }, 60_000);
+
+  it.each([
+    "^(a+)+$",
+    "^[a-z]+$",
+    "^[A-Za-z0-9_-]{1,8}$",
+    "a|b|c",
+    "^(?:ab|a)c?$",
+    "b$",
+    "^a",
+    "^\\d+(-\\d+)?$",
+    "\\w+@\\w+\\.com",
+    "\\s",
+    "^\\S+$",
+    "^.$",
+    "^..$",
+    "a.b",
+    "[^a]",
+    "^[^]$",
+    "[]",
+    "[\\s\\S]",
+    "[\\d.-]",
+    "[\\]\\[\\\\/{}]",
+    "\\bfoo\\b",
+    "\\Bar",
+    "^\\u00e9|\\u{1F600}",
+    "\\uD83D\\uDE00",
+    "\\x41",
+    "\\cJ",
+    "\\0",
+    "[\\b]",
+    "\\t|\\v|\\f",
+    "^\\p{Lu}",
+    "\\p{L}+",
+    "^\\P{L}+$",
+    "\\p{Script=Cyrillic}",
+    "\\p{gc=Nd}",
+    "[\\p{Ll}\\d]+",
+    "(?<word>\\w+)-x",
+    "a{2}",
+    "^a{1,2}$",
+    "^a{2,}?$",
+    "^(a|aa)*?$",
+    "\\/",
+    "^https?://[^/]+/",
+    "\\.",
+    "😀",
+    "^[😀-😂]$",
+  ])("%j matches exactly what native RegExp with the u flag matches", async (pattern) => {
+    const outcome = await agrees(pattern, SAMPLES);
+    expect(outcome.record.reason).toBeNull();
+    expect(outcome.type).toBe("ran");
+  });
+
+  it.each(["\\s", "\\S", "\\d", "\\D", "\\w", "\\W", ".", "[^\\s\\d]", "\\p{Nd}", "[\\0-\\x1f]", "\\b"])(
+    "%j agrees with native RegExp on every BMP code point and some astral ones",
+    async (pattern) => {
+      const outcome = await agrees(pattern, EVERY_CHARACTER);
+      expect(outcome.record.reason).toBeNull();
+      expect(outcome.type).toBe("ran");
+    },
+  );
+
+  it.each([
+    ["(?=a)b", "a lookahead"],
+    ["a(?!b)", "a lookahead"],
+    ["(?<=a)b", "a lookbehind"],
+    ["(?<!a)b", "a lookbehind"],
+    ["(a)\\1", "a backreference (\\1)"],
+    ["(?<x>a)\\k<x>", "a backreference (\\k<…>)"],
+    ["\\p{Letter}", "\\p{Letter}"],
+    ["\\p{Emoji}", "\\p{Emoji}"],
+    ["a{1001}", "invalid repeat count"],
+  ])("%j is refused, naming the tool, the keyword and what cannot run", (pattern, reason) => {
+    let thrown: unknown;
+    try {
+      defineTool({
+        name: "lookup",
+        description: "",
+        input: { type: "object", properties: { q: { type: "string", pattern } } },
+        execute: () => "ran",
+      });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ToolDefinitionError);
+    expect((thrown as ToolDefinitionError).tool).toBe("lookup");
+    expect((thrown as Error).message).toContain(
+      `the pattern ${JSON.stringify(pattern)} cannot be matched in linear time:`,
+    );
+    expect((thrown as Error).message).toContain(reason);
+    expect((thrown as Error).message).toContain("(at /properties/q/pattern)");
+  });
+
+  it("a refused `patternProperties` key fails a bare descriptor's every call closed, naming the key", async () => {
+    let executed = 0;
+    const gate = new Gate(new LoopManagers());
+    const inputSchema = { type: "object", patternProperties: { "^(?!x)a/b$": { type: "string" } } };
+    const outcome = await gate.call(
+      { tool: { name: "lookup", description: "", inputSchema }, callId: "c1", input: {} },
+      () => (executed += 1),
+    );
+    expect(outcome).toMatchObject({ type: "refused", record: { verdict: "deny", ruleId: "schema" } });
+    expect(outcome.record.reason).toContain("a lookahead (at /patternProperties/^(?!x)a~1b$)");
+    expect(executed).toBe(0);
+  });
+
+  it("a pattern that is not ECMAScript (with the u flag) is refused as before", () => {
+    for (const pattern of ["(", "a{", "\\p{NoSuch}", "\\q"]) {
+      expect(() =>
+        defineTool({
+          name: "lookup",
+          description: "",
+          input: { type: "object", properties: { q: { type: "string", pattern } } },
+          execute: () => "ran",
+        }),
+      ).toThrow(ToolDefinitionError);
+    }
+  });
+
+  it("a property name that `properties` and a `patternProperties` key both match is checked by both subschemas", async () => {
+    const gate = new Gate(new LoopManagers());
+    const inputSchema = {
+      type: "object",
+      properties: { aa: { type: "string" } },
+      patternProperties: { "^a+$": { maxLength: 1 } },
+    };
+    const tool = { name: "lookup", description: "", inputSchema };
+    expect((await gate.call({ tool, callId: "c1", input: { aa: "x" } }, () => "ran")).type).toBe("ran");
+    const refused = await gate.call({ tool, callId: "c2", input: { aa: "xy" } }, () => "ran");
+    expect(refused.record.reason).toContain("$.aa: must NOT have more than 1 characters");
+  });
+});
