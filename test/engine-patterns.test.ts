@@ -185,6 +185,22 @@ describe("schema patterns run in linear time", () => {
     expect((thrown as Error).message).toContain("(at /properties/q/pattern)");
   });
 
+  it("a draft-07 schema's patterns are matched the same way", () => {
+    const define = (pattern: string): unknown =>
+      defineTool({
+        name: "lookup",
+        description: "",
+        input: {
+          $schema: "http://json-schema.org/draft-07/schema#",
+          type: "object",
+          properties: { q: { type: "string", pattern } },
+        },
+        execute: () => "ran",
+      });
+    expect(() => define("^[a-z]+$")).not.toThrow();
+    expect(() => define("(?<=a)b")).toThrow(/a lookbehind \(at \/properties\/q\/pattern\)/);
+  });
+
   it("a refused `patternProperties` key fails a bare descriptor's every call closed, naming the key", async () => {
     let executed = 0;
     const gate = new Gate(new LoopManagers());
