@@ -179,6 +179,31 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("over the MCP SDK client: a server's input schema patterns are matched in linear time, and one with a lookahead makes its tool a problem naming the tool and keyword", async () => {
+    const server = await startFixture("patterned");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["lookup"]);
+    expect(toolset.problems.map((p) => p.tool)).toEqual(["peek"]);
+    expect(toolset.problems[0]!.error).toBeInstanceOf(ToolDefinitionError);
+    expect((toolset.problems[0]!.error as Error).message).toBe(
+      `tool 'peek': the input schema does not compile: the pattern "^(?=a)\\\\w+$" cannot be matched in linear time: a lookahead (at /properties/name/pattern)`,
+    );
+    const gate = new Gate(new LoopManagers());
+    const lookup = toolset.tools[0]!;
+    const call = (name: string): Promise<GateOutcome> =>
+      gate.call({ tool: lookup, callId: name, input: { name } }, (args, { signal }) =>
+        lookup.execute(args, { signal, callId: name, turn: 0, sessionId: "", runId: "" }),
+      );
+    expect(await call("aaaa")).toMatchObject({ type: "ran", output: "found" });
+    expect(await call("aaab")).toMatchObject({
+      type: "refused",
+      record: { ruleId: "schema", reason: 'invalid arguments: $.name: must match pattern "^(a+)+$"' },
+    });
+    await server.waitFor('called lookup {"name":"aaaa"}');
+    expect(server.lines.filter((line) => line.startsWith("called"))).toEqual(['called lookup {"name":"aaaa"}']);
+    toolset.close();
+  });
+
   /** What the "structured" fixture's first tool fails with when asked to `give` one of its failures. */
   async function structuredFailure(give: string): Promise<unknown> {
     const server = await startFixture("structured");
