@@ -14,10 +14,13 @@ import { RE2JS } from "re2js";
  * compiles it) and written out in RE2's syntax with ECMAScript's meaning,
  * every escape and class spelt out. What RE2 cannot run in linear time
  * (lookahead, lookbehind, backreferences) or this translation does not spell
- * out exactly is refused, never matched differently.
+ * out exactly runs on `RegExp` as before, never matched differently: common
+ * schemas hold such patterns (zod writes lookaheads for `z.hostname()`,
+ * `z.iso.duration()`, `z.emoji()`), and refusing them would make every call
+ * of their tools fail. Such a pattern can still backtrack.
  */
 
-/** A pattern refused by {@link linearRegExp}: `reason` says which part of it. */
+/** A pattern RE2 cannot run as ECMAScript reads it: `reason` says which part of it. */
 export class UnsupportedPatternError extends TypeError {
   readonly pattern: string;
   constructor(pattern: string, reason: string) {
@@ -202,11 +205,9 @@ function translate(pattern: string): string {
     const c = peek();
     switch (c) {
       case "\\": {
-        if (peek(1) === "b" || peek(1) === "B") {
-          out += `\\${peek(1)}`;
-          at += 2;
-          break;
-        }
+        // JavaScript tests a word boundary between the halves of a surrogate pair too (`/\B/u`
+        // matches "a😀a" at 2), where RE2 tests none: not the same meaning.
+        if (peek(1) === "b" || peek(1) === "B") refuse(`a word boundary (\\${peek(1)})`);
         at += 1;
         const escaped = escape(false);
         out += "code" in escaped ? literal(escaped.code) : escaped.text;
@@ -265,27 +266,43 @@ function translate(pattern: string): string {
 }
 
 /**
- * Compiles a schema's pattern for Ajv's `code.regExp`: ECMAScript syntax and
- * meaning, matched in linear time.
+ * The pattern in RE2's syntax with ECMAScript's meaning, compiled; RE2 runs
+ * it in time linear in the input.
  *
- * @throws {SyntaxError} when the pattern is not an ECMAScript regular expression (with `u`).
- * @throws {UnsupportedPatternError} when it uses what cannot be matched in linear time.
+ * @throws {UnsupportedPatternError} when it uses what RE2 cannot run so.
  */
-export function linearRegExp(pattern: string, unicode: string): { test(input: string): boolean; toString(): string } {
-  // Ajv passes "u" (its unicodeRegExp default, which validation.ts keeps); the translation reads `u` syntax.
-  if (unicode !== "u") throw new UnsupportedPatternError(pattern, "only patterns with the u flag are supported");
-  // The native parser is the reference for ECMAScript syntax; the pattern is compiled, never run.
-  new RegExp(pattern, "u");
+export function re2Pattern(pattern: string): ReturnType<typeof RE2JS.compile> {
   const translated = translate(pattern);
-  let compiled: ReturnType<typeof RE2JS.compile>;
   try {
-    compiled = RE2JS.compile(translated);
+    return RE2JS.compile(translated);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new UnsupportedPatternError(pattern, reason);
   }
+}
+
+/**
+ * Compiles a schema's pattern for Ajv's `code.regExp`: ECMAScript syntax and
+ * meaning, matched in linear time by RE2 where RE2 can run it (see
+ * {@link re2Pattern}), else by `RegExp`.
+ *
+ * @throws {SyntaxError} when the pattern is not an ECMAScript regular expression (with `u`).
+ */
+export function linearRegExp(pattern: string, flags: string): { test(input: string): boolean; toString(): string } {
+  // The native parser is the reference for ECMAScript syntax; the pattern is compiled, never run here.
+  const native = new RegExp(pattern, flags);
+  // Ajv passes "u" (its unicodeRegExp default, which validation.ts keeps); the translation reads `u` syntax.
+  let compiled: ReturnType<typeof RE2JS.compile> | undefined;
+  if (flags === "u") {
+    try {
+      compiled = re2Pattern(pattern);
+    } catch (error) {
+      if (!(error instanceof UnsupportedPatternError)) throw error;
+    }
+  }
   // Ajv files a compiled pattern under its `toString()`: each pattern needs its own.
   const key = `linearRegExp(${JSON.stringify(pattern)})`;
-  return { test: (input) => compiled.test(input), toString: () => key };
+  const test = compiled === undefined ? (input: string) => native.test(input) : (input: string) => compiled.test(input);
+  return { test, toString: () => key };
 }
 linearRegExp.code = "loopctl linearRegExp";

@@ -3,7 +3,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsImport from "ajv-formats";
 import type { z } from "zod";
 import { describeError } from "./errors.js";
-import { UnsupportedPatternError, linearRegExp } from "./pattern.js";
+import { linearRegExp } from "./pattern.js";
 
 /** Outcome of validating a call's arguments. `value` is what the tool's own code receives. */
 export type ArgumentCheck =
@@ -27,11 +27,12 @@ const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
  * tool's author meant to refuse. Annotations that constrain nothing are not
  * refused: OpenAPI's `example` and vendor extensions (`x-…`). Nothing rewrites the arguments (no
  * defaults, coercion or removal): the snapshot the gate validates is frozen.
- * Patterns run on a linear-time engine (see pattern.ts): a schema's author
- * must not be able to stop the process with one. `allowMatchingProperties`
- * keeps Ajv from testing `patternProperties` keys against `properties` names
- * with a native `RegExp` while compiling, a lint that JSON Schema does not ask
- * for (a name both match is checked by both subschemas).
+ * Patterns run on a linear-time engine wherever it can run them (see
+ * pattern.ts): a schema's author should not be able to stop the process with
+ * one. `allowMatchingProperties` keeps Ajv from testing `patternProperties`
+ * keys against `properties` names with a native `RegExp` while compiling, a
+ * lint that JSON Schema does not ask for (a name both match is checked by
+ * both subschemas).
  */
 const OPTIONS: Options = {
   strictSchema: true,
@@ -123,28 +124,6 @@ function restore(table: Record<string, unknown>, known: Readonly<Record<string, 
   for (const [key, value] of Object.entries(known)) if (table[key] !== value) table[key] = value;
 }
 
-const pointer = (path: readonly string[]): string =>
-  path.map((segment) => `/${segment.replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
-
-/** Where `pattern` sits in `schema` as a `pattern` or a `patternProperties` key: a JSON Pointer naming the keyword. */
-function patternAt(schema: unknown, pattern: string): string {
-  const open: { value: unknown; path: string[] }[] = [{ value: schema, path: [] }];
-  const seen = new Set<object>();
-  while (open.length > 0) {
-    const { value, path } = open.shift() as { value: unknown; path: string[] };
-    if (typeof value !== "object" || value === null || seen.has(value)) continue;
-    seen.add(value);
-    const record = value as Record<string, unknown>;
-    if (record["pattern"] === pattern) return pointer([...path, "pattern"]);
-    const keyed = record["patternProperties"];
-    if (typeof keyed === "object" && keyed !== null && Object.hasOwn(keyed, pattern)) {
-      return pointer([...path, "patternProperties", pattern]);
-    }
-    for (const [key, member] of Object.entries(value)) open.push({ value: member, path: [...path, key] });
-  }
-  return "a pattern";
-}
-
 function at(error: ErrorObject): string {
   const path = error.instancePath
     .split("/")
@@ -162,8 +141,7 @@ function at(error: ErrorObject): string {
  * with Ajv and the `ajv-formats` formats.
  *
  * @throws {TypeError} when the schema does not compile: an unknown keyword or
- *   format, an unresolvable `$ref`, an unsupported `$schema`, a pattern that
- *   cannot be matched in linear time (where it sits named). The caller names the tool.
+ *   format, an unresolvable `$ref`, an unsupported `$schema`. The caller names the tool.
  */
 export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Validator {
   const shared = validatorFor(schema);
@@ -174,8 +152,7 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
     knowExtensions(ajv, schema);
     validate = ajv.compile(schema);
   } catch (error) {
-    const where = error instanceof UnsupportedPatternError ? ` (at ${patternAt(schema, error.pattern)})` : "";
-    throw new TypeError(`${describeError(error)}${where}`, { cause: error });
+    throw new TypeError(describeError(error), { cause: error });
   } finally {
     // Ajv keeps every compiled schema; a process that sees many tools (an MCP
     // server that changes them) must not keep them all. The function stays valid.

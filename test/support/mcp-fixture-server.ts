@@ -49,7 +49,8 @@
  *   (`invalid`), which it cannot compile.
  * - `patterned` (low-level Server): `lookup`, whose input schema's `name`
  *   must match `^(a+)+$` (a pattern a backtracking engine takes exponential
- *   time on), and `peek`, whose `name` pattern holds a lookahead.
+ *   time on), and `peek`, whose `name` pattern holds a lookahead (which
+ *   a linear-time engine cannot run).
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
