@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ApprovalChannel, SyncAskResolver, type Approver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
-import type { GateDecision, GateOutcome, Hook, Message } from "loopctl/engine";
+import type { GateDecision, GateOutcome, Hook, Message, Tool } from "loopctl/engine";
 import { MemoryGrantStore } from "loopctl/grant";
 import {
   McpCallbackError,
@@ -176,6 +176,36 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect((toolset.problems[0]!.error as Error).message).toMatch(
       /^tool 'odd': the output schema does not compile: .*madeUp/,
     );
+    toolset.close();
+  });
+
+  it("over the MCP SDK client: a server's input schema patterns are matched in linear time, and one with a lookahead as JavaScript matches it", async () => {
+    const server = await startFixture("patterned");
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["lookup", "peek"]);
+    expect(toolset.problems).toEqual([]);
+    const gate = new Gate(new LoopManagers());
+    const call = (tool: Tool, name: string): Promise<GateOutcome> =>
+      gate.call({ tool, callId: `${tool.name}-${name}`, input: { name } }, (args, { signal }) =>
+        tool.execute(args, { signal, callId: name, turn: 0, sessionId: "", runId: "" }),
+      );
+    const [lookup, peek] = toolset.tools as [Tool, Tool];
+    expect(await call(lookup, "aaaa")).toMatchObject({ type: "ran", output: "found" });
+    // Forty a's and a b: a backtracking engine takes minutes on this; the linear one, no time.
+    expect(await call(lookup, `${"a".repeat(40)}b`)).toMatchObject({
+      type: "refused",
+      record: { ruleId: "schema", reason: 'invalid arguments: $.name: must match pattern "^(a+)+$"' },
+    });
+    expect(await call(peek, "ab")).toMatchObject({ type: "ran", output: "found" });
+    expect(await call(peek, "ba")).toMatchObject({
+      type: "refused",
+      record: { ruleId: "schema", reason: 'invalid arguments: $.name: must match pattern "^(?=a)\\w+$"' },
+    });
+    await server.waitFor('called peek {"name":"ab"}');
+    expect(server.lines.filter((line) => line.startsWith("called"))).toEqual([
+      'called lookup {"name":"aaaa"}',
+      'called peek {"name":"ab"}',
+    ]);
     toolset.close();
   });
 

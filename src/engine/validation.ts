@@ -3,6 +3,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsImport from "ajv-formats";
 import type { z } from "zod";
 import { describeError } from "./errors.js";
+import { linearRegExp } from "./pattern.js";
 
 /** Outcome of validating a call's arguments. `value` is what the tool's own code receives. */
 export type ArgumentCheck =
@@ -26,9 +27,17 @@ const DRAFT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
  * tool's author meant to refuse. Annotations that constrain nothing are not
  * refused: OpenAPI's `example` and vendor extensions (`x-…`). Nothing rewrites the arguments (no
  * defaults, coercion or removal): the snapshot the gate validates is frozen.
+ * Patterns run on a linear-time engine wherever it can run them (see
+ * pattern.ts): a schema's author should not be able to stop the process with
+ * one. `allowMatchingProperties` keeps Ajv from testing `patternProperties`
+ * keys against `properties` names with a native `RegExp` while compiling, a
+ * lint that JSON Schema does not ask for (a name both match is checked by
+ * both subschemas).
  */
 const OPTIONS: Options = {
   strictSchema: true,
+  allowMatchingProperties: true,
+  code: { regExp: linearRegExp },
   strictNumbers: true,
   strictTypes: false,
   strictTuples: false,

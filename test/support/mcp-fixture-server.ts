@@ -47,6 +47,10 @@
  *   schema has an unknown keyword (`unknown-keyword`), which the MCP SDK
  *   client's validator passes over, or a `type` no JSON Schema has
  *   (`invalid`), which it cannot compile.
+ * - `patterned` (low-level Server): `lookup`, whose input schema's `name`
+ *   must match `^(a+)+$` (a pattern a backtracking engine takes exponential
+ *   time on), and `peek`, whose `name` pattern holds a lookahead (which
+ *   a linear-time engine cannot run).
  * - `erring` (low-level Server): one tool, `fail_with`, that answers every
  *   call with a JSON-RPC error: the `code`, `message` and (if given) `data`
  *   of its arguments, as they are.
@@ -414,6 +418,25 @@ async function oddOutput(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function patterned(): Promise<void> {
+  const server = new Server({ name: "patterned", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const named = (pattern: string) => ({
+    type: "object" as const,
+    properties: { name: { type: "string", pattern } },
+    required: ["name"],
+  });
+  const tools = [
+    { name: "lookup", inputSchema: named("^(a+)+$") },
+    { name: "peek", inputSchema: named("^(?=a)\\w+$") },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: "found" }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function dripping(): Promise<void> {
   const server = new Server({ name: "dripping", version: "1.0.0" }, { capabilities: { tools: {} } });
   const pages = Number(process.argv[3]);
@@ -542,6 +565,7 @@ else if (mode === "stalling") await stalling();
 else if (mode === "crowded") await crowded();
 else if (mode === "churning") await churning();
 else if (mode === "erring") await erring();
+else if (mode === "patterned") await patterned();
 else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();

@@ -114,6 +114,7 @@ type FixtureMode =
   | "twins"
   | "odd-output unknown-keyword"
   | "odd-output invalid"
+  | "patterned"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
