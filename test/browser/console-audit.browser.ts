@@ -178,6 +178,42 @@ describe("the console's audit log view", () => {
     expect(await page.evaluate<number>("window.noteSet")).toBe(0);
   });
 
+  it("a burst of live decisions over an audit log reads the log a bounded number of times, not once each, and shows the last", async () => {
+    const path = join(dir, "burst.jsonl");
+    const key = randomBytes(32);
+    const sink = await AuditSink.open(path, { key });
+    cleanups.push(() => sink.close());
+    await sink.append(gateRecord(1));
+    // The log read at each request, and followed live by an observer beside the writer.
+    const listeners = new Set<(record: GateDecision) => void>();
+    const source: RecordSource = {
+      ...auditLogRecords(path, { key }),
+      subscribe: (heard) => {
+        listeners.add(heard);
+        return () => listeners.delete(heard);
+      },
+    };
+    const { page, log } = await consoleOver(source, 1);
+    await expect.poll(() => page.locator("#status").getAttribute("data-state")).toBe("live");
+    let reads = 0;
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname === "/api/records") reads += 1;
+    });
+    // Decisions landing together (parallel tool calls), each heard as it is written.
+    const burst = 40;
+    const records = Array.from({ length: burst }, (_, i) => gateRecord(i + 2));
+    for (const record of records) await sink.append(record);
+    for (const record of records) for (const heard of listeners) heard(record);
+    await expect.poll(() => page.locator("#records tbody tr").count()).toBe(1 + burst);
+    // One read in flight and one queued behind it: what the queued one reads is newer than every
+    // decision heard meanwhile.
+    expect(reads).toBeLessThanOrEqual(3);
+    expect(await page.locator("#records tbody tr").first().locator("td").nth(1).textContent()).toBe(
+      `tool_${1 + burst}`,
+    );
+    expect(await log(0)).toBe("sealed");
+  });
+
   it("records from an observer in the agent's process carry no log check: no Log column, no note", async () => {
     const records = new RecentRecords();
     records.onGate({ turn: 0, callId: "c1", decision: gateRecord(1) });

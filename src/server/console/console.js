@@ -783,6 +783,28 @@
     $("records").hidden = rows.length === 0;
   }
 
+  // As the grants: one load at a time, and one asked for while a load is in flight runs after it.
+  // A burst of decisions (parallel calls) is then two reads of the list, each of which has the
+  // server read its source (an audit log's tail, checked), not one per decision; and no reply to
+  // an older read lands after a newer one.
+  let recordsRefresh = null;
+  let recordsAgain = false;
+  function refreshRecords() {
+    if (recordsRefresh) {
+      recordsAgain = true;
+      return recordsRefresh;
+    }
+    recordsRefresh = (async () => {
+      do {
+        recordsAgain = false;
+        await loadRecords();
+      } while (recordsAgain);
+    })().finally(() => {
+      recordsRefresh = null;
+    });
+    return recordsRefresh;
+  }
+
   async function loadRecords() {
     let reply;
     try {
@@ -812,7 +834,7 @@
   function addRecord(record) {
     // A decision from an audit log is shown with what its checks vouch for it, which only the list says.
     if (auditCheck !== null) {
-      void loadRecords();
+      void refreshRecords();
       void refreshGrants();
       return;
     }
@@ -928,7 +950,7 @@
     on("open", () => {
       setStatus("connecting", "Connected; catching up…");
       void resync();
-      void loadRecords();
+      void refreshRecords();
       void refreshGrants();
     });
     on("heartbeat", (event) => {
@@ -973,7 +995,7 @@
 
   setInterval(tick, 1000);
   setInterval(() => {
-    if (!liveRecords) void loadRecords();
+    if (!liveRecords) void refreshRecords();
     void refreshGrants();
   }, 10_000);
   const layoutWatch = new ResizeObserver(layoutChanged);
