@@ -1085,6 +1085,104 @@ interface TextGlobals {
 }
 
 /** The little of the page's globals these tests read. */
+/**
+ * A MemoryGrantStore gone slow (a database under load): `load` and `revoke` answer that many ms
+ * late, and a revoke then still lands after the server stopped waiting for it.
+ */
+class SlowGrantStore extends MemoryGrantStore {
+  loadDelayMs = 0;
+  revokeDelayMs = 0;
+
+  override async load(): Promise<Grant[]> {
+    await new Promise((resolve) => setTimeout(resolve, this.loadDelayMs));
+    return super.load();
+  }
+
+  override async revoke(id: string): Promise<Grant | undefined> {
+    await new Promise((resolve) => setTimeout(resolve, this.revokeDelayMs));
+    return super.revoke(id);
+  }
+}
+
+/** Parks an ask on `channel` until its card shows on `page`, then withdraws it: the page reads the grants again. */
+async function askEnded(channel: ApprovalChannel, page: Page, n: number) {
+  const stop = new AbortController();
+  const ask = makeAsk(n);
+  park(channel, ask, stop.signal);
+  await cardOf(page, ask).waitFor();
+  stop.abort(new Error("withdrawn"));
+  await cardOf(page, ask).waitFor({ state: "detached" });
+}
+
+describe("remembered answers the grant store does not give in time", () => {
+  it("a reload of the grants that fails says so above them, and that they are as last read", async () => {
+    const grants = new SlowGrantStore();
+    const first = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(first);
+    const { channel, server, page } = await liveConsole({ grants, grantsTimeoutMs: 300 });
+    const note = page.locator("#grants-check");
+    await page.locator(`#grants tbody tr[data-grant-id="${first.id}"]`).waitFor();
+    expect(await note.isVisible()).toBe(false);
+
+    // The store goes slow, and a grant is made meanwhile: the list shown is no longer what is stored.
+    grants.loadDelayMs = 2_000;
+    await grants.save(new Grant("delete_db", "deny", GrantScope.thisTool()));
+    await askEnded(channel, page, 1);
+    await expect.poll(() => note.getAttribute("data-state"), { timeout: 3_000 }).toBe("broken");
+    expect(await note.isVisible()).toBe(true);
+    expect(await note.getAttribute("role")).toBe("status");
+    expect(await note.textContent()).toMatch(
+      /^The remembered answers could not be read again \(503\): those shown are as read at .+\.$/,
+    );
+    expect(await page.locator("#grants tbody tr").count()).toBe(1);
+
+    // A page opened now has read none: it does not say there are none.
+    const fresh = await chromium.browser.page(1280);
+    cleanups.push(() => fresh.close());
+    await fresh.goto(server.consoleUrl);
+    await expect
+      .poll(() => fresh.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toBe("The remembered answers could not be read (503).");
+    expect(await fresh.locator("#grants-empty").isVisible()).toBe(false);
+
+    // Read again: the note goes, and the list is what is stored.
+    grants.loadDelayMs = 0;
+    await askEnded(channel, page, 2);
+    await expect.poll(() => page.locator("#grants tbody tr").count(), { timeout: 3_000 }).toBe(2);
+    expect(await note.isVisible()).toBe(false);
+  });
+
+  it("a revoke the store did not confirm in time says what the server said, not that it did not happen, and the list is read again", async () => {
+    const grants = new SlowGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { page } = await liveConsole({ grants, grantsTimeoutMs: 300 });
+    const row = page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await row.waitFor();
+    const said = await recordAnnouncements(page);
+
+    // The revoke lands after the server stopped waiting for it; a grant made meanwhile shows once
+    // the list is read again.
+    grants.revokeDelayMs = 1_000;
+    const other = new Grant("delete_db", "deny", GrantScope.thisTool());
+    await grants.save(other);
+    await row.getByRole("button", { name: /^Revoke/ }).focus();
+    await page.keyboard.press("Enter");
+    const told =
+      "Revoke not confirmed for deploy (503): the grant store did not answer within 300 ms; the grant may be revoked still: list the grants before revoking again.";
+    await expect.poll(said, { timeout: 3_000 }).toContain(told);
+    expect((await said()).join("\n")).not.toMatch(/Could not revoke/);
+    await page.locator(`#grants tbody tr[data-grant-id="${other.id}"]`).waitFor({ timeout: 2_000 });
+    // Above the rows, where it hides none of them; the row, read again before the revoke landed, stays.
+    const result = page.locator("#grants-result");
+    expect(await result.textContent()).toBe(told);
+    expect(await result.isVisible()).toBe(true);
+    expect(await row.count()).toBe(1);
+    await screenshot(page, "console-revoke-unconfirmed-1280");
+    await expect.poll(async () => (await grants.load()).map((g) => g.id), { timeout: 3_000 }).toEqual([other.id]);
+  });
+});
+
 interface FocusGlobals {
   readonly document: {
     readonly activeElement: {

@@ -574,6 +574,26 @@
     return grantsRefresh;
   }
 
+  // When the grants were last read, and why the last reload failed while it has not succeeded since.
+  let grantsReadAt = null;
+  let grantsFailure = null;
+
+  /** Says above the grants whether they are as just read; none read says nothing of there being none. */
+  function paintGrantsCheck() {
+    const note = $("grants-check");
+    note.hidden = grantsFailure === null;
+    if (grantsFailure === null) delete note.dataset.state;
+    else note.dataset.state = "broken";
+    // A status region is read out when its text is set: set only when it says something new.
+    if (grantsFailure !== null && note.dataset.said !== grantsFailure) {
+      note.dataset.said = grantsFailure;
+      note.textContent = grantsFailure;
+    }
+    if (grantsFailure === null) delete note.dataset.said;
+    const count = $("grants").querySelector("tbody").rows.length;
+    $("grants-empty").hidden = count > 0 || grantsReadAt === null;
+  }
+
   async function loadGrants() {
     let reply;
     try {
@@ -583,7 +603,17 @@
     }
     if (reply.status === 401) return signedOut();
     const panel = $("grants-panel");
-    if (reply.status !== 200 || !reply.body) return;
+    if (reply.status !== 200 || !reply.body) {
+      // Never silently stale (as the decisions): the list shown is as last read.
+      grantsFailure =
+        grantsReadAt === null
+          ? `The remembered answers could not be read (${reply.status}).`
+          : `The remembered answers could not be read again (${reply.status}): those shown are as read at ${clock(grantsReadAt)}.`;
+      paintGrantsCheck();
+      return;
+    }
+    grantsFailure = null;
+    grantsReadAt = Date.now();
     panel.hidden = reply.body.available === false;
     if (canRemember !== (reply.body.available === true)) {
       canRemember = reply.body.available === true;
@@ -647,12 +677,16 @@
     for (const [id, row] of seen) grantRows.set(id, row);
     tbody.replaceChildren(...rows);
     layoutChanged();
-    $("grants-empty").hidden = rows.length > 0;
     $("grants").hidden = rows.length === 0;
+    paintGrantsCheck();
   }
 
   async function revoke(grant, button) {
     button.disabled = true;
+    // What became of a revoke shows above the rows, not over them: a note laid over the row below
+    // would hide its Revoke, and one in a row would go as the list is read again.
+    const result = $("grants-result");
+    result.textContent = "";
     let reply;
     try {
       reply = await api(`api/grants/${encodeURIComponent(grant.id)}`, { method: "DELETE" });
@@ -674,13 +708,27 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    const why =
-      reply.status === 0
-        ? "server unreachable"
-        : reply.body === null || reply.status === 200 || reply.status === 404
-          ? "the reply was not the approval server's"
-          : reply.status;
-    say(`Could not revoke the grant for ${plain(grant.tool)} (${why}).`);
+    const error = reply.body !== null && typeof reply.body.error === "string" ? reply.body.error : null;
+    const message = error !== null && typeof reply.body.message === "string" ? reply.body.message : null;
+    let text;
+    if (reply.status === 503 && error === "grants_unavailable" && message !== null) {
+      // The store did not answer, or failed: the revoke may still be made (the server's message says
+      // when it may). The list read again shows whether it was.
+      text = `Revoke not confirmed for ${grant.tool} (503): ${message}.`;
+    } else {
+      const why =
+        reply.status === 0
+          ? "server unreachable"
+          : reply.body === null || reply.status === 200 || reply.status === 404
+            ? "the reply was not the approval server's"
+            : message !== null
+              ? `${reply.status}: ${message}`
+              : reply.status;
+      text = `Could not revoke the grant for ${grant.tool} (${why}).`;
+    }
+    showText(result, text);
+    say(plain(text));
+    if (error === "grants_unavailable") await refreshGrants();
   }
 
   // ---- records ------------------------------------------------------------
