@@ -90,6 +90,30 @@
     return out;
   }
 
+  // How much of a tool's name and of a prompt is read out: the card holds the rest. A prompt read
+  // whole (megabytes, or a tail far below its start dressed up as another, harmless ask) would
+  // hold the screen reader for as long as it takes, each new ask cutting in.
+  const SPOKEN_TOOL = 100;
+  const SPOKEN_PROMPT = 300;
+
+  /**
+   * Text to read out: its first `max` characters, line breaks and tabs as spaces (a hidden
+   * character still a mark), then how many more the card holds.
+   */
+  function spoken(text, max) {
+    let out = "";
+    let count = 0;
+    for (const char of text) {
+      if (count === max) {
+        const more = [...text].length - max;
+        return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in the card)`;
+      }
+      count += 1;
+      out += char === "\n" || char === "\t" ? " " : isHidden(char, false) ? codePoint(char) : char;
+    }
+    return out.replace(/\s+/g, " ").trim();
+  }
+
   /** A server that stops answering (the network swallows the request) must not leave a request open for good. */
   function requestTimeoutMs() {
     return Math.min(Math.max(3 * heartbeatMs, 2_000), 60_000);
@@ -352,7 +376,7 @@
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
     paintRemember(li);
     const form = li.querySelector("form");
-    form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
+    form.setAttribute("aria-label", `Answer the ask for ${spoken(ask.tool, SPOKEN_TOOL)}`);
     // Read out of context (a list of the page's buttons), each Approve and Deny names its ask's tool.
     for (const button of li.querySelectorAll("button")) button.setAttribute("aria-describedby", heading.id);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
@@ -388,7 +412,7 @@
     updateCount();
     tick();
     say(
-      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${plain(ask.tool)}: ${plain(ask.prompt)}`,
+      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${spoken(ask.tool, SPOKEN_TOOL)}: ${spoken(ask.prompt, SPOKEN_PROMPT)}`,
     );
   }
 
@@ -407,7 +431,7 @@
     cards.delete(id);
     layoutChanged();
     updateCount();
-    const tool = card.li.querySelector(".tool").textContent;
+    const tool = spoken(card.ask.tool, SPOKEN_TOOL);
     say(`Ask for ${tool} ended: ${describeEnding(ending)}${note}`);
     // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
     // must not answer another one the person has not read yet.
@@ -469,7 +493,7 @@
       if (shown) removeAsk(ask.id, { type: "answered", verdict });
       // Its ending, heard on the stream before this reply, was told already as this answer.
       else if (!(told && told.type === "answered" && told.verdict === verdict)) {
-        say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+        say(`Your answer for ${spoken(ask.tool, SPOKEN_TOOL)} arrived. ${result.textContent}`);
       }
       void refreshGrants();
       return;
@@ -651,7 +675,7 @@
       button.textContent = "Revoke";
       button.setAttribute(
         "aria-label",
-        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${plain(grant.tool)}`,
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${spoken(grant.tool, SPOKEN_TOOL)}`,
       );
       const note = document.createElement("span");
       note.className = "row-note";
@@ -660,7 +684,7 @@
         say(
           tr.dataset.held === "front"
             ? "Not revoked: the page came to the front just now. Look again, then press."
-            : `Not revoked: the row for ${plain(grant.tool)} moved just now. Look again, then press.`,
+            : `Not revoked: the row for ${spoken(grant.tool, SPOKEN_TOOL)} moved just now. Look again, then press.`,
         );
         $("grants-title").focus({ preventScroll: true });
       });
@@ -699,7 +723,7 @@
       ((reply.status === 200 && reply.body.revoked !== undefined) ||
         (reply.status === 404 && reply.body.error === "grant_unknown"));
     if (gone) {
-      say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
+      say(`Revoked: ${spoken(grant.tool, SPOKEN_TOOL)} will be asked about again.`);
       await refreshGrants();
       // Onto the heading, never the next row's Revoke: a second key press meant for the row that
       // went would revoke another.
@@ -714,7 +738,7 @@
     if (reply.status === 503 && error === "grants_unavailable" && message !== null) {
       // The store did not answer, or failed: the revoke may still be made (the server's message says
       // when it may). The list read again shows whether it was.
-      text = `Revoke not confirmed for ${grant.tool} (503): ${message}.`;
+      text = `Revoke not confirmed for ${spoken(grant.tool, SPOKEN_TOOL)} (503): ${message}.`;
     } else {
       const why =
         reply.status === 0
@@ -724,7 +748,7 @@
             : message !== null
               ? `${reply.status}: ${message}`
               : reply.status;
-      text = `Could not revoke the grant for ${grant.tool} (${why}).`;
+      text = `Could not revoke the grant for ${spoken(grant.tool, SPOKEN_TOOL)} (${why}).`;
     }
     showText(result, text);
     say(plain(text));
