@@ -419,6 +419,40 @@ describe("an answer whose reply goes missing", () => {
     expect(await said()).toEqual(["Ask for deploy ended: denied"]);
   });
 
+  it("a denial racing an approval made elsewhere: the card stays to say the denial changed nothing, not vanishing as if denied", async () => {
+    const { channel, server, page } = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The page's denial is held on its way; meanwhile another approver approves.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      await released;
+      return route.fallback();
+    });
+    await press(card, "Deny");
+    const heard = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
+    const elsewhere = await fetch(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    expect(elsewhere.status).toBe(200);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    // The approval's end is heard (the page reads the grants again on it): the card, whose denial
+    // is still on its way, is not taken away as if that denial had done it.
+    await heard;
+    expect(await card.count()).toBe(1);
+    release();
+    await expect.poll(() => resultOf(page, ask)).toBe("This ask already ended: approved. This answer changed nothing.");
+    expect(await card.locator(".result").isVisible()).toBe(true);
+    await expect.poll(() => card.count(), { timeout: 10_000 }).toBe(0);
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: approved");
+  });
+
   it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1, { tool: "deploy" });

@@ -467,7 +467,7 @@
     if (verdict === "deny" && reason !== "") body.reason = reason;
     // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
     if (li.contains(document.activeElement)) li.querySelector(".tool").focus();
-    li.dataset.sending = "";
+    li.dataset.sending = verdict;
     paint(li);
     result.classList.remove("error");
     result.textContent = "Sending…";
@@ -541,6 +541,8 @@
             : `Not answered (${reply.status}): ${message}`;
     // The pending list no longer had this ask when the page re-read it: the card goes now, saying
     // what became of the answer.
+    if (shown && shown.endedAs !== undefined)
+      return removeAsk(ask.id, shown.endedAs, `. Your answer: ${result.textContent}`);
     if (shown && shown.endedUnseen) return removeAsk(ask.id, "offline", `. Your answer: ${result.textContent}`);
     delete li.dataset.sending;
     paint(li);
@@ -1037,7 +1039,17 @@
     on("settled", (event) => {
       const data = JSON.parse(event.data);
       if (sync) sync.settled.add(data.id);
-      removeAsk(data.id, data.ending);
+      const card = cards.get(data.id);
+      const mine = card?.li.dataset.sending;
+      const ending = data.ending;
+      if (mine !== undefined && !(ending && ending.type === "answered" && ending.verdict === mine)) {
+        // An answer of this page is on its way, and the ask ended otherwise (answered the other way
+        // elsewhere, expired): gone now, the card would read as answered by it. It stays until the
+        // reply says this answer changed nothing.
+        card.endedAs = ending;
+      } else {
+        removeAsk(data.id, ending);
+      }
       void refreshGrants();
     });
     on("record", (event) => addRecord(JSON.parse(event.data)));
