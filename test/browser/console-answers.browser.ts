@@ -6,7 +6,7 @@ import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/ser
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import type { Page } from "playwright-core";
-import { press, screenshot, useBrowser } from "./support/chromium.js";
+import { overflowsSideways, press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 import { consoleInExpress } from "./support/express-console.js";
 
@@ -1214,6 +1214,27 @@ describe("remembered answers the grant store does not give in time", () => {
     expect(await row.count()).toBe(1);
     await screenshot(page, "console-revoke-unconfirmed-1280");
     await expect.poll(async () => (await grants.load()).map((g) => g.id), { timeout: 3_000 }).toEqual([other.id]);
+  });
+  it("at 400 px a revoke not confirmed for a long tool name wraps above the rows: nothing overflows sideways", async () => {
+    const grants = new SlowGrantStore();
+    const grant = new Grant(`drop_database${"_".repeat(2_000)}`, "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const opened = await consoleWith({ grants, grantsTimeoutMs: 300 });
+    await opened.page.setViewportSize({ width: 400, height: 900 });
+    await opened.page.goto(opened.server.consoleUrl);
+    const page = opened.page;
+    const row = page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await row.waitFor();
+    grants.revokeDelayMs = 1_000;
+    await row.getByRole("button", { name: /^Revoke/ }).focus();
+    await page.keyboard.press("Enter");
+    await expect
+      .poll(() => page.locator("#grants-result").textContent(), { timeout: 3_000 })
+      .toMatch(/^Revoke not confirmed for drop_database_+… \(\d+ more characters in the row\) \(503\)/);
+    expect(await overflowsSideways(page)).toBe(false);
+    const box = await page.locator("#grants-result").boundingBox();
+    expect(box !== null && box.x + box.width <= 400).toBe(true);
+    await screenshot(page, "console-revoke-unconfirmed-400");
   });
 });
 

@@ -98,15 +98,15 @@
 
   /**
    * Text to read out: its first `max` characters, line breaks and tabs as spaces (a hidden
-   * character still a mark), then how many more the card holds.
+   * character still a mark), then how many more `where` (the card, or a grant's row) holds.
    */
-  function spoken(text, max) {
+  function spoken(text, max, where = "the card") {
     let out = "";
     let count = 0;
     for (const char of text) {
       if (count === max) {
         const more = [...text].length - max;
-        return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in the card)`;
+        return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in ${where})`;
       }
       count += 1;
       out += char === "\n" || char === "\t" ? " " : isHidden(char, false) ? codePoint(char) : char;
@@ -677,7 +677,7 @@
       button.textContent = "Revoke";
       button.setAttribute(
         "aria-label",
-        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${spoken(grant.tool, SPOKEN_TOOL)}`,
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${spoken(grant.tool, SPOKEN_TOOL, "the row")}`,
       );
       const note = document.createElement("span");
       note.className = "row-note";
@@ -686,7 +686,7 @@
         say(
           tr.dataset.held === "front"
             ? "Not revoked: the page came to the front just now. Look again, then press."
-            : `Not revoked: the row for ${spoken(grant.tool, SPOKEN_TOOL)} moved just now. Look again, then press.`,
+            : `Not revoked: the row for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} moved just now. Look again, then press.`,
         );
         $("grants-title").focus({ preventScroll: true });
       });
@@ -725,7 +725,7 @@
       ((reply.status === 200 && reply.body.revoked !== undefined) ||
         (reply.status === 404 && reply.body.error === "grant_unknown"));
     if (gone) {
-      say(`Revoked: ${spoken(grant.tool, SPOKEN_TOOL)} will be asked about again.`);
+      say(`Revoked: ${spoken(grant.tool, SPOKEN_TOOL, "the row")} will be asked about again.`);
       await refreshGrants();
       // Onto the heading, never the next row's Revoke: a second key press meant for the row that
       // went would revoke another.
@@ -740,7 +740,7 @@
     if (reply.status === 503 && error === "grants_unavailable" && message !== null) {
       // The store did not answer, or failed: the revoke may still be made (the server's message says
       // when it may). The list read again shows whether it was.
-      text = `Revoke not confirmed for ${spoken(grant.tool, SPOKEN_TOOL)} (503): ${message}.`;
+      text = `Revoke not confirmed for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} (503): ${message}.`;
     } else {
       const why =
         reply.status === 0
@@ -750,7 +750,7 @@
             : message !== null
               ? `${reply.status}: ${message}`
               : reply.status;
-      text = `Could not revoke the grant for ${spoken(grant.tool, SPOKEN_TOOL)} (${why}).`;
+      text = `Could not revoke the grant for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} (${why}).`;
     }
     showText(result, text);
     say(plain(text));
