@@ -139,6 +139,23 @@ describe("text long enough to push what runs off the screen", () => {
 });
 
 describe("remembered answers whose arguments are long", () => {
+  it("at 400 px a grant's tool name however long and its Revoke fit one screen; the name scrolls in its box, reached with Tab", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant(`${LONG_TOOL} read_file`, "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { server: made } = await server(undefined, grants);
+    const page = await chromium.browser.page(400);
+    cleanups.push(() => page.close());
+    await page.goto(made.consoleUrl);
+    const row = `#grants tr[data-grant-id="${grant.id}"]`;
+    await page.locator(row).waitFor();
+    expect(await span(page, `${row} .tool-name`, `${row} button.revoke`)).toBeLessThanOrEqual(VIEWPORT_HEIGHT);
+    // Nothing is cut: the whole name is there, to be scrolled through in its own box.
+    expect(await page.locator(`${row} .tool-name`).textContent()).toBe(grant.tool);
+    await expect.poll(() => page.locator(`${row} .tool-name`).getAttribute("tabindex")).toBe("0");
+    await screenshot(page, "console-long-grant-tool-400");
+  });
+
   it("two grants whose arguments differ only far along show apart, each in full: a revoke takes the one meant", async () => {
     const path = `/srv/site/${"a".repeat(120)}`;
     const grants = new MemoryGrantStore();

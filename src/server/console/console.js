@@ -289,6 +289,11 @@
       if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
     }
     for (const row of grantRows.values()) notePlace(row, row.tr);
+    // A grant's or a decision's tool name too long for its box scrolls too, and takes a tab stop then.
+    for (const name of document.querySelectorAll(".grid .tool-name")) {
+      const tabIndex = name.scrollHeight > name.clientHeight ? 0 : -1;
+      if (name.tabIndex !== tabIndex) name.tabIndex = tabIndex;
+    }
   }
 
   /** Holds every card and grant row, each as if it had just appeared; `why` goes in its data-held. */
@@ -855,6 +860,7 @@
     }
     $("records-empty").hidden = rows.length > 0;
     $("records").hidden = rows.length === 0;
+    layoutChanged();
   }
 
   // As the grants: one load at a time, and one asked for while a load is in flight runs after it.
