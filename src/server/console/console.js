@@ -143,9 +143,9 @@
     document.title = cards.size > 0 ? `(${cards.size}) loopctl approvals` : "loopctl approvals";
   }
 
-  function tick() {
+  function tick(only) {
     const now = Date.now();
-    for (const card of cards.values()) {
+    for (const card of only === undefined ? cards.values() : [only]) {
       const elapsed = now - card.receivedLocal;
       card.li.querySelector(".age").textContent = `parked ${duration(card.ageMs + elapsed)} ago`;
       const left = card.li.querySelector(".left");
@@ -361,7 +361,7 @@
       existing.receivedLocal = Date.now();
       existing.ageMs = view.ageMs;
       existing.timeLeftMs = view.timeLeftMs;
-      tick();
+      tick(existing);
       return;
     }
     const li = template.content.firstElementChild.cloneNode(true);
@@ -411,11 +411,12 @@
       existing.li.replaceWith(li);
       if (focused) heading.focus();
     }
-    cards.set(ask.id, { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    const card = { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs };
+    cards.set(ask.id, card);
     paint(li);
     layoutChanged();
     updateCount();
-    tick();
+    tick(card);
     say(
       `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${spoken(ask.tool, SPOKEN_TOOL)}: ${spoken(ask.prompt, SPOKEN_PROMPT)}`,
     );
