@@ -1186,6 +1186,21 @@ describe("remembered answers the grant store does not give in time", () => {
     expect(await note.isVisible()).toBe(false);
   });
 
+  it("a reload of the grants that gets no reply at all says so too: what is shown is as last read", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { channel, page } = await liveConsole({ grants });
+    await page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`).waitFor();
+    // The connection carrying the list is cut (a proxy reset): no status, no body.
+    await page.route("**/api/grants", (route) => route.abort("connectionreset"));
+    await askEnded(channel, page, 1);
+    await expect
+      .poll(() => page.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toMatch(/^The remembered answers could not be read again \(no reply\): those shown are as read at .+\.$/);
+    expect(await page.locator("#grants-check").isVisible()).toBe(true);
+  });
+
   it("a revoke the store did not confirm in time says what the server said, not that it did not happen, and the list is read again", async () => {
     const grants = new SlowGrantStore();
     const grant = new Grant("deploy", "allow", GrantScope.thisTool());

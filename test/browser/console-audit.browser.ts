@@ -156,6 +156,14 @@ describe("the console's audit log view", () => {
     fail = false;
     listener?.(gateRecord(3));
     await expect.poll(() => note.getAttribute("data-state")).toBe("key");
+    // A reload that gets no reply at all (the connection cut) says so the same way.
+    await page.route("**/api/records*", (route) => route.abort("connectionreset"));
+    listener?.(gateRecord(6));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("broken");
+    expect(await note.textContent()).toMatch(/^The decisions could not be read again \(no reply\): those shown/);
+    await page.unroute("**/api/records*");
+    listener?.(gateRecord(7));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("key");
     // A status region is read out as its text is set: a reload that finds the same is not said again.
     await page.evaluate(`(() => {
       window.noteSet = 0;

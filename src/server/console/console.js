@@ -631,16 +631,17 @@
     try {
       reply = await api("api/grants");
     } catch {
-      return;
+      reply = { status: 0, body: null };
     }
     if (reply.status === 401) return signedOut();
     const panel = $("grants-panel");
     if (reply.status !== 200 || !reply.body) {
       // Never silently stale (as the decisions): the list shown is as last read.
+      const why = reply.status === 0 ? "no reply" : reply.status;
       grantsFailure =
         grantsReadAt === null
-          ? `The remembered answers could not be read (${reply.status}).`
-          : `The remembered answers could not be read again (${reply.status}): those shown are as read at ${clock(grantsReadAt)}.`;
+          ? `The remembered answers could not be read (${why}).`
+          : `The remembered answers could not be read again (${why}): those shown are as read at ${clock(grantsReadAt)}.`;
       paintGrantsCheck();
       return;
     }
@@ -891,15 +892,17 @@
     try {
       reply = await api("api/records?limit=50");
     } catch {
-      return;
+      // No reply at all (the connection cut, or the request gave up): as stale as a refusal.
+      reply = { status: 0, body: null };
     }
     if (reply.status === 401) return signedOut();
     if (reply.status !== 200 || !reply.body) {
       // Never silently stale: what is shown, and what its log's check said, are as last read.
+      const why = reply.status === 0 ? "no reply" : reply.status;
       recordsFailure =
         recordsReadAt === null
-          ? `The decisions could not be read (${reply.status}).`
-          : `The decisions could not be read again (${reply.status}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
+          ? `The decisions could not be read (${why}).`
+          : `The decisions could not be read again (${why}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
       renderRecords();
       return;
     }
