@@ -1186,6 +1186,16 @@ describe("remembered answers the grant store does not give in time", () => {
     expect(await note.isVisible()).toBe(false);
   });
 
+  it("a page still reading the grants from a slow store does not say there are none", async () => {
+    const grants = new SlowGrantStore();
+    grants.loadDelayMs = 1_500;
+    const { page } = await liveConsole({ grants });
+    const empty = page.locator("#grants-empty");
+    expect(await empty.isVisible()).toBe(false);
+    // Once read, and there are none, it says so.
+    await expect.poll(() => empty.isVisible(), { timeout: 3_000 }).toBe(true);
+  });
+
   it("a reload of the grants that gets no reply at all says so too: what is shown is as last read", async () => {
     const grants = new MemoryGrantStore();
     const grant = new Grant("deploy", "allow", GrantScope.thisTool());
