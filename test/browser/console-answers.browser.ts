@@ -668,6 +668,27 @@ describe("a page that cannot be sure what is pending", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("with no card shown, a page that lost the stream does not say nothing is waiting: asks parked meanwhile are not shown", async () => {
+    const { proxy, channel, page } = await consoleBehindProxy({ heartbeatMs: 300 });
+    const empty = page.locator("#asks-empty");
+    expect(await empty.textContent()).toMatch(/^Nothing is waiting/);
+    proxy.stall();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).not.toBe("Live");
+    // An ask parks while the page hears nothing: it is waiting, and the page cannot know.
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    expect(await empty.isVisible()).toBe(true);
+    expect(await empty.textContent()).toBe(
+      "Not up to date: the page lost touch with the server, and asks parked meanwhile are not shown. They appear once the page has caught up.",
+    );
+    proxy.resume();
+    await cardOf(page, ask).waitFor({ timeout: 20_000 });
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    await expect.poll(() => empty.textContent()).toMatch(/^Nothing is waiting/);
+  });
+
   it("a page signed out while its stream is open stops following the server: every card goes stale, with no Approve or Deny", async () => {
     const { channel, page } = await liveConsole();
     const ask = makeAsk(1, { prompt: "Deploy to production?" });

@@ -137,9 +137,25 @@
 
   // ---- asks ---------------------------------------------------------------
 
+  // What the empty list says: that nothing is waiting only while the page is up to date.
+  const NOTHING_WAITING = $("asks-empty").textContent;
+  let caughtUpOnce = false;
+  function emptyText() {
+    if (signedOutNow) {
+      return "Signed out: asks parked now are not shown. Open the console link (with ?token=) that the server printed.";
+    }
+    if (!offline) return NOTHING_WAITING;
+    return caughtUpOnce
+      ? "Not up to date: the page lost touch with the server, and asks parked meanwhile are not shown. They appear once the page has caught up."
+      : "Not up to date yet: asks waiting appear once the page has caught up with the server.";
+  }
+
   function updateCount() {
     $("ask-count").textContent = String(cards.size);
-    $("asks-empty").hidden = cards.size > 0;
+    const empty = $("asks-empty");
+    empty.hidden = cards.size > 0;
+    const text = emptyText();
+    if (empty.textContent !== text) empty.textContent = text;
     document.title = cards.size > 0 ? `(${cards.size}) loopctl approvals` : "loopctl approvals";
   }
 
@@ -178,6 +194,7 @@
 
   function paintAll() {
     for (const card of cards.values()) paint(card.li);
+    updateCount();
     layoutChanged();
   }
 
@@ -969,6 +986,7 @@
   function caughtUp() {
     setStatus("live", "Live");
     signedOutNow = false;
+    caughtUpOnce = true;
     if (!offline) return;
     offline = false;
     paintAll();
