@@ -668,6 +668,24 @@ describe("a page that cannot be sure what is pending", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a pending list that is not the server's (a proxy's JSON, 200) is not taken for one: the page says so and tries again", async () => {
+    const { channel, server, page } = await consoleWith();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    const list = (url: URL) => url.pathname === "/api/asks";
+    await page.route(list, (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    await page.goto(server.consoleUrl);
+    await expect
+      .poll(() => page.locator("#status").textContent(), { timeout: 5_000 })
+      .toBe("Could not read the pending asks; retrying…");
+    await page.unroute(list);
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("with no card shown, a page that lost the stream does not say nothing is waiting: asks parked meanwhile are not shown", async () => {
     const { proxy, channel, page } = await consoleBehindProxy({ heartbeatMs: 300 });
     const empty = page.locator("#asks-empty");
@@ -1230,6 +1248,25 @@ describe("remembered answers the grant store does not give in time", () => {
       .poll(() => page.locator("#grants-check").textContent(), { timeout: 3_000 })
       .toMatch(/^The remembered answers could not be read again \(no reply\): those shown are as read at .+\.$/);
     expect(await page.locator("#grants-check").isVisible()).toBe(true);
+  });
+
+  it("a list of grants that is not the server's (a proxy's JSON, 200) is not taken for one: what is shown is said to be as last read", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { channel, page } = await liveConsole({ grants });
+    await page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`).waitFor();
+    // A proxy in front, its own session over, answers the page's requests with JSON of its own.
+    await page.route("**/api/grants", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    await askEnded(channel, page, 1);
+    await expect
+      .poll(() => page.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toMatch(
+        /^The remembered answers could not be read again \(the reply was not the approval server's\): those shown are as read at .+\.$/,
+      );
+    expect(await page.locator("#grants tbody tr").count()).toBe(1);
   });
 
   it("a revoke the store did not confirm in time says what the server said, not that it did not happen, and the list is read again", async () => {

@@ -164,6 +164,19 @@ describe("the console's audit log view", () => {
     await page.unroute("**/api/records*");
     listener?.(gateRecord(7));
     await expect.poll(() => note.getAttribute("data-state")).toBe("key");
+    // Nor is a reply that is not the server's (a proxy's JSON, 200) taken for the decisions.
+    await page.route("**/api/records*", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    listener?.(gateRecord(8));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("broken");
+    expect(await note.textContent()).toMatch(
+      /^The decisions could not be read again \(the reply was not the approval server's\): those shown/,
+    );
+    expect(await log(0)).toBe("sealed");
+    await page.unroute("**/api/records*");
+    listener?.(gateRecord(9));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("key");
     // A status region is read out as its text is set: a reload that finds the same is not said again.
     await page.evaluate(`(() => {
       window.noteSet = 0;

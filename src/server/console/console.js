@@ -119,6 +119,16 @@
     return Math.min(Math.max(3 * heartbeatMs, 2_000), 60_000);
   }
 
+  /**
+   * Why a reply to a list's reload is not the list: no reply at all, the server's refusal, or a
+   * 200 that is not the server's list (a proxy in front, its own session over, answering with its
+   * sign-in page or JSON of its own).
+   */
+  function notTheList(reply) {
+    if (reply.status === 0) return "no reply";
+    return reply.status === 200 ? "the reply was not the approval server's" : reply.status;
+  }
+
   async function api(path, init) {
     const response = await fetch(path, {
       credentials: "same-origin",
@@ -652,9 +662,9 @@
     }
     if (reply.status === 401) return signedOut();
     const panel = $("grants-panel");
-    if (reply.status !== 200 || !reply.body) {
+    if (reply.status !== 200 || !reply.body || !Array.isArray(reply.body.grants)) {
       // Never silently stale (as the decisions): the list shown is as last read.
-      const why = reply.status === 0 ? "no reply" : reply.status;
+      const why = notTheList(reply);
       grantsFailure =
         grantsReadAt === null
           ? `The remembered answers could not be read (${why}).`
@@ -913,9 +923,9 @@
       reply = { status: 0, body: null };
     }
     if (reply.status === 401) return signedOut();
-    if (reply.status !== 200 || !reply.body) {
+    if (reply.status !== 200 || !reply.body || !Array.isArray(reply.body.records)) {
       // Never silently stale: what is shown, and what its log's check said, are as last read.
-      const why = reply.status === 0 ? "no reply" : reply.status;
+      const why = notTheList(reply);
       recordsFailure =
         recordsReadAt === null
           ? `The decisions could not be read (${why}).`
@@ -1014,7 +1024,8 @@
     }
     if (sync !== mine) return;
     sync = null;
-    if (reply === null || reply.status !== 200 || !reply.body) {
+    // A 200 that is not the server's list (a proxy's JSON of its own) is no list either.
+    if (reply === null || reply.status !== 200 || !reply.body || !Array.isArray(reply.body.asks)) {
       if (reply && reply.status === 401) return signedOut();
       // The cards stay stale: without the list, the page cannot tell which of them still wait.
       setStatus("down", "Could not read the pending asks; retrying…");
