@@ -6,7 +6,7 @@ import { RecentRecords, createApprovalServer, signAnswerLink } from "loopctl/ser
 import { makeAsk, outliveEndings } from "../support/ask-fixtures.js";
 import { gateRecord } from "../support/cli-audit-fixtures.js";
 import type { Page } from "playwright-core";
-import { press, screenshot, useBrowser } from "./support/chromium.js";
+import { overflowsSideways, press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 import { consoleInExpress } from "./support/express-console.js";
 
@@ -419,6 +419,40 @@ describe("an answer whose reply goes missing", () => {
     expect(await said()).toEqual(["Ask for deploy ended: denied"]);
   });
 
+  it("a denial racing an approval made elsewhere: the card stays to say the denial changed nothing, not vanishing as if denied", async () => {
+    const { channel, server, page } = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The page's denial is held on its way; meanwhile another approver approves.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      await released;
+      return route.fallback();
+    });
+    await press(card, "Deny");
+    const heard = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
+    const elsewhere = await fetch(`${server.url}api/asks/${ask.id}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ type: "approve" }),
+    });
+    expect(elsewhere.status).toBe(200);
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    // The approval's end is heard (the page reads the grants again on it): the card, whose denial
+    // is still on its way, is not taken away as if that denial had done it.
+    await heard;
+    expect(await card.count()).toBe(1);
+    release();
+    await expect.poll(() => resultOf(page, ask)).toBe("This ask already ended: approved. This answer changed nothing.");
+    expect(await card.locator(".result").isVisible()).toBe(true);
+    await expect.poll(() => card.count(), { timeout: 10_000 }).toBe(0);
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: approved");
+  });
+
   it("an answer the server refuses as for an ask it no longer knows ends the card, as one that ended does", async () => {
     const { proxy, channel, server, page } = await consoleBehindProxy();
     const ask = makeAsk(1, { tool: "deploy" });
@@ -632,6 +666,45 @@ describe("a page that cannot be sure what is pending", () => {
     expect(await page.locator("#announce").textContent()).toContain("Up to date again");
     await press(card, "Approve");
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a pending list that is not the server's (a proxy's JSON, 200) is not taken for one: the page says so and tries again", async () => {
+    const { channel, server, page } = await consoleWith();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    const list = (url: URL) => url.pathname === "/api/asks";
+    await page.route(list, (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    await page.goto(server.consoleUrl);
+    await expect
+      .poll(() => page.locator("#status").textContent(), { timeout: 5_000 })
+      .toBe("Could not read the pending asks; retrying…");
+    await page.unroute(list);
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("with no card shown, a page that lost the stream does not say nothing is waiting: asks parked meanwhile are not shown", async () => {
+    const { proxy, channel, page } = await consoleBehindProxy({ heartbeatMs: 300 });
+    const empty = page.locator("#asks-empty");
+    expect(await empty.textContent()).toMatch(/^Nothing is waiting/);
+    proxy.stall();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).not.toBe("Live");
+    // An ask parks while the page hears nothing: it is waiting, and the page cannot know.
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    expect(await empty.isVisible()).toBe(true);
+    expect(await empty.textContent()).toBe(
+      "Not up to date: the page lost touch with the server, and asks parked meanwhile are not shown. They appear once the page has caught up.",
+    );
+    proxy.resume();
+    await cardOf(page, ask).waitFor({ timeout: 20_000 });
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    await expect.poll(() => empty.textContent()).toMatch(/^Nothing is waiting/);
   });
 
   it("a page signed out while its stream is open stops following the server: every card goes stale, with no Approve or Deny", async () => {
@@ -1085,6 +1158,169 @@ interface TextGlobals {
 }
 
 /** The little of the page's globals these tests read. */
+/**
+ * A MemoryGrantStore gone slow (a database under load): `load` and `revoke` answer that many ms
+ * late, and a revoke then still lands after the server stopped waiting for it.
+ */
+class SlowGrantStore extends MemoryGrantStore {
+  loadDelayMs = 0;
+  revokeDelayMs = 0;
+
+  override async load(): Promise<Grant[]> {
+    await new Promise((resolve) => setTimeout(resolve, this.loadDelayMs));
+    return super.load();
+  }
+
+  override async revoke(id: string): Promise<Grant | undefined> {
+    await new Promise((resolve) => setTimeout(resolve, this.revokeDelayMs));
+    return super.revoke(id);
+  }
+}
+
+/** Parks an ask on `channel` until its card shows on `page`, then withdraws it: the page reads the grants again. */
+async function askEnded(channel: ApprovalChannel, page: Page, n: number) {
+  const stop = new AbortController();
+  const ask = makeAsk(n);
+  park(channel, ask, stop.signal);
+  await cardOf(page, ask).waitFor();
+  stop.abort(new Error("withdrawn"));
+  await cardOf(page, ask).waitFor({ state: "detached" });
+}
+
+describe("remembered answers the grant store does not give in time", () => {
+  it("a reload of the grants that fails says so above them, and that they are as last read", async () => {
+    const grants = new SlowGrantStore();
+    const first = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(first);
+    const { channel, server, page } = await liveConsole({ grants, grantsTimeoutMs: 300 });
+    const note = page.locator("#grants-check");
+    await page.locator(`#grants tbody tr[data-grant-id="${first.id}"]`).waitFor();
+    expect(await note.isVisible()).toBe(false);
+
+    // The store goes slow, and a grant is made meanwhile: the list shown is no longer what is stored.
+    grants.loadDelayMs = 2_000;
+    await grants.save(new Grant("delete_db", "deny", GrantScope.thisTool()));
+    await askEnded(channel, page, 1);
+    await expect.poll(() => note.getAttribute("data-state"), { timeout: 3_000 }).toBe("broken");
+    expect(await note.isVisible()).toBe(true);
+    expect(await note.getAttribute("role")).toBe("status");
+    expect(await note.textContent()).toMatch(
+      /^The remembered answers could not be read again \(503\): those shown are as read at .+\.$/,
+    );
+    expect(await page.locator("#grants tbody tr").count()).toBe(1);
+
+    // A page opened now has read none: it does not say there are none.
+    const fresh = await chromium.browser.page(1280);
+    cleanups.push(() => fresh.close());
+    await fresh.goto(server.consoleUrl);
+    await expect
+      .poll(() => fresh.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toBe("The remembered answers could not be read (503).");
+    expect(await fresh.locator("#grants-empty").isVisible()).toBe(false);
+
+    // Read again: the note goes, and the list is what is stored.
+    grants.loadDelayMs = 0;
+    await askEnded(channel, page, 2);
+    await expect.poll(() => page.locator("#grants tbody tr").count(), { timeout: 3_000 }).toBe(2);
+    expect(await note.isVisible()).toBe(false);
+  });
+
+  it("a page still reading the grants from a slow store does not say there are none", async () => {
+    const grants = new SlowGrantStore();
+    grants.loadDelayMs = 1_500;
+    const { page } = await liveConsole({ grants });
+    const empty = page.locator("#grants-empty");
+    expect(await empty.isVisible()).toBe(false);
+    // Once read, and there are none, it says so.
+    await expect.poll(() => empty.isVisible(), { timeout: 3_000 }).toBe(true);
+  });
+
+  it("a reload of the grants that gets no reply at all says so too: what is shown is as last read", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { channel, page } = await liveConsole({ grants });
+    await page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`).waitFor();
+    // The connection carrying the list is cut (a proxy reset): no status, no body.
+    await page.route("**/api/grants", (route) => route.abort("connectionreset"));
+    await askEnded(channel, page, 1);
+    await expect
+      .poll(() => page.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toMatch(/^The remembered answers could not be read again \(no reply\): those shown are as read at .+\.$/);
+    expect(await page.locator("#grants-check").isVisible()).toBe(true);
+  });
+
+  it("a list of grants that is not the server's (a proxy's JSON, 200) is not taken for one: what is shown is said to be as last read", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { channel, page } = await liveConsole({ grants });
+    await page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`).waitFor();
+    // A proxy in front, its own session over, answers the page's requests with JSON of its own.
+    await page.route("**/api/grants", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    await askEnded(channel, page, 1);
+    await expect
+      .poll(() => page.locator("#grants-check").textContent(), { timeout: 3_000 })
+      .toMatch(
+        /^The remembered answers could not be read again \(the reply was not the approval server's\): those shown are as read at .+\.$/,
+      );
+    expect(await page.locator("#grants tbody tr").count()).toBe(1);
+  });
+
+  it("a revoke the store did not confirm in time says what the server said, not that it did not happen, and the list is read again", async () => {
+    const grants = new SlowGrantStore();
+    const grant = new Grant("deploy", "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { page } = await liveConsole({ grants, grantsTimeoutMs: 300 });
+    const row = page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await row.waitFor();
+    const said = await recordAnnouncements(page);
+
+    // The revoke lands after the server stopped waiting for it; a grant made meanwhile shows once
+    // the list is read again.
+    grants.revokeDelayMs = 1_000;
+    const other = new Grant("delete_db", "deny", GrantScope.thisTool());
+    await grants.save(other);
+    await row.getByRole("button", { name: /^Revoke/ }).focus();
+    await page.keyboard.press("Enter");
+    const told =
+      "Revoke not confirmed for deploy (503): the grant store did not answer within 300 ms; the grant may be revoked still: list the grants before revoking again.";
+    await expect.poll(said, { timeout: 3_000 }).toContain(told);
+    expect((await said()).join("\n")).not.toMatch(/Could not revoke/);
+    await page.locator(`#grants tbody tr[data-grant-id="${other.id}"]`).waitFor({ timeout: 2_000 });
+    // Above the rows, where it hides none of them; the row, read again before the revoke landed, stays.
+    const result = page.locator("#grants-result");
+    expect(await result.textContent()).toBe(told);
+    expect(await result.isVisible()).toBe(true);
+    expect(await row.count()).toBe(1);
+    await screenshot(page, "console-revoke-unconfirmed-1280");
+    await expect.poll(async () => (await grants.load()).map((g) => g.id), { timeout: 3_000 }).toEqual([other.id]);
+  });
+  it("at 400 px a revoke not confirmed for a long tool name wraps above the rows: nothing overflows sideways", async () => {
+    const grants = new SlowGrantStore();
+    const grant = new Grant(`drop_database${"_".repeat(2_000)}`, "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const opened = await consoleWith({ grants, grantsTimeoutMs: 300 });
+    await opened.page.setViewportSize({ width: 400, height: 900 });
+    await opened.page.goto(opened.server.consoleUrl);
+    const page = opened.page;
+    const row = page.locator(`#grants tbody tr[data-grant-id="${grant.id}"]`);
+    await row.waitFor();
+    grants.revokeDelayMs = 1_000;
+    await row.getByRole("button", { name: /^Revoke/ }).focus();
+    await page.keyboard.press("Enter");
+    await expect
+      .poll(() => page.locator("#grants-result").textContent(), { timeout: 3_000 })
+      .toMatch(/^Revoke not confirmed for drop_database_+… \(\d+ more characters in the row\) \(503\)/);
+    expect(await overflowsSideways(page)).toBe(false);
+    const box = await page.locator("#grants-result").boundingBox();
+    expect(box !== null && box.x + box.width <= 400).toBe(true);
+    await screenshot(page, "console-revoke-unconfirmed-400");
+  });
+});
+
 interface FocusGlobals {
   readonly document: {
     readonly activeElement: {

@@ -156,6 +156,27 @@ describe("the console's audit log view", () => {
     fail = false;
     listener?.(gateRecord(3));
     await expect.poll(() => note.getAttribute("data-state")).toBe("key");
+    // A reload that gets no reply at all (the connection cut) says so the same way.
+    await page.route("**/api/records*", (route) => route.abort("connectionreset"));
+    listener?.(gateRecord(6));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("broken");
+    expect(await note.textContent()).toMatch(/^The decisions could not be read again \(no reply\): those shown/);
+    await page.unroute("**/api/records*");
+    listener?.(gateRecord(7));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("key");
+    // Nor is a reply that is not the server's (a proxy's JSON, 200) taken for the decisions.
+    await page.route("**/api/records*", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: '{"status":"signed_out"}' }),
+    );
+    listener?.(gateRecord(8));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("broken");
+    expect(await note.textContent()).toMatch(
+      /^The decisions could not be read again \(the reply was not the approval server's\): those shown/,
+    );
+    expect(await log(0)).toBe("sealed");
+    await page.unroute("**/api/records*");
+    listener?.(gateRecord(9));
+    await expect.poll(() => note.getAttribute("data-state")).toBe("key");
     // A status region is read out as its text is set: a reload that finds the same is not said again.
     await page.evaluate(`(() => {
       window.noteSet = 0;
@@ -176,6 +197,42 @@ describe("the console's audit log view", () => {
     await expect.poll(() => reads).toBeGreaterThanOrEqual(2);
     await page.waitForTimeout(200);
     expect(await page.evaluate<number>("window.noteSet")).toBe(0);
+  });
+
+  it("a burst of live decisions over an audit log reads the log a bounded number of times, not once each, and shows the last", async () => {
+    const path = join(dir, "burst.jsonl");
+    const key = randomBytes(32);
+    const sink = await AuditSink.open(path, { key });
+    cleanups.push(() => sink.close());
+    await sink.append(gateRecord(1));
+    // The log read at each request, and followed live by an observer beside the writer.
+    const listeners = new Set<(record: GateDecision) => void>();
+    const source: RecordSource = {
+      ...auditLogRecords(path, { key }),
+      subscribe: (heard) => {
+        listeners.add(heard);
+        return () => listeners.delete(heard);
+      },
+    };
+    const { page, log } = await consoleOver(source, 1);
+    await expect.poll(() => page.locator("#status").getAttribute("data-state")).toBe("live");
+    let reads = 0;
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname === "/api/records") reads += 1;
+    });
+    // Decisions landing together (parallel tool calls), each heard as it is written.
+    const burst = 40;
+    const records = Array.from({ length: burst }, (_, i) => gateRecord(i + 2));
+    for (const record of records) await sink.append(record);
+    for (const record of records) for (const heard of listeners) heard(record);
+    await expect.poll(() => page.locator("#records tbody tr").count()).toBe(1 + burst);
+    // One read in flight and one queued behind it: what the queued one reads is newer than every
+    // decision heard meanwhile.
+    expect(reads).toBeLessThanOrEqual(3);
+    expect(await page.locator("#records tbody tr").first().locator("td").nth(1).textContent()).toBe(
+      `tool_${1 + burst}`,
+    );
+    expect(await log(0)).toBe("sealed");
   });
 
   it("records from an observer in the agent's process carry no log check: no Log column, no note", async () => {

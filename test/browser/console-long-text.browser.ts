@@ -81,6 +81,45 @@ describe("text long enough to push what runs off the screen", () => {
     });
   }
 
+  it("what is read out of a new ask is its tool and its prompt's start, line breaks as spaces: not every line break named, nor the tail", async () => {
+    const { channel, server: made } = await server();
+    const page = await chromium.browser.page(1280);
+    cleanups.push(() => page.close());
+    await page.goto(made.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const announce = page.locator("#announce");
+    const said = async (ask: PendingAsk) => {
+      park(channel, ask);
+      await page.locator(`#asks .ask[data-ask-id="${ask.id}"]`).waitFor();
+      return (await announce.textContent()) ?? "";
+    };
+    // A prompt on two lines is read as two sentences, not with "U+000A" between them.
+    expect(await said(makeAsk(1, { tool: "deploy", prompt: "Deploy to production?\n\tAll regions." }))).toBe(
+      "New ask: deploy: Deploy to production? All regions.",
+    );
+    // A long one is read to its start, and says how much more the card holds: its tail, dressed up
+    // as another, harmless ask, is not read out as if it were one.
+    const long = await said(makeAsk(2, { tool: "drop_database", prompt: LONG_PROMPT }));
+    expect(long).toMatch(
+      /^New ask: drop_database: Drop every table in production\?… \(\d+ more characters in the card\)$/,
+    );
+    expect(long).not.toContain("Harmless");
+    const named = await said(makeAsk(3, { tool: LONG_TOOL, prompt: "Drop it?" }));
+    expect(named.length).toBeLessThan(400);
+    expect(named).toMatch(/^New ask: drop_database_+… \(\d+ more characters in the card\): Drop it\?$/);
+    // So is its card's label, and what is said as it ends.
+    const card = page.locator("#asks .ask").nth(2);
+    expect(((await card.locator("form").getAttribute("aria-label")) ?? "").length).toBeLessThan(300);
+    await press(card, "Deny");
+    await expect
+      .poll(() => announce.textContent())
+      .toMatch(/^Ask for drop_database_+… \(\d+ more characters in the card\) ended: denied$/);
+    // What is not text to read is still named: a hidden character is a mark.
+    expect(await said(makeAsk(4, { tool: "dep\u202Eloy", prompt: "Go?\u200B" }))).toBe(
+      "New ask: depU+202Eloy: Go?U+200B",
+    );
+  });
+
   it("a signed link's confirmation page shows the tool, the prompt's start and its button on one screen", async () => {
     const secret = "link-secret-for-the-browser-test";
     const { channel, server: made } = await server(secret);
@@ -100,6 +139,23 @@ describe("text long enough to push what runs off the screen", () => {
 });
 
 describe("remembered answers whose arguments are long", () => {
+  it("at 400 px a grant's tool name however long and its Revoke fit one screen; the name scrolls in its box, reached with Tab", async () => {
+    const grants = new MemoryGrantStore();
+    const grant = new Grant(`${LONG_TOOL} read_file`, "allow", GrantScope.thisTool());
+    await grants.save(grant);
+    const { server: made } = await server(undefined, grants);
+    const page = await chromium.browser.page(400);
+    cleanups.push(() => page.close());
+    await page.goto(made.consoleUrl);
+    const row = `#grants tr[data-grant-id="${grant.id}"]`;
+    await page.locator(row).waitFor();
+    expect(await span(page, `${row} .tool-name`, `${row} button.revoke`)).toBeLessThanOrEqual(VIEWPORT_HEIGHT);
+    // Nothing is cut: the whole name is there, to be scrolled through in its own box.
+    expect(await page.locator(`${row} .tool-name`).textContent()).toBe(grant.tool);
+    await expect.poll(() => page.locator(`${row} .tool-name`).getAttribute("tabindex")).toBe("0");
+    await screenshot(page, "console-long-grant-tool-400");
+  });
+
   it("two grants whose arguments differ only far along show apart, each in full: a revoke takes the one meant", async () => {
     const path = `/srv/site/${"a".repeat(120)}`;
     const grants = new MemoryGrantStore();

@@ -354,6 +354,36 @@ describe("the console in Chromium", () => {
     await expect(parkedSecond).resolves.toMatchObject({ type: "deny", reason: "typed before the drop" });
   });
 
+  it("many asks at once cost each card its own times, not every card's again: the page keeps up with a burst", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1000);
+    const server = await createApprovalServer({ approver });
+    cleanups.push(
+      () => approver.close(),
+      () => server.close(),
+    );
+    const page = await chromium.browser.page(1280);
+    cleanups.push(() => page.close());
+    // Every time a card's age is written, from the page's first script on.
+    await page.addInitScript(`(() => {
+      window.ageWrites = 0;
+      new MutationObserver((changes) => {
+        for (const change of changes) if (change.target.classList?.contains("age")) window.ageWrites += 1;
+      }).observe(document, { subtree: true, childList: true });
+    })()`);
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const n = 200;
+    const start = performance.now();
+    for (let i = 0; i < n; i++) {
+      void channel.resolve(makeAsk(i), { signal: new AbortController().signal }).catch(() => undefined);
+    }
+    await expect.poll(() => page.locator("#asks .ask").count(), { timeout: 30_000 }).toBe(n);
+    const seconds = Math.ceil((performance.now() - start) / 1000);
+    // Each card's age written once as it comes, then once a second for every card: not every
+    // card's again at each new one (n * n / 2 writes, the page frozen for seconds).
+    expect(await page.evaluate<number>("window.ageWrites")).toBeLessThanOrEqual(n + (seconds + 1) * n);
+  });
+
   it("mounted under a path in an Express app, the console works from the path without its trailing slash, its cookie scoped to that path", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const grants = new MemoryGrantStore();

@@ -90,9 +90,43 @@
     return out;
   }
 
+  // How much of a tool's name and of a prompt is read out: the card holds the rest. A prompt read
+  // whole (megabytes, or a tail far below its start dressed up as another, harmless ask) would
+  // hold the screen reader for as long as it takes, each new ask cutting in.
+  const SPOKEN_TOOL = 100;
+  const SPOKEN_PROMPT = 300;
+
+  /**
+   * Text to read out: its first `max` characters, line breaks and tabs as spaces (a hidden
+   * character still a mark), then how many more `where` (the card, or a grant's row) holds.
+   */
+  function spoken(text, max, where = "the card") {
+    let out = "";
+    let count = 0;
+    for (const char of text) {
+      if (count === max) {
+        const more = [...text].length - max;
+        return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in ${where})`;
+      }
+      count += 1;
+      out += char === "\n" || char === "\t" ? " " : isHidden(char, false) ? codePoint(char) : char;
+    }
+    return out.replace(/\s+/g, " ").trim();
+  }
+
   /** A server that stops answering (the network swallows the request) must not leave a request open for good. */
   function requestTimeoutMs() {
     return Math.min(Math.max(3 * heartbeatMs, 2_000), 60_000);
+  }
+
+  /**
+   * Why a reply to a list's reload is not the list: no reply at all, the server's refusal, or a
+   * 200 that is not the server's list (a proxy in front, its own session over, answering with its
+   * sign-in page or JSON of its own).
+   */
+  function notTheList(reply) {
+    if (reply.status === 0) return "no reply";
+    return reply.status === 200 ? "the reply was not the approval server's" : reply.status;
   }
 
   async function api(path, init) {
@@ -113,15 +147,31 @@
 
   // ---- asks ---------------------------------------------------------------
 
+  // What the empty list says: that nothing is waiting only while the page is up to date.
+  const NOTHING_WAITING = $("asks-empty").textContent;
+  let caughtUpOnce = false;
+  function emptyText() {
+    if (signedOutNow) {
+      return "Signed out: asks parked now are not shown. Open the console link (with ?token=) that the server printed.";
+    }
+    if (!offline) return NOTHING_WAITING;
+    return caughtUpOnce
+      ? "Not up to date: the page lost touch with the server, and asks parked meanwhile are not shown. They appear once the page has caught up."
+      : "Not up to date yet: asks waiting appear once the page has caught up with the server.";
+  }
+
   function updateCount() {
     $("ask-count").textContent = String(cards.size);
-    $("asks-empty").hidden = cards.size > 0;
+    const empty = $("asks-empty");
+    empty.hidden = cards.size > 0;
+    const text = emptyText();
+    if (empty.textContent !== text) empty.textContent = text;
     document.title = cards.size > 0 ? `(${cards.size}) loopctl approvals` : "loopctl approvals";
   }
 
-  function tick() {
+  function tick(only) {
     const now = Date.now();
-    for (const card of cards.values()) {
+    for (const card of only === undefined ? cards.values() : [only]) {
       const elapsed = now - card.receivedLocal;
       card.li.querySelector(".age").textContent = `parked ${duration(card.ageMs + elapsed)} ago`;
       const left = card.li.querySelector(".left");
@@ -154,6 +204,7 @@
 
   function paintAll() {
     for (const card of cards.values()) paint(card.li);
+    updateCount();
     layoutChanged();
   }
 
@@ -265,6 +316,11 @@
       if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
     }
     for (const row of grantRows.values()) notePlace(row, row.tr);
+    // A grant's or a decision's tool name too long for its box scrolls too, and takes a tab stop then.
+    for (const name of document.querySelectorAll(".grid .tool-name")) {
+      const tabIndex = name.scrollHeight > name.clientHeight ? 0 : -1;
+      if (name.tabIndex !== tabIndex) name.tabIndex = tabIndex;
+    }
   }
 
   /** Holds every card and grant row, each as if it had just appeared; `why` goes in its data-held. */
@@ -332,7 +388,7 @@
       existing.receivedLocal = Date.now();
       existing.ageMs = view.ageMs;
       existing.timeLeftMs = view.timeLeftMs;
-      tick();
+      tick(existing);
       return;
     }
     const li = template.content.firstElementChild.cloneNode(true);
@@ -352,7 +408,7 @@
     for (const radio of li.querySelectorAll('input[type="radio"]')) radio.name = `remember-${serial}`;
     paintRemember(li);
     const form = li.querySelector("form");
-    form.setAttribute("aria-label", `Answer the ask for ${plain(ask.tool)}`);
+    form.setAttribute("aria-label", `Answer the ask for ${spoken(ask.tool, SPOKEN_TOOL)}`);
     // Read out of context (a list of the page's buttons), each Approve and Deny names its ask's tool.
     for (const button of li.querySelectorAll("button")) button.setAttribute("aria-describedby", heading.id);
     // Enter in the reason field or on a remember choice would submit with the first button, Approve:
@@ -382,13 +438,14 @@
       existing.li.replaceWith(li);
       if (focused) heading.focus();
     }
-    cards.set(ask.id, { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs });
+    const card = { ask, li, receivedLocal: Date.now(), ageMs: view.ageMs, timeLeftMs: view.timeLeftMs };
+    cards.set(ask.id, card);
     paint(li);
     layoutChanged();
     updateCount();
-    tick();
+    tick(card);
     say(
-      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${plain(ask.tool)}: ${plain(ask.prompt)}`,
+      `${existing === undefined ? "New ask" : "This ask changed, read it again"}: ${spoken(ask.tool, SPOKEN_TOOL)}: ${spoken(ask.prompt, SPOKEN_PROMPT)}`,
     );
   }
 
@@ -407,7 +464,7 @@
     cards.delete(id);
     layoutChanged();
     updateCount();
-    const tool = card.li.querySelector(".tool").textContent;
+    const tool = spoken(card.ask.tool, SPOKEN_TOOL);
     say(`Ask for ${tool} ended: ${describeEnding(ending)}${note}`);
     // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
     // must not answer another one the person has not read yet.
@@ -443,7 +500,7 @@
     if (verdict === "deny" && reason !== "") body.reason = reason;
     // A disabled button drops the focus to the page itself: keep it in the card, on its heading.
     if (li.contains(document.activeElement)) li.querySelector(".tool").focus();
-    li.dataset.sending = "";
+    li.dataset.sending = verdict;
     paint(li);
     result.classList.remove("error");
     result.textContent = "Sending…";
@@ -469,7 +526,7 @@
       if (shown) removeAsk(ask.id, { type: "answered", verdict });
       // Its ending, heard on the stream before this reply, was told already as this answer.
       else if (!(told && told.type === "answered" && told.verdict === verdict)) {
-        say(`Your answer for ${plain(ask.tool)} arrived. ${result.textContent}`);
+        say(`Your answer for ${spoken(ask.tool, SPOKEN_TOOL)} arrived. ${result.textContent}`);
       }
       void refreshGrants();
       return;
@@ -517,6 +574,8 @@
             : `Not answered (${reply.status}): ${message}`;
     // The pending list no longer had this ask when the page re-read it: the card goes now, saying
     // what became of the answer.
+    if (shown && shown.endedAs !== undefined)
+      return removeAsk(ask.id, shown.endedAs, `. Your answer: ${result.textContent}`);
     if (shown && shown.endedUnseen) return removeAsk(ask.id, "offline", `. Your answer: ${result.textContent}`);
     delete li.dataset.sending;
     paint(li);
@@ -574,16 +633,47 @@
     return grantsRefresh;
   }
 
+  // When the grants were last read, and why the last reload failed while it has not succeeded since.
+  let grantsReadAt = null;
+  let grantsFailure = null;
+
+  /** Says above the grants whether they are as just read; none read says nothing of there being none. */
+  function paintGrantsCheck() {
+    const note = $("grants-check");
+    note.hidden = grantsFailure === null;
+    if (grantsFailure === null) delete note.dataset.state;
+    else note.dataset.state = "broken";
+    // A status region is read out when its text is set: set only when it says something new.
+    if (grantsFailure !== null && note.dataset.said !== grantsFailure) {
+      note.dataset.said = grantsFailure;
+      note.textContent = grantsFailure;
+    }
+    if (grantsFailure === null) delete note.dataset.said;
+    const count = $("grants").querySelector("tbody").rows.length;
+    $("grants-empty").hidden = count > 0 || grantsReadAt === null;
+  }
+
   async function loadGrants() {
     let reply;
     try {
       reply = await api("api/grants");
     } catch {
-      return;
+      reply = { status: 0, body: null };
     }
     if (reply.status === 401) return signedOut();
     const panel = $("grants-panel");
-    if (reply.status !== 200 || !reply.body) return;
+    if (reply.status !== 200 || !reply.body || !Array.isArray(reply.body.grants)) {
+      // Never silently stale (as the decisions): the list shown is as last read.
+      const why = notTheList(reply);
+      grantsFailure =
+        grantsReadAt === null
+          ? `The remembered answers could not be read (${why}).`
+          : `The remembered answers could not be read again (${why}): those shown are as read at ${clock(grantsReadAt)}.`;
+      paintGrantsCheck();
+      return;
+    }
+    grantsFailure = null;
+    grantsReadAt = Date.now();
     panel.hidden = reply.body.available === false;
     if (canRemember !== (reply.body.available === true)) {
       canRemember = reply.body.available === true;
@@ -621,7 +711,7 @@
       button.textContent = "Revoke";
       button.setAttribute(
         "aria-label",
-        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${plain(grant.tool)}`,
+        `Revoke the remembered ${grant.verdict === "allow" ? "approval" : "denial"} for ${spoken(grant.tool, SPOKEN_TOOL, "the row")}`,
       );
       const note = document.createElement("span");
       note.className = "row-note";
@@ -630,7 +720,7 @@
         say(
           tr.dataset.held === "front"
             ? "Not revoked: the page came to the front just now. Look again, then press."
-            : `Not revoked: the row for ${plain(grant.tool)} moved just now. Look again, then press.`,
+            : `Not revoked: the row for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} moved just now. Look again, then press.`,
         );
         $("grants-title").focus({ preventScroll: true });
       });
@@ -647,12 +737,16 @@
     for (const [id, row] of seen) grantRows.set(id, row);
     tbody.replaceChildren(...rows);
     layoutChanged();
-    $("grants-empty").hidden = rows.length > 0;
     $("grants").hidden = rows.length === 0;
+    paintGrantsCheck();
   }
 
   async function revoke(grant, button) {
     button.disabled = true;
+    // What became of a revoke shows above the rows, not over them: a note laid over the row below
+    // would hide its Revoke, and one in a row would go as the list is read again.
+    const result = $("grants-result");
+    result.textContent = "";
     let reply;
     try {
       reply = await api(`api/grants/${encodeURIComponent(grant.id)}`, { method: "DELETE" });
@@ -665,7 +759,7 @@
       ((reply.status === 200 && reply.body.revoked !== undefined) ||
         (reply.status === 404 && reply.body.error === "grant_unknown"));
     if (gone) {
-      say(`Revoked: ${plain(grant.tool)} will be asked about again.`);
+      say(`Revoked: ${spoken(grant.tool, SPOKEN_TOOL, "the row")} will be asked about again.`);
       await refreshGrants();
       // Onto the heading, never the next row's Revoke: a second key press meant for the row that
       // went would revoke another.
@@ -674,13 +768,27 @@
     }
     if (reply.status === 401) signedOut();
     button.disabled = false;
-    const why =
-      reply.status === 0
-        ? "server unreachable"
-        : reply.body === null || reply.status === 200 || reply.status === 404
-          ? "the reply was not the approval server's"
-          : reply.status;
-    say(`Could not revoke the grant for ${plain(grant.tool)} (${why}).`);
+    const error = reply.body !== null && typeof reply.body.error === "string" ? reply.body.error : null;
+    const message = error !== null && typeof reply.body.message === "string" ? reply.body.message : null;
+    let text;
+    if (reply.status === 503 && error === "grants_unavailable" && message !== null) {
+      // The store did not answer, or failed: the revoke may still be made (the server's message says
+      // when it may). The list read again shows whether it was.
+      text = `Revoke not confirmed for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} (503): ${message}.`;
+    } else {
+      const why =
+        reply.status === 0
+          ? "server unreachable"
+          : reply.body === null || reply.status === 200 || reply.status === 404
+            ? "the reply was not the approval server's"
+            : message !== null
+              ? `${reply.status}: ${message}`
+              : reply.status;
+      text = `Could not revoke the grant for ${spoken(grant.tool, SPOKEN_TOOL, "the row")} (${why}).`;
+    }
+    showText(result, text);
+    say(plain(text));
+    if (error === "grants_unavailable") await refreshGrants();
   }
 
   // ---- records ------------------------------------------------------------
@@ -781,6 +889,29 @@
     }
     $("records-empty").hidden = rows.length > 0;
     $("records").hidden = rows.length === 0;
+    layoutChanged();
+  }
+
+  // As the grants: one load at a time, and one asked for while a load is in flight runs after it.
+  // A burst of decisions (parallel calls) is then two reads of the list, each of which has the
+  // server read its source (an audit log's tail, checked), not one per decision; and no reply to
+  // an older read lands after a newer one.
+  let recordsRefresh = null;
+  let recordsAgain = false;
+  function refreshRecords() {
+    if (recordsRefresh) {
+      recordsAgain = true;
+      return recordsRefresh;
+    }
+    recordsRefresh = (async () => {
+      do {
+        recordsAgain = false;
+        await loadRecords();
+      } while (recordsAgain);
+    })().finally(() => {
+      recordsRefresh = null;
+    });
+    return recordsRefresh;
   }
 
   async function loadRecords() {
@@ -788,15 +919,17 @@
     try {
       reply = await api("api/records?limit=50");
     } catch {
-      return;
+      // No reply at all (the connection cut, or the request gave up): as stale as a refusal.
+      reply = { status: 0, body: null };
     }
     if (reply.status === 401) return signedOut();
-    if (reply.status !== 200 || !reply.body) {
+    if (reply.status !== 200 || !reply.body || !Array.isArray(reply.body.records)) {
       // Never silently stale: what is shown, and what its log's check said, are as last read.
+      const why = notTheList(reply);
       recordsFailure =
         recordsReadAt === null
-          ? `The decisions could not be read (${reply.status}).`
-          : `The decisions could not be read again (${reply.status}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
+          ? `The decisions could not be read (${why}).`
+          : `The decisions could not be read again (${why}): those shown, and what was said of them, are as read at ${clock(recordsReadAt)}.`;
       renderRecords();
       return;
     }
@@ -812,7 +945,7 @@
   function addRecord(record) {
     // A decision from an audit log is shown with what its checks vouch for it, which only the list says.
     if (auditCheck !== null) {
-      void loadRecords();
+      void refreshRecords();
       void refreshGrants();
       return;
     }
@@ -863,6 +996,7 @@
   function caughtUp() {
     setStatus("live", "Live");
     signedOutNow = false;
+    caughtUpOnce = true;
     if (!offline) return;
     offline = false;
     paintAll();
@@ -890,7 +1024,8 @@
     }
     if (sync !== mine) return;
     sync = null;
-    if (reply === null || reply.status !== 200 || !reply.body) {
+    // A 200 that is not the server's list (a proxy's JSON of its own) is no list either.
+    if (reply === null || reply.status !== 200 || !reply.body || !Array.isArray(reply.body.asks)) {
       if (reply && reply.status === 401) return signedOut();
       // The cards stay stale: without the list, the page cannot tell which of them still wait.
       setStatus("down", "Could not read the pending asks; retrying…");
@@ -928,7 +1063,7 @@
     on("open", () => {
       setStatus("connecting", "Connected; catching up…");
       void resync();
-      void loadRecords();
+      void refreshRecords();
       void refreshGrants();
     });
     on("heartbeat", (event) => {
@@ -943,7 +1078,17 @@
     on("settled", (event) => {
       const data = JSON.parse(event.data);
       if (sync) sync.settled.add(data.id);
-      removeAsk(data.id, data.ending);
+      const card = cards.get(data.id);
+      const mine = card?.li.dataset.sending;
+      const ending = data.ending;
+      if (mine !== undefined && !(ending && ending.type === "answered" && ending.verdict === mine)) {
+        // An answer of this page is on its way, and the ask ended otherwise (answered the other way
+        // elsewhere, expired): gone now, the card would read as answered by it. It stays until the
+        // reply says this answer changed nothing.
+        card.endedAs = ending;
+      } else {
+        removeAsk(data.id, ending);
+      }
       void refreshGrants();
     });
     on("record", (event) => addRecord(JSON.parse(event.data)));
@@ -973,7 +1118,7 @@
 
   setInterval(tick, 1000);
   setInterval(() => {
-    if (!liveRecords) void loadRecords();
+    if (!liveRecords) void refreshRecords();
     void refreshGrants();
   }, 10_000);
   const layoutWatch = new ResizeObserver(layoutChanged);
