@@ -236,26 +236,22 @@ describe("schema patterns run in linear time", () => {
       .map(([negated, items]) => `[${negated ? "^" : ""}${items.join("")}]`);
     const assertion = fc.constantFrom("^", "$");
     const quantifier = fc.constantFrom("", "", "", "*", "+", "?", "{0,2}", "{1}", "{2,}", "*?", "+?", "??");
+    // A group repeated without bound nests repetition: native RegExp, the reference here, backtracks
+    // on it for seconds; the translation of a group is the same whatever repeats it.
+    const groupQuantifier = fc.constantFrom("", "", "?", "{1}", "{0,2}", "??");
     const { alternation } = fc.letrec<{ alternation: string; atom: string }>((tie) => ({
       atom: fc.oneof(
-        { depthSize: "small", withCrossShrink: true },
-        literal,
-        escape,
-        klass,
-        tie("alternation").map((inner) => `(${inner})`),
-        tie("alternation").map((inner) => `(?:${inner})`),
+        // Two groups deep at most: a pattern stays small, and native RegExp quick on it.
+        { depthSize: "small", maxDepth: 2, withCrossShrink: true },
+        fc.tuple(fc.oneof(literal, escape, klass), quantifier).map(([atom, q]) => atom + q),
+        fc.tuple(tie("alternation"), groupQuantifier).map(([inner, q]) => `(${inner})${q}`),
+        fc.tuple(tie("alternation"), groupQuantifier).map(([inner, q]) => `(?:${inner})${q}`),
       ),
       alternation: fc
-        .array(
-          fc.array(
-            fc.oneof(
-              fc.tuple(tie("atom"), quantifier).map(([atom, q]) => atom + q),
-              assertion,
-            ),
-            { minLength: 0, maxLength: 4 },
-          ),
-          { minLength: 1, maxLength: 3 },
-        )
+        .array(fc.array(fc.oneof(tie("atom"), assertion), { minLength: 0, maxLength: 3 }), {
+          minLength: 1,
+          maxLength: 2,
+        })
         .map((branches) => branches.map((branch) => branch.join("")).join("|")),
     }));
     const text = fc
@@ -296,15 +292,18 @@ describe("schema patterns run in linear time", () => {
           return; // not ECMAScript: refused by the native compile before RE2 is asked
         }
         const re2 = re2Pattern(pattern);
-        for (const input of inputs) {
-          expect([pattern, input, re2.test(input)]).toEqual([pattern, input, native.test(input)]);
-        }
+        const answers = (test: (input: string) => boolean): string[] =>
+          inputs.map((input) => `${JSON.stringify(input)}: ${test(input)}`);
+        expect(
+          answers((input) => re2.test(input)),
+          pattern,
+        ).toEqual(answers((input) => native.test(input)));
         compared++;
       }),
-      { numRuns: 40_000 },
+      { numRuns: 1_000 },
     );
     // Most generated patterns are ECMAScript: the comparison is not vacuous.
-    expect(compared).toBeGreaterThan(1_500);
+    expect(compared).toBeGreaterThan(500);
   });
 
   it("a draft-07 schema's patterns are matched the same way", () => {
