@@ -341,6 +341,36 @@ describe("a record source that answers with something other than a list", () => 
       expect.stringContaining("RecordSource.audited resolved to"),
     ]);
   });
+
+  it("503 for an audited source whose list holds an entry that is not one, naming audited and the entry", async () => {
+    const errors: unknown[] = [];
+    let given: unknown = [];
+    const odd: RecordSource = { recent: () => [], audited: () => Promise.resolve(given as never) };
+    const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
+    for (const entry of [null, "a decision", { seq: 1, vouched: "chain" }]) {
+      given = { records: [{ record: decision(1), seq: 1, vouched: "chain" }, entry], check: {} };
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(entry), reply.status, reply.json]).toEqual([
+        JSON.stringify(entry),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+    expect(errors.map((e) => [(e as ServerConfigError).code, (e as Error).message])).toEqual([
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining("RecordSource.audited resolved to records whose item 1 is null"),
+      ],
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining('RecordSource.audited resolved to records whose item 1 is "a decision"'),
+      ],
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining("RecordSource.audited resolved to records whose item 1 is an object"),
+      ],
+    ]);
+  });
 });
 
 describe("following a record source: subscribe()", () => {
