@@ -341,6 +341,36 @@ describe("a record source that answers with something other than a list", () => 
       expect.stringContaining("RecordSource.audited resolved to"),
     ]);
   });
+
+  it("503 for an audited source whose list holds an entry that is not one, naming audited and the entry", async () => {
+    const errors: unknown[] = [];
+    let given: unknown = [];
+    const odd: RecordSource = { recent: () => [], audited: () => Promise.resolve(given as never) };
+    const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
+    for (const entry of [null, "a decision", { seq: 1, vouched: "chain" }]) {
+      given = { records: [{ record: decision(1), seq: 1, vouched: "chain" }, entry], check: {} };
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(entry), reply.status, reply.json]).toEqual([
+        JSON.stringify(entry),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+    expect(errors.map((e) => [(e as ServerConfigError).code, (e as Error).message])).toEqual([
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining("RecordSource.audited resolved to records whose item 1 is null"),
+      ],
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining('RecordSource.audited resolved to records whose item 1 is "a decision"'),
+      ],
+      [
+        "SERVER_CONFIG_INVALID",
+        expect.stringContaining("RecordSource.audited resolved to records whose item 1 is an object"),
+      ],
+    ]);
+  });
 });
 
 describe("following a record source: subscribe()", () => {
@@ -709,6 +739,29 @@ describe("auditLogRecords: what the log vouches for each decision served", () =>
     const rotated = await source.audited(500);
     expect(rotated.check).toMatchObject({ ok: true, sealed: 1, first: 1, last: 1, whole: true });
     expect(rotated.records).toEqual([{ record: decision(1, "ask_allowed"), seq: 1, vouched: "sealed" }]);
+  });
+
+  it("a line that failed rules the lines after it only while it is among the lines read: once the window has passed it, they are checked as a first request checks them", async () => {
+    const { path, key, lines } = await keyedLog("passed.jsonl", 3);
+    const bad = forged(lines, decision(4, "ask_allowed"), "ab".repeat(32));
+    const written = [...lines, bad.trimEnd()];
+    await writeFile(path, `${written.join("\n")}\n`);
+    const tailBytes = Buffer.byteLength(bad) * 3;
+    const source = auditLogRecords(path, { key, tailBytes });
+    expect((await source.audited(50)).check).toMatchObject({ ok: false, problem: "forged", line: 4 });
+    // Lines written with the key after it (a writer restarted on the log continues its chain), one per request.
+    for (let n = 5; n <= 12; n++) {
+      const last = JSON.parse(written.at(-1) as string) as { hash: string };
+      const { text } = encodeAuditLine(n, last.hash, decision(n), key);
+      await appendFile(path, text);
+      written.push(text.trimEnd());
+      const held = await source.audited(50);
+      expect(held).toEqual(await auditLogRecords(path, { key, tailBytes }).audited(50));
+    }
+    const end = await source.audited(50);
+    expect(end.check).toMatchObject({ ok: true, last: 12 });
+    expect(end.check.first).toBeGreaterThan(4);
+    expect(end.records.every((r) => r.vouched === "mac")).toBe(true);
   });
 
   it("a line being written (no newline yet) is not served, and the check says the log ends in one", async () => {

@@ -328,6 +328,8 @@ function reuse(
   const memoEnd = lastEnd(memo);
   const tailEnd = tail.offset + tail.bytes.length;
   if (first < memoStart || first >= memoEnd || memoEnd > tailEnd) return undefined;
+  // A failure no longer among the lines read rules none of them: they are checked as a first request checks them.
+  if (memo.found !== undefined && memo.found.at < first) return undefined;
   const skipped = memo.starts.indexOf(first);
   if (skipped === -1) return undefined;
   const here = tail.bytes.subarray(first - tail.offset, memoEnd - tail.offset);

@@ -814,6 +814,21 @@ class Handler {
           );
         }
         if (audited === undefined) return sendJson(res, 200, { available: true, live, records });
+        // Each entry is spread into the reply: one that is not a decision with its standing would throw there, a 500.
+        const stray = records.findIndex((entry) => !isAuditedEntry(entry));
+        if (stray >= 0) {
+          this.#onError(
+            new ServerConfigError(
+              "records",
+              `RecordSource.audited resolved to records whose item ${stray} is ${shownValue(records[stray])}, not { record, seq, vouched }`,
+            ),
+          );
+          throw new HttpError(
+            503,
+            "records_unavailable",
+            "the record source gave something other than a list of records",
+          );
+        }
         // Each decision carries its line's standing, so that no client shows a line the log cannot vouch for as one it does.
         return sendJson(res, 200, {
           available: true,
@@ -1066,6 +1081,12 @@ function mountedPath(req: IncomingMessage): string {
  */
 function listable(grant: unknown): grant is Grant {
   return isGrantShaped(grant) && typeof (grant.scope as Partial<Grant["scope"]> | undefined)?.type === "string";
+}
+
+/** Whether an entry of `audited`'s records can be served: an object holding its decision as an object. */
+function isAuditedEntry(entry: unknown): boolean {
+  const record = (entry as { record?: unknown } | null)?.record;
+  return typeof entry === "object" && entry !== null && typeof record === "object" && record !== null;
 }
 
 /** A path segment a URL parser resolves away: `.` or `..`, either dot written as itself or as `%2e`. */
