@@ -296,20 +296,32 @@ describe("a record source that does not answer (an audit log on a stalled networ
 });
 
 describe("a record source that answers with something other than a list", () => {
+  /** Each of `answers`, set by `give` in turn, gets the 503 that says the source gave no list of records. */
+  async function expectNoList(
+    server: ApprovalServer,
+    auth: Readonly<Record<string, string>>,
+    answers: readonly unknown[],
+    give: (answer: unknown) => void,
+  ): Promise<void> {
+    for (const answer of answers) {
+      give(answer);
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect([JSON.stringify(answer), reply.status, reply.json]).toEqual([
+        JSON.stringify(answer),
+        503,
+        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
+      ]);
+    }
+  }
+
   it("503 records_unavailable saying so, never a 200 whose records a page cannot read; onError names what came", async () => {
     const errors: unknown[] = [];
     let given: unknown = { records: [] };
     const odd: RecordSource = { recent: () => given as GateDecision[] };
     const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
-    for (const value of [{ records: [] }, null, "[]"]) {
+    await expectNoList(server, auth, [{ records: [] }, null, "[]"], (value) => {
       given = value;
-      const reply = await request(`${server.url}api/records`, { headers: auth });
-      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
-        JSON.stringify(value),
-        503,
-        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
-      ]);
-    }
+    });
     expect(errors.map((e) => [(e as ServerConfigError).option, (e as Error).message])).toEqual([
       ["records", "approval server option records: RecordSource.recent resolved to an object, not an array"],
       ["records", "approval server option records: RecordSource.recent resolved to null, not an array"],
@@ -326,15 +338,9 @@ describe("a record source that answers with something other than a list", () => 
     let given: unknown = [];
     const odd: RecordSource = { recent: () => [], audited: () => Promise.resolve(given as never) };
     const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
-    for (const value of [[], null, { records: "none" }]) {
+    await expectNoList(server, auth, [[], null, { records: "none" }], (value) => {
       given = value;
-      const reply = await request(`${server.url}api/records`, { headers: auth });
-      expect([JSON.stringify(value), reply.status, reply.json]).toEqual([
-        JSON.stringify(value),
-        503,
-        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
-      ]);
-    }
+    });
     expect(errors.map((e) => (e as Error).message)).toEqual([
       expect.stringContaining("RecordSource.audited resolved to"),
       expect.stringContaining("RecordSource.audited resolved to null"),
@@ -347,15 +353,9 @@ describe("a record source that answers with something other than a list", () => 
     let given: unknown = [];
     const odd: RecordSource = { recent: () => [], audited: () => Promise.resolve(given as never) };
     const { server, auth } = await serve(odd, { onError: (e) => void errors.push(e) });
-    for (const entry of [null, "a decision", { seq: 1, vouched: "chain" }]) {
+    await expectNoList(server, auth, [null, "a decision", { seq: 1, vouched: "chain" }], (entry) => {
       given = { records: [{ record: decision(1), seq: 1, vouched: "chain" }, entry], check: {} };
-      const reply = await request(`${server.url}api/records`, { headers: auth });
-      expect([JSON.stringify(entry), reply.status, reply.json]).toEqual([
-        JSON.stringify(entry),
-        503,
-        { error: "records_unavailable", message: "the record source gave something other than a list of records" },
-      ]);
-    }
+    });
     expect(errors.map((e) => [(e as ServerConfigError).code, (e as Error).message])).toEqual([
       [
         "SERVER_CONFIG_INVALID",
