@@ -75,6 +75,21 @@ const UNWRITTEN_GRACE_MS = 2_000;
  * namespace); a larger file is not one a writer made, and is not read.
  */
 const LOCK_RECORD_MAX_BYTES = 64 * 1024;
+
+/**
+ * The lock file's text, read from its start no further than a lock record
+ * can go; undefined when it holds more (it grew after its size was read).
+ */
+async function readRecord(handle: FileHandle): Promise<string | undefined> {
+  const buffer = Buffer.alloc(LOCK_RECORD_MAX_BYTES + 1);
+  let length = 0;
+  while (length < buffer.length) {
+    const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+  }
+  return length > LOCK_RECORD_MAX_BYTES ? undefined : buffer.toString("utf8", 0, length);
+}
 const MAX_BACKOFF_MS = 50;
 const GONE: Seen = { type: "gone" };
 
@@ -314,13 +329,19 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
         `is ${stat.size} bytes, larger than any lock record, so no writer made it; remove it`,
       );
     }
+    let read: string | undefined;
     try {
-      text = await handle.readFile("utf8");
+      read = await readRecord(handle);
     } catch (error) {
       throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
         cause: error,
       });
     }
+    // Grown since its size was read: read only as far as a lock record could go, and refused alike.
+    if (read === undefined) {
+      throw new LedgerLockError(lockPath, "is larger than any lock record, so no writer made it; remove it");
+    }
+    text = read;
     const ageMs = Date.now() - stat.mtimeMs;
     info = parseLock(text);
     // A live holder on this host is never robbed, however long it holds the
@@ -403,7 +424,7 @@ async function stillThere(lockPath: string, judged: Abandoned): Promise<boolean>
       found.dev === judged.stat.dev &&
       found.mtimeMs === judged.stat.mtimeMs &&
       found.size <= LOCK_RECORD_MAX_BYTES &&
-      (await handle.readFile("utf8")) === judged.text
+      (await readRecord(handle)) === judged.text
     );
   } catch {
     return false;
