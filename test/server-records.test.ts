@@ -198,15 +198,22 @@ describe("GET /api/records", () => {
 });
 
 describe("a record source that does not answer (an audit log on a stalled network filesystem)", () => {
+  /** A source whose `recent` (and `audited`, with `audited: true`) never settles; it keeps each call's signal. */
+  function hungSource(audited = false): { source: RecordSource; signals: (AbortSignal | undefined)[] } {
+    const signals: (AbortSignal | undefined)[] = [];
+    const hang = <T>(options?: { readonly signal?: AbortSignal }): Promise<T> => {
+      signals.push(options?.signal);
+      return new Promise<T>(() => undefined);
+    };
+    const source: RecordSource = audited
+      ? { recent: () => [], audited: (_limit, options) => hang(options) }
+      : { recent: (_limit, options) => hang(options) };
+    return { source, signals };
+  }
+
   it("503 naming the source within recordsTimeoutMs, its signal aborted; onError is told; a burst frees its connections", async () => {
     const errors: unknown[] = [];
-    const signals: (AbortSignal | undefined)[] = [];
-    const hung: RecordSource = {
-      recent: (_limit, options) => {
-        signals.push(options?.signal);
-        return new Promise(() => undefined);
-      },
-    };
+    const { source: hung, signals } = hungSource();
     const server = await createApprovalServer({
       records: hung,
       recordsTimeoutMs: 300,
@@ -239,13 +246,7 @@ describe("a record source that does not answer (an audit log on a stalled networ
 
   it("aborts the source's signal once the client has gone, and tells onError nothing of it", async () => {
     const errors: unknown[] = [];
-    const signals: (AbortSignal | undefined)[] = [];
-    const hung: RecordSource = {
-      recent: (_limit, options) => {
-        signals.push(options?.signal);
-        return new Promise(() => undefined);
-      },
-    };
+    const { source: hung, signals } = hungSource();
     const { server, auth } = await serve(hung, { onError: (e) => void errors.push(e) });
     const req = httpRequest(`${server.url}api/records`, { headers: auth, agent: false });
     req.on("error", () => undefined);
@@ -264,14 +265,7 @@ describe("a record source that does not answer (an audit log on a stalled networ
 
   it("bounds an audited source as it bounds recent: 503 within recordsTimeoutMs, the signal it was given aborted", async () => {
     const errors: unknown[] = [];
-    const signals: (AbortSignal | undefined)[] = [];
-    const hung: RecordSource = {
-      recent: () => [],
-      audited: (_limit, options) => {
-        signals.push(options?.signal);
-        return new Promise(() => undefined);
-      },
-    };
+    const { source: hung, signals } = hungSource(true);
     const server = await createApprovalServer({ records: hung, recordsTimeoutMs: 300, onError: (e) => errors.push(e) });
     cleanups.push(() => server.close());
     const reply = await request(`${server.url}api/records`, { headers: { authorization: `Bearer ${server.token}` } });
