@@ -20,7 +20,6 @@ import {
   openFileStore,
   postgresGrants,
   redacted,
-  REPLY_MS,
   unexpandedTilde,
 } from "./grant-source.js";
 
@@ -147,7 +146,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
     throw new CliUsageError("console", "--project needs the NAME of a project; leave it out to serve no grants");
   }
   const { PostgresAskQueue, PostgresConfigError } = await import("../postgres/index.js");
-  const { Db } = await import("../postgres/db.js");
+  const { Db, DEFAULT_REPLY_MS } = await import("../postgres/db.js");
   const { schemaNames } = await import("../postgres/schema.js");
   await checkSchema("console", values.schema);
   const pool = await connect("console", values.database, context.env);
@@ -159,7 +158,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
     // Checked before anything is served, so an unmigrated schema or an unreachable server fails
     // the command (exit 4), as it fails the grants commands, instead of a console that shows nothing.
     // Within the queue's own bound on a reply: a server that stops answering once connected fails it too.
-    await new Db(pool, schemaNames("console", values.schema), REPLY_MS).ready("PostgresAskQueue");
+    await new Db(pool, schemaNames("console", values.schema), DEFAULT_REPLY_MS).ready("PostgresAskQueue");
     const queue = new PostgresAskQueue(pool, {
       ...schema,
       onError: (error) =>

@@ -241,12 +241,12 @@ export async function nearProjectsWarning(
   project: string,
 ): Promise<string | undefined> {
   const { schemaNames } = await import("../postgres/schema.js");
-  const { Db } = await import("../postgres/db.js");
+  const { Db, DEFAULT_REPLY_MS } = await import("../postgres/db.js");
   const names = schemaNames(command, schema);
   const projects = names.table("grant_projects");
   // Every project that ever held a grant has a row here (kept when its grants are revoked). Bounded
   // as the stores' statements are: a connection that stops answering must not hang the command.
-  const { rows } = await new Db(pool, names, REPLY_MS).query(
+  const { rows } = await new Db(pool, names, DEFAULT_REPLY_MS).query(
     command,
     `SELECT p.project FROM ${projects} AS p
      WHERE NOT EXISTS (SELECT 1 FROM ${projects} WHERE project = $1)
@@ -280,13 +280,6 @@ export async function checkSchema(command: string, schema: string | undefined): 
     throw error;
   }
 }
-
-/**
- * How long a statement of the CLI's own waits for its reply, in milliseconds, before it fails and
- * its connection is closed: the stores' own bound (`replyMs`, `leaseMs`), so a server that stops
- * answering after the connection is made fails the command as it fails theirs, instead of hanging it.
- */
-export const REPLY_MS = 15_000;
 
 /** How long a command waits for the server to answer a connection, in seconds, unless PGCONNECT_TIMEOUT says. */
 const CONNECT_TIMEOUT_S = 10;

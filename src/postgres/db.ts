@@ -20,6 +20,13 @@ export interface Rows {
 }
 
 /** SQLSTATEs that mean "the schema or one of its objects is not there". */
+/**
+ * How long a statement waits for its reply by default, in milliseconds, before it fails and its
+ * connection is closed (`PostgresGrantStore`'s `replyMs`, the CLI's own statements): a server that
+ * stops answering after the connection is made fails the call instead of hanging it.
+ */
+export const DEFAULT_REPLY_MS = 15_000;
+
 const MISSING_OBJECT = new Set(["42P01", "3F000", "42883", "42703"]);
 
 const backendPids = new WeakMap<PgPoolClient, number>();

@@ -1,7 +1,7 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal, revokedId } from "../grant/store.js";
-import { Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
+import { DEFAULT_REPLY_MS, Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
@@ -144,7 +144,7 @@ export class PostgresGrantStore implements GrantStore {
     this.#names = schemaNames("PostgresGrantStore", options.schema);
     this.project = project;
     this.schema = this.#names.name;
-    const replyMs = positiveInteger("PostgresGrantStore", "replyMs", options.replyMs, 15_000, 300, 600_000);
+    const replyMs = positiveInteger("PostgresGrantStore", "replyMs", options.replyMs, DEFAULT_REPLY_MS, 300, 600_000);
     this.#db = new Db(pool, this.#names, replyMs, `project ${JSON.stringify(project)} in schema ${this.#names.quoted}`);
     this.#table = this.#names.table("grants");
   }
