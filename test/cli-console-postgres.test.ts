@@ -1,5 +1,6 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { ApprovalChannel } from "loopctl/ask";
 import type { PendingAsk } from "loopctl/ask";
 import { Agent, LoopManagers, defineTool } from "loopctl/engine";
 import { Grant, GrantScope } from "loopctl/grant";
@@ -9,6 +10,7 @@ import { EXIT } from "../src/cli/index.js";
 import { CliUsageError } from "../src/cli/context.js";
 import { serveConsole } from "../src/cli/console.js";
 import type { ConsoleSources } from "../src/cli/console.js";
+import { makeAsk } from "./support/ask-fixtures.js";
 import { capturedContext, cli } from "./support/cli-harness.js";
 import { startConsole } from "./support/console-run.js";
 import { openStream, request } from "./support/http-client.js";
@@ -211,5 +213,68 @@ describe("loopctl console --database URL", () => {
     expect(await served).toBe(EXIT.ok);
     expect(worked.out).toContain("loopctl console: stopped");
     expect(worked.err).toBe(warning);
+  });
+
+  it("a grant store that never answers holds the start no longer than grantsTimeoutMs: one warning line, its load aborted, and the asks are served", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    const pool = new pg.Pool({ connectionString: proxy.url, max: 2 });
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const store = new PostgresGrantStore(pool, { project: "acme/shop", schema: db.schema });
+    // The signal each load of the store was given.
+    const given: (AbortSignal | undefined)[] = [];
+    const load = store.load.bind(store);
+    store.load = (options) => {
+      given.push(options?.signal);
+      return load(options);
+    };
+    const sources: ConsoleSources = {
+      inbox: approver,
+      grants: store,
+      describe: "the test database\n",
+      location: "the test database",
+      close: async () => {
+        approver.close();
+        await proxy.close();
+        await pool.end();
+      },
+    };
+    // The connection is made; the statement reading the grants never arrives, and no reply comes
+    // (the store's own bound on a reply is 15 s).
+    proxy.stallOn("AS witness");
+    const stop = new AbortController();
+    const context = capturedContext(stop.signal);
+    const started = Date.now();
+    const settings = { audit: undefined, host: undefined, allowedHosts: undefined, port: 0, token: undefined };
+    const served = serveConsole(sources, { ...settings, grantsTimeoutMs: 300 }, context);
+    try {
+      await expect.poll(() => context.out, { timeout: 10_000 }).toContain("open http");
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(context.err).toBe(
+        "loopctl: warning: the grants in the test database could not be read within 0.3 s; " +
+          "the console serves asks meanwhile, and a request for the grants waits 0.3 s at most\n",
+      );
+      expect(given).toHaveLength(1);
+      expect(given[0]?.aborted).toBe(true);
+
+      const url = /^open (\S+)$/m.exec(context.out)?.[1] ?? "";
+      const base = url.slice(0, url.indexOf("?"));
+      const auth = { authorization: `Bearer ${new URL(url).searchParams.get("token") ?? ""}` };
+      const ask = makeAsk(1, { tool: "deploy" });
+      const parked = channel.resolve(ask, { signal: new AbortController().signal });
+      const answered = await request(`${base}api/asks/${ask.id}`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ type: "approve" }),
+      });
+      expect(answered.status).toBe(200);
+      await expect(parked).resolves.toEqual({ type: "approve" });
+      // The server's own requests for the grants are bound alike.
+      const grants = await request(`${base}api/grants`, { headers: auth });
+      expect(grants.status).toBe(503);
+      expect(grants.json).toMatchObject({ error: "grants_unavailable" });
+    } finally {
+      stop.abort();
+      expect(await served).toBe(EXIT.ok);
+    }
   });
 });

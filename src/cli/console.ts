@@ -6,6 +6,9 @@ import { LoopctlError } from "../errors.js";
 import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
+import { DEFAULT_GRANTS_TIMEOUT_MS } from "../server/handler.js";
+import { positiveInteger } from "../server/options.js";
+import { MAX_TIMER_MS } from "../server/timers.js";
 import type { ApprovalServer, ApprovalServerOptions } from "../server/index.js";
 import { asksForJson, CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
@@ -118,6 +121,11 @@ export interface ConsoleSettings {
   readonly token: string | undefined;
   /** How many connections may be open at once; the server's default (1000) when undefined. */
   readonly maxConnections?: number | undefined;
+  /**
+   * How long the first read of the grants, before the link, and each of the server's calls to the
+   * grant store wait for it (the server's `grantsTimeoutMs`); its default (10 s) when undefined.
+   */
+  readonly grantsTimeoutMs?: number | undefined;
 }
 
 /**
@@ -250,7 +258,14 @@ export async function serveConsole(
 ): Promise<ExitCode> {
   const { audit, auditKey, host, allowedHosts, port, token, maxConnections } = settings;
   try {
-    if (source.grants !== undefined) await warnUnreadableGrants(source.grants, context);
+    const grantsTimeoutMs = positiveInteger(
+      "grantsTimeoutMs",
+      settings.grantsTimeoutMs,
+      DEFAULT_GRANTS_TIMEOUT_MS,
+      MAX_TIMER_MS,
+    );
+    if (source.grants !== undefined)
+      await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
@@ -262,6 +277,7 @@ export async function serveConsole(
       port,
       ...(token === undefined ? {} : { token }),
       ...(maxConnections === undefined ? {} : { maxConnections }),
+      grantsTimeoutMs,
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
@@ -294,11 +310,35 @@ export async function serveConsole(
  * for (a corrupt ledger, one of a later format, a malformed row) with the
  * same way out. Not a refusal: asks must still be answerable, and each
  * request for the grants says it again. Any other failure is left to those
- * requests.
+ * requests. A store that has not answered within `timeoutMs` (a ledger on a
+ * hung mount, a database that swallows packets) is left to them too, its
+ * load aborted: it must not hold the link, and the asks, back for as long
+ * as it stays silent.
  */
-async function warnUnreadableGrants(grants: GrantStore, context: CliContext): Promise<void> {
+async function warnUnreadableGrants(
+  grants: GrantStore,
+  location: string,
+  timeoutMs: number,
+  context: CliContext,
+): Promise<void> {
+  const controller = new AbortController();
+  const stop = (): void => controller.abort(context.signal?.reason);
+  if (context.signal?.aborted === true) stop();
+  else context.signal?.addEventListener("abort", stop, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), timeoutMs)));
   try {
-    await grants.load(context.signal === undefined ? {} : { signal: context.signal });
+    // A store's load that throws rather than rejects is a failure like any other.
+    const loaded = (async () => {
+      await grants.load({ signal: controller.signal });
+      return "read" as const;
+    })();
+    if ((await Promise.race([loaded, late])) === "read") return;
+    controller.abort(new DOMException(`the grant store did not answer within ${timeoutMs} ms`, "TimeoutError"));
+    context.stderr.write(
+      `loopctl: warning: the grants in ${printable(location)} could not be read within ${timeoutMs / 1000} s; ` +
+        `the console serves asks meanwhile, and a request for the grants waits ${timeoutMs / 1000} s at most\n`,
+    );
   } catch (error) {
     if (!(error instanceof LoopctlError) || exitCodeOf(error) !== EXIT.corrupt) return;
     context.stderr.write(`loopctl: warning: ${printable(error.message)} [${error.code}]\n`);
@@ -306,6 +346,9 @@ async function warnUnreadableGrants(grants: GrantStore, context: CliContext): Pr
     context.stderr.write(
       `loopctl: ${hint === undefined ? "" : `${hint}; `}the console serves asks meanwhile, and its grants fail until then\n`,
     );
+  } finally {
+    clearTimeout(timer);
+    context.signal?.removeEventListener("abort", stop);
   }
 }
 

@@ -27,6 +27,9 @@ import type { AuditedRecords, RecordSource } from "./records.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
+/** How long a request waits on the grant store unless `grantsTimeoutMs` says; `loopctl console` bounds its first read alike. */
+export const DEFAULT_GRANTS_TIMEOUT_MS = 10_000;
+
 /** Options of {@link createApprovalHandler}. */
 export interface ApprovalHandlerOptions {
   /**
@@ -232,7 +235,12 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
     answerTimeoutMs: positiveInteger("answerTimeoutMs", options.answerTimeoutMs, 30_000, MAX_TIMER_MS),
     catchUpTimeoutMs: positiveInteger("catchUpTimeoutMs", options.catchUpTimeoutMs, 10_000, MAX_TIMER_MS),
     closeGraceMs: positiveInteger("closeGraceMs", options.closeGraceMs, 5_000, MAX_TIMER_MS),
-    grantsTimeoutMs: positiveInteger("grantsTimeoutMs", options.grantsTimeoutMs, 10_000, MAX_TIMER_MS),
+    grantsTimeoutMs: positiveInteger(
+      "grantsTimeoutMs",
+      options.grantsTimeoutMs,
+      DEFAULT_GRANTS_TIMEOUT_MS,
+      MAX_TIMER_MS,
+    ),
     recordsTimeoutMs: positiveInteger("recordsTimeoutMs", options.recordsTimeoutMs, 10_000, MAX_TIMER_MS),
   });
   return {

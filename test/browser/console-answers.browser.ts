@@ -1321,6 +1321,158 @@ describe("remembered answers the grant store does not give in time", () => {
   });
 });
 
+describe("what became of an ask or an answer shows on the page, not only to a screen reader", () => {
+  /** The page's latest notice, once it shows on the screen (within the viewport), with its text. */
+  async function shownNotice(page: Page): Promise<string> {
+    const notice = page.locator("#notices .notice").first();
+    await notice.waitFor();
+    expect(await notice.isVisible()).toBe(true);
+    const box = await notice.boundingBox();
+    const viewport = page.viewportSize();
+    expect(box !== null && viewport !== null && box.y >= 0 && box.y + box.height <= viewport.height).toBe(true);
+    return (await notice.locator(".notice-text").textContent()) ?? "";
+  }
+
+  /** The notices are read out once, by the page's one live region: they are no live region themselves. */
+  async function noSecondLiveRegion(page: Page): Promise<void> {
+    const live = await page.evaluate<string[]>(
+      `[...document.querySelectorAll("#notices, #notices *")]
+        .filter((el) => el.hasAttribute("aria-live") || ["status", "log", "alert"].includes(el.getAttribute("role")))
+        .map((el) => el.outerHTML)`,
+    );
+    expect(live).toEqual([]);
+  }
+
+  it("an approval by pointer shows, where the pointer's buttons stay put and the focus does not go", async () => {
+    const { channel, page } = await liveConsole();
+    const [above, pressed] = [makeAsk(1, { tool: "read_file" }), makeAsk(2, { tool: "deploy" })];
+    park(channel, above);
+    const waiting = park(channel, pressed);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    await noSecondLiveRegion(page);
+    const approveAbove = cardOf(page, above).getByRole("button", { name: "Approve" });
+    await cardOf(page, above).and(page.locator("li:not([data-held])")).waitFor();
+    const before = await approveAbove.boundingBox();
+    const scrolled = await page.evaluate<number>("scrollY");
+    await press(cardOf(page, pressed), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+    await expect.poll(() => cardOf(page, pressed).count()).toBe(0);
+    expect(await shownNotice(page)).toBe("Ask for deploy ended: approved");
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: approved");
+    // The card above, whose Approve the pointer may go to next, has not moved for the notice.
+    expect(await approveAbove.boundingBox()).toEqual(before);
+    expect(await page.evaluate<number>("scrollY")).toBe(scrolled);
+    expect(await page.evaluate<boolean>(`document.getElementById("notices").contains(document.activeElement)`)).toBe(
+      false,
+    );
+    await noSecondLiveRegion(page);
+  });
+
+  it("a denial shows, the latest notice first, the ones before kept below it", async () => {
+    const { channel, page } = await liveConsole();
+    const first = makeAsk(1, { tool: "read_file" });
+    const second = makeAsk(2, { tool: "deploy" });
+    const one = park(channel, first);
+    const two = park(channel, second);
+    await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
+    await press(cardOf(page, first), "Approve");
+    await expect(one.parked).resolves.toEqual({ type: "approve" });
+    expect(await shownNotice(page)).toBe("Ask for read_file ended: approved");
+    await cardOf(page, second).locator(".reason").fill("not on a Friday");
+    await press(cardOf(page, second), "Deny");
+    await expect(two.parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
+    await expect.poll(() => page.locator("#notices .notice").count()).toBe(2);
+    expect(await shownNotice(page)).toBe("Ask for deploy ended: denied");
+    expect(await page.locator("#notices .notice-text").allTextContents()).toEqual([
+      "Ask for deploy ended: denied",
+      "Ask for read_file ended: approved",
+    ]);
+  });
+
+  it("a card answered by another console shows how it ended; only the latest few notices are kept", async () => {
+    const { channel, server, page } = await liveConsole();
+    const box = async () => page.locator("#notices").boundingBox();
+    const empty = await box();
+    for (let n = 1; n <= 5; n++) {
+      const ask = makeAsk(n, { tool: `deploy_${n}` });
+      const waiting = park(channel, ask);
+      await cardOf(page, ask).waitFor();
+      const elsewhere = await fetch(`${server.url}api/asks/${ask.id}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ ask, type: n % 2 === 0 ? "deny" : "approve" }),
+      });
+      expect(elsewhere.status).toBe(200);
+      await waiting.parked;
+      await expect.poll(() => cardOf(page, ask).count()).toBe(0);
+      expect(await shownNotice(page)).toBe(`Ask for deploy_${n} ended: ${n % 2 === 0 ? "denied" : "approved"}`);
+    }
+    expect(await page.locator("#notices .notice-text").allTextContents()).toEqual([
+      "Ask for deploy_5 ended: approved",
+      "Ask for deploy_4 ended: denied",
+      "Ask for deploy_3 ended: approved",
+    ]);
+    // Its place and size are the same full as empty: nothing on the page moved for it.
+    expect(await box()).toEqual(empty);
+    await screenshot(page, "console-notices-1280");
+  });
+
+  it("an answer the server did not confirm, for an ask that ended meanwhile, shows what became of it once the card is gone", async () => {
+    const { channel, page } = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    const stop = new AbortController();
+    park(channel, ask, stop.signal);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    // The page's approval is held on its way; meanwhile the agent stops waiting, and the approver
+    // then fails without saying whether the answer reached anything.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      await released;
+      return route.fulfill({
+        status: 503,
+        contentType: "application/json",
+        body: JSON.stringify({ error: "approver_unavailable", message: "the approver failed" }),
+      });
+    });
+    await press(card, "Approve");
+    const heard = page.waitForRequest((request) => request.url().endsWith("/api/grants"));
+    stop.abort(new Error("deadline"));
+    await heard;
+    expect(await card.count()).toBe(1);
+    release();
+    await expect.poll(() => card.count()).toBe(0);
+    const told =
+      "Ask for deploy ended: withdrawn: the agent stopped waiting (deadline or cancel). Your answer: " +
+      "Not confirmed (503): the approver failed. Try again; an answer that did arrive is not taken twice.";
+    expect(await shownNotice(page)).toBe(told);
+    expect(await page.locator("#announce").textContent()).toBe(told);
+  });
+
+  it("an answer not confirmed on a card that stays says so on the card, and shows", async () => {
+    const { channel, page } = await liveConsole();
+    const ask = makeAsk(1, { tool: "deploy" });
+    park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    await page.route("**/api/asks/*", (route) =>
+      route.request().method() !== "POST"
+        ? route.fallback()
+        : route.fulfill({
+            status: 503,
+            contentType: "application/json",
+            body: JSON.stringify({ error: "approver_unavailable", message: "the approver failed" }),
+          }),
+    );
+    await press(card, "Approve");
+    const result = card.locator(".result");
+    await expect.poll(() => result.textContent()).toContain("Not confirmed (503): the approver failed.");
+    expect(await result.isVisible()).toBe(true);
+  });
+});
+
 interface FocusGlobals {
   readonly document: {
     readonly activeElement: {

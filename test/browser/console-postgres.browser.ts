@@ -5,7 +5,7 @@ import type { ApprovalServer } from "loopctl/server";
 import { makeAsk } from "../support/ask-fixtures.js";
 import { DATABASE_URL, usePostgres } from "../support/postgres.js";
 import { startProxy } from "../support/tcp-proxy.js";
-import { press, useBrowser } from "./support/chromium.js";
+import { press, screenshot, useBrowser } from "./support/chromium.js";
 import { startTcpProxy } from "./support/tcp-proxy.js";
 
 // A console over a Postgres queue outlives the server it talks to: restarted, the server must
@@ -99,5 +99,31 @@ describe("the console over a Postgres queue", () => {
     expect(await card.locator(".reason").inputValue()).toBe("not on a Friday");
     await press(card, "Deny");
     await expect(parked).resolves.toEqual({ type: "deny", reason: "not on a Friday" });
+  });
+
+  it("an ask that expires unanswered shows so on the page, not only to a screen reader", async () => {
+    const queue = new PostgresAskQueue(db.newPool(4), { schema: db.schema, onError: () => undefined });
+    cleanups.push(() => queue.close());
+    const server = await createApprovalServer({ approver: queue.approver() });
+    cleanups.push(() => server.close());
+    const page = await chromium.browser.page(400);
+    cleanups.push(() => page.close());
+    await page.goto(server.consoleUrl);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Live");
+    const ask = makeAsk(1, { tool: "deploy", prompt: "Deploy to production?" });
+    const parked = queue.resolver.resolve(ask, { signal: AbortSignal.timeout(3_000) });
+    parked.catch(() => undefined);
+    const card = page.locator(`#asks .ask[data-ask-id="${ask.id}"]`);
+    await card.waitFor();
+    await expect(parked).rejects.toThrow();
+    await expect.poll(() => card.count(), { timeout: 10_000 }).toBe(0);
+    const notice = page.locator("#notices .notice").first();
+    await notice.waitFor();
+    expect(await notice.isVisible()).toBe(true);
+    const box = await notice.boundingBox();
+    expect(box !== null && box.y >= 0 && box.y + box.height <= 900 && box.x + box.width <= 400).toBe(true);
+    expect(await notice.locator(".notice-text").textContent()).toBe("Ask for deploy ended: expired unanswered");
+    expect(await page.locator("#announce").textContent()).toBe("Ask for deploy ended: expired unanswered");
+    await screenshot(page, "console-notice-expired-400");
   });
 });

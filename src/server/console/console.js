@@ -34,6 +34,34 @@
     announce.textContent = text;
   }
 
+  // What became of an ask or of an answer: read out, and shown at the foot of the window, newest
+  // first, so that one who pressed Approve, or whose card went as it ended elsewhere, sees it too.
+  // The list is no live region: the announcement reads it, once.
+  const noticeList = $("notice-list");
+  const NOTICES = 3;
+
+  /** Tells `before`, the tool's name as read out, then `after`: its text is what is announced. */
+  function tell(before, tool, after) {
+    say(`${before}${tool}${after}`);
+    const li = document.createElement("li");
+    li.className = "notice";
+    const time = document.createElement("time");
+    time.className = "notice-time";
+    const now = Date.now();
+    time.dateTime = new Date(now).toISOString();
+    time.textContent = clock(now);
+    const text = document.createElement("span");
+    text.className = "notice-text";
+    // The name set apart from the words around it: one that reads as a message of its own shows as a name.
+    const name = document.createElement("code");
+    name.textContent = tool;
+    text.append(before, name, after);
+    li.append(time, " ", text);
+    noticeList.prepend(li);
+    while (noticeList.children.length > NOTICES) noticeList.lastElementChild.remove();
+    noticeList.parentElement.scrollTop = 0;
+  }
+
   function duration(ms) {
     const s = Math.max(0, Math.round(ms / 1000));
     if (s < 60) return `${s} s`;
@@ -464,8 +492,7 @@
     cards.delete(id);
     layoutChanged();
     updateCount();
-    const tool = spoken(card.ask.tool, SPOKEN_TOOL);
-    say(`Ask for ${tool} ended: ${describeEnding(ending)}${note}`);
+    tell("Ask for ", spoken(card.ask.tool, SPOKEN_TOOL), ` ended: ${describeEnding(ending)}${note}`);
     // Focus goes to a heading, never to a button: a key pressed for the ask that just ended
     // must not answer another one the person has not read yet.
     if (focused) (neighbour ? neighbour.querySelector(".tool") : $("asks-title")).focus();
@@ -526,7 +553,7 @@
       if (shown) removeAsk(ask.id, { type: "answered", verdict });
       // Its ending, heard on the stream before this reply, was told already as this answer.
       else if (!(told && told.type === "answered" && told.verdict === verdict)) {
-        say(`Your answer for ${spoken(ask.tool, SPOKEN_TOOL)} arrived. ${result.textContent}`);
+        tell("Your answer for ", spoken(ask.tool, SPOKEN_TOOL), ` arrived. ${result.textContent}`);
       }
       void refreshGrants();
       return;
