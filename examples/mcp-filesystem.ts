@@ -1,7 +1,8 @@
 // An MCP server's tools under loopctl: @modelcontextprotocol/server-filesystem
 // on a scratch folder, its tools offered to an Agent by mcpTools, and
 // mcpAnnotationHook deciding from the server's annotations (trusted: it is a
-// server we run): reads go through, a write asks a person first.
+// server we run): reads go through, a write asks a person first. The client
+// checks results against the server's output schemas with mcpSchemaValidator.
 // The model is scripted (no network); the server is a local child process.
 // Run: npx tsx examples/mcp-filesystem.ts
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -12,7 +13,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ApprovalChannel } from "loopctl/ask";
 import { Agent, LoopManagers } from "loopctl/engine";
-import { mcpAnnotationHook, mcpTools } from "loopctl/mcp";
+import { mcpAnnotationHook, mcpSchemaValidator, mcpTools } from "loopctl/mcp";
 import { ScriptedModel } from "loopctl/testing";
 
 const dir = await mkdtemp(join(tmpdir(), "loopctl-mcp-"));
@@ -20,7 +21,7 @@ await writeFile(join(dir, "notes.md"), "# Notes\n- ship 1.4\n");
 
 // The server from node_modules; elsewhere: { command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", dir] }.
 const server = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
-const client = new Client({ name: "loopctl-example", version: "1.0.0" });
+const client = new Client({ name: "loopctl-example", version: "1.0.0" }, { jsonSchemaValidator: mcpSchemaValidator() });
 await client.connect(new StdioClientTransport({ command: process.execPath, args: [server, dir], stderr: "ignore" }));
 
 const toolset = await mcpTools(client, { prefix: "fs_" });

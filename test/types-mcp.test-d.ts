@@ -1,8 +1,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { JsonSchemaValidatorResult, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import { describe, expectTypeOf, it } from "vitest";
 import { Agent, LoopManagers } from "loopctl/engine";
 import type { Hook, Model, Tool, ToolSource } from "loopctl/engine";
-import { mcpAnnotationHook, mcpTools } from "loopctl/mcp";
+import { mcpAnnotationHook, mcpSchemaValidator, mcpTools } from "loopctl/mcp";
 import type { McpCallbackError, McpClient, McpServerError, McpToolset } from "loopctl/mcp";
 
 const client = new Client({ name: "types", version: "1.0.0" });
@@ -47,5 +48,16 @@ describe("mcpAnnotationHook", () => {
     void mcpAnnotationHook({ redact: false });
     // @ts-expect-error trust is a yes or no about the whole server
     void mcpAnnotationHook({ trusted: "readOnly" });
+  });
+});
+
+describe("mcpSchemaValidator", () => {
+  it("is the MCP SDK's jsonSchemaValidator, which a Client takes", () => {
+    expectTypeOf(mcpSchemaValidator()).toEqualTypeOf<jsonSchemaValidator>();
+    void new Client({ name: "types", version: "1.0.0" }, { jsonSchemaValidator: mcpSchemaValidator() });
+    const validate = mcpSchemaValidator().getValidator<{ count: number }>({ type: "object" });
+    expectTypeOf(validate({ count: 1 })).toEqualTypeOf<JsonSchemaValidatorResult<{ count: number }>>();
+    // @ts-expect-error it takes no options: the dialect and formats are loopctl's engine's
+    void mcpSchemaValidator({ strict: false });
   });
 });

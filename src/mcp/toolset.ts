@@ -923,7 +923,11 @@ export class McpToolset implements ToolSource {
  * model reads; the call's signal cancels the request on the server.
  *
  * Call it after `client.connect(transport)`. Hand the toolset to an `Agent`
- * as its `tools`; `close()` it when done (the client stays open).
+ * as its `tools`; `close()` it when done (the client stays open). Make the
+ * client with `jsonSchemaValidator: mcpSchemaValidator()`: the client checks
+ * each result against the server's output schema before loopctl does, by
+ * default with a backtracking `RegExp` (which tool calls and listings this
+ * cannot tell, nor change).
  *
  * @throws {McpConfigError} when the client is not connected or an option is wrong.
  * @throws {McpServerError} when the first listing fails.
@@ -931,7 +935,7 @@ export class McpToolset implements ToolSource {
  *
  * @example
  * ```ts
- * const client = new Client({ name: "app", version: "1.0.0" });
+ * const client = new Client({ name: "app", version: "1.0.0" }, { jsonSchemaValidator: mcpSchemaValidator() });
  * await client.connect(new StdioClientTransport({ command: "mcp-server-filesystem", args: [dir] }));
  * const toolset = await mcpTools(client, { prefix: "fs_" });
  * const agent = new Agent({ model, tools: toolset, managers: managers.withHook(mcpAnnotationHook()) });

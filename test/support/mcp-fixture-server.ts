@@ -47,6 +47,10 @@
  *   schema has an unknown keyword (`unknown-keyword`), which the MCP SDK
  *   client's validator passes over, or a `type` no JSON Schema has
  *   (`invalid`), which it cannot compile.
+ * - `hostile-output` (low-level Server): `lookup`, whose output schema's
+ *   `name` must match `^(a+)+$`. A call's `give` argument picks its result's
+ *   `name`: `match` (`aaaa`), `mismatch` (`b`) or `hostile` (forty a's and a
+ *   `!`, on which a backtracking engine takes hours to fail the pattern).
  * - `patterned` (low-level Server): `lookup`, whose input schema's `name`
  *   must match `^(a+)+$` (a pattern a backtracking engine takes exponential
  *   time on), and `peek`, whose `name` pattern holds a lookahead (which
@@ -437,6 +441,30 @@ async function patterned(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function hostileOutput(): Promise<void> {
+  const server = new Server({ name: "hostile-output", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = [
+    {
+      name: "lookup",
+      inputSchema: { type: "object" as const, properties: { give: { type: "string" } }, required: ["give"] },
+      outputSchema: {
+        type: "object" as const,
+        properties: { name: { type: "string", pattern: "^(a+)+$" } },
+        required: ["name"],
+      },
+    },
+  ];
+  const names: Readonly<Record<string, string>> = { match: "aaaa", mismatch: "b", hostile: `${"a".repeat(40)}!` };
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { give } = request.params.arguments as { give: string };
+    report(`called ${request.params.name} ${JSON.stringify({ give })}`);
+    const name = names[give] ?? "";
+    return { content: [{ type: "text", text: name }], structuredContent: { name } };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function dripping(): Promise<void> {
   const server = new Server({ name: "dripping", version: "1.0.0" }, { capabilities: { tools: {} } });
   const pages = Number(process.argv[3]);
@@ -566,6 +594,7 @@ else if (mode === "crowded") await crowded();
 else if (mode === "churning") await churning();
 else if (mode === "erring") await erring();
 else if (mode === "patterned") await patterned();
+else if (mode === "hostile-output") await hostileOutput();
 else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "odd-output") await oddOutput();

@@ -115,6 +115,7 @@ type FixtureMode =
   | "odd-output unknown-keyword"
   | "odd-output invalid"
   | "patterned"
+  | "hostile-output"
   | `crowded ${number}`
   | `crowded ${number} ${number}`;
 
