@@ -184,6 +184,10 @@ export class Attempt {
         this.#slot.land(draft("deny", "engine", "engine", `engine failure: ${describeError(thrown)}`));
         ending = { type: "refused", message: TEXTS.engineFailed(this.#request.name) };
       }
+    } finally {
+      // Every ending gives up the half-open breaker's trial if this call holds it: one without a reported
+      // outcome (a cancel, a middleware's refusal, a lost report, a throw) must not keep the tool refused.
+      this.#gate.breaker?.release(this.#request.name, this);
     }
     const outcome = withRecord(ending, this.#slot.record!);
     this.#observe("onToolPost", { turn, call: this.#call, outcome });
@@ -503,10 +507,10 @@ export class Attempt {
     return { type: "refused", message: text, stop };
   }
 
-  /** 6. The circuit breaker refuses a tool that keeps failing. */
+  /** 6. The circuit breaker refuses a tool that keeps failing, and while it is half-open every call but its trial. */
   #breaker(): Ending | undefined {
     const { breaker, settings } = this.#gate;
-    if (breaker?.isOpen(this.#request.name, settings.clock.now()) !== true) return undefined;
+    if (breaker === undefined || breaker.admit(this.#request.name, settings.clock.now(), this)) return undefined;
     this.#slot.exit(draft("deny", "circuit_breaker", "engine", BREAKER_OPEN_TEXT));
     return { type: "refused", message: BREAKER_OPEN_TEXT };
   }

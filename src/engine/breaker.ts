@@ -19,21 +19,42 @@ const TOOLS_KEPT = 1024;
 /**
  * Per-tool health, of the {@link TOOLS_KEPT} tools that failed most recently:
  * after `failureThreshold` consecutive failures the tool is refused for
- * `cooldownMs`; after that, calls go through again (half-open) and the next
- * failure re-opens it at once, the next success closes it.
+ * `cooldownMs`. After that it is half-open: one call at a time goes through
+ * as the trial, the others are refused as while open. The trial's failure
+ * re-opens it, its success closes it; a trial that ends without an outcome
+ * (cancelled, refused by middleware, its report lost) leaves it half-open,
+ * and the next call is the trial.
  */
 export class CircuitBreaker {
   readonly #options: CircuitBreakerOptions;
-  readonly #state = new Map<string, { failures: number; openedAt: number | undefined }>();
+  readonly #state = new Map<string, { failures: number; openedAt: number | undefined; trial: object | undefined }>();
 
   constructor(options: CircuitBreakerOptions) {
     this.#options = options;
   }
 
-  /** True while the tool's breaker is open at `now`. */
-  isOpen(tool: string, now: number): boolean {
+  /**
+   * Whether a call of `tool` may go on at `now`. While the breaker is
+   * half-open and no call holds the trial, `caller` takes it and holds it
+   * until {@link release}: every other call of the tool is refused meanwhile.
+   */
+  admit(tool: string, now: number, caller: object): boolean {
     const state = this.#state.get(tool);
-    return state?.openedAt !== undefined && now - state.openedAt < this.#options.cooldownMs;
+    if (state?.openedAt === undefined) return true;
+    if (now - state.openedAt < this.#options.cooldownMs || state.trial !== undefined) return false;
+    state.trial = caller;
+    return true;
+  }
+
+  /**
+   * `caller`'s call has ended, its outcome reported or not: if it holds the
+   * trial, the next call may take it (after the new cool-down, if it failed).
+   * A caller that holds no trial (let through while the breaker was closed,
+   * or of a tool the breaker has since forgotten) changes nothing.
+   */
+  release(tool: string, caller: object): void {
+    const state = this.#state.get(tool);
+    if (state?.trial === caller) state.trial = undefined;
   }
 
   /** Records one execution outcome. */
@@ -42,7 +63,7 @@ export class CircuitBreaker {
       this.#state.delete(tool);
       return;
     }
-    const state = this.#state.get(tool) ?? { failures: 0, openedAt: undefined };
+    const state = this.#state.get(tool) ?? { failures: 0, openedAt: undefined, trial: undefined };
     state.failures += 1;
     if (state.failures >= this.#options.failureThreshold) state.openedAt = now;
     // Set anew, so the Map's order is the order tools last failed in.
