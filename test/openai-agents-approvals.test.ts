@@ -1595,6 +1595,57 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(refused({ maxArgsChars: 1, redact: false })).toBeUndefined();
   });
 
+  it("refuses an option it does not take, naming it, rather than running without it", async () => {
+    const resolver = new SyncAskResolver(() => true);
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    const block: Hook = { name: "block", preToolUse: () => ({ type: "block", reason: "frozen" }) };
+    // Ignored, each would run what the caller meant to stop: no grant would refuse, no hook would block, nothing
+    // would be redacted from the prompt shown.
+    expect(() => new AgentApprovals({ resolver, grant: new MemoryGrantStore() } as never)).toThrow(
+      config("grant", /^grant: unknown option 'grant' \(did you mean grants\?\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, hooks: [block] } as never)).toThrow(
+      config("hooks", /^hooks: unknown option 'hooks' \(it goes in managers: new LoopManagers\(\)\.withHook\(…\)\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, prompt: { redcat: () => "[secret]" } } as never)).toThrow(
+      config("prompt.redcat", /^prompt\.redcat: unknown option 'redcat' \(the options are redact and maxArgsChars\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, prompt: { notes: ["x"] } } as never)).toThrow(
+      config("prompt.notes", /unknown option 'notes'/),
+    );
+
+    // A misspelt signal, or one that is no AbortSignal, would let the run start and resume after the cancel.
+    const s = setup(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([
+      { calls: [["c1", "status", { env: "prod" }]] },
+      deployTurn("c2", "1"),
+      { text: "x" },
+    ]);
+    const aborted = new AbortController();
+    aborted.abort(new Error("user left"));
+    let started = 0;
+    const runAgent = (input: Parameters<Parameters<AgentApprovals["run"]>[0]>[0]) => (
+      started++,
+      s.runner.run(agent, input)
+    );
+    for (const [options, option, message] of [
+      [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(the only option is signal\)$/],
+      [{ signal: aborted }, "signal", /^signal: must be an AbortSignal or undefined, got an object$/],
+      [null, "options", /^options: must be an object: \{ signal\? \}, got null$/],
+    ] as const) {
+      await expect(s.approvals.run(runAgent, "go", options as never)).rejects.toEqual(config(option, message));
+      const other = s.agent([deployTurn("c3", "2"), { text: "x" }]);
+      const interrupted = await s.runner.run(other.agent, "go");
+      await expect(
+        s.approvals.settle(interrupted, (state) => (started++, s.runner.run(other.agent, state)), options as never),
+      ).rejects.toEqual(config(option, message));
+    }
+    expect(started).toBe(0);
+    expect(model.inputs).toEqual([]);
+    expect([s.asks, s.executed, s.records]).toEqual([[], [], []]);
+  });
+
   it("shows the arguments in an ask's prompt as its prompt options say", async () => {
     const s = setup(() => ({ type: "approve" }), { prompt: { maxArgsChars: 10 } });
     const { agent } = s.agent([deployTurn("c1", "1.2"), { text: "deployed" }]);

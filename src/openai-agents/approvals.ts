@@ -18,6 +18,7 @@ import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
+import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
@@ -374,6 +375,7 @@ function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
 function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
   if (typeof prompt !== "object" || prompt === null)
     throw new AgentsConfigError("prompt", "must be an object: { redact?, maxArgsChars? }");
+  refuseUnknown(prompt, PROMPT_OPTIONS, "prompt.");
   const { redact, maxArgsChars } = prompt as Omit<CallPromptOptions, "notes">;
   const redactFault = redactProblem(redact);
   if (redactFault !== undefined) throw new AgentsConfigError("prompt.redact", redactFault);
@@ -383,6 +385,47 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
     ...(redact === undefined ? {} : { redact }),
     ...(maxArgsChars === undefined ? {} : { maxArgsChars }),
   };
+}
+
+/** The options of the constructor, of `prompt`, and of `run` and `settle`: any other is refused, never ignored. */
+const OPTIONS = ["resolver", "managers", "grants", "prompt", "sessionId"] as const;
+const PROMPT_OPTIONS = ["redact", "maxArgsChars"] as const;
+const RUN_OPTIONS = ["signal"] as const;
+
+/** What an unknown option `key` may have been meant as: an option in another case or number, a part of `LoopManagers`. */
+function hintFor(key: string, options: readonly string[]): string {
+  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
+  const meant = options.find((option) => plain(option) === plain(key));
+  if (meant !== undefined) return `did you mean ${meant}?`;
+  const singular = key.replace(/s$/, "");
+  const part = `with${singular.charAt(0).toUpperCase()}${singular.slice(1)}`;
+  if (options === OPTIONS && typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
+    return `it goes in managers: new LoopManagers().${part}(…)`;
+  return options.length === 1
+    ? `the only option is ${options[0]!}`
+    : `the options are ${options.slice(0, -1).join(", ")} and ${options.at(-1)!}`;
+}
+
+/**
+ * Refuses the first key of `value` that is not one of `options`, with an `AgentsConfigError` naming it (under
+ * `prefix`): ignored, a misspelt `grants` or `signal`, or hooks given beside `managers`, would run what the caller
+ * meant to stop.
+ */
+function refuseUnknown(value: object, options: readonly string[], prefix = ""): void {
+  for (const key of Object.keys(value))
+    if (!options.includes(key))
+      throw new AgentsConfigError(`${prefix}${key}`, `unknown option '${key}' (${hintFor(key, options)})`);
+}
+
+/** `run`'s and `settle`'s options, checked: an object with at most a `signal`, which is an `AbortSignal`. */
+function runOptions(options: unknown): { readonly signal?: AbortSignal } {
+  if (typeof options !== "object" || options === null)
+    throw new AgentsConfigError("options", `must be an object: { signal? }, got ${shownValue(options)}`);
+  refuseUnknown(options, RUN_OPTIONS);
+  const { signal } = options as { signal?: unknown };
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw new AgentsConfigError("signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
+  return signal === undefined ? {} : { signal };
 }
 
 /**
@@ -412,7 +455,8 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
  *
  * @throws {AgentsConfigError} on an option of the wrong kind (`prompt`
  *   included: a `maxArgsChars` that is not a positive integer, a `redact`
- *   that is neither a function nor `false`).
+ *   that is neither a function nor `false`), or one it does not take
+ *   (`hooks`, a misspelt `grant`: never ignored).
  *
  * @example
  * ```ts
@@ -464,6 +508,7 @@ export class AgentApprovals {
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
       throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
+    refuseUnknown(options, OPTIONS);
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
     if (typeof resolver?.resolve !== "function")
       throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
@@ -575,6 +620,8 @@ export class AgentApprovals {
    *
    * @throws {AgentsConfigError} (`option: "runAgent"`) when `runAgent` is
    *   not a function, or resolves with something that is no run's result.
+   * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
+   *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    *
    * @example
    * ```ts
@@ -589,9 +636,10 @@ export class AgentApprovals {
     if (typeof runAgent !== "function")
       throw new AgentsConfigError("runAgent", `must be a function that runs the agent, got ${shownValue(runAgent)}`);
     // A run cancelled before it starts does not start: its tools that need no approval would run.
-    const { signal } = options;
+    const checked = runOptions(options);
+    const { signal } = checked;
     if (signal?.aborted === true) throw cancelledBy(signal, "the run was cancelled before it started");
-    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, options, "runAgent");
+    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, checked, "runAgent");
   }
 
   /**
@@ -625,6 +673,8 @@ export class AgentApprovals {
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
    * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
    *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
+   * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
+   *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
    *   (or what `resume` resolves with) is no run's result: `option` is
    *   `"resume"` or `"result"` (an approved call `resume` did not run ends
@@ -637,7 +687,8 @@ export class AgentApprovals {
   ): Promise<R> {
     if (typeof resume !== "function")
       throw new AgentsConfigError("resume", `must be a function that resumes the run, got ${shownValue(resume)}`);
-    return this.#settle(await endedResult(result, "result"), resume, options, "resume");
+    const checked = runOptions(options);
+    return this.#settle(await endedResult(result, "result"), resume, checked, "resume");
   }
 
   /** {@link settle} on a result already checked and ended; `resumedBy` names `resume` in its errors. */
