@@ -1460,6 +1460,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("settle refuses a state that is no RunState, and interruptions that are not the SDK's, with AgentsConfigError naming them", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    let resumed = 0;
+    const resume = (state: RunState<unknown, Agent>) => (resumed++, s.runner.run(agent, state));
+    // The saved text parsed, not restored with RunState.fromString: a plain object.
+    const parsed = JSON.parse(interrupted.state.toString()) as unknown;
+    for (const state of [parsed, {}])
+      await expect(
+        s.approvals.settle({ state, interruptions: interrupted.interruptions } as never, resume),
+      ).rejects.toEqual(
+        config("result", /^result: must be the run's result .*, got an object whose state is not a RunState/),
+      );
+    for (const [interruptions, at] of [
+      [[null], "interruptions\\[0\\] is null"],
+      [[interrupted.interruptions[0], {}], "interruptions\\[1\\] is not a RunToolApprovalItem"],
+    ] as const)
+      await expect(s.approvals.settle({ state: interrupted.state, interruptions } as never, resume)).rejects.toEqual(
+        config("result", new RegExp(`, got an object whose ${at}`)),
+      );
+    // A runAgent resolving with such a result is named the same way.
+    await expect(s.approvals.run(async () => ({ state: parsed, interruptions: [] }) as never, "go")).rejects.toEqual(
+      config("runAgent", /whose state is not a RunState/),
+    );
+    expect([resumed, s.asks, s.records, s.executed]).toEqual([0, [], [], []]);
+  });
+
   it("a function tool gated by one AgentApprovals is refused by another, naming it; the tool as written can be given to each", async () => {
     const first = setup(() => ({ type: "approve" }));
     const second = setup(() => ({ type: "deny" }));

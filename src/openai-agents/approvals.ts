@@ -68,7 +68,8 @@ async function ended(result: InterruptedResult): Promise<void> {
 /**
  * `result`, checked to be a run's result (`from` names where it came from:
  * `runAgent`, `resume`, or settle's `result`), once a streamed one has ended:
- * an object with its `interruptions` an array and its `state` an object.
+ * an object with its `interruptions` an array of objects with a `rawItem`,
+ * and its `state` a `RunState` (its `_context`, `approve` and `reject`).
  * Something else (a function with a block body that forgets its `return`
  * gives `undefined`) is an `AgentsConfigError` naming `from`.
  */
@@ -81,8 +82,27 @@ async function endedResult<R extends InterruptedResult>(result: R, from: string)
   const { interruptions, state } = result as { interruptions?: unknown; state?: unknown };
   if (!Array.isArray(interruptions))
     throw new AgentsConfigError(from, `must ${expected}, got an object whose interruptions are not an array`);
-  if (typeof state !== "object" || state === null)
+  // A state parsed from its text rather than restored with RunState.fromString has no approvals to read or give.
+  const {
+    _context: context,
+    approve,
+    reject,
+  } = (state ?? {}) as { _context?: unknown; approve?: unknown; reject?: unknown };
+  if (typeof context !== "object" || context === null || typeof approve !== "function" || typeof reject !== "function")
     throw new AgentsConfigError(from, `must ${expected}, got an object whose state is not a RunState`);
+  interruptions.forEach((item: unknown, i) => {
+    if (typeof item !== "object" || item === null)
+      throw new AgentsConfigError(
+        from,
+        `must ${expected}, got an object whose interruptions[${i}] is ${shownValue(item)}`,
+      );
+    const { rawItem } = item as { rawItem?: unknown };
+    if (typeof rawItem !== "object" || rawItem === null)
+      throw new AgentsConfigError(
+        from,
+        `must ${expected}, got an object whose interruptions[${i}] is not a RunToolApprovalItem (it has no rawItem)`,
+      );
+  });
   return result;
 }
 
