@@ -977,6 +977,41 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(three.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
   });
 
+  for (const [byHand, answer] of [
+    ["approved", "deny"],
+    ["rejected", "approve"],
+  ] as const)
+    it(`a call ${byHand} by hand on the RunState while the resolver was asked, which answered ${answer}: settle throws, resumes nothing, the call never runs`, async () => {
+      let answerByHand = (): void => undefined;
+      const s = setupWithOutcomes(() => {
+        answerByHand();
+        return { type: answer };
+      });
+      const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+      const interrupted = await s.runner.run(agent, "go");
+      // Another screen answers the same interruption on the SDK's state while the resolver is asked.
+      answerByHand = () => {
+        const item = interrupted.interruptions[0]!;
+        if (byHand === "approved") interrupted.state.approve(item);
+        else interrupted.state.reject(item);
+      };
+      let resumed = 0;
+      const error: unknown = await s.approvals
+        .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)))
+        .catch((e: unknown) => e);
+      // The SDK lets an approval win over a refusal: resumed, the run would run a call one of them refused.
+      expect(error).toBeInstanceOf(AgentsApprovalError);
+      expect((error as AgentsApprovalError).message).toMatch(
+        new RegExp(
+          `^tool 'deploy': the call "c1" was ${byHand} on the RunState while the resolver was asked, and the resolver`,
+        ),
+      );
+      expect([resumed, s.executed]).toEqual([0, []]);
+      expect(s.records.map((r) => r.verdict)).toEqual([answer === "approve" ? "ask_allowed" : "ask_denied"]);
+      expect(s.outcomes).toEqual(answer === "approve" ? ["failed"] : ["refused"]);
+      expect(model.inputs).toHaveLength(1);
+    });
+
   it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
     const s = setup(() => Promise.reject(new Error("nobody should be asked")));
     const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);

@@ -206,12 +206,15 @@ function failsSchema(wrapped: Wrapped, input: unknown): boolean {
  * through the gate as one approved by hand (see the resolver); one rejected never reaches it.
  */
 function answeredOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
+  return answerOn(context, item, wrapped) !== undefined;
+}
+
+/** The answer `context` carries for the interruption `item` of `wrapped` ({@link answeredOn}): approved, rejected, or none. */
+function answerOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean | undefined {
   const scoped = context as unknown as {
     isToolApproved(approval: { toolName: string; callId: string; agent: unknown }): boolean | undefined;
   };
-  return (
-    scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent }) !== undefined
-  );
+  return scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent });
 }
 
 /**
@@ -787,6 +790,17 @@ export class AgentApprovals {
         // an answer given by hand included, and run() starts nothing once cancelled either.
         if (options.signal?.aborted === true)
           throw cancelledBy(options.signal, "the run was cancelled before it resumed");
+        // An answer given by hand on the state while the resolver was asked, that the resolver's contradicts: the SDK
+        // lets an approval win over a refusal, so resumed, the run would run a call one of them refused.
+        decisions.forEach((decision, i) => {
+          const { item, wrapped } = items[i]!;
+          const byHand = answerOn(context, item, wrapped);
+          if (byHand === undefined || byHand === (decision.type === "approved")) return;
+          throw new AgentsApprovalError(
+            wrapped.descriptor.name,
+            `the call ${JSON.stringify(callIdOf(item))} was ${byHand ? "approved" : "rejected"} on the RunState while the resolver was asked, and the resolver ${byHand ? "refused" : "approved"} it: the SDK would let the approval win, so the run is not resumed`,
+          );
+        });
         decisions.forEach((decision, i) => {
           const { item } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
