@@ -1673,6 +1673,10 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(() => new AgentApprovals({ resolver, hooks: [block] } as never)).toThrow(
       config("hooks", /^hooks: unknown option 'hooks' \(it goes in managers: new LoopManagers\(\)\.withHook\(…\)\)$/),
     );
+    // The managers' resolver is replaced by the resolver option: moved there, an askResolver would be no answer.
+    expect(() => new AgentApprovals({ askResolver: resolver } as never)).toThrow(
+      config("askResolver", /^askResolver: unknown option 'askResolver' \(did you mean resolver\?\)$/),
+    );
     expect(() => new AgentApprovals({ resolver, prompt: { redcat: () => "[secret]" } } as never)).toThrow(
       config("prompt.redcat", /^prompt\.redcat: unknown option 'redcat' \(the options are redact and maxArgsChars\)$/),
     );

@@ -422,6 +422,9 @@ function hintFor(key: string, options: readonly string[]): string {
   if (meant !== undefined) return `did you mean ${meant}?`;
   const singular = key.replace(/s$/, "");
   const part = `with${singular.charAt(0).toUpperCase()}${singular.slice(1)}`;
+  // The managers' own resolver and grant store are the two options here: `resolver` replaces the one.
+  const own: Record<string, string> = { withAskResolver: "resolver", withGrantStore: "grants" };
+  if (options === OPTIONS && own[part] !== undefined) return `did you mean ${own[part]}?`;
   if (options === OPTIONS && typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
     return `it goes in managers: new LoopManagers().${part}(…)`;
   return options.length === 1
