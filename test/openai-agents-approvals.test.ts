@@ -1053,6 +1053,43 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
   });
 
+  it("an interruption of one tool never lets another tool's call under its id through: the resolver is asked about it", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const ran: string[] = [];
+    const envTool = (name: string) =>
+      tool({
+        name,
+        description: `${name} a service`,
+        parameters: z.object({ env: z.string() }),
+        needsApproval: true,
+        execute: async ({ env }) => (ran.push(`${name} ${env}`), `${name}ed ${env}`),
+      });
+    const model = new FakeModel([
+      { calls: [["c1", "restart", { env: "prod" }]] },
+      { calls: [["c2", "stop", { env: "prod" }]] },
+      { calls: [["c2", "restart", { env: "prod" }]] },
+      { text: "x" },
+    ]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([envTool("restart"), envTool("stop")]) });
+    // Restarts are approved for the rest of the run, by hand: the SDK interrupts for none of them again.
+    const first = await s.runner.run(agent, "go");
+    first.state.approve(first.interruptions[0]!, { alwaysApprove: true });
+    // The stop under c2 is rejected by hand, with the same arguments the next restart will have.
+    const second = await s.runner.run(agent, first.state);
+    expect(second.interruptions.map((i) => [i.name, (i.rawItem as { callId?: string }).callId])).toEqual([
+      ["stop", "c2"],
+    ]);
+    second.state.reject(second.interruptions[0]!);
+    await s.runner.run(agent, second.state);
+    // Nobody saw the restart under c2 interrupted: the resolver is asked, and its refusal holds.
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["restart", "c2"]]);
+    expect(ran).toEqual(["restart prod"]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["restart", "ask_allowed"],
+      ["restart", "ask_denied"],
+    ]);
+  });
+
   it("a run state restored from toString() keeps an approval used: a model that sends its call id again is asked about", async () => {
     // One process approves call_0, runs it, and is interrupted again; it saves the state.
     const before = setup(() => Promise.reject(new Error("nobody should be asked")));

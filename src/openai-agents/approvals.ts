@@ -301,6 +301,11 @@ function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wr
   };
 }
 
+/** Where an interrupted call's unused approval is kept in its run: under the name the SDK keeps the tool's approvals under, and its call id. */
+function unusedKey(wrapped: Wrapped, callId: string): string {
+  return JSON.stringify([wrapped.approvalKey, callId]);
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -518,8 +523,10 @@ export class AgentApprovals {
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
-   * Per run ({@link runOf}), the call ids the SDK interrupted here (this object's
-   * `needsApproval` said yes) whose approval no call has used yet, each with
+   * Per run ({@link runOf}), the calls the SDK interrupted here (this object's
+   * `needsApproval` said yes) whose approval no call has used yet, by tool and
+   * call id ({@link unusedKey}: another tool's call under the id is another
+   * call, which the SDK approves apart), each with
    * the sha256 of the arguments it was interrupted with (what a person
    * approving it on the run state saw). The SDK keeps approvals by call id
    * for the whole run, and nothing of a run state can take one back: an
@@ -1010,7 +1017,7 @@ export class AgentApprovals {
     } catch {
       // Arguments without a JSON form: the gate refuses the call before anyone is asked.
     }
-    this.#approvalsOf(context).set(callId ?? "", shown);
+    this.#approvalsOf(context).set(unusedKey(wrapped, callId ?? ""), shown);
     return true;
   }
 
@@ -1031,7 +1038,7 @@ export class AgentApprovals {
     ) {
       // Run exactly what was approved.
       this.#approved.delete(key);
-      this.#approvalsOf(context).delete(callId);
+      this.#approvalsOf(context).delete(unusedKey(wrapped, callId));
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
@@ -1125,8 +1132,9 @@ export class AgentApprovals {
     const entry = this.#inFlight.get(callKey(ask.runId, callId));
     if (entry?.context?.isToolApproved({ toolName: entry.wrapped.approvalKey, callId }) === true) {
       const unused = this.#approvalsOf(entry.context);
-      const shown = unused.get(callId);
-      if (unused.delete(callId) && shown !== undefined && shown === ask.argsSha256)
+      const key = unusedKey(entry.wrapped, callId);
+      const shown = unused.get(key);
+      if (unused.delete(key) && shown !== undefined && shown === ask.argsSha256)
         return Promise.resolve({ type: "approve" });
     }
     return this.#resolver.resolve(ask, options);
@@ -1144,7 +1152,7 @@ export class AgentApprovals {
     return runId;
   }
 
-  /** The call ids interrupted in `context`'s run whose approval no call has used yet, with the sha256 of their arguments. */
+  /** The calls interrupted in `context`'s run whose approval no call has used yet ({@link unusedKey}), with the sha256 of their arguments. */
   #approvalsOf(context: RunContext<any>): Map<string, string | undefined> {
     return ofRun(this.#unusedApprovals, context);
   }
