@@ -977,6 +977,41 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(three.model)).toEqual({ c1: "Permission denied by approver for tool 'deploy'" });
   });
 
+  for (const [byHand, answer] of [
+    ["approved", "deny"],
+    ["rejected", "approve"],
+  ] as const)
+    it(`a call ${byHand} by hand on the RunState while the resolver was asked, which answered ${answer}: settle throws, resumes nothing, the call never runs`, async () => {
+      let answerByHand = (): void => undefined;
+      const s = setupWithOutcomes(() => {
+        answerByHand();
+        return { type: answer };
+      });
+      const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+      const interrupted = await s.runner.run(agent, "go");
+      // Another screen answers the same interruption on the SDK's state while the resolver is asked.
+      answerByHand = () => {
+        const item = interrupted.interruptions[0]!;
+        if (byHand === "approved") interrupted.state.approve(item);
+        else interrupted.state.reject(item);
+      };
+      let resumed = 0;
+      const error: unknown = await s.approvals
+        .settle(interrupted, (state) => (resumed++, s.runner.run(agent, state)))
+        .catch((e: unknown) => e);
+      // The SDK lets an approval win over a refusal: resumed, the run would run a call one of them refused.
+      expect(error).toBeInstanceOf(AgentsApprovalError);
+      expect((error as AgentsApprovalError).message).toMatch(
+        new RegExp(
+          `^tool 'deploy': the call "c1" was ${byHand} on the RunState while the resolver was asked, and the resolver`,
+        ),
+      );
+      expect([resumed, s.executed]).toEqual([0, []]);
+      expect(s.records.map((r) => r.verdict)).toEqual([answer === "approve" ? "ask_allowed" : "ask_denied"]);
+      expect(s.outcomes).toEqual(answer === "approve" ? ["failed"] : ["refused"]);
+      expect(model.inputs).toHaveLength(1);
+    });
+
   it("a call approved by hand on the RunState is let through by the gate when it runs, with its one record", async () => {
     const s = setup(() => Promise.reject(new Error("nobody should be asked")));
     const { agent, model } = s.agent([deployTurn("c1", "1"), { text: "ok" }]);
@@ -1016,6 +1051,43 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks.map((ask) => ask.callId)).toEqual(["call_0", "call_0"]);
     expect(s.records).toMatchObject([{ verdict: "ask_allowed" }, { verdict: "ask_denied" }]);
     expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("an interruption of one tool never lets another tool's call under its id through: the resolver is asked about it", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const ran: string[] = [];
+    const envTool = (name: string) =>
+      tool({
+        name,
+        description: `${name} a service`,
+        parameters: z.object({ env: z.string() }),
+        needsApproval: true,
+        execute: async ({ env }) => (ran.push(`${name} ${env}`), `${name}ed ${env}`),
+      });
+    const model = new FakeModel([
+      { calls: [["c1", "restart", { env: "prod" }]] },
+      { calls: [["c2", "stop", { env: "prod" }]] },
+      { calls: [["c2", "restart", { env: "prod" }]] },
+      { text: "x" },
+    ]);
+    const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([envTool("restart"), envTool("stop")]) });
+    // Restarts are approved for the rest of the run, by hand: the SDK interrupts for none of them again.
+    const first = await s.runner.run(agent, "go");
+    first.state.approve(first.interruptions[0]!, { alwaysApprove: true });
+    // The stop under c2 is rejected by hand, with the same arguments the next restart will have.
+    const second = await s.runner.run(agent, first.state);
+    expect(second.interruptions.map((i) => [i.name, (i.rawItem as { callId?: string }).callId])).toEqual([
+      ["stop", "c2"],
+    ]);
+    second.state.reject(second.interruptions[0]!);
+    await s.runner.run(agent, second.state);
+    // Nobody saw the restart under c2 interrupted: the resolver is asked, and its refusal holds.
+    expect(s.asks.map((a) => [a.tool, a.callId])).toEqual([["restart", "c2"]]);
+    expect(ran).toEqual(["restart prod"]);
+    expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["restart", "ask_allowed"],
+      ["restart", "ask_denied"],
+    ]);
   });
 
   it("a run state restored from toString() keeps an approval used: a model that sends its call id again is asked about", async () => {
@@ -1460,6 +1532,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.executed).toEqual([]);
   });
 
+  it("settle refuses a state that is no RunState, and interruptions that are not the SDK's, with AgentsConfigError naming them", async () => {
+    const s = setup(() => ({ type: "approve" }));
+    const { agent } = s.agent([deployTurn("c1", "1"), { text: "x" }]);
+    const interrupted = await s.runner.run(agent, "go");
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    let resumed = 0;
+    const resume = (state: RunState<unknown, Agent>) => (resumed++, s.runner.run(agent, state));
+    // The saved text parsed, not restored with RunState.fromString: a plain object.
+    const parsed = JSON.parse(interrupted.state.toString()) as unknown;
+    for (const state of [parsed, {}])
+      await expect(
+        s.approvals.settle({ state, interruptions: interrupted.interruptions } as never, resume),
+      ).rejects.toEqual(
+        config("result", /^result: must be the run's result .*, got an object whose state is not a RunState/),
+      );
+    for (const [interruptions, at] of [
+      [[null], "interruptions\\[0\\] is null"],
+      [[interrupted.interruptions[0], {}], "interruptions\\[1\\] is not a RunToolApprovalItem"],
+    ] as const)
+      await expect(s.approvals.settle({ state: interrupted.state, interruptions } as never, resume)).rejects.toEqual(
+        config("result", new RegExp(`, got an object whose ${at}`)),
+      );
+    // A runAgent resolving with such a result is named the same way.
+    await expect(s.approvals.run(async () => ({ state: parsed, interruptions: [] }) as never, "go")).rejects.toEqual(
+      config("runAgent", /whose state is not a RunState/),
+    );
+    expect([resumed, s.asks, s.records, s.executed]).toEqual([0, [], [], []]);
+  });
+
   it("a function tool gated by one AgentApprovals is refused by another, naming it; the tool as written can be given to each", async () => {
     const first = setup(() => ({ type: "approve" }));
     const second = setup(() => ({ type: "deny" }));
@@ -1593,6 +1695,61 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       expect(error).toMatchObject({ code: "OPENAI_AGENTS_CONFIG", option, message });
     }
     expect(refused({ maxArgsChars: 1, redact: false })).toBeUndefined();
+  });
+
+  it("refuses an option it does not take, naming it, rather than running without it", async () => {
+    const resolver = new SyncAskResolver(() => true);
+    const config = (option: string, message: RegExp) =>
+      expect.objectContaining({ code: "OPENAI_AGENTS_CONFIG", option, message: expect.stringMatching(message) });
+    const block: Hook = { name: "block", preToolUse: () => ({ type: "block", reason: "frozen" }) };
+    // Ignored, each would run what the caller meant to stop: no grant would refuse, no hook would block, nothing
+    // would be redacted from the prompt shown.
+    expect(() => new AgentApprovals({ resolver, grant: new MemoryGrantStore() } as never)).toThrow(
+      config("grant", /^grant: unknown option 'grant' \(did you mean grants\?\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, hooks: [block] } as never)).toThrow(
+      config("hooks", /^hooks: unknown option 'hooks' \(it goes in managers: new LoopManagers\(\)\.withHook\(…\)\)$/),
+    );
+    // The managers' resolver is replaced by the resolver option: moved there, an askResolver would be no answer.
+    expect(() => new AgentApprovals({ askResolver: resolver } as never)).toThrow(
+      config("askResolver", /^askResolver: unknown option 'askResolver' \(did you mean resolver\?\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, prompt: { redcat: () => "[secret]" } } as never)).toThrow(
+      config("prompt.redcat", /^prompt\.redcat: unknown option 'redcat' \(the options are redact and maxArgsChars\)$/),
+    );
+    expect(() => new AgentApprovals({ resolver, prompt: { notes: ["x"] } } as never)).toThrow(
+      config("prompt.notes", /unknown option 'notes'/),
+    );
+
+    // A misspelt signal, or one that is no AbortSignal, would let the run start and resume after the cancel.
+    const s = setup(() => ({ type: "approve" }));
+    const { agent, model } = s.agent([
+      { calls: [["c1", "status", { env: "prod" }]] },
+      deployTurn("c2", "1"),
+      { text: "x" },
+    ]);
+    const aborted = new AbortController();
+    aborted.abort(new Error("user left"));
+    let started = 0;
+    const runAgent = (input: Parameters<Parameters<AgentApprovals["run"]>[0]>[0]) => (
+      started++,
+      s.runner.run(agent, input)
+    );
+    for (const [options, option, message] of [
+      [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(the only option is signal\)$/],
+      [{ signal: aborted }, "signal", /^signal: must be an AbortSignal or undefined, got an object$/],
+      [null, "options", /^options: must be an object: \{ signal\? \}, got null$/],
+    ] as const) {
+      await expect(s.approvals.run(runAgent, "go", options as never)).rejects.toEqual(config(option, message));
+      const other = s.agent([deployTurn("c3", "2"), { text: "x" }]);
+      const interrupted = await s.runner.run(other.agent, "go");
+      await expect(
+        s.approvals.settle(interrupted, (state) => (started++, s.runner.run(other.agent, state)), options as never),
+      ).rejects.toEqual(config(option, message));
+    }
+    expect(started).toBe(0);
+    expect(model.inputs).toEqual([]);
+    expect([s.asks, s.executed, s.records]).toEqual([[], [], []]);
   });
 
   it("shows the arguments in an ask's prompt as its prompt options say", async () => {

@@ -18,6 +18,7 @@ import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
+import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
@@ -67,7 +68,8 @@ async function ended(result: InterruptedResult): Promise<void> {
 /**
  * `result`, checked to be a run's result (`from` names where it came from:
  * `runAgent`, `resume`, or settle's `result`), once a streamed one has ended:
- * an object with its `interruptions` an array and its `state` an object.
+ * an object with its `interruptions` an array of objects with a `rawItem`,
+ * and its `state` a `RunState` (its `_context`, `approve` and `reject`).
  * Something else (a function with a block body that forgets its `return`
  * gives `undefined`) is an `AgentsConfigError` naming `from`.
  */
@@ -80,8 +82,27 @@ async function endedResult<R extends InterruptedResult>(result: R, from: string)
   const { interruptions, state } = result as { interruptions?: unknown; state?: unknown };
   if (!Array.isArray(interruptions))
     throw new AgentsConfigError(from, `must ${expected}, got an object whose interruptions are not an array`);
-  if (typeof state !== "object" || state === null)
+  // A state parsed from its text rather than restored with RunState.fromString has no approvals to read or give.
+  const {
+    _context: context,
+    approve,
+    reject,
+  } = (state ?? {}) as { _context?: unknown; approve?: unknown; reject?: unknown };
+  if (typeof context !== "object" || context === null || typeof approve !== "function" || typeof reject !== "function")
     throw new AgentsConfigError(from, `must ${expected}, got an object whose state is not a RunState`);
+  interruptions.forEach((item: unknown, i) => {
+    if (typeof item !== "object" || item === null)
+      throw new AgentsConfigError(
+        from,
+        `must ${expected}, got an object whose interruptions[${i}] is ${shownValue(item)}`,
+      );
+    const { rawItem } = item as { rawItem?: unknown };
+    if (typeof rawItem !== "object" || rawItem === null)
+      throw new AgentsConfigError(
+        from,
+        `must ${expected}, got an object whose interruptions[${i}] is not a RunToolApprovalItem (it has no rawItem)`,
+      );
+  });
   return result;
 }
 
@@ -185,12 +206,15 @@ function failsSchema(wrapped: Wrapped, input: unknown): boolean {
  * through the gate as one approved by hand (see the resolver); one rejected never reaches it.
  */
 function answeredOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean {
+  return answerOn(context, item, wrapped) !== undefined;
+}
+
+/** The answer `context` carries for the interruption `item` of `wrapped` ({@link answeredOn}): approved, rejected, or none. */
+function answerOn(context: RunContext<any>, item: RunToolApprovalItem, wrapped: Wrapped): boolean | undefined {
   const scoped = context as unknown as {
     isToolApproved(approval: { toolName: string; callId: string; agent: unknown }): boolean | undefined;
   };
-  return (
-    scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent }) !== undefined
-  );
+  return scoped.isToolApproved({ toolName: wrapped.approvalKey, callId: callIdOf(item), agent: item.agent });
 }
 
 /**
@@ -275,6 +299,11 @@ function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wr
     },
     approvalKey: approvalKeyOf(original, namespace),
   };
+}
+
+/** Where an interrupted call's unused approval is kept in its run: under the name the SDK keeps the tool's approvals under, and its call id. */
+function unusedKey(wrapped: Wrapped, callId: string): string {
+  return JSON.stringify([wrapped.approvalKey, callId]);
 }
 
 function callIdOf(item: RunToolApprovalItem): string {
@@ -374,6 +403,7 @@ function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
 function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
   if (typeof prompt !== "object" || prompt === null)
     throw new AgentsConfigError("prompt", "must be an object: { redact?, maxArgsChars? }");
+  refuseUnknown(prompt, PROMPT_OPTIONS, "prompt.");
   const { redact, maxArgsChars } = prompt as Omit<CallPromptOptions, "notes">;
   const redactFault = redactProblem(redact);
   if (redactFault !== undefined) throw new AgentsConfigError("prompt.redact", redactFault);
@@ -383,6 +413,50 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
     ...(redact === undefined ? {} : { redact }),
     ...(maxArgsChars === undefined ? {} : { maxArgsChars }),
   };
+}
+
+/** The options of the constructor, of `prompt`, and of `run` and `settle`: any other is refused, never ignored. */
+const OPTIONS = ["resolver", "managers", "grants", "prompt", "sessionId"] as const;
+const PROMPT_OPTIONS = ["redact", "maxArgsChars"] as const;
+const RUN_OPTIONS = ["signal"] as const;
+
+/** What an unknown option `key` may have been meant as: an option in another case or number, a part of `LoopManagers`. */
+function hintFor(key: string, options: readonly string[]): string {
+  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
+  const meant = options.find((option) => plain(option) === plain(key));
+  if (meant !== undefined) return `did you mean ${meant}?`;
+  const singular = key.replace(/s$/, "");
+  const part = `with${singular.charAt(0).toUpperCase()}${singular.slice(1)}`;
+  // The managers' own resolver and grant store are the two options here: `resolver` replaces the one.
+  const own: Record<string, string> = { withAskResolver: "resolver", withGrantStore: "grants" };
+  if (options === OPTIONS && own[part] !== undefined) return `did you mean ${own[part]}?`;
+  if (options === OPTIONS && typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
+    return `it goes in managers: new LoopManagers().${part}(…)`;
+  return options.length === 1
+    ? `the only option is ${options[0]!}`
+    : `the options are ${options.slice(0, -1).join(", ")} and ${options.at(-1)!}`;
+}
+
+/**
+ * Refuses the first key of `value` that is not one of `options`, with an `AgentsConfigError` naming it (under
+ * `prefix`): ignored, a misspelt `grants` or `signal`, or hooks given beside `managers`, would run what the caller
+ * meant to stop.
+ */
+function refuseUnknown(value: object, options: readonly string[], prefix = ""): void {
+  for (const key of Object.keys(value))
+    if (!options.includes(key))
+      throw new AgentsConfigError(`${prefix}${key}`, `unknown option '${key}' (${hintFor(key, options)})`);
+}
+
+/** `run`'s and `settle`'s options, checked: an object with at most a `signal`, which is an `AbortSignal`. */
+function runOptions(options: unknown): { readonly signal?: AbortSignal } {
+  if (typeof options !== "object" || options === null)
+    throw new AgentsConfigError("options", `must be an object: { signal? }, got ${shownValue(options)}`);
+  refuseUnknown(options, RUN_OPTIONS);
+  const { signal } = options as { signal?: unknown };
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw new AgentsConfigError("signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
+  return signal === undefined ? {} : { signal };
 }
 
 /**
@@ -412,7 +486,8 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
  *
  * @throws {AgentsConfigError} on an option of the wrong kind (`prompt`
  *   included: a `maxArgsChars` that is not a positive integer, a `redact`
- *   that is neither a function nor `false`).
+ *   that is neither a function nor `false`), or one it does not take
+ *   (`hooks`, a misspelt `grant`: never ignored).
  *
  * @example
  * ```ts
@@ -448,8 +523,10 @@ export class AgentApprovals {
   readonly #inFlight = new Map<string, InFlight>();
   readonly #approved = new Map<string, Approved>();
   /**
-   * Per run ({@link runOf}), the call ids the SDK interrupted here (this object's
-   * `needsApproval` said yes) whose approval no call has used yet, each with
+   * Per run ({@link runOf}), the calls the SDK interrupted here (this object's
+   * `needsApproval` said yes) whose approval no call has used yet, by tool and
+   * call id ({@link unusedKey}: another tool's call under the id is another
+   * call, which the SDK approves apart), each with
    * the sha256 of the arguments it was interrupted with (what a person
    * approving it on the run state saw). The SDK keeps approvals by call id
    * for the whole run, and nothing of a run state can take one back: an
@@ -464,6 +541,7 @@ export class AgentApprovals {
   constructor(options: AgentApprovalsOptions) {
     if (typeof options !== "object" || options === null)
       throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
+    refuseUnknown(options, OPTIONS);
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
     if (typeof resolver?.resolve !== "function")
       throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");
@@ -575,6 +653,8 @@ export class AgentApprovals {
    *
    * @throws {AgentsConfigError} (`option: "runAgent"`) when `runAgent` is
    *   not a function, or resolves with something that is no run's result.
+   * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
+   *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    *
    * @example
    * ```ts
@@ -589,9 +669,10 @@ export class AgentApprovals {
     if (typeof runAgent !== "function")
       throw new AgentsConfigError("runAgent", `must be a function that runs the agent, got ${shownValue(runAgent)}`);
     // A run cancelled before it starts does not start: its tools that need no approval would run.
-    const { signal } = options;
+    const checked = runOptions(options);
+    const { signal } = checked;
     if (signal?.aborted === true) throw cancelledBy(signal, "the run was cancelled before it started");
-    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, options, "runAgent");
+    return this.#settle(await endedResult(await runAgent(input), "runAgent"), runAgent, checked, "runAgent");
   }
 
   /**
@@ -625,6 +706,8 @@ export class AgentApprovals {
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
    * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
    *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
+   * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
+   *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
    *   (or what `resume` resolves with) is no run's result: `option` is
    *   `"resume"` or `"result"` (an approved call `resume` did not run ends
@@ -637,7 +720,8 @@ export class AgentApprovals {
   ): Promise<R> {
     if (typeof resume !== "function")
       throw new AgentsConfigError("resume", `must be a function that resumes the run, got ${shownValue(resume)}`);
-    return this.#settle(await endedResult(result, "result"), resume, options, "resume");
+    const checked = runOptions(options);
+    return this.#settle(await endedResult(result, "result"), resume, checked, "resume");
   }
 
   /** {@link settle} on a result already checked and ended; `resumedBy` names `resume` in its errors. */
@@ -716,6 +800,17 @@ export class AgentApprovals {
         // an answer given by hand included, and run() starts nothing once cancelled either.
         if (options.signal?.aborted === true)
           throw cancelledBy(options.signal, "the run was cancelled before it resumed");
+        // An answer given by hand on the state while the resolver was asked, that the resolver's contradicts: the SDK
+        // lets an approval win over a refusal, so resumed, the run would run a call one of them refused.
+        decisions.forEach((decision, i) => {
+          const { item, wrapped } = items[i]!;
+          const byHand = answerOn(context, item, wrapped);
+          if (byHand === undefined || byHand === (decision.type === "approved")) return;
+          throw new AgentsApprovalError(
+            wrapped.descriptor.name,
+            `the call ${JSON.stringify(callIdOf(item))} was ${byHand ? "approved" : "rejected"} on the RunState while the resolver was asked, and the resolver ${byHand ? "refused" : "approved"} it: the SDK would let the approval win, so the run is not resumed`,
+          );
+        });
         decisions.forEach((decision, i) => {
           const { item } = items[i]!;
           if (decision.type === "approved") current.state.approve(item);
@@ -922,7 +1017,7 @@ export class AgentApprovals {
     } catch {
       // Arguments without a JSON form: the gate refuses the call before anyone is asked.
     }
-    this.#approvalsOf(context).set(callId ?? "", shown);
+    this.#approvalsOf(context).set(unusedKey(wrapped, callId ?? ""), shown);
     return true;
   }
 
@@ -943,7 +1038,7 @@ export class AgentApprovals {
     ) {
       // Run exactly what was approved.
       this.#approved.delete(key);
-      this.#approvalsOf(context).delete(callId);
+      this.#approvalsOf(context).delete(unusedKey(wrapped, callId));
       // Cancelled (settle's signal) before the resumed run reached it: its gate call has ended, so nothing runs.
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
@@ -1037,8 +1132,9 @@ export class AgentApprovals {
     const entry = this.#inFlight.get(callKey(ask.runId, callId));
     if (entry?.context?.isToolApproved({ toolName: entry.wrapped.approvalKey, callId }) === true) {
       const unused = this.#approvalsOf(entry.context);
-      const shown = unused.get(callId);
-      if (unused.delete(callId) && shown !== undefined && shown === ask.argsSha256)
+      const key = unusedKey(entry.wrapped, callId);
+      const shown = unused.get(key);
+      if (unused.delete(key) && shown !== undefined && shown === ask.argsSha256)
         return Promise.resolve({ type: "approve" });
     }
     return this.#resolver.resolve(ask, options);
@@ -1056,7 +1152,7 @@ export class AgentApprovals {
     return runId;
   }
 
-  /** The call ids interrupted in `context`'s run whose approval no call has used yet, with the sha256 of their arguments. */
+  /** The calls interrupted in `context`'s run whose approval no call has used yet ({@link unusedKey}), with the sha256 of their arguments. */
   #approvalsOf(context: RunContext<any>): Map<string, string | undefined> {
     return ofRun(this.#unusedApprovals, context);
   }
