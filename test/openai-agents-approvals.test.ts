@@ -1959,6 +1959,18 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(shownResults(outerModel)).toEqual({ o1: "inner done" });
   });
 
+  it("tools() that refuses one entry gates none of the others: an agent tool before it is left as it was", () => {
+    const first = setup(() => ({ type: "approve" }));
+    const second = setup(() => ({ type: "approve" }));
+    const inner = new Agent({ name: "deployer", model: new FakeModel([{ text: "inner done" }]) });
+    const asTool = inner.asTool({ toolName: "deployer", toolDescription: "Deploys", needsApproval: true });
+    expect(() => first.approvals.tools([asTool, null])).toThrow(
+      expect.objectContaining({ name: "AgentsConfigError", option: "tools[1]" }),
+    );
+    // Not gated in place by the refused list: another AgentApprovals may still gate it.
+    expect(second.approvals.tools([asTool])).toEqual([asTool]);
+  });
+
   it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);

@@ -579,13 +579,15 @@ export class AgentApprovals {
    */
   tools<T extends readonly unknown[]>(tools: T): T {
     if (!Array.isArray(tools)) throw new AgentsConfigError("tools", "must be an array of tools");
-    return tools.map((tool: unknown, index) => {
+    // Every entry is checked before any is gated: an agent tool is gated in place, and a list refused
+    // for a later entry must leave it as it was.
+    const functionTools = tools.map((tool: unknown, index) => {
       let problem: string | undefined;
       try {
         if (isFunctionTool(tool)) {
           const elsewhere = this.#wrappedOf(tool) === undefined ? gatedElsewhere(tool) : undefined;
           if (elsewhere !== undefined) throw new AgentsConfigError(`tools[${index}]`, elsewhere);
-          return this.tool(tool);
+          return true;
         }
         problem = notATool(tool);
       } catch (error) {
@@ -595,8 +597,11 @@ export class AgentApprovals {
       }
       if (problem !== undefined)
         throw new AgentsConfigError(`tools[${index}]`, `must be a tool of @openai/agents, got ${problem}`);
-      return tool;
-    }) as unknown as T;
+      return false;
+    });
+    return tools.map((tool: unknown, index) =>
+      functionTools[index] === true ? this.tool(tool as AnyFunctionTool) : tool,
+    ) as unknown as T;
   }
 
   /**
