@@ -5,7 +5,9 @@ import {
   Runner,
   Usage,
   applyPatchTool,
+  ToolGuardrailFunctionOutputFactory,
   computerTool,
+  defineToolInputGuardrail,
   hostedMcpTool,
   shellTool,
   tool,
@@ -168,6 +170,42 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(direct.finalOutput).toBe("deployed again");
     expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
     expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+  });
+
+  it("a call a tool input guardrail rejects before it is invoked never reaches the gate; one approved first leaves its ask_allowed, unexecuted", async () => {
+    const cases = [
+      // The SDK's default: the guardrails run once the call is approved, before it is invoked.
+      { needsApproval: true, preApproval: false, asked: ["c1"], records: ["ask_allowed"] },
+      // Before it interrupts for the approval: nobody is asked, and the gate sees no call.
+      { needsApproval: true, preApproval: true, asked: [], records: [] },
+      // A call that needs no approval is gated where it is invoked, after the guardrails.
+      { needsApproval: false, preApproval: false, asked: [], records: [] },
+    ];
+    for (const { needsApproval, preApproval, asked, records } of cases) {
+      const s = setup(() => ({ type: "approve" }));
+      const guarded = tool({
+        name: "deploy",
+        description: "Deploy a version",
+        parameters: z.object({ env: z.string(), version: z.string() }),
+        needsApproval,
+        inputGuardrails: [
+          defineToolInputGuardrail({
+            name: "freeze",
+            run: async () => ToolGuardrailFunctionOutputFactory.rejectContent("deploys are frozen"),
+          }),
+        ],
+        execute: async (input) => (s.executed.push(input), "deployed"),
+      });
+      const model = new FakeModel([deployTurn("c1", "1.2"), { text: "done" }]);
+      const agent = new Agent({ name: "ops", model, tools: s.approvals.tools([guarded]) });
+      const runner = new Runner({ toolExecution: { preApprovalInputGuardrails: preApproval } });
+      const result = await s.approvals.run((input) => runner.run(agent, input), "ship 1.2");
+      expect(result.finalOutput).toBe("done");
+      expect(s.executed).toEqual([]);
+      expect(shownResults(model)).toEqual({ c1: "deploys are frozen" });
+      expect(s.asks.map((a) => a.callId)).toEqual(asked);
+      expect(s.records.map((r) => r.verdict)).toEqual(records);
+    }
   });
 
   it("a refusal is applied with state.reject: the model reads the gate's text, the tool never runs, one record", async () => {
