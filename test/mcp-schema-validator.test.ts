@@ -1,8 +1,6 @@
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
@@ -10,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
 import type { GateOutcome, Tool } from "loopctl/engine";
 import { McpToolError, mcpSchemaValidator, mcpTools } from "loopctl/mcp";
+import { importedUrls } from "./support/imported-urls.js";
 import { startFixture } from "./support/mcp-fixtures.js";
 
 const run = promisify(execFile);
@@ -197,29 +196,13 @@ describe("mcpSchemaValidator: the MCP SDK client's schema validator on loopctl's
   });
 
   it("importing loopctl/mcp and making a validator loads nothing of the MCP SDK", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "loopctl-mcp-imports-"));
-    const log = join(dir, "imports.txt");
-    try {
-      await run(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          "--import",
-          "./test/support/record-imports.mjs",
-          "--input-type=module",
-          "-e",
-          `const mcp = await import(${JSON.stringify(pathToFileURL(join(repo, "src/mcp/index.ts")).href)});
-           const validate = mcp.mcpSchemaValidator().getValidator({ type: "string", pattern: "^a+$" });
-           if (validate("aaa").valid !== true) process.exit(3);`,
-        ],
-        { cwd: repo, env: { ...process.env, LOOPCTL_IMPORT_LOG: log }, timeout: 30_000 },
-      );
-      const urls = (await readFile(log, "utf8")).split("\n").filter((url) => url !== "");
-      expect(urls).toContain(pathToFileURL(join(repo, "src/mcp/index.ts")).href);
-      expect(urls.filter((url) => url.includes("/node_modules/@modelcontextprotocol/"))).toEqual([]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    const urls = await importedUrls(
+      repo,
+      `const mcp = await import(${JSON.stringify(pathToFileURL(join(repo, "src/mcp/index.ts")).href)});
+       const validate = mcp.mcpSchemaValidator().getValidator({ type: "string", pattern: "^a+$" });
+       if (validate("aaa").valid !== true) process.exit(3);`,
+    );
+    expect(urls).toContain(pathToFileURL(join(repo, "src/mcp/index.ts")).href);
+    expect(urls.filter((url) => url.includes("/node_modules/@modelcontextprotocol/"))).toEqual([]);
   });
 });

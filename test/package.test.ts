@@ -1,10 +1,6 @@
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import * as root from "loopctl";
 import * as ask from "loopctl/ask";
@@ -13,8 +9,8 @@ import * as engine from "loopctl/engine";
 import * as grant from "loopctl/grant";
 import * as server from "loopctl/server";
 import * as testing from "loopctl/testing";
+import { importedUrls } from "./support/imported-urls.js";
 
-const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as {
   dependencies?: Record<string, string>;
@@ -105,35 +101,19 @@ describe("the package root `loopctl`", () => {
   });
 
   it("loads only its own files, the packages an install brings and Node's built-ins: never an optional SDK", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "loopctl-root-imports-"));
-    const log = join(dir, "imports.txt");
-    try {
-      await run(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          "--import",
-          "./test/support/record-imports.mjs",
-          "--input-type=module",
-          "-e",
-          `const root = await import(${JSON.stringify(pathToFileURL(join(repo, "src/index.ts")).href)});
-           if (typeof root.ScriptedModel !== "function") process.exit(3);`,
-        ],
-        { cwd: repo, env: { ...process.env, LOOPCTL_IMPORT_LOG: log }, timeout: 30_000 },
-      );
-      const urls = (await readFile(log, "utf8")).split("\n").filter((u) => u !== "");
-      expect(urls).toContain(pathToFileURL(join(repo, "src/testing/index.ts")).href);
-      const outside = urls.filter(
-        (u) => !u.startsWith("node:") && !u.startsWith(pathToFileURL(join(repo, "src")).href + "/"),
-      );
-      const packages = [...new Set(outside.map((u) => packageOf(u) ?? u))];
-      expect(packages).toContain("zod");
-      expect(packages.filter((p) => !required.has(p))).toEqual([]);
-      expect(packages.filter((p) => OPTIONAL_SDKS.includes(p) || optionalPeer(p))).toEqual([]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    const urls = await importedUrls(
+      repo,
+      `const root = await import(${JSON.stringify(pathToFileURL(join(repo, "src/index.ts")).href)});
+       if (typeof root.ScriptedModel !== "function") process.exit(3);`,
+    );
+    expect(urls).toContain(pathToFileURL(join(repo, "src/testing/index.ts")).href);
+    const outside = urls.filter(
+      (u) => !u.startsWith("node:") && !u.startsWith(pathToFileURL(join(repo, "src")).href + "/"),
+    );
+    const packages = [...new Set(outside.map((u) => packageOf(u) ?? u))];
+    expect(packages).toContain("zod");
+    expect(packages.filter((p) => !required.has(p))).toEqual([]);
+    expect(packages.filter((p) => OPTIONAL_SDKS.includes(p) || optionalPeer(p))).toEqual([]);
   });
 });
 
