@@ -16,7 +16,7 @@ import {
 import type { GateDecision, GateOutcome, Hook, Middleware, Tool, ToolDescriptor } from "loopctl/engine";
 import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
-import { stuckController, track } from "./support/ask-fixtures.js";
+import { stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
 
 const readDescriptor: ToolDescriptor = {
@@ -673,6 +673,57 @@ describe("Gate.call", () => {
     await flush();
     expect([ran, cancelled].map((call) => call.settlements)).toEqual([1, 1]);
     expect(records.map((record) => record.verdict)).toEqual(["allow", "allow", "cancelled"]);
+  });
+
+  it("a signal whose reason cannot be read (a getter that throws) still cancels: CancelledError naming the signal, one cancelled record, the ask withdrawn", async () => {
+    const records: GateDecision[] = [];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+        .withAskResolver(channel)
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    let executed = 0;
+    const expected = (trap: Error) => ({
+      cause: {
+        option: "Gate.call",
+        message: "Gate.call: the signal aborted, and its reason could not be read",
+        cause: trap,
+      },
+    });
+    // Aborted while the call is parked: the abort listener must not throw, and the call must not stay parked.
+    const parkedTrap = new Error("reason unreadable");
+    const parked = unreadableReasonSignal(parkedTrap);
+    const waiting = track(
+      gate.call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: parked.signal },
+        () => (executed += 1),
+      ),
+    );
+    await until(() => channel.size === 1);
+    parked.controller.abort();
+    await until(() => waiting.outcome.state !== "pending");
+    const error = (waiting.outcome as { reason: unknown }).reason;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error).toMatchObject(expected(parkedTrap));
+    expect((error as CancelledError).cause).toBeInstanceOf(EngineConfigError);
+    expect(records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled while awaiting approval"]]);
+    expect(channel.size).toBe(0);
+    // Aborted before the call: cancelled as any other, never delivered.
+    const beforeTrap = new Error("reason unreadable too");
+    const before = unreadableReasonSignal(beforeTrap);
+    before.controller.abort();
+    const early = await gate
+      .call({ tool: readDescriptor, callId: "c2", input: { path: "a" }, signal: before.signal }, () => (executed += 1))
+      .catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(CancelledError);
+    expect(early).toMatchObject(expected(beforeTrap));
+    expect(records.map((r) => r.verdict)).toEqual(["cancelled", "cancelled"]);
+    expect(approver.buffered).toBe(0);
+    expect(executed).toBe(0);
+    expect(waiting.settlements).toBe(1);
+    approver.close();
   });
 
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {
