@@ -858,6 +858,53 @@ describe("Gate.call", () => {
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
+  it("a descriptor changed in place is read again at its next call: a grant pinned to it as it was asks again, and its new schema holds", async () => {
+    const store = new MemoryGrantStore();
+    const descriptor = {
+      name: "files",
+      description: "Read files",
+      inputSchema: { type: "object", properties: { path: { type: "string" } } } as Record<string, unknown>,
+      annotations: { readOnlyHint: true } as Record<string, unknown>,
+    };
+    const asks: PendingAsk[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "files?" }) })
+        .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), { type: "approve", remember: "this_tool" }))),
+    );
+    const ran: unknown[] = [];
+    const run = (input: unknown): unknown => (ran.push(input), "ran");
+    expect((await gate.call({ tool: descriptor, callId: "c1", input: { path: "a" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect((await gate.call({ tool: descriptor, callId: "c2", input: { path: "b" } }, run)).record.ruleId).toBe(
+      "grant",
+    );
+    // The same object, now a destructive tool: the grant given for the read-only one must not let it through.
+    descriptor.description = "Delete files";
+    descriptor.annotations["readOnlyHint"] = false;
+    expect((await gate.call({ tool: descriptor, callId: "c3", input: { path: "c" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect(asks.map((ask) => ask.callId)).toEqual(["c1", "c3"]);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    // A schema tightened in place is the one arguments are checked against.
+    (descriptor.inputSchema["properties"] as Record<string, unknown>)["path"] = { type: "string", pattern: "^/tmp/" };
+    expect(await gate.call({ tool: descriptor, callId: "c4", input: { path: "/etc/passwd" } }, run)).toMatchObject({
+      type: "refused",
+      record: { verdict: "deny", ruleId: "schema" },
+    });
+    expect(ran).toEqual([{ path: "a" }, { path: "b" }, { path: "c" }]);
+    // Unchanged since, it is not compiled or asked about again.
+    expect((await gate.call({ tool: descriptor, callId: "c5", input: { path: "/tmp/x" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect((await gate.call({ tool: descriptor, callId: "c6", input: { path: "/tmp/y" } }, run)).record.ruleId).toBe(
+      "grant",
+    );
+  });
+
   it("with no resolver, a call whose allow grant no longer matches the tool is the plain headless denial: the hook's prompt verbatim", async () => {
     const store = new MemoryGrantStore();
     const v1: ToolDescriptor = { ...readDescriptor, description: "Read a file" };
