@@ -168,6 +168,61 @@ describe("Gate.call", () => {
     expect([hookCalls, resolverCalls, executed]).toEqual([0, 0, 0]);
   });
 
+  it("a hand-made Tool whose check answers anything but a valid check (a promise, another shape, a throw) refuses the call: never read as valid", async () => {
+    const base = defineTool({
+      name: "remove",
+      description: "Remove a scratch file",
+      input: z.object({ path: z.string().startsWith("/tmp/") }),
+      execute: () => "removed",
+    });
+    const failure = new Error("validator gone");
+    const checks: [string, (input: unknown) => unknown, string][] = [
+      ["an async check", async (input) => base.check(input), "a Promise"],
+      ["another shape", () => ({ type: "ok" }), "an object"],
+      ["an empty object", () => ({}), "an object"],
+      ["invalid without problems", () => ({ type: "invalid" }), "an object"],
+      ["undefined", () => undefined, "undefined"],
+    ];
+    let executed = 0;
+    for (const [what, check, got] of checks) {
+      const tool = { ...base, check } as unknown as Tool;
+      const outcome = await new Gate(new LoopManagers()).call(
+        { tool, callId: "c1", input: { path: "/etc/passwd" } },
+        () => (executed += 1),
+      );
+      const problem = `$: the tool's check did not answer { type: "valid" } or { type: "invalid", problems }, got ${got}`;
+      expect(outcome, what).toMatchObject({
+        type: "refused",
+        message: `Invalid arguments for tool 'remove': ${problem}`,
+        record: { verdict: "deny", ruleId: "schema", ruleSource: "engine", reason: `invalid arguments: ${problem}` },
+      });
+    }
+    const throwing = {
+      ...base,
+      check: () => {
+        throw failure;
+      },
+    };
+    expect(
+      await new Gate(new LoopManagers()).call(
+        { tool: throwing, callId: "c1", input: { path: "/etc/passwd" } },
+        () => (executed += 1),
+      ),
+    ).toMatchObject({
+      type: "refused",
+      record: {
+        verdict: "deny",
+        ruleId: "schema",
+        reason: "invalid arguments: $: the tool's check failed: validator gone",
+      },
+    });
+    expect(executed).toBe(0);
+    // A check that answers as it should still lets valid arguments through.
+    expect(
+      await new Gate(new LoopManagers()).call({ tool: base, callId: "c1", input: { path: "/tmp/x" } }, () => "ok"),
+    ).toMatchObject({ type: "ran", output: "ok" });
+  });
+
   it("a descriptor whose schema does not compile refuses every call (fail closed), with a schema record", async () => {
     const gate = new Gate(new LoopManagers());
     const broken = {
