@@ -16,7 +16,7 @@ import {
 } from "loopctl/engine";
 import type { Message, Middleware, ModelRequest, ModelResponse, RunResult, Tool, ToolSource } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
-import { stuckController, track } from "./support/ask-fixtures.js";
+import { stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { deferred, flush, notRunResult, readTool, until } from "./support/engine-fixtures.js";
 
 const call = (id: string, input: unknown) => ({ id, name: "read", input });
@@ -341,6 +341,33 @@ describe("the loop around the gate", () => {
     }
     expect(model.requests).toEqual([]);
     expect(await agent.run("go", { signal: new AbortController().signal })).toMatchObject({ text: "done" });
+  });
+
+  it("a signal whose reason cannot be read (a getter that throws) still cancels the run: CancelledError naming the signal, the parked call's cancelled record", async () => {
+    const executed: unknown[] = [];
+    let parked = 0;
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+      .withAskResolver({ resolve: () => ((parked += 1), new Promise(() => {})) });
+    const model = new ScriptedModel([{ toolCalls: [call("c1", { path: "a" })] }, { text: "done" }]);
+    const trap = new Error("reason unreadable");
+    const { controller, signal } = unreadableReasonSignal(trap);
+    const running = track(new Agent({ model, tools: [readTool(executed)], managers }).run("go", { signal }));
+    await until(() => parked === 1);
+    controller.abort();
+    await until(() => running.outcome.state !== "pending");
+    const error = (running.outcome as { reason: unknown }).reason;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect((error as CancelledError).cause).toBeInstanceOf(EngineConfigError);
+    expect(error).toMatchObject({
+      cause: {
+        option: "Agent.run",
+        message: "Agent.run: the signal aborted, and its reason could not be read",
+        cause: trap,
+      },
+      records: [{ verdict: "cancelled", reason: "cancelled while awaiting approval" }],
+    });
+    expect(executed).toEqual([]);
   });
 
   it("a signal whose removeEventListener throws: the run settles once with its own result or stop, ends its run at the gate, and no longer hears the signal", async () => {

@@ -16,7 +16,7 @@ import {
 import type { GateDecision, GateOutcome, Hook, Middleware, Tool, ToolDescriptor } from "loopctl/engine";
 import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
-import { stuckController, track } from "./support/ask-fixtures.js";
+import { stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
 
 const readDescriptor: ToolDescriptor = {
@@ -166,6 +166,61 @@ describe("Gate.call", () => {
       },
     });
     expect([hookCalls, resolverCalls, executed]).toEqual([0, 0, 0]);
+  });
+
+  it("a hand-made Tool whose check answers anything but a valid check (a promise, another shape, a throw) refuses the call: never read as valid", async () => {
+    const base = defineTool({
+      name: "remove",
+      description: "Remove a scratch file",
+      input: z.object({ path: z.string().startsWith("/tmp/") }),
+      execute: () => "removed",
+    });
+    const failure = new Error("validator gone");
+    const checks: [string, (input: unknown) => unknown, string][] = [
+      ["an async check", async (input) => base.check(input), "a Promise"],
+      ["another shape", () => ({ type: "ok" }), "an object"],
+      ["an empty object", () => ({}), "an object"],
+      ["invalid without problems", () => ({ type: "invalid" }), "an object"],
+      ["undefined", () => undefined, "undefined"],
+    ];
+    let executed = 0;
+    for (const [what, check, got] of checks) {
+      const tool = { ...base, check } as unknown as Tool;
+      const outcome = await new Gate(new LoopManagers()).call(
+        { tool, callId: "c1", input: { path: "/etc/passwd" } },
+        () => (executed += 1),
+      );
+      const problem = `$: the tool's check did not answer { type: "valid" } or { type: "invalid", problems }, got ${got}`;
+      expect(outcome, what).toMatchObject({
+        type: "refused",
+        message: `Invalid arguments for tool 'remove': ${problem}`,
+        record: { verdict: "deny", ruleId: "schema", ruleSource: "engine", reason: `invalid arguments: ${problem}` },
+      });
+    }
+    const throwing = {
+      ...base,
+      check: () => {
+        throw failure;
+      },
+    };
+    expect(
+      await new Gate(new LoopManagers()).call(
+        { tool: throwing, callId: "c1", input: { path: "/etc/passwd" } },
+        () => (executed += 1),
+      ),
+    ).toMatchObject({
+      type: "refused",
+      record: {
+        verdict: "deny",
+        ruleId: "schema",
+        reason: "invalid arguments: $: the tool's check failed: validator gone",
+      },
+    });
+    expect(executed).toBe(0);
+    // A check that answers as it should still lets valid arguments through.
+    expect(
+      await new Gate(new LoopManagers()).call({ tool: base, callId: "c1", input: { path: "/tmp/x" } }, () => "ok"),
+    ).toMatchObject({ type: "ran", output: "ok" });
   });
 
   it("a descriptor whose schema does not compile refuses every call (fail closed), with a schema record", async () => {
@@ -675,6 +730,57 @@ describe("Gate.call", () => {
     expect(records.map((record) => record.verdict)).toEqual(["allow", "allow", "cancelled"]);
   });
 
+  it("a signal whose reason cannot be read (a getter that throws) still cancels: CancelledError naming the signal, one cancelled record, the ask withdrawn", async () => {
+    const records: GateDecision[] = [];
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const gate = new Gate(
+      new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "?" }) })
+        .withAskResolver(channel)
+        .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    );
+    let executed = 0;
+    const expected = (trap: Error) => ({
+      cause: {
+        option: "Gate.call",
+        message: "Gate.call: the signal aborted, and its reason could not be read",
+        cause: trap,
+      },
+    });
+    // Aborted while the call is parked: the abort listener must not throw, and the call must not stay parked.
+    const parkedTrap = new Error("reason unreadable");
+    const parked = unreadableReasonSignal(parkedTrap);
+    const waiting = track(
+      gate.call(
+        { tool: readDescriptor, callId: "c1", input: { path: "a" }, signal: parked.signal },
+        () => (executed += 1),
+      ),
+    );
+    await until(() => channel.size === 1);
+    parked.controller.abort();
+    await until(() => waiting.outcome.state !== "pending");
+    const error = (waiting.outcome as { reason: unknown }).reason;
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error).toMatchObject(expected(parkedTrap));
+    expect((error as CancelledError).cause).toBeInstanceOf(EngineConfigError);
+    expect(records.map((r) => [r.verdict, r.reason])).toEqual([["cancelled", "cancelled while awaiting approval"]]);
+    expect(channel.size).toBe(0);
+    // Aborted before the call: cancelled as any other, never delivered.
+    const beforeTrap = new Error("reason unreadable too");
+    const before = unreadableReasonSignal(beforeTrap);
+    before.controller.abort();
+    const early = await gate
+      .call({ tool: readDescriptor, callId: "c2", input: { path: "a" }, signal: before.signal }, () => (executed += 1))
+      .catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(CancelledError);
+    expect(early).toMatchObject(expected(beforeTrap));
+    expect(records.map((r) => r.verdict)).toEqual(["cancelled", "cancelled"]);
+    expect(approver.buffered).toBe(0);
+    expect(executed).toBe(0);
+    expect(waiting.settlements).toBe(1);
+    approver.close();
+  });
+
   it("one gate serves many calls at once: concurrent asks park independently and each takes only its own answer", async () => {
     const parked: { ask: PendingAsk; answer: (a: AskResolution) => void }[] = [];
     const resolver: AskResolver = {
@@ -807,6 +913,53 @@ describe("Gate.call", () => {
     expect(asks).toHaveLength(2);
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
+  it("a descriptor changed in place is read again at its next call: a grant pinned to it as it was asks again, and its new schema holds", async () => {
+    const store = new MemoryGrantStore();
+    const descriptor = {
+      name: "files",
+      description: "Read files",
+      inputSchema: { type: "object", properties: { path: { type: "string" } } } as Record<string, unknown>,
+      annotations: { readOnlyHint: true } as Record<string, unknown>,
+    };
+    const asks: PendingAsk[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "files?" }) })
+        .withAskResolver(new SyncAskResolver((ask) => (asks.push(ask), { type: "approve", remember: "this_tool" }))),
+    );
+    const ran: unknown[] = [];
+    const run = (input: unknown): unknown => (ran.push(input), "ran");
+    expect((await gate.call({ tool: descriptor, callId: "c1", input: { path: "a" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect((await gate.call({ tool: descriptor, callId: "c2", input: { path: "b" } }, run)).record.ruleId).toBe(
+      "grant",
+    );
+    // The same object, now a destructive tool: the grant given for the read-only one must not let it through.
+    descriptor.description = "Delete files";
+    descriptor.annotations["readOnlyHint"] = false;
+    expect((await gate.call({ tool: descriptor, callId: "c3", input: { path: "c" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect(asks.map((ask) => ask.callId)).toEqual(["c1", "c3"]);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    // A schema tightened in place is the one arguments are checked against.
+    (descriptor.inputSchema["properties"] as Record<string, unknown>)["path"] = { type: "string", pattern: "^/tmp/" };
+    expect(await gate.call({ tool: descriptor, callId: "c4", input: { path: "/etc/passwd" } }, run)).toMatchObject({
+      type: "refused",
+      record: { verdict: "deny", ruleId: "schema" },
+    });
+    expect(ran).toEqual([{ path: "a" }, { path: "b" }, { path: "c" }]);
+    // Unchanged since, it is not compiled or asked about again.
+    expect((await gate.call({ tool: descriptor, callId: "c5", input: { path: "/tmp/x" } }, run)).record.verdict).toBe(
+      "ask_allowed",
+    );
+    expect((await gate.call({ tool: descriptor, callId: "c6", input: { path: "/tmp/y" } }, run)).record.ruleId).toBe(
+      "grant",
+    );
+  });
+
   it("with no resolver, a call whose allow grant no longer matches the tool is the plain headless denial: the hook's prompt verbatim", async () => {
     const store = new MemoryGrantStore();
     const v1: ToolDescriptor = { ...readDescriptor, description: "Read a file" };

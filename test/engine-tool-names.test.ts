@@ -122,7 +122,7 @@ describe("a tool whose name is not its descriptor's name", () => {
     }
   });
 
-  it("the check is made on the descriptor as first read: renaming it in place later changes nothing", async () => {
+  it("the check is made on the descriptor as each call reads it: renaming it in place refuses the next call, never decided by the old name's grants", async () => {
     const read = readTool();
     const descriptor = { ...read.descriptor };
     const tool: Tool = { ...read, descriptor };
@@ -131,8 +131,15 @@ describe("a tool whose name is not its descriptor's name", () => {
     expect(first.type).toBe("ran");
     expect(first.record).toMatchObject({ tool: "read", ruleId: "grant" });
     descriptor.name = "shell";
-    const second = await gate.call({ tool, callId: "c2", input: { path: "a" } }, () => "ran");
-    expect(second.record).toMatchObject({ tool: "read", ruleId: "grant" });
+    const ran: unknown[] = [];
+    const second = await gate
+      .call({ tool, callId: "c2", input: { path: "a" } }, (input) => ran.push(input))
+      .catch((error: unknown) => error);
+    expect(second).toBeInstanceOf(EngineConfigError);
+    expect((second as Error).message).toMatch(
+      /^Gate\.call: tool 'read': the name 'read' differs from its descriptor's name 'shell'/,
+    );
+    expect(ran).toEqual([]);
   });
 
   it("a hand-made tool whose names agree works like one from defineTool", async () => {

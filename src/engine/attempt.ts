@@ -18,6 +18,7 @@ import { CANCELLED, cancelledBy } from "./signals.js";
 import type { Cancel } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
+import { answeredCheck } from "./validation.js";
 import type { ArgumentCheck } from "./validation.js";
 
 /** Exact texts the model receives (those of docs/records.md, and the engine's own endings). */
@@ -245,7 +246,8 @@ export class Attempt {
         )
       );
     }
-    const checked = this.#request.checked ?? tool.check(this.#args.value);
+    const given = this.#request.checked;
+    const checked = answeredCheck(() => given ?? tool.check(this.#args.value));
     if (checked.type === "invalid") {
       return (
         this.#preDetect() ??
@@ -340,9 +342,10 @@ export class Attempt {
   async #checkChanged(value: unknown): Promise<ArgumentCheck> {
     const tool = this.#request.tool!;
     const check = tool.checkChanged;
-    if (check === undefined) return tool.check(value);
+    if (check === undefined) return answeredCheck(() => tool.check(value));
     try {
-      return await this.#wait(Promise.resolve(check(value)), CANCELS.deciding);
+      const answer = await this.#wait(Promise.resolve(check(value)), CANCELS.deciding);
+      return answeredCheck(() => answer);
     } catch (error) {
       if (error === this.#cancelled) throw error;
       return { type: "invalid", problems: [`$: the tool's input schema failed: ${describeError(error)}`] };

@@ -1,5 +1,5 @@
 import { NIL_UUID } from "../ask/index.js";
-import { GrantPolicy } from "../grant/index.js";
+import { GrantPolicy, canonicalJson } from "../grant/index.js";
 import { shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { Attempt } from "./attempt.js";
@@ -9,7 +9,7 @@ import type { RunStoppedError } from "./errors.js";
 import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
 import { Cancel, callerSignal, followShared } from "./signals.js";
-import { frozenJson } from "./snapshot.js";
+import { frozenJson, isFrozenJson } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
@@ -89,7 +89,19 @@ export interface GatedTool {
 /** Runs whose loop-detection counts a gate keeps (the least recently used go first). */
 const RUNS_KEPT = 1024;
 
-const prepared = new WeakMap<object, GatedTool>();
+/**
+ * A tool as the gate last read it: `source` is the descriptor object it read
+ * (the tool itself, or a `Tool`'s `descriptor`), and `text` the canonical
+ * JSON of what it read there, unless that object is one loopctl froze and
+ * can never change.
+ */
+interface Prepared {
+  readonly gated: GatedTool;
+  readonly source: unknown;
+  readonly text: string | undefined;
+}
+
+const prepared = new WeakMap<object, Prepared>();
 
 const changedChecks = new WeakMap<object, (input: unknown) => PromiseLike<ArgumentCheck>>();
 
@@ -140,7 +152,7 @@ export function withdrawnWith<T extends Tool | ToolDescriptor>(tool: T, signal: 
 }
 
 /**
- * The gate's view of `tool`, made once per tool object.
+ * The gate's view of `tool`, made again only when its descriptor changed (see {@link agentTool}).
  * @throws {EngineConfigError} naming `Gate.call` when `tool` is neither a
  *   Tool nor a descriptor, is a Tool whose name is not its descriptor's (or
  *   whose descriptor is not one; `cause`: the {@link ToolDefinitionError}),
@@ -160,13 +172,34 @@ export function gatedTool(tool: Tool | ToolDescriptor): GatedTool {
  * {@link gatedTool} for `Agent`: a Tool whose name is not its descriptor's
  * throws its {@link ToolDefinitionError} as is; what its reads throw is
  * thrown as is. Internal.
+ *
+ * Read at each call: a descriptor changed in place since the last one (a
+ * description, annotations or schema set anew) is read and compiled again,
+ * so its grants' pins and its validation are those of the tool as it is now.
+ * One loopctl froze (`defineTool`'s, or the gate's own copy handed back)
+ * cannot change, and is not read again.
  */
 export function agentTool(tool: Tool | ToolDescriptor): GatedTool {
   const known = prepared.get(tool);
-  if (known !== undefined) return known;
+  const source: unknown = isTool(tool) ? tool.descriptor : tool;
+  if (known !== undefined && known.source === source && (known.text === undefined || known.text === textOf(source)))
+    return known.gated;
   const gated = prepare(tool);
-  prepared.set(tool, gated);
+  prepared.set(tool, {
+    gated,
+    source,
+    text: isFrozenJson(source) ? undefined : canonicalJson(gated.descriptor),
+  });
   return gated;
+}
+
+/** The canonical JSON of `source` as it is now, or `undefined` when it has none (then read again, and refused). */
+function textOf(source: unknown): string | undefined {
+  try {
+    return canonicalJson(source);
+  } catch {
+    return undefined;
+  }
 }
 
 function prepare(tool: Tool | ToolDescriptor): GatedTool {
@@ -196,7 +229,7 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
         "tool must be a Tool or a descriptor { name, description, inputSchema }",
       );
     }
-    // Read once: a descriptor changed in place later is not seen (pass a new object when the tool changes).
+    // One read: the call goes on with this copy, whatever is done to the object meanwhile.
     let descriptor: ToolDescriptor;
     try {
       descriptor = frozenJson(tool);

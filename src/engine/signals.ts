@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import { isAbortSignal, unlisten } from "../abort-signal.js";
+import { abortReason, isAbortSignal, unlisten } from "../abort-signal.js";
 import { CancelledError, EngineConfigError, describeError } from "./errors.js";
 
 /** What takes a caller's signal, named in an {@link EngineConfigError} about it. */
@@ -68,14 +68,21 @@ export class Cancel {
   static listening(signal: AbortSignal, where: SignalTaker, onAborted?: () => void): Cancel {
     const cancel = Cancel.owned(true);
     setMaxListeners(0, cancel.signal);
+    // A reason that cannot be read (a getter of the caller's that throws) must still cancel, and must not
+    // throw from the abort listener, where nothing catches it and the calls would wait on.
+    const reason = (): unknown =>
+      abortReason(
+        signal,
+        (cause) => new EngineConfigError(where, "the signal aborted, and its reason could not be read", { cause }),
+      );
     try {
       if (signal.aborted) {
-        cancel.abort(signal.reason);
+        cancel.abort(reason());
       } else {
         // Heard only until `dispose`: a signal that refuses to give the listener up keeps it, and it must then do nothing.
         const onAbort = (): void => {
           if (cancel.#following === undefined) return;
-          cancel.abort(signal.reason);
+          cancel.abort(reason());
           onAborted?.();
         };
         cancel.#following = { signal, onAbort };

@@ -39,6 +39,9 @@ export function snapshot(input: unknown): Snapshot | NotJson {
   return { value, argsDigest: digest16(text), argsSha256: sha256Hex(text) };
 }
 
+/** The copies {@link frozenJson} made: deeply frozen plain data, which nothing can change. */
+const frozenCopies = new WeakSet<object>();
+
 /**
  * A deeply frozen JSON copy of `value` (its canonical JSON, parsed).
  * @throws {TypeError} when `value` is not a JSON value.
@@ -46,7 +49,13 @@ export function snapshot(input: unknown): Snapshot | NotJson {
 export function frozenJson<T>(value: T): T {
   const read = snapshot(value);
   if (!isSnapshot(read)) throw new TypeError(read.problem);
+  if (typeof read.value === "object" && read.value !== null) frozenCopies.add(read.value);
   return read.value as T;
+}
+
+/** Whether `value` is a copy {@link frozenJson} made, so that it can never change. */
+export function isFrozenJson(value: unknown): boolean {
+  return typeof value === "object" && value !== null && frozenCopies.has(value);
 }
 
 export function isSnapshot(read: Snapshot | NotJson): read is Snapshot {

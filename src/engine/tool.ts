@@ -58,7 +58,11 @@ export interface Tool {
   readonly descriptorDigest: string;
   /** `descriptorFingerprint(descriptor)`: `"sha256:<64 hex>"`. */
   readonly descriptorFingerprint: string;
-  /** Validates (and, for zod, parses) arguments. Never throws. */
+  /**
+   * Validates (and, for zod, parses) arguments, at once. Never throws. The
+   * engine refuses a call whose check answers anything but `{ type: "valid" }`
+   * or `{ type: "invalid", problems }` (a promise included).
+   */
   check(input: unknown): ArgumentCheck;
   /** Runs the tool with arguments that passed {@link Tool.check}. */
   execute(input: unknown, context: ToolContext): unknown;

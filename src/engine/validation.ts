@@ -10,6 +10,48 @@ export type ArgumentCheck =
   | { readonly type: "valid"; readonly value: unknown }
   | { readonly type: "invalid"; readonly problems: readonly string[] };
 
+/** What a check that does not answer an {@link ArgumentCheck} gave, for a problem's text. */
+function answerKind(value: unknown): string {
+  if (value === null) return "null";
+  if (value instanceof Promise) return "a Promise";
+  const type = typeof value;
+  return type === "object" ? "an object" : type === "undefined" ? "undefined" : `a ${type}`;
+}
+
+/**
+ * What `check` answered, read as an {@link ArgumentCheck}: `{ type: "valid" }`,
+ * or `{ type: "invalid", problems }` with `problems` strings. Anything else (a
+ * promise, from a check made async by mistake; another shape; a throw; reads
+ * that throw) is invalid arguments, never valid: a tool's own check that
+ * cannot be read must not let every call through.
+ */
+export function answeredCheck(check: () => unknown): ArgumentCheck {
+  let answer: unknown;
+  try {
+    answer = check();
+  } catch (error) {
+    return { type: "invalid", problems: [`$: the tool's check failed: ${describeError(error)}`] };
+  }
+  try {
+    if (typeof answer === "object" && answer !== null && !(answer instanceof Promise)) {
+      const { type, value, problems } = answer as { type?: unknown; value?: unknown; problems?: unknown };
+      if (type === "valid") return { type: "valid", value };
+      if (type === "invalid" && Array.isArray(problems) && problems.every((problem) => typeof problem === "string"))
+        return { type: "invalid", problems: [...problems] };
+    }
+  } catch (error) {
+    return { type: "invalid", problems: [`$: the tool's check answered what cannot be read: ${describeError(error)}`] };
+  }
+  // A promise's rejection would otherwise surface as unhandled.
+  if (answer instanceof Promise) answer.catch(() => undefined);
+  return {
+    type: "invalid",
+    problems: [
+      `$: the tool's check did not answer { type: "valid" } or { type: "invalid", problems }, got ${answerKind(answer)}`,
+    ],
+  };
+}
+
 /** Validates one tool's arguments; compiled once per tool, never throws. */
 export type Validator = (input: unknown) => ArgumentCheck;
 
