@@ -116,7 +116,9 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
   const where = "cannot verify audit log bytes";
   // A string would read as one line cut short; what the caller meant is the file's bytes.
   if (!(data instanceof Uint8Array)) {
-    throw new AuditConfigError("data", `${where}: data must be a Uint8Array, got ${shownValue(data)}`);
+    // Named by its length: a log read with an encoding would put all of itself in the message.
+    const got = typeof data === "string" ? `a string of ${(data as string).length} characters` : shownValue(data);
+    throw new AuditConfigError("data", `${where}: data must be a Uint8Array (the file's bytes), got ${got}`);
   }
   options = optionsArgument(options, where);
   if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
