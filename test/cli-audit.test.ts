@@ -220,8 +220,8 @@ describe("loopctl audit verify", () => {
     expect(text.code).toBe(EXIT.ok);
     expect(text.stdout).toContain(
       "4 records, chain intact, every line's mac verified with the key; the seal vouches for line 1 only: " +
-        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, or an older seal " +
-        "was put back), and lines cut off after line 1 would not be told",
+        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, wrote them after " +
+        "the seal was read, or an older seal was put back), and lines cut off after line 1 would not be told",
     );
     expect(text.stdout).not.toContain("the seal verified");
     const asJson = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });

@@ -148,7 +148,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
           : behind
             ? `, every line's mac verified with the key; the seal vouches for line ${sealed} only: ` +
               `lines ${sealed + 1}${sealed + 1 === seq ? "" : `-${seq}`} rest on their MACs alone (a writer stopped ` +
-              "between its lines and its seal, or an older seal was put back), " +
+              "between its lines and its seal, wrote them after the seal was read, or an older seal was put back), " +
               `and lines cut off after line ${sealed} would not be told`
             : ", every line's mac and the seal verified with the key"
         : result.keyed
