@@ -7,6 +7,7 @@ import {
   readFile,
   readdir,
   readlink,
+  realpath,
   rm,
   symlink,
   writeFile,
@@ -40,10 +41,11 @@ afterAll(async () => {
 
 /** Resolves once this process has `path` open (Linux: `/proc/self/fd`); rejects after 5 s. */
 async function openHere(path: string): Promise<void> {
+  const real = await realpath(path);
   for (const deadline = Date.now() + 5_000; Date.now() < deadline;) {
     const fds = await readdir("/proc/self/fd");
     const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
-    if (targets.includes(path)) return;
+    if (targets.includes(real)) return;
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   throw new Error(`${path} was not opened`);
