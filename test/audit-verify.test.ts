@@ -138,6 +138,32 @@ describe("verifyAuditBytes finds each kind of tampering at its line", () => {
     }
   });
 
+  it("quotes at most the head of a line's hostile member in the message, however long its name", async () => {
+    // Anyone who can write the log picks the name: every error that reports the line must not carry megabytes of it.
+    const rehash = (body: string): string => `${body},"hash":"${sha256(`${body}}`)}"}`;
+    const record = JSON.stringify(gateRecord(1));
+    const long = "k".repeat(1_000_000);
+    const extra = rehash(`{"seq":1,"prev":"${AUDIT_GENESIS}","${long}":1,"record":${record}`);
+    const twice = rehash(`{"seq":1,"prev":"${AUDIT_GENESIS}","record":${record.slice(0, -1)},"${long}":1,"${long}":2}`);
+    for (const [line, named] of [
+      [extra, /Unrecognized key/],
+      [twice, /twice/],
+    ] as const) {
+      const result = verifyAuditBytes(Buffer.from(`${line}\n`));
+      expect(result).toMatchObject({ ok: false, line: 1, problem: "malformed" });
+      if (!result.ok) {
+        expect(result.message).toMatch(named);
+        expect(result.message).toMatch(/k… \[\d+ characters cut\]/);
+        expect(result.message.length).toBeLessThan(2_000);
+      }
+      const path = join(dir, `long-member-${line === extra ? "extra" : "twice"}.jsonl`);
+      await writeFile(path, `${line}\n`);
+      const refused = await AuditSink.open(path).catch((e: unknown) => e);
+      expect(refused).toMatchObject({ code: "AUDIT_CORRUPT", problem: "malformed" });
+      expect((refused as Error).message.length).toBeLessThan(2_000);
+    }
+  });
+
   it("a removed line, first or middle", () => {
     const middle = lines().filter((_, i) => i !== 2);
     expect(verifyAuditBytes(join_(middle))).toMatchObject({ ok: false, line: 3, problem: "removed" });
@@ -382,6 +408,22 @@ describe("verifyAuditLog on the file system", () => {
       expect(error, `${call.toString()}`).toMatchObject({ code });
       if (code === "AUDIT_CONFIG") expect(error, call.toString()).toMatchObject({ option: at });
     }
+  });
+
+  it("names a string given for the bytes by its length, not by the log it holds", () => {
+    // A log read with an encoding, megabytes long: the refusal must not carry all of it.
+    const text = original.toString("utf8").repeat(2_000);
+    const error = (() => {
+      try {
+        verifyAuditBytes(text as unknown as Uint8Array);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "data" });
+    expect((error as Error).message).toContain(`a string of ${text.length} characters`);
+    expect((error as Error).message.length).toBeLessThan(500);
   });
 
   it("refuses a key of the wrong type without showing it: a key of digits read as a number stays secret", async () => {

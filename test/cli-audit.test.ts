@@ -1,5 +1,18 @@
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, readFile, rm, symlink, writeFile, mkdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import {
+  appendFile,
+  chmod,
+  mkdtemp,
+  readFile,
+  readdir,
+  readlink,
+  realpath,
+  rm,
+  symlink,
+  writeFile,
+  mkdir,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,6 +38,18 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
+
+/** Resolves once this process has `path` open (Linux: `/proc/self/fd`); rejects after 5 s. */
+async function openHere(path: string): Promise<void> {
+  const real = await realpath(path);
+  for (const deadline = Date.now() + 5_000; Date.now() < deadline;) {
+    const fds = await readdir("/proc/self/fd");
+    const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+    if (targets.includes(real)) return;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  throw new Error(`${path} was not opened`);
+}
 
 const write = async (name: string, content: string): Promise<string> => {
   await writeFile(join(dir, name), content);
@@ -197,13 +222,42 @@ describe("loopctl audit verify", () => {
     expect(text.code).toBe(EXIT.ok);
     expect(text.stdout).toContain(
       "4 records, chain intact, every line's mac verified with the key; the seal vouches for line 1 only: " +
-        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, or an older seal " +
-        "was put back), and lines cut off after line 1 would not be told",
+        "lines 2-4 rest on their MACs alone (a writer stopped between its lines and its seal, wrote them after " +
+        "the seal was read, or an older seal was put back), and lines cut off after line 1 would not be told",
     );
     expect(text.stdout).not.toContain("the seal verified");
     const asJson = await cli(["audit", "verify", "stale.jsonl", "--key-file", "stale.key", "--json"], { cwd: dir });
     expect(JSON.parse(asJson.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 1 });
   });
+
+  it.skipIf(!existsSync("/proc/self/fd"))(
+    "says what the seal verification checked vouches for, not one put in its place while it read the log",
+    async () => {
+      const key = randomBytes(32);
+      await writeFile(join(dir, "swapped.key"), key, { mode: 0o600 });
+      const log = join(dir, "swapped.jsonl");
+      const sink = await AuditSink.open(log, { key });
+      await sink.append(gateRecord(1));
+      const earlySeal = await readFile(`${log}.seal`);
+      for (let i = 2; i <= 4; i++) await sink.append(gateRecord(i));
+      await sink.close();
+      // An older seal put back, and line 4 part-way, as a writer still writing it leaves it: verification
+      // reads the seal, then the log, and waits for line 4.
+      const whole = await readFile(log);
+      const cut = whole.length - 40;
+      await writeFile(log, whole.subarray(0, cut));
+      await writeFile(`${log}.seal`, earlySeal);
+      const run = cli(["audit", "verify", "swapped.jsonl", "--key-file", "swapped.key", "--json"], { cwd: dir });
+      // Once verification has the log open (it read the seal before), a seal no key made takes the seal's place.
+      await openHere(log);
+      await writeFile(`${log}.seal`, `${JSON.stringify({ seq: 999, hash: "0".repeat(64), mac: "0".repeat(64) })}\n`);
+      await appendFile(log, whole.subarray(cut));
+      const result = await run;
+      expect(result.code).toBe(EXIT.ok);
+      // Before, the seal was read again after verification, unchecked: `sealed: 999`, and "the seal verified".
+      expect(JSON.parse(result.stdout)).toMatchObject({ ok: true, records: 4, authenticated: true, sealed: 1 });
+    },
+  );
 
   it("says of an empty log checked with --key-file that the key had nothing to check, not that a seal verified, in JSON too", async () => {
     await writeFile(join(dir, "empty.key"), randomBytes(32), { mode: 0o600 });

@@ -51,6 +51,22 @@ function shown(text: string): string {
   return text.replace(UNSHOWN, (c) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, "0")}`);
 }
 
+/** The most UTF-16 units of a part of a line (a member's name, its path, what the schema says of it) a message quotes. */
+const QUOTED_MAX = 500;
+
+/**
+ * `text`, a part of a line, as a message quotes it: whole up to
+ * {@link QUOTED_MAX} units, else its head (never half a surrogate pair) and
+ * how many units were cut. Anyone who can write the log picks a member's
+ * name, up to a line's 4 MiB: every error reporting the line would carry it.
+ */
+function clipped(text: string): string {
+  if (text.length <= QUOTED_MAX) return text;
+  let head = text.slice(0, QUOTED_MAX);
+  if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
+  return `${head}… [${text.length - head.length} characters cut]`;
+}
+
 function parseLine(bytes: Uint8Array): ParsedLine {
   if (bytes.length === 0) return { type: "malformed", why: "it is empty" };
   let text: string;
@@ -81,12 +97,13 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     return {
       type: "malformed",
       why: shown(
-        `it has member ${JSON.stringify(duplicate.key)} twice, at ${duplicate.path} (JSON readers disagree on which one counts)`,
+        `it has member ${clipped(JSON.stringify(duplicate.key))} twice, at ${clipped(duplicate.path)} ` +
+          "(JSON readers disagree on which one counts)",
       ),
     };
   }
   const parsed = LineSchema.safeParse(json);
-  if (!parsed.success) return { type: "malformed", why: shown(zodIssuesLine(parsed.error, 1)) };
+  if (!parsed.success) return { type: "malformed", why: shown(clipped(zodIssuesLine(parsed.error, 1))) };
   if (parsed.data.hash !== tail[1] || parsed.data.mac !== tail[2]) {
     return { type: "malformed", why: 'its last members are not its "hash" and "mac"' };
   }

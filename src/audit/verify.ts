@@ -116,7 +116,9 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
   const where = "cannot verify audit log bytes";
   // A string would read as one line cut short; what the caller meant is the file's bytes.
   if (!(data instanceof Uint8Array)) {
-    throw new AuditConfigError("data", `${where}: data must be a Uint8Array, got ${shownValue(data)}`);
+    // Named by its length: a log read with an encoding would put all of itself in the message.
+    const got = typeof data === "string" ? `a string of ${(data as string).length} characters` : shownValue(data);
+    throw new AuditConfigError("data", `${where}: data must be a Uint8Array (the file's bytes), got ${got}`);
   }
   options = optionsArgument(options, where);
   if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
@@ -286,6 +288,30 @@ export async function verifyLogFile(
   options: AuditVerifyOptions | undefined,
   seams: VerifySeams,
 ): Promise<AuditVerifyResult> {
+  return (await verifySealedLogFile(path, options, seams)).result;
+}
+
+/**
+ * {@link verifyAuditLog}, and the `seq` the seal it checked the log against
+ * vouches for: with a key, of a log with lines that verified (`undefined`
+ * otherwise). The seal as verification read it and checked its MAC, never read
+ * again: one put in its place meanwhile vouches for nothing.
+ */
+export async function verifyAuditLogSealed(
+  path: string,
+  options?: AuditVerifyOptions,
+): Promise<{ readonly result: AuditVerifyResult; readonly sealed: number | undefined }> {
+  const { result, seal } = await verifySealedLogFile(path, options, {});
+  const sealed = result.ok && result.anchor.seq > 0 && seal !== null ? parseSeal(seal)?.seq : undefined;
+  return { result, sealed };
+}
+
+/** {@link verifyLogFile}, and the seal's text it checked the log against (`null`: none, or no key). */
+async function verifySealedLogFile(
+  path: string,
+  options: AuditVerifyOptions | undefined,
+  seams: VerifySeams,
+): Promise<{ readonly result: AuditVerifyResult; readonly seal: string | null }> {
   assertPathArgument(path, "cannot verify an audit log");
   options = optionsArgument(options, `cannot verify audit log ${path}`);
   assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
@@ -316,7 +342,7 @@ export async function verifyLogFile(
       afterEnd: seams.afterEnd,
     });
     signal?.throwIfAborted();
-    if ("ok" in outcome) return outcome;
+    if ("ok" in outcome) return { result: outcome, seal };
     // A keyed log's first writer seals it before its first line: a seal
     // missing when read, and there once lines are, was written meanwhile, and
     // the log had it before it had lines. Both are read again, in order, once.
@@ -332,7 +358,7 @@ export async function verifyLogFile(
       seal !== null &&
       !result.ok &&
       (await readSealFile(sealPath).catch(() => seal)) !== seal;
-    if (!replaced) return result;
+    if (!replaced) return { result, seal };
   }
 }
 

@@ -7,13 +7,12 @@ import {
   auditSealPath,
   parseAuditAnchor,
   readAuditKeyFile,
-  verifyAuditLog,
 } from "../audit/index.js";
 import type { AuditAnchor } from "../audit/index.js";
 import { LoopctlError } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
-import { parseSeal, readSealFile } from "../audit/seal.js";
+import { verifyAuditLogSealed } from "../audit/verify.js";
 import { json, printable } from "./format.js";
 import { errorDocument } from "./failure.js";
 import { unexpandedTilde } from "./grant-source.js";
@@ -71,12 +70,14 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   const keyFile = values["key-file"];
   const file = resolve(context.cwd, positionals[0] as string);
   let key: Uint8Array | undefined;
-  let result;
+  let checked;
   try {
     // A missing key file is a usage error; one that cannot be read is reported as the log would be.
     key = keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd);
     // Only the count of records is printed: none are kept, so that a log of any length verifies.
-    result = await verifyAuditLog(file, {
+    // With a key, the line the seal verification checked vouches for: a seal behind the log's end leaves the lines
+    // after it on their MACs alone (a writer stopped before its next seal, or an older seal put back), said as such.
+    checked = await verifyAuditLogSealed(file, {
       records: false,
       ...(anchor ? { anchor } : {}),
       ...(key ? { key } : {}),
@@ -100,6 +101,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
     }
     throw error;
   }
+  const { result, sealed } = checked;
   // The lines verified: every line of a log that verifies, those before the line named of one that does not.
   const verified = result.ok ? result.anchor.seq : result.line - 1;
   // A seal beside lines that carry no MAC: a keyed writer left it, and the lines may have been written again
@@ -107,9 +109,6 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   // Beside the file a symbolic link leads to, as verification reads a key's seal and its writer leaves it.
   const sealBeside =
     result.ok && key === undefined && (await exists(auditSealPath(await realpath(file).catch(() => file))));
-  // With a key, the line the seal vouches for, read again: a seal behind the log's end leaves the lines after it
-  // on their MACs alone (a writer stopped before its next seal, or an older seal put back), said as such.
-  const sealed = result.ok && key !== undefined && result.anchor.seq > 0 ? await sealedSeq(file) : undefined;
   const behind = sealed !== undefined && result.ok && sealed < result.anchor.seq;
   if (values.json) {
     context.stdout.write(
@@ -149,7 +148,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
           : behind
             ? `, every line's mac verified with the key; the seal vouches for line ${sealed} only: ` +
               `lines ${sealed + 1}${sealed + 1 === seq ? "" : `-${seq}`} rest on their MACs alone (a writer stopped ` +
-              "between its lines and its seal, or an older seal was put back), " +
+              "between its lines and its seal, wrote them after the seal was read, or an older seal was put back), " +
               `and lines cut off after line ${sealed} would not be told`
             : ", every line's mac and the seal verified with the key"
         : result.keyed
@@ -165,12 +164,6 @@ export async function auditVerify(args: readonly string[], context: CliContext):
       `the ${verified} line${verified === 1 ? "" : "s"} before it verified\n`,
   );
   return EXIT.failed;
-}
-
-/** The `seq` the seal of the log at `file` vouches for (beside the file a link leads to); `undefined` when unread. */
-async function sealedSeq(file: string): Promise<number | undefined> {
-  const text = await readSealFile(auditSealPath(await realpath(file).catch(() => file))).catch(() => null);
-  return text === null ? undefined : parseSeal(text)?.seq;
 }
 
 /** Whether anything is at `path` (a link included), as far as this process can tell. */
