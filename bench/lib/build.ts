@@ -13,11 +13,9 @@ let pending: Promise<Source> | undefined;
 /**
  * Builds src/{ask,grant,engine,testing,server,ai-sdk,postgres} with tsup into a temp folder under
  * node_modules/.cache, with the
- * package's own settings (ESM, node20, splitting, tree shaking), once per
- * process. tsx, which runs the benchmark files, transpiles with esbuild's
- * `keepNames`, which wraps every named closure in a `__name()` call at run
- * time; the published build does not, and a benchmark must not charge
- * loopctl for it. The child processes reuse the folder through
+ * package's own settings (ESM, node20, splitting, tree shaking, keepNames:
+ * those of tsup.config.ts), once per process: what users run, bundled as
+ * published, not each file as tsx transpiles it. The child processes reuse the folder through
  * LOOPCTL_BENCH_BUILD_DIR. LOOPCTL_BENCH_SOURCE=src measures src through tsx
  * instead; a failed build (a module mid-edit) falls back to it, and says so.
  */
@@ -47,6 +45,7 @@ async function resolveSource(): Promise<Source> {
         target: "node20",
         splitting: true,
         treeshake: true,
+        keepNames: true,
         dts: false,
         sourcemap: false,
         clean: true,
@@ -66,6 +65,6 @@ async function resolveSource(): Promise<Source> {
 
 export function describeSource(source: Source): string {
   return source.type === "build"
-    ? "tsup build of src (ESM, node20, no keepNames), as published"
-    : `src through tsx (esbuild keepNames adds __name() calls): ${source.why}`;
+    ? "tsup build of src (ESM, node20, keepNames), as published"
+    : `src through tsx: ${source.why}`;
 }
