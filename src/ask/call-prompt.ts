@@ -1,4 +1,5 @@
 import { InvalidCallPromptOptionsError } from "./errors.js";
+import { textHead } from "../text-head.js";
 
 /** A path into a call's arguments: object keys and array indexes from the top. */
 export type ArgsPath = readonly (string | number)[];
@@ -69,14 +70,8 @@ function visible(json: string): string {
 
 /** A server- or model-supplied name or title, quoted and bounded, for one line of a prompt. */
 export function quoteForPrompt(text: string, max = 200): string {
-  const shown = text.length > max ? `${cut(text, max)}…` : text;
+  const shown = text.length > max ? `${textHead(text, max)}…` : text;
   return visible(JSON.stringify(shown));
-}
-
-/** The first `max` UTF-16 units of `text`, never ending inside a surrogate pair. */
-function cut(text: string, max: number): string {
-  const code = text.charCodeAt(max - 1);
-  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
 }
 
 /**
@@ -293,7 +288,7 @@ export function callPrompt(
   if (!new ArgsWriter(text, redact === false ? undefined : redact).write(input)) text.add("(no arguments)");
   let args = text.shown;
   if (text.length > maxArgsChars) {
-    const kept = cut(args, maxArgsChars);
+    const kept = textHead(args, maxArgsChars);
     args = `${kept}\n… ${text.length - kept.length} more characters not shown`;
   }
   return [`Allow the tool ${quoteForPrompt(tool.name)}${title} to run?`, ...notes, "Arguments:", args].join("\n");

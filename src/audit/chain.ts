@@ -4,6 +4,7 @@ import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { duplicateMember } from "../duplicate-member.js";
+import { cutText } from "../text-head.js";
 import { lineMac, sameMac } from "./key.js";
 import { AUDIT_LINE_MAX_BYTES } from "./line.js";
 import type { AuditAnchor } from "./line.js";
@@ -61,10 +62,7 @@ const QUOTED_MAX = 500;
  * name, up to a line's 4 MiB: every error reporting the line would carry it.
  */
 function clipped(text: string): string {
-  if (text.length <= QUOTED_MAX) return text;
-  let head = text.slice(0, QUOTED_MAX);
-  if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
-  return `${head}… [${text.length - head.length} characters cut]`;
+  return cutText(text, QUOTED_MAX);
 }
 
 function parseLine(bytes: Uint8Array): ParsedLine {

@@ -1,4 +1,5 @@
 import type { Clock } from "./clock.js";
+import { cutText } from "../text-head.js";
 import type { GateDecision, GateVerdict, RuleSource } from "./records.js";
 
 /** A record before its timestamp. */
@@ -38,10 +39,7 @@ export const RECORD_TEXT_MAX = 16_384;
  * else its head (never half a surrogate pair) and how many units were cut.
  */
 export function recordText(text: string): string {
-  if (text.length <= RECORD_TEXT_MAX) return text;
-  let head = text.slice(0, RECORD_TEXT_MAX);
-  if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
-  return `${head}… [${text.length - head.length} characters cut]`;
+  return cutText(text, RECORD_TEXT_MAX);
 }
 
 /**

@@ -12,6 +12,7 @@ import { recordText } from "../engine/records-slot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import type { Validator } from "../engine/validation.js";
 import { descriptorFingerprint } from "../grant/index.js";
+import { textHead } from "../text-head.js";
 import { markChanged } from "./changed.js";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
 import { resultText } from "./result.js";
@@ -135,9 +136,7 @@ const MAX_QUOTED = 200;
 
 /** `text` whole up to {@link MAX_QUOTED} units, else its head (never half a surrogate pair) and `…`. */
 function headOf(text: string): string {
-  if (text.length <= MAX_QUOTED) return text;
-  const last = text.charCodeAt(MAX_QUOTED - 1);
-  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_QUOTED - 1 : MAX_QUOTED)}…`;
+  return text.length <= MAX_QUOTED ? text : `${textHead(text, MAX_QUOTED)}…`;
 }
 
 /**

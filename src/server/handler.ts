@@ -8,6 +8,7 @@ import { describeError, shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/digest.js";
 import type { GrantStore } from "../grant/store.js";
 import { GrantRecordError } from "../grant/errors.js";
+import { textHead } from "../text-head.js";
 import type { Grant } from "../grant/grant.js";
 import { isGrantShaped } from "../grant/grant-index.js";
 import { Access, headerCount, headersCut } from "./access.js";
@@ -1045,8 +1046,7 @@ const MAX_LINK_REASON = 500;
  * and a Postgres queue would refuse the whole answer for it.
  */
 function cutReason(text: string): string {
-  const cut = text.slice(0, MAX_LINK_REASON);
-  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+  return textHead(text, MAX_LINK_REASON);
 }
 
 /** A link's refusal for an ask that already ended, saying how, as far as the server saw it. */
