@@ -638,27 +638,34 @@
     }
   }
 
-  // One load at a time; one asked for while a load is in flight runs after it,
-  // since the list that load reads may predate what prompted the request.
-  let grantsRefresh = null;
-  let grantsAgain = false;
+  /**
+   * `load`, one at a time: one asked for while a load is in flight runs after it, since what
+   * that load reads may predate what prompted the request; any number asked for meanwhile are
+   * that one run. Each caller gets the promise of the run that covers its request.
+   */
+  function coalesced(load) {
+    let running = null;
+    let again = false;
+    return () => {
+      if (running) {
+        again = true;
+        return running;
+      }
+      running = (async () => {
+        do {
+          again = false;
+          await load();
+        } while (again);
+      })().finally(() => {
+        running = null;
+      });
+      return running;
+    };
+  }
+
   /** grant id -> { tr, top, left, holdTimer, heldWhy }: a row rebuilt at the same place is not held. */
   const grantRows = new Map();
-  function refreshGrants() {
-    if (grantsRefresh) {
-      grantsAgain = true;
-      return grantsRefresh;
-    }
-    grantsRefresh = (async () => {
-      do {
-        grantsAgain = false;
-        await loadGrants();
-      } while (grantsAgain);
-    })().finally(() => {
-      grantsRefresh = null;
-    });
-    return grantsRefresh;
-  }
+  const refreshGrants = coalesced(() => loadGrants());
 
   // When the grants were last read, and why the last reload failed while it has not succeeded since.
   let grantsReadAt = null;
@@ -923,23 +930,7 @@
   // A burst of decisions (parallel calls) is then two reads of the list, each of which has the
   // server read its source (an audit log's tail, checked), not one per decision; and no reply to
   // an older read lands after a newer one.
-  let recordsRefresh = null;
-  let recordsAgain = false;
-  function refreshRecords() {
-    if (recordsRefresh) {
-      recordsAgain = true;
-      return recordsRefresh;
-    }
-    recordsRefresh = (async () => {
-      do {
-        recordsAgain = false;
-        await loadRecords();
-      } while (recordsAgain);
-    })().finally(() => {
-      recordsRefresh = null;
-    });
-    return recordsRefresh;
-  }
+  const refreshRecords = coalesced(() => loadRecords());
 
   async function loadRecords() {
     let reply;
