@@ -21,9 +21,6 @@ export default defineConfig([
     clean: false,
     sourcemap: true,
     target: "node20",
-    // Without it esbuild renames a class that refers to itself (`var Grant = class _Grant`), and a
-    // grant logs as `_Grant {…}`.
-    keepNames: true,
     splitting: true,
     treeshake: true,
     // The server finds its console files through import.meta.url, in the CommonJS build too.

@@ -13,7 +13,7 @@ let pending: Promise<Source> | undefined;
 /**
  * Builds src/{ask,grant,engine,testing,server,ai-sdk,postgres} with tsup into a temp folder under
  * node_modules/.cache, with the
- * package's own settings (ESM, node20, splitting, tree shaking, keepNames:
+ * package's own settings (ESM, node20, splitting, tree shaking:
  * those of tsup.config.ts), once per process: what users run, bundled as
  * published, not each file as tsx transpiles it. The child processes reuse the folder through
  * LOOPCTL_BENCH_BUILD_DIR. LOOPCTL_BENCH_SOURCE=src measures src through tsx
@@ -45,7 +45,6 @@ async function resolveSource(): Promise<Source> {
         target: "node20",
         splitting: true,
         treeshake: true,
-        keepNames: true,
         dts: false,
         sourcemap: false,
         clean: true,
@@ -64,7 +63,5 @@ async function resolveSource(): Promise<Source> {
 }
 
 export function describeSource(source: Source): string {
-  return source.type === "build"
-    ? "tsup build of src (ESM, node20, keepNames), as published"
-    : `src through tsx: ${source.why}`;
+  return source.type === "build" ? "tsup build of src (ESM, node20), as published" : `src through tsx: ${source.why}`;
 }

@@ -6,6 +6,10 @@ import { answerNotice } from "./park-signal.js";
 import { parsePendingAsk } from "./pending-ask.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "./types.js";
 
+// Set in the class's static block, which names the class `this`: a class that names itself in its
+// own body is renamed by the bundler (`var ApprovalChannel = class _ApprovalChannel`).
+let makeChannel: (core: ChannelCore) => ApprovalChannel;
+
 /**
  * An in-process {@link AskResolver}: each ask parks until the paired
  * {@link Approver} answers it, the engine's signal aborts, or the approver is
@@ -49,6 +53,10 @@ export class ApprovalChannel implements AskResolver {
     this.#core = core;
   }
 
+  static {
+    makeChannel = (core) => new this(core);
+  }
+
   /**
    * Creates a connected channel and approver. `capacity` bounds the asks
    * delivered but not yet taken by `next()` (0 counts as 1); further asks wait
@@ -61,7 +69,7 @@ export class ApprovalChannel implements AskResolver {
       throw new InvalidCapacityError(capacity);
     }
     const core = new ChannelCore(capacity);
-    return [new ApprovalChannel(core), pairedApprover(core)];
+    return [makeChannel(core), pairedApprover(core)];
   }
 
   /**

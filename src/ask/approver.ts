@@ -31,7 +31,10 @@ function dropRegistry(): FinalizationRegistry<ChannelCore> {
 
 /** Set only while {@link pairedApprover} constructs, so nothing else can. */
 let constructing = false;
-/** Assigned by the class's static block: the only code that may call its private constructor. */
+/**
+ * Assigned by the class's static block: the only code that may call its private constructor. It says
+ * `new this`: a class that names itself in its own body is renamed by the bundler (`_Approver`).
+ */
 let make: (core: ChannelCore) => Approver;
 
 /**
@@ -60,7 +63,7 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
     make = (core) => {
       constructing = true;
       try {
-        return new Approver(core);
+        return new this(core);
       } finally {
         constructing = false;
       }

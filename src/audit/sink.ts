@@ -266,11 +266,13 @@ export class AuditSink {
    * @throws AuditIoError when the folder or file cannot be created or read.
    */
   static async open(path: string, options?: AuditSinkOptions): Promise<AuditSink> {
-    return AuditSink.#open(path, options, {});
+    return openSink(path, options, {});
   }
 
+  // `this`, not `AuditSink`: a class that names itself in its own body is renamed by the bundler
+  // (`var AuditSink = class _AuditSink`). #open is only ever called here, on the class.
   static {
-    openSink = (path, options, seams) => AuditSink.#open(path, options, seams);
+    openSink = (path, options, seams) => this.#open(path, options, seams);
   }
 
   static async #open(path: string, options: AuditSinkOptions | undefined, seams: SinkSeams): Promise<AuditSink> {
@@ -338,7 +340,7 @@ export class AuditSink {
       openFiles().add(id);
       fileKey = id;
       if ((stat.mode & 0o077) !== 0) await handle.chmod(0o600);
-      const sink = new AuditSink(abs, handle, fileKey, key, options, seams);
+      const sink = new this(abs, handle, fileKey, key, options, seams);
       await sink.#resume(options.anchor, seams);
       if (!before && options.fsync) {
         for (const folder of [...made.map((folder) => dirname(folder)), dirname(abs)]) await syncFolder(folder);

@@ -88,6 +88,10 @@ export let settingsOf!: (managers: LoopManagers) => ManagerSettings;
  */
 export let withApprovalHook!: (managers: LoopManagers, hook: Hook) => LoopManagers;
 
+// Set in the class's static block, which names the class `this`: a class that names itself in its
+// own body is renamed by the bundler (`var LoopManagers = class _LoopManagers`).
+let managersOf: (settings: ManagerSettings) => LoopManagers;
+
 /**
  * The engine's pluggable parts, as an immutable builder: every `with…`
  * returns a new `LoopManagers` and leaves the receiver untouched, so a base
@@ -109,21 +113,20 @@ export class LoopManagers {
   static {
     settingsOf = (managers) => managers.#settings;
     withApprovalHook = (managers, hook) => managers.#with({ approvalHook: hook });
-  }
-
-  static #from(settings: ManagerSettings): LoopManagers {
-    const managers = new LoopManagers();
-    managers.#settings = Object.freeze({
-      ...settings,
-      hooks: Object.freeze([...settings.hooks]),
-      middleware: Object.freeze([...settings.middleware]),
-      observers: Object.freeze([...settings.observers]),
-    });
-    return managers;
+    managersOf = (settings) => {
+      const managers = new this();
+      managers.#settings = Object.freeze({
+        ...settings,
+        hooks: Object.freeze([...settings.hooks]),
+        middleware: Object.freeze([...settings.middleware]),
+        observers: Object.freeze([...settings.observers]),
+      });
+      return managers;
+    };
   }
 
   #with(patch: Partial<ManagerSettings>): LoopManagers {
-    return LoopManagers.#from({ ...this.#settings, ...patch });
+    return managersOf({ ...this.#settings, ...patch });
   }
 
   /** Who answers asks. Without one, an ask is the headless denial (`ask_unresolved`). */

@@ -43,6 +43,10 @@ export const CANCELLED: unique symbol = Symbol("cancelled");
  * waiters only until it settles: a signal that outlives many calls keeps
  * nothing of the ones that ended.
  */
+// Set in the class's static block, which names the class `this`: a class that names itself in its
+// own body is renamed by the bundler (`var Cancel = class _Cancel`).
+let ownedCancel: (abortable: boolean) => Cancel;
+
 export class Cancel {
   readonly signal: AbortSignal;
   readonly #controller: AbortController | undefined;
@@ -58,6 +62,13 @@ export class Cancel {
     this.#abortable = abortable;
   }
 
+  static {
+    ownedCancel = (abortable) => {
+      const controller = new AbortController();
+      return new this(controller.signal, controller, abortable);
+    };
+  }
+
   /**
    * Follows `signal`, which someone else aborts, until {@link Cancel.dispose};
    * `onAborted` runs once it has aborted with it (not when `signal` had
@@ -66,7 +77,7 @@ export class Cancel {
    *   listened to (its `addEventListener` throws; `cause`: what it threw).
    */
   static listening(signal: AbortSignal, where: SignalTaker, onAborted?: () => void): Cancel {
-    const cancel = Cancel.owned(true);
+    const cancel = ownedCancel(true);
     setMaxListeners(0, cancel.signal);
     // A reason that cannot be read (a getter of the caller's that throws) must still cancel, and must not
     // throw from the abort listener, where nothing catches it and the calls would wait on.
@@ -96,8 +107,7 @@ export class Cancel {
 
   /** A signal of its own, aborted only by {@link Cancel.abort}. */
   static owned(abortable: boolean): Cancel {
-    const controller = new AbortController();
-    return new Cancel(controller.signal, controller, abortable);
+    return ownedCancel(abortable);
   }
 
   get aborted(): boolean {

@@ -205,7 +205,7 @@ export class Grant {
 
   #with(change: GrantMetadata): Grant {
     const metadata = { pinnedDescriptor: this.pinnedDescriptor, createdAtMs: this.createdAtMs, note: this.note };
-    return new Grant(this.tool, this.verdict, this.scope, { ...metadata, ...change });
+    return newGrant(this.tool, this.verdict, this.scope, { ...metadata, ...change });
   }
 
   /**
@@ -285,7 +285,7 @@ export class Grant {
     }
     const data = parsed.data;
     try {
-      return new Grant(
+      return newGrant(
         data.tool,
         data.verdict === "Allow" ? "allow" : "deny",
         data.scope === "this_tool" ? GrantScope.thisTool() : GrantScope.thisCall(data.scope.this_call.args),
@@ -296,4 +296,12 @@ export class Grant {
       throw new GrantRecordError(`${name} is invalid: ${(error as Error).message}`, { cause: error });
     }
   }
+}
+
+/**
+ * `new Grant(…)` for the class's own methods: a class that names itself in its own body is renamed
+ * by the bundler (`var Grant = class _Grant`), and a grant would log as `_Grant {…}`.
+ */
+function newGrant(...args: ConstructorParameters<typeof Grant>): Grant {
+  return new Grant(...args);
 }
