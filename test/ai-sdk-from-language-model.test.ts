@@ -399,6 +399,40 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(result.usage).toEqual({ inputTokens: 1025, outputTokens: 3 });
   });
 
+  it("usage that is not V3's (V2-style counts, null, a count that is not a number) stops the run with an AiSdkModelError naming it, never counted as nothing", async () => {
+    const wrong: [unknown, RegExp][] = [
+      [
+        { inputTokens: 900, outputTokens: 50 },
+        /usage\.inputTokens is not V3's \{ total, noCache, cacheRead, cacheWrite \}, got 900/,
+      ],
+      [null, /usage is not V3's \{ inputTokens, outputTokens \}, got null/],
+      [{ ...USAGE, outputTokens: 50 }, /usage\.outputTokens is not V3's \{ total, text, reasoning \}, got 50/],
+      [
+        { ...USAGE, inputTokens: { ...USAGE.inputTokens, total: "900" } },
+        /usage\.inputTokens\.total is neither a number nor undefined, got "900"/,
+      ],
+    ];
+    for (const [usage, message] of wrong) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3([call("c1", "read", { path: "a.txt" })], { usage: usage as never }), v3([text("done")])],
+      });
+      const error = (await new Agent({
+        model: fromLanguageModel(model),
+        tools: tools(executed),
+        managers: new LoopManagers().withBudget({ maxTokens: 100 }),
+      })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, JSON.stringify(usage)).toBeInstanceOf(ModelError);
+      expect(error.cause, JSON.stringify(usage)).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, JSON.stringify(usage)).toMatch(message);
+      expect(executed, JSON.stringify(usage)).toEqual([]);
+    }
+  });
+
   it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
     const started = deferred<AbortSignal>();
     const model = new MockLanguageModelV3({

@@ -135,7 +135,7 @@ function nameOf(model: unknown): string {
  *   kind (as `generateText` checks them), and
  *   (from `generate`) when it answers with something that is not a V3
  *   result (or holds a part that is not a V3 part, a `finishReason` that is
- *   not V3's `{ unified, raw }`, or a client call sharing its id with a
+ *   not V3's `{ unified, raw }`, a `usage` that is not V3's, or a client call sharing its id with a
  *   provider-executed call or result), or with finish reason `error` (the provider's failed turn, never
  *   an empty answer), or with tool calls on a turn that ended in `length`,
  *   `content-filter` or `other` (the AI SDK runs none of them; neither does
