@@ -433,6 +433,29 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     }
   });
 
+  it("the settings are read once, when fromLanguageModel checks them: a later change to the object reaches no request", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("done")])] });
+    const toolChoice = { type: "auto" };
+    const settings: { temperature: unknown; toolChoice: typeof toolChoice; tools?: unknown; unchecked?: unknown } = {
+      temperature: 0,
+      toolChoice,
+    };
+    const bridged = fromLanguageModel(model, { settings: settings as LanguageModelSettings });
+    settings.temperature = "hot";
+    settings.tools = [{ type: "function", name: "shell", inputSchema: { type: "object" } }];
+    settings.unchecked = true;
+    toolChoice.type = "required";
+    await new Agent({
+      model: bridged,
+      tools: [defineTool({ name: "noop", description: "", input: z.object({}), execute: () => "" })],
+    }).run("go");
+    const sent: LanguageModelV3CallOptions = model.doGenerateCalls[0]!;
+    expect(sent.temperature).toBe(0);
+    expect(sent.toolChoice).toEqual({ type: "auto" });
+    expect(sent).not.toHaveProperty("unchecked");
+    expect(sent.tools?.map((t) => t.name)).toEqual(["noop"]);
+  });
+
   it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
     const started = deferred<AbortSignal>();
     const model = new MockLanguageModelV3({

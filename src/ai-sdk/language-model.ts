@@ -14,6 +14,7 @@ export interface FromLanguageModelOptions {
   /**
    * Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …),
    * except a `toolChoice` other than `none` on a turn that offers no tools, as `generateText` sends it.
+   * Read once, when {@link fromLanguageModel} checks them: a later change to the object reaches no request.
    */
   readonly settings?: LanguageModelSettings;
   /**
@@ -173,6 +174,9 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   const { settings = {}, refusals = "execution-denied" } = options;
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
+  // What was checked is what every request sends: a later change to the object (a `tools` added, a
+  // setting of the wrong kind) would reach the provider unchecked.
+  const sent: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(settings)) {
     if (PER_REQUEST.has(key))
       throw new AiSdkModelError(
@@ -186,6 +190,8 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
       );
     const fault = settingFault(key, value);
     if (fault !== undefined) throw new AiSdkModelError(name, `setting '${key}' ${fault}, got ${shownValue(value)}`);
+    // toolChoice is read at each request: a copy, so its checked type is the one sent.
+    sent[key] = key === "toolChoice" && typeof value === "object" && value !== null ? { ...value } : value;
   }
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
@@ -193,7 +199,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   return {
     async generate(request: ModelRequest): Promise<ModelResponse> {
       const call: LanguageModelV3CallOptions = {
-        ...settings,
+        ...(sent as LanguageModelSettings),
         prompt: toPrompt(request.instructions, request.messages, refusals),
         abortSignal: request.signal,
       };
