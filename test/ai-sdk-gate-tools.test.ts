@@ -2121,6 +2121,37 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
     ]);
   });
 
+  it("an approval whose call already has its result in the last message approves nothing, as the SDK reads it: a later call reusing that id is not recorded as approved in the chat", async () => {
+    const { executed, deploy } = approvalTool((input) => input.env === "prod");
+    const { gate, records } = recordingGate();
+    // The model numbers its calls anew: its next call is "c1" again, to staging, which needsApproval lets through.
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("done")])],
+    });
+    const messages: ModelMessage[] = [
+      { role: "user", content: "ship" },
+      {
+        role: "assistant",
+        content: [
+          { type: "tool-call", toolCallId: "c1", toolName: "deploy", input: { env: "prod", version: "1.4" } },
+          { type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" },
+        ],
+      },
+      {
+        role: "tool",
+        content: [
+          { type: "tool-approval-response", approvalId: "a1", approved: true },
+          { type: "tool-result", toolCallId: "c1", toolName: "deploy", output: { type: "text", value: "deployed" } },
+        ],
+      },
+    ];
+    await generateText({ model, tools: gateTools({ deploy }, gate), messages, stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "staging", version: "1.4" }]);
+    expect(records.map(decided)).toEqual([
+      { verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+    ]);
+  });
+
   it("generateText: a hook's modify after the chat's approval is asked about as modified; the approver's deny keeps it from running", async () => {
     const { executed, deploy } = approvalTool();
     const [channel, approver] = ApprovalChannel.pair(4);

@@ -654,8 +654,8 @@ function copiedFields(tool: object): PropertyDescriptorMap {
 /**
  * True when the SDK runs call `callId` because the chat's user approved it:
  * the last of the messages the SDK hands `execute` answers, with an
- * approval, an approval request for that call (as the SDK itself reads
- * approvals, from the last message only).
+ * approval, an approval request for that call, and holds no result of it
+ * (as the SDK itself reads approvals, from the last message only).
  */
 function approvedInChat(messages: unknown, callId: string): boolean {
   if (!Array.isArray(messages)) return false;
@@ -671,8 +671,12 @@ function approvedInChat(messages: unknown, callId: string): boolean {
   };
   const list = messages as readonly unknown[];
   const approvals = new Set<unknown>();
-  for (const part of parts(list.at(-1), "tool"))
+  for (const part of parts(list.at(-1), "tool")) {
     if (part?.type === "tool-approval-response" && part.approved === true) approvals.add(part.approvalId);
+    // The SDK skips an approval whose call has its result there already: it runs nothing on it, and a
+    // later call under the same id (a model that numbers its calls anew) is not the call approved.
+    if (part?.type === "tool-result" && part.toolCallId === callId) return false;
+  }
   if (approvals.size === 0) return false;
   return list.some((message) =>
     parts(message, "assistant").some(
