@@ -412,6 +412,55 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     }
   });
 
+  it("a call the SDK runs on a chat's approval, before its first step, is outside stepMs and chunkMs: only totalMs (or abortSignal) cancels its ask", async () => {
+    for (const kind of ["generateText", "streamText"] as const) {
+      const [channel, approver] = ApprovalChannel.pair(4);
+      const { records, gate } = recordingGate(new LoopManagers().withHook(ask).withAskResolver(channel));
+      const executed: unknown[] = [];
+      const deploy = tool({
+        inputSchema: z.object({ env: z.string() }),
+        needsApproval: true,
+        execute: async (input) => (executed.push(input), "deployed"),
+      });
+      const messages: ModelMessage[] = [
+        { role: "user", content: "ship" },
+        {
+          role: "assistant",
+          content: [
+            { type: "tool-call", toolCallId: "c1", toolName: "deploy", input: { env: "prod" } },
+            { type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" },
+          ],
+        },
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: "a1", approved: true }] },
+      ];
+      const common = { tools: gateTools({ deploy }, gate), messages, stopWhen: stepCountIs(2) };
+      const started = Date.now();
+      const ended =
+        kind === "generateText"
+          ? generateText({
+              ...common,
+              model: new MockLanguageModelV3({ doGenerate: [v3([text("done")])] }),
+              timeout: { stepMs: 50, totalMs: 400 },
+            }).catch(() => undefined)
+          : (async () => {
+              const result = streamText({
+                ...common,
+                model: new MockLanguageModelV3({ doStream: [v3Stream([text("done")])] }),
+                timeout: { chunkMs: 50, totalMs: 400 },
+              });
+              for await (const part of result.fullStream) void part;
+            })();
+      const parked = (await approver.next()) as PendingAsk;
+      await ended;
+      await until(() => records.length === 1);
+      expect(records, kind).toMatchObject([{ verdict: "cancelled" }]);
+      // Cancelled by totalMs, not by stepMs or chunkMs (50 ms).
+      expect(Date.now() - started, kind).toBeGreaterThanOrEqual(300);
+      expect(await approver.ended(parked.id), kind).toMatchObject({ type: "withdrawn" });
+      expect(executed, kind).toEqual([]);
+    }
+  });
+
   it("a cancel while parked on generateText's last step: it resolves, the call a tool-error carrying the CancelledError; the tool never runs", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
