@@ -637,6 +637,61 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(() => fromLanguageModel(model, { settings: every, refusals: "error-text" })).not.toThrow();
   });
 
+  it("a getter that throws (of the model, the options or a setting) is an AiSdkModelError naming what could not be read", () => {
+    const boom = (): never => {
+      throw new Error("boom");
+    };
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const throwing = Object.defineProperty(new MockLanguageModelV3({ provider: "acme", modelId: "m1" }), "doGenerate", {
+      get: boom,
+    });
+    for (const [bridged, options, message] of [
+      [throwing, {}, "the model cannot be read: boom"],
+      [
+        model,
+        {
+          get settings() {
+            return boom();
+          },
+        },
+        "options cannot be read: boom",
+      ],
+      [
+        model,
+        {
+          settings: {
+            get temperature() {
+              return boom();
+            },
+          },
+        },
+        "settings cannot be read: boom",
+      ],
+      [
+        model,
+        {
+          settings: {
+            toolChoice: {
+              get type() {
+                return boom();
+              },
+            },
+          },
+        },
+        "setting 'toolChoice' cannot be read: boom",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        fromLanguageModel(bridged, options);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkModelError);
+      expect(error, message).toMatchObject({ model: "acme/m1", message: `model acme/m1: ${message}` });
+    }
+  });
+
   it("a call setting of the wrong kind is a typed error naming it, as generateText refuses it", () => {
     const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
     const cases: [Record<string, unknown>, RegExp][] = [

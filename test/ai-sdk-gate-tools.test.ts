@@ -812,6 +812,100 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     ).not.toThrow();
   });
 
+  it("a getter that throws (of the tool set, a tool or the options) is an AiSdkToolError naming what could not be read, not the getter's own error", () => {
+    const { gate } = harness();
+    const boom = (): never => {
+      throw new Error("boom");
+    };
+    const schema = z.object({});
+    for (const [tools, options, tool, message] of [
+      [
+        {
+          get deploy() {
+            return boom();
+          },
+        },
+        {},
+        "*",
+        "the tool set cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            get execute() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "execute cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get description() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "description cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get toModelOutput() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "toModelOutput cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get outputSchema() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "outputSchema cannot be read: boom",
+      ],
+      [
+        {},
+        {
+          get runId() {
+            return boom();
+          },
+        },
+        "*",
+        "options cannot be read: boom",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        gateTools(tools as never, gate, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkToolError);
+      expect(error, message).toMatchObject({ tool, message: `tool '${tool}': ${message}`, cause: { message: "boom" } });
+    }
+  });
+
   it("a description that is not a string is refused: by gateTools, naming the tool, and at a call of a tool changed since, with the call's one record", async () => {
     const { gate, records } = recordingGate();
     const executed: unknown[] = [];
