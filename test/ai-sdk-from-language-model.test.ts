@@ -399,6 +399,63 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     expect(result.usage).toEqual({ inputTokens: 1025, outputTokens: 3 });
   });
 
+  it("usage that is not V3's (V2-style counts, null, a count that is not a number) stops the run with an AiSdkModelError naming it, never counted as nothing", async () => {
+    const wrong: [unknown, RegExp][] = [
+      [
+        { inputTokens: 900, outputTokens: 50 },
+        /usage\.inputTokens is not V3's \{ total, noCache, cacheRead, cacheWrite \}, got 900/,
+      ],
+      [null, /usage is not V3's \{ inputTokens, outputTokens \}, got null/],
+      [{ ...USAGE, outputTokens: 50 }, /usage\.outputTokens is not V3's \{ total, text, reasoning \}, got 50/],
+      [
+        { ...USAGE, inputTokens: { ...USAGE.inputTokens, total: "900" } },
+        /usage\.inputTokens\.total is neither a number nor undefined, got "900"/,
+      ],
+    ];
+    for (const [usage, message] of wrong) {
+      const executed: unknown[] = [];
+      const model = new MockLanguageModelV3({
+        provider: "acme",
+        modelId: "m1",
+        doGenerate: [v3([call("c1", "read", { path: "a.txt" })], { usage: usage as never }), v3([text("done")])],
+      });
+      const error = (await new Agent({
+        model: fromLanguageModel(model),
+        tools: tools(executed),
+        managers: new LoopManagers().withBudget({ maxTokens: 100 }),
+      })
+        .run("go")
+        .catch((e: unknown) => e)) as ModelError;
+      expect(error, JSON.stringify(usage)).toBeInstanceOf(ModelError);
+      expect(error.cause, JSON.stringify(usage)).toBeInstanceOf(AiSdkModelError);
+      expect((error.cause as AiSdkModelError).message, JSON.stringify(usage)).toMatch(message);
+      expect(executed, JSON.stringify(usage)).toEqual([]);
+    }
+  });
+
+  it("the settings are read once, when fromLanguageModel checks them: a later change to the object reaches no request", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("done")])] });
+    const toolChoice = { type: "auto" };
+    const settings: { temperature: unknown; toolChoice: typeof toolChoice; tools?: unknown; unchecked?: unknown } = {
+      temperature: 0,
+      toolChoice,
+    };
+    const bridged = fromLanguageModel(model, { settings: settings as LanguageModelSettings });
+    settings.temperature = "hot";
+    settings.tools = [{ type: "function", name: "shell", inputSchema: { type: "object" } }];
+    settings.unchecked = true;
+    toolChoice.type = "required";
+    await new Agent({
+      model: bridged,
+      tools: [defineTool({ name: "noop", description: "", input: z.object({}), execute: () => "" })],
+    }).run("go");
+    const sent: LanguageModelV3CallOptions = model.doGenerateCalls[0]!;
+    expect(sent.temperature).toBe(0);
+    expect(sent.toolChoice).toEqual({ type: "auto" });
+    expect(sent).not.toHaveProperty("unchecked");
+    expect(sent.tools?.map((t) => t.name)).toEqual(["noop"]);
+  });
+
   it("a cancelled run aborts the model's request and rejects with CancelledError", async () => {
     const started = deferred<AbortSignal>();
     const model = new MockLanguageModelV3({
@@ -578,6 +635,61 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       providerOptions: { acme: { store: false } },
     };
     expect(() => fromLanguageModel(model, { settings: every, refusals: "error-text" })).not.toThrow();
+  });
+
+  it("a getter that throws (of the model, the options or a setting) is an AiSdkModelError naming what could not be read", () => {
+    const boom = (): never => {
+      throw new Error("boom");
+    };
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const throwing = Object.defineProperty(new MockLanguageModelV3({ provider: "acme", modelId: "m1" }), "doGenerate", {
+      get: boom,
+    });
+    for (const [bridged, options, message] of [
+      [throwing, {}, "the model cannot be read: boom"],
+      [
+        model,
+        {
+          get settings() {
+            return boom();
+          },
+        },
+        "options cannot be read: boom",
+      ],
+      [
+        model,
+        {
+          settings: {
+            get temperature() {
+              return boom();
+            },
+          },
+        },
+        "settings cannot be read: boom",
+      ],
+      [
+        model,
+        {
+          settings: {
+            toolChoice: {
+              get type() {
+                return boom();
+              },
+            },
+          },
+        },
+        "setting 'toolChoice' cannot be read: boom",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        fromLanguageModel(bridged, options);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkModelError);
+      expect(error, message).toMatchObject({ model: "acme/m1", message: `model acme/m1: ${message}` });
+    }
   });
 
   it("a call setting of the wrong kind is a typed error naming it, as generateText refuses it", () => {

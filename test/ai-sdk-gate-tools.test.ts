@@ -412,6 +412,55 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     }
   });
 
+  it("a call the SDK runs on a chat's approval, before its first step, is outside stepMs and chunkMs: only totalMs (or abortSignal) cancels its ask", async () => {
+    for (const kind of ["generateText", "streamText"] as const) {
+      const [channel, approver] = ApprovalChannel.pair(4);
+      const { records, gate } = recordingGate(new LoopManagers().withHook(ask).withAskResolver(channel));
+      const executed: unknown[] = [];
+      const deploy = tool({
+        inputSchema: z.object({ env: z.string() }),
+        needsApproval: true,
+        execute: async (input) => (executed.push(input), "deployed"),
+      });
+      const messages: ModelMessage[] = [
+        { role: "user", content: "ship" },
+        {
+          role: "assistant",
+          content: [
+            { type: "tool-call", toolCallId: "c1", toolName: "deploy", input: { env: "prod" } },
+            { type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" },
+          ],
+        },
+        { role: "tool", content: [{ type: "tool-approval-response", approvalId: "a1", approved: true }] },
+      ];
+      const common = { tools: gateTools({ deploy }, gate), messages, stopWhen: stepCountIs(2) };
+      const started = Date.now();
+      const ended =
+        kind === "generateText"
+          ? generateText({
+              ...common,
+              model: new MockLanguageModelV3({ doGenerate: [v3([text("done")])] }),
+              timeout: { stepMs: 50, totalMs: 400 },
+            }).catch(() => undefined)
+          : (async () => {
+              const result = streamText({
+                ...common,
+                model: new MockLanguageModelV3({ doStream: [v3Stream([text("done")])] }),
+                timeout: { chunkMs: 50, totalMs: 400 },
+              });
+              for await (const part of result.fullStream) void part;
+            })();
+      const parked = (await approver.next()) as PendingAsk;
+      await ended;
+      await until(() => records.length === 1);
+      expect(records, kind).toMatchObject([{ verdict: "cancelled" }]);
+      // Cancelled by totalMs, not by stepMs or chunkMs (50 ms).
+      expect(Date.now() - started, kind).toBeGreaterThanOrEqual(300);
+      expect(await approver.ended(parked.id), kind).toMatchObject({ type: "withdrawn" });
+      expect(executed, kind).toEqual([]);
+    }
+  });
+
   it("a cancel while parked on generateText's last step: it resolves, the call a tool-error carrying the CancelledError; the tool never runs", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     const { executed, records, gate, tools } = harness(new LoopManagers().withHook(ask).withAskResolver(channel));
@@ -761,6 +810,100 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(() =>
       gateTools(tools, gate, { runId: "00000000-0000-4000-8000-000000000000", refusals: "error-text" }),
     ).not.toThrow();
+  });
+
+  it("a getter that throws (of the tool set, a tool or the options) is an AiSdkToolError naming what could not be read, not the getter's own error", () => {
+    const { gate } = harness();
+    const boom = (): never => {
+      throw new Error("boom");
+    };
+    const schema = z.object({});
+    for (const [tools, options, tool, message] of [
+      [
+        {
+          get deploy() {
+            return boom();
+          },
+        },
+        {},
+        "*",
+        "the tool set cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            get execute() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "execute cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get description() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "description cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get toModelOutput() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "toModelOutput cannot be read: boom",
+      ],
+      [
+        {
+          deploy: {
+            inputSchema: schema,
+            execute: async () => "x",
+            get outputSchema() {
+              return boom();
+            },
+          },
+        },
+        {},
+        "deploy",
+        "outputSchema cannot be read: boom",
+      ],
+      [
+        {},
+        {
+          get runId() {
+            return boom();
+          },
+        },
+        "*",
+        "options cannot be read: boom",
+      ],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        gateTools(tools as never, gate, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkToolError);
+      expect(error, message).toMatchObject({ tool, message: `tool '${tool}': ${message}`, cause: { message: "boom" } });
+    }
   });
 
   it("a description that is not a string is refused: by gateTools, naming the tool, and at a call of a tool changed since, with the call's one record", async () => {
@@ -2115,6 +2258,37 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
       doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("done")])],
     });
     await generateText({ model, tools: gateTools({ deploy }, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([{ env: "staging", version: "1.4" }]);
+    expect(records.map(decided)).toEqual([
+      { verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },
+    ]);
+  });
+
+  it("an approval whose call already has its result in the last message approves nothing, as the SDK reads it: a later call reusing that id is not recorded as approved in the chat", async () => {
+    const { executed, deploy } = approvalTool((input) => input.env === "prod");
+    const { gate, records } = recordingGate();
+    // The model numbers its calls anew: its next call is "c1" again, to staging, which needsApproval lets through.
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("done")])],
+    });
+    const messages: ModelMessage[] = [
+      { role: "user", content: "ship" },
+      {
+        role: "assistant",
+        content: [
+          { type: "tool-call", toolCallId: "c1", toolName: "deploy", input: { env: "prod", version: "1.4" } },
+          { type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" },
+        ],
+      },
+      {
+        role: "tool",
+        content: [
+          { type: "tool-approval-response", approvalId: "a1", approved: true },
+          { type: "tool-result", toolCallId: "c1", toolName: "deploy", output: { type: "text", value: "deployed" } },
+        ],
+      },
+    ];
+    await generateText({ model, tools: gateTools({ deploy }, gate), messages, stopWhen: stepCountIs(3) });
     expect(executed).toEqual([{ env: "staging", version: "1.4" }]);
     expect(records.map(decided)).toEqual([
       { verdict: "allow", ruleId: "hook", ruleSource: "context", matchedPattern: null, reason: null },

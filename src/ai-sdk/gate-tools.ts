@@ -11,7 +11,7 @@ import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import type { NotJson, Snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
-import { shownValue } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 import { AiSdkToolError } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -105,6 +105,20 @@ function descriptionFault(description: unknown): string | undefined {
   return description === undefined || description === null || typeof description === "string"
     ? undefined
     : `description must be a string, got ${shownValue(description)}`;
+}
+
+/**
+ * `read()`, or an {@link AiSdkToolError} naming `tool` and `what` when it
+ * throws (a getter of the tool set, a tool or the options): never the
+ * getter's own untyped error.
+ */
+function reading<T>(tool: string, what: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof LoopctlError) throw error;
+    throw new AiSdkToolError(tool, `${what} cannot be read: ${describeError(error)}`, { cause: error });
+  }
 }
 
 /**
@@ -654,8 +668,8 @@ function copiedFields(tool: object): PropertyDescriptorMap {
 /**
  * True when the SDK runs call `callId` because the chat's user approved it:
  * the last of the messages the SDK hands `execute` answers, with an
- * approval, an approval request for that call (as the SDK itself reads
- * approvals, from the last message only).
+ * approval, an approval request for that call, and holds no result of it
+ * (as the SDK itself reads approvals, from the last message only).
  */
 function approvedInChat(messages: unknown, callId: string): boolean {
   if (!Array.isArray(messages)) return false;
@@ -671,8 +685,12 @@ function approvedInChat(messages: unknown, callId: string): boolean {
   };
   const list = messages as readonly unknown[];
   const approvals = new Set<unknown>();
-  for (const part of parts(list.at(-1), "tool"))
+  for (const part of parts(list.at(-1), "tool")) {
     if (part?.type === "tool-approval-response" && part.approved === true) approvals.add(part.approvalId);
+    // The SDK skips an approval whose call has its result there already: it runs nothing on it, and a
+    // later call under the same id (a model that numbers its calls anew) is not the call approved.
+    if (part?.type === "tool-result" && part.toolCallId === callId) return false;
+  }
   if (approvals.size === 0) return false;
   return list.some((message) =>
     parts(message, "assistant").some(
@@ -930,7 +948,10 @@ export function gateTools<TOOLS extends ToolSet>(
   // A misspelt runId, ignored, would count every run's calls under the nil run.
   for (const key of Object.keys(options))
     if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key));
-  const { sessionId, runId, refusals: mode = "execution-denied" } = options;
+  const { sessionId, runId, mode } = reading("*", "options", () => {
+    const { sessionId, runId, refusals = "execution-denied" } = options;
+    return { sessionId, runId, mode: refusals };
+  });
   if (mode !== "execution-denied" && mode !== "error-text")
     throw new AiSdkToolError("*", `refusals must be "execution-denied" or "error-text", got ${shownValue(mode)}`);
   for (const [option, id] of [
@@ -946,7 +967,7 @@ export function gateTools<TOOLS extends ToolSet>(
   // No prototype: a tool named `__proto__` is a key like any other, and a
   // model's call to `constructor` or `toString` finds no tool.
   const gated = Object.create(null) as Record<string, Tool>;
-  for (const [name, given] of Object.entries(tools as Record<string, Tool>)) {
+  for (const [name, given] of reading("*", "the tool set", () => Object.entries(tools as Record<string, Tool>))) {
     if (typeof given !== "object" || given === null)
       throw new AiSdkToolError(
         name,
@@ -955,7 +976,7 @@ export function gateTools<TOOLS extends ToolSet>(
     // A tool this gate gated already (a set made once, gated again per run; a gated tool spread into one
     // of your own): gated again from the tool it was made of, so the gate decides each call once, with
     // these options. Another gate's stays in front.
-    const carried: unknown = given.execute;
+    const carried: unknown = reading(name, "execute", () => given.execute);
     const origin = typeof carried === "function" ? origins.get(carried) : undefined;
     const again = origin !== undefined && origin.gate === gate;
     /** The tool itself: what `execute` and `toModelOutput` run on, and what its descriptor is made for. */
@@ -970,15 +991,17 @@ export function gateTools<TOOLS extends ToolSet>(
     if (typeof execute !== "function") throw new AiSdkToolError(name, "execute must be a function");
     // The gate names every call's tool and record: a tool without a name could only fail at each call, unrecorded.
     if (name === "") throw new AiSdkToolError(name, "a tool's name must not be empty (the key it has in the tool set)");
-    const badDescription = descriptionFault(given.description);
+    const badDescription = descriptionFault(reading(name, "description", () => given.description));
     if (badDescription !== undefined) throw new AiSdkToolError(name, badDescription);
+    const givenModelOutput: unknown = reading(name, "toModelOutput", () => given.toModelOutput);
     const ownModelOutput: unknown =
-      again && given.toModelOutput === origin.gated.toModelOutput ? origin.toModelOutput : given.toModelOutput;
+      again && givenModelOutput === origin.gated.toModelOutput ? origin.toModelOutput : givenModelOutput;
     if (ownModelOutput !== undefined && typeof ownModelOutput !== "function")
       throw new AiSdkToolError(name, "toModelOutput must be a function");
     const toModelOutput = ownModelOutput as ModelOutputOf | undefined;
+    const givenOutputSchema = reading(name, "outputSchema", () => given.outputSchema);
     const outputSchema =
-      again && given.outputSchema === origin.gated.outputSchema ? origin.outputSchema : given.outputSchema;
+      again && givenOutputSchema === origin.gated.outputSchema ? origin.outputSchema : givenOutputSchema;
     // The arguments each call a hook's modify changed ran with, by toolCallId: the SDK hands toModelOutput
     // the model's, and the model must read of the call that ran.
     const modified = new Map<string, RanWith>();

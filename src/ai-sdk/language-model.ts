@@ -1,6 +1,7 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
-import { shownValue } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
+import { describeError } from "../engine/errors.js";
 import { AiSdkModelError } from "./errors.js";
 import { toFunctionTools, toPrompt } from "./prompt.js";
 import type { RefusalOutput } from "./prompt.js";
@@ -14,6 +15,7 @@ export interface FromLanguageModelOptions {
   /**
    * Sent with every request (`temperature`, `maxOutputTokens`, `providerOptions`, `headers`, `toolChoice`, …),
    * except a `toolChoice` other than `none` on a turn that offers no tools, as `generateText` sends it.
+   * Read once, when {@link fromLanguageModel} checks them: a later change to the object reaches no request.
    */
   readonly settings?: LanguageModelSettings;
   /**
@@ -102,11 +104,31 @@ function providerExecutedIds(prompt: LanguageModelV3Prompt): Set<string> {
 }
 
 function nameOf(model: unknown): string {
-  const { provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as {
-    provider?: unknown;
-    modelId?: unknown;
-  };
+  let provider: unknown;
+  let modelId: unknown;
+  try {
+    ({ provider, modelId } = (typeof model === "object" && model !== null ? model : {}) as {
+      provider?: unknown;
+      modelId?: unknown;
+    });
+  } catch {
+    // A name that cannot be read is not known: the error about the model says what failed.
+  }
   return `${typeof provider === "string" ? provider : "?"}/${typeof modelId === "string" ? modelId : "?"}`;
+}
+
+/**
+ * `read()`, or an {@link AiSdkModelError} naming `model` and `what` when it
+ * throws (a getter of the model or the options): never the getter's own
+ * untyped error.
+ */
+function reading<T>(model: string, what: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof LoopctlError) throw error;
+    throw new AiSdkModelError(model, `${what} cannot be read: ${describeError(error)}`, { cause: error });
+  }
 }
 
 /**
@@ -135,7 +157,7 @@ function nameOf(model: unknown): string {
  *   kind (as `generateText` checks them), and
  *   (from `generate`) when it answers with something that is not a V3
  *   result (or holds a part that is not a V3 part, a `finishReason` that is
- *   not V3's `{ unified, raw }`, or a client call sharing its id with a
+ *   not V3's `{ unified, raw }`, a `usage` that is not V3's, or a client call sharing its id with a
  *   provider-executed call or result), or with finish reason `error` (the provider's failed turn, never
  *   an empty answer), or with tool calls on a turn that ended in `length`,
  *   `content-filter` or `other` (the AI SDK runs none of them; neither does
@@ -153,8 +175,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   if (
     typeof model !== "object" ||
     model === null ||
-    model.specificationVersion !== "v3" ||
-    typeof model.doGenerate !== "function"
+    reading(name, "the model", () => model.specificationVersion !== "v3" || typeof model.doGenerate !== "function")
   ) {
     throw new AiSdkModelError(
       name,
@@ -170,10 +191,16 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
       : " (the options are settings and refusals)";
     throw new AiSdkModelError(name, `unknown option '${key}'${hint}`);
   }
-  const { settings = {}, refusals = "execution-denied" } = options;
+  const { settings = {}, refusals = "execution-denied" } = reading(name, "options", () => {
+    const { settings, refusals } = options;
+    return { settings, refusals };
+  });
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new AiSdkModelError(name, "settings must be an object of call settings (temperature, maxOutputTokens, …)");
-  for (const [key, value] of Object.entries(settings)) {
+  // What was checked is what every request sends: a later change to the object (a `tools` added, a
+  // setting of the wrong kind) would reach the provider unchecked.
+  const sent: Record<string, unknown> = {};
+  for (const [key, value] of reading(name, "settings", () => Object.entries(settings))) {
     if (PER_REQUEST.has(key))
       throw new AiSdkModelError(
         name,
@@ -184,8 +211,13 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
         name,
         `unknown setting '${key}' (V3 takes ${[...SETTINGS].join(", ")}; provider-specific ones go under providerOptions)`,
       );
-    const fault = settingFault(key, value);
-    if (fault !== undefined) throw new AiSdkModelError(name, `setting '${key}' ${fault}, got ${shownValue(value)}`);
+    // toolChoice is read at each request: checked on a copy, which is what is sent.
+    const read = reading(name, `setting '${key}'`, () =>
+      key === "toolChoice" && typeof value === "object" && value !== null ? { ...value } : value,
+    );
+    const fault = settingFault(key, read);
+    if (fault !== undefined) throw new AiSdkModelError(name, `setting '${key}' ${fault}, got ${shownValue(read)}`);
+    sent[key] = read;
   }
   if (refusals !== "execution-denied" && refusals !== "error-text") {
     throw new AiSdkModelError(name, `refusals must be "execution-denied" or "error-text", got ${shownValue(refusals)}`);
@@ -193,7 +225,7 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
   return {
     async generate(request: ModelRequest): Promise<ModelResponse> {
       const call: LanguageModelV3CallOptions = {
-        ...settings,
+        ...(sent as LanguageModelSettings),
         prompt: toPrompt(request.instructions, request.messages, refusals),
         abortSignal: request.signal,
       };

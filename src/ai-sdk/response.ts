@@ -74,6 +74,36 @@ function finishReasonFault(reason: unknown): string | undefined {
   return undefined;
 }
 
+/** The counts of each side of V3's usage, as `@ai-sdk/provider@3`'s `LanguageModelV3Usage` names them. */
+const USAGE_COUNTS = {
+  inputTokens: ["total", "noCache", "cacheRead", "cacheWrite"],
+  outputTokens: ["total", "text", "reasoning"],
+} as const satisfies { [K in keyof LanguageModelV3Usage]: readonly (keyof LanguageModelV3Usage[K])[] };
+
+/**
+ * What is wrong with a result's `usage`, if anything. V3's holds an object
+ * of counts on each side; a V2-style count (`inputTokens: 900`) has no
+ * `total` and would read as nothing reported, so a budget would count none
+ * of it. Refused, not guessed at.
+ */
+function usageFault(usage: unknown): string | undefined {
+  if (usage === undefined) return undefined;
+  if (typeof usage !== "object" || usage === null)
+    return `usage is not V3's { inputTokens, outputTokens }, got ${shownValue(usage)}`;
+  for (const [side, counts] of Object.entries(USAGE_COUNTS)) {
+    const given = (usage as Record<string, unknown>)[side];
+    if (given === undefined) continue;
+    if (typeof given !== "object" || given === null)
+      return `usage.${side} is not V3's { ${counts.join(", ")} }, got ${shownValue(given)}`;
+    for (const count of counts) {
+      const value = (given as Record<string, unknown>)[count];
+      if (value !== undefined && typeof value !== "number")
+        return `usage.${side}.${count} is neither a number nor undefined, got ${shownValue(value)}`;
+    }
+  }
+  return undefined;
+}
+
 function total(parts: readonly (number | undefined)[]): number | undefined {
   const known = parts.filter((n): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0);
   return known.length === 0 ? undefined : known.reduce((sum, n) => sum + n, 0);
@@ -124,7 +154,7 @@ export function toModelResponse(
   if (typeof result !== "object" || result === null || !Array.isArray(result.content)) {
     throw new AiSdkModelError(model, "doGenerate resolved to something that is not a V3 result (no content array)");
   }
-  const fault = finishReasonFault(result.finishReason);
+  const fault = finishReasonFault(result.finishReason) ?? usageFault(result.usage);
   if (fault !== undefined) throw new AiSdkModelError(model, fault);
   if (result.finishReason.unified === "error") {
     // The provider says the turn failed: not an answer, and none of its calls are the model's to make.
