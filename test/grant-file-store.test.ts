@@ -40,6 +40,7 @@ import {
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { isRoot, unmet } from "./support/precondition.js";
+import { liveHolder } from "./support/live-holder.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const { MAX_STRING_LENGTH } = bufferConstants;
@@ -713,7 +714,7 @@ describe("FileGrantStore lock", () => {
     });
 
     it("is never removed while its writer runs on this host, however old, nor is a file of any other name", async () => {
-      const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+      const breaker = liveHolder();
       try {
         const s = store({ staleLockMs: 1_000 });
         await s.save(grantA);
@@ -731,11 +732,12 @@ describe("FileGrantStore lock", () => {
           writeFileSync(join(dir, name), text);
           age(join(dir, name), 3_600_000);
         }
+        await breaker.hold(join(dir, claimName(1)));
         await s.save(grantB);
         expect(readdirSync(dir).sort()).toEqual(["grants.json", ...Object.keys(kept)].sort());
         for (const [name, text] of Object.entries(kept)) expect(readFileSync(join(dir, name), "utf8")).toBe(text);
       } finally {
-        breaker.kill("SIGKILL");
+        breaker.kill();
       }
     });
   });
@@ -869,7 +871,7 @@ describe("FileGrantStore lock", () => {
   });
 
   it("never breaks the lock of a live process on this host, however old", async () => {
-    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const holder = liveHolder();
     try {
       const s = store({ lockTimeoutMs: 100, staleLockMs: 1_000 });
       const record = JSON.stringify({
@@ -879,11 +881,13 @@ describe("FileGrantStore lock", () => {
         token: "live",
       });
       writeLock(s, record, 3_600_000);
+      // A holder keeps its lock open while it holds it.
+      await holder.hold(s.lockPath);
       expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
       expect(readFileSync(s.lockPath, "utf8")).toBe(record);
       expect(existsSync(s.ledgerPath)).toBe(false);
     } finally {
-      holder.kill("SIGKILL");
+      holder.kill();
     }
   });
 

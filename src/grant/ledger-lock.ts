@@ -191,8 +191,48 @@ async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, l
   } else if (info.pid === process.pid && info.createdAtMs < Date.now() - process.uptime() * 1_000) {
     return false;
   }
-  if (info.pid !== process.pid) return true;
+  if (info.pid !== process.pid) {
+    // A legitimate hold lasts milliseconds: only a lock this old is worth a look through the holder's files.
+    if (Date.now() - lock.mtimeMs <= UNWRITTEN_GRACE_MS) return true;
+    return (await openIn(info.pid, lock)) ?? true;
+  }
   return (await openHere(lockPath, seen, lock)) ?? true;
+}
+
+/**
+ * Whether the process `pid` (another process of this host) has the lock
+ * `lock` open, where its open files can be listed (`/proc/<pid>/fd`, this
+ * user's processes); `undefined` where they cannot. A holder keeps its lock
+ * open from creating it until after removing it, so a live process without
+ * it open holds it no more: a worker thread of its that held it was
+ * terminated, and the lock would otherwise stay until the whole process
+ * exits (a server, for days). The lock is open in the caller meanwhile, so
+ * its inode cannot be handed to another file; one its holder removed since is
+ * told apart before it is replaced (see {@link stillThere}).
+ */
+async function openIn(pid: number, lock: Stats): Promise<boolean | undefined> {
+  const fds = `/proc/${pid}/fd`;
+  let names: string[];
+  try {
+    names = await readdir(fds);
+  } catch {
+    return undefined;
+  }
+  // A file closed since the listing is not the lock (held, it stays open); any other failure says nothing.
+  let unknown = false;
+  const closed = (error: unknown): undefined => {
+    if (errorCode(error) !== "ENOENT") unknown = true;
+    return undefined;
+  };
+  // Sockets, pipes and the like (`socket:[…]`) are never the lock: only files named by a path are looked at.
+  const targets = await Promise.all(
+    names.map(async (fd) => {
+      const target = await readlink(`${fds}/${fd}`).catch(closed);
+      return target?.startsWith("/") === true ? statOf(`${fds}/${fd}`).catch(closed) : undefined;
+    }),
+  );
+  if (targets.some((target) => target !== undefined && target.ino === lock.ino && target.dev === lock.dev)) return true;
+  return unknown ? undefined : false;
 }
 
 /**
