@@ -921,6 +921,35 @@ describe("FileGrantStore lock", () => {
     expect((await s.load()).length).toBe(1);
   });
 
+  it("breaks an abandoned lock stamped ahead of this host's clock once it has stood unchanged past the bound, not when the clock gets there", async () => {
+    // A clock set back since (a VM's clock corrected at boot), or another host's clock running ahead:
+    // judged by its mtime alone, such a lock would stand until that time comes, in years here.
+    const future = new Date(Date.UTC(2099, 0, 1));
+    const other = store({ lockTimeoutMs: 5_000, staleLockMs: 500 });
+    writeLock(other, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: future.getTime(), token: "t" }));
+    utimesSync(other.lockPath, future, future);
+    await other.save(grantA);
+    expect((await other.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(existsSync(other.lockPath)).toBe(false);
+
+    const unwritten = store({ lockTimeoutMs: 5_000 });
+    await unwritten.clear();
+    writeLock(unwritten, "");
+    utimesSync(unwritten.lockPath, future, future);
+    await unwritten.save(grantB);
+    expect((await unwritten.load()).map((g) => g.id)).toEqual([grantB.id]);
+  });
+
+  it("waits for a lock stamped ahead of this host's clock until it has stood unchanged past the bound", async () => {
+    const future = new Date(Date.UTC(2099, 0, 1));
+    const s = store({ lockTimeoutMs: 300, staleLockMs: 60_000 });
+    writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }));
+    utimesSync(s.lockPath, future, future);
+    expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+    expect(existsSync(s.lockPath)).toBe(true);
+    expect(existsSync(s.ledgerPath)).toBe(false);
+  });
+
   it("does not break a lock whose record is still being written for a stale bound shorter than that takes", async () => {
     // A writer between creating its lock and writing its record: it runs, so a small staleLockMs,
     // which is for other hosts' locks, must not rob it (its save would fail, and maybe the robber's too).

@@ -91,6 +91,32 @@ async function readRecord(handle: FileHandle): Promise<string | undefined> {
   return length > LOCK_RECORD_MAX_BYTES ? undefined : buffer.toString("utf8", 0, length);
 }
 const MAX_BACKOFF_MS = 50;
+
+/** The most locks stamped ahead of this host's clock whose first sight is remembered (see {@link lockAge}). */
+const MAX_AHEAD_SEEN = 64;
+
+/** When each lock stamped ahead of this host's clock was first seen, on the monotonic clock, by its identity. */
+const aheadSeen = new Map<string, number>();
+
+/**
+ * How old the lock (or claim) `stat` is, in milliseconds: by its mtime, or,
+ * for one stamped ahead of this host's clock (a clock set back since, or
+ * another host's running ahead), for how long it has been seen unchanged
+ * here: never older than it is, and not standing until that time comes,
+ * which may be years away. A change to the file (a new lock, its record
+ * rewritten) changes its identity and starts the count again.
+ */
+function lockAge(stat: Stats): number {
+  const byClock = Date.now() - stat.mtimeMs;
+  if (byClock >= 0) return byClock;
+  const key = `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+  const now = performance.now();
+  const first = aheadSeen.get(key);
+  if (first !== undefined) return now - first;
+  if (aheadSeen.size >= MAX_AHEAD_SEEN) aheadSeen.delete(aheadSeen.keys().next().value as string);
+  aheadSeen.set(key, now);
+  return 0;
+}
 const GONE: Seen = { type: "gone" };
 
 function errorCode(error: unknown): string | undefined {
@@ -193,7 +219,7 @@ async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, l
   }
   if (info.pid !== process.pid) {
     // A legitimate hold lasts milliseconds: only a lock this old is worth a look through the holder's files.
-    if (Date.now() - lock.mtimeMs <= UNWRITTEN_GRACE_MS) return true;
+    if (lockAge(lock) <= UNWRITTEN_GRACE_MS) return true;
     return (await openIn(info.pid, lock)) ?? true;
   }
   return (await openHere(lockPath, seen, lock)) ?? true;
@@ -382,7 +408,7 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
       throw new LedgerLockError(lockPath, "is larger than any lock record, so no writer made it; remove it");
     }
     text = read;
-    const ageMs = Date.now() - stat.mtimeMs;
+    const ageMs = lockAge(stat);
     info = parseLock(text);
     // A live holder on this host is never robbed, however long it holds the
     // lock (paused, swapped out): it would go on to rename its ledger over the
@@ -599,7 +625,7 @@ async function removeAbandonedClaims(
         const path = join(dir, name);
         try {
           const found = await judge(path, staleMs, here);
-          if (found.type !== "abandoned" || Date.now() - found.judged.stat.mtimeMs <= staleMs) return;
+          if (found.type !== "abandoned" || lockAge(found.judged.stat) <= staleMs) return;
           if (await stillThere(path, found.judged)) await unlink(path);
         } catch {
           // Not a regular file, unreadable, or gone meanwhile: left as it is.
