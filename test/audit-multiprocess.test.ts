@@ -13,6 +13,7 @@ import { resultOf, startChild } from "./support/child-process.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
 import { bundleChild } from "./support/reliability-bundle.js";
 import type { Bundle } from "./support/reliability-bundle.js";
+import { liveHolder } from "./support/live-holder.js";
 
 const WRITERS = 4;
 const EACH = 40;
@@ -412,7 +413,7 @@ describe("claims to break the log's lock left beside it", () => {
     // A writer killed while breaking an abandoned lock leaves its claim (see crash-ledger.test.ts):
     // these are written as such a writer leaves them, one of them by a writer that still runs.
     const dead = spawnSync(process.execPath, ["-e", ""]).pid;
-    const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const breaker = liveHolder();
     try {
       const path = join(dir, "claims.jsonl");
       const seed = await AuditSink.open(path);
@@ -425,6 +426,7 @@ describe("claims to break the log's lock left beside it", () => {
       writeFileSync(young, record(dead), { mode: 0o600 });
       age(abandoned);
       age(live);
+      await breaker.hold(live);
 
       let now = 0;
       const sink = await openSink(path, undefined, { now: () => now });
@@ -452,7 +454,7 @@ describe("claims to break the log's lock left beside it", () => {
         records: [gateRecord(1), gateRecord(2), gateRecord(3)],
       });
     } finally {
-      breaker.kill("SIGKILL");
+      breaker.kill();
     }
   });
 });

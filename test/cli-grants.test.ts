@@ -197,6 +197,26 @@ describe("a record whose content was edited and its id kept", () => {
     expect(byContent.stdout).toBe(`revoked ${edited.id} (deny read, this_tool)\n`);
     expect((await store.load()).map((g) => g.id)).toEqual([(grants[1] as Grant).id, (grants[2] as Grant).id]);
   });
+
+  it("is named in a ledger that starts with a byte-order mark, which the store reads", async () => {
+    const grants = sampleGrants();
+    const store = await seed(root, project, grants);
+    const read = grants[0] as Grant;
+    const edited = new Grant("read", "deny", GrantScope.thisTool());
+    const text = await readFile(store.ledgerPath, "utf8");
+    await writeFile(store.ledgerPath, `\ufeff${text.replace('"verdict":"Allow"', '"verdict":"Deny"')}`);
+    const said =
+      `record 0 of ${store.ledgerPath} holds id ${read.id}, but its tool, verdict and scope (deny read, this_tool) ` +
+      `are grant ${edited.id}: it is listed, decided and revoked as ${edited.id}`;
+
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain(`${edited.id}  read`);
+    expect(list.stderr).toBe(`loopctl: warning: ${said}\n`);
+    const byStored = await cli(["grants", "revoke", read.id, ...at()], { cwd: base });
+    expect(byStored.code).toBe(EXIT.failed);
+    expect(byStored.stderr).toBe(`loopctl grants revoke: no grant ${read.id} in ${store.ledgerPath}; ${said}\n`);
+  });
 });
 
 describe("loopctl grants reset", () => {

@@ -40,6 +40,7 @@ import {
   type LedgerWarning,
 } from "../src/grant/index.js";
 import { isRoot, unmet } from "./support/precondition.js";
+import { liveHolder } from "./support/live-holder.js";
 import { expectAbortedSignalFirst, expectBadCallOptionsRefused } from "./support/grant-call-options.js";
 
 const { MAX_STRING_LENGTH } = bufferConstants;
@@ -713,7 +714,7 @@ describe("FileGrantStore lock", () => {
     });
 
     it("is never removed while its writer runs on this host, however old, nor is a file of any other name", async () => {
-      const breaker = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+      const breaker = liveHolder();
       try {
         const s = store({ staleLockMs: 1_000 });
         await s.save(grantA);
@@ -731,11 +732,12 @@ describe("FileGrantStore lock", () => {
           writeFileSync(join(dir, name), text);
           age(join(dir, name), 3_600_000);
         }
+        await breaker.hold(join(dir, claimName(1)));
         await s.save(grantB);
         expect(readdirSync(dir).sort()).toEqual(["grants.json", ...Object.keys(kept)].sort());
         for (const [name, text] of Object.entries(kept)) expect(readFileSync(join(dir, name), "utf8")).toBe(text);
       } finally {
-        breaker.kill("SIGKILL");
+        breaker.kill();
       }
     });
   });
@@ -869,7 +871,7 @@ describe("FileGrantStore lock", () => {
   });
 
   it("never breaks the lock of a live process on this host, however old", async () => {
-    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const holder = liveHolder();
     try {
       const s = store({ lockTimeoutMs: 100, staleLockMs: 1_000 });
       const record = JSON.stringify({
@@ -879,11 +881,13 @@ describe("FileGrantStore lock", () => {
         token: "live",
       });
       writeLock(s, record, 3_600_000);
+      // A holder keeps its lock open while it holds it.
+      await holder.hold(s.lockPath);
       expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
       expect(readFileSync(s.lockPath, "utf8")).toBe(record);
       expect(existsSync(s.ledgerPath)).toBe(false);
     } finally {
-      holder.kill("SIGKILL");
+      holder.kill();
     }
   });
 
@@ -915,6 +919,35 @@ describe("FileGrantStore lock", () => {
     writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }), 60_000);
     await s.save(grantA);
     expect((await s.load()).length).toBe(1);
+  });
+
+  it("breaks an abandoned lock stamped ahead of this host's clock once it has stood unchanged past the bound, not when the clock gets there", async () => {
+    // A clock set back since (a VM's clock corrected at boot), or another host's clock running ahead:
+    // judged by its mtime alone, such a lock would stand until that time comes, in years here.
+    const future = new Date(Date.UTC(2099, 0, 1));
+    const other = store({ lockTimeoutMs: 5_000, staleLockMs: 500 });
+    writeLock(other, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: future.getTime(), token: "t" }));
+    utimesSync(other.lockPath, future, future);
+    await other.save(grantA);
+    expect((await other.load()).map((g) => g.id)).toEqual([grantA.id]);
+    expect(existsSync(other.lockPath)).toBe(false);
+
+    const unwritten = store({ lockTimeoutMs: 5_000 });
+    await unwritten.clear();
+    writeLock(unwritten, "");
+    utimesSync(unwritten.lockPath, future, future);
+    await unwritten.save(grantB);
+    expect((await unwritten.load()).map((g) => g.id)).toEqual([grantB.id]);
+  });
+
+  it("waits for a lock stamped ahead of this host's clock until it has stood unchanged past the bound", async () => {
+    const future = new Date(Date.UTC(2099, 0, 1));
+    const s = store({ lockTimeoutMs: 300, staleLockMs: 60_000 });
+    writeLock(s, JSON.stringify({ pid: 1, hostname: "another-host", createdAtMs: 0, token: "t" }));
+    utimesSync(s.lockPath, future, future);
+    expect(await rejection(s.save(grantA))).toBeInstanceOf(LedgerLockError);
+    expect(existsSync(s.lockPath)).toBe(true);
+    expect(existsSync(s.ledgerPath)).toBe(false);
   });
 
   it("does not break a lock whose record is still being written for a stale bound shorter than that takes", async () => {

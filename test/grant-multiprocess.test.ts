@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FileGrantStore, GrantPolicy } from "../src/grant/index.js";
+import { FileGrantStore, Grant, GrantPolicy, GrantScope } from "../src/grant/index.js";
 import { bundleChild, bundleGrantBuilds } from "./support/reliability-bundle.js";
 import type { Bundle, GrantBuilds } from "./support/reliability-bundle.js";
 
@@ -137,6 +137,33 @@ describe("FileGrantStore with several copies of the module in one process", () =
     expect(existsSync(store.lockPath)).toBe(false);
     expect(readdirSync(dirname(store.ledgerPath))).toEqual(["grants.json"]);
   });
+
+  it("a lock left by a worker thread terminated in another process that lives on is broken", async () => {
+    const project = join(root, "left-behind");
+    const grantsRoot = join(root, "grants-left-behind");
+    const before = new FileGrantStore(grantsRoot, project);
+    const deny = await before.save(new Grant("deploy", "deny", GrantScope.thisTool()));
+    const holder = spawn(process.execPath, [child!.path, "left-behind", builds!.esm, grantsRoot, project], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        holder.on("error", reject);
+        holder.on("exit", (code) => reject(new Error(`the holder exited with ${String(code)}`)));
+        holder.stdout.setEncoding("utf8").on("data", (chunk: string) => chunk.includes("held") && resolve());
+      });
+      const lock = JSON.parse(readFileSync(before.lockPath, "utf8")) as { pid: number };
+      expect(lock.pid).toBe(holder.pid);
+      // The process runs on, but no thread of it holds the lock any more: a revoke must not wait for it to exit.
+      const store = new FileGrantStore(grantsRoot, project, { lockTimeoutMs: 8_000 });
+      expect((await store.revoke(deny.id))?.id).toBe(deny.id);
+      expect(holder.exitCode).toBeNull();
+      expect((await store.load()).map((g) => g.id)).not.toContain(deny.id);
+    } finally {
+      holder.stdin.end();
+      holder.kill();
+    }
+  }, 30_000);
 
   it("the ESM and CommonJS builds loaded together lose no save and never undo a revoke", async () => {
     const project = join(root, "copies");

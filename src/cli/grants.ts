@@ -108,7 +108,8 @@ async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: str
     const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
       if (!(await handle.stat()).isFile()) return [];
-      records = JSON.parse(await handle.readFile("utf8"));
+      // Decoded as the store decodes it: a byte-order mark at its head is not part of the JSON.
+      records = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(await handle.readFile()));
     } finally {
       await handle.close();
     }

@@ -42,8 +42,9 @@ export interface FileGrantStoreOptions {
   /**
    * A lock taken on another host and older than this is treated as abandoned
    * and broken: a non-negative integer of milliseconds. A lock taken on this
-   * host is broken as soon as its process is gone, and never while it runs,
-   * however long it holds the lock.
+   * host is broken as soon as its process is gone (or, on Linux, no thread
+   * of it has the lock open any more: a worker thread terminated while
+   * holding it), and never while its holder runs, however long it holds it.
    * @default 30000
    */
   readonly staleLockMs?: number;

@@ -91,6 +91,32 @@ async function readRecord(handle: FileHandle): Promise<string | undefined> {
   return length > LOCK_RECORD_MAX_BYTES ? undefined : buffer.toString("utf8", 0, length);
 }
 const MAX_BACKOFF_MS = 50;
+
+/** The most locks stamped ahead of this host's clock whose first sight is remembered (see {@link lockAge}). */
+const MAX_AHEAD_SEEN = 64;
+
+/** When each lock stamped ahead of this host's clock was first seen, on the monotonic clock, by its identity. */
+const aheadSeen = new Map<string, number>();
+
+/**
+ * How old the lock (or claim) `stat` is, in milliseconds: by its mtime, or,
+ * for one stamped ahead of this host's clock (a clock set back since, or
+ * another host's running ahead), for how long it has been seen unchanged
+ * here: never older than it is, and not standing until that time comes,
+ * which may be years away. A change to the file (a new lock, its record
+ * rewritten) changes its identity and starts the count again.
+ */
+function lockAge(stat: Stats): number {
+  const byClock = Date.now() - stat.mtimeMs;
+  if (byClock >= 0) return byClock;
+  const key = `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+  const now = performance.now();
+  const first = aheadSeen.get(key);
+  if (first !== undefined) return now - first;
+  if (aheadSeen.size >= MAX_AHEAD_SEEN) aheadSeen.delete(aheadSeen.keys().next().value as string);
+  aheadSeen.set(key, now);
+  return 0;
+}
 const GONE: Seen = { type: "gone" };
 
 function errorCode(error: unknown): string | undefined {
@@ -191,8 +217,48 @@ async function holderAlive(info: LockInfo, lockPath: string, seen: FileHandle, l
   } else if (info.pid === process.pid && info.createdAtMs < Date.now() - process.uptime() * 1_000) {
     return false;
   }
-  if (info.pid !== process.pid) return true;
+  if (info.pid !== process.pid) {
+    // A legitimate hold lasts milliseconds: only a lock this old is worth a look through the holder's files.
+    if (lockAge(lock) <= UNWRITTEN_GRACE_MS) return true;
+    return (await openIn(info.pid, lock)) ?? true;
+  }
   return (await openHere(lockPath, seen, lock)) ?? true;
+}
+
+/**
+ * Whether the process `pid` (another process of this host) has the lock
+ * `lock` open, where its open files can be listed (`/proc/<pid>/fd`, this
+ * user's processes); `undefined` where they cannot. A holder keeps its lock
+ * open from creating it until after removing it, so a live process without
+ * it open holds it no more: a worker thread of its that held it was
+ * terminated, and the lock would otherwise stay until the whole process
+ * exits (a server, for days). The lock is open in the caller meanwhile, so
+ * its inode cannot be handed to another file; one its holder removed since is
+ * told apart before it is replaced (see {@link stillThere}).
+ */
+async function openIn(pid: number, lock: Stats): Promise<boolean | undefined> {
+  const fds = `/proc/${pid}/fd`;
+  let names: string[];
+  try {
+    names = await readdir(fds);
+  } catch {
+    return undefined;
+  }
+  // A file closed since the listing is not the lock (held, it stays open); any other failure says nothing.
+  let unknown = false;
+  const closed = (error: unknown): undefined => {
+    if (errorCode(error) !== "ENOENT") unknown = true;
+    return undefined;
+  };
+  // Sockets, pipes and the like (`socket:[…]`) are never the lock: only files named by a path are looked at.
+  const targets = await Promise.all(
+    names.map(async (fd) => {
+      const target = await readlink(`${fds}/${fd}`).catch(closed);
+      return target?.startsWith("/") === true ? statOf(`${fds}/${fd}`).catch(closed) : undefined;
+    }),
+  );
+  if (targets.some((target) => target !== undefined && target.ino === lock.ino && target.dev === lock.dev)) return true;
+  return unknown ? undefined : false;
 }
 
 /**
@@ -342,7 +408,7 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
       throw new LedgerLockError(lockPath, "is larger than any lock record, so no writer made it; remove it");
     }
     text = read;
-    const ageMs = Date.now() - stat.mtimeMs;
+    const ageMs = lockAge(stat);
     info = parseLock(text);
     // A live holder on this host is never robbed, however long it holds the
     // lock (paused, swapped out): it would go on to rename its ledger over the
@@ -559,7 +625,7 @@ async function removeAbandonedClaims(
         const path = join(dir, name);
         try {
           const found = await judge(path, staleMs, here);
-          if (found.type !== "abandoned" || Date.now() - found.judged.stat.mtimeMs <= staleMs) return;
+          if (found.type !== "abandoned" || lockAge(found.judged.stat) <= staleMs) return;
           if (await stillThere(path, found.judged)) await unlink(path);
         } catch {
           // Not a regular file, unreadable, or gone meanwhile: left as it is.

@@ -12,7 +12,10 @@
 //     holds the lock (the lock file outlives it); then the main thread, with
 //     its own copy of the ESM build, saves one grant. Prints {"attempts": n,
 //     "saved": id} or {"attempts": n, "error": code}.
-import { existsSync } from "node:fs";
+//   node <bundle> left-behind <esm> <root> <project>
+//     as terminated, but waits until the worker has written its lock record;
+//     then prints "held" and lives on, saving nothing, until its stdin ends.
+import { existsSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { Worker, isMainThread, workerData } from "node:worker_threads";
@@ -69,6 +72,20 @@ if (!isMainThread) {
     (error: unknown) => ({ error: (error as { code?: string }).code ?? String(error) }),
   );
   process.stdout.write(`${JSON.stringify({ attempts, ...outcome })}\n`);
+} else if (process.argv[2] === "left-behind") {
+  const [esm, root, project] = process.argv.slice(3) as [string, string, string];
+  const lock = new (await loadEsm(esm)).FileGrantStore(root, project).lockPath;
+  const written = (): boolean => existsSync(lock) && statSync(lock, { throwIfNoEntry: false })?.size !== 0;
+  for (let attempts = 1; !written(); attempts += 1) {
+    if (attempts > 200) throw new Error("no worker was terminated while holding the lock");
+    const worker = new Worker(new URL(import.meta.url), {
+      workerData: { esm, root, project, who: `worker-${attempts}`, count: 1_000_000 },
+    });
+    while (!written()) await new Promise((resolve) => setImmediate(resolve));
+    await worker.terminate();
+  }
+  process.stdout.write("held\n");
+  process.stdin.resume().on("end", () => process.exit(0));
 } else {
   const [mode, ...args] = process.argv.slice(2);
   if (mode === "threads") {
