@@ -12,7 +12,7 @@ import { textHead } from "../text-head.js";
 import type { Grant } from "../grant/grant.js";
 import { isGrantShaped } from "../grant/grant-index.js";
 import { Access, headerCount, headersCut } from "./access.js";
-import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
+import { ANSWER_PATH, checkAnswerLink, SpentLinks } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
 import { boundedCall } from "./bounded-call.js";
 import { askDigest } from "../ask/ask-digest.js";
@@ -365,6 +365,8 @@ class Handler {
   readonly #delivering = new Set<IncomingMessage>();
   /** Aborts when close()'s grace runs out: answers still waiting on the approver are replied to at once. */
   readonly #graceOver = new AbortController();
+  /** The answer links that answered: each answers once. */
+  readonly #spentLinks = new SpentLinks();
   #closing: Promise<void> | undefined;
 
   constructor(options: ApprovalHandlerOptions, access: Access, limits: Limits) {
@@ -885,14 +887,15 @@ class Handler {
     if (check.type === "expired") throw linkExpired();
     await this.#caughtUp();
     if (method === "GET") {
-      const ended = this.#board?.ending(check.askId);
-      if (ended !== undefined) throw askEnded(ended);
+      const refusal = this.#linkRefusal(check);
+      if (refusal !== undefined) throw refusal;
       const pending = this.#board?.get(check.askId)?.ask;
-      if (pending !== undefined && askDigest(pending) !== check.askDigest) throw askChanged();
       return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, pending), {
         "content-security-policy": PAGE_CSP,
       });
     }
+    // Else the answer goes to the board, which tells an ended or changed ask as it answers.
+    if (this.#spentLinks.has(check)) throw this.#linkRefusal(check) ?? linkSpent();
     const form = await readForm(req, res, this.#limits.maxBodyBytes).catch((error: unknown) => {
       if (error instanceof HttpError && error.code === "unsupported_media_type") {
         throw new HttpError(
@@ -924,6 +927,7 @@ class Handler {
     });
     switch (outcome.type) {
       case "delivered":
+        this.#spentLinks.add(check, this.#shownNow());
         return sendPage(
           res,
           200,
@@ -939,6 +943,23 @@ class Handler {
       default:
         return assertNever(outcome);
     }
+  }
+
+  /**
+   * Why a signed link, checked, cannot answer now, as far as the board
+   * knows: its ask ended, another call holds its id, or it (or its twin)
+   * answered already; undefined when it can.
+   */
+  #linkRefusal(check: {
+    readonly askId: string;
+    readonly askDigest: string;
+    readonly expiresAtMs: number;
+  }): HttpError | undefined {
+    const ended = this.#board?.ending(check.askId);
+    if (ended !== undefined) return askEnded(ended);
+    const pending = this.#board?.get(check.askId)?.ask;
+    if (pending !== undefined && askDigest(pending) !== check.askDigest) return askChanged();
+    return this.#spentLinks.has(check) ? linkSpent() : undefined;
   }
 
   /**
@@ -1053,6 +1074,16 @@ function cutReason(text: string): string {
 function askEnded(ending: AskEnding | undefined): HttpError {
   const { title, text } = endedText(ending);
   return new HttpError(409, "ask_ended", text, { title });
+}
+
+/** A link's refusal once it, or its twin, answered: the same call parked anew under the ask's id is not answered by it again. */
+function linkSpent(): HttpError {
+  return new HttpError(
+    409,
+    "link_spent",
+    "this link, or its twin, already answered this ask; a link answers once, and nothing was answered",
+    { title: "Link already used" },
+  );
 }
 
 function linkExpired(): HttpError {
