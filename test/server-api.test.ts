@@ -2041,6 +2041,40 @@ describe("close()", () => {
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("takes no ask from the approver once close() is called, though an answer passed to it is still settling", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let resolving = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const inbox: AskInbox = {
+      next: (o) => approver.next(o),
+      resolve: async (id, resolution, o) => {
+        resolving += 1;
+        await held;
+        return approver.resolve(id, resolution, o);
+      },
+      ended: (id, o) => approver.ended(id, o),
+      close: () => approver.close(),
+    };
+    const { server, auth, listed } = await serveInbox(inbox, approver);
+    const first = makeAsk(1);
+    channel.resolve(first, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    const replying = answer(server, first.id, { type: "approve" }, auth);
+    await until(() => resolving === 1);
+    const closing = server.close();
+    // An ask that comes while the answer settles stays with the approver's owner, to hand to whoever serves it next.
+    const later = makeAsk(2);
+    const parked = channel.resolve(later, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    expect((await replying).status).toBe(200);
+    await closing;
+    await expect(approver.next({ signal: AbortSignal.timeout(1_000) })).resolves.toEqual(later);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+  });
+
   it("gives an answer the approver has not settled within closeGraceMs 504 answer_unconfirmed, then resolves", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     let resolving = 0;

@@ -418,8 +418,11 @@ class Handler {
         // The source's own failure: the board still lets go of the approver.
         this.#onError(error);
       }
+      // At once, not after the answers' grace: an ask taken meanwhile would be shown by no one, its
+      // approver having handed it out already.
+      const released = this.#board?.close();
       await this.#answersSettled();
-      await this.#board?.close();
+      await released;
     })();
     return this.#closing;
   }
