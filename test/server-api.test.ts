@@ -2565,8 +2565,11 @@ describe("any approver with the AskInbox shape", () => {
     const auth = { authorization: `Bearer ${server.token}` };
     await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
     expect(errors.map(String)).toEqual([
-      "Error: the approver handed out something that is not a PendingAsk: turn: Too small: expected number to be >=0",
+      "ServerConfigError: approval server option approver: next() handed out something that is not a PendingAsk: " +
+        "turn: Too small: expected number to be >=0",
     ]);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "approver" });
   });
 
   it("shows an ending it cannot read as ended for a reason not known, on the stream and in the API, and reports it", async () => {
@@ -2639,8 +2642,9 @@ describe("any approver with the AskInbox shape", () => {
     for (const [i, [label]] of junk.entries()) {
       const error = errors.find((e) => String(e).includes((asks[i] as PendingAsk).id));
       expect(String(error), label).toMatch(
-        /^Error: the approver's ended\("[0-9a-f-]{36}"\) gave something that is not an AskEnding/,
+        /^ServerConfigError: approval server option approver: ended\("[0-9a-f-]{36}"\) gave something that is not an AskEnding/,
       );
+      expect(error, label).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "approver" });
     }
     const fromGetter = errors.find((e) => String(e).includes(asks[8]?.id ?? "?")) as Error;
     expect(String(fromGetter.cause)).toBe("Error: getter at /srv/inbox.ts:12");

@@ -4,6 +4,7 @@ import { AskEndingSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import { askDigest } from "../ask/ask-digest.js";
 import { zodIssuesLine } from "../zod-issues.js";
+import { ServerConfigError } from "./errors.js";
 
 /** An ask the board holds, with when it arrived (epoch ms). */
 export interface BoardEntry {
@@ -228,7 +229,10 @@ export class AskBoard {
     const parsed = PendingAskSchema.safeParse(value);
     if (!parsed.success) {
       this.#onError(
-        new Error(`the approver handed out something that is not a PendingAsk: ${zodIssuesLine(parsed.error)}`),
+        new ServerConfigError(
+          "approver",
+          `next() handed out something that is not a PendingAsk: ${zodIssuesLine(parsed.error)}`,
+        ),
       );
       return;
     }
@@ -285,8 +289,9 @@ export class AskBoard {
       cause = error;
     }
     this.#onError(
-      new Error(
-        `the approver's ended("${id}") gave something that is not an AskEnding (${problem}); ` +
+      new ServerConfigError(
+        "approver",
+        `ended("${id}") gave something that is not an AskEnding (${problem}); ` +
           "the ask is shown as ended for a reason not known",
         cause === undefined ? undefined : { cause },
       ),
