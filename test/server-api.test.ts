@@ -2870,6 +2870,28 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(revoked.text).not.toContain("boom");
     expect(errors).toHaveLength(2);
   });
+
+  it("names no code that is not an identifier: a store's code holding text, a path or a secret does not reach the client", async () => {
+    const errors: unknown[] = [];
+    const codes = ["open /home/alice/.local/state/x failed", "token=sk-live-0123456789", "E".repeat(65), "ENO\nENT"];
+    let failures = 0;
+    const broken: GrantStore = {
+      load: () => Promise.reject(Object.assign(new Error("failed"), { code: codes[failures++ % codes.length] })),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.reject(Object.assign(new Error("failed"), { code: "/srv/ledger.json" })),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: broken, onError: (e) => errors.push(e) });
+    for (const code of codes) {
+      const listed = await get(server, "api/grants", auth);
+      expect(listed.status, code).toBe(503);
+      expect(listed.json, code).toEqual({ error: "grants_unavailable", message: "the grant store failed" });
+    }
+    const revoked = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    expect(revoked.json).toEqual({ error: "grants_unavailable", message: "the grant store failed" });
+    // Its code goes to onError with the rest of it.
+    expect(errors.map((e) => (e as { code: unknown }).code)).toEqual([...codes, "/srv/ledger.json"]);
+  });
 });
 
 describe("a grant store that answers with something other than grants", () => {

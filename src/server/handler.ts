@@ -176,6 +176,8 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 const DEFAULT_RECORDS = 50;
 const MAX_RECORDS = 500;
 const DIGITS = /^[0-9]+$/;
+/** An error code a reply may name (`LEDGER_CORRUPT`, `EACCES`, a SQLSTATE such as `57P01`). */
+const ERROR_CODE = /^[A-Za-z0-9_]{1,64}$/;
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
@@ -778,10 +780,9 @@ class Handler {
       case "failed": {
         const error = outcome.error;
         this.#onError(error);
-        const code =
-          typeof (error as { code?: unknown } | null)?.code === "string"
-            ? ` (${(error as { code: string }).code})`
-            : "";
+        // Only a code that is an identifier: a store of your own may put text, a path or a secret there.
+        const given = (error as { code?: unknown } | null)?.code;
+        const code = typeof given === "string" && ERROR_CODE.test(given) ? ` (${given})` : "";
         throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
       }
       default:
