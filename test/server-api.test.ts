@@ -2572,6 +2572,46 @@ describe("any approver with the AskInbox shape", () => {
     expect(errors[0]).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "approver" });
   });
 
+  it("reports something handed out that cannot be read (a getter that throws, a proxy), skips it, and goes on taking asks", async () => {
+    const good = makeAsk(3);
+    const thrown = new Error("getter at /srv/inbox.ts:12");
+    const throwing = {
+      ...makeAsk(1),
+      get prompt(): string {
+        throw thrown;
+      },
+    };
+    // Not thenable (a value whose `then` throws is a next() that rejects): its other fields throw.
+    const hostile = new Proxy(makeAsk(2), {
+      get: (target, key) => {
+        if (key === "then") return undefined;
+        throw thrown;
+      },
+    });
+    const queue: unknown[] = [throwing, hostile, good];
+    const never = new Promise<never>(() => undefined);
+    const inbox: AskInbox = {
+      next: () => (queue.length === 0 ? never : Promise.resolve(queue.shift() as PendingAsk)),
+      resolve: () => false,
+      ended: () => never,
+      close: () => undefined,
+    };
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({ approver: inbox, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    expect(((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks[0]?.ask).toEqual(good);
+    expect(errors).toHaveLength(2);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(ServerConfigError);
+      expect(String(error)).toBe(
+        "ServerConfigError: approval server option approver: next() handed out something that cannot be read",
+      );
+      expect((error as Error).cause).toBe(thrown);
+    }
+  });
+
   it("shows an ending it cannot read as ended for a reason not known, on the stream and in the API, and reports it", async () => {
     const throwing = {
       type: "answered",

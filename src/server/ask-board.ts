@@ -226,7 +226,17 @@ export class AskBoard {
   }
 
   #add(value: PendingAsk): void {
-    const parsed = PendingAskSchema.safeParse(value);
+    let parsed: ReturnType<typeof PendingAskSchema.safeParse>;
+    try {
+      parsed = PendingAskSchema.safeParse(value);
+    } catch (error) {
+      // safeParse reads the value, and a getter or a proxy's trap may throw: thrown out of the pump, it
+      // would stop the board taking asks, and reject where nothing catches it.
+      this.#onError(
+        new ServerConfigError("approver", "next() handed out something that cannot be read", { cause: error }),
+      );
+      return;
+    }
     if (!parsed.success) {
       this.#onError(
         new ServerConfigError(
