@@ -2975,6 +2975,40 @@ describe("a grant store that answers with something other than grants", () => {
       (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
     ).toBe(404);
   });
+  it("503 grants_unavailable, not a 500, for grants that cannot be read (a lazy row whose field throws once its connection is gone)", async () => {
+    const errors: unknown[] = [];
+    const thrown = new Error("connection terminated");
+    const lazy = (): Grant => {
+      const grant = new Grant("deploy", "allow", GrantScope.thisCall({ env: "prod" }));
+      return new Proxy(grant, {
+        get: (target, key) => {
+          if (key === "scope" || key === "createdAtMs") throw thrown;
+          return Reflect.get(target, key, target) as unknown;
+        },
+      });
+    };
+    const store: GrantStore = {
+      load: () => Promise.resolve([lazy()]),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.resolve(lazy()),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: store, onError: (e) => errors.push(e) });
+    const listed = await get(server, "api/grants", auth);
+    const revoked = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    for (const reply of [listed, revoked]) {
+      expect(reply.status).toBe(503);
+      expect(reply.json).toEqual({
+        error: "grants_unavailable",
+        message: "the grant store gave something other than grants",
+      });
+    }
+    expect(errors).toHaveLength(2);
+    expect((errors[0] as Error).message).toContain("GrantStore.load");
+    expect((errors[1] as Error).message).toContain("GrantStore.revoke");
+    for (const error of errors) expect((error as Error).cause).toBe(thrown);
+  });
+
   it("lists and revokes grants made by another copy of loopctl (the CommonJS build beside this one), as the engine takes them", async () => {
     const builds = await bundleGrantBuilds();
     try {

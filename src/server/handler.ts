@@ -722,13 +722,17 @@ class Handler {
     const grants: unknown = loaded.value;
     if (!Array.isArray(grants))
       throw this.#notGrants(`GrantStore.load resolved to ${shownValue(grants)}, not an array`);
-    const stray = grants.findIndex((grant) => !listable(grant));
-    if (stray >= 0) {
-      throw this.#notGrants(`GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`);
-    }
-    sendJson(res, 200, {
-      available: true,
-      grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
+    this.#readGrants("GrantStore.load", () => {
+      const stray = grants.findIndex((grant) => !listable(grant));
+      if (stray >= 0) {
+        throw this.#notGrants(
+          `GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`,
+        );
+      }
+      sendJson(res, 200, {
+        available: true,
+        grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
+      });
     });
   }
 
@@ -740,18 +744,36 @@ class Handler {
     if (revoked === undefined) return;
     const grant: unknown = revoked.value;
     if (grant === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    if (!listable(grant)) {
-      throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+    this.#readGrants("GrantStore.revoke", () => {
+      if (!listable(grant)) {
+        throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+      }
+      sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
+    });
+  }
+
+  /**
+   * Runs `send`, which reads what the store's `method` gave and replies: a
+   * grant that cannot be read (a getter that throws, a lazy row whose
+   * connection is gone, arguments with no JSON form) is the store's fault,
+   * as one that is no grant is, not the server's 500. `send` stringifies the
+   * reply before it writes a byte of it.
+   */
+  #readGrants(method: string, send: () => void): void {
+    try {
+      send();
+    } catch (error) {
+      if (error instanceof HttpError) throw error;
+      throw this.#notGrants(`${method} resolved to grants that cannot be read: ${describeError(error)}`, error);
     }
-    sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
   }
 
   /**
    * A store's answer that is not grants (a store of your own returning rows
    * as they were read): its fault, told to `onError`, not the server's 500.
    */
-  #notGrants(detail: string): HttpError {
-    this.#onError(new GrantRecordError(detail));
+  #notGrants(detail: string, cause?: unknown): HttpError {
+    this.#onError(new GrantRecordError(detail, cause === undefined ? undefined : { cause }));
     return new HttpError(503, "grants_unavailable", "the grant store gave something other than grants");
   }
 
