@@ -2041,6 +2041,40 @@ describe("close()", () => {
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("takes no ask from the approver once close() is called, though an answer passed to it is still settling", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    let resolving = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const inbox: AskInbox = {
+      next: (o) => approver.next(o),
+      resolve: async (id, resolution, o) => {
+        resolving += 1;
+        await held;
+        return approver.resolve(id, resolution, o);
+      },
+      ended: (id, o) => approver.ended(id, o),
+      close: () => approver.close(),
+    };
+    const { server, auth, listed } = await serveInbox(inbox, approver);
+    const first = makeAsk(1);
+    channel.resolve(first, { signal: new AbortController().signal }).catch(() => undefined);
+    await until(async () => (await listed()).length === 1);
+    const replying = answer(server, first.id, { type: "approve" }, auth);
+    await until(() => resolving === 1);
+    const closing = server.close();
+    // An ask that comes while the answer settles stays with the approver's owner, to hand to whoever serves it next.
+    const later = makeAsk(2);
+    const parked = channel.resolve(later, { signal: new AbortController().signal });
+    parked.catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    expect((await replying).status).toBe(200);
+    await closing;
+    await expect(approver.next({ signal: AbortSignal.timeout(1_000) })).resolves.toEqual(later);
+    expect((await outcomeNow(parked)).state).toBe("pending");
+  });
+
   it("gives an answer the approver has not settled within closeGraceMs 504 answer_unconfirmed, then resolves", async () => {
     const [channel, approver] = ApprovalChannel.pair(4);
     let resolving = 0;
@@ -2531,8 +2565,51 @@ describe("any approver with the AskInbox shape", () => {
     const auth = { authorization: `Bearer ${server.token}` };
     await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
     expect(errors.map(String)).toEqual([
-      "Error: the approver handed out something that is not a PendingAsk: turn: Too small: expected number to be >=0",
+      "ServerConfigError: approval server option approver: next() handed out something that is not a PendingAsk: " +
+        "turn: Too small: expected number to be >=0",
     ]);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "approver" });
+  });
+
+  it("reports something handed out that cannot be read (a getter that throws, a proxy), skips it, and goes on taking asks", async () => {
+    const good = makeAsk(3);
+    const thrown = new Error("getter at /srv/inbox.ts:12");
+    const throwing = {
+      ...makeAsk(1),
+      get prompt(): string {
+        throw thrown;
+      },
+    };
+    // Not thenable (a value whose `then` throws is a next() that rejects): its other fields throw.
+    const hostile = new Proxy(makeAsk(2), {
+      get: (target, key) => {
+        if (key === "then") return undefined;
+        throw thrown;
+      },
+    });
+    const queue: unknown[] = [throwing, hostile, good];
+    const never = new Promise<never>(() => undefined);
+    const inbox: AskInbox = {
+      next: () => (queue.length === 0 ? never : Promise.resolve(queue.shift() as PendingAsk)),
+      resolve: () => false,
+      ended: () => never,
+      close: () => undefined,
+    };
+    const errors: unknown[] = [];
+    const server = await createApprovalServer({ approver: inbox, onError: (e) => errors.push(e) });
+    cleanups.push(() => server.close());
+    const auth = { authorization: `Bearer ${server.token}` };
+    await until(async () => ((await get(server, "api/asks", auth)).json as { asks: unknown[] }).asks.length === 1);
+    expect(((await get(server, "api/asks", auth)).json as { asks: { ask: PendingAsk }[] }).asks[0]?.ask).toEqual(good);
+    expect(errors).toHaveLength(2);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(ServerConfigError);
+      expect(String(error)).toBe(
+        "ServerConfigError: approval server option approver: next() handed out something that cannot be read",
+      );
+      expect((error as Error).cause).toBe(thrown);
+    }
   });
 
   it("shows an ending it cannot read as ended for a reason not known, on the stream and in the API, and reports it", async () => {
@@ -2605,8 +2682,9 @@ describe("any approver with the AskInbox shape", () => {
     for (const [i, [label]] of junk.entries()) {
       const error = errors.find((e) => String(e).includes((asks[i] as PendingAsk).id));
       expect(String(error), label).toMatch(
-        /^Error: the approver's ended\("[0-9a-f-]{36}"\) gave something that is not an AskEnding/,
+        /^ServerConfigError: approval server option approver: ended\("[0-9a-f-]{36}"\) gave something that is not an AskEnding/,
       );
+      expect(error, label).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "approver" });
     }
     const fromGetter = errors.find((e) => String(e).includes(asks[8]?.id ?? "?")) as Error;
     expect(String(fromGetter.cause)).toBe("Error: getter at /srv/inbox.ts:12");
@@ -2832,6 +2910,28 @@ describe("grants: GET /api/grants, DELETE /api/grants/:id", () => {
     expect(revoked.text).not.toContain("boom");
     expect(errors).toHaveLength(2);
   });
+
+  it("names no code that is not an identifier: a store's code holding text, a path or a secret does not reach the client", async () => {
+    const errors: unknown[] = [];
+    const codes = ["open /home/alice/.local/state/x failed", "token=sk-live-0123456789", "E".repeat(65), "ENO\nENT"];
+    let failures = 0;
+    const broken: GrantStore = {
+      load: () => Promise.reject(Object.assign(new Error("failed"), { code: codes[failures++ % codes.length] })),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.reject(Object.assign(new Error("failed"), { code: "/srv/ledger.json" })),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: broken, onError: (e) => errors.push(e) });
+    for (const code of codes) {
+      const listed = await get(server, "api/grants", auth);
+      expect(listed.status, code).toBe(503);
+      expect(listed.json, code).toEqual({ error: "grants_unavailable", message: "the grant store failed" });
+    }
+    const revoked = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    expect(revoked.json).toEqual({ error: "grants_unavailable", message: "the grant store failed" });
+    // Its code goes to onError with the rest of it.
+    expect(errors.map((e) => (e as { code: unknown }).code)).toEqual([...codes, "/srv/ledger.json"]);
+  });
 });
 
 describe("a grant store that answers with something other than grants", () => {
@@ -2875,6 +2975,40 @@ describe("a grant store that answers with something other than grants", () => {
       (await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth })).status,
     ).toBe(404);
   });
+  it("503 grants_unavailable, not a 500, for grants that cannot be read (a lazy row whose field throws once its connection is gone)", async () => {
+    const errors: unknown[] = [];
+    const thrown = new Error("connection terminated");
+    const lazy = (): Grant => {
+      const grant = new Grant("deploy", "allow", GrantScope.thisCall({ env: "prod" }));
+      return new Proxy(grant, {
+        get: (target, key) => {
+          if (key === "scope" || key === "createdAtMs") throw thrown;
+          return Reflect.get(target, key, target) as unknown;
+        },
+      });
+    };
+    const store: GrantStore = {
+      load: () => Promise.resolve([lazy()]),
+      save: (g) => Promise.resolve(g),
+      revoke: () => Promise.resolve(lazy()),
+      clear: () => Promise.resolve(0),
+    };
+    const { server, auth } = await start({ grants: store, onError: (e) => errors.push(e) });
+    const listed = await get(server, "api/grants", auth);
+    const revoked = await request(`${server.url}api/grants/0123456789abcdef`, { method: "DELETE", headers: auth });
+    for (const reply of [listed, revoked]) {
+      expect(reply.status).toBe(503);
+      expect(reply.json).toEqual({
+        error: "grants_unavailable",
+        message: "the grant store gave something other than grants",
+      });
+    }
+    expect(errors).toHaveLength(2);
+    expect((errors[0] as Error).message).toContain("GrantStore.load");
+    expect((errors[1] as Error).message).toContain("GrantStore.revoke");
+    for (const error of errors) expect((error as Error).cause).toBe(thrown);
+  });
+
   it("lists and revokes grants made by another copy of loopctl (the CommonJS build beside this one), as the engine takes them", async () => {
     const builds = await bundleGrantBuilds();
     try {

@@ -292,6 +292,31 @@ describe("a server with the same linkSecret", () => {
     await expect(second).resolves.toEqual({ type: "deny" });
   });
 
+  it("a link that answered never answers again, nor its twin: not even the same call parked anew under its id", async () => {
+    const { links, parked, ask, server, channel } = await setup();
+    const { approve, deny } = links();
+    expect((await post(deny)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "deny" });
+    // A seeded run again: the same id and every field the same, so the same digest the links were signed over.
+    await outliveEndings(channel);
+    const again = channel.resolve(ask, { signal: new AbortController().signal });
+    again.catch(() => undefined);
+    await until(async () => (await listed(server)) === 1);
+    for (const reply of [await request(approve), await post(approve), await request(deny), await post(deny)]) {
+      expect(reply.status).toBe(409);
+      expect(shown(reply)).toEqual({
+        title: "Link already used",
+        text: "this link, or its twin, already answered this ask; a link answers once, and nothing was answered",
+      });
+      expect(reply.text).not.toContain("<form");
+    }
+    expect((await outcomeNow(again)).state).toBe("pending");
+    // Links signed for the call anew answer it.
+    const fresh = links({ ttlMs: 60_001 });
+    expect((await post(fresh.approve)).status).toBe(200);
+    await expect(again).resolves.toEqual({ type: "approve" });
+  });
+
   it("a deny link carries the reason typed on its page", async () => {
     const { links, parked } = await setup();
     const reply = await post(links().deny, {}, "reason=not+on+a+Friday");

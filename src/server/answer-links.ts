@@ -64,7 +64,9 @@ function signedText(askId: string, digest: string, verdict: LinkVerdict, expires
  * seeded generator repeat across runs). Opening one (GET) only shows a
  * confirmation page, since chat and mail previewers fetch every URL they
  * see; the button on that page (a POST) answers. A link works until it
- * expires, and answers at most once: an ask takes one answer.
+ * expires, and answers at most once: an ask takes one answer, and the
+ * server remembers a link that answered (and its twin) until it expires, so
+ * the same call parked anew under the ask's id is not answered by it again.
  *
  * The approval server that receives them must be created with
  * `linkSecret` equal to `secret`.
@@ -170,4 +172,38 @@ export function checkAnswerLink(query: URLSearchParams, key: Uint8Array, nowMs: 
   if (!timingSafeEqual(Buffer.from(sig, "hex"), expected)) return { type: "invalid" };
   if (nowMs > expiresAtMs) return { type: "expired", askId, verdict };
   return { type: "valid", askId, askDigest: digest, verdict, expiresAtMs };
+}
+
+/** How many answered links a server remembers at most; past it, the oldest go first. */
+const MAX_SPENT_LINKS = 4096;
+
+/**
+ * The links that answered an ask, kept until they expire, so that one never
+ * answers again: not even the same call parked anew under its id (a seeded
+ * run again), whose every field, and so its digest, is the same. A link's
+ * twin (the other verdict, signed with it) shares its ask digest and expiry,
+ * and is spent with it; links signed for that call anew are not.
+ */
+export class SpentLinks {
+  /** Expiry (epoch ms) by `<ask digest> <expiry>`, oldest first. */
+  readonly #links = new Map<string, number>();
+
+  has(check: { readonly askDigest: string; readonly expiresAtMs: number }): boolean {
+    return this.#links.has(spentKey(check));
+  }
+
+  add(check: { readonly askDigest: string; readonly expiresAtMs: number }, nowMs: number): void {
+    if (this.#links.size >= MAX_SPENT_LINKS) {
+      for (const [key, expiresAtMs] of this.#links) if (expiresAtMs < nowMs) this.#links.delete(key);
+    }
+    if (this.#links.size >= MAX_SPENT_LINKS) {
+      const oldest = this.#links.keys().next();
+      if (oldest.done !== true) this.#links.delete(oldest.value);
+    }
+    this.#links.set(spentKey(check), check.expiresAtMs);
+  }
+}
+
+function spentKey(check: { readonly askDigest: string; readonly expiresAtMs: number }): string {
+  return `${check.askDigest} ${check.expiresAtMs}`;
 }

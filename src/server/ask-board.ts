@@ -4,6 +4,7 @@ import { AskEndingSchema, PendingAskSchema } from "../ask/types.js";
 import type { AskEnding, AskInbox, AskResolution, PendingAsk } from "../ask/types.js";
 import { askDigest } from "../ask/ask-digest.js";
 import { zodIssuesLine } from "../zod-issues.js";
+import { ServerConfigError } from "./errors.js";
 
 /** An ask the board holds, with when it arrived (epoch ms). */
 export interface BoardEntry {
@@ -225,10 +226,23 @@ export class AskBoard {
   }
 
   #add(value: PendingAsk): void {
-    const parsed = PendingAskSchema.safeParse(value);
+    let parsed: ReturnType<typeof PendingAskSchema.safeParse>;
+    try {
+      parsed = PendingAskSchema.safeParse(value);
+    } catch (error) {
+      // safeParse reads the value, and a getter or a proxy's trap may throw: thrown out of the pump, it
+      // would stop the board taking asks, and reject where nothing catches it.
+      this.#onError(
+        new ServerConfigError("approver", "next() handed out something that cannot be read", { cause: error }),
+      );
+      return;
+    }
     if (!parsed.success) {
       this.#onError(
-        new Error(`the approver handed out something that is not a PendingAsk: ${zodIssuesLine(parsed.error)}`),
+        new ServerConfigError(
+          "approver",
+          `next() handed out something that is not a PendingAsk: ${zodIssuesLine(parsed.error)}`,
+        ),
       );
       return;
     }
@@ -285,8 +299,9 @@ export class AskBoard {
       cause = error;
     }
     this.#onError(
-      new Error(
-        `the approver's ended("${id}") gave something that is not an AskEnding (${problem}); ` +
+      new ServerConfigError(
+        "approver",
+        `ended("${id}") gave something that is not an AskEnding (${problem}); ` +
           "the ask is shown as ended for a reason not known",
         cause === undefined ? undefined : { cause },
       ),

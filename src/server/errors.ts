@@ -3,8 +3,11 @@ import { LoopctlError } from "../errors.js";
 /**
  * An option given to the approval server, its request handler or a record
  * source is unusable (a short token, a wildcard host without `allowedHosts`,
- * a weak link secret…). `code` is `"SERVER_CONFIG_INVALID"`; `option` names
- * the option at fault.
+ * a weak link secret…), or one given as an object breaks its contract while
+ * the server runs (an approver handing out something that is not a
+ * `PendingAsk`, a record source answering something that is not a list of
+ * records), which `onError` is told. `code` is `"SERVER_CONFIG_INVALID"`;
+ * `option` names the option at fault.
  */
 export class ServerConfigError extends LoopctlError {
   /** The option at fault, e.g. `"token"`. */

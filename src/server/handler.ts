@@ -12,7 +12,7 @@ import { textHead } from "../text-head.js";
 import type { Grant } from "../grant/grant.js";
 import { isGrantShaped } from "../grant/grant-index.js";
 import { Access, headerCount, headersCut } from "./access.js";
-import { ANSWER_PATH, checkAnswerLink } from "./answer-links.js";
+import { ANSWER_PATH, checkAnswerLink, SpentLinks } from "./answer-links.js";
 import { AskBoard } from "./ask-board.js";
 import { boundedCall } from "./bounded-call.js";
 import { askDigest } from "../ask/ask-digest.js";
@@ -176,6 +176,8 @@ const GRANT_ID = /^[0-9a-f]{16}$/;
 const DEFAULT_RECORDS = 50;
 const MAX_RECORDS = 500;
 const DIGITS = /^[0-9]+$/;
+/** An error code a reply may name (`LEDGER_CORRUPT`, `EACCES`, a SQLSTATE such as `57P01`). */
+const ERROR_CODE = /^[A-Za-z0-9_]{1,64}$/;
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
@@ -365,6 +367,8 @@ class Handler {
   readonly #delivering = new Set<IncomingMessage>();
   /** Aborts when close()'s grace runs out: answers still waiting on the approver are replied to at once. */
   readonly #graceOver = new AbortController();
+  /** The answer links that answered: each answers once. */
+  readonly #spentLinks = new SpentLinks();
   #closing: Promise<void> | undefined;
 
   constructor(options: ApprovalHandlerOptions, access: Access, limits: Limits) {
@@ -416,8 +420,11 @@ class Handler {
         // The source's own failure: the board still lets go of the approver.
         this.#onError(error);
       }
+      // At once, not after the answers' grace: an ask taken meanwhile would be shown by no one, its
+      // approver having handed it out already.
+      const released = this.#board?.close();
       await this.#answersSettled();
-      await this.#board?.close();
+      await released;
     })();
     return this.#closing;
   }
@@ -715,13 +722,17 @@ class Handler {
     const grants: unknown = loaded.value;
     if (!Array.isArray(grants))
       throw this.#notGrants(`GrantStore.load resolved to ${shownValue(grants)}, not an array`);
-    const stray = grants.findIndex((grant) => !listable(grant));
-    if (stray >= 0) {
-      throw this.#notGrants(`GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`);
-    }
-    sendJson(res, 200, {
-      available: true,
-      grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
+    this.#readGrants("GrantStore.load", () => {
+      const stray = grants.findIndex((grant) => !listable(grant));
+      if (stray >= 0) {
+        throw this.#notGrants(
+          `GrantStore.load resolved to an array whose item ${stray} is ${shownValue(grants[stray])}`,
+        );
+      }
+      sendJson(res, 200, {
+        available: true,
+        grants: (grants as Grant[]).map(grantViews(this.#describeTool, this.#onError)),
+      });
     });
   }
 
@@ -733,18 +744,36 @@ class Handler {
     if (revoked === undefined) return;
     const grant: unknown = revoked.value;
     if (grant === undefined) throw new HttpError(404, "grant_unknown", "no such grant");
-    if (!listable(grant)) {
-      throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+    this.#readGrants("GrantStore.revoke", () => {
+      if (!listable(grant)) {
+        throw this.#notGrants(`GrantStore.revoke resolved to ${shownValue(grant)}, not a Grant or undefined`);
+      }
+      sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
+    });
+  }
+
+  /**
+   * Runs `send`, which reads what the store's `method` gave and replies: a
+   * grant that cannot be read (a getter that throws, a lazy row whose
+   * connection is gone, arguments with no JSON form) is the store's fault,
+   * as one that is no grant is, not the server's 500. `send` stringifies the
+   * reply before it writes a byte of it.
+   */
+  #readGrants(method: string, send: () => void): void {
+    try {
+      send();
+    } catch (error) {
+      if (error instanceof HttpError) throw error;
+      throw this.#notGrants(`${method} resolved to grants that cannot be read: ${describeError(error)}`, error);
     }
-    sendJson(res, 200, { revoked: grantViews(this.#describeTool, this.#onError)(grant) });
   }
 
   /**
    * A store's answer that is not grants (a store of your own returning rows
    * as they were read): its fault, told to `onError`, not the server's 500.
    */
-  #notGrants(detail: string): HttpError {
-    this.#onError(new GrantRecordError(detail));
+  #notGrants(detail: string, cause?: unknown): HttpError {
+    this.#onError(new GrantRecordError(detail, cause === undefined ? undefined : { cause }));
     return new HttpError(503, "grants_unavailable", "the grant store gave something other than grants");
   }
 
@@ -773,10 +802,9 @@ class Handler {
       case "failed": {
         const error = outcome.error;
         this.#onError(error);
-        const code =
-          typeof (error as { code?: unknown } | null)?.code === "string"
-            ? ` (${(error as { code: string }).code})`
-            : "";
+        // Only a code that is an identifier: a store of your own may put text, a path or a secret there.
+        const given = (error as { code?: unknown } | null)?.code;
+        const code = typeof given === "string" && ERROR_CODE.test(given) ? ` (${given})` : "";
         throw new HttpError(503, "grants_unavailable", `the grant store failed${code}`);
       }
       default:
@@ -885,14 +913,15 @@ class Handler {
     if (check.type === "expired") throw linkExpired();
     await this.#caughtUp();
     if (method === "GET") {
-      const ended = this.#board?.ending(check.askId);
-      if (ended !== undefined) throw askEnded(ended);
+      const refusal = this.#linkRefusal(check);
+      if (refusal !== undefined) throw refusal;
       const pending = this.#board?.get(check.askId)?.ask;
-      if (pending !== undefined && askDigest(pending) !== check.askDigest) throw askChanged();
       return sendBody(res, 200, "text/html; charset=utf-8", confirmPage(check.verdict, check.askId, pending), {
         "content-security-policy": PAGE_CSP,
       });
     }
+    // Else the answer goes to the board, which tells an ended or changed ask as it answers.
+    if (this.#spentLinks.has(check)) throw this.#linkRefusal(check) ?? linkSpent();
     const form = await readForm(req, res, this.#limits.maxBodyBytes).catch((error: unknown) => {
       if (error instanceof HttpError && error.code === "unsupported_media_type") {
         throw new HttpError(
@@ -924,6 +953,7 @@ class Handler {
     });
     switch (outcome.type) {
       case "delivered":
+        this.#spentLinks.add(check, this.#shownNow());
         return sendPage(
           res,
           200,
@@ -939,6 +969,23 @@ class Handler {
       default:
         return assertNever(outcome);
     }
+  }
+
+  /**
+   * Why a signed link, checked, cannot answer now, as far as the board
+   * knows: its ask ended, another call holds its id, or it (or its twin)
+   * answered already; undefined when it can.
+   */
+  #linkRefusal(check: {
+    readonly askId: string;
+    readonly askDigest: string;
+    readonly expiresAtMs: number;
+  }): HttpError | undefined {
+    const ended = this.#board?.ending(check.askId);
+    if (ended !== undefined) return askEnded(ended);
+    const pending = this.#board?.get(check.askId)?.ask;
+    if (pending !== undefined && askDigest(pending) !== check.askDigest) return askChanged();
+    return this.#spentLinks.has(check) ? linkSpent() : undefined;
   }
 
   /**
@@ -1053,6 +1100,16 @@ function cutReason(text: string): string {
 function askEnded(ending: AskEnding | undefined): HttpError {
   const { title, text } = endedText(ending);
   return new HttpError(409, "ask_ended", text, { title });
+}
+
+/** A link's refusal once it, or its twin, answered: the same call parked anew under the ask's id is not answered by it again. */
+function linkSpent(): HttpError {
+  return new HttpError(
+    409,
+    "link_spent",
+    "this link, or its twin, already answered this ask; a link answers once, and nothing was answered",
+    { title: "Link already used" },
+  );
 }
 
 function linkExpired(): HttpError {
