@@ -127,18 +127,20 @@ export class EventStreams {
   }
 
   #write(text: string): void {
-    const bytes = Buffer.byteLength(text);
+    // Encoded once for every stream: a stream's unsent bytes then share one buffer, not a copy each.
+    const chunk = Buffer.from(text);
+    const bytes = chunk.length;
     for (const [res, stream] of this.#streams) {
       if (res.writableLength > MAX_BUFFERED_BYTES + stream.largest) {
         this.#cut(res, stream);
         continue;
       }
       stream.largest = Math.max(stream.largest, bytes);
-      this.#writeTo(res, stream, text);
+      this.#writeTo(res, stream, chunk);
     }
   }
 
-  #writeTo(res: ServerResponse, stream: Stream, text: string): void {
+  #writeTo(res: ServerResponse, stream: Stream, text: string | Buffer): void {
     stream.unflushed++;
     this.#arm(res, stream);
     // Called once the socket has passed the text to the kernel (or failed): the reader is keeping up.
