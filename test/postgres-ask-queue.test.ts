@@ -2970,6 +2970,25 @@ describe("PostgresAskQueue fails closed", () => {
     }
   });
 
+  it("refuses an option it does not take, naming it: a misspelt lease or schema is never left at its default", () => {
+    for (const [options, message] of [
+      [{ schema: db.schema, leaseMS: 1_000 }, "PostgresAskQueue: unknown option 'leaseMS' (did you mean leaseMs?)"],
+      [{ Schema: db.schema }, "PostgresAskQueue: unknown option 'Schema' (did you mean schema?)"],
+      [
+        { schema: db.schema, onerror: () => undefined },
+        "PostgresAskQueue: unknown option 'onerror' (did you mean onError?)",
+      ],
+      [
+        { schema: db.schema, pollMs: 10 },
+        "PostgresAskQueue: unknown option 'pollMs' (the options are schema, leaseMs, rereadMs, keepEndedMs and onError)",
+      ],
+    ] as const) {
+      expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(
+        expect.objectContaining({ code: "POSTGRES_CONFIG", message }),
+      );
+    }
+  });
+
   it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
     await withEachNonPool(db.pool, (given) => {
       const make = (): unknown => new PostgresAskQueue(given as never, { schema: db.schema });

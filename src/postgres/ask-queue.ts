@@ -291,7 +291,13 @@ export class PostgresAskQueue {
    */
   constructor(pool: PgPool, given?: PostgresAskQueueOptions) {
     requirePool("PostgresAskQueue", pool);
-    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given);
+    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given, [
+      "schema",
+      "leaseMs",
+      "rereadMs",
+      "keepEndedMs",
+      "onError",
+    ]);
     const max = poolMax(pool);
     if (max !== undefined && max < 2) {
       throw new PostgresConfigError(
