@@ -1254,6 +1254,19 @@ describe("PostgresApprover: a statement whose server process is terminated (57P0
     expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
   });
 
+  it("resolve with askDigest reads the row again on another connection, and lands: an idle pooled connection the server ended does not fail the answer", async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }, app).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and the answer sent at once: its read of the row goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    expect(await inbox.resolve(ask.id, { type: "approve" }, { askDigest: askDigest(ask) })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+
   it("ended() reads again on another connection", async () => {
     const { app, inbox, ask, parked, locker } = await consoleAndLocker();
     expect(await inbox.resolve(ask.id, { type: "deny" })).toBe(true);

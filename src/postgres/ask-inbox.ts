@@ -374,7 +374,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    */
   async #pendingAsk(id: string): Promise<{ ask: PendingAsk; stored: string } | undefined> {
     const names = this.#host.db.names;
-    const found = await this.#host.db.query(
+    // A read, sent again after a lost connection as ended()'s is: a pooled connection the server ended
+    // while idle (idle_session_timeout, pg_terminate_backend) must not fail the answer it precedes.
+    const found = await this.#host.db.read(
       "PostgresApprover.resolve",
       `SELECT a.id::text AS id, a.ask, a.ask::text AS stored FROM ${names.table("asks")} AS a
        WHERE a.id = $1 AND ${PENDING}`,
