@@ -786,6 +786,23 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
+  it("close() whose statement goes to a pooled connection the server ended sends it again on another: its calls are denied at once, and no answer lands after", async () => {
+    const app = `${db.schema}-closer`;
+    const worker = queue({ leaseMs: 10_000 }, app);
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and close() called at once: its statement goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const closing = worker.close();
+    // Its row closed now, not left answerable until the lease runs out with the call denied all the same.
+    expect(await soon(parked)).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    await closing;
+    expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "closed" });
+  });
+
   it("close() that cannot reach the database still settles its parked calls, by the time its lease runs out", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {

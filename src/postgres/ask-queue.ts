@@ -1154,16 +1154,26 @@ export class PostgresAskQueue {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
     try {
       if (entries.length > 0 && !poolEnding(this.#pool) && !this.#db.tooNew) {
-        const closed = await this.#db.query(
-          "PostgresAskQueue.close: closing parked asks",
-          // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
-          `${lockedInOrder(this.#table)}
-           UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
-           FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id), locked AS l
-           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
-           RETURNING a.id::text AS id`,
-          [entries.map((e) => e.id), entries.map((e) => e.workerId)],
-        );
+        const close = (): Promise<Rows> =>
+          this.#db.query(
+            "PostgresAskQueue.close: closing parked asks",
+            // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
+            `${lockedInOrder(this.#table)}
+             UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
+             FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id), locked AS l
+             WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
+             RETURNING a.id::text AS id`,
+            [entries.map((e) => e.id), entries.map((e) => e.workerId)],
+          );
+        // A pooled connection the server ended (pg_terminate_backend, idle_session_timeout) did not commit
+        // it, or did so visibly before the error (see sessionEnded): it is sent once more on another, as an
+        // answer is. A row the first closed is then read below, and says so. Left failed, the rows would
+        // stay answerable until the lease lapsed, and an answer landing meanwhile be told true for a call
+        // denied all the same.
+        const closed = await close().catch((first: unknown) => {
+          if (!sessionEnded(first)) throw first;
+          return close();
+        });
         const ids = new Set(closed.rows.map((raw) => String(raw["id"])));
         for (const entry of parked()) {
           if (ids.has(entry.id))
@@ -1173,7 +1183,7 @@ export class PostgresAskQueue {
         const ended = parked();
         if (ended.length > 0) {
           const read = ++this.#endingReads;
-          const found = await this.#db.query(
+          const found = await this.#db.read(
             "PostgresAskQueue.close: reading endings",
             `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
             [ended.map((e) => e.id)],
