@@ -670,6 +670,24 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     });
   });
 
+  it("closes the row at once when its withdrawal goes to a pooled connection the server ended: sent again on another, not left answerable until the next heartbeat", async () => {
+    const app = `${db.schema}-withdrawer`;
+    // A heartbeat every 10 s: the withdrawal's retry there comes after the wait below.
+    const worker = queue({ leaseMs: 30_000 }, app);
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const cancel = new AbortController();
+    const parked = park(worker, ask, cancel.signal);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and the call cancelled at once: its withdrawal goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    cancel.abort();
+    await expect(parked).rejects.toMatchObject({ name: "AbortError" });
+    await waitFor(async () => (await row(ask.id))?.state === "withdrawn", 5_000);
+    expect(await row(ask.id)).toMatchObject({ reason: "cancelled" });
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+  });
+
   it("never writes an ask whose signal aborted before the park", async () => {
     const worker = queue();
     const ask = makeAsk(1);

@@ -646,7 +646,9 @@ export class PostgresAskQueue {
 
   async #withdrawRows(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
-    const closed = await this.#db.query(
+    // Sent once more on a connection the server ended (see Db.settle): left for the next heartbeat, a row
+    // whose call was given up would take an answer meanwhile, its console told true.
+    const closed = await this.#db.settle(
       "PostgresAskQueue: closing withdrawn asks",
       // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
       // Each closes the row its call wrote (its seq): a later call that took the id again under the same
@@ -704,7 +706,7 @@ export class PostgresAskQueue {
    */
   async #withdrawUnwritten(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
-    await this.#db.query(
+    await this.#db.settle(
       "PostgresAskQueue: closing asks whose insert got no reply",
       `INSERT INTO ${this.#table} AS a (id, worker_id, ask, state, reason, ended_at)
        SELECT v.id, v.worker_id, v.ask, 'withdrawn', v.reason, now()
@@ -1154,26 +1156,19 @@ export class PostgresAskQueue {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
     try {
       if (entries.length > 0 && !poolEnding(this.#pool) && !this.#db.tooNew) {
-        const close = (): Promise<Rows> =>
-          this.#db.query(
-            "PostgresAskQueue.close: closing parked asks",
-            // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
-            `${lockedInOrder(this.#table)}
-             UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
-             FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id), locked AS l
-             WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
-             RETURNING a.id::text AS id`,
-            [entries.map((e) => e.id), entries.map((e) => e.workerId)],
-          );
-        // A pooled connection the server ended (pg_terminate_backend, idle_session_timeout) did not commit
-        // it, or did so visibly before the error (see sessionEnded): it is sent once more on another, as an
-        // answer is. A row the first closed is then read below, and says so. Left failed, the rows would
-        // stay answerable until the lease lapsed, and an answer landing meanwhile be told true for a call
-        // denied all the same.
-        const closed = await close().catch((first: unknown) => {
-          if (!sessionEnded(first)) throw first;
-          return close();
-        });
+        // Sent once more on a connection the server ended (see Db.settle): left failed, the rows would stay
+        // answerable until the lease lapsed, and an answer landing meanwhile be told true for a call denied
+        // all the same. A row the first statement closed after all is read below, and says so.
+        const closed = await this.#db.settle(
+          "PostgresAskQueue.close: closing parked asks",
+          // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
+          `${lockedInOrder(this.#table)}
+           UPDATE ${this.#table} AS a SET state = 'withdrawn', reason = 'closed', ended_at = now()
+           FROM unnest($1::uuid[], $2::uuid[]) AS v(id, worker_id), locked AS l
+           WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND a.worker_id = v.worker_id AND ${PENDING}
+           RETURNING a.id::text AS id`,
+          [entries.map((e) => e.id), entries.map((e) => e.workerId)],
+        );
         const ids = new Set(closed.rows.map((raw) => String(raw["id"])));
         for (const entry of parked()) {
           if (ids.has(entry.id))

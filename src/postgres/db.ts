@@ -490,6 +490,24 @@ export class Db {
   }
 
   /**
+   * A statement that changes rows only while they are still pending (`WHERE … pending`: a
+   * withdrawal, `close()` closing its calls' rows), as {@link Db.query} runs it, sent once more on
+   * another connection when the server ended the session under the first ({@link sessionEnded}: a
+   * pooled connection terminated while idle, or ended by `idle_session_timeout`). The first did not
+   * commit and never will, or it committed visibly before the error: the second then changes
+   * nothing, and the rows, read again, say how they ended. A second failure rejects as the first
+   * would.
+   */
+  async settle(operation: string, sql: string, values: unknown[]): Promise<Rows> {
+    try {
+      return await this.query(operation, sql, values);
+    } catch (error) {
+      if (!sessionEnded(error)) throw error;
+      return this.query(operation, sql, values);
+    }
+  }
+
+  /**
    * A statement that changes nothing, as {@link Db.query} runs it, sent once
    * more on another connection when the first failed in a way `again` says
    * may pass there: by default with its connection ({@link connectionLost}),
