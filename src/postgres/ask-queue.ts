@@ -32,7 +32,9 @@ export interface PostgresAskQueueOptions {
   /**
    * How long a worker's lease lasts without a heartbeat (renewed every third
    * of it). When a worker dies, its pending asks are closed as `abandoned`
-   * within about 4/3 of this by any live queue, worker or console. A
+   * by any live queue, worker or console, each of which reaps every third of
+   * its own `leaseMs`: within about 4/3 of this when every queue uses one
+   * (answers to them return `false` once the lease lapsed, reaped or not). A
    * statement on the listening connection (its `LISTEN` included) with no
    * reply for this long gives that connection up (it is made anew, and
    * everything read again); one on a pooled connection fails, and its
