@@ -593,6 +593,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     for (const [options, argument] of [
       [null, "options"],
       [{ askDigest: ask.argsDigest }, "options.askDigest"],
+      // Misspelt, it would answer without the check it was meant to make.
+      [{ askdigest: askDigest(ask) }, "options"],
     ] as const) {
       const error: unknown = await inbox
         .resolve(ask.id, { type: "approve" }, options as never)
