@@ -366,6 +366,7 @@ describe("answers made for one ask (askDigest)", () => {
       ["a number as the digest", { askDigest: 7 }, "options.askDigest"],
       ["an upper-case digest", { askDigest: askDigest(ask).toUpperCase() }, "options.askDigest"],
       ["the args digest", { askDigest: ask.argsDigest }, "options.askDigest"],
+      ["a misspelt askDigest, which would answer unchecked", { askdigest: askDigest(ask) }, "options"],
     ] as const) {
       let error: unknown;
       try {

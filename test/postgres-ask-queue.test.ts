@@ -593,6 +593,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     for (const [options, argument] of [
       [null, "options"],
       [{ askDigest: ask.argsDigest }, "options.askDigest"],
+      // Misspelt, it would answer without the check it was meant to make.
+      [{ askdigest: askDigest(ask) }, "options"],
     ] as const) {
       const error: unknown = await inbox
         .resolve(ask.id, { type: "approve" }, options as never)
@@ -668,6 +670,24 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     ).toMatchObject({
       name: "TimeoutError",
     });
+  });
+
+  it("closes the row at once when its withdrawal goes to a pooled connection the server ended: sent again on another, not left answerable until the next heartbeat", async () => {
+    const app = `${db.schema}-withdrawer`;
+    // A heartbeat every 10 s: the withdrawal's retry there comes after the wait below.
+    const worker = queue({ leaseMs: 30_000 }, app);
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const cancel = new AbortController();
+    const parked = park(worker, ask, cancel.signal);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and the call cancelled at once: its withdrawal goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    cancel.abort();
+    await expect(parked).rejects.toMatchObject({ name: "AbortError" });
+    await waitFor(async () => (await row(ask.id))?.state === "withdrawn", 5_000);
+    expect(await row(ask.id)).toMatchObject({ reason: "cancelled" });
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
   });
 
   it("never writes an ask whose signal aborted before the park", async () => {
@@ -784,6 +804,23 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       await blocker.query("ROLLBACK").catch(() => undefined);
       blocker.release();
     }
+  });
+
+  it("close() whose statement goes to a pooled connection the server ended sends it again on another: its calls are denied at once, and no answer lands after", async () => {
+    const app = `${db.schema}-closer`;
+    const worker = queue({ leaseMs: 10_000 }, app);
+    const inbox = queue().approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and close() called at once: its statement goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const closing = worker.close();
+    // Its row closed now, not left answerable until the lease runs out with the call denied all the same.
+    expect(await soon(parked)).toEqual({ type: "deny", reason: QUEUE_CLOSED_REASON });
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(false);
+    await closing;
+    expect(await row(ask.id)).toMatchObject({ state: "withdrawn", reason: "closed" });
   });
 
   it("close() that cannot reach the database still settles its parked calls, by the time its lease runs out", async () => {
@@ -1252,6 +1289,19 @@ describe("PostgresApprover: a statement whose server process is terminated (57P0
     await expect(answer).rejects.toThrow(/57P01/);
     expect(await parked).toEqual({ type: "approve" });
     expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
+  });
+
+  it("resolve with askDigest reads the row again on another connection, and lands: an idle pooled connection the server ended does not fail the answer", async () => {
+    const app = `${db.schema}-console`;
+    const worker = queue({ rereadMs: 600_000 });
+    const inbox = queue({ rereadMs: 600_000 }, app).approver();
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await inbox.next())?.id).toBe(ask.id);
+    // Terminated, and the answer sent at once: its read of the row goes to a pooled connection, unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    expect(await inbox.resolve(ask.id, { type: "approve" }, { askDigest: askDigest(ask) })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
   });
 
   it("ended() reads again on another connection", async () => {
@@ -2967,6 +3017,25 @@ describe("PostgresAskQueue fails closed", () => {
     expect(() => new PostgresAskQueue(db.pool, { schema: "x y" })).toThrow(PostgresConfigError);
     for (const options of [null, "loopctl", 1]) {
       expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(PostgresConfigError);
+    }
+  });
+
+  it("refuses an option it does not take, naming it: a misspelt lease or schema is never left at its default", () => {
+    for (const [options, message] of [
+      [{ schema: db.schema, leaseMS: 1_000 }, "PostgresAskQueue: unknown option 'leaseMS' (did you mean leaseMs?)"],
+      [{ Schema: db.schema }, "PostgresAskQueue: unknown option 'Schema' (did you mean schema?)"],
+      [
+        { schema: db.schema, onerror: () => undefined },
+        "PostgresAskQueue: unknown option 'onerror' (did you mean onError?)",
+      ],
+      [
+        { schema: db.schema, pollMs: 10 },
+        "PostgresAskQueue: unknown option 'pollMs' (the options are schema, leaseMs, rereadMs, keepEndedMs and onError)",
+      ],
+    ] as const) {
+      expect(() => new PostgresAskQueue(db.pool, options as never)).toThrow(
+        expect.objectContaining({ code: "POSTGRES_CONFIG", message }),
+      );
     }
   });
 

@@ -788,6 +788,27 @@ describe("PostgresGrantStore fails closed", () => {
     }
   });
 
+  it("refuses an option it does not take, naming it: a misspelt schema never puts the project's grants in the default one", () => {
+    for (const [options, message] of [
+      [{ project: "p", Schema: db.schema }, "PostgresGrantStore: unknown option 'Schema' (did you mean schema?)"],
+      [
+        { project: "p", schema: db.schema, reply_ms: 500 },
+        "PostgresGrantStore: unknown option 'reply_ms' (did you mean replyMs?)",
+      ],
+      [
+        { project: "p", schema: db.schema, tenant: "a" },
+        "PostgresGrantStore: unknown option 'tenant' (the options are project, schema and replyMs)",
+      ],
+    ] as const) {
+      expect(() => new PostgresGrantStore(db.pool, options as never)).toThrow(
+        expect.objectContaining({ code: "POSTGRES_CONFIG", message }),
+      );
+    }
+    expect(() => new PostgresGrantStore(db.pool, "p" as never)).toThrow(
+      "PostgresGrantStore: options must be an object, got string",
+    );
+  });
+
   it("refuses a node-postgres Client, connected or not, or a connection checked out of a pool, with PostgresConfigError naming pool", async () => {
     await withEachNonPool(db.pool, (given) => {
       const make = (): unknown => new PostgresGrantStore(given as never, { project: "p", schema: db.schema });

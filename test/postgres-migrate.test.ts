@@ -352,6 +352,16 @@ describe("migrate", () => {
       });
     }
   });
+
+  it("refuses an option it does not take, naming it, before any statement: a misspelt schema is never left to the default", async () => {
+    // Each names the test's schema too: refused or not, no other schema is created in the shared database.
+    for (const [options, message] of [
+      [{ schema: db.schema, Schema: "loopctl_typo" }, "migrate: unknown option 'Schema' (did you mean schema?)"],
+      [{ schema: db.schema, schemaName: "x" }, "migrate: unknown option 'schemaName' (the only option is schema)"],
+    ] as const) {
+      await expect(migrate(db.pool, options as never)).rejects.toMatchObject({ code: "POSTGRES_CONFIG", message });
+    }
+  });
 });
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {

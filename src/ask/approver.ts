@@ -110,8 +110,8 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * reason and no ask is consumed.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`,
-   * or cannot be listened to when the call has to wait (its
+   * `options` is not an object (or holds a key other than `signal`) or
+   * `options.signal` is not an `AbortSignal`, or cannot be listened to when the call has to wait (its
    * `addEventListener` throws); nothing then waits and no ask is consumed.
    */
   next(options?: NextOptions): Promise<PendingAsk | undefined> {
@@ -135,8 +135,8 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    *
    * @throws {InvalidAskResolutionError} if `resolution` is not a valid
    * {@link AskResolution} (checked before anything else; the ask stays parked).
-   * @throws {InvalidApproverOptionsError} if `options` is not an object or
-   * `options.askDigest` is not 64 lowercase hex digits (the ask stays parked).
+   * @throws {InvalidApproverOptionsError} if `options` is not an object (or holds a key other than
+   * `askDigest`) or `options.askDigest` is not 64 lowercase hex digits (the ask stays parked).
    */
   resolve(askId: string, resolution: AskResolution, options?: AnswerOptions): boolean {
     const answer = parseResolution(askId, resolution);
@@ -158,8 +158,8 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * `options.signal` aborts first, the promise rejects with its reason.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`,
-   * or cannot be listened to when the call has to wait (its
+   * `options` is not an object (or holds a key other than `signal`) or
+   * `options.signal` is not an `AbortSignal`, or cannot be listened to when the call has to wait (its
    * `addEventListener` throws); nothing then waits and the ask is untouched.
    */
   ended(askId: string, options?: EndedOptions): Promise<AskEnding> {

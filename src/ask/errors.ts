@@ -123,11 +123,13 @@ export class InvalidPendingAskError extends LoopctlError {
 
 /**
  * `next` or `ended` of an {@link Approver} (or `next`, `ended` or `caughtUp`
- * of a Postgres queue's approver) was given options that are not an object, or a `signal` that is
+ * of a Postgres queue's approver) was given options that are not an object or hold a key other
+ * than `signal`, or a `signal` that is
  * not an `AbortSignal` or cannot be listened to (its `addEventListener`
  * throws; `cause`: what it threw), or that aborted with a `reason` that
  * cannot be read (`cause`: what its getter threw); or `resolve` was given options that are
- * not an object, or an `askDigest` that is not 64 lowercase hex digits.
+ * not an object or hold a key other than `askDigest`, or an `askDigest` that is not 64
+ * lowercase hex digits.
  * `code` is `"ASK_OPTIONS_INVALID"`; `argument` names the argument at fault.
  * The call fails with it, leaves nothing waiting and answers nothing.
  *

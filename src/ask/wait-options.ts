@@ -20,8 +20,10 @@ export function waitSignal(method: "next" | "ended" | "caughtUp", options: unkno
   }
   let signal: unknown;
   try {
+    refuseUnknown(method, options, "signal");
     signal = (options as { signal?: unknown }).signal;
   } catch (error) {
+    if (error instanceof InvalidApproverOptionsError) throw error;
     throw new InvalidApproverOptionsError(method, "options", "could not be read", { cause: error });
   }
   if (signal === undefined) return undefined;
@@ -43,6 +45,27 @@ export function waitSignal(method: "next" | "ended" | "caughtUp", options: unkno
     "options.signal",
     `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
   );
+}
+
+/**
+ * Refuses a key of `options` other than `known`, the one option `method` takes: ignored, a
+ * misspelt `askDigest` would answer without the check it was meant to make, and a misspelt
+ * `signal` would leave the call waiting, deaf to what was meant to stop it.
+ *
+ * @throws {InvalidApproverOptionsError} naming `options` and the key; whatever reading the keys
+ *   throws (a proxy's trap), as it is.
+ */
+function refuseUnknown(method: "next" | "ended" | "caughtUp" | "resolve", options: object, known: string): void {
+  for (const key of Object.keys(options)) {
+    if (key === known) continue;
+    const meant = key.toLowerCase() === known.toLowerCase() ? `did you mean ${known}?` : `it takes only ${known}`;
+    const shown = /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
+    throw new InvalidApproverOptionsError(
+      method,
+      "options",
+      `holds ${shown}, which ${method}() does not take (${meant})`,
+    );
+  }
 }
 
 /**
@@ -84,8 +107,10 @@ export function answerDigest(options: unknown): string | undefined {
   }
   let digest: unknown;
   try {
+    refuseUnknown("resolve", options, "askDigest");
     digest = (options as { askDigest?: unknown }).askDigest;
   } catch (error) {
+    if (error instanceof InvalidApproverOptionsError) throw error;
     throw new InvalidApproverOptionsError("resolve", "options", "could not be read", { cause: error });
   }
   if (digest === undefined) return undefined;

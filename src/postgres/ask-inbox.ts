@@ -170,8 +170,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * See {@link AskInbox.next}.
    *
    * Rejects (never throws) with an {@link InvalidApproverOptionsError} if
-   * `options` is not an object or `options.signal` is not an `AbortSignal`,
-   * or cannot be listened to when the call has to wait (its
+   * `options` is not an object (or holds a key other than `signal`) or
+   * `options.signal` is not an `AbortSignal`, or cannot be listened to when the call has to wait (its
    * `addEventListener` throws); nothing then waits and no ask is taken.
    */
   next(options?: { signal?: AbortSignal }): Promise<PendingAsk | undefined> {
@@ -218,9 +218,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    * every `rereadMs`), it waits. Resolves at once once closed.
    *
    * Rejects with the signal's reason if it aborts first; with an
-   * {@link InvalidApproverOptionsError} if `options` is not an object or
-   * `options.signal` is not an `AbortSignal`, or cannot be listened to when
-   * the call has to wait.
+   * {@link InvalidApproverOptionsError} if `options` is not an object (or
+   * holds a key other than `signal`) or `options.signal` is not an
+   * `AbortSignal`, or cannot be listened to when the call has to wait.
    */
   caughtUp(options?: { signal?: AbortSignal }): Promise<void> {
     let signal: AbortSignal | undefined;
@@ -262,7 +262,8 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    *   not an {@link AskResolution}, or its `reason` holds text PostgreSQL's
    *   `jsonb` cannot store (U+0000, a lone surrogate); nothing is written.
    * @throws {InvalidApproverOptionsError} (as a rejection) when `options` is
-   *   not an object or `options.askDigest` is not 64 lowercase hex digits.
+   *   not an object (or holds a key other than `askDigest`) or
+   *   `options.askDigest` is not 64 lowercase hex digits.
    * @throws {PostgresQueryError} (as a rejection) when the database cannot be
    *   reached: the answer may not have landed, so check `ended()`. An answer
    *   whose connection the server was ending (`57P01`, `57P02`, `57P03`,
@@ -374,7 +375,9 @@ export class PostgresApprover implements AskInbox, AsyncIterable<PendingAsk> {
    */
   async #pendingAsk(id: string): Promise<{ ask: PendingAsk; stored: string } | undefined> {
     const names = this.#host.db.names;
-    const found = await this.#host.db.query(
+    // A read, sent again after a lost connection as ended()'s is: a pooled connection the server ended
+    // while idle (idle_session_timeout, pg_terminate_backend) must not fail the answer it precedes.
+    const found = await this.#host.db.read(
       "PostgresApprover.resolve",
       `SELECT a.id::text AS id, a.ask, a.ask::text AS stored FROM ${names.table("asks")} AS a
        WHERE a.id = $1 AND ${PENDING}`,

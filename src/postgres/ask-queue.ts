@@ -32,7 +32,9 @@ export interface PostgresAskQueueOptions {
   /**
    * How long a worker's lease lasts without a heartbeat (renewed every third
    * of it). When a worker dies, its pending asks are closed as `abandoned`
-   * within about 4/3 of this by any live queue, worker or console. A
+   * by any live queue, worker or console, each of which reaps every third of
+   * its own `leaseMs`: within about 4/3 of this when every queue uses one
+   * (answers to them return `false` once the lease lapsed, reaped or not). A
    * statement on the listening connection (its `LISTEN` included) with no
    * reply for this long gives that connection up (it is made anew, and
    * everything read again); one on a pooled connection fails, and its
@@ -291,7 +293,13 @@ export class PostgresAskQueue {
    */
   constructor(pool: PgPool, given?: PostgresAskQueueOptions) {
     requirePool("PostgresAskQueue", pool);
-    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given);
+    const options: PostgresAskQueueOptions = requireOptions("PostgresAskQueue", given, [
+      "schema",
+      "leaseMs",
+      "rereadMs",
+      "keepEndedMs",
+      "onError",
+    ]);
     const max = poolMax(pool);
     if (max !== undefined && max < 2) {
       throw new PostgresConfigError(
@@ -640,7 +648,9 @@ export class PostgresAskQueue {
 
   async #withdrawRows(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
-    const closed = await this.#db.query(
+    // Sent once more on a connection the server ended (see Db.settle): left for the next heartbeat, a row
+    // whose call was given up would take an answer meanwhile, its console told true.
+    const closed = await this.#db.settle(
       "PostgresAskQueue: closing withdrawn asks",
       // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
       // Each closes the row its call wrote (its seq): a later call that took the id again under the same
@@ -698,7 +708,7 @@ export class PostgresAskQueue {
    */
   async #withdrawUnwritten(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
     if (batch.length === 0) return;
-    await this.#db.query(
+    await this.#db.settle(
       "PostgresAskQueue: closing asks whose insert got no reply",
       `INSERT INTO ${this.#table} AS a (id, worker_id, ask, state, reason, ended_at)
        SELECT v.id, v.worker_id, v.ask, 'withdrawn', v.reason, now()
@@ -1148,7 +1158,10 @@ export class PostgresAskQueue {
     const parked = (): Parked[] => entries.filter((entry) => this.#parked.get(entry.id) === entry);
     try {
       if (entries.length > 0 && !poolEnding(this.#pool) && !this.#db.tooNew) {
-        const closed = await this.#db.query(
+        // Sent once more on a connection the server ended (see Db.settle): left failed, the rows would stay
+        // answerable until the lease lapsed, and an answer landing meanwhile be told true for a call denied
+        // all the same. A row the first statement closed after all is read below, and says so.
+        const closed = await this.#db.settle(
           "PostgresAskQueue.close: closing parked asks",
           // Its rows locked in the order of their ids first (see lockedInOrder): it cannot deadlock with answers.
           `${lockedInOrder(this.#table)}
@@ -1167,7 +1180,7 @@ export class PostgresAskQueue {
         const ended = parked();
         if (ended.length > 0) {
           const read = ++this.#endingReads;
-          const found = await this.#db.query(
+          const found = await this.#db.read(
             "PostgresAskQueue.close: reading endings",
             `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
             [ended.map((e) => e.id)],

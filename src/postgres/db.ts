@@ -268,8 +268,17 @@ export function requirePool(where: string, pool: unknown): PgPool {
   return pool as PgPool;
 }
 
-/** Throws unless `options` is an object (or left out, which reads as `{}`). */
-export function requireOptions<T extends object>(where: string, options: T | undefined): T | Record<string, never> {
+/**
+ * Throws unless `options` is an object (or left out, which reads as `{}`) whose keys are all among
+ * `known`. A key that is not (`leaseMS`, `Schema`) is refused, never ignored: ignored, its default
+ * would stand in for what was meant, the `loopctl` schema for one meant to keep a tenant's grants
+ * and asks apart, say.
+ */
+export function requireOptions<T extends object>(
+  where: string,
+  options: T | undefined,
+  known: readonly (keyof T & string)[],
+): T | Record<string, never> {
   if (options === undefined) return {};
   if (typeof options !== "object" || options === null) {
     throw new PostgresConfigError(
@@ -277,7 +286,28 @@ export function requireOptions<T extends object>(where: string, options: T | und
       `options must be an object, got ${options === null ? "null" : typeof options}`,
     );
   }
+  for (const key of Object.keys(options)) {
+    if (!(known as readonly string[]).includes(key)) throw new PostgresConfigError(where, unknownOption(key, known));
+  }
   return options;
+}
+
+/** Why `key` is not an option: the option it was likely meant as (another case, `_`, a plural), or the list. */
+function unknownOption(key: string, known: readonly string[]): string {
+  const plain = (name: string): string => name.toLowerCase().replace(/_/g, "").replace(/s$/, "");
+  const meant = known.find((option) => plain(option) === plain(key));
+  const hint =
+    meant !== undefined
+      ? `did you mean ${meant}?`
+      : known.length === 1
+        ? `the only option is ${known[0] ?? ""}`
+        : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1) ?? ""}`;
+  return `unknown option ${shownKey(key)} (${hint})`;
+}
+
+/** A key as an error shows it: quoted, and in JSON's escapes when it holds what would break the line. */
+function shownKey(key: string): string {
+  return /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
 }
 
 /**
@@ -457,6 +487,24 @@ export class Db {
       }
     }
     return this.#withClient(operation, signal, (client) => client.query(statement).then(normalize));
+  }
+
+  /**
+   * A statement that changes rows only while they are still pending (`WHERE … pending`: a
+   * withdrawal, `close()` closing its calls' rows), as {@link Db.query} runs it, sent once more on
+   * another connection when the server ended the session under the first ({@link sessionEnded}: a
+   * pooled connection terminated while idle, or ended by `idle_session_timeout`). The first did not
+   * commit and never will, or it committed visibly before the error: the second then changes
+   * nothing, and the rows, read again, say how they ended. A second failure rejects as the first
+   * would.
+   */
+  async settle(operation: string, sql: string, values: unknown[]): Promise<Rows> {
+    try {
+      return await this.query(operation, sql, values);
+    } catch (error) {
+      if (!sessionEnded(error)) throw error;
+      return this.query(operation, sql, values);
+    }
   }
 
   /**

@@ -1,7 +1,15 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { callSignal, revokedId } from "../grant/store.js";
-import { DEFAULT_REPLY_MS, Db, positiveInteger, requirePool, sessionEnded, versionQuery } from "./db.js";
+import {
+  DEFAULT_REPLY_MS,
+  Db,
+  positiveInteger,
+  requireOptions,
+  requirePool,
+  sessionEnded,
+  versionQuery,
+} from "./db.js";
 import type { Rows, Tx } from "./db.js";
 import { PostgresConfigError } from "./errors.js";
 import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
@@ -127,7 +135,12 @@ export class PostgresGrantStore implements GrantStore {
    */
   constructor(pool: PgPool, options: PostgresGrantStoreOptions) {
     requirePool("PostgresGrantStore", pool);
-    const project = (options as PostgresGrantStoreOptions | undefined)?.project;
+    const given: Partial<PostgresGrantStoreOptions> = requireOptions("PostgresGrantStore", options, [
+      "project",
+      "schema",
+      "replyMs",
+    ]);
+    const project = given.project;
     if (typeof project !== "string" || project === "") {
       throw new PostgresConfigError("PostgresGrantStore", "options.project must be a non-empty string");
     }
@@ -141,10 +154,10 @@ export class PostgresGrantStore implements GrantStore {
         "PostgresGrantStore",
         `options.project is ${bytes} bytes of UTF-8; at most ${MAX_PROJECT_BYTES} (it is a key of the grants' indexes)`,
       );
-    this.#names = schemaNames("PostgresGrantStore", options.schema);
+    this.#names = schemaNames("PostgresGrantStore", given.schema);
     this.project = project;
     this.schema = this.#names.name;
-    const replyMs = positiveInteger("PostgresGrantStore", "replyMs", options.replyMs, DEFAULT_REPLY_MS, 300, 600_000);
+    const replyMs = positiveInteger("PostgresGrantStore", "replyMs", given.replyMs, DEFAULT_REPLY_MS, 300, 600_000);
     this.#db = new Db(pool, this.#names, replyMs, `project ${JSON.stringify(project)} in schema ${this.#names.quoted}`);
     this.#table = this.#names.table("grants");
   }

@@ -69,7 +69,7 @@ export interface MigrateResult {
  */
 export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<MigrateResult> {
   requirePool("migrate", pool);
-  const names = schemaNames("migrate", requireOptions("migrate", options).schema);
+  const names = schemaNames("migrate", requireOptions("migrate", options, ["schema"]).schema);
   const operation = `migrate(${names.name})`;
   let broken = false;
   let lost: Error | undefined;
