@@ -659,6 +659,16 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await inbox.resolve(cancelled.id, { type: "approve" })).toBe(false);
     expect(await inbox.ended(cancelled.id)).toEqual({ type: "withdrawn", reason: "cancelled" });
 
+    // A cancel whose own text says "expired" (a session's) is a cancel, not the engine's deadline.
+    const sessionEnded = makeAsk(3);
+    const session = new AbortController();
+    const parkedSession = park(worker, sessionEnded, session.signal);
+    await waitFor(async () => (await row(sessionEnded.id))?.state === "pending");
+    session.abort(new Error("the user's session expired"));
+    await expect(parkedSession).rejects.toThrow("session expired");
+    await waitFor(async () => (await row(sessionEnded.id))?.state === "withdrawn");
+    expect(await row(sessionEnded.id)).toMatchObject({ reason: "cancelled" });
+
     // Ended before this console took it: never delivered.
     const next = inbox.next({ signal: AbortSignal.timeout(300) });
     await expect(next).rejects.toMatchObject({ name: "TimeoutError" });

@@ -155,7 +155,6 @@ function emitWarning(error: unknown): void {
   process.emitWarning(message, { type: "LoopctlWarning", code: "LOOPCTL_POSTGRES_QUEUE" });
 }
 
-/** expired for the engine's deadline, cancelled for anything else that stopped the wait. */
 /**
  * What a park on `signal` rejects with once it aborted: its reason, or, when
  * that cannot be read (a getter that throws), a {@link PostgresAskError}
@@ -172,11 +171,16 @@ function parkReason(askId: string, signal: AbortSignal): unknown {
   );
 }
 
-function withdrawReason(reason: unknown): "expired" | "cancelled" {
+/**
+ * expired for a deadline (a `TimeoutError`, or the error the engine's park aborts ask `askId`'s
+ * signal with when it expires: `ask <id> expired`), cancelled for anything else that stopped the
+ * wait: a cancel whose own text says "expired" (a session's) is a cancel.
+ */
+function withdrawReason(askId: string, reason: unknown): "expired" | "cancelled" {
   const named = reason as { name?: unknown; message?: unknown } | null;
   if (typeof named === "object" && named !== null) {
     if (named.name === "TimeoutError") return "expired";
-    if (typeof named.message === "string" && /\bexpired\b/i.test(named.message)) return "expired";
+    if (named.message === `ask ${askId} expired`) return "expired";
   }
   return "cancelled";
 }
@@ -491,7 +495,7 @@ export class PostgresAskQueue {
         signal,
         resolve,
         reject,
-        onAbort: () => this.#stopWaiting(entry, withdrawReason(parkReason(pending.id, signal))),
+        onAbort: () => this.#stopWaiting(entry, withdrawReason(pending.id, parkReason(pending.id, signal))),
         workerId: undefined,
         inserted: false,
         seq: undefined,
