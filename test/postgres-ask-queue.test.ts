@@ -998,6 +998,38 @@ describe("PostgresAskQueue with the engine", () => {
     expect(rows).toEqual([{ n: 1 }]);
   });
 
+  it("closes the row of an ask the engine's deadline ended as expired, and of a run cancelled as cancelled", async () => {
+    const ran: unknown[] = [];
+    const tool = defineTool({ name: "rm", description: "Remove", input: z.object({}), execute: () => ran.push(1) });
+    const worker = queue();
+    const inbox = queue().approver();
+    const agent = (managers: LoopManagers): Agent =>
+      new Agent({
+        model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: "rm", input: {} }] }, { text: "ok" }]),
+        tools: [tool],
+        managers,
+      });
+    const asking = new LoopManagers()
+      .withHook({ preToolUse: () => ({ type: "ask", prompt: "Remove?" }) })
+      .withAskResolver(worker.resolver);
+
+    const expiring = agent(asking.withAskTimeout(300)).run("go");
+    const expired = await inbox.next();
+    expect(await expiring).toMatchObject({ records: [{ verdict: "ask_expired" }] });
+    await waitFor(async () => (await row(expired!.id))?.state === "withdrawn");
+    expect(await row(expired!.id)).toMatchObject({ reason: "expired" });
+
+    // A cancel whose reason says "expired" too (a session's) is still a cancel.
+    const session = new AbortController();
+    const cancelled = agent(asking).run("go", { signal: session.signal });
+    const asked = await inbox.next();
+    session.abort(new Error("the user's session expired"));
+    await expect(cancelled).rejects.toBeInstanceOf(CancelledError);
+    await waitFor(async () => (await row(asked!.id))?.state === "withdrawn");
+    expect(await row(asked!.id)).toMatchObject({ reason: "cancelled" });
+    expect(ran).toEqual([]);
+  });
+
   it("denies the call when the queue closes while it is parked, and never runs it", async () => {
     const ran: unknown[] = [];
     const tool = defineTool({ name: "rm", description: "Remove", input: z.object({}), execute: () => ran.push(1) });
