@@ -254,6 +254,48 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
   });
 
+  it("a result nested deeper than JSON.stringify goes is a failed call naming the tool and the server, not an untyped RangeError", async () => {
+    const server = await startFixture("deep");
+    // A client that keeps no tool metadata checks no result itself: loopctl's own check is the one that runs.
+    (server.client as unknown as { cacheToolMetadata: (tools: unknown) => void }).cacheToolMetadata = () => {};
+    const toolset = await mcpTools(server.client);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "nothing", input: {} },
+          { id: "c2", name: "failing", input: {} },
+          { id: "c3", name: "checked", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages).map((m) => [m.callId, m.status, m.content])).toEqual([
+      [
+        "c1",
+        "failed",
+        "Tool 'nothing' failed: tool 'nothing' on MCP server 'deep': the result cannot be read: " +
+          "Maximum call stack size exceeded: the call ran on the server, and its result is not passed on",
+      ],
+      [
+        "c2",
+        "failed",
+        "Tool 'failing' failed: tool 'failing' on MCP server 'deep': the server answered with an error, whose " +
+          "text cannot be read: Maximum call stack size exceeded",
+      ],
+      [
+        "c3",
+        "failed",
+        "Tool 'checked' failed: tool 'checked' on MCP server 'deep': tools/call failed: MCP error -32602: " +
+          "Structured content does not match the tool's output schema: $: could not be checked: Maximum call stack " +
+          "size exceeded",
+      ],
+    ]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow"]);
+    await server.waitFor("called checked {}");
+    toolset.close();
+  });
+
   it("a result of more than maxResultBytes (default 1 MiB) of what the model reads is a failed call the model reads, with one record; it is not passed on", async () => {
     const server = await startFixture("bulky");
     const toolset = await mcpTools(server.client);

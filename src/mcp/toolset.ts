@@ -124,6 +124,20 @@ function outputBytes(output: unknown): number | undefined {
 }
 
 /**
+ * The text the model reads of `result`, or what stopped it being made: structured content is
+ * written as JSON, and a server can send a value nested deeper than `JSON.stringify` goes.
+ */
+function readResult(
+  result: CallToolResult,
+): { readonly ok: true; readonly text: string } | { readonly ok: false; readonly error: unknown } {
+  try {
+    return { ok: true, text: resultText(result) };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/**
  * What a request that failed says, cut as a record cuts a text: the server chooses an error
  * reply's message, of any length, and it reaches the model (and `onError`) in the error's.
  */
@@ -851,8 +865,18 @@ export class McpToolset implements ToolSource {
         unlisten(context.signal, onAbort);
       }
       // Cut as a record cuts a text: the message lands in records and goes back to the model.
-      if (result.isError === true)
-        throw new McpToolError(server, name, `the server answered with an error: ${recordText(resultText(result))}`);
+      if (result.isError === true) {
+        const said = readResult(result);
+        throw new McpToolError(
+          server,
+          name,
+          said.ok
+            ? `the server answered with an error: ${recordText(said.text)}`
+            : `the server answered with an error, whose text cannot be read: ${told(said.error)}`,
+          false,
+          said.ok ? undefined : { cause: said.error },
+        );
+      }
       if (checkOutput !== undefined) {
         // The texts the MCP SDK client gives when it checks (it does only for tools it knows of).
         const structured = result.structuredContent;
@@ -863,18 +887,40 @@ export class McpToolset implements ToolSource {
             `tools/call failed: MCP error -32600: Tool ${remote} has an output schema but did not return structured content`,
           );
         }
-        const checked = checkOutput(structured);
-        if (checked.type === "invalid") {
+        // A value nested deeper than the stack goes cannot be checked: refused, as mcpSchemaValidator refuses it.
+        let problems: string | undefined;
+        try {
+          const checked = checkOutput(structured);
+          if (checked.type === "invalid") problems = checked.problems.join("; ");
+        } catch (error) {
+          problems = `$: could not be checked: ${describeError(error)}`;
+        }
+        if (problems !== undefined) {
           throw new McpToolError(
             server,
             name,
             "tools/call failed: MCP error -32602: Structured content does not match the tool's output schema: " +
-              recordText(checked.problems.join("; ")),
+              recordText(problems),
           );
         }
       }
-      // Awaited: a promise the result option returns is what the engine would read the text of.
-      const output: unknown = render === undefined ? resultText(result) : await render(result, name);
+      let output: unknown;
+      if (render === undefined) {
+        const read = readResult(result);
+        if (!read.ok) {
+          throw new McpToolError(
+            server,
+            name,
+            `the result cannot be read: ${told(read.error)}: the call ran on the server, and its result is not passed on`,
+            false,
+            { cause: read.error },
+          );
+        }
+        output = read.text;
+      } else {
+        // Awaited: a promise the result option returns is what the engine would read the text of.
+        output = await render(result, name);
+      }
       // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
       const bytes = outputBytes(output);
       if (bytes !== undefined && bytes > maxResultBytes) {

@@ -73,6 +73,13 @@
  *   (`as: "text"`), as `structuredContent.data` with no content blocks
  *   (`"structured"`), as that beside a short text block (`"both"`), or as an
  *   image's base64 data (`"image"`).
+ * - `deep` (low-level Server, its own stdio transport): structured content
+ *   nested 20,000 objects deep, deeper than `JSON.stringify` goes (which the
+ *   SDK's own transport could not send, so this one writes it as text).
+ *   `nothing` (no output schema) answers with it alone, no content blocks;
+ *   `failing` answers with it alone too, and `isError`; `checked` has a
+ *   recursive output schema (`{ a?: <itself> }`) and answers with it beside a
+ *   text block.
  * - `looping <n>` (low-level Server): every page of `tools/list` gives one
  *   tool and the same next cursor, `n` characters long (`c` repeated).
  * - `long-name <n>` (low-level Server): a server whose name in the handshake
@@ -539,6 +546,42 @@ async function bulky(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function deep(): Promise<void> {
+  const server = new Server({ name: "deep", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const input = { type: "object" as const };
+  const nested = { type: "object", properties: { a: { $ref: "#/$defs/nested" } } };
+  const tools = [
+    { name: "nothing", inputSchema: input },
+    { name: "failing", inputSchema: input },
+    {
+      name: "checked",
+      inputSchema: input,
+      outputSchema: { type: "object" as const, properties: { a: nested }, $defs: { nested } },
+    },
+  ];
+  const depth = 20_000;
+  // Spliced into the reply as text: the SDK's transport stringifies each message, which fails this deep.
+  const marker = "\u0000deep\u0000";
+  const text = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${request.params.name} ${JSON.stringify(request.params.arguments ?? {})}`);
+    const structuredContent = { a: marker };
+    if (request.params.name === "checked") return { content: [{ type: "text", text: "deep" }], structuredContent };
+    return { content: [], structuredContent, ...(request.params.name === "failing" ? { isError: true } : {}) };
+  });
+  class Splicing extends StdioServerTransport {
+    override send(message: Parameters<StdioServerTransport["send"]>[0]): Promise<void> {
+      const line = `${JSON.stringify(message).replace(JSON.stringify(marker), text)}\n`;
+      return new Promise((resolve) => {
+        if (process.stdout.write(line)) resolve();
+        else process.stdout.once("drain", () => resolve());
+      });
+    }
+  }
+  await server.connect(new Splicing());
+}
+
 async function looping(): Promise<void> {
   const server = new Server({ name: "looping", version: "1.0.0" }, { capabilities: { tools: {} } });
   const cursor = "c".repeat(Number(process.argv[3]));
@@ -602,6 +645,7 @@ else if (mode === "garbled") await garbled();
 else if (mode === "bulky") await bulky();
 else if (mode === "long-name") await longName();
 else if (mode === "looping") await looping();
+else if (mode === "deep") await deep();
 else if (mode === "dripping") await dripping();
 else if (mode === "http") await http();
 else throw new Error(`unknown mode ${String(mode)}`);

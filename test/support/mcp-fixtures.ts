@@ -106,6 +106,7 @@ type FixtureMode =
   | "erring"
   | "garbled"
   | "bulky"
+  | "deep"
   | `long-name ${number}`
   | `looping ${number}`
   | "http"
