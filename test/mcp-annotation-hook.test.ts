@@ -140,6 +140,24 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
     expect(() => mcpAnnotationHook({ redact: "all" as never })).toThrow(McpConfigError);
     expect(() => mcpAnnotationHook({ maxArgsChars: 0 })).toThrow(McpConfigError);
   });
+
+  it("an unknown option is an McpConfigError naming it, never ignored", () => {
+    for (const [options, option, message] of [
+      [{ trust: true }, "trust", "unknown option 'trust' (did you mean trusted?)"],
+      [{ maxArgChars: 10 }, "maxArgChars", "unknown option 'maxArgChars' (did you mean maxArgsChars?)"],
+      [{ redactor: false }, "redactor", "unknown option 'redactor' (did you mean redact?)"],
+      [{ prompt: "x" }, "prompt", "unknown option 'prompt' (the options are trusted, redact and maxArgsChars)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        mcpAnnotationHook(options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, option).toBeInstanceOf(McpConfigError);
+      expect(error).toMatchObject({ code: "MCP_CONFIG", option, message: `${option}: ${message}` });
+    }
+  });
 });
 
 describe("mcpAnnotationHook on real servers", () => {

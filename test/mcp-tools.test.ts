@@ -1558,6 +1558,39 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("an unknown option (a misspelt prefix, timeoutMs or signal) is an McpConfigError naming it, never ignored", async () => {
+    const server = await startFixture("paged");
+    const before = server.client.transport!.onmessage;
+    // Ignored, a misspelt prefix would offer the server's tools under names the grants of other tools cover.
+    for (const [options, option, message] of [
+      [{ prefixes: "fs_" }, "prefixes", "unknown option 'prefixes' (did you mean prefix?)"],
+      [{ Prefix: "fs_" }, "Prefix", "unknown option 'Prefix' (did you mean prefix?)"],
+      [{ timeout: 5 }, "timeout", "unknown option 'timeout' (did you mean timeoutMs?)"],
+      [
+        { abortSignal: new AbortController().signal },
+        "abortSignal",
+        "unknown option 'abortSignal' (the options are prefix, server, onChange, onError, result, maxResultBytes, " +
+          "timeoutMs and signal)",
+      ],
+    ] as const) {
+      const error: unknown = await mcpTools(server.client, options as never).catch((e: unknown) => e);
+      expect(error, option).toBeInstanceOf(McpConfigError);
+      expect(error).toMatchObject({ code: "MCP_CONFIG", option, message: `${option}: ${message}` });
+    }
+    // Nothing was listed, and nothing is left following the client.
+    expect(server.client.transport!.onmessage).toBe(before);
+    const toolset = await mcpTools(server.client);
+    const error: unknown = await toolset
+      .refresh({ signals: new AbortController().signal } as never)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(McpConfigError);
+    expect(error).toMatchObject({
+      option: "signals",
+      message: "signals: unknown option 'signals' (did you mean signal?)",
+    });
+    toolset.close();
+  });
+
   it("an object that is not an MCP SDK Client (no getServerVersion) is an McpConfigError naming the client, not a TypeError", async () => {
     const server = await startFixture("stalling");
     const { listTools, callTool } = server.client;

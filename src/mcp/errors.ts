@@ -71,7 +71,7 @@ export class McpCallbackError extends LoopctlError {
 /**
  * `mcpTools`, `mcpAnnotationHook` or a toolset's `refresh()` was given
  * something it cannot use: a client that is not connected, a prefix or option
- * of the wrong kind. `code` is `"MCP_CONFIG"`; the message names the option.
+ * of the wrong kind, an option it does not know. `code` is `"MCP_CONFIG"`; the message names the option.
  */
 export class McpConfigError extends LoopctlError {
   /** The option at fault. */

@@ -15,6 +15,7 @@ import { descriptorFingerprint } from "../grant/index.js";
 import { textHead } from "../text-head.js";
 import { markChanged } from "./changed.js";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
+import { refuseUnknown } from "./options.js";
 import { resultText } from "./result.js";
 
 /** What `mcpTools` needs of an MCP SDK `Client` (connected). */
@@ -79,6 +80,21 @@ export interface McpToolProblem {
   readonly tool: string;
   readonly error: unknown;
 }
+
+/** The options of {@link mcpTools}: any other is refused, never ignored. */
+const OPTIONS = [
+  "prefix",
+  "server",
+  "onChange",
+  "onError",
+  "result",
+  "maxResultBytes",
+  "timeoutMs",
+  "signal",
+] as const satisfies readonly (keyof McpToolsOptions)[];
+
+/** The options of {@link McpToolset.refresh}. */
+const REFRESH_OPTIONS = ["signal"] as const satisfies readonly (keyof McpRefreshOptions)[];
 
 /** The MCP SDK's `ErrorCode.RequestTimeout`, which it rejects a request with when its time limit passes. */
 const REQUEST_TIMEOUT = -32001;
@@ -453,11 +469,13 @@ export class McpToolset implements ToolSource {
    * `signal` stops the wait (it rejects with the signal's reason), not the
    * listing, which is the toolset's.
    *
-   * @throws {McpConfigError} when `options` is not an object, or its `signal` not an AbortSignal.
+   * @throws {McpConfigError} when `options` is not an object, has an option other than `signal`, or its
+   *   `signal` is not an AbortSignal.
    */
   async refresh(options?: McpRefreshOptions): Promise<readonly Tool[]> {
     if (options !== undefined && (typeof options !== "object" || options === null))
       throw new McpConfigError("options", "must be an object or undefined");
+    if (options !== undefined) refuseUnknown(options, REFRESH_OPTIONS);
     const signal = checkedSignal(options?.signal);
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     // A cancel that came first asks for nothing.
@@ -974,7 +992,7 @@ export class McpToolset implements ToolSource {
  * default with a backtracking `RegExp` (which tool calls and listings this
  * cannot tell, nor change).
  *
- * @throws {McpConfigError} when the client is not connected or an option is wrong.
+ * @throws {McpConfigError} when the client is not connected, or an option is wrong or unknown.
  * @throws {McpServerError} when the first listing fails.
  * @throws the reason of `options.signal` when it aborts before the toolset is made.
  *
@@ -1000,6 +1018,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (transport === undefined)
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
+  refuseUnknown(options, OPTIONS);
   const { prefix, server, onChange, onError, result, timeoutMs, maxResultBytes } = options;
   const signal = checkedSignal(options.signal);
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");
