@@ -1468,6 +1468,41 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("names the server spells differently that are one text in Unicode's eyes (composed and decomposed) are not offered: a person shown the name cannot tell which tool a call runs", async () => {
+    const server = await startFixture("lookalike");
+    const toolset = await mcpTools(server.client, { prefix: "x_" });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["x_plain"]);
+    expect(toolset.problems).toHaveLength(1);
+    const [problem] = toolset.problems;
+    expect(problem!.tool).toBe("x_caf\u00e9");
+    expect(problem!.error).toBeInstanceOf(McpServerError);
+    expect((problem!.error as Error).message).toBe(
+      "MCP server 'lookalike': lists 2 tools named 'x_caf\u00e9' in spellings that differ only in Unicode " +
+        "normalisation; none is offered, since a person shown the name cannot tell which of them a call would run",
+    );
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "x_caf\u00e9", input: {} },
+          { id: "c2", name: "x_cafe\u0301", input: {} },
+          { id: "c3", name: "x_plain", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    // The composed one claims read-only, which a trusted hook would allow.
+    const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true }));
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    await server.waitFor('called "plain" {}');
+    expect(results(result.messages)).toMatchObject([
+      { callId: "c1", status: "refused" },
+      { callId: "c2", status: "refused" },
+      { callId: "c3", status: "ran", content: "plain ran" },
+    ]);
+    expect(server.lines.filter((line) => line.startsWith('called "caf'))).toEqual([]);
+    toolset.close();
+  });
+
   it("a prefix no tool name can start with (whitespace, a control character, too long) is an McpConfigError, not a toolset with no tools", async () => {
     const server = await startFixture("mutable");
     for (const prefix of ["fs ", "fs\n", "\u0000", "p".repeat(128)]) {

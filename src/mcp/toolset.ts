@@ -678,9 +678,33 @@ export class McpToolset implements ToolSource {
       seen.fingerprints.add(entry.fingerprint);
       listings.set(entry.name, seen);
     }
+    // Names spelt differently that are one text in Unicode's eyes (composed and decomposed) show alike in a
+    // prompt: a person cannot tell which tool a call of one would run, nor the model which it writes.
+    const spellings = new Map<string, Set<string>>();
+    for (const { name } of entries) {
+      const text = name.normalize("NFC");
+      const names = spellings.get(text) ?? new Set<string>();
+      names.add(name);
+      spellings.set(text, names);
+    }
     const refused = new Set<string>();
     for (const entry of entries) {
       const { name, raw } = entry;
+      const text = name.normalize("NFC");
+      const alike = spellings.get(text);
+      if (alike !== undefined && alike.size > 1) {
+        if (refused.has(text)) continue;
+        refused.add(text);
+        problems.push({
+          tool: name,
+          error: new McpServerError(
+            this.#server,
+            `lists ${alike.size} tools named '${name}' in spellings that differ only in Unicode normalisation; none ` +
+              "is offered, since a person shown the name cannot tell which of them a call would run",
+          ),
+        });
+        continue;
+      }
       const seen = listings.get(name);
       if (seen !== undefined && seen.fingerprints.size > 1) {
         if (refused.has(name)) continue;

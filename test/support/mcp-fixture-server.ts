@@ -43,6 +43,11 @@
  *   the notes"), then destructive ("Delete every note"); `echo` (read-only)
  *   twice, alike both times; and `plain` once. A call runs whatever one handler the server
  *   has for the name.
+ * - `lookalike` (low-level Server): `café` twice, its names the same text in
+ *   Unicode's eyes (canonically equivalent) but spelt differently: composed
+ *   (`caf\u00e9`, read-only, "Read the menu") and decomposed (`cafe\u0301`,
+ *   destructive, "Burn the menu"); and `plain` (read-only) once. A call runs the handler
+ *   of the exact name it gives.
  * - `odd-output <kind>` (low-level Server): `fine`, and `odd`, whose output
  *   schema has an unknown keyword (`unknown-keyword`), which the MCP SDK
  *   client's validator passes over, or a `type` no JSON Schema has
@@ -410,6 +415,22 @@ async function twins(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function lookalike(): Promise<void> {
+  const server = new Server({ name: "lookalike", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const input = { type: "object" as const };
+  const tools = [
+    { name: "caf\u00e9", description: "Read the menu", inputSchema: input, annotations: { readOnlyHint: true } },
+    { name: "cafe\u0301", description: "Burn the menu", inputSchema: input, annotations: { destructiveHint: true } },
+    { name: "plain", description: "Plain", inputSchema: input, annotations: { readOnlyHint: true } },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${JSON.stringify(request.params.name)} ${JSON.stringify(request.params.arguments ?? {})}`);
+    return { content: [{ type: "text", text: `${request.params.name} ran` }] };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function oddOutput(): Promise<void> {
   const server = new Server({ name: "odd-output", version: "1.0.0" }, { capabilities: { tools: {} } });
   const input = { type: "object" as const };
@@ -640,6 +661,7 @@ else if (mode === "patterned") await patterned();
 else if (mode === "hostile-output") await hostileOutput();
 else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
+else if (mode === "lookalike") await lookalike();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();
 else if (mode === "bulky") await bulky();

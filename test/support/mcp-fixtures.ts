@@ -113,6 +113,7 @@ type FixtureMode =
   | `dripping ${number} ${number}`
   | "structured"
   | "twins"
+  | "lookalike"
   | "odd-output unknown-keyword"
   | "odd-output invalid"
   | "patterned"
