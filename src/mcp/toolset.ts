@@ -374,7 +374,7 @@ export class McpToolset implements ToolSource {
   #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
   /**
    * The fingerprint each tool had when the toolset first saw it (a later one means it changed on
-   * the server), kept while a tool of that name made here is alive (`live`): listed now, or held
+   * the server), by its name in normalisation form C (a name spelt anew is the same name), kept while a tool of that name made here is alive (`live`): listed now, or held
    * by a caller since, whose call may be approved against it. Not once all are gone, so that a
    * server that lists new names without end costs what its current tools do.
    */
@@ -743,12 +743,13 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error });
         continue;
       }
-      let first = this.#firstSeen.get(name);
-      if (first === undefined) this.#firstSeen.set(name, (first = { fingerprint, live: 0 }));
+      // By the name's text in Unicode's eyes: a tool spelt anew (composed, decomposed) looks the same to a person.
+      let first = this.#firstSeen.get(text);
+      if (first === undefined) this.#firstSeen.set(text, (first = { fingerprint, live: 0 }));
       else if (first.fingerprint !== fingerprint) markChanged(tool.descriptor);
       // By its descriptor, which the tool holds, and which a hook or an ask may hold without it.
       first.live += 1;
-      this.#collected.register(tool.descriptor, name);
+      this.#collected.register(tool.descriptor, text);
       byName.set(name, { tool, fingerprint });
     }
     this.#problems = Object.freeze(problems);
