@@ -1623,6 +1623,14 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       option: "signals",
       message: "signals: unknown option 'signals' (did you mean signal?)",
     });
+    // A signal handed over in place of the options has no option of its own to refuse: it is refused as it is.
+    const stop = new AbortController();
+    stop.abort(new Error("stopped"));
+    for (const made of [mcpTools(server.client, stop.signal as never), toolset.refresh(stop.signal as never)]) {
+      const wrong: unknown = await made.catch((e: unknown) => e);
+      expect(wrong).toBeInstanceOf(McpConfigError);
+      expect(wrong).toMatchObject({ option: "options", message: "options: is an AbortSignal; pass it as { signal }" });
+    }
     toolset.close();
   });
 
