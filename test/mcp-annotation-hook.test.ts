@@ -140,6 +140,24 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
     expect(() => mcpAnnotationHook({ redact: "all" as never })).toThrow(McpConfigError);
     expect(() => mcpAnnotationHook({ maxArgsChars: 0 })).toThrow(McpConfigError);
   });
+
+  it("an unknown option is an McpConfigError naming it, never ignored", () => {
+    for (const [options, option, message] of [
+      [{ trust: true }, "trust", "unknown option 'trust' (did you mean trusted?)"],
+      [{ maxArgChars: 10 }, "maxArgChars", "unknown option 'maxArgChars' (did you mean maxArgsChars?)"],
+      [{ redactor: false }, "redactor", "unknown option 'redactor' (did you mean redact?)"],
+      [{ prompt: "x" }, "prompt", "unknown option 'prompt' (the options are trusted, redact and maxArgsChars)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        mcpAnnotationHook(options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, option).toBeInstanceOf(McpConfigError);
+      expect(error).toMatchObject({ code: "MCP_CONFIG", option, message: `${option}: ${message}` });
+    }
+  });
 });
 
 describe("mcpAnnotationHook on real servers", () => {
@@ -223,6 +241,26 @@ describe("mcpAnnotationHook on real servers", () => {
     ]);
     expect(asks[0]!.prompt).toContain("This tool changed on the server since it was first listed.");
     expect(server.lines.some((l) => l.startsWith("called delete_note"))).toBe(false);
+  });
+
+  it("a trusted server's tool spelt anew (the same name in Unicode's eyes) and flipped to read-only still asks, and says it changed", async () => {
+    const server = await startFixture("respelt");
+    const { onChange, next } = changes();
+    const toolset = await mcpTools(server.client, { onChange });
+    server.signal("SIGUSR2");
+    const [respelt] = await next();
+    expect(respelt!.name).toBe("cafe\u0301");
+    expect(respelt!.descriptor.annotations).toEqual({ readOnlyHint: true });
+    const asks: PendingAsk[] = [];
+    const managers = new LoopManagers()
+      .withHook(mcpAnnotationHook({ trusted: true }))
+      .withAskResolver(new SyncAskResolver((a) => (asks.push(a), false)));
+    const model = new ScriptedModel([{ toolCalls: [{ id: "c1", name: "cafe\u0301", input: {} }] }, { text: "ok" }]);
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    expect(result.records.map((r) => [r.tool, r.verdict])).toEqual([["cafe\u0301", "ask_denied"]]);
+    expect(asks[0]!.prompt).toContain("This tool changed on the server since it was first listed.");
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+    toolset.close();
   });
 
   it("trust is the hook's, not a server's: a trusted hook believes every server's claims, and one that routes by the vetted toolset's descriptors trusts that server alone", async () => {

@@ -254,6 +254,48 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     );
   });
 
+  it("a result nested deeper than JSON.stringify goes is a failed call naming the tool and the server, not an untyped RangeError", async () => {
+    const server = await startFixture("deep");
+    // A client that keeps no tool metadata checks no result itself: loopctl's own check is the one that runs.
+    (server.client as unknown as { cacheToolMetadata: (tools: unknown) => void }).cacheToolMetadata = () => {};
+    const toolset = await mcpTools(server.client);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "nothing", input: {} },
+          { id: "c2", name: "failing", input: {} },
+          { id: "c3", name: "checked", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages).map((m) => [m.callId, m.status, m.content])).toEqual([
+      [
+        "c1",
+        "failed",
+        "Tool 'nothing' failed: tool 'nothing' on MCP server 'deep': the result cannot be read: " +
+          "Maximum call stack size exceeded: the call ran on the server, and its result is not passed on",
+      ],
+      [
+        "c2",
+        "failed",
+        "Tool 'failing' failed: tool 'failing' on MCP server 'deep': the server answered with an error, whose " +
+          "text cannot be read: Maximum call stack size exceeded",
+      ],
+      [
+        "c3",
+        "failed",
+        "Tool 'checked' failed: tool 'checked' on MCP server 'deep': tools/call failed: MCP error -32602: " +
+          "Structured content does not match the tool's output schema: $: could not be checked: Maximum call stack " +
+          "size exceeded",
+      ],
+    ]);
+    expect(result.records.map((r) => r.verdict)).toEqual(["allow", "allow", "allow"]);
+    await server.waitFor("called checked {}");
+    toolset.close();
+  });
+
   it("a result of more than maxResultBytes (default 1 MiB) of what the model reads is a failed call the model reads, with one record; it is not passed on", async () => {
     const server = await startFixture("bulky");
     const toolset = await mcpTools(server.client);
@@ -1426,6 +1468,41 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("names the server spells differently that are one text in Unicode's eyes (composed and decomposed) are not offered: a person shown the name cannot tell which tool a call runs", async () => {
+    const server = await startFixture("lookalike");
+    const toolset = await mcpTools(server.client, { prefix: "x_" });
+    expect(toolset.tools.map((t) => t.name)).toEqual(["x_plain"]);
+    expect(toolset.problems).toHaveLength(1);
+    const [problem] = toolset.problems;
+    expect(problem!.tool).toBe("x_caf\u00e9");
+    expect(problem!.error).toBeInstanceOf(McpServerError);
+    expect((problem!.error as Error).message).toBe(
+      "MCP server 'lookalike': lists 2 tools named 'x_caf\u00e9' in spellings that differ only in Unicode " +
+        "normalisation; none is offered, since a person shown the name cannot tell which of them a call would run",
+    );
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "x_caf\u00e9", input: {} },
+          { id: "c2", name: "x_cafe\u0301", input: {} },
+          { id: "c3", name: "x_plain", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    // The composed one claims read-only, which a trusted hook would allow.
+    const managers = new LoopManagers().withHook(mcpAnnotationHook({ trusted: true }));
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    await server.waitFor('called "plain" {}');
+    expect(results(result.messages)).toMatchObject([
+      { callId: "c1", status: "refused" },
+      { callId: "c2", status: "refused" },
+      { callId: "c3", status: "ran", content: "plain ran" },
+    ]);
+    expect(server.lines.filter((line) => line.startsWith('called "caf'))).toEqual([]);
+    toolset.close();
+  });
+
   it("a prefix no tool name can start with (whitespace, a control character, too long) is an McpConfigError, not a toolset with no tools", async () => {
     const server = await startFixture("mutable");
     for (const prefix of ["fs ", "fs\n", "\u0000", "p".repeat(128)]) {
@@ -1513,6 +1590,47 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       code: "MCP_CONFIG",
       option: "signal",
     });
+    toolset.close();
+  });
+
+  it("an unknown option (a misspelt prefix, timeoutMs or signal) is an McpConfigError naming it, never ignored", async () => {
+    const server = await startFixture("paged");
+    const before = server.client.transport!.onmessage;
+    // Ignored, a misspelt prefix would offer the server's tools under names the grants of other tools cover.
+    for (const [options, option, message] of [
+      [{ prefixes: "fs_" }, "prefixes", "unknown option 'prefixes' (did you mean prefix?)"],
+      [{ Prefix: "fs_" }, "Prefix", "unknown option 'Prefix' (did you mean prefix?)"],
+      [{ timeout: 5 }, "timeout", "unknown option 'timeout' (did you mean timeoutMs?)"],
+      [
+        { abortSignal: new AbortController().signal },
+        "abortSignal",
+        "unknown option 'abortSignal' (the options are prefix, server, onChange, onError, result, maxResultBytes, " +
+          "timeoutMs and signal)",
+      ],
+    ] as const) {
+      const error: unknown = await mcpTools(server.client, options as never).catch((e: unknown) => e);
+      expect(error, option).toBeInstanceOf(McpConfigError);
+      expect(error).toMatchObject({ code: "MCP_CONFIG", option, message: `${option}: ${message}` });
+    }
+    // Nothing was listed, and nothing is left following the client.
+    expect(server.client.transport!.onmessage).toBe(before);
+    const toolset = await mcpTools(server.client);
+    const error: unknown = await toolset
+      .refresh({ signals: new AbortController().signal } as never)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(McpConfigError);
+    expect(error).toMatchObject({
+      option: "signals",
+      message: "signals: unknown option 'signals' (did you mean signal?)",
+    });
+    // A signal handed over in place of the options has no option of its own to refuse: it is refused as it is.
+    const stop = new AbortController();
+    stop.abort(new Error("stopped"));
+    for (const made of [mcpTools(server.client, stop.signal as never), toolset.refresh(stop.signal as never)]) {
+      const wrong: unknown = await made.catch((e: unknown) => e);
+      expect(wrong).toBeInstanceOf(McpConfigError);
+      expect(wrong).toMatchObject({ option: "options", message: "options: is an AbortSignal; pass it as { signal }" });
+    }
     toolset.close();
   });
 

@@ -4,6 +4,7 @@ import type { Redactor } from "../ask/index.js";
 import type { Hook, HookDecision } from "../engine/index.js";
 import { changedSinceListed } from "./changed.js";
 import { McpConfigError } from "./errors.js";
+import { refuseUnknown } from "./options.js";
 
 /** Options of {@link mcpAnnotationHook}. */
 export interface McpAnnotationHookOptions {
@@ -21,6 +22,9 @@ export interface McpAnnotationHookOptions {
   /** The most characters of arguments shown. @default 2000 */
   readonly maxArgsChars?: number;
 }
+
+/** The options of {@link mcpAnnotationHook}: any other is refused, never ignored. */
+const OPTIONS = ["trusted", "redact", "maxArgsChars"] as const satisfies readonly (keyof McpAnnotationHookOptions)[];
 
 interface Hints {
   readonly readOnly: boolean | undefined;
@@ -71,7 +75,7 @@ function describeHints(hints: Hints): string {
  * claims and whether the tool changed, and shows the arguments readably,
  * redacted and capped (`callPrompt`).
  *
- * @throws {McpConfigError} on an option of the wrong kind.
+ * @throws {McpConfigError} on an option of the wrong kind, or one it does not know.
  *
  * @example
  * ```ts
@@ -81,6 +85,7 @@ function describeHints(hints: Hints): string {
 export function mcpAnnotationHook(options: McpAnnotationHookOptions = {}): Hook {
   if (typeof options !== "object" || options === null)
     throw new McpConfigError("mcpAnnotationHook", "options must be an object");
+  refuseUnknown(options, OPTIONS);
   const { trusted = false, redact, maxArgsChars } = options;
   if (typeof trusted !== "boolean") throw new McpConfigError("trusted", "must be a boolean");
   const redactFault = redactProblem(redact);

@@ -20,7 +20,8 @@ export class McpServerError extends LoopctlError {
 /**
  * A call to an MCP tool did not produce a result: the server answered with
  * `isError` or with a JSON-RPC error, or with a result that does not match
- * the tool's output schema or gives the model more than `maxResultBytes`, or
+ * the tool's output schema or gives the model more than `maxResultBytes` (or
+ * whose text cannot be made: structured content nested too deep), or
  * `tools/call` got no answer (a
  * timeout, a closed connection, a protocol error; the MCP SDK's error is the
  * `cause`), the server's tools could not be listed when the call was to be
@@ -70,7 +71,7 @@ export class McpCallbackError extends LoopctlError {
 /**
  * `mcpTools`, `mcpAnnotationHook` or a toolset's `refresh()` was given
  * something it cannot use: a client that is not connected, a prefix or option
- * of the wrong kind. `code` is `"MCP_CONFIG"`; the message names the option.
+ * of the wrong kind, an option it does not know. `code` is `"MCP_CONFIG"`; the message names the option.
  */
 export class McpConfigError extends LoopctlError {
   /** The option at fault. */

@@ -15,6 +15,7 @@ import { descriptorFingerprint } from "../grant/index.js";
 import { textHead } from "../text-head.js";
 import { markChanged } from "./changed.js";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
+import { refuseUnknown } from "./options.js";
 import { resultText } from "./result.js";
 
 /** What `mcpTools` needs of an MCP SDK `Client` (connected). */
@@ -80,6 +81,21 @@ export interface McpToolProblem {
   readonly error: unknown;
 }
 
+/** The options of {@link mcpTools}: any other is refused, never ignored. */
+const OPTIONS = [
+  "prefix",
+  "server",
+  "onChange",
+  "onError",
+  "result",
+  "maxResultBytes",
+  "timeoutMs",
+  "signal",
+] as const satisfies readonly (keyof McpToolsOptions)[];
+
+/** The options of {@link McpToolset.refresh}. */
+const REFRESH_OPTIONS = ["signal"] as const satisfies readonly (keyof McpRefreshOptions)[];
+
 /** The MCP SDK's `ErrorCode.RequestTimeout`, which it rejects a request with when its time limit passes. */
 const REQUEST_TIMEOUT = -32001;
 
@@ -121,6 +137,20 @@ function outputBytes(output: unknown): number | undefined {
     return undefined;
   }
   return typeof text === "string" ? Buffer.byteLength(text, "utf8") : undefined;
+}
+
+/**
+ * The text the model reads of `result`, or what stopped it being made: structured content is
+ * written as JSON, and a server can send a value nested deeper than `JSON.stringify` goes.
+ */
+function readResult(
+  result: CallToolResult,
+): { readonly ok: true; readonly text: string } | { readonly ok: false; readonly error: unknown } {
+  try {
+    return { ok: true, text: resultText(result) };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 /**
@@ -344,7 +374,7 @@ export class McpToolset implements ToolSource {
   #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
   /**
    * The fingerprint each tool had when the toolset first saw it (a later one means it changed on
-   * the server), kept while a tool of that name made here is alive (`live`): listed now, or held
+   * the server), by its name in normalisation form C (a name spelt anew is the same name), kept while a tool of that name made here is alive (`live`): listed now, or held
    * by a caller since, whose call may be approved against it. Not once all are gone, so that a
    * server that lists new names without end costs what its current tools do.
    */
@@ -439,11 +469,13 @@ export class McpToolset implements ToolSource {
    * `signal` stops the wait (it rejects with the signal's reason), not the
    * listing, which is the toolset's.
    *
-   * @throws {McpConfigError} when `options` is not an object, or its `signal` not an AbortSignal.
+   * @throws {McpConfigError} when `options` is not an object, has an option other than `signal`, or its
+   *   `signal` is not an AbortSignal.
    */
   async refresh(options?: McpRefreshOptions): Promise<readonly Tool[]> {
     if (options !== undefined && (typeof options !== "object" || options === null))
       throw new McpConfigError("options", "must be an object or undefined");
+    if (options !== undefined) refuseUnknown(options, REFRESH_OPTIONS);
     const signal = checkedSignal(options?.signal);
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     // A cancel that came first asks for nothing.
@@ -646,9 +678,33 @@ export class McpToolset implements ToolSource {
       seen.fingerprints.add(entry.fingerprint);
       listings.set(entry.name, seen);
     }
+    // Names spelt differently that are one text in Unicode's eyes (composed and decomposed) show alike in a
+    // prompt: a person cannot tell which tool a call of one would run, nor the model which it writes.
+    const spellings = new Map<string, Set<string>>();
+    for (const { name } of entries) {
+      const text = name.normalize("NFC");
+      const names = spellings.get(text) ?? new Set<string>();
+      names.add(name);
+      spellings.set(text, names);
+    }
     const refused = new Set<string>();
     for (const entry of entries) {
       const { name, raw } = entry;
+      const text = name.normalize("NFC");
+      const alike = spellings.get(text);
+      if (alike !== undefined && alike.size > 1) {
+        if (refused.has(text)) continue;
+        refused.add(text);
+        problems.push({
+          tool: name,
+          error: new McpServerError(
+            this.#server,
+            `lists ${alike.size} tools named '${name}' in spellings that differ only in Unicode normalisation; none ` +
+              "is offered, since a person shown the name cannot tell which of them a call would run",
+          ),
+        });
+        continue;
+      }
       const seen = listings.get(name);
       if (seen !== undefined && seen.fingerprints.size > 1) {
         if (refused.has(name)) continue;
@@ -687,12 +743,13 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error });
         continue;
       }
-      let first = this.#firstSeen.get(name);
-      if (first === undefined) this.#firstSeen.set(name, (first = { fingerprint, live: 0 }));
+      // By the name's text in Unicode's eyes: a tool spelt anew (composed, decomposed) looks the same to a person.
+      let first = this.#firstSeen.get(text);
+      if (first === undefined) this.#firstSeen.set(text, (first = { fingerprint, live: 0 }));
       else if (first.fingerprint !== fingerprint) markChanged(tool.descriptor);
       // By its descriptor, which the tool holds, and which a hook or an ask may hold without it.
       first.live += 1;
-      this.#collected.register(tool.descriptor, name);
+      this.#collected.register(tool.descriptor, text);
       byName.set(name, { tool, fingerprint });
     }
     this.#problems = Object.freeze(problems);
@@ -851,8 +908,18 @@ export class McpToolset implements ToolSource {
         unlisten(context.signal, onAbort);
       }
       // Cut as a record cuts a text: the message lands in records and goes back to the model.
-      if (result.isError === true)
-        throw new McpToolError(server, name, `the server answered with an error: ${recordText(resultText(result))}`);
+      if (result.isError === true) {
+        const said = readResult(result);
+        throw new McpToolError(
+          server,
+          name,
+          said.ok
+            ? `the server answered with an error: ${recordText(said.text)}`
+            : `the server answered with an error, whose text cannot be read: ${told(said.error)}`,
+          false,
+          said.ok ? undefined : { cause: said.error },
+        );
+      }
       if (checkOutput !== undefined) {
         // The texts the MCP SDK client gives when it checks (it does only for tools it knows of).
         const structured = result.structuredContent;
@@ -863,18 +930,40 @@ export class McpToolset implements ToolSource {
             `tools/call failed: MCP error -32600: Tool ${remote} has an output schema but did not return structured content`,
           );
         }
-        const checked = checkOutput(structured);
-        if (checked.type === "invalid") {
+        // A value nested deeper than the stack goes cannot be checked: refused, as mcpSchemaValidator refuses it.
+        let problems: string | undefined;
+        try {
+          const checked = checkOutput(structured);
+          if (checked.type === "invalid") problems = checked.problems.join("; ");
+        } catch (error) {
+          problems = `$: could not be checked: ${describeError(error)}`;
+        }
+        if (problems !== undefined) {
           throw new McpToolError(
             server,
             name,
             "tools/call failed: MCP error -32602: Structured content does not match the tool's output schema: " +
-              recordText(checked.problems.join("; ")),
+              recordText(problems),
           );
         }
       }
-      // Awaited: a promise the result option returns is what the engine would read the text of.
-      const output: unknown = render === undefined ? resultText(result) : await render(result, name);
+      let output: unknown;
+      if (render === undefined) {
+        const read = readResult(result);
+        if (!read.ok) {
+          throw new McpToolError(
+            server,
+            name,
+            `the result cannot be read: ${told(read.error)}: the call ran on the server, and its result is not passed on`,
+            false,
+            { cause: read.error },
+          );
+        }
+        output = read.text;
+      } else {
+        // Awaited: a promise the result option returns is what the engine would read the text of.
+        output = await render(result, name);
+      }
       // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
       const bytes = outputBytes(output);
       if (bytes !== undefined && bytes > maxResultBytes) {
@@ -928,7 +1017,7 @@ export class McpToolset implements ToolSource {
  * default with a backtracking `RegExp` (which tool calls and listings this
  * cannot tell, nor change).
  *
- * @throws {McpConfigError} when the client is not connected or an option is wrong.
+ * @throws {McpConfigError} when the client is not connected, or an option is wrong or unknown.
  * @throws {McpServerError} when the first listing fails.
  * @throws the reason of `options.signal` when it aborts before the toolset is made.
  *
@@ -954,6 +1043,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (transport === undefined)
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
   if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
+  refuseUnknown(options, OPTIONS);
   const { prefix, server, onChange, onError, result, timeoutMs, maxResultBytes } = options;
   const signal = checkedSignal(options.signal);
   if (prefix !== undefined && typeof prefix !== "string") throw new McpConfigError("prefix", "must be a string");

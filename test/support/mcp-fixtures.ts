@@ -106,12 +106,15 @@ type FixtureMode =
   | "erring"
   | "garbled"
   | "bulky"
+  | "deep"
   | `long-name ${number}`
   | `looping ${number}`
   | "http"
   | `dripping ${number} ${number}`
   | "structured"
   | "twins"
+  | "lookalike"
+  | "respelt"
   | "odd-output unknown-keyword"
   | "odd-output invalid"
   | "patterned"
