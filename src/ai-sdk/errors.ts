@@ -1,3 +1,4 @@
+import { describeError } from "../engine/errors.js";
 import { LoopctlError } from "../errors.js";
 
 /**
@@ -44,5 +45,23 @@ export class AiSdkToolError extends LoopctlError {
   constructor(tool: string, message: string, options?: ErrorOptions) {
     super("AI_SDK_TOOL", `tool '${tool}': ${message}`, options);
     this.tool = tool;
+  }
+}
+
+/**
+ * `read()`, or, when it throws (a getter of something the adapter was handed), the error `fault`
+ * makes of a message naming `what`, with the getter's error as its cause: never that untyped error
+ * itself. loopctl's own errors pass as they are.
+ */
+export function readOrRefuse<T>(
+  what: string,
+  read: () => T,
+  fault: (message: string, options: ErrorOptions) => LoopctlError,
+): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof LoopctlError) throw error;
+    throw fault(`${what} cannot be read: ${describeError(error)}`, { cause: error });
   }
 }

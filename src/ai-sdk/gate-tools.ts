@@ -11,8 +11,8 @@ import { frozenJson, isSnapshot, snapshot } from "../engine/snapshot.js";
 import type { NotJson, Snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
-import { LoopctlError, shownValue } from "../errors.js";
-import { AiSdkToolError } from "./errors.js";
+import { shownValue } from "../errors.js";
+import { AiSdkToolError, readOrRefuse } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
 /**
@@ -107,18 +107,9 @@ function descriptionFault(description: unknown): string | undefined {
     : `description must be a string, got ${shownValue(description)}`;
 }
 
-/**
- * `read()`, or an {@link AiSdkToolError} naming `tool` and `what` when it
- * throws (a getter of the tool set, a tool or the options): never the
- * getter's own untyped error.
- */
+/** `read()` of the tool set, a tool or the options; a getter that throws is an {@link AiSdkToolError} naming `tool`. */
 function reading<T>(tool: string, what: string, read: () => T): T {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof LoopctlError) throw error;
-    throw new AiSdkToolError(tool, `${what} cannot be read: ${describeError(error)}`, { cause: error });
-  }
+  return readOrRefuse(what, read, (message, options) => new AiSdkToolError(tool, message, options));
 }
 
 /**

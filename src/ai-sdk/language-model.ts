@@ -1,8 +1,7 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
-import { LoopctlError, shownValue } from "../errors.js";
-import { describeError } from "../engine/errors.js";
-import { AiSdkModelError } from "./errors.js";
+import { shownValue } from "../errors.js";
+import { AiSdkModelError, readOrRefuse } from "./errors.js";
 import { toFunctionTools, toPrompt } from "./prompt.js";
 import type { RefusalOutput } from "./prompt.js";
 import { toModelResponse } from "./response.js";
@@ -117,18 +116,9 @@ function nameOf(model: unknown): string {
   return `${typeof provider === "string" ? provider : "?"}/${typeof modelId === "string" ? modelId : "?"}`;
 }
 
-/**
- * `read()`, or an {@link AiSdkModelError} naming `model` and `what` when it
- * throws (a getter of the model or the options): never the getter's own
- * untyped error.
- */
+/** `read()` of the model, the options or a setting; a getter that throws is an {@link AiSdkModelError} naming `model`. */
 function reading<T>(model: string, what: string, read: () => T): T {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof LoopctlError) throw error;
-    throw new AiSdkModelError(model, `${what} cannot be read: ${describeError(error)}`, { cause: error });
-  }
+  return readOrRefuse(what, read, (message, options) => new AiSdkModelError(model, message, options));
 }
 
 /**
