@@ -192,6 +192,61 @@ describe("LoopManagers arguments whose reads throw", () => {
     ],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker(revoked())],
   ];
+  it("withBudget reads each limit once: the run is capped by the value it checked, never by a later read", async () => {
+    // A getter that gives a valid limit once, then NaN (`turns >= NaN` never holds: no cap at all).
+    const shifting = (first: number): { reads: number; get: () => number } => {
+      const state = {
+        reads: 0,
+        get: (): number => {
+          state.reads += 1;
+          return state.reads === 1 ? first : Number.NaN;
+        },
+      };
+      return state;
+    };
+    const turns = shifting(2);
+    const capped = new LoopManagers().withBudget({
+      get maxTurns() {
+        return turns.get();
+      },
+    });
+    expect(turns.reads).toBe(1);
+    let requests = 0;
+    const model = {
+      generate: async () => {
+        requests += 1;
+        // Bounded, so a cap that does not hold fails the test instead of running on.
+        if (requests > 10) throw new Error("the turn cap did not hold");
+        return { toolCalls: [{ id: "", name: "read", input: {} }], usage: { inputTokens: 5, outputTokens: 5 } };
+      },
+    };
+    await expect(new Agent({ model, tools: [], managers: capped }).run("go")).rejects.toMatchObject({
+      code: "BUDGET_EXCEEDED",
+      limit: 2,
+    });
+    expect(requests).toBe(2);
+    const unbounded = shifting(Number.POSITIVE_INFINITY);
+    new LoopManagers().withBudget({
+      get maxTurns() {
+        return unbounded.get();
+      },
+    });
+    expect(unbounded.reads).toBe(1);
+    const tokens = shifting(15);
+    const byTokens = new LoopManagers().withBudget({
+      get maxTokens() {
+        return tokens.get();
+      },
+    });
+    expect(tokens.reads).toBe(1);
+    requests = 0;
+    await expect(new Agent({ model, tools: [], managers: byTokens }).run("go")).rejects.toMatchObject({
+      code: "BUDGET_EXCEEDED",
+      limit: 15,
+    });
+    expect(requests).toBe(2);
+  });
+
   it.each(unreadable)("%s names itself, with what was thrown as cause (%#)", (option, apply) => {
     let thrown: unknown;
     try {

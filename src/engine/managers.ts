@@ -259,12 +259,12 @@ export class LoopManagers {
     return readingConfig("withBudget", "the argument", () => {
       if (typeof budget !== "object" || budget === null)
         throw new EngineConfigError("withBudget", "the budget must be an object");
+      // Each limit read once: a getter must not give the check one value and the run another (NaN: no cap).
+      const { maxTurns, maxTokens } = budget;
       const next: { maxTurns?: number; maxTokens?: number } = {};
-      if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
-      else if (budget.maxTurns !== undefined)
-        next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
-      if (budget.maxTokens !== undefined)
-        next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
+      if (maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = maxTurns;
+      else if (maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", maxTurns, true);
+      if (maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", maxTokens, true);
       return this.#with({ budget: Object.freeze(next) });
     });
   }
