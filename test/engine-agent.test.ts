@@ -728,6 +728,19 @@ describe("the loop around the gate", () => {
       expect((error as Error).message).toContain(said);
     }
     expect(model.requests).toEqual([]);
+    // A result whose isError contradicts its status says two things; a model adapter may read either.
+    for (const [status, isError] of [
+      ["ran", true],
+      ["failed", false],
+      ["refused", false],
+    ] as const) {
+      const error = await agent.run([user, asked("c1"), { ...result("c1"), status, isError }]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect((error as Error).message).toContain(
+        `messages[2] has status '${status}' but isError ${isError} (isError must be status !== "ran")`,
+      );
+    }
+    expect(model.requests).toEqual([]);
     // Every call answered right after its message, in any order, goes on.
     const paired = await agent.run([user, asked("c1", "c2"), result("c2"), result("c1"), { type: "user", text: "go" }]);
     expect(paired.text).toBe("never");

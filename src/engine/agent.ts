@@ -232,6 +232,12 @@ function startingMessages(input: readonly Message[]): Message[] {
         `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`,
       );
     const message = parsed.data;
+    // A result that says two things: a model adapter may read either, and the model be told the other.
+    if (message.type === "tool_result" && message.isError !== (message.status !== "ran"))
+      throw new EngineConfigError(
+        "Agent.run",
+        `messages[${index}] has status '${message.status}' but isError ${message.isError} (isError must be status !== "ran")`,
+      );
     if (message.type !== "assistant") return message;
     // The caller's own object stays the caller's: the run keeps a frozen copy, taken once.
     let providerData: unknown;
