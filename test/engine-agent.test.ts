@@ -734,7 +734,8 @@ describe("the loop around the gate", () => {
       ["failed", false],
       ["refused", false],
     ] as const) {
-      const error = await agent.run([user, asked("c1"), { ...result("c1"), status, isError }]).catch((e: unknown) => e);
+      const contradicting: Message = { type: "tool_result", callId: "c1", tool: "read", content: "a", status, isError };
+      const error = await agent.run([user, asked("c1"), contradicting]).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(EngineConfigError);
       expect((error as Error).message).toContain(
         `messages[2] has status '${status}' but isError ${isError} (isError must be status !== "ran")`,
