@@ -64,6 +64,35 @@ describe("ScriptedModel", () => {
     expect(recorded.toolCalls[2]!.input).toEqual({ a: [1] });
   });
 
+  it("records what the model was shown even when the loop changes its messages and tools afterwards", async () => {
+    // A loop that reuses its objects (a bug the test should catch): what it sent must stay as it was sent.
+    const model = new ScriptedModel([{ text: "one" }, { text: "two" }]);
+    const asked = { type: "user", text: "read a" };
+    const call = { id: "c1", name: "t", input: { path: "a" } };
+    const providerData = { id: "resp_1" };
+    const messages = [asked, { type: "assistant", toolCalls: [call], providerData }] as Message[];
+    const tool = { name: "t", description: "reads", inputSchema: { type: "object" } };
+    await model.generate({ messages, tools: [tool], signal: new AbortController().signal });
+    asked.text = "delete everything";
+    call.input.path = "/";
+    providerData.id = "resp_2";
+    tool.description = "deletes";
+    await model.generate({ messages, tools: [tool], signal: new AbortController().signal });
+    const [first, second] = model.requests;
+    expect(first!.messages).toEqual([
+      { type: "user", text: "read a" },
+      { type: "assistant", toolCalls: [{ id: "c1", name: "t", input: { path: "a" } }], providerData: { id: "resp_1" } },
+    ]);
+    expect(first!.tools).toEqual([{ name: "t", description: "reads", inputSchema: { type: "object" } }]);
+    expect((second!.messages[0] as { text: string }).text).toBe("delete everything");
+    expect(second!.tools[0]!.description).toBe("deletes");
+    // What the engine hands over is deeply frozen and cannot change: it is kept as it is, not copied.
+    const frozen = Object.freeze({ type: "user", text: "kept" } as const);
+    const keeping = new ScriptedModel([{ text: "x" }]);
+    await keeping.generate({ messages: [frozen], tools: [], signal: new AbortController().signal });
+    expect(keeping.requests[0]!.messages[0]).toBe(frozen);
+  });
+
   it("throws ScriptExhaustedError when the script runs out, and still records the request", async () => {
     const model = new ScriptedModel([{ text: "only" }]);
     await model.generate(request("a"));
