@@ -190,6 +190,20 @@ describe("ManualClock", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it("fires a timer whose delay the global timers cannot keep (none given, past 2^31 - 1 ms) at the next advance, as they do", async () => {
+    // Node fires these after 1 ms: a fake that waited out 2^31 ms would pass a test of a deadline that expires at once.
+    const clock = new ManualClock(5);
+    const fired: string[] = [];
+    clock.setTimeout(() => fired.push("none"), undefined as never);
+    clock.setTimeout(() => fired.push("text"), "soon" as never);
+    clock.setTimeout(() => fired.push("past the maximum"), 2 ** 31);
+    clock.setTimeout(() => fired.push("Infinity"), Number.POSITIVE_INFINITY);
+    clock.setTimeout(() => fired.push("at the maximum"), 2 ** 31 - 1);
+    await clock.advance(0);
+    expect(fired).toEqual(["none", "text", "past the maximum", "Infinity"]);
+    expect(clock.pendingTimers).toBe(1);
+  });
+
   it("rejects a negative advance", async () => {
     await expect(new ManualClock().advance(-1)).rejects.toThrow(RangeError);
   });
