@@ -71,6 +71,10 @@ describe("LoopManagers", () => {
     ["withBudget", (m) => m.withBudget({ maxTokens: 0.5 })],
     ["withBudget", (m) => m.withBudget(null as never)],
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 0 })],
+    // A misspelt limit would otherwise leave the default in force (20 turns) or none at all, unsaid.
+    ["withBudget", (m) => m.withBudget({ maxTurn: 5 } as never)],
+    ["withBudget", (m) => m.withBudget({ maxTurns: 5, maxTokenCount: 100 } as never)],
+    ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 2, window: 10 } as never)],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 0, cooldownMs: 1 })],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: -1 })],
     // Values with no string form: naming them must not turn the typed error into a TypeError.

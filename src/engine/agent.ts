@@ -11,6 +11,7 @@ import {
   ToolDefinitionError,
   attachTranscript,
   describeError,
+  knownKeys,
   readingConfig,
 } from "./errors.js";
 import { Gate, agentTool, attemptThrough } from "./gate.js";
@@ -264,6 +265,7 @@ function agentOptions(options: AgentOptions): {
   managers: LoopManagers;
   instructions: string | undefined;
 } {
+  knownKeys("Agent", options, ["model", "tools", "managers", "instructions"], true);
   const { model, tools, managers = new LoopManagers(), instructions } = options;
   if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
     throw new EngineConfigError("Agent", "model must have a generate(request) method");
@@ -300,8 +302,8 @@ function agentOptions(options: AgentOptions): {
  * @throws {ToolDefinitionError} when two tools share a name, or a tool made
  *   by hand is named otherwise than its descriptor (or has no descriptor
  *   with a non-empty name): the message names the tool and both names.
- * @throws {EngineConfigError} on a missing model, tools that are neither an
- *   array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
+ * @throws {EngineConfigError} on a missing model, an option it does not
+ *   have (named, never ignored), tools that are neither an array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
  *   generator that does not return UUIDs, or options that cannot be read (a
  *   getter that throws, a revoked proxy; `cause`: what was thrown).
  *
@@ -351,7 +353,8 @@ export class Agent {
    *   (a call without a result right after its message, a result of no
    *   earlier call, two calls sharing an id: the message names the index and call), or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),
-   *   or `options` cannot be read (a getter that throws; `cause`: what it threw).
+   *   or `options` cannot be read (a getter that throws; `cause`: what it threw)
+   *   or hold a key other than `signal` (named, never ignored).
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
@@ -362,6 +365,7 @@ export class Agent {
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
+    readingConfig("Agent.run", "the options", () => knownKeys("Agent.run", options, ["signal"], true));
     const signal: unknown = readingConfig("Agent.run", "the options", () => options.signal);
     const caller = callerSignal("Agent.run", signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.

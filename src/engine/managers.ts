@@ -7,7 +7,7 @@ import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
 import { systemClock } from "./clock.js";
 import type { Clock, ClockInput } from "./clock.js";
-import { EngineConfigError, readingConfig } from "./errors.js";
+import { EngineConfigError, knownKeys, readingConfig } from "./errors.js";
 import type { Hook } from "./hooks.js";
 import { randomIdGen } from "./ids.js";
 import type { IdGen } from "./ids.js";
@@ -259,6 +259,7 @@ export class LoopManagers {
     return readingConfig("withBudget", "the argument", () => {
       if (typeof budget !== "object" || budget === null)
         throw new EngineConfigError("withBudget", "the budget must be an object");
+      knownKeys("withBudget", budget, ["maxTurns", "maxTokens"], false);
       // Each limit read once: a getter must not give the check one value and the run another (NaN: no cap).
       const { maxTurns, maxTokens } = budget;
       const next: { maxTurns?: number; maxTokens?: number } = {};
@@ -277,6 +278,7 @@ export class LoopManagers {
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     return readingConfig("withLoopDetection", "the argument", () => {
       if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
+      knownKeys("withLoopDetection", options, ["maxRepeats"], false);
       return this.#with({
         loopDetection: Object.freeze({
           maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),
