@@ -114,11 +114,23 @@ describe("ScriptedModel", () => {
   });
 
   it("a scripted turn cannot be changed through a returned response", async () => {
-    const turns = [{ toolCalls: [{ id: "c", name: "t", input: { a: 1 } }] }];
-    const model = new ScriptedModel(turns);
+    const turn = {
+      toolCalls: [{ id: "c", name: "t", input: { a: 1 } }],
+      usage: { inputTokens: 1, outputTokens: 1 },
+      providerData: { items: [{ id: "r1" }] },
+    };
+    // One turn object played twice: what the caller did to the first answer must not reach the second.
+    const model = new ScriptedModel([turn, turn]);
     const response = await model.generate(request("x"));
     (response.toolCalls[0]!.input as { a: number }).a = 2;
-    expect(turns[0]!.toolCalls[0]!.input).toEqual({ a: 1 });
+    (response.usage as { inputTokens: number }).inputTokens = 99;
+    (response.providerData as { items: { id: string }[] }).items[0]!.id = "changed";
+    expect(turn).toEqual({
+      toolCalls: [{ id: "c", name: "t", input: { a: 1 } }],
+      usage: { inputTokens: 1, outputTokens: 1 },
+      providerData: { items: [{ id: "r1" }] },
+    });
+    await expect(model.generate(request("y"))).resolves.toEqual(turn);
   });
 
   it("refuses a turn that is neither an object nor a function, naming it, when made", () => {

@@ -143,8 +143,8 @@ export class ScriptedModel implements Model {
       toolCalls,
     };
     if (turn.text !== undefined) response.text = turn.text;
-    if (turn.usage !== undefined) response.usage = turn.usage;
-    if (turn.providerData !== undefined) response.providerData = turn.providerData;
+    if (turn.usage !== undefined) response.usage = copied(turn.usage) as Usage;
+    if (turn.providerData !== undefined) response.providerData = copied(turn.providerData);
     return response;
   }
 }
