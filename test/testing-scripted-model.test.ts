@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock, ScriptExhaustedError, ScriptedModel } from "../src/testing/index.js";
+import { Agent, ModelError } from "../src/engine/index.js";
 import type { Message, ModelRequest, ToolCall } from "../src/engine/index.js";
 
 const request = (text: string): ModelRequest => ({
@@ -131,6 +132,22 @@ describe("ScriptedModel", () => {
       providerData: { items: [{ id: "r1" }] },
     });
     await expect(model.generate(request("y"))).resolves.toEqual(turn);
+  });
+
+  it("plays a malformed scripted answer as it is, for the engine to refuse as a model answer, never a TypeError of its own", async () => {
+    const model = new ScriptedModel([
+      { toolCalls: { id: "c1", name: "t", input: {} } as never },
+      { toolCalls: [null] as never },
+    ]);
+    await expect(model.generate(request("a"))).resolves.toEqual({ toolCalls: { id: "c1", name: "t", input: {} } });
+    await expect(model.generate(request("b"))).resolves.toEqual({ toolCalls: [null] });
+    const engine = await new Agent({ model: new ScriptedModel([{ toolCalls: [null] as never }]), tools: [] })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect(engine).toBeInstanceOf(ModelError);
+    expect((engine as Error).message).toContain(
+      "the model answered turn 0 with something that is not a model response: toolCalls.0",
+    );
   });
 
   it("refuses a turn that is neither an object nor a function, naming it, when made", () => {

@@ -133,12 +133,18 @@ export class ScriptedModel implements Model {
     this.#next += 1;
     if (typeof turn === "function") return turn(recorded);
     if ("error" in turn) throw turn.error;
-    // A copy, so a caller that changes the response cannot change the script.
-    const toolCalls = (turn.toolCalls ?? []).map((call) => ({
-      id: call.id,
-      name: call.name,
-      input: copied(call.input),
-    }));
+    // A copy, so a caller that changes the response cannot change the script. What is not a list of
+    // calls is played as it is: a malformed answer, scripted for the engine to refuse, is not a crash here.
+    const scripted: unknown = turn.toolCalls ?? [];
+    const toolCalls = (
+      Array.isArray(scripted)
+        ? scripted.map((call: unknown) => {
+            if (typeof call !== "object" || call === null) return call;
+            const { id, name, input } = call as ToolCall;
+            return { id, name, input: copied(input) };
+          })
+        : scripted
+    ) as readonly ToolCall[];
     const response: { text?: string; toolCalls: readonly ToolCall[]; usage?: Usage; providerData?: unknown } = {
       toolCalls,
     };
