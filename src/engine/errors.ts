@@ -42,8 +42,8 @@ export class CancelledError extends RunStoppedError {
  * Pre-detection stopped the run: the same call (tool and `argsSha256`)
  * reached pre-detection more often than `withLoopDetection({ maxRepeats })`
  * allows: on its way to dispatch, or at its refusal as a call to an unknown
- * tool or with arguments that are not JSON values (all such arguments of one
- * tool count as the same call). `code` is `"LOOP_DETECTED"`.
+ * tool, with arguments that fail its schema, or with arguments that are not
+ * JSON values (all such arguments of one tool count as the same call). `code` is `"LOOP_DETECTED"`.
  */
 export class LoopDetectedError extends RunStoppedError {
   /** The repeated tool. */

@@ -272,8 +272,8 @@ export class LoopManagers {
 
   /**
    * Stops a run whose same call (tool and arguments) reaches dispatch more
-   * than `maxRepeats` times; repeated calls to an unknown tool or with
-   * non-JSON arguments count too (see {@link LoopDetectionOptions}).
+   * than `maxRepeats` times; repeated calls to an unknown tool, or with
+   * arguments that fail the schema or are not JSON, count too (see {@link LoopDetectionOptions}).
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     return readingConfig("withLoopDetection", "the argument", () => {
