@@ -14,7 +14,7 @@ import {
   knownKeys,
   readingConfig,
 } from "./errors.js";
-import { Gate, agentTool, attemptThrough } from "./gate.js";
+import { Gate, agentTool, attemptThrough, beginRun } from "./gate.js";
 import type { GateOutcome, GatedTool } from "./gate.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
@@ -403,6 +403,8 @@ export class Agent {
     const callIds = new Set(messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : [])));
     const liveRuns = this.#liveRuns;
     liveRuns.add(runId);
+    // Its loop counts are kept until the run ends, however many other runs of this agent are live meanwhile.
+    beginRun(this.gate, runId);
     try {
       for (;;) {
         if (cancel.aborted) throw cancelledBy(cancel.signal);
