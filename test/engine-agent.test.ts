@@ -334,6 +334,8 @@ describe("the loop around the gate", () => {
       [{ maxTurns: 5 }, `unknown option 'maxTurns' ${capHint}`],
       [{ signals: new AbortController().signal }, "unknown option 'signals' (did you mean signal?)"],
       [{ context: {} }, "unknown option 'context' (the only option is signal)"],
+      // The signal itself, not in its options object: it has no keys of its own, and would cancel nothing.
+      [new AbortController().signal, "options must be { signal? }: pass the signal as { signal }"],
     ] as const) {
       const error = await agent.run("go", options as never).catch((e: unknown) => e);
       expect(error).toEqual(new EngineConfigError("Agent.run", said));

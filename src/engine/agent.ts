@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { isAbortSignal } from "../abort-signal.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { TEXTS } from "./attempt.js";
 import { checkBudget } from "./budget.js";
@@ -365,6 +366,9 @@ export class Agent {
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
+    // The signal handed in place of its options has no keys of its own: it would cancel nothing, unsaid.
+    if (isAbortSignal(options))
+      throw new EngineConfigError("Agent.run", "options must be { signal? }: pass the signal as { signal }");
     readingConfig("Agent.run", "the options", () => knownKeys("Agent.run", options, ["signal"], true));
     const signal: unknown = readingConfig("Agent.run", "the options", () => options.signal);
     const caller = callerSignal("Agent.run", signal);
