@@ -60,6 +60,9 @@ describe("LoopManagers", () => {
     ["withHook", (m) => m.withHook({} as never)],
     ["withMiddleware", (m) => m.withMiddleware("mw" as never)],
     ["withObserver", (m) => m.withObserver(null as never)],
+    // A method that is not one would never be called: every event it was meant for, lost unsaid.
+    ["withObserver", (m) => m.withObserver({ onGate: "log" } as never)],
+    ["withObserver", (m) => m.withObserver({ onToolPost: {} } as never)],
     ["withObserverErrorHandler", (m) => m.withObserverErrorHandler(1 as never)],
     ["withIdGen", (m) => m.withIdGen("id" as never)],
     ["withClock", (m) => m.withClock({} as never)],
@@ -81,6 +84,22 @@ describe("LoopManagers", () => {
     ["withAskTimeout", (m) => m.withAskTimeout(Object.create(null) as never)],
     ["withMaxConcurrency", (m) => m.withMaxConcurrency({ toString: () => ({}) } as never)],
   ];
+  it("withObserver names the event whose handler is not a function", () => {
+    expect(() => new LoopManagers().withObserver({ onGate: "log" } as never)).toThrow(
+      new EngineConfigError("withObserver", 'onGate must be a function, got "log"'),
+    );
+    // Methods of a class, and members that are not events, are taken as they are.
+    class Audit {
+      seen = 0;
+      onGate(): void {
+        this.seen += 1;
+      }
+    }
+    expect(() =>
+      new LoopManagers().withObserver(new Audit()).withObserver({ onGate: undefined } as never),
+    ).not.toThrow();
+  });
+
   it.each(bad)("%s rejects invalid arguments with an EngineConfigError naming it (%#)", (option, apply) => {
     let thrown: unknown;
     try {

@@ -13,6 +13,7 @@ import { randomIdGen } from "./ids.js";
 import type { IdGen } from "./ids.js";
 import type { LoopDetectionOptions } from "./loop-detector.js";
 import type { Middleware } from "./middleware.js";
+import { OBSERVER_EVENTS } from "./observer.js";
 import type { Observer, ObserverErrorHandler } from "./observer.js";
 
 /** Everything a {@link LoopManagers} holds, as the engine reads it (internal). */
@@ -174,10 +175,18 @@ export class LoopManagers {
     return this.#with({ middleware: [...this.#settings.middleware, middleware] });
   }
 
-  /** Adds an observer. */
+  /** Adds an observer; one of its event names holding anything but a function is refused, naming it. */
   withObserver(observer: Observer): LoopManagers {
-    if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
-    return this.#with({ observers: [...this.#settings.observers, observer] });
+    return readingConfig("withObserver", "the argument", () => {
+      if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
+      // A method that is not a function would never be called: every event it was meant for lost, unsaid.
+      for (const event of OBSERVER_EVENTS) {
+        const method: unknown = observer[event];
+        if (method !== undefined && typeof method !== "function")
+          throw new EngineConfigError("withObserver", `${event} must be a function, got ${shownValue(method)}`);
+      }
+      return this.#with({ observers: [...this.#settings.observers, observer] });
+    });
   }
 
   /** Receives errors thrown by observers (they never break a run). */

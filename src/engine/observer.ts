@@ -65,6 +65,16 @@ export interface Observer {
 /** The observer callbacks by name. */
 export type ObserverEventName = keyof Observer;
 
+/** Every {@link ObserverEventName}, for the check of an observer's methods. Internal. */
+export const OBSERVER_EVENTS = [
+  "onModelRequest",
+  "onModelResponse",
+  "onToolPre",
+  "onGate",
+  "onToolPost",
+  "onGrantError",
+] as const satisfies readonly ObserverEventName[];
+
 /** Receives errors thrown by observers. */
 export type ObserverErrorHandler = (error: unknown, event: ObserverEventName) => void;
 
