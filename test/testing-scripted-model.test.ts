@@ -236,4 +236,13 @@ describe("ManualClock", () => {
   it("rejects a negative advance", async () => {
     await expect(new ManualClock().advance(-1)).rejects.toThrow(RangeError);
   });
+
+  it("refuses a start that is not a finite number of epoch ms, as the engine would refuse every now() it gave", () => {
+    for (const start of [Number.NaN, Number.POSITIVE_INFINITY, "0" as never]) {
+      expect(() => new ManualClock(start)).toThrow(
+        new RangeError("ManualClock: startMs must be a finite number of epoch ms"),
+      );
+    }
+    expect(new ManualClock(-5).now()).toBe(-5);
+  });
 });

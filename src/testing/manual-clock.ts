@@ -28,8 +28,14 @@ export class ManualClock implements Clock {
   #seq = 0;
   readonly #timers = new Map<number, { at: number; callback: () => void }>();
 
-  /** @param startMs - the initial epoch milliseconds. @default 0 */
+  /**
+   * @param startMs - the initial epoch milliseconds. @default 0
+   * @throws {RangeError} when it is not a finite number.
+   */
   constructor(startMs = 0) {
+    // The engine reads a now() that is not a finite number as a clock that fails (a record takes the system time).
+    if (typeof startMs !== "number" || !Number.isFinite(startMs))
+      throw new RangeError("ManualClock: startMs must be a finite number of epoch ms");
     this.#now = startMs;
   }
 
