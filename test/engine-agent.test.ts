@@ -312,6 +312,37 @@ describe("the loop around the gate", () => {
     expect(model.requests).toEqual([]);
   });
 
+  it("an option the agent or a run does not have is an EngineConfigError naming it, never silently ignored", async () => {
+    const model = new ScriptedModel([{ text: "never" }]);
+    // The peers take a turn cap here (the OpenAI Agents SDK's run options, the AI SDK's agent); loopctl's is a budget.
+    const capHint = "(a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens }))";
+    for (const [options, said] of [
+      [{ model, tools: [], maxTurns: 5 }, `Agent: unknown option 'maxTurns' ${capHint}`],
+      [
+        { model, tools: [], instruction: "Be brief." },
+        "Agent: unknown option 'instruction' (did you mean instructions?)",
+      ],
+      [
+        { model, tools: [], systemPrompt: "Be brief." },
+        "Agent: unknown option 'systemPrompt' (the options are model, tools, managers and instructions)",
+      ],
+    ] as const) {
+      expect(() => new Agent(options as never)).toThrow(new EngineConfigError("Agent", said.slice("Agent: ".length)));
+    }
+    const agent = new Agent({ model, tools: [] });
+    for (const [options, said] of [
+      [{ maxTurns: 5 }, `unknown option 'maxTurns' ${capHint}`],
+      [{ signals: new AbortController().signal }, "unknown option 'signals' (did you mean signal?)"],
+      [{ context: {} }, "unknown option 'context' (the only option is signal)"],
+      // The signal itself, not in its options object: it has no keys of its own, and would cancel nothing.
+      [new AbortController().signal, "options must be { signal? }: pass the signal as { signal }"],
+    ] as const) {
+      const error = await agent.run("go", options as never).catch((e: unknown) => e);
+      expect(error).toEqual(new EngineConfigError("Agent.run", said));
+    }
+    expect(model.requests).toEqual([]);
+  });
+
   it("a signal that only inherits from AbortSignal, one that cannot be listened to, or options that cannot be read are an EngineConfigError naming Agent.run, as Gate.call gives, before the model is asked", async () => {
     const model = new ScriptedModel([{ text: "done" }]);
     const agent = new Agent({ model, tools: [] });
@@ -726,6 +757,20 @@ describe("the loop around the gate", () => {
       expect(error).toBeInstanceOf(EngineConfigError);
       expect(error).toMatchObject({ option: "Agent.run" });
       expect((error as Error).message).toContain(said);
+    }
+    expect(model.requests).toEqual([]);
+    // A result whose isError contradicts its status says two things; a model adapter may read either.
+    for (const [status, isError] of [
+      ["ran", true],
+      ["failed", false],
+      ["refused", false],
+    ] as const) {
+      const contradicting: Message = { type: "tool_result", callId: "c1", tool: "read", content: "a", status, isError };
+      const error = await agent.run([user, asked("c1"), contradicting]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect((error as Error).message).toContain(
+        `messages[2] has status '${status}' but isError ${isError} (isError must be status !== "ran")`,
+      );
     }
     expect(model.requests).toEqual([]);
     // Every call answered right after its message, in any order, goes on.

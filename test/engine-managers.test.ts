@@ -60,6 +60,9 @@ describe("LoopManagers", () => {
     ["withHook", (m) => m.withHook({} as never)],
     ["withMiddleware", (m) => m.withMiddleware("mw" as never)],
     ["withObserver", (m) => m.withObserver(null as never)],
+    // A method that is not one would never be called: every event it was meant for, lost unsaid.
+    ["withObserver", (m) => m.withObserver({ onGate: "log" } as never)],
+    ["withObserver", (m) => m.withObserver({ onToolPost: {} } as never)],
     ["withObserverErrorHandler", (m) => m.withObserverErrorHandler(1 as never)],
     ["withIdGen", (m) => m.withIdGen("id" as never)],
     ["withClock", (m) => m.withClock({} as never)],
@@ -71,12 +74,32 @@ describe("LoopManagers", () => {
     ["withBudget", (m) => m.withBudget({ maxTokens: 0.5 })],
     ["withBudget", (m) => m.withBudget(null as never)],
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 0 })],
+    // A misspelt limit would otherwise leave the default in force (20 turns) or none at all, unsaid.
+    ["withBudget", (m) => m.withBudget({ maxTurn: 5 } as never)],
+    ["withBudget", (m) => m.withBudget({ maxTurns: 5, maxTokenCount: 100 } as never)],
+    ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 2, window: 10 } as never)],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 0, cooldownMs: 1 })],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: -1 })],
     // Values with no string form: naming them must not turn the typed error into a TypeError.
     ["withAskTimeout", (m) => m.withAskTimeout(Object.create(null) as never)],
     ["withMaxConcurrency", (m) => m.withMaxConcurrency({ toString: () => ({}) } as never)],
   ];
+  it("withObserver names the event whose handler is not a function", () => {
+    expect(() => new LoopManagers().withObserver({ onGate: "log" } as never)).toThrow(
+      new EngineConfigError("withObserver", 'onGate must be a function, got "log"'),
+    );
+    // Methods of a class, and members that are not events, are taken as they are.
+    class Audit {
+      seen = 0;
+      onGate(): void {
+        this.seen += 1;
+      }
+    }
+    expect(() =>
+      new LoopManagers().withObserver(new Audit()).withObserver({ onGate: undefined } as never),
+    ).not.toThrow();
+  });
+
   it.each(bad)("%s rejects invalid arguments with an EngineConfigError naming it (%#)", (option, apply) => {
     let thrown: unknown;
     try {
@@ -192,6 +215,61 @@ describe("LoopManagers arguments whose reads throw", () => {
     ],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker(revoked())],
   ];
+  it("withBudget reads each limit once: the run is capped by the value it checked, never by a later read", async () => {
+    // A getter that gives a valid limit once, then NaN (`turns >= NaN` never holds: no cap at all).
+    const shifting = (first: number): { reads: number; get: () => number } => {
+      const state = {
+        reads: 0,
+        get: (): number => {
+          state.reads += 1;
+          return state.reads === 1 ? first : Number.NaN;
+        },
+      };
+      return state;
+    };
+    const turns = shifting(2);
+    const capped = new LoopManagers().withBudget({
+      get maxTurns() {
+        return turns.get();
+      },
+    });
+    expect(turns.reads).toBe(1);
+    let requests = 0;
+    const model = {
+      generate: async () => {
+        requests += 1;
+        // Bounded, so a cap that does not hold fails the test instead of running on.
+        if (requests > 10) throw new Error("the turn cap did not hold");
+        return { toolCalls: [{ id: "", name: "read", input: {} }], usage: { inputTokens: 5, outputTokens: 5 } };
+      },
+    };
+    await expect(new Agent({ model, tools: [], managers: capped }).run("go")).rejects.toMatchObject({
+      code: "BUDGET_EXCEEDED",
+      limit: 2,
+    });
+    expect(requests).toBe(2);
+    const unbounded = shifting(Number.POSITIVE_INFINITY);
+    new LoopManagers().withBudget({
+      get maxTurns() {
+        return unbounded.get();
+      },
+    });
+    expect(unbounded.reads).toBe(1);
+    const tokens = shifting(15);
+    const byTokens = new LoopManagers().withBudget({
+      get maxTokens() {
+        return tokens.get();
+      },
+    });
+    expect(tokens.reads).toBe(1);
+    requests = 0;
+    await expect(new Agent({ model, tools: [], managers: byTokens }).run("go")).rejects.toMatchObject({
+      code: "BUDGET_EXCEEDED",
+      limit: 15,
+    });
+    expect(requests).toBe(2);
+  });
+
   it.each(unreadable)("%s names itself, with what was thrown as cause (%#)", (option, apply) => {
     let thrown: unknown;
     try {

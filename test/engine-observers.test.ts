@@ -1,3 +1,4 @@
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { SyncAskResolver } from "../src/ask/index.js";
 import { LoopDetectedError, LoopManagers } from "../src/engine/index.js";
@@ -105,6 +106,37 @@ describe("observers", () => {
     expect(executed).toEqual([A]);
     expect(log).toHaveLength(7);
     expect(reported).toEqual(expect.arrayContaining([...names.map((n) => `${n}:${n}`), "onGate:async onGate"]));
+  });
+
+  it("a rejection an observer returns from another realm, or as a bare thenable, reaches the handler, never unhandled", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      // A promise of another realm (a vm context, an iframe) is not an instance of this one's Promise.
+      const foreign = (): unknown => runInNewContext("Promise.reject(new Error('foreign onGate'))");
+      const thenable = (): unknown => ({
+        then: (_: unknown, reject: (error: Error) => void) => reject(new Error("thenable onToolPost")),
+      });
+      const reported: string[] = [];
+      const { agent } = build({
+        turns: script(call("c1", "read", A)),
+        tools: [readTool()],
+        managers: new LoopManagers()
+          .withObserver({ onGate: foreign, onToolPost: thenable })
+          .withObserverErrorHandler((error, event) => {
+            reported.push(`${event}:${(error as Error).message}`);
+          }),
+      });
+      expect((await agent.run("go")).text).toBe("done");
+      for (let i = 0; i < 3; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+      expect(reported.sort()).toEqual(["onGate:foreign onGate", "onToolPost:thenable onToolPost"]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
   });
 
   it("onModelResponse cannot change the answer the run acts on: no call the model did not make runs", async () => {

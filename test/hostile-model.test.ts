@@ -5,6 +5,7 @@ import { SyncAskResolver } from "../src/ask/index.js";
 import {
   Agent,
   EngineConfigError,
+  defineTool,
   LoopDetectedError,
   LoopManagers,
   ModelError,
@@ -14,7 +15,7 @@ import type { Model, ModelResponse, RunResult, ToolCall } from "../src/engine/in
 import { LoopctlError } from "../src/errors.js";
 import { argsDigest } from "../src/grant/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
-import { readTool, writeTool } from "./support/engine-fixtures.js";
+import { readTool, until, writeTool } from "./support/engine-fixtures.js";
 import { referenceDigest16 } from "./support/fnv-reference.js";
 
 /** Generated model turns per property; raise with LOOPCTL_FUZZ_RUNS. */
@@ -376,6 +377,51 @@ describe("a model that repeats a call forever is stopped by the loop detector", 
     expect(records).toHaveLength(model.turns);
     expect(records.at(-1)?.ruleId).toBe("loop_detector");
   });
+
+  it("a run's counts outlast however many other runs of its agent are live: a call repeated after a long wait is still stopped", async () => {
+    // More runs live at once than the gate keeps counts for (1024), each waiting on its tool.
+    const others = 1100;
+    const waits: (() => void)[] = [];
+    let executed = 0;
+    const slow = defineTool({
+      name: "slow",
+      description: "waits to be let go",
+      input: z.object({ n: z.number() }),
+      execute: () =>
+        new Promise<string>((resolve) => {
+          executed += 1;
+          waits.push(() => resolve("done"));
+        }),
+    });
+    // Each run calls `slow` with its own number twice, then ends.
+    const model: Model = {
+      generate: async ({ messages }) => {
+        const n = Number((messages[0] as { text: string }).text);
+        const turns = messages.filter((m) => m.type === "assistant").length;
+        return turns < 2 ? { toolCalls: [{ id: "", name: "slow", input: { n } }] } : { text: "done", toolCalls: [] };
+      },
+    };
+    const agent = new Agent({
+      model,
+      tools: [slow],
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 1 }),
+    });
+    const first = agent.run("0").catch((e: unknown) => e);
+    await until(() => executed === 1);
+    const letFirstGo = waits.shift()!;
+    const rest = Array.from({ length: others }, (_, i) => agent.run(String(i + 1)).catch((e: unknown) => e));
+    await until(() => executed === 1 + others, 10_000);
+    letFirstGo();
+    // Stopped before it runs; with its counts lost, the repeat would run and wait like the others.
+    let settled = false;
+    void first.then(() => (settled = true));
+    await until(() => settled || executed > 1 + others, 10_000);
+    expect(executed).toBe(1 + others);
+    expect(await first).toBeInstanceOf(LoopDetectedError);
+    // The others' repeats are stopped the same way once their tools return.
+    for (const release of waits.splice(0)) release();
+    expect((await Promise.all(rest)).every((e) => e instanceof LoopDetectedError)).toBe(true);
+  }, 60_000);
 
   it("an approved call repeated forever: each one parks, and the detector still stops the run", async () => {
     const executed: unknown[] = [];

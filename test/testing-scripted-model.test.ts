@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock, ScriptExhaustedError, ScriptedModel } from "../src/testing/index.js";
+import { Agent, ModelError } from "../src/engine/index.js";
 import type { Message, ModelRequest, ToolCall } from "../src/engine/index.js";
 
 const request = (text: string): ModelRequest => ({
@@ -64,6 +65,35 @@ describe("ScriptedModel", () => {
     expect(recorded.toolCalls[2]!.input).toEqual({ a: [1] });
   });
 
+  it("records what the model was shown even when the loop changes its messages and tools afterwards", async () => {
+    // A loop that reuses its objects (a bug the test should catch): what it sent must stay as it was sent.
+    const model = new ScriptedModel([{ text: "one" }, { text: "two" }]);
+    const asked = { type: "user", text: "read a" };
+    const call = { id: "c1", name: "t", input: { path: "a" } };
+    const providerData = { id: "resp_1" };
+    const messages = [asked, { type: "assistant", toolCalls: [call], providerData }] as Message[];
+    const tool = { name: "t", description: "reads", inputSchema: { type: "object" } };
+    await model.generate({ messages, tools: [tool], signal: new AbortController().signal });
+    asked.text = "delete everything";
+    call.input.path = "/";
+    providerData.id = "resp_2";
+    tool.description = "deletes";
+    await model.generate({ messages, tools: [tool], signal: new AbortController().signal });
+    const [first, second] = model.requests;
+    expect(first!.messages).toEqual([
+      { type: "user", text: "read a" },
+      { type: "assistant", toolCalls: [{ id: "c1", name: "t", input: { path: "a" } }], providerData: { id: "resp_1" } },
+    ]);
+    expect(first!.tools).toEqual([{ name: "t", description: "reads", inputSchema: { type: "object" } }]);
+    expect((second!.messages[0] as { text: string }).text).toBe("delete everything");
+    expect(second!.tools[0]!.description).toBe("deletes");
+    // What the engine hands over is deeply frozen and cannot change: it is kept as it is, not copied.
+    const frozen = Object.freeze({ type: "user", text: "kept" } as const);
+    const keeping = new ScriptedModel([{ text: "x" }]);
+    await keeping.generate({ messages: [frozen], tools: [], signal: new AbortController().signal });
+    expect(keeping.requests[0]!.messages[0]).toBe(frozen);
+  });
+
   it("throws ScriptExhaustedError when the script runs out, and still records the request", async () => {
     const model = new ScriptedModel([{ text: "only" }]);
     await model.generate(request("a"));
@@ -85,11 +115,39 @@ describe("ScriptedModel", () => {
   });
 
   it("a scripted turn cannot be changed through a returned response", async () => {
-    const turns = [{ toolCalls: [{ id: "c", name: "t", input: { a: 1 } }] }];
-    const model = new ScriptedModel(turns);
+    const turn = {
+      toolCalls: [{ id: "c", name: "t", input: { a: 1 } }],
+      usage: { inputTokens: 1, outputTokens: 1 },
+      providerData: { items: [{ id: "r1" }] },
+    };
+    // One turn object played twice: what the caller did to the first answer must not reach the second.
+    const model = new ScriptedModel([turn, turn]);
     const response = await model.generate(request("x"));
     (response.toolCalls[0]!.input as { a: number }).a = 2;
-    expect(turns[0]!.toolCalls[0]!.input).toEqual({ a: 1 });
+    (response.usage as { inputTokens: number }).inputTokens = 99;
+    (response.providerData as { items: { id: string }[] }).items[0]!.id = "changed";
+    expect(turn).toEqual({
+      toolCalls: [{ id: "c", name: "t", input: { a: 1 } }],
+      usage: { inputTokens: 1, outputTokens: 1 },
+      providerData: { items: [{ id: "r1" }] },
+    });
+    await expect(model.generate(request("y"))).resolves.toEqual(turn);
+  });
+
+  it("plays a malformed scripted answer as it is, for the engine to refuse as a model answer, never a TypeError of its own", async () => {
+    const model = new ScriptedModel([
+      { toolCalls: { id: "c1", name: "t", input: {} } as never },
+      { toolCalls: [null] as never },
+    ]);
+    await expect(model.generate(request("a"))).resolves.toEqual({ toolCalls: { id: "c1", name: "t", input: {} } });
+    await expect(model.generate(request("b"))).resolves.toEqual({ toolCalls: [null] });
+    const engine = await new Agent({ model: new ScriptedModel([{ toolCalls: [null] as never }]), tools: [] })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect(engine).toBeInstanceOf(ModelError);
+    expect((engine as Error).message).toContain(
+      "the model answered turn 0 with something that is not a model response: toolCalls.0",
+    );
   });
 
   it("refuses a turn that is neither an object nor a function, naming it, when made", () => {
@@ -161,7 +219,30 @@ describe("ManualClock", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
+  it("fires a timer whose delay the global timers cannot keep (none given, past 2^31 - 1 ms) at the next advance, as they do", async () => {
+    // Node fires these after 1 ms: a fake that waited out 2^31 ms would pass a test of a deadline that expires at once.
+    const clock = new ManualClock(5);
+    const fired: string[] = [];
+    clock.setTimeout(() => fired.push("none"), undefined as never);
+    clock.setTimeout(() => fired.push("text"), "soon" as never);
+    clock.setTimeout(() => fired.push("past the maximum"), 2 ** 31);
+    clock.setTimeout(() => fired.push("Infinity"), Number.POSITIVE_INFINITY);
+    clock.setTimeout(() => fired.push("at the maximum"), 2 ** 31 - 1);
+    await clock.advance(0);
+    expect(fired).toEqual(["none", "text", "past the maximum", "Infinity"]);
+    expect(clock.pendingTimers).toBe(1);
+  });
+
   it("rejects a negative advance", async () => {
     await expect(new ManualClock().advance(-1)).rejects.toThrow(RangeError);
+  });
+
+  it("refuses a start that is not a finite number of epoch ms, as the engine would refuse every now() it gave", () => {
+    for (const start of [Number.NaN, Number.POSITIVE_INFINITY, "0" as never]) {
+      expect(() => new ManualClock(start)).toThrow(
+        new RangeError("ManualClock: startMs must be a finite number of epoch ms"),
+      );
+    }
+    expect(new ManualClock(-5).now()).toBe(-5);
   });
 });

@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { isAbortSignal } from "../abort-signal.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { TEXTS } from "./attempt.js";
 import { checkBudget } from "./budget.js";
@@ -11,9 +12,10 @@ import {
   ToolDefinitionError,
   attachTranscript,
   describeError,
+  knownKeys,
   readingConfig,
 } from "./errors.js";
-import { Gate, agentTool, attemptThrough } from "./gate.js";
+import { Gate, agentTool, attemptThrough, beginRun } from "./gate.js";
 import type { GateOutcome, GatedTool } from "./gate.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
@@ -232,6 +234,12 @@ function startingMessages(input: readonly Message[]): Message[] {
         `messages[${index}] is not a message: ${parsed.error.issues[0]?.message ?? "invalid"}`,
       );
     const message = parsed.data;
+    // A result that says two things: a model adapter may read either, and the model be told the other.
+    if (message.type === "tool_result" && message.isError !== (message.status !== "ran"))
+      throw new EngineConfigError(
+        "Agent.run",
+        `messages[${index}] has status '${message.status}' but isError ${message.isError} (isError must be status !== "ran")`,
+      );
     if (message.type !== "assistant") return message;
     // The caller's own object stays the caller's: the run keeps a frozen copy, taken once.
     let providerData: unknown;
@@ -258,6 +266,7 @@ function agentOptions(options: AgentOptions): {
   managers: LoopManagers;
   instructions: string | undefined;
 } {
+  knownKeys("Agent", options, ["model", "tools", "managers", "instructions"], true);
   const { model, tools, managers = new LoopManagers(), instructions } = options;
   if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
     throw new EngineConfigError("Agent", "model must have a generate(request) method");
@@ -294,8 +303,8 @@ function agentOptions(options: AgentOptions): {
  * @throws {ToolDefinitionError} when two tools share a name, or a tool made
  *   by hand is named otherwise than its descriptor (or has no descriptor
  *   with a non-empty name): the message names the tool and both names.
- * @throws {EngineConfigError} on a missing model, tools that are neither an
- *   array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
+ * @throws {EngineConfigError} on a missing model, an option it does not
+ *   have (named, never ignored), tools that are neither an array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
  *   generator that does not return UUIDs, or options that cannot be read (a
  *   getter that throws, a revoked proxy; `cause`: what was thrown).
  *
@@ -345,7 +354,8 @@ export class Agent {
    *   (a call without a result right after its message, a result of no
    *   earlier call, two calls sharing an id: the message names the index and call), or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),
-   *   or `options` cannot be read (a getter that throws; `cause`: what it threw).
+   *   or `options` cannot be read (a getter that throws; `cause`: what it threw)
+   *   or hold a key other than `signal` (named, never ignored).
    */
   async run(input: string | readonly Message[], options: RunOptions = {}): Promise<RunResult> {
     let messages: Message[];
@@ -356,6 +366,10 @@ export class Agent {
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");
+    // The signal handed in place of its options has no keys of its own: it would cancel nothing, unsaid.
+    if (isAbortSignal(options))
+      throw new EngineConfigError("Agent.run", "options must be { signal? }: pass the signal as { signal }");
+    readingConfig("Agent.run", "the options", () => knownKeys("Agent.run", options, ["signal"], true));
     const signal: unknown = readingConfig("Agent.run", "the options", () => options.signal);
     const caller = callerSignal("Agent.run", signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.
@@ -393,6 +407,8 @@ export class Agent {
     const callIds = new Set(messages.flatMap((m) => (m.type === "assistant" ? m.toolCalls.map((c) => c.id) : [])));
     const liveRuns = this.#liveRuns;
     liveRuns.add(runId);
+    // Its loop counts are kept until the run ends, however many other runs of this agent are live meanwhile.
+    beginRun(this.gate, runId);
     try {
       for (;;) {
         if (cancel.aborted) throw cancelledBy(cancel.signal);

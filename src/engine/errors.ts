@@ -42,8 +42,8 @@ export class CancelledError extends RunStoppedError {
  * Pre-detection stopped the run: the same call (tool and `argsSha256`)
  * reached pre-detection more often than `withLoopDetection({ maxRepeats })`
  * allows: on its way to dispatch, or at its refusal as a call to an unknown
- * tool or with arguments that are not JSON values (all such arguments of one
- * tool count as the same call). `code` is `"LOOP_DETECTED"`.
+ * tool, with arguments that fail its schema, or with arguments that are not
+ * JSON values (all such arguments of one tool count as the same call). `code` is `"LOOP_DETECTED"`.
  */
 export class LoopDetectedError extends RunStoppedError {
   /** The repeated tool. */
@@ -162,5 +162,34 @@ export function readingConfig<T>(option: string, what: string, read: () => T): T
   } catch (error) {
     if (error instanceof LoopctlError) throw error;
     throw new EngineConfigError(option, `${what} cannot be read: ${describeError(error)}`, { cause: error });
+  }
+}
+
+/** The turn and token caps: options the peers take on their agent or run, loopctl's in a budget. */
+const CAP_OPTIONS = new Set(["maxTurns", "maxTokens", "maxSteps"]);
+
+/**
+ * Refuses a key of `given` that is not one of `known`: an option that is
+ * never read would be silently ignored. The message names the key and the
+ * option it was likely meant to be (another case, a plural), or the list.
+ * Internal to the engine.
+ * @throws {EngineConfigError} naming `option`.
+ */
+export function knownKeys(option: string, given: object, known: readonly string[], caps: boolean): void {
+  for (const key of Object.keys(given)) {
+    if (known.includes(key)) continue;
+    const plain = (name: string): string => name.toLowerCase().replace(/s$/, "");
+    const meant = known.find((name) => plain(name) === plain(key));
+    const listed =
+      known.length === 1
+        ? `the only option is ${known[0]!}`
+        : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1)!}`;
+    const hint =
+      meant !== undefined
+        ? `did you mean ${meant}?`
+        : caps && CAP_OPTIONS.has(key)
+          ? "a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens })"
+          : listed;
+    throw new EngineConfigError(option, `unknown option '${key}' (${hint})`);
   }
 }

@@ -329,6 +329,13 @@ export interface AdapterCall {
   readonly checked?: ArgumentCheck | undefined;
 }
 
+/**
+ * Keeps `runId`'s loop-detection counts until {@link Gate.endRun}, however
+ * many other runs come and go meanwhile: for `Agent`, which knows when each
+ * of its runs ends. Internal.
+ */
+export let beginRun!: (gate: Gate, runId: string) => void;
+
 /** {@link Gate.call} with what an adapter adds ({@link AdapterCall}); internal. */
 export let callFor!: (
   gate: Gate,
@@ -343,8 +350,9 @@ export let callFor!: (
  * runs at once. It holds what outlives a call: the circuit breaker's tool
  * health, the grant policy, and loop-detection counts per `runId` (the
  * 1024 most recent runs, each with its 1024 most recently seen calls;
- * `endRun` forgets one; calls without a `runId` count under the nil run, for
- * the gate's lifetime).
+ * `endRun` forgets one; an `Agent`'s runs are kept until they end, outside
+ * those 1024; calls without a `runId` count under the nil run, for the
+ * gate's lifetime).
  *
  * `call` runs the steps of one attempt in order: snapshot of the arguments →
  * validation → hooks → grants and the park → pre-detection → circuit breaker
@@ -361,9 +369,18 @@ export let callFor!: (
 export class Gate {
   readonly #state: GateState;
   readonly #runs = new Map<string, LoopDetector>();
+  /** The runs begun with {@link beginRun} and not ended: never forgotten to make room. */
+  readonly #begun = new Map<string, LoopDetector>();
 
   static {
     attemptThrough = (gate, request) => new Attempt(gate.#state, request).run();
+    beginRun = (gate, runId) => {
+      const settings = gate.#state.settings;
+      if (settings.loopDetection === undefined || gate.#begun.has(runId)) return;
+      const counted = gate.#runs.get(runId);
+      gate.#runs.delete(runId);
+      gate.#begun.set(runId, counted ?? new LoopDetector(settings.loopDetection));
+    };
     hasMiddleware = (gate) => gate.#state.settings.middleware.length > 0;
     callFor = (gate, request, execute, extra) => gate.#call(request, execute, extra);
   }
@@ -373,12 +390,15 @@ export class Gate {
     if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Gate", "managers must be a LoopManagers");
     const settings = settingsOf(managers);
     const runs = this.#runs;
+    const begun = this.#begun;
     this.#state = {
       settings,
       breaker: settings.circuitBreaker === undefined ? undefined : new CircuitBreaker(settings.circuitBreaker),
       grantPolicy: settings.grantStore === undefined ? undefined : new GrantPolicy(settings.grantStore),
       loopDetector(runId) {
         if (settings.loopDetection === undefined) return undefined;
+        const kept = begun.get(runId);
+        if (kept !== undefined) return kept;
         let detector = runs.get(runId);
         if (detector !== undefined) runs.delete(runId);
         else detector = new LoopDetector(settings.loopDetection);
@@ -452,5 +472,6 @@ export class Gate {
   /** Forgets `runId`'s loop-detection counts (an `Agent` does this when a run ends). */
   endRun(runId: string): void {
     this.#runs.delete(runId);
+    this.#begun.delete(runId);
   }
 }

@@ -5,8 +5,9 @@ export interface LoopDetectionOptions {
    * within one run; the next one stops the run with `LoopDetectedError`. A
    * run keeps the counts of its 1024 most recently seen distinct calls.
    * Calls refused before the hooks count too, at their refusal: a call to an
-   * unknown tool, and a call whose arguments are not JSON values (those of
-   * one tool all count as the same call, having no digest). Calls a hook or
+   * unknown tool, one whose arguments fail the tool's schema, and one whose
+   * arguments are not JSON values (those of one tool all count as the same
+   * call, having no digest). Calls a hook or
    * an approver refuses end before pre-detection (the gate's order, docs/gate.md) and do not count.
    */
   readonly maxRepeats: number;

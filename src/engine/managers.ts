@@ -7,12 +7,13 @@ import type { BudgetOptions } from "./budget.js";
 import type { CircuitBreakerOptions } from "./breaker.js";
 import { systemClock } from "./clock.js";
 import type { Clock, ClockInput } from "./clock.js";
-import { EngineConfigError, readingConfig } from "./errors.js";
+import { EngineConfigError, knownKeys, readingConfig } from "./errors.js";
 import type { Hook } from "./hooks.js";
 import { randomIdGen } from "./ids.js";
 import type { IdGen } from "./ids.js";
 import type { LoopDetectionOptions } from "./loop-detector.js";
 import type { Middleware } from "./middleware.js";
+import { OBSERVER_EVENTS } from "./observer.js";
 import type { Observer, ObserverErrorHandler } from "./observer.js";
 
 /** Everything a {@link LoopManagers} holds, as the engine reads it (internal). */
@@ -174,10 +175,18 @@ export class LoopManagers {
     return this.#with({ middleware: [...this.#settings.middleware, middleware] });
   }
 
-  /** Adds an observer. */
+  /** Adds an observer; one of its event names holding anything but a function is refused, naming it. */
   withObserver(observer: Observer): LoopManagers {
-    if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
-    return this.#with({ observers: [...this.#settings.observers, observer] });
+    return readingConfig("withObserver", "the argument", () => {
+      if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
+      // A method that is not a function would never be called: every event it was meant for lost, unsaid.
+      for (const event of OBSERVER_EVENTS) {
+        const method: unknown = observer[event];
+        if (method !== undefined && typeof method !== "function")
+          throw new EngineConfigError("withObserver", `${event} must be a function, got ${shownValue(method)}`);
+      }
+      return this.#with({ observers: [...this.#settings.observers, observer] });
+    });
   }
 
   /** Receives errors thrown by observers (they never break a run). */
@@ -259,24 +268,26 @@ export class LoopManagers {
     return readingConfig("withBudget", "the argument", () => {
       if (typeof budget !== "object" || budget === null)
         throw new EngineConfigError("withBudget", "the budget must be an object");
+      knownKeys("withBudget", budget, ["maxTurns", "maxTokens"], false);
+      // Each limit read once: a getter must not give the check one value and the run another (NaN: no cap).
+      const { maxTurns, maxTokens } = budget;
       const next: { maxTurns?: number; maxTokens?: number } = {};
-      if (budget.maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = budget.maxTurns;
-      else if (budget.maxTurns !== undefined)
-        next.maxTurns = nonNegative("withBudget", "maxTurns", budget.maxTurns, true);
-      if (budget.maxTokens !== undefined)
-        next.maxTokens = nonNegative("withBudget", "maxTokens", budget.maxTokens, true);
+      if (maxTurns === Number.POSITIVE_INFINITY) next.maxTurns = maxTurns;
+      else if (maxTurns !== undefined) next.maxTurns = nonNegative("withBudget", "maxTurns", maxTurns, true);
+      if (maxTokens !== undefined) next.maxTokens = nonNegative("withBudget", "maxTokens", maxTokens, true);
       return this.#with({ budget: Object.freeze(next) });
     });
   }
 
   /**
    * Stops a run whose same call (tool and arguments) reaches dispatch more
-   * than `maxRepeats` times; repeated calls to an unknown tool or with
-   * non-JSON arguments count too (see {@link LoopDetectionOptions}).
+   * than `maxRepeats` times; repeated calls to an unknown tool, or with
+   * arguments that fail the schema or are not JSON, count too (see {@link LoopDetectionOptions}).
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     return readingConfig("withLoopDetection", "the argument", () => {
       if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
+      knownKeys("withLoopDetection", options, ["maxRepeats"], false);
       return this.#with({
         loopDetection: Object.freeze({
           maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),

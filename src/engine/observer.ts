@@ -45,7 +45,7 @@ export interface GrantErrorEvent {
 
 /**
  * Watches a run. Every method is optional and synchronous; a returned
- * promise is not awaited. An observer that throws never breaks a run: the
+ * promise (or other thenable) is not awaited, and its rejection is reported. An observer that throws never breaks a run: the
  * error is swallowed and passed to `withObserverErrorHandler`'s handler.
  *
  * Order within one tool-call attempt: `onToolPre` → (validation, hooks,
@@ -65,8 +65,27 @@ export interface Observer {
 /** The observer callbacks by name. */
 export type ObserverEventName = keyof Observer;
 
+/** Every {@link ObserverEventName}, for the check of an observer's methods. Internal. */
+export const OBSERVER_EVENTS = [
+  "onModelRequest",
+  "onModelResponse",
+  "onToolPre",
+  "onGate",
+  "onToolPost",
+  "onGrantError",
+] as const satisfies readonly ObserverEventName[];
+
 /** Receives errors thrown by observers. */
 export type ObserverErrorHandler = (error: unknown, event: ObserverEventName) => void;
+
+/** Whether `value` has a `then` method (reading it may throw: the caller catches). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
+}
 
 /**
  * Calls `event` on every observer, isolating each one's failures. They share
@@ -92,7 +111,8 @@ export function notify<K extends ObserverEventName>(
     try {
       const method = observer[event] as ((arg: typeof payload) => unknown) | undefined;
       const returned: unknown = method?.call(observer, payload);
-      if (returned instanceof Promise) returned.catch(report);
+      // Any thenable, not only this realm's Promise: a rejection left unheard would be an unhandled one.
+      if (isThenable(returned)) Promise.resolve(returned).catch(report);
     } catch (error) {
       report(error);
     }

@@ -1,5 +1,8 @@
 import type { Clock, TimerHandle } from "../engine/index.js";
 
+/** The longest delay the global timers keep; a longer one fires at once. */
+const MAX_DELAY_MS = 2_147_483_647;
+
 const macrotask = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /**
@@ -7,7 +10,9 @@ const macrotask = (): Promise<void> => new Promise((resolve) => setImmediate(res
  * the time and fires every timer that comes due, in due order. Like the
  * global timers (and as the `Clock` contract asks), each fires
  * asynchronously, on a macrotask of its own: never inside `setTimeout`, and
- * after the microtasks already queued have run. For deterministic deadline
+ * after the microtasks already queued have run; and, as with them, a delay
+ * that is not a number of ms from 0 to 2^31 - 1 (none, a text, past the
+ * maximum) is no delay. For deterministic deadline
  * and cool-down tests without wall-clock sleeps.
  *
  * @example
@@ -23,8 +28,14 @@ export class ManualClock implements Clock {
   #seq = 0;
   readonly #timers = new Map<number, { at: number; callback: () => void }>();
 
-  /** @param startMs - the initial epoch milliseconds. @default 0 */
+  /**
+   * @param startMs - the initial epoch milliseconds. @default 0
+   * @throws {RangeError} when it is not a finite number.
+   */
   constructor(startMs = 0) {
+    // The engine reads a now() that is not a finite number as a clock that fails (a record takes the system time).
+    if (typeof startMs !== "number" || !Number.isFinite(startMs))
+      throw new RangeError("ManualClock: startMs must be a finite number of epoch ms");
     this.#now = startMs;
   }
 
@@ -34,8 +45,10 @@ export class ManualClock implements Clock {
 
   setTimeout(callback: () => void, ms: number): TimerHandle {
     this.#seq += 1;
-    // As the global timers do, a delay that is not a number (NaN) is no delay.
-    this.#timers.set(this.#seq, { at: this.#now + (Number.isNaN(ms) ? 0 : Math.max(0, ms)), callback });
+    // As the global timers do, a delay that is not a number of ms from 0 to 2^31 - 1 (none, NaN, a text,
+    // Infinity) is no delay: Node fires it at once, so a deadline set past the maximum must not wait here.
+    const delay = Number(ms);
+    this.#timers.set(this.#seq, { at: this.#now + (delay >= 0 && delay <= MAX_DELAY_MS ? delay : 0), callback });
     return this.#seq;
   }
 

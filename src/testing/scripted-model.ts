@@ -26,6 +26,37 @@ function copied(value: unknown): unknown {
   }
 }
 
+/** Objects found deeply frozen: they can never change again, so none is looked through twice. */
+const settled = new WeakSet<object>();
+
+/**
+ * Whether `value` can never change: a primitive, or a frozen object whose
+ * own properties are all data holding such values (the engine's messages and
+ * descriptors are). Walked without recursion: nesting may be deep.
+ */
+function unchangeable(value: unknown): boolean {
+  const seen: object[] = [];
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if ((typeof item !== "object" && typeof item !== "function") || item === null || settled.has(item)) continue;
+    if (!Object.isFrozen(item)) return false;
+    for (const key of Reflect.ownKeys(item)) {
+      const property = Object.getOwnPropertyDescriptor(item, key);
+      if (property === undefined || !("value" in property)) return false;
+      stack.push(property.value);
+    }
+    seen.push(item);
+  }
+  for (const item of seen) settled.add(item);
+  return true;
+}
+
+/** `value` as it is now: itself when it can never change, else a copy (itself when it cannot be copied). */
+function asItIs<T>(value: T): T {
+  return unchangeable(value) ? value : (copied(value) as T);
+}
+
 /**
  * One scripted assistant turn: text and/or tool calls (and optional usage
  * and provider data), `{ error }` to make `generate` throw, or a function of
@@ -42,9 +73,10 @@ export type ScriptedTurn =
   | ((request: RecordedRequest) => ModelResponse | Promise<ModelResponse>);
 
 /**
- * A request as the scripted model received it, without the signal. The
- * engine's messages are frozen and never change, so `messages` is this
- * turn's list of them (a copy of the array, not of the messages).
+ * A request as the scripted model received it, without the signal: the
+ * messages and tool descriptors as they were that turn. Those that can never
+ * change (the engine's, deeply frozen) are kept as they are; any other is
+ * copied, so a loop that changes them afterwards cannot change the record.
  */
 export interface RecordedRequest {
   readonly instructions?: string;
@@ -89,29 +121,36 @@ export class ScriptedModel implements Model {
   }
 
   async generate(request: ModelRequest): Promise<ModelResponse> {
-    const messages = Object.freeze([...request.messages]);
+    const messages = Object.freeze(Array.from(request.messages, asItIs));
+    const tools = Object.freeze(Array.from(request.tools, asItIs));
     const recorded: RecordedRequest =
       request.instructions === undefined
-        ? { messages, tools: request.tools }
-        : { instructions: request.instructions, messages, tools: request.tools };
+        ? { messages, tools }
+        : { instructions: request.instructions, messages, tools };
     this.requests.push(recorded);
     const turn = this.#turns[this.#next];
     if (turn === undefined) throw new ScriptExhaustedError(this.#turns.length);
     this.#next += 1;
     if (typeof turn === "function") return turn(recorded);
     if ("error" in turn) throw turn.error;
-    // A copy, so a caller that changes the response cannot change the script.
-    const toolCalls = (turn.toolCalls ?? []).map((call) => ({
-      id: call.id,
-      name: call.name,
-      input: copied(call.input),
-    }));
+    // A copy, so a caller that changes the response cannot change the script. What is not a list of
+    // calls is played as it is: a malformed answer, scripted for the engine to refuse, is not a crash here.
+    const scripted: unknown = turn.toolCalls ?? [];
+    const toolCalls = (
+      Array.isArray(scripted)
+        ? scripted.map((call: unknown) => {
+            if (typeof call !== "object" || call === null) return call;
+            const { id, name, input } = call as ToolCall;
+            return { id, name, input: copied(input) };
+          })
+        : scripted
+    ) as readonly ToolCall[];
     const response: { text?: string; toolCalls: readonly ToolCall[]; usage?: Usage; providerData?: unknown } = {
       toolCalls,
     };
     if (turn.text !== undefined) response.text = turn.text;
-    if (turn.usage !== undefined) response.usage = turn.usage;
-    if (turn.providerData !== undefined) response.providerData = turn.providerData;
+    if (turn.usage !== undefined) response.usage = copied(turn.usage) as Usage;
+    if (turn.providerData !== undefined) response.providerData = copied(turn.providerData);
     return response;
   }
 }
