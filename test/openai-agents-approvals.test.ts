@@ -1753,7 +1753,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       config("askResolver", /^askResolver: unknown option 'askResolver' \(did you mean resolver\?\)$/),
     );
     expect(() => new AgentApprovals({ resolver, prompt: { redcat: () => "[secret]" } } as never)).toThrow(
-      config("prompt.redcat", /^prompt\.redcat: unknown option 'redcat' \(the options are redact and maxArgsChars\)$/),
+      config("prompt.redcat", /^prompt\.redcat: unknown option 'redcat' \(did you mean redact\?\)$/),
     );
     expect(() => new AgentApprovals({ resolver, prompt: { notes: ["x"] } } as never)).toThrow(
       config("prompt.notes", /unknown option 'notes'/),
@@ -1774,7 +1774,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       s.runner.run(agent, input)
     );
     for (const [options, option, message] of [
-      [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(the only option is signal\)$/],
+      [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(did you mean signal\?\)$/],
       [{ signal: aborted }, "signal", /^signal: must be an AbortSignal or undefined, got an object$/],
       [null, "options", /^options: must be an object: \{ signal\? \}, got null$/],
     ] as const) {

@@ -12,6 +12,7 @@ import type { NotJson, Snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { shownValue } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
 import { AiSdkToolError, readOrRefuse } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -92,13 +93,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The options {@link gateTools} takes; any other is refused, never ignored. */
 const OPTIONS = ["sessionId", "runId", "refusals"] as const satisfies readonly (keyof GateToolsOptions)[];
-
-/** Why `key` is not an option: the option it was likely meant to be (another case, a plural), or the list. */
-function unknownOption(key: string): string {
-  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
-  const meant = OPTIONS.find((option) => plain(option) === plain(key));
-  return `unknown option '${key}' ${meant === undefined ? "(the options are sessionId, runId and refusals)" : `(did you mean ${meant}?)`}`;
-}
 
 /** Why a tool's `description` is not one the gate can show, if it is not: the SDK sends it to the model as text. */
 function descriptionFault(description: unknown): string | undefined {
@@ -938,7 +932,7 @@ export function gateTools<TOOLS extends ToolSet>(
     throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   // A misspelt runId, ignored, would count every run's calls under the nil run.
   for (const key of Object.keys(options))
-    if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key));
+    if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key, OPTIONS));
   const { sessionId, runId, mode } = reading("*", "options", () => {
     const { sessionId, runId, refusals = "execution-denied" } = options;
     return { sessionId, runId, mode: refusals };

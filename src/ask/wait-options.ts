@@ -1,4 +1,5 @@
 import { abortReason } from "../abort-signal.js";
+import { meantOption, shownKey } from "../unknown-option.js";
 import { InvalidApproverOptionsError } from "./errors.js";
 import { SHA256 } from "./types.js";
 
@@ -58,12 +59,11 @@ export function waitSignal(method: "next" | "ended" | "caughtUp", options: unkno
 function refuseUnknown(method: "next" | "ended" | "caughtUp" | "resolve", options: object, known: string): void {
   for (const key of Object.keys(options)) {
     if (key === known) continue;
-    const meant = key.toLowerCase() === known.toLowerCase() ? `did you mean ${known}?` : `it takes only ${known}`;
-    const shown = /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
+    const meant = meantOption(key, [known]) === undefined ? `it takes only ${known}` : `did you mean ${known}?`;
     throw new InvalidApproverOptionsError(
       method,
       "options",
-      `holds ${shown}, which ${method}() does not take (${meant})`,
+      `holds ${shownKey(key)}, which ${method}() does not take (${meant})`,
     );
   }
 }

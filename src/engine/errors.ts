@@ -1,4 +1,5 @@
 import { LoopctlError, describeError } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
 import type { Message } from "./model.js";
 import type { GateDecision } from "./records.js";
 
@@ -178,18 +179,10 @@ const CAP_OPTIONS = new Set(["maxTurns", "maxTokens", "maxSteps"]);
 export function knownKeys(option: string, given: object, known: readonly string[], caps: boolean): void {
   for (const key of Object.keys(given)) {
     if (known.includes(key)) continue;
-    const plain = (name: string): string => name.toLowerCase().replace(/s$/, "");
-    const meant = known.find((name) => plain(name) === plain(key));
-    const listed =
-      known.length === 1
-        ? `the only option is ${known[0]!}`
-        : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1)!}`;
-    const hint =
-      meant !== undefined
-        ? `did you mean ${meant}?`
-        : caps && CAP_OPTIONS.has(key)
-          ? "a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens })"
-          : listed;
-    throw new EngineConfigError(option, `unknown option '${key}' (${hint})`);
+    const cap =
+      caps && CAP_OPTIONS.has(key)
+        ? "a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens })"
+        : undefined;
+    throw new EngineConfigError(option, unknownOption(key, known, cap));
   }
 }

@@ -16,6 +16,7 @@ import { cancelledBy } from "../engine/signals.js";
 import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { meantOption, optionList } from "../unknown-option.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import { isAbortSignal } from "../abort-signal.js";
@@ -422,8 +423,7 @@ const RUN_OPTIONS = ["signal"] as const;
 
 /** What an unknown option `key` may have been meant as: an option in another case or number, a part of `LoopManagers`. */
 function hintFor(key: string, options: readonly string[]): string {
-  const plain = (option: string): string => option.toLowerCase().replace(/s$/, "");
-  const meant = options.find((option) => plain(option) === plain(key));
+  const meant = meantOption(key, options);
   if (meant !== undefined) return `did you mean ${meant}?`;
   const singular = key.replace(/s$/, "");
   const part = `with${singular.charAt(0).toUpperCase()}${singular.slice(1)}`;
@@ -432,9 +432,7 @@ function hintFor(key: string, options: readonly string[]): string {
   if (options === OPTIONS && own[part] !== undefined) return `did you mean ${own[part]}?`;
   if (options === OPTIONS && typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
     return `it goes in managers: new LoopManagers().${part}(…)`;
-  return options.length === 1
-    ? `the only option is ${options[0]!}`
-    : `the options are ${options.slice(0, -1).join(", ")} and ${options.at(-1)!}`;
+  return optionList(options);
 }
 
 /**

@@ -5,6 +5,7 @@ import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
 import { abortReason, unlisten } from "../abort-signal.js";
+import { unknownOption } from "../unknown-option.js";
 
 /** A statement runner inside one transaction. */
 export interface Tx {
@@ -290,24 +291,6 @@ export function requireOptions<T extends object>(
     if (!(known as readonly string[]).includes(key)) throw new PostgresConfigError(where, unknownOption(key, known));
   }
   return options;
-}
-
-/** Why `key` is not an option: the option it was likely meant as (another case, `_`, a plural), or the list. */
-function unknownOption(key: string, known: readonly string[]): string {
-  const plain = (name: string): string => name.toLowerCase().replace(/_/g, "").replace(/s$/, "");
-  const meant = known.find((option) => plain(option) === plain(key));
-  const hint =
-    meant !== undefined
-      ? `did you mean ${meant}?`
-      : known.length === 1
-        ? `the only option is ${known[0] ?? ""}`
-        : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1) ?? ""}`;
-  return `unknown option ${shownKey(key)} (${hint})`;
-}
-
-/** A key as an error shows it: quoted, and in JSON's escapes when it holds what would break the line. */
-function shownKey(key: string): string {
-  return /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
 }
 
 /**

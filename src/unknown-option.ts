@@ -1,0 +1,80 @@
+/**
+ * Edit distance between `a` and `b` where swapping two neighbours counts as
+ * one edit (optimal string alignment): `lsit` is one edit from `list`.
+ */
+function distance(a: string, b: string): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      if (i === 0) {
+        row.push(j);
+        continue;
+      }
+      const above = rows[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        best = Math.min(best, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row.push(best);
+    }
+    rows.push(row);
+  }
+  return (rows[a.length] as number[])[b.length] as number;
+}
+
+/**
+ * The one of `candidates` that `word` most likely misspells: the only one it
+ * is a prefix of, or the nearest within an edit per three characters (at
+ * least one). `undefined` when none is near enough to name.
+ */
+export function nearest(word: string, candidates: readonly string[]): string | undefined {
+  if (word === "") return undefined;
+  const extending = candidates.filter((c) => c.startsWith(word));
+  if (extending.length === 1) return extending[0];
+  const allowed = Math.max(1, Math.floor(word.length / 3));
+  let best: string | undefined;
+  let bestDistance = allowed + 1;
+  for (const candidate of candidates) {
+    const d = distance(word, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/**
+ * The option of `known` that the key `key` was likely meant as: the same in
+ * another case, with `_`, or in the plural (`leaseMS`, `Schema`, `prefixes`),
+ * else a near spelling ({@link nearest}).
+ */
+export function meantOption(key: string, known: readonly string[]): string | undefined {
+  const plain = (name: string): string => name.toLowerCase().replace(/_/g, "").replace(/s$/, "");
+  return known.find((option) => plain(option) === plain(key)) ?? nearest(key, known);
+}
+
+/** `the options are a, b and c`, or `the only option is a`. */
+export function optionList(known: readonly string[]): string {
+  return known.length === 1
+    ? `the only option is ${known[0] ?? ""}`
+    : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1) ?? ""}`;
+}
+
+/** A key as an error shows it: quoted, and in JSON's escapes when it holds what would break the line. */
+export function shownKey(key: string): string {
+  return /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
+}
+
+/**
+ * Why the key `key` of an options object is refused (an option never read
+ * would be silently ignored, its default standing in for what was meant):
+ * `unknown option 'leaseMS' (did you mean leaseMs?)`, with `otherwise`, or
+ * the list of `known`, when no option is near.
+ */
+export function unknownOption(key: string, known: readonly string[], otherwise?: string): string {
+  const meant = meantOption(key, known);
+  return `unknown option ${shownKey(key)} (${meant === undefined ? (otherwise ?? optionList(known)) : `did you mean ${meant}?`})`;
+}
