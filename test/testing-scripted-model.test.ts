@@ -188,6 +188,20 @@ describe("ManualClock", () => {
     expect(fired).toEqual([5, 10]);
   });
 
+  it("a timer that throws does not keep the later due timers from firing, nor the time from moving; advance rejects with it", async () => {
+    const clock = new ManualClock();
+    const fired: number[] = [];
+    const failure = new Error("the callback failed");
+    clock.setTimeout(() => {
+      throw failure;
+    }, 5);
+    clock.setTimeout(() => fired.push(clock.now()), 7);
+    await expect(clock.advance(10)).rejects.toBe(failure);
+    expect(fired).toEqual([7]);
+    expect(clock.now()).toBe(10);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
   it("fires asynchronously, as the Clock contract asks: never inside advance's own turn, and after the microtasks already queued", async () => {
     const clock = new ManualClock();
     const order: string[] = [];

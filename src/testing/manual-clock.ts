@@ -64,11 +64,15 @@ export class ManualClock implements Clock {
   /**
    * Moves time forward by `ms`, firing due timers in order, each on its own
    * macrotask; resolves once the time is `now() + ms` and they have fired.
+   * A timer that throws does not stop the others, as with the global timers:
+   * every due timer fires and the time moves on, then `advance` rejects with
+   * the first error thrown.
    */
   async advance(ms: number): Promise<void> {
     if (!Number.isFinite(ms) || ms < 0)
       throw new RangeError("ManualClock.advance: ms must be a non-negative finite number");
     const target = this.#now + ms;
+    let failed: { readonly error: unknown } | undefined;
     for (;;) {
       await macrotask();
       let due: [number, { at: number; callback: () => void }] | undefined;
@@ -78,9 +82,14 @@ export class ManualClock implements Clock {
       if (due === undefined) break;
       this.#timers.delete(due[0]);
       this.#now = Math.max(this.#now, due[1].at);
-      due[1].callback();
+      try {
+        due[1].callback();
+      } catch (error) {
+        failed ??= { error };
+      }
     }
     // Another advance that ran meanwhile may have moved the time further: it never goes back.
     this.#now = Math.max(this.#now, target);
+    if (failed !== undefined) throw failed.error;
   }
 }
