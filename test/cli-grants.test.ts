@@ -516,6 +516,23 @@ describe("a ledger swapped for a symbolic link", () => {
   });
 });
 
+describe("a ledger lock swapped for a symbolic link", () => {
+  it("is refused with exit 4, named as a symbolic link, and never followed", async () => {
+    const store = await seed(root, project, [sampleGrants()[0] as Grant]);
+    const target = join(base, "elsewhere.lock");
+    await writeFile(target, "kept");
+    await symlink(target, store.lockPath);
+    const run = await cli(["grants", "reset", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toBe(
+      `loopctl: grant ledger lock ${store.lockPath}: is a symbolic link, so no writer made it; refusing to follow it; ` +
+        "remove it [LEDGER_LOCK]\n",
+    );
+    expect(await readFile(target, "utf8")).toBe("kept");
+    expect(await new FileGrantStore(root, project).load()).toHaveLength(1);
+  });
+});
+
 describe("usage", () => {
   it("exits 2 with a message naming what is wrong", async () => {
     const cases: [string[], RegExp][] = [
