@@ -273,6 +273,58 @@ describe("the loopctl bin refuses what names no file it can use", () => {
   });
 });
 
+describe("the loopctl bin with a --project it cannot read", () => {
+  /** The user the bin runs as: this one, or under root (whom no mode stops) `nobody`. */
+  const NOBODY = 65534;
+
+  it("exits 4 naming the folder and the OS error, in one JSON document with --json, not 'does not exist'", async () => {
+    const asRoot = process.getuid?.() === 0;
+    const base = join(dir, "unreadable");
+    await mkdir(base, { mode: 0o755 });
+    const locked = join(base, "locked");
+    const project = join(locked, "project");
+    await mkdir(project, { recursive: true });
+    const root = join(base, "grants-root");
+    if (asRoot) {
+      // The way down to the bin and to the folders must be open to `nobody`, and the folders its own.
+      for (const path of [dir, dirname(dirname(bin)), dirname(bin)]) await chmod(path, 0o755);
+      await run("chown", ["-R", `${NOBODY}:${NOBODY}`, base]);
+    }
+    await chmod(locked, 0o000);
+    const asUser = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+      new Promise((resolve) => {
+        execFile(
+          process.execPath,
+          [bin, ...args],
+          { cwd: "/", env: { PATH: process.env["PATH"] }, ...(asRoot ? { uid: NOBODY, gid: NOBODY } : {}) },
+          (error, stdout, stderr) =>
+            resolve({ code: error === null ? 0 : ((error as { code?: number }).code ?? -1), stdout, stderr }),
+        );
+      });
+    try {
+      const message =
+        `the project folder ${project} cannot be read (EACCES), so which grants are its own cannot be told; ` +
+        "run loopctl as a user who can read it, or change the permissions of the folders on its path";
+      for (const command of [["list"], ["reset"], ["explain", "--tool", "read", "--args", "{}"]]) {
+        const args = ["grants", ...command, "--root", root, "--project", project];
+        expect(await asUser(args), args.join(" ")).toEqual({
+          code: 4,
+          stdout: "",
+          stderr: `loopctl: ${message} [PROJECT_UNREADABLE]\n`,
+        });
+      }
+      const asJson = await asUser(["grants", "list", "--json", "--root", root, "--project", project]);
+      expect(asJson.code).toBe(4);
+      expect(JSON.parse(asJson.stdout)).toEqual({ error: "PROJECT_UNREADABLE", message });
+      expect(asJson.stderr).toBe(`loopctl: ${message} [PROJECT_UNREADABLE]\n`);
+      // Nothing was made for it: no ledger under some other path's name.
+      expect(existsSync(root)).toBe(false);
+    } finally {
+      await chmod(locked, 0o755);
+    }
+  });
+});
+
 describe("the loopctl bin in a current folder deleted under it", () => {
   /** Runs the bundled bin from a folder that the shell removes just before starting it. */
   const inDeletedFolder = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {

@@ -516,6 +516,23 @@ describe("a ledger swapped for a symbolic link", () => {
   });
 });
 
+describe("a ledger lock swapped for a symbolic link", () => {
+  it("is refused with exit 4, named as a symbolic link, and never followed", async () => {
+    const store = await seed(root, project, [sampleGrants()[0] as Grant]);
+    const target = join(base, "elsewhere.lock");
+    await writeFile(target, "kept");
+    await symlink(target, store.lockPath);
+    const run = await cli(["grants", "reset", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toBe(
+      `loopctl: grant ledger lock ${store.lockPath}: is a symbolic link, so no writer made it; refusing to follow it; ` +
+        "remove it [LEDGER_LOCK]\n",
+    );
+    expect(await readFile(target, "utf8")).toBe("kept");
+    expect(await new FileGrantStore(root, project).load()).toHaveLength(1);
+  });
+});
+
 describe("usage", () => {
   it("exits 2 with a message naming what is wrong", async () => {
     const cases: [string[], RegExp][] = [
@@ -717,11 +734,22 @@ describe("modes and warnings", () => {
     return paths;
   }
 
-  it("grants list leaves every mode as it found it and prints no warning", async () => {
+  it("grants list leaves every mode as it found it, and warns on stderr of a ledger others can read", async () => {
     const paths = await openTree(root);
+    const ledger = paths[3] as string;
+    const warning =
+      `loopctl: warning: the grant ledger ${ledger} is readable by others (mode 0644), who can see what this ` +
+      `project's agent may do without asking; run chmod 600 ${ledger} (the next change to the grants writes it ` +
+      "owner-only too)\n";
     const run = await cli(["grants", "list", ...at()], { cwd: base });
-    expect(run).toMatchObject({ code: EXIT.ok, stderr: "" });
+    expect(run).toMatchObject({ code: EXIT.ok, stderr: warning });
+    expect(run.stdout).toContain("3 grants");
+    const asJson = await cli(["grants", "list", ...at(), "--json"], { cwd: base });
+    expect(asJson).toMatchObject({ code: EXIT.ok, stderr: warning });
+    expect((JSON.parse(asJson.stdout) as { grants: unknown[] }).grants).toHaveLength(3);
     expect(await Promise.all(paths.map(modeOf))).toEqual([0o755, 0o755, 0o755, 0o644]);
+    await chmod(ledger, 0o600);
+    expect(await cli(["grants", "list", ...at()], { cwd: base })).toMatchObject({ code: EXIT.ok, stderr: "" });
   });
 
   it("grants list --root . leaves the current folder as it is", async () => {

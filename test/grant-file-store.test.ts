@@ -621,6 +621,23 @@ describe("FileGrantStore lock", () => {
     30_000,
   );
 
+  it("refuses a lock file that is a symbolic link, saying so, and leaves it and its target as they are", async () => {
+    const s = store();
+    mkdirSync(join(s.ledgerPath, ".."), { recursive: true, mode: 0o700 });
+    const target = join(root, "elsewhere.lock");
+    writeFileSync(target, "kept");
+    symlinkSync(target, s.lockPath);
+    const error = await rejection(s.save(grantA));
+    expect(error).toBeInstanceOf(LedgerLockError);
+    expect((error as LedgerLockError).path).toBe(s.lockPath);
+    expect((error as Error).message).toBe(
+      `grant ledger lock ${s.lockPath}: is a symbolic link, so no writer made it; refusing to follow it; remove it`,
+    );
+    expect(lstatSync(s.lockPath).isSymbolicLink()).toBe(true);
+    expect(readFileSync(target, "utf8")).toBe("kept");
+    expect(existsSync(s.ledgerPath)).toBe(false);
+  });
+
   it("writers that all find one abandoned lock fail none of them, whichever breaks it", async () => {
     // Each store judges the lock abandoned at about the same moment. A store that moved the lock
     // aside to break it used to move the lock another store had just taken in its place, and put

@@ -197,6 +197,48 @@ describe("GET /api/records", () => {
   });
 });
 
+describe("a record source whose records cannot be read", () => {
+  /** A decision whose `tool` getter throws, as a lazy row whose connection is gone does. */
+  function unreadable(n: number): GateDecision {
+    const record = decision(n);
+    Object.defineProperty(record, "tool", {
+      enumerable: true,
+      get: () => {
+        throw new Error("connection to /srv/secret lost");
+      },
+    });
+    return record;
+  }
+
+  it("503 records_unavailable, the source's fault, with a ServerConfigError naming records told to onError", async () => {
+    for (const source of [
+      { recent: () => [decision(1), unreadable(2)] },
+      {
+        recent: () => [],
+        audited: () => ({ records: [{ record: unreadable(1), seq: 1, vouched: "chain" as const }], check: {} }),
+      },
+    ] as RecordSource[]) {
+      const errors: unknown[] = [];
+      const { server, auth } = await serve(source, { onError: (e) => void errors.push(e) });
+      const reply = await request(`${server.url}api/records`, { headers: auth });
+      expect(reply.status).toBe(503);
+      expect(reply.json).toEqual({
+        error: "records_unavailable",
+        message: "the record source gave records that cannot be read",
+      });
+      expect(reply.text).not.toContain("/srv/secret");
+      const method = source.audited === undefined ? "recent" : "audited";
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toBeInstanceOf(ServerConfigError);
+      expect(errors[0]).toMatchObject({
+        option: "records",
+        message: `approval server option records: RecordSource.${method} resolved to records that cannot be read: connection to /srv/secret lost`,
+        cause: { message: "connection to /srv/secret lost" },
+      });
+    }
+  });
+});
+
 describe("a record source that does not answer (an audit log on a stalled network filesystem)", () => {
   /** A source whose `recent` (and `audited`, with `audited: true`) never settles; it keeps each call's signal. */
   function hungSource(audited = false): { source: RecordSource; signals: (AbortSignal | undefined)[] } {

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { FileGrantStore } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import type { PgPool, PostgresGrantStore } from "../postgres/index.js";
-import { describeError } from "../errors.js";
+import { describeError, LoopctlError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
 import type { CliContext } from "./context.js";
@@ -152,8 +152,10 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
   let found;
   try {
     found = statSync(project, { throwIfNoEntry: false });
-  } catch {
-    // A path through a file (ENOTDIR) or a folder it may not search (EACCES): no folder it can see.
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    // A path through a file: no folder there, as with ENOENT.
+    if (code !== "ENOTDIR") throw unreadableProject(project, code, error);
     found = undefined;
   }
   if (found === undefined) {
@@ -171,6 +173,21 @@ export function openFileStore(command: string, values: StoreValues, context: Cli
     onWarning: (warning) => context.stderr.write(`loopctl: warning: ${printable(warning.message)}\n`),
     onLockWait: (wait) => context.stderr.write(`loopctl: ${printable(wait.message)}\n`),
   });
+}
+
+/**
+ * A project folder that cannot be looked at (a folder above it this user may
+ * not search: EACCES): not one that does not exist. Its real path cannot be
+ * resolved either, so the ledger named for it may not be the one its agent
+ * uses: an I/O error (exit 4), not a warning beside some other grants.
+ */
+function unreadableProject(project: string, code: string | undefined, cause: unknown): LoopctlError {
+  return new LoopctlError(
+    "PROJECT_UNREADABLE",
+    `the project folder ${project} cannot be read (${code ?? "error"}), so which grants are its own cannot be ` +
+      "told; run loopctl as a user who can read it, or change the permissions of the folders on its path",
+    { cause },
+  );
 }
 
 /**

@@ -157,11 +157,16 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
     "grants list",
     values,
     context,
-    async (store) => ({ grants: await store.load(), stale: await staleIds(store) }),
+    async (store) => ({
+      grants: await store.load(),
+      stale: await staleIds(store),
+      readable: await readableLedger(store),
+    }),
     values.json,
   );
-  const { grants, stale } = value;
+  const { grants, stale, readable } = value;
   for (const { said } of stale) context.stderr.write(`loopctl: warning: ${said}\n`);
+  if (readable !== undefined) context.stderr.write(`loopctl: warning: ${printable(readable)}\n`);
   if (values.json) {
     context.stdout.write(json({ ledger: location, grants: grants.map((g) => g.toJSON()) }));
     return EXIT.ok;
@@ -187,6 +192,33 @@ async function list(args: readonly string[], context: CliContext): Promise<ExitC
   );
   context.stdout.write(`${grants.length} grant${grants.length === 1 ? "" : "s"}\n`);
   return EXIT.ok;
+}
+
+/**
+ * For a ledger file others may read (copied in by hand as `0644`), what to
+ * say of it: its grants tell anyone on the machine what the project's agent
+ * may do unasked. Read after the store read the ledger (which refused one
+ * others may write); only a hint, so none when it cannot be read. The mode is
+ * left as it is: a read never changes one, and the next change writes the
+ * ledger owner-only.
+ */
+async function readableLedger(store: GrantStore): Promise<string | undefined> {
+  if (!(store instanceof FileGrantStore) || process.platform === "win32") return undefined;
+  const path = store.ledgerPath;
+  let mode: number;
+  try {
+    const found = await lstat(path);
+    if (!found.isFile()) return undefined;
+    mode = found.mode & 0o777;
+  } catch {
+    return undefined;
+  }
+  if ((mode & 0o077) === 0) return undefined;
+  const octal = mode.toString(8).padStart(4, "0");
+  return (
+    `the grant ledger ${path} is readable by others (mode ${octal}), who can see what this project's agent ` +
+    `may do without asking; run chmod 600 ${path} (the next change to the grants writes it owner-only too)`
+  );
 }
 
 /** `loopctl grants revoke ID [--project DIR] [--root DIR]`. */

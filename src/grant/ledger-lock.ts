@@ -368,6 +368,11 @@ async function judge(lockPath: string, staleMs: number, here: LockInfo): Promise
     handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     if (errorCode(error) === "ENOENT") return { type: "gone" };
+    // O_NOFOLLOW refuses a symbolic link with ELOOP, which alone would not say what is there.
+    if (errorCode(error) === "ELOOP") {
+      const problem = "is a symbolic link, so no writer made it; refusing to follow it; remove it";
+      throw new LedgerLockError(lockPath, problem, { cause: error });
+    }
     throw new LedgerLockError(lockPath, `cannot read the lock file (${errorCode(error) ?? "error"})`, {
       cause: error,
     });

@@ -6,7 +6,7 @@ import { LoopctlError } from "../errors.js";
  * a weak link secret…), or one given as an object breaks its contract while
  * the server runs (an approver handing out something that is not a
  * `PendingAsk`, a record source answering something that is not a list of
- * records), which `onError` is told. `code` is `"SERVER_CONFIG_INVALID"`;
+ * records, or records it cannot read), which `onError` is told. `code` is `"SERVER_CONFIG_INVALID"`;
  * `option` names the option at fault.
  */
 export class ServerConfigError extends LoopctlError {

@@ -850,7 +850,9 @@ class Handler {
             "the record source gave something other than a list of records",
           );
         }
-        if (audited === undefined) return sendJson(res, 200, { available: true, live, records });
+        if (audited === undefined) {
+          return this.#sendRecords(method, records, () => sendJson(res, 200, { available: true, live, records }));
+        }
         // Each entry is spread into the reply: one that is not a decision with its standing would throw there, a 500.
         const stray = records.findIndex((entry) => !isAuditedEntry(entry));
         if (stray >= 0) {
@@ -867,15 +869,17 @@ class Handler {
           );
         }
         // Each decision carries its line's standing, so that no client shows a line the log cannot vouch for as one it does.
-        return sendJson(res, 200, {
-          available: true,
-          live,
-          records: (records as AuditedRecords["records"]).map(({ record, seq, vouched }) => ({
-            ...record,
-            audit: { seq, vouched },
-          })),
-          audit: audited?.check,
-        });
+        return this.#sendRecords(method, records, () =>
+          sendJson(res, 200, {
+            available: true,
+            live,
+            records: (records as AuditedRecords["records"]).map(({ record, seq, vouched }) => ({
+              ...record,
+              audit: { seq, vouched },
+            })),
+            audit: audited?.check,
+          }),
+        );
       }
       case "gone":
         return void res.destroy();
@@ -887,6 +891,32 @@ class Handler {
         throw new HttpError(503, "records_unavailable", "the record source failed");
       default:
         return assertNever(outcome);
+    }
+  }
+
+  /**
+   * Runs `send`, which reads the records the source's `method` gave and
+   * replies: a record that cannot be read (a getter that throws, a proxy
+   * whose traps throw) is the source's fault, as an answer that is no list of
+   * records is: `503 records_unavailable`, and `onError` gets a
+   * `ServerConfigError` naming `records`. A record that reads but has no JSON
+   * form (a BigInt, a cycle) stays the server's own 500. `send` stringifies
+   * the reply before it writes a byte of it.
+   */
+  #sendRecords(method: string, records: readonly unknown[], send: () => void): void {
+    try {
+      send();
+    } catch (error) {
+      const unread = readFault(records);
+      if (unread === undefined) throw error;
+      this.#onError(
+        new ServerConfigError(
+          "records",
+          `RecordSource.${method} resolved to records that cannot be read: ${describeError(unread.error)}`,
+          { cause: unread.error },
+        ),
+      );
+      throw new HttpError(503, "records_unavailable", "the record source gave records that cannot be read");
     }
   }
 
@@ -1149,6 +1179,30 @@ function listable(grant: unknown): grant is Grant {
 }
 
 /** Whether an entry of `audited`'s records can be served: an object holding its decision as an object. */
+/**
+ * What reading `value` through, as `JSON.stringify` and a spread do, throws
+ * (a getter, a proxy's trap, a `toJSON`): `{ error }`, or `undefined` when
+ * every part of it reads. Each object is read once, so a cycle ends the walk.
+ */
+function readFault(value: unknown): { readonly error: unknown } | undefined {
+  const seen = new Set<object>();
+  const pending: unknown[] = [value];
+  try {
+    while (pending.length > 0) {
+      let next = pending.pop();
+      if (typeof next !== "object" || next === null || seen.has(next)) continue;
+      seen.add(next);
+      const toJSON: unknown = (next as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === "function") next = (toJSON as (key: string) => unknown).call(next, "");
+      if (typeof next !== "object" || next === null) continue;
+      for (const key of Object.keys(next)) pending.push((next as Record<string, unknown>)[key]);
+    }
+  } catch (error) {
+    return { error };
+  }
+  return undefined;
+}
+
 function isAuditedEntry(entry: unknown): boolean {
   const record = (entry as { record?: unknown } | null)?.record;
   return typeof entry === "object" && entry !== null && typeof record === "object" && record !== null;
