@@ -1178,7 +1178,6 @@ function listable(grant: unknown): grant is Grant {
   return isGrantShaped(grant) && typeof (grant.scope as Partial<Grant["scope"]> | undefined)?.type === "string";
 }
 
-/** Whether an entry of `audited`'s records can be served: an object holding its decision as an object. */
 /**
  * What reading `value` through, as `JSON.stringify` and a spread do, throws
  * (a getter, a proxy's trap, a `toJSON`): `{ error }`, or `undefined` when
@@ -1203,6 +1202,7 @@ function readFault(value: unknown): { readonly error: unknown } | undefined {
   return undefined;
 }
 
+/** Whether an entry of `audited`'s records can be served: an object holding its decision as an object. */
 function isAuditedEntry(entry: unknown): boolean {
   const record = (entry as { record?: unknown } | null)?.record;
   return typeof entry === "object" && entry !== null && typeof record === "object" && record !== null;
