@@ -81,7 +81,7 @@ export interface ApprovalHandlerOptions {
    * sends it), so that an ask of any size can be answered. @default 16384
    */
   readonly maxBodyBytes?: number;
-  /** How often an idle event stream gets a keep-alive comment, at most 2147483647 (about 24.8 days). @default 15000 */
+  /** How often an event stream gets a `heartbeat` event (one at its start too), at most 2147483647 (about 24.8 days). @default 15000 */
   readonly heartbeatMs?: number;
   /** How many event streams may be open at once; more get 503. @default 64 */
   readonly maxStreams?: number;
