@@ -1775,6 +1775,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
     for (const [options, option, message] of [
       [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(did you mean signal\?\)$/],
+      [aborted.signal, "options", /^options: is an AbortSignal: pass it as \{ signal \}$/],
       [{ signal: aborted }, "signal", /^signal: must be an AbortSignal or undefined, got an object$/],
       [null, "options", /^options: must be an object: \{ signal\? \}, got null$/],
     ] as const) {

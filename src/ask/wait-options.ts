@@ -1,4 +1,4 @@
-import { abortReason } from "../abort-signal.js";
+import { abortReason, isAbortSignal } from "../abort-signal.js";
 import { meantOption, shownKey } from "../unknown-option.js";
 import { InvalidApproverOptionsError } from "./errors.js";
 import { SHA256 } from "./types.js";
@@ -57,6 +57,11 @@ export function waitSignal(method: "next" | "ended" | "caughtUp", options: unkno
  *   throws (a proxy's trap), as it is.
  */
 function refuseUnknown(method: "next" | "ended" | "caughtUp" | "resolve", options: object, known: string): void {
+  // A signal handed in place of its options has no keys of its own: read as options, it is none, its abort unheard.
+  if (isAbortSignal(options)) {
+    const instead = known === "signal" ? "pass it as { signal }" : `${method}() takes { ${known} }`;
+    throw new InvalidApproverOptionsError(method, "options", `is an AbortSignal: ${instead}`);
+  }
   for (const key of Object.keys(options)) {
     if (key === known) continue;
     const meant = meantOption(key, [known]) === undefined ? `it takes only ${known}` : `did you mean ${known}?`;

@@ -450,6 +450,8 @@ function refuseUnknown(value: object, options: readonly string[], prefix = ""): 
 function runOptions(options: unknown): { readonly signal?: AbortSignal } {
   if (typeof options !== "object" || options === null)
     throw new AgentsConfigError("options", `must be an object: { signal? }, got ${shownValue(options)}`);
+  // A signal in place of its options has no keys of its own: read as options, the run would have no cancel.
+  if (isAbortSignal(options)) throw new AgentsConfigError("options", "is an AbortSignal: pass it as { signal }");
   refuseUnknown(options, RUN_OPTIONS);
   const { signal } = options as { signal?: unknown };
   if (signal !== undefined && !isAbortSignal(signal))

@@ -105,6 +105,7 @@ export const BAD_WAIT_OPTIONS: readonly BadWaitOptions[] = [
   ["a signal that cannot be listened to", { signal: unlistenableSignal() }, "options.signal"],
   // Misspelt, the call would wait on, deaf to the signal meant to stop it.
   ["a misspelt signal", { Signal: new AbortController().signal }, "options"],
+  ["a signal in place of its options", new AbortController().signal, "options"],
 ];
 
 export type Outcome<T> =
