@@ -602,6 +602,18 @@ describe("Gate.call", () => {
     ).rejects.toThrow("Gate.call: sessionId must be a UUID, got 7");
   });
 
+  it("a request field it does not take is refused, naming it, and nothing runs: a misspelt signal would leave the call deaf to its cancel", async () => {
+    const gate = new Gate(new LoopManagers());
+    let executed = 0;
+    const cancelled = AbortSignal.abort(new Error("user left"));
+    const error = (await gate
+      .call({ tool: readDescriptor, callId: "c", input: {}, sginal: cancelled } as never, () => (executed += 1))
+      .catch((e: unknown) => e)) as EngineConfigError;
+    expect(error).toBeInstanceOf(EngineConfigError);
+    expect(error.message).toBe("Gate.call: unknown option 'sginal' (did you mean signal?)");
+    expect(executed).toBe(0);
+  });
+
   it("a request or tool whose reads throw (a proxy, a getter) is an EngineConfigError naming Gate.call, not the raw error", async () => {
     const gate = new Gate(new LoopManagers());
     const trap = new Error("trap");

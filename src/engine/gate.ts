@@ -4,7 +4,7 @@ import { shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { Attempt } from "./attempt.js";
 import { CircuitBreaker } from "./breaker.js";
-import { EngineConfigError, ToolDefinitionError, describeError } from "./errors.js";
+import { EngineConfigError, ToolDefinitionError, describeError, knownKeys } from "./errors.js";
 import type { RunStoppedError } from "./errors.js";
 import { isUuid } from "./ids.js";
 import { LoopDetector } from "./loop-detector.js";
@@ -309,6 +309,17 @@ export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<Ga
  */
 export let hasMiddleware!: (gate: Gate) => boolean;
 
+/** The fields of a {@link GateRequest}: any other is refused, never ignored. */
+const REQUEST_FIELDS = [
+  "tool",
+  "callId",
+  "input",
+  "signal",
+  "sessionId",
+  "runId",
+  "turn",
+] as const satisfies readonly (keyof GateRequest)[];
+
 /** What an adapter hands {@link callFor} besides the request. Internal. */
 export interface AdapterCall {
   /**
@@ -426,10 +437,13 @@ export class Gate {
     if (typeof execute !== "function") throw new EngineConfigError("Gate.call", "execute must be a function");
     let fields: Required<Omit<GateRequest, "signal">> & { readonly signal: AbortSignal | undefined };
     try {
+      // A misspelt field is refused, never ignored: a `sginal` would leave the call deaf to its cancel.
+      knownKeys("Gate.call", request, REQUEST_FIELDS, false);
       // Read once: what was checked is what the call goes on with.
       const { tool, callId, input, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
       fields = { tool, callId, input, signal, sessionId, runId, turn };
     } catch (error) {
+      if (error instanceof EngineConfigError) throw error;
       throw new EngineConfigError("Gate.call", `the request cannot be read: ${describeError(error)}`, { cause: error });
     }
     const { callId, sessionId, runId, turn } = fields;
