@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import pg from "pg";
@@ -2602,6 +2603,63 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  /**
+   * Runs `statements` on a connection of another process, then keeps it running `pauseMs` more,
+   * blocking this process the whole time: a worker that stalls (its event loop blocked, the
+   * process stopped) hears nothing meanwhile. Returns each statement's row count.
+   */
+  function whileStalled(statements: readonly { sql: string; values: unknown[] }[], pauseMs: number): number[] {
+    const script = `
+      const pg = require("pg");
+      (async () => {
+        const client = new pg.Client({ connectionString: process.argv[1] });
+        await client.connect();
+        const counts = [];
+        for (const s of JSON.parse(process.argv[2])) counts.push((await client.query(s.sql, s.values)).rowCount);
+        await client.end();
+        await new Promise((resolve) => setTimeout(resolve, Number(process.argv[3])));
+        process.stdout.write(JSON.stringify(counts));
+      })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
+    const done = spawnSync(
+      process.execPath,
+      ["-e", script, DATABASE_URL, JSON.stringify(statements), String(pauseMs)],
+      { encoding: "utf8" },
+    );
+    if (done.status !== 0) throw new Error(`the stall's statements failed: ${done.stderr}`);
+    return JSON.parse(done.stdout) as number[];
+  }
+
+  it("gives a worker that stalled past its lease the answers that landed while the lease held, and denies the rest", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ leaseMs: 900, onError: (e) => errors.push(e) });
+    const inbox = queue({ leaseMs: 600_000 }).approver();
+    const [approved, denied, unanswered] = [makeAsk(1), makeAsk(2), makeAsk(3)];
+    const calls = [approved, denied, unanswered].map((ask) => park(worker, ask));
+    for (let i = 0; i < 3; i++) await inbox.next();
+    await renewedOnce(worker);
+    const lease = worker.workerId;
+    // A console's answers, as it lands them (only while the lease holds), then a stall well past the lease.
+    const answer = (id: string, resolution: AskResolution) => ({
+      sql: `UPDATE "${db.schema}".asks AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
+            WHERE a.id = $1::uuid AND a.ended_at IS NULL AND EXISTS (
+              SELECT 1 FROM "${db.schema}".workers AS w WHERE w.id = a.worker_id AND w.lease_until > now())`,
+      values: [id, JSON.stringify(resolution)],
+    });
+    expect(
+      whileStalled(
+        [answer(approved.id, { type: "approve" }), answer(denied.id, { type: "deny", reason: "not now" })],
+        3_000,
+      ),
+    ).toEqual([1, 1]);
+    expect(await calls[0]).toEqual({ type: "approve" });
+    expect(await calls[1]).toEqual({ type: "deny", reason: "not now" });
+    expect(await calls[2]).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+    expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+    // The lease lapsed on the database: the unanswered ask takes no answer now.
+    expect(await inbox.resolve(unanswered.id, { type: "approve" })).toBe(false);
+    expect(await inbox.ended(unanswered.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
   });
 
   it("denies a parked call for a lost lease only once no answer can land: a renewal that landed without its reply is counted", async () => {
