@@ -1387,6 +1387,32 @@ describe("PostgresAskQueue: a park whose pooled connection the server ended (57P
   });
 });
 
+describe("PostgresAskQueue: a console's read whose pooled connection the server ended (57P01)", () => {
+  it("sends its read of pending asks once more on another connection: a new inbox gets them, and nothing fails", async () => {
+    const app = `${db.schema}-console`;
+    const errors: unknown[] = [];
+    // One connection for LISTEN, one for statements: the read of pending asks takes the one the server ended.
+    const consoleQueue = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(consoleQueue);
+    const worker = queue({ rereadMs: 600_000 });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await consoleQueue.approver().next())?.id).toBe(ask.id);
+    // Terminated, and a new inbox opened at once: its read of pending asks goes to the pooled connection,
+    // unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const inbox = consoleQueue.approver();
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(errors.filter((e) => String(e).includes("reading pending asks"))).toEqual([]);
+  });
+});
+
 describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
     const errors: unknown[] = [];

@@ -688,7 +688,8 @@ export class PostgresAskQueue {
    * the answer landed, but the call did not run.
    */
   async #answeredUnheard(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
-    const found = await this.#db.query(
+    // A read: sent once more on another connection when the first was lost (one the server ended, say).
+    const found = await this.#db.read(
       "PostgresAskQueue: reading the answers of calls denied for a lost lease",
       `SELECT a.id::text AS id, a.worker_id::text AS worker_id, a.resolution->>'type' AS verdict
        FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND a.state = 'answered'`,
@@ -832,7 +833,8 @@ export class PostgresAskQueue {
    */
   async #onListener(operation: string, sql: string, values: unknown[]): Promise<Rows> {
     const client = this.#listener.connection;
-    if (client === undefined) return this.#db.query(operation, sql, values);
+    // Reads all: sent once more on another connection when the first was lost (one the server ended, say).
+    if (client === undefined) return this.#db.read(operation, sql, values);
     return replyWithin(this.#db.queryOn(client, operation, sql, values), this.#leaseMs, () => {
       const error = new Error(
         `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
@@ -931,7 +933,8 @@ export class PostgresAskQueue {
     // Taken before the statement is sent: its snapshot holds every row pending when these attached.
     const attached = all ? [...this.#links] : [];
     const read = ++this.#pendingReads;
-    const found = await this.#db.query(
+    // A read: sent once more on another connection when the first was lost (one the server ended, say).
+    const found = await this.#db.read(
       "PostgresAskQueue: reading pending asks",
       all
         ? `SELECT id::text AS id, ask FROM ${this.#table} WHERE state = 'pending' ORDER BY seq`
