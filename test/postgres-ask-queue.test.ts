@@ -1387,6 +1387,39 @@ describe("PostgresAskQueue: a park whose pooled connection the server ended (57P
   });
 });
 
+describe("PostgresAskQueue: a lease taken over a listening connection the server ended (57P01)", () => {
+  it("takes the lease on another connection: the call parks, and its answer reaches it", async () => {
+    const app = `${db.schema}-listener`;
+    const errors: unknown[] = [];
+    const worker = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(worker);
+    // An inbox of the worker's own queue: it listens, and holds no lease yet.
+    const own = worker.approver();
+    const inbox = queue().approver();
+    const first = makeAsk(1);
+    const other = queue({ rereadMs: 600_000 });
+    const parkedFirst = park(other, first);
+    expect((await own.next())?.id).toBe(first.id);
+    expect(await inbox.resolve(first.id, { type: "deny" })).toBe(true);
+    expect(await parkedFirst).toEqual({ type: "deny" });
+    expect(await own.ended(first.id)).toEqual({ type: "answered", verdict: "deny" });
+    expect(worker.workerId).toBeUndefined();
+    // Terminated, and the first park sent at once: its lease goes to the listening connection,
+    // unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const ask = makeAsk(2);
+    const parked = park(worker, ask);
+    parked.catch(() => undefined);
+    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+});
+
 describe("PostgresAskQueue: a console's read whose pooled connection the server ended (57P01)", () => {
   it("sends its read of pending asks once more on another connection: a new inbox gets them, and nothing fails", async () => {
     const app = `${db.schema}-console`;
