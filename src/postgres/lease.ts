@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { conflictFailure, inTurn, sessionEnded } from "./db.js";
+import { conflictFailure, connectionLost, inTurn } from "./db.js";
 import type { Db } from "./db.js";
 import type { PgPoolClient } from "./pg.js";
 
@@ -114,16 +114,19 @@ export class WorkerLease {
       );
     let id = randomUUID();
     let sent: number;
-    try {
-      ({ sent } = await take(id, false));
-    } catch (error) {
-      // The server ended the session the statement went to (the listening connection, idle between
-      // notifications, or a pooled one): it did not commit, or committed visibly before the error
-      // (see sessionEnded). It is taken again on a pooled connection, under a new id: a row the first
-      // left is never renewed, nor written under, and lapses for a reaper to delete.
-      if (!sessionEnded(error)) throw error;
-      id = randomUUID();
-      ({ sent } = await take(id, true));
+    // The connection the statement went to was lost, or the server ended its session (the listening
+    // connection, idle between notifications, or a pooled one; a restart ends both): it may have
+    // committed, or not. It is taken again on a pooled connection, under a new id (a row a failed
+    // attempt may have left is never renewed, nor written under, and lapses for a reaper to delete),
+    // and once more on another should that one be lost too.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        ({ sent } = await take(id, attempt > 0));
+        break;
+      } catch (error) {
+        if (attempt === 2 || !connectionLost(error)) throw error;
+        id = randomUUID();
+      }
     }
     // Taken after release(): no ask is written under it, and unrenewed it lapses for a reaper to delete.
     if (this.#released) throw new Error("the worker lease was released while it was being taken");
