@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import type { Socket } from "node:net";
 import pg from "pg";
@@ -1386,6 +1387,65 @@ describe("PostgresAskQueue: a park whose pooled connection the server ended (57P
   });
 });
 
+describe("PostgresAskQueue: a lease taken over a listening connection the server ended (57P01)", () => {
+  it("takes the lease on another connection: the call parks, and its answer reaches it", async () => {
+    const app = `${db.schema}-listener`;
+    const errors: unknown[] = [];
+    const worker = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(worker);
+    // An inbox of the worker's own queue: it listens, and holds no lease yet.
+    const own = worker.approver();
+    const inbox = queue().approver();
+    const first = makeAsk(1);
+    const other = queue({ rereadMs: 600_000 });
+    const parkedFirst = park(other, first);
+    expect((await own.next())?.id).toBe(first.id);
+    expect(await inbox.resolve(first.id, { type: "deny" })).toBe(true);
+    expect(await parkedFirst).toEqual({ type: "deny" });
+    expect(await own.ended(first.id)).toEqual({ type: "answered", verdict: "deny" });
+    expect(worker.workerId).toBeUndefined();
+    // Terminated, and the first park sent at once: its lease goes to the listening connection,
+    // unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const ask = makeAsk(2);
+    const parked = park(worker, ask);
+    parked.catch(() => undefined);
+    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+  });
+});
+
+describe("PostgresAskQueue: a console's read whose pooled connection the server ended (57P01)", () => {
+  it("sends its read of pending asks once more on another connection: a new inbox gets them, and nothing fails", async () => {
+    const app = `${db.schema}-console`;
+    const errors: unknown[] = [];
+    // One connection for LISTEN, one for statements: the read of pending asks takes the one the server ended.
+    const consoleQueue = new PostgresAskQueue(db.newPool(2, { application_name: app }), {
+      schema: db.schema,
+      rereadMs: 600_000,
+      onError: (e) => errors.push(e),
+    });
+    opened.push(consoleQueue);
+    const worker = queue({ rereadMs: 600_000 });
+    const ask = makeAsk(1);
+    const parked = park(worker, ask);
+    expect((await consoleQueue.approver().next())?.id).toBe(ask.id);
+    // Terminated, and a new inbox opened at once: its read of pending asks goes to the pooled connection,
+    // unheard of its end.
+    expect(terminateIdleNow(app)).toBeGreaterThan(0);
+    const inbox = consoleQueue.approver();
+    expect((await inbox.next())?.id).toBe(ask.id);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await parked).toEqual({ type: "approve" });
+    expect(errors.filter((e) => String(e).includes("reading pending asks"))).toEqual([]);
+  });
+});
+
 describe("PostgresAskQueue: a dropped LISTEN connection", () => {
   it("re-reads after the reconnect: an answer whose notification never reached the worker still ends its call", async () => {
     const errors: unknown[] = [];
@@ -2602,6 +2662,63 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  /**
+   * Runs `statements` on a connection of another process, then keeps it running `pauseMs` more,
+   * blocking this process the whole time: a worker that stalls (its event loop blocked, the
+   * process stopped) hears nothing meanwhile. Returns each statement's row count.
+   */
+  function whileStalled(statements: readonly { sql: string; values: unknown[] }[], pauseMs: number): number[] {
+    const script = `
+      const pg = require("pg");
+      (async () => {
+        const client = new pg.Client({ connectionString: process.argv[1] });
+        await client.connect();
+        const counts = [];
+        for (const s of JSON.parse(process.argv[2])) counts.push((await client.query(s.sql, s.values)).rowCount);
+        await client.end();
+        await new Promise((resolve) => setTimeout(resolve, Number(process.argv[3])));
+        process.stdout.write(JSON.stringify(counts));
+      })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
+    const done = spawnSync(
+      process.execPath,
+      ["-e", script, DATABASE_URL, JSON.stringify(statements), String(pauseMs)],
+      { encoding: "utf8" },
+    );
+    if (done.status !== 0) throw new Error(`the stall's statements failed: ${done.stderr}`);
+    return JSON.parse(done.stdout) as number[];
+  }
+
+  it("gives a worker that stalled past its lease the answers that landed while the lease held, and denies the rest", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ leaseMs: 900, onError: (e) => errors.push(e) });
+    const inbox = queue({ leaseMs: 600_000 }).approver();
+    const [approved, denied, unanswered] = [makeAsk(1), makeAsk(2), makeAsk(3)];
+    const calls = [approved, denied, unanswered].map((ask) => park(worker, ask));
+    for (let i = 0; i < 3; i++) await inbox.next();
+    await renewedOnce(worker);
+    const lease = worker.workerId;
+    // A console's answers, as it lands them (only while the lease holds), then a stall well past the lease.
+    const answer = (id: string, resolution: AskResolution) => ({
+      sql: `UPDATE "${db.schema}".asks AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
+            WHERE a.id = $1::uuid AND a.ended_at IS NULL AND EXISTS (
+              SELECT 1 FROM "${db.schema}".workers AS w WHERE w.id = a.worker_id AND w.lease_until > now())`,
+      values: [id, JSON.stringify(resolution)],
+    });
+    expect(
+      whileStalled(
+        [answer(approved.id, { type: "approve" }), answer(denied.id, { type: "deny", reason: "not now" })],
+        3_000,
+      ),
+    ).toEqual([1, 1]);
+    expect(await calls[0]).toEqual({ type: "approve" });
+    expect(await calls[1]).toEqual({ type: "deny", reason: "not now" });
+    expect(await calls[2]).toEqual({ type: "deny", reason: LEASE_LOST_REASON });
+    expect(errors.find((e) => e instanceof PostgresLeaseError)).toMatchObject({ workerId: lease });
+    // The lease lapsed on the database: the unanswered ask takes no answer now.
+    expect(await inbox.resolve(unanswered.id, { type: "approve" })).toBe(false);
+    expect(await inbox.ended(unanswered.id)).toEqual({ type: "withdrawn", reason: "abandoned" });
   });
 
   it("denies a parked call for a lost lease only once no answer can land: a renewal that landed without its reply is counted", async () => {

@@ -108,6 +108,8 @@ interface Parked {
   readAgain: boolean;
   /** How the wait ended here, when it did before the row was written. */
   ended: "expired" | "cancelled" | "closed" | "abandoned" | undefined;
+  /** Its lease was lost: its row is being read for an answer that landed while the lease held. */
+  leaseLost: boolean;
 }
 
 type Withdrawal = {
@@ -344,7 +346,7 @@ export class PostgresAskQueue {
       error: (error) => this.#onError(this.#db.failure(`PostgresAskQueue: listening on ${this.#names.channel}`, error)),
     });
     this.#lease = new WorkerLease(this.#db, this.#leaseMs, {
-      lost: (id, why) => this.#leaseLost(id, why),
+      lost: (id, why) => void this.#leaseLost(id, why),
       direct: () => this.#listener.connection,
       broken: (client, error) => this.#listener.drop(client, error),
     });
@@ -502,6 +504,7 @@ export class PostgresAskQueue {
         insertedAt: Number.POSITIVE_INFINITY,
         readAgain: false,
         ended: undefined,
+        leaseLost: false,
       };
       // Listen before registering: if listening throws, the park rejects and nothing is left parked.
       try {
@@ -685,7 +688,8 @@ export class PostgresAskQueue {
    * the answer landed, but the call did not run.
    */
   async #answeredUnheard(batch: readonly { id: string; w: Withdrawal }[]): Promise<void> {
-    const found = await this.#db.query(
+    // A read: sent once more on another connection when the first was lost (one the server ended, say).
+    const found = await this.#db.read(
       "PostgresAskQueue: reading the answers of calls denied for a lost lease",
       `SELECT a.id::text AS id, a.worker_id::text AS worker_id, a.resolution->>'type' AS verdict
        FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[]) AND a.state = 'answered'`,
@@ -829,7 +833,8 @@ export class PostgresAskQueue {
    */
   async #onListener(operation: string, sql: string, values: unknown[]): Promise<Rows> {
     const client = this.#listener.connection;
-    if (client === undefined) return this.#db.query(operation, sql, values);
+    // Reads all: sent once more on another connection when the first was lost (one the server ended, say).
+    if (client === undefined) return this.#db.read(operation, sql, values);
     return replyWithin(this.#db.queryOn(client, operation, sql, values), this.#leaseMs, () => {
       const error = new Error(
         `no reply within ${this.#leaseMs} ms on the connection listening on ${this.#names.channel}`,
@@ -860,7 +865,11 @@ export class PostgresAskQueue {
       this.#settle(parked, () =>
         row.type === "answered"
           ? parked.resolve(row.resolution)
-          : parked.resolve({ type: "deny", reason: WITHDRAWN_TEXT[row.reason] }),
+          : parked.resolve({
+              type: "deny",
+              // Closed with its lost lease, by the renewal that found it lapsed or by a reaper.
+              reason: parked.leaseLost && row.reason === "abandoned" ? LEASE_LOST_REASON : WITHDRAWN_TEXT[row.reason],
+            }),
       );
     }
     this.#dispatch(id, askEnding(row));
@@ -924,7 +933,8 @@ export class PostgresAskQueue {
     // Taken before the statement is sent: its snapshot holds every row pending when these attached.
     const attached = all ? [...this.#links] : [];
     const read = ++this.#pendingReads;
-    const found = await this.#db.query(
+    // A read: sent once more on another connection when the first was lost (one the server ended, say).
+    const found = await this.#db.read(
       "PostgresAskQueue: reading pending asks",
       all
         ? `SELECT id::text AS id, ask FROM ${this.#table} WHERE state = 'pending' ORDER BY seq`
@@ -1127,7 +1137,28 @@ export class PostgresAskQueue {
     return true;
   }
 
-  #leaseLost(workerId: string, why: LeaseLoss): void {
+  /**
+   * Reads the rows of `entries` (calls parked here) and settles each whose row ended as the row
+   * says: an answer that landed is the call's. A row still pending, or gone, leaves its call parked.
+   */
+  async #settleByRows(operation: string, entries: readonly Parked[]): Promise<void> {
+    if (entries.length === 0) return;
+    const read = ++this.#endingReads;
+    const found = await this.#db.read(
+      operation,
+      `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
+      [entries.map((e) => e.id)],
+    );
+    for (const raw of found.rows) this.#ended(raw, read);
+  }
+
+  /**
+   * The lease `workerId` is lost, and surely lapsed on the database: no answer can land on its
+   * asks any more. Those answered while it held (the worker stalled, say, and heard nothing) are
+   * the calls' own, read first; the other calls (their rows withdrawn as abandoned, still pending,
+   * or not read within `leaseMs`) are denied ({@link LEASE_LOST_REASON}) and their rows closed as abandoned.
+   */
+  async #leaseLost(workerId: string, why: LeaseLoss): Promise<void> {
     if (this.#closing !== undefined) {
       // Run out while close() waited for its statements: no answer can land now, and close() gives the lease up.
       for (const entry of [...this.#parked.values()])
@@ -1140,6 +1171,22 @@ export class PostgresAskQueue {
         why === "lapsed" ? "lapsed and its asks were closed" : "could not be renewed in time",
       ),
     );
+    for (const entry of this.#parked.values()) if (entry.workerId === workerId) entry.leaseLost = true;
+    const held = (): Parked[] =>
+      [...this.#parked.values()].filter((entry) => entry.workerId === workerId && entry.inserted);
+    if (!poolEnding(this.#pool) && !this.#db.tooNew) {
+      const operation = "PostgresAskQueue: reading the endings of a lost lease's asks";
+      try {
+        // Bounded: a pool whose every connection hangs must not keep the calls parked (fail closed).
+        await replyWithin(this.#settleByRows(operation, held()), this.#leaseMs, () =>
+          this.#db.failure(operation, new Error(`no reply within ${this.#leaseMs} ms`)),
+        );
+      } catch (error) {
+        this.#onError(error);
+      }
+    }
+    // Closed meanwhile: close() settled every call.
+    if (this.#closing !== undefined) return;
     for (const entry of [...this.#parked.values()]) {
       if (entry.workerId !== workerId) continue;
       // Denied here, so closed there too (retried on each heartbeat): no answer may land on it and say true.
@@ -1181,16 +1228,7 @@ export class PostgresAskQueue {
             this.#settle(entry, () => entry.resolve({ type: "deny", reason: QUEUE_CLOSED_REASON }));
         }
         // The others ended before this could close them: their rows say how.
-        const ended = parked();
-        if (ended.length > 0) {
-          const read = ++this.#endingReads;
-          const found = await this.#db.read(
-            "PostgresAskQueue.close: reading endings",
-            `SELECT ${ENDING_COLUMNS} FROM ${this.#table} AS a WHERE a.id = ANY($1::uuid[])`,
-            [ended.map((e) => e.id)],
-          );
-          for (const raw of found.rows) this.#ended(raw, read);
-        }
+        await this.#settleByRows("PostgresAskQueue.close: reading endings", parked());
       }
     } catch (error) {
       this.#onError(error);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { conflictFailure, inTurn } from "./db.js";
+import { conflictFailure, connectionLost, inTurn } from "./db.js";
 import type { Db } from "./db.js";
 import type { PgPoolClient } from "./pg.js";
 
@@ -103,13 +103,31 @@ export class WorkerLease {
   }
 
   async #take(): Promise<string> {
-    const id = randomUUID();
-    const { sent } = await this.#run(
-      "PostgresAskQueue: taking a worker lease",
-      `INSERT INTO ${this.#db.names.table("workers")} (id, lease_until, host, pid)
-       VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
-      [id, this.#leaseMs, hostname(), process.pid],
-    );
+    const take = (id: string, pooled: boolean): Promise<Sent> =>
+      this.#run(
+        "PostgresAskQueue: taking a worker lease",
+        `INSERT INTO ${this.#db.names.table("workers")} (id, lease_until, host, pid)
+         VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
+        [id, this.#leaseMs, hostname(), process.pid],
+        Number.POSITIVE_INFINITY,
+        pooled,
+      );
+    let id = randomUUID();
+    let sent: number;
+    // The connection the statement went to was lost, or the server ended its session (the listening
+    // connection, idle between notifications, or a pooled one; a restart ends both): it may have
+    // committed, or not. It is taken again on a pooled connection, under a new id (a row a failed
+    // attempt may have left is never renewed, nor written under, and lapses for a reaper to delete),
+    // and once more on another should that one be lost too.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        ({ sent } = await take(id, attempt > 0));
+        break;
+      } catch (error) {
+        if (attempt === 2 || !connectionLost(error)) throw error;
+        id = randomUUID();
+      }
+    }
     // Taken after release(): no ask is written under it, and unrenewed it lapses for a reaper to delete.
     if (this.#released) throw new Error("the worker lease was released while it was being taken");
     this.#id = id;
@@ -236,13 +254,21 @@ export class WorkerLease {
    * than the database's. Time spent waiting for a pooled connection is not
    * counted against the lease.
    *
+   * `pooled` sends it over a pooled connection whatever the listening one is doing.
+   *
    * With a `deadline` (a `performance.now()` time), a statement with no reply
    * by then is given up: the call rejects, and the connection it went out on
    * is closed (a connection that swallowed one statement swallows the next);
    * one still waiting for a pooled connection then is never sent.
    */
-  #run(operation: string, sql: string, values: unknown[], deadline = Number.POSITIVE_INFINITY): Promise<Sent> {
-    const direct = this.#host.direct();
+  #run(
+    operation: string,
+    sql: string,
+    values: unknown[],
+    deadline = Number.POSITIVE_INFINITY,
+    pooled = false,
+  ): Promise<Sent> {
+    const direct = pooled ? undefined : this.#host.direct();
     let late: Error | undefined;
     let cut: ((error: Error) => void) | undefined;
     // Throws the driver's own errors: a pooled connection that failed is then closed, not handed on.
