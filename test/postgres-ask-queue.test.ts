@@ -1189,8 +1189,10 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
     });
     opened.push(worker);
     const inbox = queue({ rereadMs: 50 }).approver();
-    // Rounds go on until the lease has been renewed a few times among them.
-    for (let round = 0; round < 10 || (renewals < 3 && round < 200); round++) {
+    // Rounds go on until the lease has been renewed a few times among them: bounded by time, not by a
+    // count of rounds, which a fast machine runs through before the third renewal (every 400 ms).
+    const until = Date.now() + 30_000;
+    for (let round = 0; round < 10 || (renewals < 3 && Date.now() < until); round++) {
       const asks = Array.from({ length: 20 }, (_, n) => makeAsk(round * 20 + n));
       const parked = asks.map((ask) => park(worker, ask));
       for (let n = 0; n < asks.length; n++) await inbox.next();
