@@ -664,7 +664,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const sessionEnded = makeAsk(3);
     const session = new AbortController();
     const parkedSession = park(worker, sessionEnded, session.signal);
-    await waitFor(async () => (await row(sessionEnded.id))?.state === "pending");
+    // Taken first: an ask this console heard of while pending could otherwise still be handed out below.
+    expect((await inbox.next())?.id).toBe(sessionEnded.id);
     session.abort(new Error("the user's session expired"));
     await expect(parkedSession).rejects.toThrow("session expired");
     await waitFor(async () => (await row(sessionEnded.id))?.state === "withdrawn");
