@@ -228,6 +228,53 @@ describe("callPrompt", () => {
     }
   });
 
+  it("refuses an unknown option, naming it, instead of showing what a misspelt redact was meant to hide", () => {
+    const hideSsn = (path: readonly (string | number)[], value: unknown): unknown =>
+      path.at(-1) === "ssn" ? REDACTED : value;
+    for (const [options, message] of [
+      [{ redcat: hideSsn }, "callPrompt: options holds an unknown option 'redcat' (did you mean redact?)"],
+      [{ maxArgChars: 80 }, "callPrompt: options holds an unknown option 'maxArgChars' (did you mean maxArgsChars?)"],
+      [{ note: ["x"] }, "callPrompt: options holds an unknown option 'note' (did you mean notes?)"],
+      [
+        { redact: hideSsn, colour: true },
+        "callPrompt: options holds an unknown option 'colour' (the options are redact, maxArgsChars and notes)",
+      ],
+    ] as const) {
+      let error: unknown;
+      try {
+        callPrompt({ name: "t" }, { ssn: "078-05-1120" }, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
+      expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument: "options", message });
+    }
+    expect(callPrompt({ name: "t" }, { ssn: "078-05-1120" }, { redact: hideSsn })).not.toContain("078-05-1120");
+  });
+
+  it("refuses options that are not an object, or an AbortSignal given in their place", () => {
+    for (const [options, message] of [
+      [null, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got null"],
+      ["[redacted]", 'callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got "[redacted]"'],
+      [80, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got 80"],
+      [() => undefined, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got a function"],
+      [
+        new AbortController().signal,
+        "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got an AbortSignal",
+      ],
+    ] as const) {
+      let error: unknown;
+      try {
+        callPrompt({ name: "t" }, { a: 1 }, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
+      expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument: "options", message });
+    }
+    expect(callPrompt({ name: "t" }, { a: 1 }, undefined)).toContain('"a": 1');
+  });
+
   it("for any JSON arguments and cap: exactly the indented JSON, secrets redacted, cut at the cap with the rest counted", () => {
     const secrets = (key: string, value: unknown): unknown =>
       key !== "" && redactSecretKeys([key], value) === REDACTED ? REDACTED : value;

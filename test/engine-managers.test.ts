@@ -63,6 +63,7 @@ describe("LoopManagers", () => {
     // A method that is not one would never be called: every event it was meant for, lost unsaid.
     ["withObserver", (m) => m.withObserver({ onGate: "log" } as never)],
     ["withObserver", (m) => m.withObserver({ onToolPost: {} } as never)],
+    ["withObserver", (m) => m.withObserver({ onGat: () => undefined } as never)],
     ["withObserverErrorHandler", (m) => m.withObserverErrorHandler(1 as never)],
     ["withIdGen", (m) => m.withIdGen("id" as never)],
     ["withClock", (m) => m.withClock({} as never)],
@@ -80,6 +81,7 @@ describe("LoopManagers", () => {
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 2, window: 10 } as never)],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 0, cooldownMs: 1 })],
     ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: -1 })],
+    ["withCircuitBreaker", (m) => m.withCircuitBreaker({ failureThreshold: 1, cooldownMs: 1, cooldown: 5 } as never)],
     // Values with no string form: naming them must not turn the typed error into a TypeError.
     ["withAskTimeout", (m) => m.withAskTimeout(Object.create(null) as never)],
     ["withMaxConcurrency", (m) => m.withMaxConcurrency({ toString: () => ({}) } as never)],
@@ -98,6 +100,73 @@ describe("LoopManagers", () => {
     expect(() =>
       new LoopManagers().withObserver(new Audit()).withObserver({ onGate: undefined } as never),
     ).not.toThrow();
+  });
+
+  it("withCircuitBreaker refuses an option it does not take, or options that are not an object, naming it", () => {
+    const refused = (options: unknown, message: string): void => {
+      expect(() => new LoopManagers().withCircuitBreaker(options as never)).toThrow(
+        new EngineConfigError("withCircuitBreaker", message),
+      );
+    };
+    // Ignored, a misspelt cool-down would leave the breaker open with none: the tool refused until the next success.
+    refused({ failureThreshold: 3, cooldownMS: 30_000 }, "unknown option 'cooldownMS' (did you mean cooldownMs?)");
+    refused(
+      { failureThreshold: 3, cooldownMs: 30_000, failureTreshold: 5 },
+      "unknown option 'failureTreshold' (did you mean failureThreshold?)",
+    );
+    refused(
+      { failureThreshold: 3, cooldownMs: 30_000, halfOpenCalls: 2 },
+      "unknown option 'halfOpenCalls' (the options are failureThreshold and cooldownMs)",
+    );
+    refused(new AbortController().signal, "options must be { failureThreshold, cooldownMs }, got an AbortSignal");
+    refused(3, "options must be { failureThreshold, cooldownMs }, got 3");
+    refused(null, "options must be { failureThreshold, cooldownMs }, got null");
+    expect(() => new LoopManagers().withCircuitBreaker({ failureThreshold: 3, cooldownMs: 0 })).not.toThrow();
+  });
+
+  it("withObserver refuses a handler name that is no event, which would never be called, saying the one likely meant", () => {
+    const refused = (observer: unknown, message: string): void => {
+      expect(() => new LoopManagers().withObserver(observer as never)).toThrow(
+        new EngineConfigError("withObserver", message),
+      );
+    };
+    const log = (): void => undefined;
+    refused({ onGat: log }, "'onGat' is no observer event: it would never be called (did you mean onGate?)");
+    refused({ ongate: log }, "'ongate' is no observer event: it would never be called (did you mean onGate?)");
+    refused(
+      { onGate: log, onToolPot: log },
+      "'onToolPot' is no observer event: it would never be called (did you mean onToolPost?)",
+    );
+    refused(
+      { onRunEnd: log },
+      "'onRunEnd' is no observer event: it would never be called (the events are onModelRequest, onModelResponse, onToolPre, onGate, onToolPost and onGrantError)",
+    );
+    // Errors go to withObserverErrorHandler, never to an observer's method.
+    refused(
+      { onGate: log, onError: log },
+      "'onError' is no observer event: it would never be called (an observer's errors go to withObserverErrorHandler)",
+    );
+    // A class's methods count as its own: a misspelt one is never called either.
+    class Misspelt {
+      onGat(): void {}
+    }
+    refused(new Misspelt(), "'onGat' is no observer event: it would never be called (did you mean onGate?)");
+    refused(new AbortController().signal, "an observer must be an object, got an AbortSignal");
+    refused(log, "an observer must be an object, got a function");
+    // Members that are no event handler (state, helpers) are the observer's own business.
+    class Counting {
+      seen = 0;
+      once = true;
+      readonly onlyTools: readonly string[] = ["read"];
+      onGate(): void {
+        this.seen += 1;
+      }
+      count(): number {
+        return this.seen;
+      }
+    }
+    expect(() => new LoopManagers().withObserver(new Counting())).not.toThrow();
+    expect(() => new LoopManagers().withObserver({ seen: [], onGate: log } as never)).not.toThrow();
   });
 
   it.each(bad)("%s rejects invalid arguments with an EngineConfigError naming it (%#)", (option, apply) => {

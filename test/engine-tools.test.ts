@@ -131,6 +131,55 @@ describe("defineTool", () => {
     );
   });
 
+  it("refuses a field the definition does not have, naming it and the tool, instead of ignoring it", () => {
+    const refused = (definition: unknown, tool: string, message: string): void => {
+      let thrown: unknown;
+      try {
+        defineTool(definition as never);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(ToolDefinitionError);
+      expect(thrown).toMatchObject({ code: "TOOL_DEFINITION", tool, message: `tool '${tool}': ${message}` });
+    };
+    const input = z.object({ path: z.string() });
+    // Ignored, a misspelt title or annotations would leave them out of what a person is shown and a grant is pinned to.
+    refused(
+      { name: "rm", description: "", input, execute: noop, titel: "Delete a file" },
+      "rm",
+      "the definition has no field 'titel' (did you mean title?)",
+    );
+    refused(
+      { name: "rm", description: "", input, execute: noop, annotation: { destructiveHint: true } },
+      "rm",
+      "the definition has no field 'annotation' (did you mean annotations?)",
+    );
+    // The descriptor's name for the input schema is not the definition's: never read as outputSchema.
+    refused(
+      { name: "rm", description: "", inputSchema: { type: "object" }, execute: noop },
+      "rm",
+      "the definition has no field 'inputSchema' (the input schema is given as input: a zod 4 schema or a JSON Schema object)",
+    );
+    refused(
+      { name: "rm", description: "", input, execute: noop, needsApproval: true },
+      "rm",
+      "the definition has no field 'needsApproval' (its fields are name, description, input, title, annotations, outputSchema and execute)",
+    );
+    refused(new AbortController().signal, "", "the definition must be an object, got an AbortSignal");
+    refused("rm", "", 'the definition must be an object, got "rm"');
+    // Every field it has, as the MCP adapter passes them.
+    const full = defineTool({
+      name: "rm",
+      title: "Delete",
+      description: "Delete a file",
+      input,
+      annotations: { destructiveHint: true },
+      outputSchema: { type: "object" },
+      execute: noop,
+    });
+    expect(full.descriptor).toMatchObject({ title: "Delete", annotations: { destructiveHint: true } });
+  });
+
   it("a definition whose reads throw (a getter, a revoked proxy) is a ToolDefinitionError, what was thrown its cause", () => {
     const bomb = new Error("getter bomb");
     const fail = (): never => {

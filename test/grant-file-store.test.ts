@@ -161,6 +161,42 @@ describe("FileGrantStore arguments", () => {
     expect(await s.save(grantB)).toBe(grantB);
   });
 
+  it("refuses an option it does not take, or a signal in place of the options, naming it, and makes no folder", () => {
+    for (const [options, message] of [
+      // Ignored, a misspelt timeout would leave a save waiting the default 10 s, or a stale lock unbroken for 30.
+      [
+        { lockTimeout: 200 },
+        "FileGrantStore: options holds an unknown option 'lockTimeout' (did you mean lockTimeoutMs?)",
+      ],
+      [
+        { staleLockMS: 1_000 },
+        "FileGrantStore: options holds an unknown option 'staleLockMS' (did you mean staleLockMs?)",
+      ],
+      [
+        { onWarnings: () => undefined },
+        "FileGrantStore: options holds an unknown option 'onWarnings' (did you mean onWarning?)",
+      ],
+      [
+        { lockTimeoutMs: 200, signal: new AbortController().signal },
+        "FileGrantStore: options holds an unknown option 'signal' (a signal is given to each call: { signal })",
+      ],
+      [
+        { mode: 0o600 },
+        "FileGrantStore: options holds an unknown option 'mode' (the options are lockTimeoutMs, staleLockMs, now, onWarning and onLockWait)",
+      ],
+      [
+        new AbortController().signal,
+        "FileGrantStore: options must be an object, got an AbortSignal (a signal is given to each call: { signal })",
+      ],
+      ["fast", 'FileGrantStore: options must be an object, got "fast"'],
+    ] as const) {
+      const error = refusal(join(root, "grants"), project, options);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "options", message });
+    }
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("refuses a lockTimeoutMs or staleLockMs that is not a non-negative integer, instead of waiting forever", () => {
     for (const option of ["lockTimeoutMs", "staleLockMs"] as const) {
       for (const value of [Number.NaN, "200", -1, 1.5, Number.POSITIVE_INFINITY, null]) {

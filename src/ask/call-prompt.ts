@@ -1,5 +1,8 @@
 import { InvalidCallPromptOptionsError } from "./errors.js";
+import { isAbortSignal } from "../abort-signal.js";
+import { shownValue } from "../errors.js";
 import { textHead } from "../text-head.js";
+import { unknownOption } from "../unknown-option.js";
 
 /** A path into a call's arguments: object keys and array indexes from the top. */
 export type ArgsPath = readonly (string | number)[];
@@ -246,6 +249,29 @@ export function redactProblem(value: unknown): string | undefined {
     : "must be a function or false";
 }
 
+/** The options {@link callPrompt} takes: any other key is refused. */
+const OPTIONS = ["redact", "maxArgsChars", "notes"] as const;
+
+/**
+ * `options` as {@link callPrompt} reads them: refused unless an object of its
+ * options. Ignored, a misspelt `redact` would leave the default redactor in
+ * its place, and what the caller's was meant to hide would be shown.
+ */
+function promptOptions(options: unknown): CallPromptOptions {
+  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
+    const got = isAbortSignal(options) ? "an AbortSignal" : shownValue(options);
+    throw new InvalidCallPromptOptionsError(
+      "options",
+      `must be an object { redact?, maxArgsChars?, notes? }, got ${got}`,
+    );
+  }
+  for (const key of Object.keys(options)) {
+    if (!(OPTIONS as readonly string[]).includes(key))
+      throw new InvalidCallPromptOptionsError("options", `holds an ${unknownOption(key, OPTIONS)}`);
+  }
+  return options;
+}
+
 /**
  * The prompt a person reads for one tool call: it names the tool (and its
  * title), then shows the arguments as indented JSON, with secrets redacted,
@@ -255,8 +281,10 @@ export function redactProblem(value: unknown): string | undefined {
  * person sees of them: build it from the same arguments the call runs with
  * (a hook's `call.input`).
  *
- * @throws {InvalidCallPromptOptionsError} when `maxArgsChars` is not a positive
- *   integer, `redact` not a function or `false`, or `notes` not an array of strings.
+ * @throws {InvalidCallPromptOptionsError} when `options` is not an object or
+ *   holds a key that is not one of its options (`redcat`), `maxArgsChars` is not
+ *   a positive integer, `redact` not a function or `false`, or `notes` not an
+ *   array of strings.
  * @throws whatever `redact` throws (inside a hook, that denies the call).
  * @throws {TypeError} when the arguments contain themselves, naming where, or
  *   hold a BigInt (as `JSON.stringify` does).
@@ -271,7 +299,7 @@ export function callPrompt(
   input: unknown,
   options: CallPromptOptions = {},
 ): string {
-  const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = options;
+  const { redact = redactSecretKeys, maxArgsChars = 2000, notes = [] } = promptOptions(options);
   const problem = maxArgsCharsProblem(maxArgsChars);
   if (problem !== undefined) throw new InvalidCallPromptOptionsError("options.maxArgsChars", problem);
   const redactFault = redactProblem(redact);

@@ -159,7 +159,9 @@ export class InvalidApproverOptionsError extends LoopctlError {
 }
 
 /**
- * {@link callPrompt} was given options it cannot render with: a
+ * {@link callPrompt} was given options it cannot render with: options that
+ * are not an object (an `AbortSignal` included) or hold a key that is not an
+ * option (a misspelt `redact` would leave its secrets shown), a
  * `maxArgsChars` that is not a positive integer, a `redact` that is not a
  * function or `false`, or `notes` that are not an array of strings. `code` is
  * `"ASK_PROMPT_OPTIONS_INVALID"`; `argument` names the option at fault.
@@ -171,10 +173,10 @@ export class InvalidApproverOptionsError extends LoopctlError {
  * ```
  */
 export class InvalidCallPromptOptionsError extends LoopctlError {
-  /** The option at fault. */
-  readonly argument: "options.maxArgsChars" | "options.redact" | "options.notes";
+  /** The option at fault; `"options"` for options that are not an object, or hold an unknown option. */
+  readonly argument: "options" | "options.maxArgsChars" | "options.redact" | "options.notes";
 
-  constructor(argument: "options.maxArgsChars" | "options.redact" | "options.notes", detail: string) {
+  constructor(argument: "options" | "options.maxArgsChars" | "options.redact" | "options.notes", detail: string) {
     super("ASK_PROMPT_OPTIONS_INVALID", `callPrompt: ${argument} ${detail}`);
     this.argument = argument;
   }

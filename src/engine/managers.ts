@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import type { AskResolver } from "../ask/index.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import type { GrantStore } from "../grant/index.js";
@@ -15,6 +16,7 @@ import type { LoopDetectionOptions } from "./loop-detector.js";
 import type { Middleware } from "./middleware.js";
 import { OBSERVER_EVENTS } from "./observer.js";
 import type { Observer, ObserverErrorHandler } from "./observer.js";
+import { meantOption, shownKey } from "../unknown-option.js";
 
 /** Everything a {@link LoopManagers} holds, as the engine reads it (internal). */
 export interface ManagerSettings {
@@ -56,6 +58,39 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;
+}
+
+/** What an argument that should have been an object was, for the refusal: a signal is named as one. */
+function shownArgument(value: unknown): string {
+  return isAbortSignal(value) ? "an AbortSignal" : shownValue(value);
+}
+
+/**
+ * Refuses a member of `observer`, its own or its class's, named as an event
+ * handler (`onGat`, `ongate`, `onRunEnd`) that is no {@link OBSERVER_EVENTS}
+ * event: it would never be called, and every event it was meant for lost,
+ * unsaid. Other members (state, helpers) are the observer's own business.
+ */
+function refuseUnknownEvents(observer: object): void {
+  const events: readonly string[] = OBSERVER_EVENTS;
+  for (let layer: object | null = observer; layer !== null && layer !== Object.prototype;) {
+    for (const name of Object.getOwnPropertyNames(layer)) {
+      if (events.includes(name) || name === "constructor") continue;
+      const meant = meantOption(name, events);
+      if (meant === undefined && !/^on[A-Z_]/.test(name)) continue;
+      const hint =
+        meant !== undefined
+          ? `did you mean ${meant}?`
+          : name === "onError"
+            ? "an observer's errors go to withObserverErrorHandler"
+            : `the events are ${events.slice(0, -1).join(", ")} and ${events.at(-1) ?? ""}`;
+      throw new EngineConfigError(
+        "withObserver",
+        `${shownKey(name)} is no observer event: it would never be called (${hint})`,
+      );
+    }
+    layer = Object.getPrototypeOf(layer) as object | null;
+  }
 }
 
 function positiveInteger(option: string, field: string, value: unknown): number {
@@ -175,16 +210,22 @@ export class LoopManagers {
     return this.#with({ middleware: [...this.#settings.middleware, middleware] });
   }
 
-  /** Adds an observer; one of its event names holding anything but a function is refused, naming it. */
+  /**
+   * Adds an observer. One of its event names holding anything but a function
+   * is refused, naming it, and so is a member named as a handler of an event
+   * there is none of (`onGat`, `onRunEnd`), its own or its class's.
+   */
   withObserver(observer: Observer): LoopManagers {
     return readingConfig("withObserver", "the argument", () => {
-      if (!isObject(observer)) throw new EngineConfigError("withObserver", "an observer must be an object");
+      if (!isObject(observer) || isAbortSignal(observer))
+        throw new EngineConfigError("withObserver", `an observer must be an object, got ${shownArgument(observer)}`);
       // A method that is not a function would never be called: every event it was meant for lost, unsaid.
       for (const event of OBSERVER_EVENTS) {
         const method: unknown = observer[event];
         if (method !== undefined && typeof method !== "function")
           throw new EngineConfigError("withObserver", `${event} must be a function, got ${shownValue(method)}`);
       }
+      refuseUnknownEvents(observer);
       return this.#with({ observers: [...this.#settings.observers, observer] });
     });
   }
@@ -296,10 +337,19 @@ export class LoopManagers {
     });
   }
 
-  /** Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one). */
+  /**
+   * Refuses a tool for `cooldownMs` after `failureThreshold` consecutive failures. State is per `Gate` (an `Agent` has one).
+   * An option other than these two is refused, naming it.
+   */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
     return readingConfig("withCircuitBreaker", "the argument", () => {
-      if (!isObject(options)) throw new EngineConfigError("withCircuitBreaker", "options must be an object");
+      if (!isObject(options) || isAbortSignal(options)) {
+        throw new EngineConfigError(
+          "withCircuitBreaker",
+          `options must be { failureThreshold, cooldownMs }, got ${shownArgument(options)}`,
+        );
+      }
+      knownKeys("withCircuitBreaker", options, ["failureThreshold", "cooldownMs"], false);
       return this.#with({
         circuitBreaker: Object.freeze({
           failureThreshold: positiveInteger("withCircuitBreaker", "failureThreshold", options.failureThreshold),

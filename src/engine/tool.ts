@@ -1,9 +1,11 @@
 import { z } from "zod";
+import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { ToolDefinitionError, describeError } from "./errors.js";
 import { frozenJson } from "./snapshot.js";
+import { meantOption, shownKey } from "../unknown-option.js";
 import { compileJsonSchema, zodValidator } from "./validation.js";
 import type { ArgumentCheck, Validator } from "./validation.js";
 
@@ -69,6 +71,27 @@ export interface Tool {
 }
 
 const NAME = /^[^\s\p{Cc}]{1,128}$/u;
+
+/** The fields of a {@link ToolDefinition}: any other is refused. */
+const FIELDS = ["name", "description", "input", "title", "annotations", "outputSchema", "execute"] as const;
+
+/** The input schema's names elsewhere (a descriptor's, the AI SDK's): `inputSchema` is otherwise nearest `outputSchema`. */
+const INPUT_NAMES = new Set(["inputschema", "parameters", "schema"]);
+
+/**
+ * Why the definition's key `key` is refused: ignored, a misspelt `title` or
+ * `annotations` would be left out of what a person is shown and what a
+ * grant is pinned to, and nothing would say so.
+ */
+function unknownField(key: string): string {
+  const meant = meantOption(key, FIELDS);
+  const hint = INPUT_NAMES.has(key.toLowerCase().replace(/_/g, ""))
+    ? "the input schema is given as input: a zod 4 schema or a JSON Schema object"
+    : meant === undefined
+      ? `its fields are ${FIELDS.slice(0, -1).join(", ")} and ${FIELDS.at(-1) ?? ""}`
+      : `did you mean ${meant}?`;
+  return `the definition has no field ${shownKey(key)} (${hint})`;
+}
 
 function isZodSchema(value: unknown): value is z.ZodType {
   return (
@@ -160,7 +183,9 @@ export function toolDescriptorOf(tool: Tool): ToolDescriptor {
  * Arguments are validated by the gate before any hook sees them; invalid
  * ones go back to the model as an error result and never reach `execute`.
  *
- * @throws {ToolDefinitionError} on an invalid name, description, schema or
+ * @throws {ToolDefinitionError} on a definition that is not an object or has
+ *   a field other than those of {@link ToolDefinition} (`titel`,
+ *   `inputSchema`), naming it; on an invalid name, description, schema or
  *   `execute`; on a zod 3 schema (loopctl needs zod 4); on a JSON Schema Ajv
  *   cannot compile (an unknown keyword or format, an unresolvable `$ref`).
  *
@@ -175,8 +200,9 @@ export function toolDescriptorOf(tool: Tool): ToolDescriptor {
  * ```
  */
 export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
-  if (typeof definition !== "object" || definition === null) {
-    throw new ToolDefinitionError("", "the definition must be an object");
+  if (typeof definition !== "object" || definition === null || isAbortSignal(definition)) {
+    const got = isAbortSignal(definition) ? "an AbortSignal" : shownValue(definition);
+    throw new ToolDefinitionError("", `the definition must be an object, got ${got}`);
   }
   // What the definition's reads throw (a getter, a revoked proxy) is the definition's fault, named as such.
   const read = <T>(tool: string, get: () => T): T => {
@@ -187,13 +213,15 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool {
     }
   };
   const name = read("", () => definition.name);
-  const { description, input, execute, title, annotations, outputSchema } = read(
-    typeof name === "string" ? name : "",
-    () => {
-      const { description, input, execute, title, annotations, outputSchema } = definition;
-      return { description, input, execute, title, annotations, outputSchema };
-    },
+  const shownName = typeof name === "string" ? name : "";
+  const unknown = read(shownName, () =>
+    Object.keys(definition).find((key) => !(FIELDS as readonly string[]).includes(key)),
   );
+  if (unknown !== undefined) throw new ToolDefinitionError(shownName, unknownField(unknown));
+  const { description, input, execute, title, annotations, outputSchema } = read(shownName, () => {
+    const { description, input, execute, title, annotations, outputSchema } = definition;
+    return { description, input, execute, title, annotations, outputSchema };
+  });
   if (typeof name !== "string" || !NAME.test(name)) {
     throw new ToolDefinitionError(
       typeof name === "string" ? name : shownValue(name),

@@ -15,7 +15,9 @@ import {
   LedgerIoError,
   LedgerLockError,
 } from "./errors.js";
+import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 import { recordTexts } from "./record-texts.js";
@@ -189,6 +191,30 @@ async function writeWhole(path: string, bytes: Buffer): Promise<void> {
   }
 }
 
+/** The options of {@link FileGrantStore}: any other is refused. */
+const OPTIONS = ["lockTimeoutMs", "staleLockMs", "now", "onWarning", "onLockWait"] as const;
+
+/** Where a signal goes, for one given to the constructor: the store itself waits on nothing. */
+const SIGNAL_HINT = "a signal is given to each call: { signal }";
+
+/**
+ * The constructor's `options`, refused unless an object of its options.
+ * Ignored, a misspelt `lockTimeoutMs` would leave a save waiting the default
+ * 10 s for a lock, and a misspelt `staleLockMs` an abandoned lock unbroken.
+ */
+function storeOptions(options: unknown): FileGrantStoreOptions {
+  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
+    const got = isAbortSignal(options) ? `an AbortSignal (${SIGNAL_HINT})` : shownValue(options);
+    throw new GrantConfigError("FileGrantStore", "options", `must be an object, got ${got}`);
+  }
+  for (const key of Object.keys(options)) {
+    if ((OPTIONS as readonly string[]).includes(key)) continue;
+    const problem = unknownOption(key, OPTIONS, key === "signal" ? SIGNAL_HINT : undefined);
+    throw new GrantConfigError("FileGrantStore", "options", `holds an ${problem}`);
+  }
+  return options;
+}
+
 /** The option's value, or `fallback` when it is not given. */
 function lockMs(value: unknown, option: "lockTimeoutMs" | "staleLockMs", fallback: number): number {
   if (value === undefined) return fallback;
@@ -347,26 +373,25 @@ export class FileGrantStore implements GrantStore {
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
    * @throws {GrantConfigError} naming the argument when `rootDir` or
-   *   `projectDir` is not a non-empty string, `options` is not an object,
+   *   `projectDir` is not a non-empty string, `options` is not an object (an
+   *   `AbortSignal` included) or holds a key that is not one of its options,
    *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer, or `now`
    *   is given and is not a function.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
     requireFolderPath(rootDir, "FileGrantStore", "rootDir");
     requireFolderPath(projectDir, "FileGrantStore", "projectDir");
-    if (typeof options !== "object" || options === null) {
-      throw new GrantConfigError("FileGrantStore", "options", `must be an object, got ${shownValue(options)}`);
-    }
-    this.#lockTimeoutMs = lockMs(options.lockTimeoutMs, "lockTimeoutMs", 10_000);
-    this.#staleLockMs = lockMs(options.staleLockMs, "staleLockMs", 30_000);
+    const given = storeOptions(options);
+    this.#lockTimeoutMs = lockMs(given.lockTimeoutMs, "lockTimeoutMs", 10_000);
+    this.#staleLockMs = lockMs(given.staleLockMs, "staleLockMs", 30_000);
     this.#root = resolve(rootDir);
     this.#projects = join(this.#root, "projects");
     this.#dir = join(this.#projects, projectIdentity(projectDir));
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
-    this.#now = nowOption(options.now);
-    this.#onWarning = options.onWarning ?? emitProcessWarning;
-    this.#onLockWait = options.onLockWait;
+    this.#now = nowOption(given.now);
+    this.#onWarning = given.onWarning ?? emitProcessWarning;
+    this.#onLockWait = given.onLockWait;
   }
 
   /**
