@@ -75,6 +75,8 @@ describe("LoopManagers", () => {
     ["withBudget", (m) => m.withBudget({ maxTokens: 0.5 })],
     ["withBudget", (m) => m.withBudget(null as never)],
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 0 })],
+    // A signal has no keys of its own: read as a budget, it would be an empty one, unsaid.
+    ["withBudget", (m) => m.withBudget(new AbortController().signal as never)],
     // A misspelt limit would otherwise leave the default in force (20 turns) or none at all, unsaid.
     ["withBudget", (m) => m.withBudget({ maxTurn: 5 } as never)],
     ["withBudget", (m) => m.withBudget({ maxTurns: 5, maxTokenCount: 100 } as never)],

@@ -210,6 +210,27 @@ describe("FileGrantStore arguments", () => {
     }
   });
 
+  it("refuses an onWarning or onLockWait that is not a function when constructed, naming it", () => {
+    // Taken as they were, a warning went to the process instead and a lock wait's report threw, unheard.
+    for (const option of ["onWarning", "onLockWait"] as const) {
+      for (const [value, shown] of [
+        ["log", '"log"'],
+        [null, "null"],
+        [{ handleEvent: () => undefined }, "an object"],
+      ] as const) {
+        const error = refusal(join(root, "grants"), project, { [option]: value });
+        expect(error).toBeInstanceOf(GrantConfigError);
+        expect(error).toMatchObject({
+          code: "GRANT_CONFIG",
+          argument: `options.${option}`,
+          message: `FileGrantStore: options.${option} must be a function, got ${shown}`,
+        });
+      }
+      expect(() => store({ [option]: undefined })).not.toThrow();
+    }
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("refuses a now that is not a function when constructed, naming options.now", () => {
     for (const [value, shown] of [
       [1_700_000_000_000, "1700000000000"],

@@ -307,8 +307,8 @@ export class LoopManagers {
    */
   withBudget(budget: BudgetOptions): LoopManagers {
     return readingConfig("withBudget", "the argument", () => {
-      if (typeof budget !== "object" || budget === null)
-        throw new EngineConfigError("withBudget", "the budget must be an object");
+      if (!isObject(budget) || isAbortSignal(budget))
+        throw new EngineConfigError("withBudget", `the budget must be an object, got ${shownArgument(budget)}`);
       knownKeys("withBudget", budget, ["maxTurns", "maxTokens"], false);
       // Each limit read once: a getter must not give the check one value and the run another (NaN: no cap).
       const { maxTurns, maxTokens } = budget;
@@ -327,7 +327,8 @@ export class LoopManagers {
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     return readingConfig("withLoopDetection", "the argument", () => {
-      if (!isObject(options)) throw new EngineConfigError("withLoopDetection", "options must be an object");
+      if (!isObject(options) || isAbortSignal(options))
+        throw new EngineConfigError("withLoopDetection", `options must be an object, got ${shownArgument(options)}`);
       knownKeys("withLoopDetection", options, ["maxRepeats"], false);
       return this.#with({
         loopDetection: Object.freeze({

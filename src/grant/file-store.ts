@@ -232,6 +232,15 @@ function nowOption(value: unknown): () => number {
   return value as () => number;
 }
 
+/** A reporting option (`onWarning`, `onLockWait`): a function, or undefined for none. */
+function reportOption<T extends (...args: never[]) => void>(
+  value: unknown,
+  option: "onWarning" | "onLockWait",
+): T | undefined {
+  if (value === undefined || typeof value === "function") return value as T | undefined;
+  throw new GrantConfigError("FileGrantStore", `options.${option}`, `must be a function, got ${shownValue(value)}`);
+}
+
 /** Resolves when `turn` settles, or rejects with the signal's reason if it aborts first. */
 function untilSettled(turn: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -376,7 +385,8 @@ export class FileGrantStore implements GrantStore {
    *   `projectDir` is not a non-empty string, `options` is not an object (an
    *   `AbortSignal` included) or holds a key that is not one of its options,
    *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer, or `now`
-   *   is given and is not a function.
+   *   is given and is not a function, or `onWarning` or `onLockWait` is given
+   *   and is not a function.
    */
   constructor(rootDir: string, projectDir: string, options: FileGrantStoreOptions = {}) {
     requireFolderPath(rootDir, "FileGrantStore", "rootDir");
@@ -390,8 +400,9 @@ export class FileGrantStore implements GrantStore {
     this.ledgerPath = join(this.#dir, "grants.json");
     this.lockPath = `${this.ledgerPath}.lock`;
     this.#now = nowOption(given.now);
-    this.#onWarning = given.onWarning ?? emitProcessWarning;
-    this.#onLockWait = given.onLockWait;
+    this.#onWarning =
+      reportOption<(warning: LedgerWarning) => void>(given.onWarning, "onWarning") ?? emitProcessWarning;
+    this.#onLockWait = reportOption<(wait: LedgerLockWait) => void>(given.onLockWait, "onLockWait");
   }
 
   /**
