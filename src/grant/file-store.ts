@@ -541,7 +541,7 @@ export class FileGrantStore implements GrantStore {
   async clear(options: ClearOptions = {}): Promise<number> {
     const empty = (ledger: Snapshot): boolean => ledger.grants.length === 0;
     return this.#locked(
-      callSignal("FileGrantStore.clear", options),
+      callSignal("FileGrantStore.clear", options, ["corrupt"]),
       0,
       async (lock) => {
         let current: Snapshot;

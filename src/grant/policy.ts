@@ -251,7 +251,7 @@ export class GrantPolicy {
     scope: "this_call" | "this_tool",
     options: RememberOptions = {},
   ): Promise<Grant> {
-    const signal = callSignal("GrantPolicy.remember", options);
+    const signal = callSignal("GrantPolicy.remember", options, ["nowMs", "note"]);
     requireDescriptor(descriptor, "GrantPolicy.remember");
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
     return this.#store.save(grant, { signal });

@@ -4,6 +4,7 @@ import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
+import { unknownOption } from "../unknown-option.js";
 
 /** Options for one call to a {@link GrantStore}. */
 export interface StoreCallOptions {
@@ -73,13 +74,22 @@ export function revokedId(where: string, id: unknown): string {
  * than failing the call with whatever it threw or leaving it waiting.
  *
  * @throws {GrantConfigError} naming `options` when it is not an object or
- *   undefined, or `options.signal` when it is not an AbortSignal or undefined,
+ *   undefined (an `AbortSignal` included) or holds a key other than `signal`
+ *   and `more` (a misspelt `sginal` would leave the call deaf to its cancel),
+ *   or `options.signal` when it is not an AbortSignal or undefined,
  *   or cannot be listened to; else the signal's reason when it has aborted.
  */
-export function callSignal(where: string, options: unknown): AbortSignal | undefined {
+export function callSignal(where: string, options: unknown, more: readonly string[] = []): AbortSignal | undefined {
   if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new GrantConfigError(where, "options", `must be an object or undefined, got ${shownValue(options)}`);
+  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
+    // A signal given bare has no `signal` of its own: read as options, the call would never hear it.
+    const got = isAbortSignal(options) ? "an AbortSignal (give it as { signal })" : shownValue(options);
+    throw new GrantConfigError(where, "options", `must be an object or undefined, got ${got}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== "signal" && !more.includes(key)) {
+      throw new GrantConfigError(where, "options", `holds an ${unknownOption(key, ["signal", ...more])}`);
+    }
   }
   const signal = (options as StoreCallOptions).signal;
   if (signal === undefined) return undefined;

@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { isAbortSignal } from "../../src/abort-signal.js";
 import { Grant, GrantConfigError, GrantScope } from "../../src/grant/index.js";
 import type { GrantStore } from "../../src/grant/index.js";
 
@@ -41,6 +42,11 @@ const BAD_CALL_OPTIONS = [
   [{ signal: refusingSignal("addEventListener") }, "options.signal"],
   [{ signal: refusingSignal("addEventListener", new Error("stop")) }, "options.signal"],
   [{ signal: refusingSignal("removeEventListener") }, "options.signal"],
+  // A bare signal has no `signal` of its own, and a misspelt key is never read: either way the call is deaf to its cancel.
+  [new AbortController().signal, "options"],
+  [AbortSignal.abort(new Error("stop")), "options"],
+  [{ sginal: new AbortController().signal }, "options"],
+  [{ signal: undefined, timeoutMs: 5 }, "options"],
 ] as const;
 
 /**
@@ -59,7 +65,21 @@ export async function expectBadCallOptionsRefused(
       );
       expect(error, `${where} ${JSON.stringify(options)}`).toBeInstanceOf(GrantConfigError);
       expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
-      expect((error as Error).message.startsWith(`${where}: ${argument} must be `)).toBe(true);
+      const message = (error as Error).message;
+      if (isAbortSignal(options)) {
+        expect(message).toBe(
+          `${where}: options must be an object or undefined, got an AbortSignal (give it as { signal })`,
+        );
+      } else if (
+        typeof options === "object" &&
+        options !== null &&
+        Object.keys(options).some((key) => key !== "signal")
+      ) {
+        expect(message).toMatch(new RegExp(`^${where}: options holds an unknown option '(sginal|timeoutMs)' \\(`));
+        if ("sginal" in options) expect(message).toContain("(did you mean signal?)");
+      } else {
+        expect(message.startsWith(`${where}: ${argument} must be `)).toBe(true);
+      }
     }
   }
 }
