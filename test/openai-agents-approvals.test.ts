@@ -1286,6 +1286,73 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       expect(shownResults(secondModel)).toMatchObject({ c1: "deployed 1 to prod" });
     });
 
+  for (const refusal of ["by the resolver", "by hand"] as const)
+    it(`a call the other agent's approval covers is asked about: an interruption under its id and arguments refused ${refusal} never lets it through`, async () => {
+      // The first agent's c1 is approved and runs; the SDK keeps that approval for the first agent. After a
+      // handoff the second agent's c1, with the same arguments, is refused; back in the first agent, the model
+      // sends c1 again: the SDK lets it through to the tool by the first approval, and the gate must ask.
+      let answers = 0;
+      const s = setup(() => (answers++ === 0 ? { type: "approve" } : { type: "deny" }));
+      const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+      const second = new Agent({
+        name: "second",
+        model: new FakeModel([deployTurn("c1", "1"), { calls: [["h2", "transfer_to_first", {}]] }]),
+        tools: [deploy],
+      });
+      const firstModel = new FakeModel([
+        deployTurn("c1", "1"),
+        { calls: [["h1", "transfer_to_second", {}]] },
+        deployTurn("c1", "1"),
+        { text: "done" },
+      ]);
+      const first: Agent = new Agent({ name: "first", model: firstModel, tools: [deploy], handoffs: [second] });
+      second.handoffs = [first];
+      const seen: string[] = [];
+      const result = await s.approvals.run(async (input) => {
+        const next = await s.runner.run(first, input);
+        for (const item of next.interruptions) {
+          seen.push(item.agent.name);
+          if (refusal === "by hand" && item.agent === second) next.state.reject(item);
+        }
+        return next;
+      }, "go");
+      expect(seen).toEqual(["first", "second"]);
+      expect(result.finalOutput).toBe("done");
+      expect(s.asks.map((a) => a.callId)).toEqual(refusal === "by hand" ? ["c1", "c1"] : ["c1", "c1", "c1"]);
+      expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+      expect(s.records.map((r) => r.verdict)).toEqual(
+        refusal === "by hand" ? ["ask_allowed", "ask_denied"] : ["ask_allowed", "ask_denied", "ask_denied"],
+      );
+      expect(shownResults(firstModel)).toMatchObject({ c1: "Permission denied by approver for tool 'deploy'" });
+    });
+
+  it("an interruption the resolver refused is not taken for another agent's call under its id, that an alwaysApprove given by hand later lets through", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+    const firstModel = new FakeModel([deployTurn("c0", "0"), deployTurn("c1", "1"), { text: "done" }]);
+    const first = new Agent({ name: "first", model: firstModel, tools: [deploy] });
+    const second = new Agent({
+      name: "second",
+      model: new FakeModel([deployTurn("c1", "1"), { calls: [["h1", "transfer_to_first", {}]] }]),
+      tools: [deploy],
+      handoffs: [first],
+    });
+    // The second agent's c1 is refused by the resolver; after the handoff, the first agent's deploy is approved by
+    // hand for the run (alwaysApprove), and its c0 runs; its c1, with the refused call's arguments, is asked about.
+    const result = await s.approvals.run(async (input) => {
+      const next = await s.runner.run(second, input);
+      for (const item of next.interruptions)
+        if (item.agent === first && item.rawItem.type === "function_call" && item.rawItem.callId === "c0")
+          next.state.approve(item, { alwaysApprove: true });
+      return next;
+    }, "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.executed).toEqual([{ env: "prod", version: "0" }]);
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c1"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_denied", "ask_allowed", "ask_denied"]);
+    expect(shownResults(firstModel)).toMatchObject({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
     const s = setup((ask) =>
       ask.argsDigest === argsDigest({ env: "prod", version: "1" }) ? { type: "approve" } : { type: "deny" },

@@ -821,6 +821,12 @@ export class AgentApprovals {
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
         });
+        // A refused interruption's call never runs, so its approval is not to be waited for: were it left, another
+        // agent's call under its tool, id and arguments that the run approves (an alwaysApprove given by hand) would
+        // be taken for it, and let through unasked.
+        for (const { item, wrapped } of [...items, ...answered])
+          if (answerOn(context, item, wrapped) === false)
+            this.#approvalsOf(context).delete(unusedKey(wrapped, callIdOf(item)));
         // A streamed run executes the approved calls while it streams: they are still waited for here.
         current = await endedResult(await resume(current.state), resumedBy);
       } finally {
@@ -1015,6 +1021,16 @@ export class AgentApprovals {
         return false;
       }
     }
+    const unused = this.#approvalsOf(context);
+    const key = unusedKey(wrapped, callId ?? "");
+    // The SDK asks only when this agent's call has no answer, so an approval the run carries under the tool and
+    // id is another agent's (after a handoff, or in an agent tool's nested run), and the gate reads approvals for
+    // the whole run: one given for this call could not be told from it, nor could that agent's next call under
+    // the id from this interruption. The gate's resolver is asked about whichever runs.
+    if (context.isToolApproved({ toolName: wrapped.approvalKey, callId: callId ?? "" }) === true) {
+      unused.delete(key);
+      return true;
+    }
     // The SDK interrupts the run for this call: an approval it is given may let it through once, as shown.
     let shown: string | undefined;
     try {
@@ -1022,7 +1038,7 @@ export class AgentApprovals {
     } catch {
       // Arguments without a JSON form: the gate refuses the call before anyone is asked.
     }
-    this.#approvalsOf(context).set(unusedKey(wrapped, callId ?? ""), shown);
+    unused.set(key, shown);
     return true;
   }
 
