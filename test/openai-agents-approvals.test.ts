@@ -1,5 +1,6 @@
 import {
   Agent,
+  OpenAIProvider,
   RunContext,
   RunState,
   Runner,
@@ -9,6 +10,7 @@ import {
   computerTool,
   defineToolInputGuardrail,
   hostedMcpTool,
+  setDefaultModelProvider,
   shellTool,
   tool,
   toolNamespace,
@@ -2102,6 +2104,41 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
     expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
   });
+
+  for (const needsApproval of [false, true])
+    it(`an agent tool passed through approvals.tools()${needsApproval ? " that needs approval" : ""} runs its nested agent with the calling run's config, as the SDK does`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      // The SDK hands the nested run the calling run's config (model, provider, tool execution) on the tool's
+      // details: the nested agent, which names no model, runs on the Runner's, not on the default provider's.
+      const runModel = new FakeModel([
+        { calls: [["o1", "deployer", { input: "ship" }]] },
+        { text: "nested, on the run's model" },
+        { text: "outer done" },
+      ]);
+      const defaultModel = new FakeModel([{ text: "nested, on the default model" }]);
+      setDefaultModelProvider({ getModel: () => defaultModel });
+      try {
+        const inner = new Agent({ name: "deployer" });
+        const deployer = inner.asTool({
+          toolName: "deployer",
+          toolDescription: "Deploys",
+          needsApproval,
+          parameters: z.object({ input: z.string() }),
+        });
+        const outer = new Agent({ name: "lead", tools: s.approvals.tools([deployer]) });
+        const runner = new Runner({ model: runModel });
+        const result = await s.approvals.run((input) => runner.run(outer, input), "go");
+        expect(result.finalOutput).toBe("outer done");
+        expect(shownResults(runModel)).toEqual({ o1: "nested, on the run's model" });
+        expect(defaultModel.inputs).toEqual([]);
+        expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([
+          ["deployer", needsApproval ? "ask_allowed" : "allow"],
+        ]);
+      } finally {
+        // As @openai/agents sets it when loaded.
+        setDefaultModelProvider(new OpenAIProvider({ cacheResponsesWebSocketModels: false }));
+      }
+    });
 });
 
 describe("AgentApprovals: the gate's middleware on an approved call", () => {

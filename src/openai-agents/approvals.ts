@@ -307,6 +307,18 @@ function unusedKey(wrapped: Wrapped, callId: string): string {
   return JSON.stringify([wrapped.approvalKey, callId]);
 }
 
+/**
+ * `details` as the SDK handed them to the wrapped tool, with `signal` in place of theirs, for the tool it wraps.
+ * Every property is copied as it is: the SDK keeps the calling run's config (the model, provider and tool
+ * execution an agent tool's nested run inherits), its usage recorder and its trace span on properties that are
+ * not enumerable, which a spread would drop.
+ */
+function withSignal(details: Details, signal: AbortSignal): NonNullable<Details> {
+  const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(details ?? {})) as NonNullable<Details>;
+  Object.defineProperty(copy, "signal", { value: signal, enumerable: true, configurable: true, writable: true });
+  return copy;
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -1064,7 +1076,7 @@ export class AgentApprovals {
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
-        open.done.resolve(await original.invoke(context, JSON.stringify(open.input), { ...details, signal }));
+        open.done.resolve(await original.invoke(context, JSON.stringify(open.input), withSignal(details, signal)));
       } catch (error) {
         open.done.reject(error);
       }
@@ -1097,7 +1109,7 @@ export class AgentApprovals {
           ...(details?.signal === undefined ? {} : { signal: details.signal }),
           ...this.#session(),
         },
-        (input, { signal }) => original.invoke(context, JSON.stringify(input), { ...details, signal }),
+        (input, { signal }) => original.invoke(context, JSON.stringify(input), withSignal(details, signal)),
       );
     } finally {
       this.#inFlight.delete(key);
