@@ -2079,6 +2079,30 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(second.approvals.tools([asTool])).toEqual([asTool]);
   });
 
+  it("an agent tool that cannot be gated in place (frozen) is refused with AgentsConfigError naming it, and an agent tool before it is left as it was", () => {
+    const s = setup(() => ({ type: "approve" }));
+    const other = setup(() => ({ type: "approve" }));
+    const inner = new Agent({ name: "deployer", model: new FakeModel([{ text: "inner done" }]) });
+    const open = inner.asTool({ toolName: "deployer", toolDescription: "Deploys" });
+    const frozen = Object.freeze(inner.asTool({ toolName: "frozen", toolDescription: "Deploys", needsApproval: true }));
+    const { invoke, needsApproval } = frozen;
+    for (const [given, option] of [
+      [() => s.approvals.tools([open, frozen]), "tools[1]"],
+      [() => s.approvals.tool(frozen), "tool"],
+    ] as const) {
+      expect(given).toThrow(
+        expect.objectContaining({
+          name: "AgentsConfigError",
+          option,
+          message: expect.stringMatching(/agent tool "frozen" cannot be gated in place/),
+        }),
+      );
+      expect(frozen).toMatchObject({ invoke, needsApproval });
+    }
+    // Not gated by the refused list: another AgentApprovals may still gate it.
+    expect(other.approvals.tools([open])).toEqual([open]);
+  });
+
   it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);

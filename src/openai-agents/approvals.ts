@@ -410,6 +410,21 @@ function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
 }
 
 /**
+ * Why the agent tool `tool` cannot be gated in place (its `needsApproval` or `invoke` cannot be written: a frozen
+ * tool), or `undefined`. Found before any tool of a list is gated, so that a refused list gates none.
+ */
+function notGatableInPlace(tool: AnyFunctionTool): string | undefined {
+  if (!isAgentTool(tool)) return undefined;
+  const writable = (key: string): boolean => {
+    const property = Object.getOwnPropertyDescriptor(tool, key);
+    if (property === undefined) return Object.isExtensible(tool);
+    return property.set !== undefined || property.writable === true;
+  };
+  if (writable("needsApproval") && writable("invoke")) return undefined;
+  return `the agent tool ${JSON.stringify(tool.name)} cannot be gated in place: its needsApproval or invoke cannot be written (a frozen tool); pass it as agent.asTool() made it`;
+}
+
+/**
  * The prompt options as `callPrompt` takes them, checked here so that no ask
  * finds them unusable later (its hook would throw, and every call be denied).
  */
@@ -597,7 +612,8 @@ export class AgentApprovals {
       let problem: string | undefined;
       try {
         if (isFunctionTool(tool)) {
-          const elsewhere = this.#wrappedOf(tool) === undefined ? gatedElsewhere(tool) : undefined;
+          const elsewhere =
+            this.#wrappedOf(tool) === undefined ? (gatedElsewhere(tool) ?? notGatableInPlace(tool)) : undefined;
           if (elsewhere !== undefined) throw new AgentsConfigError(`tools[${index}]`, elsewhere);
           return true;
         }
@@ -628,7 +644,7 @@ export class AgentApprovals {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrappedOf(tool) !== undefined) return tool;
-    const elsewhere = gatedElsewhere(tool);
+    const elsewhere = gatedElsewhere(tool) ?? notGatableInPlace(tool);
     if (elsewhere !== undefined) throw new AgentsConfigError("tool", elsewhere);
     // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
     // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
