@@ -1355,6 +1355,17 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(shownResults(firstModel)).toMatchObject({ c1: "Permission denied by approver for tool 'deploy'" });
   });
 
+  it("a later call under a refused call's tool and id is refused by the SDK's kept refusal: nobody asked, no record, nothing run", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1"), deployTurn("call_0", "2"), { text: "done" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => a.callId)).toEqual(["call_0"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
+    expect(s.executed).toEqual([]);
+    expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
     const s = setup((ask) =>
       ask.argsDigest === argsDigest({ env: "prod", version: "1" }) ? { type: "approve" } : { type: "deny" },
