@@ -561,7 +561,10 @@ export class AgentApprovals {
    * seen here, with those arguments (a hook's `modify` makes others, which
    * are asked about). One this object did not see given (a state restored
    * from `toString()`, another `AgentApprovals`) may have been used already,
-   * so the resolver is asked.
+   * so the resolver is asked. The SDK keeps a function call's answer per
+   * agent, but the gate cannot tell which agent a call is of: an interruption
+   * under an id another agent's approval covers is not kept here, and a
+   * refused one is dropped (neither is waiting for an approval to use).
    */
   readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
 
