@@ -1,5 +1,6 @@
 import {
   Agent,
+  OpenAIProvider,
   RunContext,
   RunState,
   Runner,
@@ -9,6 +10,7 @@ import {
   computerTool,
   defineToolInputGuardrail,
   hostedMcpTool,
+  setDefaultModelProvider,
   shellTool,
   tool,
   toolNamespace,
@@ -1286,6 +1288,84 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       expect(shownResults(secondModel)).toMatchObject({ c1: "deployed 1 to prod" });
     });
 
+  for (const refusal of ["by the resolver", "by hand"] as const)
+    it(`a call the other agent's approval covers is asked about: an interruption under its id and arguments refused ${refusal} never lets it through`, async () => {
+      // The first agent's c1 is approved and runs; the SDK keeps that approval for the first agent. After a
+      // handoff the second agent's c1, with the same arguments, is refused; back in the first agent, the model
+      // sends c1 again: the SDK lets it through to the tool by the first approval, and the gate must ask.
+      let answers = 0;
+      const s = setup(() => (answers++ === 0 ? { type: "approve" } : { type: "deny" }));
+      const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+      const second = new Agent({
+        name: "second",
+        model: new FakeModel([deployTurn("c1", "1"), { calls: [["h2", "transfer_to_first", {}]] }]),
+        tools: [deploy],
+      });
+      const firstModel = new FakeModel([
+        deployTurn("c1", "1"),
+        { calls: [["h1", "transfer_to_second", {}]] },
+        deployTurn("c1", "1"),
+        { text: "done" },
+      ]);
+      const first: Agent = new Agent({ name: "first", model: firstModel, tools: [deploy], handoffs: [second] });
+      second.handoffs = [first];
+      const seen: string[] = [];
+      const result = await s.approvals.run(async (input) => {
+        const next = await s.runner.run(first, input);
+        for (const item of next.interruptions) {
+          seen.push(item.agent.name);
+          if (refusal === "by hand" && item.agent === second) next.state.reject(item);
+        }
+        return next;
+      }, "go");
+      expect(seen).toEqual(["first", "second"]);
+      expect(result.finalOutput).toBe("done");
+      expect(s.asks.map((a) => a.callId)).toEqual(refusal === "by hand" ? ["c1", "c1"] : ["c1", "c1", "c1"]);
+      expect(s.executed).toEqual([{ env: "prod", version: "1" }]);
+      expect(s.records.map((r) => r.verdict)).toEqual(
+        refusal === "by hand" ? ["ask_allowed", "ask_denied"] : ["ask_allowed", "ask_denied", "ask_denied"],
+      );
+      expect(shownResults(firstModel)).toMatchObject({ c1: "Permission denied by approver for tool 'deploy'" });
+    });
+
+  it("an interruption the resolver refused is not taken for another agent's call under its id, that an alwaysApprove given by hand later lets through", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const [deploy] = s.approvals.tools([tools(s.executed).deploy]);
+    const firstModel = new FakeModel([deployTurn("c0", "0"), deployTurn("c1", "1"), { text: "done" }]);
+    const first = new Agent({ name: "first", model: firstModel, tools: [deploy] });
+    const second = new Agent({
+      name: "second",
+      model: new FakeModel([deployTurn("c1", "1"), { calls: [["h1", "transfer_to_first", {}]] }]),
+      tools: [deploy],
+      handoffs: [first],
+    });
+    // The second agent's c1 is refused by the resolver; after the handoff, the first agent's deploy is approved by
+    // hand for the run (alwaysApprove), and its c0 runs; its c1, with the refused call's arguments, is asked about.
+    const result = await s.approvals.run(async (input) => {
+      const next = await s.runner.run(second, input);
+      for (const item of next.interruptions)
+        if (item.agent === first && item.rawItem.type === "function_call" && item.rawItem.callId === "c0")
+          next.state.approve(item, { alwaysApprove: true });
+      return next;
+    }, "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.executed).toEqual([{ env: "prod", version: "0" }]);
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c1"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_denied", "ask_allowed", "ask_denied"]);
+    expect(shownResults(firstModel)).toMatchObject({ c1: "Permission denied by approver for tool 'deploy'" });
+  });
+
+  it("a later call under a refused call's tool and id is refused by the SDK's kept refusal: nobody asked, no record, nothing run", async () => {
+    const s = setup(() => ({ type: "deny" }));
+    const { agent, model } = s.agent([deployTurn("call_0", "1"), deployTurn("call_0", "2"), { text: "done" }]);
+    const result = await s.approvals.run((input) => s.runner.run(agent, input), "go");
+    expect(result.finalOutput).toBe("done");
+    expect(s.asks.map((a) => a.callId)).toEqual(["call_0"]);
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_denied"]);
+    expect(s.executed).toEqual([]);
+    expect(shownResults(model)).toEqual({ call_0: "Permission denied by approver for tool 'deploy'" });
+  });
+
   it("two streamed runs at once whose models both number their call call_0: each takes its own answer", async () => {
     const s = setup((ask) =>
       ask.argsDigest === argsDigest({ env: "prod", version: "1" }) ? { type: "approve" } : { type: "deny" },
@@ -2010,6 +2090,30 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(second.approvals.tools([asTool])).toEqual([asTool]);
   });
 
+  it("an agent tool that cannot be gated in place (frozen) is refused with AgentsConfigError naming it, and an agent tool before it is left as it was", () => {
+    const s = setup(() => ({ type: "approve" }));
+    const other = setup(() => ({ type: "approve" }));
+    const inner = new Agent({ name: "deployer", model: new FakeModel([{ text: "inner done" }]) });
+    const open = inner.asTool({ toolName: "deployer", toolDescription: "Deploys" });
+    const frozen = Object.freeze(inner.asTool({ toolName: "frozen", toolDescription: "Deploys", needsApproval: true }));
+    const { invoke, needsApproval } = frozen;
+    for (const [given, option] of [
+      [() => s.approvals.tools([open, frozen]), "tools[1]"],
+      [() => s.approvals.tool(frozen), "tool"],
+    ] as const) {
+      expect(given).toThrow(
+        expect.objectContaining({
+          name: "AgentsConfigError",
+          option,
+          message: expect.stringMatching(/agent tool "frozen" cannot be gated in place/),
+        }),
+      );
+      expect(frozen).toMatchObject({ invoke, needsApproval });
+    }
+    // Not gated by the refused list: another AgentApprovals may still gate it.
+    expect(other.approvals.tools([open])).toEqual([open]);
+  });
+
   it("an agent tool passed through approvals.tools() stays the SDK's agent tool: a nested interruption restored from text is answered, and runs once", async () => {
     const s = setup(() => ({ type: "approve" }));
     const innerModel = new FakeModel([deployTurn("c1", "1.2"), { text: "inner done" }]);
@@ -2035,6 +2139,41 @@ describe("AgentApprovals: a wrapped tool of an agent used as a tool (agent.asToo
     expect(s.executed).toEqual([{ env: "prod", version: "1.2" }]);
     expect(shownResults(innerModel)).toEqual({ c1: "deployed 1.2 to prod" });
   });
+
+  for (const needsApproval of [false, true])
+    it(`an agent tool passed through approvals.tools()${needsApproval ? " that needs approval" : ""} runs its nested agent with the calling run's config, as the SDK does`, async () => {
+      const s = setup(() => ({ type: "approve" }));
+      // The SDK hands the nested run the calling run's config (model, provider, tool execution) on the tool's
+      // details: the nested agent, which names no model, runs on the Runner's, not on the default provider's.
+      const runModel = new FakeModel([
+        { calls: [["o1", "deployer", { input: "ship" }]] },
+        { text: "nested, on the run's model" },
+        { text: "outer done" },
+      ]);
+      const defaultModel = new FakeModel([{ text: "nested, on the default model" }]);
+      setDefaultModelProvider({ getModel: () => defaultModel });
+      try {
+        const inner = new Agent({ name: "deployer" });
+        const deployer = inner.asTool({
+          toolName: "deployer",
+          toolDescription: "Deploys",
+          needsApproval,
+          parameters: z.object({ input: z.string() }),
+        });
+        const outer = new Agent({ name: "lead", tools: s.approvals.tools([deployer]) });
+        const runner = new Runner({ model: runModel });
+        const result = await s.approvals.run((input) => runner.run(outer, input), "go");
+        expect(result.finalOutput).toBe("outer done");
+        expect(shownResults(runModel)).toEqual({ o1: "nested, on the run's model" });
+        expect(defaultModel.inputs).toEqual([]);
+        expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([
+          ["deployer", needsApproval ? "ask_allowed" : "allow"],
+        ]);
+      } finally {
+        // As @openai/agents sets it when loaded.
+        setDefaultModelProvider(new OpenAIProvider({ cacheResponsesWebSocketModels: false }));
+      }
+    });
 });
 
 describe("AgentApprovals: the gate's middleware on an approved call", () => {

@@ -307,6 +307,18 @@ function unusedKey(wrapped: Wrapped, callId: string): string {
   return JSON.stringify([wrapped.approvalKey, callId]);
 }
 
+/**
+ * `details` as the SDK handed them to the wrapped tool, with `signal` in place of theirs, for the tool it wraps.
+ * Every property is copied as it is: the SDK keeps the calling run's config (the model, provider and tool
+ * execution an agent tool's nested run inherits), its usage recorder and its trace span on properties that are
+ * not enumerable, which a spread would drop.
+ */
+function withSignal(details: Details, signal: AbortSignal): NonNullable<Details> {
+  const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(details ?? {})) as NonNullable<Details>;
+  Object.defineProperty(copy, "signal", { value: signal, enumerable: true, configurable: true, writable: true });
+  return copy;
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -395,6 +407,21 @@ function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
     ? "make another with agent.asTool() for this one"
     : "give this one the tool as written, not the other's gated copy";
   return `the ${isAgentTool(tool) ? "agent tool" : "tool"} ${JSON.stringify(tool.name)} is gated by another AgentApprovals: the SDK keeps one answer per call, which two gates cannot decide apart; ${instead}`;
+}
+
+/**
+ * Why the agent tool `tool` cannot be gated in place (its `needsApproval` or `invoke` cannot be written: a frozen
+ * tool), or `undefined`. Found before any tool of a list is gated, so that a refused list gates none.
+ */
+function notGatableInPlace(tool: AnyFunctionTool): string | undefined {
+  if (!isAgentTool(tool)) return undefined;
+  const writable = (key: string): boolean => {
+    const property = Object.getOwnPropertyDescriptor(tool, key);
+    if (property === undefined) return Object.isExtensible(tool);
+    return property.set !== undefined || property.writable === true;
+  };
+  if (writable("needsApproval") && writable("invoke")) return undefined;
+  return `the agent tool ${JSON.stringify(tool.name)} cannot be gated in place: its needsApproval or invoke cannot be written (a frozen tool); pass it as agent.asTool() made it`;
 }
 
 /**
@@ -534,7 +561,10 @@ export class AgentApprovals {
    * seen here, with those arguments (a hook's `modify` makes others, which
    * are asked about). One this object did not see given (a state restored
    * from `toString()`, another `AgentApprovals`) may have been used already,
-   * so the resolver is asked.
+   * so the resolver is asked. The SDK keeps a function call's answer per
+   * agent, but the gate cannot tell which agent a call is of: an interruption
+   * under an id another agent's approval covers is not kept here, and a
+   * refused one is dropped (neither is waiting for an approval to use).
    */
   readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
 
@@ -585,7 +615,8 @@ export class AgentApprovals {
       let problem: string | undefined;
       try {
         if (isFunctionTool(tool)) {
-          const elsewhere = this.#wrappedOf(tool) === undefined ? gatedElsewhere(tool) : undefined;
+          const elsewhere =
+            this.#wrappedOf(tool) === undefined ? (gatedElsewhere(tool) ?? notGatableInPlace(tool)) : undefined;
           if (elsewhere !== undefined) throw new AgentsConfigError(`tools[${index}]`, elsewhere);
           return true;
         }
@@ -616,7 +647,7 @@ export class AgentApprovals {
     if (!isFunctionTool(tool))
       throw new AgentsConfigError("tool", "must be a function tool made by tool() from @openai/agents");
     if (this.#wrappedOf(tool) !== undefined) return tool;
-    const elsewhere = gatedElsewhere(tool);
+    const elsewhere = gatedElsewhere(tool) ?? notGatableInPlace(tool);
     if (elsewhere !== undefined) throw new AgentsConfigError("tool", elsewhere);
     // An agent's asTool() is known to the SDK by identity (how RunState finds the agent of a nested
     // interruption when it is restored from text): it is gated in place, a copy would be a stranger to it.
@@ -821,6 +852,12 @@ export class AgentApprovals {
           if (decision.type === "approved") current.state.approve(item);
           else current.state.reject(item, { message: decision.message });
         });
+        // A refused interruption's call never runs, so its approval is not to be waited for: were it left, another
+        // agent's call under its tool, id and arguments that the run approves (an alwaysApprove given by hand) would
+        // be taken for it, and let through unasked.
+        for (const { item, wrapped } of [...items, ...answered])
+          if (answerOn(context, item, wrapped) === false)
+            this.#approvalsOf(context).delete(unusedKey(wrapped, callIdOf(item)));
         // A streamed run executes the approved calls while it streams: they are still waited for here.
         current = await endedResult(await resume(current.state), resumedBy);
       } finally {
@@ -1015,6 +1052,16 @@ export class AgentApprovals {
         return false;
       }
     }
+    const unused = this.#approvalsOf(context);
+    const key = unusedKey(wrapped, callId ?? "");
+    // The SDK asks only when this agent's call has no answer, so an approval the run carries under the tool and
+    // id is another agent's (after a handoff, or in an agent tool's nested run), and the gate reads approvals for
+    // the whole run: one given for this call could not be told from it, nor could that agent's next call under
+    // the id from this interruption. The gate's resolver is asked about whichever runs.
+    if (context.isToolApproved({ toolName: wrapped.approvalKey, callId: callId ?? "" }) === true) {
+      unused.delete(key);
+      return true;
+    }
     // The SDK interrupts the run for this call: an approval it is given may let it through once, as shown.
     let shown: string | undefined;
     try {
@@ -1022,7 +1069,7 @@ export class AgentApprovals {
     } catch {
       // Arguments without a JSON form: the gate refuses the call before anyone is asked.
     }
-    this.#approvalsOf(context).set(unusedKey(wrapped, callId ?? ""), shown);
+    unused.set(key, shown);
     return true;
   }
 
@@ -1048,7 +1095,7 @@ export class AgentApprovals {
       if (open.signal.aborted) throw cancelledBy(open.signal, "the call was cancelled before the resumed run ran it");
       const signal = details?.signal === undefined ? open.signal : AbortSignal.any([details.signal, open.signal]);
       try {
-        open.done.resolve(await original.invoke(context, JSON.stringify(open.input), { ...details, signal }));
+        open.done.resolve(await original.invoke(context, JSON.stringify(open.input), withSignal(details, signal)));
       } catch (error) {
         open.done.reject(error);
       }
@@ -1081,7 +1128,7 @@ export class AgentApprovals {
           ...(details?.signal === undefined ? {} : { signal: details.signal }),
           ...this.#session(),
         },
-        (input, { signal }) => original.invoke(context, JSON.stringify(input), { ...details, signal }),
+        (input, { signal }) => original.invoke(context, JSON.stringify(input), withSignal(details, signal)),
       );
     } finally {
       this.#inFlight.delete(key);
