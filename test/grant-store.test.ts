@@ -110,6 +110,91 @@ describe("MemoryGrantStore", () => {
     expect(await store.load()).toEqual([allowRead]);
   });
 
+  it("refuses a call option it does not take, or a signal in place of the options, with GrantConfigError naming it", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    const policy = new GrantPolicy(store);
+    const read = { name: "read", description: "", inputSchema: {} };
+    const signal = new AbortController().signal;
+    const cases: [string, () => Promise<unknown>, string][] = [
+      [
+        "MemoryGrantStore.load",
+        () => store.load({ sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.save",
+        () => store.save(denyWrite, { Signal: signal } as never),
+        "unknown option 'Signal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.revoke",
+        () => store.revoke(allowRead.id, { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.clear",
+        () => store.clear({ sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.covering",
+        () => store.covering("read", "{}", { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, { nowMs: 5 } as never),
+        "unknown option 'nowMs' (the only option is signal)",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", { notes: "n" } as never),
+        "unknown option 'notes' (did you mean note?)",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", { now: 5 } as never),
+        "unknown option 'now' (did you mean nowMs?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, signal as never),
+        "is an AbortSignal; pass it as { signal }",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", signal as never),
+        "is an AbortSignal; pass it as { signal }",
+      ],
+      [
+        "MemoryGrantStore.save",
+        () => store.save(denyWrite, signal as never),
+        "is an AbortSignal; pass it as { signal }",
+      ],
+    ];
+    for (const [where, call, problem] of cases) {
+      const error: unknown = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, `${where}: ${problem}`).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "options" });
+      expect((error as Error).message).toBe(
+        `${where}: options ${problem.startsWith("unknown") ? `has ${problem}` : problem}`,
+      );
+    }
+    expect(await store.load()).toEqual([allowRead]);
+    // What each takes is still taken.
+    const remembered = await policy.remember(read, {}, "allow", "this_call", { signal, nowMs: 5, note: "n" });
+    expect([remembered.createdAtMs, remembered.note]).toEqual([5, "n"]);
+    expect(await policy.decide(read, {}, { signal })).toMatchObject({ type: "allow" });
+  });
+
   it("a decision after a save or a revoke reads the grants it changed, not every grant stored", async () => {
     const GRANTS = 2_000;
     const store = new MemoryGrantStore();

@@ -4,7 +4,7 @@ import { GrantConfigError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
-import { callSignal, isGrantStore, type GrantStore, type StoreCallOptions } from "./store.js";
+import { callSignal, isGrantStore, refuseUnknownCallOptions, type GrantStore, type StoreCallOptions } from "./store.js";
 
 /**
  * What the remembered grants say about one call:
@@ -67,6 +67,8 @@ export interface RememberOptions extends StoreCallOptions {
   /** A note for people. */
   readonly note?: string;
 }
+
+const REMEMBER_OPTIONS = ["signal", "nowMs", "note"] as const satisfies readonly (keyof RememberOptions)[];
 
 const LEGACY_PIN = /^[0-9a-f]{16}$/;
 
@@ -225,10 +227,13 @@ export class GrantPolicy {
    * unpinned grants always match.
    *
    * @param options.signal Passed to the store; the decision rejects with its reason once aborted.
+   * @throws {GrantConfigError} naming `options` when it has a key other than
+   *   `signal`, or is an AbortSignal itself (pass it as `{ signal }`).
    * @throws {CanonicalJsonError} when `args` has no JSON form (never a silent allow).
    * @throws whatever the store throws, e.g. LedgerCorruptError.
    */
   async decide(descriptor: ToolDescriptor, args: unknown, options: StoreCallOptions = {}): Promise<GrantDecision> {
+    refuseUnknownCallOptions("GrantPolicy.decide", options, ["signal"]);
     const signal = callSignal("GrantPolicy.decide", options);
     requireDescriptor(descriptor, "GrantPolicy.decide");
     const canonical = canonicalJson(args);
@@ -243,6 +248,9 @@ export class GrantPolicy {
    * descriptor's fingerprint, `createdAtMs` from `options.nowMs` or the
    * clock) and saves it, replacing the same rule if already stored.
    * `options.signal` is passed to the store's save.
+   *
+   * @throws {GrantConfigError} naming `options` when it has a key other than
+   *   `signal`, `nowMs` and `note`, or is an AbortSignal itself.
    */
   async remember(
     descriptor: ToolDescriptor,
@@ -251,6 +259,7 @@ export class GrantPolicy {
     scope: "this_call" | "this_tool",
     options: RememberOptions = {},
   ): Promise<Grant> {
+    refuseUnknownCallOptions("GrantPolicy.remember", options, REMEMBER_OPTIONS);
     const signal = callSignal("GrantPolicy.remember", options);
     requireDescriptor(descriptor, "GrantPolicy.remember");
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);

@@ -3,6 +3,7 @@ import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
 import { GrantIndex, coveringList } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
@@ -43,6 +44,9 @@ export interface GrantStore {
    */
   covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
 }
+
+/** The call options a store method takes. */
+const SIGNAL_ONLY = ["signal"] as const;
 
 /** Whether `value` has what every grant store has: `load`, `save`, `revoke` and `clear` as functions. */
 export function isGrantStore(value: unknown): value is GrantStore {
@@ -103,6 +107,25 @@ export function callSignal(where: string, options: unknown): AbortSignal | undef
   }
   signal.throwIfAborted();
   return signal;
+}
+
+/**
+ * @internal Refuses a key of a call's `options` that is not one of `known`,
+ * and an AbortSignal given in place of the options: read as options, either
+ * would be ignored, a misspelt `signal` leaving the call deaf to its abort, a
+ * misspelt `note` or `nowMs` saving a grant without it. Anything but an
+ * object is left to {@link callSignal}.
+ *
+ * @throws {GrantConfigError} naming `options`.
+ */
+export function refuseUnknownCallOptions(where: string, options: unknown, known: readonly string[]): void {
+  if (typeof options !== "object" || options === null) return;
+  if (isAbortSignal(options)) {
+    throw new GrantConfigError(where, "options", "is an AbortSignal; pass it as { signal }");
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw new GrantConfigError(where, "options", `has ${unknownOption(key, known)}`);
+  }
 }
 
 function unlistenable(where: string, method: string, error: unknown): GrantConfigError {
@@ -225,6 +248,7 @@ export class MemoryGrantStore implements GrantStore {
   /** Runs `body` unless the signal has aborted, as a promise that never throws synchronously. */
   #call<T>(where: string, options: StoreCallOptions, body: () => T): Promise<T> {
     try {
+      refuseUnknownCallOptions(where, options, SIGNAL_ONLY);
       callSignal(where, options);
       return Promise.resolve(body());
     } catch (error) {
