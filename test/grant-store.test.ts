@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import {
+  canonicalJson,
+  FileGrantStore,
   Grant,
   GrantConfigError,
   GrantPolicy,
@@ -193,6 +198,45 @@ describe("MemoryGrantStore", () => {
     const remembered = await policy.remember(read, {}, "allow", "this_call", { signal, nowMs: 5, note: "n" });
     expect([remembered.createdAtMs, remembered.note]).toEqual([5, "n"]);
     expect(await policy.decide(read, {}, { signal })).toMatchObject({ type: "allow" });
+  });
+
+  it("covering refuses a tool that is not a name, and arguments that are not their canonical JSON text, naming them", async () => {
+    // A deny for these arguments beside an allow for the whole tool: a query that misses the deny hands out the allow.
+    const args = { path: "/etc/passwd", mode: "w" };
+    const grants = [
+      new Grant("write", "deny", GrantScope.thisCall(args)),
+      new Grant("write", "allow", GrantScope.thisTool()),
+    ];
+    const root = mkdtempSync(join(tmpdir(), "loopctl-covering-"));
+    try {
+      const file = new FileGrantStore(root, join(root, "project"));
+      for (const grant of grants) await file.save(grant);
+      for (const [name, store] of [
+        ["MemoryGrantStore", new MemoryGrantStore(grants)],
+        ["FileGrantStore", file],
+      ] as const) {
+        expect(await store.covering("write", canonicalJson(args))).toEqual(grants);
+        for (const [tool, text, argument, problem] of [
+          ["write", JSON.stringify(args), "canonicalArgs", "is not canonical JSON"],
+          ["write", JSON.stringify(args, null, 2), "canonicalArgs", "is not canonical JSON"],
+          ["write", "{", "canonicalArgs", "is not canonical JSON"],
+          ["write", args, "canonicalArgs", "must be a string"],
+          ["write", undefined, "canonicalArgs", "must be a string"],
+          ["", "{}", "tool", "must be a non-empty string"],
+          [{ name: "write" }, "{}", "tool", "must be a non-empty string"],
+        ] as const) {
+          const error: unknown = await store.covering(tool as never, text as never).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          expect(error, `${name} ${JSON.stringify(text)}`).toBeInstanceOf(GrantConfigError);
+          expect(error).toMatchObject({ argument });
+          expect((error as Error).message).toContain(`${name}.covering: ${argument} ${problem}`);
+        }
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it("a decision after a save or a revoke reads the grants it changed, not every grant stored", async () => {
