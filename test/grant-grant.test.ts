@@ -127,6 +127,8 @@ describe("Grant", () => {
     const tool = new Grant("read", "deny", GrantScope.thisTool());
     expect(tool.covers("read", { anything: true })).toBe(true);
     expect(tool.covers("Read", {})).toBe(false);
+    // Any arguments, those without a JSON form included: a deny for the tool is not passed over for them.
+    expect(tool.covers("read", { bad: Number.NaN })).toBe(true);
     const call = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs", opts: { a: 1, b: 2 } }));
     expect(call.covers("read", { opts: { b: 2, a: 1 }, path: "a.rs" })).toBe(true);
     expect(call.covers("read", { path: "b.rs", opts: { a: 1, b: 2 } })).toBe(false);

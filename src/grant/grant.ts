@@ -230,7 +230,9 @@ export class Grant {
   /**
    * True when the grant applies to a call: the tool name matches exactly and
    * the scope is this_tool, or this_call with canonically equal args. Ignores
-   * the verdict and the pin; arguments without a JSON form are never covered.
+   * the verdict and the pin. A this_call grant never covers arguments without
+   * a JSON form; a this_tool grant covers them, as it covers any arguments (a
+   * deny for the tool must not be passed over for them).
    */
   covers(tool: string, args: unknown): boolean {
     if (tool !== this.tool) return false;
