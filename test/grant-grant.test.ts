@@ -92,10 +92,43 @@ describe("Grant", () => {
     expect(new Grant("read", "allow", GrantScope.thisTool(), undefined).note).toBeNull();
   });
 
+  it("refuses a metadata key it does not take, naming it: a misspelt pin would leave the grant unpinned", () => {
+    const pin = `sha256:${"a".repeat(64)}`;
+    for (const [bad, message] of [
+      [{ pinned_descriptor: pin }, "unknown option 'pinned_descriptor' (did you mean pinnedDescriptor?)"],
+      [{ pinnedDescripter: pin }, "unknown option 'pinnedDescripter' (did you mean pinnedDescriptor?)"],
+      [{ createdAt: 5 }, "unknown option 'createdAt' (did you mean createdAtMs?)"],
+      [{ notes: "n" }, "unknown option 'notes' (did you mean note?)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, JSON.stringify(bad)).toBeInstanceOf(GrantRecordError);
+      expect((error as Error).message).toBe(`grant 514e4d9b0eda7cf2 for tool 'read': metadata has ${message}`);
+    }
+    // Every key it takes is still taken, one left undefined (from an untyped caller) included.
+    const metadata = { pinnedDescriptor: pin, createdAtMs: undefined, note: null };
+    const g = new Grant("read", "allow", GrantScope.thisTool(), metadata as unknown as GrantMetadata);
+    expect([g.pinnedDescriptor, g.createdAtMs, g.note]).toEqual([pin, 0, null]);
+  });
+
+  it("refuses a this_tool scope that carries args: it would cover every call, not the one it names", () => {
+    const scope = { type: "this_tool", args: { path: "a.rs" } } as unknown as GrantScope;
+    expect(() => new Grant("read", "allow", scope)).toThrow(GrantRecordError);
+    expect(() => new Grant("read", "allow", scope)).toThrow(
+      "grant for tool 'read': a this_tool scope covers every call and takes no args (for these args only, use GrantScope.thisCall(args))",
+    );
+  });
+
   it("covers the exact tool name, any args for this_tool, canonically equal args for this_call", () => {
     const tool = new Grant("read", "deny", GrantScope.thisTool());
     expect(tool.covers("read", { anything: true })).toBe(true);
     expect(tool.covers("Read", {})).toBe(false);
+    // Any arguments, those without a JSON form included: a deny for the tool is not passed over for them.
+    expect(tool.covers("read", { bad: Number.NaN })).toBe(true);
     const call = new Grant("read", "allow", GrantScope.thisCall({ path: "a.rs", opts: { a: 1, b: 2 } }));
     expect(call.covers("read", { opts: { b: 2, a: 1 }, path: "a.rs" })).toBe(true);
     expect(call.covers("read", { path: "b.rs", opts: { a: 1, b: 2 } })).toBe(false);

@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import {
+  canonicalJson,
+  FileGrantStore,
   Grant,
   GrantConfigError,
   GrantPolicy,
@@ -108,6 +113,130 @@ describe("MemoryGrantStore", () => {
       ["GrantPolicy.remember", () => policy.remember(read, {}, "deny", "this_tool", options)],
     ]);
     expect(await store.load()).toEqual([allowRead]);
+  });
+
+  it("refuses a call option it does not take, or a signal in place of the options, with GrantConfigError naming it", async () => {
+    const store = new MemoryGrantStore([allowRead]);
+    const policy = new GrantPolicy(store);
+    const read = { name: "read", description: "", inputSchema: {} };
+    const signal = new AbortController().signal;
+    const cases: [string, () => Promise<unknown>, string][] = [
+      [
+        "MemoryGrantStore.load",
+        () => store.load({ sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.save",
+        () => store.save(denyWrite, { Signal: signal } as never),
+        "unknown option 'Signal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.revoke",
+        () => store.revoke(allowRead.id, { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.clear",
+        () => store.clear({ sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "MemoryGrantStore.covering",
+        () => store.covering("read", "{}", { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, { sginal: signal } as never),
+        "unknown option 'sginal' (did you mean signal?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, { nowMs: 5 } as never),
+        "unknown option 'nowMs' (the only option is signal)",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", { notes: "n" } as never),
+        "unknown option 'notes' (did you mean note?)",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", { now: 5 } as never),
+        "unknown option 'now' (did you mean nowMs?)",
+      ],
+      [
+        "GrantPolicy.decide",
+        () => policy.decide(read, {}, signal as never),
+        "must be an object or undefined, got an AbortSignal (give it as { signal })",
+      ],
+      [
+        "GrantPolicy.remember",
+        () => policy.remember(read, {}, "deny", "this_tool", signal as never),
+        "must be an object or undefined, got an AbortSignal (give it as { signal })",
+      ],
+      [
+        "MemoryGrantStore.save",
+        () => store.save(denyWrite, signal as never),
+        "must be an object or undefined, got an AbortSignal (give it as { signal })",
+      ],
+    ];
+    for (const [where, call, problem] of cases) {
+      const error: unknown = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, `${where}: ${problem}`).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument: "options" });
+      expect((error as Error).message).toBe(
+        `${where}: options ${problem.startsWith("unknown") ? `holds an ${problem}` : problem}`,
+      );
+    }
+    expect(await store.load()).toEqual([allowRead]);
+    // What each takes is still taken.
+    const remembered = await policy.remember(read, {}, "allow", "this_call", { signal, nowMs: 5, note: "n" });
+    expect([remembered.createdAtMs, remembered.note]).toEqual([5, "n"]);
+    expect(await policy.decide(read, {}, { signal })).toMatchObject({ type: "allow" });
+  });
+
+  it("covering refuses a tool that is not a name, and arguments that are not their canonical JSON text, naming them", async () => {
+    // A deny for these arguments beside an allow for the whole tool: a query that misses the deny hands out the allow.
+    const args = { path: "/etc/passwd", mode: "w" };
+    const grants = [
+      new Grant("write", "deny", GrantScope.thisCall(args)),
+      new Grant("write", "allow", GrantScope.thisTool()),
+    ];
+    const root = mkdtempSync(join(tmpdir(), "loopctl-covering-"));
+    try {
+      const file = new FileGrantStore(root, join(root, "project"));
+      for (const grant of grants) await file.save(grant);
+      for (const [name, store] of [
+        ["MemoryGrantStore", new MemoryGrantStore(grants)],
+        ["FileGrantStore", file],
+      ] as const) {
+        expect(await store.covering("write", canonicalJson(args))).toEqual(grants);
+        for (const [tool, text, argument, problem] of [
+          ["write", JSON.stringify(args), "canonicalArgs", "is not canonical JSON"],
+          ["write", JSON.stringify(args, null, 2), "canonicalArgs", "is not canonical JSON"],
+          ["write", "{", "canonicalArgs", "is not canonical JSON"],
+          ["write", args, "canonicalArgs", "must be a string"],
+          ["write", undefined, "canonicalArgs", "must be a string"],
+          ["", "{}", "tool", "must be a non-empty string"],
+          [{ name: "write" }, "{}", "tool", "must be a non-empty string"],
+        ] as const) {
+          const error: unknown = await store.covering(tool as never, text as never).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          expect(error, `${name} ${JSON.stringify(text)}`).toBeInstanceOf(GrantConfigError);
+          expect(error).toMatchObject({ argument });
+          expect((error as Error).message).toContain(`${name}.covering: ${argument} ${problem}`);
+        }
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it("a decision after a save or a revoke reads the grants it changed, not every grant stored", async () => {

@@ -142,7 +142,9 @@ export class LedgerLockError extends LoopctlError {
  * `GrantPolicy` store without `load`, `save`, `revoke` and `clear`, or
  * call options of a built-in store or of `GrantPolicy` that are not an
  * object, or whose `signal` is not an `AbortSignal` or cannot be listened to
- * (the call rejects, before an aborted signal's reason).
+ * (the call rejects, before an aborted signal's reason), or, of
+ * `MemoryGrantStore` and `GrantPolicy`, that have a key the call does not
+ * take or are an `AbortSignal` themselves.
  *
  * Code `"GRANT_CONFIG"`. `argument` names what is at fault, e.g.
  * `"projectDir"`, `"options.lockTimeoutMs"` or `"options.signal"`.

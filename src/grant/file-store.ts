@@ -19,7 +19,7 @@ import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
 import { unknownOption } from "../unknown-option.js";
 import { Grant } from "./grant.js";
-import { GrantIndex, coveringList } from "./grant-index.js";
+import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 import { recordTexts } from "./record-texts.js";
 import { lockMsProblem, withLedgerLock, type HeldLock, type LedgerLockOptions } from "./ledger-lock.js";
 import {
@@ -409,10 +409,13 @@ export class FileGrantStore implements GrantStore {
    * The grants covering a call (see {@link GrantStore.covering}), looked up
    * in an index kept while the ledger is unchanged on disk.
    *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty
+   *   string, or `canonicalArgs` when it is not `canonicalJson(args)`.
    * @throws {LedgerCorruptError} / {@link LedgerIoError} as {@link FileGrantStore.load} does.
    */
   async covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
     callSignal("FileGrantStore.covering", options);
+    requireCoveringQuery("FileGrantStore.covering", tool, canonicalArgs);
     const snapshot = await this.#read();
     snapshot.index ??= new GrantIndex(snapshot.grants);
     return coveringList(snapshot.index.lookup(tool, canonicalArgs));

@@ -1,4 +1,5 @@
-import { GrantRecordError } from "./errors.js";
+import { canonicalJson } from "./canonical.js";
+import { GrantConfigError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
 import type { Grant } from "./grant.js";
 import type { GrantStore, StoreCallOptions } from "./store.js";
@@ -79,10 +80,56 @@ export function coveringList(covering: CoveringGrants): Grant[] {
 }
 
 /**
+ * The canonical args text {@link coveringOf} last asked a store about. It was
+ * made by canonicalJson, so a text equal to it is canonical: checking it
+ * again in the store would cost a decision its canonicalJson twice.
+ */
+let lastQueried: string | undefined;
+
+/**
+ * @internal Checks the query of a store's `covering`: `tool` a non-empty
+ * string, and `canonicalArgs` the canonical JSON text of some arguments. Any
+ * other text (`JSON.stringify(args)`, whose key order is the object's) would
+ * find none of the this_call grants, a deny among them, and the tool's
+ * this_tool allow would answer alone.
+ *
+ * @throws {GrantConfigError} naming `tool` or `canonicalArgs`.
+ */
+export function requireCoveringQuery(where: string, tool: unknown, canonicalArgs: unknown): void {
+  if (typeof tool !== "string" || tool === "") {
+    throw new GrantConfigError(where, "tool", `must be a non-empty string (a tool's name), got ${shownValue(tool)}`);
+  }
+  if (typeof canonicalArgs !== "string") {
+    throw new GrantConfigError(
+      where,
+      "canonicalArgs",
+      `must be a string (canonicalJson of the arguments), got ${shownValue(canonicalArgs)}`,
+    );
+  }
+  if (canonicalArgs === lastQueried) return;
+  let canonical: string | undefined;
+  try {
+    canonical = canonicalJson(JSON.parse(canonicalArgs));
+  } catch {
+    canonical = undefined;
+  }
+  if (canonical !== canonicalArgs) {
+    throw new GrantConfigError(
+      where,
+      "canonicalArgs",
+      "is not canonical JSON (make it with canonicalJson(args): another text, JSON.stringify's included, " +
+        "matches no this_call grant)",
+    );
+  }
+}
+
+/**
  * The grants covering a call of `tool` whose canonical args text is
  * `canonicalArgs`: from the store's own {@link GrantStore.covering} when it
  * has one (indexed again here, so a grant that does not cover the call is
  * ignored rather than trusted), else from everything it loads.
+ * `canonicalArgs` must be what canonicalJson made: it is passed on to the
+ * store unchecked, as one {@link requireCoveringQuery} takes without a check.
  *
  * @throws {GrantRecordError} when the store resolves to anything but an
  *   array of grants: a record it read but did not make a Grant of (a deny
@@ -95,6 +142,7 @@ export async function coveringOf(
   options: StoreCallOptions,
 ): Promise<CoveringGrants> {
   const method = store.covering === undefined ? "load" : "covering";
+  lastQueried = canonicalArgs;
   const grants: unknown =
     store.covering === undefined ? await store.load(options) : await store.covering(tool, canonicalArgs, options);
   return new GrantIndex(storedGrants(grants, method)).lookup(tool, canonicalArgs);

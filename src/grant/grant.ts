@@ -4,6 +4,7 @@ import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
 import { CanonicalJsonError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
 export type GrantVerdict = "allow" | "deny";
@@ -88,6 +89,8 @@ export interface GrantMetadata {
   readonly note?: string | null;
 }
 
+const METADATA_KEYS = ["pinnedDescriptor", "createdAtMs", "note"] as const satisfies readonly (keyof GrantMetadata)[];
+
 /**
  * A remembered approval: allow or deny for a tool, or for one exact argument
  * set, optionally pinned to the tool's descriptor.
@@ -125,8 +128,10 @@ export class Grant {
    * @param metadata Pin, creation time and note; the `with…` methods return
    *   copies with one of them changed.
    * @throws {GrantRecordError} when the tool is not a non-empty string, the
-   * verdict is not `"allow"`/`"deny"`, the scope is malformed, or the metadata
-   * is not an object or not of its types.
+   * verdict is not `"allow"`/`"deny"`, the scope is malformed (a this_tool
+   * scope with args included), or the metadata is not an object, has a key
+   * other than `pinnedDescriptor`, `createdAtMs` and `note` (named, with the
+   * one it likely misspells), or one not of its type.
    * @throws {CanonicalJsonError} when this_call args have no JSON form.
    */
   constructor(tool: string, verdict: GrantVerdict, scope: GrantScope, metadata: GrantMetadata = {}) {
@@ -141,6 +146,13 @@ export class Grant {
     const kind = (scope as { type?: unknown } | null | undefined)?.type;
     let ledgerScope: GrantRecord["scope"];
     if (kind === "this_tool") {
+      // Built by hand, `{ type: "this_tool", args }` reads as "these args", yet would cover every call.
+      if ((scope as { args?: unknown }).args !== undefined) {
+        throw new GrantRecordError(
+          `grant for tool '${tool}': a this_tool scope covers every call and takes no args ` +
+            "(for these args only, use GrantScope.thisCall(args))",
+        );
+      }
       this.scope = THIS_TOOL;
       this.#canonicalArgs = null;
       ledgerScope = "this_tool";
@@ -171,6 +183,13 @@ export class Grant {
     const what = `grant ${this.id} for tool '${tool}'`;
     if (typeof metadata !== "object" || metadata === null) {
       throw new GrantRecordError(`${what}: metadata must be an object or undefined, got ${shownValue(metadata)}`);
+    }
+    // A key not read would be dropped without a word: `pinned_descriptor` (the ledger's spelling)
+    // or a misspelt `pinnedDescriptor` would leave the grant unpinned, open to a changed tool.
+    for (const key of Object.keys(metadata)) {
+      if (!(METADATA_KEYS as readonly string[]).includes(key)) {
+        throw new GrantRecordError(`${what}: metadata has ${unknownOption(key, METADATA_KEYS)}`);
+      }
     }
     const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
     if (pinnedDescriptor !== null && (typeof pinnedDescriptor !== "string" || pinnedDescriptor.length === 0)) {
@@ -211,7 +230,9 @@ export class Grant {
   /**
    * True when the grant applies to a call: the tool name matches exactly and
    * the scope is this_tool, or this_call with canonically equal args. Ignores
-   * the verdict and the pin; arguments without a JSON form are never covered.
+   * the verdict and the pin. A this_call grant never covers arguments without
+   * a JSON form; a this_tool grant covers them, as it covers any arguments (a
+   * deny for the tool must not be passed over for them).
    */
   covers(tool: string, args: unknown): boolean {
     if (tool !== this.tool) return false;

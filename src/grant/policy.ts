@@ -225,6 +225,8 @@ export class GrantPolicy {
    * unpinned grants always match.
    *
    * @param options.signal Passed to the store; the decision rejects with its reason once aborted.
+   * @throws {GrantConfigError} naming `options` when it has a key other than
+   *   `signal`, or is an AbortSignal itself (pass it as `{ signal }`).
    * @throws {CanonicalJsonError} when `args` has no JSON form (never a silent allow).
    * @throws whatever the store throws, e.g. LedgerCorruptError.
    */
@@ -243,6 +245,9 @@ export class GrantPolicy {
    * descriptor's fingerprint, `createdAtMs` from `options.nowMs` or the
    * clock) and saves it, replacing the same rule if already stored.
    * `options.signal` is passed to the store's save.
+   *
+   * @throws {GrantConfigError} naming `options` when it has a key other than
+   *   `signal`, `nowMs` and `note`, or is an AbortSignal itself.
    */
   async remember(
     descriptor: ToolDescriptor,

@@ -3,8 +3,8 @@ import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
-import { GrantIndex, coveringList } from "./grant-index.js";
 import { unknownOption } from "../unknown-option.js";
+import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
 export interface StoreCallOptions {
@@ -40,7 +40,9 @@ export interface GrantStore {
    * `this_call` grants for exactly those arguments), as of this call. A store
    * that has it lets `GrantPolicy` decide without loading every grant, so a
    * decision costs the same with 10 grants or 100k; without it the policy
-   * loads the store for each decision.
+   * loads the store for each decision. `canonicalArgs` is `canonicalJson(args)`:
+   * another text of the same arguments (`JSON.stringify`'s) would miss their
+   * this_call grants, so the built-in stores refuse it with GrantConfigError.
    */
   covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
 }
@@ -182,9 +184,15 @@ export class MemoryGrantStore implements GrantStore {
     }
   }
 
-  /** The grants covering a call (see {@link GrantStore.covering}), from an index that each change updates. */
+  /**
+   * The grants covering a call (see {@link GrantStore.covering}), from an index that each change updates.
+   *
+   * @throws {GrantConfigError} (as a rejection) naming `tool` when it is not
+   *   a non-empty string, or `canonicalArgs` when it is not `canonicalJson(args)`.
+   */
   covering(tool: string, canonicalArgs: string, options: StoreCallOptions = {}): Promise<readonly Grant[]> {
     return this.#call("MemoryGrantStore.covering", options, () => {
+      requireCoveringQuery("MemoryGrantStore.covering", tool, canonicalArgs);
       this.#index ??= new GrantIndex(this.#grants.values());
       return coveringList(this.#index.lookup(tool, canonicalArgs));
     });
