@@ -174,6 +174,26 @@ describe("PostgresGrantStore: the GrantStore contract", () => {
   it("refuses anything but a Grant", async () => {
     await expect(store().save({ id: read.id } as unknown as Grant)).rejects.toBeInstanceOf(GrantRecordError);
   });
+
+  it("covering refuses a tool that is not a name, and arguments that are not their canonical JSON text, naming them", async () => {
+    // A deny for these arguments beside an allow for the whole tool: a query that misses the deny hands out the allow.
+    const args = { path: "/etc/passwd", mode: "w" };
+    const s = store();
+    await s.save(new Grant("write", "deny", GrantScope.thisCall(args)));
+    await s.save(new Grant("write", "allow", GrantScope.thisTool()));
+    expect((await s.covering("write", canonicalJson(args))).map((g) => g.verdict)).toEqual(["deny", "allow"]);
+    for (const [tool, text, argument, problem] of [
+      ["write", JSON.stringify(args), "canonicalArgs", "is not canonical JSON"],
+      ["write", "{", "canonicalArgs", "is not canonical JSON"],
+      ["write", args, "canonicalArgs", "must be a string"],
+      ["", "{}", "tool", "must be a non-empty string"],
+    ] as const) {
+      const error: unknown = await s.covering(tool as never, text as never).catch((e: unknown) => e);
+      expect(error, JSON.stringify(text)).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ argument });
+      expect((error as Error).message).toContain(`PostgresGrantStore.covering: ${argument} ${problem}`);
+    }
+  });
 });
 
 describe("PostgresGrantStore's lookup index", () => {

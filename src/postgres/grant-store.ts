@@ -1,5 +1,6 @@
 import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
+import { requireCoveringQuery } from "../grant/grant-index.js";
 import { callSignal, revokedId } from "../grant/store.js";
 import {
   DEFAULT_REPLY_MS,
@@ -178,10 +179,15 @@ export class PostgresGrantStore implements GrantStore {
    * The grants covering a call of `tool` whose canonical args text is
    * `canonicalArgs` (see `GrantStore.covering`), current as of this call:
    * what `GrantPolicy` decides from, without reading the whole project.
+   *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty
+   *   string, or `canonicalArgs` when it is not `canonicalJson(args)`.
    */
   async covering(tool: string, canonicalArgs: string, options: GrantCallOptions = {}): Promise<readonly Grant[]> {
     const operation = "PostgresGrantStore.covering";
-    await this.#refresh(operation, callSignal(operation, options));
+    const signal = callSignal(operation, options);
+    requireCoveringQuery(operation, tool, canonicalArgs);
+    await this.#refresh(operation, signal);
     return this.#index.covering(tool, canonicalArgs);
   }
 
