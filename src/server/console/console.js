@@ -336,12 +336,8 @@
   function noteLayout() {
     noteScroll(true);
     for (const card of cards.values()) {
+      paintOverflow(card.li);
       notePlace(card, card.li, card.li.querySelector(".buttons"));
-      // A name too long for its box scrolls: the keyboard must reach the box to scroll it. A
-      // heading that does not scroll takes no tab stop, though the page may still focus it.
-      const heading = card.li.querySelector(".tool");
-      const tabIndex = heading.scrollHeight > heading.clientHeight ? 0 : -1;
-      if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
     }
     for (const row of grantRows.values()) notePlace(row, row.tr);
     // A grant's or a decision's tool name too long for its box scrolls too, and takes a tab stop then.
@@ -349,6 +345,42 @@
       const tabIndex = name.scrollHeight > name.clientHeight ? 0 : -1;
       if (name.tabIndex !== tabIndex) name.tabIndex = tabIndex;
     }
+  }
+
+  // The boxes of a card whose text scrolls in them, and how the card names each.
+  const BOXES = [
+    [".tool", "the tool's name"],
+    [".prompt", "the prompt"],
+    [".call", "the call id"],
+  ];
+
+  /**
+   * Says on a card which of its texts goes on past its box. A scroll bar may not show (an overlay
+   * one hides until scrolled), and a text whose rest was pushed out of its box (blank lines, em
+   * spaces, Braille blanks) then looks like all there is: "Read README.md?" above a blank, with
+   * what else the call does below. A box that scrolls takes a tab stop, so the keyboard can scroll
+   * it; a heading that does not takes none, though the page may still focus it.
+   */
+  function paintOverflow(li) {
+    const longer = [];
+    for (const [selector, name] of BOXES) {
+      const box = li.querySelector(selector);
+      const over = box.scrollHeight > box.clientHeight;
+      if (over) longer.push(name);
+      if (selector === ".tool") {
+        const tabIndex = over ? 0 : -1;
+        if (box.tabIndex !== tabIndex) box.tabIndex = tabIndex;
+      } else if (over !== box.hasAttribute("tabindex")) {
+        if (over) box.tabIndex = 0;
+        else box.removeAttribute("tabindex");
+      }
+    }
+    const note = li.querySelector(".overflow-note");
+    note.hidden = longer.length === 0;
+    if (longer.length === 0) return;
+    const list = longer.length === 1 ? longer[0] : `${longer.slice(0, -1).join(", ")} and ${longer.at(-1)}`;
+    const text = `Longer than shown: ${list}. Scroll ${longer.length === 1 ? "it" : "each"} to read it all before you answer.`;
+    if (note.textContent !== text) note.textContent = text;
   }
 
   /** Holds every card and grant row, each as if it had just appeared; `why` goes in its data-held. */
