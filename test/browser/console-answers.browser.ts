@@ -628,6 +628,52 @@ describe("an ask id that comes back with another call behind it", () => {
     await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
+
+  it("a refusal for another call that comes after that call ended too leaves no card to answer for it", async () => {
+    const { proxy, channel, server, page } = await consoleBehindProxy();
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+
+    proxy.stall();
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    await outliveEndings(channel);
+    const stopAfter = new AbortController();
+    const waiting = park(channel, after, stopAfter.signal);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    let replied!: () => void;
+    const fulfilled = new Promise<void>((resolve) => (replied = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      const response = await route.fetch({ url: `${server.url}api/asks/${after.id}` });
+      // The server's refusal names the call that holds the id; while it is on its way, that call
+      // ends too, and the page hears all of it (the old call's end, the new one's start and end).
+      stopAfter.abort(new Error("run ended"));
+      await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+      proxy.resume();
+      await expect.poll(() => page.locator("#asks .ask").count()).toBe(0);
+      await route.fulfill({ response });
+      replied();
+    });
+    await press(card, "Approve");
+    await fulfilled;
+    await expect
+      .poll(() => page.locator(".notice").first().textContent())
+      .toContain("Your answer for read_file did not arrive: this ask changed before it did; nothing was answered.");
+    // No card shows the call that ended, answerable as if it still waited.
+    expect(await page.locator("#asks .ask").count()).toBe(0);
+    expect(await page.locator("#status").textContent()).toBe("Live");
+    await expect(waiting.parked).rejects.toThrow("run ended");
+  });
 });
 
 describe("a page that cannot be sure what is pending", () => {

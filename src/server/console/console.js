@@ -509,6 +509,18 @@
     );
   }
 
+  // Each end of an ask heard (on the stream, or as its absence from the pending list read again),
+  // numbered in the order heard, by id: what the page heard after an answer went is newer than that
+  // answer's reply. The oldest are forgotten past a bound.
+  let endsHeard = 0;
+  const lastEndHeard = new Map();
+  function heardEnd(id) {
+    endsHeard += 1;
+    lastEndHeard.delete(id);
+    lastEndHeard.set(id, endsHeard);
+    if (lastEndHeard.size > 1024) lastEndHeard.delete(lastEndHeard.keys().next().value);
+  }
+
   // The ending told for a card that went while an answer of this page was on its way (its end heard
   // on the stream first): the answer's confirmation, when it comes, is not told a second time.
   const toldWhileSending = new WeakMap();
@@ -563,6 +575,7 @@
     paint(li);
     result.classList.remove("error");
     result.textContent = "Sending…";
+    const sentAfter = endsHeard;
     let reply;
     try {
       reply = await api(`api/asks/${encodeURIComponent(ask.id)}`, {
@@ -592,10 +605,21 @@
     }
     result.classList.add("error");
     if (reply.status === 409 && reply.body && reply.body.error === "ask_changed" && reply.body.ask) {
-      addAsk(reply.body.ask);
-      const fresh = cards.get(ask.id).li.querySelector(".result");
-      fresh.classList.add("error");
-      fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+      // The reply shows the call that held the id when the server refused: an end under the id heard
+      // since the answer went is newer, and that call may be over too. The stream (or the pending list
+      // read again) then shows whichever call still waits under the id; none is shown from the reply.
+      if ((lastEndHeard.get(ask.id) ?? 0) <= sentAfter) addAsk(reply.body.ask);
+      const now = cards.get(ask.id);
+      if (now !== undefined && now.li !== li) {
+        const fresh = now.li.querySelector(".result");
+        fresh.classList.add("error");
+        fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+        return;
+      }
+      const changed = "this ask changed before it did; nothing was answered.";
+      if (now !== undefined)
+        return removeAsk(ask.id, now.endedAs ?? "offline", `. Your answer did not arrive: ${changed}`);
+      tell("Your answer for ", spoken(ask.tool, SPOKEN_TOOL), ` did not arrive: ${changed}`);
       return;
     }
     // The server's own 409 only: a proxy's page with that status ended nothing.
@@ -1087,6 +1111,7 @@
     const pending = new Set(reply.body.asks.map((view) => view.ask.id));
     for (const [id, card] of [...cards]) {
       card.endedUnseen = !pending.has(id) && !mine.added.has(id);
+      if (card.endedUnseen) heardEnd(id);
       // A card with an answer of this page on its way stays until the reply tells what became of it.
       if (card.endedUnseen && card.li.dataset.sending === undefined) removeAsk(id, "offline");
     }
@@ -1127,6 +1152,7 @@
     });
     on("settled", (event) => {
       const data = JSON.parse(event.data);
+      heardEnd(data.id);
       if (sync) sync.settled.add(data.id);
       const card = cards.get(data.id);
       const mine = card?.li.dataset.sending;
