@@ -1179,6 +1179,45 @@ describe("text that would render as something it is not", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
 
+  it("a letter of another script in a word of Latin ones, which passes for the Latin letter it copies, is marked, in every panel", async () => {
+    // A Cyrillic "а" (U+0430) and "е" (U+0435), a Greek "ο" (U+03BF): "reаd_file" reads as the
+    // read_file the person trusts, "pаypal.com" as the site they know. A word all of one script
+    // (Russian, here) is text, not a disguise, and keeps its letters.
+    const tool = "re\u0430d_file";
+    const prompt =
+      "Send the report to p\u0430ypal.com and g\u03bfogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 d\u0435ploy.";
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant(tool, "allow", GrantScope.thisTool()));
+    const records = new RecentRecords();
+    records.onGate({ turn: 0, callId: "c1", decision: gateRecord(1, { tool }) });
+    const { channel, page } = await liveConsole({ grants, records });
+    const ask = makeAsk(1, { tool, prompt });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    const text = (selector: string) => card.locator(selector).evaluate((el) => el.textContent ?? "");
+    expect(await text(".tool")).toBe("reU+0430d_file");
+    expect(await text(".prompt")).toBe(
+      "Send the report to pU+0430ypal.com and gU+03BFogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 dU+0435ploy.",
+    );
+    expect(await card.locator(".prompt .hidden-char").allTextContents()).toEqual(["U+0430", "U+03BF", "U+0435"]);
+    expect(await page.locator("#announce").textContent()).toBe(
+      "New ask: reU+0430d_file: Send the report to pU+0430ypal.com and gU+03BFogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 dU+0435ploy.",
+    );
+    const row = page.locator("#grants tbody tr");
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.locator("td").nth(0).textContent()).toBe("reU+0430d_file");
+    expect(await row.getByRole("button").getAttribute("aria-label")).toBe(
+      "Revoke the remembered approval for reU+0430d_file",
+    );
+    const record = page.locator("#records tbody tr");
+    await expect.poll(() => record.count()).toBe(1);
+    expect(await record.locator("td").nth(1).textContent()).toBe("reU+0430d_file");
+    await press(card, "Deny");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+    await expect.poll(() => page.locator(".notice code").first().textContent()).toBe("reU+0430d_file");
+  });
+
   it("a signed link's confirmation page shows the same marks", async () => {
     const secret = "link-secret-for-the-browser-test";
     const { channel, server, page } = await consoleWith({ linkSecret: secret });

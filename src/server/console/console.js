@@ -90,12 +90,51 @@
     return HIDDEN.test(char) && !(keepLines && (char === "\n" || char === "\t"));
   }
 
-  /** Sets an element's text, each hidden character shown as a mark. */
+  // A letter of a script whose letters pass for Latin ones (a Cyrillic "а", a Greek "ο"), in a word
+  // of Latin letters, makes the word read as the all-Latin one it copies: "reаd_file" as the
+  // read_file the person trusts, "pаypal.com" as the site they know. Each such letter is shown as a
+  // mark naming its code point too. A word all of one script is text, not a disguise: it keeps its letters.
+  const WORD = /[\p{L}\p{M}\p{N}_]+/gu;
+  const LATIN = /\p{Script=Latin}/u;
+  const LOOK_ALIKE =
+    /[\p{Script=Cyrillic}\p{Script=Greek}\p{Script=Armenian}\p{Script=Cherokee}\p{Script=Coptic}\p{Script=Lisu}]/u;
+
+  /** Where in `text` (UTF-16 offsets) a letter passes for a Latin one, in a word of Latin letters. */
+  function lookAlikes(text) {
+    const at = new Set();
+    for (const match of text.matchAll(WORD)) {
+      const word = match[0];
+      if (!LATIN.test(word) || !LOOK_ALIKE.test(word)) continue;
+      let offset = match.index;
+      for (const char of word) {
+        if (LOOK_ALIKE.test(char)) at.add(offset);
+        offset += char.length;
+      }
+    }
+    return at;
+  }
+
+  const MARK_TITLES = {
+    hidden: "a character that would not show, or would reorder the text around it",
+    alike: "a letter of another script that looks like a Latin one, in a word of Latin letters",
+  };
+
+  /** Each character of `text`, and why it is shown as a mark ("hidden", "alike") or null. */
+  function* characters(text, keepLines) {
+    const alike = lookAlikes(text);
+    let offset = 0;
+    for (const char of text) {
+      yield [char, isHidden(char, keepLines) ? "hidden" : alike.has(offset) ? "alike" : null];
+      offset += char.length;
+    }
+  }
+
+  /** Sets an element's text, each hidden or look-alike character shown as a mark. */
   function showText(element, text, keepLines = false) {
     const parts = [];
     let run = "";
-    for (const char of text) {
-      if (!isHidden(char, keepLines)) {
+    for (const [char, why] of characters(text, keepLines)) {
+      if (why === null) {
         run += char;
         continue;
       }
@@ -104,7 +143,7 @@
       const mark = document.createElement("span");
       mark.className = "hidden-char";
       mark.textContent = codePoint(char);
-      mark.title = "a character that would not show, or would reorder the text around it";
+      mark.title = MARK_TITLES[why];
       parts.push(mark);
     }
     if (run !== "") parts.push(run);
@@ -114,7 +153,7 @@
   /** The same text as a plain string, for labels and announcements. */
   function plain(text) {
     let out = "";
-    for (const char of text) out += isHidden(char, false) ? codePoint(char) : char;
+    for (const [char, why] of characters(text, false)) out += why === null ? char : codePoint(char);
     return out;
   }
 
@@ -131,13 +170,13 @@
   function spoken(text, max, where = "the card") {
     let out = "";
     let count = 0;
-    for (const char of text) {
+    for (const [char, why] of characters(text, true)) {
       if (count === max) {
         const more = [...text].length - max;
         return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in ${where})`;
       }
       count += 1;
-      out += char === "\n" || char === "\t" ? " " : isHidden(char, false) ? codePoint(char) : char;
+      out += char === "\n" || char === "\t" ? " " : why === null ? char : codePoint(char);
     }
     return out.replace(/\s+/g, " ").trim();
   }
