@@ -732,6 +732,26 @@ describe("a page that cannot be sure what is pending", () => {
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("a stream the server refuses (503 too_many_streams) says so, in the server's words, and the page gets in once a stream is free", async () => {
+    const { channel, server, page } = await consoleWith({ maxStreams: 1 });
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    // Another console holds the one stream the server allows.
+    const other = await chromium.browser.page(1280);
+    cleanups.push(() => other.close());
+    await other.goto(server.consoleUrl);
+    await expect.poll(() => other.locator("#status").textContent()).toBe("Live");
+    await page.goto(server.consoleUrl);
+    await expect
+      .poll(() => page.locator("#status").textContent(), { timeout: 10_000 })
+      .toBe("The server refused to keep this page up to date (503: too many event streams are open); retrying…");
+    expect(await page.locator("#asks .ask").count()).toBe(0);
+    await other.close();
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("with no card shown, a page that lost the stream does not say nothing is waiting: asks parked meanwhile are not shown", async () => {
     const { proxy, channel, page } = await consoleBehindProxy({ heartbeatMs: 300 });
     const empty = page.locator("#asks-empty");

@@ -1211,15 +1211,50 @@
       lost("Connection lost; reconnecting…");
       if (source.readyState !== EventSource.CLOSED) return;
       stream = null;
-      // The server refused the stream (a new token, or it is gone for good): find out which.
+      // The server refused the stream (a new token, too many streams open, or it is gone for good):
+      // find out which.
       void api("api/asks").then(
-        (reply) => (reply.status === 401 ? signedOut() : reconnectSoon()),
+        async (reply) => {
+          if (reply.status === 401) return signedOut();
+          const why = await streamRefusal();
+          if (why !== null && stream === null) {
+            setStatus("down", `The server refused to keep this page up to date (${why}); retrying…`);
+          }
+          reconnectSoon();
+        },
         () => {
           setStatus("down", "The server is not reachable; retrying…");
           reconnectSoon();
         },
       );
     });
+  }
+
+  /**
+   * Why the server refuses the event stream, in its own words (`503: too many event streams are
+   * open`), or null when it takes it now or does not say: EventSource tells a page nothing of a
+   * refusal, so the stream is asked for once more, and dropped at once if taken.
+   */
+  async function streamRefusal() {
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), requestTimeoutMs());
+    try {
+      const response = await fetch("api/asks/stream", {
+        credentials: "same-origin",
+        cache: "no-store",
+        signal: stop.signal,
+      });
+      if (response.status === 200) return null;
+      const body = await response.json().catch(() => null);
+      return body !== null && typeof body.error === "string" && typeof body.message === "string"
+        ? `${response.status}: ${body.message}`
+        : null;
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
+      stop.abort();
+    }
   }
 
   // A stream can go silent without closing (a network that drops packets, a proxy that holds the
