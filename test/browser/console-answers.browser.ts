@@ -628,6 +628,52 @@ describe("an ask id that comes back with another call behind it", () => {
     await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
   });
+
+  it("a refusal for another call that comes after that call ended too leaves no card to answer for it", async () => {
+    const { proxy, channel, server, page } = await consoleBehindProxy();
+    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+    const after = {
+      ...before,
+      tool: "delete_file",
+      prompt: "Delete the whole home folder?",
+      argsDigest: "2222222222222222",
+    };
+    const stop = new AbortController();
+    park(channel, before, stop.signal);
+    const card = cardOf(page, before);
+    await card.waitFor();
+
+    proxy.stall();
+    stop.abort(new Error("run ended"));
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+    await outliveEndings(channel);
+    const stopAfter = new AbortController();
+    const waiting = park(channel, after, stopAfter.signal);
+    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    let replied!: () => void;
+    const fulfilled = new Promise<void>((resolve) => (replied = resolve));
+    await page.route("**/api/asks/*", async (route) => {
+      if (route.request().method() !== "POST") return route.fallback();
+      const response = await route.fetch({ url: `${server.url}api/asks/${after.id}` });
+      // The server's refusal names the call that holds the id; while it is on its way, that call
+      // ends too, and the page hears all of it (the old call's end, the new one's start and end).
+      stopAfter.abort(new Error("run ended"));
+      await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+      proxy.resume();
+      await expect.poll(() => page.locator("#asks .ask").count()).toBe(0);
+      await route.fulfill({ response });
+      replied();
+    });
+    await press(card, "Approve");
+    await fulfilled;
+    await expect
+      .poll(() => page.locator(".notice").first().textContent())
+      .toContain("Your answer for read_file did not arrive: this ask changed before it did; nothing was answered.");
+    // No card shows the call that ended, answerable as if it still waited.
+    expect(await page.locator("#asks .ask").count()).toBe(0);
+    expect(await page.locator("#status").textContent()).toBe("Live");
+    await expect(waiting.parked).rejects.toThrow("run ended");
+  });
 });
 
 describe("a page that cannot be sure what is pending", () => {
@@ -681,6 +727,26 @@ describe("a page that cannot be sure what is pending", () => {
       .poll(() => page.locator("#status").textContent(), { timeout: 5_000 })
       .toBe("Could not read the pending asks; retrying…");
     await page.unroute(list);
+    await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toBe("Live");
+    await press(cardOf(page, ask), "Approve");
+    await expect(waiting.parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("a stream the server refuses (503 too_many_streams) says so, in the server's words, and the page gets in once a stream is free", async () => {
+    const { channel, server, page } = await consoleWith({ maxStreams: 1 });
+    const ask = makeAsk(1, { tool: "deploy" });
+    const waiting = park(channel, ask);
+    // Another console holds the one stream the server allows.
+    const other = await chromium.browser.page(1280);
+    cleanups.push(() => other.close());
+    await other.goto(server.consoleUrl);
+    await expect.poll(() => other.locator("#status").textContent()).toBe("Live");
+    await page.goto(server.consoleUrl);
+    await expect
+      .poll(() => page.locator("#status").textContent(), { timeout: 10_000 })
+      .toBe("The server refused to keep this page up to date (503: too many event streams are open); retrying…");
+    expect(await page.locator("#asks .ask").count()).toBe(0);
+    await other.close();
     await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toBe("Live");
     await press(cardOf(page, ask), "Approve");
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
@@ -1131,6 +1197,45 @@ describe("text that would render as something it is not", () => {
     expect(everything).not.toMatch(/\p{Default_Ignorable_Code_Point}/u);
     await press(card, "Deny");
     await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+  });
+
+  it("a letter of another script in a word of Latin ones, which passes for the Latin letter it copies, is marked, in every panel", async () => {
+    // A Cyrillic "а" (U+0430) and "е" (U+0435), a Greek "ο" (U+03BF): "reаd_file" reads as the
+    // read_file the person trusts, "pаypal.com" as the site they know. A word all of one script
+    // (Russian, here) is text, not a disguise, and keeps its letters.
+    const tool = "re\u0430d_file";
+    const prompt =
+      "Send the report to p\u0430ypal.com and g\u03bfogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 d\u0435ploy.";
+    const grants = new MemoryGrantStore();
+    await grants.save(new Grant(tool, "allow", GrantScope.thisTool()));
+    const records = new RecentRecords();
+    records.onGate({ turn: 0, callId: "c1", decision: gateRecord(1, { tool }) });
+    const { channel, page } = await liveConsole({ grants, records });
+    const ask = makeAsk(1, { tool, prompt });
+    const waiting = park(channel, ask);
+    const card = cardOf(page, ask);
+    await card.waitFor();
+    const text = (selector: string) => card.locator(selector).evaluate((el) => el.textContent ?? "");
+    expect(await text(".tool")).toBe("reU+0430d_file");
+    expect(await text(".prompt")).toBe(
+      "Send the report to pU+0430ypal.com and gU+03BFogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 dU+0435ploy.",
+    );
+    expect(await card.locator(".prompt .hidden-char").allTextContents()).toEqual(["U+0430", "U+03BF", "U+0435"]);
+    expect(await page.locator("#announce").textContent()).toBe(
+      "New ask: reU+0430d_file: Send the report to pU+0430ypal.com and gU+03BFogle.com? \u041f\u0440\u0438\u0432\u0435\u0442 dU+0435ploy.",
+    );
+    const row = page.locator("#grants tbody tr");
+    await expect.poll(() => row.count()).toBe(1);
+    expect(await row.locator("td").nth(0).textContent()).toBe("reU+0430d_file");
+    expect(await row.getByRole("button").getAttribute("aria-label")).toBe(
+      "Revoke the remembered approval for reU+0430d_file",
+    );
+    const record = page.locator("#records tbody tr");
+    await expect.poll(() => record.count()).toBe(1);
+    expect(await record.locator("td").nth(1).textContent()).toBe("reU+0430d_file");
+    await press(card, "Deny");
+    await expect(waiting.parked).resolves.toEqual({ type: "deny" });
+    await expect.poll(() => page.locator(".notice code").first().textContent()).toBe("reU+0430d_file");
   });
 
   it("a signed link's confirmation page shows the same marks", async () => {

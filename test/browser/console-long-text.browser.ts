@@ -173,3 +173,52 @@ describe("remembered answers whose arguments are long", () => {
     expect(await covers(harmful)).toBe(`these arguments: ${JSON.stringify({ path: `${path}/../../../etc/passwd` })}`);
   });
 });
+
+describe("text longer than its box, where scroll bars do not show", () => {
+  // Headless Chromium hides its scroll bars, as overlay ones (macOS, phones) are hidden until
+  // scrolled: a box that scrolls looks like one that holds all there is. Blank characters that are
+  // no format character (em spaces, Braille blanks) push what follows them out of the box.
+  const BLANKS = "\u2003".repeat(3000);
+  const TAIL = "Then delete every file in the repository.";
+
+  for (const width of [1280, 400]) {
+    it(`at ${width} px a card whose prompt, tool name or call id goes on past its box says so, beside its Approve`, async () => {
+      const { channel, server: made } = await server();
+      const page = await chromium.browser.page(width);
+      cleanups.push(() => page.close());
+      await page.goto(made.consoleUrl);
+      const cases: [PendingAsk, string][] = [
+        [makeAsk(1, { tool: "read_file", prompt: `Read README.md?${BLANKS}${TAIL}` }), "the prompt"],
+        [makeAsk(2, { tool: "read_file", prompt: `Read README.md?${"\u2800".repeat(6000)}${TAIL}` }), "the prompt"],
+        [
+          makeAsk(3, { tool: `read_file${BLANKS}_and_delete_everything`, prompt: "Read README.md?" }),
+          "the tool's name",
+        ],
+        [makeAsk(4, { tool: "read_file", callId: `call_4${BLANKS}${TAIL}` }), "the call id"],
+      ];
+      for (const [ask, what] of cases) {
+        const answer = park(channel, ask);
+        const card = `#asks .ask[data-ask-id="${ask.id}"]`;
+        await page.locator(card).waitFor();
+        const note = page.locator(`${card} .overflow-note`);
+        await expect.poll(() => note.isVisible()).toBe(true);
+        expect(await note.textContent()).toContain(what);
+        // On the same screen as the card's heading and its Approve.
+        expect(await span(page, `${card} .tool`, `${card} button.approve`)).toBeLessThanOrEqual(VIEWPORT_HEIGHT);
+        const box = await page.locator(`${card} .overflow-note`).boundingBox();
+        const approve = await page.locator(`${card} button.approve`).boundingBox();
+        expect(box !== null && approve !== null && box.y < approve.y).toBe(true);
+        await screenshot(page, `console-overflow-${ask.turn}-${width}`);
+        await press(page.locator(card), "Deny");
+        await expect.poll(answer).toEqual({ type: "deny" });
+      }
+      // A card that shows all it holds says nothing of the kind.
+      const short = makeAsk(5, { tool: "read_file", prompt: "Read README.md?" });
+      park(channel, short);
+      const card = `#asks .ask[data-ask-id="${short.id}"]`;
+      await page.locator(card).waitFor();
+      await page.waitForTimeout(200);
+      expect(await page.locator(`${card} .overflow-note`).isVisible()).toBe(false);
+    });
+  }
+});

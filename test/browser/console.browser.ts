@@ -245,6 +245,7 @@ describe("the console in Chromium", () => {
     // The warning a card shows once the page loses touch, the answers remembered, a hidden character's mark.
     const texts = [
       ".stale-note",
+      ".overflow-note",
       ".verdict.good",
       ".verdict.bad",
       ".hidden-char",

@@ -90,12 +90,51 @@
     return HIDDEN.test(char) && !(keepLines && (char === "\n" || char === "\t"));
   }
 
-  /** Sets an element's text, each hidden character shown as a mark. */
+  // A letter of a script whose letters pass for Latin ones (a Cyrillic "а", a Greek "ο"), in a word
+  // of Latin letters, makes the word read as the all-Latin one it copies: "reаd_file" as the
+  // read_file the person trusts, "pаypal.com" as the site they know. Each such letter is shown as a
+  // mark naming its code point too. A word all of one script is text, not a disguise: it keeps its letters.
+  const WORD = /[\p{L}\p{M}\p{N}_]+/gu;
+  const LATIN = /\p{Script=Latin}/u;
+  const LOOK_ALIKE =
+    /[\p{Script=Cyrillic}\p{Script=Greek}\p{Script=Armenian}\p{Script=Cherokee}\p{Script=Coptic}\p{Script=Lisu}]/u;
+
+  /** Where in `text` (UTF-16 offsets) a letter passes for a Latin one, in a word of Latin letters. */
+  function lookAlikes(text) {
+    const at = new Set();
+    for (const match of text.matchAll(WORD)) {
+      const word = match[0];
+      if (!LATIN.test(word) || !LOOK_ALIKE.test(word)) continue;
+      let offset = match.index;
+      for (const char of word) {
+        if (LOOK_ALIKE.test(char)) at.add(offset);
+        offset += char.length;
+      }
+    }
+    return at;
+  }
+
+  const MARK_TITLES = {
+    hidden: "a character that would not show, or would reorder the text around it",
+    alike: "a letter of another script that looks like a Latin one, in a word of Latin letters",
+  };
+
+  /** Each character of `text`, and why it is shown as a mark ("hidden", "alike") or null. */
+  function* characters(text, keepLines) {
+    const alike = lookAlikes(text);
+    let offset = 0;
+    for (const char of text) {
+      yield [char, isHidden(char, keepLines) ? "hidden" : alike.has(offset) ? "alike" : null];
+      offset += char.length;
+    }
+  }
+
+  /** Sets an element's text, each hidden or look-alike character shown as a mark. */
   function showText(element, text, keepLines = false) {
     const parts = [];
     let run = "";
-    for (const char of text) {
-      if (!isHidden(char, keepLines)) {
+    for (const [char, why] of characters(text, keepLines)) {
+      if (why === null) {
         run += char;
         continue;
       }
@@ -104,7 +143,7 @@
       const mark = document.createElement("span");
       mark.className = "hidden-char";
       mark.textContent = codePoint(char);
-      mark.title = "a character that would not show, or would reorder the text around it";
+      mark.title = MARK_TITLES[why];
       parts.push(mark);
     }
     if (run !== "") parts.push(run);
@@ -114,7 +153,7 @@
   /** The same text as a plain string, for labels and announcements. */
   function plain(text) {
     let out = "";
-    for (const char of text) out += isHidden(char, false) ? codePoint(char) : char;
+    for (const [char, why] of characters(text, false)) out += why === null ? char : codePoint(char);
     return out;
   }
 
@@ -131,13 +170,13 @@
   function spoken(text, max, where = "the card") {
     let out = "";
     let count = 0;
-    for (const char of text) {
+    for (const [char, why] of characters(text, true)) {
       if (count === max) {
         const more = [...text].length - max;
         return `${out.replace(/\s+/g, " ").trim()}… (${more} more characters in ${where})`;
       }
       count += 1;
-      out += char === "\n" || char === "\t" ? " " : isHidden(char, false) ? codePoint(char) : char;
+      out += char === "\n" || char === "\t" ? " " : why === null ? char : codePoint(char);
     }
     return out.replace(/\s+/g, " ").trim();
   }
@@ -336,12 +375,8 @@
   function noteLayout() {
     noteScroll(true);
     for (const card of cards.values()) {
+      paintOverflow(card.li);
       notePlace(card, card.li, card.li.querySelector(".buttons"));
-      // A name too long for its box scrolls: the keyboard must reach the box to scroll it. A
-      // heading that does not scroll takes no tab stop, though the page may still focus it.
-      const heading = card.li.querySelector(".tool");
-      const tabIndex = heading.scrollHeight > heading.clientHeight ? 0 : -1;
-      if (heading.tabIndex !== tabIndex) heading.tabIndex = tabIndex;
     }
     for (const row of grantRows.values()) notePlace(row, row.tr);
     // A grant's or a decision's tool name too long for its box scrolls too, and takes a tab stop then.
@@ -349,6 +384,42 @@
       const tabIndex = name.scrollHeight > name.clientHeight ? 0 : -1;
       if (name.tabIndex !== tabIndex) name.tabIndex = tabIndex;
     }
+  }
+
+  // The boxes of a card whose text scrolls in them, and how the card names each.
+  const BOXES = [
+    [".tool", "the tool's name"],
+    [".prompt", "the prompt"],
+    [".call", "the call id"],
+  ];
+
+  /**
+   * Says on a card which of its texts goes on past its box. A scroll bar may not show (an overlay
+   * one hides until scrolled), and a text whose rest was pushed out of its box (blank lines, em
+   * spaces, Braille blanks) then looks like all there is: "Read README.md?" above a blank, with
+   * what else the call does below. A box that scrolls takes a tab stop, so the keyboard can scroll
+   * it; a heading that does not takes none, though the page may still focus it.
+   */
+  function paintOverflow(li) {
+    const longer = [];
+    for (const [selector, name] of BOXES) {
+      const box = li.querySelector(selector);
+      const over = box.scrollHeight > box.clientHeight;
+      if (over) longer.push(name);
+      if (selector === ".tool") {
+        const tabIndex = over ? 0 : -1;
+        if (box.tabIndex !== tabIndex) box.tabIndex = tabIndex;
+      } else if (over !== box.hasAttribute("tabindex")) {
+        if (over) box.tabIndex = 0;
+        else box.removeAttribute("tabindex");
+      }
+    }
+    const note = li.querySelector(".overflow-note");
+    note.hidden = longer.length === 0;
+    if (longer.length === 0) return;
+    const list = longer.length === 1 ? longer[0] : `${longer.slice(0, -1).join(", ")} and ${longer.at(-1)}`;
+    const text = `Longer than shown: ${list}. Scroll ${longer.length === 1 ? "it" : "each"} to read it all before you answer.`;
+    if (note.textContent !== text) note.textContent = text;
   }
 
   /** Holds every card and grant row, each as if it had just appeared; `why` goes in its data-held. */
@@ -477,6 +548,18 @@
     );
   }
 
+  // Each end of an ask heard (on the stream, or as its absence from the pending list read again),
+  // numbered in the order heard, by id: what the page heard after an answer went is newer than that
+  // answer's reply. The oldest are forgotten past a bound.
+  let endsHeard = 0;
+  const lastEndHeard = new Map();
+  function heardEnd(id) {
+    endsHeard += 1;
+    lastEndHeard.delete(id);
+    lastEndHeard.set(id, endsHeard);
+    if (lastEndHeard.size > 1024) lastEndHeard.delete(lastEndHeard.keys().next().value);
+  }
+
   // The ending told for a card that went while an answer of this page was on its way (its end heard
   // on the stream first): the answer's confirmation, when it comes, is not told a second time.
   const toldWhileSending = new WeakMap();
@@ -531,6 +614,7 @@
     paint(li);
     result.classList.remove("error");
     result.textContent = "Sending…";
+    const sentAfter = endsHeard;
     let reply;
     try {
       reply = await api(`api/asks/${encodeURIComponent(ask.id)}`, {
@@ -560,10 +644,21 @@
     }
     result.classList.add("error");
     if (reply.status === 409 && reply.body && reply.body.error === "ask_changed" && reply.body.ask) {
-      addAsk(reply.body.ask);
-      const fresh = cards.get(ask.id).li.querySelector(".result");
-      fresh.classList.add("error");
-      fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+      // The reply shows the call that held the id when the server refused: an end under the id heard
+      // since the answer went is newer, and that call may be over too. The stream (or the pending list
+      // read again) then shows whichever call still waits under the id; none is shown from the reply.
+      if ((lastEndHeard.get(ask.id) ?? 0) <= sentAfter) addAsk(reply.body.ask);
+      const now = cards.get(ask.id);
+      if (now !== undefined && now.li !== li) {
+        const fresh = now.li.querySelector(".result");
+        fresh.classList.add("error");
+        fresh.textContent = "This ask changed before your answer arrived; nothing was answered. Read it again.";
+        return;
+      }
+      const changed = "this ask changed before it did; nothing was answered.";
+      if (now !== undefined)
+        return removeAsk(ask.id, now.endedAs ?? "offline", `. Your answer did not arrive: ${changed}`);
+      tell("Your answer for ", spoken(ask.tool, SPOKEN_TOOL), ` did not arrive: ${changed}`);
       return;
     }
     // The server's own 409 only: a proxy's page with that status ended nothing.
@@ -1055,6 +1150,7 @@
     const pending = new Set(reply.body.asks.map((view) => view.ask.id));
     for (const [id, card] of [...cards]) {
       card.endedUnseen = !pending.has(id) && !mine.added.has(id);
+      if (card.endedUnseen) heardEnd(id);
       // A card with an answer of this page on its way stays until the reply tells what became of it.
       if (card.endedUnseen && card.li.dataset.sending === undefined) removeAsk(id, "offline");
     }
@@ -1095,6 +1191,7 @@
     });
     on("settled", (event) => {
       const data = JSON.parse(event.data);
+      heardEnd(data.id);
       if (sync) sync.settled.add(data.id);
       const card = cards.get(data.id);
       const mine = card?.li.dataset.sending;
@@ -1114,15 +1211,50 @@
       lost("Connection lost; reconnecting…");
       if (source.readyState !== EventSource.CLOSED) return;
       stream = null;
-      // The server refused the stream (a new token, or it is gone for good): find out which.
+      // The server refused the stream (a new token, too many streams open, or it is gone for good):
+      // find out which.
       void api("api/asks").then(
-        (reply) => (reply.status === 401 ? signedOut() : reconnectSoon()),
+        async (reply) => {
+          if (reply.status === 401) return signedOut();
+          const why = await streamRefusal();
+          if (why !== null && stream === null) {
+            setStatus("down", `The server refused to keep this page up to date (${why}); retrying…`);
+          }
+          reconnectSoon();
+        },
         () => {
           setStatus("down", "The server is not reachable; retrying…");
           reconnectSoon();
         },
       );
     });
+  }
+
+  /**
+   * Why the server refuses the event stream, in its own words (`503: too many event streams are
+   * open`), or null when it takes it now or does not say: EventSource tells a page nothing of a
+   * refusal, so the stream is asked for once more, and dropped at once if taken.
+   */
+  async function streamRefusal() {
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), requestTimeoutMs());
+    try {
+      const response = await fetch("api/asks/stream", {
+        credentials: "same-origin",
+        cache: "no-store",
+        signal: stop.signal,
+      });
+      if (response.status === 200) return null;
+      const body = await response.json().catch(() => null);
+      return body !== null && typeof body.error === "string" && typeof body.message === "string"
+        ? `${response.status}: ${body.message}`
+        : null;
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
+      stop.abort();
+    }
   }
 
   // A stream can go silent without closing (a network that drops packets, a proxy that holds the
