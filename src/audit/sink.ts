@@ -91,6 +91,15 @@ export interface AuditSinkOptions {
   readonly lockTimeoutMs?: number;
 }
 
+/** The keys of {@link AuditSinkOptions}, in the order an unknown one's refusal lists them. */
+const SINK_OPTIONS = [
+  "fsync",
+  "onError",
+  "anchor",
+  "key",
+  "lockTimeoutMs",
+] as const satisfies readonly (keyof AuditSinkOptions)[];
+
 /** What one append wrote: the line's `seq` and `hash` (the log's new anchor). */
 export type AuditAppend = AuditAnchor;
 
@@ -252,7 +261,8 @@ export class AuditSink {
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
-   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object,
+   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or
+   *   an AbortSignal) or holding a key that is not one of these options,
    *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean or `onError` not a
    *   function.
    * @throws AuditAnchorError when `options.anchor` is malformed.
@@ -278,7 +288,7 @@ export class AuditSink {
   static async #open(path: string, options: AuditSinkOptions | undefined, seams: SinkSeams): Promise<AuditSink> {
     assertPathArgument(path, "cannot open an audit log");
     const abs = resolve(path);
-    options = optionsArgument(options, `cannot open audit log ${abs}`);
+    options = optionsArgument(options, `cannot open audit log ${abs}`, SINK_OPTIONS);
     assertOptionType(options.fsync, "fsync", "boolean", `cannot open audit log ${abs}`);
     assertOptionType(options.onError, "onError", "function", `cannot open audit log ${abs}`);
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);

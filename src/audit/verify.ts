@@ -108,7 +108,8 @@ export interface AuditVerifyBytesOptions {
  * (and, with a key, its seal) and calls this. Never throws for any content:
  * every problem is a result.
  * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
- *   object, or `options.seal` not a string, `null` or `undefined`.
+ *   object or holding a key other than `anchor`, `key` and `seal`, or `options.seal` not a string,
+ *   `null` or `undefined`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
@@ -120,7 +121,7 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
     const got = typeof data === "string" ? `a string of ${(data as string).length} characters` : shownValue(data);
     throw new AuditConfigError("data", `${where}: data must be a Uint8Array (the file's bytes), got ${got}`);
   }
-  options = optionsArgument(options, where);
+  options = optionsArgument(options, where, ["anchor", "key", "seal"]);
   if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
     throw new AuditConfigError(
       "seal",
@@ -258,7 +259,8 @@ export function verifyVouched(
  * up to its `seq`. No chain proves that the records were true when the writer
  * wrote them.
  *
- * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object, or
+ * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or an
+ *   AbortSignal) or holding a key other than `anchor`, `key`, `records` and `signal`, or
  *   `options.signal` not an AbortSignal.
  * @throws AuditAnchorError when `options.anchor` is malformed.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or too short.
@@ -313,7 +315,7 @@ async function verifySealedLogFile(
   seams: VerifySeams,
 ): Promise<{ readonly result: AuditVerifyResult; readonly seal: string | null }> {
   assertPathArgument(path, "cannot verify an audit log");
-  options = optionsArgument(options, `cannot verify audit log ${path}`);
+  options = optionsArgument(options, `cannot verify audit log ${path}`, ["anchor", "key", "records", "signal"]);
   assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
   assertOptionType(options.records, "records", "boolean", `cannot verify audit log ${path}`);
   const { signal, anchor } = options;
