@@ -477,6 +477,17 @@ describe("AuditSink appends", () => {
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
   });
 
+  it("an async onError that rejects does not end the process with an unhandled rejection", async () => {
+    // Before, the rejected promise went unheard: node ended the process at the first lost record.
+    const child = await bundleChild("audit-async-on-error.ts");
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [child.path, fresh()], { timeout: 20_000 });
+      expect(JSON.parse(stdout)).toEqual({ reported: ["AUDIT_RECORD", "AUDIT_CLOSED"], flushed: "AUDIT_RECORD" });
+    } finally {
+      child.dispose();
+    }
+  });
+
   it("rejects appends after close, and reports them", async () => {
     const path = fresh();
     const onError = vi.fn(() => {

@@ -64,7 +64,8 @@ export interface AuditSinkOptions {
    * failure, lock not taken, closed sink), whichever way it was appended.
    * The observer built by {@link auditObserver} has no one to reject to:
    * this is where its failures surface, besides {@link AuditSink.flush}.
-   * Errors thrown by the callback are ignored.
+   * Errors thrown by the callback are ignored, and so is the rejection of a
+   * promise it returns.
    */
   readonly onError?: (error: AuditError) => void;
   /**
@@ -881,7 +882,12 @@ export class AuditSink {
   #lose(error: AuditError): AuditError {
     this.#lost ??= error;
     try {
-      this.#onError?.(error);
+      const returned = this.#onError?.(error) as unknown;
+      // An async callback's rejection, left unheard, would end the process (node's default for
+      // unhandled rejections) at the first lost record: any thenable, not only this realm's Promise.
+      if (typeof (returned as { then?: unknown } | null | undefined)?.then === "function") {
+        (returned as PromiseLike<unknown>).then(undefined, () => undefined);
+      }
     } catch {
       // A failing error callback must not turn one lost record into a crash.
     }
