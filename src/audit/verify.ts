@@ -99,7 +99,10 @@ export interface AuditVerifyBytesOptions {
   readonly anchor?: AuditAnchor;
   /** As {@link AuditVerifyOptions.key}. */
   readonly key?: AuditKey;
-  /** With a key: the seal file's content, or `null` (or absent) when there is none. */
+  /**
+   * With a key: the seal file's content, or `null` (or absent) when there is
+   * none. Only the key checks it: its text without `key` is refused.
+   */
   readonly seal?: string | null;
 }
 
@@ -109,7 +112,7 @@ export interface AuditVerifyBytesOptions {
  * every problem is a result.
  * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
  *   object or holding a key other than `anchor`, `key` and `seal`, or `options.seal` not a string,
- *   `null` or `undefined`.
+ *   `null` or `undefined`, or a string without `options.key`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
@@ -126,6 +129,13 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
     throw new AuditConfigError(
       "seal",
       `${where}: options.seal must be the seal file's text, null or undefined, got ${shownValue(options.seal)}`,
+    );
+  }
+  // Only the key checks a seal: without it, one vouching for lines the bytes lack was passed over unsaid.
+  if (typeof options.seal === "string" && options.key === undefined) {
+    throw new AuditConfigError(
+      "seal",
+      `${where}: options.seal is checked only with options.key; pass the key the log was written with`,
     );
   }
   const { anchor } = options;
