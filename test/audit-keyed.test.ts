@@ -243,6 +243,22 @@ describe("a keyed audit log", () => {
     expect(verifyAuditBytes(Buffer.from(text), { key, seal: null })).toMatchObject({ ok: false, problem: "unsealed" });
     expect(verifyAuditBytes(Buffer.from(""), { key, seal: null }).ok).toBe(true);
   });
+
+  it("refuses a seal given without the key, which alone can check it: a log cut short under it verified", async () => {
+    const { text, seal } = await keyedLog(3);
+    const cut = Buffer.from(textOf(linesOf(text).slice(0, 1)));
+    expect(verifyAuditBytes(cut, { key, seal })).toMatchObject({ ok: false, line: 2, problem: "removed" });
+    let error: unknown;
+    try {
+      verifyAuditBytes(cut, { seal });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "seal" });
+    expect((error as Error).message).toContain("options.seal is checked only with options.key");
+    // No seal to check, said as null, needs no key.
+    expect(verifyAuditBytes(cut, { seal: null })).toMatchObject({ ok: true, anchor: { seq: 1 } });
+  });
 });
 
 describe("the keyed sink", () => {

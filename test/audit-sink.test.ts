@@ -279,6 +279,42 @@ describe("AuditSink files", () => {
     await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
+  it("refuses an option it does not take, naming it and the one meant, before it touches the file", async () => {
+    const path = fresh();
+    const key = "k".repeat(32);
+    // Ignored, a misspelt key started an unkeyed log, and a misspelt fsync left lines unsynced.
+    const refusals: [unknown, string, string][] = [
+      [{ Key: key }, "Key", "did you mean key?"],
+      [{ keys: key }, "keys", "did you mean key?"],
+      [{ fsynk: true }, "fsynk", "did you mean fsync?"],
+      [{ lockTimeout: 50 }, "lockTimeout", "did you mean lockTimeoutMs?"],
+      [
+        { keyFile: "/etc/audit.key" },
+        "keyFile",
+        "key takes the key itself, a string or bytes: read a key file with readAuditKeyFile",
+      ],
+      [{ records: false }, "records", "the options are fsync, onError, anchor, key and lockTimeoutMs"],
+    ];
+    for (const [options, option, meant] of refusals) {
+      const error = await AuditSink.open(path, options as AuditSinkOptions).catch((e: unknown) => e);
+      const what = JSON.stringify(options);
+      expect(error, what).toBeInstanceOf(AuditConfigError);
+      expect(error, what).toMatchObject({ code: "AUDIT_CONFIG", option });
+      expect((error as Error).message, what).toContain(
+        `cannot open audit log ${path}: unknown option '${option}' (${meant})`,
+      );
+    }
+    // An AbortSignal has no key of its own: read as options, it would be none at all.
+    const signal = await AuditSink.open(path, new AbortController().signal as AuditSinkOptions).catch(
+      (e: unknown) => e,
+    );
+    expect(signal).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+    expect((signal as Error).message).toContain("options is an AbortSignal, not options");
+    await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
+    const sink = await AuditSink.open(path, { fsync: false, key, lockTimeoutMs: 100 });
+    await sink.close();
+  });
+
   it("syncs every line with fsync on", async () => {
     const path = fresh();
     const sink = await AuditSink.open(path, { fsync: true });
@@ -439,6 +475,17 @@ describe("AuditSink appends", () => {
     await expect(sink.flush()).rejects.toBeInstanceOf(AuditRecordError);
     await sink.close();
     expect(await verifyAuditLog(path)).toMatchObject({ ok: true, records: [gateRecord(2)] });
+  });
+
+  it("an async onError that rejects does not end the process with an unhandled rejection", async () => {
+    // Before, the rejected promise went unheard: node ended the process at the first lost record.
+    const child = await bundleChild("audit-async-on-error.ts");
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [child.path, fresh()], { timeout: 20_000 });
+      expect(JSON.parse(stdout)).toEqual({ reported: ["AUDIT_RECORD", "AUDIT_CLOSED"], flushed: "AUDIT_RECORD" });
+    } finally {
+      child.dispose();
+    }
   });
 
   it("rejects appends after close, and reports them", async () => {

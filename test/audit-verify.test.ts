@@ -12,6 +12,7 @@ import {
   AUDIT_EMPTY_ANCHOR,
   AUDIT_GENESIS,
   AUDIT_LINE_MAX_BYTES,
+  AuditConfigError,
   AuditIoError,
   auditSealPath,
   AuditPathError,
@@ -408,6 +409,53 @@ describe("verifyAuditLog on the file system", () => {
       expect(error, `${call.toString()}`).toMatchObject({ code });
       if (code === "AUDIT_CONFIG") expect(error, call.toString()).toMatchObject({ option: at });
     }
+  });
+
+  it("refuses an option it does not take, naming it and the one meant: a misspelt key verified a forged log", async () => {
+    // A keyed log with a line forged at its end: without the key the chain alone accepts it.
+    const path = join(dir, "keyed-unknown-option.jsonl");
+    const key = "k".repeat(32);
+    const sink = await AuditSink.open(path, { key });
+    await sink.append(gateRecord(1));
+    await sink.close();
+    const forged = await AuditSink.open(join(dir, "unkeyed-unknown-option.jsonl"));
+    await forged.append(gateRecord(1, { verdict: "allow" }));
+    await forged.close();
+    await writeFile(path, await readFile(join(dir, "unkeyed-unknown-option.jsonl")));
+    expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, problem: "forged" });
+    const refusals: [() => unknown, string, string][] = [
+      [() => verifyAuditLog(path, { Key: key } as AuditVerifyOptions), "Key", "did you mean key?"],
+      [
+        () => verifyAuditLog(path, { keyFile: "/etc/audit.key" } as AuditVerifyOptions),
+        "keyFile",
+        "key takes the key itself, a string or bytes: read a key file with readAuditKeyFile",
+      ],
+      [() => verifyAuditLog(path, { anchr: anchor } as AuditVerifyOptions), "anchr", "did you mean anchor?"],
+      [() => verifyAuditLog(path, { record: false } as AuditVerifyOptions), "record", "did you mean records?"],
+      [
+        () => verifyAuditLog(path, { seal: "" } as AuditVerifyOptions),
+        "seal",
+        "the options are anchor, key, records and signal",
+      ],
+      [() => verifyAuditBytes(original, { keys: key } as AuditVerifyBytesOptions), "keys", "did you mean key?"],
+      [
+        () => verifyAuditBytes(original, { signal: undefined } as AuditVerifyBytesOptions),
+        "signal",
+        "the options are anchor, key and seal",
+      ],
+    ];
+    for (const [call, option, meant] of refusals) {
+      const error = await (async () => call())().catch((e: unknown) => e);
+      expect(error, call.toString()).toBeInstanceOf(AuditConfigError);
+      expect(error, call.toString()).toMatchObject({ code: "AUDIT_CONFIG", option });
+      expect((error as Error).message, call.toString()).toContain(`unknown option '${option}' (${meant})`);
+    }
+    // An AbortSignal has no key of its own: read as options, its abort would go unheard.
+    const signal = await verifyAuditLog(path, new AbortController().signal as AuditVerifyOptions).catch(
+      (e: unknown) => e,
+    );
+    expect(signal).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+    expect((signal as Error).message).toContain("options is an AbortSignal; pass it as { signal }");
   });
 
   it("names a string given for the bytes by its length, not by the log it holds", () => {

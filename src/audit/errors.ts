@@ -109,7 +109,7 @@ export class AuditLockError extends LoopctlError {
  * `lockTimeoutMs` that is not a non-negative integer, an `fsync` that is not a
  * boolean, an `onError` that is not a function, a `signal` that is not an
  * AbortSignal, bytes to verify that are not a Uint8Array, a `seal` that is not
- * text, a sink that is not an AuditSink.
+ * text, a sink that is not an AuditSink, an option the function does not take.
  */
 export class AuditConfigError extends LoopctlError {
   /** The argument or option at fault, such as `"lockTimeoutMs"`, `"path"` or `"options"`. */

@@ -64,7 +64,8 @@ export interface AuditSinkOptions {
    * failure, lock not taken, closed sink), whichever way it was appended.
    * The observer built by {@link auditObserver} has no one to reject to:
    * this is where its failures surface, besides {@link AuditSink.flush}.
-   * Errors thrown by the callback are ignored.
+   * Errors thrown by the callback are ignored, and so is the rejection of a
+   * promise it returns.
    */
   readonly onError?: (error: AuditError) => void;
   /**
@@ -90,6 +91,15 @@ export interface AuditSinkOptions {
    */
   readonly lockTimeoutMs?: number;
 }
+
+/** The keys of {@link AuditSinkOptions}, in the order an unknown one's refusal lists them. */
+const SINK_OPTIONS = [
+  "fsync",
+  "onError",
+  "anchor",
+  "key",
+  "lockTimeoutMs",
+] as const satisfies readonly (keyof AuditSinkOptions)[];
 
 /** What one append wrote: the line's `seq` and `hash` (the log's new anchor). */
 export type AuditAppend = AuditAnchor;
@@ -252,7 +262,8 @@ export class AuditSink {
 
   /**
    * Opens (creating if missing) the log at `path` and resumes its chain.
-   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object,
+   * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or
+   *   an AbortSignal) or holding a key that is not one of these options,
    *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean or `onError` not a
    *   function.
    * @throws AuditAnchorError when `options.anchor` is malformed.
@@ -278,7 +289,7 @@ export class AuditSink {
   static async #open(path: string, options: AuditSinkOptions | undefined, seams: SinkSeams): Promise<AuditSink> {
     assertPathArgument(path, "cannot open an audit log");
     const abs = resolve(path);
-    options = optionsArgument(options, `cannot open audit log ${abs}`);
+    options = optionsArgument(options, `cannot open audit log ${abs}`, SINK_OPTIONS);
     assertOptionType(options.fsync, "fsync", "boolean", `cannot open audit log ${abs}`);
     assertOptionType(options.onError, "onError", "function", `cannot open audit log ${abs}`);
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
@@ -871,7 +882,12 @@ export class AuditSink {
   #lose(error: AuditError): AuditError {
     this.#lost ??= error;
     try {
-      this.#onError?.(error);
+      const returned = this.#onError?.(error) as unknown;
+      // An async callback's rejection, left unheard, would end the process (node's default for
+      // unhandled rejections) at the first lost record: any thenable, not only this realm's Promise.
+      if (typeof (returned as { then?: unknown } | null | undefined)?.then === "function") {
+        (returned as PromiseLike<unknown>).then(undefined, () => undefined);
+      }
     } catch {
       // A failing error callback must not turn one lost record into a crash.
     }

@@ -99,7 +99,10 @@ export interface AuditVerifyBytesOptions {
   readonly anchor?: AuditAnchor;
   /** As {@link AuditVerifyOptions.key}. */
   readonly key?: AuditKey;
-  /** With a key: the seal file's content, or `null` (or absent) when there is none. */
+  /**
+   * With a key: the seal file's content, or `null` (or absent) when there is
+   * none. Only the key checks it: its text without `key` is refused.
+   */
   readonly seal?: string | null;
 }
 
@@ -108,7 +111,8 @@ export interface AuditVerifyBytesOptions {
  * (and, with a key, its seal) and calls this. Never throws for any content:
  * every problem is a result.
  * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
- *   object, or `options.seal` not a string, `null` or `undefined`.
+ *   object or holding a key other than `anchor`, `key` and `seal`, or `options.seal` not a string,
+ *   `null` or `undefined`, or a string without `options.key`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
@@ -120,11 +124,18 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
     const got = typeof data === "string" ? `a string of ${(data as string).length} characters` : shownValue(data);
     throw new AuditConfigError("data", `${where}: data must be a Uint8Array (the file's bytes), got ${got}`);
   }
-  options = optionsArgument(options, where);
+  options = optionsArgument(options, where, ["anchor", "key", "seal"]);
   if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
     throw new AuditConfigError(
       "seal",
       `${where}: options.seal must be the seal file's text, null or undefined, got ${shownValue(options.seal)}`,
+    );
+  }
+  // Only the key checks a seal: without it, one vouching for lines the bytes lack was passed over unsaid.
+  if (typeof options.seal === "string" && options.key === undefined) {
+    throw new AuditConfigError(
+      "seal",
+      `${where}: options.seal is checked only with options.key; pass the key the log was written with`,
     );
   }
   const { anchor } = options;
@@ -258,7 +269,8 @@ export function verifyVouched(
  * up to its `seq`. No chain proves that the records were true when the writer
  * wrote them.
  *
- * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object, or
+ * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or an
+ *   AbortSignal) or holding a key other than `anchor`, `key`, `records` and `signal`, or
  *   `options.signal` not an AbortSignal.
  * @throws AuditAnchorError when `options.anchor` is malformed.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or too short.
@@ -313,7 +325,7 @@ async function verifySealedLogFile(
   seams: VerifySeams,
 ): Promise<{ readonly result: AuditVerifyResult; readonly seal: string | null }> {
   assertPathArgument(path, "cannot verify an audit log");
-  options = optionsArgument(options, `cannot verify audit log ${path}`);
+  options = optionsArgument(options, `cannot verify audit log ${path}`, ["anchor", "key", "records", "signal"]);
   assertOptionType(options.signal, "signal", "AbortSignal", `cannot verify audit log ${path}`);
   assertOptionType(options.records, "records", "boolean", `cannot verify audit log ${path}`);
   const { signal, anchor } = options;
