@@ -538,6 +538,95 @@ describe("WebhookResolver fails closed", () => {
     await expect(webhook.resolve(makeAsk(1), {} as never)).rejects.toMatchObject({ code: "ASK_INVALID" });
   });
 
+  it("refuses a key that is none of its options, in links too, naming it; and an AbortSignal or an array in place of its options", () => {
+    const links = { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 };
+    const base = { url: "http://x/", secret: SECRET };
+    for (const [options, option, message] of [
+      [
+        { ...base, timeoutMS: 5_000 },
+        "timeoutMS",
+        "WebhookResolver: unknown option 'timeoutMS' (did you mean timeoutMs?)",
+      ],
+      [{ ...base, fecth: fetch }, "fecth", "WebhookResolver: unknown option 'fecth' (did you mean fetch?)"],
+      [{ ...base, link: links }, "link", "WebhookResolver: unknown option 'link' (did you mean links?)"],
+      [
+        { ...base, links: { ...links, baseURL: "https://other.example/" } },
+        "links.baseURL",
+        "WebhookResolver: links: unknown option 'baseURL' (did you mean baseUrl?)",
+      ],
+      [
+        { ...base, links: { ...links, expiresMs: 1 } },
+        "links.expiresMs",
+        "WebhookResolver: links: unknown option 'expiresMs' (the options are baseUrl, secret and ttlMs)",
+      ],
+      [
+        new AbortController().signal,
+        "options",
+        "WebhookResolver: options must be an object of options, got an AbortSignal",
+      ],
+      [[base], "options", "WebhookResolver: options must be an object of options, got an array"],
+      [
+        { ...base, links: new AbortController().signal },
+        "links",
+        "WebhookResolver: links must be an object: { baseUrl, secret, ttlMs }, got an AbortSignal",
+      ],
+      [
+        { ...base, links: [links] },
+        "links",
+        "WebhookResolver: links must be an object: { baseUrl, secret, ttlMs }, got an array",
+      ],
+    ] as const) {
+      let error: unknown;
+      try {
+        new WebhookResolver(options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as Error).message).toBe(message);
+    }
+  });
+
+  it("reads each option once: a links.baseUrl or secret whose getter answers otherwise later is used as it was checked", async () => {
+    const hook = await receiver(() => 200);
+    const app = createServer();
+    const { base } = await listen(app);
+    const twice = <T>(first: T, later: unknown): { get(): T } => {
+      let reads = 0;
+      return { get: () => (++reads === 1 ? first : (later as T)) };
+    };
+    const links = Object.defineProperties(
+      { ttlMs: 60_000 },
+      {
+        baseUrl: { enumerable: true, ...twice(base, "https://evil.example/") },
+        secret: { enumerable: true, ...twice(LINK_SECRET, "another-link-secret-of-length") },
+      },
+    );
+    const options = Object.defineProperties(
+      { url: hook.url, links },
+      { secret: { enumerable: true, ...twice(SECRET, "another-webhook-secret-of-length") } },
+    );
+    const webhook = new WebhookResolver(options as never);
+    cleanups.push(() => webhook.close());
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [new URL(base).host],
+    });
+    app.on("request", handler.handle);
+    cleanups.push(stopping(app, handler));
+    const answer = webhook.resolve(makeAsk(1), live());
+    const got = await hook.next();
+    // Signed with the secret that was checked, the links under the base that was checked, with its key.
+    expect(got.verified).toBe(true);
+    const approve = got.delivery.links?.approve ?? "";
+    expect(approve.startsWith(`${base}answer?`)).toBe(true);
+    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" };
+    expect((await request(approve, form)).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "approve" });
+  });
+
   it("refuses a url with a user name or password without repeating it: fetch refuses such a url with an error that names it, which became every ask's denial reason", () => {
     for (const url of [
       "https://bot:hunter2-secret@hooks.example.com/loopctl",
@@ -884,5 +973,32 @@ describe("verifyWebhookSignature", () => {
     }
     expect(() => verifyWebhookSignature(undefined as never)).toThrow(ServerInputError);
     expect(verifyWebhookSignature({ secret: SECRET, header, body, toleranceMs: 0, nowMs: old })).toBe(true);
+  });
+
+  it("throws a ServerInputError for a key that is none of its options, naming it: a misspelt toleranceMs or nowMs would check another window", () => {
+    const old = Date.UTC(2015, 0, 1);
+    const header = sign(SECRET, old, body);
+    for (const [extra, option, message] of [
+      [{ now: old }, "now", "verifyWebhookSignature: unknown option 'now' (did you mean nowMs?)"],
+      [
+        { toleranceMS: 0 },
+        "toleranceMS",
+        "verifyWebhookSignature: unknown option 'toleranceMS' (did you mean toleranceMs?)",
+      ],
+      [{ headers: header }, "headers", "verifyWebhookSignature: unknown option 'headers' (did you mean header?)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        verifyWebhookSignature({ secret: SECRET, header, body, ...extra });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as Error).message).toBe(message);
+    }
+    expect(() => verifyWebhookSignature(new AbortController().signal as never)).toThrow(
+      "verifyWebhookSignature: options must be an object of options, got an AbortSignal",
+    );
   });
 });

@@ -11,6 +11,7 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../
 import { shownValue } from "../errors.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError, WebhookDeliveryError } from "./errors.js";
+import { inputFault, readOptions } from "./options.js";
 import { httpUrl } from "./http-url.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -100,11 +101,13 @@ export class WebhookResolver implements AskResolver, Disposable {
   readonly #now: () => number;
 
   /** @throws {ServerInputError} naming an unusable option. */
-  constructor(options: WebhookResolverOptions) {
+  constructor(given: WebhookResolverOptions) {
     const where = "WebhookResolver";
-    if (typeof options !== "object" || (options as unknown) === null) {
-      throw new ServerInputError(where, "options", "must be an object");
-    }
+    const options = readOptions<WebhookResolverOptions>(
+      given,
+      ["url", "secret", "timeoutMs", "fetch", "links", "capacity", "now"],
+      inputFault(where),
+    );
     const url = httpUrl(where, "url", options.url);
     // fetch refuses such a URL with an error that repeats it, which would become every ask's failure reason.
     if (url.username !== "" || url.password !== "") {
@@ -129,11 +132,17 @@ export class WebhookResolver implements AskResolver, Disposable {
     if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
     const now = options.now ?? Date.now;
     if (typeof now !== "function") throw new ServerInputError(where, "now", "must be a function returning epoch ms");
-    const links = options.links;
+    const links =
+      options.links === undefined
+        ? undefined
+        : readOptions<NonNullable<WebhookResolverOptions["links"]>>(
+            options.links,
+            ["baseUrl", "secret", "ttlMs"],
+            inputFault(where, "links."),
+            "an object: { baseUrl, secret, ttlMs }",
+          );
+    let linkBase: URL | undefined;
     if (links !== undefined) {
-      if (typeof links !== "object" || links === null) {
-        throw new ServerInputError(where, "links", "must be an object: { baseUrl, secret, ttlMs }");
-      }
       // Checked here as signAnswerLink checks them, so no ask finds them unusable at delivery.
       if (!isStrongSecret(links.secret)) {
         throw new ServerInputError(
@@ -151,7 +160,7 @@ export class WebhookResolver implements AskResolver, Disposable {
           "must differ from secret: the webhook's receiver holds secret, and could sign answer links with it",
         );
       }
-      linkBaseUrl(where, "links.baseUrl", links.baseUrl);
+      linkBase = linkBaseUrl(where, "links.baseUrl", links.baseUrl);
       linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
     const capacity: unknown = options.capacity ?? 64;
@@ -172,12 +181,12 @@ export class WebhookResolver implements AskResolver, Disposable {
     // Copies of what was checked: a URL object or key bytes the caller changes later must not move
     // the links elsewhere or sign them with other bytes.
     this.#links =
-      links === undefined
+      links === undefined || linkBase === undefined
         ? undefined
         : {
-            baseUrl: linkBaseUrl(where, "links.baseUrl", links.baseUrl).href,
-            secret: secretBytes(links.secret),
-            ttlMs: links.ttlMs,
+            baseUrl: linkBase.href,
+            secret: secretBytes(links.secret as string | Uint8Array),
+            ttlMs: links.ttlMs as number,
           };
     this.#now = now;
   }
@@ -402,10 +411,13 @@ export interface VerifyWebhookOptions {
  * bytes of at least 16 bytes (an unset environment variable would refuse
  * every delivery, with no word why).
  */
-export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
+export function verifyWebhookSignature(given: VerifyWebhookOptions): boolean {
   const where = "verifyWebhookSignature";
-  if (typeof options !== "object" || options === null)
-    throw new ServerInputError(where, "options", "must be an object");
+  const options = readOptions<VerifyWebhookOptions>(
+    given,
+    ["secret", "header", "body", "toleranceMs", "nowMs"],
+    inputFault(where),
+  );
   const body: unknown = options.body;
   if (typeof body !== "string" && !(body instanceof Uint8Array)) {
     throw new ServerInputError(where, "body", "must be the raw request body, as a string or bytes");
