@@ -62,8 +62,9 @@ export class ServerListenError extends LoopctlError {
  * no delivery could be made (a clock giving no epoch ms). `resolve` rejects
  * with it, so the engine ends the call as a failed resolver (an `ask_denied`
  * record with reason `ask resolver failed: <message>`), never as a person's
- * denial. `code` is `"WEBHOOK_DELIVERY_FAILED"`; `message` says what failed,
- * e.g. `webhook answered HTTP 500`.
+ * denial. `code` is `"WEBHOOK_DELIVERY_FAILED"`; `message` names the
+ * webhook's host (never its path or query, which may hold a secret) and says
+ * what failed, e.g. `webhook at hooks.example.com answered HTTP 500`.
  */
 export class WebhookDeliveryError extends LoopctlError {
   constructor(message: string, options?: ErrorOptions) {

@@ -94,6 +94,8 @@ export class WebhookResolver implements AskResolver, Disposable {
   readonly inbox: Approver;
   readonly #channel: ApprovalChannel;
   readonly #url: string;
+  /** The webhook's host (and port), which its failures name: its path and query may hold a secret. */
+  readonly #host: string;
   readonly #key: Buffer;
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
@@ -175,6 +177,7 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#channel = channel;
     this.inbox = inbox;
     this.#url = url.href;
+    this.#host = url.host;
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
@@ -291,12 +294,12 @@ export class WebhookResolver implements AskResolver, Disposable {
       const response = await unlessAborted(posted, both);
       release(response);
       if (response.status >= 200 && response.status < 300) return undefined;
-      return new WebhookDeliveryError(`webhook answered HTTP ${response.status}`);
+      return new WebhookDeliveryError(`webhook at ${this.#host} answered HTTP ${response.status}`);
     } catch (error) {
       if (signal.aborted) return undefined;
       if (timeout.signal.aborted)
-        return new WebhookDeliveryError(`webhook did not answer within ${this.#timeoutMs} ms`);
-      return new WebhookDeliveryError(`webhook unreachable: ${describe(error)}`, { cause: error });
+        return new WebhookDeliveryError(`webhook at ${this.#host} did not answer within ${this.#timeoutMs} ms`);
+      return new WebhookDeliveryError(`webhook at ${this.#host} unreachable: ${describe(error)}`, { cause: error });
     } finally {
       clearTimeout(timer);
     }
@@ -308,7 +311,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       const nowMs: unknown = this.#now();
       if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
         return new WebhookDeliveryError(
-          `webhook not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
+          `webhook at ${this.#host} not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
         );
       }
       const links =
@@ -324,7 +327,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       return { body, signature: signatureHeader(this.#key, nowMs, body) };
     } catch (error) {
       // The options were checked when the resolver was made; whatever fails here must still refuse the call.
-      return new WebhookDeliveryError(`webhook not delivered: ${describe(error)}`, { cause: error });
+      return new WebhookDeliveryError(`webhook at ${this.#host} not delivered: ${describe(error)}`, { cause: error });
     }
   }
 }
