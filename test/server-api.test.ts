@@ -16,6 +16,7 @@ import type { GrantStore } from "loopctl/grant";
 import { LoopctlError } from "loopctl";
 import {
   ServerConfigError,
+  ServerLimitError,
   ServerListenError,
   createApprovalHandler,
   createApprovalServer,
@@ -1760,6 +1761,13 @@ describe("maxConnections: the cap on open connections of createApprovalServer", 
       const over = Array.from({ length: 5 }, () => rawClient(server.port));
       expect(await Promise.all(over.map((client) => client.closed))).toEqual(["", "", "", "", ""]);
       const said = (): string[] => errors.map((error) => (error as Error).message);
+      const typed = (): void => {
+        for (const error of errors) {
+          expect(error).toBeInstanceOf(ServerLimitError);
+          expect(error).toBeInstanceOf(LoopctlError);
+          expect(error).toMatchObject({ code: "SERVER_LIMIT_REACHED", limit: "maxConnections" });
+        }
+      };
       // Said once, at the first: the other four go into the next report, a minute on.
       expect(said()).toEqual([
         "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
@@ -1777,6 +1785,7 @@ describe("maxConnections: the cap on open connections of createApprovalServer", 
       expect(said().slice(2)).toEqual([
         "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
       ]);
+      typed();
     } finally {
       vi.useRealTimers();
     }

@@ -605,8 +605,16 @@ describe("auditLogRecords", () => {
     const folder = join(dir, "a-folder.jsonl");
     await writeFile(join(dir, "placeholder"), "");
     await import("node:fs/promises").then((fs) => fs.mkdir(folder));
-    const { server, auth } = await serve(auditLogRecords(folder));
+    const errors: unknown[] = [];
+    const { server, auth } = await serve(auditLogRecords(folder), { onError: (e) => void errors.push(e) });
     expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(503);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({
+      code: "SERVER_CONFIG_INVALID",
+      option: "path",
+      message: `approval server option path: the audit log ${folder} is not a regular file`,
+    });
   });
 
   it("stops at the signal it is given: one aborted rejects with its reason, and nothing is read", async () => {
@@ -632,6 +640,8 @@ describe("auditLogRecords", () => {
     ]);
     expect(answered).toBe(503);
     expect(String((errors[0] as Error).message)).toContain(`${path} is not a regular file`);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "path" });
   });
 });
 

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
 import { createApprovalHandler, HANDLER_OPTIONS } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
-import { ServerConfigError, ServerListenError } from "./errors.js";
+import { ServerConfigError, ServerLimitError, ServerListenError } from "./errors.js";
 import { HttpError, refuseUnreadable, sendError } from "./http.js";
 import { configFault, positiveInteger, readOptions } from "./options.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -260,7 +260,7 @@ function dropReports(
   let quiet: NodeJS.Timeout | undefined;
   const report = (message: string): void => {
     try {
-      onError?.(new Error(message));
+      onError?.(new ServerLimitError("maxConnections", message));
     } catch {
       // A reporter that throws must not take the server down with it.
     }

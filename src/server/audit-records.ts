@@ -491,7 +491,7 @@ async function readTail(file: string, tailBytes: number, signal: AbortSignal | u
   try {
     signal?.throwIfAborted();
     const stat = await handle.stat();
-    if (!stat.isFile()) throw new Error(`the audit log ${file} is not a regular file`);
+    if (!stat.isFile()) throw new ServerConfigError("path", `the audit log ${file} is not a regular file`);
     const { size } = stat;
     const start = Math.max(0, size - tailBytes - 1);
     const length = size - start;

@@ -57,6 +57,22 @@ export class ServerListenError extends LoopctlError {
 }
 
 /**
+ * The approval server met one of its limits, and what went over it was
+ * refused (told to `onError`; nothing is answered for it): a connection
+ * closed unread because `maxConnections` were open. `code` is
+ * `"SERVER_LIMIT_REACHED"`; `limit` names the option, e.g. `"maxConnections"`.
+ */
+export class ServerLimitError extends LoopctlError {
+  /** The option whose limit was reached, e.g. `"maxConnections"`. */
+  readonly limit: string;
+
+  constructor(limit: string, message: string) {
+    super("SERVER_LIMIT_REACHED", message);
+    this.limit = limit;
+  }
+}
+
+/**
  * A {@link WebhookResolver} could not deliver an ask: the webhook answered
  * other than 2xx, could not be reached, did not answer within `timeoutMs`, or
  * no delivery could be made (a clock giving no epoch ms). `resolve` rejects
