@@ -1870,6 +1870,47 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     await expect(parked).resolves.toEqual({ type: "approve" });
   });
 
+  it("answers an Expect it cannot meet on an answer link or the console's page with the 417 page, as their other refusals, and on the API with JSON", async () => {
+    const { server, park } = await start({ linkSecret: "l".repeat(32) });
+    const { ask, parked } = await park();
+    const links = signAnswerLink(ask, { secret: "l".repeat(32), baseUrl: server.url, ttlMs: 60_000 });
+    const approve = new URL(links.approve);
+    for (const [method, target] of [
+      ["GET", `${approve.pathname}${approve.search}`],
+      ["POST", `${approve.pathname}${approve.search}`],
+      ["GET", "/"],
+    ] as const) {
+      const { socket, closed } = rawClient(server.port);
+      const body = method === "POST" ? "reason=" : "";
+      socket.write(
+        `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          (method === "POST" ? `Content-Type: application/x-www-form-urlencoded\r\n` : "") +
+          `Expect: 200-ok\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      const received = await closed;
+      const end = received.indexOf("\r\n\r\n");
+      const head = received.slice(0, end).toLowerCase();
+      expect(received, target).toMatch(/^HTTP\/1\.1 417 /);
+      expect(head).toContain("content-type: text/html; charset=utf-8");
+      expect(head).toContain("connection: close");
+      expect(head).toContain("x-content-type-options: nosniff");
+      expect(head).toMatch(/content-security-policy: [^\r]*style-src 'sha256-/);
+      const page = received.slice(end + 4);
+      expect(page).toContain("<h1>Expectation not met</h1>");
+      expect(page).toContain("the server meets only Expect: 100-continue");
+    }
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    // The API's routes keep their JSON refusal.
+    for (const target of ["/api/asks", "/api/grants", "/healthz"]) {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          `Authorization: Bearer ${server.token}\r\nExpect: 200-ok\r\n\r\n`,
+      );
+      expectRefusal(await closed, 417, "expectation_failed", /only Expect: 100-continue/);
+    }
+  });
+
   it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {
     const { server } = await start();
     const { socket, closed } = rawClient(server.port);

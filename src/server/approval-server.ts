@@ -2,10 +2,10 @@ import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
-import { createApprovalHandler, HANDLER_OPTIONS } from "./handler.js";
+import { createApprovalHandler, HANDLER_OPTIONS, sendRefusal } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
 import { ServerConfigError, ServerLimitError, ServerListenError } from "./errors.js";
-import { HttpError, refuseUnreadable, sendError } from "./http.js";
+import { HttpError, refuseUnreadable } from "./http.js";
 import { configFault, positiveInteger, readOptions } from "./options.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
@@ -235,13 +235,18 @@ function stalledOrIdle(socket: Socket): void {
 /**
  * A request whose `Expect` is not `100-continue` (Node's `checkExpectation`):
  * refused, as Node would, but as the handler's refusals are, with the
- * security headers and a JSON error; the connection closes, so its body is
+ * security headers, a page on the answer links and the console's page and a
+ * JSON error on the API; the connection closes, so its body is
  * never read. Node's own 417 names nothing and keeps reading.
  */
-function refuseExpectation(_req: IncomingMessage, res: ServerResponse): void {
-  sendError(res, new HttpError(417, "expectation_failed", "the server meets only Expect: 100-continue"), {
-    connection: "close",
-  });
+function refuseExpectation(req: IncomingMessage, res: ServerResponse): void {
+  sendRefusal(
+    req,
+    res,
+    new HttpError(417, "expectation_failed", "the server meets only Expect: 100-continue", {
+      headers: { connection: "close" },
+    }),
+  );
 }
 
 /** How often at most `onError` hears of connections closed over the cap: a flood is one report a minute. */

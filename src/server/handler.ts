@@ -474,7 +474,7 @@ class Handler {
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
     const url = routeTarget(req.url ?? "/");
-    if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
+    setAudience(audienceOf(url));
     const kept = headersCut(req);
     if (kept !== undefined) {
       throw new HttpError(
@@ -1108,6 +1108,25 @@ class Handler {
     }
     sendError(res, known);
   }
+}
+
+/** Who reads the replies of the route `url` names: people, on the console's page and the answer links, or the API's clients. */
+function audienceOf(url: URL | undefined): Audience {
+  return url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}` ? "page" : "api";
+}
+
+/**
+ * Sends `error` in the form the handler gives the route `req` names: a page
+ * on the console's page and the answer links, whose readers are people in a
+ * browser, JSON on the API. For the refusals `createApprovalServer` makes
+ * before the handler runs (an `Expect` it cannot meet).
+ */
+export function sendRefusal(req: IncomingMessage, res: ServerResponse, error: HttpError): void {
+  if (audienceOf(routeTarget(req.url ?? "/")) === "page") {
+    sendPage(res, error.status, refusalTitle(error), error.message, error.headers);
+    return;
+  }
+  sendError(res, error);
 }
 
 /** An ask as the API shows it. */
