@@ -16,6 +16,7 @@ import type { GrantStore } from "loopctl/grant";
 import { LoopctlError } from "loopctl";
 import {
   ServerConfigError,
+  ServerLimitError,
   ServerListenError,
   createApprovalHandler,
   createApprovalServer,
@@ -302,6 +303,123 @@ describe("createApprovalServer", () => {
     const allowedHosts = ["127.0.0.1:1"];
     expect(() => createApprovalHandler({ allowedHosts, approver: {} as never })).toThrow(/approver/);
     expect(() => createApprovalHandler({ allowedHosts, now: 5 as never })).toThrow(/now/);
+  });
+
+  it("refuses a key that is none of its options, naming it and the option it likely misspells, server and handler alike", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const cases: [Record<string, unknown>, string, string][] = [
+      [{ linksecret: "s".repeat(32) }, "linksecret", "unknown option 'linksecret' (did you mean linkSecret?)"],
+      [{ maxConnection: 5 }, "maxConnection", "unknown option 'maxConnection' (did you mean maxConnections?)"],
+      [{ askTimeoutMS: 1_000 }, "askTimeoutMS", "unknown option 'askTimeoutMS' (did you mean askTimeoutMs?)"],
+      [{ allowedHost: ["a.example"] }, "allowedHost", "unknown option 'allowedHost' (did you mean allowedHosts?)"],
+      // Left undefined it is still a key it does not take: the caller meant something by it.
+      [{ grant: undefined }, "grant", "unknown option 'grant' (did you mean grants?)"],
+    ];
+    for (const [extra, option, message] of cases) {
+      const error = await refusedOption({ approver, ...extra }, option);
+      expect((error as Error).message).toBe(`approval server option ${option}: ${message}`);
+      expect((error as ServerConfigError).code).toBe("SERVER_CONFIG_INVALID");
+    }
+    const far = await refusedOption({ approver, tls: {} } as unknown as ApprovalServerOptions, "tls");
+    expect((far as Error).message).toMatch(
+      /^approval server option tls: unknown option 'tls' \(the options are approver, grants, /,
+    );
+    // The handler takes no listening options: each is named, not ignored.
+    const allowedHosts = ["127.0.0.1:1"];
+    for (const [extra, option] of [
+      [{ linksecret: "s".repeat(32) }, "linksecret"],
+      [{ port: 8080 }, "port"],
+      [{ maxConnections: 10 }, "maxConnections"],
+      [{ headersTimeoutMs: 1_000 }, "headersTimeoutMs"],
+    ] as const) {
+      let thrown: unknown;
+      try {
+        createApprovalHandler({ allowedHosts, ...extra });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, option).toBeInstanceOf(ServerConfigError);
+      expect((thrown as ServerConfigError).option).toBe(option);
+      expect((thrown as Error).message).toContain(`unknown option '${option}'`);
+    }
+  });
+
+  it("refuses an AbortSignal, an array or a proxy it cannot read where its options go, server and handler alike", async () => {
+    const unreadable = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error("revoked");
+        },
+      },
+    );
+    for (const [given, says] of [
+      [new AbortController().signal, "got an AbortSignal"],
+      [[], "got an array"],
+      [["127.0.0.1"], "got an array"],
+      [unreadable, "cannot be read: revoked"],
+    ] as const) {
+      const error = await createApprovalServer(given as never).then(
+        (server) => server.close().then(() => "served"),
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
+      expect((error as Error).message).toContain(says);
+      expect(() => createApprovalHandler(given as never)).toThrow(says);
+    }
+  });
+
+  it("reads each option once: a getter that answers otherwise on a second read is not believed twice", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const reads = new Map<string, number>();
+    const options = { approver } as Record<string, unknown>;
+    const counted = (name: string, first: unknown, later: unknown): void => {
+      Object.defineProperty(options, name, {
+        enumerable: true,
+        configurable: true,
+        get() {
+          const n = (reads.get(name) ?? 0) + 1;
+          reads.set(name, n);
+          return n === 1 ? first : later;
+        },
+      });
+    };
+    // A strong secret while it is checked, a weak one when it would be used.
+    counted("linkSecret", "l".repeat(32), "weak");
+    counted("askTimeoutMs", 60_000, -1);
+    counted("onError", () => undefined, "not a function");
+    counted("allowedHosts", ["approvals.example.com"], "approvals.example.com");
+    const server = await createApprovalServer(options);
+    cleanups.push(() => server.close());
+    expect(Object.fromEntries(reads)).toEqual({ linkSecret: 1, askTimeoutMs: 1, onError: 1, allowedHosts: 1 });
+    const reply = await request(`http://127.0.0.1:${server.port}/api/asks`, {
+      headers: { authorization: `Bearer ${server.token}`, host: "approvals.example.com" },
+    });
+    expect(reply.status).toBe(200);
+    // The handler alike, given such options directly.
+    reads.clear();
+    counted("allowedHosts", ["127.0.0.1:1"], "x");
+    const handler = createApprovalHandler(options as never);
+    cleanups.push(() => handler.close());
+    expect(Object.fromEntries(reads)).toEqual({ linkSecret: 1, askTimeoutMs: 1, onError: 1, allowedHosts: 1 });
+  });
+
+  it("copies allowedHosts when it is made: the caller's array changed while it starts listening changes nothing", async () => {
+    const [, approver] = ApprovalChannel.pair(1);
+    cleanups.push(() => approver.close());
+    const allowedHosts = ["approvals.example.com"];
+    const starting = createApprovalServer({ approver, host: "0.0.0.0", allowedHosts });
+    allowedHosts.splice(0, 1, "evil.example");
+    const server = await starting;
+    cleanups.push(() => server.close());
+    expect(server.url).toBe("http://approvals.example.com/");
+    const at = `http://127.0.0.1:${server.port}/api/asks`;
+    const auth = { authorization: `Bearer ${server.token}` };
+    expect((await request(at, { headers: { ...auth, host: "approvals.example.com" } })).status).toBe(200);
+    expect((await request(at, { headers: { ...auth, host: "evil.example" } })).status).toBe(421);
   });
 
   it("listening on another spelling of every address, answers to allowedHosts and gives its URL from them", async () => {
@@ -1643,6 +1761,13 @@ describe("maxConnections: the cap on open connections of createApprovalServer", 
       const over = Array.from({ length: 5 }, () => rawClient(server.port));
       expect(await Promise.all(over.map((client) => client.closed))).toEqual(["", "", "", "", ""]);
       const said = (): string[] => errors.map((error) => (error as Error).message);
+      const typed = (): void => {
+        for (const error of errors) {
+          expect(error).toBeInstanceOf(ServerLimitError);
+          expect(error).toBeInstanceOf(LoopctlError);
+          expect(error).toMatchObject({ code: "SERVER_LIMIT_REACHED", limit: "maxConnections" });
+        }
+      };
       // Said once, at the first: the other four go into the next report, a minute on.
       expect(said()).toEqual([
         "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
@@ -1660,6 +1785,7 @@ describe("maxConnections: the cap on open connections of createApprovalServer", 
       expect(said().slice(2)).toEqual([
         "a connection was closed unread: maxConnections (1) were open; more closed in the next minute are told together then",
       ]);
+      typed();
     } finally {
       vi.useRealTimers();
     }
@@ -1742,6 +1868,47 @@ describe("requests Node cannot parse, refused by createApprovalServer", () => {
     client.socket.write(body);
     expect(await client.closed).toMatch(/HTTP\/1\.1 200 OK/);
     await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
+  it("answers an Expect it cannot meet on an answer link or the console's page with the 417 page, as their other refusals, and on the API with JSON", async () => {
+    const { server, park } = await start({ linkSecret: "l".repeat(32) });
+    const { ask, parked } = await park();
+    const links = signAnswerLink(ask, { secret: "l".repeat(32), baseUrl: server.url, ttlMs: 60_000 });
+    const approve = new URL(links.approve);
+    for (const [method, target] of [
+      ["GET", `${approve.pathname}${approve.search}`],
+      ["POST", `${approve.pathname}${approve.search}`],
+      ["GET", "/"],
+    ] as const) {
+      const { socket, closed } = rawClient(server.port);
+      const body = method === "POST" ? "reason=" : "";
+      socket.write(
+        `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          (method === "POST" ? `Content-Type: application/x-www-form-urlencoded\r\n` : "") +
+          `Expect: 200-ok\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      const received = await closed;
+      const end = received.indexOf("\r\n\r\n");
+      const head = received.slice(0, end).toLowerCase();
+      expect(received, target).toMatch(/^HTTP\/1\.1 417 /);
+      expect(head).toContain("content-type: text/html; charset=utf-8");
+      expect(head).toContain("connection: close");
+      expect(head).toContain("x-content-type-options: nosniff");
+      expect(head).toMatch(/content-security-policy: [^\r]*style-src 'sha256-/);
+      const page = received.slice(end + 4);
+      expect(page).toContain("<h1>Expectation not met</h1>");
+      expect(page).toContain("the server meets only Expect: 100-continue");
+    }
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    // The API's routes keep their JSON refusal.
+    for (const target of ["/api/asks", "/api/grants", "/healthz"]) {
+      const { socket, closed } = rawClient(server.port);
+      socket.write(
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n` +
+          `Authorization: Bearer ${server.token}\r\nExpect: 200-ok\r\n\r\n`,
+      );
+      expectRefusal(await closed, 417, "expectation_failed", /only Expect: 100-continue/);
+    }
   });
 
   it("answers a request that is not HTTP with 400 and a JSON error naming the parser's complaint", async () => {

@@ -181,6 +181,36 @@ describe("signAnswerLink", () => {
     }
   });
 
+  it("refuses a key that is none of its options, naming it, and an AbortSignal or an array in place of its options", () => {
+    const ask = makeAsk(1);
+    const ok = { secret: SECRET, baseUrl: "http://127.0.0.1:1/", ttlMs: 1000 };
+    for (const [options, option, message] of [
+      [{ ...ok, ttl: 1000 }, "ttl", "signAnswerLink: unknown option 'ttl' (did you mean ttlMs?)"],
+      [{ ...ok, nowMS: 5 }, "nowMS", "signAnswerLink: unknown option 'nowMS' (did you mean nowMs?)"],
+      [
+        { ...ok, verdict: "approve" },
+        "verdict",
+        "signAnswerLink: unknown option 'verdict' (the options are secret, baseUrl, ttlMs and nowMs)",
+      ],
+      [
+        new AbortController().signal,
+        "options",
+        "signAnswerLink: options must be an object: { secret, baseUrl, ttlMs }, got an AbortSignal",
+      ],
+      [[ok], "options", "signAnswerLink: options must be an object: { secret, baseUrl, ttlMs }, got an array"],
+    ] as const) {
+      let error: unknown;
+      try {
+        signAnswerLink(ask, options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as Error).message).toBe(message);
+    }
+  });
+
   it("refuses a baseUrl with a user name or password without repeating it: it would be in every chat or mail message that carries a link", () => {
     for (const baseUrl of BASE_URLS_WITH_CREDENTIALS) {
       let error: unknown;

@@ -78,6 +78,35 @@ describe("RecentRecords", () => {
     expect(records.size).toBe(2);
   });
 
+  it("refuses a key other than capacity, naming it, and an AbortSignal or an array in place of its options", () => {
+    const thrown = (make: () => unknown): unknown => {
+      try {
+        make();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    const misspelt = thrown(() => new RecentRecords({ capcity: 10 } as never));
+    expect(misspelt).toBeInstanceOf(ServerConfigError);
+    expect((misspelt as ServerConfigError).option).toBe("records.capcity");
+    expect((misspelt as Error).message).toBe(
+      "approval server option records.capcity: unknown option 'capcity' (did you mean capacity?)",
+    );
+    expect(() => new RecentRecords({ limit: 10 } as never)).toThrow(
+      "unknown option 'limit' (the only option is capacity)",
+    );
+    for (const [options, says] of [
+      [new AbortController().signal, "got an AbortSignal"],
+      [[], "got an array"],
+    ] as const) {
+      const error = thrown(() => new RecentRecords(options as never));
+      expect(error).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe("options");
+      expect((error as Error).message).toContain(says);
+    }
+  });
+
   it("refuses a capacity that is not a positive integer", () => {
     for (const capacity of [0, -1, 1.5, Number.NaN]) {
       expect(() => new RecentRecords({ capacity })).toThrow(ServerConfigError);
@@ -544,13 +573,48 @@ describe("auditLogRecords", () => {
     }
   });
 
+  it("refuses a key other than tailBytes and key, naming it, and an AbortSignal or an array in place of its options", () => {
+    const thrown = (make: () => unknown): unknown => {
+      try {
+        make();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    for (const [options, option, says] of [
+      [{ tailbytes: 1024 }, "tailbytes", "unknown option 'tailbytes' (did you mean tailBytes?)"],
+      [{ keys: Buffer.alloc(32) }, "keys", "unknown option 'keys' (did you mean key?)"],
+      [
+        { signal: new AbortController().signal },
+        "signal",
+        "unknown option 'signal' (the options are tailBytes and key)",
+      ],
+      [new AbortController().signal, "options", "must be an object of options, got an AbortSignal"],
+      [[1024], "options", "must be an object of options, got an array"],
+    ] as const) {
+      const error = thrown(() => auditLogRecords("x.jsonl", options as never));
+      expect(error, option).toBeInstanceOf(ServerConfigError);
+      expect((error as ServerConfigError).option).toBe(option);
+      expect((error as Error).message).toBe(`approval server option ${option}: ${says}`);
+    }
+  });
+
   it("refuses a tailBytes that is not a positive integer, and surfaces an unreadable log as a 503", async () => {
     expect(() => auditLogRecords("x.jsonl", { tailBytes: 0 })).toThrow(ServerConfigError);
     const folder = join(dir, "a-folder.jsonl");
     await writeFile(join(dir, "placeholder"), "");
     await import("node:fs/promises").then((fs) => fs.mkdir(folder));
-    const { server, auth } = await serve(auditLogRecords(folder));
+    const errors: unknown[] = [];
+    const { server, auth } = await serve(auditLogRecords(folder), { onError: (e) => void errors.push(e) });
     expect((await request(`${server.url}api/records`, { headers: auth })).status).toBe(503);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({
+      code: "SERVER_CONFIG_INVALID",
+      option: "path",
+      message: `approval server option path: the audit log ${folder} is not a regular file`,
+    });
   });
 
   it("stops at the signal it is given: one aborted rejects with its reason, and nothing is read", async () => {
@@ -576,6 +640,8 @@ describe("auditLogRecords", () => {
     ]);
     expect(answered).toBe(503);
     expect(String((errors[0] as Error).message)).toContain(`${path} is not a regular file`);
+    expect(errors[0]).toBeInstanceOf(ServerConfigError);
+    expect(errors[0]).toMatchObject({ code: "SERVER_CONFIG_INVALID", option: "path" });
   });
 });
 

@@ -302,7 +302,7 @@ describe("WebhookResolver fails closed", () => {
       await expect(failed).rejects.toMatchObject({
         name: "WebhookDeliveryError",
         code: "WEBHOOK_DELIVERY_FAILED",
-        message: `webhook answered HTTP ${status}`,
+        message: `webhook at ${new URL(hook.url).host} answered HTTP ${status}`,
       });
       expect(webhook.inbox.pending).toBe(0);
       expect(hook.deliveries).toHaveLength(1);
@@ -323,7 +323,7 @@ describe("WebhookResolver fails closed", () => {
       verdict: "ask_denied",
       ruleId: "ask",
       ruleSource: "ask_resolver",
-      reason: "ask resolver failed: webhook answered HTTP 500",
+      reason: `ask resolver failed: webhook at ${new URL(hook.url).host} answered HTTP 500`,
     });
     expect(JSON.stringify(model.requests[1])).toContain("Permission denied by approver for tool 'deploy'");
     // Nothing is left on the inbox for a console to answer.
@@ -335,6 +335,32 @@ describe("WebhookResolver fails closed", () => {
     });
   });
 
+  it("names the webhook's host in each failure, never its path or query, which may hold a secret", async () => {
+    const hook = await receiver(() => 503);
+    const host = new URL(hook.url).host;
+    // A chat service's incoming webhook: the path and the query are the credential.
+    const url = `${hook.url}/T0001/B0002/path-secret-xyz?token=query-secret-abc`;
+    const webhook = resolver(url);
+    const error = await webhook.resolve(makeAsk(1), live()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WebhookDeliveryError);
+    expect((error as Error).message).toBe(`webhook at ${host} answered HTTP 503`);
+    const stuck = await receiver(() => undefined);
+    const slow = resolver(`${stuck.url}/path-secret-xyz?token=query-secret-abc`, { timeoutMs: 50 });
+    await expect(slow.resolve(makeAsk(2), live())).rejects.toThrow(
+      new WebhookDeliveryError(`webhook at ${new URL(stuck.url).host} did not answer within 50 ms`),
+    );
+    const closedHost = await receiver(() => 200);
+    const gone = closedHost.url;
+    await cleanups.pop()?.();
+    const unreachable = resolver(`${gone}/path-secret-xyz?token=query-secret-abc`);
+    const failed = await unreachable.resolve(makeAsk(3), live()).catch((e: unknown) => e);
+    expect((failed as Error).message).toMatch(new RegExp(`^webhook at ${new URL(gone).host} unreachable: `));
+    for (const message of [(error as Error).message, (failed as Error).message]) {
+      expect(message).not.toContain("secret");
+      expect(message).not.toContain("/hook");
+    }
+  });
+
   it("fails with WebhookDeliveryError when the receiver cannot be reached", async () => {
     const hook = await receiver(() => 200);
     const url = hook.url;
@@ -342,7 +368,9 @@ describe("WebhookResolver fails closed", () => {
     const webhook = resolver(url);
     const failed = webhook.resolve(makeAsk(1), live());
     await expect(failed).rejects.toBeInstanceOf(WebhookDeliveryError);
-    await expect(failed).rejects.toThrow(/^webhook unreachable: fetch failed \(.*ECONNREFUSED/);
+    await expect(failed).rejects.toThrow(
+      new RegExp(`^webhook at ${new URL(url).host} unreachable: fetch failed \\(.*ECONNREFUSED`),
+    );
   });
 
   it("fails when the receiver does not answer within timeoutMs, and abandons the request", async () => {
@@ -350,7 +378,9 @@ describe("WebhookResolver fails closed", () => {
     const webhook = resolver(hook.url, { timeoutMs: 100 });
     const answer = webhook.resolve(makeAsk(1), live());
     const got = await hook.next();
-    await expect(answer).rejects.toThrow(new WebhookDeliveryError("webhook did not answer within 100 ms"));
+    await expect(answer).rejects.toThrow(
+      new WebhookDeliveryError(`webhook at ${new URL(hook.url).host} did not answer within 100 ms`),
+    );
     await got.aborted;
   });
 
@@ -373,7 +403,9 @@ describe("WebhookResolver fails closed", () => {
     });
     const first = webhook.resolve(makeAsk(1), live());
     const held = await hook.next();
-    await expect(first).rejects.toThrow(new WebhookDeliveryError("webhook did not answer within 100 ms"));
+    await expect(first).rejects.toThrow(
+      new WebhookDeliveryError(`webhook at ${new URL(hook.url).host} did not answer within 100 ms`),
+    );
     expect(webhook.inbox.pending).toBe(0);
     held.res.destroy();
     await expect(late[0]).rejects.toThrow("fetch failed");
@@ -440,7 +472,9 @@ describe("WebhookResolver fails closed", () => {
     const hook = await receiver((got) => (got.verified ? 202 : 401));
     const webhook = resolver(hook.url, { now: () => Number.NaN });
     await expect(webhook.resolve(makeAsk(1), live())).rejects.toThrow(
-      new WebhookDeliveryError("webhook not delivered: the resolver's now() returned NaN, not epoch ms"),
+      new WebhookDeliveryError(
+        `webhook at ${new URL(hook.url).host} not delivered: the resolver's now() returned NaN, not epoch ms`,
+      ),
     );
     const broken = resolver(hook.url, {
       now: () => {
@@ -448,7 +482,7 @@ describe("WebhookResolver fails closed", () => {
       },
     });
     await expect(broken.resolve(makeAsk(2), live())).rejects.toThrow(
-      new WebhookDeliveryError("webhook not delivered: clock unavailable"),
+      new WebhookDeliveryError(`webhook at ${new URL(hook.url).host} not delivered: clock unavailable`),
     );
     expect(hook.deliveries).toHaveLength(0);
   });
@@ -466,7 +500,7 @@ describe("WebhookResolver fails closed", () => {
     });
     const fetching = resolver("http://127.0.0.1:9/hook", { fetch: () => Promise.reject(hostile) });
     await expect(fetching.resolve(makeAsk(1), live())).rejects.toThrow(
-      new WebhookDeliveryError("webhook unreachable: unprintable error"),
+      new WebhookDeliveryError("webhook at 127.0.0.1:9 unreachable: unprintable error"),
     );
     const clock = resolver("http://127.0.0.1:9/hook", {
       now: () => {
@@ -474,7 +508,7 @@ describe("WebhookResolver fails closed", () => {
       },
     });
     await expect(clock.resolve(makeAsk(2), live())).rejects.toThrow(
-      new WebhookDeliveryError("webhook not delivered: unprintable error"),
+      new WebhookDeliveryError("webhook at 127.0.0.1:9 not delivered: unprintable error"),
     );
     await new Promise((resolve) => setImmediate(resolve));
     expect(unhandled).toEqual([]);
@@ -490,7 +524,7 @@ describe("WebhookResolver fails closed", () => {
       },
     });
     await expect(webhook.resolve(makeAsk(1), live())).rejects.toThrow(
-      new WebhookDeliveryError("webhook answered HTTP 500"),
+      new WebhookDeliveryError(`webhook at ${new URL(hook.url).host} answered HTTP 500`),
     );
     expect(urls).toEqual([hook.url]);
   });
@@ -536,6 +570,95 @@ describe("WebhookResolver fails closed", () => {
     const webhook = resolver("http://127.0.0.1:1/");
     await expect(webhook.resolve({ id: "x" } as never, live())).rejects.toMatchObject({ code: "ASK_INVALID" });
     await expect(webhook.resolve(makeAsk(1), {} as never)).rejects.toMatchObject({ code: "ASK_INVALID" });
+  });
+
+  it("refuses a key that is none of its options, in links too, naming it; and an AbortSignal or an array in place of its options", () => {
+    const links = { baseUrl: "https://approvals.example.com/", secret: LINK_SECRET, ttlMs: 60_000 };
+    const base = { url: "http://x/", secret: SECRET };
+    for (const [options, option, message] of [
+      [
+        { ...base, timeoutMS: 5_000 },
+        "timeoutMS",
+        "WebhookResolver: unknown option 'timeoutMS' (did you mean timeoutMs?)",
+      ],
+      [{ ...base, fecth: fetch }, "fecth", "WebhookResolver: unknown option 'fecth' (did you mean fetch?)"],
+      [{ ...base, link: links }, "link", "WebhookResolver: unknown option 'link' (did you mean links?)"],
+      [
+        { ...base, links: { ...links, baseURL: "https://other.example/" } },
+        "links.baseURL",
+        "WebhookResolver: links: unknown option 'baseURL' (did you mean baseUrl?)",
+      ],
+      [
+        { ...base, links: { ...links, expiresMs: 1 } },
+        "links.expiresMs",
+        "WebhookResolver: links: unknown option 'expiresMs' (the options are baseUrl, secret and ttlMs)",
+      ],
+      [
+        new AbortController().signal,
+        "options",
+        "WebhookResolver: options must be an object of options, got an AbortSignal",
+      ],
+      [[base], "options", "WebhookResolver: options must be an object of options, got an array"],
+      [
+        { ...base, links: new AbortController().signal },
+        "links",
+        "WebhookResolver: links must be an object: { baseUrl, secret, ttlMs }, got an AbortSignal",
+      ],
+      [
+        { ...base, links: [links] },
+        "links",
+        "WebhookResolver: links must be an object: { baseUrl, secret, ttlMs }, got an array",
+      ],
+    ] as const) {
+      let error: unknown;
+      try {
+        new WebhookResolver(options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as Error).message).toBe(message);
+    }
+  });
+
+  it("reads each option once: a links.baseUrl or secret whose getter answers otherwise later is used as it was checked", async () => {
+    const hook = await receiver(() => 200);
+    const app = createServer();
+    const { base } = await listen(app);
+    const twice = <T>(first: T, later: unknown): { get(): T } => {
+      let reads = 0;
+      return { get: () => (++reads === 1 ? first : (later as T)) };
+    };
+    const links = Object.defineProperties(
+      { ttlMs: 60_000 },
+      {
+        baseUrl: { enumerable: true, ...twice(base, "https://evil.example/") },
+        secret: { enumerable: true, ...twice(LINK_SECRET, "another-link-secret-of-length") },
+      },
+    );
+    const options = Object.defineProperties(
+      { url: hook.url, links },
+      { secret: { enumerable: true, ...twice(SECRET, "another-webhook-secret-of-length") } },
+    );
+    const webhook = new WebhookResolver(options as never);
+    cleanups.push(() => webhook.close());
+    const handler = createApprovalHandler({
+      approver: webhook.inbox,
+      linkSecret: LINK_SECRET,
+      allowedHosts: [new URL(base).host],
+    });
+    app.on("request", handler.handle);
+    cleanups.push(stopping(app, handler));
+    const answer = webhook.resolve(makeAsk(1), live());
+    const got = await hook.next();
+    // Signed with the secret that was checked, the links under the base that was checked, with its key.
+    expect(got.verified).toBe(true);
+    const approve = got.delivery.links?.approve ?? "";
+    expect(approve.startsWith(`${base}answer?`)).toBe(true);
+    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" };
+    expect((await request(approve, form)).status).toBe(200);
+    await expect(answer).resolves.toEqual({ type: "approve" });
   });
 
   it("refuses a url with a user name or password without repeating it: fetch refuses such a url with an error that names it, which became every ask's denial reason", () => {
@@ -884,5 +1007,32 @@ describe("verifyWebhookSignature", () => {
     }
     expect(() => verifyWebhookSignature(undefined as never)).toThrow(ServerInputError);
     expect(verifyWebhookSignature({ secret: SECRET, header, body, toleranceMs: 0, nowMs: old })).toBe(true);
+  });
+
+  it("throws a ServerInputError for a key that is none of its options, naming it: a misspelt toleranceMs or nowMs would check another window", () => {
+    const old = Date.UTC(2015, 0, 1);
+    const header = sign(SECRET, old, body);
+    for (const [extra, option, message] of [
+      [{ now: old }, "now", "verifyWebhookSignature: unknown option 'now' (did you mean nowMs?)"],
+      [
+        { toleranceMS: 0 },
+        "toleranceMS",
+        "verifyWebhookSignature: unknown option 'toleranceMS' (did you mean toleranceMs?)",
+      ],
+      [{ headers: header }, "headers", "verifyWebhookSignature: unknown option 'headers' (did you mean header?)"],
+    ] as const) {
+      let error: unknown;
+      try {
+        verifyWebhookSignature({ secret: SECRET, header, body, ...extra });
+      } catch (e) {
+        error = e;
+      }
+      expect(error, option).toBeInstanceOf(ServerInputError);
+      expect((error as ServerInputError).option).toBe(option);
+      expect((error as Error).message).toBe(message);
+    }
+    expect(() => verifyWebhookSignature(new AbortController().signal as never)).toThrow(
+      "verifyWebhookSignature: options must be an object of options, got an AbortSignal",
+    );
   });
 });

@@ -5,6 +5,7 @@ import { askDigest } from "../ask/ask-digest.js";
 import { shownValue } from "../errors.js";
 import { ServerInputError } from "./errors.js";
 import { httpUrl } from "./http-url.js";
+import { inputFault, readOptions } from "./options.js";
 import { hmacHex, isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 
 /** Options of {@link signAnswerLink}. */
@@ -81,7 +82,7 @@ function signedText(askId: string, digest: string, verdict: LinkVerdict, expires
  * await chat.post(`${ask.prompt}\nApprove: ${links.approve}\nDeny: ${links.deny}`);
  * ```
  */
-export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): AnswerLinks {
+export function signAnswerLink(ask: PendingAsk, given: AnswerLinkOptions): AnswerLinks {
   const where = "signAnswerLink";
   const askId = (ask as { id?: unknown } | null)?.id;
   if (typeof askId !== "string" || !UUID.test(askId)) throw new ServerInputError(where, "ask.id", "must be a UUID");
@@ -96,9 +97,12 @@ export function signAnswerLink(ask: PendingAsk, options: AnswerLinkOptions): Ans
     );
   }
   const digest = askDigest(parsed.data);
-  if (typeof options !== "object" || (options as unknown) === null) {
-    throw new ServerInputError(where, "options", "must be an object: { secret, baseUrl, ttlMs }");
-  }
+  const options = readOptions<AnswerLinkOptions>(
+    given,
+    ["secret", "baseUrl", "ttlMs", "nowMs"],
+    inputFault(where),
+    "an object: { secret, baseUrl, ttlMs }",
+  );
   if (!isStrongSecret(options.secret)) {
     throw new ServerInputError(where, "secret", `must be a string or bytes of at least ${MIN_SECRET_BYTES} bytes`);
   }

@@ -2,11 +2,11 @@ import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
-import { createApprovalHandler } from "./handler.js";
+import { createApprovalHandler, HANDLER_OPTIONS, sendRefusal } from "./handler.js";
 import type { ApprovalHandlerOptions } from "./handler.js";
-import { ServerConfigError, ServerListenError } from "./errors.js";
-import { HttpError, refuseUnreadable, sendError } from "./http.js";
-import { positiveInteger } from "./options.js";
+import { ServerConfigError, ServerLimitError, ServerListenError } from "./errors.js";
+import { HttpError, refuseUnreadable } from "./http.js";
+import { configFault, positiveInteger, readOptions } from "./options.js";
 import { MAX_TIMER_MS } from "./timers.js";
 
 /** Options of {@link createApprovalServer}: the handler's, plus where to listen. */
@@ -78,6 +78,18 @@ export interface ApprovalServer {
   close(): Promise<void>;
 }
 
+/** The options {@link createApprovalServer} takes: the handler's and its own. */
+const SERVER_OPTIONS = [
+  ...HANDLER_OPTIONS,
+  "host",
+  "port",
+  "headersTimeoutMs",
+  "requestTimeoutMs",
+  "keepAliveTimeoutMs",
+  "writeTimeoutMs",
+  "maxConnections",
+] as const satisfies readonly (keyof ApprovalServerOptions)[];
+
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 const WILDCARD = new Set(["0.0.0.0", "::", ""]);
 /** What `address()` says of a socket bound to every address, however the host was spelled ("0", "::0", "0x0"). */
@@ -98,22 +110,21 @@ const BOUND_EVERYWHERE = new Set(["0.0.0.0", "::", "::ffff:0.0.0.0"]);
  * console.log(`answer asks at ${server.consoleUrl}`);
  * ```
  */
-export async function createApprovalServer(options: ApprovalServerOptions): Promise<ApprovalServer> {
-  if (typeof options !== "object" || (options as unknown) === null) {
-    throw new ServerConfigError("options", "must be an object");
-  }
+export async function createApprovalServer(given: ApprovalServerOptions): Promise<ApprovalServer> {
+  const options = readOptions<ApprovalServerOptions>(given, SERVER_OPTIONS, configFault());
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 0;
   if (typeof host !== "string") throw new ServerConfigError("host", "must be a string");
   if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) {
     throw new ServerConfigError("port", `must be an integer from 0 to 65535, got ${shownValue(port)}`);
   }
-  const given: unknown = options.allowedHosts ?? [];
+  const hosts: unknown = options.allowedHosts ?? [];
   // Checked before it is spread: a string would become one host name per letter.
-  if (!Array.isArray(given)) {
+  if (!Array.isArray(hosts)) {
     throw new ServerConfigError("allowedHosts", "must be an array of host or host:port strings");
   }
-  const extra = given as readonly string[];
+  // A copy: the caller's array could change while the server starts listening.
+  const extra: readonly string[] = [...(hosts as readonly string[])];
   if (WILDCARD.has(host) && extra.length === 0) {
     throw new ServerConfigError(
       "allowedHosts",
@@ -167,10 +178,17 @@ export async function createApprovalServer(options: ApprovalServerOptions): Prom
   const names = LOOPBACK.has(host) ? ["127.0.0.1", "localhost", "[::1]"] : everywhere ? [] : [urlHost];
   let handler;
   try {
-    handler = createApprovalHandler({
-      ...options,
-      allowedHosts: [...names.flatMap(hostsOf), ...extra],
-    });
+    const {
+      host: _host,
+      port: _port,
+      headersTimeoutMs: _headersTimeoutMs,
+      requestTimeoutMs: _requestTimeoutMs,
+      keepAliveTimeoutMs: _keepAliveTimeoutMs,
+      writeTimeoutMs: _writeTimeoutMs,
+      maxConnections: _maxConnections,
+      ...handlerOptions
+    } = options;
+    handler = createApprovalHandler({ ...handlerOptions, allowedHosts: [...names.flatMap(hostsOf), ...extra] });
   } catch (error) {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     throw error;
@@ -217,13 +235,18 @@ function stalledOrIdle(socket: Socket): void {
 /**
  * A request whose `Expect` is not `100-continue` (Node's `checkExpectation`):
  * refused, as Node would, but as the handler's refusals are, with the
- * security headers and a JSON error; the connection closes, so its body is
+ * security headers, a page on the answer links and the console's page and a
+ * JSON error on the API; the connection closes, so its body is
  * never read. Node's own 417 names nothing and keeps reading.
  */
-function refuseExpectation(_req: IncomingMessage, res: ServerResponse): void {
-  sendError(res, new HttpError(417, "expectation_failed", "the server meets only Expect: 100-continue"), {
-    connection: "close",
-  });
+function refuseExpectation(req: IncomingMessage, res: ServerResponse): void {
+  sendRefusal(
+    req,
+    res,
+    new HttpError(417, "expectation_failed", "the server meets only Expect: 100-continue", {
+      headers: { connection: "close" },
+    }),
+  );
 }
 
 /** How often at most `onError` hears of connections closed over the cap: a flood is one report a minute. */
@@ -242,7 +265,7 @@ function dropReports(
   let quiet: NodeJS.Timeout | undefined;
   const report = (message: string): void => {
     try {
-      onError?.(new Error(message));
+      onError?.(new ServerLimitError("maxConnections", message));
     } catch {
       // A reporter that throws must not take the server down with it.
     }

@@ -13,6 +13,7 @@ import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
+import { configFault, readOptions } from "./options.js";
 import type { AuditLogCheck, AuditedRecord, AuditedRecords, RecordSource, RecordVouch } from "./records.js";
 
 /** Options of {@link auditLogRecords}. */
@@ -70,18 +71,19 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   if (typeof path !== "string" || path === "") {
     throw new ServerConfigError("path", `must be the audit log's path, a non-empty string, got ${kindOf(path)}`);
   }
-  if (typeof options !== "object" || (options as unknown) === null) {
-    throw new ServerConfigError("options", `must be an object, got ${kindOf(options)}`);
-  }
+  const { tailBytes = 1_048_576, key: givenKey } = readOptions<AuditLogRecordsOptions>(
+    options,
+    ["tailBytes", "key"],
+    configFault(),
+  );
   const file = resolve(path);
-  const tailBytes = options.tailBytes ?? 1_048_576;
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
     throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);
   }
   let key: Buffer | undefined;
-  if (options.key !== undefined) {
+  if (givenKey !== undefined) {
     try {
-      key = auditKeyBytes(options.key);
+      key = auditKeyBytes(givenKey);
     } catch (error) {
       // The key's message names only its type or length, never the key.
       throw new ServerConfigError("key", (error as Error).message, { cause: error });
@@ -489,7 +491,7 @@ async function readTail(file: string, tailBytes: number, signal: AbortSignal | u
   try {
     signal?.throwIfAborted();
     const stat = await handle.stat();
-    if (!stat.isFile()) throw new Error(`the audit log ${file} is not a regular file`);
+    if (!stat.isFile()) throw new ServerConfigError("path", `the audit log ${file} is not a regular file`);
     const { size } = stat;
     const start = Math.max(0, size - tailBytes - 1);
     const length = size - start;

@@ -57,13 +57,30 @@ export class ServerListenError extends LoopctlError {
 }
 
 /**
+ * The approval server met one of its limits, and what went over it was
+ * refused (told to `onError`; nothing is answered for it): a connection
+ * closed unread because `maxConnections` were open. `code` is
+ * `"SERVER_LIMIT_REACHED"`; `limit` names the option, e.g. `"maxConnections"`.
+ */
+export class ServerLimitError extends LoopctlError {
+  /** The option whose limit was reached, e.g. `"maxConnections"`. */
+  readonly limit: string;
+
+  constructor(limit: string, message: string) {
+    super("SERVER_LIMIT_REACHED", message);
+    this.limit = limit;
+  }
+}
+
+/**
  * A {@link WebhookResolver} could not deliver an ask: the webhook answered
  * other than 2xx, could not be reached, did not answer within `timeoutMs`, or
  * no delivery could be made (a clock giving no epoch ms). `resolve` rejects
  * with it, so the engine ends the call as a failed resolver (an `ask_denied`
  * record with reason `ask resolver failed: <message>`), never as a person's
- * denial. `code` is `"WEBHOOK_DELIVERY_FAILED"`; `message` says what failed,
- * e.g. `webhook answered HTTP 500`.
+ * denial. `code` is `"WEBHOOK_DELIVERY_FAILED"`; `message` names the
+ * webhook's host (never its path or query, which may hold a secret) and says
+ * what failed, e.g. `webhook at hooks.example.com answered HTTP 500`.
  */
 export class WebhookDeliveryError extends LoopctlError {
   constructor(message: string, options?: ErrorOptions) {

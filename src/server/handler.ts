@@ -21,7 +21,7 @@ import { consoleAssets, CONSOLE_FILES } from "./console-assets.js";
 import { ServerConfigError } from "./errors.js";
 import { EventStreams } from "./event-streams.js";
 import { grantViews } from "./grant-view.js";
-import { positiveInteger } from "./options.js";
+import { configFault, positiveInteger, readOptions } from "./options.js";
 import { declaresBody, HttpError, readForm, readJson, sendBody, sendError, sendJson } from "./http.js";
 import { confirmPage, endedText, messagePage, PAGE_CSP, refusalTitle, signInPage } from "./pages.js";
 import type { AuditedRecords, RecordSource } from "./records.js";
@@ -179,6 +179,29 @@ const DIGITS = /^[0-9]+$/;
 /** An error code a reply may name (`LEDGER_CORRUPT`, `EACCES`, a SQLSTATE such as `57P01`). */
 const ERROR_CODE = /^[A-Za-z0-9_]{1,64}$/;
 
+/** The options {@link createApprovalHandler} takes: a key that is none of them is refused. */
+export const HANDLER_OPTIONS = [
+  "approver",
+  "grants",
+  "records",
+  "describeTool",
+  "token",
+  "linkSecret",
+  "allowedHosts",
+  "askTimeoutMs",
+  "maxBodyBytes",
+  "heartbeatMs",
+  "maxStreams",
+  "streamWriteTimeoutMs",
+  "answerTimeoutMs",
+  "catchUpTimeoutMs",
+  "grantsTimeoutMs",
+  "recordsTimeoutMs",
+  "closeGraceMs",
+  "onError",
+  "now",
+] as const satisfies readonly (keyof ApprovalHandlerOptions)[];
+
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
 
@@ -217,7 +240,8 @@ type Audience = "page" | "api";
  * app.use("/approvals", handler.handle);
  * ```
  */
-export function createApprovalHandler(options: ApprovalHandlerOptions): ApprovalHandler {
+export function createApprovalHandler(given: ApprovalHandlerOptions): ApprovalHandler {
+  const options = readOptions<ApprovalHandlerOptions>(given, HANDLER_OPTIONS, configFault()) as ApprovalHandlerOptions;
   checkShapes(options);
   const token = options.token ?? randomBytes(32).toString("base64url");
   const access = new Access(token, options.allowedHosts);
@@ -260,9 +284,6 @@ export function createApprovalHandler(options: ApprovalHandlerOptions): Approval
  * request.
  */
 function checkShapes(options: ApprovalHandlerOptions): void {
-  if (typeof options !== "object" || (options as unknown) === null) {
-    throw new ServerConfigError("options", "must be an object");
-  }
   const { approver, grants, records } = options as {
     readonly approver?: unknown;
     readonly grants?: unknown;
@@ -453,7 +474,7 @@ class Handler {
 
   async #serve(req: IncomingMessage, res: ServerResponse, setAudience: (a: Audience) => void): Promise<void> {
     const url = routeTarget(req.url ?? "/");
-    if (url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}`) setAudience("page");
+    setAudience(audienceOf(url));
     const kept = headersCut(req);
     if (kept !== undefined) {
       throw new HttpError(
@@ -1087,6 +1108,25 @@ class Handler {
     }
     sendError(res, known);
   }
+}
+
+/** Who reads the replies of the route `url` names: people, on the console's page and the answer links, or the API's clients. */
+function audienceOf(url: URL | undefined): Audience {
+  return url?.pathname === "/" || url?.pathname === `/${ANSWER_PATH}` ? "page" : "api";
+}
+
+/**
+ * Sends `error` in the form the handler gives the route `req` names: a page
+ * on the console's page and the answer links, whose readers are people in a
+ * browser, JSON on the API. For the refusals `createApprovalServer` makes
+ * before the handler runs (an `Expect` it cannot meet).
+ */
+export function sendRefusal(req: IncomingMessage, res: ServerResponse, error: HttpError): void {
+  if (audienceOf(routeTarget(req.url ?? "/")) === "page") {
+    sendPage(res, error.status, refusalTitle(error), error.message, error.headers);
+    return;
+  }
+  sendError(res, error);
 }
 
 /** An ask as the API shows it. */

@@ -34,4 +34,10 @@ export {
 } from "./webhook-resolver.js";
 export type { VerifyWebhookOptions, WebhookDelivery, WebhookResolverOptions } from "./webhook-resolver.js";
 export { CONTENT_SECURITY_POLICY } from "./http.js";
-export { ServerConfigError, ServerInputError, ServerListenError, WebhookDeliveryError } from "./errors.js";
+export {
+  ServerConfigError,
+  ServerInputError,
+  ServerLimitError,
+  ServerListenError,
+  WebhookDeliveryError,
+} from "./errors.js";

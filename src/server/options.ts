@@ -1,5 +1,7 @@
-import { shownValue } from "../errors.js";
-import { ServerConfigError } from "./errors.js";
+import { isAbortSignal } from "../abort-signal.js";
+import { describeError, shownValue } from "../errors.js";
+import { unknownOption } from "../unknown-option.js";
+import { ServerConfigError, ServerInputError } from "./errors.js";
 
 /**
  * `value` as a positive integer of at most `max`, or `fallback` when it is not given.
@@ -14,4 +16,86 @@ export function positiveInteger(option: string, value: number | undefined, fallb
     throw new ServerConfigError(option, `must be at most ${max} (the longest timer delay), got ${value}`);
   }
   return value;
+}
+
+/** How an options object is refused: the option at fault (`options` for the object itself) and why. */
+export type OptionFault = (option: string, problem: string, cause?: unknown) => Error;
+
+/** A fault as a `ServerConfigError`, an option (not the object, `options`) named under `prefix` (`records.`) when given. */
+export function configFault(prefix = ""): OptionFault {
+  return (option, problem, cause) =>
+    new ServerConfigError(
+      option === "options" ? option : `${prefix}${option}`,
+      problem,
+      cause === undefined ? undefined : { cause },
+    );
+}
+
+/**
+ * A fault as a `ServerInputError` of `where`, its option named under `prefix`
+ * (`links.`) when given. An unknown key is worded as the rest of loopctl words
+ * it: `WebhookResolver: unknown option 'timeoutMS' (did you mean timeoutMs?)`.
+ */
+export function inputFault(where: string, prefix = ""): OptionFault {
+  return (option, problem) => {
+    const name = option === "options" && prefix !== "" ? prefix.slice(0, -1) : `${prefix}${option}`;
+    const error = new ServerInputError(where, name, problem);
+    if (problem.startsWith("unknown option ")) {
+      // ServerInputError says "<where>: <option> <problem>", which would name the key twice.
+      Object.defineProperty(error, "message", {
+        value: `${where}: ${prefix === "" ? "" : `${prefix.slice(0, -1)}: `}${problem}`,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return error;
+  };
+}
+
+/**
+ * What `value`, given where an options object goes, holds of the options
+ * `known`: each read exactly once, into a plain object the caller reads
+ * from then on (a getter could otherwise give one value to the check and
+ * another to the use). Refused, through `fault`: anything but an object
+ * (`null`, an array, an `AbortSignal`, which has no keys and would read as
+ * no options at all), a key that is none of `known` (ignored, a misspelt
+ * option would leave its default standing for what was meant), and an
+ * option that cannot be read (a getter that throws, a proxy).
+ */
+export function readOptions<T extends object>(
+  value: unknown,
+  known: readonly (keyof T & string)[],
+  fault: OptionFault,
+  what = "an object of options",
+): Partial<T> {
+  if (typeof value !== "object" || value === null || Array.isArray(value) || isAbortSignal(value)) {
+    throw fault("options", `must be ${what}, got ${kindOf(value)}`);
+  }
+  let keys: string[];
+  try {
+    keys = Object.keys(value);
+  } catch (error) {
+    throw fault("options", `cannot be read: ${describeError(error)}`, error);
+  }
+  for (const key of keys) {
+    if (!(known as readonly string[]).includes(key)) throw fault(key, unknownOption(key, known));
+  }
+  const read: Partial<T> = {};
+  for (const key of known) {
+    let option: unknown;
+    try {
+      option = (value as Record<string, unknown>)[key];
+    } catch (error) {
+      throw fault(key, `cannot be read: ${describeError(error)}`, error);
+    }
+    if (option !== undefined) (read as Record<string, unknown>)[key] = option;
+  }
+  return read;
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (isAbortSignal(value)) return "an AbortSignal";
+  return shownValue(value);
 }

@@ -130,6 +130,7 @@ const REFUSAL_TITLES: Readonly<Record<string, string>> = {
   ask_unknown: "Ask not found",
   approver_unavailable: "Approver unavailable",
   answer_unconfirmed: "Answer not confirmed",
+  expectation_failed: "Expectation not met",
 };
 
 /** The heading of `error`'s page: its own title, else the one for its code. */

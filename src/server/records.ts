@@ -3,6 +3,7 @@ import type { GateDecision } from "../engine/records.js";
 import type { GateEvent } from "../engine/observer.js";
 import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
+import { configFault, readOptions } from "./options.js";
 
 /**
  * Where the approval server reads recent gate decisions from: a
@@ -122,12 +123,12 @@ export class RecentRecords implements RecordSource {
   #start = 0;
   readonly #listeners = new Set<(record: GateDecision) => void>();
 
-  /** @throws {ServerConfigError} when `options` is not an object or `capacity` not a positive integer. */
+  /**
+   * @throws {ServerConfigError} when `options` is not an object, holds a key
+   * other than `capacity`, or `capacity` is not a positive integer.
+   */
   constructor(options: RecentRecordsOptions = {}) {
-    if (typeof options !== "object" || (options as unknown) === null) {
-      throw new ServerConfigError("options", `must be an object, got ${options === null ? "null" : typeof options}`);
-    }
-    const capacity = options.capacity ?? 200;
+    const capacity = readOptions<RecentRecordsOptions>(options, ["capacity"], configFault("records.")).capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new ServerConfigError("records.capacity", `must be a positive integer, got ${shownValue(capacity)}`);
     }

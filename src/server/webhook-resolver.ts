@@ -11,6 +11,7 @@ import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../
 import { shownValue } from "../errors.js";
 import { linkBaseUrl, linkTtlMs, signAnswerLink } from "./answer-links.js";
 import { ServerInputError, WebhookDeliveryError } from "./errors.js";
+import { inputFault, readOptions } from "./options.js";
 import { httpUrl } from "./http-url.js";
 import { isStrongSecret, MIN_SECRET_BYTES, secretBytes } from "./secrets.js";
 import { MAX_TIMER_MS } from "./timers.js";
@@ -93,6 +94,8 @@ export class WebhookResolver implements AskResolver, Disposable {
   readonly inbox: Approver;
   readonly #channel: ApprovalChannel;
   readonly #url: string;
+  /** The webhook's host (and port), which its failures name: its path and query may hold a secret. */
+  readonly #host: string;
   readonly #key: Buffer;
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
@@ -100,11 +103,13 @@ export class WebhookResolver implements AskResolver, Disposable {
   readonly #now: () => number;
 
   /** @throws {ServerInputError} naming an unusable option. */
-  constructor(options: WebhookResolverOptions) {
+  constructor(given: WebhookResolverOptions) {
     const where = "WebhookResolver";
-    if (typeof options !== "object" || (options as unknown) === null) {
-      throw new ServerInputError(where, "options", "must be an object");
-    }
+    const options = readOptions<WebhookResolverOptions>(
+      given,
+      ["url", "secret", "timeoutMs", "fetch", "links", "capacity", "now"],
+      inputFault(where),
+    );
     const url = httpUrl(where, "url", options.url);
     // fetch refuses such a URL with an error that repeats it, which would become every ask's failure reason.
     if (url.username !== "" || url.password !== "") {
@@ -129,11 +134,17 @@ export class WebhookResolver implements AskResolver, Disposable {
     if (typeof doFetch !== "function") throw new ServerInputError(where, "fetch", "must be a function");
     const now = options.now ?? Date.now;
     if (typeof now !== "function") throw new ServerInputError(where, "now", "must be a function returning epoch ms");
-    const links = options.links;
+    const links =
+      options.links === undefined
+        ? undefined
+        : readOptions<NonNullable<WebhookResolverOptions["links"]>>(
+            options.links,
+            ["baseUrl", "secret", "ttlMs"],
+            inputFault(where, "links."),
+            "an object: { baseUrl, secret, ttlMs }",
+          );
+    let linkBase: URL | undefined;
     if (links !== undefined) {
-      if (typeof links !== "object" || links === null) {
-        throw new ServerInputError(where, "links", "must be an object: { baseUrl, secret, ttlMs }");
-      }
       // Checked here as signAnswerLink checks them, so no ask finds them unusable at delivery.
       if (!isStrongSecret(links.secret)) {
         throw new ServerInputError(
@@ -151,7 +162,7 @@ export class WebhookResolver implements AskResolver, Disposable {
           "must differ from secret: the webhook's receiver holds secret, and could sign answer links with it",
         );
       }
-      linkBaseUrl(where, "links.baseUrl", links.baseUrl);
+      linkBase = linkBaseUrl(where, "links.baseUrl", links.baseUrl);
       linkTtlMs(where, "links.ttlMs", links.ttlMs);
     }
     const capacity: unknown = options.capacity ?? 64;
@@ -166,18 +177,19 @@ export class WebhookResolver implements AskResolver, Disposable {
     this.#channel = channel;
     this.inbox = inbox;
     this.#url = url.href;
+    this.#host = url.host;
     this.#key = secretBytes(options.secret);
     this.#timeoutMs = timeoutMs;
     this.#fetch = doFetch;
     // Copies of what was checked: a URL object or key bytes the caller changes later must not move
     // the links elsewhere or sign them with other bytes.
     this.#links =
-      links === undefined
+      links === undefined || linkBase === undefined
         ? undefined
         : {
-            baseUrl: linkBaseUrl(where, "links.baseUrl", links.baseUrl).href,
-            secret: secretBytes(links.secret),
-            ttlMs: links.ttlMs,
+            baseUrl: linkBase.href,
+            secret: secretBytes(links.secret as string | Uint8Array),
+            ttlMs: links.ttlMs as number,
           };
     this.#now = now;
   }
@@ -282,12 +294,12 @@ export class WebhookResolver implements AskResolver, Disposable {
       const response = await unlessAborted(posted, both);
       release(response);
       if (response.status >= 200 && response.status < 300) return undefined;
-      return new WebhookDeliveryError(`webhook answered HTTP ${response.status}`);
+      return new WebhookDeliveryError(`webhook at ${this.#host} answered HTTP ${response.status}`);
     } catch (error) {
       if (signal.aborted) return undefined;
       if (timeout.signal.aborted)
-        return new WebhookDeliveryError(`webhook did not answer within ${this.#timeoutMs} ms`);
-      return new WebhookDeliveryError(`webhook unreachable: ${describe(error)}`, { cause: error });
+        return new WebhookDeliveryError(`webhook at ${this.#host} did not answer within ${this.#timeoutMs} ms`);
+      return new WebhookDeliveryError(`webhook at ${this.#host} unreachable: ${describe(error)}`, { cause: error });
     } finally {
       clearTimeout(timer);
     }
@@ -299,7 +311,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       const nowMs: unknown = this.#now();
       if (typeof nowMs !== "number" || !Number.isSafeInteger(nowMs) || nowMs < 0) {
         return new WebhookDeliveryError(
-          `webhook not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
+          `webhook at ${this.#host} not delivered: the resolver's now() returned ${shownValue(nowMs)}, not epoch ms`,
         );
       }
       const links =
@@ -315,7 +327,7 @@ export class WebhookResolver implements AskResolver, Disposable {
       return { body, signature: signatureHeader(this.#key, nowMs, body) };
     } catch (error) {
       // The options were checked when the resolver was made; whatever fails here must still refuse the call.
-      return new WebhookDeliveryError(`webhook not delivered: ${describe(error)}`, { cause: error });
+      return new WebhookDeliveryError(`webhook at ${this.#host} not delivered: ${describe(error)}`, { cause: error });
     }
   }
 }
@@ -402,10 +414,13 @@ export interface VerifyWebhookOptions {
  * bytes of at least 16 bytes (an unset environment variable would refuse
  * every delivery, with no word why).
  */
-export function verifyWebhookSignature(options: VerifyWebhookOptions): boolean {
+export function verifyWebhookSignature(given: VerifyWebhookOptions): boolean {
   const where = "verifyWebhookSignature";
-  if (typeof options !== "object" || options === null)
-    throw new ServerInputError(where, "options", "must be an object");
+  const options = readOptions<VerifyWebhookOptions>(
+    given,
+    ["secret", "header", "body", "toleranceMs", "nowMs"],
+    inputFault(where),
+  );
   const body: unknown = options.body;
   if (typeof body !== "string" && !(body instanceof Uint8Array)) {
     throw new ServerInputError(where, "body", "must be the raw request body, as a string or bytes");
