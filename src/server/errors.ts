@@ -30,8 +30,9 @@ export class ServerInputError extends LoopctlError {
   /** The input at fault, e.g. `"secret"`. */
   readonly option: string;
 
-  constructor(where: string, option: string, message: string) {
-    super("SERVER_INPUT_INVALID", `${where}: ${option} ${message}`);
+  /** `message` says what is wrong with `option`; `whole`, when given, is the error's message as it stands. */
+  constructor(where: string, option: string, message: string, whole = `${where}: ${option} ${message}`) {
+    super("SERVER_INPUT_INVALID", whole);
     this.option = option;
   }
 }

@@ -39,16 +39,14 @@ export function configFault(prefix = ""): OptionFault {
 export function inputFault(where: string, prefix = ""): OptionFault {
   return (option, problem) => {
     const name = option === "options" && prefix !== "" ? prefix.slice(0, -1) : `${prefix}${option}`;
-    const error = new ServerInputError(where, name, problem);
-    if (problem.startsWith("unknown option ")) {
-      // ServerInputError says "<where>: <option> <problem>", which would name the key twice.
-      Object.defineProperty(error, "message", {
-        value: `${where}: ${prefix === "" ? "" : `${prefix.slice(0, -1)}: `}${problem}`,
-        writable: true,
-        configurable: true,
-      });
-    }
-    return error;
+    // "<where>: <option> <problem>" would name an unknown key twice.
+    if (!problem.startsWith("unknown option ")) return new ServerInputError(where, name, problem);
+    return new ServerInputError(
+      where,
+      name,
+      problem,
+      `${where}: ${prefix === "" ? "" : `${prefix.slice(0, -1)}: `}${problem}`,
+    );
   };
 }
 
