@@ -518,7 +518,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const worker = queue();
     const inbox = queue({}, app).approver();
     const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
-    const parked = park(worker, shown);
+    // Caught from the start: it rejects as soon as the worker reads its answered row.
+    const parked = park(worker, shown).catch((e: unknown) => e);
     await waitFor(async () => (await row(shown.id))?.state === "pending");
     const changed = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
 
@@ -528,7 +529,13 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await landed).toBe(false);
     expect(await row(shown.id)).toMatchObject({ state: "pending" });
     expect(await inbox.resolve(shown.id, { type: "deny" }, { askDigest: askDigest(changed) })).toBe(true);
-    expect(await parked).toEqual({ type: "deny" });
+    // Made for the changed ask, the answer is not the call's, a denial included (its `remember` would be
+    // a grant for what the row shows): the call rejects, and the engine denies.
+    expect(await parked).toMatchObject({
+      code: "POSTGRES_ROW_MALFORMED",
+      key: shown.id,
+      message: expect.stringContaining("not the ask its call parked") as unknown,
+    });
   });
 
   it("lands answers given at once, each held to the ask it was made for: one whose row's ask changed under the batch does not land", async () => {
@@ -998,6 +1005,51 @@ describe("PostgresAskQueue with the engine", () => {
     expect(deployed).toEqual(["1.0.0", "1.0.1"]);
     const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".asks`);
     expect(rows).toEqual([{ n: 1 }]);
+  });
+
+  it("never runs a call whose row's ask was changed while it was parked: the approval of the changed ask is a denial, naming the row", async () => {
+    const deleted: string[] = [];
+    const remove = defineTool({
+      name: "delete_file",
+      description: "Delete a file",
+      input: z.object({ path: z.string() }),
+      execute: ({ path }) => {
+        deleted.push(path);
+        return `deleted ${path}`;
+      },
+    });
+    const worker = queue();
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) })
+      .withAskResolver(worker.resolver)
+      .withAskTimeout(30_000);
+    const run = new Agent({
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c-1", name: "delete_file", input: { path: "/home" } }] },
+        { text: "ok" },
+      ]),
+      tools: [remove],
+      managers,
+    }).run("tidy up");
+    const inbox = queue().approver();
+    const ask = await inbox.next();
+    expect(ask).toMatchObject({ tool: "delete_file", prompt: "Run delete_file?" });
+    await db.pool.query(
+      `UPDATE "${db.schema}".asks SET ask = ask || '{"tool":"read_file","prompt":"Run read_file?"}' WHERE id = $1`,
+      [ask!.id],
+    );
+    const shown = await queue().approver().next();
+    expect(shown).toMatchObject({ id: ask!.id, tool: "read_file", prompt: "Run read_file?" });
+    expect(await inbox.resolve(ask!.id, { type: "approve" })).toBe(true);
+    expect(await run).toMatchObject({
+      records: [
+        {
+          verdict: "ask_denied",
+          reason: expect.stringContaining("not the ask its call parked") as unknown,
+        },
+      ],
+    });
+    expect(deleted).toEqual([]);
   });
 
   it("closes the row of an ask the engine's deadline ended as expired, and of a run cancelled as cancelled", async () => {
@@ -2854,6 +2906,54 @@ describe("PostgresAskQueue fails closed", () => {
     const error = await parked;
     expect(error).toBeInstanceOf(PostgresRowError);
     expect((error as PostgresRowError).key).toBe(ask.id);
+  });
+
+  it("rejects a parked call whose row's ask was changed after it was parked, whatever answer lands: the console approves what it shows, never the call the worker holds", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ onError: (e) => errors.push(e) });
+    // Each a change to what the console shows: the tool, the arguments' digest, the prompt; and an ask no longer an ask.
+    const edits = [
+      `jsonb_set(ask, '{tool}', '"read_file"')`,
+      `jsonb_set(ask, '{argsSha256}', to_jsonb(repeat('a', 64)))`,
+      `jsonb_set(ask, '{prompt}', '"Read the changelog?"')`,
+      `ask - 'tool'`,
+    ];
+    for (const [n, edit] of edits.entries()) {
+      const ask = makeAsk(n, { tool: "delete_file", prompt: "Delete the home folder?" });
+      const parked = park(worker, ask).catch((e: unknown) => e);
+      // Every other answer given on the worker's own queue: its call hears it from the answer's own UPDATE.
+      const consoles = n % 2 === 0 ? queue() : worker;
+      const inbox = consoles.approver();
+      expect(await soon(inbox.next())).toEqual(ask);
+      await db.pool.query(`UPDATE "${db.schema}".asks SET ask = ${edit} WHERE id = $1`, [ask.id]);
+      // A console that reads the row now shows the changed ask, and its approval lands on it.
+      const shown = edit.startsWith("ask -") ? undefined : await soon(consoles.approver().next());
+      if (shown !== undefined) expect(shown).not.toEqual(ask);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      const error = await soon(parked);
+      expect(error, edit).toBeInstanceOf(PostgresRowError);
+      expect(error).toMatchObject({
+        code: "POSTGRES_ROW_MALFORMED",
+        key: ask.id,
+        message: expect.stringContaining("not the ask its call parked") as unknown,
+      });
+      // Reported as well: the console was told its answer landed, and the call did not run.
+      expect(errors.at(-1)).toBe(error);
+    }
+    expect(errors).toHaveLength(edits.length);
+    expect(worker.parked).toBe(0);
+  });
+
+  it("takes an answer whose row holds the ask it parked, however the database wrote its jsonb back", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1, { prompt: 'Ship \u00e9t\u00e9 \ud83d\ude80 "now"?\n\t\\ <b>&amp;</b>' });
+    const parked = park(worker, ask);
+    expect(await soon(inbox.next())).toEqual(ask);
+    // Written again, keys reordered by jsonb: still the same ask.
+    await db.pool.query(`UPDATE "${db.schema}".asks SET ask = (ask::text)::jsonb WHERE id = $1`, [ask.id]);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await soon(parked)).toEqual({ type: "approve" });
   });
 
   it("rejects a parked call whose answer row carries fields no resolution has, and never approves it", async () => {

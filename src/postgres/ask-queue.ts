@@ -1,3 +1,4 @@
+import { askDigest } from "../ask/ask-digest.js";
 import { PendingAskSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
 import { describeError } from "../errors.js";
@@ -63,7 +64,9 @@ export interface PostgresAskQueueOptions {
    * naming the ask (its console was told the answer landed), a pool whose every
    * connection the queues on it hold for `LISTEN`, a schema a newer loopctl
    * migrated under the queue (`POSTGRES_SCHEMA_TOO_NEW`, found by a
-   * heartbeat: the queue closes itself, writing nothing more there).
+   * heartbeat: the queue closes itself, writing nothing more there), and a
+   * `PostgresRowError` for each answer that landed on a row whose ask was
+   * changed after its call parked it (the call is denied; the park rejects with it).
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
@@ -84,6 +87,8 @@ const WITHDRAWN_TEXT: Readonly<Record<"expired" | "cancelled" | "closed" | "aban
 interface Parked {
   readonly id: string;
   readonly ask: PendingAsk;
+  /** `askDigest(ask)`: an answer is the call's only on a row that still holds this ask. */
+  readonly digest: string;
   readonly signal: AbortSignal;
   readonly resolve: (resolution: AskResolution) => void;
   readonly reject: (reason: unknown) => void;
@@ -494,6 +499,7 @@ export class PostgresAskQueue {
       const entry: Parked = {
         id,
         ask: pending,
+        digest: askDigest(pending),
         signal,
         resolve,
         reject,
@@ -861,7 +867,12 @@ export class PostgresAskQueue {
     }
     if (row.type === "pending") return;
     const parked = this.#holder(id, raw["worker_id"], read);
-    if (parked !== undefined) {
+    const changed = parked !== undefined && row.type === "answered" ? this.#askChanged(parked, raw) : undefined;
+    if (parked !== undefined && changed !== undefined) {
+      // The answer was made for what the row shows, not for the call parked here: it is never the call's.
+      this.#settle(parked, () => parked.reject(changed));
+      this.#onError(changed);
+    } else if (parked !== undefined) {
       this.#settle(parked, () =>
         row.type === "answered"
           ? parked.resolve(row.resolution)
@@ -873,6 +884,35 @@ export class PostgresAskQueue {
       );
     }
     this.#dispatch(id, askEnding(row));
+  }
+
+  /**
+   * Why the answered row `raw` (its `answered_ask`, see {@link ENDING_COLUMNS}) no longer holds the
+   * ask `parked` wrote there, if it does not: changed by hand, its console approved what it showed,
+   * not the call parked here.
+   */
+  #askChanged(parked: Parked, raw: Record<string, unknown>): PostgresRowError | undefined {
+    const table = `${this.#names.name}.asks`;
+    const answer = `its answer (${String((raw["resolution"] as { type?: unknown } | null)?.type)}) is not the call's`;
+    let held: PendingAsk;
+    try {
+      held = parseAskRow(table, { id: raw["id"], ask: raw["answered_ask"] });
+    } catch (error) {
+      return new PostgresRowError(
+        table,
+        parked.id,
+        `its ask was changed after it was written into one that is not a pending ask (see cause), not the ask its call parked; ${answer}`,
+        { cause: error },
+      );
+    }
+    const digest = askDigest(held);
+    if (digest === parked.digest) return undefined;
+    return new PostgresRowError(
+      table,
+      parked.id,
+      `its ask was changed after it was written (tool ${JSON.stringify(held.tool)}, askDigest ${digest}), ` +
+        `not the ask its call parked (tool ${JSON.stringify(parked.ask.tool)}, askDigest ${parked.digest}); ${answer}`,
+    );
   }
 
   #failRow(id: string, workerId: unknown, read: number, error: unknown): void {
