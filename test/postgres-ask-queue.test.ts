@@ -1962,11 +1962,13 @@ describe("PostgresAskQueue: an insert that commits after it was given up", () =>
   it("is withdrawn by its worker's re-read when it lands after the withdrawn row was purged", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
-      const { ask } = await givenUp(proxy, { keepEndedMs: 0, rereadMs: 100 });
-      await waitFor(async () => (await row(ask.id)) === undefined);
+      const { ask } = await givenUp(proxy, { rereadMs: 100 });
+      await waitFor(async () => (await row(ask.id))?.state === "withdrawn");
+      // The reaper purges ended rows after keepEndedMs (an hour at least): done here by hand.
+      await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [ask.id]);
       await proxy.deliver();
       let landed: Awaited<ReturnType<typeof row>>;
-      // Read until it has ended (the reaper then purges it again at once).
+      // Read until it has ended.
       await waitFor(async () => {
         landed = await row(ask.id);
         return landed !== undefined && landed.state !== "pending";
@@ -3271,6 +3273,30 @@ describe("PostgresAskQueue fails closed", () => {
       expect(error).toBeInstanceOf(InvalidAskResolutionError);
       expect(error).toMatchObject({ code: "ASK_RESOLUTION_INVALID", askId: named });
     }
+  });
+
+  it("refuses a keepEndedMs under an hour, naming it: a row answered and purged before its worker read it would lose its answer", async () => {
+    for (const keepEndedMs of [0, 1, 60_000, 3_599_999]) {
+      expect(() => new PostgresAskQueue(db.pool, { schema: db.schema, keepEndedMs })).toThrow(
+        expect.objectContaining({
+          code: "POSTGRES_CONFIG",
+          message: expect.stringMatching(
+            new RegExp(`^PostgresAskQueue: keepEndedMs must be at least 3600000 \\(an hour\\).*, got ${keepEndedMs}$`),
+          ) as unknown,
+        }),
+      );
+    }
+    for (const keepEndedMs of [1.5, -1, 365 * 86_400_000 + 1]) {
+      expect(() => new PostgresAskQueue(db.pool, { schema: db.schema, keepEndedMs })).toThrow(
+        expect.objectContaining({
+          code: "POSTGRES_CONFIG",
+          message: expect.stringContaining("keepEndedMs") as unknown,
+        }),
+      );
+    }
+    // An hour is enough: the queue works with it.
+    const worker = queue({ keepEndedMs: 3_600_000 });
+    await parkAndApprove(worker, queue({ keepEndedMs: 3_600_000 }).approver(), 1);
   });
 
   it("rejects options out of range", () => {

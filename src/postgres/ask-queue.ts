@@ -52,7 +52,9 @@ export interface PostgresAskQueueOptions {
    */
   readonly rereadMs?: number;
   /**
-   * How long ended asks are kept before a queue deletes them.
+   * How long ended asks are kept before a queue deletes them: at least an
+   * hour (3600000), so a worker always reads its answered row before any
+   * queue's reaper can delete it (a lower value is a `PostgresConfigError`).
    * @default 86400000 (a day)
    */
   readonly keepEndedMs?: number;
@@ -70,6 +72,27 @@ export interface PostgresAskQueueOptions {
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * The least `keepEndedMs`: an hour. A worker reads an answered row of its own at once, by its
+ * notification; when it cannot, it reads it on `LISTEN`'s reconnect, by its re-read (`rereadMs`), or
+ * once its lease surely lapsed (a few `leaseMs`), each at most ten minutes for any queue on the
+ * schema. A row a reaper deleted before then would take its answer with it: the call denied, and the
+ * console told its answer landed.
+ */
+const MIN_KEEP_ENDED_MS = 3_600_000;
+
+function keptEnded(value: number | undefined): number {
+  const kept = positiveInteger("PostgresAskQueue", "keepEndedMs", value, 86_400_000, 0, 365 * 86_400_000);
+  if (kept < MIN_KEEP_ENDED_MS) {
+    throw new PostgresConfigError(
+      "PostgresAskQueue",
+      `keepEndedMs must be at least ${MIN_KEEP_ENDED_MS} (an hour): a row purged sooner may take its answer ` +
+        `with it before its worker reads it (the call denied, its console told the answer landed), got ${kept}`,
+    );
+  }
+  return kept;
 }
 
 /** The denial reason given to parked calls when their queue closes. */
@@ -326,14 +349,7 @@ export class PostgresAskQueue {
     this.#db = new Db(pool, this.#names, this.#leaseMs, `schema ${this.#names.quoted}`);
     this.#table = this.#names.table("asks");
     this.#rereadMs = positiveInteger("PostgresAskQueue", "rereadMs", options.rereadMs, 5_000, 50, 600_000);
-    this.#keepEndedMs = positiveInteger(
-      "PostgresAskQueue",
-      "keepEndedMs",
-      options.keepEndedMs,
-      86_400_000,
-      0,
-      365 * 86_400_000,
-    );
+    this.#keepEndedMs = keptEnded(options.keepEndedMs);
     if (options.onError !== undefined && typeof options.onError !== "function") {
       throw new PostgresConfigError("PostgresAskQueue", "onError must be a function");
     }
