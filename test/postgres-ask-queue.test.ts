@@ -1475,6 +1475,47 @@ describe("PostgresAskQueue: a lease taken over a listening connection the server
   });
 });
 
+describe("PostgresAskQueue: a lease taken on a connection lost after the lease's row was written", () => {
+  it("takes it again, deleting the row the lost attempt wrote: no worker row is left unused to lapse", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const app = `${db.schema}-taker`;
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url, application_name: app }), {
+        schema: db.schema,
+        rereadMs: 600_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const workers = async (): Promise<string[]> =>
+        (await db.pool.query<{ id: string }>(`SELECT id::text AS id FROM "${db.schema}".workers`)).rows.map(
+          (r) => r.id,
+        );
+      // The lease's row is written and committed; the reply saying so is held in the network.
+      proxy.holdRepliesOn("lease_until, host, pid)");
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      parked.catch(() => undefined);
+      await waitFor(async () => (await workers()).length === 1);
+      const [lost] = await workers();
+      // Then the connection is lost, its reply never heard: the server process ends, and the proxy drops it.
+      const { rows } = await db.pool.query<{ ended: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+         WHERE application_name = $1 AND query LIKE '%lease_until, host, pid)%'`,
+        [app],
+      );
+      expect(rows).toEqual([{ ended: true }]);
+      expect(await soon(Promise.race([inbox.next(), parked.catch((e: unknown) => e)]))).toEqual(ask);
+      expect(worker.workerId).not.toBe(lost);
+      expect(await workers()).toEqual([worker.workerId]);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "approve" });
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
 describe("PostgresAskQueue: a console's read whose pooled connection the server ended (57P01)", () => {
   it("sends its read of pending asks once more on another connection: a new inbox gets them, and nothing fails", async () => {
     const app = `${db.schema}-console`;
