@@ -82,7 +82,10 @@ function park(q: PostgresAskQueue, ask: PendingAsk, signal = new AbortController
   return q.resolver.resolve(ask, { signal });
 }
 
-/** Parks ask `n` on `worker`, takes it from `inbox`, approves it, and checks the call got the approval. */
+/**
+ * Parks ask `n` on `worker`, takes it from `inbox`, approves it, and checks the call got the approval.
+ * A park that fails shows as its error where the ask was expected, not as a wait for an ask that never comes.
+ */
 async function parkAndApprove(
   worker: PostgresAskQueue,
   inbox: ReturnType<PostgresAskQueue["approver"]>,
@@ -90,7 +93,8 @@ async function parkAndApprove(
 ): Promise<PendingAsk> {
   const ask = makeAsk(n);
   const parked = park(worker, ask);
-  expect((await inbox.next())?.id).toBe(ask.id);
+  parked.catch(() => undefined);
+  expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
   expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
   expect(await parked).toEqual({ type: "approve" });
   return ask;
@@ -518,7 +522,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const worker = queue();
     const inbox = queue({}, app).approver();
     const shown = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?" });
-    const parked = park(worker, shown);
+    // Caught from the start: it rejects as soon as the worker reads its answered row.
+    const parked = park(worker, shown).catch((e: unknown) => e);
     await waitFor(async () => (await row(shown.id))?.state === "pending");
     const changed = { ...shown, tool: "delete_file", prompt: "Delete the whole home folder?" };
 
@@ -528,7 +533,13 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     expect(await landed).toBe(false);
     expect(await row(shown.id)).toMatchObject({ state: "pending" });
     expect(await inbox.resolve(shown.id, { type: "deny" }, { askDigest: askDigest(changed) })).toBe(true);
-    expect(await parked).toEqual({ type: "deny" });
+    // Made for the changed ask, the answer is not the call's, a denial included (its `remember` would be
+    // a grant for what the row shows): the call rejects, and the engine denies.
+    expect(await parked).toMatchObject({
+      code: "POSTGRES_ROW_MALFORMED",
+      key: shown.id,
+      message: expect.stringContaining("not the ask its call parked") as unknown,
+    });
   });
 
   it("lands answers given at once, each held to the ask it was made for: one whose row's ask changed under the batch does not land", async () => {
@@ -1000,6 +1011,51 @@ describe("PostgresAskQueue with the engine", () => {
     expect(rows).toEqual([{ n: 1 }]);
   });
 
+  it("never runs a call whose row's ask was changed while it was parked: the approval of the changed ask is a denial, naming the row", async () => {
+    const deleted: string[] = [];
+    const remove = defineTool({
+      name: "delete_file",
+      description: "Delete a file",
+      input: z.object({ path: z.string() }),
+      execute: ({ path }) => {
+        deleted.push(path);
+        return `deleted ${path}`;
+      },
+    });
+    const worker = queue();
+    const managers = new LoopManagers()
+      .withHook({ preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) })
+      .withAskResolver(worker.resolver)
+      .withAskTimeout(30_000);
+    const run = new Agent({
+      model: new ScriptedModel([
+        { toolCalls: [{ id: "c-1", name: "delete_file", input: { path: "/home" } }] },
+        { text: "ok" },
+      ]),
+      tools: [remove],
+      managers,
+    }).run("tidy up");
+    const inbox = queue().approver();
+    const ask = await inbox.next();
+    expect(ask).toMatchObject({ tool: "delete_file", prompt: "Run delete_file?" });
+    await db.pool.query(
+      `UPDATE "${db.schema}".asks SET ask = ask || '{"tool":"read_file","prompt":"Run read_file?"}' WHERE id = $1`,
+      [ask!.id],
+    );
+    const shown = await queue().approver().next();
+    expect(shown).toMatchObject({ id: ask!.id, tool: "read_file", prompt: "Run read_file?" });
+    expect(await inbox.resolve(ask!.id, { type: "approve" })).toBe(true);
+    expect(await run).toMatchObject({
+      records: [
+        {
+          verdict: "ask_denied",
+          reason: expect.stringContaining("not the ask its call parked") as unknown,
+        },
+      ],
+    });
+    expect(deleted).toEqual([]);
+  });
+
   it("closes the row of an ask the engine's deadline ended as expired, and of a run cancelled as cancelled", async () => {
     const ran: unknown[] = [];
     const tool = defineTool({ name: "rm", description: "Remove", input: z.object({}), execute: () => ran.push(1) });
@@ -1381,12 +1437,7 @@ describe("PostgresAskQueue: a park whose pooled connection the server ended (57P
     await parkAndApprove(worker, inbox, 1);
     // Terminated, and the park sent at once: its insert goes to the pooled connection, unheard of its end.
     expect(terminateIdleNow(app)).toBeGreaterThan(0);
-    const ask = makeAsk(2);
-    const parked = park(worker, ask);
-    parked.catch(() => undefined);
-    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
-    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
-    expect(await parked).toEqual({ type: "approve" });
+    await parkAndApprove(worker, inbox, 2);
   });
 });
 
@@ -1414,12 +1465,55 @@ describe("PostgresAskQueue: a lease taken over a listening connection the server
     // Terminated, and the first park sent at once: its lease goes to the listening connection,
     // unheard of its end.
     expect(terminateIdleNow(app)).toBeGreaterThan(0);
-    const ask = makeAsk(2);
-    const parked = park(worker, ask);
-    parked.catch(() => undefined);
-    expect(await Promise.race([inbox.next(), parked.catch((e: unknown) => e)])).toEqual(ask);
-    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
-    expect(await parked).toEqual({ type: "approve" });
+    await parkAndApprove(worker, inbox, 2);
+    // The listening connection's end alone is reported: the lease that failed on it was taken again.
+    expect(errors).toEqual([
+      expect.objectContaining({
+        code: "POSTGRES_QUERY",
+        message: expect.stringContaining(`PostgresAskQueue: listening on ${db.schema}.asks`) as unknown,
+      }),
+    ]);
+  });
+});
+
+describe("PostgresAskQueue: a lease taken on a connection lost after the lease's row was written", () => {
+  it("takes it again, deleting the row the lost attempt wrote: no worker row is left unused to lapse", async () => {
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const app = `${db.schema}-taker`;
+      const worker = new PostgresAskQueue(db.newPool(4, { connectionString: proxy.url, application_name: app }), {
+        schema: db.schema,
+        rereadMs: 600_000,
+        onError: () => undefined,
+      });
+      opened.push(worker);
+      const inbox = queue().approver();
+      const workers = async (): Promise<string[]> =>
+        (await db.pool.query<{ id: string }>(`SELECT id::text AS id FROM "${db.schema}".workers`)).rows.map(
+          (r) => r.id,
+        );
+      // The lease's row is written and committed; the reply saying so is held in the network.
+      proxy.holdRepliesOn("lease_until, host, pid)");
+      const ask = makeAsk(1);
+      const parked = park(worker, ask);
+      parked.catch(() => undefined);
+      await waitFor(async () => (await workers()).length === 1);
+      const [lost] = await workers();
+      // Then the connection is lost, its reply never heard: the server process ends, and the proxy drops it.
+      const { rows } = await db.pool.query<{ ended: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+         WHERE application_name = $1 AND query LIKE '%lease_until, host, pid)%'`,
+        [app],
+      );
+      expect(rows).toEqual([{ ended: true }]);
+      expect(await soon(Promise.race([inbox.next(), parked.catch((e: unknown) => e)]))).toEqual(ask);
+      expect(worker.workerId).not.toBe(lost);
+      expect(await workers()).toEqual([worker.workerId]);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      expect(await parked).toEqual({ type: "approve" });
+    } finally {
+      await proxy.close();
+    }
   });
 });
 
@@ -1910,11 +2004,13 @@ describe("PostgresAskQueue: an insert that commits after it was given up", () =>
   it("is withdrawn by its worker's re-read when it lands after the withdrawn row was purged", async () => {
     const proxy = await startProxy(DATABASE_URL);
     try {
-      const { ask } = await givenUp(proxy, { keepEndedMs: 0, rereadMs: 100 });
-      await waitFor(async () => (await row(ask.id)) === undefined);
+      const { ask } = await givenUp(proxy, { rereadMs: 100 });
+      await waitFor(async () => (await row(ask.id))?.state === "withdrawn");
+      // The reaper purges ended rows after keepEndedMs (an hour at least): done here by hand.
+      await db.pool.query(`DELETE FROM "${db.schema}".asks WHERE id = $1`, [ask.id]);
       await proxy.deliver();
       let landed: Awaited<ReturnType<typeof row>>;
-      // Read until it has ended (the reaper then purges it again at once).
+      // Read until it has ended.
       await waitFor(async () => {
         landed = await row(ask.id);
         return landed !== undefined && landed.state !== "pending";
@@ -2856,6 +2952,54 @@ describe("PostgresAskQueue fails closed", () => {
     expect((error as PostgresRowError).key).toBe(ask.id);
   });
 
+  it("rejects a parked call whose row's ask was changed after it was parked, whatever answer lands: the console approves what it shows, never the call the worker holds", async () => {
+    const errors: unknown[] = [];
+    const worker = queue({ onError: (e) => errors.push(e) });
+    // Each a change to what the console shows: the tool, the arguments' digest, the prompt; and an ask no longer an ask.
+    const edits = [
+      `jsonb_set(ask, '{tool}', '"read_file"')`,
+      `jsonb_set(ask, '{argsSha256}', to_jsonb(repeat('a', 64)))`,
+      `jsonb_set(ask, '{prompt}', '"Read the changelog?"')`,
+      `ask - 'tool'`,
+    ];
+    for (const [n, edit] of edits.entries()) {
+      const ask = makeAsk(n, { tool: "delete_file", prompt: "Delete the home folder?" });
+      const parked = park(worker, ask).catch((e: unknown) => e);
+      // Every other answer given on the worker's own queue: its call hears it from the answer's own UPDATE.
+      const consoles = n % 2 === 0 ? queue() : worker;
+      const inbox = consoles.approver();
+      expect(await soon(inbox.next())).toEqual(ask);
+      await db.pool.query(`UPDATE "${db.schema}".asks SET ask = ${edit} WHERE id = $1`, [ask.id]);
+      // A console that reads the row now shows the changed ask, and its approval lands on it.
+      const shown = edit.startsWith("ask -") ? undefined : await soon(consoles.approver().next());
+      if (shown !== undefined) expect(shown).not.toEqual(ask);
+      expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+      const error = await soon(parked);
+      expect(error, edit).toBeInstanceOf(PostgresRowError);
+      expect(error).toMatchObject({
+        code: "POSTGRES_ROW_MALFORMED",
+        key: ask.id,
+        message: expect.stringContaining("not the ask its call parked") as unknown,
+      });
+      // Reported as well: the console was told its answer landed, and the call did not run.
+      expect(errors.at(-1)).toBe(error);
+    }
+    expect(errors).toHaveLength(edits.length);
+    expect(worker.parked).toBe(0);
+  });
+
+  it("takes an answer whose row holds the ask it parked, however the database wrote its jsonb back", async () => {
+    const worker = queue();
+    const inbox = queue().approver();
+    const ask = makeAsk(1, { prompt: 'Ship \u00e9t\u00e9 \ud83d\ude80 "now"?\n\t\\ <b>&amp;</b>' });
+    const parked = park(worker, ask);
+    expect(await soon(inbox.next())).toEqual(ask);
+    // Written again, keys reordered by jsonb: still the same ask.
+    await db.pool.query(`UPDATE "${db.schema}".asks SET ask = (ask::text)::jsonb WHERE id = $1`, [ask.id]);
+    expect(await inbox.resolve(ask.id, { type: "approve" })).toBe(true);
+    expect(await soon(parked)).toEqual({ type: "approve" });
+  });
+
   it("rejects a parked call whose answer row carries fields no resolution has, and never approves it", async () => {
     const worker = queue();
     const answers = [
@@ -3171,6 +3315,30 @@ describe("PostgresAskQueue fails closed", () => {
       expect(error).toBeInstanceOf(InvalidAskResolutionError);
       expect(error).toMatchObject({ code: "ASK_RESOLUTION_INVALID", askId: named });
     }
+  });
+
+  it("refuses a keepEndedMs under an hour, naming it: a row answered and purged before its worker read it would lose its answer", async () => {
+    for (const keepEndedMs of [0, 1, 60_000, 3_599_999]) {
+      expect(() => new PostgresAskQueue(db.pool, { schema: db.schema, keepEndedMs })).toThrow(
+        expect.objectContaining({
+          code: "POSTGRES_CONFIG",
+          message: expect.stringMatching(
+            new RegExp(`^PostgresAskQueue: keepEndedMs must be at least 3600000 \\(an hour\\).*, got ${keepEndedMs}$`),
+          ) as unknown,
+        }),
+      );
+    }
+    for (const keepEndedMs of [1.5, -1, 365 * 86_400_000 + 1]) {
+      expect(() => new PostgresAskQueue(db.pool, { schema: db.schema, keepEndedMs })).toThrow(
+        expect.objectContaining({
+          code: "POSTGRES_CONFIG",
+          message: expect.stringContaining("keepEndedMs") as unknown,
+        }),
+      );
+    }
+    // An hour is enough: the queue works with it.
+    const worker = queue({ keepEndedMs: 3_600_000 });
+    await parkAndApprove(worker, queue({ keepEndedMs: 3_600_000 }).approver(), 1);
   });
 
   it("rejects options out of range", () => {

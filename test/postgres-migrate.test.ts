@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PostgresConfigError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
+import { PostgresConfigError, PostgresQueryError, SCHEMA_VERSION, migrate } from "loopctl/postgres";
 import type { MigrateResult } from "loopctl/postgres";
 import { resultOf, startChild } from "./support/child-process.js";
 import { DATABASE_URL, usePostgres, withEachNonPool } from "./support/postgres.js";
@@ -166,6 +166,70 @@ describe("migrate", () => {
       await proxy.close();
     }
   }, 30_000);
+
+  it("waits for another migrate()'s lock at most lockTimeoutMs, then rejects naming that lock and changes nothing; free, it migrates", async () => {
+    const holder = await db.pool.connect();
+    try {
+      // A migrate() of the schema in another process, holding its lock (loopctl's transactions take it shared).
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`loopctl.migrate:${db.schema}`]);
+      const started = performance.now();
+      const error = await migrate(db.newPool(1), { schema: db.schema, lockTimeoutMs: 300 }).catch((e: unknown) => e);
+      const waited = performance.now() - started;
+      expect(error).toBeInstanceOf(PostgresQueryError);
+      expect(error).toMatchObject({
+        code: "POSTGRES_QUERY",
+        operation: `migrate(${db.schema})`,
+        message: `migrate(${db.schema}): waited 300 ms (options.lockTimeoutMs) for the lock of schema "${db.schema}" that another migrate() holds (or a transaction of loopctl's in it), and gave up; nothing was changed [SQLSTATE 55P03]`,
+      });
+      expect(waited).toBeGreaterThanOrEqual(250);
+      expect(waited).toBeLessThan(5_000);
+      expect(await tables(db.schema)).toEqual([]);
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+    }
+    expect(await migrate(db.newPool(1), { schema: db.schema, lockTimeoutMs: 300 })).toEqual({
+      schema: db.schema,
+      from: 0,
+      to: SCHEMA_VERSION,
+      applied: [1, 2, 3],
+    });
+  });
+
+  it("waits for a table another session has locked at most lockTimeoutMs, then rejects naming the table and applies no version", async () => {
+    const names = await schemaAtVersionOne();
+    const holder = await db.pool.connect();
+    try {
+      // A long transaction that read the asks: version 2's ALTER TABLE waits for it.
+      await holder.query("BEGIN");
+      await holder.query(`LOCK TABLE ${names.table("asks")} IN ACCESS SHARE MODE`);
+      const error = await migrate(db.newPool(1), { schema: db.schema, lockTimeoutMs: 300 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresQueryError);
+      expect(error).toMatchObject({
+        code: "POSTGRES_QUERY",
+        message: `migrate(${db.schema}): waited 300 ms (options.lockTimeoutMs) for a lock on ${names.table("asks")} that another session holds (a transaction reading or writing it), and gave up; nothing was changed [SQLSTATE 55P03]`,
+      });
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+    }
+    const { rows } = await db.pool.query(`SELECT version FROM ${names.table("migrations")} ORDER BY version`);
+    expect(rows).toEqual([{ version: 1 }]);
+    expect((await migrate(db.pool, { schema: db.schema, lockTimeoutMs: 300 })).applied).toEqual([2, 3]);
+  });
+
+  it("refuses a lockTimeoutMs that is not a whole number of milliseconds from 1 to an hour, naming it, before any statement", async () => {
+    for (const lockTimeoutMs of [0, -1, 1.5, 3_600_001, "1s", Number.NaN]) {
+      await expect(
+        migrate(db.pool, { schema: db.schema, lockTimeoutMs: lockTimeoutMs as never }),
+      ).rejects.toMatchObject({
+        code: "POSTGRES_CONFIG",
+        message: expect.stringContaining("migrate: lockTimeoutMs must be an integer from 1 to 3600000"),
+      });
+    }
+    expect(await tables(db.schema)).toEqual([]);
+  });
 
   it("upgrades a schema at version 1, keeping its asks, which every later write stamps; one left without a worker is closed", async () => {
     const names = await schemaAtVersionOne();
@@ -357,7 +421,10 @@ describe("migrate", () => {
     // Each names the test's schema too: refused or not, no other schema is created in the shared database.
     for (const [options, message] of [
       [{ schema: db.schema, Schema: "loopctl_typo" }, "migrate: unknown option 'Schema' (did you mean schema?)"],
-      [{ schema: db.schema, schemaName: "x" }, "migrate: unknown option 'schemaName' (the only option is schema)"],
+      [
+        { schema: db.schema, schemaName: "x" },
+        "migrate: unknown option 'schemaName' (the options are schema and lockTimeoutMs)",
+      ],
     ] as const) {
       await expect(migrate(db.pool, options as never)).rejects.toMatchObject({ code: "POSTGRES_CONFIG", message });
     }

@@ -40,8 +40,13 @@ interface Answer {
   readonly reject: (error: unknown) => void;
 }
 
-/** The columns of an asks row an answer's UPDATE returns: what `parseEndRow` reads, and the worker. */
-export const ENDING_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution, a.reason";
+/**
+ * The columns of an asks row an answer's UPDATE returns: what `parseEndRow` reads, the worker, and
+ * an answered row's ask (`answered_ask`), which its worker checks is still the ask it parked.
+ */
+export const ENDING_COLUMNS =
+  "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution, " +
+  "CASE WHEN a.state = 'answered' THEN a.ask END AS answered_ask, a.reason";
 
 /**
  * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled

@@ -1,3 +1,4 @@
+import { askDigest } from "../ask/ask-digest.js";
 import { PendingAskSchema } from "../ask/index.js";
 import type { AskResolution, AskResolver, PendingAsk, ResolveOptions } from "../ask/index.js";
 import { describeError } from "../errors.js";
@@ -51,7 +52,9 @@ export interface PostgresAskQueueOptions {
    */
   readonly rereadMs?: number;
   /**
-   * How long ended asks are kept before a queue deletes them.
+   * How long ended asks are kept before a queue deletes them: at least an
+   * hour (3600000), so a worker always reads its answered row before any
+   * queue's reaper can delete it (a lower value is a `PostgresConfigError`).
    * @default 86400000 (a day)
    */
   readonly keepEndedMs?: number;
@@ -63,10 +66,33 @@ export interface PostgresAskQueueOptions {
    * naming the ask (its console was told the answer landed), a pool whose every
    * connection the queues on it hold for `LISTEN`, a schema a newer loopctl
    * migrated under the queue (`POSTGRES_SCHEMA_TOO_NEW`, found by a
-   * heartbeat: the queue closes itself, writing nothing more there).
+   * heartbeat: the queue closes itself, writing nothing more there), and a
+   * `PostgresRowError` for each answer that landed on a row whose ask was
+   * changed after its call parked it (the call is denied; the park rejects with it).
    * @default emits a process warning (`name` "LoopctlWarning", `code` "LOOPCTL_POSTGRES_QUEUE")
    */
   readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * The least `keepEndedMs`: an hour. A worker reads an answered row of its own at once, by its
+ * notification; when it cannot, it reads it on `LISTEN`'s reconnect, by its re-read (`rereadMs`), or
+ * once its lease surely lapsed (a few `leaseMs`), each at most ten minutes for any queue on the
+ * schema. A row a reaper deleted before then would take its answer with it: the call denied, and the
+ * console told its answer landed.
+ */
+const MIN_KEEP_ENDED_MS = 3_600_000;
+
+function keptEnded(value: number | undefined): number {
+  const kept = positiveInteger("PostgresAskQueue", "keepEndedMs", value, 86_400_000, 0, 365 * 86_400_000);
+  if (kept < MIN_KEEP_ENDED_MS) {
+    throw new PostgresConfigError(
+      "PostgresAskQueue",
+      `keepEndedMs must be at least ${MIN_KEEP_ENDED_MS} (an hour): a row purged sooner may take its answer ` +
+        `with it before its worker reads it (the call denied, its console told the answer landed), got ${kept}`,
+    );
+  }
+  return kept;
 }
 
 /** The denial reason given to parked calls when their queue closes. */
@@ -84,6 +110,8 @@ const WITHDRAWN_TEXT: Readonly<Record<"expired" | "cancelled" | "closed" | "aban
 interface Parked {
   readonly id: string;
   readonly ask: PendingAsk;
+  /** `askDigest(ask)`: an answer is the call's only on a row that still holds this ask. */
+  readonly digest: string;
   readonly signal: AbortSignal;
   readonly resolve: (resolution: AskResolution) => void;
   readonly reject: (reason: unknown) => void;
@@ -321,14 +349,7 @@ export class PostgresAskQueue {
     this.#db = new Db(pool, this.#names, this.#leaseMs, `schema ${this.#names.quoted}`);
     this.#table = this.#names.table("asks");
     this.#rereadMs = positiveInteger("PostgresAskQueue", "rereadMs", options.rereadMs, 5_000, 50, 600_000);
-    this.#keepEndedMs = positiveInteger(
-      "PostgresAskQueue",
-      "keepEndedMs",
-      options.keepEndedMs,
-      86_400_000,
-      0,
-      365 * 86_400_000,
-    );
+    this.#keepEndedMs = keptEnded(options.keepEndedMs);
     if (options.onError !== undefined && typeof options.onError !== "function") {
       throw new PostgresConfigError("PostgresAskQueue", "onError must be a function");
     }
@@ -494,6 +515,7 @@ export class PostgresAskQueue {
       const entry: Parked = {
         id,
         ask: pending,
+        digest: askDigest(pending),
         signal,
         resolve,
         reject,
@@ -861,7 +883,12 @@ export class PostgresAskQueue {
     }
     if (row.type === "pending") return;
     const parked = this.#holder(id, raw["worker_id"], read);
-    if (parked !== undefined) {
+    const changed = parked !== undefined && row.type === "answered" ? this.#askChanged(parked, raw) : undefined;
+    if (parked !== undefined && changed !== undefined) {
+      // The answer was made for what the row shows, not for the call parked here: it is never the call's.
+      this.#settle(parked, () => parked.reject(changed));
+      this.#onError(changed);
+    } else if (parked !== undefined) {
       this.#settle(parked, () =>
         row.type === "answered"
           ? parked.resolve(row.resolution)
@@ -873,6 +900,35 @@ export class PostgresAskQueue {
       );
     }
     this.#dispatch(id, askEnding(row));
+  }
+
+  /**
+   * Why the answered row `raw` (its `answered_ask`, see {@link ENDING_COLUMNS}) no longer holds the
+   * ask `parked` wrote there, if it does not: changed by hand, its console approved what it showed,
+   * not the call parked here.
+   */
+  #askChanged(parked: Parked, raw: Record<string, unknown>): PostgresRowError | undefined {
+    const table = `${this.#names.name}.asks`;
+    const answer = `its answer (${String((raw["resolution"] as { type?: unknown } | null)?.type)}) is not the call's`;
+    let held: PendingAsk;
+    try {
+      held = parseAskRow(table, { id: raw["id"], ask: raw["answered_ask"] });
+    } catch (error) {
+      return new PostgresRowError(
+        table,
+        parked.id,
+        `its ask was changed after it was written into one that is not a pending ask (see cause), not the ask its call parked; ${answer}`,
+        { cause: error },
+      );
+    }
+    const digest = askDigest(held);
+    if (digest === parked.digest) return undefined;
+    return new PostgresRowError(
+      table,
+      parked.id,
+      `its ask was changed after it was written (tool ${JSON.stringify(held.tool)}, askDigest ${digest}), ` +
+        `not the ask its call parked (tool ${JSON.stringify(parked.ask.tool)}, askDigest ${parked.digest}); ${answer}`,
+    );
   }
 
   #failRow(id: string, workerId: unknown, read: number, error: unknown): void {

@@ -103,28 +103,37 @@ export class WorkerLease {
   }
 
   async #take(): Promise<string> {
-    const take = (id: string, pooled: boolean): Promise<Sent> =>
+    const workers = this.#db.names.table("workers");
+    const insert = `INSERT INTO ${workers} (id, lease_until, host, pid) VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`;
+    /** Takes the lease under `id`, deleting the rows the attempts before it (`lost`) may have written. */
+    const take = (id: string, lost: readonly string[]): Promise<Sent> =>
       this.#run(
         "PostgresAskQueue: taking a worker lease",
-        `INSERT INTO ${this.#db.names.table("workers")} (id, lease_until, host, pid)
-         VALUES ($1, now() + $2 * interval '1 millisecond', $3, $4)`,
-        [id, this.#leaseMs, hostname(), process.pid],
+        lost.length === 0 ? insert : `WITH lost AS (DELETE FROM ${workers} WHERE id = ANY($5::uuid[])) ${insert}`,
+        lost.length === 0
+          ? [id, this.#leaseMs, hostname(), process.pid]
+          : [id, this.#leaseMs, hostname(), process.pid, lost],
         Number.POSITIVE_INFINITY,
-        pooled,
+        lost.length > 0,
       );
     let id = randomUUID();
+    const lost: string[] = [];
     let sent: number;
     // The connection the statement went to was lost, or the server ended its session (the listening
     // connection, idle between notifications, or a pooled one; a restart ends both): it may have
-    // committed, or not. It is taken again on a pooled connection, under a new id (a row a failed
-    // attempt may have left is never renewed, nor written under, and lapses for a reaper to delete),
-    // and once more on another should that one be lost too.
+    // committed, or not. It is taken again on a pooled connection, under a new id, and once more on
+    // another should that one be lost too. The attempt that succeeds deletes, in its statement, the
+    // rows the lost ones may have written: no worker row is left unused to lapse. (One that reaches
+    // the server later still, a statement delayed in the network, is never renewed nor written
+    // under, and lapses for a reaper to delete.) A new id rather than the same one written again: a
+    // lost attempt's late statement then cannot push this lease's end past what the worker counts.
     for (let attempt = 0; ; attempt++) {
       try {
-        ({ sent } = await take(id, attempt > 0));
+        ({ sent } = await take(id, lost));
         break;
       } catch (error) {
         if (attempt === 2 || !connectionLost(error)) throw error;
+        lost.push(id);
         id = randomUUID();
       }
     }

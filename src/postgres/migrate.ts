@@ -3,6 +3,7 @@ import {
   checkOut,
   connectionFailure,
   migrateLockKey,
+  positiveInteger,
   queryFailure,
   requireOptions,
   requirePool,
@@ -21,6 +22,16 @@ export interface MigrateOptions {
    * @default "loopctl"
    */
   readonly schema?: string;
+  /**
+   * How long each of its statements may wait for a lock another session
+   * holds (PostgreSQL's `lock_timeout`, set for its transaction alone): the
+   * schema's, which another `migrate()` holds while it runs (and loopctl's
+   * transactions share), or a table's that a version changes, held by any
+   * transaction that read or wrote it. Past it, `migrate` rejects naming
+   * what it waited for, and nothing is changed. From 1 ms to an hour.
+   * @default 60000
+   */
+  readonly lockTimeoutMs?: number;
 }
 
 /** What {@link migrate} found and did. */
@@ -47,6 +58,8 @@ export interface MigrateResult {
  * A migrator whose network goes silent mid-transaction holds the lock only
  * until the server ends its session, 5 s idle in the transaction
  * (`idle_in_transaction_session_timeout`), as every loopctl transaction does.
+ * No wait for a lock another session holds (the schema's, or a table's a
+ * version changes) lasts longer than `options.lockTimeoutMs`.
  *
  * @throws {PostgresConfigError} for a bad schema name, pool or options, a
  *   schema whose `migrations` table is another tool's, or a schema that
@@ -55,8 +68,9 @@ export interface MigrateResult {
  *   names the schema and the table; nothing is changed.
  * @throws {PostgresQueryError} `"POSTGRES_SCHEMA_TOO_NEW"` when a newer
  *   loopctl migrated the schema (nothing is changed), `"POSTGRES_QUERY"`
- *   when a statement fails, or the schema lacks an object its version made
- *   (nothing is changed: the transaction rolls back).
+ *   when a statement fails, a wait for a lock runs out (`SQLSTATE 55P03`,
+ *   naming the lock or the table waited for), or the schema lacks an object
+ *   its version made (nothing is changed: the transaction rolls back).
  *
  * @example
  * ```ts
@@ -69,8 +83,12 @@ export interface MigrateResult {
  */
 export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<MigrateResult> {
   requirePool("migrate", pool);
-  const names = schemaNames("migrate", requireOptions("migrate", options, ["schema"]).schema);
+  const given: MigrateOptions = requireOptions("migrate", options, ["schema", "lockTimeoutMs"]);
+  const names = schemaNames("migrate", given.schema);
+  const lockTimeoutMs = positiveInteger("migrate", "lockTimeoutMs", given.lockTimeoutMs, 60_000, 1, 3_600_000);
   const operation = `migrate(${names.name})`;
+  /** What the statement in flight may wait for: named when its wait runs out. */
+  let waitingFor = `the lock of schema ${names.quoted} that another migrate() holds (or a transaction of loopctl's in it)`;
   let broken = false;
   let lost: Error | undefined;
   // Heard here, a dropped connection fails the statement in flight instead of leaving the process.
@@ -89,10 +107,12 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     throw queryFailure(operation, names, error);
   }
   try {
-    await client.query(BEGIN);
+    // Every wait for a lock is bounded: another session's transaction never holds this call up for good.
+    await client.query(`${BEGIN}; SET LOCAL lock_timeout = ${lockTimeoutMs}`);
     try {
       // Serializes every migrate() of this schema, from any process, until COMMIT.
       await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [migrateLockKey(names)]);
+      waitingFor = `a lock in schema ${names.quoted} that another session holds`;
       // Created only when missing: `CREATE … IF NOT EXISTS` checks the privilege to create before it
       // looks, so a role that may not create in the database or the schema (a worker's, migrating at
       // start-up) would fail on a schema that is up to date.
@@ -142,6 +162,11 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
       for (const migration of MIGRATIONS) {
         if (migration.version <= from) continue;
         for (const statement of migration.statements(names)) {
+          const table = lockedTable(statement);
+          waitingFor =
+            table === undefined
+              ? `a lock in schema ${names.quoted} that another session holds`
+              : `a lock on ${table} that another session holds (a transaction reading or writing it)`;
           try {
             await client.query(statement);
           } catch (error) {
@@ -171,6 +196,15 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
           "that loopctl did not create; give loopctl a schema of its own (options.schema)",
       );
     }
+    // 55P03 lock_not_available: lock_timeout ended a wait for another session's lock.
+    if ((error as { code?: unknown } | null)?.code === "55P03") {
+      throw new PostgresQueryError(
+        "POSTGRES_QUERY",
+        operation,
+        `waited ${lockTimeoutMs} ms (options.lockTimeoutMs) for ${waitingFor}, and gave up; nothing was changed [SQLSTATE 55P03]`,
+        { cause: error },
+      );
+    }
     const failure = queryFailure(operation, names, connectionFailure(error, lost));
     // Not "run migrate": this is migrate. A schema at a version lacks an object that version made.
     if (failure instanceof PostgresQueryError && failure.code === "POSTGRES_NOT_MIGRATED") {
@@ -187,6 +221,13 @@ export async function migrate(pool: PgPool, options?: MigrateOptions): Promise<M
     client.removeListener("error", onError);
     client.release(broken ? true : undefined);
   }
+}
+
+/** The table (`"schema".asks`) a migration statement changes or builds on, which it locks. */
+function lockedTable(statement: string): string | undefined {
+  return /^(?:ALTER TABLE|CREATE (?:UNIQUE )?INDEX \S+ ON|CREATE TRIGGER [\s\S]*? ON|UPDATE) ("[^"]+"\.[a-z_]+)/.exec(
+    statement,
+  )?.[1];
 }
 
 /** A name a migration statement wanted, found taken: what it is, and how to say it. */
