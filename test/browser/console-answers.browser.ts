@@ -77,6 +77,35 @@ function park(channel: ApprovalChannel, ask: PendingAsk, signal = new AbortContr
   return { parked, answer: () => answer };
 }
 
+/**
+ * A console whose read_file ask ends, and whose id then parks again for delete_file (under
+ * `signal`), while the page hears none of it: its stream stalled, though its next heartbeat is not
+ * due, so the old card is still up, and live.
+ */
+async function askReplacedUnheard(signal?: AbortSignal) {
+  const { proxy, channel, server, page } = await consoleBehindProxy();
+  const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
+  const after = {
+    ...before,
+    tool: "delete_file",
+    prompt: "Delete the whole home folder?",
+    argsDigest: "2222222222222222",
+  };
+  const stop = new AbortController();
+  park(channel, before, stop.signal);
+  const card = cardOf(page, before);
+  await card.waitFor();
+  proxy.stall();
+  stop.abort(new Error("run ended"));
+  await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+  // A channel refuses an id among its last endings: past them, the id parks again.
+  await outliveEndings(channel);
+  await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
+  const waiting = park(channel, after, signal);
+  await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+  return { proxy, server, page, after, card, waiting };
+}
+
 /** How many ended asks the server's board remembers, answering 409 ask_ended for them. */
 const BOARD_ENDINGS = 1024;
 
@@ -590,29 +619,7 @@ describe("an ask id that comes back with another call behind it", () => {
   });
 
   it("an answer made for the old ask is refused by the server, and the card then shows the call that holds the id", async () => {
-    const { proxy, channel, server, page } = await consoleBehindProxy();
-    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
-    const after = {
-      ...before,
-      tool: "delete_file",
-      prompt: "Delete the whole home folder?",
-      argsDigest: "2222222222222222",
-    };
-    const stop = new AbortController();
-    park(channel, before, stop.signal);
-    const card = cardOf(page, before);
-    await card.waitFor();
-
-    // The page cannot hear the change, and has no reason yet to doubt the stream (its next
-    // heartbeat is not due): the old card is still up, and live, when Approve is pressed.
-    proxy.stall();
-    stop.abort(new Error("run ended"));
-    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
-    // A channel refuses an id among its last endings: past them, the id parks again.
-    await outliveEndings(channel);
-    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
-    const waiting = park(channel, after);
-    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    const { server, page, after, card, waiting } = await askReplacedUnheard();
     await page.route("**/api/asks/*", async (route) => {
       if (route.request().method() !== "POST") return route.fallback();
       return route.fulfill({ response: await route.fetch({ url: `${server.url}api/asks/${after.id}` }) });
@@ -630,26 +637,8 @@ describe("an ask id that comes back with another call behind it", () => {
   });
 
   it("a refusal for another call that comes after that call ended too leaves no card to answer for it", async () => {
-    const { proxy, channel, server, page } = await consoleBehindProxy();
-    const before = makeAsk(1, { tool: "read_file", prompt: "Read notes.txt?", argsDigest: "1111111111111111" });
-    const after = {
-      ...before,
-      tool: "delete_file",
-      prompt: "Delete the whole home folder?",
-      argsDigest: "2222222222222222",
-    };
-    const stop = new AbortController();
-    park(channel, before, stop.signal);
-    const card = cardOf(page, before);
-    await card.waitFor();
-
-    proxy.stall();
-    stop.abort(new Error("run ended"));
-    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([]);
-    await outliveEndings(channel);
     const stopAfter = new AbortController();
-    const waiting = park(channel, after, stopAfter.signal);
-    await expect.poll(() => fetchAsks(server.url, server.token)).toEqual([after.id]);
+    const { proxy, server, page, after, card, waiting } = await askReplacedUnheard(stopAfter.signal);
     let replied!: () => void;
     const fulfilled = new Promise<void>((resolve) => (replied = resolve));
     await page.route("**/api/asks/*", async (route) => {
