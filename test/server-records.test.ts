@@ -53,6 +53,16 @@ async function serve(
   return { server, auth: { authorization: `Bearer ${server.token}` } };
 }
 
+/** What `make` throws, or undefined when it returns. */
+function thrown(make: () => unknown): unknown {
+  try {
+    make();
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+}
+
 describe("RecentRecords", () => {
   it("keeps the latest `capacity` decisions, oldest first, whatever the limit asked", () => {
     const records = new RecentRecords({ capacity: 3 });
@@ -79,14 +89,6 @@ describe("RecentRecords", () => {
   });
 
   it("refuses a key other than capacity, naming it, and an AbortSignal or an array in place of its options", () => {
-    const thrown = (make: () => unknown): unknown => {
-      try {
-        make();
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    };
     const misspelt = thrown(() => new RecentRecords({ capcity: 10 } as never));
     expect(misspelt).toBeInstanceOf(ServerConfigError);
     expect((misspelt as ServerConfigError).option).toBe("records.capcity");
@@ -552,36 +554,20 @@ describe("auditLogRecords", () => {
   });
 
   it("refuses a path that is not a non-empty string, and options that are not an object, naming them", () => {
-    const refusal = (make: () => unknown): unknown => {
-      try {
-        make();
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    };
     // An empty path would be the current folder, read as a log at every request.
     for (const path of [undefined, null, 42, "", new URL("file:///tmp/log.jsonl")]) {
-      const error = refusal(() => auditLogRecords(path as never));
+      const error = thrown(() => auditLogRecords(path as never));
       expect(error, String(path)).toBeInstanceOf(ServerConfigError);
       expect((error as ServerConfigError).option).toBe("path");
     }
     for (const options of [null, 5, "tail"]) {
-      const error = refusal(() => auditLogRecords("x.jsonl", options as never));
+      const error = thrown(() => auditLogRecords("x.jsonl", options as never));
       expect(error, String(options)).toBeInstanceOf(ServerConfigError);
       expect((error as ServerConfigError).option).toBe("options");
     }
   });
 
   it("refuses a key other than tailBytes and key, naming it, and an AbortSignal or an array in place of its options", () => {
-    const thrown = (make: () => unknown): unknown => {
-      try {
-        make();
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    };
     for (const [options, option, says] of [
       [{ tailbytes: 1024 }, "tailbytes", "unknown option 'tailbytes' (did you mean tailBytes?)"],
       [{ keys: Buffer.alloc(32) }, "keys", "unknown option 'keys' (did you mean key?)"],
