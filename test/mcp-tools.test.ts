@@ -649,6 +649,46 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(asks[1]!.prompt).toContain("changed since this was last answered");
   });
 
+  it("the rug-pull between toolsets: what the server first listed is remembered per client, so a toolset made later on it, under another prefix, asks about a tool changed in between and says so", async () => {
+    const server = await startFixture("mutable");
+    const announced: (() => void)[] = [];
+    server.client.setNotificationHandler(ToolListChangedNotificationSchema, () => announced.shift()?.());
+    const change = async (): Promise<void> => {
+      const heard = new Promise<void>((resolve) => announced.push(resolve));
+      server.signal("SIGUSR2");
+      await heard;
+    };
+    const first = await mcpTools(server.client);
+    first.close();
+    await change(); // delete_note now claims to be read-only
+    await change(); // read_note's description changes
+    const second = await mcpTools(server.client, { prefix: "s_" });
+    const asks: PendingAsk[] = [];
+    const managers = new LoopManagers()
+      .withHook(mcpAnnotationHook({ trusted: true }))
+      .withAskResolver(new SyncAskResolver((a) => (asks.push(a), false)));
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "s_delete_note", input: { name: "todo" } },
+          { id: "c2", name: "s_read_note", input: { name: "todo" } },
+          { id: "c3", name: "s_fail", input: {} },
+        ],
+      },
+      { text: "ok" },
+    ]);
+    const result = await new Agent({ model, tools: second, managers }).run("go");
+    expect(result.records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["s_delete_note", "ask_denied"],
+      ["s_read_note", "ask_denied"],
+      ["s_fail", "ask_denied"],
+    ]);
+    const changed = "This tool changed on the server since it was first listed.";
+    expect(asks.map((a) => a.prompt.includes(changed))).toEqual([true, true, false]);
+    expect(server.lines.some((l) => l.startsWith("called"))).toBe(false);
+    second.close();
+  });
+
   it("a call approved just before an announced change is not sent, and the model reads why", async () => {
     const server = await startFixture("mutable");
     const { onChange, next } = changes();
@@ -765,6 +805,18 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // Of the names listed once each, the heap holds at most the ten the server lists now.
     expect(names).toBeLessThanOrEqual(10);
     expect(changed).toEqual(expect.arrayContaining(["stable", "held"]));
+  });
+
+  it("what the last listing on a client offered is remembered after its toolset closed and its tools were collected: the next toolset on the client marks what changed since, and keeps nothing of tools no longer listed", async () => {
+    const { first, changed, names } = (await gcChildResult("test/support/mcp-sessions-gc-child.ts", [], 25_000)) as {
+      first: number;
+      changed: string[];
+      names: number;
+    };
+    expect(first).toBe(13);
+    expect(changed).toEqual(["stable", "held", "dropped"]);
+    // The ten tools the first listing alone gave are forgotten once the second listing no longer offers them.
+    expect(names).toBe(0);
   });
 
   // A page of 200,000 tools (past where spreading one page overflowed the stack) takes seconds to send

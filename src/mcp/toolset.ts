@@ -334,6 +334,51 @@ function followTransport(transport: Transport, listener: Follower): () => void {
   };
 }
 
+/** What a client's server first listed of a tool: its fingerprint, and how many tools made for it are alive. */
+interface FirstSeen {
+  readonly fingerprint: string;
+  live: number;
+}
+
+/**
+ * What the server of one client first listed of each tool (a later fingerprint means it changed
+ * on the server), shared by every toolset on the client, so that a toolset made for each run on
+ * one long-lived client still sees a tool the server changed since an earlier toolset listed it.
+ * Kept by the tool's name as the server names it, in normalisation form C (a name spelt anew is
+ * the same name), with the fingerprint of its descriptor under that name: a `prefix` is the
+ * toolset's renaming, not the server's change, so toolsets of different prefixes share it safely.
+ * A record is kept while a tool made for it by any toolset is alive (`live`: listed now, or held
+ * by a caller since, whose call may be approved against it), or while the last listing read on
+ * the client (by any toolset) offered it (`pinned`), closed toolsets' included. Not once neither
+ * holds, so that a server that lists new names without end costs what its current tools do.
+ */
+interface FirstListed {
+  readonly records: Map<string, FirstSeen>;
+  pinned: ReadonlyMap<string, FirstSeen>;
+  /** Counts a record's `live` down as the descriptors of the tools made for it are collected. */
+  readonly collected: FinalizationRegistry<string>;
+}
+
+/** By client: nothing is kept of a client once it is gone. */
+const firstListed = new WeakMap<McpClient, FirstListed>();
+
+function firstListedOn(client: McpClient): FirstListed {
+  let listed = firstListed.get(client);
+  if (listed === undefined) {
+    const records = new Map<string, FirstSeen>();
+    const ours: FirstListed = {
+      records,
+      pinned: new Map(),
+      collected: new FinalizationRegistry<string>((key) => {
+        const seen = records.get(key);
+        if (seen !== undefined && --seen.live === 0 && ours.pinned.get(key) !== seen) records.delete(key);
+      }),
+    };
+    firstListed.set(client, (listed = ours));
+  }
+  return listed;
+}
+
 /**
  * The default `onError`: a process warning, as loopctl's other background failures give. Node
  * prints it to stderr as it is, and it quotes the server (its name from the handshake, its error
@@ -371,18 +416,10 @@ export class McpToolset implements ToolSource {
   readonly #server: string;
   readonly #transport: Transport;
   #tools: readonly Tool[] = Object.freeze([]);
+  /** By name; each tool's fingerprint is of its descriptor as the server names it (see {@link FirstListed}). */
   #byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
-  /**
-   * The fingerprint each tool had when the toolset first saw it (a later one means it changed on
-   * the server), by its name in normalisation form C (a name spelt anew is the same name), kept while a tool of that name made here is alive (`live`): listed now, or held
-   * by a caller since, whose call may be approved against it. Not once all are gone, so that a
-   * server that lists new names without end costs what its current tools do.
-   */
-  readonly #firstSeen = new Map<string, { readonly fingerprint: string; live: number }>();
-  readonly #collected = new FinalizationRegistry<string>((name) => {
-    const seen = this.#firstSeen.get(name);
-    if (seen !== undefined && --seen.live === 0) this.#firstSeen.delete(name);
-  });
+  /** What the server first listed, shared by every toolset on the client. */
+  readonly #firstListed: FirstListed;
   #problems: readonly McpToolProblem[] = Object.freeze([]);
   /** Whether a listing is in progress, or due after the one in progress. */
   #following = false;
@@ -424,6 +461,7 @@ export class McpToolset implements ToolSource {
     this.#transport = transport;
     this.#server = server;
     this.#options = options;
+    this.#firstListed = firstListedOn(client);
     // One listener for each call parked for approval, however many a wave of calls parks at once.
     setMaxListeners(0, this.#withdrawn.signal);
     this.#unfollow = followTransport(transport, {
@@ -661,10 +699,12 @@ export class McpToolset implements ToolSource {
     const byName = new Map<string, { readonly tool: Tool; readonly fingerprint: string }>();
     const problems: McpToolProblem[] = [];
     const entries = listed.map((raw) => {
-      const name = `${prefix}${String(raw?.name)}`;
+      const remote = String(raw?.name);
+      const name = `${prefix}${remote}`;
       try {
         const descriptor = descriptorOf(name, raw);
-        return { name, raw, descriptor, fingerprint: descriptorFingerprint(descriptor) };
+        // Of the descriptor under the server's name: toolsets of any prefix compare what the server listed.
+        return { name, raw, descriptor, fingerprint: descriptorFingerprint({ ...descriptor, name: remote }) };
       } catch (error) {
         return { name, raw, error };
       }
@@ -688,6 +728,8 @@ export class McpToolset implements ToolSource {
       spellings.set(text, names);
     }
     const refused = new Set<string>();
+    const { records } = this.#firstListed;
+    const pinned = new Map<string, FirstSeen>();
     for (const entry of entries) {
       const { name, raw } = entry;
       const text = name.normalize("NFC");
@@ -731,9 +773,14 @@ export class McpToolset implements ToolSource {
         continue;
       }
       const { descriptor, fingerprint } = entry;
+      // By the server's name's text in Unicode's eyes: a tool spelt anew (composed, decomposed) looks the same to a person.
+      const key = String(raw.name).normalize("NFC");
       const known = this.#byName.get(name);
       if (known?.fingerprint === fingerprint) {
         byName.set(name, known);
+        // Alive in this toolset, so its record is there.
+        const seen = records.get(key);
+        if (seen !== undefined) pinned.set(key, seen);
         continue;
       }
       let tool: Tool;
@@ -743,15 +790,20 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error });
         continue;
       }
-      // By the name's text in Unicode's eyes: a tool spelt anew (composed, decomposed) looks the same to a person.
-      let first = this.#firstSeen.get(text);
-      if (first === undefined) this.#firstSeen.set(text, (first = { fingerprint, live: 0 }));
+      let first = records.get(key);
+      if (first === undefined) records.set(key, (first = { fingerprint, live: 0 }));
       else if (first.fingerprint !== fingerprint) markChanged(tool.descriptor);
       // By its descriptor, which the tool holds, and which a hook or an ask may hold without it.
       first.live += 1;
-      this.#collected.register(tool.descriptor, text);
+      this.#firstListed.collected.register(tool.descriptor, key);
+      pinned.set(key, first);
       byName.set(name, { tool, fingerprint });
     }
+    // The last listing read on the client is what the server lists now: what it offered stays pinned, the rest not.
+    for (const [key, seen] of this.#firstListed.pinned) {
+      if (seen.live === 0 && !pinned.has(key) && records.get(key) === seen) records.delete(key);
+    }
+    this.#firstListed.pinned = pinned;
     this.#problems = Object.freeze(problems);
     const tools = [...byName.values()].map((entry) => entry.tool);
     const same = tools.length === this.#tools.length && tools.every((tool, i) => tool === this.#tools[i]);
@@ -1006,8 +1058,10 @@ export class McpToolset implements ToolSource {
  *
  * A tool that changed on the server (annotations included) has a new
  * descriptor, so a grant pinned to the old one no longer decides: the call is
- * asked about again. A call approved just before a change announced by the
- * server is not sent. A result with `isError` is a failed call whose text the
+ * asked about again. What the server first listed is remembered per client,
+ * for every toolset made on it: a toolset made later on the same client marks
+ * a tool the server changed in between as changed. A call approved just
+ * before a change announced by the server is not sent. A result with `isError` is a failed call whose text the
  * model reads; the call's signal cancels the request on the server.
  *
  * Call it after `client.connect(transport)`. Hand the toolset to an `Agent`
