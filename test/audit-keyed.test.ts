@@ -24,6 +24,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AUDIT_KEY_MIN_BYTES,
+  AuditConfigError,
   AuditCorruptError,
   AuditKeyError,
   AuditSink,
@@ -266,6 +267,45 @@ describe("the keyed sink", () => {
     expect(AUDIT_KEY_MIN_BYTES).toBe(16);
     await expect(AuditSink.open(fresh(), { key: randomBytes(15) })).rejects.toBeInstanceOf(AuditKeyError);
     await expect(verifyAuditLog(fresh(), { key: "short" })).rejects.toMatchObject({ code: "AUDIT_KEY" });
+  });
+
+  it("refuses a key given as undefined (an unset environment variable) with an AuditConfigError naming key, never taking it for no key", async () => {
+    const { path, text, seal } = await keyedLog(2);
+    // `{ key: process.env.AUDIT_KEY }` with the variable unset.
+    const unset = { key: undefined } as never;
+    const plain = fresh();
+    const refusals = [
+      await AuditSink.open(plain, unset).catch((e: unknown) => e),
+      await AuditSink.open(path, unset).catch((e: unknown) => e),
+      await verifyAuditLog(path, unset).catch((e: unknown) => e),
+      await verifyAuditLog(path, { key: undefined, records: false } as never).catch((e: unknown) => e),
+    ];
+    try {
+      verifyAuditBytes(Buffer.from(text), unset);
+    } catch (e) {
+      refusals.push(e);
+    }
+    try {
+      verifyAuditBytes(Buffer.from(text), { key: undefined, seal } as never);
+    } catch (e) {
+      refusals.push(e);
+    }
+    expect(refusals).toHaveLength(6);
+    for (const error of refusals) {
+      expect(error).toBeInstanceOf(AuditConfigError);
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "key" });
+      expect((error as Error).message).toContain("options.key is undefined");
+      expect((error as Error).message).toContain("omit key for an unkeyed log");
+    }
+    // Nothing was started, and the keyed log is as it was.
+    await expect(stat(plain)).rejects.toMatchObject({ code: "ENOENT" });
+    expect(await readFile(path, "utf8")).toBe(text);
+    // Omitted, the log is unkeyed: a key only inherited is not an own key set to undefined either.
+    const sink = await AuditSink.open(plain, {});
+    await sink.append(gateRecord(1));
+    await sink.close();
+    expect(await verifyAuditLog(plain, Object.create({ key: undefined }) as never)).toMatchObject({ ok: true });
+    expect(verifyAuditBytes(Buffer.from(text))).toMatchObject({ ok: true, keyed: true });
   });
 
   it("refuses to open a keyed log without its key, and an unkeyed one with a key", async () => {

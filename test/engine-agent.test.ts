@@ -717,6 +717,23 @@ describe("the loop around the gate", () => {
     expect(resumed.text).toBe("still done");
   });
 
+  it("an empty list of messages is an EngineConfigError naming Agent.run, instructions or not, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "answered nothing" }]);
+    for (const agent of [
+      new Agent({ model, tools: [readTool()] }),
+      new Agent({ model, tools: [readTool()], instructions: "Greet the user." }),
+    ]) {
+      const error = await agent.run([]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain("messages is empty");
+    }
+    expect(model.requests).toEqual([]);
+    // One message is a start.
+    const started = await new Agent({ model, tools: [] }).run([{ type: "user", text: "hi" }]);
+    expect(started.text).toBe("answered nothing");
+  });
+
   it("earlier messages that do not pair calls with results are an EngineConfigError naming the message", async () => {
     const user: Message = { type: "user", text: "hi" };
     const asked = (...ids: string[]): Message => ({

@@ -860,6 +860,21 @@ describe("auditLogRecords: what the log vouches for each decision served", () =>
     expect(audit).toMatchObject({ ok: true, partial: true, sealed: 2 });
   });
 
+  it("refuses a key given as undefined (an unset environment variable) with a ServerConfigError naming key, never taking it for no key", async () => {
+    const { path } = await keyedLog("unset-key.jsonl", 2);
+    let error: unknown;
+    try {
+      auditLogRecords(path, { key: undefined } as never);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ServerConfigError);
+    expect((error as ServerConfigError).option).toBe("key");
+    expect((error as Error).message).toContain("omit key for an unkeyed log");
+    // Omitted, the lines are read without their MACs, as the check says.
+    expect((await served(auditLogRecords(path, {}))).audit).toMatchObject({ ok: true, by: "chain", last: 2 });
+  });
+
   it("refuses a key that is not one with a ServerConfigError naming key, and never shows it", () => {
     for (const key of [123456789, "short", new Uint8Array(4)]) {
       let error: unknown;

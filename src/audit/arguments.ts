@@ -48,6 +48,22 @@ export function optionsArgument<T extends object>(
 }
 
 /**
+ * Refuses `options` holding a `key` of its own set to `undefined`, as
+ * `{ key: process.env.AUDIT_KEY }` does with the variable unset: taken for no
+ * key, it would start an unkeyed log, or verify a keyed one without its MACs
+ * and seal, and say nothing. An unkeyed log is one whose options omit `key`.
+ * @throws AuditConfigError naming `key`.
+ */
+export function assertKeyNotUndefined(options: { readonly key?: unknown }, where: string): void {
+  if (Object.hasOwn(options, "key") && options.key === undefined) {
+    throw new AuditConfigError(
+      "key",
+      `${where}: options.key is undefined (an unset environment variable?); omit key for an unkeyed log`,
+    );
+  }
+}
+
+/**
  * Refuses an option that is set to something other than `undefined` or a
  * value of its type.
  * @throws AuditConfigError naming the option.

@@ -20,7 +20,7 @@ import {
   AuditRecordError,
 } from "./errors.js";
 import type { AuditError } from "./errors.js";
-import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { assertKeyNotUndefined, assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { foldersMade } from "../folders-made.js";
 import { processShared } from "../process-shared.js";
 import { describe, syncFolder, writeAll } from "./file-io.js";
@@ -80,7 +80,8 @@ export interface AuditSinkOptions {
    * writer keeps a seal beside the log (`<log>.seal`), so that verification
    * with the same key detects lines forged by anyone without it and trailing
    * lines removed, with no anchor. A keyed log must always be opened with
-   * its key, and an unkeyed one without.
+   * its key, and an unkeyed one without: omit `key` (a `key` set to
+   * `undefined`, as an unset environment variable gives it, is refused).
    */
   readonly key?: AuditKey;
   /**
@@ -264,8 +265,8 @@ export class AuditSink {
    * Opens (creating if missing) the log at `path` and resumes its chain.
    * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or
    *   an AbortSignal) or holding a key that is not one of these options,
-   *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean or `onError` not a
-   *   function.
+   *   `options.lockTimeoutMs` not a non-negative integer, `fsync` not a boolean, `onError` not a
+   *   function, or `key` given as `undefined`.
    * @throws AuditAnchorError when `options.anchor` is malformed.
    * @throws AuditKeyError when `options.key` is not a string or bytes, too short, or the log is
    *   keyed and no key is given.
@@ -293,6 +294,7 @@ export class AuditSink {
     assertOptionType(options.fsync, "fsync", "boolean", `cannot open audit log ${abs}`);
     assertOptionType(options.onError, "onError", "function", `cannot open audit log ${abs}`);
     if (options.anchor !== undefined) assertAuditAnchor(options.anchor);
+    assertKeyNotUndefined(options, `cannot open audit log ${abs}`);
     const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
     const problem = options.lockTimeoutMs === undefined ? undefined : lockMsProblem(options.lockTimeoutMs);
     if (problem !== undefined) {

@@ -6,7 +6,7 @@ import { ChainCheck, verifyChain } from "./chain.js";
 import type { Chain, Failure, MacCheck } from "./chain.js";
 import { checkLogFile } from "./chain-file.js";
 import { AuditConfigError, AuditIoError, AuditPathError } from "./errors.js";
-import { assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
+import { assertKeyNotUndefined, assertOptionType, assertPathArgument, optionsArgument } from "./arguments.js";
 import { describe } from "./file-io.js";
 import { auditKeyBytes, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
@@ -77,7 +77,9 @@ export interface AuditVerifyOptions {
    * The key the log was written with ({@link AuditSinkOptions.key}). With
    * it, every line's `mac` and the seal (`<log>.seal`) are checked: a line
    * forged by someone without the key, a chain re-hashed from any point,
-   * and trailing lines removed are all detected without an anchor.
+   * and trailing lines removed are all detected without an anchor. Omitted
+   * for a log without a key: a `key` set to `undefined` (an unset
+   * environment variable) is refused, never taken for no key.
    */
   readonly key?: AuditKey;
   /**
@@ -112,7 +114,7 @@ export interface AuditVerifyBytesOptions {
  * every problem is a result.
  * @throws AuditConfigError when `data` is not a Uint8Array (a Buffer is one), `options` not an
  *   object or holding a key other than `anchor`, `key` and `seal`, or `options.seal` not a string,
- *   `null` or `undefined`, or a string without `options.key`.
+ *   `null` or `undefined`, or a string without `options.key`, or `options.key` given as `undefined`.
  * @throws AuditAnchorError when `options.anchor` is not a seq with a 64-hex hash.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or shorter than `AUDIT_KEY_MIN_BYTES`.
  */
@@ -125,6 +127,7 @@ export function verifyAuditBytes(data: Uint8Array, options?: AuditVerifyBytesOpt
     throw new AuditConfigError("data", `${where}: data must be a Uint8Array (the file's bytes), got ${got}`);
   }
   options = optionsArgument(options, where, ["anchor", "key", "seal"]);
+  assertKeyNotUndefined(options, where);
   if (options.seal !== undefined && options.seal !== null && typeof options.seal !== "string") {
     throw new AuditConfigError(
       "seal",
@@ -271,7 +274,7 @@ export function verifyVouched(
  *
  * @throws AuditConfigError when `path` is not a non-empty string, `options` not an object (or an
  *   AbortSignal) or holding a key other than `anchor`, `key`, `records` and `signal`, or
- *   `options.signal` not an AbortSignal.
+ *   `options.signal` not an AbortSignal, or `options.key` given as `undefined`.
  * @throws AuditAnchorError when `options.anchor` is malformed.
  * @throws AuditKeyError when `options.key` is not a string or bytes, or too short.
  * @throws AuditPathError when `path` (or its seal) is not a regular file.
@@ -331,6 +334,7 @@ async function verifySealedLogFile(
   const { signal, anchor } = options;
   signal?.throwIfAborted();
   if (anchor !== undefined) assertAuditAnchor(anchor);
+  assertKeyNotUndefined(options, `cannot verify audit log ${path}`);
   const key = options.key === undefined ? undefined : auditKeyBytes(options.key);
   // A log read through a symbolic link has its seal beside the file the link
   // leads to; when the path cannot be resolved, opening it says why.

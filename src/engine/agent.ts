@@ -225,6 +225,12 @@ function checkPairing(messages: readonly Message[]): void {
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
   const entries = readingConfig("Agent.run", "messages", () => Array.from(input as readonly unknown[]));
+  // Nothing for the model to answer: a provider refuses a request without messages, instructions or not.
+  if (entries.length === 0)
+    throw new EngineConfigError(
+      "Agent.run",
+      "messages is empty: a run starts from the user's text or from earlier messages (instructions are not a message)",
+    );
   const messages = entries.map((raw, index): Message => {
     // A message whose reads throw (a proxy, a getter) is not a message either.
     const parsed = readingConfig("Agent.run", `messages[${index}]`, () => MessageSchema.safeParse(raw));
@@ -350,7 +356,7 @@ export class Agent {
    * `RunConfigError` when a `ToolSource` or the id generator fails.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
-   *   of messages or cannot be read, or its calls and results do not pair up
+   *   of messages or cannot be read, is an empty array, or its calls and results do not pair up
    *   (a call without a result right after its message, a result of no
    *   earlier call, two calls sharing an id: the message names the index and call), or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),

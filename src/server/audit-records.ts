@@ -30,6 +30,8 @@ export interface AuditLogRecordsOptions {
    * line read is checked against its MAC, and the seal beside the log too,
    * so a line written by anyone without the key is told; without it only the
    * hashes and links are, which anyone who can write the log can make.
+   * Omitted for a log without a key: a `key` set to `undefined` (an unset
+   * environment variable) is refused, never taken for no key.
    */
   readonly key?: AuditKey;
 }
@@ -58,7 +60,7 @@ const LineSchema = z.object({ record: GateDecisionSchema });
  * reads as empty.
  *
  * @throws {ServerConfigError} naming `path`, `options`, `tailBytes` or `key`
- * when one is unusable.
+ * when one is unusable (a `key` given as `undefined` included).
  *
  * @example
  * ```ts
@@ -79,6 +81,11 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   const file = resolve(path);
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
     throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);
+  }
+  // `{ key: process.env.AUDIT_KEY }` with the variable unset: taken for no key, a keyed log's lines would be
+  // served checked without their MACs, and nothing would say the key never came.
+  if (givenKey === undefined && Object.hasOwn(options, "key")) {
+    throw new ServerConfigError("key", "is undefined (an unset environment variable?); omit key for an unkeyed log");
   }
   let key: Buffer | undefined;
   if (givenKey !== undefined) {
