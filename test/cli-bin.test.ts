@@ -67,6 +67,24 @@ describe("the loopctl bin", () => {
     expect(JSON.parse(result.stdout)).toEqual({ ledger: store.ledgerPath, grants: [grant.toJSON()] });
   });
 
+  it("prints a tool name holding a letter that passes for a Latin one with that letter escaped, through the real bin", async () => {
+    const root = join(dir, "look-alike-root");
+    await seed(root, repo, [
+      new Grant("read_file", "allow", GrantScope.thisTool()),
+      new Grant("re\u0430d_file", "deny", GrantScope.thisTool()),
+      new Grant("файл", "allow", GrantScope.thisTool()),
+    ]);
+    const result = await loopctl(["grants", "list", "--root", root]);
+    expect(result).toMatchObject({ code: 0, stderr: "" });
+    expect(result.stdout).toContain("re\\u0430d_file");
+    expect(result.stdout).not.toContain("re\u0430d_file");
+    expect(result.stdout).toContain("файл");
+    const explained = await loopctl(["grants", "explain", "--root", root, "--tool", "re\u0430d_file", "--args", "{}"]);
+    expect(explained).toMatchObject({ code: 0, stderr: "" });
+    expect(explained.stdout).toContain("re\\u0430d_file");
+    expect(explained.stdout).not.toContain("re\u0430d_file");
+  });
+
   it("fails verification of a tampered audit log with the process exit code 1", async () => {
     const path = join(dir, "gates.jsonl");
     const sink = await AuditSink.open(path);

@@ -114,6 +114,50 @@ describe("what the CLI prints about a name", () => {
     );
   });
 
+  it("never prints a name with a letter that passes for a Latin one as the Latin name it copies", async () => {
+    // Cyrillic а, Greek ο, Armenian օ, Cherokee Ꭺ, Coptic ⲟ and Lisu ꓮ, each in a word that also
+    // holds Latin letters; a word all of one script keeps its letters.
+    const alike = "re\u0430d_file";
+    const others = ["g\u03bfogle", "g\u0585", "\u13aaB", "l\u2c9fl", "\ua4eepple"];
+    const grant = new Grant(alike, "deny", GrantScope.thisCall({ url: "p\u0430ypal.com" })).withNote("Привет, мир");
+    await seed(root, project, [
+      new Grant("read_file", "allow", GrantScope.thisTool()),
+      grant,
+      ...others.map((name) => new Grant(name, "allow", GrantScope.thisTool())),
+      new Grant("файл_чтения", "allow", GrantScope.thisTool()),
+    ]);
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stdout).toContain("re\\u0430d_file");
+    expect(list.stdout).toContain('{"url":"p\\u0430ypal.com"}');
+    for (const shown of ["g\\u03bfogle", "g\\u0585", "\\u13aaB", "l\\u2c9fl", "\\ua4eepple"]) {
+      expect(list.stdout).toContain(shown);
+    }
+    for (const name of [alike, "p\u0430ypal", ...others]) expect(list.stdout).not.toContain(name);
+    expect(list.stdout).toContain("файл_чтения");
+    expect(list.stdout).toContain("Привет, мир");
+    expect(list.stdout.match(/\bread_file\b/g)).toHaveLength(1);
+
+    const explain = await cli(["grants", "explain", "--tool", alike, "--args", '{"url":"p\u0430ypal.com"}', ...at()], {
+      cwd: base,
+    });
+    expect(explain.code).toBe(EXIT.ok);
+    expect(explain.stdout).toContain("re\\u0430d_file");
+    expect(explain.stdout).not.toContain(alike);
+    // --json stays exact: a program reads it, not a person.
+    const asJson = await cli(["grants", "explain", "--json", "--tool", alike, "--args", "{}", ...at()], { cwd: base });
+    expect((JSON.parse(asJson.stdout) as { tool: string }).tool).toBe(alike);
+
+    const reset = await cli(["grants", "reset", "--tool", "re\u0430d_fil", ...at()], { cwd: base });
+    expect(reset.code).toBe(EXIT.ok);
+    expect(reset.stdout + reset.stderr).toContain("re\\u0430d_fil");
+    expect(reset.stdout + reset.stderr).not.toMatch(/\u0430/u);
+
+    const revoke = await cli(["grants", "revoke", grant.id, ...at()], { cwd: base });
+    expect(revoke.code).toBe(EXIT.ok);
+    expect(revoke.stdout).toContain(`revoked ${grant.id} (deny re\\u0430d_file, this_call {"url":"p\\u0430ypal.com"})`);
+  });
+
   it("escapes what it echoes back in errors", async () => {
     const run = await cli(["grants", "revoke", "dep\u200bloy\u202e", ...at()], { cwd: base });
     expect(run.code).toBe(EXIT.usage);
@@ -250,6 +294,18 @@ describe("the CLI's tables with wide characters", () => {
     const row = run.stdout.split("\n")[2] as string;
     const scope = /this_call \S+/.exec(row)?.[0] as string;
     expect(scope).toMatch(/^this_call \{"p":"(\\u200b)+…$/u);
+    expect(scope.length).toBeLessThanOrEqual("this_call ".length + 48);
+    expect(scope.length).toBeGreaterThanOrEqual("this_call ".length + 48 - 6);
+  });
+
+  it("clips a scope by the escapes its look-alike letters are printed as", async () => {
+    // Each Cyrillic а, in one word with Latin x, is printed as \u0430: six columns, not one.
+    await seed(root, project, [new Grant("read", "allow", GrantScope.thisCall({ p: "x\u0430".repeat(5_000) }))]);
+    const run = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(run.code).toBe(EXIT.ok);
+    const row = run.stdout.split("\n")[2] as string;
+    const scope = /this_call \S+/.exec(row)?.[0] as string;
+    expect(scope).toMatch(/^this_call \{"p":"(x\\u0430)+x?…$/u);
     expect(scope.length).toBeLessThanOrEqual("this_call ".length + 48);
     expect(scope.length).toBeGreaterThanOrEqual("this_call ".length + 48 - 6);
   });

@@ -23,6 +23,18 @@ describe("the console's static files", () => {
     expect(js).toContain("textContent");
   });
 
+  it("console.js marks the look-alike letters by the rule the link pages and the CLI share", () => {
+    // console.js runs in the browser on its own, so it keeps its own copy of src/look-alike.ts's rule.
+    const js = file("console.js");
+    const shared = readFileSync(new URL("../src/look-alike.ts", import.meta.url), "utf8");
+    const take = (text: string, pattern: RegExp): string => pattern.exec(text)?.[1] ?? `no match for ${pattern}`;
+    expect(take(js, /const WORD = (\/.+\/gu);/)).toBe(take(shared, /const WORD = (\/.+\/gu);/));
+    expect(take(js, /const LATIN = (\/.+\/u);/)).toBe(take(shared, /const LATIN = (\/.+\/u);/));
+    expect(take(js, /const LOOK_ALIKE =\s*\/(\[.+\])\/u;/)).toBe(
+      take(shared, /const SCRIPTS = String\.raw`(\[.+\])`;/),
+    );
+  });
+
   it("index.html has no inline script, inline style or event-handler attribute (the CSP would refuse them)", () => {
     const html = file("index.html");
     expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);

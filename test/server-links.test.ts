@@ -25,6 +25,7 @@ interface Setup {
 async function setup(
   prompt = "Deploy 1.4.0 to production?",
   options: Partial<Parameters<typeof createApprovalServer>[0]> = {},
+  tool = "deploy",
 ): Promise<Setup> {
   const [channel, approver] = ApprovalChannel.pair(4);
   const server = await createApprovalServer({ approver, linkSecret: SECRET, ...options });
@@ -32,7 +33,7 @@ async function setup(
     () => approver.close(),
     () => server.close(),
   );
-  const ask = makeAsk(1, { tool: "deploy", prompt });
+  const ask = makeAsk(1, { tool, prompt });
   const parked = channel.resolve(ask, { signal: new AbortController().signal });
   parked.catch(() => undefined);
   await until(async () => (await listed(server)) === 1);
@@ -275,6 +276,37 @@ describe("a server with the same linkSecret", () => {
       "U+D800",
     ]);
     expect(page.text).not.toMatch(/\p{Default_Ignorable_Code_Point}/u);
+  });
+
+  it("marks a letter that passes for a Latin one in a word of Latin letters, as the console does", async () => {
+    // Cyrillic а, Greek ο, Armenian օ, Cherokee Ꭺ, Coptic ⲟ and Lisu ꓮ, each in a word that also
+    // holds Latin letters; words all of one script (Russian, Greek) keep their letters.
+    const prompt = "Open p\u0430ypal.com, g\u03bfogle, g\u0585, \u13aaB, l\u2c9fl and \ua4eepple? Привет, мир: αβγ.";
+    const { links } = await setup(prompt, {}, "re\u0430d_file");
+    const { approve, deny } = links();
+    for (const url of [approve, deny]) {
+      const page = await request(url);
+      expect(page.status).toBe(200);
+      const marks = [...page.text.matchAll(/<span class="hidden-char" title="([^"]*)">(U\+[0-9A-F]+)<\/span>/g)];
+      expect(marks.map((m) => m[2])).toEqual(["U+0430", "U+0430", "U+03BF", "U+0585", "U+13AA", "U+2C9F", "U+A4EE"]);
+      for (const m of marks)
+        expect(m[1]).toBe("a letter of another script that looks like a Latin one, in a word of Latin letters");
+      expect(page.text).toContain(
+        `<code>re<span class="hidden-char" title="${marks[0]?.[1]}">U+0430</span>d_file</code>`,
+      );
+      expect(page.text).not.toMatch(/[\u0430\u03bf\u0585\u13aa\u2c9f\ua4ee]/u);
+      expect(page.text).toContain("Привет, мир: αβγ.");
+    }
+  });
+
+  it("keeps the letters of a word all of one script, where a hidden character ends a word", async () => {
+    const { links } = await setup("Ρеаd \u0441\u200bat \u0430\u202e?", {}, "файл_чтения");
+    const page = await request(links().approve);
+    const marks = [...page.text.matchAll(/<span class="hidden-char"[^>]*>(U\+[0-9A-F]+)<\/span>/g)].map((m) => m[1]);
+    // "Ρеаd": Greek Ρ and Cyrillic е, а beside a Latin d; "\u0441" then a zero width space: two words,
+    // and "\u0441" alone is all Cyrillic; "at" is Latin; "\u0430" alone is all Cyrillic.
+    expect(marks).toEqual(["U+03A1", "U+0435", "U+0430", "U+200B", "U+202E"]);
+    expect(page.text).toContain("<code>файл_чтения</code>");
   });
 
   it("POST answers once: 200, then 409 for the same link replayed and for its opposite", async () => {

@@ -1,3 +1,4 @@
+import { lookAlikeParts } from "../look-alike.js";
 import { ESCAPED, clipToWidth, displayWidth, padToWidth } from "./width.js";
 
 /**
@@ -13,18 +14,27 @@ const UNSAFE = new RegExp(ESCAPED, "gu");
 
 const hex4 = (unit: number): string => `\\u${unit.toString(16).padStart(4, "0")}`;
 
+/** `c`'s escape: `\u200b`, or `\u{e0064}` beyond the BMP. */
+function escapeOf(c: string): string {
+  const point = c.codePointAt(0) as number;
+  return point > 0xffff ? `\\u{${point.toString(16)}}` : hex4(point);
+}
+
 /**
  * Makes untrusted text (a tool name, a note, a path, a message quoting
  * either) safe to print on a terminal: every code point {@link UNSAFE}
  * describes is shown as an escape, `\u200b`, or `\u{e0064}` beyond the BMP,
- * so a hostile name can neither rewrite the screen nor pass for another.
- * Backslashes are left as they are.
+ * so a hostile name can neither rewrite the screen nor pass for another. So
+ * is a letter that passes for a Latin one in a word that also holds Latin
+ * letters (a Cyrillic "а" in `re\u0430d_file`; see look-alike.ts), as the
+ * console marks it; a word all of one script keeps its letters. Backslashes
+ * are left as they are. Apply it once: its escapes join the word after them.
  */
 export function printable(text: string): string {
-  return text.replace(UNSAFE, (c) => {
-    const point = c.codePointAt(0) as number;
-    return point > 0xffff ? `\\u{${point.toString(16)}}` : hex4(point);
-  });
+  let out = "";
+  for (const part of lookAlikeParts(text))
+    out += part.alike ? escapeOf(part.text) : part.text.replace(UNSAFE, escapeOf);
+  return out;
 }
 
 /**

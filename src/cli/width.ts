@@ -1,3 +1,5 @@
+import { lookAlikes } from "../look-alike.js";
+
 /**
  * Code points a terminal draws over no column of their own: combining and
  * enclosing marks, which sit on the character before them, Hangul vowels and
@@ -122,18 +124,22 @@ function printedWidth(c: string, previous: string | undefined): number {
 
 /**
  * `text` cut to at most `max` columns as {@link printable} will print it
- * (each code point it escapes counted as its escape, and never cut in two),
- * the cut marked with an ellipsis (one column), whole code points kept (a
- * surrogate pair is never split) together with the marks that combine with
- * the last one kept.
+ * (each code point it escapes counted as its escape, and never cut in two:
+ * a look-alike letter too, as {@link lookAlikes} finds it in the whole text,
+ * which the cut text holds no more of), the cut marked with an ellipsis (one
+ * column), whole code points kept (a surrogate pair is never split) together
+ * with the marks that combine with the last one kept.
  */
 export function clipToWidth(text: string, max: number): string {
   const room = Math.max(0, max - 1);
+  const alike = lookAlikes(text);
   let width = 0;
   let kept = "";
+  let offset = 0;
   let previous: string | undefined;
   for (const c of text) {
-    width += printedWidth(c, previous);
+    width += alike.has(offset) ? escapeWidth(c) : printedWidth(c, previous);
+    offset += c.length;
     previous = c;
     if (width > max) return `${kept}…`;
     // Widths only grow: once a code point no longer fits beside the ellipsis, none after it does.

@@ -3,6 +3,7 @@ import type { AskEnding, PendingAsk, WithdrawnReason } from "../ask/types.js";
 import { CONTENT_SECURITY_POLICY, escapeHtml } from "./http.js";
 import type { HttpError } from "./http.js";
 import type { LinkVerdict } from "./answer-links.js";
+import { lookAlikeParts } from "../look-alike.js";
 
 /**
  * The few rules the server's own pages need. They are inline so a page
@@ -41,18 +42,33 @@ function page(title: string, body: string, head = ""): string {
  * control, a zero-width or tag character, any other control, and every other
  * default-ignorable one: Hangul fillers, variation selectors, which can spell
  * out a message nobody sees) could make an ask read as something else; a lone
- * surrogate shows as U+FFFD, so two names would look alike. Each is shown as a
- * mark naming its code point, as the console shows it and the CLI escapes it.
- * A prompt keeps its line breaks and tabs.
+ * surrogate shows as U+FFFD, so two names would look alike. So could a letter
+ * that passes for a Latin one in a word of Latin letters (see look-alike.ts).
+ * Each is shown as a mark naming its code point, as the console shows it and
+ * the CLI escapes it. A prompt keeps its line breaks and tabs.
  */
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|\p{Cs}/gu;
 
+const MARK_TITLES = {
+  hidden: "a character that would not show, or would reorder the text around it",
+  alike: "a letter of another script that looks like a Latin one, in a word of Latin letters",
+} as const;
+
+function mark(char: string, why: keyof typeof MARK_TITLES): string {
+  const code = (char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, "0");
+  return `<span class="hidden-char" title="${MARK_TITLES[why]}">U+${code}</span>`;
+}
+
 function showHtml(text: string, keepLines = false): string {
-  return escapeHtml(text).replace(HIDDEN, (char) => {
-    if (keepLines && (char === "\n" || char === "\t")) return char;
-    const code = (char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, "0");
-    return `<span class="hidden-char" title="a character that would not show, or would reorder the text around it">U+${code}</span>`;
-  });
+  let html = "";
+  for (const part of lookAlikeParts(text)) {
+    html += part.alike
+      ? mark(part.text, "alike")
+      : escapeHtml(part.text).replace(HIDDEN, (char) =>
+          keepLines && (char === "\n" || char === "\t") ? char : mark(char, "hidden"),
+        );
+  }
+  return html;
 }
 
 /**
