@@ -2422,6 +2422,122 @@ describe("gateTools: the SDK's approval covers only the arguments the chat's use
   });
 });
 
+describe("gateTools: a needsApproval that fails at the call is decided through the gate", () => {
+  /** What a call's record holds besides its digests and time. */
+  const decided = (r: GateDecision) => ({
+    verdict: r.verdict,
+    ruleId: r.ruleId,
+    ruleSource: r.ruleSource,
+    matchedPattern: r.matchedPattern,
+    reason: r.reason,
+  });
+  const HOOK_FAILED = (why: string) => ({
+    verdict: "deny",
+    ruleId: "hook",
+    ruleSource: "context",
+    matchedPattern: null,
+    reason: `hook ai-sdk:needsApproval failed: ${why}`,
+  });
+
+  /**
+   * A deploy tool whose `needsApproval` is a getter: it answers the SDK's reads with a function
+   * that says whether `env` needs approval, and throws once `broken` is set (which that function
+   * sets: the SDK has asked it by the time the tool's execute runs).
+   */
+  function fragileTool() {
+    const executed: unknown[] = [];
+    const state = { broken: false };
+    const deploy = tool({
+      description: "Deploy a version",
+      inputSchema: z.object({ env: z.string(), version: z.string() }),
+      execute: async (input: { env: string; version: string }) => (executed.push(input), "deployed"),
+    });
+    Object.defineProperty(deploy, "needsApproval", {
+      enumerable: true,
+      get() {
+        if (state.broken) throw new Error("the policy service is gone");
+        return (input: { env: string }) => ((state.broken = true), input.env === "prod");
+      },
+    });
+    return { executed, state, deploy };
+  }
+
+  /** The outputs the model read in request `n`. */
+  const outputs = (model: MockLanguageModelV3, n: number) =>
+    model.doGenerateCalls[n]!.prompt.flatMap((message) =>
+      message.role === "tool" ? message.content.map((part) => part.type === "tool-result" && part.output) : [],
+    );
+
+  it("a getter that throws when the gate reads it refuses a call the SDK let through unasked, with one record saying why", async () => {
+    const { executed, deploy } = fragileTool();
+    const { gate, records } = recordingGate();
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("not deployed")])],
+    });
+    const result = await generateText({
+      model,
+      tools: gateTools({ deploy }, gate),
+      prompt: "ship",
+      stopWhen: stepCountIs(3),
+    });
+    expect(result.text).toBe("not deployed");
+    expect(executed).toEqual([]);
+    expect(records.map(decided)).toEqual([
+      HOOK_FAILED("tool 'deploy': needsApproval cannot be read: the policy service is gone"),
+    ]);
+    expect(outputs(model, 1)).toEqual([
+      { type: "execution-denied", reason: "Permission denied: pre-tool-use hook failed for tool 'deploy'" },
+    ]);
+  });
+
+  it("a getter that throws when the gate reads it refuses a call the chat's user approved: it never runs", async () => {
+    const { executed, state, deploy } = fragileTool();
+    const { gate, records } = recordingGate();
+    const tools = gateTools({ deploy }, gate);
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "prod", version: "1.4" })]), v3([text("not deployed")])],
+    });
+    const first = await generateText({ model, tools, prompt: "ship", stopWhen: stepCountIs(3) });
+    const request = first.content.find((part) => part.type === "tool-approval-request");
+    expect(request).toBeDefined();
+    expect(records).toEqual([]);
+    // The SDK reads needsApproval again as it collects the approval, then the gate reads it.
+    state.broken = false;
+    const second = await generateText({
+      model,
+      tools,
+      messages: answering(first, request!.approvalId, true),
+      stopWhen: stepCountIs(3),
+    });
+    expect(second.text).toBe("not deployed");
+    expect(executed).toEqual([]);
+    expect(records.map(decided)).toEqual([
+      HOOK_FAILED("tool 'deploy': needsApproval cannot be read: the policy service is gone"),
+    ]);
+  });
+
+  it("a needsApproval that throws on the arguments a hook changed refuses the call, with one record saying why", async () => {
+    const executed: unknown[] = [];
+    const deploy = tool({
+      description: "Deploy a version",
+      inputSchema: z.object({ env: z.string(), version: z.string() }),
+      needsApproval: async (input: { env: string }) => {
+        if (input.env === "prod") throw new Error("no policy for prod");
+        return false;
+      },
+      execute: async (input: { env: string; version: string }) => (executed.push(input), "deployed"),
+    });
+    const toProd: Hook = { preToolUse: (c) => ({ type: "modify", input: { ...(c.input as object), env: "prod" } }) };
+    const { gate, records } = recordingGate(new LoopManagers().withHook(toProd));
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "deploy", { env: "staging", version: "1.4" })]), v3([text("not deployed")])],
+    });
+    await generateText({ model, tools: gateTools({ deploy }, gate), prompt: "ship", stopWhen: stepCountIs(3) });
+    expect(executed).toEqual([]);
+    expect(records.map(decided)).toEqual([HOOK_FAILED("tool 'deploy': its needsApproval failed: no policy for prod")]);
+  });
+});
+
 describe("gateTools: what the model reads of a call a hook modified", () => {
   it("the tool's toModelOutput gets the arguments the tool ran with, not the model's; a later call under the same id gets its own", async () => {
     const toRc: Hook = {

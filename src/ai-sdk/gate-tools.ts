@@ -696,6 +696,15 @@ const CHAT_APPROVED = {
   reason: "approved in the chat: a tool-approval-response in the messages",
 } as const;
 
+/** The name of the approval hook of a tool with the SDK's own `needsApproval`: a record of its failure names it. */
+const APPROVAL_HOOK = "ai-sdk:needsApproval";
+
+/** A tool's `needsApproval` when it is a function, as the SDK calls it. */
+type NeedsApproval = (
+  input: unknown,
+  options: { toolCallId: string; messages: unknown; experimental_context: unknown },
+) => unknown;
+
 /**
  * The approval hook of one call of a tool with the SDK's own
  * `needsApproval`, run after the gate's hooks whenever they allow or modify,
@@ -704,15 +713,22 @@ const CHAT_APPROVED = {
  * SDK runs the call with (`read`, as the gate read them): it covers those, compared
  * canonically, and nothing else. Arguments a hook's `modify` changed are
  * asked about as changed when the chat's user approved other ones, or when
- * the tool's `needsApproval` wants them approved.
+ * the tool's `needsApproval` (`needsApproval`, as the call read it once)
+ * wants them approved.
  */
-function chatApproval(shown: Tool, read: Snapshot | NotJson, callOptions: ToolExecutionOptions): Hook {
+function chatApproval(
+  name: string,
+  shown: Tool,
+  needsApproval: unknown,
+  read: Snapshot | NotJson,
+  callOptions: ToolExecutionOptions,
+): Hook {
   const { toolCallId, messages, experimental_context } = callOptions;
   const approved = approvedInChat(messages, toolCallId);
   // The gate's read of the arguments: without a JSON form, the gate refuses the call before any hook.
   const given = isSnapshot(read) ? read.argsSha256 : undefined;
   return {
-    name: "ai-sdk:needsApproval",
+    name: APPROVAL_HOOK,
     preToolUse: async (call, { descriptor }) => {
       const now = snapshot(call.input);
       if (isSnapshot(now) && now.argsSha256 === given)
@@ -721,17 +737,21 @@ function chatApproval(shown: Tool, read: Snapshot | NotJson, callOptions: ToolEx
         const notes = ["The chat's user approved this call with other arguments; a hook changed them to these."];
         return { type: "ask", prompt: callPrompt(descriptor, call.input, { notes }) };
       }
-      const needsApproval = shown.needsApproval as
-        | boolean
-        | ((
-            input: unknown,
-            options: { toolCallId: string; messages: unknown; experimental_context: unknown },
-          ) => unknown);
-      // As the SDK asks it: a method of the tool it reads, on the arguments the call would run with.
-      const wants =
-        typeof needsApproval === "function"
-          ? await needsApproval.call(shown, call.input, { toolCallId, messages, experimental_context })
-          : needsApproval;
+      // As the SDK asks it: a method of the tool it reads, on the arguments the call would run with. One that
+      // throws or rejects fails this hook: the gate refuses the call, its record naming the tool and why.
+      let wants: unknown;
+      try {
+        wants =
+          typeof needsApproval === "function"
+            ? await (needsApproval as NeedsApproval).call(shown, call.input, {
+                toolCallId,
+                messages,
+                experimental_context,
+              })
+            : needsApproval;
+      } catch (error) {
+        throw new AiSdkToolError(name, `its needsApproval failed: ${describeError(error)}`, { cause: error });
+      }
       // Read as the SDK reads the answer (a truthy one wants approval).
       if (!wants) return { type: "allow" };
       const notes = ["A hook changed this call's arguments to these, which the tool's needsApproval wants approved."];
@@ -889,7 +909,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   call that runs on the chat's approval (no hook objected, the arguments
  *   those approved) is recorded `allow` with `ruleId: "ai-sdk.needsApproval"`
  *   and the reason `approved in the chat: a tool-approval-response in the
- *   messages`: it rests on the messages the application passed.
+ *   messages`: it rests on the messages the application passed. The
+ *   gate reads `needsApproval` once per call; a getter that throws then, or
+ *   a `needsApproval` that throws or rejects on arguments a hook changed,
+ *   fails the approval hook: the call is refused (`deny`, `hook`), its
+ *   record naming the tool and why, and never runs.
  * - A gated tool is a copy of the tool on its prototype; its getters,
  *   setters and inherited methods run on the tool itself, so a class whose
  *   members read `#private` fields works as without the gate.
@@ -1027,15 +1051,31 @@ export function gateTools<TOOLS extends ToolSet>(
         // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
         return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
       };
-      // Read as the SDK reads it, from the tool it runs: a tool with its own approval round trip.
-      const needsApproval: unknown = shown.needsApproval;
+      // Read once, as the SDK reads it, from the tool it runs: a tool with its own approval round trip. A getter
+      // that throws now cannot say whether the call wants approval: the approval hook fails, and the gate refuses
+      // the call with its record.
+      let needsApproval: unknown;
+      let unreadable: Error | undefined;
+      try {
+        needsApproval = reading(name, "needsApproval", () => shown.needsApproval);
+      } catch (error) {
+        // An AiSdkToolError naming the tool, or a loopctl error the getter threw.
+        unreadable = error as Error;
+      }
       // The gate's one read of the arguments: the tool's own check, the approval hook and the record all go on with it.
       const read = snapshot(input);
       const checked = await checkAhead(aheadOf.get(descriptor), read, callOptions.abortSignal);
-      const approvalHook =
-        needsApproval === undefined || needsApproval === null || needsApproval === false
-          ? undefined
-          : chatApproval(shown, read, callOptions);
+      const approvalHook: Hook | undefined =
+        unreadable !== undefined
+          ? {
+              name: APPROVAL_HOOK,
+              preToolUse: () => {
+                throw unreadable;
+              },
+            }
+          : needsApproval === undefined || needsApproval === null || needsApproval === false
+            ? undefined
+            : chatApproval(name, shown, needsApproval, read, callOptions);
       const outcome = await callFor(gate, request, runApproved, { approvalHook, read, checked });
       if (refusal !== undefined) throw refusal;
       switch (outcome.type) {
