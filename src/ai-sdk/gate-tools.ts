@@ -195,15 +195,18 @@ interface Shown {
   readonly title: Tool["title"];
   readonly inputSchema: Tool["inputSchema"];
   /** A provider tool's `id` and `args`, as read at the call; none for any other tool. */
-  readonly provider: ProviderShown | undefined;
+  readonly provider: JsonShown | undefined;
+  /** The `inputExamples` the SDK sends with a tool that is not a provider tool, as read at the call; none without. */
+  readonly examples: JsonShown | undefined;
 }
 
 /**
- * A provider tool's `{ id, args }` as read at one call: a JSON copy and the
- * sha256 of its canonical text (compared at each call, so args edited in
- * place are seen), or why they have no JSON form.
+ * A field the SDK sends the model (a provider tool's `{ id, args }`, a
+ * tool's `inputExamples`) as read at one call: a JSON copy and the sha256
+ * of its canonical text (compared at each call, so one edited in place is
+ * seen), or why it has no JSON form.
  */
-type ProviderShown = { readonly value: unknown; readonly argsSha256: string } | { readonly problem: string };
+type JsonShown = { readonly value: unknown; readonly argsSha256: string } | { readonly problem: string };
 
 /**
  * The key of a provider tool's descriptor `annotations` that holds its `id`
@@ -212,15 +215,36 @@ type ProviderShown = { readonly value: unknown; readonly argsSha256: string } | 
  */
 const PROVIDER_TOOL_ANNOTATION = "ai-sdk.providerTool";
 
-/** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
-function providerOf(tool: Tool): ProviderShown | undefined {
-  if (tool.type !== "provider") return undefined;
-  const read = snapshot({ id: tool.id, args: tool.args });
+/**
+ * The key of a descriptor's `annotations` that holds a tool's
+ * `inputExamples`: the SDK sends them to the model with the tool (a
+ * provider that has no field for them gets them in the description, through
+ * the SDK's `addToolInputExamplesMiddleware`), and they steer the calls the
+ * model makes, so a grant's pin covers them.
+ */
+const INPUT_EXAMPLES_ANNOTATION = "ai-sdk.inputExamples";
+
+/** `value` as a {@link JsonShown}. */
+function jsonShown(value: unknown): JsonShown {
+  const read = snapshot(value);
   return isSnapshot(read) ? { value: read.value, argsSha256: read.argsSha256 } : read;
 }
 
-/** True when two reads of a provider tool's `id` and `args` are the same JSON (one with none is never the same). */
-function sameProvider(a: ProviderShown | undefined, b: ProviderShown | undefined): boolean {
+/** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
+function providerOf(tool: Tool): JsonShown | undefined {
+  if (tool.type !== "provider") return undefined;
+  return jsonShown({ id: tool.id, args: tool.args });
+}
+
+/** The `inputExamples` of `tool` when the SDK sends them: a tool that is not a provider tool, with some (not null). */
+function examplesOf(name: string, tool: Tool): JsonShown | undefined {
+  if (tool.type === "provider") return undefined;
+  const examples: unknown = reading(name, "inputExamples", () => tool.inputExamples);
+  return examples === undefined || examples === null ? undefined : jsonShown(examples);
+}
+
+/** True when two reads of a field are the same JSON (one with none is never the same as one with some). */
+function sameJson(a: JsonShown | undefined, b: JsonShown | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return "argsSha256" in a && "argsSha256" in b && a.argsSha256 === b.argsSha256;
 }
@@ -464,6 +488,12 @@ async function describe(name: string, tool: Shown): Promise<Made> {
     const { id } = provider.value as { id?: unknown };
     if (descriptor.title === undefined && typeof id === "string") descriptor.title = id;
   }
+  const { examples } = tool;
+  if (examples !== undefined) {
+    if ("problem" in examples) throw new AiSdkToolError(name, `its inputExamples are not JSON: ${examples.problem}`);
+    // Sent to the model with the tool: what they show it steers its calls, so the pin covers them.
+    descriptor.annotations = { ...descriptor.annotations, [INPUT_EXAMPLES_ANNOTATION]: examples.value };
+  }
   // Frozen now, not when the gate first reads it: the schema object may be edited in place meanwhile.
   let frozen: ToolDescriptor;
   try {
@@ -494,16 +524,18 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
   const known = byName.get(name);
   const { description, title, inputSchema } = shown;
   const provider = providerOf(shown);
+  const examples = examplesOf(name, shown);
   if (
     known !== undefined &&
     known.description === description &&
     known.title === title &&
     known.inputSchema === inputSchema &&
-    sameProvider(known.provider, provider)
+    sameJson(known.provider, provider) &&
+    sameJson(known.examples, examples)
   ) {
     // The same schema object may hold another JSON Schema now (edited in place): the model is shown that one.
     const again = (): Promise<GateTool | ToolDescriptor> =>
-      describedAgain(byName, name, { description, title, inputSchema, provider });
+      describedAgain(byName, name, { description, title, inputSchema, provider, examples });
     const { settled } = known;
     if (settled !== undefined) {
       const same = sameSchema(settled, inputSchema);
@@ -513,7 +545,7 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
     }
     return known.made.then(async (made) => ((await sameSchema(made, inputSchema)) ? made.tool : again()));
   }
-  return describedAgain(byName, name, { description, title, inputSchema, provider });
+  return describedAgain(byName, name, { description, title, inputSchema, provider, examples });
 }
 
 function describedAgain(
@@ -897,6 +929,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   at each call (`annotations: { "ai-sdk.providerTool": { id, args } }`,
  *   and its `id` as title unless it has its own): another version or other
  *   `args` are asked about again.
+ * - A tool's `inputExamples`, which the SDK sends the model with it, are
+ *   part of its descriptor too, read at each call
+ *   (`annotations: { "ai-sdk.inputExamples": [...] }`): other examples
+ *   are asked about again.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are, and are not gated: their calls run in the client or at the
  *   provider, where no hook, ask, grant or record of the gate reaches them.
@@ -925,7 +961,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   string, an option is malformed, or `options` holds one it does not take
  *   (a misspelt `runId`; never ignored); and (from a gated `execute`) when
  *   the SDK calls it without a `toolCallId`, or its input schema has no JSON
- *   Schema form, or a provider tool's `id` and `args` have no JSON form, or
+ *   Schema form, or a provider tool's `id` and `args` or a tool's
+ *   `inputExamples` have no JSON form (or cannot be read), or
  *   its `description` was set to something that is not a string (the call is
  *   refused through the gate first, so its one `deny` record lands; the tool
  *   does not run).
