@@ -195,15 +195,18 @@ interface Shown {
   readonly title: Tool["title"];
   readonly inputSchema: Tool["inputSchema"];
   /** A provider tool's `id` and `args`, as read at the call; none for any other tool. */
-  readonly provider: ProviderShown | undefined;
+  readonly provider: JsonShown | undefined;
+  /** The `inputExamples` the SDK sends with a tool that is not a provider tool, as read at the call; none without. */
+  readonly examples: JsonShown | undefined;
 }
 
 /**
- * A provider tool's `{ id, args }` as read at one call: a JSON copy and the
- * sha256 of its canonical text (compared at each call, so args edited in
- * place are seen), or why they have no JSON form.
+ * A field the SDK sends the model (a provider tool's `{ id, args }`, a
+ * tool's `inputExamples`) as read at one call: a JSON copy and the sha256
+ * of its canonical text (compared at each call, so one edited in place is
+ * seen), or why it has no JSON form.
  */
-type ProviderShown = { readonly value: unknown; readonly argsSha256: string } | { readonly problem: string };
+type JsonShown = { readonly value: unknown; readonly argsSha256: string } | { readonly problem: string };
 
 /**
  * The key of a provider tool's descriptor `annotations` that holds its `id`
@@ -212,15 +215,36 @@ type ProviderShown = { readonly value: unknown; readonly argsSha256: string } | 
  */
 const PROVIDER_TOOL_ANNOTATION = "ai-sdk.providerTool";
 
-/** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
-function providerOf(tool: Tool): ProviderShown | undefined {
-  if (tool.type !== "provider") return undefined;
-  const read = snapshot({ id: tool.id, args: tool.args });
+/**
+ * The key of a descriptor's `annotations` that holds a tool's
+ * `inputExamples`: the SDK sends them to the model with the tool (a
+ * provider that has no field for them gets them in the description, through
+ * the SDK's `addToolInputExamplesMiddleware`), and they steer the calls the
+ * model makes, so a grant's pin covers them.
+ */
+const INPUT_EXAMPLES_ANNOTATION = "ai-sdk.inputExamples";
+
+/** `value` as a {@link JsonShown}. */
+function jsonShown(value: unknown): JsonShown {
+  const read = snapshot(value);
   return isSnapshot(read) ? { value: read.value, argsSha256: read.argsSha256 } : read;
 }
 
-/** True when two reads of a provider tool's `id` and `args` are the same JSON (one with none is never the same). */
-function sameProvider(a: ProviderShown | undefined, b: ProviderShown | undefined): boolean {
+/** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
+function providerOf(tool: Tool): JsonShown | undefined {
+  if (tool.type !== "provider") return undefined;
+  return jsonShown({ id: tool.id, args: tool.args });
+}
+
+/** The `inputExamples` of `tool` when the SDK sends them: a tool that is not a provider tool, with some (not null). */
+function examplesOf(name: string, tool: Tool): JsonShown | undefined {
+  if (tool.type === "provider") return undefined;
+  const examples: unknown = reading(name, "inputExamples", () => tool.inputExamples);
+  return examples === undefined || examples === null ? undefined : jsonShown(examples);
+}
+
+/** True when two reads of a field are the same JSON (one with none is never the same as one with some). */
+function sameJson(a: JsonShown | undefined, b: JsonShown | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return "argsSha256" in a && "argsSha256" in b && a.argsSha256 === b.argsSha256;
 }
@@ -464,6 +488,12 @@ async function describe(name: string, tool: Shown): Promise<Made> {
     const { id } = provider.value as { id?: unknown };
     if (descriptor.title === undefined && typeof id === "string") descriptor.title = id;
   }
+  const { examples } = tool;
+  if (examples !== undefined) {
+    if ("problem" in examples) throw new AiSdkToolError(name, `its inputExamples are not JSON: ${examples.problem}`);
+    // Sent to the model with the tool: what they show it steers its calls, so the pin covers them.
+    descriptor.annotations = { ...descriptor.annotations, [INPUT_EXAMPLES_ANNOTATION]: examples.value };
+  }
   // Frozen now, not when the gate first reads it: the schema object may be edited in place meanwhile.
   let frozen: ToolDescriptor;
   try {
@@ -494,16 +524,18 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
   const known = byName.get(name);
   const { description, title, inputSchema } = shown;
   const provider = providerOf(shown);
+  const examples = examplesOf(name, shown);
   if (
     known !== undefined &&
     known.description === description &&
     known.title === title &&
     known.inputSchema === inputSchema &&
-    sameProvider(known.provider, provider)
+    sameJson(known.provider, provider) &&
+    sameJson(known.examples, examples)
   ) {
     // The same schema object may hold another JSON Schema now (edited in place): the model is shown that one.
     const again = (): Promise<GateTool | ToolDescriptor> =>
-      describedAgain(byName, name, { description, title, inputSchema, provider });
+      describedAgain(byName, name, { description, title, inputSchema, provider, examples });
     const { settled } = known;
     if (settled !== undefined) {
       const same = sameSchema(settled, inputSchema);
@@ -513,7 +545,7 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
     }
     return known.made.then(async (made) => ((await sameSchema(made, inputSchema)) ? made.tool : again()));
   }
-  return describedAgain(byName, name, { description, title, inputSchema, provider });
+  return describedAgain(byName, name, { description, title, inputSchema, provider, examples });
 }
 
 function describedAgain(
@@ -696,6 +728,15 @@ const CHAT_APPROVED = {
   reason: "approved in the chat: a tool-approval-response in the messages",
 } as const;
 
+/** The name of the approval hook of a tool with the SDK's own `needsApproval`: a record of its failure names it. */
+const APPROVAL_HOOK = "ai-sdk:needsApproval";
+
+/** A tool's `needsApproval` when it is a function, as the SDK calls it. */
+type NeedsApproval = (
+  input: unknown,
+  options: { toolCallId: string; messages: unknown; experimental_context: unknown },
+) => unknown;
+
 /**
  * The approval hook of one call of a tool with the SDK's own
  * `needsApproval`, run after the gate's hooks whenever they allow or modify,
@@ -704,15 +745,22 @@ const CHAT_APPROVED = {
  * SDK runs the call with (`read`, as the gate read them): it covers those, compared
  * canonically, and nothing else. Arguments a hook's `modify` changed are
  * asked about as changed when the chat's user approved other ones, or when
- * the tool's `needsApproval` wants them approved.
+ * the tool's `needsApproval` (`needsApproval`, as the call read it once)
+ * wants them approved.
  */
-function chatApproval(shown: Tool, read: Snapshot | NotJson, callOptions: ToolExecutionOptions): Hook {
+function chatApproval(
+  name: string,
+  shown: Tool,
+  needsApproval: unknown,
+  read: Snapshot | NotJson,
+  callOptions: ToolExecutionOptions,
+): Hook {
   const { toolCallId, messages, experimental_context } = callOptions;
   const approved = approvedInChat(messages, toolCallId);
   // The gate's read of the arguments: without a JSON form, the gate refuses the call before any hook.
   const given = isSnapshot(read) ? read.argsSha256 : undefined;
   return {
-    name: "ai-sdk:needsApproval",
+    name: APPROVAL_HOOK,
     preToolUse: async (call, { descriptor }) => {
       const now = snapshot(call.input);
       if (isSnapshot(now) && now.argsSha256 === given)
@@ -721,17 +769,21 @@ function chatApproval(shown: Tool, read: Snapshot | NotJson, callOptions: ToolEx
         const notes = ["The chat's user approved this call with other arguments; a hook changed them to these."];
         return { type: "ask", prompt: callPrompt(descriptor, call.input, { notes }) };
       }
-      const needsApproval = shown.needsApproval as
-        | boolean
-        | ((
-            input: unknown,
-            options: { toolCallId: string; messages: unknown; experimental_context: unknown },
-          ) => unknown);
-      // As the SDK asks it: a method of the tool it reads, on the arguments the call would run with.
-      const wants =
-        typeof needsApproval === "function"
-          ? await needsApproval.call(shown, call.input, { toolCallId, messages, experimental_context })
-          : needsApproval;
+      // As the SDK asks it: a method of the tool it reads, on the arguments the call would run with. One that
+      // throws or rejects fails this hook: the gate refuses the call, its record naming the tool and why.
+      let wants: unknown;
+      try {
+        wants =
+          typeof needsApproval === "function"
+            ? await (needsApproval as NeedsApproval).call(shown, call.input, {
+                toolCallId,
+                messages,
+                experimental_context,
+              })
+            : needsApproval;
+      } catch (error) {
+        throw new AiSdkToolError(name, `its needsApproval failed: ${describeError(error)}`, { cause: error });
+      }
       // Read as the SDK reads the answer (a truthy one wants approval).
       if (!wants) return { type: "allow" };
       const notes = ["A hook changed this call's arguments to these, which the tool's needsApproval wants approved."];
@@ -877,6 +929,10 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   at each call (`annotations: { "ai-sdk.providerTool": { id, args } }`,
  *   and its `id` as title unless it has its own): another version or other
  *   `args` are asked about again.
+ * - A tool's `inputExamples`, which the SDK sends the model with it, are
+ *   part of its descriptor too, read at each call
+ *   (`annotations: { "ai-sdk.inputExamples": [...] }`): other examples
+ *   are asked about again.
  * - Tools without `execute` (client-side or provider-executed) are left as
  *   they are, and are not gated: their calls run in the client or at the
  *   provider, where no hook, ask, grant or record of the gate reaches them.
@@ -889,7 +945,11 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   call that runs on the chat's approval (no hook objected, the arguments
  *   those approved) is recorded `allow` with `ruleId: "ai-sdk.needsApproval"`
  *   and the reason `approved in the chat: a tool-approval-response in the
- *   messages`: it rests on the messages the application passed.
+ *   messages`: it rests on the messages the application passed. The
+ *   gate reads `needsApproval` once per call; a getter that throws then, or
+ *   a `needsApproval` that throws or rejects on arguments a hook changed,
+ *   fails the approval hook: the call is refused (`deny`, `hook`), its
+ *   record naming the tool and why, and never runs.
  * - A gated tool is a copy of the tool on its prototype; its getters,
  *   setters and inherited methods run on the tool itself, so a class whose
  *   members read `#private` fields works as without the gate.
@@ -901,7 +961,8 @@ function defaultModelOutput(output: unknown): ToolResultOutput {
  *   string, an option is malformed, or `options` holds one it does not take
  *   (a misspelt `runId`; never ignored); and (from a gated `execute`) when
  *   the SDK calls it without a `toolCallId`, or its input schema has no JSON
- *   Schema form, or a provider tool's `id` and `args` have no JSON form, or
+ *   Schema form, or a provider tool's `id` and `args` or a tool's
+ *   `inputExamples` have no JSON form (or cannot be read), or
  *   its `description` was set to something that is not a string (the call is
  *   refused through the gate first, so its one `deny` record lands; the tool
  *   does not run).
@@ -1027,15 +1088,31 @@ export function gateTools<TOOLS extends ToolSet>(
         // A streaming tool runs here, after the gate allowed it, not when the SDK reads the result.
         return isAsyncIterable(result) ? drain(result, signal, onValue) : result;
       };
-      // Read as the SDK reads it, from the tool it runs: a tool with its own approval round trip.
-      const needsApproval: unknown = shown.needsApproval;
+      // Read once, as the SDK reads it, from the tool it runs: a tool with its own approval round trip. A getter
+      // that throws now cannot say whether the call wants approval: the approval hook fails, and the gate refuses
+      // the call with its record.
+      let needsApproval: unknown;
+      let unreadable: Error | undefined;
+      try {
+        needsApproval = reading(name, "needsApproval", () => shown.needsApproval);
+      } catch (error) {
+        // An AiSdkToolError naming the tool, or a loopctl error the getter threw.
+        unreadable = error as Error;
+      }
       // The gate's one read of the arguments: the tool's own check, the approval hook and the record all go on with it.
       const read = snapshot(input);
       const checked = await checkAhead(aheadOf.get(descriptor), read, callOptions.abortSignal);
-      const approvalHook =
-        needsApproval === undefined || needsApproval === null || needsApproval === false
-          ? undefined
-          : chatApproval(shown, read, callOptions);
+      const approvalHook: Hook | undefined =
+        unreadable !== undefined
+          ? {
+              name: APPROVAL_HOOK,
+              preToolUse: () => {
+                throw unreadable;
+              },
+            }
+          : needsApproval === undefined || needsApproval === null || needsApproval === false
+            ? undefined
+            : chatApproval(name, shown, needsApproval, read, callOptions);
       const outcome = await callFor(gate, request, runApproved, { approvalHook, read, checked });
       if (refusal !== undefined) throw refusal;
       switch (outcome.type) {
