@@ -2191,6 +2191,43 @@ describe('gateTools: provider-defined tools (type "provider") with an execute, a
   });
 });
 
+describe("gateTools: a field the gate reads at the call through a getter that throws", () => {
+  it.each(["description", "title", "inputSchema", "type"])(
+    "%s: the call is refused with AiSdkToolError and one record; the tool does not run",
+    async (field) => {
+      const ran: unknown[] = [];
+      const bash = tool({
+        description: "Run a command",
+        inputSchema: z.object({ command: z.string() }),
+        execute: async (input: { command: string }) => (ran.push(input), "ok"),
+      });
+      const { gate, records } = recordingGate();
+      const gated = gateTools({ bash }, gate).bash;
+      Object.defineProperty(gated, field, {
+        get() {
+          throw new Error("the registry is gone");
+        },
+      });
+      const failed: unknown = await Promise.resolve(
+        gated.execute!({ command: "ls" }, { toolCallId: "c1", messages: [] }),
+      ).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failed).toBeInstanceOf(AiSdkToolError);
+      expect(failed).toMatchObject({ message: `tool 'bash': ${field} cannot be read: the registry is gone` });
+      expect(ran).toEqual([]);
+      expect(records).toMatchObject([
+        {
+          verdict: "deny",
+          ruleId: "schema",
+          reason: `gateTools refused the call: tool 'bash': ${field} cannot be read: the registry is gone`,
+        },
+      ]);
+    },
+  );
+});
+
 describe("gateTools: the SDK's approval covers only the arguments the chat's user approved", () => {
   /** A deploy tool the SDK's round trip approves (`needsApproval`), and the arguments it ran with. */
   function approvalTool(needsApproval: boolean | ((input: { env: string; version: string }) => boolean) = true) {

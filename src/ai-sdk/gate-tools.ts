@@ -231,14 +231,15 @@ function jsonShown(value: unknown): JsonShown {
 }
 
 /** The `id` and `args` of `tool` when it is a provider tool (`type: "provider"`), as the SDK reads them to send. */
-function providerOf(tool: Tool): JsonShown | undefined {
-  if (tool.type !== "provider") return undefined;
-  return jsonShown({ id: tool.id, args: tool.args });
+function providerOf(name: string, tool: Tool, type: unknown): JsonShown | undefined {
+  if (type !== "provider") return undefined;
+  const provided = tool as { readonly id?: unknown; readonly args?: unknown };
+  return jsonShown({ id: reading(name, "id", () => provided.id), args: reading(name, "args", () => provided.args) });
 }
 
 /** The `inputExamples` of `tool` when the SDK sends them: a tool that is not a provider tool, with some (not null). */
-function examplesOf(name: string, tool: Tool): JsonShown | undefined {
-  if (tool.type === "provider") return undefined;
+function examplesOf(name: string, tool: Tool, type: unknown): JsonShown | undefined {
+  if (type === "provider") return undefined;
   const examples: unknown = reading(name, "inputExamples", () => tool.inputExamples);
   return examples === undefined || examples === null ? undefined : jsonShown(examples);
 }
@@ -522,9 +523,13 @@ function descriptorOf(name: string, tool: Tool, shown: Tool): Promise<GateTool |
     descriptors.set(tool, byName);
   }
   const known = byName.get(name);
-  const { description, title, inputSchema } = shown;
-  const provider = providerOf(shown);
-  const examples = examplesOf(name, shown);
+  // Each read as an AiSdkToolError when a getter throws: the call is then refused with its record, not failed without one.
+  const description = reading(name, "description", () => shown.description);
+  const title = reading(name, "title", () => shown.title);
+  const inputSchema = reading(name, "inputSchema", () => shown.inputSchema);
+  const type: unknown = reading(name, "type", () => shown.type);
+  const provider = providerOf(name, shown, type);
+  const examples = examplesOf(name, shown, type);
   if (
     known !== undefined &&
     known.description === description &&
