@@ -78,3 +78,15 @@ export function unknownOption(key: string, known: readonly string[], otherwise?:
   const meant = meantOption(key, known);
   return `unknown option ${shownKey(key)} (${meant === undefined ? (otherwise ?? optionList(known)) : `did you mean ${meant}?`})`;
 }
+
+/**
+ * `keys`, checked at compile time to name every key of `T`: a list of known
+ * options that left one out would refuse it as unknown, though its type
+ * offers it. `everyKey<Options>()(["a", "b"] as const)`.
+ */
+export function everyKey<T>() {
+  return <const K extends readonly (keyof T & string)[]>(
+    keys: K &
+      ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { readonly missing: Exclude<keyof T, K[number]> }),
+  ): K => keys;
+}

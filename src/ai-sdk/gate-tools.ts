@@ -1,4 +1,5 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
+import { everyKey } from "../unknown-option.js";
 import { z } from "zod";
 import { callPrompt } from "../ask/index.js";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
@@ -92,7 +93,7 @@ const refusals = new WeakSet<object>();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The options {@link gateTools} takes; any other is refused, never ignored. */
-const OPTIONS = ["sessionId", "runId", "refusals"] as const satisfies readonly (keyof GateToolsOptions)[];
+const OPTIONS = everyKey<GateToolsOptions>()(["sessionId", "runId", "refusals"]);
 
 /** Why a tool's `description` is not one the gate can show, if it is not: the SDK sends it to the model as text. */
 function descriptionFault(description: unknown): string | undefined {

@@ -1,4 +1,5 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
+import { everyKey } from "../unknown-option.js";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
 import { shownValue } from "../errors.js";
 import { AiSdkModelError, readOrRefuse } from "./errors.js";
@@ -30,8 +31,11 @@ export interface FromLanguageModelOptions {
 /** The options {@link fromLanguageModel} takes; any other is refused, never ignored. */
 const OPTIONS: ReadonlySet<string> = new Set(["settings", "refusals"] satisfies (keyof FromLanguageModelOptions)[]);
 
-/** Every call setting V3 takes (`@ai-sdk/provider@3`'s `LanguageModelV3CallOptions` but the three set per request). */
-const SETTING_NAMES = [
+/**
+ * Every call setting V3 takes (`@ai-sdk/provider@3`'s `LanguageModelV3CallOptions` but the three set
+ * per request). Does not compile once V3 takes a setting the list lacks: it would be refused until listed.
+ */
+const SETTING_NAMES = everyKey<LanguageModelSettings>()([
   "maxOutputTokens",
   "temperature",
   "stopSequences",
@@ -45,9 +49,7 @@ const SETTING_NAMES = [
   "includeRawChunks",
   "headers",
   "providerOptions",
-] as const satisfies readonly (keyof LanguageModelSettings)[];
-// Does not compile once V3 takes a setting the list lacks: a new setting is then refused until listed.
-true satisfies [Exclude<keyof LanguageModelSettings, (typeof SETTING_NAMES)[number]>] extends [never] ? true : never;
+]);
 const SETTINGS: ReadonlySet<string> = new Set(SETTING_NAMES);
 
 /** Set by the adapter for each request, from the run: a setting of the same name would be overwritten or, for `tools`, leak into a turn without tools. */

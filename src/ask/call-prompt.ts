@@ -2,7 +2,7 @@ import { InvalidCallPromptOptionsError } from "./errors.js";
 import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
 import { textHead } from "../text-head.js";
-import { unknownOption } from "../unknown-option.js";
+import { everyKey, unknownOption } from "../unknown-option.js";
 
 /** A path into a call's arguments: object keys and array indexes from the top. */
 export type ArgsPath = readonly (string | number)[];
@@ -250,7 +250,7 @@ export function redactProblem(value: unknown): string | undefined {
 }
 
 /** The options {@link callPrompt} takes: any other key is refused. */
-const OPTIONS = ["redact", "maxArgsChars", "notes"] as const;
+const OPTIONS = everyKey<CallPromptOptions>()(["redact", "maxArgsChars", "notes"]);
 
 /**
  * `options` as {@link callPrompt} reads them: refused unless an object of its

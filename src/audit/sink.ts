@@ -1,4 +1,5 @@
 import { constants } from "node:fs";
+import { everyKey } from "../unknown-option.js";
 import { lstat, mkdir, open, readdir, unlink } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
@@ -94,13 +95,7 @@ export interface AuditSinkOptions {
 }
 
 /** The keys of {@link AuditSinkOptions}, in the order an unknown one's refusal lists them. */
-const SINK_OPTIONS = [
-  "fsync",
-  "onError",
-  "anchor",
-  "key",
-  "lockTimeoutMs",
-] as const satisfies readonly (keyof AuditSinkOptions)[];
+const SINK_OPTIONS = everyKey<AuditSinkOptions>()(["fsync", "onError", "anchor", "key", "lockTimeoutMs"]);
 
 /** What one append wrote: the line's `seq` and `hash` (the log's new anchor). */
 export type AuditAppend = AuditAnchor;

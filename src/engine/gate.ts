@@ -1,4 +1,5 @@
 import { NIL_UUID } from "../ask/index.js";
+import { everyKey } from "../unknown-option.js";
 import { GrantPolicy, canonicalJson } from "../grant/index.js";
 import { shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
@@ -310,15 +311,7 @@ export let attemptThrough!: (gate: Gate, request: InternalRequest) => Promise<Ga
 export let hasMiddleware!: (gate: Gate) => boolean;
 
 /** The fields of a {@link GateRequest}: any other is refused, never ignored. */
-const REQUEST_FIELDS = [
-  "tool",
-  "callId",
-  "input",
-  "signal",
-  "sessionId",
-  "runId",
-  "turn",
-] as const satisfies readonly (keyof GateRequest)[];
+const REQUEST_FIELDS = everyKey<GateRequest>()(["tool", "callId", "input", "signal", "sessionId", "runId", "turn"]);
 
 /** What an adapter hands {@link callFor} besides the request. Internal. */
 export interface AdapterCall {

@@ -17,7 +17,7 @@ import {
 } from "./errors.js";
 import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { everyKey, unknownOption } from "../unknown-option.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 import { recordTexts } from "./record-texts.js";
@@ -192,7 +192,7 @@ async function writeWhole(path: string, bytes: Buffer): Promise<void> {
 }
 
 /** The options of {@link FileGrantStore}: any other is refused. */
-const OPTIONS = ["lockTimeoutMs", "staleLockMs", "now", "onWarning", "onLockWait"] as const;
+const OPTIONS = everyKey<FileGrantStoreOptions>()(["lockTimeoutMs", "staleLockMs", "now", "onWarning", "onLockWait"]);
 
 /** Where a signal goes, for one given to the constructor: the store itself waits on nothing. */
 const SIGNAL_HINT = "a signal is given to each call: { signal }";

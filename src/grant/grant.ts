@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { everyKey } from "../unknown-option.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
@@ -89,7 +90,7 @@ export interface GrantMetadata {
   readonly note?: string | null;
 }
 
-const METADATA_KEYS = ["pinnedDescriptor", "createdAtMs", "note"] as const satisfies readonly (keyof GrantMetadata)[];
+const METADATA_KEYS = everyKey<GrantMetadata>()(["pinnedDescriptor", "createdAtMs", "note"]);
 
 /**
  * A remembered approval: allow or deny for a tool, or for one exact argument

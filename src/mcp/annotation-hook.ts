@@ -1,4 +1,5 @@
 import { callPrompt } from "../ask/index.js";
+import { everyKey } from "../unknown-option.js";
 import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { Redactor } from "../ask/index.js";
 import type { Hook, HookDecision } from "../engine/index.js";
@@ -24,7 +25,7 @@ export interface McpAnnotationHookOptions {
 }
 
 /** The options of {@link mcpAnnotationHook}: any other is refused, never ignored. */
-const OPTIONS = ["trusted", "redact", "maxArgsChars"] as const satisfies readonly (keyof McpAnnotationHookOptions)[];
+const OPTIONS = everyKey<McpAnnotationHookOptions>()(["trusted", "redact", "maxArgsChars"]);
 
 interface Hints {
   readonly readOnly: boolean | undefined;

@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { everyKey } from "../unknown-option.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
@@ -82,7 +83,7 @@ export interface McpToolProblem {
 }
 
 /** The options of {@link mcpTools}: any other is refused, never ignored. */
-const OPTIONS = [
+const OPTIONS = everyKey<McpToolsOptions>()([
   "prefix",
   "server",
   "onChange",
@@ -91,10 +92,10 @@ const OPTIONS = [
   "maxResultBytes",
   "timeoutMs",
   "signal",
-] as const satisfies readonly (keyof McpToolsOptions)[];
+]);
 
 /** The options of {@link McpToolset.refresh}. */
-const REFRESH_OPTIONS = ["signal"] as const satisfies readonly (keyof McpRefreshOptions)[];
+const REFRESH_OPTIONS = everyKey<McpRefreshOptions>()(["signal"]);
 
 /** The MCP SDK's `ErrorCode.RequestTimeout`, which it rejects a request with when its time limit passes. */
 const REQUEST_TIMEOUT = -32001;

@@ -1,4 +1,5 @@
 import { createServer } from "node:http";
+import { everyKey } from "../unknown-option.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { shownValue } from "../errors.js";
@@ -79,7 +80,7 @@ export interface ApprovalServer {
 }
 
 /** The options {@link createApprovalServer} takes: the handler's and its own. */
-const SERVER_OPTIONS = [
+const SERVER_OPTIONS = everyKey<ApprovalServerOptions>()([
   ...HANDLER_OPTIONS,
   "host",
   "port",
@@ -88,7 +89,7 @@ const SERVER_OPTIONS = [
   "keepAliveTimeoutMs",
   "writeTimeoutMs",
   "maxConnections",
-] as const satisfies readonly (keyof ApprovalServerOptions)[];
+]);
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 const WILDCARD = new Set(["0.0.0.0", "::", ""]);

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { everyKey } from "../unknown-option.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { InvalidAskResolutionError } from "../ask/errors.js";
 import { AskResolutionSchema, PendingAskSchema } from "../ask/types.js";
@@ -180,7 +181,7 @@ const DIGITS = /^[0-9]+$/;
 const ERROR_CODE = /^[A-Za-z0-9_]{1,64}$/;
 
 /** The options {@link createApprovalHandler} takes: a key that is none of them is refused. */
-export const HANDLER_OPTIONS = [
+export const HANDLER_OPTIONS = everyKey<ApprovalHandlerOptions>()([
   "approver",
   "grants",
   "records",
@@ -200,7 +201,7 @@ export const HANDLER_OPTIONS = [
   "closeGraceMs",
   "onError",
   "now",
-] as const satisfies readonly (keyof ApprovalHandlerOptions)[];
+]);
 
 /** Where a request is going, for picking how to report an error: pages get HTML, the API gets JSON. */
 type Audience = "page" | "api";
