@@ -218,13 +218,8 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     };
   } else {
     const shape = tool as Partial<ToolDescriptor> | null;
-    if (
-      typeof tool !== "object" ||
-      tool === null ||
-      typeof shape?.name !== "string" ||
-      shape.name === "" ||
-      typeof shape.description !== "string"
-    ) {
+    const name: unknown = typeof tool === "object" ? shape?.name : undefined;
+    if (typeof name !== "string" || name === "" || typeof shape?.description !== "string") {
       throw new EngineConfigError(
         "Gate.call",
         "tool must be a Tool or a descriptor { name, description, inputSchema }",
@@ -235,11 +230,21 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     try {
       descriptor = frozenJson(tool);
     } catch (error) {
+      throw new EngineConfigError("Gate.call", `the descriptor of tool '${name}' is not JSON: ${describeError(error)}`);
+    }
+    // Read twice (the check, the copy): a getter that answers otherwise the second time is caught here,
+    // on the copy every step goes on with (a name that is no string would cost the call its record).
+    const copied = descriptor as Partial<ToolDescriptor>;
+    if (typeof copied.name !== "string" || copied.name === "")
       throw new EngineConfigError(
         "Gate.call",
-        `the descriptor of tool '${shape.name}' is not JSON: ${describeError(error)}`,
+        `the descriptor's name must be a non-empty string, and read otherwise when copied (${shownValue(copied.name)})`,
       );
-    }
+    if (typeof copied.description !== "string")
+      throw new EngineConfigError(
+        "Gate.call",
+        `the descriptor of tool '${copied.name}' must have a string description, and read otherwise when copied`,
+      );
     let check: GatedTool["check"] = () => ({ type: "invalid", problems: [] });
     // An adapter's refusal stands in for the schema's own: nothing of that descriptor is compiled.
     let broken = refusedTools.get(tool);
