@@ -29,7 +29,10 @@ export interface GateRequest {
   readonly callId: string;
   /** The arguments as the model sent them; the gate reads them once (see {@link Gate}). */
   readonly input: unknown;
-  /** Cancels the call: the gate rejects with `CancelledError`, after its one `cancelled` record. */
+  /**
+   * Cancels the call: the gate rejects with `CancelledError`, after its one
+   * record (`cancelled`, or the approval or grant allow that came before the cancel).
+   */
   readonly signal?: AbortSignal;
   /** @default the nil UUID */
   readonly sessionId?: string;
@@ -421,9 +424,11 @@ export class Gate {
   /**
    * Gates one call and, if it is allowed, runs `execute` (at most once).
    * Resolves with the outcome and its one record (also handed to observers);
-   * rejects only with `CancelledError` (after the call's `cancelled`
-   * record, which is its `records[0]`), or with `EngineConfigError` when the
-   * request itself is malformed.
+   * rejects only with `CancelledError` (after the call's one record, which
+   * is its `records[0]`: `cancelled`, or, for a call approved or allowed by
+   * a grant before the cancel came, that approval, which lands at that exit
+   * as docs/records.md says), or with `EngineConfigError` when the request
+   * itself is malformed.
    */
   call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
     return this.#call(request, execute, {});
