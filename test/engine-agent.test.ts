@@ -734,6 +734,56 @@ describe("the loop around the gate", () => {
     expect(started.text).toBe("answered nothing");
   });
 
+  it("an empty or blank prompt is an EngineConfigError naming Agent.run's input, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "answered nothing" }]);
+    const agent = new Agent({ model, tools: [readTool()], instructions: "Greet the user." });
+    for (const input of ["", " ", "\n\t "]) {
+      const error = await agent.run(input).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain("input is an empty prompt");
+    }
+    // A user message without text, among earlier messages, is the same empty prompt.
+    const error = await agent
+      .run([
+        { type: "user", text: "read a" },
+        { type: "assistant", text: "which file?", toolCalls: [] },
+        { type: "user", text: "  " },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineConfigError);
+    expect((error as Error).message).toContain("messages[2] is a user message with no text");
+    expect(model.requests).toEqual([]);
+    expect((await agent.run("hi")).text).toBe("answered nothing");
+  });
+
+  it("earlier messages holding no user message are an EngineConfigError naming Agent.run, before the model is asked", async () => {
+    const model = new ScriptedModel([{ text: "answered nothing" }]);
+    const agent = new Agent({ model, tools: [readTool()], instructions: "Greet the user." });
+    const asked: Message = { type: "assistant", toolCalls: [{ id: "c1", name: "read", input: { path: "a" } }] };
+    const answered: Message = {
+      type: "tool_result",
+      callId: "c1",
+      tool: "read",
+      content: "a",
+      status: "ran",
+      isError: false,
+    };
+    for (const input of [[{ type: "assistant", text: "How can I help?", toolCalls: [] }], [asked, answered]] as const) {
+      const error = await agent.run(input).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Agent.run" });
+      expect((error as Error).message).toContain("messages holds no user message");
+    }
+    expect(model.requests).toEqual([]);
+    // A user message anywhere is a start: the transcript may open with the model's greeting.
+    const greeted = await agent.run([
+      { type: "assistant", text: "How can I help?", toolCalls: [] },
+      { type: "user", text: "hi" },
+    ]);
+    expect(greeted.text).toBe("answered nothing");
+  });
+
   it("earlier messages that do not pair calls with results are an EngineConfigError naming the message", async () => {
     const user: Message = { type: "user", text: "hi" };
     const asked = (...ids: string[]): Message => ({

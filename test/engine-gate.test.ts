@@ -656,6 +656,37 @@ describe("Gate.call", () => {
     expect(executed).toBe(0);
   });
 
+  it("a descriptor whose getter answers a name or description the first time and something else after is refused as the copy it goes on with reads: nothing runs, no record", async () => {
+    const records: GateDecision[] = [];
+    const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));
+    // A getter that answers a string at the check and another kind of value when the descriptor is copied.
+    const shifting = (field: "name" | "description", later: unknown): ToolDescriptor => {
+      let reads = 0;
+      return Object.defineProperty({ ...readDescriptor }, field, {
+        enumerable: true,
+        get: () => ((reads += 1) === 1 ? readDescriptor[field] : later),
+      });
+    };
+    let executed = 0;
+    for (const [tool, said] of [
+      [shifting("name", 42), "the descriptor's name must be a non-empty string"],
+      [shifting("name", ""), "the descriptor's name must be a non-empty string"],
+      [
+        shifting("description", { text: "Read a file" }),
+        "the descriptor of tool 'read' must have a string description",
+      ],
+    ] as const) {
+      const error = (await gate
+        .call({ tool, callId: "c", input: { path: "a" } }, () => (executed += 1))
+        .catch((e: unknown) => e)) as EngineConfigError;
+      expect(error).toBeInstanceOf(EngineConfigError);
+      expect(error).toMatchObject({ option: "Gate.call" });
+      expect(error.message).toContain(said);
+    }
+    expect(executed).toBe(0);
+    expect(records).toEqual([]);
+  });
+
   it("a signal that only inherits from AbortSignal, or one that cannot be listened to, is an EngineConfigError naming Gate.call: nothing runs, no record", async () => {
     const records: GateDecision[] = [];
     const gate = new Gate(new LoopManagers().withObserver({ onGate: ({ decision }) => records.push(decision) }));

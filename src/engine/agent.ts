@@ -222,6 +222,9 @@ function checkPairing(messages: readonly Message[]): void {
   close(undefined);
 }
 
+/** Whether `text` holds nothing but white space: no prompt at all. */
+const isBlank = (text: string): boolean => text.trim() === "";
+
 /** Earlier messages a run starts from, parsed and frozen (tool-call arguments included). */
 function startingMessages(input: readonly Message[]): Message[] {
   const entries = readingConfig("Agent.run", "messages", () => Array.from(input as readonly unknown[]));
@@ -246,6 +249,9 @@ function startingMessages(input: readonly Message[]): Message[] {
         "Agent.run",
         `messages[${index}] has status '${message.status}' but isError ${message.isError} (isError must be status !== "ran")`,
       );
+    // The user's text says what the run is for: a blank one says nothing, as a blank prompt does.
+    if (message.type === "user" && isBlank(message.text))
+      throw new EngineConfigError("Agent.run", `messages[${index}] is a user message with no text`);
     if (message.type !== "assistant") return message;
     // The caller's own object stays the caller's: the run keeps a frozen copy, taken once.
     let providerData: unknown;
@@ -261,6 +267,13 @@ function startingMessages(input: readonly Message[]): Message[] {
       providerData,
     );
   });
+  // A transcript of ours always holds the user's text it began from; without one the model is asked to answer
+  // nobody (and a provider may refuse a conversation that does not open with the user).
+  if (!messages.some((message) => message.type === "user"))
+    throw new EngineConfigError(
+      "Agent.run",
+      "messages holds no user message: a run answers the user, so earlier messages must include the user's text",
+    );
   checkPairing(messages);
   return messages;
 }
@@ -356,7 +369,9 @@ export class Agent {
    * `RunConfigError` when a `ToolSource` or the id generator fails.
    *
    * @throws {EngineConfigError} when `input` is neither a string nor an array
-   *   of messages or cannot be read, is an empty array, or its calls and results do not pair up
+   *   of messages or cannot be read, is a blank string (`""`, white space
+   *   only), is an empty array, holds no user message or one whose text is
+   *   blank, or its calls and results do not pair up
    *   (a call without a result right after its message, a result of no
    *   earlier call, two calls sharing an id: the message names the index and call), or `options.signal` is not an `AbortSignal` or cannot be
    *   listened to (its `addEventListener` throws; `cause`: what was thrown),
@@ -367,8 +382,11 @@ export class Agent {
     let messages: Message[];
     // A revoked proxy: not even its kind can be read.
     const listed = readingConfig("Agent.run", "messages", () => Array.isArray(input));
-    if (typeof input === "string") messages = [Object.freeze({ type: "user", text: input })];
-    else if (listed) messages = startingMessages(input);
+    if (typeof input === "string") {
+      if (isBlank(input))
+        throw new EngineConfigError("Agent.run", "input is an empty prompt: the user's text must say something");
+      messages = [Object.freeze({ type: "user", text: input })];
+    } else if (listed) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
     if (typeof options !== "object" || options === null)
       throw new EngineConfigError("Agent.run", "options must be { signal? }");

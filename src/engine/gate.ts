@@ -29,7 +29,10 @@ export interface GateRequest {
   readonly callId: string;
   /** The arguments as the model sent them; the gate reads them once (see {@link Gate}). */
   readonly input: unknown;
-  /** Cancels the call: the gate rejects with `CancelledError`, after its one `cancelled` record. */
+  /**
+   * Cancels the call: the gate rejects with `CancelledError`, after its one
+   * record (`cancelled`, or the approval or grant allow that came before the cancel).
+   */
   readonly signal?: AbortSignal;
   /** @default the nil UUID */
   readonly sessionId?: string;
@@ -218,13 +221,8 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     };
   } else {
     const shape = tool as Partial<ToolDescriptor> | null;
-    if (
-      typeof tool !== "object" ||
-      tool === null ||
-      typeof shape?.name !== "string" ||
-      shape.name === "" ||
-      typeof shape.description !== "string"
-    ) {
+    const name: unknown = typeof tool === "object" ? shape?.name : undefined;
+    if (typeof name !== "string" || name === "" || typeof shape?.description !== "string") {
       throw new EngineConfigError(
         "Gate.call",
         "tool must be a Tool or a descriptor { name, description, inputSchema }",
@@ -235,11 +233,21 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     try {
       descriptor = frozenJson(tool);
     } catch (error) {
+      throw new EngineConfigError("Gate.call", `the descriptor of tool '${name}' is not JSON: ${describeError(error)}`);
+    }
+    // Read twice (the check, the copy): a getter that answers otherwise the second time is caught here,
+    // on the copy every step goes on with (a name that is no string would cost the call its record).
+    const copied = descriptor as Partial<ToolDescriptor>;
+    if (typeof copied.name !== "string" || copied.name === "")
       throw new EngineConfigError(
         "Gate.call",
-        `the descriptor of tool '${shape.name}' is not JSON: ${describeError(error)}`,
+        `the descriptor's name must be a non-empty string, and read otherwise when copied (${shownValue(copied.name)})`,
       );
-    }
+    if (typeof copied.description !== "string")
+      throw new EngineConfigError(
+        "Gate.call",
+        `the descriptor of tool '${copied.name}' must have a string description, and read otherwise when copied`,
+      );
     let check: GatedTool["check"] = () => ({ type: "invalid", problems: [] });
     // An adapter's refusal stands in for the schema's own: nothing of that descriptor is compiled.
     let broken = refusedTools.get(tool);
@@ -416,9 +424,11 @@ export class Gate {
   /**
    * Gates one call and, if it is allowed, runs `execute` (at most once).
    * Resolves with the outcome and its one record (also handed to observers);
-   * rejects only with `CancelledError` (after the call's `cancelled`
-   * record, which is its `records[0]`), or with `EngineConfigError` when the
-   * request itself is malformed.
+   * rejects only with `CancelledError` (after the call's one record, which
+   * is its `records[0]`: `cancelled`, or, for a call approved or allowed by
+   * a grant before the cancel came, that approval, which lands at that exit
+   * as docs/records.md says), or with `EngineConfigError` when the request
+   * itself is malformed.
    */
   call(request: GateRequest, execute: GateExecute): Promise<GateOutcome> {
     return this.#call(request, execute, {});
