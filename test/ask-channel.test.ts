@@ -262,6 +262,23 @@ describe("answers", () => {
     },
   );
 
+  it("an ask id that holds controls is quoted in JSON's escapes in the message of InvalidAskResolutionError, and kept as given in askId", () => {
+    // An id taken from a request body and answered with a bad resolution must not write lines of its own to a log.
+    const [, approver] = ApprovalChannel.pair(1);
+    const id = "x\n\u001b[2K[ok] ask approved";
+    let error: unknown;
+    try {
+      approver.resolve(id, { type: "maybe" } as unknown as AskResolution);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidAskResolutionError);
+    expect(error).toMatchObject({ askId: id });
+    expect((error as Error).message.startsWith(`invalid resolution for ask ${JSON.stringify(id)}: `)).toBe(true);
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f]/);
+    approver.close();
+  });
+
   it("a Promise given as the answer throws InvalidAskResolutionError, and its later rejection is never unhandled", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(0);
