@@ -648,6 +648,24 @@ describe("close and dispose", () => {
     approver.close();
   });
 
+  it("a stream made with highWaterMark 0 takes an ask only when it is read: destroyed, it leaves the asks not read to the next consumer", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const stream = Readable.from(approver, { highWaterMark: 0 });
+    const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    const first = await new Promise<PendingAsk>((resolve) => stream.once("readable", () => resolve(stream.read())));
+    expect(first).toEqual(asks[0]);
+    await flush();
+    const closed = new Promise<void>((resolve) => stream.once("close", resolve));
+    stream.destroy();
+    await closed;
+    expect(stream.readableLength).toBe(0);
+    expect(await approver.next()).toEqual(asks[1]);
+    expect(await approver.next()).toEqual(asks[2]);
+    approver.close();
+    await Promise.all(parked);
+  });
+
   it("an iterator's throw() ends it like return(), rejecting with what was thrown, and takes no ask", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const iterator = approver[Symbol.asyncIterator]();
