@@ -262,6 +262,23 @@ describe("answers", () => {
     },
   );
 
+  it("an ask id that holds controls is quoted in JSON's escapes in the message of InvalidAskResolutionError, and kept as given in askId", () => {
+    // An id taken from a request body and answered with a bad resolution must not write lines of its own to a log.
+    const [, approver] = ApprovalChannel.pair(1);
+    const id = "x\n\u001b[2K[ok] ask approved";
+    let error: unknown;
+    try {
+      approver.resolve(id, { type: "maybe" } as unknown as AskResolution);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidAskResolutionError);
+    expect(error).toMatchObject({ askId: id });
+    expect((error as Error).message.startsWith(`invalid resolution for ask ${JSON.stringify(id)}: `)).toBe(true);
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f]/);
+    approver.close();
+  });
+
   it("a Promise given as the answer throws InvalidAskResolutionError, and its later rejection is never unhandled", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(0);
@@ -629,6 +646,24 @@ describe("close and dispose", () => {
     expect(approver.resolve(ask.id, approve)).toBe(true);
     await expect(parked).resolves.toEqual(approve);
     approver.close();
+  });
+
+  it("a stream made with highWaterMark 0 takes an ask only when it is read: destroyed, it leaves the asks not read to the next consumer", async () => {
+    const [channel, approver] = ApprovalChannel.pair(4);
+    const stream = Readable.from(approver, { highWaterMark: 0 });
+    const asks = [makeAsk(0), makeAsk(1), makeAsk(2)];
+    const parked = asks.map((ask) => channel.resolve(ask, live()));
+    const first = await new Promise<PendingAsk>((resolve) => stream.once("readable", () => resolve(stream.read())));
+    expect(first).toEqual(asks[0]);
+    await flush();
+    const closed = new Promise<void>((resolve) => stream.once("close", resolve));
+    stream.destroy();
+    await closed;
+    expect(stream.readableLength).toBe(0);
+    expect(await approver.next()).toEqual(asks[1]);
+    expect(await approver.next()).toEqual(asks[2]);
+    approver.close();
+    await Promise.all(parked);
   });
 
   it("an iterator's throw() ends it like return(), rejecting with what was thrown, and takes no ask", async () => {

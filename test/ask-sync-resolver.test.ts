@@ -57,6 +57,20 @@ describe("SyncAskResolver", () => {
     expect((error as AskCallbackError).cause).toBe(boom);
   });
 
+  it("quotes a tool name that holds controls in JSON's escapes in the AskCallbackError message, so it cannot forge a line", async () => {
+    const tool = "deploy\n\u001b[2K[ok] deploy approved";
+    const resolver = new SyncAskResolver(() => {
+      throw new Error("policy db down");
+    });
+    const ask = makeAsk(0, { tool });
+    const error: unknown = await resolver.resolve(ask, live()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AskCallbackError);
+    expect((error as Error).message).toBe(
+      `ask resolver callback threw for ask ${ask.id} (tool ${JSON.stringify(tool)})`,
+    );
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f]/);
+  });
+
   it.each([
     ["undefined", undefined],
     ["null", null],

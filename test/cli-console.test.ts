@@ -259,6 +259,25 @@ describe("loopctl console", () => {
     }
   });
 
+  it("a bad server option over a corrupt ledger is said alone, not after a warning that the console serves on", async () => {
+    const root = join(dir, "r11");
+    const project = join(dir, "p11");
+    await mkdir(project);
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await writeFile(store.ledgerPath, '[{"id":"x",');
+    const result = await cli(["console", "--root", root, "--project", project], {
+      cwd: dir,
+      env: { LOOPCTL_CONSOLE_TOKEN: "short" },
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      "loopctl console: LOOPCTL_CONSOLE_TOKEN: must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)\n" +
+        "Run 'loopctl console --help' for usage.\n",
+    );
+    expect(result.stdout).toBe("");
+  });
+
   it("--help explains what it serves, and the top-level help lists it", async () => {
     const help = await cli(["console", "--help"], { cwd: dir });
     expect(help.code).toBe(0);

@@ -266,4 +266,34 @@ describe("Grant", () => {
     }
     expect(() => Grant.fromJSON({ id: "a1", tool: "t", verdict: "allow", scope: "this_tool" })).toThrow(/"a1"/);
   });
+
+  it("quotes a tool name that holds controls or a quote in JSON's escapes in every message naming it, so no name can forge a line", () => {
+    // A newline and an escape sequence would start a line of their own in a log or on a terminal;
+    // a quote would end the name early and let the rest pass for the message's own words.
+    for (const tool of ["rd\n\u001b[31mloopctl: ledger verified\u001b[0m", "it's fine', and 'read"]) {
+      const quoted = JSON.stringify(tool);
+      const messages: string[] = [];
+      const caught = (make: () => unknown): void => {
+        try {
+          make();
+        } catch (error) {
+          messages.push((error as Error).message);
+          return;
+        }
+        throw new Error("expected a refusal");
+      };
+      caught(() => new Grant(tool, "maybe" as "allow", GrantScope.thisTool()));
+      caught(() => new Grant(tool, "allow", { type: "this_tool", args: {} } as unknown as GrantScope));
+      caught(() => new Grant(tool, "allow", GrantScope.thisCall({ n: Number.NaN })));
+      caught(() => new Grant(tool, "allow", { type: "other" } as unknown as GrantScope));
+      caught(() => new Grant(tool, "allow", GrantScope.thisTool(), { createdAtMs: -1 }));
+      caught(() => Grant.fromJSON({ id: "a1", tool, verdict: "Allow", scope: "this_tool", pinned_descriptor: "" }));
+      for (const message of messages) {
+        expect(message).not.toMatch(/[\u0000-\u001f\u007f]/);
+        expect(message).toContain(`tool ${quoted}`);
+      }
+    }
+    // A plain name keeps its plain quotes.
+    expect(() => new Grant("read", "maybe" as "allow", GrantScope.thisTool())).toThrow("grant for tool 'read':");
+  });
 });

@@ -50,6 +50,20 @@ describe("a save whose id is taken by a different rule", () => {
     ]);
   });
 
+  it("quotes a tool name that holds controls in JSON's escapes when it names the two rules", async () => {
+    // The digest's state after the colliding args is the same, so any tool name after them collides too.
+    const tool = "shell\n\u001b[32mloopctl: grant saved\u001b[0m";
+    const first = new Grant(tool, "deny", GrantScope.thisCall({ cmd: "BJKS_Ubr3rL" }));
+    const second = new Grant(tool, "deny", GrantScope.thisCall({ cmd: "EUpniFqMLxB" }));
+    expect(second.id).toBe(first.id);
+    const error = await new MemoryGrantStore([first]).save(second).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GrantIdCollisionError);
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f]/);
+    expect((error as Error).message).toContain(`deny ${JSON.stringify(tool)} this_call {"cmd":"BJKS_Ubr3rL"}`);
+    const plain = await new MemoryGrantStore([denyRm]).save(denyCrafted).catch((e: unknown) => e);
+    expect((plain as Error).message).toContain(`deny 'shell' this_call {"cmd":"BJKS_Ubr3rL"}`);
+  });
+
   it("is refused by MemoryGrantStore", async () => {
     const store = new MemoryGrantStore([denyRm]);
     await expect(store.save(denyCrafted)).rejects.toBeInstanceOf(GrantIdCollisionError);

@@ -380,6 +380,28 @@ describe("GrantPolicy.remember and grantForAnswer", () => {
 });
 
 describe("GrantPolicy.explain", () => {
+  it("quotes a tool name that holds controls in JSON's escapes in its explanation lines and refusals", async () => {
+    const tool = "read\n\u001b[32mdecision: allow\u001b[0m";
+    const named: ToolDescriptor = { ...read, name: tool };
+    const explanation = await new GrantPolicy(new MemoryGrantStore([])).explain(tool, args, named);
+    expect(explanation.lines[0]).toBe(`tool ${JSON.stringify(tool)} with args ${argsDigest(args)}: 0 covering grants`);
+    for (const line of explanation.lines) expect(line).not.toMatch(/[\u0000-\u001f\u007f]/);
+    const refusals: string[] = [];
+    try {
+      grantForAnswer(named, args, "allow", "everything" as "this_tool", 0);
+    } catch (error) {
+      refusals.push((error as Error).message);
+    }
+    await new GrantPolicy(new MemoryGrantStore([]))
+      .explain("other", args, named)
+      .catch((error: unknown) => refusals.push((error as Error).message));
+    expect(refusals).toHaveLength(2);
+    for (const message of refusals) {
+      expect(message).not.toMatch(/[\u0000-\u001f\u007f]/);
+      expect(message).toContain(JSON.stringify(tool));
+    }
+  });
+
   it("lists every covering grant with its pin status and the deciding one", async () => {
     const callAllow = grant("allow", GrantScope.thisCall(args), descriptorFingerprint(readChanged));
     const toolAllow = grant("allow", GrantScope.thisTool(), descriptorDigest(read));

@@ -29,6 +29,21 @@ describe("PostgresGrantStore: a save whose id is taken by a different rule", () 
     expect((await other.load()).map((g) => g.covers("shell", { cmd: "BJKS_Ubr3rL" }))).toEqual([true]);
   });
 
+  it("quotes a tool name that holds controls in JSON's escapes when it names the two rules", async () => {
+    // The digest's state after the colliding args is the same, so any tool name after them collides too.
+    const tool = "shell\n\u001b[32mloopctl: grant saved\u001b[0m";
+    const first = new Grant(tool, "deny", GrantScope.thisCall({ cmd: "BJKS_Ubr3rL" }));
+    const second = new Grant(tool, "deny", GrantScope.thisCall({ cmd: "EUpniFqMLxB" }));
+    expect(second.id).toBe(first.id);
+    const store = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
+    await store.save(first);
+    const error = await store.save(second).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GrantIdCollisionError);
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f]/);
+    expect((error as Error).message).toContain(`deny ${JSON.stringify(tool)} this_call {"cmd":"BJKS_Ubr3rL"}`);
+    expect((error as Error).message).toContain(`deny ${JSON.stringify(tool)} this_call {"cmd":"EUpniFqMLxB"}`);
+  });
+
   it("still lets the same rule be granted again, and a revoked id be taken by another rule", async () => {
     const store = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
     await store.save(denyFirst);

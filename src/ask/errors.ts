@@ -20,7 +20,7 @@ export class InvalidAskResolutionError extends LoopctlError {
 
   constructor(askId: unknown, detail: string, options?: ErrorOptions) {
     const id = printed(askId);
-    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${id}: ${detail}`, options);
+    super("ASK_RESOLUTION_INVALID", `invalid resolution for ask ${shownId(id)}: ${detail}`, options);
     this.askId = id;
   }
 }
@@ -41,6 +41,14 @@ function printed(value: unknown): string {
 }
 
 /**
+ * An id as a message shows it: as it is when it is plain printable ASCII (a UUID), else in JSON's
+ * escapes, so an id taken from a request cannot start a line of its own in a log.
+ */
+function shownId(id: string): string {
+  return /^[\x20-\x7e]*$/.test(id) ? id : JSON.stringify(id);
+}
+
+/**
  * A {@link SyncAskResolver} callback threw. `code` is `"ASK_CALLBACK_FAILED"`;
  * the thrown value is the `cause`. The engine treats the rejection as a denial.
  */
@@ -49,7 +57,11 @@ export class AskCallbackError extends LoopctlError {
   readonly askId: string;
 
   constructor(askId: string, tool: string, options?: ErrorOptions) {
-    super("ASK_CALLBACK_FAILED", `ask resolver callback threw for ask ${askId} (tool "${tool}")`, options);
+    super(
+      "ASK_CALLBACK_FAILED",
+      `ask resolver callback threw for ask ${shownId(askId)} (tool ${JSON.stringify(tool)})`,
+      options,
+    );
     this.askId = askId;
   }
 }

@@ -264,8 +264,8 @@ export async function serveConsole(
       DEFAULT_GRANTS_TIMEOUT_MS,
       MAX_TIMER_MS,
     );
-    if (source.grants !== undefined)
-      await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
+    // Served first: a server option it refuses is a usage error said alone, not after a warning
+    // that the console serves on, nor after the grants had up to grantsTimeoutMs to answer.
     const server = await serve({
       ...(source.inbox === undefined ? {} : { approver: source.inbox }),
       ...(source.grants === undefined ? {} : { grants: source.grants }),
@@ -281,6 +281,8 @@ export async function serveConsole(
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
+    if (source.grants !== undefined)
+      await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
     // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
     // other, not the signal's default end of the process.
     const stop = stopped(context.signal);

@@ -5,7 +5,7 @@ import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
 import { CanonicalJsonError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { shownKey, unknownOption } from "../unknown-option.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
 export type GrantVerdict = "allow" | "deny";
@@ -141,7 +141,7 @@ export class Grant {
     }
     if (verdict !== "allow" && verdict !== "deny") {
       throw new GrantRecordError(
-        `grant for tool '${tool}': verdict must be "allow" or "deny", got ${shownValue(verdict)}`,
+        `grant for tool ${shownKey(tool)}: verdict must be "allow" or "deny", got ${shownValue(verdict)}`,
       );
     }
     const kind = (scope as { type?: unknown } | null | undefined)?.type;
@@ -150,7 +150,7 @@ export class Grant {
       // Built by hand, `{ type: "this_tool", args }` reads as "these args", yet would cover every call.
       if ((scope as { args?: unknown }).args !== undefined) {
         throw new GrantRecordError(
-          `grant for tool '${tool}': a this_tool scope covers every call and takes no args ` +
+          `grant for tool ${shownKey(tool)}: a this_tool scope covers every call and takes no args ` +
             "(for these args only, use GrantScope.thisCall(args))",
         );
       }
@@ -163,9 +163,13 @@ export class Grant {
         text = canonicalJson(scope.args);
       } catch (error) {
         if (error instanceof CanonicalJsonError) {
-          throw new CanonicalJsonError(error.jsonPath, `${error.problem} (args of a grant for tool '${tool}')`, {
-            cause: error,
-          });
+          throw new CanonicalJsonError(
+            error.jsonPath,
+            `${error.problem} (args of a grant for tool ${shownKey(tool)})`,
+            {
+              cause: error,
+            },
+          );
         }
         throw error;
       }
@@ -176,12 +180,12 @@ export class Grant {
       this.scope = Object.freeze({ type: "this_call", args });
       ledgerScope = { this_call: { args } };
     } else {
-      throw new GrantRecordError(`grant for tool '${tool}': scope must be this_tool or this_call with args`);
+      throw new GrantRecordError(`grant for tool ${shownKey(tool)}: scope must be this_tool or this_call with args`);
     }
     this.tool = tool;
     this.verdict = verdict;
     this.id = digest16(canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }));
-    const what = `grant ${this.id} for tool '${tool}'`;
+    const what = `grant ${this.id} for tool ${shownKey(tool)}`;
     if (typeof metadata !== "object" || metadata === null) {
       throw new GrantRecordError(`${what}: metadata must be an object or undefined, got ${shownValue(metadata)}`);
     }
@@ -314,7 +318,7 @@ export class Grant {
         { pinnedDescriptor: data.pinned_descriptor, createdAtMs: data.created_at_ms, note: data.note },
       );
     } catch (error) {
-      const name = `grant record ${JSON.stringify(data.id)} (tool '${data.tool}')`;
+      const name = `grant record ${JSON.stringify(data.id)} (tool ${shownKey(data.tool)})`;
       throw new GrantRecordError(`${name} is invalid: ${(error as Error).message}`, { cause: error });
     }
   }

@@ -2,6 +2,7 @@ import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
 import { GrantConfigError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
+import { shownKey } from "../unknown-option.js";
 import { Grant, GrantScope, type GrantVerdict } from "./grant.js";
 import { coveringList, coveringOf, type CoveringGrants } from "./grant-index.js";
 import { callSignal, isGrantStore, type GrantStore, type StoreCallOptions } from "./store.js";
@@ -167,7 +168,7 @@ export function grantForAnswer(
   else if (scope === "this_tool") grantScope = GrantScope.thisTool();
   else {
     throw new GrantRecordError(
-      `grant for tool '${descriptor.name}': scope must be "this_call" or "this_tool", got ${shownValue(scope)}`,
+      `grant for tool ${shownKey(descriptor.name)}: scope must be "this_call" or "this_tool", got ${shownValue(scope)}`,
     );
   }
   return new Grant(descriptor.name, verdict, grantScope, {
@@ -287,7 +288,9 @@ export class GrantPolicy {
     if (descriptor !== undefined) {
       requireDescriptor(descriptor, "GrantPolicy.explain");
       if (descriptor.name !== tool) {
-        throw new GrantRecordError(`explain: the descriptor is for tool '${descriptor.name}', not '${tool}'`);
+        throw new GrantRecordError(
+          `explain: the descriptor is for tool ${shownKey(descriptor.name)}, not ${shownKey(tool)}`,
+        );
       }
     }
     const canonical = canonicalJson(args);
@@ -299,7 +302,7 @@ export class GrantPolicy {
     const digest = digest16(canonical);
 
     const lines = [
-      `tool '${tool}' with args ${digest}: ${list.length === 1 ? "1 covering grant" : `${list.length} covering grants`}`,
+      `tool ${shownKey(tool)} with args ${digest}: ${list.length === 1 ? "1 covering grant" : `${list.length} covering grants`}`,
     ];
     for (const { grant, pin } of list) {
       const scope = grant.scope.type === "this_tool" ? "this tool" : "this call";

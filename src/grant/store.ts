@@ -3,7 +3,7 @@ import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { shownKey, unknownOption } from "../unknown-option.js";
 import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
@@ -136,7 +136,7 @@ export function requireGrant(grant: unknown, where: string): Grant {
 /** @internal A rule as errors name it: `deny 'shell' this_call {"cmd":"rm"}`. */
 export function describeRule(grant: Grant): string {
   const scope = grant.canonicalArgs === null ? "this_tool" : `this_call ${grant.canonicalArgs}`;
-  return `${grant.verdict} '${grant.tool}' ${scope}`;
+  return `${grant.verdict} ${shownKey(grant.tool)} ${scope}`;
 }
 
 /** @internal Whether two grants are one rule (tool, verdict, scope), whatever their metadata. */

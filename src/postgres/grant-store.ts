@@ -17,6 +17,7 @@ import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
 import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
+import { shownKey } from "../unknown-option.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -64,7 +65,7 @@ const GRANT_COLUMNS =
   "g.id, g.tool, g.verdict, g.args, g.pinned_descriptor, g.created_at_ms::text AS created_at_ms, g.note, g.version::text AS version, g.revoked";
 
 function describeRule(tool: string, verdict: string, args: string | null): string {
-  return `${verdict} '${tool}' ${args === null ? "this_tool" : `this_call ${args}`}`;
+  return `${verdict} ${shownKey(tool)} ${args === null ? "this_tool" : `this_call ${args}`}`;
 }
 
 /** The longest project name, in bytes of UTF-8, that every index of the grants takes, compressed or not. */
