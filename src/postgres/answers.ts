@@ -40,14 +40,14 @@ interface Answer {
   readonly reject: (error: unknown) => void;
 }
 
-/** The columns of an asks row that say how it ended (what `parseEndRow` reads), and its worker. */
-const END_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution, a.reason";
+/** The columns of an asks row that say how it ended (what `parseEndRow` reads, `a.reason` after them), and its worker. */
+const END_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution";
 
 /**
  * The columns of an asks row a read of endings takes: {@link END_COLUMNS}, and an answered row's
  * ask (`answered_ask`), which its worker checks is still the ask it parked.
  */
-export const ENDING_COLUMNS = `${END_COLUMNS}, CASE WHEN a.state = 'answered' THEN a.ask END AS answered_ask`;
+export const ENDING_COLUMNS = `${END_COLUMNS}, CASE WHEN a.state = 'answered' THEN a.ask END AS answered_ask, a.reason`;
 
 /**
  * The columns an answer's UPDATE returns (`$4`, a `uuid[]`, the workers of the calls parked in the
@@ -56,7 +56,7 @@ export const ENDING_COLUMNS = `${END_COLUMNS}, CASE WHEN a.state = 'answered' TH
  * the ask already: it is not sent back for every answer. (A call's worker is set before its row is
  * written; were a row of this process's to come back without its ask, the check would deny it.)
  */
-const ANSWERED_COLUMNS = `${END_COLUMNS}, CASE WHEN a.worker_id = ANY($4::uuid[]) THEN a.ask END AS answered_ask`;
+const ANSWERED_COLUMNS = `${END_COLUMNS}, CASE WHEN a.worker_id = ANY($4::uuid[]) THEN a.ask END AS answered_ask, a.reason`;
 
 /**
  * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled
