@@ -382,7 +382,7 @@ export class PostgresAskQueue {
         const read = ++this.#endingReads;
         return (row) => this.#ended(row, read);
       },
-      () => [...new Set([...this.#parked.values()].flatMap((entry) => entry.workerId ?? []))],
+      () => this.#lease.ids,
     );
     this.#host = {
       db: this.#db,
