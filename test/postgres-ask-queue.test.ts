@@ -557,6 +557,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     const answers = new AnswerBatch(
       new Db(db.newPool(2, { application_name: app }), schemaNames("test", db.schema), 10_000),
       () => () => undefined,
+      () => [],
     );
     const second = asks[1]!;
     const changed = { ...second, prompt: "Delete the whole home folder?" };
@@ -1164,6 +1165,53 @@ describe("PostgresAskQueue: LISTEN/NOTIFY, and what happens when it drops", () =
       expect(await inbox.ended(ask.id)).toEqual({ type: "answered", verdict: "approve" });
     }
     expect(endingReads).toEqual([]);
+  });
+
+  it("an answer's reply carries the ask only for a call parked on the queue that answered, which checks it: a console is sent none", async () => {
+    const worker = queue({ rereadMs: 600_000 });
+    const sent: Record<string, unknown>[] = [];
+    const pool = db.newPool(4);
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        const text = typeof config === "string" ? config : ((config as { text?: string } | null)?.text ?? "");
+        const result = query(config, ...rest);
+        if (/^\s*(WITH locked[\s\S]*)?UPDATE\b[\s\S]*state = 'answered'/.test(text) && result instanceof Promise) {
+          void result.then(
+            (done: { rows: Record<string, unknown>[] }) => sent.push(...done.rows),
+            () => undefined,
+          );
+        }
+        return result;
+      };
+    });
+    // A console that is a worker too: its own parked call's answer carries the ask, the other worker's do not.
+    const both = new PostgresAskQueue(pool, { schema: db.schema, rereadMs: 600_000, onError: () => undefined });
+    opened.push(both);
+    const inbox = both.approver();
+    const asks = [0, 1, 2].map((n) => makeAsk(n, { prompt: `secret prompt #${n}` }));
+    const parks = asks.map((ask) => park(worker, ask));
+    const own = makeAsk(3, { prompt: "own prompt" });
+    const ownPark = park(both, own);
+    for (let i = 0; i < 4; i++) await soon(inbox.next());
+    // One answer alone, then two given at once (one statement for both).
+    expect(await inbox.resolve(asks[0]!.id, { type: "approve" })).toBe(true);
+    expect(
+      await Promise.all([
+        inbox.resolve(asks[1]!.id, { type: "approve" }),
+        inbox.resolve(asks[2]!.id, { type: "deny", reason: "no" }),
+      ]),
+    ).toEqual([true, true]);
+    expect(await inbox.resolve(own.id, { type: "approve" })).toBe(true);
+    expect((await Promise.all(parks)).map((r) => r.type)).toEqual(["approve", "approve", "deny"]);
+    expect(await soon(ownPark)).toEqual({ type: "approve" });
+    await waitFor(() => sent.length === 4);
+    for (const [n, ask] of asks.entries()) {
+      const reply = sent.find((r) => r["id"] === ask.id);
+      expect(reply, `answer ${n}`).toBeDefined();
+      expect(JSON.stringify(reply), `answer ${n}`).not.toContain(ask.prompt);
+    }
+    expect(sent.find((r) => r["id"] === own.id)?.["answered_ask"]).toEqual(own);
   });
 
   it("reads the row when its own answer did not land and an ending was heard while it was in flight", async () => {

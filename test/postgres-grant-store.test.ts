@@ -647,6 +647,41 @@ describe("PostgresGrantStore fails closed", () => {
     ).rejects.toBeInstanceOf(PostgresRowError);
   });
 
+  it("refuses a project whose version in grant_projects a hand edit put below its live grants' (its row deleted): a deny it holds is never read as no grant", async () => {
+    const running = store();
+    const denyWrite = new Grant("write", "deny", GrantScope.thisTool());
+    await running.save(denyWrite);
+    await running.save(writeReadme);
+    const policy = new GrantPolicy(running);
+    expect(await policy.decide(WRITE, { path: "README.md" })).toEqual({ type: "deny", grant: denyWrite });
+    for (const [edit, head] of [
+      [`DELETE FROM "${db.schema}".grant_projects`, "0"],
+      [`UPDATE "${db.schema}".grant_projects SET version = 1`, "1"],
+    ] as const) {
+      if (edit.startsWith("UPDATE"))
+        await db.pool.query(`INSERT INTO "${db.schema}".grant_projects (project, version) VALUES ('acme/shop', 2)`);
+      await db.pool.query(edit);
+      for (const [who, s] of [
+        ["running", running],
+        ["fresh", store()],
+      ] as const) {
+        const error: unknown = await s.load().catch((e: unknown) => e);
+        expect(error, `${who}, ${edit}`).toBeInstanceOf(PostgresRowError);
+        expect(error).toMatchObject({ code: "POSTGRES_ROW_MALFORMED", key: writeReadme.id });
+        expect((error as Error).message).toContain(
+          `above the project's version ${head} in ${db.schema}.grant_projects`,
+        );
+        await expect(new GrantPolicy(s).decide(WRITE, { path: "README.md" })).rejects.toBeInstanceOf(PostgresRowError);
+      }
+    }
+    // The way out the docs give: a reset of the project, which every store reads.
+    expect(await store().clear()).toBe(2);
+    expect(await running.load()).toEqual([]);
+    expect(await store().load()).toEqual([]);
+    await running.save(read);
+    expect((await store().load()).map((g) => g.id)).toEqual([read.id]);
+  });
+
   it("reads a revoked row as the tombstone it is, whatever else the row holds, so clear() repairs a malformed row", async () => {
     const running = store();
     await running.save(read);

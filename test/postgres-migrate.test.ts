@@ -408,6 +408,24 @@ describe("migrate", () => {
     }
   });
 
+  it("rejects a schema name PostgreSQL keeps for its own (pg_…), naming it, before any statement: never sent to a migrate that cannot make it", async () => {
+    const { PostgresGrantStore, PostgresAskQueue } = await import("loopctl/postgres");
+    const made: (() => unknown)[] = [
+      () => migrate(db.pool, { schema: "pg_loopctl" }),
+      () => new PostgresGrantStore(db.pool, { project: "p", schema: "pg_loopctl" }),
+      () => new PostgresAskQueue(db.pool, { schema: "pg_loopctl" }),
+    ];
+    for (const make of made) {
+      const error: unknown = await Promise.resolve()
+        .then(make)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PostgresConfigError);
+      expect((error as Error).message).toContain('schema "pg_loopctl" begins with pg_');
+    }
+    const { rows } = await db.pool.query("SELECT 1 FROM pg_namespace WHERE nspname = 'pg_loopctl'");
+    expect(rows).toEqual([]);
+  });
+
   it("rejects options that are not an object with a typed error", async () => {
     for (const options of [null, "loopctl", 1]) {
       await expect(migrate(db.pool, options as never)).rejects.toMatchObject({

@@ -40,13 +40,23 @@ interface Answer {
   readonly reject: (error: unknown) => void;
 }
 
+/** The columns of an asks row that say how it ended (what `parseEndRow` reads, `a.reason` after them), and its worker. */
+const END_COLUMNS = "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution";
+
 /**
- * The columns of an asks row an answer's UPDATE returns: what `parseEndRow` reads, the worker, and
- * an answered row's ask (`answered_ask`), which its worker checks is still the ask it parked.
+ * The columns of an asks row a read of endings takes: {@link END_COLUMNS}, and an answered row's
+ * ask (`answered_ask`), which its worker checks is still the ask it parked.
  */
-export const ENDING_COLUMNS =
-  "a.id::text AS id, a.worker_id::text AS worker_id, a.state, a.resolution, " +
-  "CASE WHEN a.state = 'answered' THEN a.ask END AS answered_ask, a.reason";
+export const ENDING_COLUMNS = `${END_COLUMNS}, CASE WHEN a.state = 'answered' THEN a.ask END AS answered_ask, a.reason`;
+
+/**
+ * The columns an answer's UPDATE returns (`$4`, a `uuid[]`, the workers of the calls parked in the
+ * answering process): {@link ENDING_COLUMNS}, but the ask only of a row one of those workers
+ * wrote, the one kind whose call that reply settles and whose ask it checks. A console has shown
+ * the ask already: it is not sent back for every answer. (A call's worker is set before its row is
+ * written; were a row of this process's to come back without its ask, the check would deny it.)
+ */
+const ANSWERED_COLUMNS = `${END_COLUMNS}, CASE WHEN a.worker_id = ANY($4::uuid[]) THEN a.ask END AS answered_ask, a.reason`;
 
 /**
  * Lands the answers a process gives: `UPDATE … WHERE state = 'pending'` (spelled
@@ -59,6 +69,7 @@ export const ENDING_COLUMNS =
 export class AnswerBatch {
   readonly #db: Db;
   readonly #landing: () => (row: Record<string, unknown>) => void;
+  readonly #workers: () => readonly string[];
   readonly #queue: Answer[] = [];
   #running = false;
   #draining: Promise<void> = Promise.resolve();
@@ -66,11 +77,14 @@ export class AnswerBatch {
   /**
    * `landing` is called as each statement is sent; what it returns is given
    * the row of every ask that statement's answers ended, as the UPDATE
-   * returned it ({@link ENDING_COLUMNS}): what the database confirmed.
+   * returned it ({@link ANSWERED_COLUMNS}): what the database confirmed.
+   * `workers` gives the ids of the workers whose calls are parked in this
+   * process, as each statement is sent: only their rows' asks come back.
    */
-  constructor(db: Db, landing: () => (row: Record<string, unknown>) => void) {
+  constructor(db: Db, landing: () => (row: Record<string, unknown>) => void, workers: () => readonly string[]) {
     this.#db = db;
     this.#landing = landing;
+    this.#workers = workers;
   }
 
   /**
@@ -173,6 +187,7 @@ export class AnswerBatch {
     const names = this.#db.names;
     const leaseHolds = `EXISTS (SELECT 1 FROM ${names.table("workers")} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`;
     const [only] = answers;
+    const workers = [...this.#workers()];
     // One answer (a person at a console) takes the plainer statement: its plan is cached
     // and reused, where the batch's is made anew for each execution.
     return answers.length === 1 && only !== undefined
@@ -180,8 +195,8 @@ export class AnswerBatch {
           "PostgresApprover.resolve",
           `UPDATE ${names.table("asks")} AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
            WHERE a.id = $1::uuid AND ${PENDING} AND ${leaseHolds} AND ($3::jsonb IS NULL OR a.ask = $3::jsonb)
-           RETURNING ${ENDING_COLUMNS}`,
-          [only.id, JSON.stringify(only.resolution), only.ask ?? null],
+           RETURNING ${ANSWERED_COLUMNS}`,
+          [only.id, JSON.stringify(only.resolution), only.ask ?? null, workers],
         )
       : // Its rows locked in the order of their ids first: two consoles' batches cannot deadlock.
         this.#db.query(
@@ -191,11 +206,12 @@ export class AnswerBatch {
            FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[]) AS v(id, resolution, ask), locked AS l
            WHERE a.id = ANY($1::uuid[]) AND a.id = v.id AND a.id = l.id AND ${PENDING} AND ${leaseHolds}
              AND (v.ask IS NULL OR a.ask = v.ask)
-           RETURNING ${ENDING_COLUMNS}`,
+           RETURNING ${ANSWERED_COLUMNS}`,
           [
             answers.map((a) => a.id),
             answers.map((a) => JSON.stringify(a.resolution)),
             answers.map((a) => a.ask ?? null),
+            workers,
           ],
         );
   }

@@ -376,10 +376,14 @@ export class PostgresAskQueue {
     this.#withdraw = new Batch((ids) => this.#writeWithdrawals(ids), this.#onError);
     this.#inserts = new Batch((ids) => this.#writeAsks(ids), this.#onError);
     this.#rereads = new Batch(() => this.#reread(), this.#onError);
-    this.#answers = new AnswerBatch(this.#db, () => {
-      const read = ++this.#endingReads;
-      return (row) => this.#ended(row, read);
-    });
+    this.#answers = new AnswerBatch(
+      this.#db,
+      () => {
+        const read = ++this.#endingReads;
+        return (row) => this.#ended(row, read);
+      },
+      () => this.#lease.ids,
+    );
     this.#host = {
       db: this.#db,
       endedRecently: (id, read) => {

@@ -12,7 +12,7 @@ import {
   versionQuery,
 } from "./db.js";
 import type { Rows, Tx } from "./db.js";
-import { PostgresConfigError } from "./errors.js";
+import { PostgresConfigError, PostgresRowError } from "./errors.js";
 import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
 import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
@@ -364,12 +364,24 @@ export class PostgresGrantStore implements GrantStore {
         this.#generation++;
         continue;
       }
-      // A concurrent refresh may have got further while this one was in flight.
-      if (head <= this.#version) return;
       const changed: GrantRow[] = [];
       for (const raw of result.rows) {
         if (raw["id"] !== null) changed.push(this.#parse(raw));
       }
+      // A grant's version is taken from its project's row in the transaction that writes it: a live
+      // grant above it means that row was deleted (or restored) apart from the grants. Read at the
+      // head, the project would show no grant at all, a deny among them, or lose it at the next save.
+      const ahead = changed.findLast((row) => row.grant !== undefined && row.version > head);
+      if (ahead !== undefined) {
+        throw new PostgresRowError(
+          `${this.#names.name}.grants (project ${JSON.stringify(this.project)})`,
+          ahead.id,
+          `its version ${ahead.version} is above the project's version ${head} in ${this.#names.name}.grant_projects ` +
+            "(its row deleted or restored apart from the grants); reset the project to repair it",
+        );
+      }
+      // A concurrent refresh may have got further while this one was in flight.
+      if (head <= this.#version) return;
       if (from === 0) {
         // A whole snapshot: it replaces what a concurrent refresh may have got to, which it cannot revoke from.
         const index = new LiveGrantIndex();

@@ -77,6 +77,15 @@ export class WorkerLease {
   }
 
   /**
+   * The ids of the leases answers may still land under: the one held now, and those lost while
+   * unreachable that may still hold on the database (see {@link lapsesBy}). A handful at most,
+   * however many asks are parked.
+   */
+  get ids(): readonly string[] {
+    return this.#id === undefined ? [...this.#losing.keys()] : [this.#id, ...this.#losing.keys()];
+  }
+
+  /**
    * The `performance.now()` time by which the lease `id` surely lapsed on the database, after
    * which no answer lands on its asks: 0 for a lease not held nor being lost (given up, or found
    * lapsed by the database).

@@ -24,13 +24,20 @@ export interface SchemaNames {
  * Checks a schema name and derives the names loopctl uses in it.
  *
  * @throws {PostgresConfigError} unless `schema` is a lowercase identifier of
- *   at most 48 characters (`[a-z_][a-z0-9_]*`).
+ *   at most 48 characters (`[a-z_][a-z0-9_]*`) that does not begin with `pg_`.
  */
 export function schemaNames(where: string, schema: unknown = DEFAULT_SCHEMA): SchemaNames {
   if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
     throw new PostgresConfigError(
       where,
       `schema must be a lowercase identifier of at most 48 characters ([a-z_][a-z0-9_]*), got ${JSON.stringify(String(schema))}`,
+    );
+  }
+  // PostgreSQL refuses to create one (42939): migrate would fail, and every store and queue say to run it.
+  if (schema.startsWith("pg_")) {
+    throw new PostgresConfigError(
+      where,
+      `schema ${JSON.stringify(schema)} begins with pg_, which PostgreSQL keeps for its own schemas; choose another name`,
     );
   }
   const quoted = `"${schema}"`;
