@@ -262,6 +262,19 @@ describe("callPrompt", () => {
         new AbortController().signal,
         "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got an AbortSignal",
       ],
+      // Read as options, an array would show the arguments with the default redactor, whatever it holds.
+      [[{ redact: false }], "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got an array"],
+      [
+        new Proxy(
+          {},
+          {
+            ownKeys: () => {
+              throw new Error("no keys here");
+            },
+          },
+        ),
+        "callPrompt: options cannot be read: no keys here",
+      ],
     ] as const) {
       let error: unknown;
       try {

@@ -455,7 +455,31 @@ describe("verifyAuditLog on the file system", () => {
       (e: unknown) => e,
     );
     expect(signal).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
-    expect((signal as Error).message).toContain("options is an AbortSignal; pass it as { signal }");
+    expect((signal as Error).message).toContain(
+      "options must be an object, got an AbortSignal (give it as { signal })",
+    );
+    // An array has none either, and a proxy whose keys cannot be listed none that can be checked: read as
+    // options, either would verify without the key.
+    for (const [options, says] of [
+      [[{ key }], "options must be an object, got an array"],
+      [
+        new Proxy(
+          { key },
+          {
+            ownKeys: () => {
+              throw new Error("no keys here");
+            },
+          },
+        ),
+        "options cannot be read: no keys here",
+      ],
+    ] as const) {
+      const error = await (async () => verifyAuditBytes(original, options as AuditVerifyBytesOptions))().catch(
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+      expect((error as Error).message).toBe(`cannot verify audit log bytes: ${says}`);
+    }
   });
 
   it("names a string given for the bytes by its length, not by the log it holds", () => {

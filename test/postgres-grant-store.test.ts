@@ -825,7 +825,14 @@ describe("PostgresGrantStore fails closed", () => {
       );
     }
     expect(() => new PostgresGrantStore(db.pool, "p" as never)).toThrow(
-      "PostgresGrantStore: options must be an object, got string",
+      'PostgresGrantStore: options must be an object, got "p"',
+    );
+    // A signal has no keys of its own, an array none that are options: neither is taken for options.
+    expect(() => new PostgresGrantStore(db.pool, new AbortController().signal as never)).toThrow(
+      "PostgresGrantStore: options must be an object, got an AbortSignal",
+    );
+    expect(() => new PostgresGrantStore(db.pool, [{ project: "p" }] as never)).toThrow(
+      "PostgresGrantStore: options must be an object, got an array",
     );
   });
 

@@ -73,11 +73,7 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   if (typeof path !== "string" || path === "") {
     throw new ServerConfigError("path", `must be the audit log's path, a non-empty string, got ${kindOf(path)}`);
   }
-  const { tailBytes = 1_048_576, key: givenKey } = readOptions<AuditLogRecordsOptions>(
-    options,
-    ["tailBytes", "key"],
-    configFault(),
-  );
+  const { tailBytes = 1_048_576, key: givenKey } = readOptions(options, ["tailBytes", "key"], configFault());
   const file = resolve(path);
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
     throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);

@@ -128,7 +128,7 @@ export class RecentRecords implements RecordSource {
    * other than `capacity`, or `capacity` is not a positive integer.
    */
   constructor(options: RecentRecordsOptions = {}) {
-    const capacity = readOptions<RecentRecordsOptions>(options, ["capacity"], configFault("records.")).capacity ?? 200;
+    const capacity = readOptions(options, ["capacity"], configFault("records.")).capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new ServerConfigError("records.capacity", `must be a positive integer, got ${shownValue(capacity)}`);
     }
