@@ -1,3 +1,4 @@
+import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
 import { optionsProblem, type EveryKey } from "../unknown-option.js";
 import { ServerConfigError, ServerInputError } from "./errors.js";
@@ -78,4 +79,15 @@ export function readOptions<T extends object, const K extends readonly (keyof T 
     if (option !== undefined) (read as Record<string, unknown>)[key] = option;
   }
   return read;
+}
+
+/**
+ * The `signal` of a record source call's `options` (`recent`, `audited`), refused with a `ServerConfigError` unless
+ * left out or an object of at most a `signal`, an AbortSignal: a misspelt `sginal` would leave a read deaf to it.
+ */
+export function callSignal(options: { readonly signal?: AbortSignal } | undefined): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  const { signal } = readOptions(options, ["signal"], configFault(), "an object: { signal? }");
+  if (signal === undefined || isAbortSignal(signal)) return signal;
+  throw new ServerConfigError("signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
 }

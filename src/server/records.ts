@@ -3,7 +3,7 @@ import type { GateDecision } from "../engine/records.js";
 import type { GateEvent } from "../engine/observer.js";
 import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
-import { configFault, readOptions } from "./options.js";
+import { callSignal, configFault, readOptions } from "./options.js";
 
 /**
  * Where the approval server reads recent gate decisions from: a
@@ -158,8 +158,9 @@ export class RecentRecords implements RecordSource {
     }
   }
 
-  /** Up to `limit` of the latest decisions, oldest first. */
-  recent(limit: number): GateDecision[] {
+  /** Up to `limit` of the latest decisions, oldest first; `options` are checked as {@link callSignal} says. */
+  recent(limit: number, options?: { readonly signal?: AbortSignal }): GateDecision[] {
+    callSignal(options);
     const all = [...this.#ring.slice(this.#start), ...this.#ring.slice(0, this.#start)];
     const count = Math.max(0, Math.min(Math.floor(limit), all.length));
     return count === 0 ? [] : all.slice(all.length - count);
