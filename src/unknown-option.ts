@@ -85,7 +85,8 @@ export function unknownOption(key: string, known: readonly string[], otherwise?:
 /**
  * What is wrong with `value` where an object of the options `known` goes, or `undefined`: the `key` at fault
  * (`undefined` for `value` itself), why, and what listing its keys threw. Refused: anything but an object (`null`,
- * an array, an `AbortSignal`, which has no keys: told where it goes, `give it as { signal }` when that is an option),
+ * a string, named but never shown, as it may be a connection string or a key given in the wrong place, an array,
+ * an `AbortSignal`, which has no keys: told where it goes, `give it as { signal }` when that is an option),
  * keys that cannot be listed (a proxy), and a key none of `known` (ignored, its default would stand for what was
  * meant), with `hint` when no option is near ({@link unknownOption}).
  */
@@ -106,7 +107,15 @@ export function optionsProblem(
   try {
     // `Array.isArray` throws on a revoked proxy, as listing its keys does.
     if (typeof value !== "object" || value === null || Array.isArray(value) || isAbortSignal(value)) {
-      const kind = value === null ? "null" : Array.isArray(value) ? "an array" : undefined;
+      // A string is named, never shown: where options go, it may be a connection string or a key.
+      const kind =
+        value === null
+          ? "null"
+          : Array.isArray(value)
+            ? "an array"
+            : typeof value === "string"
+              ? "a string"
+              : undefined;
       const got = kind ?? (isAbortSignal(value) ? `an AbortSignal${signal ? ` (${signal})` : ""}` : shownValue(value));
       return { key: undefined, problem: `must be ${shape}, got ${got}` };
     }

@@ -255,7 +255,7 @@ describe("callPrompt", () => {
   it("refuses options that are not an object, or an AbortSignal given in their place", () => {
     for (const [options, message] of [
       [null, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got null"],
-      ["[redacted]", 'callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got "[redacted]"'],
+      ["[redacted]", "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got a string"],
       [80, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got 80"],
       [() => undefined, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got a function"],
       [

@@ -458,6 +458,11 @@ describe("verifyAuditLog on the file system", () => {
     expect((signal as Error).message).toContain(
       "options must be an object, got an AbortSignal (give it as { signal })",
     );
+    // The key itself given where options go: refused without its text in the message.
+    const bare = await verifyAuditLog(path, "s3cret-audit-key" as never).catch((e: unknown) => e);
+    expect(bare).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+    expect((bare as Error).message).toContain("options must be an object, got a string");
+    expect((bare as Error).message).not.toContain("s3cret");
     // An array has none either, and a proxy whose keys cannot be listed none that can be checked: read as
     // options, either would verify without the key.
     for (const [options, says] of [

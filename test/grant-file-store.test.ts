@@ -196,7 +196,7 @@ describe("FileGrantStore arguments", () => {
         new AbortController().signal,
         "FileGrantStore: options must be an object, got an AbortSignal (a signal is given to each call: { signal })",
       ],
-      ["fast", 'FileGrantStore: options must be an object, got "fast"'],
+      ["fast", "FileGrantStore: options must be an object, got a string"],
       // An array has no option of its own; a proxy whose keys cannot be listed has none that can be checked.
       [[{ lockTimeoutMs: 200 }], "FileGrantStore: options must be an object, got an array"],
       [unlistable, "FileGrantStore: options cannot be read: no keys here"],

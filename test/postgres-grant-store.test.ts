@@ -824,8 +824,9 @@ describe("PostgresGrantStore fails closed", () => {
         expect.objectContaining({ code: "POSTGRES_CONFIG", message }),
       );
     }
-    expect(() => new PostgresGrantStore(db.pool, "p" as never)).toThrow(
-      'PostgresGrantStore: options must be an object, got "p"',
+    // A connection string given where options go: refused without its text (it may hold a password).
+    expect(() => new PostgresGrantStore(db.pool, "postgres://app:hunter2@db/prod" as never)).toThrow(
+      /^PostgresGrantStore: options must be an object, got a string$/,
     );
     // A signal has no keys of its own, an array none that are options: neither is taken for options.
     expect(() => new PostgresGrantStore(db.pool, new AbortController().signal as never)).toThrow(

@@ -24,7 +24,7 @@ describe("optionsProblem: what is wrong with a value given as an object of optio
       [null, "null"],
       [undefined, "undefined"],
       [5, "5"],
-      ["fast", '"fast"'],
+      ["fast", "a string"],
       [true, "true"],
       [() => undefined, "a function"],
       [[], "an array"],
@@ -32,6 +32,9 @@ describe("optionsProblem: what is wrong with a value given as an object of optio
     ] as const) {
       expect(optionsProblem(value, KNOWN), got).toEqual({ key: undefined, problem: `must be an object, got ${got}` });
     }
+    // A string where options go may be a connection string or a key given in the wrong place: never shown.
+    const secret = "postgres://app:hunter2@db.internal/prod";
+    expect(JSON.stringify(optionsProblem(secret, KNOWN))).not.toContain("hunter2");
     expect(optionsProblem(null, KNOWN, { shape: "an object: { signal?, limit? }" })).toEqual({
       key: undefined,
       problem: "must be an object: { signal?, limit? }, got null",
