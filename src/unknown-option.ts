@@ -1,3 +1,6 @@
+import { isAbortSignal } from "./abort-signal.js";
+import { describeError, shownValue } from "./errors.js";
+
 /**
  * Edit distance between `a` and `b` where swapping two neighbours counts as
  * one edit (optimal string alignment): `lsit` is one edit from `list`.
@@ -80,13 +83,62 @@ export function unknownOption(key: string, known: readonly string[], otherwise?:
 }
 
 /**
+ * What is wrong with `value` where an object of the options `known` goes, or `undefined`: the `key` at fault
+ * (`undefined` for `value` itself), why, and what listing its keys threw. Refused: anything but an object (`null`,
+ * a string, named but never shown, as it may be a connection string or a key given in the wrong place, an array,
+ * an `AbortSignal`, which has no keys: told where it goes, `give it as { signal }` when that is an option),
+ * keys that cannot be listed (a proxy), and a key none of `known` (ignored, its default would stand for what was
+ * meant), with `hint` when no option is near ({@link unknownOption}).
+ */
+export function optionsProblem(
+  value: unknown,
+  known: readonly string[],
+  {
+    shape = "an object",
+    signal = known.includes("signal") ? "give it as { signal }" : undefined,
+    hint,
+  }: {
+    shape?: string | undefined;
+    signal?: string | undefined;
+    hint?: ((key: string) => string | undefined) | undefined;
+  } = {},
+): { key: string | undefined; problem: string; cause?: unknown } | undefined {
+  let keys: string[];
+  try {
+    // `Array.isArray` throws on a revoked proxy, as listing its keys does.
+    if (typeof value !== "object" || value === null || Array.isArray(value) || isAbortSignal(value)) {
+      // A string is named, never shown: where options go, it may be a connection string or a key.
+      const kind =
+        value === null
+          ? "null"
+          : Array.isArray(value)
+            ? "an array"
+            : typeof value === "string"
+              ? "a string"
+              : undefined;
+      const got = kind ?? (isAbortSignal(value) ? `an AbortSignal${signal ? ` (${signal})` : ""}` : shownValue(value));
+      return { key: undefined, problem: `must be ${shape}, got ${got}` };
+    }
+    keys = Object.keys(value);
+  } catch (error) {
+    return { key: undefined, problem: `cannot be read: ${describeError(error)}`, cause: error };
+  }
+  const key = keys.find((name) => !known.includes(name));
+  return key === undefined ? undefined : { key, problem: unknownOption(key, known, hint?.(key)) };
+}
+
+/**
+ * `K` when it names every key of `T`; else `K` with a `missing` member naming
+ * the keys it leaves out, which no list has: a compile error at the list.
+ */
+export type EveryKey<T, K extends readonly unknown[]> = K &
+  ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { readonly missing: Exclude<keyof T, K[number]> });
+
+/**
  * `keys`, checked at compile time to name every key of `T`: a list of known
  * options that left one out would refuse it as unknown, though its type
  * offers it. `everyKey<Options>()(["a", "b"] as const)`.
  */
 export function everyKey<T>() {
-  return <const K extends readonly (keyof T & string)[]>(
-    keys: K &
-      ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { readonly missing: Exclude<keyof T, K[number]> }),
-  ): K => keys;
+  return <const K extends readonly (keyof T & string)[]>(keys: EveryKey<T, K>): K => keys;
 }

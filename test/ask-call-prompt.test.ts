@@ -255,12 +255,25 @@ describe("callPrompt", () => {
   it("refuses options that are not an object, or an AbortSignal given in their place", () => {
     for (const [options, message] of [
       [null, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got null"],
-      ["[redacted]", 'callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got "[redacted]"'],
+      ["[redacted]", "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got a string"],
       [80, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got 80"],
       [() => undefined, "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got a function"],
       [
         new AbortController().signal,
         "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got an AbortSignal",
+      ],
+      // Read as options, an array would show the arguments with the default redactor, whatever it holds.
+      [[{ redact: false }], "callPrompt: options must be an object { redact?, maxArgsChars?, notes? }, got an array"],
+      [
+        new Proxy(
+          {},
+          {
+            ownKeys: () => {
+              throw new Error("no keys here");
+            },
+          },
+        ),
+        "callPrompt: options cannot be read: no keys here",
       ],
     ] as const) {
       let error: unknown;

@@ -309,7 +309,7 @@ describe("AuditSink files", () => {
       (e: unknown) => e,
     );
     expect(signal).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
-    expect((signal as Error).message).toContain("options is an AbortSignal, not options");
+    expect((signal as Error).message).toContain("options must be an object, got an AbortSignal");
     await expect(lstat(path)).rejects.toMatchObject({ code: "ENOENT" });
     const sink = await AuditSink.open(path, { fsync: false, key, lockTimeoutMs: 100 });
     await sink.close();

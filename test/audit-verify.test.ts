@@ -455,7 +455,36 @@ describe("verifyAuditLog on the file system", () => {
       (e: unknown) => e,
     );
     expect(signal).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
-    expect((signal as Error).message).toContain("options is an AbortSignal; pass it as { signal }");
+    expect((signal as Error).message).toContain(
+      "options must be an object, got an AbortSignal (give it as { signal })",
+    );
+    // The key itself given where options go: refused without its text in the message.
+    const bare = await verifyAuditLog(path, "s3cret-audit-key" as never).catch((e: unknown) => e);
+    expect(bare).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+    expect((bare as Error).message).toContain("options must be an object, got a string");
+    expect((bare as Error).message).not.toContain("s3cret");
+    // An array has none either, and a proxy whose keys cannot be listed none that can be checked: read as
+    // options, either would verify without the key.
+    for (const [options, says] of [
+      [[{ key }], "options must be an object, got an array"],
+      [
+        new Proxy(
+          { key },
+          {
+            ownKeys: () => {
+              throw new Error("no keys here");
+            },
+          },
+        ),
+        "options cannot be read: no keys here",
+      ],
+    ] as const) {
+      const error = await (async () => verifyAuditBytes(original, options as AuditVerifyBytesOptions))().catch(
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ code: "AUDIT_CONFIG", option: "options" });
+      expect((error as Error).message).toBe(`cannot verify audit log bytes: ${says}`);
+    }
   });
 
   it("names a string given for the bytes by its length, not by the log it holds", () => {

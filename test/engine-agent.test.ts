@@ -335,7 +335,7 @@ describe("the loop around the gate", () => {
       [{ signals: new AbortController().signal }, "unknown option 'signals' (did you mean signal?)"],
       [{ context: {} }, "unknown option 'context' (the only option is signal)"],
       // The signal itself, not in its options object: it has no keys of its own, and would cancel nothing.
-      [new AbortController().signal, "options must be { signal? }: pass the signal as { signal }"],
+      [new AbortController().signal, "options must be { signal? }, got an AbortSignal (give it as { signal })"],
     ] as const) {
       const error = await agent.run("go", options as never).catch((e: unknown) => e);
       expect(error).toEqual(new EngineConfigError("Agent.run", said));

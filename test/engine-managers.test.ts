@@ -77,6 +77,9 @@ describe("LoopManagers", () => {
     ["withLoopDetection", (m) => m.withLoopDetection({ maxRepeats: 0 })],
     // A signal has no keys of its own: read as a budget, it would be an empty one, unsaid.
     ["withBudget", (m) => m.withBudget(new AbortController().signal as never)],
+    // An array has none either: read as a budget, `[5]` would lift no cap and set none.
+    ["withBudget", (m) => m.withBudget([5] as never)],
+    ["withLoopDetection", (m) => m.withLoopDetection([] as never)],
     // A misspelt limit would otherwise leave the default in force (20 turns) or none at all, unsaid.
     ["withBudget", (m) => m.withBudget({ maxTurn: 5 } as never)],
     ["withBudget", (m) => m.withBudget({ maxTurns: 5, maxTokenCount: 100 } as never)],
@@ -123,6 +126,7 @@ describe("LoopManagers", () => {
     refused(new AbortController().signal, "options must be { failureThreshold, cooldownMs }, got an AbortSignal");
     refused(3, "options must be { failureThreshold, cooldownMs }, got 3");
     refused(null, "options must be { failureThreshold, cooldownMs }, got null");
+    refused([3, 30_000], "options must be { failureThreshold, cooldownMs }, got an array");
     expect(() => new LoopManagers().withCircuitBreaker({ failureThreshold: 3, cooldownMs: 0 })).not.toThrow();
   });
 

@@ -162,6 +162,14 @@ describe("FileGrantStore arguments", () => {
   });
 
   it("refuses an option it does not take, or a signal in place of the options, naming it, and makes no folder", () => {
+    const unlistable = new Proxy(
+      {},
+      {
+        ownKeys: () => {
+          throw new Error("no keys here");
+        },
+      },
+    );
     for (const [options, message] of [
       // Ignored, a misspelt timeout would leave a save waiting the default 10 s, or a stale lock unbroken for 30.
       [
@@ -188,7 +196,10 @@ describe("FileGrantStore arguments", () => {
         new AbortController().signal,
         "FileGrantStore: options must be an object, got an AbortSignal (a signal is given to each call: { signal })",
       ],
-      ["fast", 'FileGrantStore: options must be an object, got "fast"'],
+      ["fast", "FileGrantStore: options must be an object, got a string"],
+      // An array has no option of its own; a proxy whose keys cannot be listed has none that can be checked.
+      [[{ lockTimeoutMs: 200 }], "FileGrantStore: options must be an object, got an array"],
+      [unlistable, "FileGrantStore: options cannot be read: no keys here"],
     ] as const) {
       const error = refusal(join(root, "grants"), project, options);
       expect(error).toBeInstanceOf(GrantConfigError);

@@ -181,6 +181,23 @@ describe("MemoryGrantStore", () => {
         () => store.save(denyWrite, signal as never),
         "must be an object or undefined, got an AbortSignal (give it as { signal })",
       ],
+      // An array has no signal of its own; a proxy whose keys cannot be listed has none that can be checked.
+      ["MemoryGrantStore.load", () => store.load([signal] as never), "must be an object or undefined, got an array"],
+      [
+        "MemoryGrantStore.load",
+        () =>
+          store.load(
+            new Proxy(
+              {},
+              {
+                ownKeys: () => {
+                  throw new Error("no keys here");
+                },
+              },
+            ),
+          ),
+        "cannot be read: no keys here",
+      ],
     ];
     for (const [where, call, problem] of cases) {
       const error: unknown = await call().then(

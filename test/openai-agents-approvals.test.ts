@@ -1806,7 +1806,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       [{ maxArgsChars: 1.5 }, "prompt.maxArgsChars", "prompt.maxArgsChars: must be a positive integer, got 1.5"],
       [{ maxArgsChars: "80" }, "prompt.maxArgsChars", "prompt.maxArgsChars: must be a positive integer, got string"],
       [{ redact: "secrets" }, "prompt.redact", "prompt.redact: must be a function or false"],
-      [null, "prompt", "prompt: must be an object: { redact?, maxArgsChars? }"],
+      [null, "prompt", "prompt: must be an object: { redact?, maxArgsChars? }, got null"],
     ] as const) {
       const error = refused(prompt);
       expect(error).toBeInstanceOf(AgentsConfigError);
@@ -1855,7 +1855,11 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     );
     for (const [options, option, message] of [
       [{ sginal: aborted.signal }, "sginal", /^sginal: unknown option 'sginal' \(did you mean signal\?\)$/],
-      [aborted.signal, "options", /^options: is an AbortSignal: pass it as \{ signal \}$/],
+      [
+        aborted.signal,
+        "options",
+        /^options: must be an object: \{ signal\? \}, got an AbortSignal \(give it as \{ signal \}\)$/,
+      ],
       [{ signal: aborted }, "signal", /^signal: must be an AbortSignal or undefined, got an object$/],
       [null, "options", /^options: must be an object: \{ signal\? \}, got null$/],
     ] as const) {

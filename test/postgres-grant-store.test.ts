@@ -859,8 +859,16 @@ describe("PostgresGrantStore fails closed", () => {
         expect.objectContaining({ code: "POSTGRES_CONFIG", message }),
       );
     }
-    expect(() => new PostgresGrantStore(db.pool, "p" as never)).toThrow(
-      "PostgresGrantStore: options must be an object, got string",
+    // A connection string given where options go: refused without its text (it may hold a password).
+    expect(() => new PostgresGrantStore(db.pool, "postgres://app:hunter2@db/prod" as never)).toThrow(
+      /^PostgresGrantStore: options must be an object, got a string$/,
+    );
+    // A signal has no keys of its own, an array none that are options: neither is taken for options.
+    expect(() => new PostgresGrantStore(db.pool, new AbortController().signal as never)).toThrow(
+      "PostgresGrantStore: options must be an object, got an AbortSignal",
+    );
+    expect(() => new PostgresGrantStore(db.pool, [{ project: "p" }] as never)).toThrow(
+      "PostgresGrantStore: options must be an object, got an array",
     );
   });
 

@@ -63,6 +63,15 @@ function thrown(make: () => unknown): unknown {
   return undefined;
 }
 
+/** What a record source's `recent` and `audited` refuse as their options: the option named, and why. */
+const CALL_OPTION_REFUSALS = [
+  [{ sginal: AbortSignal.abort() }, "sginal", "unknown option 'sginal' (did you mean signal?)"],
+  [AbortSignal.abort(), "options", "must be an object: { signal? }, got an AbortSignal (give it as { signal })"],
+  [[], "options", "must be an object: { signal? }, got an array"],
+  [null, "options", "must be an object: { signal? }, got null"],
+  [{ signal: "stop" }, "signal", 'must be an AbortSignal or undefined, got "stop"'],
+] as const;
+
 describe("RecentRecords", () => {
   it("keeps the latest `capacity` decisions, oldest first, whatever the limit asked", () => {
     const records = new RecentRecords({ capacity: 3 });
@@ -107,6 +116,17 @@ describe("RecentRecords", () => {
       expect((error as ServerConfigError).option).toBe("options");
       expect((error as Error).message).toContain(says);
     }
+  });
+
+  it("refuses call options that are not an object of at most a signal, naming the key, as an audit log's records do", () => {
+    const records = new RecentRecords();
+    records.onGate({ turn: 0, callId: "c1", decision: decision(1) });
+    for (const [options, option, says] of CALL_OPTION_REFUSALS) {
+      const error = thrown(() => records.recent(10, options as never));
+      expect(error, option).toBeInstanceOf(ServerConfigError);
+      expect(error).toMatchObject({ option, message: `approval server option ${option}: ${says}` });
+    }
+    expect(records.recent(10, { signal: new AbortController().signal }).map((r) => r.ts)).toEqual([1]);
   });
 
   it("refuses a capacity that is not a positive integer", () => {
@@ -612,6 +632,20 @@ describe("auditLogRecords", () => {
     await expect(source.recent(10, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     await expect(source.audited(10, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     expect((await source.recent(10, { signal: new AbortController().signal })).map((r) => r.ts)).toEqual([1]);
+  });
+
+  it("refuses call options that are not an object of at most a signal, naming the key: a misspelt signal would leave the read deaf to its cancel", async () => {
+    const path = join(dir, "call-options.jsonl");
+    await writeFile(path, `${JSON.stringify({ record: decision(1) })}\n`);
+    const source = auditLogRecords(path);
+    for (const [options, option, says] of CALL_OPTION_REFUSALS) {
+      for (const method of ["recent", "audited"] as const) {
+        const error = await source[method](10, options as never).catch((e: unknown) => e);
+        expect(error, `${method} ${option}`).toBeInstanceOf(ServerConfigError);
+        expect(error).toMatchObject({ option, message: `approval server option ${option}: ${says}` });
+      }
+    }
+    expect((await source.recent(10, {})).map((r) => r.ts)).toEqual([1]);
   });
 
   it("a FIFO put where the log was, after the server started, is a 503 naming it, not a request that waits for a writer", async () => {

@@ -1,8 +1,6 @@
 import { InvalidCallPromptOptionsError } from "./errors.js";
-import { isAbortSignal } from "../abort-signal.js";
-import { shownValue } from "../errors.js";
 import { textHead } from "../text-head.js";
-import { everyKey, unknownOption } from "../unknown-option.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
 
 /** A path into a call's arguments: object keys and array indexes from the top. */
 export type ArgsPath = readonly (string | number)[];
@@ -258,18 +256,12 @@ const OPTIONS = everyKey<CallPromptOptions>()(["redact", "maxArgsChars", "notes"
  * its place, and what the caller's was meant to hide would be shown.
  */
 function promptOptions(options: unknown): CallPromptOptions {
-  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
-    const got = isAbortSignal(options) ? "an AbortSignal" : shownValue(options);
-    throw new InvalidCallPromptOptionsError(
-      "options",
-      `must be an object { redact?, maxArgsChars?, notes? }, got ${got}`,
-    );
-  }
-  for (const key of Object.keys(options)) {
-    if (!(OPTIONS as readonly string[]).includes(key))
-      throw new InvalidCallPromptOptionsError("options", `holds an ${unknownOption(key, OPTIONS)}`);
-  }
-  return options;
+  const wrong = optionsProblem(options, OPTIONS, { shape: "an object { redact?, maxArgsChars?, notes? }" });
+  if (wrong === undefined) return options as CallPromptOptions;
+  throw new InvalidCallPromptOptionsError(
+    "options",
+    wrong.key === undefined ? wrong.problem : `holds an ${wrong.problem}`,
+  );
 }
 
 /**

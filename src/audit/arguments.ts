@@ -1,6 +1,6 @@
 import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { optionsProblem, type EveryKey } from "../unknown-option.js";
 import { AuditConfigError } from "./errors.js";
 
 /**
@@ -17,34 +17,28 @@ export function assertPathArgument(value: unknown, where: string): asserts value
 
 /**
  * The options object, `{}` when it is `undefined`. A key it holds that is not
- * one of `known` is refused: never read, a misspelt `key` would verify a log,
- * or start one, without the key, and say nothing.
- * @throws AuditConfigError naming `options` when it is not an object (or is an
- *   AbortSignal, which has no key of its own), or the first unknown key.
+ * one of `known`, every key of its type, is refused: never read, a misspelt
+ * `key` would verify a log, or start one, without the key, and say nothing.
+ * @throws AuditConfigError naming `options` when it is not an object of
+ *   options ({@link optionsProblem}), or the first unknown key.
  */
-export function optionsArgument<T extends object>(
+export function optionsArgument<T extends object, const K extends readonly (keyof T & string)[]>(
   value: T | undefined,
   where: string,
-  known: readonly (keyof T & string)[],
+  known: EveryKey<T, K>,
 ): T {
   if (value === undefined) return {} as T;
-  if (typeof value !== "object" || value === null) {
-    throw new AuditConfigError("options", `${where}: options must be an object, got ${shownValue(value)}`);
-  }
-  if (isAbortSignal(value)) {
-    const how = (known as readonly string[]).includes("signal") ? "; pass it as { signal }" : ", not options";
-    throw new AuditConfigError("options", `${where}: options is an AbortSignal${how}`);
-  }
-  for (const key of Object.keys(value)) {
-    if ((known as readonly string[]).includes(key)) continue;
-    // `keyFile`, `keyPath`: the option takes the key, not where it is kept.
-    const keyFile =
-      (known as readonly string[]).includes("key") && /^key/i.test(key)
-        ? "key takes the key itself, a string or bytes: read a key file with readAuditKeyFile"
-        : undefined;
-    throw new AuditConfigError(key, `${where}: ${unknownOption(key, known, keyFile)}`);
-  }
-  return value;
+  // `keyFile`, `keyPath`: the option takes the key, not where it is kept.
+  const hint = (key: string): string | undefined =>
+    (known as readonly string[]).includes("key") && /^key/i.test(key)
+      ? "key takes the key itself, a string or bytes: read a key file with readAuditKeyFile"
+      : undefined;
+  const wrong = optionsProblem(value, known, { hint });
+  if (wrong === undefined) return value;
+  throw new AuditConfigError(
+    wrong.key ?? "options",
+    `${where}: ${wrong.key === undefined ? "options " : ""}${wrong.problem}`,
+  );
 }
 
 /**

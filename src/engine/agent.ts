@@ -1,5 +1,4 @@
 import { setMaxListeners } from "node:events";
-import { isAbortSignal } from "../abort-signal.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { TEXTS } from "./attempt.js";
 import { checkBudget } from "./budget.js";
@@ -285,7 +284,10 @@ function agentOptions(options: AgentOptions): {
   managers: LoopManagers;
   instructions: string | undefined;
 } {
-  knownKeys("Agent", options, ["model", "tools", "managers", "instructions"], true);
+  knownKeys("Agent", options, ["model", "tools", "managers", "instructions"], {
+    shape: "{ model, tools, managers?, instructions? }",
+    caps: true,
+  });
   const { model, tools, managers = new LoopManagers(), instructions } = options;
   if (typeof model !== "object" || model === null || typeof model.generate !== "function") {
     throw new EngineConfigError("Agent", "model must have a generate(request) method");
@@ -346,8 +348,6 @@ export class Agent {
   readonly #liveRuns = new Set<string>();
 
   constructor(options: AgentOptions) {
-    if (typeof options !== "object" || options === null)
-      throw new EngineConfigError("Agent", "options must be { model, tools, managers?, instructions? }");
     // Options whose reads throw (a getter, a revoked proxy) are not options either.
     const { model, tools, managers, instructions } = readingConfig("Agent", "the options", () => agentOptions(options));
     this.#tools = tools;
@@ -388,12 +388,10 @@ export class Agent {
       messages = [Object.freeze({ type: "user", text: input })];
     } else if (listed) messages = startingMessages(input);
     else throw new EngineConfigError("Agent.run", "input must be the user's text or an array of messages");
-    if (typeof options !== "object" || options === null)
-      throw new EngineConfigError("Agent.run", "options must be { signal? }");
     // The signal handed in place of its options has no keys of its own: it would cancel nothing, unsaid.
-    if (isAbortSignal(options))
-      throw new EngineConfigError("Agent.run", "options must be { signal? }: pass the signal as { signal }");
-    readingConfig("Agent.run", "the options", () => knownKeys("Agent.run", options, ["signal"], true));
+    readingConfig("Agent.run", "the options", () =>
+      knownKeys("Agent.run", options, ["signal"], { shape: "{ signal? }", caps: true }),
+    );
     const signal: unknown = readingConfig("Agent.run", "the options", () => options.signal);
     const caller = callerSignal("Agent.run", signal);
     // What the model and observers see: the run's transcript as it grows, which they cannot change.

@@ -1,5 +1,5 @@
 import { LoopctlError, describeError } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { optionsProblem, type EveryKey } from "../unknown-option.js";
 import type { Message } from "./model.js";
 import type { GateDecision } from "./records.js";
 
@@ -168,21 +168,25 @@ export function readingConfig<T>(option: string, what: string, read: () => T): T
 
 /** The turn and token caps: options the peers take on their agent or run, loopctl's in a budget. */
 const CAP_OPTIONS = new Set(["maxTurns", "maxTokens", "maxSteps"]);
+const CAP_HINT = "a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens })";
 
 /**
- * Refuses a key of `given` that is not one of `known`: an option that is
- * never read would be silently ignored. The message names the key and the
- * option it was likely meant to be (another case, a plural), or the list.
- * Internal to the engine.
+ * Refuses `given` (named `what`) unless an object of the options `known`,
+ * every key of its type ({@link optionsProblem}): an option never read would
+ * be silently ignored. A turn or token cap is pointed to `withBudget` when
+ * `caps`. Keys that cannot be listed throw what listing them threw, for
+ * {@link readingConfig} to name. Internal to the engine.
  * @throws {EngineConfigError} naming `option`.
  */
-export function knownKeys(option: string, given: object, known: readonly string[], caps: boolean): void {
-  for (const key of Object.keys(given)) {
-    if (known.includes(key)) continue;
-    const cap =
-      caps && CAP_OPTIONS.has(key)
-        ? "a run's turn and token caps are set with LoopManagers.withBudget({ maxTurns, maxTokens })"
-        : undefined;
-    throw new EngineConfigError(option, unknownOption(key, known, cap));
-  }
+export function knownKeys<T, const K extends readonly (keyof T & string)[]>(
+  option: string,
+  given: T,
+  known: EveryKey<T, K>,
+  wording: { readonly what?: string; readonly shape?: string; readonly caps?: boolean } = {},
+): void {
+  const hint = (key: string): string | undefined => (wording.caps && CAP_OPTIONS.has(key) ? CAP_HINT : undefined);
+  const wrong = optionsProblem(given, known, { shape: wording.shape, hint });
+  if (wrong && "cause" in wrong) throw wrong.cause;
+  const what = wording.what ?? "options";
+  if (wrong) throw new EngineConfigError(option, wrong.key === undefined ? `${what} ${wrong.problem}` : wrong.problem);
 }

@@ -441,7 +441,7 @@ export class Gate {
     let fields: Required<Omit<GateRequest, "signal">> & { readonly signal: AbortSignal | undefined };
     try {
       // A misspelt field is refused, never ignored: a `sginal` would leave the call deaf to its cancel.
-      knownKeys("Gate.call", request, REQUEST_FIELDS, false);
+      knownKeys("Gate.call", request, REQUEST_FIELDS, { what: "the request", shape: "{ tool, callId, input, … }" });
       // Read once: what was checked is what the call goes on with.
       const { tool, callId, input, signal, sessionId = NIL_UUID, runId = NIL_UUID, turn = 0 } = request;
       fields = { tool, callId, input, signal, sessionId, runId, turn };

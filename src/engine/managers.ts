@@ -307,9 +307,7 @@ export class LoopManagers {
    */
   withBudget(budget: BudgetOptions): LoopManagers {
     return readingConfig("withBudget", "the argument", () => {
-      if (!isObject(budget) || isAbortSignal(budget))
-        throw new EngineConfigError("withBudget", `the budget must be an object, got ${shownArgument(budget)}`);
-      knownKeys("withBudget", budget, ["maxTurns", "maxTokens"], false);
+      knownKeys("withBudget", budget, ["maxTurns", "maxTokens"], { what: "the budget" });
       // Each limit read once: a getter must not give the check one value and the run another (NaN: no cap).
       const { maxTurns, maxTokens } = budget;
       const next: { maxTurns?: number; maxTokens?: number } = {};
@@ -327,9 +325,7 @@ export class LoopManagers {
    */
   withLoopDetection(options: LoopDetectionOptions): LoopManagers {
     return readingConfig("withLoopDetection", "the argument", () => {
-      if (!isObject(options) || isAbortSignal(options))
-        throw new EngineConfigError("withLoopDetection", `options must be an object, got ${shownArgument(options)}`);
-      knownKeys("withLoopDetection", options, ["maxRepeats"], false);
+      knownKeys("withLoopDetection", options, ["maxRepeats"]);
       return this.#with({
         loopDetection: Object.freeze({
           maxRepeats: positiveInteger("withLoopDetection", "maxRepeats", options.maxRepeats),
@@ -344,13 +340,9 @@ export class LoopManagers {
    */
   withCircuitBreaker(options: CircuitBreakerOptions): LoopManagers {
     return readingConfig("withCircuitBreaker", "the argument", () => {
-      if (!isObject(options) || isAbortSignal(options)) {
-        throw new EngineConfigError(
-          "withCircuitBreaker",
-          `options must be { failureThreshold, cooldownMs }, got ${shownArgument(options)}`,
-        );
-      }
-      knownKeys("withCircuitBreaker", options, ["failureThreshold", "cooldownMs"], false);
+      knownKeys("withCircuitBreaker", options, ["failureThreshold", "cooldownMs"], {
+        shape: "{ failureThreshold, cooldownMs }",
+      });
       return this.#with({
         circuitBreaker: Object.freeze({
           failureThreshold: positiveInteger("withCircuitBreaker", "failureThreshold", options.failureThreshold),

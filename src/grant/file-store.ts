@@ -15,9 +15,8 @@ import {
   LedgerIoError,
   LedgerLockError,
 } from "./errors.js";
-import { isAbortSignal } from "../abort-signal.js";
 import { shownValue } from "../errors.js";
-import { everyKey, unknownOption } from "../unknown-option.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
 import { Grant } from "./grant.js";
 import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 import { recordTexts } from "./record-texts.js";
@@ -203,16 +202,14 @@ const SIGNAL_HINT = "a signal is given to each call: { signal }";
  * 10 s for a lock, and a misspelt `staleLockMs` an abandoned lock unbroken.
  */
 function storeOptions(options: unknown): FileGrantStoreOptions {
-  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
-    const got = isAbortSignal(options) ? `an AbortSignal (${SIGNAL_HINT})` : shownValue(options);
-    throw new GrantConfigError("FileGrantStore", "options", `must be an object, got ${got}`);
-  }
-  for (const key of Object.keys(options)) {
-    if ((OPTIONS as readonly string[]).includes(key)) continue;
-    const problem = unknownOption(key, OPTIONS, key === "signal" ? SIGNAL_HINT : undefined);
-    throw new GrantConfigError("FileGrantStore", "options", `holds an ${problem}`);
-  }
-  return options;
+  const hint = (key: string): string | undefined => (key === "signal" ? SIGNAL_HINT : undefined);
+  const wrong = optionsProblem(options, OPTIONS, { signal: SIGNAL_HINT, hint });
+  if (wrong === undefined) return options as FileGrantStoreOptions;
+  throw new GrantConfigError(
+    "FileGrantStore",
+    "options",
+    wrong.key === undefined ? wrong.problem : `holds an ${wrong.problem}`,
+  );
 }
 
 /** The option's value, or `fallback` when it is not given. */
@@ -544,7 +541,7 @@ export class FileGrantStore implements GrantStore {
   async clear(options: ClearOptions = {}): Promise<number> {
     const empty = (ledger: Snapshot): boolean => ledger.grants.length === 0;
     return this.#locked(
-      callSignal("FileGrantStore.clear", options, ["corrupt"]),
+      callSignal("FileGrantStore.clear", options, everyKey<ClearOptions>()(["signal", "corrupt"])),
       0,
       async (lock) => {
         let current: Snapshot;

@@ -1,3 +1,4 @@
+import { everyKey } from "../unknown-option.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16, descriptorDigest, descriptorFingerprint, type ToolDescriptor } from "./digest.js";
 import { GrantConfigError, GrantRecordError } from "./errors.js";
@@ -68,6 +69,8 @@ export interface RememberOptions extends StoreCallOptions {
   /** A note for people. */
   readonly note?: string;
 }
+
+const REMEMBER_OPTIONS = everyKey<RememberOptions>()(["signal", "nowMs", "note"]);
 
 const LEGACY_PIN = /^[0-9a-f]{16}$/;
 
@@ -257,7 +260,7 @@ export class GrantPolicy {
     scope: "this_call" | "this_tool",
     options: RememberOptions = {},
   ): Promise<Grant> {
-    const signal = callSignal("GrantPolicy.remember", options, ["nowMs", "note"]);
+    const signal = callSignal("GrantPolicy.remember", options, REMEMBER_OPTIONS);
     requireDescriptor(descriptor, "GrantPolicy.remember");
     const grant = grantForAnswer(descriptor, args, verdict, scope, options.nowMs ?? Date.now(), options.note);
     return this.#store.save(grant, { signal });

@@ -3,7 +3,7 @@ import { describeError } from "../errors.js";
 import { Grant } from "./grant.js";
 import { GrantConfigError, GrantIdCollisionError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
-import { shownKey, unknownOption } from "../unknown-option.js";
+import { everyKey, optionsProblem, shownKey } from "../unknown-option.js";
 import { GrantIndex, coveringList, requireCoveringQuery } from "./grant-index.js";
 
 /** Options for one call to a {@link GrantStore}. */
@@ -66,6 +66,8 @@ export function revokedId(where: string, id: unknown): string {
   return id;
 }
 
+const CALL_OPTIONS = everyKey<StoreCallOptions>()(["signal"]);
+
 /**
  * @internal The signal of a store call's `options` from an untyped caller,
  * checked before anything else the call is given: the built-in stores listen
@@ -76,23 +78,21 @@ export function revokedId(where: string, id: unknown): string {
  * than failing the call with whatever it threw or leaving it waiting.
  *
  * @throws {GrantConfigError} naming `options` when it is not an object or
- *   undefined (an `AbortSignal` included) or holds a key other than `signal`
- *   and `more` (a misspelt `sginal` would leave the call deaf to its cancel),
+ *   undefined (an array or an `AbortSignal` included), its keys cannot be
+ *   listed, or it holds a key none of `known`, the call's options (a misspelt
+ *   `sginal` would leave the call deaf to its cancel),
  *   or `options.signal` when it is not an AbortSignal or undefined,
  *   or cannot be listened to; else the signal's reason when it has aborted.
  */
-export function callSignal(where: string, options: unknown, more: readonly string[] = []): AbortSignal | undefined {
+export function callSignal(
+  where: string,
+  options: unknown,
+  known: readonly string[] = CALL_OPTIONS,
+): AbortSignal | undefined {
   if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null || isAbortSignal(options)) {
-    // A signal given bare has no `signal` of its own: read as options, the call would never hear it.
-    const got = isAbortSignal(options) ? "an AbortSignal (give it as { signal })" : shownValue(options);
-    throw new GrantConfigError(where, "options", `must be an object or undefined, got ${got}`);
-  }
-  for (const key of Object.keys(options)) {
-    if (key !== "signal" && !more.includes(key)) {
-      throw new GrantConfigError(where, "options", `holds an ${unknownOption(key, ["signal", ...more])}`);
-    }
-  }
+  const wrong = optionsProblem(options, known, { shape: "an object or undefined" });
+  if (wrong !== undefined)
+    throw new GrantConfigError(where, "options", wrong.key === undefined ? wrong.problem : `holds an ${wrong.problem}`);
   const signal = (options as StoreCallOptions).signal;
   if (signal === undefined) return undefined;
   if (!isAbortSignal(signal)) {

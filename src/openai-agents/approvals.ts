@@ -16,7 +16,7 @@ import { cancelledBy } from "../engine/signals.js";
 import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
-import { meantOption, optionList } from "../unknown-option.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import { isAbortSignal } from "../abort-signal.js";
@@ -429,9 +429,7 @@ function notGatableInPlace(tool: AnyFunctionTool): string | undefined {
  * finds them unusable later (its hook would throw, and every call be denied).
  */
 function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
-  if (typeof prompt !== "object" || prompt === null)
-    throw new AgentsConfigError("prompt", "must be an object: { redact?, maxArgsChars? }");
-  refuseUnknown(prompt, PROMPT_OPTIONS, "prompt.");
+  refuseOptions(prompt, PROMPT_OPTIONS, "an object: { redact?, maxArgsChars? }", "prompt", "", "prompt.");
   const { redact, maxArgsChars } = prompt as Omit<CallPromptOptions, "notes">;
   const redactFault = redactProblem(redact);
   if (redactFault !== undefined) throw new AgentsConfigError("prompt.redact", redactFault);
@@ -444,42 +442,37 @@ function promptOptions(prompt: unknown): Omit<CallPromptOptions, "notes"> {
 }
 
 /** The options of the constructor, of `prompt`, and of `run` and `settle`: any other is refused, never ignored. */
-const OPTIONS = ["resolver", "managers", "grants", "prompt", "sessionId"] as const;
-const PROMPT_OPTIONS = ["redact", "maxArgsChars"] as const;
-const RUN_OPTIONS = ["signal"] as const;
+const OPTIONS = everyKey<AgentApprovalsOptions>()(["resolver", "managers", "grants", "prompt", "sessionId"]);
+const PROMPT_OPTIONS = everyKey<Omit<CallPromptOptions, "notes">>()(["redact", "maxArgsChars"]);
+const RUN_OPTIONS = everyKey<{ readonly signal?: AbortSignal }>()(["signal"]);
 
-/** What an unknown option `key` may have been meant as: an option in another case or number, a part of `LoopManagers`. */
-function hintFor(key: string, options: readonly string[]): string {
-  const meant = meantOption(key, options);
-  if (meant !== undefined) return `did you mean ${meant}?`;
+/** Where an unknown option `key` of the constructor's was likely meant to go: a part of `LoopManagers`, or its own. */
+function managersHint(key: string): string | undefined {
   const singular = key.replace(/s$/, "");
   const part = `with${singular.charAt(0).toUpperCase()}${singular.slice(1)}`;
   // The managers' own resolver and grant store are the two options here: `resolver` replaces the one.
   const own: Record<string, string> = { withAskResolver: "resolver", withGrantStore: "grants" };
-  if (options === OPTIONS && own[part] !== undefined) return `did you mean ${own[part]}?`;
-  if (options === OPTIONS && typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
+  if (own[part] !== undefined) return `did you mean ${own[part]}?`;
+  if (typeof (LoopManagers.prototype as unknown as Record<string, unknown>)[part] === "function")
     return `it goes in managers: new LoopManagers().${part}(…)`;
-  return optionList(options);
+  return undefined;
 }
 
 /**
- * Refuses the first key of `value` that is not one of `options`, with an `AgentsConfigError` naming it (under
- * `prefix`): ignored, a misspelt `grants` or `signal`, or hooks given beside `managers`, would run what the caller
- * meant to stop.
+ * Refuses `value` unless an object of `known` (`shape`), with an `AgentsConfigError` naming `name` (`said` before its
+ * problem), or the key that is none of them (under `prefix`): ignored, a misspelt `grants` or `signal`, or hooks
+ * given beside `managers`, would run what the caller meant to stop.
  */
-function refuseUnknown(value: object, options: readonly string[], prefix = ""): void {
-  for (const key of Object.keys(value))
-    if (!options.includes(key))
-      throw new AgentsConfigError(`${prefix}${key}`, `unknown option '${key}' (${hintFor(key, options)})`);
+function refuseOptions(value: unknown, known: readonly string[], shape: string, name: string, said = "", prefix = "") {
+  const wrong = optionsProblem(value, known, { shape, hint: known === OPTIONS ? managersHint : undefined });
+  if (wrong?.key !== undefined) throw new AgentsConfigError(`${prefix}${wrong.key}`, wrong.problem);
+  if (wrong !== undefined) throw new AgentsConfigError(name, `${said}${wrong.problem}`, { cause: wrong.cause });
 }
 
 /** `run`'s and `settle`'s options, checked: an object with at most a `signal`, which is an `AbortSignal`. */
 function runOptions(options: unknown): { readonly signal?: AbortSignal } {
-  if (typeof options !== "object" || options === null)
-    throw new AgentsConfigError("options", `must be an object: { signal? }, got ${shownValue(options)}`);
   // A signal in place of its options has no keys of its own: read as options, the run would have no cancel.
-  if (isAbortSignal(options)) throw new AgentsConfigError("options", "is an AbortSignal: pass it as { signal }");
-  refuseUnknown(options, RUN_OPTIONS);
+  refuseOptions(options, RUN_OPTIONS, "an object: { signal? }", "options");
   const { signal } = options as { signal?: unknown };
   if (signal !== undefined && !isAbortSignal(signal))
     throw new AgentsConfigError("signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
@@ -569,9 +562,7 @@ export class AgentApprovals {
   readonly #unusedApprovals = new WeakMap<object, Map<string, string | undefined>>();
 
   constructor(options: AgentApprovalsOptions) {
-    if (typeof options !== "object" || options === null)
-      throw new AgentsConfigError("AgentApprovals", "options must be { resolver, managers?, grants? }");
-    refuseUnknown(options, OPTIONS);
+    refuseOptions(options, OPTIONS, "{ resolver, managers?, grants? }", "AgentApprovals", "options ");
     const { resolver, managers = new LoopManagers(), grants, prompt = {}, sessionId } = options;
     if (typeof resolver?.resolve !== "function")
       throw new AgentsConfigError("resolver", "must be an AskResolver (resolve(ask, { signal }))");

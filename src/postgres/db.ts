@@ -5,7 +5,7 @@ import { SCHEMA_VERSION } from "./migrations.js";
 import type { PgPool, PgPoolClient, PgQueryConfig, PgResult } from "./pg.js";
 import type { SchemaNames } from "./schema.js";
 import { abortReason, unlisten } from "../abort-signal.js";
-import { unknownOption } from "../unknown-option.js";
+import { optionsProblem, type EveryKey } from "../unknown-option.js";
 
 /** A statement runner inside one transaction. */
 export interface Tx {
@@ -270,26 +270,20 @@ export function requirePool(where: string, pool: unknown): PgPool {
 }
 
 /**
- * Throws unless `options` is an object (or left out, which reads as `{}`) whose keys are all among
- * `known`. A key that is not (`leaseMS`, `Schema`) is refused, never ignored: ignored, its default
- * would stand in for what was meant, the `loopctl` schema for one meant to keep a tenant's grants
+ * Throws unless `options` is an object (or left out, which reads as `{}`) of the options `known`, every key of
+ * its type ({@link optionsProblem}). A key that is not (`leaseMS`, `Schema`) is refused, never ignored: ignored,
+ * its default would stand in for what was meant, the `loopctl` schema for one meant to keep a tenant's grants
  * and asks apart, say.
  */
-export function requireOptions<T extends object>(
+export function requireOptions<T extends object, const K extends readonly (keyof T & string)[]>(
   where: string,
   options: T | undefined,
-  known: readonly (keyof T & string)[],
+  known: EveryKey<T, K>,
 ): T | Record<string, never> {
   if (options === undefined) return {};
-  if (typeof options !== "object" || options === null) {
-    throw new PostgresConfigError(
-      where,
-      `options must be an object, got ${options === null ? "null" : typeof options}`,
-    );
-  }
-  for (const key of Object.keys(options)) {
-    if (!(known as readonly string[]).includes(key)) throw new PostgresConfigError(where, unknownOption(key, known));
-  }
+  const wrong = optionsProblem(options, known);
+  if (wrong !== undefined)
+    throw new PostgresConfigError(where, wrong.key === undefined ? `options ${wrong.problem}` : wrong.problem);
   return options;
 }
 

@@ -97,7 +97,7 @@ export function signAnswerLink(ask: PendingAsk, given: AnswerLinkOptions): Answe
     );
   }
   const digest = askDigest(parsed.data);
-  const options = readOptions<AnswerLinkOptions>(
+  const options = readOptions(
     given,
     ["secret", "baseUrl", "ttlMs", "nowMs"],
     inputFault(where),

@@ -112,7 +112,7 @@ const BOUND_EVERYWHERE = new Set(["0.0.0.0", "::", "::ffff:0.0.0.0"]);
  * ```
  */
 export async function createApprovalServer(given: ApprovalServerOptions): Promise<ApprovalServer> {
-  const options = readOptions<ApprovalServerOptions>(given, SERVER_OPTIONS, configFault());
+  const options = readOptions(given, SERVER_OPTIONS, configFault());
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 0;
   if (typeof host !== "string") throw new ServerConfigError("host", "must be a string");

@@ -13,7 +13,7 @@ import { GateDecisionSchema } from "../engine/records.js";
 import type { GateDecision } from "../engine/records.js";
 import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
-import { configFault, readOptions } from "./options.js";
+import { callSignal, configFault, readOptions } from "./options.js";
 import type { AuditLogCheck, AuditedRecord, AuditedRecords, RecordSource, RecordVouch } from "./records.js";
 
 /** Options of {@link auditLogRecords}. */
@@ -73,11 +73,7 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   if (typeof path !== "string" || path === "") {
     throw new ServerConfigError("path", `must be the audit log's path, a non-empty string, got ${kindOf(path)}`);
   }
-  const { tailBytes = 1_048_576, key: givenKey } = readOptions<AuditLogRecordsOptions>(
-    options,
-    ["tailBytes", "key"],
-    configFault(),
-  );
+  const { tailBytes = 1_048_576, key: givenKey } = readOptions(options, ["tailBytes", "key"], configFault());
   const file = resolve(path);
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 1) {
     throw new ServerConfigError("tailBytes", `must be a positive integer, got ${shownValue(tailBytes)}`);
@@ -99,7 +95,7 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
   // What the last request found, so that the next checks only the lines appended since (see checkTail).
   let memo: Memo | undefined;
   const audited = async (limit: number, callOptions?: { readonly signal?: AbortSignal }): Promise<AuditedRecords> => {
-    const signal = callOptions?.signal;
+    const signal = callSignal(callOptions);
     for (let first = true; ; first = false) {
       // The seal before the lines: a writer replaces it only after the lines it vouches for are
       // written, so it never vouches for more than the lines read next hold.

@@ -242,7 +242,7 @@ type Audience = "page" | "api";
  * ```
  */
 export function createApprovalHandler(given: ApprovalHandlerOptions): ApprovalHandler {
-  const options = readOptions<ApprovalHandlerOptions>(given, HANDLER_OPTIONS, configFault()) as ApprovalHandlerOptions;
+  const options = readOptions(given, HANDLER_OPTIONS, configFault()) as ApprovalHandlerOptions;
   checkShapes(options);
   const token = options.token ?? randomBytes(32).toString("base64url");
   const access = new Access(token, options.allowedHosts);

@@ -1,6 +1,6 @@
 import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
+import { optionsProblem, type EveryKey } from "../unknown-option.js";
 import { ServerConfigError, ServerInputError } from "./errors.js";
 
 /**
@@ -52,7 +52,7 @@ export function inputFault(where: string, prefix = ""): OptionFault {
 
 /**
  * What `value`, given where an options object goes, holds of the options
- * `known`: each read exactly once, into a plain object the caller reads
+ * `known`, every key of its type: each read exactly once, into a plain object the caller reads
  * from then on (a getter could otherwise give one value to the check and
  * another to the use). Refused, through `fault`: anything but an object
  * (`null`, an array, an `AbortSignal`, which has no keys and would read as
@@ -60,24 +60,14 @@ export function inputFault(where: string, prefix = ""): OptionFault {
  * option would leave its default standing for what was meant), and an
  * option that cannot be read (a getter that throws, a proxy).
  */
-export function readOptions<T extends object>(
-  value: unknown,
-  known: readonly (keyof T & string)[],
+export function readOptions<T extends object, const K extends readonly (keyof T & string)[]>(
+  value: T,
+  known: EveryKey<T, K>,
   fault: OptionFault,
   what = "an object of options",
 ): Partial<T> {
-  if (typeof value !== "object" || value === null || Array.isArray(value) || isAbortSignal(value)) {
-    throw fault("options", `must be ${what}, got ${kindOf(value)}`);
-  }
-  let keys: string[];
-  try {
-    keys = Object.keys(value);
-  } catch (error) {
-    throw fault("options", `cannot be read: ${describeError(error)}`, error);
-  }
-  for (const key of keys) {
-    if (!(known as readonly string[]).includes(key)) throw fault(key, unknownOption(key, known));
-  }
+  const wrong = optionsProblem(value, known, { shape: what });
+  if (wrong !== undefined) throw fault(wrong.key ?? "options", wrong.problem, wrong.cause);
   const read: Partial<T> = {};
   for (const key of known) {
     let option: unknown;
@@ -91,9 +81,13 @@ export function readOptions<T extends object>(
   return read;
 }
 
-function kindOf(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  if (isAbortSignal(value)) return "an AbortSignal";
-  return shownValue(value);
+/**
+ * The `signal` of a record source call's `options` (`recent`, `audited`), refused with a `ServerConfigError` unless
+ * left out or an object of at most a `signal`, an AbortSignal: a misspelt `sginal` would leave a read deaf to it.
+ */
+export function callSignal(options: { readonly signal?: AbortSignal } | undefined): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  const { signal } = readOptions(options, ["signal"], configFault(), "an object: { signal? }");
+  if (signal === undefined || isAbortSignal(signal)) return signal;
+  throw new ServerConfigError("signal", `must be an AbortSignal or undefined, got ${shownValue(signal)}`);
 }

@@ -3,7 +3,7 @@ import type { GateDecision } from "../engine/records.js";
 import type { GateEvent } from "../engine/observer.js";
 import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
-import { configFault, readOptions } from "./options.js";
+import { callSignal, configFault, readOptions } from "./options.js";
 
 /**
  * Where the approval server reads recent gate decisions from: a
@@ -128,7 +128,7 @@ export class RecentRecords implements RecordSource {
    * other than `capacity`, or `capacity` is not a positive integer.
    */
   constructor(options: RecentRecordsOptions = {}) {
-    const capacity = readOptions<RecentRecordsOptions>(options, ["capacity"], configFault("records.")).capacity ?? 200;
+    const capacity = readOptions(options, ["capacity"], configFault("records.")).capacity ?? 200;
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
       throw new ServerConfigError("records.capacity", `must be a positive integer, got ${shownValue(capacity)}`);
     }
@@ -158,8 +158,9 @@ export class RecentRecords implements RecordSource {
     }
   }
 
-  /** Up to `limit` of the latest decisions, oldest first. */
-  recent(limit: number): GateDecision[] {
+  /** Up to `limit` of the latest decisions, oldest first; `options` are checked as {@link callSignal} says. */
+  recent(limit: number, options?: { readonly signal?: AbortSignal }): GateDecision[] {
+    callSignal(options);
     const all = [...this.#ring.slice(this.#start), ...this.#ring.slice(0, this.#start)];
     const count = Math.max(0, Math.min(Math.floor(limit), all.length));
     return count === 0 ? [] : all.slice(all.length - count);

@@ -105,7 +105,7 @@ export class WebhookResolver implements AskResolver, Disposable {
   /** @throws {ServerInputError} naming an unusable option. */
   constructor(given: WebhookResolverOptions) {
     const where = "WebhookResolver";
-    const options = readOptions<WebhookResolverOptions>(
+    const options = readOptions(
       given,
       ["url", "secret", "timeoutMs", "fetch", "links", "capacity", "now"],
       inputFault(where),
@@ -137,7 +137,7 @@ export class WebhookResolver implements AskResolver, Disposable {
     const links =
       options.links === undefined
         ? undefined
-        : readOptions<NonNullable<WebhookResolverOptions["links"]>>(
+        : readOptions(
             options.links,
             ["baseUrl", "secret", "ttlMs"],
             inputFault(where, "links."),
@@ -416,11 +416,7 @@ export interface VerifyWebhookOptions {
  */
 export function verifyWebhookSignature(given: VerifyWebhookOptions): boolean {
   const where = "verifyWebhookSignature";
-  const options = readOptions<VerifyWebhookOptions>(
-    given,
-    ["secret", "header", "body", "toleranceMs", "nowMs"],
-    inputFault(where),
-  );
+  const options = readOptions(given, ["secret", "header", "body", "toleranceMs", "nowMs"], inputFault(where));
   const body: unknown = options.body;
   if (typeof body !== "string" && !(body instanceof Uint8Array)) {
     throw new ServerInputError(where, "body", "must be the raw request body, as a string or bytes");
