@@ -358,6 +358,29 @@ describe("FileGrantStore reads and writes", () => {
     expect(parse).toHaveBeenCalledTimes(2);
   });
 
+  it("reads a ledger whose mtime is ahead of the clock (copied with its times kept) once, not at every decision", async (ctx) => {
+    // The bytes this process has read, all threads together: what a decision costs in reads.
+    const bytesRead = (): number => Number(/^rchar: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))?.[1]);
+    if (!existsSync("/proc/self/io")) unmet(ctx, "no /proc/self/io to count the bytes read");
+    const s = store();
+    const grants = Array.from({ length: 4 }, (_, i) =>
+      new Grant(`tool-${i}`, "allow", GrantScope.thisTool()).withNote("n".repeat(250_000)),
+    );
+    writeLedger(s, `[${grants.map((g) => g.toLedgerText()).join(",")}]`);
+    // As `cp -p`, `rsync -t` or `tar x` leave a ledger made where the clock ran an hour ahead.
+    const ahead = new Date(Date.now() + 3_600_000);
+    utimesSync(s.ledgerPath, ahead, ahead);
+    // Past the window in which a change can keep the file's stat.
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect((await s.covering("tool-0", "{}")).map((g) => g.id)).toEqual([grants[0]?.id]);
+    const before = bytesRead();
+    for (let i = 0; i < 20; i++) await s.covering("tool-0", "{}");
+    expect(bytesRead() - before).toBeLessThan(statSync(s.ledgerPath).size);
+    // A change is still seen.
+    await store().revoke(grants[0]?.id ?? "");
+    expect(await s.covering("tool-0", "{}")).toEqual([]);
+  });
+
   it("loses nothing when many saves and revokes from two stores overlap", async () => {
     const a = store();
     const b = store();
