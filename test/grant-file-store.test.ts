@@ -131,6 +131,19 @@ describe("FileGrantStore arguments", () => {
     expect(existsSync(join(root, "grants"))).toBe(false);
   });
 
+  it("refuses a root or project folder holding a NUL character, which no path can hold, naming the argument", () => {
+    for (const [args, argument] of [
+      [[join(root, "gr\0ants"), project], "rootDir"],
+      [[join(root, "grants"), `${project}\0`], "projectDir"],
+    ] as const) {
+      const error = refusal(...args);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+      expect((error as Error).message).toContain(`FileGrantStore: ${argument} must not hold a NUL character`);
+    }
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("rejects with an aborted signal's reason before anything else is checked, changing nothing", async () => {
     const s = store();
     await s.save(grantA);

@@ -387,7 +387,7 @@ export class FileGrantStore implements GrantStore {
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
    * @throws {GrantConfigError} naming the argument when `rootDir` or
-   *   `projectDir` is not a non-empty string, `options` is not an object (an
+   *   `projectDir` is not a non-empty string or holds a NUL character, `options` is not an object (an
    *   `AbortSignal` included) or holds a key that is not one of its options,
    *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer, or `now`
    *   is given and is not a function, or `onWarning` or `onLockWait` is given
