@@ -11,13 +11,19 @@ import { unmet } from "./support/precondition.js";
 
 // A child process waits for a ledger lock a live process of this host holds,
 // with a libc shim (LD_PRELOAD) that sets its wall clock an hour back a
-// second into its run, as an NTP step or a date set by hand would. The wait
+// second into its wait, as an NTP step or a date set by hand would. The wait
 // must still end after lockTimeoutMs, by a clock that never steps.
 
 const CHILD = `
 const [, esm, root, project] = process.argv;
 const { FileGrantStore, Grant, GrantScope } = await import(esm);
-const store = new FileGrantStore(root, project, { lockTimeoutMs: 3000 });
+let waitingAt;
+const store = new FileGrantStore(root, project, {
+  lockTimeoutMs: 3000,
+  onLockWait: () => (waitingAt = Date.now()),
+});
+// The shim sets the wall clock back a second from now: the save is waiting by then.
+process.env.LOOPCTL_CLOCK_BACK_AFTER_MS = "1000";
 const started = performance.now();
 const wallStarted = Date.now();
 let error;
@@ -30,6 +36,7 @@ console.log(JSON.stringify({
   name: error?.name,
   code: error?.code,
   waitedMs: Math.round(performance.now() - started),
+  wallAtWaitMs: waitingAt === undefined ? null : waitingAt - wallStarted,
   wallStepMs: Math.round(Date.now() - wallStarted),
 }));
 `;
@@ -57,7 +64,6 @@ describe("a wait for the ledger lock while the wall clock is set back", () => {
           env: {
             ...process.env,
             LD_PRELOAD: setup.shim,
-            LOOPCTL_CLOCK_BACK_AFTER_MS: "1000",
             LOOPCTL_CLOCK_BACK_S: "3600",
           },
         },
@@ -70,8 +76,16 @@ describe("a wait for the ledger lock while the wall clock is set back", () => {
       const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
       clearTimeout(killer);
       expect(code, `still waiting after 15 s; stderr: ${stderr}`).toBe(0);
-      const out = JSON.parse(stdout) as { name: string; code: string; waitedMs: number; wallStepMs: number };
-      // The shim is in effect: the child's wall clock went back an hour while it waited.
+      const out = JSON.parse(stdout) as {
+        name: string;
+        code: string;
+        waitedMs: number;
+        wallAtWaitMs: number | null;
+        wallStepMs: number;
+      };
+      // The shim is in effect: the child's wall clock went back an hour after its wait began.
+      expect(out.wallAtWaitMs).toBeGreaterThanOrEqual(0);
+      expect(out.wallAtWaitMs).toBeLessThan(1_000);
       expect(out.wallStepMs).toBeLessThan(-3_000_000);
       expect(out.name).toBe("LedgerLockError");
       expect(out.waitedMs).toBeGreaterThanOrEqual(2_900);

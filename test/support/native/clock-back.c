@@ -1,9 +1,11 @@
 /*
- * LD_PRELOAD shim for the tests: the wall clock is set back. Once the process
- * has run LOOPCTL_CLOCK_BACK_AFTER_MS milliseconds (by the monotonic clock,
- * which is left alone), CLOCK_REALTIME and gettimeofday answer
- * LOOPCTL_CLOCK_BACK_S seconds earlier, as after an NTP step or a date set by
- * hand. Every other clock goes to libc unchanged.
+ * LD_PRELOAD shim for the tests: the wall clock is set back. Once
+ * LOOPCTL_CLOCK_BACK_AFTER_MS milliseconds have passed (by the monotonic
+ * clock, which is left alone) since the clock was first read with that
+ * variable set (a process may set it itself, through process.env),
+ * CLOCK_REALTIME and gettimeofday answer LOOPCTL_CLOCK_BACK_S seconds earlier,
+ * as after an NTP step or a date set by hand. Every other clock goes to libc
+ * unchanged.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
