@@ -241,4 +241,10 @@ describe("projectIdentity", () => {
       expect((error as Error).message).toContain("projectIdentity: dir must be a non-empty string");
     }
   });
+
+  it("refuses a folder holding a NUL character, which no path can hold", () => {
+    expect(() => projectIdentity(join(scratch, "a\0b"))).toThrow(
+      expect.objectContaining({ code: "GRANT_CONFIG", argument: "dir" }) as Error,
+    );
+  });
 });

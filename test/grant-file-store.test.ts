@@ -131,6 +131,19 @@ describe("FileGrantStore arguments", () => {
     expect(existsSync(join(root, "grants"))).toBe(false);
   });
 
+  it("refuses a root or project folder holding a NUL character, which no path can hold, naming the argument", () => {
+    for (const [args, argument] of [
+      [[join(root, "gr\0ants"), project], "rootDir"],
+      [[join(root, "grants"), `${project}\0`], "projectDir"],
+    ] as const) {
+      const error = refusal(...args);
+      expect(error).toBeInstanceOf(GrantConfigError);
+      expect(error).toMatchObject({ code: "GRANT_CONFIG", argument });
+      expect((error as Error).message).toContain(`FileGrantStore: ${argument} must not hold a NUL character`);
+    }
+    expect(existsSync(join(root, "grants"))).toBe(false);
+  });
+
   it("rejects with an aborted signal's reason before anything else is checked, changing nothing", async () => {
     const s = store();
     await s.save(grantA);
@@ -367,6 +380,29 @@ describe("FileGrantStore reads and writes", () => {
     await a.save(grantB);
     expect((await b.load()).map((g) => g.id)).toEqual([grantA.id, grantB.id]);
     expect(parse).toHaveBeenCalledTimes(2);
+  });
+
+  it("reads a ledger whose mtime is ahead of the clock (copied with its times kept) once, not at every decision", async (ctx) => {
+    // The bytes this process has read, all threads together: what a decision costs in reads.
+    const bytesRead = (): number => Number(/^rchar: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"))?.[1]);
+    if (!existsSync("/proc/self/io")) unmet(ctx, "no /proc/self/io to count the bytes read");
+    const s = store();
+    const grants = Array.from({ length: 4 }, (_, i) =>
+      new Grant(`tool-${i}`, "allow", GrantScope.thisTool()).withNote("n".repeat(250_000)),
+    );
+    writeLedger(s, `[${grants.map((g) => g.toLedgerText()).join(",")}]`);
+    // As `cp -p`, `rsync -t` or `tar x` leave a ledger made where the clock ran an hour ahead.
+    const ahead = new Date(Date.now() + 3_600_000);
+    utimesSync(s.ledgerPath, ahead, ahead);
+    // Past the window in which a change can keep the file's stat.
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect((await s.covering("tool-0", "{}")).map((g) => g.id)).toEqual([grants[0]?.id]);
+    const before = bytesRead();
+    for (let i = 0; i < 20; i++) await s.covering("tool-0", "{}");
+    expect(bytesRead() - before).toBeLessThan(statSync(s.ledgerPath).size);
+    // A change is still seen.
+    await store().revoke(grants[0]?.id ?? "");
+    expect(await s.covering("tool-0", "{}")).toEqual([]);
   });
 
   it("loses nothing when many saves and revokes from two stores overlap", async () => {

@@ -142,17 +142,30 @@ export function descriptorFingerprint(descriptor: ToolDescriptor): string {
  * spellings of one folder that differ in case are two identities.
  *
  * @throws {GrantConfigError} when `dir` is not a non-empty string (an unset
- *   environment variable, say), which would otherwise give every such project one identity.
+ *   environment variable, say), which would otherwise give every such project one identity,
+ *   or holds a NUL character, which no path can.
  */
 export function projectIdentity(dir: string): string {
   requireFolderPath(dir, "projectIdentity", "dir");
   return digest16(canonicalProjectPath(dir));
 }
 
-/** @internal Throws GrantConfigError naming `argument` unless `value` is a non-empty string. */
+/**
+ * @internal Throws GrantConfigError naming `argument` unless `value` is a
+ * non-empty string without a NUL character: no path can hold one, so such a
+ * root would fail every call with an I/O error, and such a project would be
+ * given the identity of a folder that can never exist.
+ */
 export function requireFolderPath(value: unknown, where: string, argument: string): void {
   if (typeof value !== "string" || value === "") {
     throw new GrantConfigError(where, argument, `must be a non-empty string (a folder path), got ${shownValue(value)}`);
+  }
+  if (value.includes("\0")) {
+    throw new GrantConfigError(
+      where,
+      argument,
+      `must not hold a NUL character (no path can), got ${shownValue(value)}`,
+    );
   }
 }
 

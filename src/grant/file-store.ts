@@ -134,7 +134,7 @@ const EMPTY_SNAPSHOT: Snapshot = {
 };
 
 /**
- * How long after a file's mtime a later change is sure to get another mtime:
+ * How long after a file's last change a later change is sure to get other timestamps:
  * some file systems keep whole seconds (HFS+, ext4 with 128-byte inodes, some
  * network file systems), and Linux before 6.13 stamps files from a clock that
  * ticks every 1 to 10 ms.
@@ -307,13 +307,18 @@ function statKey(stat: BigIntStats): string {
 /**
  * Whether bytes read from the file at `readAtMs` (taken before the read) are
  * the only bytes its stat can stand for. A change made within a timestamp
- * tick of the file's mtime may keep every field of the stat: the same size,
- * the same times, and the same inode, which ext4 hands straight back to the
- * next temporary ledger once a rename frees it. A change made after
- * `readAtMs` gets a later mtime, and one well after it a different one.
+ * tick of the file's last change may keep every field of the stat: the same
+ * size, the same times, and the same inode, which ext4 hands straight back to
+ * the next temporary ledger once a rename frees it. A change made after
+ * `readAtMs` gets a later ctime, and one well after it a different one. The
+ * ctime, not the mtime: `cp -p`, `rsync -t` or `tar x` give a file the mtime
+ * it had elsewhere, an hour ahead of this clock say (whose bytes would then be
+ * read again at every decision for that hour), or one long past (whose stat
+ * would be trusted at once, though the file changed a moment ago); the ctime
+ * is always the time of its last change.
  */
 function settled(stat: BigIntStats, readAtMs: number): boolean {
-  return Number(stat.mtimeNs / 1_000_000n) + TIMESTAMP_WINDOW_MS < readAtMs;
+  return Number(stat.ctimeNs / 1_000_000n) + TIMESTAMP_WINDOW_MS < readAtMs;
 }
 
 /**
@@ -352,7 +357,7 @@ function settled(stat: BigIntStats, readAtMs: number): boolean {
  * - Parsed ledgers are cached by the file's identity (dev, ino, size, mtime,
  *   ctime), so repeated decisions do not reparse an unchanged file. That
  *   identity alone is trusted only for a ledger read more than 2 s after its
- *   mtime: a change within one timestamp tick (a whole second on some file
+ *   ctime (its last change; its mtime may be a copied one): a change within one timestamp tick (a whole second on some file
  *   systems) can keep all five, since a freed inode is handed straight back
  *   to the next ledger. Until then each read, decisions and the read under
  *   the lock alike, compares the file's bytes with those the cache came from.
@@ -379,7 +384,7 @@ export class FileGrantStore implements GrantStore {
    * @param rootDir The grants root, usually {@link FileGrantStore.defaultRoot}.
    * @param projectDir The project folder; its {@link projectIdentity} names the ledger folder.
    * @throws {GrantConfigError} naming the argument when `rootDir` or
-   *   `projectDir` is not a non-empty string, `options` is not an object (an
+   *   `projectDir` is not a non-empty string or holds a NUL character, `options` is not an object (an
    *   `AbortSignal` included) or holds a key that is not one of its options,
    *   `lockTimeoutMs` or `staleLockMs` is not a non-negative integer, or `now`
    *   is given and is not a function, or `onWarning` or `onLockWait` is given
@@ -974,7 +979,7 @@ export class FileGrantStore implements GrantStore {
       lstat(path, { bigint: true }).catch(() => undefined),
       this.#syncFolder(undefined, effect),
     ]);
-    // Without it, the next read reparses. Its mtime is now: the next read compares the bytes.
+    // Without it, the next read reparses. Its ctime is now: the next read compares the bytes.
     if (stat !== undefined) {
       const texts = new Map(grants.map((grant, i) => [grant, records[i] ?? grant.toLedgerText()]));
       this.#snapshot = { key: statKey(stat), grants, texts, index: undefined, bytes };

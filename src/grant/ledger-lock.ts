@@ -550,7 +550,8 @@ export async function withLedgerLock<T>(
 
 /** Creates the lock with the record `info`, waiting for another holder and breaking an abandoned lock. */
 async function acquire(lockPath: string, info: LockInfo, options: LedgerLockOptions): Promise<FileHandle> {
-  const deadline = Date.now() + options.timeoutMs;
+  // By the monotonic clock: a wall clock set back an hour while waiting would make the wait an hour longer.
+  const deadline = performance.now() + options.timeoutMs;
   let backoff = 1;
   let waited = false;
   for (;;) {
@@ -564,7 +565,7 @@ async function acquire(lockPath: string, info: LockInfo, options: LedgerLockOpti
       waited = true;
       options.onWait?.(seen.holder);
     }
-    const remaining = deadline - Date.now();
+    const remaining = deadline - performance.now();
     if (remaining <= 0) {
       const by = seen.holder === null ? "" : ` (held by pid ${seen.holder.pid} on ${seen.holder.hostname})`;
       throw new LedgerLockError(lockPath, `not acquired within ${options.timeoutMs} ms${by}`);
