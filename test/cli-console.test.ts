@@ -278,6 +278,29 @@ describe("loopctl console", () => {
     expect(result.stdout).toBe("");
   });
 
+  it("with --database, a bad server option is said before any connection: a usage error (exit 2), not the database's", async () => {
+    const usage = "Run 'loopctl console --help' for usage.\n";
+    const unreachable = ["console", "--database", "postgres://postgres@127.0.0.1:1/test", "--port", "0"];
+    const short = await cli(unreachable, { cwd: dir, env: { LOOPCTL_CONSOLE_TOKEN: "short" } });
+    expect(short).toEqual({
+      code: 2,
+      stdout: "",
+      stderr:
+        "loopctl console: LOOPCTL_CONSOLE_TOKEN: must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)\n" +
+        usage,
+    });
+    const host = await cli([...unreachable, "--allowed-host", "not a host"], { cwd: dir });
+    expect(host).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `loopctl console: --allowed-host: "not a host" is not a host or host:port\n${usage}`,
+    });
+    // With good options, the database is the fault, as before.
+    const good = await cli(unreachable, { cwd: dir, env: { LOOPCTL_CONSOLE_TOKEN: "a".repeat(16) } });
+    expect(good.code).toBe(4);
+    expect(good.stderr).toContain("[POSTGRES_QUERY]");
+  });
+
   it("--help explains what it serves, and the top-level help lists it", async () => {
     const help = await cli(["console", "--help"], { cwd: dir });
     expect(help.code).toBe(0);

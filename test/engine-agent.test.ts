@@ -42,6 +42,16 @@ describe("the loop around the gate", () => {
     expect(bare.requests[0]).not.toHaveProperty("instructions");
   });
 
+  it("empty or blank instructions are an EngineConfigError naming instructions, before any request", () => {
+    const model = new ScriptedModel([{ text: "done" }]);
+    for (const instructions of ["", " ", "\n\t "]) {
+      const made = (): Agent => new Agent({ model, tools: [readTool()], instructions });
+      expect(made).toThrow(EngineConfigError);
+      expect(made).toThrow(/^Agent: instructions is an empty system prompt/);
+    }
+    expect(model.requests).toEqual([]);
+  });
+
   it("starts from earlier messages, which it parses and freezes, and goes on from them", async () => {
     const earlier: Message[] = [
       { type: "user", text: "read a" },

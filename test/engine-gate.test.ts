@@ -14,7 +14,15 @@ import {
   permissionMiddleware,
 } from "loopctl/engine";
 import type { GateDecision, GateOutcome, Hook, Middleware, Tool, ToolDescriptor } from "loopctl/engine";
-import { Grant, GrantScope, MemoryGrantStore, argsDigest, argsSha256 } from "loopctl/grant";
+import {
+  Grant,
+  GrantScope,
+  MemoryGrantStore,
+  argsDigest,
+  argsSha256,
+  canonicalJson,
+  descriptorFingerprint,
+} from "loopctl/grant";
 import { ManualClock, ScriptedModel } from "loopctl/testing";
 import { stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
@@ -1001,6 +1009,62 @@ describe("Gate.call", () => {
     expect((await gate.call({ tool: descriptor, callId: "c6", input: { path: "/tmp/y" } }, run)).record.ruleId).toBe(
       "grant",
     );
+  });
+
+  it("a hand-made Tool whose descriptor is frozen only at its top, changed within while its call is parked: the hooks saw and the grant is pinned to one snapshot, taken as the call began", async () => {
+    const read = defineTool({
+      name: "files",
+      description: "Read files",
+      input: { type: "object", properties: { path: { type: "string" } } },
+      annotations: { readOnlyHint: true },
+      execute: () => "ran",
+    });
+    const original = structuredClone(read.descriptor);
+    // Frozen at its top only: its schema and annotations are objects anyone holding the tool can write to.
+    const inputSchema: { type: string; properties: Record<string, unknown> } = {
+      type: "object",
+      properties: { path: { type: "string" } },
+    };
+    const annotations: Record<string, unknown> = { readOnlyHint: true };
+    const descriptor = Object.freeze({ name: "files", description: "Read files", inputSchema, annotations });
+    const tool: Tool = { ...read, descriptor };
+    const store = new MemoryGrantStore();
+    const seen: ToolDescriptor[] = [];
+    const prompts: string[] = [];
+    const asks: PendingAsk[] = [];
+    const gate = new Gate(
+      new LoopManagers()
+        .withGrantStore(store)
+        .withHook({
+          preToolUse: (call, context) => {
+            seen.push(context.descriptor);
+            const prompt = `${context.descriptor.description}: ${canonicalJson(context.descriptor.inputSchema)}`;
+            prompts.push(prompt);
+            return { type: "ask", prompt };
+          },
+        })
+        .withAskResolver(
+          new SyncAskResolver((ask) => {
+            asks.push(ask);
+            // While the call is parked, what holds the tool makes it another one.
+            descriptor.inputSchema.properties = { path: { type: "string" }, command: { type: "string" } };
+            descriptor.annotations["readOnlyHint"] = false;
+            return { type: "approve", remember: "this_tool" };
+          }),
+        ),
+    );
+    const first = await gate.call({ tool, callId: "c1", input: { path: "a" } }, () => "ran");
+    expect(first.record.verdict).toBe("ask_allowed");
+    expect(asks.map((ask) => ask.prompt)).toEqual([`Read files: ${canonicalJson(original.inputSchema)}`]);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toEqual(original);
+    const grants = await store.load();
+    expect(grants.map((grant) => grant.pinnedDescriptor)).toEqual([descriptorFingerprint(original)]);
+    // The tool as it is now is not the one approved: it is asked about again, as a changed tool.
+    const second = await gate.call({ tool, callId: "c2", input: { path: "b" } }, () => "ran");
+    expect(second.record.verdict).toBe("ask_allowed");
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+    expect(seen[1]).toEqual(structuredClone(descriptor));
   });
 
   it("with no resolver, a call whose allow grant no longer matches the tool is the plain headless denial: the hook's prompt verbatim", async () => {

@@ -153,4 +153,47 @@ describe("a tool whose name is not its descriptor's name", () => {
     // A frozen descriptor is kept as it is (others may know it by identity).
     expect(model.requests[0]?.tools[0]).toBe(read.descriptor);
   });
+
+  it("a descriptor deeply frozen by hand is kept as it is; one frozen only at its top, or with a getter, is copied, deeply frozen", async () => {
+    const read = readTool();
+    const freezeDeeply = <T>(value: T): T => {
+      if (typeof value === "object" && value !== null) {
+        for (const part of Object.values(value)) freezeDeeply(part);
+        Object.freeze(value);
+      }
+      return value;
+    };
+    const deep = freezeDeeply(structuredClone(read.descriptor));
+    const shallow = Object.freeze(structuredClone(read.descriptor));
+    let reads = 0;
+    const withGetter = Object.freeze({
+      ...structuredClone(read.descriptor),
+      get description() {
+        reads += 1;
+        return "Read a file";
+      },
+    });
+    const seen: unknown[] = [];
+    const gate = new Gate(
+      new LoopManagers().withHook({ preToolUse: (_, { descriptor }) => (seen.push(descriptor), { type: "allow" }) }),
+    );
+    for (const descriptor of [deep, shallow, withGetter]) {
+      const outcome = await gate.call(
+        { tool: { ...read, descriptor }, callId: "c", input: { path: "a" } },
+        () => "ran",
+      );
+      expect(outcome.type).toBe("ran");
+    }
+    // Kept by identity: others (an MCP toolset's marks of a changed tool) may know it so.
+    expect(seen[0]).toBe(deep);
+    for (const [copy, given] of [
+      [seen[1], shallow],
+      [seen[2], withGetter],
+    ] as const) {
+      expect(copy).not.toBe(given);
+      expect(copy).toEqual(read.descriptor);
+      expect(Object.isFrozen((copy as Tool["descriptor"]).inputSchema)).toBe(true);
+    }
+    expect(reads).toBeGreaterThan(0);
+  });
 });

@@ -6,6 +6,7 @@ import { LoopctlError } from "../errors.js";
 import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
+import { allowedHostNames, checkToken } from "../server/access.js";
 import { DEFAULT_GRANTS_TIMEOUT_MS } from "../server/handler.js";
 import { positiveInteger } from "../server/options.js";
 import { MAX_TIMER_MS } from "../server/timers.js";
@@ -242,6 +243,7 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const auditKey =
     keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd, "--audit-key-file", "console");
   const settings = { audit, auditKey, host: values.host, allowedHosts, port, token, maxConnections };
+  checkServerOptions(settings);
   return serveConsole(await openSources(values, context), settings, context);
 }
 
@@ -389,26 +391,49 @@ async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
   try {
     return await createApprovalServer(options);
   } catch (error) {
-    if (error instanceof ServerConfigError) {
-      const flag = SOURCE_OF[error.option] ?? error.option;
-      const detail = error.message.slice(error.message.indexOf(": ") + 2);
-      if (error.option === "allowedHosts" && options.allowedHosts === undefined) {
-        throw new CliUsageError(
-          "console",
-          `--host ${options.host ?? ""} needs --allowed-host H: the names clients use to reach it`,
-        );
-      }
-      throw new CliUsageError("console", `${flag}: ${detail}`);
-    }
-    const code = error instanceof ServerListenError ? (error.cause as { code?: unknown } | undefined)?.code : undefined;
-    if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL") {
-      throw new CliUsageError(
+    throw usageErrorOf(error, options);
+  }
+}
+
+/**
+ * The server's own checks of the token and the `--allowed-host` names, made
+ * before the sources are opened: with `--database`, a refused one is a usage
+ * error (exit 2) said before any connection, not the error of a database
+ * that cannot be reached. The server checks them again, with the rest.
+ */
+function checkServerOptions(options: Pick<ConsoleSettings, "host" | "allowedHosts" | "token">): void {
+  try {
+    if (options.token !== undefined) checkToken(options.token);
+    if (options.allowedHosts !== undefined) allowedHostNames(options.allowedHosts);
+  } catch (error) {
+    throw usageErrorOf(error, options);
+  }
+}
+
+/** What the server refused of `options`, as a usage error naming the flag; any other error as it is. */
+function usageErrorOf(
+  error: unknown,
+  options: { readonly host?: string | undefined; readonly allowedHosts?: readonly string[] | undefined },
+): unknown {
+  if (error instanceof ServerConfigError) {
+    const flag = SOURCE_OF[error.option] ?? error.option;
+    const detail = error.message.slice(error.message.indexOf(": ") + 2);
+    if (error.option === "allowedHosts" && options.allowedHosts === undefined) {
+      return new CliUsageError(
         "console",
-        `--host ${options.host ?? ""}: not an address of this machine to listen on (${code})`,
+        `--host ${options.host ?? ""} needs --allowed-host H: the names clients use to reach it`,
       );
     }
-    throw error;
+    return new CliUsageError("console", `${flag}: ${detail}`);
   }
+  const code = error instanceof ServerListenError ? (error.cause as { code?: unknown } | undefined)?.code : undefined;
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL") {
+    return new CliUsageError(
+      "console",
+      `--host ${options.host ?? ""}: not an address of this machine to listen on (${code})`,
+    );
+  }
+  return error;
 }
 
 /** Resolves when `signal` aborts, or without one on SIGINT or SIGTERM: a server's normal end. */

@@ -60,7 +60,7 @@ export interface AgentOptions {
   readonly tools: readonly Tool[] | ToolSource;
   /** @default new LoopManagers() */
   readonly managers?: LoopManagers;
-  /** The system prompt, handed to the model with every request. */
+  /** The system prompt, handed to the model with every request; not blank (leave it out for none). */
   readonly instructions?: string;
 }
 
@@ -295,6 +295,12 @@ function agentOptions(options: AgentOptions): {
   if (!(managers instanceof LoopManagers)) throw new EngineConfigError("Agent", "managers must be a LoopManagers");
   if (instructions !== undefined && typeof instructions !== "string")
     throw new EngineConfigError("Agent", "instructions must be a string");
+  // A system prompt that says nothing would be sent with every request: leave it out instead.
+  if (instructions !== undefined && isBlank(instructions))
+    throw new EngineConfigError(
+      "Agent",
+      "instructions is an empty system prompt: give text that says something, or leave instructions out",
+    );
   const isSource =
     typeof tools === "object" &&
     tools !== null &&
@@ -325,7 +331,8 @@ function agentOptions(options: AgentOptions): {
  *   by hand is named otherwise than its descriptor (or has no descriptor
  *   with a non-empty name): the message names the tool and both names.
  * @throws {EngineConfigError} on a missing model, an option it does not
- *   have (named, never ignored), tools that are neither an array nor a `ToolSource`, managers that are not a `LoopManagers`, an id
+ *   have (named, never ignored), tools that are neither an array nor a `ToolSource`, managers that are not a `LoopManagers`,
+ *   `instructions` that are not a string or are blank (`""`, white space only), an id
  *   generator that does not return UUIDs, or options that cannot be read (a
  *   getter that throws, a revoked proxy; `cause`: what was thrown).
  *

@@ -58,6 +58,47 @@ export function isFrozenJson(value: unknown): boolean {
   return typeof value === "object" && value !== null && frozenCopies.has(value);
 }
 
+/**
+ * Whether `value` is plain JSON data that can never change: a copy
+ * {@link frozenJson} made, or (another copy of loopctl's, say) one whose
+ * every object and array is frozen, has `Object.prototype`, `null` or
+ * `Array.prototype` for its prototype and only data properties, and whose
+ * every value is a string, a finite number, a boolean, `null` or such an
+ * object, with no cycle. An object frozen only at its top is not: its
+ * nested objects can still be written to.
+ */
+export function isImmutableJson(value: unknown): boolean {
+  return isFrozenJson(value) || immutable(value, []);
+}
+
+function immutable(value: unknown, ancestors: object[]): boolean {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true;
+    case "number":
+      return Number.isFinite(value);
+    case "object":
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (!Object.isFrozen(value) || ancestors.includes(value) || ancestors.length >= CANONICAL_JSON_MAX_DEPTH)
+    return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  const array = Array.isArray(value);
+  if (array ? proto !== Array.prototype : proto !== Object.prototype && proto !== null) return false;
+  const keys = array ? Array.from({ length: (value as unknown[]).length }, (_, i) => String(i)) : Object.keys(value);
+  ancestors.push(value);
+  for (const key of keys) {
+    const own = Object.getOwnPropertyDescriptor(value, key);
+    if (own === undefined || !("value" in own) || !immutable(own.value, ancestors)) return false;
+  }
+  ancestors.pop();
+  return true;
+}
+
 export function isSnapshot(read: Snapshot | NotJson): read is Snapshot {
   return "value" in read;
 }

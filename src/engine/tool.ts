@@ -4,7 +4,7 @@ import { shownValue } from "../errors.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import type { ToolDescriptor } from "../grant/index.js";
 import { ToolDefinitionError, describeError } from "./errors.js";
-import { frozenJson } from "./snapshot.js";
+import { frozenJson, isImmutableJson } from "./snapshot.js";
 import { meantOption, shownKey } from "../unknown-option.js";
 import { compileJsonSchema, zodValidator } from "./validation.js";
 import type { ArgumentCheck, Validator } from "./validation.js";
@@ -125,8 +125,11 @@ export function isTool(value: unknown): value is Tool {
 }
 
 /**
- * The descriptor of a {@link Tool} as the engine holds it: a deeply frozen
- * JSON copy, read once. Its name must be the tool's name: the model calls a
+ * The descriptor of a {@link Tool} as the engine holds it for a call: the
+ * tool's own when it can never change (deeply frozen plain data, as
+ * `defineTool` and the adapters make), else a deeply frozen JSON copy, read
+ * once, which the hooks, the ask, the grants and the record all see. Its
+ * name must be the tool's name: the model calls a
  * tool by its descriptor's name, records, asks and hooks name the tool, and
  * grants are looked up and pinned by the descriptor, so a hand-made tool
  * whose two names differ would let a grant remembered for one tool decide
@@ -154,12 +157,12 @@ export function toolDescriptorOf(tool: Tool): ToolDescriptor {
         "a tool must be named as its descriptor is (grants are kept under the descriptor's name, records under the tool's)",
     );
   }
-  // A frozen descriptor whose name is a plain value (defineTool's, an adapter's) keeps that name for
-  // good, and is kept as it is: others may know it by identity. Any other is copied once, deeply frozen,
-  // so that renaming it in place later cannot part the two names.
-  const own = Object.getOwnPropertyDescriptor(given, "name");
-  if (Object.isFrozen(given) && own !== undefined && "value" in own && own.value === name)
-    return given as ToolDescriptor;
+  // A descriptor that can never change (defineTool's, an adapter's, of this copy of loopctl or another)
+  // is kept as it is: others may know it by identity. Any other, one frozen only at its top included, is
+  // copied, deeply frozen: the call goes on with that one copy, so that what is written into the tool's
+  // descriptor meanwhile (its name, its schema, its annotations) cannot part the two names, nor make
+  // the grant an answer saves pinned to another descriptor than the one the hooks and the person saw.
+  if (isImmutableJson(given)) return given as ToolDescriptor;
   let descriptor: ToolDescriptor;
   try {
     descriptor = frozenJson(given as ToolDescriptor);

@@ -42,6 +42,45 @@ const HOST_TEXT = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]+))?$/;
 const MAX_PORT = 65_535;
 
 /**
+ * Refuses a token the server cannot take: one its own checks refuse, and
+ * one that would need escaping in the URLs and headers it travels in.
+ * @throws {ServerConfigError} naming `token`.
+ */
+export function checkToken(token: unknown): asserts token is string {
+  if (typeof token !== "string" || token.length < MIN_SECRET_BYTES || !TOKEN_TEXT.test(token)) {
+    throw new ServerConfigError(
+      "token",
+      `must be at least ${MIN_SECRET_BYTES} characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)`,
+    );
+  }
+}
+
+/**
+ * The Host header values `allowedHosts` lists, lowercase, each checked to
+ * be a host or host:port whose port a client could use.
+ * @throws {ServerConfigError} naming `allowedHosts`.
+ */
+export function allowedHostNames(allowedHosts: readonly unknown[]): string[] {
+  return allowedHosts.map((host: unknown) => {
+    const text = typeof host === "string" ? host.toLowerCase() : "";
+    const match = HOST_TEXT.exec(text);
+    if (match === null) {
+      throw new ServerConfigError("allowedHosts", `${JSON.stringify(host)} is not a host or host:port`);
+    }
+    // No client reaches a server on another port, so a Host naming one is never sent: the
+    // console would print a link nobody can open.
+    const port = match[2];
+    if (port !== undefined && (port.length > 5 || Number(port) < 1 || Number(port) > MAX_PORT)) {
+      throw new ServerConfigError(
+        "allowedHosts",
+        `${JSON.stringify(host)} has port ${port.length > 12 ? `${port.slice(0, 12)}…` : port}: a port is from 1 to ${MAX_PORT}`,
+      );
+    }
+    return text;
+  });
+}
+
+/**
  * Who may talk to the server: the Host names it answers to (against DNS
  * rebinding), the bearer token and the session cookie derived from it, and
  * the origins a state-changing request may come from.
@@ -56,32 +95,11 @@ export class Access {
 
   /** @throws {ServerConfigError} naming `token` or `allowedHosts`. */
   constructor(token: string, allowedHosts: readonly string[]) {
-    if (typeof token !== "string" || token.length < MIN_SECRET_BYTES || !TOKEN_TEXT.test(token)) {
-      throw new ServerConfigError(
-        "token",
-        `must be at least ${MIN_SECRET_BYTES} characters of A-Z a-z 0-9 . _ ~ - (it travels in URLs and headers)`,
-      );
-    }
+    checkToken(token);
     if (!Array.isArray(allowedHosts) || allowedHosts.length === 0) {
       throw new ServerConfigError("allowedHosts", "must list the Host header values the server answers to");
     }
-    const hosts = allowedHosts.map((host: unknown) => {
-      const text = typeof host === "string" ? host.toLowerCase() : "";
-      const match = HOST_TEXT.exec(text);
-      if (match === null) {
-        throw new ServerConfigError("allowedHosts", `${JSON.stringify(host)} is not a host or host:port`);
-      }
-      // No client reaches a server on another port, so a Host naming one is never sent: the
-      // console would print a link nobody can open.
-      const port = match[2];
-      if (port !== undefined && (port.length > 5 || Number(port) < 1 || Number(port) > MAX_PORT)) {
-        throw new ServerConfigError(
-          "allowedHosts",
-          `${JSON.stringify(host)} has port ${port.length > 12 ? `${port.slice(0, 12)}…` : port}: a port is from 1 to ${MAX_PORT}`,
-        );
-      }
-      return text;
-    });
+    const hosts = allowedHostNames(allowedHosts);
     this.#token = token;
     this.#session = createHmac("sha256", token).update("loopctl console session/1").digest("base64url");
     this.#hosts = new Set(hosts);
