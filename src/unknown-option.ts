@@ -69,6 +69,15 @@ export function shownKey(key: string): string {
 }
 
 /**
+ * A name where a plain one is shown without quotes (`'c2' (read)`, `allow read, this_tool`): as it
+ * is when it is printable ASCII holding no space, quote, comma or bracket, else in JSON's escapes
+ * and quotes, so a name can neither start a line of its own nor read as more of the text around it.
+ */
+export function shownBare(name: string): string {
+  return /^[\x21-\x7e]+$/.test(name) && !/["'(),[\]{}]/.test(name) ? name : JSON.stringify(name);
+}
+
+/**
  * Why the key `key` of an options object is refused (an option never read
  * would be silently ignored, its default standing in for what was meant):
  * `unknown option 'leaseMS' (did you mean leaseMs?)`, with `otherwise`, or
