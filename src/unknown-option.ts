@@ -69,12 +69,13 @@ export function shownKey(key: string): string {
 }
 
 /**
- * A name where a plain one is shown without quotes (`'c2' (read)`, `allow read, this_tool`): as it
- * is when it is printable ASCII holding no space, quote, comma or bracket, else in JSON's escapes
- * and quotes, so a name can neither start a line of its own nor read as more of the text around it.
+ * A name where a plain one is shown without quotes (`'c2' (read)`, `deny read, this_tool`): as it
+ * is when it holds no whitespace, control or other invisible character, quote, comma or bracket,
+ * else in JSON's escapes and quotes, so a name can neither start a line of its own nor read as
+ * more of the text around it. `""` for the empty name.
  */
 export function shownBare(name: string): string {
-  return /^[\x21-\x7e]+$/.test(name) && !/["'(),[\]{}]/.test(name) ? name : JSON.stringify(name);
+  return name !== "" && !/[\s\p{C}\p{Z}"'(),[\]{}]/u.test(name) ? name : JSON.stringify(name);
 }
 
 /**
