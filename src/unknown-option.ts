@@ -72,6 +72,16 @@ export function shownKey(key: string): string {
 }
 
 /**
+ * A name where a plain one is shown without quotes (`'c2' (read)`, `deny read, this_tool`): as it
+ * is when it holds no whitespace, control or other invisible character, quote, comma or bracket,
+ * else in JSON's escapes and quotes, so a name can neither start a line of its own nor read as
+ * more of the text around it. `""` for the empty name.
+ */
+export function shownBare(name: string): string {
+  return name !== "" && !/[\s\p{C}\p{Z}"'(),[\]{}]/u.test(name) ? name : JSON.stringify(name);
+}
+
+/**
  * Why the key `key` of an options object is refused (an option never read
  * would be silently ignored, its default standing in for what was meant):
  * `unknown option 'leaseMS' (did you mean leaseMs?)`, with `otherwise`, or

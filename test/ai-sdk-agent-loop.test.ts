@@ -208,6 +208,54 @@ describe("fromLanguageModel: tool calls of a turn the provider cut short", () =>
   });
 });
 
+describe("fromLanguageModel: a call id or tool name holding a newline, an escape sequence or a quote", () => {
+  const id = "c2'\n\u001b[31mforged";
+  const name = "read\n(write)";
+
+  it("is shown in JSON's escapes when a cut turn's calls are named, a plain one as before", async () => {
+    const model = new MockLanguageModelV3({
+      provider: "acme",
+      modelId: "m1",
+      doGenerate: [
+        v3([call(id, name, { path: "b" }), call("c3", "read", { path: "c" })], {
+          finishReason: { unified: "length", raw: undefined },
+        }),
+      ],
+    });
+    const error = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() })
+      .run("go")
+      .catch((thrown: unknown) => thrown);
+    expect(((error as ModelError).cause as AiSdkModelError).message).toContain(
+      `so its tool calls ${JSON.stringify(id)} (${JSON.stringify(name)}), 'c3' (read) are not run`,
+    );
+  });
+
+  it("is shown in JSON's escapes when a client call shares the id of a provider-executed part", async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          { type: "tool-call", toolCallId: id, toolName: "web_search", input: "{}", providerExecuted: true },
+          call(id, "read", { path: "a" }),
+        ]),
+      ],
+    });
+    const error = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() })
+      .run("go")
+      .catch((thrown: unknown) => thrown);
+    expect(((error as ModelError).cause as AiSdkModelError).message).toContain(
+      `is a tool call whose id ${JSON.stringify(id)} is also that of the provider-executed tool-call`,
+    );
+  });
+
+  it("an unknown tool the model calls is named to it in JSON's escapes", async () => {
+    const model = new MockLanguageModelV3({ doGenerate: [v3([call("c1", name, {})]), v3([text("done")])] });
+    const result = await new Agent({ model: fromLanguageModel(model), tools: [read], managers: allow() }).run("go");
+    expect(result.messages.filter((m) => m.type === "tool_result")).toMatchObject([
+      { content: `Unknown tool ${JSON.stringify(name)}`, isError: true },
+    ]);
+  });
+});
+
 describe("fromLanguageModel: arguments nested past what a transcript keeps", () => {
   it("a call whose JSON arguments nest too deep is refused by the gate, as arguments that are not JSON are; the run goes on", async () => {
     for (const depth of [998, 1001, 5000]) {

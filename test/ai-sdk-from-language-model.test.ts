@@ -829,6 +829,32 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     }
   });
 
+  it("a stored transcript's call id holding a newline or a quote is shown in JSON's escapes when it is refused", async () => {
+    const id = "x1'\n\u001b[31mforged";
+    const parts = [
+      { type: "tool-result", toolCallId: id, toolName: "web_search", result: { hits: 3 } },
+      { type: "tool-call", toolCallId: id, toolName: "read", input: { path: "secret" } },
+    ];
+    const model = new MockLanguageModelV3({ doGenerate: [v3([text("x")])] });
+    const stored: Message[] = [
+      { type: "user", text: "hi" },
+      {
+        type: "assistant",
+        toolCalls: [{ id, name: "read", input: { path: "secret" } }],
+        providerData: { type: "ai-sdk", parts },
+      },
+      { type: "tool_result", callId: id, tool: "read", content: "S", status: "ran", isError: false },
+      { type: "user", text: "again" },
+    ];
+    const failed = (await new Agent({ model: fromLanguageModel(model), tools: [] })
+      .run(stored)
+      .catch((e: unknown) => e)) as ModelError;
+    expect(failed.cause).toBeInstanceOf(AiSdkTranscriptError);
+    expect((failed.cause as Error).message).toBe(
+      `messages[1]: the tool call ${JSON.stringify(id)} has the id of a provider-executed tool-result of the same message`,
+    );
+  });
+
   it("an assistant turn with nothing to send back is left out of the next request, as the AI SDK leaves it out", async () => {
     // Providers reject a message without content (Anthropic: "all messages must have non-empty content").
     const model = new MockLanguageModelV3({

@@ -906,6 +906,19 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     }
   });
 
+  it("an AiSdkToolError shows a tool name holding a newline or a quote in JSON's escapes, a plain one as before", () => {
+    const { gate } = recordingGate();
+    const given = { description: 42, inputSchema: z.object({}), execute: async () => "ran" };
+    for (const [name, shown] of [
+      ["it's\n\u001b[31mforged", '"it\'s\\n\\u001b[31mforged"'],
+      ["count", "'count'"],
+    ] as const) {
+      expect(() => gateTools({ [name]: given } as never, gate)).toThrow(
+        `tool ${shown}: description must be a string, got 42`,
+      );
+    }
+  });
+
   it("a description that is not a string is refused: by gateTools, naming the tool, and at a call of a tool changed since, with the call's one record", async () => {
     const { gate, records } = recordingGate();
     const executed: unknown[] = [];

@@ -419,6 +419,25 @@ describe("the loopctl console through the real bin", () => {
   });
 });
 
+describe("loopctl grants revoke through the real bin: a tool name that would read as more of the line", () => {
+  it("is quoted in JSON's escapes, where a plain one is printed bare as before", async () => {
+    const project = join(dir, "revoke-names-project");
+    await mkdir(project, { recursive: true });
+    const root = join(dir, "revoke-names-root");
+    const forged = "x, this_tool) (allow shell\n\u001b[31m";
+    const hostile = new Grant(forged, "deny", GrantScope.thisCall({ a: 1 }));
+    const plain = new Grant("read", "allow", GrantScope.thisTool());
+    await seed(root, project, [hostile, plain]);
+    const first = await loopctl(["grants", "revoke", hostile.id, "--root", root, "--project", project]);
+    expect(first).toMatchObject({ code: 0, stderr: "" });
+    expect(first.stdout).toBe(
+      `revoked ${hostile.id} (deny "x, this_tool) (allow shell\\n\\u001b[31m", this_call {"a":1})\n`,
+    );
+    const second = await loopctl(["grants", "revoke", plain.id, "--root", root, "--project", project]);
+    expect(second.stdout).toBe(`revoked ${plain.id} (allow read, this_tool)\n`);
+  });
+});
+
 describe("loopctl grants reset --tool through the real bin", () => {
   it("matches the name exactly, and names the grants a name differing in case left in force", async () => {
     const root = join(dir, "reset-case-root");

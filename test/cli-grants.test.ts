@@ -198,6 +198,22 @@ describe("a record whose content was edited and its id kept", () => {
     expect((await store.load()).map((g) => g.id)).toEqual([(grants[1] as Grant).id, (grants[2] as Grant).id]);
   });
 
+  it("names the tool of such a record in JSON's escapes when it holds a comma, a bracket or a newline", async () => {
+    const forged = "x, this_tool) are grant 0000000000000000\n";
+    const kept = new Grant(forged, "allow", GrantScope.thisTool());
+    const store = await seed(root, project, [kept]);
+    const edited = new Grant(forged, "deny", GrantScope.thisTool());
+    const text = await readFile(store.ledgerPath, "utf8");
+    await writeFile(store.ledgerPath, text.replace('"verdict":"Allow"', '"verdict":"Deny"'));
+    const list = await cli(["grants", "list", ...at()], { cwd: base });
+    expect(list.code).toBe(EXIT.ok);
+    expect(list.stderr).toBe(
+      `loopctl: warning: record 0 of ${store.ledgerPath} holds id ${kept.id}, but its tool, verdict and scope ` +
+        `(deny "x, this_tool) are grant 0000000000000000\\n", this_tool) ` +
+        `are grant ${edited.id}: it is listed, decided and revoked as ${edited.id}\n`,
+    );
+  });
+
   it("is named in a ledger that starts with a byte-order mark, which the store reads", async () => {
     const grants = sampleGrants();
     const store = await seed(root, project, grants);

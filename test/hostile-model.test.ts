@@ -6,12 +6,15 @@ import {
   Agent,
   EngineConfigError,
   defineTool,
+  Gate,
   LoopDetectedError,
   LoopManagers,
   ModelError,
   RunStoppedError,
+  ToolDefinitionError,
+  permissionMiddleware,
 } from "../src/engine/index.js";
-import type { Model, ModelResponse, RunResult, ToolCall } from "../src/engine/index.js";
+import type { Model, ModelResponse, RunResult, Tool, ToolCall } from "../src/engine/index.js";
 import { LoopctlError } from "../src/errors.js";
 import { argsDigest } from "../src/grant/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
@@ -439,3 +442,133 @@ describe("a model that repeats a call forever is stopped by the loop detector", 
     expect(asks).toBe(4);
   });
 });
+
+describe("a tool name or call id holding a newline, an escape sequence or a quote is shown in JSON's escapes", () => {
+  /** A name that, shown raw, would end its quotes and write a line of its own. */
+  const forged = "nope'\n\u001b[31mUnknown tool 'read'";
+  const quoted = "it's";
+  function quotedTool(execute: () => unknown = () => "ran"): Tool {
+    return defineTool({ name: quoted, description: "a tool with a quote in its name", input: z.object({}), execute });
+  }
+  function results(result: RunResult): string[] {
+    return result.messages.flatMap((m) => (m.type === "tool_result" ? [m.content] : []));
+  }
+
+  it("an unknown tool's error result and record reason, in one line; a plain name reads as before", async () => {
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: forged, input: {} },
+          { id: "c2", name: "rm_rf", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: tools([]), managers: new LoopManagers() }).run("go");
+    expect(results(result)).toEqual([`Unknown tool ${JSON.stringify(forged)}`, "Unknown tool 'rm_rf'"]);
+    expect(result.records.map((r) => r.reason)).toEqual([
+      `unknown tool ${JSON.stringify(forged)}`,
+      "unknown tool 'rm_rf'",
+    ]);
+    expect(results(result)[0]).not.toContain("\n");
+  });
+
+  it("every ending's text for a tool whose name holds a quote", async () => {
+    const asked = new ScriptedModel([{ toolCalls: [{ id: "c1", name: quoted, input: {} }] }, { text: "done" }]);
+    const denied = await new Agent({
+      model: asked,
+      tools: [quotedTool()],
+      managers: new LoopManagers()
+        .withHook({ preToolUse: () => ({ type: "ask", prompt: "May I?" }) })
+        .withAskResolver(new SyncAskResolver(() => false)),
+    }).run("go");
+    expect(results(denied)).toEqual([`Permission denied by approver for tool "it's"`]);
+
+    const failing = await new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: quoted, input: {} }] }, { text: "done" }]),
+      tools: [
+        quotedTool(() => {
+          throw new Error("boom");
+        }),
+      ],
+    }).run("go");
+    expect(results(failing)).toEqual([`Tool "it's" failed: boom`]);
+
+    const ruled = await new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: quoted, input: {} }] }, { text: "done" }]),
+      tools: [quotedTool()],
+      managers: new LoopManagers().withMiddleware(
+        permissionMiddleware({ rules: [{ id: "no", tool: "*", action: "deny" }] }),
+      ),
+    }).run("go");
+    expect(results(ruled)).toEqual([`Permission denied by rule 'no' for tool "it's"`]);
+
+    const thrown = await new Agent({
+      model: new ScriptedModel([{ toolCalls: [{ id: "c1", name: quoted, input: {} }] }, { text: "done" }]),
+      tools: [quotedTool()],
+      managers: new LoopManagers().withMiddleware(() => {
+        throw new Error("mw");
+      }),
+    }).run("go");
+    expect(results(thrown)).toEqual([`Permission denied: middleware failed: mw for tool "it's"`]);
+  });
+
+  it("LoopDetectedError, ToolDefinitionError and Gate.call's descriptor errors", async () => {
+    const stopped = await new Agent({
+      model: foreverModel({ name: forged, input: {} }),
+      tools: tools([]),
+      managers: new LoopManagers().withLoopDetection({ maxRepeats: 3 }).withBudget({ maxTurns: 100 }),
+    })
+      .run("go")
+      .catch((e: unknown) => e);
+    expect(stopped).toBeInstanceOf(LoopDetectedError);
+    expect((stopped as Error).message).toMatch(
+      new RegExp(`^loop detected: tool ${escape(JSON.stringify(forged))} called`),
+    );
+
+    let refused: unknown;
+    try {
+      defineTool({ name: "a\nb", description: "d", input: z.object({}), execute: () => "x" });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ToolDefinitionError);
+    expect((refused as Error).message).toMatch(/^tool "a\\nb": /);
+
+    const gate = new Gate(new LoopManagers());
+    const notJson = { name: "a\nb", description: "d", inputSchema: { type: "object", x: 1n } };
+    await expect(gate.call({ tool: notJson, callId: "c1", input: {} }, () => "x")).rejects.toThrow(
+      `the descriptor of tool "a\\nb" is not JSON`,
+    );
+  });
+
+  it("a call id a model or a transcript gives", async () => {
+    const id = "c'\nforged";
+    const shared = new ScriptedModel([
+      {
+        toolCalls: [
+          { id, name: "read", input: { path: "a" } },
+          { id, name: "read", input: { path: "a" } },
+        ],
+      },
+    ]);
+    await expect(new Agent({ model: shared, tools: tools([]) }).run("go")).rejects.toThrow(
+      `the model answered turn 0 with two tool calls sharing an id (${JSON.stringify(id)})`,
+    );
+    const agent = new Agent({ model: new ScriptedModel([{ text: "never" }]), tools: tools([]) });
+    const error = await agent
+      .run([
+        { type: "user", text: "go" },
+        { type: "assistant", toolCalls: [{ id, name: forged, input: {} }] },
+      ])
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineConfigError);
+    expect((error as Error).message).toContain(
+      `messages[1]: call ${JSON.stringify(id)} of tool ${JSON.stringify(forged)} has no result after it`,
+    );
+  });
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}

@@ -1034,13 +1034,13 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
       [
         "LoopctlWarning",
         "LOOPCTL_MCP",
-        "MCP server 'garbled\\u001b[2J\\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\\u001b]52;c;cHduZWQ=\\u0007 again",
+        'MCP server "garbled\\u001b[2J\\u202e": tools/list failed: MCP error -32603: MCP error -32603: down\\u001b]52;c;cHduZWQ=\\u0007 again',
       ],
     ]);
     // An onError gets every failure, as it came: the application decides what to show.
     expect(errors[0]).toBeInstanceOf(McpServerError);
     expect((errors[0] as Error).message).toBe(
-      "MCP server 'garbled\u001b[2J\u202e': tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again",
+      'MCP server "garbled\\u001b[2J\u202e": tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again',
     );
   });
 
@@ -1520,6 +1520,38 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     toolset.close();
   });
 
+  it("a tool or server name holding a newline, an escape sequence or a quote is shown in JSON's escapes in every error, where a plain one reads as before", async () => {
+    const server = await startFixture("hostile-names");
+    const toolset = await mcpTools(server.client);
+    const shown = JSON.stringify("names'\n\u001b[31mforged");
+    expect(toolset.tools.map((t) => t.name)).toEqual(["it's", "plain"]);
+    expect(toolset.problems.map((p) => (p.error as Error).message)).toEqual([
+      `MCP server ${shown}: lists the tool "notes\\n" 2 times with different descriptors; none is offered, ` +
+        "since which of them a call would run is the server's choice",
+      `MCP server ${shown}: lists the tool "it's" twice; the first is kept`,
+    ]);
+    const model = new ScriptedModel([
+      {
+        toolCalls: [
+          { id: "c1", name: "it's", input: {} },
+          { id: "c2", name: "plain", input: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const result = await new Agent({ model, tools: toolset }).run("go");
+    expect(results(result.messages)).toMatchObject([
+      {
+        tool: "it's",
+        status: "failed",
+        content: `Tool "it's" failed: tool "it's" on MCP server ${shown}: the server answered with an error: refused`,
+      },
+      { tool: "plain", status: "ran", content: "ran" },
+    ]);
+    for (const message of results(result.messages)) expect(message.content).not.toContain("\n");
+    toolset.close();
+  });
+
   it("names the server spells differently that are one text in Unicode's eyes (composed and decomposed) are not offered: a person shown the name cannot tell which tool a call runs", async () => {
     const server = await startFixture("lookalike");
     const toolset = await mcpTools(server.client, { prefix: "x_" });
@@ -1529,7 +1561,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(problem!.tool).toBe("x_caf\u00e9");
     expect(problem!.error).toBeInstanceOf(McpServerError);
     expect((problem!.error as Error).message).toBe(
-      "MCP server 'lookalike': lists 2 tools named 'x_caf\u00e9' in spellings that differ only in Unicode " +
+      `MCP server 'lookalike': lists 2 tools named "x_caf\u00e9" in spellings that differ only in Unicode ` +
         "normalisation; none is offered, since a person shown the name cannot tell which of them a call would run",
     );
     const model = new ScriptedModel([

@@ -135,7 +135,7 @@ function mcpApprovalRequest(args: string) {
     providerData: {
       type: "mcp_approval_request",
       server_label: "ops",
-      name: "deploy",
+      name: "deploy" as string,
       id: "mcpr_1",
       arguments: args,
     },
@@ -418,6 +418,29 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(error).toMatchObject({ tool: "deploy", cause: broken });
     expect(s.asks).toEqual([]);
     expect(s.executed).toEqual([]);
+  });
+
+  it("a hosted MCP tool's name holding a newline or a quote is shown in JSON's escapes in an AgentsApprovalError", async () => {
+    const name = "deploy'\n\u001b[31mforged";
+    const s = setup(() => ({ type: "approve" }));
+    const approvalRequest = mcpApprovalRequest("{}");
+    approvalRequest.providerData.name = name;
+    const model = new FakeModel([{ text: "not deployed" }]);
+    const scripted = model.getResponse.bind(model);
+    let requested = false;
+    model.getResponse = async (request) =>
+      requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
+    const agent = hostedAndWrapped(s, model);
+    const interrupted = await s.runner.run(agent, "ship");
+    expect(interrupted.interruptions.map((i) => i.name)).toEqual([name]);
+    const error = (await s.approvals
+      .settle(interrupted, (state) => s.runner.run(agent, state))
+      .catch((e: unknown) => e)) as AgentsApprovalError;
+    expect(error).toBeInstanceOf(AgentsApprovalError);
+    expect(error).toMatchObject({ tool: name });
+    expect(error.message.startsWith(`tool ${JSON.stringify(name)}: `)).toBe(true);
+    expect(error.message).not.toContain("\n");
+    expect(s.asks).toEqual([]);
   });
 
   it("fails closed: a resolver that throws refuses, arguments that are not JSON are refused before anyone is asked", async () => {

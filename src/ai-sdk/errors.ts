@@ -1,5 +1,6 @@
 import { describeError } from "../engine/errors.js";
 import { LoopctlError } from "../errors.js";
+import { shownKey } from "../unknown-option.js";
 
 /**
  * `fromLanguageModel` was given something that is not an AI SDK
@@ -43,7 +44,7 @@ export class AiSdkToolError extends LoopctlError {
   readonly tool: string;
 
   constructor(tool: string, message: string, options?: ErrorOptions) {
-    super("AI_SDK_TOOL", `tool '${tool}': ${message}`, options);
+    super("AI_SDK_TOOL", `tool ${shownKey(tool)}: ${message}`, options);
     this.tool = tool;
   }
 }

@@ -8,6 +8,7 @@ import type {
 } from "@ai-sdk/provider";
 import type { AssistantMessage, Message, ToolDescriptor, ToolResultMessage } from "../engine/index.js";
 import { AiSdkTranscriptError } from "./errors.js";
+import { shownKey } from "../unknown-option.js";
 import { AiSdkProviderDataSchema, isTagged } from "./provider-data.js";
 import type { AiSdkAssistantPart } from "./provider-data.js";
 
@@ -63,7 +64,7 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
     if (provider && inputs.has(part.toolCallId))
       throw new AiSdkTranscriptError(
         index,
-        `the tool call '${part.toolCallId}' has the id of a provider-executed ${part.type} of the same message`,
+        `the tool call ${shownKey(part.toolCallId)} has the id of a provider-executed ${part.type} of the same message`,
       );
   }
   const content: AssistantContent = [];

@@ -6,6 +6,7 @@ import type {
 } from "@ai-sdk/provider";
 import type { ModelResponse, ToolCall, Usage } from "../engine/index.js";
 import { shownValue } from "../errors.js";
+import { shownBare, shownKey } from "../unknown-option.js";
 import { CANONICAL_JSON_MAX_DEPTH } from "../grant/index.js";
 import { AiSdkModelError } from "./errors.js";
 import { AiSdkProviderDataSchema } from "./provider-data.js";
@@ -263,7 +264,7 @@ export function toModelResponse(
     if (other !== undefined)
       throw new AiSdkModelError(
         model,
-        `content[${from[at] ?? at}] is a tool call whose id '${part.toolCallId}' is also that of ${other}`,
+        `content[${from[at] ?? at}] is a tool call whose id ${shownKey(part.toolCallId)} is also that of ${other}`,
       );
   });
   const { unified, raw } = result.finishReason;
@@ -273,7 +274,9 @@ export function toModelResponse(
     // Named by the ids the model sent: one an earlier provider-executed part holds is blank in `toolCalls`.
     const calls = parts
       .flatMap((p) =>
-        p.type === "tool-call" && p.providerExecuted !== true ? [`'${p.toolCallId}' (${p.toolName})`] : [],
+        p.type === "tool-call" && p.providerExecuted !== true
+          ? [`${shownKey(p.toolCallId)} (${shownBare(p.toolName)})`]
+          : [],
       )
       .join(", ");
     throw new AiSdkModelError(

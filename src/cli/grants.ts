@@ -17,6 +17,7 @@ import { errorDocument } from "./failure.js";
 import { closeOrWarn, openFileStore, openStore, STORE_OPTIONS } from "./grant-source.js";
 import type { OpenedStore } from "./grant-source.js";
 import { printHelp } from "./help.js";
+import { shownBare } from "../unknown-option.js";
 
 const LOCATION_OPTIONS = STORE_OPTIONS;
 
@@ -88,7 +89,7 @@ export function scopeText(grant: Grant, max = 48): string {
 
 /** One line naming a grant for people. */
 export function grantSummary(grant: Grant): string {
-  return `${grant.id} (${grant.verdict} ${printable(grant.tool)}, ${printable(scopeText(grant, 80))})`;
+  return `${grant.id} (${grant.verdict} ${printable(shownBare(grant.tool))}, ${printable(scopeText(grant, 80))})`;
 }
 
 /**
@@ -132,7 +133,7 @@ async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: str
       stored,
       said:
         `record ${i} of ${printable(path)} holds id ${printable(JSON.stringify(stored).slice(1, -1))}, but its tool, ` +
-        `verdict and scope (${grant.verdict} ${printable(grant.tool)}, ${printable(scopeText(grant, 80))}) ` +
+        `verdict and scope (${grant.verdict} ${printable(shownBare(grant.tool))}, ${printable(scopeText(grant, 80))}) ` +
         `are grant ${grant.id}: it is listed, decided and revoked as ${grant.id}`,
     });
   });

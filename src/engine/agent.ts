@@ -19,6 +19,7 @@ import type { GateOutcome, GatedTool } from "./gate.js";
 import { LoopManagers, settingsOf } from "./managers.js";
 import type { ManagerSettings } from "./managers.js";
 import { MessageSchema, ModelResponseSchema } from "./model.js";
+import { shownKey } from "../unknown-option.js";
 import type {
   AssistantMessage,
   Message,
@@ -190,7 +191,7 @@ function checkPairing(messages: readonly Message[]): void {
     const [id, tool] = first.value;
     const where = before === undefined ? "after it" : `before messages[${before}]`;
     throw fault(
-      `messages[${open.index}]: call '${id}' of tool '${tool}' has no result ${where} (each call needs a tool_result right after its assistant message)`,
+      `messages[${open.index}]: call ${shownKey(id)} of tool ${shownKey(tool)} has no result ${where} (each call needs a tool_result right after its assistant message)`,
     );
   };
   messages.forEach((message, index) => {
@@ -201,18 +202,20 @@ function checkPairing(messages: readonly Message[]): void {
     if (message.type === "assistant") {
       const unanswered = new Map<string, string>();
       for (const call of message.toolCalls) {
-        if (calls.has(call.id)) throw fault(`messages[${index}] reuses the id of an earlier call ('${call.id}')`);
+        if (calls.has(call.id))
+          throw fault(`messages[${index}] reuses the id of an earlier call (${shownKey(call.id)})`);
         calls.set(call.id, { tool: call.name, answered: false });
         unanswered.set(call.id, call.name);
       }
       open = { index, calls: unanswered };
     } else if (message.type === "tool_result") {
       const call = calls.get(message.callId);
-      if (call === undefined) throw fault(`messages[${index}] is the result of no earlier call ('${message.callId}')`);
-      if (call.answered) throw fault(`messages[${index}] is a second result of call '${message.callId}'`);
+      if (call === undefined)
+        throw fault(`messages[${index}] is the result of no earlier call (${shownKey(message.callId)})`);
+      if (call.answered) throw fault(`messages[${index}] is a second result of call ${shownKey(message.callId)}`);
       if (call.tool !== message.tool)
         throw fault(
-          `messages[${index}] is the result of call '${message.callId}' of tool '${call.tool}', not of '${message.tool}'`,
+          `messages[${index}] is the result of call ${shownKey(message.callId)} of tool ${shownKey(call.tool)}, not of ${shownKey(message.tool)}`,
         );
       call.answered = true;
       open?.calls.delete(message.callId);
@@ -634,7 +637,7 @@ export class Agent {
     for (const { id } of sent) {
       if (id === "") continue;
       if (given.has(id))
-        throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id ('${id}')`);
+        throw new ModelError(`the model answered turn ${turn} with two tool calls sharing an id (${shownKey(id)})`);
       given.add(id);
     }
     // An id the transcript already holds (a model that numbers its calls anew each turn) gets a fresh one too:

@@ -19,29 +19,31 @@ import type { Cancel } from "./signals.js";
 import { isSnapshot, snapshot } from "./snapshot.js";
 import type { NotJson, Snapshot } from "./snapshot.js";
 import { answeredCheck } from "./validation.js";
+import { shownKey } from "../unknown-option.js";
 import type { ArgumentCheck } from "./validation.js";
 
 /** Exact texts the model receives (those of docs/records.md, and the engine's own endings). */
 export const TEXTS = {
-  denied: (tool: string) => `Permission denied by approver for tool '${tool}'`,
-  expired: (tool: string) => `Permission ask expired unanswered for tool '${tool}'`,
-  grantDenied: (tool: string) => `Permission denied by remembered grant for tool '${tool}'`,
-  grantStoreFailed: (tool: string) => `Permission denied: grant store unavailable for tool '${tool}'`,
-  hookFailed: (tool: string) => `Permission denied: pre-tool-use hook failed for tool '${tool}'`,
-  unknownTool: (tool: string) => `Unknown tool '${tool}'`,
-  engineFailed: (tool: string) => `Permission denied: internal error for tool '${tool}'`,
-  notJson: (tool: string) => `Invalid arguments for tool '${tool}': arguments must be JSON values`,
+  denied: (tool: string) => `Permission denied by approver for tool ${shownKey(tool)}`,
+  expired: (tool: string) => `Permission ask expired unanswered for tool ${shownKey(tool)}`,
+  grantDenied: (tool: string) => `Permission denied by remembered grant for tool ${shownKey(tool)}`,
+  grantStoreFailed: (tool: string) => `Permission denied: grant store unavailable for tool ${shownKey(tool)}`,
+  hookFailed: (tool: string) => `Permission denied: pre-tool-use hook failed for tool ${shownKey(tool)}`,
+  unknownTool: (tool: string) => `Unknown tool ${shownKey(tool)}`,
+  engineFailed: (tool: string) => `Permission denied: internal error for tool ${shownKey(tool)}`,
+  notJson: (tool: string) => `Invalid arguments for tool ${shownKey(tool)}: arguments must be JSON values`,
   invalid: (tool: string, problems: readonly string[]) =>
-    `Invalid arguments for tool '${tool}': ${problems.join("; ")}`,
-  cancelledAfterRun: (tool: string) => `Tool '${tool}' ran, but its output was withheld: the run was cancelled`,
-  stoppedBeforeRun: (tool: string) => `Tool '${tool}' did not run: the run stopped before it`,
+    `Invalid arguments for tool ${shownKey(tool)}: ${problems.join("; ")}`,
+  cancelledAfterRun: (tool: string) => `Tool ${shownKey(tool)} ran, but its output was withheld: the run was cancelled`,
+  stoppedBeforeRun: (tool: string) => `Tool ${shownKey(tool)} did not run: the run stopped before it`,
   stoppedWhileRunning: (tool: string) =>
-    `Tool '${tool}' was still running when the run stopped: it may have done some or all of its work`,
-  withdrawn: (tool: string, reason: string) => `Tool '${tool}' was withdrawn while awaiting approval: ${reason}`,
-  toolFailed: (tool: string, error: unknown) => `Tool '${tool}' failed: ${describeError(error)}`,
+    `Tool ${shownKey(tool)} was still running when the run stopped: it may have done some or all of its work`,
+  withdrawn: (tool: string, reason: string) =>
+    `Tool ${shownKey(tool)} was withdrawn while awaiting approval: ${reason}`,
+  toolFailed: (tool: string, error: unknown) => `Tool ${shownKey(tool)} failed: ${describeError(error)}`,
   preDetection: (error: string) => `dispatch refused before execution: ${error}`,
   toolChanged: (prompt: string, tool: string) =>
-    `${prompt}\n\n(The tool '${tool}' changed since this was last answered; it needs a new answer.)`,
+    `${prompt}\n\n(The tool ${shownKey(tool)} changed since this was last answered; it needs a new answer.)`,
 } as const;
 
 /**
@@ -217,7 +219,7 @@ export class Attempt {
       return (
         this.#preDetect() ??
         this.#refuse(
-          draft("deny", "unknown_tool", "engine", `unknown tool '${this.#request.name}'`),
+          draft("deny", "unknown_tool", "engine", `unknown tool ${shownKey(this.#request.name)}`),
           TEXTS.unknownTool(this.#request.name),
         )
       );

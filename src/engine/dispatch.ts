@@ -1,4 +1,5 @@
 import { describeError } from "./errors.js";
+import { shownKey } from "../unknown-option.js";
 import type { DispatchResult, Middleware, MiddlewareContext, MiddlewareDecision } from "./middleware.js";
 import type { ToolCall } from "./model.js";
 
@@ -50,7 +51,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   const tool = call.name;
   const notStarted = (): DispatchResult => ({
     type: "refused",
-    message: `Tool '${tool}' did not run: the call had ended`,
+    message: `Tool ${shownKey(tool)} did not run: the call had ended`,
   });
   if (middleware.length === 0) {
     try {
@@ -104,8 +105,9 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
     );
   };
   const terminal = async (): Promise<DispatchResult> => {
-    if (denied) return issue({ type: "refused", message: `Permission denied by middleware for tool '${tool}'` });
-    if (ran) return issue({ type: "refused", message: `middleware called next twice for tool '${tool}'` });
+    if (denied)
+      return issue({ type: "refused", message: `Permission denied by middleware for tool ${shownKey(tool)}` });
+    if (ran) return issue({ type: "refused", message: `middleware called next twice for tool ${shownKey(tool)}` });
     ran = true;
     ending = start();
     return issue(ending === undefined ? notStarted() : await ending);
@@ -122,7 +124,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   } catch (error) {
     // A failing middleware must not let the call through, nor lose the refusal.
     const reason = `middleware failed: ${describeError(error)}`;
-    result = { type: "refused", message: `Permission denied: ${reason} for tool '${tool}'` };
+    result = { type: "refused", message: `Permission denied: ${reason} for tool ${shownKey(tool)}` };
     if (ending !== undefined) withheld ??= { result, reason: `output withheld: ${reason}` };
     else if (!denied) {
       denied = true;

@@ -1,5 +1,5 @@
 import { LoopctlError, describeError } from "../errors.js";
-import { optionsProblem, type EveryKey } from "../unknown-option.js";
+import { optionsProblem, shownKey, type EveryKey } from "../unknown-option.js";
 import type { Message } from "./model.js";
 import type { GateDecision } from "./records.js";
 
@@ -58,8 +58,8 @@ export class LoopDetectedError extends RunStoppedError {
     super(
       "LOOP_DETECTED",
       argsDigest === ""
-        ? `loop detected: tool '${tool}' called ${repeats} times with arguments that are not JSON values`
-        : `loop detected: tool '${tool}' called ${repeats} times with the same arguments (${argsDigest})`,
+        ? `loop detected: tool ${shownKey(tool)} called ${repeats} times with arguments that are not JSON values`
+        : `loop detected: tool ${shownKey(tool)} called ${repeats} times with the same arguments (${argsDigest})`,
     );
     this.tool = tool;
     this.argsDigest = argsDigest;
@@ -131,7 +131,7 @@ export class ToolDefinitionError extends LoopctlError {
   readonly tool: string;
 
   constructor(tool: string, message: string, options?: ErrorOptions) {
-    super("TOOL_DEFINITION", `tool '${tool}': ${message}`, options);
+    super("TOOL_DEFINITION", `tool ${shownKey(tool)}: ${message}`, options);
     this.tool = tool;
   }
 }

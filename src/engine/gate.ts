@@ -1,5 +1,5 @@
 import { NIL_UUID } from "../ask/index.js";
-import { everyKey } from "../unknown-option.js";
+import { everyKey, shownKey } from "../unknown-option.js";
 import { GrantPolicy, canonicalJson } from "../grant/index.js";
 import { shownValue } from "../errors.js";
 import type { ToolDescriptor } from "../grant/index.js";
@@ -233,7 +233,10 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     try {
       descriptor = frozenJson(tool);
     } catch (error) {
-      throw new EngineConfigError("Gate.call", `the descriptor of tool '${name}' is not JSON: ${describeError(error)}`);
+      throw new EngineConfigError(
+        "Gate.call",
+        `the descriptor of tool ${shownKey(name)} is not JSON: ${describeError(error)}`,
+      );
     }
     // Read twice (the check, the copy): a getter that answers otherwise the second time is caught here,
     // on the copy every step goes on with (a name that is no string would cost the call its record).
@@ -246,7 +249,7 @@ function prepare(tool: Tool | ToolDescriptor): GatedTool {
     if (typeof copied.description !== "string")
       throw new EngineConfigError(
         "Gate.call",
-        `the descriptor of tool '${copied.name}' must have a string description, and read otherwise when copied`,
+        `the descriptor of tool ${shownKey(copied.name)} must have a string description, and read otherwise when copied`,
       );
     let check: GatedTool["check"] = () => ({ type: "invalid", problems: [] });
     // An adapter's refusal stands in for the schema's own: nothing of that descriptor is compiled.

@@ -1,5 +1,6 @@
 import { EngineConfigError, readingConfig } from "./errors.js";
 import type { Middleware } from "./middleware.js";
+import { shownKey } from "../unknown-option.js";
 
 /**
  * A pattern for one argument value: a string (a glob where `*` matches any
@@ -231,7 +232,7 @@ export function permissionMiddleware(options: PermissionOptions): Middleware {
         ruleId,
         matchedPattern,
         reason: `denied by rule '${ruleId}'`,
-        message: `Permission denied by rule '${ruleId}' for tool '${call.name}'`,
+        message: `Permission denied by rule '${ruleId}' for tool ${shownKey(call.name)}`,
       });
     }
     context.allow({ ruleId, matchedPattern, reason: null });

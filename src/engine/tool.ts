@@ -153,7 +153,7 @@ export function toolDescriptorOf(tool: Tool): ToolDescriptor {
   if (name !== descriptorName) {
     throw new ToolDefinitionError(
       shown,
-      `the name ${typeof name === "string" ? `'${name}'` : `(a ${typeof name})`} differs from its descriptor's name '${descriptorName}': ` +
+      `the name ${typeof name === "string" ? shownKey(name) : `(a ${typeof name})`} differs from its descriptor's name ${shownKey(descriptorName)}: ` +
         "a tool must be named as its descriptor is (grants are kept under the descriptor's name, records under the tool's)",
     );
   }
@@ -171,7 +171,10 @@ export function toolDescriptorOf(tool: Tool): ToolDescriptor {
   }
   // Read twice (the check, the copy): a getter that answers otherwise the second time is caught here.
   if (descriptor.name !== name) {
-    throw new ToolDefinitionError(shown, `its descriptor's name changed while it was read ('${descriptor.name}')`);
+    throw new ToolDefinitionError(
+      shown,
+      `its descriptor's name changed while it was read (${shownKey(descriptor.name)})`,
+    );
   }
   return descriptor;
 }

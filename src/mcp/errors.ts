@@ -1,4 +1,15 @@
 import { LoopctlError } from "../errors.js";
+import { shownKey } from "../unknown-option.js";
+
+/**
+ * A server's name as errors quote it: as {@link shownKey} does, in JSON's escapes unless it is plain
+ * printable ASCII without a quote; a name cut to its head keeps its `…` inside the quotes.
+ */
+function shownServer(server: string): string {
+  const head = server.endsWith("\u2026") ? server.slice(0, -1) : server;
+  const shown = shownKey(head);
+  return head === server ? shown : `${shown.slice(0, -1)}\u2026${shown.slice(-1)}`;
+}
 
 /**
  * An MCP server could not be read: listing its tools failed, it answered
@@ -12,7 +23,7 @@ export class McpServerError extends LoopctlError {
   readonly server: string;
 
   constructor(server: string, message: string, options?: ErrorOptions) {
-    super("MCP_SERVER", `MCP server '${server}': ${message}`, options);
+    super("MCP_SERVER", `MCP server ${shownServer(server)}: ${message}`, options);
     this.server = server;
   }
 }
@@ -41,7 +52,7 @@ export class McpToolError extends LoopctlError {
   readonly changed: boolean;
 
   constructor(server: string, tool: string, message: string, changed = false, options?: ErrorOptions) {
-    super("MCP_TOOL", `tool '${tool}' on MCP server '${server}': ${message}`, options);
+    super("MCP_TOOL", `tool ${shownKey(tool)} on MCP server ${shownServer(server)}: ${message}`, options);
     this.server = server;
     this.tool = tool;
     this.changed = changed;
@@ -62,7 +73,7 @@ export class McpCallbackError extends LoopctlError {
   readonly option: string;
 
   constructor(server: string, option: string, message: string, options?: ErrorOptions) {
-    super("MCP_CALLBACK", `${option} of the toolset of MCP server '${server}' failed: ${message}`, options);
+    super("MCP_CALLBACK", `${option} of the toolset of MCP server ${shownServer(server)} failed: ${message}`, options);
     this.server = server;
     this.option = option;
   }

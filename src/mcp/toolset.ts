@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import { everyKey } from "../unknown-option.js";
+import { everyKey, shownKey } from "../unknown-option.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
@@ -742,7 +742,7 @@ export class McpToolset implements ToolSource {
           tool: name,
           error: new McpServerError(
             this.#server,
-            `lists ${alike.size} tools named '${name}' in spellings that differ only in Unicode normalisation; none ` +
+            `lists ${alike.size} tools named ${shownKey(name)} in spellings that differ only in Unicode normalisation; none ` +
               "is offered, since a person shown the name cannot tell which of them a call would run",
           ),
         });
@@ -756,7 +756,7 @@ export class McpToolset implements ToolSource {
           tool: name,
           error: new McpServerError(
             this.#server,
-            `lists the tool '${name}' ${seen.count} times with different descriptors; none is offered, ` +
+            `lists the tool ${shownKey(name)} ${seen.count} times with different descriptors; none is offered, ` +
               "since which of them a call would run is the server's choice",
           ),
         });
@@ -765,7 +765,7 @@ export class McpToolset implements ToolSource {
       if (byName.has(name)) {
         problems.push({
           tool: name,
-          error: new McpServerError(this.#server, `lists the tool '${name}' twice; the first is kept`),
+          error: new McpServerError(this.#server, `lists the tool ${shownKey(name)} twice; the first is kept`),
         });
         continue;
       }

@@ -1,4 +1,5 @@
 import { LoopctlError } from "../errors.js";
+import { shownKey } from "../unknown-option.js";
 
 /**
  * `AgentApprovals` cannot do what it was asked: an interruption for a tool it
@@ -21,7 +22,7 @@ export class AgentsApprovalError extends LoopctlError {
   readonly tool: string;
 
   constructor(tool: string, message: string, options?: ErrorOptions) {
-    super("OPENAI_AGENTS_APPROVAL", `tool '${tool}': ${message}`, options);
+    super("OPENAI_AGENTS_APPROVAL", `tool ${shownKey(tool)}: ${message}`, options);
     this.tool = tool;
   }
 }

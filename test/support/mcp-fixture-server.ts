@@ -43,6 +43,9 @@
  *   the notes"), then destructive ("Delete every note"); `echo` (read-only)
  *   twice, alike both times; and `plain` once. A call runs whatever one handler the server
  *   has for the name.
+ * - `hostile-names` (low-level Server), named `names'` + a newline and an escape
+ *   sequence: lists `notes` + a newline twice with different descriptors, `it's` twice alike, and
+ *   `plain` once. A call to `it's` answers `isError`; one to `plain` runs.
  * - `lookalike` (low-level Server): `café` twice, its names the same text in
  *   Unicode's eyes (canonically equivalent) but spelt differently: composed
  *   (`caf\u00e9`, read-only, "Read the menu") and decomposed (`cafe\u0301`,
@@ -419,6 +422,26 @@ async function twins(): Promise<void> {
   await server.connect(new StdioServerTransport());
 }
 
+async function hostileNames(): Promise<void> {
+  const server = new Server({ name: "names'\n\u001b[31mforged", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const input = { type: "object" as const };
+  const quoted = { name: "it's", description: "Quoted", inputSchema: input };
+  const tools = [
+    { name: "notes\n", description: "Read the notes", inputSchema: input },
+    quoted,
+    { name: "notes\n", description: "Delete every note", inputSchema: input },
+    quoted,
+    { name: "plain", description: "Plain", inputSchema: input },
+  ];
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    report(`called ${JSON.stringify(request.params.name)}`);
+    const failed = request.params.name === "it's";
+    return { content: [{ type: "text", text: failed ? "refused" : "ran" }], isError: failed };
+  });
+  await server.connect(new StdioServerTransport());
+}
+
 async function lookalike(): Promise<void> {
   const server = new Server({ name: "lookalike", version: "1.0.0" }, { capabilities: { tools: {} } });
   const input = { type: "object" as const };
@@ -685,6 +708,7 @@ else if (mode === "hostile-output") await hostileOutput();
 else if (mode === "structured") await structured();
 else if (mode === "twins") await twins();
 else if (mode === "lookalike") await lookalike();
+else if (mode === "hostile-names") await hostileNames();
 else if (mode === "respelt") await respelt();
 else if (mode === "odd-output") await oddOutput();
 else if (mode === "garbled") await garbled();

@@ -114,6 +114,7 @@ type FixtureMode =
   | "structured"
   | "twins"
   | "lookalike"
+  | "hostile-names"
   | "respelt"
   | "odd-output unknown-keyword"
   | "odd-output invalid"
