@@ -357,9 +357,9 @@ function settled(stat: BigIntStats, readAtMs: number): boolean {
  * - Parsed ledgers are cached by the file's identity (dev, ino, size, mtime,
  *   ctime), so repeated decisions do not reparse an unchanged file. That
  *   identity alone is trusted only for a ledger read more than 2 s after its
- *   ctime (its last change; its mtime may be a copied one): a change within one timestamp tick (a whole second on some file
- *   systems) can keep all five, since a freed inode is handed straight back
- *   to the next ledger. Until then each read, decisions and the read under
+ *   ctime (its last change; its mtime may be a copied one): a change within
+ *   one timestamp tick (a whole second on some file systems) can keep all
+ *   five, since a freed inode is handed straight back to the next ledger. Until then each read, decisions and the read under
  *   the lock alike, compares the file's bytes with those the cache came from.
  */
 export class FileGrantStore implements GrantStore {
