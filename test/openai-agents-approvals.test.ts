@@ -126,6 +126,16 @@ function hostedAndWrapped(s: Setup, model: FakeModel): Agent {
   });
 }
 
+/** A model whose first turn is the hosted MCP server's `approvalRequest`, and whose next says "not deployed". */
+function modelAnswering(approvalRequest: ReturnType<typeof mcpApprovalRequest>): FakeModel {
+  const model = new FakeModel([{ text: "not deployed" }]);
+  const scripted = model.getResponse.bind(model);
+  let requested = false;
+  model.getResponse = async (request) =>
+    requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
+  return model;
+}
+
 /** The output item a hosted MCP server's approval request for its `deploy` (id `mcpr_1`) is, with `args`. */
 function mcpApprovalRequest(args: string) {
   return {
@@ -425,12 +435,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     const s = setup(() => ({ type: "approve" }));
     const approvalRequest = mcpApprovalRequest("{}");
     approvalRequest.providerData.name = name;
-    const model = new FakeModel([{ text: "not deployed" }]);
-    const scripted = model.getResponse.bind(model);
-    let requested = false;
-    model.getResponse = async (request) =>
-      requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
-    const agent = hostedAndWrapped(s, model);
+    const agent = hostedAndWrapped(s, modelAnswering(approvalRequest));
     const interrupted = await s.runner.run(agent, "ship");
     expect(interrupted.interruptions.map((i) => i.name)).toEqual([name]);
     const error = (await s.approvals
@@ -647,12 +652,7 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
   it("an interruption for a hosted MCP call named like a wrapped tool is a typed error: nobody is asked, and no record lands for the wrapped tool", async () => {
     const s = setup(() => ({ type: "approve" }));
     const approvalRequest = mcpApprovalRequest(JSON.stringify({ env: "prod", version: "1.2" }));
-    const model = new FakeModel([{ text: "not deployed" }]);
-    const scripted = model.getResponse.bind(model);
-    let requested = false;
-    model.getResponse = async (request) =>
-      requested ? scripted(request) : ((requested = true), { usage: new Usage(), output: [approvalRequest] });
-    const agent = hostedAndWrapped(s, model);
+    const agent = hostedAndWrapped(s, modelAnswering(approvalRequest));
     const interrupted = await s.runner.run(agent, "ship");
     expect(interrupted.interruptions.map((i) => [i.rawItem.type, i.name])).toEqual([["hosted_tool_call", "deploy"]]);
     const error = (await s.approvals
