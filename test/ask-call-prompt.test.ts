@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { InvalidCallPromptOptionsError, REDACTED, callPrompt, quoteForPrompt, redactSecretKeys } from "loopctl/ask";
+import { thrownBy } from "./support/thrown.js";
 
 describe("callPrompt", () => {
   it("names the tool and its title, and shows the arguments as indented JSON", () => {
@@ -217,12 +218,7 @@ describe("callPrompt", () => {
       [{ notes: "check the path" }, "options.notes", "callPrompt: options.notes must be an array of strings"],
       [{ notes: ["ok", 5] }, "options.notes", "callPrompt: options.notes must be an array of strings"],
     ] as const) {
-      let error: unknown;
-      try {
-        callPrompt({ name: "t" }, { a: 1 }, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => callPrompt({ name: "t" }, { a: 1 }, options as never));
       expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
       expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument, message });
     }
@@ -276,12 +272,7 @@ describe("callPrompt", () => {
         "callPrompt: options cannot be read: no keys here",
       ],
     ] as const) {
-      let error: unknown;
-      try {
-        callPrompt({ name: "t" }, { a: 1 }, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => callPrompt({ name: "t" }, { a: 1 }, options as never));
       expect(error).toBeInstanceOf(InvalidCallPromptOptionsError);
       expect(error).toMatchObject({ code: "ASK_PROMPT_OPTIONS_INVALID", argument: "options", message });
     }

@@ -12,6 +12,7 @@ import {
 } from "../src/engine/index.js";
 import { ScriptedModel } from "../src/testing/index.js";
 import { build, call, script } from "./support/engine-fixtures.js";
+import { thrownBy } from "./support/thrown.js";
 
 const noop = () => "ok";
 
@@ -133,12 +134,7 @@ describe("defineTool", () => {
 
   it("refuses a field the definition does not have, naming it and the tool, instead of ignoring it", () => {
     const refused = (definition: unknown, tool: string, message: string): void => {
-      let thrown: unknown;
-      try {
-        defineTool(definition as never);
-      } catch (error) {
-        thrown = error;
-      }
+      const thrown = thrownBy(() => defineTool(definition as never));
       expect(thrown).toBeInstanceOf(ToolDefinitionError);
       expect(thrown).toMatchObject({ code: "TOOL_DEFINITION", tool, message: `tool '${tool}': ${message}` });
     };
@@ -212,12 +208,7 @@ describe("defineTool", () => {
       ["", proxy],
     ];
     for (const [tool, definition] of definitions) {
-      let thrown: unknown;
-      try {
-        defineTool(definition as never);
-      } catch (error) {
-        thrown = error;
-      }
+      const thrown = thrownBy(() => defineTool(definition as never));
       expect(thrown).toBeInstanceOf(ToolDefinitionError);
       expect(thrown).toMatchObject({ tool });
       expect((thrown as Error).message).toContain("the definition cannot be read: ");

@@ -8,6 +8,7 @@ import {
   digest16,
   type GrantMetadata,
 } from "../src/grant/index.js";
+import { thrownBy } from "./support/thrown.js";
 
 describe("Grant", () => {
   it("derives its id from tool, verdict and scope in the ledger spelling", () => {
@@ -78,12 +79,7 @@ describe("Grant", () => {
       ["note", '"note"'],
       [5, "5"],
     ] as const) {
-      let error: unknown;
-      try {
-        new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata));
       expect(error).toBeInstanceOf(GrantRecordError);
       expect((error as Error).message).toBe(
         `grant 514e4d9b0eda7cf2 for tool 'read': metadata must be an object or undefined, got ${shown}`,
@@ -100,12 +96,7 @@ describe("Grant", () => {
       [{ createdAt: 5 }, "unknown option 'createdAt' (did you mean createdAtMs?)"],
       [{ notes: "n" }, "unknown option 'notes' (did you mean note?)"],
     ] as const) {
-      let error: unknown;
-      try {
-        new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata));
       expect(error, JSON.stringify(bad)).toBeInstanceOf(GrantRecordError);
       expect((error as Error).message).toBe(`grant 514e4d9b0eda7cf2 for tool 'read': metadata has ${message}`);
     }
