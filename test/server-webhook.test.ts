@@ -24,6 +24,7 @@ import { askingCall } from "./support/engine-fixtures.js";
 import { makeAsk, stuckController, track, unreadableReasonSignal } from "./support/ask-fixtures.js";
 import { BASE_URLS_WITH_CREDENTIALS, request } from "./support/http-client.js";
 import { listen, stopping } from "./support/http-mount.js";
+import { thrownBy } from "./support/thrown.js";
 
 const SECRET = "webhook-secret-of-enough-length";
 const LINK_SECRET = "link-secret-of-enough-length-too";
@@ -558,12 +559,7 @@ describe("WebhookResolver fails closed", () => {
       [{ url: "http://x/", secret: SECRET, capacity: "64" }, "capacity"],
       [{ url: "http://x/", secret: SECRET, capacity: Object.create(null) as unknown }, "capacity"],
     ] as const) {
-      let error: unknown;
-      try {
-        new WebhookResolver(options as never);
-      } catch (e) {
-        error = e;
-      }
+      const error = thrownBy(() => new WebhookResolver(options as never));
       expect(error, option).toBeInstanceOf(ServerInputError);
       expect((error as ServerInputError).option).toBe(option);
     }
@@ -610,12 +606,7 @@ describe("WebhookResolver fails closed", () => {
         "WebhookResolver: links must be an object: { baseUrl, secret, ttlMs }, got an array",
       ],
     ] as const) {
-      let error: unknown;
-      try {
-        new WebhookResolver(options as never);
-      } catch (e) {
-        error = e;
-      }
+      const error = thrownBy(() => new WebhookResolver(options as never));
       expect(error, option).toBeInstanceOf(ServerInputError);
       expect((error as ServerInputError).option).toBe(option);
       expect((error as Error).message).toBe(message);
