@@ -488,6 +488,51 @@ describe("AuditSink appends", () => {
     }
   });
 
+  it("flush settles once the appends made before it have, while more keep coming", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path);
+    // Each append made as the one before it lands: a sink that is never idle, as under steady load.
+    const total = 40;
+    let made = 0;
+    let settled = 0;
+    const landed: Promise<unknown>[] = [];
+    const next = (): void => {
+      if (made === total) return;
+      made += 1;
+      const appended = sink.append(gateRecord(made));
+      landed.push(appended);
+      void appended.then(() => {
+        settled += 1;
+        next();
+      });
+    };
+    next();
+    next();
+    const madeBefore = made;
+    await sink.flush();
+    expect(settled).toBeGreaterThanOrEqual(madeBefore);
+    // Before, flush waited until no append was pending at all: here, until the last of the 40.
+    expect(made).toBeLessThan(total);
+    await Promise.all(landed);
+    while (landed.length < total) await Promise.all(landed);
+    await sink.close();
+    const verified = await verifyAuditLog(path);
+    expect(verified).toMatchObject({ ok: true, anchor: { seq: total } });
+  });
+
+  it("flush still rejects with the first record that did not land, and waits for the appends before it", async () => {
+    const path = fresh();
+    const sink = await AuditSink.open(path, { onError: () => undefined });
+    const first = sink.append(gateRecord(1));
+    const invalid = sink.append({ ...gateRecord(2), verdict: "maybe" } as unknown as GateDecision);
+    await expect(invalid).rejects.toMatchObject({ code: "AUDIT_RECORD" });
+    let landed = false;
+    void first.then(() => (landed = true));
+    await expect(sink.flush()).rejects.toMatchObject({ code: "AUDIT_RECORD" });
+    expect(landed).toBe(true);
+    await sink.close();
+  });
+
   it("rejects appends after close, and reports them", async () => {
     const path = fresh();
     const onError = vi.fn(() => {

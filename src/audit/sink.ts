@@ -230,6 +230,11 @@ export class AuditSink {
   }[] = [];
   /** The loop writing pending appends, while it runs. */
   #draining: Promise<void> | undefined;
+  /**
+   * Settles once the last append queued so far has: appends settle in the
+   * order they were queued, so every earlier one has then too.
+   */
+  #queued: Promise<void> = Promise.resolve();
   #dead: AuditError | undefined;
   #lost: AuditError | undefined;
   #closed = false;
@@ -560,8 +565,20 @@ export class AuditSink {
     if (this.#closed) return Promise.reject(this.#lose(new AuditClosedError(this.path)));
     const parsed = this.#parse(record);
     if (parsed instanceof AuditRecordError) return Promise.reject(this.#lose(parsed));
+    let settled!: () => void;
+    this.#queued = new Promise((done) => (settled = done));
     return new Promise((resolve, reject) => {
-      this.#pending.push({ ...parsed, resolve, reject });
+      this.#pending.push({
+        ...parsed,
+        resolve: (anchor) => {
+          resolve(anchor);
+          settled();
+        },
+        reject: (error) => {
+          reject(error);
+          settled();
+        },
+      });
       this.#draining ??= this.#drain();
     });
   }
@@ -590,12 +607,13 @@ export class AuditSink {
   }
 
   /**
-   * Waits for every append made so far to settle. Rejects with the first
-   * failure since the sink was opened, if any record did not land: a lost
-   * audit record stays reported.
+   * Waits for every append made so far to settle, not for those made after
+   * it: under a steady stream of appends it still settles. Rejects with the
+   * first failure since the sink was opened, if any record did not land: a
+   * lost audit record stays reported.
    */
   async flush(): Promise<void> {
-    while (this.#draining) await this.#draining;
+    await this.#queued;
     if (this.#lost) throw this.#lost;
   }
 
