@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
-import { connect } from "node:net";
+import { connect, createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -299,6 +300,45 @@ describe("loopctl console", () => {
     const good = await cli(unreachable, { cwd: dir, env: { LOOPCTL_CONSOLE_TOKEN: "a".repeat(16) } });
     expect(good.code).toBe(4);
     expect(good.stderr).toContain("[POSTGRES_QUERY]");
+  });
+
+  it("a --host that spells every address without --allowed-host is refused before any file or connection is opened", async () => {
+    // A socket in the database's place that counts every connection made to it.
+    let connections = 0;
+    const listener = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", () => resolve()));
+    const database = `postgres://postgres@127.0.0.1:${(listener.address() as AddressInfo).port}/test`;
+    try {
+      for (const host of ["0.0.0.0", "::", "0", "0x0", "::0", "::ffff:0.0.0.0", "::%lo"]) {
+        // A key file that is not there: read first, it would be the fault said.
+        const result = await cli(
+          ["console", "--host", host, "--database", database, "--audit", dir, "--audit-key-file", join(dir, "none")],
+          { cwd: dir },
+        );
+        expect(result, host).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            `loopctl console: --host ${host} needs --allowed-host H: the names clients use to reach it\n` +
+            "Run 'loopctl console --help' for usage.\n",
+        });
+      }
+      expect(connections).toBe(0);
+      // The same command with the host allowed does reach the database (and fails there).
+      const allowed = await cli(
+        ["console", "--host", "0.0.0.0", "--allowed-host", "a.example", "--database", database],
+        {
+          cwd: dir,
+        },
+      );
+      expect(allowed.code).toBe(4);
+      expect(connections).toBeGreaterThan(0);
+    } finally {
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
   });
 
   it("--help explains what it serves, and the top-level help lists it", async () => {

@@ -7,6 +7,7 @@ import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import { allowedHostNames, checkToken } from "../server/access.js";
+import { checkListenHost } from "../server/approval-server.js";
 import { DEFAULT_GRANTS_TIMEOUT_MS } from "../server/handler.js";
 import { positiveInteger } from "../server/options.js";
 import { MAX_TIMER_MS } from "../server/timers.js";
@@ -230,8 +231,11 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   // The server takes "" for every address: an unset "$HOST" must not open the console to the network.
   if (values.host === "") throw new CliUsageError("console", "--host needs an address to listen on (H)");
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
-  const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
+  // Before the audit log, the key file and the sources are opened: a refused one is a usage error
+  // said alone, not the error of a file or a database that cannot be reached.
+  checkServerOptions({ host: values.host, allowedHosts, token });
+  const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
 
   // A log not there yet is served as it comes, unless the path starts with a ~ the shell did not
   // expand (--audit=~/x): a log under a folder named ~ here, which its agent never writes.
@@ -243,7 +247,6 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const auditKey =
     keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd, "--audit-key-file", "console");
   const settings = { audit, auditKey, host: values.host, allowedHosts, port, token, maxConnections };
-  checkServerOptions(settings);
   return serveConsole(await openSources(values, context), settings, context);
 }
 
@@ -396,15 +399,17 @@ async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
 }
 
 /**
- * The server's own checks of the token and the `--allowed-host` names, made
- * before the sources are opened: with `--database`, a refused one is a usage
- * error (exit 2) said before any connection, not the error of a database
- * that cannot be reached. The server checks them again, with the rest.
+ * The server's own checks of the token, the `--allowed-host` names and a
+ * `--host` that spells every address, none of which needs I/O: made before
+ * any file or the sources are opened, so with `--database` a refused one is a
+ * usage error (exit 2) said before any connection, not the error of a
+ * database that cannot be reached. The server checks them again, with the rest.
  */
 function checkServerOptions(options: Pick<ConsoleSettings, "host" | "allowedHosts" | "token">): void {
   try {
     if (options.token !== undefined) checkToken(options.token);
     if (options.allowedHosts !== undefined) allowedHostNames(options.allowedHosts);
+    checkListenHost(options.host ?? "127.0.0.1", options.allowedHosts ?? []);
   } catch (error) {
     throw usageErrorOf(error, options);
   }
