@@ -11,6 +11,7 @@ import { AuditSink, readAuditKeyFile } from "loopctl/audit";
 import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
 import { encodeAuditLine } from "../src/audit/line.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { EXIT, runCli } from "../src/cli/index.js";
 import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
 import { startConsole } from "./support/console-run.js";
@@ -339,6 +340,67 @@ describe("loopctl console", () => {
     } finally {
       await new Promise<void>((resolve) => listener.close(() => resolve()));
     }
+  });
+
+  it("an output whose write throws once the server listens closes the server and fails the command", async () => {
+    /** Resolves with whether a connection to `port` is refused. */
+    const refused = (port: number): Promise<boolean> =>
+      new Promise((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        socket.once("connect", () => {
+          socket.destroy();
+          resolve(false);
+        });
+        socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "ECONNREFUSED"));
+      });
+    const signals = [process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")];
+
+    // stdout throws as the link is written; no signal, so the console listens for SIGINT and SIGTERM.
+    let url = "";
+    let stderr = "";
+    const code = await runCli(["console", "--root", join(dir, "r12"), "--project", dir], {
+      stdout: {
+        write: (chunk: string) => {
+          url = /^open (\S+)$/m.exec(chunk)?.[1] ?? url;
+          throw new Error("the output is gone");
+        },
+      },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+      env: {},
+      cwd: dir,
+    });
+    expect(code).toBe(EXIT.internal);
+    expect(stderr).toContain("the output is gone");
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+    expect(await refused(Number(new URL(url).port))).toBe(true);
+    expect([process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")]).toEqual(signals);
+
+    // stderr throws as the warning about a corrupt ledger is written, before the link.
+    const root = join(dir, "r13");
+    const project = join(dir, "p13");
+    await mkdir(project);
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await writeFile(store.ledgerPath, '[{"id":"x",');
+    const free = createServer();
+    await new Promise<void>((resolve) => free.listen(0, "127.0.0.1", () => resolve()));
+    const port = (free.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => free.close(() => resolve()));
+    let out = "";
+    const failed = await runCli(["console", "--root", root, "--project", project, "--port", String(port)], {
+      stdout: { write: (chunk: string) => (out += chunk) },
+      stderr: {
+        write: () => {
+          throw new Error("the error output is gone");
+        },
+      },
+      env: {},
+      cwd: dir,
+      signal: new AbortController().signal,
+    });
+    expect(failed).toBe(EXIT.internal);
+    expect(out).toBe("");
+    expect(await refused(port)).toBe(true);
   });
 
   it("--help explains what it serves, and the top-level help lists it", async () => {

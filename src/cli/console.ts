@@ -286,25 +286,32 @@ export async function serveConsole(
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
-    if (source.grants !== undefined)
-      await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
-    // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
-    // other, not the signal's default end of the process.
-    const stop = stopped(context.signal);
-    context.stdout.write(
-      `loopctl console: ${source.describe}` +
-        (audit === undefined
-          ? ""
-          : `  audit   ${printable(audit)}` +
-            (auditKey === undefined
-              ? " (hash chain checked; no line authenticated without --audit-key-file)\n"
-              : " (each line's mac and the seal checked with the key)\n")) +
-        `open ${server.consoleUrl}\n` +
-        "(Ctrl-C stops it)\n",
-    );
-    await stop;
-    context.stopAsked?.();
-    await server.close();
+    // From here on the server listens: whatever fails (a stdout or stderr whose write throws) closes
+    // it before the error goes on, or the port would stay open, and the process never end.
+    let stop: ReturnType<typeof stopped> | undefined;
+    try {
+      if (source.grants !== undefined)
+        await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
+      // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
+      // other, not the signal's default end of the process.
+      stop = stopped(context.signal);
+      context.stdout.write(
+        `loopctl console: ${source.describe}` +
+          (audit === undefined
+            ? ""
+            : `  audit   ${printable(audit)}` +
+              (auditKey === undefined
+                ? " (hash chain checked; no line authenticated without --audit-key-file)\n"
+                : " (each line's mac and the seal checked with the key)\n")) +
+          `open ${server.consoleUrl}\n` +
+          "(Ctrl-C stops it)\n",
+      );
+      await stop.done;
+      context.stopAsked?.();
+    } finally {
+      stop?.cancel();
+      await server.close();
+    }
     context.stdout.write("loopctl console: stopped\n");
     return EXIT.ok;
   } finally {
@@ -441,20 +448,30 @@ function usageErrorOf(
   return error;
 }
 
-/** Resolves when `signal` aborts, or without one on SIGINT or SIGTERM: a server's normal end. */
-function stopped(signal: AbortSignal | undefined): Promise<void> {
-  if (signal !== undefined) {
-    return signal.aborted
-      ? Promise.resolve()
-      : new Promise((done) => signal.addEventListener("abort", () => done(), { once: true }));
-  }
-  return new Promise((done) => {
+/**
+ * `done` resolves when `signal` aborts, or without one on SIGINT or SIGTERM:
+ * a server's normal end. `cancel` removes the listeners: a console that ends
+ * otherwise must not leave a Ctrl-C handled by nothing.
+ */
+function stopped(signal: AbortSignal | undefined): { readonly done: Promise<void>; cancel(): void } {
+  let cancel = (): void => undefined;
+  const done = new Promise<void>((resolve) => {
     const stop = (): void => {
-      process.removeListener("SIGINT", stop);
-      process.removeListener("SIGTERM", stop);
-      done();
+      cancel();
+      resolve();
     };
+    if (signal !== undefined) {
+      if (signal.aborted) return resolve();
+      signal.addEventListener("abort", stop, { once: true });
+      cancel = () => signal.removeEventListener("abort", stop);
+      return;
+    }
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
+    cancel = () => {
+      process.removeListener("SIGINT", stop);
+      process.removeListener("SIGTERM", stop);
+    };
   });
+  return { done, cancel };
 }
