@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
-import { connect } from "node:net";
+import { connect, createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,6 +11,7 @@ import { AuditSink, readAuditKeyFile } from "loopctl/audit";
 import { FileGrantStore, Grant, GrantScope } from "loopctl/grant";
 import { encodeAuditLine } from "../src/audit/line.js";
 import { gateRecord } from "./support/cli-audit-fixtures.js";
+import { EXIT, runCli } from "../src/cli/index.js";
 import { cli } from "./support/cli-harness.js";
 import { request } from "./support/http-client.js";
 import { startConsole } from "./support/console-run.js";
@@ -299,6 +301,106 @@ describe("loopctl console", () => {
     const good = await cli(unreachable, { cwd: dir, env: { LOOPCTL_CONSOLE_TOKEN: "a".repeat(16) } });
     expect(good.code).toBe(4);
     expect(good.stderr).toContain("[POSTGRES_QUERY]");
+  });
+
+  it("a --host that spells every address without --allowed-host is refused before any file or connection is opened", async () => {
+    // A socket in the database's place that counts every connection made to it.
+    let connections = 0;
+    const listener = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", () => resolve()));
+    const database = `postgres://postgres@127.0.0.1:${(listener.address() as AddressInfo).port}/test`;
+    try {
+      for (const host of ["0.0.0.0", "::", "0", "0x0", "::0", "::ffff:0.0.0.0", "::%lo"]) {
+        // A key file that is not there: read first, it would be the fault said.
+        const result = await cli(
+          ["console", "--host", host, "--database", database, "--audit", dir, "--audit-key-file", join(dir, "none")],
+          { cwd: dir },
+        );
+        expect(result, host).toEqual({
+          code: 2,
+          stdout: "",
+          stderr:
+            `loopctl console: --host ${host} needs --allowed-host H: the names clients use to reach it\n` +
+            "Run 'loopctl console --help' for usage.\n",
+        });
+      }
+      expect(connections).toBe(0);
+      // The same command with the host allowed does reach the database (and fails there).
+      const allowed = await cli(
+        ["console", "--host", "0.0.0.0", "--allowed-host", "a.example", "--database", database],
+        {
+          cwd: dir,
+        },
+      );
+      expect(allowed.code).toBe(4);
+      expect(connections).toBeGreaterThan(0);
+    } finally {
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
+  });
+
+  it("an output whose write throws once the server listens closes the server and fails the command", async () => {
+    /** Resolves with whether a connection to `port` is refused. */
+    const refused = (port: number): Promise<boolean> =>
+      new Promise((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        socket.once("connect", () => {
+          socket.destroy();
+          resolve(false);
+        });
+        socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "ECONNREFUSED"));
+      });
+    const signals = [process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")];
+
+    // stdout throws as the link is written; no signal, so the console listens for SIGINT and SIGTERM.
+    let url = "";
+    let stderr = "";
+    const code = await runCli(["console", "--root", join(dir, "r12"), "--project", dir], {
+      stdout: {
+        write: (chunk: string) => {
+          url = /^open (\S+)$/m.exec(chunk)?.[1] ?? url;
+          throw new Error("the output is gone");
+        },
+      },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+      env: {},
+      cwd: dir,
+    });
+    expect(code).toBe(EXIT.internal);
+    expect(stderr).toContain("the output is gone");
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+    expect(await refused(Number(new URL(url).port))).toBe(true);
+    expect([process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")]).toEqual(signals);
+
+    // stderr throws as the warning about a corrupt ledger is written, before the link.
+    const root = join(dir, "r13");
+    const project = join(dir, "p13");
+    await mkdir(project);
+    const store = new FileGrantStore(root, project);
+    await store.save(new Grant("deploy", "allow", GrantScope.thisTool()));
+    await writeFile(store.ledgerPath, '[{"id":"x",');
+    const free = createServer();
+    await new Promise<void>((resolve) => free.listen(0, "127.0.0.1", () => resolve()));
+    const port = (free.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => free.close(() => resolve()));
+    let out = "";
+    const failed = await runCli(["console", "--root", root, "--project", project, "--port", String(port)], {
+      stdout: { write: (chunk: string) => (out += chunk) },
+      stderr: {
+        write: () => {
+          throw new Error("the error output is gone");
+        },
+      },
+      env: {},
+      cwd: dir,
+      signal: new AbortController().signal,
+    });
+    expect(failed).toBe(EXIT.internal);
+    expect(out).toBe("");
+    expect(await refused(port)).toBe(true);
   });
 
   it("--help explains what it serves, and the top-level help lists it", async () => {

@@ -1033,6 +1033,30 @@ describe("answers: POST /api/asks/:id", () => {
     expect((await outcomeNow(parked)).state).toBe("pending");
   });
 
+  it("400 for an answer whose body has a member twice, at any depth and however the key is escaped; the ask stays parked", async () => {
+    const { server, auth, park } = await start();
+    const { ask, parked } = await park();
+    const shown = JSON.stringify(ask);
+    for (const [body, path] of [
+      // JSON.parse keeps the last: a proxy or log in front that reads the first sees an approval.
+      ['{"type":"approve","type":"deny"}', "type"],
+      ['{"type":"deny","\\u0074ype":"approve"}', "type"],
+      [`{"type":"deny","reason":"a","reason":"b"}`, "reason"],
+      [`{"type":"approve","ask":${shown.slice(0, -1)},"tool":"other"}}`, "ask.tool"],
+    ] as const) {
+      const reply = await answer(server, ask.id, body, auth);
+      expect(reply.status, body).toBe(400);
+      expect(reply.json, body).toEqual({
+        error: "bad_request",
+        message: `the body has the member ${JSON.stringify(path)} twice`,
+      });
+    }
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    // The same keys in separate objects are not twice.
+    expect((await answer(server, ask.id, `{"type":"approve","ask":${shown}}`, auth)).status).toBe(200);
+    await expect(parked).resolves.toEqual({ type: "approve" });
+  });
+
   it("404 for an ask it never saw, a malformed id, or a server without an approver", async () => {
     const { server, auth } = await start();
     expect((await answer(server, makeAsk(0).id, { type: "approve" }, auth)).status).toBe(404);

@@ -7,6 +7,7 @@ import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
 import { allowedHostNames, checkToken } from "../server/access.js";
+import { checkListenHost } from "../server/approval-server.js";
 import { DEFAULT_GRANTS_TIMEOUT_MS } from "../server/handler.js";
 import { positiveInteger } from "../server/options.js";
 import { MAX_TIMER_MS } from "../server/timers.js";
@@ -230,8 +231,11 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   // The server takes "" for every address: an unset "$HOST" must not open the console to the network.
   if (values.host === "") throw new CliUsageError("console", "--host needs an address to listen on (H)");
   const token = context.env["LOOPCTL_CONSOLE_TOKEN"];
-  const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
   const allowedHosts = values["allowed-host"];
+  // Before the audit log, the key file and the sources are opened: a refused one is a usage error
+  // said alone, not the error of a file or a database that cannot be reached.
+  checkServerOptions({ host: values.host, allowedHosts, token });
+  const audit = values.audit === undefined ? undefined : resolve(context.cwd, values.audit);
 
   // A log not there yet is served as it comes, unless the path starts with a ~ the shell did not
   // expand (--audit=~/x): a log under a folder named ~ here, which its agent never writes.
@@ -243,7 +247,6 @@ export async function consoleCommand(args: readonly string[], context: CliContex
   const auditKey =
     keyFile === undefined ? undefined : await keyOption(keyFile, context.cwd, "--audit-key-file", "console");
   const settings = { audit, auditKey, host: values.host, allowedHosts, port, token, maxConnections };
-  checkServerOptions(settings);
   return serveConsole(await openSources(values, context), settings, context);
 }
 
@@ -283,25 +286,32 @@ export async function serveConsole(
       onError: (error) =>
         context.stderr.write(`loopctl console: ${printable(error instanceof Error ? error.message : String(error))}\n`),
     });
-    if (source.grants !== undefined)
-      await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
-    // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
-    // other, not the signal's default end of the process.
-    const stop = stopped(context.signal);
-    context.stdout.write(
-      `loopctl console: ${source.describe}` +
-        (audit === undefined
-          ? ""
-          : `  audit   ${printable(audit)}` +
-            (auditKey === undefined
-              ? " (hash chain checked; no line authenticated without --audit-key-file)\n"
-              : " (each line's mac and the seal checked with the key)\n")) +
-        `open ${server.consoleUrl}\n` +
-        "(Ctrl-C stops it)\n",
-    );
-    await stop;
-    context.stopAsked?.();
-    await server.close();
+    // From here on the server listens: whatever fails (a stdout or stderr whose write throws) closes
+    // it before the error goes on, or the port would stay open, and the process never end.
+    let stop: ReturnType<typeof stopped> | undefined;
+    try {
+      if (source.grants !== undefined)
+        await warnUnreadableGrants(source.grants, source.location, grantsTimeoutMs, context);
+      // Listened for before the link is printed: a Ctrl-C as soon as it shows is a stop like any
+      // other, not the signal's default end of the process.
+      stop = stopped(context.signal);
+      context.stdout.write(
+        `loopctl console: ${source.describe}` +
+          (audit === undefined
+            ? ""
+            : `  audit   ${printable(audit)}` +
+              (auditKey === undefined
+                ? " (hash chain checked; no line authenticated without --audit-key-file)\n"
+                : " (each line's mac and the seal checked with the key)\n")) +
+          `open ${server.consoleUrl}\n` +
+          "(Ctrl-C stops it)\n",
+      );
+      await stop.done;
+      context.stopAsked?.();
+    } finally {
+      stop?.cancel();
+      await server.close();
+    }
     context.stdout.write("loopctl console: stopped\n");
     return EXIT.ok;
   } finally {
@@ -396,15 +406,17 @@ async function serve(options: ApprovalServerOptions): Promise<ApprovalServer> {
 }
 
 /**
- * The server's own checks of the token and the `--allowed-host` names, made
- * before the sources are opened: with `--database`, a refused one is a usage
- * error (exit 2) said before any connection, not the error of a database
- * that cannot be reached. The server checks them again, with the rest.
+ * The server's own checks of the token, the `--allowed-host` names and a
+ * `--host` that spells every address, none of which needs I/O: made before
+ * any file or the sources are opened, so with `--database` a refused one is a
+ * usage error (exit 2) said before any connection, not the error of a
+ * database that cannot be reached. The server checks them again, with the rest.
  */
 function checkServerOptions(options: Pick<ConsoleSettings, "host" | "allowedHosts" | "token">): void {
   try {
     if (options.token !== undefined) checkToken(options.token);
     if (options.allowedHosts !== undefined) allowedHostNames(options.allowedHosts);
+    checkListenHost(options.host ?? "127.0.0.1", options.allowedHosts ?? []);
   } catch (error) {
     throw usageErrorOf(error, options);
   }
@@ -436,20 +448,30 @@ function usageErrorOf(
   return error;
 }
 
-/** Resolves when `signal` aborts, or without one on SIGINT or SIGTERM: a server's normal end. */
-function stopped(signal: AbortSignal | undefined): Promise<void> {
-  if (signal !== undefined) {
-    return signal.aborted
-      ? Promise.resolve()
-      : new Promise((done) => signal.addEventListener("abort", () => done(), { once: true }));
-  }
-  return new Promise((done) => {
+/**
+ * `done` resolves when `signal` aborts, or without one on SIGINT or SIGTERM:
+ * a server's normal end. `cancel` removes the listeners: a console that ends
+ * otherwise must not leave a Ctrl-C handled by nothing.
+ */
+function stopped(signal: AbortSignal | undefined): { readonly done: Promise<void>; cancel(): void } {
+  let cancel = (): void => undefined;
+  const done = new Promise<void>((resolve) => {
     const stop = (): void => {
-      process.removeListener("SIGINT", stop);
-      process.removeListener("SIGTERM", stop);
-      done();
+      cancel();
+      resolve();
     };
+    if (signal !== undefined) {
+      if (signal.aborted) return resolve();
+      signal.addEventListener("abort", stop, { once: true });
+      cancel = () => signal.removeEventListener("abort", stop);
+      return;
+    }
     process.once("SIGINT", stop);
     process.once("SIGTERM", stop);
+    cancel = () => {
+      process.removeListener("SIGINT", stop);
+      process.removeListener("SIGTERM", stop);
+    };
   });
+  return { done, cancel };
 }

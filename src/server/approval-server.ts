@@ -95,6 +95,41 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 const WILDCARD = new Set(["0.0.0.0", "::", ""]);
 /** What `address()` says of a socket bound to every address, however the host was spelled ("0", "::0", "0x0"). */
 const BOUND_EVERYWHERE = new Set(["0.0.0.0", "::", "::ffff:0.0.0.0"]);
+/** Every address as the URL parser writes it, however it was spelled ("0", "0x0", "0.0", "::0", "0:0:0:0:0:0:0:0"). */
+const EVERY_ADDRESS = new Set(["0.0.0.0", "[::]", "[::ffff:0:0]"]);
+
+/**
+ * `host` spells every address (`0.0.0.0`, `::`, `0`, `0x0`, `::0`, `::%lo`…),
+ * told from its text alone, with no lookup: a host that must be refused for
+ * it is refused before anything is opened. Only digits, dots, colons and
+ * `x` (an IPv6 zone after `%` set aside) are read as an address; the socket's
+ * bound address is checked again once listening.
+ */
+function namesEveryAddress(host: string): boolean {
+  if (WILDCARD.has(host)) return true;
+  const address = host.replace(/%[^%]*$/, "");
+  if (!/^[0-9a-fA-FxX.:]+$/.test(address)) return false;
+  try {
+    return EVERY_ADDRESS.has(new URL(`http://${address.includes(":") ? `[${address}]` : address}/`).hostname);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Refuses a `host` that spells every address when no `allowedHosts` name
+ * the hosts clients reach it by; needs no I/O, so a caller can check it
+ * before it opens anything.
+ * @throws {ServerConfigError} naming `allowedHosts`.
+ */
+export function checkListenHost(host: string, allowedHosts: readonly unknown[]): void {
+  if (namesEveryAddress(host) && allowedHosts.length === 0) {
+    throw new ServerConfigError(
+      "allowedHosts",
+      `listening on ${host || "every address"} needs allowedHosts: the names clients use to reach it`,
+    );
+  }
+}
 
 /**
  * Starts the approval API and the console (`GET /`) on a server of its own;
@@ -126,12 +161,7 @@ export async function createApprovalServer(given: ApprovalServerOptions): Promis
   }
   // A copy: the caller's array could change while the server starts listening.
   const extra: readonly string[] = [...(hosts as readonly string[])];
-  if (WILDCARD.has(host) && extra.length === 0) {
-    throw new ServerConfigError(
-      "allowedHosts",
-      `listening on ${host || "every address"} needs allowedHosts: the names clients use to reach it`,
-    );
-  }
+  checkListenHost(host, extra);
   const headersTimeout = positiveInteger("headersTimeoutMs", options.headersTimeoutMs, 10_000, MAX_TIMER_MS);
   const requestTimeout = positiveInteger("requestTimeoutMs", options.requestTimeoutMs, 30_000, MAX_TIMER_MS);
   const keepAliveTimeout = positiveInteger("keepAliveTimeoutMs", options.keepAliveTimeoutMs, 5_000, MAX_TIMER_MS);

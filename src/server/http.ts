@@ -1,6 +1,7 @@
 import { maxHeaderSize, STATUS_CODES } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { duplicateMember } from "../duplicate-member.js";
 
 /**
  * The page may load its own script, style and API and nothing else; no
@@ -343,11 +344,20 @@ export async function readJson(req: IncomingMessage, res: ServerResponse, limit:
     return parsed.value;
   }
   const text = utf8Text(await readBody(req, res, limit));
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch {
     throw new HttpError(400, "bad_request", "the body is not valid JSON");
   }
+  // JSON.parse keeps the last of two members silently: a proxy, filter or log in front that keeps
+  // the first would have judged another answer (an approval where a denial lands).
+  const twice = duplicateMember(text);
+  if (twice !== undefined) {
+    const path = twice.path.length > 64 ? `${twice.path.slice(0, 64)}…` : twice.path;
+    throw new HttpError(400, "bad_request", `the body has the member ${JSON.stringify(path)} twice`);
+  }
+  return value;
 }
 
 /**
