@@ -126,6 +126,45 @@ describe("every surface that shows a name shows one that reads as another escape
     }
     expect(new McpToolError("files", "café", "down").message).toBe(`tool 'café' on MCP server 'files': down`);
   });
+
+  describe("the CLI", () => {
+    let root = "";
+    let project = "";
+    let base = "";
+    useTempProject((made) => ({ root, project, base } = made));
+
+    it("revoke names a tool holding such a character quoted, apart from one that spells its escape", async () => {
+      const real = new Grant("rm\u202Eexe.txt", "allow", GrantScope.thisTool());
+      const spelt = new Grant(String.raw`rm\u202eexe.txt`, "allow", GrantScope.thisTool());
+      await seed(root, project, [real, spelt]);
+      const at = ["--root", root, "--project", project];
+      const first = await cli(["grants", "revoke", real.id, ...at], { cwd: base });
+      const second = await cli(["grants", "revoke", spelt.id, ...at], { cwd: base });
+      expect(first.stdout).toContain(String.raw`revoked ${real.id} (allow "rm\u202eexe.txt", this_tool)`);
+      expect(second.stdout).toContain(String.raw`revoked ${spelt.id} (allow "rm\\u202eexe.txt", this_tool)`);
+    });
+
+    it("reset, explain and list escape the name, a no-break space included", async () => {
+      const names = [...HOSTILE.map(([name]) => name), "a\u00A0b"];
+      await seed(
+        root,
+        project,
+        names.map((name) => new Grant(name, "deny", GrantScope.thisTool())),
+      );
+      const at = ["--root", root, "--project", project];
+      const list = await cli(["grants", "list", ...at], { cwd: base });
+      expect(list.stdout).toContain(String.raw`a\u00a0b`);
+      const explain = await cli(["grants", "explain", "--tool", "x\u0085y", "--args", "{}", ...at], { cwd: base });
+      expect(explain.stdout).toContain(String.raw`tool "x\u0085y" with args`);
+      for (const name of names) {
+        const reset = await cli(["grants", "reset", "--tool", name, ...at], { cwd: base });
+        expect(reset.stdout).toContain(` of tool ${shownText(name)} from `);
+      }
+      for (const run of [list, explain]) {
+        expect(run.stdout).not.toMatch(/[\u00A0\u0085\u200B\u2028\u202E]/);
+      }
+    });
+  });
 });
 
 function results(result: RunResult): string[] {
