@@ -167,6 +167,21 @@ describe("every surface that shows a name shows one that reads as another escape
   });
 });
 
+describe("the approval console's script", () => {
+  const js = readFileSync(new URL("../src/server/console/console.js", import.meta.url), "utf8");
+  const hidden = new RegExp(/const HIDDEN = \/(.+)\/u;/.exec(js)?.[1] ?? "no HIDDEN", "u");
+
+  it("marks every bidi control, zero-width character, separator and C1 control", () => {
+    for (const char of "\u061C\u200E\u200F\u202A\u202B\u202C\u202D\u202E\u2066\u2067\u2068\u2069\u200B\u200C\u200D\u2060\uFEFF\u2028\u2029\u0085\u009F") {
+      expect(hidden.test(char), `U+${char.codePointAt(0)?.toString(16)}`).toBe(true);
+    }
+  });
+
+  it("sets no text of an ask, a grant or a record without marking what would not show", () => {
+    expect(js).not.toMatch(/textContent = (ask|grant|record)\./);
+  });
+});
+
 function results(result: RunResult): string[] {
   return result.messages.flatMap((m) => (m.type === "tool_result" ? [m.content] : []));
 }
