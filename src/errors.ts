@@ -1,3 +1,5 @@
+import { shownText } from "./shown.js";
+
 /** Marks loopctl's error classes in every copy of the package a process loads (its ESM and CommonJS builds, a bundle). */
 const ERROR_CLASS = Symbol.for("loopctl.errorClass");
 
@@ -68,12 +70,12 @@ export function describeError(error: unknown): string {
 }
 
 /**
- * @internal A value as an argument error shows it: strings quoted, numbers
+ * @internal A value as an argument error shows it: strings quoted ({@link shownText}), numbers
  * as they are, objects by their type. It never calls the value's own
  * `toString`, which may be missing or throw.
  */
 export function shownValue(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "string") return shownText(value);
   if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) {
     return String(value);
   }

@@ -1,5 +1,6 @@
 import { isAbortSignal } from "./abort-signal.js";
 import { describeError, shownValue } from "./errors.js";
+import { holdsHidden, shownText } from "./shown.js";
 
 /**
  * Edit distance between `a` and `b` where swapping two neighbours counts as
@@ -66,19 +67,26 @@ export function optionList(known: readonly string[]): string {
     : `the options are ${known.slice(0, -1).join(", ")} and ${known.at(-1) ?? ""}`;
 }
 
-/** A key as an error shows it: quoted, and in JSON's escapes when it holds what would break the line. */
+/**
+ * A key or a name as a text shows it: in single quotes (`'read'`, `'café'`) while it holds no
+ * character that would not show as itself (`HIDDEN` in shown.ts: a control, a bidi control, a
+ * zero-width character, a separator other than the space), no `'` and no `\`; else in double
+ * quotes and escapes ({@link shownText}: `"rm\u202e"`), so it can neither break the line, nor
+ * end its quotes early, nor read as another name.
+ */
 export function shownKey(key: string): string {
-  return /^[\x20-\x7e]*$/.test(key) && !key.includes("'") ? `'${key}'` : JSON.stringify(key);
+  return holdsHidden(key) || key.includes("'") || key.includes("\\") ? shownText(key) : `'${key}'`;
 }
 
 /**
  * A name where a plain one is shown without quotes (`'c2' (read)`, `deny read, this_tool`): as it
- * is when it holds no whitespace, control or other invisible character, quote, comma or bracket,
- * else in JSON's escapes and quotes, so a name can neither start a line of its own nor read as
- * more of the text around it. `""` for the empty name.
+ * is when it holds no whitespace, character that would not show as itself (`HIDDEN`),
+ * quote, backslash, comma or bracket, else in double quotes and escapes ({@link shownText}), so a
+ * name can neither start a line of its own, nor read as more of the text around it, nor as
+ * another name. `""` for the empty name.
  */
 export function shownBare(name: string): string {
-  return name !== "" && !/[\s\p{C}\p{Z}"'(),[\]{}]/u.test(name) ? name : JSON.stringify(name);
+  return name !== "" && !holdsHidden(name) && !/[\s"'\\(),[\]{}]/u.test(name) ? name : shownText(name);
 }
 
 /**

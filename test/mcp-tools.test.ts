@@ -1040,7 +1040,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // An onError gets every failure, as it came: the application decides what to show.
     expect(errors[0]).toBeInstanceOf(McpServerError);
     expect((errors[0] as Error).message).toBe(
-      'MCP server "garbled\\u001b[2J\u202e": tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again',
+      'MCP server "garbled\\u001b[2J\\u202e": tools/list failed: MCP error -32603: MCP error -32603: down\u001b]52;c;cHduZWQ=\u0007 again',
     );
   });
 
@@ -1561,7 +1561,7 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     expect(problem!.tool).toBe("x_caf\u00e9");
     expect(problem!.error).toBeInstanceOf(McpServerError);
     expect((problem!.error as Error).message).toBe(
-      `MCP server 'lookalike': lists 2 tools named "x_caf\u00e9" in spellings that differ only in Unicode ` +
+      `MCP server 'lookalike': lists 2 tools named 'x_caf\u00e9' in spellings that differ only in Unicode ` +
         "normalisation; none is offered, since a person shown the name cannot tell which of them a call would run",
     );
     const model = new ScriptedModel([

@@ -11,6 +11,7 @@ import { CANONICAL_JSON_MAX_DEPTH } from "../grant/index.js";
 import { AiSdkModelError } from "./errors.js";
 import { AiSdkProviderDataSchema } from "./provider-data.js";
 import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
+import { shownText } from "../shown.js";
 
 type Json = Extract<AiSdkAssistantPart, { type: "tool-call" }>["input"];
 
@@ -162,7 +163,7 @@ export function toModelResponse(
     const raw = result.finishReason.raw;
     throw new AiSdkModelError(
       model,
-      `the provider ended the turn with finish reason error${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}`,
+      `the provider ended the turn with finish reason error${typeof raw === "string" && raw !== "" ? ` (${shownText(raw)})` : ""}`,
     );
   }
   let text: string | undefined;
@@ -244,7 +245,7 @@ export function toModelResponse(
       default:
         throw new AiSdkModelError(
           model,
-          `content[${index}] has an unknown type ${JSON.stringify((raw as { type?: unknown } | null)?.type)}`,
+          `content[${index}] has an unknown type ${shownValue((raw as { type?: unknown } | null)?.type)}`,
         );
     }
     while (from.length < parts.length) from.push(index);
@@ -281,7 +282,7 @@ export function toModelResponse(
       .join(", ");
     throw new AiSdkModelError(
       model,
-      `the provider ended the turn with finish reason ${unified}${typeof raw === "string" && raw !== "" ? ` (${JSON.stringify(raw)})` : ""}, so its tool call${toolCalls.length === 1 ? "" : "s"} ${calls} ${toolCalls.length === 1 ? "is" : "are"} not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
+      `the provider ended the turn with finish reason ${unified}${typeof raw === "string" && raw !== "" ? ` (${shownText(raw)})` : ""}, so its tool call${toolCalls.length === 1 ? "" : "s"} ${calls} ${toolCalls.length === 1 ? "is" : "are"} not run (the AI SDK runs a turn's calls only when it ends in stop or tool-calls)`,
     );
   }
   const kept: AiSdkProviderData = { type: "ai-sdk", parts };

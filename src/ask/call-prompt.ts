@@ -1,3 +1,4 @@
+import { shownText } from "../shown.js";
 import { InvalidCallPromptOptionsError } from "./errors.js";
 import { textHead } from "../text-head.js";
 import { everyKey, optionsProblem } from "../unknown-option.js";
@@ -72,7 +73,7 @@ function visible(json: string): string {
 /** A server- or model-supplied name or title, quoted and bounded, for one line of a prompt. */
 export function quoteForPrompt(text: string, max = 200): string {
   const shown = text.length > max ? `${textHead(text, max)}…` : text;
-  return visible(JSON.stringify(shown));
+  return shownText(shown);
 }
 
 /**
@@ -220,7 +221,9 @@ class ArgsWriter {
       return;
     }
     if (this.#open.has(value)) {
-      const path = this.#path.map((segment) => `[${JSON.stringify(segment)}]`).join("");
+      const path = this.#path
+        .map((segment) => `[${typeof segment === "string" ? shownText(segment) : segment}]`)
+        .join("");
       throw new TypeError(`callPrompt: the arguments refer back to themselves at $${path}`);
     }
     this.#open.add(value);

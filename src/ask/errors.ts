@@ -1,4 +1,5 @@
 import { LoopctlError, shownValue } from "../errors.js";
+import { shownText } from "../shown.js";
 
 /**
  * A resolution that is not a valid {@link AskResolution}: passed to
@@ -41,11 +42,12 @@ function printed(value: unknown): string {
 }
 
 /**
- * An id as a message shows it: as it is when it is plain printable ASCII (a UUID), else in JSON's
- * escapes, so an id taken from a request cannot start a line of its own in a log.
+ * An id as a message shows it: as it is when it is plain printable ASCII (a UUID), else in double
+ * quotes and escapes ({@link shownText}), so an id taken from a request can neither start a line
+ * of its own in a log nor read as another id.
  */
 function shownId(id: string): string {
-  return /^[\x20-\x7e]*$/.test(id) ? id : JSON.stringify(id);
+  return /^[\x20-\x7e]*$/.test(id) ? id : shownText(id);
 }
 
 /**
@@ -59,7 +61,7 @@ export class AskCallbackError extends LoopctlError {
   constructor(askId: string, tool: string, options?: ErrorOptions) {
     super(
       "ASK_CALLBACK_FAILED",
-      `ask resolver callback threw for ask ${shownId(askId)} (tool ${JSON.stringify(tool)})`,
+      `ask resolver callback threw for ask ${shownId(askId)} (tool ${shownText(tool)})`,
       options,
     );
     this.askId = askId;

@@ -2,6 +2,7 @@ import { abortReason, isAbortSignal } from "../abort-signal.js";
 import { meantOption, shownKey } from "../unknown-option.js";
 import { InvalidApproverOptionsError } from "./errors.js";
 import { SHA256 } from "./types.js";
+import { shownText } from "../shown.js";
 
 /**
  * The `signal` of an approver's `next()` or `ended()` options argument (an
@@ -123,7 +124,7 @@ export function answerDigest(options: unknown): string | undefined {
   throw new InvalidApproverOptionsError(
     "resolve",
     "options.askDigest",
-    `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? JSON.stringify(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}`,
+    `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? shownText(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}`,
   );
 }
 

@@ -9,6 +9,7 @@ import { lineMac, sameMac } from "./key.js";
 import { AUDIT_LINE_MAX_BYTES } from "./line.js";
 import type { AuditAnchor } from "./line.js";
 import type { AuditProblem, AuditVerifyResult } from "./verify.js";
+import { shownText } from "../shown.js";
 
 const Hex64Schema = z.string().regex(/^[0-9a-f]{64}$/);
 
@@ -95,7 +96,7 @@ function parseLine(bytes: Uint8Array): ParsedLine {
     return {
       type: "malformed",
       why: shown(
-        `it has member ${clipped(JSON.stringify(duplicate.key))} twice, at ${clipped(duplicate.path)} ` +
+        `it has member ${clipped(shownText(duplicate.key))} twice, at ${clipped(duplicate.path)} ` +
           "(JSON readers disagree on which one counts)",
       ),
     };

@@ -1,8 +1,10 @@
+import { escapeHidden } from "../shown.js";
 import { createHash } from "node:crypto";
 import { shownValue } from "../errors.js";
 import type { GateDecision } from "../engine/records.js";
 import { AuditAnchorError } from "./errors.js";
 import { lineMac } from "./key.js";
+import { shownText } from "../shown.js";
 
 /**
  * The `prev` of line 1: 64 zeros. A log whose first line links to anything
@@ -61,7 +63,7 @@ export function parseAuditAnchor(text: string): AuditAnchor {
   const match = /^(0|[1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(text);
   const seq = match ? Number(match[1]) : Number.NaN;
   if (!match || !Number.isSafeInteger(seq)) {
-    throw new AuditAnchorError(`audit anchor ${JSON.stringify(text)} is not <seq>:<64 lowercase hex digits>`);
+    throw new AuditAnchorError(`audit anchor ${shownText(text)} is not <seq>:<64 lowercase hex digits>`);
   }
   return { seq, hash: match[2] as string };
 }
@@ -92,7 +94,8 @@ export function assertAuditAnchor(value: unknown): asserts value is AuditAnchor 
 /** An anchor as its error shows it: its JSON, or its type where it has none (a BigInt, a cycle, a throwing getter). */
 function shownAnchor(value: unknown): string {
   try {
-    return JSON.stringify(value) ?? shownValue(value);
+    const json = JSON.stringify(value);
+    return json === undefined ? shownValue(value) : escapeHidden(json);
   } catch {
     return shownValue(value);
   }

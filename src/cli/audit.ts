@@ -9,7 +9,7 @@ import {
   readAuditKeyFile,
 } from "../audit/index.js";
 import type { AuditAnchor } from "../audit/index.js";
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 import { CliUsageError, EXIT, parseCommandArgs } from "./context.js";
 import type { CliContext, ExitCode } from "./context.js";
 import { verifyAuditLogSealed } from "../audit/verify.js";
@@ -53,7 +53,7 @@ export async function auditVerify(args: readonly string[], context: CliContext):
   if (values.help) return printHelp("audit verify", context, values.json);
   if (positionals.length === 0) throw new CliUsageError("audit verify", "missing the FILE to verify");
   if (positionals.length > 1) {
-    throw new CliUsageError("audit verify", `unexpected argument ${JSON.stringify(positionals[1])}`);
+    throw new CliUsageError("audit verify", `unexpected argument ${shownValue(positionals[1])}`);
   }
   // An empty path ("$UNSET") resolves to the current folder: said as what it is, not as a folder.
   if (positionals[0] === "") throw new CliUsageError("audit verify", "FILE is empty: name the audit log to verify");

@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { AuditIoError, AuditPathError } from "../audit/index.js";
 import type { AskInbox } from "../ask/index.js";
-import { LoopctlError } from "../errors.js";
+import { LoopctlError, shownValue } from "../errors.js";
 import type { GrantStore } from "../grant/index.js";
 import { keyOption } from "./audit.js";
 import { ServerConfigError, ServerListenError, auditLogRecords, createApprovalServer } from "../server/index.js";
@@ -27,6 +27,7 @@ import {
   redacted,
   unexpandedTilde,
 } from "./grant-source.js";
+import { shownText } from "../shown.js";
 
 const PROJECT_LINES =
   "  --project DIR   the project whose grants to show (default: the current\n" +
@@ -185,7 +186,7 @@ async function openSources(values: ConsoleValues, context: CliContext): Promise<
       grants,
       describe:
         `the asks of every worker parked on ${printable(where)}\n` +
-        (project === undefined ? "" : `  grants  project ${printable(JSON.stringify(project))}\n`),
+        (project === undefined ? "" : `  grants  project ${printable(shownText(project))}\n`),
       location: where,
       close: async () => {
         await queue.close();
@@ -207,20 +208,16 @@ export async function consoleCommand(args: readonly string[], context: CliContex
     context.stdout.write(asJson ? json({ command: "loopctl console", help: CONSOLE_HELP }) : CONSOLE_HELP);
     return EXIT.ok;
   }
-  if (positionals.length > 0)
-    throw new CliUsageError("console", `unexpected argument ${JSON.stringify(positionals[0])}`);
+  if (positionals.length > 0) throw new CliUsageError("console", `unexpected argument ${shownValue(positionals[0])}`);
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!/^\d{1,5}$/.test(values.port ?? "0") || port > 65_535) {
-    throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
+    throw new CliUsageError("console", `--port must be an integer from 0 to 65535, got ${shownValue(values.port)}`);
   }
   const cap = values["max-connections"];
   const maxConnections = cap === undefined ? undefined : Number(cap);
   // Digits only, as for --port: Number() would take "", " 3", "1e3" and "0x10".
   if (cap !== undefined && (!/^\d+$/.test(cap) || !Number.isSafeInteger(maxConnections) || Number(cap) < 1)) {
-    throw new CliUsageError(
-      "console",
-      `--max-connections must be an integer of at least 1, got ${JSON.stringify(cap)}`,
-    );
+    throw new CliUsageError("console", `--max-connections must be an integer of at least 1, got ${shownText(cap)}`);
   }
   if (values.audit === "") throw new CliUsageError("console", "--audit needs the FILE of an audit log");
   const keyFile = values["audit-key-file"];

@@ -6,9 +6,11 @@ import { ESCAPED, clipToWidth, displayWidth, padToWidth } from "./width.js";
  * hides in a name: controls (C0, DEL, C1; escape sequences start with one),
  * format characters (zero-width spaces and joiners, the soft hyphen, the
  * byte-order mark, bidi embeddings, overrides, isolates and marks, tags),
- * every other default-ignorable code point (variation selectors, Hangul
- * fillers, the combining grapheme joiner…), line and paragraph separators,
- * and lone surrogates (printed as U+FFFD, so two names would look alike).
+ * private-use and unassigned code points, every other default-ignorable code
+ * point (variation selectors, Hangul fillers, the combining grapheme
+ * joiner…), every separator but the space (no-break and other spaces, line
+ * and paragraph separators), and lone surrogates (printed as U+FFFD, so two
+ * names would look alike).
  */
 const UNSAFE = new RegExp(ESCAPED, "gu");
 

@@ -7,6 +7,7 @@ import { describeError, LoopctlError } from "../errors.js";
 import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
 import type { CliContext } from "./context.js";
+import { shownText } from "../shown.js";
 
 /** The options that say where a command's grants live. */
 export const STORE_OPTIONS = {
@@ -117,7 +118,7 @@ function checkUrl(command: string, url: string): void {
   if (!SCHEMES.has(scheme)) {
     throw new CliUsageError(
       command,
-      `--database: ${JSON.stringify(scheme)} is not a PostgreSQL URL scheme (postgres://, postgresql:// or socket:)`,
+      `--database: ${shownText(scheme)} is not a PostgreSQL URL scheme (postgres://, postgresql:// or socket:)`,
     );
   }
 }
@@ -213,7 +214,7 @@ export async function openStore(command: string, values: StoreValues, context: C
     const store = await postgresGrants(command, pool, project, values.schema);
     return {
       store,
-      location: `${redacted(values.database)} (schema ${store.schema}, project ${JSON.stringify(project)})`,
+      location: `${redacted(values.database)} (schema ${store.schema}, project ${shownText(project)})`,
       close: () => pool.end(),
       nearProjectsWarning: () => nearProjectsWarning(command, pool, store.schema, project),
     };
@@ -274,8 +275,8 @@ export async function nearProjectsWarning(
   const near = rows.map((row) => String(row["project"]));
   if (near.length === 0) return undefined;
   return (
-    `project ${JSON.stringify(project)} never held a grant in schema ${schema}; the name matches exactly, ` +
-    `and ${near.map((name) => JSON.stringify(name)).join(", ")} (differing in case or surrounding spaces) ` +
+    `project ${shownText(project)} never held a grant in schema ${schema}; the name matches exactly, ` +
+    `and ${near.map((name) => shownText(name)).join(", ")} (differing in case or surrounding spaces) ` +
     (near.length === 1 ? "is another project, left as it is" : "are other projects, left as they are")
   );
 }

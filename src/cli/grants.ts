@@ -18,6 +18,8 @@ import { closeOrWarn, openFileStore, openStore, STORE_OPTIONS } from "./grant-so
 import type { OpenedStore } from "./grant-source.js";
 import { printHelp } from "./help.js";
 import { shownBare } from "../unknown-option.js";
+import { shownText } from "../shown.js";
+import { shownValue } from "../errors.js";
 
 const LOCATION_OPTIONS = STORE_OPTIONS;
 
@@ -78,7 +80,7 @@ export async function useStore<T>(
 
 function noPositionals(command: string, positionals: readonly string[]): void {
   if (positionals.length > 0) {
-    throw new CliUsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
+    throw new CliUsageError(command, `unexpected argument ${shownValue(positionals[0])}`);
   }
 }
 
@@ -132,7 +134,7 @@ async function staleIds(store: GrantStore): Promise<Array<{ readonly stored: str
     found.push({
       stored,
       said:
-        `record ${i} of ${printable(path)} holds id ${printable(JSON.stringify(stored).slice(1, -1))}, but its tool, ` +
+        `record ${i} of ${printable(path)} holds id ${printable(shownText(stored).slice(1, -1))}, but its tool, ` +
         `verdict and scope (${grant.verdict} ${printable(shownBare(grant.tool))}, ${printable(scopeText(grant, 80))}) ` +
         `are grant ${grant.id}: it is listed, decided and revoked as ${grant.id}`,
     });
@@ -230,9 +232,9 @@ async function revoke(args: readonly string[], context: CliContext): Promise<Exi
   if (values.help) return printHelp("grants revoke", context, asksForJson(args));
   const [id, extra] = positionals;
   if (id === undefined) throw new CliUsageError("grants revoke", "missing the ID of the grant to revoke");
-  if (extra !== undefined) throw new CliUsageError("grants revoke", `unexpected argument ${JSON.stringify(extra)}`);
+  if (extra !== undefined) throw new CliUsageError("grants revoke", `unexpected argument ${shownText(extra)}`);
   if (!GRANT_ID.test(id)) {
-    throw new CliUsageError("grants revoke", `${JSON.stringify(id)} is not a grant id (16 lowercase hex digits)`);
+    throw new CliUsageError("grants revoke", `${shownText(id)} is not a grant id (16 lowercase hex digits)`);
   }
   const { location, value } = await withStore("grants revoke", values, context, async (store) => {
     // Loading first makes a corrupt ledger fail here, before any write is attempted.
@@ -275,12 +277,12 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
         : await resetLoaded(store, tool);
     return { count, near: count === 0 && tool !== undefined ? await nearTools(store, tool) : [] };
   });
-  const what = tool === undefined ? "" : ` of tool ${printable(JSON.stringify(tool))}`;
+  const what = tool === undefined ? "" : ` of tool ${printable(shownText(tool))}`;
   const { count, near } = removed;
   context.stdout.write(`removed ${count} grant${count === 1 ? "" : "s"}${what} from ${printable(location)}\n`);
   if (near.length > 0) {
     context.stderr.write(
-      `loopctl grants reset: the name matches exactly; grants of ${near.map((t) => printable(JSON.stringify(t))).join(", ")} ` +
+      `loopctl grants reset: the name matches exactly; grants of ${near.map((t) => printable(shownText(t))).join(", ")} ` +
         "are left in force\n",
     );
   }
@@ -429,10 +431,7 @@ function descriptorOption(tool: string, text: string, context: CliContext): Tool
     );
   }
   if (d.name !== undefined && d.name !== tool) {
-    throw new CliUsageError(
-      "grants explain",
-      `--descriptor names tool ${JSON.stringify(d.name)}, not ${JSON.stringify(tool)}`,
-    );
+    throw new CliUsageError("grants explain", `--descriptor names tool ${shownValue(d.name)}, not ${shownText(tool)}`);
   }
   if (d.title !== undefined && typeof d.title !== "string") {
     throw new CliUsageError("grants explain", "--descriptor: title must be a string");
@@ -441,7 +440,7 @@ function descriptorOption(tool: string, text: string, context: CliContext): Tool
   // misspelt member is left out of the check, and the tool would read as changed.
   const left = Object.keys(d).filter((member) => !DESCRIPTOR_MEMBERS.has(member));
   if (left.length > 0) {
-    const names = left.map((member) => printable(JSON.stringify(member)));
+    const names = left.map((member) => printable(shownText(member)));
     const listed = names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
     context.stderr.write(
       `loopctl: warning: --descriptor: ${listed} ${left.length === 1 ? "is" : "are"} not part of a tool's pin and ` +

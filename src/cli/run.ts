@@ -1,4 +1,4 @@
-import { describeError, LoopctlError } from "../errors.js";
+import { describeError, LoopctlError, shownValue } from "../errors.js";
 import { auditVerify } from "./audit.js";
 import { consoleCommand } from "./console.js";
 import { asksForJson, CliUsageError, EXIT, ISSUES_URL } from "./context.js";
@@ -10,6 +10,7 @@ import type { HelpTopic } from "./help.js";
 import { GRANTS_COMMANDS } from "./grants.js";
 import { unknownCommand, unknownFlag } from "./suggest.js";
 import { packageVersion } from "./version.js";
+import { shownText } from "../shown.js";
 
 type Command = (args: readonly string[], context: CliContext) => Promise<ExitCode>;
 
@@ -77,7 +78,7 @@ async function dispatch(argv: readonly string[], context: CliContext): Promise<E
   const leading = argv.findIndex((arg) => !isVersion(arg) && arg !== "--json");
   const flags = leading === -1 ? argv : argv.slice(0, leading);
   if (flags.some(isVersion)) {
-    if (leading !== -1) throw new CliUsageError("", `unexpected argument ${JSON.stringify(argv[leading])}`);
+    if (leading !== -1) throw new CliUsageError("", `unexpected argument ${shownValue(argv[leading])}`);
     const version = packageVersion();
     context.stdout.write(asksForJson(argv) ? json({ version }) : `${version}\n`);
     return EXIT.ok;
@@ -134,7 +135,7 @@ function optionBeforeCommand(
   const next = words[at + 1];
   if (topic === "" && isGroup(command) && next !== undefined && commandsOf(command).includes(next)) path.push(next);
   const name = option.split("=")[0] as string;
-  return `${JSON.stringify(name)} goes after the command: loopctl ${path.join(" ")} ${name} …`;
+  return `${shownText(name)} goes after the command: loopctl ${path.join(" ")} ${name} …`;
 }
 
 /**

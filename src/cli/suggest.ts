@@ -1,8 +1,9 @@
 import { nearest } from "../unknown-option.js";
+import { shownText } from "../shown.js";
 
 /** `--json takes no value, got "1": write --json, or leave it out`, for a flag written with a value. */
 export function takesNoValue(flag: string, value: string): string {
-  return `${flag} takes no value, got ${JSON.stringify(value)}: write ${flag}, or leave it out`;
+  return `${flag} takes no value, got ${shownText(value)}: write ${flag}, or leave it out`;
 }
 
 /**
@@ -30,12 +31,12 @@ export function unknownOption(rawName: string, options: readonly string[]): stri
       ? rawName.slice(1)
       : undefined;
   const meant = word === undefined ? undefined : nearest(word, options);
-  return `unknown option ${JSON.stringify(rawName)}${meant === undefined ? "" : `; did you mean --${meant}?`}`;
+  return `unknown option ${shownText(rawName)}${meant === undefined ? "" : `; did you mean --${meant}?`}`;
 }
 
 /** `unknown command "grants lsit"`, with `; did you mean "grants list"?` when one of `commands` is near. */
 export function unknownCommand(prefix: string, word: string, commands: readonly string[]): string {
   const meant = nearest(word, commands);
-  const spell = (name: string): string => JSON.stringify(prefix === "" ? name : `${prefix} ${name}`);
+  const spell = (name: string): string => shownText(prefix === "" ? name : `${prefix} ${name}`);
   return `unknown command ${spell(word)}${meant === undefined ? "" : `; did you mean ${spell(meant)}?`}`;
 }

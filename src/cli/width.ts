@@ -1,3 +1,4 @@
+import { HIDDEN } from "../shown.js";
 import { lookAlikes } from "../look-alike.js";
 
 /**
@@ -13,14 +14,15 @@ const ZERO_WIDTH = /^[\p{Mn}\p{Me}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u
 
 /**
  * The code points {@link printable} shows as an escape (`\u200b`,
- * `\u{e0064}`): controls, format characters, other default-ignorables, bidi
- * controls, line and paragraph separators, and lone surrogates. Kept here so
- * that {@link clipToWidth}, which cuts text before it is made printable,
- * counts each as the escape it will be printed as.
+ * `\u{e0064}`): `HIDDEN` of shown.ts, the set every text loopctl shows
+ * escapes (controls, format characters, private-use, unassigned and
+ * surrogate code points, every separator but the space, other
+ * default-ignorables). Kept here so that {@link clipToWidth}, which cuts text
+ * before it is made printable, counts each as the escape it will be printed as.
  *
  * @see printable in format.ts
  */
-export const ESCAPED = String.raw`[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]|\p{Cs}`;
+export const ESCAPED = HIDDEN;
 
 const ESCAPED_ONE = new RegExp(`^(?:${ESCAPED})$`, "u");
 

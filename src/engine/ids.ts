@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { EngineConfigError } from "./errors.js";
+import { shownText } from "../shown.js";
 
 /** Produces a fresh UUID string each call (session, run and ask ids). */
 export type IdGen = () => string;
@@ -18,7 +19,7 @@ export function checkedId(id: unknown): string {
   // Printed without calling into it: an object whose toString throws is still the generator's fault.
   const got =
     typeof id === "string"
-      ? JSON.stringify(id)
+      ? shownText(id)
       : typeof id === "function"
         ? "a function"
         : typeof id === "object" && id !== null

@@ -1,4 +1,5 @@
 import { RE2JS } from "re2js";
+import { shownText } from "../shown.js";
 
 /**
  * The regular expressions of a schema (`pattern`, `patternProperties` keys)
@@ -24,7 +25,7 @@ import { RE2JS } from "re2js";
 export class UnsupportedPatternError extends TypeError {
   readonly pattern: string;
   constructor(pattern: string, reason: string) {
-    super(`the pattern ${JSON.stringify(pattern)} cannot be matched in linear time: ${reason}`);
+    super(`the pattern ${shownText(pattern)} cannot be matched in linear time: ${reason}`);
     this.name = "UnsupportedPatternError";
     this.pattern = pattern;
   }

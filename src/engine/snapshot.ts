@@ -1,3 +1,4 @@
+import { shownText } from "../shown.js";
 import { CANONICAL_JSON_MAX_DEPTH, canonicalJson, digest16 } from "../grant/index.js";
 import { sha256Hex } from "../grant/digest.js";
 import { describeError } from "./errors.js";
@@ -151,8 +152,7 @@ export function keptJson(value: unknown): { readonly value: unknown } | NotJson 
       const path =
         holder === undefined
           ? "$"
-          : holder.path +
-            (Array.isArray(this) ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
+          : holder.path + (Array.isArray(this) ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${shownText(key)}]`);
       const depth = holder === undefined ? 0 : holder.depth + 1;
       if (item === undefined) {
         if (holder !== undefined && !Array.isArray(this)) return undefined;

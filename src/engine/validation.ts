@@ -4,6 +4,7 @@ import addFormatsImport from "ajv-formats";
 import type { z } from "zod";
 import { describeError } from "./errors.js";
 import { linearRegExp } from "./pattern.js";
+import { shownValue } from "../errors.js";
 
 /** Outcome of validating a call's arguments. `value` is what the tool's own code receives. */
 export type ArgumentCheck =
@@ -129,7 +130,7 @@ function validatorFor(schema: Readonly<Record<string, unknown>>): SharedAjv {
     if (!fresh(ajv07)) ajv07 = pristine(new Ajv(OPTIONS));
     return ajv07;
   }
-  throw new TypeError(`$schema ${JSON.stringify(declared)} is not supported (JSON Schema draft 2020-12 or draft-07)`);
+  throw new TypeError(`$schema ${shownValue(declared)} is not supported (JSON Schema draft 2020-12 or draft-07)`);
 }
 
 function pristine(ajv: Ajv): SharedAjv {

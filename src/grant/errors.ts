@@ -1,3 +1,4 @@
+import { escapeHidden } from "../shown.js";
 import { LoopctlError } from "../errors.js";
 
 /**
@@ -72,7 +73,7 @@ export class LedgerFormatError extends LoopctlError {
 
 /** A ledger's `version` as a message shows it: its JSON text, a long one cut short. */
 function shownVersion(version: unknown): string {
-  const text = JSON.stringify(version) ?? String(version);
+  const text = escapeHidden(JSON.stringify(version) ?? String(version));
   return text.length > 40 ? `${text.slice(0, 39)}…` : text;
 }
 

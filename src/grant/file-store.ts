@@ -31,6 +31,7 @@ import {
   type GrantStore,
   type StoreCallOptions,
 } from "./store.js";
+import { shownText } from "../shown.js";
 
 /** Options for {@link FileGrantStore}. */
 export interface FileGrantStoreOptions {
@@ -528,7 +529,7 @@ export class FileGrantStore implements GrantStore {
             current.grants.filter((g) => g.tool !== tool),
             current,
             lock,
-            `the removal of ${grantCount(removed.length)} of tool ${JSON.stringify(tool)}`,
+            `the removal of ${grantCount(removed.length)} of tool ${shownText(tool)}`,
           );
         }
         return removed;
@@ -902,10 +903,7 @@ export class FileGrantStore implements GrantStore {
     const twice = duplicateMember(text);
     if (twice !== undefined) {
       const record = /^\[(\d+)\]/.exec(twice.path)?.[1] ?? "?";
-      throw new LedgerCorruptError(
-        path,
-        `record ${record} has member ${JSON.stringify(twice.key)} twice, at ${twice.path}`,
-      );
+      throw new LedgerCorruptError(path, `record ${record} has member ${shownText(twice.key)} twice, at ${twice.path}`);
     }
     const texts = recordTexts(text);
     const byId = new Map<string, { readonly grant: Grant; readonly at: number }>();

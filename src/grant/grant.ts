@@ -6,6 +6,7 @@ import { digest16 } from "./digest.js";
 import { CanonicalJsonError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
 import { shownKey, unknownOption } from "../unknown-option.js";
+import { shownText } from "../shown.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
 export type GrantVerdict = "allow" | "deny";
@@ -304,7 +305,7 @@ export class Grant {
     if (!parsed.success) {
       const r = (typeof record === "object" ? record : null) as { id?: unknown; tool?: unknown } | null;
       throw new GrantRecordError(
-        `grant record ${JSON.stringify(label(r?.id))} (tool ${JSON.stringify(label(r?.tool))}) ` +
+        `grant record ${shownText(label(r?.id))} (tool ${shownText(label(r?.tool))}) ` +
           `is invalid: ${zodIssuesLine(parsed.error)}`,
         { cause: parsed.error },
       );
@@ -318,7 +319,7 @@ export class Grant {
         { pinnedDescriptor: data.pinned_descriptor, createdAtMs: data.created_at_ms, note: data.note },
       );
     } catch (error) {
-      const name = `grant record ${JSON.stringify(data.id)} (tool ${shownKey(data.tool)})`;
+      const name = `grant record ${shownText(data.id)} (tool ${shownKey(data.tool)})`;
       throw new GrantRecordError(`${name} is invalid: ${(error as Error).message}`, { cause: error });
     }
   }

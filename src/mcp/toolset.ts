@@ -18,6 +18,7 @@ import { markChanged } from "./changed.js";
 import { McpCallbackError, McpConfigError, McpServerError, McpToolError } from "./errors.js";
 import { refuseUnknown } from "./options.js";
 import { resultText } from "./result.js";
+import { shownText } from "../shown.js";
 
 /** What `mcpTools` needs of an MCP SDK `Client` (connected). */
 export type McpClient = Pick<Client, "listTools" | "callTool" | "getServerVersion" | "transport">;
@@ -180,7 +181,7 @@ function handshakeName(name: string | undefined): string | undefined {
 
 /** A cursor the server gave, quoted for an error: a long one by its head and its length. */
 function quotedCursor(cursor: string): string {
-  const quoted = JSON.stringify(headOf(cursor));
+  const quoted = shownText(headOf(cursor));
   return cursor.length <= MAX_QUOTED ? quoted : `${quoted} (${cursor.length} characters)`;
 }
 
@@ -1106,7 +1107,7 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   if (prefix !== undefined && !PREFIX.test(prefix))
     throw new McpConfigError(
       "prefix",
-      `must be at most ${MAX_NAME_LENGTH - 1} characters without whitespace or control characters (a tool's name is at most ${MAX_NAME_LENGTH}, without either), got ${JSON.stringify(prefix)}`,
+      `must be at most ${MAX_NAME_LENGTH - 1} characters without whitespace or control characters (a tool's name is at most ${MAX_NAME_LENGTH}, without either), got ${shownText(prefix)}`,
     );
   if (server !== undefined && (typeof server !== "string" || server === ""))
     throw new McpConfigError("server", "must be a non-empty string");

@@ -21,6 +21,7 @@ import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
 import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
+import { shownText } from "../shown.js";
 import { AgentsApprovalError, AgentsConfigError } from "./errors.js";
 
 /** Options of {@link AgentApprovals}. */
@@ -348,8 +349,8 @@ function notATool(value: unknown): string | undefined {
   if (type === undefined) return "an object without a type";
   if (typeof type !== "string") return `an object whose type is ${shownValue(type)}`;
   if (type === "function") return `an object of type "function" that is no function tool made by tool()`;
-  if (!OTHER_TOOL_TYPES.has(type)) return `an object of type ${JSON.stringify(type)}`;
-  if (typeof name !== "string") return `an object of type ${JSON.stringify(type)} without a name`;
+  if (!OTHER_TOOL_TYPES.has(type)) return `an object of type ${shownText(type)}`;
+  if (typeof name !== "string") return `an object of type ${shownText(type)} without a name`;
   return undefined;
 }
 
@@ -406,7 +407,7 @@ function gatedElsewhere(tool: AnyFunctionTool): string | undefined {
   const instead = isAgentTool(tool)
     ? "make another with agent.asTool() for this one"
     : "give this one the tool as written, not the other's gated copy";
-  return `the ${isAgentTool(tool) ? "agent tool" : "tool"} ${JSON.stringify(tool.name)} is gated by another AgentApprovals: the SDK keeps one answer per call, which two gates cannot decide apart; ${instead}`;
+  return `the ${isAgentTool(tool) ? "agent tool" : "tool"} ${shownText(tool.name)} is gated by another AgentApprovals: the SDK keeps one answer per call, which two gates cannot decide apart; ${instead}`;
 }
 
 /**
@@ -421,7 +422,7 @@ function notGatableInPlace(tool: AnyFunctionTool): string | undefined {
     return property.set !== undefined || property.writable === true;
   };
   if (writable("needsApproval") && writable("invoke")) return undefined;
-  return `the agent tool ${JSON.stringify(tool.name)} cannot be gated in place: its needsApproval or invoke cannot be written (a frozen tool); pass it as agent.asTool() made it`;
+  return `the agent tool ${shownText(tool.name)} cannot be gated in place: its needsApproval or invoke cannot be written (a frozen tool); pass it as agent.asTool() made it`;
 }
 
 /**
@@ -784,7 +785,7 @@ export class AgentApprovals {
         if (leftToState.has(left))
           throw new AgentsApprovalError(
             item.name ?? "",
-            `the run was interrupted again for a call of type ${JSON.stringify(item.rawItem.type)} that its state answers, after resuming with that answer: the resumed run did not take it; it is not resumed again`,
+            `the run was interrupted again for a call of type ${shownText(item.rawItem.type)} that its state answers, after resuming with that answer: the resumed run did not take it; it is not resumed again`,
           );
         leftToState.add(left);
       }
@@ -803,7 +804,7 @@ export class AgentApprovals {
         if (resumedWith.has(callId))
           throw new AgentsApprovalError(
             wrapped.descriptor.name,
-            `the call ${JSON.stringify(callId)} was answered, and the resumed run interrupted for it again: the SDK did not carry the answer into the resumed run; it is not asked about again`,
+            `the call ${shownText(callId)} was answered, and the resumed run interrupted for it again: the SDK did not carry the answer into the resumed run; it is not asked about again`,
           );
         resumedWith.add(callId);
       }
@@ -835,7 +836,7 @@ export class AgentApprovals {
           if (byHand === undefined || byHand === (decision.type === "approved")) return;
           throw new AgentsApprovalError(
             wrapped.descriptor.name,
-            `the call ${JSON.stringify(callIdOf(item))} was ${byHand ? "approved" : "rejected"} on the RunState while the resolver was asked, and the resolver ${byHand ? "refused" : "approved"} it: the SDK would let the approval win, so the run is not resumed`,
+            `the call ${shownText(callIdOf(item))} was ${byHand ? "approved" : "rejected"} on the RunState while the resolver was asked, and the resolver ${byHand ? "refused" : "approved"} it: the SDK would let the approval win, so the run is not resumed`,
           );
         });
         decisions.forEach((decision, i) => {
@@ -889,7 +890,7 @@ export class AgentApprovals {
       if (ids.has(callId) || this.#inFlight.has(callKey(runId, callId)))
         throw new AgentsApprovalError(
           wrapped.descriptor.name,
-          `the call id ${JSON.stringify(callId)} is also another call's of this run, in this turn or in flight; calls under one id cannot be answered apart`,
+          `the call id ${shownText(callId)} is also another call's of this run, in this turn or in flight; calls under one id cannot be answered apart`,
         );
       ids.add(callId);
     }
@@ -911,7 +912,7 @@ export class AgentApprovals {
       if (before?.wrapped === wrapped && before.arguments === item.arguments)
         throw new AgentsApprovalError(
           wrapped.descriptor.name,
-          `the call ${JSON.stringify(callId)} was approved, and the resumed run interrupted for it again without executing it: the SDK did not carry the approval into the resumed run (an agent tool with resumeState: { contextStrategy: "preferSerialized" } resumes its nested run from its state serialized before the approval, as does a resume from a state saved before it); it is not asked about again`,
+          `the call ${shownText(callId)} was approved, and the resumed run interrupted for it again without executing it: the SDK did not carry the approval into the resumed run (an agent tool with resumeState: { contextStrategy: "preferSerialized" } resumes its nested run from its state serialized before the approval, as does a resume from a state saved before it); it is not asked about again`,
         );
     }
   }
@@ -940,7 +941,7 @@ export class AgentApprovals {
     if (type !== "function_call")
       throw new AgentsApprovalError(
         name,
-        `the run was interrupted for a call of type ${JSON.stringify(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself (state.approve(item) or state.reject(item)) before settle, which then leaves it to that answer`,
+        `the run was interrupted for a call of type ${shownValue(type)}, which these approvals do not gate (they gate function tools wrapped by approvals.tools()); answer it on the RunState yourself (state.approve(item) or state.reject(item)) before settle, which then leaves it to that answer`,
       );
     // The tool the SDK called: of the agent's function tools of this name, the last one enabled (an agent's own
     // tools come after its MCP servers', the tools a client tool search loaded into this run after them, and the
@@ -1098,14 +1099,14 @@ export class AgentApprovals {
     if (open !== undefined && open.wrapped === wrapped && open.run === runOf(context) && open.arguments !== text)
       throw new AgentsApprovalError(
         descriptor.name,
-        `the run executed the call ${JSON.stringify(callId)} with arguments other than the ones approved in its interruption; it does not run`,
+        `the run executed the call ${shownText(callId)} with arguments other than the ones approved in its interruption; it does not run`,
       );
     // The gate's hook and resolver find a call by its run and its id: another call of the run under it, in flight
     // (an approved one waiting for its resume included), would be taken for this one.
     if (this.#inFlight.has(key))
       throw new AgentsApprovalError(
         descriptor.name,
-        `the call id ${JSON.stringify(callId)} is also another call's of this run, in flight; calls under one id cannot be checked apart`,
+        `the call id ${shownText(callId)} is also another call's of this run, in flight; calls under one id cannot be checked apart`,
       );
     this.#inFlight.set(key, { wrapped, context, wantsApproval: undefined });
     let outcome: GateOutcome;

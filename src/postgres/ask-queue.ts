@@ -22,6 +22,7 @@ import { reap } from "./reaper.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
 import { zodIssuesLine } from "../zod-issues.js";
+import { shownText } from "../shown.js";
 
 /** Options for {@link PostgresAskQueue}. */
 export interface PostgresAskQueueOptions {
@@ -930,8 +931,8 @@ export class PostgresAskQueue {
     return new PostgresRowError(
       table,
       parked.id,
-      `its ask was changed after it was written (tool ${JSON.stringify(held.tool)}, askDigest ${digest}), ` +
-        `not the ask its call parked (tool ${JSON.stringify(parked.ask.tool)}, askDigest ${parked.digest}); ${answer}`,
+      `its ask was changed after it was written (tool ${shownText(held.tool)}, askDigest ${digest}), ` +
+        `not the ask its call parked (tool ${shownText(parked.ask.tool)}, askDigest ${parked.digest}); ${answer}`,
     );
   }
 

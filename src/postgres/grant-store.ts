@@ -21,6 +21,7 @@ import { shownKey } from "../unknown-option.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
+import { shownText } from "../shown.js";
 
 /** Options for {@link PostgresGrantStore}. */
 export interface PostgresGrantStoreOptions {
@@ -160,7 +161,7 @@ export class PostgresGrantStore implements GrantStore {
     this.project = project;
     this.schema = this.#names.name;
     const replyMs = positiveInteger("PostgresGrantStore", "replyMs", given.replyMs, DEFAULT_REPLY_MS, 300, 600_000);
-    this.#db = new Db(pool, this.#names, replyMs, `project ${JSON.stringify(project)} in schema ${this.#names.quoted}`);
+    this.#db = new Db(pool, this.#names, replyMs, `project ${shownText(project)} in schema ${this.#names.quoted}`);
     this.#table = this.#names.table("grants");
   }
 
@@ -374,7 +375,7 @@ export class PostgresGrantStore implements GrantStore {
       const ahead = changed.findLast((row) => row.grant !== undefined && row.version > head);
       if (ahead !== undefined) {
         throw new PostgresRowError(
-          `${this.#names.name}.grants (project ${JSON.stringify(this.project)})`,
+          `${this.#names.name}.grants (project ${shownText(this.project)})`,
           ahead.id,
           `its version ${ahead.version} is above the project's version ${head} in ${this.#names.name}.grant_projects ` +
             "(its row deleted or restored apart from the grants); reset the project to repair it",
@@ -403,6 +404,6 @@ export class PostgresGrantStore implements GrantStore {
   }
 
   #parse(raw: Record<string, unknown>): GrantRow {
-    return parseGrantRow(`${this.#names.name}.grants (project ${JSON.stringify(this.project)})`, raw);
+    return parseGrantRow(`${this.#names.name}.grants (project ${shownText(this.project)})`, raw);
   }
 }

@@ -1,4 +1,5 @@
 import { PostgresConfigError } from "./errors.js";
+import { shownText } from "../shown.js";
 
 /** The schema loopctl's tables live in unless told otherwise. */
 export const DEFAULT_SCHEMA = "loopctl";
@@ -30,14 +31,14 @@ export function schemaNames(where: string, schema: unknown = DEFAULT_SCHEMA): Sc
   if (typeof schema !== "string" || !SCHEMA_NAME.test(schema)) {
     throw new PostgresConfigError(
       where,
-      `schema must be a lowercase identifier of at most 48 characters ([a-z_][a-z0-9_]*), got ${JSON.stringify(String(schema))}`,
+      `schema must be a lowercase identifier of at most 48 characters ([a-z_][a-z0-9_]*), got ${shownText(String(schema))}`,
     );
   }
   // PostgreSQL refuses to create one (42939): migrate would fail, and every store and queue say to run it.
   if (schema.startsWith("pg_")) {
     throw new PostgresConfigError(
       where,
-      `schema ${JSON.stringify(schema)} begins with pg_, which PostgreSQL keeps for its own schemas; choose another name`,
+      `schema ${shownText(schema)} begins with pg_, which PostgreSQL keeps for its own schemas; choose another name`,
     );
   }
   const quoted = `"${schema}"`;

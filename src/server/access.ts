@@ -2,6 +2,7 @@ import { createHash, createHmac } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { ServerConfigError } from "./errors.js";
 import { MIN_SECRET_BYTES, sameSecret } from "./secrets.js";
+import { shownValue } from "../errors.js";
 
 /**
  * How many times `name` (lowercase) appears among the request's headers.
@@ -65,7 +66,7 @@ export function allowedHostNames(allowedHosts: readonly unknown[]): string[] {
     const text = typeof host === "string" ? host.toLowerCase() : "";
     const match = HOST_TEXT.exec(text);
     if (match === null) {
-      throw new ServerConfigError("allowedHosts", `${JSON.stringify(host)} is not a host or host:port`);
+      throw new ServerConfigError("allowedHosts", `${shownValue(host)} is not a host or host:port`);
     }
     // No client reaches a server on another port, so a Host naming one is never sent: the
     // console would print a link nobody can open.
@@ -73,7 +74,7 @@ export function allowedHostNames(allowedHosts: readonly unknown[]): string[] {
     if (port !== undefined && (port.length > 5 || Number(port) < 1 || Number(port) > MAX_PORT)) {
       throw new ServerConfigError(
         "allowedHosts",
-        `${JSON.stringify(host)} has port ${port.length > 12 ? `${port.slice(0, 12)}…` : port}: a port is from 1 to ${MAX_PORT}`,
+        `${shownValue(host)} has port ${port.length > 12 ? `${port.slice(0, 12)}…` : port}: a port is from 1 to ${MAX_PORT}`,
       );
     }
     return text;

@@ -15,6 +15,7 @@ import { shownValue } from "../errors.js";
 import { ServerConfigError } from "./errors.js";
 import { callSignal, configFault, readOptions } from "./options.js";
 import type { AuditLogCheck, AuditedRecord, AuditedRecords, RecordSource, RecordVouch } from "./records.js";
+import { shownText } from "../shown.js";
 
 /** Options of {@link auditLogRecords}. */
 export interface AuditLogRecordsOptions {
@@ -128,7 +129,7 @@ export function auditLogRecords(path: string, options: AuditLogRecordsOptions = 
 }
 
 function kindOf(value: unknown): string {
-  return value === null ? "null" : typeof value === "string" ? JSON.stringify(value) : typeof value;
+  return value === null ? "null" : typeof value === "string" ? shownText(value) : typeof value;
 }
 
 /** The seal of the log at `file`: beside the file a symbolic link leads to, where its writer keeps it. */

@@ -1,4 +1,5 @@
 import { ServerInputError } from "./errors.js";
+import { shownText } from "../shown.js";
 
 /** A user name and password, `//user:password@`, up to the last `@`: a password may hold a `/`. */
 const USER_INFO = /\/\/.*@/s;
@@ -22,11 +23,7 @@ export function httpUrl(where: string, option: string, value: unknown): URL {
   try {
     url = new URL(typeof value === "string" ? value : value.href);
   } catch {
-    throw new ServerInputError(
-      where,
-      option,
-      `is not a URL: ${JSON.stringify(String(value).replace(USER_INFO, "//***@"))}`,
-    );
+    throw new ServerInputError(where, option, `is not a URL: ${shownText(String(value).replace(USER_INFO, "//***@"))}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new ServerInputError(where, option, "must be an http or https URL");

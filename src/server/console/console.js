@@ -495,11 +495,12 @@
     li.dataset.askId = ask.id;
     showText(li.querySelector(".tool"), ask.tool);
     showText(li.querySelector(".prompt"), ask.prompt, true);
-    li.querySelector(".digest").textContent = ask.argsDigest;
+    showText(li.querySelector(".digest"), ask.argsDigest);
     const callId = document.createElement("bdi");
     showText(callId, ask.callId);
     li.querySelector(".call").replaceChildren(callId, ` (turn ${ask.turn})`);
-    li.querySelector(".ask-id").textContent = ask.id;
+    // An ask id comes from whatever parked the ask: a hidden character in it is marked as in a name.
+    showText(li.querySelector(".ask-id"), ask.id);
     const article = li.querySelector("article");
     const heading = li.querySelector(".tool");
     heading.id = `ask-${serial}-tool`;
