@@ -595,6 +595,29 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
     }
   });
 
+  it("options are refused as every options object is: a string named never shown, an array, an AbortSignal, keys that cannot be listed", () => {
+    const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    for (const [options, message] of [
+      ["sk-live-123", "options must be an object, got a string"],
+      [[], "options must be an object, got an array"],
+      [new AbortController().signal, "options must be an object, got an AbortSignal"],
+      [proxy, "options cannot be read: Cannot perform 'IsArray' on a proxy that has been revoked"],
+      [{ refusal: "error-text" }, "unknown option 'refusal' (did you mean refusals?)"],
+      [{ seed: 7 }, "unknown option 'seed' (call settings go under settings: { seed })"],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        fromLanguageModel(model, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkModelError);
+      expect(error, message).toMatchObject({ model: "acme/m1", message: `model acme/m1: ${message}` });
+    }
+  });
+
   it("an option outside settings, or a setting V3 does not take, is a typed error naming it", () => {
     const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
     const cases: [unknown, RegExp][] = [

@@ -812,6 +812,27 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     ).not.toThrow();
   });
 
+  it("options are refused as every options object is: a string named never shown, an array, an AbortSignal, keys that cannot be listed", () => {
+    const { gate, tools } = harness();
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    for (const [options, message] of [
+      ["00000000-0000-4000-8000-000000000000", "options must be an object, got a string"],
+      [[], "options must be an object, got an array"],
+      [new AbortController().signal, "options must be an object, got an AbortSignal"],
+      [proxy, "options cannot be read: Cannot perform 'IsArray' on a proxy that has been revoked"],
+    ] as const) {
+      let error: unknown = "no error";
+      try {
+        gateTools(tools, gate, options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, message).toBeInstanceOf(AiSdkToolError);
+      expect(error, message).toMatchObject({ code: "AI_SDK_TOOL", tool: "*", message: `tool '*': ${message}` });
+    }
+  });
+
   it("a getter that throws (of the tool set, a tool or the options) is an AiSdkToolError naming what could not be read, not the getter's own error", () => {
     const { gate } = harness();
     const boom = (): never => {

@@ -885,3 +885,73 @@ describe("a signal whose reason cannot be read", () => {
     },
   );
 });
+
+describe("the options of next(), ended() and resolve()", () => {
+  it("are refused as every options object is: not an object (a string named, never shown), an array, a signal in their place, keys that cannot be listed, an unknown key", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const ask = makeAsk(0);
+    const parked = channel.resolve(ask, live());
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const throwing = {
+      get signal(): never {
+        throw new Error("boom");
+      },
+    };
+    const refusal = async (call: () => unknown): Promise<unknown> => {
+      try {
+        return await call();
+      } catch (error) {
+        return error;
+      }
+    };
+    const shape = "must be an object or undefined, got";
+    for (const [method, call, message] of [
+      ["next", () => approver.next([] as never), `options ${shape} an array`],
+      ["next", () => approver.next(3 as never), `options ${shape} 3`],
+      ["ended", () => approver.ended(ask.id, "postgres://admin:hunter2@db" as never), `options ${shape} a string`],
+      [
+        "next",
+        () => approver.next(new AbortController().signal as never),
+        `options ${shape} an AbortSignal (give it as { signal })`,
+      ],
+      [
+        "next",
+        () => approver.next({ Signal: new AbortController().signal } as never),
+        "options holds an unknown option 'Signal' (did you mean signal?)",
+      ],
+      [
+        "ended",
+        () => approver.ended(ask.id, { timeoutMs: 5 } as never),
+        "options holds an unknown option 'timeoutMs' (the only option is signal)",
+      ],
+      [
+        "next",
+        () => approver.next(proxy),
+        "options cannot be read: Cannot perform 'IsArray' on a proxy that has been revoked",
+      ],
+      ["next", () => approver.next(throwing), "options cannot be read: boom"],
+      ["resolve", () => approver.resolve(ask.id, approve, [] as never), `options ${shape} an array`],
+      [
+        "resolve",
+        () => approver.resolve(ask.id, approve, new AbortController().signal as never),
+        `options ${shape} an AbortSignal (resolve() takes { askDigest })`,
+      ],
+      [
+        "resolve",
+        () => approver.resolve(ask.id, approve, { digest: "" } as never),
+        "options holds an unknown option 'digest' (the only option is askDigest)",
+      ],
+    ] as const) {
+      const error = await refusal(call);
+      expect(error, message).toBeInstanceOf(InvalidApproverOptionsError);
+      expect(error, message).toMatchObject({ method, argument: "options", message: `Approver.${method}: ${message}` });
+    }
+    // Nothing was taken or answered: the ask is still there, parked, for the next call.
+    expect((await outcomeNow(parked)).state).toBe("pending");
+    expect(await approver.next()).toEqual(ask);
+    expect(approver.resolve(ask.id, approve)).toBe(true);
+    await expect(parked).resolves.toEqual(approve);
+    approver.close();
+  });
+});

@@ -240,6 +240,21 @@ describe("permission middleware", () => {
   });
 });
 
+describe("permission middleware options refused as every options object is", () => {
+  it.each([
+    // Ignored, a misspelt defaultAction would leave every call no rule matches denied when it was to be allowed.
+    [{ rules: [], defaultaction: "allow" }, "unknown option 'defaultaction' (did you mean defaultAction?)"],
+    [{ rule: [] }, "unknown option 'rule' (did you mean rules?)"],
+    [{ rules: [], tools: ["read"] }, "unknown option 'tools' (the options are rules and defaultAction)"],
+    ["deny", "options must be an object, got a string"],
+    [[{ id: "a", action: "deny" }], "options must be an object, got an array"],
+    [new AbortController().signal, "options must be an object, got an AbortSignal"],
+  ])("%j is an EngineConfigError naming it", (options, message) => {
+    expect(() => permissionMiddleware(options as never)).toThrow(EngineConfigError);
+    expect(() => permissionMiddleware(options as never)).toThrow(`permissionMiddleware: ${message}`);
+  });
+});
+
 describe("permission middleware options whose reads throw", () => {
   const bomb = new Error("getter bomb");
   const fail = (): never => {

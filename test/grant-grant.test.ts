@@ -76,8 +76,12 @@ describe("Grant", () => {
   it("refuses metadata that is not an object with GrantRecordError naming the tool", () => {
     for (const [bad, shown] of [
       [null, "null"],
-      ["note", '"note"'],
+      // A string is named, never shown: given in the wrong place, it may be a secret.
+      ["note", "a string"],
       [5, "5"],
+      // Neither has keys to read: taken for no metadata, a pin given in one would be dropped.
+      [[{ pinnedDescriptor: `sha256:${"a".repeat(64)}` }], "an array"],
+      [new AbortController().signal, "an AbortSignal"],
     ] as const) {
       const error = thrownBy(() => new Grant("read", "allow", GrantScope.thisTool(), bad as unknown as GrantMetadata));
       expect(error).toBeInstanceOf(GrantRecordError);
@@ -86,6 +90,16 @@ describe("Grant", () => {
       );
     }
     expect(new Grant("read", "allow", GrantScope.thisTool(), undefined).note).toBeNull();
+    // Keys that cannot be listed are the metadata's fault, named as such, not an untyped TypeError.
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const error = thrownBy(() => new Grant("read", "allow", GrantScope.thisTool(), proxy));
+    expect(error).toBeInstanceOf(GrantRecordError);
+    expect((error as Error).message).toBe(
+      "grant 514e4d9b0eda7cf2 for tool 'read': metadata cannot be read: " +
+        "Cannot perform 'IsArray' on a proxy that has been revoked",
+    );
+    expect((error as Error).cause).toBeInstanceOf(TypeError);
   });
 
   it("refuses a metadata key it does not take, naming it: a misspelt pin would leave the grant unpinned", () => {

@@ -141,6 +141,28 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
     expect(() => mcpAnnotationHook({ maxArgsChars: 0 })).toThrow(McpConfigError);
   });
 
+  it("options that are not an object (null, a string named never shown, an array, an AbortSignal) are an McpConfigError naming options", () => {
+    for (const [options, got] of [
+      [null, "null"],
+      ["sk-live-123", "a string"],
+      [[{ trusted: true }], "an array"],
+      [new AbortController().signal, "an AbortSignal"],
+    ] as const) {
+      let error: unknown;
+      try {
+        mcpAnnotationHook(options as never);
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error, got).toBeInstanceOf(McpConfigError);
+      expect(error, got).toMatchObject({
+        code: "MCP_CONFIG",
+        option: "options",
+        message: `options: must be an object, got ${got}`,
+      });
+    }
+  });
+
   it("an unknown option is an McpConfigError naming it, never ignored", () => {
     for (const [options, option, message] of [
       [{ trust: true }, "trust", "unknown option 'trust' (did you mean trusted?)"],

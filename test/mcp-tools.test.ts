@@ -1710,10 +1710,45 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     // A signal handed over in place of the options has no option of its own to refuse: it is refused as it is.
     const stop = new AbortController();
     stop.abort(new Error("stopped"));
-    for (const made of [mcpTools(server.client, stop.signal as never), toolset.refresh(stop.signal as never)]) {
+    for (const [made, shape] of [
+      [mcpTools(server.client, stop.signal as never), "an object"],
+      [toolset.refresh(stop.signal as never), "an object or undefined"],
+    ] as const) {
       const wrong: unknown = await made.catch((e: unknown) => e);
       expect(wrong).toBeInstanceOf(McpConfigError);
-      expect(wrong).toMatchObject({ option: "options", message: "options: is an AbortSignal; pass it as { signal }" });
+      expect(wrong).toMatchObject({
+        option: "options",
+        message: `options: must be ${shape}, got an AbortSignal (give it as { signal })`,
+      });
+    }
+    toolset.close();
+  });
+
+  it("options that are not an object (a string, named never shown; an array; a proxy whose keys cannot be listed) are an McpConfigError naming options, and nothing is listed", async () => {
+    const server = await startFixture("paged");
+    const before = server.client.transport!.onmessage;
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const cases = [
+      ["postgres://admin:hunter2@db", "must be an object, got a string"],
+      [[], "must be an object, got an array"],
+      [[{ prefix: "fs_" }], "must be an object, got an array"],
+      [proxy, "cannot be read: Cannot perform 'IsArray' on a proxy that has been revoked"],
+    ] as const;
+    for (const [options, message] of cases) {
+      const error: unknown = await mcpTools(server.client, options as never).catch((e: unknown) => e);
+      expect(error, message).toBeInstanceOf(McpConfigError);
+      expect(error, message).toMatchObject({ code: "MCP_CONFIG", option: "options", message: `options: ${message}` });
+    }
+    expect(server.client.transport!.onmessage).toBe(before);
+    const toolset = await mcpTools(server.client);
+    for (const [options, message] of cases) {
+      const error: unknown = await toolset.refresh(options as never).catch((e: unknown) => e);
+      expect(error, message).toBeInstanceOf(McpConfigError);
+      expect(error, message).toMatchObject({
+        option: "options",
+        message: `options: ${message.replace("an object", "an object or undefined")}`,
+      });
     }
     toolset.close();
   });

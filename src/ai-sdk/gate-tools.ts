@@ -1,5 +1,5 @@
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
-import { everyKey } from "../unknown-option.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
 import { z } from "zod";
 import { callPrompt } from "../ask/index.js";
 import { Gate, GateDecisionSchema } from "../engine/index.js";
@@ -13,7 +13,6 @@ import type { NotJson, Snapshot } from "../engine/snapshot.js";
 import { compileJsonSchema } from "../engine/validation.js";
 import { descriptorDigest, descriptorFingerprint } from "../grant/index.js";
 import { shownValue } from "../errors.js";
-import { unknownOption } from "../unknown-option.js";
 import { AiSdkToolError, readOrRefuse } from "./errors.js";
 import type { RefusalOutput } from "./prompt.js";
 
@@ -995,11 +994,12 @@ export function gateTools<TOOLS extends ToolSet>(
       "*",
       `tools must be an AI SDK ToolSet: an object of tools, not ${tools instanceof Map ? "a Map" : "a Set"}`,
     );
-  if (typeof options !== "object" || options === null)
-    throw new AiSdkToolError("*", `options must be an object, got ${options === null ? "null" : typeof options}`);
   // A misspelt runId, ignored, would count every run's calls under the nil run.
-  for (const key of Object.keys(options))
-    if (!(OPTIONS as readonly string[]).includes(key)) throw new AiSdkToolError("*", unknownOption(key, OPTIONS));
+  const wrong = optionsProblem(options, OPTIONS);
+  if (wrong !== undefined) {
+    const problem = wrong.key === undefined ? `options ${wrong.problem}` : wrong.problem;
+    throw new AiSdkToolError("*", problem, "cause" in wrong ? { cause: wrong.cause } : undefined);
+  }
   const { sessionId, runId, mode } = reading("*", "options", () => {
     const { sessionId, runId, refusals = "execution-denied" } = options;
     return { sessionId, runId, mode: refusals };

@@ -1,5 +1,5 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3Prompt } from "@ai-sdk/provider";
-import { everyKey } from "../unknown-option.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
 import type { Model, ModelRequest, ModelResponse } from "../engine/index.js";
 import { shownValue } from "../errors.js";
 import { AiSdkModelError, readOrRefuse } from "./errors.js";
@@ -29,7 +29,7 @@ export interface FromLanguageModelOptions {
 }
 
 /** The options {@link fromLanguageModel} takes; any other is refused, never ignored. */
-const OPTIONS: ReadonlySet<string> = new Set(["settings", "refusals"] satisfies (keyof FromLanguageModelOptions)[]);
+const OPTIONS = everyKey<FromLanguageModelOptions>()(["settings", "refusals"]);
 
 /**
  * Every call setting V3 takes (`@ai-sdk/provider@3`'s `LanguageModelV3CallOptions` but the three set
@@ -174,14 +174,12 @@ export function fromLanguageModel(model: LanguageModelV3, options: FromLanguageM
       'not an AI SDK LanguageModelV3 (specificationVersion "v3" with doGenerate); pass the provider\'s model object, not its id',
     );
   }
-  if (typeof options !== "object" || options === null)
-    throw new AiSdkModelError(name, `options must be an object, got ${options === null ? "null" : typeof options}`);
-  for (const key of Object.keys(options)) {
-    if (OPTIONS.has(key)) continue;
-    const hint = SETTINGS.has(key)
-      ? ` (call settings go under settings: { ${key} })`
-      : " (the options are settings and refusals)";
-    throw new AiSdkModelError(name, `unknown option '${key}'${hint}`);
+  const wrong = optionsProblem(options, OPTIONS, {
+    hint: (key) => (SETTINGS.has(key) ? `call settings go under settings: { ${key} }` : undefined),
+  });
+  if (wrong !== undefined) {
+    const problem = wrong.key === undefined ? `options ${wrong.problem}` : wrong.problem;
+    throw new AiSdkModelError(name, problem, "cause" in wrong ? { cause: wrong.cause } : undefined);
   }
   const { settings = {}, refusals = "execution-denied" } = reading(name, "options", () => {
     const { settings, refusals } = options;

@@ -1,8 +1,47 @@
-import { abortReason, isAbortSignal } from "../abort-signal.js";
-import { meantOption, shownKey } from "../unknown-option.js";
+import { abortReason } from "../abort-signal.js";
+import { describeError } from "../errors.js";
+import { everyKey, optionsProblem } from "../unknown-option.js";
+import type { NextOptions } from "./approver.js";
 import { InvalidApproverOptionsError } from "./errors.js";
-import { SHA256 } from "./types.js";
+import { SHA256, type AnswerOptions } from "./types.js";
 import { shownText } from "../shown.js";
+
+/** The one option of `next()`, `ended()` and `caughtUp()`, and that of `resolve()`. */
+const WAIT_OPTIONS = everyKey<NextOptions>()(["signal"]);
+const ANSWER_OPTIONS = everyKey<AnswerOptions>()(["askDigest"]);
+
+/**
+ * The option `known` of `options`, refused with an {@link InvalidApproverOptionsError} naming
+ * `options` unless they are an object of it ({@link optionsProblem}) or `undefined`: ignored, a
+ * misspelt `askDigest` would answer without the check it was meant to make, and a misspelt `signal`
+ * would leave the call waiting, deaf to what was meant to stop it.
+ */
+function theOption(
+  method: "next" | "ended" | "caughtUp" | "resolve",
+  options: unknown,
+  known: typeof WAIT_OPTIONS | typeof ANSWER_OPTIONS,
+): unknown {
+  if (options === undefined) return undefined;
+  const [option] = known;
+  const instead = option === "signal" ? "give it as { signal }" : `${method}() takes { ${option} }`;
+  const wrong = optionsProblem(options, known, { shape: "an object or undefined", signal: instead });
+  if (wrong !== undefined) {
+    const problem = wrong.key === undefined ? wrong.problem : `holds an ${wrong.problem}`;
+    throw new InvalidApproverOptionsError(
+      method,
+      "options",
+      problem,
+      "cause" in wrong ? { cause: wrong.cause } : undefined,
+    );
+  }
+  try {
+    return (options as Record<string, unknown>)[option];
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options", `cannot be read: ${describeError(error)}`, {
+      cause: error,
+    });
+  }
+}
 
 /**
  * The `signal` of an approver's `next()` or `ended()` options argument (an
@@ -12,22 +51,7 @@ import { shownText } from "../shown.js";
  * @throws {InvalidApproverOptionsError} naming the argument at fault.
  */
 export function waitSignal(method: "next" | "ended" | "caughtUp", options: unknown): AbortSignal | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidApproverOptionsError(
-      method,
-      "options",
-      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
-    );
-  }
-  let signal: unknown;
-  try {
-    refuseUnknown(method, options, "signal");
-    signal = (options as { signal?: unknown }).signal;
-  } catch (error) {
-    if (error instanceof InvalidApproverOptionsError) throw error;
-    throw new InvalidApproverOptionsError(method, "options", "could not be read", { cause: error });
-  }
+  const signal = theOption(method, options, WAIT_OPTIONS);
   if (signal === undefined) return undefined;
   try {
     // `instanceof` alone passes an object that merely inherits from AbortSignal; reading `aborted` does not.
@@ -47,31 +71,6 @@ export function waitSignal(method: "next" | "ended" | "caughtUp", options: unkno
     "options.signal",
     `must be an AbortSignal or undefined, got ${signal === null ? "null" : typeof signal}`,
   );
-}
-
-/**
- * Refuses a key of `options` other than `known`, the one option `method` takes: ignored, a
- * misspelt `askDigest` would answer without the check it was meant to make, and a misspelt
- * `signal` would leave the call waiting, deaf to what was meant to stop it.
- *
- * @throws {InvalidApproverOptionsError} naming `options` and the key; whatever reading the keys
- *   throws (a proxy's trap), as it is.
- */
-function refuseUnknown(method: "next" | "ended" | "caughtUp" | "resolve", options: object, known: string): void {
-  // A signal handed in place of its options has no keys of its own: read as options, it is none, its abort unheard.
-  if (isAbortSignal(options)) {
-    const instead = known === "signal" ? "pass it as { signal }" : `${method}() takes { ${known} }`;
-    throw new InvalidApproverOptionsError(method, "options", `is an AbortSignal: ${instead}`);
-  }
-  for (const key of Object.keys(options)) {
-    if (key === known) continue;
-    const meant = meantOption(key, [known]) === undefined ? `it takes only ${known}` : `did you mean ${known}?`;
-    throw new InvalidApproverOptionsError(
-      method,
-      "options",
-      `holds ${shownKey(key)}, which ${method}() does not take (${meant})`,
-    );
-  }
 }
 
 /**
@@ -103,22 +102,7 @@ export function listenWhileWaiting(
  *   (no ask has it, so the answer could only be refused, and silently).
  */
 export function answerDigest(options: unknown): string | undefined {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidApproverOptionsError(
-      "resolve",
-      "options",
-      `must be an object or undefined, got ${options === null ? "null" : typeof options}`,
-    );
-  }
-  let digest: unknown;
-  try {
-    refuseUnknown("resolve", options, "askDigest");
-    digest = (options as { askDigest?: unknown }).askDigest;
-  } catch (error) {
-    if (error instanceof InvalidApproverOptionsError) throw error;
-    throw new InvalidApproverOptionsError("resolve", "options", "could not be read", { cause: error });
-  }
+  const digest = theOption("resolve", options, ANSWER_OPTIONS);
   if (digest === undefined) return undefined;
   if (typeof digest === "string" && SHA256.test(digest)) return digest;
   throw new InvalidApproverOptionsError(

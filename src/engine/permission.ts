@@ -1,4 +1,4 @@
-import { EngineConfigError, readingConfig } from "./errors.js";
+import { EngineConfigError, knownKeys, readingConfig } from "./errors.js";
 import type { Middleware } from "./middleware.js";
 import { shownKey } from "../unknown-option.js";
 
@@ -150,9 +150,9 @@ interface Rules {
 }
 
 function compileRules(options: PermissionOptions): Rules {
-  if (typeof options !== "object" || options === null || !isArray(options.rules)) {
-    throw new EngineConfigError("permissionMiddleware", "options.rules must be an array");
-  }
+  // A misspelt `defaultAction`, ignored, would leave every call no rule matches denied, or allowed.
+  knownKeys("permissionMiddleware", options, ["rules", "defaultAction"]);
+  if (!isArray(options.rules)) throw new EngineConfigError("permissionMiddleware", "options.rules must be an array");
   const defaultAction = options.defaultAction ?? "deny";
   if (defaultAction !== "allow" && defaultAction !== "deny") {
     throw new EngineConfigError("permissionMiddleware", 'defaultAction must be "allow" or "deny"');

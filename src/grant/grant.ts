@@ -1,11 +1,10 @@
 import { z } from "zod";
-import { everyKey } from "../unknown-option.js";
+import { everyKey, optionsProblem, shownKey } from "../unknown-option.js";
 import { zodIssuesLine } from "../zod-issues.js";
 import { canonicalJson } from "./canonical.js";
 import { digest16 } from "./digest.js";
 import { CanonicalJsonError, GrantRecordError } from "./errors.js";
 import { shownValue } from "../errors.js";
-import { shownKey, unknownOption } from "../unknown-option.js";
 import { shownText } from "../shown.js";
 
 /** What a grant remembers: let the call through, or refuse it. */
@@ -187,15 +186,12 @@ export class Grant {
     this.verdict = verdict;
     this.id = digest16(canonicalJson({ tool, verdict: verdict === "allow" ? "Allow" : "Deny", scope: ledgerScope }));
     const what = `grant ${this.id} for tool ${shownKey(tool)}`;
-    if (typeof metadata !== "object" || metadata === null) {
-      throw new GrantRecordError(`${what}: metadata must be an object or undefined, got ${shownValue(metadata)}`);
-    }
     // A key not read would be dropped without a word: `pinned_descriptor` (the ledger's spelling)
     // or a misspelt `pinnedDescriptor` would leave the grant unpinned, open to a changed tool.
-    for (const key of Object.keys(metadata)) {
-      if (!(METADATA_KEYS as readonly string[]).includes(key)) {
-        throw new GrantRecordError(`${what}: metadata has ${unknownOption(key, METADATA_KEYS)}`);
-      }
+    const wrong = optionsProblem(metadata, METADATA_KEYS, { shape: "an object or undefined" });
+    if (wrong !== undefined) {
+      const problem = `metadata ${wrong.key === undefined ? "" : "has "}${wrong.problem}`;
+      throw new GrantRecordError(`${what}: ${problem}`, "cause" in wrong ? { cause: wrong.cause } : undefined);
     }
     const { pinnedDescriptor = null, createdAtMs = 0, note = null } = metadata;
     if (pinnedDescriptor !== null && (typeof pinnedDescriptor !== "string" || pinnedDescriptor.length === 0)) {

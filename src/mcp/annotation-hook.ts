@@ -84,8 +84,6 @@ function describeHints(hints: Hints): string {
  * ```
  */
 export function mcpAnnotationHook(options: McpAnnotationHookOptions = {}): Hook {
-  if (typeof options !== "object" || options === null)
-    throw new McpConfigError("mcpAnnotationHook", "options must be an object");
   refuseUnknown(options, OPTIONS);
   const { trusted = false, redact, maxArgsChars } = options;
   if (typeof trusted !== "boolean") throw new McpConfigError("trusted", "must be a boolean");

@@ -1,21 +1,17 @@
-import { isAbortSignal } from "../abort-signal.js";
-import { unknownOption } from "../unknown-option.js";
+import { optionsProblem } from "../unknown-option.js";
 import { McpConfigError } from "./errors.js";
 
 /**
- * Refuses the first own key of `options` that is not one of `known`, with an `McpConfigError`
- * naming it: ignored, a misspelt `prefix`, `trusted` or `signal` would do other than the caller meant.
+ * Refuses `options` unless an object of the options `known` ({@link optionsProblem}), with an
+ * `McpConfigError` naming the key at fault, or `options`: ignored, a misspelt `prefix`, `trusted`
+ * or `signal` would do other than the caller meant.
  */
-export function refuseUnknown(options: object, known: readonly string[]): void {
-  // It has no key of its own: read as options, it would be no options at all, its abort never heard.
-  if (isAbortSignal(options)) {
-    throw new McpConfigError(
-      "options",
-      known.includes("signal") ? "is an AbortSignal; pass it as { signal }" : "is an AbortSignal, not options",
-    );
-  }
-  for (const key of Object.keys(options)) {
-    if (known.includes(key)) continue;
-    throw new McpConfigError(key, unknownOption(key, known));
-  }
+export function refuseUnknown(options: unknown, known: readonly string[], shape?: string): void {
+  const wrong = optionsProblem(options, known, { shape });
+  if (wrong === undefined) return;
+  throw new McpConfigError(
+    wrong.key ?? "options",
+    wrong.problem,
+    "cause" in wrong ? { cause: wrong.cause } : undefined,
+  );
 }

@@ -513,9 +513,7 @@ export class McpToolset implements ToolSource {
    *   `signal` is not an AbortSignal.
    */
   async refresh(options?: McpRefreshOptions): Promise<readonly Tool[]> {
-    if (options !== undefined && (typeof options !== "object" || options === null))
-      throw new McpConfigError("options", "must be an object or undefined");
-    if (options !== undefined) refuseUnknown(options, REFRESH_OPTIONS);
+    if (options !== undefined) refuseUnknown(options, REFRESH_OPTIONS, "an object or undefined");
     const signal = checkedSignal(options?.signal);
     if (this.#closed) throw new McpServerError(this.#server, "the toolset is closed");
     // A cancel that came first asks for nothing.
@@ -1098,7 +1096,6 @@ export async function mcpTools(client: McpClient, options: McpToolsOptions = {})
   const transport = client.transport;
   if (transport === undefined)
     throw new McpConfigError("client", "is not connected: call client.connect(transport) first");
-  if (typeof options !== "object" || options === null) throw new McpConfigError("options", "must be an object");
   refuseUnknown(options, OPTIONS);
   const { prefix, server, onChange, onError, result, timeoutMs, maxResultBytes } = options;
   const signal = checkedSignal(options.signal);
