@@ -15,6 +15,7 @@ import {
 } from "../src/engine/index.js";
 import type { DispatchResult, Middleware } from "../src/engine/index.js";
 import { ManualClock, ScriptExhaustedError } from "../src/testing/index.js";
+import { thrownBy } from "./support/thrown.js";
 import {
   askAll,
   build,
@@ -252,6 +253,27 @@ describe("permission middleware options refused as every options object is", () 
   ])("%j is an EngineConfigError naming it", (options, message) => {
     expect(() => permissionMiddleware(options as never)).toThrow(EngineConfigError);
     expect(() => permissionMiddleware(options as never)).toThrow(`permissionMiddleware: ${message}`);
+  });
+});
+
+describe("permission rules with a key no rule has", () => {
+  // Ignored, a misspelt `tool` would leave a rule that matches every tool: an allow meant for one tool allows them all.
+  it.each([
+    [{ id: "ls", tools: "list_dir", action: "allow" }, "rules[0]: unknown key 'tools' (did you mean tool?)"],
+    [{ id: "ls", Tool: "list_dir", action: "allow" }, "rules[0]: unknown key 'Tool' (did you mean tool?)"],
+    [
+      { id: "ls", tool: "list_dir", arg: { path: "/tmp/*" }, action: "allow" },
+      "rules[0]: unknown key 'arg' (did you mean args?)",
+    ],
+    [
+      { id: "ls", tool: "list_dir", when: "always", action: "allow" },
+      "rules[0]: unknown key 'when' (a rule's keys are id, action, tool and args)",
+    ],
+    [{ id: "x\u202e", tool: "list_dir", "x\u202e": 1, action: "allow" }, 'rules[0]: unknown key "x\\u202e"'],
+  ])("%j is an EngineConfigError naming the rule and the key", (rule, message) => {
+    const refused = thrownBy(() => permissionMiddleware({ rules: [rule as never], defaultAction: "deny" }));
+    expect(refused).toBeInstanceOf(EngineConfigError);
+    expect((refused as Error).message).toContain(`permissionMiddleware: ${message}`);
   });
 });
 

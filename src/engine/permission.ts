@@ -1,6 +1,6 @@
 import { EngineConfigError, knownKeys, readingConfig } from "./errors.js";
 import type { Middleware } from "./middleware.js";
-import { shownKey } from "../unknown-option.js";
+import { everyKey, meantOption, shownKey } from "../unknown-option.js";
 
 /**
  * A pattern for one argument value: a string (a glob where `*` matches any
@@ -149,6 +149,9 @@ interface Rules {
   readonly defaultAction: "allow" | "deny";
 }
 
+/** The keys of a {@link PermissionRule}. */
+const RULE_KEYS = everyKey<PermissionRule>()(["id", "action", "tool", "args"]);
+
 function compileRules(options: PermissionOptions): Rules {
   // A misspelt `defaultAction`, ignored, would leave every call no rule matches denied, or allowed.
   knownKeys("permissionMiddleware", options, ["rules", "defaultAction"]);
@@ -162,11 +165,20 @@ function compileRules(options: PermissionOptions): Rules {
     const where = `rules[${index}]`;
     if (typeof rule !== "object" || rule === null)
       throw new EngineConfigError("permissionMiddleware", `${where}: must be an object`);
+    // A key no rule has is refused: ignored, a misspelt `tool` would leave a rule for every tool.
+    for (const key of Object.keys(rule)) {
+      if ((RULE_KEYS as readonly string[]).includes(key)) continue;
+      const meant = meantOption(key, RULE_KEYS);
+      throw new EngineConfigError(
+        "permissionMiddleware",
+        `${where}: unknown key ${shownKey(key)} (${meant === undefined ? "a rule's keys are id, action, tool and args" : `did you mean ${meant}?`})`,
+      );
+    }
     const { id, action, tool, args } = rule;
     if (typeof id !== "string" || id === "")
       throw new EngineConfigError("permissionMiddleware", `${where}: id must be a non-empty string`);
     if (seen.has(id) || id === "default") {
-      throw new EngineConfigError("permissionMiddleware", `${where}: id '${id}' is already used`);
+      throw new EngineConfigError("permissionMiddleware", `${where}: id ${shownKey(id)} is already used`);
     }
     seen.add(id);
     if (action !== "allow" && action !== "deny") {
