@@ -94,6 +94,49 @@ describe("ScriptedModel", () => {
     expect(keeping.requests[0]!.messages[0]).toBe(frozen);
   });
 
+  it("records a frozen message whose provider data refers back to itself, looking through each object once", async () => {
+    // A proxy over a frozen object that holds the proxy: listing its keys more than a few times means the walk loops.
+    let listed = 0;
+    const target: { self?: unknown } = {};
+    const looped = new Proxy(target, {
+      ownKeys(inner) {
+        if (++listed > 10) throw new Error("the same object was looked through again and again");
+        return Reflect.ownKeys(inner);
+      },
+    });
+    target.self = looped;
+    Object.freeze(target);
+    const message = Object.freeze({
+      type: "assistant",
+      text: "",
+      toolCalls: Object.freeze([]),
+      providerData: looped,
+    } as const);
+    const model = new ScriptedModel([{ text: "x" }]);
+    await model.generate({ messages: [message], tools: [], signal: new AbortController().signal });
+    expect(model.requests[0]!.messages[0]).toBe(message);
+  });
+
+  it("copies a frozen Map or Date in a message: freezing does not stop set() or setTime()", async () => {
+    const map = Object.freeze(new Map([["id", "resp_1"]]));
+    const date = Object.freeze(new Date(0));
+    const message = Object.freeze({
+      type: "assistant",
+      text: "",
+      toolCalls: Object.freeze([]),
+      providerData: Object.freeze({ map, date }),
+    } as const);
+    const model = new ScriptedModel([{ text: "x" }]);
+    await model.generate({ messages: [message], tools: [], signal: new AbortController().signal });
+    map.set("id", "resp_2");
+    date.setTime(1);
+    const recorded = model.requests[0]!.messages[0] as unknown as {
+      providerData: { map: Map<string, string>; date: Date };
+    };
+    expect(recorded.providerData.map.get("id")).toBe("resp_1");
+    expect(recorded.providerData.date.getTime()).toBe(0);
+  });
+
   it("throws ScriptExhaustedError when the script runs out, and still records the request", async () => {
     const model = new ScriptedModel([{ text: "only" }]);
     await model.generate(request("a"));

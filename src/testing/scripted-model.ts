@@ -30,23 +30,33 @@ function copied(value: unknown): unknown {
 const settled = new WeakSet<object>();
 
 /**
- * Whether `value` can never change: a primitive, or a frozen object whose
- * own properties are all data holding such values (the engine's messages and
- * descriptors are). Walked without recursion: nesting may be deep.
+ * Whether `value` can never change: a primitive, or a frozen plain object or
+ * array whose own properties are all data holding such values (the engine's
+ * messages and descriptors are). A frozen `Map`, `Date` or other object of a
+ * class can: freezing stops neither `set()` nor `setTime()`. Walked without
+ * recursion, each object once: nesting may be deep, and objects may refer to
+ * each other.
  */
 function unchangeable(value: unknown): boolean {
-  const seen: object[] = [];
+  const seen = new Set<object>();
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const item = stack.pop();
-    if ((typeof item !== "object" && typeof item !== "function") || item === null || settled.has(item)) continue;
+    if ((typeof item !== "object" && typeof item !== "function") || item === null) continue;
+    if (settled.has(item) || seen.has(item)) continue;
     if (!Object.isFrozen(item)) return false;
+    if (typeof item === "object") {
+      const proto: unknown = Object.getPrototypeOf(item);
+      if (proto !== Object.prototype && proto !== null && !(proto === Array.prototype && Array.isArray(item))) {
+        return false;
+      }
+    }
     for (const key of Reflect.ownKeys(item)) {
       const property = Object.getOwnPropertyDescriptor(item, key);
       if (property === undefined || !("value" in property)) return false;
       stack.push(property.value);
     }
-    seen.push(item);
+    seen.add(item);
   }
   for (const item of seen) settled.add(item);
   return true;
