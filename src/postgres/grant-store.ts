@@ -1,4 +1,4 @@
-import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
+import { Grant, GrantConfigError, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { requireCoveringQuery } from "../grant/grant-index.js";
 import { callSignal, revokedId } from "../grant/store.js";
@@ -18,6 +18,7 @@ import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
 import { shownKey } from "../unknown-option.js";
+import { shownValue } from "../errors.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -266,6 +267,48 @@ export class PostgresGrantStore implements GrantStore {
     });
   }
 
+  /**
+   * Removes every grant of `tool` (matched exactly) in one transaction, at
+   * one new version of the project; resolves to them, oldest change first,
+   * or to an empty array (changing nothing) when there are none. A save of
+   * that tool committed by another process before this call takes the
+   * project's lock is removed with them; one that waited for the lock comes
+   * after, and stays.
+   *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty string.
+   * @throws {PostgresRowError} naming the row, removing nothing, when a row of
+   *   the project is malformed, as `load()` does: a ledger file that cannot be
+   *   read is not changed either.
+   */
+  async revokeTool(tool: string, options: GrantCallOptions = {}): Promise<Grant[]> {
+    const operation = "PostgresGrantStore.revokeTool";
+    const signal = callSignal(operation, options);
+    if (typeof tool !== "string" || tool === "") {
+      throw new GrantConfigError(operation, "tool", `must be a non-empty string, got ${shownValue(tool)}`);
+    }
+    // A tool name PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
+    if (unstorableText(tool) !== undefined) return [];
+    await this.#refresh(operation, signal);
+    return this.#db.transaction(operation, signal, async (tx) => {
+      const version = await this.#lockedVersion(tx);
+      // A statement of its own, after the lock: its snapshot holds every change committed before it.
+      const revoked = await tx.query(
+        `WITH gone AS (
+           UPDATE ${this.#table} AS g SET revoked = true, version = $2
+           FROM ${this.#table} AS old
+           WHERE old.project = $1 AND old.tool = $3 AND NOT old.revoked AND g.project = $1 AND g.id = old.id
+           RETURNING ${GRANT_COLUMNS}, old.version AS old_version
+         ) SELECT * FROM gone ORDER BY old_version`,
+        [this.project, version, tool],
+      );
+      if (revoked.rowCount === 0) {
+        tx.abandon();
+        return [];
+      }
+      return revoked.rows.flatMap((raw) => this.#parse({ ...raw, revoked: false }).grant ?? []);
+    });
+  }
+
   /** Removes every grant of the project; resolves to how many there were. */
   async clear(options: GrantCallOptions = {}): Promise<number> {
     const operation = "PostgresGrantStore.clear";
@@ -295,6 +338,23 @@ export class PostgresGrantStore implements GrantStore {
        ) ${statement}`,
       [this.project, ...values],
     );
+  }
+
+  /**
+   * Takes the project's next version, and with it the project's row lock,
+   * in a statement of its own; resolves to the version as text. A statement
+   * sent after it reads every change committed before the lock was granted:
+   * one statement that also waited for the lock would read the rows as they
+   * were before the wait, and miss a grant saved meanwhile.
+   */
+  async #lockedVersion(tx: Tx): Promise<string> {
+    const bumped = await tx.query(
+      `INSERT INTO ${this.#names.table("grant_projects")} AS p (project, version) VALUES ($1, 1)
+       ON CONFLICT (project) DO UPDATE SET version = p.version + 1
+       RETURNING version::text AS version`,
+      [this.project],
+    );
+    return String(bumped.rows[0]?.["version"]);
   }
 
   /**
