@@ -1,7 +1,7 @@
 import { Grant, GrantConfigError, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { requireCoveringQuery } from "../grant/grant-index.js";
-import { callSignal, revokedId } from "../grant/store.js";
+import { callSignal, describeRule as describeStoredRule, revokedId, sameRule } from "../grant/store.js";
 import {
   DEFAULT_REPLY_MS,
   Db,
@@ -229,15 +229,33 @@ export class PostgresGrantStore implements GrantStore {
         [grant.id, ...grantColumns(grant)],
       );
       if (saved.rowCount === 1) return;
-      // The id is held by a live grant of another rule: refuse, and name both.
-      const stored = await tx.query(`SELECT tool, verdict, args FROM ${this.#table} WHERE project = $1 AND id = $2`, [
-        this.project,
-        grant.id,
-      ]);
-      const row = stored.rows[0] as { tool: string; verdict: string; args: string | null } | undefined;
+      // The id is held by a live row whose tool, verdict or arguments' text differ from the grant's.
+      const stored = await tx.query(
+        `SELECT ${GRANT_COLUMNS} FROM ${this.#table} AS g WHERE g.project = $1 AND g.id = $2`,
+        [this.project, grant.id],
+      );
+      const raw = stored.rows[0];
+      const held = raw === undefined ? undefined : this.#grantOrUndefined(raw);
+      if (held !== undefined && sameRule(held, grant)) {
+        // The same rule, its arguments written as other JSON text (by hand, by SQL): a re-grant, which
+        // replaces the row in canonical form, at the version the statement above took.
+        await tx.query(
+          `UPDATE ${this.#table} SET tool = $3, verdict = $4, args = $5, pinned_descriptor = $6, created_at_ms = $7,
+             note = $8, revoked = false,
+             version = (SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1)
+           WHERE project = $1 AND id = $2`,
+          [this.project, grant.id, ...grantColumns(grant)],
+        );
+        return;
+      }
+      // A different rule: refuse, and name both.
       throw new GrantIdCollisionError(
         grant.id,
-        row === undefined ? "another rule" : describeRule(row.tool, row.verdict, row.args),
+        held !== undefined
+          ? describeStoredRule(held)
+          : raw === undefined
+            ? "another rule"
+            : describeRule(String(raw["tool"]), String(raw["verdict"]), raw["args"] as string | null),
         describeRule(grant.tool, grant.verdict, grant.canonicalArgs),
       );
     });
@@ -459,6 +477,16 @@ export class PostgresGrantStore implements GrantStore {
       }
       this.#version = head;
       return;
+    }
+  }
+
+  /** The grant of a live row, or `undefined` when the row is not one. */
+  #grantOrUndefined(raw: Record<string, unknown>): Grant | undefined {
+    try {
+      return this.#parse({ ...raw, revoked: false }).grant;
+    } catch (error) {
+      if (error instanceof PostgresRowError) return undefined;
+      throw error;
     }
   }
 
