@@ -751,7 +751,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
   it("close() waits for a park in flight: it resolves with the row closed and nothing of the queue left to run", async () => {
     const errors: unknown[] = [];
     const pool = db.newPool(4);
-    const worker = new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) });
+    // Its parks in flight, their inserts waiting behind the lock, are denied after leaseMs: a short lease, a short wait.
+    const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 3_000, onError: (e) => errors.push(e) });
     const inbox = queue().approver();
     // The lease is taken and LISTEN is in place.
     const first = makeAsk(0);
