@@ -751,7 +751,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
   it("close() waits for a park in flight: it resolves with the row closed and nothing of the queue left to run", async () => {
     const errors: unknown[] = [];
     const pool = db.newPool(4);
-    const worker = new PostgresAskQueue(pool, { schema: db.schema, onError: (e) => errors.push(e) });
+    // Its parks in flight, their inserts waiting behind the lock, are denied after leaseMs: a short lease, a short wait.
+    const worker = new PostgresAskQueue(pool, { schema: db.schema, leaseMs: 3_000, onError: (e) => errors.push(e) });
     const inbox = queue().approver();
     // The lease is taken and LISTEN is in place.
     const first = makeAsk(0);
@@ -2812,29 +2813,35 @@ describe("PostgresAskQueue when the worker loses the database", () => {
   });
 
   /**
-   * Runs `statements` on a connection of another process, then keeps it running `pauseMs` more,
-   * blocking this process the whole time: a worker that stalls (its event loop blocked, the
-   * process stopped) hears nothing meanwhile. Returns each statement's row count.
+   * Blocks this process (a worker that stalls: its event loop blocked, the process stopped, hears
+   * nothing meanwhile) until the asks `answered` are answered on the database, lease `lease`
+   * lapsed there, and `pastMs` went by since the stall began; another process watches for that.
    */
-  function whileStalled(statements: readonly { sql: string; values: unknown[] }[], pauseMs: number): number[] {
+  function stallUntil(lease: string, answered: readonly string[], pastMs: number): void {
+    const until = Date.now() + pastMs;
     const script = `
       const pg = require("pg");
       (async () => {
-        const client = new pg.Client({ connectionString: process.argv[1] });
+        const [url, schema, lease, answered, until] = process.argv.slice(1);
+        const client = new pg.Client({ connectionString: url });
         await client.connect();
-        const counts = [];
-        for (const s of JSON.parse(process.argv[2])) counts.push((await client.query(s.sql, s.values)).rowCount);
+        for (const giveUp = Date.now() + 20000; ; ) {
+          const { rows } = await client.query(
+            "SELECT (SELECT count(*)::int FROM " + schema + ".asks WHERE id = ANY($2::uuid[]) AND state = 'answered') AS answered, " +
+              "EXISTS (SELECT 1 FROM " + schema + ".workers WHERE id = $1 AND lease_until > now()) AS holds",
+            [lease, JSON.parse(answered)]);
+          if (rows[0].answered === JSON.parse(answered).length && !rows[0].holds && Date.now() >= Number(until)) break;
+          if (Date.now() > giveUp) throw new Error("never answered and lapsed: " + JSON.stringify(rows[0]));
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
         await client.end();
-        await new Promise((resolve) => setTimeout(resolve, Number(process.argv[3])));
-        process.stdout.write(JSON.stringify(counts));
       })().catch((error) => { process.stderr.write(String(error)); process.exit(1); });`;
     const done = spawnSync(
       process.execPath,
-      ["-e", script, DATABASE_URL, JSON.stringify(statements), String(pauseMs)],
+      ["-e", script, DATABASE_URL, `"${db.schema}"`, lease, JSON.stringify(answered), String(until)],
       { encoding: "utf8" },
     );
-    if (done.status !== 0) throw new Error(`the stall's statements failed: ${done.stderr}`);
-    return JSON.parse(done.stdout) as number[];
+    if (done.status !== 0) throw new Error(`the stall failed: ${done.stderr}`);
   }
 
   it("gives a worker that stalled past its lease the answers that landed while the lease held, and denies the rest", async () => {
@@ -2846,19 +2853,50 @@ describe("PostgresAskQueue when the worker loses the database", () => {
     for (let i = 0; i < 3; i++) await inbox.next();
     await renewedOnce(worker);
     const lease = worker.workerId;
-    // A console's answers, as it lands them (only while the lease holds), then a stall well past the lease.
-    const answer = (id: string, resolution: AskResolution) => ({
-      sql: `UPDATE "${db.schema}".asks AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
-            WHERE a.id = $1::uuid AND a.ended_at IS NULL AND EXISTS (
-              SELECT 1 FROM "${db.schema}".workers AS w WHERE w.id = a.worker_id AND w.lease_until > now())`,
-      values: [id, JSON.stringify(resolution)],
-    });
-    expect(
-      whileStalled(
-        [answer(approved.id, { type: "approve" }), answer(denied.id, { type: "deny", reason: "not now" })],
-        3_000,
-      ),
-    ).toEqual([1, 1]);
+    if (lease === undefined) throw new Error("the worker holds no lease");
+    const workers = `"${db.schema}".workers`;
+    // A console's answers, as it lands them (only while the lease holds), committed once the worker
+    // stalled. Under the lease row's lock, taken while the lease holds (the worker just renewed it),
+    // the lease is held for them and then set back as the worker left it: they land while it holds
+    // however long the machine takes, and it lapses when it would have.
+    const console_ = await db.pool.connect();
+    let counts: number[];
+    try {
+      await console_.query("BEGIN");
+      const held = await console_.query<{ t: string }>(
+        `SELECT lease_until::text AS t FROM ${workers} WHERE id = $1 AND lease_until > now() FOR UPDATE`,
+        [lease],
+      );
+      expect(held.rows).toHaveLength(1);
+      await console_.query(`UPDATE ${workers} SET lease_until = now() + interval '1 hour' WHERE id = $1`, [lease]);
+      const answer = async (id: string, resolution: AskResolution): Promise<number> =>
+        (
+          await console_.query(
+            `UPDATE "${db.schema}".asks AS a SET state = 'answered', resolution = $2::jsonb, ended_at = now()
+             WHERE a.id = $1::uuid AND a.ended_at IS NULL AND EXISTS (
+               SELECT 1 FROM ${workers} AS w WHERE w.id = a.worker_id AND w.lease_until > now())`,
+            [id, JSON.stringify(resolution)],
+          )
+        ).rowCount ?? 0;
+      counts = [
+        await answer(approved.id, { type: "approve" }),
+        await answer(denied.id, { type: "deny", reason: "not now" }),
+      ];
+      await console_.query(`UPDATE ${workers} SET lease_until = $2::timestamptz WHERE id = $1`, [
+        lease,
+        held.rows[0]?.t,
+      ]);
+      // Sent now; the server commits it while this process stalls, past the lease: past its lapse
+      // on the database, and past the worker's own bound for it (two leases after the last renewal
+      // it heard back from, one more renewal at most in flight).
+      const committed = console_.query("COMMIT");
+      stallUntil(lease, [approved.id, denied.id], 2 * 900 + 100);
+      await committed;
+    } finally {
+      await console_.query("ROLLBACK").catch(() => undefined);
+      console_.release();
+    }
+    expect(counts).toEqual([1, 1]);
     expect(await calls[0]).toEqual({ type: "approve" });
     expect(await calls[1]).toEqual({ type: "deny", reason: "not now" });
     expect(await calls[2]).toEqual({ type: "deny", reason: LEASE_LOST_REASON });

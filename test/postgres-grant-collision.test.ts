@@ -54,3 +54,48 @@ describe("PostgresGrantStore: a save whose id is taken by a different rule", () 
     expect((await store.load()).map((g) => g.covers("shell", { cmd: "EUpniFqMLxB" }))).toEqual([true]);
   });
 });
+
+describe("PostgresGrantStore: a row whose arguments are JSON text of another form (written by hand or by SQL)", () => {
+  const deployProd = new Grant("deploy", "deny", GrantScope.thisCall({ env: "production", version: "1.4.0" }));
+
+  async function rewriteArgs(id: string, args: string): Promise<void> {
+    await db.pool.query(`UPDATE "${db.schema}".grants SET args = $2 WHERE id = $1`, [id, args]);
+  }
+
+  async function storedArgs(id: string): Promise<unknown> {
+    const { rows } = await db.pool.query<{ args: string }>(`SELECT args FROM "${db.schema}".grants WHERE id = $1`, [
+      id,
+    ]);
+    return rows.map((r) => r.args);
+  }
+
+  it("is read as its rule, and saving that rule again replaces it, writing its canonical form", async () => {
+    const store = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
+    await store.save(deployProd);
+    await rewriteArgs(deployProd.id, '{ "version" : "1.4.0",\n  "env": "production" }');
+    const other = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
+    expect((await other.load()).map((g) => g.toJSON())).toEqual([deployProd.toJSON()]);
+    expect(await other.covering("deploy", deployProd.canonicalArgs ?? "")).toHaveLength(1);
+
+    // A re-grant of the same rule is no collision: it replaces the row, in canonical form.
+    const again = deployProd.withNote("never on a Friday");
+    expect(await other.save(again)).toBe(again);
+    expect(await storedArgs(deployProd.id)).toEqual([deployProd.canonicalArgs]);
+    expect((await store.load()).map((g) => g.toJSON())).toEqual([again.toJSON()]);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".grants`);
+    expect(rows).toEqual([{ n: 1 }]);
+    expect((await store.revoke(deployProd.id))?.toJSON()).toEqual(again.toJSON());
+    expect(await other.load()).toEqual([]);
+  });
+
+  it("still refuses a different rule whose id collides with it, naming the stored rule in canonical form", async () => {
+    const store = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
+    await store.save(denyFirst);
+    await rewriteArgs(denyFirst.id, '{ "cmd" : "BJKS_Ubr3rL" }');
+    const error = await store.save(denyCrafted).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GrantIdCollisionError);
+    expect((error as Error).message).toContain(`deny 'shell' this_call {"cmd":"BJKS_Ubr3rL"}`);
+    expect(await storedArgs(denyFirst.id)).toEqual(['{ "cmd" : "BJKS_Ubr3rL" }']);
+    expect((await store.load()).map((g) => g.toJSON())).toEqual([denyFirst.toJSON()]);
+  });
+});

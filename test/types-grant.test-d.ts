@@ -34,13 +34,17 @@ class KeyValueStore {
 }
 
 describe("GrantStore", () => {
-  it("is satisfied by a store with load, save, revoke and clear: covering is optional", () => {
+  it("is satisfied by a store with load, save, revoke and clear: covering and revokeTool are optional", () => {
     const store: GrantStore = new KeyValueStore();
     void new LoopManagers().withGrantStore(store);
     void new GrantPolicy(new KeyValueStore());
     expectTypeOf<GrantStore["covering"]>().toEqualTypeOf<
       ((tool: string, canonicalArgs: string, options?: StoreCallOptions) => Promise<readonly Grant[]>) | undefined
     >();
+    expectTypeOf<GrantStore["revokeTool"]>().toEqualTypeOf<
+      ((tool: string, options?: StoreCallOptions) => Promise<Grant[]>) | undefined
+    >();
+    expectTypeOf<FileGrantStore["revokeTool"]>().toExtend<NonNullable<GrantStore["revokeTool"]>>();
   });
 
   it("takes a signal on every method", () => {

@@ -43,6 +43,7 @@ describe("loopctl/postgres", () => {
   it("stores grants per project", () => {
     const store = new PostgresGrantStore(pool, { project: "acme/shop" });
     expectTypeOf(store).toExtend<GrantStore>();
+    expectTypeOf(store.revokeTool).toExtend<NonNullable<GrantStore["revokeTool"]>>();
     void new LoopManagers().withGrantStore(store);
     // @ts-expect-error a store shares the grants of one named project
     void new PostgresGrantStore(pool, {});

@@ -270,9 +270,10 @@ async function reset(args: readonly string[], context: CliContext): Promise<Exit
     // reset of the whole project is the way out of one; a ledger file is read first,
     // so that a corrupt one is reported, never rewritten.
     if (tool === undefined && values.database !== undefined) return { count: await store.clear(), near: [] };
-    // One change for the whole tool: revoked one by one, each grant would rewrite the ledger.
+    // One change for the whole tool: revoked one by one, each grant would be a change of its own
+    // (a ledger rewritten, a version of the project taken), and a failure midway would leave half revoked.
     const count =
-      tool !== undefined && store instanceof FileGrantStore
+      tool !== undefined && store.revokeTool !== undefined
         ? (await store.revokeTool(tool)).length
         : await resetLoaded(store, tool);
     return { count, near: count === 0 && tool !== undefined ? await nearTools(store, tool) : [] };

@@ -45,6 +45,14 @@ export interface GrantStore {
    * this_call grants, so the built-in stores refuse it with GrantConfigError.
    */
   covering?(tool: string, canonicalArgs: string, options?: StoreCallOptions): Promise<readonly Grant[]>;
+  /**
+   * Optional: removes every grant of `tool` (matched exactly) in one change,
+   * all or nothing; resolves to them, oldest first, or to an empty array when
+   * there are none. `FileGrantStore` and `PostgresGrantStore` have it;
+   * `loopctl grants reset --tool` uses it when a store has it, and revokes
+   * the loaded grants one by one when it has not.
+   */
+  revokeTool?(tool: string, options?: StoreCallOptions): Promise<Grant[]>;
 }
 
 /** Whether `value` has what every grant store has: `load`, `save`, `revoke` and `clear` as functions. */

@@ -1,7 +1,7 @@
-import { Grant, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
+import { Grant, GrantConfigError, GrantIdCollisionError, GrantRecordError } from "../grant/index.js";
 import type { GrantStore } from "../grant/index.js";
 import { requireCoveringQuery } from "../grant/grant-index.js";
-import { callSignal, revokedId } from "../grant/store.js";
+import { callSignal, describeRule as describeStoredRule, revokedId, sameRule } from "../grant/store.js";
 import {
   DEFAULT_REPLY_MS,
   Db,
@@ -18,6 +18,7 @@ import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
 import { shownKey } from "../unknown-option.js";
+import { shownValue } from "../errors.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
@@ -229,15 +230,33 @@ export class PostgresGrantStore implements GrantStore {
         [grant.id, ...grantColumns(grant)],
       );
       if (saved.rowCount === 1) return;
-      // The id is held by a live grant of another rule: refuse, and name both.
-      const stored = await tx.query(`SELECT tool, verdict, args FROM ${this.#table} WHERE project = $1 AND id = $2`, [
-        this.project,
-        grant.id,
-      ]);
-      const row = stored.rows[0] as { tool: string; verdict: string; args: string | null } | undefined;
+      // The id is held by a live row whose tool, verdict or arguments' text differ from the grant's.
+      const stored = await tx.query(
+        `SELECT ${GRANT_COLUMNS} FROM ${this.#table} AS g WHERE g.project = $1 AND g.id = $2`,
+        [this.project, grant.id],
+      );
+      const raw = stored.rows[0];
+      const held = raw === undefined ? undefined : this.#grantOrUndefined(raw);
+      if (held !== undefined && sameRule(held, grant)) {
+        // The same rule, its arguments written as other JSON text (by hand, by SQL): a re-grant, which
+        // replaces the row in canonical form, at the version the statement above took.
+        await tx.query(
+          `UPDATE ${this.#table} SET tool = $3, verdict = $4, args = $5, pinned_descriptor = $6, created_at_ms = $7,
+             note = $8, revoked = false,
+             version = (SELECT version FROM ${this.#names.table("grant_projects")} WHERE project = $1)
+           WHERE project = $1 AND id = $2`,
+          [this.project, grant.id, ...grantColumns(grant)],
+        );
+        return;
+      }
+      // A different rule: refuse, and name both.
       throw new GrantIdCollisionError(
         grant.id,
-        row === undefined ? "another rule" : describeRule(row.tool, row.verdict, row.args),
+        held !== undefined
+          ? describeStoredRule(held)
+          : raw === undefined
+            ? "another rule"
+            : describeRule(String(raw["tool"]), String(raw["verdict"]), raw["args"] as string | null),
         describeRule(grant.tool, grant.verdict, grant.canonicalArgs),
       );
     });
@@ -264,6 +283,48 @@ export class PostgresGrantStore implements GrantStore {
         return undefined;
       }
       return this.#parse({ ...raw, revoked: false }).grant;
+    });
+  }
+
+  /**
+   * Removes every grant of `tool` (matched exactly) in one transaction, at
+   * one new version of the project; resolves to them, oldest change first,
+   * or to an empty array (changing nothing) when there are none. A save of
+   * that tool committed by another process before this call takes the
+   * project's lock is removed with them; one that waited for the lock comes
+   * after, and stays.
+   *
+   * @throws {GrantConfigError} naming `tool` when it is not a non-empty string.
+   * @throws {PostgresRowError} naming the row, removing nothing, when a row of
+   *   the project is malformed, as `load()` does: a ledger file that cannot be
+   *   read is not changed either.
+   */
+  async revokeTool(tool: string, options: GrantCallOptions = {}): Promise<Grant[]> {
+    const operation = "PostgresGrantStore.revokeTool";
+    const signal = callSignal(operation, options);
+    if (typeof tool !== "string" || tool === "") {
+      throw new GrantConfigError(operation, "tool", `must be a non-empty string, got ${shownValue(tool)}`);
+    }
+    // A tool name PostgreSQL cannot store (U+0000, a lone surrogate) names no stored grant.
+    if (unstorableText(tool) !== undefined) return [];
+    await this.#refresh(operation, signal);
+    return this.#db.transaction(operation, signal, async (tx) => {
+      const version = await this.#lockedVersion(tx);
+      // A statement of its own, after the lock: its snapshot holds every change committed before it.
+      const revoked = await tx.query(
+        `WITH gone AS (
+           UPDATE ${this.#table} AS g SET revoked = true, version = $2
+           FROM ${this.#table} AS old
+           WHERE old.project = $1 AND old.tool = $3 AND NOT old.revoked AND g.project = $1 AND g.id = old.id
+           RETURNING ${GRANT_COLUMNS}, old.version AS old_version
+         ) SELECT * FROM gone ORDER BY old_version`,
+        [this.project, version, tool],
+      );
+      if (revoked.rowCount === 0) {
+        tx.abandon();
+        return [];
+      }
+      return revoked.rows.flatMap((raw) => this.#parse({ ...raw, revoked: false }).grant ?? []);
     });
   }
 
@@ -296,6 +357,23 @@ export class PostgresGrantStore implements GrantStore {
        ) ${statement}`,
       [this.project, ...values],
     );
+  }
+
+  /**
+   * Takes the project's next version, and with it the project's row lock,
+   * in a statement of its own; resolves to the version as text. A statement
+   * sent after it reads every change committed before the lock was granted:
+   * one statement that also waited for the lock would read the rows as they
+   * were before the wait, and miss a grant saved meanwhile.
+   */
+  async #lockedVersion(tx: Tx): Promise<string> {
+    const bumped = await tx.query(
+      `INSERT INTO ${this.#names.table("grant_projects")} AS p (project, version) VALUES ($1, 1)
+       ON CONFLICT (project) DO UPDATE SET version = p.version + 1
+       RETURNING version::text AS version`,
+      [this.project],
+    );
+    return String(bumped.rows[0]?.["version"]);
   }
 
   /**
@@ -400,6 +478,16 @@ export class PostgresGrantStore implements GrantStore {
       }
       this.#version = head;
       return;
+    }
+  }
+
+  /** The grant of a live row, or `undefined` when the row is not one. */
+  #grantOrUndefined(raw: Record<string, unknown>): Grant | undefined {
+    try {
+      return this.#parse({ ...raw, revoked: false }).grant;
+    } catch (error) {
+      if (error instanceof PostgresRowError) return undefined;
+      throw error;
     }
   }
 
