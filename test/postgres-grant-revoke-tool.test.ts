@@ -100,11 +100,59 @@ describe("PostgresGrantStore.revokeTool", () => {
       await waitFor(() => Promise.resolve(proxy.holding));
       const revoking = s.revokeTool("write");
       await waitFor(async () => (await lockWaiters()) === 1);
-      await proxy.deliver();
+      proxy.pass();
       expect(await saving).toBe(writeLog);
       expect((await revoking).map((g) => g.id)).toEqual([writeReadme.id, writeLog.id]);
       expect(await store().load()).toEqual([]);
       expect(await other.load()).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("clear() too removes a grant another store saved while it waited for the project's lock", async () => {
+    const s = store();
+    await s.save(writeReadme);
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const other = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
+        project: "acme/shop",
+        schema: db.schema,
+      });
+      proxy.holdConnectionOn("COMMIT\u0000");
+      const saving = other.save(writeLog);
+      await waitFor(() => Promise.resolve(proxy.holding));
+      const clearing = s.clear();
+      await waitFor(async () => (await lockWaiters()) === 1);
+      proxy.pass();
+      expect(await saving).toBe(writeLog);
+      // Its version is the later one: what it clears is every grant saved before it.
+      expect(await clearing).toBe(2);
+      expect(await store().load()).toEqual([]);
+      expect(await other.load()).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("revoke(id) too removes the grant another store saved under that id while it waited for the project's lock", async () => {
+    const s = store();
+    await s.save(writeReadme);
+    const proxy = await startProxy(DATABASE_URL);
+    try {
+      const other = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
+        project: "acme/shop",
+        schema: db.schema,
+      });
+      proxy.holdConnectionOn("COMMIT\u0000");
+      const saving = other.save(writeLog);
+      await waitFor(() => Promise.resolve(proxy.holding));
+      const revoking = s.revoke(writeLog.id);
+      await waitFor(async () => (await lockWaiters()) === 1);
+      proxy.pass();
+      expect(await saving).toBe(writeLog);
+      expect((await revoking)?.id).toBe(writeLog.id);
+      expect(await store().load()).toEqual([writeReadme]);
     } finally {
       await proxy.close();
     }

@@ -309,8 +309,8 @@ export class PostgresGrantStore implements GrantStore {
     if (unstorableText(tool) !== undefined) return [];
     await this.#refresh(operation, signal);
     return this.#db.transaction(operation, signal, async (tx) => {
+      // The lock first ({@link #bumped} says why); the statement after it holds every change committed before it.
       const version = await this.#lockedVersion(tx);
-      // A statement of its own, after the lock: its snapshot holds every change committed before it.
       const revoked = await tx.query(
         `WITH gone AS (
            UPDATE ${this.#table} AS g SET revoked = true, version = $2
@@ -344,28 +344,23 @@ export class PostgresGrantStore implements GrantStore {
   }
 
   /**
-   * Runs `statement` after taking the project's next version as `bump`; the
-   * project's row lock, held to COMMIT, is what makes versions commit in
-   * order. `$1` is the project, further parameters follow.
+   * Runs `statement` with the project's next version as `bump` (`bump.version`). The version,
+   * and with it the project's row lock, held to COMMIT, is taken first, in a statement of its own:
+   * a statement sent after it reads every change committed before the lock was granted, where one
+   * that also waited for the lock would read the rows as they were before the wait, and miss a
+   * grant saved meanwhile. The lock is what makes versions commit in order. `$1` is the project,
+   * further parameters follow.
    */
-  #bumped(tx: Tx, statement: string, values: unknown[]): Promise<Rows> {
-    return tx.query(
-      `WITH bump AS (
-         INSERT INTO ${this.#names.table("grant_projects")} AS p (project, version) VALUES ($1, 1)
-         ON CONFLICT (project) DO UPDATE SET version = p.version + 1
-         RETURNING version
-       ) ${statement}`,
-      [this.project, ...values],
-    );
+  async #bumped(tx: Tx, statement: string, values: unknown[]): Promise<Rows> {
+    const version = await this.#lockedVersion(tx);
+    return tx.query(`WITH bump AS (SELECT $${values.length + 2}::bigint AS version) ${statement}`, [
+      this.project,
+      ...values,
+      version,
+    ]);
   }
 
-  /**
-   * Takes the project's next version, and with it the project's row lock,
-   * in a statement of its own; resolves to the version as text. A statement
-   * sent after it reads every change committed before the lock was granted:
-   * one statement that also waited for the lock would read the rows as they
-   * were before the wait, and miss a grant saved meanwhile.
-   */
+  /** Takes the project's next version, and with it the project's row lock; resolves to the version as text. */
   async #lockedVersion(tx: Tx): Promise<string> {
     const bumped = await tx.query(
       `INSERT INTO ${this.#names.table("grant_projects")} AS p (project, version) VALUES ($1, 1)
