@@ -98,4 +98,15 @@ describe("PostgresGrantStore: a row whose arguments are JSON text of another for
     expect(await storedArgs(denyFirst.id)).toEqual(['{ "cmd" : "BJKS_Ubr3rL" }']);
     expect((await store.load()).map((g) => g.toJSON())).toEqual([denyFirst.toJSON()]);
   });
+
+  it("names a malformed row that holds the id with its controls escaped: a row's text cannot forge lines in an error", async () => {
+    const store = new PostgresGrantStore(db.pool, { project: "p", schema: db.schema });
+    await store.save(denyFirst);
+    // Arguments of another rule under the id: the row is malformed (its id is not its rule's), its text is shown.
+    await rewriteArgs(denyFirst.id, '{"cmd":\n"rm -rf /"}\u001b[2K\u202e');
+    const error = await store.save(denyFirst).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GrantIdCollisionError);
+    expect((error as Error).message).not.toMatch(/[\u0000-\u001f\u007f\u202e]/);
+    expect((error as Error).message).toContain('deny \'shell\' this_call {"cmd":\\u000a"rm -rf /"}\\u001b[2K\\u202e');
+  });
 });

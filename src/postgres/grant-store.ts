@@ -17,12 +17,12 @@ import { grantColumns, parseGrantRow, parseHeadVersion } from "./grant-rows.js";
 import { unstorableText } from "./jsonb.js";
 import type { GrantRow } from "./grant-rows.js";
 import { LiveGrantIndex } from "./live-index.js";
-import { shownKey } from "../unknown-option.js";
+import { shownBare, shownKey } from "../unknown-option.js";
+import { escapeHidden, shownText } from "../shown.js";
 import { shownValue } from "../errors.js";
 import type { PgPool } from "./pg.js";
 import { schemaNames } from "./schema.js";
 import type { SchemaNames } from "./schema.js";
-import { shownText } from "../shown.js";
 
 /** Options for {@link PostgresGrantStore}. */
 export interface PostgresGrantStoreOptions {
@@ -67,7 +67,8 @@ const GRANT_COLUMNS =
   "g.id, g.tool, g.verdict, g.args, g.pinned_descriptor, g.created_at_ms::text AS created_at_ms, g.note, g.version::text AS version, g.revoked";
 
 function describeRule(tool: string, verdict: string, args: string | null): string {
-  return `${verdict} ${shownKey(tool)} ${args === null ? "this_tool" : `this_call ${args}`}`;
+  // A malformed row's text is shown as it is stored, but for what would not show as itself (a newline, an escape).
+  return `${shownBare(verdict)} ${shownKey(tool)} ${args === null ? "this_tool" : `this_call ${escapeHidden(args)}`}`;
 }
 
 /** The longest project name, in bytes of UTF-8, that every index of the grants takes, compressed or not. */
