@@ -84,12 +84,16 @@ describe("PostgresGrantStore.revokeTool", () => {
     expect(await s.load()).toEqual([writeAll]);
   });
 
-  it("revokes a grant another store saved while it waited for the project's lock: it is ordered after that save", async () => {
+  /**
+   * Runs `change` on a store of the project while another store's save of `writeLog` holds the
+   * project's lock, its row written and its COMMIT held in the network, and lets that COMMIT go once
+   * `change` waits for the lock; resolves to what `change` resolved to, the save landed.
+   */
+  async function whileAnotherSaves<T>(change: (s: PostgresGrantStore) => Promise<T>): Promise<T> {
     const s = store();
     await s.save(writeReadme);
     const proxy = await startProxy(DATABASE_URL);
     try {
-      // Another store's save, its row written and the project locked, its COMMIT held in the network.
       const other = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
         project: "acme/shop",
         schema: db.schema,
@@ -98,64 +102,31 @@ describe("PostgresGrantStore.revokeTool", () => {
       proxy.holdConnectionOn("COMMIT\u0000");
       const saving = other.save(writeLog);
       await waitFor(() => Promise.resolve(proxy.holding));
-      const revoking = s.revokeTool("write");
+      const changing = change(s);
       await waitFor(async () => (await lockWaiters()) === 1);
       proxy.pass();
       expect(await saving).toBe(writeLog);
-      expect((await revoking).map((g) => g.id)).toEqual([writeReadme.id, writeLog.id]);
-      expect(await store().load()).toEqual([]);
-      expect(await other.load()).toEqual([]);
+      return await changing;
     } finally {
       await proxy.close();
     }
+  }
+
+  it("revokes a grant another store saved while it waited for the project's lock: it is ordered after that save", async () => {
+    const revoked = await whileAnotherSaves((s) => s.revokeTool("write"));
+    expect(revoked.map((g) => g.id)).toEqual([writeReadme.id, writeLog.id]);
+    expect(await store().load()).toEqual([]);
   });
 
   it("clear() too removes a grant another store saved while it waited for the project's lock", async () => {
-    const s = store();
-    await s.save(writeReadme);
-    const proxy = await startProxy(DATABASE_URL);
-    try {
-      const other = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
-        project: "acme/shop",
-        schema: db.schema,
-      });
-      proxy.holdConnectionOn("COMMIT\u0000");
-      const saving = other.save(writeLog);
-      await waitFor(() => Promise.resolve(proxy.holding));
-      const clearing = s.clear();
-      await waitFor(async () => (await lockWaiters()) === 1);
-      proxy.pass();
-      expect(await saving).toBe(writeLog);
-      // Its version is the later one: what it clears is every grant saved before it.
-      expect(await clearing).toBe(2);
-      expect(await store().load()).toEqual([]);
-      expect(await other.load()).toEqual([]);
-    } finally {
-      await proxy.close();
-    }
+    // Its version is the later one: what it clears is every grant saved before it.
+    expect(await whileAnotherSaves((s) => s.clear())).toBe(2);
+    expect(await store().load()).toEqual([]);
   });
 
   it("revoke(id) too removes the grant another store saved under that id while it waited for the project's lock", async () => {
-    const s = store();
-    await s.save(writeReadme);
-    const proxy = await startProxy(DATABASE_URL);
-    try {
-      const other = new PostgresGrantStore(db.newPool(2, { connectionString: proxy.url }), {
-        project: "acme/shop",
-        schema: db.schema,
-      });
-      proxy.holdConnectionOn("COMMIT\u0000");
-      const saving = other.save(writeLog);
-      await waitFor(() => Promise.resolve(proxy.holding));
-      const revoking = s.revoke(writeLog.id);
-      await waitFor(async () => (await lockWaiters()) === 1);
-      proxy.pass();
-      expect(await saving).toBe(writeLog);
-      expect((await revoking)?.id).toBe(writeLog.id);
-      expect(await store().load()).toEqual([writeReadme]);
-    } finally {
-      await proxy.close();
-    }
+    expect((await whileAnotherSaves((s) => s.revoke(writeLog.id)))?.id).toBe(writeLog.id);
+    expect(await store().load()).toEqual([writeReadme]);
   });
 
   it("cancels a revokeTool that waits for the project's lock: it rejects with the reason and revokes nothing", async () => {
