@@ -21,10 +21,10 @@ export default defineConfig({
     // Type tests (`npm run test:types`, run by .ci/run): tsc checks them and the source they import,
     // and each failing assertion fails its test. `npm run typecheck` checks them too.
     typecheck: { include: ["test/**/*.test-d.ts"], tsconfig: "test/tsconfig.types.json" },
-    // Two test files at a time even on two cores (vitest's default there is one): much of the wall
-    // time is spent waiting on child processes, PostgreSQL and sockets, and one file at a time took
-    // about five and a half minutes here where two take under five.
-    maxWorkers: Math.max(2, availableParallelism() - 1),
+    // Three test files at a time even on two cores (vitest's default there is one): much of the wall
+    // time is spent waiting on child processes, PostgreSQL and sockets. On two cores, two files at a
+    // time took about six and a half minutes, three about five and a half.
+    maxWorkers: Math.max(3, availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ["default", new SummaryReporter()],
