@@ -9,6 +9,7 @@ import { Agent, CancelledError, LoopManagers, ModelError, defineTool } from "loo
 import type { Message } from "loopctl/engine";
 import { USAGE, call, text, v3 } from "./support/ai-sdk-fixtures.js";
 import { deferred, until } from "./support/engine-fixtures.js";
+import { thrownBy } from "./support/thrown.js";
 
 function tools(executed: unknown[] = []) {
   return [
@@ -581,12 +582,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
   it("options and settings that are not objects are typed errors naming the model", () => {
     const model = new MockLanguageModelV3({ provider: "acme", modelId: "m1" });
     for (const options of [null, "fast", { settings: null }, { settings: "temperature=0" }, { settings: [0.2] }]) {
-      let error: unknown;
-      try {
-        fromLanguageModel(model, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => fromLanguageModel(model, options as never));
       expect(error).toBeInstanceOf(AiSdkModelError);
       expect(error).toMatchObject({
         model: "acme/m1",
@@ -607,12 +603,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       [{ refusal: "error-text" }, "unknown option 'refusal' (did you mean refusals?)"],
       [{ seed: 7 }, "unknown option 'seed' (call settings go under settings: { seed })"],
     ] as const) {
-      let error: unknown = "no error";
-      try {
-        fromLanguageModel(model, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => fromLanguageModel(model, options as never));
       expect(error, message).toBeInstanceOf(AiSdkModelError);
       expect(error, message).toMatchObject({ model: "acme/m1", message: `model acme/m1: ${message}` });
     }
@@ -630,12 +621,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       [{ settings: { abortSignal: new AbortController().signal } }, /setting 'abortSignal'.*each request/],
     ];
     for (const [options, message] of cases) {
-      let error: unknown;
-      try {
-        fromLanguageModel(model, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => fromLanguageModel(model, options as never));
       expect(error, JSON.stringify(options)).toBeInstanceOf(AiSdkModelError);
       expect(error, JSON.stringify(options)).toMatchObject({
         model: "acme/m1",
@@ -704,12 +690,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
         "setting 'toolChoice' cannot be read: boom",
       ],
     ] as const) {
-      let error: unknown = "no error";
-      try {
-        fromLanguageModel(bridged, options);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => fromLanguageModel(bridged, options));
       expect(error, message).toBeInstanceOf(AiSdkModelError);
       expect(error, message).toMatchObject({ model: "acme/m1", message: `model acme/m1: ${message}` });
     }
@@ -734,12 +715,7 @@ describe("fromLanguageModel: Agent on an AI SDK LanguageModelV3", () => {
       [{ toolChoice: { type: "tool" } }, /setting 'toolChoice' must be/],
     ];
     for (const [settings, message] of cases) {
-      let error: unknown;
-      try {
-        fromLanguageModel(model, { settings });
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => fromLanguageModel(model, { settings }));
       expect(error, JSON.stringify(settings)).toBeInstanceOf(AiSdkModelError);
       expect(error, JSON.stringify(settings)).toMatchObject({
         model: "acme/m1",

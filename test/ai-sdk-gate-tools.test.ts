@@ -27,6 +27,7 @@ import type { GateDecision, Hook, Middleware, ToolDescriptor } from "loopctl/eng
 import { MemoryGrantStore, descriptorFingerprint } from "loopctl/grant";
 import { call, text, v3, v3Stream } from "./support/ai-sdk-fixtures.js";
 import { flush, until } from "./support/engine-fixtures.js";
+import { thrownBy } from "./support/thrown.js";
 
 /** The conversation of a "ship" prompt that goes on from `first` with the user's answer to one approval request. */
 function answering(
@@ -798,12 +799,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
         "unknown option 'signal' (the options are sessionId, runId and refusals)",
       ],
     ] as const) {
-      let error: unknown = "no error";
-      try {
-        gateTools(tools, gate, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => gateTools(tools, gate, options as never));
       expect(error).toBeInstanceOf(AiSdkToolError);
       expect(error).toMatchObject({ code: "AI_SDK_TOOL", tool: "*", message: `tool '*': ${message}` });
     }
@@ -822,12 +818,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
       [new AbortController().signal, "options must be an object, got an AbortSignal"],
       [proxy, "options cannot be read: Cannot perform 'IsArray' on a proxy that has been revoked"],
     ] as const) {
-      let error: unknown = "no error";
-      try {
-        gateTools(tools, gate, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => gateTools(tools, gate, options as never));
       expect(error, message).toBeInstanceOf(AiSdkToolError);
       expect(error, message).toMatchObject({ code: "AI_SDK_TOOL", tool: "*", message: `tool '*': ${message}` });
     }
@@ -916,12 +907,7 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
         "options cannot be read: boom",
       ],
     ] as const) {
-      let error: unknown = "no error";
-      try {
-        gateTools(tools as never, gate, options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => gateTools(tools as never, gate, options as never));
       expect(error, message).toBeInstanceOf(AiSdkToolError);
       expect(error, message).toMatchObject({ tool, message: `tool '${tool}': ${message}`, cause: { message: "boom" } });
     }

@@ -12,6 +12,7 @@ import { ScriptedModel } from "loopctl/testing";
 import { changes, startFilesystem, startFixture } from "./support/mcp-fixtures.js";
 import { bundleBuilds } from "./support/reliability-bundle.js";
 import type { Builds } from "./support/reliability-bundle.js";
+import { thrownBy } from "./support/thrown.js";
 
 type McpModule = typeof import("../src/mcp/index.js");
 
@@ -148,12 +149,7 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
       [[{ trusted: true }], "an array"],
       [new AbortController().signal, "an AbortSignal"],
     ] as const) {
-      let error: unknown;
-      try {
-        mcpAnnotationHook(options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => mcpAnnotationHook(options as never));
       expect(error, got).toBeInstanceOf(McpConfigError);
       expect(error, got).toMatchObject({
         code: "MCP_CONFIG",
@@ -170,12 +166,7 @@ describe("mcpAnnotationHook: annotations are untrusted hints", () => {
       [{ redactor: false }, "redactor", "unknown option 'redactor' (did you mean redact?)"],
       [{ prompt: "x" }, "prompt", "unknown option 'prompt' (the options are trusted, redact and maxArgsChars)"],
     ] as const) {
-      let error: unknown;
-      try {
-        mcpAnnotationHook(options as never);
-      } catch (thrown) {
-        error = thrown;
-      }
+      const error = thrownBy(() => mcpAnnotationHook(options as never));
       expect(error, option).toBeInstanceOf(McpConfigError);
       expect(error).toMatchObject({ code: "MCP_CONFIG", option, message: `${option}: ${message}` });
     }
