@@ -1,10 +1,9 @@
-import { escapeHidden } from "../shown.js";
+import { escapeHidden, shownText } from "../shown.js";
 import { createHash } from "node:crypto";
 import { shownValue } from "../errors.js";
 import type { GateDecision } from "../engine/records.js";
 import { AuditAnchorError } from "./errors.js";
 import { lineMac } from "./key.js";
-import { shownText } from "../shown.js";
 
 /**
  * The `prev` of line 1: 64 zeros. A log whose first line links to anything
