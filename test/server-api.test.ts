@@ -1051,6 +1051,9 @@ describe("answers: POST /api/asks/:id", () => {
         message: `the body has the member ${JSON.stringify(path)} twice`,
       });
     }
+    // A key that does not show as itself is named in escapes, so it cannot reorder the message around it.
+    const hidden = await answer(server, ask.id, '{"type":"deny","x\\u202e":1,"x\\u202e":2}', auth);
+    expect(hidden.json).toEqual({ error: "bad_request", message: 'the body has the member "x\\u202e" twice' });
     expect((await outcomeNow(parked)).state).toBe("pending");
     // The same keys in separate objects are not twice.
     expect((await answer(server, ask.id, `{"type":"approve","ask":${shown}}`, auth)).status).toBe(200);

@@ -413,7 +413,7 @@ function checkServerOptions(options: Pick<ConsoleSettings, "host" | "allowedHost
   try {
     if (options.token !== undefined) checkToken(options.token);
     if (options.allowedHosts !== undefined) allowedHostNames(options.allowedHosts);
-    checkListenHost(options.host ?? "127.0.0.1", options.allowedHosts ?? []);
+    if (options.host !== undefined) checkListenHost(options.host, options.allowedHosts ?? []);
   } catch (error) {
     throw usageErrorOf(error, options);
   }

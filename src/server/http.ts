@@ -2,6 +2,8 @@ import { maxHeaderSize, STATUS_CODES } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { duplicateMember } from "../duplicate-member.js";
+import { shownText } from "../shown.js";
+import { textHead } from "../text-head.js";
 
 /**
  * The page may load its own script, style and API and nothing else; no
@@ -354,8 +356,8 @@ export async function readJson(req: IncomingMessage, res: ServerResponse, limit:
   // the first would have judged another answer (an approval where a denial lands).
   const twice = duplicateMember(text);
   if (twice !== undefined) {
-    const path = twice.path.length > 64 ? `${twice.path.slice(0, 64)}…` : twice.path;
-    throw new HttpError(400, "bad_request", `the body has the member ${JSON.stringify(path)} twice`);
+    const path = twice.path.length > 64 ? `${textHead(twice.path, 64)}…` : twice.path;
+    throw new HttpError(400, "bad_request", `the body has the member ${shownText(path)} twice`);
   }
   return value;
 }
