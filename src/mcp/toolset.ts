@@ -220,6 +220,14 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
 }
 
 /**
+ * Whether the server lists `tool` as callable only as a task (`execution.taskSupport: "required"`),
+ * which `tools/call` without a task cannot run: the MCP SDK client's `callTool` refuses it.
+ */
+function requiresTask(tool: McpTool): boolean {
+  return (tool.execution as { taskSupport?: unknown } | undefined)?.taskSupport === "required";
+}
+
+/**
  * Hands every tool of a listing read over several pages to the MCP SDK
  * client's cache of what `tools/list` said, which each `listTools` call
  * replaces with its own page's tools. The client refuses to call a tool that
@@ -770,6 +778,17 @@ export class McpToolset implements ToolSource {
       }
       if (entry.descriptor === undefined || entry.fingerprint === undefined) {
         problems.push({ tool: name, error: entry.error });
+        continue;
+      }
+      if (requiresTask(raw)) {
+        // The MCP SDK client refuses to call it with callTool: a person would be asked about a call that cannot run.
+        problems.push({
+          tool: name,
+          error: new ToolDefinitionError(
+            name,
+            'requires task-based execution (execution.taskSupport "required"), which mcpTools cannot call; it is not offered',
+          ),
+        });
         continue;
       }
       const { descriptor, fingerprint } = entry;
