@@ -1865,3 +1865,37 @@ describe("mcpTools: tools that cannot be called", () => {
     toolset.close();
   });
 });
+
+describe("mcpTools: the result option", () => {
+  it("a result option that throws, or whose promise rejects, fails the call with McpToolError naming the option and saying the call ran on the server", async () => {
+    const server = await startFixture("mutable");
+    const gate = new Gate(new LoopManagers());
+    for (const [how, result] of [
+      [
+        "throws",
+        () => {
+          throw new TypeError("no block of that kind");
+        },
+      ],
+      ["rejects", () => Promise.reject(new TypeError("no block of that kind"))],
+    ] as const) {
+      const toolset = await mcpTools(server.client, { result });
+      const tool = toolset.tools.find((t) => t.name === "read_note")!;
+      const outcome = await gate.call({ tool, callId: how, input: { name: "todo" } }, (args, { signal }) =>
+        tool.execute(args, { signal, callId: how, turn: 0, sessionId: "", runId: "" }),
+      );
+      expect(outcome.type, how).toBe("failed");
+      const { error, message } = outcome as Extract<GateOutcome, { type: "failed" }>;
+      expect(error, how).toBeInstanceOf(McpToolError);
+      expect(error, how).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "read_note", changed: false });
+      expect((error as Error).cause, how).toBeInstanceOf(TypeError);
+      expect(message, how).toBe(
+        "Tool 'read_note' failed: tool 'read_note' on MCP server 'fixture': the result option failed: " +
+          "no block of that kind: the call ran on the server, and its result is not passed on",
+      );
+      toolset.close();
+    }
+    // The calls reached the server: what failed was the application's own function.
+    await server.waitFor('called read_note {"name":"todo"}');
+  });
+});

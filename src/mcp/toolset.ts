@@ -45,7 +45,11 @@ export interface McpToolsOptions {
    * rejects with it, and no warning repeats it; failed listings warn once until a listing works again
    */
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
-  /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
+  /**
+   * Turns a tool's successful result into what the model reads. What it throws, or a promise it
+   * returns rejects with, fails the call with `McpToolError` (the call ran on the server; the
+   * thrown value is its `cause`). @default its content blocks as text
+   */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /**
    * The most a call's result may give the model, in bytes of UTF-8: of the text the model reads
@@ -1033,7 +1037,18 @@ export class McpToolset implements ToolSource {
         output = read.text;
       } else {
         // Awaited: a promise the result option returns is what the engine would read the text of.
-        output = await render(result, name);
+        try {
+          output = await render(result, name);
+        } catch (error) {
+          // The application's own function failed, not the server: the error says so, and that the call ran.
+          throw new McpToolError(
+            server,
+            name,
+            `the result option failed: ${told(error)}: the call ran on the server, and its result is not passed on`,
+            false,
+            { cause: error },
+          );
+        }
       }
       // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
       const bytes = outputBytes(output);
