@@ -1,15 +1,17 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
-import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation";
+import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
 import type { GateOutcome, Tool } from "loopctl/engine";
 import { McpToolError, mcpSchemaValidator, mcpTools } from "loopctl/mcp";
 import { importedUrls } from "./support/imported-urls.js";
-import { startFixture } from "./support/mcp-fixtures.js";
+import { isAlive, startFixture } from "./support/mcp-fixtures.js";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
@@ -204,5 +206,63 @@ describe("mcpSchemaValidator: the MCP SDK client's schema validator on loopctl's
     );
     expect(urls).toContain(pathToFileURL(join(repo, "src/mcp/index.ts")).href);
     expect(urls.filter((url) => url.includes("/node_modules/@modelcontextprotocol/"))).toEqual([]);
+  });
+
+  it("an output schema listed again is not compiled again: every listing of a server with many tools cost a compile of each, twice over pages", async () => {
+    // Each validator the client is given, kept here: a listing that compiled anew would give new ones.
+    const inner = mcpSchemaValidator();
+    const given = new Set<JsonSchemaValidator<unknown>>();
+    let asked = 0;
+    const counting: jsonSchemaValidator = {
+      getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
+        asked += 1;
+        const validator = inner.getValidator<T>(schema);
+        given.add(validator);
+        return validator;
+      },
+    };
+    const client = new Client({ name: "loopctl-tests", version: "1.0.0" }, { jsonSchemaValidator: counting });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [fileURLToPath(new URL("./fixtures/mcp/server.mjs", import.meta.url)), "schemas", "300", "100"],
+      stderr: "ignore",
+    });
+    await client.connect(transport);
+    const pid = transport.pid!;
+    onTestFinished(async () => {
+      await client.close();
+      expect(isAlive(pid), `server process ${pid} still alive`).toBe(false);
+    });
+    const toolset = await mcpTools(client);
+    expect(toolset.tools).toHaveLength(300);
+    await toolset.refresh();
+    await toolset.refresh();
+    // The client asks for a validator of each output schema on every page, then for the whole listing.
+    expect(asked).toBe(3 * 600);
+    expect(given.size).toBe(300);
+    // Each tool's results are still checked against its own schema.
+    const context = { signal: new AbortController().signal, callId: "c", turn: 0, sessionId: "", runId: "" };
+    await expect(Promise.resolve(toolset.tools[7]!.execute({}, context))).resolves.toBe("ok");
+    toolset.close();
+  });
+
+  it("gives the validator it made before for a schema of the same JSON text, and a new one for another", () => {
+    const validator = mcpSchemaValidator();
+    const schema = { type: "object", properties: { count: { type: "number" } }, required: ["count"] };
+    const first = validator.getValidator(schema);
+    expect(validator.getValidator(structuredClone(schema))).toBe(first);
+    const other = validator.getValidator({ ...schema, required: [] });
+    expect(other).not.toBe(first);
+    expect(other({})).toEqual({ valid: true, data: {}, errorMessage: undefined });
+    expect(first({})).toMatchObject({ valid: false });
+    // One that does not compile is refused as before, and not compiled again either.
+    const broken = validator.getValidator({ type: "nonsense" });
+    expect(validator.getValidator({ type: "nonsense" })).toBe(broken);
+    expect(broken({})).toMatchObject({
+      valid: false,
+      errorMessage: expect.stringMatching(/^the schema does not compile: /),
+    });
+    // Another validator compiles for itself.
+    expect(mcpSchemaValidator().getValidator(schema)).not.toBe(first);
   });
 });

@@ -1,9 +1,13 @@
 import { McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { getEventListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { ApprovalChannel, SyncAskResolver, type Approver } from "loopctl/ask";
 import type { AskResolver, PendingAsk } from "loopctl/ask";
 import { Agent, CancelledError, Gate, LoopManagers, ToolDefinitionError } from "loopctl/engine";
@@ -20,7 +24,8 @@ import {
 import { ScriptedModel } from "loopctl/testing";
 import { gcChildResult } from "./support/child-process.js";
 import { deferred, flush, until } from "./support/engine-fixtures.js";
-import { changes, reconnectFixture, startFixture, startHttpFixture } from "./support/mcp-fixtures.js";
+import { changes, isAlive, reconnectFixture, startFixture, startHttpFixture } from "./support/mcp-fixtures.js";
+import type { Started } from "./support/mcp-fixtures.js";
 
 const ask: Hook = { preToolUse: (call) => ({ type: "ask", prompt: `Run ${call.name}?` }) };
 
@@ -1792,5 +1797,105 @@ describe("mcpTools: an MCP server's tools as loopctl tools", () => {
     });
     // A toolset that never started leaves nothing behind on the transport.
     expect(server.client.transport!.onmessage).toBe(before);
+  });
+});
+
+const ownServer = fileURLToPath(new URL("./fixtures/mcp/server.mjs", import.meta.url));
+
+/** The server of test/fixtures/mcp/server.mjs in `mode`, and a client connected to it; closed, its process checked gone, after the test. */
+async function startOwnServer(mode: readonly string[], clientOptions?: ClientOptions): Promise<Started> {
+  const client = new Client({ name: "loopctl-tests", version: "1.0.0" }, clientOptions);
+  const transport = new StdioClientTransport({ command: process.execPath, args: [ownServer, ...mode], stderr: "pipe" });
+  const lines: string[] = [];
+  let partial = "";
+  transport.stderr?.on("data", (chunk: Buffer) => {
+    const parts = (partial + chunk.toString("utf8")).split("\n");
+    partial = parts.pop() ?? "";
+    lines.push(...parts);
+  });
+  await client.connect(transport);
+  const pid = transport.pid!;
+  onTestFinished(async () => {
+    await client.close();
+    expect(isAlive(pid), `server process ${pid} still alive`).toBe(false);
+  });
+  return {
+    client,
+    pid,
+    lines,
+    waitFor: (line) => until(() => lines.includes(line)),
+    signal: (name) => process.kill(pid, name),
+  };
+}
+
+describe("mcpTools: tools that cannot be called", () => {
+  it("a tool that requires task-based execution is a problem, not a tool whose calls are asked about and then fail", async () => {
+    const server = await startOwnServer(["tasks"]);
+    const toolset = await mcpTools(server.client);
+    expect(toolset.tools.map((t) => t.name)).toEqual(["plain", "maybe"]);
+    expect(toolset.problems).toHaveLength(1);
+    const [problem] = toolset.problems;
+    expect(problem!.tool).toBe("queued");
+    expect(problem!.error).toBeInstanceOf(ToolDefinitionError);
+    expect((problem!.error as Error).message).toBe(
+      "tool 'queued': requires task-based execution (execution.taskSupport \"required\"), which mcpTools cannot " +
+        "call; it is not offered",
+    );
+    // Nobody is asked about a call that cannot run: the model's call of it is refused as of a tool the agent lacks.
+    const { approver, records, managers } = askingManagers();
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "queued", input: {} }] },
+      { toolCalls: [{ id: "c2", name: "maybe", input: {} }] },
+      { text: "done" },
+    ]);
+    const answered = (async () => {
+      for await (const ask of approver) approver.resolve(ask.id, { type: "approve" });
+    })();
+    const result = await new Agent({ model, tools: toolset, managers }).run("go");
+    approver.close();
+    await answered;
+    expect(results(result.messages).map((m) => [m.callId, m.status])).toEqual([
+      ["c1", "refused"],
+      ["c2", "ran"],
+    ]);
+    expect(records.map((r) => [r.tool, r.verdict])).toEqual([
+      ["queued", "deny"],
+      ["maybe", "ask_allowed"],
+    ]);
+    toolset.close();
+  });
+});
+
+describe("mcpTools: the result option", () => {
+  it("a result option that throws, or whose promise rejects, fails the call with McpToolError naming the option and saying the call ran on the server", async () => {
+    const server = await startFixture("mutable");
+    const gate = new Gate(new LoopManagers());
+    for (const [how, result] of [
+      [
+        "throws",
+        () => {
+          throw new TypeError("no block of that kind");
+        },
+      ],
+      ["rejects", () => Promise.reject(new TypeError("no block of that kind"))],
+    ] as const) {
+      const toolset = await mcpTools(server.client, { result });
+      const tool = toolset.tools.find((t) => t.name === "read_note")!;
+      const outcome = await gate.call({ tool, callId: how, input: { name: "todo" } }, (args, { signal }) =>
+        tool.execute(args, { signal, callId: how, turn: 0, sessionId: "", runId: "" }),
+      );
+      expect(outcome.type, how).toBe("failed");
+      const { error, message } = outcome as Extract<GateOutcome, { type: "failed" }>;
+      expect(error, how).toBeInstanceOf(McpToolError);
+      expect(error, how).toMatchObject({ code: "MCP_TOOL", server: "fixture", tool: "read_note", changed: false });
+      expect((error as Error).cause, how).toBeInstanceOf(TypeError);
+      expect(message, how).toBe(
+        "Tool 'read_note' failed: tool 'read_note' on MCP server 'fixture': the result option failed: " +
+          "no block of that kind: the call ran on the server, and its result is not passed on",
+      );
+      toolset.close();
+    }
+    // The calls reached the server: what failed was the application's own function.
+    await server.waitFor('called read_note {"name":"todo"}');
   });
 });

@@ -32,7 +32,8 @@ export class McpServerError extends LoopctlError {
  * A call to an MCP tool did not produce a result: the server answered with
  * `isError` or with a JSON-RPC error, or with a result that does not match
  * the tool's output schema or gives the model more than `maxResultBytes` (or
- * whose text cannot be made: structured content nested too deep), or
+ * whose text cannot be made: structured content nested too deep, or the
+ * toolset's `result` option threw; the thrown value is the `cause`), or
  * `tools/call` got no answer (a
  * timeout, a closed connection, a protocol error; the MCP SDK's error is the
  * `cause`), the server's tools could not be listed when the call was to be

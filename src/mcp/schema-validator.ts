@@ -34,6 +34,10 @@ const kindOf = (value: unknown): string => (value === null ? "null" : Array.isAr
  * - `getValidator` never throws: a schema that does not compile gives a
  *   validator that refuses every value, its message saying why (`the schema
  *   does not compile: …`), so a call of that tool fails and the others work;
+ * - a schema is compiled once: the client asks again for every output schema
+ *   of every listing (page by page, then for the whole of a paged one), and
+ *   gets the validator made before for a schema of the same JSON text, for as
+ *   long as anything holds it;
  * - a value it cannot check (nested deeper than the stack goes) is refused, not thrown;
  * - messages (`$.count: must be number`) are cut as a record's texts are:
  *   at most 16 384 UTF-16 units, then `… [<n> characters cut]`.
@@ -48,31 +52,55 @@ const kindOf = (value: unknown): string => (value === null ? "null" : Array.isAr
  * ```
  */
 export function mcpSchemaValidator(): jsonSchemaValidator {
+  // By the schema's JSON text, each while something holds it (the client's cache of the last listing):
+  // the client asks again for every output schema of every listing, most of them unchanged.
+  const made = new Map<string, WeakRef<JsonSchemaValidator<unknown>>>();
+  const collected = new FinalizationRegistry<string>((text) => {
+    if (made.get(text)?.deref() === undefined) made.delete(text);
+  });
   return {
     getValidator<T>(schema: unknown): JsonSchemaValidator<T> {
-      if (typeof schema !== "object" || schema === null || Array.isArray(schema))
-        return refuseAll(`the schema does not compile: it must be an object, not ${kindOf(schema)}`);
-      let check: ReturnType<typeof compileJsonSchema>;
+      let text: string | undefined;
       try {
-        check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
-      } catch (error) {
-        return refuseAll(recordText(`the schema does not compile: ${describeError(error)}`));
+        text = JSON.stringify(schema);
+      } catch {
+        // Nested deeper than JSON goes: compiled (or refused) as it is, and not kept.
       }
-      return (input): JsonSchemaValidatorResult<T> => {
-        let checked: ReturnType<typeof check>;
-        try {
-          checked = check(input);
-        } catch (error) {
-          return {
-            valid: false,
-            data: undefined,
-            errorMessage: recordText(`$: could not be checked: ${describeError(error)}`),
-          };
-        }
-        return checked.type === "valid"
-          ? { valid: true, data: input as T, errorMessage: undefined }
-          : { valid: false, data: undefined, errorMessage: recordText(checked.problems.join("; ")) };
-      };
+      const known = text === undefined ? undefined : made.get(text)?.deref();
+      if (known !== undefined) return known as JsonSchemaValidator<T>;
+      const validator = compiled(schema);
+      if (text !== undefined) {
+        made.set(text, new WeakRef(validator));
+        collected.register(validator, text);
+      }
+      return validator as JsonSchemaValidator<T>;
     },
+  };
+}
+
+/** The validator of `schema`, compiled now. */
+function compiled(schema: unknown): JsonSchemaValidator<unknown> {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema))
+    return refuseAll(`the schema does not compile: it must be an object, not ${kindOf(schema)}`);
+  let check: ReturnType<typeof compileJsonSchema>;
+  try {
+    check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
+  } catch (error) {
+    return refuseAll(recordText(`the schema does not compile: ${describeError(error)}`));
+  }
+  return (input): JsonSchemaValidatorResult<unknown> => {
+    let checked: ReturnType<typeof check>;
+    try {
+      checked = check(input);
+    } catch (error) {
+      return {
+        valid: false,
+        data: undefined,
+        errorMessage: recordText(`$: could not be checked: ${describeError(error)}`),
+      };
+    }
+    return checked.type === "valid"
+      ? { valid: true, data: input, errorMessage: undefined }
+      : { valid: false, data: undefined, errorMessage: recordText(checked.problems.join("; ")) };
   };
 }

@@ -45,7 +45,11 @@ export interface McpToolsOptions {
    * rejects with it, and no warning repeats it; failed listings warn once until a listing works again
    */
   readonly onError?: (error: McpServerError | McpCallbackError) => void;
-  /** Turns a tool's successful result into what the model reads. @default its content blocks as text */
+  /**
+   * Turns a tool's successful result into what the model reads. What it throws, or a promise it
+   * returns rejects with, fails the call with `McpToolError` (the call ran on the server; the
+   * thrown value is its `cause`). @default its content blocks as text
+   */
   readonly result?: (result: CallToolResult, tool: string) => unknown;
   /**
    * The most a call's result may give the model, in bytes of UTF-8: of the text the model reads
@@ -217,6 +221,14 @@ function descriptorOf(name: string, tool: McpTool): ToolDescriptor {
   if (tool.annotations !== undefined) descriptor.annotations = tool.annotations;
   if (tool.outputSchema !== undefined) descriptor.outputSchema = tool.outputSchema;
   return descriptor;
+}
+
+/**
+ * Whether the server lists `tool` as callable only as a task (`execution.taskSupport: "required"`),
+ * which `tools/call` without a task cannot run: the MCP SDK client's `callTool` refuses it.
+ */
+function requiresTask(tool: McpTool): boolean {
+  return (tool.execution as { taskSupport?: unknown } | undefined)?.taskSupport === "required";
 }
 
 /**
@@ -772,6 +784,17 @@ export class McpToolset implements ToolSource {
         problems.push({ tool: name, error: entry.error });
         continue;
       }
+      if (requiresTask(raw)) {
+        // The MCP SDK client refuses to call it with callTool: a person would be asked about a call that cannot run.
+        problems.push({
+          tool: name,
+          error: new ToolDefinitionError(
+            name,
+            'requires task-based execution (execution.taskSupport "required"), which mcpTools cannot call; it is not offered',
+          ),
+        });
+        continue;
+      }
       const { descriptor, fingerprint } = entry;
       // By the server's name's text in Unicode's eyes: a tool spelt anew (composed, decomposed) looks the same to a person.
       const key = String(raw.name).normalize("NFC");
@@ -1014,7 +1037,18 @@ export class McpToolset implements ToolSource {
         output = read.text;
       } else {
         // Awaited: a promise the result option returns is what the engine would read the text of.
-        output = await render(result, name);
+        try {
+          output = await render(result, name);
+        } catch (error) {
+          // The application's own function failed, not the server: the error says so, and that the call ran.
+          throw new McpToolError(
+            server,
+            name,
+            `the result option failed: ${told(error)}: the call ran on the server, and its result is not passed on`,
+            false,
+            { cause: error },
+          );
+        }
       }
       // A server's answer is its own to size: more than the model can read would only be cut, or overflow its context.
       const bytes = outputBytes(output);
