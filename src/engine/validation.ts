@@ -180,13 +180,44 @@ function at(error: ErrorObject): string {
 }
 
 /**
+ * The validators compiled so far, by their schema's JSON text, each for as
+ * long as something holds it: the same schema handed over again (a
+ * descriptor made afresh for each call, a toolset listed again, one schema
+ * shared by many tools) is not compiled again. A JSON Schema is JSON: two
+ * of the same text are the same schema.
+ */
+const compiledByText = new Map<string, WeakRef<Validator>>();
+const forgetCompiled = new FinalizationRegistry<string>((text) => {
+  if (compiledByText.get(text)?.deref() === undefined) compiledByText.delete(text);
+});
+
+/**
  * Compiles a JSON Schema (draft 2020-12, or draft-07 when `$schema` says so)
- * with Ajv and the `ajv-formats` formats.
+ * with Ajv and the `ajv-formats` formats, once for each schema text while its
+ * validator is held.
  *
  * @throws {TypeError} when the schema does not compile: an unknown keyword or
  *   format, an unresolvable `$ref`, an unsupported `$schema`. The caller names the tool.
  */
 export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Validator {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(schema);
+  } catch {
+    // Nested deeper than JSON.stringify goes, or not JSON: compiled (or refused) as it is, and not kept.
+  }
+  const known = text === undefined ? undefined : compiledByText.get(text)?.deref();
+  if (known !== undefined) return known;
+  if (text === undefined) return compileOnce(schema);
+  // A copy of its own, which nothing else holds: a schema changed in place later (its text is then another)
+  // never changes what this validator checks for the others that share it.
+  const validator = compileOnce(JSON.parse(text) as Readonly<Record<string, unknown>>);
+  compiledByText.set(text, new WeakRef(validator));
+  forgetCompiled.register(validator, text);
+  return validator;
+}
+
+function compileOnce(schema: Readonly<Record<string, unknown>>): Validator {
   const shared = validatorFor(schema);
   const { ajv, schemas, refs } = shared;
   shared.compiles += 1;

@@ -5,7 +5,7 @@ import type {
 } from "@modelcontextprotocol/sdk/validation";
 import { describeError } from "../engine/errors.js";
 import { recordText } from "../engine/records-slot.js";
-import { compileJsonSchema } from "../engine/validation.js";
+import { compileJsonSchema, type Validator } from "../engine/validation.js";
 
 /** The validator of a schema that does not compile: it refuses every value, with `message`. */
 function refuseAll<T>(message: string): JsonSchemaValidator<T> {
@@ -52,42 +52,30 @@ const kindOf = (value: unknown): string => (value === null ? "null" : Array.isAr
  * ```
  */
 export function mcpSchemaValidator(): jsonSchemaValidator {
-  // By the schema's JSON text, each while something holds it (the client's cache of the last listing):
-  // the client asks again for every output schema of every listing, most of them unchanged.
-  const made = new Map<string, WeakRef<JsonSchemaValidator<unknown>>>();
-  const collected = new FinalizationRegistry<string>((text) => {
-    if (made.get(text)?.deref() === undefined) made.delete(text);
-  });
+  // By the compiled check, which compileJsonSchema gives again for a schema of the same JSON text while it is held.
+  const made = new WeakMap<Validator, JsonSchemaValidator<unknown>>();
   return {
     getValidator<T>(schema: unknown): JsonSchemaValidator<T> {
-      let text: string | undefined;
+      if (typeof schema !== "object" || schema === null || Array.isArray(schema))
+        return refuseAll(`the schema does not compile: it must be an object, not ${kindOf(schema)}`);
+      let check: Validator;
       try {
-        text = JSON.stringify(schema);
-      } catch {
-        // Nested deeper than JSON goes: compiled (or refused) as it is, and not kept.
+        check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
+      } catch (error) {
+        return refuseAll(recordText(`the schema does not compile: ${describeError(error)}`));
       }
-      const known = text === undefined ? undefined : made.get(text)?.deref();
-      if (known !== undefined) return known as JsonSchemaValidator<T>;
-      const validator = compiled(schema);
-      if (text !== undefined) {
-        made.set(text, new WeakRef(validator));
-        collected.register(validator, text);
+      let validator = made.get(check);
+      if (validator === undefined) {
+        validator = checking(check);
+        made.set(check, validator);
       }
       return validator as JsonSchemaValidator<T>;
     },
   };
 }
 
-/** The validator of `schema`, compiled now. */
-function compiled(schema: unknown): JsonSchemaValidator<unknown> {
-  if (typeof schema !== "object" || schema === null || Array.isArray(schema))
-    return refuseAll(`the schema does not compile: it must be an object, not ${kindOf(schema)}`);
-  let check: ReturnType<typeof compileJsonSchema>;
-  try {
-    check = compileJsonSchema(schema as Readonly<Record<string, unknown>>);
-  } catch (error) {
-    return refuseAll(recordText(`the schema does not compile: ${describeError(error)}`));
-  }
+/** The MCP SDK's validator of `check`'s answers. */
+function checking(check: Validator): JsonSchemaValidator<unknown> {
   return (input): JsonSchemaValidatorResult<unknown> => {
     let checked: ReturnType<typeof check>;
     try {
