@@ -21,7 +21,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
-import { CancelledError, LoopManagers } from "loopctl/engine";
+import { CancelledError, LoopDetectedError, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
 import { MemoryGrantStore, argsDigest } from "loopctl/grant";
 import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
@@ -2227,6 +2227,87 @@ describe("AgentApprovals: the gate's middleware on an approved call", () => {
       expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([[ran, verdict]]);
       expect(s.records[0]!.reason).toMatch(/withheld/);
     });
+});
+
+describe("AgentApprovals: a loop-detection stop ends the run", () => {
+  const looping = new LoopManagers().withLoopDetection({ maxRepeats: 2 });
+
+  it("a call repeated past maxRepeats without an interruption fails the SDK's run with the LoopDetectedError: the model is not asked again", async () => {
+    const s = setup(() => ({ type: "approve" }), { managers: looping });
+    const status = (id: string): FakeTurn => ({ calls: [[id, "status", { env: "prod" }]] });
+    const { agent, model } = s.agent([status("s1"), status("s2"), status("s3"), { text: "kept going" }]);
+    const error = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "watch")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { error?: unknown };
+    expect(error.error).toBeInstanceOf(LoopDetectedError);
+    expect((error.error as LoopDetectedError).tool).toBe("status");
+    expect((error.error as LoopDetectedError).repeats).toBe(3);
+    expect(model.inputs).toHaveLength(3);
+    expect(s.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["allow", "hook"],
+      ["allow", "hook"],
+      ["deny", "loop_detector"],
+    ]);
+  });
+
+  it("an interrupted call repeated past maxRepeats makes settle reject with the LoopDetectedError: nothing is resumed, the call never runs", async () => {
+    const s = setup(() => ({ type: "approve" }), { managers: looping });
+    const { agent, model } = s.agent([
+      deployTurn("c1", "1"),
+      deployTurn("c2", "1"),
+      deployTurn("c3", "1"),
+      { text: "x" },
+    ]);
+    const error = await s.approvals
+      .run((input) => s.runner.run(agent, input), "ship")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect((error as LoopDetectedError).tool).toBe("deploy");
+    expect(model.inputs).toHaveLength(3);
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c2", "c3"]);
+    expect(s.executed).toHaveLength(2);
+    // The approval still lands at that exit (docs/records.md): one record per call.
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed", "ask_allowed"]);
+  });
+
+  it("a stop in a turn cancels the asks of that turn still waiting: no answer is waited for", async () => {
+    const resolver: AskResolver = {
+      resolve: (ask, { signal }) =>
+        ask.callId === "w1"
+          ? new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(signal.reason)))
+          : Promise.resolve({ type: "approve" }),
+    };
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver,
+      managers: looping.withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
+    const model = new FakeModel([
+      deployTurn("c1", "1"),
+      deployTurn("c2", "1"),
+      {
+        calls: [
+          ["c3", "deploy", { env: "prod", version: "1" }],
+          ["w1", "deploy", { env: "prod", version: "2" }],
+        ],
+      },
+    ]);
+    const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools([]).deploy]) });
+    const error = await approvals
+      .run((input) => new Runner().run(agent, input), "ship")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed", "ask_allowed", "cancelled"]);
+  });
 });
 
 /** A FakeModel whose calls to `namespace.name` are sent as the Responses API sends a namespaced call. */

@@ -7,7 +7,7 @@ import { callPrompt } from "../ask/index.js";
 import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
-import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
+import type { GateOutcome, Hook, RunStoppedError, ToolDescriptor } from "../engine/index.js";
 import { gatedTool } from "../engine/gate.js";
 import { checkedId } from "../engine/ids.js";
 import type { IdGen } from "../engine/ids.js";
@@ -734,6 +734,9 @@ export class AgentApprovals {
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
    * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
    *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
+   * @throws {LoopDetectedError} when an approved interruption is a call repeated past the managers'
+   *   `withLoopDetection` limit: the run ends there, nothing applied nor resumed (a call that runs without
+   *   an interruption throws it from the tool, and the SDK fails its run with it).
    * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
    *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
@@ -814,15 +817,25 @@ export class AgentApprovals {
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
       const settled = await Promise.allSettled(
         items.map(({ item, wrapped }) =>
-          this.#decide(wrapped, item, context, signal).catch((error: unknown) => {
-            batch.abort(error);
-            throw error;
-          }),
+          this.#decide(wrapped, item, context, signal).then(
+            (decision) => {
+              // A loop-detection stop ends the run: the other asks stop waiting, as for a decision that fails.
+              if (decision.type === "refused" && decision.stop !== undefined) batch.abort(decision.stop);
+              return decision;
+            },
+            (error: unknown) => {
+              batch.abort(error);
+              throw error;
+            },
+          ),
         ),
       );
       const decisions = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
+        // The run ends with the stop, unresumed; the decisions it cut short were cancelled by it.
+        const stop = decisions.find((decision) => decision.type === "refused" && decision.stop !== undefined);
+        if (stop?.type === "refused" && stop.stop !== undefined) throw stop.stop;
         if (failed !== undefined) throw failed.reason;
         // Cancelled: nothing is applied or resumed. The resumed run would execute whatever the state approves,
         // an answer given by hand included, and run() starts nothing once cancelled either.
@@ -975,7 +988,7 @@ export class AgentApprovals {
     signal: AbortSignal | undefined,
   ): Promise<
     | { type: "approved"; key: string; callId: string; tool: string; outcome: Promise<GateOutcome> }
-    | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
+    | { type: "refused"; message: string; stop: RunStoppedError | undefined; outcome: Promise<GateOutcome> }
   > {
     const callId = callIdOf(item);
     const runId = this.#runIdOf(context);
@@ -1016,7 +1029,7 @@ export class AgentApprovals {
     // Before its execute, a gate call can only end refused (or reject, on cancel).
     if (first.type !== "refused")
       throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
-    return { type: "refused", message: first.message, outcome };
+    return { type: "refused", message: first.message, stop: first.stop, outcome };
   }
 
   /**
@@ -1136,6 +1149,8 @@ export class AgentApprovals {
       case "failed":
         throw outcome.error;
       case "refused":
+        // A loop-detection stop ends the run (the SDK fails it with this error), not just this call.
+        if (outcome.stop !== undefined) throw outcome.stop;
         // A tool with an output schema cannot answer with free text: its errorFunction decides.
         if (original.outputSchema !== undefined) throw new AgentsApprovalError(descriptor.name, outcome.message);
         return outcome.message;
