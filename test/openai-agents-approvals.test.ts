@@ -2229,6 +2229,52 @@ describe("AgentApprovals: the gate's middleware on an approved call", () => {
     });
 });
 
+describe("AgentApprovals: a refused call of a tool with an output schema", () => {
+  /** A tool with a zod output schema, which `errorFunction` (when given) answers for on a failure. */
+  function counter(errorFunction?: (context: unknown, error: unknown) => unknown) {
+    return tool({
+      name: "count",
+      description: "Count",
+      parameters: z.object({ n: z.number() }),
+      outputSchema: z.object({ total: z.number() }),
+      ...(errorFunction === undefined ? {} : { errorFunction: errorFunction as () => { total: number } }),
+      execute: async ({ n }) => ({ total: n }),
+    });
+  }
+  const blocking = new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "counting is off" }) });
+
+  it("is answered by the tool's errorFunction, handed the AgentsApprovalError: the model reads its fallback and the run goes on", async () => {
+    const errors: unknown[] = [];
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: blocking });
+    const model = new FakeModel([{ calls: [["c1", "count", { n: 2 }]] }, { text: "done" }]);
+    const agent = new Agent({
+      name: "a",
+      model,
+      tools: approvals.tools([counter((_context, error) => (errors.push(error), { total: -1 }))]),
+    });
+    const result = await new Runner().run(agent, "go");
+    expect(result.finalOutput).toBe("done");
+    expect(shownResults(model)).toEqual({ c1: JSON.stringify({ total: -1 }) });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(AgentsApprovalError);
+    expect((errors[0] as AgentsApprovalError).message).toBe("tool 'count': counting is off");
+  });
+
+  it("an errorFunction's fallback that breaks the output schema is refused as the SDK refuses it; without an errorFunction the run fails", async () => {
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: blocking });
+    const run = async (errorFunction?: () => unknown) => {
+      const model = new FakeModel([{ calls: [["c1", "count", { n: 2 }]] }, { text: "done" }]);
+      const agent = new Agent({ name: "a", model, tools: approvals.tools([counter(errorFunction)]) });
+      return (await new Runner().run(agent, "go").then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { error?: unknown };
+    };
+    expect((await run(() => ({ total: "many" })))?.error).toHaveProperty("name", "InvalidToolOutputError");
+    expect((await run())?.error).toBeInstanceOf(AgentsApprovalError);
+  });
+});
+
 describe("AgentApprovals: a loop-detection stop ends the run", () => {
   const looping = new LoopManagers().withLoopDetection({ maxRepeats: 2 });
 

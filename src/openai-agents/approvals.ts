@@ -320,6 +320,24 @@ function withSignal(details: Details, signal: AbortSignal): NonNullable<Details>
   return copy;
 }
 
+type ErrorFunction = (context: RunContext<any>, error: unknown, details: Details) => unknown;
+
+/**
+ * `output`, checked as the tool checks what it returns: with the output schema a tool made by `tool()` keeps
+ * under a symbol of its own (`Symbol("openai.agents.functionToolOutputValidator")`, not exported), for a zod
+ * output schema. A fallback that breaks it throws the SDK's `InvalidToolOutputError`. A tool without one
+ * (a JSON Schema output schema) is not checked, as the SDK does not check it.
+ */
+function checkedOutput(tool: AnyFunctionTool, output: unknown, context: RunContext<any>, details: Details): unknown {
+  for (const key of Object.getOwnPropertySymbols(tool)) {
+    if (key.description !== "openai.agents.functionToolOutputValidator") continue;
+    const validate: unknown = (tool as unknown as Record<symbol, unknown>)[key];
+    if (typeof validate === "function")
+      return (validate as (output: unknown, context: unknown, details: unknown) => unknown)(output, context, details);
+  }
+  return output;
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -1105,7 +1123,7 @@ export class AgentApprovals {
         open.done.reject(error);
       }
       // What the gate made of it (its middleware may withhold the output), as for a call run without an interruption.
-      return this.#answer(wrapped, await open.outcome());
+      return this.#answer(wrapped, await open.outcome(), context, details);
     }
     // The approved call's id, in its run, with other arguments (a run state edited between its interruption and
     // its resume, or its approval and its execution): nobody approved these, and the approved ones do not run.
@@ -1138,22 +1156,36 @@ export class AgentApprovals {
     } finally {
       this.#inFlight.delete(key);
     }
-    return this.#answer(wrapped, outcome);
+    return this.#answer(wrapped, outcome, context, details);
   }
 
-  /** What the SDK gets for a call the gate ended with `outcome`: the tool's output, its error, or the refusal. */
-  #answer({ original, descriptor }: Wrapped, outcome: GateOutcome): unknown {
+  /**
+   * What the SDK gets for a call the gate ended with `outcome`: the tool's output, its error, or the refusal.
+   * `context` and `details` are the ones the SDK invoked the wrapped tool with.
+   */
+  async #answer(
+    { original, descriptor }: Wrapped,
+    outcome: GateOutcome,
+    context: RunContext<any>,
+    details: Details,
+  ): Promise<unknown> {
     switch (outcome.type) {
       case "ran":
         return outcome.output;
       case "failed":
         throw outcome.error;
-      case "refused":
+      case "refused": {
         // A loop-detection stop ends the run (the SDK fails it with this error), not just this call.
         if (outcome.stop !== undefined) throw outcome.stop;
-        // A tool with an output schema cannot answer with free text: its errorFunction decides.
-        if (original.outputSchema !== undefined) throw new AgentsApprovalError(descriptor.name, outcome.message);
-        return outcome.message;
+        if (original.outputSchema === undefined) return outcome.message;
+        // A tool with an output schema cannot answer with free text: its errorFunction answers for it, as the
+        // tool's own invoke has it answer for its failures (the SDK's runner does not call it for a thrown
+        // error), its fallback checked against the output schema; without one, the SDK fails the run.
+        const refusal = new AgentsApprovalError(descriptor.name, outcome.message);
+        const fallback: unknown = original.errorFunction;
+        if (typeof fallback !== "function") throw refusal;
+        return checkedOutput(original, await (fallback as ErrorFunction)(context, refusal, details), context, details);
+      }
     }
   }
 
