@@ -23,7 +23,7 @@ import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
 import { CancelledError, LoopDetectedError, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
-import { MemoryGrantStore, argsDigest } from "loopctl/grant";
+import { Grant, GrantScope, MemoryGrantStore, argsDigest } from "loopctl/grant";
 import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
 import { gcChildResult } from "./support/child-process.js";
 import { FakeModel, shownResults } from "./support/openai-agents-fixtures.js";
@@ -182,6 +182,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(direct.finalOutput).toBe("deployed again");
     expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
     expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+  });
+
+  it("a grant store given in managers decides needsApproval as grants does: a covered call is not interrupted for", async () => {
+    const store = new MemoryGrantStore();
+    const first = setup(() => ({ type: "approve", remember: "this_tool" }), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const { agent } = first.agent([deployTurn("c1", "1.2"), { text: "deployed" }]);
+    await first.approvals.run((input) => first.runner.run(agent, input), "ship 1.2");
+    expect((await store.load()).map((g) => [g.tool, g.verdict])).toEqual([["deploy", "allow"]]);
+
+    const next = setup(() => Promise.reject(new Error("nobody should be asked")), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const again = next.agent([deployTurn("c2", "1.3"), { text: "deployed again" }]);
+    const direct = await next.runner.run(again.agent, "ship 1.3");
+    expect(direct.interruptions).toEqual([]);
+    expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
+    expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+
+    // A deny remembered there refuses without an interruption too.
+    await store.save(new Grant("deploy", "deny", GrantScope.thisTool()));
+    const denied = setup(() => Promise.reject(new Error("nobody should be asked")), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const refused = denied.agent([deployTurn("c3", "1.4"), { text: "not deployed" }]);
+    const result = await denied.runner.run(refused.agent, "ship 1.4");
+    expect(result.interruptions).toEqual([]);
+    expect(shownResults(refused.model)).toEqual({ c3: "Permission denied by remembered grant for tool 'deploy'" });
+    expect(denied.executed).toEqual([]);
   });
 
   it("a call a tool input guardrail rejects before it is invoked never reaches the gate; one approved first leaves its ask_allowed, unexecuted", async () => {

@@ -30,13 +30,15 @@ export interface AgentApprovalsOptions {
   readonly resolver: AskResolver;
   /**
    * The engine's parts (hooks, middleware, observers, clock, ask timeout…).
-   * Its ask resolver, if any, is replaced by `resolver`.
+   * Its ask resolver, if any, is replaced by `resolver`, and its grant store by `grants` when given.
    * @default new LoopManagers()
    */
   readonly managers?: LoopManagers;
   /**
    * Remembers answers given with `remember`; a covering allow then means no
-   * approval is needed, a covering deny refuses without interrupting.
+   * approval is needed, a covering deny refuses without interrupting. It
+   * replaces the managers' grant store, if any; without it, the managers'
+   * store (`withGrantStore`) serves the same way.
    */
   readonly grants?: GrantStore;
   /** How the arguments are shown in an ask's prompt (redaction, length). */
@@ -599,7 +601,10 @@ export class AgentApprovals {
     this.#prompt = promptOptions(prompt);
     this.#sessionId = sessionId;
     this.#idGen = settingsOf(managers).idGen;
-    this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
+    // The store the gate remembers answers in, and decides by: `grants`, else the managers' own. The SDK's
+    // needsApproval asks it first, so a call it covers is not interrupted for, wherever the store was given.
+    const store = grants ?? settingsOf(managers).grantStore;
+    this.#policy = store === undefined ? undefined : new GrantPolicy(store);
     // The approval hook runs after the application's hooks, on the arguments they let through: a hook's
     // allow or modify never skips the approval the SDK (or the tool's needsApproval) requires.
     let parts = withApprovalHook(
