@@ -841,6 +841,34 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(executed).toEqual([]);
   });
 
+  for (const stream of [false, true])
+    it(`the SDK's own run cancelled while a call waits in the gate ends as the SDK ends a cancelled run${stream ? " (streamed: cancelled, not failed)" : " (its signal's reason)"}, with the call's cancelled record`, async () => {
+      const [channel, approver] = ApprovalChannel.pair(2);
+      const records: GateDecision[] = [];
+      const approvals = new AgentApprovals({
+        resolver: channel,
+        managers: new LoopManagers()
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "status of prod?" }) })
+          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+      });
+      const model = new FakeModel([{ calls: [["c1", "status", { env: "prod" }]] }, { text: "x" }]);
+      const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools([]).status]) });
+      const controller = new AbortController();
+      const reason = new Error("user left");
+      const ended = stream
+        ? new Runner()
+            .run(agent, "go", { signal: controller.signal, stream: true })
+            .then(async (result) => (await result.completed, { cancelled: result.cancelled }))
+        : new Runner().run(agent, "go", { signal: controller.signal });
+      const ask = await approver.next();
+      expect(ask?.callId).toBe("c1");
+      controller.abort(reason);
+      if (stream) await expect(ended).resolves.toEqual({ cancelled: true });
+      else await expect(ended).rejects.toBe(reason);
+      expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+      expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    });
+
   it("run() with a signal already aborted starts no run: CancelledError, the agent never called, nothing runs", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent, model } = s.agent([

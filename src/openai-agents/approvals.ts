@@ -12,6 +12,7 @@ import { gatedTool } from "../engine/gate.js";
 import { checkedId } from "../engine/ids.js";
 import type { IdGen } from "../engine/ids.js";
 import { settingsOf, withApprovalHook } from "../engine/managers.js";
+import { CancelledError } from "../engine/errors.js";
 import { cancelledBy } from "../engine/signals.js";
 import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
@@ -1158,6 +1159,12 @@ export class AgentApprovals {
         },
         (input, { signal }) => original.invoke(context, JSON.stringify(input), withSignal(details, signal)),
       );
+    } catch (error) {
+      // Cancelled by the SDK's own signal (its run's, a timeout's, a failed sibling's): the SDK ends a
+      // cancelled run by that signal's reason, and would take a CancelledError for the tool failing the run.
+      const signal = details?.signal;
+      if (error instanceof CancelledError && signal?.aborted === true) throw signal.reason;
+      throw error;
     } finally {
       this.#inFlight.delete(key);
     }
