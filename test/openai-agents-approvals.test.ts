@@ -21,9 +21,9 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ApprovalChannel, SyncAskResolver } from "loopctl/ask";
 import type { AskResolution, AskResolver, PendingAsk } from "loopctl/ask";
-import { CancelledError, LoopManagers } from "loopctl/engine";
+import { CancelledError, LoopDetectedError, LoopManagers } from "loopctl/engine";
 import type { GateDecision, Hook } from "loopctl/engine";
-import { MemoryGrantStore, argsDigest } from "loopctl/grant";
+import { Grant, GrantScope, MemoryGrantStore, argsDigest } from "loopctl/grant";
 import { AgentApprovals, AgentsApprovalError, AgentsConfigError } from "loopctl/openai-agents";
 import { gcChildResult } from "./support/child-process.js";
 import { FakeModel, shownResults } from "./support/openai-agents-fixtures.js";
@@ -182,6 +182,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(direct.finalOutput).toBe("deployed again");
     expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
     expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+  });
+
+  it("a grant store given in managers decides needsApproval as grants does: a covered call is not interrupted for", async () => {
+    const store = new MemoryGrantStore();
+    const first = setup(() => ({ type: "approve", remember: "this_tool" }), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const { agent } = first.agent([deployTurn("c1", "1.2"), { text: "deployed" }]);
+    await first.approvals.run((input) => first.runner.run(agent, input), "ship 1.2");
+    expect((await store.load()).map((g) => [g.tool, g.verdict])).toEqual([["deploy", "allow"]]);
+
+    const next = setup(() => Promise.reject(new Error("nobody should be asked")), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const again = next.agent([deployTurn("c2", "1.3"), { text: "deployed again" }]);
+    const direct = await next.runner.run(again.agent, "ship 1.3");
+    expect(direct.interruptions).toEqual([]);
+    expect(next.executed).toEqual([{ env: "prod", version: "1.3" }]);
+    expect(next.records).toMatchObject([{ verdict: "allow", ruleId: "grant", ruleSource: "context" }]);
+
+    // A deny remembered there refuses without an interruption too.
+    await store.save(new Grant("deploy", "deny", GrantScope.thisTool()));
+    const denied = setup(() => Promise.reject(new Error("nobody should be asked")), {
+      managers: new LoopManagers().withGrantStore(store),
+    });
+    const refused = denied.agent([deployTurn("c3", "1.4"), { text: "not deployed" }]);
+    const result = await denied.runner.run(refused.agent, "ship 1.4");
+    expect(result.interruptions).toEqual([]);
+    expect(shownResults(refused.model)).toEqual({ c3: "Permission denied by remembered grant for tool 'deploy'" });
+    expect(denied.executed).toEqual([]);
   });
 
   it("a call a tool input guardrail rejects before it is invoked never reaches the gate; one approved first leaves its ask_allowed, unexecuted", async () => {
@@ -810,6 +840,34 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
     expect(executed).toEqual([]);
   });
+
+  for (const stream of [false, true])
+    it(`the SDK's own run cancelled while a call waits in the gate ends as the SDK ends a cancelled run${stream ? " (streamed: cancelled, not failed)" : " (its signal's reason)"}, with the call's cancelled record`, async () => {
+      const [channel, approver] = ApprovalChannel.pair(2);
+      const records: GateDecision[] = [];
+      const approvals = new AgentApprovals({
+        resolver: channel,
+        managers: new LoopManagers()
+          .withHook({ preToolUse: () => ({ type: "ask", prompt: "status of prod?" }) })
+          .withObserver({ onGate: ({ decision }) => records.push(decision) }),
+      });
+      const model = new FakeModel([{ calls: [["c1", "status", { env: "prod" }]] }, { text: "x" }]);
+      const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools([]).status]) });
+      const controller = new AbortController();
+      const reason = new Error("user left");
+      const ended = stream
+        ? new Runner()
+            .run(agent, "go", { signal: controller.signal, stream: true })
+            .then(async (result) => (await result.completed, { cancelled: result.cancelled }))
+        : new Runner().run(agent, "go", { signal: controller.signal });
+      const ask = await approver.next();
+      expect(ask?.callId).toBe("c1");
+      controller.abort(reason);
+      if (stream) await expect(ended).resolves.toEqual({ cancelled: true });
+      else await expect(ended).rejects.toBe(reason);
+      expect(records).toMatchObject([{ verdict: "cancelled", reason: "cancelled while awaiting approval" }]);
+      expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
+    });
 
   it("run() with a signal already aborted starts no run: CancelledError, the agent never called, nothing runs", async () => {
     const s = setup(() => ({ type: "approve" }));
@@ -2227,6 +2285,133 @@ describe("AgentApprovals: the gate's middleware on an approved call", () => {
       expect(s.records.map((r) => [r.tool, r.verdict])).toEqual([[ran, verdict]]);
       expect(s.records[0]!.reason).toMatch(/withheld/);
     });
+});
+
+describe("AgentApprovals: a refused call of a tool with an output schema", () => {
+  /** A tool with a zod output schema, which `errorFunction` (when given) answers for on a failure. */
+  function counter(errorFunction?: (context: unknown, error: unknown) => unknown) {
+    return tool({
+      name: "count",
+      description: "Count",
+      parameters: z.object({ n: z.number() }),
+      outputSchema: z.object({ total: z.number() }),
+      ...(errorFunction === undefined ? {} : { errorFunction: errorFunction as () => { total: number } }),
+      execute: async ({ n }) => ({ total: n }),
+    });
+  }
+  const blocking = new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "counting is off" }) });
+
+  it("is answered by the tool's errorFunction, handed the AgentsApprovalError: the model reads its fallback and the run goes on", async () => {
+    const errors: unknown[] = [];
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: blocking });
+    const model = new FakeModel([{ calls: [["c1", "count", { n: 2 }]] }, { text: "done" }]);
+    const agent = new Agent({
+      name: "a",
+      model,
+      tools: approvals.tools([counter((_context, error) => (errors.push(error), { total: -1 }))]),
+    });
+    const result = await new Runner().run(agent, "go");
+    expect(result.finalOutput).toBe("done");
+    expect(shownResults(model)).toEqual({ c1: JSON.stringify({ total: -1 }) });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(AgentsApprovalError);
+    expect((errors[0] as AgentsApprovalError).message).toBe("tool 'count': counting is off");
+  });
+
+  it("an errorFunction's fallback that breaks the output schema is refused as the SDK refuses it; without an errorFunction the run fails", async () => {
+    const approvals = new AgentApprovals({ resolver: new SyncAskResolver(() => true), managers: blocking });
+    const run = async (errorFunction?: () => unknown) => {
+      const model = new FakeModel([{ calls: [["c1", "count", { n: 2 }]] }, { text: "done" }]);
+      const agent = new Agent({ name: "a", model, tools: approvals.tools([counter(errorFunction)]) });
+      return (await new Runner().run(agent, "go").then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { error?: unknown };
+    };
+    expect((await run(() => ({ total: "many" })))?.error).toHaveProperty("name", "InvalidToolOutputError");
+    expect((await run())?.error).toBeInstanceOf(AgentsApprovalError);
+  });
+});
+
+describe("AgentApprovals: a loop-detection stop ends the run", () => {
+  const looping = new LoopManagers().withLoopDetection({ maxRepeats: 2 });
+
+  it("a call repeated past maxRepeats without an interruption fails the SDK's run with the LoopDetectedError: the model is not asked again", async () => {
+    const s = setup(() => ({ type: "approve" }), { managers: looping });
+    const status = (id: string): FakeTurn => ({ calls: [[id, "status", { env: "prod" }]] });
+    const { agent, model } = s.agent([status("s1"), status("s2"), status("s3"), { text: "kept going" }]);
+    const error = (await s.approvals
+      .run((input) => s.runner.run(agent, input), "watch")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { error?: unknown };
+    expect(error.error).toBeInstanceOf(LoopDetectedError);
+    expect((error.error as LoopDetectedError).tool).toBe("status");
+    expect((error.error as LoopDetectedError).repeats).toBe(3);
+    expect(model.inputs).toHaveLength(3);
+    expect(s.records.map((r) => [r.verdict, r.ruleId])).toEqual([
+      ["allow", "hook"],
+      ["allow", "hook"],
+      ["deny", "loop_detector"],
+    ]);
+  });
+
+  it("an interrupted call repeated past maxRepeats makes settle reject with the LoopDetectedError: nothing is resumed, the call never runs", async () => {
+    const s = setup(() => ({ type: "approve" }), { managers: looping });
+    const { agent, model } = s.agent([
+      deployTurn("c1", "1"),
+      deployTurn("c2", "1"),
+      deployTurn("c3", "1"),
+      { text: "x" },
+    ]);
+    const error = await s.approvals
+      .run((input) => s.runner.run(agent, input), "ship")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect((error as LoopDetectedError).tool).toBe("deploy");
+    expect(model.inputs).toHaveLength(3);
+    expect(s.asks.map((a) => a.callId)).toEqual(["c1", "c2", "c3"]);
+    expect(s.executed).toHaveLength(2);
+    // The approval still lands at that exit (docs/records.md): one record per call.
+    expect(s.records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed", "ask_allowed"]);
+  });
+
+  it("a stop in a turn cancels the asks of that turn still waiting: no answer is waited for", async () => {
+    const resolver: AskResolver = {
+      resolve: (ask, { signal }) =>
+        ask.callId === "w1"
+          ? new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(signal.reason)))
+          : Promise.resolve({ type: "approve" }),
+    };
+    const records: GateDecision[] = [];
+    const approvals = new AgentApprovals({
+      resolver,
+      managers: looping.withObserver({ onGate: ({ decision }) => records.push(decision) }),
+    });
+    const model = new FakeModel([
+      deployTurn("c1", "1"),
+      deployTurn("c2", "1"),
+      {
+        calls: [
+          ["c3", "deploy", { env: "prod", version: "1" }],
+          ["w1", "deploy", { env: "prod", version: "2" }],
+        ],
+      },
+    ]);
+    const agent = new Agent({ name: "ops", model, tools: approvals.tools([tools([]).deploy]) });
+    const error = await approvals
+      .run((input) => new Runner().run(agent, input), "ship")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(LoopDetectedError);
+    expect(records.map((r) => r.verdict)).toEqual(["ask_allowed", "ask_allowed", "ask_allowed", "cancelled"]);
+  });
 });
 
 /** A FakeModel whose calls to `namespace.name` are sent as the Responses API sends a namespaced call. */

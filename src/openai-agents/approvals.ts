@@ -7,11 +7,12 @@ import { callPrompt } from "../ask/index.js";
 import { maxArgsCharsProblem, redactProblem } from "../ask/call-prompt.js";
 import type { AskResolution, AskResolver, CallPromptOptions } from "../ask/index.js";
 import { Gate, LoopManagers } from "../engine/index.js";
-import type { GateOutcome, Hook, ToolDescriptor } from "../engine/index.js";
+import type { GateOutcome, Hook, RunStoppedError, ToolDescriptor } from "../engine/index.js";
 import { gatedTool } from "../engine/gate.js";
 import { checkedId } from "../engine/ids.js";
 import type { IdGen } from "../engine/ids.js";
 import { settingsOf, withApprovalHook } from "../engine/managers.js";
+import { CancelledError } from "../engine/errors.js";
 import { cancelledBy } from "../engine/signals.js";
 import { isSnapshot, snapshot } from "../engine/snapshot.js";
 import { GrantPolicy, argsSha256 } from "../grant/index.js";
@@ -30,13 +31,15 @@ export interface AgentApprovalsOptions {
   readonly resolver: AskResolver;
   /**
    * The engine's parts (hooks, middleware, observers, clock, ask timeout…).
-   * Its ask resolver, if any, is replaced by `resolver`.
+   * Its ask resolver, if any, is replaced by `resolver`, and its grant store by `grants` when given.
    * @default new LoopManagers()
    */
   readonly managers?: LoopManagers;
   /**
    * Remembers answers given with `remember`; a covering allow then means no
-   * approval is needed, a covering deny refuses without interrupting.
+   * approval is needed, a covering deny refuses without interrupting. It
+   * replaces the managers' grant store, if any; without it, the managers'
+   * store (`withGrantStore`) serves the same way.
    */
   readonly grants?: GrantStore;
   /** How the arguments are shown in an ask's prompt (redaction, length). */
@@ -320,6 +323,24 @@ function withSignal(details: Details, signal: AbortSignal): NonNullable<Details>
   return copy;
 }
 
+type ErrorFunction = (context: RunContext<any>, error: unknown, details: Details) => unknown;
+
+/**
+ * `output`, checked as the tool checks what it returns: with the output schema a tool made by `tool()` keeps
+ * under a symbol of its own (`Symbol("openai.agents.functionToolOutputValidator")`, not exported), for a zod
+ * output schema. A fallback that breaks it throws the SDK's `InvalidToolOutputError`. A tool without one
+ * (a JSON Schema output schema) is not checked, as the SDK does not check it.
+ */
+function checkedOutput(tool: AnyFunctionTool, output: unknown, context: RunContext<any>, details: Details): unknown {
+  for (const key of Object.getOwnPropertySymbols(tool)) {
+    if (key.description !== "openai.agents.functionToolOutputValidator") continue;
+    const validate: unknown = (tool as unknown as Record<symbol, unknown>)[key];
+    if (typeof validate === "function")
+      return (validate as (output: unknown, context: unknown, details: unknown) => unknown)(output, context, details);
+  }
+  return output;
+}
+
 function callIdOf(item: RunToolApprovalItem): string {
   return (item.rawItem as { callId?: string }).callId ?? "";
 }
@@ -581,7 +602,10 @@ export class AgentApprovals {
     this.#prompt = promptOptions(prompt);
     this.#sessionId = sessionId;
     this.#idGen = settingsOf(managers).idGen;
-    this.#policy = grants === undefined ? undefined : new GrantPolicy(grants);
+    // The store the gate remembers answers in, and decides by: `grants`, else the managers' own. The SDK's
+    // needsApproval asks it first, so a call it covers is not interrupted for, wherever the store was given.
+    const store = grants ?? settingsOf(managers).grantStore;
+    this.#policy = store === undefined ? undefined : new GrantPolicy(store);
     // The approval hook runs after the application's hooks, on the arguments they let through: a hook's
     // allow or modify never skips the approval the SDK (or the tool's needsApproval) requires.
     let parts = withApprovalHook(
@@ -734,6 +758,9 @@ export class AgentApprovals {
    *   state: the resume lost the answer; it is not asked about, nor resumed with, again.
    * @throws {CancelledError} when `signal` aborts while an ask waits, or has aborted when the run would
    *   resume: nothing is applied to the state nor resumed, not even an interruption answered by hand.
+   * @throws {LoopDetectedError} when an approved interruption is a call repeated past the managers'
+   *   `withLoopDetection` limit: the run ends there, nothing applied nor resumed (a call that runs without
+   *   an interruption throws it from the tool, and the SDK fails its run with it).
    * @throws {AgentsConfigError} when `options` is not `{ signal? }` with an
    *   `AbortSignal` (`option`: `options`, `signal`, or the unknown option).
    * @throws {AgentsConfigError} when `resume` is not a function, or `result`
@@ -814,15 +841,25 @@ export class AgentApprovals {
       const signal = options.signal === undefined ? batch.signal : AbortSignal.any([options.signal, batch.signal]);
       const settled = await Promise.allSettled(
         items.map(({ item, wrapped }) =>
-          this.#decide(wrapped, item, context, signal).catch((error: unknown) => {
-            batch.abort(error);
-            throw error;
-          }),
+          this.#decide(wrapped, item, context, signal).then(
+            (decision) => {
+              // A loop-detection stop ends the run: the other asks stop waiting, as for a decision that fails.
+              if (decision.type === "refused" && decision.stop !== undefined) batch.abort(decision.stop);
+              return decision;
+            },
+            (error: unknown) => {
+              batch.abort(error);
+              throw error;
+            },
+          ),
         ),
       );
       const decisions = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       try {
+        // The run ends with the stop, unresumed; the decisions it cut short were cancelled by it.
+        const stop = decisions.find((decision) => decision.type === "refused" && decision.stop !== undefined);
+        if (stop?.type === "refused" && stop.stop !== undefined) throw stop.stop;
         if (failed !== undefined) throw failed.reason;
         // Cancelled: nothing is applied or resumed. The resumed run would execute whatever the state approves,
         // an answer given by hand included, and run() starts nothing once cancelled either.
@@ -975,7 +1012,7 @@ export class AgentApprovals {
     signal: AbortSignal | undefined,
   ): Promise<
     | { type: "approved"; key: string; callId: string; tool: string; outcome: Promise<GateOutcome> }
-    | { type: "refused"; message: string; outcome: Promise<GateOutcome> }
+    | { type: "refused"; message: string; stop: RunStoppedError | undefined; outcome: Promise<GateOutcome> }
   > {
     const callId = callIdOf(item);
     const runId = this.#runIdOf(context);
@@ -1016,7 +1053,7 @@ export class AgentApprovals {
     // Before its execute, a gate call can only end refused (or reject, on cancel).
     if (first.type !== "refused")
       throw new AgentsApprovalError(tool, `the gate ended the call as ${first.type} before it ran`);
-    return { type: "refused", message: first.message, outcome };
+    return { type: "refused", message: first.message, stop: first.stop, outcome };
   }
 
   /**
@@ -1092,7 +1129,7 @@ export class AgentApprovals {
         open.done.reject(error);
       }
       // What the gate made of it (its middleware may withhold the output), as for a call run without an interruption.
-      return this.#answer(wrapped, await open.outcome());
+      return this.#answer(wrapped, await open.outcome(), context, details);
     }
     // The approved call's id, in its run, with other arguments (a run state edited between its interruption and
     // its resume, or its approval and its execution): nobody approved these, and the approved ones do not run.
@@ -1122,23 +1159,45 @@ export class AgentApprovals {
         },
         (input, { signal }) => original.invoke(context, JSON.stringify(input), withSignal(details, signal)),
       );
+    } catch (error) {
+      // Cancelled by the SDK's own signal (its run's, a timeout's, a failed sibling's): the SDK ends a
+      // cancelled run by that signal's reason, and would take a CancelledError for the tool failing the run.
+      const signal = details?.signal;
+      if (error instanceof CancelledError && signal?.aborted === true) throw signal.reason;
+      throw error;
     } finally {
       this.#inFlight.delete(key);
     }
-    return this.#answer(wrapped, outcome);
+    return this.#answer(wrapped, outcome, context, details);
   }
 
-  /** What the SDK gets for a call the gate ended with `outcome`: the tool's output, its error, or the refusal. */
-  #answer({ original, descriptor }: Wrapped, outcome: GateOutcome): unknown {
+  /**
+   * What the SDK gets for a call the gate ended with `outcome`: the tool's output, its error, or the refusal.
+   * `context` and `details` are the ones the SDK invoked the wrapped tool with.
+   */
+  async #answer(
+    { original, descriptor }: Wrapped,
+    outcome: GateOutcome,
+    context: RunContext<any>,
+    details: Details,
+  ): Promise<unknown> {
     switch (outcome.type) {
       case "ran":
         return outcome.output;
       case "failed":
         throw outcome.error;
-      case "refused":
-        // A tool with an output schema cannot answer with free text: its errorFunction decides.
-        if (original.outputSchema !== undefined) throw new AgentsApprovalError(descriptor.name, outcome.message);
-        return outcome.message;
+      case "refused": {
+        // A loop-detection stop ends the run (the SDK fails it with this error), not just this call.
+        if (outcome.stop !== undefined) throw outcome.stop;
+        if (original.outputSchema === undefined) return outcome.message;
+        // A tool with an output schema cannot answer with free text: its errorFunction answers for it, as the
+        // tool's own invoke has it answer for its failures (the SDK's runner does not call it for a thrown
+        // error), its fallback checked against the output schema; without one, the SDK fails the run.
+        const refusal = new AgentsApprovalError(descriptor.name, outcome.message);
+        const fallback: unknown = original.errorFunction;
+        if (typeof fallback !== "function") throw refusal;
+        return checkedOutput(original, await (fallback as ErrorFunction)(context, refusal, details), context, details);
+      }
     }
   }
 

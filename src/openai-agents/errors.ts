@@ -14,7 +14,7 @@ import { shownKey } from "../unknown-option.js";
  * tool whose `isEnabled` threw while `settle` looked for the tool an
  * interruption is for, or a
  * refused call of a tool whose output schema leaves no room for a refusal
- * text. `code` is `"OPENAI_AGENTS_APPROVAL"`;
+ * text (handed to the tool's `errorFunction`, thrown when it has none). `code` is `"OPENAI_AGENTS_APPROVAL"`;
  * `tool` names the tool.
  */
 export class AgentsApprovalError extends LoopctlError {
