@@ -184,6 +184,20 @@ describe("callPrompt", () => {
     );
   });
 
+  it("escapes spaces other than U+0020, private-use and unassigned code points in the arguments, as in the tool's name", () => {
+    // A no-break, em or ideographic space reads as a plain space; a private-use or unassigned code
+    // point shows as a blank, a box or a glyph a font made up (U+F8FF is a logo on some systems).
+    const hidden = "\u00a0\u2003\u3000\ue000\uf8ff\u{f0000}\u0378";
+    const input = { command: `rm${hidden}-rf`, [`k${hidden}`]: [`v${hidden}`] };
+    const prompt = callPrompt({ name: `run${hidden}` }, input, { redact: false });
+    expect(prompt).not.toMatch(/(?![ \n])[\p{Z}\p{Co}\p{Cn}]/u);
+    const args = prompt.split("Arguments:\n")[1]!;
+    expect(args).toContain('"rm\\u00a0\\u2003\\u3000\\ue000\\uf8ff\\udb80\\udc00\\u0378-rf"');
+    // Still JSON that parses to exactly what runs.
+    expect(JSON.parse(args)).toEqual(input);
+    expect(prompt.split("\n")[0]).toBe(`Allow the tool ${quoteForPrompt(`run${hidden}`)} to run?`);
+  });
+
   it("bounds a name or title from a server", () => {
     expect(quoteForPrompt("x".repeat(500))).toBe(JSON.stringify(`${"x".repeat(200)}…`));
   });

@@ -373,7 +373,7 @@ describe("answers made for one ask (askDigest)", () => {
     approver.close();
   });
 
-  it("refuses options that are not an object, or a digest that is not 64 lowercase hex digits, with InvalidApproverOptionsError; the ask stays parked", async () => {
+  it("refuses options that are not an object, or a digest that is not 64 lowercase hex digits (undefined included), with InvalidApproverOptionsError; the ask stays parked", async () => {
     const [channel, approver] = ApprovalChannel.pair(1);
     const ask = makeAsk(0);
     const parked = channel.resolve(ask, live());
@@ -384,6 +384,7 @@ describe("answers made for one ask (askDigest)", () => {
       ["an upper-case digest", { askDigest: askDigest(ask).toUpperCase() }, "options.askDigest"],
       ["the args digest", { askDigest: ask.argsDigest }, "options.askDigest"],
       ["a misspelt askDigest, which would answer unchecked", { askdigest: askDigest(ask) }, "options"],
+      ["an askDigest given as undefined, which would answer unchecked", { askDigest: undefined }, "options.askDigest"],
     ] as const) {
       let error: unknown;
       try {

@@ -10,4 +10,13 @@ describe("an approver dropped without close()", () => {
       ending: { type: "withdrawn", reason: "abandoned" },
     });
   });
+
+  it("a for await loop over it that cannot answer does not keep it: once collected, the loop ends and its asks are denied", async () => {
+    expect(await gcChildResult("test/fixtures/ask-iterator-gc-child.ts")).toEqual({
+      state: "fulfilled",
+      value: { type: "deny", reason: APPROVER_DROPPED_REASON },
+      shown: 1,
+      loopEnded: true,
+    });
+  });
 });

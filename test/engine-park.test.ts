@@ -843,6 +843,56 @@ describe("the park withdraws what its resolver left waiting", () => {
     firstApprover.close();
     secondApprover.close();
   });
+
+  it("a resolver that needs both of two channels to approve: one approval alone never runs the call", async () => {
+    const [first, firstApprover] = ApprovalChannel.pair(1);
+    const [second, secondApprover] = ApprovalChannel.pair(1);
+    const both: AskResolver = {
+      resolve: async (ask, options) => {
+        const answers = await Promise.all([first.resolve(ask, options), second.resolve(ask, options)]);
+        return answers.every((answer) => answer.type === "approve")
+          ? { type: "approve" }
+          : { type: "deny", reason: "both must approve" };
+      },
+    };
+    const executed: unknown[] = [];
+    const gate = new Gate(new LoopManagers().withHook(askAll()).withAskResolver(both));
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A }, (input) => executed.push(input));
+    const ask = (await firstApprover.next())!;
+    expect(firstApprover.resolve(ask.id, { type: "approve" })).toBe(true);
+    await flush();
+    expect(executed).toEqual([]);
+    expect(second.size).toBe(1);
+    expect(secondApprover.resolve(ask.id, { type: "deny", reason: "no" })).toBe(true);
+    const outcome = await running;
+    expect(outcome.record.verdict).toBe("ask_denied");
+    expect(outcome.record.reason).toBe("denied by approver: both must approve");
+    expect(executed).toEqual([]);
+    firstApprover.close();
+    secondApprover.close();
+  });
+
+  it("a resolver that turns its channel's approval into a denial is the one whose answer counts", async () => {
+    const [channel, approver] = ApprovalChannel.pair(1);
+    const vetoing: AskResolver = {
+      resolve: async (ask, options) => {
+        const answer = await channel.resolve(ask, options);
+        return answer.type === "approve" && ask.tool === "write"
+          ? { type: "deny", reason: "writes are frozen" }
+          : answer;
+      },
+    };
+    const executed: unknown[] = [];
+    const gate = new Gate(new LoopManagers().withHook(askAll()).withAskResolver(vetoing));
+    const running = gate.call({ tool: descriptor, callId: "c1", input: A }, (input) => executed.push(input));
+    const ask = (await approver.next())!;
+    expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
+    const outcome = await running;
+    expect(outcome.record.verdict).toBe("ask_denied");
+    expect(outcome.record.reason).toBe("denied by approver: writes are frozen");
+    expect(executed).toEqual([]);
+    approver.close();
+  });
 });
 
 describe("the resolver's signal, read late", () => {

@@ -869,6 +869,18 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
       expect(approver.resolve(ask!.id, { type: "approve" })).toBe(false);
     });
 
+  it("an answer the approver was told reached the wait (true) is the call's, even when a cancel follows in the same breath: ask_allowed lands, nothing runs", async () => {
+    const [channel, approver] = ApprovalChannel.pair(2);
+    const { approvals, records, executed, agent, runner, controller } = cancellable(channel);
+    const settling = approvals.run((input) => runner.run(agent, input), "go", { signal: controller.signal });
+    const ask = (await approver.next())!;
+    expect(approver.resolve(ask.id, { type: "approve" })).toBe(true);
+    controller.abort(new Error("user left"));
+    await expect(settling).rejects.toBeInstanceOf(CancelledError);
+    expect(records).toMatchObject([{ verdict: "ask_allowed", ruleSource: "ask_resolver" }]);
+    expect(executed).toEqual([]);
+  });
+
   it("run() with a signal already aborted starts no run: CancelledError, the agent never called, nothing runs", async () => {
     const s = setup(() => ({ type: "approve" }));
     const { agent, model } = s.agent([

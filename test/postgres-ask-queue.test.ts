@@ -597,7 +597,7 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
     }
   });
 
-  it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits, writing nothing", async () => {
+  it("refuses resolve() options that are not an object, or a digest that is not 64 lowercase hex digits (undefined included), writing nothing", async () => {
     const worker = queue();
     const inbox = queue().approver();
     const ask = makeAsk(1);
@@ -608,6 +608,8 @@ describe("PostgresAskQueue: a worker and consoles in different places", () => {
       [{ askDigest: ask.argsDigest }, "options.askDigest"],
       // Misspelt, it would answer without the check it was meant to make.
       [{ askdigest: askDigest(ask) }, "options"],
+      // Given as undefined (a request that carried none), it too would answer without the check.
+      [{ askDigest: undefined }, "options.askDigest"],
     ] as const) {
       const error: unknown = await inbox
         .resolve(ask.id, { type: "approve" }, options as never)

@@ -5,7 +5,8 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
 import { DuplicateAskError, InvalidPendingAskError } from "loopctl/ask";
-import { Agent, CancelledError, LoopManagers, defineTool } from "loopctl/engine";
+import type { AskResolver } from "loopctl/ask";
+import { Agent, CancelledError, Gate, LoopManagers, defineTool } from "loopctl/engine";
 import type { Hook } from "loopctl/engine";
 import { ScriptedModel } from "loopctl/testing";
 import {
@@ -237,6 +238,29 @@ describe("WebhookResolver with an approval server serving its inbox", () => {
         expect(ended).toMatchObject({ type: "refused", record: { verdict: "ask_denied" } });
       }
     }
+  });
+  it("a resolver that turns the webhook's approval into a denial is the one whose answer counts", async () => {
+    const hook = await receiver(() => 200);
+    const webhook = resolver(hook.url);
+    const vetoing: AskResolver = {
+      resolve: async (ask, options) => {
+        const answer = await webhook.resolve(ask, options);
+        return answer.type === "approve" ? { type: "deny", reason: "deploys are frozen" } : answer;
+      },
+    };
+    const gate = new Gate(
+      new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "Deploy?" }) }).withAskResolver(vetoing),
+    );
+    let executed = 0;
+    const calling = gate.call(
+      { tool: { name: "deploy", description: "Deploy", inputSchema: { type: "object" } }, callId: "c1", input: {} },
+      () => (executed += 1),
+    );
+    const got = await hook.next();
+    expect(webhook.inbox.resolve(got.delivery.ask.id, { type: "approve" })).toBe(true);
+    const outcome = await calling;
+    expect(executed).toBe(0);
+    expect(outcome.record).toMatchObject({ verdict: "ask_denied", reason: "denied by approver: deploys are frozen" });
   });
 });
 

@@ -90,7 +90,7 @@ export class ApprovalChannel implements AskResolver {
     try {
       // Untyped callers may omit `options`; the park turns that into a rejection.
       const signal: unknown = (options as ResolveOptions | undefined)?.signal;
-      return this.#core.park(parsePendingAsk(ask), signal, answerNotice(options));
+      return this.#core.park(parsePendingAsk(ask), signal, answerNotice(options, this));
     } catch (error) {
       if (error instanceof InvalidPendingAskError) return Promise.reject(error);
       // A proxy or a throwing getter handed in by an untyped caller: reject, never throw.

@@ -190,10 +190,15 @@ export class Approver implements AskInbox, AsyncIterable<PendingAsk>, Disposable
    * early does not close the approver. Stopping the iterator (`return()`,
    * as `break` does, or `throw()`) ends it at once, even while it waits for
    * an ask, and takes no ask: a stream over the approver that is destroyed
-   * leaves the next ask to the next consumer.
+   * leaves the next ask to the next consumer. The iterator does not keep the
+   * approver alive: a loop that only hands asks on, over an approver nothing
+   * else holds, ends once the approver is collected, and its asks are denied.
    */
   [Symbol.asyncIterator](): AsyncGenerator<PendingAsk, void, undefined> {
-    return takeIterator((signal) => this.#core.take(signal));
+    // The iterator holds the core, not the approver: a loop waiting for asks cannot answer them, and
+    // must not keep an approver nothing else holds from being collected, and its asks denied.
+    const core = this.#core;
+    return takeIterator((signal) => core.take(signal));
   }
 }
 

@@ -1,4 +1,4 @@
-import { shownText } from "../shown.js";
+import { escapeHidden, shownText } from "../shown.js";
 import { InvalidCallPromptOptionsError } from "./errors.js";
 import { textHead } from "../text-head.js";
 import { everyKey, optionsProblem } from "../unknown-option.js";
@@ -51,23 +51,17 @@ export function redactSecretKeys(path: ArgsPath, value: unknown): unknown {
 }
 
 /**
- * Characters that render as nothing, reorder the text around them or drive a
- * terminal: controls (DEL, C1: JSON already escapes C0), format characters
- * (zero-width characters, bidi controls, tag characters), every other
- * default-ignorable code point (variation selectors, Hangul fillers…), line
- * and paragraph separators. The same set the CLI and the approval console
- * escape, so an argument cannot make a person (or, with no resolver, the
- * model) read something other than what runs.
+ * JSON text of a key or a value with every character that does not show as itself escaped as
+ * `\uXXXX` (a surrogate pair of them beyond the BMP): controls, format characters (zero-width,
+ * bidi, tags), every other default-ignorable code point, every separator but the plain space
+ * (no-break and other spaces, line and paragraph separators), private-use and unassigned code
+ * points ({@link escapeHidden}, the set a tool's name is shown with and the CLI escapes). In JSON
+ * text such a character stands only inside a string, so the result still parses to the same
+ * value, and an argument cannot make a person (or, with no resolver, the model) read something
+ * other than what runs: `rm\u00a0-rf` is not `rm -rf`.
  */
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}\p{Zl}\p{Zp}]/gu;
-
-/** Escapes {@link INVISIBLE} in JSON text as `\uXXXX` (a surrogate pair of them beyond the BMP), so it still parses to the same string. */
 function visible(json: string): string {
-  return json.replace(INVISIBLE, (char) => {
-    let escaped = "";
-    for (let i = 0; i < char.length; i++) escaped += `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`;
-    return escaped;
-  });
+  return escapeHidden(json);
 }
 
 /** A server- or model-supplied name or title, quoted and bounded, for one line of a prompt. */
@@ -270,7 +264,8 @@ function promptOptions(options: unknown): CallPromptOptions {
 /**
  * The prompt a person reads for one tool call: it names the tool (and its
  * title), then shows the arguments as indented JSON, with secrets redacted,
- * invisible and bidi characters escaped, and cut at `maxArgsChars`.
+ * every character that does not show as itself escaped (invisible, bidi and
+ * private-use characters, spaces other than U+0020), and cut at `maxArgsChars`.
  *
  * An ask carries only the digest of the arguments, so the prompt is all a
  * person sees of them: build it from the same arguments the call runs with

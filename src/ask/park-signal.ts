@@ -17,6 +17,8 @@ const NOTICE = Symbol("loopctl.answerNotice");
  */
 export class ParkSignal {
   readonly #askId: string;
+  /** The resolver the engine handed the park to: the only one whose answer it takes at once. */
+  #resolver: object | undefined;
   #controller: AbortController | undefined;
   #ending: { readonly reason: unknown } | { readonly why: string } | undefined;
   /**
@@ -26,8 +28,10 @@ export class ParkSignal {
    */
   readonly options: ResolveOptions;
 
-  constructor(askId: string) {
+  /** @param resolver - the resolver the park is handed to (see {@link answerNotice}). */
+  constructor(askId: string, resolver?: object) {
     this.#askId = askId;
+    this.#resolver = resolver;
     const signal = (): AbortSignal => this.#signal();
     this.options = Object.defineProperty(
       {
@@ -47,6 +51,16 @@ export class ParkSignal {
    * the resolver's promise is read. Set by the engine. Internal.
    */
   onAnswer: ((resolution: unknown) => void) | undefined;
+
+  /** Whether `resolver` is the one the park was handed to. */
+  isFor(resolver: object): boolean {
+    return this.#resolver !== undefined && this.#resolver === resolver;
+  }
+
+  /** Makes `to` the resolver the park was handed to, if `from` is: `from` passes its asks to `to` and returns its answers unchanged. */
+  handOver(from: object, to: object): void {
+    if (this.isFor(from)) this.#resolver = to;
+  }
 
   /** Whether the park has ended. */
   get ended(): boolean {
@@ -91,16 +105,34 @@ export function waitEnded(options: ResolveOptions | undefined): boolean {
 
 /**
  * The synchronous notice of an answer for the park `options` came with
- * (see {@link ParkSignal.onAnswer}), if they are a park's own or carry its
- * notice (see {@link passAnswerNotice}). Internal.
+ * (see {@link ParkSignal.onAnswer}), if they carry its notice (see
+ * {@link passAnswerNotice}), or are a park's own and `resolver` (the one
+ * asking) is the resolver the engine handed the park to. A resolver of the
+ * user's own that passes the park's options on to a channel may still change
+ * the channel's answer (deny what one approver approved, wait for a second
+ * approver): the channel's answer is then not the park's, and the park waits
+ * for what that resolver returns. Internal.
  */
-export function answerNotice(options: ResolveOptions | undefined): ((resolution: unknown) => void) | undefined {
+export function answerNotice(
+  options: ResolveOptions | undefined,
+  resolver: object,
+): ((resolution: unknown) => void) | undefined {
   const held = options as { readonly [PARK]?: unknown; readonly [NOTICE]?: unknown } | undefined;
   const passed = held?.[NOTICE];
   if (typeof passed === "function") return passed as (resolution: unknown) => void;
   const park = held?.[PARK];
-  if (!(park instanceof ParkSignal)) return undefined;
+  if (!(park instanceof ParkSignal) || !park.isFor(resolver)) return undefined;
   return (resolution) => park.onAnswer?.(resolution);
+}
+
+/**
+ * For a resolver `from` that hands the park `options` came with to `to`
+ * and returns `to`'s answers unchanged: `to`'s answer is then the park's at
+ * once, as if the engine had handed the park to `to` itself. Internal.
+ */
+export function handOverPark(options: ResolveOptions | undefined, from: object, to: object): void {
+  const park = (options as { readonly [PARK]?: unknown } | undefined)?.[PARK];
+  if (park instanceof ParkSignal) park.handOver(from, to);
 }
 
 /**

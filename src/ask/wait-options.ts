@@ -43,6 +43,18 @@ function theOption(
   }
 }
 
+/** Whether `options` (checked by {@link theOption}) has `key` among its keys, whatever its value. */
+function givesKey(method: "resolve", options: unknown, key: string): boolean {
+  if (options === undefined) return false;
+  try {
+    return Object.keys(options as object).includes(key);
+  } catch (error) {
+    throw new InvalidApproverOptionsError(method, "options", `cannot be read: ${describeError(error)}`, {
+      cause: error,
+    });
+  }
+}
+
 /**
  * The `signal` of an approver's `next()` or `ended()` options argument (an
  * {@link Approver}'s or a `PostgresApprover`'s) from an untyped caller,
@@ -95,20 +107,23 @@ export function listenWhileWaiting(
 
 /**
  * The `askDigest` of an approver's `resolve()` options argument from an
- * untyped caller: `undefined` when none is given.
+ * untyped caller: `undefined` when the options leave it out.
  *
  * @throws {InvalidApproverOptionsError} naming the argument at fault: options
  *   that are not an object, or a digest that is not 64 lowercase hex digits
- *   (no ask has it, so the answer could only be refused, and silently).
+ *   (no ask has it, so the answer could only be refused, and silently), or
+ *   `undefined` given as the digest (one read from a request that carried
+ *   none): the caller asked for the check, and the answer must not go out
+ *   without it.
  */
 export function answerDigest(options: unknown): string | undefined {
   const digest = theOption("resolve", options, ANSWER_OPTIONS);
-  if (digest === undefined) return undefined;
+  if (digest === undefined && !givesKey("resolve", options, "askDigest")) return undefined;
   if (typeof digest === "string" && SHA256.test(digest)) return digest;
   throw new InvalidApproverOptionsError(
     "resolve",
     "options.askDigest",
-    `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? shownText(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}`,
+    `must be askDigest(ask), 64 lowercase hex digits, got ${typeof digest === "string" ? shownText(digest.slice(0, 80)) : digest === null ? "null" : typeof digest}${digest === undefined ? " (leave the key out to answer without the check)" : ""}`,
   );
 }
 

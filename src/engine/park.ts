@@ -74,7 +74,7 @@ export async function park(request: ParkRequest): Promise<ParkOutcome> {
   if (withdrawn?.aborted === true) return { type: "withdrawn", reason: describeError(withdrawn.reason) };
   if (resolver === undefined) return { type: "unresolved" };
   /** Ended by whichever of the answer, the deadline and the cancel came first; its signal is made when the resolver reads it. */
-  const stop = new ParkSignal(ask.id);
+  const stop = new ParkSignal(ask.id, resolver);
   const onCancel = (): void => {
     if (stop.ended) return;
     stop.cancelled(signal.reason);

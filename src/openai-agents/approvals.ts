@@ -20,6 +20,7 @@ import type { GrantStore } from "../grant/index.js";
 import { everyKey, optionsProblem } from "../unknown-option.js";
 import { isGrantStore } from "../grant/store.js";
 import { approverGivenAsResolver } from "../ask/wrong-half.js";
+import { handOverPark } from "../ask/park-signal.js";
 import { isAbortSignal } from "../abort-signal.js";
 import { describeError, shownValue } from "../errors.js";
 import { shownText } from "../shown.js";
@@ -542,6 +543,8 @@ export class AgentApprovals {
   /** The gate every call of a wrapped tool passes through. */
   readonly gate: Gate;
   readonly #resolver: AskResolver;
+  /** The resolver the gate parks on: {@link AgentApprovals.#resolve}. */
+  readonly #gateResolver: AskResolver = { resolve: (ask, options) => this.#resolve(ask, options) };
   readonly #policy: GrantPolicy | undefined;
   readonly #prompt: Omit<CallPromptOptions, "notes">;
   readonly #sessionId: string | undefined;
@@ -608,10 +611,7 @@ export class AgentApprovals {
     this.#policy = store === undefined ? undefined : new GrantPolicy(store);
     // The approval hook runs after the application's hooks, on the arguments they let through: a hook's
     // allow or modify never skips the approval the SDK (or the tool's needsApproval) requires.
-    let parts = withApprovalHook(
-      managers.withAskResolver({ resolve: (ask, opts) => this.#resolve(ask, opts) }),
-      this.#approvalHook(),
-    );
+    let parts = withApprovalHook(managers.withAskResolver(this.#gateResolver), this.#approvalHook());
     if (grants !== undefined) parts = parts.withGrantStore(grants);
     this.gate = new Gate(parts);
   }
@@ -1240,6 +1240,8 @@ export class AgentApprovals {
       if (unused.delete(key) && shown !== undefined && shown === ask.argsSha256)
         return Promise.resolve({ type: "approve" });
     }
+    // Its answer is returned unchanged: an ApprovalChannel's is the park's as its approver is told `true`.
+    handOverPark(options, this.#gateResolver, this.#resolver);
     return this.#resolver.resolve(ask, options);
   }
 

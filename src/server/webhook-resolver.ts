@@ -200,7 +200,7 @@ export class WebhookResolver implements AskResolver, Disposable {
     let notice: ReturnType<typeof answerNotice>;
     try {
       signal = (options as ResolveOptions | undefined)?.signal;
-      notice = answerNotice(options);
+      notice = answerNotice(options, this);
     } catch (error) {
       // A proxy or a throwing getter handed in by an untyped caller: still its invalid options, typed.
       throw new InvalidPendingAskError("the options could not be read", { cause: error });
