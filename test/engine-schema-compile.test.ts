@@ -1,4 +1,6 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Gate, LoopManagers } from "loopctl/engine";
 import { compileJsonSchema } from "../src/engine/validation.js";
@@ -49,6 +51,33 @@ describe("a JSON Schema is compiled once for each JSON text", () => {
     expect(refused).toMatchObject({ type: "refused", record: { verdict: "deny", ruleId: "schema" } });
     expect(compile.mock.calls.length).toBe(compiles);
     expect(first.name).toBe("read");
+  });
+
+  it("a descriptor made afresh for each call, collected between calls, is not compiled again either", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const compile = vi.spyOn(
+      Object.getPrototypeOf(Ajv2020.prototype) as { compile(schema: unknown): unknown },
+      "compile",
+    );
+    const gate = new Gate(new LoopManagers());
+    // A schema no other test compiles: nothing but the cache holds its validator between calls.
+    const own = (): Record<string, unknown> => ({ ...schemaText(), title: "collected between calls" });
+    for (let i = 0; i < 5; i++) {
+      const outcome = await gate.call(
+        {
+          tool: { name: "read", description: "Read a file", inputSchema: own() },
+          callId: `c${i}`,
+          input: { path: "a" },
+        },
+        () => "ran",
+      );
+      expect(outcome.type).toBe("ran");
+      // Past the end of this job (a WeakRef's target is kept until then), then collected.
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+    }
+    expect(compile.mock.calls.length).toBe(1);
   });
 
   it("two schemas of the same text share one validator; another text gets its own", () => {

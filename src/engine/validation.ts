@@ -192,9 +192,27 @@ const forgetCompiled = new FinalizationRegistry<string>((text) => {
 });
 
 /**
+ * How many of the validators used last are held here, whoever else holds
+ * them: a descriptor made afresh for each call holds its validator only
+ * during the call, and a collection between two calls would otherwise
+ * cost a compile at each.
+ */
+const RECENT_VALIDATORS = 64;
+
+/** The last {@link RECENT_VALIDATORS} used, by text, the one used last at the end. */
+const recentValidators = new Map<string, Validator>();
+
+function used(text: string, validator: Validator): Validator {
+  recentValidators.delete(text);
+  recentValidators.set(text, validator);
+  if (recentValidators.size > RECENT_VALIDATORS) recentValidators.delete(recentValidators.keys().next().value!);
+  return validator;
+}
+
+/**
  * Compiles a JSON Schema (draft 2020-12, or draft-07 when `$schema` says so)
  * with Ajv and the `ajv-formats` formats, once for each schema text while its
- * validator is held.
+ * validator is held, or is among the last used.
  *
  * @throws {TypeError} when the schema does not compile: an unknown keyword or
  *   format, an unresolvable `$ref`, an unsupported `$schema`. The caller names the tool.
@@ -206,15 +224,15 @@ export function compileJsonSchema(schema: Readonly<Record<string, unknown>>): Va
   } catch {
     // Nested deeper than JSON.stringify goes, or not JSON: compiled (or refused) as it is, and not kept.
   }
-  const known = text === undefined ? undefined : compiledByText.get(text)?.deref();
-  if (known !== undefined) return known;
   if (text === undefined) return compileOnce(schema);
+  const known = compiledByText.get(text)?.deref();
+  if (known !== undefined) return used(text, known);
   // A copy of its own, which nothing else holds: a schema changed in place later (its text is then another)
   // never changes what this validator checks for the others that share it.
   const validator = compileOnce(JSON.parse(text) as Readonly<Record<string, unknown>>);
   compiledByText.set(text, new WeakRef(validator));
   forgetCompiled.register(validator, text);
-  return validator;
+  return used(text, validator);
 }
 
 function compileOnce(schema: Readonly<Record<string, unknown>>): Validator {
