@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { constants } from "node:fs";
+import { constants, existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import {
   chmod,
   link,
@@ -404,11 +404,22 @@ describe("the keyed sink", () => {
     const { path, text, seal } = await keyedLog(2);
     const temporaries = async (): Promise<string[]> =>
       (await readdir(dir)).filter((name) => name.startsWith(`${basename(path)}.seal.tmp`)).sort();
-    const sink = await AuditSink.open(path, { key });
-    // A folder in the seal's place: the rename over it fails, after the temporary file was written.
-    await rename(`${path}.seal`, `${path}.seal.kept`);
-    await mkdir(`${path}.seal`);
-    await writeFile(join(`${path}.seal`, "x"), "");
+    // A folder put in the seal's place once the sink has checked the seal, as it names the seal's
+    // temporary file: the rename over it fails, after the temporary file was written.
+    const sink = await openSink(
+      path,
+      { key },
+      {
+        sealTemporary: (sealPath) => {
+          if (!existsSync(`${sealPath}.kept`)) {
+            renameSync(sealPath, `${sealPath}.kept`);
+            mkdirSync(sealPath);
+            writeFileSync(join(sealPath, "x"), "");
+          }
+          return `${sealPath}.tmp-${"c".repeat(24)}`;
+        },
+      },
+    );
     const error = await sink.append(gateRecord(3)).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "AUDIT_IO", path });
     expect((error as Error).message).toMatch(/the seal could not be updated: .*; nothing of them was kept/);
@@ -416,6 +427,16 @@ describe("the keyed sink", () => {
     expect(await readFile(path, "utf8")).toBe(text);
     await sink.close();
     await rm(`${path}.seal`, { recursive: true });
+    await rename(`${path}.seal.kept`, `${path}.seal`);
+    // A folder found in the seal's place is no seal: the sink refuses to write, nothing written.
+    const refusing = await AuditSink.open(path, { key });
+    await rename(`${path}.seal`, `${path}.seal.kept`);
+    await mkdir(`${path}.seal`);
+    await expect(refusing.append(gateRecord(3))).rejects.toMatchObject({ code: "AUDIT_PATH", path: `${path}.seal` });
+    expect(await temporaries()).toEqual([]);
+    expect(await readFile(path, "utf8")).toBe(text);
+    await refusing.close();
+    await rmdir(`${path}.seal`);
     await rename(`${path}.seal.kept`, `${path}.seal`);
 
     const old = `${path}.seal.tmp-${"a".repeat(24)}`;

@@ -497,6 +497,78 @@ describe("a log rotated by copytruncate while a sink has it open", () => {
   });
 });
 
+describe("a keyed log cut short behind a sink that has not read its end", () => {
+  /** Has another process append `count` records to the keyed log at `path` (its key in `keyFile`), sealing it. */
+  async function appendElsewhere(path: string, keyFile: string, count: number): Promise<void> {
+    const child = spawn(process.execPath, [writerScript, path, "o", String(count), keyFile], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let text = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => (text += chunk));
+    const exited = once(child, "exit");
+    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
+    child.stdin.end("go\n");
+    expect(await exited).toEqual([0, null]);
+  }
+
+  it.each([
+    { name: "its seal left in place", seal: "kept" },
+    { name: "its seal removed", seal: "removed" },
+  ] as const)(
+    "refuses the sink's next append instead of sealing the shorter log over the lines cut off ($name)",
+    async ({ seal }) => {
+      const path = join(dir, `cut-under-seal-${seal}.jsonl`);
+      const key = randomBytes(32);
+      const keyFile = join(dir, `cut-under-seal-${seal}.key`);
+      await writeFile(keyFile, key, { mode: 0o600 });
+      const errors: unknown[] = [];
+      const sink = await AuditSink.open(path, { key, onError: (error) => errors.push(error) });
+      await sink.append(gateRecord(1, { tool: "ws_1" }));
+      // Another process appends lines 2-4 and seals the log at line 4; the sink has read up to line 1.
+      await appendElsewhere(path, keyFile, 3);
+      // Someone without the key cuts lines 3 and 4 off, in place.
+      const lines = readFileSync(path, "utf8").split("\n").slice(0, -1);
+      expect(lines).toHaveLength(4);
+      await truncate(path, Buffer.byteLength(`${lines[0]}\n${lines[1]}\n`));
+      if (seal === "removed") await unlink(`${path}.seal`);
+      const problem = seal === "kept" ? "removed" : "unsealed";
+      expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 3, problem });
+      const cut = await readFile(path);
+
+      // Before, the sink read line 2, wrote its line 3 after it and sealed the log there: the two
+      // lines cut off were no longer told, and the log verified with the key.
+      await expect(sink.append(gateRecord(5, { tool: "ws_2" }))).rejects.toMatchObject({
+        code: "AUDIT_CORRUPT",
+        line: 3,
+        problem,
+      });
+      await expect(sink.append(gateRecord(6))).rejects.toMatchObject({ code: "AUDIT_CORRUPT" });
+      expect(errors).toHaveLength(2);
+      await sink.close();
+      expect(await readFile(path)).toEqual(cut);
+      expect(await verifyAuditLog(path, { key })).toMatchObject({ ok: false, line: 3, problem });
+    },
+  );
+
+  it("appends after lines another writer left unsealed (it stopped between its lines and its seal)", async () => {
+    const path = join(dir, "unsealed-lines.jsonl");
+    const key = randomBytes(32);
+    const keyFile = join(dir, "unsealed-lines.key");
+    await writeFile(keyFile, key, { mode: 0o600 });
+    const sink = await AuditSink.open(path, { key });
+    await sink.append(gateRecord(1, { tool: "ws_1" }));
+    const sealed = await readFile(`${path}.seal`);
+    await appendElsewhere(path, keyFile, 2);
+    // As a writer killed between its lines and its seal leaves it: the seal still at line 1.
+    await writeFile(`${path}.seal`, sealed);
+    expect(await sink.append(gateRecord(4, { tool: "ws_2" }))).toMatchObject({ seq: 4 });
+    await sink.close();
+    const result = await verifyAuditLog(path, { key });
+    expect(result.ok && result.records.map((r) => r.tool)).toEqual(["ws_1", "wo_1", "wo_2", "ws_2"]);
+  });
+});
+
 describe("a log with two names (a hard link)", () => {
   it("is refused by writers through either name, so that their two locks never fork its chain", async () => {
     const path = join(dir, "linked.jsonl");

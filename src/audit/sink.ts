@@ -25,7 +25,7 @@ import { assertKeyNotUndefined, assertOptionType, assertPathArgument, optionsArg
 import { foldersMade } from "../folders-made.js";
 import { processShared } from "../process-shared.js";
 import { describe, syncFolder, writeAll } from "./file-io.js";
-import { auditKeyBytes } from "./key.js";
+import { auditKeyBytes, sameMac, sealMac } from "./key.js";
 import type { AuditKey } from "./key.js";
 import {
   AUDIT_EMPTY_ANCHOR,
@@ -39,6 +39,7 @@ import {
   auditSealPath,
   encodeSeal,
   isSealTemporaryName,
+  parseSeal,
   readSealFile,
   sealTemporaryPath,
   writeSealFile,
@@ -219,6 +220,12 @@ export class AuditSink {
   /** When this sink last looked for abandoned claims beside the log, by {@link #now}. */
   #claimsSweptAt: number | undefined;
   #anchor: AuditAnchor;
+  /**
+   * With a key: the line the seal vouched for when this sink last checked or
+   * replaced it. A seal found there again, or at a line this sink read since,
+   * is taken at once; any other is checked against the whole log.
+   */
+  #sealed: AuditAnchor | undefined;
   /** How many bytes of the file have been verified (or written) by this sink. */
   #size: number;
   /** Appends waiting for the next write. */
@@ -441,6 +448,7 @@ export class AuditSink {
       if (key !== undefined && seal === null) {
         await writeSealFile(sealPath, encodeSeal(key, result.anchor), this.#fsync, this.#sealTemporary(sealPath));
       }
+      this.#sealed = key === undefined ? undefined : seal === null ? result.anchor : parseSeal(seal);
     });
   }
 
@@ -549,7 +557,8 @@ export class AuditSink {
    * @throws AuditLockError when another process held the log's lock too long, or broke this
    *   sink's lock before it wrote (nothing was written).
    * @throws AuditCorruptError when the log no longer verifies where this sink left it (cut short, or
-   *   a line another writer added does not continue the chain); the sink then refuses later appends.
+   *   a line another writer added does not continue the chain), or, keyed, against its seal; the sink
+   *   then refuses later appends.
    * @throws AuditIoError when writing failed. What was written of the failed lines is cut off
    *   again and later appends may go on; when that fails too, or reading the log failed, the sink
    *   refuses later appends.
@@ -668,7 +677,8 @@ export class AuditSink {
         await this.#removeAbandonedClaims(lock);
         await this.#assertAtPath();
         if (this.#key === undefined && this.#anchor.seq === 0) await this.#assertUnsealed();
-        await this.#catchUp();
+        if (this.#key === undefined) await this.#catchUp();
+        else await this.#catchUpSealed(this.#key);
         return this.#appendLines(records, lock);
       });
     } catch (thrown) {
@@ -809,6 +819,46 @@ export class AuditSink {
   }
 
   /**
+   * {@link AuditSink.#catchUp} for a keyed log, which also checks that the
+   * seal still vouches for a line the log holds before this sink replaces it.
+   * Lines cut off a log's end are told only by the seal that vouches for
+   * them: a sink that had not read that far, sealing the shorter log at its
+   * own new end, would hide them for good. Runs under the lock. A seal at the
+   * line this sink last found it at, or at one of the lines it read since, is
+   * checked on its own; any other (missing, older, not a seal) is checked with
+   * the whole log, as verification does.
+   * @throws AuditCorruptError when the log does not verify against the seal.
+   */
+  async #catchUpSealed(key: Buffer): Promise<void> {
+    const text = await readSealFile(auditSealPath(this.path));
+    const seal = text === null ? undefined : parseSeal(text);
+    const added = await this.#catchUp(undefined, [seal?.seq]);
+    const known = [this.#sealed, this.#anchor];
+    if (
+      seal !== undefined &&
+      sameMac(seal.mac, sealMac(key, seal.seq, seal.hash)) &&
+      (known.some((point) => point?.seq === seal.seq && point.hash === seal.hash) ||
+        added?.hashes.get(seal.seq) === seal.hash)
+    ) {
+      this.#sealed = { seq: seal.seq, hash: seal.hash };
+      return;
+    }
+    let outcome: Chain | Failure;
+    try {
+      ({ outcome } = await checkLogFile(
+        this.#handle,
+        () => new ChainCheck(AUDIT_EMPTY_ANCHOR, { type: "key", key }, { records: false, hashes: [seal?.seq] }),
+        { tail: "strict" },
+      ));
+    } catch (error) {
+      throw new AuditIoError(this.path, `cannot read audit log ${this.path}: ${describe(error)}`, { cause: error });
+    }
+    const result = "ok" in outcome ? outcome : verifyVouched(outcome, undefined, key, text);
+    if (!result.ok) throw this.#corrupt(result.line, result.problem, result.message);
+    this.#sealed = seal === undefined ? undefined : { seq: seal.seq, hash: seal.hash };
+  }
+
+  /**
    * Writes the next lines in one write (and, keyed, the seal after them), if
    * the lock is still this sink's. Runs under the lock.
    * @throws AuditLockError when the lock was broken meanwhile (nothing written).
@@ -859,6 +909,7 @@ export class AuditSink {
       }
     }
     this.#anchor = { seq, hash };
+    if (this.#key !== undefined) this.#sealed = this.#anchor;
     this.#size += bytes.length;
     return anchors;
   }
