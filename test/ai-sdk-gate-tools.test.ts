@@ -194,6 +194,49 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "HI" } }]);
   });
 
+  it("a tool that ran and returned another tool's refusal is read as having run: only a refusal of its own call is its denial", async () => {
+    const { records, gate, tools } = harness(
+      new LoopManagers().withHook({
+        preToolUse: (call) =>
+          call.name === "deploy" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+      }),
+    );
+    const steps: string[] = [];
+    const gated = gateTools(
+      {
+        deploy: tools.deploy,
+        release: tool({
+          description: "Tag the release, then deploy it",
+          inputSchema: z.object({ version: z.string() }),
+          // It ran: it tagged the version, and hands back what the deploy it asked for gave.
+          execute: async ({ version }, { toolCallId, messages }): Promise<unknown> => {
+            steps.push(`tagged ${version}`);
+            return await inner.deploy.execute!(
+              { env: "prod", version },
+              { toolCallId: `${toolCallId}-deploy`, messages },
+            );
+          },
+        }),
+      },
+      gate,
+    );
+    const inner = gated;
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "release", { version: "1.4" })]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools: gated, prompt: "ship", stopWhen: stepCountIs(2) });
+    expect(steps).toEqual(["tagged 1.4"]);
+    expect(records).toMatchObject([
+      { tool: "deploy", verdict: "deny" },
+      { tool: "release", verdict: "allow" },
+    ]);
+    const output = result.steps[0]!.toolResults[0]!.output as ToolRefusal;
+    expect(isToolRefusal(output)).toBe(true);
+    // The release call ran: the model reads its output (the deploy's refusal, as data), not a denial of it.
+    const sent = model.doGenerateCalls[1]!.prompt.at(-1)!.content[0] as { output: { type: string; value?: unknown } };
+    expect(sent.output).toEqual({ type: "json", value: JSON.parse(JSON.stringify(output)) });
+  });
+
   it("a refusal that went to the browser and back in UI messages still reaches the model as a denial, not through the tool's own toModelOutput", async () => {
     const { executed, gate } = harness(
       new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }),

@@ -126,10 +126,12 @@ export function isToolRefusal(value: unknown): value is ToolRefusal {
 /**
  * The refusal text of `output` when it is a refusal of a call to `tool`: the
  * gate's own object, or its JSON copy from stored or UI messages, which the
- * SDK converts again on the next request.
+ * SDK converts again on the next request. A refusal of another tool's call
+ * is not one: a tool that ran and handed back what another gated tool's
+ * `execute` gave (a call it made itself) ran all the same.
  */
 function refusalText(tool: string, output: unknown): string | undefined {
-  if (isToolRefusal(output)) return output.message;
+  if (isToolRefusal(output)) return output.record.tool === tool ? output.message : undefined;
   if (typeof output !== "object" || output === null || (output as { type?: unknown }).type !== "loopctl.refused")
     return undefined;
   const parsed = ToolRefusalSchema.safeParse(output);
