@@ -1,8 +1,8 @@
 import type { LanguageModelV3Prompt } from "@ai-sdk/provider";
 import { MockLanguageModelV3 } from "ai/test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { AiSdkModelError, fromLanguageModel } from "loopctl/ai-sdk";
+import { AiSdkModelError, AiSdkProviderDataSchema, fromLanguageModel } from "loopctl/ai-sdk";
 import { Agent, LoopManagers, ModelError, defineTool } from "loopctl/engine";
 import type { Message } from "loopctl/engine";
 import { call, text, v3 } from "./support/ai-sdk-fixtures.js";
@@ -300,5 +300,57 @@ describe("fromLanguageModel: arguments nested past what a transcript keeps", () 
     });
     const result = await new Agent({ model: fromLanguageModel(model), tools: [tool], managers: allow() }).run("go");
     expect(result.messages.filter((m) => m.type === "tool_result").map((m) => m.status)).toEqual(["ran"]);
+  });
+});
+
+describe("fromLanguageModel: the cost of a turn", () => {
+  it("parses each turn's providerData once, not again at every later turn whose prompt holds it; what goes back is as before", async () => {
+    const turns = 40;
+    const answers = Array.from({ length: turns }, (_, n) =>
+      n < turns - 1
+        ? v3([
+            { type: "reasoning", text: `thinking ${n}`, providerMetadata: { acme: { signature: `s${n}` } } },
+            call(`c${n}`, "read", { path: `f${n}` }),
+          ])
+        : v3([text("done")]),
+    );
+    const model = new MockLanguageModelV3({ doGenerate: answers });
+    const parse = vi.spyOn(AiSdkProviderDataSchema, "safeParse");
+    try {
+      const agent = new Agent({
+        model: fromLanguageModel(model),
+        tools: [read],
+        managers: allow().withBudget({ maxTurns: turns }),
+      });
+      const result = await agent.run("go");
+      expect(result.text).toBe("done");
+      // One parse of each answer as it comes, and one of each assistant message the first time a prompt holds it.
+      expect(parse.mock.calls.length).toBeLessThanOrEqual(2 * turns);
+      // A run resumed from the stored transcript parses each of its turns once too (its 40 assistant
+      // messages, then the two answers, and the first of them once more as the second prompt holds it).
+      parse.mockClear();
+      const resumed = new MockLanguageModelV3({
+        doGenerate: [v3([call("r1", "read", { path: "x" })]), v3([text("again")])],
+      });
+      const again = await new Agent({ model: fromLanguageModel(resumed), tools: [read], managers: allow() }).run([
+        ...JSON.parse(JSON.stringify(result.messages)),
+        { type: "user", text: "once more" },
+      ]);
+      expect(again.text).toBe("again");
+      expect(parse.mock.calls.length).toBeLessThanOrEqual(turns + 3);
+    } finally {
+      parse.mockRestore();
+    }
+    // Every turn's prompt still holds every earlier turn as the provider sent it.
+    const last = prompts(model).at(-1)!;
+    const assistants = last.filter((message) => message.role === "assistant");
+    expect(assistants).toHaveLength(turns - 1);
+    expect(assistants[7]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: "thinking 7", providerOptions: { acme: { signature: "s7" } } },
+        { type: "tool-call", toolCallId: "c7", toolName: "read", input: { path: "f7" } },
+      ],
+    });
   });
 });

@@ -194,6 +194,49 @@ describe("gateTools: the gate in front of generateText/streamText tools", () => 
     expect(model.doGenerateCalls[1]!.prompt.at(-1)?.content).toMatchObject([{ output: { type: "text", value: "HI" } }]);
   });
 
+  it("a tool that ran and returned another tool's refusal is read as having run: only a refusal of its own call is its denial", async () => {
+    const { records, gate, tools } = harness(
+      new LoopManagers().withHook({
+        preToolUse: (call) =>
+          call.name === "deploy" ? { type: "block", reason: "prod is frozen" } : { type: "allow" },
+      }),
+    );
+    const steps: string[] = [];
+    const gated = gateTools(
+      {
+        deploy: tools.deploy,
+        release: tool({
+          description: "Tag the release, then deploy it",
+          inputSchema: z.object({ version: z.string() }),
+          // It ran: it tagged the version, and hands back what the deploy it asked for gave.
+          execute: async ({ version }, { toolCallId, messages }): Promise<unknown> => {
+            steps.push(`tagged ${version}`);
+            return await inner.deploy.execute!(
+              { env: "prod", version },
+              { toolCallId: `${toolCallId}-deploy`, messages },
+            );
+          },
+        }),
+      },
+      gate,
+    );
+    const inner = gated;
+    const model = new MockLanguageModelV3({
+      doGenerate: [v3([call("c1", "release", { version: "1.4" })]), v3([text("done")])],
+    });
+    const result = await generateText({ model, tools: gated, prompt: "ship", stopWhen: stepCountIs(2) });
+    expect(steps).toEqual(["tagged 1.4"]);
+    expect(records).toMatchObject([
+      { tool: "deploy", verdict: "deny" },
+      { tool: "release", verdict: "allow" },
+    ]);
+    const output = result.steps[0]!.toolResults[0]!.output as ToolRefusal;
+    expect(isToolRefusal(output)).toBe(true);
+    // The release call ran: the model reads its output (the deploy's refusal, as data), not a denial of it.
+    const sent = model.doGenerateCalls[1]!.prompt.at(-1)!.content[0] as { output: { type: string; value?: unknown } };
+    expect(sent.output).toEqual({ type: "json", value: JSON.parse(JSON.stringify(output)) });
+  });
+
   it("a refusal that went to the browser and back in UI messages still reaches the model as a denial, not through the tool's own toModelOutput", async () => {
     const { executed, gate } = harness(
       new LoopManagers().withHook({ preToolUse: () => ({ type: "block", reason: "prod is frozen" }) }),
@@ -1078,6 +1121,90 @@ describe("gateTools: validation by the tool's own schema", () => {
       { verdict: "deny", ruleId: "schema" },
     ]);
     expect(executed).toHaveLength(2);
+  });
+
+  it("arguments a schema's own asynchronous check refuses are refused though its JSON Schema passes them: no hook sees them, the tool never runs", async () => {
+    const executed: unknown[] = [];
+    const seen: unknown[] = [];
+    const { gate, records } = recordingGate(
+      new LoopManagers().withHook({ preToolUse: (call) => (seen.push(call.input), { type: "allow" }) }),
+    );
+    const inside = (path: string): boolean => !path.split("/").includes("..");
+    const run = async (input: unknown): Promise<string> => (executed.push(input), "read");
+    const tools = gateTools(
+      {
+        refined: tool({
+          description: "an async refinement",
+          inputSchema: z.object({ path: z.string() }).refine(async ({ path }) => inside(path), "path leaves the root"),
+          execute: run,
+        }),
+        wrapped: tool({
+          description: "zodSchema() of a refinement",
+          inputSchema: zodSchema(z.object({ path: z.string().refine(inside, "path leaves the root") })),
+          execute: run,
+        }),
+        validated: tool({
+          description: "jsonSchema() with a validate of its own",
+          inputSchema: jsonSchema<{ path: string }>(
+            { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+            {
+              validate: async (value) =>
+                inside((value as { path: string }).path)
+                  ? { success: true, value: value as { path: string } }
+                  : { success: false, error: new Error("path leaves the root") },
+            },
+          ),
+          execute: run,
+        }),
+        throwing: tool({
+          description: "a validate that throws",
+          inputSchema: jsonSchema<{ path: string }>(
+            { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+            {
+              validate: async () => {
+                throw new Error("the policy service is down");
+              },
+            },
+          ),
+          execute: run,
+        }),
+      },
+      gate,
+    );
+    // Through the SDK, each check passes the model's arguments first.
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        v3([
+          call("c1", "refined", { path: "docs/a.md" }),
+          call("c2", "wrapped", { path: "docs/a.md" }),
+          call("c3", "validated", { path: "docs/a.md" }),
+        ]),
+        v3([text("done")]),
+      ],
+    });
+    await generateText({ model, tools, prompt: "read", stopWhen: stepCountIs(2) });
+    expect(executed).toHaveLength(3);
+    // Called without the SDK's check, the tool's own check still decides.
+    for (const name of ["refined", "wrapped", "validated", "throwing"] as const) {
+      const outcome = await tools[name].execute!(
+        { path: "../../etc/passwd" },
+        { toolCallId: `d-${name}`, messages: [] },
+      );
+      expect(isToolRefusal(outcome), name).toBe(true);
+    }
+    expect(executed).toHaveLength(3);
+    expect(seen).toHaveLength(3);
+    expect(records.slice(3)).toMatchObject([
+      { tool: "refined", verdict: "deny", ruleId: "schema", reason: "invalid arguments: $: path leaves the root" },
+      { tool: "wrapped", verdict: "deny", ruleId: "schema", reason: "invalid arguments: $.path: path leaves the root" },
+      { tool: "validated", verdict: "deny", ruleId: "schema", reason: "invalid arguments: $: path leaves the root" },
+      {
+        tool: "throwing",
+        verdict: "deny",
+        ruleId: "schema",
+        reason: "invalid arguments: $: the tool's input schema failed: the policy service is down",
+      },
+    ]);
   });
 
   it("an abortSignal whose removeEventListener throws does not fail a call whose own check ran ahead of the gate", async () => {

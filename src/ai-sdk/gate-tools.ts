@@ -126,10 +126,12 @@ export function isToolRefusal(value: unknown): value is ToolRefusal {
 /**
  * The refusal text of `output` when it is a refusal of a call to `tool`: the
  * gate's own object, or its JSON copy from stored or UI messages, which the
- * SDK converts again on the next request.
+ * SDK converts again on the next request. A refusal of another tool's call
+ * is not one: a tool that ran and handed back what another gated tool's
+ * `execute` gave (a call it made itself) ran all the same.
  */
 function refusalText(tool: string, output: unknown): string | undefined {
-  if (isToolRefusal(output)) return output.message;
+  if (isToolRefusal(output)) return output.record.tool === tool ? output.message : undefined;
   if (typeof output !== "object" || output === null || (output as { type?: unknown }).type !== "loopctl.refused")
     return undefined;
   const parsed = ToolRefusalSchema.safeParse(output);
@@ -370,11 +372,19 @@ function unchanged(input: unknown, output: unknown): ArgumentCheck {
   const given = snapshot(input);
   return isSnapshot(made) && isSnapshot(given) && made.argsSha256 === given.argsSha256
     ? { type: "valid", value: input }
-    : { type: "invalid", problems: [CHANGED_BY_SCHEMA] };
+    : CHANGED_BY_SCHEMA;
 }
 
-const CHANGED_BY_SCHEMA =
-  "$: the tool's schema changes them (a default, a transform, a key it strips): give them as the schema makes them";
+/**
+ * The answer of a check that passed the arguments but would change them:
+ * not a refusal of them (see {@link checkAhead}).
+ */
+const CHANGED_BY_SCHEMA: ArgumentCheck = Object.freeze({
+  type: "invalid",
+  problems: Object.freeze([
+    "$: the tool's schema changes them (a default, a transform, a key it strips): give them as the schema makes them",
+  ]),
+});
 
 /** The SDK's own check of a tool's input (`asSchema(inputSchema).validate`): it may answer only asynchronously. */
 type SdkValidate = (value: unknown) => unknown;
@@ -800,9 +810,14 @@ function chatApproval(
 /**
  * Runs the tool's own check ({@link Ahead}) once on a call's arguments as
  * the gate read them, before the gate sees them: its answer is the gate's
- * validation of them. What an asynchronous check does not pass (it fails
- * or throws) is answered by the JSON Schema, as the gate would check it. A
- * cancel while it runs answers nothing: the gate ends the call cancelled.
+ * validation of them. What it refuses is refused, and so is what it throws
+ * or rejects on: a call of the gated `execute` that did not come through
+ * the SDK's own check (or a check that answers otherwise now) never runs
+ * with arguments the tool's schema refuses, whatever its JSON Schema
+ * passes. Only arguments it passes but would change again (the SDK's output
+ * of a schema whose transform is not idempotent) are answered by the JSON
+ * Schema, as the gate would check it. A cancel while it runs answers
+ * nothing: the gate ends the call cancelled.
  */
 async function checkAhead(
   ahead: Ahead | undefined,
@@ -822,12 +837,13 @@ async function checkAhead(
     checked = await Promise.race([answer, cancelled]);
     // Cut short by a cancel: the gate ends the call cancelled.
     if (checked === undefined) return undefined;
-  } catch {
-    // A check that throws or rejects passes nothing.
+  } catch (error) {
+    // A check that throws or rejects passes nothing, as the gate reads a check of changed arguments.
+    return { type: "invalid", problems: [`$: the tool's input schema failed: ${describeError(error)}`] };
   } finally {
     if (onAbort !== undefined) unlisten(signal, onAbort);
   }
-  return checked?.type === "valid" ? checked : ahead.json(read.value);
+  return checked === CHANGED_BY_SCHEMA ? ahead.json(read.value) : checked;
 }
 
 /** The arguments a call a hook's `modify` changed ran with, and what it gave, for the tool's `toModelOutput`. */

@@ -10,7 +10,8 @@ import type { AssistantMessage, Message, ToolDescriptor, ToolResultMessage } fro
 import { AiSdkTranscriptError } from "./errors.js";
 import { shownKey } from "../unknown-option.js";
 import { AiSdkProviderDataSchema, isTagged } from "./provider-data.js";
-import type { AiSdkAssistantPart } from "./provider-data.js";
+import type { AiSdkAssistantPart, AiSdkProviderData } from "./provider-data.js";
+import { isFrozenJson } from "../engine/snapshot.js";
 
 type AssistantContent = Extract<LanguageModelV3Message, { role: "assistant" }>["content"];
 type AssistantContentPart = AssistantContent[number];
@@ -42,6 +43,29 @@ function replayInput(input: unknown): unknown {
   return typeof input === "object" && input !== null ? input : {};
 }
 
+/**
+ * The `providerData` objects that parsed and can never change (an `Agent`'s
+ * transcript holds only such: deeply frozen copies): each is parsed once,
+ * not again at every later turn, whose prompt holds every earlier turn.
+ */
+const parsedOnce = new WeakSet<object>();
+
+/** An assistant message's AI SDK `providerData`, parsed (once, when it can never change). */
+function providerDataOf(providerData: unknown, index: number): AiSdkProviderData {
+  if (parsedOnce.has(providerData as object)) return providerData as AiSdkProviderData;
+  const parsed = AiSdkProviderDataSchema.safeParse(providerData);
+  if (!parsed.success)
+    throw new AiSdkTranscriptError(
+      index,
+      `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`,
+    );
+  if (!isFrozenJson(providerData)) return parsed.data;
+  // Read as it is from now on: the parse only checked it (it transforms nothing, and the keys it would strip
+  // are read by nothing here).
+  parsedOnce.add(providerData as object);
+  return providerData as AiSdkProviderData;
+}
+
 function assistantContent(message: AssistantMessage, index: number): AssistantContent {
   const inputs = new Map(message.toolCalls.map((call) => [call.id, call.input]));
   if (!isTagged(message.providerData)) {
@@ -51,15 +75,10 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
       content.push({ type: "tool-call", toolCallId: call.id, toolName: call.name, input: replayInput(call.input) });
     return content;
   }
-  const parsed = AiSdkProviderDataSchema.safeParse(message.providerData);
-  if (!parsed.success)
-    throw new AiSdkTranscriptError(
-      index,
-      `the assistant message's AI SDK providerData does not parse: ${parsed.error.issues[0]?.message ?? "invalid"}`,
-    );
+  const data = providerDataOf(message.providerData, index);
   // A client call under the id of a provider-executed call or result: the provider would be sent two calls (or
   // two results) under it, and the provider-executed call the client call's arguments.
-  for (const part of parsed.data.parts) {
+  for (const part of data.parts) {
     const provider = part.type === "tool-result" || (part.type === "tool-call" && part.providerExecuted === true);
     if (provider && inputs.has(part.toolCallId))
       throw new AiSdkTranscriptError(
@@ -71,7 +90,7 @@ function assistantContent(message: AssistantMessage, index: number): AssistantCo
   const shown = new Set<string>();
   // The model's own calls, in the order the transcript holds them (the order the model sent them).
   let position = 0;
-  for (const part of parsed.data.parts) {
+  for (const part of data.parts) {
     let mapped: AssistantContentPart;
     switch (part.type) {
       case "text":

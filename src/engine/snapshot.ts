@@ -178,5 +178,7 @@ export function keptJson(value: unknown): { readonly value: unknown } | NotJson 
   if (text === undefined) return { problem: "$: has no JSON form" };
   const copy: unknown = JSON.parse(text);
   deepFreeze(copy);
+  // Deeply frozen plain data, as frozenJson's copies are: what reads it may rely on it never changing.
+  if (typeof copy === "object" && copy !== null) frozenCopies.add(copy);
   return { value: copy };
 }
