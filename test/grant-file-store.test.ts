@@ -439,6 +439,14 @@ describe("FileGrantStore fails closed", () => {
       '[{"id":"x","tool":"t","verdict":"Deny","scope":"this_tool","pinned_descriptor":null,"created_at_ms":0,"note":null,"verd\\u0069ct":"Allow"}]',
     ],
     [
+      "a scope naming two scopes, the whole tool and one call",
+      '[{"id":"x","tool":"t","verdict":"Deny","scope":{"this_tool":null,"this_call":{"args":{"path":"a.rs"}}},"pinned_descriptor":null,"created_at_ms":0,"note":null}]',
+    ],
+    [
+      "a scope holding a member beside this_call",
+      '[{"id":"x","tool":"t","verdict":"Deny","scope":{"this_call":{"args":{}},"ThisTool":null},"pinned_descriptor":null,"created_at_ms":0,"note":null}]',
+    ],
+    [
       "arguments with a member twice",
       '[{"id":"x","tool":"t","verdict":"Allow","scope":{"this_call":{"args":{"path":"a.rs","path":"b.rs"}}},"pinned_descriptor":null,"created_at_ms":0,"note":null}]',
     ],
@@ -469,6 +477,17 @@ describe("FileGrantStore fails closed", () => {
     const error = await rejection(s.load());
     expect(error).toBeInstanceOf(LedgerCorruptError);
     expect((error as Error).message).toContain('record 1 has member "q" twice, at [1].scope.this_call.args.p.q');
+  });
+
+  it("names the record and the members of a scope that names more than one, rather than read it as its this_call", async () => {
+    const s = store();
+    writeLedger(
+      s,
+      `[${grantA.toLedgerText()},{"id":"x","tool":"t","verdict":"Deny","scope":{"this_tool":null,"this_call":{"args":{"p":1}}}}]`,
+    );
+    const error = await rejection(s.load());
+    expect(error).toBeInstanceOf(LedgerCorruptError);
+    expect((error as Error).message).toMatch(/record 1: .*scope: .*"this_tool"/);
   });
 
   it("keeps a corrupt ledger aside on request, owner-only with its bytes, then starts afresh", async () => {

@@ -252,6 +252,29 @@ describe("Grant", () => {
     );
   });
 
+  it("refuses a scope object holding a member beside this_call, which names no one scope, naming the member", () => {
+    const scopes = [
+      { this_tool: null, this_call: { args: { path: "a.rs" } } },
+      { this_call: { args: { path: "a.rs" } }, this_tool: null },
+      { this_call: { args: 1 }, ThisCall: { args: 2 } },
+    ];
+    for (const scope of scopes) {
+      const extra = Object.keys(scope).find((key) => key !== "this_call") as string;
+      expect(() => Grant.fromJSON({ id: "x", tool: "t", verdict: "Deny", scope }), JSON.stringify(scope)).toThrow(
+        new RegExp(`scope: .*"${extra}"`),
+      );
+    }
+    // Unknown fields of the record, and of the this_call member, are still ignored.
+    const g = Grant.fromJSON({
+      id: "x",
+      tool: "t",
+      verdict: "Deny",
+      scope: { this_call: { args: 1, why: "?" } },
+      v: 2,
+    });
+    expect(g.scope).toEqual(GrantScope.thisCall(1));
+  });
+
   it("refuses records that are not grants, naming the record", () => {
     const bad: unknown[] = [
       null,

@@ -36,8 +36,9 @@ const THIS_TOOL: GrantScope = Object.freeze({ type: "this_tool" });
 /**
  * zod schema of a ledger record (`{"id","tool","verdict","scope",
  * "pinned_descriptor","created_at_ms","note"}`, as the original writes it).
- * Unknown fields are ignored; absent metadata reads as null / 0; `args` must
- * be present (null is a valid argument set).
+ * Unknown fields are ignored, but a scope object holds `this_call` alone;
+ * absent metadata reads as null / 0; `args` must be present (null is a valid
+ * argument set).
  */
 export const GrantRecordSchema = z.object({
   /** The grant id (16 hex digits). */
@@ -46,10 +47,14 @@ export const GrantRecordSchema = z.object({
   tool: z.string().min(1),
   /** The verdict, capitalized as in the original. */
   verdict: z.enum(["Allow", "Deny"]),
-  /** `"this_tool"`, or the exact argument set. */
+  /**
+   * `"this_tool"`, or the exact argument set. An object holding another member
+   * beside `this_call` (`{"this_tool":null,"this_call":…}`) names no one scope:
+   * read as its this_call, a deny meant for the whole tool would cover one call.
+   */
   scope: z.union([
     z.literal("this_tool"),
-    z.object({
+    z.strictObject({
       this_call: z.object({ args: z.unknown() }).refine((o) => "args" in o, { message: "args is required" }),
     }),
   ]),
