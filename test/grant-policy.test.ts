@@ -421,6 +421,17 @@ describe("GrantPolicy.explain", () => {
     expect(explanation.lines.at(-1)).toBe(`decision: allow, by grant ${toolAllow.id}`);
   });
 
+  it("lists the covering denies before the allows, each this_call before this_tool, as documented", async () => {
+    const toolAllow = grant("allow", GrantScope.thisTool());
+    const callAllow = grant("allow", GrantScope.thisCall(args));
+    const toolDeny = grant("deny", GrantScope.thisTool());
+    const callDeny = grant("deny", GrantScope.thisCall(args));
+    const policy = new GrantPolicy(new MemoryGrantStore([toolAllow, callAllow, toolDeny, callDeny]));
+    const explanation = await policy.explain("read", args, read);
+    expect(explanation.covering.map((c) => c.grant)).toEqual([callDeny, toolDeny, callAllow, toolAllow]);
+    expect(explanation.deciding).toBe(callDeny);
+  });
+
   it("says when the outcome needs the descriptor to check a pin", async () => {
     const pinned = grant("allow", GrantScope.thisTool(), descriptorFingerprint(read));
     const policy = new GrantPolicy(new MemoryGrantStore([pinned]));

@@ -73,7 +73,7 @@ export class GrantIndex {
   }
 }
 
-/** The covering grants as a list: this_call before this_tool, deny before allow. */
+/** The covering grants as a list: the denies, then the allows, each this_call before this_tool. */
 export function coveringList(covering: CoveringGrants): Grant[] {
   const { thisCall, thisTool } = covering;
   return [thisCall.deny, thisTool.deny, thisCall.allow, thisTool.allow].filter((g): g is Grant => g !== undefined);

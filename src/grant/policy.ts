@@ -56,7 +56,7 @@ export interface GrantExplanation {
   readonly decision: GrantDecision | null;
   /** The grant behind the decision, or null. */
   readonly deciding: Grant | null;
-  /** Every grant that covers the call, this_call ones first, deny before allow. */
+  /** Every grant that covers the call: the denies, then the allows, each this_call before this_tool. */
   readonly covering: readonly CoveringGrantExplanation[];
   /** The same, as lines for people. */
   readonly lines: readonly string[];
