@@ -490,6 +490,21 @@ describe("FileGrantStore fails closed", () => {
     expect((error as Error).message).toMatch(/record 1: .*scope: .*"this_tool"/);
   });
 
+  it("names the line and column of a JSON syntax error in a ledger written over several lines", async () => {
+    const s = store();
+    writeLedger(
+      s,
+      `[\n  ${grantA.toLedgerText()},\n  {"id": "x", "tool": "t\u00e9", "verdict": "Deny", "scope": "this_tool",}\n]\n`,
+    );
+    const error = await rejection(s.load());
+    expect(error).toBeInstanceOf(LedgerCorruptError);
+    expect((error as Error).message).toContain("not JSON at line 3, column 69 (");
+    writeLedger(s, `[${grantA.toLedgerText()},{"id":"x"`);
+    expect(((await rejection(s.load())) as Error).message).toContain(
+      `not JSON at line 1, column ${grantA.toLedgerText().length + 12} (`,
+    );
+  });
+
   it("keeps a corrupt ledger aside on request, owner-only with its bytes, then starts afresh", async () => {
     const s = store({ now: () => 1234 });
     writeLedger(s, "garbage");

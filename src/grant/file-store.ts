@@ -293,6 +293,19 @@ interface OwnerAndMode {
   readonly mode: number | bigint;
 }
 
+/**
+ * Where in `text` the fault `JSON.parse` reported lies, as ` at line L, column C` (C in characters),
+ * when its message gives a position: a ledger edited over many lines needs its line.
+ */
+function placeOf(text: string, message: string): string {
+  const position = /at position (\d+)/.exec(message)?.[1];
+  if (position === undefined) return "";
+  const before = text.slice(0, Number(position));
+  const lineStart = before.lastIndexOf("\n") + 1;
+  const line = before.split("\n").length;
+  return ` at line ${line}, column ${Array.from(before.slice(lineStart)).length + 1}`;
+}
+
 function octal(mode: number): string {
   return mode.toString(8).padStart(3, "0");
 }
@@ -888,7 +901,8 @@ export class FileGrantStore implements GrantStore {
     try {
       value = JSON.parse(text);
     } catch (error) {
-      throw new LedgerCorruptError(path, `not JSON (${(error as Error).message})`, { cause: error });
+      const message = (error as Error).message;
+      throw new LedgerCorruptError(path, `not JSON${placeOf(text, message)} (${message})`, { cause: error });
     }
     if (!Array.isArray(value)) {
       // A later format says so with a version: its grants are sound to the loopctl that wrote it.
