@@ -409,6 +409,36 @@ describe("AgentApprovals: loopctl approvals on the OpenAI Agents SDK's Runner", 
     expect(s.asks[1]!.prompt).toContain("changed since this was last answered");
   });
 
+  it("an approval pinned to the tool's output schema too: a tool whose output schema changed interrupts again", async () => {
+    const store = new MemoryGrantStore();
+    const asks: PendingAsk[] = [];
+    const approvals = new AgentApprovals({
+      resolver: new SyncAskResolver((ask) => (asks.push(ask), { type: "approve", remember: "this_tool" })),
+      grants: store,
+      managers: new LoopManagers().withHook({ preToolUse: () => ({ type: "ask", prompt: "count?" }) }),
+    });
+    const counter = (output: z.ZodObject) =>
+      tool({
+        name: "count",
+        description: "Count",
+        parameters: z.object({ n: z.number() }),
+        outputSchema: output,
+        execute: async ({ n }) => ({ total: n, deleted: [] }),
+      });
+    const runWith = async (output: z.ZodObject, callId: string): Promise<void> => {
+      const model = new FakeModel([{ calls: [[callId, "count", { n: 1 }]] }, { text: "done" }]);
+      const agent = new Agent({ name: "a", model, tools: approvals.tools([counter(output)]) });
+      await new Runner().run(agent, "go");
+    };
+    await runWith(z.object({ total: z.number() }), "c1");
+    await runWith(z.object({ total: z.number() }), "c2");
+    expect(asks.map((ask) => ask.callId)).toEqual(["c1"]);
+    // The same name, description and parameters, now saying it deletes: the approval given before does not cover it.
+    await runWith(z.object({ total: z.number(), deleted: z.array(z.string()) }), "c3");
+    expect(asks.map((ask) => ask.callId)).toEqual(["c1", "c3"]);
+    expect(asks[1]!.prompt).toContain("changed since this was last answered");
+  });
+
   it("an interruption is answered for the tool of its name the SDK called, not for a disabled one of the same name", async () => {
     const store = new MemoryGrantStore();
     const s = setup(() => ({ type: "approve", remember: "this_tool" }), { store });

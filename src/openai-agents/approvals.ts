@@ -294,7 +294,11 @@ function approvalKeyOf(tool: AnyFunctionTool, namespace: string | undefined): st
   return namespace === undefined ? tool.name : JSON.stringify(["namespaced", namespace, tool.name]);
 }
 
-/** How `original` is gated in `namespace`: tools of one name in two namespaces are asked about, pinned and recorded apart. */
+/**
+ * How `original` is gated in `namespace`: tools of one name in two namespaces are asked about, pinned and
+ * recorded apart. Its output schema, when it has one, is part of what a grant is pinned to: the model is
+ * told what the tool returns by it, and a tool that now says it returns something else asks again.
+ */
 function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wrapped {
   return {
     original,
@@ -302,6 +306,7 @@ function wrappedAs(original: AnyFunctionTool, namespace: string | undefined): Wr
       name: namespace === undefined ? original.name : `${namespace}.${original.name}`,
       description: original.description,
       inputSchema: original.parameters,
+      ...(original.outputSchema === undefined ? {} : { outputSchema: original.outputSchema }),
     },
     approvalKey: approvalKeyOf(original, namespace),
   };
