@@ -181,8 +181,8 @@ export let openSink: (path: string, options: AuditSinkOptions | undefined, seams
  * - `prev` is the previous line's `hash`; line 1 has {@link AUDIT_GENESIS}
  *   (64 zeros).
  * - `record` is the record as `GateDecisionSchema` parses it, keys in schema
- *   order: `tool, argsDigest, verdict, ruleId, ruleSource, matchedPattern,
- *   reason, ts`.
+ *   order: `tool, argsDigest, argsSha256` (when the record has it)`, verdict,
+ *   ruleId, ruleSource, matchedPattern, reason, ts`.
  *
  * The file is opened once, `O_APPEND | O_CREAT`, mode `0600` (tightened to
  * `0600` if it already exists wider), never through a symbolic link; a
