@@ -457,6 +457,25 @@ describe("loopctl grants reset --tool through the real bin", () => {
   });
 });
 
+describe("loopctl grants reset --tool through the real bin: a name with spaces around it", () => {
+  it("names the grants of the name without them left in force, as a cell copied from the table would be", async () => {
+    const root = join(dir, "reset-space-root");
+    const project = join(dir, "reset-space-project");
+    await mkdir(project, { recursive: true });
+    const deploy = new Grant("deploy", "allow", GrantScope.thisTool());
+    const store = await seed(root, project, [deploy]);
+    for (const tool of ["deploy ", "\tDeploy\n"]) {
+      const result = await loopctl(["grants", "reset", "--tool", tool, "--root", root, "--project", project]);
+      expect(result, JSON.stringify(tool)).toEqual({
+        code: 0,
+        stdout: `removed 0 grants of tool ${JSON.stringify(tool)} from ${store.ledgerPath}\n`,
+        stderr: 'loopctl grants reset: the name matches exactly; grants of "deploy" are left in force\n',
+      });
+    }
+    expect(await store.load()).toEqual([deploy]);
+  });
+});
+
 describe("--json usage errors through the real bin", () => {
   /** The one JSON document a usage error prints on stdout with --json, and its stderr lines kept. */
   const usage = async (args: string[], message: string | RegExp, command: string): Promise<void> => {

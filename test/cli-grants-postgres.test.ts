@@ -252,6 +252,41 @@ describe("loopctl grants … --database URL --project NAME", () => {
     }
   });
 
+  it("never turns the connect timeout off: a PGCONNECT_TIMEOUT under a millisecond still gives up", async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      // 0.0001 s rounded to whole milliseconds is 0, which node-postgres reads as no timeout at all.
+      const run = await cli(
+        ["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"],
+        { cwd: "/", env: { PGCONNECT_TIMEOUT: "0.0001" } },
+      );
+      expect(run.code).toBe(EXIT.io);
+      expect(run.stderr).toMatch(/timeout/i);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  }, 10_000);
+
+  it("refuses a PGCONNECT_TIMEOUT that is not a number of seconds, naming it, before any connection", async () => {
+    for (const given of ["10s", "ten", "1e"]) {
+      const run = await cli(["grants", "list", ...at()], { cwd: "/", env: { PGCONNECT_TIMEOUT: given } });
+      expect(run.code, given).toBe(EXIT.usage);
+      expect(run.stderr, given).toContain(`PGCONNECT_TIMEOUT must be a number of seconds, got "${given}"`);
+    }
+    // Empty is unset, as libpq reads it; zero or less, the default rather than no timeout.
+    for (const given of ["", "0", "-1"]) {
+      const run = await cli(["grants", "list", ...at()], { cwd: "/", env: { PGCONNECT_TIMEOUT: given } });
+      expect(run, given).toMatchObject({ code: EXIT.ok, stderr: "" });
+    }
+  });
+
   it("gives up the hint of near projects when its connection stops answering, after the stores' 15 s, and ends", async () => {
     await seeded();
     const proxy = await startProxy(DATABASE_URL);

@@ -8,6 +8,7 @@ import { CliUsageError } from "./context.js";
 import { printable } from "./format.js";
 import type { CliContext } from "./context.js";
 import { shownText } from "../shown.js";
+import { MAX_TIMER_MS } from "../server/timers.js";
 
 /** The options that say where a command's grants live. */
 export const STORE_OPTIONS = {
@@ -303,11 +304,31 @@ export async function checkSchema(command: string, schema: string | undefined): 
 const CONNECT_TIMEOUT_S = 10;
 
 /**
+ * The connection timeout in milliseconds: `PGCONNECT_TIMEOUT` seconds, or
+ * the default when it is unset, empty, zero or less (libpq's "wait
+ * indefinitely", which would let a silent server hang the command). Never 0,
+ * which node-postgres reads as no timeout (`0.0001` rounds to it), nor more
+ * than a timer holds (beyond, Node fires it at once). One that is not a
+ * number (`10s`) is a usage error naming it, not the default taken silently.
+ */
+function connectTimeoutMs(command: string, env: Readonly<Record<string, string | undefined>>): number {
+  const text = env["PGCONNECT_TIMEOUT"];
+  if (text === undefined || text.trim() === "") return CONNECT_TIMEOUT_S * 1000;
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds)) {
+    throw new CliUsageError(command, `PGCONNECT_TIMEOUT must be a number of seconds, got ${shownText(text)}`);
+  }
+  if (seconds <= 0) return CONNECT_TIMEOUT_S * 1000;
+  return Math.min(MAX_TIMER_MS, Math.max(1, Math.round(seconds * 1000)));
+}
+
+/**
  * A pool for `--database URL`, with `pg` loaded only now; errors of idle
  * connections are left to the next statement. An empty `url`, or one that is
  * not a PostgreSQL URL, is a usage error naming `--database`. A server that accepts the
  * connection and never answers (a black-holed host) fails the command after
- * `PGCONNECT_TIMEOUT` seconds (default 10) instead of hanging it.
+ * `PGCONNECT_TIMEOUT` seconds (default 10) instead of hanging it (see
+ * {@link connectTimeoutMs}).
  */
 export async function connect(
   command: string,
@@ -320,9 +341,7 @@ export async function connect(
     const { PostgresConfigError } = await import("../postgres/index.js");
     throw new PostgresConfigError(command, "--database needs the pg package (npm install pg)");
   }
-  const given = Number(env["PGCONNECT_TIMEOUT"]);
-  const seconds = Number.isFinite(given) && given > 0 ? given : CONNECT_TIMEOUT_S;
-  const pool = new pg.Pool({ connectionString: url, max: 4, connectionTimeoutMillis: Math.round(seconds * 1000) });
+  const pool = new pg.Pool({ connectionString: url, max: 4, connectionTimeoutMillis: connectTimeoutMs(command, env) });
   // A dropped idle connection must not end the command with a stack trace; the next statement reports it.
   pool.on("error", () => undefined);
   return pool;

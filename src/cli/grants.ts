@@ -303,13 +303,15 @@ async function resetLoaded(store: GrantStore, tool: string | undefined): Promise
 
 /**
  * After a `--tool` that matched nothing, the tools of the store whose names
- * differ from it only in case (the name matches exactly, so `Deploy` leaves
- * the grants of `deploy` in force), read from the same store; none when it
- * cannot be read: this is only a hint, the reset itself is done.
+ * differ from it only in case or surrounding spaces (the name matches
+ * exactly, so `Deploy`, or `"deploy "` copied from a padded table cell,
+ * leaves the grants of `deploy` in force), read from the same store; none
+ * when it cannot be read: this is only a hint, the reset itself is done.
  */
 async function nearTools(store: GrantStore, tool: string): Promise<string[]> {
   const grants = await store.load().catch(() => []);
-  return [...new Set(grants.map((g) => g.tool))].filter((t) => t.toLowerCase() === tool.toLowerCase());
+  const loose = (name: string): string => name.trim().toLowerCase();
+  return [...new Set(grants.map((g) => g.tool))].filter((t) => loose(t) === loose(tool));
 }
 
 /**

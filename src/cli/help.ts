@@ -112,8 +112,9 @@ Usage:
                        [--database URL --project NAME [--schema NAME]]
 
 Removes every grant of the project, or with --tool only the grants of that
-tool (the name matches exactly; a tool whose name differs only in case
-keeps its grants, and is named on stderr). The next call is asked about again.
+tool (the name matches exactly; a tool whose name differs only in case or
+surrounding spaces keeps its grants, and is named on stderr). The next call
+is asked about again.
 
 Options:
   --tool NAME    remove only this tool's grants
