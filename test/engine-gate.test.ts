@@ -1287,3 +1287,127 @@ describe("Agent is a loop around the gate: the same scenario, the same record", 
     });
   });
 });
+
+describe("a middleware's decision that is not one", () => {
+  /** A gate whose one middleware hands `decide` its context before (or, `after`, once) the tool ran. */
+  const gateDeciding = (decide: (context: Parameters<Middleware>[1]) => unknown, after = false): Gate => {
+    const middleware: Middleware = async (_call, context, next) => {
+      if (!after) {
+        decide(context);
+        return next();
+      }
+      const result = await next();
+      decide(context);
+      return result;
+    };
+    return new Gate(new LoopManagers().withMiddleware(middleware));
+  };
+  const untyped = (decision: unknown) => ({
+    deny: (context: Parameters<Middleware>[1]) => (context.deny as (d: unknown) => unknown)(decision),
+    allow: (context: Parameters<Middleware>[1]) => (context.allow as (d: unknown) => unknown)(decision),
+  });
+
+  it.each([
+    ["deny", "a ruleId that is no string", { ruleId: 7, message: "no" }, "ruleId must be a non-empty string"],
+    ["deny", "an empty ruleId", { ruleId: "", message: "no" }, "ruleId must be a non-empty string"],
+    ["deny", "no message", { ruleId: "r" }, "message must be a string"],
+    [
+      "deny",
+      "a reason that is no string",
+      { ruleId: "r", message: "no", reason: 1 },
+      "reason must be a string or null",
+    ],
+    ["deny", "a misspelt reason", { ruleId: "r", message: "no", reson: "x" }, "'reson'"],
+    [
+      "deny",
+      "a string in place of the decision",
+      "no",
+      "the decision must be { ruleId, message, reason?, matchedPattern? }, got a string",
+    ],
+    ["allow", "a ruleId that is no string", { ruleId: { id: "r" } }, "ruleId must be a non-empty string"],
+    [
+      "allow",
+      "a matchedPattern that is no string",
+      { ruleId: "r", matchedPattern: /x/ },
+      "matchedPattern must be a string or null",
+    ],
+    ["allow", "a message (allow has none)", { ruleId: "r", message: "ok" }, "'message'"],
+  ] as const)(
+    "context.%s with %s fails the middleware, which denies: one middleware record, the tool never runs",
+    async (method, _what, decision, problem) => {
+      let ran = 0;
+      const records: GateDecision[] = [];
+      const gate = new Gate(
+        new LoopManagers()
+          .withObserver({ onGate: ({ decision: record }) => void records.push(record) })
+          .withMiddleware(async (_call, context, next) => {
+            untyped(decision)[method](context);
+            return next();
+          }),
+      );
+      const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a.rs" } }, () => ++ran);
+      expect(ran).toBe(0);
+      expect(outcome.type).toBe("refused");
+      const where = `MiddlewareContext.${method}`;
+      expect(outcome).toMatchObject({ record: { verdict: "deny", ruleId: "middleware", ruleSource: "middleware" } });
+      expect(outcome.record.reason).toContain(`middleware failed: ${where}: `);
+      expect(outcome.record.reason).toContain(problem);
+      expect(outcome.type === "refused" && outcome.message).toBe(
+        `Permission denied: ${outcome.record.reason} for tool 'read'`,
+      );
+      expect(records).toEqual([outcome.record]);
+    },
+  );
+
+  it("context.deny with a malformed decision once the tool ran withholds its output; the record keeps the allow", async () => {
+    let ran = 0;
+    const gate = gateDeciding(untyped({ ruleId: 7, message: "no" }).deny, true);
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a.rs" } }, () => ++ran);
+    expect(ran).toBe(1);
+    expect(outcome).toMatchObject({ type: "refused", record: { verdict: "allow", ruleId: "hook" } });
+    expect(outcome.record.reason).toContain("output withheld: middleware failed: MiddlewareContext.deny: ");
+  });
+
+  it("a decision whose reads throw is named as one that cannot be read", async () => {
+    const gate = gateDeciding(
+      untyped({
+        get ruleId(): string {
+          throw new Error("revoked");
+        },
+        message: "no",
+      }).deny,
+    );
+    const outcome = await gate.call({ tool: readDescriptor, callId: "c1", input: { path: "a.rs" } }, ok);
+    expect(outcome.record.reason).toBe(
+      "middleware failed: MiddlewareContext.deny: the decision cannot be read: revoked",
+    );
+  });
+
+  it("through Agent: the run goes on, with the call's one record", async () => {
+    const model = new ScriptedModel([
+      { toolCalls: [{ id: "c1", name: "read", input: { path: "a.rs" } }] },
+      { text: "done" },
+    ]);
+    let ran = 0;
+    const tool = defineTool({
+      name: "read",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      execute: () => ++ran,
+    });
+    const agent = new Agent({
+      model,
+      tools: [tool],
+      managers: new LoopManagers().withMiddleware((_call, context, next) => {
+        (context.allow as (d: unknown) => void)({ ruleId: 42 });
+        return next();
+      }),
+    });
+    const result = await agent.run("go");
+    expect(ran).toBe(0);
+    expect(result.text).toBe("done");
+    expect(result.records.map((r) => [r.verdict, r.ruleId, r.ruleSource])).toEqual([
+      ["deny", "middleware", "middleware"],
+    ]);
+  });
+});

@@ -1,5 +1,5 @@
-import { describeError } from "./errors.js";
-import { shownKey } from "../unknown-option.js";
+import { EngineConfigError, describeError, knownKeys, readingConfig } from "./errors.js";
+import { everyKey, shownKey } from "../unknown-option.js";
 import type { DispatchResult, Middleware, MiddlewareContext, MiddlewareDecision } from "./middleware.js";
 import type { ToolCall } from "./model.js";
 
@@ -29,6 +29,55 @@ export interface DispatchRequest {
    * cancelled): it decides at the moment the tool would start.
    */
   readonly run: () => unknown;
+}
+
+/** The fields of `context.deny`'s decision; `context.allow`'s are these but `message`. */
+const DENY_FIELDS = everyKey<MiddlewareDecision & { readonly message: string }>()([
+  "ruleId",
+  "matchedPattern",
+  "reason",
+  "message",
+]);
+const ALLOW_FIELDS = everyKey<MiddlewareDecision>()(["ruleId", "matchedPattern", "reason"]);
+
+/** A decision's optional text field: a string, or `null` when absent. */
+function optionalText(where: string, field: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "string") throw new EngineConfigError(where, `${field} must be a string or null`);
+  return value;
+}
+
+/**
+ * A middleware's decision, each field read once and checked: a record holds
+ * strings only, so one that is not a decision is the middleware's failure
+ * (it throws where the middleware called, which denies the call), never a
+ * record that cannot land.
+ * @throws {EngineConfigError} naming `MiddlewareContext.deny` or `.allow` and the field at fault.
+ */
+function checkedDecision(method: "deny", given: unknown): MiddlewareDecision & { readonly message: string };
+function checkedDecision(method: "allow", given: unknown): MiddlewareDecision;
+function checkedDecision(method: "deny" | "allow", given: unknown): MiddlewareDecision & { readonly message?: string } {
+  const where = `MiddlewareContext.${method}`;
+  return readingConfig(where, "the decision", () => {
+    const shape =
+      method === "deny" ? "{ ruleId, message, reason?, matchedPattern? }" : "{ ruleId, reason?, matchedPattern? }";
+    const known = method === "deny" ? DENY_FIELDS : ALLOW_FIELDS;
+    knownKeys(where, given as MiddlewareDecision & { readonly message: string }, known, {
+      what: "the decision",
+      shape,
+    });
+    const { ruleId, matchedPattern, reason, message } = given as Record<string, unknown>;
+    if (typeof ruleId !== "string" || ruleId === "")
+      throw new EngineConfigError(where, "ruleId must be a non-empty string");
+    const decision = {
+      ruleId,
+      matchedPattern: optionalText(where, "matchedPattern", matchedPattern),
+      reason: optionalText(where, "reason", reason),
+    };
+    if (method === "allow") return decision;
+    if (typeof message !== "string") throw new EngineConfigError(where, "message must be a string");
+    return { ...decision, message };
+  });
 }
 
 /** What {@link DispatchRequest.run} gives when the tool may no longer start. */
@@ -73,7 +122,8 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
   // Frozen, as a hook's is: every middleware after one that writes to it reads the gate's values.
   const context: MiddlewareContext = Object.freeze<MiddlewareContext>({
     ...request.context,
-    deny: (decision) => {
+    deny: (given) => {
+      const decision = checkedDecision("deny", given);
       const refusal = issue({ type: "refused", message: decision.message });
       if (ending !== undefined) {
         const why = decision.reason ?? null;
@@ -87,7 +137,7 @@ export async function dispatch(request: DispatchRequest): Promise<DispatchOutcom
       sink.middlewareDeny(decision);
       return refusal;
     },
-    allow: (decision) => sink.middlewareAllow(decision),
+    allow: (given) => sink.middlewareAllow(checkedDecision("allow", given)),
   });
   let ran = false;
   const start = (): Promise<DispatchResult> | undefined => {

@@ -38,11 +38,18 @@ export interface MiddlewareContext {
    * `next()` has started the tool, it withholds the tool's output instead:
    * the model gets the refusal, and the record keeps the decision that let
    * the call run, its `reason` saying the output was withheld.
+   * @throws {EngineConfigError} naming `MiddlewareContext.deny` when
+   *   `decision` is not one (a `ruleId` that is not a non-empty string, a
+   *   `message` that is not a string, a `reason` or `matchedPattern` that is
+   *   neither a string nor null, another key): thrown out of the middleware,
+   *   it denies the call like any middleware failure.
    */
   deny(decision: MiddlewareDecision & { readonly message: string }): DispatchResult;
   /**
    * Records that a rule allowed the call. It replaces a plain hook `allow`
    * record; an approval, a grant or a modification keeps its own record.
+   * @throws {EngineConfigError} naming `MiddlewareContext.allow` when
+   *   `decision` is not one, as `deny` does.
    */
   allow(decision: MiddlewareDecision): void;
 }
