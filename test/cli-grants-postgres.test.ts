@@ -227,7 +227,8 @@ describe("loopctl grants … --database URL --project NAME", () => {
     expect(JSON.parse(asJson.stdout)).not.toHaveProperty("hint");
   });
 
-  it("gives up on a server that takes the connection and never answers, after PGCONNECT_TIMEOUT", async () => {
+  /** `grants list` against a server that takes the connection and never answers, with `PGCONNECT_TIMEOUT` set to `timeout`. */
+  async function listOnSilentServer(timeout: string): Promise<Awaited<ReturnType<typeof cli>>> {
     const sockets = new Set<Socket>();
     const silent = createServer((socket) => {
       sockets.add(socket);
@@ -236,42 +237,28 @@ describe("loopctl grants … --database URL --project NAME", () => {
     await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
     try {
       const { port } = silent.address() as AddressInfo;
-      const run = await cli(
-        ["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"],
-        {
-          cwd: "/",
-          env: { PGCONNECT_TIMEOUT: "1" },
-        },
-      );
-      expect(run.code).toBe(EXIT.io);
-      expect(run.stderr).toContain("[POSTGRES_QUERY]");
-      expect(run.stderr).toMatch(/timeout/i);
+      return await cli(["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"], {
+        cwd: "/",
+        env: { PGCONNECT_TIMEOUT: timeout },
+      });
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => silent.close(resolve));
     }
+  }
+
+  it("gives up on a server that takes the connection and never answers, after PGCONNECT_TIMEOUT", async () => {
+    const run = await listOnSilentServer("1");
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toContain("[POSTGRES_QUERY]");
+    expect(run.stderr).toMatch(/timeout/i);
   });
 
   it("never turns the connect timeout off: a PGCONNECT_TIMEOUT under a millisecond still gives up", async () => {
-    const sockets = new Set<Socket>();
-    const silent = createServer((socket) => {
-      sockets.add(socket);
-      socket.on("error", () => undefined);
-    });
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    try {
-      const { port } = silent.address() as AddressInfo;
-      // 0.0001 s rounded to whole milliseconds is 0, which node-postgres reads as no timeout at all.
-      const run = await cli(
-        ["grants", "list", "--database", `postgres://nobody@127.0.0.1:${port}/none`, "--project", "p"],
-        { cwd: "/", env: { PGCONNECT_TIMEOUT: "0.0001" } },
-      );
-      expect(run.code).toBe(EXIT.io);
-      expect(run.stderr).toMatch(/timeout/i);
-    } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
-    }
+    // 0.0001 s rounded to whole milliseconds is 0, which node-postgres reads as no timeout at all.
+    const run = await listOnSilentServer("0.0001");
+    expect(run.code).toBe(EXIT.io);
+    expect(run.stderr).toMatch(/timeout/i);
   }, 10_000);
 
   it("refuses a PGCONNECT_TIMEOUT that is not a number of seconds, naming it, before any connection", async () => {
