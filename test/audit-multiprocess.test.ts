@@ -91,6 +91,26 @@ async function expectLinearAndComplete(path: string, key?: Buffer): Promise<void
   }
 }
 
+/**
+ * Starts the writer script with `args` and resolves once it has opened the log and waits: `go()` lets it
+ * append, and resolves with the outcomes it printed once it exited cleanly.
+ */
+async function readyWriter(args: readonly string[]): Promise<{ go(): Promise<unknown> }> {
+  const child = spawn(process.execPath, [writerScript, ...args], { stdio: ["pipe", "pipe", "inherit"] });
+  let text = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk: string) => (text += chunk));
+  const exited = once(child, "exit");
+  while (!text.startsWith("ready\n")) await once(child.stdout, "data");
+  return {
+    async go() {
+      child.stdin.end("go\n");
+      expect(await exited).toEqual([0, null]);
+      return JSON.parse(text.slice("ready\n".length)) as unknown;
+    },
+  };
+}
+
 describe("several processes appending to one audit log", () => {
   it("never fork the chain: every append lands, the log is linear and complete", async () => {
     const path = join(dir, "plain.jsonl");
@@ -159,23 +179,14 @@ describe("a sink without a key on a log another process starts keyed", () => {
     await writeFile(keyFile, key, { mode: 0o600 });
     const errors: unknown[] = [];
     const plain = await AuditSink.open(path, { onError: (error) => errors.push(error) });
-    const child = spawn(process.execPath, [writerScript, path, "k", "2", keyFile], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let text = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => (text += chunk));
-    const exited = once(child, "exit");
-    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
+    const writer = await readyWriter([path, "k", "2", keyFile]);
     const before = await readFile(path);
     await expect(plain.append(gateRecord(1, { tool: "plain_1" }))).rejects.toMatchObject({ code: "AUDIT_KEY" });
     expect(await readFile(path)).toEqual(before);
     await expect(plain.append(gateRecord(2))).rejects.toMatchObject({ code: "AUDIT_KEY" });
     expect(errors).toHaveLength(2);
     await plain.close();
-    child.stdin.end("go\n");
-    expect(await exited).toEqual([0, null]);
-    expect(JSON.parse(text.slice("ready\n".length))).toEqual({ outcomes: ["ok:1", "ok:2"] });
+    expect(await writer.go()).toEqual({ outcomes: ["ok:1", "ok:2"] });
     const result = await verifyAuditLog(path, { key });
     expect(result.ok, result.ok ? "" : result.message).toBe(true);
     expect(result.ok && result.records.map((r) => r.tool)).toEqual(["wk_1", "wk_2"]);
@@ -469,15 +480,8 @@ describe("a log rotated by copytruncate while a sink has it open", () => {
     writeFileSync(`${path}.1`, readFileSync(path));
     await truncate(path, 0);
     // Another process starts the log afresh: its line 1 is as long as the one cut away.
-    const child = spawn(process.execPath, [writerScript, path, "r", "1"], { stdio: ["pipe", "pipe", "inherit"] });
-    let text = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => (text += chunk));
-    const exited = once(child, "exit");
-    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
-    child.stdin.end("go\n");
-    expect(await exited).toEqual([0, null]);
-    expect(JSON.parse(text.slice("ready\n".length))).toEqual({ outcomes: ["ok:1"] });
+    const writer = await readyWriter([path, "r", "1"]);
+    expect(await writer.go()).toEqual({ outcomes: ["ok:1"] });
     const fresh = await readFile(path);
     expect(fresh.length).toBe(readFileSync(`${path}.1`).length);
 
@@ -500,16 +504,7 @@ describe("a log rotated by copytruncate while a sink has it open", () => {
 describe("a keyed log cut short behind a sink that has not read its end", () => {
   /** Has another process append `count` records to the keyed log at `path` (its key in `keyFile`), sealing it. */
   async function appendElsewhere(path: string, keyFile: string, count: number): Promise<void> {
-    const child = spawn(process.execPath, [writerScript, path, "o", String(count), keyFile], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let text = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => (text += chunk));
-    const exited = once(child, "exit");
-    while (!text.startsWith("ready\n")) await once(child.stdout, "data");
-    child.stdin.end("go\n");
-    expect(await exited).toEqual([0, null]);
+    await (await readyWriter([path, "o", String(count), keyFile])).go();
   }
 
   it.each([
