@@ -10,6 +10,9 @@ import { overflowsSideways, press, screenshot, useBrowser } from "./support/chro
 import { startTcpProxy } from "./support/tcp-proxy.js";
 import { consoleInExpress } from "./support/express-console.js";
 
+/** A poll for a card or row to stop being held: the console holds one for 1 s after it moves (HOLD_MS), so a poll of vitest's default 1 s could end just before. */
+const HELD_STILL = { timeout: 5_000 };
+
 // What the person at the console sees is what gets answered: keys that land
 // on a control the person did not mean, text that renders as something it is
 // not, and replies that go missing.
@@ -325,7 +328,7 @@ describe("an answer whose reply goes missing", () => {
 
     // As a person would: pressed again while the row is held for having moved (the card above grew).
     for (let attempt = 0; attempt < 5; attempt++) {
-      await expect.poll(() => page.locator("#grants tr[data-held]").count()).toBe(0);
+      await expect.poll(() => page.locator("#grants tr[data-held]").count(), HELD_STILL).toBe(0);
       await page.getByRole("button", { name: "Revoke the remembered approval for deploy" }).click();
       await expect.poll(() => page.locator("#announce").textContent()).not.toMatch(/^New ask/);
       if (!(await page.locator("#announce").textContent())?.startsWith("Not revoked")) break;
@@ -876,7 +879,7 @@ describe("a card that moves", () => {
     await page.mouse.move(5, 450);
     await page.mouse.wheel(0, 10_000);
     await expect.poll(() => scrollLeft(page)).toBe(0);
-    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count(), HELD_STILL).toBe(0);
     const box = await cardOf(page, last).getByRole("button", { name: "Approve" }).boundingBox();
     if (box === null) throw new Error("the last card's Approve has no box");
     const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
@@ -897,7 +900,7 @@ describe("a card that moves", () => {
     expect(waiting.answer()).toBeUndefined();
 
     // Once it has held still, the same press answers it.
-    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count(), HELD_STILL).toBe(0);
     await page.mouse.click(x, y);
     await expect(waiting.parked).resolves.toEqual({ type: "approve" });
   });
@@ -909,7 +912,7 @@ describe("a card that moves", () => {
     const last = makeAsk(2, { prompt: `Run the tests?\n${tall}` });
     const waiting = park(channel, last);
     await expect.poll(() => page.locator("#asks .ask").count()).toBe(2);
-    await expect.poll(() => page.locator("#asks .ask[data-held]").count()).toBe(0);
+    await expect.poll(() => page.locator("#asks .ask[data-held]").count(), HELD_STILL).toBe(0);
     await page.mouse.move(5, 450);
     await page.mouse.wheel(0, 10_000);
     await expect.poll(() => scrollLeft(page)).toBe(0);
